@@ -1,0 +1,5 @@
+"""``python -m dltop`` entry point."""
+
+from dltop.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,25 @@
+"""The closed vocabularies that profiles and runners agree on."""
+
+from typing import Final
+
+FRAMEWORKS: Final = ("torch", "tensorflow", "cntk")
+"""Framework names a profile may use. Only ``torch`` has a runner so far."""
+
+MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm")
+"""Benchmark models of MODELS.md, in the paper's order."""
+
+PRECISIONS: Final = ("fp32", "tf32", "fp16", "bf16")
+DATA_KINDS: Final = ("synthetic", "real")
+BATCH_SCALINGS: Final = ("global", "per-device")
+
+STATUSES: Final = (
+    "ok",
+    "oom",
+    "unsupported",
+    "diverged",
+    "timeout",
+    "crashed",
+    "cancelled",
+    "unsatisfiable",
+)
+"""Final statuses of a run. ``unsatisfiable``: the host lacks the devices the job asks for."""

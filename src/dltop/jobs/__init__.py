@@ -1,0 +1,1 @@
+"""The queue and the supervisor: expand, spawn, time out, classify, store."""

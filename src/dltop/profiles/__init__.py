@@ -1,0 +1,1 @@
+"""Profiles: TOML files and built-ins, validated into frozen job specs."""

@@ -1,0 +1,1 @@
+"""Results: per-run statistics, per-configuration aggregation, paper-style exports."""

@@ -1,0 +1,162 @@
+"""dltop runner protocol v1, child side.
+
+Standard library only, valid Python 3.6: this file runs inside every
+framework's own interpreter (CNTK 2.7 exists only for Python <= 3.7).
+
+Invocation: ``<python> <runner script> <spec.json>`` with the event pipe's
+write end inherited as file descriptor ``$DLTOP_EVENT_FD``. Events are JSON
+objects, one per line, each with ``"v": 1`` and an ``"event"`` name:
+
+- ``hello``: framework, framework_version, python_version, device, threads, pid, extra facts
+- ``model``: param_count, flops_per_sample (or null)
+- ``iter``: index, seconds, samples, warmup, loss, t_mono_ns (end of step)
+- ``eval``: accuracy, loss
+- ``done``: iterations (measured, warm-up excluded)
+- ``error``: kind (oom | unsupported | diverged | crash), message
+
+Without ``$DLTOP_EVENT_FD`` (a run by hand) events go to stderr.
+"""
+
+import json
+import math
+import os
+import sys
+import time
+import traceback
+
+PROTOCOL_VERSION = 1
+EXIT_OK = 0
+EXIT_ERROR = 3
+
+
+class Unsupported(Exception):
+    """The configuration cannot run here (model, precision or device not supported)."""
+
+
+class Diverged(Exception):
+    """The loss became NaN or infinite."""
+
+
+class Reporter(object):
+    """Writes protocol events to the event pipe."""
+
+    def __init__(self, fd=None):
+        if fd is None:
+            env = os.environ.get("DLTOP_EVENT_FD")
+            fd = int(env) if env else None
+        self._fd = fd
+
+    def emit(self, event, **fields):
+        fields["v"] = PROTOCOL_VERSION
+        fields["event"] = event
+        line = (json.dumps(fields, separators=(",", ":"), allow_nan=False, default=str)
+                + "\n").encode("utf-8")
+        if self._fd is None:
+            sys.stderr.write(line.decode("utf-8"))
+            sys.stderr.flush()
+            return
+        view = memoryview(line)
+        while view:
+            n = os.write(self._fd, view)
+            view = view[n:]
+
+    def hello(self, framework, framework_version, device, threads, **extra):
+        self.emit("hello", framework=framework, framework_version=framework_version,
+                  python_version=sys.version.split()[0], python_executable=sys.executable,
+                  device=device, threads=threads, pid=os.getpid(), **extra)
+
+    def model(self, param_count, flops_per_sample=None):
+        self.emit("model", param_count=int(param_count), flops_per_sample=flops_per_sample)
+
+    def iteration(self, index, seconds, samples, warmup, loss):
+        self.emit("iter", index=index, seconds=seconds, samples=samples, warmup=bool(warmup),
+                  loss=loss if loss is None or math.isfinite(loss) else str(loss),
+                  t_mono_ns=int(time.monotonic() * 1e9))
+
+    def done(self, iterations):
+        self.emit("done", iterations=iterations)
+
+    def error(self, kind, message):
+        self.emit("error", kind=kind, message=message[-4000:])
+
+
+def load_spec(argv=None):
+    """Read the job spec (protocol v1) from the JSON file named on the command line."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.stderr.write("usage: <runner> SPEC.json\n")
+        sys.exit(2)
+    with open(argv[0]) as fh:
+        spec = json.load(fh)
+    if spec.get("v") != PROTOCOL_VERSION:
+        sys.stderr.write("unsupported job spec version %r\n" % (spec.get("v"),))
+        sys.exit(2)
+    return spec
+
+
+def measure(step, spec, reporter):
+    """Run ``warmup + iterations`` training steps, timing each; report every one.
+
+    ``step()`` performs one complete, device-synchronised training step and
+    returns the loss as a Python float. Raises :class:`Diverged` on a
+    non-finite loss. Returns the number of measured iterations.
+    """
+    warmup = int(spec["warmup"])
+    total = warmup + int(spec["iterations"])
+    samples = int(spec["samples_per_iter"])
+    clock = time.perf_counter
+    for i in range(total):
+        t0 = clock()
+        loss = step()
+        dt = clock() - t0
+        reporter.iteration(i, dt, samples, i < warmup, loss)
+        if loss is not None and not math.isfinite(loss):
+            raise Diverged("non-finite loss %r at iteration %d" % (loss, i))
+    return total - warmup
+
+
+def classify(exc):
+    """Map an exception to a protocol error kind."""
+    if isinstance(exc, Unsupported):
+        return "unsupported"
+    if isinstance(exc, Diverged):
+        return "diverged"
+    if isinstance(exc, MemoryError):
+        return "oom"
+    text = str(exc).lower()
+    name = type(exc).__name__.lower()
+    if ("out of memory" in text or "outofmemory" in name or "resource exhausted" in text
+            or "resourceexhausted" in name or "can't allocate memory" in text
+            or "cannot allocate memory" in text):
+        return "oom"
+    return "crash"
+
+
+def main(run, argv=None):
+    """Standard runner entry point: load the spec, call ``run(spec, reporter)``, report.
+
+    ``run`` returns the measured iteration count. Any exception is reported as
+    an ``error`` event with its kind; the process then exits with status 3.
+    """
+    spec = load_spec(argv)
+    reporter = Reporter()
+    try:
+        n = run(spec, reporter)
+    except SystemExit:
+        raise
+    except KeyboardInterrupt:
+        reporter.error("crash", "interrupted")
+        sys.exit(EXIT_ERROR)
+    except BaseException as exc:  # noqa: B036 - every failure must reach the parent
+        kind = classify(exc)
+        if kind == "crash":
+            message = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        else:
+            message = "%s: %s" % (type(exc).__name__, exc)
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+        reporter.error(kind, message)
+        sys.exit(EXIT_ERROR)
+    reporter.done(n)
+    sys.stdout.flush()
+    sys.exit(EXIT_OK)

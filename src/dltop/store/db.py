@@ -1,0 +1,85 @@
+"""Opening the dltop database: path resolution, WAL, migrations.
+
+SQLite is the single source of truth. Every write goes through
+:class:`dltop.store.writer.Store`; readers may open their own connections.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from pathlib import Path
+
+import sqlite_utils
+
+from dltop.errors import UserError
+from dltop.store import migrations
+
+DB_ENV = "DLTOP_DB"
+
+
+def default_db_path() -> Path:
+    """``$XDG_DATA_HOME/dltop/dltop.db``, falling back to ``~/.local/share``."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "dltop" / "dltop.db"
+
+
+def resolve_db_path(cli_value: str | os.PathLike[str] | None) -> Path:
+    """The database path: ``--db`` wins, then ``$DLTOP_DB``, then the XDG default."""
+    if cli_value:
+        return Path(cli_value).expanduser()
+    env = os.environ.get(DB_ENV)
+    if env:
+        return Path(env).expanduser()
+    return default_db_path()
+
+
+def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
+    """Open (and if needed create and migrate) the database at ``path``.
+
+    Raises:
+        UserError: the path cannot be created or written, is not SQLite, or
+            (with ``create=False``) does not exist or is not a dltop database.
+    """
+    path = Path(path)
+    if not create:
+        if not path.is_file():
+            raise UserError(f"{path}: no such database (run 'dltop run' first, or pass --db)")
+    else:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise UserError(f"{path}: cannot create the database directory: {exc.strerror}") from None
+        if path.exists() and not os.access(path, os.W_OK):
+            raise UserError(f"{path}: the database file is not writable")
+        if not path.exists() and not os.access(path.parent, os.W_OK):
+            raise UserError(f"{path}: the directory {path.parent} is not writable")
+    try:
+        conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
+        db = sqlite_utils.Database(conn)
+        if create:
+            db.enable_wal()
+            conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("PRAGMA busy_timeout=30000")
+        names = db.table_names()
+    except sqlite3.DatabaseError as exc:
+        raise UserError(f"{path}: not a SQLite database ({exc})") from None
+    if names and "schema_migrations" not in names:
+        raise UserError(f"{path}: an SQLite file, but not a dltop database (no schema_migrations)")
+    if not create:
+        if not names:
+            raise UserError(f"{path}: empty file, not a dltop database")
+        return db
+    try:
+        migrations.apply(db)
+    except sqlite3.OperationalError as exc:
+        raise UserError(f"{path}: cannot write the database: {exc}") from None
+    return db
+
+
+def memory_db() -> sqlite_utils.Database:
+    """A migrated in-memory database, for tests."""
+    db = sqlite_utils.Database(memory=True)
+    migrations.apply(db)
+    return db

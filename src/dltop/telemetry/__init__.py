@@ -1,0 +1,1 @@
+"""Telemetry: NVML (GPU) and psutil (host) samplers."""

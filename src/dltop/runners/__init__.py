@@ -1,1 +1,1 @@
-"""Runners: the parent-side registry, and child scripts (stdlib + framework, Python 3.6 syntax) under child/."""
+"""Runners: the parent-side registry, and child scripts (stdlib + framework, Py 3.6) in child/."""

@@ -49,7 +49,9 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise UserError(f"{path}: cannot create the database directory: {exc.strerror}") from None
+            raise UserError(
+                f"{path}: cannot create the database directory: {exc.strerror}"
+            ) from None
         if path.exists() and not os.access(path, os.W_OK):
             raise UserError(f"{path}: the database file is not writable")
         if not path.exists() and not os.access(path.parent, os.W_OK):

@@ -24,6 +24,12 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
 
 
+def _pk(value: Any) -> int:
+    if value is None:
+        raise RuntimeError("insert returned no primary key")
+    return int(value)
+
+
 class Store:
     """Write access to a migrated dltop database."""
 
@@ -35,13 +41,13 @@ class Store:
                         host: str, engine_pid: int) -> int:
         """Insert a campaign row in state ``queued``; return its id."""
         with self.db.conn:
-            row = self.db["campaigns"].insert({
+            row = self.db.table("campaigns").insert({
                 "name": name, "profiles": json.dumps(list(profiles)),
                 "argv": json.dumps(list(argv)), "status": "queued",
                 "created_at": utc_now(), "host": host, "dltop_version": __version__,
                 "engine_pid": engine_pid,
             })
-        return int(row.last_pk)
+        return _pk(row.last_pk)
 
     def set_campaign_status(self, campaign_id: int, status: str) -> None:
         """Move a campaign to ``running``, ``finished``, ``cancelled`` or ``failed``."""
@@ -51,7 +57,7 @@ class Store:
         elif status in ("finished", "cancelled", "failed"):
             fields["finished_at"] = utc_now()
         with self.db.conn:
-            self.db["campaigns"].update(campaign_id, fields)
+            self.db.table("campaigns").update(campaign_id, fields)
 
     # jobs ------------------------------------------------------------------
     def add_jobs(self, campaign_id: int, jobs: Sequence[JobSpec],
@@ -60,7 +66,7 @@ class Store:
         ids = []
         with self.db.conn:
             for pos, job in enumerate(jobs):
-                row = self.db["jobs"].insert({
+                row = self.db.table("jobs").insert({
                     "campaign_id": campaign_id, "position": pos,
                     "status": statuses[pos] if statuses else "queued",
                     "profile": job.profile, "framework": job.framework, "model": job.model,
@@ -71,49 +77,49 @@ class Store:
                     "batch_scaling": job.batch_scaling, "timeout_s": job.timeout_s,
                     "config_key": job.config_key, "spec_json": json.dumps(job.to_json_dict()),
                 })
-                ids.append(int(row.last_pk))
+                ids.append(_pk(row.last_pk))
         return ids
 
     def set_job_status(self, job_id: int, status: str) -> None:
         """Record a job's queue state (``queued``, ``running`` or a final run status)."""
         with self.db.conn:
-            self.db["jobs"].update(job_id, {"status": status})
+            self.db.table("jobs").update(job_id, {"status": status})
 
     # runs ------------------------------------------------------------------
     def start_run(self, job_id: int, campaign_id: int, attempt: int, log_path: str,
                   samples_per_iter: int) -> int:
         """Insert a run row in state ``running``; return its id."""
         with self.db.conn:
-            row = self.db["runs"].insert({
+            row = self.db.table("runs").insert({
                 "job_id": job_id, "campaign_id": campaign_id, "attempt": attempt,
                 "status": "running", "started_at": utc_now(), "log_path": log_path,
                 "samples_per_iter": samples_per_iter,
             })
-            self.db["jobs"].update(job_id, {"status": "running"})
-        return int(row.last_pk)
+            self.db.table("jobs").update(job_id, {"status": "running"})
+        return _pk(row.last_pk)
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
         """Set arbitrary run columns (pid, framework version, parameter count...)."""
         if fields:
             with self.db.conn:
-                self.db["runs"].update(run_id, fields)
+                self.db.table("runs").update(run_id, fields)
 
     def add_iterations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``)."""
         batch = [{"run_id": run_id, **r} for r in rows]
         if batch:
             with self.db.conn:
-                self.db["iterations"].insert_all(batch, replace=True, batch_size=500)
+                self.db.table("iterations").insert_all(batch, replace=True, batch_size=500)
 
     def finish_run(self, run_id: int, job_id: int, status: str, fields: dict[str, Any],
                    job_status: str | None = None) -> None:
         """Close a run with its final status and summary; the job takes ``job_status``."""
         with self.db.conn:
-            self.db["runs"].update(run_id, {**fields, "status": status,
+            self.db.table("runs").update(run_id, {**fields, "status": status,
                                             "finished_at": utc_now()})
-            self.db["jobs"].update(job_id, {"status": job_status or status})
+            self.db.table("jobs").update(job_id, {"status": job_status or status})
 
     def record_environment(self, run_id: int, env: dict[str, Any]) -> None:
         """Store the run's environment (host facts plus what the runner reported)."""
         with self.db.conn:
-            self.db["environment"].insert({"run_id": run_id, **env}, replace=True, alter=True)
+            self.db.table("environment").insert({"run_id": run_id, **env}, replace=True, alter=True)

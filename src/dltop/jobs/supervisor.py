@@ -1,0 +1,251 @@
+"""Start one runner child, read its events, enforce its deadline, classify the end.
+
+The only place dltop starts or kills child processes. Each child runs in a new
+session (so its own process group, and no controlling terminal: a closed SSH
+connection or Ctrl-C in the terminal never reaches it directly); every stop
+signals the whole group, TERM first, then KILL after a grace period, and the
+group is swept with KILL once the child has exited so no grandchild outlives
+its run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+MAX_EVENT_LINE_BYTES = 1 << 20
+"""Longer event lines are discarded and counted as protocol errors."""
+TERM_GRACE_S = 5.0
+LOG_TAIL_BYTES = 4000
+
+_ERROR_STATUS = {"oom": "oom", "unsupported": "unsupported", "diverged": "diverged",
+                 "crash": "crashed"}
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True)
+class ChildOutcome:
+    """How a runner child ended."""
+
+    status: str
+    exit_code: int | None
+    pid: int
+    pgid: int
+    wall_s: float
+    message: str | None = None
+    error_kind: str | None = None
+    protocol_errors: int = 0
+    log_tail: str = ""
+    saw_done: bool = False
+    hello: Mapping[str, Any] = field(default_factory=dict)
+    model: Mapping[str, Any] = field(default_factory=dict)
+
+
+def kill_group(pgid: int, sig: int) -> bool:
+    """Signal a process group; False if it no longer exists."""
+    try:
+        os.killpg(pgid, sig)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return False
+    return True
+
+
+def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a log, decoded leniently, starting at a line break."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if size > limit and "\n" in text:
+        text = text.split("\n", 1)[1]
+    return text
+
+
+async def supervise(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    log_path: Path,
+    timeout_s: float,
+    on_event: EventHandler,
+    stop: asyncio.Event,
+    on_spawn: Callable[[int, int], None] | None = None,
+) -> ChildOutcome:
+    """Run one runner child to its end.
+
+    Args:
+        argv: interpreter, runner script, spec file (no shell).
+        env: the child's complete environment; ``DLTOP_EVENT_FD`` is added here.
+        log_path: file that receives the child's stdout and stderr.
+        timeout_s: wall-clock budget for the whole run, start-up included.
+        on_event: called with each decoded protocol event, in order.
+        stop: when set, the run is cancelled (TERM, then KILL, of its group).
+        on_spawn: called with (pid, pgid) as soon as the child exists.
+
+    Returns:
+        The classified outcome; the process group is gone when this returns.
+    """
+    read_fd, write_fd = os.pipe()
+    t0 = time.monotonic()
+    log_fd = -1
+    try:
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+            env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1"},
+            pass_fds=(write_fd,), start_new_session=True,
+        )
+    except OSError as exc:
+        os.close(read_fd)
+        return ChildOutcome(status="crashed", exit_code=None, pid=0, pgid=0, wall_s=0.0,
+                            message=f"cannot start runner {argv[0]}: {exc}")
+    finally:
+        # The child holds its own copies; ours must close so EOF means "child gone".
+        for fd in (write_fd, log_fd):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+    pgid = proc.pid  # start_new_session: the child leads its own group
+    if on_spawn is not None:
+        on_spawn(proc.pid, pgid)
+    reader = _EventReader(on_event)
+    pump = asyncio.create_task(reader.pump(read_fd))
+    waiter = asyncio.create_task(proc.wait())
+    stopper = asyncio.create_task(stop.wait())
+    reason: str | None = None
+    try:
+        done, _ = await asyncio.wait({waiter, stopper}, timeout=timeout_s,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if waiter not in done:
+            reason = "cancelled" if stopper in done else "timeout"
+            await _terminate(proc, pgid)
+        # Drain what the child wrote before it died; a grandchild may hold the
+        # pipe open, so bound the wait.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(pump), timeout=2.0)
+    except asyncio.CancelledError:
+        reason = "cancelled"
+        await asyncio.shield(_terminate(proc, pgid))
+        raise
+    finally:
+        kill_group(pgid, signal.SIGKILL)
+        stopper.cancel()
+        pump.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await pump
+        reader.close()
+    exit_code = proc.returncode
+    wall_s = time.monotonic() - t0
+    status, kind, message = _classify(reason, exit_code, reader, timeout_s)
+    return ChildOutcome(
+        status=status, exit_code=exit_code, pid=proc.pid, pgid=pgid, wall_s=wall_s,
+        message=message, error_kind=kind, protocol_errors=reader.protocol_errors,
+        log_tail=read_log_tail(log_path) if status != "ok" else "",
+        saw_done=reader.done is not None, hello=reader.hello, model=reader.model,
+    )
+
+
+async def _terminate(proc: asyncio.subprocess.Process, pgid: int) -> None:
+    kill_group(pgid, signal.SIGTERM)
+    try:
+        await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE_S)
+    except TimeoutError:
+        kill_group(pgid, signal.SIGKILL)
+        await proc.wait()
+
+
+def _classify(reason: str | None, exit_code: int | None, r: _EventReader,
+              timeout_s: float) -> tuple[str, str | None, str | None]:
+    if reason == "cancelled":
+        return "cancelled", None, "cancelled by the user"
+    if reason == "timeout":
+        return "timeout", None, f"no result within timeout_s = {timeout_s:g}"
+    if r.error is not None:
+        kind = str(r.error.get("kind", "crash"))
+        return _ERROR_STATUS.get(kind, "crashed"), kind, str(r.error.get("message", ""))
+    if r.done is not None and exit_code == 0:
+        if r.measured == 0:
+            return "crashed", None, "runner reported done without any measured iteration"
+        return "ok", None, None
+    if exit_code is not None and exit_code < 0:
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = str(-exit_code)
+        return "crashed", None, f"runner killed by signal {name} before finishing"
+    if r.done is None:
+        return "crashed", None, f"runner exited with status {exit_code} without a 'done' event"
+    return "crashed", None, f"runner reported done but exited with status {exit_code}"
+
+
+class _EventReader:
+    """Decodes JSON-line events from the child's event pipe."""
+
+    def __init__(self, on_event: EventHandler) -> None:
+        self._on_event = on_event
+        self._transport: asyncio.ReadTransport | None = None
+        self.protocol_errors = 0
+        self.hello: dict[str, Any] = {}
+        self.model: dict[str, Any] = {}
+        self.error: dict[str, Any] | None = None
+        self.done: dict[str, Any] | None = None
+        self.measured = 0
+
+    async def pump(self, fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader(limit=MAX_EVENT_LINE_BYTES)
+        pipe = os.fdopen(fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        self._transport = transport
+        while True:
+            try:
+                line = await reader.readline()
+            except ValueError:  # over the line limit: asyncio dropped it
+                self.protocol_errors += 1
+                continue
+            if not line:
+                return
+            self._handle(line)
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def _handle(self, line: bytes) -> None:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            self.protocol_errors += 1
+            return
+        if not isinstance(event, dict) or event.get("v") != 1 or "event" not in event:
+            self.protocol_errors += 1
+            return
+        name = event["event"]
+        if name == "hello":
+            self.hello = event
+        elif name == "model":
+            self.model = event
+        elif name == "iter" and not event.get("warmup"):
+            self.measured += 1
+        elif name == "error" and self.error is None:
+            self.error = event
+        elif name == "done":
+            self.done = event
+        self._on_event(event)

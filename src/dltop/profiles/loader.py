@@ -1,0 +1,238 @@
+"""Load TOML profiles (files or built-ins) and validate them into :class:`Profile`.
+
+Every mistake raises :class:`~dltop.errors.UserError` naming the file, the key
+and what was expected; nothing here touches the database. See
+``docs/profiles.md`` for every key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import os
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from dltop import catalog
+from dltop.errors import UserError
+from dltop.profiles.model import DeviceSpec, JobSpec, Profile
+
+TOP_KEYS = ("name", "description", "defaults", "matrix")
+LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
+SETTINGS: dict[str, Any] = {
+    "iterations": 50,
+    "warmup": 10,
+    "repeats": 1,
+    "timeout_s": 900.0,
+    "precision": "fp32",
+    "data": "synthetic",
+    "data_dir": None,
+    "batch_scaling": "global",
+    "lr": 0.01,
+    "momentum": 0.0,
+    "seed": 0,
+}
+OPTION_KEYS = ("xla",)
+"""Framework-specific switches passed through to the runner as ``options``."""
+ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS)
+
+
+def builtin_names() -> list[str]:
+    """Names of the profiles shipped with dltop."""
+    pkg = resources.files("dltop.profiles") / "builtin"
+    return sorted(p.name.removesuffix(".toml") for p in pkg.iterdir()
+                  if p.name.endswith(".toml"))
+
+
+@dataclass(frozen=True)
+class _Where:
+    source: str
+
+    def err(self, key: str, msg: str) -> UserError:
+        return UserError(f"{self.source}: {key}: {msg}")
+
+
+def load(ref: str, logical_cores: int | None = None) -> Profile:
+    """Load a profile by built-in name or file path.
+
+    Args:
+        ref: a built-in name (``quick``) or a path to a ``.toml`` file.
+        logical_cores: cores to expand ``cpu:1..max`` against (default: this host's).
+
+    Raises:
+        UserError: the file is missing or invalid.
+    """
+    path = Path(ref)
+    if ref in builtin_names() and not path.exists():
+        text = (resources.files("dltop.profiles") / "builtin" / f"{ref}.toml").read_text()
+        return parse(text, f"<built-in {ref}>", ref, logical_cores)
+    if not path.is_file():
+        hint = ""
+        close = difflib.get_close_matches(ref, builtin_names(), n=1)
+        if close:
+            hint = f" (did you mean the built-in {close[0]!r}?)"
+        raise UserError(f"{ref}: no such profile file or built-in profile{hint}; "
+                        f"built-ins: {', '.join(builtin_names())}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read profile: {exc}") from None
+    return parse(text, str(path), path.stem, logical_cores)
+
+
+def parse(text: str, source: str, default_name: str,
+          logical_cores: int | None = None) -> Profile:
+    """Validate profile TOML ``text``; ``source`` names it in errors."""
+    where = _Where(source)
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{source}: TOML syntax error: {exc}") from None
+    _check_keys(where, "", doc, TOP_KEYS)
+    name = _str(where, "name", doc.get("name", default_name))
+    description = _str(where, "description", doc.get("description", ""))
+    defaults = doc.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise where.err("defaults", "expected a table [defaults]")
+    _check_keys(where, "defaults.", defaults, ENTRY_KEYS)
+    matrix = doc.get("matrix")
+    if matrix is None or (isinstance(matrix, list) and not matrix):
+        raise where.err("matrix", "expected at least one [[matrix]] entry; the matrix is empty")
+    if not isinstance(matrix, list) or not all(isinstance(m, dict) for m in matrix):
+        raise where.err("matrix", "expected an array of tables ([[matrix]])")
+    cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
+    jobs: list[JobSpec] = []
+    for i, entry in enumerate(matrix):
+        _check_keys(where, f"matrix[{i}].", entry, ENTRY_KEYS)
+        jobs.extend(_expand(where, f"matrix[{i}]", name, {**SETTINGS, **defaults, **entry},
+                            cores))
+    return Profile(name=name, description=description, source=source, jobs=tuple(jobs))
+
+
+def _expand(where: _Where, at: str, profile: str, merged: dict[str, Any],
+            cores: int) -> list[JobSpec]:
+    lists = {}
+    for key in LIST_KEYS:
+        value = merged.get(key)
+        if value is None:
+            raise where.err(f"{at}.{key}", "missing (set it in the entry or in [defaults])")
+        if not isinstance(value, list) or not value:
+            raise where.err(f"{at}.{key}", f"expected a non-empty list, got {value!r}")
+        lists[key] = value
+    frameworks = [_choice(where, f"{at}.frameworks[{j}]", v, catalog.FRAMEWORKS)
+                  for j, v in enumerate(lists["frameworks"])]
+    models = [_choice(where, f"{at}.models[{j}]", v, catalog.MODELS)
+              for j, v in enumerate(lists["models"])]
+    batches = [_int(where, f"{at}.batch_sizes[{j}]", v, minimum=1)
+               for j, v in enumerate(lists["batch_sizes"])]
+    devices: list[DeviceSpec] = []
+    for j, v in enumerate(lists["devices"]):
+        devices.extend(_devices(where, f"{at}.devices[{j}]", v, cores))
+    s = _settings(where, at, merged)
+    options = tuple(sorted((k, merged[k]) for k in OPTION_KEYS if k in merged))
+    for k, v in options:
+        if not isinstance(v, bool):
+            raise where.err(f"{at}.{k}", f"expected true or false, got {v!r}")
+    jobs = []
+    for fw, model, batch, dev in itertools.product(frameworks, models, batches, devices):
+        if dev.kind == "gpu" and s["batch_scaling"] == "global" and batch % dev.count:
+            raise where.err(f"{at}.batch_sizes", f"global batch {batch} does not divide over "
+                            f"{dev.count} GPUs ({dev.label}); use a multiple of {dev.count} "
+                            f"or batch_scaling = \"per-device\"")
+        for rep in range(s["repeats"]):
+            jobs.append(JobSpec(
+                profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
+                repeat=rep, iterations=s["iterations"], warmup=s["warmup"],
+                timeout_s=s["timeout_s"], precision=s["precision"], data=s["data"],
+                data_dir=s["data_dir"], batch_scaling=s["batch_scaling"], lr=s["lr"],
+                momentum=s["momentum"], seed=s["seed"], options=options,
+            ))
+    return jobs
+
+
+def _settings(where: _Where, at: str, m: dict[str, Any]) -> dict[str, Any]:
+    s = {
+        "iterations": _int(where, f"{at}.iterations", m["iterations"], minimum=1),
+        "warmup": _int(where, f"{at}.warmup", m["warmup"], minimum=0),
+        "repeats": _int(where, f"{at}.repeats", m["repeats"], minimum=1),
+        "timeout_s": _num(where, f"{at}.timeout_s", m["timeout_s"], positive=True),
+        "precision": _choice(where, f"{at}.precision", m["precision"], catalog.PRECISIONS),
+        "data": _choice(where, f"{at}.data", m["data"], catalog.DATA_KINDS),
+        "data_dir": m["data_dir"],
+        "batch_scaling": _choice(where, f"{at}.batch_scaling", m["batch_scaling"],
+                                 catalog.BATCH_SCALINGS),
+        "lr": _num(where, f"{at}.lr", m["lr"], positive=True),
+        "momentum": _num(where, f"{at}.momentum", m["momentum"], positive=False),
+        "seed": _int(where, f"{at}.seed", m["seed"], minimum=0),
+    }
+    if s["data"] == "real":
+        if not isinstance(s["data_dir"], str) or not s["data_dir"]:
+            raise where.err(f"{at}.data_dir", 'data = "real" needs data_dir = "PATH"')
+        s["data_dir"] = str(Path(s["data_dir"]).expanduser())
+    elif s["data_dir"] is not None and not isinstance(s["data_dir"], str):
+        raise where.err(f"{at}.data_dir", "expected a path string")
+    return s
+
+
+def _check_keys(where: _Where, prefix: str, table: dict[str, Any],
+                allowed: tuple[str, ...]) -> None:
+    for key in table:
+        if key not in allowed:
+            close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise where.err(f"{prefix}{key}", f"unknown key{hint} "
+                            f"(valid here: {', '.join(allowed)})")
+
+
+def _str(where: _Where, key: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise where.err(key, f"expected a string, got {v!r}")
+    return v
+
+
+def _int(where: _Where, key: str, v: Any, minimum: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise where.err(key, f"expected an integer >= {minimum}, got {v!r}")
+    if v < minimum:
+        raise where.err(key, f"expected an integer >= {minimum}, got {v}")
+    return v
+
+
+def _num(where: _Where, key: str, v: Any, positive: bool) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise where.err(key, f"expected a number, got {v!r}")
+    if (positive and v <= 0) or v < 0:
+        raise where.err(key, f"expected a number {'>' if positive else '>='} 0, got {v}")
+    return float(v)
+
+
+def _choice(where: _Where, key: str, v: Any, valid: tuple[str, ...]) -> str:
+    if v not in valid:
+        close = difflib.get_close_matches(str(v), valid, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        raise where.err(key, f"unknown value {v!r}{hint} (valid: {', '.join(valid)})")
+    return str(v)
+
+
+def _devices(where: _Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:
+    if not isinstance(v, str):
+        raise where.err(key, f"expected a string like 'cpu:2' or 'gpu:1', got {v!r}")
+    if v.strip() in ("cpu:1..max", "cpu:all"):
+        return [DeviceSpec("cpu", n) for n in _thread_ladder(cores)]
+    try:
+        return [DeviceSpec.parse(v)]
+    except ValueError as exc:
+        raise where.err(key, f"{exc} (or 'cpu:1..max' for 1, 2, 4, ... cores)") from None
+
+
+def _thread_ladder(cores: int) -> list[int]:
+    """1, 2, 4, ... up to ``cores``, ending with ``cores`` itself."""
+    ladder = [1]
+    while ladder[-1] * 2 <= cores:
+        ladder.append(ladder[-1] * 2)
+    if ladder[-1] != cores:
+        ladder.append(cores)
+    return ladder

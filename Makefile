@@ -1,0 +1,38 @@
+# Two entry points (README "Quick start"): `make run` runs the main job,
+# `make test` runs the whole suite plus ruff, mypy and the import contract.
+# Both create ./.venv on first use and are safe to repeat.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+BIN := $(VENV)/bin
+# torch 2.13.0 is the CPU build this project tests with (pip finds it on local
+# disk on our machines; elsewhere it downloads). GPU servers: install the CUDA
+# build of torch into the venv instead; nothing else changes.
+TORCH ?= torch==2.13.0
+STAMP := $(VENV)/.dltop-installed
+
+.PHONY: run test lint check venv clean-venv
+
+run: $(STAMP)
+	$(BIN)/dltop run quick
+	$(BIN)/dltop export --format md
+
+test: $(STAMP) lint
+	$(BIN)/pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/lint-imports
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+clean-venv:
+	rm -rf $(VENV)

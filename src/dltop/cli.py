@@ -1,0 +1,208 @@
+"""Command line: ``dltop run | export | runs | profiles | devices | doctor``.
+
+A thin client over the headless core. User mistakes raise
+:class:`~dltop.errors.UserError`, printed as one message with exit status 2.
+Exit status of ``dltop run``: 0 when every run ended ok or with an expected
+benchmark outcome (``oom``, ``unsupported``, ``unsatisfiable``), 1 when any run
+crashed, timed out or diverged, 130 when stopped with Ctrl-C, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dltop import __version__
+from dltop.errors import UserError
+
+if TYPE_CHECKING:
+    from dltop.jobs.events import EngineEvent
+
+EXIT_FAILED_RUNS = 1
+EXIT_INTERRUPTED = 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="dltop", description=__doc__.split("\n")[0])
+    p.add_argument("--version", action="version", version=f"dltop {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def db_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--db", metavar="PATH",
+                        help="database file (default: $DLTOP_DB or "
+                             "~/.local/share/dltop/dltop.db)")
+
+    run = sub.add_parser("run", help="run one or more profiles as a campaign")
+    run.add_argument("profiles", nargs="+", metavar="PROFILE",
+                     help="built-in profile name or path to a .toml file")
+    db_arg(run)
+    run.add_argument("--headless", action="store_true",
+                     help="plain progress (automatic when stdout is not a terminal)")
+    run.add_argument("--json", action="store_true", help="one JSON event per line on stdout")
+    run.add_argument("--skip-unavailable", action="store_true",
+                     help="record jobs this host cannot run as 'unsatisfiable' instead of "
+                          "refusing the campaign")
+
+    exp = sub.add_parser("export", help="print a campaign's results table")
+    db_arg(exp)
+    exp.add_argument("--campaign", default="latest", metavar="ID|latest")
+    exp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex"])
+    exp.add_argument("--metric", default="time", choices=["time", "throughput"],
+                     help="time: median seconds per mini-batch; throughput: samples/s")
+    exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+
+    runs = sub.add_parser("runs", help="list recent runs with their status")
+    db_arg(runs)
+    runs.add_argument("--campaign", default=None, metavar="ID|latest")
+    runs.add_argument("--limit", type=int, default=30)
+
+    prof = sub.add_parser("profiles", help="list built-in profiles, or show one's jobs")
+    prof_sub = prof.add_subparsers(dest="profiles_command", metavar="SUBCOMMAND")
+    show = prof_sub.add_parser("show", help="print the jobs a profile expands to")
+    show.add_argument("profile", metavar="NAME_OR_FILE")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``dltop`` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _cmd_run(args, list(sys.argv if argv is None else ["dltop", *argv]))
+        if args.command == "export":
+            return _cmd_export(args)
+        if args.command == "runs":
+            return _cmd_runs(args)
+        if args.command == "profiles":
+            return _cmd_profiles(args)
+        _parser().print_help()
+        return 0
+    except UserError as exc:
+        print(f"dltop: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("dltop: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+# run ------------------------------------------------------------------------
+def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    from dltop.jobs import campaign
+    from dltop.jobs.engine import Engine, default_logs_dir
+    from dltop.profiles.loader import load
+    from dltop.store import Store, connect, resolve_db_path
+    from dltop.telemetry import gpu_count
+
+    profiles = [load(ref) for ref in args.profiles]
+    plan = campaign.preflight(profiles, gpu_count(), args.skip_unavailable)
+    db_path = resolve_db_path(args.db)
+    store = Store(connect(db_path))
+    campaign_id, queued = campaign.create(store, plan, argv)
+    sink: Callable[[EngineEvent], None]
+    ctx: contextlib.AbstractContextManager[Any]
+    if args.json:
+        sink = _print_json
+        ctx = contextlib.nullcontext()
+    else:
+        from dltop.tui.progress import HeadlessProgress
+
+        sink = ctx = HeadlessProgress(interactive=sys.stdout.isatty() and not args.headless)
+    engine = Engine(store, campaign_id, plan.name, queued, logs_dir=default_logs_dir(db_path),
+                    db_label=str(db_path), on_event=sink)
+
+    async def go() -> str:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, engine.request_stop)
+        return await engine.run()
+
+    with ctx:
+        status = asyncio.run(go())
+    if status == "cancelled":
+        print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in {db_path}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if any(engine.counts.get(s, 0) for s in ("crashed", "timeout", "diverged")):
+        return EXIT_FAILED_RUNS
+    return 0
+
+
+def _print_json(event: EngineEvent) -> None:
+    print(json.dumps(event.to_dict(), default=str), flush=True)
+
+
+# export / runs -----------------------------------------------------------------
+def _open_existing(db: str | None) -> Any:
+    from dltop.store import connect, resolve_db_path
+
+    return connect(resolve_db_path(db), create=False)
+
+
+def _cmd_export(args: argparse.Namespace) -> int:
+    from dltop.results import export, queries
+
+    db = _open_existing(args.db)
+    camp = queries.resolve_campaign(db, args.campaign)
+    text = export.render(export.build_table(db, camp.id, args.metric), args.format)
+    if args.output:
+        try:
+            Path(args.output).write_text(text)
+        except OSError as exc:
+            raise UserError(f"{args.output}: cannot write: {exc.strerror}") from None
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    return 0
+
+
+def _cmd_runs(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from dltop.results import queries
+
+    db = _open_existing(args.db)
+    campaign_id = None
+    if args.campaign is not None:
+        campaign_id = queries.resolve_campaign(db, args.campaign).id
+    rows = queries.recent_runs(db, limit=args.limit, campaign_id=campaign_id)
+    table = Table("run", "campaign", "started", "status", "framework", "model", "batch",
+                  "device", "rep", "median s", "samples/s", "cv", "note")
+    for r in rows:
+        table.add_row(
+            str(r.run_id), str(r.campaign_id), r.started_at or "", r.status, r.framework,
+            r.model, str(r.batch_size), r.device, str(r.repeat + 1),
+            f"{r.median_s:.4g}" if r.median_s is not None else "-",
+            f"{r.samples_per_s:.1f}" if r.samples_per_s is not None else "-",
+            f"{r.cv:.3f}" if r.cv is not None else "-",
+            ("noisy " if r.noisy else "") + (r.message or ""),
+        )
+    Console().print(table)
+    return 0
+
+
+# profiles ----------------------------------------------------------------------
+def _cmd_profiles(args: argparse.Namespace) -> int:
+    from dltop.profiles.loader import builtin_names, load
+
+    if args.profiles_command == "show":
+        prof = load(args.profile)
+        print(f"# {prof.name}: {prof.description}" if prof.description else f"# {prof.name}")
+        print(f"# source: {prof.source}; {len(prof.jobs)} jobs")
+        print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
+              f"{'rep':>3} {'iters':>5} {'warmup':>6} {'precision':<9} {'data':<9} timeout_s")
+        for i, j in enumerate(prof.jobs, 1):
+            print(f"{i:>4}  {j.framework:<10} {j.model:<10} {j.batch_size:>6} "
+                  f"{j.device.label:<7} {j.repeat + 1:>3} {j.iterations:>5} {j.warmup:>6} "
+                  f"{j.precision:<9} {j.data:<9} {j.timeout_s:g}")
+        return 0
+    for name in builtin_names():
+        prof = load(name)
+        print(f"{name:<18} {len(prof.jobs):>4} jobs  {prof.description}")
+    return 0

@@ -1,0 +1,89 @@
+"""From validated profiles to a stored campaign: preflight, then queue.
+
+Preflight checks what the host can satisfy (a runner and interpreter for each
+framework, enough GPUs, real-data directories) before anything is written.
+By default an unsatisfiable job is an error (exit 2, database untouched); with
+``skip_unavailable`` such jobs are stored with status ``unsatisfiable`` and the
+reason, and appear as ``n/a`` in exports.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dltop.errors import UserError
+from dltop.jobs.engine import QueuedJob
+from dltop.profiles.model import JobSpec, Profile
+from dltop.runners import registry
+from dltop.store.writer import Store
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Jobs to queue, each with ``None`` (runnable) or the reason it cannot run here."""
+
+    name: str
+    profiles: tuple[str, ...]
+    jobs: tuple[JobSpec, ...]
+    problems: tuple[str | None, ...]
+
+
+def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: bool) -> Plan:
+    """Check every job against this host.
+
+    Raises:
+        UserError: some job cannot run here and ``skip_unavailable`` is false.
+    """
+    jobs = [j for p in profiles for j in p.jobs]
+    runner_problem: dict[str, str | None] = {}
+    problems: list[str | None] = []
+    for job in jobs:
+        if job.framework not in runner_problem:
+            try:
+                registry.resolve(job.framework)
+                runner_problem[job.framework] = None
+            except UserError as exc:
+                runner_problem[job.framework] = str(exc)
+        problems.append(_problem(job, gpu_count, runner_problem[job.framework]))
+    bad = [(j, p) for j, p in zip(jobs, problems, strict=True) if p is not None]
+    if bad and not skip_unavailable:
+        reasons = sorted({p for _, p in bad if p is not None})
+        shown = "\n  ".join(reasons[:8])
+        raise UserError(
+            f"{len(bad)} of {len(jobs)} jobs cannot run on this host:\n  {shown}\n"
+            "Fix the profile, or pass --skip-unavailable to record them as 'unsatisfiable'."
+        )
+    name = "+".join(p.name for p in profiles)
+    return Plan(name, tuple(p.name for p in profiles), tuple(jobs), tuple(problems))
+
+
+def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | None:
+    if runner_problem is not None:
+        return runner_problem
+    if job.device.kind == "gpu" and job.device.count > gpu_count:
+        return (f"{job.device.label} needs {job.device.count} GPU(s); "
+                f"this host has {gpu_count}")
+    if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
+        return f"data_dir {job.data_dir} does not exist"
+    return None
+
+
+def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[QueuedJob]]:
+    """Store the campaign and its jobs; return the campaign id and the runnable jobs."""
+    campaign_id = store.create_campaign(plan.name, plan.profiles, argv,
+                                        socket.gethostname(), os.getpid())
+    statuses = ["queued" if p is None else "unsatisfiable" for p in plan.problems]
+    ids = store.add_jobs(campaign_id, plan.jobs, statuses)
+    queued = []
+    for pos, (job_id, job, problem) in enumerate(
+            zip(ids, plan.jobs, plan.problems, strict=True)):
+        if problem is None:
+            queued.append(QueuedJob(job_id, pos, job))
+        else:
+            run_id = store.start_run(job_id, campaign_id, 1, "", job.samples_per_iter)
+            store.finish_run(run_id, job_id, "unsatisfiable", {"error_message": problem})
+    return campaign_id, queued

@@ -1,0 +1,218 @@
+"""The engine: runs a campaign's queued jobs one at a time and stores everything.
+
+It owns one writer thread (a single-worker executor holding the
+:class:`~dltop.store.Store`), so SQLite never blocks the event loop and there is
+one write connection. Children are started only through
+:func:`dltop.jobs.supervisor.supervise`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ParamSpec, TypeVar
+
+from dltop.jobs import environment
+from dltop.jobs.events import (
+    CampaignFinished,
+    CampaignStarted,
+    EngineEvent,
+    RunFinished,
+    RunProgress,
+    RunStarted,
+)
+from dltop.jobs.supervisor import ChildOutcome, supervise
+from dltop.profiles.model import JobSpec
+from dltop.results.stats import summarize_run
+from dltop.runners import registry
+from dltop.store.writer import Store
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+FLUSH_INTERVAL_S = 0.5
+"""Iterations reach the database at least this often while a run goes on."""
+FAILURE_STATUSES = frozenset({"crashed", "timeout", "diverged"})
+
+
+@dataclass(frozen=True)
+class QueuedJob:
+    """A job row waiting to run."""
+
+    job_id: int
+    position: int
+    spec: JobSpec
+
+
+class Engine:
+    """Runs one campaign's jobs in order, writing runs, iterations and environment."""
+
+    def __init__(self, store: Store, campaign_id: int, name: str, jobs: list[QueuedJob],
+                 *, logs_dir: Path, db_label: str,
+                 on_event: Callable[[EngineEvent], None] = lambda e: None) -> None:
+        self._store = store
+        self._campaign_id = campaign_id
+        self._name = name
+        self._jobs = jobs
+        self._logs_dir = logs_dir
+        self._db_label = db_label
+        self._emit = on_event
+        self._stop = asyncio.Event()
+        self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dltop-writer")
+        self._pending: list[Future[Any]] = []
+        self.counts: dict[str, int] = {}
+
+    def request_stop(self) -> None:
+        """Cancel the current run and stop the queue (safe to call more than once)."""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        """True once a stop was requested."""
+        return self._stop.is_set()
+
+    async def run(self) -> str:
+        """Run every queued job; return the campaign's final status."""
+        try:
+            await self._write(self._store.set_campaign_status, self._campaign_id, "running")
+            self._emit(CampaignStarted(self._campaign_id, self._name, len(self._jobs),
+                                       self._db_label))
+            for q in self._jobs:
+                if self._stop.is_set():
+                    await self._write(self._store.set_job_status, q.job_id, "cancelled")
+                    self._count("cancelled")
+                    continue
+                await self._run_job(q)
+            status = "cancelled" if self._stop.is_set() else "finished"
+            await self._write(self._store.set_campaign_status, self._campaign_id, status)
+            self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
+            return status
+        finally:
+            self._writer.shutdown(wait=True)
+
+    def _count(self, status: str) -> None:
+        self.counts[status] = self.counts.get(status, 0) + 1
+
+    async def _write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer, lambda: fn(*args, **kwargs))
+
+    def _write_later(self, fn: Callable[..., Any], *args: Any) -> None:
+        # Ordered behind earlier writes by the single worker; awaited at run end.
+        self._pending.append(self._writer.submit(fn, *args))
+
+    async def _run_job(self, q: QueuedJob) -> None:
+        job = q.spec
+        cmd = registry.resolve(job.framework)
+        run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, 1, "",
+                                   job.samples_per_iter)
+        run_dir = self._logs_dir / f"run-{run_id}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log_path = run_dir / "runner.log"
+        spec_path = run_dir / "spec.json"
+        spec_path.write_text(json.dumps({**job.to_json_dict(), "run_id": run_id}, indent=1))
+        env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
+                                    gpu_indices=tuple(range(job.device.count)))
+        self._emit(RunStarted(run_id, q.job_id, q.position, len(self._jobs), job,
+                              str(log_path)))
+        collector = _IterationCollector(run_id, job, self._emit, self._store,
+                                        self._write_later)
+        outcome = await supervise(
+            cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
+            on_event=collector.on_event, stop=self._stop,
+            on_spawn=lambda pid, pgid: self._write_later(
+                self._store.update_run, run_id, {"pid": pid, "pgid": pgid,
+                                                 "log_path": str(log_path)}),
+        )
+        collector.flush()
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in self._pending))
+        self._pending.clear()
+        fields = self._summary(outcome, collector)
+        await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields)
+        if outcome.hello:
+            await self._write(self._store.record_environment, run_id,
+                              environment.environment_row(outcome.hello, env, job))
+        self._count(outcome.status)
+        self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),
+                               fields.get("samples_per_s"), fields.get("cv"),
+                               bool(fields.get("noisy")), outcome.message))
+
+    @staticmethod
+    def _summary(outcome: ChildOutcome, c: _IterationCollector) -> dict[str, Any]:
+        fields: dict[str, Any] = {
+            "exit_code": outcome.exit_code, "wall_s": outcome.wall_s,
+            "error_kind": outcome.error_kind, "error_message": outcome.message,
+            "log_tail": outcome.log_tail or None,
+            "framework_version": outcome.hello.get("framework_version"),
+            "device_name": outcome.hello.get("device_name"),
+            "param_count": outcome.model.get("param_count"),
+            "flops_per_sample": outcome.model.get("flops_per_sample"),
+            "final_loss": c.last_loss,
+        }
+        if c.measured:
+            fields.update(summarize_run(c.measured, c.samples_per_iter).to_columns())
+        return fields
+
+
+class _IterationCollector:
+    """Turns ``iter`` events into UI progress, buffered DB rows and in-memory seconds."""
+
+    def __init__(self, run_id: int, job: JobSpec, emit: Callable[[EngineEvent], None],
+                 store: Store, write_later: Callable[..., None]) -> None:
+        self.run_id = run_id
+        self.total = job.warmup + job.iterations
+        self.samples_per_iter = job.samples_per_iter
+        self.measured: list[float] = []
+        self.last_loss: float | None = None
+        self._emit = emit
+        self._store = store
+        self._write_later = write_later
+        self._buffer: list[dict[str, Any]] = []
+        self._last_flush = time.monotonic()
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        if event["event"] != "iter":
+            return
+        try:
+            index = int(event["index"])
+            seconds = float(event["seconds"])
+        except (KeyError, TypeError, ValueError):
+            return
+        loss = _as_float(event.get("loss"))
+        warmup = bool(event.get("warmup"))
+        if not warmup:
+            self.measured.append(seconds)
+        self.last_loss = loss
+        self._buffer.append({"idx": index, "seconds": seconds,
+                             "samples": int(event.get("samples") or self.samples_per_iter),
+                             "warmup": int(warmup), "loss": loss})
+        self._emit(RunProgress(self.run_id, index, self.total, warmup, seconds, loss))
+        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._buffer:
+            self._write_later(self._store.add_iterations, self.run_id, self._buffer)
+            self._buffer = []
+        self._last_flush = time.monotonic()
+
+
+def _as_float(value: Any) -> float | None:
+    """A loss as a finite float, or None (non-finite losses are stored as NULL)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def default_logs_dir(db_path: Path) -> Path:
+    """Per-run logs live beside the database: ``<db dir>/<db stem>-runs/``."""
+    return db_path.parent / f"{db_path.stem}-runs"
+

@@ -1,0 +1,87 @@
+"""Facts about the host and the child's environment, recorded with every run."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import platform
+import socket
+from collections.abc import Mapping
+from typing import Any
+
+import psutil
+
+from dltop.profiles.model import JobSpec
+
+THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+               "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+               "TF_NUM_INTEROP_THREADS")
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (or ``platform.processor()``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+@functools.cache
+def host_facts() -> dict[str, Any]:
+    """Host-wide facts: name, OS, CPU model, physical and logical core counts."""
+    return {
+        "host": socket.gethostname(),
+        "os": platform.platform(),
+        "cpu_model": cpu_model(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cores": psutil.cpu_count(logical=True),
+    }
+
+
+def child_env(job: JobSpec, base: Mapping[str, str], extra: Mapping[str, str],
+              gpu_indices: tuple[int, ...]) -> dict[str, str]:
+    """The runner child's environment: thread variables and visible devices set."""
+    env = dict(base)
+    env.update(extra)
+    if job.device.kind == "cpu":
+        n = str(job.device.count)
+        for var in THREAD_VARS:
+            env[var] = n
+        # Keep frameworks from grabbing a GPU for a CPU measurement.
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(str(i) for i in gpu_indices)
+    return env
+
+
+def environment_row(hello: Mapping[str, Any], env: Mapping[str, str],
+                    job: JobSpec) -> dict[str, Any]:
+    """One ``environment`` row: host facts plus what the runner said in ``hello``."""
+    known = {"v", "event", "framework", "framework_version", "python_version",
+             "python_executable", "device", "threads", "pid", "blas", "cuda_version",
+             "cudnn_version", "device_name"}
+    return {
+        **host_facts(),
+        "python_version": hello.get("python_version"),
+        "python_executable": hello.get("python_executable"),
+        "framework": job.framework,
+        "framework_version": hello.get("framework_version"),
+        "blas": hello.get("blas"),
+        "threads": hello.get("threads"),
+        "thread_env": json.dumps({k: env[k] for k in THREAD_VARS if k in env}),
+        "cuda_version": hello.get("cuda_version"),
+        "cudnn_version": hello.get("cudnn_version"),
+        "device_name": hello.get("device_name"),
+        "extra": json.dumps({k: v for k, v in hello.items() if k not in known}, default=str),
+    }
+
+
+def visible_env() -> dict[str, str]:
+    """This process's environment, the base for children."""
+    return dict(os.environ)

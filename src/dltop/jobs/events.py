@@ -1,0 +1,97 @@
+"""Events the engine reports upward (to the headless CLI, ``--json``, the TUI).
+
+Plain frozen dataclasses; ``to_dict`` gives the ``--json`` line form.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from dltop.profiles.model import JobSpec
+
+
+def _job_fields(job: JobSpec) -> dict[str, Any]:
+    return {"framework": job.framework, "model": job.model, "batch_size": job.batch_size,
+            "device": job.device.label, "repeat": job.repeat}
+
+
+@dataclass(frozen=True)
+class CampaignStarted:
+    """The engine took a campaign and is about to run its queued jobs."""
+
+    campaign_id: int
+    name: str
+    n_jobs: int
+    db_path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "campaign_started", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class RunStarted:
+    """A runner child is being started for a job."""
+
+    run_id: int
+    job_id: int
+    position: int
+    n_jobs: int
+    job: JobSpec
+    log_path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "run_started", "run_id": self.run_id, "job_id": self.job_id,
+                "position": self.position, "n_jobs": self.n_jobs, "log_path": self.log_path,
+                "iterations": self.job.iterations, "warmup": self.job.warmup,
+                **_job_fields(self.job)}
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """One training iteration finished in the child."""
+
+    run_id: int
+    index: int
+    total: int
+    warmup: bool
+    seconds: float
+    loss: float | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "iteration", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class RunFinished:
+    """A run reached its final status and is stored."""
+
+    run_id: int
+    job: JobSpec
+    status: str
+    median_s: float | None
+    samples_per_s: float | None
+    cv: float | None
+    noisy: bool
+    message: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "run_finished", "run_id": self.run_id, "status": self.status,
+                "median_s": self.median_s, "samples_per_s": self.samples_per_s,
+                "cv": self.cv, "noisy": self.noisy, "message": self.message,
+                **_job_fields(self.job)}
+
+
+@dataclass(frozen=True)
+class CampaignFinished:
+    """Every job reached a final state (or the campaign was cancelled)."""
+
+    campaign_id: int
+    status: str
+    counts: dict[str, int]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "campaign_finished", **asdict(self)}
+
+
+EngineEvent = CampaignStarted | RunStarted | RunProgress | RunFinished | CampaignFinished

@@ -209,20 +209,29 @@ class _EventReader:
 
     async def pump(self, fd: int) -> None:
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=MAX_EVENT_LINE_BYTES)
+        reader = asyncio.StreamReader()
         pipe = os.fdopen(fd, "rb", buffering=0)
         transport, _ = await loop.connect_read_pipe(
             lambda: asyncio.StreamReaderProtocol(reader), pipe)
         self._transport = transport
-        while True:
-            try:
-                line = await reader.readline()
-            except ValueError:  # over the line limit: asyncio dropped it
-                self.protocol_errors += 1
-                continue
-            if not line:
-                return
-            self._handle(line)
+        buf = bytearray()
+        discarding = False  # inside an over-long line: drop bytes up to its newline
+        while chunk := await reader.read(1 << 16):
+            buf += chunk
+            while (nl := buf.find(b"\n")) >= 0:
+                line = bytes(buf[:nl])
+                del buf[:nl + 1]
+                if discarding:
+                    discarding = False
+                else:
+                    self._handle(line)
+            if len(buf) > MAX_EVENT_LINE_BYTES:
+                if not discarding:
+                    self.protocol_errors += 1
+                discarding = True
+                buf.clear()
+        if buf and not discarding:
+            self._handle(bytes(buf))
 
     def close(self) -> None:
         if self._transport is not None:

@@ -1,0 +1,160 @@
+"""Supervisor behaviour with real child processes (no framework needed)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from dltop.jobs.supervisor import ChildOutcome, supervise
+
+EMIT = textwrap.dedent("""
+    import json, os, sys, time
+    FD = int(os.environ["DLTOP_EVENT_FD"])
+    def emit(event, **kw):
+        kw.update(v=1, event=event)
+        os.write(FD, (json.dumps(kw) + "\\n").encode())
+""")
+
+
+async def run_child(tmp_path: Path, body: str, timeout_s: float = 20.0,
+                    stop: asyncio.Event | None = None) -> tuple[ChildOutcome, list[dict[str, Any]]]:
+    events: list[dict[str, Any]] = []
+    code = EMIT + textwrap.dedent(body)
+    outcome = await supervise(
+        [sys.executable, "-c", code], env=dict(os.environ), log_path=tmp_path / "run.log",
+        timeout_s=timeout_s, on_event=events.append, stop=stop or asyncio.Event(),
+    )
+    return outcome, events
+
+
+def assert_group_gone(pgid: int) -> None:
+    """No live process remains in the group (a zombie has ended; only its reaper is late)."""
+    left = [p for p in psutil.process_iter(["pid", "status"])
+            if _pgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE]
+    assert not left, f"processes left in group {pgid}: {left}"
+
+
+def _pgid(pid: int) -> int | None:
+    try:
+        return os.getpgid(pid)
+    except ProcessLookupError:
+        return None
+
+
+async def test_ok_run_reports_events(tmp_path: Path) -> None:
+    outcome, events = await run_child(tmp_path, """
+        emit("hello", framework="fake", framework_version="1")
+        for i in range(3):
+            emit("iter", index=i, seconds=0.01, samples=4, warmup=i == 0, loss=1.0)
+        print("to the log")
+        emit("done", iterations=2)
+    """)
+    assert outcome.status == "ok", outcome
+    assert outcome.exit_code == 0
+    assert [e["event"] for e in events] == ["hello", "iter", "iter", "iter", "done"]
+    assert outcome.hello["framework"] == "fake"
+    assert "to the log" in (tmp_path / "run.log").read_text()
+    assert_group_gone(outcome.pgid)
+
+
+async def test_error_event_kind_maps_to_status(tmp_path: Path) -> None:
+    outcome, _ = await run_child(tmp_path, """
+        emit("error", kind="oom", message="CUDA out of memory")
+        sys.exit(3)
+    """)
+    assert (outcome.status, outcome.error_kind) == ("oom", "oom")
+    assert "out of memory" in (outcome.message or "")
+
+
+async def test_exit_zero_without_done_is_crashed(tmp_path: Path) -> None:
+    outcome, _ = await run_child(tmp_path, """
+        emit("iter", index=0, seconds=0.1, samples=1, warmup=False, loss=0.5)
+        print("partial output")
+    """)
+    assert outcome.status == "crashed"
+    assert "without a 'done' event" in (outcome.message or "")
+    assert "partial output" in outcome.log_tail
+
+
+async def test_sigkilled_child_is_crashed_with_signal_name(tmp_path: Path) -> None:
+    outcome, _ = await run_child(tmp_path, """
+        import signal
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    assert outcome.status == "crashed"
+    assert "SIGKILL" in (outcome.message or "")
+
+
+async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+    pidfile = tmp_path / "grandchild.pid"
+    t0 = time.monotonic()
+    outcome, _ = await run_child(tmp_path, f"""
+        import subprocess, signal
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # force the KILL path
+        g = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+        open({str(pidfile)!r}, "w").write(str(g.pid))
+        time.sleep(600)
+    """, timeout_s=1.0)
+    assert outcome.status == "timeout"
+    assert time.monotonic() - t0 < 15
+    grandchild = int(pidfile.read_text())
+    time.sleep(0.2)
+    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
+    assert_group_gone(outcome.pgid)
+
+
+async def test_stop_event_cancels(tmp_path: Path) -> None:
+    stop = asyncio.Event()
+    asyncio.get_running_loop().call_later(0.5, stop.set)
+    outcome, _ = await run_child(tmp_path, "time.sleep(600)", stop=stop)
+    assert outcome.status == "cancelled"
+    assert_group_gone(outcome.pgid)
+
+
+async def test_garbage_and_huge_lines_are_counted_not_fatal(tmp_path: Path) -> None:
+    outcome, events = await run_child(tmp_path, """
+        os.write(FD, b"not json\\n")
+        os.write(FD, b"[1, 2]\\n")
+        os.write(FD, b"x" * (10 * 1024 * 1024) + b"\\n")
+        emit("iter", index=0, seconds=0.1, samples=1, warmup=False, loss=0.5)
+        emit("done", iterations=1)
+    """)
+    assert outcome.status == "ok"
+    assert outcome.protocol_errors == 3
+    assert [e["event"] for e in events] == ["iter", "done"]
+
+
+async def test_flooding_stdout_goes_to_log_not_pipe(tmp_path: Path) -> None:
+    outcome, _ = await run_child(tmp_path, """
+        for _ in range(20000):
+            print("spam " * 20)
+        emit("iter", index=0, seconds=0.1, samples=1, warmup=False, loss=0.5)
+        emit("done", iterations=1)
+    """)
+    assert outcome.status == "ok"
+    assert (tmp_path / "run.log").stat().st_size > 1_000_000
+
+
+async def test_missing_interpreter_is_crashed_not_raised(tmp_path: Path) -> None:
+    outcome = await supervise(["/nonexistent/python"], env={}, log_path=tmp_path / "l.log",
+                              timeout_s=5, on_event=lambda e: None, stop=asyncio.Event())
+    assert outcome.status == "crashed"
+    assert "cannot start runner" in (outcome.message or "")
+
+
+@pytest.mark.parametrize("kind,status", [("unsupported", "unsupported"),
+                                         ("diverged", "diverged"), ("crash", "crashed")])
+async def test_every_error_kind(tmp_path: Path, kind: str, status: str) -> None:
+    outcome, _ = await run_child(tmp_path, f"""
+        emit("error", kind={kind!r}, message="m")
+        sys.exit(3)
+    """)
+    assert outcome.status == status

@@ -106,7 +106,7 @@ async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     assert outcome.status == "timeout"
     assert time.monotonic() - t0 < 15
     grandchild = int(pidfile.read_text())
-    time.sleep(0.2)
+    await asyncio.sleep(0.2)
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
     assert_group_gone(outcome.pgid)
 

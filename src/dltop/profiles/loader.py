@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import difflib
 import itertools
+import json
 import os
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -35,8 +37,17 @@ SETTINGS: dict[str, Any] = {
     "momentum": 0.0,
     "seed": 0,
 }
-OPTION_KEYS = ("xla",)
-"""Framework-specific switches passed through to the runner as ``options``."""
+OPTIONS: dict[str, tuple[object, ...]] = {
+    "xla": (True, False),
+    "inject": ("nan", "hang", "crash", "oom"),
+}
+"""Switches passed through to the runner as ``options``, with their valid values.
+
+``xla`` turns on XLA compilation in the TensorFlow runner. ``inject`` is a
+fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
+without a report, an allocation failure); it is recorded with the job.
+"""
+OPTION_KEYS = tuple(OPTIONS)
 ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS)
 
 
@@ -107,39 +118,46 @@ def parse(text: str, source: str, default_name: str,
     jobs: list[JobSpec] = []
     for i, entry in enumerate(matrix):
         _check_keys(where, f"matrix[{i}].", entry, ENTRY_KEYS)
-        jobs.extend(_expand(where, f"matrix[{i}]", name, {**SETTINGS, **defaults, **entry},
-                            cores))
+        # Errors name the table a value came from: the entry, or [defaults].
+        origin = {k: f"matrix[{i}]" for k in entry}
+        origin.update({k: "defaults" for k in defaults if k not in entry})
+        jobs.extend(_expand(where, origin, f"matrix[{i}]", name,
+                            {**SETTINGS, **defaults, **entry}, cores))
     return Profile(name=name, description=description, source=source, jobs=tuple(jobs))
 
 
-def _expand(where: _Where, at: str, profile: str, merged: dict[str, Any],
-            cores: int) -> list[JobSpec]:
+def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
+            merged: dict[str, Any], cores: int) -> list[JobSpec]:
+    def loc(key: str) -> str:
+        return f"{origin.get(key, at)}.{key}"
+
     lists = {}
     for key in LIST_KEYS:
         value = merged.get(key)
         if value is None:
-            raise where.err(f"{at}.{key}", "missing (set it in the entry or in [defaults])")
+            raise where.err(loc(key), "missing (set it in the entry or in [defaults])")
         if not isinstance(value, list) or not value:
-            raise where.err(f"{at}.{key}", f"expected a non-empty list, got {value!r}")
+            raise where.err(loc(key), f"expected a non-empty list, got {value!r}")
         lists[key] = value
-    frameworks = [_choice(where, f"{at}.frameworks[{j}]", v, catalog.FRAMEWORKS)
+    frameworks = [_choice(where, f"{loc('frameworks')}[{j}]", v, catalog.FRAMEWORKS)
                   for j, v in enumerate(lists["frameworks"])]
-    models = [_choice(where, f"{at}.models[{j}]", v, catalog.MODELS)
+    models = [_choice(where, f"{loc('models')}[{j}]", v, catalog.MODELS)
               for j, v in enumerate(lists["models"])]
-    batches = [_int(where, f"{at}.batch_sizes[{j}]", v, minimum=1)
+    batches = [_int(where, f"{loc('batch_sizes')}[{j}]", v, minimum=1)
                for j, v in enumerate(lists["batch_sizes"])]
     devices: list[DeviceSpec] = []
     for j, v in enumerate(lists["devices"]):
-        devices.extend(_devices(where, f"{at}.devices[{j}]", v, cores))
-    s = _settings(where, at, merged)
+        devices.extend(_devices(where, f"{loc('devices')}[{j}]", v, cores))
+    s = _settings(where, loc, merged)
     options = tuple(sorted((k, merged[k]) for k in OPTION_KEYS if k in merged))
     for k, v in options:
-        if not isinstance(v, bool):
-            raise where.err(f"{at}.{k}", f"expected true or false, got {v!r}")
+        if v not in OPTIONS[k] or type(v) is not type(OPTIONS[k][0]):
+            valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
+            raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
     jobs = []
     for fw, model, batch, dev in itertools.product(frameworks, models, batches, devices):
         if dev.kind == "gpu" and s["batch_scaling"] == "global" and batch % dev.count:
-            raise where.err(f"{at}.batch_sizes", f"global batch {batch} does not divide over "
+            raise where.err(loc("batch_sizes"), f"global batch {batch} does not divide over "
                             f"{dev.count} GPUs ({dev.label}); use a multiple of {dev.count} "
                             f"or batch_scaling = \"per-device\"")
         for rep in range(s["repeats"]):
@@ -153,27 +171,27 @@ def _expand(where: _Where, at: str, profile: str, merged: dict[str, Any],
     return jobs
 
 
-def _settings(where: _Where, at: str, m: dict[str, Any]) -> dict[str, Any]:
+def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> dict[str, Any]:
     s = {
-        "iterations": _int(where, f"{at}.iterations", m["iterations"], minimum=1),
-        "warmup": _int(where, f"{at}.warmup", m["warmup"], minimum=0),
-        "repeats": _int(where, f"{at}.repeats", m["repeats"], minimum=1),
-        "timeout_s": _num(where, f"{at}.timeout_s", m["timeout_s"], positive=True),
-        "precision": _choice(where, f"{at}.precision", m["precision"], catalog.PRECISIONS),
-        "data": _choice(where, f"{at}.data", m["data"], catalog.DATA_KINDS),
+        "iterations": _int(where, loc("iterations"), m["iterations"], minimum=1),
+        "warmup": _int(where, loc("warmup"), m["warmup"], minimum=0),
+        "repeats": _int(where, loc("repeats"), m["repeats"], minimum=1),
+        "timeout_s": _num(where, loc("timeout_s"), m["timeout_s"], positive=True),
+        "precision": _choice(where, loc("precision"), m["precision"], catalog.PRECISIONS),
+        "data": _choice(where, loc("data"), m["data"], catalog.DATA_KINDS),
         "data_dir": m["data_dir"],
-        "batch_scaling": _choice(where, f"{at}.batch_scaling", m["batch_scaling"],
+        "batch_scaling": _choice(where, loc("batch_scaling"), m["batch_scaling"],
                                  catalog.BATCH_SCALINGS),
-        "lr": _num(where, f"{at}.lr", m["lr"], positive=True),
-        "momentum": _num(where, f"{at}.momentum", m["momentum"], positive=False),
-        "seed": _int(where, f"{at}.seed", m["seed"], minimum=0),
+        "lr": _num(where, loc("lr"), m["lr"], positive=True),
+        "momentum": _num(where, loc("momentum"), m["momentum"], positive=False),
+        "seed": _int(where, loc("seed"), m["seed"], minimum=0),
     }
     if s["data"] == "real":
         if not isinstance(s["data_dir"], str) or not s["data_dir"]:
-            raise where.err(f"{at}.data_dir", 'data = "real" needs data_dir = "PATH"')
+            raise where.err(loc("data_dir"), 'data = "real" needs data_dir = "PATH"')
         s["data_dir"] = str(Path(s["data_dir"]).expanduser())
     elif s["data_dir"] is not None and not isinstance(s["data_dir"], str):
-        raise where.err(f"{at}.data_dir", "expected a path string")
+        raise where.err(loc("data_dir"), "expected a path string")
     return s
 
 

@@ -1,0 +1,212 @@
+"""End to end: ``dltop run`` with real PyTorch children, a real database, the CLI's exits."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+TINY = """
+name = "tiny"
+[defaults]
+iterations = 3
+warmup = 1
+timeout_s = 120
+{extra}
+[[matrix]]
+frameworks = ["torch"]
+models = {models}
+batch_sizes = [8]
+devices = {devices}
+"""
+
+
+def write_profile(tmp_path: Path, models: str = '["fcn-r"]', devices: str = '["cpu:1"]',
+                  extra: str = "", name: str = "p.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(TINY.format(models=models, devices=devices, extra=extra))
+    return path
+
+
+def dltop(tmp_path: Path, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
+    return subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
+                          text=True, env=env, timeout=timeout)
+
+
+def rows(tmp_path: Path, sql: str) -> list[dict[str, Any]]:
+    conn = sqlite3.connect(tmp_path / "d.db")
+    conn.row_factory = sqlite3.Row
+    try:
+        return [dict(r) for r in conn.execute(sql)]
+    finally:
+        conn.close()
+
+
+def test_run_stores_runs_iterations_environment_and_exports(tmp_path: Path) -> None:
+    prof = write_profile(tmp_path, models='["fcn-r", "alexnet-r"]')
+    res = dltop(tmp_path, "run", str(prof), "--headless")
+    assert res.returncode == 0, res.stderr + res.stdout
+    runs = rows(tmp_path, "select * from runs order by id")
+    assert [r["status"] for r in runs] == ["ok", "ok"]
+    for r in runs:
+        assert r["n_iterations"] == 3 and r["median_s"] > 0 and r["samples_per_s"] > 0
+        assert r["param_count"] in (14_205_962, 85_098)
+        assert r["pid"] and r["pgid"] and Path(r["log_path"]).is_file()
+    its = rows(tmp_path, "select * from iterations where run_id = 1 order by idx")
+    assert [i["warmup"] for i in its] == [1, 0, 0, 0]
+    env = rows(tmp_path, "select * from environment")
+    assert len(env) == 2 and env[0]["framework_version"].startswith("2.")
+    assert json.loads(env[0]["thread_env"])["OMP_NUM_THREADS"] == "1"
+    assert rows(tmp_path, "select status from campaigns") == [{"status": "finished"}]
+    md = dltop(tmp_path, "export", "--format", "md")
+    assert md.returncode == 0, md.stderr
+    assert "cpu:1" in md.stdout and "fcn-r" in md.stdout and "alexnet-r" in md.stdout
+    listing = dltop(tmp_path, "runs")
+    assert listing.returncode == 0 and "fcn-r" in listing.stdout
+
+
+def test_json_events_are_one_object_per_line(tmp_path: Path) -> None:
+    res = dltop(tmp_path, "run", str(write_profile(tmp_path)), "--json")
+    assert res.returncode == 0, res.stderr
+    events = [json.loads(line) for line in res.stdout.splitlines()]
+    kinds = [e["event"] for e in events]
+    assert kinds[0] == "campaign_started" and kinds[-1] == "campaign_finished"
+    assert kinds.count("iteration") == 4
+    finished = next(e for e in events if e["event"] == "run_finished")
+    assert finished["status"] == "ok" and finished["median_s"] > 0
+
+
+@pytest.mark.parametrize("inject,status", [("nan", "diverged"), ("crash", "crashed"),
+                                           ("oom", "oom")])
+def test_failures_are_classified(tmp_path: Path, inject: str, status: str) -> None:
+    prof = write_profile(tmp_path, extra=f'inject = "{inject}"')
+    res = dltop(tmp_path, "run", str(prof), "--headless")
+    assert res.returncode == (0 if status == "oom" else 1), res.stderr + res.stdout
+    (run,) = rows(tmp_path, "select * from runs")
+    assert run["status"] == status
+    if status == "crashed":
+        assert run["log_tail"] is not None
+        assert "without a 'done' event" in run["error_message"]
+    md = dltop(tmp_path, "export", "--format", "csv").stdout
+    assert {"diverged": "diverged", "crashed": "failed", "oom": "OOM"}[status] in md
+
+
+def test_timeout_kills_the_runner_group(tmp_path: Path) -> None:
+    prof = write_profile(tmp_path, extra='inject = "hang"\ntimeout_s = 8')
+    res = dltop(tmp_path, "run", str(prof), "--headless")
+    assert res.returncode == 1
+    (run,) = rows(tmp_path, "select * from runs")
+    assert run["status"] == "timeout"
+    assert not _live_in_group(run["pgid"])
+
+
+def test_ctrl_c_cancels_cleanly(tmp_path: Path) -> None:
+    prof = write_profile(tmp_path, models='["fcn-r", "alexnet-r"]',
+                         extra='inject = "hang"\ntimeout_s = 600')
+    env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
+    proc = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout is not None
+    deadline = time.monotonic() + 120
+    for line in proc.stdout:
+        if json.loads(line)["event"] == "iteration":
+            break
+        assert time.monotonic() < deadline
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    runs = rows(tmp_path, "select * from runs")
+    assert [r["status"] for r in runs] == ["cancelled"]
+    jobs = rows(tmp_path, "select status from jobs order by position")
+    assert [j["status"] for j in jobs] == ["cancelled", "cancelled"]
+    assert rows(tmp_path, "select status from campaigns") == [{"status": "cancelled"}]
+    assert not _live_in_group(runs[0]["pgid"])
+
+
+def test_bad_profile_exits_2_and_leaves_db_untouched(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-x"]\n'
+                   'batch_sizes = [8]\ndevices = ["cpu:1"]\n')
+    res = dltop(tmp_path, "run", str(bad))
+    assert res.returncode == 2
+    assert "bad.toml: matrix[0].models[0]" in res.stderr and "Traceback" not in res.stderr
+    assert not (tmp_path / "d.db").exists()
+    assert dltop(tmp_path, "run", str(write_profile(tmp_path))).returncode == 0
+    before = hashlib.sha256((tmp_path / "d.db").read_bytes()).hexdigest()
+    assert dltop(tmp_path, "run", str(bad)).returncode == 2
+    assert dltop(tmp_path, "run", str(tmp_path / "missing.toml")).returncode == 2
+    assert hashlib.sha256((tmp_path / "d.db").read_bytes()).hexdigest() == before
+
+
+def test_gpu_jobs_refused_without_gpus_or_skipped_on_request(tmp_path: Path) -> None:
+    prof = write_profile(tmp_path, devices='["cpu:1", "gpu:2"]')
+    res = dltop(tmp_path, "run", str(prof))
+    assert res.returncode == 2
+    assert "gpu:2 needs 2 GPU(s); this host has 0" in res.stderr
+    assert not (tmp_path / "d.db").exists()
+    res = dltop(tmp_path, "run", str(prof), "--skip-unavailable", "--headless")
+    assert res.returncode == 0, res.stderr
+    statuses = [r["status"] for r in rows(tmp_path, "select status from runs order by id")]
+    assert sorted(statuses) == ["ok", "unsatisfiable"]
+    csv = dltop(tmp_path, "export", "--format", "csv").stdout
+    assert "n/a" in csv
+
+
+def test_unwritable_db_path_is_a_clear_error(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    try:
+        res = subprocess.run([sys.executable, "-m", "dltop", "run", "quick", "--db",
+                              str(ro / "sub" / "x.db")], capture_output=True, text=True)
+    finally:
+        ro.chmod(0o700)
+    if os.geteuid() == 0:
+        # root ignores directory permissions; a path under a regular file fails for anyone
+        f = tmp_path / "file"
+        f.write_text("")
+        res = subprocess.run([sys.executable, "-m", "dltop", "run", "quick", "--db",
+                              str(f / "x.db")], capture_output=True, text=True)
+    assert res.returncode == 2
+    assert "cannot create the database directory" in res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def test_export_errors_are_clear(tmp_path: Path) -> None:
+    res = dltop(tmp_path, "export")
+    assert res.returncode == 2 and "no such database" in res.stderr
+    (tmp_path / "d.db").write_text("this is not sqlite, just text" * 100)
+    res = dltop(tmp_path, "export")
+    assert res.returncode == 2 and "not" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_profiles_listing_and_show(tmp_path: Path) -> None:
+    res = dltop(tmp_path, "profiles")
+    assert res.returncode == 0
+    for name in ("quick", "dlbench-cpu", "dlbench-gpu", "dlbench-scaling"):
+        assert name in res.stdout
+    show = dltop(tmp_path, "profiles", "show", "quick")
+    assert show.returncode == 0 and show.stdout.count("torch") == 4
+
+
+def _live_in_group(pgid: int) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except ProcessLookupError:
+            pass
+    return out

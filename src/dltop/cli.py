@@ -40,8 +40,13 @@ def _parser() -> argparse.ArgumentParser:
                              "~/.local/share/dltop/dltop.db)")
 
     run = sub.add_parser("run", help="run one or more profiles as a campaign")
-    run.add_argument("profiles", nargs="+", metavar="PROFILE",
+    run.add_argument("profiles", nargs="*", metavar="PROFILE",
                      help="built-in profile name or path to a .toml file")
+    run.add_argument("--resume", action="store_true",
+                     help="continue an unfinished campaign whose engine died (reaps its "
+                          "orphaned runners, re-queues the interrupted run)")
+    run.add_argument("--campaign", type=int, default=None, metavar="ID",
+                     help="with --resume: which campaign (default: the latest unfinished)")
     db_arg(run)
     run.add_argument("--headless", action="store_true",
                      help="plain progress (automatic when stdout is not a terminal)")
@@ -100,11 +105,26 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from dltop.store import Store, connect, resolve_db_path
     from dltop.telemetry import gpu_count
 
-    profiles = [load(ref) for ref in args.profiles]
-    plan = campaign.preflight(profiles, gpu_count(), args.skip_unavailable)
     db_path = resolve_db_path(args.db)
-    store = Store(connect(db_path))
-    campaign_id, queued = campaign.create(store, plan, argv)
+    if args.resume:
+        if args.profiles:
+            raise UserError("--resume takes no profiles: it continues a stored campaign")
+        from dltop.jobs.resume import resume
+
+        store = Store(connect(db_path, create=False))
+        resumed = resume(store, args.campaign)
+        campaign_id, name, queued = resumed.campaign_id, resumed.name, resumed.jobs
+        print(f"dltop: resuming campaign {campaign_id}: {len(queued)} jobs queued, "
+              f"{resumed.lost_runs} interrupted run(s) re-queued, "
+              f"{resumed.killed_processes} orphaned process(es) killed", file=sys.stderr)
+    else:
+        if not args.profiles:
+            raise UserError("dltop run needs at least one PROFILE (or --resume)")
+        profiles = [load(ref) for ref in args.profiles]
+        plan = campaign.preflight(profiles, gpu_count(), args.skip_unavailable)
+        store = Store(connect(db_path))
+        campaign_id, queued = campaign.create(store, plan, argv)
+        name = plan.name
     sink: Callable[[EngineEvent], None]
     ctx: contextlib.AbstractContextManager[Any]
     if args.json:
@@ -114,7 +134,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         from dltop.tui.progress import HeadlessProgress
 
         sink = ctx = HeadlessProgress(interactive=sys.stdout.isatty() and not args.headless)
-    engine = Engine(store, campaign_id, plan.name, queued, logs_dir=default_logs_dir(db_path),
+    engine = Engine(store, campaign_id, name, queued, logs_dir=default_logs_dir(db_path),
                     db_label=str(db_path), on_event=sink)
 
     async def go() -> str:

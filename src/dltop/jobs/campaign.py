@@ -17,6 +17,7 @@ from pathlib import Path
 
 from dltop.errors import UserError
 from dltop.jobs.engine import QueuedJob
+from dltop.jobs.supervisor import process_start_time
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import registry
 from dltop.store.writer import Store
@@ -74,8 +75,8 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
 
 def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[QueuedJob]]:
     """Store the campaign and its jobs; return the campaign id and the runnable jobs."""
-    campaign_id = store.create_campaign(plan.name, plan.profiles, argv,
-                                        socket.gethostname(), os.getpid())
+    campaign_id = store.create_campaign(plan.name, plan.profiles, argv, socket.gethostname(),
+                                        os.getpid(), process_start_time(os.getpid()))
     statuses = ["queued" if p is None else "unsatisfiable" for p in plan.problems]
     ids = store.add_jobs(campaign_id, plan.jobs, statuses)
     queued = []

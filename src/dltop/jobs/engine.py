@@ -27,10 +27,11 @@ from dltop.jobs.events import (
     RunProgress,
     RunStarted,
 )
-from dltop.jobs.supervisor import ChildOutcome, supervise
+from dltop.jobs.supervisor import ChildOutcome, process_start_time, supervise
 from dltop.profiles.model import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.runners import registry
+from dltop.store import queue
 from dltop.store.writer import Store
 
 P = ParamSpec("P")
@@ -83,12 +84,12 @@ class Engine:
             await self._write(self._store.set_campaign_status, self._campaign_id, "running")
             self._emit(CampaignStarted(self._campaign_id, self._name, len(self._jobs),
                                        self._db_label))
-            for q in self._jobs:
+            for i, q in enumerate(self._jobs):
                 if self._stop.is_set():
                     await self._write(self._store.set_job_status, q.job_id, "cancelled")
                     self._count("cancelled")
                     continue
-                await self._run_job(q)
+                await self._run_job(i, q)
             status = "cancelled" if self._stop.is_set() else "finished"
             await self._write(self._store.set_campaign_status, self._campaign_id, status)
             self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
@@ -107,11 +108,12 @@ class Engine:
         # Ordered behind earlier writes by the single worker; awaited at run end.
         self._pending.append(self._writer.submit(fn, *args))
 
-    async def _run_job(self, q: QueuedJob) -> None:
+    async def _run_job(self, index: int, q: QueuedJob) -> None:
         job = q.spec
         cmd = registry.resolve(job.framework)
-        run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, 1, "",
-                                   job.samples_per_iter)
+        attempt = await self._write(queue.next_attempt, self._store.db, q.job_id)
+        run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
+                                   "", job.samples_per_iter)
         run_dir = self._logs_dir / f"run-{run_id}"
         run_dir.mkdir(parents=True, exist_ok=True)
         log_path = run_dir / "runner.log"
@@ -119,7 +121,7 @@ class Engine:
         spec_path.write_text(json.dumps({**job.to_json_dict(), "run_id": run_id}, indent=1))
         env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
                                     gpu_indices=tuple(range(job.device.count)))
-        self._emit(RunStarted(run_id, q.job_id, q.position, len(self._jobs), job,
+        self._emit(RunStarted(run_id, q.job_id, index, len(self._jobs), job,
                               str(log_path)))
         collector = _IterationCollector(run_id, job, self._emit, self._store,
                                         self._write_later)
@@ -127,8 +129,7 @@ class Engine:
             cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
             on_event=collector.on_event, stop=self._stop,
             on_spawn=lambda pid, pgid: self._write_later(
-                self._store.update_run, run_id, {"pid": pid, "pgid": pgid,
-                                                 "log_path": str(log_path)}),
+                self._record_spawn, run_id, pid, pgid, str(log_path)),
         )
         collector.flush()
         await asyncio.gather(*(asyncio.wrap_future(f) for f in self._pending))
@@ -142,6 +143,12 @@ class Engine:
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),
                                fields.get("samples_per_s"), fields.get("cv"),
                                bool(fields.get("noisy")), outcome.message))
+
+    def _record_spawn(self, run_id: int, pid: int, pgid: int, log_path: str) -> None:
+        # Runs on the writer thread: the start time lets a later engine recognise
+        # this process group safely if we die (see jobs.resume).
+        self._store.update_run(run_id, {"pid": pid, "pgid": pgid, "log_path": log_path,
+                                        "proc_start_time": process_start_time(pid)})
 
     @staticmethod
     def _summary(outcome: ChildOutcome, c: _IterationCollector) -> dict[str, Any]:

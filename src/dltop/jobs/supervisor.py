@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
+
 MAX_EVENT_LINE_BYTES = 1 << 20
 """Longer event lines are discarded and counted as protocol errors."""
 TERM_GRACE_S = 5.0
@@ -59,6 +61,41 @@ def kill_group(pgid: int, sig: int) -> bool:
     except PermissionError:
         return False
     return True
+
+
+def process_start_time(pid: int) -> float | None:
+    """The process's start time (seconds since the epoch), or None if it is gone."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | None) -> int:
+    """Kill what is left of a runner group a dead engine started; return processes killed.
+
+    The group is recognised only while it can be ours: either its leader still
+    runs with the recorded start time, or the leader is gone and members remain
+    (a process group id cannot be reused while any member lives). A leader pid
+    that now belongs to a different process (start time differs) is left alone.
+    """
+    if not pgid:
+        return 0
+    if pid and start_time is not None:
+        now = process_start_time(pid)
+        if now is not None and abs(now - start_time) > 0.05:
+            return 0
+    members = []
+    for proc in psutil.process_iter(["pid", "status"]):
+        try:
+            if (os.getpgid(proc.pid) == pgid
+                    and proc.info["status"] != psutil.STATUS_ZOMBIE):
+                members.append(proc.pid)
+        except (ProcessLookupError, PermissionError):
+            continue
+    if members:
+        kill_group(pgid, signal.SIGKILL)
+    return len(members)
 
 
 def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:

@@ -35,6 +35,7 @@ def _v1(db: Any) -> None:
             "id": int, "name": str, "profiles": str, "argv": str, "status": str,
             "created_at": str, "started_at": str, "finished_at": str,
             "host": str, "dltop_version": str, "engine_pid": int,
+            "engine_start_time": float,
         },
         pk="id", not_null={"name", "status", "created_at"},
     )
@@ -54,7 +55,7 @@ def _v1(db: Any) -> None:
         {
             "id": int, "job_id": int, "campaign_id": int, "attempt": int, "status": str,
             "started_at": str, "finished_at": str, "wall_s": float,
-            "pid": int, "pgid": int, "exit_code": int,
+            "pid": int, "pgid": int, "proc_start_time": float, "exit_code": int,
             "error_kind": str, "error_message": str, "log_path": str, "log_tail": str,
             "framework_version": str, "device_name": str, "param_count": int,
             "flops_per_sample": float, "samples_per_iter": int,

@@ -38,14 +38,14 @@ class Store:
 
     # campaigns -------------------------------------------------------------
     def create_campaign(self, name: str, profiles: Sequence[str], argv: Sequence[str],
-                        host: str, engine_pid: int) -> int:
+                        host: str, engine_pid: int, engine_start_time: float | None) -> int:
         """Insert a campaign row in state ``queued``; return its id."""
         with self.db.conn:
             row = self.db.table("campaigns").insert({
                 "name": name, "profiles": json.dumps(list(profiles)),
                 "argv": json.dumps(list(argv)), "status": "queued",
                 "created_at": utc_now(), "host": host, "dltop_version": __version__,
-                "engine_pid": engine_pid,
+                "engine_pid": engine_pid, "engine_start_time": engine_start_time,
             })
         return _pk(row.last_pk)
 

@@ -1,0 +1,60 @@
+"""Resume a campaign whose engine died: reap its orphans, re-queue, go on."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from dltop.errors import UserError
+from dltop.jobs.engine import QueuedJob
+from dltop.jobs.supervisor import process_start_time, reap_orphan_group
+from dltop.store import queue
+from dltop.store.writer import Store
+
+
+@dataclass(frozen=True)
+class Resumed:
+    """What resuming found and repaired."""
+
+    campaign_id: int
+    name: str
+    lost_runs: int
+    killed_processes: int
+    jobs: list[QueuedJob]
+
+
+def engine_alive(pid: int | None, start_time: float | None) -> bool:
+    """True if the recorded engine process still runs (same pid and start time)."""
+    if not pid or pid == os.getpid():
+        return False
+    now = process_start_time(pid)
+    return now is not None and (start_time is None or abs(now - start_time) < 0.05)
+
+
+def resume(store: Store, campaign_ref: int | None) -> Resumed:
+    """Take over an unfinished campaign (the latest one if ``campaign_ref`` is None).
+
+    Raises:
+        UserError: no unfinished campaign, or its engine is still alive.
+    """
+    db = store.db
+    open_ = queue.open_campaigns(db)
+    if campaign_ref is not None:
+        open_ = [c for c in open_ if c.id == campaign_ref]
+        if not open_:
+            raise UserError(f"campaign {campaign_ref} is not unfinished (nothing to resume)")
+    if not open_:
+        raise UserError("no unfinished campaign to resume")
+    camp = open_[-1]
+    if engine_alive(camp.engine_pid, camp.engine_start_time):
+        raise UserError(f"campaign {camp.id} is still being run by dltop (pid "
+                        f"{camp.engine_pid}); stop it first or let it finish")
+    killed = lost = 0
+    for run in queue.running_runs(db, camp.id):
+        killed += reap_orphan_group(run.pid, run.pgid, run.proc_start_time)
+        queue.mark_lost_and_requeue(db, run)
+        lost += 1
+    queue.requeue_running_jobs(db, camp.id)
+    queue.claim(db, camp.id, os.getpid(), process_start_time(os.getpid()) or 0.0)
+    jobs = [QueuedJob(job_id, pos, spec) for job_id, pos, spec in queue.queued_jobs(db, camp.id)]
+    return Resumed(camp.id, camp.name, lost, killed, jobs)

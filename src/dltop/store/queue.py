@@ -1,0 +1,97 @@
+"""The durable queue: what a restarted engine needs to find and repair.
+
+Queue state lives in the ``jobs`` table; an engine that died (SIGKILL, reboot)
+leaves its campaign ``running`` and its current run ``running``. Resuming marks
+that run as lost, puts its job back in the queue and runs what is left, so a
+finished run is never repeated or lost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+from dltop.profiles.model import JobSpec
+from dltop.store.writer import utc_now
+
+LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"
+
+
+@dataclass(frozen=True)
+class OpenCampaign:
+    """A campaign that is not finished, with the engine that last ran it."""
+
+    id: int
+    name: str
+    status: str
+    engine_pid: int | None
+    engine_start_time: float | None
+
+
+@dataclass(frozen=True)
+class RunProcess:
+    """A run stored as ``running``, with what identifies its process group safely."""
+
+    run_id: int
+    job_id: int
+    pid: int | None
+    pgid: int | None
+    proc_start_time: float | None
+
+
+def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaign]:
+    """Campaigns still ``queued`` or ``running``, oldest first."""
+    return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
+                         r["engine_start_time"])
+            for r in db.query("select * from campaigns where status in ('queued', 'running') "
+                              "order by id")]
+
+
+def running_runs(db: sqlite_utils.Database, campaign_id: int) -> list[RunProcess]:
+    """Runs of a campaign still marked ``running``."""
+    return [RunProcess(r["id"], r["job_id"], r["pid"], r["pgid"], r["proc_start_time"])
+            for r in db.query("select id, job_id, pid, pgid, proc_start_time from runs "
+                              "where campaign_id = ? and status = 'running'", [campaign_id])]
+
+
+def mark_lost_and_requeue(db: sqlite_utils.Database, run: RunProcess) -> None:
+    """The run's engine died: close the run as ``crashed`` and queue its job again."""
+    with db.conn:
+        db.table("runs").update(run.run_id, {"status": "crashed", "error_kind": "engine_lost",
+                                             "error_message": LOST_MESSAGE,
+                                             "finished_at": utc_now()})
+        db.table("jobs").update(run.job_id, {"status": "queued"})
+
+
+def requeue_running_jobs(db: sqlite_utils.Database, campaign_id: int) -> int:
+    """Jobs left ``running`` without a running run go back to ``queued``; return how many."""
+    with db.conn:
+        cur = db.conn.execute(
+            "update jobs set status = 'queued' where campaign_id = ? and status = 'running'",
+            [campaign_id])
+    return int(cur.rowcount)
+
+
+def claim(db: sqlite_utils.Database, campaign_id: int, pid: int, start_time: float) -> None:
+    """Record that this engine process now owns the campaign."""
+    with db.conn:
+        db.table("campaigns").update(campaign_id, {"engine_pid": pid,
+                                                   "engine_start_time": start_time})
+
+
+def queued_jobs(db: sqlite_utils.Database, campaign_id: int) -> list[tuple[int, int, JobSpec]]:
+    """(job id, position, spec) of the campaign's queued jobs, in queue order."""
+    rows: list[dict[str, Any]] = list(db.query(
+        "select id, position, spec_json from jobs where campaign_id = ? and status = 'queued' "
+        "order by position", [campaign_id]))
+    return [(r["id"], r["position"], JobSpec.from_json_dict(json.loads(r["spec_json"])))
+            for r in rows]
+
+
+def next_attempt(db: sqlite_utils.Database, job_id: int) -> int:
+    """1 + the number of runs the job already has."""
+    row = next(db.query("select count(*) as n from runs where job_id = ?", [job_id]))
+    return int(row["n"]) + 1

@@ -1,0 +1,80 @@
+"""The engine SIGKILLed mid-campaign, then ``dltop run --resume``: nothing lost, nothing twice."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+pytestmark = pytest.mark.slow
+
+PROFILE = """
+name = "resume-me"
+[defaults]
+warmup = 1
+timeout_s = 300
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [8]
+devices = ["cpu:1"]
+iterations = 3
+[[matrix]]
+frameworks = ["torch"]
+models = ["alexnet-r"]
+batch_sizes = [8]
+devices = ["cpu:1"]
+iterations = 3000
+"""
+
+
+def test_engine_killed_then_resumed(tmp_path: Path) -> None:
+    prof = tmp_path / "p.toml"
+    prof.write_text(PROFILE)
+    env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
+    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                              env=env)
+    assert engine.stdout is not None
+    deadline = time.monotonic() + 120
+    second_run = None
+    for line in engine.stdout:
+        event = json.loads(line)
+        if event["event"] == "run_started" and event["position"] == 1:
+            second_run = event["run_id"]
+        if second_run and event["event"] == "iteration" and event["index"] > 5:
+            break
+        assert time.monotonic() < deadline
+    engine.kill()
+    engine.wait()
+    conn = sqlite3.connect(tmp_path / "d.db")
+    pid, pgid = conn.execute("select pid, pgid from runs where id = ?", [second_run]).fetchone()
+    conn.close()
+    assert psutil.pid_exists(pid), "the runner outlives its engine (own session)"
+
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "1 interrupted run(s) re-queued" in res.stderr
+    assert "orphaned process(es) killed" in res.stderr
+    time.sleep(0.2)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+
+    conn = sqlite3.connect(tmp_path / "d.db")
+    runs = conn.execute("select job_id, attempt, status, error_kind from runs order by id"
+                        ).fetchall()
+    camp = conn.execute("select status from campaigns").fetchall()
+    conn.close()
+    assert runs == [(1, 1, "ok", None), (2, 1, "crashed", "engine_lost"), (2, 2, "ok", None)]
+    assert camp == [("finished",)]
+
+    again = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume"],
+                           capture_output=True, text=True, env=env)
+    assert again.returncode == 2 and "no unfinished campaign" in again.stderr

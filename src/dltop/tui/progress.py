@@ -85,7 +85,7 @@ class HeadlessProgress:
             if self._progress is not None and self._task is not None:
                 self._progress.remove_task(self._task)
                 self._task = None
-            self.console.print(self._finished_line(event))
+            self.console.print(self._finished_line(event), soft_wrap=True)
         elif isinstance(event, CampaignFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(event.counts.items()))
             self.console.print(f"campaign {event.campaign_id} {event.status}: {counts}")

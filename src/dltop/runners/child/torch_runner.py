@@ -1,0 +1,178 @@
+"""dltop PyTorch runner: ``python torch_runner.py SPEC.json`` (protocol v1).
+
+Valid Python 3.6; imports only the standard library, torch, and its siblings.
+
+Test hooks (profile key ``inject``, for testing dltop itself):
+``nan`` makes the loss NaN at iteration 2; ``hang`` sleeps forever after the
+first iteration; ``crash`` calls ``os._exit(1)`` after the first iteration
+without reporting; ``oom`` raises MemoryError before the first iteration.
+"""
+
+import os
+import sys
+import time
+
+import dltop_protocol as proto
+
+# Import torch only after the protocol module: a failing import must still be
+# reported as an error event, and thread variables come from the parent's env.
+try:
+    import torch
+except ImportError as exc:  # pragma: no cover - reported to the parent
+    proto.Reporter().error("unsupported", "PyTorch is not installed in %s: %s"
+                           % (sys.executable, exc))
+    sys.exit(proto.EXIT_ERROR)
+
+import torch_models
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def _blas():
+    try:
+        cfg = torch.__config__.show()
+    except Exception:  # noqa: BLE001 - informative only
+        return None
+    found = []
+    for key in ("mkl", "openblas", "accelerate", "blis"):
+        if ("BLAS_INFO=" + key) in cfg or ("USE_" + key.upper() + "=ON") in cfg:
+            found.append(key)
+    if "USE_MKLDNN=ON" in cfg or "USE_MKLDNN=1" in cfg:
+        found.append("onednn")
+    return "+".join(found) or None
+
+
+def _device(spec):
+    dev = spec["device"]
+    if dev["kind"] == "cpu":
+        n = int(dev["count"])
+        torch.set_num_threads(n)
+        try:
+            torch.set_num_interop_threads(n)
+        except RuntimeError:
+            pass  # already set (only possible once per process)
+        return torch.device("cpu"), n
+    if int(dev["count"]) > 1:
+        raise proto.Unsupported("data-parallel gpu:%d is not implemented in the PyTorch "
+                                "runner yet (one GPU per run)" % int(dev["count"]))
+    if not torch.cuda.is_available():
+        raise proto.Unsupported("gpu requested but CUDA is not available to PyTorch %s"
+                                % torch.__version__)
+    torch.backends.cudnn.benchmark = True
+    tf32 = spec["precision"] == "tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    return torch.device("cuda", 0), None
+
+
+def _precision(spec, device):
+    """Autocast context factory and GradScaler (or None) for the precision mode."""
+    precision = spec["precision"]
+    if device.type == "cpu" and precision in ("fp16", "tf32"):
+        raise proto.Unsupported("precision %s needs a GPU (the CPU run supports fp32, bf16)"
+                                % precision)
+    if precision in ("fp16", "bf16"):
+        dtype = torch.float16 if precision == "fp16" else torch.bfloat16
+        scaler = None
+        if precision == "fp16":
+            scaler = torch.amp.GradScaler("cuda")
+        return (lambda: torch.autocast(device.type, dtype=dtype)), scaler
+    return None, None
+
+
+def _real_batches(spec, device):
+    import datasets
+
+    x, y = datasets.load_for_model(spec["model"], spec["data_dir"])
+    batch = int(spec["per_device_batch"])
+    if len(x) < batch:
+        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
+                         % (spec["data_dir"], len(x), batch))
+    state = {"i": 0}
+
+    def next_batch():
+        i = state["i"]
+        if i + batch > len(x):
+            i = 0
+        state["i"] = i + batch
+        return x[i:i + batch].to(device, non_blocking=True), y[i:i + batch].to(device)
+
+    return next_batch
+
+
+def run(spec, reporter):
+    torch.manual_seed(int(spec["seed"]))
+    inject = (spec.get("options") or {}).get("inject")
+    device, threads = _device(spec)
+    name = spec["model"]
+    reporter.hello(
+        "torch", torch.__version__, str(device), threads, blas=_blas(),
+        cuda_version=torch.version.cuda,
+        cudnn_version=(torch.backends.cudnn.version() if device.type == "cuda" else None),
+        device_name=(torch.cuda.get_device_name(0) if device.type == "cuda" else _cpu_name()),
+        torch_threads=torch.get_num_threads(),
+    )
+    model = torch_models.build(name)
+    reporter.model(torch_models.param_count(model),
+                   torch_models.training_flops_per_sample(name, model))
+    if inject == "oom":
+        raise MemoryError("injected allocation failure (inject = \"oom\")")
+    model.to(device).train()
+    autocast, scaler = _precision(spec, device)
+    batch = int(spec["per_device_batch"])
+    if spec["data"] == "real":
+        next_batch = _real_batches(spec, device)
+    else:
+        fixed = torch_models.synthetic_batch(name, batch, device)
+
+        def next_batch():
+            return fixed
+    loss_fn = torch_models.loss_fn(name)
+    opt = torch.optim.SGD(model.parameters(), lr=float(spec["lr"]),
+                          momentum=float(spec["momentum"]))
+    cuda = device.type == "cuda"
+    state = {"i": 0}
+
+    def step():
+        x, y = next_batch()
+        opt.zero_grad(set_to_none=True)
+        if autocast is not None:
+            with autocast():
+                loss = loss_fn(model(x), y)
+        else:
+            loss = loss_fn(model(x), y)
+        if inject == "nan" and state["i"] == 2:
+            loss = loss * float("nan")
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
+        if cuda:
+            torch.cuda.synchronize()
+        value = loss.item()
+        state["i"] += 1
+        if state["i"] == 1 and inject == "hang":
+            while True:
+                time.sleep(60)
+        if state["i"] == 1 and inject == "crash":
+            sys.stdout.flush()
+            os._exit(1)
+        return value
+
+    return proto.measure(step, spec, reporter)
+
+
+if __name__ == "__main__":
+    proto.main(run)

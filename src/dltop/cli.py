@@ -196,14 +196,16 @@ def _cmd_runs(args: argparse.Namespace) -> int:
                   "device", "rep", "median s", "samples/s", "cv", "note")
     for r in rows:
         table.add_row(
-            str(r.run_id), str(r.campaign_id), r.started_at or "", r.status, r.framework,
+            str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
+            r.status, r.framework,
             r.model, str(r.batch_size), r.device, str(r.repeat + 1),
             f"{r.median_s:.4g}" if r.median_s is not None else "-",
             f"{r.samples_per_s:.1f}" if r.samples_per_s is not None else "-",
             f"{r.cv:.3f}" if r.cv is not None else "-",
             ("noisy " if r.noisy else "") + (r.message or ""),
         )
-    Console().print(table)
+    # Not a terminal: a wide virtual console, so piped output is never truncated.
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
     return 0
 
 

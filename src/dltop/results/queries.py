@@ -1,0 +1,109 @@
+"""Read-only queries over the dltop database (any connection; never writes)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+from dltop.errors import UserError
+
+
+@dataclass(frozen=True)
+class CampaignRow:
+    """A stored campaign."""
+
+    id: int
+    name: str
+    status: str
+    created_at: str
+    finished_at: str | None
+    host: str | None
+
+
+@dataclass(frozen=True)
+class RunRow:
+    """A run with its job's configuration, for listings."""
+
+    run_id: int
+    campaign_id: int
+    job_id: int
+    attempt: int
+    started_at: str | None
+    status: str
+    framework: str
+    model: str
+    batch_size: int
+    device: str
+    repeat: int
+    median_s: float | None
+    samples_per_s: float | None
+    cv: float | None
+    noisy: bool
+    message: str | None
+
+
+def _campaign(r: dict[str, Any]) -> CampaignRow:
+    return CampaignRow(r["id"], r["name"], r["status"], r["created_at"], r["finished_at"],
+                       r["host"])
+
+
+def campaigns(db: sqlite_utils.Database, limit: int = 50) -> list[CampaignRow]:
+    """Most recent campaigns first."""
+    return [_campaign(r) for r in db.query(
+        "select * from campaigns order by id desc limit ?", [limit])]
+
+
+def resolve_campaign(db: sqlite_utils.Database, ref: str | int | None) -> CampaignRow:
+    """A campaign by id, or the latest for ``None``/``"latest"``.
+
+    Raises:
+        UserError: no campaigns at all, or no campaign with that id.
+    """
+    recent = campaigns(db, limit=5)
+    if not recent:
+        raise UserError("no campaigns in this database yet (run 'dltop run PROFILE' first)")
+    if ref is None or ref == "latest":
+        return recent[0]
+    try:
+        wanted = int(ref)
+    except (TypeError, ValueError):
+        raise UserError(f"--campaign: expected an id or 'latest', got {ref!r}") from None
+    rows = list(db.query("select * from campaigns where id = ?", [wanted]))
+    if not rows:
+        ids = ", ".join(str(c.id) for c in recent)
+        raise UserError(f"--campaign: no campaign {wanted} (most recent: {ids})")
+    return _campaign(rows[0])
+
+
+def recent_runs(db: sqlite_utils.Database, limit: int = 30,
+                campaign_id: int | None = None) -> list[RunRow]:
+    """Runs, newest first, optionally of one campaign."""
+    where, params = "", [limit]
+    if campaign_id is not None:
+        where, params = "where r.campaign_id = ?", [campaign_id, limit]
+    sql = (
+        "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
+        "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
+        "r.samples_per_s, r.cv, r.noisy, r.error_message "
+        f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?"
+    )
+    out = []
+    for r in db.query(sql, params):
+        msg = r["error_message"]
+        if msg:
+            lines = [ln for ln in str(msg).strip().splitlines() if ln.strip()]
+            msg = lines[-1][:120] if lines else None
+        out.append(RunRow(r["run_id"], r["campaign_id"], r["job_id"], r["attempt"],
+                          r["started_at"], r["status"], r["framework"], r["model"],
+                          r["batch_size"], r["device"], r["repeat"], r["median_s"],
+                          r["samples_per_s"], r["cv"], bool(r["noisy"]), msg))
+    return out
+
+
+def status_counts(db: sqlite_utils.Database, campaign_id: int) -> dict[str, int]:
+    """Jobs of a campaign by queue status."""
+    return {r["status"]: r["n"] for r in db.query(
+        "select status, count(*) as n from jobs where campaign_id = ? group by status",
+        [campaign_id])}

@@ -93,7 +93,7 @@ def build_table(db: sqlite_utils.Database, campaign_id: int, metric: str) -> Tab
                                          _rank(k[1], catalog.FRAMEWORKS), k[2], k))
     rows = []
     for key in keys:
-        cells = []
+        cells: list[Cell | None] = []
         for col in columns:
             res = by_row[key].get(col)
             if res is None:

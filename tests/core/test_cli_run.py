@@ -24,12 +24,12 @@ name = "tiny"
 iterations = 3
 warmup = 1
 timeout_s = 120
-{extra}
 [[matrix]]
 frameworks = ["torch"]
 models = {models}
 batch_sizes = [8]
 devices = {devices}
+{extra}
 """
 
 

@@ -140,6 +140,11 @@ def main(run, argv=None):
     """
     spec = load_spec(argv)
     reporter = Reporter()
+    # A first log line, so even a silent crash leaves a log that says what ran.
+    sys.stdout.write("[dltop] run %s: %s %s batch %s on %s:%s (pid %d, python %s)\n" % (
+        spec.get("run_id"), spec.get("framework"), spec.get("model"), spec.get("batch_size"),
+        spec["device"]["kind"], spec["device"]["count"], os.getpid(), sys.version.split()[0]))
+    sys.stdout.flush()
     try:
         n = run(spec, reporter)
     except SystemExit:

@@ -143,6 +143,14 @@ def run(spec, reporter):
     state = {"i": 0}
 
     def step():
+        # Fault hooks fire at the start of the second step, after the first
+        # iteration has been reported.
+        if state["i"] == 1 and inject == "hang":
+            while True:
+                time.sleep(60)
+        if state["i"] == 1 and inject == "crash":
+            sys.stdout.flush()
+            os._exit(1)
         x, y = next_batch()
         opt.zero_grad(set_to_none=True)
         if autocast is not None:
@@ -163,12 +171,6 @@ def run(spec, reporter):
             torch.cuda.synchronize()
         value = loss.item()
         state["i"] += 1
-        if state["i"] == 1 and inject == "hang":
-            while True:
-                time.sleep(60)
-        if state["i"] == 1 and inject == "crash":
-            sys.stdout.flush()
-            os._exit(1)
         return value
 
     return proto.measure(step, spec, reporter)

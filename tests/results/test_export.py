@@ -1,0 +1,116 @@
+"""Aggregation over repeats and the four export formats, on a fixture campaign."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+
+import pytest
+
+from dltop.errors import UserError
+from dltop.profiles.loader import parse
+from dltop.results import export, queries
+from dltop.results.aggregate import config_results
+from dltop.results.stats import summarize_run
+from dltop.store import Store, memory_db
+
+PROFILE = """
+name = "fix_ture"
+[defaults]
+repeats = 2
+[[matrix]]
+frameworks = ["torch"]
+models = ["alexnet-r", "fcn-r"]
+batch_sizes = [64]
+devices = ["cpu:2", "cpu:1"]
+"""
+
+
+def finish(store: Store, job_id: int, status: str, seconds: list[float] | None = None,
+           attempt: int = 1) -> None:
+    run = store.start_run(job_id, 1, attempt, "", 64)
+    fields = summarize_run(seconds, 64).to_columns() if seconds else {}
+    store.finish_run(run, job_id, status, fields)
+
+
+@pytest.fixture
+def db():  # type: ignore[no-untyped-def]
+    database = memory_db()
+    store = Store(database)
+    jobs = parse(PROFILE, "x", "x").jobs
+    cid = store.create_campaign("fix_ture", ["x"], ["dltop"], "host", 1, None)
+    ids = store.add_jobs(cid, jobs)
+    spec = {(j.model, j.device.label, j.repeat): i for j, i in zip(jobs, ids, strict=True)}
+    # alexnet-r cpu:1: two ok repeats, medians 0.2 and 0.4
+    finish(store, spec[("alexnet-r", "cpu:1", 0)], "ok", [0.2, 0.2, 0.2])
+    finish(store, spec[("alexnet-r", "cpu:1", 1)], "ok", [0.4, 0.4, 0.4])
+    # alexnet-r cpu:2: one crashed then retried ok (latest attempt counts), one oom
+    finish(store, spec[("alexnet-r", "cpu:2", 0)], "crashed")
+    finish(store, spec[("alexnet-r", "cpu:2", 0)], "ok", [0.1, 0.2, 0.1], attempt=2)
+    finish(store, spec[("alexnet-r", "cpu:2", 1)], "oom")
+    # fcn-r cpu:1: oom and timeout -> OOM wins; fcn-r cpu:2: unsupported twice
+    finish(store, spec[("fcn-r", "cpu:1", 0)], "timeout")
+    finish(store, spec[("fcn-r", "cpu:1", 1)], "oom")
+    finish(store, spec[("fcn-r", "cpu:2", 0)], "unsupported")
+    finish(store, spec[("fcn-r", "cpu:2", 1)], "unsupported")
+    return database
+
+
+def test_config_results(db) -> None:  # type: ignore[no-untyped-def]
+    res = {(r.model, r.device): r for r in config_results(db, 1)}
+    a1 = res[("alexnet-r", "cpu:1")]
+    assert (a1.status, a1.n_runs) == ("ok", 2)
+    assert a1.median_s == pytest.approx(0.3) and a1.spread_s == pytest.approx(0.2)
+    assert a1.samples_per_s == pytest.approx(64 / 0.3)
+    a2 = res[("alexnet-r", "cpu:2")]
+    assert (a2.status, a2.n_runs, a2.noisy) == ("ok", 1, True)
+    assert res[("fcn-r", "cpu:1")].status == "oom"
+    assert res[("fcn-r", "cpu:2")].status == "unsupported"
+
+
+def test_markdown(db) -> None:  # type: ignore[no-untyped-def]
+    text = export.render(export.build_table(db, 1, "time"), "md")
+    lines = text.splitlines()
+    assert lines[2] == "| model | framework | batch | cpu:1 | cpu:2 |"
+    # catalog order: fcn-r before alexnet-r
+    assert lines[4] == "| fcn-r | torch | 64 | OOM | n/a |"
+    assert lines[5] == "| alexnet-r | torch | 64 | 0.3000 | 0.1000* |"
+
+
+def test_csv_and_throughput(db) -> None:  # type: ignore[no-untyped-def]
+    rows = list(csv.reader(io.StringIO(export.render(export.build_table(db, 1, "throughput"),
+                                                     "csv"))))
+    assert rows[0] == ["model", "framework", "batch", "cpu:1", "cpu:2"]
+    assert rows[1] == ["fcn-r", "torch", "64", "OOM", "n/a"]
+    assert float(rows[2][3]) == pytest.approx(64 / 0.3)
+
+
+def test_json(db) -> None:  # type: ignore[no-untyped-def]
+    doc = json.loads(export.render(export.build_table(db, 1, "time"), "json"))
+    assert doc["columns"] == ["cpu:1", "cpu:2"] and doc["metric"] == "time"
+    cell = doc["rows"][1]["cells"]["cpu:1"]
+    assert cell["n_runs"] == 2 and cell["value"] == pytest.approx(0.3)
+    assert doc["rows"][0]["cells"]["cpu:1"]["status"] == "oom"
+
+
+def test_latex_escapes(db) -> None:  # type: ignore[no-untyped-def]
+    text = export.render(export.build_table(db, 1, "time"), "latex")
+    assert "\\toprule" in text and "\\bottomrule" in text
+    assert "fix\\_ture" in text
+    assert "fcn-r & torch & 64 & OOM & n/a \\\\" in text
+    assert export.latex_escape("50% & #1_a") == "50\\% \\& \\#1\\_a"
+
+
+def test_resolve_campaign_errors(db) -> None:  # type: ignore[no-untyped-def]
+    assert queries.resolve_campaign(db, "latest").id == 1
+    with pytest.raises(UserError, match="no campaign 7 .most recent: 1"):
+        queries.resolve_campaign(db, 7)
+    with pytest.raises(UserError, match="no campaigns"):
+        queries.resolve_campaign(memory_db(), None)
+
+
+def test_recent_runs(db) -> None:  # type: ignore[no-untyped-def]
+    runs = queries.recent_runs(db, limit=3)
+    assert len(runs) == 3 and runs[0].run_id > runs[1].run_id
+    assert queries.status_counts(db, 1)["unsupported"] == 2

@@ -104,7 +104,7 @@ def test_latex_escapes(db) -> None:  # type: ignore[no-untyped-def]
 
 def test_resolve_campaign_errors(db) -> None:  # type: ignore[no-untyped-def]
     assert queries.resolve_campaign(db, "latest").id == 1
-    with pytest.raises(UserError, match="no campaign 7 .most recent: 1"):
+    with pytest.raises(UserError, match=r"no campaign 7 \(most recent: 1"):
         queries.resolve_campaign(db, 7)
     with pytest.raises(UserError, match="no campaigns"):
         queries.resolve_campaign(memory_db(), None)

@@ -89,10 +89,36 @@ def _precision(spec, device):
     return None, None
 
 
-def _real_batches(spec, device):
+def _real_tensors(spec):
+    """The model's real data set as (inputs, labels) CPU tensors."""
     import datasets
 
-    x, y = datasets.load_for_model(spec["model"], spec["data_dir"])
+    name, data_dir = spec["model"], spec["data_dir"]
+    kind = datasets.dataset_for(name)
+    if kind == "mnist":
+        n, pixels, labels = datasets.read_mnist(data_dir)
+        x = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).reshape(n, 784)
+        return x.float().div_(255.0), torch.frombuffer(bytearray(labels),
+                                                       dtype=torch.uint8).long()
+    if kind == "cifar10":
+        n, pixels, labels = datasets.read_cifar10(data_dir)
+        x = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).reshape(n, 3, 32, 32)
+        return x.float().div_(255.0), torch.frombuffer(bytearray(labels),
+                                                       dtype=torch.uint8).long()
+    if kind == "ptb":
+        ids, _ = datasets.read_ptb(data_dir)
+        seq = torch_models.SEQ_LEN
+        n = (len(ids) - 1) // seq
+        if n < 1:
+            raise ValueError("%s: PTB text shorter than one sequence" % data_dir)
+        t = torch.tensor(ids[:n * seq + 1], dtype=torch.long)
+        return t[:n * seq].reshape(n, seq), t[1:n * seq + 1].reshape(n, seq)
+    raise proto.Unsupported("no real data set for model %s (real data: fcn-r MNIST, "
+                            "alexnet-r/resnet-56 CIFAR-10, lstm PTB)" % name)
+
+
+def _real_batches(spec, device):
+    x, y = _real_tensors(spec)
     batch = int(spec["per_device_batch"])
     if len(x) < batch:
         raise ValueError("data set in %s has %d samples, fewer than the batch %d"

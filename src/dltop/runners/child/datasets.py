@@ -1,0 +1,134 @@
+"""Readers for the real-data variants: MNIST IDX, CIFAR-10 (python or binary), PTB text.
+
+Standard library only, valid Python 3.6. Readers return raw bytes / integer
+lists plus shapes; the framework runner turns them into tensors. Every format
+error raises ValueError naming the file and what was expected.
+"""
+
+import gzip
+import os
+import pickle
+import struct
+from collections import Counter
+
+MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
+CIFAR_BATCHES = ["data_batch_%d" % i for i in range(1, 6)]
+PTB_TRAIN = "ptb.train.txt"
+
+
+def _open(path):
+    if os.path.isfile(path):
+        return open(path, "rb")
+    if os.path.isfile(path + ".gz"):
+        return gzip.open(path + ".gz", "rb")
+    raise ValueError("%s: file not found (also tried %s.gz)" % (path, path))
+
+
+def read_idx(path, expected_dims):
+    """An IDX file of unsigned bytes: (shape, bytes)."""
+    with _open(path) as fh:
+        head = fh.read(4)
+        if len(head) != 4 or head[0] != 0 or head[1] != 0 or head[2] != 0x08:
+            raise ValueError("%s: not an IDX file of unsigned bytes (magic %r)" % (path, head))
+        ndim = head[3]
+        if ndim != expected_dims:
+            raise ValueError("%s: expected %d dimensions, file has %d"
+                             % (path, expected_dims, ndim))
+        shape = struct.unpack(">" + "I" * ndim, fh.read(4 * ndim))
+        size = 1
+        for d in shape:
+            size *= d
+        data = fh.read(size)
+    if len(data) != size:
+        raise ValueError("%s: truncated: expected %d bytes of data, got %d"
+                         % (path, size, len(data)))
+    return tuple(shape), data
+
+
+def read_mnist(data_dir):
+    """MNIST training set: (n, pixel bytes of n x 28 x 28, label bytes)."""
+    (n, rows, cols), pixels = read_idx(os.path.join(data_dir, MNIST_FILES[0]), 3)
+    (m,), labels = read_idx(os.path.join(data_dir, MNIST_FILES[1]), 1)
+    if (rows, cols) != (28, 28) or n != m:
+        raise ValueError("%s: expected n x 28 x 28 images and n labels, got %dx%dx%d and %d"
+                         % (data_dir, n, rows, cols, m))
+    return n, pixels, labels
+
+
+def read_cifar10(data_dir):
+    """CIFAR-10 training batches: (n, pixel bytes of n x 3 x 32 x 32, label bytes).
+
+    Reads the python version (``data_batch_N`` pickles) or, when absent, the
+    binary version (``data_batch_N.bin``: 1 label byte + 3072 pixel bytes each).
+    """
+    pixels, labels = bytearray(), bytearray()
+    py = [os.path.join(data_dir, b) for b in CIFAR_BATCHES]
+    bins = [p + ".bin" for p in py]
+    sub = os.path.join(data_dir, "cifar-10-batches-bin")
+    if not any(os.path.isfile(p) for p in py + bins) and os.path.isdir(sub):
+        bins = [os.path.join(sub, b + ".bin") for b in CIFAR_BATCHES]
+    if any(os.path.isfile(p) for p in py):
+        for path in (p for p in py if os.path.isfile(p)):
+            with open(path, "rb") as fh:
+                try:
+                    batch = pickle.load(fh, encoding="bytes")
+                except Exception as exc:
+                    raise ValueError("%s: not a CIFAR-10 python batch (%s)" % (path, exc))
+            data = batch.get(b"data")
+            labs = batch.get(b"labels")
+            if data is None or labs is None:
+                raise ValueError("%s: expected keys b'data' and b'labels'" % path)
+            raw = data.tobytes() if hasattr(data, "tobytes") else bytes(data)
+            if len(raw) != 3072 * len(labs):
+                raise ValueError("%s: expected %d x 3072 pixel bytes" % (path, len(labs)))
+            pixels += raw
+            labels += bytes(bytearray(labs))
+    elif any(os.path.isfile(p) for p in bins):
+        for path in (p for p in bins if os.path.isfile(p)):
+            with open(path, "rb") as fh:
+                blob = fh.read()
+            if len(blob) % 3073:
+                raise ValueError("%s: size %d is not a multiple of 3073 (label + 3072 pixels)"
+                                 % (path, len(blob)))
+            for off in range(0, len(blob), 3073):
+                labels.append(blob[off])
+                pixels += blob[off + 1:off + 3073]
+    else:
+        raise ValueError("%s: no CIFAR-10 batches (data_batch_1..5 or data_batch_1..5.bin)"
+                         % data_dir)
+    if any(v > 9 for v in labels):
+        raise ValueError("%s: CIFAR-10 labels must be 0..9" % data_dir)
+    return len(labels), bytes(pixels), bytes(labels)
+
+
+def read_ptb(data_dir, vocab_size=10000):
+    """PTB training text as token ids: (ids, vocab). ``<eos>`` ends each line.
+
+    The vocabulary holds the ``vocab_size`` most frequent words (ties broken
+    alphabetically); the rest map to ``<unk>``.
+    """
+    path = os.path.join(data_dir, PTB_TRAIN)
+    if not os.path.isfile(path):
+        raise ValueError("%s: file not found" % path)
+    with open(path, encoding="utf-8") as fh:
+        words = []
+        for line in fh:
+            words.extend(line.split())
+            words.append("<eos>")
+    if not words:
+        raise ValueError("%s: empty" % path)
+    counts = Counter(words)
+    counts["<unk>"] += 0
+    ranked = sorted(counts, key=lambda w: (-counts[w], w))
+    vocab = ranked[:vocab_size]
+    if "<unk>" not in vocab:
+        vocab[-1] = "<unk>"
+    index = {w: i for i, w in enumerate(vocab)}
+    unk = index["<unk>"]
+    return [index.get(w, unk) for w in words], vocab
+
+
+def dataset_for(model):
+    """Which real data set a model trains on, or None."""
+    return {"fcn-r": "mnist", "alexnet-r": "cifar10", "resnet-56": "cifar10",
+            "lstm": "ptb"}.get(model)

@@ -1,0 +1,66 @@
+"""Shared helpers: run a child runner like the supervisor does, and small data files."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import pickle
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from dltop.profiles.model import DeviceSpec, JobSpec
+from dltop.runners.registry import CHILD_DIR
+
+
+def spec(model: str = "fcn-r", device: str = "cpu:1", **kw: Any) -> dict[str, Any]:
+    base: dict[str, Any] = dict(
+        profile="t", framework="torch", model=model, batch_size=4,
+        device=DeviceSpec.parse(device), repeat=0, iterations=2, warmup=1, timeout_s=60,
+        precision="fp32", data="synthetic", data_dir=None, batch_scaling="global", lr=0.01,
+        momentum=0.0, seed=0)
+    options = kw.pop("options", {})
+    base.update(kw)
+    job = JobSpec(**base, options=tuple(sorted(options.items())))
+    return {**job.to_json_dict(), "run_id": 1}
+
+
+def run_runner(tmp_path: Path, job: dict[str, Any], script: str = "torch_runner.py",
+               timeout: float = 120) -> tuple[int, list[dict[str, Any]], str]:
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(job))
+    r, w = os.pipe()
+    env = {**os.environ, "DLTOP_EVENT_FD": str(w), "CUDA_VISIBLE_DEVICES": "",
+           "OMP_NUM_THREADS": "1"}
+    proc = subprocess.Popen([sys.executable, str(CHILD_DIR / script), str(path)],
+                            pass_fds=(w,), env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT)
+    os.close(w)
+    with os.fdopen(r, "rb") as fh:
+        lines = fh.read().splitlines()
+    out, _ = proc.communicate(timeout=timeout)
+    return proc.returncode, [json.loads(x) for x in lines], out.decode(errors="replace")
+
+
+def write_idx(path: Path, shape: tuple[int, ...], data: bytes, gz: bool = False) -> None:
+    blob = bytes([0, 0, 8, len(shape)]) + struct.pack(">" + "I" * len(shape), *shape) + data
+    if gz:
+        with gzip.open(str(path) + ".gz", "wb") as fh:
+            fh.write(blob)
+    else:
+        path.write_bytes(blob)
+
+
+def write_mnist(d: Path, n: int = 16, gz: bool = False) -> None:
+    write_idx(d / "train-images-idx3-ubyte", (n, 28, 28),
+              bytes(i % 256 for i in range(n * 784)), gz)
+    write_idx(d / "train-labels-idx1-ubyte", (n,), bytes(i % 10 for i in range(n)), gz)
+
+
+def write_cifar_python(d: Path, n: int = 8) -> None:
+    batch = {b"data": bytes((i * 7) % 256 for i in range(n * 3072)),
+             b"labels": [i % 10 for i in range(n)]}
+    (d / "data_batch_1").write_bytes(pickle.dumps(batch))

@@ -73,7 +73,7 @@ def read_cifar10(data_dir):
                 try:
                     batch = pickle.load(fh, encoding="bytes")
                 except Exception as exc:
-                    raise ValueError("%s: not a CIFAR-10 python batch (%s)" % (path, exc))
+                    raise ValueError("%s: not a CIFAR-10 python batch (%s)" % (path, exc)) from None
             data = batch.get(b"data")
             labs = batch.get(b"labels")
             if data is None or labs is None:

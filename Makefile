@@ -30,7 +30,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)"
+	$(BIN)/python -m pip install -q "$(TORCH)" numpy
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	touch $(STAMP)
 

@@ -30,6 +30,7 @@ BARE = textwrap.dedent("""
     import torch_models
     torch.manual_seed(0)
     torch.set_num_threads({threads})
+    torch.set_num_interop_threads({threads})
     model = torch_models.build({model!r})
     x, y = torch_models.synthetic_batch({model!r}, {batch}, torch.device("cpu"))
     loss_fn = torch_models.loss_fn({model!r})

@@ -55,6 +55,22 @@ def _parser() -> argparse.ArgumentParser:
                      help="record jobs this host cannot run as 'unsatisfiable' instead of "
                           "refusing the campaign")
 
+    def fake_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--fake-gpus", type=_count, default=None, metavar="N",
+                        help="simulate N GPUs for telemetry (demo/tests; marked simulated "
+                             "everywhere; also $DLTOP_FAKE_GPUS)")
+
+    fake_arg(run)
+    run.add_argument("--gpu-hz", type=float, default=10.0, help="GPU sampling rate (10)")
+    run.add_argument("--host-hz", type=float, default=2.0, help="host sampling rate (2)")
+    run.add_argument("--no-telemetry", action="store_true", help="do not sample devices")
+
+    dev = sub.add_parser("devices", help="one snapshot of every GPU and the host")
+    dev.add_argument("--json", action="store_true")
+    fake_arg(dev)
+    doc = sub.add_parser("doctor", help="check NVML, drivers and frameworks")
+    fake_arg(doc)
+
     exp = sub.add_parser("export", help="print a campaign's results table")
     db_arg(exp)
     exp.add_argument("--campaign", default="latest", metavar="ID|latest")
@@ -75,6 +91,16 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return n
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dltop`` console script."""
     args = _parser().parse_args(argv)
@@ -87,6 +113,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_runs(args)
         if args.command == "profiles":
             return _cmd_profiles(args)
+        if args.command == "devices":
+            return _cmd_devices(args)
+        if args.command == "doctor":
+            return _cmd_doctor(args)
         _parser().print_help()
         return 0
     except UserError as exc:
@@ -103,8 +133,12 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from dltop.jobs.engine import Engine, default_logs_dir
     from dltop.profiles.loader import load
     from dltop.store import Store, connect, resolve_db_path
-    from dltop.telemetry import gpu_count
+    from dltop.telemetry import gpu_count, open_gpu_backend
+    from dltop.telemetry.sampler import Sampler, check_rate
 
+    gpu_hz = check_rate("--gpu-hz", args.gpu_hz)
+    host_hz = check_rate("--host-hz", args.host_hz)
+    backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
     db_path = resolve_db_path(args.db)
     if args.resume:
         if args.profiles:
@@ -135,7 +169,9 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
         sink = ctx = HeadlessProgress(interactive=sys.stdout.isatty() and not args.headless)
     engine = Engine(store, campaign_id, name, queued, logs_dir=default_logs_dir(db_path),
-                    db_label=str(db_path), on_event=sink)
+                    db_label=str(db_path), on_event=sink,
+                    sampler_factory=None if backend is None else (
+                        lambda on_batch: Sampler(backend, on_batch, gpu_hz, host_hz)))
 
     async def go() -> str:
         loop = asyncio.get_running_loop()
@@ -156,6 +192,27 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _print_json(event: EngineEvent) -> None:
     print(json.dumps(event.to_dict(), default=str), flush=True)
+
+
+# devices / doctor -----------------------------------------------------------------
+def _cmd_devices(args: argparse.Namespace) -> int:
+    from dltop.telemetry import open_gpu_backend
+    from dltop.telemetry.report import render_devices, snapshot_devices
+
+    report = snapshot_devices(open_gpu_backend(args.fake_gpus))
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        sys.stdout.write(render_devices(report))
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    from dltop.telemetry import open_gpu_backend
+    from dltop.telemetry.report import doctor, render_doctor
+
+    sys.stdout.write(render_doctor(doctor(open_gpu_backend(args.fake_gpus))))
+    return 0
 
 
 # export / runs -----------------------------------------------------------------

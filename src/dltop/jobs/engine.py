@@ -32,7 +32,9 @@ from dltop.profiles.model import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.runners import registry
 from dltop.store import queue
+from dltop.store import telemetry as store_telemetry
 from dltop.store.writer import Store
+from dltop.telemetry.sampler import Batch, Sampler
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -56,7 +58,9 @@ class Engine:
 
     def __init__(self, store: Store, campaign_id: int, name: str, jobs: list[QueuedJob],
                  *, logs_dir: Path, db_label: str,
-                 on_event: Callable[[EngineEvent], None] = lambda e: None) -> None:
+                 on_event: Callable[[EngineEvent], None] = lambda e: None,
+                 sampler_factory: Callable[[Callable[[Batch], None]], Sampler] | None = None,
+                 ) -> None:
         self._store = store
         self._campaign_id = campaign_id
         self._name = name
@@ -68,6 +72,7 @@ class Engine:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dltop-writer")
         self._pending: list[Future[Any]] = []
         self.counts: dict[str, int] = {}
+        self._sampler = sampler_factory(self._submit_batch) if sampler_factory else None
 
     def request_stop(self) -> None:
         """Cancel the current run and stop the queue (safe to call more than once)."""
@@ -80,6 +85,8 @@ class Engine:
 
     async def run(self) -> str:
         """Run every queued job; return the campaign's final status."""
+        if self._sampler is not None:
+            self._sampler.start()
         try:
             await self._write(self._store.set_campaign_status, self._campaign_id, "running")
             self._emit(CampaignStarted(self._campaign_id, self._name, len(self._jobs),
@@ -95,6 +102,8 @@ class Engine:
             self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
             return status
         finally:
+            if self._sampler is not None:
+                await asyncio.to_thread(self._sampler.stop)
             self._writer.shutdown(wait=True)
 
     def _count(self, status: str) -> None:
@@ -103,6 +112,10 @@ class Engine:
     async def _write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._writer, lambda: fn(*args, **kwargs))
+
+    def _submit_batch(self, batch: Batch) -> None:
+        # Called from the sampler thread; the single writer orders it with the rest.
+        self._writer.submit(store_telemetry.write_batch, self._store.db, batch)
 
     def _write_later(self, fn: Callable[..., Any], *args: Any) -> None:
         # Ordered behind earlier writes by the single worker; awaited at run end.
@@ -128,14 +141,20 @@ class Engine:
         outcome = await supervise(
             cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
             on_event=collector.on_event, stop=self._stop,
-            on_spawn=lambda pid, pgid: self._write_later(
-                self._record_spawn, run_id, pid, pgid, str(log_path)),
+            on_spawn=lambda pid, pgid: self._on_spawn(run_id, job, pid, pgid, str(log_path)),
         )
         collector.flush()
         await asyncio.gather(*(asyncio.wrap_future(f) for f in self._pending))
         self._pending.clear()
         fields = self._summary(outcome, collector)
         await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields)
+        if self._sampler is not None:
+            # Energy per sample counts every sample the run trained on, warm-up included,
+            # because the energy covers the whole run.
+            tele = self._sampler.end_run(run_id, collector.samples_seen)
+            if tele is not None:
+                await self._write(store_telemetry.write_run_telemetry, self._store.db,
+                                  run_id, tele)
         if outcome.hello:
             await self._write(self._store.record_environment, run_id,
                               environment.environment_row(outcome.hello, env, job))
@@ -143,6 +162,13 @@ class Engine:
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),
                                fields.get("samples_per_s"), fields.get("cv"),
                                bool(fields.get("noisy")), outcome.message))
+
+    def _on_spawn(self, run_id: int, job: JobSpec, pid: int, pgid: int,
+                  log_path: str) -> None:
+        if self._sampler is not None:
+            gpus = tuple(range(job.device.count)) if job.device.kind == "gpu" else ()
+            self._sampler.begin_run(run_id, pid, gpus)
+        self._write_later(self._record_spawn, run_id, pid, pgid, log_path)
 
     def _record_spawn(self, run_id: int, pid: int, pgid: int, log_path: str) -> None:
         # Runs on the writer thread: the start time lets a later engine recognise
@@ -177,6 +203,7 @@ class _IterationCollector:
         self.samples_per_iter = job.samples_per_iter
         self.measured: list[float] = []
         self.last_loss: float | None = None
+        self.samples_seen = 0
         self._emit = emit
         self._store = store
         self._write_later = write_later
@@ -195,6 +222,7 @@ class _IterationCollector:
         warmup = bool(event.get("warmup"))
         if not warmup:
             self.measured.append(seconds)
+        self.samples_seen += int(event.get("samples") or self.samples_per_iter)
         self.last_loss = loss
         self._buffer.append({"idx": index, "seconds": seconds,
                              "samples": int(event.get("samples") or self.samples_per_iter),

@@ -1,4 +1,15 @@
-"""Telemetry: NVML (GPU) and psutil (host) samplers."""
+"""Telemetry: NVML (GPU) and psutil (host) samplers, and a labelled fake GPU backend.
+
+API for the engine and the clients:
+
+- :func:`open_gpu_backend` — real NVML, or simulated GPUs (``--fake-gpus N`` /
+  ``$DLTOP_FAKE_GPUS``), both :class:`~dltop.telemetry.model.GpuBackend`.
+- :class:`~dltop.telemetry.sampler.Sampler` — background thread; ``begin_run`` /
+  ``end_run`` attribute readings to a run and return its
+  :class:`~dltop.telemetry.model.RunTelemetry`; downsampled rows leave through
+  its ``on_batch`` callback.
+- :mod:`dltop.telemetry.report` — ``dltop devices`` and ``dltop doctor`` data.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +17,38 @@ import os
 
 from dltop.errors import UserError
 from dltop.telemetry import nvml
+from dltop.telemetry.fake import FakeGpuBackend
+from dltop.telemetry.model import GpuBackend
 
 FAKE_GPUS_ENV = "DLTOP_FAKE_GPUS"
 
 
-def gpu_count(fake_gpus: int | None = None) -> int:
-    """GPUs available to runs: simulated ones (``--fake-gpus``/``$DLTOP_FAKE_GPUS``) or NVML's.
+def fake_gpus_from_env() -> int:
+    """``$DLTOP_FAKE_GPUS`` as a count (0 when unset).
 
     Raises:
-        UserError: ``$DLTOP_FAKE_GPUS`` is not a non-negative integer.
+        UserError: the variable is not a non-negative integer.
     """
-    if fake_gpus is None:
-        raw = os.environ.get(FAKE_GPUS_ENV)
-        if raw:
-            try:
-                fake_gpus = int(raw)
-            except ValueError:
-                fake_gpus = -1
-            if fake_gpus < 0:
-                raise UserError(f"${FAKE_GPUS_ENV}: expected a non-negative integer, "
-                                f"got {raw!r}")
-    if fake_gpus:
-        return fake_gpus
+    raw = os.environ.get(FAKE_GPUS_ENV, "").strip()
+    if not raw:
+        return 0
+    try:
+        n = int(raw)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise UserError(f"${FAKE_GPUS_ENV}: expected a non-negative integer, got {raw!r}")
+    return n
+
+
+def open_gpu_backend(fake_gpus: int | None = None, latency_s: float = 0.0) -> GpuBackend:
+    """Simulated GPUs when asked for (argument, else the environment), else NVML."""
+    n = fake_gpus if fake_gpus is not None else fake_gpus_from_env()
+    if n:
+        return FakeGpuBackend(n, latency_s=latency_s)
+    return nvml.NvmlBackend()
+
+
+def gpu_count() -> int:
+    """Real GPUs that runs can use (simulated GPUs run nothing)."""
     return nvml.device_count()

@@ -1,0 +1,75 @@
+"""Host telemetry through psutil: per-core CPU, load, memory, and a run's process tree.
+
+Units: percentages 0-100 per core (a process's ``cpu_pct`` may exceed 100 on
+several cores); bytes for memory. ``Process.cpu_percent`` answers 0.0 the first
+time it is asked, so each process object is kept across samples and primed
+when first seen.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import psutil
+
+from dltop.telemetry.model import HostSample, TreeSample
+
+_GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+
+
+class HostSampler:
+    """Stateful host reader (one per sampler thread)."""
+
+    def __init__(self) -> None:
+        psutil.cpu_percent(percpu=True)  # prime: the next call measures since now
+        self._procs: dict[int, psutil.Process] = {}
+
+    def sample(self, root_pid: int | None = None) -> HostSample:
+        """Read the host, and the process tree under ``root_pid`` if given."""
+        vm = psutil.virtual_memory()
+        try:
+            load = os.getloadavg()[0]
+        except OSError:
+            load = None
+        return HostSample(
+            t_mono_ns=time.monotonic_ns(),
+            cpu_pct_per_core=tuple(psutil.cpu_percent(percpu=True)),
+            load_1m=load, mem_used_bytes=int(vm.total - vm.available),
+            mem_total_bytes=int(vm.total), swap_used_bytes=int(psutil.swap_memory().used),
+            tree=self.tree(root_pid) if root_pid else None,
+        )
+
+    def _proc(self, pid: int) -> psutil.Process:
+        p = self._procs.get(pid)
+        if p is None:
+            p = psutil.Process(pid)
+            p.cpu_percent()  # prime
+            self._procs[pid] = p
+        return p
+
+    def tree(self, root_pid: int) -> TreeSample | None:
+        """CPU %, RSS and threads summed over ``root_pid`` and all its descendants."""
+        try:
+            root = self._proc(root_pid)
+            members = [root, *root.children(recursive=True)]
+        except _GONE:
+            self._procs.pop(root_pid, None)
+            return None
+        cpu = 0.0
+        rss = threads = 0
+        pids = set()
+        for proc in members:
+            try:
+                p = self._proc(proc.pid)
+                with p.oneshot():
+                    cpu += p.cpu_percent()
+                    rss += p.memory_info().rss
+                    threads += p.num_threads()
+                pids.add(p.pid)
+            except _GONE:
+                self._procs.pop(proc.pid, None)
+        live = {p.pid for p in members}
+        for pid in [pid for pid in self._procs if pid not in live and pid != root_pid]:
+            del self._procs[pid]
+        return TreeSample(root_pid, len(pids), frozenset(pids), cpu, rss, threads)

@@ -1,0 +1,119 @@
+"""Telemetry values that cross layers: frozen, units in names, ``None`` = not supported."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+@dataclass(frozen=True)
+class GpuStatic:
+    """Slow-changing facts of one GPU, read once."""
+
+    index: int
+    name: str
+    uuid: str | None
+    memory_total_bytes: int | None
+    power_limit_w: float | None
+    driver_version: str | None
+    cuda_version: str | None
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class GpuProcess:
+    """A process using a GPU."""
+
+    pid: int
+    used_memory_bytes: int | None
+    sm_util_pct: float | None
+
+
+@dataclass(frozen=True)
+class GpuSample:
+    """One reading of one GPU. Slow fields are None on fast-path-only readings."""
+
+    t_mono_ns: int
+    index: int
+    gpu_util_pct: float | None
+    mem_util_pct: float | None
+    mem_used_bytes: int | None
+    mem_total_bytes: int | None
+    power_w: float | None
+    power_source: str | None
+    """``instant`` (field API), ``average`` (nvmlDeviceGetPowerUsage) or None."""
+    energy_j: float | None
+    """Cumulative energy counter since driver load, when supported."""
+    temperature_c: float | None = None
+    sm_clock_mhz: float | None = None
+    mem_clock_mhz: float | None = None
+    throttle_reasons: int | None = None
+    processes: tuple[GpuProcess, ...] | None = None
+    simulated: bool = False
+
+
+@dataclass(frozen=True)
+class TreeSample:
+    """A run's whole process tree at one moment."""
+
+    root_pid: int
+    n_processes: int
+    pids: frozenset[int]
+    cpu_pct: float
+    rss_bytes: int
+    threads: int
+
+
+@dataclass(frozen=True)
+class HostSample:
+    """One reading of the host (and the active run's process tree, if any)."""
+
+    t_mono_ns: int
+    cpu_pct_per_core: tuple[float, ...]
+    load_1m: float | None
+    mem_used_bytes: int
+    mem_total_bytes: int
+    swap_used_bytes: int
+    tree: TreeSample | None = None
+
+
+@dataclass(frozen=True)
+class RunTelemetry:
+    """Per-run telemetry summary; field names are the ``runs`` columns."""
+
+    gpu_util_mean_pct: float | None = None
+    gpu_util_peak_pct: float | None = None
+    gpu_mem_peak_bytes: int | None = None
+    gpu_mem_run_peak_bytes: int | None = None
+    power_mean_w: float | None = None
+    energy_j: float | None = None
+    energy_source: str | None = None
+    joules_per_sample: float | None = None
+    host_cpu_mean_pct: float | None = None
+    rss_peak_bytes: int | None = None
+    throttle_reasons: str | None = None
+    sm_clock_start_mhz: float | None = None
+    sm_clock_end_mhz: float | None = None
+    contaminated: bool | None = None
+    telemetry_simulated: bool = False
+    gpu_samples: int = 0
+    host_samples: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class GpuBackend(Protocol):
+    """What the sampler needs of a GPU source (real NVML or the fake)."""
+
+    simulated: bool
+
+    def device_count(self) -> int:
+        """Number of GPUs."""
+
+    def static(self, index: int) -> GpuStatic:
+        """Cached slow-changing facts."""
+
+    def sample(self, index: int, slow: bool) -> GpuSample:
+        """Read one GPU; ``slow`` adds temperature, clocks, throttle reasons and processes."""
+
+    def unavailable_reason(self) -> str | None:
+        """Why there are no GPUs, or None."""

@@ -1,0 +1,141 @@
+"""Data and plain-text rendering for ``dltop devices`` and ``dltop doctor``."""
+
+from __future__ import annotations
+
+import platform
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import psutil
+
+from dltop.telemetry.host import HostSampler
+from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class DevicesReport:
+    """One snapshot of every GPU and the host."""
+
+    gpus: tuple[tuple[GpuStatic, GpuSample], ...]
+    host: HostSample
+    cpu_model: str
+    physical_cores: int | None
+    gpu_reason: str | None
+    simulated: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-able form (``dltop devices --json``)."""
+        return {
+            "simulated": self.simulated, "gpu_unavailable_reason": self.gpu_reason,
+            "gpus": [{**asdict(st), "sample": asdict(s)} for st, s in self.gpus],
+            "host": {**asdict(self.host), "cpu_model": self.cpu_model,
+                     "physical_cores": self.physical_cores},
+        }
+
+
+def snapshot_devices(backend: GpuBackend) -> DevicesReport:
+    """Read every GPU (slow fields included) and the host once."""
+    from dltop.jobs.environment import cpu_model
+
+    host = HostSampler()
+    psutil.cpu_percent(percpu=True, interval=0.2)  # a real first reading, not 0.0
+    gpus = tuple((backend.static(i), backend.sample(i, slow=True))
+                 for i in range(backend.device_count()))
+    return DevicesReport(gpus, host.sample(), cpu_model(), psutil.cpu_count(logical=False),
+                         backend.unavailable_reason(), backend.simulated)
+
+
+def _na(value: float | int | None, fmt: str) -> str:
+    return "N/A" if value is None else format(value, fmt)
+
+
+def render_devices(r: DevicesReport) -> str:
+    """Human-readable ``dltop devices`` output."""
+    lines = []
+    if r.simulated:
+        lines.append("SIMULATED GPUs (fake backend, --fake-gpus / $DLTOP_FAKE_GPUS): "
+                     "not real hardware")
+    if not r.gpus:
+        lines.append(f"GPUs: none ({r.gpu_reason or 'NVML reports no devices'})")
+    for st, s in r.gpus:
+        mem = (f"{_na(s.mem_used_bytes and s.mem_used_bytes / GIB, '.1f')}/"
+               f"{_na(s.mem_total_bytes and s.mem_total_bytes / GIB, '.1f')} GiB")
+        tag = " [simulated]" if st.simulated else ""
+        lines.append(
+            f"GPU {st.index}: {st.name}{tag}  util {_na(s.gpu_util_pct, '.0f')}%  mem {mem}  "
+            f"power {_na(s.power_w, '.0f')}/{_na(st.power_limit_w, '.0f')} W  "
+            f"temp {_na(s.temperature_c, '.0f')} C  "
+            f"clocks {_na(s.sm_clock_mhz, '.0f')}/{_na(s.mem_clock_mhz, '.0f')} MHz  "
+            f"driver {st.driver_version or 'N/A'}  CUDA {st.cuda_version or 'N/A'}")
+    h = r.host
+    cores = " ".join(f"{c:.0f}" for c in h.cpu_pct_per_core)
+    lines.append(f"Host: {r.cpu_model}, {r.physical_cores or 'N/A'} physical / "
+                 f"{len(h.cpu_pct_per_core)} logical cores, load {_na(h.load_1m, '.2f')}")
+    lines.append(f"  CPU % per core: {cores}")
+    lines.append(f"  memory {h.mem_used_bytes / GIB:.1f}/{h.mem_total_bytes / GIB:.1f} GiB, "
+                 f"swap used {h.swap_used_bytes / GIB:.1f} GiB")
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Check:
+    """One ``dltop doctor`` line."""
+
+    name: str
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+def _framework_version(module: str) -> tuple[bool, str]:
+    code = f"import {module}; print({module}.__version__)"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return False, str(exc)
+    if out.returncode == 0:
+        return True, out.stdout.strip().splitlines()[-1]
+    last = (out.stderr.strip().splitlines() or ["import failed"])[-1]
+    return False, last
+
+
+def doctor(backend: GpuBackend) -> list[Check]:
+    """What works on this host and what to do about what does not."""
+    from dltop.runners import registry
+
+    checks = [Check("python", True, f"{platform.python_version()} at {sys.executable}")]
+    reason = backend.unavailable_reason()
+    if reason is None and backend.device_count():
+        st = backend.static(0)
+        checks.append(Check("nvml", True, f"{backend.device_count()} GPU(s), driver "
+                            f"{st.driver_version}, CUDA {st.cuda_version}"
+                            + (" [simulated]" if backend.simulated else "")))
+    else:
+        checks.append(Check("nvml", False, reason or "no GPUs", "install the NVIDIA driver "
+                            "(libnvidia-ml.so.1); CPU benchmarks work without it"))
+    for fw, module in (("torch", "torch"), ("tensorflow", "tensorflow"), ("cntk", "cntk")):
+        python = registry.python_for(fw)
+        if python != sys.executable:
+            checks.append(Check(fw, True, f"interpreter {python} (set by $DLTOP_PYTHON_"
+                                f"{fw.upper()}); not imported here"))
+            continue
+        ok, detail = _framework_version(module)
+        fix = None if ok else f"install {module} into {sys.executable}, or point " \
+                              f"$DLTOP_PYTHON_{fw.upper()} at an interpreter that has it"
+        checks.append(Check(fw, ok, detail, fix))
+    return checks
+
+
+def render_doctor(checks: list[Check]) -> str:
+    """Plain text, one line per check plus its fix."""
+    lines = []
+    for c in checks:
+        lines.append(f"[{'ok' if c.ok else '!!'}] {c.name}: {c.detail}")
+        if c.fix and not c.ok:
+            lines.append(f"     fix: {c.fix}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,251 @@
+"""The background sampler: one thread per dltop process, never the event loop.
+
+Each GPU tick (default 10 Hz) reads every GPU's fast fields; every
+``slow_every``-th tick also the slow ones; the host and the active run's
+process tree are read at ``host_hz`` (default 2 Hz). Readings feed the active
+run's :class:`~dltop.telemetry.runstats.RunAccumulator` at full rate, and are
+stored downsampled: one row per GPU (and one host row) per ``window_s``
+(default 0.5 s, i.e. 2 Hz) with min/max/mean, handed to ``on_batch`` about
+once a second. The sampler counts the ticks it had to skip instead of drifting:
+``achieved_gpu_hz`` says what it really did.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from dltop.errors import UserError
+from dltop.telemetry.host import HostSampler
+from dltop.telemetry.model import GpuBackend, GpuSample, HostSample, RunTelemetry
+from dltop.telemetry.runstats import RunAccumulator
+
+MAX_HZ = 100.0
+
+
+@dataclass(frozen=True)
+class GpuWindow:
+    """Stored GPU row: one GPU over one window."""
+
+    run_id: int | None
+    t_start_mono_s: float
+    gpu_index: int
+    n: int
+    util_mean_pct: float | None
+    util_min_pct: float | None
+    util_max_pct: float | None
+    mem_used_max_bytes: int | None
+    power_mean_w: float | None
+    power_min_w: float | None
+    power_max_w: float | None
+    energy_j: float | None
+    temperature_max_c: float | None
+    sm_clock_mhz: float | None
+    simulated: bool
+
+
+@dataclass(frozen=True)
+class HostWindow:
+    """Stored host row over one window."""
+
+    run_id: int | None
+    t_start_mono_s: float
+    n: int
+    cpu_mean_pct: float
+    cpu_max_core_pct: float
+    mem_used_bytes: int
+    swap_used_bytes: int
+    tree_cpu_pct: float | None
+    tree_rss_bytes: int | None
+
+
+@dataclass(frozen=True)
+class Batch:
+    """Rows handed to the store together."""
+
+    gpu: tuple[GpuWindow, ...]
+    host: tuple[HostWindow, ...]
+
+
+def check_rate(name: str, hz: float) -> float:
+    """Validate a sampling rate.
+
+    Raises:
+        UserError: not a number in (0, 100].
+    """
+    if isinstance(hz, bool) or not isinstance(hz, int | float) or not 0 < hz <= MAX_HZ:
+        raise UserError(f"{name}: expected a rate in Hz with 0 < rate <= {MAX_HZ:g}, got {hz!r}")
+    return float(hz)
+
+
+def _stats(values: list[float]) -> tuple[float | None, float | None, float | None]:
+    if not values:
+        return None, None, None
+    return sum(values) / len(values), min(values), max(values)
+
+
+@dataclass
+class _Window:
+    start_ns: int
+    gpu: dict[int, list[GpuSample]] = field(default_factory=dict)
+    host: list[HostSample] = field(default_factory=list)
+
+
+class Sampler:
+    """Samples GPUs and host in a daemon thread; thread-safe run attribution."""
+
+    def __init__(self, backend: GpuBackend, on_batch: Callable[[Batch], None],
+                 gpu_hz: float = 10.0, host_hz: float = 2.0, window_s: float = 0.5,
+                 flush_s: float = 1.0) -> None:
+        self.backend = backend
+        self.gpu_hz = check_rate("gpu rate", gpu_hz)
+        self.host_hz = check_rate("host rate", host_hz)
+        self.slow_every = max(1, round(self.gpu_hz / self.host_hz))
+        self._on_batch = on_batch
+        self._window_ns = int(window_s * 1e9)
+        self._flush_ns = int(flush_s * 1e9)
+        self._host = HostSampler()
+        self._lock = threading.Lock()
+        self._run: RunAccumulator | None = None
+        self._finished: dict[int, RunAccumulator] = {}
+        self._n_gpus = backend.device_count()
+        self._window: _Window | None = None
+        self._pending_gpu: list[GpuWindow] = []
+        self._pending_host: list[HostWindow] = []
+        self._last_flush_ns = time.monotonic_ns()
+        self._latest: tuple[tuple[GpuSample, ...], HostSample | None] = ((), None)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.ticks = 0
+        self.missed_ticks = 0
+        self._started_ns = 0
+        self.thread_cpu_s = 0.0
+
+    # lifecycle ---------------------------------------------------------------
+    def start(self) -> None:
+        """Start the sampling thread."""
+        self._started_ns = time.monotonic_ns()
+        self._thread = threading.Thread(target=self._loop, name="dltop-sampler", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop the thread and hand over what is left."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._close_window()
+        self._flush()
+
+    @property
+    def achieved_gpu_hz(self) -> float:
+        """GPU ticks per second actually performed since start."""
+        elapsed = (time.monotonic_ns() - self._started_ns) / 1e9
+        return self.ticks / elapsed if elapsed > 0 else 0.0
+
+    def latest(self) -> tuple[tuple[GpuSample, ...], HostSample | None]:
+        """The most recent readings (plain frozen snapshots)."""
+        with self._lock:
+            return self._latest
+
+    # run attribution ---------------------------------------------------------
+    def begin_run(self, run_id: int, root_pid: int, gpu_indices: tuple[int, ...]) -> None:
+        """Attribute readings to ``run_id`` (its process tree under ``root_pid``)."""
+        with self._lock:
+            self._run = RunAccumulator(run_id, root_pid, gpu_indices)
+
+    def end_run(self, run_id: int, samples: int | None = None) -> RunTelemetry | None:
+        """Stop attributing to ``run_id`` and return its summary."""
+        with self._lock:
+            acc = self._run if self._run is not None and self._run.run_id == run_id else None
+            if acc is not None:
+                self._run = None
+        return acc.summary(samples) if acc is not None else None
+
+    # sampling ------------------------------------------------------------------
+    def _loop(self) -> None:
+        period_ns = int(1e9 / self.gpu_hz)
+        next_ns = time.monotonic_ns()
+        cpu0 = time.thread_time()
+        while not self._stop.is_set():
+            self.tick()
+            self.thread_cpu_s = time.thread_time() - cpu0
+            next_ns += period_ns
+            now = time.monotonic_ns()
+            if now > next_ns:
+                skipped = (now - next_ns) // period_ns + 1
+                self.missed_ticks += int(skipped)
+                next_ns += skipped * period_ns
+            self._stop.wait((next_ns - now) / 1e9)
+
+    def tick(self) -> None:
+        """One GPU tick (plus host every ``slow_every`` ticks); public for tests."""
+        slow = self.ticks % self.slow_every == 0
+        self.ticks += 1
+        gpus = tuple(self.backend.sample(i, slow) for i in range(self._n_gpus))
+        with self._lock:
+            run = self._run
+        host = self._host.sample(run.root_pid if run else None) if slow else None
+        with self._lock:
+            if run is not None and run is self._run:
+                for s in gpus:
+                    run.add_gpu(s)
+                if host is not None:
+                    run.add_host(host)
+            self._latest = (gpus, host or self._latest[1])
+        self._add_to_window(gpus, host, run.run_id if run else None)
+
+    def _add_to_window(self, gpus: tuple[GpuSample, ...], host: HostSample | None,
+                       run_id: int | None) -> None:
+        now = time.monotonic_ns()
+        w = self._window
+        if w is not None and (now - w.start_ns >= self._window_ns or self._window_run != run_id):
+            self._close_window()
+            w = None
+        if w is None:
+            w = self._window = _Window(now)
+            self._window_run = run_id
+        for s in gpus:
+            w.gpu.setdefault(s.index, []).append(s)
+        if host is not None:
+            w.host.append(host)
+        if now - self._last_flush_ns >= self._flush_ns:
+            self._flush()
+
+    _window_run: int | None = None
+
+    def _close_window(self) -> None:
+        w, run_id = self._window, self._window_run
+        self._window = None
+        if w is None:
+            return
+        t = w.start_ns / 1e9
+        for index, ss in sorted(w.gpu.items()):
+            um, ulo, uhi = _stats([s.gpu_util_pct for s in ss if s.gpu_util_pct is not None])
+            pm, plo, phi = _stats([s.power_w for s in ss if s.power_w is not None])
+            mem = [s.mem_used_bytes for s in ss if s.mem_used_bytes is not None]
+            temps = [s.temperature_c for s in ss if s.temperature_c is not None]
+            sm = [s.sm_clock_mhz for s in ss if s.sm_clock_mhz is not None]
+            energy = [s.energy_j for s in ss if s.energy_j is not None]
+            self._pending_gpu.append(GpuWindow(
+                run_id, t, index, len(ss), um, ulo, uhi, max(mem) if mem else None,
+                pm, plo, phi, energy[-1] if energy else None, max(temps) if temps else None,
+                sm[-1] if sm else None, any(s.simulated for s in ss)))
+        if w.host:
+            cores = [sum(h.cpu_pct_per_core) / max(1, len(h.cpu_pct_per_core)) for h in w.host]
+            trees = [h.tree for h in w.host if h.tree is not None]
+            last = w.host[-1]
+            self._pending_host.append(HostWindow(
+                run_id, t, len(w.host), sum(cores) / len(cores),
+                max(max(h.cpu_pct_per_core, default=0.0) for h in w.host),
+                last.mem_used_bytes, last.swap_used_bytes,
+                sum(tr.cpu_pct for tr in trees) / len(trees) if trees else None,
+                max(tr.rss_bytes for tr in trees) if trees else None))
+
+    def _flush(self) -> None:
+        self._last_flush_ns = time.monotonic_ns()
+        if self._pending_gpu or self._pending_host:
+            batch = Batch(tuple(self._pending_gpu), tuple(self._pending_host))
+            self._pending_gpu, self._pending_host = [], []
+            self._on_batch(batch)

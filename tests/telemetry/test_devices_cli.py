@@ -1,0 +1,48 @@
+"""``dltop devices`` / ``doctor`` as a user runs them, on this GPU-less machine."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from dltop.telemetry import gpu_count
+
+
+def dltop(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.skipif(gpu_count() > 0, reason="checks the no-GPU report")
+def test_devices_without_gpu_shows_host_and_reason() -> None:
+    res = dltop("devices")
+    assert res.returncode == 0, res.stderr
+    assert "GPUs: none (" in res.stdout and "Host:" in res.stdout
+    doc = json.loads(dltop("devices", "--json").stdout)
+    assert doc["gpus"] == [] and doc["gpu_unavailable_reason"]
+    assert len(doc["host"]["cpu_pct_per_core"]) >= 1
+
+
+def test_fake_gpus_are_marked_simulated() -> None:
+    res = dltop("devices", "--fake-gpus", "8")
+    assert res.returncode == 0
+    assert res.stdout.startswith("SIMULATED GPUs")
+    assert res.stdout.count("[simulated]") == 8
+    doc = json.loads(dltop("devices", "--fake-gpus", "2", "--json").stdout)
+    assert doc["simulated"] is True and all(g["simulated"] for g in doc["gpus"])
+
+
+def test_bad_inputs_exit_2() -> None:
+    res = dltop("devices", "--fake-gpus", "two")
+    assert res.returncode == 2 and "non-negative integer" in res.stderr
+    res = dltop("run", "quick", "--gpu-hz", "0")
+    assert res.returncode == 2 and "--gpu-hz" in res.stderr and "Traceback" not in res.stderr
+
+
+def test_doctor_reports_torch() -> None:
+    res = dltop("doctor")
+    assert res.returncode == 0
+    assert "[ok] torch: 2." in res.stdout and "nvml" in res.stdout

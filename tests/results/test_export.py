@@ -114,3 +114,11 @@ def test_recent_runs(db) -> None:  # type: ignore[no-untyped-def]
     runs = queries.recent_runs(db, limit=3)
     assert len(runs) == 3 and runs[0].run_id > runs[1].run_id
     assert queries.status_counts(db, 1)["unsupported"] == 2
+
+
+def test_simulated_telemetry_is_marked(db) -> None:  # type: ignore[no-untyped-def]
+    assert "SIMULATED" not in export.render(export.build_table(db, 1, "time"), "md")
+    db["gpu_samples"].insert({"run_id": 1, "gpu_index": 0, "n": 1, "simulated": 1})
+    assert "SIMULATED GPUs" in export.render(export.build_table(db, 1, "time"), "md")
+    doc = json.loads(export.render(export.build_table(db, 1, "time"), "json"))
+    assert doc["simulated_telemetry"] is True

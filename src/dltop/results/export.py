@@ -67,6 +67,8 @@ class Table:
     metric: str
     columns: tuple[str, ...]
     rows: tuple[Row, ...]
+    simulated_telemetry: bool = False
+    """Some of the campaign's device telemetry came from simulated (fake) GPUs."""
 
 
 def _device_key(label: str) -> tuple[int, int, str]:
@@ -102,7 +104,11 @@ def build_table(db: sqlite_utils.Database, campaign_id: int, metric: str) -> Tab
             value = res.median_s if metric == "time" else res.samples_per_s
             cells.append(Cell(value, res.status, res.n_runs, res.spread_s, res.noisy))
         rows.append(Row(key[0], key[1], key[2], tuple(cells)))
-    return Table(campaign, metric, columns, tuple(rows))
+    simulated = bool(next(db.query(
+        "select count(*) as n from gpu_samples g join runs r on r.id = g.run_id "
+        "where r.campaign_id = ? and g.simulated = 1", [campaign_id]))["n"]) \
+        if "gpu_samples" in db.table_names() else False
+    return Table(campaign, metric, columns, tuple(rows), simulated)
 
 
 def render(table: Table, fmt: str) -> str:
@@ -137,6 +143,9 @@ def _markdown(table: Table) -> str:
     lines += ["", "Cells: median over repeats of each run's median (warm-up excluded). "
               "`*` noisy (a run's CV > 0.10); OOM out of memory; n/a not supported or not "
               "available on this host; failed: the runner crashed."]
+    if table.simulated_telemetry:
+        lines.append("Device telemetry of this campaign came from SIMULATED GPUs "
+                     "(--fake-gpus): not real hardware.")
     return "\n".join(lines) + "\n"
 
 
@@ -164,6 +173,7 @@ def _json(table: Table) -> str:
     doc = {"campaign": {"id": c.id, "name": c.name, "status": c.status,
                         "created_at": c.created_at, "host": c.host},
            "metric": table.metric, "unit": _unit(table.metric),
+           "simulated_telemetry": table.simulated_telemetry,
            "columns": list(table.columns), "rows": rows}
     return json.dumps(doc, indent=2) + "\n"
 

@@ -78,6 +78,19 @@ def test_run_stores_runs_iterations_environment_and_exports(tmp_path: Path) -> N
     assert listing.returncode == 0 and "fcn-r" in listing.stdout
 
 
+def test_run_with_fake_gpus_stores_labelled_telemetry(tmp_path: Path) -> None:
+    res = dltop(tmp_path, "run", str(write_profile(tmp_path)), "--fake-gpus", "2",
+                "--gpu-hz", "20", "--headless")
+    assert res.returncode == 0, res.stderr
+    (run,) = rows(tmp_path, "select * from runs")
+    assert run["host_cpu_mean_pct"] is not None and run["rss_peak_bytes"] > 10_000_000
+    assert run["sampler_achieved_hz"] > 5
+    assert run["gpu_util_mean_pct"] is None  # a CPU run owns no GPU
+    sims = rows(tmp_path, "select distinct simulated, gpu_index from gpu_samples")
+    assert {(s["simulated"], s["gpu_index"]) for s in sims} == {(1, 0), (1, 1)}
+    assert "SIMULATED" in dltop(tmp_path, "export").stdout
+
+
 def test_json_events_are_one_object_per_line(tmp_path: Path) -> None:
     res = dltop(tmp_path, "run", str(write_profile(tmp_path)), "--json")
     assert res.returncode == 0, res.stderr

@@ -22,6 +22,7 @@ RUN_COLUMNS: dict[str, type] = {
     "energy_source": str, "joules_per_sample": float, "host_cpu_mean_pct": float,
     "rss_peak_bytes": int, "throttle_reasons": str, "sm_clock_start_mhz": float,
     "sm_clock_end_mhz": float, "contaminated": int, "telemetry_simulated": int,
+    "sampler_achieved_hz": float,
 }
 
 

@@ -96,6 +96,8 @@ class RunTelemetry:
     sm_clock_end_mhz: float | None = None
     contaminated: bool | None = None
     telemetry_simulated: bool = False
+    sampler_achieved_hz: float | None = None
+    """GPU ticks per second the sampler really performed during the run."""
     gpu_samples: int = 0
     host_samples: int = 0
     extra: dict[str, float] = field(default_factory=dict)

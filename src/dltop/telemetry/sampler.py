@@ -12,6 +12,7 @@ once a second. The sampler counts the ticks it had to skip instead of drifting:
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from collections.abc import Callable
@@ -109,6 +110,7 @@ class Sampler:
         self._host = HostSampler()
         self._lock = threading.Lock()
         self._run: RunAccumulator | None = None
+        self._run_start = (0, 0)
         self._finished: dict[int, RunAccumulator] = {}
         self._n_gpus = backend.device_count()
         self._window: _Window | None = None
@@ -154,6 +156,7 @@ class Sampler:
         """Attribute readings to ``run_id`` (its process tree under ``root_pid``)."""
         with self._lock:
             self._run = RunAccumulator(run_id, root_pid, gpu_indices)
+            self._run_start = (time.monotonic_ns(), self.ticks)
 
     def end_run(self, run_id: int, samples: int | None = None) -> RunTelemetry | None:
         """Stop attributing to ``run_id`` and return its summary."""
@@ -161,7 +164,12 @@ class Sampler:
             acc = self._run if self._run is not None and self._run.run_id == run_id else None
             if acc is not None:
                 self._run = None
-        return acc.summary(samples) if acc is not None else None
+        if acc is None:
+            return None
+        t0, ticks0 = self._run_start
+        elapsed = (time.monotonic_ns() - t0) / 1e9
+        hz = (self.ticks - ticks0) / elapsed if elapsed > 0 else None
+        return dataclasses.replace(acc.summary(samples), sampler_achieved_hz=hz)
 
     # sampling ------------------------------------------------------------------
     def _loop(self) -> None:

@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex"])
     exp.add_argument("--metric", default="time", choices=["time", "throughput"],
                      help="time: median seconds per mini-batch; throughput: samples/s")
+    exp.add_argument("--table", default="summary", choices=["summary", "scaling"],
+                     help="summary: the paper's pivot table; scaling: time, speedup and "
+                          "efficiency against one device")
     exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
     runs = sub.add_parser("runs", help="list recent runs with their status")
@@ -156,6 +159,8 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             raise UserError("dltop run needs at least one PROFILE (or --resume)")
         profiles = [load(ref) for ref in args.profiles]
         plan = campaign.preflight(profiles, gpu_count(), args.skip_unavailable)
+        for warning in plan.warnings:
+            print(f"dltop: warning: {warning}", file=sys.stderr)
         store = Store(connect(db_path))
         campaign_id, queued = campaign.create(store, plan, argv)
         name = plan.name
@@ -227,7 +232,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     db = _open_existing(args.db)
     camp = queries.resolve_campaign(db, args.campaign)
-    text = export.render(export.build_table(db, camp.id, args.metric), args.format)
+    if args.table == "scaling":
+        from dltop.results.scaling import render_scaling, scaling_rows
+
+        title = f"Campaign {camp.id} `{camp.name}` ({camp.status}): scaling"
+        text = render_scaling(scaling_rows(db, camp.id), args.format, title)
+    else:
+        text = export.render(export.build_table(db, camp.id, args.metric), args.format)
     if args.output:
         try:
             Path(args.output).write_text(text)

@@ -101,7 +101,7 @@ def test_settings_are_validated() -> None:
 
 def test_global_batch_must_divide_over_gpus() -> None:
     msg = err(GOOD.replace('"cpu:1", "cpu:2"', '"gpu:3"'))
-    assert "does not divide over 3 GPUs" in msg
+    assert "does not divide over 3 workers" in msg
     prof = parse(GOOD.replace('"cpu:1", "cpu:2"', '"gpu:2"'), "x", "x")
     assert prof.jobs[0].per_device_batch == 4
     per_dev = GOOD.replace('"cpu:1", "cpu:2"', '"gpu:3"').replace(

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from dltop.errors import UserError
 from dltop.jobs.engine import QueuedJob
+from dltop.jobs.environment import core_order, host_facts
 from dltop.jobs.supervisor import process_start_time
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import registry
@@ -31,6 +32,7 @@ class Plan:
     profiles: tuple[str, ...]
     jobs: tuple[JobSpec, ...]
     problems: tuple[str | None, ...]
+    warnings: tuple[str, ...] = ()
 
 
 def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: bool) -> Plan:
@@ -59,7 +61,24 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
             "Fix the profile, or pass --skip-unavailable to record them as 'unsatisfiable'."
         )
     name = "+".join(p.name for p in profiles)
-    return Plan(name, tuple(p.name for p in profiles), tuple(jobs), tuple(problems))
+    return Plan(name, tuple(p.name for p in profiles), tuple(jobs), tuple(problems),
+                _warnings(jobs))
+
+
+def _warnings(jobs: Sequence[JobSpec]) -> tuple[str, ...]:
+    physical = host_facts()["physical_cores"] or 0
+    logical = len(core_order())
+    out = set()
+    for job in jobs:
+        if job.device.kind == "gpu":
+            continue
+        if job.device.count > logical:
+            out.add(f"{job.device.label}: more than the {logical} CPUs available; "
+                    "the run is not pinned and its threads share cores")
+        elif physical and job.device.count > physical:
+            out.add(f"{job.device.label}: more than the {physical} physical cores; "
+                    "threads share cores through SMT")
+    return tuple(sorted(out))
 
 
 def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | None:

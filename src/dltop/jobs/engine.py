@@ -131,7 +131,9 @@ class Engine:
         run_dir.mkdir(parents=True, exist_ok=True)
         log_path = run_dir / "runner.log"
         spec_path = run_dir / "spec.json"
-        spec_path.write_text(json.dumps({**job.to_json_dict(), "run_id": run_id}, indent=1))
+        spec_path.write_text(json.dumps({**job.to_json_dict(), "run_id": run_id,
+                                         "cpu_affinity": environment.cpu_affinity(job)},
+                                        indent=1))
         env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
                                     gpu_indices=tuple(range(job.device.count)))
         self._emit(RunStarted(run_id, q.job_id, index, len(self._jobs), job,

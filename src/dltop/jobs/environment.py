@@ -44,13 +44,46 @@ def host_facts() -> dict[str, Any]:
     }
 
 
+@functools.cache
+def core_order() -> tuple[int, ...]:
+    """Logical CPUs this process may use, one per physical core first, then SMT siblings.
+
+    ``cpu:N`` pins a run to the first N (so N <= physical cores never shares a
+    core between two of its threads).
+    """
+    allowed = sorted(os.sched_getaffinity(0))
+    rank: dict[int, tuple[int, int]] = {}
+    seen: dict[str, int] = {}
+    for cpu in allowed:
+        base = f"/sys/devices/system/cpu/cpu{cpu}/topology/"
+        try:
+            with open(base + "core_id") as a, open(base + "physical_package_id") as b:
+                core = f"{b.read().strip()}:{a.read().strip()}"
+        except OSError:
+            core = f"cpu{cpu}"
+        rank[cpu] = (seen.get(core, 0), cpu)
+        seen[core] = seen.get(core, 0) + 1
+    return tuple(sorted(allowed, key=lambda c: rank[c]))
+
+
+def cpu_affinity(job: JobSpec) -> list[int] | None:
+    """The logical CPUs a CPU job is pinned to (None for GPU jobs or when too few exist)."""
+    if job.device.kind == "gpu":
+        return None
+    order = core_order()
+    if job.device.count > len(order):
+        return None
+    return list(order[:job.device.count])
+
+
 def child_env(job: JobSpec, base: Mapping[str, str], extra: Mapping[str, str],
               gpu_indices: tuple[int, ...]) -> dict[str, str]:
     """The runner child's environment: thread variables and visible devices set."""
     env = dict(base)
     env.update(extra)
-    if job.device.kind == "cpu":
-        n = str(job.device.count)
+    if job.device.kind in ("cpu", "cpus"):
+        # cpus:P workers run one thread each; cpu:N is one process with N threads.
+        n = str(job.device.count if job.device.kind == "cpu" else 1)
         for var in THREAD_VARS:
             env[var] = n
         # Keep frameworks from grabbing a GPU for a CPU measurement.

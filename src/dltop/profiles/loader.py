@@ -39,7 +39,7 @@ SETTINGS: dict[str, Any] = {
 }
 OPTIONS: dict[str, tuple[object, ...]] = {
     "xla": (True, False),
-    "inject": ("nan", "hang", "crash", "oom"),
+    "inject": ("nan", "hang", "crash", "oom", "crash-rank1"),
 }
 """Switches passed through to the runner as ``options``, with their valid values.
 
@@ -156,10 +156,10 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
     jobs = []
     for fw, model, batch, dev in itertools.product(frameworks, models, batches, devices):
-        if dev.kind == "gpu" and s["batch_scaling"] == "global" and batch % dev.count:
+        if s["batch_scaling"] == "global" and batch % dev.workers:
             raise where.err(loc("batch_sizes"), f"global batch {batch} does not divide over "
-                            f"{dev.count} GPUs ({dev.label}); use a multiple of {dev.count} "
-                            f"or batch_scaling = \"per-device\"")
+                            f"{dev.workers} workers ({dev.label}); use a multiple of "
+                            f"{dev.workers} or batch_scaling = \"per-device\"")
         for rep in range(s["repeats"]):
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
@@ -237,7 +237,7 @@ def _choice(where: _Where, key: str, v: Any, valid: tuple[str, ...]) -> str:
 
 def _devices(where: _Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:
     if not isinstance(v, str):
-        raise where.err(key, f"expected a string like 'cpu:2' or 'gpu:1', got {v!r}")
+        raise where.err(key, f"expected a string like 'cpu:2', 'cpus:2' or 'gpu:1', got {v!r}")
     if v.strip() in ("cpu:1..max", "cpu:all"):
         return [DeviceSpec("cpu", n) for n in _thread_ladder(cores)]
     try:

@@ -10,14 +10,18 @@ import re
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-DeviceKind = Literal["cpu", "gpu"]
+DeviceKind = Literal["cpu", "cpus", "gpu"]
 
-_DEVICE_RE = re.compile(r"^(cpu|gpu):([0-9]+)$")
+_DEVICE_RE = re.compile(r"^(cpu|cpus|gpu):([0-9]+)$")
 
 
 @dataclass(frozen=True, order=True)
 class DeviceSpec:
-    """A device configuration: ``cpu:N`` (N threads, one process) or ``gpu:N`` (N GPUs)."""
+    """A device configuration.
+
+    ``cpu:N``: one process, N threads. ``cpus:P``: P CPU worker processes (one
+    thread each), data-parallel over gloo. ``gpu:N``: N GPUs, data-parallel.
+    """
 
     kind: DeviceKind
     count: int
@@ -29,16 +33,21 @@ class DeviceSpec:
 
     @classmethod
     def parse(cls, text: str) -> DeviceSpec:
-        """Parse ``cpu:N`` or ``gpu:N``.
+        """Parse ``cpu:N``, ``cpus:P`` or ``gpu:N``.
 
         Raises:
             ValueError: the text is not of that form or N < 1.
         """
         m = _DEVICE_RE.match(text.strip())
         if not m or int(m.group(2)) < 1:
-            raise ValueError(f"expected 'cpu:N' or 'gpu:N' with N >= 1, got {text!r}")
-        kind: DeviceKind = "cpu" if m.group(1) == "cpu" else "gpu"
-        return cls(kind, int(m.group(2)))
+            raise ValueError(f"expected 'cpu:N', 'cpus:P' or 'gpu:N' with N >= 1, got {text!r}")
+        kinds: dict[str, DeviceKind] = {"cpu": "cpu", "cpus": "cpus", "gpu": "gpu"}
+        return cls(kinds[m.group(1)], int(m.group(2)))
+
+    @property
+    def workers(self) -> int:
+        """Data-parallel workers: 1 for ``cpu:N`` (threads), N otherwise."""
+        return 1 if self.kind == "cpu" else self.count
 
 
 @dataclass(frozen=True)
@@ -74,15 +83,15 @@ class JobSpec:
     @property
     def per_device_batch(self) -> int:
         """Samples each device processes per step (global batch split over GPUs)."""
-        if self.device.kind == "gpu" and self.batch_scaling == "global":
-            return self.batch_size // self.device.count
+        if self.batch_scaling == "global":
+            return self.batch_size // self.device.workers
         return self.batch_size
 
     @property
     def samples_per_iter(self) -> int:
         """Samples one training step consumes across all devices."""
-        if self.device.kind == "gpu" and self.batch_scaling == "per-device":
-            return self.batch_size * self.device.count
+        if self.batch_scaling == "per-device":
+            return self.batch_size * self.device.workers
         return self.batch_size
 
     def describe(self) -> str:

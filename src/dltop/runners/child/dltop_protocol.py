@@ -45,8 +45,12 @@ class Reporter(object):
             env = os.environ.get("DLTOP_EVENT_FD")
             fd = int(env) if env else None
         self._fd = fd
+        # In a data-parallel run only rank 0 reports; the other ranks stay silent.
+        self._silent = os.environ.get("DLTOP_RANK", "0") != "0"
 
     def emit(self, event, **fields):
+        if self._silent:
+            return
         fields["v"] = PROTOCOL_VERSION
         fields["event"] = event
         line = (json.dumps(fields, separators=(",", ":"), allow_nan=False, default=str)

@@ -25,6 +25,8 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
 
 import torch_models
 
+_WORKERS = []
+
 
 def _cpu_name():
     try:
@@ -51,8 +53,61 @@ def _blas():
     return "+".join(found) or None
 
 
+def _rank():
+    return int(os.environ.get("DLTOP_RANK", "0"))
+
+
+def _pin(spec):
+    """Pin to the CPUs the parent chose (physical cores first); a cpus:P rank gets one."""
+    cpus = spec.get("cpu_affinity")
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return None
+    if spec["device"]["kind"] == "cpus":
+        cpus = [cpus[_rank() % len(cpus)]]
+    os.sched_setaffinity(0, cpus)
+    return cpus
+
+
+def _free_port():
+    import socket
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def _start_workers(spec, world):
+    """Rank 0 starts ranks 1..world-1 in its own process group (the supervisor's to kill)."""
+    import subprocess
+
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(_free_port())
+    workers = []
+    for rank in range(1, world):
+        env = dict(os.environ, DLTOP_RANK=str(rank), DLTOP_WORLD=str(world))
+        env.pop("DLTOP_EVENT_FD", None)
+        workers.append(subprocess.Popen([sys.executable, os.path.abspath(__file__),
+                                         sys.argv[1]], env=env))
+    return workers
+
+
 def _device(spec):
     dev = spec["device"]
+    if dev["kind"] == "cpus":
+        import datetime
+
+        import torch.distributed as dist
+
+        world = int(dev["count"])
+        torch.set_num_threads(1)
+        if world > 1:
+            if _rank() == 0:
+                _WORKERS.extend(_start_workers(spec, world))
+            dist.init_process_group("gloo", rank=_rank(), world_size=world,
+                                    timeout=datetime.timedelta(seconds=120))
+        return torch.device("cpu"), 1
     if dev["kind"] == "cpu":
         n = int(dev["count"])
         torch.set_num_threads(n)
@@ -135,17 +190,31 @@ def _real_batches(spec, device):
     return next_batch
 
 
+def _finish_workers():
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+    for w in _WORKERS:
+        if w.wait(timeout=60) != 0:
+            raise RuntimeError("data-parallel worker pid %d exited with status %s"
+                               % (w.pid, w.returncode))
+
+
 def run(spec, reporter):
-    torch.manual_seed(int(spec["seed"]))
     inject = (spec.get("options") or {}).get("inject")
+    pinned = _pin(spec)
     device, threads = _device(spec)
+    # Same initial weights on every rank (DDP also broadcasts rank 0's); data differs.
+    torch.manual_seed(int(spec["seed"]))
+    world = int(spec["device"]["count"]) if spec["device"]["kind"] == "cpus" else 1
     name = spec["model"]
     reporter.hello(
         "torch", torch.__version__, str(device), threads, blas=_blas(),
         cuda_version=torch.version.cuda,
         cudnn_version=(torch.backends.cudnn.version() if device.type == "cuda" else None),
         device_name=(torch.cuda.get_device_name(0) if device.type == "cuda" else _cpu_name()),
-        torch_threads=torch.get_num_threads(),
+        torch_threads=torch.get_num_threads(), cpu_affinity=pinned, world_size=world,
     )
     model = torch_models.build(name)
     reporter.model(torch_models.param_count(model),
@@ -153,6 +222,11 @@ def run(spec, reporter):
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     model.to(device).train()
+    if world > 1:
+        from torch.nn.parallel import DistributedDataParallel
+
+        model = DistributedDataParallel(model)
+    torch.manual_seed(int(spec["seed"]) + 1000 * _rank())
     autocast, scaler = _precision(spec, device)
     batch = int(spec["per_device_batch"])
     if spec["data"] == "real":
@@ -174,6 +248,8 @@ def run(spec, reporter):
         if state["i"] == 1 and inject == "hang":
             while True:
                 time.sleep(60)
+        if state["i"] == 1 and inject == "crash-rank1" and _rank() == 1:
+            os._exit(1)
         if state["i"] == 1 and inject == "crash":
             sys.stdout.flush()
             os._exit(1)
@@ -199,7 +275,9 @@ def run(spec, reporter):
         state["i"] += 1
         return value
 
-    return proto.measure(step, spec, reporter)
+    n = proto.measure(step, spec, reporter)
+    _finish_workers()
+    return n
 
 
 if __name__ == "__main__":

@@ -1,0 +1,124 @@
+"""cpus:P data-parallel runs with real gloo ranks: success, a dying rank, a hang; scaling table."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dltop.errors import UserError
+from dltop.profiles.loader import parse
+from dltop.results.scaling import render_scaling, scaling_rows
+from dltop.results.stats import summarize_run
+from dltop.store import Store, memory_db
+
+PROFILE = """
+name = "dp"
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [32]
+devices = {devices}
+iterations = 4
+warmup = 1
+timeout_s = {timeout}
+{extra}
+"""
+
+
+def run(tmp_path: Path, devices: str, extra: str = "", timeout: int = 120,
+        *args: str) -> subprocess.CompletedProcess[str]:
+    prof = tmp_path / "p.toml"
+    prof.write_text(PROFILE.format(devices=devices, extra=extra, timeout=timeout))
+    return subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db",
+                           str(tmp_path / "d.db"), "--headless", *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def db_rows(tmp_path: Path, sql: str) -> list[tuple[object, ...]]:
+    import sqlite3
+
+    conn = sqlite3.connect(tmp_path / "d.db")
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def live_in_group(pgid: int) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["pid", "status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                out.append(p.pid)
+        except ProcessLookupError:
+            pass
+    return out
+
+
+@pytest.mark.slow
+def test_two_gloo_ranks_run_and_scale(tmp_path: Path) -> None:
+    res = run(tmp_path, '["cpus:1", "cpus:2"]')
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert [r[0] for r in db_rows(tmp_path, "select status from runs")] == ["ok", "ok"]
+    extra = [json.loads(str(r[0])) for r in db_rows(tmp_path, "select extra from environment")]
+    assert [e["world_size"] for e in extra] == [1, 2]
+    assert len(extra[0]["cpu_affinity"]) == 1 and len(extra[1]["cpu_affinity"]) == 1  # per rank
+    (samples,) = db_rows(tmp_path, "select samples from iterations where run_id = 2 limit 1")
+    assert samples == (32,)  # global batch: 16 per rank
+    out = subprocess.run([sys.executable, "-m", "dltop", "export", "--db",
+                          str(tmp_path / "d.db"), "--table", "scaling", "--format", "json"],
+                         capture_output=True, text=True)
+    rows = json.loads(out.stdout)["rows"]
+    assert [r["device"] for r in rows] == ["cpus:1", "cpus:2"]
+    assert rows[0]["speedup"] == pytest.approx(1.0)
+    assert rows[1]["speedup"] > 0 and rows[1]["efficiency"] == pytest.approx(
+        rows[1]["speedup"] / 2)
+
+
+@pytest.mark.slow
+def test_a_dying_rank_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
+    res = run(tmp_path, '["cpus:2"]', 'inject = "crash-rank1"')
+    assert res.returncode == 1
+    ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
+    assert status == "crashed"
+    assert live_in_group(int(pgid)) == []  # type: ignore[call-overload]
+
+
+@pytest.mark.slow
+def test_timeout_kills_every_rank(tmp_path: Path) -> None:
+    res = run(tmp_path, '["cpus:2"]', 'inject = "hang"', 15)
+    assert res.returncode == 1
+    ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
+    assert status == "timeout"
+    assert live_in_group(int(pgid)) == []  # type: ignore[call-overload]
+
+
+def test_bad_worker_counts() -> None:
+    with pytest.raises(UserError, match="cpus:0"):
+        parse(PROFILE.format(devices='["cpus:0"]', extra="", timeout=10), "p.toml", "p")
+    with pytest.raises(UserError, match="does not divide over 3 workers"):
+        parse(PROFILE.format(devices='["cpus:3"]', extra="", timeout=10), "p.toml", "p")
+
+
+def test_speedup_and_efficiency_arithmetic() -> None:
+    db = memory_db()
+    store = Store(db)
+    jobs = parse(PROFILE.format(devices='["gpu:1", "gpu:2", "gpu:4"]', extra="", timeout=10),
+                 "p.toml", "p").jobs
+    cid = store.create_campaign("dp", ["p"], ["dltop"], "h", 1, None)
+    ids = store.add_jobs(cid, jobs)
+    for job_id, seconds in zip(ids, (0.4, 0.25, 0.2), strict=True):
+        run_id = store.start_run(job_id, cid, 1, "", 32)
+        store.finish_run(run_id, job_id, "ok", summarize_run([seconds] * 3, 32).to_columns())
+    rows = scaling_rows(db, cid)
+    assert [r.device for r in rows] == ["gpu:1", "gpu:2", "gpu:4"]
+    assert [round(r.speedup or 0, 3) for r in rows] == [1.0, 1.6, 2.0]
+    assert [round(r.efficiency or 0, 3) for r in rows] == [1.0, 0.8, 0.5]
+    md = render_scaling(rows, "md", "t")
+    assert "| fcn-r | torch | 32 | gpu:4 | 0.2 | 160.0 | 2.00 | 50% |" in md

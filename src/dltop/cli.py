@@ -82,6 +82,14 @@ def _parser() -> argparse.ArgumentParser:
                           "efficiency against one device")
     exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
+    for verb, text in (("pause", "pause a running campaign after its current run"),
+                       ("resume", "resume a paused campaign"),
+                       ("cancel", "cancel a campaign: stop its current run, drop its queue")):
+        ctl = sub.add_parser(verb, help=text)
+        db_arg(ctl)
+        ctl.add_argument("--campaign", default=None, metavar="ID",
+                         help="default: the latest unfinished campaign")
+
     runs = sub.add_parser("runs", help="list recent runs with their status")
     db_arg(runs)
     runs.add_argument("--campaign", default=None, metavar="ID|latest")
@@ -116,6 +124,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_runs(args)
         if args.command == "profiles":
             return _cmd_profiles(args)
+        if args.command in ("pause", "resume", "cancel"):
+            return _cmd_control(args)
         if args.command == "devices":
             return _cmd_devices(args)
         if args.command == "doctor":
@@ -197,6 +207,29 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
 def _print_json(event: EngineEvent) -> None:
     print(json.dumps(event.to_dict(), default=str), flush=True)
+
+
+# pause / resume / cancel -----------------------------------------------------------
+def _cmd_control(args: argparse.Namespace) -> int:
+    from dltop.jobs.resume import engine_alive
+    from dltop.store import Store, queue
+
+    db = _open_existing(args.db)
+    open_ = queue.open_campaigns(db)
+    if args.campaign is not None:
+        open_ = [c for c in open_ if str(c.id) == str(args.campaign)]
+    if not open_:
+        which = f"campaign {args.campaign}" if args.campaign else "any campaign"
+        raise UserError(f"{which}: nothing unfinished to {args.command}")
+    camp = open_[-1]
+    if not engine_alive(camp.engine_pid, camp.engine_start_time):
+        raise UserError(f"campaign {camp.id} has no running engine (it died or was killed); "
+                        "continue it with 'dltop run --resume'")
+    control = {"pause": "pause", "resume": "run", "cancel": "cancel"}[args.command]
+    Store(db).set_control(camp.id, control)
+    print(f"campaign {camp.id} ({camp.name}): {args.command} requested; the engine (pid "
+          f"{camp.engine_pid}) acts on it within a second")
+    return 0
 
 
 # devices / doctor -----------------------------------------------------------------

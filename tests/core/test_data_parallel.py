@@ -121,4 +121,4 @@ def test_speedup_and_efficiency_arithmetic() -> None:
     assert [round(r.speedup or 0, 3) for r in rows] == [1.0, 1.6, 2.0]
     assert [round(r.efficiency or 0, 3) for r in rows] == [1.0, 0.8, 0.5]
     md = render_scaling(rows, "md", "t")
-    assert "| fcn-r | torch | 32 | gpu:4 | 0.2 | 160.0 | 2.00 | 50% |" in md
+    assert "| fcn-r | torch | 32 | gpu:4 | 0.2000 | 160.0 | 2.00 | 50% |" in md

@@ -42,6 +42,8 @@ T = TypeVar("T")
 FLUSH_INTERVAL_S = 0.5
 """Iterations reach the database at least this often while a run goes on."""
 FAILURE_STATUSES = frozenset({"crashed", "timeout", "diverged"})
+CONTROL_POLL_S = 0.5
+"""How often the engine reads pause/resume/cancel requests from the database."""
 
 
 @dataclass(frozen=True)
@@ -72,11 +74,14 @@ class Engine:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dltop-writer")
         self._pending: list[Future[Any]] = []
         self.counts: dict[str, int] = {}
+        self._running = asyncio.Event()  # cleared while the campaign is paused
+        self._running.set()
         self._sampler = sampler_factory(self._submit_batch) if sampler_factory else None
 
     def request_stop(self) -> None:
         """Cancel the current run and stop the queue (safe to call more than once)."""
         self._stop.set()
+        self._running.set()
 
     @property
     def stopping(self) -> bool:
@@ -91,12 +96,22 @@ class Engine:
             await self._write(self._store.set_campaign_status, self._campaign_id, "running")
             self._emit(CampaignStarted(self._campaign_id, self._name, len(self._jobs),
                                        self._db_label))
-            for i, q in enumerate(self._jobs):
-                if self._stop.is_set():
-                    await self._write(self._store.set_job_status, q.job_id, "cancelled")
-                    self._count("cancelled")
-                    continue
-                await self._run_job(i, q)
+            watcher = asyncio.create_task(self._watch_control())
+            try:
+                for i, q in enumerate(self._jobs):
+                    await self._wait_while_paused()
+                    if self._stop.is_set():
+                        await self._write(self._store.set_job_status, q.job_id, "cancelled")
+                        self._count("cancelled")
+                        continue
+                    status = await self._run_job(i, q)
+                    tries = 1
+                    while (status == "crashed" and tries <= q.spec.retries
+                           and not self._stop.is_set()):
+                        tries += 1
+                        status = await self._run_job(i, q)
+            finally:
+                watcher.cancel()
             status = "cancelled" if self._stop.is_set() else "finished"
             await self._write(self._store.set_campaign_status, self._campaign_id, status)
             self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
@@ -105,6 +120,24 @@ class Engine:
             if self._sampler is not None:
                 await asyncio.to_thread(self._sampler.stop)
             self._writer.shutdown(wait=True)
+
+    async def _watch_control(self) -> None:
+        while True:
+            ctl = await self._write(queue.control, self._store.db, self._campaign_id)
+            if ctl == "cancel":
+                self.request_stop()
+            elif ctl == "pause":
+                self._running.clear()
+            else:
+                self._running.set()
+            await asyncio.sleep(CONTROL_POLL_S)
+
+    async def _wait_while_paused(self) -> None:
+        if self._running.is_set() or self._stop.is_set():
+            return
+        await self._write(self._store.set_campaign_status, self._campaign_id, "paused")
+        await self._running.wait()
+        await self._write(self._store.set_campaign_status, self._campaign_id, "running")
 
     def _count(self, status: str) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1
@@ -121,7 +154,7 @@ class Engine:
         # Ordered behind earlier writes by the single worker; awaited at run end.
         self._pending.append(self._writer.submit(fn, *args))
 
-    async def _run_job(self, index: int, q: QueuedJob) -> None:
+    async def _run_job(self, index: int, q: QueuedJob) -> str:
         job = q.spec
         cmd = registry.resolve(job.framework)
         attempt = await self._write(queue.next_attempt, self._store.db, q.job_id)
@@ -164,6 +197,7 @@ class Engine:
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),
                                fields.get("samples_per_s"), fields.get("cv"),
                                bool(fields.get("noisy")), outcome.message))
+        return outcome.status
 
     def _on_spawn(self, run_id: int, job: JobSpec, pid: int, pgid: int,
                   log_path: str) -> None:

@@ -36,6 +36,7 @@ SETTINGS: dict[str, Any] = {
     "lr": 0.01,
     "momentum": 0.0,
     "seed": 0,
+    "retries": 0,
 }
 OPTIONS: dict[str, tuple[object, ...]] = {
     "xla": (True, False),
@@ -167,6 +168,7 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
                 timeout_s=s["timeout_s"], precision=s["precision"], data=s["data"],
                 data_dir=s["data_dir"], batch_scaling=s["batch_scaling"], lr=s["lr"],
                 momentum=s["momentum"], seed=s["seed"], options=options,
+                retries=s["retries"],
             ))
     return jobs
 
@@ -185,6 +187,7 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
         "lr": _num(where, loc("lr"), m["lr"], positive=True),
         "momentum": _num(where, loc("momentum"), m["momentum"], positive=False),
         "seed": _int(where, loc("seed"), m["seed"], minimum=0),
+        "retries": _int(where, loc("retries"), m["retries"], minimum=0),
     }
     if s["data"] == "real":
         if not isinstance(s["data_dir"], str) or not s["data_dir"]:

@@ -71,6 +71,8 @@ class JobSpec:
     momentum: float
     seed: int
     options: tuple[tuple[str, Any], ...] = field(default=())
+    retries: int = 0
+    """Extra attempts for a run that ends ``crashed`` (never for oom, timeout, ...)."""
 
     @property
     def config_key(self) -> str:
@@ -121,6 +123,7 @@ class JobSpec:
             data_dir=d.get("data_dir"), batch_scaling=d["batch_scaling"], lr=float(d["lr"]),
             momentum=float(d["momentum"]), seed=int(d["seed"]),
             options=tuple(sorted(d.get("options", {}).items())),
+            retries=int(d.get("retries", 0)),
         )
 
 

@@ -41,12 +41,14 @@ class Cell:
         """Display form: 4 significant digits (time) or 1 decimal (throughput); ``*`` if noisy."""
         if self.value is None:
             return LABELS.get(self.status, self.status)
-        body = f"{self.value:.4g}" if metric == "time" else f"{self.value:.1f}"
-        if metric == "time" and "e" not in body and "." in body:
-            # keep 4 significant digits visible, e.g. 0.2520 rather than 0.252
-            digits = len(body.replace(".", "").lstrip("0"))
-            body += "0" * max(0, 4 - digits)
+        body = fmt_seconds(self.value) if metric == "time" else f"{self.value:.1f}"
         return body + ("*" if self.noisy else "")
+
+
+def fmt_seconds(value: float) -> str:
+    """Seconds with 4 significant digits kept visible: 0.2520, 1.000, 12.35."""
+    body = f"{value:#.4g}"
+    return body.rstrip(".") if "e" not in body else body
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ import sqlite_utils
 
 from dltop import catalog
 from dltop.results.aggregate import config_results
-from dltop.results.export import LABELS, latex_escape
+from dltop.results.export import LABELS, fmt_seconds, latex_escape
 
 
 @dataclass(frozen=True)
@@ -74,7 +74,7 @@ def _cells(r: ScalingRow) -> list[str]:
     if r.seconds_per_iter is None:
         label = LABELS.get(r.status, r.status)
         return [r.model, r.framework, str(r.batch_size), r.device, label, label, "", ""]
-    return [r.model, r.framework, str(r.batch_size), r.device, f"{r.seconds_per_iter:.4g}",
+    return [r.model, r.framework, str(r.batch_size), r.device, fmt_seconds(r.seconds_per_iter),
             f"{r.samples_per_s:.1f}" if r.samples_per_s else "",
             f"{r.speedup:.2f}" if r.speedup is not None else "",
             f"{r.efficiency:.0%}" if r.efficiency is not None else ""]

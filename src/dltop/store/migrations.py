@@ -86,6 +86,11 @@ def _v1(db: Any) -> None:
     )
 
 
+@migration(3, "campaigns.control: pause, resume or cancel a campaign from another process")
+def _v3(db: Any) -> None:
+    db["campaigns"].add_column("control", str)
+
+
 def apply(db: Any) -> list[int]:
     """Apply every registered migration the database lacks; return the versions applied."""
     if "schema_migrations" not in db.table_names():

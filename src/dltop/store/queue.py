@@ -46,8 +46,8 @@ def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaign]:
     """Campaigns still ``queued`` or ``running``, oldest first."""
     return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
                          r["engine_start_time"])
-            for r in db.query("select * from campaigns where status in ('queued', 'running') "
-                              "order by id")]
+            for r in db.query("select * from campaigns where status in "
+                              "('queued', 'running', 'paused') order by id")]
 
 
 def running_runs(db: sqlite_utils.Database, campaign_id: int) -> list[RunProcess]:
@@ -78,7 +78,7 @@ def requeue_running_jobs(db: sqlite_utils.Database, campaign_id: int) -> int:
 def claim(db: sqlite_utils.Database, campaign_id: int, pid: int, start_time: float) -> None:
     """Record that this engine process now owns the campaign."""
     with db.conn:
-        db.table("campaigns").update(campaign_id, {"engine_pid": pid,
+        db.table("campaigns").update(campaign_id, {"engine_pid": pid, "control": None,
                                                    "engine_start_time": start_time})
 
 
@@ -95,3 +95,9 @@ def next_attempt(db: sqlite_utils.Database, job_id: int) -> int:
     """1 + the number of runs the job already has."""
     row = next(db.query("select count(*) as n from runs where job_id = ?", [job_id]))
     return int(row["n"]) + 1
+
+
+def control(db: sqlite_utils.Database, campaign_id: int) -> str | None:
+    """The control request another process left for this campaign (or None)."""
+    row = next(db.query("select control from campaigns where id = ?", [campaign_id]), None)
+    return row["control"] if row else None

@@ -59,6 +59,11 @@ class Store:
         with self.db.conn:
             self.db.table("campaigns").update(campaign_id, fields)
 
+    def set_control(self, campaign_id: int, control: str | None) -> None:
+        """Ask the campaign's engine to ``pause``, ``run`` (resume) or ``cancel``."""
+        with self.db.conn:
+            self.db.table("campaigns").update(campaign_id, {"control": control})
+
     # jobs ------------------------------------------------------------------
     def add_jobs(self, campaign_id: int, jobs: Sequence[JobSpec],
                  statuses: Sequence[str] | None = None) -> list[int]:

@@ -1,0 +1,123 @@
+"""Steering a live campaign from another process, retries, and a concurrent reader."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+PROFILE = """
+name = "steer"
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r", "alexnet-r", "resnet-56"]
+batch_sizes = [8]
+devices = ["cpu:1"]
+iterations = {iterations}
+warmup = 1
+timeout_s = 300
+{extra}
+"""
+
+
+def start(tmp_path: Path, iterations: int = 40, extra: str = "") -> subprocess.Popen[str]:
+    prof = tmp_path / "p.toml"
+    prof.write_text(PROFILE.format(iterations=iterations, extra=extra))
+    return subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "DLTOP_DB": str(tmp_path / "d.db")})
+
+
+def dltop(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
+                          text=True, env={**os.environ, "DLTOP_DB": str(tmp_path / "d.db")})
+
+
+def query(tmp_path: Path, sql: str) -> list[tuple[object, ...]]:
+    conn = sqlite3.connect(tmp_path / "d.db", timeout=30)
+    try:
+        return conn.execute(sql).fetchall()
+    finally:
+        conn.close()
+
+
+def wait_for(proc: subprocess.Popen[str], event: str, **match: object) -> dict[str, object]:
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        e = json.loads(line)
+        if e["event"] == event and all(e.get(k) == v for k, v in match.items()):
+            return dict(e)
+    raise AssertionError(f"no {event} {match}")
+
+
+def test_pause_then_resume(tmp_path: Path) -> None:
+    proc = start(tmp_path)
+    wait_for(proc, "run_started", position=0)
+    res = dltop(tmp_path, "pause")
+    assert res.returncode == 0, res.stderr
+    wait_for(proc, "run_finished")
+    deadline = time.monotonic() + 20
+    while query(tmp_path, "select status from campaigns") != [("paused",)]:
+        assert time.monotonic() < deadline, "campaign never reported paused"
+        time.sleep(0.2)
+    time.sleep(1.5)
+    assert query(tmp_path, "select count(*) from runs") == [(1,)]  # nothing started
+    assert dltop(tmp_path, "resume").returncode == 0
+    assert proc.wait(timeout=240) == 0
+    assert query(tmp_path, "select status from runs") == [("ok",)] * 3
+    assert query(tmp_path, "select status from campaigns") == [("finished",)]
+    res = dltop(tmp_path, "pause")
+    assert res.returncode == 2 and "nothing unfinished" in res.stderr
+
+
+def test_cancel_from_another_process(tmp_path: Path) -> None:
+    proc = start(tmp_path, iterations=100000)
+    wait_for(proc, "iteration", index=2)
+    assert dltop(tmp_path, "cancel").returncode == 0
+    assert proc.wait(timeout=60) == 130
+    assert query(tmp_path, "select status from runs") == [("cancelled",)]
+    assert query(tmp_path, "select status from jobs") == [("cancelled",)] * 3
+
+
+@pytest.mark.parametrize("inject,runs", [("crash", 2), ("oom", 1)])
+def test_retries_only_for_crashes(tmp_path: Path, inject: str, runs: int) -> None:
+    prof = tmp_path / "p.toml"
+    prof.write_text(PROFILE.format(iterations=3, extra=f'inject = "{inject}"\nretries = 1')
+                    .replace('"fcn-r", "alexnet-r", "resnet-56"', '"alexnet-r"'))
+    res = dltop(tmp_path, "run", str(prof), "--headless")
+    assert res.returncode == (1 if inject == "crash" else 0)
+    attempts = query(tmp_path, "select attempt, status from runs order by id")
+    assert [a for a, _ in attempts] == list(range(1, runs + 1))
+
+
+def test_reader_during_a_run(tmp_path: Path) -> None:
+    proc = start(tmp_path, iterations=60)
+    wait_for(proc, "iteration", index=1)
+    seen: list[int] = []
+    errors: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            while proc.poll() is None:
+                (n,) = query(tmp_path, "select count(*) from iterations")[0]
+                seen.append(int(n))  # type: ignore[call-overload]
+                time.sleep(0.05)
+        except BaseException as exc:
+            errors.append(exc)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert proc.wait(timeout=240) == 0
+    reader.join()
+    assert not errors
+    assert len(set(seen)) > 3 and seen == sorted(seen)  # grew while the writer wrote
+    assert query(tmp_path, "select count(*) from iterations") == [(3 * 61,)]

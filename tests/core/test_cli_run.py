@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -117,16 +116,16 @@ def test_failures_are_classified(tmp_path: Path, inject: str, status: str) -> No
     assert {"diverged": "diverged", "crashed": "failed", "oom": "OOM"}[status] in md
 
 
-def test_timeout_kills_the_runner_group(tmp_path: Path) -> None:
+def test_timeout_kills_the_runner_group(tmp_path: Path, group_members: Any) -> None:
     prof = write_profile(tmp_path, extra='inject = "hang"\ntimeout_s = 8')
     res = dltop(tmp_path, "run", str(prof), "--headless")
     assert res.returncode == 1
     (run,) = rows(tmp_path, "select * from runs")
     assert run["status"] == "timeout"
-    assert not _live_in_group(run["pgid"])
+    assert not group_members(run["pgid"])
 
 
-def test_ctrl_c_cancels_cleanly(tmp_path: Path) -> None:
+def test_ctrl_c_cancels_cleanly(tmp_path: Path, group_members: Any) -> None:
     prof = write_profile(tmp_path, models='["fcn-r", "alexnet-r"]',
                          extra='inject = "hang"\ntimeout_s = 600')
     env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
@@ -145,7 +144,7 @@ def test_ctrl_c_cancels_cleanly(tmp_path: Path) -> None:
     jobs = rows(tmp_path, "select status from jobs order by position")
     assert [j["status"] for j in jobs] == ["cancelled", "cancelled"]
     assert rows(tmp_path, "select status from campaigns") == [{"status": "cancelled"}]
-    assert not _live_in_group(runs[0]["pgid"])
+    assert not group_members(runs[0]["pgid"])
 
 
 def test_bad_profile_exits_2_and_leaves_db_untouched(tmp_path: Path) -> None:
@@ -213,13 +212,3 @@ def test_profiles_listing_and_show(tmp_path: Path) -> None:
     show = dltop(tmp_path, "profiles", "show", "quick")
     assert show.returncode == 0 and show.stdout.count("torch") == 4
 
-
-def _live_in_group(pgid: int) -> list[int]:
-    out = []
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                out.append(p.pid)
-        except ProcessLookupError:
-            pass
-    return out

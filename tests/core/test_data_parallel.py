@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
-import psutil
 import pytest
 
 from dltop.errors import UserError
@@ -50,17 +49,6 @@ def db_rows(tmp_path: Path, sql: str) -> list[tuple[object, ...]]:
         conn.close()
 
 
-def live_in_group(pgid: int) -> list[int]:
-    out = []
-    for p in psutil.process_iter(["pid", "status"]):
-        try:
-            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
-                out.append(p.pid)
-        except ProcessLookupError:
-            pass
-    return out
-
-
 @pytest.mark.slow
 def test_two_gloo_ranks_run_and_scale(tmp_path: Path) -> None:
     res = run(tmp_path, '["cpus:1", "cpus:2"]')
@@ -82,21 +70,22 @@ def test_two_gloo_ranks_run_and_scale(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_dying_rank_fails_the_run_and_leaves_nothing(tmp_path: Path) -> None:
+def test_a_dying_rank_fails_the_run_and_leaves_nothing(tmp_path: Path,
+                                                      group_members: Any) -> None:
     res = run(tmp_path, '["cpus:2"]', 'inject = "crash-rank1"')
     assert res.returncode == 1
     ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
     assert status == "crashed"
-    assert live_in_group(int(pgid)) == []  # type: ignore[call-overload]
+    assert group_members(int(pgid)) == []  # type: ignore[call-overload]
 
 
 @pytest.mark.slow
-def test_timeout_kills_every_rank(tmp_path: Path) -> None:
+def test_timeout_kills_every_rank(tmp_path: Path, group_members: Any) -> None:
     res = run(tmp_path, '["cpus:2"]', 'inject = "hang"', 15)
     assert res.returncode == 1
     ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
     assert status == "timeout"
-    assert live_in_group(int(pgid)) == []  # type: ignore[call-overload]
+    assert group_members(int(pgid)) == []  # type: ignore[call-overload]
 
 
 def test_bad_worker_counts() -> None:

@@ -7,6 +7,7 @@ import os
 import sys
 import textwrap
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,21 +36,12 @@ async def run_child(tmp_path: Path, body: str, timeout_s: float = 20.0,
     return outcome, events
 
 
-def assert_group_gone(pgid: int) -> None:
-    """No live process remains in the group (a zombie has ended; only its reaper is late)."""
-    left = [p for p in psutil.process_iter(["pid", "status"])
-            if _pgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE]
+def assert_group_gone(pgid: int, members: Callable[[int], list[int]]) -> None:
+    left = members(pgid)
     assert not left, f"processes left in group {pgid}: {left}"
 
 
-def _pgid(pid: int) -> int | None:
-    try:
-        return os.getpgid(pid)
-    except ProcessLookupError:
-        return None
-
-
-async def test_ok_run_reports_events(tmp_path: Path) -> None:
+async def test_ok_run_reports_events(tmp_path: Path, group_members: Any) -> None:
     outcome, events = await run_child(tmp_path, """
         emit("hello", framework="fake", framework_version="1")
         for i in range(3):
@@ -62,7 +54,7 @@ async def test_ok_run_reports_events(tmp_path: Path) -> None:
     assert [e["event"] for e in events] == ["hello", "iter", "iter", "iter", "done"]
     assert outcome.hello["framework"] == "fake"
     assert "to the log" in (tmp_path / "run.log").read_text()
-    assert_group_gone(outcome.pgid)
+    assert_group_gone(outcome.pgid, group_members)
 
 
 async def test_error_event_kind_maps_to_status(tmp_path: Path) -> None:
@@ -93,7 +85,7 @@ async def test_sigkilled_child_is_crashed_with_signal_name(tmp_path: Path) -> No
     assert "SIGKILL" in (outcome.message or "")
 
 
-async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
+async def test_timeout_kills_the_whole_group(tmp_path: Path, group_members: Any) -> None:
     pidfile = tmp_path / "grandchild.pid"
     t0 = time.monotonic()
     outcome, _ = await run_child(tmp_path, f"""
@@ -108,15 +100,15 @@ async def test_timeout_kills_the_whole_group(tmp_path: Path) -> None:
     grandchild = int(pidfile.read_text())
     await asyncio.sleep(0.2)
     assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
-    assert_group_gone(outcome.pgid)
+    assert_group_gone(outcome.pgid, group_members)
 
 
-async def test_stop_event_cancels(tmp_path: Path) -> None:
+async def test_stop_event_cancels(tmp_path: Path, group_members: Any) -> None:
     stop = asyncio.Event()
     asyncio.get_running_loop().call_later(0.5, stop.set)
     outcome, _ = await run_child(tmp_path, "time.sleep(600)", stop=stop)
     assert outcome.status == "cancelled"
-    assert_group_gone(outcome.pgid)
+    assert_group_gone(outcome.pgid, group_members)
 
 
 async def test_garbage_and_huge_lines_are_counted_not_fatal(tmp_path: Path) -> None:

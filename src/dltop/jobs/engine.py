@@ -9,6 +9,7 @@ one write connection. Children are started only through
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import time
@@ -74,6 +75,7 @@ class Engine:
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dltop-writer")
         self._pending: list[Future[Any]] = []
         self.counts: dict[str, int] = {}
+        self._ran_one = False
         self._running = asyncio.Event()  # cleared while the campaign is paused
         self._running.set()
         self._sampler = sampler_factory(self._submit_batch) if sampler_factory else None
@@ -154,12 +156,42 @@ class Engine:
         # Ordered behind earlier writes by the single worker; awaited at run end.
         self._pending.append(self._writer.submit(fn, *args))
 
+    async def _cooldown(self, job: JobSpec) -> tuple[float, float | None]:
+        """Wait before a run as the job asks; return (seconds waited, hottest GPU temp)."""
+        gpus = range(job.device.count) if job.device.kind == "gpu" else range(0)
+
+        def hottest() -> float | None:
+            if self._sampler is None:
+                return None
+            temps = self._sampler.temperatures()
+            vals = [temps[i] for i in gpus if i in temps]
+            return max(vals) if vals else None
+
+        t0 = time.monotonic()
+        if job.cooldown_s > 0 and self._ran_one:
+            threshold = job.cooldown_temp_c
+            while time.monotonic() - t0 < job.cooldown_s and not self._stop.is_set():
+                temp = hottest()
+                if threshold is not None and temp is not None and temp <= threshold:
+                    break
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), timeout=0.25)
+        self._ran_one = True
+        return time.monotonic() - t0, hottest()
+
     async def _run_job(self, index: int, q: QueuedJob) -> str:
         job = q.spec
         cmd = registry.resolve(job.framework)
+        waited_s, start_temp = await self._cooldown(job)
+        if self._stop.is_set():
+            await self._write(self._store.set_job_status, q.job_id, "cancelled")
+            self._count("cancelled")
+            return "cancelled"
         attempt = await self._write(queue.next_attempt, self._store.db, q.job_id)
         run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
                                    "", job.samples_per_iter)
+        self._write_later(self._store.update_run, run_id,
+                          {"cooldown_waited_s": waited_s, "start_temp_c": start_temp})
         run_dir = self._logs_dir / f"run-{run_id}"
         run_dir.mkdir(parents=True, exist_ok=True)
         log_path = run_dir / "runner.log"

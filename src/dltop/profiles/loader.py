@@ -37,6 +37,8 @@ SETTINGS: dict[str, Any] = {
     "momentum": 0.0,
     "seed": 0,
     "retries": 0,
+    "cooldown_s": 0.0,
+    "cooldown_temp_c": None,
 }
 OPTIONS: dict[str, tuple[object, ...]] = {
     "xla": (True, False),
@@ -168,7 +170,8 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
                 timeout_s=s["timeout_s"], precision=s["precision"], data=s["data"],
                 data_dir=s["data_dir"], batch_scaling=s["batch_scaling"], lr=s["lr"],
                 momentum=s["momentum"], seed=s["seed"], options=options,
-                retries=s["retries"],
+                retries=s["retries"], cooldown_s=s["cooldown_s"],
+                cooldown_temp_c=s["cooldown_temp_c"],
             ))
     return jobs
 
@@ -188,6 +191,9 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
         "momentum": _num(where, loc("momentum"), m["momentum"], positive=False),
         "seed": _int(where, loc("seed"), m["seed"], minimum=0),
         "retries": _int(where, loc("retries"), m["retries"], minimum=0),
+        "cooldown_s": _num(where, loc("cooldown_s"), m["cooldown_s"], positive=False),
+        "cooldown_temp_c": (None if m["cooldown_temp_c"] is None else _num(
+            where, loc("cooldown_temp_c"), m["cooldown_temp_c"], positive=True)),
     }
     if s["data"] == "real":
         if not isinstance(s["data_dir"], str) or not s["data_dir"]:

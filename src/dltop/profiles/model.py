@@ -73,6 +73,10 @@ class JobSpec:
     options: tuple[tuple[str, Any], ...] = field(default=())
     retries: int = 0
     """Extra attempts for a run that ends ``crashed`` (never for oom, timeout, ...)."""
+    cooldown_s: float = 0.0
+    """Longest pause before the run (fixed pause without ``cooldown_temp_c``)."""
+    cooldown_temp_c: float | None = None
+    """GPU jobs: start once every GPU of the job is at or below this temperature."""
 
     @property
     def config_key(self) -> str:
@@ -124,6 +128,9 @@ class JobSpec:
             momentum=float(d["momentum"]), seed=int(d["seed"]),
             options=tuple(sorted(d.get("options", {}).items())),
             retries=int(d.get("retries", 0)),
+            cooldown_s=float(d.get("cooldown_s", 0.0)),
+            cooldown_temp_c=(None if d.get("cooldown_temp_c") is None
+                             else float(d["cooldown_temp_c"])),
         )
 
 

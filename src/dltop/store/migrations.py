@@ -86,9 +86,11 @@ def _v1(db: Any) -> None:
     )
 
 
-@migration(3, "campaigns.control: pause, resume or cancel a campaign from another process")
+@migration(3, "campaigns.control (pause/resume/cancel); runs cooldown before start")
 def _v3(db: Any) -> None:
     db["campaigns"].add_column("control", str)
+    db["runs"].add_column("cooldown_waited_s", float)
+    db["runs"].add_column("start_temp_c", float)
 
 
 def apply(db: Any) -> list[int]:

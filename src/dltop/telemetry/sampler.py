@@ -118,6 +118,7 @@ class Sampler:
         self._pending_host: list[HostWindow] = []
         self._last_flush_ns = time.monotonic_ns()
         self._latest: tuple[tuple[GpuSample, ...], HostSample | None] = ((), None)
+        self._temps: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
@@ -150,6 +151,11 @@ class Sampler:
         """The most recent readings (plain frozen snapshots)."""
         with self._lock:
             return self._latest
+
+    def temperatures(self) -> dict[int, float]:
+        """The last temperature read of each GPU (slow fields), in degrees Celsius."""
+        with self._lock:
+            return dict(self._temps)
 
     # run attribution ---------------------------------------------------------
     def begin_run(self, run_id: int, root_pid: int, gpu_indices: tuple[int, ...]) -> None:
@@ -202,6 +208,9 @@ class Sampler:
                 if host is not None:
                     run.add_host(host)
             self._latest = (gpus, host or self._latest[1])
+            for s in gpus:
+                if s.temperature_c is not None:
+                    self._temps[s.index] = s.temperature_c
         self._add_to_window(gpus, host, run.run_id if run else None)
 
     def _add_to_window(self, gpus: tuple[GpuSample, ...], host: HostSample | None,

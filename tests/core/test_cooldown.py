@@ -1,0 +1,72 @@
+"""Cooldown between runs: a fixed pause, or until the job's GPUs are cool enough."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dltop.jobs.engine import Engine
+from dltop.profiles.loader import parse
+from dltop.store import Store, memory_db
+
+PROFILE = """
+[[matrix]]
+frameworks = ["torch"]
+models = ["alexnet-r"]
+batch_sizes = [8]
+devices = {devices}
+iterations = 2
+warmup = 1
+repeats = 2
+cooldown_s = {cooldown}
+{extra}
+"""
+
+
+@pytest.mark.slow
+def test_fixed_pause_between_runs_is_recorded(tmp_path: Path) -> None:
+    prof = tmp_path / "p.toml"
+    prof.write_text(PROFILE.format(devices='["cpu:1"]', cooldown=2, extra=""))
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db",
+                          str(tmp_path / "d.db"), "--headless"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    conn = sqlite3.connect(tmp_path / "d.db")
+    waited = [r[0] for r in conn.execute("select cooldown_waited_s from runs order by id")]
+    conn.close()
+    assert waited[0] < 0.5 and 2.0 <= waited[1] < 4.0
+
+
+class HotThenCool:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def temperatures(self) -> dict[int, float]:
+        self.calls += 1
+        return {0: 80.0 if self.calls < 4 else 55.0, 1: 50.0}
+
+
+async def test_waits_until_gpus_are_cool() -> None:
+    job = parse(PROFILE.format(devices='["gpu:1"]', cooldown=30,
+                               extra="cooldown_temp_c = 60"), "p", "p").jobs[0]
+    engine = Engine(Store(memory_db()), 1, "x", [], logs_dir=Path("/nonexistent"),
+                    db_label="mem")
+    fake: Any = HotThenCool()
+    engine._sampler = fake  # the cooldown reads only temperatures()
+    engine._ran_one = True
+    waited, temp = await engine._cooldown(job)
+    assert temp == 55.0 and 0.5 <= waited < 5.0  # three hot polls of 0.25 s, then cool
+
+
+def test_bad_cooldown_values() -> None:
+    from dltop.errors import UserError
+
+    with pytest.raises(UserError, match="cooldown_s"):
+        parse(PROFILE.format(devices='["cpu:1"]', cooldown=-1, extra=""), "p", "p")
+    with pytest.raises(UserError, match="cooldown_temp_c"):
+        parse(PROFILE.format(devices='["cpu:1"]', cooldown=1, extra="cooldown_temp_c = 0"),
+              "p", "p")

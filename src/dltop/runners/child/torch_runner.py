@@ -93,20 +93,25 @@ def _start_workers(spec, world):
     return workers
 
 
+def _init_group(spec, world, backend):
+    """Start the other ranks (from rank 0) and join the process group."""
+    import datetime
+
+    import torch.distributed as dist
+
+    if _rank() == 0:
+        _WORKERS.extend(_start_workers(spec, world))
+    dist.init_process_group(backend, rank=_rank(), world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
+
+
 def _device(spec):
     dev = spec["device"]
     if dev["kind"] == "cpus":
-        import datetime
-
-        import torch.distributed as dist
-
         world = int(dev["count"])
         torch.set_num_threads(1)
         if world > 1:
-            if _rank() == 0:
-                _WORKERS.extend(_start_workers(spec, world))
-            dist.init_process_group("gloo", rank=_rank(), world_size=world,
-                                    timeout=datetime.timedelta(seconds=120))
+            _init_group(spec, world, "gloo")
         return torch.device("cpu"), 1
     if dev["kind"] == "cpu":
         n = int(dev["count"])
@@ -116,17 +121,21 @@ def _device(spec):
         except RuntimeError:
             pass  # already set (only possible once per process)
         return torch.device("cpu"), n
-    if int(dev["count"]) > 1:
-        raise proto.Unsupported("data-parallel gpu:%d is not implemented in the PyTorch "
-                                "runner yet (one GPU per run)" % int(dev["count"]))
     if not torch.cuda.is_available():
         raise proto.Unsupported("gpu requested but CUDA is not available to PyTorch %s"
                                 % torch.__version__)
+    world = int(dev["count"])
+    if torch.cuda.device_count() < world:
+        raise proto.Unsupported("gpu:%d requested but PyTorch sees %d GPU(s)"
+                                % (world, torch.cuda.device_count()))
     torch.backends.cudnn.benchmark = True
     tf32 = spec["precision"] == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-    return torch.device("cuda", 0), None
+    torch.cuda.set_device(_rank())
+    if world > 1:
+        _init_group(spec, world, "nccl")
+    return torch.device("cuda", _rank()), None
 
 
 def _precision(spec, device):
@@ -207,13 +216,14 @@ def run(spec, reporter):
     device, threads = _device(spec)
     # Same initial weights on every rank (DDP also broadcasts rank 0's); data differs.
     torch.manual_seed(int(spec["seed"]))
-    world = int(spec["device"]["count"]) if spec["device"]["kind"] == "cpus" else 1
+    world = int(spec["device"]["count"]) if spec["device"]["kind"] in ("cpus", "gpu") else 1
     name = spec["model"]
     reporter.hello(
         "torch", torch.__version__, str(device), threads, blas=_blas(),
         cuda_version=torch.version.cuda,
         cudnn_version=(torch.backends.cudnn.version() if device.type == "cuda" else None),
-        device_name=(torch.cuda.get_device_name(0) if device.type == "cuda" else _cpu_name()),
+        device_name=(torch.cuda.get_device_name(device.index) if device.type == "cuda"
+                     else _cpu_name()),
         torch_threads=torch.get_num_threads(), cpu_affinity=pinned, world_size=world,
     )
     model = torch_models.build(name)
@@ -225,7 +235,8 @@ def run(spec, reporter):
     if world > 1:
         from torch.nn.parallel import DistributedDataParallel
 
-        model = DistributedDataParallel(model)
+        model = DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
     torch.manual_seed(int(spec["seed"]) + 1000 * _rank())
     autocast, scaler = _precision(spec, device)
     batch = int(spec["per_device_batch"])

@@ -77,3 +77,14 @@ def test_cuda_run(tmp_path: Path) -> None:
     code, events, out = run_runner(tmp_path, spec("fcn-r", device="gpu:1", batch_size=64))
     assert code == 0, out
     assert "cuda" in str(events[0]["device"])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
+def test_cuda_ddp_two_gpus(tmp_path: Path) -> None:
+    import os
+
+    os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+    code, events, out = run_runner(tmp_path, spec("fcn-r", device="gpu:2", batch_size=64))
+    assert code == 0, out
+    assert events[0]["world_size"] == 2

@@ -42,6 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run one or more profiles as a campaign")
     run.add_argument("profiles", nargs="*", metavar="PROFILE",
                      help="built-in profile name or path to a .toml file")
+    run.add_argument("--detach", action="store_true",
+                     help="run the campaign in a background engine that survives the "
+                          "terminal closing; watch it with 'dltop status'")
     run.add_argument("--resume", action="store_true",
                      help="continue an unfinished campaign whose engine died (reaps its "
                           "orphaned runners, re-queues the interrupted run)")
@@ -90,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
         ctl.add_argument("--campaign", default=None, metavar="ID",
                          help="default: the latest unfinished campaign")
 
+    st = sub.add_parser("status", help="the engine's state: campaigns, queue, current run")
+    db_arg(st)
+
     runs = sub.add_parser("runs", help="list recent runs with their status")
     db_arg(runs)
     runs.add_argument("--campaign", default=None, metavar="ID|latest")
@@ -124,6 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_runs(args)
         if args.command == "profiles":
             return _cmd_profiles(args)
+        if args.command == "status":
+            return _cmd_status(args)
         if args.command in ("pause", "resume", "cancel"):
             return _cmd_control(args)
         if args.command == "devices":
@@ -151,8 +159,13 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
     gpu_hz = check_rate("--gpu-hz", args.gpu_hz)
     host_hz = check_rate("--host-hz", args.host_hz)
-    backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
     db_path = resolve_db_path(args.db)
+    if args.detach:
+        if not args.resume:  # refuse bad input here, where the user sees it
+            campaign.preflight([load(ref) for ref in args.profiles], gpu_count(),
+                               args.skip_unavailable)
+        return _detach(argv, db_path, default_logs_dir(db_path))
+    backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
     if args.resume:
         if args.profiles:
             raise UserError("--resume takes no profiles: it continues a stored campaign")
@@ -205,6 +218,25 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     return 0
 
 
+def _detach(argv: list[str], db_path: Path, logs_dir: Path) -> int:
+    import time
+
+    from dltop.jobs.supervisor import read_log_tail, spawn_detached
+
+    child = [sys.executable, "-m", "dltop", *[a for a in argv[1:] if a != "--detach"],
+             "--headless", "--db", str(db_path)]
+    log = logs_dir / f"engine-{time.strftime('%Y%m%d-%H%M%S')}.log"
+    proc = spawn_detached(child, log)
+    try:
+        code = proc.wait(timeout=2.0)
+    except Exception:  # still running: detached as intended
+        print(f"dltop: engine started in the background (pid {proc.pid}); log: {log}\n"
+              "       watch: dltop status    steer: dltop pause | resume | cancel")
+        return 0
+    sys.stderr.write(read_log_tail(log))
+    return code
+
+
 def _print_json(event: EngineEvent) -> None:
     print(json.dumps(event.to_dict(), default=str), flush=True)
 
@@ -229,6 +261,35 @@ def _cmd_control(args: argparse.Namespace) -> int:
     Store(db).set_control(camp.id, control)
     print(f"campaign {camp.id} ({camp.name}): {args.command} requested; the engine (pid "
           f"{camp.engine_pid}) acts on it within a second")
+    return 0
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from dltop.jobs.resume import engine_alive
+    from dltop.results import queries
+    from dltop.store import queue
+
+    db = _open_existing(args.db)
+    open_ = queue.open_campaigns(db)
+    if not open_:
+        last = queries.campaigns(db, limit=1)
+        if not last:
+            print("no campaigns yet")
+            return 0
+        done = last[0]
+        print(f"no engine running. Last campaign {done.id} `{done.name}`: {done.status}, "
+              f"finished {done.finished_at or '-'}")
+        return 0
+    for c in open_:
+        alive = engine_alive(c.engine_pid, c.engine_start_time)
+        counts = queries.status_counts(db, c.id)
+        shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        engine = f"engine pid {c.engine_pid}" if alive else \
+            "engine NOT running (dltop run --resume continues it)"
+        print(f"campaign {c.id} `{c.name}`: {c.status}; {engine}; jobs: {shown}")
+        for r in queries.current_runs(db, c.id):
+            print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
+                  f"{' (warm-up)' if r.done < r.warmup else ''}, started {r.started_at}")
     return 0
 
 

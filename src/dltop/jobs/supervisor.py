@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -295,3 +296,15 @@ class _EventReader:
         elif name == "done":
             self.done = event
         self._on_event(event)
+
+
+def spawn_detached(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a dltop engine that outlives this terminal: own session, output to a log.
+
+    A closed SSH connection (SIGHUP) or Ctrl-C in the terminal never reaches it;
+    ``dltop status``/``pause``/``cancel`` steer it through the database.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)

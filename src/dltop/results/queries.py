@@ -107,3 +107,29 @@ def status_counts(db: sqlite_utils.Database, campaign_id: int) -> dict[str, int]
     return {r["status"]: r["n"] for r in db.query(
         "select status, count(*) as n from jobs where campaign_id = ? group by status",
         [campaign_id])}
+
+
+@dataclass(frozen=True)
+class CurrentRun:
+    """A run in progress, as far as the database knows."""
+
+    run_id: int
+    label: str
+    done: int
+    total: int
+    warmup: int
+    started_at: str | None
+
+
+def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun]:
+    """Runs of the campaign stored as ``running``, with their iteration count so far."""
+    sql = (
+        "select r.id, r.started_at, j.framework, j.model, j.batch_size, j.device, j.repeat, "
+        "j.iterations, j.warmup, (select count(*) from iterations i where i.run_id = r.id) "
+        "as done from runs r join jobs j on j.id = r.job_id "
+        "where r.campaign_id = ? and r.status = 'running' order by r.id"
+    )
+    return [CurrentRun(r["id"], f"{r['framework']} {r['model']} b{r['batch_size']} "
+                       f"{r['device']} #{r['repeat'] + 1}", r["done"],
+                       r["iterations"] + r["warmup"], r["warmup"], r["started_at"])
+            for r in db.query(sql, [campaign_id])]

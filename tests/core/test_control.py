@@ -69,8 +69,10 @@ def test_pause_then_resume(tmp_path: Path) -> None:
     while query(tmp_path, "select status from campaigns") != [("paused",)]:
         assert time.monotonic() < deadline, "campaign never reported paused"
         time.sleep(0.2)
+    paused_at = query(tmp_path, "select count(*) from runs")
     time.sleep(1.5)
-    assert query(tmp_path, "select count(*) from runs") == [(1,)]  # nothing started
+    assert query(tmp_path, "select count(*) from runs") == paused_at  # nothing started
+    assert query(tmp_path, "select count(*) from runs where status = 'running'") == [(0,)]
     assert dltop(tmp_path, "resume").returncode == 0
     assert proc.wait(timeout=240) == 0
     assert query(tmp_path, "select status from runs") == [("ok",)] * 3

@@ -290,10 +290,11 @@ class _IterationCollector:
         warmup = bool(event.get("warmup"))
         if not warmup:
             self.measured.append(seconds)
-        self.samples_seen += int(event.get("samples") or self.samples_per_iter)
+        samples = int(event.get("samples") or self.samples_per_iter)
+        self.samples_seen += samples
         self.last_loss = loss
         self._buffer.append({"idx": index, "seconds": seconds,
-                             "samples": int(event.get("samples") or self.samples_per_iter),
+                             "samples": samples,
                              "warmup": int(warmup), "loss": loss})
         self._emit(RunProgress(self.run_id, index, self.total, warmup, seconds, loss))
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:

@@ -284,13 +284,13 @@ class _IterationCollector:
         try:
             index = int(event["index"])
             seconds = float(event["seconds"])
+            samples = int(event.get("samples") or self.samples_per_iter)
         except (KeyError, TypeError, ValueError):
-            return
+            return  # a malformed iteration event is skipped, not fatal
         loss = _as_float(event.get("loss"))
         warmup = bool(event.get("warmup"))
         if not warmup:
             self.measured.append(seconds)
-        samples = int(event.get("samples") or self.samples_per_iter)
         self.samples_seen += samples
         self.last_loss = loss
         self._buffer.append({"idx": index, "seconds": seconds,

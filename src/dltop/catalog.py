@@ -2,8 +2,11 @@
 
 from typing import Final
 
-FRAMEWORKS: Final = ("torch", "tensorflow", "cntk")
-"""Framework names a profile may use. Only ``torch`` has a runner so far."""
+FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "command")
+"""Framework names a profile may use. ``command`` runs the user's own program.
+
+``torch`` and ``command`` have runners so far; ``tensorflow`` and ``cntk`` are
+refused at preflight until theirs exist."""
 
 MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm")
 """Benchmark models of MODELS.md, in the paper's order."""

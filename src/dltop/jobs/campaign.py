@@ -10,6 +10,7 @@ reason, and appear as ``n/a`` in exports.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -89,6 +90,9 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
                 f"this host has {gpu_count}")
     if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
         return f"data_dir {job.data_dir} does not exist"
+    argv = dict(job.options).get("command")
+    if argv and shutil.which(argv[0]) is None:
+        return f"command {argv[0]!r} not found (not on PATH, not an executable file)"
     return None
 
 

@@ -11,6 +11,7 @@ import difflib
 import itertools
 import json
 import os
+import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,7 +52,9 @@ fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
 OPTION_KEYS = tuple(OPTIONS)
-ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS)
+COMMAND_KEYS = ("command", "iteration_regex")
+"""Bring-your-own workload (``frameworks = ["command"]``); see docs/profiles.md."""
+ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS, *COMMAND_KEYS)
 
 
 def builtin_names() -> list[str]:
@@ -144,8 +147,12 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         lists[key] = value
     frameworks = [_choice(where, f"{loc('frameworks')}[{j}]", v, catalog.FRAMEWORKS)
                   for j, v in enumerate(lists["frameworks"])]
-    models = [_choice(where, f"{loc('models')}[{j}]", v, catalog.MODELS)
-              for j, v in enumerate(lists["models"])]
+    byo = _command_options(where, loc, frameworks, merged)
+    if byo:  # a command's "models" are the user's own labels
+        models = [_str(where, f"{loc('models')}[{j}]", v) for j, v in enumerate(lists["models"])]
+    else:
+        models = [_choice(where, f"{loc('models')}[{j}]", v, catalog.MODELS)
+                  for j, v in enumerate(lists["models"])]
     batches = [_int(where, f"{loc('batch_sizes')}[{j}]", v, minimum=1)
                for j, v in enumerate(lists["batch_sizes"])]
     devices: list[DeviceSpec] = []
@@ -157,6 +164,7 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         if v not in OPTIONS[k] or type(v) is not type(OPTIONS[k][0]):
             valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
             raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
+    options = tuple(sorted(options + byo))
     jobs = []
     for fw, model, batch, dev in itertools.product(frameworks, models, batches, devices):
         if s["batch_scaling"] == "global" and batch % dev.workers:
@@ -202,6 +210,43 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
     elif s["data_dir"] is not None and not isinstance(s["data_dir"], str):
         raise where.err(loc("data_dir"), "expected a path string")
     return s
+
+
+def _command_options(where: _Where, loc: Callable[[str], str], frameworks: list[str],
+                     merged: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """Validate ``command``/``iteration_regex``; they go with ``frameworks = ["command"]``."""
+    if "command" not in frameworks:
+        for key in COMMAND_KEYS:
+            if key in merged:
+                raise where.err(loc(key), 'only valid with frameworks = ["command"]')
+        return ()
+    if frameworks != ["command"]:
+        raise where.err(loc("frameworks"), '"command" cannot share an entry with other '
+                        "frameworks (give it its own [[matrix]] entry)")
+    argv = merged.get("command")
+    if (not isinstance(argv, list) or not argv
+            or not all(isinstance(a, str) and a for a in argv)):
+        raise where.err(loc("command"), "expected a non-empty list of strings (an argv, "
+                        f"never a shell string), got {argv!r}")
+    try:
+        [a.format(batch=1, threads=1, device="cpu:1", iterations=1, warmup=1) for a in argv]
+    except (KeyError, IndexError, ValueError) as exc:
+        raise where.err(loc("command"), f"bad placeholder {exc} (known: {{batch}}, "
+                        "{threads}, {device}, {iterations}, {warmup})") from None
+    out: list[tuple[str, Any]] = [("command", tuple(argv))]
+    regex = merged.get("iteration_regex")
+    if regex is not None:
+        if not isinstance(regex, str):
+            raise where.err(loc("iteration_regex"), f"expected a string, got {regex!r}")
+        try:
+            compiled = re.compile(regex)
+        except re.error as exc:
+            raise where.err(loc("iteration_regex"), f"invalid regular expression: {exc}"
+                            ) from None
+        if "seconds" not in compiled.groupindex:
+            raise where.err(loc("iteration_regex"), "needs a named group (?P<seconds>...)")
+        out.append(("iteration_regex", regex))
+    return tuple(out)
 
 
 def _check_keys(where: _Where, prefix: str, table: dict[str, Any],

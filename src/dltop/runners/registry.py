@@ -20,6 +20,7 @@ _SCRIPTS = {
     "torch": "torch_runner.py",
     "tensorflow": "tf_runner.py",
     "cntk": "cntk_runner.py",
+    "command": "command_runner.py",
 }
 
 

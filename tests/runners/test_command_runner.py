@@ -1,0 +1,109 @@
+"""Bring-your-own command: dltop_report helper, regex timing, and their failure modes."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dltop.errors import UserError
+from dltop.profiles.loader import parse
+
+pytestmark = pytest.mark.slow
+
+PROFILE = """
+[[matrix]]
+frameworks = ["command"]
+models = ["my-net"]
+batch_sizes = [32]
+devices = ["cpu:1"]
+warmup = 1
+timeout_s = 60
+command = {command}
+{extra}
+"""
+
+REPORTING = """
+import sys, time
+from dltop_report import step
+for i in range(int(sys.argv[1])):
+    with step(samples=32) as s:
+        time.sleep(0.01)
+        s.loss = 1.0 / (i + 1)
+"""
+
+
+def run(tmp_path: Path, command: str, extra: str = "") -> tuple[int, list[tuple[object, ...]],
+                                                              str]:
+    prof = tmp_path / "p.toml"
+    prof.write_text(PROFILE.format(command=command, extra=extra))
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db",
+                          str(tmp_path / "d.db"), "--headless", "--no-telemetry"],
+                         capture_output=True, text=True, timeout=120)
+    if not (tmp_path / "d.db").exists():
+        return res.returncode, [], res.stderr
+    conn = sqlite3.connect(tmp_path / "d.db")
+    rows = conn.execute("select status, n_iterations, median_s, error_message, final_loss "
+                        "from runs").fetchall()
+    conn.close()
+    return res.returncode, rows, res.stderr
+
+
+def test_script_reporting_through_dltop_report(tmp_path: Path) -> None:
+    script = tmp_path / "train.py"
+    script.write_text(REPORTING)
+    code, rows, err = run(tmp_path, f'["{sys.executable}", "{script}", "{{iterations}}"]',
+                          "iterations = 5")
+    assert code == 0, err
+    ((status, n, median, _, loss),) = rows
+    assert (status, n) == ("ok", 4)  # 5 steps, the first is warm-up
+    assert 0.009 < float(median) < 0.5  # type: ignore[arg-type]
+    assert loss == pytest.approx(0.2)
+
+
+def test_regex_over_output_lines(tmp_path: Path) -> None:
+    prog = "for i in range(6): print('step %d took 0.012s' % i)"
+    code, rows, err = run(tmp_path, f'["{sys.executable}", "-c", "{prog}"]',
+                          'iteration_regex = "took (?P<seconds>[0-9.]+)s"')
+    assert code == 0, err
+    ((status, n, median, _, _),) = rows
+    assert (status, n, median) == ("ok", 5, 0.012)
+
+
+def test_regex_that_never_matches_fails_with_a_reason(tmp_path: Path) -> None:
+    code, rows, _ = run(tmp_path, f'["{sys.executable}", "-c", "print(42)"]',
+                        'iteration_regex = "took (?P<seconds>[0-9.]+)s"')
+    assert code == 1
+    ((status, _, _, message, _),) = rows
+    assert status == "crashed" and "never matched" in str(message)
+
+
+def test_failing_command_is_reported(tmp_path: Path) -> None:
+    code, rows, _ = run(tmp_path, f'["{sys.executable}", "-c", "import sys; sys.exit(4)"]')
+    assert code == 1
+    assert rows[0][0] == "crashed" and "exited with status 4" in str(rows[0][3])
+
+
+def test_missing_program_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
+    code, rows, err = run(tmp_path, '["no-such-program-xyz"]')
+    assert code == 2 and "no-such-program-xyz" in err and rows == []
+
+
+@pytest.mark.parametrize("command,extra,match", [
+    ('"python train.py"', "", "non-empty list of strings"),
+    ('["python", "{bogus}"]', "", "bad placeholder"),
+    ('["python"]', 'iteration_regex = "([0-9]+)"', r"\(\?P<seconds>"),
+    ('["python"]', 'iteration_regex = "("', "invalid regular expression"),
+])
+def test_bad_command_keys(command: str, extra: str, match: str) -> None:
+    with pytest.raises(UserError, match=match):
+        parse(PROFILE.format(command=command, extra=extra), "p.toml", "p")
+
+
+def test_command_keys_need_the_command_framework() -> None:
+    text = PROFILE.format(command='["python"]', extra="").replace('["command"]', '["torch"]')
+    with pytest.raises(UserError, match="only valid with frameworks"):
+        parse(text, "p.toml", "p")

@@ -67,7 +67,7 @@ def main() -> int:
                                 "--table", "scaling"], capture_output=True, text=True,
                                check=True).stdout
     print(f"fcn-r, global batch {args.batch}, {args.rounds} repeats x {args.iterations} "
-          "iterations (repeats run back to back)")
+          "iterations (repeats interleaved: cpus:1, cpus:2, cpus:1, ...)")
     print(table)
     for dev, xs in latency.items():
         print(f"spawn -> first iteration, {dev}: median {statistics.median(xs):.2f} s "

@@ -38,9 +38,11 @@ def test_expansion_is_the_cartesian_product_times_repeats() -> None:
     first = prof.jobs[0]
     assert (first.model, first.batch_size, first.device.label, first.repeat) == \
         ("fcn-r", 8, "cpu:1", 0)
-    assert prof.jobs[1].repeat == 1
+    # repeats are the outer loop: every configuration once, then again
+    assert [j.repeat for j in prof.jobs] == [0] * 8 + [1] * 8
+    assert prof.jobs[1].device.label == "cpu:2"
     assert {j.iterations for j in prof.jobs} == {3}
-    assert prof.jobs[0].config_key == prof.jobs[1].config_key
+    assert prof.jobs[0].config_key == prof.jobs[8].config_key
 
 
 def test_matrix_overrides_defaults() -> None:

@@ -165,13 +165,17 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
             raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
     options = tuple(sorted(options + byo))
-    jobs = []
-    for fw, model, batch, dev in itertools.product(frameworks, models, batches, devices):
+    for batch, dev in itertools.product(batches, devices):
         if s["batch_scaling"] == "global" and batch % dev.workers:
             raise where.err(loc("batch_sizes"), f"global batch {batch} does not divide over "
                             f"{dev.workers} workers ({dev.label}); use a multiple of "
                             f"{dev.workers} or batch_scaling = \"per-device\"")
-        for rep in range(s["repeats"]):
+    jobs = []
+    # Repeats form the outer loop: each pass runs every configuration once, so a
+    # noisy stretch of time spreads over configurations instead of hitting all
+    # repeats of one.
+    for rep in range(s["repeats"]):
+        for fw, model, batch, dev in itertools.product(frameworks, models, batches, devices):
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
                 repeat=rep, iterations=s["iterations"], warmup=s["warmup"],

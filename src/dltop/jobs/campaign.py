@@ -18,11 +18,12 @@ from pathlib import Path
 
 from dltop.errors import UserError
 from dltop.jobs.engine import QueuedJob
-from dltop.jobs.environment import core_order, host_facts
+from dltop.jobs.environment import core_order
 from dltop.jobs.supervisor import process_start_time
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import registry
 from dltop.store.writer import Store
+from dltop.telemetry.host import host_facts
 
 
 @dataclass(frozen=True)

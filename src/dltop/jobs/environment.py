@@ -5,43 +5,15 @@ from __future__ import annotations
 import functools
 import json
 import os
-import platform
-import socket
 from collections.abc import Mapping
 from typing import Any
 
-import psutil
-
 from dltop.profiles.model import JobSpec
+from dltop.telemetry.host import host_facts
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                "TF_NUM_INTEROP_THREADS")
-
-
-@functools.cache
-def cpu_model() -> str:
-    """The CPU's marketing name from /proc/cpuinfo (or ``platform.processor()``)."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-@functools.cache
-def host_facts() -> dict[str, Any]:
-    """Host-wide facts: name, OS, CPU model, physical and logical core counts."""
-    return {
-        "host": socket.gethostname(),
-        "os": platform.platform(),
-        "cpu_model": cpu_model(),
-        "physical_cores": psutil.cpu_count(logical=False),
-        "logical_cores": psutil.cpu_count(logical=True),
-    }
 
 
 @functools.cache

@@ -8,14 +8,43 @@ when first seen.
 
 from __future__ import annotations
 
+import functools
 import os
+import platform
+import socket
 import time
+from typing import Any
 
 import psutil
 
 from dltop.telemetry.model import HostSample, TreeSample
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+
+
+@functools.cache
+def cpu_model() -> str:
+    """The CPU's marketing name from /proc/cpuinfo (or ``platform.processor()``)."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+@functools.cache
+def host_facts() -> dict[str, Any]:
+    """Host-wide facts: name, OS, CPU model, physical and logical core counts."""
+    return {
+        "host": socket.gethostname(),
+        "os": platform.platform(),
+        "cpu_model": cpu_model(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cores": psutil.cpu_count(logical=True),
+    }
 
 
 class HostSampler:

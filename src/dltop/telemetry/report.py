@@ -10,7 +10,7 @@ from typing import Any
 
 import psutil
 
-from dltop.telemetry.host import HostSampler
+from dltop.telemetry.host import HostSampler, cpu_model
 from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
 
 GIB = 2**30
@@ -39,8 +39,6 @@ class DevicesReport:
 
 def snapshot_devices(backend: GpuBackend) -> DevicesReport:
     """Read every GPU (slow fields included) and the host once."""
-    from dltop.jobs.environment import cpu_model
-
     host = HostSampler()
     psutil.cpu_percent(percpu=True, interval=0.2)  # a real first reading, not 0.0
     gpus = tuple((backend.static(i), backend.sample(i, slow=True))

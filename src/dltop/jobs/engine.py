@@ -34,7 +34,7 @@ from dltop.results.stats import summarize_run
 from dltop.runners import registry
 from dltop.store import queue
 from dltop.store import telemetry as store_telemetry
-from dltop.store.writer import Store
+from dltop.store.writer import Store, utc_now
 from dltop.telemetry.sampler import Batch, Sampler
 
 P = ParamSpec("P")
@@ -79,10 +79,13 @@ class Engine:
         self._running = asyncio.Event()  # cleared while the campaign is paused
         self._running.set()
         self._sampler = sampler_factory(self._submit_batch) if sampler_factory else None
+        self._run_stop = asyncio.Event()  # set to cancel only the current run
+        self._current_run_id: int | None = None
 
     def request_stop(self) -> None:
         """Cancel the current run and stop the queue (safe to call more than once)."""
         self._stop.set()
+        self._run_stop.set()
         self._running.set()
 
     @property
@@ -100,22 +103,9 @@ class Engine:
                                        self._db_label))
             watcher = asyncio.create_task(self._watch_control())
             try:
-                for i, q in enumerate(self._jobs):
-                    await self._wait_while_paused()
-                    if self._stop.is_set():
-                        await self._write(self._store.set_job_status, q.job_id, "cancelled")
-                        self._count("cancelled")
-                        continue
-                    status = await self._run_job(i, q)
-                    tries = 1
-                    while (status == "crashed" and tries <= q.spec.retries
-                           and not self._stop.is_set()):
-                        tries += 1
-                        status = await self._run_job(i, q)
+                status = await self._drain_queue()
             finally:
                 watcher.cancel()
-            status = "cancelled" if self._stop.is_set() else "finished"
-            await self._write(self._store.set_campaign_status, self._campaign_id, status)
             self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
             return status
         finally:
@@ -123,8 +113,40 @@ class Engine:
                 await asyncio.to_thread(self._sampler.stop)
             self._writer.shutdown(wait=True)
 
+    async def _drain_queue(self) -> str:
+        """Run queued jobs, taken from the database one at a time, until none is left.
+
+        Taking each job from the database lets a viewer reorder, remove or add
+        jobs while the campaign runs.
+        """
+        db, cid = self._store.db, self._campaign_id
+        while True:
+            await self._wait_while_paused()
+            if self._stop.is_set():
+                n = await self._write(queue.cancel_queued, db, cid)
+                self.counts["cancelled"] = self.counts.get("cancelled", 0) + n
+                status = "cancelled"
+            else:
+                nxt = await self._write(queue.next_queued, db, cid)
+                if nxt is not None:
+                    q = QueuedJob(*nxt)
+                    result = await self._run_job(q)
+                    tries = 1
+                    while (result == "crashed" and tries <= q.spec.retries
+                           and not self._stop.is_set()):
+                        tries += 1
+                        result = await self._run_job(q)
+                    continue
+                status = "finished"
+            if await self._write(queue.finish_if_drained, db, cid, status, utc_now()):
+                return status
+
     async def _watch_control(self) -> None:
         while True:
+            cancel_id = await self._write(queue.take_cancel_run, self._store.db,
+                                          self._campaign_id)
+            if cancel_id is not None and cancel_id == self._current_run_id:
+                self._run_stop.set()
             ctl = await self._write(queue.control, self._store.db, self._campaign_id)
             if ctl == "cancel":
                 self.request_stop()
@@ -179,7 +201,7 @@ class Engine:
         self._ran_one = True
         return time.monotonic() - t0, hottest()
 
-    async def _run_job(self, index: int, q: QueuedJob) -> str:
+    async def _run_job(self, q: QueuedJob) -> str:
         job = q.spec
         cmd = registry.resolve(job.framework)
         waited_s, start_temp = await self._cooldown(job)
@@ -187,6 +209,7 @@ class Engine:
             await self._write(self._store.set_job_status, q.job_id, "cancelled")
             self._count("cancelled")
             return "cancelled"
+        index, total = await self._write(queue.progress, self._store.db, self._campaign_id)
         attempt = await self._write(queue.next_attempt, self._store.db, q.job_id)
         run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
                                    "", job.samples_per_iter)
@@ -201,15 +224,19 @@ class Engine:
                                         indent=1))
         env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
                                     gpu_indices=tuple(range(job.device.count)))
-        self._emit(RunStarted(run_id, q.job_id, index, len(self._jobs), job,
-                              str(log_path)))
+        self._emit(RunStarted(run_id, q.job_id, index, total, job, str(log_path)))
+        self._current_run_id = run_id
+        self._run_stop = asyncio.Event()
+        if self._stop.is_set():
+            self._run_stop.set()
         collector = _IterationCollector(run_id, job, self._emit, self._store,
                                         self._write_later)
         outcome = await supervise(
             cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
-            on_event=collector.on_event, stop=self._stop,
+            on_event=collector.on_event, stop=self._run_stop,
             on_spawn=lambda pid, pgid: self._on_spawn(run_id, job, pid, pgid, str(log_path)),
         )
+        self._current_run_id = None
         collector.flush()
         await asyncio.gather(*(asyncio.wrap_future(f) for f in self._pending))
         self._pending.clear()

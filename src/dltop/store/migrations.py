@@ -93,6 +93,11 @@ def _v3(db: Any) -> None:
     db["runs"].add_column("start_temp_c", float)
 
 
+@migration(4, "campaigns.cancel_run_id: cancel one run, the queue goes on")
+def _v4(db: Any) -> None:
+    db["campaigns"].add_column("cancel_run_id", int)
+
+
 def apply(db: Any) -> list[int]:
     """Apply every registered migration the database lacks; return the versions applied."""
     if "schema_migrations" not in db.table_names():

@@ -91,6 +91,60 @@ def queued_jobs(db: sqlite_utils.Database, campaign_id: int) -> list[tuple[int, 
             for r in rows]
 
 
+def next_queued(db: sqlite_utils.Database, campaign_id: int) -> tuple[int, int, JobSpec] | None:
+    """The first queued job of the campaign (the engine's next), or None."""
+    rows = list(db.query(
+        "select id, position, spec_json from jobs where campaign_id = ? and status = 'queued' "
+        "order by position limit 1", [campaign_id]))
+    if not rows:
+        return None
+    r = rows[0]
+    return r["id"], r["position"], JobSpec.from_json_dict(json.loads(r["spec_json"]))
+
+
+def progress(db: sqlite_utils.Database, campaign_id: int) -> tuple[int, int]:
+    """(jobs done or running, jobs in the campaign) ignoring removed and unsatisfiable ones."""
+    row = next(db.query(
+        "select sum(status not in ('queued')) as done, count(*) as total from jobs "
+        "where campaign_id = ? and status not in ('removed', 'unsatisfiable')", [campaign_id]))
+    return int(row["done"] or 0), int(row["total"] or 0)
+
+
+def finish_if_drained(db: sqlite_utils.Database, campaign_id: int, status: str,
+                      finished_at: str) -> bool:
+    """Close the campaign with ``status`` unless jobs were queued meanwhile; True if closed.
+
+    One statement, so a viewer's append either lands before (and is run) or
+    finds the campaign closed (and starts an engine).
+    """
+    with db.conn:
+        cur = db.conn.execute(
+            "update campaigns set status = ?, finished_at = ? where id = ? and not exists "
+            "(select 1 from jobs where campaign_id = ? and status = 'queued')",
+            [status, finished_at, campaign_id, campaign_id])
+    return cur.rowcount == 1
+
+
+def cancel_queued(db: sqlite_utils.Database, campaign_id: int) -> int:
+    """Mark every queued job of the campaign ``cancelled``; return how many."""
+    with db.conn:
+        cur = db.conn.execute("update jobs set status = 'cancelled' where campaign_id = ? "
+                              "and status = 'queued'", [campaign_id])
+    return int(cur.rowcount)
+
+
+def take_cancel_run(db: sqlite_utils.Database, campaign_id: int) -> int | None:
+    """The run id a viewer asked to cancel (cleared as it is read), or None."""
+    with db.conn:
+        row = next(db.query("select cancel_run_id from campaigns where id = ?",
+                            [campaign_id]), None)
+        if row is None or row["cancel_run_id"] is None:
+            return None
+        db.conn.execute("update campaigns set cancel_run_id = null where id = ?",
+                        [campaign_id])
+    return int(row["cancel_run_id"])
+
+
 def next_attempt(db: sqlite_utils.Database, job_id: int) -> int:
     """1 + the number of runs the job already has."""
     row = next(db.query("select count(*) as n from runs where job_id = ?", [job_id]))

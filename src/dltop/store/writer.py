@@ -24,6 +24,20 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
 
 
+def job_row(campaign_id: int, position: int, status: str, job: JobSpec) -> dict[str, Any]:
+    """The ``jobs`` table row of a job spec."""
+    return {
+        "campaign_id": campaign_id, "position": position, "status": status,
+        "profile": job.profile, "framework": job.framework, "model": job.model,
+        "batch_size": job.batch_size, "device": job.device.label,
+        "device_kind": job.device.kind, "device_count": job.device.count,
+        "repeat": job.repeat, "iterations": job.iterations, "warmup": job.warmup,
+        "precision": job.precision, "data": job.data,
+        "batch_scaling": job.batch_scaling, "timeout_s": job.timeout_s,
+        "config_key": job.config_key, "spec_json": json.dumps(job.to_json_dict()),
+    }
+
+
 def _pk(value: Any) -> int:
     if value is None:
         raise RuntimeError("insert returned no primary key")
@@ -71,17 +85,8 @@ class Store:
         ids = []
         with self.db.conn:
             for pos, job in enumerate(jobs):
-                row = self.db.table("jobs").insert({
-                    "campaign_id": campaign_id, "position": pos,
-                    "status": statuses[pos] if statuses else "queued",
-                    "profile": job.profile, "framework": job.framework, "model": job.model,
-                    "batch_size": job.batch_size, "device": job.device.label,
-                    "device_kind": job.device.kind, "device_count": job.device.count,
-                    "repeat": job.repeat, "iterations": job.iterations, "warmup": job.warmup,
-                    "precision": job.precision, "data": job.data,
-                    "batch_scaling": job.batch_scaling, "timeout_s": job.timeout_s,
-                    "config_key": job.config_key, "spec_json": json.dumps(job.to_json_dict()),
-                })
+                row = self.db.table("jobs").insert(
+                    job_row(campaign_id, pos, statuses[pos] if statuses else "queued", job))
                 ids.append(_pk(row.last_pk))
         return ids
 

@@ -13,6 +13,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -67,6 +68,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--gpu-hz", type=float, default=10.0, help="GPU sampling rate (10)")
     run.add_argument("--host-hz", type=float, default=2.0, help="host sampling rate (2)")
     run.add_argument("--no-telemetry", action="store_true", help="do not sample devices")
+
+    tui = sub.add_parser("tui", help="the live viewer (also: dltop with no command)")
+    db_arg(tui)
+    fake_arg(tui)
+    tui.add_argument("--campaign", type=int, default=None, metavar="ID",
+                     help="show this campaign (default: follow the newest)")
+    tui.add_argument("--refresh-hz", type=float, default=4.0,
+                     help="device refresh rate (4)")
+    tui.add_argument("--no-telemetry", action="store_true", help="do not read devices")
 
     dev = sub.add_parser("devices", help="one snapshot of every GPU and the host")
     dev.add_argument("--json", action="store_true")
@@ -138,6 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_devices(args)
         if args.command == "doctor":
             return _cmd_doctor(args)
+        if args.command == "tui" or (args.command is None and sys.stdout.isatty()):
+            return _cmd_tui(args)
         _parser().print_help()
         return 0
     except UserError as exc:
@@ -219,22 +231,18 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def _detach(argv: list[str], db_path: Path, logs_dir: Path) -> int:
-    import time
+    from dltop.jobs.launch import start_engine
 
-    from dltop.jobs.supervisor import read_log_tail, spawn_detached
-
-    child = [sys.executable, "-m", "dltop", *[a for a in argv[1:] if a != "--detach"],
-             "--headless", "--db", str(db_path)]
-    log = logs_dir / f"engine-{time.strftime('%Y%m%d-%H%M%S')}.log"
-    proc = spawn_detached(child, log)
-    try:
-        code = proc.wait(timeout=2.0)
-    except Exception:  # still running: detached as intended
-        print(f"dltop: engine started in the background (pid {proc.pid}); log: {log}\n"
-              "       watch: dltop status    steer: dltop pause | resume | cancel")
+    run_args = [a for a in argv[2:] if a != "--detach"]
+    launch = start_engine(run_args, db_path, logs_dir)
+    if launch.exit_code is None:
+        print(f"dltop: engine started in the background (pid {launch.pid}); "
+              f"log: {launch.log_path}\n"
+              "       watch: dltop (the TUI) or dltop status    steer: dltop pause | resume | "
+              "cancel")
         return 0
-    sys.stderr.write(read_log_tail(log))
-    return code
+    sys.stderr.write(launch.log_tail)
+    return launch.exit_code
 
 
 def _print_json(event: EngineEvent) -> None:
@@ -290,6 +298,30 @@ def _cmd_status(args: argparse.Namespace) -> int:
         for r in queries.current_runs(db, c.id):
             print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
                   f"{' (warm-up)' if r.done < r.warmup else ''}, started {r.started_at}")
+    return 0
+
+
+# tui ---------------------------------------------------------------------------------
+def _cmd_tui(args: argparse.Namespace) -> int:
+    from dltop.jobs.engine import default_logs_dir
+    from dltop.store import connect, resolve_db_path
+    from dltop.store.db import DB_ENV
+    from dltop.telemetry import open_gpu_backend
+    from dltop.telemetry.sampler import check_rate
+    from dltop.tui.app import DltopApp
+
+    db_arg = getattr(args, "db", None)
+    hz = check_rate("--refresh-hz", getattr(args, "refresh_hz", 4.0))
+    db_path = resolve_db_path(db_arg)
+    # A database named by the user must exist; the default one is created on first use.
+    connect(db_path, create=not (db_arg or os.environ.get(DB_ENV)))
+    backend = None if getattr(args, "no_telemetry", False) else \
+        open_gpu_backend(getattr(args, "fake_gpus", None))
+    app = DltopApp(db_path, default_logs_dir(db_path), backend,
+                   campaign_id=getattr(args, "campaign", None), device_hz=hz)
+    result = app.run()
+    if result == "leave":
+        print("dltop: the engine keeps running; re-attach with 'dltop', or 'dltop status'")
     return 0
 
 

@@ -1,0 +1,50 @@
+"""Start a background engine (``dltop run ... --headless``) that outlives its viewer."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dltop.jobs.supervisor import read_log_tail, spawn_detached
+
+STARTUP_CHECK_S = 2.0
+"""An engine that exits this soon failed to start; its log says why."""
+
+
+@dataclass(frozen=True)
+class Launch:
+    """A started engine, or one that exited at once."""
+
+    pid: int
+    log_path: Path
+    exit_code: int | None
+    """None while the engine runs (the normal case)."""
+    log_tail: str
+
+
+def start_engine(run_args: Sequence[str], db_path: Path, logs_dir: Path,
+                 wait_s: float = STARTUP_CHECK_S) -> Launch:
+    """Start ``dltop run <run_args> --headless --db DB`` in its own session.
+
+    Args:
+        run_args: arguments after ``dltop run`` (profiles, or ``--resume``...).
+        db_path: the database the engine writes.
+        logs_dir: where the engine's own log goes (runner logs go beside the DB).
+        wait_s: how long to watch for an immediate failure.
+
+    Returns:
+        The engine's pid and log; ``exit_code`` is set if it already exited.
+    """
+    argv = [sys.executable, "-m", "dltop", "run", *run_args, "--headless", "--db",
+            str(db_path)]
+    log = logs_dir / f"engine-{time.strftime('%Y%m%d-%H%M%S')}-{time.monotonic_ns()}.log"
+    proc = spawn_detached(argv, log)
+    try:
+        code: int | None = proc.wait(timeout=wait_s)
+    except subprocess.TimeoutExpired:
+        code = None
+    return Launch(proc.pid, log, code, read_log_tail(log) if code is not None else "")

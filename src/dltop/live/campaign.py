@@ -1,0 +1,156 @@
+"""One consistent read of a campaign for a live viewer: queue, current run, log tail."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+import sqlite_utils
+
+from dltop.jobs import supervisor
+from dltop.jobs.resume import engine_alive
+from dltop.results.queries import CampaignRow, campaigns
+
+RECENT_ITERATIONS = 60
+"""Iterations of the current run kept for the sparkline and the rate."""
+LOG_TAIL_BYTES = 8192
+"""Only the end of the runner's log is read, however much it writes."""
+
+
+@dataclass(frozen=True)
+class JobLine:
+    """One job of the queue, as a row."""
+
+    job_id: int
+    position: int
+    status: str
+    framework: str
+    model: str
+    batch_size: int
+    device: str
+    repeat: int
+
+
+@dataclass(frozen=True)
+class RunView:
+    """The run in progress."""
+
+    run_id: int
+    job_id: int
+    label: str
+    done: int
+    """Iterations reported so far, warm-up included."""
+    total: int
+    warmup: int
+    recent_s: tuple[float, ...]
+    """Seconds of the most recent iterations, oldest first."""
+    samples_per_iter: int
+    started_at: str | None
+    log_tail: tuple[str, ...]
+
+    @property
+    def in_warmup(self) -> bool:
+        """True while the runner is still in its warm-up iterations."""
+        return self.done < self.warmup
+
+    @property
+    def median_s(self) -> float | None:
+        """Median of the recent iterations' seconds (None before the first)."""
+        return statistics.median(self.recent_s) if self.recent_s else None
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Throughput over the recent iterations."""
+        m = self.median_s
+        return self.samples_per_iter / m if m else None
+
+    @property
+    def eta_s(self) -> float | None:
+        """Seconds left at the recent median pace."""
+        m = self.median_s
+        return None if m is None else max(0, self.total - self.done) * m
+
+
+@dataclass(frozen=True)
+class CampaignView:
+    """A campaign as a viewer sees it at one moment."""
+
+    campaign: CampaignRow
+    control: str | None
+    engine_pid: int | None
+    engine_alive: bool
+    counts: dict[str, int]
+    jobs: tuple[JobLine, ...]
+    current: RunView | None
+    read_at: str
+
+    @property
+    def active(self) -> bool:
+        """True while the campaign's engine has work running or queued."""
+        return self.engine_alive and self.campaign.status in ("queued", "running", "paused")
+
+
+def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
+    """The last ``lines`` lines of a log, reading at most :data:`LOG_TAIL_BYTES`."""
+    if not path:
+        return ()
+    text = supervisor.read_log_tail(Path(path), LOG_TAIL_BYTES).splitlines()
+    return tuple(line[-500:] for line in text[-lines:])
+
+
+def latest_campaign_id(db: sqlite_utils.Database) -> int | None:
+    """The newest campaign's id, or None in an empty database."""
+    rows = campaigns(db, limit=1)
+    return rows[0].id if rows else None
+
+
+def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
+    rows = list(db.query(
+        "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
+        "j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup from runs r "
+        "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status = 'running' "
+        "order by r.id desc limit 1", [campaign_id]))
+    if not rows:
+        return None
+    r = rows[0]
+    its = list(db.query("select idx, seconds, warmup from iterations where run_id = ? "
+                        "order by idx desc limit ?", [r["id"], RECENT_ITERATIONS]))
+    done = its[0]["idx"] + 1 if its else 0
+    measured = [i["seconds"] for i in reversed(its) if not i["warmup"]]
+    recent = measured or [i["seconds"] for i in reversed(its)]
+    label = (f"{r['framework']} {r['model']} b{r['batch_size']} {r['device']} "
+             f"#{r['repeat'] + 1}")
+    return RunView(r["id"], r["job_id"], label, done, r["iterations"] + r["warmup"],
+                   r["warmup"], tuple(recent), r["samples_per_iter"] or r["batch_size"],
+                   r["started_at"], read_log_tail(r["log_path"], log_lines))
+
+
+def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int = 2000,
+                  log_lines: int = 8) -> CampaignView | None:
+    """Everything the main screen shows of a campaign (None if it does not exist)."""
+    rows = list(db.query("select * from campaigns where id = ?", [campaign_id]))
+    if not rows:
+        return None
+    c = rows[0]
+    camp = CampaignRow(c["id"], c["name"], c["status"], c["created_at"], c["finished_at"],
+                       c["host"])
+    jobs = tuple(JobLine(j["id"], j["position"], j["status"], j["framework"], j["model"],
+                         j["batch_size"], j["device"], j["repeat"])
+                 for j in db.query(
+                     "select id, position, status, framework, model, batch_size, device, "
+                     "repeat from jobs where campaign_id = ? and status != 'removed' "
+                     "order by position limit ?", [campaign_id, max_jobs]))
+    counts = {r["status"]: r["n"] for r in db.query(
+        "select status, count(*) as n from jobs where campaign_id = ? group by status",
+        [campaign_id])}
+    alive = engine_alive(c["engine_pid"], c["engine_start_time"])
+    return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
+                        _current(db, campaign_id, log_lines),
+                        datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+
+
+def db_exists(path: Path) -> bool:
+    """True if ``path`` is an existing file (viewers never create databases)."""
+    return path.is_file()

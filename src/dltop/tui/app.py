@@ -1,0 +1,241 @@
+"""The dltop TUI: a viewer attached to the database and the live engine.
+
+It never runs benchmarks itself. Device readings and database reads happen in
+worker threads at a fixed rate, so bursts (a run flooding its log, thousands of
+iterations) coalesce into one update per tick and the event loop never blocks.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import sqlite_utils
+from textual import work
+from textual.app import App
+from textual.binding import Binding
+from textual.events import Resize
+
+from dltop.errors import UserError
+from dltop.live.campaign import CampaignView, latest_campaign_id, read_campaign
+from dltop.live.devices import DeviceFrame, DevicePoller
+from dltop.results.queries import campaigns
+from dltop.store import connect
+from dltop.telemetry.model import GpuBackend, HostSample
+from dltop.tui import ops
+from dltop.tui.messages import ActionDone, CampaignUpdated, DevicesUpdated
+from dltop.tui.modals import ExportDialog, HelpScreen, ProfilePicker, QuitDialog
+from dltop.tui.screens import DltopScreen, HistoryScreen, MainScreen, ResultsScreen
+
+MIN_SIZE = (80, 24)
+
+
+class DltopApp(App[str | None]):
+    """Main, results and history screens over one database."""
+
+    CSS_PATH = "dltop.tcss"
+    TITLE = "dltop"
+    MODES = {"main": MainScreen, "results": ResultsScreen, "history": HistoryScreen}
+    DEFAULT_MODE = "main"
+    BINDINGS = [
+        Binding("1", "switch_mode('main')", "Main"),
+        Binding("2", "switch_mode('results')", "Results"),
+        Binding("3", "switch_mode('history')", "History"),
+        Binding("e", "export", "Export", show=False),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit_viewer", "Quit"),
+    ]
+
+    def __init__(self, db_path: Path, logs_dir: Path, backend: GpuBackend | None, *,
+                 campaign_id: int | None = None, device_hz: float = 4.0, db_hz: float = 2.0,
+                 host: Callable[[], HostSample | None] | None = None,
+                 live: bool = True) -> None:
+        super().__init__()
+        self.db_path = db_path
+        self.db_label = str(db_path)
+        self.logs_dir = logs_dir
+        self.backend = backend
+        self.followed = campaign_id
+        """Campaign shown; None follows the newest."""
+        self.device_hz, self.db_hz = device_hz, db_hz
+        self.live = live
+        self.campaign_view: CampaignView | None = None
+        self.device_frame: DeviceFrame | None = None
+        self.metric = "time"
+        self._poller = DevicePoller(backend, host) if backend is not None else None
+        self._db_lock = threading.Lock()
+        self._db: sqlite_utils.Database | None = None
+
+    # reading -------------------------------------------------------------------
+    def _read_campaign(self) -> CampaignView | None:
+        with self._db_lock:  # the reader connection is shared by the worker threads
+            if self._db is None:
+                self._db = connect(self.db_path, create=False)
+            cid = self.followed if self.followed is not None else latest_campaign_id(self._db)
+            return None if cid is None else read_campaign(self._db, cid)
+
+    def on_mount(self) -> None:
+        if self.live:
+            self._db_loop()
+            if self._poller is not None:
+                self._device_loop()
+
+    @work(thread=True, group="db-poll", exit_on_error=False)
+    def _db_loop(self) -> None:
+        from textual.worker import get_current_worker
+
+        worker = get_current_worker()
+        while not worker.is_cancelled:
+            self.post_message(CampaignUpdated(self._read_campaign()))
+            time.sleep(1.0 / self.db_hz)
+
+    @work(thread=True, group="device-poll", exit_on_error=False)
+    def _device_loop(self) -> None:
+        from textual.worker import get_current_worker
+
+        worker, poller = get_current_worker(), self._poller
+        assert poller is not None
+        while not worker.is_cancelled:
+            t0 = time.monotonic()
+            self.post_message(DevicesUpdated(poller.poll()))
+            time.sleep(max(0.0, 1.0 / self.device_hz - (time.monotonic() - t0)))
+
+    async def refresh_now(self) -> None:
+        """Read the database and the devices once and show them (tests; after an edit)."""
+        import asyncio
+
+        self.post_message(CampaignUpdated(await asyncio.to_thread(self._read_campaign)))
+        if self._poller is not None:
+            self.post_message(DevicesUpdated(await asyncio.to_thread(self._poller.poll)))
+
+    def on_campaign_updated(self, msg: CampaignUpdated) -> None:
+        self.campaign_view = msg.view
+        if isinstance(self.screen, DltopScreen):
+            self.screen.show_campaign(msg.view)
+
+    def on_devices_updated(self, msg: DevicesUpdated) -> None:
+        self.device_frame = msg.frame
+        if isinstance(self.screen, DltopScreen):
+            self.screen.show_devices(msg.frame)
+
+    def on_resize(self, event: Resize) -> None:
+        small = event.size.width < MIN_SIZE[0] or event.size.height < MIN_SIZE[1]
+        self.set_class(small, "-too-small")
+        if isinstance(self.screen, DltopScreen):
+            self.screen.show_too_small(event.size.width, event.size.height)
+
+    # results and history ---------------------------------------------------------
+    @work(thread=True, group="results", exclusive=True, exit_on_error=False)
+    def refresh_results(self) -> None:
+        view = self.campaign_view
+        if view is None:
+            text = "no campaign yet"
+        else:
+            text = ops.results_text(self.db_path, view.campaign.id, self.metric)
+        self.call_from_thread(self._show_results, text)
+
+    def _show_results(self, text: str) -> None:
+        if isinstance(self.screen, ResultsScreen):
+            self.screen.show_results(text)
+
+    @work(thread=True, group="history", exclusive=True, exit_on_error=False)
+    def refresh_history(self) -> None:
+        rows = campaigns(connect(self.db_path, create=False), limit=200)
+        self.call_from_thread(self._show_history, rows)
+
+    def _show_history(self, rows: list) -> None:  # type: ignore[type-arg]
+        if isinstance(self.screen, HistoryScreen):
+            self.screen.show_history(rows)
+
+    def open_campaign(self, campaign_id: int) -> None:
+        """Show this campaign (history's enter) on the results screen."""
+        self.followed = campaign_id
+        self.campaign_view = None
+        self.run_worker(self.refresh_now(), exclusive=True, group="open")
+        self.switch_mode("results")
+
+    # actions -------------------------------------------------------------------
+    @work(thread=True, group="edit", exit_on_error=False)
+    def _do(self, action: str, fn: Callable[[], str]) -> None:
+        """Run a blocking action off the loop, report it, refresh."""
+        try:
+            text, ok = fn(), True
+        except UserError as exc:
+            text, ok = str(exc), False
+        self.post_message(ActionDone(action, text, ok))
+
+    def on_action_done(self, msg: ActionDone) -> None:
+        if msg.text:
+            self.notify(msg.text, severity="information" if msg.ok else "error",
+                        timeout=4 if msg.ok else 10)
+        self.run_worker(self.refresh_now(), group="refresh")
+
+    def _need_view(self) -> CampaignView | None:
+        if self.campaign_view is None:
+            self.notify("no campaign yet: press a to add a profile", severity="warning")
+        return self.campaign_view
+
+    def action_add_profile(self) -> None:
+        from dltop.profiles.loader import builtin_names
+
+        def queued(ref: str | None) -> None:
+            if ref:
+                self.followed = None  # a new campaign becomes the newest: follow it
+                view = self.campaign_view
+                self._do("add", lambda: ops.add_profile(self.db_path, self.logs_dir, ref,
+                                                        view))
+
+        self.push_screen(ProfilePicker(builtin_names()), queued)
+
+    def action_cancel_run(self) -> None:
+        if (view := self._need_view()) is not None:
+            self._do("cancel-run", lambda: ops.cancel_run(self.db_path, view))
+
+    def action_toggle_pause(self) -> None:
+        if (view := self._need_view()) is not None:
+            paused = view.campaign.status == "paused" or view.control == "pause"
+            self._do("resume" if paused else "pause",
+                     lambda: ops.set_control(self.db_path, view, "run" if paused else "pause"))
+
+    def action_retry_failed(self) -> None:
+        if (view := self._need_view()) is not None:
+            self._do("retry", lambda: ops.retry_failed(self.db_path, self.logs_dir, view))
+
+    def action_move_job(self, job_id: int, delta: int) -> None:
+        self._do("move", lambda: ops.move(self.db_path, job_id, delta))
+
+    def action_remove_job(self, job_id: int) -> None:
+        self._do("remove", lambda: ops.remove(self.db_path, job_id))
+
+    def action_export(self, campaign_id: int | None = None) -> None:
+        view = self.campaign_view
+        cid = campaign_id if campaign_id is not None else (view.campaign.id if view else None)
+        if cid is None:
+            self.notify("nothing to export yet", severity="warning")
+            return
+
+        def chosen(path: str | None) -> None:
+            if path:
+                self._do("export", lambda: ops.export(self.db_path, cid, path, self.metric))
+
+        self.push_screen(ExportDialog(f"dltop-campaign-{cid}.md"), chosen)
+
+    def action_help(self) -> None:
+        self.push_screen(HelpScreen())
+
+    def action_quit_viewer(self) -> None:
+        view = self.campaign_view
+        if view is None or not view.active:
+            self.exit("quit")
+            return
+
+        def chosen(choice: str | None) -> None:
+            if choice == "leave":
+                self.exit("leave")
+            elif choice == "stop":
+                ops.set_control(self.db_path, view, "cancel")
+                self.exit("stop")
+
+        self.push_screen(QuitDialog(), chosen)

@@ -1,0 +1,64 @@
+"""Small text renderers shared by the TUI widgets (pure functions, easy to test)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+BLOCKS = " ▁▂▃▄▅▆▇█"
+NA = "N/A"
+
+STATUS_STYLE = {
+    "queued": "dim", "running": "bold cyan", "ok": "green", "oom": "magenta",
+    "unsupported": "yellow", "diverged": "red", "timeout": "red", "crashed": "bold red",
+    "cancelled": "dim yellow", "unsatisfiable": "dim magenta", "removed": "dim",
+    "paused": "yellow", "finished": "green",
+}
+
+
+def sparkline(values: Sequence[float | None], width: int, lo: float | None = 0.0,
+              hi: float | None = None) -> str:
+    """The last ``width`` values as block characters (missing values as spaces)."""
+    vals = list(values)[-width:]
+    known = [v for v in vals if v is not None]
+    if not known:
+        return " " * width
+    low = min(known) if lo is None else lo
+    high = max(known) if hi is None else hi
+    span = high - low
+    out = []
+    for v in vals:
+        if v is None:
+            out.append(" ")
+            continue
+        frac = 1.0 if span <= 0 else (v - low) / span
+        out.append(BLOCKS[1 + round(max(0.0, min(1.0, frac)) * (len(BLOCKS) - 2))])
+    return "".join(out).rjust(width)
+
+
+def gib(n: int | None) -> str:
+    """Bytes as GiB with one decimal, or N/A."""
+    return NA if n is None else f"{n / 2**30:.1f}"
+
+
+def num(value: float | None, fmt: str, unit: str = "") -> str:
+    """A number in ``fmt`` with a unit, or N/A."""
+    return NA if value is None else f"{value:{fmt}}{unit}"
+
+
+def duration(seconds: float | None) -> str:
+    """Seconds as ``h:mm:ss`` or ``m:ss``."""
+    if seconds is None:
+        return "--:--"
+    s = round(seconds)
+    h, rest = divmod(s, 3600)
+    m, sec = divmod(rest, 60)
+    return f"{h}:{m:02d}:{sec:02d}" if h else f"{m}:{sec:02d}"
+
+
+def per_iteration(seconds: float | None) -> str:
+    """Seconds per iteration with a sensible number of digits."""
+    if seconds is None:
+        return NA
+    if seconds >= 1:
+        return f"{seconds:.2f} s/it"
+    return f"{seconds * 1000:.1f} ms/it"

@@ -1,0 +1,38 @@
+"""Messages the TUI's workers and screens post upward (tests assert on them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from textual.message import Message
+
+from dltop.live.campaign import CampaignView
+from dltop.live.devices import DeviceFrame
+
+
+class DevicesUpdated(Message):
+    """A new device frame was read."""
+
+    def __init__(self, frame: DeviceFrame) -> None:
+        super().__init__()
+        self.frame = frame
+
+
+class CampaignUpdated(Message):
+    """A new campaign view was read from the database (None: no campaign yet)."""
+
+    def __init__(self, view: CampaignView | None) -> None:
+        super().__init__()
+        self.view = view
+
+
+@dataclass
+class ActionDone(Message):
+    """A user action reached the database or the engine; ``text`` says what happened."""
+
+    action: str
+    text: str
+    ok: bool = True
+
+    def __post_init__(self) -> None:
+        super().__init__()

@@ -1,0 +1,126 @@
+"""Modal screens: profile picker, export path, quit confirmation, help."""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, Static
+
+from dltop.errors import UserError
+
+
+class ProfilePicker(ModalScreen[str | None]):
+    """Pick a built-in profile or type a file path; errors are shown here, nothing is queued."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "Close")]
+
+    def __init__(self, builtins: list[str]) -> None:
+        super().__init__()
+        self.builtins = builtins
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("Add a profile to the queue", classes="dialog-title")
+            yield OptionList(*self.builtins, id="builtin-profiles")
+            yield Input(placeholder="or a profile file: path/to/profile.toml", id="profile-path")
+            yield Static("", id="profile-error", classes="error")
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.validate(str(event.option.prompt))
+
+    @on(Input.Submitted, "#profile-path")
+    def _typed(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self.validate(event.value.strip())
+
+    @work(thread=True, exclusive=True)
+    def validate(self, ref: str) -> None:
+        """Load and preflight the profile off the event loop; dismiss only if it is valid."""
+        from dltop.jobs.campaign import preflight
+        from dltop.profiles.loader import load
+        from dltop.telemetry import gpu_count
+
+        try:
+            preflight([load(ref)], gpu_count(), skip_unavailable=False)
+        except UserError as exc:
+            self.app.call_from_thread(self._show_error, str(exc))
+            return
+        self.app.call_from_thread(self.dismiss, ref)
+
+    def _show_error(self, text: str) -> None:
+        self.query_one("#profile-error", Static).update(text)
+
+
+class ExportDialog(ModalScreen[str | None]):
+    """Ask where to write the results table (format from the suffix)."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "Close")]
+
+    def __init__(self, default: str) -> None:
+        super().__init__()
+        self.default = default
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("Export results to (.md .csv .json .tex)", classes="dialog-title")
+            yield Input(value=self.default, id="export-path")
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    def _submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip() or None)
+
+
+class QuitDialog(ModalScreen[str | None]):
+    """Runs are active: leave them running, stop them, or stay."""
+
+    BINDINGS = [Binding("l", "choose('leave')", "Leave running"),
+                Binding("s", "choose('stop')", "Stop them"),
+                Binding("escape", "choose('stay')", "Stay")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("A campaign is running. Quit the viewer and...", classes="dialog-title")
+            with Horizontal(classes="buttons"):
+                yield Button("[l] leave it running", id="leave", variant="primary")
+                yield Button("[s] stop it", id="stop", variant="error")
+                yield Button("stay", id="stay")
+
+    def action_choose(self, choice: str) -> None:
+        self.dismiss(None if choice == "stay" else choice)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.action_choose(event.button.id or "stay")
+
+
+HELP = """\
+[b]dltop[/b]: watch and steer benchmark campaigns. The engine runs apart from this
+viewer: quitting, a dropped SSH connection or a killed viewer never stops a run.
+
+[b]Screens[/b]   1 main    2 results    3 history
+[b]Queue[/b]     a add a profile   c cancel the current run   p pause/resume
+          r retry failed   K/J move the selected job up/down   x remove it
+[b]Results[/b]   m time <-> throughput   e export to a file
+[b]History[/b]   enter open the campaign   e export it
+[b]Other[/b]     ? this help   q quit (asks when runs are active)
+"""
+
+
+class HelpScreen(ModalScreen[None]):
+    """The key list."""
+
+    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Static(HELP)

@@ -1,0 +1,130 @@
+"""Blocking operations behind the TUI's keys; the app runs each in a worker thread.
+
+Each opens its own connection (SQLite objects stay in the thread that made
+them) and writes only through :mod:`dltop.store`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import sqlite_utils
+
+from dltop.errors import UserError
+from dltop.jobs.launch import start_engine
+from dltop.live.campaign import CampaignView
+from dltop.results.export import build_table, render
+from dltop.results.scaling import ScalingRow, render_scaling, scaling_rows
+from dltop.store import Store, connect, edit
+
+FORMATS = {".md": "md", ".csv": "csv", ".json": "json", ".tex": "latex"}
+
+
+def _db(db_path: Path) -> sqlite_utils.Database:
+    return connect(db_path, create=False)
+
+
+def ensure_engine(db_path: Path, logs_dir: Path, campaign_id: int, alive: bool) -> str:
+    """Start an engine that resumes the campaign unless one already runs it."""
+    if alive:
+        return ""
+    launch = start_engine(["--resume", "--campaign", str(campaign_id)], db_path, logs_dir)
+    if launch.exit_code is not None:
+        raise UserError(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
+    return f"; engine started (pid {launch.pid})"
+
+
+def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | None) -> str:
+    """Queue a profile: appended to the running campaign, or a new campaign's engine."""
+    from dltop.jobs.campaign import preflight
+    from dltop.profiles.loader import load
+    from dltop.telemetry import gpu_count
+
+    plan = preflight([load(ref)], gpu_count(), skip_unavailable=False)
+    if view is not None and view.active:
+        res = edit.append_jobs(_db(db_path), view.campaign.id, plan.jobs, ref)
+        extra = ensure_engine(db_path, logs_dir, view.campaign.id,
+                              view.engine_alive and not res.needs_engine)
+        return f"{res.changed} job(s) of {ref} added to campaign {view.campaign.id}{extra}"
+    launch = start_engine([ref], db_path, logs_dir)
+    if launch.exit_code is not None:
+        raise UserError(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
+    return f"{ref}: new campaign, engine pid {launch.pid}"
+
+
+def retry_failed(db_path: Path, logs_dir: Path, view: CampaignView) -> str:
+    """Queue the campaign's failed jobs again, starting an engine if none runs it."""
+    res = edit.retry_failed(_db(db_path), view.campaign.id)
+    if not res.changed:
+        return "no failed jobs to retry"
+    extra = ensure_engine(db_path, logs_dir, view.campaign.id,
+                          view.engine_alive and not res.needs_engine)
+    return f"{res.changed} job(s) queued again{extra}"
+
+
+def move(db_path: Path, job_id: int, delta: int) -> str:
+    """Move a queued job up (-1) or down (+1)."""
+    res = edit.move_job(_db(db_path), job_id, delta)
+    return "moved" if res.changed else "only queued jobs move, within the queue"
+
+
+def remove(db_path: Path, job_id: int) -> str:
+    """Take a queued job out of the queue."""
+    res = edit.remove_job(_db(db_path), job_id)
+    return "removed from the queue" if res.changed else "only a queued job can be removed"
+
+
+def cancel_run(db_path: Path, view: CampaignView) -> str:
+    """Ask the engine to cancel the current run; the queue goes on."""
+    if view.current is None or not view.engine_alive:
+        return "no run in progress"
+    edit.cancel_run(_db(db_path), view.campaign.id, view.current.run_id)
+    return f"cancelling run {view.current.run_id}"
+
+
+def set_control(db_path: Path, view: CampaignView, control: str) -> str:
+    """``pause``, ``run`` or ``cancel`` the campaign's engine."""
+    if not view.engine_alive:
+        return "no engine runs this campaign"
+    Store(_db(db_path)).set_control(view.campaign.id, control)
+    return {"pause": "pause requested", "run": "resume requested",
+            "cancel": "stop requested"}[control]
+
+
+def results_text(db_path: Path, campaign_id: int, metric: str) -> str:
+    """The results screen: the export table, and the scaling table if there is one."""
+    db = _db(db_path)
+    text = render(build_table(db, campaign_id, metric), "md")
+    rows = scaling_rows(db, campaign_id)
+    if any(r.n_devices > 1 for r in rows):
+        text += "\n" + render_scaling(rows, "md", "Scaling (speedup vs 1 device)")
+        text += "\n" + speedup_chart(rows)
+    return text
+
+
+def speedup_chart(rows: list[ScalingRow]) -> str:
+    """Speedup as horizontal bars, one per configuration."""
+    lines = ["", "speedup  (| = ideal)"]
+    top = max((r.speedup or 0.0) for r in rows) if rows else 1.0
+    ideal = max(r.n_devices for r in rows) if rows else 1
+    scale = 40 / max(top, ideal, 1.0)
+    for r in rows:
+        bar = "█" * round((r.speedup or 0.0) * scale)
+        label = f"{r.framework} {r.model} b{r.batch_size} {r.device}"[:30]
+        mark = round(r.n_devices * scale)
+        line = bar.ljust(mark) + ("|" if mark >= len(bar) else "")
+        lines.append(f"{label:<30} {line} {r.speedup or 0.0:.2f}x")
+    return "\n".join(lines)
+
+
+def export(db_path: Path, campaign_id: int, path: str, metric: str) -> str:
+    """Write the campaign's table to ``path`` in the format its suffix names."""
+    fmt = FORMATS.get(Path(path).suffix.lower())
+    if fmt is None:
+        raise UserError(f"{path}: unknown format (use one of {', '.join(FORMATS)})")
+    text = render(build_table(_db(db_path), campaign_id, metric), fmt)
+    try:
+        Path(path).write_text(text)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write: {exc.strerror}") from None
+    return f"wrote {path}"

@@ -1,0 +1,182 @@
+"""The three screens: main (devices, queue, current run), results, history."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.coordinate import Coordinate
+from textual.screen import Screen
+from textual.widgets import DataTable, Footer, Static
+
+from dltop.live.campaign import CampaignView
+from dltop.live.devices import DeviceFrame
+from dltop.results.queries import CampaignRow
+from dltop.tui.devices import DevicesPanel
+from dltop.tui.format import STATUS_STYLE
+from dltop.tui.queue import QueueTable
+from dltop.tui.runpanel import RunPanel
+
+if TYPE_CHECKING:
+    from dltop.tui.app import DltopApp
+
+TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
+
+
+class TitleBar(Static):
+    """Campaign, its status and its engine, in one line."""
+
+    def show(self, view: CampaignView | None, db_label: str) -> None:
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(" dltop ", "bold reverse")
+        if view is None:
+            t.append(f"  no campaign yet in {db_label}  (a: add a profile)")
+        else:
+            c = view.campaign
+            t.append(f"  campaign {c.id} `{c.name}` ")
+            t.append(c.status, STATUS_STYLE.get(c.status, "bold"))
+            if view.engine_alive:
+                t.append(f"  engine pid {view.engine_pid}")
+            elif c.status in ("queued", "running", "paused"):
+                t.append("  engine NOT running", "bold red")
+            done = sum(n for s, n in view.counts.items() if s not in ("queued", "running",
+                                                                      "removed"))
+            total = sum(n for s, n in view.counts.items() if s != "removed")
+            t.append(f"  jobs {done}/{total}")
+        self.update(t)
+
+
+class DltopScreen(Screen[None]):
+    """Common parts: title bar, the too-small notice, the footer."""
+
+    @property
+    def dltop(self) -> DltopApp:
+        return self.app  # type: ignore[return-value]
+
+    def compose_body(self) -> ComposeResult:
+        yield from ()
+
+    def compose(self) -> ComposeResult:
+        yield TitleBar(id="title")
+        yield Static(id="too-small")
+        with Vertical(id="body"):
+            yield from self.compose_body()
+        yield Footer()
+
+    def on_screen_resume(self) -> None:
+        self.show_campaign(self.dltop.campaign_view)
+
+    def show_campaign(self, view: CampaignView | None) -> None:
+        """New campaign state; subclasses show more of it."""
+        self.query_one(TitleBar).show(view, self.dltop.db_label)
+
+    def show_devices(self, frame: DeviceFrame) -> None:
+        """New device readings (only the main screen shows them)."""
+
+    def show_too_small(self, width: int, height: int) -> None:
+        self.query_one("#too-small", Static).update(TOO_SMALL.format(w=width, h=height))
+
+
+class MainScreen(DltopScreen):
+    """Devices, the queue and the current run."""
+
+    BINDINGS = [
+        Binding("a", "app.add_profile", "Add"),
+        Binding("c", "app.cancel_run", "Cancel run"),
+        Binding("p", "app.toggle_pause", "Pause"),
+        Binding("r", "app.retry_failed", "Retry"),
+        Binding("K", "move(-1)", "Up", key_display="K"),
+        Binding("J", "move(1)", "Down", key_display="J"),
+        Binding("x,delete", "remove", "Remove"),
+    ]
+
+    def compose_body(self) -> ComposeResult:
+        yield DevicesPanel(id="devices")
+        yield QueueTable(id="queue")
+        yield RunPanel(id="run")
+
+    def show_campaign(self, view: CampaignView | None) -> None:
+        super().show_campaign(view)
+        self.query_one(QueueTable).show(view)
+        self.query_one(RunPanel).show(view.current if view else None)
+
+    def show_devices(self, frame: DeviceFrame) -> None:
+        self.query_one(DevicesPanel).show(frame)
+
+    def action_move(self, delta: int) -> None:
+        job = self.query_one(QueueTable).selected_job
+        if job is not None:
+            self.dltop.action_move_job(job, delta)
+
+    def action_remove(self) -> None:
+        job = self.query_one(QueueTable).selected_job
+        if job is not None:
+            self.dltop.action_remove_job(job)
+
+
+class ResultsScreen(DltopScreen):
+    """The campaign's pivot table (as ``dltop export``) and its scaling table."""
+
+    BINDINGS = [Binding("m", "toggle_metric", "Time/throughput"),
+                Binding("e", "app.export", "Export")]
+
+    def compose_body(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static("", id="results-table")
+
+    def action_toggle_metric(self) -> None:
+        app = self.dltop
+        app.metric = "throughput" if app.metric == "time" else "time"
+        app.refresh_results()
+
+    def show_results(self, text: str) -> None:
+        self.query_one("#results-table", Static).update(Text(text, no_wrap=True))
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        self.dltop.refresh_results()
+
+
+class HistoryScreen(DltopScreen):
+    """Past campaigns; enter opens one on the results screen."""
+
+    BINDINGS = [Binding("enter", "open", "Open", priority=True),
+                Binding("e", "export_selected", "Export")]
+
+    def compose_body(self) -> ComposeResult:
+        yield DataTable(id="history", cursor_type="row")
+
+    def on_mount(self) -> None:
+        table = self.query_one("#history", DataTable)
+        for c in ("id", "name", "status", "created", "finished", "host"):
+            table.add_column(c, key=c)
+
+    def on_screen_resume(self) -> None:
+        super().on_screen_resume()
+        self.dltop.refresh_history()
+
+    def show_history(self, rows: list[CampaignRow]) -> None:
+        table = self.query_one("#history", DataTable)
+        table.clear()
+        for c in rows:
+            table.add_row(str(c.id), c.name, Text(c.status, STATUS_STYLE.get(c.status, "")),
+                          c.created_at, c.finished_at or "-", c.host or "-", key=str(c.id))
+
+    def selected(self) -> int | None:
+        table = self.query_one("#history", DataTable)
+        if not table.row_count:
+            return None
+        return int(str(table.coordinate_to_cell_key(Coordinate(table.cursor_row, 0)).row_key.value))
+
+    def action_open(self) -> None:
+        cid = self.selected()
+        if cid is not None:
+            self.dltop.open_campaign(cid)
+
+    def action_export_selected(self) -> None:
+        cid = self.selected()
+        if cid is not None:
+            self.dltop.action_export(cid)

@@ -35,7 +35,7 @@ MIN_SIZE = (80, 24)
 class DltopApp(App[str | None]):
     """Main, results and history screens over one database."""
 
-    CSS_PATH = "dltop.tcss"
+    CSS_PATH = Path(__file__).with_name("dltop.tcss")
     TITLE = "dltop"
     MODES = {"main": MainScreen, "results": ResultsScreen, "history": HistoryScreen}
     DEFAULT_MODE = "main"

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from textual.message import Message
 
 from dltop.live.campaign import CampaignView
@@ -26,13 +24,11 @@ class CampaignUpdated(Message):
         self.view = view
 
 
-@dataclass
 class ActionDone(Message):
     """A user action reached the database or the engine; ``text`` says what happened."""
 
-    action: str
-    text: str
-    ok: bool = True
-
-    def __post_init__(self) -> None:
+    def __init__(self, action: str, text: str, ok: bool = True) -> None:
         super().__init__()
+        self.action = action
+        self.text = text
+        self.ok = ok

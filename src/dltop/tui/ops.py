@@ -109,11 +109,13 @@ def speedup_chart(rows: list[ScalingRow]) -> str:
     ideal = max(r.n_devices for r in rows) if rows else 1
     scale = 40 / max(top, ideal, 1.0)
     for r in rows:
-        bar = "█" * round((r.speedup or 0.0) * scale)
+        if r.speedup is None:
+            continue  # not measured (yet): no bar rather than a zero
+        bar = "█" * round(r.speedup * scale)
         label = f"{r.framework} {r.model} b{r.batch_size} {r.device}"[:30]
         mark = round(r.n_devices * scale)
         line = bar.ljust(mark) + ("|" if mark >= len(bar) else "")
-        lines.append(f"{label:<30} {line} {r.speedup or 0.0:.2f}x")
+        lines.append(f"{label:<30} {line} {r.speedup:.2f}x")
     return "\n".join(lines)
 
 

@@ -53,7 +53,8 @@ class LogTail(Static):
     lines: reactive[tuple[str, ...]] = reactive(())
 
     def render(self) -> Text:
-        return Text("\n".join(self.lines), "dim", no_wrap=True, overflow="ellipsis")
+        shown = self.lines[-max(1, self.size.height):]  # the newest lines that fit
+        return Text("\n".join(shown), "dim", no_wrap=True, overflow="ellipsis")
 
 
 class RunPanel(Vertical):

@@ -132,6 +132,15 @@ class ResultsScreen(DltopScreen):
         app.metric = "throughput" if app.metric == "time" else "time"
         app.refresh_results()
 
+    _counts: dict[str, int] | None = None
+
+    def show_campaign(self, view: CampaignView | None) -> None:
+        super().show_campaign(view)
+        counts = view.counts if view else None
+        if counts != self._counts:  # a run finished: the table changes as it goes
+            self._counts = counts
+            self.dltop.refresh_results()
+
     def show_results(self, text: str) -> None:
         self.query_one("#results-table", Static).update(Text(text, no_wrap=True))
 

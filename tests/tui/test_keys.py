@@ -1,0 +1,281 @@
+"""Every key binding, driven with pilot, asserting the database and the posted messages."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+
+from dltop.store import connect
+from dltop.tui.app import DltopApp
+from dltop.tui.messages import ActionDone
+from dltop.tui.modals import HelpScreen, ProfilePicker, QuitDialog
+from dltop.tui.queue import QueueTable
+from dltop.tui.screens import HistoryScreen, MainScreen, ResultsScreen
+
+from .conftest import Seeded, make_app, seed
+
+
+class Recording(DltopApp):
+    """The app, recording the ActionDone messages its workers post."""
+
+    done: list[ActionDone]
+
+    def on_action_done(self, msg: ActionDone) -> None:
+        # Textual also calls DltopApp's handler (it dispatches along the MRO).
+        self.done.append(msg)
+
+
+def app_for(seeded: Seeded, **kw: Any) -> Recording:
+    base = make_app(seeded, **kw)
+    app = Recording(base.db_path, base.logs_dir, base.backend, host=base._poller._host
+                    if base._poller else None, live=False)
+    app.done = []
+    return app
+
+
+async def settle(app: DltopApp, pilot: Pilot[Any]) -> None:
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await app.refresh_now()
+    await pilot.pause()
+
+
+def rows(seeded: Seeded, sql: str, *params: Any) -> list[dict[str, Any]]:
+    return list(connect(seeded.db_path, create=False).query(sql, list(params)))
+
+
+def job(seeded: Seeded, job_id: int) -> dict[str, Any]:
+    return rows(seeded, "select * from jobs where id = ?", job_id)[0]
+
+
+async def select_job(app: DltopApp, pilot: Pilot[Any], job_id: int) -> None:
+    table = app.screen.query_one(QueueTable)
+    table.move_cursor(row=table.get_row_index(str(job_id)))
+    await pilot.pause()
+    assert table.selected_job == job_id
+
+
+@pytest.fixture
+def engine_seeded(tmp_path: Path, stand_in_engine: int) -> Seeded:
+    return seed(tmp_path, engine_pid=stand_in_engine)
+
+
+async def test_main_screen_shows_queue_run_and_devices(engine_seeded: Seeded) -> None:
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        assert isinstance(app.screen, MainScreen)
+        view = app.campaign_view
+        assert view is not None and view.engine_alive and view.current is not None
+        assert view.current.done == 12 and view.current.total == 25
+        assert view.current.log_tail[-1] == "log line 49"
+        assert app.screen.query_one(QueueTable).row_count == 6
+        assert len(app.screen.query(".gpu-row")) == 8
+
+
+async def test_c_cancels_the_current_run(engine_seeded: Seeded) -> None:
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("c")
+        await settle(app, pilot)
+    assert rows(engine_seeded, "select cancel_run_id from campaigns")[0]["cancel_run_id"] == \
+        engine_seeded.run_id
+    assert [d.action for d in app.done] == ["cancel-run"]
+
+
+async def test_p_pauses_then_resumes(engine_seeded: Seeded) -> None:
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("p")
+        await settle(app, pilot)
+        assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "pause"
+        await pilot.press("p")
+        await settle(app, pilot)
+    assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "run"
+    assert [d.action for d in app.done] == ["pause", "resume"]
+
+
+async def test_r_requeues_failed_jobs_at_the_end(engine_seeded: Seeded) -> None:
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("r")
+        await settle(app, pilot)
+    crashed = job(engine_seeded, engine_seeded.job_ids[1])
+    assert crashed["status"] == "queued" and crashed["position"] == 6
+    assert "1 job(s) queued again" in app.done[-1].text
+
+
+async def test_shift_k_and_j_move_the_selected_queued_job(engine_seeded: Seeded) -> None:
+    ids = engine_seeded.job_ids
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await select_job(app, pilot, ids[4])
+        await pilot.press("K")
+        await settle(app, pilot)
+        assert job(engine_seeded, ids[4])["position"] < job(engine_seeded, ids[3])["position"]
+        assert app.screen.query_one(QueueTable).selected_job == ids[4]  # cursor follows
+        await pilot.press("K")  # cannot pass the running job
+        await settle(app, pilot)
+        assert job(engine_seeded, ids[4])["position"] == 3
+        await pilot.press("J", "J")
+        await settle(app, pilot)
+    assert job(engine_seeded, ids[4])["position"] == 5
+    assert app.done[1].text.startswith("only queued jobs move")
+
+
+async def test_x_removes_a_queued_job_but_not_a_finished_one(engine_seeded: Seeded) -> None:
+    ids = engine_seeded.job_ids
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await select_job(app, pilot, ids[5])
+        await pilot.press("x")
+        await settle(app, pilot)
+        assert job(engine_seeded, ids[5])["status"] == "removed"
+        assert app.screen.query_one(QueueTable).row_count == 5
+        await select_job(app, pilot, ids[0])
+        await pilot.press("x")
+        await settle(app, pilot)
+    assert job(engine_seeded, ids[0])["status"] == "ok"
+    assert app.done[-1].text == "only a queued job can be removed"
+
+
+async def test_a_with_a_bad_profile_shows_the_error_and_queues_nothing(
+        engine_seeded: Seeded, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[defaults]\niterations = "many"\n[[matrix]]\nframeworks = ["torch"]\n'
+                   'models = ["fcn-r"]\nbatch_sizes = [8]\ndevices = ["cpu:1"]\n')
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        assert isinstance(app.screen, ProfilePicker)
+        app.screen.query_one("#profile-path").value = str(bad)  # type: ignore[attr-defined]
+        app.screen.query_one("#profile-path").focus()
+        await pilot.press("enter")
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        assert isinstance(app.screen, ProfilePicker)
+        error = str(app.screen.query_one("#profile-error").render())
+        assert "bad.toml" in error and "iterations" in error
+        await pilot.press("escape")
+    assert len(rows(engine_seeded, "select id from jobs")) == 6
+    assert app.done == []
+
+
+async def test_a_appends_a_valid_profile_to_the_running_campaign(
+        engine_seeded: Seeded, tmp_path: Path) -> None:
+    good = tmp_path / "more.toml"
+    good.write_text('[[matrix]]\nframeworks = ["torch"]\nmodels = ["lstm"]\n'
+                    'batch_sizes = [8]\ndevices = ["cpu:1"]\n')
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("a")
+        await pilot.pause()
+        app.screen.query_one("#profile-path").value = str(good)  # type: ignore[attr-defined]
+        app.screen.query_one("#profile-path").focus()
+        await pilot.press("enter")
+        await settle(app, pilot)
+        await settle(app, pilot)
+        assert isinstance(app.screen, MainScreen)
+    added = rows(engine_seeded, "select * from jobs where model = 'lstm'")
+    assert len(added) == 1 and added[0]["status"] == "queued" and added[0]["position"] == 6
+    assert app.done[-1].action == "add" and "added to campaign" in app.done[-1].text
+
+
+async def test_e_exports_the_table_to_the_typed_path(engine_seeded: Seeded,
+                                                     tmp_path: Path) -> None:
+    out = tmp_path / "out.csv"
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")
+        await pilot.pause()
+        await pilot.press("e")
+        await pilot.pause()
+        app.screen.query_one("#export-path").value = str(out)  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await settle(app, pilot)
+    assert out.read_text().startswith("model,framework,batch")
+    assert app.done[-1].text == f"wrote {out}"
+
+
+async def test_number_keys_switch_screens_and_results_update(engine_seeded: Seeded) -> None:
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ResultsScreen)
+        text = str(app.screen.query_one("#results-table").render())
+        assert "| fcn-r | torch | 64 | 0.05000 | failed |" in text
+        await pilot.press("m")
+        await settle(app, pilot)
+        assert "samples per second" in str(app.screen.query_one("#results-table").render())
+        await pilot.press("3")
+        await settle(app, pilot)
+        assert isinstance(app.screen, HistoryScreen)
+        assert app.screen.query_one("#history").row_count == 1  # type: ignore[attr-defined]
+        await pilot.press("enter")
+        await settle(app, pilot)
+        assert isinstance(app.screen, ResultsScreen)
+        assert app.followed == engine_seeded.campaign_id
+        await pilot.press("1")
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+
+
+async def test_question_mark_opens_help(engine_seeded: Seeded) -> None:
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        await pilot.press("escape")
+        await pilot.pause()
+        assert isinstance(app.screen, MainScreen)
+
+
+@pytest.mark.parametrize(("key", "result", "control"),
+                         [("l", "leave", None), ("s", "stop", "cancel")])
+async def test_q_with_an_active_campaign_asks(engine_seeded: Seeded, key: str, result: str,
+                                             control: str | None) -> None:
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("q")
+        await pilot.pause()
+        assert isinstance(app.screen, QuitDialog)
+        await pilot.press(key)
+        await pilot.pause()
+    assert app.return_value == result
+    assert rows(engine_seeded, "select control from campaigns")[0]["control"] == control
+
+
+async def test_q_without_an_engine_quits_at_once(tmp_path: Path) -> None:
+    seeded = seed(tmp_path)  # no engine: nothing active
+    app = app_for(seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        assert app.campaign_view is not None and not app.campaign_view.active
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_value == "quit"
+
+
+async def test_a_terminal_too_small_says_so(engine_seeded: Seeded) -> None:
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(60, 20)) as pilot:
+        await settle(app, pilot)
+        notice = app.screen.query_one("#too-small")
+        assert notice.display and "needs at least 80x24 (now 60x20)" in str(notice.render())
+        assert not app.screen.query_one("#body").display

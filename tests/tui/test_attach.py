@@ -1,0 +1,96 @@
+"""Engine and viewer are separate processes: killing viewers never touches the runs."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dltop.jobs.launch import start_engine
+from dltop.store import connect
+
+from .conftest import make_app
+
+pytestmark = pytest.mark.slow
+
+PROFILE = """
+name = "attach"
+[defaults]
+iterations = 150
+warmup = 2
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [32]
+devices = ["cpu:1"]
+repeats = 2
+"""
+
+VIEWER = """
+import sys
+from pathlib import Path
+from dltop.telemetry.fake import FakeGpuBackend
+from dltop.tui.app import DltopApp
+db = Path(sys.argv[1])
+DltopApp(db, db.parent / "logs", FakeGpuBackend(2)).run(headless=True)
+"""
+
+
+def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _one(db_path: Path, sql: str) -> object:
+    row = next(iter(connect(db_path, create=False).query(sql)), None)
+    return None if row is None else next(iter(row.values()))
+
+
+async def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path) -> None:
+    db_path = tmp_path / "a.db"
+    profile = tmp_path / "attach.toml"
+    profile.write_text(PROFILE)
+    launch = start_engine([str(profile)], db_path, tmp_path / "logs", wait_s=0.5)
+    assert launch.exit_code is None, launch.log_tail
+    viewers = [subprocess.Popen([sys.executable, "-c", VIEWER, str(db_path)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE) for _ in range(2)]
+    try:
+        _wait(lambda: db_path.exists() and (_one(
+            db_path, "select count(*) from iterations i join runs r on r.id = i.run_id "
+                     "where r.status = 'running'") or 0) > 5, 120, "a run in progress")
+        assert all(v.poll() is None for v in viewers), "both viewers attach at once"
+        viewers[0].send_signal(signal.SIGHUP)  # the SSH connection drops
+        viewers[1].kill()  # and another viewer is killed outright
+        for v in viewers:
+            v.wait(timeout=20)
+        os.kill(launch.pid, 0)  # the engine is still there
+        _wait(lambda: _one(db_path, "select status from campaigns") == "finished", 240,
+              "the campaign to finish")
+    finally:
+        for v in viewers:
+            if v.poll() is None:
+                v.kill()
+    runs = list(connect(db_path, create=False).query(
+        "select status, n_iterations from runs order by id"))
+    assert runs == [{"status": "ok", "n_iterations": 150}] * 2
+
+    # Re-attach: a new viewer sees the finished campaign and its stored results.
+    from .conftest import Seeded
+
+    app = make_app(Seeded(db_path, 1, [], 0), gpus=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.refresh_now()
+        await pilot.pause()
+        view = app.campaign_view
+        assert view is not None and view.campaign.status == "finished"
+        assert view.counts == {"ok": 2} and view.current is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ import pytest
 from dltop.jobs.launch import start_engine
 from dltop.store import connect
 
-from .conftest import make_app
+from .conftest import Seeded, make_app
 
 pytestmark = pytest.mark.slow
 
@@ -55,7 +56,7 @@ def _one(db_path: Path, sql: str) -> object:
     return None if row is None else next(iter(row.values()))
 
 
-async def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path) -> None:
+def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path) -> None:
     db_path = tmp_path / "a.db"
     profile = tmp_path / "attach.toml"
     profile.write_text(PROFILE)
@@ -84,9 +85,11 @@ async def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path
         "select status, n_iterations from runs order by id"))
     assert runs == [{"status": "ok", "n_iterations": 150}] * 2
 
-    # Re-attach: a new viewer sees the finished campaign and its stored results.
-    from .conftest import Seeded
+    asyncio.run(_reattach(db_path))
 
+
+async def _reattach(db_path: Path) -> None:
+    """A new viewer sees the finished campaign and its stored results."""
     app = make_app(Seeded(db_path, 1, [], 0), gpus=0)
     async with app.run_test(size=(100, 30)) as pilot:
         await app.refresh_now()

@@ -53,7 +53,7 @@ def job(seeded: Seeded, job_id: int) -> dict[str, Any]:
 
 async def select_job(app: DltopApp, pilot: Pilot[Any], job_id: int) -> None:
     table = app.screen.query_one(QueueTable)
-    table.move_cursor(row=table.get_row_index(str(job_id)))
+    table.select(job_id)
     await pilot.pause()
     assert table.selected_job == job_id
 

@@ -67,14 +67,25 @@ class DltopApp(App[str | None]):
         self._poller = DevicePoller(backend, host) if backend is not None else None
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
+        self._db_key: tuple[int, int | None] | None = None
 
     # reading -------------------------------------------------------------------
-    def _read_campaign(self) -> CampaignView | None:
+    def _read_campaign(self, force: bool = True) -> tuple[bool, CampaignView | None]:
+        """(changed, view). Unless forced, an unchanged database is not read again."""
         with self._db_lock:  # the reader connection is shared by the worker threads
             if self._db is None:
                 self._db = connect(self.db_path, create=False)
+            # data_version moves only when another connection commits: idle costs one pragma.
+            version = self._db.execute("pragma data_version").fetchone()[0]
+            key = (version, self.followed)
+            last = self.campaign_view
+            quiet = (not force and key == self._db_key and
+                     (last is None or last.current is None))  # a run's log grows outside it
+            self._db_key = key
+            if quiet:
+                return False, last
             cid = self.followed if self.followed is not None else latest_campaign_id(self._db)
-            return None if cid is None else read_campaign(self._db, cid)
+            return True, None if cid is None else read_campaign(self._db, cid)
 
     def on_mount(self) -> None:
         if self.live:
@@ -87,8 +98,13 @@ class DltopApp(App[str | None]):
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
+        ticks = 0
         while not worker.is_cancelled:
-            self.post_message(CampaignUpdated(self._read_campaign()))
+            # Every 10th tick reads anyway: the engine's liveness is not in the database.
+            changed, view = self._read_campaign(force=ticks % 10 == 0)
+            if changed:
+                self.post_message(CampaignUpdated(view))
+            ticks += 1
             time.sleep(1.0 / self.db_hz)
 
     @work(thread=True, group="device-poll", exit_on_error=False)
@@ -106,7 +122,8 @@ class DltopApp(App[str | None]):
         """Read the database and the devices once and show them (tests; after an edit)."""
         import asyncio
 
-        self.post_message(CampaignUpdated(await asyncio.to_thread(self._read_campaign)))
+        _, view = await asyncio.to_thread(self._read_campaign)
+        self.post_message(CampaignUpdated(view))
         if self._poller is not None:
             self.post_message(DevicesUpdated(await asyncio.to_thread(self._poller.poll)))
 

@@ -2,57 +2,96 @@
 
 from __future__ import annotations
 
-import contextlib
+from dataclasses import replace
 
 from rich.text import Text
-from textual.coordinate import Coordinate
 from textual.widgets import DataTable
-from textual.widgets.data_table import RowDoesNotExist
 
 from dltop.live.campaign import CampaignView, JobLine
 from dltop.tui.format import STATUS_STYLE
 
 COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
+Cells = tuple[str, ...]
+
+
+def _cells(j: JobLine, progress: str) -> Cells:
+    return (str(j.position + 1), j.status, j.framework, j.model, str(j.batch_size), j.device,
+            str(j.repeat + 1), progress)
+
+
+def _text(column: int, value: str) -> Text:
+    return Text(value, STATUS_STYLE.get(value, "")) if column == 1 else Text(value)
 
 
 class QueueTable(DataTable[Text]):
-    """One row per job; rows are keyed by job id so the cursor survives refreshes."""
+    """One row per job. Rows are slots (row i shows the i-th job), so a refresh
+    only rewrites the cells that changed: a status, the progress, or the two
+    rows a move swapped. A thousand-job queue costs no more than a short one.
+    """
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
-        self.zebra_stripes = False
         for c in COLUMNS:
             self.add_column(c, key=c)
-        self._shown: tuple[JobLine, ...] = ()
-        self._progress = ""
+        self._jobs: tuple[JobLine, ...] = ()
+        self._cells: list[Cells] = []
 
     @property
     def selected_job(self) -> int | None:
         """The job id under the cursor (None for an empty table)."""
-        if not self.row_count:
+        if not self._jobs or not 0 <= self.cursor_row < len(self._jobs):
             return None
-        key = self.coordinate_to_cell_key(Coordinate(self.cursor_row, 0)).row_key
-        return int(str(key.value))
+        return self._jobs[self.cursor_row].job_id
+
+    def select(self, job_id: int) -> None:
+        """Put the cursor on a job's row."""
+        slots = [j.job_id for j in self._jobs]
+        if job_id in slots:
+            self.move_cursor(row=slots.index(job_id), animate=False)
 
     def show(self, view: CampaignView | None) -> None:
-        """Display the view's jobs, keeping the cursor on the same job."""
+        """Display the view's jobs; the cursor stays on the job it was on."""
         jobs = view.jobs if view else ()
-        progress = ""
-        running = None
-        if view and view.current:
-            progress = f"{view.current.done}/{view.current.total}"
-            running = view.current.job_id
-        if jobs == self._shown and progress == self._progress:
+        cur = view.current if view else None
+        progress = f"{cur.done}/{cur.total}" if cur else ""
+        cells = [_cells(j, progress if cur and j.job_id == cur.job_id else "") for j in jobs]
+        self._apply(jobs, cells)
+
+    def preview_move(self, delta: int) -> bool:
+        """Show a move at once, before the database confirms it (the next read does).
+
+        Only when the job and its neighbour are both queued, which is exactly
+        when :func:`dltop.store.edit.move_job` swaps them.
+        """
+        i = self.cursor_row
+        j = i + (1 if delta > 0 else -1)
+        if not (0 <= i < len(self._jobs) and 0 <= j < len(self._jobs)):
+            return False
+        a, b = self._jobs[i], self._jobs[j]
+        if a.status != "queued" or b.status != "queued":
+            return False
+        jobs = list(self._jobs)
+        jobs[i], jobs[j] = replace(b, position=a.position), replace(a, position=b.position)
+        cells = list(self._cells)
+        cells[i] = _cells(jobs[i], self._cells[j][-1])
+        cells[j] = _cells(jobs[j], self._cells[i][-1])
+        self._apply(tuple(jobs), cells)
+        return True
+
+    def _apply(self, jobs: tuple[JobLine, ...], cells: list[Cells]) -> None:
+        if cells == self._cells:
             return  # nothing changed: no redraw, no flicker
         keep = self.selected_job
-        self.clear()
-        for j in jobs:
-            self.add_row(
-                Text(str(j.position + 1)), Text(j.status, STATUS_STYLE.get(j.status, "")),
-                Text(j.framework), Text(j.model), Text(str(j.batch_size)), Text(j.device),
-                Text(str(j.repeat + 1)), Text(progress if j.job_id == running else ""),
-                key=str(j.job_id))
-        self._shown, self._progress = jobs, progress
+        for slot in range(len(self._cells) - 1, len(cells) - 1, -1):
+            self.remove_row(str(slot))
+        for slot, row in enumerate(cells):
+            if slot >= len(self._cells):
+                self.add_row(*(_text(c, v) for c, v in enumerate(row)), key=str(slot))
+                continue
+            old = self._cells[slot]
+            for c, (x, y) in enumerate(zip(old, row, strict=True)):
+                if x != y:
+                    self.update_cell(str(slot), COLUMNS[c], _text(c, y))
+        self._jobs, self._cells = jobs, cells
         if keep is not None:
-            with contextlib.suppress(RowDoesNotExist):  # the job left the table
-                self.move_cursor(row=self.get_row_index(str(keep)), animate=False)
+            self.select(keep)

@@ -107,8 +107,10 @@ class MainScreen(DltopScreen):
         self.query_one(DevicesPanel).show(frame)
 
     def action_move(self, delta: int) -> None:
-        job = self.query_one(QueueTable).selected_job
+        table = self.query_one(QueueTable)
+        job = table.selected_job
         if job is not None:
+            table.preview_move(delta)  # the user sees it now; the database follows
             self.dltop.action_move_job(job, delta)
 
     def action_remove(self) -> None:

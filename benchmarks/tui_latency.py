@@ -1,0 +1,199 @@
+"""TUI responsiveness at scale, and its idle CPU next to glances, measured in one run.
+
+Setup: 8 simulated GPUs, a campaign with 1 000 queued jobs, and 1 000 000 stored
+samples (500 000 GPU telemetry rows and 500 000 iteration rows of 100 earlier
+runs).
+
+1. Keypress-to-screen latency, end to end as a user sees it: ``tmux send-keys``,
+   then ``capture-pane`` in a loop until the pane shows the effect (cursor
+   moved, screen switched, or, for ``J``, the database edit made, read back and
+   the queue redrawn). Goal: p95 <= 50 ms.
+2. Idle CPU: ``dltop tui --fake-gpus 8`` (4 Hz devices, 2 Hz database) and
+   ``glances -t 0.25`` (glances' curses UI at the same 4 Hz), each in its own
+   tmux pane of 120x40, measured from their CPU times over the same window.
+   Goal: dltop lower.
+
+    .venv/bin/pip install glances   # benchmark-only dependency; tmux from Debian
+    .venv/bin/python benchmarks/tui_latency.py [--seconds 20] [--presses 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from dltop.jobs import campaign
+from dltop.profiles.loader import parse
+from dltop.store import Store, connect
+
+
+def build_db(path: Path, queued: int = 1000, samples: int = 1_000_000) -> None:
+    store = Store(connect(path))
+    db = store.db
+    models = ["fcn-r", "alexnet-r", "resnet-56", "lstm"]
+    # An old finished campaign holding the stored samples.
+    old = parse('[[matrix]]\nframeworks=["torch"]\nmodels=["fcn-r"]\nbatch_sizes=[64]\n'
+                'devices=["cpu:1"]\nrepeats=100\n', "old.toml", "old")
+    cid, jobs = campaign.create(store, campaign.preflight([old], 0, False), ["bench"])
+    rng = random.Random(0)
+    per_run = samples // 2 // len(jobs)
+    with db.conn:
+        for q in jobs:
+            rid = store.start_run(q.job_id, cid, 1, "", 64)
+            db.conn.executemany(
+                "insert into iterations (run_id, idx, seconds, samples, warmup, loss) "
+                "values (?, ?, ?, 64, 0, 1.0)",
+                [(rid, i, 0.01 + rng.random() * 1e-3) for i in range(per_run)])
+            db.conn.executemany(
+                "insert into gpu_samples (run_id, t_start_mono_s, gpu_index, n, util_mean_pct,"
+                " power_mean_w, simulated) values (?, ?, ?, 5, ?, ?, 1)",
+                [(rid, i * 0.5, i % 8, rng.random() * 100, 300.0) for i in range(per_run)])
+            store.finish_run(rid, q.job_id, "ok", {"median_s": 0.01, "samples_per_s": 6400.0})
+    store.set_campaign_status(cid, "finished")
+    # The live campaign: 1000 queued jobs.
+    big = parse("[[matrix]]\nframeworks=[\"torch\"]\nmodels=" + json.dumps(models) +
+                "\nbatch_sizes=[16,32,64,128,256]\ndevices=[\"cpu:1\",\"cpu:2\"]\n"
+                f"repeats={queued // 40}\n", "big.toml", "big")
+    campaign.create(store, campaign.preflight([big], 0, False), ["bench"])
+
+
+def _pane(name: str, escapes: bool = False) -> list[str]:
+    args = ["tmux", "capture-pane", "-p", "-t", name] + (["-e"] if escapes else [])
+    return subprocess.run(args, capture_output=True, text=True, check=True).stdout.splitlines()
+
+
+def _queue_region(name: str) -> list[str]:
+    """The queue table's lines, with colours (the cursor is a colour)."""
+    plain, coloured = _pane(name), _pane(name, escapes=True)
+    top = next(i for i, ln in enumerate(plain) if re.match(r"\s*#\s+status", ln))
+    bottom = next(i for i in range(top + 1, len(plain)) if plain[i].startswith(("─", "━")))
+    return coloured[top + 1:bottom]
+
+
+def _until(cond: Any, timeout: float = 10.0) -> float:
+    t0 = time.perf_counter()
+    while not cond():
+        if time.perf_counter() - t0 > timeout:
+            raise RuntimeError("the screen never changed")
+    return time.perf_counter() - t0
+
+
+def latencies(db_path: Path, presses: int) -> dict[str, list[float]]:
+    """Key to screen, end to end: tmux send-keys, then capture-pane until the change shows."""
+    name = "bench-latency"
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+                    f"DLTOP_DB={db_path} {sys.executable} -m dltop tui --fake-gpus 8"],
+                   check=True)
+    out: dict[str, list[float]] = {"down (cursor)": [], "2 then 1 (switch screen)": [],
+                                   "results table filled (1000 jobs)": [],
+                                   "J (move job: DB edit + redraw)": []}
+    try:
+        _until(lambda: any("SIMULATED" in ln for ln in _pane(name)), 60)
+        _until(lambda: any("queued" in ln for ln in _pane(name)), 60)
+        time.sleep(1.0)
+
+        def send(key: str) -> None:
+            subprocess.run(["tmux", "send-keys", "-t", name, key], check=True)
+
+        for _ in range(presses):
+            before = _queue_region(name)
+            send("Down")
+            out["down (cursor)"].append(_until(lambda b=before: _queue_region(name) != b))
+            send("2")
+            t0 = time.perf_counter()
+            t = _until(lambda: any("Time/throughput" in ln for ln in _pane(name)))
+            _until(lambda: any("median seconds per" in ln for ln in _pane(name)))
+            out["results table filled (1000 jobs)"].append(time.perf_counter() - t0)
+            send("1")
+            t += _until(lambda: any("SIMULATED" in ln for ln in _pane(name)))
+            out["2 then 1 (switch screen)"].append(t / 2)
+            time.sleep(0.3)
+            before = _queue_region(name)
+            send("J")
+            out["J (move job: DB edit + redraw)"].append(
+                _until(lambda b=before: _queue_region(name) != b))
+            time.sleep(0.2)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], check=False)
+    return out
+
+
+def tmux_cpu(name: str, cmd: str, seconds: float) -> float:
+    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", cmd],
+                   check=True)
+    try:
+        time.sleep(5.0)  # start-up is not the idle cost
+        pane = subprocess.run(["tmux", "list-panes", "-t", name, "-F", "#{pane_pid}"],
+                              capture_output=True, text=True, check=True).stdout.split()[0]
+        procs = [psutil.Process(int(pane)), *psutil.Process(int(pane)).children(recursive=True)]
+
+        def cpu() -> float:
+            total = 0.0
+            for p in procs:
+                try:
+                    t = p.cpu_times()
+                    total += t.user + t.system
+                except psutil.NoSuchProcess:
+                    pass
+            return total
+
+        c0, t0 = cpu(), time.monotonic()
+        time.sleep(seconds)
+        return (cpu() - c0) / (time.monotonic() - t0)
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", name], check=False)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=20.0)
+    ap.add_argument("--presses", type=int, default=20)
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="dltop-tui-bench-"))
+    db_path = tmp / "bench.db"
+    t0 = time.monotonic()
+    build_db(db_path)
+    print(f"database: 1000 queued jobs, 1 000 000 stored samples, "
+          f"{db_path.stat().st_size / 2**20:.0f} MiB, built in {time.monotonic() - t0:.0f} s")
+    if shutil.which("tmux") is None:
+        print("tmux is needed (apt-get install tmux)")
+        return 2
+    print("\nkeypress -> screen (ms), 8 simulated GPUs at 4 Hz, 120x40 tmux pane; each "
+          "figure includes one capture-pane poll (a few ms)")
+    print(f"{'key':<34} {'median':>8} {'p95':>8} {'max':>8}")
+    for key, vals in latencies(db_path, args.presses).items():
+        ms = sorted(v * 1000 for v in vals)
+        p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
+        print(f"{key:<34} {statistics.median(ms):8.1f} {p95:8.1f} {ms[-1]:8.1f}")
+    env = f"DLTOP_DB={db_path} TERM=xterm-256color"
+    dltop = tmux_cpu("bench-dltop", f"{env} {sys.executable} -m dltop tui --fake-gpus 8",
+                     args.seconds)
+    exe = shutil.which("glances") or str(Path(sys.executable).with_name("glances"))
+    glances = tmux_cpu("bench-glances", f"{exe} -t 0.25", args.seconds) \
+        if os.path.exists(exe) else None
+    print(f"\nidle CPU (CPU s per wall s over {args.seconds:.0f} s, 4 Hz refresh, 120x40 tmux)")
+    print(f"dltop tui --fake-gpus 8: {dltop:.4f}")
+    if glances is None:
+        print("glances: not installed (pip install glances)")
+    else:
+        print(f"glances -t 0.25:        {glances:.4f}")
+        print(f"ratio dltop/glances:    {dltop / glances:.2f}   (goal < 1)")
+    shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

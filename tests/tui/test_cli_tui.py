@@ -1,0 +1,37 @@
+"""`dltop tui` refuses databases it cannot attach to, with a clear message and exit 2."""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+
+def tui(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dltop", "tui", *args], capture_output=True,
+                          text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_missing_database(tmp_path: Path) -> None:
+    r = tui("--db", str(tmp_path / "nope.db"))
+    assert r.returncode == 2
+    assert "nope.db: no such database" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "nope.db").exists()
+
+
+def test_foreign_sqlite_database_is_left_untouched(tmp_path: Path) -> None:
+    path = tmp_path / "other.db"
+    conn = sqlite3.connect(path)
+    conn.execute("create table notes (x text)")
+    conn.commit()
+    conn.close()
+    before = path.read_bytes()
+    r = tui("--db", str(path))
+    assert r.returncode == 2 and "not a dltop database" in r.stderr
+    assert path.read_bytes() == before
+
+
+def test_bad_refresh_rate(tmp_path: Path) -> None:
+    r = tui("--db", str(tmp_path / "x.db"), "--refresh-hz", "0")
+    assert r.returncode == 2 and "--refresh-hz" in r.stderr

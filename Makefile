@@ -9,6 +9,10 @@ BIN := $(VENV)/bin
 # disk on our machines; elsewhere it downloads). GPU servers: install the CUDA
 # build of torch into the venv instead; nothing else changes.
 TORCH ?= torch==2.13.0
+# TensorFlow shares dltop's interpreter (CPU build here; GPU servers:
+# tensorflow[and-cuda]). CNTK 2.7 gets its own Python 3.6 environment, built by
+# `dltop env setup cntk` (pyenv's 3.6, cntk==2.7.post2, Open MPI sonames).
+TF ?= tensorflow-cpu==2.21.0
 STAMP := $(VENV)/.dltop-installed
 
 .PHONY: run test lint check venv clean-venv
@@ -30,8 +34,9 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)" numpy
+	$(BIN)/python -m pip install -q "$(TORCH)" "$(TF)" numpy
 	$(BIN)/python -m pip install -q -e ".[dev]"
+	$(BIN)/dltop env setup cntk
 	touch $(STAMP)
 
 clean-venv:

@@ -78,6 +78,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="device refresh rate (4)")
     tui.add_argument("--no-telemetry", action="store_true", help="do not read devices")
 
+    envp = sub.add_parser("env", help="build a framework's own environment (CNTK)")
+    env_sub = envp.add_subparsers(dest="env_command", metavar="ACTION", required=True)
+    setup = env_sub.add_parser("setup", help="build the environment a framework runs in")
+    setup.add_argument("framework", choices=["cntk"])
+    setup.add_argument("--prefix", type=Path, default=None,
+                       help="where (default: $DLTOP_CNTK_ENV or ~/.local/share/dltop/envs/cntk)")
+    setup.add_argument("--python", default=None, help="a Python 3.6/3.7 interpreter to use")
+
     dev = sub.add_parser("devices", help="one snapshot of every GPU and the host")
     dev.add_argument("--json", action="store_true")
     fake_arg(dev)
@@ -146,6 +154,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_control(args)
         if args.command == "devices":
             return _cmd_devices(args)
+        if args.command == "env":
+            from dltop.envsetup import default_prefix, setup_cntk
+
+            setup_cntk(args.prefix or default_prefix(), args.python)
+            return 0
         if args.command == "doctor":
             return _cmd_doctor(args)
         if args.command == "tui" or (args.command is None and sys.stdout.isatty()):

@@ -46,3 +46,4 @@ def test_doctor_reports_torch() -> None:
     res = dltop("doctor")
     assert res.returncode == 0
     assert "[ok] torch: 2." in res.stdout and "nvml" in res.stdout
+    assert "[ok] tensorflow: 2." in res.stdout and "[ok] cntk: 2.7 via" in res.stdout

@@ -3,15 +3,25 @@
 Each framework may live in its own interpreter (TensorFlow and PyTorch pin
 different CUDA stacks; CNTK 2.7 needs Python <= 3.7). The child scripts under
 ``child/`` are standard-library plus their framework, valid Python 3.6.
+
+The interpreter for a framework, first match wins:
+
+1. ``$DLTOP_PYTHON_<FRAMEWORK>`` (e.g. ``DLTOP_PYTHON_CNTK``);
+2. ``[frameworks.<name>] python`` in the config file (:mod:`dltop.config`);
+3. for CNTK, the environment ``dltop env setup cntk`` built;
+4. dltop's own interpreter.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dltop.config import config_path, load_frameworks
 from dltop.errors import UserError
 
 CHILD_DIR = Path(__file__).resolve().parent / "child"
@@ -21,6 +31,13 @@ _SCRIPTS = {
     "tensorflow": "tf_runner.py",
     "cntk": "cntk_runner.py",
     "command": "command_runner.py",
+}
+MODULES = {"torch": "torch", "tensorflow": "tensorflow", "cntk": "cntk"}
+"""The module each framework's runner imports (the command runner needs none)."""
+INSTALL_HINT = {
+    "torch": "pip install torch",
+    "tensorflow": "pip install tensorflow-cpu (GPU servers: tensorflow[and-cuda])",
+    "cntk": "dltop env setup cntk",
 }
 
 
@@ -32,29 +49,87 @@ class RunnerCommand:
     python: str
     script: Path
     env: tuple[tuple[str, str], ...] = field(default=())
+    source: str = "this interpreter"
+    """Where the interpreter choice came from (shown by ``dltop doctor``)."""
 
     def argv(self, spec_path: Path) -> list[str]:
         """The child's argv for a job spec file (no shell)."""
         return [self.python, str(self.script), str(spec_path)]
 
 
-def python_for(framework: str) -> str:
-    """Interpreter for ``framework``: ``$DLTOP_PYTHON_<FRAMEWORK>`` or this interpreter."""
-    env = os.environ.get(f"DLTOP_PYTHON_{framework.upper()}")
-    return env or sys.executable
+def _with_library_path(path: str) -> tuple[tuple[str, str], ...]:
+    old = os.environ.get("LD_LIBRARY_PATH")
+    return (("LD_LIBRARY_PATH", path + (os.pathsep + old if old else "")),)
 
 
-def resolve(framework: str) -> RunnerCommand:
-    """The runner command for ``framework``.
+def interpreter(framework: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
+    """(python, where that choice came from, extra environment) for ``framework``.
 
     Raises:
-        UserError: no runner exists for the framework, or its interpreter is missing.
+        UserError: the config file is invalid, or CNTK has no environment yet.
+    """
+    var = f"DLTOP_PYTHON_{framework.upper()}"
+    if os.environ.get(var):
+        return os.environ[var], f"${var}", ()
+    conf = load_frameworks().get(framework)
+    if conf is not None and conf.python:
+        env = _with_library_path(conf.ld_library_path) if conf.ld_library_path else ()
+        return conf.python, f"{config_path()} [frameworks.{framework}]", env
+    if framework == "cntk":
+        from dltop.envsetup import default_prefix, load_cntk_env
+
+        built = load_cntk_env(default_prefix())
+        if built is None:
+            raise UserError(
+                "CNTK runs in its own Python 3.6 environment, and none is built: run "
+                f"'dltop env setup cntk' (or set [frameworks.cntk] python in {config_path()})")
+        return (built.python, f"CNTK environment {default_prefix()}",
+                _with_library_path(built.ld_library_path))
+    return sys.executable, "this interpreter", ()
+
+
+def python_for(framework: str) -> str:
+    """The interpreter that runs ``framework`` (see :func:`interpreter`)."""
+    return interpreter(framework)[0]
+
+
+@functools.lru_cache(maxsize=32)
+def _probe(python: str, module: str | None, env: tuple[tuple[str, str], ...]) -> str | None:
+    """None if ``python`` is a Python that can find ``module``, else what is wrong."""
+    code = ("import sys, importlib.util\n"
+            "m = sys.argv[1]\n"
+            "print('dltop-probe-ok')\n"
+            "sys.exit(0 if not m or importlib.util.find_spec(m) else 5)")
+    try:
+        r = subprocess.run([python, "-c", code, module or ""], capture_output=True, timeout=60,
+                           env={**os.environ, **dict(env)})
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"cannot run {python}: {exc}"
+    if r.returncode == 5:
+        return f"{module} is not installed in {python}"
+    if r.returncode != 0 or r.stdout.strip() != b"dltop-probe-ok":
+        return f"{python} is not a working Python interpreter"
+    return None
+
+
+def resolve(framework: str, check_module: bool = True) -> RunnerCommand:
+    """The runner command for ``framework``, checked to be startable.
+
+    Raises:
+        UserError: no runner exists for the framework, its interpreter is missing
+            or not a Python, or the framework is not installed in it.
     """
     script = _SCRIPTS.get(framework)
     if script is None or not (CHILD_DIR / script).is_file():
         have = sorted(k for k, v in _SCRIPTS.items() if (CHILD_DIR / v).is_file())
         raise UserError(f"no runner for framework {framework!r} (runners: {', '.join(have)})")
-    python = python_for(framework)
+    python, source, env = interpreter(framework)
     if not os.path.isfile(python) or not os.access(python, os.X_OK):
-        raise UserError(f"interpreter for {framework!r} not found or not executable: {python}")
-    return RunnerCommand(framework, python, CHILD_DIR / script)
+        raise UserError(f"interpreter for {framework!r} ({source}) not found or not "
+                        f"executable: {python}")
+    problem = _probe(python, MODULES.get(framework) if check_module else None, env)
+    if problem is not None:
+        hint = INSTALL_HINT.get(framework)
+        raise UserError(f"{framework} ({source}): {problem}" +
+                        (f"; fix: {hint}" if hint else ""))
+    return RunnerCommand(framework, python, CHILD_DIR / script, env, source)

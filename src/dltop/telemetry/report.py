@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from typing import Any
 
 import psutil
 
+from dltop.errors import UserError
 from dltop.telemetry.host import HostSampler, cpu_model
 from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
 
@@ -89,11 +91,11 @@ class Check:
     fix: str | None = None
 
 
-def _framework_version(module: str) -> tuple[bool, str]:
+def _framework_version(python: str, module: str, env: dict[str, str]) -> tuple[bool, str]:
     code = f"import {module}; print({module}.__version__)"
     try:
-        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                             timeout=120)
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True,
+                             timeout=180, env={**os.environ, **env})
     except (OSError, subprocess.TimeoutExpired) as exc:
         return False, str(exc)
     if out.returncode == 0:
@@ -116,16 +118,16 @@ def doctor(backend: GpuBackend) -> list[Check]:
     else:
         checks.append(Check("nvml", False, reason or "no GPUs", "install the NVIDIA driver "
                             "(libnvidia-ml.so.1); CPU benchmarks work without it"))
-    for fw, module in (("torch", "torch"), ("tensorflow", "tensorflow"), ("cntk", "cntk")):
-        python = registry.python_for(fw)
-        if python != sys.executable:
-            checks.append(Check(fw, True, f"interpreter {python} (set by $DLTOP_PYTHON_"
-                                f"{fw.upper()}); not imported here"))
+    for fw, module in registry.MODULES.items():
+        hint = registry.INSTALL_HINT[fw]
+        try:
+            python, source, env = registry.interpreter(fw)
+        except UserError as exc:
+            checks.append(Check(fw, False, str(exc), hint))
             continue
-        ok, detail = _framework_version(module)
-        fix = None if ok else f"install {module} into {sys.executable}, or point " \
-                              f"$DLTOP_PYTHON_{fw.upper()} at an interpreter that has it"
-        checks.append(Check(fw, ok, detail, fix))
+        ok, detail = _framework_version(python, module, dict(env))
+        checks.append(Check(fw, ok, f"{detail} via {python} ({source})",
+                            None if ok else f"{hint}, in {python}"))
     return checks
 
 

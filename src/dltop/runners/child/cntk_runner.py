@@ -1,0 +1,346 @@
+"""dltop CNTK 2.7 runner: ``python cntk_runner.py SPEC.json`` (protocol v1).
+
+Valid Python 3.6; imports only the standard library, numpy, cntk and its
+siblings. Runs in the interpreter ``dltop env setup cntk`` builds, with that
+environment's ``LD_LIBRARY_PATH`` (CNTK links against Open MPI 1.10 sonames).
+
+Devices: ``cpu:N`` is one process with N CPU threads
+(``cntk_py.set_max_num_cputhreads``); ``gpu:1`` the first GPU (the pip package
+``cntk`` is CPU-only, so it reports unsupported unless ``cntk-gpu`` is
+installed). ``cpus:P`` and ``gpu:N`` with more than one worker train data
+parallel (``data_parallel_distributed_learner``, 32-bit all-reduce): the
+runner started by the parent becomes a launcher that runs
+``mpiexec -n P --allow-run-as-root`` on this script and relays rank 0's events
+(through a FIFO, since mpiexec closes inherited descriptors) to the parent.
+Only rank 0 reports; every rank dies with mpiexec (see :func:`_join_launcher`).
+
+Test hooks (profile key ``inject``, for testing dltop itself), as in
+torch_runner.py: ``nan`` makes the loss NaN at iteration 2; ``hang`` sleeps
+forever after the first iteration; ``crash`` calls ``os._exit(1)`` after the
+first iteration without reporting; ``oom`` raises MemoryError before the
+first iteration.
+"""
+
+import json
+import os
+import sys
+import time
+import types
+
+import dltop_protocol as proto
+
+_MPI_RANK = os.environ.get("OMPI_COMM_WORLD_RANK")
+
+
+def _join_launcher():
+    """In an mpiexec rank: die with mpiexec, and let only rank 0 report (to the FIFO).
+
+    mpiexec puts each rank in a process group of its own (and signals that whole
+    group), so a rank cannot join the launcher's group; instead it asks the
+    kernel for SIGKILL when mpiexec, its parent, dies (the parent's group kill).
+    """
+    os.environ["DLTOP_RANK"] = _MPI_RANK
+    os.environ.pop("DLTOP_EVENT_FD", None)
+    try:
+        import ctypes
+        import signal
+
+        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
+        os.kill(int(os.environ["DLTOP_LAUNCHER_PID"]), 0)  # launcher gone already?
+    except (OSError, AttributeError, KeyError, ValueError):
+        os._exit(proto.EXIT_ERROR)
+    fifo = os.environ.get("DLTOP_EVENT_FIFO")
+    if fifo and _MPI_RANK == "0":
+        os.environ["DLTOP_EVENT_FD"] = str(os.open(fifo, os.O_WRONLY))
+        try:  # both ends are open now: remove the name early, even if we get killed later
+            os.unlink(fifo)
+            os.rmdir(os.path.dirname(fifo))
+        except OSError:
+            pass
+
+
+def _world(spec):
+    dev = spec["device"]
+    return int(dev["count"]) if dev["kind"] in ("cpus", "gpu") else 1
+
+
+def _write_all(fd, data):
+    while data:
+        data = data[os.write(fd, data):]
+
+
+def _relay(rfd, keep, out_fd, proc):
+    """Copy event lines from the FIFO to ``out_fd`` until mpiexec ends; the last event name.
+
+    ``keep``, our own write end, stops reads returning EOF before rank 0 opens the FIFO.
+    """
+    import select
+
+    buf, last = b"", None
+    while True:
+        ended = proc.poll() is not None
+        if ended and keep is not None:
+            os.close(keep)  # from now on EOF means every writer is gone
+            keep = None
+        if not select.select([rfd], [], [], 0.2)[0]:
+            if ended:
+                break
+            continue
+        chunk = os.read(rfd, 65536)
+        if not chunk:
+            break
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            last = json.loads(line.decode("utf-8")).get("event")
+            if out_fd is None:
+                sys.stderr.write(line.decode("utf-8") + "\n")
+            else:
+                _write_all(out_fd, line + b"\n")
+    return last
+
+
+def _launch(spec_path, spec):
+    """Run the data-parallel job under mpiexec and relay rank 0's events; the exit status."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    reporter = proto.Reporter()
+    mpiexec = shutil.which("mpiexec")
+    if mpiexec is None:
+        reporter.error("unsupported", "CNTK data-parallel runs need mpiexec on PATH "
+                       "(Debian: apt-get install openmpi-bin; see `dltop env setup cntk`)")
+        return proto.EXIT_ERROR
+    world = _world(spec)
+    tmp = tempfile.mkdtemp(prefix="dltop-cntk-")
+    fifo = os.path.join(tmp, "events")
+    os.mkfifo(fifo)
+    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    keep = os.open(fifo, os.O_WRONLY)
+    out_fd = os.environ.get("DLTOP_EVENT_FD")
+    env = dict(os.environ, DLTOP_EVENT_FIFO=fifo, DLTOP_LAUNCHER_PID=str(os.getpid()))
+    env.pop("DLTOP_EVENT_FD", None)
+    cmd = [mpiexec, "-n", str(world), "--allow-run-as-root", "--oversubscribe",
+           "--bind-to", "none", sys.executable, os.path.abspath(__file__), spec_path]
+    sys.stdout.write("[dltop] launching %s\n" % " ".join(cmd))
+    sys.stdout.flush()
+    proc = subprocess.Popen(cmd, env=env)
+    try:
+        last = _relay(rfd, keep, int(out_fd) if out_fd else None, proc)
+    finally:
+        os.close(rfd)
+        shutil.rmtree(tmp, ignore_errors=True)
+    code = proc.wait()
+    if last not in ("done", "error"):
+        reporter.error("crash", "mpiexec (%d ranks) exited with status %d before rank 0 "
+                       "reported the end of the run" % (world, code))
+        return proto.EXIT_ERROR
+    return proto.EXIT_OK if last == "done" and code == 0 else proto.EXIT_ERROR
+
+
+if __name__ == "__main__" and _MPI_RANK is None and len(sys.argv) == 2:
+    _spec = proto.load_spec()
+    if _world(_spec) > 1:  # decided before importing CNTK: no MPI in the launcher
+        sys.exit(_launch(sys.argv[1], _spec))
+if _MPI_RANK is not None:
+    _join_launcher()
+
+# CNTK's import runs ~14 `ldconfig -N -v` shell pipelines (which create soname
+# links as root) only to print warnings about optional GPU/OpenCV libraries;
+# stub that check out. A failing import must still reach the parent.
+_stub = types.ModuleType("cntk.cntk_py_init")
+_stub.cntk_check_distro_info = _stub.cntk_check_libs = lambda: None
+sys.modules["cntk.cntk_py_init"] = _stub
+try:
+    import cntk as C
+    import numpy as np
+except ImportError as exc:  # pragma: no cover - reported to the parent
+    proto.Reporter().error(
+        "unsupported", "CNTK is not importable by %s (LD_LIBRARY_PATH=%s): %s; build its "
+        "environment with `dltop env setup cntk`"
+        % (sys.executable, os.environ.get("LD_LIBRARY_PATH", ""), exc))
+    sys.exit(proto.EXIT_ERROR)
+
+import cntk_models  # noqa: E402
+
+
+def _rank():
+    return int(os.environ.get("DLTOP_RANK", "0"))
+
+
+def _cpu_name():
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
+def _pin(spec):
+    """Pin to the CPUs the parent chose (physical cores first); a cpus:P rank gets one."""
+    cpus = spec.get("cpu_affinity")
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return None
+    if spec["device"]["kind"] == "cpus":
+        cpus = [cpus[_rank() % len(cpus)]]
+    os.sched_setaffinity(0, cpus)
+    return cpus
+
+
+def _device(spec):
+    """Select the device: (device, threads, device name)."""
+    dev = spec["device"]
+    if dev["kind"] in ("cpu", "cpus"):
+        n = int(dev["count"]) if dev["kind"] == "cpu" else 1
+        C.cntk_py.set_max_num_cputhreads(n)
+        C.device.try_set_default_device(C.device.cpu())
+        return "cpu", n, _cpu_name()
+    gpus = [d for d in C.device.all_devices() if d.type() == C.device.DeviceKind.GPU]
+    if not gpus:
+        raise proto.Unsupported(
+            "gpu requested but CNTK %s sees no GPU (the pip package `cntk` is CPU-only; a GPU "
+            "run needs `cntk-gpu` 2.7 with CUDA 10.0 and cuDNN 7)" % C.__version__.strip())
+    if len(gpus) < _world(spec):
+        raise proto.Unsupported("gpu:%d requested but CNTK sees %d GPU(s)"
+                                % (_world(spec), len(gpus)))
+    C.device.try_set_default_device(C.device.gpu(gpus[_rank()].id()))
+    return "gpu:%d" % gpus[_rank()].id(), None, "GPU %d" % gpus[_rank()].id()
+
+
+_PRECISION = {
+    "bf16": "precision bf16 is not supported by CNTK 2.7 (float32, float64 or float16 only)",
+    "tf32": "precision tf32 is not supported by CNTK 2.7 (it has no TF32 switch)",
+    "fp16": "precision fp16 is not implemented in dltop's CNTK runner",
+}
+
+
+def _check_precision(spec, device):
+    precision = spec["precision"]
+    if precision in ("fp16", "tf32") and device == "cpu":
+        raise proto.Unsupported("precision %s needs a GPU (the CNTK CPU run supports fp32)"
+                                % precision)
+    if precision in _PRECISION:
+        raise proto.Unsupported(_PRECISION[precision])
+
+
+def _real_arrays(spec):
+    """The model's real data set as (inputs, labels) numpy arrays."""
+    import datasets
+
+    name, data_dir = spec["model"], spec["data_dir"]
+    kind = datasets.dataset_for(name)
+    if kind in ("mnist", "cifar10"):
+        reader = datasets.read_mnist if kind == "mnist" else datasets.read_cifar10
+        n, pixels, labels = reader(data_dir)
+        x = np.frombuffer(pixels, dtype=np.uint8).reshape((n,) + cntk_models.INPUT_SHAPES[name])
+        return x.astype(np.float32) / 255.0, np.frombuffer(labels, dtype=np.uint8)
+    if kind == "ptb":
+        ids, _ = datasets.read_ptb(data_dir)
+        seq = cntk_models.SEQ_LEN
+        n = (len(ids) - 1) // seq
+        if n < 1:
+            raise ValueError("%s: PTB text shorter than one sequence" % data_dir)
+        t = np.asarray(ids[:n * seq + 1], dtype=np.int64)
+        return t[:n * seq].reshape(n, seq), t[1:n * seq + 1].reshape(n, seq)
+    raise proto.Unsupported("no real data set for model %s (real data: fcn-r MNIST, "
+                            "alexnet-r/resnet-56 CIFAR-10, lstm PTB)" % name)
+
+
+def _real_batches(spec):
+    x, y = _real_arrays(spec)
+    name, batch = spec["model"], int(spec["per_device_batch"])
+    if len(x) < batch:
+        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
+                         % (spec["data_dir"], len(x), batch))
+    state = {"i": 0}
+
+    def next_batch():
+        i = state["i"]
+        if i + batch > len(x):
+            i = 0
+        state["i"] = i + batch
+        xb, yb = x[i:i + batch], y[i:i + batch]
+        if name == "lstm":
+            return cntk_models.sequences(xb), cntk_models.sequences(yb)
+        return xb, cntk_models.labels_one_hot(yb, cntk_models.NUM_CLASSES[name])
+
+    return next_batch
+
+
+def _learner(spec, params, world):
+    # CNTK applies the rate to the minibatch-mean gradient (as PyTorch's SGD on a mean
+    # loss); unit_gain=False gives PyTorch's momentum v = m*v + g (checked numerically).
+    lr = C.learning_parameter_schedule(float(spec["lr"]))
+    momentum = float(spec["momentum"])
+    if momentum:
+        learner = C.momentum_sgd(params, lr, C.momentum_schedule(momentum), unit_gain=False)
+    else:
+        learner = C.sgd(params, lr)
+    if world > 1:
+        learner = C.train.distributed.data_parallel_distributed_learner(
+            learner, num_quantization_bits=32, distributed_after=0)
+        if C.Communicator.num_workers() != world:
+            raise RuntimeError("MPI started %d workers, the job asks for %d"
+                               % (C.Communicator.num_workers(), world))
+    return learner
+
+
+def run(spec, reporter):
+    inject = (spec.get("options") or {}).get("inject")
+    pinned = _pin(spec)
+    device, threads, device_name = _device(spec)
+    world = _world(spec)
+    # Same initial weights on every rank; data differs.
+    C.cntk_py.set_fixed_random_seed(int(spec["seed"]) + 1)
+    name = spec["model"]
+    reporter.hello("cntk", C.__version__.strip(), device, threads, device_name=device_name,
+                   blas="mklml", cntk_cpu_threads=C.cntk_py.get_max_num_cputhreads(),
+                   cpu_affinity=pinned, world_size=world,
+                   # MKL-ML 2018 takes slow non-AVX paths on AMD CPUs unless this is 5.
+                   mkl_debug_cpu_type=os.environ.get("MKL_DEBUG_CPU_TYPE"))
+    model, loss, x, y = cntk_models.build(name)
+    reporter.model(cntk_models.param_count(model),
+                   cntk_models.training_flops_per_sample(name, model))
+    if inject == "oom":
+        raise MemoryError("injected allocation failure (inject = \"oom\")")
+    _check_precision(spec, device)
+    batch = int(spec["per_device_batch"])
+    if spec["data"] == "real":
+        next_batch = _real_batches(spec)
+    else:
+        fixed = cntk_models.synthetic_batch(name, batch, int(spec["seed"]) + 1000 * _rank())
+
+        def next_batch():
+            return fixed
+    trainer = C.Trainer(model, (loss, None), [_learner(spec, model.parameters, world)])
+    state = {"i": 0}
+
+    def step():
+        if state["i"] == 1 and inject == "hang":
+            while True:
+                time.sleep(60)
+        if state["i"] == 1 and (inject == "crash" or (inject == "crash-rank1"
+                                                      and _rank() == 1)):
+            sys.stdout.flush()
+            os._exit(1)
+        xb, yb = next_batch()
+        trainer.train_minibatch({x: xb, y: yb})
+        # Reading the loss back to the host synchronises the step.
+        value = float(trainer.previous_minibatch_loss_average)
+        if inject == "nan" and state["i"] == 2:
+            value = float("nan")
+        state["i"] += 1
+        return value
+
+    n = proto.measure(step, spec, reporter)
+    if world > 1:
+        C.Communicator.finalize()
+    return n
+
+
+if __name__ == "__main__":
+    proto.main(run)

@@ -1,0 +1,65 @@
+"""TensorFlow models: the parameter counts of MODELS.md, equal to torch's; shapes, FLOPs."""
+
+from __future__ import annotations
+
+import pytest
+import tensorflow as tf
+
+from dltop import catalog
+from dltop.runners.child import tf_models as tfm
+from dltop.runners.child import torch_models as tm
+
+COUNTS = {"fcn-s": 122_194_048, "fcn-r": 14_205_962, "alexnet-s": 61_100_840,
+          "alexnet-r": 85_098, "resnet-50": 25_557_032, "resnet-56": 853_018,
+          "lstm": 6_182_672}
+
+pytestmark = pytest.mark.slow  # builds every model in both frameworks
+
+
+def test_every_catalog_model_is_built() -> None:
+    assert set(tfm.NAMES) == set(catalog.MODELS) == set(COUNTS) == set(tm.NAMES)
+
+
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_parameter_count_flops_and_forward(name: str) -> None:
+    model = tfm.build(name)
+    count = tfm.param_count(model)
+    assert count == COUNTS[name]
+    assert count == tm.param_count(tm.build(name))
+    # Same layer shapes, so the same MAC-based estimate as the torch runner reports.
+    assert tfm.training_flops_per_sample(name, model) == tm.training_flops_per_sample(name)
+    x, y = tfm.synthetic_batch(name, 2)
+    out = model(x, training=True)
+    loss = tfm.loss_fn(name)(out, y)
+    assert bool(tf.math.is_finite(loss))
+    if name == "lstm":
+        assert tuple(out.shape) == (2, tfm.SEQ_LEN, tfm.VOCAB)
+    else:
+        assert tuple(out.shape) == (2, tfm.NUM_CLASSES[name])
+
+
+def test_lstm_has_two_trained_bias_vectors_per_layer() -> None:
+    model = tfm.build("lstm")
+    lstm = [v for v in model.trainable_variables if "bias_" in v.path]
+    assert len(lstm) == 4 and all(tuple(v.shape) == (1024,) for v in lstm)
+    x, y = tfm.synthetic_batch("lstm", 2)
+    with tf.GradientTape() as tape:
+        loss = tfm.loss_fn("lstm")(model(x, training=True), y)
+    grads = tape.gradient(loss, lstm)
+    assert all(g is not None and float(tf.reduce_sum(tf.abs(g))) > 0 for g in grads)
+
+
+def test_resnet56_shortcut_a_has_no_parameters() -> None:
+    model = tfm.build("resnet-56")
+    shortcuts = [layer for layer in model.layers if isinstance(layer, tfm.ShortcutA)]
+    assert len(shortcuts) == 2 and not any(s.weights for s in shortcuts)
+
+
+def test_flops_fcn_r_is_exact() -> None:
+    macs = 784 * 2048 + 2048 * 4096 + 4096 * 1024 + 1024 * 10
+    assert tfm.training_flops_per_sample("fcn-r") == 6 * macs
+
+
+def test_unknown_model() -> None:
+    with pytest.raises(KeyError, match="unknown model"):
+        tfm.build("vgg")

@@ -31,6 +31,8 @@ class JobLine:
     batch_size: int
     device: str
     repeat: int
+    median_s: float | None = None
+    """The job's latest run's median seconds per iteration, once it has one."""
 
 
 @dataclass(frozen=True)
@@ -137,11 +139,13 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
     camp = CampaignRow(c["id"], c["name"], c["status"], c["created_at"], c["finished_at"],
                        c["host"])
     jobs = tuple(JobLine(j["id"], j["position"], j["status"], j["framework"], j["model"],
-                         j["batch_size"], j["device"], j["repeat"])
+                         j["batch_size"], j["device"], j["repeat"], j["median_s"])
                  for j in db.query(
                      "select id, position, status, framework, model, batch_size, device, "
-                     "repeat from jobs where campaign_id = ? and status != 'removed' "
-                     "order by position limit ?", [campaign_id, max_jobs]))
+                     "repeat, (select r.median_s from runs r where r.job_id = jobs.id "
+                     "order by r.id desc limit 1) as median_s from jobs where campaign_id = ? "
+                     "and status != 'removed' order by position limit ?",
+                     [campaign_id, max_jobs]))
     counts = {r["status"]: r["n"] for r in db.query(
         "select status, count(*) as n from jobs where campaign_id = ? group by status",
         [campaign_id])}

@@ -8,13 +8,15 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from dltop.live.campaign import CampaignView, JobLine
-from dltop.tui.format import STATUS_STYLE
+from dltop.tui.format import STATUS_STYLE, per_iteration
 
-COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
+COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress / result")
 Cells = tuple[str, ...]
 
 
 def _cells(j: JobLine, progress: str) -> Cells:
+    if not progress and j.median_s is not None:
+        progress = per_iteration(j.median_s)
     return (str(j.position + 1), j.status, j.framework, j.model, str(j.batch_size), j.device,
             str(j.repeat + 1), progress)
 

@@ -37,6 +37,7 @@ class QueueTable(DataTable[Text]):
             self.add_column(c, key=c)
         self._jobs: tuple[JobLine, ...] = ()
         self._cells: list[Cells] = []
+        self._running_job: int | None = None
 
     @property
     def selected_job(self) -> int | None:
@@ -58,6 +59,14 @@ class QueueTable(DataTable[Text]):
         progress = f"{cur.done}/{cur.total}" if cur else ""
         cells = [_cells(j, progress if cur and j.job_id == cur.job_id else "") for j in jobs]
         self._apply(jobs, cells)
+        running = cur.job_id if cur else None
+        if running is not None and running != self._running_job:
+            # A new run started: bring it into view (the cursor stays where it is).
+            slot = [j.job_id for j in jobs].index(running) if running in \
+                [j.job_id for j in jobs] else None
+            if slot is not None:
+                self.scroll_to(y=max(0, slot - 1), animate=False)
+        self._running_job = running
 
     def preview_move(self, delta: int) -> bool:
         """Show a move at once, before the database confirms it (the next read does).

@@ -91,8 +91,8 @@ class QuitDialog(ModalScreen[str | None]):
         with Vertical(classes="dialog"):
             yield Label("A campaign is running. Quit the viewer and...", classes="dialog-title")
             with Horizontal(classes="buttons"):
-                yield Button("[l] leave it running", id="leave", variant="primary")
-                yield Button("[s] stop it", id="stop", variant="error")
+                yield Button("(l) leave it running", id="leave", variant="primary")
+                yield Button("(s) stop it", id="stop", variant="error")
                 yield Button("stay", id="stay")
 
     def action_choose(self, choice: str) -> None:

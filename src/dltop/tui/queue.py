@@ -10,7 +10,10 @@ from textual.widgets import DataTable
 from dltop.live.campaign import CampaignView, JobLine
 from dltop.tui.format import STATUS_STYLE, per_iteration
 
-COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress / result")
+COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
+# Fixed widths: cells change in place, and a column must not clip a later,
+# longer value ("running", "unsatisfiable").
+WIDTHS = (3, 13, 10, 9, 5, 7, 3, 11)
 Cells = tuple[str, ...]
 
 
@@ -33,8 +36,8 @@ class QueueTable(DataTable[Text]):
 
     def on_mount(self) -> None:
         self.cursor_type = "row"
-        for c in COLUMNS:
-            self.add_column(c, key=c)
+        for c, w in zip(COLUMNS, WIDTHS, strict=True):
+            self.add_column(c, key=c, width=w)
         self._jobs: tuple[JobLine, ...] = ()
         self._cells: list[Cells] = []
         self._running_job: int | None = None

@@ -38,6 +38,8 @@ class TitleBar(Static):
             c = view.campaign
             t.append(f"  campaign {c.id} `{c.name}` ")
             t.append(c.status, STATUS_STYLE.get(c.status, "bold"))
+            if view.control == "pause" and c.status != "paused":
+                t.append(" (pausing after this run)", "yellow")
             if view.engine_alive:
                 t.append(f"  engine pid {view.engine_pid}")
             elif c.status in ("queued", "running", "paused"):

@@ -279,3 +279,16 @@ async def test_a_terminal_too_small_says_so(engine_seeded: Seeded) -> None:
         notice = app.screen.query_one("#too-small")
         assert notice.display and "needs at least 80x24 (now 60x20)" in str(notice.render())
         assert not app.screen.query_one("#body").display
+
+
+async def test_the_key_bar_is_clickable(engine_seeded: Seeded) -> None:
+    from dltop.tui.keybar import KeyBar
+
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(140, 30)) as pilot:
+        await settle(app, pilot)
+        bar = app.screen.query_one(KeyBar)
+        start = next(s for s, _, action, _ in bar._spans if action == "switch_mode('results')")
+        await pilot.click("#keys", offset=(start + 1, 0))
+        await pilot.pause()
+        assert isinstance(app.screen, ResultsScreen)

@@ -248,11 +248,13 @@ class DltopApp(App[str | None]):
             self.exit("quit")
             return
 
-        def chosen(choice: str | None) -> None:
+        async def chosen(choice: str | None) -> None:
             if choice == "leave":
                 self.exit("leave")
             elif choice == "stop":
-                ops.set_control(self.db_path, view, "cancel")
+                import asyncio
+
+                await asyncio.to_thread(ops.set_control, self.db_path, view, "cancel")
                 self.exit("stop")
 
         self.push_screen(QuitDialog(), chosen)

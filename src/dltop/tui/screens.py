@@ -10,13 +10,14 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Static
+from textual.widgets import DataTable, Static
 
 from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
 from dltop.results.queries import CampaignRow
 from dltop.tui.devices import DevicesPanel
 from dltop.tui.format import STATUS_STYLE
+from dltop.tui.keybar import KeyBar
 from dltop.tui.queue import QueueTable
 from dltop.tui.runpanel import RunPanel
 
@@ -66,7 +67,10 @@ class DltopScreen(Screen[None]):
         yield Static(id="too-small")
         with Vertical(id="body"):
             yield from self.compose_body()
-        yield Footer()
+        from dltop.tui.app import DltopApp
+
+        yield KeyBar([*((b, False) for b in self.BINDINGS),
+                      *((b, True) for b in DltopApp.BINDINGS)], id="keys")
 
     def on_screen_resume(self) -> None:
         self.show_campaign(self.dltop.campaign_view)

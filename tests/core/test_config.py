@@ -93,3 +93,21 @@ def test_profile_with_a_missing_framework_is_refused_before_anything_is_stored(
     assert res.returncode == 2, res.stderr
     assert "tensorflow is not installed in" in res.stderr and "Traceback" not in res.stderr
     assert not db.exists()
+
+
+def test_cntk_multi_worker_without_mpiexec_is_refused(tmp_path: Path,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DLTOP_CONFIG")  # the real CNTK environment, wherever it was built
+    prof = tmp_path / "p.toml"
+    prof.write_text('[[matrix]]\nframeworks = ["cntk"]\nmodels = ["fcn-r"]\n'
+                    'batch_sizes = [8]\ndevices = ["cpus:2"]\n')
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    db = tmp_path / "d.db"
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db)],
+                         capture_output=True, text=True,
+                         env={"PATH": str(bindir),
+                              "DLTOP_PYTHON_CNTK": registry.python_for("cntk"),
+                              "DLTOP_CONFIG": str(tmp_path / "c.toml"), "HOME": str(tmp_path)})
+    assert res.returncode == 2, res.stderr
+    assert "cpus:2 with CNTK needs mpiexec" in res.stderr and not db.exists()

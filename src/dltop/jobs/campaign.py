@@ -91,6 +91,10 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
                 f"this host has {gpu_count}")
     if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
         return f"data_dir {job.data_dir} does not exist"
+    if job.framework == "cntk" and job.device.workers > 1 and shutil.which("mpiexec") is None:
+        return (f"{job.device.label} with CNTK needs mpiexec (Open MPI) on PATH for its "
+                "data-parallel workers: apt-get install openmpi-bin, or run "
+                "'dltop env setup cntk'")
     argv = dict(job.options).get("command")
     if argv and shutil.which(argv[0]) is None:
         return f"command {argv[0]!r} not found (not on PATH, not an executable file)"

@@ -91,7 +91,7 @@ def fixed_host() -> HostSample:
 def make_app(seeded: Seeded, gpus: int = 8, **kw: object) -> DltopApp:
     backend = FakeGpuBackend(gpus, clock_ns=SteppingClock()) if gpus else None
     return DltopApp(seeded.db_path, seeded.db_path.parent / "logs", backend,
-                    host=fixed_host, live=False, **kw)  # type: ignore[arg-type]
+                    host=fixed_host, live=False, resume_orphans=False, **kw)  # type: ignore[arg-type]
 
 
 @pytest.fixture

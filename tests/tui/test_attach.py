@@ -97,3 +97,44 @@ async def _reattach(db_path: Path) -> None:
         view = app.campaign_view
         assert view is not None and view.campaign.status == "finished"
         assert view.counts == {"ok": 2} and view.current is None
+
+
+def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path) -> None:
+    db_path = tmp_path / "a.db"
+    profile = tmp_path / "attach.toml"
+    profile.write_text(PROFILE.replace("repeats = 2", "repeats = 1"))
+    launch = start_engine([str(profile)], db_path, tmp_path / "logs", wait_s=0.5)
+    assert launch.exit_code is None, launch.log_tail
+    _wait(lambda: db_path.exists() and (_one(
+        db_path, "select count(*) from iterations") or 0) > 3, 120, "a run in progress")
+    runner_pid = int(_one(db_path, "select pid from runs where status = 'running'"))  # type: ignore[arg-type]
+    os.kill(launch.pid, signal.SIGKILL)  # the engine dies; its runner is orphaned
+    _wait(lambda: not psutil_alive(launch.pid), 10, "the engine to die")
+    assert psutil_alive(runner_pid)
+
+    asyncio.run(_start_viewer(db_path))
+    _wait(lambda: _one(db_path, "select status from campaigns") == "finished", 240,
+          "the resumed campaign to finish")
+    assert not psutil_alive(runner_pid), "the orphaned runner was reaped"
+    runs = list(connect(db_path, create=False).query(
+        "select status, error_kind from runs order by id"))
+    assert runs == [{"status": "crashed", "error_kind": "engine_lost"},
+                    {"status": "ok", "error_kind": None}]
+
+
+def psutil_alive(pid: int) -> bool:
+    import psutil
+
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+async def _start_viewer(db_path: Path) -> None:
+    from dltop.tui.app import DltopApp
+
+    app = DltopApp(db_path, db_path.parent / "logs", None, live=False)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.workers.wait_for_complete()
+        await pilot.pause()

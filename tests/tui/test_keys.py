@@ -31,7 +31,7 @@ class Recording(DltopApp):
 def app_for(seeded: Seeded, **kw: Any) -> Recording:
     base = make_app(seeded, **kw)
     app = Recording(base.db_path, base.logs_dir, base.backend, host=base._poller._host
-                    if base._poller else None, live=False)
+                    if base._poller else None, live=False, resume_orphans=False)
     app.done = []
     return app
 

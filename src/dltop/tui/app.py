@@ -51,7 +51,7 @@ class DltopApp(App[str | None]):
     def __init__(self, db_path: Path, logs_dir: Path, backend: GpuBackend | None, *,
                  campaign_id: int | None = None, device_hz: float = 4.0, db_hz: float = 2.0,
                  host: Callable[[], HostSample | None] | None = None,
-                 live: bool = True) -> None:
+                 live: bool = True, resume_orphans: bool = True) -> None:
         super().__init__()
         self.db_path = db_path
         self.db_label = str(db_path)
@@ -61,6 +61,7 @@ class DltopApp(App[str | None]):
         """Campaign shown; None follows the newest."""
         self.device_hz, self.db_hz = device_hz, db_hz
         self.live = live
+        self.resume_orphans = resume_orphans
         self.campaign_view: CampaignView | None = None
         self.device_frame: DeviceFrame | None = None
         self.metric = "time"
@@ -88,6 +89,8 @@ class DltopApp(App[str | None]):
             return True, None if cid is None else read_campaign(self._db, cid)
 
     def on_mount(self) -> None:
+        if self.resume_orphans:
+            self._resume_orphans()
         if self.live:
             self._db_loop()
             if self._poller is not None:
@@ -142,6 +145,13 @@ class DltopApp(App[str | None]):
         self.set_class(small, "-too-small")
         if isinstance(self.screen, DltopScreen):
             self.screen.show_too_small(event.size.width, event.size.height)
+
+    @work(thread=True, group="resume", exit_on_error=False)
+    def _resume_orphans(self) -> None:
+        """Campaigns whose engine died (reboot, SIGKILL) get a new engine, which reaps
+        their orphaned runners and re-queues the interrupted runs (``run --resume``)."""
+        for text in ops.resume_orphans(self.db_path, self.logs_dir):
+            self.post_message(ActionDone("resume", text))
 
     # results and history ---------------------------------------------------------
     @work(thread=True, group="results", exclusive=True, exit_on_error=False)

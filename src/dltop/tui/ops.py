@@ -34,6 +34,24 @@ def ensure_engine(db_path: Path, logs_dir: Path, campaign_id: int, alive: bool) 
     return f"; engine started (pid {launch.pid})"
 
 
+def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
+    """Start an engine for every unfinished campaign whose engine is gone."""
+    from dltop.jobs.resume import engine_alive
+    from dltop.store import queue
+
+    out = []
+    for c in queue.open_campaigns(_db(db_path)):
+        if engine_alive(c.engine_pid, c.engine_start_time):
+            continue
+        try:
+            extra = ensure_engine(db_path, logs_dir, c.id, alive=False)
+        except UserError as exc:
+            out.append(f"campaign {c.id} could not be resumed: {exc}")
+            continue
+        out.append(f"campaign {c.id} had lost its engine: resumed{extra}")
+    return out
+
+
 def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | None) -> str:
     """Queue a profile: appended to the running campaign, or a new campaign's engine."""
     from dltop.jobs.campaign import preflight

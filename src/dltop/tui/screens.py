@@ -18,7 +18,7 @@ from dltop.results.queries import CampaignRow
 from dltop.tui.devices import DevicesPanel
 from dltop.tui.format import STATUS_STYLE
 from dltop.tui.keybar import KeyBar
-from dltop.tui.queue import QueueTable
+from dltop.tui.queue import QueueHeader, QueueTable
 from dltop.tui.runpanel import RunPanel
 
 if TYPE_CHECKING:
@@ -101,6 +101,7 @@ class MainScreen(DltopScreen):
 
     def compose_body(self) -> ComposeResult:
         yield DevicesPanel(id="devices")
+        yield QueueHeader(id="queue-header")
         yield QueueTable(id="queue")
         yield RunPanel(id="run")
 

@@ -65,6 +65,7 @@ class DltopApp(App[str | None]):
         self.campaign_view: CampaignView | None = None
         self.device_frame: DeviceFrame | None = None
         self.metric = "time"
+        self._results: tuple[tuple[object, ...] | None, str] = (None, "")
         self._poller = DevicePoller(backend, host) if backend is not None else None
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
@@ -154,16 +155,28 @@ class DltopApp(App[str | None]):
             self.post_message(ActionDone("resume", text))
 
     # results and history ---------------------------------------------------------
-    @work(thread=True, group="results", exclusive=True, exit_on_error=False)
     def refresh_results(self) -> None:
+        """Show the results table; recomputed only when a run finished since (or the metric
+        changed), so returning to the screen costs nothing."""
         view = self.campaign_view
         if view is None:
-            text = "no campaign yet"
+            self._show_results(None, "no campaign yet")
+            return
+        key = (view.campaign.id, view.campaign.status, self.metric,
+               tuple(sorted(view.counts.items())))
+        if key == self._results[0]:
+            self._show_results(None, self._results[1])
         else:
-            text = ops.results_text(self.db_path, view.campaign.id, self.metric)
-        self.call_from_thread(self._show_results, text)
+            self._compute_results(key, view.campaign.id)
 
-    def _show_results(self, text: str) -> None:
+    @work(thread=True, group="results", exclusive=True, exit_on_error=False)
+    def _compute_results(self, key: tuple[object, ...], campaign_id: int) -> None:
+        text = ops.results_text(self.db_path, campaign_id, self.metric)
+        self.call_from_thread(self._show_results, key, text)
+
+    def _show_results(self, key: tuple[object, ...] | None, text: str) -> None:
+        if key is not None:
+            self._results = (key, text)
         if isinstance(self.screen, ResultsScreen):
             self.screen.show_results(text)
 

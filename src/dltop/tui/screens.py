@@ -150,8 +150,12 @@ class ResultsScreen(DltopScreen):
             self._counts = counts
             self.dltop.refresh_results()
 
+    _shown = ""
+
     def show_results(self, text: str) -> None:
-        self.query_one("#results-table", Static).update(Text(text, no_wrap=True))
+        if text != self._shown:  # re-laying out an unchanged table is the costly part
+            self._shown = text
+            self.query_one("#results-table", Static).update(Text(text, no_wrap=True))
 
     def on_screen_resume(self) -> None:
         super().on_screen_resume()

@@ -169,17 +169,6 @@ def _rank():
     return int(os.environ.get("DLTOP_RANK", "0"))
 
 
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
-
-
 def _pin(spec):
     """Pin to the CPUs the parent chose (physical cores first); a cpus:P rank gets one."""
     cpus = spec.get("cpu_affinity")
@@ -198,7 +187,7 @@ def _device(spec):
         n = int(dev["count"]) if dev["kind"] == "cpu" else 1
         C.cntk_py.set_max_num_cputhreads(n)
         C.device.try_set_default_device(C.device.cpu())
-        return "cpu", n, _cpu_name()
+        return "cpu", n, proto.cpu_name()
     gpus = [d for d in C.device.all_devices() if d.type() == C.device.DeviceKind.GPU]
     if not gpus:
         raise proto.Unsupported(
@@ -239,31 +228,23 @@ def _real_arrays(spec):
         x = np.frombuffer(pixels, dtype=np.uint8).reshape((n,) + cntk_models.INPUT_SHAPES[name])
         return x.astype(np.float32) / 255.0, np.frombuffer(labels, dtype=np.uint8)
     if kind == "ptb":
-        ids, _ = datasets.read_ptb(data_dir)
         seq = cntk_models.SEQ_LEN
-        n = (len(ids) - 1) // seq
-        if n < 1:
-            raise ValueError("%s: PTB text shorter than one sequence" % data_dir)
-        t = np.asarray(ids[:n * seq + 1], dtype=np.int64)
+        n, ids = datasets.ptb_windows(data_dir, seq)
+        t = np.asarray(ids, dtype=np.int64)
         return t[:n * seq].reshape(n, seq), t[1:n * seq + 1].reshape(n, seq)
-    raise proto.Unsupported("no real data set for model %s (real data: fcn-r MNIST, "
-                            "alexnet-r/resnet-56 CIFAR-10, lstm PTB)" % name)
+    raise proto.Unsupported(datasets.NO_REAL_DATA % name)
 
 
 def _real_batches(spec):
+    import datasets
+
     x, y = _real_arrays(spec)
-    name, batch = spec["model"], int(spec["per_device_batch"])
-    if len(x) < batch:
-        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
-                         % (spec["data_dir"], len(x), batch))
-    state = {"i": 0}
+    name = spec["model"]
+    next_slice = datasets.batch_cycler(len(x), int(spec["per_device_batch"]), spec["data_dir"])
 
     def next_batch():
-        i = state["i"]
-        if i + batch > len(x):
-            i = 0
-        state["i"] = i + batch
-        xb, yb = x[i:i + batch], y[i:i + batch]
+        i, j = next_slice()
+        xb, yb = x[i:j], y[i:j]
         if name == "lstm":
             return cntk_models.sequences(xb), cntk_models.sequences(yb)
         return xb, cntk_models.labels_one_hot(yb, cntk_models.NUM_CLASSES[name])

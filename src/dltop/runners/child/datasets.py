@@ -132,3 +132,33 @@ def dataset_for(model):
     """Which real data set a model trains on, or None."""
     return {"fcn-r": "mnist", "alexnet-r": "cifar10", "resnet-56": "cifar10",
             "lstm": "ptb"}.get(model)
+
+
+NO_REAL_DATA = ("no real data set for model %s (real data: fcn-r MNIST, "
+                "alexnet-r/resnet-56 CIFAR-10, lstm PTB)")
+
+
+def ptb_windows(data_dir, seq_len):
+    """PTB ids cut to whole sequences plus one target: (n sequences, n * seq_len + 1 ids)."""
+    ids, _ = read_ptb(data_dir)
+    n = (len(ids) - 1) // seq_len
+    if n < 1:
+        raise ValueError("%s: PTB text shorter than one sequence" % data_dir)
+    return n, ids[:n * seq_len + 1]
+
+
+def batch_cycler(n_samples, batch, data_dir):
+    """A function returning the next (start, end) slice of ``batch`` samples, wrapping."""
+    if n_samples < batch:
+        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
+                         % (data_dir, n_samples, batch))
+    state = {"i": 0}
+
+    def next_slice():
+        i = state["i"]
+        if i + batch > n_samples:
+            i = 0
+        state["i"] = i + batch
+        return i, i + batch
+
+    return next_slice

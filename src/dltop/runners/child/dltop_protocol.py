@@ -84,6 +84,18 @@ class Reporter(object):
         self.emit("error", kind=kind, message=message[-4000:])
 
 
+def cpu_name():
+    """The CPU model from /proc/cpuinfo (``cpu`` where it cannot be read)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "cpu"
+
+
 def load_spec(argv=None):
     """Read the job spec (protocol v1) from the JSON file named on the command line."""
     argv = sys.argv[1:] if argv is None else argv

@@ -37,17 +37,6 @@ import numpy as np
 import tf_models
 
 
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
-
-
 def _build_info(key):
     try:
         return tf.sysconfig.get_build_info().get(key)
@@ -138,30 +127,22 @@ def _real_arrays(spec):
         x = np.ascontiguousarray(x, dtype=np.float32) / 255.0
         return x, np.frombuffer(labels, np.uint8).astype(np.int32)
     if kind == "ptb":
-        ids, _ = datasets.read_ptb(data_dir)
         seq = tf_models.SEQ_LEN
-        n = (len(ids) - 1) // seq
-        if n < 1:
-            raise ValueError("%s: PTB text shorter than one sequence" % data_dir)
-        t = np.asarray(ids[:n * seq + 1], dtype=np.int32)
+        n, ids = datasets.ptb_windows(data_dir, seq)
+        t = np.asarray(ids, dtype=np.int32)
         return t[:n * seq].reshape(n, seq), t[1:n * seq + 1].reshape(n, seq)
-    raise proto.Unsupported("no real data set for model %s (real data: fcn-r MNIST, "
-                            "alexnet-r/resnet-56 CIFAR-10, lstm PTB)" % name)
+    raise proto.Unsupported(datasets.NO_REAL_DATA % name)
 
 
 def _real_batches(spec, batch):
+    import datasets
+
     x, y = _real_arrays(spec)
-    if len(x) < batch:
-        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
-                         % (spec["data_dir"], len(x), batch))
-    state = {"i": 0}
+    next_slice = datasets.batch_cycler(len(x), batch, spec["data_dir"])
 
     def next_batch():
-        i = state["i"]
-        if i + batch > len(x):
-            i = 0
-        state["i"] = i + batch
-        return tf.convert_to_tensor(x[i:i + batch]), tf.convert_to_tensor(y[i:i + batch])
+        i, j = next_slice()
+        return tf.convert_to_tensor(x[i:j]), tf.convert_to_tensor(y[i:j])
 
     return next_batch
 
@@ -247,7 +228,7 @@ def run(spec, reporter):
         keras_version=getattr(tf.keras, "__version__", None),
         cuda_version=_build_info("cuda_version"),
         cudnn_version=_build_info("cudnn_version") if kind == "gpu" else None,
-        device_name=gpu_facts.get("device_name") if kind == "gpu" else _cpu_name(),
+        device_name=gpu_facts.get("device_name") if kind == "gpu" else proto.cpu_name(),
         intra_op_threads=tf.config.threading.get_intra_op_parallelism_threads(),
         inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
         xla=xla, gpu_memory_growth=gpu_facts.get("gpu_memory_growth", False),

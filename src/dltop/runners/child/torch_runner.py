@@ -28,17 +28,6 @@ import torch_models
 _WORKERS = []
 
 
-def _cpu_name():
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "cpu"
-
-
 def _blas():
     try:
         cfg = torch.__config__.show()
@@ -170,31 +159,22 @@ def _real_tensors(spec):
         return x.float().div_(255.0), torch.frombuffer(bytearray(labels),
                                                        dtype=torch.uint8).long()
     if kind == "ptb":
-        ids, _ = datasets.read_ptb(data_dir)
         seq = torch_models.SEQ_LEN
-        n = (len(ids) - 1) // seq
-        if n < 1:
-            raise ValueError("%s: PTB text shorter than one sequence" % data_dir)
-        t = torch.tensor(ids[:n * seq + 1], dtype=torch.long)
+        n, ids = datasets.ptb_windows(data_dir, seq)
+        t = torch.tensor(ids, dtype=torch.long)
         return t[:n * seq].reshape(n, seq), t[1:n * seq + 1].reshape(n, seq)
-    raise proto.Unsupported("no real data set for model %s (real data: fcn-r MNIST, "
-                            "alexnet-r/resnet-56 CIFAR-10, lstm PTB)" % name)
+    raise proto.Unsupported(datasets.NO_REAL_DATA % name)
 
 
 def _real_batches(spec, device):
+    import datasets
+
     x, y = _real_tensors(spec)
-    batch = int(spec["per_device_batch"])
-    if len(x) < batch:
-        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
-                         % (spec["data_dir"], len(x), batch))
-    state = {"i": 0}
+    next_slice = datasets.batch_cycler(len(x), int(spec["per_device_batch"]), spec["data_dir"])
 
     def next_batch():
-        i = state["i"]
-        if i + batch > len(x):
-            i = 0
-        state["i"] = i + batch
-        return x[i:i + batch].to(device, non_blocking=True), y[i:i + batch].to(device)
+        i, j = next_slice()
+        return x[i:j].to(device, non_blocking=True), y[i:j].to(device)
 
     return next_batch
 
@@ -223,7 +203,7 @@ def run(spec, reporter):
         cuda_version=torch.version.cuda,
         cudnn_version=(torch.backends.cudnn.version() if device.type == "cuda" else None),
         device_name=(torch.cuda.get_device_name(device.index) if device.type == "cuda"
-                     else _cpu_name()),
+                     else proto.cpu_name()),
         torch_threads=torch.get_num_threads(), cpu_affinity=pinned, world_size=world,
     )
     model = torch_models.build(name)

@@ -165,21 +165,6 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
 import cntk_models  # noqa: E402
 
 
-def _rank():
-    return int(os.environ.get("DLTOP_RANK", "0"))
-
-
-def _pin(spec):
-    """Pin to the CPUs the parent chose (physical cores first); a cpus:P rank gets one."""
-    cpus = spec.get("cpu_affinity")
-    if not cpus or not hasattr(os, "sched_setaffinity"):
-        return None
-    if spec["device"]["kind"] == "cpus":
-        cpus = [cpus[_rank() % len(cpus)]]
-    os.sched_setaffinity(0, cpus)
-    return cpus
-
-
 def _device(spec):
     """Select the device: (device, threads, device name)."""
     dev = spec["device"]
@@ -196,8 +181,8 @@ def _device(spec):
     if len(gpus) < _world(spec):
         raise proto.Unsupported("gpu:%d requested but CNTK sees %d GPU(s)"
                                 % (_world(spec), len(gpus)))
-    C.device.try_set_default_device(C.device.gpu(gpus[_rank()].id()))
-    return "gpu:%d" % gpus[_rank()].id(), None, "GPU %d" % gpus[_rank()].id()
+    C.device.try_set_default_device(C.device.gpu(gpus[proto.rank()].id()))
+    return "gpu:%d" % gpus[proto.rank()].id(), None, "GPU %d" % gpus[proto.rank()].id()
 
 
 _PRECISION = {
@@ -272,7 +257,7 @@ def _learner(spec, params, world):
 
 def run(spec, reporter):
     inject = (spec.get("options") or {}).get("inject")
-    pinned = _pin(spec)
+    pinned = proto.pin(spec)
     device, threads, device_name = _device(spec)
     world = _world(spec)
     # Same initial weights on every rank; data differs.
@@ -293,7 +278,7 @@ def run(spec, reporter):
     if spec["data"] == "real":
         next_batch = _real_batches(spec)
     else:
-        fixed = cntk_models.synthetic_batch(name, batch, int(spec["seed"]) + 1000 * _rank())
+        fixed = cntk_models.synthetic_batch(name, batch, int(spec["seed"]) + 1000 * proto.rank())
 
         def next_batch():
             return fixed
@@ -305,7 +290,7 @@ def run(spec, reporter):
             while True:
                 time.sleep(60)
         if state["i"] == 1 and (inject == "crash" or (inject == "crash-rank1"
-                                                      and _rank() == 1)):
+                                                      and proto.rank() == 1)):
             sys.stdout.flush()
             os._exit(1)
         xb, yb = next_batch()

@@ -96,6 +96,25 @@ def cpu_name():
     return "cpu"
 
 
+def rank():
+    """This process's data-parallel rank (0 when not data-parallel)."""
+    return int(os.environ.get("DLTOP_RANK", "0"))
+
+
+def pin(spec):
+    """Pin to the CPUs the parent chose (physical cores first); a cpus:P rank gets one.
+
+    Returns the CPUs pinned to, or None when the parent chose none.
+    """
+    cpus = spec.get("cpu_affinity")
+    if not cpus or not hasattr(os, "sched_setaffinity"):
+        return None
+    if spec["device"]["kind"] == "cpus":
+        cpus = [cpus[rank() % len(cpus)]]
+    os.sched_setaffinity(0, cpus)
+    return cpus
+
+
 def load_spec(argv=None):
     """Read the job spec (protocol v1) from the JSON file named on the command line."""
     argv = sys.argv[1:] if argv is None else argv

@@ -51,15 +51,6 @@ def _blas():
     return "eigen+onednn"
 
 
-def _pin(spec):
-    """Pin to the CPUs the parent chose (physical cores first), as torch_runner does."""
-    cpus = spec.get("cpu_affinity")
-    if not cpus or not hasattr(os, "sched_setaffinity") or spec["device"]["kind"] != "cpu":
-        return None
-    os.sched_setaffinity(0, cpus)
-    return cpus
-
-
 def _device(spec):
     """Configure TF before any op runs: (device label, threads, strategy, GPU facts)."""
     dev = spec["device"]
@@ -216,7 +207,7 @@ def run(spec, reporter):
     options = spec.get("options") or {}
     inject = options.get("inject")
     xla = bool(options.get("xla", False))
-    pinned = _pin(spec)
+    pinned = proto.pin(spec)
     label, threads, strategy, gpu_facts = _device(spec)
     kind = spec["device"]["kind"]
     world = int(spec["device"]["count"]) if kind == "gpu" else 1

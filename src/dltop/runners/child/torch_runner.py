@@ -42,21 +42,6 @@ def _blas():
     return "+".join(found) or None
 
 
-def _rank():
-    return int(os.environ.get("DLTOP_RANK", "0"))
-
-
-def _pin(spec):
-    """Pin to the CPUs the parent chose (physical cores first); a cpus:P rank gets one."""
-    cpus = spec.get("cpu_affinity")
-    if not cpus or not hasattr(os, "sched_setaffinity"):
-        return None
-    if spec["device"]["kind"] == "cpus":
-        cpus = [cpus[_rank() % len(cpus)]]
-    os.sched_setaffinity(0, cpus)
-    return cpus
-
-
 def _free_port():
     import socket
 
@@ -88,9 +73,9 @@ def _init_group(spec, world, backend):
 
     import torch.distributed as dist
 
-    if _rank() == 0:
+    if proto.rank() == 0:
         _WORKERS.extend(_start_workers(spec, world))
-    dist.init_process_group(backend, rank=_rank(), world_size=world,
+    dist.init_process_group(backend, rank=proto.rank(), world_size=world,
                             timeout=datetime.timedelta(seconds=120))
 
 
@@ -121,10 +106,10 @@ def _device(spec):
     tf32 = spec["precision"] == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-    torch.cuda.set_device(_rank())
+    torch.cuda.set_device(proto.rank())
     if world > 1:
         _init_group(spec, world, "nccl")
-    return torch.device("cuda", _rank()), None
+    return torch.device("cuda", proto.rank()), None
 
 
 def _precision(spec, device):
@@ -192,7 +177,7 @@ def _finish_workers():
 
 def run(spec, reporter):
     inject = (spec.get("options") or {}).get("inject")
-    pinned = _pin(spec)
+    pinned = proto.pin(spec)
     device, threads = _device(spec)
     # Same initial weights on every rank (DDP also broadcasts rank 0's); data differs.
     torch.manual_seed(int(spec["seed"]))
@@ -217,7 +202,7 @@ def run(spec, reporter):
 
         model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
-    torch.manual_seed(int(spec["seed"]) + 1000 * _rank())
+    torch.manual_seed(int(spec["seed"]) + 1000 * proto.rank())
     autocast, scaler = _precision(spec, device)
     batch = int(spec["per_device_batch"])
     if spec["data"] == "real":
@@ -239,7 +224,7 @@ def run(spec, reporter):
         if state["i"] == 1 and inject == "hang":
             while True:
                 time.sleep(60)
-        if state["i"] == 1 and inject == "crash-rank1" and _rank() == 1:
+        if state["i"] == 1 and inject == "crash-rank1" and proto.rank() == 1:
             os._exit(1)
         if state["i"] == 1 and inject == "crash":
             sys.stdout.flush()

@@ -94,9 +94,7 @@ def _until(cond: Any, timeout: float = 10.0) -> float:
 def latencies(db_path: Path, presses: int) -> dict[str, list[float]]:
     """Key to screen, end to end: tmux send-keys, then capture-pane until the change shows."""
     name = "bench-latency"
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
-                    f"DLTOP_DB={db_path} {sys.executable} -m dltop tui --fake-gpus 8"],
-                   check=True)
+    _tmux_session(name, f"DLTOP_DB={db_path} {sys.executable} -m dltop tui --fake-gpus 8")
     out: dict[str, list[float]] = {"down (cursor)": [], "2 then 1 (switch screen)": [],
                                    "results table filled (1000 jobs)": [],
                                    "J (move job: DB edit + redraw)": []}
@@ -131,9 +129,19 @@ def latencies(db_path: Path, presses: int) -> dict[str, list[float]]:
     return out
 
 
+def _tmux_session(name: str, cmd: str) -> None:
+    # The server of a just-killed last session may still be exiting: retry.
+    for _ in range(5):
+        r = subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+                            cmd], capture_output=True)
+        if r.returncode == 0:
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"tmux new-session failed: {r.stderr.decode().strip()}")
+
+
 def tmux_cpu(name: str, cmd: str, seconds: float) -> float:
-    subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40", cmd],
-                   check=True)
+    _tmux_session(name, cmd)
     try:
         time.sleep(5.0)  # start-up is not the idle cost
         pane = subprocess.run(["tmux", "list-panes", "-t", name, "-F", "#{pane_pid}"],

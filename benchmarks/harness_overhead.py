@@ -1,11 +1,15 @@
-"""Harness overhead: a bare PyTorch training loop vs the same work through ``dltop run``.
+"""Harness overhead: a bare training loop vs the same work through ``dltop run``.
 
-Both sides run in fresh processes with the same model (built by the runner's own
-``torch_models``), batch, thread count and synthetic data. Rounds alternate
-bare/dltop so machine noise hits both alike; the figure is the ratio of the
-medians of per-run median seconds per iteration (dltop / bare). Goal: <= 1.01.
+For each framework (PyTorch, TensorFlow, CNTK) both sides run in fresh
+processes with the same model (built by the runner's own model module), batch,
+thread settings, CPU affinity and synthetic data; the bare CNTK loop runs under
+the same interpreter and ``LD_LIBRARY_PATH`` as the CNTK runner. Rounds
+alternate bare/dltop so machine noise hits both alike; the figure is the ratio
+of the medians of per-run median seconds per iteration (dltop / bare).
+Goal: <= 1.01 for each framework.
 
     .venv/bin/python benchmarks/harness_overhead.py [--rounds 3] [--iterations 30]
+        [--frameworks torch,tensorflow,cntk] [--cases fcn-r:128,alexnet-r:128]
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ from pathlib import Path
 
 CHILD_DIR = Path(__file__).resolve().parents[1] / "src" / "dltop" / "runners" / "child"
 
-BARE = textwrap.dedent("""
-    import json, sys, time
+BARE_TORCH = textwrap.dedent("""
+    import json, os, sys, time
+    os.sched_setaffinity(0, {affinity!r})
     import torch
     sys.path.insert(0, {child_dir!r})
     import torch_models
@@ -47,10 +52,70 @@ BARE = textwrap.dedent("""
     print(json.dumps(times[{warmup}:]))
 """)
 
+BARE_TF = textwrap.dedent("""
+    import json, os, sys, time
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    os.sched_setaffinity(0, {affinity!r})
+    import tensorflow as tf
+    sys.path.insert(0, {child_dir!r})
+    import tf_models
+    tf.config.threading.set_intra_op_parallelism_threads({threads})
+    tf.config.threading.set_inter_op_parallelism_threads({threads})
+    tf.keras.utils.set_random_seed(0)
+    with tf.device("/cpu:0"):
+        model = tf_models.build({model!r})
+        opt = tf.keras.optimizers.SGD(learning_rate=0.01)
+        opt.build(model.trainable_variables)
+        x, y = tf_models.synthetic_batch({model!r}, {batch})
+    loss_fn = tf_models.loss_fn({model!r})
+
+    @tf.function
+    def train(x, y):
+        with tf.GradientTape() as tape:
+            loss = loss_fn(model(x, training=True), y)
+        grads = tape.gradient(loss, model.trainable_variables)
+        opt.apply_gradients(zip(grads, model.trainable_variables))
+        return loss
+
+    times = []
+    for i in range({total}):
+        t0 = time.perf_counter()
+        float(train(x, y).numpy())
+        times.append(time.perf_counter() - t0)
+    print(json.dumps(times[{warmup}:]))
+""")
+
+BARE_CNTK = textwrap.dedent("""
+    import json, os, sys, time, types
+    os.sched_setaffinity(0, {affinity!r})
+    stub = types.ModuleType("cntk.cntk_py_init")  # as the runner: skip the ldconfig scan
+    stub.cntk_check_distro_info = stub.cntk_check_libs = lambda: None
+    sys.modules["cntk.cntk_py_init"] = stub
+    import cntk as C
+    sys.path.insert(0, {child_dir!r})
+    import cntk_models
+    C.cntk_py.set_max_num_cputhreads({threads})
+    C.device.try_set_default_device(C.device.cpu())
+    C.cntk_py.set_fixed_random_seed(1)
+    model, loss, x, y = cntk_models.build({model!r})
+    xb, yb = cntk_models.synthetic_batch({model!r}, {batch}, 0)
+    lr = C.learning_parameter_schedule(0.01)
+    trainer = C.Trainer(model, (loss, None), [C.sgd(model.parameters, lr)])
+    times = []
+    for i in range({total}):
+        t0 = time.perf_counter()
+        trainer.train_minibatch({{x: xb, y: yb}})
+        float(trainer.previous_minibatch_loss_average)
+        times.append(time.perf_counter() - t0)
+    print(json.dumps(times[{warmup}:]))
+""")
+
+BARE = {"torch": BARE_TORCH, "tensorflow": BARE_TF, "cntk": BARE_CNTK}
+
 PROFILE = """
 name = "harness-overhead"
 [[matrix]]
-frameworks = ["torch"]
+frameworks = ["{framework}"]
 models = ["{model}"]
 batch_sizes = [{batch}]
 devices = ["cpu:{threads}"]
@@ -62,19 +127,33 @@ timeout_s = 1800
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
-def bare_median(model: str, batch: int, threads: int, iterations: int, warmup: int) -> float:
-    code = BARE.format(child_dir=str(CHILD_DIR), model=model, batch=batch, threads=threads,
-                       total=iterations + warmup, warmup=warmup)
-    env = {**os.environ, **{v: str(threads) for v in THREAD_VARS}, "CUDA_VISIBLE_DEVICES": ""}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+def _affinity(threads: int) -> list[int]:
+    """The CPUs dltop pins a cpu:N job to (physical cores first), for the bare loop too."""
+    from dltop.jobs.environment import core_order
+
+    return list(core_order()[:threads])
+
+
+def bare_median(framework: str, model: str, batch: int, threads: int, iterations: int,
+                warmup: int) -> float:
+    from dltop.runners.registry import interpreter
+
+    code = BARE[framework].format(child_dir=str(CHILD_DIR), model=model, batch=batch,
+                                  threads=threads, total=iterations + warmup, warmup=warmup,
+                                  affinity=_affinity(threads))
+    python, _, extra = interpreter(framework)
+    env = {**os.environ, **{v: str(threads) for v in THREAD_VARS}, "CUDA_VISIBLE_DEVICES": "",
+           **dict(extra)}
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True,
                          env=env, check=True)
     return statistics.median(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
-def dltop_median(model: str, batch: int, threads: int, iterations: int, warmup: int,
-                 workdir: Path) -> float:
+def dltop_median(framework: str, model: str, batch: int, threads: int, iterations: int,
+                 warmup: int, workdir: Path) -> float:
     prof = workdir / "p.toml"
-    prof.write_text(PROFILE.format(model=model, batch=batch, threads=threads,
+    prof.write_text(PROFILE.format(framework=framework, model=model, batch=batch,
+                                   threads=threads,
                                    iterations=iterations, warmup=warmup))
     db = workdir / "bench.db"
     subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
@@ -96,25 +175,31 @@ def main() -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--cases", default="fcn-r:128,alexnet-r:128",
                     help="comma-separated model:batch pairs")
+    ap.add_argument("--frameworks", default="torch,tensorflow,cntk")
     args = ap.parse_args()
     print(f"threads={args.threads} iterations={args.iterations} warmup={args.warmup} "
           f"rounds={args.rounds} (alternating bare/dltop)")
-    print(f"{'model':<10} {'batch':>5} {'bare s/iter':>12} {'dltop s/iter':>13} {'ratio':>7}")
-    worst = 0.0
+    print(f"{'framework':<11} {'model':<10} {'batch':>5} {'bare s/iter':>12} "
+          f"{'dltop s/iter':>13} {'ratio':>7}")
+    worst: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for case in args.cases.split(","):
-            model, batch_s = case.split(":")
-            batch = int(batch_s)
-            bare, harness = [], []
-            for _ in range(args.rounds):
-                bare.append(bare_median(model, batch, args.threads, args.iterations,
-                                        args.warmup))
-                harness.append(dltop_median(model, batch, args.threads, args.iterations,
-                                            args.warmup, Path(tmp)))
-            b, h = statistics.median(bare), statistics.median(harness)
-            worst = max(worst, h / b)
-            print(f"{model:<10} {batch:>5} {b:>12.5f} {h:>13.5f} {h / b:>7.3f}")
-    print(f"worst ratio {worst:.3f} (goal <= 1.01): {'met' if worst <= 1.01 else 'NOT met'}")
+        for framework in args.frameworks.split(","):
+            for case in args.cases.split(","):
+                model, batch_s = case.split(":")
+                batch = int(batch_s)
+                bare, harness = [], []
+                for _ in range(args.rounds):
+                    bare.append(bare_median(framework, model, batch, args.threads,
+                                            args.iterations, args.warmup))
+                    harness.append(dltop_median(framework, model, batch, args.threads,
+                                                args.iterations, args.warmup, Path(tmp)))
+                b, h = statistics.median(bare), statistics.median(harness)
+                worst[framework] = max(worst.get(framework, 0.0), h / b)
+                print(f"{framework:<11} {model:<10} {batch:>5} {b:>12.5f} {h:>13.5f} "
+                      f"{h / b:>7.3f}", flush=True)
+    for framework, w in worst.items():
+        print(f"{framework}: worst ratio {w:.3f} (goal <= 1.01): "
+              f"{'met' if w <= 1.01 else 'NOT met'}")
     return 0
 
 

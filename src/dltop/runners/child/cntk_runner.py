@@ -143,6 +143,9 @@ if __name__ == "__main__" and _MPI_RANK is None and len(sys.argv) == 2:
     _spec = proto.load_spec()
     if _world(_spec) > 1:  # decided before importing CNTK: no MPI in the launcher
         sys.exit(_launch(sys.argv[1], _spec))
+    # Pin before CNTK's MKL/OpenMP start their threads: a thread keeps the affinity
+    # it was created with. (Pinning after the import measured 1.7 % slower.)
+    proto.pin(_spec)
 if _MPI_RANK is not None:
     _join_launcher()
 

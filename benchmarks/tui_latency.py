@@ -94,7 +94,9 @@ def _until(cond: Any, timeout: float = 10.0) -> float:
 def latencies(db_path: Path, presses: int) -> dict[str, list[float]]:
     """Key to screen, end to end: tmux send-keys, then capture-pane until the change shows."""
     name = "bench-latency"
-    _tmux_session(name, f"DLTOP_DB={db_path} {sys.executable} -m dltop tui --fake-gpus 8")
+    # --no-resume: the 1000-job campaign has no engine, and must stay a queue to look at.
+    _tmux_session(name, f"DLTOP_DB={db_path} {sys.executable} -m dltop tui --fake-gpus 8 "
+                        "--no-resume")
     out: dict[str, list[float]] = {"down (cursor)": [], "2 then 1 (switch screen)": [],
                                    "results table filled (1000 jobs)": [],
                                    "J (move job: DB edit + redraw)": []}
@@ -187,7 +189,8 @@ def main() -> int:
         p95 = ms[min(len(ms) - 1, round(0.95 * (len(ms) - 1)))]
         print(f"{key:<34} {statistics.median(ms):8.1f} {p95:8.1f} {ms[-1]:8.1f}")
     env = f"DLTOP_DB={db_path} TERM=xterm-256color"
-    dltop = tmux_cpu("bench-dltop", f"{env} {sys.executable} -m dltop tui --fake-gpus 8",
+    dltop = tmux_cpu("bench-dltop",
+                     f"{env} {sys.executable} -m dltop tui --fake-gpus 8 --no-resume",
                      args.seconds)
     exe = shutil.which("glances") or str(Path(sys.executable).with_name("glances"))
     glances = tmux_cpu("bench-glances", f"{exe} -t 0.25", args.seconds) \

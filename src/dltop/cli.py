@@ -77,6 +77,8 @@ def _parser() -> argparse.ArgumentParser:
     tui.add_argument("--refresh-hz", type=float, default=4.0,
                      help="device refresh rate (4)")
     tui.add_argument("--no-telemetry", action="store_true", help="do not read devices")
+    tui.add_argument("--no-resume", action="store_true",
+                     help="only watch: do not start engines for campaigns whose engine died")
 
     envp = sub.add_parser("env", help="build a framework's own environment (CNTK)")
     env_sub = envp.add_subparsers(dest="env_command", metavar="ACTION", required=True)
@@ -331,7 +333,8 @@ def _cmd_tui(args: argparse.Namespace) -> int:
     backend = None if getattr(args, "no_telemetry", False) else \
         open_gpu_backend(getattr(args, "fake_gpus", None))
     app = DltopApp(db_path, default_logs_dir(db_path), backend,
-                   campaign_id=getattr(args, "campaign", None), device_hz=hz)
+                   campaign_id=getattr(args, "campaign", None), device_hz=hz,
+                   resume_orphans=not getattr(args, "no_resume", False))
     result = app.run()
     if result == "leave":
         print("dltop: the engine keeps running; re-attach with 'dltop', or 'dltop status'")

@@ -11,7 +11,13 @@ import sqlite_utils
 
 from dltop.jobs import supervisor
 from dltop.jobs.resume import engine_alive
-from dltop.results.queries import CampaignRow, campaigns
+from dltop.results.queries import (
+    CampaignRow,
+    campaign_row,
+    campaigns,
+    run_label,
+    status_counts,
+)
 
 RECENT_ITERATIONS = 60
 """Iterations of the current run kept for the sparkline and the rate."""
@@ -122,9 +128,7 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     done = its[0]["idx"] + 1 if its else 0
     measured = [i["seconds"] for i in reversed(its) if not i["warmup"]]
     recent = measured or [i["seconds"] for i in reversed(its)]
-    label = (f"{r['framework']} {r['model']} b{r['batch_size']} {r['device']} "
-             f"#{r['repeat'] + 1}")
-    return RunView(r["id"], r["job_id"], label, done, r["iterations"] + r["warmup"],
+    return RunView(r["id"], r["job_id"], run_label(r), done, r["iterations"] + r["warmup"],
                    r["warmup"], tuple(recent), r["samples_per_iter"] or r["batch_size"],
                    r["started_at"], read_log_tail(r["log_path"], log_lines))
 
@@ -136,8 +140,7 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
     if not rows:
         return None
     c = rows[0]
-    camp = CampaignRow(c["id"], c["name"], c["status"], c["created_at"], c["finished_at"],
-                       c["host"])
+    camp = campaign_row(c)
     jobs = tuple(JobLine(j["id"], j["position"], j["status"], j["framework"], j["model"],
                          j["batch_size"], j["device"], j["repeat"], j["median_s"])
                  for j in db.query(
@@ -146,15 +149,8 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
                      "order by r.id desc limit 1) as median_s from jobs where campaign_id = ? "
                      "and status != 'removed' order by position limit ?",
                      [campaign_id, max_jobs]))
-    counts = {r["status"]: r["n"] for r in db.query(
-        "select status, count(*) as n from jobs where campaign_id = ? group by status",
-        [campaign_id])}
+    counts = status_counts(db, campaign_id)
     alive = engine_alive(c["engine_pid"], c["engine_start_time"])
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         _current(db, campaign_id, log_lines),
                         datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
-
-
-def db_exists(path: Path) -> bool:
-    """True if ``path`` is an existing file (viewers never create databases)."""
-    return path.is_file()

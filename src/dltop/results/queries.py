@@ -44,14 +44,15 @@ class RunRow:
     message: str | None
 
 
-def _campaign(r: dict[str, Any]) -> CampaignRow:
+def campaign_row(r: dict[str, Any]) -> CampaignRow:
+    """A ``campaigns`` row as a :class:`CampaignRow`."""
     return CampaignRow(r["id"], r["name"], r["status"], r["created_at"], r["finished_at"],
                        r["host"])
 
 
 def campaigns(db: sqlite_utils.Database, limit: int = 50) -> list[CampaignRow]:
     """Most recent campaigns first."""
-    return [_campaign(r) for r in db.query(
+    return [campaign_row(r) for r in db.query(
         "select * from campaigns order by id desc limit ?", [limit])]
 
 
@@ -74,7 +75,7 @@ def resolve_campaign(db: sqlite_utils.Database, ref: str | int | None) -> Campai
     if not rows:
         ids = ", ".join(str(c.id) for c in recent)
         raise UserError(f"--campaign: no campaign {wanted} (most recent: {ids})")
-    return _campaign(rows[0])
+    return campaign_row(rows[0])
 
 
 def recent_runs(db: sqlite_utils.Database, limit: int = 30,
@@ -109,6 +110,11 @@ def status_counts(db: sqlite_utils.Database, campaign_id: int) -> dict[str, int]
         [campaign_id])}
 
 
+def run_label(r: dict[str, Any]) -> str:
+    """``torch fcn-r b128 cpu:1 #1`` from a row with the job's columns."""
+    return f"{r['framework']} {r['model']} b{r['batch_size']} {r['device']} #{r['repeat'] + 1}"
+
+
 @dataclass(frozen=True)
 class CurrentRun:
     """A run in progress, as far as the database knows."""
@@ -129,7 +135,6 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
         "as done from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = 'running' order by r.id"
     )
-    return [CurrentRun(r["id"], f"{r['framework']} {r['model']} b{r['batch_size']} "
-                       f"{r['device']} #{r['repeat'] + 1}", r["done"],
+    return [CurrentRun(r["id"], run_label(r), r["done"],
                        r["iterations"] + r["warmup"], r["warmup"], r["started_at"])
             for r in db.query(sql, [campaign_id])]

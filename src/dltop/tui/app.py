@@ -75,10 +75,9 @@ class DltopApp(App[str | None]):
     def _read_campaign(self, force: bool = True) -> tuple[bool, CampaignView | None]:
         """(changed, view). Unless forced, an unchanged database is not read again."""
         with self._db_lock:  # the reader connection is shared by the worker threads
-            if self._db is None:
-                self._db = connect(self.db_path, create=False)
+            db = self._reader()
             # data_version moves only when another connection commits: idle costs one pragma.
-            version = self._db.execute("pragma data_version").fetchone()[0]
+            version = db.execute("pragma data_version").fetchone()[0]
             key = (version, self.followed)
             last = self.campaign_view
             quiet = (not force and key == self._db_key and
@@ -86,8 +85,14 @@ class DltopApp(App[str | None]):
             self._db_key = key
             if quiet:
                 return False, last
-            cid = self.followed if self.followed is not None else latest_campaign_id(self._db)
-            return True, None if cid is None else read_campaign(self._db, cid)
+            cid = self.followed if self.followed is not None else latest_campaign_id(db)
+            return True, None if cid is None else read_campaign(db, cid)
+
+    def _reader(self) -> sqlite_utils.Database:
+        """The viewer's one read connection (call with ``_db_lock`` held)."""
+        if self._db is None:
+            self._db = connect(self.db_path, create=False)
+        return self._db
 
     def on_mount(self) -> None:
         if self.resume_orphans:
@@ -182,7 +187,8 @@ class DltopApp(App[str | None]):
 
     @work(thread=True, group="history", exclusive=True, exit_on_error=False)
     def refresh_history(self) -> None:
-        rows = campaigns(connect(self.db_path, create=False), limit=200)
+        with self._db_lock:
+            rows = campaigns(self._reader(), limit=200)
         self.call_from_thread(self._show_history, rows)
 
     def _show_history(self, rows: list) -> None:  # type: ignore[type-arg]

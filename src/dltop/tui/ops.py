@@ -24,14 +24,20 @@ def _db(db_path: Path) -> sqlite_utils.Database:
     return connect(db_path, create=False)
 
 
+def _start(run_args: list[str], db_path: Path, logs_dir: Path) -> int:
+    """Start a background engine; its pid, or UserError with its log's end if it exited."""
+    launch = start_engine(run_args, db_path, logs_dir)
+    if launch.exit_code is not None:
+        raise UserError(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
+    return launch.pid
+
+
 def ensure_engine(db_path: Path, logs_dir: Path, campaign_id: int, alive: bool) -> str:
     """Start an engine that resumes the campaign unless one already runs it."""
     if alive:
         return ""
-    launch = start_engine(["--resume", "--campaign", str(campaign_id)], db_path, logs_dir)
-    if launch.exit_code is not None:
-        raise UserError(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
-    return f"; engine started (pid {launch.pid})"
+    pid = _start(["--resume", "--campaign", str(campaign_id)], db_path, logs_dir)
+    return f"; engine started (pid {pid})"
 
 
 def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
@@ -64,10 +70,7 @@ def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | No
         extra = ensure_engine(db_path, logs_dir, view.campaign.id,
                               view.engine_alive and not res.needs_engine)
         return f"{res.changed} job(s) of {ref} added to campaign {view.campaign.id}{extra}"
-    launch = start_engine([ref], db_path, logs_dir)
-    if launch.exit_code is not None:
-        raise UserError(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
-    return f"{ref}: new campaign, engine pid {launch.pid}"
+    return f"{ref}: new campaign, engine pid {_start([ref], db_path, logs_dir)}"
 
 
 def retry_failed(db_path: Path, logs_dir: Path, view: CampaignView) -> str:

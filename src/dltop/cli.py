@@ -58,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--skip-unavailable", action="store_true",
                      help="record jobs this host cannot run as 'unsatisfiable' instead of "
                           "refusing the campaign")
+    run.add_argument("--pack", action="store_true",
+                     help="run jobs at once on disjoint GPUs / CPU cores (throughput; the "
+                          "default runs one at a time for clean numbers)")
 
     def fake_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--fake-gpus", type=_count, default=None, metavar="N",
@@ -178,7 +181,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 # run ------------------------------------------------------------------------
 def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from dltop.jobs import campaign
+    from dltop.jobs.allocator import DeviceAllocator
     from dltop.jobs.engine import Engine, default_logs_dir
+    from dltop.jobs.environment import core_order
     from dltop.profiles.loader import load
     from dltop.store import Store, connect, resolve_db_path
     from dltop.telemetry import gpu_count, open_gpu_backend
@@ -190,17 +195,19 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     if args.detach:
         if not args.resume:  # refuse bad input here, where the user sees it
             campaign.preflight([load(ref) for ref in args.profiles], gpu_count(),
-                               args.skip_unavailable)
+                               args.skip_unavailable, args.pack)
         return _detach(argv, db_path, default_logs_dir(db_path))
     backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
     if args.resume:
-        if args.profiles:
-            raise UserError("--resume takes no profiles: it continues a stored campaign")
+        if args.profiles or args.pack:
+            raise UserError("--resume takes no profiles and no --pack: it continues a stored "
+                            "campaign as it was queued")
         from dltop.jobs.resume import resume
 
         store = Store(connect(db_path, create=False))
         resumed = resume(store, args.campaign)
         campaign_id, name, queued = resumed.campaign_id, resumed.name, resumed.jobs
+        pack = resumed.pack
         print(f"dltop: resuming campaign {campaign_id}: {len(queued)} jobs queued, "
               f"{resumed.lost_runs} interrupted run(s) re-queued, "
               f"{resumed.killed_processes} orphaned process(es) killed", file=sys.stderr)
@@ -208,12 +215,12 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         if not args.profiles:
             raise UserError("dltop run needs at least one PROFILE (or --resume)")
         profiles = [load(ref) for ref in args.profiles]
-        plan = campaign.preflight(profiles, gpu_count(), args.skip_unavailable)
+        plan = campaign.preflight(profiles, gpu_count(), args.skip_unavailable, args.pack)
         for warning in plan.warnings:
             print(f"dltop: warning: {warning}", file=sys.stderr)
         store = Store(connect(db_path))
         campaign_id, queued = campaign.create(store, plan, argv)
-        name = plan.name
+        name, pack = plan.name, plan.pack
     sink: Callable[[EngineEvent], None]
     ctx: contextlib.AbstractContextManager[Any]
     if args.json:
@@ -226,7 +233,8 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     engine = Engine(store, campaign_id, name, queued, logs_dir=default_logs_dir(db_path),
                     db_label=str(db_path), on_event=sink,
                     sampler_factory=None if backend is None else (
-                        lambda on_batch: Sampler(backend, on_batch, gpu_hz, host_hz)))
+                        lambda on_batch: Sampler(backend, on_batch, gpu_hz, host_hz)),
+                    allocator=DeviceAllocator(gpu_count(), core_order(), pack=pack))
 
     async def go() -> str:
         loop = asyncio.get_running_loop()

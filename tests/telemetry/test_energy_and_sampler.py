@@ -136,3 +136,32 @@ def test_fake_gpus_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DLTOP_FAKE_GPUS", "three")
     with pytest.raises(UserError, match="DLTOP_FAKE_GPUS"):
         fake_gpus_from_env()
+
+
+def test_packed_runs_get_only_their_gpus_and_their_own_host_rows() -> None:
+    batches: list[Batch] = []
+    sampler = Sampler(FakeGpuBackend(4), batches.append, gpu_hz=10, host_hz=10)
+    a = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
+    b = subprocess.Popen([sys.executable, "-c", "x = bytearray(50_000_000); "
+                          "import time; time.sleep(5)"])
+    try:
+        time.sleep(0.5)  # b has allocated
+        sampler.begin_run(1, a.pid, (0, 1))
+        sampler.begin_run(2, b.pid, (2,))
+        for _ in range(5):
+            sampler.tick()
+        one, two = sampler.end_run(1), sampler.end_run(2)
+        sampler.stop()  # closes the open window
+    finally:
+        for p in (a, b):
+            p.kill()
+            p.wait()
+    assert one is not None and two is not None
+    assert one.gpu_samples == 10 and two.gpu_samples == 5  # 5 ticks x their GPUs only
+    assert one.rss_peak_bytes and two.rss_peak_bytes
+    assert two.rss_peak_bytes > one.rss_peak_bytes + 40_000_000  # each its own tree
+    gpu = {(w.gpu_index, w.run_id) for batch in batches for w in batch.gpu}
+    assert gpu == {(0, 1), (1, 1), (2, 2), (3, None)}  # GPU 3: nobody's
+    host = [w for batch in batches for w in batch.host]
+    assert {w.run_id for w in host} == {1, 2}
+    assert all(w.tree_rss_bytes for w in host)

@@ -35,10 +35,17 @@ class Plan:
     jobs: tuple[JobSpec, ...]
     problems: tuple[str | None, ...]
     warnings: tuple[str, ...] = ()
+    pack: bool = False
+    """Run jobs at once on disjoint devices (``--pack``, or every profile says so)."""
 
 
-def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: bool) -> Plan:
+def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: bool,
+              pack: bool = False) -> Plan:
     """Check every job against this host.
+
+    The campaign packs runs onto disjoint devices when ``pack`` is true or when
+    every profile in it asks for packing (one profile wanting clean one-at-a-time
+    numbers keeps the whole campaign sequential).
 
     Raises:
         UserError: some job cannot run here and ``skip_unavailable`` is false.
@@ -64,7 +71,7 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
         )
     name = "+".join(p.name for p in profiles)
     return Plan(name, tuple(p.name for p in profiles), tuple(jobs), tuple(problems),
-                _warnings(jobs))
+                _warnings(jobs), pack or (bool(profiles) and all(p.pack for p in profiles)))
 
 
 def _warnings(jobs: Sequence[JobSpec]) -> tuple[str, ...]:
@@ -104,7 +111,8 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
 def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[QueuedJob]]:
     """Store the campaign and its jobs; return the campaign id and the runnable jobs."""
     campaign_id = store.create_campaign(plan.name, plan.profiles, argv, socket.gethostname(),
-                                        os.getpid(), process_start_time(os.getpid()))
+                                        os.getpid(), process_start_time(os.getpid()),
+                                        pack=plan.pack)
     statuses = ["queued" if p is None else "unsatisfiable" for p in plan.problems]
     ids = store.add_jobs(campaign_id, plan.jobs, statuses)
     queued = []

@@ -1,4 +1,8 @@
-"""The engine: runs a campaign's queued jobs one at a time and stores everything.
+"""The engine: runs a campaign's queued jobs and stores everything.
+
+Jobs run one at a time by default; with packing, the
+:class:`~dltop.jobs.allocator.DeviceAllocator` lets runs on disjoint devices go
+at once.
 
 It owns one writer thread (a single-worker executor holding the
 :class:`~dltop.store.Store`), so SQLite never blocks the event loop and there is
@@ -11,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import math
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -20,12 +23,13 @@ from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
 from dltop.jobs import environment
+from dltop.jobs.allocator import Allocation, DeviceAllocator
+from dltop.jobs.collector import IterationCollector
 from dltop.jobs.events import (
     CampaignFinished,
     CampaignStarted,
     EngineEvent,
     RunFinished,
-    RunProgress,
     RunStarted,
 )
 from dltop.jobs.supervisor import ChildOutcome, process_start_time, supervise
@@ -40,8 +44,6 @@ from dltop.telemetry.sampler import Batch, Sampler
 P = ParamSpec("P")
 T = TypeVar("T")
 
-FLUSH_INTERVAL_S = 0.5
-"""Iterations reach the database at least this often while a run goes on."""
 FAILURE_STATUSES = frozenset({"crashed", "timeout", "diverged"})
 CONTROL_POLL_S = 0.5
 """How often the engine reads pause/resume/cancel requests from the database."""
@@ -57,12 +59,17 @@ class QueuedJob:
 
 
 class Engine:
-    """Runs one campaign's jobs in order, writing runs, iterations and environment."""
+    """Runs one campaign's queued jobs, writing runs, iterations and environment.
+
+    One run at a time unless the allocator packs (then runs on disjoint devices
+    go at once, each job in its own task).
+    """
 
     def __init__(self, store: Store, campaign_id: int, name: str, jobs: list[QueuedJob],
                  *, logs_dir: Path, db_label: str,
                  on_event: Callable[[EngineEvent], None] = lambda e: None,
                  sampler_factory: Callable[[Callable[[Batch], None]], Sampler] | None = None,
+                 allocator: DeviceAllocator | None = None,
                  ) -> None:
         self._store = store
         self._campaign_id = campaign_id
@@ -73,20 +80,23 @@ class Engine:
         self._emit = on_event
         self._stop = asyncio.Event()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dltop-writer")
-        self._pending: list[Future[Any]] = []
         self.counts: dict[str, int] = {}
         self._ran_one = False
         self._running = asyncio.Event()  # cleared while the campaign is paused
         self._running.set()
         self._sampler = sampler_factory(self._submit_batch) if sampler_factory else None
-        self._run_stop = asyncio.Event()  # set to cancel only the current run
-        self._current_run_id: int | None = None
+        self._alloc = allocator or DeviceAllocator(0, environment.core_order(), pack=False)
+        self._run_stops: dict[int, asyncio.Event] = {}  # run id -> cancels that run only
+        self._claimed: set[int] = set()  # job ids a task holds (queued until it starts)
+        self._wake = asyncio.Event()  # a job task ended or a stop was requested
 
     def request_stop(self) -> None:
-        """Cancel the current run and stop the queue (safe to call more than once)."""
+        """Cancel the current runs and stop the queue (safe to call more than once)."""
         self._stop.set()
-        self._run_stop.set()
+        for ev in self._run_stops.values():
+            ev.set()
         self._running.set()
+        self._wake.set()
 
     @property
     def stopping(self) -> bool:
@@ -114,39 +124,88 @@ class Engine:
             self._writer.shutdown(wait=True)
 
     async def _drain_queue(self) -> str:
-        """Run queued jobs, taken from the database one at a time, until none is left.
+        """Start queued jobs as devices allow, taken from the database, until none is left.
 
         Taking each job from the database lets a viewer reorder, remove or add
         jobs while the campaign runs.
         """
         db, cid = self._store.db, self._campaign_id
-        while True:
-            await self._wait_while_paused()
-            if self._stop.is_set():
-                n = await self._write(queue.cancel_queued, db, cid)
-                self.counts["cancelled"] = self.counts.get("cancelled", 0) + n
-                status = "cancelled"
-            else:
-                nxt = await self._write(queue.next_queued, db, cid)
-                if nxt is not None:
-                    q = QueuedJob(*nxt)
-                    result = await self._run_job(q)
-                    tries = 1
-                    while (result == "crashed" and tries <= q.spec.retries
-                           and not self._stop.is_set()):
-                        tries += 1
-                        result = await self._run_job(q)
-                    continue
-                status = "finished"
-            if await self._write(queue.finish_if_drained, db, cid, status, utc_now()):
-                return status
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while True:
+                await self._wait_while_paused()
+                if self._stop.is_set():
+                    await asyncio.gather(*tasks)
+                    n = await self._write(queue.cancel_queued, db, cid)
+                    self.counts["cancelled"] = self.counts.get("cancelled", 0) + n
+                    status = "cancelled"
+                else:
+                    started = await self._start_next(tasks)
+                    if started or tasks:
+                        if not started:
+                            await self._wait_for_change()
+                        for t in [t for t in tasks if t.done()]:
+                            tasks.discard(t)
+                            t.result()  # a bug in a job task must not pass silently
+                        continue
+                    status = "finished"
+                if await self._write(queue.finish_if_drained, db, cid, status, utc_now()):
+                    return status
+        finally:
+            for t in tasks:
+                t.cancel()
+
+    async def _start_next(self, tasks: set[asyncio.Task[None]]) -> bool:
+        """Start the first queued job whose devices are free; False if none could start."""
+        db, cid = self._store.db, self._campaign_id
+        if self._alloc.active and not self._alloc.pack:
+            return False
+        if self._alloc.active:
+            # Packing: the first queued job that fits (later jobs fill free devices).
+            candidates = await self._write(queue.queued_jobs, db, cid)
+        else:
+            nxt = await self._write(queue.next_queued, db, cid)
+            candidates = [nxt] if nxt is not None else []
+        for job_id, pos, spec in candidates:
+            if job_id in self._claimed:
+                continue
+            got = self._alloc.try_allocate(spec)
+            if got is None:
+                continue
+            self._claimed.add(job_id)
+            tasks.add(asyncio.create_task(self._job_task(QueuedJob(job_id, pos, spec), *got)))
+            return True
+        return False
+
+    async def _wait_for_change(self) -> None:
+        """Sleep until a job task ends, a stop is asked, or a poll interval passes.
+
+        The interval bounds how late a job appended or reordered by a viewer, or
+        a pause, is noticed while runs are going on.
+        """
+        self._wake.clear()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), timeout=CONTROL_POLL_S)
+
+    async def _job_task(self, q: QueuedJob, token: int, alloc: Allocation) -> None:
+        """Run a job (and its retries after a crash) on its devices, then free them."""
+        try:
+            result = await self._run_job(q, alloc, token)
+            tries = 1
+            while result == "crashed" and tries <= q.spec.retries and not self._stop.is_set():
+                tries += 1
+                result = await self._run_job(q, alloc, token)
+        finally:
+            self._alloc.release(token)
+            self._claimed.discard(q.job_id)
+            self._wake.set()
 
     async def _watch_control(self) -> None:
         while True:
             cancel_id = await self._write(queue.take_cancel_run, self._store.db,
                                           self._campaign_id)
-            if cancel_id is not None and cancel_id == self._current_run_id:
-                self._run_stop.set()
+            if cancel_id is not None and cancel_id in self._run_stops:
+                self._run_stops[cancel_id].set()
             ctl = await self._write(queue.control, self._store.db, self._campaign_id)
             if ctl == "cancel":
                 self.request_stop()
@@ -174,13 +233,11 @@ class Engine:
         # Called from the sampler thread; the single writer orders it with the rest.
         self._writer.submit(store_telemetry.write_batch, self._store.db, batch)
 
-    def _write_later(self, fn: Callable[..., Any], *args: Any) -> None:
-        # Ordered behind earlier writes by the single worker; awaited at run end.
-        self._pending.append(self._writer.submit(fn, *args))
-
-    async def _cooldown(self, job: JobSpec) -> tuple[float, float | None]:
+    async def _cooldown(self, job: JobSpec,
+                        gpus: tuple[int, ...] | None = None) -> tuple[float, float | None]:
         """Wait before a run as the job asks; return (seconds waited, hottest GPU temp)."""
-        gpus = range(job.device.count) if job.device.kind == "gpu" else range(0)
+        if gpus is None:
+            gpus = tuple(range(job.device.count)) if job.device.kind == "gpu" else ()
 
         def hottest() -> float | None:
             if self._sampler is None:
@@ -201,46 +258,56 @@ class Engine:
         self._ran_one = True
         return time.monotonic() - t0, hottest()
 
-    async def _run_job(self, q: QueuedJob) -> str:
+    async def _run_job(self, q: QueuedJob, alloc: Allocation, token: int) -> str:
         job = q.spec
         cmd = registry.resolve(job.framework)
-        waited_s, start_temp = await self._cooldown(job)
+        waited_s, start_temp = await self._cooldown(job, alloc.gpu_indices)
         if self._stop.is_set():
             await self._write(self._store.set_job_status, q.job_id, "cancelled")
             self._count("cancelled")
             return "cancelled"
+        pending: list[Future[Any]] = []
+
+        def write_later(fn: Callable[..., Any], *args: Any) -> None:
+            # Ordered behind earlier writes by the single worker; awaited at run end.
+            pending.append(self._writer.submit(fn, *args))
+
         index, total = await self._write(queue.progress, self._store.db, self._campaign_id)
         attempt = await self._write(queue.next_attempt, self._store.db, q.job_id)
         run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
                                    "", job.samples_per_iter)
-        self._write_later(self._store.update_run, run_id,
-                          {"cooldown_waited_s": waited_s, "start_temp_c": start_temp})
+        write_later(self._store.update_run, run_id, {
+            "cooldown_waited_s": waited_s, "start_temp_c": start_temp,
+            "gpu_indices": ",".join(map(str, alloc.gpu_indices)) or None,
+            "cpu_affinity": (None if alloc.cpu_affinity is None
+                             else ",".join(map(str, alloc.cpu_affinity)))})
         run_dir = self._logs_dir / f"run-{run_id}"
         run_dir.mkdir(parents=True, exist_ok=True)
         log_path = run_dir / "runner.log"
         spec_path = run_dir / "spec.json"
+        affinity = None if alloc.cpu_affinity is None else list(alloc.cpu_affinity)
         spec_path.write_text(json.dumps({**job.to_json_dict(), "run_id": run_id,
-                                         "cpu_affinity": environment.cpu_affinity(job)},
-                                        indent=1))
+                                         "cpu_affinity": affinity}, indent=1))
         env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
-                                    gpu_indices=tuple(range(job.device.count)))
+                                    gpu_indices=alloc.gpu_indices)
         self._emit(RunStarted(run_id, q.job_id, index, total, job, str(log_path)))
-        self._current_run_id = run_id
-        self._run_stop = asyncio.Event()
+        run_stop = self._run_stops[run_id] = asyncio.Event()
         if self._stop.is_set():
-            self._run_stop.set()
-        collector = _IterationCollector(run_id, job, self._emit, self._store,
-                                        self._write_later)
-        outcome = await supervise(
-            cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
-            on_event=collector.on_event, stop=self._run_stop,
-            on_spawn=lambda pid, pgid: self._on_spawn(run_id, job, pid, pgid, str(log_path)),
-        )
-        self._current_run_id = None
+            run_stop.set()
+        collector = IterationCollector(run_id, job, self._emit, self._store, write_later)
+        try:
+            outcome = await supervise(
+                cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
+                on_event=collector.on_event, stop=run_stop,
+                on_spawn=lambda pid, pgid: self._on_spawn(run_id, alloc, pid, pgid,
+                                                          str(log_path), write_later),
+            )
+        finally:
+            del self._run_stops[run_id]
         collector.flush()
-        await asyncio.gather(*(asyncio.wrap_future(f) for f in self._pending))
-        self._pending.clear()
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in pending))
         fields = self._summary(outcome, collector)
+        fields["concurrent_runs"] = self._alloc.overlap(token)
         await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields)
         if self._sampler is not None:
             # Energy per sample counts every sample the run trained on, warm-up included,
@@ -258,12 +325,11 @@ class Engine:
                                bool(fields.get("noisy")), outcome.message))
         return outcome.status
 
-    def _on_spawn(self, run_id: int, job: JobSpec, pid: int, pgid: int,
-                  log_path: str) -> None:
+    def _on_spawn(self, run_id: int, alloc: Allocation, pid: int, pgid: int,
+                  log_path: str, write_later: Callable[..., None]) -> None:
         if self._sampler is not None:
-            gpus = tuple(range(job.device.count)) if job.device.kind == "gpu" else ()
-            self._sampler.begin_run(run_id, pid, gpus)
-        self._write_later(self._record_spawn, run_id, pid, pgid, log_path)
+            self._sampler.begin_run(run_id, pid, alloc.gpu_indices)
+        write_later(self._record_spawn, run_id, pid, pgid, log_path)
 
     def _record_spawn(self, run_id: int, pid: int, pgid: int, log_path: str) -> None:
         # Runs on the writer thread: the start time lets a later engine recognise
@@ -272,7 +338,7 @@ class Engine:
                                         "proc_start_time": process_start_time(pid)})
 
     @staticmethod
-    def _summary(outcome: ChildOutcome, c: _IterationCollector) -> dict[str, Any]:
+    def _summary(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
         fields: dict[str, Any] = {
             "exit_code": outcome.exit_code, "wall_s": outcome.wall_s,
             "error_kind": outcome.error_kind, "error_message": outcome.message,
@@ -286,61 +352,6 @@ class Engine:
         if c.measured:
             fields.update(summarize_run(c.measured, c.samples_per_iter).to_columns())
         return fields
-
-
-class _IterationCollector:
-    """Turns ``iter`` events into UI progress, buffered DB rows and in-memory seconds."""
-
-    def __init__(self, run_id: int, job: JobSpec, emit: Callable[[EngineEvent], None],
-                 store: Store, write_later: Callable[..., None]) -> None:
-        self.run_id = run_id
-        self.total = job.warmup + job.iterations
-        self.samples_per_iter = job.samples_per_iter
-        self.measured: list[float] = []
-        self.last_loss: float | None = None
-        self.samples_seen = 0
-        self._emit = emit
-        self._store = store
-        self._write_later = write_later
-        self._buffer: list[dict[str, Any]] = []
-        self._last_flush = time.monotonic()
-
-    def on_event(self, event: dict[str, Any]) -> None:
-        if event["event"] != "iter":
-            return
-        try:
-            index = int(event["index"])
-            seconds = float(event["seconds"])
-            samples = int(event.get("samples") or self.samples_per_iter)
-        except (KeyError, TypeError, ValueError):
-            return  # a malformed iteration event is skipped, not fatal
-        loss = _as_float(event.get("loss"))
-        warmup = bool(event.get("warmup"))
-        if not warmup:
-            self.measured.append(seconds)
-        self.samples_seen += samples
-        self.last_loss = loss
-        self._buffer.append({"idx": index, "seconds": seconds,
-                             "samples": samples,
-                             "warmup": int(warmup), "loss": loss})
-        self._emit(RunProgress(self.run_id, index, self.total, warmup, seconds, loss))
-        if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._buffer:
-            self._write_later(self._store.add_iterations, self.run_id, self._buffer)
-            self._buffer = []
-        self._last_flush = time.monotonic()
-
-
-def _as_float(value: Any) -> float | None:
-    """A loss as a finite float, or None (non-finite losses are stored as NULL)."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def default_logs_dir(db_path: Path) -> Path:

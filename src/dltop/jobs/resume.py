@@ -23,6 +23,7 @@ class Resumed:
     lost_runs: int
     killed_processes: int
     jobs: list[QueuedJob]
+    pack: bool = False
 
 
 def engine_alive(pid: int | None, start_time: float | None) -> bool:
@@ -66,4 +67,4 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     queue.requeue_running_jobs(db, camp.id)
     queue.claim(db, camp.id, os.getpid(), process_start_time(os.getpid()) or 0.0)
     jobs = [QueuedJob(job_id, pos, spec) for job_id, pos, spec in queue.queued_jobs(db, camp.id)]
-    return Resumed(camp.id, camp.name, lost, killed, jobs)
+    return Resumed(camp.id, camp.name, lost, killed, jobs, queue.packs(db, camp.id))

@@ -23,7 +23,7 @@ from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile
 
-TOP_KEYS = ("name", "description", "defaults", "matrix")
+TOP_KEYS = ("name", "description", "pack", "defaults", "matrix")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 SETTINGS: dict[str, Any] = {
     "iterations": 50,
@@ -111,6 +111,9 @@ def parse(text: str, source: str, default_name: str,
     _check_keys(where, "", doc, TOP_KEYS)
     name = _str(where, "name", doc.get("name", default_name))
     description = _str(where, "description", doc.get("description", ""))
+    pack = doc.get("pack", False)
+    if not isinstance(pack, bool):
+        raise where.err("pack", f"expected true or false, got {pack!r}")
     defaults = doc.get("defaults", {})
     if not isinstance(defaults, dict):
         raise where.err("defaults", "expected a table [defaults]")
@@ -129,7 +132,8 @@ def parse(text: str, source: str, default_name: str,
         origin.update({k: "defaults" for k in defaults if k not in entry})
         jobs.extend(_expand(where, origin, f"matrix[{i}]", name,
                             {**SETTINGS, **defaults, **entry}, cores))
-    return Profile(name=name, description=description, source=source, jobs=tuple(jobs))
+    return Profile(name=name, description=description, source=source, jobs=tuple(jobs),
+                   pack=pack)
 
 
 def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,

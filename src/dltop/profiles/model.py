@@ -142,3 +142,5 @@ class Profile:
     description: str
     source: str
     jobs: tuple[JobSpec, ...]
+    pack: bool = False
+    """Run jobs at once on disjoint devices (see :mod:`dltop.jobs.allocator`)."""

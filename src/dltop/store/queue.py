@@ -155,3 +155,9 @@ def control(db: sqlite_utils.Database, campaign_id: int) -> str | None:
     """The control request another process left for this campaign (or None)."""
     row = next(db.query("select control from campaigns where id = ?", [campaign_id]), None)
     return row["control"] if row else None
+
+
+def packs(db: sqlite_utils.Database, campaign_id: int) -> bool:
+    """Whether the campaign runs jobs at once on disjoint devices."""
+    row = next(db.query("select pack from campaigns where id = ?", [campaign_id]), None)
+    return bool(row and row["pack"])

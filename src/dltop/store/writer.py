@@ -52,7 +52,8 @@ class Store:
 
     # campaigns -------------------------------------------------------------
     def create_campaign(self, name: str, profiles: Sequence[str], argv: Sequence[str],
-                        host: str, engine_pid: int, engine_start_time: float | None) -> int:
+                        host: str, engine_pid: int, engine_start_time: float | None,
+                        *, pack: bool = False) -> int:
         """Insert a campaign row in state ``queued``; return its id."""
         with self.db.conn:
             row = self.db.table("campaigns").insert({
@@ -60,6 +61,7 @@ class Store:
                 "argv": json.dumps(list(argv)), "status": "queued",
                 "created_at": utc_now(), "host": host, "dltop_version": __version__,
                 "engine_pid": engine_pid, "engine_start_time": engine_start_time,
+                "pack": int(pack),
             })
         return _pk(row.last_pk)
 

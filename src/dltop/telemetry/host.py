@@ -79,12 +79,31 @@ class HostSampler:
 
     def tree(self, root_pid: int) -> TreeSample | None:
         """CPU %, RSS and threads summed over ``root_pid`` and all its descendants."""
+        return self.trees([root_pid])[0]
+
+    def trees(self, root_pids: list[int]) -> list[TreeSample | None]:
+        """:meth:`tree` for several roots at once (runs packed side by side).
+
+        One call for all roots, so that forgetting the processes that left one
+        tree never drops the primed CPU counters of another's.
+        """
+        out: list[TreeSample | None] = []
+        live: set[int] = set()
+        for root_pid in root_pids:
+            sample, members = self._one_tree(root_pid)
+            out.append(sample)
+            live |= members | {root_pid}
+        for pid in [pid for pid in self._procs if pid not in live]:
+            del self._procs[pid]
+        return out
+
+    def _one_tree(self, root_pid: int) -> tuple[TreeSample | None, set[int]]:
         try:
             root = self._proc(root_pid)
             members = [root, *root.children(recursive=True)]
         except _GONE:
             self._procs.pop(root_pid, None)
-            return None
+            return None, set()
         cpu = 0.0
         rss = threads = 0
         pids = set()
@@ -98,7 +117,5 @@ class HostSampler:
                 pids.add(p.pid)
             except _GONE:
                 self._procs.pop(proc.pid, None)
-        live = {p.pid for p in members}
-        for pid in [pid for pid in self._procs if pid not in live and pid != root_pid]:
-            del self._procs[pid]
-        return TreeSample(root_pid, len(pids), frozenset(pids), cpu, rss, threads)
+        return (TreeSample(root_pid, len(pids), frozenset(pids), cpu, rss, threads),
+                {p.pid for p in members})

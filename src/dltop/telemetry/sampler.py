@@ -1,12 +1,15 @@
 """The background sampler: one thread per dltop process, never the event loop.
 
 Each GPU tick (default 10 Hz) reads every GPU's fast fields; every
-``slow_every``-th tick also the slow ones; the host and the active run's
+``slow_every``-th tick also the slow ones; the host and each active run's
 process tree are read at ``host_hz`` (default 2 Hz). Readings feed the active
-run's :class:`~dltop.telemetry.runstats.RunAccumulator` at full rate, and are
-stored downsampled: one row per GPU (and one host row) per ``window_s``
+runs' :class:`~dltop.telemetry.runstats.RunAccumulator` at full rate (a GPU
+reading only the run that holds that GPU), and are stored downsampled: one row
+per GPU and one host row per active run (one when idle) per ``window_s``
 (default 0.5 s, i.e. 2 Hz) with min/max/mean, handed to ``on_batch`` about
-once a second. The sampler counts the ticks it had to skip instead of drifting:
+once a second. Several runs at once happen only when the engine packs jobs on
+disjoint devices; a GPU row belongs to the run holding that GPU, or to the only
+run when one runs. The sampler counts the ticks it had to skip instead of drifting:
 ``achieved_gpu_hz`` says what it really did.
 """
 
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field
 
 from dltop.errors import UserError
 from dltop.telemetry.host import HostSampler
-from dltop.telemetry.model import GpuBackend, GpuSample, HostSample, RunTelemetry
+from dltop.telemetry.model import GpuBackend, GpuSample, HostSample, RunTelemetry, TreeSample
 from dltop.telemetry.runstats import RunAccumulator
 
 MAX_HZ = 100.0
@@ -90,8 +93,17 @@ def _stats(values: list[float]) -> tuple[float | None, float | None, float | Non
 @dataclass
 class _Window:
     start_ns: int
+    runs: tuple[RunAccumulator, ...]
     gpu: dict[int, list[GpuSample]] = field(default_factory=dict)
     host: list[HostSample] = field(default_factory=list)
+    trees: dict[int, list[TreeSample]] = field(default_factory=dict)  # by run id
+
+    def gpu_owner(self, index: int) -> int | None:
+        """The run a GPU's row belongs to (the only run, when one runs)."""
+        for acc in self.runs:
+            if index in acc.gpus:
+                return acc.run_id
+        return self.runs[0].run_id if len(self.runs) == 1 else None
 
 
 class Sampler:
@@ -109,9 +121,7 @@ class Sampler:
         self._flush_ns = int(flush_s * 1e9)
         self._host = HostSampler()
         self._lock = threading.Lock()
-        self._run: RunAccumulator | None = None
-        self._run_start = (0, 0)
-        self._finished: dict[int, RunAccumulator] = {}
+        self._runs: dict[int, tuple[RunAccumulator, int, int]] = {}  # id -> (acc, ns, ticks)
         self._n_gpus = backend.device_count()
         self._window: _Window | None = None
         self._pending_gpu: list[GpuWindow] = []
@@ -161,18 +171,16 @@ class Sampler:
     def begin_run(self, run_id: int, root_pid: int, gpu_indices: tuple[int, ...]) -> None:
         """Attribute readings to ``run_id`` (its process tree under ``root_pid``)."""
         with self._lock:
-            self._run = RunAccumulator(run_id, root_pid, gpu_indices)
-            self._run_start = (time.monotonic_ns(), self.ticks)
+            self._runs[run_id] = (RunAccumulator(run_id, root_pid, gpu_indices),
+                                  time.monotonic_ns(), self.ticks)
 
     def end_run(self, run_id: int, samples: int | None = None) -> RunTelemetry | None:
         """Stop attributing to ``run_id`` and return its summary."""
         with self._lock:
-            acc = self._run if self._run is not None and self._run.run_id == run_id else None
-            if acc is not None:
-                self._run = None
-        if acc is None:
+            entry = self._runs.pop(run_id, None)
+        if entry is None:
             return None
-        t0, ticks0 = self._run_start
+        acc, t0, ticks0 = entry
         elapsed = (time.monotonic_ns() - t0) / 1e9
         hz = (self.ticks - ticks0) / elapsed if elapsed > 0 else None
         return dataclasses.replace(acc.summary(samples), sampler_achieved_hz=hz)
@@ -199,41 +207,48 @@ class Sampler:
         self.ticks += 1
         gpus = tuple(self.backend.sample(i, slow) for i in range(self._n_gpus))
         with self._lock:
-            run = self._run
-        host = self._host.sample(run.root_pid if run else None) if slow else None
+            runs = tuple(acc for acc, _, _ in self._runs.values())
+        host = self._host.sample() if slow else None
+        trees: dict[int, TreeSample | None] = {}
+        if host is not None:
+            trees = dict(zip((r.run_id for r in runs),
+                             self._host.trees([r.root_pid for r in runs]), strict=True))
         with self._lock:
-            if run is not None and run is self._run:
+            for run in runs:
+                if run.run_id not in self._runs:
+                    continue  # ended while we read
                 for s in gpus:
                     run.add_gpu(s)
                 if host is not None:
-                    run.add_host(host)
+                    run.add_host(dataclasses.replace(host, tree=trees[run.run_id]))
             self._latest = (gpus, host or self._latest[1])
             for s in gpus:
                 if s.temperature_c is not None:
                     self._temps[s.index] = s.temperature_c
-        self._add_to_window(gpus, host, run.run_id if run else None)
+        self._add_to_window(gpus, host, trees, runs)
 
     def _add_to_window(self, gpus: tuple[GpuSample, ...], host: HostSample | None,
-                       run_id: int | None) -> None:
+                       trees: dict[int, TreeSample | None],
+                       runs: tuple[RunAccumulator, ...]) -> None:
         now = time.monotonic_ns()
         w = self._window
-        if w is not None and (now - w.start_ns >= self._window_ns or self._window_run != run_id):
+        if w is not None and (now - w.start_ns >= self._window_ns or w.runs != runs):
             self._close_window()
             w = None
         if w is None:
-            w = self._window = _Window(now)
-            self._window_run = run_id
+            w = self._window = _Window(now, runs)
         for s in gpus:
             w.gpu.setdefault(s.index, []).append(s)
         if host is not None:
             w.host.append(host)
+            for run_id, tree in trees.items():
+                if tree is not None:
+                    w.trees.setdefault(run_id, []).append(tree)
         if now - self._last_flush_ns >= self._flush_ns:
             self._flush()
 
-    _window_run: int | None = None
-
     def _close_window(self) -> None:
-        w, run_id = self._window, self._window_run
+        w = self._window
         self._window = None
         if w is None:
             return
@@ -246,19 +261,22 @@ class Sampler:
             sm = [s.sm_clock_mhz for s in ss if s.sm_clock_mhz is not None]
             energy = [s.energy_j for s in ss if s.energy_j is not None]
             self._pending_gpu.append(GpuWindow(
-                run_id, t, index, len(ss), um, ulo, uhi, max(mem) if mem else None,
+                w.gpu_owner(index), t, index, len(ss), um, ulo, uhi, max(mem) if mem else None,
                 pm, plo, phi, energy[-1] if energy else None, max(temps) if temps else None,
                 sm[-1] if sm else None, any(s.simulated for s in ss)))
         if w.host:
             cores = [sum(h.cpu_pct_per_core) / max(1, len(h.cpu_pct_per_core)) for h in w.host]
-            trees = [h.tree for h in w.host if h.tree is not None]
             last = w.host[-1]
-            self._pending_host.append(HostWindow(
-                run_id, t, len(w.host), sum(cores) / len(cores),
-                max(max(h.cpu_pct_per_core, default=0.0) for h in w.host),
-                last.mem_used_bytes, last.swap_used_bytes,
-                sum(tr.cpu_pct for tr in trees) / len(trees) if trees else None,
-                max(tr.rss_bytes for tr in trees) if trees else None))
+            # One host row per active run, each with that run's process tree.
+            run_ids: list[int | None] = [r.run_id for r in w.runs] or [None]
+            for run_id in run_ids:
+                trees = w.trees.get(run_id, []) if run_id is not None else []
+                self._pending_host.append(HostWindow(
+                    run_id, t, len(w.host), sum(cores) / len(cores),
+                    max(max(h.cpu_pct_per_core, default=0.0) for h in w.host),
+                    last.mem_used_bytes, last.swap_used_bytes,
+                    sum(tr.cpu_pct for tr in trees) / len(trees) if trees else None,
+                    max(tr.rss_bytes for tr in trees) if trees else None))
 
     def _flush(self) -> None:
         self._last_flush_ns = time.monotonic_ns()

@@ -41,9 +41,10 @@ class HeadlessProgress:
         self.console = console or Console(stderr=False, highlight=False)
         self.interactive = interactive
         self._progress: Progress | None = None
-        self._task: TaskID | None = None
-        self._recent: deque[float] = deque(maxlen=10)
-        self._label = ""
+        # Keyed by run id: a packed campaign has several runs going at once.
+        self._tasks: dict[int, TaskID] = {}
+        self._recent: dict[int, deque[float]] = {}
+        self._labels: dict[int, str] = {}
 
     def __enter__(self) -> HeadlessProgress:
         if self.interactive:
@@ -64,35 +65,40 @@ class HeadlessProgress:
             self.console.print(f"campaign {event.campaign_id} [bold]{event.name}[/]: "
                                f"{event.n_jobs} runs → {event.db_path}")
         elif isinstance(event, RunStarted):
-            self._recent.clear()
-            self._label = (f"[{event.position + 1}/{event.n_jobs}] "
-                           f"{event.job.describe()}")
+            rid = event.run_id
+            self._recent[rid] = deque(maxlen=10)
+            label = self._labels[rid] = (f"[{event.position + 1}/{event.n_jobs}] "
+                                         f"{event.job.describe()}")
             if self._progress is not None:
-                self._task = self._progress.add_task(
-                    self._label + " (warm-up)",
+                self._tasks[rid] = self._progress.add_task(
+                    label + " (warm-up)",
                     total=event.job.warmup + event.job.iterations, s_iter="")
             else:
-                self.console.print(f"{self._label} …")
+                self.console.print(f"{label} …")
         elif isinstance(event, RunProgress):
-            self._recent.append(event.seconds)
-            if self._progress is not None and self._task is not None:
+            recent = self._recent.setdefault(event.run_id, deque(maxlen=10))
+            recent.append(event.seconds)
+            task = self._tasks.get(event.run_id)
+            if self._progress is not None and task is not None:
                 phase = " (warm-up)" if event.warmup else ""
                 self._progress.update(
-                    self._task, completed=event.index + 1,
-                    description=self._label + phase,
-                    s_iter=f"{statistics.median(self._recent):.4f} s/iter")
+                    task, completed=event.index + 1,
+                    description=self._labels.get(event.run_id, "") + phase,
+                    s_iter=f"{statistics.median(recent):.4f} s/iter")
         elif isinstance(event, RunFinished):
-            if self._progress is not None and self._task is not None:
-                self._progress.remove_task(self._task)
-                self._task = None
+            task = self._tasks.pop(event.run_id, None)
+            if self._progress is not None and task is not None:
+                self._progress.remove_task(task)
+            self._recent.pop(event.run_id, None)
             self.console.print(self._finished_line(event), soft_wrap=True)
+            self._labels.pop(event.run_id, None)
         elif isinstance(event, CampaignFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(event.counts.items()))
             self.console.print(f"campaign {event.campaign_id} {event.status}: {counts}")
 
     def _finished_line(self, e: RunFinished) -> str:
         style = _STYLE.get(e.status, "white")
-        parts = [f"{self._label}", f"[{style}]{e.status}[/]"]
+        parts = [self._labels.get(e.run_id, e.job.describe()), f"[{style}]{e.status}[/]"]
         if e.median_s is not None:
             parts.append(f"{e.median_s:.4f} s/iter")
         if e.samples_per_s is not None:

@@ -1,0 +1,111 @@
+"""Device allocation: which GPUs and CPU cores a run gets, never shared by two runs.
+
+By default the engine runs one job at a time, because a benchmark number is
+only clean when nothing else runs beside it; the allocator then hands every
+job the first devices (GPUs ``0..N-1``, cores in :func:`core_order`), as a lone
+run would get. With packing (opt-in: ``dltop run --pack`` or ``pack = true`` in
+a profile) several runs go at once on disjoint device sets:
+
+- a ``gpu:N`` job takes N free GPUs, lowest indices first, and is not pinned
+  to CPU cores (its host threads float, as they would alone);
+- a ``cpu:N`` or ``cpus:P`` job takes N (or P) free logical CPUs in
+  :func:`core_order` order (one per physical core first) and is pinned there;
+- a CPU job wider than the host is not pinned and so needs the whole host: it
+  starts only when nothing else runs, and nothing starts beside it.
+
+Packed runs still share memory bandwidth, caches and the PCIe root, so their
+numbers are throughput numbers, not clean single-run latencies; each run row
+records the GPUs and CPUs it got and how many runs were active when it started.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from dltop.profiles.model import JobSpec
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """The devices one run holds until it ends."""
+
+    gpu_indices: tuple[int, ...]
+    """GPUs the run sees (``CUDA_VISIBLE_DEVICES``); empty for CPU jobs."""
+    cpu_affinity: tuple[int, ...] | None
+    """Logical CPUs the run is pinned to; None when it is not pinned."""
+    exclusive: bool = False
+    """True when the run needs the whole host (a CPU job wider than it)."""
+
+
+class DeviceAllocator:
+    """Hands out disjoint device sets; not thread-safe (the engine's event loop owns it).
+
+    Args:
+        gpu_count: GPUs on this host that runs may use.
+        cores: the host's usable logical CPUs, in pinning order (see
+            :func:`dltop.jobs.environment.core_order`).
+        pack: allow more than one run at a time on disjoint devices.
+    """
+
+    def __init__(self, gpu_count: int, cores: Sequence[int], *, pack: bool) -> None:
+        self.gpu_count = gpu_count
+        self.cores = tuple(cores)
+        self.pack = pack
+        self._held: dict[int, Allocation] = {}
+        self._overlap: dict[int, int] = {}
+        self._next_token = 0
+
+    @property
+    def active(self) -> int:
+        """Runs holding devices now."""
+        return len(self._held)
+
+    def try_allocate(self, job: JobSpec) -> tuple[int, Allocation] | None:
+        """Reserve devices for ``job``; return (token, allocation), or None if busy now.
+
+        A job that can never fit (``gpu:4`` on a 2-GPU host) gets an allocation
+        of what exists when the host is idle, so that the runner itself reports
+        why it cannot run instead of the queue stalling forever.
+        """
+        if self._held and (not self.pack or any(a.exclusive for a in self._held.values())):
+            return None
+        busy_gpus = {g for a in self._held.values() for g in a.gpu_indices}
+        busy_cpus = {c for a in self._held.values() for c in a.cpu_affinity or ()}
+        n = job.device.count
+        if job.device.kind == "gpu":
+            free = [g for g in range(self.gpu_count) if g not in busy_gpus]
+            if n > self.gpu_count:
+                if self._held:
+                    return None
+                alloc = Allocation(tuple(range(self.gpu_count)), None, exclusive=True)
+            elif n > len(free):
+                return None
+            else:
+                alloc = Allocation(tuple(free[:n]), None)
+        else:
+            if n > len(self.cores):
+                if self._held:
+                    return None
+                alloc = Allocation((), None, exclusive=True)
+            else:
+                free_cpus = [c for c in self.cores if c not in busy_cpus]
+                if n > len(free_cpus):
+                    return None
+                alloc = Allocation((), tuple(free_cpus[:n]))
+        self._next_token += 1
+        token = self._next_token
+        self._held[token] = alloc
+        others = len(self._held) - 1
+        for t in self._held:
+            self._overlap[t] = max(self._overlap.get(t, 0), others)
+        return token, alloc
+
+    def overlap(self, token: int) -> int:
+        """The most other runs that held devices at once while ``token`` did."""
+        return self._overlap.get(token, 0)
+
+    def release(self, token: int) -> None:
+        """Give back what ``try_allocate`` reserved under ``token`` (idempotent)."""
+        self._held.pop(token, None)
+        self._overlap.pop(token, None)

@@ -1,0 +1,206 @@
+"""Device allocation and opt-in packing: disjoint devices, real processes, stored state."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dltop.errors import UserError
+from dltop.jobs import campaign
+from dltop.jobs.allocator import DeviceAllocator
+from dltop.jobs.engine import Engine
+from dltop.jobs.environment import core_order
+from dltop.jobs.resume import resume
+from dltop.profiles.loader import parse
+from dltop.profiles.model import DeviceSpec, JobSpec
+from dltop.store import Store, connect
+from dltop.telemetry.fake import FakeGpuBackend
+from dltop.telemetry.sampler import Sampler
+
+# A program that says which devices it was given and when it ran.
+RECORDER = """
+import json, os, sys, time
+from dltop_report import step
+t0 = time.time()
+for _ in range(int(sys.argv[2])):
+    with step(samples=8) as s:
+        time.sleep(0.1)
+        s.loss = 1.0
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps({"device": sys.argv[3], "t0": t0,
+                        "t1": time.time(),
+                        "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                        "affinity": sorted(os.sched_getaffinity(0))}) + "\\n")
+"""
+
+
+def job(device: str) -> JobSpec:
+    return JobSpec("p", "command", "m", 8, DeviceSpec.parse(device), 0, 5, 1, 60.0, "fp32",
+                   "synthetic", None, "global", 0.01, 0.0, 0)
+
+
+# allocator ---------------------------------------------------------------------------
+def test_without_packing_one_run_at_a_time_on_the_first_devices() -> None:
+    a = DeviceAllocator(4, (0, 1, 2, 3), pack=False)
+    got = a.try_allocate(job("gpu:2"))
+    assert got is not None and got[1].gpu_indices == (0, 1) and got[1].cpu_affinity is None
+    assert a.try_allocate(job("gpu:1")) is None  # two GPUs are free, but no packing
+    a.release(got[0])
+    cpu = a.try_allocate(job("cpu:3"))
+    assert cpu is not None and cpu[1].cpu_affinity == (0, 1, 2) and cpu[1].gpu_indices == ()
+
+
+def test_packing_hands_out_disjoint_sets_lowest_first() -> None:
+    a = DeviceAllocator(4, (0, 2, 1, 3), pack=True)
+    g2 = a.try_allocate(job("gpu:2"))
+    g1 = a.try_allocate(job("gpu:1"))
+    assert g2 is not None and g1 is not None
+    assert g2[1].gpu_indices == (0, 1) and g1[1].gpu_indices == (2,)
+    assert a.try_allocate(job("gpu:2")) is None  # only GPU 3 is free
+    c2 = a.try_allocate(job("cpus:2"))  # GPU jobs hold no cores; CPU order is kept
+    assert c2 is not None and c2[1].cpu_affinity == (0, 2)
+    c1 = a.try_allocate(job("cpu:1"))
+    assert c1 is not None and c1[1].cpu_affinity == (1,)
+    assert a.try_allocate(job("cpu:2")) is None
+    assert a.active == 4 and a.overlap(g2[0]) == 3 and a.overlap(c1[0]) == 3
+    a.release(g2[0])
+    again = a.try_allocate(job("gpu:2"))
+    assert again is not None and again[1].gpu_indices == (0, 1)
+    assert a.overlap(again[0]) == 3 and a.overlap(c1[0]) == 3  # the most seen, not now
+    a.release(g2[0])  # releasing twice is harmless
+    assert a.active == 4
+
+
+def test_a_job_wider_than_the_host_runs_alone() -> None:
+    a = DeviceAllocator(2, (0, 1), pack=True)
+    small = a.try_allocate(job("cpu:1"))
+    assert small is not None
+    assert a.try_allocate(job("cpu:4")) is None  # needs the whole host: waits
+    assert a.try_allocate(job("gpu:4")) is None
+    a.release(small[0])
+    wide = a.try_allocate(job("cpu:4"))
+    assert wide is not None and wide[1].exclusive and wide[1].cpu_affinity is None
+    assert a.try_allocate(job("gpu:1")) is None  # nothing starts beside it
+    a.release(wide[0])
+    too_many = a.try_allocate(job("gpu:4"))  # the runner says why; the queue does not stall
+    assert too_many is not None and too_many[1].gpu_indices == (0, 1)
+
+
+# profiles ----------------------------------------------------------------------------
+ONE = '[[matrix]]\nframeworks=["torch"]\nmodels=["fcn-r"]\nbatch_sizes=[8]\ndevices=["cpu:1"]\n'
+
+
+def test_pack_key_is_validated_and_campaign_packs_only_if_every_profile_asks() -> None:
+    with pytest.raises(UserError, match=r"p\.toml: pack: expected true or false, got 'yes'"):
+        parse('pack = "yes"\n' + ONE, "p.toml", "p")
+    packed = parse("pack = true\n" + ONE, "a.toml", "a")
+    plain = parse(ONE, "b.toml", "b")
+    assert packed.pack and not plain.pack
+    assert campaign.preflight([packed], 0, False).pack
+    assert not campaign.preflight([packed, plain], 0, False).pack
+    assert campaign.preflight([plain], 0, False, pack=True).pack
+
+
+def test_resume_keeps_the_campaigns_packing(tmp_path: Path) -> None:
+    store = Store(connect(tmp_path / "d.db"))
+    plan = campaign.preflight([parse("pack = true\n" + ONE, "a.toml", "a")], 0, False)
+    cid, _ = campaign.create(store, plan, ["dltop"])
+    store.db["campaigns"].update(cid, {"engine_pid": None})
+    assert resume(store, cid).pack
+
+
+# the engine with real processes --------------------------------------------------------
+def records(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def overlapping(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    return bool(a["t0"] < b["t1"] and b["t0"] < a["t1"])
+
+
+def recorder_profile(tmp_path: Path, devices: list[str], models: list[str]) -> str:
+    script = tmp_path / "rec.py"
+    script.write_text(RECORDER)
+    out = tmp_path / "seen.jsonl"
+    command = json.dumps([sys.executable, str(script), str(out), "{iterations}", "{device}"])
+    return (f'[[matrix]]\nframeworks=["command"]\nmodels={json.dumps(models)}\n'
+            f'batch_sizes=[8]\ndevices={json.dumps(devices)}\nwarmup=1\niterations=8\n'
+            f'timeout_s=60\ncommand={command}\n')
+
+
+@pytest.mark.slow
+def test_packed_gpu_runs_never_share_a_gpu(tmp_path: Path) -> None:
+    # Hardware boundary: this host has no GPU, so the allocator is told of 4 and the
+    # sampler reads 4 simulated ones. The runs are real processes (a `command` job
+    # that records CUDA_VISIBLE_DEVICES), so everything above the hardware is real.
+    prof = parse(recorder_profile(tmp_path, ["gpu:2", "gpu:1"], ["a", "b", "c"]),
+                 "gpu.toml", "gpu")
+    store = Store(connect(tmp_path / "d.db"))
+    plan = campaign.preflight([prof], 4, False, pack=True)
+    cid, queued = campaign.create(store, plan, ["test"])
+    engine = Engine(store, cid, plan.name, queued, logs_dir=tmp_path / "runs", db_label="t",
+                    sampler_factory=lambda cb: Sampler(FakeGpuBackend(4), cb, 10, 2),
+                    allocator=DeviceAllocator(4, core_order(), pack=True))
+    assert asyncio.run(engine.run()) == "finished"
+    seen = records(tmp_path / "seen.jsonl")
+    assert len(seen) == 6
+    for r in seen:
+        gpus = r["cvd"].split(",")
+        assert len(gpus) == int(r["device"].split(":")[1]) and len(set(gpus)) == len(gpus)
+    for a, b in itertools.combinations(seen, 2):
+        if overlapping(a, b):
+            assert not set(a["cvd"].split(",")) & set(b["cvd"].split(",")), (a, b)
+    assert max(sum(overlapping(a, b) for b in seen if b is not a) for a in seen) >= 1
+    conn = sqlite3.connect(tmp_path / "d.db")
+    rows = conn.execute("select status, gpu_indices, concurrent_runs, telemetry_simulated, "
+                        "gpu_util_mean_pct from runs order by id").fetchall()
+    assert [r[0] for r in rows] == ["ok"] * 6
+    assert sorted(r[1] for r in rows) == sorted(r["cvd"] for r in seen)
+    assert max(r[2] for r in rows) >= 1
+    assert all(r[3] == 1 and r[4] is not None for r in rows)
+    conn.close()
+
+
+def run_cli(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    prof = tmp_path / "p.toml"
+    prof.write_text(recorder_profile(tmp_path, ["cpu:1"], ["a", "b"]))
+    return subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db",
+                           str(tmp_path / "d.db"), "--headless", "--no-telemetry", *extra],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(core_order()) < 2, reason="packing CPU runs needs 2 usable CPUs")
+def test_dltop_run_pack_runs_cpu_jobs_side_by_side_on_their_own_cores(tmp_path: Path) -> None:
+    res = run_cli(tmp_path, "--pack")
+    assert res.returncode == 0, res.stderr
+    a, b = records(tmp_path / "seen.jsonl")
+    assert overlapping(a, b)
+    assert len(a["affinity"]) == len(b["affinity"]) == 1 and a["affinity"] != b["affinity"]
+    conn = sqlite3.connect(tmp_path / "d.db")
+    assert conn.execute("select pack from campaigns").fetchone() == (1,)
+    rows = conn.execute("select status, cpu_affinity, concurrent_runs from runs").fetchall()
+    conn.close()
+    assert sorted(rows) == sorted([("ok", str(a["affinity"][0]), 1),
+                                   ("ok", str(b["affinity"][0]), 1)])
+
+
+@pytest.mark.slow
+def test_dltop_run_without_pack_runs_one_at_a_time(tmp_path: Path) -> None:
+    res = run_cli(tmp_path)
+    assert res.returncode == 0, res.stderr
+    a, b = records(tmp_path / "seen.jsonl")
+    assert not overlapping(a, b)
+    assert a["affinity"] == b["affinity"] == [core_order()[0]]
+    conn = sqlite3.connect(tmp_path / "d.db")
+    assert conn.execute("select max(concurrent_runs), max(pack) from runs, campaigns"
+                        ).fetchone() == (0, 0)
+    conn.close()

@@ -317,7 +317,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
         shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         engine = f"engine pid {c.engine_pid}" if alive else \
             "engine NOT running (dltop run --resume continues it)"
-        print(f"campaign {c.id} `{c.name}`: {c.status}; {engine}; jobs: {shown}")
+        packed = " (packed: runs share the host on disjoint devices)" \
+            if queue.packs(db, c.id) else ""
+        print(f"campaign {c.id} `{c.name}`: {c.status}{packed}; {engine}; jobs: {shown}")
         for r in queries.current_runs(db, c.id):
             print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
                   f"{' (warm-up)' if r.done < r.warmup else ''}, started {r.started_at}")

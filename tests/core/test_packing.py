@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -204,3 +206,96 @@ def test_dltop_run_without_pack_runs_one_at_a_time(tmp_path: Path) -> None:
     assert conn.execute("select max(concurrent_runs), max(pack) from runs, campaigns"
                         ).fetchone() == (0, 0)
     conn.close()
+
+
+# faults while packed runs are going on -------------------------------------------------
+LONG = """
+import os, sys, time
+from dltop_report import step
+n = 3 if os.environ.get("RECORDER_FAST") else 600
+for _ in range(n):
+    with step(samples=8) as s:
+        time.sleep(0.1)
+        s.loss = 1.0
+"""
+
+
+def start_packed(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], list[int]]:
+    """A packed campaign of two long cpu:1 runs; returns once both report iterations."""
+    script = tmp_path / "long.py"
+    script.write_text(LONG)
+    prof = tmp_path / "p.toml"
+    prof.write_text('pack = true\n[[matrix]]\nframeworks=["command"]\nmodels=["a","b"]\n'
+                    'batch_sizes=[8]\ndevices=["cpu:1"]\nwarmup=1\ntimeout_s=120\n'
+                    f'command={json.dumps([sys.executable, str(script)])}\n')
+    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json",
+                               "--no-telemetry", "--db", str(tmp_path / "d.db"), *extra],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert engine.stdout is not None
+    started: set[int] = set()
+    iterating: set[int] = set()
+    for line in engine.stdout:
+        event = json.loads(line)
+        if event["event"] == "run_started":
+            started.add(event["run_id"])
+        elif event["event"] == "iteration" and event["index"] >= 2:
+            iterating.add(event["run_id"])
+        if len(iterating) == 2:
+            break
+    conn = sqlite3.connect(tmp_path / "d.db")
+    pgids = [r[0] for r in conn.execute("select pgid from runs order by id")]
+    conn.close()
+    assert len(started) == 2 and len(pgids) == 2 and None not in pgids
+    return engine, pgids
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(core_order()) < 2, reason="packing CPU runs needs 2 usable CPUs")
+def test_ctrl_c_stops_every_packed_run_and_leaves_no_process(
+        tmp_path: Path, group_members: Any) -> None:
+    engine, pgids = start_packed(tmp_path)
+    engine.send_signal(signal.SIGINT)
+    assert engine.wait(timeout=60) == 130
+    assert all(group_members(g) == [] for g in pgids)
+    conn = sqlite3.connect(tmp_path / "d.db")
+    assert conn.execute("select status from runs").fetchall() == [("cancelled",)] * 2
+    assert conn.execute("select status from campaigns").fetchone() == ("cancelled",)
+    conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(core_order()) < 2, reason="packing CPU runs needs 2 usable CPUs")
+def test_engine_killed_with_two_packed_runs_then_resumed(
+        tmp_path: Path, group_members: Any) -> None:
+    engine, pgids = start_packed(tmp_path)
+    engine.kill()
+    engine.wait()
+    assert all(group_members(g) for g in pgids), "runners outlive their engine"
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless",
+                          "--no-telemetry", "--db", str(tmp_path / "d.db")],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "RECORDER_FAST": "1"})
+    assert res.returncode == 0, res.stderr
+    assert "2 interrupted run(s) re-queued" in res.stderr
+    assert all(group_members(g) == [] for g in pgids)
+    conn = sqlite3.connect(tmp_path / "d.db")
+    runs = conn.execute("select job_id, status, error_kind from runs order by id").fetchall()
+    assert conn.execute("select status, pack from campaigns").fetchone() == ("finished", 1)
+    conn.close()
+    assert sorted(runs) == [(1, "crashed", "engine_lost"), (1, "ok", None),
+                            (2, "crashed", "engine_lost"), (2, "ok", None)]
+
+
+def test_export_marks_cells_measured_packed(tmp_path: Path) -> None:
+    from dltop.results.export import build_table, render
+
+    store = Store(connect(tmp_path / "d.db"))
+    prof = parse(ONE.replace('devices=["cpu:1"]', 'devices=["cpu:1", "cpu:2"]'), "p.toml", "p")
+    cid, queued = campaign.create(store, campaign.preflight([prof], 0, False), ["t"])
+    for q, overlap in zip(queued, (1, 0), strict=True):
+        rid = store.start_run(q.job_id, cid, 1, "", 8)
+        store.finish_run(rid, q.job_id, "ok", {"median_s": 0.5, "concurrent_runs": overlap})
+    md = render(build_table(store.db, cid, "time"), "md")
+    assert "| fcn-r | torch | 8 | 0.5000† | 0.5000 |" in md
+    assert "† measured while other runs shared the host" in md
+    assert r"0.5000\textdagger{}" in render(build_table(store.db, cid, "time"), "latex")

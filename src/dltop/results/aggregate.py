@@ -32,6 +32,8 @@ class ConfigResult:
     spread_s: float | None
     samples_per_s: float | None
     noisy: bool
+    packed: bool = False
+    """Some run of it was measured while other runs shared the host (``--pack``)."""
 
     @property
     def relative_spread(self) -> float | None:
@@ -46,7 +48,7 @@ def config_results(db: sqlite_utils.Database, campaign_id: int) -> list[ConfigRe
     sql = """
         select j.config_key, j.position, j.framework, j.model, j.batch_size, j.device,
                j.precision, j.status as job_status, r.status, r.median_s, r.noisy,
-               r.samples_per_iter
+               r.samples_per_iter, r.concurrent_runs
         from jobs j
         left join runs r on r.id = (select max(id) from runs where job_id = j.id)
         where j.campaign_id = ?
@@ -71,13 +73,15 @@ def _combine(rows: list[dict[str, object]]) -> ConfigResult:
         samples = int(ok[0]["samples_per_iter"] or first["batch_size"])  # type: ignore[call-overload]
         status, spread, thr = "ok", max(medians) - min(medians), samples / median
         noisy = any(bool(r["noisy"]) for r in ok)
+        packed = any(bool(r["concurrent_runs"]) for r in ok)
     else:
         status = next((s for s in FAILURE_PRECEDENCE if s in statuses), statuses[0])
         median = spread = thr = None
-        noisy = False
+        noisy = packed = False
     return ConfigResult(
         framework=str(first["framework"]), model=str(first["model"]),
         batch_size=int(first["batch_size"]), device=str(first["device"]),  # type: ignore[call-overload]
         precision=str(first["precision"]), status=status, n_runs=len(ok),
         median_s=median, spread_s=spread, samples_per_s=thr, noisy=noisy,
+        packed=packed,
     )

@@ -36,13 +36,17 @@ class Cell:
     n_runs: int
     spread_s: float | None
     noisy: bool
+    packed: bool = False
 
     def text(self, metric: str) -> str:
-        """Display form: 4 significant digits (time) or 1 decimal (throughput); ``*`` if noisy."""
+        """Display form: 4 significant digits (time) or 1 decimal (throughput).
+
+        ``*`` marks a noisy cell, ``†`` one measured beside other runs (packed).
+        """
         if self.value is None:
             return LABELS.get(self.status, self.status)
         body = fmt_seconds(self.value) if metric == "time" else f"{self.value:.1f}"
-        return body + ("*" if self.noisy else "")
+        return body + ("*" if self.noisy else "") + ("†" if self.packed else "")
 
 
 def fmt_seconds(value: float) -> str:
@@ -104,7 +108,8 @@ def build_table(db: sqlite_utils.Database, campaign_id: int, metric: str) -> Tab
                 cells.append(None)
                 continue
             value = res.median_s if metric == "time" else res.samples_per_s
-            cells.append(Cell(value, res.status, res.n_runs, res.spread_s, res.noisy))
+            cells.append(Cell(value, res.status, res.n_runs, res.spread_s, res.noisy,
+                              res.packed))
         rows.append(Row(key[0], key[1], key[2], tuple(cells)))
     simulated = bool(next(db.query(
         "select count(*) as n from gpu_samples g join runs r on r.id = g.run_id "
@@ -145,6 +150,9 @@ def _markdown(table: Table) -> str:
     lines += ["", "Cells: median over repeats of each run's median (warm-up excluded). "
               "`*` noisy (a run's CV > 0.10); OOM out of memory; n/a not supported or not "
               "available on this host; failed: the runner crashed."]
+    if any(cell and cell.packed for r in table.rows for cell in r.cells):
+        lines.append("† measured while other runs shared the host (a packed campaign, "
+                     "dltop run --pack): a throughput figure, not a clean single-run one.")
     if table.simulated_telemetry:
         lines.append("Device telemetry of this campaign came from SIMULATED GPUs "
                      "(--fake-gpus): not real hardware.")
@@ -168,7 +176,8 @@ def _json(table: Table) -> str:
     for r in table.rows:
         cells = {col: (None if cell is None else {
             "value": cell.value, "status": cell.status, "label": cell.text(table.metric),
-            "n_runs": cell.n_runs, "spread_s": cell.spread_s, "noisy": cell.noisy})
+            "n_runs": cell.n_runs, "spread_s": cell.spread_s, "noisy": cell.noisy,
+            "packed": cell.packed})
             for col, cell in zip(table.columns, r.cells, strict=True)}
         rows.append({"model": r.model, "framework": r.framework, "batch": r.batch_size,
                      "cells": cells})
@@ -182,7 +191,7 @@ def _json(table: Table) -> str:
 
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
-                  "^": r"\textasciicircum{}"}
+                  "^": r"\textasciicircum{}", "†": r"\textdagger{}"}
 
 
 def latex_escape(text: str) -> str:

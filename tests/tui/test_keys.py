@@ -292,3 +292,27 @@ async def test_the_key_bar_is_clickable(engine_seeded: Seeded) -> None:
         await pilot.click("#keys", offset=(start + 1, 0))
         await pilot.pause()
         assert isinstance(app.screen, ResultsScreen)
+
+
+async def test_packed_campaign_shows_every_run_in_progress(engine_seeded: Seeded) -> None:
+    from dltop.store import Store
+    from dltop.tui.runpanel import RunHeadline
+
+    store = Store(connect(engine_seeded.db_path, create=False))
+    second = engine_seeded.job_ids[3]
+    rid = store.start_run(second, engine_seeded.campaign_id, 1, "", 64)
+    store.add_iterations(rid, [{"idx": i, "seconds": 0.2, "samples": 64, "warmup": 1,
+                                "loss": 1.0} for i in range(3)])
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        view = app.campaign_view
+        assert view is not None and view.current is not None
+        assert view.current.run_id == rid  # the newest run is the panel's
+        assert view.progress == {engine_seeded.job_ids[2]: (12, 25), second: (3, 25)}
+        table = app.screen.query_one(QueueTable)
+        progress = {job.job_id: cells[-1] for job, cells in zip(table._jobs, table._cells,
+                                                                 strict=True)}
+        assert progress[engine_seeded.job_ids[2]] == "12/25" and progress[second] == "3/25"
+        headline = app.screen.query_one(RunHeadline)
+        assert headline.others == 1 and "+1 more running" in str(headline.render())

@@ -92,7 +92,10 @@ class CampaignView:
     counts: dict[str, int]
     jobs: tuple[JobLine, ...]
     current: RunView | None
+    """The newest run in progress (the one the run panel shows)."""
     read_at: str
+    progress: dict[int, tuple[int, int]] | None = None
+    """Job id -> (iterations done, total) of every run in progress (several when packed)."""
 
     @property
     def active(self) -> bool:
@@ -112,6 +115,14 @@ def latest_campaign_id(db: sqlite_utils.Database) -> int | None:
     """The newest campaign's id, or None in an empty database."""
     rows = campaigns(db, limit=1)
     return rows[0].id if rows else None
+
+
+def _progress(db: sqlite_utils.Database, campaign_id: int) -> dict[int, tuple[int, int]]:
+    return {r["job_id"]: (r["done"], r["total"]) for r in db.query(
+        "select r.job_id, j.iterations + j.warmup as total, "
+        "coalesce((select max(idx) + 1 from iterations i where i.run_id = r.id), 0) as done "
+        "from runs r join jobs j on j.id = r.job_id "
+        "where r.campaign_id = ? and r.status = 'running'", [campaign_id])}
 
 
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
@@ -151,6 +162,7 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
                      [campaign_id, max_jobs]))
     counts = status_counts(db, campaign_id)
     alive = engine_alive(c["engine_pid"], c["engine_start_time"])
+    current = _current(db, campaign_id, log_lines)
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
-                        _current(db, campaign_id, log_lines),
-                        datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                        current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                        _progress(db, campaign_id) if current else {})

@@ -117,8 +117,12 @@ class QueueTable(ScrollView, can_focus=True):
         """Display the view's jobs; the cursor stays on the job it was on."""
         jobs = view.jobs if view else ()
         cur = view.current if view else None
-        progress = f"{cur.done}/{cur.total}" if cur else ""
-        cells = [_cells(j, progress if cur and j.job_id == cur.job_id else "") for j in jobs]
+        # Every run in progress shows i/n (a packed campaign has several).
+        progress = {job: f"{d}/{n}" for job, (d, n) in ((view.progress or {}) if view
+                                                          else {}).items()}
+        if cur:
+            progress[cur.job_id] = f"{cur.done}/{cur.total}"
+        cells = [_cells(j, progress.get(j.job_id, "")) for j in jobs]
         self._apply(jobs, cells)
         running = cur.job_id if cur else None
         if running is not None and running != self._running_job:

@@ -16,6 +16,8 @@ class RunHeadline(Static):
     """Label, iteration count and warm-up marker of the current run."""
 
     run: reactive[RunView | None] = reactive(None)
+    others: reactive[int] = reactive(0)
+    """Other runs in progress beside this one (a packed campaign)."""
 
     def render(self) -> Text:
         r = self.run
@@ -27,6 +29,8 @@ class RunHeadline(Static):
         t.append(f"  iteration {r.done}/{r.total}")
         if r.in_warmup:
             t.append("  WARM-UP", "bold yellow")
+        if self.others:
+            t.append(f"  +{self.others} more running (packed)", "cyan")
         return t
 
 
@@ -66,9 +70,10 @@ class RunPanel(Vertical):
         yield RunRate()
         yield LogTail()
 
-    def show(self, run: RunView | None) -> None:
-        """Display ``run`` (None: nothing is running)."""
+    def show(self, run: RunView | None, others: int = 0) -> None:
+        """Display ``run`` (None: nothing is running) and how many others run beside it."""
         self.query_one(RunHeadline).run = run
+        self.query_one(RunHeadline).others = others
         self.query_one(RunRate).run = run
         self.query_one(LogTail).lines = run.log_tail if run else ()
         bar = self.query_one(ProgressBar)

@@ -42,12 +42,21 @@ def test_fixed_pause_between_runs_is_recorded(tmp_path: Path) -> None:
 
 
 class HotThenCool:
-    def __init__(self) -> None:
+    """Stands in for the sampler's last readings (the hardware boundary)."""
+
+    def __init__(self, cool_after: int = 4, idle_after: int = 0) -> None:
         self.calls = 0
+        self.power_calls = 0
+        self.cool_after = cool_after
+        self.idle_after = idle_after
 
     def temperatures(self) -> dict[int, float]:
         self.calls += 1
-        return {0: 80.0 if self.calls < 4 else 55.0, 1: 50.0}
+        return {0: 80.0 if self.calls < self.cool_after else 55.0, 1: 50.0}
+
+    def powers(self) -> dict[int, float]:
+        self.power_calls += 1
+        return {0: 400.0 if self.power_calls < self.idle_after else 90.0, 1: 700.0}
 
 
 async def test_waits_until_gpus_are_cool() -> None:
@@ -58,8 +67,24 @@ async def test_waits_until_gpus_are_cool() -> None:
     fake: Any = HotThenCool()
     engine._sampler = fake  # the cooldown reads only temperatures()
     engine._ran_one = True
-    waited, temp = await engine._cooldown(job)
+    waited, temp, power = await engine._cooldown(job)
     assert temp == 55.0 and 0.5 <= waited < 5.0  # three hot polls of 0.25 s, then cool
+    assert power == 90.0  # GPU 1 (700 W) is not the job's
+
+
+async def test_waits_until_both_temperature_and_power_settle() -> None:
+    job = parse(PROFILE.format(devices='["gpu:1"]', cooldown=30,
+                               extra="cooldown_temp_c = 60\ncooldown_power_w = 100"),
+                "p", "p").jobs[0]
+    assert job.cooldown_power_w == 100.0
+    engine = Engine(Store(memory_db()), 1, "x", [], logs_dir=Path("/nonexistent"),
+                    db_label="mem")
+    fake: Any = HotThenCool(cool_after=2, idle_after=8)  # cool first, idle much later
+    engine._sampler = fake
+    engine._ran_one = True
+    waited, temp, power = await engine._cooldown(job, (0,))
+    assert (temp, power) == (55.0, 90.0)
+    assert 1.25 <= waited < 6.0  # it kept waiting for the power after the GPU was cool
 
 
 def test_bad_cooldown_values() -> None:
@@ -69,4 +94,7 @@ def test_bad_cooldown_values() -> None:
         parse(PROFILE.format(devices='["cpu:1"]', cooldown=-1, extra=""), "p", "p")
     with pytest.raises(UserError, match="cooldown_temp_c"):
         parse(PROFILE.format(devices='["cpu:1"]', cooldown=1, extra="cooldown_temp_c = 0"),
+              "p", "p")
+    with pytest.raises(UserError, match=r"p: matrix\[0\]\.cooldown_power_w"):
+        parse(PROFILE.format(devices='["cpu:1"]', cooldown=1, extra='cooldown_power_w = "x"'),
               "p", "p")

@@ -233,35 +233,50 @@ class Engine:
         # Called from the sampler thread; the single writer orders it with the rest.
         self._writer.submit(store_telemetry.write_batch, self._store.db, batch)
 
-    async def _cooldown(self, job: JobSpec,
-                        gpus: tuple[int, ...] | None = None) -> tuple[float, float | None]:
-        """Wait before a run as the job asks; return (seconds waited, hottest GPU temp)."""
+    async def _cooldown(self, job: JobSpec, gpus: tuple[int, ...] | None = None,
+                        ) -> tuple[float, float | None, float | None]:
+        """Wait before a run as the job asks.
+
+        Returns:
+            (seconds waited, hottest GPU temperature in °C, highest GPU power in W)
+            of the job's GPUs when it starts (None without readings).
+        """
         if gpus is None:
             gpus = tuple(range(job.device.count)) if job.device.kind == "gpu" else ()
 
-        def hottest() -> float | None:
+        def highest(read: Callable[[], dict[int, float]]) -> float | None:
             if self._sampler is None:
                 return None
-            temps = self._sampler.temperatures()
-            vals = [temps[i] for i in gpus if i in temps]
+            values = read()
+            vals = [values[i] for i in gpus if i in values]
             return max(vals) if vals else None
+
+        def hottest() -> float | None:
+            return highest(self._sampler.temperatures) if self._sampler else None
+
+        def power() -> float | None:
+            return highest(self._sampler.powers) if self._sampler else None
+
+        def settled() -> bool:
+            # Without a threshold (or a reading) only the full cooldown_s counts.
+            checks = [(job.cooldown_temp_c, hottest), (job.cooldown_power_w, power)]
+            wanted = [(limit, read()) for limit, read in checks if limit is not None]
+            return bool(wanted) and all(v is not None and v <= limit for limit, v in wanted)
 
         t0 = time.monotonic()
         if job.cooldown_s > 0 and self._ran_one:
-            threshold = job.cooldown_temp_c
             while time.monotonic() - t0 < job.cooldown_s and not self._stop.is_set():
-                temp = hottest()
-                if threshold is not None and temp is not None and temp <= threshold:
+                if settled():
                     break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._stop.wait(), timeout=0.25)
         self._ran_one = True
-        return time.monotonic() - t0, hottest()
+        return time.monotonic() - t0, hottest(), power()
 
     async def _run_job(self, q: QueuedJob, alloc: Allocation, token: int) -> str:
         job = q.spec
         cmd = registry.resolve(job.framework)
-        waited_s, start_temp = await self._cooldown(job, alloc.gpu_indices)
+        waited_s, start_temp, start_power = await self._cooldown(job, alloc.gpu_indices)
         if self._stop.is_set():
             await self._write(self._store.set_job_status, q.job_id, "cancelled")
             self._count("cancelled")
@@ -278,6 +293,7 @@ class Engine:
                                    "", job.samples_per_iter)
         write_later(self._store.update_run, run_id, {
             "cooldown_waited_s": waited_s, "start_temp_c": start_temp,
+            "start_power_w": start_power,
             "gpu_indices": ",".join(map(str, alloc.gpu_indices)) or None,
             "cpu_affinity": (None if alloc.cpu_affinity is None
                              else ",".join(map(str, alloc.cpu_affinity)))})

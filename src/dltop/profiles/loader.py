@@ -40,6 +40,7 @@ SETTINGS: dict[str, Any] = {
     "retries": 0,
     "cooldown_s": 0.0,
     "cooldown_temp_c": None,
+    "cooldown_power_w": None,
 }
 OPTIONS: dict[str, tuple[object, ...]] = {
     "xla": (True, False),
@@ -188,6 +189,7 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
                 momentum=s["momentum"], seed=s["seed"], options=options,
                 retries=s["retries"], cooldown_s=s["cooldown_s"],
                 cooldown_temp_c=s["cooldown_temp_c"],
+                cooldown_power_w=s["cooldown_power_w"],
             ))
     return jobs
 
@@ -210,6 +212,8 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
         "cooldown_s": _num(where, loc("cooldown_s"), m["cooldown_s"], positive=False),
         "cooldown_temp_c": (None if m["cooldown_temp_c"] is None else _num(
             where, loc("cooldown_temp_c"), m["cooldown_temp_c"], positive=True)),
+        "cooldown_power_w": (None if m["cooldown_power_w"] is None else _num(
+            where, loc("cooldown_power_w"), m["cooldown_power_w"], positive=True)),
     }
     if s["data"] == "real":
         if not isinstance(s["data_dir"], str) or not s["data_dir"]:

@@ -77,6 +77,8 @@ class JobSpec:
     """Longest pause before the run (fixed pause without ``cooldown_temp_c``)."""
     cooldown_temp_c: float | None = None
     """GPU jobs: start once every GPU of the job is at or below this temperature."""
+    cooldown_power_w: float | None = None
+    """GPU jobs: start once every GPU of the job draws at most this power."""
 
     @property
     def config_key(self) -> str:
@@ -131,6 +133,8 @@ class JobSpec:
             cooldown_s=float(d.get("cooldown_s", 0.0)),
             cooldown_temp_c=(None if d.get("cooldown_temp_c") is None
                              else float(d["cooldown_temp_c"])),
+            cooldown_power_w=(None if d.get("cooldown_power_w") is None
+                              else float(d["cooldown_power_w"])),
         )
 
 

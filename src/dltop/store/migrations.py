@@ -98,12 +98,14 @@ def _v4(db: Any) -> None:
     db["campaigns"].add_column("cancel_run_id", int)
 
 
-@migration(5, "packing: campaigns.pack; runs record their GPUs, CPUs and concurrent runs")
+@migration(5, "packing: campaigns.pack; runs record their GPUs, CPUs and concurrent runs; "
+              "cooldown by power: runs.start_power_w")
 def _v5(db: Any) -> None:
     db["campaigns"].add_column("pack", int)
     db["runs"].add_column("gpu_indices", str)
     db["runs"].add_column("cpu_affinity", str)
     db["runs"].add_column("concurrent_runs", int)
+    db["runs"].add_column("start_power_w", float)
 
 
 def apply(db: Any) -> list[int]:

@@ -129,6 +129,7 @@ class Sampler:
         self._last_flush_ns = time.monotonic_ns()
         self._latest: tuple[tuple[GpuSample, ...], HostSample | None] = ((), None)
         self._temps: dict[int, float] = {}
+        self._powers: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
@@ -166,6 +167,11 @@ class Sampler:
         """The last temperature read of each GPU (slow fields), in degrees Celsius."""
         with self._lock:
             return dict(self._temps)
+
+    def powers(self) -> dict[int, float]:
+        """The last power draw read of each GPU, in watts."""
+        with self._lock:
+            return dict(self._powers)
 
     # run attribution ---------------------------------------------------------
     def begin_run(self, run_id: int, root_pid: int, gpu_indices: tuple[int, ...]) -> None:
@@ -225,6 +231,8 @@ class Sampler:
             for s in gpus:
                 if s.temperature_c is not None:
                     self._temps[s.index] = s.temperature_c
+                if s.power_w is not None:
+                    self._powers[s.index] = s.power_w
         self._add_to_window(gpus, host, trees, runs)
 
     def _add_to_window(self, gpus: tuple[GpuSample, ...], host: HostSample | None,

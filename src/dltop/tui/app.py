@@ -17,6 +17,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.events import Resize
+from textual.widget import AwaitMount
 
 from dltop.errors import UserError
 from dltop.live.campaign import CampaignView, latest_campaign_id, read_campaign
@@ -70,6 +71,25 @@ class DltopApp(App[str | None]):
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
         self._db_key: tuple[int, int | None] | None = None
+        self._composed_modes = {self.DEFAULT_MODE}  # composed at start-up
+        self._hold_repaints = True
+
+    # screens -------------------------------------------------------------------
+    def switch_mode(self, mode: str) -> AwaitMount:
+        # Textual holds every repaint for 50 ms after a mode switch (delay_update), to hide
+        # a screen while it is composed. Ours are composed on their first switch only; after
+        # that the hold was 50 of the ~70 ms a switch took through tmux (headless tests never
+        # saw it: they do not paint). The screen still paints once, after its restyle.
+        self._hold_repaints = mode not in self._composed_modes
+        self._composed_modes.add(mode)
+        try:
+            return super().switch_mode(mode)
+        finally:
+            self._hold_repaints = True
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        if self._hold_repaints:
+            super().delay_update(delay)
 
     # reading -------------------------------------------------------------------
     def _read_campaign(self, force: bool = True) -> tuple[bool, CampaignView | None]:

@@ -234,6 +234,33 @@ async def test_number_keys_switch_screens_and_results_update(engine_seeded: Seed
         assert isinstance(app.screen, MainScreen)
 
 
+async def test_switching_back_to_a_composed_screen_holds_no_repaint(
+        engine_seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual's 50 ms repaint hold (App.delay_update) hides a screen being composed; a
+    screen composed before needs none, and through a terminal the hold was most of a switch."""
+    from textual.app import App
+
+    holds: list[float] = []
+    real = App.delay_update
+    monkeypatch.setattr(App, "delay_update",
+                        lambda self, delay=0.05: (holds.append(delay), real(self, delay))[1])
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")  # first visit: composed now, held
+        await settle(app, pilot)
+        assert len(holds) == 1
+        for key, screen in (("1", MainScreen), ("2", ResultsScreen), ("1", MainScreen)):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, screen)
+        assert len(holds) == 1
+        await pilot.press("3")  # first visit again
+        await pilot.pause()
+        assert isinstance(app.screen, HistoryScreen)
+        assert len(holds) == 2
+
+
 async def test_question_mark_opens_help(engine_seeded: Seeded) -> None:
     app = app_for(engine_seeded)
     async with app.run_test(size=(100, 30)) as pilot:

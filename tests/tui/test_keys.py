@@ -76,6 +76,38 @@ async def test_main_screen_shows_queue_run_and_devices(engine_seeded: Seeded) ->
         assert len(app.screen.query(".gpu-row")) == 8
 
 
+async def test_the_gpu_note_says_why_and_is_laid_out_only_when_it_changes(
+        engine_seeded: Seeded) -> None:
+    from dataclasses import replace
+
+    from textual.widgets import Static
+
+    from dltop.live.devices import DeviceFrame
+    from dltop.tui.devices import DevicesPanel
+
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        panel = app.screen.query_one(DevicesPanel)
+        note = panel.query_one("#gpu-note", Static)
+        assert note.display and "SIMULATED GPUs" in str(note.render())
+        frame = app.device_frame
+        assert frame is not None
+        updates: list[object] = []
+        real_update = note.update
+        note.update = lambda *a, **k: (updates.append(a), real_update(*a, **k))[1]  # type: ignore[method-assign]
+        panel.show(frame)
+        panel.show(frame)
+        assert updates == []  # unchanged: no update, so no layout of the whole screen
+        panel.show(DeviceFrame((), (), frame.host, "NVML not found"))
+        await pilot.pause()
+        assert note.display and str(note.render()) == "no GPU: NVML not found"
+        real = tuple(replace(st, simulated=False) for st in frame.statics)
+        panel.show(replace(frame, statics=real))
+        await pilot.pause()
+        assert not note.display and len(updates) == 2
+
+
 async def test_c_cancels_the_current_run(engine_seeded: Seeded) -> None:
     app = app_for(engine_seeded)
     async with app.run_test(size=(100, 30)) as pilot:

@@ -286,6 +286,7 @@ async def test_switching_back_to_a_composed_screen_holds_no_repaint(
             await pilot.press(key)
             await pilot.pause()
             assert isinstance(app.screen, screen)
+            assert app._batch_count == 0  # repaints held only until the screen resumed
         assert len(holds) == 1
         await pilot.press("3")  # first visit again
         await pilot.pause()

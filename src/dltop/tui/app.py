@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import sqlite_utils
@@ -79,13 +80,25 @@ class DltopApp(App[str | None]):
         # Textual holds every repaint for 50 ms after a mode switch (delay_update), to hide
         # a screen while it is composed. Ours are composed on their first switch only; after
         # that the hold was 50 of the ~70 ms a switch took through tmux (headless tests never
-        # saw it: they do not paint). The screen still paints once, after its restyle.
-        self._hold_repaints = mode not in self._composed_modes
-        self._composed_modes.add(mode)
-        try:
+        # saw it: they do not paint). Repaints are still held, but only until the screen has
+        # handled its resume: painting before that drew parts of it over the old screen.
+        if mode not in self._composed_modes:
+            self._composed_modes.add(mode)
             return super().switch_mode(mode)
+        hold = ExitStack()
+        hold.enter_context(self.batch_update())
+        self._hold_repaints = False
+        try:
+            mounted = super().switch_mode(mode)
         finally:
             self._hold_repaints = True
+
+        def release() -> None:
+            hold.close()
+            self.screen.refresh()
+
+        self.screen.call_after_refresh(release)  # runs once its queue (the resume) is done
+        return mounted
 
     def delay_update(self, delay: float = 0.05) -> None:
         if self._hold_repaints:

@@ -90,6 +90,9 @@ class DltopApp(App[str | None]):
         self._hold_repaints = False
         try:
             mounted = super().switch_mode(mode)
+        except BaseException:
+            hold.close()
+            raise
         finally:
             self._hold_repaints = True
 

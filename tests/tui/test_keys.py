@@ -76,6 +76,38 @@ async def test_main_screen_shows_queue_run_and_devices(engine_seeded: Seeded) ->
         assert len(app.screen.query(".gpu-row")) == 8
 
 
+async def test_the_gpu_note_says_why_and_is_laid_out_only_when_it_changes(
+        engine_seeded: Seeded) -> None:
+    from dataclasses import replace
+
+    from textual.widgets import Static
+
+    from dltop.live.devices import DeviceFrame
+    from dltop.tui.devices import DevicesPanel
+
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        panel = app.screen.query_one(DevicesPanel)
+        note = panel.query_one("#gpu-note", Static)
+        assert note.display and "SIMULATED GPUs" in str(note.render())
+        frame = app.device_frame
+        assert frame is not None
+        updates: list[object] = []
+        real_update = note.update
+        note.update = lambda *a, **k: (updates.append(a), real_update(*a, **k))[1]  # type: ignore[method-assign]
+        panel.show(frame)
+        panel.show(frame)
+        assert updates == []  # unchanged: no update, so no layout of the whole screen
+        panel.show(DeviceFrame((), (), frame.host, "NVML not found"))
+        await pilot.pause()
+        assert note.display and str(note.render()) == "no GPU: NVML not found"
+        real = tuple(replace(st, simulated=False) for st in frame.statics)
+        panel.show(replace(frame, statics=real))
+        await pilot.pause()
+        assert not note.display and len(updates) == 2
+
+
 async def test_c_cancels_the_current_run(engine_seeded: Seeded) -> None:
     app = app_for(engine_seeded)
     async with app.run_test(size=(100, 30)) as pilot:
@@ -232,6 +264,34 @@ async def test_number_keys_switch_screens_and_results_update(engine_seeded: Seed
         await pilot.press("1")
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
+
+
+async def test_switching_back_to_a_composed_screen_holds_no_repaint(
+        engine_seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Textual's 50 ms repaint hold (App.delay_update) hides a screen being composed; a
+    screen composed before needs none, and through a terminal the hold was most of a switch."""
+    from textual.app import App
+
+    holds: list[float] = []
+    real = App.delay_update
+    monkeypatch.setattr(App, "delay_update",
+                        lambda self, delay=0.05: (holds.append(delay), real(self, delay))[1])
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("2")  # first visit: composed now, held
+        await settle(app, pilot)
+        assert len(holds) == 1
+        for key, screen in (("1", MainScreen), ("2", ResultsScreen), ("1", MainScreen)):
+            await pilot.press(key)
+            await pilot.pause()
+            assert isinstance(app.screen, screen)
+            assert app._batch_count == 0  # repaints held only until the screen resumed
+        assert len(holds) == 1
+        await pilot.press("3")  # first visit again
+        await pilot.pause()
+        assert isinstance(app.screen, HistoryScreen)
+        assert len(holds) == 2
 
 
 async def test_question_mark_opens_help(engine_seeded: Seeded) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from pathlib import Path
 
 import sqlite_utils
@@ -17,6 +18,7 @@ from textual import work
 from textual.app import App
 from textual.binding import Binding
 from textual.events import Resize
+from textual.widget import AwaitMount
 
 from dltop.errors import UserError
 from dltop.live.campaign import CampaignView, latest_campaign_id, read_campaign
@@ -70,6 +72,40 @@ class DltopApp(App[str | None]):
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
         self._db_key: tuple[int, int | None] | None = None
+        self._composed_modes = {self.DEFAULT_MODE}  # composed at start-up
+        self._hold_repaints = True
+
+    # screens -------------------------------------------------------------------
+    def switch_mode(self, mode: str) -> AwaitMount:
+        # Textual holds every repaint for 50 ms after a mode switch (delay_update), to hide
+        # a screen while it is composed. Ours are composed on their first switch only; after
+        # that the hold was 50 of the ~70 ms a switch took through tmux (headless tests never
+        # saw it: they do not paint). Repaints are still held, but only until the screen has
+        # handled its resume: painting before that drew parts of it over the old screen.
+        if mode not in self._composed_modes:
+            self._composed_modes.add(mode)
+            return super().switch_mode(mode)
+        hold = ExitStack()
+        hold.enter_context(self.batch_update())
+        self._hold_repaints = False
+        try:
+            mounted = super().switch_mode(mode)
+        except BaseException:
+            hold.close()
+            raise
+        finally:
+            self._hold_repaints = True
+
+        def release() -> None:
+            hold.close()
+            self.screen.refresh()
+
+        self.screen.call_after_refresh(release)  # runs once its queue (the resume) is done
+        return mounted
+
+    def delay_update(self, delay: float = 0.05) -> None:
+        if self._hold_repaints:
+            super().delay_update(delay)
 
     # reading -------------------------------------------------------------------
     def _read_campaign(self, force: bool = True) -> tuple[bool, CampaignView | None]:

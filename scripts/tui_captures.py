@@ -97,15 +97,23 @@ def main() -> int:
         main_pane.resize((80, 24))
         main_pane.save(args.out, "main-fake8-80x24.txt")
         main_pane.resize((100, 32))
-        main_pane.keys("2", settle=2.0)
-        main_pane.save(args.out, "results-100x32.txt")
+        main_pane.keys("a")
+        main_pane.save(args.out, "add-profile-picker.txt")
+        # Escape alone: followed at once by a key, a terminal reads it as Alt+key.
+        main_pane.keys("Escape")
+        main_pane.keys("q")
+        main_pane.save(args.out, "quit-dialog.txt")
+        main_pane.keys("Escape")
+        main_pane.keys("?")
+        main_pane.save(args.out, "help-100x32.txt")
+        main_pane.keys("Escape")
         main_pane.keys("3", settle=2.0)
         main_pane.save(args.out, "history-100x32.txt")
-        main_pane.keys("1", "a")
-        main_pane.save(args.out, "add-profile-picker.txt")
-        main_pane.keys("Escape", "q")
-        main_pane.save(args.out, "quit-dialog.txt")
-        main_pane.keys("l")  # leave the engine running
+        # Open the finished `quick` campaign (3 frameworks), then its results.
+        main_pane.keys("Down")
+        main_pane.keys("Enter", settle=2.0)  # opens it on the results screen
+        main_pane.save(args.out, "results-100x32.txt")
+        main_pane.keys("q")  # the campaign shown is finished: no question
         main_pane.close()
 
         again = Pane("cap-again", f"{viewer} --db {db}", (100, 32))

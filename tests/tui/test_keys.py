@@ -376,3 +376,22 @@ async def test_packed_campaign_shows_every_run_in_progress(engine_seeded: Seeded
         assert progress[engine_seeded.job_ids[2]] == "12/25" and progress[second] == "3/25"
         headline = app.screen.query_one(RunHeadline)
         assert headline.others == 1 and "+1 more running" in str(headline.render())
+
+
+@pytest.mark.parametrize("width", [80, 100, 160])
+async def test_the_key_bar_keeps_help_and_quit_when_narrow(engine_seeded: Seeded,
+                                                          width: int) -> None:
+    from dltop.tui.keybar import KeyBar
+
+    app = app_for(engine_seeded)
+    async with app.run_test(size=(width, 30)) as pilot:
+        await settle(app, pilot)
+        bar = app.screen.query_one(KeyBar)
+        text = str(bar.render())
+        assert len(text) <= width
+        assert "? Help" in text and "q Quit" in text and " a Add" in text
+        assert ("3 History" in text) == (width >= 120)  # the last keys give way first
+        quit_start = next(s for s, _, action, _ in bar._spans if action == "quit_viewer")
+        await pilot.click("#keys", offset=(quit_start + 1, 0))
+        await pilot.pause()
+        assert isinstance(app.screen, QuitDialog)  # the campaign is active: it asks

@@ -104,12 +104,14 @@ class QuitDialog(ModalScreen[str | None]):
 
 
 HELP = """\
-[b]dltop[/b]: watch and steer benchmark campaigns. The engine runs apart from this
-viewer: quitting, a dropped SSH connection or a killed viewer never stops a run.
+[b]dltop[/b]: watch and steer benchmark campaigns. The engine runs
+apart from this viewer: quitting it, a dropped SSH connection or a
+killed viewer never stops a run.
 
 [b]Screens[/b]   1 main    2 results    3 history
-[b]Queue[/b]     a add a profile   c cancel the current run   p pause/resume
-          r retry failed   K/J move the selected job up/down   x remove it
+[b]Queue[/b]     a add a profile   c cancel the current run
+          p pause/resume   r retry failed
+          K/J move the selected job up/down   x remove it
 [b]Results[/b]   m time <-> throughput   e export to a file
 [b]History[/b]   enter open the campaign   e export it
 [b]Other[/b]     ? this help   q quit (asks when runs are active)

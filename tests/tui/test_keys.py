@@ -160,6 +160,9 @@ async def test_shift_k_and_j_move_the_selected_queued_job(engine_seeded: Seeded)
         await settle(app, pilot)
     assert job(engine_seeded, ids[4])["position"] == 5
     assert app.done[1].text.startswith("only queued jobs move")
+    # A move that happened says nothing: the queue shows it, and a pile of toasts
+    # would be re-mounted on every screen switch.
+    assert [d.text for d in app.done[2:]] == ["", ""] and app.done[0].text == ""
 
 
 async def test_x_removes_a_queued_job_but_not_a_finished_one(engine_seeded: Seeded) -> None:

@@ -84,9 +84,9 @@ def retry_failed(db_path: Path, logs_dir: Path, view: CampaignView) -> str:
 
 
 def move(db_path: Path, job_id: int, delta: int) -> str:
-    """Move a queued job up (-1) or down (+1)."""
+    """Move a queued job up (-1) or down (+1); "" when it moved (the queue shows it)."""
     res = edit.move_job(_db(db_path), job_id, delta)
-    return "moved" if res.changed else "only queued jobs move, within the queue"
+    return "" if res.changed else "only queued jobs move, within the queue"
 
 
 def remove(db_path: Path, job_id: int) -> str:

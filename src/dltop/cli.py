@@ -177,6 +177,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("dltop: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # `dltop ... | head`: the reader left. Point stdout at /dev/null so the
+        # interpreter's final flush does not raise again, and exit as a C tool would.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
 
 
 # run ------------------------------------------------------------------------
@@ -442,7 +447,8 @@ def _cmd_profiles(args: argparse.Namespace) -> int:
     if args.profiles_command == "show":
         prof = load(args.profile)
         print(f"# {prof.name}: {prof.description}" if prof.description else f"# {prof.name}")
-        print(f"# source: {prof.source}; {len(prof.jobs)} jobs")
+        packing = "packed on disjoint devices" if prof.pack else "one run at a time"
+        print(f"# source: {prof.source}; {len(prof.jobs)} jobs; {packing}")
         print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
               f"{'rep':>3} {'iters':>5} {'warmup':>6} {'precision':<9} {'data':<9} timeout_s")
         for i, j in enumerate(prof.jobs, 1):

@@ -212,3 +212,19 @@ def test_profiles_listing_and_show(tmp_path: Path) -> None:
     show = dltop(tmp_path, "profiles", "show", "quick")
     assert show.returncode == 0 and show.stdout.count("torch") == 4
 
+
+
+def test_output_into_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
+    prof = tmp_path / "big.toml"  # ~2 000 rows: more than a pipe buffer holds
+    prof.write_text('pack = true\n[[matrix]]\nframeworks=["torch"]\nmodels=["fcn-r"]\n'
+                    'batch_sizes=[8]\ndevices=["cpu:1"]\nrepeats=2000\n')
+    proc = subprocess.Popen([sys.executable, "-m", "dltop", "profiles", "show", str(prof)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stderr is not None
+    first = proc.stdout.readline()
+    proc.stdout.close()  # like `| head -1`
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 141 and "Traceback" not in err, err
+    assert first.startswith("# big")
+    full = dltop(tmp_path, "profiles", "show", str(prof))
+    assert "2000 jobs; packed on disjoint devices" in full.stdout

@@ -204,6 +204,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                                args.skip_unavailable, args.pack)
         return _detach(argv, db_path, default_logs_dir(db_path))
     backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
+    n_gpus = gpu_count()
     if args.resume:
         if args.profiles or args.pack:
             raise UserError("--resume takes no profiles and no --pack: it continues a stored "
@@ -221,7 +222,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         if not args.profiles:
             raise UserError("dltop run needs at least one PROFILE (or --resume)")
         profiles = [load(ref) for ref in args.profiles]
-        plan = campaign.preflight(profiles, gpu_count(), args.skip_unavailable, args.pack)
+        plan = campaign.preflight(profiles, n_gpus, args.skip_unavailable, args.pack)
         for warning in plan.warnings:
             print(f"dltop: warning: {warning}", file=sys.stderr)
         store = Store(connect(db_path))
@@ -240,7 +241,7 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                     db_label=str(db_path), on_event=sink,
                     sampler_factory=None if backend is None else (
                         lambda on_batch: Sampler(backend, on_batch, gpu_hz, host_hz)),
-                    allocator=DeviceAllocator(gpu_count(), core_order(), pack=pack))
+                    allocator=DeviceAllocator(n_gpus, core_order(), pack=pack))
 
     async def go() -> str:
         loop = asyncio.get_running_loop()

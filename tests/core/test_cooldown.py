@@ -67,7 +67,7 @@ async def test_waits_until_gpus_are_cool() -> None:
     fake: Any = HotThenCool()
     engine._sampler = fake  # the cooldown reads only temperatures()
     engine._ran_one = True
-    waited, temp, power = await engine._cooldown(job)
+    waited, temp, power = await engine._cooldown(job, (0,))
     assert temp == 55.0 and 0.5 <= waited < 5.0  # three hot polls of 0.25 s, then cool
     assert power == 90.0  # GPU 1 (700 W) is not the job's
 

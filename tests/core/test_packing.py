@@ -22,7 +22,7 @@ from dltop.jobs.engine import Engine
 from dltop.jobs.environment import core_order
 from dltop.jobs.resume import resume
 from dltop.profiles.loader import parse
-from dltop.profiles.model import DeviceSpec, JobSpec
+from dltop.profiles.model import DeviceSpec
 from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.sampler import Sampler
@@ -44,9 +44,8 @@ with open(sys.argv[1], "a") as f:
 """
 
 
-def job(device: str) -> JobSpec:
-    return JobSpec("p", "command", "m", 8, DeviceSpec.parse(device), 0, 5, 1, 60.0, "fp32",
-                   "synthetic", None, "global", 0.01, 0.0, 0)
+def job(device: str) -> DeviceSpec:
+    return DeviceSpec.parse(device)
 
 
 # allocator ---------------------------------------------------------------------------

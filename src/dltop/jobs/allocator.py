@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.model import DeviceSpec
 
 
 @dataclass(frozen=True)
@@ -61,8 +61,8 @@ class DeviceAllocator:
         """Runs holding devices now."""
         return len(self._held)
 
-    def try_allocate(self, job: JobSpec) -> tuple[int, Allocation] | None:
-        """Reserve devices for ``job``; return (token, allocation), or None if busy now.
+    def try_allocate(self, device: DeviceSpec) -> tuple[int, Allocation] | None:
+        """Reserve devices for a job on ``device``; return (token, allocation), or None if busy.
 
         A job that can never fit (``gpu:4`` on a 2-GPU host) gets an allocation
         of what exists when the host is idle, so that the runner itself reports
@@ -70,29 +70,21 @@ class DeviceAllocator:
         """
         if self._held and (not self.pack or any(a.exclusive for a in self._held.values())):
             return None
-        busy_gpus = {g for a in self._held.values() for g in a.gpu_indices}
-        busy_cpus = {c for a in self._held.values() for c in a.cpu_affinity or ()}
-        n = job.device.count
-        if job.device.kind == "gpu":
-            free = [g for g in range(self.gpu_count) if g not in busy_gpus]
-            if n > self.gpu_count:
-                if self._held:
-                    return None
-                alloc = Allocation(tuple(range(self.gpu_count)), None, exclusive=True)
-            elif n > len(free):
+        gpu = device.kind == "gpu"
+        pool = tuple(range(self.gpu_count)) if gpu else self.cores
+        if device.count > len(pool):
+            if self._held:
                 return None
-            else:
-                alloc = Allocation(tuple(free[:n]), None)
+            # GPUs: all there are; CPUs: not pinned (the run needs the whole host).
+            alloc = Allocation(pool if gpu else (), None, exclusive=True)
         else:
-            if n > len(self.cores):
-                if self._held:
-                    return None
-                alloc = Allocation((), None, exclusive=True)
-            else:
-                free_cpus = [c for c in self.cores if c not in busy_cpus]
-                if n > len(free_cpus):
-                    return None
-                alloc = Allocation((), tuple(free_cpus[:n]))
+            busy = {x for a in self._held.values()
+                    for x in (a.gpu_indices if gpu else a.cpu_affinity or ())}
+            free = [x for x in pool if x not in busy]
+            if device.count > len(free):
+                return None
+            taken = tuple(free[:device.count])
+            alloc = Allocation(taken, None) if gpu else Allocation((), taken)
         self._next_token += 1
         token = self._next_token
         self._held[token] = alloc

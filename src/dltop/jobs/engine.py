@@ -160,17 +160,17 @@ class Engine:
         db, cid = self._store.db, self._campaign_id
         if self._alloc.active and not self._alloc.pack:
             return False
-        if self._alloc.active:
-            # Packing: the first queued job that fits (later jobs fill free devices).
-            candidates = await self._write(queue.queued_jobs, db, cid)
-        else:
-            nxt = await self._write(queue.next_queued, db, cid)
-            candidates = [nxt] if nxt is not None else []
-        for job_id, pos, spec in candidates:
+        # The first queued job that fits (when packing, later jobs fill free devices;
+        # otherwise the first one always fits an idle host).
+        for job_id, pos, device in await self._write(queue.queued_devices, db, cid):
             if job_id in self._claimed:
                 continue
-            got = self._alloc.try_allocate(spec)
+            got = self._alloc.try_allocate(device)
             if got is None:
+                continue
+            spec = await self._write(queue.queued_spec, db, job_id)
+            if spec is None:  # a viewer removed it since the scan
+                self._alloc.release(got[0])
                 continue
             self._claimed.add(job_id)
             tasks.add(asyncio.create_task(self._job_task(QueuedJob(job_id, pos, spec), *got)))
@@ -233,7 +233,7 @@ class Engine:
         # Called from the sampler thread; the single writer orders it with the rest.
         self._writer.submit(store_telemetry.write_batch, self._store.db, batch)
 
-    async def _cooldown(self, job: JobSpec, gpus: tuple[int, ...] | None = None,
+    async def _cooldown(self, job: JobSpec, gpus: tuple[int, ...],
                         ) -> tuple[float, float | None, float | None]:
         """Wait before a run as the job asks.
 
@@ -241,12 +241,7 @@ class Engine:
             (seconds waited, hottest GPU temperature in °C, highest GPU power in W)
             of the job's GPUs when it starts (None without readings).
         """
-        if gpus is None:
-            gpus = tuple(range(job.device.count)) if job.device.kind == "gpu" else ()
-
         def highest(read: Callable[[], dict[int, float]]) -> float | None:
-            if self._sampler is None:
-                return None
             values = read()
             vals = [values[i] for i in gpus if i in values]
             return max(vals) if vals else None

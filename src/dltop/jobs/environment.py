@@ -20,8 +20,9 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
 def core_order() -> tuple[int, ...]:
     """Logical CPUs this process may use, one per physical core first, then SMT siblings.
 
-    ``cpu:N`` pins a run to the first N (so N <= physical cores never shares a
-    core between two of its threads).
+    A ``cpu:N`` run is pinned to N of them in this order (see
+    :mod:`dltop.jobs.allocator`), so N <= physical cores never shares a core
+    between two of its threads.
     """
     allowed = sorted(os.sched_getaffinity(0))
     rank: dict[int, tuple[int, int]] = {}
@@ -36,16 +37,6 @@ def core_order() -> tuple[int, ...]:
         rank[cpu] = (seen.get(core, 0), cpu)
         seen[core] = seen.get(core, 0) + 1
     return tuple(sorted(allowed, key=lambda c: rank[c]))
-
-
-def cpu_affinity(job: JobSpec) -> list[int] | None:
-    """The logical CPUs a CPU job is pinned to (None for GPU jobs or when too few exist)."""
-    if job.device.kind == "gpu":
-        return None
-    order = core_order()
-    if job.device.count > len(order):
-        return None
-    return list(order[:job.device.count])
 
 
 def child_env(job: JobSpec, base: Mapping[str, str], extra: Mapping[str, str],

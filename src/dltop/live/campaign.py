@@ -15,6 +15,7 @@ from dltop.results.queries import (
     CampaignRow,
     campaign_row,
     campaigns,
+    current_runs,
     run_label,
     status_counts,
 )
@@ -117,14 +118,6 @@ def latest_campaign_id(db: sqlite_utils.Database) -> int | None:
     return rows[0].id if rows else None
 
 
-def _progress(db: sqlite_utils.Database, campaign_id: int) -> dict[int, tuple[int, int]]:
-    return {r["job_id"]: (r["done"], r["total"]) for r in db.query(
-        "select r.job_id, j.iterations + j.warmup as total, "
-        "coalesce((select max(idx) + 1 from iterations i where i.run_id = r.id), 0) as done "
-        "from runs r join jobs j on j.id = r.job_id "
-        "where r.campaign_id = ? and r.status = 'running'", [campaign_id])}
-
-
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
     rows = list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
@@ -165,4 +158,5 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
     current = _current(db, campaign_id, log_lines)
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        _progress(db, campaign_id) if current else {})
+                        {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)}
+                        if current else {})

@@ -120,6 +120,7 @@ class CurrentRun:
     """A run in progress, as far as the database knows."""
 
     run_id: int
+    job_id: int
     label: str
     done: int
     total: int
@@ -130,11 +131,12 @@ class CurrentRun:
 def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun]:
     """Runs of the campaign stored as ``running``, with their iteration count so far."""
     sql = (
-        "select r.id, r.started_at, j.framework, j.model, j.batch_size, j.device, j.repeat, "
-        "j.iterations, j.warmup, (select count(*) from iterations i where i.run_id = r.id) "
-        "as done from runs r join jobs j on j.id = r.job_id "
+        "select r.id, r.job_id, r.started_at, j.framework, j.model, j.batch_size, j.device, "
+        "j.repeat, j.iterations, j.warmup, "
+        "(select count(*) from iterations i where i.run_id = r.id) as done "
+        "from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = 'running' order by r.id"
     )
-    return [CurrentRun(r["id"], run_label(r), r["done"],
+    return [CurrentRun(r["id"], r["job_id"], run_label(r), r["done"],
                        r["iterations"] + r["warmup"], r["warmup"], r["started_at"])
             for r in db.query(sql, [campaign_id])]

@@ -1,7 +1,7 @@
 """Queue edits from a viewer (the TUI) while an engine may be running the campaign.
 
 Every edit is one SQLite transaction (``BEGIN IMMEDIATE``), and the engine takes
-its next job from the database (:func:`dltop.store.queue.next_queued`), so an
+its next job from the database (:func:`dltop.store.queue.queued_devices`), so an
 edit either happens before the engine picks a job or after: a job is never run
 twice, and a job added to a campaign whose engine just finished is seen by the
 caller (``needs_engine``) instead of being stranded.

@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.model import DeviceSpec, JobSpec
 from dltop.store.writer import utc_now
 
 LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"
@@ -91,15 +91,23 @@ def queued_jobs(db: sqlite_utils.Database, campaign_id: int) -> list[tuple[int, 
             for r in rows]
 
 
-def next_queued(db: sqlite_utils.Database, campaign_id: int) -> tuple[int, int, JobSpec] | None:
-    """The first queued job of the campaign (the engine's next), or None."""
-    rows = list(db.query(
-        "select id, position, spec_json from jobs where campaign_id = ? and status = 'queued' "
-        "order by position limit 1", [campaign_id]))
-    if not rows:
-        return None
-    r = rows[0]
-    return r["id"], r["position"], JobSpec.from_json_dict(json.loads(r["spec_json"]))
+def queued_devices(db: sqlite_utils.Database,
+                   campaign_id: int) -> list[tuple[int, int, DeviceSpec]]:
+    """(job id, position, device) of the campaign's queued jobs, in queue order.
+
+    What the engine scans for a job that fits free devices: it parses no job
+    spec, as it may run every poll interval over a long queue.
+    """
+    return [(r["id"], r["position"], DeviceSpec.parse(r["device"])) for r in db.query(
+        "select id, position, device from jobs where campaign_id = ? and status = 'queued' "
+        "order by position", [campaign_id])]
+
+
+def queued_spec(db: sqlite_utils.Database, job_id: int) -> JobSpec | None:
+    """The job's spec while it is still queued (None once removed or started)."""
+    row = next(db.query("select spec_json from jobs where id = ? and status = 'queued'",
+                        [job_id]), None)
+    return None if row is None else JobSpec.from_json_dict(json.loads(row["spec_json"]))
 
 
 def progress(db: sqlite_utils.Database, campaign_id: int) -> tuple[int, int]:

@@ -54,8 +54,8 @@ class HostSampler:
         psutil.cpu_percent(percpu=True)  # prime: the next call measures since now
         self._procs: dict[int, psutil.Process] = {}
 
-    def sample(self, root_pid: int | None = None) -> HostSample:
-        """Read the host, and the process tree under ``root_pid`` if given."""
+    def sample(self) -> HostSample:
+        """Read the host (process trees come from :meth:`trees`, one per run)."""
         vm = psutil.virtual_memory()
         try:
             load = os.getloadavg()[0]
@@ -66,7 +66,6 @@ class HostSampler:
             cpu_pct_per_core=tuple(psutil.cpu_percent(percpu=True)),
             load_1m=load, mem_used_bytes=int(vm.total - vm.available),
             mem_total_bytes=int(vm.total), swap_used_bytes=int(psutil.swap_memory().used),
-            tree=self.tree(root_pid) if root_pid else None,
         )
 
     def _proc(self, pid: int) -> psutil.Process:

@@ -66,7 +66,7 @@ class TreeSample:
 
 @dataclass(frozen=True)
 class HostSample:
-    """One reading of the host (and the active run's process tree, if any)."""
+    """One reading of the host (and, as fed to a run's accumulator, that run's process tree)."""
 
     t_mono_ns: int
     cpu_pct_per_core: tuple[float, ...]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -95,7 +95,7 @@ class CampaignView:
     current: RunView | None
     """The newest run in progress (the one the run panel shows)."""
     read_at: str
-    progress: dict[int, tuple[int, int]] | None = None
+    progress: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Job id -> (iterations done, total) of every run in progress (several when packed)."""
 
     @property
@@ -158,5 +158,4 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
     current = _current(db, campaign_id, log_lines)
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)}
-                        if current else {})
+                        {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)})

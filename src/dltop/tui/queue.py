@@ -118,11 +118,11 @@ class QueueTable(ScrollView, can_focus=True):
         jobs = view.jobs if view else ()
         cur = view.current if view else None
         # Every run in progress shows i/n (a packed campaign has several).
-        progress = {job: f"{d}/{n}" for job, (d, n) in ((view.progress or {}) if view
-                                                          else {}).items()}
-        if cur:
-            progress[cur.job_id] = f"{cur.done}/{cur.total}"
-        cells = [_cells(j, progress.get(j.job_id, "")) for j in jobs]
+        progress = dict(view.progress) if view else {}
+        if cur:  # read with the run's log tail, a moment later than the rest
+            progress[cur.job_id] = (cur.done, cur.total)
+        cells = [_cells(j, "{}/{}".format(*progress[j.job_id]) if j.job_id in progress
+                        else "") for j in jobs]
         self._apply(jobs, cells)
         running = cur.job_id if cur else None
         if running is not None and running != self._running_job:

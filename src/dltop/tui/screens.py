@@ -108,7 +108,7 @@ class MainScreen(DltopScreen):
     def show_campaign(self, view: CampaignView | None) -> None:
         super().show_campaign(view)
         self.query_one(QueueTable).show(view)
-        others = max(0, len(view.progress or {}) - 1) if view else 0
+        others = max(0, len(view.progress) - 1) if view else 0
         self.query_one(RunPanel).show(view.current if view else None, others)
 
     def show_devices(self, frame: DeviceFrame) -> None:

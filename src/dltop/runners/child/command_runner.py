@@ -63,21 +63,11 @@ def _read_reports(fd, counter):
                 continue
 
 
-def _pin_all(spec):
-    # The program starts its own workers, if any: it gets all the job's CPUs (the
-    # affinity is inherited), where a framework rank would get one.
-    cpus = spec.get("cpu_affinity")
-    if cpus and hasattr(os, "sched_setaffinity"):
-        os.sched_setaffinity(0, cpus)
-        return cpus
-    return None
-
-
 def run(spec, reporter):
     argv = _argv(spec)
     opts = spec.get("options") or {}
     regex = re.compile(opts["iteration_regex"]) if opts.get("iteration_regex") else None
-    pinned = _pin_all(spec)
+    pinned = proto.pin(spec, per_rank=False)  # the program starts its own workers
     reporter.hello("command", os.path.basename(argv[0]), "%s:%s" % (
         spec["device"]["kind"], spec["device"]["count"]), spec["device"]["count"],
         command=argv, iteration_regex=opts.get("iteration_regex"), cpu_affinity=pinned)

@@ -101,15 +101,17 @@ def rank():
     return int(os.environ.get("DLTOP_RANK", "0"))
 
 
-def pin(spec):
+def pin(spec, per_rank=True):
     """Pin to the CPUs the parent chose (physical cores first); a cpus:P rank gets one.
 
-    Returns the CPUs pinned to, or None when the parent chose none.
+    ``per_rank=False`` pins to all of them (a program that starts its own
+    workers, which inherit the affinity). Returns the CPUs pinned to, or None
+    when the parent chose none.
     """
     cpus = spec.get("cpu_affinity")
     if not cpus or not hasattr(os, "sched_setaffinity"):
         return None
-    if spec["device"]["kind"] == "cpus":
+    if per_rank and spec["device"]["kind"] == "cpus":
         cpus = [cpus[rank() % len(cpus)]]
     os.sched_setaffinity(0, cpus)
     return cpus

@@ -20,7 +20,6 @@ from dltop.results import queries, scaling
 from dltop.results.aggregate import ConfigResult, config_results, rank
 from dltop.results.render import FORMATS, latex_escape, render
 from dltop.results.table import (
-    LABELS,
     Cell,
     Column,
     Layout,
@@ -32,9 +31,8 @@ from dltop.results.table import (
     status_label,
 )
 
-__all__ = ["FORMATS", "LABELS", "METRICS", "SUFFIXES", "TABLES", "build_table",
-           "export_to_file", "fmt_seconds", "format_for_path", "latex_escape", "render",
-           "results_table"]
+__all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to_file",
+           "format_for_path", "latex_escape", "render", "results_table"]
 
 METRICS = ("time", "throughput")
 TABLES = ("summary", "scaling")

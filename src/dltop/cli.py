@@ -101,7 +101,8 @@ def _parser() -> argparse.ArgumentParser:
     exp = sub.add_parser("export", help="print a campaign's results table")
     db_arg(exp)
     exp.add_argument("--campaign", default="latest", metavar="ID|latest")
-    exp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex"])
+    exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex"],
+                     help="default: the -o file's suffix (.md .csv .json .tex), else md")
     exp.add_argument("--metric", default="time", choices=["time", "throughput"],
                      help="time: median seconds per mini-batch; throughput: samples/s")
     exp.add_argument("--table", default="summary", choices=["summary", "scaling"],
@@ -396,20 +397,13 @@ def _cmd_export(args: argparse.Namespace) -> int:
 
     db = _open_existing(args.db)
     camp = queries.resolve_campaign(db, args.campaign)
-    if args.table == "scaling":
-        from dltop.results.scaling import render_scaling, scaling_rows
-
-        title = f"Campaign {camp.id} `{camp.name}` ({camp.status}): scaling"
-        text = render_scaling(scaling_rows(db, camp.id), args.format, title)
-    else:
-        text = export.render(export.build_table(db, camp.id, args.metric), args.format)
     if args.output:
-        try:
-            Path(args.output).write_text(text)
-        except OSError as exc:
-            raise UserError(f"{args.output}: cannot write: {exc.strerror}") from None
+        fmt = args.format or export.format_for_path(args.output, default="md")
+        export.export_to_file(db, camp.id, args.output, fmt=fmt, table=args.table,
+                              metric=args.metric)
     else:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        table = export.results_table(db, camp.id, args.table, args.metric)
+        sys.stdout.write(export.render(table, args.format or "md"))
     return 0
 
 

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from dltop.results.stats import NOISY_CV, percentile, summarize_run
+from dltop.results.stats import NOISY_CV, p10_p90, summarize_run
 
 
 def test_odd_count() -> None:
@@ -36,12 +36,12 @@ def test_single_and_empty() -> None:
     assert none.n_iterations == 0 and none.median_s is None and none.noisy is False
 
 
-def test_percentile_matches_linear_definition() -> None:
-    xs = [float(i) for i in range(11)]
-    assert percentile(xs, 0.1) == pytest.approx(1.0)
-    assert percentile(xs, 0.95) == pytest.approx(9.5)
+def test_percentiles_are_linear_interpolation_between_ranks() -> None:
+    assert p10_p90([float(i) for i in range(11)]) == pytest.approx((1.0, 9.0))
+    # positions 0.3 and 2.7 of the sorted values; the "exclusive" method would give 0.5 and 4.5
+    assert p10_p90([4.0, 2.0, 1.0, 3.0]) == pytest.approx((1.3, 3.7))
     with pytest.raises(ValueError):
-        percentile([], 0.5)
+        p10_p90([])
 
 
 def test_custom_threshold() -> None:

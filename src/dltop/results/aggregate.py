@@ -35,12 +35,10 @@ class ConfigResult:
     packed: bool = False
     """Some run of it was measured while other runs shared the host (``--pack``)."""
 
-    @property
-    def relative_spread(self) -> float | None:
-        """spread_s / median_s."""
-        if self.median_s and self.spread_s is not None:
-            return self.spread_s / self.median_s
-        return None
+
+def rank(value: str, order: tuple[str, ...]) -> int:
+    """Position of ``value`` in a catalogue order (``catalog.MODELS``...); unknowns last."""
+    return order.index(value) if value in order else len(order)
 
 
 def config_results(db: sqlite_utils.Database, campaign_id: int) -> list[ConfigResult]:

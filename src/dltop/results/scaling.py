@@ -11,16 +11,14 @@ Efficiency = speedup / N. Rows appear as runs complete; a group without its
 
 from __future__ import annotations
 
-import csv
-import io
-import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import sqlite_utils
 
 from dltop import catalog
-from dltop.results.aggregate import config_results
-from dltop.results.export import LABELS, fmt_seconds, latex_escape
+from dltop.results.aggregate import config_results, rank
+from dltop.results.render import render
+from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
 
 
 @dataclass(frozen=True)
@@ -37,10 +35,6 @@ class ScalingRow:
     samples_per_s: float | None
     speedup: float | None
     efficiency: float | None
-
-
-def _rank(value: str, order: tuple[str, ...]) -> int:
-    return order.index(value) if value in order else len(order)
 
 
 def scaling_rows(db: sqlite_utils.Database, campaign_id: int) -> list[ScalingRow]:
@@ -60,48 +54,50 @@ def scaling_rows(db: sqlite_utils.Database, campaign_id: int) -> list[ScalingRow
         rows.append(ScalingRow(r.framework, r.model, r.batch_size, r.device, n, r.status,
                                r.median_s, r.samples_per_s, speedup,
                                speedup / n if speedup is not None else None))
-    rows.sort(key=lambda x: (_rank(x.model, catalog.MODELS), x.batch_size,
-                             _rank(x.framework, catalog.FRAMEWORKS),
+    rows.sort(key=lambda x: (rank(x.model, catalog.MODELS), x.batch_size,
+                             rank(x.framework, catalog.FRAMEWORKS),
                              x.device.partition(":")[0], x.n_devices))
     return rows
 
 
-HEAD = ("model", "framework", "batch", "devices", "s/iter", "samples/s", "speedup",
-        "efficiency")
+COLUMNS = (
+    Column("model", "model", Role.KEY),
+    Column("framework", "framework", Role.KEY),
+    Column("batch_size", "batch", Role.KEY),
+    Column("device", "devices", Role.KEY),
+    Column("seconds_per_iter", "s/iter", Role.VALUE, "s"),
+    Column("samples_per_s", "samples/s", Role.VALUE, "samples/s"),
+    Column("speedup", "speedup", Role.VALUE, "1"),
+    Column("efficiency", "efficiency", Role.VALUE, "1"),
+)
+NOTE = ("Speedup: samples/s against the same group's 1-device run "
+        "(cpu:1, cpus:1 or gpu:1); efficiency = speedup / N.")
 
 
-def _cells(r: ScalingRow) -> list[str]:
-    if r.seconds_per_iter is None:
-        label = LABELS.get(r.status, r.status)
-        return [r.model, r.framework, str(r.batch_size), r.device, label, label, "", ""]
-    return [r.model, r.framework, str(r.batch_size), r.device, fmt_seconds(r.seconds_per_iter),
-            f"{r.samples_per_s:.1f}" if r.samples_per_s else "",
-            f"{r.speedup:.2f}" if r.speedup is not None else "",
-            f"{r.efficiency:.0%}" if r.efficiency is not None else ""]
+def _row(r: ScalingRow) -> Row:
+    missing = status_label(r.status)
+
+    def num(value: float | None, text: str, absent: str = "") -> Cell:
+        return Cell(text if value is not None else absent, value, r.status)
+
+    cells = (
+        key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size), key_cell(r.device),
+        num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0), missing),
+        # a row without an ok run names its status in both time columns
+        num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}",
+            missing if r.seconds_per_iter is None else ""),
+        num(r.speedup, f"{r.speedup or 0.0:.2f}"),
+        num(r.efficiency, f"{r.efficiency or 0.0:.0%}"),
+    )
+    return Row(cells, {"n_devices": r.n_devices, "status": r.status})
+
+
+def scaling_table(rows: list[ScalingRow], title: str) -> Table:
+    """The scaling rows as a :class:`Table` (JSON rows keep the :class:`ScalingRow` keys)."""
+    return Table(title=title, columns=COLUMNS, rows=tuple(_row(r) for r in rows),
+                 notes=(NOTE,), meta={"title": title})
 
 
 def render_scaling(rows: list[ScalingRow], fmt: str, title: str) -> str:
     """The scaling table as ``md``, ``csv``, ``json`` or ``latex``."""
-    if fmt == "json":
-        return json.dumps({"title": title, "rows": [asdict(r) for r in rows]}, indent=2) + "\n"
-    if fmt == "csv":
-        buf = io.StringIO()
-        w = csv.writer(buf, lineterminator="\n")
-        w.writerow(HEAD)
-        for r in rows:
-            w.writerow([r.model, r.framework, r.batch_size, r.device,
-                        r.seconds_per_iter if r.seconds_per_iter is not None
-                        else LABELS.get(r.status, r.status),
-                        r.samples_per_s, r.speedup, r.efficiency])
-        return buf.getvalue()
-    if fmt == "latex":
-        lines = [f"% {latex_escape(title)}", "\\begin{tabular}{llllrrrr}", "\\toprule",
-                 " & ".join(latex_escape(h) for h in HEAD) + " \\\\", "\\midrule"]
-        lines += [" & ".join(latex_escape(c) for c in _cells(r)) + " \\\\" for r in rows]
-        return "\n".join([*lines, "\\bottomrule", "\\end{tabular}"]) + "\n"
-    lines = [title, "", "| " + " | ".join(HEAD) + " |",
-             "|" + "|".join(["---"] * 4 + ["---:"] * 4) + "|"]
-    lines += ["| " + " | ".join(_cells(r)) + " |" for r in rows]
-    lines += ["", "Speedup: samples/s against the same group's 1-device run "
-              "(cpu:1, cpus:1 or gpu:1); efficiency = speedup / N."]
-    return "\n".join(lines) + "\n"
+    return render(scaling_table(rows, title), fmt)

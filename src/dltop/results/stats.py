@@ -2,13 +2,12 @@
 
 Percentiles use linear interpolation between closest ranks (NumPy's default
 ``linear`` method): for sorted x of length n, the q-quantile sits at position
-``q * (n - 1)``. The coefficient of variation is the sample standard deviation
-(n - 1) over the mean.
+``q * (n - 1)``, which is ``statistics.quantiles(method="inclusive")``. The
+coefficient of variation is the sample standard deviation (n - 1) over the mean.
 """
 
 from __future__ import annotations
 
-import math
 import statistics
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -38,15 +37,18 @@ class RunStats:
         return d
 
 
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """Linear-interpolated ``q``-quantile (0 <= q <= 1) of already sorted values."""
-    if not sorted_values:
-        raise ValueError("percentile of no values")
-    pos = q * (len(sorted_values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    frac = pos - lo
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * frac
+def p10_p90(values: Sequence[float]) -> tuple[float, float]:
+    """The 10th and 90th percentiles (linear interpolation) of one or more values.
+
+    Raises:
+        ValueError: no values.
+    """
+    if not values:
+        raise ValueError("percentiles of no values")
+    if len(values) == 1:  # statistics.quantiles wants two points; one is its own percentile
+        return values[0], values[0]
+    deciles = statistics.quantiles(values, n=10, method="inclusive")
+    return deciles[0], deciles[-1]
 
 
 def summarize_run(seconds: Sequence[float], samples_per_iter: int,
@@ -61,13 +63,12 @@ def summarize_run(seconds: Sequence[float], samples_per_iter: int,
     n = len(seconds)
     if n == 0:
         return RunStats(0, None, None, None, None, None, None, False)
-    xs = sorted(seconds)
-    median = statistics.median(xs)
-    mean = statistics.fmean(xs)
-    cv = statistics.stdev(xs) / mean if n > 1 and mean > 0 else 0.0
+    median = statistics.median(seconds)
+    mean = statistics.fmean(seconds)
+    cv = statistics.stdev(seconds) / mean if n > 1 and mean > 0 else 0.0
+    p10, p90 = p10_p90(seconds)
     return RunStats(
-        n_iterations=n, median_s=median, mean_s=mean, p10_s=percentile(xs, 0.10),
-        p90_s=percentile(xs, 0.90), cv=cv,
+        n_iterations=n, median_s=median, mean_s=mean, p10_s=p10, p90_s=p90, cv=cv,
         samples_per_s=samples_per_iter / median if median > 0 else None,
         noisy=cv > noisy_cv,
     )

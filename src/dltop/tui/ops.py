@@ -13,11 +13,9 @@ import sqlite_utils
 from dltop.errors import UserError
 from dltop.jobs.launch import start_engine
 from dltop.live.campaign import CampaignView
-from dltop.results.export import build_table, render
+from dltop.results.export import build_table, export_to_file, render
 from dltop.results.scaling import ScalingRow, render_scaling, scaling_rows
 from dltop.store import Store, connect, edit
-
-FORMATS = {".md": "md", ".csv": "csv", ".json": "json", ".tex": "latex"}
 
 
 def _db(db_path: Path) -> sqlite_utils.Database:
@@ -142,12 +140,4 @@ def speedup_chart(rows: list[ScalingRow]) -> str:
 
 def export(db_path: Path, campaign_id: int, path: str, metric: str) -> str:
     """Write the campaign's table to ``path`` in the format its suffix names."""
-    fmt = FORMATS.get(Path(path).suffix.lower())
-    if fmt is None:
-        raise UserError(f"{path}: unknown format (use one of {', '.join(FORMATS)})")
-    text = render(build_table(_db(db_path), campaign_id, metric), fmt)
-    try:
-        Path(path).write_text(text)
-    except OSError as exc:
-        raise UserError(f"{path}: cannot write: {exc.strerror}") from None
-    return f"wrote {path}"
+    return export_to_file(_db(db_path), campaign_id, path, metric=metric)

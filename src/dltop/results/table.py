@@ -1,0 +1,126 @@
+"""One table model for every results table; :mod:`dltop.results.render` draws it.
+
+A results table is computed once as a :class:`Table`: columns that say what
+they hold, rows of :class:`Cell` s that carry both their display text and their
+number. Markdown, CSV, JSON and LaTeX are renderers of that object, so a new
+row-key column or metric column is one more :class:`Column` and one more cell
+per row, never new renderer code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+LABELS = {"oom": "OOM", "unsupported": "n/a", "unsatisfiable": "n/a", "timeout": "timeout",
+          "crashed": "failed", "diverged": "diverged", "cancelled": "cancelled",
+          "running": "-", "queued": "-"}
+"""How a cell without a number names its status."""
+
+
+def status_label(status: str) -> str:
+    """``OOM``, ``n/a``, ``failed``, ... for a status; unknown statuses as they are."""
+    return LABELS.get(status, status)
+
+
+def fmt_seconds(value: float) -> str:
+    """Seconds with 4 significant digits kept visible: 0.2520, 1.000, 12.35."""
+    body = f"{value:#.4g}"
+    return body.rstrip(".") if "e" not in body else body
+
+
+class Role(StrEnum):
+    """What a column is to its row."""
+
+    KEY = "key"
+    """Identifies the row (model, framework, batch, device...); left-aligned."""
+    VALUE = "value"
+    """A measurement; right-aligned."""
+
+
+class Layout(StrEnum):
+    """How the value columns relate, which only the JSON shape needs to know."""
+
+    FLAT = "flat"
+    """Each value column is its own measure: a row is ``{column key: value}``."""
+    PIVOT = "pivot"
+    """The value columns are one measure across a dimension (device configurations):
+    a row nests them as ``"cells": {column key: {value, status, label, ...}}``."""
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its machine key, its headers and its unit."""
+
+    key: str
+    """Stable machine name: the JSON key."""
+    header: str
+    """Header in Markdown and CSV."""
+    role: Role = Role.VALUE
+    unit: str = ""
+    """Unit of the column's numbers (``s``, ``samples/s``, ``1``); empty for keys."""
+    latex_header: str = ""
+    """Header in LaTeX; empty means ``header``."""
+
+    @property
+    def align(self) -> str:
+        """``l`` or ``r``: keys left, numbers right."""
+        return "l" if self.role is Role.KEY else "r"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A display text with the number behind it, or the status that explains its absence."""
+
+    text: str
+    """What Markdown and LaTeX show (rounded, marked, or a status label)."""
+    value: float | int | None = None
+    """The exact number (CSV and JSON keep it); ``None`` for text keys and missing results."""
+    status: str = ""
+    """The configuration's status (``ok``, ``oom``, ...); empty for key cells."""
+    detail: Mapping[str, Any] = field(default_factory=dict)
+    """Further fields of the cell that JSON carries (runs, spread, flags)."""
+
+    @property
+    def data(self) -> float | int | str | None:
+        """The cell as data: its number if it has one, else its text (CSV, JSON keys)."""
+        return self.value if self.value is not None else self.text
+
+
+def key_cell(value: str | int) -> Cell:
+    """A row-key cell: text keys keep ``value=None``, integer keys keep their number."""
+    return Cell(str(value), value if isinstance(value, int) else None)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One cell per column (``None``: no such configuration) and row-level JSON fields."""
+
+    cells: tuple[Cell | None, ...]
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Fields JSON adds to the row after its columns (not displayed)."""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A results table, computed once, rendered by any format."""
+
+    title: str
+    """First line of the Markdown output."""
+    columns: tuple[Column, ...]
+    rows: tuple[Row, ...]
+    notes: tuple[str, ...] = ()
+    """Footnotes under the Markdown table."""
+    comment: str = ""
+    """The LaTeX ``%`` comment line; empty means ``title``."""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    """Top-level JSON fields before ``columns``/``rows`` (campaign, metric, unit...)."""
+    layout: Layout = Layout.FLAT
+
+    def __post_init__(self) -> None:
+        for row in self.rows:
+            if len(row.cells) != len(self.columns):
+                raise ValueError(f"row has {len(row.cells)} cells for {len(self.columns)} "
+                                 "columns")

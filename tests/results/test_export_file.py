@@ -1,0 +1,71 @@
+"""Writing a results table to a file: one core function behind ``dltop export -o`` and the TUI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dltop import cli
+from dltop.errors import UserError
+from dltop.profiles.loader import parse
+from dltop.results import export
+from dltop.results.stats import summarize_run
+from dltop.store import Store, connect
+
+PROFILE = """
+name = "files"
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [8]
+devices = ["cpu:1", "cpu:2"]
+"""
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    path = tmp_path / "d.db"
+    store = Store(connect(path))
+    jobs = parse(PROFILE, "p.toml", "p").jobs
+    cid = store.create_campaign("files", ["p.toml"], ["dltop"], "h", 1, None)
+    for job_id, seconds in zip(store.add_jobs(cid, jobs), (0.4, 0.25), strict=True):
+        run_id = store.start_run(job_id, cid, 1, "", 8)
+        store.finish_run(run_id, job_id, "ok", summarize_run([seconds] * 3, 8).to_columns())
+    return path
+
+
+def test_the_suffix_picks_the_format(db_path: Path, tmp_path: Path) -> None:
+    db = connect(db_path, create=False)
+    for suffix, marker in ((".md", "| model |"), (".csv", "model,framework"),
+                           (".tex", "\\toprule"), (".JSON", '"campaign"')):
+        out = tmp_path / f"t{suffix}"
+        assert export.export_to_file(db, 1, str(out)) == f"wrote {out}"
+        assert marker in out.read_text()
+    with pytest.raises(UserError, match=r"unknown format \(use one of .md, .csv, .json, .tex"):
+        export.export_to_file(db, 1, str(tmp_path / "t.txt"))
+    with pytest.raises(UserError, match="cannot write"):
+        export.export_to_file(db, 1, str(tmp_path / "missing-dir" / "t.md"))
+
+
+def test_scaling_and_throughput_to_file(db_path: Path, tmp_path: Path) -> None:
+    db = connect(db_path, create=False)
+    out = tmp_path / "s.json"
+    export.export_to_file(db, 1, str(out), table="scaling")
+    rows = json.loads(out.read_text())["rows"]
+    assert [round(r["speedup"], 2) for r in rows] == [1.0, 1.6]
+    export.export_to_file(db, 1, str(out), metric="throughput")
+    assert json.loads(out.read_text())["unit"] == "samples per second"
+
+
+def test_cli_export_takes_the_format_from_the_output_suffix(db_path: Path,
+                                                            tmp_path: Path) -> None:
+    out = tmp_path / "t.tex"
+    assert cli.main(["export", "--db", str(db_path), "-o", str(out)]) == 0
+    assert out.read_text().startswith("% dltop campaign 1 (files)")
+    assert cli.main(["export", "--db", str(db_path), "--format", "csv", "-o", str(out)]) == 0
+    assert out.read_text().startswith("model,framework,batch,cpu:1,cpu:2")
+    txt = tmp_path / "t.txt"  # an unknown suffix keeps the default, Markdown
+    assert cli.main(["export", "--db", str(db_path), "--table", "scaling", "-o", str(txt)]) == 0
+    assert txt.read_text().startswith("Campaign 1 `files` (queued): scaling")

@@ -93,3 +93,31 @@ def test_protocol_errors_are_stored_with_the_run(tmp_path: Path) -> None:
     collector = IterationCollector(run_id, job.spec, lambda e: None, store, lambda *a: None)
     store.finish_run(run_id, job.job_id, "ok", Engine._summary(outcome, collector))
     assert store.db["runs"].get(run_id)["protocol_errors"] == 2
+
+
+def test_a_slow_interpreter_probe_does_not_block_the_event_loop(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # An interpreter that takes a second to start (a cold NFS home, a conda shim): after
+    # --resume nothing probed it yet, so the engine probes it when the run starts.
+    slow = tmp_path / "slow-python"
+    slow.write_text(f'#!/bin/sh\nsleep 1\nexec "{sys.executable}" "$@"\n')
+    slow.chmod(0o755)
+    store = Store(connect(tmp_path / "d.db"))
+    text = PROFILE.replace('models = ["a", "b"]', 'models = ["a"]')
+    plan = campaign.preflight([parse(text, "p.toml", "p")], 0, False)
+    cid, queued = campaign.create(store, plan, ["dltop", "run", "p.toml"])
+    monkeypatch.setenv("DLTOP_PYTHON_COMMAND", str(slow))
+    engine = Engine(store, cid, plan.name, queued, logs_dir=tmp_path / "runs", db_label="t")
+
+    async def go() -> float:
+        loop = asyncio.get_running_loop()
+        run = asyncio.create_task(engine.run())
+        worst, last = 0.0, loop.time()
+        while not run.done():
+            await asyncio.sleep(0.02)
+            worst, last = max(worst, loop.time() - last), loop.time()
+        await run
+        return worst
+
+    assert asyncio.run(go()) < 0.5  # before: the probe held the loop for a second
+    assert store.db["runs"].count == 1

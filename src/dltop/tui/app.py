@@ -186,7 +186,7 @@ class DltopApp(App[str | None]):
         failures = self._poll_failures.get(group, 0) + 1
         if restart is not None:
             self._poll_failures[group] = failures
-            # Doubling waits: a read that always fails costs a line every 30 s, not a spin.
+            # Doubling waits: a read that always fails is retried every 30 s, not spun on.
             delay = min(POLL_RETRY_MAX_S, self.poll_retry_s * 2 ** (failures - 1))
             self.set_timer(delay, restart)
         if failures == 1:  # once per streak: a dead database does not flood the screen

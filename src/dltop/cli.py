@@ -1,7 +1,9 @@
 """Command line: ``dltop run | export | runs | profiles | devices | doctor``.
 
-A thin client over the headless core. User mistakes raise
-:class:`~dltop.errors.UserError`, printed as one message with exit status 2.
+A thin client over the headless core. Every :class:`~dltop.errors.DltopError`
+is printed as one line, without a traceback, and sets the exit status: 2 for a
+:class:`~dltop.errors.UserError` (bad input, nothing written), 1 for a
+:class:`~dltop.errors.SetupError` (pip, apt-get, an engine that did not start).
 Exit status of ``dltop run``: 0 when every run ended ok or with an expected
 benchmark outcome (``oom``, ``unsupported``, ``unsatisfiable``), 1 when any run
 crashed, timed out or diverged, 130 when stopped with Ctrl-C, 2 on bad input.
@@ -22,7 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop import __version__
-from dltop.errors import UserError
+from dltop.errors import DltopError, UserError
 
 if TYPE_CHECKING:
     from dltop.jobs.events import EngineEvent
@@ -172,7 +174,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_tui(args)
         _parser().print_help()
         return 0
-    except UserError as exc:
+    except DltopError as exc:
         print(f"dltop: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:

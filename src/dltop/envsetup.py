@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from dltop.errors import UserError
+from dltop.errors import DltopError, SetupError, UserError
 
 Log = Callable[[str], object]
 
@@ -98,10 +98,10 @@ def _run(cmd: Sequence[str], what: str, env: Mapping[str, str] | None = None,
     try:
         res = subprocess.run(list(cmd), capture_output=True, text=True, env=env)
     except OSError as exc:
-        raise UserError(f"{what}: cannot run {cmd[0]}: {exc}") from None
+        raise SetupError(f"{what}: cannot run {cmd[0]}: {exc}") from None
     if check and res.returncode != 0:
         tail = (res.stdout + res.stderr).strip()[-3000:]
-        raise UserError(f"{what} failed (exit {res.returncode}): {' '.join(cmd)}\n{tail}")
+        raise SetupError(f"{what} failed (exit {res.returncode}): {' '.join(cmd)}\n{tail}")
     return res
 
 
@@ -217,7 +217,7 @@ def _ensure_mpi(log: Log) -> dict[str, str]:
     libs = _system_libs()
     missing = [s for s in want if s not in libs]
     if missing:
-        raise UserError(f"after `{apt}` the dynamic linker still lacks {', '.join(missing)} "
+        raise SetupError(f"after `{apt}` the dynamic linker still lacks {', '.join(missing)} "
                         "(`ldconfig -p`); this Open MPI build has no C++ bindings")
     return {s: libs[s] for s in want}
 
@@ -251,8 +251,9 @@ def setup_cntk(prefix: Path, python36: str | None = None, log: Log = print) -> C
         The verified environment (also written to ``prefix/env.json``).
 
     Raises:
-        UserError: no suitable Python, Open MPI missing and not installable,
-            or a step (venv, pip, apt-get, the import check) failed.
+        UserError: no suitable Python, or Open MPI missing and not installable
+            (nothing was built).
+        SetupError: a step (venv, pip, apt-get, the import check) failed.
     """
     prefix = Path(prefix).expanduser().absolute()
     python = find_python36(python36)
@@ -288,9 +289,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         env = setup_cntk(args.prefix or default_prefix(), args.python)
-    except UserError as exc:
+    except DltopError as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return UserError.exit_code
+        return exc.exit_code
     print(json.dumps(asdict(env)))
     return 0
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import sys
 import types
 from collections.abc import Iterator
@@ -20,14 +21,28 @@ class NVMLError_NotSupported(NVMLError):
     pass
 
 
+class NVMLError_FunctionNotFound(NVMLError):
+    pass
+
+
+class NVMLError_GpuIsLost(NVMLError):
+    pass
+
+
+class NVMLError_Unknown(NVMLError):
+    pass
+
+
 def ns(**kw: Any) -> types.SimpleNamespace:
     return types.SimpleNamespace(**kw)
 
 
 def fake_pynvml(instant: bool) -> types.ModuleType:
+    """FAKE NVML (the hardware boundary): two GPUs answering fixed values."""
     m = types.ModuleType("pynvml")
-    m.NVMLError = NVMLError  # type: ignore[attr-defined]
-    m.NVMLError_NotSupported = NVMLError_NotSupported  # type: ignore[attr-defined]
+    for cls in (NVMLError, NVMLError_NotSupported, NVMLError_FunctionNotFound,
+                NVMLError_GpuIsLost, NVMLError_Unknown):
+        setattr(m, cls.__name__, cls)
     consts = dict(NVML_FI_DEV_POWER_INSTANT=186, NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION=83,
                   NVML_TEMPERATURE_GPU=0, NVML_CLOCK_SM=1, NVML_CLOCK_MEM=2)
     for k, v in consts.items():
@@ -64,8 +79,14 @@ def fake_pynvml(instant: bool) -> types.ModuleType:
 
 @pytest.fixture
 def inject(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
-    def go(instant: bool) -> nvml.NvmlBackend:
-        monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(instant))
+    def go(instant: bool, **override: Any) -> nvml.NvmlBackend:
+        module = fake_pynvml(instant)
+        for name, value in override.items():
+            if value is None:
+                delattr(module, name)
+            else:
+                setattr(module, name, value)
+        monkeypatch.setitem(sys.modules, "pynvml", module)
         nvml.reset_for_tests()
         return nvml.NvmlBackend()
 
@@ -111,3 +132,87 @@ def test_no_library_means_no_gpus_with_a_reason(monkeypatch: pytest.MonkeyPatch)
         assert "Shared Library Not Found" in (nvml.unavailable_reason() or "")
     finally:
         nvml.reset_for_tests()
+
+
+def raising(exc: Exception) -> Any:
+    def fn(*a: Any) -> Any:
+        raise exc
+
+    return fn
+
+
+def lost_on(index: int, exc: Exception, value: Any) -> Any:
+    def fn(h: Any, *a: Any) -> Any:
+        if h == f"h{index}":
+            raise exc
+        return value
+
+    return fn
+
+
+def warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_a_lost_gpu_reads_na_and_is_logged_once_with_its_index(
+        inject: Any, caplog: pytest.LogCaptureFixture) -> None:
+    b = inject(True, nvmlDeviceGetHandleByIndex=lambda i: (
+        raising(NVMLError_GpuIsLost("GPU is lost"))() if i == 1 else f"h{i}"))
+    with caplog.at_level(logging.INFO, logger="dltop.telemetry.nvml"):
+        s = b.sample(1, slow=True)
+        b.sample(1, slow=True)
+        st = b.static(1)
+        good = b.sample(0, slow=True)
+    assert (s.index, s.gpu_util_pct, s.power_w, s.temperature_c) == (1, None, None, None)
+    assert (st.name, st.memory_total_bytes) == ("GPU", None)
+    assert good.gpu_util_pct == 97.0  # the other GPU is unaffected
+    [line] = warnings(caplog)
+    assert "GPU 1" in line and "lost" in line
+
+
+def test_unknown_error_on_every_field_is_one_line_per_gpu(
+        inject: Any, caplog: pytest.LogCaptureFixture) -> None:
+    unknown = NVMLError_Unknown("Unknown Error")
+    b = inject(False, nvmlDeviceGetUtilizationRates=lost_on(1, unknown, types.SimpleNamespace(
+        gpu=97, memory=40)), nvmlDeviceGetMemoryInfo=lost_on(1, unknown, types.SimpleNamespace(
+            total=1, used=1)), nvmlDeviceGetPowerUsage=lost_on(1, unknown, 200_000))
+    with caplog.at_level(logging.INFO, logger="dltop.telemetry.nvml"):
+        s = b.sample(1, slow=False)
+    assert (s.gpu_util_pct, s.mem_used_bytes, s.power_w) == (None, None, None)
+    [line] = warnings(caplog)
+    assert "GPU 1" in line and "Unknown Error" in line
+
+
+def test_function_not_found_and_missing_functions_are_na_logged_once(
+        inject: Any, caplog: pytest.LogCaptureFixture) -> None:
+    b = inject(True, nvmlDeviceGetClockInfo=raising(NVMLError_FunctionNotFound("Not Found")),
+               nvmlDeviceGetCurrentClocksEventReasons=None, NVML_TEMPERATURE_GPU=None)
+    with caplog.at_level(logging.INFO, logger="dltop.telemetry.nvml"):
+        for _ in range(3):
+            s = b.sample(0, slow=True)
+    assert (s.sm_clock_mhz, s.mem_clock_mhz, s.throttle_reasons, s.temperature_c) == (
+        None, None, None, None)
+    lines = warnings(caplog)
+    # sm_clock, mem_clock, throttle_reasons (no function in this pynvml), temperature
+    # (no constant): each once, however many ticks.
+    assert len(lines) == 4 and all("lacks the function" in x for x in lines)
+    assert s.gpu_util_pct == 97.0
+
+
+def test_not_supported_is_na_without_a_warning(
+        inject: Any, caplog: pytest.LogCaptureFixture) -> None:
+    b = inject(False)
+    with caplog.at_level(logging.INFO, logger="dltop.telemetry.nvml"):
+        b.sample(0, slow=True)
+        b.sample(0, slow=True)
+    assert warnings(caplog) == []
+    infos = [r.getMessage() for r in caplog.records]
+    assert len(infos) == len(set(infos)) and any("temperature" in x for x in infos)
+
+
+def test_a_malformed_field_value_falls_back_to_averaged_power(inject: Any) -> None:
+    b = inject(True, nvmlDeviceGetFieldValues=lambda h, ids: [
+        types.SimpleNamespace(nvmlReturn=0, valueType=1, value=types.SimpleNamespace()),
+        types.SimpleNamespace(nvmlReturn=0, valueType="x", value=None)])
+    s = b.sample(0, slow=False)
+    assert (s.power_w, s.power_source) == (200.0, "average")

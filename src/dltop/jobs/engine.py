@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from dltop.errors import DltopError
 from dltop.jobs import environment
 from dltop.jobs.allocator import Allocation, DeviceAllocator
 from dltop.jobs.collector import IterationCollector
@@ -270,7 +271,14 @@ class Engine:
 
     async def _run_job(self, q: QueuedJob, alloc: Allocation, token: int) -> str:
         job = q.spec
-        cmd = registry.resolve(job.framework)
+        try:
+            # A thread: the interpreter probe can take up to a minute (first run of a
+            # framework after --resume, which skips preflight) and other runs go on.
+            cmd = await asyncio.to_thread(registry.resolve, job.framework)
+        except DltopError as exc:
+            # Preflight passed, so the host or the config file changed since: this run
+            # fails with the reason, the campaign goes on.
+            return await self._fail_unstarted(q, "interpreter", str(exc))
         waited_s, start_temp, start_power = await self._cooldown(job, alloc.gpu_indices)
         if self._stop.is_set():
             await self._write(self._store.set_job_status, q.job_id, "cancelled")
@@ -336,6 +344,19 @@ class Engine:
                                bool(fields.get("noisy")), outcome.message))
         return outcome.status
 
+    async def _fail_unstarted(self, q: QueuedJob, kind: str, message: str) -> str:
+        """Store a run of ``q`` that could not start as ``crashed`` with its reason."""
+        index, total = await self._write(queue.progress, self._store.db, self._campaign_id)
+        attempt = await self._write(queue.next_attempt, self._store.db, q.job_id)
+        run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
+                                   "", q.spec.samples_per_iter)
+        self._emit(RunStarted(run_id, q.job_id, index, total, q.spec, ""))
+        await self._write(self._store.finish_run, run_id, q.job_id, "crashed",
+                          {"error_kind": kind, "error_message": message})
+        self._count("crashed")
+        self._emit(RunFinished(run_id, q.spec, "crashed", None, None, None, False, message))
+        return "crashed"
+
     def _on_spawn(self, run_id: int, alloc: Allocation, pid: int, pgid: int,
                   log_path: str, write_later: Callable[..., None]) -> None:
         if self._sampler is not None:
@@ -353,6 +374,7 @@ class Engine:
         fields: dict[str, Any] = {
             "exit_code": outcome.exit_code, "wall_s": outcome.wall_s,
             "error_kind": outcome.error_kind, "error_message": outcome.message,
+            "protocol_errors": outcome.protocol_errors,
             "log_tail": outcome.log_tail or None,
             "framework_version": outcome.hello.get("framework_version"),
             "device_name": outcome.hello.get("device_name"),

@@ -9,10 +9,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dltop.errors import SetupError
 from dltop.jobs.supervisor import read_log_tail, spawn_detached
 
 STARTUP_CHECK_S = 2.0
 """An engine that exits this soon failed to start; its log says why."""
+
+
+class EngineDidNotStart(SetupError):
+    """A background engine exited at once (exit 1, not 2: the input was fine)."""
 
 
 @dataclass(frozen=True)

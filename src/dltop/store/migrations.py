@@ -108,6 +108,12 @@ def _v5(db: Any) -> None:
     db["runs"].add_column("start_power_w", float)
 
 
+@migration(6, "failures counted, not silent: runs.telemetry_read_errors, runs.protocol_errors")
+def _v6(db: Any) -> None:
+    db["runs"].add_column("telemetry_read_errors", int)
+    db["runs"].add_column("protocol_errors", int)
+
+
 def apply(db: Any) -> list[int]:
     """Apply every registered migration the database lacks; return the versions applied."""
     if "schema_migrations" not in db.table_names():

@@ -16,7 +16,7 @@ from dltop.store.migrations import migration
 from dltop.telemetry.model import RunTelemetry
 from dltop.telemetry.sampler import Batch
 
-RUN_COLUMNS: dict[str, type] = {
+_V2_RUN_COLUMNS: dict[str, type] = {
     "gpu_util_mean_pct": float, "gpu_util_peak_pct": float, "gpu_mem_peak_bytes": int,
     "gpu_mem_run_peak_bytes": int, "power_mean_w": float, "energy_j": float,
     "energy_source": str, "joules_per_sample": float, "host_cpu_mean_pct": float,
@@ -24,6 +24,7 @@ RUN_COLUMNS: dict[str, type] = {
     "sm_clock_end_mhz": float, "contaminated": int, "telemetry_simulated": int,
     "sampler_achieved_hz": float,
 }
+RUN_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, "telemetry_read_errors": int}  # v6 added it
 
 
 @migration(2, "telemetry: gpu_samples, host_samples, per-run telemetry summary")
@@ -42,7 +43,7 @@ def _v2(db: Any) -> None:
          "tree_cpu_pct": float, "tree_rss_bytes": int},
     )
     db["host_samples"].create_index(["run_id"])
-    for name, kind in RUN_COLUMNS.items():
+    for name, kind in _V2_RUN_COLUMNS.items():  # frozen: later columns come from later migrations
         db["runs"].add_column(name, kind)
 
 

@@ -100,6 +100,8 @@ class RunTelemetry:
     """GPU ticks per second the sampler really performed during the run."""
     gpu_samples: int = 0
     host_samples: int = 0
+    telemetry_read_errors: int = 0
+    """Readings of the run's GPUs or of the host that raised and were skipped."""
     extra: dict[str, float] = field(default_factory=dict)
 
 

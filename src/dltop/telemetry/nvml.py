@@ -2,8 +2,16 @@
 
 NVML is initialised lazily, once per process, and shut down at exit. When it
 cannot load (no NVIDIA driver, no GPU) every query answers "no GPUs" and
-:func:`unavailable_reason` says why. A field a GPU does not support is
-``None``, logged once per field; no NVML error escapes this module.
+:func:`unavailable_reason` says why. No NVML error escapes this module; like
+nvitop's ``nvmlQuery``, every call answers ``None`` (N/A) on failure, told
+apart by cause:
+
+- ``NotSupported``: the GPU lacks the field; logged once per field at info.
+- ``FunctionNotFound`` (or a pynvml without the function): the driver is too
+  old for it; logged once per field as a warning.
+- ``GpuIsLost`` / ``Unknown``: the GPU fell off the bus or the driver is
+  wedged; logged once per GPU as a warning naming its index.
+- any other error: logged once per field as a warning.
 
 Fast path (every GPU tick): utilization, memory, power and the energy counter
 (one field-values call for instant power and energy where supported). Slow
@@ -15,6 +23,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import logging
 import threading
 import time
@@ -27,6 +36,9 @@ log = logging.getLogger(__name__)
 _lock = threading.Lock()
 _state: dict[str, Any] = {"tried": False, "nvml": None, "reason": None}
 _VALUE_ATTRS = {0: "dVal", 1: "uiVal", 2: "ulVal", 3: "ullVal", 4: "sllVal", 5: "siVal"}
+_KINDS = (("not_supported", "NVMLError_NotSupported"),
+          ("function_not_found", "NVMLError_FunctionNotFound"),
+          ("gpu_lost", "NVMLError_GpuIsLost"), ("gpu_lost", "NVMLError_Unknown"))
 
 
 def _nvml() -> Any | None:
@@ -105,39 +117,72 @@ class NvmlBackend:
         """Number of GPUs (0 without NVML)."""
         return device_count() if self._nvml is not None else 0
 
-    def _q(self, field: str, fn: Callable[..., Any], *args: Any) -> Any:
-        """Call NVML; a failure (NotSupported or any NVMLError) is None, logged once."""
+    def _q(self, gpu: int | None, field: str, call: Callable[[], Any]) -> Any:
+        """``call()`` (one NVML query about ``gpu``; None: the system), or None on any
+        failure, logged once. The call is a lambda so that a function or constant this
+        pynvml lacks fails inside the guard too."""
         self.call_count += 1
         try:
-            return fn(*args)
+            return call()
         except Exception as exc:
-            if field not in self._warned:
-                self._warned.add(field)
-                log.info("NVML field %s unavailable: %s", field, exc)
+            self._log_once(gpu, field, self._kind(exc), exc)
             return None
 
-    def _handle(self, index: int) -> Any:
+    def _kind(self, exc: Exception) -> str:
+        if isinstance(exc, AttributeError):  # pynvml older than the call
+            return "function_not_found"
+        for kind, name in _KINDS:
+            cls = getattr(self._nvml, name, None)
+            if isinstance(cls, type) and isinstance(exc, cls):
+                return kind
+        return "error"
+
+    def _log_once(self, gpu: int | None, field: str, kind: str, exc: Exception) -> None:
+        # A lost GPU fails every field: one line per GPU, not one per field.
+        key = f"{kind}:{gpu}" if kind == "gpu_lost" else field
+        if key in self._warned:
+            return
+        self._warned.add(key)
+        if kind == "not_supported":
+            log.info("NVML field %s not supported: %s", field, exc)
+        elif kind == "function_not_found":
+            log.warning("NVML field %s: the driver or pynvml lacks the function: %s", field, exc)
+        elif kind == "gpu_lost":
+            log.warning("NVML: GPU %s is lost or in an unknown state (%s, reading %s); its "
+                        "fields read N/A", gpu, exc, field)
+        else:
+            log.warning("NVML field %s failed: %s", field, exc)
+
+    def _handle(self, index: int) -> Any | None:
+        """The device handle (cached once NVML gave it; None while it cannot)."""
         if index not in self._handles:
-            self._handles[index] = self._nvml.nvmlDeviceGetHandleByIndex(index)
+            h = self._q(index, "handle", lambda: self._nvml.nvmlDeviceGetHandleByIndex(index))
+            if h is None:
+                return None
+            self._handles[index] = h
         return self._handles[index]
 
     def static(self, index: int) -> GpuStatic:
         """Name, UUID, memory total, power limit, driver and CUDA versions (cached)."""
-        if index not in self._static:
-            n, h = self._nvml, self._handle(index)
-            mem = self._q("memory", n.nvmlDeviceGetMemoryInfo, h)
-            limit = self._q("power_limit", n.nvmlDeviceGetEnforcedPowerLimit, h)
-            cuda = self._q("cuda_version", n.nvmlSystemGetCudaDriverVersion)
-            self._static[index] = GpuStatic(
-                index=index, name=_text(self._q("name", n.nvmlDeviceGetName, h) or "GPU"),
-                uuid=(_text(u) if (u := self._q("uuid", n.nvmlDeviceGetUUID, h)) else None),
-                memory_total_bytes=int(mem.total) if mem is not None else None,
-                power_limit_w=limit / 1000.0 if limit is not None else None,
-                driver_version=(_text(d) if (d := self._q(
-                    "driver", n.nvmlSystemGetDriverVersion)) else None),
-                cuda_version=(f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None),
-                simulated=False,
-            )
+        if index in self._static:
+            return self._static[index]
+        n, h = self._nvml, self._handle(index)
+        q = functools.partial(self._q, index)
+        if h is None:  # not cached: the GPU may come back
+            return GpuStatic(index, "GPU", None, None, None, None, None, simulated=False)
+        mem = q("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
+        limit = q("power_limit", lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
+        cuda = self._q(None, "cuda_version", lambda: n.nvmlSystemGetCudaDriverVersion())
+        self._static[index] = GpuStatic(
+            index=index, name=_text(q("name", lambda: n.nvmlDeviceGetName(h)) or "GPU"),
+            uuid=(_text(u) if (u := q("uuid", lambda: n.nvmlDeviceGetUUID(h))) else None),
+            memory_total_bytes=int(mem.total) if mem is not None else None,
+            power_limit_w=limit / 1000.0 if limit is not None else None,
+            driver_version=(_text(d) if (d := self._q(
+                None, "driver", lambda: n.nvmlSystemGetDriverVersion())) else None),
+            cuda_version=(f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None),
+            simulated=False,
+        )
         return self._static[index]
 
     def _power_energy(self, index: int, h: Any) -> tuple[float | None, str | None, float | None]:
@@ -145,8 +190,8 @@ class NvmlBackend:
         power = energy = None
         source = None
         if self._instant_ok.get(index, True):
-            vals = self._q("field_values", n.nvmlDeviceGetFieldValues, h,
-                           [n.NVML_FI_DEV_POWER_INSTANT, n.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION])
+            vals = self._q(index, "field_values", lambda: n.nvmlDeviceGetFieldValues(
+                h, [n.NVML_FI_DEV_POWER_INSTANT, n.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION]))
             if vals is not None and len(vals) == 2:
                 p, e = (self._field(v) for v in vals)
                 if p is not None:
@@ -156,27 +201,35 @@ class NvmlBackend:
             if power is None:
                 self._instant_ok[index] = False
         if power is None:
-            mw = self._q("power_usage", n.nvmlDeviceGetPowerUsage, h)
+            mw = self._q(index, "power_usage", lambda: n.nvmlDeviceGetPowerUsage(h))
             if mw is not None:
                 power, source = mw / 1000.0, "average"
         if energy is None:
-            mj = self._q("total_energy", n.nvmlDeviceGetTotalEnergyConsumption, h)
+            mj = self._q(index, "total_energy",
+                         lambda: n.nvmlDeviceGetTotalEnergyConsumption(h))
             energy = mj / 1000.0 if mj is not None else None
         return power, source, energy
 
     @staticmethod
     def _field(v: Any) -> float | None:
-        if getattr(v, "nvmlReturn", 1) != 0:
+        """One field value's number; None when NVML failed it or it cannot be read."""
+        try:
+            if getattr(v, "nvmlReturn", 1) != 0:
+                return None
+            attr = _VALUE_ATTRS.get(int(getattr(v, "valueType", 1)), "uiVal")
+            return float(getattr(v.value, attr))
+        except (AttributeError, TypeError, ValueError):
             return None
-        attr = _VALUE_ATTRS.get(int(getattr(v, "valueType", 1)), "uiVal")
-        return float(getattr(v.value, attr))
 
     def sample(self, index: int, slow: bool) -> GpuSample:
         """Read one GPU (slow fields only when ``slow``)."""
         n, h = self._nvml, self._handle(index)
         t = time.monotonic_ns()
-        util = self._q("utilization", n.nvmlDeviceGetUtilizationRates, h)
-        mem = self._q("memory", n.nvmlDeviceGetMemoryInfo, h)
+        if h is None:
+            return GpuSample(t, index, None, None, None, None, None, None, None)
+        q = functools.partial(self._q, index)
+        util = q("utilization", lambda: n.nvmlDeviceGetUtilizationRates(h))
+        mem = q("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
         power, source, energy = self._power_energy(index, h)
         base: dict[str, Any] = dict(
             t_mono_ns=t, index=index,
@@ -187,28 +240,34 @@ class NvmlBackend:
             power_w=power, power_source=source, energy_j=energy,
         )
         if slow:
-            temp = self._q("temperature", n.nvmlDeviceGetTemperature, h, n.NVML_TEMPERATURE_GPU)
-            sm = self._q("sm_clock", n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_SM)
-            memclk = self._q("mem_clock", n.nvmlDeviceGetClockInfo, h, n.NVML_CLOCK_MEM)
-            reasons_fn = getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
-                n.nvmlDeviceGetCurrentClocksThrottleReasons
+            temp = q("temperature",
+                     lambda: n.nvmlDeviceGetTemperature(h, n.NVML_TEMPERATURE_GPU))
+            sm = q("sm_clock", lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_SM))
+            memclk = q("mem_clock", lambda: n.nvmlDeviceGetClockInfo(h, n.NVML_CLOCK_MEM))
+
+            def reasons() -> Any:
+                fn = (getattr(n, "nvmlDeviceGetCurrentClocksEventReasons", None) or
+                      n.nvmlDeviceGetCurrentClocksThrottleReasons)  # the older name
+                return fn(h)
+
             base.update(
                 temperature_c=float(temp) if temp is not None else None,
                 sm_clock_mhz=float(sm) if sm is not None else None,
                 mem_clock_mhz=float(memclk) if memclk is not None else None,
-                throttle_reasons=self._q("throttle_reasons", reasons_fn, h),
+                throttle_reasons=q("throttle_reasons", reasons),
                 processes=self._processes(index, h),
             )
         return GpuSample(**base)
 
     def _processes(self, index: int, h: Any) -> tuple[GpuProcess, ...] | None:
         n = self._nvml
-        procs = self._q("processes", n.nvmlDeviceGetComputeRunningProcesses, h)
+        procs = self._q(index, "processes", lambda: n.nvmlDeviceGetComputeRunningProcesses(h))
         if procs is None:
             return None
         sm: dict[int, float] = {}
-        util = self._q("process_utilization", n.nvmlDeviceGetProcessUtilization, h,
-                       self._last_seen_us.get(index, 0))
+        since_us = self._last_seen_us.get(index, 0)
+        util = self._q(index, "process_utilization",
+                       lambda: n.nvmlDeviceGetProcessUtilization(h, since_us))
         if util:
             for u in util:
                 sm[int(u.pid)] = float(u.smUtil)

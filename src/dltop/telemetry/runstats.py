@@ -47,6 +47,8 @@ class RunAccumulator:
         self.simulated = False
         self.gpu_samples = 0
         self.host_samples = 0
+        self.read_errors = 0
+        """Readings meant for this run that raised (the sampler skipped them)."""
 
     def add_gpu(self, s: GpuSample) -> None:
         """Feed one GPU reading (ignored unless the GPU belongs to the run)."""
@@ -120,4 +122,5 @@ class RunAccumulator:
             sm_clock_start_mhz=self._sm_first, sm_clock_end_mhz=self._sm_last,
             contaminated=self._contaminated, telemetry_simulated=self.simulated,
             gpu_samples=self.gpu_samples, host_samples=self.host_samples,
+            telemetry_read_errors=self.read_errors,
         )

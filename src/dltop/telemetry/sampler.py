@@ -9,17 +9,24 @@ per GPU and one host row per active run (one when idle) per ``window_s``
 (default 0.5 s, i.e. 2 Hz) with min/max/mean, handed to ``on_batch`` about
 once a second. Several runs at once happen only when the engine packs jobs on
 disjoint devices; a GPU row belongs to the run holding that GPU, or to the only
-run when one runs. The sampler counts the ticks it had to skip instead of drifting:
-``achieved_gpu_hz`` says what it really did.
+run when one runs. The sampler counts the ticks it had to skip instead of drifting
+(each run's ``sampler_achieved_hz`` says what it really did).
+
+A reading that raises (a GPU fallen off the bus, a host read failing) is
+skipped, never fatal: the thread logs each distinct cause once, keeps sampling,
+and counts the failure in the summary of every run the reading was meant for
+(``telemetry_read_errors``).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from dltop.errors import UserError
 from dltop.telemetry.host import HostSampler
@@ -27,6 +34,11 @@ from dltop.telemetry.model import GpuBackend, GpuSample, HostSample, RunTelemetr
 from dltop.telemetry.runstats import RunAccumulator
 
 MAX_HZ = 100.0
+MAX_LOGGED_CAUSES = 32
+"""Distinct failure causes logged per sampler; later new ones are only counted."""
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -127,20 +139,19 @@ class Sampler:
         self._pending_gpu: list[GpuWindow] = []
         self._pending_host: list[HostWindow] = []
         self._last_flush_ns = time.monotonic_ns()
-        self._latest: tuple[tuple[GpuSample, ...], HostSample | None] = ((), None)
         self._temps: dict[int, float] = {}
         self._powers: dict[int, float] = {}
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.ticks = 0
         self.missed_ticks = 0
-        self._started_ns = 0
-        self.thread_cpu_s = 0.0
+        self.read_errors = 0
+        """Readings that raised since start (all runs and idle time)."""
+        self._causes: set[tuple[str, str]] = set()
 
     # lifecycle ---------------------------------------------------------------
     def start(self) -> None:
         """Start the sampling thread."""
-        self._started_ns = time.monotonic_ns()
         self._thread = threading.Thread(target=self._loop, name="dltop-sampler", daemon=True)
         self._thread.start()
 
@@ -151,17 +162,6 @@ class Sampler:
             self._thread.join(timeout=5)
         self._close_window()
         self._flush()
-
-    @property
-    def achieved_gpu_hz(self) -> float:
-        """GPU ticks per second actually performed since start."""
-        elapsed = (time.monotonic_ns() - self._started_ns) / 1e9
-        return self.ticks / elapsed if elapsed > 0 else 0.0
-
-    def latest(self) -> tuple[tuple[GpuSample, ...], HostSample | None]:
-        """The most recent readings (plain frozen snapshots)."""
-        with self._lock:
-            return self._latest
 
     def temperatures(self) -> dict[int, float]:
         """The last temperature read of each GPU (slow fields), in degrees Celsius."""
@@ -195,10 +195,11 @@ class Sampler:
     def _loop(self) -> None:
         period_ns = int(1e9 / self.gpu_hz)
         next_ns = time.monotonic_ns()
-        cpu0 = time.thread_time()
         while not self._stop.is_set():
-            self.tick()
-            self.thread_cpu_s = time.thread_time() - cpu0
+            try:
+                self.tick()
+            except Exception as exc:  # a bug past the guarded reads: keep the thread alive
+                self._failed("tick", exc)
             next_ns += period_ns
             now = time.monotonic_ns()
             if now > next_ns:
@@ -211,29 +212,54 @@ class Sampler:
         """One GPU tick (plus host every ``slow_every`` ticks); public for tests."""
         slow = self.ticks % self.slow_every == 0
         self.ticks += 1
-        gpus = tuple(self.backend.sample(i, slow) for i in range(self._n_gpus))
+        readings = [(i, self._read(f"GPU {i}", self.backend.sample, i, slow))
+                    for i in range(self._n_gpus)]
+        gpus = tuple(s for _, s in readings if s is not None)
+        lost_gpus = {i for i, s in readings if s is None}
         with self._lock:
             runs = tuple(acc for acc, _, _ in self._runs.values())
-        host = self._host.sample() if slow else None
+        host = self._read("host", self._host.sample) if slow else None
+        host_lost = slow and host is None
         trees: dict[int, TreeSample | None] = {}
         if host is not None:
-            trees = dict(zip((r.run_id for r in runs),
-                             self._host.trees([r.root_pid for r in runs]), strict=True))
+            read = self._read("process trees", self._host.trees, [r.root_pid for r in runs])
+            host_lost = read is None
+            trees = dict(zip((r.run_id for r in runs), read or [None] * len(runs), strict=True))
         with self._lock:
             for run in runs:
                 if run.run_id not in self._runs:
                     continue  # ended while we read
+                run.read_errors += len(lost_gpus & run.gpus) + int(host_lost)
                 for s in gpus:
                     run.add_gpu(s)
                 if host is not None:
                     run.add_host(dataclasses.replace(host, tree=trees[run.run_id]))
-            self._latest = (gpus, host or self._latest[1])
             for s in gpus:
                 if s.temperature_c is not None:
                     self._temps[s.index] = s.temperature_c
                 if s.power_w is not None:
                     self._powers[s.index] = s.power_w
         self._add_to_window(gpus, host, trees, runs)
+
+    def _read(self, what: str, fn: Callable[..., T], *args: object) -> T | None:
+        """``fn(*args)``, or None when it raised (counted, each cause logged once)."""
+        try:
+            return fn(*args)
+        except Exception as exc:
+            self._failed(what, exc)
+            return None
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        self.read_errors += 1
+        cause = (type(exc).__name__, str(exc))
+        if cause in self._causes or len(self._causes) > MAX_LOGGED_CAUSES:
+            return
+        self._causes.add(cause)
+        if len(self._causes) > MAX_LOGGED_CAUSES:
+            log.warning("telemetry: more distinct read failures; counted, no longer logged")
+        else:
+            log.warning("telemetry: reading %s failed, skipped (logged once per cause): "
+                        "%s: %s", what, *cause)
 
     def _add_to_window(self, gpus: tuple[GpuSample, ...], host: HostSample | None,
                        trees: dict[int, TreeSample | None],

@@ -3,6 +3,8 @@
 It never runs benchmarks itself. Device readings and database reads happen in
 worker threads at a fixed rate, so bursts (a run flooding its log, thousands of
 iterations) coalesce into one update per tick and the event loop never blocks.
+A worker that fails says so in an error notification; a failed polling loop is
+started again after a back-off, so the screen never freezes on stale data.
 """
 
 from __future__ import annotations
@@ -19,8 +21,9 @@ from textual.app import App
 from textual.binding import Binding
 from textual.events import Resize
 from textual.widget import AwaitMount
+from textual.worker import Worker, WorkerState
 
-from dltop.errors import UserError
+from dltop.errors import DltopError
 from dltop.live.campaign import CampaignView, latest_campaign_id, read_campaign
 from dltop.live.devices import DeviceFrame, DevicePoller
 from dltop.results.queries import campaigns
@@ -32,6 +35,12 @@ from dltop.tui.modals import ExportDialog, HelpScreen, ProfilePicker, QuitDialog
 from dltop.tui.screens import DltopScreen, HistoryScreen, MainScreen, ResultsScreen
 
 MIN_SIZE = (80, 24)
+POLL_RETRY_MAX_S = 30.0
+"""Longest wait before a failed polling loop starts again (the wait doubles per failure)."""
+_WHAT = {"db-poll": "reading the database", "device-poll": "reading the devices",
+         "resume": "resuming campaigns", "results": "computing the results",
+         "history": "reading the history", "refresh": "refreshing",
+         "open": "opening the campaign"}
 
 
 class DltopApp(App[str | None]):
@@ -74,6 +83,9 @@ class DltopApp(App[str | None]):
         self._db_key: tuple[int, int | None] | None = None
         self._composed_modes = {self.DEFAULT_MODE}  # composed at start-up
         self._hold_repaints = True
+        self.poll_retry_s = 1.0
+        """First wait before a failed polling loop runs again."""
+        self._poll_failures: dict[str, int] = {}  # group -> failures in a row
 
     # screens -------------------------------------------------------------------
     def switch_mode(self, mode: str) -> AwaitMount:
@@ -147,6 +159,7 @@ class DltopApp(App[str | None]):
         while not worker.is_cancelled:
             # Every 10th tick reads anyway: the engine's liveness is not in the database.
             changed, view = self._read_campaign(force=ticks % 10 == 0)
+            self._poll_failures.pop("db-poll", None)
             if changed:
                 self.post_message(CampaignUpdated(view))
             ticks += 1
@@ -161,7 +174,25 @@ class DltopApp(App[str | None]):
         while not worker.is_cancelled:
             t0 = time.monotonic()
             self.post_message(DevicesUpdated(poller.poll()))
+            self._poll_failures.pop("device-poll", None)
             time.sleep(max(0.0, 1.0 / self.device_hz - (time.monotonic() - t0)))
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """Show a failed worker's error; start a failed polling loop again after a back-off."""
+        if event.state != WorkerState.ERROR:
+            return
+        group, exc = event.worker.group, event.worker.error
+        restart = {"db-poll": self._db_loop, "device-poll": self._device_loop}.get(group)
+        failures = self._poll_failures.get(group, 0) + 1
+        if restart is not None:
+            self._poll_failures[group] = failures
+            # Doubling waits: a read that always fails is retried every 30 s, not spun on.
+            delay = min(POLL_RETRY_MAX_S, self.poll_retry_s * 2 ** (failures - 1))
+            self.set_timer(delay, restart)
+        if failures == 1:  # once per streak: a dead database does not flood the screen
+            suffix = "; retrying" if restart is not None else ""
+            self.notify(f"{_WHAT.get(group, group)} failed: {type(exc).__name__}: {exc}"
+                        f"{suffix}", severity="error", timeout=10)
 
     async def refresh_now(self) -> None:
         """Read the database and the devices once and show them (tests; after an edit)."""
@@ -174,12 +205,12 @@ class DltopApp(App[str | None]):
 
     def on_campaign_updated(self, msg: CampaignUpdated) -> None:
         self.campaign_view = msg.view
-        if isinstance(self.screen, DltopScreen):
+        if self.is_running and isinstance(self.screen, DltopScreen):  # not while closing
             self.screen.show_campaign(msg.view)
 
     def on_devices_updated(self, msg: DevicesUpdated) -> None:
         self.device_frame = msg.frame
-        if isinstance(self.screen, DltopScreen):
+        if self.is_running and isinstance(self.screen, DltopScreen):
             self.screen.show_devices(msg.frame)
 
     def on_resize(self, event: Resize) -> None:
@@ -235,7 +266,7 @@ class DltopApp(App[str | None]):
         """Show this campaign (history's enter) on the results screen."""
         self.followed = campaign_id
         self.campaign_view = None
-        self.run_worker(self.refresh_now(), exclusive=True, group="open")
+        self.run_worker(self.refresh_now(), exclusive=True, group="open", exit_on_error=False)
         self.switch_mode("results")
 
     # actions -------------------------------------------------------------------
@@ -244,15 +275,18 @@ class DltopApp(App[str | None]):
         """Run a blocking action off the loop, report it, refresh."""
         try:
             text, ok = fn(), True
-        except UserError as exc:
+        except DltopError as exc:
             text, ok = str(exc), False
+        except Exception as exc:  # e.g. "database is locked": shown, never silent
+            self.log.error(f"{action} failed", exc)
+            text, ok = f"{action} failed: {type(exc).__name__}: {exc}", False
         self.post_message(ActionDone(action, text, ok))
 
     def on_action_done(self, msg: ActionDone) -> None:
         if msg.text:
             self.notify(msg.text, severity="information" if msg.ok else "error",
                         timeout=4 if msg.ok else 10)
-        self.run_worker(self.refresh_now(), group="refresh")
+        self.run_worker(self.refresh_now(), group="refresh", exit_on_error=False)
 
     def _need_view(self) -> CampaignView | None:
         if self.campaign_view is None:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import sqlite_utils
 
-from dltop.errors import UserError
-from dltop.jobs.launch import start_engine
+from dltop.errors import DltopError, UserError
+from dltop.jobs.launch import EngineDidNotStart, start_engine
 from dltop.live.campaign import CampaignView
 from dltop.results.export import build_table, export_to_file, render
 from dltop.results.scaling import ScalingRow, render_scaling, scaling_rows
@@ -23,10 +23,10 @@ def _db(db_path: Path) -> sqlite_utils.Database:
 
 
 def _start(run_args: list[str], db_path: Path, logs_dir: Path) -> int:
-    """Start a background engine; its pid, or UserError with its log's end if it exited."""
+    """Start a background engine; its pid, or EngineDidNotStart with its log's end."""
     launch = start_engine(run_args, db_path, logs_dir)
     if launch.exit_code is not None:
-        raise UserError(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
+        raise EngineDidNotStart(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
     return launch.pid
 
 
@@ -49,7 +49,7 @@ def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
             continue
         try:
             extra = ensure_engine(db_path, logs_dir, c.id, alive=False)
-        except UserError as exc:
+        except DltopError as exc:
             out.append(f"campaign {c.id} could not be resumed: {exc}")
             continue
         out.append(f"campaign {c.id} had lost its engine: resumed{extra}")

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from dltop.errors import DltopError, UserError
+from dltop.errors import DltopError
 from dltop.jobs.launch import EngineDidNotStart, start_engine
 from dltop.live.campaign import CampaignView
 from dltop.results.export import build_table, export_to_file, render

@@ -63,7 +63,7 @@ def _old_database(path: Path, versions: int) -> None:
     names were reworded), as an older dltop would have.
     """
     db = sqlite_utils.Database(path)
-    db["schema_migrations"].create({"version": int, "name": str, "applied_at": str},
+    db.table("schema_migrations").create({"version": int, "name": str, "applied_at": str},
                                    pk="version")
     for m in MIGRATIONS[:versions]:
         m.apply(db)
@@ -121,8 +121,8 @@ def test_a_failing_migration_leaves_no_trace_and_is_retried(
     connect(path).conn.close()
 
     def half_done(db: sqlite_utils.Database) -> None:
-        db["extra"].create({"x": int})
-        db["runs"].add_column("extra_col", int)
+        db.table("extra").create({"x": int})
+        db.table("runs").add_column("extra_col", int)
         raise sqlite3.OperationalError("disk I/O error")
 
     bad = Migration(len(MIGRATIONS) + 1, "extra", half_done)
@@ -132,6 +132,6 @@ def test_a_failing_migration_leaves_no_trace_and_is_retried(
     db = sqlite_utils.Database(path)
     assert "extra" not in db.table_names() and "extra_col" not in db["runs"].columns_dict
     assert bad.version not in migrations.applied_versions(db)
-    good = Migration(bad.version, "extra", lambda d: d["extra"].create({"x": int}))
+    good = Migration(bad.version, "extra", lambda d: d.table("extra").create({"x": int}))
     monkeypatch.setattr(migrations, "MIGRATIONS", (*MIGRATIONS, good))
     assert "extra" in connect(path).table_names()

@@ -12,7 +12,7 @@ from dltop.profiles.model import JobSpec
 from dltop.store import Store, connect, memory_db
 
 
-def make_jobs(n: int, profile: str = "p") -> list[JobSpec]:
+def make_jobs(n: int, profile: str = "p") -> tuple[JobSpec, ...]:
     """``n`` CPU jobs of one framework, batch sizes 1..n, in that order."""
     sizes = ", ".join(str(b) for b in range(1, n + 1))
     return parse(f'[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\n'

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable, Iterator, Sequence
 from typing import overload
 
@@ -47,19 +48,19 @@ def test_sqlite_utils_commits_each_call_inside_with_conn() -> None:
     # Why store.tx exists: `with db.conn:` opens no transaction in sqlite-utils 4.2.1,
     # so the first insert stays although the block raised.
     db = sqlite_utils.Database(memory=True)
-    db["t"].create({"x": int})
+    db.table("t").create({"x": int})
     with pytest.raises(RuntimeError), db.conn:
-        db["t"].insert({"x": 1})
+        db.table("t").insert({"x": 1})
         raise RuntimeError
     assert count(db, "t") == 1
 
 
 def test_table_insert_inside_a_transaction_commits_nothing_on_its_own() -> None:
     db = sqlite_utils.Database(memory=True)
-    db["t"].create({"x": int})
+    db.table("t").create({"x": int})
     with pytest.raises(RuntimeError), transaction(db):
-        db["t"].insert({"x": 1})
-        db["t"].insert_all([{"x": 2}, {"x": 3}])
+        db.table("t").insert({"x": 1})
+        db.table("t").insert_all([{"x": 2}, {"x": 3}])
         assert db.conn.in_transaction
         raise RuntimeError
     assert count(db, "t") == 0
@@ -117,6 +118,5 @@ def test_a_transaction_holds_the_write_lock_from_its_start(
     # BEGIN IMMEDIATE: a read-then-write cannot interleave with another writer.
     a, b = file_stores(), file_stores()
     b.db.conn.execute("PRAGMA busy_timeout=0")
-    with a.transaction():
-        with pytest.raises(sqlite_utils.db.sqlite3.OperationalError, match="locked"):
-            b.set_control(1, "pause")
+    with a.transaction(), pytest.raises(sqlite3.OperationalError, match="locked"):
+        b.set_control(1, "pause")

@@ -8,12 +8,15 @@ columns. Called from the engine's single writer thread.
 from __future__ import annotations
 
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import sqlite_utils
 
 from dltop.store.tx import transaction
 from dltop.telemetry.model import RunTelemetry
-from dltop.telemetry.sampler import Batch
+
+if TYPE_CHECKING:  # the viewer imports the store: not the sampler with it
+    from dltop.telemetry.sampler import Batch
 
 RUN_COLUMNS: dict[str, type] = {
     "gpu_util_mean_pct": float, "gpu_util_peak_pct": float, "gpu_mem_peak_bytes": int,

@@ -285,10 +285,10 @@ def _print_json(event: EngineEvent) -> None:
 # pause / resume / cancel -----------------------------------------------------------
 def _cmd_control(args: argparse.Namespace) -> int:
     from dltop.jobs.resume import engine_alive
-    from dltop.store import Store, queue
+    from dltop.store import Store
 
-    db = _open_existing(args.db)
-    open_ = queue.open_campaigns(db)
+    store = Store(_open_existing(args.db))
+    open_ = store.queue.open_campaigns()
     if args.campaign is not None:
         open_ = [c for c in open_ if str(c.id) == str(args.campaign)]
     if not open_:
@@ -299,7 +299,7 @@ def _cmd_control(args: argparse.Namespace) -> int:
         raise UserError(f"campaign {camp.id} has no running engine (it died or was killed); "
                         "continue it with 'dltop run --resume'")
     control = {"pause": "pause", "resume": "run", "cancel": "cancel"}[args.command]
-    Store(db).set_control(camp.id, control)
+    store.set_control(camp.id, control)
     print(f"campaign {camp.id} ({camp.name}): {args.command} requested; the engine (pid "
           f"{camp.engine_pid}) acts on it within a second")
     return 0
@@ -308,10 +308,11 @@ def _cmd_control(args: argparse.Namespace) -> int:
 def _cmd_status(args: argparse.Namespace) -> int:
     from dltop.jobs.resume import engine_alive
     from dltop.results import queries
-    from dltop.store import queue
+    from dltop.store import Store
 
     db = _open_existing(args.db)
-    open_ = queue.open_campaigns(db)
+    queue = Store(db).queue
+    open_ = queue.open_campaigns()
     if not open_:
         last = queries.campaigns(db, limit=1)
         if not last:
@@ -328,7 +329,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
         engine = f"engine pid {c.engine_pid}" if alive else \
             "engine NOT running (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
-            if queue.packs(db, c.id) else ""
+            if queue.packs(c.id) else ""
         print(f"campaign {c.id} `{c.name}`: {c.status}{packed}; {engine}; jobs: {shown}")
         for r in queries.current_runs(db, c.id):
             print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dltop.profiles.loader import parse
-from dltop.store import connect, edit, queue
+from dltop.store import Store, connect
 from dltop.store.writer import utc_now
 
 from .test_control import query, start, wait_for
@@ -15,24 +15,25 @@ from .test_control import query, start, wait_for
 pytestmark = pytest.mark.slow
 
 
-def db(tmp_path: Path):  # type: ignore[no-untyped-def]
-    return connect(tmp_path / "d.db", create=False)
+def store(tmp_path: Path) -> Store:
+    return Store(connect(tmp_path / "d.db", create=False))
 
 
 def test_engine_follows_edits_made_while_it_runs(tmp_path: Path) -> None:
     proc = start(tmp_path, iterations=400)  # fcn-r, alexnet-r, resnet-56 in that order
     try:
         first = wait_for(proc, "iteration")
-        d = db(tmp_path)
-        ids = [r["id"] for r in d.query("select id from jobs order by position")]
-        assert edit.move_job(d, ids[2], -1).changed == 1  # resnet-56 before alexnet-r
-        assert edit.remove_job(d, ids[1]).changed == 1  # and alexnet-r is removed
-        assert edit.remove_job(d, ids[0]).changed == 0  # the running job is not
+        s = store(tmp_path)
+        edit = s.edits
+        ids = [r["id"] for r in s.db.query("select id from jobs order by position")]
+        assert edit.move_job(ids[2], -1).changed == 1  # resnet-56 before alexnet-r
+        assert edit.remove_job(ids[1]).changed == 1  # and alexnet-r is removed
+        assert edit.remove_job(ids[0]).changed == 0  # the running job is not
         lstm = parse('[[matrix]]\nframeworks = ["torch"]\nmodels = ["lstm"]\n'
                      'batch_sizes = [4]\ndevices = ["cpu:1"]\niterations = 2\nwarmup = 0\n',
                      "more.toml", "more")
-        assert not edit.append_jobs(d, 1, lstm.jobs, "more.toml").needs_engine
-        edit.cancel_run(d, 1, int(first["run_id"]))  # cancel the current run only
+        assert not edit.append_jobs(1, lstm.jobs, "more.toml").needs_engine
+        edit.cancel_run(1, int(first["run_id"]))  # cancel the current run only
         proc.communicate(timeout=300)  # drain stdout so the engine never blocks on it
     finally:
         if proc.poll() is None:
@@ -48,11 +49,11 @@ def test_engine_follows_edits_made_while_it_runs(tmp_path: Path) -> None:
 def test_append_to_a_finished_campaign_reopens_it_for_a_new_engine(tmp_path: Path) -> None:
     proc = start(tmp_path, iterations=2)
     proc.wait(timeout=300)
-    d = db(tmp_path)
+    s = store(tmp_path)
     prof = parse('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\n'
                  'batch_sizes = [4]\ndevices = ["cpu:1"]\n', "x.toml", "x")
-    res = edit.append_jobs(d, 1, prof.jobs, "x.toml")
+    res = s.edits.append_jobs(1, prof.jobs, "x.toml")
     assert res.changed == 1 and res.needs_engine
     assert query(tmp_path, "select status, finished_at from campaigns") == [("queued", None)]
     # An engine finishing at that moment would not close the campaign over a queued job.
-    assert not queue.finish_if_drained(d, 1, "finished", utc_now())
+    assert not s.queue.finish_if_drained(1, "finished", utc_now())

@@ -10,8 +10,7 @@ import time
 import pytest
 
 from dltop.errors import UserError
-from dltop.store import memory_db
-from dltop.store.telemetry import write_batch, write_run_telemetry
+from dltop.store import Store, memory_db
 from dltop.telemetry import fake_gpus_from_env
 from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
 from dltop.telemetry.host import HostSampler
@@ -87,7 +86,7 @@ def test_sampler_end_to_end_into_sqlite() -> None:
     assert summary.rss_peak_bytes and summary.rss_peak_bytes > 1_000_000
     assert sampler.missed_ticks < sampler.ticks / 2
     for b in batches:
-        write_batch(db, b)
+        Store(db).telemetry.write_batch(b)
     run_rows = list(db.query("select distinct gpu_index from gpu_samples where run_id = 7"))
     assert sorted(r["gpu_index"] for r in run_rows) == [0, 1, 2]  # windows of all GPUs
     assert next(db.query("select count(*) c from gpu_samples where run_id is null"))["c"] > 0
@@ -98,7 +97,7 @@ def test_sampler_end_to_end_into_sqlite() -> None:
     db["jobs"].insert({"id": 1, "campaign_id": 1, "status": "x", "framework": "torch",
                        "model": "fcn-r", "batch_size": 1, "device": "gpu:2"})
     db["runs"].insert({"id": 7, "job_id": 1, "campaign_id": 1, "attempt": 1, "status": "ok"})
-    write_run_telemetry(db, 7, summary)
+    Store(db).telemetry.write_run_telemetry(7, summary)
     row = db["runs"].get(7)
     assert row["energy_source"] == "counter" and row["telemetry_simulated"] == 1
 

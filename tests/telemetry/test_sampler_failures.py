@@ -8,8 +8,7 @@ import threading
 
 import pytest
 
-from dltop.store import memory_db
-from dltop.store.telemetry import write_run_telemetry
+from dltop.store import Store, memory_db
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import GpuSample
 from dltop.telemetry.sampler import Batch, Sampler
@@ -55,7 +54,7 @@ def test_failing_reads_are_counted_per_run_and_logged_once(
     db["jobs"].insert({"id": 1, "campaign_id": 1, "status": "x", "framework": "torch",
                        "model": "fcn-r", "batch_size": 1, "device": "gpu:1"})
     db["runs"].insert({"id": 1, "job_id": 1, "campaign_id": 1, "attempt": 1, "status": "ok"})
-    write_run_telemetry(db, 1, flaky)
+    Store(db).telemetry.write_run_telemetry(1, flaky)
     assert db["runs"].get(1)["telemetry_read_errors"] == 3
 
 

@@ -110,17 +110,18 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
 
 def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[QueuedJob]]:
     """Store the campaign and its jobs; return the campaign id and the runnable jobs."""
-    campaign_id = store.create_campaign(plan.name, plan.profiles, argv, socket.gethostname(),
-                                        os.getpid(), process_start_time(os.getpid()),
-                                        pack=plan.pack)
-    statuses = ["queued" if p is None else "unsatisfiable" for p in plan.problems]
-    ids = store.add_jobs(campaign_id, plan.jobs, statuses)
-    queued = []
-    for pos, (job_id, job, problem) in enumerate(
-            zip(ids, plan.jobs, plan.problems, strict=True)):
-        if problem is None:
-            queued.append(QueuedJob(job_id, pos, job))
-        else:
-            run_id = store.start_run(job_id, campaign_id, 1, "", job.samples_per_iter)
-            store.finish_run(run_id, job_id, "unsatisfiable", {"error_message": problem})
+    with store.transaction():  # all or nothing: no campaign stored without its jobs
+        campaign_id = store.create_campaign(plan.name, plan.profiles, argv,
+                                            socket.gethostname(), os.getpid(),
+                                            process_start_time(os.getpid()), pack=plan.pack)
+        statuses = ["queued" if p is None else "unsatisfiable" for p in plan.problems]
+        ids = store.add_jobs(campaign_id, plan.jobs, statuses)
+        queued = []
+        for pos, (job_id, job, problem) in enumerate(
+                zip(ids, plan.jobs, plan.problems, strict=True)):
+            if problem is None:
+                queued.append(QueuedJob(job_id, pos, job))
+            else:
+                run_id = store.start_run(job_id, campaign_id, 1, "", job.samples_per_iter)
+                store.finish_run(run_id, job_id, "unsatisfiable", {"error_message": problem})
     return campaign_id, queued

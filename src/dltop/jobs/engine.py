@@ -37,8 +37,6 @@ from dltop.jobs.supervisor import ChildOutcome, process_start_time, supervise
 from dltop.profiles.model import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.runners import registry
-from dltop.store import queue
-from dltop.store import telemetry as store_telemetry
 from dltop.store.writer import Store, utc_now
 from dltop.telemetry.sampler import Batch, Sampler
 
@@ -130,14 +128,14 @@ class Engine:
         Taking each job from the database lets a viewer reorder, remove or add
         jobs while the campaign runs.
         """
-        db, cid = self._store.db, self._campaign_id
+        queue, cid = self._store.queue, self._campaign_id
         tasks: set[asyncio.Task[None]] = set()
         try:
             while True:
                 await self._wait_while_paused()
                 if self._stop.is_set():
                     await asyncio.gather(*tasks)
-                    n = await self._write(queue.cancel_queued, db, cid)
+                    n = await self._write(queue.cancel_queued, cid)
                     self.counts["cancelled"] = self.counts.get("cancelled", 0) + n
                     status = "cancelled"
                 else:
@@ -150,7 +148,7 @@ class Engine:
                             t.result()  # a bug in a job task must not pass silently
                         continue
                     status = "finished"
-                if await self._write(queue.finish_if_drained, db, cid, status, utc_now()):
+                if await self._write(queue.finish_if_drained, cid, status, utc_now()):
                     return status
         finally:
             for t in tasks:
@@ -158,18 +156,18 @@ class Engine:
 
     async def _start_next(self, tasks: set[asyncio.Task[None]]) -> bool:
         """Start the first queued job whose devices are free; False if none could start."""
-        db, cid = self._store.db, self._campaign_id
+        queue, cid = self._store.queue, self._campaign_id
         if self._alloc.active and not self._alloc.pack:
             return False
         # The first queued job that fits (when packing, later jobs fill free devices;
         # otherwise the first one always fits an idle host).
-        for job_id, pos, device in await self._write(queue.queued_devices, db, cid):
+        for job_id, pos, device in await self._write(queue.queued_devices, cid):
             if job_id in self._claimed:
                 continue
             got = self._alloc.try_allocate(device)
             if got is None:
                 continue
-            spec = await self._write(queue.queued_spec, db, job_id)
+            spec = await self._write(queue.queued_spec, job_id)
             if spec is None:  # a viewer removed it since the scan
                 self._alloc.release(got[0])
                 continue
@@ -203,11 +201,11 @@ class Engine:
 
     async def _watch_control(self) -> None:
         while True:
-            cancel_id = await self._write(queue.take_cancel_run, self._store.db,
+            cancel_id = await self._write(self._store.queue.take_cancel_run,
                                           self._campaign_id)
             if cancel_id is not None and cancel_id in self._run_stops:
                 self._run_stops[cancel_id].set()
-            ctl = await self._write(queue.control, self._store.db, self._campaign_id)
+            ctl = await self._write(self._store.queue.control, self._campaign_id)
             if ctl == "cancel":
                 self.request_stop()
             elif ctl == "pause":
@@ -232,7 +230,7 @@ class Engine:
 
     def _submit_batch(self, batch: Batch) -> None:
         # Called from the sampler thread; the single writer orders it with the rest.
-        self._writer.submit(store_telemetry.write_batch, self._store.db, batch)
+        self._writer.submit(self._store.telemetry.write_batch, batch)
 
     async def _cooldown(self, job: JobSpec, gpus: tuple[int, ...],
                         ) -> tuple[float, float | None, float | None]:
@@ -290,8 +288,8 @@ class Engine:
             # Ordered behind earlier writes by the single worker; awaited at run end.
             pending.append(self._writer.submit(fn, *args))
 
-        index, total = await self._write(queue.progress, self._store.db, self._campaign_id)
-        attempt = await self._write(queue.next_attempt, self._store.db, q.job_id)
+        index, total = await self._write(self._store.queue.progress, self._campaign_id)
+        attempt = await self._write(self._store.queue.next_attempt, q.job_id)
         run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
                                    "", job.samples_per_iter)
         write_later(self._store.update_run, run_id, {
@@ -333,8 +331,7 @@ class Engine:
             # because the energy covers the whole run.
             tele = self._sampler.end_run(run_id, collector.samples_seen)
             if tele is not None:
-                await self._write(store_telemetry.write_run_telemetry, self._store.db,
-                                  run_id, tele)
+                await self._write(self._store.telemetry.write_run_telemetry, run_id, tele)
         if outcome.hello:
             await self._write(self._store.record_environment, run_id,
                               environment.environment_row(outcome.hello, env, job))
@@ -346,8 +343,8 @@ class Engine:
 
     async def _fail_unstarted(self, q: QueuedJob, kind: str, message: str) -> str:
         """Store a run of ``q`` that could not start as ``crashed`` with its reason."""
-        index, total = await self._write(queue.progress, self._store.db, self._campaign_id)
-        attempt = await self._write(queue.next_attempt, self._store.db, q.job_id)
+        index, total = await self._write(self._store.queue.progress, self._campaign_id)
+        attempt = await self._write(self._store.queue.next_attempt, q.job_id)
         run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
                                    "", q.spec.samples_per_iter)
         self._emit(RunStarted(run_id, q.job_id, index, total, q.spec, ""))

@@ -10,7 +10,6 @@ import psutil
 from dltop.errors import UserError
 from dltop.jobs.engine import QueuedJob
 from dltop.jobs.supervisor import process_start_time, reap_orphan_group
-from dltop.store import queue
 from dltop.store.writer import Store
 
 
@@ -47,8 +46,8 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     Raises:
         UserError: no unfinished campaign, or its engine is still alive.
     """
-    db = store.db
-    open_ = queue.open_campaigns(db)
+    queue = store.queue
+    open_ = queue.open_campaigns()
     if campaign_ref is not None:
         open_ = [c for c in open_ if c.id == campaign_ref]
         if not open_:
@@ -60,11 +59,11 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
         raise UserError(f"campaign {camp.id} is still being run by dltop (pid "
                         f"{camp.engine_pid}); stop it first or let it finish")
     killed = lost = 0
-    for run in queue.running_runs(db, camp.id):
+    for run in queue.running_runs(camp.id):
         killed += reap_orphan_group(run.pid, run.pgid, run.proc_start_time)
-        queue.mark_lost_and_requeue(db, run)
+        queue.mark_lost_and_requeue(run)
         lost += 1
-    queue.requeue_running_jobs(db, camp.id)
-    queue.claim(db, camp.id, os.getpid(), process_start_time(os.getpid()) or 0.0)
-    jobs = [QueuedJob(job_id, pos, spec) for job_id, pos, spec in queue.queued_jobs(db, camp.id)]
-    return Resumed(camp.id, camp.name, lost, killed, jobs, queue.packs(db, camp.id))
+    queue.requeue_running_jobs(camp.id)
+    queue.claim(camp.id, os.getpid(), process_start_time(os.getpid()) or 0.0)
+    jobs = [QueuedJob(job_id, pos, spec) for job_id, pos, spec in queue.queued_jobs(camp.id)]
+    return Resumed(camp.id, camp.name, lost, killed, jobs, queue.packs(camp.id))

@@ -1,7 +1,5 @@
-"""SQLite store: schema, migrations, the single writer, and read queries."""
+"""SQLite store: schema and migrations, the one write API (:class:`Store`), transactions."""
 
-# Importing registers migration 2 (telemetry) beside migration 1.
-from dltop.store import telemetry as _telemetry  # noqa: F401
 from dltop.store.db import connect, memory_db, resolve_db_path
 from dltop.store.writer import Store
 

@@ -1,7 +1,8 @@
 """Opening the dltop database: path resolution, WAL, migrations.
 
-SQLite is the single source of truth. Every write goes through
-:class:`dltop.store.writer.Store`; readers may open their own connections.
+SQLite is the single source of truth. Every write goes through the store's API
+(:class:`dltop.store.writer.Store` and the repositories it owns), one
+:func:`dltop.store.tx.transaction` each; readers may open their own connections.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
     """Open (and if needed create and migrate) the database at ``path``.
 
     Raises:
-        UserError: the path cannot be created or written, is not SQLite, or
-            (with ``create=False``) does not exist or is not a dltop database.
+        UserError: the path cannot be created or written, is not SQLite, is
+            a dltop database written by a newer dltop (refused before anything
+            is written), or (with ``create=False``) does not exist or is not a
+            dltop database.
     """
     path = Path(path)
     if not create:
@@ -59,16 +62,22 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
     try:
         conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
         db = sqlite_utils.Database(conn)
-        if create:
-            db.enable_wal()
-            conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
         names = db.table_names()
+        if names and migrations.TABLE not in names:
+            raise UserError(
+                f"{path}: an SQLite file, but not a dltop database (no schema_migrations)")
+        # Before anything is written (WAL included): a newer dltop's database is left as is.
+        migrations.check_known(db)
+        if create:
+            db.enable_wal()
+            conn.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.DatabaseError as exc:
         raise UserError(f"{path}: not a SQLite database ({exc})") from None
-    if names and "schema_migrations" not in names:
-        raise UserError(f"{path}: an SQLite file, but not a dltop database (no schema_migrations)")
+    except migrations.SchemaTooNew as exc:
+        raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use it. "
+                        "Nothing was written") from None
     if not create:
         if not names:
             raise UserError(f"{path}: empty file, not a dltop database")

@@ -1,34 +1,58 @@
-"""Schema migrations, applied in order when a database is opened.
+"""Schema migrations: every one listed in :data:`MIGRATIONS`, in order, applied at open.
 
-Each migration is a function of a sqlite-utils ``Database`` registered with
-:func:`migration`; ``schema_migrations`` records which have run. Never edit a
-released migration: append a new one. Other store modules (telemetry, scaling)
-register theirs by importing this registry and appending a higher version.
+``schema_migrations`` records the versions a database has. Each migration runs
+in one transaction together with its record, so a failing or interrupted
+migration leaves no trace and is tried again at the next open. A database that
+records a version this dltop does not know was written by a newer dltop and is
+refused (:class:`SchemaTooNew`) before anything is written to it.
+
+Adding a migration is one edit, here: write ``_vN(db)`` and append
+``Migration(N, "what it adds", _vN)`` to :data:`MIGRATIONS`. Never edit a
+released migration's body; its text may be reworded (the stored name is not
+compared, and several released names were reworded).
+
+Why not sqlite-utils' ``Migrations`` class: it records migrations by name in its
+own ``_sqlite_migrations`` table, while every existing dltop database records
+integer versions in ``schema_migrations``, the table by which
+:func:`dltop.store.db.connect` recognises a dltop database. Switching would need
+a one-off translation of that table and both tables kept in step for older
+dltop versions; and the "newer than this dltop" guard needs an order, which
+integer versions give and names do not. The registry below is its equivalent in
+the parts we use: an ordered list, each step transactional with its record.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
-Migration = Callable[[Any], None]
-MIGRATIONS: dict[int, tuple[str, Migration]] = {}
+import sqlite_utils
+
+from dltop.store.tx import transaction
+
+TABLE = "schema_migrations"
 
 
-def migration(version: int, name: str) -> Callable[[Migration], Migration]:
-    """Register ``fn`` as schema migration ``version``."""
+@dataclass(frozen=True)
+class Migration:
+    """One schema step: its version, what it adds, and the function adding it."""
 
-    def register(fn: Migration) -> Migration:
-        if version in MIGRATIONS:
-            raise RuntimeError(f"duplicate migration version {version}")
-        MIGRATIONS[version] = (name, fn)
-        return fn
-
-    return register
+    version: int
+    name: str
+    apply: Callable[[Any], None]
 
 
-@migration(1, "campaigns, jobs, runs, iterations, environment")
+class SchemaTooNew(Exception):
+    """The database records migrations this dltop does not know."""
+
+    def __init__(self, unknown: list[int], known: int) -> None:
+        super().__init__(f"schema version {max(unknown)}, this dltop knows up to {known}")
+        self.unknown = unknown
+        self.known = known
+
+
 def _v1(db: Any) -> None:
     db["campaigns"].create(
         {
@@ -86,20 +110,47 @@ def _v1(db: Any) -> None:
     )
 
 
-@migration(3, "campaigns.control (pause/resume/cancel); runs cooldown before start")
+# The runs columns migration 2 added, frozen: later summary columns come from later
+# migrations (the writer's list is dltop.store.telemetry.RUN_COLUMNS).
+_V2_RUN_COLUMNS: dict[str, type] = {
+    "gpu_util_mean_pct": float, "gpu_util_peak_pct": float, "gpu_mem_peak_bytes": int,
+    "gpu_mem_run_peak_bytes": int, "power_mean_w": float, "energy_j": float,
+    "energy_source": str, "joules_per_sample": float, "host_cpu_mean_pct": float,
+    "rss_peak_bytes": int, "throttle_reasons": str, "sm_clock_start_mhz": float,
+    "sm_clock_end_mhz": float, "contaminated": int, "telemetry_simulated": int,
+    "sampler_achieved_hz": float,
+}
+
+
+def _v2(db: Any) -> None:
+    db["gpu_samples"].create(
+        {"run_id": int, "t_start_mono_s": float, "gpu_index": int, "n": int,
+         "util_mean_pct": float, "util_min_pct": float, "util_max_pct": float,
+         "mem_used_max_bytes": int, "power_mean_w": float, "power_min_w": float,
+         "power_max_w": float, "energy_j": float, "temperature_max_c": float,
+         "sm_clock_mhz": float, "simulated": int},
+    )
+    db["gpu_samples"].create_index(["run_id"])
+    db["host_samples"].create(
+        {"run_id": int, "t_start_mono_s": float, "n": int, "cpu_mean_pct": float,
+         "cpu_max_core_pct": float, "mem_used_bytes": int, "swap_used_bytes": int,
+         "tree_cpu_pct": float, "tree_rss_bytes": int},
+    )
+    db["host_samples"].create_index(["run_id"])
+    for name, kind in _V2_RUN_COLUMNS.items():
+        db["runs"].add_column(name, kind)
+
+
 def _v3(db: Any) -> None:
     db["campaigns"].add_column("control", str)
     db["runs"].add_column("cooldown_waited_s", float)
     db["runs"].add_column("start_temp_c", float)
 
 
-@migration(4, "campaigns.cancel_run_id: cancel one run, the queue goes on")
 def _v4(db: Any) -> None:
     db["campaigns"].add_column("cancel_run_id", int)
 
 
-@migration(5, "packing: campaigns.pack; runs record their GPUs, CPUs and concurrent runs; "
-              "cooldown by power: runs.start_power_w")
 def _v5(db: Any) -> None:
     db["campaigns"].add_column("pack", int)
     db["runs"].add_column("gpu_indices", str)
@@ -108,29 +159,61 @@ def _v5(db: Any) -> None:
     db["runs"].add_column("start_power_w", float)
 
 
-@migration(6, "failures counted, not silent: runs.telemetry_read_errors, runs.protocol_errors")
 def _v6(db: Any) -> None:
     db["runs"].add_column("telemetry_read_errors", int)
     db["runs"].add_column("protocol_errors", int)
 
 
-def apply(db: Any) -> list[int]:
-    """Apply every registered migration the database lacks; return the versions applied."""
-    if "schema_migrations" not in db.table_names():
-        db["schema_migrations"].create(
-            {"version": int, "name": str, "applied_at": str}, pk="version"
-        )
-    done = {r["version"] for r in db["schema_migrations"].rows}
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "campaigns, jobs, runs, iterations, environment", _v1),
+    Migration(2, "telemetry: gpu_samples, host_samples, per-run telemetry summary", _v2),
+    Migration(3, "campaigns.control (pause/resume/cancel); runs cooldown before start", _v3),
+    Migration(4, "campaigns.cancel_run_id: cancel one run, the queue goes on", _v4),
+    Migration(5, "packing: campaigns.pack; runs record their GPUs, CPUs and concurrent runs; "
+                 "cooldown by power: runs.start_power_w", _v5),
+    Migration(6, "failures counted, not silent: runs.telemetry_read_errors, "
+                 "runs.protocol_errors", _v6),
+)
+"""Every schema step, in the order applied: versions 1, 2, ... without gaps."""
+
+
+def applied_versions(db: sqlite_utils.Database) -> set[int]:
+    """The versions the database records (empty for a new database)."""
+    if TABLE not in db.table_names():
+        return set()
+    return {int(r["version"]) for r in db.query(f"select version from {TABLE}")}
+
+
+def check_known(db: sqlite_utils.Database) -> None:
+    """Refuse a database written by a newer dltop (it records versions we do not know).
+
+    Raises:
+        SchemaTooNew: the database records an unknown migration version.
+    """
+    known = {m.version for m in MIGRATIONS}
+    unknown = sorted(applied_versions(db) - known)
+    if unknown:
+        raise SchemaTooNew(unknown, max(known))
+
+
+def apply(db: sqlite_utils.Database) -> list[int]:
+    """Apply every migration the database lacks, in order; return the versions applied.
+
+    Raises:
+        SchemaTooNew: the database was written by a newer dltop (nothing is written).
+    """
+    check_known(db)
+    if TABLE not in db.table_names():
+        with transaction(db):
+            db.table(TABLE).create({"version": int, "name": str, "applied_at": str}, pk="version")
+    done = applied_versions(db)
     applied = []
-    for version in sorted(MIGRATIONS):
-        if version in done:
+    for m in MIGRATIONS:
+        if m.version in done:
             continue
-        name, fn = MIGRATIONS[version]
-        with db.conn:
-            fn(db)
-            db["schema_migrations"].insert(
-                {"version": version, "name": name,
-                 "applied_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-            )
-        applied.append(version)
+        with transaction(db):
+            m.apply(db)
+            db.table(TABLE).insert({"version": m.version, "name": m.name, "applied_at":
+                              time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+        applied.append(m.version)
     return applied

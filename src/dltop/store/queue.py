@@ -1,4 +1,4 @@
-"""The durable queue: what a restarted engine needs to find and repair.
+"""The durable queue: what the engine takes jobs from, and what a restarted engine repairs.
 
 Queue state lives in the ``jobs`` table; an engine that died (SIGKILL, reboot)
 leaves its campaign ``running`` and its current run ``running``. Resuming marks
@@ -15,7 +15,8 @@ from typing import Any
 import sqlite_utils
 
 from dltop.profiles.model import DeviceSpec, JobSpec
-from dltop.store.writer import utc_now
+from dltop.store.rows import utc_now
+from dltop.store.tx import transaction
 
 LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"
 
@@ -42,130 +43,129 @@ class RunProcess:
     proc_start_time: float | None
 
 
-def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaign]:
-    """Campaigns still ``queued`` or ``running``, oldest first."""
-    return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
-                         r["engine_start_time"])
-            for r in db.query("select * from campaigns where status in "
-                              "('queued', 'running', 'paused') order by id")]
+class Queue:
+    """The campaign queue of one connection (``Store.queue``)."""
 
+    def __init__(self, db: sqlite_utils.Database) -> None:
+        self._db = db
 
-def running_runs(db: sqlite_utils.Database, campaign_id: int) -> list[RunProcess]:
-    """Runs of a campaign still marked ``running``."""
-    return [RunProcess(r["id"], r["job_id"], r["pid"], r["pgid"], r["proc_start_time"])
-            for r in db.query("select id, job_id, pid, pgid, proc_start_time from runs "
-                              "where campaign_id = ? and status = 'running'", [campaign_id])]
+    # reads -----------------------------------------------------------------
+    def open_campaigns(self) -> list[OpenCampaign]:
+        """Campaigns still ``queued``, ``running`` or ``paused``, oldest first."""
+        return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
+                             r["engine_start_time"])
+                for r in self._db.query("select * from campaigns where status in "
+                                        "('queued', 'running', 'paused') order by id")]
 
+    def running_runs(self, campaign_id: int) -> list[RunProcess]:
+        """Runs of a campaign still marked ``running``."""
+        return [RunProcess(r["id"], r["job_id"], r["pid"], r["pgid"], r["proc_start_time"])
+                for r in self._db.query(
+                    "select id, job_id, pid, pgid, proc_start_time from runs "
+                    "where campaign_id = ? and status = 'running'", [campaign_id])]
 
-def mark_lost_and_requeue(db: sqlite_utils.Database, run: RunProcess) -> None:
-    """The run's engine died: close the run as ``crashed`` and queue its job again."""
-    with db.conn:
-        db.table("runs").update(run.run_id, {"status": "crashed", "error_kind": "engine_lost",
-                                             "error_message": LOST_MESSAGE,
-                                             "finished_at": utc_now()})
-        db.table("jobs").update(run.job_id, {"status": "queued"})
+    def queued_jobs(self, campaign_id: int) -> list[tuple[int, int, JobSpec]]:
+        """(job id, position, spec) of the campaign's queued jobs, in queue order."""
+        rows: list[dict[str, Any]] = list(self._db.query(
+            "select id, position, spec_json from jobs where campaign_id = ? "
+            "and status = 'queued' order by position", [campaign_id]))
+        return [(r["id"], r["position"], JobSpec.from_json_dict(json.loads(r["spec_json"])))
+                for r in rows]
 
+    def queued_devices(self, campaign_id: int) -> list[tuple[int, int, DeviceSpec]]:
+        """(job id, position, device) of the campaign's queued jobs, in queue order.
 
-def requeue_running_jobs(db: sqlite_utils.Database, campaign_id: int) -> int:
-    """Jobs left ``running`` without a running run go back to ``queued``; return how many."""
-    with db.conn:
-        cur = db.conn.execute(
-            "update jobs set status = 'queued' where campaign_id = ? and status = 'running'",
-            [campaign_id])
-    return int(cur.rowcount)
+        What the engine scans for a job that fits free devices: it parses no job
+        spec, as it may run every poll interval over a long queue.
+        """
+        return [(r["id"], r["position"], DeviceSpec.parse(r["device"])) for r in self._db.query(
+            "select id, position, device from jobs where campaign_id = ? and status = 'queued' "
+            "order by position", [campaign_id])]
 
+    def queued_spec(self, job_id: int) -> JobSpec | None:
+        """The job's spec while it is still queued (None once removed or started)."""
+        row = next(self._db.query("select spec_json from jobs where id = ? and status = 'queued'",
+                                  [job_id]), None)
+        return None if row is None else JobSpec.from_json_dict(json.loads(row["spec_json"]))
 
-def claim(db: sqlite_utils.Database, campaign_id: int, pid: int, start_time: float) -> None:
-    """Record that this engine process now owns the campaign."""
-    with db.conn:
-        db.table("campaigns").update(campaign_id, {"engine_pid": pid, "control": None,
-                                                   "engine_start_time": start_time})
+    def progress(self, campaign_id: int) -> tuple[int, int]:
+        """(jobs done or running, jobs in the campaign) ignoring removed and unsatisfiable ones."""
+        row = next(self._db.query(
+            "select sum(status not in ('queued')) as done, count(*) as total from jobs "
+            "where campaign_id = ? and status not in ('removed', 'unsatisfiable')",
+            [campaign_id]))
+        return int(row["done"] or 0), int(row["total"] or 0)
 
+    def next_attempt(self, job_id: int) -> int:
+        """1 + the number of runs the job already has."""
+        row = next(self._db.query("select count(*) as n from runs where job_id = ?", [job_id]))
+        return int(row["n"]) + 1
 
-def queued_jobs(db: sqlite_utils.Database, campaign_id: int) -> list[tuple[int, int, JobSpec]]:
-    """(job id, position, spec) of the campaign's queued jobs, in queue order."""
-    rows: list[dict[str, Any]] = list(db.query(
-        "select id, position, spec_json from jobs where campaign_id = ? and status = 'queued' "
-        "order by position", [campaign_id]))
-    return [(r["id"], r["position"], JobSpec.from_json_dict(json.loads(r["spec_json"])))
-            for r in rows]
+    def control(self, campaign_id: int) -> str | None:
+        """The control request another process left for this campaign (or None)."""
+        row = next(self._db.query("select control from campaigns where id = ?", [campaign_id]),
+                   None)
+        return row["control"] if row else None
 
+    def packs(self, campaign_id: int) -> bool:
+        """Whether the campaign runs jobs at once on disjoint devices."""
+        row = next(self._db.query("select pack from campaigns where id = ?", [campaign_id]),
+                   None)
+        return bool(row and row["pack"])
 
-def queued_devices(db: sqlite_utils.Database,
-                   campaign_id: int) -> list[tuple[int, int, DeviceSpec]]:
-    """(job id, position, device) of the campaign's queued jobs, in queue order.
+    # writes ----------------------------------------------------------------
+    def mark_lost_and_requeue(self, run: RunProcess) -> None:
+        """The run's engine died: close the run as ``crashed`` and queue its job again."""
+        with transaction(self._db):
+            self._db.table("runs").update(run.run_id, {
+                "status": "crashed", "error_kind": "engine_lost",
+                "error_message": LOST_MESSAGE, "finished_at": utc_now()})
+            self._db.table("jobs").update(run.job_id, {"status": "queued"})
 
-    What the engine scans for a job that fits free devices: it parses no job
-    spec, as it may run every poll interval over a long queue.
-    """
-    return [(r["id"], r["position"], DeviceSpec.parse(r["device"])) for r in db.query(
-        "select id, position, device from jobs where campaign_id = ? and status = 'queued' "
-        "order by position", [campaign_id])]
+    def requeue_running_jobs(self, campaign_id: int) -> int:
+        """Jobs left ``running`` without a running run go back to ``queued``; return how many."""
+        with transaction(self._db):
+            cur = self._db.execute(
+                "update jobs set status = 'queued' where campaign_id = ? and status = 'running'",
+                [campaign_id])
+        return int(cur.rowcount)
 
+    def claim(self, campaign_id: int, pid: int, start_time: float) -> None:
+        """Record that this engine process now owns the campaign."""
+        with transaction(self._db):
+            self._db.table("campaigns").update(campaign_id, {
+                "engine_pid": pid, "control": None, "engine_start_time": start_time})
 
-def queued_spec(db: sqlite_utils.Database, job_id: int) -> JobSpec | None:
-    """The job's spec while it is still queued (None once removed or started)."""
-    row = next(db.query("select spec_json from jobs where id = ? and status = 'queued'",
-                        [job_id]), None)
-    return None if row is None else JobSpec.from_json_dict(json.loads(row["spec_json"]))
+    def finish_if_drained(self, campaign_id: int, status: str, finished_at: str) -> bool:
+        """Close the campaign with ``status`` unless jobs were queued meanwhile; True if closed.
 
+        One statement, so a viewer's append either lands before (and is run) or
+        finds the campaign closed (and starts an engine).
+        """
+        with transaction(self._db):
+            cur = self._db.execute(
+                "update campaigns set status = ?, finished_at = ? where id = ? and not exists "
+                "(select 1 from jobs where campaign_id = ? and status = 'queued')",
+                [status, finished_at, campaign_id, campaign_id])
+        return cur.rowcount == 1
 
-def progress(db: sqlite_utils.Database, campaign_id: int) -> tuple[int, int]:
-    """(jobs done or running, jobs in the campaign) ignoring removed and unsatisfiable ones."""
-    row = next(db.query(
-        "select sum(status not in ('queued')) as done, count(*) as total from jobs "
-        "where campaign_id = ? and status not in ('removed', 'unsatisfiable')", [campaign_id]))
-    return int(row["done"] or 0), int(row["total"] or 0)
+    def cancel_queued(self, campaign_id: int) -> int:
+        """Mark every queued job of the campaign ``cancelled``; return how many."""
+        with transaction(self._db):
+            cur = self._db.execute("update jobs set status = 'cancelled' where campaign_id = ? "
+                                   "and status = 'queued'", [campaign_id])
+        return int(cur.rowcount)
 
-
-def finish_if_drained(db: sqlite_utils.Database, campaign_id: int, status: str,
-                      finished_at: str) -> bool:
-    """Close the campaign with ``status`` unless jobs were queued meanwhile; True if closed.
-
-    One statement, so a viewer's append either lands before (and is run) or
-    finds the campaign closed (and starts an engine).
-    """
-    with db.conn:
-        cur = db.conn.execute(
-            "update campaigns set status = ?, finished_at = ? where id = ? and not exists "
-            "(select 1 from jobs where campaign_id = ? and status = 'queued')",
-            [status, finished_at, campaign_id, campaign_id])
-    return cur.rowcount == 1
-
-
-def cancel_queued(db: sqlite_utils.Database, campaign_id: int) -> int:
-    """Mark every queued job of the campaign ``cancelled``; return how many."""
-    with db.conn:
-        cur = db.conn.execute("update jobs set status = 'cancelled' where campaign_id = ? "
-                              "and status = 'queued'", [campaign_id])
-    return int(cur.rowcount)
-
-
-def take_cancel_run(db: sqlite_utils.Database, campaign_id: int) -> int | None:
-    """The run id a viewer asked to cancel (cleared as it is read), or None."""
-    with db.conn:
-        row = next(db.query("select cancel_run_id from campaigns where id = ?",
-                            [campaign_id]), None)
+    def take_cancel_run(self, campaign_id: int) -> int | None:
+        """The run id a viewer asked to cancel (cleared as it is read), or None."""
+        # Read first: the engine polls this every half second, and taking the write
+        # lock each time would make a viewer's edits wait for nothing.
+        row = next(self._db.query("select cancel_run_id from campaigns where id = ?",
+                                  [campaign_id]), None)
         if row is None or row["cancel_run_id"] is None:
             return None
-        db.conn.execute("update campaigns set cancel_run_id = null where id = ?",
-                        [campaign_id])
-    return int(row["cancel_run_id"])
-
-
-def next_attempt(db: sqlite_utils.Database, job_id: int) -> int:
-    """1 + the number of runs the job already has."""
-    row = next(db.query("select count(*) as n from runs where job_id = ?", [job_id]))
-    return int(row["n"]) + 1
-
-
-def control(db: sqlite_utils.Database, campaign_id: int) -> str | None:
-    """The control request another process left for this campaign (or None)."""
-    row = next(db.query("select control from campaigns where id = ?", [campaign_id]), None)
-    return row["control"] if row else None
-
-
-def packs(db: sqlite_utils.Database, campaign_id: int) -> bool:
-    """Whether the campaign runs jobs at once on disjoint devices."""
-    row = next(db.query("select pack from campaigns where id = ?", [campaign_id]), None)
-    return bool(row and row["pack"])
+        with transaction(self._db):
+            # Only the request read: one a viewer replaced meanwhile is taken next poll.
+            cur = self._db.execute("update campaigns set cancel_run_id = null where id = ? "
+                                   "and cancel_run_id = ?", [campaign_id, row["cancel_run_id"]])
+        return int(row["cancel_run_id"]) if cur.rowcount == 1 else None

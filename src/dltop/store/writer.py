@@ -1,4 +1,9 @@
-"""The one writer: every INSERT/UPDATE of dltop's tables goes through :class:`Store`.
+"""The store's API: every INSERT/UPDATE of dltop's tables goes through :class:`Store`.
+
+:class:`Store` writes campaigns, jobs and runs itself and owns one repository per
+other table family: :attr:`Store.queue` (the durable queue the engine works from),
+:attr:`Store.edits` (a viewer's queue edits) and :attr:`Store.telemetry` (sample
+windows and run summaries). Each method is one :func:`~dltop.store.tx.transaction`.
 
 Methods are synchronous and short. The engine calls them from a single
 dedicated thread (see :mod:`dltop.jobs.engine`) so the event loop never blocks
@@ -8,54 +13,42 @@ on SQLite and there is exactly one write connection per process.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from typing import Any
 
 import sqlite_utils
 
 from dltop import __version__
 from dltop.profiles.model import JobSpec
+from dltop.store.edit import Edits
+from dltop.store.queue import Queue
+from dltop.store.rows import insert_jobs, job_row, pk, utc_now
+from dltop.store.telemetry import TelemetryWriter
+from dltop.store.tx import transaction
 
-
-def utc_now() -> str:
-    """ISO-8601 UTC timestamp with milliseconds."""
-    t = time.time()
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
-
-
-def job_row(campaign_id: int, position: int, status: str, job: JobSpec) -> dict[str, Any]:
-    """The ``jobs`` table row of a job spec."""
-    return {
-        "campaign_id": campaign_id, "position": position, "status": status,
-        "profile": job.profile, "framework": job.framework, "model": job.model,
-        "batch_size": job.batch_size, "device": job.device.label,
-        "device_kind": job.device.kind, "device_count": job.device.count,
-        "repeat": job.repeat, "iterations": job.iterations, "warmup": job.warmup,
-        "precision": job.precision, "data": job.data,
-        "batch_scaling": job.batch_scaling, "timeout_s": job.timeout_s,
-        "config_key": job.config_key, "spec_json": json.dumps(job.to_json_dict()),
-    }
-
-
-def _pk(value: Any) -> int:
-    if value is None:
-        raise RuntimeError("insert returned no primary key")
-    return int(value)
+__all__ = ["Store", "job_row", "utc_now"]
 
 
 class Store:
-    """Write access to a migrated dltop database."""
+    """Read and write access to a migrated dltop database, through one connection."""
 
     def __init__(self, db: sqlite_utils.Database) -> None:
         self.db = db
+        self.queue = Queue(db)
+        self.edits = Edits(db)
+        self.telemetry = TelemetryWriter(db)
+
+    def transaction(self) -> AbstractContextManager[sqlite_utils.Database]:
+        """One transaction around several store calls (each then commits nothing alone)."""
+        return transaction(self.db)
 
     # campaigns -------------------------------------------------------------
     def create_campaign(self, name: str, profiles: Sequence[str], argv: Sequence[str],
                         host: str, engine_pid: int, engine_start_time: float | None,
                         *, pack: bool = False) -> int:
         """Insert a campaign row in state ``queued``; return its id."""
-        with self.db.conn:
+        with transaction(self.db):
             row = self.db.table("campaigns").insert({
                 "name": name, "profiles": json.dumps(list(profiles)),
                 "argv": json.dumps(list(argv)), "status": "queued",
@@ -63,7 +56,7 @@ class Store:
                 "engine_pid": engine_pid, "engine_start_time": engine_start_time,
                 "pack": int(pack),
             })
-        return _pk(row.last_pk)
+        return pk(row.last_pk)
 
     def set_campaign_status(self, campaign_id: int, status: str) -> None:
         """Move a campaign to ``running``, ``finished``, ``cancelled`` or ``failed``."""
@@ -72,66 +65,66 @@ class Store:
             fields["started_at"] = utc_now()
         elif status in ("finished", "cancelled", "failed"):
             fields["finished_at"] = utc_now()
-        with self.db.conn:
+        with transaction(self.db):
             self.db.table("campaigns").update(campaign_id, fields)
 
     def set_control(self, campaign_id: int, control: str | None) -> None:
         """Ask the campaign's engine to ``pause``, ``run`` (resume) or ``cancel``."""
-        with self.db.conn:
+        with transaction(self.db):
             self.db.table("campaigns").update(campaign_id, {"control": control})
 
     # jobs ------------------------------------------------------------------
     def add_jobs(self, campaign_id: int, jobs: Sequence[JobSpec],
                  statuses: Sequence[str] | None = None) -> list[int]:
-        """Queue ``jobs`` in order; ``statuses`` may pre-set some (e.g. ``unsatisfiable``)."""
-        ids = []
-        with self.db.conn:
-            for pos, job in enumerate(jobs):
-                row = self.db.table("jobs").insert(
-                    job_row(campaign_id, pos, statuses[pos] if statuses else "queued", job))
-                ids.append(_pk(row.last_pk))
-        return ids
+        """Queue ``jobs`` in order; ``statuses`` may pre-set some (e.g. ``unsatisfiable``).
+
+        All or nothing: an interrupted call leaves no job of the list stored.
+        """
+        with transaction(self.db):
+            return insert_jobs(self.db, campaign_id, 0, jobs, statuses)
 
     def set_job_status(self, job_id: int, status: str) -> None:
         """Record a job's queue state (``queued``, ``running`` or a final run status)."""
-        with self.db.conn:
+        with transaction(self.db):
             self.db.table("jobs").update(job_id, {"status": status})
 
     # runs ------------------------------------------------------------------
     def start_run(self, job_id: int, campaign_id: int, attempt: int, log_path: str,
                   samples_per_iter: int) -> int:
-        """Insert a run row in state ``running``; return its id."""
-        with self.db.conn:
+        """Insert a run row in state ``running`` and mark its job running; return its id."""
+        with transaction(self.db):
             row = self.db.table("runs").insert({
                 "job_id": job_id, "campaign_id": campaign_id, "attempt": attempt,
                 "status": "running", "started_at": utc_now(), "log_path": log_path,
                 "samples_per_iter": samples_per_iter,
             })
             self.db.table("jobs").update(job_id, {"status": "running"})
-        return _pk(row.last_pk)
+        return pk(row.last_pk)
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
         """Set arbitrary run columns (pid, framework version, parameter count...)."""
         if fields:
-            with self.db.conn:
+            with transaction(self.db):
                 self.db.table("runs").update(run_id, fields)
 
     def add_iterations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``)."""
         batch = [{"run_id": run_id, **r} for r in rows]
         if batch:
-            with self.db.conn:
+            with transaction(self.db):
                 self.db.table("iterations").insert_all(batch, replace=True, batch_size=500)
 
     def finish_run(self, run_id: int, job_id: int, status: str, fields: dict[str, Any],
                    job_status: str | None = None) -> None:
         """Close a run with its final status and summary; the job takes ``job_status``."""
-        with self.db.conn:
+        with transaction(self.db):
             self.db.table("runs").update(run_id, {**fields, "status": status,
-                                            "finished_at": utc_now()})
+                                                  "finished_at": utc_now()})
             self.db.table("jobs").update(job_id, {"status": job_status or status})
 
     def record_environment(self, run_id: int, env: dict[str, Any]) -> None:
         """Store the run's environment (host facts plus what the runner reported)."""
-        with self.db.conn:
-            self.db.table("environment").insert({"run_id": run_id, **env}, replace=True, alter=True)
+        with transaction(self.db):
+            self.db.table("environment").insert({"run_id": run_id, **env}, replace=True,
+                                                alter=True)
+

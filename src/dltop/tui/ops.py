@@ -15,11 +15,15 @@ from dltop.jobs.launch import EngineDidNotStart, start_engine
 from dltop.live.campaign import CampaignView
 from dltop.results.export import build_table, export_to_file, render
 from dltop.results.scaling import ScalingRow, render_scaling, scaling_rows
-from dltop.store import Store, connect, edit
+from dltop.store import Store, connect
 
 
 def _db(db_path: Path) -> sqlite_utils.Database:
     return connect(db_path, create=False)
+
+
+def _store(db_path: Path) -> Store:
+    return Store(_db(db_path))
 
 
 def _start(run_args: list[str], db_path: Path, logs_dir: Path) -> int:
@@ -41,10 +45,9 @@ def ensure_engine(db_path: Path, logs_dir: Path, campaign_id: int, alive: bool) 
 def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
     """Start an engine for every unfinished campaign whose engine is gone."""
     from dltop.jobs.resume import engine_alive
-    from dltop.store import queue
 
     out = []
-    for c in queue.open_campaigns(_db(db_path)):
+    for c in _store(db_path).queue.open_campaigns():
         if engine_alive(c.engine_pid, c.engine_start_time):
             continue
         try:
@@ -64,7 +67,7 @@ def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | No
 
     plan = preflight([load(ref)], gpu_count(), skip_unavailable=False)
     if view is not None and view.active:
-        res = edit.append_jobs(_db(db_path), view.campaign.id, plan.jobs, ref)
+        res = _store(db_path).edits.append_jobs(view.campaign.id, plan.jobs, ref)
         extra = ensure_engine(db_path, logs_dir, view.campaign.id,
                               view.engine_alive and not res.needs_engine)
         return f"{res.changed} job(s) of {ref} added to campaign {view.campaign.id}{extra}"
@@ -73,7 +76,7 @@ def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | No
 
 def retry_failed(db_path: Path, logs_dir: Path, view: CampaignView) -> str:
     """Queue the campaign's failed jobs again, starting an engine if none runs it."""
-    res = edit.retry_failed(_db(db_path), view.campaign.id)
+    res = _store(db_path).edits.retry_failed(view.campaign.id)
     if not res.changed:
         return "no failed jobs to retry"
     extra = ensure_engine(db_path, logs_dir, view.campaign.id,
@@ -83,13 +86,13 @@ def retry_failed(db_path: Path, logs_dir: Path, view: CampaignView) -> str:
 
 def move(db_path: Path, job_id: int, delta: int) -> str:
     """Move a queued job up (-1) or down (+1); "" when it moved (the queue shows it)."""
-    res = edit.move_job(_db(db_path), job_id, delta)
+    res = _store(db_path).edits.move_job(job_id, delta)
     return "" if res.changed else "only queued jobs move, within the queue"
 
 
 def remove(db_path: Path, job_id: int) -> str:
     """Take a queued job out of the queue."""
-    res = edit.remove_job(_db(db_path), job_id)
+    res = _store(db_path).edits.remove_job(job_id)
     return "removed from the queue" if res.changed else "only a queued job can be removed"
 
 
@@ -97,7 +100,7 @@ def cancel_run(db_path: Path, view: CampaignView) -> str:
     """Ask the engine to cancel the current run; the queue goes on."""
     if view.current is None or not view.engine_alive:
         return "no run in progress"
-    edit.cancel_run(_db(db_path), view.campaign.id, view.current.run_id)
+    _store(db_path).edits.cancel_run(view.campaign.id, view.current.run_id)
     return f"cancelling run {view.current.run_id}"
 
 
@@ -105,7 +108,7 @@ def set_control(db_path: Path, view: CampaignView, control: str) -> str:
     """``pause``, ``run`` or ``cancel`` the campaign's engine."""
     if not view.engine_alive:
         return "no engine runs this campaign"
-    Store(_db(db_path)).set_control(view.campaign.id, control)
+    _store(db_path).set_control(view.campaign.id, control)
     return {"pause": "pause requested", "run": "resume requested",
             "cancel": "stop requested"}[control]
 

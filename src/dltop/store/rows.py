@@ -1,0 +1,50 @@
+"""Rows as stored: the timestamp format, the ``jobs`` row of a job spec and its insert."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import sqlite_utils
+
+from dltop.profiles.model import JobSpec
+
+
+def utc_now() -> str:
+    """ISO-8601 UTC timestamp with milliseconds."""
+    t = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
+
+
+def job_row(campaign_id: int, position: int, status: str, job: JobSpec) -> dict[str, Any]:
+    """The ``jobs`` table row of a job spec."""
+    return {
+        "campaign_id": campaign_id, "position": position, "status": status,
+        "profile": job.profile, "framework": job.framework, "model": job.model,
+        "batch_size": job.batch_size, "device": job.device.label,
+        "device_kind": job.device.kind, "device_count": job.device.count,
+        "repeat": job.repeat, "iterations": job.iterations, "warmup": job.warmup,
+        "precision": job.precision, "data": job.data,
+        "batch_scaling": job.batch_scaling, "timeout_s": job.timeout_s,
+        "config_key": job.config_key, "spec_json": json.dumps(job.to_json_dict()),
+    }
+
+
+def pk(value: Any) -> int:
+    """The primary key an insert returned (an int, never None)."""
+    if value is None:
+        raise RuntimeError("insert returned no primary key")
+    return int(value)
+
+
+def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int,
+                jobs: Sequence[JobSpec], statuses: Sequence[str] | None = None) -> list[int]:
+    """Insert job rows from ``first_position`` on; the caller holds the transaction."""
+    ids = []
+    for k, job in enumerate(jobs):
+        status = statuses[k] if statuses else "queued"
+        row = db.table("jobs").insert(job_row(campaign_id, first_position + k, status, job))
+        ids.append(pk(row.last_pk))
+    return ids

@@ -1,0 +1,46 @@
+"""The one transaction style of the store.
+
+Every write of dltop's tables happens inside :func:`transaction`. It is needed
+because sqlite-utils (4.2.1) leaves the connection in autocommit between its own
+calls: ``with db.conn:`` opens no transaction, so each ``insert`` or ``update``
+inside it commits on its own and a multi-statement write killed midway leaves
+half its rows. Inside an open transaction, sqlite-utils' table methods use
+savepoints and commit nothing, so the table API is safe to use here.
+
+Transactions are ``BEGIN IMMEDIATE``: the write lock is taken up front (waiting
+up to the connection's busy timeout), so a read-then-write is atomic against
+the other process (engine or viewer), and a deferred transaction can never fail
+half-way with ``SQLITE_BUSY`` when its read lock cannot be upgraded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import sqlite_utils
+
+
+@contextmanager
+def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
+    """Run the block as one transaction: committed at the end, rolled back on any exception.
+
+    Nested blocks become savepoints of the enclosing transaction (sqlite-utils'
+    ``atomic``), so a repository method may be called inside a caller's larger
+    transaction and commits nothing on its own.
+    """
+    if db.conn.in_transaction:
+        with db.atomic():
+            yield db
+        return
+    db.conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield db
+    except BaseException:
+        db.rollback()
+        raise
+    try:
+        db.conn.execute("COMMIT")
+    except BaseException:
+        db.rollback()
+        raise

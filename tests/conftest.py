@@ -118,3 +118,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(f) for f in FRAMEWORK_MARKERS):
             item.add_marker(pytest.mark.slow)
+
+
+pytest_plugins = ["pytester"]  # tests/core/test_framework_markers.py runs an inner pytest

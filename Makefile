@@ -1,6 +1,7 @@
 # Two entry points (README "Quick start"): `make run` runs the main job,
 # `make test` runs the whole suite plus ruff, mypy and the import contract.
-# Both create ./.venv on first use and are safe to repeat.
+# Both create ./.venv on first use and are safe to repeat. `make test-fast` is the
+# edit-test loop: every test not marked `slow` (no framework process), under 2 minutes.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
@@ -15,7 +16,7 @@ TORCH ?= torch==2.13.0
 TF ?= tensorflow-cpu==2.21.0
 STAMP := $(VENV)/.dltop-installed
 
-.PHONY: run test lint check venv clean-venv
+.PHONY: run test test-fast lint check venv clean-venv
 
 run: $(STAMP)
 	$(BIN)/dltop run quick
@@ -23,6 +24,9 @@ run: $(STAMP)
 
 test: $(STAMP) lint
 	$(BIN)/pytest -q
+
+test-fast: $(STAMP)
+	$(BIN)/pytest -q -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts

@@ -1,12 +1,26 @@
-"""Fixtures shared by every test directory."""
+"""Fixtures shared by every test directory, and the framework markers' policy.
+
+A test that needs TensorFlow or CNTK says so with ``@pytest.mark.tensorflow`` or
+``@pytest.mark.cntk``. When the framework is missing such a test fails with a message
+that says how to install it: a missing install must never pass as a skipped test.
+``DLTOP_ALLOW_MISSING=tensorflow,cntk`` (for a laptop without them) turns the named
+frameworks' failures into skips that name the variable.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import importlib.util
 import os
+import time
 from collections.abc import Callable
 
 import psutil
 import pytest
+
+ALLOW_MISSING = "DLTOP_ALLOW_MISSING"
+FRAMEWORK_MARKERS = ("tensorflow", "cntk")
 
 
 def live_in_group(pgid: int) -> list[int]:
@@ -25,3 +39,85 @@ def live_in_group(pgid: int) -> list[int]:
 def group_members() -> Callable[[int], list[int]]:
     """Returns live processes of a process group, to assert nothing outlived a run."""
     return live_in_group
+
+
+def wait_until(cond: Callable[[], object], timeout_s: float, what: str = "the condition",
+               interval_s: float = 0.05) -> None:
+    """Poll ``cond`` until it is true; fail naming ``what`` after ``timeout_s``.
+
+    Replaces ``time.sleep(n); assert ...``: it returns as soon as the event happened, and
+    ``timeout_s`` is a generous ceiling for a loaded machine, not an expected duration.
+    """
+    end = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+async def wait_until_async(cond: Callable[[], object], timeout_s: float,
+                           what: str = "the condition", interval_s: float = 0.05) -> None:
+    """:func:`wait_until` for async tests: sleeps without blocking the event loop."""
+    end = time.monotonic() + timeout_s
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"timed out after {timeout_s:g} s waiting for {what}")
+        await asyncio.sleep(interval_s)
+
+
+@pytest.fixture(name="wait_until")
+def wait_until_fixture() -> Callable[..., None]:
+    """:func:`wait_until` (``tests/`` is not a package, so tests get it as a fixture)."""
+    return wait_until
+
+
+@pytest.fixture(name="wait_until_async")
+def wait_until_async_fixture() -> Callable[..., object]:
+    """:func:`wait_until_async` as a fixture."""
+    return wait_until_async
+
+
+# framework markers ---------------------------------------------------------------------
+@functools.cache
+def missing_reason(framework: str) -> str | None:
+    """Why ``framework`` cannot run here, or None when it can (checked once a session)."""
+    if framework == "tensorflow":
+        if importlib.util.find_spec("tensorflow") is None:
+            return ("TensorFlow is not importable by this interpreter: `make venv` installs "
+                    "it (tensorflow-cpu)")
+        return None
+    from dltop import envsetup
+
+    prefix = envsetup.default_prefix()
+    if envsetup.load_cntk_env(prefix) is None:
+        return (f"the CNTK environment is missing at {prefix}: build it with "
+                "`dltop env setup cntk` (`make venv` does)")
+    return None
+
+
+def allowed_missing() -> set[str]:
+    return {x.strip() for x in os.environ.get(ALLOW_MISSING, "").split(",") if x.strip()}
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for framework in FRAMEWORK_MARKERS:
+        if item.get_closest_marker(framework) is None:
+            continue
+        reason = missing_reason(framework)
+        if reason is None:
+            continue
+        if framework in allowed_missing():
+            pytest.skip(f"{reason} ({ALLOW_MISSING} allows it)")
+        pytest.fail(f"needs {framework}: {reason}; or set {ALLOW_MISSING}={framework} "
+                    "to skip such tests knowingly", pytrace=False)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    # Loading TensorFlow or CNTK takes seconds: whatever needs one is slow by definition,
+    # so `pytest -m "not slow"` never needs either framework installed.
+    for item in items:
+        if any(item.get_closest_marker(f) for f in FRAMEWORK_MARKERS):
+            item.add_marker(pytest.mark.slow)
+
+
+pytest_plugins = ["pytester"]  # tests/core/test_framework_markers.py runs an inner pytest

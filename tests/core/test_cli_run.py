@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+# `slow` marks the tests that run PyTorch children; the CLI's refusals run none.
 
 TINY = """
 name = "tiny"
@@ -54,6 +54,7 @@ def rows(tmp_path: Path, sql: str) -> list[dict[str, Any]]:
         conn.close()
 
 
+@pytest.mark.slow
 def test_run_stores_runs_iterations_environment_and_exports(tmp_path: Path) -> None:
     prof = write_profile(tmp_path, models='["fcn-r", "alexnet-r"]')
     res = dltop(tmp_path, "run", str(prof), "--headless")
@@ -77,6 +78,7 @@ def test_run_stores_runs_iterations_environment_and_exports(tmp_path: Path) -> N
     assert listing.returncode == 0 and "fcn-r" in listing.stdout
 
 
+@pytest.mark.slow
 def test_run_with_fake_gpus_stores_labelled_telemetry(tmp_path: Path) -> None:
     res = dltop(tmp_path, "run", str(write_profile(tmp_path)), "--fake-gpus", "2",
                 "--gpu-hz", "20", "--headless")
@@ -90,6 +92,7 @@ def test_run_with_fake_gpus_stores_labelled_telemetry(tmp_path: Path) -> None:
     assert "SIMULATED" in dltop(tmp_path, "export").stdout
 
 
+@pytest.mark.slow
 def test_json_events_are_one_object_per_line(tmp_path: Path) -> None:
     res = dltop(tmp_path, "run", str(write_profile(tmp_path)), "--json")
     assert res.returncode == 0, res.stderr
@@ -101,6 +104,7 @@ def test_json_events_are_one_object_per_line(tmp_path: Path) -> None:
     assert finished["status"] == "ok" and finished["median_s"] > 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("inject,status", [("nan", "diverged"), ("crash", "crashed"),
                                            ("oom", "oom")])
 def test_failures_are_classified(tmp_path: Path, inject: str, status: str) -> None:
@@ -116,6 +120,7 @@ def test_failures_are_classified(tmp_path: Path, inject: str, status: str) -> No
     assert {"diverged": "diverged", "crashed": "failed", "oom": "OOM"}[status] in md
 
 
+@pytest.mark.slow
 def test_timeout_kills_the_runner_group(tmp_path: Path, group_members: Any) -> None:
     prof = write_profile(tmp_path, extra='inject = "hang"\ntimeout_s = 8')
     res = dltop(tmp_path, "run", str(prof), "--headless")
@@ -125,6 +130,7 @@ def test_timeout_kills_the_runner_group(tmp_path: Path, group_members: Any) -> N
     assert not group_members(run["pgid"])
 
 
+@pytest.mark.slow
 def test_ctrl_c_cancels_cleanly(tmp_path: Path, group_members: Any) -> None:
     prof = write_profile(tmp_path, models='["fcn-r", "alexnet-r"]',
                          extra='inject = "hang"\ntimeout_s = 600')
@@ -147,6 +153,7 @@ def test_ctrl_c_cancels_cleanly(tmp_path: Path, group_members: Any) -> None:
     assert not group_members(runs[0]["pgid"])
 
 
+@pytest.mark.slow
 def test_bad_profile_exits_2_and_leaves_db_untouched(tmp_path: Path) -> None:
     bad = tmp_path / "bad.toml"
     bad.write_text('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-x"]\n'
@@ -162,6 +169,7 @@ def test_bad_profile_exits_2_and_leaves_db_untouched(tmp_path: Path) -> None:
     assert hashlib.sha256((tmp_path / "d.db").read_bytes()).hexdigest() == before
 
 
+@pytest.mark.slow
 def test_gpu_jobs_refused_without_gpus_or_skipped_on_request(tmp_path: Path) -> None:
     prof = write_profile(tmp_path, devices='["cpu:1", "gpu:2"]')
     res = dltop(tmp_path, "run", str(prof))
@@ -177,23 +185,25 @@ def test_gpu_jobs_refused_without_gpus_or_skipped_on_request(tmp_path: Path) -> 
 
 
 def test_unwritable_db_path_is_a_clear_error(tmp_path: Path) -> None:
+    # A one-job profile, not `quick`: were the check to regress, the run would stay short.
+    prof = write_profile(tmp_path)
     ro = tmp_path / "ro"
     ro.mkdir()
     ro.chmod(0o500)
-    try:
-        res = subprocess.run([sys.executable, "-m", "dltop", "run", "quick", "--db",
-                              str(ro / "sub" / "x.db")], capture_output=True, text=True)
-    finally:
-        ro.chmod(0o700)
+    db = ro / "sub" / "x.db"
     if os.geteuid() == 0:
         # root ignores directory permissions; a path under a regular file fails for anyone
-        f = tmp_path / "file"
-        f.write_text("")
-        res = subprocess.run([sys.executable, "-m", "dltop", "run", "quick", "--db",
-                              str(f / "x.db")], capture_output=True, text=True)
+        (tmp_path / "file").write_text("")
+        db = tmp_path / "file" / "x.db"
+    try:
+        res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db)],
+                             capture_output=True, text=True, timeout=120)
+    finally:
+        ro.chmod(0o700)
     assert res.returncode == 2
     assert "cannot create the database directory" in res.stderr
     assert "Traceback" not in res.stderr
+    assert not list(tmp_path.rglob("*.db"))  # nothing was run, nothing stored
 
 
 def test_export_errors_are_clear(tmp_path: Path) -> None:
@@ -211,7 +221,6 @@ def test_profiles_listing_and_show(tmp_path: Path) -> None:
         assert name in res.stdout
     show = dltop(tmp_path, "profiles", "show", "quick")
     assert show.returncode == 0 and show.stdout.count("torch") == 4
-
 
 
 def test_output_into_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:

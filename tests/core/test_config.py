@@ -95,6 +95,7 @@ def test_profile_with_a_missing_framework_is_refused_before_anything_is_stored(
     assert not db.exists()
 
 
+@pytest.mark.cntk
 def test_cntk_multi_worker_without_mpiexec_is_refused(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DLTOP_CONFIG")  # the real CNTK environment, wherever it was built

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -59,17 +60,16 @@ def wait_for(proc: subprocess.Popen[str], event: str, **match: object) -> dict[s
     raise AssertionError(f"no {event} {match}")
 
 
-def test_pause_then_resume(tmp_path: Path) -> None:
+def test_pause_then_resume(tmp_path: Path, wait_until: Any) -> None:
     proc = start(tmp_path)
     wait_for(proc, "run_started", position=0)
     res = dltop(tmp_path, "pause")
     assert res.returncode == 0, res.stderr
     wait_for(proc, "run_finished")
-    deadline = time.monotonic() + 20
-    while query(tmp_path, "select status from campaigns") != [("paused",)]:
-        assert time.monotonic() < deadline, "campaign never reported paused"
-        time.sleep(0.2)
+    wait_until(lambda: query(tmp_path, "select status from campaigns") == [("paused",)], 60,
+               "the campaign to report paused")
     paused_at = query(tmp_path, "select count(*) from runs")
+    # An absence has no event to wait for: watch a while that no run starts while paused.
     time.sleep(1.5)
     assert query(tmp_path, "select count(*) from runs") == paused_at  # nothing started
     assert query(tmp_path, "select count(*) from runs where status = 'running'") == [(0,)]

@@ -27,10 +27,17 @@ from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.sampler import Sampler
 
-# A program that says which devices it was given and when it ran.
+# A program that says which devices it was given and when it ran. Given a directory
+# (argv[4]) it first waits there, bounded, for a second run to start: runs that really
+# run side by side then overlap however slowly the loaded machine starts them.
 RECORDER = """
 import json, os, sys, time
 from dltop_report import step
+if len(sys.argv) > 4:
+    open(os.path.join(sys.argv[4], str(os.getpid())), "w").close()
+    end = time.time() + 30
+    while len(os.listdir(sys.argv[4])) < 2 and time.time() < end:
+        time.sleep(0.05)
 t0 = time.time()
 for _ in range(int(sys.argv[2])):
     with step(samples=8) as s:
@@ -127,11 +134,16 @@ def overlapping(a: dict[str, Any], b: dict[str, Any]) -> bool:
     return bool(a["t0"] < b["t1"] and b["t0"] < a["t1"])
 
 
-def recorder_profile(tmp_path: Path, devices: list[str], models: list[str]) -> str:
+def recorder_profile(tmp_path: Path, devices: list[str], models: list[str],
+                     barrier: bool = False) -> str:
     script = tmp_path / "rec.py"
     script.write_text(RECORDER)
     out = tmp_path / "seen.jsonl"
-    command = json.dumps([sys.executable, str(script), str(out), "{iterations}", "{device}"])
+    argv = [sys.executable, str(script), str(out), "{iterations}", "{device}"]
+    if barrier:
+        (tmp_path / "barrier").mkdir()
+        argv.append(str(tmp_path / "barrier"))
+    command = json.dumps(argv)
     return (f'[[matrix]]\nframeworks=["command"]\nmodels={json.dumps(models)}\n'
             f'batch_sizes=[8]\ndevices={json.dumps(devices)}\nwarmup=1\niterations=8\n'
             f'timeout_s=60\ncommand={command}\n')
@@ -172,7 +184,7 @@ def test_packed_gpu_runs_never_share_a_gpu(tmp_path: Path) -> None:
 
 def run_cli(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     prof = tmp_path / "p.toml"
-    prof.write_text(recorder_profile(tmp_path, ["cpu:1"], ["a", "b"]))
+    prof.write_text(recorder_profile(tmp_path, ["cpu:1"], ["a", "b"], barrier="--pack" in extra))
     return subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db",
                            str(tmp_path / "d.db"), "--headless", "--no-telemetry", *extra],
                           capture_output=True, text=True, timeout=120)

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -35,7 +36,14 @@ iterations = 3000
 """
 
 
-def test_engine_killed_then_resumed(tmp_path: Path) -> None:
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any) -> None:
     prof = tmp_path / "p.toml"
     prof.write_text(PROFILE)
     env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
@@ -64,8 +72,7 @@ def test_engine_killed_then_resumed(tmp_path: Path) -> None:
     assert res.returncode == 0, res.stderr + res.stdout
     assert "1 interrupted run(s) re-queued" in res.stderr
     assert "orphaned process(es) killed" in res.stderr
-    time.sleep(0.2)
-    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == "zombie"
+    wait_until(lambda: not alive(pid), 10, f"the orphaned runner {pid} to die")
 
     conn = sqlite3.connect(tmp_path / "d.db")
     runs = conn.execute("select job_id, attempt, status, error_kind from runs order by id"

@@ -36,6 +36,13 @@ async def run_child(tmp_path: Path, body: str, timeout_s: float = 20.0,
     return outcome, events
 
 
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def assert_group_gone(pgid: int, members: Callable[[int], list[int]]) -> None:
     left = members(pgid)
     assert not left, f"processes left in group {pgid}: {left}"
@@ -85,7 +92,8 @@ async def test_sigkilled_child_is_crashed_with_signal_name(tmp_path: Path) -> No
     assert "SIGKILL" in (outcome.message or "")
 
 
-async def test_timeout_kills_the_whole_group(tmp_path: Path, group_members: Any) -> None:
+async def test_timeout_kills_the_whole_group(tmp_path: Path, group_members: Any,
+                                             wait_until_async: Any) -> None:
     pidfile = tmp_path / "grandchild.pid"
     t0 = time.monotonic()
     outcome, _ = await run_child(tmp_path, f"""
@@ -96,10 +104,11 @@ async def test_timeout_kills_the_whole_group(tmp_path: Path, group_members: Any)
         time.sleep(600)
     """, timeout_s=1.0)
     assert outcome.status == "timeout"
-    assert time.monotonic() - t0 < 15
+    # The timeout feature itself: a 1 s limit must end a child that ignores SIGTERM and
+    # would sleep 600 s. The bound is generous for a loaded machine, far below 600 s.
+    assert time.monotonic() - t0 < 60
     grandchild = int(pidfile.read_text())
-    await asyncio.sleep(0.2)
-    assert not psutil.pid_exists(grandchild) or psutil.Process(grandchild).status() == "zombie"
+    await wait_until_async(lambda: gone(grandchild), 10, "the grandchild to die")
     assert_group_gone(outcome.pgid, group_members)
 
 

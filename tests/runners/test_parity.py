@@ -17,7 +17,7 @@ import pytest
 
 from .test_cntk_runner import COUNTS
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.tensorflow, pytest.mark.cntk]
 
 PROFILE = """
 name = "parity"

@@ -42,6 +42,8 @@ def test_bad_inputs_exit_2() -> None:
     assert res.returncode == 2 and "--gpu-hz" in res.stderr and "Traceback" not in res.stderr
 
 
+@pytest.mark.tensorflow
+@pytest.mark.cntk
 def test_doctor_reports_torch() -> None:
     res = dltop("doctor")
     assert res.returncode == 0

@@ -7,8 +7,8 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,6 +35,7 @@ repeats = 2
 VIEWER = """
 import sys
 from pathlib import Path
+from typing import Any
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.tui.app import DltopApp
 db = Path(sys.argv[1])
@@ -42,21 +43,13 @@ DltopApp(db, db.parent / "logs", FakeGpuBackend(2)).run(headless=True)
 """
 
 
-def _wait(predicate, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if predicate():
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _one(db_path: Path, sql: str) -> object:
     row = next(iter(connect(db_path, create=False).query(sql)), None)
     return None if row is None else next(iter(row.values()))
 
 
-def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path) -> None:
+def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path,
+                                                            wait_until: Any) -> None:
     db_path = tmp_path / "a.db"
     profile = tmp_path / "attach.toml"
     profile.write_text(PROFILE)
@@ -66,17 +59,18 @@ def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path) -> N
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE) for _ in range(2)]
     try:
-        _wait(lambda: db_path.exists() and (_one(
+        wait_until(lambda: db_path.exists() and (_one(
             db_path, "select count(*) from iterations i join runs r on r.id = i.run_id "
-                     "where r.status = 'running'") or 0) > 5, 120, "a run in progress")
+                     "where r.status = 'running'") or 0) > 5, 120, "a run in progress",
+                   interval_s=0.2)
         assert all(v.poll() is None for v in viewers), "both viewers attach at once"
         viewers[0].send_signal(signal.SIGHUP)  # the SSH connection drops
         viewers[1].kill()  # and another viewer is killed outright
         for v in viewers:
             v.wait(timeout=20)
         os.kill(launch.pid, 0)  # the engine is still there
-        _wait(lambda: _one(db_path, "select status from campaigns") == "finished", 240,
-              "the campaign to finish")
+        wait_until(lambda: _one(db_path, "select status from campaigns") == "finished", 240,
+                   "the campaign to finish", interval_s=0.2)
     finally:
         for v in viewers:
             if v.poll() is None:
@@ -99,22 +93,24 @@ async def _reattach(db_path: Path) -> None:
         assert view.counts == {"ok": 2} and view.current is None
 
 
-def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path) -> None:
+def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path,
+                                                             wait_until: Any) -> None:
     db_path = tmp_path / "a.db"
     profile = tmp_path / "attach.toml"
     profile.write_text(PROFILE.replace("repeats = 2", "repeats = 1"))
     launch = start_engine([str(profile)], db_path, tmp_path / "logs", wait_s=0.5)
     assert launch.exit_code is None, launch.log_tail
-    _wait(lambda: db_path.exists() and (_one(
-        db_path, "select count(*) from iterations") or 0) > 3, 120, "a run in progress")
+    wait_until(lambda: db_path.exists() and (_one(
+        db_path, "select count(*) from iterations") or 0) > 3, 120, "a run in progress",
+               interval_s=0.2)
     runner_pid = int(_one(db_path, "select pid from runs where status = 'running'"))  # type: ignore[arg-type]
     os.kill(launch.pid, signal.SIGKILL)  # the engine dies; its runner is orphaned
-    _wait(lambda: not psutil_alive(launch.pid), 10, "the engine to die")
+    wait_until(lambda: not psutil_alive(launch.pid), 10, "the engine to die")
     assert psutil_alive(runner_pid)
 
     asyncio.run(_start_viewer(db_path))
-    _wait(lambda: _one(db_path, "select status from campaigns") == "finished", 240,
-          "the resumed campaign to finish")
+    wait_until(lambda: _one(db_path, "select status from campaigns") == "finished", 240,
+               "the resumed campaign to finish", interval_s=0.2)
     assert not psutil_alive(runner_pid), "the orphaned runner was reaped"
     runs = list(connect(db_path, create=False).query(
         "select status, error_kind from runs order by id"))

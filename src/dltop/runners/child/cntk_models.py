@@ -1,8 +1,9 @@
-"""The seven benchmark models of MODELS.md in CNTK 2.7, with inputs and loss.
+"""The seven benchmark models of docs/models.md in CNTK 2.7, with inputs and loss.
 
 Valid Python 3.6 (child side; CNTK 2.7 runs only on Python <= 3.7). Layer
-shapes and parameter counts follow MODELS.md and the PyTorch reference
-(torch_models.py) exactly; tests assert the counts.
+shapes and parameter counts follow docs/models.md and the PyTorch reference
+(torch_models.py) exactly; tests assert the counts. Names, sizes, input shapes
+and classes come from ``model_catalog``, shared with the other frameworks.
 
 Conventions:
 - Images are channel-first (C, H, W), as in PyTorch. CNTK's ``pad=True`` is
@@ -18,6 +19,7 @@ Conventions:
 """
 
 import cntk as C
+import model_catalog
 import numpy as np
 from cntk.layers import (
     AveragePooling,
@@ -31,16 +33,14 @@ from cntk.layers import (
     Sequential,
 )
 
-VOCAB = 10000
-SEQ_LEN = 32
 HIDDEN = 256
 
-INPUT_SHAPES = {
-    "fcn-s": (26752,), "fcn-r": (784,), "alexnet-s": (3, 224, 224), "alexnet-r": (3, 32, 32),
-    "resnet-50": (3, 224, 224), "resnet-56": (3, 32, 32), "lstm": (SEQ_LEN,),
-}
-NUM_CLASSES = {"fcn-s": 26752, "fcn-r": 10, "alexnet-s": 1000, "alexnet-r": 10,
-               "resnet-50": 1000, "resnet-56": 10, "lstm": VOCAB}
+# The catalogue's tables, under the names the runners and tests use.
+NAMES = model_catalog.NAMES
+VOCAB = model_catalog.VOCAB
+SEQ_LEN = model_catalog.SEQ_LEN
+NUM_CLASSES = model_catalog.NUM_CLASSES
+INPUT_SHAPES = model_catalog.input_shapes()
 
 
 def _fcn(sizes):
@@ -159,15 +159,14 @@ def _lstm(x):
 
 
 _BUILDERS = {
-    "fcn-s": lambda x: _fcn([26752, 2048, 2048, 2048, 2048, 26752])(x),
-    "fcn-r": lambda x: _fcn([784, 2048, 4096, 1024, 10])(x),
+    "fcn-s": lambda x: _fcn(model_catalog.FCN_SIZES["fcn-s"])(x),
+    "fcn-r": lambda x: _fcn(model_catalog.FCN_SIZES["fcn-r"])(x),
     "alexnet-s": _alexnet_s,
     "alexnet-r": _alexnet_r,
     "resnet-50": _resnet50,
     "resnet-56": _resnet56,
     "lstm": _lstm,
 }
-NAMES = tuple(_BUILDERS)
 
 
 def inputs(name):
@@ -185,9 +184,8 @@ def inputs(name):
 
 
 def build(name):
-    """``(model, loss, x, y)``: a freshly initialised model by MODELS.md name."""
-    if name not in _BUILDERS:
-        raise KeyError("unknown model %r (known: %s)" % (name, ", ".join(NAMES)))
+    """``(model, loss, x, y)``: a freshly initialised model by docs/models.md name."""
+    model_catalog.check_name(name, _BUILDERS)
     x, y = inputs(name)
     model = _BUILDERS[name](x)
     loss = C.cross_entropy_with_softmax(model, y)

@@ -1,15 +1,21 @@
-"""The seven benchmark models of MODELS.md in PyTorch, with inputs, loss and FLOPs.
+"""The seven benchmark models of docs/models.md in PyTorch, with inputs, loss and FLOPs.
 
 Valid Python 3.6 (child side). Layer shapes and parameter counts follow
-MODELS.md exactly; tests assert the counts.
+docs/models.md exactly; tests assert the counts. Names, sizes, input shapes
+and classes come from ``model_catalog``, shared with the other frameworks.
 """
 
+import model_catalog
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-VOCAB = 10000
-SEQ_LEN = 32
+# The catalogue's tables, under the names the runners and tests use.
+NAMES = model_catalog.NAMES
+VOCAB = model_catalog.VOCAB
+SEQ_LEN = model_catalog.SEQ_LEN
+NUM_CLASSES = model_catalog.NUM_CLASSES
+INPUT_SHAPES = model_catalog.input_shapes()
 
 
 def _fcn(sizes):
@@ -148,8 +154,8 @@ class LSTMModel(nn.Module):
 
 
 _BUILDERS = {
-    "fcn-s": lambda: _fcn([26752, 2048, 2048, 2048, 2048, 26752]),
-    "fcn-r": lambda: _fcn([784, 2048, 4096, 1024, 10]),
+    "fcn-s": lambda: _fcn(model_catalog.FCN_SIZES["fcn-s"]),
+    "fcn-r": lambda: _fcn(model_catalog.FCN_SIZES["fcn-r"]),
     "alexnet-s": _alexnet_s,
     "alexnet-r": _alexnet_r,
     "resnet-50": ResNet50,
@@ -157,19 +163,11 @@ _BUILDERS = {
     "lstm": LSTMModel,
 }
 
-INPUT_SHAPES = {
-    "fcn-s": (26752,), "fcn-r": (784,), "alexnet-s": (3, 224, 224), "alexnet-r": (3, 32, 32),
-    "resnet-50": (3, 224, 224), "resnet-56": (3, 32, 32), "lstm": (SEQ_LEN,),
-}
-NUM_CLASSES = {"fcn-s": 26752, "fcn-r": 10, "alexnet-s": 1000, "alexnet-r": 10,
-               "resnet-50": 1000, "resnet-56": 10, "lstm": VOCAB}
-NAMES = tuple(_BUILDERS)
 
 
 def build(name):
-    """A freshly initialised model by MODELS.md name."""
-    if name not in _BUILDERS:
-        raise KeyError("unknown model %r (known: %s)" % (name, ", ".join(NAMES)))
+    """A freshly initialised model by docs/models.md name."""
+    model_catalog.check_name(name, _BUILDERS)
     return _BUILDERS[name]()
 
 

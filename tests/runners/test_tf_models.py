@@ -1,4 +1,4 @@
-"""TensorFlow models: the parameter counts of MODELS.md, equal to torch's; shapes, FLOPs."""
+"""TensorFlow models: the parameter counts of docs/models.md, equal to torch's; shapes, FLOPs."""
 
 from __future__ import annotations
 

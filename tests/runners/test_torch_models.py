@@ -1,4 +1,4 @@
-"""PyTorch models: exact parameter counts of MODELS.md, output shapes, FLOP estimates."""
+"""PyTorch models: exact parameter counts of docs/models.md, output shapes, FLOP estimates."""
 
 from __future__ import annotations
 

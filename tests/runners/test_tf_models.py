@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from dltop import catalog
+from dltop.runners.child import model_catalog
 from dltop.runners.child import tf_models as tfm
 from dltop.runners.child import torch_models as tm
 
@@ -33,7 +34,7 @@ def test_parameter_count_flops_and_forward(name: str) -> None:
     loss = tfm.loss_fn(name)(out, y)
     assert bool(tf.math.is_finite(loss))
     if name == "lstm":
-        assert tuple(out.shape) == (2, tfm.SEQ_LEN, tfm.VOCAB)
+        assert tuple(out.shape) == (2, model_catalog.SEQ_LEN, model_catalog.VOCAB)
     else:
         assert tuple(out.shape) == (2, tfm.NUM_CLASSES[name])
 

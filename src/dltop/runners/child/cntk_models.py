@@ -19,7 +19,6 @@ Conventions:
 """
 
 import cntk as C
-import model_catalog
 import numpy as np
 from cntk.layers import (
     AveragePooling,
@@ -32,15 +31,10 @@ from cntk.layers import (
     Recurrence,
     Sequential,
 )
+from model_catalog import NUM_CLASSES, SEQ_LEN, VOCAB, builder, builders, input_shapes
 
 HIDDEN = 256
-
-# The catalogue's tables, under the names the runners and tests use.
-NAMES = model_catalog.NAMES
-VOCAB = model_catalog.VOCAB
-SEQ_LEN = model_catalog.SEQ_LEN
-NUM_CLASSES = model_catalog.NUM_CLASSES
-INPUT_SHAPES = model_catalog.input_shapes()
+INPUT_SHAPES = input_shapes()
 
 
 def _fcn(sizes):
@@ -158,15 +152,9 @@ def _lstm(x):
     return Dense(VOCAB)(x)
 
 
-_BUILDERS = {
-    "fcn-s": lambda x: _fcn(model_catalog.FCN_SIZES["fcn-s"])(x),
-    "fcn-r": lambda x: _fcn(model_catalog.FCN_SIZES["fcn-r"])(x),
-    "alexnet-s": _alexnet_s,
-    "alexnet-r": _alexnet_r,
-    "resnet-50": _resnet50,
-    "resnet-56": _resnet56,
-    "lstm": _lstm,
-}
+_BUILDERS = builders(fcn=lambda sizes, x: _fcn(sizes)(x), alexnet_s=_alexnet_s,
+                     alexnet_r=_alexnet_r, resnet_50=_resnet50, resnet_56=_resnet56, lstm=_lstm)
+NAMES = tuple(_BUILDERS)
 
 
 def inputs(name):
@@ -185,9 +173,9 @@ def inputs(name):
 
 def build(name):
     """``(model, loss, x, y)``: a freshly initialised model by docs/models.md name."""
-    model_catalog.check_name(name, _BUILDERS)
+    make = builder(_BUILDERS, name)
     x, y = inputs(name)
-    model = _BUILDERS[name](x)
+    model = make(x)
     loss = C.cross_entropy_with_softmax(model, y)
     return model, loss, x, y
 

@@ -209,8 +209,7 @@ def _real_batches(spec):
     import datasets
 
     name = spec["model"]
-    kind, shape, inputs, labels = datasets.real_data(name, spec["data_dir"],
-                                                     cntk_models.SEQ_LEN)
+    kind, shape, inputs, labels = datasets.real_data(name, spec["data_dir"])
     if kind == "ptb":
         x = np.asarray(inputs, dtype=np.int64).reshape(shape)
         y = np.asarray(labels, dtype=np.int64).reshape(shape)

@@ -12,6 +12,7 @@ import struct
 from collections import Counter
 
 import dltop_protocol
+import model_catalog
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 CIFAR_BATCHES = ["data_batch_%d" % i for i in range(1, 6)]
@@ -149,15 +150,16 @@ def ptb_windows(data_dir, seq_len):
     return n, ids[:n * seq_len + 1]
 
 
-def real_data(model, data_dir, seq_len):
+def real_data(model, data_dir):
     """The model's real data set, raw, for a runner to turn into its tensors.
 
     Returns:
         ``(kind, shape, inputs, labels)``. Images (``kind`` ``"mnist"`` or
         ``"cifar10"``): ``shape`` is ``(n, 784)`` or ``(n, 3, 32, 32)`` (channels
         first, as stored), ``inputs`` the pixel bytes, ``labels`` the label bytes.
-        PTB (``"ptb"``): ``shape`` is ``(n, seq_len)``, ``inputs`` and ``labels``
-        lists of ``n * seq_len`` ids, the labels one token ahead.
+        PTB (``"ptb"``): ``shape`` is ``(n, SEQ_LEN)`` (the LSTM's sequence length),
+        ``inputs`` and ``labels`` lists of ``n * SEQ_LEN`` ids, the labels one
+        token ahead.
 
     Raises:
         dltop_protocol.Unsupported: the model has no real data set.
@@ -171,6 +173,7 @@ def real_data(model, data_dir, seq_len):
         n, pixels, labels = read_cifar10(data_dir)
         return kind, (n, 3, 32, 32), pixels, labels
     if kind == "ptb":
+        seq_len = model_catalog.SEQ_LEN
         n, ids = ptb_windows(data_dir, seq_len)
         return kind, (n, seq_len), ids[:n * seq_len], ids[1:n * seq_len + 1]
     raise dltop_protocol.Unsupported(NO_REAL_DATA % model)

@@ -1,9 +1,12 @@
 """The seven benchmark models of docs/models.md: what every framework's models share.
 
 Standard library only, valid Python 3.6 (child side). ``torch_models``,
-``tf_models`` and ``cntk_models`` take names, sizes, input shapes and classes
-from here and add only their framework's layers.
+``tf_models`` and ``cntk_models`` take names, sizes, input shapes, classes and
+their ``{name: builder}`` table (:func:`builders`) from here and add only their
+framework's layers.
 """
+
+import functools
 
 VOCAB = 10000
 """PTB vocabulary (the LSTM's input and output size)."""
@@ -33,16 +36,27 @@ def input_shapes(channels_last=False):
               "lstm": (SEQ_LEN,)}
     for name, (c, h, w) in _IMAGE_CHW.items():
         shapes[name] = (h, w, c) if channels_last else (c, h, w)
-    return shapes
+    return {name: shapes[name] for name in NAMES}
 
 
-def check_name(name, builders):
-    """Raise KeyError naming the known models unless ``name`` is one of ``builders``.
+def builders(fcn, alexnet_s, alexnet_r, resnet_50, resnet_56, lstm):
+    """One framework's ``{name: builder}`` table, in catalogue order.
 
-    Also checks that the framework module builds exactly the catalogue.
+    Every architecture is a required argument, so a framework module that
+    lacks one fails at import. ``fcn`` is called with the layer widths
+    (``FCN_SIZES``) first, then whatever the framework's builders take.
     """
-    if set(builders) != set(NAMES):
-        raise RuntimeError("model builders %s differ from the catalogue %s"
-                           % (sorted(builders), list(NAMES)))
-    if name not in builders:
+    table = {
+        "fcn-s": functools.partial(fcn, FCN_SIZES["fcn-s"]),
+        "fcn-r": functools.partial(fcn, FCN_SIZES["fcn-r"]),
+        "alexnet-s": alexnet_s, "alexnet-r": alexnet_r,
+        "resnet-50": resnet_50, "resnet-56": resnet_56, "lstm": lstm,
+    }
+    return {name: table[name] for name in NAMES}
+
+
+def builder(table, name):
+    """``table[name]``, or a KeyError that names the known models."""
+    if name not in table:
         raise KeyError("unknown model %r (known: %s)" % (name, ", ".join(NAMES)))
+    return table[name]

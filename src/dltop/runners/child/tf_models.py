@@ -11,18 +11,13 @@ embedding N(0, 1)) so that loss curves are comparable across frameworks.
 
 import math
 
-import model_catalog
 import tensorflow as tf
+from model_catalog import NUM_CLASSES, SEQ_LEN, VOCAB, builder, builders, input_shapes
 
 keras = tf.keras
 layers = tf.keras.layers
 
-# The catalogue's tables, under the names the runners and tests use.
-NAMES = model_catalog.NAMES
-VOCAB = model_catalog.VOCAB
-SEQ_LEN = model_catalog.SEQ_LEN
-NUM_CLASSES = model_catalog.NUM_CLASSES
-INPUT_SHAPES = model_catalog.input_shapes(channels_last=True)
+INPUT_SHAPES = input_shapes(channels_last=True)
 
 
 def _prod(dims):
@@ -212,22 +207,13 @@ def _lstm():
     return keras.Model(inp, _dense(x, VOCAB))
 
 
-_BUILDERS = {
-    "fcn-s": lambda: _fcn(model_catalog.FCN_SIZES["fcn-s"]),
-    "fcn-r": lambda: _fcn(model_catalog.FCN_SIZES["fcn-r"]),
-    "alexnet-s": _alexnet_s,
-    "alexnet-r": _alexnet_r,
-    "resnet-50": _resnet50,
-    "resnet-56": _resnet56,
-    "lstm": _lstm,
-}
-
-
+_BUILDERS = builders(fcn=_fcn, alexnet_s=_alexnet_s, alexnet_r=_alexnet_r, resnet_50=_resnet50,
+                     resnet_56=_resnet56, lstm=_lstm)
+NAMES = tuple(_BUILDERS)
 
 def build(name):
     """A freshly initialised (built) Keras model by docs/models.md name."""
-    model_catalog.check_name(name, _BUILDERS)
-    return _BUILDERS[name]()
+    return builder(_BUILDERS, name)()
 
 
 def param_count(model):

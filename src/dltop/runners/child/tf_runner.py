@@ -106,8 +106,7 @@ def _real_batches(spec, batch):
     """Batches of the model's real data set as tensors (images NHWC)."""
     import datasets
 
-    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"],
-                                                     tf_models.SEQ_LEN)
+    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"])
     if kind == "ptb":
         x = np.asarray(inputs, dtype=np.int32).reshape(shape)
         y = np.asarray(labels, dtype=np.int32).reshape(shape)

@@ -5,17 +5,12 @@ docs/models.md exactly; tests assert the counts. Names, sizes, input shapes
 and classes come from ``model_catalog``, shared with the other frameworks.
 """
 
-import model_catalog
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from model_catalog import NUM_CLASSES, VOCAB, builder, builders, input_shapes
 
-# The catalogue's tables, under the names the runners and tests use.
-NAMES = model_catalog.NAMES
-VOCAB = model_catalog.VOCAB
-SEQ_LEN = model_catalog.SEQ_LEN
-NUM_CLASSES = model_catalog.NUM_CLASSES
-INPUT_SHAPES = model_catalog.input_shapes()
+INPUT_SHAPES = input_shapes()
 
 
 def _fcn(sizes):
@@ -153,22 +148,13 @@ class LSTMModel(nn.Module):
         return self.out(y)
 
 
-_BUILDERS = {
-    "fcn-s": lambda: _fcn(model_catalog.FCN_SIZES["fcn-s"]),
-    "fcn-r": lambda: _fcn(model_catalog.FCN_SIZES["fcn-r"]),
-    "alexnet-s": _alexnet_s,
-    "alexnet-r": _alexnet_r,
-    "resnet-50": ResNet50,
-    "resnet-56": ResNet56,
-    "lstm": LSTMModel,
-}
-
-
+_BUILDERS = builders(fcn=_fcn, alexnet_s=_alexnet_s, alexnet_r=_alexnet_r, resnet_50=ResNet50,
+                     resnet_56=ResNet56, lstm=LSTMModel)
+NAMES = tuple(_BUILDERS)
 
 def build(name):
     """A freshly initialised model by docs/models.md name."""
-    model_catalog.check_name(name, _BUILDERS)
-    return _BUILDERS[name]()
+    return builder(_BUILDERS, name)()
 
 
 def param_count(model):

@@ -131,8 +131,7 @@ def _real_batches(spec, device):
     """Batches of the model's real data set as tensors on ``device``."""
     import datasets
 
-    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"],
-                                                     torch_models.SEQ_LEN)
+    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"])
     if kind == "ptb":
         x = torch.tensor(inputs, dtype=torch.long).reshape(shape)
         y = torch.tensor(labels, dtype=torch.long).reshape(shape)

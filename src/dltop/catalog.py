@@ -9,7 +9,7 @@ FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "command")
 refused at preflight until theirs exist."""
 
 MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm")
-"""Benchmark models of MODELS.md, in the paper's order."""
+"""Benchmark models of docs/models.md, in the paper's order."""
 
 PRECISIONS: Final = ("fp32", "tf32", "fp16", "bf16")
 DATA_KINDS: Final = ("synthetic", "real")

@@ -23,6 +23,7 @@ from typing import Any
 
 from dltop.catalog import FRAMEWORKS
 from dltop.errors import UserError
+from dltop.paths import config_dir
 
 CONFIG_ENV = "DLTOP_CONFIG"
 _KEYS = ("python", "ld_library_path")
@@ -41,8 +42,7 @@ def config_path() -> Path:
     explicit = os.environ.get(CONFIG_ENV)
     if explicit:
         return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "dltop" / "config.toml"
+    return config_dir() / "config.toml"
 
 
 def load_frameworks(path: Path | None = None) -> dict[str, FrameworkConfig]:

@@ -35,6 +35,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from dltop.errors import DltopError, SetupError, UserError
+from dltop.paths import data_dir, library_path_with
+from dltop.pyexec import ask_python
 
 Log = Callable[[str], object]
 
@@ -59,10 +61,7 @@ class CntkEnv:
 
     def child_env(self, base: Mapping[str, str]) -> dict[str, str]:
         """``base`` with this environment's library directory first on ``LD_LIBRARY_PATH``."""
-        env = dict(base)
-        old = env.get("LD_LIBRARY_PATH")
-        env["LD_LIBRARY_PATH"] = self.ld_library_path + (os.pathsep + old if old else "")
-        return env
+        return {**base, "LD_LIBRARY_PATH": library_path_with(self.ld_library_path, base)}
 
 
 def default_prefix() -> Path:
@@ -70,8 +69,7 @@ def default_prefix() -> Path:
     explicit = os.environ.get("DLTOP_CNTK_ENV")
     if explicit:
         return Path(explicit).expanduser()
-    data = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(data) / "dltop" / "envs" / "cntk"
+    return data_dir() / "envs" / "cntk"
 
 
 def load_cntk_env(prefix: Path) -> CntkEnv | None:
@@ -108,12 +106,11 @@ def _run(cmd: Sequence[str], what: str, env: Mapping[str, str] | None = None,
 def _python_version(python: str) -> tuple[int, int] | None:
     if not (os.path.isfile(python) and os.access(python, os.X_OK)):
         return None
+    answer = ask_python(python, "import sys; print('%d %d' % sys.version_info[:2])")
     try:
-        res = subprocess.run([python, "-c", "import sys; print('%d %d' % sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=60)
-        major, minor = res.stdout.split()
+        major, minor = answer.out.split()
         return int(major), int(minor)
-    except (OSError, ValueError, subprocess.TimeoutExpired):
+    except ValueError:
         return None
 
 

@@ -8,8 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from dltop.config import load_frameworks
+from dltop.config import config_path, load_frameworks
 from dltop.errors import UserError
+from dltop.paths import library_path_with
+from dltop.pyexec import ask_python
 from dltop.runners import registry
 
 PY36 = "/root/.pyenv/versions/3.6.15/bin/python3.6"
@@ -112,3 +114,28 @@ def test_cntk_multi_worker_without_mpiexec_is_refused(tmp_path: Path,
                               "DLTOP_CONFIG": str(tmp_path / "c.toml"), "HOME": str(tmp_path)})
     assert res.returncode == 2, res.stderr
     assert "cpus:2 with CNTK needs mpiexec" in res.stderr and not db.exists()
+
+
+def test_config_path_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("DLTOP_CONFIG")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
+    assert config_path() == tmp_path / "dltop" / "config.toml"
+    monkeypatch.delenv("XDG_CONFIG_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert config_path() == tmp_path / "home" / ".config" / "dltop" / "config.toml"
+
+
+def test_library_path_goes_first() -> None:
+    assert library_path_with("/x/lib", {"LD_LIBRARY_PATH": "/a:/b"}) == "/x/lib:/a:/b"
+    assert library_path_with("/x/lib", {"LD_LIBRARY_PATH": ""}) == "/x/lib"
+    assert library_path_with("/x/lib", {}) == "/x/lib"
+
+
+def test_ask_python_keeps_the_last_lines_and_names_what_failed(tmp_path: Path) -> None:
+    code = "import os, sys; print('a'); print(os.environ['V'] + sys.argv[1])"
+    answer = ask_python(sys.executable, code, "!", env={"V": "b"})
+    assert (answer.ok, answer.out) == (True, "b!")
+    failed = ask_python(sys.executable, "import no_such_module_here")
+    assert failed.exit_code == 1 and "no_such_module_here" in failed.err and not failed.ok
+    missing = ask_python(str(tmp_path / "python"), "pass")
+    assert missing.exit_code is None and "python" in missing.err

@@ -2,13 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dltop.errors import UserError
-from dltop.profiles.loader import builtin_names, load, parse
-from dltop.profiles.model import DeviceSpec, JobSpec
+from dltop.profiles.loader import SETTINGS, builtin_names, load, parse
+from dltop.profiles.model import DeviceSpec, JobSpec, settings
+from dltop.store.db import memory_db
+from dltop.store.writer import job_row
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 GOOD = """
 name = "t"
@@ -54,6 +62,84 @@ def test_matrix_overrides_defaults() -> None:
 def test_job_spec_json_roundtrip() -> None:
     job = parse(GOOD, "x", "x").jobs[3]
     assert JobSpec.from_json_dict(job.to_json_dict()) == job
+
+
+def _unusual_job() -> JobSpec:
+    """A job whose every field differs from its default and from the loader's values."""
+    return JobSpec(
+        profile="p", framework="command", model="m", batch_size=6, device=DeviceSpec("cpus", 3),
+        repeat=2, iterations=7, warmup=3, timeout_s=12.5, precision="bf16", data="real",
+        data_dir="/d", batch_scaling="per-device", lr=0.5, momentum=0.9, seed=4,
+        options=(("command", ("prog", "{batch}")), ("inject", "nan"), ("xla", True)),
+        retries=2, cooldown_s=1.5, cooldown_temp_c=60.0, cooldown_power_w=80.0)
+
+
+def test_every_field_round_trips_through_the_runner_spec() -> None:
+    job = _unusual_job()
+    for f in dataclasses.fields(JobSpec):  # the fixture really exercises every field
+        if f.default is not dataclasses.MISSING:
+            assert getattr(job, f.name) != f.default, f.name
+    d = json.loads(json.dumps(job.to_json_dict()))
+    assert JobSpec.from_json_dict(d) == job
+    # protocol v1: every field under its name, plus the keys runners rely on
+    assert set(d) == {f.name for f in dataclasses.fields(JobSpec)} | {
+        "v", "per_device_batch", "samples_per_iter"}
+    assert (d["v"], d["device"], d["per_device_batch"], d["samples_per_iter"]) == (
+        1, {"kind": "cpus", "count": 3}, 6, 18)
+    assert d["options"] == {"command": ["prog", "{batch}"], "inject": "nan", "xla": True}
+
+
+def test_an_older_spec_without_the_later_fields_takes_their_defaults() -> None:
+    d = _unusual_job().to_json_dict()
+    for key in ("retries", "cooldown_s", "cooldown_temp_c", "cooldown_power_w", "options"):
+        del d[key]
+    job = JobSpec.from_json_dict(d)
+    assert (job.retries, job.cooldown_s, job.cooldown_temp_c, job.options) == (0, 0.0, None, ())
+
+
+def test_loader_settings_are_the_setting_fields() -> None:
+    # repeats expands into the field `repeat`; every other setting is a field
+    assert set(SETTINGS) - {"repeats"} == set(settings())
+    assert all(SETTINGS[k] == f.default for k, f in settings().items())
+    job = parse(GOOD, "x", "x").jobs[0]
+    assert all(getattr(job, k) == f.default for k, f in settings().items()
+               if k not in ("iterations", "warmup"))
+
+
+@pytest.mark.parametrize("key", sorted(SETTINGS))
+def test_every_setting_is_checked(key: str) -> None:
+    msg = err(GOOD + f"{key} = true\n")
+    assert f"matrix[0].{key}: " in msg and ("expected" in msg or "unknown value" in msg)
+
+
+def test_job_row_covers_the_jobs_table() -> None:
+    db = memory_db()
+    db["campaigns"].insert({"id": 1, "name": "c", "status": "queued", "created_at": "now"})
+    job = _unusual_job()
+    row = job_row(1, 0, "queued", job)
+    assert set(row) == set(db["jobs"].columns_dict) - {"id"}
+    db["jobs"].insert(row)
+    stored = next(db.query("select * from jobs"))
+    assert (stored["device"], stored["device_kind"], stored["device_count"]) == (
+        "cpus:3", "cpus", 3)
+    assert (stored["batch_size"], stored["repeat"], stored["config_key"]) == (6, 2, job.config_key)
+    assert JobSpec.from_json_dict(json.loads(stored["spec_json"])) == job
+
+
+def _documented_defaults() -> dict[str, str]:
+    text = (DOCS / "profiles.md").read_text()
+    return {m[1]: m[2].strip().strip("`") for m in re.finditer(
+        r"^\| `([a-z_]+)` \| either \|[^|]*\|([^|]*)\|", text, re.M)}
+
+
+def test_docs_give_every_setting_with_its_default() -> None:
+    documented = _documented_defaults()
+    for key, default in SETTINGS.items():
+        shown = documented[key]
+        value: Any = None if shown in ("—", "absent") else shown
+        if isinstance(default, int | float) and value is not None:
+            value = float(value)
+        assert value == default, (key, shown)
 
 
 def test_toml_syntax_error_shows_line() -> None:

@@ -15,6 +15,10 @@ from typing import Any
 from dltop.profiles.model import DeviceSpec, JobSpec
 from dltop.runners.registry import CHILD_DIR
 
+# The child modules import each other as top-level modules (the runner's directory
+# is sys.path[0] of a child); the tests import them the same way.
+sys.path.insert(0, str(CHILD_DIR))
+
 
 def spec(model: str = "fcn-r", device: str = "cpu:1", **kw: Any) -> dict[str, Any]:
     base: dict[str, Any] = dict(

@@ -56,3 +56,24 @@ def test_ptb_vocab_and_unk(tmp_path: Path) -> None:
     # frequencies: a 3, <eos> 2, b 2, c 1 -> vocab a, <eos>, then <unk> replaces the last
     assert vocab == ["a", "<eos>", "<unk>"]
     assert ids == [0, 2, 0, 1, 2, 0, 2, 1]
+
+
+def test_real_data_gives_shapes_and_shifted_ptb_targets(tmp_path: Path) -> None:
+    import dltop_protocol  # the child's own module (tests/runners/conftest.py puts it on the path)
+
+    write_mnist(tmp_path, n=5)
+    kind, shape, pixels, labels = datasets.real_data("fcn-r", str(tmp_path))
+    assert (kind, shape, len(pixels), list(labels)) == ("mnist", (5, 784), 5 * 784, [0, 1, 2, 3, 4])
+    (tmp_path / "ptb.train.txt").write_text(" ".join(f"w{i}" for i in range(70)) + "\n")
+    kind, shape, x, y = datasets.real_data("lstm", str(tmp_path))  # 71 ids with <eos>
+    assert (kind, shape, len(x)) == ("ptb", (2, 32), 64)
+    ids, _ = datasets.read_ptb(str(tmp_path))
+    assert x == ids[:64] and y == ids[1:65]
+    with pytest.raises(dltop_protocol.Unsupported, match="no real data set for model resnet-50"):
+        datasets.real_data("resnet-50", str(tmp_path))
+
+
+def test_batches_wrap_and_convert() -> None:
+    next_batch = datasets.batches(list(range(5)), list("abcde"), 2, "d", lambda x, y: (x, y))
+    assert [next_batch() for _ in range(3)] == [
+        ([0, 1], ["a", "b"]), ([2, 3], ["c", "d"]), ([0, 1], ["a", "b"])]

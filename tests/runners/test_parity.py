@@ -2,7 +2,7 @@
 
 One campaign, 3 frameworks x 7 models at batch 2, one measured iteration each,
 through the real engine, supervisor and runners. Every run must end ``ok``,
-and the parameter count and FLOPs each runner reports must equal MODELS.md's
+and the parameter count and FLOPs each runner reports must equal docs/models.md's
 count and each other.
 """
 

@@ -1,10 +1,11 @@
-"""TensorFlow models: the parameter counts of MODELS.md, equal to torch's; shapes, FLOPs."""
+"""TensorFlow models: the parameter counts of docs/models.md, equal to torch's; shapes, FLOPs."""
 
 from __future__ import annotations
 
 import pytest
 
 from dltop import catalog
+from dltop.runners.child import model_catalog
 from dltop.runners.child import torch_models as tm
 
 try:
@@ -38,7 +39,7 @@ def test_parameter_count_flops_and_forward(name: str) -> None:
     loss = tfm.loss_fn(name)(out, y)
     assert bool(tf.math.is_finite(loss))
     if name == "lstm":
-        assert tuple(out.shape) == (2, tfm.SEQ_LEN, tfm.VOCAB)
+        assert tuple(out.shape) == (2, model_catalog.SEQ_LEN, model_catalog.VOCAB)
     else:
         assert tuple(out.shape) == (2, tfm.NUM_CLASSES[name])
 

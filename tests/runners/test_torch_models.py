@@ -1,4 +1,4 @@
-"""PyTorch models: exact parameter counts of MODELS.md, output shapes, FLOP estimates."""
+"""PyTorch models: exact parameter counts of docs/models.md, output shapes, FLOP estimates."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from dltop import catalog
+from dltop.runners.child import model_catalog
 from dltop.runners.child import torch_models as tm
 
 COUNTS = {"fcn-s": 122_194_048, "fcn-r": 14_205_962, "alexnet-s": 61_100_840,
@@ -26,7 +27,7 @@ def test_parameter_count_and_forward(name: str) -> None:
     loss = tm.loss_fn(name)(out, y)
     assert torch.isfinite(loss)
     if name == "lstm":
-        assert out.shape == (2, tm.SEQ_LEN, tm.VOCAB)
+        assert out.shape == (2, model_catalog.SEQ_LEN, model_catalog.VOCAB)
     else:
         assert out.shape == (2, tm.NUM_CLASSES[name])
 

@@ -97,11 +97,6 @@ class Engine:
         self._running.set()
         self._wake.set()
 
-    @property
-    def stopping(self) -> bool:
-        """True once a stop was requested."""
-        return self._stop.is_set()
-
     async def run(self) -> str:
         """Run every queued job; return the campaign's final status."""
         if self._sampler is not None:

@@ -48,7 +48,6 @@ class ChildOutcome:
     error_kind: str | None = None
     protocol_errors: int = 0
     log_tail: str = ""
-    saw_done: bool = False
     hello: Mapping[str, Any] = field(default_factory=dict)
     model: Mapping[str, Any] = field(default_factory=dict)
 
@@ -195,7 +194,7 @@ async def supervise(
         status=status, exit_code=exit_code, pid=proc.pid, pgid=pgid, wall_s=wall_s,
         message=message, error_kind=kind, protocol_errors=reader.protocol_errors,
         log_tail=read_log_tail(log_path) if status != "ok" else "",
-        saw_done=reader.done is not None, hello=reader.hello, model=reader.model,
+        hello=reader.hello, model=reader.model,
     )
 
 

@@ -21,27 +21,16 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles.model import DeviceSpec, JobSpec, Profile
+from dltop.profiles import fields
+from dltop.profiles.model import DeviceSpec, JobSpec, Profile, settings
 
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
-SETTINGS: dict[str, Any] = {
-    "iterations": 50,
-    "warmup": 10,
-    "repeats": 1,
-    "timeout_s": 900.0,
-    "precision": "fp32",
-    "data": "synthetic",
-    "data_dir": None,
-    "batch_scaling": "global",
-    "lr": 0.01,
-    "momentum": 0.0,
-    "seed": 0,
-    "retries": 0,
-    "cooldown_s": 0.0,
-    "cooldown_temp_c": None,
-    "cooldown_power_w": None,
-}
+REPEATS_DEFAULT = 1
+"""``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
+SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
+                            **{k: f.default for k, f in settings().items()}}
+"""Every setting key with its default, read off the JobSpec fields (see ``setting``)."""
 OPTIONS: dict[str, tuple[object, ...]] = {
     "xla": (True, False),
     "inject": ("nan", "hang", "crash", "oom", "crash-rank1"),
@@ -183,44 +172,19 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         for fw, model, batch, dev in itertools.product(frameworks, models, batches, devices):
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
-                repeat=rep, iterations=s["iterations"], warmup=s["warmup"],
-                timeout_s=s["timeout_s"], precision=s["precision"], data=s["data"],
-                data_dir=s["data_dir"], batch_scaling=s["batch_scaling"], lr=s["lr"],
-                momentum=s["momentum"], seed=s["seed"], options=options,
-                retries=s["retries"], cooldown_s=s["cooldown_s"],
-                cooldown_temp_c=s["cooldown_temp_c"],
-                cooldown_power_w=s["cooldown_power_w"],
-            ))
+                repeat=rep, options=options, **{k: s[k] for k in settings()}))
     return jobs
 
 
 def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> dict[str, Any]:
-    s = {
-        "iterations": _int(where, loc("iterations"), m["iterations"], minimum=1),
-        "warmup": _int(where, loc("warmup"), m["warmup"], minimum=0),
-        "repeats": _int(where, loc("repeats"), m["repeats"], minimum=1),
-        "timeout_s": _num(where, loc("timeout_s"), m["timeout_s"], positive=True),
-        "precision": _choice(where, loc("precision"), m["precision"], catalog.PRECISIONS),
-        "data": _choice(where, loc("data"), m["data"], catalog.DATA_KINDS),
-        "data_dir": m["data_dir"],
-        "batch_scaling": _choice(where, loc("batch_scaling"), m["batch_scaling"],
-                                 catalog.BATCH_SCALINGS),
-        "lr": _num(where, loc("lr"), m["lr"], positive=True),
-        "momentum": _num(where, loc("momentum"), m["momentum"], positive=False),
-        "seed": _int(where, loc("seed"), m["seed"], minimum=0),
-        "retries": _int(where, loc("retries"), m["retries"], minimum=0),
-        "cooldown_s": _num(where, loc("cooldown_s"), m["cooldown_s"], positive=False),
-        "cooldown_temp_c": (None if m["cooldown_temp_c"] is None else _num(
-            where, loc("cooldown_temp_c"), m["cooldown_temp_c"], positive=True)),
-        "cooldown_power_w": (None if m["cooldown_power_w"] is None else _num(
-            where, loc("cooldown_power_w"), m["cooldown_power_w"], positive=True)),
-    }
+    s = {k: _check(where, loc(k), m[k], f.metadata[fields.CHECK])
+         for k, f in settings().items()}
+    s["repeats"] = _check(where, loc("repeats"), m["repeats"], fields.integer(1))
+    # The one check across fields: real data needs a directory.
     if s["data"] == "real":
-        if not isinstance(s["data_dir"], str) or not s["data_dir"]:
+        if not s["data_dir"]:
             raise where.err(loc("data_dir"), 'data = "real" needs data_dir = "PATH"')
         s["data_dir"] = str(Path(s["data_dir"]).expanduser())
-    elif s["data_dir"] is not None and not isinstance(s["data_dir"], str):
-        raise where.err(loc("data_dir"), "expected a path string")
     return s
 
 
@@ -271,34 +235,23 @@ def _check_keys(where: _Where, prefix: str, table: dict[str, Any],
                             f"(valid here: {', '.join(allowed)})")
 
 
+def _check(where: _Where, key: str, v: Any, check: fields.Check[Any]) -> Any:
+    try:
+        return check(v)
+    except ValueError as exc:
+        raise where.err(key, str(exc)) from None
+
+
 def _str(where: _Where, key: str, v: Any) -> str:
-    if not isinstance(v, str):
-        raise where.err(key, f"expected a string, got {v!r}")
-    return v
+    return str(_check(where, key, v, fields.string))
 
 
 def _int(where: _Where, key: str, v: Any, minimum: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise where.err(key, f"expected an integer >= {minimum}, got {v!r}")
-    if v < minimum:
-        raise where.err(key, f"expected an integer >= {minimum}, got {v}")
-    return v
-
-
-def _num(where: _Where, key: str, v: Any, positive: bool) -> float:
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise where.err(key, f"expected a number, got {v!r}")
-    if (positive and v <= 0) or v < 0:
-        raise where.err(key, f"expected a number {'>' if positive else '>='} 0, got {v}")
-    return float(v)
+    return int(_check(where, key, v, fields.integer(minimum)))
 
 
 def _choice(where: _Where, key: str, v: Any, valid: tuple[str, ...]) -> str:
-    if v not in valid:
-        close = difflib.get_close_matches(str(v), valid, n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise where.err(key, f"unknown value {v!r}{hint} (valid: {', '.join(valid)})")
-    return str(v)
+    return str(_check(where, key, v, fields.one_of(valid)))
 
 
 def _devices(where: _Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:

@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import functools
 import os
-import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from dltop.config import config_path, load_frameworks
 from dltop.errors import UserError
+from dltop.paths import library_path_with
+from dltop.pyexec import ask_python
 
 CHILD_DIR = Path(__file__).resolve().parent / "child"
 
@@ -58,8 +59,7 @@ class RunnerCommand:
 
 
 def _with_library_path(path: str) -> tuple[tuple[str, str], ...]:
-    old = os.environ.get("LD_LIBRARY_PATH")
-    return (("LD_LIBRARY_PATH", path + (os.pathsep + old if old else "")),)
+    return (("LD_LIBRARY_PATH", library_path_with(path, os.environ)),)
 
 
 def interpreter(framework: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
@@ -100,14 +100,12 @@ def _probe(python: str, module: str | None, env: tuple[tuple[str, str], ...]) ->
             "m = sys.argv[1]\n"
             "print('dltop-probe-ok')\n"
             "sys.exit(0 if not m or importlib.util.find_spec(m) else 5)")
-    try:
-        r = subprocess.run([python, "-c", code, module or ""], capture_output=True, timeout=60,
-                           env={**os.environ, **dict(env)})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"cannot run {python}: {exc}"
-    if r.returncode == 5:
+    r = ask_python(python, code, module or "", env=dict(env))
+    if r.exit_code is None:
+        return f"cannot run {python}: {r.err}"
+    if r.exit_code == 5:
         return f"{module} is not installed in {python}"
-    if r.returncode != 0 or r.stdout.strip() != b"dltop-probe-ok":
+    if not r.ok or r.out != "dltop-probe-ok":
         return f"{python} is not a working Python interpreter"
     return None
 

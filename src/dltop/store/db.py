@@ -14,6 +14,7 @@ from pathlib import Path
 import sqlite_utils
 
 from dltop.errors import UserError
+from dltop.paths import data_dir
 from dltop.store import migrations
 
 DB_ENV = "DLTOP_DB"
@@ -21,8 +22,7 @@ DB_ENV = "DLTOP_DB"
 
 def default_db_path() -> Path:
     """``$XDG_DATA_HOME/dltop/dltop.db``, falling back to ``~/.local/share``."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "dltop" / "dltop.db"
+    return data_dir() / "dltop.db"
 
 
 def resolve_db_path(cli_value: str | os.PathLike[str] | None) -> Path:

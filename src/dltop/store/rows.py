@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -19,17 +18,9 @@ def utc_now() -> str:
 
 
 def job_row(campaign_id: int, position: int, status: str, job: JobSpec) -> dict[str, Any]:
-    """The ``jobs`` table row of a job spec."""
-    return {
-        "campaign_id": campaign_id, "position": position, "status": status,
-        "profile": job.profile, "framework": job.framework, "model": job.model,
-        "batch_size": job.batch_size, "device": job.device.label,
-        "device_kind": job.device.kind, "device_count": job.device.count,
-        "repeat": job.repeat, "iterations": job.iterations, "warmup": job.warmup,
-        "precision": job.precision, "data": job.data,
-        "batch_scaling": job.batch_scaling, "timeout_s": job.timeout_s,
-        "config_key": job.config_key, "spec_json": json.dumps(job.to_json_dict()),
-    }
+    """The ``jobs`` table row of a job spec (its own columns: :meth:`JobSpec.columns`)."""
+    return {"campaign_id": campaign_id, "position": position, "status": status,
+            **job.columns()}
 
 
 def pk(value: Any) -> int:

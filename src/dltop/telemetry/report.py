@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 import platform
-import subprocess
 import sys
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -12,6 +10,7 @@ from typing import Any
 import psutil
 
 from dltop.errors import UserError
+from dltop.pyexec import ask_python
 from dltop.telemetry.host import HostSampler, cpu_model
 from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
 
@@ -93,15 +92,10 @@ class Check:
 
 def _framework_version(python: str, module: str, env: dict[str, str]) -> tuple[bool, str]:
     code = f"import {module}; print({module}.__version__)"
-    try:
-        out = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                             timeout=180, env={**os.environ, **env})
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return False, str(exc)
-    if out.returncode == 0:
-        return True, out.stdout.strip().splitlines()[-1]
-    last = (out.stderr.strip().splitlines() or ["import failed"])[-1]
-    return False, last
+    answer = ask_python(python, code, env=env, timeout_s=180)
+    if answer.ok:
+        return True, answer.out
+    return False, answer.err or "import failed"
 
 
 def doctor(backend: GpuBackend) -> list[Check]:

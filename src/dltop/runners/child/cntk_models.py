@@ -1,8 +1,9 @@
-"""The seven benchmark models of MODELS.md in CNTK 2.7, with inputs and loss.
+"""The seven benchmark models of docs/models.md in CNTK 2.7, with inputs and loss.
 
 Valid Python 3.6 (child side; CNTK 2.7 runs only on Python <= 3.7). Layer
-shapes and parameter counts follow MODELS.md and the PyTorch reference
-(torch_models.py) exactly; tests assert the counts.
+shapes and parameter counts follow docs/models.md and the PyTorch reference
+(torch_models.py) exactly; tests assert the counts. Names, sizes, input shapes
+and classes come from ``model_catalog``, shared with the other frameworks.
 
 Conventions:
 - Images are channel-first (C, H, W), as in PyTorch. CNTK's ``pad=True`` is
@@ -30,17 +31,10 @@ from cntk.layers import (
     Recurrence,
     Sequential,
 )
+from model_catalog import NUM_CLASSES, SEQ_LEN, VOCAB, builder, builders, input_shapes
 
-VOCAB = 10000
-SEQ_LEN = 32
 HIDDEN = 256
-
-INPUT_SHAPES = {
-    "fcn-s": (26752,), "fcn-r": (784,), "alexnet-s": (3, 224, 224), "alexnet-r": (3, 32, 32),
-    "resnet-50": (3, 224, 224), "resnet-56": (3, 32, 32), "lstm": (SEQ_LEN,),
-}
-NUM_CLASSES = {"fcn-s": 26752, "fcn-r": 10, "alexnet-s": 1000, "alexnet-r": 10,
-               "resnet-50": 1000, "resnet-56": 10, "lstm": VOCAB}
+INPUT_SHAPES = input_shapes()
 
 
 def _fcn(sizes):
@@ -158,15 +152,8 @@ def _lstm(x):
     return Dense(VOCAB)(x)
 
 
-_BUILDERS = {
-    "fcn-s": lambda x: _fcn([26752, 2048, 2048, 2048, 2048, 26752])(x),
-    "fcn-r": lambda x: _fcn([784, 2048, 4096, 1024, 10])(x),
-    "alexnet-s": _alexnet_s,
-    "alexnet-r": _alexnet_r,
-    "resnet-50": _resnet50,
-    "resnet-56": _resnet56,
-    "lstm": _lstm,
-}
+_BUILDERS = builders(fcn=lambda sizes, x: _fcn(sizes)(x), alexnet_s=_alexnet_s,
+                     alexnet_r=_alexnet_r, resnet_50=_resnet50, resnet_56=_resnet56, lstm=_lstm)
 NAMES = tuple(_BUILDERS)
 
 
@@ -185,11 +172,10 @@ def inputs(name):
 
 
 def build(name):
-    """``(model, loss, x, y)``: a freshly initialised model by MODELS.md name."""
-    if name not in _BUILDERS:
-        raise KeyError("unknown model %r (known: %s)" % (name, ", ".join(NAMES)))
+    """``(model, loss, x, y)``: a freshly initialised model by docs/models.md name."""
+    make = builder(_BUILDERS, name)
     x, y = inputs(name)
-    model = _BUILDERS[name](x)
+    model = make(x)
     loss = C.cross_entropy_with_softmax(model, y)
     return model, loss, x, y
 

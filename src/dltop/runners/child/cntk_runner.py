@@ -204,40 +204,23 @@ def _check_precision(spec, device):
         raise proto.Unsupported(_PRECISION[precision])
 
 
-def _real_arrays(spec):
-    """The model's real data set as (inputs, labels) numpy arrays."""
-    import datasets
-
-    name, data_dir = spec["model"], spec["data_dir"]
-    kind = datasets.dataset_for(name)
-    if kind in ("mnist", "cifar10"):
-        reader = datasets.read_mnist if kind == "mnist" else datasets.read_cifar10
-        n, pixels, labels = reader(data_dir)
-        x = np.frombuffer(pixels, dtype=np.uint8).reshape((n,) + cntk_models.INPUT_SHAPES[name])
-        return x.astype(np.float32) / 255.0, np.frombuffer(labels, dtype=np.uint8)
-    if kind == "ptb":
-        seq = cntk_models.SEQ_LEN
-        n, ids = datasets.ptb_windows(data_dir, seq)
-        t = np.asarray(ids, dtype=np.int64)
-        return t[:n * seq].reshape(n, seq), t[1:n * seq + 1].reshape(n, seq)
-    raise proto.Unsupported(datasets.NO_REAL_DATA % name)
-
-
 def _real_batches(spec):
+    """Batches of the model's real data set: arrays, one-hot labels, or sequences."""
     import datasets
 
-    x, y = _real_arrays(spec)
     name = spec["model"]
-    next_slice = datasets.batch_cycler(len(x), int(spec["per_device_batch"]), spec["data_dir"])
-
-    def next_batch():
-        i, j = next_slice()
-        xb, yb = x[i:j], y[i:j]
-        if name == "lstm":
-            return cntk_models.sequences(xb), cntk_models.sequences(yb)
-        return xb, cntk_models.labels_one_hot(yb, cntk_models.NUM_CLASSES[name])
-
-    return next_batch
+    kind, shape, inputs, labels = datasets.real_data(name, spec["data_dir"])
+    if kind == "ptb":
+        x = np.asarray(inputs, dtype=np.int64).reshape(shape)
+        y = np.asarray(labels, dtype=np.int64).reshape(shape)
+        return datasets.batches(x, y, int(spec["per_device_batch"]), spec["data_dir"],
+                                lambda xb, yb: (cntk_models.sequences(xb),
+                                                cntk_models.sequences(yb)))
+    x = np.frombuffer(inputs, dtype=np.uint8).reshape(shape).astype(np.float32) / 255.0
+    y = np.frombuffer(labels, dtype=np.uint8)
+    classes = cntk_models.NUM_CLASSES[name]
+    return datasets.batches(x, y, int(spec["per_device_batch"]), spec["data_dir"],
+                            lambda xb, yb: (xb, cntk_models.labels_one_hot(yb, classes)))
 
 
 def _learner(spec, params, world):

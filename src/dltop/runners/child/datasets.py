@@ -11,6 +11,9 @@ import pickle
 import struct
 from collections import Counter
 
+import dltop_protocol
+import model_catalog
+
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 CIFAR_BATCHES = ["data_batch_%d" % i for i in range(1, 6)]
 PTB_TRAIN = "ptb.train.txt"
@@ -145,6 +148,46 @@ def ptb_windows(data_dir, seq_len):
     if n < 1:
         raise ValueError("%s: PTB text shorter than one sequence" % data_dir)
     return n, ids[:n * seq_len + 1]
+
+
+def real_data(model, data_dir):
+    """The model's real data set, raw, for a runner to turn into its tensors.
+
+    Returns:
+        ``(kind, shape, inputs, labels)``. Images (``kind`` ``"mnist"`` or
+        ``"cifar10"``): ``shape`` is ``(n, 784)`` or ``(n, 3, 32, 32)`` (channels
+        first, as stored), ``inputs`` the pixel bytes, ``labels`` the label bytes.
+        PTB (``"ptb"``): ``shape`` is ``(n, SEQ_LEN)`` (the LSTM's sequence length),
+        ``inputs`` and ``labels`` lists of ``n * SEQ_LEN`` ids, the labels one
+        token ahead.
+
+    Raises:
+        dltop_protocol.Unsupported: the model has no real data set.
+        ValueError: a file is missing or malformed.
+    """
+    kind = dataset_for(model)
+    if kind == "mnist":
+        n, pixels, labels = read_mnist(data_dir)
+        return kind, (n, 784), pixels, labels
+    if kind == "cifar10":
+        n, pixels, labels = read_cifar10(data_dir)
+        return kind, (n, 3, 32, 32), pixels, labels
+    if kind == "ptb":
+        seq_len = model_catalog.SEQ_LEN
+        n, ids = ptb_windows(data_dir, seq_len)
+        return kind, (n, seq_len), ids[:n * seq_len], ids[1:n * seq_len + 1]
+    raise dltop_protocol.Unsupported(NO_REAL_DATA % model)
+
+
+def batches(inputs, labels, batch, data_dir, convert):
+    """A function returning the next ``convert(inputs[i:j], labels[i:j])``, wrapping."""
+    next_slice = batch_cycler(len(inputs), batch, data_dir)
+
+    def next_batch():
+        i, j = next_slice()
+        return convert(inputs[i:j], labels[i:j])
+
+    return next_batch
 
 
 def batch_cycler(n_samples, batch, data_dir):

@@ -1,9 +1,10 @@
-"""The seven benchmark models of MODELS.md in tf.keras, with inputs, loss and FLOPs.
+"""The seven benchmark models of docs/models.md in tf.keras, with inputs, loss and FLOPs.
 
 Valid Python 3.6 (child side). Same layers, shapes and trainable parameter
-counts as torch_models; images are NHWC (channels_last), the layout TF's CPU
-convolutions need. Explicit ``ZeroPadding2D`` reproduces torch's symmetric
-padding where Keras' ``"same"`` would pad asymmetrically (strided convs, pools).
+counts as torch_models (names, sizes, shapes and classes from ``model_catalog``);
+images are NHWC (channels_last), the layout TF's CPU convolutions need.
+Explicit ``ZeroPadding2D`` reproduces torch's symmetric padding where Keras'
+``"same"`` would pad asymmetrically (strided convs, pools).
 Initialisers copy torch's defaults (weights and biases uniform in +-1/sqrt(fan_in),
 embedding N(0, 1)) so that loss curves are comparable across frameworks.
 """
@@ -11,12 +12,12 @@ embedding N(0, 1)) so that loss curves are comparable across frameworks.
 import math
 
 import tensorflow as tf
+from model_catalog import NUM_CLASSES, SEQ_LEN, VOCAB, builder, builders, input_shapes
 
 keras = tf.keras
 layers = tf.keras.layers
 
-VOCAB = 10000
-SEQ_LEN = 32
+INPUT_SHAPES = input_shapes(channels_last=True)
 
 
 def _prod(dims):
@@ -152,7 +153,7 @@ class TorchLSTM(layers.Layer):
     """One LSTM layer with torch's (and cuDNN's) parameterisation.
 
     Keras' LSTM has one bias vector per layer; torch's ``nn.LSTM`` has two,
-    ``b_ih`` and ``b_hh``, and MODELS.md counts both (6,182,672). Their sum acts
+    ``b_ih`` and ``b_hh``, and docs/models.md counts both (6,182,672). Their sum acts
     as a single bias, but both are separate trained variables in torch, so
     here too: ``bias_ih`` is added to the input projection of all steps at
     once, ``bias_hh`` to the recurrent projection at every step, and both
@@ -206,30 +207,13 @@ def _lstm():
     return keras.Model(inp, _dense(x, VOCAB))
 
 
-_BUILDERS = {
-    "fcn-s": lambda: _fcn([26752, 2048, 2048, 2048, 2048, 26752]),
-    "fcn-r": lambda: _fcn([784, 2048, 4096, 1024, 10]),
-    "alexnet-s": _alexnet_s,
-    "alexnet-r": _alexnet_r,
-    "resnet-50": _resnet50,
-    "resnet-56": _resnet56,
-    "lstm": _lstm,
-}
-
-INPUT_SHAPES = {
-    "fcn-s": (26752,), "fcn-r": (784,), "alexnet-s": (224, 224, 3), "alexnet-r": (32, 32, 3),
-    "resnet-50": (224, 224, 3), "resnet-56": (32, 32, 3), "lstm": (SEQ_LEN,),
-}
-NUM_CLASSES = {"fcn-s": 26752, "fcn-r": 10, "alexnet-s": 1000, "alexnet-r": 10,
-               "resnet-50": 1000, "resnet-56": 10, "lstm": VOCAB}
+_BUILDERS = builders(fcn=_fcn, alexnet_s=_alexnet_s, alexnet_r=_alexnet_r, resnet_50=_resnet50,
+                     resnet_56=_resnet56, lstm=_lstm)
 NAMES = tuple(_BUILDERS)
 
-
 def build(name):
-    """A freshly initialised (built) Keras model by MODELS.md name."""
-    if name not in _BUILDERS:
-        raise KeyError("unknown model %r (known: %s)" % (name, ", ".join(NAMES)))
-    return _BUILDERS[name]()
+    """A freshly initialised (built) Keras model by docs/models.md name."""
+    return builder(_BUILDERS, name)()
 
 
 def param_count(model):

@@ -102,40 +102,22 @@ def _precision(spec, kind):
     return precision == "fp16"
 
 
-def _real_arrays(spec):
-    """The model's real data set as (inputs, labels) numpy arrays (images NHWC)."""
-    import datasets
-
-    name, data_dir = spec["model"], spec["data_dir"]
-    kind = datasets.dataset_for(name)
-    if kind == "mnist":
-        n, pixels, labels = datasets.read_mnist(data_dir)
-        x = np.frombuffer(pixels, dtype=np.uint8).reshape(n, 784)
-        return x.astype(np.float32) / 255.0, np.frombuffer(labels, np.uint8).astype(np.int32)
-    if kind == "cifar10":
-        n, pixels, labels = datasets.read_cifar10(data_dir)
-        x = np.frombuffer(pixels, dtype=np.uint8).reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)
-        x = np.ascontiguousarray(x, dtype=np.float32) / 255.0
-        return x, np.frombuffer(labels, np.uint8).astype(np.int32)
-    if kind == "ptb":
-        seq = tf_models.SEQ_LEN
-        n, ids = datasets.ptb_windows(data_dir, seq)
-        t = np.asarray(ids, dtype=np.int32)
-        return t[:n * seq].reshape(n, seq), t[1:n * seq + 1].reshape(n, seq)
-    raise proto.Unsupported(datasets.NO_REAL_DATA % name)
-
-
 def _real_batches(spec, batch):
+    """Batches of the model's real data set as tensors (images NHWC)."""
     import datasets
 
-    x, y = _real_arrays(spec)
-    next_slice = datasets.batch_cycler(len(x), batch, spec["data_dir"])
-
-    def next_batch():
-        i, j = next_slice()
-        return tf.convert_to_tensor(x[i:j]), tf.convert_to_tensor(y[i:j])
-
-    return next_batch
+    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"])
+    if kind == "ptb":
+        x = np.asarray(inputs, dtype=np.int32).reshape(shape)
+        y = np.asarray(labels, dtype=np.int32).reshape(shape)
+    else:
+        x = np.frombuffer(inputs, dtype=np.uint8).reshape(shape)
+        if len(shape) == 4:
+            x = x.transpose(0, 2, 3, 1)
+        x = np.ascontiguousarray(x, dtype=np.float32) / 255.0
+        y = np.frombuffer(labels, np.uint8).astype(np.int32)
+    return datasets.batches(x, y, batch, spec["data_dir"], lambda xb, yb: (
+        tf.convert_to_tensor(xb), tf.convert_to_tensor(yb)))
 
 
 def _batches(spec, strategy, world, device):

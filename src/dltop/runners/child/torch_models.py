@@ -1,15 +1,16 @@
-"""The seven benchmark models of MODELS.md in PyTorch, with inputs, loss and FLOPs.
+"""The seven benchmark models of docs/models.md in PyTorch, with inputs, loss and FLOPs.
 
 Valid Python 3.6 (child side). Layer shapes and parameter counts follow
-MODELS.md exactly; tests assert the counts.
+docs/models.md exactly; tests assert the counts. Names, sizes, input shapes
+and classes come from ``model_catalog``, shared with the other frameworks.
 """
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from model_catalog import NUM_CLASSES, VOCAB, builder, builders, input_shapes
 
-VOCAB = 10000
-SEQ_LEN = 32
+INPUT_SHAPES = input_shapes()
 
 
 def _fcn(sizes):
@@ -147,30 +148,13 @@ class LSTMModel(nn.Module):
         return self.out(y)
 
 
-_BUILDERS = {
-    "fcn-s": lambda: _fcn([26752, 2048, 2048, 2048, 2048, 26752]),
-    "fcn-r": lambda: _fcn([784, 2048, 4096, 1024, 10]),
-    "alexnet-s": _alexnet_s,
-    "alexnet-r": _alexnet_r,
-    "resnet-50": ResNet50,
-    "resnet-56": ResNet56,
-    "lstm": LSTMModel,
-}
-
-INPUT_SHAPES = {
-    "fcn-s": (26752,), "fcn-r": (784,), "alexnet-s": (3, 224, 224), "alexnet-r": (3, 32, 32),
-    "resnet-50": (3, 224, 224), "resnet-56": (3, 32, 32), "lstm": (SEQ_LEN,),
-}
-NUM_CLASSES = {"fcn-s": 26752, "fcn-r": 10, "alexnet-s": 1000, "alexnet-r": 10,
-               "resnet-50": 1000, "resnet-56": 10, "lstm": VOCAB}
+_BUILDERS = builders(fcn=_fcn, alexnet_s=_alexnet_s, alexnet_r=_alexnet_r, resnet_50=ResNet50,
+                     resnet_56=ResNet56, lstm=LSTMModel)
 NAMES = tuple(_BUILDERS)
 
-
 def build(name):
-    """A freshly initialised model by MODELS.md name."""
-    if name not in _BUILDERS:
-        raise KeyError("unknown model %r (known: %s)" % (name, ", ".join(NAMES)))
-    return _BUILDERS[name]()
+    """A freshly initialised model by docs/models.md name."""
+    return builder(_BUILDERS, name)()
 
 
 def param_count(model):

@@ -127,41 +127,20 @@ def _precision(spec, device):
     return None, None
 
 
-def _real_tensors(spec):
-    """The model's real data set as (inputs, labels) CPU tensors."""
-    import datasets
-
-    name, data_dir = spec["model"], spec["data_dir"]
-    kind = datasets.dataset_for(name)
-    if kind == "mnist":
-        n, pixels, labels = datasets.read_mnist(data_dir)
-        x = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).reshape(n, 784)
-        return x.float().div_(255.0), torch.frombuffer(bytearray(labels),
-                                                       dtype=torch.uint8).long()
-    if kind == "cifar10":
-        n, pixels, labels = datasets.read_cifar10(data_dir)
-        x = torch.frombuffer(bytearray(pixels), dtype=torch.uint8).reshape(n, 3, 32, 32)
-        return x.float().div_(255.0), torch.frombuffer(bytearray(labels),
-                                                       dtype=torch.uint8).long()
-    if kind == "ptb":
-        seq = torch_models.SEQ_LEN
-        n, ids = datasets.ptb_windows(data_dir, seq)
-        t = torch.tensor(ids, dtype=torch.long)
-        return t[:n * seq].reshape(n, seq), t[1:n * seq + 1].reshape(n, seq)
-    raise proto.Unsupported(datasets.NO_REAL_DATA % name)
-
-
 def _real_batches(spec, device):
+    """Batches of the model's real data set as tensors on ``device``."""
     import datasets
 
-    x, y = _real_tensors(spec)
-    next_slice = datasets.batch_cycler(len(x), int(spec["per_device_batch"]), spec["data_dir"])
-
-    def next_batch():
-        i, j = next_slice()
-        return x[i:j].to(device, non_blocking=True), y[i:j].to(device)
-
-    return next_batch
+    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"])
+    if kind == "ptb":
+        x = torch.tensor(inputs, dtype=torch.long).reshape(shape)
+        y = torch.tensor(labels, dtype=torch.long).reshape(shape)
+    else:
+        x = torch.frombuffer(bytearray(inputs), dtype=torch.uint8).reshape(shape)
+        x = x.float().div_(255.0)
+        y = torch.frombuffer(bytearray(labels), dtype=torch.uint8).long()
+    return datasets.batches(x, y, int(spec["per_device_batch"]), spec["data_dir"],
+                            lambda xb, yb: (xb.to(device, non_blocking=True), yb.to(device)))
 
 
 def _finish_workers():

@@ -1,0 +1,97 @@
+"""Field metadata of :class:`~dltop.profiles.model.JobSpec`: checks and declarations.
+
+A ``JobSpec`` field declares, in one place, everything derived from it:
+
+- ``setting(default, check)``: a profile key (``[defaults]`` or ``[[matrix]]``)
+  with its default and its check; the loader's keys, defaults and validation
+  are read off these fields.
+- ``column=True`` (or a function returning several columns): the field is
+  stored in the ``jobs`` table under its name (see ``JobSpec.columns``).
+- ``codec=(to_json, from_json)``: how a field that is not a plain ``int``,
+  ``float``, ``str`` or optional one goes to and from the runner's spec.json.
+
+A check takes the raw TOML value and returns the validated value, or raises
+:class:`ValueError` with a message; the loader prefixes the file and the key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Mapping
+from dataclasses import field
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+Check = Callable[[Any], T]
+"""Validate a raw profile value: return it normalised, or raise ValueError(message)."""
+Columns = Callable[[Any], Mapping[str, Any]]
+
+CHECK = "check"
+COLUMN = "column"
+CODEC = "codec"
+
+
+def setting(default: T, check: Check[T], *, column: bool | Columns = False) -> T:
+    """A JobSpec field that is also a profile setting with ``default``.
+
+    Args:
+        default: the value when neither the entry nor ``[defaults]`` sets it.
+        check: validates the profile's value (see the module docstring).
+        column: store the field in the ``jobs`` table under its name.
+    """
+    out: T = field(default=default, metadata={CHECK: check, COLUMN: column})
+    return out
+
+
+def integer(minimum: int) -> Check[int]:
+    """An integer (not a bool) of at least ``minimum``."""
+    def check(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError(f"expected an integer >= {minimum}, got {v!r}")
+        if v < minimum:
+            raise ValueError(f"expected an integer >= {minimum}, got {v}")
+        return v
+    return check
+
+
+def number(*, positive: bool) -> Check[float]:
+    """A number, ``> 0`` when ``positive`` else ``>= 0``; returned as float."""
+    def check(v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise ValueError(f"expected a number, got {v!r}")
+        if (positive and v <= 0) or v < 0:
+            raise ValueError(f"expected a number {'>' if positive else '>='} 0, got {v}")
+        return float(v)
+    return check
+
+
+def one_of(valid: tuple[str, ...]) -> Check[str]:
+    """One of ``valid``; the error suggests the closest."""
+    def check(v: Any) -> str:
+        if v not in valid:
+            close = difflib.get_close_matches(str(v), valid, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise ValueError(f"unknown value {v!r}{hint} (valid: {', '.join(valid)})")
+        return str(v)
+    return check
+
+
+def string(v: Any) -> str:
+    """Any string."""
+    if not isinstance(v, str):
+        raise ValueError(f"expected a string, got {v!r}")
+    return v
+
+
+def path(v: Any) -> str:
+    """A path string (expanded later, where it is used)."""
+    if not isinstance(v, str):
+        raise ValueError("expected a path string")
+    return v
+
+
+def optional(check: Check[T]) -> Check[T | None]:
+    """``None`` (the key absent) or a value ``check`` accepts."""
+    def opt(v: Any) -> T | None:
+        return None if v is None else check(v)
+    return opt

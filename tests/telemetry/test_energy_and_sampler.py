@@ -6,7 +6,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 
+import psutil
 import pytest
 
 from dltop.errors import UserError
@@ -63,7 +65,7 @@ def test_contamination_and_own_memory() -> None:
     assert clean.summary(None).contaminated is False
 
 
-def test_sampler_end_to_end_into_sqlite() -> None:
+def test_sampler_end_to_end_into_sqlite(wait_until: Callable[..., None]) -> None:
     db = memory_db()
     batches: list[Batch] = []
     sampler = Sampler(FakeGpuBackend(3), batches.append, gpu_hz=50, host_hz=10,
@@ -71,11 +73,14 @@ def test_sampler_end_to_end_into_sqlite() -> None:
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
     try:
         sampler.start()
-        time.sleep(0.3)
+        wait_until(lambda: sampler.ticks >= 10, 30, "ticks before the run")
         sampler.begin_run(7, child.pid, (0, 2))
-        time.sleep(0.8)
+        begun = sampler.ticks
+        # Ticks, not seconds: a loaded machine slows the sampler without breaking it.
+        wait_until(lambda: sampler.ticks >= begun + 40, 60, "40 ticks of the run")
         summary = sampler.end_run(7, samples=100)
-        time.sleep(0.3)
+        ended = sampler.ticks
+        wait_until(lambda: sampler.ticks >= ended + 10, 30, "ticks after the run")
         sampler.stop()
     finally:
         child.kill()
@@ -137,14 +142,17 @@ def test_fake_gpus_env(monkeypatch: pytest.MonkeyPatch) -> None:
         fake_gpus_from_env()
 
 
-def test_packed_runs_get_only_their_gpus_and_their_own_host_rows() -> None:
+def test_packed_runs_get_only_their_gpus_and_their_own_host_rows(
+        wait_until: Callable[..., None]) -> None:
     batches: list[Batch] = []
     sampler = Sampler(FakeGpuBackend(4), batches.append, gpu_hz=10, host_hz=10)
     a = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(5)"])
     b = subprocess.Popen([sys.executable, "-c", "x = bytearray(50_000_000); "
                           "import time; time.sleep(5)"])
     try:
-        time.sleep(0.5)  # b has allocated
+        # b has allocated once its RSS passes the 50 MB it asked for
+        wait_until(lambda: psutil.Process(b.pid).memory_info().rss > 50_000_000, 30,
+                   "the allocation")
         sampler.begin_run(1, a.pid, (0, 1))
         sampler.begin_run(2, b.pid, (2,))
         for _ in range(5):

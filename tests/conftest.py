@@ -35,6 +35,19 @@ def live_in_group(pgid: int) -> list[int]:
     return out
 
 
+@pytest.fixture(autouse=True)
+def private_lock_dir(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test leases devices in its own lock directory (engines it starts inherit it).
+
+    Tests run beside each other and beside real engines on this host; with the shared
+    ``/tmp/dltop-locks`` they would wait for each other's devices.
+    """
+    path = str(tmp_path_factory.mktemp("locks"))
+    monkeypatch.setenv("DLTOP_LOCK_DIR", path)
+    return path
+
+
 @pytest.fixture
 def group_members() -> Callable[[int], list[int]]:
     """Returns live processes of a process group, to assert nothing outlived a run."""

@@ -330,7 +330,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
             "engine NOT running (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
             if queue.packs(c.id) else ""
-        print(f"campaign {c.id} `{c.name}`: {c.status}{packed}; {engine}; jobs: {shown}")
+        waiting = f" for devices: {c.waiting_for}" if c.status == "waiting" else ""
+        print(f"campaign {c.id} `{c.name}`: {c.status}{waiting}{packed}; {engine}; "
+              f"jobs: {shown}")
         for r in queries.current_runs(db, c.id):
             print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
                   f"{' (warm-up)' if r.done < r.warmup else ''}, started {r.started_at}")

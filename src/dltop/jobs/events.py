@@ -94,4 +94,17 @@ class CampaignFinished:
         return {"event": "campaign_finished", **asdict(self)}
 
 
-EngineEvent = CampaignStarted | RunStarted | RunProgress | RunFinished | CampaignFinished
+@dataclass(frozen=True)
+class DevicesBusy:
+    """A run waits for devices another process on the host leases (see jobs.lease)."""
+
+    campaign_id: int
+    waiting_for: str
+    """``<device> held by <holder>``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "waiting_for_devices", **asdict(self)}
+
+
+EngineEvent = (CampaignStarted | RunStarted | RunProgress | RunFinished | CampaignFinished
+               | DevicesBusy)

@@ -164,6 +164,11 @@ def _v6(db: Any) -> None:
     db["runs"].add_column("protocol_errors", int)
 
 
+def _v7(db: Any) -> None:
+    db["campaigns"].add_column("waiting_for", str)
+    db["runs"].add_column("device_lease", str)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "campaigns, jobs, runs, iterations, environment", _v1),
     Migration(2, "telemetry: gpu_samples, host_samples, per-run telemetry summary", _v2),
@@ -173,6 +178,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "cooldown by power: runs.start_power_w", _v5),
     Migration(6, "failures counted, not silent: runs.telemetry_read_errors, "
                  "runs.protocol_errors", _v6),
+    Migration(7, "host-wide device leases: campaigns.waiting_for (a waiting engine says for "
+                 "what), runs.device_lease (held, or why none could be taken)", _v7),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

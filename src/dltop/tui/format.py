@@ -11,7 +11,7 @@ STATUS_STYLE = {
     "queued": "dim", "running": "bold cyan", "ok": "green", "oom": "magenta",
     "unsupported": "yellow", "diverged": "red", "timeout": "red", "crashed": "bold red",
     "cancelled": "dim yellow", "unsatisfiable": "dim magenta", "removed": "dim",
-    "paused": "yellow", "finished": "green",
+    "paused": "yellow", "finished": "green", "waiting": "bold yellow",
 }
 
 

@@ -41,9 +41,11 @@ class TitleBar(Static):
             t.append(c.status, STATUS_STYLE.get(c.status, "bold"))
             if view.control == "pause" and c.status != "paused":
                 t.append(" (pausing after this run)", "yellow")
+            if c.status == "waiting" and view.waiting_for:
+                t.append(f" for devices: {view.waiting_for}", "yellow")
             if view.engine_alive:
                 t.append(f"  engine pid {view.engine_pid}")
-            elif c.status in ("queued", "running", "paused"):
+            elif c.status in ("queued", "running", "paused", "waiting"):
                 t.append("  engine NOT running", "bold red")
             done = sum(n for s, n in view.counts.items() if s not in ("queued", "running",
                                                                       "removed"))

@@ -344,7 +344,8 @@ class Engine:
         collector = IterationCollector(run_id, job, self._emit, self._store, write_later)
         held = self._leases[token]
         write_later(self._store.update_run, run_id,
-                    {"device_lease": held.unavailable or lease.LEASE_HELD})
+                    {"device_lease": lease.LEASE_HELD if held.unavailable is None
+                     else f"unavailable: {held.unavailable}"})
         ended = asyncio.Event()
         foreign = asyncio.create_task(most_sharing(alloc.cpu_affinity, alloc.gpu_indices,
                                                    ended))

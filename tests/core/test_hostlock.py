@@ -192,7 +192,7 @@ def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path,
         for name in ("a", "b"):
             procs.append(subprocess.Popen(dltop("run", profile(tmp_path, name), "--db", db,
                                                 "--headless", "--no-telemetry"), env=env,
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True))
             wait_until(lambda n=name: query(db, "select 1 from runs r join campaigns c on "  # type: ignore[misc]
                                                "c.id = r.campaign_id where c.name = ? and "
@@ -200,11 +200,12 @@ def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path,
         # Each engine scans its run's CPUs every FOREIGN_POLL_S: let a's next scan come.
         time.sleep(FOREIGN_POLL_S * 1.5)
         (tmp_path / "gate").write_text("")
-        errs = [p.communicate(timeout=120)[1] for p in procs]
+        errs = [p.communicate(timeout=120)[0] for p in procs]
     finally:
         for p in procs:
             p.kill()
     assert [p.returncode for p in procs] == [0, 0], errs
+    assert all(e.count("warning: no device lease (lock directory") == 1 for e in errs), errs
     rows = run_rows(db)
     assert len(rows) == 2 and all(r[1] == "ok" for r in rows), rows
     assert all(r[5].startswith("unavailable: lock directory") for r in rows), rows

@@ -33,6 +33,7 @@ from dltop.jobs.events import (
     CampaignStarted,
     DevicesBusy,
     EngineEvent,
+    NoDeviceLease,
     RunFinished,
     RunStarted,
 )
@@ -95,6 +96,7 @@ class Engine:
         self._wake = asyncio.Event()  # a job task ended or a stop was requested
         self._lease_dir = lease_dir  # None: lease.lock_dir()
         self._leases: dict[int, lease.DeviceLease] = {}  # allocator token -> its locks
+        self._warned_lease = False
 
     def request_stop(self) -> None:
         """Cancel the current runs and stop the queue (safe to call more than once)."""
@@ -196,6 +198,9 @@ class Engine:
             if not await lease.wait_for(held, self._stop, self._devices_busy):
                 return
             await self._write(self._store.queue.set_waiting, self._campaign_id, None)
+            if held.unavailable is not None and not self._warned_lease:
+                self._warned_lease = True
+                self._emit(NoDeviceLease(self._campaign_id, held.unavailable))
             result = await self._run_job(q, alloc, token)
             tries = 1
             while result == "crashed" and tries <= q.spec.retries and not self._stop.is_set():

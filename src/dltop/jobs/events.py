@@ -106,5 +106,16 @@ class DevicesBusy:
         return {"event": "waiting_for_devices", **asdict(self)}
 
 
+@dataclass(frozen=True)
+class NoDeviceLease:
+    """Runs go on without the host-wide lease (other engines may share their devices)."""
+
+    campaign_id: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "no_device_lease", **asdict(self)}
+
+
 EngineEvent = (CampaignStarted | RunStarted | RunProgress | RunFinished | CampaignFinished
-               | DevicesBusy)
+               | DevicesBusy | NoDeviceLease)

@@ -26,6 +26,7 @@ from dltop.jobs.events import (
     CampaignStarted,
     DevicesBusy,
     EngineEvent,
+    NoDeviceLease,
     RunFinished,
     RunProgress,
     RunStarted,
@@ -96,6 +97,9 @@ class HeadlessProgress:
         elif isinstance(event, DevicesBusy):
             self.console.print(f"campaign {event.campaign_id} waiting for devices: "
                                f"{event.waiting_for}", markup=False)
+        elif isinstance(event, NoDeviceLease):
+            self.console.print(f"warning: no device lease ({event.reason}): another engine "
+                               "may run on the same devices", markup=False)
         elif isinstance(event, CampaignFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(event.counts.items()))
             self.console.print(f"campaign {event.campaign_id} {event.status}: {counts}")

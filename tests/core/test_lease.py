@@ -167,3 +167,16 @@ def test_other_engines_runners_on_our_cpus_are_found(tmp_path: Path) -> None:
         assert pid not in sharing_runners([], [0])  # it has no GPU
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+def test_a_run_leases_its_devices_when_packing_else_the_whole_host() -> None:
+    from dltop.jobs.allocator import Allocation, DeviceAllocator
+
+    lone = DeviceAllocator(2, [0, 1, 2], pack=False)
+    packs = DeviceAllocator(2, [0, 1, 2], pack=True)
+    assert lease.run_devices(Allocation((), (0,)), lone) == (
+        "cpu-0", "cpu-1", "cpu-2", "gpu-0", "gpu-1")
+    assert lease.run_devices(Allocation((), (2,)), packs) == ("cpu-2",)
+    assert lease.run_devices(Allocation((1,), None), packs) == ("gpu-1",)
+    assert lease.run_devices(Allocation((), None, exclusive=True), packs) == (
+        "cpu-0", "cpu-1", "cpu-2")

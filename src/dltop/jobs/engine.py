@@ -213,20 +213,9 @@ class Engine:
             self._wake.set()
 
     def _lease(self, alloc: Allocation) -> lease.DeviceLease:
-        """The host-wide locks a run on ``alloc`` takes: its devices when packing.
-
-        A campaign that does not pack promises lone runs, so each run leases the
-        whole host, and no other engine's run goes beside it.
-        """
-        a = self._alloc
-        if not a.pack:
-            names = lease.device_names(range(a.gpu_count), a.cores)
-        elif alloc.cpu_affinity is None and not alloc.gpu_indices:
-            names = lease.device_names((), a.cores)  # an unpinned CPU run: every core
-        else:
-            names = lease.device_names(alloc.gpu_indices, alloc.cpu_affinity or ())
-        return lease.DeviceLease(names, {"campaign": self._campaign_id, "name": self._name,
-                                         "db": self._db_label}, self._lease_dir)
+        return lease.DeviceLease(lease.run_devices(alloc, self._alloc),
+                                 {"campaign": self._campaign_id, "name": self._name,
+                                  "db": self._db_label}, self._lease_dir)
 
     async def _devices_busy(self, what: str) -> None:
         # The campaign shows `waiting` only while none of its runs goes on.

@@ -36,6 +36,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from dltop.jobs.allocator import Allocation, DeviceAllocator
+
 LOCK_DIR_ENV = "DLTOP_LOCK_DIR"
 DEFAULT_LOCK_DIR = Path("/tmp/dltop-locks")
 LEASE_HELD = "held"
@@ -51,6 +53,19 @@ def device_names(gpu_indices: Iterable[int], cpus: Iterable[int]) -> tuple[str, 
     """Lock names of these devices, in the global order every engine takes them in."""
     return (*(f"cpu-{c}" for c in sorted(set(cpus))),
             *(f"gpu-{g}" for g in sorted(set(gpu_indices))))
+
+
+def run_devices(alloc: Allocation, allocator: DeviceAllocator) -> tuple[str, ...]:
+    """The lock names a run on ``alloc`` takes: its own devices when the engine packs.
+
+    An engine that does not pack promises lone runs, so each of its runs leases
+    the whole host and no other engine's run goes beside it.
+    """
+    if not allocator.pack:
+        return device_names(range(allocator.gpu_count), allocator.cores)
+    if alloc.cpu_affinity is None and not alloc.gpu_indices:
+        return device_names((), allocator.cores)  # an unpinned CPU run: every core
+    return device_names(alloc.gpu_indices, alloc.cpu_affinity or ())
 
 
 def _ensure_dir(path: Path) -> None:

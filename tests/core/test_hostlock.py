@@ -11,17 +11,13 @@ import os
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import psutil
 import pytest
 
-from dltop.jobs.foreign import FOREIGN_POLL_S, sharing_runners
+from dltop.jobs.foreign import FOREIGN_POLL_S
 
 pytestmark = pytest.mark.slow
 
@@ -83,34 +79,6 @@ def run_rows(db: Path) -> list[tuple[Any, ...]]:
                      "on c.id = r.campaign_id order by r.id")
 
 
-@contextmanager
-def other_runners(tmp_path: Path) -> Iterator[set[int]]:
-    """Runners of engines this test did not start (other tests on a shared host).
-
-    Such a runner on our CPU is rightly counted in ``concurrent_runs``; only without
-    one must the two engines' runs be stored as clean.
-    """
-    seen: set[int] = set()
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.wait(0.1):
-            for pid in sharing_runners(None, []):
-                try:
-                    if str(tmp_path) not in " ".join(psutil.Process(pid).cmdline()):
-                        seen.add(pid)
-                except psutil.Error:
-                    pass
-
-    t = threading.Thread(target=watch, daemon=True)
-    t.start()
-    try:
-        yield seen
-    finally:
-        done.set()
-        t.join()
-
-
 def assert_one_after_the_other(rows: list[tuple[Any, ...]], others: set[int]) -> None:
     (a, b) = sorted(rows, key=lambda r: r[2])
     assert a[1] == b[1] == "ok", rows
@@ -121,8 +89,8 @@ def assert_one_after_the_other(rows: list[tuple[Any, ...]], others: set[int]) ->
         assert a[6] == b[6] == 0, rows
 
 
-def test_a_second_detached_engine_on_the_same_database_waits(tmp_path: Path,
-                                                             wait_until: Any) -> None:
+def test_a_second_detached_engine_on_the_same_database_waits(tmp_path: Path, wait_until: Any,
+                                                             other_runners: Any) -> None:
     with other_runners(tmp_path) as others:
         same_database(tmp_path, wait_until)
         assert_one_after_the_other(run_rows(tmp_path / "d.db"), others)
@@ -150,7 +118,8 @@ def same_database(tmp_path: Path, wait_until: Any) -> None:
                "both campaigns to finish")
 
 
-def test_engines_on_two_databases_share_the_lease(tmp_path: Path, wait_until: Any) -> None:
+def test_engines_on_two_databases_share_the_lease(tmp_path: Path, wait_until: Any,
+                                                  other_runners: Any) -> None:
     with other_runners(tmp_path) as others:
         two_databases(tmp_path, wait_until)
         assert_one_after_the_other(run_rows(tmp_path / "a.db") + run_rows(tmp_path / "b.db"),

@@ -138,6 +138,11 @@ class JobSpec:
                 out[f.name] = decl(getattr(self, f.name))
         return out
 
+    @classmethod
+    def identity_fields(cls) -> tuple[str, ...]:
+        """Names of the identity fields, in declaration order."""
+        return tuple(f.name for f in fields(cls) if f.metadata[IDENTITY] is not False)
+
     @property
     def config_key(self) -> str:
         """The identity as canonical JSON (sorted keys, no spaces), shared by its repeats."""

@@ -109,3 +109,7 @@ def test_cli_bad_input_writes_nothing(db_path: Path, tmp_path: Path,
     with pytest.raises(Exception, match="unknown table 'nope'"):
         export.export_to_file(db, 1, str(out), table="nope")
     assert not out.exists()
+
+
+def test_cli_metric_choices_match_the_metrics() -> None:
+    assert tuple(cli.EXPORT_METRICS) == export.METRICS

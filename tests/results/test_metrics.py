@@ -171,3 +171,12 @@ def test_peak_values_and_unknowns() -> None:
     assert peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None
     assert peak_tflops("Intel(R) Xeon(R) CPU", "fp32") is None
     assert peak_tflops(None, "fp32") is None
+
+
+def test_docs_show_the_peak_table_the_code_uses() -> None:
+    from pathlib import Path
+
+    from dltop.results.peaks import peak_table_markdown
+
+    docs = Path(__file__).parents[2] / "docs" / "metrics.md"
+    assert peak_table_markdown() in docs.read_text()

@@ -7,9 +7,11 @@ accumulation, which is what training uses (on GeForce cards this is half the
 FP16-accumulate rate). ``tf32`` is the TF32 tensor-core rate; ``fp32`` the
 plain CUDA-core rate. A precision a GPU has no tensor-core path for is absent.
 
-Sources: NVIDIA A100 datasheet (2021), H100 datasheet (2023, SXM5 / PCIe /
-NVL), H200 datasheet (2024, SXM / NVL), L40S datasheet (2023), Ada Lovelace
-architecture whitepaper v1.1 appendix (RTX 4090), V100 datasheet (2020).
+Sources: NVIDIA A100 Tensor Core GPU architecture whitepaper (A100, SXM and
+PCIe alike); NVIDIA H100 Tensor Core GPU architecture whitepaper (H100 SXM5 and
+PCIe; H200 SXM has the same compute as H100 SXM5); H100 NVL and H200 NVL
+datasheets (their sparse figures halved); L40S datasheet (2023); Ada Lovelace
+architecture whitepaper v1.1 (RTX 4090); V100 datasheet.
 
 CPU peaks are not derivable from what dltop stores (no vector width, FMA
 units or sustained clock), so CPU runs show ``n/a``.
@@ -40,11 +42,11 @@ PEAKS: tuple[GpuPeak, ...] = (
     GpuPeak("H100 NVL", (("H100", "NVL"),), (),
             {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
     GpuPeak("H100 SXM", (("H100",),), ("PCIE", "NVL"),
-            {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+            {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
     GpuPeak("H200 NVL", (("H200", "NVL"),), (),
             {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
     GpuPeak("H200 SXM", (("H200",),), ("NVL",),
-            {"fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+            {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
     GpuPeak("A100", (("A100",),), (),
             {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
     GpuPeak("L40S", (("L40S",),), (),

@@ -1,4 +1,4 @@
-"""Command line: ``dltop run | export | runs | profiles | devices | doctor``.
+"""Command line: ``dltop run | export | compare | runs | profiles | devices | doctor``.
 
 A thin client over the headless core. Every :class:`~dltop.errors.DltopError`
 is printed as one line, without a traceback, and sets the exit status: 2 for a
@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from dltop.jobs.events import EngineEvent
 
 EXIT_FAILED_RUNS = 1
+EXIT_REGRESSION = 1
+EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
+                  "host-memory", "cpu", "tflops", "mfu"]
+"""``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
+the parser imports no results code)."""
 EXIT_INTERRUPTED = 130
 
 
@@ -105,12 +110,27 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--campaign", default="latest", metavar="ID|latest")
     exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex"],
                      help="default: the -o file's suffix (.md .csv .json .tex), else md")
-    exp.add_argument("--metric", default="time", choices=["time", "throughput"],
-                     help="time: median seconds per mini-batch; throughput: samples/s")
-    exp.add_argument("--table", default="summary", choices=["summary", "scaling"],
-                     help="summary: the paper's pivot table; scaling: time, speedup and "
-                          "efficiency against one device")
+    exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
+                     help="the pivot's cells: time (median s/iter, default), mean-time, "
+                          "throughput (samples/s), power (W), energy (J/sample), gpu-memory "
+                          "and host-memory (MiB), cpu (%%), tflops (TFLOP/s), mfu (%%)")
+    exp.add_argument("--table", default="pivot", choices=["pivot", "summary", "scaling"],
+                     help="pivot: the paper's table of one metric (default); summary: one "
+                          "row per configuration with every metric and a 95%% CI; scaling: "
+                          "time, speedup and efficiency against one device")
     exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+
+    cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
+                                         "95%% CI and a verdict")
+    db_arg(cmp)
+    cmp.add_argument("a", metavar="A", help="baseline campaign: id, name or latest")
+    cmp.add_argument("b", metavar="B", help="campaign compared with it: id, name or latest")
+    cmp.add_argument("--metric", default="time", choices=["time", "throughput"])
+    cmp.add_argument("--threshold", type=float, default=0.05,
+                     help="smallest relative change called significant (0.05 = 5%%)")
+    cmp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex"])
+    cmp.add_argument("--fail-on-regression", action="store_true",
+                     help="exit 1 when any configuration of B is significantly slower")
 
     for verb, text in (("pause", "pause a running campaign after its current run"),
                        ("resume", "resume a paused campaign"),
@@ -153,6 +173,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_run(args, list(sys.argv if argv is None else ["dltop", *argv]))
         if args.command == "export":
             return _cmd_export(args)
+        if args.command == "compare":
+            return _cmd_compare(args)
         if args.command == "runs":
             return _cmd_runs(args)
         if args.command == "profiles":
@@ -398,15 +420,37 @@ def _open_existing(db: str | None) -> Any:
 def _cmd_export(args: argparse.Namespace) -> int:
     from dltop.results import export, queries
 
+    if args.metric is not None and args.table != "pivot":
+        raise UserError(f"--metric picks the pivot table's cells; --table {args.table} "
+                        "shows its own columns (drop --metric)")
+    metric = args.metric or "time"
     db = _open_existing(args.db)
     camp = queries.resolve_campaign(db, args.campaign)
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, camp.id, args.output, fmt=fmt, table=args.table,
-                              metric=args.metric)
+                              metric=metric)
     else:
-        table = export.results_table(db, camp.id, args.table, args.metric)
+        table = export.results_table(db, camp.id, args.table, metric)
         sys.stdout.write(export.render(table, args.format or "md"))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from dltop.results import compare
+    from dltop.results.render import render
+
+    db = _open_existing(args.db)
+    a = compare.campaign_ref(db, args.a)
+    b = compare.campaign_ref(db, args.b)
+    rows = compare.compare(db, a.id, b.id, args.metric, args.threshold)
+    sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold),
+                            args.format))
+    if args.fail_on_regression and any(r.regression for r in rows):
+        slower = sum(r.regression for r in rows)
+        print(f"dltop: {slower} configuration(s) significantly slower in campaign {b.id}",
+              file=sys.stderr)
+        return EXIT_REGRESSION
     return 0
 
 

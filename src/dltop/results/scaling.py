@@ -6,7 +6,11 @@ is throughput against the group's 1-device run (``cpu:1``, ``cpus:1`` or
 ``gpu:1``), which under strong scaling (global batch fixed) equals the ratio
 of seconds per iteration, and under weak scaling counts the extra samples.
 Efficiency = speedup / N. Rows appear as runs complete; a group without its
-1-device result shows no speedup.
+1-device result shows no speedup. The time cells keep the pivot's markers
+(``*`` noisy, ``†`` packed, ``§`` contaminated); an efficiency above 100 %
+(superlinear: caches, a batch that is not the same work, a noisy baseline)
+is marked ``‡`` with a footnote, since it is more often a measurement problem
+than a result.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import sqlite_utils
 
 from dltop import catalog
 from dltop.results.aggregate import config_results, rank
+from dltop.results.metrics import markers
 from dltop.results.render import render
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
 
@@ -35,6 +40,13 @@ class ScalingRow:
     samples_per_s: float | None
     speedup: float | None
     efficiency: float | None
+    marks: str = ""
+    """The configuration's markers: ``*`` noisy, ``†`` packed, ``§`` contaminated."""
+
+    @property
+    def superlinear(self) -> bool:
+        """Efficiency above 100 %."""
+        return self.efficiency is not None and self.efficiency > 1.0 + 1e-9
 
 
 def scaling_rows(db: sqlite_utils.Database, campaign_id: int) -> list[ScalingRow]:
@@ -53,7 +65,8 @@ def scaling_rows(db: sqlite_utils.Database, campaign_id: int) -> list[ScalingRow
         speedup = r.samples_per_s / b if (b and r.samples_per_s) else None
         rows.append(ScalingRow(r.framework, r.model, r.batch_size, r.device, n, r.status,
                                r.median_s, r.samples_per_s, speedup,
-                               speedup / n if speedup is not None else None))
+                               speedup / n if speedup is not None else None,
+                               markers(r)))
     rows.sort(key=lambda x: (rank(x.model, catalog.MODELS), x.batch_size,
                              rank(x.framework, catalog.FRAMEWORKS),
                              x.device.partition(":")[0], x.n_devices))
@@ -72,6 +85,11 @@ COLUMNS = (
 )
 NOTE = ("Speedup: samples/s against the same group's 1-device run "
         "(cpu:1, cpus:1 or gpu:1); efficiency = speedup / N.")
+NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shared the host "
+              "(--pack); § a foreign process used the run's devices.")
+NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more often a "
+                    "measurement problem (a noisy or slow 1-device baseline, caches, "
+                    "different work per step) than a result; check before citing it.")
 
 
 def _row(r: ScalingRow) -> Row:
@@ -82,20 +100,30 @@ def _row(r: ScalingRow) -> Row:
 
     cells = (
         key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size), key_cell(r.device),
-        num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0), missing),
+        num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0) + r.marks, missing),
         # a row without an ok run names its status in both time columns
-        num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}",
+        num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}" + r.marks,
             missing if r.seconds_per_iter is None else ""),
         num(r.speedup, f"{r.speedup or 0.0:.2f}"),
-        num(r.efficiency, f"{r.efficiency or 0.0:.0%}"),
+        num(r.efficiency, f"{r.efficiency or 0.0:.0%}" + ("‡" if r.superlinear else "")),
     )
-    return Row(cells, {"n_devices": r.n_devices, "status": r.status})
+    extra: dict[str, object] = {"n_devices": r.n_devices, "status": r.status}
+    if r.marks:
+        extra["markers"] = r.marks
+    if r.superlinear:
+        extra["superlinear"] = True
+    return Row(cells, extra)
 
 
 def scaling_table(rows: list[ScalingRow], title: str) -> Table:
     """The scaling rows as a :class:`Table` (JSON rows keep the :class:`ScalingRow` keys)."""
+    notes = [NOTE]
+    if any(r.marks for r in rows):
+        notes.append(NOTE_MARKS)
+    if any(r.superlinear for r in rows):
+        notes.append(NOTE_SUPERLINEAR)
     return Table(title=title, columns=COLUMNS, rows=tuple(_row(r) for r in rows),
-                 notes=(NOTE,), meta={"title": title})
+                 notes=tuple(notes), meta={"title": title})
 
 
 def render_scaling(rows: list[ScalingRow], fmt: str, title: str) -> str:

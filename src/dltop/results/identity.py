@@ -29,6 +29,7 @@ from typing import Any
 import sqlite_utils
 
 from dltop.profiles.model import JobSpec, identity_key
+from dltop.results.table import Cell, Column, Role
 
 INTERPRETER = "interpreter"
 BASE = ("model", "framework", "batch_size")
@@ -153,6 +154,25 @@ class Variation:
     def texts(self, ident: Identity) -> tuple[str, ...]:
         """The varying fields' values of one configuration as displayed."""
         return tuple(fmt_value(v) for v in self.values(ident))
+
+    def group(self, ident: Identity) -> str:
+        """The varying fields' values as one canonical string (a row's grouping key)."""
+        return key({"v": list(self.values(ident))})
+
+    def cells(self, ident: Identity) -> tuple[Cell, ...]:
+        """Row-key cells of the varying fields: numbers keep their value for CSV/JSON."""
+        return tuple(Cell(fmt_value(v), v if isinstance(v, int | float)
+                          and not isinstance(v, bool) else None)
+                     for v in self.values(ident))
+
+    def columns(self) -> tuple[Column, ...]:
+        """Row-key columns of the varying fields (JSON key: the field's name)."""
+        return tuple(Column(f, header(f), Role.KEY) for f in self.fields)
+
+    def without(self, name: str) -> Variation:
+        """The same variation with ``name`` not a row key (a table that always shows it)."""
+        return Variation(tuple(f for f in self.fields if f != name), self.constant,
+                         self.per_framework)
 
     def sort_key(self, ident: Identity) -> tuple[tuple[int, float, str], ...]:
         """Orders configurations that share model, framework and batch."""

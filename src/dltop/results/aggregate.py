@@ -25,7 +25,7 @@ FAILURE_PRECEDENCE = ("oom", "unsupported", "unsatisfiable", "timeout", "diverge
                       "crashed", "cancelled", "running", "queued")
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
 
-RUN_FIELDS = ("median_s", "mean_s", "samples_per_iter", "flops_per_sample", "device_name",
+RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample", "device_name",
               "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
               "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "rss_peak_bytes",
               "host_cpu_mean_pct")
@@ -60,13 +60,17 @@ class RunRecord:
 
         A run stored without iteration rows falls back to samples per iteration
         over its mean seconds per iteration (the same ratio when every
-        iteration has the same batch).
+        iteration has the same batch), then to the run's stored summary
+        (``runs.samples_per_s``: batch over median).
         """
         seconds = sum(s for s, _ in self.iterations)
         if self.iterations and seconds > 0:
             return sum(n for _, n in self.iterations) / seconds
         mean, per_iter = self.get("mean_s"), self.get("samples_per_iter")
-        return per_iter / mean if mean and per_iter else None
+        if mean and per_iter:
+            return float(per_iter) / float(mean)
+        stored = self.get("samples_per_s")
+        return None if stored is None else float(stored)
 
 
 @dataclass(frozen=True)

@@ -1,26 +1,32 @@
 """Per-configuration results over repeats (the cells of the paper's tables).
 
-Only the latest attempt of each job counts (a retried job's earlier attempts
-are history). A configuration's time is the median of its ok runs' medians;
-its spread is max - min of those medians; its throughput is the median of its
-ok runs' throughputs, each run's being total samples / total seconds over its
-measured (non-warm-up) iterations.
+Repeats are the jobs of one configuration identity (:mod:`dltop.results.identity`:
+every setting that can change the measurement, and the interpreter run under):
+jobs that differ in any of them are never merged. Only the latest attempt of
+each job counts (a retried job's earlier attempts are history). A
+configuration's time is the median of its ok runs' medians; its spread is max -
+min of those medians; its throughput is the median of its ok runs'
+throughputs, each run's being total samples / total seconds over its measured
+(non-warm-up) iterations.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import sqlite_utils
+
+from dltop.results import identity
 
 FAILURE_PRECEDENCE = ("oom", "unsupported", "unsatisfiable", "timeout", "diverged",
                       "crashed", "cancelled", "running", "queued")
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
 
-RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample", "device_name",
-              "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
+RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample",
+              "device_name", "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
               "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "rss_peak_bytes",
               "host_cpu_mean_pct")
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
@@ -69,7 +75,7 @@ class RunRecord:
 
 @dataclass(frozen=True)
 class ConfigResult:
-    """One configuration (framework, model, batch, device, precision) over its repeats."""
+    """One configuration (its identity: framework, model, batch, device, ...) over its repeats."""
 
     framework: str
     model: str
@@ -87,11 +93,13 @@ class ConfigResult:
     contaminated: bool = False
     """Some ok run of it saw a foreign process on its devices."""
     config_key: str = ""
-    """The identity its repeats share (``jobs.config_key``): how campaigns are paired."""
+    """Canonical JSON of :attr:`identity`, which its repeats share."""
     repeats: int = 0
     """Repeats planned (jobs of this configuration); ``n_runs < repeats`` is incomplete."""
     runs: tuple[RunRecord, ...] = ()
     """Its ok runs, in queue order."""
+    identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The flat identity (:func:`dltop.results.identity.identity_of`), interpreter included."""
 
     @property
     def incomplete(self) -> bool:
@@ -126,7 +134,7 @@ def config_results(db: sqlite_utils.Database, campaign_id: int) -> list[ConfigRe
     """Every configuration of a campaign, in queue order of first appearance."""
     run_cols = ", ".join(f"r.{c}" for c in RUN_FIELDS if c != "samples_per_iter")
     sql = f"""
-        select j.config_key, j.position, j.framework, j.model, j.batch_size, j.device,
+        select j.id as job_id, j.position, j.framework, j.model, j.batch_size, j.device,
                j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,
                r.samples_per_iter, r.concurrent_runs, r.contaminated,
                r.telemetry_simulated, {run_cols}
@@ -135,9 +143,11 @@ def config_results(db: sqlite_utils.Database, campaign_id: int) -> list[ConfigRe
         where j.campaign_id = ?
         order by j.position
     """
+    idents = identity.campaign_identities(db, campaign_id)
     groups: dict[str, list[dict[str, Any]]] = {}
     for row in db.query(sql, [campaign_id]):
-        groups.setdefault(row["config_key"], []).append(row)
+        ident = idents[row["job_id"]]
+        groups.setdefault(identity.key(ident), []).append({**row, "identity": ident})
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     iters, trees = _per_run(db, ok_ids)
     return [_combine(rows, iters, trees) for rows in groups.values()]
@@ -203,6 +213,7 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
         precision=str(first["precision"]), status=status, n_runs=len(ok),
         median_s=median, spread_s=spread, samples_per_s=thr,
         noisy=any(r.noisy for r in ok), packed=any(r.packed for r in ok),
-        contaminated=any(r.contaminated for r in ok), config_key=str(first["config_key"]),
-        repeats=len(rows), runs=tuple(ok),
+        contaminated=any(r.contaminated for r in ok),
+        config_key=identity.key(first["identity"]), repeats=len(rows), runs=tuple(ok),
+        identity=first["identity"],
     )

@@ -1,4 +1,4 @@
-"""The paper's table: model × framework × batch rows, device-configuration columns.
+"""The paper's table: model × framework × batch (× varying settings) rows, device columns.
 
 Cells hold one metric of :mod:`dltop.results.metrics` (median seconds per
 mini-batch by default, samples per second, power, energy, memory, CPU,
@@ -7,17 +7,22 @@ why (``OOM``, ``n/a: no GPU``, ``simulated``, ``timeout``, ...). The table is a
 :class:`~dltop.results.table.Table`; :mod:`dltop.results.render` draws it as
 Markdown, CSV, JSON or LaTeX. :func:`export_to_file` is the one way to write
 any results table to a file (the CLI's ``export -o`` and the TUI's ``e``).
+
+Rows are keyed by model, framework, batch and every other identity field that
+varies in the campaign (:mod:`dltop.results.identity`: precision, lr, an option...),
+so two configurations never share a cell; the constant ones are a footnote.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import sqlite_utils
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import queries, scaling, summary
+from dltop.results import identity, queries, scaling, summary
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
 from dltop.results.metrics import METRICS as METRIC_SPECS
 from dltop.results.metrics import markers, value_of
@@ -96,22 +101,35 @@ def build_table(db: sqlite_utils.Database, campaign_id: int, metric: str) -> Tab
         raise UserError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
     camp = queries.resolve_campaign(db, campaign_id)
     results = config_results(db, campaign_id)
+    var = identity.variation(r.identity for r in results)
     devices = sorted({r.device for r in results}, key=device_key)
-    by_row: dict[tuple[str, str, int], dict[str, ConfigResult]] = {}
+    by_row: dict[tuple[str, str, int, str], dict[str, ConfigResult]] = {}
     for r in results:
-        by_row.setdefault((r.model, r.framework, r.batch_size), {})[r.device] = r
-    keys = sorted(by_row, key=lambda k: (rank(k[0], catalog.MODELS),
-                                         rank(k[1], catalog.FRAMEWORKS), k[2], k))
+        cells = by_row.setdefault((r.model, r.framework, r.batch_size,
+                                   var.group(r.identity)), {})
+        if r.device in cells:  # cannot happen: the row key holds every varying field
+            raise RuntimeError(f"two configurations in one cell: {r.config_key}")
+        cells[r.device] = r
+
+    def order(k: tuple[str, str, int, str]) -> tuple[Any, ...]:
+        some = next(iter(by_row[k].values())).identity
+        return (rank(k[0], catalog.MODELS), rank(k[1], catalog.FRAMEWORKS), k[2],
+                var.sort_key(some), k)
+
     rows: list[Row] = []
-    for model, framework, batch in keys:
-        values = [by_row[(model, framework, batch)].get(d) for d in devices]
+    for k in sorted(by_row, key=order):
+        model, framework, batch, _ = k
+        values = [by_row[k].get(d) for d in devices]
+        some = next(iter(by_row[k].values())).identity
         rows.append(Row((key_cell(model), key_cell(framework), key_cell(batch),
+                         *var.cells(some),
                          *(None if v is None else _cell(v, metric) for v in values))))
     spec = METRIC_SPECS[metric]
     unit, unit_short = spec.title, spec.unit
     columns = (Column("model", "model", Role.KEY, latex_header="Model"),
                Column("framework", "framework", Role.KEY, latex_header="Framework"),
                Column("batch", "batch", Role.KEY, latex_header="Batch"),
+               *var.columns(),
                *(Column(d, d, Role.VALUE, unit_short) for d in devices))
     simulated = _simulated(db, campaign_id)
     notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
@@ -122,13 +140,18 @@ def build_table(db: sqlite_utils.Database, campaign_id: int, metric: str) -> Tab
         notes.append(NOTE_CONTAMINATED)
     if simulated:
         notes.append(NOTE_SIMULATED)
+    caption = var.caption()
+    if caption:
+        notes.append(caption)
     return Table(
         title=f"Campaign {camp.id} `{camp.name}` ({camp.status}, {camp.created_at}): {unit}",
-        comment=f"dltop campaign {camp.id} ({camp.name}): {unit}",
+        comment=f"dltop campaign {camp.id} ({camp.name}): {unit}"
+                + (f"; {caption}" if caption else ""),
         columns=columns, rows=tuple(rows), notes=tuple(notes), layout=Layout.PIVOT,
         meta={"campaign": {"id": camp.id, "name": camp.name, "status": camp.status,
                            "created_at": camp.created_at, "host": camp.host},
-              "metric": metric, "unit": unit, "simulated_telemetry": simulated})
+              "metric": metric, "unit": unit, "simulated_telemetry": simulated,
+              "identity": var.as_json()})
 
 
 def results_table(db: sqlite_utils.Database, campaign_id: int, table: str = "pivot",

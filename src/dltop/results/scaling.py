@@ -1,6 +1,7 @@
 """Scaling tables (Shi et al. Table 8 shape): time, speedup and efficiency per device count.
 
-Groups are (framework, model, batch, device family); the family is ``cpu``
+Groups are (framework, model, batch, every other varying identity field,
+device family; :mod:`dltop.results.identity`); the family is ``cpu``
 (threads of one process), ``cpus`` (CPU worker processes) or ``gpu``. Speedup
 is throughput against the group's 1-device run (``cpu:1``, ``cpus:1`` or
 ``gpu:1``), which under strong scaling (global batch fixed) equals the ratio
@@ -15,11 +16,14 @@ than a result.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlite_utils
 
 from dltop import catalog
+from dltop.results import identity
 from dltop.results.aggregate import config_results, rank
 from dltop.results.metrics import markers
 from dltop.results.render import render
@@ -42,6 +46,8 @@ class ScalingRow:
     efficiency: float | None
     marks: str = ""
     """The configuration's markers: ``*`` noisy, ``†`` packed, ``§`` contaminated."""
+    identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The configuration's flat identity (:mod:`dltop.results.identity`)."""
 
     @property
     def superlinear(self) -> bool:
@@ -52,24 +58,27 @@ class ScalingRow:
 def scaling_rows(db: sqlite_utils.Database, campaign_id: int) -> list[ScalingRow]:
     """Every configuration with its speedup and efficiency against one device."""
     results = config_results(db, campaign_id)
-    base: dict[tuple[str, str, int, str], float] = {}
+    var = identity.variation(r.identity for r in results)
+    base: dict[tuple[str, str, int, str, str], float] = {}
     for r in results:
         family, _, count = r.device.partition(":")
         if count == "1" and r.samples_per_s:
-            base[(r.framework, r.model, r.batch_size, family)] = r.samples_per_s
+            base[(r.framework, r.model, r.batch_size, var.group(r.identity), family)] = \
+                r.samples_per_s
     rows = []
     for r in results:
         family, _, n_text = r.device.partition(":")
         n = int(n_text)
-        b = base.get((r.framework, r.model, r.batch_size, family))
+        b = base.get((r.framework, r.model, r.batch_size, var.group(r.identity), family))
         speedup = r.samples_per_s / b if (b and r.samples_per_s) else None
         rows.append(ScalingRow(r.framework, r.model, r.batch_size, r.device, n, r.status,
                                r.median_s, r.samples_per_s, speedup,
                                speedup / n if speedup is not None else None,
-                               markers(r)))
+                               markers(r), r.identity))
     rows.sort(key=lambda x: (rank(x.model, catalog.MODELS), x.batch_size,
                              rank(x.framework, catalog.FRAMEWORKS),
-                             x.device.partition(":")[0], x.n_devices))
+                             var.sort_key(x.identity), x.device.partition(":")[0],
+                             x.n_devices))
     return rows
 
 
@@ -92,14 +101,15 @@ NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more oft
                     "different work per step) than a result; check before citing it.")
 
 
-def _row(r: ScalingRow) -> Row:
+def _row(r: ScalingRow, var: identity.Variation) -> Row:
     missing = status_label(r.status)
 
     def num(value: float | None, text: str, absent: str = "") -> Cell:
         return Cell(text if value is not None else absent, value, r.status)
 
     cells = (
-        key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size), key_cell(r.device),
+        key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size),
+        *var.cells(r.identity), key_cell(r.device),
         num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0) + r.marks, missing),
         # a row without an ok run names its status in both time columns
         num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}" + r.marks,
@@ -116,14 +126,24 @@ def _row(r: ScalingRow) -> Row:
 
 
 def scaling_table(rows: list[ScalingRow], title: str) -> Table:
-    """The scaling rows as a :class:`Table` (JSON rows keep the :class:`ScalingRow` keys)."""
+    """The scaling rows as a :class:`Table` (JSON rows keep the :class:`ScalingRow` keys).
+
+    Identity fields that vary over the rows are row keys after the batch; the
+    constant ones are a footnote.
+    """
+    var = identity.variation(r.identity for r in rows)
     notes = [NOTE]
     if any(r.marks for r in rows):
         notes.append(NOTE_MARKS)
     if any(r.superlinear for r in rows):
         notes.append(NOTE_SUPERLINEAR)
-    return Table(title=title, columns=COLUMNS, rows=tuple(_row(r) for r in rows),
-                 notes=tuple(notes), meta={"title": title})
+    caption = var.caption()
+    if caption:
+        notes.append(caption)
+    columns = (*COLUMNS[:3], *var.columns(), *COLUMNS[3:])
+    return Table(title=title, columns=columns, rows=tuple(_row(r, var) for r in rows),
+                 notes=tuple(notes), comment=title + (f"; {caption}" if caption else ""),
+                 meta={"title": title, "identity": var.as_json()})
 
 
 def render_scaling(rows: list[ScalingRow], fmt: str, title: str) -> str:

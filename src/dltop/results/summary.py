@@ -1,8 +1,10 @@
 """The summary table: one row per configuration, every metric side by side.
 
-Columns: the configuration (model, framework, batch, device, precision), the
-ok runs over the repeats planned, the median seconds per mini-batch with its
-95 % bootstrap confidence interval (:mod:`dltop.results.bootstrap`), the mean,
+Columns: the configuration (model, framework, batch, device, precision, and
+every other identity field that varies in the campaign, see
+:mod:`dltop.results.identity`; the constant ones are a footnote), the ok runs
+over the repeats planned, the median seconds per mini-batch with its 95 %
+bootstrap confidence interval (:mod:`dltop.results.bootstrap`), the mean,
 throughput, power, energy per sample, GPU memory (the run's processes and the
 device peak), peak RSS, CPU (process tree and host), achieved TFLOP/s, MFU,
 the status and the flags (noisy, packed, contaminated, simulated, incomplete).
@@ -17,7 +19,7 @@ from typing import Any
 import sqlite_utils
 
 from dltop import catalog
-from dltop.results import bootstrap, queries
+from dltop.results import bootstrap, identity, queries
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
 from dltop.results.metrics import Metric, metric, value_of
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
@@ -55,9 +57,11 @@ def _col(m: Metric, key: str | None = None) -> Column:
     return Column(key or m.name, m.header, Role.VALUE, m.unit)
 
 
-def columns() -> tuple[Column, ...]:
-    """Key columns, then runs, time with its CI, the other metrics, status and flags."""
-    cols = [*KEYS, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
+def columns(var: identity.Variation | None = None) -> tuple[Column, ...]:
+    """Key columns (``var``'s varying fields after precision), then runs, time with its
+    CI, the other metrics, status and flags."""
+    extra = var.without("precision").columns() if var else ()
+    cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
     cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
              Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
     cols += [_col(metric(name)) for name in VALUE_METRICS[1:]]
@@ -84,13 +88,13 @@ def ci(res: ConfigResult) -> tuple[float, float] | None:
     return bootstrap.median_ci(runs)
 
 
-def _row(res: ConfigResult) -> Row:
+def _row(res: ConfigResult, var: identity.Variation) -> Row:
     reasons: dict[str, str] = {}
     cells: list[Cell | None] = [
         key_cell(res.model), key_cell(res.framework), key_cell(res.batch_size),
-        key_cell(res.device), key_cell(res.precision),
+        key_cell(res.device), key_cell(res.precision), *var.cells(res.identity),
         Cell(f"{res.n_runs}/{res.repeats}", res.n_runs, res.status)]
-    extra: dict[str, Any] = {"repeats": res.repeats, "config_key": res.config_key}
+    extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity)}
     simulated: dict[str, float] = {}
     for i, name in enumerate(VALUE_METRICS):
         m = metric(name)
@@ -123,15 +127,22 @@ def summary_table(db: sqlite_utils.Database, campaign_id: int) -> Table:
         UserError: no such campaign.
     """
     camp = queries.resolve_campaign(db, campaign_id)
-    results = sorted(config_results(db, campaign_id), key=lambda r: (
+    results = config_results(db, campaign_id)
+    var = identity.variation(r.identity for r in results)
+    results.sort(key=lambda r: (
         rank(r.model, catalog.MODELS), rank(r.framework, catalog.FRAMEWORKS), r.batch_size,
-        device_key(r.device), r.precision, r.config_key))
+        device_key(r.device), r.precision, var.sort_key(r.identity), r.config_key))
+    row_var = var.without("precision")
+    caption = var.caption()
     return Table(
         title=f"Campaign {camp.id} `{camp.name}` ({camp.status}, {camp.created_at}): "
               "summary per configuration",
-        comment=f"dltop campaign {camp.id} ({camp.name}): summary per configuration",
-        columns=columns(), rows=tuple(_row(r) for r in results), notes=NOTES,
+        comment=f"dltop campaign {camp.id} ({camp.name}): summary per configuration"
+                + (f"; {caption}" if caption else ""),
+        columns=columns(var), rows=tuple(_row(r, row_var) for r in results),
+        notes=(*NOTES, caption) if caption else NOTES,
         meta={"campaign": {"id": camp.id, "name": camp.name, "status": camp.status,
                            "created_at": camp.created_at, "host": camp.host},
               "table": "summary",
-              "units": {c.key: c.unit for c in columns() if c.unit}})
+              "units": {c.key: c.unit for c in columns() if c.unit},
+              "identity": var.as_json()})

@@ -23,6 +23,7 @@ the parts we use: an ordered list, each step transactional with its record.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from typing import Any
 
 import sqlite_utils
 
+from dltop.profiles.model import JobSpec
 from dltop.store.tx import transaction
 
 TABLE = "schema_migrations"
@@ -164,6 +166,19 @@ def _v6(db: Any) -> None:
     db["runs"].add_column("protocol_errors", int)
 
 
+def _v7(db: Any) -> None:
+    # Recomputed with today's JobSpec: results read identity from spec_json anyway
+    # (dltop.results.identity), so this keeps the stored column truthful for SQL users.
+    updates = []
+    for row in db.query("select id, spec_json from jobs"):
+        try:
+            key = JobSpec.from_json_dict(json.loads(row["spec_json"])).config_key
+        except (KeyError, TypeError, ValueError):
+            continue  # an unreadable spec keeps its old key rather than failing the open
+        updates.append((key, row["id"]))
+    db.conn.executemany("update jobs set config_key = ? where id = ?", updates)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "campaigns, jobs, runs, iterations, environment", _v1),
     Migration(2, "telemetry: gpu_samples, host_samples, per-run telemetry summary", _v2),
@@ -173,6 +188,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "cooldown by power: runs.start_power_w", _v5),
     Migration(6, "failures counted, not silent: runs.telemetry_read_errors, "
                  "runs.protocol_errors", _v6),
+    Migration(7, "jobs.config_key: the configuration's full identity (lr, momentum, seed, "
+                 "options, ...), recomputed from spec_json", _v7),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -284,7 +284,7 @@ def _print_json(event: EngineEvent) -> None:
 
 # pause / resume / cancel -----------------------------------------------------------
 def _cmd_control(args: argparse.Namespace) -> int:
-    from dltop.jobs.resume import engine_alive
+    from dltop.procs import engine_alive
     from dltop.store import Store
 
     store = Store(_open_existing(args.db))
@@ -306,7 +306,7 @@ def _cmd_control(args: argparse.Namespace) -> int:
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from dltop.jobs.resume import engine_alive
+    from dltop.procs import engine_alive
     from dltop.results import queries
     from dltop.store import Store
 

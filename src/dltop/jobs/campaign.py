@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dltop.errors import UserError
-from dltop.jobs.engine import QueuedJob
 from dltop.jobs.environment import core_order
-from dltop.jobs.supervisor import process_start_time
+from dltop.jobs.queued import QueuedJob
+from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import registry
 from dltop.store.writer import Store

@@ -18,7 +18,6 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
@@ -33,7 +32,9 @@ from dltop.jobs.events import (
     RunFinished,
     RunStarted,
 )
-from dltop.jobs.supervisor import ChildOutcome, process_start_time, supervise
+from dltop.jobs.queued import QueuedJob
+from dltop.jobs.supervisor import ChildOutcome, supervise
+from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.runners import registry
@@ -46,15 +47,6 @@ T = TypeVar("T")
 FAILURE_STATUSES = frozenset({"crashed", "timeout", "diverged"})
 CONTROL_POLL_S = 0.5
 """How often the engine reads pause/resume/cancel requests from the database."""
-
-
-@dataclass(frozen=True)
-class QueuedJob:
-    """A job row waiting to run."""
-
-    job_id: int
-    position: int
-    spec: JobSpec
 
 
 class Engine:

@@ -1,6 +1,7 @@
 """Start one runner child, read its events, enforce its deadline, classify the end.
 
-The only place dltop starts or kills child processes. Each child runs in a new
+The only place dltop starts or kills runner children (:mod:`dltop.jobs.launch`
+starts the background engine). Each child runs in a new
 session (so its own process group, and no controlling terminal: a closed SSH
 connection or Ctrl-C in the terminal never reaches it directly); every stop
 signals the whole group, TERM first, then KILL after a grace period, and the
@@ -15,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,10 +24,11 @@ from typing import Any
 
 import psutil
 
+from dltop.procs import process_start_time, read_log_tail
+
 MAX_EVENT_LINE_BYTES = 1 << 20
 """Longer event lines are discarded and counted as protocol errors."""
 TERM_GRACE_S = 5.0
-LOG_TAIL_BYTES = 4000
 
 _ERROR_STATUS = {"oom": "oom", "unsupported": "unsupported", "diverged": "diverged",
                  "crash": "crashed"}
@@ -63,14 +64,6 @@ def kill_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def process_start_time(pid: int) -> float | None:
-    """The process's start time (seconds since the epoch), or None if it is gone."""
-    try:
-        return float(psutil.Process(pid).create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-
-
 def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | None) -> int:
     """Kill what is left of a runner group a dead engine started; return processes killed.
 
@@ -96,22 +89,6 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
     if members:
         kill_group(pgid, signal.SIGKILL)
     return len(members)
-
-
-def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
-    """The last ``limit`` bytes of a log, decoded leniently, starting at a line break."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            data = fh.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    if size > limit and "\n" in text:
-        text = text.split("\n", 1)[1]
-    return text
 
 
 async def supervise(
@@ -296,14 +273,3 @@ class _EventReader:
             self.done = event
         self._on_event(event)
 
-
-def spawn_detached(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """Start a dltop engine that outlives this terminal: own session, output to a log.
-
-    A closed SSH connection (SIGHUP) or Ctrl-C in the terminal never reaches it;
-    ``dltop status``/``pause``/``cancel`` steer it through the database.
-    """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import sqlite_utils
 
-from dltop.jobs import supervisor
-from dltop.jobs.resume import engine_alive
+from dltop.procs import engine_alive
+from dltop.procs import read_log_tail as _read_tail
 from dltop.results.queries import (
     CampaignRow,
     campaign_row,
@@ -108,7 +108,7 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
     """The last ``lines`` lines of a log, reading at most :data:`LOG_TAIL_BYTES`."""
     if not path:
         return ()
-    text = supervisor.read_log_tail(Path(path), LOG_TAIL_BYTES).splitlines()
+    text = _read_tail(Path(path), LOG_TAIL_BYTES).splitlines()
     return tuple(line[-500:] for line in text[-lines:])
 
 

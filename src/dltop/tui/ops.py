@@ -44,7 +44,7 @@ def ensure_engine(db_path: Path, logs_dir: Path, campaign_id: int, alive: bool) 
 
 def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
     """Start an engine for every unfinished campaign whose engine is gone."""
-    from dltop.jobs.resume import engine_alive
+    from dltop.procs import engine_alive
 
     out = []
     for c in _store(db_path).queue.open_campaigns():

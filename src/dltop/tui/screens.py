@@ -21,7 +21,7 @@ from dltop.tui.keybar import KeyBar
 from dltop.tui.queue import QueueHeader, QueueTable
 from dltop.tui.runpanel import RunPanel
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing only: the app imports this module
     from dltop.tui.app import DltopApp
 
 TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
@@ -67,10 +67,9 @@ class DltopScreen(Screen[None]):
         yield Static(id="too-small")
         with Vertical(id="body"):
             yield from self.compose_body()
-        from dltop.tui.app import DltopApp
-
+        # The running app's own keys (not an import of the app module: that was a cycle).
         yield KeyBar([*((b, False) for b in self.BINDINGS),
-                      *((b, True) for b in DltopApp.BINDINGS)], id="keys")
+                      *((b, True) for b in self.dltop.BINDINGS)], id="keys")
 
     def on_screen_resume(self) -> None:
         self.show_campaign(self.dltop.campaign_view)

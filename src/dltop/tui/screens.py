@@ -12,6 +12,14 @@ from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from dltop.catalog import (
+    ACTIVE_CAMPAIGN_STATUSES,
+    PENDING_JOB_STATUSES,
+    CampaignStatus,
+    Control,
+    JobStatus,
+    control_of,
+)
 from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
 from dltop.results.queries import CampaignRow
@@ -39,15 +47,14 @@ class TitleBar(Static):
             c = view.campaign
             t.append(f"  campaign {c.id} `{c.name}` ")
             t.append(c.status, STATUS_STYLE.get(c.status, "bold"))
-            if view.control == "pause" and c.status != "paused":
+            if control_of(view.control) is Control.PAUSE and c.status != CampaignStatus.PAUSED:
                 t.append(" (pausing after this run)", "yellow")
             if view.engine_alive:
                 t.append(f"  engine pid {view.engine_pid}")
-            elif c.status in ("queued", "running", "paused"):
+            elif c.status in ACTIVE_CAMPAIGN_STATUSES:
                 t.append("  engine NOT running", "bold red")
-            done = sum(n for s, n in view.counts.items() if s not in ("queued", "running",
-                                                                      "removed"))
-            total = sum(n for s, n in view.counts.items() if s != "removed")
+            total = sum(n for s, n in view.counts.items() if s != JobStatus.REMOVED)
+            done = total - sum(n for s, n in view.counts.items() if s in PENDING_JOB_STATUSES)
             t.append(f"  jobs {done}/{total}")
         self.update(t)
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop import __version__
+from dltop.catalog import FAILURE_STATUSES, CampaignStatus, Control
 from dltop.errors import DltopError, UserError
 
 if TYPE_CHECKING:
@@ -132,9 +133,9 @@ def _parser() -> argparse.ArgumentParser:
     cmp.add_argument("--fail-on-regression", action="store_true",
                      help="exit 1 when any configuration of B is significantly slower")
 
-    for verb, text in (("pause", "pause a running campaign after its current run"),
-                       ("resume", "resume a paused campaign"),
-                       ("cancel", "cancel a campaign: stop its current run, drop its queue")):
+    for verb, text in ((Control.PAUSE, "pause a running campaign after its current run"),
+                       (Control.RESUME, "resume a paused campaign"),
+                       (Control.CANCEL, "cancel a campaign: stop its current run, drop its queue")):
         ctl = sub.add_parser(verb, help=text)
         db_arg(ctl)
         ctl.add_argument("--campaign", default=None, metavar="ID",
@@ -181,7 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_profiles(args)
         if args.command == "status":
             return _cmd_status(args)
-        if args.command in ("pause", "resume", "cancel"):
+        if args.command in tuple(Control):
             return _cmd_control(args)
         if args.command == "devices":
             return _cmd_devices(args)
@@ -276,11 +277,11 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
     with ctx:
         status = asyncio.run(go())
-    if status == "cancelled":
+    if status == CampaignStatus.CANCELLED:
         print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in {db_path}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    if any(engine.counts.get(s, 0) for s in ("crashed", "timeout", "diverged")):
+    if any(engine.counts.get(s, 0) for s in FAILURE_STATUSES):
         return EXIT_FAILED_RUNS
     return 0
 
@@ -306,7 +307,7 @@ def _print_json(event: EngineEvent) -> None:
 
 # pause / resume / cancel -----------------------------------------------------------
 def _cmd_control(args: argparse.Namespace) -> int:
-    from dltop.jobs.resume import engine_alive
+    from dltop.procs import engine_alive
     from dltop.store import Store
 
     store = Store(_open_existing(args.db))
@@ -320,15 +321,14 @@ def _cmd_control(args: argparse.Namespace) -> int:
     if not engine_alive(camp.engine_pid, camp.engine_start_time):
         raise UserError(f"campaign {camp.id} has no running engine (it died or was killed); "
                         "continue it with 'dltop run --resume'")
-    control = {"pause": "pause", "resume": "run", "cancel": "cancel"}[args.command]
-    store.set_control(camp.id, control)
+    store.set_control(camp.id, Control(args.command))
     print(f"campaign {camp.id} ({camp.name}): {args.command} requested; the engine (pid "
           f"{camp.engine_pid}) acts on it within a second")
     return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from dltop.jobs.resume import engine_alive
+    from dltop.procs import engine_alive
     from dltop.results import queries
     from dltop.store import Store
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
+from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES
 from dltop.profiles.model import DeviceSpec, JobSpec
 from dltop.store.rows import utc_now
 from dltop.store.tx import transaction
@@ -32,11 +33,6 @@ class OpenCampaign:
     engine_start_time: float | None
     waiting_for: str | None = None
     """While ``status`` is ``waiting``: the device it waits for and who holds it."""
-
-
-OPEN_STATUSES = ("queued", "running", "paused", "waiting")
-"""Campaign statuses of a campaign that is not finished (``waiting``: for devices
-another engine on the host holds, see :mod:`dltop.jobs.lease`)."""
 
 
 @dataclass(frozen=True)
@@ -59,11 +55,12 @@ class Queue:
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
         """Campaigns still ``queued``, ``running``, ``paused`` or ``waiting``, oldest first."""
-        marks = ", ".join("?" * len(OPEN_STATUSES))
+        open_ = sorted(ACTIVE_CAMPAIGN_STATUSES)
+        marks = ", ".join("?" * len(open_))
         return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
                              r["engine_start_time"], r.get("waiting_for"))
                 for r in self._db.query(f"select * from campaigns where status in ({marks}) "
-                                        "order by id", OPEN_STATUSES)]
+                                        "order by id", open_)]
 
     def running_runs(self, campaign_id: int) -> list[RunProcess]:
         """Runs of a campaign still marked ``running``."""

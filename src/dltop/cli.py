@@ -352,7 +352,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
             "engine NOT running (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
             if queue.packs(c.id) else ""
-        waiting = f" for devices: {c.waiting_for}" if c.status == "waiting" else ""
+        waiting = f" for devices: {c.waiting_for}" if c.status == CampaignStatus.WAITING else ""
         print(f"campaign {c.id} `{c.name}`: {c.status}{waiting}{packed}; {engine}; "
               f"jobs: {shown}")
         for r in queries.current_runs(db, c.id):

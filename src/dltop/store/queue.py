@@ -14,7 +14,7 @@ from typing import Any
 
 import sqlite_utils
 
-from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES
+from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, CampaignStatus
 from dltop.profiles.model import DeviceSpec, JobSpec
 from dltop.store.rows import utc_now
 from dltop.store.tx import transaction
@@ -159,13 +159,14 @@ class Queue:
         back, so a pause or the campaign's end is never overwritten.
         """
         with transaction(self._db):
+            running, waiting = CampaignStatus.RUNNING, CampaignStatus.WAITING
             if waiting_for is None:
-                self._db.execute("update campaigns set status = 'running', waiting_for = null "
-                                 "where id = ? and status = 'waiting'", [campaign_id])
+                self._db.execute("update campaigns set status = ?, waiting_for = null "
+                                 "where id = ? and status = ?", [running, campaign_id, waiting])
             else:
-                self._db.execute("update campaigns set status = 'waiting', waiting_for = ? "
-                                 "where id = ? and status in ('running', 'waiting')",
-                                 [waiting_for, campaign_id])
+                self._db.execute("update campaigns set status = ?, waiting_for = ? "
+                                 "where id = ? and status in (?, ?)",
+                                 [waiting, waiting_for, campaign_id, running, waiting])
 
     def finish_if_drained(self, campaign_id: int, status: str, finished_at: str) -> bool:
         """Close the campaign with ``status`` unless jobs were queued meanwhile; True if closed.

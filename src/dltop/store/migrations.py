@@ -164,6 +164,16 @@ def _v6(db: Any) -> None:
     db["runs"].add_column("protocol_errors", int)
 
 
+def _v7(db: Any) -> None:
+    db["iterations"].add_column("t_mono_ns", int)
+    db["iterations"].add_column("t_wall_s", float)
+    db["gpu_samples"].add_column("t_wall_s", float)
+    db["host_samples"].add_column("t_wall_s", float)
+    for name, kind in {"contamination": str, "cpu_foreign_pct": float, "window_s": float,
+                       "energy_run_j": float, "telemetry_note": str}.items():
+        db["runs"].add_column(name, kind)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "campaigns, jobs, runs, iterations, environment", _v1),
     Migration(2, "telemetry: gpu_samples, host_samples, per-run telemetry summary", _v2),
@@ -173,6 +183,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "cooldown by power: runs.start_power_w", _v5),
     Migration(6, "failures counted, not silent: runs.telemetry_read_errors, "
                  "runs.protocol_errors", _v6),
+    Migration(7, "measured window: iterations.t_mono_ns/t_wall_s, t_wall_s on telemetry rows, "
+                 "runs.contamination/cpu_foreign_pct/window_s/energy_run_j/telemetry_note",
+              _v7),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -189,8 +189,8 @@ class RunAccumulator:
         if self.cpus is not None and h.tree is not None:
             prev, self._prev_host = self._prev_host, h
             pct = foreign_cpu_pct(prev, h, self.cpus) if prev is not None else None
-            self.wants_scan = (self._start_ns is not None and pct is not None
-                               and pct > CPU_FOREIGN_THRESHOLD_PCT)
+            opened = self._start_ns is not None or self._warm_end_ns is not None
+            self.wants_scan = opened and pct is not None and pct > CPU_FOREIGN_THRESHOLD_PCT
         self._place(h)
 
     def add_suspects(self, found: dict[int, tuple[int, float]]) -> None:

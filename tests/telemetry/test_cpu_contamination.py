@@ -135,3 +135,24 @@ def test_the_runs_own_busy_loop_is_not_foreign() -> None:
     assert own_pct > 20.0
     assert t.cpu_foreign_pct is not None and t.cpu_foreign_pct < 100.0 - own_pct / 2
     assert t.contamination is None or f"pid {run.pid} " not in t.contamination
+
+
+def test_export_marks_contaminated_cells() -> None:
+    from dltop.profiles.loader import parse
+    from dltop.results.export import build_table, render
+    from dltop.store import Store, memory_db
+
+    store = Store(memory_db())
+    prof = parse('[[matrix]]\nframeworks=["torch"]\nmodels=["fcn-r"]\nbatch_sizes=[8]\n'
+                 'devices=["cpu:1", "cpu:2"]\n', "p.toml", "p")
+    cid = store.create_campaign("c", ["p.toml"], ["dltop"], "host", 1, None)
+    for job, flag in zip(store.add_jobs(cid, prof.jobs), (True, False), strict=True):
+        rid = store.start_run(job, cid, 1, "", 8)
+        store.finish_run(rid, job, "ok", {"median_s": 0.5})
+        store.telemetry.write_run_telemetry(rid, RunTelemetry(
+            contaminated=flag, contamination="cpu: 40% of CPU 0 used by other processes"
+            if flag else None))
+    md = render(build_table(store.db, cid, "time"), "md")
+    assert "| fcn-r | torch | 8 | 0.5000‡ | 0.5000 |" in md
+    assert "‡ contaminated: another process used the run's GPUs, or more than 10 %" in md
+    assert r"0.5000\textdaggerdbl{}" in render(build_table(store.db, cid, "time"), "latex")

@@ -34,6 +34,8 @@ class ConfigResult:
     noisy: bool
     packed: bool = False
     """Some run of it was measured while other runs shared the host (``--pack``)."""
+    contaminated: bool = False
+    """Some run of it saw foreign processes on its GPUs or pinned CPUs (``runs.contaminated``)."""
 
 
 def rank(value: str, order: tuple[str, ...]) -> int:
@@ -46,7 +48,7 @@ def config_results(db: sqlite_utils.Database, campaign_id: int) -> list[ConfigRe
     sql = """
         select j.config_key, j.position, j.framework, j.model, j.batch_size, j.device,
                j.precision, j.status as job_status, r.status, r.median_s, r.noisy,
-               r.samples_per_iter, r.concurrent_runs
+               r.samples_per_iter, r.concurrent_runs, r.contaminated
         from jobs j
         left join runs r on r.id = (select max(id) from runs where job_id = j.id)
         where j.campaign_id = ?
@@ -72,14 +74,15 @@ def _combine(rows: list[dict[str, object]]) -> ConfigResult:
         status, spread, thr = "ok", max(medians) - min(medians), samples / median
         noisy = any(bool(r["noisy"]) for r in ok)
         packed = any(bool(r["concurrent_runs"]) for r in ok)
+        contaminated = any(bool(r["contaminated"]) for r in ok)
     else:
         status = next((s for s in FAILURE_PRECEDENCE if s in statuses), statuses[0])
         median = spread = thr = None
-        noisy = packed = False
+        noisy = packed = contaminated = False
     return ConfigResult(
         framework=str(first["framework"]), model=str(first["model"]),
         batch_size=int(first["batch_size"]), device=str(first["device"]),  # type: ignore[call-overload]
         precision=str(first["precision"]), status=status, n_runs=len(ok),
         median_s=median, spread_s=spread, samples_per_s=thr, noisy=noisy,
-        packed=packed,
+        packed=packed, contaminated=contaminated,
     )

@@ -30,6 +30,7 @@ from dltop.results.table import (
     key_cell,
     status_label,
 )
+from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT
 
 __all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to_file",
            "format_for_path", "latex_escape", "render", "results_table"]
@@ -44,6 +45,9 @@ NOTE_CELLS = ("Cells: median over repeats of each run's median (warm-up excluded
               "available on this host; failed: the runner crashed.")
 NOTE_PACKED = ("† measured while other runs shared the host (a packed campaign, "
                "dltop run --pack): a throughput figure, not a clean single-run one.")
+NOTE_CONTAMINATED = ("‡ contaminated: another process used the run's GPUs, or more than "
+                     f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, during the measured "
+                     "window (runs.contamination says which).")
 NOTE_SIMULATED = ("Device telemetry of this campaign came from SIMULATED GPUs "
                   "(--fake-gpus): not real hardware.")
 UNITS = {"time": ("median seconds per mini-batch", "s"),
@@ -57,15 +61,20 @@ def _device_key(label: str) -> tuple[int, int, str]:
 
 
 def _cell(res: ConfigResult, metric: str) -> Cell:
-    """4 significant digits (time) or 1 decimal (throughput); ``*`` noisy, ``†`` packed."""
+    """4 significant digits (time) or 1 decimal (throughput); ``*`` noisy, ``†`` packed,
+    ``‡`` contaminated."""
     value = res.median_s if metric == "time" else res.samples_per_s
     if value is None:
         text = status_label(res.status)
     else:
         body = fmt_seconds(value) if metric == "time" else f"{value:.1f}"
-        text = body + ("*" if res.noisy else "") + ("†" if res.packed else "")
+        text = (body + ("*" if res.noisy else "") + ("†" if res.packed else "")
+                + ("‡" if res.contaminated else ""))
     return Cell(text, value, res.status, {"n_runs": res.n_runs, "spread_s": res.spread_s,
-                                          "noisy": res.noisy, "packed": res.packed})
+                                          "noisy": res.noisy, "packed": res.packed,
+                                          # only when set: clean cells read as before
+                                          **({"contaminated": True} if res.contaminated
+                                             else {})})
 
 
 def _simulated(db: sqlite_utils.Database, campaign_id: int) -> bool:
@@ -107,6 +116,8 @@ def build_table(db: sqlite_utils.Database, campaign_id: int, metric: str) -> Tab
     notes = [NOTE_CELLS]
     if any(r.packed for r in results):  # only ok results are ever packed
         notes.append(NOTE_PACKED)
+    if any(r.contaminated for r in results):
+        notes.append(NOTE_CONTAMINATED)
     if simulated:
         notes.append(NOTE_SIMULATED)
     return Table(

@@ -21,6 +21,10 @@ from contextlib import contextmanager
 import psutil
 import pytest
 
+from dltop.live.campaign import read_campaign
+from dltop.profiles.loader import parse
+from dltop.results.export import build_table, render
+from dltop.store import Store, memory_db
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT, foreign_cpu_pct
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import HostSample, RunTelemetry, TreeSample
@@ -137,11 +141,8 @@ def test_the_runs_own_busy_loop_is_not_foreign() -> None:
     assert t.contamination is None or f"pid {run.pid} " not in t.contamination
 
 
-def test_export_marks_contaminated_cells() -> None:
-    from dltop.profiles.loader import parse
-    from dltop.results.export import build_table, render
-    from dltop.store import Store, memory_db
-
+def two_configs_first_contaminated() -> tuple[Store, int]:
+    """A campaign of two finished configurations; the first one's run is contaminated."""
     store = Store(memory_db())
     prof = parse('[[matrix]]\nframeworks=["torch"]\nmodels=["fcn-r"]\nbatch_sizes=[8]\n'
                  'devices=["cpu:1", "cpu:2"]\n', "p.toml", "p")
@@ -152,7 +153,21 @@ def test_export_marks_contaminated_cells() -> None:
         store.telemetry.write_run_telemetry(rid, RunTelemetry(
             contaminated=flag, contamination="cpu: 40% of CPU 0 used by other processes"
             if flag else None))
+    return store, cid
+
+
+def test_export_marks_contaminated_cells() -> None:
+    store, cid = two_configs_first_contaminated()
     md = render(build_table(store.db, cid, "time"), "md")
     assert "| fcn-r | torch | 8 | 0.5000‡ | 0.5000 |" in md
     assert "‡ contaminated: another process used the run's GPUs, or more than 10 %" in md
     assert r"0.5000\textdaggerdbl{}" in render(build_table(store.db, cid, "time"), "latex")
+
+
+def test_tui_queue_marks_a_contaminated_run() -> None:
+    from dltop.tui.queue import _cells
+
+    store, cid = two_configs_first_contaminated()
+    view = read_campaign(store.db, cid)
+    assert view is not None
+    assert [_cells(j, "")[-1] for j in view.jobs] == ["500.0 ms/it‡", "500.0 ms/it"]

@@ -1,12 +1,18 @@
-"""The closed vocabularies that profiles and runners agree on."""
+"""The closed vocabularies that profiles, runners, the engine and the viewers agree on.
 
+Statuses, error kinds and control verbs are ``StrEnum`` classes: a member
+equals the string stored in the database (``RunStatus.OK == "ok"``), so rows
+read back as plain strings compare with them directly.
+"""
+
+from enum import StrEnum
 from typing import Final
 
 FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "command")
-"""Framework names a profile may use. ``command`` runs the user's own program.
+"""Framework names a profile may use, each with its runner (``dltop.runners``).
 
-``torch`` and ``command`` have runners so far; ``tensorflow`` and ``cntk`` are
-refused at preflight until theirs exist."""
+``command`` runs the user's own program; ``cntk`` runs in the environment that
+``dltop env setup cntk`` builds."""
 
 MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm")
 """Benchmark models of docs/models.md, in the paper's order."""
@@ -15,14 +21,106 @@ PRECISIONS: Final = ("fp32", "tf32", "fp16", "bf16")
 DATA_KINDS: Final = ("synthetic", "real")
 BATCH_SCALINGS: Final = ("global", "per-device")
 
-STATUSES: Final = (
-    "ok",
-    "oom",
-    "unsupported",
-    "diverged",
-    "timeout",
-    "crashed",
-    "cancelled",
-    "unsatisfiable",
-)
-"""Final statuses of a run. ``unsatisfiable``: the host lacks the devices the job asks for."""
+
+
+class RunStatus(StrEnum):
+    """A run's status: ``running`` while it goes, then one of the final ones."""
+
+    RUNNING = "running"
+    OK = "ok"
+    OOM = "oom"
+    UNSUPPORTED = "unsupported"
+    DIVERGED = "diverged"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    CANCELLED = "cancelled"
+    UNSATISFIABLE = "unsatisfiable"
+    """The host lacks the devices the job asks for (recorded, never run)."""
+
+
+class JobStatus(StrEnum):
+    """A job's place in the queue; once run, its latest run's final status."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    REMOVED = "removed"
+    """Taken out of the queue by the user."""
+    OK = "ok"
+    OOM = "oom"
+    UNSUPPORTED = "unsupported"
+    DIVERGED = "diverged"
+    TIMEOUT = "timeout"
+    CRASHED = "crashed"
+    CANCELLED = "cancelled"
+    UNSATISFIABLE = "unsatisfiable"
+
+
+class CampaignStatus(StrEnum):
+    """A campaign's status, as its engine records it."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    PAUSED = "paused"
+    FINISHED = "finished"
+    CANCELLED = "cancelled"
+    FAILED = "failed"
+    """The engine itself failed (the reason is stored with the campaign)."""
+
+
+class ErrorKind(StrEnum):
+    """Why a run failed, stored as ``runs.error_kind``."""
+
+    OOM = "oom"
+    UNSUPPORTED = "unsupported"
+    DIVERGED = "diverged"
+    CRASH = "crash"
+    """These four come from the runner's ``error`` event (dltop_protocol.py)."""
+    ENGINE_LOST = "engine_lost"
+    """The engine died during the run (set when the campaign is resumed)."""
+    INTERPRETER = "interpreter"
+    """The framework's interpreter could not be resolved: the run never started."""
+
+
+class Control(StrEnum):
+    """A request a client leaves in ``campaigns.control`` for the campaign's engine.
+
+    The CLI verbs and the stored values are the same words. Databases written
+    before they were stored ``run`` for resume: ``Control("run")`` is ``RESUME``.
+    """
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+
+    @classmethod
+    def _missing_(cls, value: object) -> "Control | None":
+        return cls.RESUME if value == "run" else None
+
+
+def control_of(value: str | None) -> Control | None:
+    """The request a stored ``control`` value makes: None for none, or for a word this
+    version does not know (an engine must not stop on it)."""
+    if not value:
+        return None
+    try:
+        return Control(value)
+    except ValueError:
+        return None
+
+
+FINAL_RUN_STATUSES: Final = tuple(s for s in RunStatus if s is not RunStatus.RUNNING)
+"""Statuses a run can end with."""
+FAILURE_STATUSES: Final = frozenset({RunStatus.CRASHED, RunStatus.TIMEOUT, RunStatus.DIVERGED})
+"""Runs that went wrong (``dltop run`` exits 1); ``oom``, ``unsupported`` and
+``unsatisfiable`` are expected benchmark outcomes."""
+RETRYABLE_STATUSES: Final = FAILURE_STATUSES | {RunStatus.CANCELLED}
+"""Jobs that retrying queues again."""
+ACTIVE_CAMPAIGN_STATUSES: Final = frozenset(
+    {CampaignStatus.QUEUED, CampaignStatus.RUNNING, CampaignStatus.PAUSED})
+"""Campaigns not finished: an engine runs them, or should."""
+PENDING_JOB_STATUSES: Final = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
+"""Jobs not done yet."""
+ERROR_KIND_STATUS: Final[dict[str, RunStatus]] = {
+    ErrorKind.OOM: RunStatus.OOM, ErrorKind.UNSUPPORTED: RunStatus.UNSUPPORTED,
+    ErrorKind.DIVERGED: RunStatus.DIVERGED, ErrorKind.CRASH: RunStatus.CRASHED}
+"""A runner's error kind -> its run's status (an unknown kind is a crash)."""

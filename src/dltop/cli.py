@@ -1,4 +1,4 @@
-"""Command line: ``dltop run | export | runs | profiles | devices | doctor``.
+"""Command line: ``dltop run | export | compare | runs | profiles | devices | doctor``.
 
 A thin client over the headless core. Every :class:`~dltop.errors.DltopError`
 is printed as one line, without a traceback, and sets the exit status: 2 for a
@@ -24,12 +24,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop import __version__
+from dltop.catalog import FAILURE_STATUSES, CampaignStatus, Control
 from dltop.errors import DltopError, UserError
 
 if TYPE_CHECKING:
     from dltop.jobs.events import EngineEvent
 
 EXIT_FAILED_RUNS = 1
+EXIT_REGRESSION = 1
+EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
+                  "host-memory", "cpu", "tflops", "mfu"]
+"""``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
+the parser imports no results code)."""
 EXIT_INTERRUPTED = 130
 
 
@@ -105,16 +111,31 @@ def _parser() -> argparse.ArgumentParser:
     exp.add_argument("--campaign", default="latest", metavar="ID|latest")
     exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex"],
                      help="default: the -o file's suffix (.md .csv .json .tex), else md")
-    exp.add_argument("--metric", default="time", choices=["time", "throughput"],
-                     help="time: median seconds per mini-batch; throughput: samples/s")
-    exp.add_argument("--table", default="summary", choices=["summary", "scaling"],
-                     help="summary: the paper's pivot table; scaling: time, speedup and "
-                          "efficiency against one device")
+    exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
+                     help="the pivot's cells: time (median s/iter, default), mean-time, "
+                          "throughput (samples/s), power (W), energy (J/sample), gpu-memory "
+                          "and host-memory (MiB), cpu (%%), tflops (TFLOP/s), mfu (%%)")
+    exp.add_argument("--table", default="pivot", choices=["pivot", "summary", "scaling"],
+                     help="pivot: the paper's table of one metric (default); summary: one "
+                          "row per configuration with every metric and a 95%% CI; scaling: "
+                          "time, speedup and efficiency against one device")
     exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
-    for verb, text in (("pause", "pause a running campaign after its current run"),
-                       ("resume", "resume a paused campaign"),
-                       ("cancel", "cancel a campaign: stop its current run, drop its queue")):
+    cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
+                                         "95%% CI and a verdict")
+    db_arg(cmp)
+    cmp.add_argument("a", metavar="A", help="baseline campaign: id, name or latest")
+    cmp.add_argument("b", metavar="B", help="campaign compared with it: id, name or latest")
+    cmp.add_argument("--metric", default="time", choices=["time", "throughput"])
+    cmp.add_argument("--threshold", type=float, default=0.05,
+                     help="smallest relative change called significant (0.05 = 5%%)")
+    cmp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex"])
+    cmp.add_argument("--fail-on-regression", action="store_true",
+                     help="exit 1 when any configuration of B is significantly slower")
+
+    for verb, text in ((Control.PAUSE, "pause a running campaign after its current run"),
+                       (Control.RESUME, "resume a paused campaign"),
+                       (Control.CANCEL, "cancel a campaign: stop its current run, drop its queue")):
         ctl = sub.add_parser(verb, help=text)
         db_arg(ctl)
         ctl.add_argument("--campaign", default=None, metavar="ID",
@@ -153,13 +174,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _cmd_run(args, list(sys.argv if argv is None else ["dltop", *argv]))
         if args.command == "export":
             return _cmd_export(args)
+        if args.command == "compare":
+            return _cmd_compare(args)
         if args.command == "runs":
             return _cmd_runs(args)
         if args.command == "profiles":
             return _cmd_profiles(args)
         if args.command == "status":
             return _cmd_status(args)
-        if args.command in ("pause", "resume", "cancel"):
+        if args.command in tuple(Control):
             return _cmd_control(args)
         if args.command == "devices":
             return _cmd_devices(args)
@@ -254,11 +277,11 @@ def _cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
     with ctx:
         status = asyncio.run(go())
-    if status == "cancelled":
+    if status == CampaignStatus.CANCELLED:
         print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in {db_path}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
-    if any(engine.counts.get(s, 0) for s in ("crashed", "timeout", "diverged")):
+    if any(engine.counts.get(s, 0) for s in FAILURE_STATUSES):
         return EXIT_FAILED_RUNS
     return 0
 
@@ -284,7 +307,7 @@ def _print_json(event: EngineEvent) -> None:
 
 # pause / resume / cancel -----------------------------------------------------------
 def _cmd_control(args: argparse.Namespace) -> int:
-    from dltop.jobs.resume import engine_alive
+    from dltop.procs import engine_alive
     from dltop.store import Store
 
     store = Store(_open_existing(args.db))
@@ -298,15 +321,14 @@ def _cmd_control(args: argparse.Namespace) -> int:
     if not engine_alive(camp.engine_pid, camp.engine_start_time):
         raise UserError(f"campaign {camp.id} has no running engine (it died or was killed); "
                         "continue it with 'dltop run --resume'")
-    control = {"pause": "pause", "resume": "run", "cancel": "cancel"}[args.command]
-    store.set_control(camp.id, control)
+    store.set_control(camp.id, Control(args.command))
     print(f"campaign {camp.id} ({camp.name}): {args.command} requested; the engine (pid "
           f"{camp.engine_pid}) acts on it within a second")
     return 0
 
 
 def _cmd_status(args: argparse.Namespace) -> int:
-    from dltop.jobs.resume import engine_alive
+    from dltop.procs import engine_alive
     from dltop.results import queries
     from dltop.store import Store
 
@@ -398,15 +420,37 @@ def _open_existing(db: str | None) -> Any:
 def _cmd_export(args: argparse.Namespace) -> int:
     from dltop.results import export, queries
 
+    if args.metric is not None and args.table != "pivot":
+        raise UserError(f"--metric picks the pivot table's cells; --table {args.table} "
+                        "shows its own columns (drop --metric)")
+    metric = args.metric or "time"
     db = _open_existing(args.db)
     camp = queries.resolve_campaign(db, args.campaign)
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, camp.id, args.output, fmt=fmt, table=args.table,
-                              metric=args.metric)
+                              metric=metric)
     else:
-        table = export.results_table(db, camp.id, args.table, args.metric)
+        table = export.results_table(db, camp.id, args.table, metric)
         sys.stdout.write(export.render(table, args.format or "md"))
+    return 0
+
+
+def _cmd_compare(args: argparse.Namespace) -> int:
+    from dltop.results import compare
+    from dltop.results.render import render
+
+    db = _open_existing(args.db)
+    a = compare.campaign_ref(db, args.a)
+    b = compare.campaign_ref(db, args.b)
+    rows = compare.compare(db, a.id, b.id, args.metric, args.threshold)
+    sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold),
+                            args.format))
+    if args.fail_on_regression and any(r.regression for r in rows):
+        slower = sum(r.regression for r in rows)
+        print(f"dltop: {slower} configuration(s) significantly slower in campaign {b.id}",
+              file=sys.stderr)
+        return EXIT_REGRESSION
     return 0
 
 
@@ -414,27 +458,34 @@ def _cmd_runs(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from dltop.results import queries
+    from dltop.results import identity, queries
 
     db = _open_existing(args.db)
     campaign_id = None
     if args.campaign is not None:
         campaign_id = queries.resolve_campaign(db, args.campaign).id
     rows = queries.recent_runs(db, limit=args.limit, campaign_id=campaign_id)
+    # the identity fields that tell the listed runs apart, beside the usual keys
+    idents = identity.run_identities(db, [r.run_id for r in rows])
+    var = identity.variation(idents.values())
     table = Table("run", "campaign", "started", "status", "framework", "model", "batch",
-                  "device", "rep", "median s", "samples/s", "cv", "note")
+                  "device", *var.headers, "rep", "median s", "samples/s", "cv", "note")
     for r in rows:
         table.add_row(
             str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
             r.status, r.framework,
-            r.model, str(r.batch_size), r.device, str(r.repeat + 1),
+            r.model, str(r.batch_size), r.device, *var.texts(idents[r.run_id]),
+            str(r.repeat + 1),
             f"{r.median_s:.4g}" if r.median_s is not None else "-",
             f"{r.samples_per_s:.1f}" if r.samples_per_s is not None else "-",
             f"{r.cv:.3f}" if r.cv is not None else "-",
             ("noisy " if r.noisy else "") + (r.message or ""),
         )
     # Not a terminal: a wide virtual console, so piped output is never truncated.
-    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    if rows and var.caption():
+        console.print(var.caption(), markup=False, highlight=False)
     return 0
 
 

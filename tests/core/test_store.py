@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import sqlite3
 from pathlib import Path
 
@@ -135,3 +136,30 @@ def test_a_failing_migration_leaves_no_trace_and_is_retried(
     good = Migration(bad.version, "extra", lambda d: d.table("extra").create({"x": int}))
     monkeypatch.setattr(migrations, "MIGRATIONS", (*MIGRATIONS, good))
     assert "extra" in connect(path).table_names()
+
+
+def test_migration_7_recomputes_old_config_keys_from_the_spec(tmp_path: Path) -> None:
+    from dltop.profiles.loader import parse
+    from dltop.store.rows import job_row
+
+    path = tmp_path / "old.db"
+    _old_database(path, versions=6)
+    text = ('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [8]\n'
+            'devices = ["cpu:1"]\nlr = {lr}\n')
+    jobs = [parse(text.format(lr=lr), "p.toml", "p").jobs[0] for lr in (0.01, 0.5)]
+    old = sqlite_utils.Database(path)
+    for position, job in enumerate(jobs):
+        row = job_row(1, position, "done", job)
+        # the old form, which left lr out: both jobs had one key
+        row["config_key"] = "torch|fcn-r|8|cpu:1|fp32|synthetic"
+        spec = job.to_json_dict()
+        del spec["seed"]  # an older spec without a later field takes its default
+        row["spec_json"] = json.dumps(spec)
+        old["jobs"].insert(row)
+    old["jobs"].insert({**job_row(1, 2, "done", jobs[0]), "config_key": "kept",
+                        "spec_json": "{not json"})
+    old.close()
+    db = connect(path)
+    keys = [r["config_key"] for r in db.query("select config_key from jobs order by position")]
+    assert keys == [jobs[0].config_key, jobs[1].config_key, "kept"]
+    assert keys[0] != keys[1]

@@ -159,9 +159,9 @@ def two_configs_first_contaminated() -> tuple[Store, int]:
 def test_export_marks_contaminated_cells() -> None:
     store, cid = two_configs_first_contaminated()
     md = render(build_table(store.db, cid, "time"), "md")
-    assert "| fcn-r | torch | 8 | 0.5000‡ | 0.5000 |" in md
-    assert "‡ contaminated: another process used the run's GPUs, or more than 10 %" in md
-    assert r"0.5000\textdaggerdbl{}" in render(build_table(store.db, cid, "time"), "latex")
+    assert "| fcn-r | torch | 8 | 0.5000§ | 0.5000 |" in md
+    assert "§ contaminated: a process outside the run used its GPUs, or more than 10 %" in md
+    assert r"0.5000\S{}" in render(build_table(store.db, cid, "time"), "latex")
 
 
 def test_tui_queue_marks_a_contaminated_run() -> None:
@@ -170,4 +170,4 @@ def test_tui_queue_marks_a_contaminated_run() -> None:
     store, cid = two_configs_first_contaminated()
     view = read_campaign(store.db, cid)
     assert view is not None
-    assert [_cells(j, "")[-1] for j in view.jobs] == ["500.0 ms/it‡", "500.0 ms/it"]
+    assert [_cells(j, "")[-1] for j in view.jobs] == ["500.0 ms/it§", "500.0 ms/it"]

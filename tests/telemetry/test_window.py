@@ -71,6 +71,7 @@ def test_summary_covers_the_window_only(events: dict[float, list[tuple[float, fl
     assert t.energy_run_j == pytest.approx(energy(10) - energy(0), abs=1e-9)  # 1500 J
     assert t.rss_peak_bytes == 8000  # at 8 s, not the 10 000 of the last reading
     assert t.host_cpu_mean_pct == pytest.approx(5.0)
+    assert t.tree_cpu_mean_pct == 100.0  # the scripted tree's
     assert t.gpu_util_mean_pct == 50.0 and t.telemetry_note is None
 
 

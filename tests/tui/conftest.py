@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from dltop.jobs import campaign
-from dltop.jobs.supervisor import process_start_time
+from dltop.procs import process_start_time
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend

@@ -128,7 +128,7 @@ async def test_p_pauses_then_resumes(engine_seeded: Seeded) -> None:
         assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "pause"
         await pilot.press("p")
         await settle(app, pilot)
-    assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "run"
+    assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "resume"
     assert [d.action for d in app.done] == ["pause", "resume"]
 
 

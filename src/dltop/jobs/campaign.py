@@ -16,10 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dltop.catalog import JobStatus
 from dltop.errors import UserError
-from dltop.jobs.engine import QueuedJob
 from dltop.jobs.environment import core_order
-from dltop.jobs.supervisor import process_start_time
+from dltop.jobs.queued import QueuedJob
+from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import registry
 from dltop.store.writer import Store
@@ -114,7 +115,8 @@ def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[Que
         campaign_id = store.create_campaign(plan.name, plan.profiles, argv,
                                             socket.gethostname(), os.getpid(),
                                             process_start_time(os.getpid()), pack=plan.pack)
-        statuses = ["queued" if p is None else "unsatisfiable" for p in plan.problems]
+        statuses = [JobStatus.QUEUED if p is None else JobStatus.UNSATISFIABLE
+                    for p in plan.problems]
         ids = store.add_jobs(campaign_id, plan.jobs, statuses)
         queued = []
         for pos, (job_id, job, problem) in enumerate(

@@ -18,10 +18,10 @@ import json
 import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ParamSpec, TypeVar
 
+from dltop.catalog import CampaignStatus, Control, ErrorKind, RunStatus, control_of
 from dltop.errors import DltopError
 from dltop.jobs import environment
 from dltop.jobs.allocator import Allocation, DeviceAllocator
@@ -33,7 +33,9 @@ from dltop.jobs.events import (
     RunFinished,
     RunStarted,
 )
-from dltop.jobs.supervisor import ChildOutcome, process_start_time, supervise
+from dltop.jobs.queued import QueuedJob
+from dltop.jobs.supervisor import ChildOutcome, supervise
+from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.runners import registry
@@ -43,18 +45,8 @@ from dltop.telemetry.sampler import Batch, Sampler
 P = ParamSpec("P")
 T = TypeVar("T")
 
-FAILURE_STATUSES = frozenset({"crashed", "timeout", "diverged"})
 CONTROL_POLL_S = 0.5
 """How often the engine reads pause/resume/cancel requests from the database."""
-
-
-@dataclass(frozen=True)
-class QueuedJob:
-    """A job row waiting to run."""
-
-    job_id: int
-    position: int
-    spec: JobSpec
 
 
 class Engine:
@@ -102,7 +94,8 @@ class Engine:
         if self._sampler is not None:
             self._sampler.start()
         try:
-            await self._write(self._store.set_campaign_status, self._campaign_id, "running")
+            await self._write(self._store.set_campaign_status, self._campaign_id,
+                              CampaignStatus.RUNNING)
             self._emit(CampaignStarted(self._campaign_id, self._name, len(self._jobs),
                                        self._db_label))
             watcher = asyncio.create_task(self._watch_control())
@@ -131,8 +124,8 @@ class Engine:
                 if self._stop.is_set():
                     await asyncio.gather(*tasks)
                     n = await self._write(queue.cancel_queued, cid)
-                    self.counts["cancelled"] = self.counts.get("cancelled", 0) + n
-                    status = "cancelled"
+                    self.counts[RunStatus.CANCELLED] = self.counts.get(RunStatus.CANCELLED, 0) + n
+                    status = CampaignStatus.CANCELLED
                 else:
                     started = await self._start_next(tasks)
                     if started or tasks:
@@ -142,7 +135,7 @@ class Engine:
                             tasks.discard(t)
                             t.result()  # a bug in a job task must not pass silently
                         continue
-                    status = "finished"
+                    status = CampaignStatus.FINISHED
                 if await self._write(queue.finish_if_drained, cid, status, utc_now()):
                     return status
         finally:
@@ -186,7 +179,8 @@ class Engine:
         try:
             result = await self._run_job(q, alloc, token)
             tries = 1
-            while result == "crashed" and tries <= q.spec.retries and not self._stop.is_set():
+            while (result == RunStatus.CRASHED and tries <= q.spec.retries
+                   and not self._stop.is_set()):
                 tries += 1
                 result = await self._run_job(q, alloc, token)
         finally:
@@ -200,10 +194,11 @@ class Engine:
                                           self._campaign_id)
             if cancel_id is not None and cancel_id in self._run_stops:
                 self._run_stops[cancel_id].set()
-            ctl = await self._write(self._store.queue.control, self._campaign_id)
-            if ctl == "cancel":
+            # control_of reads a legacy 'run' as RESUME; no request means run too.
+            ctl = control_of(await self._write(self._store.queue.control, self._campaign_id))
+            if ctl is Control.CANCEL:
                 self.request_stop()
-            elif ctl == "pause":
+            elif ctl is Control.PAUSE:
                 self._running.clear()
             else:
                 self._running.set()
@@ -212,9 +207,11 @@ class Engine:
     async def _wait_while_paused(self) -> None:
         if self._running.is_set() or self._stop.is_set():
             return
-        await self._write(self._store.set_campaign_status, self._campaign_id, "paused")
+        await self._write(self._store.set_campaign_status, self._campaign_id,
+                          CampaignStatus.PAUSED)
         await self._running.wait()
-        await self._write(self._store.set_campaign_status, self._campaign_id, "running")
+        await self._write(self._store.set_campaign_status, self._campaign_id,
+                          CampaignStatus.RUNNING)
 
     def _count(self, status: str) -> None:
         self.counts[status] = self.counts.get(status, 0) + 1
@@ -271,12 +268,12 @@ class Engine:
         except DltopError as exc:
             # Preflight passed, so the host or the config file changed since: this run
             # fails with the reason, the campaign goes on.
-            return await self._fail_unstarted(q, "interpreter", str(exc))
+            return await self._fail_unstarted(q, ErrorKind.INTERPRETER, str(exc))
         waited_s, start_temp, start_power = await self._cooldown(job, alloc.gpu_indices)
         if self._stop.is_set():
-            await self._write(self._store.set_job_status, q.job_id, "cancelled")
-            self._count("cancelled")
-            return "cancelled"
+            await self._write(self._store.set_job_status, q.job_id, RunStatus.CANCELLED)
+            self._count(RunStatus.CANCELLED)
+            return RunStatus.CANCELLED
         pending: list[Future[Any]] = []
 
         def write_later(fn: Callable[..., Any], *args: Any) -> None:
@@ -339,18 +336,19 @@ class Engine:
                                bool(fields.get("noisy")), outcome.message))
         return outcome.status
 
-    async def _fail_unstarted(self, q: QueuedJob, kind: str, message: str) -> str:
+    async def _fail_unstarted(self, q: QueuedJob, kind: ErrorKind, message: str) -> str:
         """Store a run of ``q`` that could not start as ``crashed`` with its reason."""
         index, total = await self._write(self._store.queue.progress, self._campaign_id)
         attempt = await self._write(self._store.queue.next_attempt, q.job_id)
         run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
                                    "", q.spec.samples_per_iter)
         self._emit(RunStarted(run_id, q.job_id, index, total, q.spec, ""))
-        await self._write(self._store.finish_run, run_id, q.job_id, "crashed",
+        await self._write(self._store.finish_run, run_id, q.job_id, RunStatus.CRASHED,
                           {"error_kind": kind, "error_message": message})
-        self._count("crashed")
-        self._emit(RunFinished(run_id, q.spec, "crashed", None, None, None, False, message))
-        return "crashed"
+        self._count(RunStatus.CRASHED)
+        self._emit(RunFinished(run_id, q.spec, RunStatus.CRASHED, None, None, None, False,
+                               message))
+        return RunStatus.CRASHED
 
     def _on_spawn(self, run_id: int, alloc: Allocation, pid: int, pgid: int,
                   log_path: str, write_later: Callable[..., None]) -> None:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dltop.errors import SetupError
-from dltop.jobs.supervisor import read_log_tail, spawn_detached
+from dltop.procs import read_log_tail
 
 STARTUP_CHECK_S = 2.0
 """An engine that exits this soon failed to start; its log says why."""
@@ -53,3 +53,15 @@ def start_engine(run_args: Sequence[str], db_path: Path, logs_dir: Path,
     except subprocess.TimeoutExpired:
         code = None
     return Launch(proc.pid, log, code, read_log_tail(log) if code is not None else "")
+
+
+def spawn_detached(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
+    """Start a dltop engine that outlives this terminal: own session, output to a log.
+
+    A closed SSH connection (SIGHUP) or Ctrl-C in the terminal never reaches it;
+    ``dltop status``/``pause``/``cancel`` steer it through the database.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)

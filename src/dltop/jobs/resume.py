@@ -5,11 +5,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import psutil
-
 from dltop.errors import UserError
-from dltop.jobs.engine import QueuedJob
-from dltop.jobs.supervisor import process_start_time, reap_orphan_group
+from dltop.jobs.queued import QueuedJob
+from dltop.jobs.supervisor import reap_orphan_group
+from dltop.procs import engine_alive, process_start_time
 from dltop.store.writer import Store
 
 
@@ -23,21 +22,6 @@ class Resumed:
     killed_processes: int
     jobs: list[QueuedJob]
     pack: bool = False
-
-
-def engine_alive(pid: int | None, start_time: float | None) -> bool:
-    """True if the recorded engine process still runs (same pid and start time)."""
-    if not pid or pid == os.getpid():
-        return False
-    now = process_start_time(pid)
-    if now is None or (start_time is not None and abs(now - start_time) >= 0.05):
-        return False
-    try:
-        # A killed engine whose parent (a viewer that started it) has not reaped
-        # it yet is a zombie: dead, though its pid and start time still match.
-        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
-    except psutil.Error:
-        return False
 
 
 def resume(store: Store, campaign_ref: int | None) -> Resumed:

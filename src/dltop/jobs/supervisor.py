@@ -1,6 +1,7 @@
 """Start one runner child, read its events, enforce its deadline, classify the end.
 
-The only place dltop starts or kills child processes. Each child runs in a new
+The only place dltop starts or kills runner children (:mod:`dltop.jobs.launch`
+starts the background engine). Each child runs in a new
 session (so its own process group, and no controlling terminal: a closed SSH
 connection or Ctrl-C in the terminal never reaches it directly); every stop
 signals the whole group, TERM first, then KILL after a grace period, and the
@@ -15,7 +16,6 @@ import contextlib
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,13 +24,12 @@ from typing import Any
 
 import psutil
 
+from dltop.catalog import ERROR_KIND_STATUS, ErrorKind, RunStatus
+from dltop.procs import process_start_time, read_log_tail
+
 MAX_EVENT_LINE_BYTES = 1 << 20
 """Longer event lines are discarded and counted as protocol errors."""
 TERM_GRACE_S = 5.0
-LOG_TAIL_BYTES = 4000
-
-_ERROR_STATUS = {"oom": "oom", "unsupported": "unsupported", "diverged": "diverged",
-                 "crash": "crashed"}
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -63,14 +62,6 @@ def kill_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def process_start_time(pid: int) -> float | None:
-    """The process's start time (seconds since the epoch), or None if it is gone."""
-    try:
-        return float(psutil.Process(pid).create_time())
-    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
-        return None
-
-
 def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | None) -> int:
     """Kill what is left of a runner group a dead engine started; return processes killed.
 
@@ -96,22 +87,6 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
     if members:
         kill_group(pgid, signal.SIGKILL)
     return len(members)
-
-
-def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
-    """The last ``limit`` bytes of a log, decoded leniently, starting at a line break."""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - limit))
-            data = fh.read()
-    except OSError:
-        return ""
-    text = data.decode("utf-8", errors="replace")
-    if size > limit and "\n" in text:
-        text = text.split("\n", 1)[1]
-    return text
 
 
 async def supervise(
@@ -150,7 +125,7 @@ async def supervise(
         )
     except OSError as exc:
         os.close(read_fd)
-        return ChildOutcome(status="crashed", exit_code=None, pid=0, pgid=0, wall_s=0.0,
+        return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,
                             message=f"cannot start runner {argv[0]}: {exc}")
     finally:
         # The child holds its own copies; ours must close so EOF means "child gone".
@@ -165,19 +140,19 @@ async def supervise(
     pump = asyncio.create_task(reader.pump(read_fd))
     waiter = asyncio.create_task(proc.wait())
     stopper = asyncio.create_task(stop.wait())
-    reason: str | None = None
+    reason: RunStatus | None = None
     try:
         done, _ = await asyncio.wait({waiter, stopper}, timeout=timeout_s,
                                      return_when=asyncio.FIRST_COMPLETED)
         if waiter not in done:
-            reason = "cancelled" if stopper in done else "timeout"
+            reason = RunStatus.CANCELLED if stopper in done else RunStatus.TIMEOUT
             await _terminate(proc, pgid)
         # Drain what the child wrote before it died; a grandchild may hold the
         # pipe open, so bound the wait.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(pump), timeout=2.0)
     except asyncio.CancelledError:
-        reason = "cancelled"
+        reason = RunStatus.CANCELLED
         await asyncio.shield(_terminate(proc, pgid))
         raise
     finally:
@@ -193,7 +168,7 @@ async def supervise(
     return ChildOutcome(
         status=status, exit_code=exit_code, pid=proc.pid, pgid=pgid, wall_s=wall_s,
         message=message, error_kind=kind, protocol_errors=reader.protocol_errors,
-        log_tail=read_log_tail(log_path) if status != "ok" else "",
+        log_tail=read_log_tail(log_path) if status != RunStatus.OK else "",
         hello=reader.hello, model=reader.model,
     )
 
@@ -207,28 +182,29 @@ async def _terminate(proc: asyncio.subprocess.Process, pgid: int) -> None:
         await proc.wait()
 
 
-def _classify(reason: str | None, exit_code: int | None, r: _EventReader,
-              timeout_s: float) -> tuple[str, str | None, str | None]:
-    if reason == "cancelled":
-        return "cancelled", None, "cancelled by the user"
-    if reason == "timeout":
-        return "timeout", None, f"no result within timeout_s = {timeout_s:g}"
+def _classify(reason: RunStatus | None, exit_code: int | None, r: _EventReader,
+              timeout_s: float) -> tuple[RunStatus, str | None, str | None]:
+    if reason == RunStatus.CANCELLED:
+        return RunStatus.CANCELLED, None, "cancelled by the user"
+    if reason == RunStatus.TIMEOUT:
+        return RunStatus.TIMEOUT, None, f"no result within timeout_s = {timeout_s:g}"
     if r.error is not None:
-        kind = str(r.error.get("kind", "crash"))
-        return _ERROR_STATUS.get(kind, "crashed"), kind, str(r.error.get("message", ""))
+        kind = str(r.error.get("kind", ErrorKind.CRASH))
+        return ERROR_KIND_STATUS.get(kind, RunStatus.CRASHED), kind, str(r.error.get("message", ""))
     if r.done is not None and exit_code == 0:
         if r.measured == 0:
-            return "crashed", None, "runner reported done without any measured iteration"
-        return "ok", None, None
+            return RunStatus.CRASHED, None, "runner reported done without any measured iteration"
+        return RunStatus.OK, None, None
     if exit_code is not None and exit_code < 0:
         try:
             name = signal.Signals(-exit_code).name
         except ValueError:
             name = str(-exit_code)
-        return "crashed", None, f"runner killed by signal {name} before finishing"
+        return RunStatus.CRASHED, None, f"runner killed by signal {name} before finishing"
     if r.done is None:
-        return "crashed", None, f"runner exited with status {exit_code} without a 'done' event"
-    return "crashed", None, f"runner reported done but exited with status {exit_code}"
+        return (RunStatus.CRASHED, None,
+                f"runner exited with status {exit_code} without a 'done' event")
+    return RunStatus.CRASHED, None, f"runner reported done but exited with status {exit_code}"
 
 
 class _EventReader:
@@ -296,14 +272,3 @@ class _EventReader:
             self.done = event
         self._on_event(event)
 
-
-def spawn_detached(argv: Sequence[str], log_path: Path) -> subprocess.Popen[bytes]:
-    """Start a dltop engine that outlives this terminal: own session, output to a log.
-
-    A closed SSH connection (SIGHUP) or Ctrl-C in the terminal never reaches it;
-    ``dltop status``/``pause``/``cancel`` steer it through the database.
-    """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
-        return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log,
-                                stderr=subprocess.STDOUT, start_new_session=True)

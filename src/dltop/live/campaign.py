@@ -9,8 +9,9 @@ from pathlib import Path
 
 import sqlite_utils
 
-from dltop.jobs import supervisor
-from dltop.jobs.resume import engine_alive
+from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, JobStatus, RunStatus
+from dltop.procs import engine_alive
+from dltop.procs import read_log_tail as _read_tail
 from dltop.results.queries import (
     CampaignRow,
     campaign_row,
@@ -103,14 +104,14 @@ class CampaignView:
     @property
     def active(self) -> bool:
         """True while the campaign's engine has work running or queued."""
-        return self.engine_alive and self.campaign.status in ("queued", "running", "paused")
+        return self.engine_alive and self.campaign.status in ACTIVE_CAMPAIGN_STATUSES
 
 
 def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
     """The last ``lines`` lines of a log, reading at most :data:`LOG_TAIL_BYTES`."""
     if not path:
         return ()
-    text = supervisor.read_log_tail(Path(path), LOG_TAIL_BYTES).splitlines()
+    text = _read_tail(Path(path), LOG_TAIL_BYTES).splitlines()
     return tuple(line[-500:] for line in text[-lines:])
 
 
@@ -124,8 +125,8 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     rows = list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
         "j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup from runs r "
-        "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status = 'running' "
-        "order by r.id desc limit 1", [campaign_id]))
+        "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status = ? "
+        "order by r.id desc limit 1", [campaign_id, RunStatus.RUNNING]))
     if not rows:
         return None
     r = rows[0]
@@ -156,8 +157,8 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
                      "order by r.id desc limit 1) as median_s, "
                      "(select r.contaminated from runs r where r.job_id = jobs.id "
                      "order by r.id desc limit 1) as contaminated from jobs where campaign_id = ? "
-                     "and status != 'removed' order by position limit ?",
-                     [campaign_id, max_jobs]))
+                     "and status != ? order by position limit ?",
+                     [campaign_id, JobStatus.REMOVED, max_jobs]))
     counts = status_counts(db, campaign_id)
     alive = engine_alive(c["engine_pid"], c["engine_start_time"])
     current = _current(db, campaign_id, log_lines)

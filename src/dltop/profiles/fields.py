@@ -9,6 +9,13 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   stored in the ``jobs`` table under its name (see ``JobSpec.columns``).
 - ``codec=(to_json, from_json)``: how a field that is not a plain ``int``,
   ``float``, ``str`` or optional one goes to and from the runner's spec.json.
+- ``identity``: whether the field is part of the configuration's identity
+  (``JobSpec.identity``, ``JobSpec.config_key``): runs whose jobs differ in an
+  identity field are different configurations, never repeats of one. ``True``,
+  ``False``, or a function giving the field's JSON value in the identity. Every
+  field must declare it (``model.py`` checks at import), so a new field cannot
+  be forgotten: settings that change what is measured say ``True``; budgets and
+  schedule (timeouts, retries, cool-down, the repeat index) say ``False``.
 
 A check takes the raw TOML value and returns the validated value, or raises
 :class:`ValueError` with a message; the loader prefixes the file and the key.
@@ -29,17 +36,24 @@ Columns = Callable[[Any], Mapping[str, Any]]
 CHECK = "check"
 COLUMN = "column"
 CODEC = "codec"
+IDENTITY = "identity"
+Identity = bool | Callable[[Any], Any]
+"""``True``/``False``, or the field's value → its JSON value in the identity."""
 
 
-def setting(default: T, check: Check[T], *, column: bool | Columns = False) -> T:
+def setting(default: T, check: Check[T], *, identity: Identity,
+            column: bool | Columns = False) -> T:
     """A JobSpec field that is also a profile setting with ``default``.
 
     Args:
         default: the value when neither the entry nor ``[defaults]`` sets it.
         check: validates the profile's value (see the module docstring).
+        identity: part of the configuration's identity (see the module docstring);
+            no default, so every setting decides.
         column: store the field in the ``jobs`` table under its name.
     """
-    out: T = field(default=default, metadata={CHECK: check, COLUMN: column})
+    out: T = field(default=default,
+                   metadata={CHECK: check, COLUMN: column, IDENTITY: identity})
     return out
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, cast, get_args, get_type_hints
 
@@ -17,6 +17,7 @@ from dltop.profiles.fields import (
     CHECK,
     CODEC,
     COLUMN,
+    IDENTITY,
     integer,
     number,
     one_of,
@@ -71,55 +72,81 @@ class JobSpec:
 
     Adding a field is one edit here (see docs/architecture.md): ``setting(...)``
     makes it a profile key with its default and check, ``column`` stores it in
-    the ``jobs`` table, and the runner's spec.json carries every field.
+    the ``jobs`` table, ``identity`` says whether it tells configurations apart,
+    and the runner's spec.json carries every field.
     """
 
-    profile: str = field(metadata={COLUMN: True})
-    framework: str = field(metadata={COLUMN: True})
-    model: str = field(metadata={COLUMN: True})
-    batch_size: int = field(metadata={COLUMN: True})
+    profile: str = field(metadata={COLUMN: True, IDENTITY: False})
+    framework: str = field(metadata={COLUMN: True, IDENTITY: True})
+    model: str = field(metadata={COLUMN: True, IDENTITY: True})
+    batch_size: int = field(metadata={COLUMN: True, IDENTITY: True})
     device: DeviceSpec = field(metadata={
         COLUMN: lambda d: {"device": d.label, "device_kind": d.kind, "device_count": d.count},
         CODEC: (lambda d: {"kind": d.kind, "count": d.count},
                 lambda j: DeviceSpec(j["kind"], int(j["count"]))),
+        IDENTITY: lambda d: d.label,
     })
-    repeat: int = field(metadata={COLUMN: True})
+    repeat: int = field(metadata={COLUMN: True, IDENTITY: False})
     """0-based repeat of the configuration (the profile key ``repeats`` counts them)."""
-    iterations: int = setting(50, integer(1), column=True)
-    """Measured iterations per run."""
-    warmup: int = setting(10, integer(0), column=True)
+    iterations: int = setting(50, integer(1), column=True, identity=True)
+    """Measured iterations per run (identity: the measured window is what a result is of)."""
+    warmup: int = setting(10, integer(0), column=True, identity=True)
     """Iterations run first and excluded from statistics."""
-    timeout_s: float = setting(900.0, number(positive=True), column=True)
+    timeout_s: float = setting(900.0, number(positive=True), column=True, identity=False)
     """Wall-clock budget of one run, start-up included."""
-    precision: str = setting("fp32", one_of(catalog.PRECISIONS), column=True)
-    data: str = setting("synthetic", one_of(catalog.DATA_KINDS), column=True)
-    data_dir: str | None = setting(None, optional(path))
-    """Required with ``data = "real"`` (the loader checks and expands it)."""
-    batch_scaling: str = setting("global", one_of(catalog.BATCH_SCALINGS), column=True)
-    lr: float = setting(0.01, number(positive=True))
-    momentum: float = setting(0.0, number(positive=False))
-    seed: int = setting(0, integer(0))
+    precision: str = setting("fp32", one_of(catalog.PRECISIONS), column=True, identity=True)
+    data: str = setting("synthetic", one_of(catalog.DATA_KINDS), column=True, identity=True)
+    data_dir: str | None = setting(None, optional(path), identity=False)
+    """Required with ``data = "real"`` (the loader checks and expands it). Not identity:
+    it says where the model's dataset lives on this host, not which dataset it is."""
+    batch_scaling: str = setting("global", one_of(catalog.BATCH_SCALINGS), column=True,
+                                 identity=True)
+    lr: float = setting(0.01, number(positive=True), identity=True)
+    momentum: float = setting(0.0, number(positive=False), identity=True)
+    seed: int = setting(0, integer(0), identity=True)
     options: tuple[tuple[str, Any], ...] = field(default=(), metadata={
         CODEC: (dict, lambda j: tuple(sorted(
             (k, tuple(v) if isinstance(v, list) else v) for k, v in j.items()))),
+        # every option key, present or later added, is identity
+        IDENTITY: lambda o: {k: list(v) if isinstance(v, tuple) else v for k, v in o},
     })
     """Runner switches (``xla``, ``inject``, a command's argv), sorted by name."""
-    retries: int = setting(0, integer(0))
+    retries: int = setting(0, integer(0), identity=False)
     """Extra attempts for a run that ends ``crashed`` (never for oom, timeout, ...)."""
-    cooldown_s: float = setting(0.0, number(positive=False))
+    cooldown_s: float = setting(0.0, number(positive=False), identity=False)
     """Longest pause before the run (fixed pause without ``cooldown_temp_c``)."""
-    cooldown_temp_c: float | None = setting(None, optional(number(positive=True)))
+    cooldown_temp_c: float | None = setting(None, optional(number(positive=True)),
+                                            identity=False)
     """GPU jobs: start once every GPU of the job is at or below this temperature."""
-    cooldown_power_w: float | None = setting(None, optional(number(positive=True)))
+    cooldown_power_w: float | None = setting(None, optional(number(positive=True)),
+                                             identity=False)
     """GPU jobs: start once every GPU of the job draws at most this power."""
+
+    def identity(self) -> dict[str, Any]:
+        """The identity fields as plain JSON values, in declaration order.
+
+        Two jobs are repeats of one configuration exactly when their identities
+        are equal. The interpreter, known only when a run starts, is added by
+        :mod:`dltop.results.identity`.
+        """
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            decl = f.metadata[IDENTITY]
+            if decl is True:
+                out[f.name] = getattr(self, f.name)
+            elif callable(decl):
+                out[f.name] = decl(getattr(self, f.name))
+        return out
+
+    @classmethod
+    def identity_fields(cls) -> tuple[str, ...]:
+        """Names of the identity fields, in declaration order."""
+        return tuple(f.name for f in fields(cls) if f.metadata[IDENTITY] is not False)
 
     @property
     def config_key(self) -> str:
-        """Identity of the configuration, shared by its repeats."""
-        return "|".join(
-            [self.framework, self.model, str(self.batch_size), self.device.label,
-             self.precision, self.data]
-        )
+        """The identity as canonical JSON (sorted keys, no spaces), shared by its repeats."""
+        return identity_key(self.identity())
 
     @property
     def per_device_batch(self) -> int:
@@ -176,6 +203,11 @@ class JobSpec:
         return cls(**kw)
 
 
+def identity_key(identity: Mapping[str, Any]) -> str:
+    """Canonical JSON of an identity: equal identities give equal strings."""
+    return json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+
+
 def _decoder(f: Field[Any], hint: Any) -> Callable[[Any], Any]:
     codec = f.metadata.get(CODEC)
     if codec:
@@ -188,6 +220,10 @@ def _decoder(f: Field[Any], hint: Any) -> Callable[[Any], Any]:
         return lambda v: None if v is None else inner(v)
     raise TypeError(f"JobSpec.{f.name}: no JSON decoder for {hint!r}; give it a codec")
 
+
+_UNDECLARED = [f.name for f in fields(JobSpec) if IDENTITY not in f.metadata]
+if _UNDECLARED:  # pragma: no cover - a programming error, caught by any import
+    raise TypeError(f"JobSpec fields {_UNDECLARED} do not declare identity (fields.IDENTITY)")
 
 _HINTS = get_type_hints(JobSpec)
 _DECODERS = {f.name: _decoder(f, _HINTS[f.name]) for f in fields(JobSpec)}

@@ -1,25 +1,81 @@
 """Per-configuration results over repeats (the cells of the paper's tables).
 
-Only the latest attempt of each job counts (a retried job's earlier attempts
-are history). A configuration's value is the median of its ok runs' medians;
-its spread is max - min of those medians.
+Repeats are the jobs of one configuration identity (:mod:`dltop.results.identity`:
+every setting that can change the measurement, and the interpreter run under):
+jobs that differ in any of them are never merged. Only the latest attempt of
+each job counts (a retried job's earlier attempts are history). A
+configuration's time is the median of its ok runs' medians; its spread is max -
+min of those medians; its throughput is the median of its ok runs'
+throughputs, each run's being total samples / total seconds over its measured
+(non-warm-up) iterations.
 """
 
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlite_utils
+
+from dltop.results import identity
 
 FAILURE_PRECEDENCE = ("oom", "unsupported", "unsatisfiable", "timeout", "diverged",
                       "crashed", "cancelled", "running", "queued")
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
 
+RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample",
+              "device_name", "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
+              "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "rss_peak_bytes",
+              "host_cpu_mean_pct", "tree_cpu_mean_pct")
+"""Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """One run (the latest attempt of a job) with what the metrics need."""
+
+    run_id: int
+    status: str
+    noisy: bool
+    packed: bool
+    contaminated: bool
+    simulated: bool
+    """Its GPU telemetry came from simulated GPUs (``--fake-gpus``)."""
+    iterations: tuple[tuple[float, int], ...]
+    """Measured (non-warm-up) iterations: (seconds, samples)."""
+    tree_cpu_mean_pct: float | None
+    """Mean CPU of the run's process tree over its host samples (100 = one core)."""
+    fields: dict[str, Any]
+    """The :data:`RUN_FIELDS` columns."""
+
+    def get(self, name: str) -> Any:
+        """A stored column of :data:`RUN_FIELDS` (``None`` when not recorded)."""
+        return self.fields.get(name)
+
+    @property
+    def samples_per_s(self) -> float | None:
+        """Total samples / total seconds over the measured iterations.
+
+        A run stored without iteration rows falls back to samples per iteration
+        over its mean seconds per iteration (the same ratio when every
+        iteration has the same batch), then to the run's stored summary
+        (``runs.samples_per_s``: batch over median).
+        """
+        seconds = sum(s for s, _ in self.iterations)
+        if self.iterations and seconds > 0:
+            return sum(n for _, n in self.iterations) / seconds
+        mean, per_iter = self.get("mean_s"), self.get("samples_per_iter")
+        if mean and per_iter:
+            return float(per_iter) / float(mean)
+        stored = self.get("samples_per_s")
+        return None if stored is None else float(stored)
+
 
 @dataclass(frozen=True)
 class ConfigResult:
-    """One configuration (framework, model, batch, device, precision) over its repeats."""
+    """One configuration (its identity: framework, model, batch, device, ...) over its repeats."""
 
     framework: str
     model: str
@@ -35,7 +91,31 @@ class ConfigResult:
     packed: bool = False
     """Some run of it was measured while other runs shared the host (``--pack``)."""
     contaminated: bool = False
-    """Some run of it saw foreign processes on its GPUs or pinned CPUs (``runs.contaminated``)."""
+    """Some ok run of it saw a foreign process on its devices."""
+    config_key: str = ""
+    """Canonical JSON of :attr:`identity`, which its repeats share."""
+    repeats: int = 0
+    """Repeats planned (jobs of this configuration); ``n_runs < repeats`` is incomplete."""
+    runs: tuple[RunRecord, ...] = ()
+    """Its ok runs, in queue order."""
+    identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The flat identity (:func:`dltop.results.identity.identity_of`), interpreter included."""
+
+    @property
+    def incomplete(self) -> bool:
+        """Fewer ok runs than repeats planned."""
+        return self.n_runs < self.repeats
+
+    @property
+    def device_count(self) -> int:
+        """Devices of the configuration (``gpu:2`` → 2)."""
+        count = self.device.partition(":")[2]
+        return int(count) if count.isdigit() else 1
+
+    @property
+    def device_kind(self) -> str:
+        """``cpu``, ``cpus`` or ``gpu``."""
+        return self.device.partition(":")[0]
 
 
 def rank(value: str, order: tuple[str, ...]) -> int:
@@ -43,46 +123,101 @@ def rank(value: str, order: tuple[str, ...]) -> int:
     return order.index(value) if value in order else len(order)
 
 
+def device_key(label: str) -> tuple[int, int, str]:
+    """Sort key of a device label: ``cpu:1 < cpu:2 < cpus:2 < gpu:1 < gpu:2``."""
+    kind, _, count = label.partition(":")
+    order = {"cpu": 0, "cpus": 1, "gpu": 2}.get(kind, 3)
+    return (order, int(count) if count.isdigit() else 0, label)
+
+
 def config_results(db: sqlite_utils.Database, campaign_id: int) -> list[ConfigResult]:
     """Every configuration of a campaign, in queue order of first appearance."""
-    sql = """
-        select j.config_key, j.position, j.framework, j.model, j.batch_size, j.device,
-               j.precision, j.status as job_status, r.status, r.median_s, r.noisy,
-               r.samples_per_iter, r.concurrent_runs, r.contaminated
+    run_cols = ", ".join(f"r.{c}" for c in RUN_FIELDS if c != "samples_per_iter")
+    sql = f"""
+        select j.id as job_id, j.position, j.framework, j.model, j.batch_size, j.device,
+               j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,
+               r.samples_per_iter, r.concurrent_runs, r.contaminated,
+               r.telemetry_simulated, {run_cols}
         from jobs j
         left join runs r on r.id = (select max(id) from runs where job_id = j.id)
         where j.campaign_id = ?
         order by j.position
     """
-    groups: dict[str, list[dict[str, object]]] = {}
+    idents = identity.campaign_identities(db, campaign_id)
+    groups: dict[str, list[dict[str, Any]]] = {}
     for row in db.query(sql, [campaign_id]):
-        groups.setdefault(row["config_key"], []).append(row)
-    return [_combine(rows) for rows in groups.values()]
+        ident = idents[row["job_id"]]
+        groups.setdefault(identity.key(ident), []).append({**row, "identity": ident})
+    ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
+    iters, trees = _per_run(db, ok_ids)
+    return [_combine(rows, iters, trees) for rows in groups.values()]
 
 
-def _combine(rows: list[dict[str, object]]) -> ConfigResult:
+def _ok(row: dict[str, Any]) -> bool:
+    return row["status"] == "ok" and row["median_s"] is not None
+
+
+def _per_run(db: sqlite_utils.Database, run_ids: list[int],
+             ) -> tuple[dict[int, list[tuple[float, int]]], dict[int, float]]:
+    """Measured iterations and mean process-tree CPU of each run."""
+    iters: dict[int, list[tuple[float, int]]] = {i: [] for i in run_ids}
+    trees: dict[int, float] = {}
+    if not run_ids:
+        return iters, trees
+    marks = ",".join("?" * len(run_ids))
+    for row in db.query(
+            "select i.run_id, i.seconds, coalesce(i.samples, r.samples_per_iter) as samples "
+            f"from iterations i join runs r on r.id = i.run_id where i.run_id in ({marks}) "
+            "and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
+            "order by i.run_id, i.idx", run_ids):
+        iters[row["run_id"]].append((float(row["seconds"]), int(row["samples"] or 0)))
+    if "host_samples" in db.table_names():
+        for row in db.query(
+                "select run_id, sum(tree_cpu_pct * n) / sum(n) as pct from host_samples "
+                f"where run_id in ({marks}) and tree_cpu_pct is not null and n > 0 "
+                "group by run_id", run_ids):
+            trees[row["run_id"]] = float(row["pct"])
+    return iters, trees
+
+
+def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
+            trees: dict[int, float]) -> RunRecord:
+    rid = int(row["run_id"])
+    return RunRecord(
+        run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
+        packed=bool(row["concurrent_runs"]), contaminated=bool(row["contaminated"]),
+        simulated=bool(row["telemetry_simulated"]), iterations=tuple(iters.get(rid, ())),
+        # the run's measured window (runs.tree_cpu_mean_pct); runs stored before it:
+        # every host sample of the run
+        tree_cpu_mean_pct=(trees.get(rid) if row["tree_cpu_mean_pct"] is None
+                           else float(row["tree_cpu_mean_pct"])),
+        fields={c: row[c] for c in RUN_FIELDS})
+
+
+def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]]],
+             trees: dict[int, float]) -> ConfigResult:
     first = rows[0]
-    ok = [r for r in rows if r["status"] == "ok" and r["median_s"] is not None]
+    ok = [_record(r, iters, trees) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]
     median: float | None
     spread: float | None
     thr: float | None
     if ok:
-        medians = [float(r["median_s"]) for r in ok]  # type: ignore[arg-type]
+        medians = [float(r.get("median_s")) for r in ok]
         median = statistics.median(medians)
-        samples = int(ok[0]["samples_per_iter"] or first["batch_size"])  # type: ignore[call-overload]
-        status, spread, thr = "ok", max(medians) - min(medians), samples / median
-        noisy = any(bool(r["noisy"]) for r in ok)
-        packed = any(bool(r["concurrent_runs"]) for r in ok)
-        contaminated = any(bool(r["contaminated"]) for r in ok)
+        status, spread = "ok", max(medians) - min(medians)
+        rates = [x for x in (r.samples_per_s for r in ok) if x is not None]
+        thr = statistics.median(rates) if rates else None
     else:
         status = next((s for s in FAILURE_PRECEDENCE if s in statuses), statuses[0])
         median = spread = thr = None
-        noisy = packed = contaminated = False
     return ConfigResult(
         framework=str(first["framework"]), model=str(first["model"]),
-        batch_size=int(first["batch_size"]), device=str(first["device"]),  # type: ignore[call-overload]
+        batch_size=int(first["batch_size"]), device=str(first["device"]),
         precision=str(first["precision"]), status=status, n_runs=len(ok),
-        median_s=median, spread_s=spread, samples_per_s=thr, noisy=noisy,
-        packed=packed, contaminated=contaminated,
+        median_s=median, spread_s=spread, samples_per_s=thr,
+        noisy=any(r.noisy for r in ok), packed=any(r.packed for r in ok),
+        contaminated=any(r.contaminated for r in ok),
+        config_key=identity.key(first["identity"]), repeats=len(rows), runs=tuple(ok),
+        identity=first["identity"],
     )

@@ -93,7 +93,7 @@ def to_json(table: Table) -> str:
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "†": r"\textdagger{}",
-                  "‡": r"\textdaggerdbl{}"}
+                  "‡": r"\textdaggerdbl{}", "§": r"\S{}"}
 
 
 def latex_escape(text: str) -> str:

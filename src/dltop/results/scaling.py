@@ -1,22 +1,31 @@
 """Scaling tables (Shi et al. Table 8 shape): time, speedup and efficiency per device count.
 
-Groups are (framework, model, batch, device family); the family is ``cpu``
+Groups are (framework, model, batch, every other varying identity field,
+device family; :mod:`dltop.results.identity`); the family is ``cpu``
 (threads of one process), ``cpus`` (CPU worker processes) or ``gpu``. Speedup
 is throughput against the group's 1-device run (``cpu:1``, ``cpus:1`` or
 ``gpu:1``), which under strong scaling (global batch fixed) equals the ratio
 of seconds per iteration, and under weak scaling counts the extra samples.
 Efficiency = speedup / N. Rows appear as runs complete; a group without its
-1-device result shows no speedup.
+1-device result shows no speedup. The time cells keep the pivot's markers
+(``*`` noisy, ``†`` packed, ``§`` contaminated); an efficiency above 100 %
+(superlinear: caches, a batch that is not the same work, a noisy baseline)
+is marked ``‡`` with a footnote, since it is more often a measurement problem
+than a result.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import sqlite_utils
 
 from dltop import catalog
+from dltop.results import identity
 from dltop.results.aggregate import config_results, rank
+from dltop.results.metrics import markers
 from dltop.results.render import render
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
 
@@ -35,28 +44,41 @@ class ScalingRow:
     samples_per_s: float | None
     speedup: float | None
     efficiency: float | None
+    marks: str = ""
+    """The configuration's markers: ``*`` noisy, ``†`` packed, ``§`` contaminated."""
+    identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The configuration's flat identity (:mod:`dltop.results.identity`)."""
+
+    @property
+    def superlinear(self) -> bool:
+        """Efficiency above 100 %."""
+        return self.efficiency is not None and self.efficiency > 1.0 + 1e-9
 
 
 def scaling_rows(db: sqlite_utils.Database, campaign_id: int) -> list[ScalingRow]:
     """Every configuration with its speedup and efficiency against one device."""
     results = config_results(db, campaign_id)
-    base: dict[tuple[str, str, int, str], float] = {}
+    var = identity.variation(r.identity for r in results)
+    base: dict[tuple[str, str, int, str, str], float] = {}
     for r in results:
         family, _, count = r.device.partition(":")
         if count == "1" and r.samples_per_s:
-            base[(r.framework, r.model, r.batch_size, family)] = r.samples_per_s
+            base[(r.framework, r.model, r.batch_size, var.group(r.identity), family)] = \
+                r.samples_per_s
     rows = []
     for r in results:
         family, _, n_text = r.device.partition(":")
         n = int(n_text)
-        b = base.get((r.framework, r.model, r.batch_size, family))
+        b = base.get((r.framework, r.model, r.batch_size, var.group(r.identity), family))
         speedup = r.samples_per_s / b if (b and r.samples_per_s) else None
         rows.append(ScalingRow(r.framework, r.model, r.batch_size, r.device, n, r.status,
                                r.median_s, r.samples_per_s, speedup,
-                               speedup / n if speedup is not None else None))
+                               speedup / n if speedup is not None else None,
+                               markers(r), r.identity))
     rows.sort(key=lambda x: (rank(x.model, catalog.MODELS), x.batch_size,
                              rank(x.framework, catalog.FRAMEWORKS),
-                             x.device.partition(":")[0], x.n_devices))
+                             var.sort_key(x.identity), x.device.partition(":")[0],
+                             x.n_devices))
     return rows
 
 
@@ -72,30 +94,56 @@ COLUMNS = (
 )
 NOTE = ("Speedup: samples/s against the same group's 1-device run "
         "(cpu:1, cpus:1 or gpu:1); efficiency = speedup / N.")
+NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shared the host "
+              "(--pack); § a foreign process used the run's devices.")
+NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more often a "
+                    "measurement problem (a noisy or slow 1-device baseline, caches, "
+                    "different work per step) than a result; check before citing it.")
 
 
-def _row(r: ScalingRow) -> Row:
+def _row(r: ScalingRow, var: identity.Variation) -> Row:
     missing = status_label(r.status)
 
     def num(value: float | None, text: str, absent: str = "") -> Cell:
         return Cell(text if value is not None else absent, value, r.status)
 
     cells = (
-        key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size), key_cell(r.device),
-        num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0), missing),
+        key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size),
+        *var.cells(r.identity), key_cell(r.device),
+        num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0) + r.marks, missing),
         # a row without an ok run names its status in both time columns
-        num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}",
+        num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}" + r.marks,
             missing if r.seconds_per_iter is None else ""),
         num(r.speedup, f"{r.speedup or 0.0:.2f}"),
-        num(r.efficiency, f"{r.efficiency or 0.0:.0%}"),
+        num(r.efficiency, f"{r.efficiency or 0.0:.0%}" + ("‡" if r.superlinear else "")),
     )
-    return Row(cells, {"n_devices": r.n_devices, "status": r.status})
+    extra: dict[str, object] = {"n_devices": r.n_devices, "status": r.status}
+    if r.marks:
+        extra["markers"] = r.marks
+    if r.superlinear:
+        extra["superlinear"] = True
+    return Row(cells, extra)
 
 
 def scaling_table(rows: list[ScalingRow], title: str) -> Table:
-    """The scaling rows as a :class:`Table` (JSON rows keep the :class:`ScalingRow` keys)."""
-    return Table(title=title, columns=COLUMNS, rows=tuple(_row(r) for r in rows),
-                 notes=(NOTE,), meta={"title": title})
+    """The scaling rows as a :class:`Table` (JSON rows keep the :class:`ScalingRow` keys).
+
+    Identity fields that vary over the rows are row keys after the batch; the
+    constant ones are a footnote.
+    """
+    var = identity.variation(r.identity for r in rows)
+    notes = [NOTE]
+    if any(r.marks for r in rows):
+        notes.append(NOTE_MARKS)
+    if any(r.superlinear for r in rows):
+        notes.append(NOTE_SUPERLINEAR)
+    caption = var.caption()
+    if caption:
+        notes.append(caption)
+    columns = (*COLUMNS[:3], *var.columns(), *COLUMNS[3:])
+    return Table(title=title, columns=columns, rows=tuple(_row(r, var) for r in rows),
+                 notes=tuple(notes), comment=title + (f"; {caption}" if caption else ""),
+                 meta={"title": title, "identity": var.as_json()})
 
 
 def render_scaling(rows: list[ScalingRow], fmt: str, title: str) -> str:

@@ -23,6 +23,7 @@ the parts we use: an ordered list, each step transactional with its record.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -30,6 +31,7 @@ from typing import Any
 
 import sqlite_utils
 
+from dltop.profiles.model import JobSpec
 from dltop.store.tx import transaction
 
 TABLE = "schema_migrations"
@@ -165,12 +167,26 @@ def _v6(db: Any) -> None:
 
 
 def _v7(db: Any) -> None:
+    # Recomputed with today's JobSpec: results read identity from spec_json anyway
+    # (dltop.results.identity), so this keeps the stored column truthful for SQL users.
+    updates = []
+    for row in db.query("select id, spec_json from jobs"):
+        try:
+            key = JobSpec.from_json_dict(json.loads(row["spec_json"])).config_key
+        except (KeyError, TypeError, ValueError):
+            continue  # an unreadable spec keeps its old key rather than failing the open
+        updates.append((key, row["id"]))
+    db.conn.executemany("update jobs set config_key = ? where id = ?", updates)
+
+
+def _v8(db: Any) -> None:
     db["iterations"].add_column("t_mono_ns", int)
     db["iterations"].add_column("t_wall_s", float)
     db["gpu_samples"].add_column("t_wall_s", float)
     db["host_samples"].add_column("t_wall_s", float)
     for name, kind in {"contamination": str, "cpu_foreign_pct": float, "window_s": float,
-                       "energy_run_j": float, "telemetry_note": str}.items():
+                       "energy_run_j": float, "telemetry_note": str,
+                       "tree_cpu_mean_pct": float}.items():
         db["runs"].add_column(name, kind)
 
 
@@ -183,9 +199,12 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "cooldown by power: runs.start_power_w", _v5),
     Migration(6, "failures counted, not silent: runs.telemetry_read_errors, "
                  "runs.protocol_errors", _v6),
-    Migration(7, "measured window: iterations.t_mono_ns/t_wall_s, t_wall_s on telemetry rows, "
-                 "runs.contamination/cpu_foreign_pct/window_s/energy_run_j/telemetry_note",
-              _v7),
+    Migration(7, "jobs.config_key: the configuration's full identity (lr, momentum, seed, "
+                 "options, ...), recomputed from spec_json", _v7),
+    Migration(8, "measured window: iterations.t_mono_ns/t_wall_s, t_wall_s on telemetry rows, "
+                 "runs.contamination/cpu_foreign_pct/window_s/energy_run_j/telemetry_note/"
+                 "tree_cpu_mean_pct",
+              _v8),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -26,7 +26,7 @@ RUN_COLUMNS: dict[str, type] = {
     "sm_clock_end_mhz": float, "contaminated": int, "telemetry_simulated": int,
     "sampler_achieved_hz": float, "telemetry_read_errors": int,
     "contamination": str, "cpu_foreign_pct": float, "window_s": float, "energy_run_j": float,
-    "telemetry_note": str,
+    "telemetry_note": str, "tree_cpu_mean_pct": float,
 }
 """The ``runs`` columns a telemetry summary fills (each added by a migration)."""
 

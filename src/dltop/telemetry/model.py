@@ -98,6 +98,8 @@ class RunTelemetry:
     joules_per_sample: float | None = None
     host_cpu_mean_pct: float | None = None
     rss_peak_bytes: int | None = None
+    tree_cpu_mean_pct: float | None = None
+    """Mean CPU of the run's process tree over the window (100 = one core)."""
     throttle_reasons: str | None = None
     sm_clock_start_mhz: float | None = None
     sm_clock_end_mhz: float | None = None

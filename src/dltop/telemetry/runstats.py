@@ -62,6 +62,8 @@ class _Stats:
         self.cpu_sum = 0.0
         self.cpu_n = 0
         self.rss_peak: int | None = None
+        self.tree_cpu_sum = 0.0
+        self.tree_n = 0
         self.host_first: HostSample | None = None
         self.host_last: HostSample | None = None
         self.gpu_n = 0
@@ -111,6 +113,8 @@ class _Stats:
             self.cpu_n += 1
         if h.tree is not None:
             self.rss_peak = max(self.rss_peak or 0, h.tree.rss_bytes)
+            self.tree_cpu_sum += h.tree.cpu_pct
+            self.tree_n += 1
             if self.host_first is None:
                 self.host_first = h
             self.host_last = h
@@ -270,6 +274,7 @@ class RunAccumulator:
             joules_per_sample=(energy / samples if energy is not None and samples else None),
             host_cpu_mean_pct=w.cpu_sum / w.cpu_n if w.cpu_n else None,
             rss_peak_bytes=w.rss_peak,
+            tree_cpu_mean_pct=w.tree_cpu_sum / w.tree_n if w.tree_n else None,
             throttle_reasons=throttle_names(w.throttle) if w.gpu_n else None,
             sm_clock_start_mhz=w.sm_first, sm_clock_end_mhz=w.sm_last,
             contaminated=bool(reasons) if checked else None,

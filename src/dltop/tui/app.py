@@ -23,6 +23,7 @@ from textual.events import Resize
 from textual.widget import AwaitMount
 from textual.worker import Worker, WorkerState
 
+from dltop.catalog import CampaignStatus, Control, control_of
 from dltop.errors import DltopError
 from dltop.live.campaign import CampaignView, latest_campaign_id, read_campaign
 from dltop.live.devices import DeviceFrame, DevicePoller
@@ -311,9 +312,10 @@ class DltopApp(App[str | None]):
 
     def action_toggle_pause(self) -> None:
         if (view := self._need_view()) is not None:
-            paused = view.campaign.status == "paused" or view.control == "pause"
-            self._do("resume" if paused else "pause",
-                     lambda: ops.set_control(self.db_path, view, "run" if paused else "pause"))
+            paused = (view.campaign.status == CampaignStatus.PAUSED
+                      or control_of(view.control) is Control.PAUSE)
+            control = Control.RESUME if paused else Control.PAUSE
+            self._do(control, lambda: ops.set_control(self.db_path, view, control))
 
     def action_retry_failed(self) -> None:
         if (view := self._need_view()) is not None:
@@ -353,7 +355,7 @@ class DltopApp(App[str | None]):
             elif choice == "stop":
                 import asyncio
 
-                await asyncio.to_thread(ops.set_control, self.db_path, view, "cancel")
+                await asyncio.to_thread(ops.set_control, self.db_path, view, Control.CANCEL)
                 self.exit("stop")
 
         self.push_screen(QuitDialog(), chosen)

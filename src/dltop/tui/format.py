@@ -4,15 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dltop.catalog import CampaignStatus as C
+from dltop.catalog import JobStatus as J
+
 BLOCKS = " ▁▂▃▄▅▆▇█"
 NA = "N/A"
 
-STATUS_STYLE = {
-    "queued": "dim", "running": "bold cyan", "ok": "green", "oom": "magenta",
-    "unsupported": "yellow", "diverged": "red", "timeout": "red", "crashed": "bold red",
-    "cancelled": "dim yellow", "unsatisfiable": "dim magenta", "removed": "dim",
-    "paused": "yellow", "finished": "green",
+STATUS_STYLE: dict[str, str] = {
+    J.QUEUED: "dim", J.RUNNING: "bold cyan", J.OK: "green", J.OOM: "magenta",
+    J.UNSUPPORTED: "yellow", J.DIVERGED: "red", J.TIMEOUT: "red", J.CRASHED: "bold red",
+    J.CANCELLED: "dim yellow", J.UNSATISFIABLE: "dim magenta", J.REMOVED: "dim",
+    C.PAUSED: "yellow", C.FINISHED: "green", C.FAILED: "bold red",
 }
+"""The one colour of each job, run and campaign status (Rich styles), for the TUI and
+``dltop run``'s progress lines."""
 
 
 def sparkline(values: Sequence[float | None], width: int, lo: float | None = 0.0,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import sqlite_utils
 
+from dltop.catalog import Control
 from dltop.errors import DltopError
 from dltop.jobs.launch import EngineDidNotStart, start_engine
 from dltop.live.campaign import CampaignView
@@ -44,7 +45,7 @@ def ensure_engine(db_path: Path, logs_dir: Path, campaign_id: int, alive: bool) 
 
 def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
     """Start an engine for every unfinished campaign whose engine is gone."""
-    from dltop.jobs.resume import engine_alive
+    from dltop.procs import engine_alive
 
     out = []
     for c in _store(db_path).queue.open_campaigns():
@@ -104,13 +105,13 @@ def cancel_run(db_path: Path, view: CampaignView) -> str:
     return f"cancelling run {view.current.run_id}"
 
 
-def set_control(db_path: Path, view: CampaignView, control: str) -> str:
-    """``pause``, ``run`` or ``cancel`` the campaign's engine."""
+def set_control(db_path: Path, view: CampaignView, control: Control) -> str:
+    """Pause, resume or cancel the campaign's engine."""
     if not view.engine_alive:
         return "no engine runs this campaign"
     _store(db_path).set_control(view.campaign.id, control)
-    return {"pause": "pause requested", "run": "resume requested",
-            "cancel": "stop requested"}[control]
+    return {Control.PAUSE: "pause requested", Control.RESUME: "resume requested",
+            Control.CANCEL: "stop requested"}[control]
 
 
 def results_text(db_path: Path, campaign_id: int, metric: str) -> str:

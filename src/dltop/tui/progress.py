@@ -21,6 +21,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
+from dltop.catalog import RunStatus
 from dltop.jobs.events import (
     CampaignFinished,
     CampaignStarted,
@@ -29,9 +30,7 @@ from dltop.jobs.events import (
     RunProgress,
     RunStarted,
 )
-
-_STYLE = {"ok": "green", "oom": "yellow", "unsupported": "yellow", "unsatisfiable": "yellow",
-          "timeout": "red", "crashed": "red", "diverged": "red", "cancelled": "magenta"}
+from dltop.tui.format import STATUS_STYLE
 
 
 class HeadlessProgress:
@@ -97,7 +96,7 @@ class HeadlessProgress:
             self.console.print(f"campaign {event.campaign_id} {event.status}: {counts}")
 
     def _finished_line(self, e: RunFinished) -> str:
-        style = _STYLE.get(e.status, "white")
+        style = STATUS_STYLE.get(e.status, "white")
         parts = [self._labels.get(e.run_id, e.job.describe()), f"[{style}]{e.status}[/]"]
         if e.median_s is not None:
             parts.append(f"{e.median_s:.4f} s/iter")
@@ -105,7 +104,7 @@ class HeadlessProgress:
             parts.append(f"{e.samples_per_s:.1f} samples/s")
         if e.cv is not None:
             parts.append(f"cv {e.cv:.3f}" + (" [yellow]noisy[/]" if e.noisy else ""))
-        if e.message and e.status != "ok":
+        if e.message and e.status != RunStatus.OK:
             parts.append(f"— {e.message.strip().splitlines()[-1][:160]}")
         return "  ".join(parts)
 

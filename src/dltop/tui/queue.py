@@ -20,6 +20,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
+from dltop.catalog import JobStatus
 from dltop.live.campaign import CampaignView, JobLine
 from dltop.tui.format import STATUS_STYLE, per_iteration
 
@@ -32,7 +33,7 @@ CURSOR = Style(reverse=True)
 
 def _cells(j: JobLine, progress: str) -> Cells:
     if not progress and j.median_s is not None:
-        progress = per_iteration(j.median_s) + ("‡" if j.contaminated else "")
+        progress = per_iteration(j.median_s) + ("§" if j.contaminated else "")
     return (str(j.position + 1), j.status, j.framework, j.model, str(j.batch_size), j.device,
             str(j.repeat + 1), progress)
 
@@ -143,7 +144,7 @@ class QueueTable(ScrollView, can_focus=True):
         if not (0 <= i < len(self._jobs) and 0 <= j < len(self._jobs)):
             return False
         a, b = self._jobs[i], self._jobs[j]
-        if a.status != "queued" or b.status != "queued":
+        if a.status != JobStatus.QUEUED or b.status != JobStatus.QUEUED:
             return False
         jobs = list(self._jobs)
         jobs[i], jobs[j] = replace(b, position=a.position), replace(a, position=b.position)

@@ -12,6 +12,14 @@ from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
 
+from dltop.catalog import (
+    ACTIVE_CAMPAIGN_STATUSES,
+    PENDING_JOB_STATUSES,
+    CampaignStatus,
+    Control,
+    JobStatus,
+    control_of,
+)
 from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
 from dltop.results.queries import CampaignRow
@@ -21,7 +29,7 @@ from dltop.tui.keybar import KeyBar
 from dltop.tui.queue import QueueHeader, QueueTable
 from dltop.tui.runpanel import RunPanel
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # typing only: the app imports this module
     from dltop.tui.app import DltopApp
 
 TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
@@ -39,15 +47,14 @@ class TitleBar(Static):
             c = view.campaign
             t.append(f"  campaign {c.id} `{c.name}` ")
             t.append(c.status, STATUS_STYLE.get(c.status, "bold"))
-            if view.control == "pause" and c.status != "paused":
+            if control_of(view.control) is Control.PAUSE and c.status != CampaignStatus.PAUSED:
                 t.append(" (pausing after this run)", "yellow")
             if view.engine_alive:
                 t.append(f"  engine pid {view.engine_pid}")
-            elif c.status in ("queued", "running", "paused"):
+            elif c.status in ACTIVE_CAMPAIGN_STATUSES:
                 t.append("  engine NOT running", "bold red")
-            done = sum(n for s, n in view.counts.items() if s not in ("queued", "running",
-                                                                      "removed"))
-            total = sum(n for s, n in view.counts.items() if s != "removed")
+            total = sum(n for s, n in view.counts.items() if s != JobStatus.REMOVED)
+            done = total - sum(n for s, n in view.counts.items() if s in PENDING_JOB_STATUSES)
             t.append(f"  jobs {done}/{total}")
         self.update(t)
 
@@ -67,10 +74,9 @@ class DltopScreen(Screen[None]):
         yield Static(id="too-small")
         with Vertical(id="body"):
             yield from self.compose_body()
-        from dltop.tui.app import DltopApp
-
+        # The running app's own keys (not an import of the app module: that was a cycle).
         yield KeyBar([*((b, False) for b in self.BINDINGS),
-                      *((b, True) for b in DltopApp.BINDINGS)], id="keys")
+                      *((b, True) for b in self.dltop.BINDINGS)], id="keys")
 
     def on_screen_resume(self) -> None:
         self.show_campaign(self.dltop.campaign_view)

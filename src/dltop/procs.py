@@ -1,0 +1,54 @@
+"""Process facts any layer may ask for: a process's start time, an engine's liveness, a log's end.
+
+Standard library and psutil only, so a viewer can use them without importing
+the engine or the supervisor (which starts and kills children).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+
+LOG_TAIL_BYTES = 4000
+"""How much of a log's end :func:`read_log_tail` reads by default."""
+
+
+def process_start_time(pid: int) -> float | None:
+    """The process's start time (seconds since the epoch), or None if it is gone."""
+    try:
+        return float(psutil.Process(pid).create_time())
+    except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+        return None
+
+
+def engine_alive(pid: int | None, start_time: float | None) -> bool:
+    """True if the recorded engine process still runs (same pid and start time)."""
+    if not pid or pid == os.getpid():
+        return False
+    now = process_start_time(pid)
+    if now is None or (start_time is not None and abs(now - start_time) >= 0.05):
+        return False
+    try:
+        # A killed engine whose parent (a viewer that started it) has not reaped
+        # it yet is a zombie: dead, though its pid and start time still match.
+        return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
+    except psutil.Error:
+        return False
+
+
+def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
+    """The last ``limit`` bytes of a log, decoded leniently, starting at a line break."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - limit))
+            data = fh.read()
+    except OSError:
+        return ""
+    text = data.decode("utf-8", errors="replace")
+    if size > limit and "\n" in text:
+        text = text.split("\n", 1)[1]
+    return text

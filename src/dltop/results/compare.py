@@ -1,0 +1,200 @@
+"""``dltop compare A B``: per configuration, B/A of a metric with a confidence interval.
+
+Configurations are paired by identity (:mod:`dltop.results.identity`: every
+setting of the profile that can change the measurement) without the
+interpreter, since the environment (another venv, framework version or host) is
+what a comparison usually measures; a campaign that ran one configuration under
+two interpreters keeps them apart by it. The rows show model, framework, batch,
+device, precision and any other identity field that varies. For each
+pair the ratio B/A of the median (``time``: median over runs of each run's
+median s/iter; ``throughput``: median over runs of total samples / total
+seconds) comes with a 95 % interval from a seeded two-level bootstrap of both
+sides' measured iterations (:mod:`dltop.results.bootstrap`). As in pyperf's
+``compare_to`` and asv's ``compare``, a change is called only when it is both
+statistically and practically significant: the interval excludes 1 *and* the
+ratio differs from 1 by more than the threshold. Otherwise the verdict is
+``no significant change``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlite_utils
+
+from dltop import catalog
+from dltop.errors import UserError
+from dltop.results import bootstrap, identity, queries
+from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
+from dltop.results.table import Cell, Column, Role, Row, Table, key_cell, status_label
+
+METRICS = ("time", "throughput")
+FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One configuration of A and/or B."""
+
+    label: tuple[str, str, int, str, str]
+    """(model, framework, batch, device, precision)."""
+    config_key: str
+    verdict: str
+    """``faster``, ``slower``, ``no significant change``, ``only in A``, ``only in B``,
+    or ``not comparable: ...`` (a side without an ok run with iterations)."""
+    a: float | None = None
+    b: float | None = None
+    ratio: float | None = None
+    """B/A of the metric."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """The identity the two sides were paired by (flat; see :func:`pairing`)."""
+
+    @property
+    def regression(self) -> bool:
+        """B is significantly slower than A."""
+        return self.verdict == SLOWER
+
+
+def campaign_ref(db: sqlite_utils.Database, ref: str) -> queries.CampaignRow:
+    """A campaign by id, ``latest``, or name (the most recent of that name).
+
+    Raises:
+        UserError: no such campaign.
+    """
+    if ref.isdigit() or ref == "latest":
+        return queries.resolve_campaign(db, ref)
+    rows = list(db.query("select * from campaigns where name = ? order by id desc limit 1",
+                         [ref]))
+    if not rows:
+        raise UserError(f"no campaign with id or name {ref!r} (see 'dltop runs')")
+    return queries.campaign_row(rows[0])
+
+
+def _label(r: ConfigResult) -> tuple[str, str, int, str, str]:
+    return (r.model, r.framework, r.batch_size, r.device, r.precision)
+
+
+def _sides(r: ConfigResult | None) -> list[list[tuple[float, int]]] | None:
+    if r is None or not r.runs or any(not x.iterations for x in r.runs):
+        return None
+    return [list(x.iterations) for x in r.runs]
+
+
+def verdict(ratio: float, low: float, high: float, metric: str, threshold: float) -> str:
+    """``faster``, ``slower`` or ``no significant change`` for B/A of ``metric``."""
+    if low <= 1.0 <= high or abs(ratio - 1.0) <= threshold:
+        return SAME
+    higher_is_better = metric == "throughput"
+    return FASTER if (ratio > 1.0) == higher_is_better else SLOWER
+
+
+def pairing(results: list[ConfigResult]) -> dict[str, tuple[dict[str, Any], ConfigResult]]:
+    """A campaign's configurations by the identity they pair by: their identity without
+    the interpreter, or with it where two configurations differ only by it."""
+    def bare(r: ConfigResult) -> dict[str, Any]:
+        return {k: v for k, v in r.identity.items() if k != identity.INTERPRETER}
+
+    count = Counter(identity.key(bare(r)) for r in results)
+    out: dict[str, tuple[dict[str, Any], ConfigResult]] = {}
+    for r in results:
+        ident = bare(r) if count[identity.key(bare(r))] == 1 else dict(r.identity)
+        out[identity.key(ident)] = (ident, r)
+    return out
+
+
+def _compare_one(a: ConfigResult | None, b: ConfigResult | None, metric: str,
+                 threshold: float, pair_identity: dict[str, Any]) -> Comparison:
+    some = a or b
+    assert some is not None
+    label, ident = _label(some), pair_identity
+    key = identity.key(ident)
+    if a is None or b is None:
+        return Comparison(label, key, "only in B" if a is None else "only in A",
+                          identity=ident)
+    sa, sb = _sides(a), _sides(b)
+    if sa is None or sb is None:
+        missing = a if sa is None else b
+        side = "A" if sa is None else "B"
+        return Comparison(label, key,
+                          f"not comparable: {side} {status_label(missing.status)}",
+                          identity=ident)
+    stat = bootstrap.STATS[metric]
+    ratio, low, high = bootstrap.ratio_ci(sa, sb, stat)
+    return Comparison(label, key, verdict(ratio, low, high, metric, threshold),
+                      bootstrap.estimate(sa, stat), bootstrap.estimate(sb, stat),
+                      ratio, low, high, ident)
+
+
+def compare(db: sqlite_utils.Database, a_id: int, b_id: int, metric: str = "time",
+            threshold: float = 0.05) -> list[Comparison]:
+    """Every configuration of campaigns ``a_id`` and ``b_id``, paired by identity.
+
+    Raises:
+        UserError: an unknown metric, a negative threshold, or no configuration in common.
+    """
+    if metric not in METRICS:
+        raise UserError(f"compare --metric: use one of {', '.join(METRICS)}")
+    if threshold < 0:
+        raise UserError("compare --threshold must be >= 0 (e.g. 0.05 for 5 %)")
+    a = pairing(config_results(db, a_id))
+    b = pairing(config_results(db, b_id))
+    if not a.keys() & b.keys():
+        raise UserError(f"campaigns {a_id} and {b_id} have no configuration in common")
+    out = [_compare_one(a[k][1] if k in a else None, b[k][1] if k in b else None, metric,
+                        threshold, (a.get(k) or b[k])[0]) for k in {**a, **b}]
+    out.sort(key=lambda c: (rank(c.label[0], catalog.MODELS),
+                            rank(c.label[1], catalog.FRAMEWORKS), c.label[2],
+                            device_key(c.label[3]), c.label[4], c.config_key))
+    return out
+
+
+def _num(value: float | None, text: str) -> Cell:
+    return Cell(text if value is not None else "", value)
+
+
+def compare_table(rows: list[Comparison], a: queries.CampaignRow, b: queries.CampaignRow,
+                  metric: str, threshold: float) -> Table:
+    """The comparison as a :class:`Table` (md, csv, json, latex alike)."""
+    unit = "s" if metric == "time" else "samples/s"
+    fmt = "{:.4g}" if metric == "time" else "{:.1f}"
+    var = identity.variation(c.identity for c in rows)
+    row_var = var.without("precision")
+    cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
+            Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
+            Column("precision", "precision", Role.KEY), *row_var.columns(),
+            Column("a", f"A {unit}", Role.VALUE, unit),
+            Column("b", f"B {unit}", Role.VALUE, unit),
+            Column("ratio", "B/A", Role.VALUE, "1"),
+            Column("ci_low", "CI95 low", Role.VALUE, "1"),
+            Column("ci_high", "CI95 high", Role.VALUE, "1"),
+            Column("verdict", "verdict", Role.KEY))
+    table_rows = []
+    for c in rows:
+        m, f, batch, dev, prec = c.label
+        table_rows.append(Row((
+            key_cell(m), key_cell(f), key_cell(batch), key_cell(dev), key_cell(prec),
+            *row_var.cells(c.identity),
+            _num(c.a, fmt.format(c.a or 0.0)), _num(c.b, fmt.format(c.b or 0.0)),
+            _num(c.ratio, f"{c.ratio or 0.0:.3f}"), _num(c.ci_low, f"{c.ci_low or 0.0:.3f}"),
+            _num(c.ci_high, f"{c.ci_high or 0.0:.3f}"), Cell(c.verdict)),
+            {"identity": dict(c.identity)}))
+    what = "median s/iter" if metric == "time" else "samples/s"
+    notes: tuple[str, ...] = (
+        f"B/A of the {what} (median over runs); CI95: 2000-resample seeded two-level "
+        "bootstrap of both campaigns' measured iterations. A change is called when "
+        f"the interval excludes 1 and B/A differs from 1 by more than {threshold:.0%}.",)
+    caption = var.caption()
+    if caption:
+        notes = (*notes, caption)
+    return Table(
+        title=f"Compare A = campaign {a.id} `{a.name}` with B = campaign {b.id} "
+              f"`{b.name}`: {what}",
+        columns=cols, rows=tuple(table_rows), notes=notes,
+        meta={"a": {"id": a.id, "name": a.name}, "b": {"id": b.id, "name": b.name},
+              "metric": metric, "unit": unit, "threshold": threshold,
+              "identity": var.as_json()})

@@ -1,0 +1,251 @@
+"""Configuration identity in results: which settings tell the exported configurations apart.
+
+A configuration is its job's identity (:meth:`dltop.profiles.model.JobSpec.identity`:
+framework, model, batch, device, precision, data, batch scaling, lr, momentum,
+seed, iterations, warm-up, every option) plus the interpreter its run used
+(``environment.python_executable``, known only once a run started). Results
+read the identity from each job's ``spec_json`` with today's ``JobSpec``, so a
+database written before a field existed (its spec lacks the key, which then
+takes its default) groups exactly like a new one.
+
+A table shows model, framework and batch as row keys and devices as columns;
+:func:`variation` finds which other identity fields take more than one value
+in the exported set: those become further row keys (:attr:`Variation.fields`),
+the rest is stated once in the caption (:meth:`Variation.caption`). Options are
+flattened, one field per option key (``xla``, ``command``...), absent = ``-``.
+The interpreter is the one field stated per framework when each framework used
+one interpreter (frameworks live in their own environments by design); it is a
+row key only when one framework ran under several.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sqlite_utils
+
+from dltop.profiles.model import JobSpec, identity_key
+from dltop.results.table import Cell, Column, Role
+
+INTERPRETER = "interpreter"
+BASE = ("model", "framework", "batch_size")
+"""Row keys every table has."""
+COLUMN = "device"
+"""The identity field the pivot spreads over its columns."""
+OPTIONS = "options"
+PREFERRED = ("precision", "data", "batch_scaling", "lr", "momentum", "seed", "iterations",
+             "warmup")
+"""Display order of the settings first; any later identity field follows in declaration
+order, then the options by name, then the interpreter."""
+HEADERS = {"batch_scaling": "batch scaling"}
+
+Identity = Mapping[str, Any]
+"""An identity, flat: one entry per field and per option key, plus the interpreter."""
+
+
+def identity_of(spec_json: str, interpreter: str | None) -> dict[str, Any]:
+    """The flat identity of a stored job run under ``interpreter`` (``None``: unknown).
+
+    Raises:
+        ValueError: ``spec_json`` is not JSON.
+        KeyError: a field without a default is missing from it.
+    """
+    ident = JobSpec.from_json_dict(json.loads(spec_json)).identity()
+    options = ident.pop(OPTIONS, {})
+    ident.update(options)
+    ident[INTERPRETER] = interpreter
+    return ident
+
+
+def key(ident: Identity) -> str:
+    """Canonical JSON of a (flat) identity: the grouping key of a configuration."""
+    return identity_key(ident)
+
+
+def campaign_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dict[str, Any]]:
+    """Every job of a campaign → its flat identity, in queue order.
+
+    The interpreter is that of the job's latest run. A job whose latest run never
+    said which (queued, or died before its first message) takes the interpreter of
+    the first job of the same spec that has one, so an unfinished repeat stays with
+    its configuration instead of making a configuration of its own.
+    """
+    sql = """
+        select j.id, j.spec_json, e.python_executable
+        from jobs j
+        left join runs r on r.id = (select max(id) from runs where job_id = j.id)
+        left join environment e on e.run_id = r.id
+        where j.campaign_id = ?
+        order by j.position
+    """
+    idents = {int(r["id"]): identity_of(r["spec_json"], r["python_executable"])
+              for r in db.query(sql, [campaign_id])}
+    known: dict[str, str] = {}
+    for ident in idents.values():
+        if ident[INTERPRETER]:
+            known.setdefault(key({**ident, INTERPRETER: None}), ident[INTERPRETER])
+    for ident in idents.values():
+        if not ident[INTERPRETER]:
+            ident[INTERPRETER] = known.get(key(ident))
+    return idents
+
+
+def run_identities(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Runs → the flat identity of their job under the interpreter each run used."""
+    if not run_ids:
+        return {}
+    marks = ",".join("?" * len(run_ids))
+    sql = ("select r.id, j.spec_json, e.python_executable from runs r "
+           "join jobs j on j.id = r.job_id left join environment e on e.run_id = r.id "
+           f"where r.id in ({marks})")
+    return {int(r["id"]): identity_of(r["spec_json"], r["python_executable"])
+            for r in db.query(sql, list(run_ids))}
+
+
+def fmt_value(value: Any) -> str:
+    """One identity value as a table shows it: ``0.01``, ``true``, an argv joined, ``-``."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, list | tuple):
+        return shlex.join(str(v) for v in value)
+    if isinstance(value, dict):
+        return json.dumps(value, sort_keys=True)
+    return str(value)
+
+
+def header(name: str) -> str:
+    """A field's column header (``batch scaling``, ``lr``, ``xla``...)."""
+    return HEADERS.get(name, name)
+
+
+def sort_value(value: Any) -> tuple[int, float, str]:
+    """Orders values of any JSON type: absent first, then numbers, then text."""
+    if value is None:
+        return (0, 0.0, "")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (1, float(value), "")
+    return (2, 0.0, fmt_value(value))
+
+
+@dataclass(frozen=True)
+class Variation:
+    """What tells an exported set of configurations apart, and what they share."""
+
+    fields: tuple[str, ...]
+    """Identity fields beyond model, framework, batch and device that vary: row keys."""
+    constant: tuple[tuple[str, Any], ...]
+    """``(field, value)`` shared by every configuration (unknown interpreters left out)."""
+    per_framework: tuple[tuple[str, Any], ...] = ()
+    """``(framework, interpreter)`` when each framework used one interpreter, several
+    in all (stated in the caption rather than as a row key)."""
+
+    def values(self, ident: Identity) -> tuple[Any, ...]:
+        """The varying fields' values of one configuration (``None``: absent)."""
+        return tuple(ident.get(f) for f in self.fields)
+
+    def texts(self, ident: Identity) -> tuple[str, ...]:
+        """The varying fields' values of one configuration as displayed."""
+        return tuple(fmt_value(v) for v in self.values(ident))
+
+    def group(self, ident: Identity) -> str:
+        """The varying fields' values as one canonical string (a row's grouping key)."""
+        return key({"v": list(self.values(ident))})
+
+    def cells(self, ident: Identity) -> tuple[Cell, ...]:
+        """Row-key cells of the varying fields: numbers keep their value for CSV/JSON."""
+        return tuple(Cell(fmt_value(v), v if isinstance(v, int | float)
+                          and not isinstance(v, bool) else None)
+                     for v in self.values(ident))
+
+    def columns(self) -> tuple[Column, ...]:
+        """Row-key columns of the varying fields (JSON key: the field's name)."""
+        return tuple(Column(f, header(f), Role.KEY) for f in self.fields)
+
+    def without(self, name: str) -> Variation:
+        """The same variation with ``name`` not a row key (a table that always shows it)."""
+        return Variation(tuple(f for f in self.fields if f != name), self.constant,
+                         self.per_framework)
+
+    def sort_key(self, ident: Identity) -> tuple[tuple[int, float, str], ...]:
+        """Orders configurations that share model, framework and batch."""
+        return tuple(sort_value(v) for v in self.values(ident))
+
+    @property
+    def headers(self) -> tuple[str, ...]:
+        """Column headers of the varying fields."""
+        return tuple(header(f) for f in self.fields)
+
+    def caption(self) -> str:
+        """``constant: precision fp32, lr 0.01, ...; interpreter: torch /usr/bin/python3``.
+
+        Empty when nothing is constant and no interpreter is stated per framework.
+        """
+        parts = []
+        if self.constant:
+            parts.append("constant: " + ", ".join(
+                f"{header(name)} {fmt_value(value)}" for name, value in self.constant))
+        if self.per_framework:
+            parts.append("interpreter: " + ", ".join(
+                f"{fw} {fmt_value(path)}" for fw, path in self.per_framework))
+        return "; ".join(parts)
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"varying": [...], "constant": {...}, "interpreters": {...}}`` for JSON exports."""
+        return {"varying": list(self.fields), "constant": dict(self.constant),
+                "interpreters": dict(self.per_framework)}
+
+
+def _order(names: Iterable[str]) -> list[str]:
+    present = set(names)
+    first = [n for n in PREFERRED if n in present]
+    later = [n for n in JobSpec.identity_fields()
+             if n != OPTIONS and n in present and n not in first]
+    known = {*first, *later, INTERPRETER}
+    options = sorted(n for n in present if n not in known)
+    tail = [INTERPRETER] if INTERPRETER in present else []
+    return first + later + options + tail
+
+
+def variation(identities: Iterable[Identity]) -> Variation:
+    """Which identity fields vary over ``identities`` (flat, from :func:`identity_of`).
+
+    Model, framework, batch and device are never listed: every table keys by them.
+    """
+    idents = list(identities)
+    names = {n for ident in idents for n in ident} - {*BASE, COLUMN}
+    varying: list[str] = []
+    constant: list[tuple[str, Any]] = []
+    per_framework: list[tuple[str, Any]] = []
+    for name in _order(names):
+        distinct = {key({"v": ident.get(name)}) for ident in idents
+                    if not (name == INTERPRETER and ident.get(name) is None)}
+        if len(distinct) == 1:
+            value = json.loads(next(iter(distinct)))["v"]
+            constant.append((name, value))
+        elif len(distinct) > 1:
+            by_fw = _by_framework(idents, name)
+            if name == INTERPRETER and by_fw is not None:
+                per_framework = by_fw
+            else:
+                varying.append(name)
+    return Variation(tuple(varying), tuple(constant), tuple(per_framework))
+
+
+def _by_framework(idents: Sequence[Identity], name: str) -> list[tuple[str, Any]] | None:
+    """``[(framework, value)]`` when each framework has one known value of ``name``."""
+    seen: dict[str, set[str]] = {}
+    for ident in idents:
+        if ident.get(name) is not None:
+            seen.setdefault(str(ident["framework"]), set()).add(key({"v": ident[name]}))
+    if any(len(v) > 1 for v in seen.values()):
+        return None
+    return [(fw, json.loads(next(iter(v)))["v"]) for fw, v in sorted(seen.items())]
+

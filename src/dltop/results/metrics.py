@@ -1,0 +1,208 @@
+"""Every metric a results table shows, computed per configuration from stored runs.
+
+A configuration's value of a metric comes from its ok runs (the latest attempt
+of each repeat): times and throughput take the median over runs (the paper's
+cell), means (power, energy, CPU) the mean over runs, peaks (memory) the
+maximum. A value that cannot be given says why instead (:attr:`Value.reason`):
+the configuration's status (``OOM``...), ``n/a: no GPU`` for a GPU metric of a
+CPU run, ``n/a: not sampled`` when telemetry was off, ``n/a: unknown peak``
+for MFU on a GPU the peak table lacks, and ``simulated`` for a GPU reading of
+simulated GPUs (``--fake-gpus``), whose number is kept only as
+:attr:`Value.simulated_value` so that it never appears unmarked.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from dltop.results.aggregate import ConfigResult, RunRecord
+from dltop.results.peaks import gpu_peak
+from dltop.results.table import fmt_seconds, status_label
+
+MIB = 1024 * 1024
+
+
+def _g4(value: float) -> str:
+    return fmt_seconds(value)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One metric: its name on the command line, its title and unit."""
+
+    name: str
+    title: str
+    """What the numbers are, with the unit (a table's title)."""
+    unit: str
+    header: str
+    """Short column header, unit included."""
+    fmt: Callable[[float], str]
+    gpu: bool = False
+    """Read from GPU telemetry: ``n/a: no GPU`` on CPU runs, ``simulated`` on fake GPUs."""
+
+
+METRIC_LIST = (
+    Metric("time", "median seconds per mini-batch", "s", "median s", _g4),
+    Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4),
+    Metric("throughput", "samples per second (total samples / total measured seconds)",
+           "samples/s", "samples/s", lambda v: f"{v:.1f}"),
+    Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W",
+           lambda v: f"{v:.1f}", gpu=True),
+    Metric("energy", "GPU energy in J per sample", "J/sample", "J/sample", _g4, gpu=True),
+    Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
+           "GPU mem MiB", lambda v: f"{v:.0f}", gpu=True),
+    Metric("host-memory", "peak resident memory (RSS) of the run's process tree in MiB",
+           "MiB", "RSS MiB", lambda v: f"{v:.0f}"),
+    Metric("cpu", "mean CPU of the run's process tree in % (100 = one core)", "%",
+           "CPU %", lambda v: f"{v:.1f}"),
+    Metric("tflops", "achieved TFLOP/s (training FLOPs per sample × samples/s)",
+           "TFLOP/s", "TFLOP/s", _g4),
+    Metric("mfu", "model FLOPs utilisation in % (achieved ÷ peak for the precision)", "%",
+           "MFU %", lambda v: f"{v:.1f}"),
+)
+METRICS = {m.name: m for m in METRIC_LIST}
+"""By command-line name, in the order ``dltop export --metric`` lists them."""
+
+EXTRA = {
+    "gpu-memory-device": Metric("gpu-memory-device", "peak memory used on the run's GPUs "
+                                "(all processes) in MiB", "MiB", "GPU dev MiB",
+                                lambda v: f"{v:.0f}", gpu=True),
+    "host-cpu": Metric("host-cpu", "mean CPU of the whole host in %", "%", "host CPU %",
+                       lambda v: f"{v:.1f}"),
+}
+"""Summary-table companions of ``gpu-memory`` and ``cpu``."""
+
+
+@dataclass(frozen=True)
+class Value:
+    """A configuration's value of a metric, or why there is none."""
+
+    value: float | None
+    reason: str = ""
+    """Why ``value`` is ``None``: a status label, ``n/a: ...`` or ``simulated``."""
+    simulated_value: float | None = None
+    """The number read from simulated GPUs (never shown as a plain value)."""
+    source: str = ""
+    """``device`` when GPU memory fell back to the device's peak (processes not visible)."""
+
+    def text(self, metric: Metric) -> str:
+        """The display text: the formatted number (``(device)`` if so), else the reason."""
+        if self.value is None:
+            return self.reason
+        return metric.fmt(self.value) + (" (device)" if self.source == "device" else "")
+
+
+def metric(name: str) -> Metric:
+    """A metric by name (``time``, ``throughput``...; also the summary's extras).
+
+    Raises:
+        ValueError: an unknown name.
+    """
+    found = METRICS.get(name) or EXTRA.get(name)
+    if found is None:
+        raise ValueError(f"unknown metric {name!r}: use one of {', '.join(METRICS)}")
+    return found
+
+
+TIMED = ("time", "mean-time", "throughput", "tflops", "mfu")
+"""Metrics computed from iteration times: the ones a noisy run (``*``) makes uncertain."""
+
+
+def markers(res: ConfigResult, metric_name: str = "time") -> str:
+    """``*`` noisy (timed metrics only), ``†`` packed, ``§`` contaminated."""
+    noisy = res.noisy and metric_name in TIMED
+    return ("*" if noisy else "") + ("†" if res.packed else "") + \
+        ("§" if res.contaminated else "")
+
+
+def _floats(runs: Iterable[RunRecord], field: str) -> list[float]:
+    return [float(v) for v in (r.get(field) for r in runs) if v is not None]
+
+
+def _mean(values: list[float]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def _gpu_value(res: ConfigResult, name: str) -> Value:
+    runs = res.runs
+    if res.device_kind != "gpu":
+        return Value(None, "n/a: no GPU")
+    source = ""
+    if name == "power":
+        value = _mean(_floats(runs, "power_mean_w"))
+    elif name == "energy":
+        value = _mean(_floats(runs, "joules_per_sample"))
+    elif name == "gpu-memory-device":
+        peaks = _floats(runs, "gpu_mem_peak_bytes")
+        value = max(peaks) / MIB if peaks else None
+    else:  # gpu-memory: the run's processes, else (not visible to NVML) the device peak
+        own = _floats(runs, "gpu_mem_run_peak_bytes")
+        dev = _floats(runs, "gpu_mem_peak_bytes")
+        value = max(own) / MIB if own else (max(dev) / MIB if dev else None)
+        source = "" if own or not dev else "device"
+    if value is None:
+        return Value(None, "n/a: not sampled")
+    if any(r.simulated for r in runs):
+        return Value(None, "simulated", simulated_value=value)
+    return Value(value, source=source)
+
+
+def tflops(res: ConfigResult) -> Value:
+    """Achieved TFLOP/s: the runner's training FLOPs per sample × samples per second."""
+    flops = _floats(res.runs, "flops_per_sample")
+    if not flops or res.samples_per_s is None:
+        return Value(None, "n/a: no FLOPs count")
+    return Value(flops[0] * res.samples_per_s / 1e12)
+
+
+def mfu(res: ConfigResult) -> Value:
+    """Achieved TFLOP/s over the peak of the configuration's devices at its precision, in %."""
+    achieved = tflops(res)
+    if achieved.value is None:
+        return achieved
+    if res.device_kind != "gpu":
+        return Value(None, "n/a: CPU peak unknown")
+    names = [str(r.get("device_name")) for r in res.runs if r.get("device_name")]
+    entry = gpu_peak(names[0] if names else None)
+    if entry is None:
+        return Value(None, "n/a: unknown peak")
+    peak = entry.tflops.get(res.precision)
+    if peak is None:
+        return Value(None, f"n/a: no {res.precision} peak")
+    return Value(100.0 * achieved.value / (peak * res.device_count))
+
+
+def value_of(res: ConfigResult, name: str) -> Value:
+    """The configuration's value of metric ``name``, or why there is none.
+
+    Raises:
+        ValueError: an unknown metric.
+    """
+    m = metric(name)
+    if not res.runs:
+        return Value(None, status_label(res.status))
+    if m.gpu:
+        return _gpu_value(res, name)
+    if name == "time":
+        return _or_na(res.median_s)
+    if name == "mean-time":
+        return _or_na(_mean(_floats(res.runs, "mean_s")))
+    if name == "throughput":
+        return _or_na(res.samples_per_s)
+    if name == "host-memory":
+        peaks = _floats(res.runs, "rss_peak_bytes")
+        return _or_na(max(peaks) / MIB if peaks else None)
+    if name == "cpu":
+        return _or_na(_mean([r.tree_cpu_mean_pct for r in res.runs
+                             if r.tree_cpu_mean_pct is not None]))
+    if name == "host-cpu":
+        return _or_na(_mean(_floats(res.runs, "host_cpu_mean_pct")))
+    if name == "tflops":
+        return tflops(res)
+    return mfu(res)
+
+
+def _or_na(value: float | None) -> Value:
+    return Value(value) if value is not None else Value(None, "n/a: not sampled")

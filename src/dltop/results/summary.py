@@ -1,0 +1,148 @@
+"""The summary table: one row per configuration, every metric side by side.
+
+Columns: the configuration (model, framework, batch, device, precision, and
+every other identity field that varies in the campaign, see
+:mod:`dltop.results.identity`; the constant ones are a footnote), the ok runs
+over the repeats planned, the median seconds per mini-batch with its 95 %
+bootstrap confidence interval (:mod:`dltop.results.bootstrap`), the mean,
+throughput, power, energy per sample, GPU memory (the run's processes and the
+device peak), peak RSS, CPU (process tree and host), achieved TFLOP/s, MFU,
+the status and the flags (noisy, packed, contaminated, simulated, incomplete).
+A cell without a value says why (:mod:`dltop.results.metrics`); JSON rows carry
+those reasons under ``"reasons"``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlite_utils
+
+from dltop import catalog
+from dltop.results import bootstrap, identity, queries
+from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
+from dltop.results.metrics import Metric, metric, value_of
+from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
+
+VALUE_METRICS = ("time", "mean-time", "throughput", "power", "energy", "gpu-memory",
+                 "gpu-memory-device", "host-memory", "cpu", "host-cpu", "tflops", "mfu")
+"""The metric columns, in order (the CI columns follow ``time``)."""
+
+KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
+        Column("framework", "framework", Role.KEY, latex_header="Framework"),
+        Column("batch", "batch", Role.KEY, latex_header="Batch"),
+        Column("device", "device", Role.KEY, latex_header="Device"),
+        Column("precision", "precision", Role.KEY, latex_header="Precision"))
+
+NOTES = (
+    "runs: ok runs / repeats planned. median: median over runs of each run's median "
+    "s/iter; CI: 95 % two-level bootstrap interval of that median (2000 seeded resamples "
+    "of runs, then of each run's iterations). mean: mean of run means. samples/s: median "
+    "over runs of total samples / total measured seconds. power, J/sample, CPU: mean over "
+    "runs; memory: maximum over runs.",
+    "GPU mem: peak of the run's own processes ((device): processes not visible, the "
+    "device's peak instead); GPU dev: peak used on the run's GPUs by all processes. CPU: "
+    "the run's process tree, 100 = one core; host CPU: whole host, mean over cores. Host "
+    "CPU user/system/iowait split: n/a (not stored by the sampler).",
+    "TFLOP/s: the runner's training FLOPs per sample (3 × forward, multiply-accumulates "
+    "× 2) × samples/s. MFU: TFLOP/s ÷ (the devices' dense peak for the precision × "
+    "devices); see docs/metrics.md for the peak table.",
+    "flags: noisy (a run's CV > 0.10), packed (other runs shared the host), contaminated "
+    "(a foreign process used the run's devices), simulated (GPU readings from simulated "
+    "GPUs: their numbers are not shown), incomplete (fewer ok runs than planned).",
+)
+
+
+def _col(m: Metric, key: str | None = None) -> Column:
+    return Column(key or m.name, m.header, Role.VALUE, m.unit)
+
+
+def columns(var: identity.Variation | None = None) -> tuple[Column, ...]:
+    """Key columns (``var``'s varying fields after precision), then runs, time with its
+    CI, the other metrics, status and flags."""
+    extra = var.without("precision").columns() if var else ()
+    cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
+    cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
+             Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
+    cols += [_col(metric(name)) for name in VALUE_METRICS[1:]]
+    cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY)]
+    return tuple(cols)
+
+
+def flags(res: ConfigResult) -> list[str]:
+    """``noisy``, ``packed``, ``contaminated``, ``simulated``, ``incomplete``, in order."""
+    out = [name for name, on in (("noisy", res.noisy), ("packed", res.packed),
+                                 ("contaminated", res.contaminated),
+                                 ("simulated", any(r.simulated for r in res.runs)))
+           if on]
+    if res.incomplete:
+        out.append("incomplete")
+    return out
+
+
+def ci(res: ConfigResult) -> tuple[float, float] | None:
+    """95 % bootstrap interval of the configuration's median s/iter; ``None`` if unknown."""
+    runs = [r.iterations for r in res.runs]
+    if not runs or any(not r for r in runs):
+        return None
+    return bootstrap.median_ci(runs)
+
+
+def _row(res: ConfigResult, var: identity.Variation) -> Row:
+    reasons: dict[str, str] = {}
+    cells: list[Cell | None] = [
+        key_cell(res.model), key_cell(res.framework), key_cell(res.batch_size),
+        key_cell(res.device), key_cell(res.precision), *var.cells(res.identity),
+        Cell(f"{res.n_runs}/{res.repeats}", res.n_runs, res.status)]
+    extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity)}
+    simulated: dict[str, float] = {}
+    for i, name in enumerate(VALUE_METRICS):
+        m = metric(name)
+        val = value_of(res, name)
+        if val.value is None:
+            reasons[name] = val.reason
+        if val.simulated_value is not None:
+            simulated[name] = val.simulated_value
+        # without an ok run the median cell names the status; the rest stay blank
+        text = val.text(m) if res.runs or i == 0 else ""
+        cells.append(Cell(text, val.value, res.status))
+        if i == 0:
+            interval = ci(res)
+            for bound in (0, 1):
+                number = None if interval is None else interval[bound]
+                text = fmt_seconds(number) if number is not None else \
+                    ("" if not res.runs else "n/a: no iterations")
+                cells.append(Cell(text, number, res.status))
+    cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res)))]
+    extra["reasons"] = reasons
+    if simulated:
+        extra["simulated_values"] = simulated
+    return Row(tuple(cells), extra)
+
+
+def summary_table(db: sqlite_utils.Database, campaign_id: int) -> Table:
+    """A campaign's summary table.
+
+    Raises:
+        UserError: no such campaign.
+    """
+    camp = queries.resolve_campaign(db, campaign_id)
+    results = config_results(db, campaign_id)
+    var = identity.variation(r.identity for r in results)
+    results.sort(key=lambda r: (
+        rank(r.model, catalog.MODELS), rank(r.framework, catalog.FRAMEWORKS), r.batch_size,
+        device_key(r.device), r.precision, var.sort_key(r.identity), r.config_key))
+    row_var = var.without("precision")
+    caption = var.caption()
+    return Table(
+        title=f"Campaign {camp.id} `{camp.name}` ({camp.status}, {camp.created_at}): "
+              "summary per configuration",
+        comment=f"dltop campaign {camp.id} ({camp.name}): summary per configuration"
+                + (f"; {caption}" if caption else ""),
+        columns=columns(var), rows=tuple(_row(r, row_var) for r in results),
+        notes=(*NOTES, caption) if caption else NOTES,
+        meta={"campaign": {"id": camp.id, "name": camp.name, "status": camp.status,
+                           "created_at": camp.created_at, "host": camp.host},
+              "table": "summary",
+              "units": {c.key: c.unit for c in columns() if c.unit},
+              "identity": var.as_json()})

@@ -1,0 +1,126 @@
+"""``dltop compare A B``: verdicts on constructed campaigns, output formats, exit codes."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+
+from dltop import cli
+from dltop.profiles.loader import parse
+from dltop.results import compare
+from dltop.results.stats import summarize_run
+from dltop.store import Store, connect
+
+PROFILE = """
+name = "cmp"
+[defaults]
+repeats = 2
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [8, 16, 32]
+devices = ["cpu:1"]
+"""
+OTHER = PROFILE.replace('["fcn-r"]', '["alexnet-r"]')
+
+
+def add_campaign(path: Path, name: str, centre: dict[int, float], profile: str = PROFILE,
+                 seed: int = 0) -> int:
+    """One campaign; every run of batch b has 30 iterations around ``centre[b]`` s (±2 %)."""
+    store = Store(connect(path))
+    jobs = parse(profile, "c.toml", "c").jobs
+    cid = store.create_campaign(name, ["c.toml"], ["dltop"], "h", 1, None)
+    rng = random.Random(seed)
+    for job, job_id in zip(jobs, store.add_jobs(cid, jobs), strict=True):
+        if job.batch_size not in centre:
+            continue
+        seconds = [centre[job.batch_size] * rng.uniform(0.98, 1.02) for _ in range(30)]
+        run_id = store.start_run(job_id, cid, 1, "", job.batch_size)
+        store.add_iterations(run_id, [{"idx": i, "seconds": s, "samples": job.batch_size,
+                                       "warmup": 0, "loss": None}
+                                      for i, s in enumerate(seconds)])
+        store.finish_run(run_id, job_id, "ok",
+                         summarize_run(seconds, job.batch_size).to_columns())
+    return cid
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    path = tmp_path / "c.db"
+    add_campaign(path, "base", {8: 0.10, 16: 0.20, 32: 0.40}, seed=1)
+    # batch 8 twice as slow, batch 16 twice as fast, batch 32 unchanged
+    add_campaign(path, "new", {8: 0.20, 16: 0.10, 32: 0.40}, seed=2)
+    return path
+
+
+def by_batch(rows: list[compare.Comparison]) -> dict[int, compare.Comparison]:
+    return {r.label[2]: r for r in rows}
+
+
+def test_verdicts(db_path: Path) -> None:
+    db = connect(db_path, create=False)
+    rows = by_batch(compare.compare(db, 1, 2))
+    assert rows[8].verdict == "slower" and rows[8].ratio == pytest.approx(2.0, rel=0.03)
+    assert rows[16].verdict == "faster" and rows[16].ratio == pytest.approx(0.5, rel=0.03)
+    assert rows[32].verdict == "no significant change"
+    for r in rows.values():
+        assert r.ci_low is not None and r.ci_high is not None
+        assert r.ci_low < r.ratio < r.ci_high  # type: ignore[operator]
+    thr = by_batch(compare.compare(db, 1, 2, "throughput"))
+    assert thr[8].verdict == "slower" and thr[8].ratio == pytest.approx(0.5, rel=0.03)
+    assert thr[16].verdict == "faster"
+
+
+def test_threshold_hides_small_significant_changes(db_path: Path) -> None:
+    add_campaign(db_path, "tiny", {8: 0.103, 16: 0.20, 32: 0.40}, seed=3)
+    db = connect(db_path, create=False)
+    loose = by_batch(compare.compare(db, 1, 3, threshold=0.05))[8]
+    assert loose.ratio is not None and loose.ratio > 1.0
+    assert loose.ci_low is not None and loose.ci_low > 1.0  # statistically significant...
+    assert loose.verdict == "no significant change"  # ...but below the 5 % threshold
+    assert by_batch(compare.compare(db, 1, 3, threshold=0.01))[8].verdict == "slower"
+
+
+def test_configurations_on_one_side_are_listed(db_path: Path) -> None:
+    add_campaign(db_path, "partial", {8: 0.1}, seed=4)
+    db = connect(db_path, create=False)
+    rows = by_batch(compare.compare(db, 1, 3))
+    assert rows[16].verdict == "not comparable: B -"  # queued in B, never ran
+    add_campaign(db_path, "wider", {8: 0.1}, PROFILE.replace("[8, 16, 32]", "[8, 64]"))
+    rows = by_batch(compare.compare(db, 4, 1))
+    assert rows[64].verdict == "only in A" and rows[16].verdict == "only in B"
+
+
+def test_cli_formats_and_exit_codes(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["compare", "--db", str(db_path), "base", "new"]) == 0
+    out = capsys.readouterr().out
+    assert "| fcn-r | torch | 8 | cpu:1 | fp32 |" in out and "slower" in out
+    assert cli.main(["compare", "--db", str(db_path), "1", "2", "--format", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [r["verdict"] for r in doc["rows"]] == ["slower", "faster",
+                                                   "no significant change"]
+    assert doc["a"]["name"] == "base" and doc["threshold"] == 0.05
+    assert cli.main(["compare", "--db", str(db_path), "1", "2", "--format", "csv"]) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith("B/A,CI95 low,CI95 high,verdict")
+    # B slower in batch 8: a regression; the other way round none is
+    assert cli.main(["compare", "--db", str(db_path), "1", "2", "--fail-on-regression"]) == 1
+    assert "1 configuration(s) significantly slower" in capsys.readouterr().err
+    assert cli.main(["compare", "--db", str(db_path), "1", "1", "--fail-on-regression"]) == 0
+
+
+def test_cli_bad_input_exits_2(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["compare", "--db", str(db_path), "1", "9"]) == 2
+    assert "no campaign 9" in capsys.readouterr().err
+    assert cli.main(["compare", "--db", str(db_path), "base", "nope"]) == 2
+    assert "no campaign with id or name 'nope'" in capsys.readouterr().err
+    add_campaign(db_path, "other", {8: 0.1}, OTHER)
+    assert cli.main(["compare", "--db", str(db_path), "1", "other"]) == 2
+    err = capsys.readouterr()
+    assert "no configuration in common" in err.err and err.out == ""
+    assert cli.main(["compare", "--db", str(db_path), "1", "2", "--threshold", "-1"]) == 2
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["compare", "--db", str(db_path), "1", "2", "--metric", "power"])
+    assert exc.value.code == 2

@@ -1,0 +1,248 @@
+"""Configuration identity: runs that differ in any identity field are never merged.
+
+Campaigns are built as a user's would be: a profile parsed by the loader, its
+jobs stored with :meth:`Store.add_jobs`, and one stored run per job (no
+framework runs). Each job's run has its own time, so a cell that merged two
+configurations, or one configuration overwriting another, shows.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlite_utils
+
+from dltop.profiles.loader import parse
+from dltop.profiles.model import JobSpec
+from dltop.results import compare, export, identity, scaling, summary
+from dltop.results.stats import summarize_run
+from dltop.results.table import Cell, Role, Table
+from dltop.store import Store, memory_db
+
+BASE: dict[str, Any] = {"frameworks": ["torch"], "models": ["fcn-r"], "batch_sizes": [8],
+                        "devices": ["cpu:1"]}
+COMMAND: dict[str, Any] = {"frameworks": ["command"], "models": ["my-net"],
+                           "command": ["python", "train.py"]}
+
+
+def _toml(entries: list[dict[str, Any]]) -> str:
+    out = ['name = "ident"']
+    for entry in entries:
+        out.append("[[matrix]]")
+        out += [f"{k} = {json.dumps(v)}" for k, v in {**BASE, **entry}.items()]
+    return "\n".join(out) + "\n"
+
+
+def campaign(entries: list[dict[str, Any]], interpreters: list[str | None] | None = None,
+             db: sqlite_utils.Database | None = None) -> tuple[sqlite_utils.Database, int]:
+    """A campaign of ``entries``; job k ran once, ok, at 0.1 * (k + 1) s per iteration."""
+    db = db or memory_db()
+    store = Store(db)
+    jobs = parse(_toml(entries), "ident.toml", "ident").jobs
+    cid = store.create_campaign("ident", ["ident.toml"], ["dltop"], "host-1", 1, None)
+    for k, job_id in enumerate(store.add_jobs(cid, jobs)):
+        seconds = [0.1 * (k + 1)] * 3
+        run_id = store.start_run(job_id, cid, 1, "", 8)
+        store.add_iterations(run_id, [{"idx": i, "seconds": s, "samples": 8, "warmup": 0,
+                                       "loss": None} for i, s in enumerate(seconds)])
+        if interpreters and interpreters[k]:
+            store.record_environment(run_id, {"python_executable": interpreters[k]})
+        store.finish_run(run_id, job_id, "ok", summarize_run(seconds, 8).to_columns())
+    return db, cid
+
+
+def value_cells(table: Table) -> list[Cell]:
+    """Every cell of a value column that holds a result."""
+    return [cell for row in table.rows
+            for col, cell in zip(table.columns, row.cells, strict=True)
+            if col.role is Role.VALUE and cell is not None and cell.value is not None]
+
+
+def assert_kept_apart(db: sqlite_utils.Database, cid: int, n: int) -> Table:
+    table = export.build_table(db, cid, "time")
+    cells = value_cells(table)
+    assert len(cells) == n, export.render(table, "md")
+    assert sorted(c.value or 0.0 for c in cells) == pytest.approx(
+        [0.1 * (k + 1) for k in range(n)])
+    assert {c.detail["n_runs"] for c in cells} == {1}
+    assert len(scaling.scaling_rows(db, cid)) == n
+    return table
+
+
+FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
+    "framework": ({}, {"frameworks": ["tensorflow"]}),
+    "model": ({}, {"models": ["alexnet-r"]}),
+    "batch_size": ({}, {"batch_sizes": [16]}),
+    "device": ({}, {"devices": ["cpu:2"]}),
+    "iterations": ({"iterations": 3}, {"iterations": 5}),
+    "warmup": ({"warmup": 0}, {"warmup": 2}),
+    "precision": ({}, {"precision": "bf16"}),
+    "data": ({}, {"data": "real", "data_dir": "/data"}),
+    "batch_scaling": ({}, {"batch_scaling": "per-device"}),
+    "lr": ({}, {"lr": 0.5}),
+    "momentum": ({}, {"momentum": 0.9}),
+    "seed": ({}, {"seed": 1}),
+    "xla": ({"frameworks": ["tensorflow"]}, {"frameworks": ["tensorflow"], "xla": True}),
+    "inject": ({}, {"inject": "nan"}),
+    "command": (COMMAND, {**COMMAND, "command": ["python", "train.py", "--fast"]}),
+    "iteration_regex": (COMMAND, {**COMMAND, "iteration_regex": "took (?P<seconds>[0-9.]+)"}),
+}
+
+
+def test_every_identity_field_has_a_case() -> None:
+    from dltop.profiles.loader import COMMAND_KEYS, OPTION_KEYS
+
+    fields = {f for f in JobSpec.identity_fields() if f != "options"}
+    assert fields | set(OPTION_KEYS) | set(COMMAND_KEYS) == set(FIELD_CASES)
+
+
+@pytest.mark.parametrize("field", list(FIELD_CASES))
+def test_two_entries_differing_in_one_identity_field_give_two_cells(field: str) -> None:
+    a, b = FIELD_CASES[field]
+    db, cid = campaign([a, b])
+    table = assert_kept_apart(db, cid, 2)
+    keys = [c.key for c in table.columns if c.role is Role.KEY]
+    if field in ("framework", "model", "batch_size", "device"):
+        assert keys == ["model", "framework", "batch"]
+    else:  # the field that varies is a row key, named after it
+        assert keys == ["model", "framework", "batch", field]
+        assert len(table.rows) == 2
+
+
+def test_the_interpreter_is_identity() -> None:
+    db, cid = campaign([{"repeats": 2}], interpreters=["/venv-a/bin/python",
+                                                       "/venv-b/bin/python"])
+    table = assert_kept_apart(db, cid, 2)
+    assert [c.key for c in table.columns if c.role is Role.KEY][-1] == "interpreter"
+    assert [row.cells[3].text for row in table.rows if row.cells[3]] == [
+        "/venv-a/bin/python", "/venv-b/bin/python"]
+
+
+def test_the_issue_reproduction_gives_three_cells() -> None:
+    db, cid = campaign([{"precision": "fp32", "lr": 0.01}, {"precision": "bf16", "lr": 0.01},
+                        {"precision": "fp32", "lr": 0.5}])
+    table = assert_kept_apart(db, cid, 3)
+    md = export.render(table, "md")
+    assert "| model | framework | batch | precision | lr | cpu:1 |" in md
+    assert "constant: data synthetic, batch scaling global, momentum 0, seed 0, " \
+           "iterations 50, warmup 10" in md
+
+
+NOT_IDENTITY = {"timeout_s": 60, "retries": 2, "cooldown_s": 1.0, "data_dir": "/elsewhere",
+                "cooldown_temp_c": 50.0, "cooldown_power_w": 100.0}
+
+
+@pytest.mark.parametrize("field", list(NOT_IDENTITY))
+def test_entries_differing_in_a_schedule_setting_are_repeats(field: str) -> None:
+    db, cid = campaign([{}, {field: NOT_IDENTITY[field]}])
+    cells = value_cells(export.build_table(db, cid, "time"))
+    assert [c.detail["n_runs"] for c in cells] == [2]
+
+
+def test_identity_declarations() -> None:
+    assert JobSpec.identity_fields() == (
+        "framework", "model", "batch_size", "device", "iterations", "warmup", "precision",
+        "data", "batch_scaling", "lr", "momentum", "seed", "options")
+
+
+def test_variation_constant_varying_and_interpreters_per_framework() -> None:
+    base = {"framework": "torch", "model": "fcn-r", "batch_size": 8, "device": "cpu:1",
+            "precision": "fp32", "lr": 0.01, "interpreter": "/a/python"}
+    idents = [base, {**base, "device": "cpu:2", "lr": 0.5, "xla": True},
+              {**base, "framework": "tensorflow", "interpreter": "/tf/python"},
+              {**base, "interpreter": None}]
+    var = identity.variation(idents)
+    assert var.fields == ("lr", "xla")
+    assert var.texts(idents[1]) == ("0.5", "true")
+    assert var.texts(idents[0]) == ("0.01", "-")
+    assert var.caption() == ("constant: precision fp32; "
+                             "interpreter: tensorflow /tf/python, torch /a/python")
+    assert var.as_json()["constant"] == {"precision": "fp32"}
+    # one framework under two interpreters: the interpreter is a row key
+    var2 = identity.variation([base, {**base, "interpreter": "/b/python"}])
+    assert var2.fields == ("interpreter",)
+
+
+def test_an_unfinished_repeat_stays_with_its_configuration() -> None:
+    db, cid = campaign([{"repeats": 2}], interpreters=["/a/python", None])
+    idents = identity.campaign_identities(db, cid)
+    assert [i["interpreter"] for i in idents.values()] == ["/a/python", "/a/python"]
+    cells = value_cells(export.build_table(db, cid, "time"))
+    assert [c.detail["n_runs"] for c in cells] == [2]
+
+
+def test_runs_listing_shows_the_varying_fields(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "d.db"
+    mem, _ = campaign([{}, {"lr": 0.5}, {"lr": 0.5, "seed": 3}])
+    file_db = sqlite_utils.Database(path)
+    mem.conn.backup(file_db.conn)
+    file_db.close()
+    out = subprocess.run([sys.executable, "-m", "dltop", "runs", "--db", str(path)],
+                         capture_output=True, text=True, check=True).stdout
+    header = next(line for line in out.splitlines() if "framework" in line)
+    assert "lr" in header and "seed" in header and "precision" not in header
+    assert "constant: precision fp32" in out
+
+
+REPRO = [{"precision": "fp32", "lr": 0.01}, {"precision": "bf16", "lr": 0.01},
+         {"precision": "fp32", "lr": 0.5}]
+
+
+def test_summary_has_a_row_per_configuration_keyed_by_the_varying_fields() -> None:
+    db, cid = campaign(REPRO)
+    table = summary.summary_table(db, cid)
+    keys = [c.key for c in table.columns if c.role is Role.KEY][:6]
+    assert keys == ["model", "framework", "batch", "device", "precision", "lr"]
+    assert [(r.cells[4].text if r.cells[4] else "", r.cells[5].value if r.cells[5] else None,
+             r.cells[6].text if r.cells[6] else "") for r in table.rows] == [
+        ("bf16", 0.01, "1/1"), ("fp32", 0.01, "1/1"), ("fp32", 0.5, "1/1")]
+    doc = json.loads(export.render(table, "json"))
+    assert doc["identity"]["varying"] == ["precision", "lr"]
+    assert [r["identity"]["lr"] for r in doc["rows"]] == [0.01, 0.01, 0.5]
+
+
+def test_pivot_json_keeps_numeric_keys_and_states_the_constants() -> None:
+    db, cid = campaign(REPRO)
+    doc = json.loads(export.render(export.build_table(db, cid, "time"), "json"))
+    assert [(r["precision"], r["lr"]) for r in doc["rows"]] == [
+        ("bf16", 0.01), ("fp32", 0.01), ("fp32", 0.5)]
+    assert doc["identity"]["constant"]["seed"] == 0
+    assert "lr" not in doc["identity"]["constant"]
+
+
+def test_scaling_groups_keep_the_varying_fields_apart() -> None:
+    db, cid = campaign([{"devices": ["cpu:1", "cpu:2"]},
+                        {"devices": ["cpu:1", "cpu:2"], "lr": 0.5}])
+    rows = scaling.scaling_rows(db, cid)
+    # job k ran at 0.1 (k + 1) s: lr 0.01 cpu:1/cpu:2 = 0.1/0.2 s, lr 0.5 = 0.3/0.4 s
+    speedups = {(r.identity["lr"], r.device): r.speedup for r in rows}
+    assert speedups[(0.01, "cpu:2")] == pytest.approx(0.5)
+    assert speedups[(0.5, "cpu:2")] == pytest.approx(0.3 / 0.4)
+    md = scaling.render_scaling(rows, "md", "t")
+    assert "| model | framework | batch | lr | devices |" in md
+    assert "constant: precision fp32" in md
+
+
+def test_compare_pairs_by_identity_across_interpreters() -> None:
+    db, a = campaign(REPRO[::2], interpreters=["/old/python"] * 2)
+    _, b = campaign(REPRO[::2], interpreters=["/new/python"] * 2, db=db)
+    rows = compare.compare(db, a, b)
+    assert len(rows) == 2
+    assert {r.identity["lr"] for r in rows} == {0.01, 0.5}
+    assert not any(r.verdict.startswith("only in") for r in rows)
+    camp = {c.id: c for c in (compare.campaign_ref(db, str(a)), compare.campaign_ref(db, str(b)))}
+    md = export.render(compare.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
+    assert "| precision | lr | A s |" in md
+
+
+def test_compare_keeps_two_interpreters_of_one_campaign_apart() -> None:
+    db, a = campaign([{"repeats": 2}], interpreters=["/x/python", "/y/python"])
+    _, b = campaign([{"repeats": 2}], interpreters=["/x/python", "/y/python"], db=db)
+    rows = compare.compare(db, a, b)
+    assert sorted(r.identity["interpreter"] for r in rows) == ["/x/python", "/y/python"]

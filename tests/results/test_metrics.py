@@ -1,0 +1,182 @@
+"""Every metric of ``dltop export --metric``: exact values from stored runs and iterations."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+import sqlite_utils
+
+from dltop.profiles.loader import parse
+from dltop.results import export
+from dltop.results.aggregate import ConfigResult, config_results
+from dltop.results.metrics import METRICS, value_of
+from dltop.results.peaks import gpu_peak, peak_tflops
+from dltop.results.stats import summarize_run
+from dltop.store import Store, memory_db
+
+MIB = 2**20
+PROFILE = """
+name = "metrics"
+[defaults]
+repeats = 2
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [8]
+devices = ["cpu:1", "gpu:1", "gpu:2"]
+"""
+# gpu:1, run 1: a 5 s warm-up iteration (excluded), then 0.1, 0.2, 0.3 s; the last
+# iteration a partial batch of 4 samples. Run 2: 0.3, 0.3, 0.9 s of 8 samples each.
+RUN1 = [(5.0, 8, 1), (0.1, 8, 0), (0.2, 8, 0), (0.3, 4, 0)]
+RUN2 = [(0.3, 8, 0), (0.3, 8, 0), (0.9, 8, 0)]
+TELEMETRY = [
+    {"device_name": "NVIDIA A100-SXM4-80GB", "flops_per_sample": 1e11, "power_mean_w": 200.0,
+     "joules_per_sample": 2.0, "gpu_mem_run_peak_bytes": 1024 * MIB,
+     "gpu_mem_peak_bytes": 2048 * MIB, "rss_peak_bytes": 512 * MIB, "host_cpu_mean_pct": 30.0},
+    {"device_name": "NVIDIA A100-SXM4-80GB", "flops_per_sample": 1e11, "power_mean_w": 300.0,
+     "joules_per_sample": 4.0, "gpu_mem_run_peak_bytes": 1536 * MIB,
+     "gpu_mem_peak_bytes": 3000 * MIB, "rss_peak_bytes": 600 * MIB, "host_cpu_mean_pct": 50.0},
+]
+# host windows (n, tree_cpu_pct): run 1 means 75 %, run 2 (120 + 3 × 80) / 4 = 90 %
+TREES = [[(2, 100.0), (2, 50.0)], [(1, 120.0), (3, 80.0)]]
+
+
+def add_run(db: sqlite_utils.Database, job_id: int, cid: int,
+            iters: list[tuple[float, int, int]], fields: dict[str, Any],
+            trees: Sequence[tuple[int, float]] = ()) -> int:
+    store = Store(db)
+    run_id = store.start_run(job_id, cid, 1, "", 8)
+    store.add_iterations(run_id, [{"idx": i, "seconds": s, "samples": n, "warmup": w,
+                                   "loss": None} for i, (s, n, w) in enumerate(iters)])
+    for n, pct in trees:
+        db["host_samples"].insert({"run_id": run_id, "n": n, "cpu_mean_pct": 10.0,
+                                   "tree_cpu_pct": pct})
+    measured = [s for s, _, w in iters if not w]
+    store.finish_run(run_id, job_id, "ok", {**summarize_run(measured, 8).to_columns(),
+                                            **fields})
+    return run_id
+
+
+def campaign(gpu_fields: list[dict[str, Any]] = TELEMETRY,
+             ) -> tuple[sqlite_utils.Database, dict[str, ConfigResult]]:
+    db = memory_db()
+    store = Store(db)
+    jobs = parse(PROFILE, "m.toml", "m").jobs
+    cid = store.create_campaign("metrics", ["m.toml"], ["dltop"], "h", 1, None)
+    ids = {(j.device.label, j.repeat): i
+           for j, i in zip(jobs, store.add_jobs(cid, jobs), strict=True)}
+    add_run(db, ids[("gpu:1", 0)], cid, RUN1, gpu_fields[0], TREES[0])
+    add_run(db, ids[("gpu:1", 1)], cid, RUN2, gpu_fields[1], TREES[1])
+    add_run(db, ids[("cpu:1", 0)], cid, [(0.5, 8, 0), (0.5, 8, 0)],
+            {"rss_peak_bytes": 100 * MIB})
+    return db, {r.device: r for r in config_results(db, cid)}
+
+
+def test_every_metric_exactly() -> None:
+    _, res = campaign()
+    gpu = res["gpu:1"]
+    thr = statistics.median([20 / 0.6, 24 / 1.5])  # total samples / total measured seconds
+    expected = {
+        "time": statistics.median([0.2, 0.3]),
+        "mean-time": (0.2 + 0.5) / 2,
+        "throughput": thr,
+        "power": 250.0,
+        "energy": 3.0,
+        "gpu-memory": 1536.0,
+        "host-memory": 600.0,
+        "cpu": (75.0 + 90.0) / 2,
+        "tflops": 1e11 * thr / 1e12,
+        "mfu": 100 * (1e11 * thr / 1e12) / 19.5,
+    }
+    assert set(expected) == set(METRICS)
+    for name, value in expected.items():
+        assert value_of(gpu, name).value == pytest.approx(value), name
+    assert value_of(gpu, "gpu-memory-device").value == pytest.approx(3000.0)
+    assert value_of(gpu, "host-cpu").value == pytest.approx(40.0)
+
+
+def test_cells_without_data_say_why() -> None:
+    _, res = campaign()
+    cpu = res["cpu:1"]
+    for name in ("power", "energy", "gpu-memory"):
+        assert value_of(cpu, name).reason == "n/a: no GPU"
+    assert value_of(cpu, "tflops").reason == "n/a: no FLOPs count"
+    assert value_of(cpu, "cpu").reason == "n/a: not sampled"
+    assert value_of(cpu, "host-memory").value == pytest.approx(100.0)
+    assert value_of(res["gpu:2"], "time").reason == "-"  # queued: never ran
+    with pytest.raises(ValueError, match="unknown metric 'watts'"):
+        value_of(cpu, "watts")
+
+
+def test_mfu_needs_a_known_gpu_and_cpu_has_no_peak() -> None:
+    fields = [{**f, "device_name": "NVIDIA Quadro K2000"} for f in TELEMETRY]
+    _, res = campaign(fields)
+    assert value_of(res["gpu:1"], "mfu").reason == "n/a: unknown peak"
+    cpu_fields = [{**f, "flops_per_sample": 1e9} for f in TELEMETRY]
+    db, _ = campaign(cpu_fields)
+    db["runs"].update(3, {"flops_per_sample": 1e9})
+    cpu = {r.device: r for r in config_results(db, 1)}["cpu:1"]
+    assert value_of(cpu, "tflops").value == pytest.approx(1e9 * 16 / 1e12)
+    assert value_of(cpu, "mfu").reason == "n/a: CPU peak unknown"
+
+
+def test_simulated_gpu_readings_never_appear_as_numbers() -> None:
+    fields = [{**f, "telemetry_simulated": 1} for f in TELEMETRY]
+    db, res = campaign(fields)
+    for name in ("power", "energy", "gpu-memory"):
+        v = value_of(res["gpu:1"], name)
+        assert (v.value, v.reason) == (None, "simulated") and v.simulated_value is not None
+    text = export.render(export.build_table(db, 1, "power"), "md")
+    assert "250.0" not in text and "simulated" in text
+    doc = export.render(export.build_table(db, 1, "power"), "json")
+    assert '"simulated_value": 250.0' in doc
+
+
+def test_gpu_memory_falls_back_to_the_device_peak_marked() -> None:
+    fields = [{**f, "gpu_mem_run_peak_bytes": None} for f in TELEMETRY]
+    db, res = campaign(fields)
+    v = value_of(res["gpu:1"], "gpu-memory")
+    assert v.value == pytest.approx(3000.0) and v.source == "device"
+    assert "3000 (device)" in export.render(export.build_table(db, 1, "gpu-memory"), "md")
+
+
+def test_every_metric_has_its_unit_in_the_pivot_title() -> None:
+    db, _ = campaign()
+    units = {"time": "seconds", "mean-time": "seconds", "throughput": "samples per second",
+             "power": "in W", "energy": "J per sample", "gpu-memory": "MiB",
+             "host-memory": "MiB", "cpu": "%", "tflops": "TFLOP/s", "mfu": "%"}
+    for name, unit in units.items():
+        title = export.build_table(db, 1, name).title
+        assert unit in title, (name, title)
+
+
+@pytest.mark.parametrize(("name", "entry"), [
+    ("NVIDIA H100 80GB HBM3", "H100 SXM"), ("NVIDIA H100 PCIe", "H100 PCIe"),
+    ("NVIDIA H100 NVL", "H100 NVL"), ("NVIDIA H200", "H200 SXM"),
+    ("NVIDIA A100-SXM4-40GB", "A100"), ("NVIDIA A100 80GB PCIe", "A100"),
+    ("NVIDIA L40S", "L40S"), ("NVIDIA GeForce RTX 4090", "RTX 4090"),
+    ("Tesla V100-PCIE-16GB", "V100 PCIe"), ("Tesla V100-SXM2-32GB", "V100 SXM2"),
+])
+def test_peak_table_matches_device_names(name: str, entry: str) -> None:
+    peak = gpu_peak(name)
+    assert peak is not None and peak.name == entry
+
+
+def test_peak_values_and_unknowns() -> None:
+    assert peak_tflops("NVIDIA H100 80GB HBM3", "bf16") == pytest.approx(989.4)
+    assert peak_tflops("NVIDIA A100-SXM4-80GB", "tf32") == pytest.approx(156.0)
+    assert peak_tflops("Tesla V100-SXM2-16GB", "bf16") is None
+    assert peak_tflops("Intel(R) Xeon(R) CPU", "fp32") is None
+    assert peak_tflops(None, "fp32") is None
+
+
+def test_docs_show_the_peak_table_the_code_uses() -> None:
+    from pathlib import Path
+
+    from dltop.results.peaks import peak_table_markdown
+
+    docs = Path(__file__).parents[2] / "docs" / "metrics.md"
+    assert peak_table_markdown() in docs.read_text()

@@ -1,0 +1,115 @@
+"""``dltop export --table summary``, the scaling table's markers, and export's bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from dltop import cli
+from dltop.profiles.loader import parse
+from dltop.results import bootstrap, export, scaling
+from dltop.results.stats import summarize_run
+from dltop.store import Store, connect
+
+PROFILE = """
+name = "summ"
+[defaults]
+repeats = 3
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [8]
+devices = ["cpu:1", "cpu:2"]
+"""
+# cpu:1: three ok repeats; cpu:2: one ok (superlinear: 2.5x on 2 threads), one oom,
+# one never run.
+SECONDS = {("cpu:1", 0): [0.10, 0.11, 0.12, 0.10], ("cpu:1", 1): [0.12, 0.12, 0.13, 0.12],
+           ("cpu:1", 2): [0.11, 0.11, 0.11, 0.12], ("cpu:2", 0): [0.044, 0.044, 0.048, 0.044]}
+
+
+@pytest.fixture
+def db_path(tmp_path: Path) -> Path:
+    path = tmp_path / "s.db"
+    store = Store(connect(path))
+    jobs = parse(PROFILE, "s.toml", "s").jobs
+    cid = store.create_campaign("summ", ["s.toml"], ["dltop"], "h", 1, None)
+    for job, job_id in zip(jobs, store.add_jobs(cid, jobs), strict=True):
+        key = (job.device.label, job.repeat)
+        if key == ("cpu:2", 1):
+            store.finish_run(store.start_run(job_id, cid, 1, "", 8), job_id, "oom", {})
+        if key not in SECONDS:
+            continue
+        run_id = store.start_run(job_id, cid, 1, "", 8)
+        store.add_iterations(run_id, [{"idx": i, "seconds": s, "samples": 8, "warmup": 0,
+                                       "loss": None} for i, s in enumerate(SECONDS[key])])
+        store.finish_run(run_id, job_id, "ok", summarize_run(SECONDS[key], 8).to_columns())
+    return path
+
+
+def test_summary_rows(db_path: Path) -> None:
+    db = connect(db_path, create=False)
+    doc = json.loads(export.render(export.results_table(db, 1, "summary"), "json"))
+    one, two = doc["rows"]
+    assert (one["device"], one["runs"], one["repeats"], one["flags"]) == ("cpu:1", 3, 3, "")
+    assert one["time"] == pytest.approx(0.11)  # median of run medians 0.105, 0.12, 0.11
+    runs = [SECONDS[("cpu:1", r)] for r in range(3)]
+    low, high = bootstrap.median_ci([[(s, 8) for s in r] for r in runs])
+    assert (one["ci_low_s"], one["ci_high_s"]) == (pytest.approx(low), pytest.approx(high))
+    assert low <= one["time"] <= high
+    assert one["reasons"]["power"] == "n/a: no GPU"
+    assert (two["runs"], two["repeats"], two["flags"]) == (1, 3, "incomplete")
+    assert doc["units"]["throughput"] == "samples/s" and doc["units"]["power"] == "W"
+    md = export.render(export.results_table(db, 1, "summary"), "md")
+    assert "| fcn-r | torch | 8 | cpu:2 | fp32 | 1/3 | 0.04400 |" in md
+    assert "user/system/iowait split: n/a" in md
+
+
+def test_scaling_marks_superlinear_efficiency(db_path: Path) -> None:
+    db = connect(db_path, create=False)
+    rows = scaling.scaling_rows(db, 1)
+    two = next(r for r in rows if r.device == "cpu:2")
+    assert two.superlinear and two.efficiency is not None and two.efficiency > 1
+    text = scaling.render_scaling(rows, "md", "t")
+    assert "%‡ |" in text and "‡ efficiency above 100 %" in text
+    assert "\\textdaggerdbl{}" in scaling.render_scaling(rows, "latex", "t")
+
+
+def test_cli_summary_and_metrics(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["export", "--db", str(db_path), "--table", "summary"]) == 0
+    assert "summary per configuration" in capsys.readouterr().out
+    assert cli.main(["export", "--db", str(db_path), "--metric", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "in % (100 = one core)" in out and "n/a: not sampled" in out
+    assert cli.main(["export", "--db", str(db_path), "--table", "pivot"]) == 0
+    assert "median seconds per mini-batch" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv", [
+    ["--metric", "watts"], ["--table", "nope"]])
+def test_cli_unknown_metric_or_table(db_path: Path, tmp_path: Path, argv: list[str]) -> None:
+    out = tmp_path / "t.md"
+    with pytest.raises(SystemExit) as exc:
+        cli.main(["export", "--db", str(db_path), *argv, "-o", str(out)])
+    assert exc.value.code == 2 and not out.exists()
+
+
+def test_cli_bad_input_writes_nothing(db_path: Path, tmp_path: Path,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "t.md"
+    assert cli.main(["export", "--db", str(db_path), "--campaign", "7", "-o", str(out)]) == 2
+    assert "no campaign 7" in capsys.readouterr().err and not out.exists()
+    assert cli.main(["export", "--db", str(db_path), "--table", "summary", "--metric",
+                     "power", "-o", str(out)]) == 2
+    assert "--metric picks the pivot" in capsys.readouterr().err and not out.exists()
+    db = connect(db_path, create=False)
+    with pytest.raises(Exception, match="unknown metric 'watts'"):
+        export.export_to_file(db, 1, str(out), metric="watts")
+    with pytest.raises(Exception, match="unknown table 'nope'"):
+        export.export_to_file(db, 1, str(out), table="nope")
+    assert not out.exists()
+
+
+def test_cli_metric_choices_match_the_metrics() -> None:
+    assert tuple(cli.EXPORT_METRICS) == export.METRICS

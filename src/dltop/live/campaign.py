@@ -41,6 +41,8 @@ class JobLine:
     repeat: int
     median_s: float | None = None
     """The job's latest run's median seconds per iteration, once it has one."""
+    contaminated: bool = False
+    """The job's latest run saw foreign processes on its GPUs or pinned CPUs."""
 
 
 @dataclass(frozen=True)
@@ -147,11 +149,14 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
     c = rows[0]
     camp = campaign_row(c)
     jobs = tuple(JobLine(j["id"], j["position"], j["status"], j["framework"], j["model"],
-                         j["batch_size"], j["device"], j["repeat"], j["median_s"])
+                         j["batch_size"], j["device"], j["repeat"], j["median_s"],
+                         bool(j["contaminated"]))
                  for j in db.query(
                      "select id, position, status, framework, model, batch_size, device, "
                      "repeat, (select r.median_s from runs r where r.job_id = jobs.id "
-                     "order by r.id desc limit 1) as median_s from jobs where campaign_id = ? "
+                     "order by r.id desc limit 1) as median_s, "
+                     "(select r.contaminated from runs r where r.job_id = jobs.id "
+                     "order by r.id desc limit 1) as contaminated from jobs where campaign_id = ? "
                      "and status != ? order by position limit ?",
                      [campaign_id, JobStatus.REMOVED, max_jobs]))
     counts = status_counts(db, campaign_id)

@@ -28,7 +28,7 @@ FAILURE_PRECEDENCE = ("oom", "unsupported", "unsatisfiable", "timeout", "diverge
 RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample",
               "device_name", "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
               "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "rss_peak_bytes",
-              "host_cpu_mean_pct")
+              "host_cpu_mean_pct", "tree_cpu_mean_pct")
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
 
 
@@ -187,7 +187,11 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
         run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
         packed=bool(row["concurrent_runs"]), contaminated=bool(row["contaminated"]),
         simulated=bool(row["telemetry_simulated"]), iterations=tuple(iters.get(rid, ())),
-        tree_cpu_mean_pct=trees.get(rid), fields={c: row[c] for c in RUN_FIELDS})
+        # the run's measured window (runs.tree_cpu_mean_pct); runs stored before it:
+        # every host sample of the run
+        tree_cpu_mean_pct=(trees.get(rid) if row["tree_cpu_mean_pct"] is None
+                           else float(row["tree_cpu_mean_pct"])),
+        fields={c: row[c] for c in RUN_FIELDS})
 
 
 def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]]],

@@ -36,6 +36,7 @@ from dltop.results.table import (
     Table,
     key_cell,
 )
+from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT
 
 __all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to_file",
            "format_for_path", "latex_escape", "render", "results_table"]
@@ -57,8 +58,9 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "total samples / total seconds", "gpu-memory": "maximum of each run's peak",
        "host-memory": "maximum of each run's peak", "tflops": "FLOPs per sample × the "
        "throughput cell", "mfu": "TFLOP/s ÷ the devices' peak for the precision"}
-NOTE_CONTAMINATED = ("§ a process outside the run used its devices while it was measured "
-                     "(contaminated).")
+NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
+                     f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
+                     "(runs.contamination says which).")
 NOTE_PACKED = ("† measured while other runs shared the host (a packed campaign, "
                "dltop run --pack): a throughput figure, not a clean single-run one.")
 NOTE_SIMULATED = ("Device telemetry of this campaign came from SIMULATED GPUs "

@@ -179,6 +179,17 @@ def _v7(db: Any) -> None:
     db.conn.executemany("update jobs set config_key = ? where id = ?", updates)
 
 
+def _v8(db: Any) -> None:
+    db["iterations"].add_column("t_mono_ns", int)
+    db["iterations"].add_column("t_wall_s", float)
+    db["gpu_samples"].add_column("t_wall_s", float)
+    db["host_samples"].add_column("t_wall_s", float)
+    for name, kind in {"contamination": str, "cpu_foreign_pct": float, "window_s": float,
+                       "energy_run_j": float, "telemetry_note": str,
+                       "tree_cpu_mean_pct": float}.items():
+        db["runs"].add_column(name, kind)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "campaigns, jobs, runs, iterations, environment", _v1),
     Migration(2, "telemetry: gpu_samples, host_samples, per-run telemetry summary", _v2),
@@ -190,6 +201,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "runs.protocol_errors", _v6),
     Migration(7, "jobs.config_key: the configuration's full identity (lr, momentum, seed, "
                  "options, ...), recomputed from spec_json", _v7),
+    Migration(8, "measured window: iterations.t_mono_ns/t_wall_s, t_wall_s on telemetry rows, "
+                 "runs.contamination/cpu_foreign_pct/window_s/energy_run_j/telemetry_note/"
+                 "tree_cpu_mean_pct",
+              _v8),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -25,6 +25,8 @@ RUN_COLUMNS: dict[str, type] = {
     "rss_peak_bytes": int, "throttle_reasons": str, "sm_clock_start_mhz": float,
     "sm_clock_end_mhz": float, "contaminated": int, "telemetry_simulated": int,
     "sampler_achieved_hz": float, "telemetry_read_errors": int,
+    "contamination": str, "cpu_foreign_pct": float, "window_s": float, "energy_run_j": float,
+    "telemetry_note": str, "tree_cpu_mean_pct": float,
 }
 """The ``runs`` columns a telemetry summary fills (each added by a migration)."""
 

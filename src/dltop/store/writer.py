@@ -108,7 +108,8 @@ class Store:
                 self.db.table("runs").update(run_id, fields)
 
     def add_iterations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
-        """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``)."""
+        """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``,
+        ``t_mono_ns`` and ``t_wall_s``: the step's end, monotonic ns and epoch seconds)."""
         batch = [{"run_id": run_id, **r} for r in rows]
         if batch:
             with transaction(self.db):

@@ -94,7 +94,9 @@ def test_every_error_kind_written_anywhere_is_a_member() -> None:
 
 
 def test_job_statuses_include_every_run_status() -> None:
-    assert {s.value for s in RunStatus} <= {s.value for s in JobStatus}
+    assert {s.value for s in RunStatus} <= {s.value for s in catalog.JOB_STATUSES}
+    assert {s.value for s in JobStatus} <= {s.value for s in catalog.JOB_STATUSES}
+    assert {s.value for s in RunStatus} & {s.value for s in JobStatus} == {"running"}
 
 
 def test_the_colour_map_covers_every_status() -> None:

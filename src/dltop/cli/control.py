@@ -58,5 +58,5 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"campaign {c.id} `{c.name}`: {c.status}{packed}; {engine}; jobs: {shown}")
         for r in queries.current_runs(db, c.id):
             print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
-                  f"{' (warm-up)' if r.done < r.warmup else ''}, started {r.started_at}")
+                  f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}")
     return 0

@@ -16,10 +16,11 @@ exit statuses.
 
 from __future__ import annotations
 
+import argparse
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from dltop.catalog import Control
 from dltop.cli.common import EXIT_INTERRUPTED
@@ -34,31 +35,23 @@ from dltop.errors import DltopError
 __all__ = ["EXPORT_METRICS", "main"]
 
 
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "export": cmd_export, "compare": cmd_compare, "runs": cmd_runs, "profiles": cmd_profiles,
+    "status": cmd_status, "devices": cmd_devices, "env": cmd_env, "doctor": cmd_doctor,
+    "tui": cmd_tui, **{verb.value: cmd_control for verb in Control},
+}
+"""Every subcommand but ``run`` (which also takes the command line) -> its implementation."""
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dltop`` console script."""
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
             return cmd_run(args, list(sys.argv if argv is None else ["dltop", *argv]))
-        if args.command == "export":
-            return cmd_export(args)
-        if args.command == "compare":
-            return cmd_compare(args)
-        if args.command == "runs":
-            return cmd_runs(args)
-        if args.command == "profiles":
-            return cmd_profiles(args)
-        if args.command == "status":
-            return cmd_status(args)
-        if args.command in tuple(Control):
-            return cmd_control(args)
-        if args.command == "devices":
-            return cmd_devices(args)
-        if args.command == "env":
-            return cmd_env(args)
-        if args.command == "doctor":
-            return cmd_doctor(args)
-        if args.command == "tui" or (args.command is None and sys.stdout.isatty()):
+        if args.command in COMMANDS:
+            return COMMANDS[args.command](args)
+        if args.command is None and sys.stdout.isatty():
             return cmd_tui(args)
         build_parser().print_help()
         return 0

@@ -111,6 +111,8 @@ RETRYABLE_STATUSES: Final = FAILURE_STATUSES | {RunStatus.CANCELLED}
 ACTIVE_CAMPAIGN_STATUSES: Final = frozenset(
     {CampaignStatus.QUEUED, CampaignStatus.RUNNING, CampaignStatus.PAUSED})
 """Campaigns not finished: an engine runs them, or should."""
+ENDED_CAMPAIGN_STATUSES: Final = frozenset(CampaignStatus) - ACTIVE_CAMPAIGN_STATUSES
+"""Campaigns closed: finished, cancelled, or their engine failed."""
 JOB_STATUSES: Final = frozenset({*JobStatus, *FINAL_RUN_STATUSES})
 """Every value ``jobs.status`` takes."""
 PENDING_JOB_STATUSES: Final = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any
 
 import sqlite_utils
 
+from dltop.catalog import JobStatus
 from dltop.profiles.model import JobSpec
 
 
@@ -23,6 +24,11 @@ def job_row(campaign_id: int, position: int, status: str, job: JobSpec) -> dict[
             **job.columns()}
 
 
+def marks(values: Collection[object]) -> str:
+    """``?, ?, ?``: one SQL parameter mark per value, for ``in (...)``."""
+    return ", ".join("?" for _ in values)
+
+
 def pk(value: Any) -> int:
     """The primary key an insert returned (an int, never None)."""
     if value is None:
@@ -35,7 +41,7 @@ def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int
     """Insert job rows from ``first_position`` on; the caller holds the transaction."""
     ids = []
     for k, job in enumerate(jobs):
-        status = statuses[k] if statuses else "queued"
+        status = statuses[k] if statuses else JobStatus.QUEUED
         row = db.table("jobs").insert(job_row(campaign_id, first_position + k, status, job))
         ids.append(pk(row.last_pk))
     return ids

@@ -20,6 +20,7 @@ from typing import Any
 import sqlite_utils
 
 from dltop import __version__
+from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
 from dltop.profiles.model import JobSpec
 from dltop.store.edit import Edits
 from dltop.store.queue import Queue
@@ -51,7 +52,7 @@ class Store:
         with transaction(self.db):
             row = self.db.table("campaigns").insert({
                 "name": name, "profiles": json.dumps(list(profiles)),
-                "argv": json.dumps(list(argv)), "status": "queued",
+                "argv": json.dumps(list(argv)), "status": CampaignStatus.QUEUED,
                 "created_at": utc_now(), "host": host, "dltop_version": __version__,
                 "engine_pid": engine_pid, "engine_start_time": engine_start_time,
                 "pack": int(pack),
@@ -61,9 +62,9 @@ class Store:
     def set_campaign_status(self, campaign_id: int, status: str) -> None:
         """Move a campaign to ``running``, ``finished``, ``cancelled`` or ``failed``."""
         fields: dict[str, Any] = {"status": status}
-        if status == "running":
+        if status == CampaignStatus.RUNNING:
             fields["started_at"] = utc_now()
-        elif status in ("finished", "cancelled", "failed"):
+        elif status in ENDED_CAMPAIGN_STATUSES:
             fields["finished_at"] = utc_now()
         with transaction(self.db):
             self.db.table("campaigns").update(campaign_id, fields)
@@ -95,10 +96,10 @@ class Store:
         with transaction(self.db):
             row = self.db.table("runs").insert({
                 "job_id": job_id, "campaign_id": campaign_id, "attempt": attempt,
-                "status": "running", "started_at": utc_now(), "log_path": log_path,
+                "status": RunStatus.RUNNING, "started_at": utc_now(), "log_path": log_path,
                 "samples_per_iter": samples_per_iter,
             })
-            self.db.table("jobs").update(job_id, {"status": "running"})
+            self.db.table("jobs").update(job_id, {"status": JobStatus.RUNNING})
         return pk(row.last_pk)
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:

@@ -103,6 +103,15 @@ def test_job_statuses_include_every_run_status() -> None:
     assert {s.value for s in RunStatus} & {s.value for s in JobStatus} == {"running"}
 
 
+def test_results_name_every_status_a_cell_can_have() -> None:
+    from dltop.results.aggregate import FAILURE_PRECEDENCE
+    from dltop.results.table import LABELS
+
+    in_cells = catalog.JOB_STATUSES - {RunStatus.OK, JobStatus.REMOVED}
+    assert set(LABELS) == in_cells
+    assert set(FAILURE_PRECEDENCE) == in_cells and len(FAILURE_PRECEDENCE) == len(in_cells)
+
+
 def test_the_colour_map_covers_every_status() -> None:
     every = {*RunStatus, *JobStatus, *CampaignStatus}
     assert not [s for s in every if s not in STATUS_STYLE]

@@ -14,7 +14,13 @@ from typing import Any
 
 import sqlite_utils
 
-from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, ErrorKind, JobStatus, RunStatus
+from dltop.catalog import (
+    ACTIVE_CAMPAIGN_STATUSES,
+    CampaignStatus,
+    ErrorKind,
+    JobStatus,
+    RunStatus,
+)
 from dltop.profiles.model import DeviceSpec, JobSpec
 from dltop.store.rows import marks, utc_now
 from dltop.store.tx import transaction
@@ -138,7 +144,8 @@ class Queue:
             self._db.table("campaigns").update(campaign_id, {
                 "engine_pid": pid, "control": None, "engine_start_time": start_time})
 
-    def finish_if_drained(self, campaign_id: int, status: str, finished_at: str) -> bool:
+    def finish_if_drained(self, campaign_id: int, status: CampaignStatus,
+                          finished_at: str) -> bool:
         """Close the campaign with ``status`` unless jobs were queued meanwhile; True if closed.
 
         One statement, so a viewer's append either lands before (and is run) or

@@ -8,7 +8,7 @@ from typing import Any
 
 import sqlite_utils
 
-from dltop.catalog import JobStatus
+from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.model import JobSpec
 
 
@@ -18,7 +18,8 @@ def utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(t)) + f".{int(t * 1000) % 1000:03d}Z"
 
 
-def job_row(campaign_id: int, position: int, status: str, job: JobSpec) -> dict[str, Any]:
+def job_row(campaign_id: int, position: int, status: JobStatus | RunStatus,
+            job: JobSpec) -> dict[str, Any]:
     """The ``jobs`` table row of a job spec (its own columns: :meth:`JobSpec.columns`)."""
     return {"campaign_id": campaign_id, "position": position, "status": status,
             **job.columns()}
@@ -37,7 +38,8 @@ def pk(value: Any) -> int:
 
 
 def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int,
-                jobs: Sequence[JobSpec], statuses: Sequence[str] | None = None) -> list[int]:
+                jobs: Sequence[JobSpec],
+                statuses: Sequence[JobStatus | RunStatus] | None = None) -> list[int]:
     """Insert job rows from ``first_position`` on; the caller holds the transaction."""
     ids = []
     for k, job in enumerate(jobs):

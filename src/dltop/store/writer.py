@@ -59,7 +59,7 @@ class Store:
             })
         return pk(row.last_pk)
 
-    def set_campaign_status(self, campaign_id: int, status: str) -> None:
+    def set_campaign_status(self, campaign_id: int, status: CampaignStatus) -> None:
         """Move a campaign to ``running``, ``finished``, ``cancelled`` or ``failed``."""
         fields: dict[str, Any] = {"status": status}
         if status == CampaignStatus.RUNNING:
@@ -76,7 +76,7 @@ class Store:
 
     # jobs ------------------------------------------------------------------
     def add_jobs(self, campaign_id: int, jobs: Sequence[JobSpec],
-                 statuses: Sequence[str] | None = None) -> list[int]:
+                 statuses: Sequence[JobStatus | RunStatus] | None = None) -> list[int]:
         """Queue ``jobs`` in order; ``statuses`` may pre-set some (e.g. ``unsatisfiable``).
 
         All or nothing: an interrupted call leaves no job of the list stored.
@@ -84,7 +84,7 @@ class Store:
         with transaction(self.db):
             return insert_jobs(self.db, campaign_id, 0, jobs, statuses)
 
-    def set_job_status(self, job_id: int, status: str) -> None:
+    def set_job_status(self, job_id: int, status: JobStatus | RunStatus) -> None:
         """Record a job's queue state (``queued``, ``running`` or a final run status)."""
         with transaction(self.db):
             self.db.table("jobs").update(job_id, {"status": status})
@@ -115,8 +115,8 @@ class Store:
             with transaction(self.db):
                 self.db.table("iterations").insert_all(batch, replace=True, batch_size=500)
 
-    def finish_run(self, run_id: int, job_id: int, status: str, fields: dict[str, Any],
-                   job_status: str | None = None) -> None:
+    def finish_run(self, run_id: int, job_id: int, status: RunStatus, fields: dict[str, Any],
+                   job_status: JobStatus | RunStatus | None = None) -> None:
         """Close a run with its final status and summary; the job takes ``job_status``."""
         with transaction(self.db):
             self.db.table("runs").update(run_id, {**fields, "status": status,

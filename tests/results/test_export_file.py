@@ -4,35 +4,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dltop import cli
 from dltop.errors import UserError
-from dltop.profiles.loader import parse
 from dltop.results import export
-from dltop.results.stats import summarize_run
-from dltop.store import Store, connect
-
-PROFILE = """
-name = "files"
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [8]
-devices = ["cpu:1", "cpu:2"]
-"""
+from dltop.store import connect
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
+def db_path(tmp_path: Path, campaigns: Any) -> Path:
     path = tmp_path / "d.db"
-    store = Store(connect(path))
-    jobs = parse(PROFILE, "p.toml", "p").jobs
-    cid = store.create_campaign("files", ["p.toml"], ["dltop"], "h", 1, None)
-    for job_id, seconds in zip(store.add_jobs(cid, jobs), (0.4, 0.25), strict=True):
-        run_id = store.start_run(job_id, cid, 1, "", 8)
-        store.finish_run(run_id, job_id, "ok", summarize_run([seconds] * 3, 8).to_columns())
+    db = connect(path)
+    cid, jobs = campaigns.create(db, campaigns.profile("files", ["cpu:1", "cpu:2"]), "files")
+    for (_, job_id), seconds in zip(jobs, (0.4, 0.25), strict=True):
+        campaigns.add_run(db, cid, job_id, [seconds] * 3, iterations=False)
     return path
 
 

@@ -19,10 +19,13 @@ from typing import Any
 
 import sqlite_utils
 
+from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
 
-FAILURE_PRECEDENCE = ("oom", "unsupported", "unsatisfiable", "timeout", "diverged",
-                      "crashed", "cancelled", "running", "queued")
+FAILURE_PRECEDENCE: tuple[str, ...] = (
+    RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE, RunStatus.TIMEOUT,
+    RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.CANCELLED, RunStatus.RUNNING,
+    JobStatus.QUEUED)
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
 
 RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample",
@@ -154,7 +157,7 @@ def config_results(db: sqlite_utils.Database, campaign_id: int) -> list[ConfigRe
 
 
 def _ok(row: dict[str, Any]) -> bool:
-    return row["status"] == "ok" and row["median_s"] is not None
+    return row["status"] == RunStatus.OK and row["median_s"] is not None
 
 
 def _per_run(db: sqlite_utils.Database, run_ids: list[int],
@@ -199,13 +202,14 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
     first = rows[0]
     ok = [_record(r, iters, trees) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]
+    status: str
     median: float | None
     spread: float | None
     thr: float | None
     if ok:
         medians = [float(r.get("median_s")) for r in ok]
         median = statistics.median(medians)
-        status, spread = "ok", max(medians) - min(medians)
+        status, spread = RunStatus.OK, max(medians) - min(medians)
         rates = [x for x in (r.samples_per_s for r in ok) if x is not None]
         thr = statistics.median(rates) if rates else None
     else:

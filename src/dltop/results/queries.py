@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlite_utils
 
+from dltop.catalog import RunStatus
 from dltop.errors import UserError
 
 
@@ -123,9 +124,15 @@ class CurrentRun:
     job_id: int
     label: str
     done: int
+    """Iterations reported so far, warm-up included."""
     total: int
     warmup: int
     started_at: str | None
+
+    @property
+    def in_warmup(self) -> bool:
+        """True while the runner is still in its warm-up iterations."""
+        return self.done < self.warmup
 
 
 def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun]:
@@ -135,8 +142,8 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
         "j.repeat, j.iterations, j.warmup, "
         "(select count(*) from iterations i where i.run_id = r.id) as done "
         "from runs r join jobs j on j.id = r.job_id "
-        "where r.campaign_id = ? and r.status = 'running' order by r.id"
+        "where r.campaign_id = ? and r.status = ? order by r.id"
     )
     return [CurrentRun(r["id"], r["job_id"], run_label(r), r["done"],
                        r["iterations"] + r["warmup"], r["warmup"], r["started_at"])
-            for r in db.query(sql, [campaign_id])]
+            for r in db.query(sql, [campaign_id, RunStatus.RUNNING])]

@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-LABELS = {"oom": "OOM", "unsupported": "n/a", "unsatisfiable": "n/a", "timeout": "timeout",
-          "crashed": "failed", "diverged": "diverged", "cancelled": "cancelled",
-          "running": "-", "queued": "-"}
-"""How a cell without a number names its status."""
+from dltop.catalog import JobStatus, RunStatus
+
+LABELS: Mapping[str, str] = {
+    RunStatus.OOM: "OOM", RunStatus.UNSUPPORTED: "n/a", RunStatus.UNSATISFIABLE: "n/a",
+    RunStatus.TIMEOUT: "timeout", RunStatus.CRASHED: "failed", RunStatus.DIVERGED: "diverged",
+    RunStatus.CANCELLED: "cancelled", RunStatus.RUNNING: "-", JobStatus.QUEUED: "-"}
+"""How a cell without a number names its status: every job status but ``ok`` (a cell of
+only removed jobs says ``removed``, the status itself, as any unknown status would)."""
 
 
 def status_label(status: str) -> str:

@@ -108,7 +108,9 @@ def _parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("export", help="print a campaign's results table")
     db_arg(exp)
-    exp.add_argument("--campaign", default="latest", metavar="ID|latest")
+    exp.add_argument("--campaign", default="latest", metavar="REF",
+                     help="an id, a name (its most recent campaign), latest (default), all, "
+                          "or a comma-separated list (3,5): one table over all of them")
     exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex"],
                      help="default: the -o file's suffix (.md .csv .json .tex), else md")
     exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
@@ -124,8 +126,10 @@ def _parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
                                          "95%% CI and a verdict")
     db_arg(cmp)
-    cmp.add_argument("a", metavar="A", help="baseline campaign: id, name or latest")
-    cmp.add_argument("b", metavar="B", help="campaign compared with it: id, name or latest")
+    cmp.add_argument("a", metavar="A", help="baseline campaign(s): id, name, latest, all, "
+                                            "or a list (3,5)")
+    cmp.add_argument("b", metavar="B", help="campaign(s) compared with it: id, name, latest, "
+                                            "all, or a list (3,5)")
     cmp.add_argument("--metric", default="time", choices=["time", "throughput"])
     cmp.add_argument("--threshold", type=float, default=0.05,
                      help="smallest relative change called significant (0.05 = 5%%)")
@@ -425,30 +429,32 @@ def _cmd_export(args: argparse.Namespace) -> int:
                         "shows its own columns (drop --metric)")
     metric = args.metric or "time"
     db = _open_existing(args.db)
-    camp = queries.resolve_campaign(db, args.campaign)
+    ids = [c.id for c in queries.resolve_campaigns(db, args.campaign)]
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
-        export.export_to_file(db, camp.id, args.output, fmt=fmt, table=args.table,
+        export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
                               metric=metric)
     else:
-        table = export.results_table(db, camp.id, args.table, metric)
+        table = export.results_table(db, ids, args.table, metric)
         sys.stdout.write(export.render(table, args.format or "md"))
     return 0
 
 
 def _cmd_compare(args: argparse.Namespace) -> int:
-    from dltop.results import compare
+    from dltop.results import compare, queries
     from dltop.results.render import render
 
     db = _open_existing(args.db)
-    a = compare.campaign_ref(db, args.a)
-    b = compare.campaign_ref(db, args.b)
-    rows = compare.compare(db, a.id, b.id, args.metric, args.threshold)
-    sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold),
-                            args.format))
+    a = queries.resolve_campaigns(db, args.a)
+    b = queries.resolve_campaigns(db, args.b)
+    rows = compare.compare(db, [c.id for c in a], [c.id for c in b], args.metric,
+                           args.threshold)
+    sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold,
+                                                  db), args.format))
     if args.fail_on_regression and any(r.regression for r in rows):
         slower = sum(r.regression for r in rows)
-        print(f"dltop: {slower} configuration(s) significantly slower in campaign {b.id}",
+        where = ",".join(str(c.id) for c in b)
+        print(f"dltop: {slower} configuration(s) significantly slower in campaign {where}",
               file=sys.stderr)
         return EXIT_REGRESSION
     return 0

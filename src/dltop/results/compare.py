@@ -14,12 +14,16 @@ sides' measured iterations (:mod:`dltop.results.bootstrap`). As in pyperf's
 statistically and practically significant: the interval excludes 1 *and* the
 ratio differs from 1 by more than the threshold. Otherwise the verdict is
 ``no significant change``.
+
+Either side may be several campaigns (``3,5``, ``all``, a name: see
+:func:`dltop.results.queries.resolve_campaigns`); their configurations merge as
+in an export (same identity on the same host and GPU model).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +31,7 @@ import sqlite_utils
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import bootstrap, identity, queries
+from dltop.results import bootstrap, caption, identity, queries
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell, status_label
 
@@ -60,21 +64,6 @@ class Comparison:
         return self.verdict == SLOWER
 
 
-def campaign_ref(db: sqlite_utils.Database, ref: str) -> queries.CampaignRow:
-    """A campaign by id, ``latest``, or name (the most recent of that name).
-
-    Raises:
-        UserError: no such campaign.
-    """
-    if ref.isdigit() or ref == "latest":
-        return queries.resolve_campaign(db, ref)
-    rows = list(db.query("select * from campaigns where name = ? order by id desc limit 1",
-                         [ref]))
-    if not rows:
-        raise UserError(f"no campaign with id or name {ref!r} (see 'dltop runs')")
-    return queries.campaign_row(rows[0])
-
-
 def _label(r: ConfigResult) -> tuple[str, str, int, str, str]:
     return (r.model, r.framework, r.batch_size, r.device, r.precision)
 
@@ -100,9 +89,12 @@ def pairing(results: list[ConfigResult]) -> dict[str, tuple[dict[str, Any], Conf
         return {k: v for k, v in r.identity.items() if k != identity.INTERPRETER}
 
     count = Counter(identity.key(bare(r)) for r in results)
+    full = Counter(r.config_key for r in results)
     out: dict[str, tuple[dict[str, Any], ConfigResult]] = {}
     for r in results:
         ident = bare(r) if count[identity.key(bare(r))] == 1 else dict(r.identity)
+        if full[r.config_key] > 1:  # one side spans hosts or GPU models: pair by place too
+            ident = {**ident, "host": r.host, "gpu": r.gpu_name}
         out[identity.key(ident)] = (ident, r)
     return out
 
@@ -130,9 +122,9 @@ def _compare_one(a: ConfigResult | None, b: ConfigResult | None, metric: str,
                       ratio, low, high, ident)
 
 
-def compare(db: sqlite_utils.Database, a_id: int, b_id: int, metric: str = "time",
-            threshold: float = 0.05) -> list[Comparison]:
-    """Every configuration of campaigns ``a_id`` and ``b_id``, paired by identity.
+def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Sequence[int],
+            metric: str = "time", threshold: float = 0.05) -> list[Comparison]:
+    """Every configuration of campaign(s) ``a_id`` and ``b_id``, paired by identity.
 
     Raises:
         UserError: an unknown metric, a negative threshold, or no configuration in common.
@@ -144,7 +136,8 @@ def compare(db: sqlite_utils.Database, a_id: int, b_id: int, metric: str = "time
     a = pairing(config_results(db, a_id))
     b = pairing(config_results(db, b_id))
     if not a.keys() & b.keys():
-        raise UserError(f"campaigns {a_id} and {b_id} have no configuration in common")
+        raise UserError(f"campaigns {_ids(a_id)} and {_ids(b_id)} have no configuration "
+                        "in common")
     out = [_compare_one(a[k][1] if k in a else None, b[k][1] if k in b else None, metric,
                         threshold, (a.get(k) or b[k])[0]) for k in {**a, **b}]
     out.sort(key=lambda c: (rank(c.label[0], catalog.MODELS),
@@ -153,13 +146,28 @@ def compare(db: sqlite_utils.Database, a_id: int, b_id: int, metric: str = "time
     return out
 
 
+def _ids(ids: int | Sequence[int]) -> str:
+    return str(ids) if isinstance(ids, int) else ",".join(str(i) for i in ids)
+
+
+def _side(camps: queries.CampaignRow | Sequence[queries.CampaignRow]) -> list[queries.CampaignRow]:
+    return [camps] if isinstance(camps, queries.CampaignRow) else list(camps)
+
+
 def _num(value: float | None, text: str) -> Cell:
     return Cell(text if value is not None else "", value)
 
 
-def compare_table(rows: list[Comparison], a: queries.CampaignRow, b: queries.CampaignRow,
-                  metric: str, threshold: float) -> Table:
-    """The comparison as a :class:`Table` (md, csv, json, latex alike)."""
+def compare_table(rows: list[Comparison],
+                  a: queries.CampaignRow | Sequence[queries.CampaignRow],
+                  b: queries.CampaignRow | Sequence[queries.CampaignRow],
+                  metric: str, threshold: float,
+                  db: sqlite_utils.Database | None = None) -> Table:
+    """The comparison as a :class:`Table` (md, csv, json, latex alike).
+
+    With ``db``, the caption states the environment of both sides' campaigns.
+    """
+    side_a, side_b = _side(a), _side(b)
     unit = "s" if metric == "time" else "samples/s"
     fmt = "{:.4g}" if metric == "time" else "{:.1f}"
     var = identity.variation(c.identity for c in rows)
@@ -188,13 +196,22 @@ def compare_table(rows: list[Comparison], a: queries.CampaignRow, b: queries.Cam
         f"B/A of the {what} (median over runs); CI95: 2000-resample seeded two-level "
         "bootstrap of both campaigns' measured iterations. A change is called when "
         f"the interval excludes 1 and B/A differs from 1 by more than {threshold:.0%}.",)
-    caption = var.caption()
-    if caption:
-        notes = (*notes, caption)
+    constants = var.caption()
+    camps = list({c.id: c for c in (*side_a, *side_b)}.values())
+    lines, meta = caption.context(db, camps, constants) if db is not None else \
+        ((constants,) if constants else (), {})
+
+    def names(side: list[queries.CampaignRow]) -> str:
+        return ", ".join(f"{c.id} `{c.name}`" for c in side)
+
+    def refs(side: list[queries.CampaignRow]) -> dict[str, Any] | list[dict[str, Any]]:
+        out = [{"id": c.id, "name": c.name} for c in side]
+        return out[0] if len(out) == 1 else out
+
     return Table(
-        title=f"Compare A = campaign {a.id} `{a.name}` with B = campaign {b.id} "
-              f"`{b.name}`: {what}",
-        columns=cols, rows=tuple(table_rows), notes=notes,
-        meta={"a": {"id": a.id, "name": a.name}, "b": {"id": b.id, "name": b.name},
+        title=f"Compare A = campaign{'s' if len(side_a) > 1 else ''} {names(side_a)} with "
+              f"B = campaign{'s' if len(side_b) > 1 else ''} {names(side_b)}: {what}",
+        columns=cols, rows=tuple(table_rows), notes=notes, caption=lines,
+        meta={**meta, "a": refs(side_a), "b": refs(side_b),
               "metric": metric, "unit": unit, "threshold": threshold,
               "identity": var.as_json()})

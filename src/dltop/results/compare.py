@@ -82,19 +82,24 @@ def verdict(ratio: float, low: float, high: float, metric: str, threshold: float
     return FASTER if (ratio > 1.0) == higher_is_better else SLOWER
 
 
-def pairing(results: list[ConfigResult]) -> dict[str, tuple[dict[str, Any], ConfigResult]]:
-    """A campaign's configurations by the identity they pair by: their identity without
-    the interpreter, or with it where two configurations differ only by it."""
+def pairing(results: list[ConfigResult], placed: frozenset[str] = frozenset(),
+            ) -> dict[str, tuple[dict[str, Any], ConfigResult]]:
+    """A side's configurations by the identity they pair by: their identity without
+    the interpreter, or with it where two configurations differ only by it; with the
+    host and GPU model too for identities in ``placed`` (config keys that occur on
+    several hosts or GPU models of one side)."""
     def bare(r: ConfigResult) -> dict[str, Any]:
         return {k: v for k, v in r.identity.items() if k != identity.INTERPRETER}
 
-    count = Counter(identity.key(bare(r)) for r in results)
-    full = Counter(r.config_key for r in results)
+    def where(r: ConfigResult) -> dict[str, Any]:
+        return {"host": r.host, "gpu": r.gpu_name} if r.config_key in placed else {}
+
+    count = Counter(identity.key({**bare(r), **where(r)}) for r in results)
     out: dict[str, tuple[dict[str, Any], ConfigResult]] = {}
     for r in results:
-        ident = bare(r) if count[identity.key(bare(r))] == 1 else dict(r.identity)
-        if full[r.config_key] > 1:  # one side spans hosts or GPU models: pair by place too
-            ident = {**ident, "host": r.host, "gpu": r.gpu_name}
+        ident = bare(r) if count[identity.key({**bare(r), **where(r)})] == 1 \
+            else dict(r.identity)
+        ident.update(where(r))
         out[identity.key(ident)] = (ident, r)
     return out
 
@@ -133,8 +138,11 @@ def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Se
         raise UserError(f"compare --metric: use one of {', '.join(METRICS)}")
     if threshold < 0:
         raise UserError("compare --threshold must be >= 0 (e.g. 0.05 for 5 %)")
-    a = pairing(config_results(db, a_id))
-    b = pairing(config_results(db, b_id))
+    ra, rb = config_results(db, a_id), config_results(db, b_id)
+    # an identity on several hosts or GPU models of one side pairs place by place
+    placed = frozenset(k for side in (ra, rb)
+                       for k, n in Counter(r.config_key for r in side).items() if n > 1)
+    a, b = pairing(ra, placed), pairing(rb, placed)
     if not a.keys() & b.keys():
         raise UserError(f"campaigns {_ids(a_id)} and {_ids(b_id)} have no configuration "
                         "in common")

@@ -79,6 +79,9 @@ def test_markdown(db) -> None:  # type: ignore[no-untyped-def]
     # cpu:2 has one ok run of the two planned: incomplete, with its count
     assert lines[5] == "| alexnet-r | torch | 64 | 0.3000 | 0.1000* (1/2) |"
     assert export.NOTE_INCOMPLETE in lines
+    # no run stored an environment row: the caption says so once, after what is known
+    assert lines[-1].startswith("Environment: host ") and lines[-1].endswith(
+        "; OS, CPU, frameworks, Python, BLAS, threads n/a (no run reported its environment).")
 
 
 def test_csv_and_throughput(db) -> None:  # type: ignore[no-untyped-def]

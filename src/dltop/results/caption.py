@@ -98,8 +98,16 @@ class Environment:
                 ("dltop", some(self.dltop))]
 
     def caption(self) -> str:
-        """``Environment: host h; OS ...; CPU ...; GPU ...; ...; dltop 0.1.0.`` (one line)."""
-        return "Environment: " + "; ".join(f"{k} {v}" for k, v in self.items()) + "."
+        """``Environment: host h; OS ...; CPU ...; GPU ...; ...; dltop 0.1.0.`` (one line).
+
+        Fields no run could report (no environment row at all) are named once at the end.
+        """
+        items = self.items()
+        known = [f"{k} {v}" for k, v in items if v != NO_ENV]
+        unknown = [k for k, v in items if v == NO_ENV]
+        if unknown:
+            known.append(f"{', '.join(unknown)} {NO_ENV}")
+        return "Environment: " + "; ".join(known) + "."
 
     def as_json(self) -> dict[str, Any]:
         """The JSON exports' ``"environment"`` object (lists: every value in the set)."""

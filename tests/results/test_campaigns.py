@@ -59,6 +59,7 @@ def add_campaign(path: Path, name: str, host: str, devices: list[str],
             "host": host, "os": "Linux", "cpu_model": f"CPU of {host}", "physical_cores": 8,
             "logical_cores": 16, "python_version": "3.11.4", "framework": "torch",
             "framework_version": torch, "blas": "mkl", "threads": 1, "thread_env": "{}",
+            "python_executable": f"/{host}/venv/bin/python",
             "cuda_version": "12.1" if on_gpu else None,
             "device_name": gpu if on_gpu else None})
     return cid
@@ -85,7 +86,19 @@ def test_hosts_and_gpu_models_become_column_keys(db_path: Path) -> None:
     values = [c.header for c in table.columns if c.role == "value"]
     assert values == ["hostA cpu:1", "hostA cpu:2", "hostB cpu:1",
                       "hostB gpu:1 (A100-SXM4-40GB)", "hostB gpu:1 (H100 80GB HBM3)"]
-    assert len(table.rows) == 1  # one configuration identity: one row
+    # one configuration identity: one row; the interpreters differ by host, which the
+    # caption states per framework and host instead of splitting the row
+    assert len(table.rows) == 1
+    assert table.caption[0].endswith("; interpreter: torch @hostA /hostA/venv/bin/python, "
+                                     "torch @hostB /hostB/venv/bin/python")
+    scaling = export.results_table(db, "all", "scaling")
+    assert [c.key for c in scaling.columns][:4] == ["model", "framework", "batch_size",
+                                                    "device"]
+    assert [r.cells[3].text for r in scaling.rows if r.cells[3]] == [
+        "hostA cpu:1", "hostA cpu:2", "hostB cpu:1", "hostB gpu:1 (A100-SXM4-40GB)",
+        "hostB gpu:1 (H100 80GB HBM3)"]
+    assert [r.cells[6].text for r in scaling.rows if r.cells[6]] == [
+        "1.00", "1.60", "1.00", "1.00", "1.00"]
     assert [c.text if c else "" for c in table.rows[0].cells[3:]] == [
         "0.4000", "0.2500", "0.3000", "0.03000", "0.02000"]
     assert table.title.startswith("Campaigns 1 `desktop`, 2 `server`, 3 `server-a100`")
@@ -210,4 +223,10 @@ def test_cli_compare_takes_lists(db_path: Path, capsys: pytest.CaptureFixture[st
     assert verdicts == {("cpu:1", "hostA"): "only in B", ("cpu:2", None): "only in B",
                         ("cpu:1", "hostB"): "no significant change",
                         ("gpu:1", None): "no significant change"}
+    # one host per side: the desktop's CPU runs pair with the server's across hosts
+    assert cli.main(["compare", "--db", str(db_path), "desktop", "server", "--format",
+                     "json"]) == 0
+    rows = {r["device"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    assert rows["cpu:1"]["ratio"] == pytest.approx(0.3 / 0.4)
+    assert rows["cpu:1"]["verdict"] == "faster" and "host" not in rows["cpu:1"]["identity"]
     assert cli.main(["compare", "--db", str(db_path), "nope", "1"]) == 2

@@ -169,6 +169,16 @@ def place_labeller(results: Sequence[ConfigResult]) -> Callable[[ConfigResult], 
     return label
 
 
+def placed_identities(results: Sequence[ConfigResult | Any]) -> list[dict[str, Any]]:
+    """The identities of ``results`` (anything with ``identity`` and ``host``), each with
+    its host under :data:`dltop.results.identity.PLACE` when they span hosts, so that
+    :func:`dltop.results.identity.variation` states interpreters per framework and host
+    instead of making them row keys."""
+    if len({r.host for r in results}) < 2:
+        return [dict(r.identity) for r in results]
+    return [{**r.identity, identity.PLACE: r.host} for r in results]
+
+
 def place_key(r: ConfigResult) -> tuple[str, tuple[int, int, str], str]:
     """Orders configurations by host, then device (:func:`device_key`), then GPU model."""
     return (r.host, device_key(r.device), r.gpu_name or "")

@@ -82,17 +82,24 @@ def verdict(ratio: float, low: float, high: float, metric: str, threshold: float
     return FASTER if (ratio > 1.0) == higher_is_better else SLOWER
 
 
+def bare(r: ConfigResult) -> dict[str, Any]:
+    """A configuration's identity without the interpreter."""
+    return {k: v for k, v in r.identity.items() if k != identity.INTERPRETER}
+
+
+def bare_key(r: ConfigResult) -> str:
+    """:func:`dltop.results.identity.key` of :func:`bare`."""
+    return identity.key(bare(r))
+
+
 def pairing(results: list[ConfigResult], placed: frozenset[str] = frozenset(),
             ) -> dict[str, tuple[dict[str, Any], ConfigResult]]:
     """A side's configurations by the identity they pair by: their identity without
     the interpreter, or with it where two configurations differ only by it; with the
-    host and GPU model too for identities in ``placed`` (config keys that occur on
-    several hosts or GPU models of one side)."""
-    def bare(r: ConfigResult) -> dict[str, Any]:
-        return {k: v for k, v in r.identity.items() if k != identity.INTERPRETER}
-
+    host and GPU model too for identities in ``placed`` (:func:`bare_key` s that occur
+    on several hosts or GPU models of one side)."""
     def where(r: ConfigResult) -> dict[str, Any]:
-        return {"host": r.host, "gpu": r.gpu_name} if r.config_key in placed else {}
+        return {"host": r.host, "gpu": r.gpu_name} if bare_key(r) in placed else {}
 
     count = Counter(identity.key({**bare(r), **where(r)}) for r in results)
     out: dict[str, tuple[dict[str, Any], ConfigResult]] = {}
@@ -139,10 +146,15 @@ def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Se
     if threshold < 0:
         raise UserError("compare --threshold must be >= 0 (e.g. 0.05 for 5 %)")
     ra, rb = config_results(db, a_id), config_results(db, b_id)
-    # an identity on several hosts or GPU models of one side pairs place by place
-    placed = frozenset(k for side in (ra, rb)
-                       for k, n in Counter(r.config_key for r in side).items() if n > 1)
-    a, b = pairing(ra, placed), pairing(rb, placed)
+    # an identity on several hosts or GPU models of one side pairs place by place; one
+    # place per side (A on one host, B on another) pairs across them
+    placed: set[str] = set()
+    for side in (ra, rb):
+        places: dict[str, set[tuple[str, str]]] = {}
+        for r in side:
+            places.setdefault(bare_key(r), set()).add(r.place)
+        placed |= {k for k, where in places.items() if len(where) > 1}
+    a, b = pairing(ra, frozenset(placed)), pairing(rb, frozenset(placed))
     if not a.keys() & b.keys():
         raise UserError(f"campaigns {_ids(a_id)} and {_ids(b_id)} have no configuration "
                         "in common")

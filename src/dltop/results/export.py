@@ -34,6 +34,7 @@ from dltop.results.aggregate import (
     config_results,
     place_key,
     place_labeller,
+    placed_identities,
     rank,
 )
 from dltop.results.metrics import METRICS as METRIC_SPECS
@@ -123,12 +124,6 @@ def campaigns_of(db: sqlite_utils.Database,
     return queries.resolve_campaigns(db, ",".join(str(i) for i in campaigns))
 
 
-def placed_identities(results: Sequence[ConfigResult]) -> list[dict[str, Any]]:
-    """The results' identities, with their host when they span hosts (for
-    :func:`dltop.results.identity.variation`: interpreters are stated per host)."""
-    if len({r.host for r in results}) < 2:
-        return [dict(r.identity) for r in results]
-    return [{**r.identity, identity.PLACE: r.host} for r in results]
 
 
 def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],

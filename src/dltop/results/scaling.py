@@ -24,7 +24,7 @@ import sqlite_utils
 
 from dltop import catalog
 from dltop.results import caption, identity, queries
-from dltop.results.aggregate import config_results, place_labeller, rank
+from dltop.results.aggregate import config_results, place_labeller, placed_identities, rank
 from dltop.results.metrics import markers
 from dltop.results.render import render
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
@@ -64,7 +64,7 @@ def scaling_rows(db: sqlite_utils.Database,
     """Every configuration with its speedup and efficiency against one device (on the
     same host and GPU model)."""
     results = config_results(db, campaigns)
-    var = identity.variation(r.identity for r in results)
+    var = identity.variation(placed_identities(results))
     label = place_labeller(results)
     base: dict[tuple[str, str, int, str, str, tuple[str, str]], float] = {}
     for r in results:
@@ -143,7 +143,7 @@ def scaling_table(rows: list[ScalingRow], title: str,
     campaigns/environment JSON fields (:func:`dltop.results.caption.context`), without
     which the table states only the constant settings.
     """
-    var = identity.variation(r.identity for r in rows)
+    var = identity.variation(placed_identities(rows))
     notes = [NOTE]
     if any(r.marks for r in rows):
         notes.append(NOTE_MARKS)
@@ -161,7 +161,7 @@ def campaigns_scaling_table(db: sqlite_utils.Database,
                             camps: Sequence[queries.CampaignRow]) -> Table:
     """The scaling table of resolved campaigns, with its environment caption."""
     rows = scaling_rows(db, [c.id for c in camps])
-    constants = identity.variation(r.identity for r in rows).caption()
+    constants = identity.variation(placed_identities(rows)).caption()
     return scaling_table(rows, caption.title(camps, "scaling", created=False),
                          caption.context(db, camps, constants))
 

@@ -26,6 +26,7 @@ from dltop.results.aggregate import (
     config_results,
     device_key,
     place_labeller,
+    placed_identities,
     rank,
 )
 from dltop.results.metrics import Metric, metric, value_of
@@ -141,9 +142,7 @@ def summary_table(db: sqlite_utils.Database,
     camps = [queries.resolve_campaign(db, campaigns)] if isinstance(campaigns, int) \
         else list(campaigns)
     results = config_results(db, [c.id for c in camps])
-    var = identity.variation(
-        {**r.identity, identity.PLACE: r.host} if len({x.host for x in results}) > 1
-        else r.identity for r in results)
+    var = identity.variation(placed_identities(results))
     label = place_labeller(results)
     results.sort(key=lambda r: (
         rank(r.model, catalog.MODELS), rank(r.framework, catalog.FRAMEWORKS), r.batch_size,

@@ -230,3 +230,27 @@ def test_cli_compare_takes_lists(db_path: Path, capsys: pytest.CaptureFixture[st
     assert rows["cpu:1"]["ratio"] == pytest.approx(0.3 / 0.4)
     assert rows["cpu:1"]["verdict"] == "faster" and "host" not in rows["cpu:1"]["identity"]
     assert cli.main(["compare", "--db", str(db_path), "nope", "1"]) == 2
+
+
+@pytest.mark.parametrize("table", ["pivot", "summary", "scaling"])
+def test_every_table_takes_its_format_from_the_suffix(db_path: Path, tmp_path: Path,
+                                                      table: str) -> None:
+    db = ["--db", str(db_path), "--campaign", "all", "--table", table]
+    for suffix in (".md", ".csv", ".json", ".tex"):
+        out = tmp_path / f"t{suffix.upper() if suffix == '.tex' else suffix}"
+        assert cli.main(["export", *db, "-o", str(out)]) == 0
+        text = out.read_text()
+        assert "Environment: host hostA, hostB;" in text  # every format has the caption
+        if suffix == ".json":
+            doc = json.loads(text)
+            assert list(doc)[:2] == ["campaigns", "environment"]
+            assert {"columns", "rows", "layout"} <= doc.keys()
+        elif suffix == ".csv":
+            assert text.startswith("# Campaigns 1 `desktop`")
+            assert csv_rows(text)[0][0] == "model"
+        elif suffix == ".tex":
+            first = text.splitlines()[0]
+            assert first.startswith("% ") and ("1 (desktop)" in first or "1 `desktop`" in first)
+            assert "\\toprule" in text
+        else:
+            assert text.startswith("Campaigns 1 `desktop`") and "| model |" in text

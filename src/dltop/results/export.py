@@ -124,8 +124,6 @@ def campaigns_of(db: sqlite_utils.Database,
     return queries.resolve_campaigns(db, ",".join(str(i) for i in campaigns))
 
 
-
-
 def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                 metric: str) -> Table:
     """Pivot the configuration results of one or several campaigns: one row per model,

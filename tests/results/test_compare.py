@@ -87,7 +87,12 @@ def test_cli_formats_and_exit_codes(db_path: Path, capsys: pytest.CaptureFixture
                                                    "no significant change"]
     assert doc["a"]["name"] == "base" and doc["threshold"] == 0.05
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--format", "csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[0].endswith("B/A,CI95 low,CI95 high,verdict")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# Compare A = campaign 1")
+    assert any(line.startswith("# Environment: host ") for line in lines)
+    header = next(line for line in lines if not line.startswith("#"))
+    assert header.endswith("B/A,B/A status,CI95 low,CI95 low status,CI95 high,"
+                           "CI95 high status,verdict")
     # B slower in batch 8: a regression; the other way round none is
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--fail-on-regression"]) == 1
     assert "1 configuration(s) significantly slower" in capsys.readouterr().err
@@ -99,7 +104,7 @@ def test_cli_bad_input_exits_2(db_path: Path, campaigns: Any,
     assert cli.main(["compare", "--db", str(db_path), "1", "9"]) == 2
     assert "no campaign 9" in capsys.readouterr().err
     assert cli.main(["compare", "--db", str(db_path), "base", "nope"]) == 2
-    assert "no campaign with id or name 'nope'" in capsys.readouterr().err
+    assert "no campaign named 'nope'" in capsys.readouterr().err
     add_campaign(campaigns, db_path, "other", {8: 0.1}, model="alexnet-r")
     assert cli.main(["compare", "--db", str(db_path), "1", "other"]) == 2
     err = capsys.readouterr()

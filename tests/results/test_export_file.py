@@ -27,7 +27,7 @@ def db_path(tmp_path: Path, campaigns: Any) -> Path:
 def test_the_suffix_picks_the_format(db_path: Path, tmp_path: Path) -> None:
     db = connect(db_path, create=False)
     for suffix, marker in ((".md", "| model |"), (".csv", "model,framework"),
-                           (".tex", "\\toprule"), (".JSON", '"campaign"')):
+                           (".tex", "\\toprule"), (".JSON", '"campaigns"')):
         out = tmp_path / f"t{suffix}"
         assert export.export_to_file(db, 1, str(out)) == f"wrote {out}"
         assert marker in out.read_text()
@@ -53,7 +53,8 @@ def test_cli_export_takes_the_format_from_the_output_suffix(db_path: Path,
     assert cli.main(["export", "--db", str(db_path), "-o", str(out)]) == 0
     assert out.read_text().startswith("% dltop campaign 1 (files)")
     assert cli.main(["export", "--db", str(db_path), "--format", "csv", "-o", str(out)]) == 0
-    assert out.read_text().startswith("model,framework,batch,cpu:1,cpu:2")
+    assert out.read_text().startswith("# Campaign 1 `files`")
+    assert "\nmodel,framework,batch,cpu:1,cpu:1 status,cpu:2,cpu:2 status\n" in out.read_text()
     txt = tmp_path / "t.txt"  # an unknown suffix keeps the default, Markdown
     assert cli.main(["export", "--db", str(db_path), "--table", "scaling", "-o", str(txt)]) == 0
     assert txt.read_text().startswith("Campaign 1 `files` (queued): scaling")

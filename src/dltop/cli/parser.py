@@ -81,7 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("export", help="print a campaign's results table")
     db_arg(exp)
-    exp.add_argument("--campaign", default="latest", metavar="ID|latest")
+    exp.add_argument("--campaign", default="latest", metavar="REF",
+                     help="an id, a name (its most recent campaign), latest (default), all, "
+                          "or a comma-separated list (3,5): one table over all of them")
     exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex"],
                      help="default: the -o file's suffix (.md .csv .json .tex), else md")
     exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
@@ -97,8 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
                                          "95%% CI and a verdict")
     db_arg(cmp)
-    cmp.add_argument("a", metavar="A", help="baseline campaign: id, name or latest")
-    cmp.add_argument("b", metavar="B", help="campaign compared with it: id, name or latest")
+    cmp.add_argument("a", metavar="A", help="baseline campaign(s): id, name, latest, all, "
+                                            "or a list (3,5)")
+    cmp.add_argument("b", metavar="B", help="campaign(s) compared with it: id, name, latest, "
+                                            "all, or a list (3,5)")
     cmp.add_argument("--metric", default="time", choices=["time", "throughput"])
     cmp.add_argument("--threshold", type=float, default=0.05,
                      help="smallest relative change called significant (0.05 = 5%%)")

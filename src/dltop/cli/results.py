@@ -17,30 +17,32 @@ def cmd_export(args: argparse.Namespace) -> int:
                         "shows its own columns (drop --metric)")
     metric = args.metric or "time"
     db = open_existing(args.db)
-    camp = queries.resolve_campaign(db, args.campaign)
+    ids = [c.id for c in queries.resolve_campaigns(db, args.campaign)]
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
-        export.export_to_file(db, camp.id, args.output, fmt=fmt, table=args.table,
+        export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
                               metric=metric)
     else:
-        table = export.results_table(db, camp.id, args.table, metric)
+        table = export.results_table(db, ids, args.table, metric)
         sys.stdout.write(export.render(table, args.format or "md"))
     return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dltop.results import compare
+    from dltop.results import compare, queries
     from dltop.results.render import render
 
     db = open_existing(args.db)
-    a = compare.campaign_ref(db, args.a)
-    b = compare.campaign_ref(db, args.b)
-    rows = compare.compare(db, a.id, b.id, args.metric, args.threshold)
-    sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold),
-                            args.format))
+    a = queries.resolve_campaigns(db, args.a)
+    b = queries.resolve_campaigns(db, args.b)
+    rows = compare.compare(db, [c.id for c in a], [c.id for c in b], args.metric,
+                           args.threshold)
+    sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold,
+                                                  db), args.format))
     if args.fail_on_regression and any(r.regression for r in rows):
         slower = sum(r.regression for r in rows)
-        print(f"dltop: {slower} configuration(s) significantly slower in campaign {b.id}",
+        where = ",".join(str(c.id) for c in b)
+        print(f"dltop: {slower} configuration(s) significantly slower in campaign {where}",
               file=sys.stderr)
         return EXIT_REGRESSION
     return 0

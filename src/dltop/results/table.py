@@ -117,10 +117,15 @@ class Table:
     rows: tuple[Row, ...]
     notes: tuple[str, ...] = ()
     """Footnotes under the Markdown table."""
+    caption: tuple[str, ...] = ()
+    """What makes the table citable: the constant settings, the environment
+    (:mod:`dltop.results.caption`). Markdown prints it under the notes, LaTeX and CSV
+    as comment lines (``%``, ``#``) before the table."""
     comment: str = ""
     """The LaTeX ``%`` comment line; empty means ``title``."""
     meta: Mapping[str, Any] = field(default_factory=dict)
-    """Top-level JSON fields before ``columns``/``rows`` (campaign, metric, unit...)."""
+    """Top-level JSON fields before ``columns``/``rows``: ``campaigns`` and
+    ``environment`` first, then the table's own (metric, unit, identity...)."""
     layout: Layout = Layout.FLAT
 
     def __post_init__(self) -> None:

@@ -39,20 +39,13 @@ class RunStatus(StrEnum):
 
 
 class JobStatus(StrEnum):
-    """A job's place in the queue; once run, its latest run's final status."""
+    """A job's place in the queue. Once run, a job's status is its latest run's final
+    :class:`RunStatus` (``jobs.status`` holds both: see :data:`JOB_STATUSES`)."""
 
     QUEUED = "queued"
     RUNNING = "running"
     REMOVED = "removed"
     """Taken out of the queue by the user."""
-    OK = "ok"
-    OOM = "oom"
-    UNSUPPORTED = "unsupported"
-    DIVERGED = "diverged"
-    TIMEOUT = "timeout"
-    CRASHED = "crashed"
-    CANCELLED = "cancelled"
-    UNSATISFIABLE = "unsatisfiable"
 
 
 class CampaignStatus(StrEnum):
@@ -122,6 +115,10 @@ ACTIVE_CAMPAIGN_STATUSES: Final = frozenset(
     {CampaignStatus.QUEUED, CampaignStatus.RUNNING, CampaignStatus.PAUSED,
      CampaignStatus.WAITING})
 """Campaigns not finished: an engine runs them, or should."""
+ENDED_CAMPAIGN_STATUSES: Final = frozenset(CampaignStatus) - ACTIVE_CAMPAIGN_STATUSES
+"""Campaigns closed: finished, cancelled, or their engine failed."""
+JOB_STATUSES: Final = frozenset({*JobStatus, *FINAL_RUN_STATUSES})
+"""Every value ``jobs.status`` takes."""
 PENDING_JOB_STATUSES: Final = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
 """Jobs not done yet."""
 ERROR_KIND_STATUS: Final[dict[str, RunStatus]] = {

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -81,12 +82,25 @@ def test_run_stores_runs_iterations_environment_and_exports(tmp_path: Path) -> N
 @pytest.mark.slow
 def test_run_with_fake_gpus_stores_labelled_telemetry(tmp_path: Path) -> None:
     res = dltop(tmp_path, "run", str(write_profile(tmp_path)), "--fake-gpus", "2",
-                "--gpu-hz", "20", "--headless")
+                "--gpu-hz", "20", "--host-hz", "20", "--headless")
     assert res.returncode == 0, res.stderr
     (run,) = rows(tmp_path, "select * from runs")
     assert run["host_cpu_mean_pct"] is not None and run["rss_peak_bytes"] > 10_000_000
     assert run["sampler_achieved_hz"] > 5
     assert run["gpu_util_mean_pct"] is None  # a CPU run owns no GPU
+    # The summary covers the measured window: end of warm-up to end of the last step.
+    its = rows(tmp_path, "select * from iterations order by idx")
+    measured = sum(i["seconds"] for i in its if not i["warmup"])
+    assert measured * 0.99 <= run["window_s"] < measured + 1.0
+    assert run["telemetry_note"] is None
+    # pinned to a CPU (cpu:1): its foreign use was measured over the window
+    assert run["cpu_affinity"] and run["cpu_foreign_pct"] is not None
+    started = datetime.fromisoformat(run["started_at"].replace("Z", "+00:00")).timestamp()
+    ends = [i["t_wall_s"] for i in its]
+    assert started < ends[0] < ends[-1] < started + run["wall_s"] + 5
+    assert [i["t_mono_ns"] for i in its] == sorted(i["t_mono_ns"] for i in its)
+    host_wall = [h["t_wall_s"] for h in rows(tmp_path, "select t_wall_s from host_samples")]
+    assert host_wall and all(started - 60 < t < ends[-1] + 60 for t in host_wall)
     sims = rows(tmp_path, "select distinct simulated, gpu_index from gpu_samples")
     assert {(s["simulated"], s["gpu_index"]) for s in sims} == {(1, 0), (1, 1)}
     assert "SIMULATED" in dltop(tmp_path, "export").stdout

@@ -1,4 +1,5 @@
-"""cpus:P data-parallel runs with real gloo ranks: success, a dying rank, a hang; scaling table."""
+"""cpus:P data-parallel runs with real gloo ranks: success, a dying rank, a hang (the scaling
+table's arithmetic: tests/results/test_summary.py)."""
 
 from __future__ import annotations
 
@@ -12,9 +13,6 @@ import pytest
 
 from dltop.errors import UserError
 from dltop.profiles.loader import parse
-from dltop.results.scaling import render_scaling, scaling_rows
-from dltop.results.stats import summarize_run
-from dltop.store import Store, memory_db
 
 PROFILE = """
 name = "dp"
@@ -93,21 +91,3 @@ def test_bad_worker_counts() -> None:
         parse(PROFILE.format(devices='["cpus:0"]', extra="", timeout=10), "p.toml", "p")
     with pytest.raises(UserError, match="does not divide over 3 workers"):
         parse(PROFILE.format(devices='["cpus:3"]', extra="", timeout=10), "p.toml", "p")
-
-
-def test_speedup_and_efficiency_arithmetic() -> None:
-    db = memory_db()
-    store = Store(db)
-    jobs = parse(PROFILE.format(devices='["gpu:1", "gpu:2", "gpu:4"]', extra="", timeout=10),
-                 "p.toml", "p").jobs
-    cid = store.create_campaign("dp", ["p"], ["dltop"], "h", 1, None)
-    ids = store.add_jobs(cid, jobs)
-    for job_id, seconds in zip(ids, (0.4, 0.25, 0.2), strict=True):
-        run_id = store.start_run(job_id, cid, 1, "", 32)
-        store.finish_run(run_id, job_id, "ok", summarize_run([seconds] * 3, 32).to_columns())
-    rows = scaling_rows(db, cid)
-    assert [r.device for r in rows] == ["gpu:1", "gpu:2", "gpu:4"]
-    assert [round(r.speedup or 0, 3) for r in rows] == [1.0, 1.6, 2.0]
-    assert [round(r.efficiency or 0, 3) for r in rows] == [1.0, 0.8, 0.5]
-    md = render_scaling(rows, "md", "t")
-    assert "| fcn-r | torch | 32 | gpu:4 | 0.2000 | 160.0 | 2.00 | 50% |" in md

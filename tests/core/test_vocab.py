@@ -27,7 +27,6 @@ from dltop.jobs import engine as engine_mod
 from dltop.jobs.engine import Engine
 from dltop.jobs.supervisor import _classify
 from dltop.store import Store, connect
-from dltop.store.edit import RETRYABLE
 from dltop.tui.format import STATUS_STYLE
 
 SRC = Path(catalog.__file__).parent
@@ -86,15 +85,31 @@ def test_every_error_kind_written_anywhere_is_a_member() -> None:
     for path in SRC.rglob("*.py"):  # {"error_kind": "..."} in the store and the engine
         for n in ast.walk(ast.parse(path.read_text())):
             if isinstance(n, ast.Dict):
-                kinds |= {v.value for k, v in zip(n.keys, n.values, strict=True)
-                          if isinstance(k, ast.Constant) and k.value == "error_kind"
-                          and isinstance(v, ast.Constant) and isinstance(v.value, str)}
+                for k, v in zip(n.keys, n.values, strict=True):
+                    if not (isinstance(k, ast.Constant) and k.value == "error_kind"):
+                        continue
+                    if isinstance(v, ast.Constant) and isinstance(v.value, str):
+                        kinds.add(v.value)
+                    elif (isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name)
+                          and v.value.id == "ErrorKind"):
+                        kinds.add(ErrorKind[v.attr].value)  # KeyError: no such member
     assert {"oom", "crash", "engine_lost"} <= kinds  # the scan found them
     assert kinds <= {k.value for k in ErrorKind}, kinds - {k.value for k in ErrorKind}
 
 
 def test_job_statuses_include_every_run_status() -> None:
-    assert {s.value for s in RunStatus} <= {s.value for s in JobStatus}
+    assert {s.value for s in RunStatus} <= {s.value for s in catalog.JOB_STATUSES}
+    assert {s.value for s in JobStatus} <= {s.value for s in catalog.JOB_STATUSES}
+    assert {s.value for s in RunStatus} & {s.value for s in JobStatus} == {"running"}
+
+
+def test_results_name_every_status_a_cell_can_have() -> None:
+    from dltop.results.aggregate import FAILURE_PRECEDENCE
+    from dltop.results.table import LABELS
+
+    in_cells = catalog.JOB_STATUSES - {RunStatus.OK, JobStatus.REMOVED}
+    assert set(LABELS) == in_cells
+    assert set(FAILURE_PRECEDENCE) == in_cells and len(FAILURE_PRECEDENCE) == len(in_cells)
 
 
 def test_the_colour_map_covers_every_status() -> None:
@@ -105,7 +120,7 @@ def test_the_colour_map_covers_every_status() -> None:
 
 def test_derived_sets() -> None:
     assert FAILURE_STATUSES < RETRYABLE_STATUSES <= set(catalog.FINAL_RUN_STATUSES)
-    assert set(RETRYABLE) == RETRYABLE_STATUSES  # store.edit spells them as strings
+    assert set(catalog.ENDED_CAMPAIGN_STATUSES) == {"finished", "cancelled", "failed"}
     assert not hasattr(engine_mod, "FAILURE_STATUSES")  # one definition only
 
 

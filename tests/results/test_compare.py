@@ -5,54 +5,37 @@ from __future__ import annotations
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dltop import cli
-from dltop.profiles.loader import parse
 from dltop.results import compare
-from dltop.results.stats import summarize_run
-from dltop.store import Store, connect
-
-PROFILE = """
-name = "cmp"
-[defaults]
-repeats = 2
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [8, 16, 32]
-devices = ["cpu:1"]
-"""
-OTHER = PROFILE.replace('["fcn-r"]', '["alexnet-r"]')
+from dltop.store import connect
 
 
-def add_campaign(path: Path, name: str, centre: dict[int, float], profile: str = PROFILE,
+def add_campaign(campaigns: Any, path: Path, name: str, centre: dict[int, float],
+                 batch_sizes: tuple[int, ...] = (8, 16, 32), model: str = "fcn-r",
                  seed: int = 0) -> int:
     """One campaign; every run of batch b has 30 iterations around ``centre[b]`` s (±2 %)."""
-    store = Store(connect(path))
-    jobs = parse(profile, "c.toml", "c").jobs
-    cid = store.create_campaign(name, ["c.toml"], ["dltop"], "h", 1, None)
+    db = connect(path)
+    profile = campaigns.profile("cmp", ["cpu:1"], batch_sizes=batch_sizes, models=[model],
+                                repeats=2)
+    cid, jobs = campaigns.create(db, profile, name)
     rng = random.Random(seed)
-    for job, job_id in zip(jobs, store.add_jobs(cid, jobs), strict=True):
-        if job.batch_size not in centre:
-            continue
-        seconds = [centre[job.batch_size] * rng.uniform(0.98, 1.02) for _ in range(30)]
-        run_id = store.start_run(job_id, cid, 1, "", job.batch_size)
-        store.add_iterations(run_id, [{"idx": i, "seconds": s, "samples": job.batch_size,
-                                       "warmup": 0, "loss": None}
-                                      for i, s in enumerate(seconds)])
-        store.finish_run(run_id, job_id, "ok",
-                         summarize_run(seconds, job.batch_size).to_columns())
+    for job, job_id in jobs:
+        if job.batch_size in centre:
+            seconds = [centre[job.batch_size] * rng.uniform(0.98, 1.02) for _ in range(30)]
+            campaigns.add_run(db, cid, job_id, seconds, job.batch_size)
     return cid
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
+def db_path(tmp_path: Path, campaigns: Any) -> Path:
     path = tmp_path / "c.db"
-    add_campaign(path, "base", {8: 0.10, 16: 0.20, 32: 0.40}, seed=1)
+    add_campaign(campaigns, path, "base", {8: 0.10, 16: 0.20, 32: 0.40}, seed=1)
     # batch 8 twice as slow, batch 16 twice as fast, batch 32 unchanged
-    add_campaign(path, "new", {8: 0.20, 16: 0.10, 32: 0.40}, seed=2)
+    add_campaign(campaigns, path, "new", {8: 0.20, 16: 0.10, 32: 0.40}, seed=2)
     return path
 
 
@@ -74,8 +57,8 @@ def test_verdicts(db_path: Path) -> None:
     assert thr[16].verdict == "faster"
 
 
-def test_threshold_hides_small_significant_changes(db_path: Path) -> None:
-    add_campaign(db_path, "tiny", {8: 0.103, 16: 0.20, 32: 0.40}, seed=3)
+def test_threshold_hides_small_significant_changes(db_path: Path, campaigns: Any) -> None:
+    add_campaign(campaigns, db_path, "tiny", {8: 0.103, 16: 0.20, 32: 0.40}, seed=3)
     db = connect(db_path, create=False)
     loose = by_batch(compare.compare(db, 1, 3, threshold=0.05))[8]
     assert loose.ratio is not None and loose.ratio > 1.0
@@ -84,12 +67,12 @@ def test_threshold_hides_small_significant_changes(db_path: Path) -> None:
     assert by_batch(compare.compare(db, 1, 3, threshold=0.01))[8].verdict == "slower"
 
 
-def test_configurations_on_one_side_are_listed(db_path: Path) -> None:
-    add_campaign(db_path, "partial", {8: 0.1}, seed=4)
+def test_configurations_on_one_side_are_listed(db_path: Path, campaigns: Any) -> None:
+    add_campaign(campaigns, db_path, "partial", {8: 0.1}, seed=4)
     db = connect(db_path, create=False)
     rows = by_batch(compare.compare(db, 1, 3))
     assert rows[16].verdict == "not comparable: B -"  # queued in B, never ran
-    add_campaign(db_path, "wider", {8: 0.1}, PROFILE.replace("[8, 16, 32]", "[8, 64]"))
+    add_campaign(campaigns, db_path, "wider", {8: 0.1}, batch_sizes=(8, 64))
     rows = by_batch(compare.compare(db, 4, 1))
     assert rows[64].verdict == "only in A" and rows[16].verdict == "only in B"
 
@@ -104,19 +87,25 @@ def test_cli_formats_and_exit_codes(db_path: Path, capsys: pytest.CaptureFixture
                                                    "no significant change"]
     assert doc["a"]["name"] == "base" and doc["threshold"] == 0.05
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--format", "csv"]) == 0
-    assert capsys.readouterr().out.splitlines()[0].endswith("B/A,CI95 low,CI95 high,verdict")
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("# Compare A = campaign 1")
+    assert any(line.startswith("# Environment: host ") for line in lines)
+    header = next(line for line in lines if not line.startswith("#"))
+    assert header.endswith("B/A,B/A status,CI95 low,CI95 low status,CI95 high,"
+                           "CI95 high status,verdict")
     # B slower in batch 8: a regression; the other way round none is
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--fail-on-regression"]) == 1
     assert "1 configuration(s) significantly slower" in capsys.readouterr().err
     assert cli.main(["compare", "--db", str(db_path), "1", "1", "--fail-on-regression"]) == 0
 
 
-def test_cli_bad_input_exits_2(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_bad_input_exits_2(db_path: Path, campaigns: Any,
+                              capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["compare", "--db", str(db_path), "1", "9"]) == 2
     assert "no campaign 9" in capsys.readouterr().err
     assert cli.main(["compare", "--db", str(db_path), "base", "nope"]) == 2
-    assert "no campaign with id or name 'nope'" in capsys.readouterr().err
-    add_campaign(db_path, "other", {8: 0.1}, OTHER)
+    assert "no campaign named 'nope'" in capsys.readouterr().err
+    add_campaign(campaigns, db_path, "other", {8: 0.1}, model="alexnet-r")
     assert cli.main(["compare", "--db", str(db_path), "1", "other"]) == 2
     err = capsys.readouterr()
     assert "no configuration in common" in err.err and err.out == ""

@@ -76,20 +76,29 @@ def test_markdown(db) -> None:  # type: ignore[no-untyped-def]
     assert lines[2] == "| model | framework | batch | cpu:1 | cpu:2 |"
     # catalog order: fcn-r before alexnet-r
     assert lines[4] == "| fcn-r | torch | 64 | OOM | n/a |"
-    assert lines[5] == "| alexnet-r | torch | 64 | 0.3000 | 0.1000* |"
+    # cpu:2 has one ok run of the two planned: incomplete, with its count
+    assert lines[5] == "| alexnet-r | torch | 64 | 0.3000 | 0.1000* (1/2) |"
+    assert export.NOTE_INCOMPLETE in lines
+    # no run stored an environment row: the caption says so once, after what is known
+    assert lines[-1].startswith("Environment: host ") and lines[-1].endswith(
+        "; OS, CPU, frameworks, Python, BLAS, threads n/a (no run reported its environment).")
 
 
 def test_csv_and_throughput(db) -> None:  # type: ignore[no-untyped-def]
-    rows = list(csv.reader(io.StringIO(export.render(export.build_table(db, 1, "throughput"),
-                                                     "csv"))))
-    assert rows[0] == ["model", "framework", "batch", "cpu:1", "cpu:2"]
-    assert rows[1] == ["fcn-r", "torch", "64", "OOM", "n/a"]
+    text = export.render(export.build_table(db, 1, "throughput"), "csv")
+    rows = list(csv.reader(line for line in io.StringIO(text) if not line.startswith("#")))
+    assert rows[0] == ["model", "framework", "batch", "cpu:1", "cpu:1 status", "cpu:2",
+                       "cpu:2 status"]
+    assert rows[1] == ["fcn-r", "torch", "64", "", "OOM", "", "n/a"]
+    assert rows[2][4] == "ok"
     assert float(rows[2][3]) == pytest.approx((64 / 0.2 + 64 / 0.4) / 2)
 
 
 def test_json(db) -> None:  # type: ignore[no-untyped-def]
     doc = json.loads(export.render(export.build_table(db, 1, "time"), "json"))
-    assert doc["columns"] == ["cpu:1", "cpu:2"] and doc["metric"] == "time"
+    assert [c["key"] for c in doc["columns"] if c["role"] == "value"] == ["cpu:1", "cpu:2"]
+    assert doc["metric"] == "time" and doc["layout"] == "pivot"
+    assert [c["id"] for c in doc["campaigns"]] == [1]
     cell = doc["rows"][1]["cells"]["cpu:1"]
     assert cell["n_runs"] == 2 and cell["value"] == pytest.approx(0.3)
     assert doc["rows"][0]["cells"]["cpu:1"]["status"] == "oom"

@@ -4,42 +4,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dltop import cli
 from dltop.errors import UserError
-from dltop.profiles.loader import parse
 from dltop.results import export
-from dltop.results.stats import summarize_run
-from dltop.store import Store, connect
-
-PROFILE = """
-name = "files"
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [8]
-devices = ["cpu:1", "cpu:2"]
-"""
+from dltop.store import connect
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
+def db_path(tmp_path: Path, campaigns: Any) -> Path:
     path = tmp_path / "d.db"
-    store = Store(connect(path))
-    jobs = parse(PROFILE, "p.toml", "p").jobs
-    cid = store.create_campaign("files", ["p.toml"], ["dltop"], "h", 1, None)
-    for job_id, seconds in zip(store.add_jobs(cid, jobs), (0.4, 0.25), strict=True):
-        run_id = store.start_run(job_id, cid, 1, "", 8)
-        store.finish_run(run_id, job_id, "ok", summarize_run([seconds] * 3, 8).to_columns())
+    db = connect(path)
+    cid, jobs = campaigns.create(db, campaigns.profile("files", ["cpu:1", "cpu:2"]), "files")
+    for (_, job_id), seconds in zip(jobs, (0.4, 0.25), strict=True):
+        campaigns.add_run(db, cid, job_id, [seconds] * 3, iterations=False)
     return path
 
 
 def test_the_suffix_picks_the_format(db_path: Path, tmp_path: Path) -> None:
     db = connect(db_path, create=False)
     for suffix, marker in ((".md", "| model |"), (".csv", "model,framework"),
-                           (".tex", "\\toprule"), (".JSON", '"campaign"')):
+                           (".tex", "\\toprule"), (".JSON", '"campaigns"')):
         out = tmp_path / f"t{suffix}"
         assert export.export_to_file(db, 1, str(out)) == f"wrote {out}"
         assert marker in out.read_text()
@@ -65,7 +53,8 @@ def test_cli_export_takes_the_format_from_the_output_suffix(db_path: Path,
     assert cli.main(["export", "--db", str(db_path), "-o", str(out)]) == 0
     assert out.read_text().startswith("% dltop campaign 1 (files)")
     assert cli.main(["export", "--db", str(db_path), "--format", "csv", "-o", str(out)]) == 0
-    assert out.read_text().startswith("model,framework,batch,cpu:1,cpu:2")
+    assert out.read_text().startswith("# Campaign 1 `files`")
+    assert "\nmodel,framework,batch,cpu:1,cpu:1 status,cpu:2,cpu:2 status\n" in out.read_text()
     txt = tmp_path / "t.txt"  # an unknown suffix keeps the default, Markdown
     assert cli.main(["export", "--db", str(db_path), "--table", "scaling", "-o", str(txt)]) == 0
     assert txt.read_text().startswith("Campaign 1 `files` (queued): scaling")

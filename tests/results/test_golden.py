@@ -15,7 +15,7 @@ import pytest
 import sqlite_utils
 
 from dltop.profiles.loader import parse
-from dltop.results import export, scaling
+from dltop.results import export
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
 
@@ -73,6 +73,23 @@ def _telemetry(device: str, repeat: int, simulated: bool) -> dict[str, object]:
     return fields
 
 
+def _environment(framework: str, device: str) -> dict[str, object]:
+    """What a runner's hello and the host facts store for a run (fixed, fictitious)."""
+    kind, _, count = device.partition(":")
+    threads = int(count) if kind == "cpu" else 1
+    env: dict[str, object] = {
+        "host": "host-1", "os": "Linux-6.1.0-x86_64", "cpu_model": "Test CPU 9000",
+        "physical_cores": 16, "logical_cores": 32, "python_version": "3.11.4",
+        "framework": framework,
+        "framework_version": {"torch": "2.3.1", "tensorflow": "2.15.0"}[framework],
+        "blas": "mkl" if framework == "torch" else "eigen", "threads": threads,
+        "thread_env": f'{{"OMP_NUM_THREADS": "{threads}"}}'}
+    if kind == "gpu":
+        env.update({"cuda_version": "12.1", "cudnn_version": "8902",
+                    "device_name": "NVIDIA H100 80GB HBM3"})
+    return env
+
+
 def _campaign(simulated: bool) -> tuple[sqlite_utils.Database, int]:
     db = memory_db()
     store = Store(db)
@@ -99,6 +116,10 @@ def _campaign(simulated: bool) -> tuple[sqlite_utils.Database, int]:
                 db["host_samples"].insert({"run_id": run_id, "n": 4, "cpu_mean_pct": 50.0,
                                            "tree_cpu_pct": 90.0 + 10 * repeat})
             store.finish_run(run_id, job_id, status, fields)
+            if seconds:
+                store.record_environment(run_id, _environment(framework, device))
+    # a fixed version, so that a release does not rewrite every golden file
+    db["campaigns"].update(cid, {"dltop_version": "0.0.0-golden"})
     if simulated:
         db["gpu_samples"].insert({"run_id": 1, "gpu_index": 0, "n": 1, "simulated": 1})
     return db, cid
@@ -107,11 +128,8 @@ def _campaign(simulated: bool) -> tuple[sqlite_utils.Database, int]:
 def _render(table: str, fmt: str, simulated: bool) -> str:
     db, cid = _campaign(simulated)
     created = str(db["campaigns"].get(cid)["created_at"])
-    if table == "scaling":
-        text = scaling.render_scaling(scaling.scaling_rows(db, cid), fmt,
-                                      f"Campaign {cid} `gold_en & 50%` (queued): scaling")
-    elif table == "summary":
-        text = export.render(export.results_table(db, cid, "summary"), fmt)
+    if table in ("scaling", "summary"):
+        text = export.render(export.results_table(db, cid, table), fmt)
     else:
         text = export.render(export.build_table(db, cid, table), fmt)
     return text.replace(created, CREATED)

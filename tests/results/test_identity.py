@@ -17,7 +17,7 @@ import sqlite_utils
 
 from dltop.profiles.loader import parse
 from dltop.profiles.model import JobSpec
-from dltop.results import compare, export, identity, scaling, summary
+from dltop.results import compare, export, identity, queries, scaling, summary
 from dltop.results.stats import summarize_run
 from dltop.results.table import Cell, Role, Table
 from dltop.store import Store, memory_db
@@ -236,7 +236,7 @@ def test_compare_pairs_by_identity_across_interpreters() -> None:
     assert len(rows) == 2
     assert {r.identity["lr"] for r in rows} == {0.01, 0.5}
     assert not any(r.verdict.startswith("only in") for r in rows)
-    camp = {c.id: c for c in (compare.campaign_ref(db, str(a)), compare.campaign_ref(db, str(b)))}
+    camp = {c.id: c for c in (queries.resolve_campaign(db, a), queries.resolve_campaign(db, b))}
     md = export.render(compare.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
     assert "| precision | lr | A s |" in md
 

@@ -9,25 +9,13 @@ from typing import Any
 import pytest
 import sqlite_utils
 
-from dltop.profiles.loader import parse
 from dltop.results import export
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metrics import METRICS, value_of
 from dltop.results.peaks import gpu_peak, peak_tflops
-from dltop.results.stats import summarize_run
-from dltop.store import Store, memory_db
+from dltop.store import memory_db
 
 MIB = 2**20
-PROFILE = """
-name = "metrics"
-[defaults]
-repeats = 2
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [8]
-devices = ["cpu:1", "gpu:1", "gpu:2"]
-"""
 # gpu:1, run 1: a 5 s warm-up iteration (excluded), then 0.1, 0.2, 0.3 s; the last
 # iteration a partial batch of 4 samples. Run 2: 0.3, 0.3, 0.9 s of 8 samples each.
 RUN1 = [(5.0, 8, 1), (0.1, 8, 0), (0.2, 8, 0), (0.3, 4, 0)]
@@ -44,39 +32,31 @@ TELEMETRY = [
 TREES = [[(2, 100.0), (2, 50.0)], [(1, 120.0), (3, 80.0)]]
 
 
-def add_run(db: sqlite_utils.Database, job_id: int, cid: int,
+def add_run(campaigns: Any, db: sqlite_utils.Database, job_id: int, cid: int,
             iters: list[tuple[float, int, int]], fields: dict[str, Any],
             trees: Sequence[tuple[int, float]] = ()) -> int:
-    store = Store(db)
-    run_id = store.start_run(job_id, cid, 1, "", 8)
-    store.add_iterations(run_id, [{"idx": i, "seconds": s, "samples": n, "warmup": w,
-                                   "loss": None} for i, (s, n, w) in enumerate(iters)])
+    run_id = int(campaigns.add_run(db, cid, job_id, iters, fields=fields))
     for n, pct in trees:
         db["host_samples"].insert({"run_id": run_id, "n": n, "cpu_mean_pct": 10.0,
                                    "tree_cpu_pct": pct})
-    measured = [s for s, _, w in iters if not w]
-    store.finish_run(run_id, job_id, "ok", {**summarize_run(measured, 8).to_columns(),
-                                            **fields})
     return run_id
 
 
-def campaign(gpu_fields: list[dict[str, Any]] = TELEMETRY,
+def campaign(campaigns: Any, gpu_fields: list[dict[str, Any]] = TELEMETRY,
              ) -> tuple[sqlite_utils.Database, dict[str, ConfigResult]]:
     db = memory_db()
-    store = Store(db)
-    jobs = parse(PROFILE, "m.toml", "m").jobs
-    cid = store.create_campaign("metrics", ["m.toml"], ["dltop"], "h", 1, None)
-    ids = {(j.device.label, j.repeat): i
-           for j, i in zip(jobs, store.add_jobs(cid, jobs), strict=True)}
-    add_run(db, ids[("gpu:1", 0)], cid, RUN1, gpu_fields[0], TREES[0])
-    add_run(db, ids[("gpu:1", 1)], cid, RUN2, gpu_fields[1], TREES[1])
-    add_run(db, ids[("cpu:1", 0)], cid, [(0.5, 8, 0), (0.5, 8, 0)],
+    profile = campaigns.profile("metrics", ["cpu:1", "gpu:1", "gpu:2"], repeats=2)
+    cid, jobs = campaigns.create(db, profile, "metrics")
+    ids = {(j.device.label, j.repeat): i for j, i in jobs}
+    add_run(campaigns, db, ids[("gpu:1", 0)], cid, RUN1, gpu_fields[0], TREES[0])
+    add_run(campaigns, db, ids[("gpu:1", 1)], cid, RUN2, gpu_fields[1], TREES[1])
+    add_run(campaigns, db, ids[("cpu:1", 0)], cid, [(0.5, 8, 0), (0.5, 8, 0)],
             {"rss_peak_bytes": 100 * MIB})
     return db, {r.device: r for r in config_results(db, cid)}
 
 
-def test_every_metric_exactly() -> None:
-    _, res = campaign()
+def test_every_metric_exactly(campaigns: Any) -> None:
+    _, res = campaign(campaigns)
     gpu = res["gpu:1"]
     thr = statistics.median([20 / 0.6, 24 / 1.5])  # total samples / total measured seconds
     expected = {
@@ -98,8 +78,8 @@ def test_every_metric_exactly() -> None:
     assert value_of(gpu, "host-cpu").value == pytest.approx(40.0)
 
 
-def test_cells_without_data_say_why() -> None:
-    _, res = campaign()
+def test_cells_without_data_say_why(campaigns: Any) -> None:
+    _, res = campaign(campaigns)
     cpu = res["cpu:1"]
     for name in ("power", "energy", "gpu-memory"):
         assert value_of(cpu, name).reason == "n/a: no GPU"
@@ -111,21 +91,21 @@ def test_cells_without_data_say_why() -> None:
         value_of(cpu, "watts")
 
 
-def test_mfu_needs_a_known_gpu_and_cpu_has_no_peak() -> None:
+def test_mfu_needs_a_known_gpu_and_cpu_has_no_peak(campaigns: Any) -> None:
     fields = [{**f, "device_name": "NVIDIA Quadro K2000"} for f in TELEMETRY]
-    _, res = campaign(fields)
+    _, res = campaign(campaigns, fields)
     assert value_of(res["gpu:1"], "mfu").reason == "n/a: unknown peak"
     cpu_fields = [{**f, "flops_per_sample": 1e9} for f in TELEMETRY]
-    db, _ = campaign(cpu_fields)
+    db, _ = campaign(campaigns, cpu_fields)
     db["runs"].update(3, {"flops_per_sample": 1e9})
     cpu = {r.device: r for r in config_results(db, 1)}["cpu:1"]
     assert value_of(cpu, "tflops").value == pytest.approx(1e9 * 16 / 1e12)
     assert value_of(cpu, "mfu").reason == "n/a: CPU peak unknown"
 
 
-def test_simulated_gpu_readings_never_appear_as_numbers() -> None:
+def test_simulated_gpu_readings_never_appear_as_numbers(campaigns: Any) -> None:
     fields = [{**f, "telemetry_simulated": 1} for f in TELEMETRY]
-    db, res = campaign(fields)
+    db, res = campaign(campaigns, fields)
     for name in ("power", "energy", "gpu-memory"):
         v = value_of(res["gpu:1"], name)
         assert (v.value, v.reason) == (None, "simulated") and v.simulated_value is not None
@@ -135,16 +115,16 @@ def test_simulated_gpu_readings_never_appear_as_numbers() -> None:
     assert '"simulated_value": 250.0' in doc
 
 
-def test_gpu_memory_falls_back_to_the_device_peak_marked() -> None:
+def test_gpu_memory_falls_back_to_the_device_peak_marked(campaigns: Any) -> None:
     fields = [{**f, "gpu_mem_run_peak_bytes": None} for f in TELEMETRY]
-    db, res = campaign(fields)
+    db, res = campaign(campaigns, fields)
     v = value_of(res["gpu:1"], "gpu-memory")
     assert v.value == pytest.approx(3000.0) and v.source == "device"
     assert "3000 (device)" in export.render(export.build_table(db, 1, "gpu-memory"), "md")
 
 
-def test_every_metric_has_its_unit_in_the_pivot_title() -> None:
-    db, _ = campaign()
+def test_every_metric_has_its_unit_in_the_pivot_title(campaigns: Any) -> None:
+    db, _ = campaign(campaigns)
     units = {"time": "seconds", "mean-time": "seconds", "throughput": "samples per second",
              "power": "in W", "energy": "J per sample", "gpu-memory": "MiB",
              "host-memory": "MiB", "cpu": "%", "tflops": "TFLOP/s", "mfu": "%"}

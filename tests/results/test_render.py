@@ -31,8 +31,10 @@ def test_every_format_draws_every_column() -> None:
                        "| fcn-r | fp16 | 0.2500 | 1.5 |"]
     assert md[-1] == "note"
     rows = list(csv.reader(io.StringIO(render(_table(), "csv"))))
-    assert rows == [["model", "precision", "s/iter", "memory"], ["fcn-r", "fp16", "0.25", "1.5"],
-                    ["lstm", "fp32", "OOM", ""]]
+    assert rows == [["# T_1"],
+                    ["model", "precision", "s/iter", "s/iter status", "memory", "memory status"],
+                    ["fcn-r", "fp16", "0.25", "ok", "1.5", "ok"],
+                    ["lstm", "fp32", "", "OOM", "", ""]]
     tex = render(_table(), "latex").splitlines()
     assert tex[:2] == ["% T\\_1", "\\begin{tabular}{llrr}"]
     assert tex[3] == "Model & precision & s/iter & memory \\\\"
@@ -43,7 +45,9 @@ def test_every_format_draws_every_column() -> None:
 
 def test_pivot_json_nests_value_cells() -> None:
     doc = json.loads(render(_table(Layout.PIVOT), "json"))
-    assert doc["columns"] == ["median_s", "mem_gib"]
+    assert [c["key"] for c in doc["columns"]] == ["model", "precision", "median_s", "mem_gib"]
+    assert doc["columns"][2] == {"key": "median_s", "header": "s/iter", "role": "value",
+                                 "unit": "s"}
     assert doc["rows"][0]["cells"]["median_s"] == {"value": 0.25, "status": "ok",
                                                    "label": "0.2500"}
     assert doc["rows"][1]["cells"]["mem_gib"] is None

@@ -4,25 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from dltop import cli
-from dltop.profiles.loader import parse
 from dltop.results import bootstrap, export, scaling
-from dltop.results.stats import summarize_run
-from dltop.store import Store, connect
+from dltop.store import connect, memory_db
 
-PROFILE = """
-name = "summ"
-[defaults]
-repeats = 3
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [8]
-devices = ["cpu:1", "cpu:2"]
-"""
 # cpu:1: three ok repeats; cpu:2: one ok (superlinear: 2.5x on 2 threads), one oom,
 # one never run.
 SECONDS = {("cpu:1", 0): [0.10, 0.11, 0.12, 0.10], ("cpu:1", 1): [0.12, 0.12, 0.13, 0.12],
@@ -30,21 +19,17 @@ SECONDS = {("cpu:1", 0): [0.10, 0.11, 0.12, 0.10], ("cpu:1", 1): [0.12, 0.12, 0.
 
 
 @pytest.fixture
-def db_path(tmp_path: Path) -> Path:
+def db_path(tmp_path: Path, campaigns: Any) -> Path:
     path = tmp_path / "s.db"
-    store = Store(connect(path))
-    jobs = parse(PROFILE, "s.toml", "s").jobs
-    cid = store.create_campaign("summ", ["s.toml"], ["dltop"], "h", 1, None)
-    for job, job_id in zip(jobs, store.add_jobs(cid, jobs), strict=True):
+    db = connect(path)
+    cid, jobs = campaigns.create(
+        db, campaigns.profile("summ", ["cpu:1", "cpu:2"], repeats=3), "summ")
+    for job, job_id in jobs:
         key = (job.device.label, job.repeat)
         if key == ("cpu:2", 1):
-            store.finish_run(store.start_run(job_id, cid, 1, "", 8), job_id, "oom", {})
-        if key not in SECONDS:
-            continue
-        run_id = store.start_run(job_id, cid, 1, "", 8)
-        store.add_iterations(run_id, [{"idx": i, "seconds": s, "samples": 8, "warmup": 0,
-                                       "loss": None} for i, s in enumerate(SECONDS[key])])
-        store.finish_run(run_id, job_id, "ok", summarize_run(SECONDS[key], 8).to_columns())
+            campaigns.add_run(db, cid, job_id, [], status="oom")
+        if key in SECONDS:
+            campaigns.add_run(db, cid, job_id, SECONDS[key])
     return path
 
 
@@ -74,6 +59,20 @@ def test_scaling_marks_superlinear_efficiency(db_path: Path) -> None:
     text = scaling.render_scaling(rows, "md", "t")
     assert "%‡ |" in text and "‡ efficiency above 100 %" in text
     assert "\\textdaggerdbl{}" in scaling.render_scaling(rows, "latex", "t")
+
+
+def test_speedup_and_efficiency_arithmetic(campaigns: Any) -> None:
+    db = memory_db()
+    cid, jobs = campaigns.create(
+        db, campaigns.profile("dp", ["gpu:1", "gpu:2", "gpu:4"], batch_sizes=[32]), "dp")
+    for (_, job_id), seconds in zip(jobs, (0.4, 0.25, 0.2), strict=True):
+        campaigns.add_run(db, cid, job_id, [seconds] * 3, 32, iterations=False)
+    rows = scaling.scaling_rows(db, cid)
+    assert [r.device for r in rows] == ["gpu:1", "gpu:2", "gpu:4"]
+    assert [round(r.speedup or 0, 3) for r in rows] == [1.0, 1.6, 2.0]
+    assert [round(r.efficiency or 0, 3) for r in rows] == [1.0, 0.8, 0.5]
+    md = scaling.render_scaling(rows, "md", "t")
+    assert "| fcn-r | torch | 32 | gpu:4 | 0.2000 | 160.0 | 2.00 | 50% |" in md
 
 
 def test_cli_summary_and_metrics(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import sqlite3
 import subprocess
 import sys
@@ -52,6 +53,14 @@ def run(tmp_path: Path, command: str, extra: str = "") -> tuple[int, list[tuple[
     return res.returncode, rows, res.stderr
 
 
+def iteration_times(tmp_path: Path) -> list[tuple[int, float]]:
+    conn = sqlite3.connect(tmp_path / "d.db")
+    try:
+        return conn.execute("select t_mono_ns, t_wall_s from iterations order by idx").fetchall()
+    finally:
+        conn.close()
+
+
 def test_script_reporting_through_dltop_report(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(REPORTING)
@@ -64,6 +73,10 @@ def test_script_reporting_through_dltop_report(tmp_path: Path) -> None:
     # (10 for ms), not a slow machine
     assert 0.009 < float(median) < 0.5  # type: ignore[arg-type]
     assert loss == pytest.approx(0.2)
+    # Each step's end as the program's dltop_report read it (monotonic ns): the steps
+    # sleep 0.01 s, so consecutive ends are at least that far apart.
+    ends = [r[0] for r in iteration_times(tmp_path)]
+    assert len(ends) == 5 and all(b - a >= 9_000_000 for a, b in itertools.pairwise(ends))
 
 
 def test_regex_over_output_lines(tmp_path: Path) -> None:
@@ -73,6 +86,7 @@ def test_regex_over_output_lines(tmp_path: Path) -> None:
     assert code == 0, err
     ((status, n, median, _, _),) = rows
     assert (status, n, median) == ("ok", 5, 0.012)
+    assert all(t and wall for t, wall in iteration_times(tmp_path))  # when read
 
 
 def test_regex_that_never_matches_fails_with_a_reason(tmp_path: Path) -> None:

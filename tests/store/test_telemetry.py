@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
+
 import pytest
 
+from dltop.jobs.collector import IterationCollector
 from dltop.store import Store
+from dltop.telemetry.clock import anchor
+from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import RunTelemetry
-from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
+from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow, Sampler
 
-from .conftest import campaign
+from .conftest import campaign, make_jobs
 
 
 def gpu(run_id: int | None, t: float, index: int) -> GpuWindow:
@@ -48,3 +54,66 @@ def test_write_run_telemetry_fills_the_runs_row(store: Store) -> None:
     row = store.db.table("runs").get(run)
     assert (row["energy_j"], row["energy_source"], row["contaminated"],
             row["telemetry_simulated"], row["status"]) == (12.5, "counter", 1, 0, "running")
+
+
+def test_telemetry_rows_carry_their_wall_clock_anchor(store: Store) -> None:
+    batches: list[Batch] = []
+    sampler = Sampler(FakeGpuBackend(1), batches.append, gpu_hz=10, host_hz=10,
+                      window_s=0.0, flush_s=0.0)
+    before = time.time()
+    sampler.tick()
+    sampler.tick()
+    sampler.stop()
+    after = time.time()
+    for b in batches:
+        store.telemetry.write_batch(b)
+    for table in ("gpu_samples", "host_samples"):
+        rows = list(store.db.query(f"select t_start_mono_s, t_wall_s from {table}"))
+        assert rows, table
+        for r in rows:  # the wall time of the window's monotonic start, from one anchor
+            assert before - 0.01 <= r["t_wall_s"] <= after + 0.01
+            assert r["t_wall_s"] - r["t_start_mono_s"] == pytest.approx(
+                anchor().wall_s - anchor().mono_ns / 1e9, abs=1e-3)
+
+
+def test_iteration_rows_carry_both_timestamps(store: Store) -> None:
+    cid, (job,) = campaign(store, 1)
+    run = store.start_run(job, cid, 1, "", 8)
+    spec = make_jobs(1)[0]
+    ends: list[tuple[int, float, bool]] = []
+    writes: list[tuple[Callable[..., None], tuple[object, ...]]] = []
+    collector = IterationCollector(run, spec, lambda e: None, store,
+                                   lambda fn, *a: writes.append((fn, a)),
+                                   on_iteration=lambda t, s, w: ends.append((t, s, w)))
+    now_ns = time.monotonic_ns()
+    collector.on_event({"event": "iter", "index": 0, "seconds": 0.5, "warmup": True,
+                        "t_mono_ns": now_ns - 10**9})
+    collector.on_event({"event": "iter", "index": 1, "seconds": 0.25, "samples": 3,
+                        "t_mono_ns": now_ns})
+    collector.on_event({"event": "iter", "index": 2, "seconds": 0.25})  # an old runner
+    collector.flush()
+    for fn, args in writes:
+        fn(*args)
+    rows = list(store.db.query("select idx, t_mono_ns, t_wall_s from iterations "
+                               "where run_id = ? order by idx", [run]))
+    assert [r["t_mono_ns"] for r in rows[:2]] == [now_ns - 10**9, now_ns]
+    assert rows[2]["t_mono_ns"] >= now_ns  # when it arrived
+    for r in rows:
+        assert r["t_wall_s"] == pytest.approx(anchor().wall(r["t_mono_ns"]), abs=1e-6)
+    assert rows[1]["t_wall_s"] - rows[0]["t_wall_s"] == pytest.approx(1.0, abs=1e-6)
+    assert abs(rows[1]["t_wall_s"] - time.time()) < 5
+    assert [(t, w) for t, _, w in ends[:2]] == [(now_ns - 10**9, True), (now_ns, False)]
+    assert (collector.measured_samples, collector.samples_seen) == (3 + spec.samples_per_iter,
+                                                                    3 + 2 * spec.samples_per_iter)
+
+
+def test_window_and_contamination_columns_are_stored(store: Store) -> None:
+    cid, (job,) = campaign(store, 1)
+    run = store.start_run(job, cid, 1, "", 8)
+    store.telemetry.write_run_telemetry(run, RunTelemetry(
+        contaminated=True, contamination="cpu: 35% of CPU 0 used by other processes",
+        cpu_foreign_pct=35.0, window_s=6.0, energy_run_j=1500.0))
+    row = store.db.table("runs").get(run)
+    assert (row["contaminated"], row["contamination"], row["cpu_foreign_pct"],
+            row["window_s"], row["energy_run_j"], row["telemetry_note"]) == (
+        1, "cpu: 35% of CPU 0 used by other processes", 35.0, 6.0, 1500.0, None)

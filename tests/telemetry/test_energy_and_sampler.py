@@ -40,6 +40,8 @@ def test_energy_from_counter_and_integration_is_exact(slope: float) -> None:
         s = fake.sample(0, slow=False)
         counter.add_gpu(s)
         integrated.add_gpu(s.__class__(**{**s.__dict__, "energy_j": None}))
+    for acc in (counter, integrated):  # one measured step covering the whole trace
+        acc.iteration(int(5e9), 5.0, warmup=False)
     expected = 100.0 * 5 + slope * 25 / 2
     a, b = counter.summary(samples=1000), integrated.summary(samples=1000)
     assert (a.energy_source, b.energy_source) == ("counter", "integrated")
@@ -54,14 +56,19 @@ def test_contamination_and_own_memory() -> None:
                  GpuProcess(4242, 2**20, None))}
     fake = FakeGpuBackend(2, processes=lambda i: procs.get(i, ()))
     acc = RunAccumulator(1, os.getpid() + 100000, (0,))
+    acc.iteration(0, 0.0, warmup=True)
     acc.add_gpu(fake.sample(0, slow=True))
     acc.add_gpu(fake.sample(1, slow=True))  # not the run's GPU: ignored
+    acc.iteration(time.monotonic_ns(), 1.0, warmup=False)
     t = acc.summary(None)
     assert t.contaminated is True and t.gpu_mem_run_peak_bytes == 2**30
+    assert t.contamination is not None and t.contamination.startswith("gpu: pid 4242 (")
     assert t.gpu_samples == 1 and t.telemetry_simulated is True
     clean = RunAccumulator(2, 4242, (0,))
     clean.tree_pids = frozenset({4242, os.getpid() + 100000})
+    clean.iteration(0, 0.0, warmup=True)
     clean.add_gpu(fake.sample(0, slow=True))
+    clean.iteration(time.monotonic_ns(), 1.0, warmup=False)
     assert clean.summary(None).contaminated is False
 
 
@@ -75,9 +82,11 @@ def test_sampler_end_to_end_into_sqlite(wait_until: Callable[..., None]) -> None
         sampler.start()
         wait_until(lambda: sampler.ticks >= 10, 30, "ticks before the run")
         sampler.begin_run(7, child.pid, (0, 2))
+        sampler.iteration(7, time.monotonic_ns(), 0.1, warmup=True)
         begun = sampler.ticks
         # Ticks, not seconds: a loaded machine slows the sampler without breaking it.
         wait_until(lambda: sampler.ticks >= begun + 40, 60, "40 ticks of the run")
+        sampler.iteration(7, time.monotonic_ns(), 0.1, warmup=False)
         summary = sampler.end_run(7, samples=100)
         ended = sampler.ticks
         wait_until(lambda: sampler.ticks >= ended + 10, 30, "ticks after the run")
@@ -155,8 +164,12 @@ def test_packed_runs_get_only_their_gpus_and_their_own_host_rows(
                    "the allocation")
         sampler.begin_run(1, a.pid, (0, 1))
         sampler.begin_run(2, b.pid, (2,))
+        for run in (1, 2):
+            sampler.iteration(run, time.monotonic_ns(), 0.0, warmup=True)
         for _ in range(5):
             sampler.tick()
+        for run in (1, 2):
+            sampler.iteration(run, time.monotonic_ns(), 0.0, warmup=False)
         one, two = sampler.end_run(1), sampler.end_run(2)
         sampler.stop()  # closes the open window
     finally:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+import time
 
 import pytest
 
@@ -38,9 +39,13 @@ def test_failing_reads_are_counted_per_run_and_logged_once(
     sampler = Sampler(FlakyGpus(2, failing={2, 3, 5}), lambda b: None, gpu_hz=10, host_hz=10)
     sampler.begin_run(1, os.getpid(), (1,))  # holds the flaky GPU
     sampler.begin_run(2, os.getpid(), (0,))  # does not
+    for run in (1, 2):  # the measured window opens (a warm-up iteration ends) ...
+        sampler.iteration(run, time.monotonic_ns(), 0.0, warmup=True)
     with caplog.at_level(logging.WARNING, logger="dltop.telemetry.sampler"):
         for _ in range(6):
             sampler.tick()
+    for run in (1, 2):  # ... and closes around the ticks
+        sampler.iteration(run, time.monotonic_ns(), 0.0, warmup=False)
     flaky, clean = sampler.end_run(1), sampler.end_run(2)
     assert flaky is not None and clean is not None
     assert sampler.read_errors == 3

@@ -240,7 +240,8 @@ async def test_e_exports_the_table_to_the_typed_path(engine_seeded: Seeded,
         app.screen.query_one("#export-path").value = str(out)  # type: ignore[attr-defined]
         await pilot.press("enter")
         await settle(app, pilot)
-    assert out.read_text().startswith("model,framework,batch")
+    text = out.read_text()  # the caption as '# ' lines, then the header
+    assert text.startswith("# Campaign") and "\nmodel,framework,batch," in text
     assert app.done[-1].text == f"wrote {out}"
 
 

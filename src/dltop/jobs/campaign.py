@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from dltop.catalog import JobStatus
+from dltop.catalog import JobStatus, RunStatus
 from dltop.errors import UserError
 from dltop.jobs.environment import core_order
 from dltop.jobs.queued import QueuedJob
@@ -115,7 +115,7 @@ def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[Que
         campaign_id = store.create_campaign(plan.name, plan.profiles, argv,
                                             socket.gethostname(), os.getpid(),
                                             process_start_time(os.getpid()), pack=plan.pack)
-        statuses = [JobStatus.QUEUED if p is None else JobStatus.UNSATISFIABLE
+        statuses = [JobStatus.QUEUED if p is None else RunStatus.UNSATISFIABLE
                     for p in plan.problems]
         ids = store.add_jobs(campaign_id, plan.jobs, statuses)
         queued = []
@@ -125,5 +125,6 @@ def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[Que
                 queued.append(QueuedJob(job_id, pos, job))
             else:
                 run_id = store.start_run(job_id, campaign_id, 1, "", job.samples_per_iter)
-                store.finish_run(run_id, job_id, "unsatisfiable", {"error_message": problem})
+                store.finish_run(run_id, job_id, RunStatus.UNSATISFIABLE,
+                                 {"error_message": problem})
     return campaign_id, queued

@@ -1,4 +1,11 @@
-"""Iteration events of one run: UI progress, buffered database rows, seconds kept in memory."""
+"""Iteration events of one run: UI progress, buffered database rows, seconds kept in memory.
+
+Each row keeps the step's end twice: ``t_mono_ns`` as the child sent it
+(``time.monotonic``, system-wide on Linux; the time the event arrived when a
+runner sends none) and ``t_wall_s``, epoch seconds derived from it through
+:func:`dltop.telemetry.clock.anchor`. The same end goes to ``on_iteration``,
+which moves the sampler's measured window.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +17,7 @@ from typing import Any
 from dltop.jobs.events import EngineEvent, RunProgress
 from dltop.profiles.model import JobSpec
 from dltop.store.writer import Store
+from dltop.telemetry.clock import anchor
 
 FLUSH_INTERVAL_S = 0.5
 """Iterations reach the database at least this often while a run goes on."""
@@ -19,13 +27,17 @@ class IterationCollector:
     """Turns ``iter`` events into UI progress, buffered DB rows and in-memory seconds."""
 
     def __init__(self, run_id: int, job: JobSpec, emit: Callable[[EngineEvent], None],
-                 store: Store, write_later: Callable[..., None]) -> None:
+                 store: Store, write_later: Callable[..., None],
+                 on_iteration: Callable[[int, float, bool], None] | None = None) -> None:
         self.run_id = run_id
         self.total = job.warmup + job.iterations
         self.samples_per_iter = job.samples_per_iter
         self.measured: list[float] = []
         self.last_loss: float | None = None
         self.samples_seen = 0
+        self.measured_samples = 0
+        """Training samples of the measured iterations (the measured window's)."""
+        self._on_iteration = on_iteration
         self._emit = emit
         self._store = store
         self._write_later = write_later
@@ -43,13 +55,21 @@ class IterationCollector:
             return  # a malformed iteration event is skipped, not fatal
         loss = _as_float(event.get("loss"))
         warmup = bool(event.get("warmup"))
+        try:
+            t_mono_ns = int(event["t_mono_ns"])
+        except (KeyError, TypeError, ValueError):
+            t_mono_ns = time.monotonic_ns()
         if not warmup:
             self.measured.append(seconds)
+            self.measured_samples += samples
         self.samples_seen += samples
         self.last_loss = loss
+        if self._on_iteration is not None:
+            self._on_iteration(t_mono_ns, seconds, warmup)
         self._buffer.append({"idx": index, "seconds": seconds,
                              "samples": samples,
-                             "warmup": int(warmup), "loss": loss})
+                             "warmup": int(warmup), "loss": loss, "t_mono_ns": t_mono_ns,
+                             "t_wall_s": anchor().wall(t_mono_ns)})
         self._emit(RunProgress(self.run_id, index, self.total, warmup, seconds, loss))
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
             self.flush()

@@ -332,7 +332,11 @@ class Engine:
         run_stop = self._run_stops[run_id] = asyncio.Event()
         if self._stop.is_set():
             run_stop.set()
-        collector = IterationCollector(run_id, job, self._emit, self._store, write_later)
+        sampler = self._sampler
+        collector = IterationCollector(
+            run_id, job, self._emit, self._store, write_later,
+            on_iteration=(None if sampler is None else
+                          lambda t, sec, warm: sampler.iteration(run_id, t, sec, warm)))
         held = self._leases[token]
         write_later(self._store.update_run, run_id,
                     {"device_lease": lease.LEASE_HELD if held.unavailable is None
@@ -358,9 +362,8 @@ class Engine:
         fields["concurrent_runs"] = self._alloc.overlap(token) + await foreign
         await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields)
         if self._sampler is not None:
-            # Energy per sample counts every sample the run trained on, warm-up included,
-            # because the energy covers the whole run.
-            tele = self._sampler.end_run(run_id, collector.samples_seen)
+            # The summary covers the measured window: energy per sample counts its samples.
+            tele = self._sampler.end_run(run_id, collector.measured_samples)
             if tele is not None:
                 await self._write(self._store.telemetry.write_run_telemetry, run_id, tele)
         if outcome.hello:
@@ -389,7 +392,7 @@ class Engine:
     def _on_spawn(self, run_id: int, alloc: Allocation, pid: int, pgid: int,
                   log_path: str, write_later: Callable[..., None]) -> None:
         if self._sampler is not None:
-            self._sampler.begin_run(run_id, pid, alloc.gpu_indices)
+            self._sampler.begin_run(run_id, pid, alloc.gpu_indices, alloc.cpu_affinity)
         write_later(self._record_spawn, run_id, pid, pgid, log_path)
 
     def _record_spawn(self, run_id: int, pid: int, pgid: int, log_path: str) -> None:

@@ -38,7 +38,7 @@ EventHandler = Callable[[dict[str, Any]], None]
 class ChildOutcome:
     """How a runner child ended."""
 
-    status: str
+    status: RunStatus
     exit_code: int | None
     pid: int
     pgid: int

@@ -14,6 +14,7 @@ from dltop.procs import engine_alive
 from dltop.procs import read_log_tail as _read_tail
 from dltop.results.queries import (
     CampaignRow,
+    CurrentRun,
     campaign_row,
     campaigns,
     current_runs,
@@ -41,29 +42,18 @@ class JobLine:
     repeat: int
     median_s: float | None = None
     """The job's latest run's median seconds per iteration, once it has one."""
+    contaminated: bool = False
+    """The job's latest run saw foreign processes on its GPUs or pinned CPUs."""
 
 
-@dataclass(frozen=True)
-class RunView:
-    """The run in progress."""
+@dataclass(frozen=True, kw_only=True)
+class RunView(CurrentRun):
+    """The run in progress, with what the run panel shows beyond its progress."""
 
-    run_id: int
-    job_id: int
-    label: str
-    done: int
-    """Iterations reported so far, warm-up included."""
-    total: int
-    warmup: int
     recent_s: tuple[float, ...]
     """Seconds of the most recent iterations, oldest first."""
     samples_per_iter: int
-    started_at: str | None
     log_tail: tuple[str, ...]
-
-    @property
-    def in_warmup(self) -> bool:
-        """True while the runner is still in its warm-up iterations."""
-        return self.done < self.warmup
 
     @property
     def median_s(self) -> float | None:
@@ -136,8 +126,9 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     measured = [i["seconds"] for i in reversed(its) if not i["warmup"]]
     recent = measured or [i["seconds"] for i in reversed(its)]
     return RunView(r["id"], r["job_id"], run_label(r), done, r["iterations"] + r["warmup"],
-                   r["warmup"], tuple(recent), r["samples_per_iter"] or r["batch_size"],
-                   r["started_at"], read_log_tail(r["log_path"], log_lines))
+                   r["warmup"], r["started_at"], recent_s=tuple(recent),
+                   samples_per_iter=r["samples_per_iter"] or r["batch_size"],
+                   log_tail=read_log_tail(r["log_path"], log_lines))
 
 
 def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int = 2000,
@@ -149,11 +140,14 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
     c = rows[0]
     camp = campaign_row(c)
     jobs = tuple(JobLine(j["id"], j["position"], j["status"], j["framework"], j["model"],
-                         j["batch_size"], j["device"], j["repeat"], j["median_s"])
+                         j["batch_size"], j["device"], j["repeat"], j["median_s"],
+                         bool(j["contaminated"]))
                  for j in db.query(
                      "select id, position, status, framework, model, batch_size, device, "
                      "repeat, (select r.median_s from runs r where r.job_id = jobs.id "
-                     "order by r.id desc limit 1) as median_s from jobs where campaign_id = ? "
+                     "order by r.id desc limit 1) as median_s, "
+                     "(select r.contaminated from runs r where r.job_id = jobs.id "
+                     "order by r.id desc limit 1) as contaminated from jobs where campaign_id = ? "
                      "and status != ? order by position limit ?",
                      [campaign_id, JobStatus.REMOVED, max_jobs]))
     counts = status_counts(db, campaign_id)

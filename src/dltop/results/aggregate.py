@@ -8,27 +8,35 @@ configuration's time is the median of its ok runs' medians; its spread is max -
 min of those medians; its throughput is the median of its ok runs'
 throughputs, each run's being total samples / total seconds over its measured
 (non-warm-up) iterations.
+
+Results of several campaigns are one set: jobs of different campaigns with the
+same identity on the same host and GPU model (:attr:`ConfigResult.place`) are
+repeats of one configuration; on another host or GPU model they stay apart.
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlite_utils
 
+from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
 
-FAILURE_PRECEDENCE = ("oom", "unsupported", "unsatisfiable", "timeout", "diverged",
-                      "crashed", "cancelled", "running", "queued")
+FAILURE_PRECEDENCE: tuple[str, ...] = (
+    RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE, RunStatus.TIMEOUT,
+    RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.CANCELLED, RunStatus.RUNNING,
+    JobStatus.QUEUED)
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
 
 RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample",
               "device_name", "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
               "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "rss_peak_bytes",
-              "host_cpu_mean_pct")
+              "host_cpu_mean_pct", "tree_cpu_mean_pct")
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
 
 
@@ -100,6 +108,18 @@ class ConfigResult:
     """Its ok runs, in queue order."""
     identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """The flat identity (:func:`dltop.results.identity.identity_of`), interpreter included."""
+    host: str = ""
+    """The host its campaign ran on (``campaigns.host``)."""
+    gpu_name: str | None = None
+    """The GPU model of a ``gpu:N`` configuration (``runs.device_name``); ``None`` on CPUs
+    or when no run reported one."""
+    campaign_ids: tuple[int, ...] = ()
+    """The campaigns its jobs came from."""
+
+    @property
+    def place(self) -> tuple[str, str]:
+        """(host, GPU model or ``""``): configurations of one identity merge only here."""
+        return (self.host, self.gpu_name or "")
 
     @property
     def incomplete(self) -> bool:
@@ -130,31 +150,85 @@ def device_key(label: str) -> tuple[int, int, str]:
     return (order, int(count) if count.isdigit() else 0, label)
 
 
-def config_results(db: sqlite_utils.Database, campaign_id: int) -> list[ConfigResult]:
-    """Every configuration of a campaign, in queue order of first appearance."""
+def short_gpu(name: str) -> str:
+    """``H100 80GB HBM3`` for ``NVIDIA H100 80GB HBM3``: the vendor says nothing in a header."""
+    for prefix in ("NVIDIA ", "Tesla "):
+        name = name.removeprefix(prefix)
+    return name
+
+
+def place_labeller(results: Sequence[ConfigResult]) -> Callable[[ConfigResult], str]:
+    """The column label of a configuration's device in ``results``: ``cpu:16``, or with
+    the host when the set spans hosts and the GPU model when it spans GPU models
+    (``hostA cpu:16``, ``hostB gpu:1 (H100 80GB HBM3)``)."""
+    hosts = {r.host for r in results}
+    gpus = {r.gpu_name for r in results if r.gpu_name}
+
+    def label(r: ConfigResult) -> str:
+        text = f"{r.host} {r.device}" if len(hosts) > 1 else r.device
+        if len(gpus) > 1 and r.gpu_name:
+            text += f" ({short_gpu(r.gpu_name)})"
+        return text
+    return label
+
+
+def placed_identities(results: Sequence[ConfigResult | Any]) -> list[dict[str, Any]]:
+    """The identities of ``results`` (anything with ``identity`` and ``host``), each with
+    its host under :data:`dltop.results.identity.PLACE` when they span hosts, so that
+    :func:`dltop.results.identity.variation` states interpreters per framework and host
+    instead of making them row keys."""
+    if len({r.host for r in results}) < 2:
+        return [dict(r.identity) for r in results]
+    return [{**r.identity, identity.PLACE: r.host} for r in results]
+
+
+def place_key(r: ConfigResult) -> tuple[str, tuple[int, int, str], str]:
+    """Orders configurations by host, then device (:func:`device_key`), then GPU model."""
+    return (r.host, device_key(r.device), r.gpu_name or "")
+
+
+def config_results(db: sqlite_utils.Database,
+                   campaigns: int | Sequence[int]) -> list[ConfigResult]:
+    """Every configuration of one or several campaigns, in queue order of first appearance.
+
+    Jobs merge as repeats when their identity and their place (host, GPU model)
+    are the same, whichever campaign they belong to.
+    """
+    ids = [campaigns] if isinstance(campaigns, int) else list(campaigns)
     run_cols = ", ".join(f"r.{c}" for c in RUN_FIELDS if c != "samples_per_iter")
     sql = f"""
         select j.id as job_id, j.position, j.framework, j.model, j.batch_size, j.device,
                j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,
                r.samples_per_iter, r.concurrent_runs, r.contaminated,
-               r.telemetry_simulated, {run_cols}
+               r.telemetry_simulated, c.host as campaign_host, j.campaign_id, {run_cols}
         from jobs j
+        join campaigns c on c.id = j.campaign_id
         left join runs r on r.id = (select max(id) from runs where job_id = j.id)
         where j.campaign_id = ?
         order by j.position
     """
-    idents = identity.campaign_identities(db, campaign_id)
-    groups: dict[str, list[dict[str, Any]]] = {}
-    for row in db.query(sql, [campaign_id]):
-        ident = idents[row["job_id"]]
-        groups.setdefault(identity.key(ident), []).append({**row, "identity": ident})
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for cid in ids:
+        idents = identity.campaign_identities(db, cid)
+        rows = list(db.query(sql, [cid]))
+        # a GPU job that never reported its device takes the campaign's usual GPU
+        usual = Counter(r["device_name"] for r in rows
+                        if str(r["device"]).startswith("gpu") and r["device_name"])
+        default_gpu = usual.most_common(1)[0][0] if usual else None
+        for row in rows:
+            ident = idents[row["job_id"]]
+            gpu = (row["device_name"] or default_gpu) if str(row["device"]).startswith(
+                "gpu") else None
+            host = str(row["campaign_host"] or "")
+            groups.setdefault((identity.key(ident), host, gpu or ""), []).append(
+                {**row, "identity": ident, "gpu_name": gpu, "host": host})
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     iters, trees = _per_run(db, ok_ids)
     return [_combine(rows, iters, trees) for rows in groups.values()]
 
 
 def _ok(row: dict[str, Any]) -> bool:
-    return row["status"] == "ok" and row["median_s"] is not None
+    return row["status"] == RunStatus.OK and row["median_s"] is not None
 
 
 def _per_run(db: sqlite_utils.Database, run_ids: list[int],
@@ -187,7 +261,11 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
         run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
         packed=bool(row["concurrent_runs"]), contaminated=bool(row["contaminated"]),
         simulated=bool(row["telemetry_simulated"]), iterations=tuple(iters.get(rid, ())),
-        tree_cpu_mean_pct=trees.get(rid), fields={c: row[c] for c in RUN_FIELDS})
+        # the run's measured window (runs.tree_cpu_mean_pct); runs stored before it:
+        # every host sample of the run
+        tree_cpu_mean_pct=(trees.get(rid) if row["tree_cpu_mean_pct"] is None
+                           else float(row["tree_cpu_mean_pct"])),
+        fields={c: row[c] for c in RUN_FIELDS})
 
 
 def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]]],
@@ -195,13 +273,14 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
     first = rows[0]
     ok = [_record(r, iters, trees) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]
+    status: str
     median: float | None
     spread: float | None
     thr: float | None
     if ok:
         medians = [float(r.get("median_s")) for r in ok]
         median = statistics.median(medians)
-        status, spread = "ok", max(medians) - min(medians)
+        status, spread = RunStatus.OK, max(medians) - min(medians)
         rates = [x for x in (r.samples_per_s for r in ok) if x is not None]
         thr = statistics.median(rates) if rates else None
     else:
@@ -215,5 +294,6 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
         noisy=any(r.noisy for r in ok), packed=any(r.packed for r in ok),
         contaminated=any(r.contaminated for r in ok),
         config_key=identity.key(first["identity"]), repeats=len(rows), runs=tuple(ok),
-        identity=first["identity"],
+        identity=first["identity"], host=first["host"], gpu_name=first["gpu_name"],
+        campaign_ids=tuple(dict.fromkeys(int(r["campaign_id"]) for r in rows)),
     )

@@ -14,12 +14,16 @@ sides' measured iterations (:mod:`dltop.results.bootstrap`). As in pyperf's
 statistically and practically significant: the interval excludes 1 *and* the
 ratio differs from 1 by more than the threshold. Otherwise the verdict is
 ``no significant change``.
+
+Either side may be several campaigns (``3,5``, ``all``, a name: see
+:func:`dltop.results.queries.resolve_campaigns`); their configurations merge as
+in an export (same identity on the same host and GPU model).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +31,7 @@ import sqlite_utils
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import bootstrap, identity, queries
+from dltop.results import bootstrap, caption, identity, queries
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell, status_label
 
@@ -60,21 +64,6 @@ class Comparison:
         return self.verdict == SLOWER
 
 
-def campaign_ref(db: sqlite_utils.Database, ref: str) -> queries.CampaignRow:
-    """A campaign by id, ``latest``, or name (the most recent of that name).
-
-    Raises:
-        UserError: no such campaign.
-    """
-    if ref.isdigit() or ref == "latest":
-        return queries.resolve_campaign(db, ref)
-    rows = list(db.query("select * from campaigns where name = ? order by id desc limit 1",
-                         [ref]))
-    if not rows:
-        raise UserError(f"no campaign with id or name {ref!r} (see 'dltop runs')")
-    return queries.campaign_row(rows[0])
-
-
 def _label(r: ConfigResult) -> tuple[str, str, int, str, str]:
     return (r.model, r.framework, r.batch_size, r.device, r.precision)
 
@@ -93,16 +82,31 @@ def verdict(ratio: float, low: float, high: float, metric: str, threshold: float
     return FASTER if (ratio > 1.0) == higher_is_better else SLOWER
 
 
-def pairing(results: list[ConfigResult]) -> dict[str, tuple[dict[str, Any], ConfigResult]]:
-    """A campaign's configurations by the identity they pair by: their identity without
-    the interpreter, or with it where two configurations differ only by it."""
-    def bare(r: ConfigResult) -> dict[str, Any]:
-        return {k: v for k, v in r.identity.items() if k != identity.INTERPRETER}
+def bare(r: ConfigResult) -> dict[str, Any]:
+    """A configuration's identity without the interpreter."""
+    return {k: v for k, v in r.identity.items() if k != identity.INTERPRETER}
 
-    count = Counter(identity.key(bare(r)) for r in results)
+
+def bare_key(r: ConfigResult) -> str:
+    """:func:`dltop.results.identity.key` of :func:`bare`."""
+    return identity.key(bare(r))
+
+
+def pairing(results: list[ConfigResult], placed: frozenset[str] = frozenset(),
+            ) -> dict[str, tuple[dict[str, Any], ConfigResult]]:
+    """A side's configurations by the identity they pair by: their identity without
+    the interpreter, or with it where two configurations differ only by it; with the
+    host and GPU model too for identities in ``placed`` (:func:`bare_key` s that occur
+    on several hosts or GPU models of one side)."""
+    def where(r: ConfigResult) -> dict[str, Any]:
+        return {"host": r.host, "gpu": r.gpu_name} if bare_key(r) in placed else {}
+
+    count = Counter(identity.key({**bare(r), **where(r)}) for r in results)
     out: dict[str, tuple[dict[str, Any], ConfigResult]] = {}
     for r in results:
-        ident = bare(r) if count[identity.key(bare(r))] == 1 else dict(r.identity)
+        ident = bare(r) if count[identity.key({**bare(r), **where(r)})] == 1 \
+            else dict(r.identity)
+        ident.update(where(r))
         out[identity.key(ident)] = (ident, r)
     return out
 
@@ -130,9 +134,9 @@ def _compare_one(a: ConfigResult | None, b: ConfigResult | None, metric: str,
                       ratio, low, high, ident)
 
 
-def compare(db: sqlite_utils.Database, a_id: int, b_id: int, metric: str = "time",
-            threshold: float = 0.05) -> list[Comparison]:
-    """Every configuration of campaigns ``a_id`` and ``b_id``, paired by identity.
+def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Sequence[int],
+            metric: str = "time", threshold: float = 0.05) -> list[Comparison]:
+    """Every configuration of campaign(s) ``a_id`` and ``b_id``, paired by identity.
 
     Raises:
         UserError: an unknown metric, a negative threshold, or no configuration in common.
@@ -141,10 +145,19 @@ def compare(db: sqlite_utils.Database, a_id: int, b_id: int, metric: str = "time
         raise UserError(f"compare --metric: use one of {', '.join(METRICS)}")
     if threshold < 0:
         raise UserError("compare --threshold must be >= 0 (e.g. 0.05 for 5 %)")
-    a = pairing(config_results(db, a_id))
-    b = pairing(config_results(db, b_id))
+    ra, rb = config_results(db, a_id), config_results(db, b_id)
+    # an identity on several hosts or GPU models of one side pairs place by place; one
+    # place per side (A on one host, B on another) pairs across them
+    placed: set[str] = set()
+    for side in (ra, rb):
+        places: dict[str, set[tuple[str, str]]] = {}
+        for r in side:
+            places.setdefault(bare_key(r), set()).add(r.place)
+        placed |= {k for k, where in places.items() if len(where) > 1}
+    a, b = pairing(ra, frozenset(placed)), pairing(rb, frozenset(placed))
     if not a.keys() & b.keys():
-        raise UserError(f"campaigns {a_id} and {b_id} have no configuration in common")
+        raise UserError(f"campaigns {_ids(a_id)} and {_ids(b_id)} have no configuration "
+                        "in common")
     out = [_compare_one(a[k][1] if k in a else None, b[k][1] if k in b else None, metric,
                         threshold, (a.get(k) or b[k])[0]) for k in {**a, **b}]
     out.sort(key=lambda c: (rank(c.label[0], catalog.MODELS),
@@ -153,13 +166,28 @@ def compare(db: sqlite_utils.Database, a_id: int, b_id: int, metric: str = "time
     return out
 
 
+def _ids(ids: int | Sequence[int]) -> str:
+    return str(ids) if isinstance(ids, int) else ",".join(str(i) for i in ids)
+
+
+def _side(camps: queries.CampaignRow | Sequence[queries.CampaignRow]) -> list[queries.CampaignRow]:
+    return [camps] if isinstance(camps, queries.CampaignRow) else list(camps)
+
+
 def _num(value: float | None, text: str) -> Cell:
     return Cell(text if value is not None else "", value)
 
 
-def compare_table(rows: list[Comparison], a: queries.CampaignRow, b: queries.CampaignRow,
-                  metric: str, threshold: float) -> Table:
-    """The comparison as a :class:`Table` (md, csv, json, latex alike)."""
+def compare_table(rows: list[Comparison],
+                  a: queries.CampaignRow | Sequence[queries.CampaignRow],
+                  b: queries.CampaignRow | Sequence[queries.CampaignRow],
+                  metric: str, threshold: float,
+                  db: sqlite_utils.Database | None = None) -> Table:
+    """The comparison as a :class:`Table` (md, csv, json, latex alike).
+
+    With ``db``, the caption states the environment of both sides' campaigns.
+    """
+    side_a, side_b = _side(a), _side(b)
     unit = "s" if metric == "time" else "samples/s"
     fmt = "{:.4g}" if metric == "time" else "{:.1f}"
     var = identity.variation(c.identity for c in rows)
@@ -188,13 +216,22 @@ def compare_table(rows: list[Comparison], a: queries.CampaignRow, b: queries.Cam
         f"B/A of the {what} (median over runs); CI95: 2000-resample seeded two-level "
         "bootstrap of both campaigns' measured iterations. A change is called when "
         f"the interval excludes 1 and B/A differs from 1 by more than {threshold:.0%}.",)
-    caption = var.caption()
-    if caption:
-        notes = (*notes, caption)
+    constants = var.caption()
+    camps = list({c.id: c for c in (*side_a, *side_b)}.values())
+    lines, meta = caption.context(db, camps, constants) if db is not None else \
+        ((constants,) if constants else (), {})
+
+    def names(side: list[queries.CampaignRow]) -> str:
+        return ", ".join(f"{c.id} `{c.name}`" for c in side)
+
+    def refs(side: list[queries.CampaignRow]) -> dict[str, Any] | list[dict[str, Any]]:
+        out = [{"id": c.id, "name": c.name} for c in side]
+        return out[0] if len(out) == 1 else out
+
     return Table(
-        title=f"Compare A = campaign {a.id} `{a.name}` with B = campaign {b.id} "
-              f"`{b.name}`: {what}",
-        columns=cols, rows=tuple(table_rows), notes=notes,
-        meta={"a": {"id": a.id, "name": a.name}, "b": {"id": b.id, "name": b.name},
+        title=f"Compare A = campaign{'s' if len(side_a) > 1 else ''} {names(side_a)} with "
+              f"B = campaign{'s' if len(side_b) > 1 else ''} {names(side_b)}: {what}",
+        columns=cols, rows=tuple(table_rows), notes=notes, caption=lines,
+        meta={**meta, "a": refs(side_a), "b": refs(side_b),
               "metric": metric, "unit": unit, "threshold": threshold,
               "identity": var.as_json()})

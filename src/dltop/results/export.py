@@ -10,11 +10,17 @@ any results table to a file (the CLI's ``export -o`` and the TUI's ``e``).
 
 Rows are keyed by model, framework, batch and every other identity field that
 varies in the campaign (:mod:`dltop.results.identity`: precision, lr, an option...),
-so two configurations never share a cell; the constant ones are a footnote.
+so two configurations never share a cell; the constant ones are in the caption
+with the environment (:mod:`dltop.results.caption`). A table may span several
+campaigns: when they ran on several hosts or GPU models, the column key names
+the host and the GPU (``hostA cpu:16``, ``hostB gpu:1 (H100)``), and a
+configuration is the same (its jobs merge as repeats) only with the same
+identity on the same host and GPU model.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +28,15 @@ import sqlite_utils
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import identity, queries, scaling, summary
-from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
+from dltop.results import caption, identity, queries, scaling, summary
+from dltop.results.aggregate import (
+    ConfigResult,
+    config_results,
+    place_key,
+    place_labeller,
+    placed_identities,
+    rank,
+)
 from dltop.results.metrics import METRICS as METRIC_SPECS
 from dltop.results.metrics import markers, value_of
 from dltop.results.render import FORMATS, latex_escape, render
@@ -36,6 +49,7 @@ from dltop.results.table import (
     Table,
     key_cell,
 )
+from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT
 
 __all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to_file",
            "format_for_path", "latex_escape", "render", "results_table"]
@@ -57,10 +71,13 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "total samples / total seconds", "gpu-memory": "maximum of each run's peak",
        "host-memory": "maximum of each run's peak", "tflops": "FLOPs per sample × the "
        "throughput cell", "mfu": "TFLOP/s ÷ the devices' peak for the precision"}
-NOTE_CONTAMINATED = ("§ a process outside the run used its devices while it was measured "
-                     "(contaminated).")
+NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
+                     f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
+                     "(runs.contamination says which).")
 NOTE_PACKED = ("† measured while other runs shared the host (a packed campaign, "
                "dltop run --pack): a throughput figure, not a clean single-run one.")
+NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (incomplete: "
+                   "the others failed, were cancelled or have not run).")
 NOTE_SIMULATED = ("Device telemetry of this campaign came from SIMULATED GPUs "
                   "(--fake-gpus): not real hardware.")
 
@@ -71,9 +88,13 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
     text = val.text(METRIC_SPECS[metric])
     if val.value is not None:
         text += markers(res, metric)
+        if res.incomplete:
+            text += f" ({res.n_runs}/{res.repeats})"
     detail: dict[str, object] = {"n_runs": res.n_runs, "repeats": res.repeats,
                                  "spread_s": res.spread_s, "noisy": res.noisy,
                                  "packed": res.packed}
+    if res.incomplete:
+        detail["incomplete"] = True
     if res.contaminated:
         detail["contaminated"] = True
     if val.simulated_value is not None:
@@ -83,33 +104,55 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
     return Cell(text, val.value, res.status, detail)
 
 
-def _simulated(db: sqlite_utils.Database, campaign_id: int) -> bool:
+def _simulated(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> bool:
     if "gpu_samples" not in db.table_names():
         return False
+    marks = ",".join("?" * len(campaign_ids))
     return bool(next(db.query(
         "select count(*) as n from gpu_samples g join runs r on r.id = g.run_id "
-        "where r.campaign_id = ? and g.simulated = 1", [campaign_id]))["n"])
+        f"where r.campaign_id in ({marks}) and g.simulated = 1", list(campaign_ids)))["n"])
 
 
-def build_table(db: sqlite_utils.Database, campaign_id: int, metric: str) -> Table:
-    """Pivot a campaign's configuration results: one row per model, framework and batch.
+def campaigns_of(db: sqlite_utils.Database,
+                 campaigns: int | str | Sequence[int]) -> list[queries.CampaignRow]:
+    """The campaigns a table covers: an id, ids, or a ``--campaign`` reference
+    (:func:`dltop.results.queries.resolve_campaigns`).
+
+    Raises:
+        UserError: a campaign that does not exist.
+    """
+    if isinstance(campaigns, int | str):
+        return queries.resolve_campaigns(db, campaigns)
+    return queries.resolve_campaigns(db, ",".join(str(i) for i in campaigns))
+
+
+def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
+                metric: str) -> Table:
+    """Pivot the configuration results of one or several campaigns: one row per model,
+    framework, batch and varying identity field, one column per device (and host and GPU
+    model, where the set spans several).
 
     Raises:
         UserError: ``metric`` is not one of :data:`METRICS`, or no such campaign.
     """
     if metric not in METRICS:
         raise UserError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
-    camp = queries.resolve_campaign(db, campaign_id)
-    results = config_results(db, campaign_id)
-    var = identity.variation(r.identity for r in results)
-    devices = sorted({r.device for r in results}, key=device_key)
+    camps = campaigns_of(db, campaigns)
+    ids = [c.id for c in camps]
+    results = config_results(db, ids)
+    var = identity.variation(placed_identities(results))
+    label = place_labeller(results)
+    firsts: dict[str, ConfigResult] = {}
+    for r in sorted(results, key=place_key):
+        firsts.setdefault(label(r), r)
+    devices = list(firsts)
     by_row: dict[tuple[str, str, int, str], dict[str, ConfigResult]] = {}
     for r in results:
         cells = by_row.setdefault((r.model, r.framework, r.batch_size,
                                    var.group(r.identity)), {})
-        if r.device in cells:  # cannot happen: the row key holds every varying field
+        if label(r) in cells:  # cannot happen: the row key holds every varying field
             raise RuntimeError(f"two configurations in one cell: {r.config_key}")
-        cells[r.device] = r
+        cells[label(r)] = r
 
     def order(k: tuple[str, str, int, str]) -> tuple[Any, ...]:
         some = next(iter(by_row[k].values())).identity
@@ -131,46 +174,41 @@ def build_table(db: sqlite_utils.Database, campaign_id: int, metric: str) -> Tab
                Column("batch", "batch", Role.KEY, latex_header="Batch"),
                *var.columns(),
                *(Column(d, d, Role.VALUE, unit_short) for d in devices))
-    simulated = _simulated(db, campaign_id)
+    simulated = _simulated(db, ids)
     notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
         how=HOW.get(metric, "mean of each run's value"))]
+    if any(r.incomplete and r.n_runs for r in results):
+        notes.append(NOTE_INCOMPLETE)
     if any(r.packed for r in results):  # only ok results are ever packed
         notes.append(NOTE_PACKED)
     if any(r.contaminated for r in results):
         notes.append(NOTE_CONTAMINATED)
     if simulated:
         notes.append(NOTE_SIMULATED)
-    caption = var.caption()
-    if caption:
-        notes.append(caption)
+    lines, meta = caption.context(db, camps, var.caption())
     return Table(
-        title=f"Campaign {camp.id} `{camp.name}` ({camp.status}, {camp.created_at}): {unit}",
-        comment=f"dltop campaign {camp.id} ({camp.name}): {unit}"
-                + (f"; {caption}" if caption else ""),
-        columns=columns, rows=tuple(rows), notes=tuple(notes), layout=Layout.PIVOT,
-        meta={"campaign": {"id": camp.id, "name": camp.name, "status": camp.status,
-                           "created_at": camp.created_at, "host": camp.host},
-              "metric": metric, "unit": unit, "simulated_telemetry": simulated,
+        title=caption.title(camps, unit), comment=caption.comment(camps, unit),
+        columns=columns, rows=tuple(rows), notes=tuple(notes), caption=lines,
+        layout=Layout.PIVOT,
+        meta={**meta, "metric": metric, "unit": unit, "simulated_telemetry": simulated,
               "identity": var.as_json()})
 
 
-def results_table(db: sqlite_utils.Database, campaign_id: int, table: str = "pivot",
-                  metric: str = "time") -> Table:
-    """The ``pivot`` (of ``metric``), ``summary`` or ``scaling`` table of a campaign.
+def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
+                  table: str = "pivot", metric: str = "time") -> Table:
+    """The ``pivot`` (of ``metric``), ``summary`` or ``scaling`` table of one or several
+    campaigns (ids, or a ``--campaign`` reference such as ``3,5``, ``all``, a name).
 
     Raises:
         UserError: unknown ``table`` or ``metric``, or no such campaign.
     """
     if table == "scaling":
-        camp = queries.resolve_campaign(db, campaign_id)
-        return scaling.scaling_table(scaling.scaling_rows(db, camp.id),
-                                     f"Campaign {camp.id} `{camp.name}` ({camp.status}): "
-                                     "scaling")
+        return scaling.campaigns_scaling_table(db, campaigns_of(db, campaigns))
     if table == "summary":
-        return summary.summary_table(db, campaign_id)
+        return summary.summary_table(db, campaigns_of(db, campaigns))
     if table != "pivot":
         raise UserError(f"unknown table {table!r}: use one of {', '.join(TABLES)}")
-    return build_table(db, campaign_id, metric)
+    return build_table(db, campaigns, metric)
 
 
 def format_for_path(path: str, default: str | None = None) -> str:
@@ -185,10 +223,11 @@ def format_for_path(path: str, default: str | None = None) -> str:
     return fmt
 
 
-def export_to_file(db: sqlite_utils.Database, campaign_id: int, path: str, *,
+def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
+                   path: str, *,
                    fmt: str | None = None, table: str = "pivot",
                    metric: str = "time") -> str:
-    """Write a campaign's results table to ``path``; a ``wrote PATH`` message.
+    """Write the results table of one or several campaigns to ``path``; ``wrote PATH``.
 
     Args:
         fmt: the format; ``None`` takes it from the suffix of ``path``.
@@ -199,7 +238,7 @@ def export_to_file(db: sqlite_utils.Database, campaign_id: int, path: str, *,
         UserError: no such campaign, an unknown table, metric or suffix, or the file
             cannot be written (nothing is written then).
     """
-    text = render(results_table(db, campaign_id, table, metric), fmt or format_for_path(path))
+    text = render(results_table(db, campaigns, table, metric), fmt or format_for_path(path))
     try:
         Path(path).write_text(text)
     except OSError as exc:

@@ -37,6 +37,9 @@ BASE = ("model", "framework", "batch_size")
 COLUMN = "device"
 """The identity field the pivot spreads over its columns."""
 OPTIONS = "options"
+PLACE = "_place"
+"""Not an identity field: the host a configuration ran on, which an exported set that
+spans hosts adds so that each framework's interpreter is stated per host."""
 PREFERRED = ("precision", "data", "batch_scaling", "lr", "momentum", "seed", "iterations",
              "warmup")
 """Display order of the settings first; any later identity field follows in declaration
@@ -220,7 +223,7 @@ def variation(identities: Iterable[Identity]) -> Variation:
     Model, framework, batch and device are never listed: every table keys by them.
     """
     idents = list(identities)
-    names = {n for ident in idents for n in ident} - {*BASE, COLUMN}
+    names = {n for ident in idents for n in ident} - {*BASE, COLUMN, PLACE}
     varying: list[str] = []
     constant: list[tuple[str, Any]] = []
     per_framework: list[tuple[str, Any]] = []
@@ -240,11 +243,15 @@ def variation(identities: Iterable[Identity]) -> Variation:
 
 
 def _by_framework(idents: Sequence[Identity], name: str) -> list[tuple[str, Any]] | None:
-    """``[(framework, value)]`` when each framework has one known value of ``name``."""
+    """``[(framework, value)]`` when each framework has one known value of ``name``
+    (per host, ``framework @host``, when the identities carry :data:`PLACE`)."""
     seen: dict[str, set[str]] = {}
     for ident in idents:
         if ident.get(name) is not None:
-            seen.setdefault(str(ident["framework"]), set()).add(key({"v": ident[name]}))
+            fw = str(ident["framework"])
+            if ident.get(PLACE):
+                fw += f" @{ident[PLACE]}"
+            seen.setdefault(fw, set()).add(key({"v": ident[name]}))
     if any(len(v) > 1 for v in seen.values()):
         return None
     return [(fw, json.loads(next(iter(v)))["v"]) for fw, v in sorted(seen.items())]

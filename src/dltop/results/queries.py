@@ -7,6 +7,7 @@ from typing import Any
 
 import sqlite_utils
 
+from dltop.catalog import RunStatus
 from dltop.errors import UserError
 
 
@@ -20,6 +21,13 @@ class CampaignRow:
     created_at: str
     finished_at: str | None
     host: str | None
+    dltop_version: str | None = None
+
+    def as_json(self) -> dict[str, Any]:
+        """``{id, name, status, created_at, finished_at, host, dltop_version}`` for JSON."""
+        return {"id": self.id, "name": self.name, "status": self.status,
+                "created_at": self.created_at, "finished_at": self.finished_at,
+                "host": self.host, "dltop_version": self.dltop_version}
 
 
 @dataclass(frozen=True)
@@ -47,7 +55,7 @@ class RunRow:
 def campaign_row(r: dict[str, Any]) -> CampaignRow:
     """A ``campaigns`` row as a :class:`CampaignRow`."""
     return CampaignRow(r["id"], r["name"], r["status"], r["created_at"], r["finished_at"],
-                       r["host"])
+                       r["host"], r.get("dltop_version"))
 
 
 def campaigns(db: sqlite_utils.Database, limit: int = 50) -> list[CampaignRow]:
@@ -57,25 +65,56 @@ def campaigns(db: sqlite_utils.Database, limit: int = 50) -> list[CampaignRow]:
 
 
 def resolve_campaign(db: sqlite_utils.Database, ref: str | int | None) -> CampaignRow:
-    """A campaign by id, or the latest for ``None``/``"latest"``.
+    """One campaign by id, name (the most recent of that name), or the latest for
+    ``None``/``"latest"``.
 
     Raises:
-        UserError: no campaigns at all, or no campaign with that id.
+        UserError: no campaigns at all, no such campaign, or ``ref`` names several.
+    """
+    found = resolve_campaigns(db, ref)
+    if len(found) != 1:
+        raise UserError(f"--campaign: {ref!r} names {len(found)} campaigns; give one")
+    return found[0]
+
+
+def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None) -> list[CampaignRow]:
+    """Campaigns named by ``ref``, in id order, each once.
+
+    ``ref`` is ``None`` or ``latest`` (the newest campaign), ``all``, an id, a name
+    (the most recent campaign of that name; a name made of digits is read as an
+    id), or a comma-separated list of any of these (``3,5``, ``baseline,latest``).
+
+    Raises:
+        UserError: no campaigns at all, or a part of ``ref`` names no campaign
+            (the message lists the most recent ones).
     """
     recent = campaigns(db, limit=5)
     if not recent:
         raise UserError("no campaigns in this database yet (run 'dltop run PROFILE' first)")
-    if ref is None or ref == "latest":
-        return recent[0]
-    try:
-        wanted = int(ref)
-    except (TypeError, ValueError):
-        raise UserError(f"--campaign: expected an id or 'latest', got {ref!r}") from None
-    rows = list(db.query("select * from campaigns where id = ?", [wanted]))
-    if not rows:
-        ids = ", ".join(str(c.id) for c in recent)
-        raise UserError(f"--campaign: no campaign {wanted} (most recent: {ids})")
-    return campaign_row(rows[0])
+    parts = ["latest"] if ref is None else [p.strip() for p in str(ref).split(",")]
+    if not all(parts):
+        raise UserError(f"--campaign: empty part in {ref!r} (use e.g. 3,5 or latest or all)")
+    found: dict[int, CampaignRow] = {}
+    for part in parts:
+        if part == "all":
+            found.update((c.id, c) for c in (campaign_row(r) for r in db.query(
+                "select * from campaigns order by id")))
+            continue
+        if part == "latest":
+            rows = [recent[0]]
+        elif part.isdigit():
+            rows = [campaign_row(r) for r in db.query(
+                "select * from campaigns where id = ?", [int(part)])]
+        else:
+            rows = [campaign_row(r) for r in db.query(
+                "select * from campaigns where name = ? order by id desc limit 1", [part])]
+        if not rows:
+            known = ", ".join(f"{c.id} `{c.name}`" for c in recent)
+            what = f"no campaign {part}" if part.isdigit() else \
+                f"no campaign named {part!r}"
+            raise UserError(f"--campaign: {what} (most recent: {known}; see 'dltop runs')")
+        found[rows[0].id] = rows[0]
+    return [found[i] for i in sorted(found)]
 
 
 def recent_runs(db: sqlite_utils.Database, limit: int = 30,
@@ -123,9 +162,15 @@ class CurrentRun:
     job_id: int
     label: str
     done: int
+    """Iterations reported so far, warm-up included."""
     total: int
     warmup: int
     started_at: str | None
+
+    @property
+    def in_warmup(self) -> bool:
+        """True while the runner is still in its warm-up iterations."""
+        return self.done < self.warmup
 
 
 def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun]:
@@ -135,8 +180,8 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
         "j.repeat, j.iterations, j.warmup, "
         "(select count(*) from iterations i where i.run_id = r.id) as done "
         "from runs r join jobs j on j.id = r.job_id "
-        "where r.campaign_id = ? and r.status = 'running' order by r.id"
+        "where r.campaign_id = ? and r.status = ? order by r.id"
     )
     return [CurrentRun(r["id"], r["job_id"], run_label(r), r["done"],
                        r["iterations"] + r["warmup"], r["warmup"], r["started_at"])
-            for r in db.query(sql, [campaign_id])]
+            for r in db.query(sql, [campaign_id, RunStatus.RUNNING])]

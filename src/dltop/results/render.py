@@ -3,7 +3,8 @@
 Each renderer reads only the table's columns, cells, notes and metadata, so
 every results table (the pivot, the scaling table, whatever comes next) is
 drawn by the same code. Display text goes to Markdown and LaTeX; numbers stay
-numbers in CSV and JSON.
+numbers in CSV and JSON. The JSON schema and the CSV layout are documented in
+docs/exports.md.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import io
 import json
 from typing import Any
 
-from dltop.results.table import Layout, Role, Table
+from dltop.results.table import Column, Layout, Role, Table
 
 FORMATS = ("md", "csv", "json", "latex")
 
@@ -40,32 +41,62 @@ def _texts(table: Table) -> list[list[str]]:
 
 
 def markdown(table: Table) -> str:
-    """A pipe table under the title, footnotes below it."""
+    """A pipe table under the title, footnotes and caption below it."""
     lines = [table.title, "", "| " + " | ".join(c.header for c in table.columns) + " |",
              "|" + "|".join("---" if c.align == "l" else "---:" for c in table.columns) + "|"]
     lines += ["| " + " | ".join(texts) + " |" for texts in _texts(table)]
-    if table.notes:
-        lines += ["", *table.notes]
+    if table.notes or table.caption:
+        lines += ["", *table.notes, *table.caption]
     return "\n".join(lines) + "\n"
 
 
+STATUS_SUFFIX = " status"
+"""CSV: each value column is followed by ``<header> status``, which holds its labels."""
+
+
 def to_csv(table: Table) -> str:
-    """A header row and one row per table row; numbers exact, statuses as labels."""
+    """``#`` comment lines (title, caption), a header row, one row per table row.
+
+    Every value column holds only numbers (empty when there is none); the
+    ``<header> status`` column after it says why a number is missing (``OOM``,
+    ``n/a: no GPU``...) or, beside a number, the configuration's status (``ok``).
+    Read it with ``pandas.read_csv(path, comment="#")``, or skip lines starting
+    with ``#`` before :mod:`csv`.
+    """
     buf = io.StringIO()
+    for line in (table.title, *table.caption):
+        buf.write("# " + " ".join(line.splitlines()) + "\n")
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([c.header for c in table.columns])
+    header: list[str] = []
+    for c in table.columns:
+        header += [c.header, c.header + STATUS_SUFFIX] if c.role is Role.VALUE else [c.header]
+    w.writerow(header)
     for row in table.rows:
-        w.writerow(["" if c is None else c.data for c in row.cells])
+        out: list[Any] = []
+        for col, cell in zip(table.columns, row.cells, strict=True):
+            if col.role is Role.KEY:
+                out.append("" if cell is None else cell.data)
+            elif cell is None:
+                out += ["", ""]
+            elif cell.value is None:
+                out += ["", cell.text]
+            else:
+                out += [cell.value, cell.status]
+        w.writerow(out)
     return buf.getvalue()
 
 
-def to_json(table: Table) -> str:
-    """``{meta..., "columns"?, "rows": [...]}``, indented.
+def _column(col: Column) -> dict[str, Any]:
+    return {"key": col.key, "header": col.header, "role": str(col.role), "unit": col.unit}
 
-    A flat table's row maps each column key to the cell's number (or text); a
-    pivot table's row maps its key columns the same way and nests its value
-    cells under ``"cells"``, each ``{value, status, label, detail...}``, and the
-    document lists the value columns under ``"columns"``.
+
+def to_json(table: Table) -> str:
+    """``{"campaigns", "environment", meta..., "columns", "rows"}``, indented.
+
+    ``columns`` describes every column (``key``, ``header``, ``role``, ``unit``). A
+    flat table's row maps each column key to the cell's number (or text); a pivot
+    table's row maps its key columns the same way and nests its value cells under
+    ``"cells"``, each ``{value, status, label, detail...}``.
     """
     rows: list[dict[str, Any]] = []
     for row in table.rows:
@@ -83,10 +114,11 @@ def to_json(table: Table) -> str:
         if table.layout is Layout.PIVOT:
             record["cells"] = nested
         rows.append({**record, **row.extra})
-    doc: dict[str, Any] = dict(table.meta)
-    if table.layout is Layout.PIVOT:
-        doc["columns"] = [c.key for c in table.columns if c.role is Role.VALUE]
-    doc["rows"] = rows
+    doc: dict[str, Any] = {"campaigns": [], "environment": None, **table.meta,
+                           "layout": str(table.layout),
+                           "columns": [_column(c) for c in table.columns], "rows": rows}
+    if table.caption:
+        doc["caption"] = list(table.caption)
     return json.dumps(doc, indent=2) + "\n"
 
 
@@ -102,10 +134,11 @@ def latex_escape(text: str) -> str:
 
 
 def latex(table: Table) -> str:
-    """A booktabs ``tabular`` after a ``%`` comment line."""
+    """A booktabs ``tabular`` after ``%`` comment lines (title, caption)."""
     head = [c.latex_header or c.header for c in table.columns]
-    lines = [f"% {latex_escape(table.comment or table.title)}",
-             f"\\begin{{tabular}}{{{''.join(c.align for c in table.columns)}}}", "\\toprule",
+    lines = [f"% {latex_escape(line)}" for line in (table.comment or table.title,
+                                                      *table.caption)]
+    lines += [f"\\begin{{tabular}}{{{''.join(c.align for c in table.columns)}}}", "\\toprule",
              " & ".join(latex_escape(h) for h in head) + " \\\\", "\\midrule"]
     lines += [" & ".join(latex_escape(t) for t in texts) + " \\\\" for texts in _texts(table)]
     lines += ["\\bottomrule", "\\end{tabular}"]

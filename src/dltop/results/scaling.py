@@ -16,15 +16,15 @@ than a result.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlite_utils
 
 from dltop import catalog
-from dltop.results import identity
-from dltop.results.aggregate import config_results, rank
+from dltop.results import caption, identity, queries
+from dltop.results.aggregate import config_results, place_labeller, placed_identities, rank
 from dltop.results.metrics import markers
 from dltop.results.render import render
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
@@ -48,6 +48,10 @@ class ScalingRow:
     """The configuration's markers: ``*`` noisy, ``†`` packed, ``§`` contaminated."""
     identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """The configuration's flat identity (:mod:`dltop.results.identity`)."""
+    place: str = ""
+    """The device as the devices column shows it: ``device`` with the host and GPU model
+    where the set spans several (``hostB gpu:2 (H100)``)."""
+    host: str = ""
 
     @property
     def superlinear(self) -> bool:
@@ -55,29 +59,34 @@ class ScalingRow:
         return self.efficiency is not None and self.efficiency > 1.0 + 1e-9
 
 
-def scaling_rows(db: sqlite_utils.Database, campaign_id: int) -> list[ScalingRow]:
-    """Every configuration with its speedup and efficiency against one device."""
-    results = config_results(db, campaign_id)
-    var = identity.variation(r.identity for r in results)
-    base: dict[tuple[str, str, int, str, str], float] = {}
+def scaling_rows(db: sqlite_utils.Database,
+                 campaigns: int | Sequence[int]) -> list[ScalingRow]:
+    """Every configuration with its speedup and efficiency against one device (on the
+    same host and GPU model)."""
+    results = config_results(db, campaigns)
+    var = identity.variation(placed_identities(results))
+    label = place_labeller(results)
+    base: dict[tuple[str, str, int, str, str, tuple[str, str]], float] = {}
     for r in results:
         family, _, count = r.device.partition(":")
         if count == "1" and r.samples_per_s:
-            base[(r.framework, r.model, r.batch_size, var.group(r.identity), family)] = \
-                r.samples_per_s
+            base[(r.framework, r.model, r.batch_size, var.group(r.identity), family,
+                  r.place)] = r.samples_per_s
     rows = []
     for r in results:
         family, _, n_text = r.device.partition(":")
         n = int(n_text)
-        b = base.get((r.framework, r.model, r.batch_size, var.group(r.identity), family))
+        b = base.get((r.framework, r.model, r.batch_size, var.group(r.identity), family,
+                      r.place))
         speedup = r.samples_per_s / b if (b and r.samples_per_s) else None
         rows.append(ScalingRow(r.framework, r.model, r.batch_size, r.device, n, r.status,
                                r.median_s, r.samples_per_s, speedup,
                                speedup / n if speedup is not None else None,
-                               markers(r), r.identity))
+                               markers(r), r.identity, label(r), r.host))
     rows.sort(key=lambda x: (rank(x.model, catalog.MODELS), x.batch_size,
                              rank(x.framework, catalog.FRAMEWORKS),
-                             var.sort_key(x.identity), x.device.partition(":")[0],
+                             var.sort_key(x.identity), x.host, x.device.partition(":")[0],
+                             x.place.removeprefix(x.host + " ").partition(" ")[2],
                              x.n_devices))
     return rows
 
@@ -109,7 +118,7 @@ def _row(r: ScalingRow, var: identity.Variation) -> Row:
 
     cells = (
         key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size),
-        *var.cells(r.identity), key_cell(r.device),
+        *var.cells(r.identity), key_cell(r.place or r.device),
         num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0) + r.marks, missing),
         # a row without an ok run names its status in both time columns
         num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}" + r.marks,
@@ -125,27 +134,39 @@ def _row(r: ScalingRow, var: identity.Variation) -> Row:
     return Row(cells, extra)
 
 
-def scaling_table(rows: list[ScalingRow], title: str) -> Table:
+def scaling_table(rows: list[ScalingRow], title: str,
+                  context: tuple[tuple[str, ...], Mapping[str, Any]] | None = None) -> Table:
     """The scaling rows as a :class:`Table` (JSON rows keep the :class:`ScalingRow` keys).
 
     Identity fields that vary over the rows are row keys after the batch; the
-    constant ones are a footnote.
+    constant ones are in the caption. ``context`` is the environment caption and the
+    campaigns/environment JSON fields (:func:`dltop.results.caption.context`), without
+    which the table states only the constant settings.
     """
-    var = identity.variation(r.identity for r in rows)
+    var = identity.variation(placed_identities(rows))
     notes = [NOTE]
     if any(r.marks for r in rows):
         notes.append(NOTE_MARKS)
     if any(r.superlinear for r in rows):
         notes.append(NOTE_SUPERLINEAR)
-    caption = var.caption()
-    if caption:
-        notes.append(caption)
+    constants = var.caption()
+    lines, meta = context or (((constants,) if constants else ()), {})
     columns = (*COLUMNS[:3], *var.columns(), *COLUMNS[3:])
     return Table(title=title, columns=columns, rows=tuple(_row(r, var) for r in rows),
-                 notes=tuple(notes), comment=title + (f"; {caption}" if caption else ""),
-                 meta={"title": title, "identity": var.as_json()})
+                 notes=tuple(notes), comment=title, caption=lines,
+                 meta={**meta, "title": title, "identity": var.as_json()})
 
 
-def render_scaling(rows: list[ScalingRow], fmt: str, title: str) -> str:
+def campaigns_scaling_table(db: sqlite_utils.Database,
+                            camps: Sequence[queries.CampaignRow]) -> Table:
+    """The scaling table of resolved campaigns, with its environment caption."""
+    rows = scaling_rows(db, [c.id for c in camps])
+    constants = identity.variation(placed_identities(rows)).caption()
+    return scaling_table(rows, caption.title(camps, "scaling", created=False),
+                         caption.context(db, camps, constants))
+
+
+def render_scaling(rows: list[ScalingRow], fmt: str, title: str,
+                   context: tuple[tuple[str, ...], Mapping[str, Any]] | None = None) -> str:
     """The scaling table as ``md``, ``csv``, ``json`` or ``latex``."""
-    return render(scaling_table(rows, title), fmt)
+    return render(scaling_table(rows, title, context), fmt)

@@ -14,13 +14,21 @@ those reasons under ``"reasons"``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sqlite_utils
 
 from dltop import catalog
-from dltop.results import bootstrap, identity, queries
-from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
+from dltop.results import bootstrap, caption, identity, queries
+from dltop.results.aggregate import (
+    ConfigResult,
+    config_results,
+    device_key,
+    place_labeller,
+    placed_identities,
+    rank,
+)
 from dltop.results.metrics import Metric, metric, value_of
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 
@@ -88,13 +96,14 @@ def ci(res: ConfigResult) -> tuple[float, float] | None:
     return bootstrap.median_ci(runs)
 
 
-def _row(res: ConfigResult, var: identity.Variation) -> Row:
+def _row(res: ConfigResult, var: identity.Variation, device: str) -> Row:
     reasons: dict[str, str] = {}
     cells: list[Cell | None] = [
         key_cell(res.model), key_cell(res.framework), key_cell(res.batch_size),
-        key_cell(res.device), key_cell(res.precision), *var.cells(res.identity),
+        key_cell(device), key_cell(res.precision), *var.cells(res.identity),
         Cell(f"{res.n_runs}/{res.repeats}", res.n_runs, res.status)]
-    extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity)}
+    extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity),
+                             "host": res.host, "gpu_name": res.gpu_name}
     simulated: dict[str, float] = {}
     for i, name in enumerate(VALUE_METRICS):
         m = metric(name)
@@ -120,29 +129,32 @@ def _row(res: ConfigResult, var: identity.Variation) -> Row:
     return Row(tuple(cells), extra)
 
 
-def summary_table(db: sqlite_utils.Database, campaign_id: int) -> Table:
-    """A campaign's summary table.
+def summary_table(db: sqlite_utils.Database,
+                  campaigns: int | Sequence[queries.CampaignRow]) -> Table:
+    """The summary table of a campaign (an id) or of several (resolved campaigns).
+
+    Where the set spans hosts or GPU models, the device cell names them as the
+    pivot's columns do (``hostA cpu:16``).
 
     Raises:
         UserError: no such campaign.
     """
-    camp = queries.resolve_campaign(db, campaign_id)
-    results = config_results(db, campaign_id)
-    var = identity.variation(r.identity for r in results)
+    camps = [queries.resolve_campaign(db, campaigns)] if isinstance(campaigns, int) \
+        else list(campaigns)
+    results = config_results(db, [c.id for c in camps])
+    var = identity.variation(placed_identities(results))
+    label = place_labeller(results)
     results.sort(key=lambda r: (
         rank(r.model, catalog.MODELS), rank(r.framework, catalog.FRAMEWORKS), r.batch_size,
-        device_key(r.device), r.precision, var.sort_key(r.identity), r.config_key))
+        r.host, device_key(r.device), r.gpu_name or "", r.precision,
+        var.sort_key(r.identity), r.config_key))
     row_var = var.without("precision")
-    caption = var.caption()
+    what = "summary per configuration"
+    lines, meta = caption.context(db, camps, var.caption())
     return Table(
-        title=f"Campaign {camp.id} `{camp.name}` ({camp.status}, {camp.created_at}): "
-              "summary per configuration",
-        comment=f"dltop campaign {camp.id} ({camp.name}): summary per configuration"
-                + (f"; {caption}" if caption else ""),
-        columns=columns(var), rows=tuple(_row(r, row_var) for r in results),
-        notes=(*NOTES, caption) if caption else NOTES,
-        meta={"campaign": {"id": camp.id, "name": camp.name, "status": camp.status,
-                           "created_at": camp.created_at, "host": camp.host},
-              "table": "summary",
+        title=caption.title(camps, what), comment=caption.comment(camps, what),
+        columns=columns(var), rows=tuple(_row(r, row_var, label(r)) for r in results),
+        notes=NOTES, caption=lines,
+        meta={**meta, "table": "summary",
               "units": {c.key: c.unit for c in columns() if c.unit},
               "identity": var.as_json()})

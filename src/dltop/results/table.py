@@ -14,10 +14,14 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-LABELS = {"oom": "OOM", "unsupported": "n/a", "unsatisfiable": "n/a", "timeout": "timeout",
-          "crashed": "failed", "diverged": "diverged", "cancelled": "cancelled",
-          "running": "-", "queued": "-"}
-"""How a cell without a number names its status."""
+from dltop.catalog import JobStatus, RunStatus
+
+LABELS: Mapping[str, str] = {
+    RunStatus.OOM: "OOM", RunStatus.UNSUPPORTED: "n/a", RunStatus.UNSATISFIABLE: "n/a",
+    RunStatus.TIMEOUT: "timeout", RunStatus.CRASHED: "failed", RunStatus.DIVERGED: "diverged",
+    RunStatus.CANCELLED: "cancelled", RunStatus.RUNNING: "-", JobStatus.QUEUED: "-"}
+"""How a cell without a number names its status: every job status but ``ok`` (a cell of
+only removed jobs says ``removed``, the status itself, as any unknown status would)."""
 
 
 def status_label(status: str) -> str:
@@ -113,10 +117,15 @@ class Table:
     rows: tuple[Row, ...]
     notes: tuple[str, ...] = ()
     """Footnotes under the Markdown table."""
+    caption: tuple[str, ...] = ()
+    """What makes the table citable: the constant settings, the environment
+    (:mod:`dltop.results.caption`). Markdown prints it under the notes, LaTeX and CSV
+    as comment lines (``%``, ``#``) before the table."""
     comment: str = ""
     """The LaTeX ``%`` comment line; empty means ``title``."""
     meta: Mapping[str, Any] = field(default_factory=dict)
-    """Top-level JSON fields before ``columns``/``rows`` (campaign, metric, unit...)."""
+    """Top-level JSON fields before ``columns``/``rows``: ``campaigns`` and
+    ``environment`` first, then the table's own (metric, unit, identity...)."""
     layout: Layout = Layout.FLAT
 
     def __post_init__(self) -> None:

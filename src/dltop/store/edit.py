@@ -16,15 +16,10 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
+from dltop.catalog import ENDED_CAMPAIGN_STATUSES, RETRYABLE_STATUSES, CampaignStatus, JobStatus
 from dltop.profiles.model import JobSpec
-from dltop.store.rows import insert_jobs
+from dltop.store.rows import insert_jobs, marks
 from dltop.store.tx import transaction
-
-REMOVED = "removed"
-"""Job status of a queued job the user took out of the queue (never ran)."""
-RETRYABLE = ("crashed", "timeout", "diverged", "cancelled")
-"""Final statuses that 'retry failed' puts back in the queue (never ``oom``: it recurs)."""
-_FINISHED = ("finished", "cancelled", "failed")
 
 
 @dataclass(frozen=True)
@@ -43,9 +38,9 @@ class Edits:
 
     def _reopen_if_finished(self, campaign_id: int) -> bool:
         row = next(self._db.query("select status from campaigns where id = ?", [campaign_id]))
-        if row["status"] in _FINISHED:
+        if row["status"] in ENDED_CAMPAIGN_STATUSES:
             self._db.table("campaigns").update(campaign_id, {
-                "status": "queued", "finished_at": None, "control": None})
+                "status": CampaignStatus.QUEUED, "finished_at": None, "control": None})
             return True
         return False
 
@@ -63,7 +58,8 @@ class Edits:
         with transaction(self._db):
             rows = list(self._db.query(
                 "select id, position from jobs where campaign_id = (select campaign_id from "
-                "jobs where id = ?) and status = 'queued' order by position", [job_id]))
+                "jobs where id = ?) and status = ? order by position",
+                [job_id, JobStatus.QUEUED]))
             ids = [r["id"] for r in rows]
             if job_id not in ids:
                 return EditResult(0, False)
@@ -80,8 +76,8 @@ class Edits:
     def remove_job(self, job_id: int) -> EditResult:
         """Take a queued job out of the queue (status ``removed``); other states are left."""
         with transaction(self._db):
-            cur = self._db.execute("update jobs set status = ? where id = ? and status = 'queued'",
-                                   [REMOVED, job_id])
+            cur = self._db.execute("update jobs set status = ? where id = ? and status = ?",
+                                   [JobStatus.REMOVED, job_id, JobStatus.QUEUED])
         return EditResult(int(cur.rowcount), False)
 
     def retry_failed(self, campaign_id: int) -> EditResult:
@@ -89,14 +85,15 @@ class Edits:
 
         Their earlier runs stay stored; the new run is the job's next attempt.
         """
+        retryable = sorted(RETRYABLE_STATUSES)  # never ``oom``: it recurs
         with transaction(self._db):
-            marks = ", ".join("?" for _ in RETRYABLE)
             rows = list(self._db.query(
-                f"select id from jobs where campaign_id = ? and status in ({marks}) "
-                "order by position", [campaign_id, *RETRYABLE]))
+                f"select id from jobs where campaign_id = ? and status in ({marks(retryable)}) "
+                "order by position", [campaign_id, *retryable]))
             pos = self._tail_position(campaign_id)
             for k, r in enumerate(rows):
-                self._db.table("jobs").update(r["id"], {"status": "queued", "position": pos + k})
+                self._db.table("jobs").update(r["id"], {"status": JobStatus.QUEUED,
+                                                       "position": pos + k})
             needs = bool(rows) and self._reopen_if_finished(campaign_id)
         return EditResult(len(rows), needs)
 

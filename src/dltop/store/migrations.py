@@ -113,7 +113,7 @@ def _v1(db: Any) -> None:
 
 
 # The runs columns migration 2 added, frozen: later summary columns come from later
-# migrations (the writer's list is dltop.store.telemetry.RUN_COLUMNS).
+# migrations, each with its own frozen dict, all joined in RUN_TELEMETRY_COLUMNS below.
 _V2_RUN_COLUMNS: dict[str, type] = {
     "gpu_util_mean_pct": float, "gpu_util_peak_pct": float, "gpu_mem_peak_bytes": int,
     "gpu_mem_run_peak_bytes": int, "power_mean_w": float, "energy_j": float,
@@ -161,8 +161,14 @@ def _v5(db: Any) -> None:
     db["runs"].add_column("start_power_w", float)
 
 
+_V6_RUN_COLUMNS: dict[str, type] = {"telemetry_read_errors": int}
+"""The telemetry summary column migration 6 added (frozen; it also adds protocol_errors,
+which the engine fills, not the telemetry summary)."""
+
+
 def _v6(db: Any) -> None:
-    db["runs"].add_column("telemetry_read_errors", int)
+    for name, kind in _V6_RUN_COLUMNS.items():
+        db["runs"].add_column(name, kind)
     db["runs"].add_column("protocol_errors", int)
 
 
@@ -179,7 +185,30 @@ def _v7(db: Any) -> None:
     db.conn.executemany("update jobs set config_key = ? where id = ?", updates)
 
 
+_V8_RUN_COLUMNS: dict[str, type] = {
+    "contamination": str, "cpu_foreign_pct": float, "window_s": float, "energy_run_j": float,
+    "telemetry_note": str, "tree_cpu_mean_pct": float,
+}
+
+
 def _v8(db: Any) -> None:
+    db["iterations"].add_column("t_mono_ns", int)
+    db["iterations"].add_column("t_wall_s", float)
+    db["gpu_samples"].add_column("t_wall_s", float)
+    db["host_samples"].add_column("t_wall_s", float)
+    for name, kind in _V8_RUN_COLUMNS.items():
+        db["runs"].add_column(name, kind)
+
+
+RUN_TELEMETRY_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, **_V6_RUN_COLUMNS,
+                                          **_V8_RUN_COLUMNS}
+"""Every ``runs`` column a telemetry summary fills (the writer's list,
+:data:`dltop.store.telemetry.RUN_COLUMNS`). A migration that adds summary columns
+defines its own frozen dict, adds them from it, and joins it here: one edit, in this file.
+"""
+
+
+def _v9(db: Any) -> None:
     db["campaigns"].add_column("waiting_for", str)
     db["runs"].add_column("device_lease", str)
 
@@ -195,8 +224,12 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "runs.protocol_errors", _v6),
     Migration(7, "jobs.config_key: the configuration's full identity (lr, momentum, seed, "
                  "options, ...), recomputed from spec_json", _v7),
-    Migration(8, "host-wide device leases: campaigns.waiting_for (a waiting engine says for "
-                 "what), runs.device_lease (held, or why none could be taken)", _v8),
+    Migration(8, "measured window: iterations.t_mono_ns/t_wall_s, t_wall_s on telemetry rows, "
+                 "runs.contamination/cpu_foreign_pct/window_s/energy_run_j/telemetry_note/"
+                 "tree_cpu_mean_pct",
+              _v8),
+    Migration(9, "host-wide device leases: campaigns.waiting_for (a waiting engine says for "
+                 "what), runs.device_lease (held, or why none could be taken)", _v9),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

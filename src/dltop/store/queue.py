@@ -14,9 +14,15 @@ from typing import Any
 
 import sqlite_utils
 
-from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, CampaignStatus
+from dltop.catalog import (
+    ACTIVE_CAMPAIGN_STATUSES,
+    CampaignStatus,
+    ErrorKind,
+    JobStatus,
+    RunStatus,
+)
 from dltop.profiles.model import DeviceSpec, JobSpec
-from dltop.store.rows import utc_now
+from dltop.store.rows import marks, utc_now
 from dltop.store.tx import transaction
 
 LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"
@@ -55,25 +61,24 @@ class Queue:
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
         """Campaigns still ``queued``, ``running``, ``paused`` or ``waiting``, oldest first."""
-        open_ = sorted(ACTIVE_CAMPAIGN_STATUSES)
-        marks = ", ".join("?" * len(open_))
         return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
                              r["engine_start_time"], r.get("waiting_for"))
-                for r in self._db.query(f"select * from campaigns where status in ({marks}) "
-                                        "order by id", open_)]
+                for r in self._db.query(
+                    f"select * from campaigns where status in ({marks(ACTIVE_CAMPAIGN_STATUSES)}) "
+                    "order by id", sorted(ACTIVE_CAMPAIGN_STATUSES))]
 
     def running_runs(self, campaign_id: int) -> list[RunProcess]:
         """Runs of a campaign still marked ``running``."""
         return [RunProcess(r["id"], r["job_id"], r["pid"], r["pgid"], r["proc_start_time"])
                 for r in self._db.query(
                     "select id, job_id, pid, pgid, proc_start_time from runs "
-                    "where campaign_id = ? and status = 'running'", [campaign_id])]
+                    "where campaign_id = ? and status = ?", [campaign_id, RunStatus.RUNNING])]
 
     def queued_jobs(self, campaign_id: int) -> list[tuple[int, int, JobSpec]]:
         """(job id, position, spec) of the campaign's queued jobs, in queue order."""
         rows: list[dict[str, Any]] = list(self._db.query(
             "select id, position, spec_json from jobs where campaign_id = ? "
-            "and status = 'queued' order by position", [campaign_id]))
+            "and status = ? order by position", [campaign_id, JobStatus.QUEUED]))
         return [(r["id"], r["position"], JobSpec.from_json_dict(json.loads(r["spec_json"])))
                 for r in rows]
 
@@ -84,21 +89,21 @@ class Queue:
         spec, as it may run every poll interval over a long queue.
         """
         return [(r["id"], r["position"], DeviceSpec.parse(r["device"])) for r in self._db.query(
-            "select id, position, device from jobs where campaign_id = ? and status = 'queued' "
-            "order by position", [campaign_id])]
+            "select id, position, device from jobs where campaign_id = ? and status = ? "
+            "order by position", [campaign_id, JobStatus.QUEUED])]
 
     def queued_spec(self, job_id: int) -> JobSpec | None:
         """The job's spec while it is still queued (None once removed or started)."""
-        row = next(self._db.query("select spec_json from jobs where id = ? and status = 'queued'",
-                                  [job_id]), None)
+        row = next(self._db.query("select spec_json from jobs where id = ? and status = ?",
+                                  [job_id, JobStatus.QUEUED]), None)
         return None if row is None else JobSpec.from_json_dict(json.loads(row["spec_json"]))
 
     def progress(self, campaign_id: int) -> tuple[int, int]:
         """(jobs done or running, jobs in the campaign) ignoring removed and unsatisfiable ones."""
         row = next(self._db.query(
-            "select sum(status not in ('queued')) as done, count(*) as total from jobs "
-            "where campaign_id = ? and status not in ('removed', 'unsatisfiable')",
-            [campaign_id]))
+            "select sum(status != ?) as done, count(*) as total from jobs "
+            "where campaign_id = ? and status not in (?, ?)",
+            [JobStatus.QUEUED, campaign_id, JobStatus.REMOVED, RunStatus.UNSATISFIABLE]))
         return int(row["done"] or 0), int(row["total"] or 0)
 
     def next_attempt(self, job_id: int) -> int:
@@ -123,16 +128,16 @@ class Queue:
         """The run's engine died: close the run as ``crashed`` and queue its job again."""
         with transaction(self._db):
             self._db.table("runs").update(run.run_id, {
-                "status": "crashed", "error_kind": "engine_lost",
+                "status": RunStatus.CRASHED, "error_kind": ErrorKind.ENGINE_LOST,
                 "error_message": LOST_MESSAGE, "finished_at": utc_now()})
-            self._db.table("jobs").update(run.job_id, {"status": "queued"})
+            self._db.table("jobs").update(run.job_id, {"status": JobStatus.QUEUED})
 
     def requeue_running_jobs(self, campaign_id: int) -> int:
         """Jobs left ``running`` without a running run go back to ``queued``; return how many."""
         with transaction(self._db):
             cur = self._db.execute(
-                "update jobs set status = 'queued' where campaign_id = ? and status = 'running'",
-                [campaign_id])
+                "update jobs set status = ? where campaign_id = ? and status = ?",
+                [JobStatus.QUEUED, campaign_id, JobStatus.RUNNING])
         return int(cur.rowcount)
 
     def claim(self, campaign_id: int, pid: int, start_time: float,
@@ -168,7 +173,8 @@ class Queue:
                                  "where id = ? and status in (?, ?)",
                                  [waiting, waiting_for, campaign_id, running, waiting])
 
-    def finish_if_drained(self, campaign_id: int, status: str, finished_at: str) -> bool:
+    def finish_if_drained(self, campaign_id: int, status: CampaignStatus,
+                          finished_at: str) -> bool:
         """Close the campaign with ``status`` unless jobs were queued meanwhile; True if closed.
 
         One statement, so a viewer's append either lands before (and is run) or
@@ -177,15 +183,16 @@ class Queue:
         with transaction(self._db):
             cur = self._db.execute(
                 "update campaigns set status = ?, finished_at = ? where id = ? and not exists "
-                "(select 1 from jobs where campaign_id = ? and status = 'queued')",
-                [status, finished_at, campaign_id, campaign_id])
+                "(select 1 from jobs where campaign_id = ? and status = ?)",
+                [status, finished_at, campaign_id, campaign_id, JobStatus.QUEUED])
         return cur.rowcount == 1
 
     def cancel_queued(self, campaign_id: int) -> int:
         """Mark every queued job of the campaign ``cancelled``; return how many."""
         with transaction(self._db):
-            cur = self._db.execute("update jobs set status = 'cancelled' where campaign_id = ? "
-                                   "and status = 'queued'", [campaign_id])
+            cur = self._db.execute("update jobs set status = ? where campaign_id = ? "
+                                   "and status = ?",
+                                   [RunStatus.CANCELLED, campaign_id, JobStatus.QUEUED])
         return int(cur.rowcount)
 
     def take_cancel_run(self, campaign_id: int) -> int | None:

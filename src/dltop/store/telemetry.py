@@ -12,21 +12,16 @@ from typing import TYPE_CHECKING
 
 import sqlite_utils
 
+from dltop.store.migrations import RUN_TELEMETRY_COLUMNS
 from dltop.store.tx import transaction
 from dltop.telemetry.model import RunTelemetry
 
 if TYPE_CHECKING:  # the viewer imports the store: not the sampler with it
     from dltop.telemetry.sampler import Batch
 
-RUN_COLUMNS: dict[str, type] = {
-    "gpu_util_mean_pct": float, "gpu_util_peak_pct": float, "gpu_mem_peak_bytes": int,
-    "gpu_mem_run_peak_bytes": int, "power_mean_w": float, "energy_j": float,
-    "energy_source": str, "joules_per_sample": float, "host_cpu_mean_pct": float,
-    "rss_peak_bytes": int, "throttle_reasons": str, "sm_clock_start_mhz": float,
-    "sm_clock_end_mhz": float, "contaminated": int, "telemetry_simulated": int,
-    "sampler_achieved_hz": float, "telemetry_read_errors": int,
-}
-"""The ``runs`` columns a telemetry summary fills (each added by a migration)."""
+RUN_COLUMNS = RUN_TELEMETRY_COLUMNS
+"""The ``runs`` columns a telemetry summary fills: the columns the migrations added for it
+(a new one is declared once, in :mod:`dltop.store.migrations`)."""
 
 
 class TelemetryWriter:

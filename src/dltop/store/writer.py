@@ -20,6 +20,7 @@ from typing import Any
 import sqlite_utils
 
 from dltop import __version__
+from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
 from dltop.profiles.model import JobSpec
 from dltop.store.edit import Edits
 from dltop.store.queue import Queue
@@ -51,19 +52,19 @@ class Store:
         with transaction(self.db):
             row = self.db.table("campaigns").insert({
                 "name": name, "profiles": json.dumps(list(profiles)),
-                "argv": json.dumps(list(argv)), "status": "queued",
+                "argv": json.dumps(list(argv)), "status": CampaignStatus.QUEUED,
                 "created_at": utc_now(), "host": host, "dltop_version": __version__,
                 "engine_pid": engine_pid, "engine_start_time": engine_start_time,
                 "pack": int(pack),
             })
         return pk(row.last_pk)
 
-    def set_campaign_status(self, campaign_id: int, status: str) -> None:
+    def set_campaign_status(self, campaign_id: int, status: CampaignStatus) -> None:
         """Move a campaign to ``running``, ``finished``, ``cancelled`` or ``failed``."""
         fields: dict[str, Any] = {"status": status}
-        if status == "running":
+        if status == CampaignStatus.RUNNING:
             fields["started_at"] = utc_now()
-        elif status in ("finished", "cancelled", "failed"):
+        elif status in ENDED_CAMPAIGN_STATUSES:
             fields["finished_at"] = utc_now()
         with transaction(self.db):
             self.db.table("campaigns").update(campaign_id, fields)
@@ -75,7 +76,7 @@ class Store:
 
     # jobs ------------------------------------------------------------------
     def add_jobs(self, campaign_id: int, jobs: Sequence[JobSpec],
-                 statuses: Sequence[str] | None = None) -> list[int]:
+                 statuses: Sequence[JobStatus | RunStatus] | None = None) -> list[int]:
         """Queue ``jobs`` in order; ``statuses`` may pre-set some (e.g. ``unsatisfiable``).
 
         All or nothing: an interrupted call leaves no job of the list stored.
@@ -83,7 +84,7 @@ class Store:
         with transaction(self.db):
             return insert_jobs(self.db, campaign_id, 0, jobs, statuses)
 
-    def set_job_status(self, job_id: int, status: str) -> None:
+    def set_job_status(self, job_id: int, status: JobStatus | RunStatus) -> None:
         """Record a job's queue state (``queued``, ``running`` or a final run status)."""
         with transaction(self.db):
             self.db.table("jobs").update(job_id, {"status": status})
@@ -95,10 +96,10 @@ class Store:
         with transaction(self.db):
             row = self.db.table("runs").insert({
                 "job_id": job_id, "campaign_id": campaign_id, "attempt": attempt,
-                "status": "running", "started_at": utc_now(), "log_path": log_path,
+                "status": RunStatus.RUNNING, "started_at": utc_now(), "log_path": log_path,
                 "samples_per_iter": samples_per_iter,
             })
-            self.db.table("jobs").update(job_id, {"status": "running"})
+            self.db.table("jobs").update(job_id, {"status": JobStatus.RUNNING})
         return pk(row.last_pk)
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
@@ -108,14 +109,15 @@ class Store:
                 self.db.table("runs").update(run_id, fields)
 
     def add_iterations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
-        """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``)."""
+        """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``,
+        ``t_mono_ns`` and ``t_wall_s``: the step's end, monotonic ns and epoch seconds)."""
         batch = [{"run_id": run_id, **r} for r in rows]
         if batch:
             with transaction(self.db):
                 self.db.table("iterations").insert_all(batch, replace=True, batch_size=500)
 
-    def finish_run(self, run_id: int, job_id: int, status: str, fields: dict[str, Any],
-                   job_status: str | None = None) -> None:
+    def finish_run(self, run_id: int, job_id: int, status: RunStatus, fields: dict[str, Any],
+                   job_status: JobStatus | RunStatus | None = None) -> None:
         """Close a run with its final status and summary; the job takes ``job_status``."""
         with transaction(self.db):
             self.db.table("runs").update(run_id, {**fields, "status": status,

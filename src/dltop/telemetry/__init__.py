@@ -6,8 +6,11 @@ API for the engine and the clients:
   ``$DLTOP_FAKE_GPUS``), both :class:`~dltop.telemetry.model.GpuBackend`.
 - :class:`~dltop.telemetry.sampler.Sampler` — background thread; ``begin_run`` /
   ``end_run`` attribute readings to a run and return its
-  :class:`~dltop.telemetry.model.RunTelemetry`; downsampled rows leave through
+  :class:`~dltop.telemetry.model.RunTelemetry` over the measured window, which
+  ``iteration`` (each iteration's end) moves; downsampled rows leave through
   its ``on_batch`` callback.
+- :mod:`dltop.telemetry.clock` — monotonic to wall time (one anchor per process).
+- :mod:`dltop.telemetry.contamination` — foreign use of a run's pinned CPUs.
 - :mod:`dltop.telemetry.report` — ``dltop devices`` and ``dltop doctor`` data.
 """
 

@@ -20,6 +20,27 @@ import psutil
 from dltop.telemetry.model import HostSample, TreeSample
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
+_BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
+"""Busy time of a CPU; guest time is already inside user and nice on Linux."""
+
+
+def cpu_busy_s() -> tuple[float, ...]:
+    """Cumulative busy seconds of each logical CPU (index = CPU number)."""
+    return tuple(sum(getattr(t, f, 0.0) for f in _BUSY_FIELDS)
+                 for t in psutil.cpu_times(percpu=True))
+
+
+def _cpu_s(p: psutil.Process, children: bool) -> float:
+    t = p.cpu_times()
+    return t.user + t.system + ((t.children_user + t.children_system) if children else 0.0)
+
+
+def process_name(pid: int) -> str:
+    """A process's name, or ``?`` when it is gone or hidden."""
+    try:
+        return psutil.Process(pid).name()
+    except _GONE:
+        return "?"
 
 
 @functools.cache
@@ -53,6 +74,8 @@ class HostSampler:
     def __init__(self) -> None:
         psutil.cpu_percent(percpu=True)  # prime: the next call measures since now
         self._procs: dict[int, psutil.Process] = {}
+        self._self = psutil.Process()
+        self._seen_cpu_s: dict[int, float] = {}  # pid -> CPU seconds at the last scan
 
     def sample(self) -> HostSample:
         """Read the host (process trees come from :meth:`trees`, one per run)."""
@@ -66,7 +89,32 @@ class HostSampler:
             cpu_pct_per_core=tuple(psutil.cpu_percent(percpu=True)),
             load_1m=load, mem_used_bytes=int(vm.total - vm.available),
             mem_total_bytes=int(vm.total), swap_used_bytes=int(psutil.swap_memory().used),
+            cpu_busy_s=cpu_busy_s(), self_cpu_s=_cpu_s(self._self, children=False),
         )
+
+    def foreign_on(self, cpus: frozenset[int], exclude: frozenset[int],
+                   ) -> dict[int, tuple[int, float]]:
+        """(CPU, CPU seconds since the last scan) of each process outside ``exclude``
+        last seen on one of ``cpus`` (``Process.cpu_num``).
+
+        Only names suspects: ``cpu_num`` is the CPU a process ran on last, so a
+        process that hops between CPUs is attributed to where it was caught.
+        The first scan only primes the counters.
+        """
+        out: dict[int, tuple[int, float]] = {}
+        seen: dict[int, float] = {}
+        for p in psutil.process_iter(["pid", "cpu_num", "cpu_times"]):
+            info = p.info
+            times = info.get("cpu_times")
+            if times is None or info["pid"] in exclude:
+                continue
+            total = times.user + times.system
+            seen[info["pid"]] = total
+            prev = self._seen_cpu_s.get(info["pid"])
+            if prev is not None and info.get("cpu_num") in cpus and total > prev:
+                out[info["pid"]] = (info["cpu_num"], total - prev)
+        self._seen_cpu_s = seen
+        return out
 
     def _proc(self, pid: int) -> psutil.Process:
         p = self._procs.get(pid)
@@ -103,7 +151,7 @@ class HostSampler:
         except _GONE:
             self._procs.pop(root_pid, None)
             return None, set()
-        cpu = 0.0
+        cpu = cpu_s = 0.0
         rss = threads = 0
         pids = set()
         for proc in members:
@@ -113,8 +161,9 @@ class HostSampler:
                     cpu += p.cpu_percent()
                     rss += p.memory_info().rss
                     threads += p.num_threads()
+                    cpu_s += _cpu_s(p, children=True)
                 pids.add(p.pid)
             except _GONE:
                 self._procs.pop(proc.pid, None)
-        return (TreeSample(root_pid, len(pids), frozenset(pids), cpu, rss, threads),
+        return (TreeSample(root_pid, len(pids), frozenset(pids), cpu, rss, threads, cpu_s),
                 {p.pid for p in members})

@@ -62,6 +62,9 @@ class TreeSample:
     cpu_pct: float
     rss_bytes: int
     threads: int
+    cpu_time_s: float = 0.0
+    """Cumulative user + system seconds of the tree's live processes (and of the
+    children they reaped): the run's own share of its pinned CPUs' busy time."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,10 @@ class HostSample:
     mem_total_bytes: int
     swap_used_bytes: int
     tree: TreeSample | None = None
+    cpu_busy_s: tuple[float, ...] = ()
+    """Cumulative busy seconds (not idle, not iowait) of each logical CPU, by CPU number."""
+    self_cpu_s: float | None = None
+    """Cumulative user + system seconds of the dltop process itself."""
 
 
 @dataclass(frozen=True)
@@ -91,10 +98,25 @@ class RunTelemetry:
     joules_per_sample: float | None = None
     host_cpu_mean_pct: float | None = None
     rss_peak_bytes: int | None = None
+    tree_cpu_mean_pct: float | None = None
+    """Mean CPU of the run's process tree over the window (100 = one core)."""
     throttle_reasons: str | None = None
     sm_clock_start_mhz: float | None = None
     sm_clock_end_mhz: float | None = None
     contaminated: bool | None = None
+    """Another process used the run's GPUs, or its pinned CPUs beyond the threshold,
+    during the measured window; None when neither could be checked."""
+    contamination: str | None = None
+    """Why ``contaminated`` is set: ``gpu: pid 123 (python)``, ``cpu: 35% of CPUs 0 ...``."""
+    cpu_foreign_pct: float | None = None
+    """CPU time of processes outside the run's tree on its pinned CPUs, in % of
+    those CPUs' capacity over the window (None when the run is not pinned)."""
+    window_s: float | None = None
+    """Length of the measured window the summary covers (None: no measured iteration)."""
+    energy_run_j: float | None = None
+    """Energy of the run's GPUs from spawn to exit (warm-up and start-up included)."""
+    telemetry_note: str | None = None
+    """Why the window figures are empty (e.g. no measured iteration), else None."""
     telemetry_simulated: bool = False
     sampler_achieved_hz: float | None = None
     """GPU ticks per second the sampler really performed during the run."""

@@ -12,6 +12,11 @@ disjoint devices; a GPU row belongs to the run holding that GPU, or to the only
 run when one runs. The sampler counts the ticks it had to skip instead of drifting
 (each run's ``sampler_achieved_hz`` says what it really did).
 
+Each stored row carries ``t_wall_s``, the epoch seconds of its window's start,
+derived from one (monotonic, wall) anchor (:mod:`dltop.telemetry.clock`). A run's
+summary covers its measured window only: the engine passes each iteration's end
+to :meth:`Sampler.iteration` (see :mod:`dltop.telemetry.runstats`).
+
 A reading that raises (a GPU fallen off the bus, a host read failing) is
 skipped, never fatal: the thread logs each distinct cause once, keeps sampling,
 and counts the failure in the summary of every run the reading was meant for
@@ -22,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -29,11 +35,14 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from dltop.errors import UserError
+from dltop.telemetry.clock import anchor
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.model import GpuBackend, GpuSample, HostSample, RunTelemetry, TreeSample
 from dltop.telemetry.runstats import RunAccumulator
 
 MAX_HZ = 100.0
+SCAN_EVERY_S = 1.0
+"""Least seconds between two scans for the processes behind foreign CPU use."""
 MAX_LOGGED_CAUSES = 32
 """Distinct failure causes logged per sampler; later new ones are only counted."""
 
@@ -60,6 +69,8 @@ class GpuWindow:
     temperature_max_c: float | None
     sm_clock_mhz: float | None
     simulated: bool
+    t_wall_s: float | None = None
+    """Epoch seconds (UTC) of ``t_start_mono_s``."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +86,8 @@ class HostWindow:
     swap_used_bytes: int
     tree_cpu_pct: float | None
     tree_rss_bytes: int | None
+    t_wall_s: float | None = None
+    """Epoch seconds (UTC) of ``t_start_mono_s``."""
 
 
 @dataclass(frozen=True)
@@ -148,6 +161,7 @@ class Sampler:
         self.read_errors = 0
         """Readings that raised since start (all runs and idle time)."""
         self._causes: set[tuple[str, str]] = set()
+        self._last_scan_ns = 0
 
     # lifecycle ---------------------------------------------------------------
     def start(self) -> None:
@@ -174,14 +188,28 @@ class Sampler:
             return dict(self._powers)
 
     # run attribution ---------------------------------------------------------
-    def begin_run(self, run_id: int, root_pid: int, gpu_indices: tuple[int, ...]) -> None:
-        """Attribute readings to ``run_id`` (its process tree under ``root_pid``)."""
+    def begin_run(self, run_id: int, root_pid: int, gpu_indices: tuple[int, ...],
+                  cpu_affinity: tuple[int, ...] | None = None) -> None:
+        """Attribute readings to ``run_id`` (its process tree under ``root_pid``).
+
+        ``cpu_affinity``: the CPUs the run is pinned to, checked for foreign use.
+        """
         with self._lock:
-            self._runs[run_id] = (RunAccumulator(run_id, root_pid, gpu_indices),
+            self._runs[run_id] = (RunAccumulator(run_id, root_pid, gpu_indices, cpu_affinity),
                                   time.monotonic_ns(), self.ticks)
 
+    def iteration(self, run_id: int, t_mono_ns: int, seconds: float, warmup: bool) -> None:
+        """One iteration of ``run_id`` ended at ``t_mono_ns``: moves its measured window."""
+        with self._lock:
+            entry = self._runs.get(run_id)
+            if entry is not None:
+                entry[0].iteration(t_mono_ns, seconds, warmup)
+
     def end_run(self, run_id: int, samples: int | None = None) -> RunTelemetry | None:
-        """Stop attributing to ``run_id`` and return its summary."""
+        """Stop attributing to ``run_id`` and return its summary over the measured window.
+
+        ``samples``: training samples of the measured iterations (joules per sample).
+        """
         with self._lock:
             entry = self._runs.pop(run_id, None)
         if entry is None:
@@ -234,12 +262,28 @@ class Sampler:
                     run.add_gpu(s)
                 if host is not None:
                     run.add_host(dataclasses.replace(host, tree=trees[run.run_id]))
+            scan = [(r, r.cpus, r.tree_pids) for r in runs if r.wants_scan and r.cpus]
             for s in gpus:
                 if s.temperature_c is not None:
                     self._temps[s.index] = s.temperature_c
                 if s.power_w is not None:
                     self._powers[s.index] = s.power_w
+        if scan and time.monotonic_ns() - self._last_scan_ns >= SCAN_EVERY_S * 1e9:
+            self._scan_foreign(scan)
         self._add_to_window(gpus, host, trees, runs)
+
+    def _scan_foreign(self, scan: list[tuple[RunAccumulator, frozenset[int],
+                                             frozenset[int]]]) -> None:
+        """Name the processes behind foreign CPU use of the runs that have some."""
+        self._last_scan_ns = time.monotonic_ns()
+        cpus = frozenset(c for _, cs, _ in scan for c in cs)
+        own = frozenset(p for _, _, pids in scan for p in pids) | {os.getpid()}
+        found = self._read("foreign processes", self._host.foreign_on, cpus, own)
+        if not found:
+            return
+        with self._lock:
+            for run, _, _ in scan:
+                run.add_suspects(found)
 
     def _read(self, what: str, fn: Callable[..., T], *args: object) -> T | None:
         """``fn(*args)``, or None when it raised (counted, each cause logged once)."""
@@ -287,6 +331,7 @@ class Sampler:
         if w is None:
             return
         t = w.start_ns / 1e9
+        wall = anchor().wall(w.start_ns)
         for index, ss in sorted(w.gpu.items()):
             um, ulo, uhi = _stats([s.gpu_util_pct for s in ss if s.gpu_util_pct is not None])
             pm, plo, phi = _stats([s.power_w for s in ss if s.power_w is not None])
@@ -297,7 +342,7 @@ class Sampler:
             self._pending_gpu.append(GpuWindow(
                 w.gpu_owner(index), t, index, len(ss), um, ulo, uhi, max(mem) if mem else None,
                 pm, plo, phi, energy[-1] if energy else None, max(temps) if temps else None,
-                sm[-1] if sm else None, any(s.simulated for s in ss)))
+                sm[-1] if sm else None, any(s.simulated for s in ss), wall))
         if w.host:
             cores = [sum(h.cpu_pct_per_core) / max(1, len(h.cpu_pct_per_core)) for h in w.host]
             last = w.host[-1]
@@ -310,7 +355,7 @@ class Sampler:
                     max(max(h.cpu_pct_per_core, default=0.0) for h in w.host),
                     last.mem_used_bytes, last.swap_used_bytes,
                     sum(tr.cpu_pct for tr in trees) / len(trees) if trees else None,
-                    max(tr.rss_bytes for tr in trees) if trees else None))
+                    max(tr.rss_bytes for tr in trees) if trees else None, wall))
 
     def _flush(self) -> None:
         self._last_flush_ns = time.monotonic_ns()

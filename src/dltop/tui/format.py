@@ -6,14 +6,15 @@ from collections.abc import Sequence
 
 from dltop.catalog import CampaignStatus as C
 from dltop.catalog import JobStatus as J
+from dltop.catalog import RunStatus as R
 
 BLOCKS = " ▁▂▃▄▅▆▇█"
 NA = "N/A"
 
 STATUS_STYLE: dict[str, str] = {
-    J.QUEUED: "dim", J.RUNNING: "bold cyan", J.OK: "green", J.OOM: "magenta",
-    J.UNSUPPORTED: "yellow", J.DIVERGED: "red", J.TIMEOUT: "red", J.CRASHED: "bold red",
-    J.CANCELLED: "dim yellow", J.UNSATISFIABLE: "dim magenta", J.REMOVED: "dim",
+    J.QUEUED: "dim", J.RUNNING: "bold cyan", R.OK: "green", R.OOM: "magenta",
+    R.UNSUPPORTED: "yellow", R.DIVERGED: "red", R.TIMEOUT: "red", R.CRASHED: "bold red",
+    R.CANCELLED: "dim yellow", R.UNSATISFIABLE: "dim magenta", J.REMOVED: "dim",
     C.PAUSED: "yellow", C.FINISHED: "green", C.FAILED: "bold red",
     C.WAITING: "bold yellow",
 }

@@ -33,7 +33,7 @@ CURSOR = Style(reverse=True)
 
 def _cells(j: JobLine, progress: str) -> Cells:
     if not progress and j.median_s is not None:
-        progress = per_iteration(j.median_s)
+        progress = per_iteration(j.median_s) + ("§" if j.contaminated else "")
     return (str(j.position + 1), j.status, j.framework, j.model, str(j.batch_size), j.device,
             str(j.repeat + 1), progress)
 

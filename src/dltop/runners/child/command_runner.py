@@ -6,7 +6,9 @@ Standard library only, Python 3.6. The job spec's ``options`` carry
 ``iteration_regex`` (a regular expression with a named group ``seconds`` and
 optional ``loss`` and ``samples``). Iterations come from the command's output
 lines matching the regex, or from ``dltop_report`` calls in the program (put
-on its ``PYTHONPATH``). The first ``warmup`` iterations are marked warm-up. A
+on its ``PYTHONPATH``). Each iteration's end (``t_mono_ns``) is the one
+``dltop_report`` took at the end of the step, or, for a regex match, the time the
+line was read. The first ``warmup`` iterations are marked warm-up. A
 command that exits non-zero, or reports no iteration (a regex that never
 matched), ends the run with an error that says so.
 """
@@ -43,12 +45,12 @@ class _Counter(object):
         self.reporter = reporter
         self.lock = threading.Lock()
 
-    def add(self, seconds, samples=None, loss=None):
+    def add(self, seconds, samples=None, loss=None, t_mono_ns=None):
         with self.lock:
             self.reporter.iteration(self.n, float(seconds),
                                     int(samples) if samples else self.default_samples,
                                     self.n < self.warmup,
-                                    None if loss is None else float(loss))
+                                    None if loss is None else float(loss), t_mono_ns)
             self.n += 1
 
 
@@ -58,7 +60,8 @@ def _read_reports(fd, counter):
             try:
                 e = json.loads(line.decode("utf-8"))
                 if e.get("event") == "iter":
-                    counter.add(e["seconds"], e.get("samples"), e.get("loss"))
+                    counter.add(e["seconds"], e.get("samples"), e.get("loss"),
+                                e.get("t_mono_ns"))
             except (ValueError, KeyError, TypeError):
                 continue
 

@@ -72,10 +72,12 @@ class Reporter(object):
     def model(self, param_count, flops_per_sample=None):
         self.emit("model", param_count=int(param_count), flops_per_sample=flops_per_sample)
 
-    def iteration(self, index, seconds, samples, warmup, loss):
+    def iteration(self, index, seconds, samples, warmup, loss, t_mono_ns=None):
+        """``t_mono_ns``: the step's end (``time.monotonic``, ns); now when not given."""
         self.emit("iter", index=index, seconds=seconds, samples=samples, warmup=bool(warmup),
                   loss=loss if loss is None or math.isfinite(loss) else str(loss),
-                  t_mono_ns=int(time.monotonic() * 1e9))
+                  t_mono_ns=int(time.monotonic() * 1e9) if t_mono_ns is None
+                  else int(t_mono_ns))
 
     def done(self, iterations):
         self.emit("done", iterations=iterations)

@@ -21,11 +21,12 @@ _state = {"index": 0}
 
 
 def report(seconds, samples=None, loss=None):
-    """Report one iteration that took ``seconds``."""
+    """Report one iteration that took ``seconds`` and ended now."""
     if not _FD:
         return
     event = {"v": 1, "event": "iter", "index": _state["index"], "seconds": float(seconds),
-             "samples": samples, "loss": None if loss is None else float(loss)}
+             "samples": samples, "loss": None if loss is None else float(loss),
+             "t_mono_ns": int(time.monotonic() * 1e9)}
     _state["index"] += 1
     os.write(int(_FD), (json.dumps(event) + "\n").encode("utf-8"))
 

@@ -1,0 +1,64 @@
+"""``dltop pause | resume | cancel`` and ``dltop status``: steer and inspect engines."""
+
+from __future__ import annotations
+
+import argparse
+
+from dltop.catalog import CampaignStatus, Control
+from dltop.cli.common import open_existing
+from dltop.errors import UserError
+
+
+def cmd_control(args: argparse.Namespace) -> int:
+    from dltop.procs import engine_alive
+    from dltop.store import Store
+
+    store = Store(open_existing(args.db))
+    open_ = store.queue.open_campaigns()
+    if args.campaign is not None:
+        open_ = [c for c in open_ if str(c.id) == str(args.campaign)]
+    if not open_:
+        which = f"campaign {args.campaign}" if args.campaign else "any campaign"
+        raise UserError(f"{which}: nothing unfinished to {args.command}")
+    camp = open_[-1]
+    if not engine_alive(camp.engine_pid, camp.engine_start_time):
+        raise UserError(f"campaign {camp.id} has no running engine (it died or was killed); "
+                        "continue it with 'dltop run --resume'")
+    store.set_control(camp.id, Control(args.command))
+    print(f"campaign {camp.id} ({camp.name}): {args.command} requested; the engine (pid "
+          f"{camp.engine_pid}) acts on it within a second")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from dltop.procs import engine_alive
+    from dltop.results import queries
+    from dltop.store import Store
+
+    db = open_existing(args.db)
+    queue = Store(db).queue
+    open_ = queue.open_campaigns()
+    if not open_:
+        last = queries.campaigns(db, limit=1)
+        if not last:
+            print("no campaigns yet")
+            return 0
+        done = last[0]
+        print(f"no engine running. Last campaign {done.id} `{done.name}`: {done.status}, "
+              f"finished {done.finished_at or '-'}")
+        return 0
+    for c in open_:
+        alive = engine_alive(c.engine_pid, c.engine_start_time)
+        counts = queries.status_counts(db, c.id)
+        shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+        engine = f"engine pid {c.engine_pid}" if alive else \
+            "engine NOT running (dltop run --resume continues it)"
+        packed = " (packed: runs share the host on disjoint devices)" \
+            if queue.packs(c.id) else ""
+        waiting = f" for devices: {c.waiting_for}" if c.status == CampaignStatus.WAITING else ""
+        print(f"campaign {c.id} `{c.name}`: {c.status}{waiting}{packed}; {engine}; "
+              f"jobs: {shown}")
+        for r in queries.current_runs(db, c.id):
+            print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
+                  f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}")
+    return 0

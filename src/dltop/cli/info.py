@@ -1,0 +1,55 @@
+"""``dltop devices | doctor | profiles | env setup``: the host, its frameworks, the profiles."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def cmd_devices(args: argparse.Namespace) -> int:
+    from dltop.telemetry import open_gpu_backend
+    from dltop.telemetry.report import render_devices, snapshot_devices
+
+    report = snapshot_devices(open_gpu_backend(args.fake_gpus))
+    if args.json:
+        print(json.dumps(report.to_json(), indent=2, default=str))
+    else:
+        sys.stdout.write(render_devices(report))
+    return 0
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from dltop.telemetry import open_gpu_backend
+    from dltop.telemetry.report import doctor, render_doctor
+
+    sys.stdout.write(render_doctor(doctor(open_gpu_backend(args.fake_gpus))))
+    return 0
+
+
+def cmd_profiles(args: argparse.Namespace) -> int:
+    from dltop.profiles.loader import builtin_names, load
+
+    if args.profiles_command == "show":
+        prof = load(args.profile)
+        print(f"# {prof.name}: {prof.description}" if prof.description else f"# {prof.name}")
+        packing = "packed on disjoint devices" if prof.pack else "one run at a time"
+        print(f"# source: {prof.source}; {len(prof.jobs)} jobs; {packing}")
+        print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
+              f"{'rep':>3} {'iters':>5} {'warmup':>6} {'precision':<9} {'data':<9} timeout_s")
+        for i, j in enumerate(prof.jobs, 1):
+            print(f"{i:>4}  {j.framework:<10} {j.model:<10} {j.batch_size:>6} "
+                  f"{j.device.label:<7} {j.repeat + 1:>3} {j.iterations:>5} {j.warmup:>6} "
+                  f"{j.precision:<9} {j.data:<9} {j.timeout_s:g}")
+        return 0
+    for name in builtin_names():
+        prof = load(name)
+        print(f"{name:<18} {len(prof.jobs):>4} jobs  {prof.description}")
+    return 0
+
+
+def cmd_env(args: argparse.Namespace) -> int:
+    from dltop.envsetup import default_prefix, setup_cntk
+
+    setup_cntk(args.prefix or default_prefix(), args.python)
+    return 0

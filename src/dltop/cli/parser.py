@@ -1,0 +1,149 @@
+"""The ``dltop`` argument parser: every subcommand, its options and their help."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dltop import __version__
+from dltop.catalog import Control
+
+DESCRIPTION = ("Command line: ``dltop run | export | compare | runs | profiles | devices | "
+               "doctor``.")
+EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
+                  "host-memory", "cpu", "tflops", "mfu"]
+"""``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
+the parser imports no results code)."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``dltop`` argument parser, every subcommand included."""
+    p = argparse.ArgumentParser(prog="dltop", description=DESCRIPTION)
+    p.add_argument("--version", action="version", version=f"dltop {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+
+    def db_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--db", metavar="PATH",
+                        help="database file (default: $DLTOP_DB or "
+                             "~/.local/share/dltop/dltop.db)")
+
+    run = sub.add_parser("run", help="run one or more profiles as a campaign")
+    run.add_argument("profiles", nargs="*", metavar="PROFILE",
+                     help="built-in profile name or path to a .toml file")
+    flags(run, ("--detach", "run the campaign in a background engine that survives the "
+                            "terminal closing; watch it with 'dltop status'"),
+          ("--resume", "continue an unfinished campaign whose engine died (reaps its "
+                       "orphaned runners, re-queues the interrupted run)"))
+    run.add_argument("--campaign", type=int, default=None, metavar="ID",
+                     help="with --resume: which campaign (default: the latest unfinished)")
+    db_arg(run)
+    flags(run, ("--headless", "plain progress (automatic when stdout is not a terminal)"),
+          ("--json", "one JSON event per line on stdout"),
+          ("--skip-unavailable", "record jobs this host cannot run as 'unsatisfiable' "
+                                 "instead of refusing the campaign"),
+          ("--pack", "run jobs at once on disjoint GPUs / CPU cores (throughput; the "
+                     "default runs one at a time for clean numbers)"))
+
+    def fake_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--fake-gpus", type=_count, default=None, metavar="N",
+                        help="simulate N GPUs for telemetry (demo/tests; marked simulated "
+                             "everywhere; also $DLTOP_FAKE_GPUS)")
+
+    fake_arg(run)
+    run.add_argument("--gpu-hz", type=float, default=10.0, help="GPU sampling rate (10)")
+    run.add_argument("--host-hz", type=float, default=2.0, help="host sampling rate (2)")
+    run.add_argument("--no-telemetry", action="store_true", help="do not sample devices")
+
+    tui = sub.add_parser("tui", help="the live viewer (also: dltop with no command)")
+    db_arg(tui)
+    fake_arg(tui)
+    tui.add_argument("--campaign", type=int, default=None, metavar="ID",
+                     help="show this campaign (default: follow the newest)")
+    tui.add_argument("--refresh-hz", type=float, default=4.0,
+                     help="device refresh rate (4)")
+    tui.add_argument("--no-telemetry", action="store_true", help="do not read devices")
+    tui.add_argument("--no-resume", action="store_true",
+                     help="only watch: do not start engines for campaigns whose engine died")
+
+    envp = sub.add_parser("env", help="build a framework's own environment (CNTK)")
+    env_sub = envp.add_subparsers(dest="env_command", metavar="ACTION", required=True)
+    setup = env_sub.add_parser("setup", help="build the environment a framework runs in")
+    setup.add_argument("framework", choices=["cntk"])
+    setup.add_argument("--prefix", type=Path, default=None,
+                       help="where (default: $DLTOP_CNTK_ENV or ~/.local/share/dltop/envs/cntk)")
+    setup.add_argument("--python", default=None, help="a Python 3.6/3.7 interpreter to use")
+
+    dev = sub.add_parser("devices", help="one snapshot of every GPU and the host")
+    dev.add_argument("--json", action="store_true")
+    fake_arg(dev)
+    doc = sub.add_parser("doctor", help="check NVML, drivers and frameworks")
+    fake_arg(doc)
+
+    exp = sub.add_parser("export", help="print a campaign's results table")
+    db_arg(exp)
+    exp.add_argument("--campaign", default="latest", metavar="REF",
+                     help="an id, a name (its most recent campaign), latest (default), all, "
+                          "or a comma-separated list (3,5): one table over all of them")
+    exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex"],
+                     help="default: the -o file's suffix (.md .csv .json .tex), else md")
+    exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
+                     help="the pivot's cells: time (median s/iter, default), mean-time, "
+                          "throughput (samples/s), power (W), energy (J/sample), gpu-memory "
+                          "and host-memory (MiB), cpu (%%), tflops (TFLOP/s), mfu (%%)")
+    exp.add_argument("--table", default="pivot", choices=["pivot", "summary", "scaling"],
+                     help="pivot: the paper's table of one metric (default); summary: one "
+                          "row per configuration with every metric and a 95%% CI; scaling: "
+                          "time, speedup and efficiency against one device")
+    exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
+
+    cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
+                                         "95%% CI and a verdict")
+    db_arg(cmp)
+    cmp.add_argument("a", metavar="A", help="baseline campaign(s): id, name, latest, all, "
+                                            "or a list (3,5)")
+    cmp.add_argument("b", metavar="B", help="campaign(s) compared with it: id, name, latest, "
+                                            "all, or a list (3,5)")
+    cmp.add_argument("--metric", default="time", choices=["time", "throughput"])
+    cmp.add_argument("--threshold", type=float, default=0.05,
+                     help="smallest relative change called significant (0.05 = 5%%)")
+    cmp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex"])
+    cmp.add_argument("--fail-on-regression", action="store_true",
+                     help="exit 1 when any configuration of B is significantly slower")
+
+    for verb, text in ((Control.PAUSE, "pause a running campaign after its current run"),
+                       (Control.RESUME, "resume a paused campaign"),
+                       (Control.CANCEL, "cancel a campaign: stop its current run, drop its queue")):
+        ctl = sub.add_parser(verb, help=text)
+        db_arg(ctl)
+        ctl.add_argument("--campaign", default=None, metavar="ID",
+                         help="default: the latest unfinished campaign")
+
+    st = sub.add_parser("status", help="the engine's state: campaigns, queue, current run")
+    db_arg(st)
+
+    runs = sub.add_parser("runs", help="list recent runs with their status")
+    db_arg(runs)
+    runs.add_argument("--campaign", default=None, metavar="ID|latest")
+    runs.add_argument("--limit", type=int, default=30)
+
+    prof = sub.add_parser("profiles", help="list built-in profiles, or show one's jobs")
+    prof_sub = prof.add_subparsers(dest="profiles_command", metavar="SUBCOMMAND")
+    show = prof_sub.add_parser("show", help="print the jobs a profile expands to")
+    show.add_argument("profile", metavar="NAME_OR_FILE")
+    return p
+
+
+def flags(sp: argparse.ArgumentParser, *names_and_help: tuple[str, str]) -> None:
+    """Add on/off options (``store_true``) to ``sp``, in the order given."""
+    for name, text in names_and_help:
+        sp.add_argument(name, action="store_true", help=text)
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return n

@@ -1,0 +1,114 @@
+"""``dltop run``: a campaign in this process (progress on the terminal) or detached."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import signal
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dltop.catalog import FAILURE_STATUSES, CampaignStatus
+from dltop.cli.common import EXIT_FAILED_RUNS, EXIT_INTERRUPTED
+from dltop.errors import UserError
+
+if TYPE_CHECKING:
+    from dltop.jobs.events import EngineEvent
+
+
+def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
+    from dltop.jobs import campaign
+    from dltop.jobs.allocator import DeviceAllocator
+    from dltop.jobs.engine import Engine, default_logs_dir
+    from dltop.jobs.environment import core_order
+    from dltop.profiles.loader import load
+    from dltop.store import Store, connect, resolve_db_path
+    from dltop.telemetry import gpu_count, open_gpu_backend
+    from dltop.telemetry.sampler import Sampler, check_rate
+
+    gpu_hz = check_rate("--gpu-hz", args.gpu_hz)
+    host_hz = check_rate("--host-hz", args.host_hz)
+    db_path = resolve_db_path(args.db)
+    if args.detach:
+        if not args.resume:  # refuse bad input here, where the user sees it
+            campaign.preflight([load(ref) for ref in args.profiles], gpu_count(),
+                               args.skip_unavailable, args.pack)
+        return _detach(argv, db_path, default_logs_dir(db_path))
+    backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
+    n_gpus = gpu_count()
+    if args.resume:
+        if args.profiles or args.pack:
+            raise UserError("--resume takes no profiles and no --pack: it continues a stored "
+                            "campaign as it was queued")
+        from dltop.jobs.resume import resume
+
+        store = Store(connect(db_path, create=False))
+        resumed = resume(store, args.campaign)
+        campaign_id, name, queued = resumed.campaign_id, resumed.name, resumed.jobs
+        pack = resumed.pack
+        print(f"dltop: resuming campaign {campaign_id}: {len(queued)} jobs queued, "
+              f"{resumed.lost_runs} interrupted run(s) re-queued, "
+              f"{resumed.killed_processes} orphaned process(es) killed", file=sys.stderr)
+    else:
+        if not args.profiles:
+            raise UserError("dltop run needs at least one PROFILE (or --resume)")
+        profiles = [load(ref) for ref in args.profiles]
+        plan = campaign.preflight(profiles, n_gpus, args.skip_unavailable, args.pack)
+        for warning in plan.warnings:
+            print(f"dltop: warning: {warning}", file=sys.stderr)
+        store = Store(connect(db_path))
+        campaign_id, queued = campaign.create(store, plan, argv)
+        name, pack = plan.name, plan.pack
+    sink: Callable[[EngineEvent], None]
+    ctx: contextlib.AbstractContextManager[Any]
+    if args.json:
+        sink = _print_json
+        ctx = contextlib.nullcontext()
+    else:
+        from dltop.tui.progress import HeadlessProgress
+
+        sink = ctx = HeadlessProgress(interactive=sys.stdout.isatty() and not args.headless)
+    engine = Engine(store, campaign_id, name, queued, logs_dir=default_logs_dir(db_path),
+                    db_label=str(db_path), on_event=sink,
+                    sampler_factory=None if backend is None else (
+                        lambda on_batch: Sampler(backend, on_batch, gpu_hz, host_hz)),
+                    allocator=DeviceAllocator(n_gpus, core_order(), pack=pack))
+
+    async def go() -> str:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, engine.request_stop)
+        return await engine.run()
+
+    with ctx:
+        status = asyncio.run(go())
+    if status == CampaignStatus.CANCELLED:
+        print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in {db_path}",
+              file=sys.stderr)
+        return EXIT_INTERRUPTED
+    if any(engine.counts.get(s, 0) for s in FAILURE_STATUSES):
+        return EXIT_FAILED_RUNS
+    return 0
+
+
+def _detach(argv: list[str], db_path: Path, logs_dir: Path) -> int:
+    from dltop.jobs.launch import start_engine
+
+    run_args = [a for a in argv[2:] if a != "--detach"]
+    launch = start_engine(run_args, db_path, logs_dir)
+    if launch.exit_code is None:
+        print(f"dltop: engine started in the background (pid {launch.pid}); "
+              f"log: {launch.log_path}\n"
+              "       watch: dltop (the TUI) or dltop status    steer: dltop pause | resume | "
+              "cancel")
+        return 0
+    sys.stderr.write(launch.log_tail)
+    return launch.exit_code
+
+
+def _print_json(event: EngineEvent) -> None:
+    print(json.dumps(event.to_dict(), default=str), flush=True)

@@ -165,3 +165,14 @@ async def test_the_engine_resumes_on_a_legacy_run_control(tmp_path: Path) -> Non
     finally:
         watcher.cancel()
         engine._writer.shutdown(wait=True)
+
+
+def test_usage_errors_name_the_control_verbs_as_typed(capsys: pytest.CaptureFixture[str]) -> None:
+    """argparse prints its choices with repr(): an enum member there read <Control.PAUSE: ...>."""
+    from dltop import cli
+
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["nope"])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "'pause', 'resume', 'cancel'" in err and "Control." not in err

@@ -113,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, text in ((Control.PAUSE, "pause a running campaign after its current run"),
                        (Control.RESUME, "resume a paused campaign"),
                        (Control.CANCEL, "cancel a campaign: stop its current run, drop its queue")):
-        ctl = sub.add_parser(verb, help=text)
+        ctl = sub.add_parser(verb.value, help=text)
         db_arg(ctl)
         ctl.add_argument("--campaign", default=None, metavar="ID",
                          help="default: the latest unfinished campaign")

@@ -13,8 +13,11 @@ import asyncio
 import functools
 import importlib.util
 import os
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
 
 import psutil
 import pytest
@@ -33,6 +36,56 @@ def live_in_group(pgid: int) -> list[int]:
         except (ProcessLookupError, PermissionError):
             pass
     return out
+
+
+@pytest.fixture(autouse=True)
+def private_lock_dir(tmp_path_factory: pytest.TempPathFactory,
+                     monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test leases devices in its own lock directory (engines it starts inherit it).
+
+    Tests run beside each other and beside real engines on this host; with the shared
+    ``/tmp/dltop-locks`` they would wait for each other's devices.
+    """
+    path = str(tmp_path_factory.mktemp("locks"))
+    monkeypatch.setenv("DLTOP_LOCK_DIR", path)
+    return path
+
+
+@contextmanager
+def watching_other_runners(ours: Path) -> Iterator[set[int]]:
+    """Collect dltop runners on this host whose argv does not mention ``ours``.
+
+    Other tests or real engines on a shared host run beside a test's engines, and an
+    engine rightly counts them in ``concurrent_runs`` (jobs.foreign): a test asserts
+    a clean ``concurrent_runs = 0`` only when none was seen.
+    """
+    from dltop.jobs.foreign import sharing_runners
+
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.wait(0.1):
+            for pid in sharing_runners(None, []):
+                try:
+                    if str(ours) not in " ".join(psutil.Process(pid).cmdline()):
+                        seen.add(pid)
+                except psutil.Error:
+                    pass
+
+    t = threading.Thread(target=watch, daemon=True)
+    t.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        t.join()
+
+
+@pytest.fixture
+def other_runners() -> Callable[[Path], AbstractContextManager[set[int]]]:
+    """:func:`watching_other_runners` as a fixture."""
+    return watching_other_runners
 
 
 @pytest.fixture

@@ -58,6 +58,9 @@ class CampaignStatus(StrEnum):
     CANCELLED = "cancelled"
     FAILED = "failed"
     """The engine itself failed (the reason is stored with the campaign)."""
+    WAITING = "waiting"
+    """Running, but its next run waits for devices another engine on the host leases
+    (``campaigns.waiting_for`` says which; see dltop.jobs.lease)."""
 
 
 class ErrorKind(StrEnum):
@@ -109,7 +112,8 @@ FAILURE_STATUSES: Final = frozenset({RunStatus.CRASHED, RunStatus.TIMEOUT, RunSt
 RETRYABLE_STATUSES: Final = FAILURE_STATUSES | {RunStatus.CANCELLED}
 """Jobs that retrying queues again."""
 ACTIVE_CAMPAIGN_STATUSES: Final = frozenset(
-    {CampaignStatus.QUEUED, CampaignStatus.RUNNING, CampaignStatus.PAUSED})
+    {CampaignStatus.QUEUED, CampaignStatus.RUNNING, CampaignStatus.PAUSED,
+     CampaignStatus.WAITING})
 """Campaigns not finished: an engine runs them, or should."""
 ENDED_CAMPAIGN_STATUSES: Final = frozenset(CampaignStatus) - ACTIVE_CAMPAIGN_STATUSES
 """Campaigns closed: finished, cancelled, or their engine failed."""

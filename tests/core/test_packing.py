@@ -192,8 +192,10 @@ def run_cli(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(len(core_order()) < 2, reason="packing CPU runs needs 2 usable CPUs")
-def test_dltop_run_pack_runs_cpu_jobs_side_by_side_on_their_own_cores(tmp_path: Path) -> None:
-    res = run_cli(tmp_path, "--pack")
+def test_dltop_run_pack_runs_cpu_jobs_side_by_side_on_their_own_cores(
+        tmp_path: Path, other_runners: Any) -> None:
+    with other_runners(tmp_path) as others:
+        res = run_cli(tmp_path, "--pack")
     assert res.returncode == 0, res.stderr
     a, b = records(tmp_path / "seen.jsonl")
     assert overlapping(a, b)
@@ -202,20 +204,24 @@ def test_dltop_run_pack_runs_cpu_jobs_side_by_side_on_their_own_cores(tmp_path: 
     assert conn.execute("select pack from campaigns").fetchone() == (1,)
     rows = conn.execute("select status, cpu_affinity, concurrent_runs from runs").fetchall()
     conn.close()
-    assert sorted(rows) == sorted([("ok", str(a["affinity"][0]), 1),
-                                   ("ok", str(b["affinity"][0]), 1)])
+    assert sorted(r[:2] for r in rows) == sorted([("ok", str(a["affinity"][0])),
+                                                  ("ok", str(b["affinity"][0]))])
+    # Another engine's runner on the host (a shared machine) rightly counts too.
+    assert all(r[2] == 1 if not others else r[2] >= 1 for r in rows), (rows, others)
 
 
 @pytest.mark.slow
-def test_dltop_run_without_pack_runs_one_at_a_time(tmp_path: Path) -> None:
-    res = run_cli(tmp_path)
+def test_dltop_run_without_pack_runs_one_at_a_time(tmp_path: Path, other_runners: Any) -> None:
+    with other_runners(tmp_path) as others:
+        res = run_cli(tmp_path)
     assert res.returncode == 0, res.stderr
     a, b = records(tmp_path / "seen.jsonl")
     assert not overlapping(a, b)
     assert a["affinity"] == b["affinity"] == [core_order()[0]]
     conn = sqlite3.connect(tmp_path / "d.db")
-    assert conn.execute("select max(concurrent_runs), max(pack) from runs, campaigns"
-                        ).fetchone() == (0, 0)
+    most, pack = conn.execute("select max(concurrent_runs), max(pack) from runs, campaigns"
+                              ).fetchone()
+    assert pack == 0 and (most == 0 or others), (most, others)
     conn.close()
 
 

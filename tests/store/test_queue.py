@@ -46,11 +46,29 @@ def test_open_campaigns_claim_control_and_packs(store: Store) -> None:
     assert store.queue.open_campaigns() == [OpenCampaign(b, "c", "paused", 1, None)]
     store.set_control(b, "pause")
     assert store.queue.control(b) == "pause" and store.queue.control(a) is None
-    store.queue.claim(b, 4242, 12.5)
+    assert not store.queue.claim(b, 4242, 12.5, (2, None))  # not the owner it found
+    assert store.queue.control(b) == "pause"  # the refused claim wrote nothing
+    assert store.queue.claim(b, 4242, 12.5, (1, None))
     assert store.queue.open_campaigns() == [OpenCampaign(b, "c", "paused", 4242, 12.5)]
     assert store.queue.control(b) is None  # a new engine starts with no stale request
+    assert not store.queue.claim(b, 4343, 1.0, (1, None))  # the second claimer loses
     assert store.queue.packs(b) and not store.queue.packs(a)
     assert store.queue.control(999) is None and not store.queue.packs(999)
+
+
+def test_waiting_for_devices_is_open_and_goes_back_to_running(store: Store) -> None:
+    a, _ = campaign(store, 1)
+    store.queue.set_waiting(a, "cpu-0 held by campaign 9")  # queued: not yet running
+    assert store.queue.open_campaigns()[0].status == "queued"
+    store.set_campaign_status(a, "running")
+    store.queue.set_waiting(a, "cpu-0 held by campaign 9")
+    assert store.queue.open_campaigns() == [
+        OpenCampaign(a, "c", "waiting", 1, None, "cpu-0 held by campaign 9")]
+    store.queue.set_waiting(a, None)
+    assert store.queue.open_campaigns() == [OpenCampaign(a, "c", "running", 1, None)]
+    store.set_campaign_status(a, "paused")
+    store.queue.set_waiting(a, None)  # never overwrites a pause
+    assert store.queue.open_campaigns()[0].status == "paused"
 
 
 def test_mark_lost_and_requeue_closes_the_run_and_queues_its_job(store: Store) -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from dltop.catalog import Control
+from dltop.catalog import CampaignStatus, Control
 from dltop.cli.common import open_existing
 from dltop.errors import UserError
 
@@ -55,7 +55,9 @@ def cmd_status(args: argparse.Namespace) -> int:
             "engine NOT running (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
             if queue.packs(c.id) else ""
-        print(f"campaign {c.id} `{c.name}`: {c.status}{packed}; {engine}; jobs: {shown}")
+        waiting = f" for devices: {c.waiting_for}" if c.status == CampaignStatus.WAITING else ""
+        print(f"campaign {c.id} `{c.name}`: {c.status}{waiting}{packed}; {engine}; "
+              f"jobs: {shown}")
         for r in queries.current_runs(db, c.id):
             print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
                   f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}")

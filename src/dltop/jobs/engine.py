@@ -2,7 +2,9 @@
 
 Jobs run one at a time by default; with packing, the
 :class:`~dltop.jobs.allocator.DeviceAllocator` lets runs on disjoint devices go
-at once.
+at once. Each run first takes the host-wide lease of its devices
+(:mod:`dltop.jobs.lease`; the whole host when the campaign does not pack), so
+another engine on the host waits rather than running beside it.
 
 It owns one writer thread (a single-worker executor holding the
 :class:`~dltop.store.Store`), so SQLite never blocks the event loop and there is
@@ -23,16 +25,19 @@ from typing import Any, ParamSpec, TypeVar
 
 from dltop.catalog import CampaignStatus, Control, ErrorKind, RunStatus, control_of
 from dltop.errors import DltopError
-from dltop.jobs import environment
+from dltop.jobs import environment, lease
 from dltop.jobs.allocator import Allocation, DeviceAllocator
 from dltop.jobs.collector import IterationCollector
 from dltop.jobs.events import (
     CampaignFinished,
     CampaignStarted,
+    DevicesBusy,
     EngineEvent,
+    NoDeviceLease,
     RunFinished,
     RunStarted,
 )
+from dltop.jobs.foreign import most_sharing
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.supervisor import ChildOutcome, supervise
 from dltop.procs import process_start_time
@@ -61,6 +66,7 @@ class Engine:
                  on_event: Callable[[EngineEvent], None] = lambda e: None,
                  sampler_factory: Callable[[Callable[[Batch], None]], Sampler] | None = None,
                  allocator: DeviceAllocator | None = None,
+                 lease_dir: Path | None = None,
                  ) -> None:
         self._store = store
         self._campaign_id = campaign_id
@@ -80,6 +86,9 @@ class Engine:
         self._run_stops: dict[int, asyncio.Event] = {}  # run id -> cancels that run only
         self._claimed: set[int] = set()  # job ids a task holds (queued until it starts)
         self._wake = asyncio.Event()  # a job task ended or a stop was requested
+        self._lease_dir = lease_dir  # None: lease.lock_dir()
+        self._leases: dict[int, lease.DeviceLease] = {}  # allocator token -> its locks
+        self._warned_lease = False
 
     def request_stop(self) -> None:
         """Cancel the current runs and stop the queue (safe to call more than once)."""
@@ -176,7 +185,15 @@ class Engine:
 
     async def _job_task(self, q: QueuedJob, token: int, alloc: Allocation) -> None:
         """Run a job (and its retries after a crash) on its devices, then free them."""
+        held = self._leases[token] = self._lease(alloc)
         try:
+            # Stopped while waiting: the job is still queued and cancel_queued takes it.
+            if not await lease.wait_for(held, self._stop, self._devices_busy):
+                return
+            await self._write(self._store.queue.set_waiting, self._campaign_id, None)
+            if held.unavailable is not None and not self._warned_lease:
+                self._warned_lease = True
+                self._emit(NoDeviceLease(self._campaign_id, held.unavailable))
             result = await self._run_job(q, alloc, token)
             tries = 1
             while (result == RunStatus.CRASHED and tries <= q.spec.retries
@@ -184,9 +201,21 @@ class Engine:
                 tries += 1
                 result = await self._run_job(q, alloc, token)
         finally:
+            self._leases.pop(token).release()
             self._alloc.release(token)
             self._claimed.discard(q.job_id)
             self._wake.set()
+
+    def _lease(self, alloc: Allocation) -> lease.DeviceLease:
+        return lease.DeviceLease(lease.run_devices(alloc, self._alloc),
+                                 {"campaign": self._campaign_id, "name": self._name,
+                                  "db": self._db_label}, self._lease_dir)
+
+    async def _devices_busy(self, what: str) -> None:
+        # The campaign shows `waiting` only while none of its runs goes on.
+        if all(not x.complete for x in self._leases.values()):
+            await self._write(self._store.queue.set_waiting, self._campaign_id, what)
+        self._emit(DevicesBusy(self._campaign_id, what))
 
     async def _watch_control(self) -> None:
         while True:
@@ -308,19 +337,29 @@ class Engine:
             run_id, job, self._emit, self._store, write_later,
             on_iteration=(None if sampler is None else
                           lambda t, sec, warm: sampler.iteration(run_id, t, sec, warm)))
+        held = self._leases[token]
+        write_later(self._store.update_run, run_id,
+                    {"device_lease": lease.LEASE_HELD if held.unavailable is None
+                     else f"unavailable: {held.unavailable}"})
+        ended = asyncio.Event()
+        foreign = asyncio.create_task(most_sharing(alloc.cpu_affinity, alloc.gpu_indices,
+                                                   ended))
         try:
             outcome = await supervise(
                 cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
                 on_event=collector.on_event, stop=run_stop,
                 on_spawn=lambda pid, pgid: self._on_spawn(run_id, alloc, pid, pgid,
                                                           str(log_path), write_later),
+                keep_fds=held.fds,
             )
         finally:
             del self._run_stops[run_id]
+            ended.set()
         collector.flush()
         await asyncio.gather(*(asyncio.wrap_future(f) for f in pending))
         fields = self._summary(outcome, collector)
-        fields["concurrent_runs"] = self._alloc.overlap(token)
+        # Other engines' runners on these devices count as concurrent runs too.
+        fields["concurrent_runs"] = self._alloc.overlap(token) + await foreign
         await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields)
         if self._sampler is not None:
             # The summary covers the measured window: energy per sample counts its samples.

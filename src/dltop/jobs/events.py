@@ -94,4 +94,28 @@ class CampaignFinished:
         return {"event": "campaign_finished", **asdict(self)}
 
 
-EngineEvent = CampaignStarted | RunStarted | RunProgress | RunFinished | CampaignFinished
+@dataclass(frozen=True)
+class DevicesBusy:
+    """A run waits for devices another process on the host leases (see jobs.lease)."""
+
+    campaign_id: int
+    waiting_for: str
+    """``<device> held by <holder>``."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "waiting_for_devices", **asdict(self)}
+
+
+@dataclass(frozen=True)
+class NoDeviceLease:
+    """Runs go on without the host-wide lease (other engines may share their devices)."""
+
+    campaign_id: int
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"event": "no_device_lease", **asdict(self)}
+
+
+EngineEvent = (CampaignStarted | RunStarted | RunProgress | RunFinished | CampaignFinished
+               | DevicesBusy | NoDeviceLease)

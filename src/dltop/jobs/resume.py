@@ -28,7 +28,8 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     """Take over an unfinished campaign (the latest one if ``campaign_ref`` is None).
 
     Raises:
-        UserError: no unfinished campaign, or its engine is still alive.
+        UserError: no unfinished campaign, its engine is still alive, or another
+            process took it over first (nothing was written).
     """
     queue = store.queue
     open_ = queue.open_campaigns()
@@ -42,12 +43,17 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     if engine_alive(camp.engine_pid, camp.engine_start_time):
         raise UserError(f"campaign {camp.id} is still being run by dltop (pid "
                         f"{camp.engine_pid}); stop it first or let it finish")
+    # Claim first, as a compare-and-set on the dead engine's identity: of two
+    # processes resuming at once, the loser has written nothing when it is told.
+    if not queue.claim(camp.id, os.getpid(), process_start_time(os.getpid()) or 0.0,
+                       (camp.engine_pid, camp.engine_start_time)):
+        raise UserError(f"campaign {camp.id} was just taken over by another dltop process; "
+                        "see 'dltop status'")
     killed = lost = 0
     for run in queue.running_runs(camp.id):
         killed += reap_orphan_group(run.pid, run.pgid, run.proc_start_time)
         queue.mark_lost_and_requeue(run)
         lost += 1
     queue.requeue_running_jobs(camp.id)
-    queue.claim(camp.id, os.getpid(), process_start_time(os.getpid()) or 0.0)
     jobs = [QueuedJob(job_id, pos, spec) for job_id, pos, spec in queue.queued_jobs(camp.id)]
     return Resumed(camp.id, camp.name, lost, killed, jobs, queue.packs(camp.id))

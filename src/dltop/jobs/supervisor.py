@@ -98,6 +98,7 @@ async def supervise(
     on_event: EventHandler,
     stop: asyncio.Event,
     on_spawn: Callable[[int, int], None] | None = None,
+    keep_fds: Sequence[int] = (),
 ) -> ChildOutcome:
     """Run one runner child to its end.
 
@@ -109,6 +110,8 @@ async def supervise(
         on_event: called with each decoded protocol event, in order.
         stop: when set, the run is cancelled (TERM, then KILL, of its group).
         on_spawn: called with (pid, pgid) as soon as the child exists.
+        keep_fds: descriptors the child inherits (its device lease locks, so
+            that an orphaned runner keeps its devices leased).
 
     Returns:
         The classified outcome; the process group is gone when this returns.
@@ -121,7 +124,7 @@ async def supervise(
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
             env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1"},
-            pass_fds=(write_fd,), start_new_session=True,
+            pass_fds=(write_fd, *keep_fds), start_new_session=True,
         )
     except OSError as exc:
         os.close(read_fd)

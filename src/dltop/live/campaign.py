@@ -88,6 +88,8 @@ class CampaignView:
     read_at: str
     progress: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Job id -> (iterations done, total) of every run in progress (several when packed)."""
+    waiting_for: str | None = None
+    """While the campaign is ``waiting``: the device and who holds it (jobs.lease)."""
 
     @property
     def active(self) -> bool:
@@ -153,4 +155,5 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, *, max_jobs: int 
     current = _current(db, campaign_id, log_lines)
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)})
+                        {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)},
+                        c.get("waiting_for"))

@@ -208,6 +208,11 @@ defines its own frozen dict, adds them from it, and joins it here: one edit, in 
 """
 
 
+def _v9(db: Any) -> None:
+    db["campaigns"].add_column("waiting_for", str)
+    db["runs"].add_column("device_lease", str)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "campaigns, jobs, runs, iterations, environment", _v1),
     Migration(2, "telemetry: gpu_samples, host_samples, per-run telemetry summary", _v2),
@@ -223,6 +228,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                  "runs.contamination/cpu_foreign_pct/window_s/energy_run_j/telemetry_note/"
                  "tree_cpu_mean_pct",
               _v8),
+    Migration(9, "host-wide device leases: campaigns.waiting_for (a waiting engine says for "
+                 "what), runs.device_lease (held, or why none could be taken)", _v9),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

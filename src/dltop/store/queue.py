@@ -37,6 +37,8 @@ class OpenCampaign:
     status: str
     engine_pid: int | None
     engine_start_time: float | None
+    waiting_for: str | None = None
+    """While ``status`` is ``waiting``: the device it waits for and who holds it."""
 
 
 @dataclass(frozen=True)
@@ -58,9 +60,9 @@ class Queue:
 
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
-        """Campaigns still ``queued``, ``running`` or ``paused``, oldest first."""
+        """Campaigns still ``queued``, ``running``, ``paused`` or ``waiting``, oldest first."""
         return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
-                             r["engine_start_time"])
+                             r["engine_start_time"], r.get("waiting_for"))
                 for r in self._db.query(
                     f"select * from campaigns where status in ({marks(ACTIVE_CAMPAIGN_STATUSES)}) "
                     "order by id", sorted(ACTIVE_CAMPAIGN_STATUSES))]
@@ -138,11 +140,38 @@ class Queue:
                 [JobStatus.QUEUED, campaign_id, JobStatus.RUNNING])
         return int(cur.rowcount)
 
-    def claim(self, campaign_id: int, pid: int, start_time: float) -> None:
-        """Record that this engine process now owns the campaign."""
+    def claim(self, campaign_id: int, pid: int, start_time: float,
+              previous: tuple[int | None, float | None]) -> bool:
+        """Make this engine process the campaign's owner if ``previous`` still owns it.
+
+        One compare-and-set statement: of two processes taking over the same dead
+        engine's campaign at once, exactly one gets True.
+
+        Args:
+            previous: (engine pid, engine start time) the caller found dead.
+        """
         with transaction(self._db):
-            self._db.table("campaigns").update(campaign_id, {
-                "engine_pid": pid, "control": None, "engine_start_time": start_time})
+            cur = self._db.execute(
+                "update campaigns set engine_pid = ?, engine_start_time = ?, control = null "
+                "where id = ? and engine_pid is ? and engine_start_time is ?",
+                [pid, start_time, campaign_id, *previous])
+        return cur.rowcount == 1
+
+    def set_waiting(self, campaign_id: int, waiting_for: str | None) -> None:
+        """``waiting`` for devices (``waiting_for`` says which), or back to ``running``.
+
+        Only a ``running`` campaign starts waiting and only a ``waiting`` one goes
+        back, so a pause or the campaign's end is never overwritten.
+        """
+        with transaction(self._db):
+            running, waiting = CampaignStatus.RUNNING, CampaignStatus.WAITING
+            if waiting_for is None:
+                self._db.execute("update campaigns set status = ?, waiting_for = null "
+                                 "where id = ? and status = ?", [running, campaign_id, waiting])
+            else:
+                self._db.execute("update campaigns set status = ?, waiting_for = ? "
+                                 "where id = ? and status in (?, ?)",
+                                 [waiting, waiting_for, campaign_id, running, waiting])
 
     def finish_if_drained(self, campaign_id: int, status: CampaignStatus,
                           finished_at: str) -> bool:

@@ -16,6 +16,7 @@ STATUS_STYLE: dict[str, str] = {
     R.UNSUPPORTED: "yellow", R.DIVERGED: "red", R.TIMEOUT: "red", R.CRASHED: "bold red",
     R.CANCELLED: "dim yellow", R.UNSATISFIABLE: "dim magenta", J.REMOVED: "dim",
     C.PAUSED: "yellow", C.FINISHED: "green", C.FAILED: "bold red",
+    C.WAITING: "bold yellow",
 }
 """The one colour of each job, run and campaign status (Rich styles), for the TUI and
 ``dltop run``'s progress lines."""

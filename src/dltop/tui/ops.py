@@ -61,17 +61,27 @@ def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
 
 
 def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | None) -> str:
-    """Queue a profile: appended to the running campaign, or a new campaign's engine."""
+    """Queue a profile: appended to the running campaign, or a new campaign's engine.
+
+    The running campaign is the one whose engine is alive, whichever campaign
+    the viewer shows (an older one, from the history): a second engine would
+    only wait for the first one's devices.
+    """
     from dltop.jobs.campaign import preflight
+    from dltop.procs import engine_alive
     from dltop.profiles.loader import load
     from dltop.telemetry import gpu_count
 
     plan = preflight([load(ref)], gpu_count(), skip_unavailable=False)
-    if view is not None and view.active:
-        res = _store(db_path).edits.append_jobs(view.campaign.id, plan.jobs, ref)
-        extra = ensure_engine(db_path, logs_dir, view.campaign.id,
-                              view.engine_alive and not res.needs_engine)
-        return f"{res.changed} job(s) of {ref} added to campaign {view.campaign.id}{extra}"
+    target = view.campaign.id if view is not None and view.active else None
+    if target is None:
+        running = [c.id for c in _store(db_path).queue.open_campaigns()
+                   if engine_alive(c.engine_pid, c.engine_start_time)]
+        target = running[-1] if running else None
+    if target is not None:
+        res = _store(db_path).edits.append_jobs(target, plan.jobs, ref)
+        extra = ensure_engine(db_path, logs_dir, target, not res.needs_engine)
+        return f"{res.changed} job(s) of {ref} added to campaign {target}{extra}"
     return f"{ref}: new campaign, engine pid {_start([ref], db_path, logs_dir)}"
 
 

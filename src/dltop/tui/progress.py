@@ -25,7 +25,9 @@ from dltop.catalog import RunStatus
 from dltop.jobs.events import (
     CampaignFinished,
     CampaignStarted,
+    DevicesBusy,
     EngineEvent,
+    NoDeviceLease,
     RunFinished,
     RunProgress,
     RunStarted,
@@ -91,6 +93,12 @@ class HeadlessProgress:
             self._recent.pop(event.run_id, None)
             self.console.print(self._finished_line(event), soft_wrap=True)
             self._labels.pop(event.run_id, None)
+        elif isinstance(event, DevicesBusy):
+            self.console.print(f"campaign {event.campaign_id} waiting for devices: "
+                               f"{event.waiting_for}", markup=False)
+        elif isinstance(event, NoDeviceLease):
+            self.console.print(f"warning: no device lease ({event.reason}): another engine "
+                               "may run on the same devices", markup=False)
         elif isinstance(event, CampaignFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(event.counts.items()))
             self.console.print(f"campaign {event.campaign_id} {event.status}: {counts}")

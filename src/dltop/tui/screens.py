@@ -49,6 +49,8 @@ class TitleBar(Static):
             t.append(c.status, STATUS_STYLE.get(c.status, "bold"))
             if control_of(view.control) is Control.PAUSE and c.status != CampaignStatus.PAUSED:
                 t.append(" (pausing after this run)", "yellow")
+            if c.status == CampaignStatus.WAITING and view.waiting_for:
+                t.append(f" for devices: {view.waiting_for}", "yellow")
             if view.engine_alive:
                 t.append(f"  engine pid {view.engine_pid}")
             elif c.status in ACTIVE_CAMPAIGN_STATUSES:

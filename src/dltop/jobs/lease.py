@@ -1,0 +1,242 @@
+"""Host-wide device leases: two dltop engines never run on the same GPU or CPU at once.
+
+The allocator keeps one engine's runs apart; this keeps engines apart, whatever
+database each writes and whichever user runs it. Every device has a lock file
+in one directory shared by the host's users (:func:`lock_dir`: ``/tmp/dltop-locks``,
+sticky and world-writable like ``/tmp``, or ``$DLTOP_LOCK_DIR``): ``gpu-0.lock``,
+``cpu-3.lock``... A run holds an exclusive ``flock`` on each of its devices from
+just before its cooldown until it ends. ``flock`` locks belong to the open file,
+so they vanish when the last process holding it dies: a killed engine leaves
+no stale lock, and the runner child inherits its run's lock descriptors, so an
+orphaned runner keeps its devices leased until ``--resume`` reaps it.
+
+Locks are taken one by one in a fixed global order (CPUs, then GPUs, by index)
+and kept while the rest are awaited. Because every engine takes them in the
+same order, two engines can never deadlock, and an engine waiting for the
+whole host is not starved by a packing engine that keeps starting short runs
+on whatever is free.
+
+When the directory cannot be used (read-only ``/tmp``, a lock file another user
+made unreadable), the run goes on without a lease and records why
+(``runs.device_lease``); the engine's scan for foreign runners
+(:mod:`dltop.jobs.foreign`) still flags a run that shared its devices.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import fcntl
+import getpass
+import json
+import os
+import socket
+import stat
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from dltop.jobs.allocator import Allocation, DeviceAllocator
+
+LOCK_DIR_ENV = "DLTOP_LOCK_DIR"
+DEFAULT_LOCK_DIR = Path("/tmp/dltop-locks")
+LEASE_HELD = "held"
+"""``runs.device_lease`` of a run that held every device it ran on."""
+
+
+def lock_dir() -> Path:
+    """Where the host's device lock files live (``$DLTOP_LOCK_DIR`` or ``/tmp/dltop-locks``)."""
+    return Path(os.environ.get(LOCK_DIR_ENV) or DEFAULT_LOCK_DIR)
+
+
+def device_names(gpu_indices: Iterable[int], cpus: Iterable[int]) -> tuple[str, ...]:
+    """Lock names of these devices, in the global order every engine takes them in."""
+    return (*(f"cpu-{c}" for c in sorted(set(cpus))),
+            *(f"gpu-{g}" for g in sorted(set(gpu_indices))))
+
+
+def run_devices(alloc: Allocation, allocator: DeviceAllocator) -> tuple[str, ...]:
+    """The lock names a run on ``alloc`` takes: its own devices when the engine packs.
+
+    An engine that does not pack promises lone runs, so each of its runs leases
+    the whole host and no other engine's run goes beside it.
+    """
+    if not allocator.pack:
+        return device_names(range(allocator.gpu_count), allocator.cores)
+    if alloc.cpu_affinity is None and not alloc.gpu_indices:
+        return device_names((), allocator.cores)  # an unpinned CPU run: every core
+    return device_names(alloc.gpu_indices, alloc.cpu_affinity or ())
+
+
+def _ensure_dir(path: Path) -> None:
+    """Create the shared directory (mode 1777, as ``/tmp``) unless it exists."""
+    try:
+        path.mkdir(parents=True)
+    except FileExistsError:
+        pass
+    else:
+        # mkdir's mode is cut by the umask; chmod is not. Sticky: no user can
+        # remove or replace another user's lock file.
+        with contextlib.suppress(OSError):
+            os.chmod(path, 0o1777)
+    if not path.is_dir():
+        raise NotADirectoryError(f"{path} is not a directory")
+
+
+def _open_lock(path: Path) -> tuple[int, bool]:
+    """Open (creating) a lock file; return (fd, writable).
+
+    ``O_NOFOLLOW``: in a world-writable directory a planted symlink must not make
+    us write another file. A file another user created is opened read-only when
+    it is not writable for us (``flock`` needs no write access).
+    """
+    flags = os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags | os.O_RDWR, 0o666)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), False
+    with contextlib.suppress(OSError):
+        st = os.fstat(fd)
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o666:
+            os.fchmod(fd, 0o666)  # any user's engine may record itself as the holder
+    return fd, True
+
+
+def read_holder(directory: Path, name: str) -> str:
+    """Who holds a device's lock, as its holder recorded it (or ``another process``)."""
+    try:
+        info: dict[str, Any] = json.loads((directory / f"{name}.lock").read_text() or "{}")
+    except (OSError, ValueError):
+        info = {}
+    if not info:
+        return "another process"
+    camp = f"campaign {info.get('campaign')} `{info.get('name')}`" if info.get("campaign") \
+        else "a dltop engine"
+    return (f"{camp} (pid {info.get('pid')}, user {info.get('user')}, "
+            f"db {info.get('db')})")
+
+
+class DeviceLease:
+    """The locks of one run's devices, taken in order, held until :meth:`release`.
+
+    Args:
+        names: device lock names (see :func:`device_names`).
+        holder: what to record in each lock file while held (campaign, db...).
+        directory: the lock directory (default :func:`lock_dir`).
+    """
+
+    def __init__(self, names: Iterable[str], holder: dict[str, Any],
+                 directory: Path | None = None) -> None:
+        self.names = tuple(sorted(set(names), key=_sort_key))
+        self.directory = directory or lock_dir()
+        self._holder = json.dumps({**holder, "pid": os.getpid(), "user": _user(),
+                                   "host": socket.gethostname()})
+        self._fds: dict[str, int] = {}
+        self.unavailable: str | None = None
+        """Why no lease could be taken (the run then goes on without one), else None."""
+
+    @property
+    def fds(self) -> tuple[int, ...]:
+        """Descriptors of the locks held (a runner child inherits them)."""
+        return tuple(self._fds.values())
+
+    @property
+    def complete(self) -> bool:
+        """True when every device is locked, or when leasing is unavailable."""
+        return self.unavailable is not None or len(self._fds) == len(self.names)
+
+    def poll(self) -> str | None:
+        """Take the next free locks in order, without blocking.
+
+        Returns:
+            None when the lease is complete (or unavailable: see
+            :attr:`unavailable`), else the name of the device that is busy.
+        """
+        if self.complete:
+            return None
+        try:
+            _ensure_dir(self.directory)
+        except OSError as exc:
+            self._give_up(f"lock directory {self.directory}: {exc}")
+            return None
+        for name in self.names:
+            if name in self._fds:
+                continue
+            try:
+                fd, writable = _open_lock(self.directory / f"{name}.lock")
+            except OSError as exc:
+                self._give_up(f"{self.directory / name}.lock: {exc}")
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                return name
+            except OSError as exc:  # e.g. a file system without flock
+                os.close(fd)
+                self._give_up(f"flock {self.directory / name}.lock: {exc}")
+                return None
+            self._fds[name] = fd
+            if writable:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)
+                    os.pwrite(fd, self._holder.encode(), 0)
+        return None
+
+    def holder_of(self, name: str) -> str:
+        """Who holds ``name`` now (for a "waiting for devices" message)."""
+        return read_holder(self.directory, name)
+
+    def release(self) -> None:
+        """Unlock every device held (idempotent)."""
+        for fd in self._fds.values():
+            with contextlib.suppress(OSError):
+                os.close(fd)  # closing the last descriptor drops the flock
+        self._fds.clear()
+
+    def _give_up(self, why: str) -> None:
+        self.release()
+        self.unavailable = why
+
+
+def _sort_key(name: str) -> tuple[str, int]:
+    # "cpu" < "gpu": the order of device_names.
+    kind, _, index = name.partition("-")
+    return (kind, int(index) if index.isdigit() else -1)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return str(os.getuid())
+
+
+LEASE_POLL_S = 0.25
+"""How often an engine waiting for devices tries their locks again."""
+
+
+async def wait_for(lease: DeviceLease, stop: asyncio.Event,
+                   on_busy: Callable[[str], Awaitable[None]],
+                   poll_s: float = LEASE_POLL_S) -> bool:
+    """Take every lock of ``lease``, waiting while another process holds one.
+
+    Args:
+        stop: set to give up (the locks taken so far are released).
+        on_busy: awaited with "<device> held by <holder>" when a busy device
+            is met, and again each time that text changes.
+
+    Returns:
+        True when the lease is complete (or unavailable), False when stopped.
+    """
+    told = ""
+    while (busy := lease.poll()) is not None:
+        if (what := f"{busy} held by {lease.holder_of(busy)}") != told:
+            told = what
+            await on_busy(what)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), timeout=poll_s)
+        if stop.is_set():
+            lease.release()
+            return False
+    return True

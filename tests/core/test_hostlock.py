@@ -1,0 +1,184 @@
+"""Two real engines on one host (one database or two): never both on one CPU at once.
+
+The runs are the ``command`` framework's: a tiny script that waits for a gate file
+before its first timed step, so a test holds the first engine's run open until it
+has seen what the second engine does.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dltop.jobs.foreign import FOREIGN_POLL_S
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = """
+import os, sys, time
+from dltop_report import step
+while not os.path.exists(sys.argv[2]):
+    time.sleep(0.02)
+for i in range(int(sys.argv[1])):
+    with step(samples=8):
+        time.sleep(0.01)
+"""
+
+PROFILE = """
+name = "{name}"
+[[matrix]]
+frameworks = ["command"]
+models = ["sleeper"]
+batch_sizes = [8]
+devices = ["cpu:1"]
+warmup = 1
+iterations = 5
+timeout_s = 120
+command = ["{python}", "{script}", "{{iterations}}", "{gate}"]
+"""
+
+
+def profile(tmp_path: Path, name: str) -> Path:
+    script = tmp_path / "sleeper.py"
+    script.write_text(SCRIPT)
+    path = tmp_path / f"{name}.toml"
+    path.write_text(PROFILE.format(name=name, python=sys.executable, script=script,
+                                   gate=tmp_path / "gate"))
+    return path
+
+
+def dltop(*args: str | Path) -> list[str]:
+    return [sys.executable, "-m", "dltop", *map(str, args)]
+
+
+def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute(sql, params).fetchall()
+    except sqlite3.OperationalError:  # the engine has not created its tables yet
+        return []
+    finally:
+        conn.close()
+
+
+def status(db: Path, name: str) -> str | None:
+    rows = query(db, "select status from campaigns where name = ?", name)
+    return rows[0][0] if rows else None
+
+
+def run_rows(db: Path) -> list[tuple[Any, ...]]:
+    return query(db, "select c.name, r.status, r.started_at, r.finished_at, r.cpu_affinity, "
+                     "r.device_lease, r.concurrent_runs from runs r join campaigns c "
+                     "on c.id = r.campaign_id order by r.id")
+
+
+def assert_one_after_the_other(rows: list[tuple[Any, ...]], others: set[int]) -> None:
+    (a, b) = sorted(rows, key=lambda r: r[2])
+    assert a[1] == b[1] == "ok", rows
+    assert a[4] == b[4] is not None, "both pinned to the same CPU (the host's first)"
+    assert a[3] <= b[2], f"the runs overlapped: {rows}"
+    assert a[5] == b[5] == "held", rows
+    if not others:
+        assert a[6] == b[6] == 0, rows
+
+
+def test_a_second_detached_engine_on_the_same_database_waits(tmp_path: Path, wait_until: Any,
+                                                             other_runners: Any) -> None:
+    with other_runners(tmp_path) as others:
+        same_database(tmp_path, wait_until)
+        assert_one_after_the_other(run_rows(tmp_path / "d.db"), others)
+
+
+def same_database(tmp_path: Path, wait_until: Any) -> None:
+    db = tmp_path / "d.db"
+    first = subprocess.run(dltop("run", profile(tmp_path, "a"), "--detach", "--db", db,
+                                 "--no-telemetry"), capture_output=True, text=True, timeout=60)
+    assert first.returncode == 0, first.stderr
+    wait_until(lambda: query(db, "select 1 from runs where status = 'running'"), 60,
+               "the first engine's run")
+    second = subprocess.run(dltop("run", profile(tmp_path, "b"), "--detach", "--db", db,
+                                  "--no-telemetry"), capture_output=True, text=True,
+                            timeout=60)
+    assert second.returncode == 0, second.stderr
+    wait_until(lambda: status(db, "b") == "waiting", 60, "campaign b to wait for devices")
+    shown = subprocess.run(dltop("status", "--db", db), capture_output=True, text=True,
+                           timeout=60).stdout
+    assert "`b`: waiting for devices: cpu-" in shown and "held by campaign 1 `a`" in shown, \
+        shown
+    assert len(run_rows(db)) == 1, "b started no run while a holds the CPU"
+    (tmp_path / "gate").write_text("")
+    wait_until(lambda: status(db, "a") == status(db, "b") == "finished", 120,
+               "both campaigns to finish")
+
+
+def test_engines_on_two_databases_share_the_lease(tmp_path: Path, wait_until: Any,
+                                                  other_runners: Any) -> None:
+    with other_runners(tmp_path) as others:
+        two_databases(tmp_path, wait_until)
+        assert_one_after_the_other(run_rows(tmp_path / "a.db") + run_rows(tmp_path / "b.db"),
+                                   others)
+
+
+def two_databases(tmp_path: Path, wait_until: Any) -> None:
+    da, dbb = tmp_path / "a.db", tmp_path / "b.db"
+    procs = [subprocess.Popen(dltop("run", profile(tmp_path, "a"), "--db", da, "--headless",
+                                    "--no-telemetry"), stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True)]
+    try:
+        wait_until(lambda: query(da, "select 1 from runs where status = 'running'"), 60,
+                   "the first engine's run")
+        procs.append(subprocess.Popen(dltop("run", profile(tmp_path, "b"), "--db", dbb,
+                                            "--headless", "--no-telemetry"),
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                      text=True))
+        wait_until(lambda: status(dbb, "b") == "waiting", 60, "b to wait for devices")
+        (waiting_for,) = query(dbb, "select waiting_for from campaigns")[0]
+        assert f"db {da}" in waiting_for, waiting_for
+        (tmp_path / "gate").write_text("")
+        outs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert "campaign 1 waiting for devices: cpu-" in outs[1]
+
+
+def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path,
+                                                        wait_until: Any) -> None:
+    # A lock directory that cannot exist (a read-only /tmp): both engines run at once.
+    (tmp_path / "not-a-dir").write_text("")
+    env = {**os.environ, "DLTOP_LOCK_DIR": str(tmp_path / "not-a-dir" / "locks")}
+    db = tmp_path / "d.db"
+    procs = []
+    try:
+        for name in ("a", "b"):
+            procs.append(subprocess.Popen(dltop("run", profile(tmp_path, name), "--db", db,
+                                                "--headless", "--no-telemetry"), env=env,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                          text=True))
+            wait_until(lambda n=name: query(db, "select 1 from runs r join campaigns c on "  # type: ignore[misc]
+                                               "c.id = r.campaign_id where c.name = ? and "
+                                               "r.pid is not null", n), 60, f"{name}'s run")
+        # Each engine scans its run's CPUs every FOREIGN_POLL_S: let a's next scan come.
+        time.sleep(FOREIGN_POLL_S * 1.5)
+        (tmp_path / "gate").write_text("")
+        errs = [p.communicate(timeout=120)[0] for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    assert [p.returncode for p in procs] == [0, 0], errs
+    assert all(e.count("warning: no device lease (lock directory") == 1 for e in errs), errs
+    rows = run_rows(db)
+    assert len(rows) == 2 and all(r[1] == "ok" for r in rows), rows
+    assert all(r[5].startswith("unavailable: lock directory") for r in rows), rows
+    assert all(r[6] >= 1 for r in rows), f"the sharing went unrecorded: {rows}"
+    table = subprocess.run(dltop("export", "--db", db, "--campaign", "1"),
+                           capture_output=True, text=True, timeout=60).stdout
+    assert "†" in table, table

@@ -1,0 +1,182 @@
+"""The host-wide device lease with real processes (milliseconds), and the resume race."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dltop.jobs import lease
+from dltop.jobs.foreign import is_runner_argv, sharing_runners
+from dltop.jobs.lease import DeviceLease, device_names
+
+HOLD = textwrap.dedent("""
+    import sys, time
+    from dltop.jobs.lease import DeviceLease
+    held = DeviceLease(sys.argv[2:], {"campaign": 7, "name": "other", "db": "x.db"},
+                       __import__("pathlib").Path(sys.argv[1]))
+    assert held.poll() is None and not held.unavailable
+    print("held", flush=True)
+    time.sleep(60)
+""")
+
+
+def hold(directory: Path, *names: str) -> subprocess.Popen[str]:
+    """Another process holding ``names`` until killed."""
+    proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory), *names],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def test_names_are_in_one_global_order() -> None:
+    assert device_names([1, 0], [3, 0, 3]) == ("cpu-0", "cpu-3", "gpu-0", "gpu-1")
+    assert DeviceLease(["gpu-0", "cpu-10", "cpu-2"], {}, Path("/x")).names == (
+        "cpu-2", "cpu-10", "gpu-0")
+
+
+def test_a_device_held_by_another_process_is_busy_until_it_dies(tmp_path: Path) -> None:
+    other = hold(tmp_path, "cpu-0")
+    mine = DeviceLease(["cpu-0"], {"campaign": 1}, tmp_path)
+    try:
+        assert mine.poll() == "cpu-0" and not mine.complete
+        who = mine.holder_of("cpu-0")
+        assert "campaign 7 `other`" in who and f"pid {other.pid}" in who
+    finally:
+        other.send_signal(signal.SIGKILL)
+        other.wait()
+    # The kernel dropped the dead holder's lock: nothing stale to clean up.
+    assert mine.poll() is None and mine.complete and mine.unavailable is None
+    assert json.loads((tmp_path / "cpu-0.lock").read_text())["campaign"] == 1
+    mine.release()
+    assert DeviceLease(["cpu-0"], {}, tmp_path).poll() is None  # released
+
+
+def test_locks_are_kept_while_the_rest_are_awaited(tmp_path: Path) -> None:
+    other = hold(tmp_path, "cpu-1")
+    try:
+        whole = DeviceLease(["cpu-0", "cpu-1"], {}, tmp_path)
+        assert whole.poll() == "cpu-1"
+        # cpu-0 stays taken by the waiting lease: a packing engine cannot keep it
+        # busy forever and starve the engine that waits for the whole host.
+        assert DeviceLease(["cpu-0"], {}, tmp_path).poll() == "cpu-0"
+    finally:
+        other.kill()
+        other.wait()
+    assert whole.poll() is None and len(whole.fds) == 2
+
+
+def test_a_child_that_inherits_the_locks_keeps_the_devices_leased(tmp_path: Path) -> None:
+    mine = DeviceLease(["gpu-0"], {}, tmp_path)
+    assert mine.poll() is None
+    # An orphaned runner (its engine killed) goes on using the device.
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                             pass_fds=mine.fds)
+    try:
+        mine.release()
+        assert DeviceLease(["gpu-0"], {}, tmp_path).poll() == "gpu-0"
+    finally:
+        child.kill()
+        child.wait()
+    assert DeviceLease(["gpu-0"], {}, tmp_path).poll() is None
+
+
+def test_the_shared_directory_and_files_are_usable_by_every_user(tmp_path: Path) -> None:
+    d = tmp_path / "shared"
+    held = DeviceLease(["cpu-0"], {}, d)
+    assert held.poll() is None
+    assert stat.S_IMODE(d.stat().st_mode) == 0o1777
+    assert stat.S_IMODE((d / "cpu-0.lock").stat().st_mode) == 0o666
+
+
+def test_a_symlink_planted_in_the_directory_is_not_followed(tmp_path: Path) -> None:
+    victim = tmp_path / "victim"
+    victim.write_text("precious")
+    d = tmp_path / "locks"
+    d.mkdir()
+    (d / "cpu-0.lock").symlink_to(victim)
+    held = DeviceLease(["cpu-0"], {}, d)
+    assert held.poll() is None and held.unavailable and "cpu-0.lock" in held.unavailable
+    assert victim.read_text() == "precious"
+
+
+def test_an_unusable_directory_means_no_lease_and_says_why(tmp_path: Path) -> None:
+    (tmp_path / "file").write_text("")
+    held = DeviceLease(["cpu-0"], {}, tmp_path / "file" / "locks")
+    assert held.poll() is None and held.complete and held.fds == ()
+    assert held.unavailable and "lock directory" in held.unavailable
+
+
+def test_lock_dir_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(lease.LOCK_DIR_ENV, "/somewhere")
+    assert lease.lock_dir() == Path("/somewhere")
+    monkeypatch.delenv(lease.LOCK_DIR_ENV)
+    assert lease.lock_dir() == Path("/tmp/dltop-locks")
+
+
+def test_wait_for_reports_the_holder_and_gives_up_on_stop(tmp_path: Path) -> None:
+    other = hold(tmp_path, "cpu-0")
+    told: list[str] = []
+
+    async def go() -> bool:
+        stop = asyncio.Event()
+
+        async def busy(what: str) -> None:
+            told.append(what)
+            stop.set()
+
+        return await lease.wait_for(DeviceLease(["cpu-0"], {}, tmp_path), stop, busy, 0.01)
+
+    try:
+        assert asyncio.run(go()) is False
+    finally:
+        other.kill()
+        other.wait()
+    assert len(told) == 1 and told[0].startswith("cpu-0 held by campaign 7 `other`")
+
+
+FAKE_RUNNER = "import time; time.sleep(60)"
+
+
+def test_other_engines_runners_on_our_cpus_are_found(tmp_path: Path) -> None:
+    script = tmp_path / "runners" / "child" / "torch_runner.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(FAKE_RUNNER)
+    assert is_runner_argv(["python", str(script), "spec.json"])
+    assert not is_runner_argv(["python", "train.py"])
+    # Started by an intermediate process that exits, as another engine's runner is
+    # not our child.
+    out = subprocess.run([sys.executable, "-c",
+                          "import subprocess, sys; print(subprocess.Popen([sys.executable, "
+                          f"{str(script)!r}, 'spec.json'], start_new_session=True, "
+                          "stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).pid)"],
+                         capture_output=True, text=True, check=True)
+    pid = int(out.stdout)
+    try:
+        cpu = sorted(os.sched_getaffinity(pid))[0]
+        assert pid in sharing_runners([cpu], [])
+        assert pid in sharing_runners(None, [])
+        assert pid not in sharing_runners([], [0])  # it has no GPU
+    finally:
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_run_leases_its_devices_when_packing_else_the_whole_host() -> None:
+    from dltop.jobs.allocator import Allocation, DeviceAllocator
+
+    lone = DeviceAllocator(2, [0, 1, 2], pack=False)
+    packs = DeviceAllocator(2, [0, 1, 2], pack=True)
+    assert lease.run_devices(Allocation((), (0,)), lone) == (
+        "cpu-0", "cpu-1", "cpu-2", "gpu-0", "gpu-1")
+    assert lease.run_devices(Allocation((), (2,)), packs) == ("cpu-2",)
+    assert lease.run_devices(Allocation((1,), None), packs) == ("gpu-1",)
+    assert lease.run_devices(Allocation((), None, exclusive=True), packs) == (
+        "cpu-0", "cpu-1", "cpu-2")

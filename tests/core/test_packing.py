@@ -314,5 +314,5 @@ def test_export_marks_cells_measured_packed(tmp_path: Path) -> None:
         store.finish_run(rid, q.job_id, "ok", {"median_s": 0.5, "concurrent_runs": overlap})
     md = render(build_table(store.db, cid, "time"), "md")
     assert "| fcn-r | torch | 8 | 0.5000† | 0.5000 |" in md
-    assert "† measured while other runs shared the host" in md
+    assert "† measured while other runs shared its devices" in md
     assert r"0.5000\textdagger{}" in render(build_table(store.db, cid, "time"), "latex")

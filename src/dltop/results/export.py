@@ -74,8 +74,9 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")
-NOTE_PACKED = ("† measured while other runs shared the host (a packed campaign, "
-               "dltop run --pack): a throughput figure, not a clean single-run one.")
+NOTE_PACKED = ("† measured while other runs shared its devices (a packed campaign, "
+               "dltop run --pack, or another engine's runner seen on them): a throughput "
+               "figure, not a clean single-run one.")
 NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (incomplete: "
                    "the others failed, were cancelled or have not run).")
 NOTE_SIMULATED = ("Device telemetry of this campaign came from SIMULATED GPUs "

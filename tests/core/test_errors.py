@@ -12,7 +12,7 @@ import pytest
 from dltop import cli, envsetup
 from dltop.errors import DltopError, SetupError, UserError
 from dltop.jobs import campaign
-from dltop.jobs.collector import IterationCollector
+from dltop.jobs.collector import IterationCollector, run_fields
 from dltop.jobs.engine import Engine
 from dltop.jobs.launch import EngineDidNotStart
 from dltop.jobs.supervisor import ChildOutcome
@@ -91,7 +91,7 @@ def test_protocol_errors_are_stored_with_the_run(tmp_path: Path) -> None:
     # (tests/core/test_supervisor.py checks the counting against a real child).
     outcome = ChildOutcome("ok", 0, 1, 1, 0.5, protocol_errors=2)
     collector = IterationCollector(run_id, job.spec, lambda e: None, store, lambda *a: None)
-    store.finish_run(run_id, job.job_id, "ok", Engine._summary(outcome, collector))
+    store.finish_run(run_id, job.job_id, "ok", run_fields(outcome, collector))
     assert store.db["runs"].get(run_id)["protocol_errors"] == 2
 
 

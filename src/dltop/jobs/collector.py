@@ -15,7 +15,9 @@ from collections.abc import Callable
 from typing import Any
 
 from dltop.jobs.events import EngineEvent, RunProgress
+from dltop.jobs.supervisor import ChildOutcome
 from dltop.profiles.model import JobSpec
+from dltop.results.stats import summarize_run
 from dltop.store.writer import Store
 from dltop.telemetry.clock import anchor
 
@@ -88,3 +90,26 @@ def _as_float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
+
+
+def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
+    """The ``runs`` columns a finished run stores: how it ended and its statistics.
+
+    Args:
+        outcome: what the supervisor saw of the child (exit, events, log tail).
+        c: the run's collector, holding its measured iterations.
+    """
+    fields: dict[str, Any] = {
+        "exit_code": outcome.exit_code, "wall_s": outcome.wall_s,
+        "error_kind": outcome.error_kind, "error_message": outcome.message,
+        "protocol_errors": outcome.protocol_errors,
+        "log_tail": outcome.log_tail or None,
+        "framework_version": outcome.hello.get("framework_version"),
+        "device_name": outcome.hello.get("device_name"),
+        "param_count": outcome.model.get("param_count"),
+        "flops_per_sample": outcome.model.get("flops_per_sample"),
+        "final_loss": c.last_loss,
+    }
+    if c.measured:
+        fields.update(summarize_run(c.measured, c.samples_per_iter).to_columns())
+    return fields

@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import time
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -27,7 +26,8 @@ from dltop.catalog import CampaignStatus, Control, ErrorKind, RunStatus, control
 from dltop.errors import DltopError
 from dltop.jobs import environment, lease
 from dltop.jobs.allocator import Allocation, DeviceAllocator
-from dltop.jobs.collector import IterationCollector
+from dltop.jobs.collector import IterationCollector, run_fields
+from dltop.jobs.cooldown import cool_down
 from dltop.jobs.events import (
     CampaignFinished,
     CampaignStarted,
@@ -39,10 +39,9 @@ from dltop.jobs.events import (
 )
 from dltop.jobs.foreign import most_sharing
 from dltop.jobs.queued import QueuedJob
-from dltop.jobs.supervisor import ChildOutcome, supervise
+from dltop.jobs.supervisor import supervise
 from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec
-from dltop.results.stats import summarize_run
 from dltop.runners import registry
 from dltop.store.writer import Store, utc_now
 from dltop.telemetry.sampler import Batch, Sampler
@@ -255,38 +254,12 @@ class Engine:
 
     async def _cooldown(self, job: JobSpec, gpus: tuple[int, ...],
                         ) -> tuple[float, float | None, float | None]:
-        """Wait before a run as the job asks.
-
-        Returns:
-            (seconds waited, hottest GPU temperature in °C, highest GPU power in W)
-            of the job's GPUs when it starts (None without readings).
-        """
-        def highest(read: Callable[[], dict[int, float]]) -> float | None:
-            values = read()
-            vals = [values[i] for i in gpus if i in values]
-            return max(vals) if vals else None
-
-        def hottest() -> float | None:
-            return highest(self._sampler.temperatures) if self._sampler else None
-
-        def power() -> float | None:
-            return highest(self._sampler.powers) if self._sampler else None
-
-        def settled() -> bool:
-            # Without a threshold (or a reading) only the full cooldown_s counts.
-            checks = [(job.cooldown_temp_c, hottest), (job.cooldown_power_w, power)]
-            wanted = [(limit, read()) for limit, read in checks if limit is not None]
-            return bool(wanted) and all(v is not None and v <= limit for limit, v in wanted)
-
-        t0 = time.monotonic()
-        if job.cooldown_s > 0 and self._ran_one:
-            while time.monotonic() - t0 < job.cooldown_s and not self._stop.is_set():
-                if settled():
-                    break
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._stop.wait(), timeout=0.25)
+        """Wait before a run as the job asks (not before the campaign's first run)."""
+        s = self._sampler
+        result = await cool_down(job, gpus, s.temperatures if s else None,
+                                 s.powers if s else None, self._stop, wait=self._ran_one)
         self._ran_one = True
-        return time.monotonic() - t0, hottest(), power()
+        return result
 
     async def _run_job(self, q: QueuedJob, alloc: Allocation, token: int) -> str:
         job = q.spec
@@ -357,7 +330,7 @@ class Engine:
             ended.set()
         collector.flush()
         await asyncio.gather(*(asyncio.wrap_future(f) for f in pending))
-        fields = self._summary(outcome, collector)
+        fields = run_fields(outcome, collector)
         # Other engines' runners on these devices count as concurrent runs too.
         fields["concurrent_runs"] = self._alloc.overlap(token) + await foreign
         await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields)
@@ -400,23 +373,6 @@ class Engine:
         # this process group safely if we die (see jobs.resume).
         self._store.update_run(run_id, {"pid": pid, "pgid": pgid, "log_path": log_path,
                                         "proc_start_time": process_start_time(pid)})
-
-    @staticmethod
-    def _summary(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
-        fields: dict[str, Any] = {
-            "exit_code": outcome.exit_code, "wall_s": outcome.wall_s,
-            "error_kind": outcome.error_kind, "error_message": outcome.message,
-            "protocol_errors": outcome.protocol_errors,
-            "log_tail": outcome.log_tail or None,
-            "framework_version": outcome.hello.get("framework_version"),
-            "device_name": outcome.hello.get("device_name"),
-            "param_count": outcome.model.get("param_count"),
-            "flops_per_sample": outcome.model.get("flops_per_sample"),
-            "final_loss": c.last_loss,
-        }
-        if c.measured:
-            fields.update(summarize_run(c.measured, c.samples_per_iter).to_columns())
-        return fields
 
 
 def default_logs_dir(db_path: Path) -> Path:

@@ -24,8 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from dltop.store import connect
-from dltop.store.telemetry import write_batch
+from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.sampler import Sampler
 
@@ -33,7 +32,7 @@ from dltop.telemetry.sampler import Sampler
 def dltop_cpu(rate: float, seconds: float, db_dir: Path) -> tuple[float, float, int]:
     db = connect(db_dir / f"t{rate:g}.db")
     sampler = Sampler(FakeGpuBackend(8, latency_s=0.0004),
-                      lambda b: write_batch(db, b), gpu_hz=rate, host_hz=min(rate, 2.0))
+                      Store(db).telemetry.write_batch, gpu_hz=rate, host_hz=min(rate, 2.0))
     sampler.begin_run(1, os.getpid(), tuple(range(8)))
     sampler.start()
     time.sleep(1.0)  # past start-up

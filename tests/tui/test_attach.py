@@ -19,19 +19,6 @@ from .conftest import Seeded, make_app
 
 pytestmark = pytest.mark.slow
 
-PROFILE = """
-name = "attach"
-[defaults]
-iterations = 150
-warmup = 2
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [32]
-devices = ["cpu:1"]
-repeats = 2
-"""
-
 VIEWER = """
 import sys
 from pathlib import Path
@@ -43,16 +30,23 @@ DltopApp(db, db.parent / "logs", FakeGpuBackend(2)).run(headless=True)
 """
 
 
+def attach_profile(profile_text: Any, repeats: int) -> str:
+    """``repeats`` fcn-r runs of 150 iterations on one CPU."""
+    return profile_text({"frameworks": ["torch"], "models": ["fcn-r"], "batch_sizes": [32],
+                         "devices": ["cpu:1"], "repeats": repeats},
+                        name="attach", defaults={"iterations": 150, "warmup": 2})
+
+
 def _one(db_path: Path, sql: str) -> object:
     row = next(iter(connect(db_path, create=False).query(sql)), None)
     return None if row is None else next(iter(row.values()))
 
 
-def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path,
-                                                            wait_until: Any) -> None:
+def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path, wait_until: Any,
+                                                            profile_text: Any) -> None:
     db_path = tmp_path / "a.db"
     profile = tmp_path / "attach.toml"
-    profile.write_text(PROFILE)
+    profile.write_text(attach_profile(profile_text, repeats=2))
     launch = start_engine([str(profile)], db_path, tmp_path / "logs", wait_s=0.5)
     assert launch.exit_code is None, launch.log_tail
     viewers = [subprocess.Popen([sys.executable, "-c", VIEWER, str(db_path)],
@@ -93,11 +87,11 @@ async def _reattach(db_path: Path) -> None:
         assert view.counts == {"ok": 2} and view.current is None
 
 
-def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path,
-                                                             wait_until: Any) -> None:
+def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path, wait_until: Any,
+                                                             profile_text: Any) -> None:
     db_path = tmp_path / "a.db"
     profile = tmp_path / "attach.toml"
-    profile.write_text(PROFILE.replace("repeats = 2", "repeats = 1"))
+    profile.write_text(attach_profile(profile_text, repeats=1))
     launch = start_engine([str(profile)], db_path, tmp_path / "logs", wait_s=0.5)
     assert launch.exit_code is None, launch.log_tail
     wait_until(lambda: db_path.exists() and (_one(

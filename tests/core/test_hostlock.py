@@ -12,7 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,25 @@ def engine(profile: Path, db: Path, env: dict[str, str] | None = None) -> subpro
     """A foreground engine on ``db``; its stdout and stderr come in one pipe."""
     return subprocess.Popen(dltop("run", profile, "--db", db, "--headless", "--no-telemetry"),
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@contextmanager
+def engines() -> Iterator[list[subprocess.Popen[str]]]:
+    """The engines a test starts (it appends them); whatever is left is killed at the end."""
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+
+
+def open_gate(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> list[str]:
+    """Lets the held runs go on; every engine must then end with 0. Returns their output."""
+    (tmp_path / "gate").write_text("")
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    return outs
 
 
 def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -131,20 +151,15 @@ def test_engines_on_two_databases_share_the_lease(tmp_path: Path, wait_until: An
 
 def two_databases(tmp_path: Path, wait_until: Any, profile: Callable[[str], Path]) -> None:
     da, dbb = tmp_path / "a.db", tmp_path / "b.db"
-    procs = [engine(profile("a"), da)]
-    try:
+    with engines() as procs:
+        procs.append(engine(profile("a"), da))
         wait_until(lambda: query(da, "select 1 from runs where status = 'running'"), 60,
                    "the first engine's run")
         procs.append(engine(profile("b"), dbb))
         wait_until(lambda: status(dbb, "b") == "waiting", 60, "b to wait for devices")
         (waiting_for,) = query(dbb, "select waiting_for from campaigns")[0]
         assert f"db {da}" in waiting_for, waiting_for
-        (tmp_path / "gate").write_text("")
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    assert [p.returncode for p in procs] == [0, 0], outs
+        outs = open_gate(tmp_path, procs)
     assert "campaign 1 waiting for devices: cpu-" in outs[1]
 
 
@@ -154,8 +169,7 @@ def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path, wait_unt
     (tmp_path / "not-a-dir").write_text("")
     env = {**os.environ, "DLTOP_LOCK_DIR": str(tmp_path / "not-a-dir" / "locks")}
     db = tmp_path / "d.db"
-    procs = []
-    try:
+    with engines() as procs:
         for name in ("a", "b"):
             procs.append(engine(profile(name), db, env))
             wait_until(lambda n=name: query(db, "select 1 from runs r join campaigns c on "  # type: ignore[misc]
@@ -163,12 +177,7 @@ def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path, wait_unt
                                                "r.pid is not null", n), 60, f"{name}'s run")
         # Each engine scans its run's CPUs every FOREIGN_POLL_S: let a's next scan come.
         time.sleep(FOREIGN_POLL_S * 1.5)
-        (tmp_path / "gate").write_text("")
-        errs = [p.communicate(timeout=120)[0] for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    assert [p.returncode for p in procs] == [0, 0], errs
+        errs = open_gate(tmp_path, procs)
     assert all(e.count("warning: no device lease (lock directory") == 1 for e in errs), errs
     rows = run_rows(db)
     assert len(rows) == 2 and all(r[1] == "ok" for r in rows), rows

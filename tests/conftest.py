@@ -12,10 +12,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.util
+import json
 import os
+import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
@@ -128,6 +130,65 @@ def wait_until_fixture() -> Callable[..., None]:
 def wait_until_async_fixture() -> Callable[..., object]:
     """:func:`wait_until_async` as a fixture."""
     return wait_until_async
+
+
+# profile text ---------------------------------------------------------------------------
+class TomlSource(str):
+    """A value (or lines) already written in TOML, which :class:`ProfileText` keeps as is."""
+
+
+def toml_value(value: object) -> str:
+    """``value`` as TOML: str, bool, int, float, or a list of those; TomlSource unchanged."""
+    if isinstance(value, TomlSource):
+        return str(value)
+    if isinstance(value, str):
+        return json.dumps(value)  # a JSON string is a valid TOML basic string
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+class ProfileText:
+    """Builds a profile's TOML text from its keys and values, in the order given.
+
+    ``profile_text({"frameworks": ["torch"], ...}, name="x", defaults={...})`` gives
+    ``name``, then ``[defaults]``, then one ``[[matrix]]`` table a mapping; ``extra``
+    (TOML lines) ends the last table. ``profile_text.raw(s)`` marks ``s`` as TOML already.
+    """
+
+    raw = TomlSource
+
+    def __call__(self, *matrix: Mapping[str, object], name: str | None = None,
+                 defaults: Mapping[str, object] | None = None, extra: str = "") -> str:
+        lines = [] if name is None else [f"name = {toml_value(name)}"]
+        tables = ([("[defaults]", defaults)] if defaults is not None else []) + \
+            [("[[matrix]]", row) for row in matrix]
+        for header, keys in tables:
+            lines.append(header)
+            lines += [f"{k} = {toml_value(v)}" for k, v in keys.items()]
+        return "\n".join([*lines, extra]) + "\n"
+
+
+@pytest.fixture
+def profile_text() -> ProfileText:
+    """:class:`ProfileText`: tests state a profile's keys and values, not its TOML layout."""
+    return ProfileText()
+
+
+@pytest.fixture
+def foreign_sqlite() -> Callable[[Path, str], Path]:
+    """Writes a SQLite database that is not dltop's: ``(path, create_table_sql) -> path``."""
+    def write(path: Path, create_table_sql: str) -> Path:
+        conn = sqlite3.connect(path)
+        conn.execute(create_table_sql)
+        conn.commit()
+        conn.close()
+        return path
+    return write
 
 
 # framework markers ---------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +15,24 @@ from dltop.jobs.engine import Engine
 from dltop.profiles.loader import parse
 from dltop.store import Store, memory_db
 
-PROFILE = """
-[[matrix]]
-frameworks = ["torch"]
-models = ["alexnet-r"]
-batch_sizes = [8]
-devices = {devices}
-iterations = 2
-warmup = 1
-repeats = 2
-cooldown_s = {cooldown}
-{extra}
-"""
+
+@pytest.fixture
+def profile(profile_text: Any) -> Callable[..., str]:
+    """Two alexnet-r runs on ``devices``, ``cooldown`` s apart, with ``extra`` TOML lines."""
+    def text(devices: list[str], cooldown: int, extra: str = "") -> str:
+        return profile_text({
+            "frameworks": ["torch"], "models": ["alexnet-r"], "batch_sizes": [8],
+            "devices": devices, "iterations": 2, "warmup": 1, "repeats": 2,
+            "cooldown_s": cooldown,
+        }, extra=extra)
+
+    return text
 
 
 @pytest.mark.slow
-def test_fixed_pause_between_runs_is_recorded(tmp_path: Path) -> None:
+def test_fixed_pause_between_runs_is_recorded(tmp_path: Path, profile: Any) -> None:
     prof = tmp_path / "p.toml"
-    prof.write_text(PROFILE.format(devices='["cpu:1"]', cooldown=2, extra=""))
+    prof.write_text(profile(["cpu:1"], 2))
     res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db",
                           str(tmp_path / "d.db"), "--headless"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
@@ -61,9 +62,8 @@ class HotThenCool:
         return {0: 400.0 if self.power_calls < self.idle_after else 90.0, 1: 700.0}
 
 
-async def test_waits_until_gpus_are_cool() -> None:
-    job = parse(PROFILE.format(devices='["gpu:1"]', cooldown=30,
-                               extra="cooldown_temp_c = 60"), "p", "p").jobs[0]
+async def test_waits_until_gpus_are_cool(profile: Any) -> None:
+    job = parse(profile(["gpu:1"], 30, "cooldown_temp_c = 60"), "p", "p").jobs[0]
     engine = Engine(Store(memory_db()), 1, "x", [], logs_dir=Path("/nonexistent"),
                     db_label="mem")
     fake: Any = HotThenCool()
@@ -76,9 +76,8 @@ async def test_waits_until_gpus_are_cool() -> None:
     assert power == 90.0  # GPU 1 (700 W) is not the job's
 
 
-async def test_waits_until_both_temperature_and_power_settle() -> None:
-    job = parse(PROFILE.format(devices='["gpu:1"]', cooldown=30,
-                               extra="cooldown_temp_c = 60\ncooldown_power_w = 100"),
+async def test_waits_until_both_temperature_and_power_settle(profile: Any) -> None:
+    job = parse(profile(["gpu:1"], 30, "cooldown_temp_c = 60\ncooldown_power_w = 100"),
                 "p", "p").jobs[0]
     assert job.cooldown_power_w == 100.0
     engine = Engine(Store(memory_db()), 1, "x", [], logs_dir=Path("/nonexistent"),
@@ -92,14 +91,12 @@ async def test_waits_until_both_temperature_and_power_settle() -> None:
     assert fake.power_calls >= 8 and 1.25 <= waited < job.cooldown_s
 
 
-def test_bad_cooldown_values() -> None:
+def test_bad_cooldown_values(profile: Any) -> None:
     from dltop.errors import UserError
 
     with pytest.raises(UserError, match="cooldown_s"):
-        parse(PROFILE.format(devices='["cpu:1"]', cooldown=-1, extra=""), "p", "p")
+        parse(profile(["cpu:1"], -1), "p", "p")
     with pytest.raises(UserError, match="cooldown_temp_c"):
-        parse(PROFILE.format(devices='["cpu:1"]', cooldown=1, extra="cooldown_temp_c = 0"),
-              "p", "p")
+        parse(profile(["cpu:1"], 1, "cooldown_temp_c = 0"), "p", "p")
     with pytest.raises(UserError, match=r"p: matrix\[0\]\.cooldown_power_w"):
-        parse(PROFILE.format(devices='["cpu:1"]', cooldown=1, extra='cooldown_power_w = "x"'),
-              "p", "p")
+        parse(profile(["cpu:1"], 1, 'cooldown_power_w = "x"'), "p", "p")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,24 +15,22 @@ import pytest
 from dltop.errors import UserError
 from dltop.profiles.loader import parse
 
-PROFILE = """
-name = "dp"
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [32]
-devices = {devices}
-iterations = 4
-warmup = 1
-timeout_s = {timeout}
-{extra}
-"""
+
+@pytest.fixture
+def profile(profile_text: Any) -> Callable[..., str]:
+    """The fcn-r profile on ``devices``, with ``extra`` TOML lines."""
+    def text(devices: list[str], extra: str = "", timeout: int = 120) -> str:
+        return profile_text({
+            "frameworks": ["torch"], "models": ["fcn-r"], "batch_sizes": [32],
+            "devices": devices, "iterations": 4, "warmup": 1, "timeout_s": timeout,
+        }, name="dp", extra=extra)
+
+    return text
 
 
-def run(tmp_path: Path, devices: str, extra: str = "", timeout: int = 120,
-        *args: str) -> subprocess.CompletedProcess[str]:
+def run(tmp_path: Path, profile: str, *args: str) -> subprocess.CompletedProcess[str]:
     prof = tmp_path / "p.toml"
-    prof.write_text(PROFILE.format(devices=devices, extra=extra, timeout=timeout))
+    prof.write_text(profile)
     return subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db",
                            str(tmp_path / "d.db"), "--headless", *args],
                           capture_output=True, text=True, timeout=300)
@@ -48,8 +47,8 @@ def db_rows(tmp_path: Path, sql: str) -> list[tuple[object, ...]]:
 
 
 @pytest.mark.slow
-def test_two_gloo_ranks_run_and_scale(tmp_path: Path) -> None:
-    res = run(tmp_path, '["cpus:1", "cpus:2"]')
+def test_two_gloo_ranks_run_and_scale(tmp_path: Path, profile: Any) -> None:
+    res = run(tmp_path, profile(["cpus:1", "cpus:2"]))
     assert res.returncode == 0, res.stderr + res.stdout
     assert [r[0] for r in db_rows(tmp_path, "select status from runs")] == ["ok", "ok"]
     extra = [json.loads(str(r[0])) for r in db_rows(tmp_path, "select extra from environment")]
@@ -68,9 +67,9 @@ def test_two_gloo_ranks_run_and_scale(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_a_dying_rank_fails_the_run_and_leaves_nothing(tmp_path: Path,
-                                                      group_members: Any) -> None:
-    res = run(tmp_path, '["cpus:2"]', 'inject = "crash-rank1"')
+def test_a_dying_rank_fails_the_run_and_leaves_nothing(tmp_path: Path, group_members: Any,
+                                                      profile: Any) -> None:
+    res = run(tmp_path, profile(["cpus:2"], 'inject = "crash-rank1"'))
     assert res.returncode == 1
     ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
     assert status == "crashed"
@@ -78,16 +77,16 @@ def test_a_dying_rank_fails_the_run_and_leaves_nothing(tmp_path: Path,
 
 
 @pytest.mark.slow
-def test_timeout_kills_every_rank(tmp_path: Path, group_members: Any) -> None:
-    res = run(tmp_path, '["cpus:2"]', 'inject = "hang"', 15)
+def test_timeout_kills_every_rank(tmp_path: Path, group_members: Any, profile: Any) -> None:
+    res = run(tmp_path, profile(["cpus:2"], 'inject = "hang"', 15))
     assert res.returncode == 1
     ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
     assert status == "timeout"
     assert group_members(int(pgid)) == []  # type: ignore[call-overload]
 
 
-def test_bad_worker_counts() -> None:
+def test_bad_worker_counts(profile: Any) -> None:
     with pytest.raises(UserError, match="cpus:0"):
-        parse(PROFILE.format(devices='["cpus:0"]', extra="", timeout=10), "p.toml", "p")
+        parse(profile(["cpus:0"], timeout=10), "p.toml", "p")
     with pytest.raises(UserError, match="does not divide over 3 workers"):
-        parse(PROFILE.format(devices='["cpus:3"]', extra="", timeout=10), "p.toml", "p")
+        parse(profile(["cpus:3"], timeout=10), "p.toml", "p")

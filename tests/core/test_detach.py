@@ -13,18 +13,6 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-PROFILE = """
-name = "bg"
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [8]
-devices = ["cpu:1"]
-iterations = {iterations}
-warmup = 1
-"""
-
-
 def dltop(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
                           text=True, env={**os.environ, "DLTOP_DB": str(tmp_path / "d.db")},
@@ -46,9 +34,12 @@ def status_of(tmp_path: Path) -> str | None:
     return None if row is None else str(row[0])
 
 
-def test_detached_engine_runs_to_the_end(tmp_path: Path, wait_until: Any) -> None:
+def test_detached_engine_runs_to_the_end(tmp_path: Path, wait_until: Any,
+                                         profile_text: Any) -> None:
     prof = tmp_path / "p.toml"
-    prof.write_text(PROFILE.format(iterations=60))
+    prof.write_text(profile_text({"frameworks": ["torch"], "models": ["fcn-r", "alexnet-r"],
+                                  "batch_sizes": [8], "devices": ["cpu:1"], "iterations": 60,
+                                  "warmup": 1}, name="bg"))
     res = dltop(tmp_path, "run", str(prof), "--detach")
     assert res.returncode == 0, res.stderr
     assert "engine started in the background" in res.stdout

@@ -12,6 +12,8 @@ import sqlite3
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -31,31 +33,51 @@ for i in range(int(sys.argv[1])):
         time.sleep(0.01)
 """
 
-PROFILE = """
-name = "{name}"
-[[matrix]]
-frameworks = ["command"]
-models = ["sleeper"]
-batch_sizes = [8]
-devices = ["cpu:1"]
-warmup = 1
-iterations = 5
-timeout_s = 120
-command = ["{python}", "{script}", "{{iterations}}", "{gate}"]
-"""
-
-
-def profile(tmp_path: Path, name: str) -> Path:
+@pytest.fixture
+def profile(tmp_path: Path, profile_text: Any) -> Callable[[str], Path]:
+    """Writes campaign ``name``'s profile: one sleeper run that waits for the gate file."""
     script = tmp_path / "sleeper.py"
     script.write_text(SCRIPT)
-    path = tmp_path / f"{name}.toml"
-    path.write_text(PROFILE.format(name=name, python=sys.executable, script=script,
-                                   gate=tmp_path / "gate"))
-    return path
+
+    def write(name: str) -> Path:
+        path = tmp_path / f"{name}.toml"
+        path.write_text(profile_text({
+            "frameworks": ["command"], "models": ["sleeper"], "batch_sizes": [8],
+            "devices": ["cpu:1"], "warmup": 1, "iterations": 5, "timeout_s": 120,
+            "command": [sys.executable, str(script), "{iterations}", str(tmp_path / "gate")],
+        }, name=name))
+        return path
+
+    return write
 
 
 def dltop(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "dltop", *map(str, args)]
+
+
+def engine(profile: Path, db: Path, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """A foreground engine on ``db``; its stdout and stderr come in one pipe."""
+    return subprocess.Popen(dltop("run", profile, "--db", db, "--headless", "--no-telemetry"),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+@contextmanager
+def engines() -> Iterator[list[subprocess.Popen[str]]]:
+    """The engines a test starts (it appends them); whatever is left is killed at the end."""
+    procs: list[subprocess.Popen[str]] = []
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+
+
+def open_gate(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> list[str]:
+    """Lets the held runs go on; every engine must then end with 0. Returns their output."""
+    (tmp_path / "gate").write_text("")
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    return outs
 
 
 def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -90,20 +112,21 @@ def assert_one_after_the_other(rows: list[tuple[Any, ...]], others: set[int]) ->
 
 
 def test_a_second_detached_engine_on_the_same_database_waits(tmp_path: Path, wait_until: Any,
-                                                             other_runners: Any) -> None:
+                                                             other_runners: Any,
+                                                             profile: Any) -> None:
     with other_runners(tmp_path) as others:
-        same_database(tmp_path, wait_until)
+        same_database(tmp_path, wait_until, profile)
         assert_one_after_the_other(run_rows(tmp_path / "d.db"), others)
 
 
-def same_database(tmp_path: Path, wait_until: Any) -> None:
+def same_database(tmp_path: Path, wait_until: Any, profile: Callable[[str], Path]) -> None:
     db = tmp_path / "d.db"
-    first = subprocess.run(dltop("run", profile(tmp_path, "a"), "--detach", "--db", db,
+    first = subprocess.run(dltop("run", profile("a"), "--detach", "--db", db,
                                  "--no-telemetry"), capture_output=True, text=True, timeout=60)
     assert first.returncode == 0, first.stderr
     wait_until(lambda: query(db, "select 1 from runs where status = 'running'"), 60,
                "the first engine's run")
-    second = subprocess.run(dltop("run", profile(tmp_path, "b"), "--detach", "--db", db,
+    second = subprocess.run(dltop("run", profile("b"), "--detach", "--db", db,
                                   "--no-telemetry"), capture_output=True, text=True,
                             timeout=60)
     assert second.returncode == 0, second.stderr
@@ -119,61 +142,42 @@ def same_database(tmp_path: Path, wait_until: Any) -> None:
 
 
 def test_engines_on_two_databases_share_the_lease(tmp_path: Path, wait_until: Any,
-                                                  other_runners: Any) -> None:
+                                                  other_runners: Any, profile: Any) -> None:
     with other_runners(tmp_path) as others:
-        two_databases(tmp_path, wait_until)
+        two_databases(tmp_path, wait_until, profile)
         assert_one_after_the_other(run_rows(tmp_path / "a.db") + run_rows(tmp_path / "b.db"),
                                    others)
 
 
-def two_databases(tmp_path: Path, wait_until: Any) -> None:
+def two_databases(tmp_path: Path, wait_until: Any, profile: Callable[[str], Path]) -> None:
     da, dbb = tmp_path / "a.db", tmp_path / "b.db"
-    procs = [subprocess.Popen(dltop("run", profile(tmp_path, "a"), "--db", da, "--headless",
-                                    "--no-telemetry"), stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True)]
-    try:
+    with engines() as procs:
+        procs.append(engine(profile("a"), da))
         wait_until(lambda: query(da, "select 1 from runs where status = 'running'"), 60,
                    "the first engine's run")
-        procs.append(subprocess.Popen(dltop("run", profile(tmp_path, "b"), "--db", dbb,
-                                            "--headless", "--no-telemetry"),
-                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                      text=True))
+        procs.append(engine(profile("b"), dbb))
         wait_until(lambda: status(dbb, "b") == "waiting", 60, "b to wait for devices")
         (waiting_for,) = query(dbb, "select waiting_for from campaigns")[0]
         assert f"db {da}" in waiting_for, waiting_for
-        (tmp_path / "gate").write_text("")
-        outs = [p.communicate(timeout=120)[0] for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    assert [p.returncode for p in procs] == [0, 0], outs
+        outs = open_gate(tmp_path, procs)
     assert "campaign 1 waiting for devices: cpu-" in outs[1]
 
 
-def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path,
-                                                        wait_until: Any) -> None:
+def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path, wait_until: Any,
+                                                        profile: Any) -> None:
     # A lock directory that cannot exist (a read-only /tmp): both engines run at once.
     (tmp_path / "not-a-dir").write_text("")
     env = {**os.environ, "DLTOP_LOCK_DIR": str(tmp_path / "not-a-dir" / "locks")}
     db = tmp_path / "d.db"
-    procs = []
-    try:
+    with engines() as procs:
         for name in ("a", "b"):
-            procs.append(subprocess.Popen(dltop("run", profile(tmp_path, name), "--db", db,
-                                                "--headless", "--no-telemetry"), env=env,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                          text=True))
+            procs.append(engine(profile(name), db, env))
             wait_until(lambda n=name: query(db, "select 1 from runs r join campaigns c on "  # type: ignore[misc]
                                                "c.id = r.campaign_id where c.name = ? and "
                                                "r.pid is not null", n), 60, f"{name}'s run")
         # Each engine scans its run's CPUs every FOREIGN_POLL_S: let a's next scan come.
         time.sleep(FOREIGN_POLL_S * 1.5)
-        (tmp_path / "gate").write_text("")
-        errs = [p.communicate(timeout=120)[0] for p in procs]
-    finally:
-        for p in procs:
-            p.kill()
-    assert [p.returncode for p in procs] == [0, 0], errs
+        errs = open_gate(tmp_path, procs)
     assert all(e.count("warning: no device lease (lock directory") == 1 for e in errs), errs
     rows = run_rows(db)
     assert len(rows) == 2 and all(r[1] == "ok" for r in rows), rows

@@ -16,24 +16,11 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-PROFILE = """
-name = "resume-me"
-[defaults]
-warmup = 1
-timeout_s = 300
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [8]
-devices = ["cpu:1"]
-iterations = 3
-[[matrix]]
-frameworks = ["torch"]
-models = ["alexnet-r"]
-batch_sizes = [8]
-devices = ["cpu:1"]
-iterations = 3000
-"""
+
+def job(model: str, iterations: int) -> dict[str, object]:
+    """One ``[[matrix]]`` table: ``model`` on one CPU at batch 8."""
+    return {"frameworks": ["torch"], "models": [model], "batch_sizes": [8],
+            "devices": ["cpu:1"], "iterations": iterations}
 
 
 def alive(pid: int) -> bool:
@@ -43,9 +30,10 @@ def alive(pid: int) -> bool:
         return False
 
 
-def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any) -> None:
+def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_text: Any) -> None:
     prof = tmp_path / "p.toml"
-    prof.write_text(PROFILE)
+    prof.write_text(profile_text(job("fcn-r", 3), job("alexnet-r", 3000), name="resume-me",
+                                 defaults={"warmup": 1, "timeout_s": 300}))
     env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
     engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,

@@ -6,6 +6,7 @@ import hashlib
 import json
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlite_utils
@@ -27,12 +28,8 @@ def test_migrations_apply_once_and_enable_wal(tmp_path: Path) -> None:
     assert db2.execute("pragma journal_mode").fetchone()[0] == "wal"
 
 
-def test_refuses_foreign_sqlite_and_garbage(tmp_path: Path) -> None:
-    other = tmp_path / "other.db"
-    conn = sqlite3.connect(other)
-    conn.execute("create table t (x)")
-    conn.commit()
-    conn.close()
+def test_refuses_foreign_sqlite_and_garbage(tmp_path: Path, foreign_sqlite: Any) -> None:
+    other = foreign_sqlite(tmp_path / "other.db", "create table t (x)")
     with pytest.raises(UserError, match="not a dltop database"):
         connect(other)
     junk = tmp_path / "junk.db"

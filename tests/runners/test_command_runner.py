@@ -6,7 +6,9 @@ import itertools
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,18 +16,6 @@ from dltop.errors import UserError
 from dltop.profiles.loader import parse
 
 pytestmark = pytest.mark.slow
-
-PROFILE = """
-[[matrix]]
-frameworks = ["command"]
-models = ["my-net"]
-batch_sizes = [32]
-devices = ["cpu:1"]
-warmup = 1
-timeout_s = 60
-command = {command}
-{extra}
-"""
 
 REPORTING = """
 import sys, time
@@ -37,10 +27,22 @@ for i in range(int(sys.argv[1])):
 """
 
 
-def run(tmp_path: Path, command: str, extra: str = "") -> tuple[int, list[tuple[object, ...]],
-                                                              str]:
+@pytest.fixture
+def profile(profile_text: Any) -> Callable[..., str]:
+    """One job's profile around ``command`` (TOML source) and ``extra`` (TOML lines)."""
+    def text(command: str, extra: str = "", framework: str = "command") -> str:
+        return profile_text({
+            "frameworks": [framework], "models": ["my-net"], "batch_sizes": [32],
+            "devices": ["cpu:1"], "warmup": 1, "timeout_s": 60,
+            "command": profile_text.raw(command),
+        }, extra=extra)
+
+    return text
+
+
+def run(tmp_path: Path, profile: str) -> tuple[int, list[tuple[object, ...]], str]:
     prof = tmp_path / "p.toml"
-    prof.write_text(PROFILE.format(command=command, extra=extra))
+    prof.write_text(profile)
     res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db",
                           str(tmp_path / "d.db"), "--headless", "--no-telemetry"],
                          capture_output=True, text=True, timeout=120)
@@ -61,11 +63,11 @@ def iteration_times(tmp_path: Path) -> list[tuple[int, float]]:
         conn.close()
 
 
-def test_script_reporting_through_dltop_report(tmp_path: Path) -> None:
+def test_script_reporting_through_dltop_report(tmp_path: Path, profile: Any) -> None:
     script = tmp_path / "train.py"
     script.write_text(REPORTING)
-    code, rows, err = run(tmp_path, f'["{sys.executable}", "{script}", "{{iterations}}"]',
-                          "iterations = 5")
+    command = f'["{sys.executable}", "{script}", "{{iterations}}"]'
+    code, rows, err = run(tmp_path, profile(command, "iterations = 5"))
     assert code == 0, err
     ((status, n, median, _, loss),) = rows
     assert (status, n) == ("ok", 4)  # 5 steps, the first is warm-up
@@ -79,32 +81,33 @@ def test_script_reporting_through_dltop_report(tmp_path: Path) -> None:
     assert len(ends) == 5 and all(b - a >= 9_000_000 for a, b in itertools.pairwise(ends))
 
 
-def test_regex_over_output_lines(tmp_path: Path) -> None:
+def test_regex_over_output_lines(tmp_path: Path, profile: Any) -> None:
     prog = "for i in range(6): print('step %d took 0.012s' % i)"
-    code, rows, err = run(tmp_path, f'["{sys.executable}", "-c", "{prog}"]',
-                          'iteration_regex = "took (?P<seconds>[0-9.]+)s"')
+    code, rows, err = run(tmp_path, profile(f'["{sys.executable}", "-c", "{prog}"]',
+                                            'iteration_regex = "took (?P<seconds>[0-9.]+)s"'))
     assert code == 0, err
     ((status, n, median, _, _),) = rows
     assert (status, n, median) == ("ok", 5, 0.012)
     assert all(t and wall for t, wall in iteration_times(tmp_path))  # when read
 
 
-def test_regex_that_never_matches_fails_with_a_reason(tmp_path: Path) -> None:
-    code, rows, _ = run(tmp_path, f'["{sys.executable}", "-c", "print(42)"]',
-                        'iteration_regex = "took (?P<seconds>[0-9.]+)s"')
+def test_regex_that_never_matches_fails_with_a_reason(tmp_path: Path, profile: Any) -> None:
+    code, rows, _ = run(tmp_path, profile(f'["{sys.executable}", "-c", "print(42)"]',
+                                          'iteration_regex = "took (?P<seconds>[0-9.]+)s"'))
     assert code == 1
     ((status, _, _, message, _),) = rows
     assert status == "crashed" and "never matched" in str(message)
 
 
-def test_failing_command_is_reported(tmp_path: Path) -> None:
-    code, rows, _ = run(tmp_path, f'["{sys.executable}", "-c", "import sys; sys.exit(4)"]')
+def test_failing_command_is_reported(tmp_path: Path, profile: Any) -> None:
+    code, rows, _ = run(tmp_path,
+                        profile(f'["{sys.executable}", "-c", "import sys; sys.exit(4)"]'))
     assert code == 1
     assert rows[0][0] == "crashed" and "exited with status 4" in str(rows[0][3])
 
 
-def test_missing_program_is_refused_before_anything_is_stored(tmp_path: Path) -> None:
-    code, rows, err = run(tmp_path, '["no-such-program-xyz"]')
+def test_missing_program_is_refused_before_anything_is_stored(tmp_path: Path, profile: Any) -> None:
+    code, rows, err = run(tmp_path, profile('["no-such-program-xyz"]'))
     assert code == 2 and "no-such-program-xyz" in err and rows == []
 
 
@@ -114,12 +117,12 @@ def test_missing_program_is_refused_before_anything_is_stored(tmp_path: Path) ->
     ('["python"]', 'iteration_regex = "([0-9]+)"', r"\(\?P<seconds>"),
     ('["python"]', 'iteration_regex = "("', "invalid regular expression"),
 ])
-def test_bad_command_keys(command: str, extra: str, match: str) -> None:
+def test_bad_command_keys(command: str, extra: str, match: str, profile: Any) -> None:
     with pytest.raises(UserError, match=match):
-        parse(PROFILE.format(command=command, extra=extra), "p.toml", "p")
+        parse(profile(command, extra), "p.toml", "p")
 
 
-def test_command_keys_need_the_command_framework() -> None:
-    text = PROFILE.format(command='["python"]', extra="").replace('["command"]', '["torch"]')
+def test_command_keys_need_the_command_framework(profile: Any) -> None:
+    text = profile('["python"]', framework="torch")
     with pytest.raises(UserError, match="only valid with frameworks"):
         parse(text, "p.toml", "p")

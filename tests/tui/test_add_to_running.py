@@ -5,23 +5,16 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from dltop.jobs.supervisor import process_start_time
 from dltop.live.campaign import read_campaign
 from dltop.store import Store, connect
 from dltop.tui import ops
 
-PROFILE = """
-[[matrix]]
-frameworks = ["command"]
-models = ["x"]
-batch_sizes = [8]
-devices = ["cpu:1"]
-command = ["true"]
-"""
 
-
-def test_add_goes_to_the_running_engines_campaign_not_the_viewed_one(tmp_path: Path) -> None:
+def test_add_goes_to_the_running_engines_campaign_not_the_viewed_one(tmp_path: Path,
+                                                                      profile_text: Any) -> None:
     db = tmp_path / "d.db"
     store = Store(connect(db))
     # A stand-in engine process: alive, with its start time recorded as an engine's is.
@@ -33,7 +26,9 @@ def test_add_goes_to_the_running_engines_campaign_not_the_viewed_one(tmp_path: P
                                         process_start_time(engine.pid))
         store.set_campaign_status(running, "running")
         prof = tmp_path / "p.toml"
-        prof.write_text(PROFILE)
+        prof.write_text(profile_text({"frameworks": ["command"], "models": ["x"],
+                                      "batch_sizes": [8], "devices": ["cpu:1"],
+                                      "command": ["true"]}))
         view = read_campaign(store.db, old)
         assert view is not None and not view.active
         text = ops.add_profile(db, tmp_path / "logs", str(prof), view)

@@ -12,25 +12,12 @@ from typing import Any
 
 import pytest
 
-from dltop.jobs.launch import start_engine
+from dltop.jobs.launch import Launch, start_engine
 from dltop.store import connect
 
 from .conftest import Seeded, make_app
 
 pytestmark = pytest.mark.slow
-
-PROFILE = """
-name = "attach"
-[defaults]
-iterations = 150
-warmup = 2
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [32]
-devices = ["cpu:1"]
-repeats = 2
-"""
 
 VIEWER = """
 import sys
@@ -43,18 +30,27 @@ DltopApp(db, db.parent / "logs", FakeGpuBackend(2)).run(headless=True)
 """
 
 
+def start_campaign(tmp_path: Path, profile_text: Any, repeats: int) -> Launch:
+    """A background engine on ``a.db`` running ``repeats`` fcn-r runs of 150 iterations."""
+    profile = tmp_path / "attach.toml"
+    profile.write_text(profile_text({"frameworks": ["torch"], "models": ["fcn-r"],
+                                     "batch_sizes": [32], "devices": ["cpu:1"],
+                                     "repeats": repeats},
+                                    name="attach", defaults={"iterations": 150, "warmup": 2}))
+    launch = start_engine([str(profile)], tmp_path / "a.db", tmp_path / "logs", wait_s=0.5)
+    assert launch.exit_code is None, launch.log_tail
+    return launch
+
+
 def _one(db_path: Path, sql: str) -> object:
     row = next(iter(connect(db_path, create=False).query(sql)), None)
     return None if row is None else next(iter(row.values()))
 
 
-def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path,
-                                                            wait_until: Any) -> None:
+def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path, wait_until: Any,
+                                                            profile_text: Any) -> None:
     db_path = tmp_path / "a.db"
-    profile = tmp_path / "attach.toml"
-    profile.write_text(PROFILE)
-    launch = start_engine([str(profile)], db_path, tmp_path / "logs", wait_s=0.5)
-    assert launch.exit_code is None, launch.log_tail
+    launch = start_campaign(tmp_path, profile_text, repeats=2)
     viewers = [subprocess.Popen([sys.executable, "-c", VIEWER, str(db_path)],
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE) for _ in range(2)]
@@ -93,13 +89,10 @@ async def _reattach(db_path: Path) -> None:
         assert view.counts == {"ok": 2} and view.current is None
 
 
-def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path,
-                                                             wait_until: Any) -> None:
+def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path, wait_until: Any,
+                                                             profile_text: Any) -> None:
     db_path = tmp_path / "a.db"
-    profile = tmp_path / "attach.toml"
-    profile.write_text(PROFILE.replace("repeats = 2", "repeats = 1"))
-    launch = start_engine([str(profile)], db_path, tmp_path / "logs", wait_s=0.5)
-    assert launch.exit_code is None, launch.log_tail
+    launch = start_campaign(tmp_path, profile_text, repeats=1)
     wait_until(lambda: db_path.exists() and (_one(
         db_path, "select count(*) from iterations") or 0) > 3, 120, "a run in progress",
                interval_s=0.2)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def tui(*args: str) -> subprocess.CompletedProcess[str]:
@@ -20,12 +20,8 @@ def test_missing_database(tmp_path: Path) -> None:
     assert not (tmp_path / "nope.db").exists()
 
 
-def test_foreign_sqlite_database_is_left_untouched(tmp_path: Path) -> None:
-    path = tmp_path / "other.db"
-    conn = sqlite3.connect(path)
-    conn.execute("create table notes (x text)")
-    conn.commit()
-    conn.close()
+def test_foreign_sqlite_database_is_left_untouched(tmp_path: Path, foreign_sqlite: Any) -> None:
+    path = foreign_sqlite(tmp_path / "other.db", "create table notes (x text)")
     before = path.read_bytes()
     r = tui("--db", str(path))
     assert r.returncode == 2 and "not a dltop database" in r.stderr

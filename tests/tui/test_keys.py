@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +45,38 @@ async def settle(app: DltopApp, pilot: Pilot[Any]) -> None:
     await pilot.pause()
 
 
+@asynccontextmanager
+async def started(seeded: Seeded, size: tuple[int, int] = (100, 30)
+                  ) -> AsyncIterator[tuple[Recording, Pilot[Any]]]:
+    """The app for ``seeded``, running and settled; the app is also there after the block."""
+    app = app_for(seeded)
+    async with app.run_test(size=size) as pilot:
+        await settle(app, pilot)
+        yield app, pilot
+
+
+async def press(app: DltopApp, pilot: Pilot[Any], *keys: str) -> None:
+    """Press ``keys``, then wait for what they started."""
+    await pilot.press(*keys)
+    await settle(app, pilot)
+
+
+def one_cpu_job(model: str) -> dict[str, object]:
+    """A profile's ``[[matrix]]`` table: ``model`` in PyTorch at batch 8 on one CPU."""
+    return {"frameworks": ["torch"], "models": [model], "batch_sizes": [8], "devices": ["cpu:1"]}
+
+
+async def add_profile(pilot: Pilot[Any], path: Path) -> None:
+    """``a``, then ``path`` typed into the profile picker and entered."""
+    await pilot.press("a")
+    await pilot.pause()
+    screen = pilot.app.screen
+    assert isinstance(screen, ProfilePicker)
+    screen.query_one("#profile-path").value = str(path)  # type: ignore[attr-defined]
+    screen.query_one("#profile-path").focus()
+    await pilot.press("enter")
+
+
 def rows(seeded: Seeded, sql: str, *params: Any) -> list[dict[str, Any]]:
     return list(connect(seeded.db_path, create=False).query(sql, list(params)))
 
@@ -64,9 +98,7 @@ def engine_seeded(tmp_path: Path, stand_in_engine: int) -> Seeded:
 
 
 async def test_main_screen_shows_queue_run_and_devices(engine_seeded: Seeded) -> None:
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, _):
         assert isinstance(app.screen, MainScreen)
         view = app.campaign_view
         assert view is not None and view.engine_alive and view.current is not None
@@ -85,9 +117,7 @@ async def test_the_gpu_note_says_why_and_is_laid_out_only_when_it_changes(
     from dltop.live.devices import DeviceFrame
     from dltop.tui.devices import DevicesPanel
 
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
         panel = app.screen.query_one(DevicesPanel)
         note = panel.query_one("#gpu-note", Static)
         assert note.display and "SIMULATED GPUs" in str(note.render())
@@ -109,35 +139,25 @@ async def test_the_gpu_note_says_why_and_is_laid_out_only_when_it_changes(
 
 
 async def test_c_cancels_the_current_run(engine_seeded: Seeded) -> None:
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("c")
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
+        await press(app, pilot, "c")
     assert rows(engine_seeded, "select cancel_run_id from campaigns")[0]["cancel_run_id"] == \
         engine_seeded.run_id
     assert [d.action for d in app.done] == ["cancel-run"]
 
 
 async def test_p_pauses_then_resumes(engine_seeded: Seeded) -> None:
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("p")
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
+        await press(app, pilot, "p")
         assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "pause"
-        await pilot.press("p")
-        await settle(app, pilot)
+        await press(app, pilot, "p")
     assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "resume"
     assert [d.action for d in app.done] == ["pause", "resume"]
 
 
 async def test_r_requeues_failed_jobs_at_the_end(engine_seeded: Seeded) -> None:
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("r")
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
+        await press(app, pilot, "r")
     crashed = job(engine_seeded, engine_seeded.job_ids[1])
     assert crashed["status"] == "queued" and crashed["position"] == 6
     assert "1 job(s) queued again" in app.done[-1].text
@@ -145,19 +165,15 @@ async def test_r_requeues_failed_jobs_at_the_end(engine_seeded: Seeded) -> None:
 
 async def test_shift_k_and_j_move_the_selected_queued_job(engine_seeded: Seeded) -> None:
     ids = engine_seeded.job_ids
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
         await select_job(app, pilot, ids[4])
-        await pilot.press("K")
-        await settle(app, pilot)
+        await press(app, pilot, "K")
         assert job(engine_seeded, ids[4])["position"] < job(engine_seeded, ids[3])["position"]
         assert app.screen.query_one(QueueTable).selected_job == ids[4]  # cursor follows
         await pilot.press("K")  # cannot pass the running job
         await settle(app, pilot)
         assert job(engine_seeded, ids[4])["position"] == 3
-        await pilot.press("J", "J")
-        await settle(app, pilot)
+        await press(app, pilot, "J", "J")
     assert job(engine_seeded, ids[4])["position"] == 5
     assert app.done[1].text.startswith("only queued jobs move")
     # A move that happened says nothing: the queue shows it, and a pile of toasts
@@ -167,35 +183,23 @@ async def test_shift_k_and_j_move_the_selected_queued_job(engine_seeded: Seeded)
 
 async def test_x_removes_a_queued_job_but_not_a_finished_one(engine_seeded: Seeded) -> None:
     ids = engine_seeded.job_ids
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
         await select_job(app, pilot, ids[5])
-        await pilot.press("x")
-        await settle(app, pilot)
+        await press(app, pilot, "x")
         assert job(engine_seeded, ids[5])["status"] == "removed"
         assert app.screen.query_one(QueueTable).row_count == 5
         await select_job(app, pilot, ids[0])
-        await pilot.press("x")
-        await settle(app, pilot)
+        await press(app, pilot, "x")
     assert job(engine_seeded, ids[0])["status"] == "ok"
     assert app.done[-1].text == "only a queued job can be removed"
 
 
 async def test_a_with_a_bad_profile_shows_the_error_and_queues_nothing(
-        engine_seeded: Seeded, tmp_path: Path) -> None:
+        engine_seeded: Seeded, tmp_path: Path, profile_text: Any) -> None:
     bad = tmp_path / "bad.toml"
-    bad.write_text('[defaults]\niterations = "many"\n[[matrix]]\nframeworks = ["torch"]\n'
-                   'models = ["fcn-r"]\nbatch_sizes = [8]\ndevices = ["cpu:1"]\n')
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("a")
-        await pilot.pause()
-        assert isinstance(app.screen, ProfilePicker)
-        app.screen.query_one("#profile-path").value = str(bad)  # type: ignore[attr-defined]
-        app.screen.query_one("#profile-path").focus()
-        await pilot.press("enter")
+    bad.write_text(profile_text(one_cpu_job("fcn-r"), defaults={"iterations": "many"}))
+    async with started(engine_seeded) as (app, pilot):
+        await add_profile(pilot, bad)
         await app.workers.wait_for_complete()
         await pilot.pause()
         assert isinstance(app.screen, ProfilePicker)
@@ -207,18 +211,11 @@ async def test_a_with_a_bad_profile_shows_the_error_and_queues_nothing(
 
 
 async def test_a_appends_a_valid_profile_to_the_running_campaign(
-        engine_seeded: Seeded, tmp_path: Path) -> None:
+        engine_seeded: Seeded, tmp_path: Path, profile_text: Any) -> None:
     good = tmp_path / "more.toml"
-    good.write_text('[[matrix]]\nframeworks = ["torch"]\nmodels = ["lstm"]\n'
-                    'batch_sizes = [8]\ndevices = ["cpu:1"]\n')
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("a")
-        await pilot.pause()
-        app.screen.query_one("#profile-path").value = str(good)  # type: ignore[attr-defined]
-        app.screen.query_one("#profile-path").focus()
-        await pilot.press("enter")
+    good.write_text(profile_text(one_cpu_job("lstm")))
+    async with started(engine_seeded) as (app, pilot):
+        await add_profile(pilot, good)
         await settle(app, pilot)
         await settle(app, pilot)
         assert isinstance(app.screen, MainScreen)
@@ -230,39 +227,30 @@ async def test_a_appends_a_valid_profile_to_the_running_campaign(
 async def test_e_exports_the_table_to_the_typed_path(engine_seeded: Seeded,
                                                      tmp_path: Path) -> None:
     out = tmp_path / "out.csv"
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
         await pilot.press("2")
         await pilot.pause()
         await pilot.press("e")
         await pilot.pause()
         app.screen.query_one("#export-path").value = str(out)  # type: ignore[attr-defined]
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
     text = out.read_text()  # the caption as '# ' lines, then the header
     assert text.startswith("# Campaign") and "\nmodel,framework,batch," in text
     assert app.done[-1].text == f"wrote {out}"
 
 
 async def test_number_keys_switch_screens_and_results_update(engine_seeded: Seeded) -> None:
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
-        await pilot.press("2")
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
+        await press(app, pilot, "2")
         assert isinstance(app.screen, ResultsScreen)
         text = str(app.screen.query_one("#results-table").render())
         assert "| fcn-r | torch | 64 | 0.05000 | failed |" in text
-        await pilot.press("m")
-        await settle(app, pilot)
+        await press(app, pilot, "m")
         assert "samples per second" in str(app.screen.query_one("#results-table").render())
-        await pilot.press("3")
-        await settle(app, pilot)
+        await press(app, pilot, "3")
         assert isinstance(app.screen, HistoryScreen)
         assert app.screen.query_one("#history").row_count == 1  # type: ignore[attr-defined]
-        await pilot.press("enter")
-        await settle(app, pilot)
+        await press(app, pilot, "enter")
         assert isinstance(app.screen, ResultsScreen)
         assert app.followed == engine_seeded.campaign_id
         await pilot.press("1")
@@ -280,9 +268,7 @@ async def test_switching_back_to_a_composed_screen_holds_no_repaint(
     real = App.delay_update
     monkeypatch.setattr(App, "delay_update",
                         lambda self, delay=0.05: (holds.append(delay), real(self, delay))[1])
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
         await pilot.press("2")  # first visit: composed now, held
         await settle(app, pilot)
         assert len(holds) == 1
@@ -313,9 +299,7 @@ async def test_question_mark_opens_help(engine_seeded: Seeded) -> None:
                          [("l", "leave", None), ("s", "stop", "cancel")])
 async def test_q_with_an_active_campaign_asks(engine_seeded: Seeded, key: str, result: str,
                                              control: str | None) -> None:
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, pilot):
         await pilot.press("q")
         await pilot.pause()
         assert isinstance(app.screen, QuitDialog)
@@ -327,9 +311,7 @@ async def test_q_with_an_active_campaign_asks(engine_seeded: Seeded, key: str, r
 
 async def test_q_without_an_engine_quits_at_once(tmp_path: Path) -> None:
     seeded = seed(tmp_path)  # no engine: nothing active
-    app = app_for(seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(seeded) as (app, pilot):
         assert app.campaign_view is not None and not app.campaign_view.active
         await pilot.press("q")
         await pilot.pause()
@@ -337,9 +319,7 @@ async def test_q_without_an_engine_quits_at_once(tmp_path: Path) -> None:
 
 
 async def test_a_terminal_too_small_says_so(engine_seeded: Seeded) -> None:
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(60, 20)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded, size=(60, 20)) as (app, _):
         notice = app.screen.query_one("#too-small")
         assert notice.display and "needs at least 80x24 (now 60x20)" in str(notice.render())
         assert not app.screen.query_one("#body").display
@@ -348,9 +328,7 @@ async def test_a_terminal_too_small_says_so(engine_seeded: Seeded) -> None:
 async def test_the_key_bar_is_clickable(engine_seeded: Seeded) -> None:
     from dltop.tui.keybar import KeyBar
 
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(140, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded, size=(140, 30)) as (app, pilot):
         bar = app.screen.query_one(KeyBar)
         start = next(s for s, _, action, _ in bar._spans if action == "switch_mode('results')")
         await pilot.click("#keys", offset=(start + 1, 0))
@@ -367,9 +345,7 @@ async def test_packed_campaign_shows_every_run_in_progress(engine_seeded: Seeded
     rid = store.start_run(second, engine_seeded.campaign_id, 1, "", 64)
     store.add_iterations(rid, [{"idx": i, "seconds": 0.2, "samples": 64, "warmup": 1,
                                 "loss": 1.0} for i in range(3)])
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(100, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded) as (app, _):
         view = app.campaign_view
         assert view is not None and view.current is not None
         assert view.current.run_id == rid  # the newest run is the panel's
@@ -387,9 +363,7 @@ async def test_the_key_bar_keeps_help_and_quit_when_narrow(engine_seeded: Seeded
                                                           width: int) -> None:
     from dltop.tui.keybar import KeyBar
 
-    app = app_for(engine_seeded)
-    async with app.run_test(size=(width, 30)) as pilot:
-        await settle(app, pilot)
+    async with started(engine_seeded, size=(width, 30)) as (app, pilot):
         bar = app.screen.query_one(KeyBar)
         text = str(bar.render())
         assert len(text) <= width

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,19 +46,19 @@ def test_main_screen_wide_two_gpus(snap_compare: Any, seeded: Any) -> None:
                         run_before=lambda p: _ticks(p, 12))
 
 
-def test_results_screen(snap_compare: Any, seeded: Any) -> None:
+def _switch_to(key: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
+    """A ``run_before`` that lets the app settle, presses ``key``, and lets it settle again."""
     async def go(pilot: Pilot[Any]) -> None:
         await _ticks(pilot, 1)
-        await pilot.press("2")
+        await pilot.press(key)
         await _ticks(pilot, 1)
 
-    assert snap_compare(make_app(seeded), terminal_size=(100, 40), run_before=go)
+    return go
+
+
+def test_results_screen(snap_compare: Any, seeded: Any) -> None:
+    assert snap_compare(make_app(seeded), terminal_size=(100, 40), run_before=_switch_to("2"))
 
 
 def test_history_screen(snap_compare: Any, seeded: Any) -> None:
-    async def go(pilot: Pilot[Any]) -> None:
-        await _ticks(pilot, 1)
-        await pilot.press("3")
-        await _ticks(pilot, 1)
-
-    assert snap_compare(make_app(seeded), terminal_size=(80, 24), run_before=go)
+    assert snap_compare(make_app(seeded), terminal_size=(80, 24), run_before=_switch_to("3"))

@@ -69,10 +69,11 @@ NOTE_METRIC = ("Cells: {how} over the ok repeats (warm-up iterations excluded). 
                "runner crashed; simulated: read from simulated GPUs.")
 HOW = {"time": "median of each run's median", "throughput": "median of each run's "
        "total samples / total seconds", "gpu-memory": "maximum of each run's peak",
-       "host-memory": "maximum of each run's peak", "cpu": "mean of each run's process-tree "
-       "value (100 = one core; in brackets the whole host's user (us), system (sy) and "
-       "iowait (wa) CPU in % of all CPUs, means of the same runs)", "tflops": "FLOPs per sample × the "
-       "throughput cell", "mfu": "TFLOP/s ÷ the devices' peak for the precision"}
+       "host-memory": "maximum of each run's peak",
+       "cpu": "mean of each run's process-tree value (100 = one core; in brackets the whole "
+       "host's user (us), system (sy) and iowait (wa) CPU in % of all CPUs, means of the same "
+       "runs)", "tflops": "FLOPs per sample × the throughput cell",
+       "mfu": "TFLOP/s ÷ the devices' peak for the precision"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")

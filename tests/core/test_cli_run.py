@@ -104,6 +104,16 @@ def test_run_with_fake_gpus_stores_labelled_telemetry(tmp_path: Path) -> None:
     sims = rows(tmp_path, "select distinct simulated, gpu_index from gpu_samples")
     assert {(s["simulated"], s["gpu_index"]) for s in sims} == {(1, 0), (1, 1)}
     assert "SIMULATED" in dltop(tmp_path, "export").stdout
+    # The host's user/system/iowait split over the same window: shares of all CPUs' time.
+    split = (run["host_cpu_user_pct"], run["host_cpu_system_pct"], run["host_cpu_iowait_pct"])
+    assert all(v is not None and v >= 0.0 for v in split) and split[0] > 0.0
+    assert sum(split) <= 100.0 + 1e-6
+    cpu = dltop(tmp_path, "export", "--metric", "cpu").stdout
+    assert f"(host us {split[0]:.1f} sy {split[1]:.1f} wa {split[2]:.1f})" in cpu
+    # A CPU run with simulated GPUs present records no driver: the caption says why.
+    assert rows(tmp_path, "select driver_version from environment") == [
+        {"driver_version": None}]
+    assert "; driver n/a (no GPU);" in cpu
 
 
 @pytest.mark.slow

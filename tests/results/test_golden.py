@@ -64,6 +64,8 @@ def _telemetry(device: str, repeat: int, simulated: bool) -> dict[str, object]:
     """Summary columns of an ok run: host readings always, GPU readings on GPU devices."""
     fields: dict[str, object] = {"rss_peak_bytes": (1000 + 24 * repeat) * 2**20,
                                  "host_cpu_mean_pct": 40.0 + repeat,
+                                 "host_cpu_user_pct": 30.0 + repeat, "host_cpu_system_pct": 8.0,
+                                 "host_cpu_iowait_pct": 0.5 * repeat,
                                  "flops_per_sample": 3e9}
     if device.startswith("gpu"):
         fields.update({"device_name": "NVIDIA H100 80GB HBM3", "power_mean_w": 300.0 + repeat,
@@ -73,7 +75,7 @@ def _telemetry(device: str, repeat: int, simulated: bool) -> dict[str, object]:
     return fields
 
 
-def _environment(framework: str, device: str) -> dict[str, object]:
+def _environment(framework: str, device: str, simulated: bool) -> dict[str, object]:
     """What a runner's hello and the host facts store for a run (fixed, fictitious)."""
     kind, _, count = device.partition(":")
     threads = int(count) if kind == "cpu" else 1
@@ -86,7 +88,8 @@ def _environment(framework: str, device: str) -> dict[str, object]:
         "thread_env": f'{{"OMP_NUM_THREADS": "{threads}"}}'}
     if kind == "gpu":
         env.update({"cuda_version": "12.1", "cudnn_version": "8902",
-                    "device_name": "NVIDIA H100 80GB HBM3"})
+                    "device_name": "NVIDIA H100 80GB HBM3",
+                    "driver_version": "fake (simulated)" if simulated else "550.54.15"})
     return env
 
 
@@ -117,7 +120,7 @@ def _campaign(simulated: bool) -> tuple[sqlite_utils.Database, int]:
                                            "tree_cpu_pct": 90.0 + 10 * repeat})
             store.finish_run(run_id, job_id, status, fields)
             if seconds:
-                store.record_environment(run_id, _environment(framework, device))
+                store.record_environment(run_id, _environment(framework, device, simulated))
     # a fixed version, so that a release does not rewrite every golden file
     db["campaigns"].update(cid, {"dltop_version": "0.0.0-golden"})
     if simulated:

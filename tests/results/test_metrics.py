@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import statistics
 from collections.abc import Sequence
 from typing import Any
@@ -160,3 +161,26 @@ def test_docs_show_the_peak_table_the_code_uses() -> None:
 
     docs = Path(__file__).parents[2] / "docs" / "metrics.md"
     assert peak_table_markdown() in docs.read_text()
+
+
+def test_host_cpu_split_in_the_summary_and_the_cpu_pivot(campaigns: Any) -> None:
+    split = [{"host_cpu_user_pct": 30.0, "host_cpu_system_pct": 5.0, "host_cpu_iowait_pct": 1.0},
+             {"host_cpu_user_pct": 50.0, "host_cpu_system_pct": 7.0}]  # no iowait: off Linux
+    db, res = campaign(campaigns, [{**t, **s} for t, s in zip(TELEMETRY, split, strict=True)])
+    gpu = res["gpu:1"]
+    assert [value_of(gpu, n).value for n in ("host-user", "host-system", "host-iowait")] == [
+        pytest.approx(40.0), pytest.approx(6.0), pytest.approx(1.0)]
+    assert value_of(res["cpu:1"], "host-user").reason == "n/a: not sampled"
+    summary = json.loads(export.render(export.results_table(db, 1, "summary"), "json"))
+    row = next(r for r in summary["rows"] if r["device"] == "gpu:1")
+    assert (row["host-user"], row["host-system"], row["host-iowait"]) == (40.0, 6.0, 1.0)
+    md = export.render(export.results_table(db, 1, metric="cpu"), "md")
+    # the tree's mean (75 + 90) / 2, then the host's split over the same runs
+    assert "| 82.5 (host us 40.0 sy 6.0 wa 1.0) |" in md
+    assert "| n/a: not sampled |" in md  # cpu:1 sampled nothing: no split either
+    doc = json.loads(export.render(export.results_table(db, 1, metric="cpu"), "json"))
+    (cell,) = [r["cells"]["gpu:1"] for r in doc["rows"] if r["cells"].get("gpu:1")]
+    assert (cell["value"], cell["host_cpu_user_pct"], cell["host_cpu_iowait_pct"]) == (
+        82.5, 40.0, 1.0)
+    # GPU runs stored without a driver version (before it was recorded) say so
+    assert "driver n/a (not recorded)" in md

@@ -117,3 +117,29 @@ def test_window_and_contamination_columns_are_stored(store: Store) -> None:
     assert (row["contaminated"], row["contamination"], row["cpu_foreign_pct"],
             row["window_s"], row["energy_run_j"], row["telemetry_note"]) == (
         1, "cpu: 35% of CPU 0 used by other processes", 35.0, 6.0, 1500.0, None)
+
+
+def test_host_cpu_split_is_stored_in_windows_and_the_run_summary(store: Store) -> None:
+    cols = {c.name: c.type for c in store.db["host_samples"].columns}
+    assert (cols["cpu_user_pct"], cols["cpu_system_pct"], cols["cpu_iowait_pct"]) == (
+        "REAL",) * 3
+    w = HostWindow(7, 0.0, 5, 20.0, 80.0, 1 << 32, 0, 150.0, 1 << 28, None, 12.5, 4.0, 0.75)
+    store.telemetry.write_batch(Batch((), (w, host(None, 0.5))))
+    assert [tuple(r.values()) for r in store.db.query(
+        "select cpu_user_pct, cpu_system_pct, cpu_iowait_pct from host_samples "
+        "order by t_start_mono_s")] == [(12.5, 4.0, 0.75), (None, None, None)]
+    cid, (job,) = campaign(store, 1)
+    run = store.start_run(job, cid, 1, "", 8)
+    store.telemetry.write_run_telemetry(run, RunTelemetry(
+        host_cpu_user_pct=31.5, host_cpu_system_pct=6.25, host_cpu_iowait_pct=None))
+    row = store.db.table("runs").get(run)
+    assert (row["host_cpu_user_pct"], row["host_cpu_system_pct"],
+            row["host_cpu_iowait_pct"]) == (31.5, 6.25, None)
+
+
+def test_environment_records_the_driver_version(store: Store) -> None:
+    assert store.db["environment"].columns_dict["driver_version"] is str
+    cid, (job,) = campaign(store, 1)
+    run = store.start_run(job, cid, 1, "", 8)
+    store.record_environment(run, {"host": "h", "driver_version": "550.54.15"})
+    assert store.db.table("environment").get(run)["driver_version"] == "550.54.15"

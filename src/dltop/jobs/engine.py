@@ -340,8 +340,9 @@ class Engine:
             if tele is not None:
                 await self._write(self._store.telemetry.write_run_telemetry, run_id, tele)
         if outcome.hello:
+            gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
             await self._write(self._store.record_environment, run_id,
-                              environment.environment_row(outcome.hello, env, job))
+                              environment.environment_row(outcome.hello, env, job, gpus))
         self._count(outcome.status)
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),
                                fields.get("samples_per_s"), fields.get("cv"),

@@ -5,11 +5,12 @@ from __future__ import annotations
 import functools
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dltop.profiles.model import JobSpec
 from dltop.telemetry.host import host_facts
+from dltop.telemetry.model import GpuStatic
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
@@ -56,9 +57,26 @@ def child_env(job: JobSpec, base: Mapping[str, str], extra: Mapping[str, str],
     return env
 
 
+def driver_version(gpus: Sequence[GpuStatic]) -> str | None:
+    """The GPU driver version of a run's GPUs (``550.54.15``); simulated GPUs' fake one
+    is labelled ``(simulated)``; None without GPUs or when NVML could not say."""
+    versions = list(dict.fromkeys(
+        f"{g.driver_version} (simulated)" if g.simulated else g.driver_version
+        for g in gpus if g.driver_version))
+    return ", ".join(versions) or None
+
+
 def environment_row(hello: Mapping[str, Any], env: Mapping[str, str],
-                    job: JobSpec) -> dict[str, Any]:
-    """One ``environment`` row: host facts plus what the runner said in ``hello``."""
+                    job: JobSpec, gpus: Sequence[GpuStatic] = ()) -> dict[str, Any]:
+    """One ``environment`` row: host facts plus what the runner said in ``hello``.
+
+    Args:
+        hello: the runner's hello event.
+        env: the environment the runner was started with.
+        job: the run's job.
+        gpus: static facts of the run's GPUs from the telemetry backend (the driver
+            version comes from there: NVML has one owner, :mod:`dltop.telemetry.nvml`).
+    """
     known = {"v", "event", "framework", "framework_version", "python_version",
              "python_executable", "device", "threads", "pid", "blas", "cuda_version",
              "cudnn_version", "device_name"}
@@ -74,6 +92,7 @@ def environment_row(hello: Mapping[str, Any], env: Mapping[str, str],
         "cuda_version": hello.get("cuda_version"),
         "cudnn_version": hello.get("cudnn_version"),
         "device_name": hello.get("device_name"),
+        "driver_version": driver_version(gpus),
         "extra": json.dumps({k: v for k, v in hello.items() if k not in known}, default=str),
     }
 

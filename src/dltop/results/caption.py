@@ -6,7 +6,9 @@ threads and thread variables, CUDA, cuDNN) with the GPU models the runs
 reported (``runs.device_name``) and the dltop version each campaign was created
 with. Every field lists all the values that occur in the set, in order, so a
 table over two hosts or two torch versions says so instead of naming one.
-The NVIDIA driver version is not stored per run: it is stated as ``n/a``.
+The GPU driver version is the one NVML reported for each GPU run
+(``environment.driver_version``; simulated GPUs' fake driver says so); runs
+stored before it was recorded, and CPU-only sets, say ``n/a`` and why.
 """
 
 from __future__ import annotations
@@ -48,6 +50,8 @@ class Environment:
     dltop: tuple[str, ...]
     reported: int
     """Runs with an environment row."""
+    drivers: tuple[str, ...] = ()
+    """GPU driver versions the GPU runs recorded (``550.54.15``, ``fake (simulated)``)."""
 
     def _many_hosts(self) -> bool:
         return len(self.hosts) > 1
@@ -70,6 +74,11 @@ class Environment:
             return ["unknown (no GPU run reported its model)"]
         return [f"{self._at(host)}{name} (up to {n} per run)" for host, name, n in self.gpus]
 
+    def _driver_text(self) -> str:
+        if not self.gpu_runs:
+            return f"{NA} (no GPU)"
+        return ", ".join(self.drivers) if self.drivers else f"{NA} (not recorded)"
+
     def _thread_texts(self) -> list[str]:
         out = []
         for n, env in self.threads:
@@ -91,7 +100,7 @@ class Environment:
                      else _per_framework(self.blas))
         return [("host", some(self.hosts)), ("OS", some(self.os, soft)),
                 ("CPU", some(self._cpu_texts(), soft)), ("GPU", some(self._gpu_texts())),
-                ("driver", "n/a (not recorded)"), ("CUDA", some(self.cuda)),
+                ("driver", self._driver_text()), ("CUDA", some(self.cuda)),
                 ("cuDNN", some(self.cudnn)), ("frameworks", fws or soft),
                 ("Python", some(self.python, soft)), ("BLAS", blas_text or soft),
                 ("threads", "; ".join(self._thread_texts()) or soft),
@@ -116,7 +125,7 @@ class Environment:
             "cpu": [{"host": h, "model": m, "physical_cores": p, "logical_cores": lg}
                     for h, m, p, lg in self.cpus],
             "gpu": [{"host": h, "name": n, "max_per_run": c} for h, n, c in self.gpus],
-            "driver": None, "cuda": list(self.cuda), "cudnn": list(self.cudnn),
+            "driver": list(self.drivers), "cuda": list(self.cuda), "cudnn": list(self.cudnn),
             "frameworks": {fw: list(v) for fw, v in self.frameworks},
             "python": list(self.python), "blas": {fw: list(v) for fw, v in self.blas},
             "threads": [{"threads": n, "env": dict(env)} for n, env in self.threads],
@@ -195,7 +204,9 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
                                         for e in envs]),
                              key=lambda t: (t[0] is None, t[0] or 0, t[1]))),
         dltop=_distinct([c["dltop_version"] for c in camps]),
-        reported=len(envs))
+        reported=len(envs),
+        drivers=_distinct([e.get("driver_version") for e in envs
+                           if str(e["job_device"]).startswith("gpu")]))
 
 
 def context(db: sqlite_utils.Database, camps: Sequence[CampaignRow],

@@ -37,8 +37,8 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
+from dltop.results.metrics import HOST_SPLIT, host_split_text, markers, value_of
 from dltop.results.metrics import METRICS as METRIC_SPECS
-from dltop.results.metrics import markers, value_of
 from dltop.results.render import FORMATS, latex_escape, render
 from dltop.results.table import (
     Cell,
@@ -69,8 +69,11 @@ NOTE_METRIC = ("Cells: {how} over the ok repeats (warm-up iterations excluded). 
                "runner crashed; simulated: read from simulated GPUs.")
 HOW = {"time": "median of each run's median", "throughput": "median of each run's "
        "total samples / total seconds", "gpu-memory": "maximum of each run's peak",
-       "host-memory": "maximum of each run's peak", "tflops": "FLOPs per sample × the "
-       "throughput cell", "mfu": "TFLOP/s ÷ the devices' peak for the precision"}
+       "host-memory": "maximum of each run's peak",
+       "cpu": "mean of each run's process-tree value (100 = one core; in brackets the whole "
+       "host's user (us), system (sy) and iowait (wa) CPU in % of all CPUs, means of the same "
+       "runs)", "tflops": "FLOPs per sample × the throughput cell",
+       "mfu": "TFLOP/s ÷ the devices' peak for the precision"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")
@@ -91,6 +94,8 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
         text += markers(res, metric)
         if res.incomplete:
             text += f" ({res.n_runs}/{res.repeats})"
+        if metric == "cpu" and (split := host_split_text(res)):
+            text += f" ({split})"
     detail: dict[str, object] = {"n_runs": res.n_runs, "repeats": res.repeats,
                                  "spread_s": res.spread_s, "noisy": res.noisy,
                                  "packed": res.packed}
@@ -102,6 +107,8 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
         detail["simulated_value"] = val.simulated_value
     if val.source:
         detail["source"] = val.source
+    if metric == "cpu":
+        detail.update({col: value_of(res, name).value for name, col in HOST_SPLIT.items()})
     return Cell(text, val.value, res.status, detail)
 
 

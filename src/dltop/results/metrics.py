@@ -71,8 +71,18 @@ EXTRA = {
                                 lambda v: f"{v:.0f}", gpu=True),
     "host-cpu": Metric("host-cpu", "mean CPU of the whole host in %", "%", "host CPU %",
                        lambda v: f"{v:.1f}"),
+    "host-user": Metric("host-user", "host CPU in user mode in % of all CPUs", "%",
+                        "host usr %", lambda v: f"{v:.1f}"),
+    "host-system": Metric("host-system", "host CPU in kernel mode in % of all CPUs", "%",
+                          "host sys %", lambda v: f"{v:.1f}"),
+    "host-iowait": Metric("host-iowait", "host CPU idle waiting for I/O in % of all CPUs",
+                          "%", "host iowait %", lambda v: f"{v:.1f}"),
 }
-"""Summary-table companions of ``gpu-memory`` and ``cpu``."""
+"""Summary-table companions of ``gpu-memory`` and ``cpu`` (the host CPU and its split)."""
+
+HOST_SPLIT = {"host-user": "host_cpu_user_pct", "host-system": "host_cpu_system_pct",
+              "host-iowait": "host_cpu_iowait_pct"}
+"""The host CPU split's metrics and their ``runs`` columns (means over the measured window)."""
 
 
 @dataclass(frozen=True)
@@ -199,9 +209,21 @@ def value_of(res: ConfigResult, name: str) -> Value:
                              if r.tree_cpu_mean_pct is not None]))
     if name == "host-cpu":
         return _or_na(_mean(_floats(res.runs, "host_cpu_mean_pct")))
+    if name in HOST_SPLIT:
+        return _or_na(_mean(_floats(res.runs, HOST_SPLIT[name])))
     if name == "tflops":
         return tflops(res)
     return mfu(res)
+
+
+def host_split_text(res: ConfigResult) -> str:
+    """``host us 41.0 sy 5.2 wa 0.3``: the configuration's host user/system/iowait means
+    (``n/a`` for a part not sampled); empty when none of them was."""
+    values = [value_of(res, name).value for name in HOST_SPLIT]
+    if all(v is None for v in values):
+        return ""
+    return "host " + " ".join(f"{label} {'n/a' if v is None else f'{v:.1f}'}"
+                              for label, v in zip(("us", "sy", "wa"), values, strict=True))
 
 
 def _or_na(value: float | None) -> Value:

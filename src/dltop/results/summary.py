@@ -6,7 +6,8 @@ every other identity field that varies in the campaign, see
 over the repeats planned, the median seconds per mini-batch with its 95 %
 bootstrap confidence interval (:mod:`dltop.results.bootstrap`), the mean,
 throughput, power, energy per sample, GPU memory (the run's processes and the
-device peak), peak RSS, CPU (process tree and host), achieved TFLOP/s, MFU,
+device peak), peak RSS, CPU (process tree and host, with the host's
+user/system/iowait split), achieved TFLOP/s, MFU,
 the status and the flags (noisy, packed, contaminated, simulated, incomplete).
 A cell without a value says why (:mod:`dltop.results.metrics`); JSON rows carry
 those reasons under ``"reasons"``.
@@ -33,7 +34,8 @@ from dltop.results.metrics import Metric, metric, value_of
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 
 VALUE_METRICS = ("time", "mean-time", "throughput", "power", "energy", "gpu-memory",
-                 "gpu-memory-device", "host-memory", "cpu", "host-cpu", "tflops", "mfu")
+                 "gpu-memory-device", "host-memory", "cpu", "host-cpu", "host-user",
+                 "host-system", "host-iowait", "tflops", "mfu")
 """The metric columns, in order (the CI columns follow ``time``)."""
 
 KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
@@ -50,8 +52,9 @@ NOTES = (
     "runs; memory: maximum over runs.",
     "GPU mem: peak of the run's own processes ((device): processes not visible, the "
     "device's peak instead); GPU dev: peak used on the run's GPUs by all processes. CPU: "
-    "the run's process tree, 100 = one core; host CPU: whole host, mean over cores. Host "
-    "CPU user/system/iowait split: n/a (not stored by the sampler).",
+    "the run's process tree, 100 = one core; host CPU: whole host, mean over cores; host "
+    "usr/sys/iowait: the whole host's CPU time in user mode (nice included), in the kernel "
+    "(irq included) and idle waiting for I/O, in % of all CPUs (iowait: Linux only).",
     "TFLOP/s: the runner's training FLOPs per sample (3 × forward, multiply-accumulates "
     "× 2) × samples/s. MFU: TFLOP/s ÷ (the devices' dense peak for the precision × "
     "devices); see docs/metrics.md for the peak table.",

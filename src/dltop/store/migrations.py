@@ -200,17 +200,30 @@ def _v8(db: Any) -> None:
         db["runs"].add_column(name, kind)
 
 
+def _v9(db: Any) -> None:
+    db["campaigns"].add_column("waiting_for", str)
+    db["runs"].add_column("device_lease", str)
+
+
+_V10_RUN_COLUMNS: dict[str, type] = {
+    "host_cpu_user_pct": float, "host_cpu_system_pct": float, "host_cpu_iowait_pct": float,
+}
+
+
+def _v10(db: Any) -> None:
+    for name in ("cpu_user_pct", "cpu_system_pct", "cpu_iowait_pct"):
+        db["host_samples"].add_column(name, float)
+    for name, kind in _V10_RUN_COLUMNS.items():
+        db["runs"].add_column(name, kind)
+    db["environment"].add_column("driver_version", str)
+
+
 RUN_TELEMETRY_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, **_V6_RUN_COLUMNS,
-                                          **_V8_RUN_COLUMNS}
+                                          **_V8_RUN_COLUMNS, **_V10_RUN_COLUMNS}
 """Every ``runs`` column a telemetry summary fills (the writer's list,
 :data:`dltop.store.telemetry.RUN_COLUMNS`). A migration that adds summary columns
 defines its own frozen dict, adds them from it, and joins it here: one edit, in this file.
 """
-
-
-def _v9(db: Any) -> None:
-    db["campaigns"].add_column("waiting_for", str)
-    db["runs"].add_column("device_lease", str)
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -230,6 +243,9 @@ MIGRATIONS: tuple[Migration, ...] = (
               _v8),
     Migration(9, "host-wide device leases: campaigns.waiting_for (a waiting engine says for "
                  "what), runs.device_lease (held, or why none could be taken)", _v9),
+    Migration(10, "host CPU split: host_samples.cpu_user_pct/cpu_system_pct/cpu_iowait_pct, "
+                  "runs.host_cpu_user_pct/host_cpu_system_pct/host_cpu_iowait_pct; "
+                  "environment.driver_version", _v10),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

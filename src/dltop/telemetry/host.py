@@ -3,7 +3,9 @@
 Units: percentages 0-100 per core (a process's ``cpu_pct`` may exceed 100 on
 several cores); bytes for memory. ``Process.cpu_percent`` answers 0.0 the first
 time it is asked, so each process object is kept across samples and primed
-when first seen.
+when first seen. The host's user/system/iowait split is the share of all CPUs'
+time between two readings (:func:`cpu_split_pct`), from counters this sampler
+keeps, primed when it is made.
 """
 
 from __future__ import annotations
@@ -22,6 +24,26 @@ from dltop.telemetry.model import HostSample, TreeSample
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 _BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")
 """Busy time of a CPU; guest time is already inside user and nice on Linux."""
+_GUEST_FIELDS = ("guest", "guest_nice")
+"""Counted inside user and nice on Linux: left out of the total, as psutil does."""
+
+
+def cpu_split_pct(prev: Any, now: Any) -> tuple[float, float, float | None] | None:
+    """Host (user, system, iowait) in % of all CPUs' time between two ``psutil.cpu_times()``.
+
+    User includes nice; system includes irq and softirq; iowait is None where
+    the platform has no such field (Linux only). None when no time passed.
+    """
+    def delta(name: str) -> float:
+        return max(0.0, getattr(now, name, 0.0) - getattr(prev, name, 0.0))
+
+    fields = [f for f in now._fields if f not in _GUEST_FIELDS]
+    total = sum(delta(f) for f in fields)
+    if total <= 0:
+        return None
+    iowait = 100.0 * delta("iowait") / total if "iowait" in now._fields else None
+    return (100.0 * (delta("user") + delta("nice")) / total,
+            100.0 * (delta("system") + delta("irq") + delta("softirq")) / total, iowait)
 
 
 def cpu_busy_s() -> tuple[float, ...]:
@@ -73,6 +95,9 @@ class HostSampler:
 
     def __init__(self) -> None:
         psutil.cpu_percent(percpu=True)  # prime: the next call measures since now
+        # Our own previous totals, not psutil.cpu_times_percent's module-wide ones, which
+        # every other caller in the process (the live view's sampler) would reset.
+        self._cpu_times = psutil.cpu_times()
         self._procs: dict[int, psutil.Process] = {}
         self._self = psutil.Process()
         self._seen_cpu_s: dict[int, float] = {}  # pid -> CPU seconds at the last scan
@@ -84,12 +109,17 @@ class HostSampler:
             load = os.getloadavg()[0]
         except OSError:
             load = None
+        times = psutil.cpu_times()
+        split = cpu_split_pct(self._cpu_times, times)
+        self._cpu_times = times
+        user, system, iowait = split if split is not None else (None, None, None)
         return HostSample(
             t_mono_ns=time.monotonic_ns(),
             cpu_pct_per_core=tuple(psutil.cpu_percent(percpu=True)),
             load_1m=load, mem_used_bytes=int(vm.total - vm.available),
             mem_total_bytes=int(vm.total), swap_used_bytes=int(psutil.swap_memory().used),
             cpu_busy_s=cpu_busy_s(), self_cpu_s=_cpu_s(self._self, children=False),
+            cpu_user_pct=user, cpu_system_pct=system, cpu_iowait_pct=iowait,
         )
 
     def foreign_on(self, cpus: frozenset[int], exclude: frozenset[int],

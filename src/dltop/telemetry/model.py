@@ -82,6 +82,13 @@ class HostSample:
     """Cumulative busy seconds (not idle, not iowait) of each logical CPU, by CPU number."""
     self_cpu_s: float | None = None
     """Cumulative user + system seconds of the dltop process itself."""
+    cpu_user_pct: float | None = None
+    """Host CPU time in user mode (nice included) since the previous reading, in % of
+    all logical CPUs' time (0-100); None when no CPU time passed since then."""
+    cpu_system_pct: float | None = None
+    """Host CPU time in kernel mode (irq and softirq included), as ``cpu_user_pct``."""
+    cpu_iowait_pct: float | None = None
+    """Host CPU time idle waiting for I/O, as ``cpu_user_pct``; None off Linux."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +104,12 @@ class RunTelemetry:
     energy_source: str | None = None
     joules_per_sample: float | None = None
     host_cpu_mean_pct: float | None = None
+    host_cpu_user_pct: float | None = None
+    """Mean host CPU in user mode over the window, in % of all logical CPUs (nice included)."""
+    host_cpu_system_pct: float | None = None
+    """Mean host CPU in kernel mode over the window (irq, softirq included), as above."""
+    host_cpu_iowait_pct: float | None = None
+    """Mean host CPU idle waiting for I/O over the window, as above (None off Linux)."""
     rss_peak_bytes: int | None = None
     tree_cpu_mean_pct: float | None = None
     """Mean CPU of the run's process tree over the window (100 = one core)."""

@@ -61,6 +61,8 @@ class _Stats:
         self.gpu_foreign: int | None = None  # first foreign pid seen on a run's GPU
         self.cpu_sum = 0.0
         self.cpu_n = 0
+        self.split_sum: dict[str, float] = {}  # user/system/iowait -> sum of readings' %
+        self.split_n: dict[str, int] = {}
         self.rss_peak: int | None = None
         self.tree_cpu_sum = 0.0
         self.tree_n = 0
@@ -111,6 +113,11 @@ class _Stats:
         if h.cpu_pct_per_core:
             self.cpu_sum += sum(h.cpu_pct_per_core) / len(h.cpu_pct_per_core)
             self.cpu_n += 1
+        for name, pct in (("user", h.cpu_user_pct), ("system", h.cpu_system_pct),
+                          ("iowait", h.cpu_iowait_pct)):
+            if pct is not None:
+                self.split_sum[name] = self.split_sum.get(name, 0.0) + pct
+                self.split_n[name] = self.split_n.get(name, 0) + 1
         if h.tree is not None:
             self.rss_peak = max(self.rss_peak or 0, h.tree.rss_bytes)
             self.tree_cpu_sum += h.tree.cpu_pct
@@ -118,6 +125,11 @@ class _Stats:
             if self.host_first is None:
                 self.host_first = h
             self.host_last = h
+
+    def split_mean(self, name: str) -> float | None:
+        """Mean host ``user``/``system``/``iowait`` % over the readings that had it."""
+        n = self.split_n.get(name, 0)
+        return self.split_sum[name] / n if n else None
 
     def energy(self, n_gpus: int, window_s: float | None) -> tuple[float | None, str | None]:
         """Energy of the GPUs: counter delta (else trapezoid of power) between the
@@ -273,6 +285,8 @@ class RunAccumulator:
             energy_j=energy, energy_source=source,
             joules_per_sample=(energy / samples if energy is not None and samples else None),
             host_cpu_mean_pct=w.cpu_sum / w.cpu_n if w.cpu_n else None,
+            host_cpu_user_pct=w.split_mean("user"), host_cpu_system_pct=w.split_mean("system"),
+            host_cpu_iowait_pct=w.split_mean("iowait"),
             rss_peak_bytes=w.rss_peak,
             tree_cpu_mean_pct=w.tree_cpu_sum / w.tree_n if w.tree_n else None,
             throttle_reasons=throttle_names(w.throttle) if w.gpu_n else None,

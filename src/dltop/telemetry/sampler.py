@@ -88,6 +88,10 @@ class HostWindow:
     tree_rss_bytes: int | None
     t_wall_s: float | None = None
     """Epoch seconds (UTC) of ``t_start_mono_s``."""
+    cpu_user_pct: float | None = None
+    """Mean host user % (nice included) of the window's readings (:class:`HostSample`)."""
+    cpu_system_pct: float | None = None
+    cpu_iowait_pct: float | None = None
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,11 @@ def check_rate(name: str, hz: float) -> float:
     if isinstance(hz, bool) or not isinstance(hz, int | float) or not 0 < hz <= MAX_HZ:
         raise UserError(f"{name}: expected a rate in Hz with 0 < rate <= {MAX_HZ:g}, got {hz!r}")
     return float(hz)
+
+
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
 
 
 def _stats(values: list[float]) -> tuple[float | None, float | None, float | None]:
@@ -355,7 +364,10 @@ class Sampler:
                     max(max(h.cpu_pct_per_core, default=0.0) for h in w.host),
                     last.mem_used_bytes, last.swap_used_bytes,
                     sum(tr.cpu_pct for tr in trees) / len(trees) if trees else None,
-                    max(tr.rss_bytes for tr in trees) if trees else None, wall))
+                    max(tr.rss_bytes for tr in trees) if trees else None, wall,
+                    _mean([h.cpu_user_pct for h in w.host]),
+                    _mean([h.cpu_system_pct for h in w.host]),
+                    _mean([h.cpu_iowait_pct for h in w.host])))
 
     def _flush(self) -> None:
         self._last_flush_ns = time.monotonic_ns()

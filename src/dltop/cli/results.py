@@ -49,10 +49,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
-
     from dltop.results import identity, queries
+    from dltop.tui.listing import print_rows
 
     db = open_existing(args.db)
     campaign_id = None
@@ -62,22 +60,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
     # the identity fields that tell the listed runs apart, beside the usual keys
     idents = identity.run_identities(db, [r.run_id for r in rows])
     var = identity.variation(idents.values())
-    table = Table("run", "campaign", "started", "status", "framework", "model", "batch",
-                  "device", *var.headers, "rep", "median s", "samples/s", "cv", "note")
-    for r in rows:
-        table.add_row(
-            str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
-            r.status, r.framework,
-            r.model, str(r.batch_size), r.device, *var.texts(idents[r.run_id]),
-            str(r.repeat + 1),
-            f"{r.median_s:.4g}" if r.median_s is not None else "-",
-            f"{r.samples_per_s:.1f}" if r.samples_per_s is not None else "-",
-            f"{r.cv:.3f}" if r.cv is not None else "-",
-            ("noisy " if r.noisy else "") + (r.message or ""),
-        )
-    # Not a terminal: a wide virtual console, so piped output is never truncated.
-    console = Console(width=None if sys.stdout.isatty() else 200)
-    console.print(table)
-    if rows and var.caption():
-        console.print(var.caption(), markup=False, highlight=False)
+    headers = ("run", "campaign", "started", "status", "framework", "model", "batch",
+               "device", *var.headers, "rep", "median s", "samples/s", "cv", "note")
+    cells = [(str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
+              r.status, r.framework, r.model, str(r.batch_size), r.device,
+              *var.texts(idents[r.run_id]), str(r.repeat + 1),
+              f"{r.median_s:.4g}" if r.median_s is not None else "-",
+              f"{r.samples_per_s:.1f}" if r.samples_per_s is not None else "-",
+              f"{r.cv:.3f}" if r.cv is not None else "-",
+              ("noisy " if r.noisy else "") + (r.message or ""))
+             for r in rows]
+    print_rows(headers, cells, var.caption() if rows else None)
     return 0

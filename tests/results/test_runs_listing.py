@@ -1,0 +1,28 @@
+"""``dltop runs``: the listing prints stored text as written, never as Rich markup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dltop import cli
+from dltop.catalog import RunStatus
+from dltop.store import connect
+
+# gloo's error text carries brackets like these; as markup, [/...] closes a tag that was
+# never opened (rich.errors.MarkupError) and [bold] would vanish into a style.
+MESSAGE = "boom [/__w/pytorch/gloo.cc] [bold]x[/bold]"
+
+
+def test_runs_prints_messages_verbatim(tmp_path: Path, campaigns: Any,
+                                       capsys: pytest.CaptureFixture[str]) -> None:
+    db_path = tmp_path / "r.db"
+    db = connect(db_path)
+    cid, jobs = campaigns.create(db, campaigns.profile("listing", ["cpu:1"]))
+    campaigns.add_run(db, cid, jobs[0][1], [0.1], status=RunStatus.CRASHED,
+                      fields={"error_message": MESSAGE})
+    assert cli.main(["runs", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert MESSAGE in out and "crashed" in out

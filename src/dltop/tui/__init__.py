@@ -1,1 +1,4 @@
-"""The Textual client (the only package besides cli.py that may import Textual or Rich)."""
+"""The Textual and Rich client: the viewer, headless progress, CLI listings.
+
+With ``dltop.cli``, the only code that may import Textual or Rich.
+"""

@@ -75,6 +75,9 @@ class ErrorKind(StrEnum):
     """The engine died during the run (set when the campaign is resumed)."""
     INTERPRETER = "interpreter"
     """The framework's interpreter could not be resolved: the run never started."""
+    RUN_DIR = "run_dir"
+    """The run's folder was unsafe (a planted symlink, another user's): the run never
+    started and nothing was written (dltop.jobs.rundir)."""
 
 
 class Control(StrEnum):

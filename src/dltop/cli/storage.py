@@ -69,8 +69,9 @@ def _select(store: Any, db: Any, ref: str | None, older_than: str | None) -> tup
     age_s = parse_age(older_than if older_than is not None else DEFAULT_AGE) \
         if (older_than is not None or ref is None) else None
     cutoff = None if age_s is None else time.time() - age_s
-    cutoff_iso = None if cutoff is None else \
-        time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(cutoff))
+    cutoff_iso = None if cutoff is None else (  # the stored format (store.rows.utc_now)
+        time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(cutoff)) +
+        f".{int(cutoff * 1000) % 1000:03d}Z")
     ended = store.retention.ended_campaigns(cutoff_iso)
     if ref is None:
         return ended, cutoff

@@ -84,11 +84,11 @@ class Retention:
     def ended_campaigns(self, older_than_iso: str | None = None) -> list[int]:
         """Ended campaigns (finished, cancelled, failed), oldest first; with
         ``older_than_iso``, only those that ended (or, never started, were created)
-        before that UTC timestamp."""
+        at or before that UTC timestamp (the stored format: ``2026-11-23T12:00:00.000Z``)."""
         sql = (f"select id from campaigns where status in ({marks(ENDED_CAMPAIGN_STATUSES)})")
         args: list[object] = [*sorted(ENDED_CAMPAIGN_STATUSES)]
         if older_than_iso is not None:
-            sql += " and coalesce(finished_at, started_at, created_at) < ?"
+            sql += " and coalesce(finished_at, started_at, created_at) <= ?"
             args.append(older_than_iso)
         return [int(r["id"]) for r in self._db.query(sql + " order by id", args)]
 

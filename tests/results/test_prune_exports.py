@@ -1,5 +1,6 @@
-"""`dltop prune` keeps exports byte-identical: every table, metric and format, before
-and after the raw rows (iterations, GPU and host samples) and run folders go."""
+"""`dltop prune` keeps exports byte-identical: every table, metric and format (and the
+`dltop runs` listing), before and after the raw rows (iterations, GPU and host
+samples) and run folders go."""
 
 from __future__ import annotations
 
@@ -67,6 +68,7 @@ def _exports(db_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str
                   for ref in ("1", "1,2") for t in ("summary", "scaling") for f in FORMATS]
     argv_sets += [["compare", "1", "2", "--metric", m, "--format", f]
                   for m in ("time", "throughput") for f in FORMATS]
+    argv_sets += [["runs", "--limit", "100"], ["runs", "--campaign", "1"]]
     for argv in argv_sets:
         assert main([*argv, "--db", str(db_path)]) == 0, argv
         out[" ".join(argv)] = capsys.readouterr().out

@@ -40,14 +40,15 @@ def human_bytes(n: float) -> str:
 
 
 def storage_line(db_path: Path) -> str:
-    """``database: 12.3 MB + WAL 1.2 MB; run folders: 45.6 MB in 120 runs (<dir>)``."""
+    """``storage: database 12.3 MB + WAL 1.2 MB; run folders 45.6 MB in 120 runs (<dir>);
+    total 59.1 MB``."""
     from dltop.jobs.rundir import runs_dir_of
     from dltop.store.retention import storage_sizes
 
     runs_dir = runs_dir_of(db_path)
     s = storage_sizes(db_path, runs_dir)
     return (f"storage: database {human_bytes(s.db_bytes)} + WAL "
-            f"{human_bytes(s.wal_bytes + s.shm_bytes)}; run folders "
+            f"{human_bytes(s.wal_bytes)}; run folders "
             f"{human_bytes(s.runs_dir_bytes)} in {s.run_dirs} runs ({runs_dir}); total "
             f"{human_bytes(s.total_bytes)}")
 

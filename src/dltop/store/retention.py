@@ -71,8 +71,9 @@ class StorageSizes:
 
     @property
     def total_bytes(self) -> int:
-        """Everything together."""
-        return self.db_bytes + self.wal_bytes + self.shm_bytes + self.runs_dir_bytes
+        """Database, WAL and run folders (not the ``-shm`` index: 32 kB that exists
+        while any connection, the measuring one included, is open)."""
+        return self.db_bytes + self.wal_bytes + self.runs_dir_bytes
 
 
 class Retention:

@@ -23,6 +23,8 @@ import threading
 import dltop_protocol as proto
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPORT_DIR = os.path.join(HERE, "report")
+"""Holds dltop_report.py alone: the only directory of dltop's on the program's path."""
 
 
 def _argv(spec):
@@ -77,8 +79,8 @@ def run(spec, reporter):
     counter = _Counter(spec, reporter)
     r, w = os.pipe()
     env = dict(os.environ, DLTOP_EVENT_FD=str(w))
-    env["PYTHONPATH"] = HERE + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
-                                else "")
+    env["PYTHONPATH"] = (env["PYTHONPATH"] + os.pathsep if env.get("PYTHONPATH")
+                         else "") + REPORT_DIR
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=env, pass_fds=(w,))

@@ -66,11 +66,11 @@ def iteration_times(tmp_path: Path) -> list[tuple[int, float]]:
 def test_script_reporting_through_dltop_report(tmp_path: Path, profile: Any) -> None:
     script = tmp_path / "train.py"
     script.write_text(REPORTING)
-    command = f'["{sys.executable}", "{script}", "{{iterations}}"]'
-    code, rows, err = run(tmp_path, profile(command, "iterations = 5"))
+    command = f'["{sys.executable}", "{script}", "{{total}}"]'
+    code, rows, err = run(tmp_path, profile(command, "iterations = 4"))
     assert code == 0, err
     ((status, n, median, _, loss),) = rows
-    assert (status, n) == ("ok", 4)  # 5 steps, the first is warm-up
+    assert (status, n) == ("ok", 4)  # 5 steps ({total}), the first is warm-up
     # steps sleep 0.01 s: a sleep never ends early; the loose ceiling catches a unit slip
     # (10 for ms), not a slow machine
     assert 0.009 < float(median) < 0.5  # type: ignore[arg-type]
@@ -84,7 +84,8 @@ def test_script_reporting_through_dltop_report(tmp_path: Path, profile: Any) -> 
 def test_regex_over_output_lines(tmp_path: Path, profile: Any) -> None:
     prog = "for i in range(6): print('step %d took 0.012s' % i)"
     code, rows, err = run(tmp_path, profile(f'["{sys.executable}", "-c", "{prog}"]',
-                                            'iteration_regex = "took (?P<seconds>[0-9.]+)s"'))
+                                            'iteration_regex = "took (?P<seconds>[0-9.]+)s"\n'
+                                            "iterations = 5"))
     assert code == 0, err
     ((status, n, median, _, _),) = rows
     assert (status, n, median) == ("ok", 5, 0.012)
@@ -113,8 +114,8 @@ def test_missing_program_is_refused_before_anything_is_stored(tmp_path: Path, pr
 
 @pytest.mark.parametrize("command,extra,match", [
     ('"python train.py"', "", "non-empty list of strings"),
-    ('["python", "{bogus}"]', "", "bad placeholder"),
-    ('["python"]', 'iteration_regex = "([0-9]+)"', r"\(\?P<seconds>"),
+    ('["python", "{bogus}"]', "", "unknown placeholder"),
+    ('["python"]', 'iteration_regex = "([0-9]+)"', "needs one named timing group"),
     ('["python"]', 'iteration_regex = "("', "invalid regular expression"),
 ])
 def test_bad_command_keys(command: str, extra: str, match: str, profile: Any) -> None:

@@ -22,7 +22,7 @@ from dltop.jobs.environment import core_order
 from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec, Profile
-from dltop.runners import registry
+from dltop.runners import command, registry
 from dltop.store.writer import Store
 from dltop.telemetry.host import host_facts
 
@@ -103,9 +103,11 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
         return (f"{job.device.label} with CNTK needs mpiexec (Open MPI) on PATH for its "
                 "data-parallel workers: apt-get install openmpi-bin, or run "
                 "'dltop env setup cntk'")
-    argv = dict(job.options).get("command")
-    if argv and shutil.which(argv[0]) is None:
-        return f"command {argv[0]!r} not found (not on PATH, not an executable file)"
+    if job.framework == "command":
+        try:
+            command.launch(job)
+        except UserError as exc:
+            return str(exc)
     return None
 
 

@@ -21,8 +21,9 @@ KEYS: Final = ("command", "preset", "iteration_regex", "timing", "cumulative",
                "steps_per_match", "cwd", "env")
 """The keys of a command entry (besides the settings every entry has)."""
 TIMINGS: Final = ("regex", "line-gap", "helper")
-TIMING_GROUPS: Final = ("seconds", "ms", "us", "samples_per_s", "it_per_s")
-"""Regex groups that carry a step's time: durations, then rates (samples/s, steps/s)."""
+TIMING_GROUPS: Final = ("seconds", "ms", "us", "samples_per_s", "it_per_s", "total_seconds")
+"""Regex groups that carry a step's time: durations and rates (samples/s, steps/s) per
+step, and ``total_seconds``, the time of all the steps a line covers."""
 STEP_GROUPS: Final = ("count", "step")
 """``count``: steps the line summarises; ``step``: the program's running step number."""
 PLACEHOLDERS: Final = ("batch", "threads", "device", "iterations", "warmup", "total",

@@ -15,8 +15,9 @@ import re
 import dltop_protocol as proto
 
 TIMING_GROUPS = {"seconds": 1.0, "ms": 1e-3, "us": 1e-6, "samples_per_s": None,
-                 "it_per_s": None}
-"""Named groups that carry a step's time: a duration (its scale to seconds) or a rate."""
+                 "it_per_s": None, "total_seconds": 1.0}
+"""Named groups that carry a step's time: a duration (its scale to seconds) or a rate,
+per step; ``total_seconds`` is the time of all the steps its line covers."""
 MAX_LINE_CHARS = 1 << 16
 """A longer run of output without a line break is matched in pieces of this size."""
 TAIL_LINES = 20
@@ -115,8 +116,8 @@ class Steps(object):
         self.sum_s = 0.0
         self.matches = 0
         self.ignored_events = 0
-        self._mean_steps = 0  # cumulative: steps the last running mean covered
-        self._mean_s = 0.0
+        self._covered = 0  # cumulative: the steps the last value covered
+        self._so_far_s = 0.0  # ... and their total time
         self._last_step = None  # the program's own step counter at the last match
         self._last_line_ns = None  # line-gap: when the last matching line was read
 
@@ -170,7 +171,7 @@ class Steps(object):
             step, last = int(n), self._last_step
             self._last_step = step
             if last is None or step <= last:  # the first line, or the counter restarted
-                self._mean_steps, self._mean_s = 0, 0.0
+                self._covered, self._so_far_s = 0, 0.0
                 return max(step, 1)
             return step - last
         return self.steps_per_match
@@ -192,17 +193,20 @@ class Steps(object):
         if value is None or not math.isfinite(value) or value < 0:
             return
         scale = TIMING_GROUPS[self.unit]
+        total = self.unit == "total_seconds"
         if scale is not None:
-            per_step = value * scale if self.cumulative else value * scale / steps
+            per_step = value * scale
         elif value == 0:
             return
         else:  # a rate: samples per second, or iterations per second
             per_step = samples / value if self.unit == "samples_per_s" else 1.0 / value
-        if self.cumulative:  # a running mean over every step so far
-            covered = self._mean_steps + steps
-            block = per_step * covered - self._mean_s * self._mean_steps
-            self._mean_steps, self._mean_s = covered, per_step
+        if self.cumulative:  # the value covers every step so far: a running mean or total
+            covered = self._covered + steps
+            so_far = per_step if total else per_step * covered
+            block, self._covered, self._so_far_s = so_far - self._so_far_s, covered, so_far
             per_step = max(block, 0.0) / steps
+        elif total:
+            per_step = per_step / steps
         self._add(steps, per_step, samples, loss, t_ns)
 
     def _check_loss(self, loss):

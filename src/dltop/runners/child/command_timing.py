@@ -210,16 +210,14 @@ class Steps(object):
         self._add(steps, per_step, samples, loss, t_ns)
 
     def _check_loss(self, loss):
-        if loss is None:
-            return None
-        value = _number(loss)
+        value = None if loss is None else _number(loss)
         if value is not None and not math.isfinite(value):
-            raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, self.n))
-        return value
+            raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, max(self.n - 1, 0)))
 
     def _add(self, steps, per_step_s, samples, loss, t_ns):
-        """``steps`` iterations of ``per_step_s`` each, ending at ``t_ns`` (spaced back)."""
-        value = self._check_loss(loss)
+        """``steps`` iterations of ``per_step_s`` each, ending at ``t_ns`` (spaced back);
+        the step with a non-finite loss is stored, then the run ends ``diverged``."""
+        value = None if loss is None else _number(loss)
         for k in range(steps):
             if self.full:
                 break
@@ -229,6 +227,7 @@ class Steps(object):
                                     value if last else None, end)
             self.sum_s += per_step_s
             self.n += 1
+        self._check_loss(loss)
 
     def unit_error(self, wall_s):
         """A message when the step times add up to more than the program ran, else None."""

@@ -9,6 +9,7 @@ reason, and appear as ``n/a`` in exports.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -80,6 +81,9 @@ def _warnings(jobs: Sequence[JobSpec]) -> tuple[str, ...]:
     logical = len(core_order())
     out = set()
     for job in jobs:
+        if job.framework == "command":
+            with contextlib.suppress(UserError):  # a problem, reported as one
+                out.update(f"command: {note}" for note in command.launch(job).notes)
         if job.device.kind == "gpu":
             continue
         if job.device.count > logical:

@@ -72,16 +72,17 @@ def parse_template(text: str) -> list[Piece]:
     return [p for p in out if p != ""]
 
 
-def fill(text: str, value: Callable[[str, str | None], str | None]) -> str:
+def fill(text: str, value: Callable[[str, str | None], str | None],
+         partial: bool = False) -> str:
     """``text`` with each placeholder replaced by ``value(name, arg)``.
 
-    A placeholder whose value is None stays as written, and then the result is
-    still a template (literal braces kept escaped); otherwise it is plain text.
+    ``partial``: the result is still a template, to be filled again later: a
+    placeholder whose value is None stays as written, and braces in the text
+    and in the values are escaped. Otherwise every value must be known.
     """
     pieces = parse_template(text)
     values = [None if isinstance(p, str) else value(*p) for p in pieces]
-    template = any(v is None and not isinstance(p, str)
-                   for p, v in zip(pieces, values, strict=True))
+    template = partial
 
     def esc(s: str) -> str:
         return s.replace("{", "{{").replace("}", "}}") if template else s
@@ -91,6 +92,8 @@ def fill(text: str, value: Callable[[str, str | None], str | None]) -> str:
         if isinstance(p, str):
             out.append(esc(p))
         elif v is None:
+            if not partial:
+                raise ValueError(f"no value for placeholder {{{p[0]}}}")
             out.append("{" + p[0] + (f":{p[1]}" if p[1] is not None else "") + "}")
         else:
             out.append(esc(v))
@@ -112,7 +115,7 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
 
     def template(key: str, text: str) -> str:
         try:
-            return fill(text, at_dir)
+            return fill(text, at_dir, partial=True)
         except ValueError as exc:
             raise err(key, str(exc)) from None
 

@@ -79,7 +79,7 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
 def _warnings(jobs: Sequence[JobSpec]) -> tuple[str, ...]:
     physical = host_facts()["physical_cores"] or 0
     logical = len(core_order())
-    out = set()
+    out: set[str] = set()
     for job in jobs:
         if job.framework == "command":
             with contextlib.suppress(UserError):  # a problem, reported as one

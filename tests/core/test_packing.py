@@ -139,7 +139,7 @@ def recorder_profile(tmp_path: Path, devices: list[str], models: list[str],
     script = tmp_path / "rec.py"
     script.write_text(RECORDER)
     out = tmp_path / "seen.jsonl"
-    argv = [sys.executable, str(script), str(out), "{iterations}", "{device}"]
+    argv = [sys.executable, str(script), str(out), "{total}", "{device}"]
     if barrier:
         (tmp_path / "barrier").mkdir()
         argv.append(str(tmp_path / "barrier"))

@@ -193,6 +193,7 @@ def _timing(err: Err, loc: Callable[[str], str], m: Mapping[str, Any]
                       f"{', '.join(units)}); keep exactly one of {named}")
         if all(g in groups for g in STEP_GROUPS):
             raise err(loc("iteration_regex"), "has both a count and a step group; keep one")
+    if regex is not None:  # stored as written, though timing = "helper" ignores it
         out.append(("iteration_regex", regex))
     cumulative = m.get("cumulative", False)
     if not isinstance(cumulative, bool):

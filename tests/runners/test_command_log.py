@@ -14,7 +14,7 @@ def test_lines_split_on_carriage_returns_and_keep_what_a_terminal_shows() -> Non
     assert got == ["epoch 1", " 10%|#| 1/10 [1.5it/s]"]
     assert lines.feed(b"\rdone\n\x1b[31mred\x1b[0m \x07bell\n") == [
         " 20%|##| 2/10 [1.6it/s]", "done", "\x1b[31mred\x1b[0m \x07bell"]
-    assert list(lines.tail) == ["epoch 1", "done", "red ?bell"]  # no escapes, no controls
+    assert lines.last_lines() == ["epoch 1", "done", "red ?bell"]  # no escapes, no controls
     assert lines.end() == []
 
 

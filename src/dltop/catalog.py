@@ -36,6 +36,9 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     UNSATISFIABLE = "unsatisfiable"
     """The host lacks the devices the job asks for (recorded, never run)."""
+    SHORT = "short"
+    """The program ended by itself with fewer measured iterations than asked (a
+    ``command`` job; the count is in the run's ``error_message``)."""
 
 
 class JobStatus(StrEnum):

@@ -41,7 +41,7 @@ from dltop.jobs.queued import QueuedJob
 from dltop.jobs.supervisor import supervise
 from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec
-from dltop.runners import registry
+from dltop.runners import command, registry
 from dltop.store.writer import Store, utc_now
 from dltop.telemetry.sampler import Batch, Sampler
 
@@ -266,6 +266,7 @@ class Engine:
             # A thread: the interpreter probe can take up to a minute (first run of a
             # framework after --resume, which skips preflight) and other runs go on.
             cmd = await asyncio.to_thread(registry.resolve, job.framework)
+            extra = await asyncio.to_thread(command.spec_extra, job)
         except DltopError as exc:
             # Preflight passed, so the host or the config file changed since: this run
             # fails with the reason, the campaign goes on.
@@ -294,7 +295,7 @@ class Engine:
         affinity = None if alloc.cpu_affinity is None else list(alloc.cpu_affinity)
         try:  # 0700 folder, files O_EXCL | O_NOFOLLOW: a planted link is never written
             files = rundir.prepare_run_dir(self._logs_dir, run_id, {
-                **job.to_json_dict(), "run_id": run_id, "cpu_affinity": affinity})
+                **job.to_json_dict(), "run_id": run_id, "cpu_affinity": affinity, **extra})
         except rundir.UnsafeRunDir as exc:
             await asyncio.gather(*(asyncio.wrap_future(f) for f in pending))
             return await self._fail_unstarted(q, ErrorKind.RUN_DIR, str(exc), run_id=run_id)
@@ -329,6 +330,7 @@ class Engine:
             del self._run_stops[run_id]
             ended.set()
         collector.flush()
+        outcome = collector.short(outcome)
         await asyncio.gather(*(asyncio.wrap_future(f) for f in pending))
         fields = run_fields(outcome, collector)
         # Other engines' runners on these devices count as concurrent runs too.

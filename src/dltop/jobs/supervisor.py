@@ -5,8 +5,10 @@ starts the background engine). Each child runs in a new
 session (so its own process group, and no controlling terminal: a closed SSH
 connection or Ctrl-C in the terminal never reaches it directly); every stop
 signals the whole group, TERM first, then KILL after a grace period, and the
-group is swept with KILL once the child has exited so no grandchild outlives
-its run.
+run's whole tree is swept with KILL once the child has exited so no grandchild
+outlives its run: every process of the child's session, and any that left it
+(``setsid``) but still carries the run's token ``$DLTOP_RUN_TOKEN`` in its
+environment.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -30,6 +33,8 @@ from dltop.procs import process_start_time, read_log_tail
 MAX_EVENT_LINE_BYTES = 1 << 20
 """Longer event lines are discarded and counted as protocol errors."""
 TERM_GRACE_S = 5.0
+RUN_TOKEN = "DLTOP_RUN_TOKEN"
+"""Environment variable marking every process a run starts (see :func:`kill_run_tree`)."""
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -62,6 +67,30 @@ def kill_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def kill_run_tree(sid: int, token: str, since: float) -> int:
+    """SIGKILL what is left of a run; return how many processes were killed.
+
+    A run's processes are those of its runner's session (the runner leads one)
+    and those that left the session but inherited the run's ``token`` (a
+    double-forked daemon, a ``setsid`` grandchild). Only this user's processes
+    started at or after ``since`` (epoch seconds) are looked at.
+    """
+    me, here = os.getuid(), os.getpid()
+    killed = 0
+    for proc in psutil.process_iter(["uids", "create_time"]):
+        try:
+            if (proc.pid == here or proc.info["uids"] is None
+                    or proc.info["uids"].real != me or proc.info["create_time"] < since):
+                continue
+            if os.getsid(proc.pid) != sid and proc.environ().get(RUN_TOKEN) != token:
+                continue
+            os.kill(proc.pid, signal.SIGKILL)
+            killed += 1
+        except (psutil.Error, OSError):
+            continue
+    return killed
+
+
 def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | None) -> int:
     """Kill what is left of a runner group a dead engine started; return processes killed.
 
@@ -69,6 +98,8 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
     runs with the recorded start time, or the leader is gone and members remain
     (a process group id cannot be reused while any member lives). A leader pid
     that now belongs to a different process (start time differs) is left alone.
+    The runner leads a session too (its id is the group's): members of that
+    session in other groups (a command job's program) are killed with it.
     """
     if not pgid:
         return 0
@@ -76,16 +107,19 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
         now = process_start_time(pid)
         if now is not None and abs(now - start_time) > 0.05:
             return 0
-    members = []
+    members, other_groups = [], set()
     for proc in psutil.process_iter(["pid", "status"]):
         try:
-            if (os.getpgid(proc.pid) == pgid
-                    and proc.info["status"] != psutil.STATUS_ZOMBIE):
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            group = os.getpgid(proc.pid)
+            if group == pgid or os.getsid(proc.pid) == pgid:
                 members.append(proc.pid)
+                other_groups.add(group)
         except (ProcessLookupError, PermissionError):
             continue
-    if members:
-        kill_group(pgid, signal.SIGKILL)
+    for group in other_groups | ({pgid} if members else set()):
+        kill_group(group, signal.SIGKILL)
     return len(members)
 
 
@@ -118,6 +152,8 @@ async def supervise(
     """
     read_fd, write_fd = os.pipe()
     t0 = time.monotonic()
+    started = time.time() - 1.0  # process start times are rounded to clock ticks
+    token = secrets.token_hex(8)
     log_fd = -1
     try:
         # never through a planted link (jobs.rundir made the file, 0600)
@@ -125,7 +161,8 @@ async def supervise(
                          0o600)
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
-            env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1"},
+            env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1",
+                 RUN_TOKEN: token},
             pass_fds=(write_fd, *keep_fds), start_new_session=True,
         )
     except OSError as exc:
@@ -162,6 +199,7 @@ async def supervise(
         raise
     finally:
         kill_group(pgid, signal.SIGKILL)
+        kill_run_tree(pgid, token, started)
         stopper.cancel()
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -29,9 +29,9 @@ from dltop.results import identity
 from dltop.store.archive import ARCHIVE, unpack_measured
 
 FAILURE_PRECEDENCE: tuple[str, ...] = (
-    RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE, RunStatus.TIMEOUT,
-    RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.CANCELLED, RunStatus.RUNNING,
-    JobStatus.QUEUED)
+    RunStatus.SHORT, RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE,
+    RunStatus.TIMEOUT, RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.CANCELLED,
+    RunStatus.RUNNING, JobStatus.QUEUED)
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
 
 RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample",

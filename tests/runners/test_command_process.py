@@ -6,6 +6,7 @@ Real ``dltop run`` processes over the example programs in tests/programs/.
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -53,6 +54,21 @@ def test_fewer_iterations_than_asked_is_short(tmp_path: Path, command_job: RunJo
     assert r.run["status"] == "short", r.run
     assert r.run["n_iterations"] == 3 and "3 of 10" in str(r.run["error_message"])
     assert r.code == 0  # a result with a caveat, not a failure
+    res = subprocess.run([sys.executable, "-m", "dltop", "export", "--db", str(tmp_path / "d.db"),
+                          "--format", "csv"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and ",short" in res.stdout, res.stdout + res.stderr
+
+
+def test_a_timeout_stops_the_program_too(tmp_path: Path, command_job: RunJob,
+                                         wait_until: Callable[..., None]) -> None:
+    pids = tmp_path / "pid"
+    prog = ["/bin/sh", "-c", f'echo $$ > {pids}; exec "$@"', "sh",
+            *program("cmd_seconds.py", -1)]
+    r = command_job(prog, iterations=100000, timeout_s=3,
+                    iteration_regex=r"took (?P<seconds>[0-9.]+)s")
+    assert r.run["status"] == "timeout", r.run
+    assert len(r.seconds) > 2  # what it measured before is kept
+    wait_until(lambda: gone(int(pids.read_text())), 10, "the program to be gone")
 
 
 def test_nan_loss_is_diverged(tmp_path: Path, command_job: RunJob) -> None:

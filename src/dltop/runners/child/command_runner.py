@@ -136,7 +136,7 @@ class _Run(object):
 
     def note(self, spec_path):
         """The program's last lines and where its whole output is, for a crash message."""
-        tail = "\n".join("  " + line[:300] for line in self.lines.tail)
+        tail = "\n".join("  " + line[:160] for line in self.lines.last_lines())
         log = os.path.join(os.path.dirname(os.path.abspath(spec_path)), "runner.log")
         text = "; last output lines:\n%s\nlog: %s" % (tail, log) if tail else "; log: %s" % log
         if self.log.failed is not None:

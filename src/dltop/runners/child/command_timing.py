@@ -24,6 +24,7 @@ TAIL_LINES = 20
 LOG_HEAD_BYTES = 1 << 20
 LOG_TAIL_BYTES = 1 << 20
 _ANSI = re.compile(r"\x1b(\[[0-9;?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|.)")
+_BREAKS = re.compile(b"([\r\n])")
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
@@ -52,7 +53,7 @@ class Lines(object):
             else:
                 shown = text or self._redrawn
                 if shown:
-                    self.tail.append(printable(shown))
+                    self.tail.append(shown)
                 self._redrawn = ""
             if text:
                 out.append(text)
@@ -63,21 +64,21 @@ class Lines(object):
         rest, self._buf = self._buf.decode("utf-8", "replace"), b""
         shown = rest or self._redrawn
         if shown:
-            self.tail.append(printable(shown))
+            self.tail.append(shown)
         return [rest] if rest else []
 
+    def last_lines(self):
+        """The last lines as a terminal shows them, escapes and control characters removed."""
+        return [printable(line) for line in self.tail]
+
     def _split(self):
-        while True:
-            m = re.search(b"[\r\n]", self._buf)
-            if m is None:
-                if len(self._buf) > MAX_LINE_CHARS:
-                    piece, self._buf = self._buf[:MAX_LINE_CHARS], self._buf[MAX_LINE_CHARS:]
-                    yield piece, b"\r"
-                    continue
-                return
-            piece, sep = self._buf[:m.start()], self._buf[m.start():m.end()]
-            self._buf = self._buf[m.end():]
-            yield piece, sep
+        parts = _BREAKS.split(self._buf)  # one pass: a flood of short lines stays linear
+        self._buf = parts.pop()
+        for i in range(0, len(parts), 2):
+            yield parts[i], parts[i + 1]
+        while len(self._buf) > MAX_LINE_CHARS:
+            piece, self._buf = self._buf[:MAX_LINE_CHARS], self._buf[MAX_LINE_CHARS:]
+            yield piece, b"\r"
 
 
 def _number(text):

@@ -197,7 +197,9 @@ def main(run, argv=None):
         sys.exit(EXIT_ERROR)
     except BaseException as exc:  # noqa: B036 - every failure must reach the parent
         kind = classify(exc)
-        if kind == "crash" and not isinstance(exc, Failed):
+        if isinstance(exc, Failed):
+            message = str(exc)
+        elif kind == "crash":
             message = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         else:
             message = "%s: %s" % (type(exc).__name__, exc)

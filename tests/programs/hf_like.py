@@ -80,11 +80,12 @@ while True:
         call_event("on_pre_optimizer_step")
         time.sleep(0.005)
         call_event("on_optimizer_step")
-        truth.write("%r\n" % (time.perf_counter() - t0))
-        truth.flush()
+        seconds = time.perf_counter() - t0
         state.global_step += 1
         state.epoch += 0.1
         call_event("on_step_end")
+        truth.write("%r\n" % seconds)
+        truth.flush()
         if state.global_step % logging_steps == 0:
             logs = {"loss": round(sum(losses) / len(losses), 4), "grad_norm": 1.0,
                     "learning_rate": 5e-05, "epoch": round(state.epoch, 2)}

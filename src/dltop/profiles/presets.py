@@ -59,12 +59,14 @@ DLLOGGER: Final[Mapping[str, Any]] = {
     # step=(epoch, iteration) with the interval's mean "train.total_ips",
     # "train.compute_ips" and "train.loss"; epoch and run summaries have
     # step=(epoch,) and (), validation lines (epoch, it, val_it): only the
-    # two-number step matches. The throughput key, first one found: a
-    # total_ips (whole iteration, data loading included), then ips, then
-    # compute_ips, each bare or with "train.".
+    # two-number step matches. The throughput key: total_ips (the whole
+    # iteration, data loading included), else ips (MXNet, PaddlePaddle), bare
+    # or with "train.". Not compute_ips: older ConvNets log it on a second line
+    # of the same step (dllogger's examples/example_resnet_log.json), which
+    # would count the step twice.
     "iteration_regex": (r'^DLLL \{.*"type": "LOG", "step": \[\d+, (?P<step>\d+)\], "data": \{'
-                        r'(?=(?:.*?"(?:train\.)?total_ips"|.*?"(?:train\.)?ips"'
-                        r'|.*?"(?:train\.)?compute_ips"): (?P<samples_per_s>[0-9.eE+-]+))'
+                        r'(?=(?:.*?"(?:train\.)?total_ips"|.*?"(?:train\.)?ips"): '
+                        r'(?P<samples_per_s>[0-9.eE+-]+))'
                         r'(?:(?=.*?"(?:train\.)?loss": (?P<loss>[^,}\s]+)))?'),
     "timing": "regex",
 }

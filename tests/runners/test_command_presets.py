@@ -389,3 +389,31 @@ def test_unknown_preset_exits_2_naming_the_key_and_writes_nothing(tmp_path: Path
     assert "matrix[0].preset: unknown preset 'imagenet'" in r.stderr
     assert "dllogger, pytorch-imagenet, tf-cnn-benchmarks, torchbench" in r.stderr
     assert not (tmp_path / "d.db").exists() and not (tmp_path / "d-runs").exists()
+
+
+DOC = Path(__file__).resolve().parents[2] / "docs" / "own-programs.md"
+
+
+def test_every_profile_in_the_docs_loads(profile_text: Any, tmp_path: Path) -> None:
+    # whole entries as written; a snippet of keys inside a minimal command entry
+    blocks_ = re.findall(r"```toml\n(.*?)```", DOC.read_text(), re.S)
+    assert len(blocks_) >= 12
+    base = profile_text({"frameworks": ["command"], "models": ["m"], "batch_sizes": [8],
+                         "devices": ["cpu:1"], "command": ["prog"]})
+    for block in blocks_:
+        text = block if "[[matrix]]" in block else base + block
+        prof = parse(text, "doc.toml", "doc", profile_dir=tmp_path)
+        assert prof.jobs, block
+
+
+@pytest.mark.parametrize("snippet,line", [
+    ("it_per_s", " 45%|####5     | 45/100 [00:03<00:04, 12.34it/s]"),
+    ("throughput_train", 'DLLL {"timestamp": "1", "datetime": "x", "elapsedtime": "3.5", '
+     '"type": "LOG", "step": [0, 20], "data": {"throughput_train": 2345.6, "loss": 1.2}}'),
+    ("ms/batch", "| epoch   1 |   200/ 2983 batches | lr 20.00 | ms/batch 50.35 | loss  7.56 | "
+     "ppl  1920.32"),
+])
+def test_the_docs_regexes_match_their_programs_lines(snippet: str, line: str) -> None:
+    regexes = re.findall(r"^iteration_regex = '(.*)'$", DOC.read_text(), re.M)
+    (regex,) = [r for r in regexes if snippet in r]
+    assert re.search(regex, line)

@@ -3,10 +3,10 @@
 A preset is a documented set of defaults for a ``frameworks = ["command"]``
 entry's keys (``iteration_regex``, ``timing``, ``cumulative``,
 ``steps_per_match``, ``warmup``, ``iterations``); a key the entry (or
-``[defaults]``) sets itself wins. Each regex below was written against the
-program's own source (the printing code is quoted in docs/own-programs.md,
-which also has an example profile per preset), and tests/runners/
-test_command_presets.py checks it against verbatim lines of the program.
+``[defaults]``) sets itself wins. Each regex below was written from the
+program's own printing code (quoted in the comments); docs/own-programs.md
+shows the lines and an example profile per preset, and tests/runners/
+test_command_presets.py checks each regex against the program's lines.
 """
 
 from collections.abc import Mapping
@@ -72,7 +72,7 @@ DLLOGGER: Final[Mapping[str, Any]] = {
 }
 """The JSON lines go to a file unless the program is told otherwise: point its JSON log at
 ``/dev/stdout`` (ConvNets: ``--raport-file /dev/stdout``). Other throughput keys
-(``throughput_train``, ``train_throughput``, ...): override ``iteration_regex``."""
+(``throughput_train``, ``train.compute_ips`` alone, ...): override ``iteration_regex``."""
 
 TORCHBENCH: Final[Mapping[str, Any]] = {
     # pytorch/benchmark run.py, printResultSummaryTime: after 3 unprinted

@@ -304,6 +304,7 @@ def report(monkeypatch: pytest.MonkeyPatch
     spec = importlib.util.spec_from_file_location("dltop_report_under_test", REPORT)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, module)
     spec.loader.exec_module(module)
 
     def events() -> list[Any]:
@@ -372,6 +373,26 @@ def test_hf_callback_without_batch_arguments_reports_no_samples(report: Any) -> 
     cb.on_step_end(object(), object(), object())
     cb.on_train_end(object(), object(), object())
     assert [e["samples"] for e in events()] == [None]  # dltop then uses the job's batch
+
+
+def test_hf_callback_is_a_trainer_callback_once_transformers_is_imported(
+        report: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    module, events = report
+    assert type(module.HFCallback()) is module.HFCallback  # no transformers imported
+    # a stand-in for the program's `import transformers` (not installed here)
+    trainer_callback = type("TrainerCallback", (), {"on_save": lambda self, *a, **k: None})
+    monkeypatch.setitem(sys.modules, "transformers",
+                        SimpleNamespace(TrainerCallback=trainer_callback))
+    cb = module.HFCallback(sync=False)
+    assert cb.sync is False and module.HFCallback().__class__ is type(cb)
+    assert isinstance(cb, trainer_callback) and isinstance(cb, module.HFCallback)
+    assert type(pickle.loads(pickle.dumps(cb))) is type(cb)
+    args, state = trainer_args(), SimpleNamespace(is_world_process_zero=True)
+    for event in ("on_step_begin", "on_save", "on_step_end", "on_train_end"):
+        call_event(cb, event, args, state)
+    assert [e["samples"] for e in events()] == [24]
 
 
 def test_dltop_report_imports_neither_transformers_nor_torch() -> None:

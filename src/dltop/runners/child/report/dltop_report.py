@@ -82,11 +82,18 @@ class HFCallback(object):
     since the last log, every ``logging_steps``), given to the step it was logged
     after. Only the main process (``state.is_world_process_zero``) reports.
 
-    This is not a ``transformers.TrainerCallback`` subclass, so this module needs
-    no ``transformers``: the Trainer's CallbackHandler takes any object and calls
-    ``getattr(callback, event)(args, state, control, **kwargs)`` for each event;
-    events this class does not handle (and those of later versions) are no-ops.
+    This module never imports ``transformers``. When the program has imported it,
+    ``HFCallback()`` is also a ``transformers.TrainerCallback`` (a subclass made
+    then), for code that checks; without it, the object still works: the
+    Trainer's CallbackHandler takes any object and calls ``getattr(callback,
+    event)(args, state, control, **kwargs)`` for each event, and events this class
+    does not handle (those of later versions too) are no-ops.
     """
+
+    def __new__(cls, *args, **kwargs):
+        if cls is HFCallback:
+            cls = _with_trainer_callback() or cls
+        return object.__new__(cls)
 
     def __init__(self, sync=True):
         self.sync = sync
@@ -146,6 +153,20 @@ class HFCallback(object):
                 cuda.synchronize()
         except Exception:  # noqa: BLE001 - a failed wait must not stop the training
             self.sync = False
+
+
+def _with_trainer_callback():
+    """HFCallback as a subclass of the program's ``transformers.TrainerCallback``, or None."""
+    base = getattr(sys.modules.get("transformers"), "TrainerCallback", None)
+    if not isinstance(base, type):
+        return None
+    made = _state.get("hf_class")
+    if made is None or made.__bases__[1] is not base:
+        # A module-level name of its own, so an instance still pickles.
+        made = type("_HFTrainerCallback", (HFCallback, base), {"__module__": __name__})
+        globals()["_HFTrainerCallback"] = made
+        _state["hf_class"] = made
+    return made
 
 
 def _hf_samples(args):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -163,3 +164,32 @@ def test_cwd_defaults_to_the_profile_directory(tmp_path: Path, command_job: RunJ
         os.chdir(cwd)
     assert r.run["status"] == "ok", r.run
     assert (tmp_path / "where").read_text() == str(tmp_path)
+
+
+def test_resume_reaps_the_program_of_a_dead_engines_run(
+        tmp_path: Path, profile_text: Any, wait_until: Callable[..., None]) -> None:
+    # The program runs in its own process group inside the runner's session: the
+    # engine is SIGKILLed, and the resumed engine must kill the program too.
+    pids = tmp_path / "pids"
+    prog = ("import os, time\n"
+            f"open({str(pids)!r}, 'a').write('%d\\n' % os.getpid())\n"
+            "for i in range(1000):\n    time.sleep(0.25)\n    try:\n"
+            "        print('took 0.25s', flush=True)\n"
+            "    except OSError:\n        pass  # its reader is gone: it lives on\n")
+    prof = tmp_path / "p.toml"
+    prof.write_text(profile_text({
+        "frameworks": ["command"], "models": ["m"], "batch_sizes": [8], "devices": ["cpu:1"],
+        "warmup": 0, "iterations": 12, "timeout_s": 60, "command": [sys.executable, "-c", prog],
+        "iteration_regex": r"took (?P<seconds>[0-9.]+)s"}))
+    db = tmp_path / "d.db"
+    run = [sys.executable, "-m", "dltop", "run", "--headless", "--no-telemetry", "--db", str(db)]
+    engine = subprocess.Popen([*run, str(prof)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    wait_until(pids.exists, 60, "the program to start")
+    engine.kill()
+    engine.wait()
+    first = int(pids.read_text().split()[0])
+    assert not gone(first)
+    res = subprocess.run([*run, "--resume"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    wait_until(lambda: gone(first), 10, "the first program to be gone")

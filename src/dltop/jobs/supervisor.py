@@ -98,6 +98,8 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
     runs with the recorded start time, or the leader is gone and members remain
     (a process group id cannot be reused while any member lives). A leader pid
     that now belongs to a different process (start time differs) is left alone.
+    The runner leads a session too (its id is the group's): members of that
+    session in other groups (a command job's program) are killed with it.
     """
     if not pgid:
         return 0
@@ -105,16 +107,19 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
         now = process_start_time(pid)
         if now is not None and abs(now - start_time) > 0.05:
             return 0
-    members = []
+    members, other_groups = [], set()
     for proc in psutil.process_iter(["pid", "status"]):
         try:
-            if (os.getpgid(proc.pid) == pgid
-                    and proc.info["status"] != psutil.STATUS_ZOMBIE):
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            group = os.getpgid(proc.pid)
+            if group == pgid or os.getsid(proc.pid) == pgid:
                 members.append(proc.pid)
+                other_groups.add(group)
         except (ProcessLookupError, PermissionError):
             continue
-    if members:
-        kill_group(pgid, signal.SIGKILL)
+    for group in other_groups | ({pgid} if members else set()):
+        kill_group(group, signal.SIGKILL)
     return len(members)
 
 

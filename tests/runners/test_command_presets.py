@@ -106,6 +106,9 @@ LINES: list[tuple[str, str, dict[str, str] | None]] = [
     ("dllogger", 'DLLL {"timestamp": "1", "datetime": "x", "elapsedtime": "0.5", "type": "LOG",'
      ' "step": [2, 19], "data": {"train.loss": NaN, "train.ips": 800.0, "train.lr": 0.1}}',
      {"step": "19", "samples_per_s": "800.0", "loss": "NaN"}),
+    # PaddlePaddle's log_info prefixes its evaluation keys "val." under the same step shape
+    ("dllogger", 'DLLL {"timestamp": "1", "datetime": "x", "elapsedtime": "0.5", "type": "LOG",'
+     ' "step": [0, 10], "data": {"val.loss": 6.1, "val.top1": 0.1, "val.ips": 3000.0}}', None),
     ("dllogger", 'DLLL {"timestamp": "1", "datetime": "x", "type": "LOG", "step": "PARAMETER",'
      ' "data": {"ips": 1}}', None),
     ("dllogger", "DLL 2019-10-10 16:42:54.501155 - Epoch: 0 Iteration: 5  train.loss : 8.56641 "

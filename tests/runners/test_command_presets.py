@@ -436,8 +436,12 @@ def test_every_profile_in_the_docs_loads(profile_text: Any, tmp_path: Path) -> N
      '"type": "LOG", "step": [0, 20], "data": {"throughput_train": 2345.6, "loss": 1.2}}'),
     ("ms/batch", "| epoch   1 |   200/ 2983 batches | lr 20.00 | ms/batch 50.35 | loss  7.56 | "
      "ppl  1920.32"),
+    ("GPU Time", "GPU Time per batch:    12.097 milliseconds"),
+    ("GPU Time", "GPU Time:             12.097 milliseconds"),
+    ("total_seconds", "trained 100 steps in 12.345 s"),
+    ("<seconds>", "step 12 took 0.0312 s loss 2.105"),
 ])
 def test_the_docs_regexes_match_their_programs_lines(snippet: str, line: str) -> None:
-    regexes = re.findall(r"^iteration_regex = '(.*)'$", DOC.read_text(), re.M)
+    regexes = re.findall(r"iteration_regex = '(.*?)'(?:$|`)", DOC.read_text(), re.M)
     (regex,) = [r for r in regexes if snippet in r]
     assert re.search(regex, line)

@@ -445,3 +445,18 @@ def test_the_docs_regexes_match_their_programs_lines(snippet: str, line: str) ->
     regexes = re.findall(r"iteration_regex = '(.*?)'(?:$|`)", DOC.read_text(), re.M)
     (regex,) = [r for r in regexes if snippet in r]
     assert re.search(regex, line)
+
+
+def test_a_descriptor_that_was_not_inherited_never_stops_the_program(tmp_path: Path) -> None:
+    # Workers of a launcher that closes inherited fds see DLTOP_EVENT_FD but not the fd.
+    code = ("import dltop_report as r\n"
+            "for _ in range(3):\n"
+            "    r.report(0.01, samples=4)\n"
+            "print('trained to the end')\n")
+    env = dict(os.environ, DLTOP_EVENT_FD="97",
+               PYTHONPATH=str(CHILD_DIR / "report"))
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=60, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "trained to the end" in done.stdout
+    assert done.stderr.count("reporting off") == 1

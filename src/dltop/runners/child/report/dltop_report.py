@@ -34,13 +34,21 @@ def _now_ns():
 
 
 def _send(seconds, samples, loss, t_mono_ns):
-    if not _FD:
+    if not _FD or _state.get("off"):
         return
     event = {"v": 1, "event": "iter", "index": _state["index"], "seconds": float(seconds),
              "samples": samples, "loss": None if loss is None else float(loss),
              "t_mono_ns": t_mono_ns}
     _state["index"] += 1
-    os.write(int(_FD), (json.dumps(event) + "\n").encode("utf-8"))
+    try:
+        os.write(int(_FD), (json.dumps(event) + "\n").encode("utf-8"))
+    except (OSError, ValueError) as exc:
+        # Reporting must never stop the user's training: a process that did not
+        # inherit the descriptor (e.g. workers of a launcher that closes fds) goes
+        # on unreported, and says so once.
+        _state["off"] = True
+        sys.stderr.write("dltop_report: reporting off in pid %d (DLTOP_EVENT_FD=%s: %s)\n"
+                         % (os.getpid(), _FD, exc))
 
 
 class step(object):  # noqa: N801 - reads as a verb at the call site

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import FAILURE_STATUSES, CampaignStatus
 from dltop.cli.common import EXIT_FAILED_RUNS, EXIT_INTERRUPTED
 from dltop.errors import UserError
+from dltop.textsafe import multiline, one_line
 
 if TYPE_CHECKING:
     from dltop.jobs.events import EngineEvent
@@ -59,7 +60,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         profiles = [load(ref) for ref in args.profiles]
         plan = campaign.preflight(profiles, n_gpus, args.skip_unavailable, args.pack)
         for warning in plan.warnings:
-            print(f"dltop: warning: {warning}", file=sys.stderr)
+            print(f"dltop: warning: {one_line(warning)}", file=sys.stderr)
         store = Store(connect(db_path))
         campaign_id, queued = campaign.create(store, plan, argv)
         name, pack = plan.name, plan.pack
@@ -87,7 +88,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     with ctx:
         status = asyncio.run(go())
     if status == CampaignStatus.CANCELLED:
-        print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in {db_path}",
+        print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in "
+              f"{one_line(str(db_path))}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     if any(engine.counts.get(s, 0) for s in FAILURE_STATUSES):
@@ -102,11 +104,11 @@ def _detach(argv: list[str], db_path: Path, logs_dir: Path) -> int:
     launch = start_engine(run_args, db_path, logs_dir)
     if launch.exit_code is None:
         print(f"dltop: engine started in the background (pid {launch.pid}); "
-              f"log: {launch.log_path}\n"
+              f"log: {one_line(str(launch.log_path))}\n"
               "       watch: dltop (the TUI) or dltop status    steer: dltop pause | resume | "
               "cancel")
         return 0
-    sys.stderr.write(launch.log_tail)
+    sys.stderr.write(multiline(launch.log_tail))
     return launch.exit_code
 
 

@@ -246,11 +246,30 @@ def test_markdown_export_keeps_one_row_per_configuration(tmp_path: Path) -> None
     assert "pipe\\textbar{}label" in tex and "esc\\textbackslash{}x1b" in tex
 
 
+def test_latex_comment_lines_cannot_be_ended_by_a_newline() -> None:
+    """A newline in a title or caption ended the ``%`` line: the rest was typeset."""
+    from dltop.results.render import render
+    from dltop.results.table import Cell, Column, Role, Row, Table
+
+    evil = "campaign\n\\input{/etc/passwd}\x1b[2J"
+    table = Table(title=evil, columns=(Column("m", "model", Role.KEY), Column("t", "time")),
+                  rows=(Row((Cell(evil), Cell("1.0", 1.0, "ok"))),),
+                  caption=(evil,))
+    tex = render(table, "latex")
+    body = [ln for ln in tex.splitlines() if not ln.startswith("%")]
+    assert body[0].startswith("\\begin{tabular}")
+    assert "\\input" not in tex and "\x1b" not in tex
+    md = render(table, "md")
+    assert not CONTROL.search(md) and md.count("\n") == len(md.splitlines())
+    assert "campaign\\n\\input{/etc/passwd}\\x1b[2J" in md
+
+
 # fault 1 and 6: the TUI ----------------------------------------------------------------------
 
 
 def _seed_hostile(tmp_path: Path) -> Path:
     """A campaign named with markup and ESC, its run going on with such a log and label."""
+    from dltop.catalog import RunStatus
     from dltop.jobs import campaign
     from dltop.profiles.loader import parse
     from dltop.store import Store, connect
@@ -261,7 +280,8 @@ def _seed_hostile(tmp_path: Path) -> Path:
                  'batch_sizes = [8]\ndevices = ["cpu:1"]\n', "p.toml", "p")
     cid, queued = campaign.create(store, campaign.preflight([prof], 0, False), ["dltop"])
     done = store.start_run(queued[0].job_id, cid, 1, "", 8)
-    store.finish_run(done, queued[0].job_id, "crashed", {"error_message": GLOO + HOSTILE})
+    store.finish_run(done, queued[0].job_id, RunStatus.CRASHED,
+                     {"error_message": GLOO + HOSTILE})
     running = store.start_run(queued[1].job_id, cid, 1, "", 8)
     log = tmp_path / "runner.log"
     log.write_text("line one\n" + HOSTILE + "log [bold]x[/] [/__w/x]\n")

@@ -302,6 +302,7 @@ async def test_tui_screens_show_marked_up_names_literally(tmp_path: Path) -> Non
 
     from dltop.tui.app import DltopApp
     from dltop.tui.messages import ActionDone
+    from dltop.tui.queue import QueueTable
     from dltop.tui.runpanel import LogTail, RunHeadline
     from dltop.tui.screens import TitleBar
 
@@ -316,6 +317,8 @@ async def test_tui_screens_show_marked_up_names_literally(tmp_path: Path) -> Non
         assert "[/__w/x]" in tail and "\x1b" not in tail and "\\x1b[2J" in tail
         head = app.screen.query_one(RunHeadline).render().plain
         assert "[/]" in head and "\x1b" not in head
+        models = [row[3] for row in app.screen.query_one(QueueTable)._cells]
+        assert models and all("[/]\\x1b]0;PWNED" in m for m in models), models
         app.post_message(ActionDone("add", f"{NAME}: bad [/] input {HOSTILE}", False))
         await pilot.pause()
         await pilot.press("3")

@@ -201,6 +201,27 @@ def _runs(tmp_path: Path) -> int:
         return 0
 
 
+@pytest.mark.parametrize("mode", ["--headless", "--json"])
+def test_a_reader_that_leaves_does_not_end_the_campaign(tmp_path: Path, mode: str) -> None:
+    """``dltop run | head -1``: the first print after the reader left raised
+    BrokenPipeError in the engine; the campaign stayed `running` with no engine."""
+    prof = write_campaign(tmp_path, models=("a", "b", "c"))
+    env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
+    proc = subprocess.Popen([sys.executable, "-m", "dltop", "run", mode, str(prof)], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline()
+    proc.stdout.close()  # as `head -1` does
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 1, err  # crashed runs, as without the pipe
+    assert "Traceback" not in err and "campaign goes on" in err
+    conn = sqlite3.connect(tmp_path / "d.db")
+    try:
+        assert conn.execute("select status from campaigns").fetchone()[0] == "finished"
+        assert [r[0] for r in conn.execute("select status from jobs")] == ["crashed"] * 3
+    finally:
+        conn.close()
+
+
 def test_runs_listing_shows_messages_literally(crashed_db: Path) -> None:
     res = dltop(crashed_db, "runs")
     assert_clean(res)

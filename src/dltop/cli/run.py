@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -67,7 +68,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     sink: Callable[[EngineEvent], None]
     ctx: contextlib.AbstractContextManager[Any]
     if args.json:
-        sink = _print_json
+        sink = _JsonEvents()
         ctx = contextlib.nullcontext()
     else:
         from dltop.tui.progress import HeadlessProgress
@@ -112,5 +113,21 @@ def _detach(argv: list[str], db_path: Path, logs_dir: Path) -> int:
     return launch.exit_code
 
 
-def _print_json(event: EngineEvent) -> None:
-    print(json.dumps(event.to_dict(), default=str), flush=True)
+class _JsonEvents:
+    """``--json``: one event per line on stdout; a reader that leaves ends only the output."""
+
+    closed = False
+
+    def __call__(self, event: EngineEvent) -> None:
+        if self.closed:
+            return
+        try:
+            print(json.dumps(event.to_dict(), default=str), flush=True)
+        except OSError as exc:  # `dltop run --json | head`: the campaign goes on, stored
+            self.closed = True
+            with contextlib.suppress(OSError, ValueError):  # later prints go nowhere
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            with contextlib.suppress(OSError):
+                print(f"dltop: warning: the event output failed ({exc.strerror or exc}); the "
+                      "campaign goes on: 'dltop status' and 'dltop runs' follow it",
+                      file=sys.stderr)

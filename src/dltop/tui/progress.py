@@ -6,6 +6,9 @@ Lives beside the TUI because it is presentation (Rich); the engine only emits
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import statistics
 import sys
 from collections import deque
@@ -37,6 +40,20 @@ from dltop.textsafe import one_line
 from dltop.tui.format import STATUS_STYLE
 
 
+class _Console(Console):
+    """A console whose reader leaving (``dltop run | head``) ends only the output.
+
+    Rich's default raises ``SystemExit(1)``, which ended the engine mid-campaign and
+    left the campaign ``running``; here it goes quiet and raises BrokenPipeError,
+    which :class:`HeadlessProgress` reports once.
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        stdout_gone()
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 class HeadlessProgress:
     """Callable event sink; use as a context manager around the engine run.
 
@@ -46,7 +63,7 @@ class HeadlessProgress:
     """
 
     def __init__(self, interactive: bool, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=False, highlight=False)
+        self.console = console or _Console(stderr=False, highlight=False)
         self.interactive = interactive
         self._progress: Progress | None = None
         # Keyed by run id: a packed campaign has several runs going at once.
@@ -68,10 +85,30 @@ class HeadlessProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
+        if self._progress is not None and not self._closed:
             self._progress.stop()
 
+    _closed = False
+    _failed = False
+
     def __call__(self, event: EngineEvent) -> None:
+        """Show one engine event. Never raises: the display must not end a campaign."""
+        if self._closed:
+            return
+        try:
+            self._show(event)
+        except OSError as exc:  # `dltop run | head`: the reader left; the runs go on
+            self._closed = True
+            stdout_gone()
+            warn(f"the progress output failed ({exc.strerror or exc}); the campaign goes "
+                 "on: 'dltop status' and 'dltop runs' follow it")
+        except Exception as exc:  # a display bug: say so once, keep the engine going
+            if not self._failed:
+                self._failed = True
+                warn(f"the progress display failed ({type(exc).__name__}: {exc}); the "
+                     "campaign goes on")
+
+    def _show(self, event: EngineEvent) -> None:
         if isinstance(event, CampaignStarted):
             self.console.print(Text.assemble(
                 f"campaign {event.campaign_id} ", (one_line(event.name), "bold"),
@@ -138,6 +175,18 @@ class HeadlessProgress:
         if lines and e.status != RunStatus.OK:
             line.append(f"  — {one_line(lines[-1])[:160]}")
         return line
+
+
+def warn(text: str) -> None:
+    """One line on stderr (it may be gone too: then nothing)."""
+    with contextlib.suppress(OSError):
+        print(f"dltop: warning: {one_line(text)}", file=sys.stderr, flush=True)
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null: later prints and the interpreter's last flush succeed."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def stdout_is_terminal() -> bool:

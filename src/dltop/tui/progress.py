@@ -72,6 +72,8 @@ class HeadlessProgress:
         self._labels: dict[int, str] = {}
         # job id -> (its "[k/n]", runs started): a retry keeps its job's place
         self._places: dict[int, tuple[str, int]] = {}
+        self._closed = False  # stdout's reader left: nothing more is printed
+        self._failed = False  # a display error was reported (once)
 
     def __enter__(self) -> HeadlessProgress:
         if self.interactive:
@@ -87,9 +89,6 @@ class HeadlessProgress:
     def __exit__(self, *exc: Any) -> None:
         if self._progress is not None and not self._closed:
             self._progress.stop()
-
-    _closed = False
-    _failed = False
 
     def __call__(self, event: EngineEvent) -> None:
         """Show one engine event. Never raises: the display must not end a campaign."""

@@ -60,6 +60,8 @@ def load_frameworks(path: Path | None = None) -> dict[str, FrameworkConfig]:
         raise UserError(f"{path}: cannot read: {exc}") from None
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per level: ~500 nested arrays exhaust it
+        raise UserError(f"{path}: arrays or tables nested too deeply to read") from None
     unknown = sorted(set(data) - {"frameworks"})
     if unknown:
         raise UserError(f"{path}: unknown table or key {unknown[0]!r} (expected [frameworks.NAME])")

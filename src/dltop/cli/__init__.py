@@ -58,7 +58,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().print_help()
         return 0
     except DltopError as exc:
-        print(f"dltop: error: {exc}", file=sys.stderr)
+        from dltop.textsafe import multiline  # messages quote paths and names: no raw ESC
+
+        print(f"dltop: error: {multiline(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("dltop: interrupted", file=sys.stderr)

@@ -7,6 +7,7 @@ import argparse
 from dltop.catalog import CampaignStatus, Control
 from dltop.cli.common import open_existing
 from dltop.errors import UserError
+from dltop.textsafe import one_line
 
 
 def cmd_control(args: argparse.Namespace) -> int:
@@ -25,8 +26,8 @@ def cmd_control(args: argparse.Namespace) -> int:
         raise UserError(f"campaign {camp.id} has no running engine (it died or was killed); "
                         "continue it with 'dltop run --resume'")
     store.set_control(camp.id, Control(args.command))
-    print(f"campaign {camp.id} ({camp.name}): {args.command} requested; the engine (pid "
-          f"{camp.engine_pid}) acts on it within a second")
+    print(f"campaign {camp.id} ({one_line(camp.name)}): {args.command} requested; the engine "
+          f"(pid {camp.engine_pid}) acts on it within a second")
     return 0
 
 
@@ -43,11 +44,12 @@ def cmd_status(args: argparse.Namespace) -> int:
         last = queries.campaigns(db, limit=1)
         if not last:
             print("no campaigns yet")
-        else:
-            done = last[0]
-            print(f"no engine running. Last campaign {done.id} `{done.name}`: {done.status}, "
-                  f"finished {done.finished_at or '-'}")
-        print(storage_line(resolve_db_path(args.db)))
+            print(storage_line(resolve_db_path(args.db)))
+            return 0
+        done = last[0]
+        print(f"no engine running. Last campaign {done.id} `{one_line(done.name)}`: "
+              f"{done.status}, "
+              f"finished {done.finished_at or '-'}")
         return 0
     for c in open_:
         alive = engine_alive(c.engine_pid, c.engine_start_time)
@@ -57,11 +59,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             "engine NOT running (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
             if queue.packs(c.id) else ""
-        waiting = f" for devices: {c.waiting_for}" if c.status == CampaignStatus.WAITING else ""
-        print(f"campaign {c.id} `{c.name}`: {c.status}{waiting}{packed}; {engine}; "
+        waiting = f" for devices: {one_line(c.waiting_for or '')}" \
+            if c.status == CampaignStatus.WAITING else ""
+        print(f"campaign {c.id} `{one_line(c.name)}`: {c.status}{waiting}{packed}; {engine}; "
               f"jobs: {shown}")
         for r in queries.current_runs(db, c.id):
-            print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
+            print(f"  run {r.run_id}: {one_line(r.label)}: iteration {r.done}/{r.total}"
                   f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}")
     print(storage_line(resolve_db_path(args.db)))
     return 0

@@ -34,16 +34,18 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     from dltop.profiles.loader import builtin_names, load
+    from dltop.textsafe import one_line as safe
 
     if args.profiles_command == "show":
         prof = load(args.profile)
-        print(f"# {prof.name}: {prof.description}" if prof.description else f"# {prof.name}")
+        name = safe(prof.name)
+        print(f"# {name}: {safe(prof.description)}" if prof.description else f"# {name}")
         packing = "packed on disjoint devices" if prof.pack else "one run at a time"
-        print(f"# source: {prof.source}; {len(prof.jobs)} jobs; {packing}")
+        print(f"# source: {safe(prof.source)}; {len(prof.jobs)} jobs; {packing}")
         print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
               f"{'rep':>3} {'iters':>5} {'warmup':>6} {'precision':<9} {'data':<9} timeout_s")
         for i, j in enumerate(prof.jobs, 1):
-            print(f"{i:>4}  {j.framework:<10} {j.model:<10} {j.batch_size:>6} "
+            print(f"{i:>4}  {j.framework:<10} {safe(j.model):<10} {j.batch_size:>6} "
                   f"{j.device.label:<7} {j.repeat + 1:>3} {j.iterations:>5} {j.warmup:>6} "
                   f"{j.precision:<9} {j.data:<9} {j.timeout_s:g}")
             if j.framework == "command":
@@ -51,7 +53,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         return 0
     for name in builtin_names():
         prof = load(name)
-        print(f"{name:<18} {len(prof.jobs):>4} jobs  {prof.description}")
+        print(f"{name:<18} {len(prof.jobs):>4} jobs  {safe(prof.description)}")
     return 0
 
 

@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def fake_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--fake-gpus", type=_count, default=None, metavar="N",
-                        help="simulate N GPUs for telemetry (demo/tests; marked simulated "
-                             "everywhere; also $DLTOP_FAKE_GPUS)")
+                        help="simulate N GPUs (at most 64) for telemetry (demo/tests; marked "
+                             "simulated everywhere; also $DLTOP_FAKE_GPUS)")
 
     fake_arg(run)
     run.add_argument("--gpu-hz", type=float, default=10.0, help="GPU sampling rate (10)")

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import signal
 import sys
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import FAILURE_STATUSES, CampaignStatus
 from dltop.cli.common import EXIT_FAILED_RUNS, EXIT_INTERRUPTED
 from dltop.errors import UserError
+from dltop.textsafe import multiline, one_line
 
 if TYPE_CHECKING:
     from dltop.jobs.events import EngineEvent
@@ -59,14 +61,14 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         profiles = [load(ref) for ref in args.profiles]
         plan = campaign.preflight(profiles, n_gpus, args.skip_unavailable, args.pack)
         for warning in plan.warnings:
-            print(f"dltop: warning: {warning}", file=sys.stderr)
+            print(f"dltop: warning: {one_line(warning)}", file=sys.stderr)
         store = Store(connect(db_path))
         campaign_id, queued = campaign.create(store, plan, argv)
         name, pack = plan.name, plan.pack
     sink: Callable[[EngineEvent], None]
     ctx: contextlib.AbstractContextManager[Any]
     if args.json:
-        sink = _print_json
+        sink = _JsonEvents()
         ctx = contextlib.nullcontext()
     else:
         from dltop.tui.progress import HeadlessProgress
@@ -87,7 +89,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     with ctx:
         status = asyncio.run(go())
     if status == CampaignStatus.CANCELLED:
-        print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in {db_path}",
+        print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in "
+              f"{one_line(str(db_path))}",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     if any(engine.counts.get(s, 0) for s in FAILURE_STATUSES):
@@ -102,13 +105,29 @@ def _detach(argv: list[str], db_path: Path, logs_dir: Path) -> int:
     launch = start_engine(run_args, db_path, logs_dir)
     if launch.exit_code is None:
         print(f"dltop: engine started in the background (pid {launch.pid}); "
-              f"log: {launch.log_path}\n"
+              f"log: {one_line(str(launch.log_path))}\n"
               "       watch: dltop (the TUI) or dltop status    steer: dltop pause | resume | "
               "cancel")
         return 0
-    sys.stderr.write(launch.log_tail)
+    sys.stderr.write(multiline(launch.log_tail))
     return launch.exit_code
 
 
-def _print_json(event: EngineEvent) -> None:
-    print(json.dumps(event.to_dict(), default=str), flush=True)
+class _JsonEvents:
+    """``--json``: one event per line on stdout; a reader that leaves ends only the output."""
+
+    closed = False
+
+    def __call__(self, event: EngineEvent) -> None:
+        if self.closed:
+            return
+        try:
+            print(json.dumps(event.to_dict(), default=str), flush=True)
+        except OSError as exc:  # `dltop run --json | head`: the campaign goes on, stored
+            self.closed = True
+            with contextlib.suppress(OSError, ValueError):  # later prints go nowhere
+                os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            with contextlib.suppress(OSError):
+                print(f"dltop: warning: the event output failed ({exc.strerror or exc}); the "
+                      "campaign goes on: 'dltop status' and 'dltop runs' follow it",
+                      file=sys.stderr)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import sys
+from typing import Any
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
@@ -30,7 +32,19 @@ def cmd_tui(args: argparse.Namespace) -> int:
     # about 55 000 objects) keeps them from scanning it, inside a keypress, each time.
     gc.collect()
     gc.freeze()
-    result = app.run()
+    return exit_status(app, app.run())
+
+
+def exit_status(app: Any, result: str | None) -> int:
+    """The exit status of ``dltop tui``: 1 when the viewer crashed, else 0.
+
+    Textual prints a crash's traceback and returns from ``run()`` as if the user had
+    quit; its ``return_code`` (1 after an unhandled exception) tells the two apart.
+    """
+    if app.return_code:
+        print("dltop: the viewer crashed (traceback above); engines keep running: "
+              "'dltop status' shows them", file=sys.stderr)
+        return 1
     if result == "leave":
         print("dltop: the engine keeps running; re-attach with 'dltop', or 'dltop status'")
     return 0

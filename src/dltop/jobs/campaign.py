@@ -102,6 +102,8 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
         return (f"{job.device.label} needs {job.device.count} GPU(s); "
                 f"this host has {gpu_count}")
     if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
+        if Path(job.data_dir).exists():
+            return f"data_dir {job.data_dir} is a file, not a directory"
         return f"data_dir {job.data_dir} does not exist"
     if job.framework == "cntk" and job.device.workers > 1 and shutil.which("mpiexec") is None:
         return (f"{job.device.label} with CNTK needs mpiexec (Open MPI) on PATH for its "

@@ -103,6 +103,8 @@ def parse(text: str, source: str, default_name: str,
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UserError(f"{source}: TOML syntax error: {exc}") from None
+    except RecursionError:  # tomllib recurses per level: ~500 nested arrays exhaust it
+        raise UserError(f"{source}: arrays or tables nested too deeply to read") from None
     _check_keys(where, "", doc, TOP_KEYS)
     name = _str(where, "name", doc.get("name", default_name))
     description = _str(where, "description", doc.get("description", ""))

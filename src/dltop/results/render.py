@@ -5,6 +5,11 @@ every results table (the pivot, the scaling table, whatever comes next) is
 drawn by the same code. Display text goes to Markdown and LaTeX; numbers stay
 numbers in CSV and JSON. The JSON schema and the CSV layout are documented in
 docs/exports.md.
+
+Text comes from profiles and programs (model labels, names, messages): its
+control characters are escaped (:mod:`dltop.textsafe`) in Markdown, CSV and
+LaTeX, so an export neither carries ``ESC`` to a terminal nor lets a newline or
+a ``|`` break a Markdown row or a ``%`` comment line. JSON escapes them itself.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import json
 from typing import Any
 
 from dltop.results.table import Column, Layout, Role, Table
+from dltop.textsafe import markdown_cell, one_line
 
 FORMATS = ("md", "csv", "json", "latex")
 
@@ -42,11 +48,12 @@ def _texts(table: Table) -> list[list[str]]:
 
 def markdown(table: Table) -> str:
     """A pipe table under the title, footnotes and caption below it."""
-    lines = [table.title, "", "| " + " | ".join(c.header for c in table.columns) + " |",
+    lines = [one_line(table.title), "",
+             "| " + " | ".join(markdown_cell(c.header) for c in table.columns) + " |",
              "|" + "|".join("---" if c.align == "l" else "---:" for c in table.columns) + "|"]
-    lines += ["| " + " | ".join(texts) + " |" for texts in _texts(table)]
+    lines += ["| " + " | ".join(map(markdown_cell, texts)) + " |" for texts in _texts(table)]
     if table.notes or table.caption:
-        lines += ["", *table.notes, *table.caption]
+        lines += ["", *map(one_line, (*table.notes, *table.caption))]
     return "\n".join(lines) + "\n"
 
 
@@ -65,12 +72,12 @@ def to_csv(table: Table) -> str:
     """
     buf = io.StringIO()
     for line in (table.title, *table.caption):
-        buf.write("# " + " ".join(line.splitlines()) + "\n")
+        buf.write("# " + one_line(" ".join(line.splitlines())) + "\n")
     w = csv.writer(buf, lineterminator="\n")
     header: list[str] = []
     for c in table.columns:
         header += [c.header, c.header + STATUS_SUFFIX] if c.role is Role.VALUE else [c.header]
-    w.writerow(header)
+    w.writerow(map(one_line, header))
     for row in table.rows:
         out: list[Any] = []
         for col, cell in zip(table.columns, row.cells, strict=True):
@@ -82,7 +89,7 @@ def to_csv(table: Table) -> str:
                 out += ["", cell.text]
             else:
                 out += [cell.value, cell.status]
-        w.writerow(out)
+        w.writerow(one_line(v) if isinstance(v, str) else v for v in out)
     return buf.getvalue()
 
 
@@ -125,12 +132,14 @@ def to_json(table: Table) -> str:
 _LATEX_ESCAPES = {"\\": r"\textbackslash{}", "&": r"\&", "%": r"\%", "$": r"\$", "#": r"\#",
                   "_": r"\_", "{": r"\{", "}": r"\}", "~": r"\textasciitilde{}",
                   "^": r"\textasciicircum{}", "†": r"\textdagger{}",
-                  "‡": r"\textdaggerdbl{}", "§": r"\S{}"}
+                  "‡": r"\textdaggerdbl{}", "§": r"\S{}", "|": r"\textbar{}",
+                  "<": r"\textless{}", ">": r"\textgreater{}"}
 
 
 def latex_escape(text: str) -> str:
-    """Escape LaTeX special characters."""
-    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in text)
+    """Escape LaTeX special characters, control characters first (one line: a newline
+    would end a ``%`` comment and let the rest be typeset)."""
+    return "".join(_LATEX_ESCAPES.get(ch, ch) for ch in one_line(text))
 
 
 def latex(table: Table) -> str:

@@ -77,7 +77,7 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
             db.enable_wal()
             conn.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"{path}: not a SQLite database ({exc})") from None
+        raise UserError(_open_failure(path, exc)) from None
     except migrations.SchemaTooNew as exc:
         raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use it. "
                         "Nothing was written") from None
@@ -103,6 +103,19 @@ def _create_private(path: Path) -> None:
     except OSError as exc:
         raise UserError(f"{path}: cannot create the database: {exc.strerror}") from None
     os.close(fd)
+
+
+def _open_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
+    """What went wrong opening ``path``, for the user: not every error means "not SQLite"."""
+    name = getattr(exc, "sqlite_errorname", "") or ""
+    if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
+        if not os.access(path.parent, os.W_OK | os.X_OK):
+            # WAL: SQLite creates <db>-wal and <db>-shm beside the file, even to read it
+            return (f"{path}: cannot open the database: the directory {path.parent} is not "
+                    f"writable (SQLite needs to create {path.name}-wal and {path.name}-shm "
+                    "there, even to read)")
+        return f"{path}: cannot open the database ({exc})"
+    return f"{path}: not a SQLite database ({exc})"
 
 
 def memory_db() -> sqlite_utils.Database:

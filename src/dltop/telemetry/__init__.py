@@ -24,6 +24,9 @@ from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import GpuBackend
 
 FAKE_GPUS_ENV = "DLTOP_FAKE_GPUS"
+MAX_FAKE_GPUS = 64
+"""Most simulated GPUs: more than any real host has (8-16), few enough that each one's
+state, history and TUI row stay small (a billion grew memory without bound)."""
 
 
 def fake_gpus_from_env() -> int:
@@ -45,8 +48,15 @@ def fake_gpus_from_env() -> int:
 
 
 def open_gpu_backend(fake_gpus: int | None = None, latency_s: float = 0.0) -> GpuBackend:
-    """Simulated GPUs when asked for (argument, else the environment), else NVML."""
+    """Simulated GPUs when asked for (argument, else the environment), else NVML.
+
+    Raises:
+        UserError: more than :data:`MAX_FAKE_GPUS` simulated GPUs asked for.
+    """
     n = fake_gpus if fake_gpus is not None else fake_gpus_from_env()
+    if n > MAX_FAKE_GPUS:
+        where = "--fake-gpus" if fake_gpus is not None else f"${FAKE_GPUS_ENV}"
+        raise UserError(f"{where}: at most {MAX_FAKE_GPUS} simulated GPUs, got {n}")
     if n:
         return FakeGpuBackend(n, latency_s=latency_s)
     return nvml.NvmlBackend()

@@ -13,6 +13,7 @@ from dltop.errors import UserError
 from dltop.pyexec import ask_python
 from dltop.telemetry.host import HostSampler, cpu_model
 from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
+from dltop.textsafe import multiline
 
 GIB = 2**30
 
@@ -77,7 +78,7 @@ def render_devices(r: DevicesReport) -> str:
     lines.append(f"  CPU % per core: {cores}")
     lines.append(f"  memory {h.mem_used_bytes / GIB:.1f}/{h.mem_total_bytes / GIB:.1f} GiB, "
                  f"swap used {h.swap_used_bytes / GIB:.1f} GiB")
-    return "\n".join(lines) + "\n"
+    return multiline("\n".join(lines)) + "\n"  # GPU names, interpreter errors
 
 
 @dataclass(frozen=True)
@@ -132,4 +133,4 @@ def render_doctor(checks: list[Check]) -> str:
         lines.append(f"[{'ok' if c.ok else '!!'}] {c.name}: {c.detail}")
         if c.fix and not c.ok:
             lines.append(f"     fix: {c.fix}")
-    return "\n".join(lines) + "\n"
+    return multiline("\n".join(lines)) + "\n"  # GPU names, interpreter errors

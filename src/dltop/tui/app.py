@@ -30,6 +30,7 @@ from dltop.live.devices import DeviceFrame, DevicePoller
 from dltop.results.queries import campaigns
 from dltop.store import connect
 from dltop.telemetry.model import GpuBackend, HostSample
+from dltop.textsafe import multiline
 from dltop.tui import ops
 from dltop.tui.messages import ActionDone, CampaignUpdated, DevicesUpdated
 from dltop.tui.modals import ExportDialog, HelpScreen, ProfilePicker, QuitDialog
@@ -192,8 +193,8 @@ class DltopApp(App[str | None]):
             self.set_timer(delay, restart)
         if failures == 1:  # once per streak: a dead database does not flood the screen
             suffix = "; retrying" if restart is not None else ""
-            self.notify(f"{_WHAT.get(group, group)} failed: {type(exc).__name__}: {exc}"
-                        f"{suffix}", severity="error", timeout=10)
+            self.notify(multiline(f"{_WHAT.get(group, group)} failed: {type(exc).__name__}: "
+                                  f"{exc}{suffix}"), severity="error", timeout=10, markup=False)
 
     async def refresh_now(self) -> None:
         """Read the database and the devices once and show them (tests; after an edit)."""
@@ -285,8 +286,9 @@ class DltopApp(App[str | None]):
 
     def on_action_done(self, msg: ActionDone) -> None:
         if msg.text:
-            self.notify(msg.text, severity="information" if msg.ok else "error",
-                        timeout=4 if msg.ok else 10)
+            # names, paths and errors from data: literal text, control characters escaped
+            self.notify(multiline(msg.text), severity="information" if msg.ok else "error",
+                        timeout=4 if msg.ok else 10, markup=False)
         self.run_worker(self.refresh_now(), group="refresh", exit_on_error=False)
 
     def _need_view(self) -> CampaignView | None:

@@ -12,6 +12,7 @@ from textual.widgets import Static
 
 from dltop.live.devices import DeviceFrame
 from dltop.telemetry.model import GpuSample, GpuStatic, HostSample
+from dltop.textsafe import one_line
 from dltop.tui.format import NA, gib, num, sparkline
 
 HISTORY = 120
@@ -19,7 +20,7 @@ HISTORY = 120
 
 
 def _short_name(name: str) -> str:
-    return name.replace("NVIDIA ", "").replace("GeForce ", "")[:14]
+    return one_line(name.replace("NVIDIA ", "").replace("GeForce ", ""))[:14]
 
 
 class GpuRow(Static):
@@ -111,7 +112,7 @@ class DevicesPanel(Vertical):
             self._note(Text("SIMULATED GPUs (--fake-gpus): no real device is read",
                             "bold magenta"))
         elif not frame.statics:
-            self._note(Text(f"no GPU: {frame.gpu_unavailable or NA}", "dim"))
+            self._note(Text(f"no GPU: {one_line(frame.gpu_unavailable or NA)}", "dim"))
         else:
             self._note(None)
         self.query_one(HostRow).sample = frame.host

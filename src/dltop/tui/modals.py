@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -10,6 +11,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, Static
 
 from dltop.errors import UserError
+from dltop.textsafe import multiline
 
 
 class ProfilePicker(ModalScreen[str | None]):
@@ -55,7 +57,8 @@ class ProfilePicker(ModalScreen[str | None]):
         self.app.call_from_thread(self.dismiss, ref)
 
     def _show_error(self, text: str) -> None:
-        self.query_one("#profile-error", Static).update(text)
+        # Text, not markup: the message quotes the path, which may hold `[/]` or ESC
+        self.query_one("#profile-error", Static).update(Text(multiline(text)))
 
 
 class ExportDialog(ModalScreen[str | None]):

@@ -17,6 +17,7 @@ from dltop.live.campaign import CampaignView
 from dltop.results.export import build_table, export_to_file, render
 from dltop.results.scaling import ScalingRow, render_scaling, scaling_rows
 from dltop.store import Store, connect
+from dltop.textsafe import one_line
 
 
 def _db(db_path: Path) -> sqlite_utils.Database:
@@ -145,7 +146,7 @@ def speedup_chart(rows: list[ScalingRow]) -> str:
         if r.speedup is None:
             continue  # not measured (yet): no bar rather than a zero
         bar = "█" * round(r.speedup * scale)
-        label = f"{r.framework} {r.model} b{r.batch_size} {r.device}"[:30]
+        label = one_line(f"{r.framework} {r.model} b{r.batch_size} {r.device}")[:30]
         mark = round(r.n_devices * scale)
         line = bar.ljust(mark) + ("|" if mark >= len(bar) else "")
         lines.append(f"{label:<30} {line} {r.speedup:.2f}x")

@@ -6,6 +6,9 @@ Lives beside the TUI because it is presentation (Rich); the engine only emits
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import statistics
 import sys
 from collections import deque
@@ -20,6 +23,7 @@ from rich.progress import (
     TextColumn,
     TimeRemainingColumn,
 )
+from rich.text import Text
 
 from dltop.catalog import RunStatus
 from dltop.jobs.events import (
@@ -32,25 +36,50 @@ from dltop.jobs.events import (
     RunProgress,
     RunStarted,
 )
+from dltop.textsafe import one_line
 from dltop.tui.format import STATUS_STYLE
 
 
+class _Console(Console):
+    """A console whose reader leaving (``dltop run | head``) ends only the output.
+
+    Rich's default raises ``SystemExit(1)``, which ended the engine mid-campaign and
+    left the campaign ``running``; here it goes quiet and raises BrokenPipeError,
+    which :class:`HeadlessProgress` reports once.
+    """
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        stdout_gone()
+        raise BrokenPipeError(errno.EPIPE, os.strerror(errno.EPIPE))
+
+
 class HeadlessProgress:
-    """Callable event sink; use as a context manager around the engine run."""
+    """Callable event sink; use as a context manager around the engine run.
+
+    Names, labels and messages come from profiles and programs: they are printed as
+    :class:`~rich.text.Text` after :func:`~dltop.textsafe.one_line`, never as markup
+    (a gloo error holds ``[/__w/...]``) and never with their control characters.
+    """
 
     def __init__(self, interactive: bool, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=False, highlight=False)
+        self.console = console or _Console(stderr=False, highlight=False)
         self.interactive = interactive
         self._progress: Progress | None = None
         # Keyed by run id: a packed campaign has several runs going at once.
         self._tasks: dict[int, TaskID] = {}
         self._recent: dict[int, deque[float]] = {}
         self._labels: dict[int, str] = {}
+        # job id -> (its "[k/n]", runs started): a retry keeps its job's place
+        self._places: dict[int, tuple[str, int]] = {}
+        self._closed = False  # stdout's reader left: nothing more is printed
+        self._failed = False  # a display error was reported (once)
 
     def __enter__(self) -> HeadlessProgress:
         if self.interactive:
             self._progress = Progress(
-                TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                TextColumn("{task.description}", markup=False), BarColumn(),
+                MofNCompleteColumn(),
                 TextColumn("{task.fields[s_iter]}"), TimeRemainingColumn(),
                 console=self.console, transient=True,
             )
@@ -58,24 +87,41 @@ class HeadlessProgress:
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self._progress is not None:
+        if self._progress is not None and not self._closed:
             self._progress.stop()
 
     def __call__(self, event: EngineEvent) -> None:
+        """Show one engine event. Never raises: the display must not end a campaign."""
+        if self._closed:
+            return
+        try:
+            self._show(event)
+        except OSError as exc:  # `dltop run | head`: the reader left; the runs go on
+            self._closed = True
+            stdout_gone()
+            warn(f"the progress output failed ({exc.strerror or exc}); the campaign goes "
+                 "on: 'dltop status' and 'dltop runs' follow it")
+        except Exception as exc:  # a display bug: say so once, keep the engine going
+            if not self._failed:
+                self._failed = True
+                warn(f"the progress display failed ({type(exc).__name__}: {exc}); the "
+                     "campaign goes on")
+
+    def _show(self, event: EngineEvent) -> None:
         if isinstance(event, CampaignStarted):
-            self.console.print(f"campaign {event.campaign_id} [bold]{event.name}[/]: "
-                               f"{event.n_jobs} runs → {event.db_path}")
+            self.console.print(Text.assemble(
+                f"campaign {event.campaign_id} ", (one_line(event.name), "bold"),
+                f": {event.n_jobs} runs → {one_line(event.db_path)}"))
         elif isinstance(event, RunStarted):
             rid = event.run_id
             self._recent[rid] = deque(maxlen=10)
-            label = self._labels[rid] = (f"[{event.position + 1}/{event.n_jobs}] "
-                                         f"{event.job.describe()}")
+            label = self._labels[rid] = self._label(event)
             if self._progress is not None:
                 self._tasks[rid] = self._progress.add_task(
                     label + " (warm-up)",
                     total=event.job.warmup + event.job.iterations, s_iter="")
             else:
-                self.console.print(f"{label} …")
+                self.console.print(Text(f"{label} …"))
         elif isinstance(event, RunProgress):
             recent = self._recent.setdefault(event.run_id, deque(maxlen=10))
             recent.append(event.seconds)
@@ -94,27 +140,52 @@ class HeadlessProgress:
             self.console.print(self._finished_line(event), soft_wrap=True)
             self._labels.pop(event.run_id, None)
         elif isinstance(event, DevicesBusy):
-            self.console.print(f"campaign {event.campaign_id} waiting for devices: "
-                               f"{event.waiting_for}", markup=False)
+            self.console.print(Text(f"campaign {event.campaign_id} waiting for devices: "
+                                    f"{one_line(event.waiting_for)}"))
         elif isinstance(event, NoDeviceLease):
-            self.console.print(f"warning: no device lease ({event.reason}): another engine "
-                               "may run on the same devices", markup=False)
+            self.console.print(Text(f"warning: no device lease ({one_line(event.reason)}): "
+                                    "another engine may run on the same devices"))
         elif isinstance(event, CampaignFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(event.counts.items()))
-            self.console.print(f"campaign {event.campaign_id} {event.status}: {counts}")
+            self.console.print(Text(f"campaign {event.campaign_id} {event.status}: {counts}"))
 
-    def _finished_line(self, e: RunFinished) -> str:
-        style = STATUS_STYLE.get(e.status, "white")
-        parts = [self._labels.get(e.run_id, e.job.describe()), f"[{style}]{e.status}[/]"]
+    def _label(self, event: RunStarted) -> str:
+        """``[k/n] job``: k counts jobs, so a retry shows its job's k and its attempt."""
+        describe = one_line(event.job.describe())
+        place, started = self._places.get(event.job_id, ("", 0))
+        if not place:
+            place = f"[{min(event.position + 1, event.n_jobs)}/{event.n_jobs}]"
+        self._places[event.job_id] = (place, started + 1)
+        return f"{place} {describe}" + (f" (attempt {started + 1})" if started else "")
+
+    def _finished_line(self, e: RunFinished) -> Text:
+        line = Text(self._labels.get(e.run_id) or one_line(e.job.describe()))
+        line.append("  ")
+        line.append(e.status, STATUS_STYLE.get(e.status, "white"))
         if e.median_s is not None:
-            parts.append(f"{e.median_s:.4f} s/iter")
+            line.append(f"  {e.median_s:.4f} s/iter")
         if e.samples_per_s is not None:
-            parts.append(f"{e.samples_per_s:.1f} samples/s")
+            line.append(f"  {e.samples_per_s:.1f} samples/s")
         if e.cv is not None:
-            parts.append(f"cv {e.cv:.3f}" + (" [yellow]noisy[/]" if e.noisy else ""))
-        if e.message and e.status != RunStatus.OK:
-            parts.append(f"— {e.message.strip().splitlines()[-1][:160]}")
-        return "  ".join(parts)
+            line.append(f"  cv {e.cv:.3f}")
+            if e.noisy:
+                line.append(" noisy", "yellow")
+        lines = (e.message or "").strip().splitlines()
+        if lines and e.status != RunStatus.OK:
+            line.append(f"  — {one_line(lines[-1])[:160]}")
+        return line
+
+
+def warn(text: str) -> None:
+    """One line on stderr (it may be gone too: then nothing)."""
+    with contextlib.suppress(OSError):
+        print(f"dltop: warning: {one_line(text)}", file=sys.stderr, flush=True)
+
+
+def stdout_gone() -> None:
+    """Point stdout at /dev/null: later prints and the interpreter's last flush succeed."""
+    with contextlib.suppress(OSError, ValueError):
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
 
 
 def stdout_is_terminal() -> bool:

@@ -22,6 +22,7 @@ from textual.widgets import Static
 
 from dltop.catalog import JobStatus
 from dltop.live.campaign import CampaignView, JobLine
+from dltop.textsafe import one_line
 from dltop.tui.format import STATUS_STYLE, per_iteration
 
 COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
@@ -34,8 +35,8 @@ CURSOR = Style(reverse=True)
 def _cells(j: JobLine, progress: str) -> Cells:
     if not progress and j.median_s is not None:
         progress = per_iteration(j.median_s) + ("§" if j.contaminated else "")
-    return (str(j.position + 1), j.status, j.framework, j.model, str(j.batch_size), j.device,
-            str(j.repeat + 1), progress)
+    return (str(j.position + 1), j.status, j.framework, one_line(j.model), str(j.batch_size),
+            j.device, str(j.repeat + 1), progress)
 
 
 def _line(cells: Cells) -> Text:

@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
 from dltop.live.campaign import RunView
+from dltop.textsafe import multiline, one_line
 from dltop.tui.format import duration, num, per_iteration, sparkline
 
 
@@ -25,7 +26,7 @@ class RunHeadline(Static):
             return Text("no run in progress", "dim")
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"run {r.run_id}: ", "bold")
-        t.append(r.label)
+        t.append(one_line(r.label))
         t.append(f"  iteration {r.done}/{r.total}")
         if r.in_warmup:
             t.append("  WARM-UP", "bold yellow")
@@ -52,12 +53,17 @@ class RunRate(Static):
 
 
 class LogTail(Static):
-    """The last lines of the runner's log (read from its end, whatever it writes)."""
+    """The last lines of the runner's log (read from its end, whatever it writes).
+
+    A program's output may hold escape sequences (colours, a screen clear, a pane
+    title, OSC 52 clipboard writes): they are shown escaped, never sent.
+    """
 
     lines: reactive[tuple[str, ...]] = reactive(())
 
     def render(self) -> Text:
-        shown = self.lines[-max(1, self.size.height):]  # the newest lines that fit
+        shown = multiline("\n".join(self.lines)).split("\n")
+        shown = shown[-max(1, self.size.height):]  # the newest lines that fit
         return Text("\n".join(shown), "dim", no_wrap=True, overflow="ellipsis")
 
 

@@ -23,6 +23,7 @@ from dltop.catalog import (
 from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
 from dltop.results.queries import CampaignRow
+from dltop.textsafe import one_line
 from dltop.tui.devices import DevicesPanel
 from dltop.tui.format import STATUS_STYLE
 from dltop.tui.keybar import KeyBar
@@ -42,15 +43,15 @@ class TitleBar(Static):
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" dltop ", "bold reverse")
         if view is None:
-            t.append(f"  no campaign yet in {db_label}  (a: add a profile)")
+            t.append(f"  no campaign yet in {one_line(db_label)}  (a: add a profile)")
         else:
             c = view.campaign
-            t.append(f"  campaign {c.id} `{c.name}` ")
+            t.append(f"  campaign {c.id} `{one_line(c.name)}` ")
             t.append(c.status, STATUS_STYLE.get(c.status, "bold"))
             if control_of(view.control) is Control.PAUSE and c.status != CampaignStatus.PAUSED:
                 t.append(" (pausing after this run)", "yellow")
             if c.status == CampaignStatus.WAITING and view.waiting_for:
-                t.append(f" for devices: {view.waiting_for}", "yellow")
+                t.append(f" for devices: {one_line(view.waiting_for)}", "yellow")
             if view.engine_alive:
                 t.append(f"  engine pid {view.engine_pid}")
             elif c.status in ACTIVE_CAMPAIGN_STATUSES:
@@ -193,8 +194,11 @@ class HistoryScreen(DltopScreen):
         table = self.query_one("#history", DataTable)
         table.clear()
         for c in rows:
-            table.add_row(str(c.id), c.name, Text(c.status, STATUS_STYLE.get(c.status, "")),
-                          c.created_at, c.finished_at or "-", c.host or "-", key=str(c.id))
+            # Text cells: a str cell is markup to a DataTable (a name like `sweep [/] v2`)
+            table.add_row(str(c.id), Text(one_line(c.name)),
+                          Text(c.status, STATUS_STYLE.get(c.status, "")),
+                          Text(one_line(c.created_at or "")), Text(one_line(c.finished_at or "-")),
+                          Text(one_line(c.host or "-")), key=str(c.id))
 
     def selected(self) -> int | None:
         table = self.query_one("#history", DataTable)

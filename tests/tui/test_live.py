@@ -32,8 +32,8 @@ def test_a_flooded_log_costs_only_its_tail(tmp_path: Path,
             read.append(len(data))
             return data
 
-    monkeypatch.setattr(procs, "open", lambda path, mode: Counting(io.FileIO(path, mode)),
-                        raising=False)
+    # procs opens the log by descriptor (O_NOFOLLOW), then wraps it with os.fdopen.
+    monkeypatch.setattr(procs.os, "fdopen", lambda fd, mode: Counting(io.FileIO(fd, mode)))
     tail = read_log_tail(str(log), lines=5)
     assert 0 < sum(read) <= LOG_TAIL_BYTES  # of a 13 MB file
     assert len(tail) <= 5 and sum(len(t) for t in tail) <= LOG_TAIL_BYTES

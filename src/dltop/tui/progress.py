@@ -170,7 +170,9 @@ class HeadlessProgress:
             line.append(f"  cv {e.cv:.3f}")
             if e.noisy:
                 line.append(" noisy", "yellow")
-        lines = (e.message or "").strip().splitlines()
+        # The cause is the last line, not the log path a command's crash note ends with.
+        lines = [ln for ln in (e.message or "").strip().splitlines()
+                 if ln.strip() and not ln.startswith("log: ")]
         if lines and e.status != RunStatus.OK:
             line.append(f"  — {one_line(lines[-1])[:160]}")
         return line

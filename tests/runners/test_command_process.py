@@ -57,7 +57,7 @@ def test_fewer_iterations_than_asked_is_short(tmp_path: Path, command_job: RunJo
     assert r.code == 0  # a result with a caveat, not a failure
     res = subprocess.run([sys.executable, "-m", "dltop", "export", "--db", str(tmp_path / "d.db"),
                           "--format", "csv"], capture_output=True, text=True, timeout=60)
-    assert res.returncode == 0 and ",short" in res.stdout, res.stdout + res.stderr
+    assert res.returncode == 0 and ",short 3/10" in res.stdout, res.stdout + res.stderr
 
 
 def test_a_timeout_stops_the_program_too(tmp_path: Path, command_job: RunJob,

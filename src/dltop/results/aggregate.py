@@ -26,6 +26,7 @@ import sqlite_utils
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
+from dltop.results.table import status_label
 from dltop.store.archive import ARCHIVE, unpack_measured
 
 FAILURE_PRECEDENCE: tuple[str, ...] = (
@@ -117,11 +118,22 @@ class ConfigResult:
     or when no run reported one."""
     campaign_ids: tuple[int, ...] = ()
     """The campaigns its jobs came from."""
+    short_count: tuple[int, int] | None = None
+    """For a ``short`` cell: (measured, asked) iterations of its fullest short run."""
 
     @property
     def place(self) -> tuple[str, str]:
         """(host, GPU model or ``""``): configurations of one identity merge only here."""
         return (self.host, self.gpu_name or "")
+
+    @property
+    def label(self) -> str:
+        """What a cell without a number says: ``OOM``, ``failed``, ``short 54/100``..."""
+        text = status_label(self.status)
+        if self.status == RunStatus.SHORT and self.short_count is not None:
+            measured, asked = self.short_count
+            text += f" {measured}/{asked}"
+        return text
 
     @property
     def incomplete(self) -> bool:
@@ -202,7 +214,8 @@ def config_results(db: sqlite_utils.Database,
         select j.id as job_id, j.position, j.framework, j.model, j.batch_size, j.device,
                j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,
                r.samples_per_iter, r.concurrent_runs, r.contaminated,
-               r.telemetry_simulated, c.host as campaign_host, j.campaign_id, {run_cols}
+               r.telemetry_simulated, c.host as campaign_host, j.campaign_id,
+               r.n_iterations, j.iterations as asked_iterations, {run_cols}
         from jobs j
         join campaigns c on c.id = j.campaign_id
         left join runs r on r.id = (select max(id) from runs where job_id = j.id)
@@ -304,6 +317,8 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
     else:
         status = next((s for s in FAILURE_PRECEDENCE if s in statuses), statuses[0])
         median = spread = thr = None
+    shorts = [(int(r["n_iterations"] or 0), int(r["asked_iterations"] or 0))
+              for r in rows if r["status"] == RunStatus.SHORT]
     return ConfigResult(
         framework=str(first["framework"]), model=str(first["model"]),
         batch_size=int(first["batch_size"]), device=str(first["device"]),
@@ -314,4 +329,5 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
         config_key=identity.key(first["identity"]), repeats=len(rows), runs=tuple(ok),
         identity=first["identity"], host=first["host"], gpu_name=first["gpu_name"],
         campaign_ids=tuple(dict.fromkeys(int(r["campaign_id"]) for r in rows)),
+        short_count=max(shorts) if status == RunStatus.SHORT and shorts else None,
     )

@@ -33,7 +33,7 @@ from dltop import catalog
 from dltop.errors import UserError
 from dltop.results import bootstrap, caption, identity, queries
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
-from dltop.results.table import Cell, Column, Role, Row, Table, key_cell, status_label
+from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 
 METRICS = ("time", "throughput")
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
@@ -125,7 +125,7 @@ def _compare_one(a: ConfigResult | None, b: ConfigResult | None, metric: str,
         missing = a if sa is None else b
         side = "A" if sa is None else "B"
         return Comparison(label, key,
-                          f"not comparable: {side} {status_label(missing.status)}",
+                          f"not comparable: {side} {missing.label}",
                           identity=ident)
     stat = bootstrap.STATS[metric]
     ratio, low, high = bootstrap.ratio_ci(sa, sb, stat)

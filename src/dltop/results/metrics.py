@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.peaks import gpu_peak
-from dltop.results.table import fmt_seconds, status_label
+from dltop.results.table import fmt_seconds
 
 MIB = 1024 * 1024
 
@@ -192,7 +192,7 @@ def value_of(res: ConfigResult, name: str) -> Value:
     """
     m = metric(name)
     if not res.runs:
-        return Value(None, status_label(res.status))
+        return Value(None, res.label)
     if m.gpu:
         return _gpu_value(res, name)
     if name == "time":

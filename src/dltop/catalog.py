@@ -75,6 +75,8 @@ class ErrorKind(StrEnum):
     """The engine died during the run (set when the campaign is resumed)."""
     INTERPRETER = "interpreter"
     """The framework's interpreter could not be resolved: the run never started."""
+    STORAGE = "storage"
+    """The run's files could not be written (its directory, a full disk): it never started."""
 
 
 class Control(StrEnum):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import os
 import signal
+import sqlite3
 import sys
 from collections.abc import Callable, Sequence
 
@@ -58,6 +59,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DltopError as exc:
         print(f"dltop: error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except sqlite3.Error as exc:  # a malformed page, a schema changed by hand: one line
+        from dltop.store.db import explain_failure, resolve_db_path
+
+        line, code = explain_failure(resolve_db_path(getattr(args, "db", None)), exc)
+        print(f"dltop: error: {line}", file=sys.stderr)
+        return code
     except KeyboardInterrupt:
         print("dltop: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

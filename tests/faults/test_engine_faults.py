@@ -421,3 +421,25 @@ def test_ctrl_z_of_the_engine_does_not_turn_a_finished_run_into_a_timeout(
     _out, err = engine.communicate(timeout=180)
     assert engine.returncode == 0, err
     assert [r["status"] for r in c.runs()] == ["ok", "ok"]  # before: the first was 'timeout'
+
+
+async def test_the_viewer_closes_its_connection_when_it_quits(tmp_path: Path) -> None:
+    import asyncio
+
+    from dltop.store import connect
+    from dltop.tui.app import DltopApp
+
+    c = Campaign(tmp_path, {"a": good_run()})
+    assert c.run().returncode == 0
+    app = DltopApp(c.db, tmp_path / "d-runs", None, db_hz=50, resume_orphans=False)
+    async with app.run_test():
+        for _ in range(500):
+            if app.campaign_view is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert app.campaign_view is not None and app._db is not None
+        reader = app._db.conn
+    with pytest.raises(sqlite3.ProgrammingError):  # closed, not left to the GC
+        reader.execute("select 1")
+    writer = connect(c.db)  # nothing holds the database: the -wal is emptied at once
+    assert writer.execute("pragma wal_checkpoint(truncate)").fetchone()[0] == 0

@@ -390,6 +390,9 @@ def test_a_renamed_column_gives_clear_errors_and_stops_the_engine_loudly(
     assert engine.returncode == 1 and "no such column: control" in err, err
     (camp,) = c.rows("select status, error_message from campaigns")
     assert camp["status"] == "failed" and "control" in camp["error_message"]
+    shown = c.dltop("status")
+    assert "failed" in shown.stdout and "stopped by: " in shown.stdout, shown.stdout
+    assert "no such column: control" in shown.stdout
     for args in (["run", "--resume", "--headless"], ["run", str(c.profile), "--headless"]):
         res = c.dltop(*args)  # writers refuse the damaged schema up front
         no_traceback(res)

@@ -46,6 +46,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         done = last[0]
         print(f"no engine running. Last campaign {done.id} `{done.name}`: {done.status}, "
               f"finished {done.finished_at or '-'}")
+        if done.status == CampaignStatus.FAILED:
+            print(f"  stopped by: {queries.campaign_error(db, done.id) or 'unknown'}; "
+                  "'dltop run --resume' continues its queue")
         return 0
     for c in open_:
         alive = engine_alive(c.engine_pid, c.engine_start_time)

@@ -36,6 +36,9 @@ class RunStatus(StrEnum):
     CANCELLED = "cancelled"
     UNSATISFIABLE = "unsatisfiable"
     """The host lacks the devices the job asks for (recorded, never run)."""
+    SHORT = "short"
+    """The program ended by itself with fewer measured iterations than asked (a
+    ``command`` job; the count is in the run's ``error_message``)."""
 
 
 class JobStatus(StrEnum):
@@ -75,8 +78,11 @@ class ErrorKind(StrEnum):
     """The engine died during the run (set when the campaign is resumed)."""
     INTERPRETER = "interpreter"
     """The framework's interpreter could not be resolved: the run never started."""
+    RUN_DIR = "run_dir"
+    """The run's folder was unsafe (a planted symlink, another user's): the run never
+    started and nothing was written (dltop.jobs.rundir)."""
     STORAGE = "storage"
-    """The run's files could not be written (its directory, a full disk): it never started."""
+    """The run's files could not be written (permissions, a full disk): it never started."""
 
 
 class Control(StrEnum):

@@ -40,8 +40,8 @@ def engine_alive(pid: int | None, start_time: float | None) -> bool:
 
 def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     """The last ``limit`` bytes of a log, decoded leniently, starting at a line break."""
-    try:
-        with open(path, "rb") as fh:
+    try:  # O_NOFOLLOW: a log replaced by a link to another file is not read (or stored)
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), "rb") as fh:
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
             fh.seek(max(0, size - limit))

@@ -54,7 +54,7 @@ def test_engine_records_the_simulated_driver_and_the_caption_labels_it(tmp_path:
     # reads a simulated one; the run is a real process (a `command` job).
     script = tmp_path / "steps.py"
     script.write_text(STEPS)
-    command = json.dumps([sys.executable, str(script), "{iterations}"])
+    command = json.dumps([sys.executable, str(script), "{total}"])
     prof = parse(f'[[matrix]]\nframeworks=["command"]\nmodels=["a"]\nbatch_sizes=[8]\n'
                  f'devices=["gpu:1", "cpu:1"]\nwarmup=1\niterations=3\ntimeout_s=60\n'
                  f'command={command}\n', "gpu.toml", "gpu")

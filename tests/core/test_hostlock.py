@@ -44,7 +44,7 @@ def profile(tmp_path: Path, profile_text: Any) -> Callable[[str], Path]:
         path.write_text(profile_text({
             "frameworks": ["command"], "models": ["sleeper"], "batch_sizes": [8],
             "devices": ["cpu:1"], "warmup": 1, "iterations": 5, "timeout_s": 120,
-            "command": [sys.executable, str(script), "{iterations}", str(tmp_path / "gate")],
+            "command": [sys.executable, str(script), "{total}", str(tmp_path / "gate")],
         }, name=name))
         return path
 

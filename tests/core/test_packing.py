@@ -139,7 +139,7 @@ def recorder_profile(tmp_path: Path, devices: list[str], models: list[str],
     script = tmp_path / "rec.py"
     script.write_text(RECORDER)
     out = tmp_path / "seen.jsonl"
-    argv = [sys.executable, str(script), str(out), "{iterations}", "{device}"]
+    argv = [sys.executable, str(script), str(out), "{total}", "{device}"]
     if barrier:
         (tmp_path / "barrier").mkdir()
         argv.append(str(tmp_path / "barrier"))
@@ -229,10 +229,10 @@ def test_dltop_run_without_pack_runs_one_at_a_time(tmp_path: Path, other_runners
 LONG = """
 import os, sys, time
 from dltop_report import step
-n = 3 if os.environ.get("RECORDER_FAST") else 600
-for _ in range(n):
+pause = 0.0 if os.environ.get("RECORDER_FAST") else 0.1
+for _ in range(600):  # warm-up + iterations: fewer would end the run short
     with step(samples=8) as s:
-        time.sleep(0.1)
+        time.sleep(pause)
         s.loss = 1.0
 """
 
@@ -243,7 +243,8 @@ def start_packed(tmp_path: Path, *extra: str) -> tuple[subprocess.Popen[str], li
     script.write_text(LONG)
     prof = tmp_path / "p.toml"
     prof.write_text('pack = true\n[[matrix]]\nframeworks=["command"]\nmodels=["a","b"]\n'
-                    'batch_sizes=[8]\ndevices=["cpu:1"]\nwarmup=1\ntimeout_s=120\n'
+                    'batch_sizes=[8]\ndevices=["cpu:1"]\nwarmup=1\niterations=599\n'
+                    'timeout_s=120\n'
                     f'command={json.dumps([sys.executable, str(script)])}\n')
     engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json",
                                "--no-telemetry", "--db", str(tmp_path / "d.db"), *extra],

@@ -294,8 +294,8 @@ def test_a_runs_directory_that_cannot_be_written_is_refused_at_preflight(
     runs = tmp_path / "d-runs"
     runs.mkdir()
     if os.geteuid() == 0:  # root writes through any mode bits: a read-only file system
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(runs)],
-                       check=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k,mode=0700", "tmpfs",
+                        str(runs)], check=True)
     else:
         runs.chmod(0o555)
     try:

@@ -26,14 +26,21 @@ BASE: dict[str, Any] = {"frameworks": ["torch"], "models": ["fcn-r"], "batch_siz
                         "devices": ["cpu:1"]}
 COMMAND: dict[str, Any] = {"frameworks": ["command"], "models": ["my-net"],
                            "command": ["python", "train.py"]}
+TIMED: dict[str, Any] = {**COMMAND, "iteration_regex": "took (?P<seconds>[0-9.]+)"}
 
 
 def _toml(entries: list[dict[str, Any]]) -> str:
     out = ['name = "ident"']
     for entry in entries:
         out.append("[[matrix]]")
-        out += [f"{k} = {json.dumps(v)}" for k, v in {**BASE, **entry}.items()]
+        out += [f"{k} = {_value(v)}" for k, v in {**BASE, **entry}.items()]
     return "\n".join(out) + "\n"
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, dict):  # an inline table (env)
+        return "{ " + ", ".join(f"{k} = {json.dumps(x)}" for k, x in v.items()) + " }"
+    return json.dumps(v)
 
 
 def campaign(entries: list[dict[str, Any]], interpreters: list[str | None] | None = None,
@@ -88,7 +95,12 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "xla": ({"frameworks": ["tensorflow"]}, {"frameworks": ["tensorflow"], "xla": True}),
     "inject": ({}, {"inject": "nan"}),
     "command": (COMMAND, {**COMMAND, "command": ["python", "train.py", "--fast"]}),
-    "iteration_regex": (COMMAND, {**COMMAND, "iteration_regex": "took (?P<seconds>[0-9.]+)"}),
+    "iteration_regex": ({**COMMAND, "iteration_regex": "took (?P<ms>[0-9.]+)"}, TIMED),
+    "timing": (TIMED, {**TIMED, "timing": "helper"}),
+    "cumulative": (TIMED, {**TIMED, "cumulative": True}),
+    "steps_per_match": (TIMED, {**TIMED, "steps_per_match": 10}),
+    "cwd": (COMMAND, {**COMMAND, "cwd": "/"}),
+    "env": (COMMAND, {**COMMAND, "env": {"A": "1"}}),
 }
 
 
@@ -96,7 +108,8 @@ def test_every_identity_field_has_a_case() -> None:
     from dltop.profiles.loader import COMMAND_KEYS, OPTION_KEYS
 
     fields = {f for f in JobSpec.identity_fields() if f != "options"}
-    assert fields | set(OPTION_KEYS) | set(COMMAND_KEYS) == set(FIELD_CASES)
+    # a preset is not stored: the keys it sets are, each its own case
+    assert fields | set(OPTION_KEYS) | set(COMMAND_KEYS) - {"preset"} == set(FIELD_CASES)
 
 
 @pytest.mark.parametrize("field", list(FIELD_CASES))

@@ -6,11 +6,16 @@ import gzip
 import json
 import os
 import pickle
+import sqlite3
 import struct
 import subprocess
 import sys
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from dltop.profiles.model import DeviceSpec, JobSpec
 from dltop.runners.registry import CHILD_DIR
@@ -68,3 +73,62 @@ def write_cifar_python(d: Path, n: int = 8) -> None:
     batch = {b"data": bytes((i * 7) % 256 for i in range(n * 3072)),
              b"labels": [i % 10 for i in range(n)]}
     (d / "data_batch_1").write_bytes(pickle.dumps(batch))
+
+
+# command jobs --------------------------------------------------------------------------
+PROGRAMS = Path(__file__).resolve().parent.parent / "programs"
+"""The cmd_* example programs (tests/programs/), each printing like a real program."""
+
+
+@dataclass
+class CommandRun:
+    """What one ``dltop run`` of a command job left: exit code, its run, its iterations."""
+
+    code: int
+    stderr: str
+    run: dict[str, Any]
+    """The ``runs`` row (empty when nothing was stored)."""
+    seconds: list[float]
+    """Every stored iteration's seconds, warm-up included, in order."""
+    warmup: list[bool]
+    samples: list[int]
+    spec: dict[str, Any]
+    """The runner's spec.json (with ``command_launch``)."""
+    environment: dict[str, Any]
+
+    def truth(self, path: Path) -> list[float]:
+        return [float(x) for x in path.read_text().split()]
+
+
+@pytest.fixture
+def command_job(tmp_path: Path, profile_text: Any) -> Callable[..., CommandRun]:
+    """Runs one command job with ``dltop run``: ``command_job(argv, iterations=, warmup=,
+    **keys)``, ``extra`` TOML lines; the profile lives in ``tmp_path``."""
+    def run(argv: list[str], *, iterations: int = 6, warmup: int = 2, batch: int = 32,
+            extra: str = "", timeout_s: float = 60, **keys: Any) -> CommandRun:
+        prof = tmp_path / "p.toml"
+        prof.write_text(profile_text({
+            "frameworks": ["command"], "models": ["my-net"], "batch_sizes": [batch],
+            "devices": ["cpu:1"], "warmup": warmup, "iterations": iterations,
+            "timeout_s": timeout_s, "command": argv, **keys}, extra=extra))
+        db = tmp_path / "d.db"
+        res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
+                              "--headless", "--no-telemetry"], capture_output=True, text=True,
+                             timeout=timeout_s + 120)
+        if not db.exists():
+            return CommandRun(res.returncode, res.stderr, {}, [], [], [], {}, {})
+        conn = sqlite3.connect(db)
+        conn.row_factory = sqlite3.Row
+        try:
+            row = conn.execute("select * from runs").fetchone()
+            iters = conn.execute("select seconds, warmup, samples from iterations "
+                                 "order by idx").fetchall()
+            env = conn.execute("select * from environment").fetchone()
+        finally:
+            conn.close()
+        spec_path = tmp_path / "d-runs" / f"run-{row['id']}" / "spec.json"
+        return CommandRun(res.returncode, res.stderr, dict(row), [r[0] for r in iters],
+                          [bool(r[1]) for r in iters], [r[2] for r in iters],
+                          json.loads(spec_path.read_text()) if spec_path.exists() else {},
+                          dict(env) if env is not None else {})
+    return run

@@ -66,11 +66,11 @@ def iteration_times(tmp_path: Path) -> list[tuple[int, float]]:
 def test_script_reporting_through_dltop_report(tmp_path: Path, profile: Any) -> None:
     script = tmp_path / "train.py"
     script.write_text(REPORTING)
-    command = f'["{sys.executable}", "{script}", "{{iterations}}"]'
-    code, rows, err = run(tmp_path, profile(command, "iterations = 5"))
+    command = f'["{sys.executable}", "{script}", "{{total}}"]'
+    code, rows, err = run(tmp_path, profile(command, "iterations = 4"))
     assert code == 0, err
     ((status, n, median, _, loss),) = rows
-    assert (status, n) == ("ok", 4)  # 5 steps, the first is warm-up
+    assert (status, n) == ("ok", 4)  # 5 steps ({total}), the first is warm-up
     # steps sleep 0.01 s: a sleep never ends early; the loose ceiling catches a unit slip
     # (10 for ms), not a slow machine
     assert 0.009 < float(median) < 0.5  # type: ignore[arg-type]
@@ -84,7 +84,8 @@ def test_script_reporting_through_dltop_report(tmp_path: Path, profile: Any) -> 
 def test_regex_over_output_lines(tmp_path: Path, profile: Any) -> None:
     prog = "for i in range(6): print('step %d took 0.012s' % i)"
     code, rows, err = run(tmp_path, profile(f'["{sys.executable}", "-c", "{prog}"]',
-                                            'iteration_regex = "took (?P<seconds>[0-9.]+)s"'))
+                                            'iteration_regex = "took (?P<seconds>[0-9.]+)s"\n'
+                                            "iterations = 5"))
     assert code == 0, err
     ((status, n, median, _, _),) = rows
     assert (status, n, median) == ("ok", 5, 0.012)
@@ -111,15 +112,102 @@ def test_missing_program_is_refused_before_anything_is_stored(tmp_path: Path, pr
     assert code == 2 and "no-such-program-xyz" in err and rows == []
 
 
+RE = "iteration_regex = 'took (?P<seconds>[0-9.]+)'"
+
+
 @pytest.mark.parametrize("command,extra,match", [
-    ('"python train.py"', "", "non-empty list of strings"),
-    ('["python", "{bogus}"]', "", "bad placeholder"),
-    ('["python"]', 'iteration_regex = "([0-9]+)"', r"\(\?P<seconds>"),
+    ('"python train.py"', "", r"matrix\[0\]\.command: expected a non-empty list of strings"),
+    ('["python", "{bogus}"]', "", r"command\[1\]: unknown placeholder \{bogus\} \(known: "
+     r"\{batch\}.*\{python:FRAMEWORK\}.*write \{\{ and \}\} for literal braces"),
+    ('["python", "{batch[0]}"]', "", r"command\[1\]: unknown placeholder \{batch\[0\]\}"),
+    ('["python", "{batch.foo}"]', "", r"unknown placeholder \{batch.foo\}"),
+    ('["python", "{batch!r}"]', "", r"unknown placeholder"),
+    ('["python", "{python:jax}"]', "", r"unknown placeholder \{python:jax\}"),
+    ('["python", "a}b"]', "", r"a lone '\}' \(write \}\}"),
+    ('["python"]', 'iteration_regex = "([0-9]+)"',
+     r"iteration_regex: needs one named timing group: \(\?P<seconds>"),
+    ('["python"]', "iteration_regex = '(?P<ms>[0-9]+) (?P<samples_per_s>[0-9.]+)'",
+     r"iteration_regex: has more than one timing group \(ms, samples_per_s\)"),
     ('["python"]', 'iteration_regex = "("', "invalid regular expression"),
+    ('["python"]', 'cwd = "no/such/dir"', r"matrix\[0\]\.cwd: directory .*no/such/dir does "
+     "not exist"),
+    ('["python"]', 'cwd = "{batch}"', r"cwd: only \{profile_dir\} may be used here"),
+    ('["python"]', "env = { N = 4 }", r"matrix\[0\]\.env\.N: expected a string, got 4"),
+    ('["python"]', 'env = "N=4"', r"matrix\[0\]\.env: expected a table"),
+    ('["python"]', 'env = { N = "{nope}" }', r"env\.N: unknown placeholder \{nope\}"),
+    ('["python"]', 'timing = "wall"', r"matrix\[0\]\.timing: unknown value 'wall' \(valid: "
+     "regex, line-gap, helper"),
+    ('["python"]', 'timing = "regex"', r"timing: timing = \"regex\" needs iteration_regex"),
+    ('["python"]', f'{RE}\ntiming = "line-gap"', r"line-gap.*remove the \(\?P<seconds>"),
+    ('["python"]', f"{RE}\nsteps_per_match = 0", r"steps_per_match: expected an integer >= 1"),
+    ('["python"]', f"{RE}\nsteps_per_match = true", r"steps_per_match: expected an integer"),
+    ('["python"]', f'{RE}\ncumulative = "yes"', r"cumulative: expected true or false"),
+    ('["python"]', 'timing = "helper"\ncumulative = true', r"cumulative: a running mean needs"),
+    ('["python"]', 'preset = "nope"', r"matrix\[0\]\.preset: unknown preset 'nope' \(known: "),
 ])
 def test_bad_command_keys(command: str, extra: str, match: str, profile: Any) -> None:
     with pytest.raises(UserError, match=match):
         parse(profile(command, extra), "p.toml", "p")
+
+
+def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, profile: Any) -> None:
+    code, _, err = run(tmp_path, profile('["python", "{batch[0]}"]'))
+    assert code == 2 and "unknown placeholder {batch[0]}" in err and "Traceback" not in err
+    assert not (tmp_path / "d.db").exists()
+
+
+def test_placeholders_are_filled_per_job(tmp_path: Path, profile: Any) -> None:
+    from dltop.runners.command import launch
+
+    (tmp_path / "train.py").write_text("")
+    text = profile('["{python}", "train.py", "{batch}", "{total}", "{{x}}", "{profile_dir}/d",'
+                   ' "{device}", "{threads}"]', 'env = { B = "{batch}" }')
+    prof = parse(text, "p.toml", "p", profile_dir=tmp_path)
+    (job,) = prof.jobs
+    assert dict(job.options)["command"][4:6] == ("{{x}}", f"{tmp_path}/d")
+    go = launch(job)
+    assert go.argv == (sys.executable, "train.py", "32", "51", "{x}", f"{tmp_path}/d",
+                       "cpu:1", "1")
+    assert go.cwd == str(tmp_path) and dict(go.env)["B"] == "32"
+
+
+def test_python_of_another_framework_brings_its_library_path(
+        tmp_path: Path, profile: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dltop.runners.command import launch
+
+    config = tmp_path / "config.toml"
+    config.write_text(f'[frameworks.torch]\npython = "{sys.executable}"\n'
+                      'ld_library_path = "/opt/torch-libs"\n')
+    monkeypatch.setenv("DLTOP_CONFIG", str(config))
+    monkeypatch.delenv("DLTOP_PYTHON_TORCH", raising=False)
+    (job,) = parse(profile('["{python:torch}", "-c", "pass"]'), "p.toml", "p",
+                   profile_dir=tmp_path).jobs
+    go = launch(job)
+    assert go.executable == sys.executable
+    assert dict(go.env)["LD_LIBRARY_PATH"].startswith("/opt/torch-libs")
+    (job,) = parse(profile('["{python}", "missing.py"]'), "p.toml", "p",
+                   profile_dir=tmp_path).jobs
+    with pytest.raises(UserError, match=r"script .missing\.py. not found in"):
+        launch(job)
+
+
+def test_a_preset_gives_defaults_under_the_entrys_keys(
+        profile_text: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dltop.profiles import presets
+
+    monkeypatch.setattr(presets, "PRESETS", {"demo": {
+        "iteration_regex": "took (?P<ms>[0-9.]+)", "cumulative": True, "warmup": 3,
+        "steps_per_match": 10}})
+    keys = {"frameworks": ["command"], "models": ["m"], "batch_sizes": [8],
+            "devices": ["cpu:1"], "command": ["prog"], "preset": "demo"}
+    (job,) = parse(profile_text({**keys, "cumulative": False}), "p.toml", "p").jobs
+    opts = dict(job.options)
+    assert job.warmup == 3 and "cumulative" not in opts and opts["steps_per_match"] == 10
+    assert opts["iteration_regex"] == "took (?P<ms>[0-9.]+)" and opts["timing"] == "regex"
+    (job,) = parse(profile_text({**keys, "warmup": 0}), "p.toml", "p").jobs
+    assert job.warmup == 0 and dict(job.options)["cumulative"] is True
+    (job,) = parse(profile_text(keys, defaults={"warmup": 7}), "p.toml", "p").jobs
+    assert job.warmup == 7  # [defaults] is the user's too: it wins over the preset
 
 
 def test_command_keys_need_the_command_framework(profile: Any) -> None:

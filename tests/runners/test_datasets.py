@@ -77,3 +77,43 @@ def test_batches_wrap_and_convert() -> None:
     next_batch = datasets.batches(list(range(5)), list("abcde"), 2, "d", lambda x, y: (x, y))
     assert [next_batch() for _ in range(3)] == [
         ([0, 1], ["a", "b"]), ([2, 3], ["c", "d"]), ([0, 1], ["a", "b"])]
+
+
+@pytest.mark.parametrize("protocol", [2, 4, 5])
+def test_cifar_numpy_batches_read_without_numpy_objects(tmp_path: Path, protocol: int) -> None:
+    """Batches pickled by numpy (as the real CIFAR-10 files are) read through the
+    restricted unpickler: arrays become bytes, numpy labels become ints."""
+    import numpy as np
+
+    data = (np.arange(3 * 3072) % 251).astype(np.uint8).reshape(3, 3072)
+    for labels in ([4, 0, 9], np.array([4, 0, 9], dtype=np.int64),
+                   [np.int64(4), np.int64(0), np.int64(9)]):
+        batch = {b"data": data, b"labels": labels, b"batch_label": b"x"}
+        (tmp_path / "data_batch_1").write_bytes(pickle.dumps(batch, protocol=protocol))
+        n, pixels, labs = datasets.read_cifar10(str(tmp_path))
+        assert (n, list(labs), pixels) == (3, [4, 0, 9], data.tobytes())
+
+
+def test_cifar_python2_style_batch(tmp_path: Path) -> None:
+    """The original files: Python 2 str keys and pixel data (read as bytes)."""
+    import numpy as np
+
+    data = np.full((1, 3072), 7, dtype=np.uint8)
+    blob = pickle.dumps({"data": data, "labels": [2]}, protocol=2)
+    # Python 2's pickle writes str as (SHORT_)BINSTRING: rewrite the two keys so
+    blob = blob.replace(b"X\x04\x00\x00\x00data", b"U\x04data").replace(
+        b"X\x06\x00\x00\x00labels", b"U\x06labels")
+    (tmp_path / "data_batch_1").write_bytes(blob)
+    n, pixels, labs = datasets.read_cifar10(str(tmp_path))
+    assert (n, pixels[:2], list(labs)) == (1, b"\x07\x07", [2])
+
+
+def test_cifar_wrong_array_kinds_are_refused(tmp_path: Path) -> None:
+    import numpy as np
+
+    for data, why in ((np.zeros((1, 3072), dtype=np.float32), "not an integer type"),
+                      (np.asfortranarray(np.zeros((2, 3072), dtype=np.uint8)), "Fortran")):
+        (tmp_path / "data_batch_1").write_bytes(pickle.dumps({b"data": data, b"labels": [1]},
+                                                             protocol=2))
+        with pytest.raises(ValueError, match=why):
+            datasets.read_cifar10(str(tmp_path))

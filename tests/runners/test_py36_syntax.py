@@ -11,7 +11,7 @@ import pytest
 from dltop import envsetup
 from dltop.runners.registry import CHILD_DIR
 
-FILES = sorted(CHILD_DIR.glob("*.py"))
+FILES = sorted(CHILD_DIR.rglob("*.py"))
 
 
 def test_there_are_child_files() -> None:

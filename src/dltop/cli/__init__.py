@@ -30,6 +30,7 @@ from dltop.cli.info import cmd_devices, cmd_doctor, cmd_env, cmd_profiles
 from dltop.cli.parser import EXPORT_METRICS, build_parser
 from dltop.cli.results import cmd_compare, cmd_export, cmd_runs
 from dltop.cli.run import cmd_run
+from dltop.cli.storage import cmd_prune, cmd_vacuum
 from dltop.cli.viewer import cmd_tui
 from dltop.errors import DltopError
 
@@ -39,7 +40,8 @@ __all__ = ["EXPORT_METRICS", "main"]
 COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "export": cmd_export, "compare": cmd_compare, "runs": cmd_runs, "profiles": cmd_profiles,
     "status": cmd_status, "devices": cmd_devices, "env": cmd_env, "doctor": cmd_doctor,
-    "tui": cmd_tui, **{verb.value: cmd_control for verb in Control},
+    "tui": cmd_tui, "prune": cmd_prune, "vacuum": cmd_vacuum,
+    **{verb.value: cmd_control for verb in Control},
 }
 """Every subcommand but ``run`` (which also takes the command line) -> its implementation."""
 

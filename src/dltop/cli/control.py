@@ -31,9 +31,10 @@ def cmd_control(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from dltop.cli.storage import storage_line
     from dltop.procs import engine_alive
     from dltop.results import queries
-    from dltop.store import Store
+    from dltop.store import Store, resolve_db_path
 
     db = open_existing(args.db)
     queue = Store(db).queue
@@ -42,13 +43,14 @@ def cmd_status(args: argparse.Namespace) -> int:
         last = queries.campaigns(db, limit=1)
         if not last:
             print("no campaigns yet")
-            return 0
-        done = last[0]
-        print(f"no engine running. Last campaign {done.id} `{done.name}`: {done.status}, "
-              f"finished {done.finished_at or '-'}")
-        if done.status == CampaignStatus.FAILED:
-            print(f"  stopped by: {queries.campaign_error(db, done.id) or 'unknown'}; "
-                  "'dltop run --resume' continues its queue")
+        else:
+            done = last[0]
+            print(f"no engine running. Last campaign {done.id} `{done.name}`: {done.status}, "
+                  f"finished {done.finished_at or '-'}")
+            if done.status == CampaignStatus.FAILED:
+                print(f"  stopped by: {queries.campaign_error(db, done.id) or 'unknown'}; "
+                      "'dltop run --resume' continues its queue")
+        print(storage_line(resolve_db_path(args.db)))
         return 0
     for c in open_:
         alive = engine_alive(c.engine_pid, c.engine_start_time)
@@ -64,4 +66,5 @@ def cmd_status(args: argparse.Namespace) -> int:
         for r in queries.current_runs(db, c.id):
             print(f"  run {r.run_id}: {r.label}: iteration {r.done}/{r.total}"
                   f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}")
+    print(storage_line(resolve_db_path(args.db)))
     return 0

@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import shlex
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dltop.profiles.model import JobSpec
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -41,11 +46,32 @@ def cmd_profiles(args: argparse.Namespace) -> int:
             print(f"{i:>4}  {j.framework:<10} {j.model:<10} {j.batch_size:>6} "
                   f"{j.device.label:<7} {j.repeat + 1:>3} {j.iterations:>5} {j.warmup:>6} "
                   f"{j.precision:<9} {j.data:<9} {j.timeout_s:g}")
+            if j.framework == "command":
+                _print_command(j)
         return 0
     for name in builtin_names():
         prof = load(name)
         print(f"{name:<18} {len(prof.jobs):>4} jobs  {prof.description}")
     return 0
+
+
+def _print_command(job: JobSpec) -> None:
+    """The command job's program as it would start here, or why it would not."""
+    from dltop.errors import UserError
+    from dltop.runners.command import launch
+
+    try:
+        go = launch(job)
+    except UserError as exc:
+        print(f"      not runnable here: {exc}")
+        return
+    print(f"      $ {shlex.join(go.argv)}")
+    print(f"      program {go.executable}; cwd {go.cwd}; timing "
+          f"{dict(job.options).get('timing')}")
+    for name, value in go.env:
+        print(f"      env {name}={value}")
+    for note in go.notes:
+        print(f"      note: {note}")
 
 
 def cmd_env(args: argparse.Namespace) -> int:

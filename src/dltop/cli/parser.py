@@ -8,8 +8,8 @@ from pathlib import Path
 from dltop import __version__
 from dltop.catalog import Control
 
-DESCRIPTION = ("Command line: ``dltop run | export | compare | runs | profiles | devices | "
-               "doctor``.")
+DESCRIPTION = ("Command line: ``dltop run | export | compare | runs | prune | vacuum | profiles | "
+               "devices | doctor``.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
                   "host-memory", "cpu", "tflops", "mfu"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
@@ -120,6 +120,26 @@ def build_parser() -> argparse.ArgumentParser:
 
     st = sub.add_parser("status", help="the engine's state: campaigns, queue, current run")
     db_arg(st)
+
+    prune = sub.add_parser("prune", help="delete raw iterations, telemetry samples and run "
+                                         "folders of ended campaigns; exports stay the same")
+    db_arg(prune)
+    prune.add_argument("--campaign", default=None, metavar="REF",
+                       help="an id, a name, all, or a list (3,5); only ended campaigns "
+                            "(default: every ended campaign older than --older-than)")
+    prune.add_argument("--older-than", default=None, metavar="AGE",
+                       help="ended longer ago than AGE: 30d, 12h, 2w, 90m, 45s (default 30d "
+                            "without --campaign); also removes idle telemetry that old")
+    prune.add_argument("--keep-summaries", action=argparse.BooleanOptionalAction, default=True,
+                       help="keep runs and their summaries, so exports are unchanged (the "
+                            "default); --no-keep-summaries deletes the campaigns entirely")
+    flags(prune, ("--dry-run", "print what would be deleted and the space freed; delete "
+                               "nothing"),
+          ("--yes", "do not ask for confirmation (needed when stdin is not a terminal)"))
+
+    vac = sub.add_parser("vacuum", help="checkpoint the WAL and rebuild the database file, "
+                                        "giving freed space back (prints sizes)")
+    db_arg(vac)
 
     runs = sub.add_parser("runs", help="list recent runs with their status")
     db_arg(runs)

@@ -9,6 +9,7 @@ reason, and appear as ``n/a`` in exports.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -22,7 +23,7 @@ from dltop.jobs.environment import core_order
 from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec, Profile
-from dltop.runners import registry
+from dltop.runners import command, registry
 from dltop.store.writer import Store
 from dltop.telemetry.host import host_facts
 
@@ -78,8 +79,11 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
 def _warnings(jobs: Sequence[JobSpec]) -> tuple[str, ...]:
     physical = host_facts()["physical_cores"] or 0
     logical = len(core_order())
-    out = set()
+    out: set[str] = set()
     for job in jobs:
+        if job.framework == "command":
+            with contextlib.suppress(UserError):  # a problem, reported as one
+                out.update(f"command: {note}" for note in command.launch(job).notes)
         if job.device.kind == "gpu":
             continue
         if job.device.count > logical:
@@ -103,9 +107,11 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
         return (f"{job.device.label} with CNTK needs mpiexec (Open MPI) on PATH for its "
                 "data-parallel workers: apt-get install openmpi-bin, or run "
                 "'dltop env setup cntk'")
-    argv = dict(job.options).get("command")
-    if argv and shutil.which(argv[0]) is None:
-        return f"command {argv[0]!r} not found (not on PATH, not an executable file)"
+    if job.framework == "command":
+        try:
+            command.launch(job)
+        except UserError as exc:
+            return str(exc)
     return None
 
 

@@ -12,8 +12,10 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
+from dltop.catalog import RunStatus
 from dltop.jobs.events import EngineEvent, RunProgress
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.profiles.model import JobSpec
@@ -33,6 +35,7 @@ class IterationCollector:
                  on_iteration: Callable[[int, float, bool], None] | None = None) -> None:
         self.run_id = run_id
         self.total = job.warmup + job.iterations
+        self.iterations = job.iterations
         self.samples_per_iter = job.samples_per_iter
         self.measured: list[float] = []
         self.last_loss: float | None = None
@@ -75,6 +78,15 @@ class IterationCollector:
         self._emit(RunProgress(self.run_id, index, self.total, warmup, seconds, loss))
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
             self.flush()
+
+    def short(self, outcome: ChildOutcome) -> ChildOutcome:
+        """``outcome``, or ``short`` with the count when an ok run measured too few."""
+        n = len(self.measured)
+        if outcome.status != RunStatus.OK or n >= self.iterations:
+            return outcome
+        return replace(outcome, status=RunStatus.SHORT, message=(
+            f"short: {n} of {self.iterations} measured iterations (the program ended "
+            "before dltop had them all)"))
 
     def flush(self) -> None:
         if self._buffer:

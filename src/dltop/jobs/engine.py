@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import ParamSpec, TypeVar
 
 from dltop.catalog import CampaignStatus, Control, ErrorKind, RunStatus, control_of
 from dltop.errors import DltopError
-from dltop.jobs import environment, lease
+from dltop.jobs import environment, lease, rundir
 from dltop.jobs.allocator import Allocation, DeviceAllocator
 from dltop.jobs.collector import IterationCollector, run_fields
 from dltop.jobs.cooldown import cool_down
@@ -43,7 +42,7 @@ from dltop.jobs.supervisor import supervise
 from dltop.jobs.writes import RunWrites, join_notes
 from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec
-from dltop.runners import registry
+from dltop.runners import command, registry
 from dltop.store import guard
 from dltop.store.guard import StorageError
 from dltop.store.writer import Store, utc_now
@@ -326,6 +325,7 @@ class Engine:
             # A thread: the interpreter probe can take up to a minute (first run of a
             # framework after --resume, which skips preflight) and other runs go on.
             cmd = await asyncio.to_thread(registry.resolve, job.framework)
+            extra = await asyncio.to_thread(command.spec_extra, job)
         except DltopError as exc:
             # Preflight passed, so the host or the config file changed since: this run
             # fails with the reason, the campaign goes on.
@@ -349,18 +349,20 @@ class Engine:
             "gpu_indices": ",".join(map(str, alloc.gpu_indices)) or None,
             "cpu_affinity": (None if alloc.cpu_affinity is None
                              else ",".join(map(str, alloc.cpu_affinity)))})
-        run_dir = self._logs_dir / f"run-{run_id}"
-        log_path = run_dir / "runner.log"
-        spec_path = run_dir / "spec.json"
         affinity = None if alloc.cpu_affinity is None else list(alloc.cpu_affinity)
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            spec_path.write_text(json.dumps({**job.to_json_dict(), "run_id": run_id,
-                                             "cpu_affinity": affinity}, indent=1))
+        try:  # 0700 folder, files O_EXCL | O_NOFOLLOW: a planted link is never written
+            files = rundir.prepare_run_dir(self._logs_dir, run_id, {
+                **job.to_json_dict(), "run_id": run_id, "cpu_affinity": affinity, **extra})
+        except rundir.UnsafeRunDir as exc:
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
+            return await self._fail_unstarted(q, ErrorKind.RUN_DIR, str(exc), run_id=run_id)
         except OSError as exc:  # the directory became unwritable, or the disk is full
             await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
+            where = rundir.run_dir(self._logs_dir, run_id)
             return await self._fail_unstarted(
-                q, ErrorKind.STORAGE, f"cannot write {run_dir}: {exc.strerror or exc}", run_id)
+                q, ErrorKind.STORAGE, f"cannot write {where}: {exc.strerror or exc}",
+                run_id=run_id)
+        log_path, spec_path = files.log_path, files.spec_path
         env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
                                     gpu_indices=alloc.gpu_indices)
         self._emit(RunStarted(run_id, q.job_id, index, total, job, str(log_path)))
@@ -391,6 +393,7 @@ class Engine:
             del self._run_stops[run_id]
             ended.set()
         collector.flush()
+        outcome = collector.short(outcome)
         await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
         fields = run_fields(outcome, collector)
         fields["note"] = join_notes(fields.get("note"), writes.note())
@@ -415,13 +418,14 @@ class Engine:
 
     async def _fail_unstarted(self, q: QueuedJob, kind: ErrorKind, message: str,
                               run_id: int | None = None) -> str:
-        """Store a run of ``q`` that could not start as ``crashed`` with its reason."""
+        """Store a run of ``q`` that could not start as ``crashed`` with its reason
+        (``run_id``: the run row already stored, else a new one)."""
+        index, total = await self._write(self._store.queue.progress, self._campaign_id)
         if run_id is None:
-            index, total = await self._write(self._store.queue.progress, self._campaign_id)
             attempt = await self._write(self._store.queue.next_attempt, q.job_id)
             run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id,
                                        attempt, "", q.spec.samples_per_iter)
-            self._emit(RunStarted(run_id, q.job_id, index, total, q.spec, ""))
+        self._emit(RunStarted(run_id, q.job_id, index, total, q.spec, ""))
         await self._write(self._store.finish_run, run_id, q.job_id, RunStatus.CRASHED,
                           {"error_kind": kind, "error_message": message})
         self._count(RunStatus.CRASHED)
@@ -444,5 +448,5 @@ class Engine:
 
 def default_logs_dir(db_path: Path) -> Path:
     """Per-run logs live beside the database: ``<db dir>/<db stem>-runs/``."""
-    return db_path.parent / f"{db_path.stem}-runs"
+    return rundir.runs_dir_of(db_path)
 

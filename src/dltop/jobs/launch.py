@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -10,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dltop.errors import SetupError
+from dltop.jobs.rundir import UnsafeRunDir, ensure_private_dir
 from dltop.procs import read_log_tail
 
 STARTUP_CHECK_S = 2.0
@@ -61,7 +63,13 @@ def spawn_detached(argv: Sequence[str], log_path: Path) -> subprocess.Popen[byte
     A closed SSH connection (SIGHUP) or Ctrl-C in the terminal never reaches it;
     ``dltop status``/``pause``/``cancel`` steer it through the database.
     """
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log:
+    try:
+        ensure_private_dir(log_path.parent)
+    except UnsafeRunDir as exc:
+        raise EngineDidNotStart(str(exc)) from None
+    # user-only, and never through a planted link (the name is new: O_EXCL)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND | os.O_NOFOLLOW
+                 | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "ab") as log:
         return subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)

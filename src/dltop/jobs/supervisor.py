@@ -5,8 +5,10 @@ starts the background engine). Each child runs in a new
 session (so its own process group, and no controlling terminal: a closed SSH
 connection or Ctrl-C in the terminal never reaches it directly); every stop
 signals the whole group, TERM first, then KILL after a grace period, and the
-group is swept with KILL once the child has exited so no grandchild outlives
-its run.
+run's whole tree is swept with KILL once the child has exited so no grandchild
+outlives its run: every process of the child's session, and any that left it
+(``setsid``) but still carries the run's token ``$DLTOP_RUN_TOKEN`` in its
+environment.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -35,6 +38,8 @@ WATCH_STEP_S = 1.0
 """The deadline is checked this often (see _wait_awake)."""
 STALL_S = 2.0
 """A watch step this much late means the engine was stopped, not merely busy."""
+RUN_TOKEN = "DLTOP_RUN_TOKEN"
+"""Environment variable marking every process a run starts (see :func:`kill_run_tree`)."""
 
 EventHandler = Callable[[dict[str, Any]], None]
 
@@ -69,6 +74,30 @@ def kill_group(pgid: int, sig: int) -> bool:
     return True
 
 
+def kill_run_tree(sid: int, token: str, since: float) -> int:
+    """SIGKILL what is left of a run; return how many processes were killed.
+
+    A run's processes are those of its runner's session (the runner leads one)
+    and those that left the session but inherited the run's ``token`` (a
+    double-forked daemon, a ``setsid`` grandchild). Only this user's processes
+    started at or after ``since`` (epoch seconds) are looked at.
+    """
+    me, here = os.getuid(), os.getpid()
+    killed = 0
+    for proc in psutil.process_iter(["uids", "create_time"]):
+        try:
+            if (proc.pid == here or proc.info["uids"] is None
+                    or proc.info["uids"].real != me or proc.info["create_time"] < since):
+                continue
+            if os.getsid(proc.pid) != sid and proc.environ().get(RUN_TOKEN) != token:
+                continue
+            os.kill(proc.pid, signal.SIGKILL)
+            killed += 1
+        except (psutil.Error, OSError):
+            continue
+    return killed
+
+
 def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | None) -> int:
     """Kill what is left of a runner group a dead engine started; return processes killed.
 
@@ -76,6 +105,8 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
     runs with the recorded start time, or the leader is gone and members remain
     (a process group id cannot be reused while any member lives). A leader pid
     that now belongs to a different process (start time differs) is left alone.
+    The runner leads a session too (its id is the group's): members of that
+    session in other groups (a command job's program) are killed with it.
     """
     if not pgid:
         return 0
@@ -83,16 +114,19 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
         now = process_start_time(pid)
         if now is not None and abs(now - start_time) > 0.05:
             return 0
-    members = []
+    members, other_groups = [], set()
     for proc in psutil.process_iter(["pid", "status"]):
         try:
-            if (os.getpgid(proc.pid) == pgid
-                    and proc.info["status"] != psutil.STATUS_ZOMBIE):
+            if proc.info["status"] == psutil.STATUS_ZOMBIE:
+                continue
+            group = os.getpgid(proc.pid)
+            if group == pgid or os.getsid(proc.pid) == pgid:
                 members.append(proc.pid)
+                other_groups.add(group)
         except (ProcessLookupError, PermissionError):
             continue
-    if members:
-        kill_group(pgid, signal.SIGKILL)
+    for group in other_groups | ({pgid} if members else set()):
+        kill_group(group, signal.SIGKILL)
     return len(members)
 
 
@@ -125,12 +159,17 @@ async def supervise(
     """
     read_fd, write_fd = os.pipe()
     t0 = time.monotonic()
+    started = time.time() - 1.0  # process start times are rounded to clock ticks
+    token = secrets.token_hex(8)
     log_fd = -1
     try:
-        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        # never through a planted link (jobs.rundir made the file, 0600)
+        log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
+                         0o600)
         proc = await asyncio.create_subprocess_exec(
             *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
-            env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1"},
+            env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1",
+                 RUN_TOKEN: token},
             pass_fds=(write_fd, *keep_fds), start_new_session=True,
         )
     except OSError as exc:
@@ -166,6 +205,7 @@ async def supervise(
         raise
     finally:
         kill_group(pgid, signal.SIGKILL)
+        kill_run_tree(pgid, token, started)
         stopper.cancel()
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from dltop.errors import UserError
+from dltop.jobs import rundir
 from dltop.store import guard
 
 
@@ -80,7 +81,10 @@ def check_runs_dir(path: Path) -> None:
             read-only file system), before the campaign is stored.
     """
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        try:
+            rundir.ensure_private_dir(path)  # created 0700, as the engine would
+        except rundir.UnsafeRunDir:
+            return  # each run refuses it and stores why (dltop.jobs.rundir)
         fd, probe = tempfile.mkstemp(prefix=".dltop-write-check-", dir=path)
         os.close(fd)
         os.unlink(probe)

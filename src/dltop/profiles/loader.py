@@ -11,7 +11,6 @@ import difflib
 import itertools
 import json
 import os
-import re
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +20,7 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import fields
+from dltop.profiles import command, fields, presets
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, settings
 
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix")
@@ -42,7 +41,7 @@ fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
 OPTION_KEYS = tuple(OPTIONS)
-COMMAND_KEYS = ("command", "iteration_regex")
+COMMAND_KEYS = command.KEYS
 """Bring-your-own workload (``frameworks = ["command"]``); see docs/profiles.md."""
 ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS, *COMMAND_KEYS)
 
@@ -87,13 +86,19 @@ def load(ref: str, logical_cores: int | None = None) -> Profile:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read profile: {exc}") from None
-    return parse(text, str(path), path.stem, logical_cores)
+    return parse(text, str(path), path.stem, logical_cores, path.resolve().parent)
 
 
 def parse(text: str, source: str, default_name: str,
-          logical_cores: int | None = None) -> Profile:
-    """Validate profile TOML ``text``; ``source`` names it in errors."""
+          logical_cores: int | None = None, profile_dir: Path | None = None) -> Profile:
+    """Validate profile TOML ``text``; ``source`` names it in errors.
+
+    ``profile_dir`` is the directory command entries run in by default and
+    ``{profile_dir}`` names: the profile file's; for text without a file (a
+    built-in profile), the directory dltop was started from.
+    """
     where = _Where(source)
+    base = profile_dir if profile_dir is not None else Path.cwd()
     try:
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -120,14 +125,33 @@ def parse(text: str, source: str, default_name: str,
         # Errors name the table a value came from: the entry, or [defaults].
         origin = {k: f"matrix[{i}]" for k in entry}
         origin.update({k: "defaults" for k in defaults if k not in entry})
+        own = {**defaults, **entry}
+        preset = _preset(where, origin, f"matrix[{i}]", own)
+        origin.update({k: f"preset {own['preset']!r} of matrix[{i}]" for k in preset
+                       if k not in own})
         jobs.extend(_expand(where, origin, f"matrix[{i}]", name,
-                            {**SETTINGS, **defaults, **entry}, cores))
+                            {**SETTINGS, **preset, **own}, cores, base))
     return Profile(name=name, description=description, source=source, jobs=tuple(jobs),
                    pack=pack)
 
 
+def _preset(where: _Where, origin: dict[str, str], at: str,
+            own: dict[str, Any]) -> dict[str, Any]:
+    """The defaults of the entry's ``preset`` (under everything the user wrote)."""
+    name = own.get("preset")
+    if name is None:
+        return {}
+    if not isinstance(name, str):
+        raise where.err(f"{origin.get('preset', at)}.preset", f"expected a string, got {name!r}")
+    try:
+        return dict(presets.preset_defaults(name))
+    except KeyError:
+        raise where.err(f"{origin.get('preset', at)}.preset", f"unknown preset {name!r} "
+                        f"(known: {', '.join(sorted(presets.PRESETS)) or 'none'})") from None
+
+
 def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
-            merged: dict[str, Any], cores: int) -> list[JobSpec]:
+            merged: dict[str, Any], cores: int, profile_dir: Path) -> list[JobSpec]:
     def loc(key: str) -> str:
         return f"{origin.get(key, at)}.{key}"
 
@@ -141,7 +165,7 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         lists[key] = value
     frameworks = [_choice(where, f"{loc('frameworks')}[{j}]", v, catalog.FRAMEWORKS)
                   for j, v in enumerate(lists["frameworks"])]
-    byo = _command_options(where, loc, frameworks, merged)
+    byo = _command_options(where, loc, frameworks, merged, profile_dir)
     if byo:  # a command's "models" are the user's own labels
         models = [_str(where, f"{loc('models')}[{j}]", v) for j, v in enumerate(lists["models"])]
     else:
@@ -189,8 +213,8 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
 
 
 def _command_options(where: _Where, loc: Callable[[str], str], frameworks: list[str],
-                     merged: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
-    """Validate ``command``/``iteration_regex``; they go with ``frameworks = ["command"]``."""
+                     merged: dict[str, Any], profile_dir: Path) -> tuple[tuple[str, Any], ...]:
+    """The command keys (:mod:`dltop.profiles.command`) go with ``frameworks = ["command"]``."""
     if "command" not in frameworks:
         for key in COMMAND_KEYS:
             if key in merged:
@@ -199,30 +223,7 @@ def _command_options(where: _Where, loc: Callable[[str], str], frameworks: list[
     if frameworks != ["command"]:
         raise where.err(loc("frameworks"), '"command" cannot share an entry with other '
                         "frameworks (give it its own [[matrix]] entry)")
-    argv = merged.get("command")
-    if (not isinstance(argv, list) or not argv
-            or not all(isinstance(a, str) and a for a in argv)):
-        raise where.err(loc("command"), "expected a non-empty list of strings (an argv, "
-                        f"never a shell string), got {argv!r}")
-    try:
-        [a.format(batch=1, threads=1, device="cpu:1", iterations=1, warmup=1) for a in argv]
-    except (KeyError, IndexError, ValueError) as exc:
-        raise where.err(loc("command"), f"bad placeholder {exc} (known: {{batch}}, "
-                        "{threads}, {device}, {iterations}, {warmup})") from None
-    out: list[tuple[str, Any]] = [("command", tuple(argv))]
-    regex = merged.get("iteration_regex")
-    if regex is not None:
-        if not isinstance(regex, str):
-            raise where.err(loc("iteration_regex"), f"expected a string, got {regex!r}")
-        try:
-            compiled = re.compile(regex)
-        except re.error as exc:
-            raise where.err(loc("iteration_regex"), f"invalid regular expression: {exc}"
-                            ) from None
-        if "seconds" not in compiled.groupindex:
-            raise where.err(loc("iteration_regex"), "needs a named group (?P<seconds>...)")
-        out.append(("iteration_regex", regex))
-    return tuple(out)
+    return command.options(where.err, loc, merged, profile_dir)
 
 
 def _check_keys(where: _Where, prefix: str, table: dict[str, Any],

@@ -26,11 +26,12 @@ import sqlite_utils
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
+from dltop.store.archive import ARCHIVE, unpack_measured
 
 FAILURE_PRECEDENCE: tuple[str, ...] = (
-    RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE, RunStatus.TIMEOUT,
-    RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.CANCELLED, RunStatus.RUNNING,
-    JobStatus.QUEUED)
+    RunStatus.SHORT, RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE,
+    RunStatus.TIMEOUT, RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.CANCELLED,
+    RunStatus.RUNNING, JobStatus.QUEUED)
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
 
 RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample",
@@ -252,7 +253,23 @@ def _per_run(db: sqlite_utils.Database, run_ids: list[int],
                 f"where run_id in ({marks}) and tree_cpu_pct is not null and n > 0 "
                 "group by run_id", run_ids):
             trees[row["run_id"]] = float(row["pct"])
+    _archived(db, run_ids, iters, trees)
     return iters, trees
+
+
+def _archived(db: sqlite_utils.Database, run_ids: list[int],
+              iters: dict[int, list[tuple[float, int]]], trees: dict[int, float]) -> None:
+    """What ``dltop prune`` kept of pruned runs' raw rows (dltop.store.retention)."""
+    if ARCHIVE not in db.table_names():
+        return
+    marks = ",".join("?" * len(run_ids))
+    for row in db.query(
+            "select run_id, measured_seconds, measured_samples, tree_cpu_all_pct "
+            f"from {ARCHIVE} where run_id in ({marks})", run_ids):
+        iters[row["run_id"]] = unpack_measured(row["measured_seconds"],
+                                               row["measured_samples"])
+        if row["tree_cpu_all_pct"] is not None:
+            trees[row["run_id"]] = float(row["tree_cpu_all_pct"])
 
 
 def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],

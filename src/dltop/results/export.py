@@ -113,10 +113,16 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
 
 
 def _simulated(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> bool:
-    if "gpu_samples" not in db.table_names():
+    names = db.table_names()
+    if "gpu_samples" not in names:
         return False
     marks = ",".join("?" * len(campaign_ids))
-    return bool(next(db.query(
+    # pruned runs (dltop prune) keep whether a GPU sample was simulated in run_archive
+    archived = ("run_archive" in names and bool(next(db.query(
+        "select count(*) as n from run_archive a join runs r on r.id = a.run_id "
+        f"where r.campaign_id in ({marks}) and a.gpu_simulated = 1",
+        list(campaign_ids)))["n"]))
+    return archived or bool(next(db.query(
         "select count(*) as n from gpu_samples g join runs r on r.id = g.run_id "
         f"where r.campaign_id in ({marks}) and g.simulated = 1", list(campaign_ids)))["n"])
 

@@ -50,7 +50,8 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
             raise UserError(f"{path}: no such database (run 'dltop run' first, or pass --db)")
     else:
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            # dltop's own directory is user-only; an existing one is left as it is
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         except OSError as exc:
             raise UserError(
                 f"{path}: cannot create the database directory: {exc.strerror}"
@@ -59,6 +60,8 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
             raise UserError(f"{path}: the database file is not writable")
         if not path.exists() and not os.access(path.parent, os.W_OK):
             raise UserError(f"{path}: the directory {path.parent} is not writable")
+    if create:
+        _create_private(path)
     try:
         conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
         db = sqlite_utils.Database(conn)
@@ -88,6 +91,19 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
         raise UserError(f"{path}: cannot write the database: {exc}") from None
     check_schema(db, path)
     return db
+
+
+def _create_private(path: Path) -> None:
+    """Create an empty database file readable by its user only (0600, whatever the
+    umask); SQLite gives its ``-wal`` and ``-shm`` files the database file's mode."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600)
+    except FileExistsError:
+        return
+    except OSError as exc:
+        raise UserError(f"{path}: cannot create the database: {exc.strerror}") from None
+    os.close(fd)
 
 
 def check_schema(db: sqlite_utils.Database, path: Path) -> None:

@@ -219,6 +219,37 @@ def _v10(db: Any) -> None:
     db["environment"].add_column("driver_version", str)
 
 
+def _v12(db: Any) -> None:
+    # iterations as a WITHOUT ROWID table: the rows live in the (run_id, idx) key's
+    # B-tree itself, so the separate primary-key index (about a third of the table's
+    # size) goes. Same columns, same order, same key and foreign key; rows copied.
+    # A row with a NULL key (never written by dltop) cannot be in such a table.
+    conn = db.conn
+    cols = [(r[1], r[2] or "") for r in conn.execute("pragma table_info(iterations)")]
+    indexes = [r[0] for r in conn.execute(
+        "select sql from sqlite_master where type = 'index' and tbl_name = 'iterations' "
+        "and sql is not null")]
+    names = ", ".join(f"[{name}]" for name, _ in cols)
+    defs = ", ".join(f"[{name}] {kind}".strip() for name, kind in cols)
+    conn.execute(f"create table iterations_v12 ({defs}, primary key (run_id, idx), "
+                 "foreign key (run_id) references runs(id)) without rowid")
+    conn.execute(f"insert into iterations_v12 ({names}) select {names} from iterations "
+                 "where run_id is not null and idx is not null")
+    conn.execute("drop table iterations")
+    conn.execute("alter table iterations_v12 rename to iterations")
+    for sql in indexes:
+        conn.execute(sql)
+    # What exports read from a run's raw rows, kept when `dltop prune` deletes them
+    # (dltop.store.retention): the measured iterations, packed; the mean process-tree
+    # CPU over every host sample; whether any GPU sample was simulated.
+    db["run_archive"].create(
+        {"run_id": int, "pruned_at": str, "n_measured": int, "measured_seconds": bytes,
+         "measured_samples": bytes, "tree_cpu_all_pct": float, "gpu_simulated": int,
+         "iterations": int, "gpu_samples": int, "host_samples": int},
+        pk="run_id", foreign_keys=[("run_id", "runs", "id")], not_null={"pruned_at"},
+    )
+
+
 def _v13(db: Any) -> None:
     db["runs"].add_column("note", str)
     db["campaigns"].add_column("error_message", str)
@@ -252,6 +283,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "host CPU split: host_samples.cpu_user_pct/cpu_system_pct/cpu_iowait_pct, "
                   "runs.host_cpu_user_pct/host_cpu_system_pct/host_cpu_iowait_pct; "
                   "environment.driver_version", _v10),
+    Migration(12, "iterations WITHOUT ROWID (no separate primary-key index); run_archive: "
+                  "what exports need of a run's raw rows once `dltop prune` deletes them",
+              _v12),
     Migration(13, "faults stored, not lost: runs.note (the first protocol error, rows that "
                   "could not be stored), campaigns.error_message (why an engine stopped)",
               _v13),

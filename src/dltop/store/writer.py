@@ -24,6 +24,7 @@ from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, Ru
 from dltop.profiles.model import JobSpec
 from dltop.store.edit import Edits
 from dltop.store.queue import Queue
+from dltop.store.retention import Retention
 from dltop.store.rows import insert_jobs, job_row, pk, utc_now
 from dltop.store.telemetry import TelemetryWriter
 from dltop.store.tx import transaction
@@ -39,6 +40,7 @@ class Store:
         self.queue = Queue(db)
         self.edits = Edits(db)
         self.telemetry = TelemetryWriter(db)
+        self.retention = Retention(db)  # prune and vacuum (dltop prune | vacuum)
 
     def transaction(self) -> AbstractContextManager[sqlite_utils.Database]:
         """One transaction around several store calls (each then commits nothing alone)."""

@@ -1,113 +1,211 @@
 """Bring-your-own command: time any program's iterations (protocol v1 wrapper).
 
-Standard library only, Python 3.6. The job spec's ``options`` carry
-``command`` (an argv list; ``{batch}``, ``{threads}``, ``{device}``,
-``{iterations}``, ``{warmup}`` are substituted) and optionally
-``iteration_regex`` (a regular expression with a named group ``seconds`` and
-optional ``loss`` and ``samples``). Iterations come from the command's output
-lines matching the regex, or from ``dltop_report`` calls in the program (put
-on its ``PYTHONPATH``). Each iteration's end (``t_mono_ns``) is the one
-``dltop_report`` took at the end of the step, or, for a regex match, the time the
-line was read. The first ``warmup`` iterations are marked warm-up. A
-command that exits non-zero, or reports no iteration (a regex that never
-matched), ends the run with an error that says so.
+Standard library only, Python 3.6. The engine resolves the program before the
+run (``spec["command_launch"]``: the filled-in argv, the executable found, the
+working directory, the environment to add; see ``dltop.runners.command``). The
+program runs in its own process group in this runner's session, with
+``dltop_report`` alone appended to its ``PYTHONPATH`` and ``$DLTOP_EVENT_FD``
+set to a pipe of its own. Iterations come from its output lines matching
+``iteration_regex`` (``timing = "regex"`` or ``"line-gap"``) or from its
+``dltop_report`` events (``timing = "helper"``), never both; see
+``command_timing``. Once warm-up + iterations are in, the program's group is
+stopped (TERM, then KILL) and the run ends well. A program that exits by itself
+is read only briefly after its exit: a grandchild that keeps the output pipe
+open cannot hold the run.
 """
 
 import json
 import os
-import re
+import select
+import signal
 import subprocess
 import sys
-import threading
+import time
 
 import dltop_protocol as proto
+from command_timing import CappedLog, Lines, Steps
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+REPORT_DIR = os.path.join(HERE, "report")
+"""Holds dltop_report.py alone: the only directory of dltop's on the program's path."""
+TERM_GRACE_S = 3.0
+"""Shorter than the supervisor's grace, so a stopped runner still reports."""
+DRAIN_S = 1.0
+"""How long output is still read after the program exited."""
 
 
-def _argv(spec):
-    opts = spec.get("options") or {}
-    command = opts.get("command")
-    if not command:
-        raise proto.Unsupported("framework 'command' needs a 'command' (argv list)")
-    dev = spec["device"]
-    values = {"batch": spec["batch_size"], "threads": dev["count"],
-              "device": "%s:%s" % (dev["kind"], dev["count"]),
-              "iterations": spec["iterations"], "warmup": spec["warmup"]}
-    return [str(a).format(**values) for a in command]
+def _program_env(launch, event_fd):
+    env = dict(os.environ)
+    env.update(launch.get("env") or {})
+    env["DLTOP_EVENT_FD"] = str(event_fd)
+    # Appended: the user's own modules win over anything of the same name.
+    env["PYTHONPATH"] = (env["PYTHONPATH"] + os.pathsep if env.get("PYTHONPATH")
+                         else "") + REPORT_DIR
+    return env
 
 
-class _Counter(object):
-    def __init__(self, spec, reporter):
-        self.n = 0
-        self.warmup = int(spec["warmup"])
-        self.default_samples = int(spec["samples_per_iter"])
-        self.reporter = reporter
-        self.lock = threading.Lock()
+def _stop_group(proc):
+    """TERM the program's group, KILL it after a grace period; True if it had to be."""
+    for sig, wait_s in ((signal.SIGTERM, TERM_GRACE_S), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except OSError:
+            pass
+        deadline = time.monotonic() + wait_s
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if proc.poll() is not None:
+            break
+    try:  # what the program left in its group
+        os.killpg(proc.pid, signal.SIGKILL)
+    except OSError:
+        pass
 
-    def add(self, seconds, samples=None, loss=None, t_mono_ns=None):
-        with self.lock:
-            self.reporter.iteration(self.n, float(seconds),
-                                    int(samples) if samples else self.default_samples,
-                                    self.n < self.warmup,
-                                    None if loss is None else float(loss), t_mono_ns)
-            self.n += 1
 
+class _Run(object):
+    """One program run: its pipes, the read loop, the ending."""
 
-def _read_reports(fd, counter):
-    with os.fdopen(fd, "rb") as fh:
-        for line in fh:
+    def __init__(self, spec, reporter, launch):
+        self.steps = Steps(spec, reporter)
+        self.lines = Lines()
+        self.log = CappedLog(sys.stdout.fileno())
+        self.launch = launch
+        self.events = Lines()
+        self.terminated = False
+
+    def start(self):
+        r, w = os.pipe()
+        try:
+            self.proc = subprocess.Popen(
+                self.launch["argv"], executable=self.launch["executable"],
+                cwd=self.launch["cwd"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, env=_program_env(self.launch, w), pass_fds=(w,),
+                preexec_fn=os.setpgrp)
+        except OSError as exc:
+            os.close(r)
+            raise proto.Failed("cannot start command %r: %s" % (self.launch["argv"][0], exc)
+                               ) from None
+        finally:
+            os.close(w)
+        self.t0 = time.monotonic()
+        self.fds = {self.proc.stdout.fileno(): self._output, r: self._events}
+
+    def loop(self):
+        """Read until enough iterations, or the program exited (and a short drain)."""
+        exited_at = None
+        while not self.steps.full and not self.terminated:
+            if exited_at is None and self.proc.poll() is not None:
+                exited_at = time.monotonic()
+            if exited_at is not None and (not self.fds
+                                          or time.monotonic() - exited_at > DRAIN_S):
+                break
+            ready = select.select(list(self.fds), [], [], 0.1)[0]
+            for fd in ready:
+                try:
+                    data = os.read(fd, 1 << 16)
+                except OSError:
+                    data = b""
+                if not data:
+                    self.fds.pop(fd)(None)
+                    if fd != self.proc.stdout.fileno():
+                        os.close(fd)
+                    continue
+                self.fds[fd](data)
+                if self.steps.full:
+                    break
+
+    def _output(self, data):
+        now = time.monotonic_ns() if hasattr(time, "monotonic_ns") else int(
+            time.monotonic() * 1e9)
+        if data is None:
+            texts = self.lines.end()
+        else:
+            self.log.write(data)
+            texts = self.lines.feed(data)
+        for text in texts:
+            self.steps.line(text, now)
+
+    def _events(self, data):
+        for text in (self.events.end() if data is None else self.events.feed(data)):
             try:
-                e = json.loads(line.decode("utf-8"))
-                if e.get("event") == "iter":
-                    counter.add(e["seconds"], e.get("samples"), e.get("loss"),
-                                e.get("t_mono_ns"))
-            except (ValueError, KeyError, TypeError):
+                event = json.loads(text)
+            except ValueError:
                 continue
+            if isinstance(event, dict):
+                self.steps.event(event)
+
+    def note(self, spec_path):
+        """The program's last lines and where its whole output is, for a crash message."""
+        tail = "\n".join("  " + line[:160] for line in self.lines.last_lines())
+        log = os.path.join(os.path.dirname(os.path.abspath(spec_path)), "runner.log")
+        text = "; last output lines:\n%s\nlog: %s" % (tail, log) if tail else "; log: %s" % log
+        if self.log.failed is not None:
+            text += " (incomplete: %s)" % self.log.failed
+        return text
 
 
 def run(spec, reporter):
-    argv = _argv(spec)
+    launch = spec.get("command_launch")
+    if not launch:
+        raise proto.Unsupported("no resolved command in the job spec (an engine older than "
+                                "this runner?)")
     opts = spec.get("options") or {}
-    regex = re.compile(opts["iteration_regex"]) if opts.get("iteration_regex") else None
     pinned = proto.pin(spec, per_rank=False)  # the program starts its own workers
-    reporter.hello("command", os.path.basename(argv[0]), "%s:%s" % (
+    reporter.hello("command", os.path.basename(launch["executable"]), "%s:%s" % (
         spec["device"]["kind"], spec["device"]["count"]), spec["device"]["count"],
-        command=argv, iteration_regex=opts.get("iteration_regex"), cpu_affinity=pinned)
-    counter = _Counter(spec, reporter)
-    r, w = os.pipe()
-    env = dict(os.environ, DLTOP_EVENT_FD=str(w))
-    env["PYTHONPATH"] = HERE + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
-                                else "")
+        command=launch["argv"], program=launch["executable"], cwd=launch["cwd"],
+        timing=opts.get("timing"), iteration_regex=opts.get("iteration_regex"),
+        notes=launch.get("notes") or [], cpu_affinity=pinned)
+    job = _Run(spec, reporter, launch)
+
+    def on_term(signum, frame):
+        job.terminated = True  # the loop ends; the group is stopped below
+
+    signal.signal(signal.SIGTERM, on_term)
+    job.start()
+    diverged = None
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                env=env, pass_fds=(w,))
-    except OSError as exc:
-        raise RuntimeError("cannot start command %r: %s" % (argv[0], exc)) from None
-    finally:
-        os.close(w)
-    reader = threading.Thread(target=_read_reports, args=(r, counter))
-    reader.start()
-    for raw in proc.stdout:
-        sys.stdout.buffer.write(raw)
-        sys.stdout.flush()
-        if regex is None:
-            continue
-        m = regex.search(raw.decode("utf-8", "replace"))
-        if m:
-            groups = m.groupdict()
-            counter.add(groups["seconds"], groups.get("samples"), groups.get("loss"))
-    code = proc.wait()
-    reader.join(timeout=10)
-    if code != 0:
-        raise RuntimeError("command %r exited with status %d" % (argv[0], code))
-    if counter.n == 0:
-        if regex is not None:
-            raise RuntimeError("iteration_regex %r never matched any output line of the "
-                               "command" % regex.pattern)
-        raise RuntimeError("the command reported no iteration (use dltop_report.step "
-                           "or set iteration_regex)")
-    return max(0, counter.n - counter.warmup)
+        job.loop()
+    except proto.Diverged as exc:
+        diverged = exc
+    running = job.proc.poll() is None
+    _stop_group(job.proc)
+    wall_s = time.monotonic() - job.t0
+    code = job.proc.returncode
+    steps = job.steps
+    where = job.note(sys.argv[-1])
+    sys.stdout.flush()
+    if diverged is not None:
+        raise diverged
+    if job.terminated:
+        raise proto.Failed("stopped by dltop (timeout or cancel)")
+    problem = steps.unit_error(wall_s)
+    if problem is not None:
+        raise proto.Failed(problem)
+    if running:
+        sys.stdout.write("\n[dltop] stopped the program after %d iterations (warm-up %d)\n"
+                         % (steps.n, steps.warmup))
+    elif code != 0 and not steps.full:
+        if code < 0:
+            try:
+                how = "was killed by signal %s" % signal.Signals(-code).name
+            except ValueError:
+                how = "was killed by signal %d" % -code
+        else:
+            how = "exited with status %d" % code
+        raise proto.Failed("command %r %s after %d iterations%s" % (
+            launch["argv"][0], how, steps.n, where))
+    if steps.n == 0:
+        if steps.timing != "helper":
+            hint = ""
+            if steps.ignored_events:
+                hint = ("; the program sent %d dltop_report events, which count only "
+                        'with timing = "helper"' % steps.ignored_events)
+            raise proto.Failed("iteration_regex %r never matched any output line of the "
+                               "command%s%s" % (steps.regex.pattern, hint, where))
+        raise proto.Failed("the command reported no iteration (use dltop_report.step, or "
+                           "set iteration_regex)%s" % where)
+    return max(0, steps.n - steps.warmup)
 
 
 if __name__ == "__main__":

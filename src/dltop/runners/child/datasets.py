@@ -3,16 +3,21 @@
 Standard library only, valid Python 3.6. Readers return raw bytes / integer
 lists plus shapes; the framework runner turns them into tensors. Every format
 error raises ValueError naming the file and what was expected.
+
+CIFAR-10 python batches are pickles; they are read with :mod:`safe_pickle`'s
+restricted unpickler, which resolves only the numpy array globals a batch needs
+(to stand-ins, not numpy) and refuses any other: a crafted ``data_batch_N`` in a
+``data_dir`` cannot run code in the runner (``pickle.load`` would).
 """
 
 import gzip
 import os
-import pickle
 import struct
 from collections import Counter
 
 import dltop_protocol
 import model_catalog
+import safe_pickle
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 CIFAR_BATCHES = ["data_batch_%d" % i for i in range(1, 6)]
@@ -74,18 +79,25 @@ def read_cifar10(data_dir):
         for path in (p for p in py if os.path.isfile(p)):
             with open(path, "rb") as fh:
                 try:
-                    batch = pickle.load(fh, encoding="bytes")
+                    batch = safe_pickle.load_batch(fh)
                 except Exception as exc:
                     raise ValueError("%s: not a CIFAR-10 python batch (%s)" % (path, exc)) from None
+            if not isinstance(batch, dict):
+                raise ValueError("%s: not a CIFAR-10 python batch (a %s, expected a dict)"
+                                 % (path, type(batch).__name__))
             data = batch.get(b"data")
             labs = batch.get(b"labels")
             if data is None or labs is None:
                 raise ValueError("%s: expected keys b'data' and b'labels'" % path)
-            raw = data.tobytes() if hasattr(data, "tobytes") else bytes(data)
-            if len(raw) != 3072 * len(labs):
-                raise ValueError("%s: expected %d x 3072 pixel bytes" % (path, len(labs)))
+            try:
+                raw = data.tobytes() if hasattr(data, "tobytes") else bytes(data)
+                labs = labs.tolist() if hasattr(labs, "tolist") else list(labs)
+                if len(raw) != 3072 * len(labs):
+                    raise ValueError("expected %d x 3072 pixel bytes" % len(labs))
+                labels += bytes(bytearray(labs))
+            except (TypeError, ValueError) as exc:
+                raise ValueError("%s: not a CIFAR-10 python batch (%s)" % (path, exc)) from None
             pixels += raw
-            labels += bytes(bytearray(labs))
     elif any(os.path.isfile(p) for p in bins):
         for path in (p for p in bins if os.path.isfile(p)):
             with open(path, "rb") as fh:

@@ -37,6 +37,10 @@ class Diverged(Exception):
     """The loss became NaN or infinite."""
 
 
+class Failed(Exception):
+    """A crash the runner explains itself: reported as its message, without a traceback."""
+
+
 class Reporter(object):
     """Writes protocol events to the event pipe."""
 
@@ -193,7 +197,9 @@ def main(run, argv=None):
         sys.exit(EXIT_ERROR)
     except BaseException as exc:  # noqa: B036 - every failure must reach the parent
         kind = classify(exc)
-        if kind == "crash":
+        if isinstance(exc, Failed):
+            message = str(exc)
+        elif kind == "crash":
             message = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         else:
             message = "%s: %s" % (type(exc).__name__, exc)

@@ -80,6 +80,8 @@ def check_runs_dir(path: Path) -> None:
         UserError: the directory cannot be created or written (its permissions, a
             read-only file system), before the campaign is stored.
     """
+    if not path.parent.is_dir():
+        return  # dltop creates the database's directory (0700) and can write in it
     try:
         try:
             rundir.ensure_private_dir(path)  # created 0700, as the engine would

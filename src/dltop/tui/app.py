@@ -148,7 +148,7 @@ class DltopApp(App[str | None]):
         # would hold the engine's WAL checkpoints back).
         with self._db_lock:
             if self._db is not None:
-                self._db.conn.close()
+                self._db.close()
                 self._db = None
 
     def on_mount(self) -> None:

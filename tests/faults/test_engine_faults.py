@@ -446,3 +446,25 @@ async def test_the_viewer_closes_its_connection_when_it_quits(tmp_path: Path) ->
         reader.execute("select 1")
     writer = connect(c.db)  # nothing holds the database: the -wal is emptied at once
     assert writer.execute("pragma wal_checkpoint(truncate)").fetchone()[0] == 0
+
+
+def test_a_missing_column_is_explained_as_an_older_or_a_changed_schema(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dltop.store import connect, migrations
+    from dltop.store.db import explain_failure
+
+    err = sqlite3.OperationalError("no such column: r.note")
+    old = tmp_path / "old.db"
+    with monkeypatch.context() as m:  # a database an older dltop (5 migrations) wrote
+        m.setattr(migrations, "MIGRATIONS", migrations.MIGRATIONS[:5])
+        connect(old).close()
+    line, code = explain_failure(old, err)
+    assert code == 2 and "written by an older dltop (schema version 5" in line
+    new = tmp_path / "new.db"
+    connect(new).close()
+    sqlite3.connect(new).execute("alter table runs rename column note to remark").connection \
+        .close()
+    line, code = explain_failure(new, err)
+    assert code == 2 and "changed outside dltop (missing runs.note)" in line
+    assert explain_failure(new, sqlite3.DatabaseError("database disk image is malformed")) == (
+        f"{new}: database error: database disk image is malformed", 1)

@@ -130,11 +130,17 @@ def explain_failure(path: Path, exc: BaseException) -> tuple[str, int]:
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:
-                missing = migrations.missing_columns(sqlite_utils.Database(conn))
+                ro = sqlite_utils.Database(conn)
+                missing = migrations.missing_columns(ro)
+                have = max(migrations.applied_versions(ro), default=0)
             finally:
                 conn.close()
         except sqlite3.Error:
-            missing = []
+            missing, have = [], 0
+        newest = max(m.version for m in migrations.MIGRATIONS)
+        if missing and have < newest:
+            return (f"{path}: written by an older dltop (schema version {have}, this dltop "
+                    f"has {newest}); a command that writes (dltop run) upgrades it: {exc}", 2)
         if missing:
             return (f"{path}: the schema was changed outside dltop (missing "
                     f"{', '.join(missing[:5])}): {exc}", 2)

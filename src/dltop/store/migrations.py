@@ -322,9 +322,14 @@ def user_version(db: sqlite_utils.Database) -> int:
     return int(db.execute("pragma user_version").fetchone()[0])
 
 
-@functools.cache
 def expected_columns() -> dict[str, frozenset[str]]:
     """Table -> columns of a database with every migration applied (built once, in memory)."""
+    return _columns_after(MIGRATIONS)
+
+
+@functools.lru_cache(maxsize=4)
+def _columns_after(steps: tuple[Migration, ...]) -> dict[str, frozenset[str]]:
+    # `steps` is the cache key: apply() reads MIGRATIONS, which it is (tests swap it).
     db = sqlite_utils.Database(memory=True)
     apply(db)
     return {t: frozenset(c.name for c in db[t].columns) for t in db.table_names()}

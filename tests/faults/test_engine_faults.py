@@ -390,6 +390,11 @@ def test_a_renamed_column_gives_clear_errors_and_stops_the_engine_loudly(
     assert engine.returncode == 1 and "no such column: control" in err, err
     (camp,) = c.rows("select status, error_message from campaigns")
     assert camp["status"] == "failed" and "control" in camp["error_message"]
+    (first,) = c.runs()  # the run in progress was stopped; its job waits for --resume
+    assert first["status"] == "cancelled"
+    assert first["error_message"].startswith("stopped with the campaign: ")
+    assert [j["status"] for j in c.rows("select status from jobs order by id")] == \
+        ["queued", "queued"]
     shown = c.dltop("status")
     assert "failed" in shown.stdout and "stopped by: " in shown.stdout, shown.stdout
     assert "no such column: control" in shown.stdout

@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import ParamSpec, TypeVar
 
-from dltop.catalog import CampaignStatus, Control, ErrorKind, RunStatus, control_of
+from dltop.catalog import CampaignStatus, Control, ErrorKind, JobStatus, RunStatus, control_of
 from dltop.errors import DltopError
 from dltop.jobs import environment, lease, rundir
 from dltop.jobs.allocator import Allocation, DeviceAllocator
@@ -399,7 +399,14 @@ class Engine:
         fields["note"] = join_notes(fields.get("note"), writes.note())
         # Other engines' runners on these devices count as concurrent runs too.
         fields["concurrent_runs"] = self._alloc.overlap(token) + await foreign
-        await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields)
+        job_status: JobStatus | None = None
+        if self._failure is not None and outcome.status == RunStatus.CANCELLED:
+            # Stopped because the database failed, not by the user: the job goes back
+            # to the queue, so `dltop run --resume` runs it once the cause is fixed.
+            fields["error_message"] = f"stopped with the campaign: {self._failure}"
+            job_status = JobStatus.QUEUED
+        await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields,
+                          job_status)
         if self._sampler is not None:
             # The summary covers the measured window: energy per sample counts its samples.
             tele = self._sampler.end_run(run_id, collector.measured_samples)

@@ -81,6 +81,8 @@ class ErrorKind(StrEnum):
     RUN_DIR = "run_dir"
     """The run's folder was unsafe (a planted symlink, another user's): the run never
     started and nothing was written (dltop.jobs.rundir)."""
+    STORAGE = "storage"
+    """The run's files could not be written (permissions, a full disk): it never started."""
 
 
 class Control(StrEnum):

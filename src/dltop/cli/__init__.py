@@ -70,3 +70,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         # interpreter's final flush does not raise again, and exit as a C tool would.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 128 + signal.SIGPIPE
+    except Exception as exc:
+        # A malformed page, a schema changed by hand: one line. sqlite3 is looked up, not
+        # imported: a command that never loaded it cannot have raised its errors.
+        sqlite3 = sys.modules.get("sqlite3")
+        if sqlite3 is None or not isinstance(exc, sqlite3.Error):
+            raise
+        from dltop.store.db import explain_failure, resolve_db_path
+
+        line, code = explain_failure(resolve_db_path(getattr(args, "db", None)), exc)
+        print(f"dltop: error: {line}", file=sys.stderr)
+        return code

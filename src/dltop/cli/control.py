@@ -48,8 +48,11 @@ def cmd_status(args: argparse.Namespace) -> int:
             return 0
         done = last[0]
         print(f"no engine running. Last campaign {done.id} `{one_line(done.name)}`: "
-              f"{done.status}, "
-              f"finished {done.finished_at or '-'}")
+              f"{done.status}, finished {done.finished_at or '-'}")
+        if done.status == CampaignStatus.FAILED:
+            reason = one_line(queries.campaign_error(db, done.id) or "unknown")
+            print(f"  stopped by: {reason}; 'dltop run --resume' continues its queue")
+        print(storage_line(resolve_db_path(args.db)))
         return 0
     for c in open_:
         alive = engine_alive(c.engine_pid, c.engine_start_time)

@@ -27,6 +27,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from dltop.jobs.allocator import DeviceAllocator
     from dltop.jobs.engine import Engine, default_logs_dir
     from dltop.jobs.environment import core_order
+    from dltop.jobs.writes import check_runs_dir
     from dltop.profiles.loader import load
     from dltop.store import Store, connect, resolve_db_path
     from dltop.telemetry import gpu_count, open_gpu_backend
@@ -40,6 +41,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             campaign.preflight([load(ref) for ref in args.profiles], gpu_count(),
                                args.skip_unavailable, args.pack)
         return _detach(argv, db_path, default_logs_dir(db_path))
+    check_runs_dir(default_logs_dir(db_path))  # before anything is stored
     backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
     n_gpus = gpu_count()
     if args.resume:

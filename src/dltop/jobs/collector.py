@@ -115,6 +115,7 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
         "exit_code": outcome.exit_code, "wall_s": outcome.wall_s,
         "error_kind": outcome.error_kind, "error_message": outcome.message,
         "protocol_errors": outcome.protocol_errors,
+        "note": protocol_note(outcome),
         "log_tail": outcome.log_tail or None,
         "framework_version": outcome.hello.get("framework_version"),
         "device_name": outcome.hello.get("device_name"),
@@ -125,3 +126,12 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
     if c.measured:
         fields.update(summarize_run(c.measured, c.samples_per_iter).to_columns())
     return fields
+
+
+def protocol_note(outcome: ChildOutcome) -> str | None:
+    """``protocol errors (3), first: iter event: seconds -6.24 is not ...`` (None if none)."""
+    if not outcome.protocol_errors:
+        return None
+    n = outcome.protocol_errors
+    first = outcome.protocol_note or "unknown"
+    return f"protocol error{'s' if n > 1 else ''} ({n}), first: {first}"

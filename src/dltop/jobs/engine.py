@@ -17,11 +17,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar
 
-from dltop.catalog import CampaignStatus, Control, ErrorKind, RunStatus, control_of
+from dltop.catalog import CampaignStatus, Control, ErrorKind, JobStatus, RunStatus, control_of
 from dltop.errors import DltopError
 from dltop.jobs import environment, lease, rundir
 from dltop.jobs.allocator import Allocation, DeviceAllocator
@@ -39,9 +39,12 @@ from dltop.jobs.events import (
 from dltop.jobs.foreign import most_sharing
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.supervisor import supervise
+from dltop.jobs.writes import RunWrites, join_notes
 from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec
 from dltop.runners import command, registry
+from dltop.store import guard
+from dltop.store.guard import StorageError
 from dltop.store.writer import Store, utc_now
 from dltop.telemetry.sampler import Batch, Sampler
 
@@ -87,6 +90,8 @@ class Engine:
         self._lease_dir = lease_dir  # None: lease.lock_dir()
         self._leases: dict[int, lease.DeviceLease] = {}  # allocator token -> its locks
         self._warned_lease = False
+        self._failure: StorageError | None = None  # the database failed for good
+        self.telemetry_batches_lost = 0
 
     def request_stop(self) -> None:
         """Cancel the current runs and stop the queue (safe to call more than once)."""
@@ -101,16 +106,29 @@ class Engine:
         if self._sampler is not None:
             self._sampler.start()
         try:
-            await self._write(self._store.set_campaign_status, self._campaign_id,
-                              CampaignStatus.RUNNING)
-            self._emit(CampaignStarted(self._campaign_id, self._name, len(self._jobs),
-                                       self._db_label))
-            watcher = asyncio.create_task(self._watch_control())
+            watcher: asyncio.Task[None] | None = None
             try:
+                await self._write(self._store.set_campaign_status, self._campaign_id,
+                                  CampaignStatus.RUNNING)
+                self._emit(CampaignStarted(self._campaign_id, self._name, len(self._jobs),
+                                           self._db_label))
+                watcher = asyncio.create_task(self._watch_control())
                 status = await self._drain_queue()
+            except StorageError as exc:
+                self._failure = self._failure or exc
+                status = CampaignStatus.FAILED
             finally:
-                watcher.cancel()
+                if watcher is not None:
+                    watcher.cancel()
+            if self._failure is not None:
+                await self._record_failure(self._failure)
+            else:
+                await self._checkpoint(truncate=True)
             self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
+            if self._failure is not None:
+                raise StorageError(
+                    f"campaign {self._campaign_id} stopped: {self._failure}; finished runs are "
+                    "stored, 'dltop run --resume' continues it once that is fixed")
             return status
         finally:
             if self._sampler is not None:
@@ -129,7 +147,9 @@ class Engine:
             while True:
                 await self._wait_while_paused()
                 if self._stop.is_set():
-                    await asyncio.gather(*tasks)
+                    await self._settle(tasks)
+                    if self._failure is not None:
+                        return CampaignStatus.FAILED  # the queue is kept for --resume
                     n = await self._write(queue.cancel_queued, cid)
                     self.counts[RunStatus.CANCELLED] = self.counts.get(RunStatus.CANCELLED, 0) + n
                     status = CampaignStatus.CANCELLED
@@ -138,9 +158,9 @@ class Engine:
                     if started or tasks:
                         if not started:
                             await self._wait_for_change()
-                        for t in [t for t in tasks if t.done()]:
-                            tasks.discard(t)
-                            t.result()  # a bug in a job task must not pass silently
+                        finished = [t for t in tasks if t.done()]
+                        tasks.difference_update(finished)
+                        await self._settle(finished)
                         continue
                     status = CampaignStatus.FINISHED
                 if await self._write(queue.finish_if_drained, cid, status, utc_now()):
@@ -148,6 +168,30 @@ class Engine:
         finally:
             for t in tasks:
                 t.cancel()
+
+    async def _settle(self, tasks: set[asyncio.Task[None]] | list[asyncio.Task[None]]) -> None:
+        """Wait for job tasks; a storage error stops the campaign, any other error is raised.
+
+        A bug in a job task must not pass silently; a database that fails for good
+        (disk full, malformed) ends the current runs and the campaign as ``failed``.
+        """
+        for result in await asyncio.gather(*tasks, return_exceptions=True):
+            if isinstance(result, StorageError):
+                if self._failure is None:
+                    self._failure = result
+                self.request_stop()
+            elif isinstance(result, BaseException):
+                raise result
+
+    async def _record_failure(self, exc: StorageError) -> None:
+        # Best effort: the database that failed may refuse this too (the line says it all).
+        with contextlib.suppress(StorageError):
+            await self._write(self._store.fail_campaign, self._campaign_id, str(exc))
+
+    async def _checkpoint(self, truncate: bool = False) -> None:
+        # Best effort: a checkpoint that fails leaves the rows in the -wal file, not lost.
+        with contextlib.suppress(StorageError):
+            await self._write(self._store.checkpoint, truncate=truncate)
 
     async def _start_next(self, tasks: set[asyncio.Task[None]]) -> bool:
         """Start the first queued job whose devices are free; False if none could start."""
@@ -216,6 +260,14 @@ class Engine:
         self._emit(DevicesBusy(self._campaign_id, what))
 
     async def _watch_control(self) -> None:
+        try:
+            await self._poll_control()
+        except StorageError as exc:
+            # Pause and cancel no longer reach the engine: stop loudly, not silently.
+            self._failure = self._failure or exc
+            self.request_stop()
+
+    async def _poll_control(self) -> None:
         while True:
             cancel_id = await self._write(self._store.queue.take_cancel_run,
                                           self._campaign_id)
@@ -245,11 +297,18 @@ class Engine:
 
     async def _write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, lambda: fn(*args, **kwargs))
+        return await loop.run_in_executor(
+            self._writer, lambda: guard.call(self._db_label, fn, *args, **kwargs))
 
     def _submit_batch(self, batch: Batch) -> None:
         # Called from the sampler thread; the single writer orders it with the rest.
-        self._writer.submit(self._store.telemetry.write_batch, batch)
+        self._writer.submit(self._write_batch, batch)
+
+    def _write_batch(self, batch: Batch) -> None:
+        try:
+            guard.call(self._db_label, self._store.telemetry.write_batch, batch)
+        except Exception:  # lost samples are counted; they never end the engine
+            self.telemetry_batches_lost += 1
 
     async def _cooldown(self, job: JobSpec, gpus: tuple[int, ...],
                         ) -> tuple[float, float | None, float | None]:
@@ -276,11 +335,9 @@ class Engine:
             await self._write(self._store.set_job_status, q.job_id, RunStatus.CANCELLED)
             self._count(RunStatus.CANCELLED)
             return RunStatus.CANCELLED
-        pending: list[Future[Any]] = []
-
-        def write_later(fn: Callable[..., Any], *args: Any) -> None:
-            # Ordered behind earlier writes by the single worker; awaited at run end.
-            pending.append(self._writer.submit(fn, *args))
+        writes = RunWrites(self._writer, self._db_label)
+        # Ordered behind earlier writes by the single worker; awaited at run end.
+        write_later = writes.later
 
         index, total = await self._write(self._store.queue.progress, self._campaign_id)
         attempt = await self._write(self._store.queue.next_attempt, q.job_id)
@@ -297,8 +354,14 @@ class Engine:
             files = rundir.prepare_run_dir(self._logs_dir, run_id, {
                 **job.to_json_dict(), "run_id": run_id, "cpu_affinity": affinity, **extra})
         except rundir.UnsafeRunDir as exc:
-            await asyncio.gather(*(asyncio.wrap_future(f) for f in pending))
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
             return await self._fail_unstarted(q, ErrorKind.RUN_DIR, str(exc), run_id=run_id)
+        except OSError as exc:  # the directory became unwritable, or the disk is full
+            await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
+            where = rundir.run_dir(self._logs_dir, run_id)
+            return await self._fail_unstarted(
+                q, ErrorKind.STORAGE, f"cannot write {where}: {exc.strerror or exc}",
+                run_id=run_id)
         log_path, spec_path = files.log_path, files.spec_path
         env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
                                     gpu_indices=alloc.gpu_indices)
@@ -331,11 +394,19 @@ class Engine:
             ended.set()
         collector.flush()
         outcome = collector.short(outcome)
-        await asyncio.gather(*(asyncio.wrap_future(f) for f in pending))
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
         fields = run_fields(outcome, collector)
+        fields["note"] = join_notes(fields.get("note"), writes.note())
         # Other engines' runners on these devices count as concurrent runs too.
         fields["concurrent_runs"] = self._alloc.overlap(token) + await foreign
-        await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields)
+        job_status: JobStatus | None = None
+        if self._failure is not None and outcome.status == RunStatus.CANCELLED:
+            # Stopped because the database failed, not by the user: the job goes back
+            # to the queue, so `dltop run --resume` runs it once the cause is fixed.
+            fields["error_message"] = f"stopped with the campaign: {self._failure}"
+            job_status = JobStatus.QUEUED
+        await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields,
+                          job_status)
         if self._sampler is not None:
             # The summary covers the measured window: energy per sample counts its samples.
             tele = self._sampler.end_run(run_id, collector.measured_samples)
@@ -345,6 +416,7 @@ class Engine:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
             await self._write(self._store.record_environment, run_id,
                               environment.environment_row(outcome.hello, env, job, gpus))
+        await self._checkpoint()
         self._count(outcome.status)
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),
                                fields.get("samples_per_s"), fields.get("cv"),

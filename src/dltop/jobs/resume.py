@@ -32,7 +32,9 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
             process took it over first (nothing was written).
     """
     queue = store.queue
-    open_ = queue.open_campaigns()
+    # A campaign its engine stopped as failed (disk full, a lock held too long) kept its
+    # queue: it is taken up again like one whose engine died.
+    open_ = sorted(queue.open_campaigns() + queue.failed_campaigns(), key=lambda c: c.id)
     if campaign_ref is not None:
         open_ = [c for c in open_ if c.id == campaign_ref]
         if not open_:

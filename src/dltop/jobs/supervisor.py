@@ -28,11 +28,16 @@ from typing import Any
 import psutil
 
 from dltop.catalog import ERROR_KIND_STATUS, ErrorKind, RunStatus
+from dltop.jobs.protocol import EventChecker
 from dltop.procs import process_start_time, read_log_tail
 
 MAX_EVENT_LINE_BYTES = 1 << 20
 """Longer event lines are discarded and counted as protocol errors."""
 TERM_GRACE_S = 5.0
+WATCH_STEP_S = 1.0
+"""The deadline is checked this often (see _wait_awake)."""
+STALL_S = 2.0
+"""A watch step this much late means the engine was stopped, not merely busy."""
 RUN_TOKEN = "DLTOP_RUN_TOKEN"
 """Environment variable marking every process a run starts (see :func:`kill_run_tree`)."""
 
@@ -51,6 +56,8 @@ class ChildOutcome:
     message: str | None = None
     error_kind: str | None = None
     protocol_errors: int = 0
+    protocol_note: str | None = None
+    """The first protocol error: what was wrong with which event (None when none)."""
     log_tail: str = ""
     hello: Mapping[str, Any] = field(default_factory=dict)
     model: Mapping[str, Any] = field(default_factory=dict)
@@ -184,8 +191,7 @@ async def supervise(
     stopper = asyncio.create_task(stop.wait())
     reason: RunStatus | None = None
     try:
-        done, _ = await asyncio.wait({waiter, stopper}, timeout=timeout_s,
-                                     return_when=asyncio.FIRST_COMPLETED)
+        done = await _wait_awake(waiter, stopper, timeout_s, proc.pid)
         if waiter not in done:
             reason = RunStatus.CANCELLED if stopper in done else RunStatus.TIMEOUT
             await _terminate(proc, pgid)
@@ -211,9 +217,49 @@ async def supervise(
     return ChildOutcome(
         status=status, exit_code=exit_code, pid=proc.pid, pgid=pgid, wall_s=wall_s,
         message=message, error_kind=kind, protocol_errors=reader.protocol_errors,
+        protocol_note=reader.protocol_note,
         log_tail=read_log_tail(log_path) if status != RunStatus.OK else "",
         hello=reader.hello, model=reader.model,
     )
+
+
+async def _wait_awake(waiter: asyncio.Task[int], stopper: asyncio.Task[Any], timeout_s: float,
+                      pid: int) -> set[asyncio.Task[Any]]:
+    """Wait for the child's exit or a stop; an empty set when ``timeout_s`` ran out.
+
+    The deadline counts the time the engine was awake to watch the run. When the
+    engine itself was stopped (Ctrl-Z, SIGSTOP, a paused VM), a watch step ends
+    late; the lateness is added to the deadline, because the run is not to blame:
+    it went on meanwhile, or sat blocked on an event pipe nobody read. A child
+    that has exited by the time the deadline is checked is never a timeout: its
+    own events say how it ended.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while True:
+        step = min(WATCH_STEP_S, deadline - loop.time())
+        if step <= 0:
+            if _exited(pid):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(waiter), timeout=TERM_GRACE_S)
+            return {waiter} if waiter.done() else set()
+        t0 = loop.time()
+        done, _ = await asyncio.wait({waiter, stopper}, timeout=step,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if done:
+            return done
+        late = loop.time() - t0 - step
+        if late > STALL_S:
+            deadline += late
+
+
+def _exited(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+    except psutil.Error:
+        return False
 
 
 async def _terminate(proc: asyncio.subprocess.Process, pgid: int) -> None:
@@ -257,6 +303,8 @@ class _EventReader:
         self._on_event = on_event
         self._transport: asyncio.ReadTransport | None = None
         self.protocol_errors = 0
+        self.protocol_note: str | None = None
+        self._checker = EventChecker()
         self.hello: dict[str, Any] = {}
         self.model: dict[str, Any] = {}
         self.error: dict[str, Any] | None = None
@@ -283,11 +331,16 @@ class _EventReader:
                     self._handle(line)
             if len(buf) > MAX_EVENT_LINE_BYTES:
                 if not discarding:
-                    self.protocol_errors += 1
+                    self._refuse(f"an event line over {MAX_EVENT_LINE_BYTES} bytes")
                 discarding = True
                 buf.clear()
         if buf and not discarding:
             self._handle(bytes(buf))
+
+    def _refuse(self, why: str) -> None:
+        self.protocol_errors += 1
+        if self.protocol_note is None:
+            self.protocol_note = why
 
     def close(self) -> None:
         if self._transport is not None:
@@ -296,11 +349,15 @@ class _EventReader:
     def _handle(self, line: bytes) -> None:
         try:
             event = json.loads(line)
-        except ValueError:
-            self.protocol_errors += 1
+        except (ValueError, RecursionError):
+            self._refuse(f"not JSON: {line[:60]!r}")
             return
         if not isinstance(event, dict) or event.get("v") != 1 or "event" not in event:
-            self.protocol_errors += 1
+            self._refuse(f"not a protocol v1 event: {line[:60]!r}")
+            return
+        problem = self._checker.problem(event)
+        if problem is not None:
+            self._refuse(problem)
             return
         name = event["event"]
         if name == "hello":

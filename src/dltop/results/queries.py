@@ -64,6 +64,12 @@ def campaigns(db: sqlite_utils.Database, limit: int = 50) -> list[CampaignRow]:
         "select * from campaigns order by id desc limit ?", [limit])]
 
 
+def campaign_error(db: sqlite_utils.Database, campaign_id: int) -> str | None:
+    """Why the campaign's engine stopped it (``failed``: a storage error), or None."""
+    rows = list(db.query("select * from campaigns where id = ?", [campaign_id]))
+    return rows[0].get("error_message") if rows else None
+
+
 def resolve_campaign(db: sqlite_utils.Database, ref: str | int | None) -> CampaignRow:
     """One campaign by id, name (the most recent of that name), or the latest for
     ``None``/``"latest"``.

@@ -89,6 +89,7 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
         migrations.apply(db)
     except sqlite3.OperationalError as exc:
         raise UserError(f"{path}: cannot write the database: {exc}") from None
+    check_schema(db, path)
     return db
 
 
@@ -116,6 +117,47 @@ def _open_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
                     "there, even to read)")
         return f"{path}: cannot open the database ({exc})"
     return f"{path}: not a SQLite database ({exc})"
+
+
+def check_schema(db: sqlite_utils.Database, path: Path) -> None:
+    """Refuse a database whose tables lack columns dltop's migrations made.
+
+    Raises:
+        UserError: a column was renamed or dropped outside dltop (named in the message).
+    """
+    missing = migrations.missing_columns(db)
+    if missing:
+        raise UserError(f"{path}: the schema was changed outside dltop (missing "
+                        f"{', '.join(missing[:5])}{' ...' if len(missing) > 5 else ''}); "
+                        "dltop will not write to it")
+
+
+def explain_failure(path: Path, exc: BaseException) -> tuple[str, int]:
+    """One line (and an exit status) for a database error a command ran into.
+
+    A query that failed on a missing column is explained by the schema (exit 2,
+    like any database dltop refuses); anything else is SQLite's reason with the
+    database's path (exit 1).
+    """
+    if "no such column" in str(exc) or "has no column" in str(exc):
+        try:
+            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+            try:
+                ro = sqlite_utils.Database(conn)
+                missing = migrations.missing_columns(ro)
+                have = max(migrations.applied_versions(ro), default=0)
+            finally:
+                conn.close()
+        except sqlite3.Error:
+            missing, have = [], 0
+        newest = max(m.version for m in migrations.MIGRATIONS)
+        if missing and have < newest:
+            return (f"{path}: written by an older dltop (schema version {have}, this dltop "
+                    f"has {newest}); a command that writes (dltop run) upgrades it: {exc}", 2)
+        if missing:
+            return (f"{path}: the schema was changed outside dltop (missing "
+                    f"{', '.join(missing[:5])}): {exc}", 2)
+    return f"{path}: database error: {exc}", 1
 
 
 def memory_db() -> sqlite_utils.Database:

@@ -23,6 +23,7 @@ the parts we use: an ordered list, each step transactional with its record.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 from collections.abc import Callable
@@ -249,6 +250,11 @@ def _v12(db: Any) -> None:
     )
 
 
+def _v13(db: Any) -> None:
+    db["runs"].add_column("note", str)
+    db["campaigns"].add_column("error_message", str)
+
+
 RUN_TELEMETRY_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, **_V6_RUN_COLUMNS,
                                           **_V8_RUN_COLUMNS, **_V10_RUN_COLUMNS}
 """Every ``runs`` column a telemetry summary fills (the writer's list,
@@ -280,6 +286,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(12, "iterations WITHOUT ROWID (no separate primary-key index); run_archive: "
                   "what exports need of a run's raw rows once `dltop prune` deletes them",
               _v12),
+    Migration(13, "faults stored, not lost: runs.note (the first protocol error, rows that "
+                  "could not be stored), campaigns.error_message (why an engine stopped)",
+              _v13),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 
@@ -299,8 +308,42 @@ def check_known(db: sqlite_utils.Database) -> None:
     """
     known = {m.version for m in MIGRATIONS}
     unknown = sorted(applied_versions(db) - known)
+    # user_version too: a database whose header claims a newer schema is refused even
+    # when its schema_migrations table does not say so.
+    claimed = user_version(db)
+    if claimed > max(known):
+        unknown = sorted({*unknown, claimed})
     if unknown:
         raise SchemaTooNew(unknown, max(known))
+
+
+def user_version(db: sqlite_utils.Database) -> int:
+    """``PRAGMA user_version``: the newest migration applied (0 before this was recorded)."""
+    return int(db.execute("pragma user_version").fetchone()[0])
+
+
+def expected_columns() -> dict[str, frozenset[str]]:
+    """Table -> columns of a database with every migration applied (built once, in memory)."""
+    return _columns_after(MIGRATIONS)
+
+
+@functools.lru_cache(maxsize=4)
+def _columns_after(steps: tuple[Migration, ...]) -> dict[str, frozenset[str]]:
+    # `steps` is the cache key: apply() reads MIGRATIONS, which it is (tests swap it).
+    db = sqlite_utils.Database(memory=True)
+    apply(db)
+    return {t: frozenset(c.name for c in db[t].columns) for t in db.table_names()}
+
+
+def missing_columns(db: sqlite_utils.Database) -> list[str]:
+    """``table.column`` of every expected column the database lacks (a schema changed by hand).
+
+    Costs a migration of an in-memory database once per process: called when opening a
+    database for writing, and to explain a failed query, not on every read.
+    """
+    have = set(db.table_names())
+    return [f"{t}.{c}" for t, cols in expected_columns().items() if t in have
+            for c in sorted(cols - {col.name for col in db[t].columns})]
 
 
 def apply(db: sqlite_utils.Database) -> list[int]:
@@ -322,5 +365,10 @@ def apply(db: sqlite_utils.Database) -> list[int]:
             m.apply(db)
             db.table(TABLE).insert({"version": m.version, "name": m.name, "applied_at":
                               time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+            db.execute(f"pragma user_version = {int(m.version)}")
         applied.append(m.version)
+    newest = max(done | set(applied), default=0)
+    if user_version(db) < newest:  # a database migrated before user_version was kept
+        with transaction(db):
+            db.execute(f"pragma user_version = {int(newest)}")
     return applied

@@ -208,3 +208,14 @@ class Queue:
             cur = self._db.execute("update campaigns set cancel_run_id = null where id = ? "
                                    "and cancel_run_id = ?", [campaign_id, row["cancel_run_id"]])
         return int(row["cancel_run_id"]) if cur.rowcount == 1 else None
+
+    def failed_campaigns(self) -> list[OpenCampaign]:
+        """Campaigns whose engine stopped on a storage error (``failed``), oldest first.
+
+        They keep their queue, so ``dltop run --resume`` can take them up again once
+        the cause (a full disk, a lock) is gone.
+        """
+        return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
+                             r["engine_start_time"], r.get("waiting_for"))
+                for r in self._db.query("select * from campaigns where status = ? order by id",
+                                        [CampaignStatus.FAILED])]

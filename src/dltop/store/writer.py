@@ -66,10 +66,18 @@ class Store:
         fields: dict[str, Any] = {"status": status}
         if status == CampaignStatus.RUNNING:
             fields["started_at"] = utc_now()
+            fields["error_message"] = None  # a failed campaign taken up again
         elif status in ENDED_CAMPAIGN_STATUSES:
             fields["finished_at"] = utc_now()
         with transaction(self.db):
             self.db.table("campaigns").update(campaign_id, fields)
+
+    def fail_campaign(self, campaign_id: int, reason: str) -> None:
+        """The engine stopped for ``reason`` (a storage error): ``failed``, reason kept."""
+        with transaction(self.db):
+            self.db.table("campaigns").update(campaign_id, {
+                "status": CampaignStatus.FAILED, "error_message": reason,
+                "finished_at": utc_now()})
 
     def set_control(self, campaign_id: int, control: str | None) -> None:
         """Ask the campaign's engine to ``pause``, ``run`` (resume) or ``cancel``."""
@@ -132,3 +140,21 @@ class Store:
             self.db.table("environment").insert({"run_id": run_id, **env}, replace=True,
                                                 alter=True)
 
+    def checkpoint(self, *, truncate: bool = False) -> bool:
+        """Copy the write-ahead log into the database file; True if all of it was copied.
+
+        Without it the ``.db`` file alone lacks everything since the last automatic
+        checkpoint (1000 pages) as long as any viewer keeps a connection open. PASSIVE
+        never waits; ``truncate`` (at a campaign's end) also empties the ``-wal`` file,
+        waiting at most 2 s for readers in the middle of a query.
+        """
+        row = self.db.execute("pragma wal_checkpoint(passive)").fetchone()
+        if truncate and row is not None and row[0] == 0:
+            conn = self.db.conn
+            busy_ms = conn.execute("pragma busy_timeout").fetchone()[0]
+            conn.execute("pragma busy_timeout = 2000")
+            try:
+                row = conn.execute("pragma wal_checkpoint(truncate)").fetchone()
+            finally:
+                conn.execute(f"pragma busy_timeout = {int(busy_ms)}")
+        return row is None or (row[0] == 0 and row[1] == row[2])

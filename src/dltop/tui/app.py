@@ -144,6 +144,14 @@ class DltopApp(App[str | None]):
             self._db = connect(self.db_path, create=False)
         return self._db
 
+    def on_unmount(self) -> None:
+        # A viewer that quits leaves no connection behind (nor a read snapshot that
+        # would hold the engine's WAL checkpoints back).
+        with self._db_lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
     def on_mount(self) -> None:
         if self.resume_orphans:
             self._resume_orphans()

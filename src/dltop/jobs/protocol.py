@@ -1,0 +1,170 @@
+"""What the engine accepts from a runner's events (protocol v1, parent side).
+
+The child is not trusted: a framework runner with a bug, a user's program
+calling ``dltop_report.report(0.01, samples=10**20)``, or anything writing to
+the event pipe. Every decoded event passes :class:`EventChecker` before it
+reaches the collector or the database; an event that fails is a *protocol
+error* (counted in ``runs.protocol_errors``, the first one's text kept in
+``runs.note``) and is skipped, so one bad value never ends the engine nor reaches
+a statistic. The rules, per field:
+
+- any integer anywhere in an event fits SQLite's INTEGER (signed 64 bits);
+- ``iter``: ``index`` an integer, 0 or more, larger than the run's previous
+  index (a repeated or earlier index would make ``n_iterations`` differ from the
+  stored rows); ``seconds`` a number with 0 < seconds <= :data:`MAX_STEP_S`;
+  ``samples`` null or an integer in [1, 2**53); ``warmup`` a boolean (or 0/1);
+  ``loss`` null, a number, or ``"nan"``/``"inf"``/``"-inf"`` (a non-finite loss
+  is stored as NULL, as before: divergence is the runner's ``error`` event);
+  ``t_mono_ns`` absent, null or an integer 0 or more;
+- ``hello``: its text fields text, numbers or null; ``threads`` and ``pid``
+  null or integers 0 or more;
+- ``model``: ``param_count`` null or an integer 0 or more, ``flops_per_sample``
+  null or a finite number 0 or more;
+- ``error``: ``kind`` and ``message`` text (or a null message).
+
+Events of other names are accepted (forward compatibility), within the integer rule.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+INT64_MAX = 2**63 - 1
+MAX_SAMPLES = 2**53
+"""Samples per iteration stay below this: exact as a float, so throughput stays exact."""
+MAX_STEP_S = 1e6
+"""No training step takes longer than 11.6 days; a longer one is a runner's bug."""
+
+_HELLO_TEXT = ("framework", "framework_version", "python_version", "python_executable",
+               "device", "blas", "cuda_version", "cudnn_version", "device_name")
+_NONFINITE_LOSS = frozenset({"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity"})
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def _show(v: Any) -> str:
+    text = repr(v)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _big_int(v: Any, path: str, depth: int = 0) -> str | None:
+    """Where an integer too large for SQLite sits in ``v`` (None if nowhere)."""
+    if _is_int(v):
+        return path if not -INT64_MAX - 1 <= v <= INT64_MAX else None
+    if depth > 20:
+        return None
+    if isinstance(v, dict):
+        items: Any = v.items()
+    elif isinstance(v, list):
+        items = enumerate(v)
+    else:
+        return None
+    for k, item in items:
+        where = _big_int(item, f"{path}.{k}" if path else str(k), depth + 1)
+        if where is not None:
+            return where
+    return None
+
+
+def _check_iter(e: dict[str, Any], last_index: int) -> str | None:
+    index: Any = e.get("index")
+    if not _is_int(index) or index < 0:
+        return f"index {_show(index)} is not an integer >= 0"
+    if index <= last_index:
+        return (f"index {index} repeats or goes back (after {last_index}): each iteration "
+                "needs a new, larger index")
+    seconds: Any = e.get("seconds")
+    if not _is_number(seconds) or not math.isfinite(seconds) \
+            or not 0 < seconds <= MAX_STEP_S:
+        return f"seconds {_show(seconds)} is not a number in (0, {MAX_STEP_S:g}]"
+    samples: Any = e.get("samples")
+    if samples is not None and (not _is_int(samples) or not 1 <= samples < MAX_SAMPLES):
+        return f"samples {_show(samples)} is not an integer in [1, 2**53)"
+    warmup = e.get("warmup")
+    if warmup is not None and warmup not in (True, False, 0, 1):
+        return f"warmup {_show(warmup)} is not a boolean"
+    loss: Any = e.get("loss")
+    if loss is not None:
+        if isinstance(loss, str):
+            if loss.strip().lower() not in _NONFINITE_LOSS:
+                return f"loss {_show(loss)} is not a number"
+        elif not _is_number(loss):
+            return f"loss {_show(loss)} is not a number"
+        elif _is_int(loss) and abs(loss) > 1e308:
+            return f"loss {_show(loss)} is too large for a float"
+    t: Any = e.get("t_mono_ns")
+    if t is not None and (not _is_int(t) or t < 0):
+        return f"t_mono_ns {_show(t)} is not an integer >= 0"
+    return None
+
+
+def _check_hello(e: dict[str, Any]) -> str | None:
+    for key in _HELLO_TEXT:
+        v: Any = e.get(key)
+        if v is not None and not isinstance(v, (str, int, float)):
+            return f"{key} {_show(v)} is not text"
+    for key in ("threads", "pid"):
+        v = e.get(key)
+        if v is not None and (not _is_int(v) or v < 0):
+            return f"{key} {_show(v)} is not an integer >= 0"
+    return None
+
+
+def _check_model(e: dict[str, Any]) -> str | None:
+    params: Any = e.get("param_count")
+    if params is not None and (not _is_int(params) or params < 0):
+        return f"param_count {_show(params)} is not an integer >= 0"
+    flops: Any = e.get("flops_per_sample")
+    if flops is not None and (not _is_number(flops) or not math.isfinite(flops)
+                              or flops < 0 or abs(flops) > 1e308):
+        return f"flops_per_sample {_show(flops)} is not a finite number >= 0"
+    return None
+
+
+def _check_error(e: dict[str, Any]) -> str | None:
+    if not isinstance(e.get("kind"), str):
+        return f"kind {_show(e.get('kind'))} is not text"
+    if e.get("message") is not None and not isinstance(e.get("message"), str):
+        return f"message {_show(e.get('message'))} is not text"
+    return None
+
+
+class EventChecker:
+    """Checks one run's decoded events, in order (it remembers the last iteration index)."""
+
+    def __init__(self) -> None:
+        self.last_index = -1
+
+    def problem(self, event: dict[str, Any]) -> str | None:
+        """Why ``event`` is refused (``iter event: seconds -6.24 is not ...``), or None.
+
+        An accepted ``iter`` event moves the index the next one must exceed.
+        """
+        name = event.get("event")
+        where = _big_int(event, "")
+        if where is not None:
+            return f"{name} event: {where} {_show(event_path(event, where))} is out of range " \
+                   "(SQLite integers are 64-bit)"
+        check = {"iter": lambda e: _check_iter(e, self.last_index), "hello": _check_hello,
+                 "model": _check_model, "error": _check_error}.get(str(name))
+        why = check(event) if check is not None else None
+        if why is not None:
+            return f"{name} event: {why}"
+        if name == "iter":
+            self.last_index = event["index"]
+        return None
+
+
+def event_path(event: dict[str, Any], path: str) -> Any:
+    """The value at a dotted ``path`` (as :func:`_big_int` names it) in ``event``."""
+    v: Any = event
+    for part in path.split("."):
+        v = v[int(part)] if isinstance(v, list) else v[part]
+    return v

@@ -218,6 +218,21 @@ def _v10(db: Any) -> None:
     db["environment"].add_column("driver_version", str)
 
 
+def _v11(db: Any) -> None:
+    # The engine's next-job query walks this index in queue order and reads the device
+    # from it (covering); progress and the end-of-queue check count within it.
+    db.execute("create index if not exists idx_jobs_queue on jobs "
+               "(campaign_id, status, position, device_kind, device_count, device)")
+    db.execute("create index if not exists idx_runs_campaign_status on runs "
+               "(campaign_id, status)")
+    # Exports read runs.telemetry_simulated instead of counting gpu_samples. Before this
+    # migration the engine set it only for runs holding a GPU, while a CPU run on
+    # simulated GPUs owned simulated rows too: derive it once from the rows.
+    db.execute("update runs set telemetry_simulated = 1 where telemetry_simulated is not 1 "
+               "and exists (select 1 from gpu_samples g where g.run_id = runs.id "
+               "and g.simulated = 1)")
+
+
 RUN_TELEMETRY_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, **_V6_RUN_COLUMNS,
                                           **_V8_RUN_COLUMNS, **_V10_RUN_COLUMNS}
 """Every ``runs`` column a telemetry summary fills (the writer's list,
@@ -246,6 +261,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "host CPU split: host_samples.cpu_user_pct/cpu_system_pct/cpu_iowait_pct, "
                   "runs.host_cpu_user_pct/host_cpu_system_pct/host_cpu_iowait_pct; "
                   "environment.driver_version", _v10),
+    Migration(11, "indexes for the engine's queue and the viewers' reads (jobs by campaign, "
+                  "status, position; runs by campaign and status); runs.telemetry_simulated "
+                  "derived from gpu_samples for runs stored before", _v11),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -9,6 +9,7 @@ finished run is never repeated or lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,6 +92,30 @@ class Queue:
         return [(r["id"], r["position"], DeviceSpec.parse(r["device"])) for r in self._db.query(
             "select id, position, device from jobs where campaign_id = ? and status = ? "
             "order by position", [campaign_id, JobStatus.QUEUED])]
+
+    def next_startable(self, campaign_id: int, max_gpus: int | None, max_cpus: int | None,
+                       skip: Collection[int] = ()) -> tuple[int, int, DeviceSpec] | None:
+        """(job id, position, device) of the first queued job that fits, or None.
+
+        What the engine asks at each job start (and each poll while packing): one
+        query walking the queue index in order, stopping at the first match, so its
+        cost does not grow with the queue's length in the usual case.
+
+        Args:
+            max_gpus: most GPUs a ``gpu:N`` job may ask for (None: any number).
+            max_cpus: most CPUs a ``cpu:N`` or ``cpus:P`` job may ask for (None: any).
+            skip: job ids not to return (those the engine already holds).
+        """
+        unlimited = 2**62  # beyond any device count; a bound keeps one statement shape
+        args: list[Any] = [campaign_id, JobStatus.QUEUED,
+                           unlimited if max_gpus is None else max_gpus,
+                           unlimited if max_cpus is None else max_cpus, *skip]
+        row = next(self._db.query(
+            "select id, position, device from jobs where campaign_id = ? and status = ? "
+            "and device_count <= case device_kind when 'gpu' then ? else ? end "
+            f"and id not in ({marks(skip)}) order by position limit 1", args), None)
+        return None if row is None else (row["id"], row["position"],
+                                         DeviceSpec.parse(row["device"]))
 
     def queued_spec(self, job_id: int) -> JobSpec | None:
         """The job's spec while it is still queued (None once removed or started)."""

@@ -225,6 +225,26 @@ def _v11(db: Any) -> None:
                "(campaign_id, status, position, device_kind, device_count, device)")
     db.execute("create index if not exists idx_runs_campaign_status on runs "
                "(campaign_id, status)")
+    # The engine's progress (done, total) at every job start, read from one row: counts
+    # kept by triggers, so that every writer (engine, viewer edits, SQL) keeps them true.
+    for name in ("jobs_counted", "jobs_queued"):
+        db["campaigns"].add_column(name, int, not_null_default=0)
+    counted = "not in ('removed', 'unsatisfiable')"
+
+    def delta(row: str, sign: str) -> str:
+        return (f"jobs_counted = jobs_counted {sign} ({row}.status {counted}), "
+                f"jobs_queued = jobs_queued {sign} ({row}.status = 'queued')")
+
+    db.execute(f"create trigger jobs_count_insert after insert on jobs begin "
+               f"update campaigns set {delta('new', '+')} where id = new.campaign_id; end")
+    db.execute(f"create trigger jobs_count_delete after delete on jobs begin "
+               f"update campaigns set {delta('old', '-')} where id = old.campaign_id; end")
+    db.execute(f"create trigger jobs_count_update after update of status, campaign_id on jobs "
+               f"begin update campaigns set {delta('old', '-')} where id = old.campaign_id; "
+               f"update campaigns set {delta('new', '+')} where id = new.campaign_id; end")
+    db.execute(f"update campaigns set jobs_counted = (select count(*) from jobs j where "
+               f"j.campaign_id = campaigns.id and j.status {counted}), jobs_queued = (select "
+               f"count(*) from jobs j where j.campaign_id = campaigns.id and j.status = 'queued')")
     # Exports read runs.telemetry_simulated instead of counting gpu_samples. Before this
     # migration the engine set it only for runs holding a GPU, while a CPU run on
     # simulated GPUs owned simulated rows too: derive it once from the rows.
@@ -262,8 +282,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "runs.host_cpu_user_pct/host_cpu_system_pct/host_cpu_iowait_pct; "
                   "environment.driver_version", _v10),
     Migration(11, "indexes for the engine's queue and the viewers' reads (jobs by campaign, "
-                  "status, position; runs by campaign and status); runs.telemetry_simulated "
-                  "derived from gpu_samples for runs stored before", _v11),
+                  "status, position; runs by campaign and status); campaigns.jobs_counted/"
+                  "jobs_queued kept by triggers; runs.telemetry_simulated derived from "
+                  "gpu_samples for runs stored before", _v11),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

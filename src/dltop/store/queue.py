@@ -23,7 +23,7 @@ from dltop.catalog import (
     RunStatus,
 )
 from dltop.profiles.model import DeviceSpec, JobSpec
-from dltop.store.rows import marks, utc_now
+from dltop.store.rows import marks, update_row, utc_now
 from dltop.store.tx import transaction
 
 LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"
@@ -154,10 +154,10 @@ class Queue:
     def mark_lost_and_requeue(self, run: RunProcess) -> None:
         """The run's engine died: close the run as ``crashed`` and queue its job again."""
         with transaction(self._db):
-            self._db.table("runs").update(run.run_id, {
+            update_row(self._db, "runs", run.run_id, {
                 "status": RunStatus.CRASHED, "error_kind": ErrorKind.ENGINE_LOST,
                 "error_message": LOST_MESSAGE, "finished_at": utc_now()})
-            self._db.table("jobs").update(run.job_id, {"status": JobStatus.QUEUED})
+            update_row(self._db, "jobs", run.job_id, {"status": JobStatus.QUEUED})
 
     def requeue_running_jobs(self, campaign_id: int) -> int:
         """Jobs left ``running`` without a running run go back to ``queued``; return how many."""

@@ -24,7 +24,7 @@ from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, Ru
 from dltop.profiles.model import JobSpec
 from dltop.store.edit import Edits
 from dltop.store.queue import Queue
-from dltop.store.rows import insert_jobs, job_row, pk, utc_now
+from dltop.store.rows import insert_jobs, insert_row, job_row, pk, update_row, utc_now
 from dltop.store.telemetry import TelemetryWriter
 from dltop.store.tx import transaction
 
@@ -87,26 +87,26 @@ class Store:
     def set_job_status(self, job_id: int, status: JobStatus | RunStatus) -> None:
         """Record a job's queue state (``queued``, ``running`` or a final run status)."""
         with transaction(self.db):
-            self.db.table("jobs").update(job_id, {"status": status})
+            update_row(self.db, "jobs", job_id, {"status": status})
 
     # runs ------------------------------------------------------------------
     def start_run(self, job_id: int, campaign_id: int, attempt: int, log_path: str,
                   samples_per_iter: int) -> int:
         """Insert a run row in state ``running`` and mark its job running; return its id."""
         with transaction(self.db):
-            row = self.db.table("runs").insert({
+            run_id = insert_row(self.db, "runs", {
                 "job_id": job_id, "campaign_id": campaign_id, "attempt": attempt,
                 "status": RunStatus.RUNNING, "started_at": utc_now(), "log_path": log_path,
                 "samples_per_iter": samples_per_iter,
             })
-            self.db.table("jobs").update(job_id, {"status": JobStatus.RUNNING})
-        return pk(row.last_pk)
+            update_row(self.db, "jobs", job_id, {"status": JobStatus.RUNNING})
+        return run_id
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
         """Set arbitrary run columns (pid, framework version, parameter count...)."""
         if fields:
             with transaction(self.db):
-                self.db.table("runs").update(run_id, fields)
+                update_row(self.db, "runs", run_id, fields)
 
     def add_iterations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``,
@@ -120,9 +120,9 @@ class Store:
                    job_status: JobStatus | RunStatus | None = None) -> None:
         """Close a run with its final status and summary; the job takes ``job_status``."""
         with transaction(self.db):
-            self.db.table("runs").update(run_id, {**fields, "status": status,
-                                                  "finished_at": utc_now()})
-            self.db.table("jobs").update(job_id, {"status": job_status or status})
+            update_row(self.db, "runs", run_id, {**fields, "status": status,
+                                                 "finished_at": utc_now()})
+            update_row(self.db, "jobs", job_id, {"status": job_status or status})
 
     def record_environment(self, run_id: int, env: dict[str, Any]) -> None:
         """Store the run's environment (host facts plus what the runner reported)."""

@@ -58,6 +58,7 @@ class Queue:
 
     def __init__(self, db: sqlite_utils.Database) -> None:
         self._db = db
+        self._counted: bool | None = None  # campaigns has the job counts (migration 11)
 
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
@@ -125,6 +126,15 @@ class Queue:
 
     def progress(self, campaign_id: int) -> tuple[int, int]:
         """(jobs done or running, jobs in the campaign) ignoring removed and unsatisfiable ones."""
+        if self._counted is None:  # a database opened without migrating (``run --resume``)
+            self._counted = any(r["name"] == "jobs_counted"
+                                for r in self._db.query("pragma table_info(campaigns)"))
+        if not self._counted:
+            row = next(self._db.query(
+                "select sum(status != ?) as done, count(*) as total from jobs "
+                "where campaign_id = ? and status not in (?, ?)",
+                [JobStatus.QUEUED, campaign_id, JobStatus.REMOVED, RunStatus.UNSATISFIABLE]))
+            return int(row["done"] or 0), int(row["total"] or 0)
         # Counts the jobs table's triggers keep (migration 11): one row read, however
         # long the queue, where counting the jobs would grow with it at every job start.
         row = next(self._db.query("select jobs_counted, jobs_queued from campaigns where id = ?",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from operator import itemgetter
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -24,11 +25,26 @@ from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, Ru
 from dltop.profiles.model import JobSpec
 from dltop.store.edit import Edits
 from dltop.store.queue import Queue
-from dltop.store.rows import insert_jobs, insert_row, job_row, pk, update_row, utc_now
+from dltop.store.rows import (
+    insert_jobs,
+    insert_row,
+    job_row,
+    pk,
+    update_row,
+    utc_now,
+)
 from dltop.store.telemetry import TelemetryWriter
 from dltop.store.tx import transaction
 
 __all__ = ["Store", "job_row", "utc_now"]
+
+ITERATION_COLUMNS = ("idx", "seconds", "samples", "warmup", "loss", "t_mono_ns", "t_wall_s")
+"""The ``iterations`` columns a row gives (``run_id`` is the call's)."""
+ITERATIONS_SQL = ("insert or replace into iterations (run_id, {cols}) values ({{run_id}}, "
+                  "{marks})").format(cols=", ".join(ITERATION_COLUMNS),
+                                     marks=", ".join("?" for _ in ITERATION_COLUMNS))
+"""One prepared statement per run (its id a literal, so a row's tuple is built in C)."""
+_ITERATION_VALUES = itemgetter(*ITERATION_COLUMNS)
 
 
 class Store:
@@ -110,11 +126,19 @@ class Store:
 
     def add_iterations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``,
-        ``t_mono_ns`` and ``t_wall_s``: the step's end, monotonic ns and epoch seconds)."""
-        batch = [{"run_id": run_id, **r} for r in rows]
-        if batch:
+        ``t_mono_ns`` and ``t_wall_s``: the step's end, monotonic ns and epoch seconds;
+        a missing key is NULL, another key is not stored). A row of an index already
+        stored replaces it."""
+        rows = rows if isinstance(rows, list | tuple) else list(rows)
+        try:  # the collector's rows have every key: one C call per row builds its tuple
+            params = list(map(_ITERATION_VALUES, rows))
+            sql = ITERATIONS_SQL.format(run_id=int(run_id))
+        except KeyError:
+            sql = ITERATIONS_SQL.format(run_id="?")
+            params = [(run_id, *(r.get(k) for k in ITERATION_COLUMNS)) for r in rows]
+        if params:
             with transaction(self.db):
-                self.db.table("iterations").insert_all(batch, replace=True, batch_size=500)
+                self.db.conn.executemany(sql, params)
 
     def finish_run(self, run_id: int, job_id: int, status: RunStatus, fields: dict[str, Any],
                    job_status: JobStatus | RunStatus | None = None) -> None:

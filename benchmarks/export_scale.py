@@ -23,6 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from dltop.catalog import RunStatus
 from dltop.profiles.loader import parse
 from dltop.results import export
 from dltop.store import connect
@@ -53,7 +54,7 @@ def build(path: Path, n_runs: int) -> None:
     conn.execute("begin")
     conn.execute("insert into campaigns (id, name, status, created_at, host, dltop_version) "
                  "values (1, 'scale', 'finished', '2026-11-23T00:00:00Z', 'host', '0')")
-    rows = [job_row(1, k, "ok", j) for k, j in enumerate(jobs)]
+    rows = [job_row(1, k, RunStatus.OK, j) for k, j in enumerate(jobs)]
     cols = list(rows[0])
     conn.executemany(f"insert into jobs ({', '.join(cols)}) values "
                      f"({', '.join('?' * len(cols))})", ([r[c] for c in cols] for r in rows))

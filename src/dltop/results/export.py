@@ -124,9 +124,9 @@ def _simulated(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> bool:
             "select exists (select 1 from gpu_samples g join runs r on r.id = g.run_id "
             f"where r.campaign_id in ({marks}) and g.simulated = 1) as n",
             list(campaign_ids)))["n"])
-    return next(db.query(
+    return bool(next(db.query(
         f"select exists (select 1 from runs where campaign_id in ({marks}) "
-        "and telemetry_simulated = 1) as simulated", list(campaign_ids)))["simulated"] == 1
+        "and telemetry_simulated = 1) as simulated", list(campaign_ids)))["simulated"])
 
 
 def campaigns_of(db: sqlite_utils.Database,

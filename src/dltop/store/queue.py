@@ -137,11 +137,12 @@ class Queue:
             return int(row["done"] or 0), int(row["total"] or 0)
         # Counts the jobs table's triggers keep (migration 11): one row read, however
         # long the queue, where counting the jobs would grow with it at every job start.
-        row = next(self._db.query("select jobs_counted, jobs_queued from campaigns where id = ?",
-                                  [campaign_id]), None)
-        if row is None:
+        counts = next(self._db.query("select jobs_counted, jobs_queued from campaigns "
+                                     "where id = ?", [campaign_id]), None)
+        if counts is None:
             return 0, 0
-        return int(row["jobs_counted"]) - int(row["jobs_queued"]), int(row["jobs_counted"])
+        return (int(counts["jobs_counted"]) - int(counts["jobs_queued"]),
+                int(counts["jobs_counted"]))
 
     def next_attempt(self, job_id: int) -> int:
         """1 + the number of runs the job already has."""

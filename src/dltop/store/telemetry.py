@@ -38,14 +38,14 @@ def _values(windows: Sequence[Any]) -> Iterator[tuple[Any, ...]]:
     return map(_getter(type(windows[0])), map(vars, windows))
 
 
-def _getter(kind: type[Any]) -> Callable[[dict[str, Any]], tuple[Any, ...]]:
+def _getter(kind: type[Any]) -> Callable[[Any], tuple[Any, ...]]:
     got = _GETTERS.get(kind)
     if got is None:
         got = _GETTERS[kind] = itemgetter(*(f.name for f in fields(kind)))
     return got
 
 
-_GETTERS: dict[type[Any], Callable[[dict[str, Any]], tuple[Any, ...]]] = {}
+_GETTERS: dict[type[Any], Callable[[Any], tuple[Any, ...]]] = {}
 
 
 class TelemetryWriter:

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from operator import itemgetter
 from contextlib import AbstractContextManager
+from operator import itemgetter
 from typing import Any
 
 import sqlite_utils

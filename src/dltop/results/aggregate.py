@@ -225,7 +225,7 @@ def config_results(db: sqlite_utils.Database,
                 {**row, "identity": ident, "gpu_name": gpu, "host": host})
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     # host samples only for runs without the stored mean (see _record): an export
-    # reads the runs' summaries, not telemetry that grows with every second run
+    # reads the runs' summaries, not telemetry that grows with each second of a run
     no_tree = {r["run_id"] for rows in groups.values() for r in rows
                if _ok(r) and r["tree_cpu_mean_pct"] is None}
     iters, trees = _per_run(db, ok_ids, no_tree)

@@ -87,8 +87,7 @@ class Queue:
     def queued_devices(self, campaign_id: int) -> list[tuple[int, int, DeviceSpec]]:
         """(job id, position, device) of the campaign's queued jobs, in queue order.
 
-        What the engine scans for a job that fits free devices: it parses no job
-        spec, as it may run every poll interval over a long queue.
+        Reads the whole queue: the engine asks :meth:`next_startable` instead.
         """
         return [(r["id"], r["position"], DeviceSpec.parse(r["device"])) for r in self._db.query(
             "select id, position, device from jobs where campaign_id = ? and status = ? "

@@ -14,6 +14,7 @@ from dltop.results import export, queries
 from dltop.results.aggregate import config_results
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
+from dltop.telemetry.model import RunTelemetry
 
 PROFILE = """
 name = "fix_ture"
@@ -128,7 +129,39 @@ def test_recent_runs(db) -> None:  # type: ignore[no-untyped-def]
 
 def test_simulated_telemetry_is_marked(db) -> None:  # type: ignore[no-untyped-def]
     assert "SIMULATED" not in export.render(export.build_table(db, 1, "time"), "md")
-    db["gpu_samples"].insert({"run_id": 1, "gpu_index": 0, "n": 1, "simulated": 1})
+    # what the engine stores for a CPU run on a host of simulated GPUs (--fake-gpus)
+    Store(db).telemetry.write_run_telemetry(1, RunTelemetry(telemetry_simulated=True))
     assert "SIMULATED GPUs" in export.render(export.build_table(db, 1, "time"), "md")
     doc = json.loads(export.render(export.build_table(db, 1, "time"), "json"))
     assert doc["simulated_telemetry"] is True
+
+
+def test_exports_read_the_runs_summaries_not_the_samples(db) -> None:  # type: ignore[no-untyped-def]
+    for run_id in [r["id"] for r in db.query("select id from runs")]:
+        # summaries as the engine stores them, over many sample rows
+        Store(db).telemetry.write_run_telemetry(run_id, RunTelemetry(tree_cpu_mean_pct=90.0))
+        db["host_samples"].insert_all({"run_id": run_id, "n": 1, "cpu_mean_pct": 1.0,
+                                       "tree_cpu_pct": 5.0} for _ in range(50))
+        db["gpu_samples"].insert_all({"run_id": run_id, "gpu_index": 0, "n": 1,
+                                      "simulated": 0} for _ in range(50))
+    seen: list[str] = []
+    db.conn.set_trace_callback(seen.append)
+    for table in export.TABLES:
+        export.render(export.results_table(db, 1, table, "cpu" if table == "pivot" else "time"),
+                      "json")
+    db.conn.set_trace_callback(None)
+    assert seen and not [sql for sql in seen if "_samples" in sql]
+
+
+def test_a_database_not_yet_migrated_still_marks_simulated_cpu_runs() -> None:
+    db = memory_db()
+    store = Store(db)
+    jobs = parse(PROFILE, "f.toml", "f").jobs
+    cid = store.create_campaign("c", ["f.toml"], ["dltop"], "h", 1, None)
+    ids = store.add_jobs(cid, jobs)
+    finish(store, ids[0], "ok", [0.5, 0.5])
+    db["gpu_samples"].insert({"run_id": 1, "gpu_index": 0, "n": 1, "simulated": 1})
+    assert "SIMULATED" not in export.render(export.build_table(db, cid, "time"), "md")
+    # as a reader sees a database an older dltop wrote (readers do not migrate)
+    db.execute("delete from schema_migrations where version = 11")
+    assert "SIMULATED GPUs" in export.render(export.build_table(db, cid, "time"), "md")

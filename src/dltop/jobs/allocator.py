@@ -38,6 +38,16 @@ class Allocation:
     """True when the run needs the whole host (a CPU job wider than it)."""
 
 
+@dataclass(frozen=True)
+class Room:
+    """The widest job of each kind that :meth:`DeviceAllocator.try_allocate` would take now."""
+
+    gpus: int | None
+    """Most GPUs a ``gpu:N`` job may ask for; None: any number (the host is idle)."""
+    cpus: int | None
+    """Most CPUs a ``cpu:N`` or ``cpus:P`` job may ask for; None: any number."""
+
+
 class DeviceAllocator:
     """Hands out disjoint device sets; not thread-safe (the engine's event loop owns it).
 
@@ -60,6 +70,22 @@ class DeviceAllocator:
     def active(self) -> int:
         """Runs holding devices now."""
         return len(self._held)
+
+    def room(self) -> Room | None:
+        """What a job may ask for and still start now; None when no job can start.
+
+        The queue's next-job query filters on it (:meth:`dltop.store.queue.Queue.next_startable`),
+        so it says exactly what :meth:`try_allocate` accepts: an idle host takes any
+        job, a busy one (packing, nothing exclusive held) a job within the free devices.
+        """
+        if not self._held:
+            return Room(None, None)
+        if not self.pack or any(a.exclusive for a in self._held.values()):
+            return None
+        gpus = {x for a in self._held.values() for x in a.gpu_indices}
+        cpus = {x for a in self._held.values() for x in a.cpu_affinity or ()}
+        return Room(sum(1 for x in range(self.gpu_count) if x not in gpus),
+                    sum(1 for x in self.cores if x not in cpus))
 
     def try_allocate(self, device: DeviceSpec) -> tuple[int, Allocation] | None:
         """Reserve devices for a job on ``device``; return (token, allocation), or None if busy.

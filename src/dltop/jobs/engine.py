@@ -196,18 +196,21 @@ class Engine:
     async def _start_next(self, tasks: set[asyncio.Task[None]]) -> bool:
         """Start the first queued job whose devices are free; False if none could start."""
         queue, cid = self._store.queue, self._campaign_id
-        if self._alloc.active and not self._alloc.pack:
-            return False
         # The first queued job that fits (when packing, later jobs fill free devices;
-        # otherwise the first one always fits an idle host).
-        for job_id, pos, device in await self._write(queue.queued_devices, cid):
-            if job_id in self._claimed:
-                continue
+        # otherwise the first one always fits an idle host): the allocator's room is
+        # the query's filter, so the database returns that job and nothing before it.
+        skip = set(self._claimed)
+        while (room := self._alloc.room()) is not None:
+            found = await self._write(queue.next_startable, cid, room.gpus, room.cpus, skip)
+            if found is None:
+                return False
+            job_id, pos, device = found
+            skip.add(job_id)
             got = self._alloc.try_allocate(device)
-            if got is None:
+            if got is None:  # the room said it fits: a job row unlike its device label
                 continue
             spec = await self._write(queue.queued_spec, job_id)
-            if spec is None:  # a viewer removed it since the scan
+            if spec is None:  # a viewer removed it since the query
                 self._alloc.release(got[0])
                 continue
             self._claimed.add(job_id)

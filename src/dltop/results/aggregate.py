@@ -238,7 +238,11 @@ def config_results(db: sqlite_utils.Database,
             groups.setdefault((identity.key(ident), host, gpu or ""), []).append(
                 {**row, "identity": ident, "gpu_name": gpu, "host": host})
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
-    iters, trees = _per_run(db, ok_ids)
+    # host samples only for runs without the stored mean (see _record): an export
+    # reads the runs' summaries, not telemetry that grows with each second of a run
+    no_tree = {r["run_id"] for rows in groups.values() for r in rows
+               if _ok(r) and r["tree_cpu_mean_pct"] is None}
+    iters, trees = _per_run(db, ok_ids, no_tree)
     return [_combine(rows, iters, trees) for rows in groups.values()]
 
 
@@ -246,9 +250,10 @@ def _ok(row: dict[str, Any]) -> bool:
     return row["status"] == RunStatus.OK and row["median_s"] is not None
 
 
-def _per_run(db: sqlite_utils.Database, run_ids: list[int],
+def _per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
              ) -> tuple[dict[int, list[tuple[float, int]]], dict[int, float]]:
-    """Measured iterations and mean process-tree CPU of each run."""
+    """Measured iterations of each run, and the mean process-tree CPU of those of
+    ``no_tree`` (runs whose summary lacks it) over all their host samples."""
     iters: dict[int, list[tuple[float, int]]] = {i: [] for i in run_ids}
     trees: dict[int, float] = {}
     if not run_ids:
@@ -260,11 +265,11 @@ def _per_run(db: sqlite_utils.Database, run_ids: list[int],
             "and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
             "order by i.run_id, i.idx", run_ids):
         iters[row["run_id"]].append((float(row["seconds"]), int(row["samples"] or 0)))
-    if "host_samples" in db.table_names():
+    if no_tree and "host_samples" in db.table_names():
         for row in db.query(
                 "select run_id, sum(tree_cpu_pct * n) / sum(n) as pct from host_samples "
-                f"where run_id in ({marks}) and tree_cpu_pct is not null and n > 0 "
-                "group by run_id", run_ids):
+                f"where run_id in ({','.join('?' * len(no_tree))}) and tree_cpu_pct is not null "
+                "and n > 0 group by run_id", sorted(no_tree)):
             trees[row["run_id"]] = float(row["pct"])
     _archived(db, run_ids, iters, trees)
     return iters, trees

@@ -113,18 +113,20 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
 
 
 def _simulated(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> bool:
-    names = db.table_names()
-    if "gpu_samples" not in names:
-        return False
+    """Whether any run of the campaigns read simulated GPUs: the runs' stored flag
+    (migration 11 set it for runs stored before from their samples), not the samples."""
     marks = ",".join("?" * len(campaign_ids))
-    # pruned runs (dltop prune) keep whether a GPU sample was simulated in run_archive
-    archived = ("run_archive" in names and bool(next(db.query(
-        "select count(*) as n from run_archive a join runs r on r.id = a.run_id "
-        f"where r.campaign_id in ({marks}) and a.gpu_simulated = 1",
-        list(campaign_ids)))["n"]))
-    return archived or bool(next(db.query(
-        "select count(*) as n from gpu_samples g join runs r on r.id = g.run_id "
-        f"where r.campaign_id in ({marks}) and g.simulated = 1", list(campaign_ids)))["n"])
+    if not next(db.query("select exists (select 1 from schema_migrations where version = 11) "
+                         "as v"))["v"]:
+        # a database no dltop with migration 11 has written: its CPU runs beside
+        # simulated GPUs were not flagged, their samples say it
+        return bool(next(db.query(
+            "select exists (select 1 from gpu_samples g join runs r on r.id = g.run_id "
+            f"where r.campaign_id in ({marks}) and g.simulated = 1) as n",
+            list(campaign_ids)))["n"])
+    return bool(next(db.query(
+        f"select exists (select 1 from runs where campaign_id in ({marks}) "
+        "and telemetry_simulated = 1) as simulated", list(campaign_ids)))["simulated"])
 
 
 def campaigns_of(db: sqlite_utils.Database,

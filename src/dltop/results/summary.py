@@ -82,9 +82,12 @@ def columns(var: identity.Variation | None = None) -> tuple[Column, ...]:
 
 def flags(res: ConfigResult) -> list[str]:
     """``noisy``, ``packed``, ``contaminated``, ``simulated``, ``incomplete``, in order."""
+    # A CPU run on a host of simulated GPUs is flagged too (its stored GPU rows are
+    # simulated, and the export's note counts it), but none of its figures is a GPU one.
+    simulated = res.device_kind == "gpu" and any(r.simulated for r in res.runs)
     out = [name for name, on in (("noisy", res.noisy), ("packed", res.packed),
                                  ("contaminated", res.contaminated),
-                                 ("simulated", any(r.simulated for r in res.runs)))
+                                 ("simulated", simulated))
            if on]
     if res.incomplete:
         out.append("incomplete")

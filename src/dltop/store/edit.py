@@ -2,7 +2,7 @@
 
 Every edit is one store transaction (``BEGIN IMMEDIATE``, see
 :mod:`dltop.store.tx`), and the engine takes its next job from the database
-(:meth:`dltop.store.queue.Queue.queued_devices`), so an edit either happens
+(:meth:`dltop.store.queue.Queue.next_startable`), so an edit either happens
 before the engine picks a job or after: a job is never run twice, and a job
 added to a campaign whose engine just finished is seen by the caller
 (``needs_engine``) instead of being stranded.

@@ -219,6 +219,41 @@ def _v10(db: Any) -> None:
     db["environment"].add_column("driver_version", str)
 
 
+def _v11(db: Any) -> None:
+    # The engine's next-job query walks this index in queue order and reads the device
+    # from it (covering); progress and the end-of-queue check count within it.
+    db.execute("create index if not exists idx_jobs_queue on jobs "
+               "(campaign_id, status, position, device_kind, device_count, device)")
+    db.execute("create index if not exists idx_runs_campaign_status on runs "
+               "(campaign_id, status)")
+    # The engine's progress (done, total) at every job start, read from one row: counts
+    # kept by triggers, so that every writer (engine, viewer edits, SQL) keeps them true.
+    for name in ("jobs_counted", "jobs_queued"):
+        db["campaigns"].add_column(name, int, not_null_default=0)
+    counted = "not in ('removed', 'unsatisfiable')"
+
+    def delta(row: str, sign: str) -> str:
+        return (f"jobs_counted = jobs_counted {sign} ({row}.status {counted}), "
+                f"jobs_queued = jobs_queued {sign} ({row}.status = 'queued')")
+
+    db.execute(f"create trigger jobs_count_insert after insert on jobs begin "
+               f"update campaigns set {delta('new', '+')} where id = new.campaign_id; end")
+    db.execute(f"create trigger jobs_count_delete after delete on jobs begin "
+               f"update campaigns set {delta('old', '-')} where id = old.campaign_id; end")
+    db.execute(f"create trigger jobs_count_update after update of status, campaign_id on jobs "
+               f"begin update campaigns set {delta('old', '-')} where id = old.campaign_id; "
+               f"update campaigns set {delta('new', '+')} where id = new.campaign_id; end")
+    db.execute(f"update campaigns set jobs_counted = (select count(*) from jobs j where "
+               f"j.campaign_id = campaigns.id and j.status {counted}), jobs_queued = (select "
+               f"count(*) from jobs j where j.campaign_id = campaigns.id and j.status = 'queued')")
+    # Exports read runs.telemetry_simulated instead of counting gpu_samples. Before this
+    # migration the engine set it only for runs holding a GPU, while a CPU run on
+    # simulated GPUs owned simulated rows too: derive it once from the rows.
+    db.execute("update runs set telemetry_simulated = 1 where telemetry_simulated is not 1 "
+               "and exists (select 1 from gpu_samples g where g.run_id = runs.id "
+               "and g.simulated = 1)")
+
+
 def _v12(db: Any) -> None:
     # iterations as a WITHOUT ROWID table: the rows live in the (run_id, idx) key's
     # B-tree itself, so the separate primary-key index (about a third of the table's
@@ -283,6 +318,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "host CPU split: host_samples.cpu_user_pct/cpu_system_pct/cpu_iowait_pct, "
                   "runs.host_cpu_user_pct/host_cpu_system_pct/host_cpu_iowait_pct; "
                   "environment.driver_version", _v10),
+    Migration(11, "indexes for the engine's queue and the viewers' reads (jobs by campaign, "
+                  "status, position; runs by campaign and status); campaigns.jobs_counted/"
+                  "jobs_queued kept by triggers; runs.telemetry_simulated derived from "
+                  "gpu_samples for runs stored before", _v11),
     Migration(12, "iterations WITHOUT ROWID (no separate primary-key index); run_archive: "
                   "what exports need of a run's raw rows once `dltop prune` deletes them",
               _v12),

@@ -9,6 +9,7 @@ finished run is never repeated or lost.
 from __future__ import annotations
 
 import json
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +23,7 @@ from dltop.catalog import (
     RunStatus,
 )
 from dltop.profiles.model import DeviceSpec, JobSpec
-from dltop.store.rows import marks, utc_now
+from dltop.store.rows import marks, update_row, utc_now
 from dltop.store.tx import transaction
 
 LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"
@@ -57,6 +58,7 @@ class Queue:
 
     def __init__(self, db: sqlite_utils.Database) -> None:
         self._db = db
+        self._counted: bool | None = None  # campaigns has the job counts (migration 11)
 
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
@@ -85,12 +87,35 @@ class Queue:
     def queued_devices(self, campaign_id: int) -> list[tuple[int, int, DeviceSpec]]:
         """(job id, position, device) of the campaign's queued jobs, in queue order.
 
-        What the engine scans for a job that fits free devices: it parses no job
-        spec, as it may run every poll interval over a long queue.
+        Reads the whole queue: the engine asks :meth:`next_startable` instead.
         """
         return [(r["id"], r["position"], DeviceSpec.parse(r["device"])) for r in self._db.query(
             "select id, position, device from jobs where campaign_id = ? and status = ? "
             "order by position", [campaign_id, JobStatus.QUEUED])]
+
+    def next_startable(self, campaign_id: int, max_gpus: int | None, max_cpus: int | None,
+                       skip: Collection[int] = ()) -> tuple[int, int, DeviceSpec] | None:
+        """(job id, position, device) of the first queued job that fits, or None.
+
+        What the engine asks at each job start (and each poll while packing): one
+        query walking the queue index in order, stopping at the first match, so its
+        cost does not grow with the queue's length in the usual case.
+
+        Args:
+            max_gpus: most GPUs a ``gpu:N`` job may ask for (None: any number).
+            max_cpus: most CPUs a ``cpu:N`` or ``cpus:P`` job may ask for (None: any).
+            skip: job ids not to return (those the engine already holds).
+        """
+        unlimited = 2**62  # beyond any device count; a bound keeps one statement shape
+        args: list[Any] = [campaign_id, JobStatus.QUEUED,
+                           unlimited if max_gpus is None else max_gpus,
+                           unlimited if max_cpus is None else max_cpus, *skip]
+        row = next(self._db.query(
+            "select id, position, device from jobs where campaign_id = ? and status = ? "
+            "and device_count <= case device_kind when 'gpu' then ? else ? end "
+            f"and id not in ({marks(skip)}) order by position limit 1", args), None)
+        return None if row is None else (row["id"], row["position"],
+                                         DeviceSpec.parse(row["device"]))
 
     def queued_spec(self, job_id: int) -> JobSpec | None:
         """The job's spec while it is still queued (None once removed or started)."""
@@ -100,11 +125,23 @@ class Queue:
 
     def progress(self, campaign_id: int) -> tuple[int, int]:
         """(jobs done or running, jobs in the campaign) ignoring removed and unsatisfiable ones."""
-        row = next(self._db.query(
-            "select sum(status != ?) as done, count(*) as total from jobs "
-            "where campaign_id = ? and status not in (?, ?)",
-            [JobStatus.QUEUED, campaign_id, JobStatus.REMOVED, RunStatus.UNSATISFIABLE]))
-        return int(row["done"] or 0), int(row["total"] or 0)
+        if self._counted is None:  # a database opened without migrating (``run --resume``)
+            self._counted = any(r["name"] == "jobs_counted"
+                                for r in self._db.query("pragma table_info(campaigns)"))
+        if not self._counted:
+            row = next(self._db.query(
+                "select sum(status != ?) as done, count(*) as total from jobs "
+                "where campaign_id = ? and status not in (?, ?)",
+                [JobStatus.QUEUED, campaign_id, JobStatus.REMOVED, RunStatus.UNSATISFIABLE]))
+            return int(row["done"] or 0), int(row["total"] or 0)
+        # Counts the jobs table's triggers keep (migration 11): one row read, however
+        # long the queue, where counting the jobs would grow with it at every job start.
+        counts = next(self._db.query("select jobs_counted, jobs_queued from campaigns "
+                                     "where id = ?", [campaign_id]), None)
+        if counts is None:
+            return 0, 0
+        return (int(counts["jobs_counted"]) - int(counts["jobs_queued"]),
+                int(counts["jobs_counted"]))
 
     def next_attempt(self, job_id: int) -> int:
         """1 + the number of runs the job already has."""
@@ -127,10 +164,10 @@ class Queue:
     def mark_lost_and_requeue(self, run: RunProcess) -> None:
         """The run's engine died: close the run as ``crashed`` and queue its job again."""
         with transaction(self._db):
-            self._db.table("runs").update(run.run_id, {
+            update_row(self._db, "runs", run.run_id, {
                 "status": RunStatus.CRASHED, "error_kind": ErrorKind.ENGINE_LOST,
                 "error_message": LOST_MESSAGE, "finished_at": utc_now()})
-            self._db.table("jobs").update(run.job_id, {"status": JobStatus.QUEUED})
+            update_row(self._db, "jobs", run.job_id, {"status": JobStatus.QUEUED})
 
     def requeue_running_jobs(self, campaign_id: int) -> int:
         """Jobs left ``running`` without a running run go back to ``queued``; return how many."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import sqlite_utils
@@ -28,6 +29,48 @@ def job_row(campaign_id: int, position: int, status: JobStatus | RunStatus,
 def marks(values: Collection[object]) -> str:
     """``?, ?, ?``: one SQL parameter mark per value, for ``in (...)``."""
     return ", ".join("?" for _ in values)
+
+
+def _sql_value(value: Any) -> Any:
+    """A column value as SQLite takes it: dicts and lists as JSON (as sqlite-utils stores them)."""
+    return json.dumps(value) if isinstance(value, dict | list | tuple) else value
+
+
+def update_row(db: sqlite_utils.Database, table: str, row_id: int,
+               values: Mapping[str, Any]) -> None:
+    """``update <table> set ... where id = ?`` with plain SQL: the caller holds the transaction.
+
+    sqlite-utils' ``update`` reads the table's schema and the row before each update;
+    this is the engine's per-run path, so one statement does it.
+
+    Raises:
+        sqlite_utils.db.NotFoundError: no row of ``table`` has that id (as sqlite-utils'
+            ``update`` raises; the caller's transaction rolls back).
+    """
+    if not values:
+        return
+    sets = ", ".join(f'"{name}" = ?' for name in values)
+    cur = db.conn.execute(f'update "{table}" set {sets} where id = ?',
+                          [*map(_sql_value, values.values()), row_id])
+    if cur.rowcount != 1:
+        from sqlite_utils.db import NotFoundError  # only on this error path
+
+        raise NotFoundError(f"{table}: no row with id {row_id}")
+
+
+def insert_sql(table: str, columns: Sequence[str], *, replace: bool = False) -> str:
+    """``insert into <table> (<columns>) values (?, ...)``, for ``executemany``."""
+    cols = ", ".join(f'"{name}"' for name in columns)
+    verb = "insert or replace" if replace else "insert"
+    return f'{verb} into "{table}" ({cols}) values ({marks(columns)})'
+
+
+def insert_row(db: sqlite_utils.Database, table: str, values: Mapping[str, Any]) -> int:
+    """``insert into <table> (...) values (...)``; return the new row's id."""
+    cols = ", ".join(f'"{name}"' for name in values)
+    cur = db.conn.execute(f'insert into "{table}" ({cols}) values ({marks(values)})',
+                          [_sql_value(v) for v in values.values()])
+    return pk(cur.lastrowid)
 
 
 def pk(value: Any) -> int:

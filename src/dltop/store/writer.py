@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
+from operator import itemgetter
 from typing import Any
 
 import sqlite_utils
@@ -25,11 +26,26 @@ from dltop.profiles.model import JobSpec
 from dltop.store.edit import Edits
 from dltop.store.queue import Queue
 from dltop.store.retention import Retention
-from dltop.store.rows import insert_jobs, job_row, pk, utc_now
+from dltop.store.rows import (
+    insert_jobs,
+    insert_row,
+    job_row,
+    pk,
+    update_row,
+    utc_now,
+)
 from dltop.store.telemetry import TelemetryWriter
 from dltop.store.tx import transaction
 
 __all__ = ["Store", "job_row", "utc_now"]
+
+ITERATION_COLUMNS = ("idx", "seconds", "samples", "warmup", "loss", "t_mono_ns", "t_wall_s")
+"""The ``iterations`` columns a row gives (``run_id`` is the call's)."""
+ITERATIONS_SQL = ("insert or replace into iterations (run_id, {cols}) values ({{run_id}}, "
+                  "{marks})").format(cols=", ".join(ITERATION_COLUMNS),
+                                     marks=", ".join("?" for _ in ITERATION_COLUMNS))
+"""One prepared statement per run (its id a literal, so a row's tuple is built in C)."""
+_ITERATION_VALUES = itemgetter(*ITERATION_COLUMNS)
 
 
 class Store:
@@ -97,42 +113,50 @@ class Store:
     def set_job_status(self, job_id: int, status: JobStatus | RunStatus) -> None:
         """Record a job's queue state (``queued``, ``running`` or a final run status)."""
         with transaction(self.db):
-            self.db.table("jobs").update(job_id, {"status": status})
+            update_row(self.db, "jobs", job_id, {"status": status})
 
     # runs ------------------------------------------------------------------
     def start_run(self, job_id: int, campaign_id: int, attempt: int, log_path: str,
                   samples_per_iter: int) -> int:
         """Insert a run row in state ``running`` and mark its job running; return its id."""
         with transaction(self.db):
-            row = self.db.table("runs").insert({
+            run_id = insert_row(self.db, "runs", {
                 "job_id": job_id, "campaign_id": campaign_id, "attempt": attempt,
                 "status": RunStatus.RUNNING, "started_at": utc_now(), "log_path": log_path,
                 "samples_per_iter": samples_per_iter,
             })
-            self.db.table("jobs").update(job_id, {"status": JobStatus.RUNNING})
-        return pk(row.last_pk)
+            update_row(self.db, "jobs", job_id, {"status": JobStatus.RUNNING})
+        return run_id
 
     def update_run(self, run_id: int, fields: dict[str, Any]) -> None:
         """Set arbitrary run columns (pid, framework version, parameter count...)."""
         if fields:
             with transaction(self.db):
-                self.db.table("runs").update(run_id, fields)
+                update_row(self.db, "runs", run_id, fields)
 
     def add_iterations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Append iteration rows (``idx``, ``seconds``, ``samples``, ``warmup``, ``loss``,
-        ``t_mono_ns`` and ``t_wall_s``: the step's end, monotonic ns and epoch seconds)."""
-        batch = [{"run_id": run_id, **r} for r in rows]
-        if batch:
+        ``t_mono_ns`` and ``t_wall_s``: the step's end, monotonic ns and epoch seconds;
+        a missing key is NULL, another key is not stored). A row of an index already
+        stored replaces it."""
+        rows = rows if isinstance(rows, list | tuple) else list(rows)
+        try:  # the collector's rows have every key: one C call per row builds its tuple
+            params = list(map(_ITERATION_VALUES, rows))
+            sql = ITERATIONS_SQL.format(run_id=int(run_id))
+        except KeyError:
+            sql = ITERATIONS_SQL.format(run_id="?")
+            params = [(run_id, *(r.get(k) for k in ITERATION_COLUMNS)) for r in rows]
+        if params:
             with transaction(self.db):
-                self.db.table("iterations").insert_all(batch, replace=True, batch_size=500)
+                self.db.conn.executemany(sql, params)
 
     def finish_run(self, run_id: int, job_id: int, status: RunStatus, fields: dict[str, Any],
                    job_status: JobStatus | RunStatus | None = None) -> None:
         """Close a run with its final status and summary; the job takes ``job_status``."""
         with transaction(self.db):
-            self.db.table("runs").update(run_id, {**fields, "status": status,
-                                                  "finished_at": utc_now()})
-            self.db.table("jobs").update(job_id, {"status": job_status or status})
+            update_row(self.db, "runs", run_id, {**fields, "status": status,
+                                                 "finished_at": utc_now()})
+            update_row(self.db, "jobs", job_id, {"status": job_status or status})
 
     def record_environment(self, run_id: int, env: dict[str, Any]) -> None:
         """Store the run's environment (host facts plus what the runner reported)."""

@@ -203,9 +203,13 @@ class Sampler:
 
         ``cpu_affinity``: the CPUs the run is pinned to, checked for foreign use.
         """
+        acc = RunAccumulator(run_id, root_pid, gpu_indices, cpu_affinity)
+        # Every GPU reading during the run is simulated, and the GPU rows a lone CPU run
+        # owns are stored under its id: its summary says so, as a GPU run's does (exports
+        # read this flag, not the samples).
+        acc.simulated = bool(self.backend.simulated and self._n_gpus)
         with self._lock:
-            self._runs[run_id] = (RunAccumulator(run_id, root_pid, gpu_indices, cpu_affinity),
-                                  time.monotonic_ns(), self.ticks)
+            self._runs[run_id] = (acc, time.monotonic_ns(), self.ticks)
 
     def iteration(self, run_id: int, t_mono_ns: int, seconds: float, warmup: bool) -> None:
         """One iteration of ``run_id`` ended at ``t_mono_ns``: moves its measured window."""

@@ -20,12 +20,13 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
 
 FAILURE_PRECEDENCE: tuple[str, ...] = (
     RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE, RunStatus.TIMEOUT,

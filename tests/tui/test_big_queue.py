@@ -52,8 +52,9 @@ def test_windows_skip_removed_jobs_like_a_full_read() -> None:
                               [(i,) for i in removed])
     shown = [i for i in ids if i not in removed]
     for offset in (0, 1, 7, 50, 99, 150, len(shown) - 3, len(shown), len(shown) + 5):
-        got = [j.job_id for j in read_jobs(store.db, cid, offset, 20)]
-        assert got == shown[offset:offset + 20], offset
+        for hint in (None, len(shown), 0, 10_000):  # counted from either end
+            got = [j.job_id for j in read_jobs(store.db, cid, offset, 20, hint)]
+            assert got == shown[offset:offset + 20], (offset, hint)
     positions = {r["id"]: r["position"] for r in store.db.query("select id, position from jobs")}
     for row in (0, 3, 60, len(shown) - 1):
         assert queue_row(store.db, cid, positions[shown[row]]) == row
@@ -70,6 +71,7 @@ def test_a_read_fetches_one_window_and_the_counts(big: tuple[Path, list[int]]) -
     # A window past the end is moved back so that it ends with the queue.
     assert view.jobs_offset == N_JOBS - 200 and len(view.jobs) == 200
     assert view.jobs[-1].job_id == ids[-1] and view.jobs[0].position == N_JOBS - 200
+    assert view.tail == view.jobs[-100:] and [j.job_id for j in view.head] == ids[:100]
 
 
 async def wait_for(pilot: Pilot[Any], cond: Any, what: str) -> None:
@@ -95,6 +97,8 @@ async def test_the_queue_scrolls_through_100000_jobs(big: tuple[Path, list[int]]
         assert "jobs 0/100000" in str(app.screen.query_one("#title").render())
         assert line(table, 0).split()[:2] == ["1", "queued"]
         assert table.selected_job == ids[0]
+        assert table.cells_at(N_JOBS - 1) is not None  # the tail came too: End reads nothing
+        assert table.cells_at(N_JOBS // 2) is None
         height = table.size.height
         assert height > 3 and line(table, height - 1).split()[0] == str(height)
         table.focus()
@@ -118,7 +122,8 @@ async def test_the_queue_scrolls_through_100000_jobs(big: tuple[Path, list[int]]
 
         table.scroll_to(y=50_000, animate=False)  # the scroll bar dragged to the middle
         await wait_for(pilot, lambda: table.cells_at(50_000) is not None, "the middle rows")
-        await wait_for(pilot, lambda: line(table, 0).split()[0] == "50001", "the redraw")
+        await wait_for(pilot, lambda: line(table, 0).split()[0] == "50001",
+                       f"the redraw {line(table, 0)!r} {table.scroll_offset} {table._offset}")
 
         await pilot.press("home")
         await wait_for(pilot, lambda: table.selected_job == ids[0], "the first job")

@@ -9,7 +9,7 @@ and ``jobs(campaign_id, status, position)`` for the counts and removed jobs).
 from __future__ import annotations
 
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +36,8 @@ LOG_TAIL_BYTES = 8192
 """Only the end of the runner's log is read, however much it writes."""
 QUEUE_WINDOW = 200
 """Queue rows a read fetches when the viewer asks for no other window."""
+QUEUE_EDGE = 100
+"""Rows at each end of the queue every read fetches too, so that Home and End show at once."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,10 @@ class CampaignView:
     """Row of ``jobs[0]`` in the whole queue: ``jobs`` is a window of it."""
     running_row: int | None = None
     """Row in the whole queue of the current run's job (None when none runs)."""
+    head: tuple[JobLine, ...] = ()
+    """The queue's first rows (:data:`QUEUE_EDGE`)."""
+    tail: tuple[JobLine, ...] = ()
+    """The queue's last rows (:data:`QUEUE_EDGE`), ending with its last job."""
 
     @property
     def job_total(self) -> int:
@@ -157,42 +163,55 @@ _JOB_COLUMNS = (
     "order by r.id desc limit 1) as contaminated from jobs ")
 
 
-def _removed_upto(db: sqlite_utils.Database, campaign_id: int, position: int) -> int:
-    return int(next(db.query(
-        "select count(*) as n from jobs where campaign_id = ? and status = ? and position <= ?",
-        [campaign_id, JobStatus.REMOVED, position]))["n"])
+def _count(db: sqlite_utils.Database, sql: str, params: list[object]) -> int:
+    return int(next(db.query("select count(*) as n from jobs where campaign_id = ?" + sql,
+                             params))["n"])
 
 
 def queue_row(db: sqlite_utils.Database, campaign_id: int, position: int) -> int:
     """Row of the job at ``position`` in the queue a viewer shows (removed jobs left out)."""
-    before = next(db.query("select count(*) as n from jobs where campaign_id = ? and "
-                           "position < ?", [campaign_id, position]))["n"]
-    return int(before) - _removed_upto(db, campaign_id, position - 1)
+    return (_count(db, " and position < ?", [campaign_id, position])
+            - _count(db, " and status = ? and position < ?",
+                     [campaign_id, JobStatus.REMOVED, position]))
 
 
-def _position_at(db: sqlite_utils.Database, campaign_id: int, row: int) -> int | None:
+def _position_at(db: sqlite_utils.Database, campaign_id: int, row: int,
+                 total_hint: int | None = None) -> int | None:
     """Position of the job on ``row`` of the queue (None past its end).
 
     ``OFFSET`` over ``status != 'removed'`` would read every skipped row from the
     table (30 ms at 100 000 jobs); an offset over the position index alone reads no
     table row, so it is taken there and corrected for the removed jobs it passed.
+    Rows in the queue's second half (by ``total_hint``, the rows last counted) are
+    counted from its end, which reads half as much of the index.
     """
-    raw = row
+    n, from_end = row, False
+    if total_hint is not None and row >= total_hint // 2:
+        shown = _count(db, "", [campaign_id]) - _count(db, " and status = ?",
+                                                        [campaign_id, JobStatus.REMOVED])
+        if row >= shown:
+            return None
+        n, from_end = shown - 1 - row, True
+    order, upto = ("desc", ">=") if from_end else ("", "<=")
+    raw = n
     while True:
-        hit = next(db.query("select position from jobs where campaign_id = ? "
-                            "order by position limit 1 offset ?", [campaign_id, raw]), None)
+        hit = next(db.query(f"select position from jobs where campaign_id = ? order by "
+                            f"position {order} limit 1 offset ?", [campaign_id, raw]), None)
         if hit is None:
             return None
-        shown = raw + 1 - _removed_upto(db, campaign_id, hit["position"])  # rows up to it
-        if shown > row:
+        passed = _count(db, f" and status = ? and position {upto} ?",
+                        [campaign_id, JobStatus.REMOVED, hit["position"]])
+        shown = raw + 1 - passed  # rows shown from that end up to this one
+        if shown > n:
             return int(hit["position"])
-        raw += row + 1 - shown  # at least one more: the removed rows passed on the way
+        raw += n + 1 - shown  # at least one more: the removed rows passed on the way
 
 
-def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int,
-              limit: int) -> tuple[JobLine, ...]:
-    """Rows ``offset`` to ``offset + limit`` of the campaign's queue."""
-    first = _position_at(db, campaign_id, max(0, offset))
+def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: int,
+              total_hint: int | None = None) -> tuple[JobLine, ...]:
+    """Rows ``offset`` to ``offset + limit`` of the campaign's queue (``total_hint``: its
+    rows as last counted, which only picks the end to count from)."""
+    first = _position_at(db, campaign_id, max(0, offset), total_hint)
     if first is None:
         return ()
     return tuple(JobLine(j["id"], j["position"], j["status"], j["framework"], j["model"],
@@ -202,6 +221,15 @@ def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int,
                      _JOB_COLUMNS + "where campaign_id = ? and status != ? and position >= ? "
                      "order by position limit ?",
                      [campaign_id, JobStatus.REMOVED, first, limit]))
+
+
+def read_window(db: sqlite_utils.Database, view: CampaignView, offset: int,
+                limit: int) -> CampaignView:
+    """``view`` with another window of its queue (the rest as last read): what a
+    scroll needs, at a fraction of :func:`read_campaign`'s cost."""
+    offset = max(0, min(offset, view.job_total - limit))
+    return replace(view, jobs=read_jobs(db, view.campaign.id, offset, limit, view.job_total),
+                   jobs_offset=offset)
 
 
 def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
@@ -219,7 +247,11 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     counts = status_counts(db, campaign_id)
     total = sum(n for s, n in counts.items() if s != JobStatus.REMOVED)
     offset = max(0, min(offset, total - limit))  # a shrunk queue: its end stays in view
-    jobs = read_jobs(db, campaign_id, offset, limit)
+    jobs = read_jobs(db, campaign_id, offset, limit, total)
+    head = jobs[:QUEUE_EDGE] if offset == 0 else read_jobs(db, campaign_id, 0, QUEUE_EDGE)
+    tail_from = max(0, total - QUEUE_EDGE)
+    tail = jobs[tail_from - offset:] if offset + len(jobs) >= total else \
+        read_jobs(db, campaign_id, tail_from, QUEUE_EDGE, total)
     alive = engine_alive(c["engine_pid"], c["engine_start_time"])
     current = _current(db, campaign_id, log_lines)
     running_row = None
@@ -229,4 +261,4 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                         {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)},
-                        c.get("waiting_for"), offset, running_row)
+                        c.get("waiting_for"), offset, running_row, head, tail)

@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import sqlite_utils
@@ -30,6 +31,7 @@ from dltop.live.campaign import (
     CampaignView,
     latest_campaign_id,
     read_campaign,
+    read_window,
 )
 from dltop.live.devices import DeviceFrame, DevicePoller
 from dltop.results.queries import campaigns
@@ -181,8 +183,25 @@ class DltopApp(App[str | None]):
 
     @work(thread=True, group="rows", exclusive=True, exit_on_error=False)
     def _read_rows(self) -> None:
-        _, view = self._read_campaign()
-        self.post_message(CampaignUpdated(view))
+        view = self.campaign_view
+        if view is None:
+            _, view = self._read_campaign()
+            self.post_message(CampaignUpdated(view))
+            return
+        # Only the rows (the counts and the run panel come with the next tick), and only
+        # the queue redrawn: updating the title bar and run panel re-lays out the screen.
+        with self._db_lock:
+            view = read_window(self._reader(), view, *self.queue_window)
+        self.call_from_thread(self._show_rows, view)
+
+    def _show_rows(self, view: CampaignView) -> None:
+        current = self.campaign_view
+        if current is None or current.campaign.id != view.campaign.id:
+            return  # another campaign is shown now
+        # The newest counts and run, whichever read brought them, with these rows.
+        self.campaign_view = replace(current, jobs=view.jobs, jobs_offset=view.jobs_offset)
+        if isinstance(self.screen, MainScreen):
+            self.screen.show_queue(self.campaign_view)
 
     @work(thread=True, group="device-poll", exit_on_error=False)
     def _device_loop(self) -> None:

@@ -10,7 +10,8 @@ but it holds only a window of it, read by the app
 (:func:`dltop.live.campaign.read_campaign`'s ``offset``/``limit``). When scrolling
 or the cursor nears the window's edge, the table posts :class:`QueueTable.RowsWanted`
 and the app reads that window off the event loop; a row not read yet is drawn as
-``…`` until it arrives.
+``…`` until it arrives. Every read also brings the first and last rows of the queue
+(``CampaignView.head``/``tail``), so Home and End need no read.
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class QueueTable(ScrollView, can_focus=True):
         self._jobs: tuple[JobLine, ...] = ()
         self._cells: list[Cells] = []
         self._offset = 0  # row of _jobs[0]
+        self._edges: dict[int, tuple[JobLine, Cells]] = {}  # head and tail rows beyond it
         self._total = 0
         self._asked: tuple[int, int] | None = None
         self._strips: dict[tuple[Cells, bool, int], Strip] = {}
@@ -116,12 +118,18 @@ class QueueTable(ScrollView, can_focus=True):
     def selected_job(self) -> int | None:
         """The job id under the cursor (None for an empty queue, or a row not read yet)."""
         i = self.cursor_row - self._offset
-        return self._jobs[i].job_id if 0 <= i < len(self._jobs) else None
+        if 0 <= i < len(self._jobs):
+            return self._jobs[i].job_id
+        edge = self._edges.get(self.cursor_row)
+        return edge[0].job_id if edge else None
 
     def cells_at(self, row: int) -> Cells | None:
         """The cells shown on ``row`` of the queue (None when not read yet)."""
         i = row - self._offset
-        return self._cells[i] if 0 <= i < len(self._cells) else None
+        if 0 <= i < len(self._cells):
+            return self._cells[i]
+        edge = self._edges.get(row)
+        return edge[1] if edge else None
 
     # cursor -----------------------------------------------------------------------
     def move_cursor(self, row: int) -> None:
@@ -144,11 +152,16 @@ class QueueTable(ScrollView, can_focus=True):
         self.move_cursor(self.cursor_row + delta)
 
     def select(self, job_id: int) -> None:
-        """Put the cursor on a job's row (a job in the window read)."""
+        """Put the cursor on a job's row (a job among the rows read)."""
+        row = self._row_of(job_id)
+        if row is not None:
+            self.move_cursor(row)
+
+    def _row_of(self, job_id: int) -> int | None:
         for slot, j in enumerate(self._jobs):
             if j.job_id == job_id:
-                self.move_cursor(self._offset + slot)
-                return
+                return self._offset + slot
+        return next((row for row, (j, _) in self._edges.items() if j.job_id == job_id), None)
 
     def on_click(self, event: Click) -> None:
         self.move_cursor(int(self.scroll_offset.y) + event.y)
@@ -161,7 +174,8 @@ class QueueTable(ScrollView, can_focus=True):
         """Ask for a new window unless the rows around ``top`` are read already."""
         height = max(1, self.size.height)
         low, high = max(0, top - height), min(self._total, top + 2 * height)
-        if self._offset <= low and high <= self._offset + len(self._jobs):
+        end = self._offset + len(self._jobs)
+        if all(self._offset <= r < end or r in self._edges for r in range(low, high)):
             return
         limit = max(QUEUE_WINDOW, 6 * height)
         want = (max(0, min(top - (limit - height) // 2, self._total - limit)), limit)
@@ -178,10 +192,20 @@ class QueueTable(ScrollView, can_focus=True):
         progress = dict(view.progress) if view else {}
         if cur:  # read with the run's log tail, a moment later than the rest
             progress[cur.job_id] = (cur.done, cur.total)
-        cells = [_cells(j, "{}/{}".format(*progress[j.job_id]) if j.job_id in progress
-                        else "") for j in jobs]
-        self._apply(jobs, cells, view.jobs_offset if view else 0,
-                    view.job_total if view else 0)
+
+        def cells_of(j: JobLine) -> Cells:
+            return _cells(j, "{}/{}".format(*progress[j.job_id]) if j.job_id in progress
+                          else "")
+
+        cells = [cells_of(j) for j in jobs]
+        offset, total = (view.jobs_offset, view.job_total) if view else (0, 0)
+        edges = {}
+        if view:
+            for first, rows in ((0, view.head), (total - len(view.tail), view.tail)):
+                for k, j in enumerate(rows):
+                    if not offset <= first + k < offset + len(jobs):
+                        edges[first + k] = (j, cells_of(j))
+        self._apply(jobs, cells, offset, total, edges)
         running = cur.job_id if cur else None
         if running is not None and running != self._running_job and view is not None \
                 and view.running_row is not None:
@@ -209,25 +233,28 @@ class QueueTable(ScrollView, can_focus=True):
         cells = list(self._cells)
         cells[i] = _cells(jobs[i], self._cells[j][-1])
         cells[j] = _cells(jobs[j], self._cells[i][-1])
-        self._apply(tuple(jobs), cells, self._offset, self._total)
+        self._apply(tuple(jobs), cells, self._offset, self._total, self._edges)
         return True
 
     def _apply(self, jobs: tuple[JobLine, ...], cells: list[Cells], offset: int,
-               total: int) -> None:
+               total: int, edges: dict[int, tuple[JobLine, Cells]]) -> None:
         if (cells == self._cells and jobs == self._jobs and offset == self._offset
-                and total == self._total):
+                and total == self._total and edges == self._edges):
             return  # nothing changed: no redraw, no flicker
         keep = self.selected_job
         self._jobs, self._cells, self._offset, self._total = jobs, cells, offset, total
+        self._edges = edges
         self._asked = None  # a window arrived: the next gap asks again
-        last = max(total, max((j.position + 1 for j in jobs), default=0))
+        last = max(total, max((j.position + 1 for j in (*jobs, *(e[0] for e in edges.values()))),
+                              default=0))
         number_width = max(WIDTHS[0], len(str(last)) + 1)
         if len(self._strips) > 4 * len(cells) + 64 or number_width != self.number_width:
             self._strips.clear()  # forget rows that no longer exist, or are laid out anew
         self.number_width = number_width
         self.virtual_size = Size(sum(_widths(number_width)), total)
-        if keep is not None:
-            self.select(keep)
+        row = None if keep is None else self._row_of(keep)
+        if row is not None and row != self.cursor_row:
+            self.move_cursor(row)  # its job moved: the cursor follows it, into view
         if self.cursor_row >= total:
             self.move_cursor(total - 1)
         self._want_rows(int(self.scroll_offset.y))

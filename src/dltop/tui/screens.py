@@ -127,6 +127,12 @@ class MainScreen(DltopScreen):
     def on_queue_table_rows_wanted(self, msg: QueueTable.RowsWanted) -> None:
         self.dltop.want_queue_rows(msg.offset, msg.limit)
 
+    def show_queue(self, view: CampaignView) -> None:
+        """Another window of the queue was read (nothing else changed)."""
+        table = self.query_one(QueueTable)
+        table.show(view)
+        self.query_one(QueueHeader).number_width = table.number_width
+
     def action_move(self, delta: int) -> None:
         table = self.query_one(QueueTable)
         job = table.selected_job

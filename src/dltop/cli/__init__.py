@@ -12,11 +12,19 @@ This package may print with Rich; it is outside the headless core. ``parser`` bu
 arguments, one module per command family implements them (``run``, ``control``,
 ``results``, ``info``, ``viewer``), and :func:`main` dispatches and turns errors into
 exit statuses.
+
+Start-up is part of every command's cost (``benchmarks/startup.py``), so nothing is
+imported before it is needed: :data:`COMMANDS` names each command's implementation
+as ``"module:function"`` and :func:`main` imports only that module, and a command
+module imports what it uses inside its functions. A new subcommand adds its parser
+in ``parser.py`` and one entry here; ``tests/core/test_startup_imports.py`` checks
+what ``dltop.cli`` and the read-only commands load.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import signal
 import sys
@@ -24,25 +32,30 @@ from collections.abc import Callable, Sequence
 
 from dltop.catalog import Control
 from dltop.cli.common import EXIT_INTERRUPTED
-from dltop.cli.control import cmd_control, cmd_status
-from dltop.cli.info import cmd_devices, cmd_doctor, cmd_env, cmd_profiles
 from dltop.cli.parser import EXPORT_METRICS, build_parser
-from dltop.cli.results import cmd_compare, cmd_export, cmd_runs
-from dltop.cli.run import cmd_run
-from dltop.cli.storage import cmd_prune, cmd_vacuum
-from dltop.cli.viewer import cmd_tui
 from dltop.errors import DltopError
 
 __all__ = ["EXPORT_METRICS", "main"]
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "export": cmd_export, "compare": cmd_compare, "runs": cmd_runs, "profiles": cmd_profiles,
-    "status": cmd_status, "devices": cmd_devices, "env": cmd_env, "doctor": cmd_doctor,
-    "tui": cmd_tui, "prune": cmd_prune, "vacuum": cmd_vacuum,
-    **{verb.value: cmd_control for verb in Control},
+COMMANDS: dict[str, str] = {
+    "export": "results:cmd_export", "compare": "results:cmd_compare",
+    "runs": "results:cmd_runs", "profiles": "info:cmd_profiles",
+    "status": "control:cmd_status", "devices": "info:cmd_devices", "env": "info:cmd_env",
+    "doctor": "info:cmd_doctor", "tui": "viewer:cmd_tui",
+    "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",
+    **{verb.value: "control:cmd_control" for verb in Control},
 }
-"""Every subcommand but ``run`` (which also takes the command line) -> its implementation."""
+"""Every subcommand but ``run`` (which also takes the command line) -> its implementation,
+as ``module:function`` in this package (imported only when that command runs)."""
+
+
+def command(name: str) -> Callable[[argparse.Namespace], int]:
+    """The implementation of subcommand ``name`` (importing its module now)."""
+    module, function = COMMANDS[name].split(":")
+    impl: Callable[[argparse.Namespace], int] = getattr(
+        importlib.import_module(f"dltop.cli.{module}"), function)
+    return impl
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -50,11 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
+            from dltop.cli.run import cmd_run
+
             return cmd_run(args, list(sys.argv if argv is None else ["dltop", *argv]))
         if args.command in COMMANDS:
-            return COMMANDS[args.command](args)
+            return command(args.command)(args)
         if args.command is None and sys.stdout.isatty():
-            return cmd_tui(args)
+            return command("tui")(args)
         build_parser().print_help()
         return 0
     except DltopError as exc:

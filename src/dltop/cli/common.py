@@ -14,3 +14,15 @@ def open_existing(db: str | None) -> Any:
     from dltop.store import connect, resolve_db_path
 
     return connect(resolve_db_path(db), create=False)
+
+
+def open_reader(db: str | None) -> Any:
+    """A read-only connection to the database ``--db`` names (or the default one).
+
+    For commands that only read: plain sqlite3 (:mod:`dltop.store.reader`), which
+    starts ~0.1 s sooner than :func:`open_existing`'s sqlite-utils connection.
+    """
+    from dltop.store.db import resolve_db_path
+    from dltop.store.reader import open_reader as open_
+
+    return open_(resolve_db_path(db))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dltop.catalog import CampaignStatus, Control
-from dltop.cli.common import open_existing
+from dltop.cli.common import open_existing, open_reader
 from dltop.errors import UserError
 from dltop.textsafe import one_line
 
@@ -35,11 +35,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     from dltop.cli.storage import storage_line
     from dltop.procs import engine_alive
     from dltop.results import queries
-    from dltop.store import Store, resolve_db_path
+    from dltop.store.db import resolve_db_path
 
-    db = open_existing(args.db)
-    queue = Store(db).queue
-    open_ = queue.open_campaigns()
+    db = open_reader(args.db)
+    open_ = queries.open_campaigns(db)
     if not open_:
         last = queries.campaigns(db, limit=1)
         if not last:
@@ -61,7 +60,7 @@ def cmd_status(args: argparse.Namespace) -> int:
         engine = f"engine pid {c.engine_pid}" if alive else \
             "engine NOT running (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
-            if queue.packs(c.id) else ""
+            if c.pack else ""
         waiting = f" for devices: {one_line(c.waiting_for or '')}" \
             if c.status == CampaignStatus.WAITING else ""
         print(f"campaign {c.id} `{one_line(c.name)}`: {c.status}{waiting}{packed}; {engine}; "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dltop.cli.common import EXIT_REGRESSION, open_existing
+from dltop.cli.common import EXIT_REGRESSION, open_reader
 from dltop.errors import UserError
 
 
@@ -16,7 +16,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UserError(f"--metric picks the pivot table's cells; --table {args.table} "
                         "shows its own columns (drop --metric)")
     metric = args.metric or "time"
-    db = open_existing(args.db)
+    db = open_reader(args.db)
     ids = [c.id for c in queries.resolve_campaigns(db, args.campaign)]
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
@@ -32,7 +32,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from dltop.results import compare, queries
     from dltop.results.render import render
 
-    db = open_existing(args.db)
+    db = open_reader(args.db)
     a = queries.resolve_campaigns(db, args.a)
     b = queries.resolve_campaigns(db, args.b)
     rows = compare.compare(db, [c.id for c in a], [c.id for c in b], args.metric,
@@ -52,7 +52,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from dltop.results import identity, queries
     from dltop.tui.listing import print_rows
 
-    db = open_existing(args.db)
+    db = open_reader(args.db)
     campaign_id = None
     if args.campaign is not None:
         campaign_id = queries.resolve_campaign(db, args.campaign).id

@@ -20,14 +20,15 @@ import statistics
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
 from dltop.results.table import status_label
 from dltop.store.archive import ARCHIVE, unpack_measured
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
 
 FAILURE_PRECEDENCE: tuple[str, ...] = (
     RunStatus.SHORT, RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE,

@@ -25,15 +25,16 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
 from dltop.results import bootstrap, caption, identity, queries
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
 
 METRICS = ("time", "throughput")
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"

@@ -22,9 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
@@ -50,6 +48,9 @@ from dltop.results.table import (
     key_cell,
 )
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
 
 __all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to_file",
            "format_for_path", "latex_escape", "render", "results_table"]

@@ -24,12 +24,13 @@ import json
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from dltop.profiles.model import JobSpec, identity_key
 from dltop.results.table import Cell, Column, Role
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
 
 INTERPRETER = "interpreter"
 BASE = ("model", "framework", "batch_size")

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlite_utils
-
-from dltop.catalog import RunStatus
+from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, RunStatus
 from dltop.errors import UserError
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,30 @@ def campaign_error(db: sqlite_utils.Database, campaign_id: int) -> str | None:
     """Why the campaign's engine stopped it (``failed``: a storage error), or None."""
     rows = list(db.query("select * from campaigns where id = ?", [campaign_id]))
     return rows[0].get("error_message") if rows else None
+
+
+@dataclass(frozen=True)
+class OpenCampaignRow(CampaignRow):
+    """An unfinished campaign with the engine that last ran it (``dltop status``)."""
+
+    engine_pid: int | None = None
+    engine_start_time: float | None = None
+    waiting_for: str | None = None
+    pack: bool = False
+
+
+def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaignRow]:
+    """Campaigns still ``queued``, ``running``, ``paused`` or ``waiting``, oldest first.
+
+    The read-only twin of ``Store.queue.open_campaigns`` for commands that open no store.
+    """
+    active = sorted(ACTIVE_CAMPAIGN_STATUSES)
+    return [OpenCampaignRow(r["id"], r["name"], r["status"], r["created_at"],
+                            r["finished_at"], r["host"], r.get("dltop_version"),
+                            r["engine_pid"], r["engine_start_time"], r.get("waiting_for"),
+                            bool(r.get("pack")))
+            for r in db.query(f"select * from campaigns where status in "
+                              f"({', '.join('?' * len(active))}) order by id", active)]
 
 
 def resolve_campaign(db: sqlite_utils.Database, ref: str | int | None) -> CampaignRow:

@@ -18,9 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.results import caption, identity, queries
@@ -28,6 +26,9 @@ from dltop.results.aggregate import config_results, place_labeller, placed_ident
 from dltop.results.metrics import markers
 from dltop.results.render import render
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
 
 
 @dataclass(frozen=True)

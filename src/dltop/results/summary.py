@@ -16,9 +16,7 @@ those reasons under ``"reasons"``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
-
-import sqlite_utils
+from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.results import bootstrap, caption, identity, queries
@@ -32,6 +30,9 @@ from dltop.results.aggregate import (
 )
 from dltop.results.metrics import Metric, metric, value_of
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
 
 VALUE_METRICS = ("time", "mean-time", "throughput", "power", "energy", "gpu-memory",
                  "gpu-memory-device", "host-memory", "cpu", "host-cpu", "host-user",

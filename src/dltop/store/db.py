@@ -10,12 +10,14 @@ from __future__ import annotations
 import os
 import sqlite3
 from pathlib import Path
-
-import sqlite_utils
+from typing import TYPE_CHECKING
 
 from dltop.errors import UserError
 from dltop.paths import data_dir
 from dltop.store import migrations
+
+if TYPE_CHECKING:  # imported where used: resolve_db_path serves read-only commands too
+    import sqlite_utils
 
 DB_ENV = "DLTOP_DB"
 
@@ -44,6 +46,8 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
             is written), or (with ``create=False``) does not exist or is not a
             dltop database.
     """
+    import sqlite_utils
+
     path = Path(path)
     if not create:
         if not path.is_file():
@@ -162,6 +166,8 @@ def explain_failure(path: Path, exc: BaseException) -> tuple[str, int]:
 
 def memory_db() -> sqlite_utils.Database:
     """A migrated in-memory database, for tests."""
+    import sqlite_utils
+
     db = sqlite_utils.Database(memory=True)
     migrations.apply(db)
     return db

@@ -28,12 +28,12 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import sqlite_utils
-
-from dltop.profiles.model import JobSpec
 from dltop.store.tx import transaction
+
+if TYPE_CHECKING:  # read-only opens check the version here without loading sqlite-utils
+    import sqlite_utils
 
 TABLE = "schema_migrations"
 
@@ -174,6 +174,8 @@ def _v6(db: Any) -> None:
 
 
 def _v7(db: Any) -> None:
+    from dltop.profiles.model import JobSpec  # 30 ms of imports no other migration needs
+
     # Recomputed with today's JobSpec: results read identity from spec_json anyway
     # (dltop.results.identity), so this keeps the stored column truthful for SQL users.
     updates = []

@@ -17,11 +17,16 @@ API for the engine and the clients:
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from dltop.errors import UserError
-from dltop.telemetry import nvml
-from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import GpuBackend
+
+if TYPE_CHECKING:
+    from dltop.telemetry.model import GpuBackend
+
+# The backends are imported where used: importing a submodule runs this file, and
+# ``dltop export`` (which reads telemetry.contamination's threshold) starts faster
+# without loading NVML's bindings (benchmarks/startup.py).
 
 FAKE_GPUS_ENV = "DLTOP_FAKE_GPUS"
 MAX_FAKE_GPUS = 64
@@ -53,6 +58,9 @@ def open_gpu_backend(fake_gpus: int | None = None, latency_s: float = 0.0) -> Gp
     Raises:
         UserError: more than :data:`MAX_FAKE_GPUS` simulated GPUs asked for.
     """
+    from dltop.telemetry import nvml
+    from dltop.telemetry.fake import FakeGpuBackend
+
     n = fake_gpus if fake_gpus is not None else fake_gpus_from_env()
     if n > MAX_FAKE_GPUS:
         where = "--fake-gpus" if fake_gpus is not None else f"${FAKE_GPUS_ENV}"
@@ -64,4 +72,6 @@ def open_gpu_backend(fake_gpus: int | None = None, latency_s: float = 0.0) -> Gp
 
 def gpu_count() -> int:
     """Real GPUs that runs can use (simulated GPUs run nothing)."""
+    from dltop.telemetry import nvml
+
     return nvml.device_count()

@@ -23,8 +23,10 @@ the foreign share is over the threshold.
 from __future__ import annotations
 
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
-from dltop.telemetry.model import HostSample
+if TYPE_CHECKING:  # annotations only: results.export reads the threshold below at start-up
+    from dltop.telemetry.model import HostSample
 
 CPU_FOREIGN_THRESHOLD_PCT = 10.0
 """Foreign CPU use over the window, in % of the pinned CPUs' capacity, that flags a run

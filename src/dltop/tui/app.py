@@ -13,6 +13,7 @@ import threading
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import sqlite_utils
@@ -25,7 +26,13 @@ from textual.worker import Worker, WorkerState
 
 from dltop.catalog import CampaignStatus, Control, control_of
 from dltop.errors import DltopError
-from dltop.live.campaign import CampaignView, latest_campaign_id, read_campaign
+from dltop.live.campaign import (
+    QUEUE_WINDOW,
+    CampaignView,
+    latest_campaign_id,
+    read_campaign,
+    read_window,
+)
 from dltop.live.devices import DeviceFrame, DevicePoller
 from dltop.results.queries import campaigns
 from dltop.store import connect
@@ -42,7 +49,7 @@ POLL_RETRY_MAX_S = 30.0
 _WHAT = {"db-poll": "reading the database", "device-poll": "reading the devices",
          "resume": "resuming campaigns", "results": "computing the results",
          "history": "reading the history", "refresh": "refreshing",
-         "open": "opening the campaign"}
+         "open": "opening the campaign", "rows": "reading the queue"}
 
 
 class DltopApp(App[str | None]):
@@ -76,13 +83,15 @@ class DltopApp(App[str | None]):
         self.live = live
         self.resume_orphans = resume_orphans
         self.campaign_view: CampaignView | None = None
+        self.queue_window = (0, QUEUE_WINDOW)
+        """(first row, rows) of the queue that reads fetch: the queue table's window."""
         self.device_frame: DeviceFrame | None = None
         self.metric = "time"
         self._results: tuple[tuple[object, ...] | None, str] = (None, "")
         self._poller = DevicePoller(backend, host) if backend is not None else None
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
-        self._db_key: tuple[int, int | None] | None = None
+        self._db_key: tuple[int, int | None, tuple[int, int]] | None = None
         self._composed_modes = {self.DEFAULT_MODE}  # composed at start-up
         self._hold_repaints = True
         self.poll_retry_s = 1.0
@@ -128,7 +137,7 @@ class DltopApp(App[str | None]):
             db = self._reader()
             # data_version moves only when another connection commits: idle costs one pragma.
             version = db.execute("pragma data_version").fetchone()[0]
-            key = (version, self.followed)
+            key = (version, self.followed, self.queue_window)
             last = self.campaign_view
             quiet = (not force and key == self._db_key and
                      (last is None or last.current is None))  # a run's log grows outside it
@@ -136,7 +145,8 @@ class DltopApp(App[str | None]):
             if quiet:
                 return False, last
             cid = self.followed if self.followed is not None else latest_campaign_id(db)
-            return True, None if cid is None else read_campaign(db, cid)
+            offset, limit = self.queue_window
+            return True, None if cid is None else read_campaign(db, cid, offset, limit)
 
     def _reader(self) -> sqlite_utils.Database:
         """The viewer's one read connection (call with ``_db_lock`` held)."""
@@ -174,6 +184,33 @@ class DltopApp(App[str | None]):
                 self.post_message(CampaignUpdated(view))
             ticks += 1
             time.sleep(1.0 / self.db_hz)
+
+    def want_queue_rows(self, offset: int, limit: int) -> None:
+        """Read this window of the queue now, and at every later read."""
+        self.queue_window = (offset, limit)
+        self._read_rows()
+
+    @work(thread=True, group="rows", exclusive=True, exit_on_error=False)
+    def _read_rows(self) -> None:
+        view = self.campaign_view
+        if view is None:
+            _, view = self._read_campaign()
+            self.post_message(CampaignUpdated(view))
+            return
+        # Only the rows (the counts and the run panel come with the next tick), and only
+        # the queue redrawn: updating the title bar and run panel re-lays out the screen.
+        with self._db_lock:
+            view = read_window(self._reader(), view, *self.queue_window)
+        self.call_from_thread(self._show_rows, view)
+
+    def _show_rows(self, view: CampaignView) -> None:
+        current = self.campaign_view
+        if current is None or current.campaign.id != view.campaign.id:
+            return  # another campaign is shown now
+        # The newest counts and run, whichever read brought them, with these rows.
+        self.campaign_view = replace(current, jobs=view.jobs, jobs_offset=view.jobs_offset)
+        if isinstance(self.screen, MainScreen):
+            self.screen.show_queue(self.campaign_view)
 
     @work(thread=True, group="device-poll", exit_on_error=False)
     def _device_loop(self) -> None:

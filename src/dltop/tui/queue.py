@@ -4,6 +4,14 @@ Drawn with Textual's line API: each row's strip is cached by its content, so a
 refresh, a cursor move or a job move re-renders only what changed. (A DataTable
 re-rendered every visible cell on any update: about 80 ms for a full 120x40
 screen on our 2-core machine, which made J/K and screen switches slow.)
+
+Rows are virtual: the table's height is the whole queue (100 000 jobs is fine),
+but it holds only a window of it, read by the app
+(:func:`dltop.live.campaign.read_campaign`'s ``offset``/``limit``). When scrolling
+or the cursor nears the window's edge, the table posts :class:`QueueTable.RowsWanted`
+and the app reads that window off the event loop; a row not read yet is drawn as
+``…`` until it arrives. Every read also brings the first and last rows of the queue
+(``CampaignView.head``/``tail``), so Home and End need no read.
 """
 
 from __future__ import annotations
@@ -15,13 +23,14 @@ from rich.text import Text
 from textual.binding import Binding
 from textual.events import Click
 from textual.geometry import Size
+from textual.message import Message
 from textual.reactive import reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Static
 
 from dltop.catalog import JobStatus
-from dltop.live.campaign import CampaignView, JobLine
+from dltop.live.campaign import QUEUE_WINDOW, CampaignView, JobLine
 from dltop.textsafe import one_line
 from dltop.tui.format import STATUS_STYLE, per_iteration
 
@@ -30,6 +39,8 @@ COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progr
 WIDTHS = (4, 14, 11, 10, 6, 8, 4, 12)
 Cells = tuple[str, ...]
 CURSOR = Style(reverse=True)
+NOT_READ: Cells = ("", "…", "", "", "", "", "", "")
+"""A row whose job the table has not read yet."""
 
 
 def _cells(j: JobLine, progress: str) -> Cells:
@@ -39,9 +50,13 @@ def _cells(j: JobLine, progress: str) -> Cells:
             j.device, str(j.repeat + 1), progress)
 
 
-def _line(cells: Cells) -> Text:
+def _widths(number_width: int) -> tuple[int, ...]:
+    return (number_width, *WIDTHS[1:])
+
+
+def _line(cells: Cells, widths: tuple[int, ...] = WIDTHS) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
-    for c, (value, width) in enumerate(zip(cells, WIDTHS, strict=True)):
+    for c, (value, width) in enumerate(zip(cells, widths, strict=True)):
         style = STATUS_STYLE.get(value, "") if c == 1 else ""
         t.append(f" {value[:width - 1]:<{width - 1}}", style)
     return t
@@ -50,8 +65,11 @@ def _line(cells: Cells) -> Text:
 class QueueHeader(Static):
     """Column names, aligned with :class:`QueueTable`'s rows."""
 
+    number_width: reactive[int] = reactive(WIDTHS[0])
+    """Width of the ``#`` column: the table's :attr:`QueueTable.number_width`."""
+
     def render(self) -> Text:
-        t = _line(COLUMNS)
+        t = _line(COLUMNS, _widths(self.number_width))
         t.stylize("bold")
         return t
 
@@ -63,75 +81,139 @@ class QueueTable(ScrollView, can_focus=True):
                 Binding("down", "cursor(1)", show=False),
                 Binding("pageup", "cursor(-10)", show=False),
                 Binding("pagedown", "cursor(10)", show=False),
-                Binding("home", "cursor(-1000000)", show=False),
-                Binding("end", "cursor(1000000)", show=False)]
+                Binding("home", "cursor(-1000000000)", show=False),
+                Binding("end", "cursor(1000000000)", show=False)]
 
     cursor_row: reactive[int] = reactive(0, always_update=True)
+    """Row of the cursor in the whole queue."""
+
+    class RowsWanted(Message):
+        """The table is about to show rows outside its window: read ``limit`` rows
+        from row ``offset``."""
+
+        def __init__(self, offset: int, limit: int) -> None:
+            super().__init__()
+            self.offset = offset
+            self.limit = limit
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self._jobs: tuple[JobLine, ...] = ()
         self._cells: list[Cells] = []
+        self._offset = 0  # row of _jobs[0]
+        self._edges: dict[int, tuple[JobLine, Cells]] = {}  # head and tail rows beyond it
+        self._total = 0
+        self._asked: tuple[int, int] | None = None
         self._strips: dict[tuple[Cells, bool, int], Strip] = {}
         self._running_job: int | None = None
+        self.number_width = WIDTHS[0]
+        """Width of the ``#`` column: wider than the default for queues past 999 jobs."""
 
     # reading ----------------------------------------------------------------------
     @property
     def row_count(self) -> int:
-        """Number of jobs shown."""
-        return len(self._cells)
+        """Number of jobs in the queue (rows, read or not)."""
+        return self._total
 
     @property
     def selected_job(self) -> int | None:
-        """The job id under the cursor (None for an empty queue)."""
-        if not 0 <= self.cursor_row < len(self._jobs):
-            return None
-        return self._jobs[self.cursor_row].job_id
+        """The job id under the cursor (None for an empty queue, or a row not read yet)."""
+        i = self.cursor_row - self._offset
+        if 0 <= i < len(self._jobs):
+            return self._jobs[i].job_id
+        edge = self._edges.get(self.cursor_row)
+        return edge[0].job_id if edge else None
+
+    def cells_at(self, row: int) -> Cells | None:
+        """The cells shown on ``row`` of the queue (None when not read yet)."""
+        i = row - self._offset
+        if 0 <= i < len(self._cells):
+            return self._cells[i]
+        edge = self._edges.get(row)
+        return edge[1] if edge else None
 
     # cursor -----------------------------------------------------------------------
     def move_cursor(self, row: int) -> None:
         """Put the cursor on ``row`` (clamped) and keep it in view."""
-        row = max(0, min(row, len(self._cells) - 1)) if self._cells else 0
+        row = max(0, min(row, self._total - 1)) if self._total else 0
         if row != self.cursor_row:
             self.cursor_row = row
             self.refresh()
         top, height = int(self.scroll_offset.y), max(1, self.size.height)
         if row < top:
-            self.scroll_to(y=row, animate=False)
+            top = row
         elif row >= top + height:
-            self.scroll_to(y=row - height + 1, animate=False)
+            top = row - height + 1
+        else:
+            return
+        self._want_rows(top)
+        self.scroll_to(y=top, animate=False)
 
     def action_cursor(self, delta: int) -> None:
         self.move_cursor(self.cursor_row + delta)
 
     def select(self, job_id: int) -> None:
-        """Put the cursor on a job's row."""
+        """Put the cursor on a job's row (a job among the rows read)."""
+        row = self._row_of(job_id)
+        if row is not None:
+            self.move_cursor(row)
+
+    def _row_of(self, job_id: int) -> int | None:
         for slot, j in enumerate(self._jobs):
             if j.job_id == job_id:
-                self.move_cursor(slot)
-                return
+                return self._offset + slot
+        return next((row for row, (j, _) in self._edges.items() if j.job_id == job_id), None)
 
     def on_click(self, event: Click) -> None:
         self.move_cursor(int(self.scroll_offset.y) + event.y)
 
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._want_rows(int(new_value))
+
+    def _want_rows(self, top: int) -> None:
+        """Ask for a new window unless the rows around ``top`` are read already."""
+        height = max(1, self.size.height)
+        low, high = max(0, top - height), min(self._total, top + 2 * height)
+        end = self._offset + len(self._jobs)
+        if all(self._offset <= r < end or r in self._edges for r in range(low, high)):
+            return
+        limit = max(QUEUE_WINDOW, 6 * height)
+        want = (max(0, min(top - (limit - height) // 2, self._total - limit)), limit)
+        if want != self._asked:
+            self._asked = want
+            self.post_message(self.RowsWanted(*want))
+
     # data ---------------------------------------------------------------------------
     def show(self, view: CampaignView | None) -> None:
-        """Display the view's jobs; the cursor stays on the job it was on."""
+        """Display the view's window of jobs; the cursor stays on the job it was on."""
         jobs = view.jobs if view else ()
         cur = view.current if view else None
         # Every run in progress shows i/n (a packed campaign has several).
         progress = dict(view.progress) if view else {}
         if cur:  # read with the run's log tail, a moment later than the rest
             progress[cur.job_id] = (cur.done, cur.total)
-        cells = [_cells(j, "{}/{}".format(*progress[j.job_id]) if j.job_id in progress
-                        else "") for j in jobs]
-        self._apply(jobs, cells)
+
+        def cells_of(j: JobLine) -> Cells:
+            return _cells(j, "{}/{}".format(*progress[j.job_id]) if j.job_id in progress
+                          else "")
+
+        cells = [cells_of(j) for j in jobs]
+        offset, total = (view.jobs_offset, view.job_total) if view else (0, 0)
+        edges = {}
+        if view:
+            for first, rows in ((0, view.head), (total - len(view.tail), view.tail)):
+                for k, j in enumerate(rows):
+                    if not offset <= first + k < offset + len(jobs):
+                        edges[first + k] = (j, cells_of(j))
+        self._apply(jobs, cells, offset, total, edges)
         running = cur.job_id if cur else None
-        if running is not None and running != self._running_job:
+        if running is not None and running != self._running_job and view is not None \
+                and view.running_row is not None:
             # A new run started: bring it into view (the cursor stays where it is).
-            slots = [j.job_id for j in jobs]
-            if running in slots:
-                self.scroll_to(y=max(0, slots.index(running) - 1), animate=False)
+            top = max(0, view.running_row - 1)
+            self._want_rows(top)
+            self.scroll_to(y=top, animate=False)
         self._running_job = running
 
     def preview_move(self, delta: int) -> bool:
@@ -140,7 +222,7 @@ class QueueTable(ScrollView, can_focus=True):
         Only when the job and its neighbour are both queued, which is exactly
         when :func:`dltop.store.edit.move_job` swaps them.
         """
-        i = self.cursor_row
+        i = self.cursor_row - self._offset
         j = i + (1 if delta > 0 else -1)
         if not (0 <= i < len(self._jobs) and 0 <= j < len(self._jobs)):
             return False
@@ -152,30 +234,43 @@ class QueueTable(ScrollView, can_focus=True):
         cells = list(self._cells)
         cells[i] = _cells(jobs[i], self._cells[j][-1])
         cells[j] = _cells(jobs[j], self._cells[i][-1])
-        self._apply(tuple(jobs), cells)
+        self._apply(tuple(jobs), cells, self._offset, self._total, self._edges)
         return True
 
-    def _apply(self, jobs: tuple[JobLine, ...], cells: list[Cells]) -> None:
-        if cells == self._cells and jobs == self._jobs:
+    def _apply(self, jobs: tuple[JobLine, ...], cells: list[Cells], offset: int,
+               total: int, edges: dict[int, tuple[JobLine, Cells]]) -> None:
+        if (cells == self._cells and jobs == self._jobs and offset == self._offset
+                and total == self._total and edges == self._edges):
             return  # nothing changed: no redraw, no flicker
         keep = self.selected_job
-        self._jobs, self._cells = jobs, cells
-        self.virtual_size = Size(sum(WIDTHS), len(cells))
-        if len(self._strips) > 4 * len(cells) + 64:
-            self._strips.clear()  # forget rows that no longer exist
-        if keep is not None:
-            self.select(keep)
+        self._jobs, self._cells, self._offset, self._total = jobs, cells, offset, total
+        self._edges = edges
+        self._asked = None  # a window arrived: the next gap asks again
+        last = max(total, max((j.position + 1 for j in (*jobs, *(e[0] for e in edges.values()))),
+                              default=0))
+        number_width = max(WIDTHS[0], len(str(last)) + 1)
+        if len(self._strips) > 4 * len(cells) + 64 or number_width != self.number_width:
+            self._strips.clear()  # forget rows that no longer exist, or are laid out anew
+        self.number_width = number_width
+        self.virtual_size = Size(sum(_widths(number_width)), total)
+        row = None if keep is None else self._row_of(keep)
+        if row is not None and row != self.cursor_row:
+            self.move_cursor(row)  # its job moved: the cursor follows it, into view
+        if self.cursor_row >= total:
+            self.move_cursor(total - 1)
+        self._want_rows(int(self.scroll_offset.y))
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
         row = int(self.scroll_offset.y) + y
         width = self.size.width
-        if row >= len(self._cells):
+        if row >= self._total:
             return Strip.blank(width, self.rich_style)
-        key = (self._cells[row], row == self.cursor_row, width)
+        cells = self.cells_at(row) or NOT_READ
+        key = (cells, row == self.cursor_row, width)
         strip = self._strips.get(key)
         if strip is None:
-            text = _line(self._cells[row])
+            text = _line(cells, _widths(self.number_width))
             text.truncate(width, pad=True)
             if key[1]:
                 text.stylize(CURSOR)

@@ -116,12 +116,23 @@ class MainScreen(DltopScreen):
 
     def show_campaign(self, view: CampaignView | None) -> None:
         super().show_campaign(view)
-        self.query_one(QueueTable).show(view)
+        table = self.query_one(QueueTable)
+        table.show(view)
+        self.query_one(QueueHeader).number_width = table.number_width
         others = max(0, len(view.progress) - 1) if view else 0
         self.query_one(RunPanel).show(view.current if view else None, others)
 
     def show_devices(self, frame: DeviceFrame) -> None:
         self.query_one(DevicesPanel).show(frame)
+
+    def on_queue_table_rows_wanted(self, msg: QueueTable.RowsWanted) -> None:
+        self.dltop.want_queue_rows(msg.offset, msg.limit)
+
+    def show_queue(self, view: CampaignView) -> None:
+        """Another window of the queue was read (nothing else changed)."""
+        table = self.query_one(QueueTable)
+        table.show(view)
+        self.query_one(QueueHeader).number_width = table.number_width
 
     def action_move(self, delta: int) -> None:
         table = self.query_one(QueueTable)

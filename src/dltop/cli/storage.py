@@ -43,7 +43,7 @@ def storage_line(db_path: Path) -> str:
     """``storage: database 12.3 MB + WAL 1.2 MB; run folders 45.6 MB in 120 runs (<dir>);
     total 59.1 MB``."""
     from dltop.jobs.rundir import runs_dir_of
-    from dltop.store.retention import storage_sizes
+    from dltop.store.sizes import storage_sizes
 
     runs_dir = runs_dir_of(db_path)
     s = storage_sizes(db_path, runs_dir)
@@ -149,7 +149,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     from dltop.jobs.rundir import runs_dir_of
     from dltop.procs import engine_alive
     from dltop.store import Store
-    from dltop.store.retention import storage_sizes
+    from dltop.store.sizes import storage_sizes
 
     db_path, db = _open(args.db)
     store = Store(db)

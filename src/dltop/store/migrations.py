@@ -371,6 +371,8 @@ def expected_columns() -> dict[str, frozenset[str]]:
 @functools.lru_cache(maxsize=4)
 def _columns_after(steps: tuple[Migration, ...]) -> dict[str, frozenset[str]]:
     # `steps` is the cache key: apply() reads MIGRATIONS, which it is (tests swap it).
+    import sqlite_utils
+
     db = sqlite_utils.Database(memory=True)
     apply(db)
     return {t: frozenset(c.name for c in db[t].columns) for t in db.table_names()}

@@ -18,11 +18,9 @@ campaign waits at most one run's delete.
 
 from __future__ import annotations
 
-import os
 import sqlite3
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 import sqlite_utils
 
@@ -57,23 +55,6 @@ class PruneCounts:
         return PruneCounts(self.runs + other.runs, self.iterations + other.iterations,
                            self.gpu_samples + other.gpu_samples,
                            self.host_samples + other.host_samples)
-
-
-@dataclass(frozen=True)
-class StorageSizes:
-    """Bytes on disk of a database: its file, WAL, shared memory and run folders."""
-
-    db_bytes: int
-    wal_bytes: int
-    shm_bytes: int
-    runs_dir_bytes: int
-    run_dirs: int
-
-    @property
-    def total_bytes(self) -> int:
-        """Database, WAL and run folders (not the ``-shm`` index: 32 kB that exists
-        while any connection, the measuring one included, is open)."""
-        return self.db_bytes + self.wal_bytes + self.runs_dir_bytes
 
 
 class Retention:
@@ -215,25 +196,6 @@ class Retention:
         if not rows or rows[0]["status"] not in ENDED_CAMPAIGN_STATUSES:
             what = f"campaign {rows[0]['id']} is {rows[0]['status']}" if rows else "no such run"
             raise CampaignNotEnded(f"run {run_id}: {what}")
-
-
-def storage_sizes(db_path: Path, runs_dir: Path) -> StorageSizes:
-    """Bytes of the database file, its ``-wal`` and ``-shm``, and the run folders
-    (``run-N`` directories and engine logs; symlinks are not followed)."""
-    def size(p: Path) -> int:
-        try:
-            return p.lstat().st_size
-        except OSError:
-            return 0
-
-    total, dirs = 0, 0
-    if runs_dir.is_dir() and not runs_dir.is_symlink():
-        for root, subdirs, files in os.walk(runs_dir):
-            if Path(root) == runs_dir:
-                dirs = sum(1 for d in subdirs if d.startswith("run-"))
-            total += sum(size(Path(root) / f) for f in files)
-    return StorageSizes(size(db_path), size(Path(f"{db_path}-wal")),
-                        size(Path(f"{db_path}-shm")), total, dirs)
 
 
 def _chunks(ids: Sequence[int], n: int = 500) -> list[Sequence[int]]:

@@ -41,7 +41,6 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
             campaign.preflight([load(ref) for ref in args.profiles], gpu_count(),
                                args.skip_unavailable, args.pack)
         return _detach(argv, db_path, default_logs_dir(db_path))
-    check_runs_dir(default_logs_dir(db_path))  # before anything is stored
     backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
     n_gpus = gpu_count()
     if args.resume:
@@ -50,6 +49,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                             "campaign as it was queued")
         from dltop.jobs.resume import resume
 
+        check_runs_dir(default_logs_dir(db_path))  # before anything is stored
         store = Store(connect(db_path, create=False))
         resumed = resume(store, args.campaign)
         campaign_id, name, queued = resumed.campaign_id, resumed.name, resumed.jobs
@@ -64,6 +64,8 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         plan = campaign.preflight(profiles, n_gpus, args.skip_unavailable, args.pack)
         for warning in plan.warnings:
             print(f"dltop: warning: {one_line(warning)}", file=sys.stderr)
+        # after the profiles passed (bad input creates nothing), before anything is stored
+        check_runs_dir(default_logs_dir(db_path))
         store = Store(connect(db_path))
         campaign_id, queued = campaign.create(store, plan, argv)
         name, pack = plan.name, plan.pack

@@ -81,7 +81,7 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
             db.enable_wal()
             conn.execute("PRAGMA synchronous=NORMAL")
     except sqlite3.DatabaseError as exc:
-        raise UserError(_open_failure(path, exc)) from None
+        raise UserError(open_failure_message(path, exc)) from None
     except migrations.SchemaTooNew as exc:
         raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use it. "
                         "Nothing was written") from None
@@ -110,7 +110,7 @@ def _create_private(path: Path) -> None:
     os.close(fd)
 
 
-def _open_failure(path: Path, exc: sqlite3.DatabaseError) -> str:
+def open_failure_message(path: Path, exc: sqlite3.DatabaseError) -> str:
     """What went wrong opening ``path``, for the user: not every error means "not SQLite"."""
     name = getattr(exc, "sqlite_errorname", "") or ""
     if name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN")):
@@ -144,6 +144,8 @@ def explain_failure(path: Path, exc: BaseException) -> tuple[str, int]:
     database's path (exit 1).
     """
     if "no such column" in str(exc) or "has no column" in str(exc):
+        import sqlite_utils
+
         try:
             conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
             try:

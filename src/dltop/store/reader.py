@@ -60,6 +60,7 @@ def open_reader(path: Path) -> ReadDb:
             or was written by a newer dltop.
     """
     from dltop.store import migrations  # light: sqlite-utils only under TYPE_CHECKING
+    from dltop.store.db import open_failure_message
 
     path = Path(path)
     if not path.is_file():
@@ -75,7 +76,7 @@ def open_reader(path: Path) -> ReadDb:
                 f"{path}: an SQLite file, but not a dltop database (no schema_migrations)")
         migrations.check_known(db)  # type: ignore[arg-type]  # the same query/table_names API
     except sqlite3.DatabaseError as exc:
-        raise UserError(f"{path}: not a SQLite database ({exc})") from None
+        raise UserError(open_failure_message(path, exc)) from None
     except migrations.SchemaTooNew as exc:
         raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use it. "
                         "Nothing was written") from None

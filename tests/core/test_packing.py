@@ -31,7 +31,7 @@ from dltop.telemetry.sampler import Sampler
 # (argv[4]) it first waits there, bounded, for a second run to start: runs that really
 # run side by side then overlap however slowly the loaded machine starts them.
 RECORDER = """
-import json, os, sys, time
+import json, os, signal, sys, time
 from dltop_report import step
 if len(sys.argv) > 4:
     open(os.path.join(sys.argv[4], str(os.getpid())), "w").close()
@@ -39,15 +39,21 @@ if len(sys.argv) > 4:
     while len(os.listdir(sys.argv[4])) < 2 and time.time() < end:
         time.sleep(0.05)
 t0 = time.time()
+def record(*_):
+    # at the program's end, or when dltop stops it (TERM) once it has every step
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    with open(sys.argv[1], "a") as f:
+        f.write(json.dumps({"device": sys.argv[3], "t0": t0,
+                            "t1": time.time(),
+                            "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
+                            "affinity": sorted(os.sched_getaffinity(0))}) + "\\n")
+    os._exit(0)
+signal.signal(signal.SIGTERM, record)
 for _ in range(int(sys.argv[2])):
     with step(samples=8) as s:
         time.sleep(0.1)
         s.loss = 1.0
-with open(sys.argv[1], "a") as f:
-    f.write(json.dumps({"device": sys.argv[3], "t0": t0,
-                        "t1": time.time(),
-                        "cvd": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                        "affinity": sorted(os.sched_getaffinity(0))}) + "\\n")
+record()
 """
 
 

@@ -216,7 +216,7 @@ def config_results(db: sqlite_utils.Database,
                j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,
                r.samples_per_iter, r.concurrent_runs, r.contaminated,
                r.telemetry_simulated, c.host as campaign_host, j.campaign_id,
-               r.n_iterations, j.iterations as asked_iterations, {run_cols}
+               r.n_iterations, j.iterations as asked_iterations, j.config_key, {run_cols}
         from jobs j
         join campaigns c on c.id = j.campaign_id
         left join runs r on r.id = (select max(id) from runs where job_id = j.id)
@@ -224,6 +224,8 @@ def config_results(db: sqlite_utils.Database,
         order by j.position
     """
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    # one canonical key per (stored config_key, interpreter), not one JSON dump per job
+    keys: dict[tuple[str, str | None], str] = {}
     for cid in ids:
         idents = identity.campaign_identities(db, cid)
         rows = list(db.query(sql, [cid]))
@@ -236,7 +238,13 @@ def config_results(db: sqlite_utils.Database,
             gpu = (row["device_name"] or default_gpu) if str(row["device"]).startswith(
                 "gpu") else None
             host = str(row["campaign_host"] or "")
-            groups.setdefault((identity.key(ident), host, gpu or ""), []).append(
+            ck = row["config_key"]
+            if ck is None:
+                ident_key = identity.key(ident)
+            else:
+                memo = (ck, ident[identity.INTERPRETER])
+                ident_key = keys.get(memo) or keys.setdefault(memo, identity.key(ident))
+            groups.setdefault((ident_key, host, gpu or ""), []).append(
                 {**row, "identity": ident, "gpu_name": gpu, "host": host})
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     # host samples only for runs without the stored mean (see _record): an export

@@ -26,3 +26,20 @@ def test_runs_prints_messages_verbatim(tmp_path: Path, campaigns: Any,
     assert cli.main(["runs", "--db", str(db_path)]) == 0
     out = capsys.readouterr().out
     assert MESSAGE in out and "crashed" in out
+
+
+def test_runs_shows_the_cause_and_the_note_not_the_log_path(
+        tmp_path: Path, campaigns: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    db_path = tmp_path / "r.db"
+    db = connect(db_path)
+    cid, jobs = campaigns.create(db, campaigns.profile("listing", ["cpu:1", "cpu:2"]))
+    crash = ("command 'python' exited with status 1 after 0 iterations; last output lines:\n"
+             "  RuntimeError: out of data\nlog: /tmp/x-runs/run-1/runner.log")
+    campaigns.add_run(db, cid, jobs[0][1], [0.1], status=RunStatus.CRASHED,
+                      fields={"error_message": crash})
+    campaigns.add_run(db, cid, jobs[1][1], [0.1, 0.1], fields={
+        "note": "protocol errors (2), first: iter seconds -6.2 not in (0, 1e6]"})
+    assert cli.main(["runs", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "RuntimeError: out of data" in out and "runner.log" not in out
+    assert "protocol errors (2)" in out

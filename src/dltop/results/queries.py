@@ -154,23 +154,31 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
     where, params = "", [limit]
     if campaign_id is not None:
         where, params = "where r.campaign_id = ?", [campaign_id, limit]
+    # runs.note (schema 13): a database of an older dltop, opened read-only, lacks it
+    has_note = any(c["name"] == "note" for c in db.query("pragma table_info(runs)"))
     sql = (
         "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
         "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
-        "r.samples_per_s, r.cv, r.noisy, r.error_message "
+        "r.samples_per_s, r.cv, r.noisy, r.error_message"
+        f"{', r.note' if has_note else ''} "
         f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?"
     )
     out = []
     for r in db.query(sql, params):
-        msg = r["error_message"]
-        if msg:
-            lines = [ln for ln in str(msg).strip().splitlines() if ln.strip()]
-            msg = lines[-1][:120] if lines else None
+        msg = "; ".join(m for m in (_last_line(r["error_message"]), _last_line(r.get("note")))
+                        if m) or None
         out.append(RunRow(r["run_id"], r["campaign_id"], r["job_id"], r["attempt"],
                           r["started_at"], r["status"], r["framework"], r["model"],
                           r["batch_size"], r["device"], r["repeat"], r["median_s"],
                           r["samples_per_s"], r["cv"], bool(r["noisy"]), msg))
     return out
+
+
+def _last_line(text: str | None) -> str | None:
+    """A stored message's cause: its last line, not the log path a crash note ends with."""
+    lines = [ln for ln in str(text or "").strip().splitlines()
+             if ln.strip() and not ln.startswith("log: ")]
+    return lines[-1][:120] if lines else None
 
 
 def status_counts(db: sqlite_utils.Database, campaign_id: int) -> dict[str, int]:

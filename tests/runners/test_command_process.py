@@ -86,6 +86,16 @@ def test_nan_loss_through_dltop_report_is_diverged(command_job: RunJob) -> None:
     assert r.run["status"] == "diverged", r.run
 
 
+@pytest.mark.parametrize("seconds", ["float('nan')", "-1.0", "0", "float('inf')"])
+def test_a_bad_helper_time_is_a_noted_protocol_error_not_a_step(command_job: RunJob,
+                                                                 seconds: str) -> None:
+    prog = ("from dltop_report import report\n"
+            f"for i in range(8): report({seconds} if i == 3 else 0.01)\n")
+    r = command_job([sys.executable, "-c", prog], iterations=6, warmup=1)
+    assert r.run["status"] == "ok" and len(r.seconds) == 7, r.run  # warm-up + 6 of 7 good
+    assert r.run["protocol_errors"] == 1 and "seconds" in str(r.run["note"]), r.run
+
+
 def test_the_programs_own_modules_win_over_dltops(tmp_path: Path, command_job: RunJob) -> None:
     # A module named like each of dltop's child modules, in the program's directory and
     # on the user's own PYTHONPATH: the program must get the user's, and dltop_report.

@@ -149,7 +149,13 @@ class Steps(object):
             self.ignored_events += 1
             return
         seconds = _number(event.get("seconds"))
-        if seconds is None or not math.isfinite(seconds) or seconds < 0 or self.full:
+        if self.full:
+            return
+        if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+            # Not counted, never silent: passed on as it came (a string, as JSON has no
+            # NaN), dltop refuses it as a protocol error and names it in the run's note.
+            self.reporter.emit("iter", index=self.n, seconds=str(event.get("seconds")),
+                               samples=None, warmup=self.n < self.warmup, loss=None)
             return
         t_ns = event.get("t_mono_ns")
         self._add(1, seconds, self._samples(event.get("samples")), event.get("loss"),

@@ -100,6 +100,30 @@ class CommandRun:
         return [float(x) for x in path.read_text().split()]
 
 
+def run_profile(prof: Path, timeout_s: float) -> CommandRun:
+    """``dltop run`` of the one-command-job profile ``prof`` into ``d.db`` beside it."""
+    db = prof.parent / "d.db"
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
+                          "--headless", "--no-telemetry"], capture_output=True, text=True,
+                         timeout=timeout_s)
+    if not db.exists():
+        return CommandRun(res.returncode, res.stderr, {}, [], [], [], {}, {})
+    conn = sqlite3.connect(db)
+    conn.row_factory = sqlite3.Row
+    try:
+        row = conn.execute("select * from runs").fetchone()
+        iters = conn.execute("select seconds, warmup, samples from iterations "
+                             "order by idx").fetchall()
+        env = conn.execute("select * from environment").fetchone()
+    finally:
+        conn.close()
+    spec_path = prof.parent / "d-runs" / f"run-{row['id']}" / "spec.json"
+    return CommandRun(res.returncode, res.stderr, dict(row), [r[0] for r in iters],
+                      [bool(r[1]) for r in iters], [r[2] for r in iters],
+                      json.loads(spec_path.read_text()) if spec_path.exists() else {},
+                      dict(env) if env is not None else {})
+
+
 @pytest.fixture
 def command_job(tmp_path: Path, profile_text: Any) -> Callable[..., CommandRun]:
     """Runs one command job with ``dltop run``: ``command_job(argv, iterations=, warmup=,
@@ -111,24 +135,20 @@ def command_job(tmp_path: Path, profile_text: Any) -> Callable[..., CommandRun]:
             "frameworks": ["command"], "models": ["my-net"], "batch_sizes": [batch],
             "devices": ["cpu:1"], "warmup": warmup, "iterations": iterations,
             "timeout_s": timeout_s, "command": argv, **keys}, extra=extra))
-        db = tmp_path / "d.db"
-        res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
-                              "--headless", "--no-telemetry"], capture_output=True, text=True,
-                             timeout=timeout_s + 120)
-        if not db.exists():
-            return CommandRun(res.returncode, res.stderr, {}, [], [], [], {}, {})
-        conn = sqlite3.connect(db)
-        conn.row_factory = sqlite3.Row
-        try:
-            row = conn.execute("select * from runs").fetchone()
-            iters = conn.execute("select seconds, warmup, samples from iterations "
-                                 "order by idx").fetchall()
-            env = conn.execute("select * from environment").fetchone()
-        finally:
-            conn.close()
-        spec_path = tmp_path / "d-runs" / f"run-{row['id']}" / "spec.json"
-        return CommandRun(res.returncode, res.stderr, dict(row), [r[0] for r in iters],
-                          [bool(r[1]) for r in iters], [r[2] for r in iters],
-                          json.loads(spec_path.read_text()) if spec_path.exists() else {},
-                          dict(env) if env is not None else {})
+        return run_profile(prof, timeout_s + 120)
     return run
+
+
+RunJob = Callable[..., CommandRun]
+
+
+def program(name: str, *args: object) -> list[str]:
+    """The argv that runs example program ``tests/programs/<name>`` with ``args``."""
+    return [sys.executable, str(PROGRAMS / name), *map(str, args)]
+
+
+def assert_close(stored: list[float], truth: list[float], rel: float = 0.02) -> None:
+    """Stored per-step seconds match the program's own measurement, step by step."""
+    assert len(stored) == len(truth), (stored, truth)
+    for i, (s, t) in enumerate(zip(stored, truth, strict=True)):
+        assert s == pytest.approx(t, rel=rel), f"step {i}: stored {s}, truth {t}"

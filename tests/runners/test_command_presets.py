@@ -26,20 +26,11 @@ from dltop.profiles.loader import parse
 from dltop.profiles.presets import PRESET_KEYS, PRESETS
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import PROGRAMS, CommandRun
+from .conftest import CommandRun, RunJob, assert_close, program
 
-RunJob = Callable[..., CommandRun]
 REPORT = CHILD_DIR / "report" / "dltop_report.py"
 
 
-def program(name: str, *args: object) -> list[str]:
-    return [sys.executable, str(PROGRAMS / name), *map(str, args)]
-
-
-def assert_close(stored: list[float], truth: list[float], rel: float = 0.02) -> None:
-    assert len(stored) == len(truth), (stored, truth)
-    for i, (s, t) in enumerate(zip(stored, truth, strict=True)):
-        assert s == pytest.approx(t, rel=rel), f"step {i}: stored {s}, truth {t}"
 
 
 def blocks(truth: list[float], ends: list[int],

@@ -17,16 +17,9 @@ import pytest
 
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import PROGRAMS, CommandRun
+from .conftest import RunJob, program
 
 pytestmark = pytest.mark.slow
-
-RunJob = Callable[..., CommandRun]
-
-
-def program(name: str, *args: object) -> list[str]:
-    return [sys.executable, str(PROGRAMS / name), *map(str, args)]
-
 
 def gone(pid: int) -> bool:
     try:

@@ -9,26 +9,16 @@ where one line covers several steps.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from .conftest import PROGRAMS, CommandRun
+from .conftest import RunJob, assert_close, program
 
 pytestmark = pytest.mark.slow
 
-RunJob = Callable[..., CommandRun]
 
 
-def program(name: str, *args: object) -> list[str]:
-    return [sys.executable, str(PROGRAMS / name), *map(str, args)]
-
-
-def assert_close(stored: list[float], truth: list[float], rel: float = 0.02) -> None:
-    assert len(stored) == len(truth), (stored, truth)
-    for i, (s, t) in enumerate(zip(stored, truth, strict=True)):
-        assert s == pytest.approx(t, rel=rel), f"step {i}: stored {s}, truth {t}"
 
 
 def block_means(truth: list[float], ends: list[int]) -> list[float]:

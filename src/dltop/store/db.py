@@ -7,10 +7,12 @@ SQLite is the single source of truth. Every write goes through the store's API
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dltop.errors import UserError
 from dltop.paths import data_dir
@@ -66,28 +68,17 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
             raise UserError(f"{path}: the directory {path.parent} is not writable")
     if create:
         _create_private(path)
-    try:
+    with explained(path):
         conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
         db = sqlite_utils.Database(conn)
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("PRAGMA busy_timeout=30000")
-        names = db.table_names()
-        if names and migrations.TABLE not in names:
-            raise UserError(
-                f"{path}: an SQLite file, but not a dltop database (no schema_migrations)")
         # Before anything is written (WAL included): a newer dltop's database is left as is.
-        migrations.check_known(db)
+        dltop_tables(path, db, empty_ok=create)
         if create:
             db.enable_wal()
             conn.execute("PRAGMA synchronous=NORMAL")
-    except sqlite3.DatabaseError as exc:
-        raise UserError(open_failure_message(path, exc)) from None
-    except migrations.SchemaTooNew as exc:
-        raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use it. "
-                        "Nothing was written") from None
     if not create:
-        if not names:
-            raise UserError(f"{path}: empty file, not a dltop database")
         return db
     try:
         migrations.apply(db)
@@ -95,6 +86,40 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
         raise UserError(f"{path}: cannot write the database: {exc}") from None
     check_schema(db, path)
     return db
+
+
+@contextlib.contextmanager
+def explained(path: Path) -> Iterator[None]:
+    """Opening ``path``: SQLite's errors and a newer schema become one clear UserError."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        raise UserError(open_failure_message(path, exc)) from None
+    except migrations.SchemaTooNew as exc:
+        raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use it. "
+                        "Nothing was written") from None
+
+
+def dltop_tables(path: Path, db: Any, *, empty_ok: bool = True) -> list[str]:
+    """``db``'s table names, once it is known to be a dltop database this dltop can read.
+
+    Args:
+        path: the file, for messages.
+        db: a ``sqlite_utils.Database`` or a read-only ``ReadDb`` (same query API).
+        empty_ok: an empty file is a database still to be created.
+
+    Raises:
+        UserError: an SQLite file of something else, an empty file (unless
+            ``empty_ok``), or a schema newer than this dltop's (via :func:`explained`).
+    """
+    names: list[str] = db.table_names()
+    if names and migrations.TABLE not in names:
+        raise UserError(
+            f"{path}: an SQLite file, but not a dltop database (no schema_migrations)")
+    if not names and not empty_ok:
+        raise UserError(f"{path}: empty file, not a dltop database")
+    migrations.check_known(db)
+    return names
 
 
 def _create_private(path: Path) -> None:

@@ -59,27 +59,15 @@ def open_reader(path: Path) -> ReadDb:
         UserError: the file does not exist, is not SQLite, is not a dltop database,
             or was written by a newer dltop.
     """
-    from dltop.store import migrations  # light: sqlite-utils only under TYPE_CHECKING
-    from dltop.store.db import open_failure_message
+    from dltop.store.db import dltop_tables, explained  # light: no sqlite-utils
 
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such database (run 'dltop run' first, or pass --db)")
-    try:
+    with explained(path):
         conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=30000")
         conn.execute("PRAGMA query_only=ON")
         db = ReadDb(conn)
-        names = db.table_names()
-        if names and migrations.TABLE not in names:
-            raise UserError(
-                f"{path}: an SQLite file, but not a dltop database (no schema_migrations)")
-        migrations.check_known(db)  # type: ignore[arg-type]  # the same query/table_names API
-    except sqlite3.DatabaseError as exc:
-        raise UserError(open_failure_message(path, exc)) from None
-    except migrations.SchemaTooNew as exc:
-        raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use it. "
-                        "Nothing was written") from None
-    if not names:
-        raise UserError(f"{path}: empty file, not a dltop database")
+        dltop_tables(path, db, empty_ok=False)
     return db

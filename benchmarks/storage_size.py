@@ -53,15 +53,7 @@ def vacuumed_size(path: Path) -> int:
 def build_v10(path: Path, runs: int, iterations: int) -> None:
     db = sqlite_utils.Database(path)
     db.enable_wal()
-    with transaction(db):
-        db.table(migs.TABLE).create({"version": int, "name": str, "applied_at": str},
-                                    pk="version")
-    for m in migs.MIGRATIONS:
-        if m.version <= 10:
-            with transaction(db):
-                m.apply(db)
-                db.table(migs.TABLE).insert({"version": m.version, "name": m.name,
-                                             "applied_at": "x"})
+    migs.apply(db, upto=10)
     store = Store(db)
     rng = random.Random(1)
     jobs = parse('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [64]\n'

@@ -204,15 +204,7 @@ def test_vacuum_and_the_storage_line(db_file: tuple[Path, Store],
 
 def _v10_db(path: Path) -> sqlite_utils.Database:
     db = sqlite_utils.Database(path)
-    with transaction(db):
-        db.table(migs.TABLE).create({"version": int, "name": str, "applied_at": str},
-                                    pk="version")
-    for m in migs.MIGRATIONS:
-        if m.version <= 10:
-            with transaction(db):
-                m.apply(db)
-                db.table(migs.TABLE).insert({"version": m.version, "name": m.name,
-                                             "applied_at": "x"})
+    migs.apply(db, upto=10)
     return db
 
 

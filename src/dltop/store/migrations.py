@@ -389,8 +389,13 @@ def missing_columns(db: sqlite_utils.Database) -> list[str]:
             for c in sorted(cols - {col.name for col in db[t].columns})]
 
 
-def apply(db: sqlite_utils.Database) -> list[int]:
+def apply(db: sqlite_utils.Database, upto: int | None = None) -> list[int]:
     """Apply every migration the database lacks, in order; return the versions applied.
+
+    Args:
+        db: the database.
+        upto: stop after this version (a database as an older dltop left it, for
+            tests and benchmarks of later migrations); ``None``: every migration.
 
     Raises:
         SchemaTooNew: the database was written by a newer dltop (nothing is written).
@@ -402,7 +407,7 @@ def apply(db: sqlite_utils.Database) -> list[int]:
     done = applied_versions(db)
     applied = []
     for m in MIGRATIONS:
-        if m.version in done:
+        if m.version in done or (upto is not None and m.version > upto):
             continue
         with transaction(db):
             m.apply(db)

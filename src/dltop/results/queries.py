@@ -165,8 +165,8 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
     )
     out = []
     for r in db.query(sql, params):
-        msg = "; ".join(m for m in (_last_line(r["error_message"]), _last_line(r.get("note")))
-                        if m) or None
+        msg = "; ".join(m[:120] for m in (message_cause(r["error_message"]),
+                                          message_cause(r.get("note"))) if m) or None
         out.append(RunRow(r["run_id"], r["campaign_id"], r["job_id"], r["attempt"],
                           r["started_at"], r["status"], r["framework"], r["model"],
                           r["batch_size"], r["device"], r["repeat"], r["median_s"],
@@ -174,11 +174,12 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
     return out
 
 
-def _last_line(text: str | None) -> str | None:
-    """A stored message's cause: its last line, not the log path a crash note ends with."""
+def message_cause(text: str | None) -> str | None:
+    """A stored run message in one line: its last line, which names the cause, not the
+    log path a command's crash note ends with (``log: ...``); None for no text."""
     lines = [ln for ln in str(text or "").strip().splitlines()
              if ln.strip() and not ln.startswith("log: ")]
-    return lines[-1][:120] if lines else None
+    return lines[-1] if lines else None
 
 
 def status_counts(db: sqlite_utils.Database, campaign_id: int) -> dict[str, int]:

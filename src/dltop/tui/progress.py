@@ -36,6 +36,7 @@ from dltop.jobs.events import (
     RunProgress,
     RunStarted,
 )
+from dltop.results.queries import message_cause
 from dltop.textsafe import one_line
 from dltop.tui.format import STATUS_STYLE
 
@@ -170,11 +171,9 @@ class HeadlessProgress:
             line.append(f"  cv {e.cv:.3f}")
             if e.noisy:
                 line.append(" noisy", "yellow")
-        # The cause is the last line, not the log path a command's crash note ends with.
-        lines = [ln for ln in (e.message or "").strip().splitlines()
-                 if ln.strip() and not ln.startswith("log: ")]
-        if lines and e.status != RunStatus.OK:
-            line.append(f"  — {one_line(lines[-1])[:160]}")
+        cause = message_cause(e.message)
+        if cause and e.status != RunStatus.OK:
+            line.append(f"  — {one_line(cause)[:160]}")
         return line
 
 

@@ -63,11 +63,14 @@ class Queue:
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
         """Campaigns still ``queued``, ``running``, ``paused`` or ``waiting``, oldest first."""
+        return self._in_status(ACTIVE_CAMPAIGN_STATUSES)
+
+    def _in_status(self, statuses: Collection[str]) -> list[OpenCampaign]:
         return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
                              r["engine_start_time"], r.get("waiting_for"))
                 for r in self._db.query(
-                    f"select * from campaigns where status in ({marks(ACTIVE_CAMPAIGN_STATUSES)}) "
-                    "order by id", sorted(ACTIVE_CAMPAIGN_STATUSES))]
+                    f"select * from campaigns where status in ({marks(statuses)}) "
+                    "order by id", sorted(statuses))]
 
     def running_runs(self, campaign_id: int) -> list[RunProcess]:
         """Runs of a campaign still marked ``running``."""
@@ -252,7 +255,4 @@ class Queue:
         They keep their queue, so ``dltop run --resume`` can take them up again once
         the cause (a full disk, a lock) is gone.
         """
-        return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
-                             r["engine_start_time"], r.get("waiting_for"))
-                for r in self._db.query("select * from campaigns where status = ? order by id",
-                                        [CampaignStatus.FAILED])]
+        return self._in_status([CampaignStatus.FAILED])

@@ -90,6 +90,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     from dltop.jobs import rundir
     from dltop.store import Store
     from dltop.store.retention import RAW_TABLES, CampaignNotEnded, PruneCounts
+    from dltop.store.sizes import tree_bytes
 
     db_path, db = _open(args.db)
     store = Store(db)
@@ -99,7 +100,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     raw = store.retention.count_raw(run_ids)
     idle = store.retention.count_idle_samples(cutoff) if cutoff is not None else 0
     dirs = rundir.run_dir_paths(rundir.runs_dir_of(db_path), run_ids)
-    dir_bytes = sum(rundir.tree_bytes(d) for d in dirs)
+    dir_bytes = sum(tree_bytes(d) for d in dirs)
     if not ids and not idle:
         why = f" older than {args.older_than or DEFAULT_AGE}" if cutoff is not None else ""
         print(f"prune: nothing to prune (no ended campaign{why} in {db_path})")

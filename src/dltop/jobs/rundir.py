@@ -24,7 +24,6 @@ unlinked, never followed).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -34,6 +33,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from dltop.store.sizes import tree_bytes
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
@@ -107,8 +108,8 @@ def prepare_run_dir(runs_dir: Path, run_id: int, spec: Mapping[str, Any],
     """
     uid = os.getuid() if uid is None else uid
     ensure_private_dir(runs_dir, uid)
-    name = f"run-{run_id}"
-    path = runs_dir / name
+    path = run_dir(runs_dir, run_id)
+    name = path.name
     parent = os.open(runs_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         try:
@@ -180,21 +181,6 @@ def run_dir_paths(runs_dir: Path, run_ids: Iterable[int]) -> list[Path]:
     except OSError:
         return []
     return sorted(runs_dir / n for n in names if n.partition(".old-")[0] in wanted)
-
-
-def tree_bytes(path: Path) -> int:
-    """Bytes of the files under ``path`` (a link counts its own size; never followed)."""
-    try:
-        if not stat.S_ISDIR(path.lstat().st_mode):
-            return path.lstat().st_size
-    except OSError:
-        return 0
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(root, f)).st_size
-    return total
 
 
 def remove_run_dirs(paths: Iterable[Path]) -> int:

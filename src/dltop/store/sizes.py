@@ -6,11 +6,13 @@ nothing here imports sqlite-utils (benchmarks/startup.py).
 
 from __future__ import annotations
 
+import contextlib
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["StorageSizes", "storage_sizes"]
+__all__ = ["StorageSizes", "storage_sizes", "tree_bytes"]
 
 
 @dataclass(frozen=True)
@@ -41,9 +43,24 @@ def storage_sizes(db_path: Path, runs_dir: Path) -> StorageSizes:
 
     total, dirs = 0, 0
     if runs_dir.is_dir() and not runs_dir.is_symlink():
-        for root, subdirs, files in os.walk(runs_dir):
-            if Path(root) == runs_dir:
-                dirs = sum(1 for d in subdirs if d.startswith("run-"))
-            total += sum(size(Path(root) / f) for f in files)
+        total = tree_bytes(runs_dir)
+        with contextlib.suppress(OSError):
+            dirs = sum(1 for e in os.scandir(runs_dir)
+                       if e.name.startswith("run-") and e.is_dir())
     return StorageSizes(size(db_path), size(Path(f"{db_path}-wal")),
                         size(Path(f"{db_path}-shm")), total, dirs)
+
+
+def tree_bytes(path: Path) -> int:
+    """Bytes of the files under ``path`` (a link counts its own size; never followed)."""
+    try:
+        if not stat.S_ISDIR(path.lstat().st_mode):
+            return path.lstat().st_size
+    except OSError:
+        return 0
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(root, f)).st_size
+    return total

@@ -9,7 +9,6 @@ reason, and appear as ``n/a`` in exports.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import socket
@@ -55,6 +54,7 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
     jobs = [j for p in profiles for j in p.jobs]
     runner_problem: dict[str, str | None] = {}
     problems: list[str | None] = []
+    launches: list[command.Launch] = []  # command jobs' programs, resolved once each
     for job in jobs:
         if job.framework not in runner_problem:
             try:
@@ -62,7 +62,14 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
                 runner_problem[job.framework] = None
             except UserError as exc:
                 runner_problem[job.framework] = str(exc)
-        problems.append(_problem(job, gpu_count, runner_problem[job.framework]))
+        launch_problem = None
+        if job.framework == "command":
+            try:
+                launches.append(command.launch(job))
+            except UserError as exc:
+                launch_problem = str(exc)
+        problems.append(_problem(job, gpu_count, runner_problem[job.framework])
+                        or launch_problem)
     bad = [(j, p) for j, p in zip(jobs, problems, strict=True) if p is not None]
     if bad and not skip_unavailable:
         reasons = sorted({p for _, p in bad if p is not None})
@@ -73,17 +80,15 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
         )
     name = "+".join(p.name for p in profiles)
     return Plan(name, tuple(p.name for p in profiles), tuple(jobs), tuple(problems),
-                _warnings(jobs), pack or (bool(profiles) and all(p.pack for p in profiles)))
+                _warnings(jobs, launches),
+                pack or (bool(profiles) and all(p.pack for p in profiles)))
 
 
-def _warnings(jobs: Sequence[JobSpec]) -> tuple[str, ...]:
+def _warnings(jobs: Sequence[JobSpec], launches: Sequence[command.Launch]) -> tuple[str, ...]:
     physical = host_facts()["physical_cores"] or 0
     logical = len(core_order())
-    out: set[str] = set()
+    out = {f"command: {note}" for launch in launches for note in launch.notes}
     for job in jobs:
-        if job.framework == "command":
-            with contextlib.suppress(UserError):  # a problem, reported as one
-                out.update(f"command: {note}" for note in command.launch(job).notes)
         if job.device.kind == "gpu":
             continue
         if job.device.count > logical:
@@ -109,11 +114,6 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
         return (f"{job.device.label} with CNTK needs mpiexec (Open MPI) on PATH for its "
                 "data-parallel workers: apt-get install openmpi-bin, or run "
                 "'dltop env setup cntk'")
-    if job.framework == "command":
-        try:
-            command.launch(job)
-        except UserError as exc:
-            return str(exc)
     return None
 
 

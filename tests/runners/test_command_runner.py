@@ -171,6 +171,22 @@ def test_placeholders_are_filled_per_job(tmp_path: Path, profile: Any) -> None:
     assert go.cwd == str(tmp_path) and dict(go.env)["B"] == "32"
 
 
+def test_preflight_notes_a_bare_python_and_refuses_a_missing_script(
+        tmp_path: Path, profile: Any) -> None:
+    from dltop.jobs import campaign
+
+    (tmp_path / "train.py").write_text("")
+    bare = parse(profile('["python", "train.py"]'), "p.toml", "p", profile_dir=tmp_path)
+    plan = campaign.preflight([bare], 0, False)
+    assert plan.problems == (None,)
+    assert [w for w in plan.warnings if w.startswith("command: 'python' runs dltop's "
+                                                      "interpreter")]
+    missing = parse(profile('["{python}", "nope.py"]'), "q.toml", "q", profile_dir=tmp_path)
+    with pytest.raises(UserError, match=r"script 'nope\.py' not found"):
+        campaign.preflight([missing], 0, False)
+    assert campaign.preflight([missing], 0, True).warnings == ()
+
+
 def test_python_of_another_framework_brings_its_library_path(
         tmp_path: Path, profile: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     from dltop.runners.command import launch

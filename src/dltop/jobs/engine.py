@@ -357,10 +357,10 @@ class Engine:
             files = rundir.prepare_run_dir(self._logs_dir, run_id, {
                 **job.to_json_dict(), "run_id": run_id, "cpu_affinity": affinity, **extra})
         except rundir.UnsafeRunDir as exc:
-            await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
+            await writes.settled()
             return await self._fail_unstarted(q, ErrorKind.RUN_DIR, str(exc), run_id=run_id)
         except OSError as exc:  # the directory became unwritable, or the disk is full
-            await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
+            await writes.settled()
             where = rundir.run_dir(self._logs_dir, run_id)
             return await self._fail_unstarted(
                 q, ErrorKind.STORAGE, f"cannot write {where}: {exc.strerror or exc}",
@@ -397,7 +397,7 @@ class Engine:
             ended.set()
         collector.flush()
         outcome = collector.short(outcome)
-        await asyncio.gather(*(asyncio.wrap_future(f) for f in writes.pending))
+        await writes.settled()
         fields = run_fields(outcome, collector)
         fields["note"] = join_notes(fields.get("note"), writes.note())
         # Other engines' runners on these devices count as concurrent runs too.

@@ -10,6 +10,7 @@ rows were lost and why. Locks are waited out first (:func:`dltop.store.guard.cal
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
 import threading
@@ -30,7 +31,7 @@ class RunWrites:
         self._writer = writer
         self._label = db_label
         self._lock = threading.Lock()
-        self.pending: list[Future[None]] = []
+        self._pending: list[Future[None]] = []
         self.failed = 0
         self.failed_batches = 0
         self.lost_rows = 0
@@ -38,8 +39,12 @@ class RunWrites:
         self.first_error: str | None = None
 
     def later(self, fn: Callable[..., Any], *args: Any) -> None:
-        """Queue ``fn(*args)``; awaited (never raising) through :attr:`pending` at run end."""
-        self.pending.append(self._writer.submit(self._guarded, fn, args))
+        """Queue ``fn(*args)``; :meth:`settled` waits for it (it never raises)."""
+        self._pending.append(self._writer.submit(self._guarded, fn, args))
+
+    async def settled(self) -> None:
+        """Wait until every queued write has run (their failures are kept, never raised)."""
+        await asyncio.gather(*(asyncio.wrap_future(f) for f in self._pending))
 
     def _guarded(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> None:
         try:

@@ -1,0 +1,201 @@
+"""One run over time: its iterations and the device readings of its window, on one axis.
+
+The run detail screen (``tui/``) and the report's per-run figure (``report/``) draw
+the same thing, s/iter per iteration with warm-up marked, the loss, GPU
+utilization/power/memory and host CPU, so both read it here.
+
+All times are seconds since the run's *origin*: the start of its first iteration
+(``t_mono_ns`` minus its ``seconds``) or its first telemetry window, whichever is
+earlier. Iteration times (``t_mono_ns``, the step's end, from the child's
+``time.monotonic``) and telemetry windows (``t_start_mono_s``, the sampler's
+``time.monotonic``) come from the same system-wide monotonic clock, so they share
+the axis without any correction. Long runs are thinned in SQL to at most
+``max_points`` rows per series (every k-th row, the last one kept) so that a run
+of a million iterations reads in milliseconds; :attr:`RunTrace.thinned_every`
+says so, and a chart must too.
+
+A pruned run (``dltop prune``) has no raw rows left: its measured seconds come
+from ``run_archive`` without times (:attr:`RunTrace.pruned` is true, the series
+are indexed by iteration, and there is no telemetry).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dltop.store.archive import ARCHIVE, unpack_measured
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from dltop.store.reader import ReadDb
+
+DEFAULT_MAX_POINTS = 2000
+
+
+@dataclass(frozen=True)
+class IterPoint:
+    """One training step."""
+
+    idx: int
+    t_end_s: float | None
+    """End of the step on the run's axis; None for a pruned run."""
+    seconds: float
+    warmup: bool
+    loss: float | None
+    """None when the runner reported none or a non-finite one (stored as NULL)."""
+    samples: int | None
+
+
+@dataclass(frozen=True)
+class GpuPoint:
+    """One stored telemetry window of one GPU."""
+
+    t_s: float
+    util_pct: float | None
+    mem_used_bytes: int | None
+    power_w: float | None
+    temperature_c: float | None
+    sm_clock_mhz: float | None
+
+
+@dataclass(frozen=True)
+class GpuSeries:
+    """The windows of one GPU during the run."""
+
+    gpu_index: int
+    simulated: bool
+    points: tuple[GpuPoint, ...]
+
+
+@dataclass(frozen=True)
+class HostPoint:
+    """One stored host telemetry window."""
+
+    t_s: float
+    cpu_pct: float | None
+    """Whole host, % of all logical CPUs."""
+    tree_cpu_pct: float | None
+    """The run's process tree (100 = one core)."""
+    tree_rss_bytes: int | None
+
+
+@dataclass(frozen=True)
+class RunTrace:
+    """A run's series on one time axis (see the module docstring)."""
+
+    run_id: int
+    iterations: tuple[IterPoint, ...]
+    gpus: tuple[GpuSeries, ...]
+    host: tuple[HostPoint, ...]
+    n_iterations: int
+    """Rows stored (or archived), before thinning."""
+    thinned_every: int
+    """1 when every row is here; k when every k-th iteration was kept."""
+    pruned: bool
+    warmup_end_s: float | None = None
+    """Axis time where the measured iterations start (end of the last warm-up step,
+    read from every row, thinned or not); None without warm-up or times."""
+
+    @property
+    def has_loss(self) -> bool:
+        """Whether any iteration reported a loss."""
+        return any(p.loss is not None for p in self.iterations)
+
+    @property
+    def duration_s(self) -> float | None:
+        """Axis time of the last point of any series."""
+        ends = [p.t_end_s for p in self.iterations[-1:] if p.t_end_s is not None]
+        ends += [s.points[-1].t_s for s in self.gpus if s.points]
+        ends += [h.t_s for h in self.host[-1:]]
+        return max(ends) if ends else None
+
+
+def _step(db: sqlite_utils.Database | ReadDb, table: str, run_id: int,
+          max_points: int) -> tuple[int, int]:
+    (n,) = db.execute(f"select count(*) from {table} where run_id = ?", [run_id]).fetchone()
+    return int(n), max(1, -(-int(n) // max(1, max_points)))
+
+
+def _rows(db: sqlite_utils.Database | ReadDb, sql: str, params: Sequence[Any]
+          ) -> list[dict[str, Any]]:
+    return list(db.query(sql, list(params)))
+
+
+def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
+               max_points: int = DEFAULT_MAX_POINTS) -> RunTrace:
+    """The run's iterations and telemetry on one time axis.
+
+    Args:
+        db: any dltop database connection (read-only is enough).
+        run_id: the run.
+        max_points: most rows read per series; longer series are thinned to every
+            k-th row (the same k for iterations and telemetry is not needed: each
+            series gets its own).
+
+    Returns:
+        The trace; empty series when the run stored none.
+    """
+    n_iter, k = _step(db, "iterations", run_id, max_points)
+    its = _rows(db, "select idx, seconds, samples, warmup, loss, t_mono_ns from iterations "
+                    "where run_id = ? and ((idx % ?) = 0 or idx = (select max(idx) from "
+                    "iterations where run_id = ?)) order by idx", [run_id, k, run_id])
+    if not its and ARCHIVE in db.table_names():
+        pruned = _archived(db, run_id, max_points)
+        if pruned is not None:
+            return pruned
+    n_gpu, n_idx = db.execute("select count(*), count(distinct gpu_index) from gpu_samples "
+                              "where run_id = ?", [run_id]).fetchone()
+    kg = max(1, -(-int(n_gpu) // max(1, int(n_idx) * max_points)))  # per GPU, as iterations
+    gpu = _rows(db, "select gpu_index, t_start_mono_s, util_mean_pct, mem_used_max_bytes, "
+                    "power_mean_w, temperature_max_c, sm_clock_mhz, simulated from "
+                    "(select *, row_number() over (partition by gpu_index "
+                    "order by t_start_mono_s) - 1 as rn from gpu_samples where run_id = ?) "
+                    "where rn % ? = 0 order by gpu_index, t_start_mono_s", [run_id, kg])
+    _, kh = _step(db, "host_samples", run_id, max_points)
+    host = _rows(db, "select t_start_mono_s, cpu_mean_pct, tree_cpu_pct, tree_rss_bytes from "
+                     "(select *, row_number() over (order by t_start_mono_s) - 1 as rn "
+                     "from host_samples where run_id = ?) where rn % ? = 0 "
+                     "order by t_start_mono_s", [run_id, kh])
+    starts = [r["t_mono_ns"] / 1e9 - r["seconds"] for r in its[:1] if r["t_mono_ns"]]
+    starts += [r["t_start_mono_s"] for r in gpu + host if r["t_start_mono_s"] is not None]
+    origin = min(starts) if starts else 0.0
+    (warm_ns,) = db.execute("select max(t_mono_ns) from iterations where run_id = ? "
+                            "and warmup", [run_id]).fetchone()
+    series: dict[int, list[GpuPoint]] = {}
+    simulated: dict[int, bool] = {}
+    for r in gpu:
+        idx = int(r["gpu_index"])
+        simulated[idx] = simulated.get(idx, False) or bool(r["simulated"])
+        series.setdefault(idx, []).append(GpuPoint(
+            r["t_start_mono_s"] - origin, r["util_mean_pct"], r["mem_used_max_bytes"],
+            r["power_mean_w"], r["temperature_max_c"], r["sm_clock_mhz"]))
+    return RunTrace(
+        run_id=run_id,
+        iterations=tuple(IterPoint(
+            int(r["idx"]), r["t_mono_ns"] / 1e9 - origin if r["t_mono_ns"] else None,
+            float(r["seconds"]), bool(r["warmup"]), r["loss"], r["samples"])
+            for r in its),
+        gpus=tuple(GpuSeries(i, simulated[i], tuple(p)) for i, p in sorted(series.items())),
+        host=tuple(HostPoint(r["t_start_mono_s"] - origin, r["cpu_mean_pct"],
+                             r["tree_cpu_pct"], r["tree_rss_bytes"]) for r in host),
+        n_iterations=n_iter, thinned_every=k, pruned=False,
+        warmup_end_s=warm_ns / 1e9 - origin if warm_ns else None)
+
+
+def _archived(db: sqlite_utils.Database | ReadDb, run_id: int,
+              max_points: int) -> RunTrace | None:
+    row = next(iter(db.query(f"select measured_seconds, measured_samples from {ARCHIVE} "
+                             "where run_id = ?", [run_id])), None)
+    if row is None or row["measured_seconds"] is None:
+        return None
+    measured = unpack_measured(row["measured_seconds"], row["measured_samples"])
+    k = max(1, -(-len(measured) // max(1, max_points)))
+    kept = [i for i in range(len(measured)) if i % k == 0 or i == len(measured) - 1]
+    return RunTrace(run_id=run_id,
+                    iterations=tuple(IterPoint(i, None, measured[i][0], False, None,
+                                               measured[i][1]) for i in kept),
+                    gpus=(), host=(), n_iterations=len(measured), thinned_every=k,
+                    pruned=True)

@@ -17,7 +17,7 @@ from dltop.jobs import campaign
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.tui.app import DltopApp
-from dltop.tui.results_screen import MetricPicker, ResultsScreen, SpeedupChart
+from dltop.tui.results_screen import MetricBar, MetricPicker, ResultsScreen, SpeedupChart
 from dltop.tui.results_view import BEST_STYLE, FAILURE_STYLE
 
 from .conftest import FIXED_TIME, fixed_host
@@ -133,6 +133,18 @@ async def test_the_metric_switch_cycles_and_picks(tmp_path: Path) -> None:
         assert "model FLOPs utilisation" in str(screen.query_one("#results-title").render())
         # no FLOPs count in these runs: an ok configuration says why, uncoloured as a failure
         assert "n/a: no FLOPs count" in row_of(screen, "fcn-r")[3].plain
+        bar = screen.query_one(MetricBar)
+        start = next(s for s, _, name in bar._spans if name == "power")
+        await pilot.click("#metric-bar", offset=(start + 1, 0))  # the bar picks directly
+        await settle(app, pilot)
+        assert screen.metric == "power" and "mean GPU power" in str(
+            screen.query_one("#results-title").render())
+        await pilot.press("M")
+        await pilot.pause()
+        options = app.screen.query_one(OptionList)
+        options.highlighted = [o.prompt.split()[0] for o in options._options].index("mfu")
+        await pilot.press("enter")
+        await settle(app, pilot)
         for _ in range(2):  # mfu -> mean-time -> time (wraps around)
             await pilot.press("m")
             await settle(app, pilot)
@@ -140,7 +152,7 @@ async def test_the_metric_switch_cycles_and_picks(tmp_path: Path) -> None:
 
 
 async def test_sort_by_a_column_with_s_then_reversed_then_back(tmp_path: Path) -> None:
-    async with on_results(tmp_path) as (app, pilot, screen):
+    async with on_results(tmp_path) as (_, pilot, screen):
         original = [r[0].plain for r in table_rows(screen)]
         assert original == ["fcn-r", "alexnet-r", "resnet-56"]
         column = headers(screen).index("cpu:1")

@@ -246,3 +246,26 @@ def test_results_screen_snapshot(snap_compare: Any, tmp_path: Path,
 
     assert snap_compare(results_app(seed_results(tmp_path)), terminal_size=size,
                         run_before=go)
+
+
+async def test_live_viewer_shows_whole_cells(tmp_path: Path, wait_until_async: Any) -> None:
+    """With the database loop running, the cells are drawn whole. (Through tmux, a table
+    filled between two repaints once kept its cells cut to the headers' width; headless
+    runs do not repaint the same way, so this checks the widths the screen now gives.)"""
+    db_path = seed_results(tmp_path)
+    app = DltopApp(db_path, db_path.parent / "logs", None, host=fixed_host, live=True,
+                   resume_orphans=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_until_async(lambda: app.campaign_view is not None, 30, "a campaign read")
+        await pilot.press("2")
+        screen = app.screen
+        assert isinstance(screen, ResultsScreen)
+        await wait_until_async(lambda: screen.data is not None, 30, "the results")
+        await pilot.pause()
+        table = screen.query_one("#results-table", DataTable)
+        for i, column in enumerate(table.ordered_columns):
+            cells = [table.get_row_at(r)[i] for r in range(table.row_count)]
+            assert not column.auto_width  # given, not measured later
+            assert column.width >= max(c.cell_len for c in cells)
+        lines = [table.render_line(y).text for y in range(table.row_count + 1)]
+        assert any("alexnet-r" in ln and "0.2000 (1/2) n1" in ln for ln in lines), lines

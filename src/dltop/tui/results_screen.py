@@ -243,13 +243,15 @@ class ResultsScreen(DltopScreen):
         table = self.query_one("#results-table", DataTable)
         cursor = table.cursor_coordinate
         table.clear(columns=True)
+        labels: list[Text] = []
         for i, col in enumerate(pivot.columns):
             label = Text(one_line(col.header), style="bold",
                          justify="left" if col.role is Role.KEY else "right")
             if i == self.sort_column:
                 label.append(" ▼" if self.descending else " ▲")
-            table.add_column(label, key=str(i))
-        for n, row in enumerate(sort_rows(pivot, self.sort_column, self.descending)):
+            labels.append(label)
+        rows: list[list[Text]] = []
+        for row in sort_rows(pivot, self.sort_column, self.descending):
             best = best_columns(row, pivot, data.metric)
             cells = []
             for i, (col, cell) in enumerate(zip(pivot.columns, row.cells, strict=True)):
@@ -257,6 +259,13 @@ class ResultsScreen(DltopScreen):
                 if col.role is Role.VALUE:
                     text.justify = "right"
                 cells.append(text)
+            rows.append(cells)
+        # Widths given, not measured by the table: a repaint between adding the rows and
+        # the table's own measuring (on idle) kept cells cut to their headers' width.
+        for i, label in enumerate(labels):
+            width = max([label.cell_len, *(r[i].cell_len for r in rows)])
+            table.add_column(label, key=str(i), width=width)
+        for n, cells in enumerate(rows):
             table.add_row(*cells, key=str(n))
         if table.row_count:
             table.cursor_coordinate = Coordinate(min(cursor.row, table.row_count - 1),

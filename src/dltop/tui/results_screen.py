@@ -198,8 +198,8 @@ class ResultsScreen(DltopScreen):
         if (cached := self._cache.get(self.metric)) is not None:
             self._show(cached)
             return
-        title = METRICS[self.metric].title
-        self.query_one("#results-title", Static).update(Text(f"computing {title} ...",
+        # the metric's name, not its title: the title line says the table is there
+        self.query_one("#results-title", Static).update(Text(f"computing {self.metric} ...",
                                                              "italic"))
         key, cid, metric = self._key, self._campaign, self.metric
         known = next(iter(self._cache.values()), None)

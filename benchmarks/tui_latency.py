@@ -168,7 +168,7 @@ def latencies(db_path: Path, presses: int, big: int = 0) -> dict[str, list[float
             timed("Down", "down (cursor)")
             send("2")
             t0 = time.perf_counter()
-            t = _until(lambda: any("Time/throughput" in ln for ln in _pane(name)))
+            t = _until(lambda: any("Pick metric" in ln for ln in _pane(name)))
             if not big:
                 _until(lambda: any("median seconds per" in ln for ln in _pane(name)))
                 out[f"results table filled ({jobs})"].append(time.perf_counter() - t0)

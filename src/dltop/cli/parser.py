@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     db_arg(runs)
     runs.add_argument("--campaign", default=None, metavar="ID|latest")
     runs.add_argument("--limit", type=int, default=30)
+    runs.add_argument("--status", action="append", default=None, metavar="S[,S...]",
+                      help="only runs of these statuses (repeatable): ok, crashed, oom, ...")
+    out = runs.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true",
+                     help="print one JSON array of objects (units in the key names)")
+    out.add_argument("--csv", action="store_true", help="print CSV with a header row")
 
     prof = sub.add_parser("profiles", help="list built-in profiles, or show one's jobs")
     prof_sub = prof.add_subparsers(dest="profiles_command", metavar="SUBCOMMAND")

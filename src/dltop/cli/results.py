@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from dltop.cli.common import EXIT_REGRESSION, open_reader
 from dltop.errors import UserError
@@ -48,20 +49,54 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+RUN_KEYS = ("run_id", "campaign_id", "job_id", "attempt", "started_at", "status",
+            "framework", "model", "batch_size", "device", "repeat", "median_s",
+            "samples_per_s", "cv", "noisy", "message")
+"""``dltop runs --json/--csv`` keys, in order (``repeat`` counts from 1, as listed); JSON
+adds ``identity`` (the job's whole identity), CSV has it as a JSON text column."""
+
+
+def run_statuses(given: list[str] | None) -> list[str]:
+    """``--status`` values (repeated or comma lists), checked against the run statuses.
+
+    Raises:
+        UserError: a status that is not one, naming the allowed ones.
+    """
+    from dltop.catalog import RunStatus
+
+    wanted = [s.strip() for arg in given or () for s in arg.split(",") if s.strip()]
+    allowed = [str(s) for s in RunStatus]
+    bad = [s for s in wanted if s not in allowed]
+    if bad:
+        raise UserError(f"--status: unknown run status {', '.join(map(repr, bad))}: use one "
+                        f"or more of {', '.join(allowed)}")
+    return list(dict.fromkeys(wanted))
+
+
 def cmd_runs(args: argparse.Namespace) -> int:
     from dltop.results import identity, queries
-    from dltop.tui.listing import print_rows
 
+    statuses = run_statuses(args.status)
     db = open_reader(args.db)
     campaign_id = None
     if args.campaign is not None:
         campaign_id = queries.resolve_campaign(db, args.campaign).id
-    rows = queries.recent_runs(db, limit=args.limit, campaign_id=campaign_id)
+    rows = queries.recent_runs(db, limit=args.limit, campaign_id=campaign_id,
+                               statuses=statuses)
     # the identity fields that tell the listed runs apart, beside the usual keys
     idents = identity.run_identities(db, [r.run_id for r in rows])
+    if args.json or args.csv:
+        _print_records(rows, idents, as_json=args.json)
+        return 0
+    from dltop.tui.listing import ListColumn, print_listing
+
     var = identity.variation(idents.values())
-    headers = ("run", "campaign", "started", "status", "framework", "model", "batch",
-               "device", *var.headers, "rep", "median s", "samples/s", "cv", "note")
+    columns = (ListColumn("run", 1), ListColumn("campaign", 4), ListColumn("started", 6),
+               ListColumn("status", 1), ListColumn("framework", 1), ListColumn("model", 1),
+               ListColumn("batch", 3), ListColumn("device", 1),
+               *(ListColumn(h, 3) for h in var.headers), ListColumn("rep", 5),
+               ListColumn("median s", 1), ListColumn("samples/s", 3), ListColumn("cv", 5),
+               ListColumn("note", 2, flex=True, min_width=12))
     cells = [(str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
               r.status, r.framework, r.model, str(r.batch_size), r.device,
               *var.texts(idents[r.run_id]), str(r.repeat + 1),
@@ -70,5 +105,30 @@ def cmd_runs(args: argparse.Namespace) -> int:
               f"{r.cv:.3f}" if r.cv is not None else "-",
               ("noisy " if r.noisy else "") + (r.message or ""))
              for r in rows]
-    print_rows(headers, cells, var.caption() if rows else None)
+    print_listing(columns, cells, var.caption() if rows else None)
     return 0
+
+
+def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
+                   as_json: bool) -> None:
+    """The runs as data: a JSON array of objects, or CSV with a header row."""
+    import json
+
+    records = [{**dict(zip(RUN_KEYS, (
+        r.run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, r.framework,
+        r.model, r.batch_size, r.device, r.repeat + 1, r.median_s, r.samples_per_s, r.cv,
+        r.noisy, r.message), strict=True)), "identity": idents.get(r.run_id, {})}
+        for r in rows]
+    if as_json:
+        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+        return
+    import csv
+
+    from dltop.textsafe import one_line
+
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow([*RUN_KEYS, "identity"])
+    for rec in records:
+        w.writerow([one_line(v) if isinstance(v, str) else ("" if v is None else v)
+                    for v in (*(rec[k] for k in RUN_KEYS),
+                              json.dumps(rec["identity"], sort_keys=True))])

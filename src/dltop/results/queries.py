@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -149,11 +150,19 @@ def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None) -> list[
 
 
 def recent_runs(db: sqlite_utils.Database, limit: int = 30,
-                campaign_id: int | None = None) -> list[RunRow]:
-    """Runs, newest first, optionally of one campaign."""
-    where, params = "", [limit]
+                campaign_id: int | None = None,
+                statuses: Sequence[str] = ()) -> list[RunRow]:
+    """Runs, newest first, optionally of one campaign and of some statuses only."""
+    conds: list[str] = []
+    params: list[Any] = []
     if campaign_id is not None:
-        where, params = "where r.campaign_id = ?", [campaign_id, limit]
+        conds.append("r.campaign_id = ?")
+        params.append(campaign_id)
+    if statuses:
+        conds.append(f"r.status in ({','.join('?' * len(statuses))})")
+        params += list(statuses)
+    where = ("where " + " and ".join(conds)) if conds else ""
+    params.append(limit)
     # runs.note (schema 13): a database of an older dltop, opened read-only, lacks it
     has_note = any(c["name"] == "note" for c in db.query("pragma table_info(runs)"))
     sql = (

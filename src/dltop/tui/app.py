@@ -41,7 +41,8 @@ from dltop.textsafe import multiline
 from dltop.tui import ops
 from dltop.tui.messages import ActionDone, CampaignUpdated, DevicesUpdated
 from dltop.tui.modals import ExportDialog, HelpScreen, ProfilePicker, QuitDialog
-from dltop.tui.screens import DltopScreen, HistoryScreen, MainScreen, ResultsScreen
+from dltop.tui.results_screen import ResultsScreen
+from dltop.tui.screens import DltopScreen, HistoryScreen, MainScreen
 
 MIN_SIZE = (80, 24)
 POLL_RETRY_MAX_S = 30.0
@@ -87,7 +88,7 @@ class DltopApp(App[str | None]):
         """(first row, rows) of the queue that reads fetch: the queue table's window."""
         self.device_frame: DeviceFrame | None = None
         self.metric = "time"
-        self._results: tuple[tuple[object, ...] | None, str] = (None, "")
+        """The results screen's metric, which its export writes."""
         self._poller = DevicePoller(backend, host) if backend is not None else None
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
@@ -274,31 +275,6 @@ class DltopApp(App[str | None]):
             self.post_message(ActionDone("resume", text))
 
     # results and history ---------------------------------------------------------
-    def refresh_results(self) -> None:
-        """Show the results table; recomputed only when a run finished since (or the metric
-        changed), so returning to the screen costs nothing."""
-        view = self.campaign_view
-        if view is None:
-            self._show_results(None, "no campaign yet")
-            return
-        key = (view.campaign.id, view.campaign.status, self.metric,
-               tuple(sorted(view.counts.items())))
-        if key == self._results[0]:
-            self._show_results(None, self._results[1])
-        else:
-            self._compute_results(key, view.campaign.id)
-
-    @work(thread=True, group="results", exclusive=True, exit_on_error=False)
-    def _compute_results(self, key: tuple[object, ...], campaign_id: int) -> None:
-        text = ops.results_text(self.db_path, campaign_id, self.metric)
-        self.call_from_thread(self._show_results, key, text)
-
-    def _show_results(self, key: tuple[object, ...] | None, text: str) -> None:
-        if key is not None:
-            self._results = (key, text)
-        if isinstance(self.screen, ResultsScreen):
-            self.screen.show_results(text)
-
     @work(thread=True, group="history", exclusive=True, exit_on_error=False)
     def refresh_history(self) -> None:
         with self._db_lock:

@@ -1,7 +1,12 @@
-"""Plain listings for the command line (``dltop runs``), in Rich's table look.
+"""Plain listings for the command line (``dltop runs``), fitted to the terminal.
 
-A table of plain ASCII cells that fits is drawn by :mod:`dltop.tui.boxtable`
-exactly as Rich draws it, without loading Rich (start-up time); anything else by Rich.
+A listing has more columns than 80 terminal columns hold. Rather than truncate
+every column (``fr…``, ``mo…``), whole columns are dropped, lowest priority
+first, until the rest fit; the one *flexible* column (a run's cause or note)
+gets the width that is left and only it is cut. On a terminal the table is drawn
+in Rich's look (:mod:`dltop.tui.boxtable` draws it without loading Rich, for
+start-up time); piped or redirected, it is plain text: aligned columns, no box
+characters, no colour, and no width limit unless ``$COLUMNS`` sets one.
 
 Part of the client layer beside the Textual viewer: the CLI hands it rows of
 text and it owns the terminal formatting. Cells are ``Text``, never markup, so
@@ -11,26 +16,126 @@ characters are escaped (:mod:`dltop.textsafe`): no ``ESC`` reaches the terminal.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sys
+import textwrap
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from dltop.textsafe import one_line
 from dltop.tui.boxtable import box_table
 
-PIPE_WIDTH = 200
-"""Columns of the table when stdout is not a terminal."""
+GAP = "  "
+"""Between the columns of a plain (piped) listing."""
+CUT = "..."
+"""End of a flexible cell cut to its width (ASCII: the box table stays Rich-free)."""
 
 
-def print_rows(headers: Sequence[str], rows: Sequence[Sequence[str]],
-               footer: str | None = None) -> None:
-    """Print a table of text cells to stdout, with an optional plain line under it."""
-    headers = [one_line(h) for h in headers]
-    rows = [[one_line(cell) for cell in row] for row in rows]
-    footer = one_line(footer) if footer else footer
+@dataclass(frozen=True)
+class ListColumn:
+    """A listing column and how much it matters when space is short."""
+
+    header: str
+    priority: int = 1
+    """1 is dropped last; a higher number is dropped sooner (ties: the rightmost first)."""
+    flex: bool = False
+    """Takes the width the kept columns leave (cut to it), at least ``min_width``."""
+    min_width: int = 0
+
+
+def _chrome(n: int, boxed: bool) -> int:
+    """Characters a row spends outside its cells: borders and padding, or the gaps."""
+    if n == 0:
+        return 0
+    return 3 * n + 1 if boxed else len(GAP) * (n - 1)
+
+
+def fit(columns: Sequence[ListColumn], rows: Sequence[Sequence[str]], width: int | None,
+        *, boxed: bool) -> tuple[list[int], dict[int, int]]:
+    """The columns that fit ``width`` (indices, in order) and the flexible ones' widths.
+
+    Args:
+        columns: the listing's columns.
+        rows: its cells (one line each).
+        width: characters a line may take; ``None``: no limit (every column, uncut).
+        boxed: drawn with Rich's borders (3 characters a column) or with gaps.
+    """
+    natural = [max([len(c.header), *(len(r[i]) for r in rows)])
+               for i, c in enumerate(columns)]
+    kept = list(range(len(columns)))
+    if width is None:
+        return kept, {}
+
+    def need(i: int) -> int:
+        c = columns[i]
+        return min(natural[i], max(c.min_width, len(c.header))) if c.flex else natural[i]
+
+    while kept and sum(map(need, kept)) + _chrome(len(kept), boxed) > width:
+        # the lowest priority goes first; among equals the rightmost (kept order is left-right)
+        drop = max(reversed(kept), key=lambda i: columns[i].priority)
+        kept.remove(drop)
+    room = width - _chrome(len(kept), boxed) - sum(
+        natural[i] for i in kept if not columns[i].flex)
+    flexible = [i for i in kept if columns[i].flex]
+    widths = {}
+    for i in flexible:  # one flexible column in practice; several share what is left
+        share = max(need(i), room // len(flexible))
+        widths[i] = min(natural[i], share)
+    return kept, widths
+
+
+def cut(text: str, width: int) -> str:
+    """``text`` in at most ``width`` characters, ending with ``...`` where cut."""
+    if len(text) <= width:
+        return text
+    return text[:max(0, width - len(CUT))] + CUT[:width]
+
+
+def _width(terminal: bool) -> int | None:
+    if terminal:
+        return shutil.get_terminal_size().columns
+    # piped: no limit (a file or a pipe keeps whole lines) unless the user sets one
+    columns = os.environ.get("COLUMNS", "")
+    return int(columns) if columns.isdigit() and int(columns) > 0 else None
+
+
+def layout(columns: Sequence[ListColumn], rows: Sequence[Sequence[str]], width: int | None,
+           *, boxed: bool) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows of the columns that fit, flexible cells cut to their width."""
+    headers = [one_line(c.header) for c in columns]
+    cells = [[one_line(cell) for cell in row] for row in rows]
+    kept, widths = fit(columns, cells, width, boxed=boxed)
+    out_rows = [[cut(row[i], widths[i]) if i in widths else row[i] for i in kept]
+                for row in cells]
+    return [headers[i] for i in kept], out_rows
+
+
+def plain(headers: Sequence[str], rows: Sequence[Sequence[str]],
+          footer: str | None = None) -> str:
+    """Aligned columns separated by two spaces: no borders, no colour."""
+    widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
+    lines = [GAP.join(f"{c:<{w}}" for c, w in zip(line, widths, strict=True)).rstrip()
+             for line in (headers, *rows)]
+    if footer:
+        lines.append(footer)
+    return "\n".join(lines) + "\n"
+
+
+def print_listing(columns: Sequence[ListColumn], rows: Sequence[Sequence[str]],
+                  footer: str | None = None) -> None:
+    """Print a listing to stdout: fitted and boxed on a terminal, plain text otherwise."""
     terminal = sys.stdout.isatty()
-    width = shutil.get_terminal_size().columns if terminal else PIPE_WIDTH
-    fast = box_table(headers, rows, footer, width=width, terminal=terminal)
+    width = _width(terminal)
+    footer = one_line(footer) if footer else footer
+    if footer and width is not None:  # wrapped, not cut: it says what every run shares
+        footer = "\n".join(textwrap.wrap(footer, width, break_on_hyphens=False))
+    headers, cells = layout(columns, rows, width, boxed=terminal)
+    if not terminal:
+        sys.stdout.write(plain(headers, cells, footer))
+        return
+    assert width is not None
+    fast = box_table(headers, cells, footer, width=width, terminal=True)
     if fast is not None:  # Rich's look without loading Rich (start-up time)
         sys.stdout.write(fast)
         return
@@ -38,11 +143,12 @@ def print_rows(headers: Sequence[str], rows: Sequence[Sequence[str]],
     from rich.table import Column, Table
     from rich.text import Text
 
-    table = Table(*(Column(Text(h)) for h in headers))  # a str header would be markup
-    for row in rows:
+    # wide characters (or any non-ASCII text): Rich measures and cuts them
+    table = Table(*(Column(Text(h), no_wrap=True, overflow="ellipsis") for h in headers))
+    for row in cells:
         table.add_row(*(Text(cell) for cell in row))
-    # Not a terminal: a wide virtual console, so piped output is never truncated.
-    console = Console(width=None if terminal else PIPE_WIDTH)
+    console = Console(width=width)
     console.print(table)
     if footer:
         console.print(Text(footer), highlight=False)
+

@@ -115,7 +115,7 @@ killed viewer never stops a run.
 [b]Queue[/b]     a add a profile   c cancel the current run
           p pause/resume   r retry failed
           K/J move the selected job up/down   x remove it
-[b]Results[/b]   m time <-> throughput   e export to a file
+[b]Results[/b]   m next metric   M pick one   s sort by column   e export
 [b]History[/b]   enter open the campaign   e export it
 [b]Other[/b]     ? this help   q quit (asks when runs are active)
 """

@@ -14,10 +14,8 @@ from dltop.catalog import Control
 from dltop.errors import DltopError
 from dltop.jobs.launch import EngineDidNotStart, start_engine
 from dltop.live.campaign import CampaignView
-from dltop.results.export import build_table, export_to_file, render
-from dltop.results.scaling import ScalingRow, render_scaling, scaling_rows
+from dltop.results.export import export_to_file
 from dltop.store import Store, connect
-from dltop.textsafe import one_line
 
 
 def _db(db_path: Path) -> sqlite_utils.Database:
@@ -123,34 +121,6 @@ def set_control(db_path: Path, view: CampaignView, control: Control) -> str:
     _store(db_path).set_control(view.campaign.id, control)
     return {Control.PAUSE: "pause requested", Control.RESUME: "resume requested",
             Control.CANCEL: "stop requested"}[control]
-
-
-def results_text(db_path: Path, campaign_id: int, metric: str) -> str:
-    """The results screen: the export table, and the scaling table if there is one."""
-    db = _db(db_path)
-    text = render(build_table(db, campaign_id, metric), "md")
-    rows = scaling_rows(db, campaign_id)
-    if any(r.n_devices > 1 for r in rows):
-        text += "\n" + render_scaling(rows, "md", "Scaling (speedup vs 1 device)")
-        text += "\n" + speedup_chart(rows)
-    return text
-
-
-def speedup_chart(rows: list[ScalingRow]) -> str:
-    """Speedup as horizontal bars, one per configuration."""
-    lines = ["", "speedup  (| = ideal)"]
-    top = max((r.speedup or 0.0) for r in rows) if rows else 1.0
-    ideal = max(r.n_devices for r in rows) if rows else 1
-    scale = 40 / max(top, ideal, 1.0)
-    for r in rows:
-        if r.speedup is None:
-            continue  # not measured (yet): no bar rather than a zero
-        bar = "█" * round(r.speedup * scale)
-        label = one_line(f"{r.framework} {r.model} b{r.batch_size} {r.device}")[:30]
-        mark = round(r.n_devices * scale)
-        line = bar.ljust(mark) + ("|" if mark >= len(bar) else "")
-        lines.append(f"{label:<30} {line} {r.speedup:.2f}x")
-    return "\n".join(lines)
 
 
 def export(db_path: Path, campaign_id: int, path: str, metric: str) -> str:

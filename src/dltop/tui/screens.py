@@ -1,4 +1,5 @@
-"""The three screens: main (devices, queue, current run), results, history."""
+"""The screens: main (devices, queue, current run) and history; results in
+:mod:`dltop.tui.results_screen`."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import TYPE_CHECKING
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -145,42 +146,6 @@ class MainScreen(DltopScreen):
         job = self.query_one(QueueTable).selected_job
         if job is not None:
             self.dltop.action_remove_job(job)
-
-
-class ResultsScreen(DltopScreen):
-    """The campaign's pivot table (as ``dltop export``) and its scaling table."""
-
-    BINDINGS = [Binding("m", "toggle_metric", "Time/throughput"),
-                Binding("e", "app.export", "Export")]
-
-    def compose_body(self) -> ComposeResult:
-        with VerticalScroll():
-            yield Static("", id="results-table")
-
-    def action_toggle_metric(self) -> None:
-        app = self.dltop
-        app.metric = "throughput" if app.metric == "time" else "time"
-        app.refresh_results()
-
-    _counts: dict[str, int] | None = None
-
-    def show_campaign(self, view: CampaignView | None) -> None:
-        super().show_campaign(view)
-        counts = view.counts if view else None
-        if counts != self._counts:  # a run finished: the table changes as it goes
-            self._counts = counts
-            self.dltop.refresh_results()
-
-    _shown = ""
-
-    def show_results(self, text: str) -> None:
-        if text != self._shown:  # re-laying out an unchanged table is the costly part
-            self._shown = text
-            self.query_one("#results-table", Static).update(Text(text, no_wrap=True))
-
-    def on_screen_resume(self) -> None:
-        super().on_screen_resume()
-        self.dltop.refresh_results()
 
 
 class HistoryScreen(DltopScreen):

@@ -1,0 +1,309 @@
+"""The results screen: the campaign's pivot as a sortable table, one metric at a time.
+
+The table is a ``DataTable`` fed by the headless pivot
+(:func:`dltop.results.export.build_table`, as ``dltop export`` prints it):
+``m`` cycles the metric, ``M`` picks one from a list (a click on the metric bar
+too), ``s`` or a click on a header sorts by that column (again: descending,
+a third time: the table's order). Each row's best number is highlighted, every
+number carries its runs (``n3``) and, for the median time, their spread; a
+cell without a number is coloured by why (OOM, failed, timeout, n/a...) and
+the legend line under the table says what each colour shown means. Under it,
+the scaling table and its speedup chart, whose labels are never cut.
+
+Tables are computed in a worker thread (the app's ``results`` group) once per
+campaign state and metric; going back to a metric seen, or to the screen, costs
+no database read.
+"""
+
+from __future__ import annotations
+
+from rich import box
+from rich.table import Table as RichTable
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.coordinate import Coordinate
+from textual.events import Click
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import DataTable, Label, OptionList, Static
+
+from dltop.live.campaign import CampaignView
+from dltop.results.metrics import METRICS
+from dltop.results.table import Role, Table
+from dltop.textsafe import one_line
+from dltop.tui.results_view import (
+    METRIC_NAMES,
+    ResultsData,
+    best_columns,
+    cell_text,
+    compute,
+    legend,
+    notes_text,
+    sort_rows,
+    speedup_chart,
+)
+from dltop.tui.screens import DltopScreen
+
+
+class MetricBar(Static):
+    """Every metric by name, the shown one highlighted; a click picks one."""
+
+    class Picked(Message):
+        """A metric was clicked."""
+
+        def __init__(self, metric: str) -> None:
+            super().__init__()
+            self.metric = metric
+
+    _spans: list[tuple[int, int, str]] = []
+
+    def show(self, current: str) -> None:
+        text = Text(no_wrap=True, overflow="ellipsis")
+        self._spans = []
+        for name in METRIC_NAMES:
+            start = len(text)
+            text.append(name, "bold reverse" if name == current else "")
+            self._spans.append((start, len(text), name))
+            text.append(" ")
+        self.update(text)
+
+    def on_click(self, event: Click) -> None:
+        for start, end, name in self._spans:
+            if start <= event.x < end:
+                self.post_message(self.Picked(name))
+                return
+
+
+class MetricPicker(ModalScreen[str | None]):
+    """Pick the metric from a list (its title says what it measures)."""
+
+    BINDINGS = [Binding("escape", "dismiss_none", "Close")]
+
+    def __init__(self, current: str) -> None:
+        super().__init__()
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label("Show which metric", classes="dialog-title")
+            yield OptionList(*(f"{name:<12} {METRICS[name].title}" for name in METRIC_NAMES),
+                             id="metric-list")
+
+    def on_mount(self) -> None:
+        self.query_one(OptionList).highlighted = METRIC_NAMES.index(self.current)
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+    @on(OptionList.OptionSelected)
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(METRIC_NAMES[event.option_index])
+
+
+class SpeedupChart(Static):
+    """The speedup bars, laid out for the widget's width."""
+
+    table: Table | None = None
+
+    def render(self) -> Text:
+        if self.table is None:
+            return Text("")
+        return speedup_chart(self.table, self.size.width or 80)
+
+
+class ResultsScreen(DltopScreen):
+    """The campaign's pivot table of one metric, and its scaling table and chart."""
+
+    DEFAULT_CSS = """
+    ResultsScreen #metric-bar, ResultsScreen #results-title { height: 1; }
+    ResultsScreen #results-title { text-style: bold; }
+    ResultsScreen #results-table { height: auto; max-height: 70%; min-height: 4; }
+    ResultsScreen #results-legend { height: auto; max-height: 3; }
+    ResultsScreen #results-more { height: 1fr; border-top: solid $primary-darken-2; }
+    ResultsScreen #scaling-table, ResultsScreen #scaling-chart,
+    ResultsScreen #results-notes { height: auto; }
+    ResultsScreen #scaling-chart, ResultsScreen #results-notes { margin-top: 1; }
+    """
+    BINDINGS = [Binding("m", "next_metric", "Metric"),
+                Binding("M", "pick_metric", "Pick metric", key_display="M"),
+                Binding("s", "sort", "Sort"),
+                Binding("e", "app.export", "Export")]
+
+    metric = "time"
+    sort_column: int | None = None
+    """Column the rows are sorted by; ``None``: the table's own order."""
+    descending = False
+    data: ResultsData | None = None
+    """What the table shows now (``None`` until the first computation is back)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._key: tuple[object, ...] | None = None  # the campaign's state when computed
+        self._cache: dict[str, ResultsData] = {}  # by metric, for ``_key``
+        self._campaign: int | None = None
+
+    def compose_body(self) -> ComposeResult:
+        yield MetricBar(id="metric-bar")
+        yield Static("", id="results-title")
+        yield DataTable(id="results-table", cursor_type="cell", zebra_stripes=True)
+        yield Static("", id="results-legend")
+        with VerticalScroll(id="results-more"):
+            yield Static("", id="scaling-table")
+            yield SpeedupChart(id="scaling-chart")
+            yield Static("", id="results-notes")
+
+    def on_mount(self) -> None:
+        self.metric = self.dltop.metric if self.dltop.metric in METRIC_NAMES else "time"
+        self.query_one(MetricBar).show(self.metric)
+
+    # campaign and metric ---------------------------------------------------------
+    def show_campaign(self, view: CampaignView | None) -> None:
+        super().show_campaign(view)
+        if view is None:
+            self._key, self._campaign, self._cache = None, None, {}
+            self.query_one("#results-title", Static).update("no campaign yet")
+            return
+        key = (view.campaign.id, view.campaign.status, tuple(sorted(view.counts.items())))
+        if key != self._key:  # a run finished: the tables change as the campaign goes
+            self._key, self._campaign, self._cache = key, view.campaign.id, {}
+            self._request()
+
+    def set_metric(self, metric: str) -> None:
+        """Show ``metric`` (export writes it too); computed unless seen for this state."""
+        self.metric = self.dltop.metric = metric
+        self.query_one(MetricBar).show(metric)
+        self._request()
+
+    def action_next_metric(self) -> None:
+        self.set_metric(METRIC_NAMES[(METRIC_NAMES.index(self.metric) + 1)
+                                     % len(METRIC_NAMES)])
+
+    def action_pick_metric(self) -> None:
+        def picked(metric: str | None) -> None:
+            if metric:
+                self.set_metric(metric)
+
+        self.app.push_screen(MetricPicker(self.metric), picked)
+
+    def on_metric_bar_picked(self, msg: MetricBar.Picked) -> None:
+        self.set_metric(msg.metric)
+
+    def _request(self) -> None:
+        """Show the current metric's tables: from the cache, or computed in a worker."""
+        if self._campaign is None:
+            return
+        if (cached := self._cache.get(self.metric)) is not None:
+            self._show(cached)
+            return
+        # the metric's name, not its title: the title line says the table is there
+        self.query_one("#results-title", Static).update(Text(f"computing {self.metric} ...",
+                                                             "italic"))
+        key, cid, metric = self._key, self._campaign, self.metric
+        known = next(iter(self._cache.values()), None)
+        scaling: Table | bool | None = known.scaling if known is not None else True
+        db_path = self.dltop.db_path
+
+        def work() -> None:
+            data = compute(db_path, cid, metric, scaling)
+            self.app.call_from_thread(self._computed, key, data)
+
+        # on the app: its handler reports a failed worker ("computing the results failed")
+        self.app.run_worker(work, thread=True, group="results", exit_on_error=False)
+
+    def _computed(self, key: tuple[object, ...] | None, data: ResultsData) -> None:
+        if key != self._key:
+            return  # the campaign moved on meanwhile: a newer computation follows
+        self._cache[data.metric] = data
+        if data.metric == self.metric:
+            self._show(data)
+
+    # drawing -----------------------------------------------------------------------
+    def _show(self, data: ResultsData) -> None:
+        first = self.data is None or self.data.pivot.columns != data.pivot.columns
+        self.data = data
+        if first:
+            self.sort_column, self.descending = None, False
+        self.query_one("#results-title", Static).update(Text(one_line(data.pivot.title),
+                                                             no_wrap=True,
+                                                             overflow="ellipsis"))
+        self._fill_table()
+        self.query_one("#results-legend", Static).update(legend(data.pivot))
+        self._show_scaling(data)
+        self.query_one("#results-notes", Static).update(Text("\n".join(notes_text(data)),
+                                                             "dim"))
+
+    def _fill_table(self) -> None:
+        data = self.data
+        if data is None:
+            return
+        pivot = data.pivot
+        table = self.query_one("#results-table", DataTable)
+        cursor = table.cursor_coordinate
+        table.clear(columns=True)
+        labels: list[Text] = []
+        for i, col in enumerate(pivot.columns):
+            label = Text(one_line(col.header), style="bold",
+                         justify="left" if col.role is Role.KEY else "right")
+            if i == self.sort_column:
+                label.append(" ▼" if self.descending else " ▲")
+            labels.append(label)
+        rows: list[list[Text]] = []
+        for row in sort_rows(pivot, self.sort_column, self.descending):
+            best = best_columns(row, pivot, data.metric)
+            cells = []
+            for i, (col, cell) in enumerate(zip(pivot.columns, row.cells, strict=True)):
+                text = cell_text(cell, col.role, data.metric, i in best)
+                if col.role is Role.VALUE:
+                    text.justify = "right"
+                cells.append(text)
+            rows.append(cells)
+        # Widths given, not measured by the table: a repaint between adding the rows and
+        # the table's own measuring (on idle) kept cells cut to their headers' width.
+        for i, label in enumerate(labels):
+            width = max([label.cell_len, *(r[i].cell_len for r in rows)])
+            table.add_column(label, key=str(i), width=width)
+        for n, cells in enumerate(rows):
+            table.add_row(*cells, key=str(n))
+        if table.row_count:
+            table.cursor_coordinate = Coordinate(min(cursor.row, table.row_count - 1),
+                                                 min(cursor.column, len(pivot.columns) - 1))
+
+    def _show_scaling(self, data: ResultsData) -> None:
+        shown = self.query_one("#scaling-table", Static)
+        chart = self.query_one(SpeedupChart)
+        shown.display = chart.display = data.scaling is not None
+        chart.table = data.scaling
+        chart.refresh(layout=True)
+        if data.scaling is None:
+            return
+        rich = RichTable(title=one_line(data.scaling.title), title_justify="left",
+                         title_style="bold", expand=False, box=box.SIMPLE_HEAD,
+                         show_edge=False, pad_edge=False, collapse_padding=True)
+        for col in data.scaling.columns:
+            rich.add_column(Text(one_line(col.header)),
+                            justify="left" if col.role is Role.KEY else "right", no_wrap=True)
+        for row in data.scaling.rows:
+            rich.add_row(*(Text(one_line(c.text)) if c else Text("") for c in row.cells))
+        shown.update(rich)
+
+    # sorting -----------------------------------------------------------------------
+    def sort_by(self, column: int) -> None:
+        """Sort by ``column``: ascending, then descending, then the table's own order."""
+        if column != self.sort_column:
+            self.sort_column, self.descending = column, False
+        elif not self.descending:
+            self.descending = True
+        else:
+            self.sort_column, self.descending = None, False
+        self._fill_table()
+
+    def action_sort(self) -> None:
+        if self.data is not None:
+            self.sort_by(self.query_one("#results-table", DataTable).cursor_column)
+
+    def on_data_table_header_selected(self, event: DataTable.HeaderSelected) -> None:
+        event.stop()
+        self.sort_by(event.column_index)

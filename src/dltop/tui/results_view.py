@@ -1,0 +1,231 @@
+"""What the results screen shows, computed from the headless results tables.
+
+The pivot of one metric (:func:`dltop.results.export.build_table`) and the
+scaling rows (:mod:`dltop.results.scaling`) are read in a worker thread
+(:func:`compute`); the rest is pure and cheap, run on the event loop: each cell
+as styled text with its n and spread, the best cell of each row, the order of
+the rows for a sort, the legend of the failures shown, and the speedup chart.
+No widget here: :mod:`dltop.tui.results_screen` puts it on the screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+
+from dltop.catalog import JobStatus, RunStatus
+from dltop.results.metrics import METRIC_LIST
+from dltop.results.table import Cell, Role, Row, Table, status_label
+from dltop.textsafe import one_line
+
+METRIC_NAMES = (*(m.name for m in METRIC_LIST if m.name != "mean-time"), "mean-time")
+"""The metric switch's order: ``dltop export --metric``'s choices, time then throughput
+(``m`` toggled these two before it cycled), the mean time last."""
+HIGHER_IS_BETTER = frozenset({"throughput", "tflops", "mfu"})
+"""Metrics whose best cell is the largest; every other one's is the smallest."""
+BEST_STYLE = "bold black on green"
+FAILURE_STYLE: dict[str, str] = {
+    RunStatus.CRASHED: "bold red", RunStatus.OOM: "bold magenta",
+    RunStatus.TIMEOUT: "bold yellow", RunStatus.DIVERGED: "red",
+    RunStatus.SHORT: "yellow", RunStatus.CANCELLED: "italic bright_black",
+    RunStatus.UNSUPPORTED: "bright_black", RunStatus.UNSATISFIABLE: "bright_black",
+    RunStatus.RUNNING: "cyan", JobStatus.QUEUED: "bright_black",
+    JobStatus.REMOVED: "strike bright_black"}
+"""A cell without a number, coloured by why (its configuration's status)."""
+REASON_STYLE = {"simulated": "italic blue"}
+"""A configuration that ran ok but has no number for this metric (``n/a: no GPU``...)."""
+NA_STYLE = "bright_black"
+MEANING: dict[str, str] = {
+    RunStatus.CRASHED: "the runner crashed", RunStatus.OOM: "out of memory",
+    RunStatus.TIMEOUT: "ran past its time limit", RunStatus.DIVERGED: "loss not finite",
+    RunStatus.SHORT: "fewer iterations than asked", RunStatus.CANCELLED: "cancelled",
+    RunStatus.UNSUPPORTED: "not supported", RunStatus.UNSATISFIABLE: "devices not on host",
+    RunStatus.RUNNING: "running", JobStatus.QUEUED: "queued", JobStatus.REMOVED: "removed"}
+BAR_MAX = 60
+"""Widest bar of the speedup chart: the top speedup (or the most devices) fills it."""
+MARKS = {"*": "noisy (a run's CV > 0.10)", "†": "packed (shared devices)",
+         "§": "contaminated (a foreign process)"}
+
+
+@dataclass(frozen=True)
+class ResultsData:
+    """One campaign's results for one metric, as the screen shows them."""
+
+    metric: str
+    pivot: Table
+    scaling: Table | None
+    """The scaling table, when some configuration has more than one device."""
+
+
+def compute(db_path: Path, campaign_id: int, metric: str,
+            scaling: Table | bool | None = True) -> ResultsData:
+    """Read the pivot of ``metric`` and the scaling table (blocking: a worker thread).
+
+    Args:
+        scaling: ``True`` reads the scaling table; a table (or ``None``) computed
+            before is kept, since a metric switch does not change it.
+    """
+    from dltop.results.export import build_table
+    from dltop.results.scaling import scaling_rows, scaling_table
+    from dltop.store import connect
+
+    db = connect(db_path, create=False)
+    try:
+        pivot = build_table(db, campaign_id, metric)
+        if scaling is True:
+            rows = scaling_rows(db, campaign_id)
+            scaling = (scaling_table(rows, "Scaling (speedup vs 1 device)")
+                       if any(r.n_devices > 1 for r in rows) else None)
+    finally:
+        db.close()
+    return ResultsData(metric, pivot, scaling if isinstance(scaling, Table) else None)
+
+
+def _number(cell: Cell) -> float | None:
+    return None if cell.value is None else float(cell.value)
+
+
+def best_columns(row: Row, table: Table, metric: str) -> set[int]:
+    """Indices of the row's best value cells (ties all), where it has two or more numbers."""
+    numbers = {i: v for i, (col, cell) in enumerate(zip(table.columns, row.cells, strict=True))
+               if col.role is Role.VALUE and cell is not None
+               and (v := _number(cell)) is not None}
+    if len(numbers) < 2:
+        return set()
+    top = max(numbers.values()) if metric in HIGHER_IS_BETTER else min(numbers.values())
+    return {i for i, v in numbers.items() if v == top}
+
+
+def spread_text(cell: Cell, metric: str) -> str:
+    """`` n3 ±1.2%``: the runs behind a number and, for the median time, the spread of
+    their medians (max - min) in % of it. Empty for a cell without a number."""
+    if cell.value is None or not cell.detail:
+        return ""
+    out = f" n{cell.detail.get('n_runs', '?')}"
+    spread = cell.detail.get("spread_s")
+    if metric == "time" and spread is not None and cell.value and int(cell.detail.get(
+            "n_runs", 0)) > 1:
+        out += f" ±{100.0 * float(spread) / float(cell.value):.1f}%"
+    return out
+
+
+def cell_text(cell: Cell | None, role: Role, metric: str, best: bool) -> Text:
+    """A cell as the table shows it: keys plain; numbers with their n and spread (the
+    row's best highlighted); a missing number coloured by its reason."""
+    if cell is None:
+        return Text("")
+    text = one_line(cell.text)
+    if role is Role.KEY:
+        return Text(text)
+    if cell.value is not None:
+        out = Text(text, BEST_STYLE if best else "")
+        out.append(spread_text(cell, metric), "dim")
+        return out
+    return Text(text, failure_style(cell))
+
+
+def failure_style(cell: Cell) -> str:
+    """The colour of a cell without a number: its status's, else its reason's."""
+    if cell.status and cell.status != RunStatus.OK:
+        return FAILURE_STYLE.get(cell.status, "bold red")
+    return REASON_STYLE.get(cell.text, NA_STYLE)
+
+
+def sort_rows(table: Table, column: int | None, descending: bool) -> list[Row]:
+    """The rows ordered by a column (numbers by value, text by text); cells without a
+    number last whichever the direction. ``None``: the table's own order."""
+    rows = list(table.rows)
+    if column is None:
+        return rows
+
+    def key(row: Row) -> Any:
+        cell = row.cells[column]
+        if cell is None:
+            return None
+        if cell.value is not None and not isinstance(cell.value, bool):
+            return (0, float(cell.value), "")
+        return None if table.columns[column].role is Role.VALUE else (1, 0.0, cell.text)
+
+    present = [r for r in rows if key(r) is not None]
+    missing = [r for r in rows if key(r) is None]
+    present.sort(key=key, reverse=descending)
+    return present + missing
+
+
+def legend(table: Table) -> Text:
+    """What the coloured cells and the marks shown mean, only those in the table."""
+    statuses: dict[str, str] = {}
+    reasons: set[str] = set()
+    marks: set[str] = set()
+    for row in table.rows:
+        for col, cell in zip(table.columns, row.cells, strict=True):
+            if col.role is not Role.VALUE or cell is None:
+                continue
+            if cell.value is None:
+                if cell.status and cell.status != RunStatus.OK:
+                    statuses.setdefault(cell.status, cell.text)
+                else:
+                    reasons.add(cell.text)
+            marks.update(m for m in MARKS if m in cell.text)
+    out = Text(no_wrap=False)
+    out.append(" best ", BEST_STYLE)
+    out.append(" per row   nN: N runs  ±: spread of their medians   ", "dim")
+    for status, label in statuses.items():
+        out.append(one_line(label), FAILURE_STYLE.get(status, "bold red"))
+        meaning = MEANING.get(status, status)
+        out.append(f" {meaning}   " if meaning != one_line(label) else "   ", "dim")
+    for reason in sorted(reasons):
+        out.append(one_line(reason), REASON_STYLE.get(reason, NA_STYLE))
+        out.append("   ")
+    for mark in sorted(marks):
+        out.append(f"{mark} {MARKS[mark]}   ", "dim")
+    out.rstrip()
+    return out
+
+
+def row_label(table: Table, row: Row) -> str:
+    """Every key cell of a row, in order: ``fcn-r torch 64 cpu:2`` (never cut, so rows
+    that differ in one field never look alike)."""
+    return " ".join(one_line(cell.text) for col, cell in zip(table.columns, row.cells,
+                                                             strict=True)
+                    if col.role is Role.KEY and cell is not None and cell.text)
+
+
+def speedup_chart(table: Table, width: int) -> Text:
+    """Speedup as horizontal bars under full labels' column; ``|`` marks the ideal (N)."""
+    keys = {c.key: i for i, c in enumerate(table.columns)}
+    rows = [(row_label(table, r), r.cells[keys["speedup"]], int(r.extra.get("n_devices", 1)),
+             str(r.extra.get("status", ""))) for r in table.rows]
+    out = Text(no_wrap=True)
+    out.append("speedup  (| = ideal: N devices)\n", "bold")
+    if not rows:
+        return out
+    label_w = max(len(label) for label, *_ in rows)
+    speedups = [float(c.value) for _, c, *_ in rows if c is not None and c.value is not None]
+    top = max([*speedups, *(n for *_, n, _ in rows), 1.0])
+    room = max(10, min(BAR_MAX, width - label_w - 10))
+    scale = room / top
+    for label, cell, n, status in rows:
+        out.append(f"{label:<{label_w}} ")
+        if cell is None or cell.value is None:
+            out.append(status_label(status) if status != RunStatus.OK else "no 1-device run",
+                       FAILURE_STYLE.get(status, NA_STYLE))
+        else:
+            value = float(cell.value)
+            bar = "█" * round(value * scale)
+            mark = round(n * scale)
+            out.append(bar, "green")
+            out.append(" " * max(0, mark - len(bar)) + ("|" if mark >= len(bar) else ""))
+            out.append(f" {value:.2f}x")
+        out.append("\n")
+    out.rstrip()
+    return out
+
+
+def notes_text(data: ResultsData) -> Sequence[str]:
+    """The pivot's footnotes and caption, one line each."""
+    return [one_line(line) for line in (*data.pivot.notes, *data.pivot.caption)]

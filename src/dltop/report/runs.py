@@ -121,7 +121,14 @@ def trace_figure(trace: RunTrace, row: Mapping[str, Any]) -> Figure:
                   rows=tuple(rows), x_title="seconds since the run started" if by_time
                   else "iteration", panels=panels,
                   extra={"x_field": x, "warmup_end_s": trace.warmup_end_s if by_time else None,
+                         "warmup_start_s": _warmup_start(trace) if by_time else None,
                          "run_id": int(row["run_id"])})
+
+
+def _warmup_start(trace: RunTrace) -> float | None:
+    """Start of the first warm-up step: before it the runner was starting, not warming."""
+    starts = [p.t_end_s - p.seconds for p in trace.iterations if p.warmup and p.t_end_s is not None]
+    return max(0.0, min(starts)) if starts else None
 
 
 def _left_out(panels: Sequence[str], trace: RunTrace, by_time: bool) -> list[str]:

@@ -177,7 +177,8 @@ def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
             else {"type": "line"}
         layers: list[dict[str, Any]] = []
         if warm is not None:
-            layers.append({"data": {"values": [{"a": 0.0, "b": float(warm)}]},
+            start = float(fig.extra.get("warmup_start_s") or 0.0)
+            layers.append({"data": {"values": [{"a": start, "b": float(warm)}]},
                            "mark": {"type": "rect", "color": "#eee"},
                            "encoding": {"x": {"field": "a", "type": "quantitative"},
                                         "x2": {"field": "b"}}})

@@ -226,8 +226,8 @@ def render(vl_spec: Mapping[str, Any], fmt: str) -> bytes:
     if fmt == "svg":
         return str(vlc.vegalite_to_svg(dict(vl_spec), **offline)).encode()
     if fmt == "png":
-        return bytes(vlc.vegalite_to_png(dict(vl_spec), scale=PNG_PPI / POINTS_PER_INCH,
-                                         ppi=PNG_PPI, **offline))
+        # ppi alone scales the image (1 pt = ppi/72 px) and records the resolution
+        return bytes(vlc.vegalite_to_png(dict(vl_spec), ppi=PNG_PPI, **offline))
     if fmt == "pdf":
         return bytes(vlc.vegalite_to_pdf(dict(vl_spec), **offline))
     raise ValueError(f"unknown figure format {fmt!r}: use one of {', '.join(FORMATS)}")

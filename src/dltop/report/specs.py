@@ -38,7 +38,7 @@ class Size:
 
 
 SCREEN = Size(360, 220, 11)
-PAPER_SINGLE = Size(185, 110, 7, "bottom", title=False)
+PAPER_SINGLE = Size(160, 110, 7, "bottom", title=False)
 """Fits a 3.3 in (238 pt) column with the axis labels."""
 PAPER_DOUBLE_PANEL = Size(200, 110, 7, "bottom", title=False)
 """Each of two side-by-side panels in a 7 in (504 pt) double column."""
@@ -70,7 +70,8 @@ def _base(fig: Figure, size: Size) -> dict[str, Any]:
                    "axis": {"labelFontSize": size.font, "titleFontSize": size.font,
                             "titleFontWeight": "normal"},
                    "legend": {"labelFontSize": size.font, "titleFontSize": size.font,
-                              "orient": size.legend, "labelLimit": 260},
+                              "orient": size.legend, "labelLimit": 260,
+                              "columns": 3 if size.legend == "bottom" else 1},
                    "header": {"labelFontSize": size.font, "titleFontSize": size.font},
                    "title": {"fontSize": size.font + 2, "anchor": "start",
                              "subtitleFontSize": size.font}}}
@@ -99,10 +100,17 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
     enc = {"x": x, "y": {"field": y, "type": "quantitative", "title": y_title,
                          "scale": {"zero": zero}},
            "color": color, "detail": {"field": "series"},
-           "strokeDash": {"field": "variant", "type": "nominal", "title": None}}
+           "strokeDash": {"field": "variant", "type": "nominal", "title": None,
+                          "legend": {"symbolType": "stroke", "symbolStrokeColor": "black",
+                                     "symbolStrokeWidth": 1.5}}}
     if len({r.get("variant", "") for r in rows}) < 2:
         del enc["strokeDash"]
-    layers: list[dict[str, Any]] = [{"mark": {"type": "line", "point": True}, "encoding": enc}]
+    # the points are their own layer: a line with point=True draws its strokeDash legend
+    # with filled circles, hiding the dashes
+    dots = {k: v for k, v in enc.items() if k != "strokeDash"}
+    layers: list[dict[str, Any]] = [{"mark": {"type": "line"}, "encoding": enc},
+                                    {"mark": {"type": "point", "filled": True},
+                                     "encoding": dots}]
     if bars:
         layers.append({"mark": {"type": "rule"}, "encoding": {
             "x": x, "y": {"field": "low", "type": "quantitative"}, "y2": {"field": "high"},

@@ -1,4 +1,4 @@
-"""vl-convert (Deno and Vega, ~0.3 s) loads only when a figure is rendered."""
+"""vl-convert (Vega in Deno, 1-2 s to its first figure) loads only when a figure is rendered."""
 
 from __future__ import annotations
 

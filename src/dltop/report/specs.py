@@ -4,9 +4,9 @@ One spec per :class:`~dltop.report.model.Figure`, at a :class:`Size`: the
 screen size of the HTML page, or a paper size (3.3 in single column, 7 in
 double, fonts at 7 pt) for ``--figures``. The same spec gives the inline SVG
 and the PNG/PDF files, so the page and the paper never disagree.
-:func:`render` imports vl-convert (a Rust build of Vega and Deno, ~0.3 s to
-load) only when a figure is drawn, and lets it fetch nothing: every spec
-carries its data inline.
+:func:`render` imports vl-convert (Vega in an embedded Deno, which starts on
+the first render, 1-2 s) only when a figure is drawn, and lets it fetch
+nothing: every spec carries its data inline.
 """
 
 from __future__ import annotations
@@ -228,7 +228,7 @@ def render(vl_spec: Mapping[str, Any], fmt: str) -> bytes:
     Raises:
         ValueError: an unknown format.
     """
-    import vl_convert as vlc  # loads Deno and Vega: only when a figure is drawn
+    import vl_convert as vlc  # Deno and Vega: only when a figure is drawn
 
     offline: dict[str, Any] = {"allowed_base_urls": []}
     if fmt == "svg":

@@ -49,11 +49,12 @@ def _seconds(framework: str, batch: int, device: str, repeat: int) -> float:
 
 
 def add_campaign(db: sqlite_utils.Database, profile: str, name: str, *, gpu: bool,
-                 oom: tuple[str, int, str] | None = None, finish: bool = True) -> int:
+                 oom: tuple[str, int, str] | None = None, finish: bool = True,
+                 host: str = "h") -> int:
     """Store a campaign with a run per job (iterations at 1000 + 10·run s, telemetry)."""
     store = Store(db)
     jobs = parse(profile, f"{name}.toml", name).jobs
-    cid = store.create_campaign(name, [f"{name}.toml"], ["dltop"], "h", 1, None)
+    cid = store.create_campaign(name, [f"{name}.toml"], ["dltop"], host, 1, None)
     for spec, job_id in zip(jobs, store.add_jobs(cid, jobs), strict=True):
         device = spec.device.label
         run_id = store.start_run(job_id, cid, 1, "", spec.batch_size)

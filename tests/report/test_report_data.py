@@ -89,6 +89,23 @@ def test_run_traces_share_one_axis_and_shade_warmup(report_db: Path) -> None:
     assert warm and max(warm) == pytest.approx(end)
 
 
+def test_campaigns_on_two_hosts_are_separate_lines(report_db: Path) -> None:
+    db = connect(report_db)
+    add_campaign(db, CPU_PROFILE, "elsewhere", gpu=False, host="other")
+    db.close()
+    rep = _report(report_db, "1,3", max_runs=0)
+    time = _fig(rep.figures, "time-fcn-r-cpu")
+    torch8 = sorted((r["series"], r["devices"]) for r in time.rows
+                    if str(r["series"]).startswith("torch b8"))
+    assert torch8 == [("torch b8 @h", 1), ("torch b8 @h", 2), ("torch b8 @other", 1),
+                      ("torch b8 @other", 2)]
+    scaling = _fig(rep.figures, "scaling-fcn-r-cpu")
+    assert {r["series"] for r in scaling.rows if r["devices"] == 2
+            and r["framework"] == "torch"} == {"torch b8 @h", "torch b16 @h",
+                                                "torch b8 @other", "torch b16 @other"}
+    assert rep.runs == () and rep.runs_note.startswith("Showing 0 of 30 runs")
+
+
 def test_capped_runs_show_every_configuration_first(report_db: Path) -> None:
     rep = _report(report_db, "1", max_runs=4)
     assert rep.runs_note.startswith("Showing 4 of 14 runs")

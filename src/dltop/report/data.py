@@ -39,10 +39,15 @@ MAX_RUNS = 24
 SPREAD_TIME = "error bars: min–max of the runs' median s/iter"
 
 
-def _label(r: ConfigResult, var: identity.Variation, *, batch: bool = True) -> str:
+def _label(r: ConfigResult | scaling.ScalingRow, var: identity.Variation, *,
+           batch: bool = True, host: bool = False) -> str:
+    """``torch b32`` (with the varying identity fields, and the host where the set
+    spans several): one line of a figure, so two configurations never share one."""
     parts = [r.framework] + ([f"b{r.batch_size}"] if batch else [])
     parts += [f"{identity.header(f)} {t}" for f, t in zip(var.fields, var.texts(r.identity),
                                                           strict=True)]
+    if host:
+        parts.append(f"@{r.host}")
     return one_line(" ".join(parts))
 
 
@@ -109,8 +114,10 @@ def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> 
                 why = "no ok run" if not ok else f"one {axis} count only ({min(counts)})"
                 out.append(Figure(key, "devices", title, omitted=why))
                 continue
-            rows = tuple({"framework": r.framework, "series": _label(r, var),
-                          "variant": _label(r, var).removeprefix(r.framework).strip(),
+            hosts = len({r.host for r in ok}) > 1
+            rows = tuple({"framework": r.framework, "series": _label(r, var, host=hosts),
+                          "variant": _label(r, var, host=hosts).removeprefix(
+                              r.framework).strip(),
                           "devices": r.device_count, "seconds": r.median_s,
                           "low": min(_medians(r)), "high": max(_medians(r)), "n": r.n_runs}
                          for r in ok)
@@ -120,7 +127,7 @@ def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> 
 
 
 def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
-                    results: Sequence[ConfigResult]) -> list[Figure]:
+                    results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
     """Per model and family: speedup and efficiency vs devices against the group's
     1-device run (:mod:`dltop.results.scaling`), the ideal line dashed."""
     srows = [r for r in scaling.scaling_rows(db, ids) if r.speedup is not None]
@@ -138,10 +145,12 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
                     f"no configuration ran on several {axis} counts with its 1-device "
                     "baseline")))
                 continue
-            many_batches = len({r.batch_size for r in mine}) > 1
+            many = len({(r.batch_size, var.group(r.identity)) for r in mine}) > 1
+            hosts = len({r.host for r in mine}) > 1
             rows = tuple({"framework": r.framework,
-                          "series": r.framework + (f" b{r.batch_size}" if many_batches else ""),
-                          "variant": f"b{r.batch_size}" if many_batches else "",
+                          "series": _label(r, var, host=hosts),
+                          "variant": _label(r, var, batch=many, host=hosts).removeprefix(
+                              r.framework).strip(),
                           "devices": r.n_devices, "speedup": r.speedup,
                           "efficiency": r.efficiency, "marks": r.marks} for r in mine)
             ok = [r for r in confs if r.median_s is not None]
@@ -169,7 +178,8 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
         rows: list[dict[str, Any]] = []
         simulated = False
         for r in ok:
-            series = f"{_label(r, var, batch=False)} {r.device}"
+            series = f"{_label(r, var, batch=False, host=len({x.host for x in ok}) > 1)} " \
+                f"{r.device}"
             rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
             variant = series.removeprefix(r.framework).strip()
             rows.append({"panel": "samples/s", "framework": r.framework, "series": series,
@@ -257,16 +267,17 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     var = identity.variation(placed_identities(results))
     table = summary.summary_table(db, camps)
     by_key = failure_reasons(db, ids)
+    status_at = [c.key for c in table.columns].index("status")
     reasons = {i: by_key[k] for i, row in enumerate(table.rows)
                if (k := identity.key(row.extra.get("identity", {}))) in by_key
-               and row.cells[-2] is not None and row.cells[-2].text != "ok"}
+               and (cell := row.cells[status_at]) is not None and cell.text != "ok"}
     env = caption.environment(db, ids)
     title = caption.title(camps, "report")
     figures: list[Figure] = []
     runs: list[Figure] = []
     note = empty = ""
     if any(r.runs for r in results):
-        figures = [*device_figures(results, var), *scaling_figures(db, ids, results),
+        figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
                    *batch_figures(results, var), energy_figure(results, var)]
         runs, note = run_figures(db, ids, max_runs)
     else:

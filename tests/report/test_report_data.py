@@ -127,6 +127,18 @@ def test_a_campaign_without_a_finished_run_says_so(tmp_path: Path) -> None:
     assert "No finished run in campaign" in page and "<svg" not in page
 
 
+def test_a_campaign_whose_runs_all_failed_says_why(tmp_path: Path) -> None:
+    path = tmp_path / "f.db"
+    db = connect(path)
+    add_campaign(db, CPU_PROFILE, "broken", gpu=False)
+    db.execute("update runs set status = 'crashed', error_message = 'segfault'")
+    db.conn.commit()
+    rep = _report(path, "1")
+    assert rep.empty == ("No run of campaign 1 `broken` (finished) ended ok: nothing to plot "
+                         "(the summary says why).")
+    assert set(rep.reasons.values()) == {"segfault"} and len(rep.reasons) == 8
+
+
 def test_specs_are_valid_vega_lite_and_render_offline(report_db: Path) -> None:
     rep = _report(report_db, "2", max_runs=1)
     drawn = figures.drawn(rep)

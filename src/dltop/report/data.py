@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
+from dltop.catalog import JobStatus, RunStatus
 from dltop.report.model import Figure, Report
 from dltop.report.runs import run_figures
 from dltop.results import caption, identity, queries, scaling, summary
@@ -282,7 +283,10 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
         runs, note = run_figures(db, ids, max_runs)
     else:
         what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)
-        empty = f"No finished run in campaign {what}: nothing to plot yet."
+        ended = any(r.status not in (JobStatus.QUEUED, RunStatus.RUNNING) for r in results)
+        empty = (f"No run of campaign {what} ended ok: nothing to plot (the summary says "
+                 "why)." if ended else
+                 f"No finished run in campaign {what}: nothing to plot yet.")
     return Report(title=title, campaigns=tuple(camps), constants=var.caption(),
                   environment=tuple(env.items()), summary=table, reasons=reasons,
                   figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty)

@@ -35,11 +35,14 @@ class Size:
     legend: str = "right"
     title: bool = True
     """Draw the figure's title (the page); a paper's caption carries it instead."""
+    fit: bool = False
+    """``width`` and ``height`` are the whole figure's, axes and legend included
+    (Vega-Lite's ``autosize: fit``; single views only)."""
 
 
 SCREEN = Size(360, 220, 11)
-PAPER_SINGLE = Size(160, 110, 7, "bottom", title=False)
-"""Fits a 3.3 in (238 pt) column with the axis labels."""
+PAPER_SINGLE = Size(237, 175, 7, "bottom", title=False, fit=True)
+"""A 3.3 in (237.6 pt) column, axes and legend included."""
 PAPER_DOUBLE_PANEL = Size(200, 110, 7, "bottom", title=False)
 """Each of two side-by-side panels in a 7 in (504 pt) double column."""
 PAPER_RUN = Size(440, 55, 7, "bottom", title=False)
@@ -77,6 +80,8 @@ def _base(fig: Figure, size: Size) -> dict[str, Any]:
                              "subtitleFontSize": size.font}}}
     if size.title:
         spec["title"] = {"text": fig.title}
+    if size.fit:
+        spec["autosize"] = {"type": "fit", "contains": "padding"}
     return spec
 
 
@@ -103,6 +108,8 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
            "strokeDash": {"field": "variant", "type": "nominal", "title": None,
                           "legend": {"symbolType": "stroke", "symbolStrokeColor": "black",
                                      "symbolStrokeWidth": 1.5}}}
+    if size.legend == "bottom":  # beside the framework legend it would not fit a column
+        enc["strokeDash"]["legend"].update(orient="top", direction="horizontal")
     if len({r.get("variant", "") for r in rows}) < 2:
         del enc["strokeDash"]
     # the points are their own layer: a line with point=True draws its strokeDash legend
@@ -145,6 +152,8 @@ def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
     """Throughput (min–max error bars) and GPU memory vs batch size, side by side."""
     panels = [_lines(fig, _values(fig.rows, panel=p)["values"], _x(fig, "batch", log=True),
                      "value", p, size, bars=p == "samples/s") for p in fig.panels]
+    if len(panels) == 1:  # a single view: it can be fitted to a column
+        return {**_base(fig, size), **panels[0]}
     return {**_base(fig, size), "hconcat": panels}
 
 

@@ -49,6 +49,12 @@ def test_cpu_campaign_figures_and_their_captions(report_db: Path) -> None:
     assert "GPU memory omitted: no GPU run" in batch.caption
     energy = _fig(rep.figures, "power-energy")
     assert energy.omitted.startswith("no GPU run") and energy.rows == ()
+    for fig in rep.figures:  # every drawn figure states n, the spread, the flagged runs
+        if not fig.omitted:
+            assert "n = " in fig.caption and "largest spread" in fig.caption, fig.key
+            assert all(f"{flag}: " in fig.caption for flag in
+                       ("noisy", "packed", "contaminated")), fig.key
+    assert all("flags: " in run.caption and "median " in run.caption for run in rep.runs)
 
 
 def test_failures_carry_their_reason_in_the_summary(report_db: Path) -> None:

@@ -89,6 +89,22 @@ def spread_text(results: Sequence[ConfigResult]) -> str:
             f"({rel:.0%} of the median, {r.framework} b{r.batch_size} {r.device})")
 
 
+def rate_spread_text(results: Sequence[ConfigResult]) -> str:
+    """The largest spread of the runs' samples/s relative to the configuration's."""
+    best: tuple[float, ConfigResult] | None = None
+    for r in results:
+        rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
+        if len(rates) > 1 and r.samples_per_s:
+            rel = (max(rates) - min(rates)) / r.samples_per_s
+            if best is None or rel > best[0]:
+                best = (rel, r)
+    if best is None:
+        return "one run per point: no spread"
+    rel, r = best
+    return (f"largest spread of the runs' samples/s {rel:.0%} of the median "
+            f"({r.framework} b{r.batch_size} {r.device})")
+
+
 def _medians(r: ConfigResult) -> list[float]:
     return [float(run.get("median_s")) for run in r.runs if run.get("median_s") is not None]
 
@@ -160,7 +176,7 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
                 extra={"max_devices": max(r.n_devices for r in mine)},
                 caption=(f"Speedup: samples/s against the same framework and batch on one "
                          f"device; efficiency = speedup / N; dashed: ideal. {n_text(ok)}; "
-                         f"{flagged_text(ok)}.")))
+                         f"{rate_spread_text(ok)}; {flagged_text(ok)}.")))
     return out
 
 
@@ -195,7 +211,8 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
                              "series": series, "variant": variant, "batch": r.batch_size,
                              "value": number})
         panels = tuple(dict.fromkeys(str(row["panel"]) for row in rows))
-        notes = [n_text(ok), "error bars: min–max of the runs' samples/s", flagged_text(ok)]
+        notes = [n_text(ok), "error bars: min–max of the runs' samples/s",
+                 rate_spread_text(ok), flagged_text(ok)]
         if len(panels) == 1:
             gpu = any(r.device_kind == "gpu" for r in ok)
             notes.append("GPU memory omitted: " + (

@@ -96,6 +96,22 @@ def build_parser() -> argparse.ArgumentParser:
                           "time, speedup and efficiency against one device")
     exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
+    rep = sub.add_parser("report", help="an offline HTML report (figures inlined as SVG), "
+                                        "or paper figures with --figures")
+    db_arg(rep)
+    rep.add_argument("--campaign", default="latest", metavar="REF",
+                     help="an id, a name, latest (default), all, or a list (3,5)")
+    rep.add_argument("-o", "--output", metavar="FILE",
+                     help="the HTML file (default: report.html; not written with --figures "
+                          "unless given)")
+    rep.add_argument("--figures", metavar="DIR",
+                     help="write each figure as a file sized for a two-column paper, with "
+                          "their captions in DIR/figures.md")
+    rep.add_argument("--format", default=None, choices=["svg", "png", "pdf"],
+                     help="the --figures files' format (default svg; png at 300 ppi)")
+    rep.add_argument("--max-runs", type=int, default=24, metavar="N",
+                     help="per-run figures drawn at most (24; first repeats first)")
+
     cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
                                          "95%% CI and a verdict")
     db_arg(cmp)

@@ -1,0 +1,48 @@
+"""``dltop report``: one offline HTML file, or paper figures, of stored campaigns."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from dltop.errors import UserError
+
+DEFAULT_OUTPUT = "report.html"
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    """Check the output path, read the campaigns, render everything, then write."""
+    from dltop.cli.common import open_reader
+    from dltop.report import data, figures
+    from dltop.results import queries
+
+    if args.max_runs < 0:
+        raise UserError(f"--max-runs: expected a number >= 0, got {args.max_runs}")
+    if args.format is not None and args.figures is None:
+        raise UserError("--format picks the --figures files' format (give --figures DIR)")
+    output = Path(args.output) if args.output else (
+        None if args.figures else Path(DEFAULT_OUTPUT))
+    figdir = Path(args.figures) if args.figures else None
+    if output is not None:
+        figures.check_file(output)
+    if figdir is not None:
+        figures.check_dir(figdir)
+    db = open_reader(args.db)
+    camps = queries.resolve_campaigns(db, args.campaign)
+    report = data.build(db, camps, max_runs=args.max_runs)
+    files = figures.render_figures(report, args.format or "svg") if figdir else {}
+    page = None
+    if output is not None:
+        from dltop.report.html import page as html_page
+
+        page = html_page(report).encode()
+    if page is not None and output is not None:
+        figures.write_file(output, page)
+        print(f"wrote {output}")
+    if figdir is not None:
+        written = figures.write_figures(figdir, files)
+        print(f"wrote {len(written) - 1} figure(s) and figures.md to {figdir}")
+    if report.empty:
+        print(f"dltop: {report.empty}", file=sys.stderr)
+    return 0

@@ -1,0 +1,312 @@
+"""What each figure of the report plots, read from :mod:`dltop.results`.
+
+A :class:`Figure` is data only: its rows (one dict per mark, as Vega-Lite's inline
+``data.values`` takes them), its title, and the caption that makes it honest: n
+(ok runs per point), the spread the error bars show, and which runs were noisy,
+packed or contaminated. :mod:`dltop.report.specs` turns it into a Vega-Lite
+spec at any size; a figure without data carries :attr:`Figure.omitted` (one line
+saying why) instead of rows, so the report says so rather than drawing it empty.
+
+The figures follow the seed studies: time per mini-batch vs threads or GPUs per
+framework (DLBench), the scaling panel (speedup and efficiency vs devices with
+the ideal line), throughput and GPU memory vs batch (Liu et al.), mean power and
+energy per sample per framework (bars), and each run over time (Liu et al.'s
+per-iteration trace) with its device readings (:mod:`dltop.results.runtrace`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from dltop import catalog
+from dltop.catalog import JobStatus, RunStatus
+from dltop.report.model import Figure, Report
+from dltop.report.runs import run_figures
+from dltop.results import caption, identity, queries, scaling, summary
+from dltop.results.aggregate import ConfigResult, config_results, placed_identities, rank
+from dltop.results.metrics import value_of
+from dltop.results.table import fmt_seconds
+from dltop.textsafe import one_line
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+FAMILY_AXIS = {"cpu": "threads", "cpus": "CPU worker processes", "gpu": "GPUs"}
+"""The x axis of a device family's figures."""
+MAX_RUNS = 24
+"""Per-run figures drawn at most (each is a few panels of SVG)."""
+SPREAD_TIME = "error bars: min–max of the runs' median s/iter"
+
+
+def _label(r: ConfigResult | scaling.ScalingRow, var: identity.Variation, *,
+           batch: bool = True, host: bool = False) -> str:
+    """``torch b32`` (with the varying identity fields, and the host where the set
+    spans several): one line of a figure, so two configurations never share one."""
+    parts = [r.framework] + ([f"b{r.batch_size}"] if batch else [])
+    parts += [f"{identity.header(f)} {t}" for f, t in zip(var.fields, var.texts(r.identity),
+                                                          strict=True)]
+    if host:
+        parts.append(f"@{r.host}")
+    return one_line(" ".join(parts))
+
+
+def n_text(results: Sequence[ConfigResult]) -> str:
+    """``n = 2 runs per point`` (``n = 1–3`` when it differs)."""
+    ns = sorted({r.n_runs for r in results})
+    if not ns:
+        return "n = 0"
+    span = str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
+    return f"n = {span} ok run{'s' if ns[-1] != 1 else ''} per point"
+
+
+def flagged_text(results: Sequence[ConfigResult]) -> str:
+    """Which runs were noisy, packed or contaminated (``none`` for each that none was)."""
+    parts = []
+    for name in ("noisy", "packed", "contaminated"):
+        who = []
+        for r in results:
+            ids = [str(run.run_id) for run in r.runs if getattr(run, name)]
+            if ids:
+                who.append(one_line(f"{r.framework} b{r.batch_size} {r.device} "
+                                    f"(run{'s' if len(ids) > 1 else ''} {', '.join(ids)})"))
+        parts.append(f"{name}: {', '.join(who) if who else 'none'}")
+    return "; ".join(parts)
+
+
+def spread_text(results: Sequence[ConfigResult]) -> str:
+    """The largest spread of the runs' medians, absolute and relative to its median."""
+    best: tuple[float, ConfigResult] | None = None
+    for r in results:
+        if r.spread_s is not None and r.median_s and (best is None or
+                                                      r.spread_s / r.median_s > best[0]):
+            best = (r.spread_s / r.median_s, r)
+    if best is None or best[1].n_runs < 2:
+        return f"{SPREAD_TIME} (one run per point: no spread)"
+    rel, r = best
+    return (f"{SPREAD_TIME}; largest spread {fmt_seconds(r.spread_s or 0.0)} s "
+            f"({rel:.0%} of the median, {r.framework} b{r.batch_size} {r.device})")
+
+
+def rate_spread_text(results: Sequence[ConfigResult]) -> str:
+    """The largest spread of the runs' samples/s relative to the configuration's."""
+    best: tuple[float, ConfigResult] | None = None
+    for r in results:
+        rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
+        if len(rates) > 1 and r.samples_per_s:
+            rel = (max(rates) - min(rates)) / r.samples_per_s
+            if best is None or rel > best[0]:
+                best = (rel, r)
+    if best is None:
+        return "one run per point: no spread"
+    rel, r = best
+    return (f"largest spread of the runs' samples/s {rel:.0%} of the median "
+            f"({r.framework} b{r.batch_size} {r.device})")
+
+
+def _medians(r: ConfigResult) -> list[float]:
+    return [float(run.get("median_s")) for run in r.runs if run.get("median_s") is not None]
+
+
+def _order(r: ConfigResult) -> tuple[Any, ...]:
+    return (rank(r.model, catalog.MODELS), rank(r.framework, catalog.FRAMEWORKS),
+            r.batch_size, r.device_count)
+
+
+def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
+    """Per model and device family: median s/iter vs device count, one line per
+    framework (and batch), with the runs' min–max as error bars."""
+    out = []
+    for model in _models(results):
+        for family in ("cpu", "cpus", "gpu"):
+            mine = [r for r in results if r.model == model and r.device_kind == family]
+            if not mine:
+                continue
+            axis = FAMILY_AXIS[family]
+            key, title = f"time-{model}-{family}", f"{model}: time per mini-batch vs {axis}"
+            ok = sorted((r for r in mine if r.median_s is not None), key=_order)
+            counts = {r.device_count for r in ok}
+            if len(counts) < 2:
+                why = "no ok run" if not ok else f"one {axis} count only ({min(counts)})"
+                out.append(Figure(key, "devices", title, omitted=why))
+                continue
+            hosts = len({r.host for r in ok}) > 1
+            rows = tuple({"framework": r.framework, "series": _label(r, var, host=hosts),
+                          "variant": _label(r, var, host=hosts).removeprefix(
+                              r.framework).strip(),
+                          "devices": r.device_count, "seconds": r.median_s,
+                          "low": min(_medians(r)), "high": max(_medians(r)), "n": r.n_runs}
+                         for r in ok)
+            out.append(Figure(key, "devices", title, rows=rows, x_title=axis,
+                              caption=f"{n_text(ok)}; {spread_text(ok)}; {flagged_text(ok)}."))
+    return out
+
+
+def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
+                    results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
+    """Per model and family: speedup and efficiency vs devices against the group's
+    1-device run (:mod:`dltop.results.scaling`), the ideal line dashed."""
+    srows = [r for r in scaling.scaling_rows(db, ids) if r.speedup is not None]
+    out = []
+    for model in _models(results):
+        for family in ("cpu", "cpus", "gpu"):
+            mine = [r for r in srows if r.model == model and r.device.startswith(family + ":")]
+            confs = [r for r in results if r.model == model and r.device_kind == family]
+            if not confs:
+                continue
+            axis = FAMILY_AXIS[family]
+            key, title = f"scaling-{model}-{family}", f"{model}: scaling with {axis}"
+            if len({r.n_devices for r in mine}) < 2:
+                out.append(Figure(key, "scaling", title, omitted=(
+                    f"no configuration ran on several {axis} counts with its 1-device "
+                    "baseline")))
+                continue
+            many = len({(r.batch_size, var.group(r.identity)) for r in mine}) > 1
+            hosts = len({r.host for r in mine}) > 1
+            rows = tuple({"framework": r.framework,
+                          "series": _label(r, var, host=hosts),
+                          "variant": _label(r, var, batch=many, host=hosts).removeprefix(
+                              r.framework).strip(),
+                          "devices": r.n_devices, "speedup": r.speedup,
+                          "efficiency": r.efficiency, "marks": r.marks} for r in mine)
+            ok = [r for r in confs if r.median_s is not None]
+            out.append(Figure(
+                key, "scaling", title, rows=rows, x_title=axis, panels=("speedup", "efficiency"),
+                extra={"max_devices": max(r.n_devices for r in mine)},
+                caption=(f"Speedup: samples/s against the same framework and batch on one "
+                         f"device; efficiency = speedup / N; dashed: ideal. {n_text(ok)}; "
+                         f"{rate_spread_text(ok)}; {flagged_text(ok)}.")))
+    return out
+
+
+def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
+    """Per model: throughput (and GPU memory, where measured) vs batch size."""
+    out = []
+    for model in _models(results):
+        ok = sorted((r for r in results if r.model == model and r.samples_per_s is not None),
+                    key=_order)
+        key, title = f"batch-{model}", f"{model}: throughput and GPU memory vs batch size"
+        batches = {r.batch_size for r in ok}
+        if len(batches) < 2:
+            why = "no ok run" if not ok else f"one batch size only ({min(batches)})"
+            out.append(Figure(key, "batch", title, omitted=why))
+            continue
+        rows: list[dict[str, Any]] = []
+        simulated = False
+        for r in ok:
+            series = f"{_label(r, var, batch=False, host=len({x.host for x in ok}) > 1)} " \
+                f"{r.device}"
+            rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
+            variant = series.removeprefix(r.framework).strip()
+            rows.append({"panel": "samples/s", "framework": r.framework, "series": series,
+                         "variant": variant,
+                         "batch": r.batch_size, "value": r.samples_per_s,
+                         "low": min(rates, default=None), "high": max(rates, default=None)})
+            mem = value_of(r, "gpu-memory")
+            number = mem.value if mem.value is not None else mem.simulated_value
+            if number is not None:
+                simulated = simulated or mem.simulated_value is not None
+                rows.append({"panel": "GPU memory MiB", "framework": r.framework,
+                             "series": series, "variant": variant, "batch": r.batch_size,
+                             "value": number})
+        panels = tuple(dict.fromkeys(str(row["panel"]) for row in rows))
+        notes = [n_text(ok), "error bars: min–max of the runs' samples/s",
+                 rate_spread_text(ok), flagged_text(ok)]
+        if len(panels) == 1:
+            gpu = any(r.device_kind == "gpu" for r in ok)
+            notes.append("GPU memory omitted: " + (
+                "not sampled" if gpu else "no GPU run (CPU configurations only)"))
+            title = f"{model}: throughput vs batch size"
+        elif simulated:
+            notes.append("GPU memory read from SIMULATED GPUs (--fake-gpus)")
+            title += " (simulated GPU telemetry)"
+        out.append(Figure(key, "batch", title, rows=tuple(rows), x_title="batch size",
+                          panels=panels, caption="; ".join(notes) + "."))
+    return out
+
+
+def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> Figure:
+    """Mean GPU power and energy per sample per framework: bars over the runs' mean,
+    error bars their min–max, per model, batch and device."""
+    key, title = "power-energy", "GPU power and energy per sample per framework"
+    gpu = [r for r in results if r.device_kind == "gpu" and r.runs]
+    if not gpu:
+        return Figure(key, "energy", title, omitted=(
+            "no GPU run: power and energy per sample are GPU telemetry"))
+    rows: list[dict[str, Any]] = []
+    for r in sorted(gpu, key=_order):
+        config = one_line(f"{r.model} b{r.batch_size} {r.device}"
+                          + "".join(f" {t}" for t in var.texts(r.identity)))
+        for panel, column in (("power W", "power_mean_w"), ("J/sample", "joules_per_sample")):
+            values = [float(v) for v in (run.get(column) for run in r.runs) if v is not None]
+            if values:
+                rows.append({"panel": panel, "framework": r.framework, "config": config,
+                             "value": statistics.fmean(values), "low": min(values),
+                             "high": max(values), "n": len(values)})
+    if not rows:
+        return Figure(key, "energy", title, omitted="GPU telemetry was not sampled")
+    simulated = any(run.simulated for r in gpu for run in r.runs)
+    notes = ["bars: mean over the ok runs; error bars: min–max", n_text(gpu),
+             flagged_text(gpu)]
+    if simulated:
+        title += " (SIMULATED GPUs)"
+        notes.append("readings from SIMULATED GPUs (--fake-gpus): not real hardware")
+    return Figure(key, "energy", title, rows=tuple(rows), x_title="framework",
+                  panels=tuple(dict.fromkeys(str(row["panel"]) for row in rows)),
+                  caption="; ".join(notes) + ".")
+
+
+def _models(results: Sequence[ConfigResult]) -> list[str]:
+    return sorted({r.model for r in results}, key=lambda m: (rank(m, catalog.MODELS), m))
+
+
+def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, str]:
+    """Configuration key → the message of its first failed latest run (one line)."""
+    marks = ",".join("?" * len(ids))
+    out: dict[str, str] = {}
+    for cid in ids:
+        idents = identity.campaign_identities(db, cid)
+        for row in db.query(
+                "select j.id as job_id, r.status, r.error_message from jobs j join runs r "
+                "on r.id = (select max(id) from runs where job_id = j.id) "
+                f"where j.campaign_id in ({marks}) and j.campaign_id = ? "
+                "and r.status != 'ok' order by j.position", [*ids, cid]):
+            cause = queries.message_cause(row["error_message"]) or row["status"]
+            out.setdefault(identity.key(idents[row["job_id"]]), one_line(cause)[:300])
+    return out
+
+
+def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
+          max_runs: int = MAX_RUNS) -> Report:
+    """The report of ``camps``: settings, summary table, figures and run traces."""
+    ids = [c.id for c in camps]
+    results = config_results(db, ids)
+    var = identity.variation(placed_identities(results))
+    table = summary.summary_table(db, camps)
+    by_key = failure_reasons(db, ids)
+    status_at = [c.key for c in table.columns].index("status")
+    reasons = {i: by_key[k] for i, row in enumerate(table.rows)
+               if (k := identity.key(row.extra.get("identity", {}))) in by_key
+               and (cell := row.cells[status_at]) is not None and cell.text != "ok"}
+    env = caption.environment(db, ids)
+    title = caption.title(camps, "report")
+    figures: list[Figure] = []
+    runs: list[Figure] = []
+    note = empty = ""
+    if any(r.runs for r in results):
+        figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
+                   *batch_figures(results, var), energy_figure(results, var)]
+        runs, note = run_figures(db, ids, max_runs)
+    else:
+        what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)
+        ended = any(r.status not in (JobStatus.QUEUED, RunStatus.RUNNING) for r in results)
+        empty = (f"No run of campaign {what} ended ok: nothing to plot (the summary says "
+                 "why)." if ended else
+                 f"No finished run in campaign {what}: nothing to plot yet.")
+    return Report(title=title, campaigns=tuple(camps), constants=var.caption(),
+                  environment=tuple(env.items()), summary=table, reasons=reasons,
+                  figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty)
+
+
+__all__ = ["Figure", "Report", "build"]

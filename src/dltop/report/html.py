@@ -1,0 +1,165 @@
+"""The report page: one self-contained HTML file, figures inlined as SVG.
+
+Nothing is loaded from anywhere: the style and the one small script (sorting the
+summary table, choosing a run) are inline, every figure is an ``<svg>`` element
+rendered offline by vl-convert (:mod:`dltop.report.specs`). Every text from the
+database goes through :func:`dltop.textsafe.one_line` and :func:`html.escape`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from html import escape
+from typing import Any
+
+from dltop import __version__
+from dltop.report.model import Figure, Report
+from dltop.report.specs import SCREEN, render, spec
+from dltop.results.table import Cell, Role
+from dltop.textsafe import one_line
+
+STYLE = """
+body{font:14px/1.45 system-ui,sans-serif;margin:1.5em auto;max-width:1200px;color:#222;
+padding:0 1em}
+h1{font-size:1.5em}h2{margin-top:2em;border-bottom:1px solid #ccc}
+dl.env{display:grid;grid-template-columns:max-content 1fr;gap:.1em 1em}dl.env dt{color:#666}
+dl.env dd{margin:0}
+.scroll{overflow-x:auto}table.summary{border-collapse:collapse;font-size:12px}
+.summary th,.summary td{padding:2px 6px;border-bottom:1px solid #eee;white-space:nowrap}
+.summary th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}
+.summary th[aria-sort=ascending]::after{content:" ▲"}
+.summary th[aria-sort=descending]::after{content:" ▼"}
+.summary td.r{text-align:right}.summary tr.fail td{background:#fdecea}
+.summary td.reason{color:#a12;white-space:normal;min-width:16em}
+figure{margin:1.5em 0}figcaption{color:#444;font-size:13px;max-width:60em}
+p.omitted{color:#777;font-style:italic}p.empty{font-size:1.2em;color:#a12}
+.notes{color:#555;font-size:12px}
+"""
+
+SCRIPT = """
+document.querySelectorAll('table.summary').forEach(function(t){
+  var ths=t.tHead.rows[0].cells;
+  Array.prototype.forEach.call(ths,function(th,i){th.addEventListener('click',function(){
+    var asc=th.getAttribute('aria-sort')!=='ascending';
+    Array.prototype.forEach.call(ths,function(h){h.removeAttribute('aria-sort');});
+    th.setAttribute('aria-sort',asc?'ascending':'descending');
+    var body=t.tBodies[0],rows=Array.prototype.slice.call(body.rows);
+    function key(r){var c=r.cells[i],v=c.getAttribute('data-v');
+      return v===null?[1,c.textContent]:[0,parseFloat(v)];}
+    rows.sort(function(a,b){var x=key(a),y=key(b);
+      if(x[0]!==y[0])return x[0]-y[0];
+      var d=x[0]===0?x[1]-y[1]:x[1].localeCompare(y[1],undefined,{numeric:true});
+      return asc?d:-d;});
+    rows.forEach(function(r){body.appendChild(r);});
+  });});
+});
+var sel=document.getElementById('run-select');
+if(sel){sel.addEventListener('change',function(){
+  document.querySelectorAll('figure.run').forEach(function(f){
+    f.hidden=f.getAttribute('data-run')!==sel.value;});});}
+"""
+
+
+def _t(text: object) -> str:
+    return escape(one_line(str(text)))
+
+
+_ID = re.compile(r'(\bid="|url\(#|href="#)([^")]+)')
+
+
+def inline_svg(svg: str, prefix: str) -> str:
+    """An SVG document as an element of the page: its ids prefixed, so the clip paths of
+    one figure never resolve to another's (Vega numbers them from 1 in each)."""
+    body = svg[svg.index("<svg"):]
+    return _ID.sub(lambda m: f"{m.group(1)}{prefix}-{m.group(2)}", body)
+
+
+def figure_html(fig: Figure, draw: Callable[[Mapping[str, Any]], str], *,
+                cls: str = "", hidden: bool = False) -> str:
+    """A drawn figure with its caption, or the line saying why it is omitted."""
+    if fig.omitted:
+        return (f'<p class="omitted" id="{_t(fig.key)}">{_t(fig.title)}: omitted: '
+                f"{_t(fig.omitted)}.</p>")
+    attrs = f' class="{cls}"' if cls else ""
+    if fig.kind == "run":
+        attrs += f' data-run="{_t(fig.extra.get("run_id", ""))}"'
+    attrs += " hidden" if hidden else ""
+    svg = inline_svg(draw(spec(fig, SCREEN)), fig.key)
+    return (f'<figure id="{_t(fig.key)}"{attrs}>{svg}<figcaption><b>{_t(fig.title)}.</b> '
+            f"{_t(fig.caption)}</figcaption></figure>")
+
+
+def _cell(cell: Cell | None, right: bool) -> str:
+    if cell is None:
+        return "<td></td>"
+    value = cell.value
+    data = f' data-v="{value}"' if isinstance(value, int | float) and \
+        not isinstance(value, bool) else ""
+    return f'<td{data}{" class=r" if right else ""}>{_t(cell.text)}</td>'
+
+
+def summary_html(report: Report) -> str:
+    """The summary table, sortable by any header; failed rows coloured, with why."""
+    table = report.summary
+    head = "".join(f'<th title="{_t(c.unit)}">{_t(c.header)}</th>' for c in table.columns)
+    body = []
+    status_at = [c.key for c in table.columns].index("status")
+    for i, row in enumerate(table.rows):
+        status = row.cells[status_at]
+        failed = status is not None and status.text != "ok"
+        cells = "".join(_cell(c, col.role is Role.VALUE)
+                        for c, col in zip(row.cells, table.columns, strict=True))
+        reason = report.reasons.get(i, "")
+        body.append(f'<tr{" class=fail" if failed else ""}>{cells}'
+                    f'<td class="reason">{_t(reason)}</td></tr>')
+    notes = "".join(f"<p>{_t(n)}</p>" for n in table.notes)
+    return (f'<div class="scroll"><table class="summary" id="summary"><thead><tr>{head}'
+            f"<th>reason</th></tr></thead><tbody>{''.join(body)}</tbody></table></div>"
+            f'<div class="notes">{notes}</div>')
+
+
+def _svg(vl: Mapping[str, Any]) -> str:
+    return render(vl, "svg").decode()
+
+
+SECTIONS = (("devices", "Time per mini-batch vs threads / GPUs"),
+            ("scaling", "Scaling: speedup and efficiency"),
+            ("batch", "Throughput and memory vs batch size"),
+            ("energy", "Power and energy per sample"))
+
+
+def page(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg) -> str:
+    """The whole page (``draw`` renders a Vega-Lite spec to SVG text)."""
+    out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+           f"<title>{_t(report.title)}</title><style>{STYLE}</style></head><body>",
+           f"<h1>{_t(report.title)}</h1>", "<h2>Campaigns</h2><ul>"]
+    for c in report.campaigns:
+        ended = f", finished {c.finished_at}" if c.finished_at else ""
+        out.append(f"<li>{c.id} <b>{_t(c.name)}</b>: {_t(c.status)}, created "
+                   f"{_t(c.created_at)}{_t(ended)}, host {_t(c.host or 'n/a')}</li>")
+    out.append("</ul><h2>Settings and environment</h2><dl class=env>")
+    if report.constants:
+        out.append(f"<dt>settings</dt><dd>{_t(report.constants)}</dd>")
+    out += [f"<dt>{_t(k)}</dt><dd>{_t(v)}</dd>" for k, v in report.environment]
+    out.append("</dl><h2>Summary</h2><p class=notes>Click a header to sort.</p>")
+    out.append(summary_html(report))
+    if report.empty:
+        out.append(f'<p class="empty" id="empty">{_t(report.empty)}</p>')
+    for kind, heading in SECTIONS:
+        figs = [f for f in report.figures if f.kind == kind]
+        if figs:
+            out.append(f"<h2>{_t(heading)}</h2>")
+            out += [figure_html(f, draw) for f in figs]
+    if report.runs:
+        out.append(f"<h2>Runs over time</h2><p>{_t(report.runs_note)} Choose a run: "
+                   '<select id="run-select">')
+        drawn = [f for f in report.runs if not f.omitted]
+        out += [f'<option value="{_t(f.extra.get("run_id", ""))}">{_t(f.title)}</option>'
+                for f in drawn]
+        out.append("</select></p>")
+        out += [figure_html(f, draw, cls="run", hidden=i > 0) for i, f in enumerate(drawn)]
+        out += [figure_html(f, draw) for f in report.runs if f.omitted]
+    out.append(f'<p class="notes">dltop {_t(__version__)}; figures: Vega-Lite rendered '
+               f"offline to SVG by vl-convert.</p><script>{SCRIPT}</script></body></html>")
+    return "\n".join(out)

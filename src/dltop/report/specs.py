@@ -1,0 +1,250 @@
+"""Vega-Lite specs of the report's figures, and their rendering by vl-convert.
+
+One spec per :class:`~dltop.report.model.Figure`, at a :class:`Size`: the
+screen size of the HTML page, or a paper size (3.3 in single column, 7 in
+double, fonts at 7 pt) for ``--figures``. The same spec gives the inline SVG
+and the PNG/PDF files, so the page and the paper never disagree.
+:func:`render` imports vl-convert (Vega in an embedded Deno, which starts on
+the first render, 1-2 s) only when a figure is drawn, and lets it fetch
+nothing: every spec carries its data inline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from dltop import catalog
+from dltop.report.model import Figure
+
+SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
+"""The spec's ``$schema`` (an identifier for readers of the JSON; nothing is fetched)."""
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
+"""Framework colours (Vega's tableau10 start), fixed so torch is one colour everywhere."""
+DASH = [4, 3]
+
+
+@dataclass(frozen=True)
+class Size:
+    """Plot area of one panel, font size and legend placement."""
+
+    width: int
+    height: int
+    font: int
+    legend: str = "right"
+    title: bool = True
+    """Draw the figure's title (the page); a paper's caption carries it instead."""
+    fit: bool = False
+    """``width`` and ``height`` are the whole figure's, axes and legend included
+    (Vega-Lite's ``autosize: fit``; single views only)."""
+
+
+SCREEN = Size(360, 220, 11)
+PAPER_SINGLE = Size(237, 175, 7, "bottom", title=False, fit=True)
+"""A 3.3 in (237.6 pt) column, axes and legend included."""
+PAPER_DOUBLE_PANEL = Size(200, 110, 7, "bottom", title=False)
+"""Each of two side-by-side panels in a 7 in (504 pt) double column."""
+PAPER_RUN = Size(440, 55, 7, "bottom", title=False)
+"""A run's stacked panels across a 7 in double column."""
+POINTS_PER_INCH = 72
+"""vl-convert draws 1 px as 1 pt in a PDF: sizes above are points."""
+
+
+def paper_size(fig: Figure) -> tuple[Size, str]:
+    """The paper size of a figure and its width class (``single`` or ``double``)."""
+    if fig.kind == "run":
+        return PAPER_RUN, "double"
+    if len(fig.panels) > 1:
+        return PAPER_DOUBLE_PANEL, "double"
+    return PAPER_SINGLE, "single"
+
+
+def _colors(frameworks: Sequence[str]) -> dict[str, Any]:
+    known = sorted(set(frameworks), key=lambda f: (catalog.FRAMEWORKS.index(f)
+                                                   if f in catalog.FRAMEWORKS else 99, f))
+    return {"domain": known, "range": [PALETTE[i % len(PALETTE)] for i in range(len(known))]}
+
+
+def _base(fig: Figure, size: Size) -> dict[str, Any]:
+    spec: dict[str, Any] = {
+        "$schema": SCHEMA, "background": "white", "padding": 4,
+        "config": {"font": "sans-serif", "view": {"stroke": "#ddd"},
+                   "axis": {"labelFontSize": size.font, "titleFontSize": size.font,
+                            "titleFontWeight": "normal"},
+                   "legend": {"labelFontSize": size.font, "titleFontSize": size.font,
+                              "orient": size.legend, "labelLimit": 260,
+                              "columns": 3 if size.legend == "bottom" else 1},
+                   "header": {"labelFontSize": size.font, "titleFontSize": size.font},
+                   "title": {"fontSize": size.font + 2, "anchor": "start",
+                             "subtitleFontSize": size.font}}}
+    if size.title:
+        spec["title"] = {"text": fig.title}
+    if size.fit:
+        spec["autosize"] = {"type": "fit", "contains": "padding"}
+    return spec
+
+
+def _values(rows: Sequence[Mapping[str, Any]], **match: str) -> dict[str, Any]:
+    return {"values": [dict(r) for r in rows
+                       if all(r.get(k) == v for k, v in match.items())]}
+
+
+def _x(fig: Figure, field: str, *, log: bool = False) -> dict[str, Any]:
+    xs = sorted({r[field] for r in fig.rows if field in r})
+    scale: dict[str, Any] = {"type": "log", "base": 2} if log else {"zero": False}
+    return {"field": field, "type": "quantitative", "title": fig.x_title, "scale": scale,
+            "axis": {"values": xs, "format": "d"}}
+
+
+def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y: str,
+           y_title: str, size: Size, *, bars: bool = False, zero: bool = True
+           ) -> dict[str, Any]:
+    color = {"field": "framework", "type": "nominal", "title": "framework",
+             "scale": _colors([str(r["framework"]) for r in fig.rows])}
+    enc = {"x": x, "y": {"field": y, "type": "quantitative", "title": y_title,
+                         "scale": {"zero": zero}},
+           "color": color, "detail": {"field": "series"},
+           "strokeDash": {"field": "variant", "type": "nominal", "title": None,
+                          "legend": {"symbolType": "stroke", "symbolStrokeColor": "black",
+                                     "symbolStrokeWidth": 1.5}}}
+    if size.legend == "bottom":  # beside the framework legend it would not fit a column
+        enc["strokeDash"]["legend"].update(orient="top", direction="horizontal")
+    if len({r.get("variant", "") for r in rows}) < 2:
+        del enc["strokeDash"]
+    # the points are their own layer: a line with point=True draws its strokeDash legend
+    # with filled circles, hiding the dashes
+    dots = {k: v for k, v in enc.items() if k != "strokeDash"}
+    layers: list[dict[str, Any]] = [{"mark": {"type": "line"}, "encoding": enc},
+                                    {"mark": {"type": "point", "filled": True},
+                                     "encoding": dots}]
+    if bars:
+        layers.append({"mark": {"type": "rule"}, "encoding": {
+            "x": x, "y": {"field": "low", "type": "quantitative"}, "y2": {"field": "high"},
+            "color": color, "detail": {"field": "series"}}})
+    return {"data": {"values": [dict(r) for r in rows]}, "width": size.width,
+            "height": size.height, "layer": layers}
+
+
+def devices_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Median s/iter vs devices per framework (and batch), min–max error bars."""
+    return {**_base(fig, size), **_lines(fig, fig.rows, _x(fig, "devices"), "seconds",
+                                         "median s/iter", size, bars=True)}
+
+
+def scaling_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Speedup and efficiency vs devices side by side, each with its ideal dashed."""
+    top = int(fig.extra.get("max_devices", 2))
+    x = _x(fig, "devices")
+    speed = _lines(fig, fig.rows, x, "speedup", "speedup (×)", size)
+    speed["layer"].insert(0, {
+        "data": {"values": [{"devices": 1, "ideal": 1}, {"devices": top, "ideal": top}]},
+        "mark": {"type": "line", "strokeDash": DASH, "color": "#888"},
+        "encoding": {"x": x, "y": {"field": "ideal", "type": "quantitative"}}})
+    eff = _lines(fig, fig.rows, x, "efficiency", "efficiency", size)
+    eff["layer"][0]["encoding"]["y"]["axis"] = {"format": "%"}
+    eff["layer"].insert(0, {"mark": {"type": "rule", "strokeDash": DASH, "color": "#888"},
+                            "encoding": {"y": {"datum": 1}}})
+    return {**_base(fig, size), "hconcat": [speed, eff], "resolve": {"scale": {"x": "shared"}}}
+
+
+def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Throughput (min–max error bars) and GPU memory vs batch size, side by side."""
+    panels = [_lines(fig, _values(fig.rows, panel=p)["values"], _x(fig, "batch", log=True),
+                     "value", p, size, bars=p == "samples/s") for p in fig.panels]
+    if len(panels) == 1:  # a single view: it can be fitted to a column
+        return {**_base(fig, size), **panels[0]}
+    return {**_base(fig, size), "hconcat": panels}
+
+
+def energy_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Mean GPU power and energy per sample: bars per framework within each
+    configuration, the runs' min–max as error bars."""
+    color = {"field": "framework", "type": "nominal", "title": "framework",
+             "scale": _colors([str(r["framework"]) for r in fig.rows])}
+    panels = []
+    for panel in fig.panels:
+        x = {"field": "config", "type": "nominal", "title": None,
+             "axis": {"labelAngle": 0, "labelLimit": 200}}
+        off = {"field": "framework",
+               "scale": {"domain": _colors([str(r["framework"]) for r in fig.rows])["domain"]}}
+        panels.append({
+            "data": _values(fig.rows, panel=panel), "width": size.width,
+            "height": size.height, "layer": [
+                {"mark": "bar", "encoding": {"x": x, "xOffset": off, "color": color, "y": {
+                    "field": "value", "type": "quantitative", "title": panel}}},
+                {"mark": {"type": "rule", "color": "black"}, "encoding": {
+                    "x": x, "xOffset": off, "y": {"field": "low", "type": "quantitative"},
+                    "y2": {"field": "high"}}}]})
+    return {**_base(fig, size), "hconcat": panels}
+
+
+def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """A run's panels stacked on one time axis, warm-up shaded on each."""
+    xf = str(fig.extra.get("x_field", "t"))
+    warm = fig.extra.get("warmup_end_s")
+    panels = []
+    for i, panel in enumerate(fig.panels):
+        x = {"field": xf, "type": "quantitative", "scale": {"zero": False},
+             "title": fig.x_title if i == len(fig.panels) - 1 else None}
+        color: dict[str, Any] = {"field": "series", "type": "nominal", "title": None}
+        if panel == "s/iter":
+            color["scale"] = {"domain": ["warm-up", "measured"], "range": ["#999", PALETTE[0]]}
+        mark: dict[str, Any] = {"type": "line", "point": {"size": 8}} if panel == "s/iter" \
+            else {"type": "line"}
+        layers: list[dict[str, Any]] = []
+        if warm is not None:
+            start = float(fig.extra.get("warmup_start_s") or 0.0)
+            layers.append({"data": {"values": [{"a": start, "b": float(warm)}]},
+                           "mark": {"type": "rect", "color": "#eee"},
+                           "encoding": {"x": {"field": "a", "type": "quantitative"},
+                                        "x2": {"field": "b"}}})
+        layers.append({"data": _values(fig.rows, panel=panel), "mark": mark, "encoding": {
+            "x": x, "y": {"field": "value", "type": "quantitative", "title": panel,
+                          "scale": {"zero": panel != "s/iter" and panel != "loss"}},
+            "color": color}})
+        panels.append({"width": size.width, "height": size.height, "layer": layers})
+    return {**_base(fig, size), "vconcat": panels,
+            "resolve": {"scale": {"x": "shared", "color": "independent"},
+                        "legend": {"color": "independent"}}}
+
+
+BUILDERS = {"devices": devices_spec, "scaling": scaling_spec, "batch": batch_spec,
+            "energy": energy_spec, "run": run_spec}
+
+
+def spec(fig: Figure, size: Size = SCREEN) -> dict[str, Any]:
+    """The Vega-Lite spec of a drawn figure at ``size``.
+
+    Raises:
+        ValueError: the figure is omitted (nothing to draw) or of an unknown kind.
+    """
+    if fig.omitted:
+        raise ValueError(f"{fig.key} is omitted: {fig.omitted}")
+    builder = BUILDERS.get(fig.kind)
+    if builder is None:
+        raise ValueError(f"unknown figure kind {fig.kind!r}")
+    return builder(fig, size)
+
+
+FORMATS = ("svg", "png", "pdf")
+PNG_PPI = 300
+
+
+def render(vl_spec: Mapping[str, Any], fmt: str) -> bytes:
+    """``vl_spec`` drawn as ``svg`` (UTF-8), ``png`` (300 ppi) or ``pdf``; offline.
+
+    Raises:
+        ValueError: an unknown format.
+    """
+    import vl_convert as vlc  # Deno and Vega: only when a figure is drawn
+
+    offline: dict[str, Any] = {"allowed_base_urls": []}
+    if fmt == "svg":
+        return str(vlc.vegalite_to_svg(dict(vl_spec), **offline)).encode()
+    if fmt == "png":
+        # ppi alone scales the image (1 pt = ppi/72 px) and records the resolution
+        return bytes(vlc.vegalite_to_png(dict(vl_spec), ppi=PNG_PPI, **offline))
+    if fmt == "pdf":
+        return bytes(vlc.vegalite_to_pdf(dict(vl_spec), **offline))
+    raise ValueError(f"unknown figure format {fmt!r}: use one of {', '.join(FORMATS)}")

@@ -199,7 +199,7 @@ async def test_f1_opens_help_and_f10_quits(engine_seeded: Seeded) -> None:
 # the command palette -------------------------------------------------------------------------
 async def test_the_palette_offers_dltops_commands(engine_seeded: Seeded) -> None:
     async with started(engine_seeded) as (app, pilot):
-        assert app.COMMANDS == {DltopCommands}  # not Textual's theme/screenshot commands
+        assert {DltopCommands} == app.COMMANDS  # not Textual's theme/screenshot commands
         names = [name for name, _, _ in commands(app)]
         for expected in ("Add a profile", "Pause the queue", "Cancel the current run",
                          "Retry failed jobs", "Export results", "Results screen",

@@ -13,7 +13,7 @@ from textual.command import CommandPalette
 from dltop.jobs import campaign
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
-from dltop.tui.modals import ConfirmDialog, HelpScreen
+from dltop.tui.modals import ConfirmDialog, HelpScreen, QuitDialog
 from dltop.tui.palette import DltopCommands, commands
 from dltop.tui.queue import QueueTable
 from dltop.tui.screens import HistoryScreen, MainScreen, ResultsScreen, TitleBar
@@ -189,8 +189,11 @@ async def test_f1_opens_help_and_f10_quits(engine_seeded: Seeded) -> None:
         await pilot.press("f1")
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
-        await pilot.press("f10")  # an active campaign: it asks, as q does
+        await pilot.press("f1")
         await pilot.pause()
+        await pilot.press("f10")  # from the help too; an active campaign: it asks, as q does
+        await pilot.pause()
+        assert isinstance(app.screen, QuitDialog)
         await pilot.press("l")
         await pilot.pause()
     assert app.return_value == "leave"

@@ -162,7 +162,8 @@ killed viewer never stops a run.
 class HelpScreen(ModalScreen[None]):
     """The key list."""
 
-    BINDINGS = [Binding("escape,q,question_mark,f1,f10", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close"),
+                Binding("f10", "app.quit_viewer", "Quit")]
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):

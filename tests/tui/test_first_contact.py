@@ -121,6 +121,21 @@ async def test_adding_where_no_database_can_be_created_says_why_in_the_dialog(
     assert not (tmp_path / "a-file" / "sub").exists()
 
 
+def test_first_contact_snapshot_80x24(snap_compare: Any) -> None:
+    # A relative path that is not there: the same text on every machine.
+    app = DltopApp(Path("no-such-dir/dltop.db"), Path("no-such-dir/dltop-runs"),
+                   FakeGpuBackend(8, clock_ns=SteppingClock()), host=fixed_host, live=False,
+                   resume_orphans=False)
+
+    async def ticks(pilot: Any) -> None:
+        for _ in range(12):
+            await app.refresh_now()
+            await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(80, 24), run_before=ticks)
+    assert not Path("no-such-dir").exists()
+
+
 # the real terminal --------------------------------------------------------------------
 @pytest.fixture
 def tmux() -> Iterator[list[str]]:

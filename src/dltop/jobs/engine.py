@@ -236,6 +236,8 @@ class Engine:
             if not await lease.wait_for(held, self._stop, self._devices_busy):
                 return
             await self._write(self._store.queue.set_waiting, self._campaign_id, None)
+            if not self._running.is_set():
+                return  # paused while it waited for its devices: still queued, for the resume
             if held.unavailable is not None and not self._warned_lease:
                 self._warned_lease = True
                 self._emit(NoDeviceLease(self._campaign_id, held.unavailable))

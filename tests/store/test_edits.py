@@ -92,6 +92,18 @@ def test_cancel_run_leaves_a_request_for_the_engine(store: Store) -> None:
     assert store.edits.cancel_run(999, run).changed == 0
 
 
+def test_cancel_run_of_a_run_that_ended_asks_nothing(store: Store) -> None:
+    # The engine cancels by run id: a request for an ended run must not stay behind
+    # (nor, in the viewer, read as if it had stopped the run that started next).
+    cid, (job, nxt) = campaign(store, 2)
+    run = store.start_run(job, cid, 1, "", 8)
+    store.finish_run(run, job, "ok", {})
+    store.start_run(nxt, cid, 1, "", 8)
+    assert store.edits.cancel_run(cid, run).changed == 0
+    assert store.db.table("campaigns").get(cid)["cancel_run_id"] is None
+    assert store.edits.cancel_run(cid, 12345).changed == 0  # no such run
+
+
 def test_finish_if_drained_waits_for_an_append_in_progress(
         file_stores: Callable[[], Store]) -> None:
     # Engine and viewer are two connections. The viewer's append holds the write lock;

@@ -100,9 +100,10 @@ def test_cancel_queued_and_finish_if_drained(store: Store) -> None:
 
 
 def test_take_cancel_run_reads_the_request_once(store: Store) -> None:
-    cid, _ = campaign(store, 1)
+    cid, (job,) = campaign(store, 1)
+    run = store.start_run(job, cid, 1, "", 8)
     assert store.queue.take_cancel_run(cid) is None
-    assert store.edits.cancel_run(cid, 7).changed == 1
-    assert store.queue.take_cancel_run(cid) == 7
+    assert store.edits.cancel_run(cid, run).changed == 1
+    assert store.queue.take_cancel_run(cid) == run
     assert store.queue.take_cancel_run(cid) is None
     assert store.queue.take_cancel_run(999) is None

@@ -170,4 +170,5 @@ def test_tui_queue_marks_a_contaminated_run() -> None:
     store, cid = two_configs_first_contaminated()
     view = read_campaign(store.db, cid)
     assert view is not None
-    assert [_cells(j, "")[-1] for j in view.jobs] == ["500.0 ms/it§", "500.0 ms/it"]
+    assert [_cells(j, "", k)[-1] for k, j in enumerate(view.jobs)] == \
+        ["500.0 ms/it§", "500.0 ms/it"]

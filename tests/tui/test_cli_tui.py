@@ -13,13 +13,6 @@ def tui(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 
-def test_missing_database(tmp_path: Path) -> None:
-    r = tui("--db", str(tmp_path / "nope.db"))
-    assert r.returncode == 2
-    assert "nope.db: no such database" in r.stderr and "Traceback" not in r.stderr
-    assert not (tmp_path / "nope.db").exists()
-
-
 def test_foreign_sqlite_database_is_left_untouched(tmp_path: Path, foreign_sqlite: Any) -> None:
     path = foreign_sqlite(tmp_path / "other.db", "create table notes (x text)")
     before = path.read_bytes()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from pathlib import Path
 
 from dltop import __version__
@@ -16,11 +17,54 @@ EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-mem
 the parser imports no results code)."""
 
 
+VIEWER_OPTIONS = ("db", "campaign", "fake_gpus", "refresh_hz", "no_telemetry", "no_resume")
+"""The viewer's options, also taken before any command (``dltop --fake-gpus 8``)."""
+SHARED_OPTIONS = frozenset({"db", "fake_gpus"})
+"""Viewer options that, before another command, go to that command when it takes them."""
+_GLOBAL = "global_"  # dest prefix of the options given before the command
+
+
+class _Parser(argparse.ArgumentParser):
+    """The top-level parser: options before the command reach the viewer, or the command.
+
+    argparse lets a subcommand's defaults overwrite what the top level parsed under the
+    same name, so the top level keeps its values under other names (``global_db``) and
+    hands them over here, once the command is known.
+    """
+
+    def parse_known_args(self, args: Sequence[str] | None = None,  # type: ignore[override]
+                         namespace: argparse.Namespace | None = None,
+                         ) -> tuple[argparse.Namespace, list[str]]:
+        ns, rest = super().parse_known_args(args, namespace)
+        command = getattr(ns, "command", None)
+        for name in VIEWER_OPTIONS:
+            if not hasattr(ns, _GLOBAL + name):
+                continue  # not given (SUPPRESS): the command's own default stands
+            value = getattr(ns, _GLOBAL + name)
+            delattr(ns, _GLOBAL + name)
+            option = "--" + name.replace("_", "-")
+            if command in (None, "tui"):
+                if command is None or getattr(ns, name) in (None, False):
+                    setattr(ns, name, value)  # after 'tui', its own option wins
+            elif name in SHARED_OPTIONS and hasattr(ns, name):
+                if getattr(ns, name) is None:
+                    setattr(ns, name, value)
+            else:
+                self.error(f"{option} before '{command}': it is an option of the viewer "
+                           f"('dltop [tui] {option} ...'); put the command's own options "
+                           "after the command")
+        return ns, rest
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dltop`` argument parser, every subcommand included."""
-    p = argparse.ArgumentParser(prog="dltop", description=DESCRIPTION)
+    p = _Parser(prog="dltop", description=DESCRIPTION,
+                usage="dltop [--db PATH] [--campaign ID] [--fake-gpus N] [--refresh-hz HZ] "
+                      "[--no-telemetry] [--no-resume] [COMMAND ...]")
     p.add_argument("--version", action="version", version=f"dltop {__version__}")
-    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    viewer_args(p, dest_prefix=_GLOBAL, default=argparse.SUPPRESS)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND",
+                           parser_class=argparse.ArgumentParser)
 
     def db_arg(sp: argparse.ArgumentParser) -> None:
         sp.add_argument("--db", metavar="PATH",
@@ -54,16 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--host-hz", type=float, default=2.0, help="host sampling rate (2)")
     run.add_argument("--no-telemetry", action="store_true", help="do not sample devices")
 
-    tui = sub.add_parser("tui", help="the live viewer (also: dltop with no command)")
-    db_arg(tui)
-    fake_arg(tui)
-    tui.add_argument("--campaign", type=int, default=None, metavar="ID",
-                     help="show this campaign (default: follow the newest)")
-    tui.add_argument("--refresh-hz", type=float, default=4.0,
-                     help="device refresh rate (4)")
-    tui.add_argument("--no-telemetry", action="store_true", help="do not read devices")
-    tui.add_argument("--no-resume", action="store_true",
-                     help="only watch: do not start engines for campaigns whose engine died")
+    tui = sub.add_parser("tui", help="the live viewer (also: dltop with no command, its "
+                                     "options before any command)")
+    viewer_args(tui)
 
     envp = sub.add_parser("env", help="build a framework's own environment (CNTK)")
     env_sub = envp.add_subparsers(dest="env_command", metavar="ACTION", required=True)
@@ -173,6 +210,30 @@ def build_parser() -> argparse.ArgumentParser:
     show = prof_sub.add_parser("show", help="print the jobs a profile expands to")
     show.add_argument("profile", metavar="NAME_OR_FILE")
     return p
+
+
+def viewer_args(sp: argparse.ArgumentParser, dest_prefix: str = "",
+                default: object = None) -> None:
+    """The viewer's options: on ``dltop tui``, and on ``dltop`` itself (given before any
+    command, kept under ``dest_prefix`` names with ``SUPPRESS`` defaults)."""
+
+    def arg(name: str, dflt: object, **kw: object) -> None:
+        dest = dest_prefix + name.lstrip("-").replace("-", "_")
+        sp.add_argument(name, dest=dest, default=dflt if default is None else default,
+                        **kw)  # type: ignore[arg-type]
+
+    arg("--db", None, metavar="PATH",
+        help="database file (default: $DLTOP_DB or ~/.local/share/dltop/dltop.db); "
+             "the viewer creates it only when a campaign is added")
+    arg("--fake-gpus", None, type=_count, metavar="N",
+        help="simulate N GPUs (at most 64) for telemetry (demo/tests; marked simulated "
+             "everywhere; also $DLTOP_FAKE_GPUS)")
+    arg("--campaign", None, type=int, metavar="ID",
+        help="show this campaign (default: follow the newest)")
+    arg("--refresh-hz", None, type=float, help="device refresh rate (4)")
+    arg("--no-telemetry", False, action="store_true", help="do not read devices")
+    arg("--no-resume", False, action="store_true",
+        help="only watch: do not start engines for campaigns whose engine died")
 
 
 def flags(sp: argparse.ArgumentParser, *names_and_help: tuple[str, str]) -> None:

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import sys
 from typing import Any
+
+DEFAULT_REFRESH_HZ = 4.0
 
 
 def cmd_tui(args: argparse.Namespace) -> int:
     from dltop.jobs.engine import default_logs_dir
     from dltop.store import connect, resolve_db_path
-    from dltop.store.db import DB_ENV
     from dltop.telemetry import open_gpu_backend
     from dltop.telemetry.sampler import check_rate
     from dltop.tui.app import DltopApp
 
-    db_arg = getattr(args, "db", None)
-    hz = check_rate("--refresh-hz", getattr(args, "refresh_hz", 4.0))
-    db_path = resolve_db_path(db_arg)
-    # A database named by the user must exist; the default one is created on first use.
-    connect(db_path, create=not (db_arg or os.environ.get(DB_ENV)))
+    hz = getattr(args, "refresh_hz", None)
+    hz = check_rate("--refresh-hz", DEFAULT_REFRESH_HZ if hz is None else hz)
+    db_path = resolve_db_path(getattr(args, "db", None))
+    # Looking creates nothing: a missing database is created when a campaign is added
+    # (the viewer shows the devices meanwhile). One that exists must be dltop's.
+    if db_path.exists():
+        connect(db_path, create=False).close()
     backend = None if getattr(args, "no_telemetry", False) else \
         open_gpu_backend(getattr(args, "fake_gpus", None))
     app = DltopApp(db_path, default_logs_dir(db_path), backend,

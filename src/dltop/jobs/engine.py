@@ -145,7 +145,7 @@ class Engine:
         tasks: set[asyncio.Task[None]] = set()
         try:
             while True:
-                await self._wait_while_paused()
+                await self._wait_while_paused(tasks)
                 if self._stop.is_set():
                     await self._settle(tasks)
                     if self._failure is not None:
@@ -236,6 +236,8 @@ class Engine:
             if not await lease.wait_for(held, self._stop, self._devices_busy):
                 return
             await self._write(self._store.queue.set_waiting, self._campaign_id, None)
+            if not self._running.is_set():
+                return  # paused while it waited for its devices: still queued, for the resume
             if held.unavailable is not None and not self._warned_lease:
                 self._warned_lease = True
                 self._emit(NoDeviceLease(self._campaign_id, held.unavailable))
@@ -286,7 +288,14 @@ class Engine:
                 self._running.set()
             await asyncio.sleep(CONTROL_POLL_S)
 
-    async def _wait_while_paused(self) -> None:
+    async def _wait_while_paused(self, tasks: set[asyncio.Task[None]]) -> None:
+        # The runs going on finish first, and only then is the campaign `paused`: a viewer
+        # shows "pausing after run N" until then, not `paused` over a run still going.
+        while tasks and not (self._running.is_set() or self._stop.is_set()):
+            await self._wait_for_change()
+            finished = [t for t in tasks if t.done()]
+            tasks.difference_update(finished)
+            await self._settle(finished)
         if self._running.is_set() or self._stop.is_set():
             return
         await self._write(self._store.set_campaign_status, self._campaign_id,

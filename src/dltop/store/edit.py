@@ -16,7 +16,13 @@ from dataclasses import dataclass
 
 import sqlite_utils
 
-from dltop.catalog import ENDED_CAMPAIGN_STATUSES, RETRYABLE_STATUSES, CampaignStatus, JobStatus
+from dltop.catalog import (
+    ENDED_CAMPAIGN_STATUSES,
+    RETRYABLE_STATUSES,
+    CampaignStatus,
+    JobStatus,
+    RunStatus,
+)
 from dltop.profiles.model import JobSpec
 from dltop.store.rows import insert_jobs, marks
 from dltop.store.tx import transaction
@@ -112,8 +118,15 @@ class Edits:
         return EditResult(len(jobs), needs)
 
     def cancel_run(self, campaign_id: int, run_id: int) -> EditResult:
-        """Ask the campaign's engine to cancel one run (the queue goes on)."""
+        """Ask the campaign's engine to cancel one run (the queue goes on).
+
+        Only while that run is still running (``changed`` is 0 otherwise): the engine
+        cancels by run id, so a request for a run that ended is never applied to the
+        run that started after it.
+        """
         with transaction(self._db):
-            cur = self._db.execute("update campaigns set cancel_run_id = ? where id = ?",
-                                   [run_id, campaign_id])
+            cur = self._db.execute(
+                "update campaigns set cancel_run_id = ? where id = ? and exists (select 1 "
+                "from runs where id = ? and campaign_id = ? and status = ?)",
+                [run_id, campaign_id, run_id, campaign_id, RunStatus.RUNNING])
         return EditResult(int(cur.rowcount), False)

@@ -18,29 +18,27 @@ from pathlib import Path
 
 import sqlite_utils
 from textual import work
-from textual.app import App
 from textual.binding import Binding
 from textual.events import Resize
 from textual.widget import AwaitMount
 from textual.worker import Worker, WorkerState
 
-from dltop.catalog import CampaignStatus, Control, control_of
-from dltop.errors import DltopError
+from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES
 from dltop.live.campaign import (
     QUEUE_WINDOW,
     CampaignView,
-    latest_campaign_id,
     read_campaign,
     read_window,
 )
 from dltop.live.devices import DeviceFrame, DevicePoller
-from dltop.results.queries import campaigns
+from dltop.results.queries import CampaignRow, campaigns
 from dltop.store import connect
 from dltop.telemetry.model import GpuBackend, HostSample
 from dltop.textsafe import multiline
 from dltop.tui import ops
+from dltop.tui.actions import Actions
 from dltop.tui.messages import ActionDone, CampaignUpdated, DevicesUpdated
-from dltop.tui.modals import ExportDialog, HelpScreen, ProfilePicker, QuitDialog
+from dltop.tui.palette import DltopCommands
 from dltop.tui.results_screen import ResultsScreen
 from dltop.tui.screens import DltopScreen, HistoryScreen, MainScreen
 
@@ -53,8 +51,8 @@ _WHAT = {"db-poll": "reading the database", "device-poll": "reading the devices"
          "open": "opening the campaign", "rows": "reading the queue"}
 
 
-class DltopApp(App[str | None]):
-    """Main, results and history screens over one database."""
+class DltopApp(Actions):
+    """Main, results and history screens over one database (the actions: actions.py)."""
 
     CSS_PATH = Path(__file__).with_name("dltop.tcss")
     TITLE = "dltop"
@@ -65,9 +63,12 @@ class DltopApp(App[str | None]):
         Binding("2", "switch_mode('results')", "Results"),
         Binding("3", "switch_mode('history')", "History"),
         Binding("e", "export", "Export", show=False),
-        Binding("question_mark", "help", "Help", key_display="?"),
-        Binding("q", "quit_viewer", "Quit"),
+        Binding("f", "follow_newest", "Follow newest", show=False),
+        Binding("question_mark,f1", "help", "Help", key_display="?"),
+        Binding("q,f10", "quit_viewer", "Quit"),
     ]
+    COMMANDS = {DltopCommands}
+    """Ctrl+P offers dltop's own commands (not Textual's theme and screenshot ones)."""
 
     def __init__(self, db_path: Path, logs_dir: Path, backend: GpuBackend | None, *,
                  campaign_id: int | None = None, device_hz: float = 4.0, db_hz: float = 2.0,
@@ -80,6 +81,8 @@ class DltopApp(App[str | None]):
         self.backend = backend
         self.followed = campaign_id
         """Campaign shown; None follows the newest."""
+        self.newer_campaign: CampaignRow | None = None
+        """While another campaign than the newest is shown: the newest, if it is active."""
         self.device_hz, self.db_hz = device_hz, db_hz
         self.live = live
         self.resume_orphans = resume_orphans
@@ -132,10 +135,14 @@ class DltopApp(App[str | None]):
             super().delay_update(delay)
 
     # reading -------------------------------------------------------------------
-    def _read_campaign(self, force: bool = True) -> tuple[bool, CampaignView | None]:
-        """(changed, view). Unless forced, an unchanged database is not read again."""
+    def _read_campaign(self, force: bool = True
+                       ) -> tuple[bool, CampaignView | None, CampaignRow | None]:
+        """(changed, view, newer active campaign). Unless forced, an unchanged database is
+        not read again."""
         with self._db_lock:  # the reader connection is shared by the worker threads
             db = self._reader()
+            if db is None:  # no database yet: nothing to show but the devices
+                return force, None, None
             # data_version moves only when another connection commits: idle costs one pragma.
             version = db.execute("pragma data_version").fetchone()[0]
             key = (version, self.followed, self.queue_window)
@@ -144,16 +151,35 @@ class DltopApp(App[str | None]):
                      (last is None or last.current is None))  # a run's log grows outside it
             self._db_key = key
             if quiet:
-                return False, last
-            cid = self.followed if self.followed is not None else latest_campaign_id(db)
+                return False, last, self.newer_campaign
+            newest = campaigns(db, limit=1)
+            cid = self.followed if self.followed is not None else \
+                (newest[0].id if newest else None)
+            newer = newest[0] if newest and newest[0].id != cid and \
+                newest[0].status in ACTIVE_CAMPAIGN_STATUSES else None
             offset, limit = self.queue_window
-            return True, None if cid is None else read_campaign(db, cid, offset, limit)
+            return True, None if cid is None else read_campaign(db, cid, offset, limit), newer
 
-    def _reader(self) -> sqlite_utils.Database:
-        """The viewer's one read connection (call with ``_db_lock`` held)."""
+    def _reader(self) -> sqlite_utils.Database | None:
+        """The viewer's one read connection (call with ``_db_lock`` held); None while
+        there is no database (looking creates none: adding a campaign does)."""
         if self._db is None:
+            if not self.db_path.is_file() or self.db_path.stat().st_size == 0:
+                return None  # not there, or just created by an engine and not yet written
             self._db = connect(self.db_path, create=False)
         return self._db
+
+    def ensure_database(self) -> None:
+        """Create the database if there is none (before a campaign is added; any thread).
+
+        Raises:
+            UserError: its directory cannot be created or written (shown in the Add dialog).
+        """
+        with self._db_lock:
+            if self._db is None and not (self.db_path.is_file()
+                                         and self.db_path.stat().st_size):
+                self._db = connect(self.db_path, create=True)
+                self._db_key = None  # the next read reads
 
     def on_unmount(self) -> None:
         # A viewer that quits leaves no connection behind (nor a read snapshot that
@@ -179,10 +205,10 @@ class DltopApp(App[str | None]):
         ticks = 0
         while not worker.is_cancelled:
             # Every 10th tick reads anyway: the engine's liveness is not in the database.
-            changed, view = self._read_campaign(force=ticks % 10 == 0)
+            changed, view, newer = self._read_campaign(force=ticks % 10 == 0)
             self._poll_failures.pop("db-poll", None)
             if changed:
-                self.post_message(CampaignUpdated(view))
+                self.post_message(CampaignUpdated(view, newer))
             ticks += 1
             time.sleep(1.0 / self.db_hz)
 
@@ -195,13 +221,15 @@ class DltopApp(App[str | None]):
     def _read_rows(self) -> None:
         view = self.campaign_view
         if view is None:
-            _, view = self._read_campaign()
-            self.post_message(CampaignUpdated(view))
+            _, view, newer = self._read_campaign()
+            self.post_message(CampaignUpdated(view, newer))
             return
         # Only the rows (the counts and the run panel come with the next tick), and only
         # the queue redrawn: updating the title bar and run panel re-lays out the screen.
         with self._db_lock:
-            view = read_window(self._reader(), view, *self.queue_window)
+            db = self._reader()
+            assert db is not None  # a campaign was read from it
+            view = read_window(db, view, *self.queue_window)
         self.call_from_thread(self._show_rows, view)
 
     def _show_rows(self, view: CampaignView) -> None:
@@ -246,13 +274,14 @@ class DltopApp(App[str | None]):
         """Read the database and the devices once and show them (tests; after an edit)."""
         import asyncio
 
-        _, view = await asyncio.to_thread(self._read_campaign)
-        self.post_message(CampaignUpdated(view))
+        _, view, newer = await asyncio.to_thread(self._read_campaign)
+        self.post_message(CampaignUpdated(view, newer))
         if self._poller is not None:
             self.post_message(DevicesUpdated(await asyncio.to_thread(self._poller.poll)))
 
     def on_campaign_updated(self, msg: CampaignUpdated) -> None:
         self.campaign_view = msg.view
+        self.newer_campaign = msg.newer
         if self.is_running and isinstance(self.screen, DltopScreen):  # not while closing
             self.screen.show_campaign(msg.view)
 
@@ -278,7 +307,8 @@ class DltopApp(App[str | None]):
     @work(thread=True, group="history", exclusive=True, exit_on_error=False)
     def refresh_history(self) -> None:
         with self._db_lock:
-            rows = campaigns(self._reader(), limit=200)
+            db = self._reader()
+            rows = [] if db is None else campaigns(db, limit=200)
         self.call_from_thread(self._show_history, rows)
 
     def _show_history(self, rows: list) -> None:  # type: ignore[type-arg]
@@ -292,93 +322,9 @@ class DltopApp(App[str | None]):
         self.run_worker(self.refresh_now(), exclusive=True, group="open", exit_on_error=False)
         self.switch_mode("results")
 
-    # actions -------------------------------------------------------------------
-    @work(thread=True, group="edit", exit_on_error=False)
-    def _do(self, action: str, fn: Callable[[], str]) -> None:
-        """Run a blocking action off the loop, report it, refresh."""
-        try:
-            text, ok = fn(), True
-        except DltopError as exc:
-            text, ok = str(exc), False
-        except Exception as exc:  # e.g. "database is locked": shown, never silent
-            self.log.error(f"{action} failed", exc)
-            text, ok = f"{action} failed: {type(exc).__name__}: {exc}", False
-        self.post_message(ActionDone(action, text, ok))
-
     def on_action_done(self, msg: ActionDone) -> None:
         if msg.text:
             # names, paths and errors from data: literal text, control characters escaped
             self.notify(multiline(msg.text), severity="information" if msg.ok else "error",
                         timeout=4 if msg.ok else 10, markup=False)
         self.run_worker(self.refresh_now(), group="refresh", exit_on_error=False)
-
-    def _need_view(self) -> CampaignView | None:
-        if self.campaign_view is None:
-            self.notify("no campaign yet: press a to add a profile", severity="warning")
-        return self.campaign_view
-
-    def action_add_profile(self) -> None:
-        from dltop.profiles.loader import builtin_names
-
-        def queued(ref: str | None) -> None:
-            if ref:
-                self.followed = None  # a new campaign becomes the newest: follow it
-                view = self.campaign_view
-                self._do("add", lambda: ops.add_profile(self.db_path, self.logs_dir, ref,
-                                                        view))
-
-        self.push_screen(ProfilePicker(builtin_names()), queued)
-
-    def action_cancel_run(self) -> None:
-        if (view := self._need_view()) is not None:
-            self._do("cancel-run", lambda: ops.cancel_run(self.db_path, view))
-
-    def action_toggle_pause(self) -> None:
-        if (view := self._need_view()) is not None:
-            paused = (view.campaign.status == CampaignStatus.PAUSED
-                      or control_of(view.control) is Control.PAUSE)
-            control = Control.RESUME if paused else Control.PAUSE
-            self._do(control, lambda: ops.set_control(self.db_path, view, control))
-
-    def action_retry_failed(self) -> None:
-        if (view := self._need_view()) is not None:
-            self._do("retry", lambda: ops.retry_failed(self.db_path, self.logs_dir, view))
-
-    def action_move_job(self, job_id: int, delta: int) -> None:
-        self._do("move", lambda: ops.move(self.db_path, job_id, delta))
-
-    def action_remove_job(self, job_id: int) -> None:
-        self._do("remove", lambda: ops.remove(self.db_path, job_id))
-
-    def action_export(self, campaign_id: int | None = None) -> None:
-        view = self.campaign_view
-        cid = campaign_id if campaign_id is not None else (view.campaign.id if view else None)
-        if cid is None:
-            self.notify("nothing to export yet", severity="warning")
-            return
-
-        def chosen(path: str | None) -> None:
-            if path:
-                self._do("export", lambda: ops.export(self.db_path, cid, path, self.metric))
-
-        self.push_screen(ExportDialog(f"dltop-campaign-{cid}.md"), chosen)
-
-    def action_help(self) -> None:
-        self.push_screen(HelpScreen())
-
-    def action_quit_viewer(self) -> None:
-        view = self.campaign_view
-        if view is None or not view.active:
-            self.exit("quit")
-            return
-
-        async def chosen(choice: str | None) -> None:
-            if choice == "leave":
-                self.exit("leave")
-            elif choice == "stop":
-                import asyncio
-
-                await asyncio.to_thread(ops.set_control, self.db_path, view, Control.CANCEL)
-                self.exit("stop")
-
-        self.push_screen(QuitDialog(), chosen)

@@ -6,6 +6,7 @@ from textual.message import Message
 
 from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
+from dltop.results.queries import CampaignRow
 
 
 class DevicesUpdated(Message):
@@ -19,9 +20,11 @@ class DevicesUpdated(Message):
 class CampaignUpdated(Message):
     """A new campaign view was read from the database (None: no campaign yet)."""
 
-    def __init__(self, view: CampaignView | None) -> None:
+    def __init__(self, view: CampaignView | None, newer: CampaignRow | None = None) -> None:
         super().__init__()
         self.view = view
+        self.newer = newer
+        """The newest campaign, when it is active and not the one shown."""
 
 
 class ActionDone(Message):

@@ -1,6 +1,8 @@
-"""Modal screens: profile picker, export path, quit confirmation, help."""
+"""Modal screens: profile picker, export path, confirmations, help."""
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from rich.text import Text
 from textual import on, work
@@ -19,9 +21,13 @@ class ProfilePicker(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
-    def __init__(self, builtins: list[str]) -> None:
+    def __init__(self, builtins: list[str],
+                 before_add: Callable[[], None] | None = None) -> None:
+        """``before_add`` runs (in a thread) once the profile passed its checks; a
+        UserError it raises is shown here too (the database cannot be created...)."""
         super().__init__()
         self.builtins = builtins
+        self.before_add = before_add
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
@@ -51,6 +57,8 @@ class ProfilePicker(ModalScreen[str | None]):
 
         try:
             preflight([load(ref)], gpu_count(), skip_unavailable=False)
+            if self.before_add is not None:
+                self.before_add()
         except UserError as exc:
             self.app.call_from_thread(self._show_error, str(exc))
             return
@@ -83,6 +91,33 @@ class ExportDialog(ModalScreen[str | None]):
         self.dismiss(event.value.strip() or None)
 
 
+class ConfirmDialog(ModalScreen[bool]):
+    """Ask before an action that stops or removes something; ``what`` names it."""
+
+    BINDINGS = [Binding("y", "choose(True)", "Yes"),
+                Binding("n,escape", "choose(False)", "No")]
+
+    def __init__(self, title: str, what: str, yes_label: str) -> None:
+        super().__init__()
+        self.title_text, self.what, self.yes_label = title, what, yes_label
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog"):
+            yield Label(Text(self.title_text), classes="dialog-title")
+            # Text, not markup: the run's label and the model's name come from a profile
+            yield Static(Text(multiline(self.what)), id="confirm-what")
+            with Horizontal(classes="buttons"):
+                yield Button(self.yes_label, id="yes", variant="error")
+                yield Button("(n) no", id="no", variant="primary")
+
+    def action_choose(self, yes: bool) -> None:
+        self.dismiss(yes)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "yes")
+
+
 class QuitDialog(ModalScreen[str | None]):
     """Runs are active: leave them running, stop them, or stay."""
 
@@ -112,19 +147,23 @@ apart from this viewer: quitting it, a dropped SSH connection or a
 killed viewer never stops a run.
 
 [b]Screens[/b]   1 main    2 results    3 history
-[b]Queue[/b]     a add a profile   c cancel the current run
-          p pause/resume   r retry failed
-          K/J move the selected job up/down   x remove it
+          f follow the newest campaign again (after opening an older one)
+[b]Queue[/b]     a add a profile   c cancel the current run (asks)
+          p pause/resume (after the current run)   r retry failed
+          j/k or arrows move the cursor
+          K/J move the selected job up/down   x remove it (asks)
 [b]Results[/b]   m next metric   M pick one   s sort by column   e export
 [b]History[/b]   enter open the campaign   e export it
-[b]Other[/b]     ? this help   q quit (asks when runs are active)
+[b]Other[/b]     ? or F1 this help   ctrl+p every command by name
+          q or F10 quit (asks when runs are active)
 """
 
 
 class HelpScreen(ModalScreen[None]):
     """The key list."""
 
-    BINDINGS = [Binding("escape,q,question_mark", "dismiss", "Close")]
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close"),
+                Binding("f10", "app.quit_viewer", "Quit")]
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):

@@ -46,6 +46,8 @@ def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
     """Start an engine for every unfinished campaign whose engine is gone."""
     from dltop.procs import engine_alive
 
+    if not db_path.is_file():
+        return []  # no database yet: no campaign to resume
     out = []
     for c in _store(db_path).queue.open_campaigns():
         if engine_alive(c.engine_pid, c.engine_start_time):
@@ -106,12 +108,11 @@ def remove(db_path: Path, job_id: int) -> str:
     return "removed from the queue" if res.changed else "only a queued job can be removed"
 
 
-def cancel_run(db_path: Path, view: CampaignView) -> str:
-    """Ask the engine to cancel the current run; the queue goes on."""
-    if view.current is None or not view.engine_alive:
-        return "no run in progress"
-    _store(db_path).edits.cancel_run(view.campaign.id, view.current.run_id)
-    return f"cancelling run {view.current.run_id}"
+def cancel_run(db_path: Path, campaign_id: int, run_id: int) -> str:
+    """Ask the engine to cancel run ``run_id`` (only that run; the queue goes on)."""
+    if not _store(db_path).edits.cancel_run(campaign_id, run_id).changed:
+        return f"run {run_id} had already ended: nothing cancelled"
+    return f"cancelling run {run_id}"
 
 
 def set_control(db_path: Path, view: CampaignView, control: Control) -> str:

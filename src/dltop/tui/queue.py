@@ -43,10 +43,12 @@ NOT_READ: Cells = ("", "…", "", "", "", "", "", "")
 """A row whose job the table has not read yet."""
 
 
-def _cells(j: JobLine, progress: str) -> Cells:
+def _cells(j: JobLine, progress: str, row: int) -> Cells:
+    # `#` is the row in the queue, not the stored position: positions only order the
+    # queue, and keep the gaps that removed jobs (and retries, moved to the end) leave.
     if not progress and j.median_s is not None:
         progress = per_iteration(j.median_s) + ("§" if j.contaminated else "")
-    return (str(j.position + 1), j.status, j.framework, one_line(j.model), str(j.batch_size),
+    return (str(row + 1), j.status, j.framework, one_line(j.model), str(j.batch_size),
             j.device, str(j.repeat + 1), progress)
 
 
@@ -118,11 +120,17 @@ class QueueTable(ScrollView, can_focus=True):
     @property
     def selected_job(self) -> int | None:
         """The job id under the cursor (None for an empty queue, or a row not read yet)."""
+        line = self.selected_line
+        return None if line is None else line.job_id
+
+    @property
+    def selected_line(self) -> JobLine | None:
+        """The job under the cursor, as shown (None for an empty queue, or a row not read)."""
         i = self.cursor_row - self._offset
         if 0 <= i < len(self._jobs):
-            return self._jobs[i].job_id
+            return self._jobs[i]
         edge = self._edges.get(self.cursor_row)
-        return edge[0].job_id if edge else None
+        return edge[0] if edge else None
 
     def cells_at(self, row: int) -> Cells | None:
         """The cells shown on ``row`` of the queue (None when not read yet)."""
@@ -194,18 +202,18 @@ class QueueTable(ScrollView, can_focus=True):
         if cur:  # read with the run's log tail, a moment later than the rest
             progress[cur.job_id] = (cur.done, cur.total)
 
-        def cells_of(j: JobLine) -> Cells:
+        def cells_of(j: JobLine, row: int) -> Cells:
             return _cells(j, "{}/{}".format(*progress[j.job_id]) if j.job_id in progress
-                          else "")
+                          else "", row)
 
-        cells = [cells_of(j) for j in jobs]
         offset, total = (view.jobs_offset, view.job_total) if view else (0, 0)
+        cells = [cells_of(j, offset + k) for k, j in enumerate(jobs)]
         edges = {}
         if view:
             for first, rows in ((0, view.head), (total - len(view.tail), view.tail)):
                 for k, j in enumerate(rows):
                     if not offset <= first + k < offset + len(jobs):
-                        edges[first + k] = (j, cells_of(j))
+                        edges[first + k] = (j, cells_of(j, first + k))
         self._apply(jobs, cells, offset, total, edges)
         running = cur.job_id if cur else None
         if running is not None and running != self._running_job and view is not None \
@@ -232,8 +240,8 @@ class QueueTable(ScrollView, can_focus=True):
         jobs = list(self._jobs)
         jobs[i], jobs[j] = replace(b, position=a.position), replace(a, position=b.position)
         cells = list(self._cells)
-        cells[i] = _cells(jobs[i], self._cells[j][-1])
-        cells[j] = _cells(jobs[j], self._cells[i][-1])
+        cells[i] = _cells(jobs[i], self._cells[j][-1], self._offset + i)
+        cells[j] = _cells(jobs[j], self._cells[i][-1], self._offset + j)
         self._apply(tuple(jobs), cells, self._offset, self._total, self._edges)
         return True
 
@@ -246,9 +254,7 @@ class QueueTable(ScrollView, can_focus=True):
         self._jobs, self._cells, self._offset, self._total = jobs, cells, offset, total
         self._edges = edges
         self._asked = None  # a window arrived: the next gap asks again
-        last = max(total, max((j.position + 1 for j in (*jobs, *(e[0] for e in edges.values()))),
-                              default=0))
-        number_width = max(WIDTHS[0], len(str(last)) + 1)
+        number_width = max(WIDTHS[0], len(str(total)) + 1)
         if len(self._strips) > 4 * len(cells) + 64 or number_width != self.number_width:
             self._strips.clear()  # forget rows that no longer exist, or are laid out anew
         self.number_width = number_width

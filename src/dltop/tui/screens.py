@@ -37,20 +37,35 @@ if TYPE_CHECKING:  # typing only: the app imports this module
 TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
 
 
+def pausing_text(view: CampaignView) -> str | None:
+    """``pausing after run N`` while a pause waits for the run going on (None otherwise)."""
+    if control_of(view.control) is not Control.PAUSE or \
+            view.campaign.status == CampaignStatus.PAUSED:
+        return None
+    if view.current is None:
+        return "pausing"
+    more = len(view.progress) - 1
+    return f"pausing after run {view.current.run_id}" + (f" (+{more})" if more > 0 else "")
+
+
 class TitleBar(Static):
     """Campaign, its status and its engine, in one line."""
 
-    def show(self, view: CampaignView | None, db_label: str) -> None:
+    def show(self, view: CampaignView | None, db_label: str,
+             newer: CampaignRow | None = None) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" dltop ", "bold reverse")
+        if newer is not None:
+            # An older campaign is shown (from History, or --campaign): say what runs now.
+            t.append(f" campaign {newer.id} {newer.status}: f follows ", "bold black on yellow")
         if view is None:
             t.append(f"  no campaign yet in {one_line(db_label)}  (a: add a profile)")
         else:
             c = view.campaign
             t.append(f"  campaign {c.id} `{one_line(c.name)}` ")
             t.append(c.status, STATUS_STYLE.get(c.status, "bold"))
-            if control_of(view.control) is Control.PAUSE and c.status != CampaignStatus.PAUSED:
-                t.append(" (pausing after this run)", "yellow")
+            if (pausing := pausing_text(view)) is not None:
+                t.append(f" ({pausing})", "yellow")
             if c.status == CampaignStatus.WAITING and view.waiting_for:
                 t.append(f" for devices: {one_line(view.waiting_for)}", "yellow")
             if view.engine_alive:
@@ -64,7 +79,20 @@ class TitleBar(Static):
 
 
 class DltopScreen(Screen[None]):
-    """Common parts: title bar, the too-small notice, the footer."""
+    """Common parts: title bar, the too-small notice, the footer; j/k as in htop."""
+
+    BINDINGS = [Binding("j", "vim_cursor(1)", "Down", show=False),
+                Binding("k", "vim_cursor(-1)", "Up", show=False)]
+
+    def action_vim_cursor(self, delta: int) -> None:
+        """``j``/``k``: what down/up do in the focused list (queue, history, results)."""
+        w = self.focused
+        if isinstance(w, QueueTable):
+            w.action_cursor(delta)
+        elif isinstance(w, DataTable):
+            (w.action_cursor_down if delta > 0 else w.action_cursor_up)()
+        elif w is not None and hasattr(w, "scroll_down"):
+            (w.scroll_down if delta > 0 else w.scroll_up)()
 
     @property
     def dltop(self) -> DltopApp:
@@ -87,13 +115,26 @@ class DltopScreen(Screen[None]):
 
     def show_campaign(self, view: CampaignView | None) -> None:
         """New campaign state; subclasses show more of it."""
-        self.query_one(TitleBar).show(view, self.dltop.db_label)
+        self.query_one(TitleBar).show(view, self.dltop.db_label, self.dltop.newer_campaign)
 
     def show_devices(self, frame: DeviceFrame) -> None:
         """New device readings (only the main screen shows them)."""
 
     def show_too_small(self, width: int, height: int) -> None:
         self.query_one("#too-small", Static).update(TOO_SMALL.format(w=width, h=height))
+
+
+class QueueHint(Static):
+    """What to do with an empty queue (no database or no campaign yet)."""
+
+    DEFAULT_CSS = "QueueHint { height: auto; padding: 1 2; color: $text-muted; }"
+
+    def show(self, view: CampaignView | None, db_path: str, exists: bool) -> None:
+        self.display = view is None
+        if view is None:
+            where = "" if exists else f"; {db_path} is created then"
+            self.update(Text(f"No campaign yet. Press a to add a profile (a built-in one such "
+                             f"as quick, or a .toml file){where}. The devices above are live."))
 
 
 class MainScreen(DltopScreen):
@@ -112,6 +153,7 @@ class MainScreen(DltopScreen):
     def compose_body(self) -> ComposeResult:
         yield DevicesPanel(id="devices")
         yield QueueHeader(id="queue-header")
+        yield QueueHint(id="queue-hint")
         yield QueueTable(id="queue")
         yield RunPanel(id="run")
 
@@ -120,6 +162,8 @@ class MainScreen(DltopScreen):
         table = self.query_one(QueueTable)
         table.show(view)
         self.query_one(QueueHeader).number_width = table.number_width
+        app = self.dltop
+        self.query_one(QueueHint).show(view, one_line(app.db_label), app.db_path.is_file())
         others = max(0, len(view.progress) - 1) if view else 0
         self.query_one(RunPanel).show(view.current if view else None, others)
 
@@ -143,9 +187,10 @@ class MainScreen(DltopScreen):
             self.dltop.action_move_job(job, delta)
 
     def action_remove(self) -> None:
-        job = self.query_one(QueueTable).selected_job
+        table = self.query_one(QueueTable)
+        job = table.selected_line
         if job is not None:
-            self.dltop.action_remove_job(job)
+            self.dltop.confirm_remove(job, table.cursor_row)
 
 
 class HistoryScreen(DltopScreen):

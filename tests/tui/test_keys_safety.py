@@ -16,7 +16,8 @@ from dltop.store import Store, connect
 from dltop.tui.modals import ConfirmDialog, HelpScreen, QuitDialog
 from dltop.tui.palette import DltopCommands, commands
 from dltop.tui.queue import QueueTable
-from dltop.tui.screens import HistoryScreen, MainScreen, ResultsScreen, TitleBar
+from dltop.tui.results_screen import ResultsScreen
+from dltop.tui.screens import HistoryScreen, MainScreen, TitleBar
 
 from .conftest import PROFILE, Seeded, seed
 from .test_keys import app_for, job, press, rows, select_job, settle, started

@@ -19,6 +19,13 @@ MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resne
 
 PRECISIONS: Final = ("fp32", "tf32", "fp16", "bf16")
 DATA_KINDS: Final = ("synthetic", "real")
+OPTIMIZERS: Final = ("sgd", "adam", "adamw")
+OPTIMIZERS_MISSING: Final = frozenset({("cntk", "adamw")})
+"""(framework, optimizer) pairs a framework lacks: CNTK 2.7 has no decoupled weight decay."""
+MODES: Final = ("train", "inference")
+INPUT_SIZE_MODELS: Final = ("resnet-50", "resnet-56")
+"""Models whose image side the ``input_size`` setting may change."""
+DATA_LOADERS: Final = ("device", "host")
 BATCH_SCALINGS: Final = ("global", "per-device")
 
 

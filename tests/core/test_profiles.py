@@ -71,7 +71,10 @@ def _unusual_job() -> JobSpec:
         repeat=2, iterations=7, warmup=3, timeout_s=12.5, precision="bf16", data="real",
         data_dir="/d", batch_scaling="per-device", lr=0.5, momentum=0.9, seed=4,
         options=(("command", ("prog", "{batch}")), ("inject", "nan"), ("xla", True)),
-        retries=2, cooldown_s=1.5, cooldown_temp_c=60.0, cooldown_power_w=80.0)
+        retries=2, cooldown_s=1.5, cooldown_temp_c=60.0, cooldown_power_w=80.0,
+        optimizer="adamw", weight_decay=0.1, mode="inference", epochs=3, eval_every="epoch",
+        target_accuracy=0.9, shuffle=True, op_profile=True, input_size=64,
+        data_loader="host", loader_workers=2)
 
 
 def test_every_field_round_trips_through_the_runner_spec() -> None:
@@ -102,13 +105,15 @@ def test_loader_settings_are_the_setting_fields() -> None:
     assert set(SETTINGS) - {"repeats"} == set(settings())
     assert all(SETTINGS[k] == f.default for k, f in settings().items())
     job = parse(GOOD, "x", "x").jobs[0]
-    assert all(getattr(job, k) == f.default for k, f in settings().items()
-               if k not in ("iterations", "warmup"))
+    # shuffle is resolved by the loader (true for real data, false for synthetic)
+    assert all(getattr(job, f.name) == f.default for k, f in settings().items()
+               if k not in ("iterations", "warmup", "shuffle"))
+    assert job.shuffle is False
 
 
 @pytest.mark.parametrize("key", sorted(SETTINGS))
 def test_every_setting_is_checked(key: str) -> None:
-    msg = err(GOOD + f"{key} = true\n")
+    msg = err(GOOD + f"{key} = {{ a = 1 }}\n")
     assert f"matrix[0].{key}: " in msg and ("expected" in msg or "unknown value" in msg)
 
 
@@ -137,7 +142,9 @@ def test_docs_give_every_setting_with_its_default() -> None:
     for key, default in SETTINGS.items():
         shown = documented[key]
         value: Any = None if shown in ("—", "absent") else shown
-        if isinstance(default, int | float) and value is not None:
+        if isinstance(default, bool):
+            value = {"true": True, "false": False}.get(shown, shown)
+        elif isinstance(default, int | float) and value is not None:
             value = float(value)
         assert value == default, (key, shown)
 

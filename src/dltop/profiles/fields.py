@@ -34,6 +34,7 @@ Check = Callable[[Any], T]
 Columns = Callable[[Any], Mapping[str, Any]]
 
 CHECK = "check"
+KEY = "key"
 COLUMN = "column"
 CODEC = "codec"
 IDENTITY = "identity"
@@ -42,7 +43,7 @@ Identity = bool | Callable[[Any], Any]
 
 
 def setting(default: T, check: Check[T], *, identity: Identity,
-            column: bool | Columns = False) -> T:
+            column: bool | Columns = False, key: str | None = None) -> T:
     """A JobSpec field that is also a profile setting with ``default``.
 
     Args:
@@ -51,9 +52,11 @@ def setting(default: T, check: Check[T], *, identity: Identity,
         identity: part of the configuration's identity (see the module docstring);
             no default, so every setting decides.
         column: store the field in the ``jobs`` table under its name.
+        key: the profile key when it cannot be the field's name (``profile = true``
+            names the field ``op_profile``: ``JobSpec.profile`` is the profile's name).
     """
-    out: T = field(default=default,
-                   metadata={CHECK: check, COLUMN: column, IDENTITY: identity})
+    out: T = field(default=default, metadata={CHECK: check, COLUMN: column,
+                                              IDENTITY: identity, KEY: key})
     return out
 
 
@@ -88,6 +91,29 @@ def one_of(valid: tuple[str, ...]) -> Check[str]:
             raise ValueError(f"unknown value {v!r}{hint} (valid: {', '.join(valid)})")
         return str(v)
     return check
+
+
+def boolean(v: Any) -> bool:
+    """``true`` or ``false``."""
+    if not isinstance(v, bool):
+        raise ValueError(f"expected true or false, got {v!r}")
+    return v
+
+
+def fraction(v: Any) -> float:
+    """A number in (0, 1]."""
+    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
+        raise ValueError(f"expected a number in (0, 1], got {v!r}")
+    return float(v)
+
+
+def every(v: Any) -> int | str:
+    """An iteration count (>= 1) or ``"epoch"``."""
+    if v == "epoch":
+        return "epoch"
+    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+        raise ValueError(f'expected an integer >= 1 or "epoch", got {v!r}')
+    return v
 
 
 def string(v: Any) -> str:

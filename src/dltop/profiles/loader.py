@@ -27,6 +27,8 @@ TOP_KEYS = ("name", "description", "pack", "defaults", "matrix")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
+SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay")
+"""Settings a profile may give as a list: each value is a configuration (a sweep)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
                             **{k: f.default for k, f in settings().items()}}
 """Every setting key with its default, read off the JobSpec fields (see ``setting``)."""
@@ -178,7 +180,12 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
     devices: list[DeviceSpec] = []
     for j, v in enumerate(lists["devices"]):
         devices.extend(_devices(where, f"{loc('devices')}[{j}]", v, cores))
-    s = _settings(where, loc, merged)
+    sweeps = _sweeps(where, loc, merged)
+    if sweeps[0]["epochs"] is not None and "iterations" in origin:
+        raise where.err(loc("epochs"), "give epochs or iterations, not both (epochs sets the "
+                        f"number of iterations from the training set; iterations is set in "
+                        f"{origin['iterations']})")
+    s = sweeps[0]
     options = tuple(sorted((k, merged[k]) for k in OPTION_KEYS if k in merged))
     for k, v in options:
         if v not in OPTIONS[k] or type(v) is not type(OPTIONS[k][0]):
@@ -195,23 +202,77 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
     # noisy stretch of time spreads over configurations instead of hitting all
     # repeats of one.
     for rep in range(s["repeats"]):
-        for fw, model, batch, dev in itertools.product(frameworks, models, batches, devices):
+        for s, fw, model, batch, dev in itertools.product(sweeps, frameworks, models, batches,
+                                                           devices):
+            _model_settings(where, loc, s, fw, model)
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
-                repeat=rep, options=options, **{k: s[k] for k in settings()}))
+                repeat=rep, options=options,
+                **{f.name: s[k] for k, f in settings().items()}))
     return jobs
+
+
+def _sweeps(where: _Where, loc: Callable[[str], str],
+            m: dict[str, Any]) -> list[dict[str, Any]]:
+    """The entry's settings, one dict per combination of the swept (list) values."""
+    axes: list[list[tuple[str, Any]]] = []
+    for key in SWEEP_KEYS:
+        if isinstance(m[key], list):
+            if not m[key]:
+                raise where.err(loc(key), "expected a value or a non-empty list of values")
+            axes.append([(key, v) for v in m[key]])
+    return [_settings(where, loc, {**m, **dict(combo)}) for combo in itertools.product(*axes)]
 
 
 def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> dict[str, Any]:
     s = {k: _check(where, loc(k), m[k], f.metadata[fields.CHECK])
          for k, f in settings().items()}
     s["repeats"] = _check(where, loc("repeats"), m["repeats"], fields.integer(1))
-    # The one check across fields: real data needs a directory.
+    # Checks across fields. Real data needs a directory:
     if s["data"] == "real":
         if not s["data_dir"]:
             raise where.err(loc("data_dir"), 'data = "real" needs data_dir = "PATH"')
         s["data_dir"] = str(Path(s["data_dir"]).expanduser())
+    if s["epochs"] is not None:
+        if s["mode"] == "inference":
+            raise where.err(loc("epochs"), 'epochs is for training; mode = "inference" '
+                            "times forward passes over iterations")
+        if s["data"] != "real":
+            raise where.err(loc("epochs"), 'epochs needs data = "real" (an epoch is a pass '
+                            "over the training set)")
+        if s["eval_every"] is None:
+            s["eval_every"] = "epoch"
+    if s["eval_every"] is not None and s["data"] != "real":
+        raise where.err(loc("eval_every"), 'eval_every needs data = "real" (it evaluates on '
+                        "the data set's test files)")
+    if s["target_accuracy"] is not None and s["eval_every"] is None:
+        raise where.err(loc("target_accuracy"), "target_accuracy needs evaluations "
+                        '(epochs, or eval_every = N | "epoch")')
+    if s["eval_every"] == "epoch" and s["epochs"] is None:
+        raise where.err(loc("eval_every"), 'eval_every = "epoch" needs epochs = N')
+    if s["loader_workers"] and (s["data_loader"] != "host" or s["data"] != "real"):
+        raise where.err(loc("loader_workers"), 'loader_workers needs data_loader = "host" '
+                        'and data = "real"')
+    if s["shuffle"] is None:
+        s["shuffle"] = s["data"] == "real"
     return s
+
+
+def _model_settings(where: _Where, loc: Callable[[str], str], s: dict[str, Any],
+                    framework: str, model: str) -> None:
+    """Checks of a setting against the framework and model of one job."""
+    if s["input_size"] is not None and model not in catalog.INPUT_SIZE_MODELS:
+        raise where.err(loc("input_size"), f"input_size applies to "
+                        f"{', '.join(catalog.INPUT_SIZE_MODELS)}, not {model}")
+    if (framework, s["optimizer"]) in catalog.OPTIMIZERS_MISSING:
+        raise where.err(loc("optimizer"), f"{framework} has no {s['optimizer']} optimizer "
+                        "(docs/profiles.md lists each framework's optimizers)")
+    if framework == "command":
+        for key, default in (("mode", "train"), ("epochs", None), ("optimizer", "sgd"),
+                             ("profile", False), ("data_loader", "device")):
+            if s[key] != default:
+                raise where.err(loc(key), f'{key} does not apply to frameworks = ["command"] '
+                                "(the program decides what it runs)")
 
 
 def _command_options(where: _Where, loc: Callable[[str], str], frameworks: list[str],

@@ -18,6 +18,10 @@ from dltop.profiles.fields import (
     CODEC,
     COLUMN,
     IDENTITY,
+    KEY,
+    boolean,
+    every,
+    fraction,
     integer,
     number,
     one_of,
@@ -104,6 +108,33 @@ class JobSpec:
     lr: float = setting(0.01, number(positive=True), identity=True)
     momentum: float = setting(0.0, number(positive=False), identity=True)
     seed: int = setting(0, integer(0), identity=True)
+    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True)
+    """``sgd`` (with ``momentum``), ``adam`` or ``adamw``; docs/profiles.md has each
+    framework's equivalent. ``lr``, ``momentum``, ``weight_decay`` and ``optimizer``
+    may be lists in a profile: each value is a configuration."""
+    weight_decay: float = setting(0.0, number(positive=False), identity=True)
+    """L2 penalty for ``sgd``/``adam`` (added to the gradient), decoupled for ``adamw``."""
+    mode: str = setting("train", one_of(catalog.MODES), identity=True)
+    """``train`` (forward, backward, update) or ``inference`` (forward only)."""
+    epochs: int | None = setting(None, optional(integer(1)), identity=True)
+    """Convergence runs: whole passes over the training set instead of ``iterations``."""
+    eval_every: int | str | None = setting(None, optional(every), identity=True)
+    """Evaluate on the test set every N iterations or every ``"epoch"`` (real data only;
+    default: every epoch when ``epochs`` is set, never otherwise)."""
+    target_accuracy: float | None = setting(None, optional(fraction), identity=False)
+    """Accuracy (0, 1] for time-to-accuracy; not identity: it reads the same runs."""
+    shuffle: bool | None = setting(None, optional(boolean), identity=True)
+    """Reshuffle the training set every epoch (default: true for real data)."""
+    op_profile: bool = setting(False, boolean, identity=False, key="profile")
+    """Profile a few extra steps after the measured ones (profile key ``profile``):
+    never part of the measured times, so not identity."""
+    input_size: int | None = setting(None, optional(integer(8)), identity=True)
+    """Image side for the ResNets (e.g. ResNet-50 at 32); default the model's own."""
+    data_loader: str = setting("device", one_of(catalog.DATA_LOADERS), identity=True)
+    """``device``: batches made on the device once; ``host``: each step copies a batch
+    from host memory (pinned on CUDA), so the copy is measured."""
+    loader_workers: int = setting(0, integer(0), identity=True)
+    """Background workers preparing real-data batches (``data_loader = "host"``)."""
     options: tuple[tuple[str, Any], ...] = field(default=(), metadata={
         CODEC: (dict, lambda j: tuple(sorted(
             (k, tuple(v) if isinstance(v, list) else v) for k, v in j.items()))),
@@ -212,9 +243,11 @@ def _decoder(f: Field[Any], hint: Any) -> Callable[[Any], Any]:
     codec = f.metadata.get(CODEC)
     if codec:
         return cast(Callable[[Any], Any], codec[1])
-    if hint in (int, float, str):
+    if hint in (int, float, str, bool):
         return cast(Callable[[Any], Any], hint)
     args = get_args(hint)
+    if len(args) > 2 and set(args) <= {int, str, type(None)}:  # eval_every: N or "epoch"
+        return lambda v: v
     if len(args) == 2 and type(None) in args:
         inner = _decoder(f, next(a for a in args if a is not type(None)))
         return lambda v: None if v is None else inner(v)
@@ -231,8 +264,8 @@ _DECODERS = {f.name: _decoder(f, _HINTS[f.name]) for f in fields(JobSpec)}
 
 
 def settings() -> dict[str, Field[Any]]:
-    """The JobSpec fields that are profile settings, by key, in declaration order."""
-    return {f.name: f for f in fields(JobSpec) if CHECK in f.metadata}
+    """The JobSpec fields that are profile settings, by profile key, in declaration order."""
+    return {f.metadata.get(KEY) or f.name: f for f in fields(JobSpec) if CHECK in f.metadata}
 
 
 @dataclass(frozen=True)

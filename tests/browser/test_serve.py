@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -137,11 +138,11 @@ def tuis_of(db: Path) -> list[int]:
 def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engine: int,
                                          wait_until: Callable[..., None]) -> None:
     db = seed(tmp_path, stand_in_engine)
-    port = free_port()
+    port, mport = free_port(), free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "dltop", "serve", "--db", str(db), "--port", str(port),
-         "--fake-gpus", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
+         "--fake-gpus", "2", "--metrics-port", str(mport)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
         wait_until(lambda: listening(port) or server.poll() is not None, 60,
                    "dltop serve to listen")
@@ -172,6 +173,12 @@ def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engin
         errors = browser.console_errors()
         assert errors == [], errors
         assert tuis_of(db), "no `dltop tui` process started for the connection"
+
+        # --metrics-port: the same server process answers Prometheus scrapes
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        assert 'DCGM_FI_DEV_GPU_UTIL{Hostname=' in metrics and 'simulated="true"' in metrics
+        assert 'model="alexnet-r"' in metrics and "dltop_run_iterations_done{" in metrics
     finally:
         server.send_signal(signal.SIGINT)
         try:
@@ -182,6 +189,7 @@ def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engin
     assert server.returncode == 0, err
     assert f"http://127.0.0.1:{port}" in out
     assert f"ssh -L {port}:127.0.0.1:{port}" in out
+    assert f"http://127.0.0.1:{mport}/metrics" in out
     assert "Traceback" not in err, err
     wait_until(lambda: not tuis_of(db), 30, "the served TUIs to end with the server")
 
@@ -225,3 +233,13 @@ def test_an_unknown_host_is_exit_2(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "--host 'no-such-host.invalid'" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "exporter"])
+def test_a_missing_database_is_exit_2(tmp_path: Path, command: str) -> None:
+    res = subprocess.run([sys.executable, "-m", "dltop", command, "--port", str(free_port()),
+                          "--db", str(tmp_path / "none.db")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res
+    assert "none.db" in res.stderr and "no such database" in res.stderr, res.stderr
+    assert not (tmp_path / "none.db").exists()

@@ -94,21 +94,25 @@ _RUNS_SQL = (
 def read_runs(db: sqlite_utils.Database) -> list[RunMetrics]:
     """Runs stored as running in campaigns whose engine is alive (a dead engine's
     ``running`` rows are stale until ``dltop run --resume``), oldest first."""
+    return [run for camp in open_campaigns(db)
+            if engine_alive(camp.engine_pid, camp.engine_start_time)
+            for run in campaign_runs(db, camp.id, camp.name)]
+
+
+def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str) -> list[RunMetrics]:
+    """The campaign's runs stored as running, with their recent iterations' pace."""
     out: list[RunMetrics] = []
-    for camp in open_campaigns(db):
-        if not engine_alive(camp.engine_pid, camp.engine_start_time):
-            continue
-        for r in db.query(_RUNS_SQL, [camp.id, RunStatus.RUNNING]):
-            its = list(db.query("select idx, seconds, warmup from iterations where run_id = ? "
-                                "order by idx desc limit ?", [r["id"], RECENT_ITERATIONS]))
-            measured = [i["seconds"] for i in its if not i["warmup"]]
-            recent = measured or [i["seconds"] for i in its]
-            out.append(RunMetrics(
-                r["id"], camp.id, camp.name, r["framework"], r["model"], r["batch_size"],
-                r["device"], its[0]["idx"] + 1 if its else 0, r["iterations"] + r["warmup"],
-                r["warmup"], its[0]["seconds"] if its else None,
-                statistics.median(recent) if recent else None,
-                r["samples_per_iter"] or r["batch_size"]))
+    for r in db.query(_RUNS_SQL, [campaign_id, RunStatus.RUNNING]):
+        its = list(db.query("select idx, seconds, warmup from iterations where run_id = ? "
+                            "order by idx desc limit ?", [r["id"], RECENT_ITERATIONS]))
+        measured = [i["seconds"] for i in its if not i["warmup"]]
+        recent = measured or [i["seconds"] for i in its]
+        out.append(RunMetrics(
+            r["id"], campaign_id, name, r["framework"], r["model"], r["batch_size"],
+            r["device"], its[0]["idx"] + 1 if its else 0, r["iterations"] + r["warmup"],
+            r["warmup"], its[0]["seconds"] if its else None,
+            statistics.median(recent) if recent else None,
+            r["samples_per_iter"] or r["batch_size"]))
     return out
 
 

@@ -140,6 +140,7 @@ def test_exporter_reports_devices_host_and_a_running_campaign(
             for s in first[name]:
                 assert s.labels["simulated"] == "true"
                 assert s.labels["UUID"].startswith("GPU-") and s.labels["Hostname"]
+        assert first["DCGM_FI_DEV_COUNT"][0].value == 2
         for name in HOST:
             assert len(first[name]) == 1, name
         assert 0 <= first["dltop_host_cpu_percent"][0].value <= 100

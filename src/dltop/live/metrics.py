@@ -15,6 +15,7 @@ dltop's own are ``dltop_host_*`` and ``dltop_run_*``. docs/serve.md lists them.
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import sqlite3
 import statistics
@@ -38,6 +39,8 @@ if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
 
 DEVICE_HZ = 1.0
 """Device readings per second of the exporter's poller thread."""
+FIRST_FRAME_S = 0.25
+"""Seconds from the poller's start to its first frame (the first CPU interval)."""
 RECENT_ITERATIONS = 30
 """Iterations of a run whose median gives its rate (warm-up left out once measured)."""
 MIB = 2**20
@@ -141,6 +144,8 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
         return None if v is None else v / MIB
 
     return [
+        _family("DCGM_FI_DEV_COUNT", "gauge", "Number of Devices on the node.",
+                [({"Hostname": hostname}, len(frame.gpus))]),
         fam("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
             lambda g, t: g.gpu_util_pct),
         fam("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
@@ -239,16 +244,19 @@ class MetricsSource:
                  device_hz: float = DEVICE_HZ, host: Any = None) -> None:
         self.hostname = socket.gethostname()
         self.db_path = db_path
+        self._backend: GpuBackend = backend or _NoGpus()
+        self._host = host
         self._interval_s = 1.0 / device_hz
-        self._poller = DevicePoller(backend or _NoGpus(), host)
-        self._frame = self._poller.poll()  # the first scrape has data
+        self._frame: DeviceFrame | None = None
+        self._ready = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dltop-metrics-poller",
                                         daemon=True)
 
     def start(self) -> MetricsSource:
-        """Start the device poller thread; returns self."""
+        """Start the device poller thread and wait for its first frame; returns self."""
         self._thread.start()
+        self._ready.wait(timeout=10)
         return self
 
     def stop(self) -> None:
@@ -258,15 +266,27 @@ class MetricsSource:
             self._thread.join(timeout=5)
 
     def _loop(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            try:
-                self._frame = self._poller.poll()
-            except Exception:  # a failed reading keeps the last frame
-                continue
+        # psutil keeps cpu_percent's previous reading per thread: the host reader is made
+        # (and primed) in this thread, and the first frame comes a short interval later,
+        # so that its CPU figure covers real time (not psutil's 0.0 of an unprimed call).
+        try:
+            poller = DevicePoller(self._backend, self._host)
+        except Exception:  # no device reader: frame() reads once in the caller's thread
+            self._ready.set()
+            return
+        wait_s = FIRST_FRAME_S
+        while not self._stop.wait(wait_s):
+            wait_s = self._interval_s
+            with contextlib.suppress(Exception):  # a failed reading keeps the last frame
+                self._frame = poller.poll()
+            self._ready.set()
 
     def frame(self) -> DeviceFrame:
-        """The newest device frame."""
-        return self._frame
+        """The newest device frame (one read now when the thread has none)."""
+        frame = self._frame
+        if frame is None:
+            frame = self._frame = DevicePoller(self._backend, self._host).poll()
+        return frame
 
     def runs(self) -> tuple[list[RunMetrics], bool]:
         """(runs in progress, whether the database could be read)."""

@@ -179,6 +179,23 @@ def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engin
             metrics = r.read().decode()
         assert 'DCGM_FI_DEV_GPU_UTIL{Hostname=' in metrics and 'simulated="true"' in metrics
         assert 'model="alexnet-r"' in metrics and "dltop_run_iterations_done{" in metrics
+
+        # Offline page; its addresses follow the URL the browser used (an SSH tunnel's
+        # local port), not the bind address.
+        assert "googleapis" not in browser.driver.page_source
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/",
+                                     headers={"Host": "127.0.0.1:9999"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            page = r.read().decode()
+        assert 'data-session-websocket-url="ws://127.0.0.1:9999/ws"' in page, page
+        assert f":{port}" not in page
+
+        # Closing the tab (leaving the page) ends its TUI; the server goes on.
+        browser.open("about:blank")
+        wait_until(lambda: not tuis_of(db), 60, "the tab's TUI to end when it closed")
+        assert server.poll() is None
+        browser.open(f"http://127.0.0.1:{port}/")  # a session open when the server stops
+        wait_until(lambda: "Simulated GPU" in received(), 90, "the second session's TUI")
     finally:
         server.send_signal(signal.SIGINT)
         try:
@@ -190,7 +207,7 @@ def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engin
     assert f"http://127.0.0.1:{port}" in out
     assert f"ssh -L {port}:127.0.0.1:{port}" in out
     assert f"http://127.0.0.1:{mport}/metrics" in out
-    assert "Traceback" not in err, err
+    assert "Traceback" not in err and "Event loop is closed" not in err, err
     wait_until(lambda: not tuis_of(db), 30, "the served TUIs to end with the server")
 
 

@@ -22,6 +22,7 @@ import sqlite_utils
 
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.live.campaign import latest_campaign_id, read_campaign
+from dltop.live.metrics import campaign_runs
 from dltop.profiles.loader import parse
 from dltop.results import compare, export, queries, scaling
 from dltop.store import Store, memory_db
@@ -145,6 +146,7 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.edits.append_jobs(cid, jobs[:2], "more.toml")
     store.set_control(cid, "pause")
     read_campaign(db, cid)
+    campaign_runs(db, cid, "c")  # the Prometheus exporter's read
     latest_campaign_id(db)
     # the run ends; another engine resumes a dead one
     store.finish_run(run_id, job_id, RunStatus.OK, {"median_s": 0.1})

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from dltop import __version__
 from dltop.catalog import Control
@@ -101,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     tui = sub.add_parser("tui", help="the live viewer (also: dltop with no command, its "
                                      "options before any command)")
     viewer_args(tui)
+
+    serve_parsers(sub, db_arg, fake_arg)
 
     envp = sub.add_parser("env", help="build a framework's own environment (CNTK)")
     env_sub = envp.add_subparsers(dest="env_command", metavar="ACTION", required=True)
@@ -234,6 +237,23 @@ def viewer_args(sp: argparse.ArgumentParser, dest_prefix: str = "",
     arg("--no-telemetry", False, action="store_true", help="do not read devices")
     arg("--no-resume", False, action="store_true",
         help="only watch: do not start engines for campaigns whose engine died")
+
+
+def serve_parsers(sub: Any, db_arg: Any, fake_arg: Any) -> None:
+    """``dltop serve`` (the TUI in a browser) and ``dltop exporter`` (Prometheus metrics)."""
+    srv = sub.add_parser("serve", help="the TUI in a browser (textual-serve), on 127.0.0.1 "
+                                       "unless --host says otherwise; see docs/serve.md")
+    exp = sub.add_parser("exporter", help="Prometheus metrics of the GPUs, the host and the "
+                                          "runs in progress (dcgm-exporter names)")
+    for sp, port in ((srv, 8000), (exp, 9400)):
+        db_arg(sp)
+        fake_arg(sp)
+        sp.add_argument("--host", default="127.0.0.1",
+                        help="address to bind (default 127.0.0.1: reach it through an SSH "
+                             "tunnel; there is no authentication)")
+        sp.add_argument("--port", type=int, default=port, help=f"port ({port})")
+    srv.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                     help="also serve Prometheus metrics on this port (as dltop exporter)")
 
 
 def flags(sp: argparse.ArgumentParser, *names_and_help: tuple[str, str]) -> None:

@@ -1,0 +1,171 @@
+"""``dltop serve`` (the TUI in a browser, textual-serve) and ``dltop exporter`` (Prometheus).
+
+``serve`` runs an aiohttp server that starts one ``dltop tui`` per browser connection
+(textual-serve's model: each websocket gets its own app process, driven through
+Textual's web driver over stdin/stdout). Both bind to 127.0.0.1 unless told otherwise:
+there is no authentication, and whoever reaches the page controls dltop (starts,
+pauses and cancels campaigns), so the way in from elsewhere is an SSH tunnel.
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import ipaddress
+import os
+import shlex
+import signal
+import socket
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+from dltop.errors import UserError
+
+LOOPBACK = "127.0.0.1"
+
+
+def check_host(host: str, flag: str = "--host") -> bool:
+    """Whether ``host`` resolves to loopback addresses only.
+
+    Raises:
+        UserError: ``host`` does not resolve.
+    """
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise UserError(f"{flag} {host!r}: not an address this host can bind "
+                        f"({getattr(exc, 'strerror', None) or exc})") from None
+    return all(ipaddress.ip_address(str(i[4][0]).split("%")[0]).is_loopback for i in infos)
+
+
+def check_port(host: str, port: int, flag: str) -> None:
+    """Fail before starting anything when ``host:port`` cannot be bound.
+
+    Binds (with ``SO_REUSEADDR``, as aiohttp and prometheus_client do, so a port in
+    ``TIME_WAIT`` passes) every address ``host`` resolves to, then lets go.
+
+    Raises:
+        UserError: the port is out of range, in use, or not ours to bind.
+    """
+    if not 1 <= port <= 65535:
+        raise UserError(f"{flag} {port}: expected a port number from 1 to 65535")
+    for family, kind, proto, _name, addr in socket.getaddrinfo(host, port,
+                                                               type=socket.SOCK_STREAM):
+        with socket.socket(family, kind, proto) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(addr)
+            except OSError as exc:
+                why = ("is already in use" if exc.errno == errno.EADDRINUSE
+                       else f"cannot be bound ({exc.strerror})")
+                raise UserError(f"{flag} {port}: {addr[0]}:{port} {why}; pick another "
+                                f"port with {flag}") from None
+
+
+def _warn_if_exposed(host: str, what: str, can: str) -> None:
+    if not check_host(host):
+        print(f"dltop: warning: --host {host} is reachable from the network and {what} has "
+              f"no authentication: anyone who can reach it can {can}. The default "
+              f"127.0.0.1 with an SSH tunnel keeps it private.", file=sys.stderr)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _wait_for_signal() -> None:
+    """Block until SIGINT or SIGTERM."""
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(3600):
+        pass
+
+
+def _metrics_source(args: argparse.Namespace, db_path: Path | None) -> Any:
+    from dltop.live.metrics import MetricsSource
+    from dltop.telemetry import open_gpu_backend
+
+    return MetricsSource(open_gpu_backend(getattr(args, "fake_gpus", None)), db_path).start()
+
+
+def _start_metrics(source: Any, host: str, port: int) -> Any:
+    from dltop.live.metrics import start_metrics_server
+
+    try:
+        return start_metrics_server(source, host, port)
+    except OSError as exc:  # taken between the check and now
+        raise UserError(f"--metrics-port {port}: {exc.strerror or exc}") from None
+
+
+def cmd_exporter(args: argparse.Namespace) -> int:
+    """``dltop exporter``: Prometheus metrics only, until Ctrl-C or SIGTERM."""
+    from dltop.store.db import DB_ENV, resolve_db_path
+
+    host, port = args.host, args.port
+    _warn_if_exposed(host, "the metrics endpoint", "read it")
+    check_port(host, port, "--port")
+    db_path = resolve_db_path(args.db)
+    if (args.db or os.environ.get(DB_ENV)) and not db_path.is_file():
+        raise UserError(f"{db_path}: no such database (run 'dltop run' first, or pass --db)")
+    source = _metrics_source(args, db_path)
+    server = _start_metrics(source, host, port)
+    print(f"dltop exporter: Prometheus metrics on http://{_url_host(host)}:{port}/metrics "
+          f"(database {db_path}; Ctrl-C stops it)", flush=True)
+    try:
+        _wait_for_signal()
+    finally:
+        server.shutdown()
+        source.stop()
+    return 0
+
+
+def tui_command(db_path: Path, fake_gpus: int | None) -> str:
+    """The shell command textual-serve runs per connection: this interpreter's ``dltop tui``."""
+    argv = [sys.executable, "-m", "dltop", "tui", "--db", str(db_path.resolve())]
+    if fake_gpus is not None:
+        argv += ["--fake-gpus", str(fake_gpus)]
+    return shlex.join(argv)
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """``dltop serve``: the TUI in a browser (and ``--metrics-port``: Prometheus too)."""
+    from dltop.store import connect
+    from dltop.store.db import DB_ENV, resolve_db_path
+
+    host, port, mport = args.host, args.port, args.metrics_port
+    _warn_if_exposed(host, "the TUI", "read it and control dltop (start, pause, cancel "
+                                        "campaigns)")
+    check_port(host, port, "--port")
+    if mport is not None:
+        if mport == port:
+            raise UserError(f"--metrics-port {mport}: the same port as --port")
+        check_port(host, mport, "--metrics-port")
+    db_path = resolve_db_path(args.db)
+    # As `dltop tui`: a database named by the user must exist; the default one is created.
+    connect(db_path, create=not (args.db or os.environ.get(DB_ENV)))
+    from dltop.cli.webtui import TuiServer
+
+    server = TuiServer(tui_command(db_path, args.fake_gpus), host, port)
+    source = metrics = None
+    if mport is not None:
+        source = _metrics_source(args, db_path)
+        metrics = _start_metrics(source, host, mport)
+    url = f"http://{_url_host(host)}:{port}"
+    lines = [f"dltop serve: the TUI in a browser at {url} (database {db_path}; Ctrl-C stops it)"]
+    if check_host(host):
+        lines.append(f"  from another machine, through an SSH tunnel: ssh -L {port}:{LOOPBACK}:"
+                     f"{port} user@{socket.gethostname()}, then open http://{LOOPBACK}:{port}")
+    if mport is not None:
+        lines.append(f"  Prometheus metrics: http://{_url_host(host)}:{mport}/metrics")
+    print("\n".join(lines), flush=True)
+    try:
+        server.serve()
+    finally:
+        if metrics is not None:
+            metrics.shutdown()
+        if source is not None:
+            source.stop()
+    return 0

@@ -1,0 +1,365 @@
+"""Prometheus metrics of the devices, the host and the runs in progress.
+
+Headless (no Textual, no Rich). :class:`MetricsSource` keeps one :class:`DevicePoller`
+reading the devices at :data:`DEVICE_HZ` in a thread (so temperature and clocks, read on
+every :data:`~dltop.live.devices.SLOW_EVERY`-th frame, stay fresh, and host CPU is a
+percentage over a short window whatever the scrape interval) and reads the database's
+running runs on each scrape. The metric families are plain :class:`Family` values,
+turned into ``prometheus_client`` metrics only by :class:`PrometheusCollector`, so the
+logic is testable without an HTTP server.
+
+GPU metrics carry dcgm-exporter's names and label spelling (``gpu``, ``UUID``,
+``modelName``, ``Hostname``) plus ``simulated`` (``"true"`` for ``--fake-gpus``);
+dltop's own are ``dltop_host_*`` and ``dltop_run_*``. docs/serve.md lists them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import sqlite3
+import statistics
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dltop.catalog import RunStatus
+from dltop.errors import DltopError
+from dltop.live.devices import DeviceFrame, DevicePoller
+from dltop.procs import engine_alive
+from dltop.results.queries import open_campaigns
+from dltop.telemetry.model import GpuBackend, HostSample
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
+    from wsgiref.simple_server import WSGIServer
+
+    import sqlite_utils
+
+DEVICE_HZ = 1.0
+"""Device readings per second of the exporter's poller thread."""
+FIRST_FRAME_S = 0.25
+"""Seconds from the poller's start to its first frame (the first CPU interval)."""
+RECENT_ITERATIONS = 30
+"""Iterations of a run whose median gives its rate (warm-up left out once measured)."""
+MIB = 2**20
+
+Labels = Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One metric family: its name, type (``gauge``, ``counter``, ``untyped``), help, samples."""
+
+    name: str
+    kind: str
+    help: str
+    samples: tuple[tuple[Labels, float], ...]
+
+
+@dataclass(frozen=True)
+class RunMetrics:
+    """A run in progress, as the exporter reports it."""
+
+    run_id: int
+    campaign_id: int
+    campaign: str
+    framework: str
+    model: str
+    batch_size: int
+    device: str
+    done: int
+    """Iterations reported so far, warm-up included."""
+    planned: int
+    """Iterations the run will do, warm-up included."""
+    warmup: int
+    last_s: float | None
+    """Seconds of the newest iteration (None before the first)."""
+    median_s: float | None
+    """Median seconds of the recent iterations (measured ones once there are any)."""
+    samples_per_iter: int
+
+    def labels(self, hostname: str) -> dict[str, str]:
+        """The run's label set."""
+        return {"campaign": self.campaign, "campaign_id": str(self.campaign_id),
+                "framework": self.framework, "model": self.model,
+                "batch": str(self.batch_size), "device": self.device,
+                "run_id": str(self.run_id), "Hostname": hostname}
+
+
+_RUNS_SQL = (
+    "select r.id, r.samples_per_iter, j.framework, j.model, j.batch_size, j.device, "
+    "j.iterations, j.warmup from runs r join jobs j on j.id = r.job_id "
+    "where r.campaign_id = ? and r.status = ? order by r.id")
+
+
+def read_runs(db: sqlite_utils.Database) -> list[RunMetrics]:
+    """Runs stored as running in campaigns whose engine is alive (a dead engine's
+    ``running`` rows are stale until ``dltop run --resume``), oldest first."""
+    return [run for camp in open_campaigns(db)
+            if engine_alive(camp.engine_pid, camp.engine_start_time)
+            for run in campaign_runs(db, camp.id, camp.name)]
+
+
+def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str) -> list[RunMetrics]:
+    """The campaign's runs stored as running, with their recent iterations' pace."""
+    out: list[RunMetrics] = []
+    for r in db.query(_RUNS_SQL, [campaign_id, RunStatus.RUNNING]):
+        its = list(db.query("select idx, seconds, warmup from iterations where run_id = ? "
+                            "order by idx desc limit ?", [r["id"], RECENT_ITERATIONS]))
+        measured = [i["seconds"] for i in its if not i["warmup"]]
+        recent = measured or [i["seconds"] for i in its]
+        out.append(RunMetrics(
+            r["id"], campaign_id, name, r["framework"], r["model"], r["batch_size"],
+            r["device"], its[0]["idx"] + 1 if its else 0, r["iterations"] + r["warmup"],
+            r["warmup"], its[0]["seconds"] if its else None,
+            statistics.median(recent) if recent else None,
+            r["samples_per_iter"] or r["batch_size"]))
+    return out
+
+
+def _family(name: str, kind: str, text: str,
+            samples: Sequence[tuple[Labels, float | None]]) -> Family:
+    return Family(name, kind, text, tuple((lab, float(v)) for lab, v in samples
+                                          if v is not None))
+
+
+def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
+    """Per-GPU families named as dcgm-exporter names them (a value NVML lacks is left out)."""
+    statics = {s.index: s for s in frame.statics}
+    rows: list[tuple[Labels, Any]] = []
+    for g in frame.gpus:
+        st = statics.get(g.index)
+        labels = {"gpu": str(g.index), "UUID": (st.uuid if st else None) or "",
+                  "modelName": st.name if st else "", "Hostname": hostname,
+                  "simulated": "true" if g.simulated else "false"}
+        total = g.mem_total_bytes or (st.memory_total_bytes if st else None)
+        rows.append((labels, (g, total)))
+
+    def fam(name: str, kind: str, text: str, value: Any) -> Family:
+        return _family(name, kind, text, [(lab, value(g, total)) for lab, (g, total) in rows])
+
+    def mib(v: int | None) -> float | None:
+        return None if v is None else v / MIB
+
+    return [
+        _family("DCGM_FI_DEV_COUNT", "gauge", "Number of Devices on the node.",
+                [({"Hostname": hostname}, len(frame.gpus))]),
+        fam("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
+            lambda g, t: g.gpu_util_pct),
+        fam("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
+            lambda g, t: g.mem_util_pct),
+        fam("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
+            lambda g, t: mib(g.mem_used_bytes)),
+        fam("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
+            lambda g, t: None if t is None or g.mem_used_bytes is None
+            else mib(t - g.mem_used_bytes)),
+        fam("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).",
+            lambda g, t: mib(t)),
+        fam("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda g, t: g.power_w),
+        # dcgm-exporter declares it a counter; prometheus_client's text writer would rename
+        # a counter to ..._total, so it is untyped here to keep dcgm-exporter's exact name.
+        fam("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "untyped",
+            "Total energy consumption since boot (in mJ).",
+            lambda g, t: None if g.energy_j is None else g.energy_j * 1000.0),
+        fam("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).",
+            lambda g, t: g.temperature_c),
+        fam("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
+            lambda g, t: g.sm_clock_mhz),
+        fam("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
+            lambda g, t: g.mem_clock_mhz),
+    ]
+
+
+def host_families(host: HostSample | None, hostname: str) -> list[Family]:
+    """``dltop_host_*``: CPU (% of all logical CPUs), load, memory and swap."""
+    if host is None:
+        return []
+    lab = {"Hostname": hostname}
+    cores = host.cpu_pct_per_core
+    cpu = sum(cores) / len(cores) if cores else None
+
+    def gauge(name: str, text: str, value: float | None) -> Family:
+        return _family(f"dltop_host_{name}", "gauge", text, [(lab, value)])
+
+    return [
+        gauge("cpu_percent", "Host CPU busy, mean over logical CPUs since the last reading "
+              "(0-100).", cpu),
+        gauge("cpu_user_percent", "Host CPU in user mode (nice included), as cpu_percent.",
+              host.cpu_user_pct),
+        gauge("cpu_system_percent", "Host CPU in kernel mode (irq included), as cpu_percent.",
+              host.cpu_system_pct),
+        gauge("cpu_iowait_percent", "Host CPU idle waiting for I/O, as cpu_percent.",
+              host.cpu_iowait_pct),
+        gauge("cpus", "Logical CPUs.", len(cores)),
+        gauge("load1", "Load average over 1 minute.", host.load_1m),
+        gauge("memory_used_bytes", "Host memory in use (total - available), in bytes.",
+              host.mem_used_bytes),
+        gauge("memory_total_bytes", "Host memory, in bytes.", host.mem_total_bytes),
+        gauge("swap_used_bytes", "Swap in use, in bytes.", host.swap_used_bytes),
+    ]
+
+
+def run_families(runs: Sequence[RunMetrics], hostname: str,
+                 db_up: bool = True) -> list[Family]:
+    """``dltop_run_*`` per run in progress, ``dltop_runs_active`` and ``dltop_exporter_db_up``."""
+    def fam(name: str, text: str, value: Any) -> Family:
+        return _family(f"dltop_run_{name}", "gauge", text,
+                       [(r.labels(hostname), value(r)) for r in runs])
+
+    return [
+        fam("iterations_done", "Iterations the run reported so far, warm-up included.",
+            lambda r: r.done),
+        fam("iterations_planned", "Iterations the run will do, warm-up included.",
+            lambda r: r.planned),
+        fam("in_warmup", "1 while the run is in its warm-up iterations, else 0.",
+            lambda r: 1 if r.done < r.warmup else 0),
+        fam("last_iteration_seconds", "Seconds of the run's newest iteration.",
+            lambda r: r.last_s),
+        fam("iterations_per_second", f"Iteration rate: 1 / median seconds of the last "
+            f"{RECENT_ITERATIONS} iterations (measured ones once there are any).",
+            lambda r: 1.0 / r.median_s if r.median_s else None),
+        fam("samples_per_second", "Throughput: samples per iteration / median seconds.",
+            lambda r: r.samples_per_iter / r.median_s if r.median_s else None),
+        _family("dltop_runs_active", "gauge", "Runs in progress (engines alive).",
+                [({"Hostname": hostname}, len(runs))]),
+        _family("dltop_exporter_db_up", "gauge", "1 when the last scrape could read the "
+                "database, else 0 (no database yet, or unreadable).",
+                [({"Hostname": hostname}, 1 if db_up else 0)]),
+    ]
+
+
+class MetricsSource:
+    """The devices (polled in a thread) and a database, read into :class:`Family` lists.
+
+    Args:
+        backend: the GPU backend (NVML or simulated), or None to read no GPU.
+        db_path: the dltop database whose running runs are reported, or None.
+        device_hz: device readings per second.
+        host: the host reader (default: a psutil :class:`HostSampler`).
+    """
+
+    def __init__(self, backend: GpuBackend | None, db_path: Path | None,
+                 device_hz: float = DEVICE_HZ, host: Any = None) -> None:
+        self.hostname = socket.gethostname()
+        self.db_path = db_path
+        self._backend: GpuBackend = backend or _NoGpus()
+        self._host = host
+        self._interval_s = 1.0 / device_hz
+        self._frame: DeviceFrame | None = None
+        self._ready = threading.Event()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="dltop-metrics-poller",
+                                        daemon=True)
+
+    def start(self) -> MetricsSource:
+        """Start the device poller thread and wait for its first frame; returns self."""
+        self._thread.start()
+        self._ready.wait(timeout=10)
+        return self
+
+    def stop(self) -> None:
+        """Stop the poller thread."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    def _loop(self) -> None:
+        # psutil keeps cpu_percent's previous reading per thread: the host reader is made
+        # (and primed) in this thread, and the first frame comes a short interval later,
+        # so that its CPU figure covers real time (not psutil's 0.0 of an unprimed call).
+        try:
+            poller = DevicePoller(self._backend, self._host)
+        except Exception:  # no device reader: frame() reads once in the caller's thread
+            self._ready.set()
+            return
+        wait_s = FIRST_FRAME_S
+        while not self._stop.wait(wait_s):
+            wait_s = self._interval_s
+            with contextlib.suppress(Exception):  # a failed reading keeps the last frame
+                self._frame = poller.poll()
+            self._ready.set()
+
+    def frame(self) -> DeviceFrame:
+        """The newest device frame (one read now when the thread has none)."""
+        frame = self._frame
+        if frame is None:
+            frame = self._frame = DevicePoller(self._backend, self._host).poll()
+        return frame
+
+    def runs(self) -> tuple[list[RunMetrics], bool]:
+        """(runs in progress, whether the database could be read)."""
+        if self.db_path is None:
+            return [], True
+        if not self.db_path.is_file():
+            return [], False
+        from dltop.store.reader import open_reader
+
+        try:
+            db: Any = open_reader(self.db_path)  # ReadDb: the read API of sqlite-utils
+        except (DltopError, sqlite3.Error):
+            return [], False
+        try:
+            return read_runs(db), True
+        except sqlite3.Error:
+            return [], False
+        finally:
+            db.close()
+
+    def families(self) -> list[Family]:
+        """Every family, read now (runs) and from the newest frame (devices, host)."""
+        frame = self.frame()
+        runs, ok = self.runs()
+        return [*gpu_families(frame, self.hostname), *host_families(frame.host, self.hostname),
+                *run_families(runs, self.hostname, ok)]
+
+
+class _NoGpus:
+    """A GPU backend with no GPU (``--no-telemetry``-like use of the exporter)."""
+
+    simulated = False
+
+    def device_count(self) -> int:
+        return 0
+
+    def static(self, index: int) -> Any:
+        raise IndexError(index)
+
+    def sample(self, index: int, slow: bool) -> Any:
+        raise IndexError(index)
+
+    def unavailable_reason(self) -> str | None:
+        return None
+
+
+class PrometheusCollector:
+    """A ``prometheus_client`` collector over a :class:`MetricsSource`: fresh on each scrape."""
+
+    def __init__(self, source: MetricsSource) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[Any]:
+        """The families as ``prometheus_client`` metrics (empty families left out)."""
+        from prometheus_client.metrics_core import Metric
+
+        for fam in self.source.families():
+            if not fam.samples:
+                continue
+            m = Metric(fam.name, fam.help, "unknown" if fam.kind == "untyped" else fam.kind)
+            for labels, value in fam.samples:
+                m.add_sample(fam.name, dict(labels), value)
+            yield m
+
+
+def start_metrics_server(source: MetricsSource, host: str, port: int) -> WSGIServer:
+    """Serve ``/metrics`` of ``source`` on ``host:port`` in a daemon thread.
+
+    Returns the server (``shutdown()`` stops it). Raises OSError when the port is taken.
+    """
+    from prometheus_client import CollectorRegistry, start_http_server
+
+    registry = CollectorRegistry()
+    registry.register(PrometheusCollector(source))
+    server, _thread = start_http_server(port, addr=host, registry=registry)
+    return server

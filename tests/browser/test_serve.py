@@ -1,0 +1,262 @@
+"""``dltop serve``: a real server process, the real Chromium, the TUI drawn in the page.
+
+``DLTOP_UPDATE_CAPTURES=1`` also writes the screenshot to docs/captures/serve.png (the
+README's picture).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from dltop.jobs import campaign
+from dltop.procs import process_start_time
+from dltop.profiles.loader import parse
+from dltop.store import Store, connect
+
+CAPTURE = Path(__file__).resolve().parents[2] / "docs" / "captures" / "serve.png"
+PROFILE = """
+name = "serve-demo"
+[defaults]
+iterations = 20
+warmup = 5
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r", "alexnet-r", "resnet-56"]
+batch_sizes = [64]
+devices = ["cpu:1", "cpu:2"]
+"""
+
+# Records what the page's websockets receive (the terminal's byte stream): xterm draws
+# on a canvas, so the stream is where the TUI's text can be read back.
+RECORD_WEBSOCKETS = """
+(() => {
+  window.__wsText = [];
+  const Orig = window.WebSocket;
+  const decoder = new TextDecoder();
+  const keep = (data) => {
+    if (typeof data === 'string') window.__wsText.push(data);
+    else if (data instanceof ArrayBuffer) {
+      window.__wsText.push(decoder.decode(data, {stream: true}));
+    }
+    else if (data instanceof Blob) data.arrayBuffer().then(keep);
+  };
+  function Recorded(url, protocols) {
+    const ws = protocols === undefined ? new Orig(url) : new Orig(url, protocols);
+    ws.addEventListener('message', (ev) => keep(ev.data));
+    return ws;
+  }
+  Recorded.prototype = Orig.prototype;
+  Object.assign(Recorded, {CONNECTING: 0, OPEN: 1, CLOSING: 2, CLOSED: 3});
+  window.WebSocket = Recorded;
+})();
+"""
+# Distinct colours on a grid over a PNG (base64): a blank page has one or two.
+COLOURS = """
+const done = arguments[arguments.length - 1];
+const img = new Image();
+img.onload = () => {
+  const c = document.createElement('canvas');
+  c.width = img.width; c.height = img.height;
+  const ctx = c.getContext('2d');
+  ctx.drawImage(img, 0, 0);
+  const d = ctx.getImageData(0, 0, c.width, c.height).data;
+  const seen = new Set();
+  for (let i = 0; i < d.length; i += 4 * 31) seen.add((d[i] << 16) | (d[i + 1] << 8) | d[i + 2]);
+  done(seen.size);
+};
+img.onerror = () => done(-1);
+img.src = 'data:image/png;base64,' + arguments[0];
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def listening(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+def seed(tmp_path: Path, engine_pid: int) -> Path:
+    """A campaign: one run ok, one crashed, one running (12 of 25), three queued."""
+    db_path = tmp_path / "serve.db"
+    store = Store(connect(db_path))
+    plan = campaign.preflight([parse(PROFILE, "serve-demo.toml", "serve-demo")], 0, False)
+    cid, queued = campaign.create(store, plan, ["dltop", "run", "serve-demo.toml"])
+    ids = [q.job_id for q in queued]
+    for k, status in ((0, "ok"), (1, "crashed")):
+        rid = store.start_run(ids[k], cid, 1, "", 64)
+        store.finish_run(rid, ids[k], status, {
+            "median_s": 0.05 * (k + 1), "samples_per_s": 1280.0 / (k + 1), "cv": 0.01,
+            "n_iterations": 20, "error_message": "boom" if status == "crashed" else None})
+    rid = store.start_run(ids[2], cid, 1, "", 64)
+    store.add_iterations(rid, [{"idx": i, "seconds": 0.1 + 0.01 * (i % 4), "samples": 64,
+                                "warmup": int(i < 5), "loss": 2.0} for i in range(12)])
+    with store.db.conn:
+        store.db.execute("update campaigns set status = 'running', engine_pid = ?, "
+                         "engine_start_time = ?",
+                         [engine_pid, process_start_time(engine_pid)])
+    store.db.conn.close()
+    return db_path
+
+
+@pytest.fixture
+def stand_in_engine() -> Iterator[int]:
+    """A live process recorded as the campaign's engine, so no viewer resumes it."""
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def tuis_of(db: Path) -> list[int]:
+    """``dltop tui`` processes showing ``db`` (the ones the server started)."""
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = p.info["cmdline"] or []
+        if "tui" in cmd and str(db) in cmd:
+            out.append(p.pid)
+    return out
+
+
+def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engine: int,
+                                         wait_until: Callable[..., None]) -> None:
+    db = seed(tmp_path, stand_in_engine)
+    port, mport = free_port(), free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "dltop", "serve", "--db", str(db), "--port", str(port),
+         "--fake-gpus", "2", "--metrics-port", str(mport)], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        wait_until(lambda: listening(port) or server.poll() is not None, 60,
+                   "dltop serve to listen")
+        assert server.poll() is None, server.communicate()
+        browser.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
+                                       {"source": RECORD_WEBSOCKETS})
+        browser.open(f"http://127.0.0.1:{port}/")
+
+        def received() -> str:
+            return "".join(browser.script("return window.__wsText || []"))
+
+        wait_until(lambda: "Simulated GPU" in received(), 90, "the TUI's GPU rows on the wire")
+        text = received()
+        assert "dltop" in text and "serve-demo" in text and "alexnet-r" in text
+        assert "-first-byte" in browser.script("return document.body.className")
+        assert browser.script("return document.querySelectorAll("
+                              "'#terminal .xterm-screen canvas').length") >= 1
+
+        def colours() -> int:
+            png = browser.driver.get_screenshot_as_base64()
+            return int(browser.driver.execute_async_script(COLOURS, png))
+
+        wait_until(lambda: colours() > 8, 60, "the terminal to be drawn (not blank)")
+        shot = browser.screenshot(tmp_path / "serve.png")
+        if os.environ.get("DLTOP_UPDATE_CAPTURES"):
+            CAPTURE.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shot, CAPTURE)
+        errors = browser.console_errors()
+        assert errors == [], errors
+        assert tuis_of(db), "no `dltop tui` process started for the connection"
+
+        # --metrics-port: the same server process answers Prometheus scrapes
+        with urllib.request.urlopen(f"http://127.0.0.1:{mport}/metrics", timeout=30) as r:
+            metrics = r.read().decode()
+        assert 'DCGM_FI_DEV_GPU_UTIL{Hostname=' in metrics and 'simulated="true"' in metrics
+        assert 'model="alexnet-r"' in metrics and "dltop_run_iterations_done{" in metrics
+
+        # Offline page; its addresses follow the URL the browser used (an SSH tunnel's
+        # local port), not the bind address.
+        assert "googleapis" not in browser.driver.page_source
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/",
+                                     headers={"Host": "127.0.0.1:9999"})
+        with urllib.request.urlopen(req, timeout=30) as r:
+            page = r.read().decode()
+        assert 'data-session-websocket-url="ws://127.0.0.1:9999/ws"' in page, page
+        assert f":{port}" not in page
+
+        # Closing the tab (leaving the page) ends its TUI; the server goes on.
+        browser.open("about:blank")
+        wait_until(lambda: not tuis_of(db), 60, "the tab's TUI to end when it closed")
+        assert server.poll() is None
+        browser.open(f"http://127.0.0.1:{port}/")  # a session open when the server stops
+        wait_until(lambda: "Simulated GPU" in received(), 90, "the second session's TUI")
+    finally:
+        server.send_signal(signal.SIGINT)
+        try:
+            out, err = server.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            out, err = server.communicate()
+    assert server.returncode == 0, err
+    assert f"http://127.0.0.1:{port}" in out
+    assert f"ssh -L {port}:127.0.0.1:{port}" in out
+    assert f"http://127.0.0.1:{mport}/metrics" in out
+    assert "Traceback" not in err and "Event loop is closed" not in err, err
+    wait_until(lambda: not tuis_of(db), 30, "the served TUIs to end with the server")
+
+
+@pytest.mark.parametrize("argv", [
+    ["serve", "--port", "{port}"],
+    ["serve", "--port", "{free}", "--metrics-port", "{port}"],
+    ["exporter", "--port", "{port}"],
+])
+def test_a_port_in_use_is_exit_2_with_a_message(tmp_path: Path, argv: list[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        args = [a.format(port=port, free=free_port()) for a in argv]
+        res = subprocess.run([sys.executable, "-m", "dltop", *args, "--db",
+                              str(tmp_path / "none.db"), "--fake-gpus", "1"],
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res
+    assert f"127.0.0.1:{port} is already in use" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr and not (tmp_path / "none.db").exists()
+
+
+def test_a_network_host_warns_that_there_is_no_authentication(tmp_path: Path) -> None:
+    with socket.socket() as taken:  # the port is taken so that nothing starts
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        res = subprocess.run([sys.executable, "-m", "dltop", "serve", "--host", "0.0.0.0",
+                              "--port", str(port), "--db", str(tmp_path / "x.db")],
+                             capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2
+    assert "warning: --host 0.0.0.0 is reachable from the network" in res.stderr
+    assert "no authentication" in res.stderr
+    assert "is already in use" in res.stderr
+
+
+def test_an_unknown_host_is_exit_2(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "dltop", "exporter", "--host",
+                          "no-such-host.invalid", "--port", str(free_port())],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "--host 'no-such-host.invalid'" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize("command", ["serve", "exporter"])
+def test_a_missing_database_is_exit_2(tmp_path: Path, command: str) -> None:
+    res = subprocess.run([sys.executable, "-m", "dltop", command, "--port", str(free_port()),
+                          "--db", str(tmp_path / "none.db")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res
+    assert "none.db" in res.stderr and "no such database" in res.stderr, res.stderr
+    assert not (tmp_path / "none.db").exists()

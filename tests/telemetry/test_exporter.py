@@ -1,0 +1,187 @@
+"""Prometheus metrics: the families' values and units, and a real exporter scraped over HTTP
+while a real campaign runs."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import urllib.request
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from dltop.live.devices import DevicePoller
+from dltop.live.metrics import MIB, MetricsSource, PrometheusCollector, gpu_families
+from dltop.telemetry.fake import FakeGpuBackend
+from dltop.telemetry.model import HostSample
+
+PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
+DCGM = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",
+        "DCGM_FI_DEV_FB_TOTAL", "DCGM_FI_DEV_POWER_USAGE",
+        "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "DCGM_FI_DEV_GPU_TEMP",
+        "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK")
+HOST = ("dltop_host_cpu_percent", "dltop_host_memory_used_bytes",
+        "dltop_host_memory_total_bytes", "dltop_host_load1", "dltop_host_cpus")
+RUN = ("dltop_run_iterations_done", "dltop_run_iterations_planned", "dltop_run_in_warmup",
+       "dltop_run_last_iteration_seconds", "dltop_run_iterations_per_second",
+       "dltop_run_samples_per_second")
+
+
+def fixed_host() -> HostSample:
+    return HostSample(0, (25.0, 75.0), 0.5, 3 * 2**30, 16 * 2**30, 0, cpu_user_pct=40.0)
+
+
+def parse(text: str) -> dict[str, list[Any]]:
+    """Samples by metric name (families with one sample name, as all of dltop's are)."""
+    out: dict[str, list[Any]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def test_gpu_values_are_in_dcgm_exporter_units() -> None:
+    poller = DevicePoller(FakeGpuBackend(2, clock_ns=lambda: 5 * 10**9), fixed_host)
+    frame = poller.poll()  # the first frame is a slow one: temperature and clocks
+    fams = {f.name: f for f in gpu_families(frame, "h1")}
+    g = frame.gpus[1]
+    labels, used = fams["DCGM_FI_DEV_FB_USED"].samples[1]
+    assert dict(labels) == {"gpu": "1", "UUID": "GPU-fake-0001", "modelName": "Simulated GPU 1",
+                            "Hostname": "h1", "simulated": "true"}
+    assert used == g.mem_used_bytes / MIB
+    assert fams["DCGM_FI_DEV_FB_TOTAL"].samples[1][1] == 80 * 1024  # MiB
+    assert fams["DCGM_FI_DEV_FB_FREE"].samples[1][1] == pytest.approx(80 * 1024 - used)
+    assert fams["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].samples[1][1] == \
+        pytest.approx(g.energy_j * 1000)  # mJ
+    assert fams["DCGM_FI_DEV_POWER_USAGE"].samples[1][1] == g.power_w
+    assert fams["DCGM_FI_DEV_GPU_TEMP"].samples[1][1] == g.temperature_c
+
+    # A GPU that does not report a value (no temperature, no energy counter) leaves that
+    # sample out rather than exporting a made-up 0.
+    bare = replace(frame, gpus=(replace(frame.gpus[0], temperature_c=None, energy_j=None),))
+    fams = {f.name: f for f in gpu_families(bare, "h1")}
+    assert fams["DCGM_FI_DEV_GPU_TEMP"].samples == ()
+    assert fams["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].samples == ()
+    assert len(fams["DCGM_FI_DEV_GPU_UTIL"].samples) == 1
+
+
+def test_the_collector_writes_parseable_exposition(tmp_path: Path) -> None:
+    source = MetricsSource(FakeGpuBackend(1), tmp_path / "none.db", host=fixed_host)
+    registry = CollectorRegistry()
+    registry.register(PrometheusCollector(source))
+    text = generate_latest(registry).decode()
+    samples = parse(text)
+    # dcgm-exporter's exact name, not prometheus_client's counter spelling ..._total
+    assert "# TYPE DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION untyped" in text
+    assert samples["dltop_host_cpu_percent"][0].value == 50.0
+    assert samples["dltop_host_cpu_user_percent"][0].value == 40.0
+    assert samples["dltop_exporter_db_up"][0].value == 0  # no database there
+    assert samples["dltop_runs_active"][0].value == 0
+    assert not any(name.startswith("dltop_run_") for name in samples)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> dict[str, list[Any]]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        assert resp.status == 200
+        return parse(resp.read().decode())
+
+
+def iterations_done(port: int) -> float:
+    """The running run's ``dltop_run_iterations_done`` (-1: no run, or no exporter yet)."""
+    try:
+        samples = scrape(port).get("dltop_run_iterations_done")
+    except OSError:
+        return -1
+    return float(samples[0].value) if samples else -1
+
+
+@pytest.mark.slow
+def test_exporter_reports_devices_host_and_a_running_campaign(
+        tmp_path: Path, profile_text: Any, wait_until: Callable[..., None]) -> None:
+    prof = tmp_path / "p.toml"
+    prof.write_text(profile_text({
+        "frameworks": ["command"], "models": ["my-net"], "batch_sizes": [32],
+        "devices": ["cpu:1"], "warmup": 2, "iterations": 100000, "timeout_s": 300,
+        "command": [sys.executable, str(PROGRAMS / "cmd_seconds.py"), "-1"],
+        "iteration_regex": r"took (?P<seconds>[0-9.]+)s"}, name="prom-demo"))
+    db = tmp_path / "d.db"
+    run = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
+                            "--headless", "--no-telemetry"], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    port = free_port()
+    exporter = None
+    try:
+        wait_until(lambda: db.exists() or run.poll() is not None, 60, "the database")
+        exporter = subprocess.Popen(
+            [sys.executable, "-m", "dltop", "exporter", "--port", str(port), "--db", str(db),
+             "--fake-gpus", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: iterations_done(port) >= 5, 120,
+                   "the running run's metrics with 5 iterations")
+        first = scrape(port)
+
+        gpus = first["DCGM_FI_DEV_GPU_UTIL"]
+        assert [s.labels["gpu"] for s in gpus] == ["0", "1"]
+        for name in DCGM:
+            assert len(first[name]) == 2, name
+            for s in first[name]:
+                assert s.labels["simulated"] == "true"
+                assert s.labels["UUID"].startswith("GPU-") and s.labels["Hostname"]
+        assert first["DCGM_FI_DEV_COUNT"][0].value == 2
+        for name in HOST:
+            assert len(first[name]) == 1, name
+        assert 0 <= first["dltop_host_cpu_percent"][0].value <= 100
+        assert first["dltop_exporter_db_up"][0].value == 1
+        assert first["dltop_runs_active"][0].value == 1
+
+        conn = sqlite3.connect(db)
+        run_id, camp_id = conn.execute("select id, campaign_id from runs").fetchone()
+        conn.close()
+        for name in RUN:
+            (s,) = first[name]
+            assert s.labels == {"campaign": "prom-demo", "campaign_id": str(camp_id),
+                                "framework": "command", "model": "my-net", "batch": "32",
+                                "device": "cpu:1", "run_id": str(run_id),
+                                "Hostname": s.labels["Hostname"]}, name
+        value = {name: first[name][0].value for name in RUN}
+        assert value["dltop_run_iterations_planned"] == 100002
+        assert value["dltop_run_in_warmup"] == 0
+        # cmd_seconds.py steps take 20-40 ms; a loaded machine stretches them, never shrinks
+        assert 0.015 < value["dltop_run_last_iteration_seconds"] < 5
+        assert 0.2 < value["dltop_run_iterations_per_second"] < 55
+        assert value["dltop_run_samples_per_second"] == \
+            pytest.approx(32 * value["dltop_run_iterations_per_second"])
+        done = value["dltop_run_iterations_done"]
+        wait_until(lambda: iterations_done(port) > done, 60,
+                   "the iteration count to grow between scrapes")
+        energy = first["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"][0].value
+        wait_until(lambda: scrape(port)["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"][0].value
+                   > energy, 30, "the energy counter to grow (devices are read at 1 Hz)")
+
+        run.send_signal(signal.SIGINT)  # the campaign is cancelled: no run in progress
+        run.wait(timeout=120)
+        after = scrape(port)
+        assert not any(name.startswith("dltop_run_") for name in after)
+        assert after["dltop_runs_active"][0].value == 0
+    finally:
+        if run.poll() is None:
+            run.send_signal(signal.SIGINT)
+            run.wait(timeout=120)
+        if exporter is not None:
+            exporter.send_signal(signal.SIGTERM)
+            out, err = exporter.communicate(timeout=30)
+            assert exporter.returncode == 0, err
+            assert f"http://127.0.0.1:{port}/metrics" in out

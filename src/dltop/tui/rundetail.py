@@ -1,0 +1,301 @@
+"""The run detail screen: one job's run over time, its figures, environment and log.
+
+Enter on a job of the main screen's queue opens it on the job's latest run; ``[``
+and ``]`` step through the job's other attempts, ``l`` pages the whole runner.log
+(:mod:`dltop.tui.logview`), escape returns. Everything is read in a worker thread on
+the screen's own read-only connection (:mod:`dltop.live.rundetail`,
+:mod:`dltop.results.runtrace`); a running run (or a job that has not started yet)
+is read again at the viewer's database rate, its trace extended by the rows stored
+since rather than read again.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import Static
+
+from dltop.live.rundetail import RunDetail, extend_trace, job_attempts, log_tail, read_run_detail
+from dltop.results.runtrace import RunTrace
+from dltop.textsafe import multiline, one_line
+from dltop.tui.charts import RunCharts
+from dltop.tui.format import NA, STATUS_STYLE, duration, gib, num, per_iteration
+from dltop.tui.keybar import KeyBar
+from dltop.tui.logview import LogViewer
+
+if TYPE_CHECKING:
+    from dltop.store.reader import ReadDb
+
+TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
+KEY_W = 13
+Row = tuple[str, str | None, str]
+"""(key, value or None when missing, the group whose reason explains a missing value)."""
+
+
+def section(title: str, rows: Iterable[Row], detail: RunDetail) -> Text:
+    """A titled block of ``key value`` lines; missing values show N/A, and their
+    reasons follow, once per group."""
+    t = Text(no_wrap=False, overflow="fold")
+    t.append(title + "\n", "bold underline")
+    missing: list[str] = []
+    for key, value, group in rows:
+        t.append(f"{key:<{KEY_W}}", "dim")
+        if value is None:
+            t.append(NA, "yellow")
+            if group not in missing:
+                missing.append(group)
+        else:
+            t.append(one_line(value))
+        t.append("\n")
+    for group in missing:
+        t.append(f"N/A: {detail.why_missing(group)}\n", "dim yellow")
+    return t
+
+
+def status_text(d: RunDetail, from_file: bool) -> Text:
+    """Status, reason and where the log is."""
+    t = Text(no_wrap=False, overflow="fold")
+    t.append("Status\n", "bold underline")
+    t.append(f"{'status':<{KEY_W}}", "dim")
+    t.append(d.status, STATUS_STYLE.get(d.status, "bold"))
+    if d.error_kind:
+        t.append(f" ({one_line(d.error_kind)})")
+    t.append("\n")
+    if d.error_message:
+        t.append(f"{'reason':<{KEY_W}}", "dim")
+        t.append(multiline(d.error_message) + "\n", "red" if d.status != "ok" else "")
+    if d.note:
+        t.append(f"{'note':<{KEY_W}}", "dim")
+        t.append(multiline(d.note) + "\n")
+    if d.protocol_errors:
+        t.append(f"{'protocol err':<{KEY_W}}", "dim")
+        t.append(f"{d.protocol_errors}\n")
+    for key, value in (("started", d.started_at), ("finished", d.finished_at)):
+        t.append(f"{key:<{KEY_W}}", "dim")
+        t.append(one_line(value or "-") + "\n")
+    t.append(f"{'wall':<{KEY_W}}", "dim")
+    t.append(f"{duration(d.wall_s) if d.wall_s is not None else '-'}\n")
+    t.append(f"{'log':<{KEY_W}}", "dim")
+    t.append(one_line(d.log_path or "-"))
+    if not from_file:
+        t.append(f"  (N/A: {d.why_missing('log')})", "yellow")
+    t.append("\n")
+    return t
+
+
+def stats_rows(d: RunDetail) -> list[Row]:
+    """The run's timing statistics."""
+    s = d.stats
+    p = None if s.p10_s is None or s.p90_s is None else \
+        f"{per_iteration(s.p10_s)} / {per_iteration(s.p90_s)}"
+    return [("n", None if s.n_iterations is None else str(s.n_iterations), "stats"),
+            ("median", None if s.median_s is None else per_iteration(s.median_s), "stats"),
+            ("p10 / p90", p, "stats"),
+            ("cv", num(s.cv, ".3f") if s.cv is not None else None, "stats"),
+            ("noisy", None if s.noisy is None else ("yes" if s.noisy else "no"), "stats"),
+            ("samples/s", num(s.samples_per_s, ".1f") if s.samples_per_s else None, "stats"),
+            ("final loss", num(s.final_loss, ".4g") if s.final_loss is not None else None,
+             "stats")]
+
+
+def _opt(value: float | int | None, fmt: str, unit: str = "") -> str | None:
+    return None if value is None else f"{value:{fmt}}{unit}"
+
+
+def telemetry_rows(d: RunDetail) -> list[Row]:
+    """The run's telemetry summary (the ``runs`` columns)."""
+    m = d.telemetry
+    util = None if m.gpu_util_mean_pct is None else \
+        f"{m.gpu_util_mean_pct:.0f} / {num(m.gpu_util_peak_pct, '.0f')} %"
+    energy = None if m.energy_j is None else \
+        f"{m.energy_j:.1f} J ({m.energy_source or 'source unknown'})"
+    mem = None if m.gpu_mem_peak_bytes is None else \
+        f"{gib(m.gpu_mem_peak_bytes)} GiB (run {gib(m.gpu_mem_run_peak_bytes)})"
+    throttle = m.throttle_reasons or ("none" if d.uses_gpu and m.window_s else None)
+    contaminated = None if m.contaminated is None else \
+        ("yes: " + (m.contamination or "") if m.contaminated else "no")
+    rows: list[Row] = [
+        ("gpu util", util, "gpu"), ("power mean", _opt(m.power_mean_w, ".1f", " W"), "gpu"),
+        ("energy", energy, "gpu"), ("J/sample", _opt(m.joules_per_sample, ".4g"), "gpu"),
+        ("gpu mem peak", mem, "gpu"), ("throttle", throttle, "gpu"),
+        ("host cpu", _opt(m.host_cpu_mean_pct, ".1f", " %"), "telemetry"),
+        ("tree cpu", _opt(m.tree_cpu_mean_pct, ".0f", " % (100 = 1 core)"), "telemetry"),
+        ("rss peak", None if m.rss_peak_bytes is None else f"{gib(m.rss_peak_bytes)} GiB",
+         "telemetry"),
+        ("contaminated", contaminated, "telemetry"),
+        ("simulated", None if m.simulated is None else
+         ("yes (fake GPUs)" if m.simulated else "no"), "telemetry"),
+        ("window", _opt(m.window_s, ".1f", " s"), "telemetry"),
+        ("run energy", _opt(m.energy_run_j, ".1f", " J"), "gpu")]
+    if m.read_errors:
+        rows.append(("read errors", str(m.read_errors), "telemetry"))
+    if m.note:
+        rows.append(("note", m.note, "telemetry"))
+    return rows
+
+
+class RunDetailScreen(Screen[None]):
+    """One run of a job: charts on the left, figures on the right, the log tail below."""
+
+    DEFAULT_CSS = """
+    RunDetailScreen { layout: vertical; }
+    RunDetailScreen #rd-head { height: 1; background: $panel; }
+    RunDetailScreen #rd-main { height: 1fr; }
+    RunDetailScreen #rd-charts { width: 1fr; }
+    RunDetailScreen #rd-info { width: 42; padding: 0 1; border-left: solid $primary-darken-2; }
+    RunDetailScreen.-wide #rd-info { width: 64; }
+    RunDetailScreen #rd-info Static { margin-bottom: 1; }
+    RunDetailScreen #rd-log { height: 7; border-top: solid $primary-darken-2; }
+    RunDetailScreen.-tall #rd-log { height: 12; }
+    RunDetailScreen #rd-keys { height: 1; dock: bottom; background: $panel; }
+    """
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (45, "-tall")]
+    BINDINGS = [Binding("escape", "close", "Back"),
+                Binding("l", "open_log", "Log"),
+                Binding("left_square_bracket", "attempt(-1)", "Prev attempt", key_display="["),
+                Binding("right_square_bracket", "attempt(1)", "Next attempt", key_display="]")]
+
+    def __init__(self, db_path: Path, job_id: int, *, run_id: int | None = None,
+                 poll_s: float = 0.5) -> None:
+        super().__init__()
+        self.db_path, self.job_id, self.run_id = db_path, job_id, run_id
+        self.poll_s = poll_s
+        self.detail: RunDetail | None = None
+        self.trace: RunTrace | None = None
+        self.tail: tuple[str, ...] = ()
+        self.loads = 0
+        """Reads shown so far (tests wait on it)."""
+        self._gen = 0
+        self._lock = threading.Lock()
+        self._db: ReadDb | None = None
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="rd-head")
+        yield Static(id="too-small")
+        with Vertical(id="body"):
+            with Horizontal(id="rd-main"):
+                with VerticalScroll(id="rd-charts"):
+                    yield RunCharts()
+                with VerticalScroll(id="rd-info"):
+                    for part in ("status", "stats", "telemetry", "env"):
+                        yield Static("", id=f"rd-{part}")
+            yield Static("", id="rd-log")
+        yield KeyBar([*((b, False) for b in self.BINDINGS),
+                      *((b, True) for b in self.app.BINDINGS)], id="rd-keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#rd-head", Static).update(f" job {self.job_id}: reading…")
+        self.reload()
+        self.set_interval(self.poll_s, self._tick)
+
+    def on_resize(self, event: Resize) -> None:
+        self.query_one("#too-small", Static).update(
+            TOO_SMALL.format(w=event.size.width, h=event.size.height))
+
+    def on_unmount(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # reading ---------------------------------------------------------------------
+    def _tick(self) -> None:
+        d = self.detail
+        if d is None or d.running:  # a finished run does not change
+            self.reload(extend=True)
+
+    def reload(self, extend: bool = False) -> None:
+        """Read the run again (``extend``: its trace only from where it ends)."""
+        self._gen += 1
+        self._read(self._gen, self.run_id, self.trace if extend else None)
+
+    @work(thread=True, group="run-detail", exit_on_error=False)
+    def _read(self, gen: int, run_id: int | None, trace: RunTrace | None) -> None:
+        from dltop.store.reader import open_reader
+
+        with self._lock:
+            if self._db is None:
+                self._db = open_reader(self.db_path)
+            db = self._db
+            if run_id is None:
+                attempts = job_attempts(db, self.job_id)
+                run_id = attempts[-1] if attempts else None
+            detail = None if run_id is None else read_run_detail(db, run_id)
+            if detail is not None:
+                trace = extend_trace(db, trace, detail.run_id)
+        tail, from_file = log_tail(detail) if detail else ((), True)
+        self.app.call_from_thread(self._show, gen, detail, trace, tail, from_file)
+
+    # showing ---------------------------------------------------------------------
+    def _show(self, gen: int, detail: RunDetail | None, trace: RunTrace | None,
+              tail: tuple[str, ...], from_file: bool) -> None:
+        if gen != self._gen or not self.is_attached:
+            return  # a newer read was asked for (another attempt, say)
+        self.loads += 1
+        head = self.query_one("#rd-head", Static)
+        if detail is None:
+            head.update(Text(f" job {self.job_id}: no run yet (queued); this screen shows it "
+                             "when it starts", no_wrap=True, overflow="ellipsis"))
+            return
+        self.detail, self.trace, self.tail = detail, trace, tail
+        self.run_id = detail.run_id
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(" run detail ", "bold reverse")
+        t.append(f"  run {detail.run_id}  {one_line(detail.label)}  ")
+        t.append(detail.status, STATUS_STYLE.get(detail.status, "bold"))
+        n = len(detail.attempts)
+        t.append(f"  attempt {detail.attempt_index + 1}/{n}" + ("  ([ ] switch)" if n > 1 else ""))
+        t.append(f"  campaign {detail.campaign_id}")
+        head.update(t)
+        self.query_one(RunCharts).show(trace, detail.why_missing("telemetry"))
+        self.query_one("#rd-status", Static).update(status_text(detail, from_file))
+        self.query_one("#rd-stats", Static).update(
+            section("Statistics", stats_rows(detail), detail))
+        self.query_one("#rd-telemetry", Static).update(
+            section("Telemetry", telemetry_rows(detail), detail))
+        env = detail.environment or (("environment", None),)
+        self.query_one("#rd-env", Static).update(section(
+            "Environment", [(k, v, "environment") for k, v in env], detail))
+        log = Text(no_wrap=True, overflow="ellipsis")
+        log.append("log tail" + ("" if from_file else " (stored when the run ended)"), "bold")
+        log.append("  l: whole log\n" if from_file else "\n", "dim")
+        log.append(multiline("\n".join(tail)) if tail else "(empty)")
+        self.query_one("#rd-log", Static).update(log)
+
+    # keys --------------------------------------------------------------------------
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_attempt(self, step: int) -> None:
+        d = self.detail
+        if d is None:
+            return
+        i = d.attempt_index + step
+        if not 0 <= i < len(d.attempts):
+            self.notify("no other attempt" if len(d.attempts) == 1 else
+                        "no earlier attempt" if step < 0 else "no later attempt", timeout=2)
+            return
+        self.run_id, self.trace = d.attempts[i], None
+        self.reload()
+
+    def action_open_log(self) -> None:
+        d = self.detail
+        if d is None or not d.log_path:
+            self.notify("this run has no log", severity="warning", timeout=3)
+            return
+        if not Path(d.log_path).is_file():
+            self.notify(f"log N/A: {d.why_missing('log')}", severity="warning", timeout=4,
+                        markup=False)
+            return
+        self.app.push_screen(LogViewer(d.log_path, f"run {d.run_id} log", follow=d.running))

@@ -160,6 +160,8 @@ class RunDetail:
             return self.telemetry.note
         if group == "gpu":
             return "not reported by the GPU (NVML: not supported)"
+        if group == "telemetry":
+            return "no telemetry stored for this run (sampling off, or it ended first)"
         return "not recorded"
 
 

@@ -83,7 +83,8 @@ class RunCharts(Vertical):
     def _chart(self, name: str) -> RunChart:
         return self.query_one(f"#chart-{name}", RunChart)
 
-    def show(self, trace: RunTrace | None, telemetry_reason: str) -> None:
+    def show(self, trace: RunTrace | None, telemetry_reason: str, running: bool = False
+             ) -> None:
         """Draw the trace (None: nothing stored yet); ``telemetry_reason`` says why a run
         without telemetry windows has none."""
         its = trace.iterations if trace else ()
@@ -101,6 +102,7 @@ class RunCharts(Vertical):
             [("", [x for x, _ in warm], [s for _, s in warm], WARMUP_COLOR),
              ("", [x for x, _ in meas], [s for _, s in meas], MEASURED_COLOR)],
             vline=trace.warmup_end_s if trace else None)
+        self._chart("iter").set_class(not its, "-hidden")
         has_loss = trace is not None and trace.has_loss
         self._chart("loss").set_class(not has_loss, "-hidden")
         if has_loss:
@@ -113,8 +115,7 @@ class RunCharts(Vertical):
         if not (gpus or host):
             notes.append(f"telemetry: N/A ({telemetry_reason})")
         if not its:
-            notes.append("no iteration stored yet" if trace is None or not trace.pruned
-                         else "no iteration kept")
+            notes.append("no iteration stored" + (" yet" if running else ""))
         note = self.query_one("#charts-note", Static)
         note.update("  ".join(notes))
         note.set_class(not notes, "-hidden")

@@ -38,6 +38,11 @@ if TYPE_CHECKING:
 
 TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
 KEY_W = 13
+ENV_LABELS = {"cpu_model": "cpu", "physical_cores": "cores", "logical_cores": "threads (hw)",
+              "python_version": "python", "python_executable": "interpreter",
+              "framework_version": "version", "threads": "threads", "thread_env": "thread env",
+              "cuda_version": "cuda", "cudnn_version": "cudnn", "device_name": "device",
+              "driver_version": "driver"}
 Row = tuple[str, str | None, str]
 """(key, value or None when missing, the group whose reason explains a missing value)."""
 
@@ -258,7 +263,7 @@ class RunDetailScreen(Screen[None]):
         t.append(f"  attempt {detail.attempt_index + 1}/{n}" + ("  ([ ] switch)" if n > 1 else ""))
         t.append(f"  campaign {detail.campaign_id}")
         head.update(t)
-        self.query_one(RunCharts).show(trace, detail.why_missing("telemetry"))
+        self.query_one(RunCharts).show(trace, detail.why_missing("telemetry"), detail.running)
         self.query_one("#rd-status", Static).update(status_text(detail, from_file))
         self.query_one("#rd-stats", Static).update(
             section("Statistics", stats_rows(detail), detail))
@@ -266,7 +271,7 @@ class RunDetailScreen(Screen[None]):
             section("Telemetry", telemetry_rows(detail), detail))
         env = detail.environment or (("environment", None),)
         self.query_one("#rd-env", Static).update(section(
-            "Environment", [(k, v, "environment") for k, v in env], detail))
+            "Environment", [(ENV_LABELS.get(k, k), v, "environment") for k, v in env], detail))
         log = Text(no_wrap=True, overflow="ellipsis")
         log.append("log tail" + ("" if from_file else " (stored when the run ended)"), "bold")
         log.append("  l: whole log\n" if from_file else "\n", "dim")

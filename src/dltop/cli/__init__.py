@@ -44,6 +44,7 @@ COMMANDS: dict[str, str] = {
     "status": "control:cmd_status", "devices": "info:cmd_devices", "env": "info:cmd_env",
     "doctor": "info:cmd_doctor", "tui": "viewer:cmd_tui",
     "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",
+    "log": "logs:cmd_log",
     **{verb.value: "control:cmd_control" for verb in Control},
 }
 """Every subcommand but ``run`` (which also takes the command line) -> its implementation,

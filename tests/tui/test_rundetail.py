@@ -153,3 +153,18 @@ async def test_attempts_switch_with_brackets(
         await wait_until_async(lambda: screen.loads > loads, 20, "the first attempt")
         assert screen.detail.run_id == data.crashed_run
         assert "attempt 1/2" in text_of(screen, "#rd-head")
+
+
+async def test_a_queued_job_shows_its_run_once_it_starts(
+        data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
+    app = make_app(data.seeded)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_row(pilot, app, 3, wait_until_async)
+        assert screen.detail is None and "no run yet" in text_of(screen, "#rd-head")
+        store = Store(connect(data.seeded.db_path))
+        run = store.start_run(data.seeded.job_ids[3], data.seeded.campaign_id, 1, "", 64)
+        await wait_until_async(lambda: screen.detail is not None, 20, "the run to show")
+        assert screen.detail is not None and screen.detail.run_id == run
+        assert "running" in text_of(screen, "#rd-head")
+        # nothing measured yet: every figure is N/A, with the reason
+        assert "N/A: computed when the run ends" in text_of(screen, "#rd-stats")

@@ -43,8 +43,12 @@ class LogChunk:
     """The file's size when it was read."""
 
 
-def scan_log(path: Path | str, offset: int, max_bytes: int = CHUNK_BYTES) -> LogChunk:
+def scan_log(path: Path | str, offset: int, max_bytes: int = CHUNK_BYTES,
+             line_start: int | None = None) -> LogChunk:
     """Line starts in ``max_bytes`` of the log from ``offset``.
+
+    ``line_start``: where the line running at ``offset`` began (default ``offset``),
+    so that a line crossing chunks is measured whole.
 
     Raises:
         OSError: the log cannot be opened (missing, a symlink, unreadable).
@@ -56,7 +60,8 @@ def scan_log(path: Path | str, offset: int, max_bytes: int = CHUNK_BYTES) -> Log
     finally:
         os.close(fd)
     starts: array[int] = array("q")
-    longest, prev, find = 0, 0, data.find
+    longest, find = 0, data.find
+    prev = (offset if line_start is None else line_start) - offset  # may be negative
     pos = find(b"\n")
     while pos >= 0:
         starts.append(offset + pos + 1)
@@ -93,9 +98,13 @@ class LogIndex:
         """Whether the whole file (as of the last scan) is indexed."""
         return self.end >= self.size
 
+    def scan(self, max_bytes: int = CHUNK_BYTES) -> LogChunk:
+        """:func:`scan_log` from where the index ends (any thread; :meth:`add` the result)."""
+        return scan_log(self.path, self.end, max_bytes, self.starts[-1])
+
     def add(self, chunk: LogChunk) -> None:
         """Take a chunk that :func:`scan_log` read from :attr:`end`."""
-        if chunk.end < self.end:
+        if chunk.end <= self.end and chunk.size == self.size:
             return
         self.starts.extend(chunk.starts)
         self.end, self.size = chunk.end, chunk.size

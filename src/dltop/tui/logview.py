@@ -132,15 +132,16 @@ class LogViewer(Screen[None]):
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
-        end = 0
+        end, line_start, first = 0, 0, True
         while not worker.is_cancelled:
             try:
-                chunk = scan_log(self.path, end)
+                chunk = scan_log(self.path, end, line_start=line_start)
             except OSError as exc:
                 self.app.call_from_thread(self._failed, exc.strerror or str(exc))
                 return
-            if chunk.end > end or end == 0:
-                end = chunk.end
+            if chunk.end > end or first:
+                end, first = chunk.end, False
+                line_start = chunk.starts[-1] if chunk.starts else line_start
                 self.app.call_from_thread(self._add, chunk)
             if chunk.end >= chunk.size:
                 if not self.follow:

@@ -149,6 +149,15 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
     return rows
 
 
+def _trace_key(trace: RunTrace | None) -> object:
+    """What the charts depend on: the trace's length and last points."""
+    if trace is None:
+        return None
+    return (trace.run_id, trace.n_iterations, trace.iterations[-1:], trace.warmup_end_s,
+            tuple((s.gpu_index, len(s.points), s.points[-1:]) for s in trace.gpus),
+            len(trace.host), trace.host[-1:])
+
+
 class RunDetailScreen(Screen[None]):
     """One run of a job: charts on the left, figures on the right, the log tail below."""
 
@@ -184,6 +193,8 @@ class RunDetailScreen(Screen[None]):
         self._gen = 0
         self._lock = threading.Lock()
         self._db: ReadDb | None = None
+        self._drawn: object = None
+        self._texts: dict[str, Text] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rd-head")
@@ -263,20 +274,28 @@ class RunDetailScreen(Screen[None]):
         t.append(f"  attempt {detail.attempt_index + 1}/{n}" + ("  ([ ] switch)" if n > 1 else ""))
         t.append(f"  campaign {detail.campaign_id}")
         head.update(t)
-        self.query_one(RunCharts).show(trace, detail.why_missing("telemetry"), detail.running)
-        self.query_one("#rd-status", Static).update(status_text(detail, from_file))
-        self.query_one("#rd-stats", Static).update(
-            section("Statistics", stats_rows(detail), detail))
-        self.query_one("#rd-telemetry", Static).update(
-            section("Telemetry", telemetry_rows(detail), detail))
+        key = _trace_key(trace)
+        if key != self._drawn:  # plotext rebuilds every chart: only when the data moved
+            self._drawn = key
+            self.query_one(RunCharts).show(trace, detail.why_missing("telemetry"),
+                                           detail.running)
+        self._set("#rd-status", status_text(detail, from_file))
+        self._set("#rd-stats", section("Statistics", stats_rows(detail), detail))
+        self._set("#rd-telemetry", section("Telemetry", telemetry_rows(detail), detail))
         env = detail.environment or (("environment", None),)
-        self.query_one("#rd-env", Static).update(section(
+        self._set("#rd-env", section(
             "Environment", [(ENV_LABELS.get(k, k), v, "environment") for k, v in env], detail))
         log = Text(no_wrap=True, overflow="ellipsis")
         log.append("log tail" + ("" if from_file else " (stored when the run ended)"), "bold")
         log.append("  l: whole log\n" if from_file else "\n", "dim")
         log.append(multiline("\n".join(tail)) if tail else "(empty)")
-        self.query_one("#rd-log", Static).update(log)
+        self._set("#rd-log", log)
+
+    def _set(self, selector: str, text: Text) -> None:
+        """Update a panel only when its text changed (an update re-lays out the screen)."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text)
 
     # keys --------------------------------------------------------------------------
     def action_close(self) -> None:

@@ -168,3 +168,41 @@ async def test_a_queued_job_shows_its_run_once_it_starts(
         assert "running" in text_of(screen, "#rd-head")
         # nothing measured yet: every figure is N/A, with the reason
         assert "N/A: computed when the run ends" in text_of(screen, "#rd-stats")
+
+
+async def test_a_failing_read_is_said_once_and_read_again(
+        data: DetailSeed, monkeypatch: pytest.MonkeyPatch,
+        wait_until_async: Callable[..., Any]) -> None:
+    import sqlite3
+
+    from dltop.tui import rundetail
+
+    real, calls = rundetail.read_run_detail, []
+
+    def flaky(db: Any, run_id: int) -> Any:
+        calls.append(run_id)
+        if len(calls) <= 3:
+            raise sqlite3.OperationalError("database is locked")
+        return real(db, run_id)
+
+    monkeypatch.setattr(rundetail, "read_run_detail", flaky)
+    app = make_app(data.seeded)
+    notes: list[str] = []
+    real_notify = app.notify
+
+    def notify(message: str, **kw: Any) -> None:
+        notes.append(message)
+        real_notify(message, **kw)
+
+    app.notify = notify  # type: ignore[method-assign]
+    async with app.run_test(size=(120, 40)) as pilot:
+        await app.refresh_now()
+        await pilot.pause()
+        await pilot.press("enter")
+        await wait_until_async(lambda: isinstance(app.screen, RunDetailScreen), 10, "screen")
+        screen = app.screen
+        assert isinstance(screen, RunDetailScreen)
+        await wait_until_async(lambda: screen.loads >= 1, 30, "a read after the failures")
+        assert len(calls) >= 4 and screen.detail is not None
+        failed = [n for n in notes if "database is locked" in n]
+        assert len(failed) == 1, notes

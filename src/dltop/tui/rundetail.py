@@ -195,6 +195,7 @@ class RunDetailScreen(Screen[None]):
         self._db: ReadDb | None = None
         self._drawn: object = None
         self._texts: dict[str, Text] = {}
+        self._error: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rd-head")
@@ -228,7 +229,7 @@ class RunDetailScreen(Screen[None]):
     # reading ---------------------------------------------------------------------
     def _tick(self) -> None:
         d = self.detail
-        if d is None or d.running:  # a finished run does not change
+        if d is None or d.running or self._error:  # a finished run does not change
             self.reload(extend=True)
 
     def reload(self, extend: bool = False) -> None:
@@ -238,6 +239,16 @@ class RunDetailScreen(Screen[None]):
 
     @work(thread=True, group="run-detail", exit_on_error=False)
     def _read(self, gen: int, run_id: int | None, trace: RunTrace | None) -> None:
+        try:
+            detail, trace = self._read_run(run_id, trace)
+            tail, from_file = log_tail(detail) if detail else ((), True)
+        except Exception as exc:  # a database gone or locked: said once, read again later
+            self.app.call_from_thread(self._failed, gen, f"{type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self._show, gen, detail, trace, tail, from_file)
+
+    def _read_run(self, run_id: int | None, trace: RunTrace | None
+                  ) -> tuple[RunDetail | None, RunTrace | None]:
         from dltop.store.reader import open_reader
 
         with self._lock:
@@ -250,8 +261,18 @@ class RunDetailScreen(Screen[None]):
             detail = None if run_id is None else read_run_detail(db, run_id)
             if detail is not None:
                 trace = extend_trace(db, trace, detail.run_id)
-        tail, from_file = log_tail(detail) if detail else ((), True)
-        self.app.call_from_thread(self._show, gen, detail, trace, tail, from_file)
+        return detail, trace
+
+    def _failed(self, gen: int, error: str) -> None:
+        if gen != self._gen or not self.is_attached:
+            return
+        if self._error is None:  # once per streak of failures
+            self.notify(multiline(f"reading run of job {self.job_id} failed: {error}"),
+                        severity="error", timeout=10, markup=False)
+        self._error = error
+        self.query_one("#rd-head", Static).update(
+            Text(f" job {self.job_id}: reading failed: {one_line(error)}", style="bold red",
+                 no_wrap=True, overflow="ellipsis"))
 
     # showing ---------------------------------------------------------------------
     def _show(self, gen: int, detail: RunDetail | None, trace: RunTrace | None,
@@ -259,6 +280,7 @@ class RunDetailScreen(Screen[None]):
         if gen != self._gen or not self.is_attached:
             return  # a newer read was asked for (another attempt, say)
         self.loads += 1
+        self._error = None
         head = self.query_one("#rd-head", Static)
         if detail is None:
             head.update(Text(f" job {self.job_id}: no run yet (queued); this screen shows it "

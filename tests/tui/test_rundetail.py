@@ -128,6 +128,8 @@ async def test_running_run_updates_when_iterations_are_stored(
         screen = await open_row(pilot, app, 2, wait_until_async)
         assert screen.detail is not None and screen.detail.running
         assert screen.trace is not None and screen.trace.n_iterations == 12
+        stats = text_of(screen, "#rd-stats")
+        assert "Statistics so far" in stats and "n            7" in stats
         store = Store(connect(data.seeded.db_path))
         store.add_iterations(data.running_run, [
             {"idx": i, "seconds": 0.1, "samples": 64, "warmup": 0, "loss": 1.5}
@@ -135,6 +137,8 @@ async def test_running_run_updates_when_iterations_are_stored(
         await wait_until_async(lambda: screen.trace is not None
                                and screen.trace.n_iterations == 18, 20, "the new iterations")
         assert screen.trace is not None and screen.trace.iterations[-1].idx == 17
+        await wait_until_async(lambda: "n            13" in text_of(screen, "#rd-stats"), 20,
+                               "the statistics so far")
 
 
 async def test_attempts_switch_with_brackets(

@@ -113,6 +113,7 @@ class RunDetail:
     stored_log_tail: str | None
     """The tail the engine stored when the run ended (the log itself may be gone)."""
     gpu_indices: str | None
+    samples_per_iter: int | None
     stats: RunStats
     telemetry: RunTelemetry
     environment: tuple[tuple[str, str | None], ...]
@@ -212,8 +213,26 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         finished_at=r["finished_at"], wall_s=_f(r["wall_s"]), error_kind=r["error_kind"],
         error_message=r["error_message"], note=r["note"],
         protocol_errors=r["protocol_errors"], log_path=r["log_path"],
-        stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"], stats=stats,
+        stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"],
+        samples_per_iter=r["samples_per_iter"], stats=stats,
         telemetry=tel, environment=environment, pruned=pruned)
+
+
+def stats_so_far(detail: RunDetail, trace: RunTrace | None) -> RunStats | None:
+    """A running run's statistics over the measured iterations stored so far (None
+    before the first). A thinned trace gives them from its every k-th row; ``n`` is
+    still the count stored."""
+    from dltop.results.stats import summarize_run
+
+    if trace is None or trace.pruned:
+        return None
+    seconds = [p.seconds for p in trace.iterations if not p.warmup]
+    if not seconds:
+        return None
+    s = summarize_run(seconds, detail.samples_per_iter or detail.batch_size)
+    loss = next((p.loss for p in reversed(trace.iterations) if p.loss is not None), None)
+    return RunStats(max(len(seconds), trace.n_iterations - detail.warmup), s.median_s,
+                    s.mean_s, s.p10_s, s.p90_s, s.cv, s.noisy, s.samples_per_s, loss)
 
 
 def log_tail(detail: RunDetail, lines: int = 12) -> tuple[tuple[str, ...], bool]:

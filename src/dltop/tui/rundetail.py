@@ -25,7 +25,15 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Static
 
-from dltop.live.rundetail import RunDetail, extend_trace, job_attempts, log_tail, read_run_detail
+from dltop.live.rundetail import (
+    RunDetail,
+    RunStats,
+    extend_trace,
+    job_attempts,
+    log_tail,
+    read_run_detail,
+    stats_so_far,
+)
 from dltop.results.runtrace import RunTrace
 from dltop.textsafe import multiline, one_line
 from dltop.tui.charts import RunCharts
@@ -38,6 +46,7 @@ if TYPE_CHECKING:
 
 TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
 KEY_W = 13
+REASON_LINES = 6
 ENV_LABELS = {"cpu_model": "cpu", "physical_cores": "cores", "logical_cores": "threads (hw)",
               "python_version": "python", "python_executable": "interpreter",
               "framework_version": "version", "threads": "threads", "thread_env": "thread env",
@@ -78,7 +87,10 @@ def status_text(d: RunDetail, from_file: bool) -> Text:
     t.append("\n")
     if d.error_message:
         t.append(f"{'reason':<{KEY_W}}", "dim")
-        t.append(multiline(d.error_message) + "\n", "red" if d.status != "ok" else "")
+        lines = multiline(d.error_message).split("\n")
+        if len(lines) > REASON_LINES:  # a crash quotes the log's end: the tail shows it
+            lines = [*lines[:REASON_LINES], f"… ({len(lines) - REASON_LINES} more lines)"]
+        t.append("\n".join(lines) + "\n", "red" if d.status != "ok" else "")
     if d.note:
         t.append(f"{'note':<{KEY_W}}", "dim")
         t.append(multiline(d.note) + "\n")
@@ -98,9 +110,8 @@ def status_text(d: RunDetail, from_file: bool) -> Text:
     return t
 
 
-def stats_rows(d: RunDetail) -> list[Row]:
+def stats_rows(s: RunStats) -> list[Row]:
     """The run's timing statistics."""
-    s = d.stats
     p = None if s.p10_s is None or s.p90_s is None else \
         f"{per_iteration(s.p10_s)} / {per_iteration(s.p90_s)}"
     return [("n", None if s.n_iterations is None else str(s.n_iterations), "stats"),
@@ -165,6 +176,7 @@ class RunDetailScreen(Screen[None]):
     RunDetailScreen { layout: vertical; }
     RunDetailScreen #rd-head { height: 1; background: $panel; }
     RunDetailScreen #rd-main { height: 1fr; }
+    RunDetailScreen #rd-main.-hidden { display: none; }
     RunDetailScreen #rd-charts { width: 1fr; }
     RunDetailScreen #rd-info { width: 42; padding: 0 1; border-left: solid $primary-darken-2; }
     RunDetailScreen.-wide #rd-info { width: 64; }
@@ -201,7 +213,7 @@ class RunDetailScreen(Screen[None]):
         yield Static("", id="rd-head")
         yield Static(id="too-small")
         with Vertical(id="body"):
-            with Horizontal(id="rd-main"):
+            with Horizontal(id="rd-main", classes="-hidden"):
                 with VerticalScroll(id="rd-charts"):
                     yield RunCharts()
                 with VerticalScroll(id="rd-info"):
@@ -287,6 +299,7 @@ class RunDetailScreen(Screen[None]):
                              "when it starts", no_wrap=True, overflow="ellipsis"))
             return
         self.detail, self.trace, self.tail = detail, trace, tail
+        self.query_one("#rd-main").remove_class("-hidden")
         self.run_id = detail.run_id
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" run detail ", "bold reverse")
@@ -302,7 +315,9 @@ class RunDetailScreen(Screen[None]):
             self.query_one(RunCharts).show(trace, detail.why_missing("telemetry"),
                                            detail.running)
         self._set("#rd-status", status_text(detail, from_file))
-        self._set("#rd-stats", section("Statistics", stats_rows(detail), detail))
+        live = stats_so_far(detail, trace) if detail.running else None
+        self._set("#rd-stats", section("Statistics" + (" so far" if live else ""),
+                                       stats_rows(live or detail.stats), detail))
         self._set("#rd-telemetry", section("Telemetry", telemetry_rows(detail), detail))
         env = detail.environment or (("environment", None),)
         self._set("#rd-env", section(

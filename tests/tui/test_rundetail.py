@@ -210,3 +210,23 @@ async def test_a_failing_read_is_said_once_and_read_again(
         assert len(calls) >= 4 and screen.detail is not None
         failed = [n for n in notes if "database is locked" in n]
         assert len(failed) == 1, notes
+
+
+async def test_a_pruned_run_draws_its_archived_seconds(
+        data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
+    from dltop.store.retention import Retention
+
+    store = Store(connect(data.seeded.db_path))
+    with store.db.conn:
+        store.db.execute("update campaigns set status = 'finished'")
+    Retention(store.db).prune_run(data.ok_run)
+    data.log.unlink()
+    app = make_app(data.seeded)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_row(pilot, app, 0, wait_until_async)
+        assert screen.trace is not None and screen.trace.pruned
+        assert not screen.query_one("#chart-iter").has_class("-hidden")
+        assert screen.query_one("#chart-util").has_class("-hidden")
+        assert "telemetry: N/A (raw rows deleted by dltop prune" in text_of(screen,
+                                                                       "#charts-note")
+        assert "deleted by dltop prune" in text_of(screen, "#rd-status")

@@ -111,3 +111,27 @@ def test_tail_lines_reads_backwards(tmp_path: Path) -> None:
     short = tmp_path / "short.log"
     short.write_text("only\nno newline")
     assert tail_lines(short, 5)[0] == ["only", "no newline"]
+
+
+def test_a_pruned_run_says_so(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from dltop.store.retention import Retention
+
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    with store.db.conn:
+        store.db.execute("update campaigns set status = 'finished'")
+    Retention(store.db).prune_run(d.ok_run)
+    d.log.unlink()  # prune deletes the run's folder
+    db = open_reader(d.seeded.db_path)
+    detail = read_run_detail(db, d.ok_run)
+    assert detail is not None and detail.pruned
+    assert detail.why_missing("log") == "deleted by dltop prune"
+    trace = extend_trace(db, None, d.ok_run)
+    assert trace.pruned and trace.n_iterations == 20 and trace.gpus == ()
+    out = subprocess.run([sys.executable, "-m", "dltop", "log", str(d.ok_run), "--db",
+                          str(d.seeded.db_path)], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 2 and "(deleted by dltop prune)" in out.stderr

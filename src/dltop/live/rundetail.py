@@ -143,7 +143,7 @@ class RunDetail:
 
     def why_missing(self, group: str) -> str:
         """Why values of ``group`` (``stats``, ``gpu``, ``telemetry``, ``environment``,
-        ``log``) are missing, in a few words."""
+        ``log``; ``samples``: the telemetry rows over time) are missing, in a few words."""
         if group == "environment":
             return ("the runner never reported it (it ended before its first message)"
                     if not self.running else "not reported yet")
@@ -151,6 +151,10 @@ class RunDetail:
             if not self.log_path:
                 return "the run never started a runner"
             return "deleted by dltop prune" if self.pruned else "the file is gone"
+        if group == "samples":  # the rows over time, which the charts draw
+            if self.pruned:
+                return "raw rows deleted by dltop prune (the summaries are kept)"
+            return "none stored yet" if self.running else self.why_missing("telemetry")
         if self.running:
             return "computed when the run ends"
         if group == "gpu" and not self.uses_gpu:

@@ -312,7 +312,7 @@ class RunDetailScreen(Screen[None]):
         key = _trace_key(trace)
         if key != self._drawn:  # plotext rebuilds every chart: only when the data moved
             self._drawn = key
-            self.query_one(RunCharts).show(trace, detail.why_missing("telemetry"),
+            self.query_one(RunCharts).show(trace, detail.why_missing("samples"),
                                            detail.running)
         self._set("#rd-status", status_text(detail, from_file))
         live = stats_so_far(detail, trace) if detail.running else None

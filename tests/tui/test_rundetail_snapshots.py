@@ -11,6 +11,7 @@ from textual.pilot import Pilot
 
 from dltop.live import campaign as live_campaign
 from dltop.store import connect
+from dltop.tui.charts import RunChart
 from dltop.tui.queue import QueueTable
 from dltop.tui.rundetail import RunDetailScreen
 
@@ -43,6 +44,14 @@ def open_detail(row: int) -> Callable[[Pilot[Any]], Awaitable[None]]:
         for _ in range(400):
             screen = app.screen
             if isinstance(screen, RunDetailScreen) and screen.loads:
+                break
+            await pilot.pause(0.05)
+        await app.workers.wait_for_complete()
+        await pilot.pause()
+        screen = app.screen
+        for _ in range(400):  # the figures are built in workers, once laid out
+            charts = [c for c in screen.query(RunChart) if not c.has_class("-hidden")]
+            if all(c.built for c in charts):
                 break
             await pilot.pause(0.05)
         await app.workers.wait_for_complete()

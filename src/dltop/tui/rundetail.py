@@ -12,6 +12,7 @@ since rather than read again.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -47,7 +48,9 @@ if TYPE_CHECKING:
 TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
 KEY_W = 13
 REASON_LINES = 6
-ENV_LABELS = {"cpu_model": "cpu", "physical_cores": "cores", "logical_cores": "threads (hw)",
+CHART_S = 2.0
+"""Shortest time between two chart redraws of a running run."""
+ENV_LABELS = {"cpu_model": "cpu", "physical_cores": "cores", "logical_cores": "logical cpus",
               "python_version": "python", "python_executable": "interpreter",
               "framework_version": "version", "threads": "threads", "thread_env": "thread env",
               "cuda_version": "cuda", "cudnn_version": "cudnn", "device_name": "device",
@@ -112,8 +115,11 @@ def status_text(d: RunDetail, from_file: bool) -> Text:
 
 def stats_rows(s: RunStats) -> list[Row]:
     """The run's timing statistics."""
-    p = None if s.p10_s is None or s.p90_s is None else \
-        f"{per_iteration(s.p10_s)} / {per_iteration(s.p90_s)}"
+    p = None
+    if s.p10_s is not None and s.p90_s is not None:
+        lo, hi = per_iteration(s.p10_s), per_iteration(s.p90_s)
+        unit = hi.split(" ", 1)[1]
+        p = f"{lo.removesuffix(' ' + unit)} / {hi}"  # 480.0 / 550.0 ms/it
     return [("n", None if s.n_iterations is None else str(s.n_iterations), "stats"),
             ("median", None if s.median_s is None else per_iteration(s.median_s), "stats"),
             ("p10 / p90", p, "stats"),
@@ -206,8 +212,10 @@ class RunDetailScreen(Screen[None]):
         self._lock = threading.Lock()
         self._db: ReadDb | None = None
         self._drawn: object = None
+        self._drawn_at = 0.0
         self._texts: dict[str, Text] = {}
         self._error: str | None = None
+        self._inflight = 0
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rd-head")
@@ -241,15 +249,20 @@ class RunDetailScreen(Screen[None]):
     # reading ---------------------------------------------------------------------
     def _tick(self) -> None:
         d = self.detail
-        if d is None or d.running or self._error:  # a finished run does not change
+        # A finished run does not change; a read still going is not asked again (a slow
+        # read superseded at every tick would never be shown).
+        if (d is None or d.running or self._error) and not self._inflight:
             self.reload(extend=True)
 
     def reload(self, extend: bool = False) -> None:
-        """Read the run again (``extend``: its trace only from where it ends)."""
+        """Read the run again (``extend``: its trace only from where it ends); a read
+        still going is superseded (its result dropped)."""
         self._gen += 1
+        self._inflight += 1
         self._read(self._gen, self.run_id, self.trace if extend else None)
 
-    @work(thread=True, group="run-detail", exit_on_error=False)
+    # description: by default Textual repr()s the arguments on the loop (a whole trace)
+    @work(thread=True, group="run-detail", exit_on_error=False, description="run detail read")
     def _read(self, gen: int, run_id: int | None, trace: RunTrace | None) -> None:
         try:
             detail, trace = self._read_run(run_id, trace)
@@ -276,6 +289,7 @@ class RunDetailScreen(Screen[None]):
         return detail, trace
 
     def _failed(self, gen: int, error: str) -> None:
+        self._inflight -= 1
         if gen != self._gen or not self.is_attached:
             return
         if self._error is None:  # once per streak of failures
@@ -289,6 +303,7 @@ class RunDetailScreen(Screen[None]):
     # showing ---------------------------------------------------------------------
     def _show(self, gen: int, detail: RunDetail | None, trace: RunTrace | None,
               tail: tuple[str, ...], from_file: bool) -> None:
+        self._inflight -= 1
         if gen != self._gen or not self.is_attached:
             return  # a newer read was asked for (another attempt, say)
         self.loads += 1
@@ -309,9 +324,12 @@ class RunDetailScreen(Screen[None]):
         t.append(f"  attempt {detail.attempt_index + 1}/{n}" + ("  ([ ] switch)" if n > 1 else ""))
         t.append(f"  campaign {detail.campaign_id}")
         head.update(t)
-        key = _trace_key(trace)
-        if key != self._drawn:  # plotext rebuilds every chart: only when the data moved
-            self._drawn = key
+        key, now = _trace_key(trace), time.monotonic()
+        # Charts cost CPU (built in workers): only when the data moved, and for a
+        # running run at most every CHART_S (the figures still follow every read).
+        if key != self._drawn and (not detail.running or now - self._drawn_at >= CHART_S
+                                   or self._drawn is None):
+            self._drawn, self._drawn_at = key, now
             self.query_one(RunCharts).show(trace, detail.why_missing("samples"),
                                            detail.running)
         self._set("#rd-status", status_text(detail, from_file))

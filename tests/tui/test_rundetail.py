@@ -230,3 +230,23 @@ async def test_a_pruned_run_draws_its_archived_seconds(
         assert "telemetry: N/A (raw rows deleted by dltop prune" in text_of(screen,
                                                                        "#charts-note")
         assert "deleted by dltop prune" in text_of(screen, "#rd-status")
+
+
+async def test_a_read_slower_than_the_poll_still_shows(
+        data: DetailSeed, monkeypatch: pytest.MonkeyPatch,
+        wait_until_async: Callable[..., Any]) -> None:
+    import time
+
+    from dltop.tui import rundetail
+
+    real = rundetail.extend_trace
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        time.sleep(0.6)  # longer than the screen's poll (0.5 s): a big trace on a busy disk
+        return real(*args, **kw)
+
+    monkeypatch.setattr(rundetail, "extend_trace", slow)
+    app = make_app(data.seeded)
+    async with app.run_test(size=(120, 40)) as pilot:
+        screen = await open_row(pilot, app, 2, wait_until_async)  # running: polled
+        assert screen.detail is not None and screen.detail.running

@@ -250,3 +250,23 @@ async def test_a_read_slower_than_the_poll_still_shows(
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_row(pilot, app, 2, wait_until_async)  # running: polled
         assert screen.detail is not None and screen.detail.running
+
+
+async def test_the_log_of_a_running_run_is_followed(
+        data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
+    app = make_app(data.seeded)
+    async with app.run_test(size=(100, 30)) as pilot:
+        screen = await open_row(pilot, app, 2, wait_until_async)
+        assert screen.detail is not None and screen.detail.log_path
+        log = Path(screen.detail.log_path)
+        await pilot.press("l")
+        await wait_until_async(lambda: isinstance(app.screen, LogViewer), 10, "the viewer")
+        lines = app.screen.query_one(LogLines)
+        await wait_until_async(lambda: lines.index.line_count == 50, 20, "the log")
+        await pilot.press("G")
+        with log.open("a") as fh:
+            fh.write("".join(f"more {i}\n" for i in range(40)))
+        await wait_until_async(lambda: lines.index.line_count == 90, 20, "the new lines")
+        await wait_until_async(
+            lambda: int(lines.scroll_offset.y) + lines.size.height == 90, 10, "the end")
+        assert lines.line_text(89) == "more 39"

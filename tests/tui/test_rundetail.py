@@ -164,7 +164,7 @@ async def test_a_queued_job_shows_its_run_once_it_starts(
     app = make_app(data.seeded)
     async with app.run_test(size=(120, 40)) as pilot:
         screen = await open_row(pilot, app, 3, wait_until_async)
-        assert screen.detail is None and "no run yet" in text_of(screen, "#rd-head")
+        assert screen.detail is None and "no run yet (queued)" in text_of(screen, "#rd-head")
         store = Store(connect(data.seeded.db_path))
         run = store.start_run(data.seeded.job_ids[3], data.seeded.campaign_id, 1, "", 64)
         await wait_until_async(lambda: screen.detail is not None, 20, "the run to show")

@@ -184,6 +184,12 @@ def job_attempts(db: Db, job_id: int) -> tuple[int, ...]:
         "select id from runs where job_id = ? order by id", [job_id]))
 
 
+def job_status(db: Db, job_id: int) -> str | None:
+    """A job's queue status (None: no such job)."""
+    row = next(iter(db.query("select status from jobs where id = ?", [job_id])), None)
+    return None if row is None else str(row["status"])
+
+
 def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     """Everything the detail view shows of a run but its series (None: no such run)."""
     r = next(iter(db.query(

@@ -31,6 +31,7 @@ from dltop.live.rundetail import (
     RunStats,
     extend_trace,
     job_attempts,
+    job_status,
     log_tail,
     read_run_detail,
     stats_so_far,
@@ -265,15 +266,17 @@ class RunDetailScreen(Screen[None]):
     @work(thread=True, group="run-detail", exit_on_error=False, description="run detail read")
     def _read(self, gen: int, run_id: int | None, trace: RunTrace | None) -> None:
         try:
-            detail, trace = self._read_run(run_id, trace)
+            detail, trace, job = self._read_run(run_id, trace)
             tail, from_file = log_tail(detail) if detail else ((), True)
         except Exception as exc:  # a database gone or locked: said once, read again later
             self.app.call_from_thread(self._failed, gen, f"{type(exc).__name__}: {exc}")
             return
-        self.app.call_from_thread(self._show, gen, detail, trace, tail, from_file)
+        self.app.call_from_thread(self._show, gen, detail, trace, tail, from_file, job)
 
     def _read_run(self, run_id: int | None, trace: RunTrace | None
-                  ) -> tuple[RunDetail | None, RunTrace | None]:
+                  ) -> tuple[RunDetail | None, RunTrace | None, str | None]:
+        """The run (the job's latest when ``run_id`` is None), its trace, and the job's
+        status when it has no run."""
         from dltop.store.reader import open_reader
 
         with self._lock:
@@ -285,8 +288,8 @@ class RunDetailScreen(Screen[None]):
                 run_id = attempts[-1] if attempts else None
             detail = None if run_id is None else read_run_detail(db, run_id)
             if detail is not None:
-                trace = extend_trace(db, trace, detail.run_id)
-        return detail, trace
+                return detail, extend_trace(db, trace, detail.run_id), None
+            return None, None, job_status(db, self.job_id)
 
     def _failed(self, gen: int, error: str) -> None:
         self._inflight -= 1
@@ -302,7 +305,7 @@ class RunDetailScreen(Screen[None]):
 
     # showing ---------------------------------------------------------------------
     def _show(self, gen: int, detail: RunDetail | None, trace: RunTrace | None,
-              tail: tuple[str, ...], from_file: bool) -> None:
+              tail: tuple[str, ...], from_file: bool, job: str | None = None) -> None:
         self._inflight -= 1
         if gen != self._gen or not self.is_attached:
             return  # a newer read was asked for (another attempt, say)
@@ -310,8 +313,9 @@ class RunDetailScreen(Screen[None]):
         self._error = None
         head = self.query_one("#rd-head", Static)
         if detail is None:
-            head.update(Text(f" job {self.job_id}: no run yet (queued); this screen shows it "
-                             "when it starts", no_wrap=True, overflow="ellipsis"))
+            head.update(Text(f" job {self.job_id}: no run yet ({job or 'not found'}); this "
+                             "screen shows it when it starts", no_wrap=True,
+                             overflow="ellipsis"))
             return
         self.detail, self.trace, self.tail = detail, trace, tail
         self.query_one("#rd-main").remove_class("-hidden")

@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",
     "report": "report:cmd_report",
     "serve": "serve:cmd_serve", "exporter": "serve:cmd_exporter",
+    "log": "logs:cmd_log",
     **{verb.value: "control:cmd_control" for verb in Control},
 }
 """Every subcommand but ``run`` (which also takes the command line) -> its implementation,

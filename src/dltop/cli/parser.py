@@ -177,6 +177,14 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("status", help="the engine's state: campaigns, queue, current run")
     db_arg(st)
 
+    logp = sub.add_parser("log", help="print a run's runner.log (its id from 'dltop runs')")
+    db_arg(logp)
+    logp.add_argument("run", type=int, metavar="RUN", help="the run's id")
+    logp.add_argument("--tail", type=_count, default=None, metavar="N",
+                      help="only the last N lines")
+    logp.add_argument("-f", "--follow", action="store_true",
+                      help="keep printing what the runner writes until the run ends")
+
     prune = sub.add_parser("prune", help="delete raw iterations, telemetry samples and run "
                                          "folders of ended campaigns; exports stay the same")
     db_arg(prune)

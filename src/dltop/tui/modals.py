@@ -152,6 +152,8 @@ killed viewer never stops a run.
           p pause/resume (after the current run)   r retry failed
           j/k or arrows move the cursor
           K/J move the selected job up/down   x remove it (asks)
+          enter run details ([ ] attempts, l whole log, escape back;
+          log viewer: G/g end/start)
 [b]Results[/b]   m next metric   M pick one   s sort by column   e export
 [b]History[/b]   enter open the campaign   e export it
 [b]Other[/b]     ? or F1 this help   ctrl+p every command by name

@@ -29,6 +29,7 @@ from dltop.tui.devices import DevicesPanel
 from dltop.tui.format import STATUS_STYLE
 from dltop.tui.keybar import KeyBar
 from dltop.tui.queue import QueueHeader, QueueTable
+from dltop.tui.rundetail import RunDetailScreen
 from dltop.tui.runpanel import RunPanel
 
 if TYPE_CHECKING:  # typing only: the app imports this module
@@ -148,6 +149,7 @@ class MainScreen(DltopScreen):
         Binding("K", "move(-1)", "Up", key_display="K"),
         Binding("J", "move(1)", "Down", key_display="J"),
         Binding("x,delete", "remove", "Remove"),
+        Binding("enter", "open_run", "Details"),
     ]
 
     def compose_body(self) -> ComposeResult:
@@ -191,6 +193,13 @@ class MainScreen(DltopScreen):
         job = table.selected_line
         if job is not None:
             self.dltop.confirm_remove(job, table.cursor_row)
+
+    def action_open_run(self) -> None:
+        """The selected job's run detail screen (its latest run)."""
+        job = self.query_one(QueueTable).selected_job
+        if job is not None:
+            self.app.push_screen(RunDetailScreen(self.dltop.db_path, job,
+                                                 poll_s=1.0 / self.dltop.db_hz))
 
 
 class HistoryScreen(DltopScreen):

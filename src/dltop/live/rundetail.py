@@ -1,0 +1,309 @@
+"""One run as its detail view shows it: status and reason, statistics, telemetry, environment.
+
+Read off the event loop by the TUI's run detail screen, and meant for the report too:
+plain queries by primary key or ``runs(job_id)``, frozen dataclasses, no Textual or
+Rich. The run's series over time are :mod:`dltop.results.runtrace`'s; a running run's
+trace grows with :func:`extend_trace`, which reads only the rows stored since.
+
+A value the run does not have is ``None``; :meth:`RunDetail.why_missing` says why
+(a CPU job has no GPU figures, a run with no measured iteration has no telemetry
+window, ...), so a viewer shows ``N/A`` with the reason instead of a blank.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dltop.catalog import RunStatus
+from dltop.live.campaign import read_log_tail
+from dltop.results.runtrace import (
+    DEFAULT_MAX_POINTS,
+    GpuPoint,
+    GpuSeries,
+    HostPoint,
+    IterPoint,
+    RunTrace,
+    read_trace,
+)
+from dltop.store.archive import ARCHIVE
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from dltop.store.reader import ReadDb
+
+    Db = sqlite_utils.Database | ReadDb
+
+ENV_FIELDS = ("host", "os", "cpu_model", "physical_cores", "logical_cores", "python_version",
+              "python_executable", "framework", "framework_version", "blas", "threads",
+              "thread_env", "cuda_version", "cudnn_version", "device_name", "driver_version",
+              "extra")
+"""The ``environment`` columns shown, in order."""
+
+
+@dataclass(frozen=True)
+class RunStats:
+    """The run's timing statistics over its measured iterations (``runs`` columns)."""
+
+    n_iterations: int | None
+    median_s: float | None
+    mean_s: float | None
+    p10_s: float | None
+    p90_s: float | None
+    cv: float | None
+    noisy: bool | None
+    samples_per_s: float | None
+    final_loss: float | None
+
+
+@dataclass(frozen=True)
+class RunTelemetry:
+    """The run's telemetry summary over its measured window (docs/telemetry.md)."""
+
+    gpu_util_mean_pct: float | None
+    gpu_util_peak_pct: float | None
+    power_mean_w: float | None
+    energy_j: float | None
+    energy_source: str | None
+    joules_per_sample: float | None
+    gpu_mem_peak_bytes: int | None
+    gpu_mem_run_peak_bytes: int | None
+    host_cpu_mean_pct: float | None
+    tree_cpu_mean_pct: float | None
+    rss_peak_bytes: int | None
+    throttle_reasons: str | None
+    contaminated: bool | None
+    contamination: str | None
+    simulated: bool | None
+    window_s: float | None
+    energy_run_j: float | None
+    read_errors: int | None
+    note: str | None
+    """``runs.telemetry_note``: why the window figures are missing, when they are."""
+
+
+@dataclass(frozen=True)
+class RunDetail:
+    """A run, its job's configuration and the job's other attempts."""
+
+    run_id: int
+    job_id: int
+    campaign_id: int
+    attempt: int
+    attempts: tuple[int, ...]
+    """Run ids of the job's attempts, oldest first (this one among them)."""
+    framework: str
+    model: str
+    batch_size: int
+    device: str
+    repeat: int
+    iterations: int
+    warmup: int
+    status: str
+    started_at: str | None
+    finished_at: str | None
+    wall_s: float | None
+    error_kind: str | None
+    error_message: str | None
+    note: str | None
+    protocol_errors: int | None
+    log_path: str | None
+    stored_log_tail: str | None
+    """The tail the engine stored when the run ended (the log itself may be gone)."""
+    gpu_indices: str | None
+    samples_per_iter: int | None
+    stats: RunStats
+    telemetry: RunTelemetry
+    environment: tuple[tuple[str, str | None], ...]
+    """(column, value) of its ``environment`` row; empty when it has none."""
+    pruned: bool
+    """``dltop prune`` deleted its raw rows (and its run folder)."""
+
+    @property
+    def label(self) -> str:
+        """``torch fcn-r b64 cpu:1 #1``."""
+        return f"{self.framework} {self.model} b{self.batch_size} {self.device} #{self.repeat + 1}"
+
+    @property
+    def running(self) -> bool:
+        """Whether the run was still going when read."""
+        return self.status == RunStatus.RUNNING
+
+    @property
+    def attempt_index(self) -> int:
+        """Position of this run among :attr:`attempts` (0 = the first)."""
+        return self.attempts.index(self.run_id) if self.run_id in self.attempts else 0
+
+    @property
+    def uses_gpu(self) -> bool:
+        """Whether the run had GPUs (a ``cpu:N`` job has none)."""
+        return bool(self.gpu_indices) or not self.device.startswith("cpu")
+
+    def why_missing(self, group: str) -> str:
+        """Why values of ``group`` (``stats``, ``gpu``, ``telemetry``, ``environment``,
+        ``log``; ``samples``: the telemetry rows over time) are missing, in a few words."""
+        if group == "environment":
+            return ("the runner never reported it (it ended before its first message)"
+                    if not self.running else "not reported yet")
+        if group == "log":
+            if not self.log_path:
+                return "the run never started a runner"
+            return "deleted by dltop prune" if self.pruned else "the file is gone"
+        if group == "samples":  # the rows over time, which the charts draw
+            if self.pruned:
+                return "raw rows deleted by dltop prune (the summaries are kept)"
+            return "none stored yet" if self.running else self.why_missing("telemetry")
+        if self.running:
+            return "computed when the run ends"
+        if group == "gpu" and not self.uses_gpu:
+            return "CPU job: no GPU"
+        if group == "stats" and not self.stats.n_iterations:
+            return "no measured iteration"
+        if self.telemetry.note:
+            return self.telemetry.note
+        if group == "gpu":
+            return "not reported by the GPU (NVML: not supported)"
+        if group == "telemetry":
+            return "no telemetry stored for this run (sampling off, or it ended first)"
+        return "not recorded"
+
+
+def _f(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def _b(v: Any) -> bool | None:
+    return None if v is None else bool(v)
+
+
+def job_attempts(db: Db, job_id: int) -> tuple[int, ...]:
+    """Run ids of a job's attempts, oldest first (empty while it never ran)."""
+    return tuple(int(r["id"]) for r in db.query(
+        "select id from runs where job_id = ? order by id", [job_id]))
+
+
+def job_status(db: Db, job_id: int) -> str | None:
+    """A job's queue status (None: no such job)."""
+    row = next(iter(db.query("select status from jobs where id = ?", [job_id])), None)
+    return None if row is None else str(row["status"])
+
+
+def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
+    """Everything the detail view shows of a run but its series (None: no such run)."""
+    r = next(iter(db.query(
+        "select r.*, j.framework as j_framework, j.model, j.batch_size, j.device, j.repeat, "
+        "j.iterations, j.warmup from runs r join jobs j on j.id = r.job_id where r.id = ?",
+        [run_id])), None)
+    if r is None:
+        return None
+    env = next(iter(db.query("select * from environment where run_id = ?", [run_id])), None)
+    pruned = ARCHIVE in db.table_names() and next(iter(db.query(
+        f"select 1 as x from {ARCHIVE} where run_id = ?", [run_id])), None) is not None
+    stats = RunStats(r["n_iterations"], _f(r["median_s"]), _f(r["mean_s"]), _f(r["p10_s"]),
+                     _f(r["p90_s"]), _f(r["cv"]), _b(r["noisy"]), _f(r["samples_per_s"]),
+                     _f(r["final_loss"]))
+    tel = RunTelemetry(
+        _f(r["gpu_util_mean_pct"]), _f(r["gpu_util_peak_pct"]), _f(r["power_mean_w"]),
+        _f(r["energy_j"]), r["energy_source"], _f(r["joules_per_sample"]),
+        r["gpu_mem_peak_bytes"], r["gpu_mem_run_peak_bytes"], _f(r["host_cpu_mean_pct"]),
+        _f(r["tree_cpu_mean_pct"]), r["rss_peak_bytes"], r["throttle_reasons"],
+        _b(r["contaminated"]), r["contamination"], _b(r["telemetry_simulated"]),
+        _f(r["window_s"]), _f(r["energy_run_j"]), r["telemetry_read_errors"],
+        r["telemetry_note"])
+    environment = tuple((k, None if env[k] is None else str(env[k]))
+                        for k in ENV_FIELDS if k in env) if env else ()
+    return RunDetail(
+        run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),
+        attempt=int(r["attempt"] or 1), attempts=job_attempts(db, int(r["job_id"])),
+        framework=r["j_framework"], model=r["model"], batch_size=int(r["batch_size"]),
+        device=r["device"], repeat=int(r["repeat"]), iterations=int(r["iterations"]),
+        warmup=int(r["warmup"]), status=r["status"], started_at=r["started_at"],
+        finished_at=r["finished_at"], wall_s=_f(r["wall_s"]), error_kind=r["error_kind"],
+        error_message=r["error_message"], note=r["note"],
+        protocol_errors=r["protocol_errors"], log_path=r["log_path"],
+        stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"],
+        samples_per_iter=r["samples_per_iter"], stats=stats,
+        telemetry=tel, environment=environment, pruned=pruned)
+
+
+def stats_so_far(detail: RunDetail, trace: RunTrace | None) -> RunStats | None:
+    """A running run's statistics over the measured iterations stored so far (None
+    before the first). A thinned trace gives them from its every k-th row; ``n`` is
+    still the count stored."""
+    from dltop.results.stats import summarize_run
+
+    if trace is None or trace.pruned:
+        return None
+    seconds = [p.seconds for p in trace.iterations if not p.warmup]
+    if not seconds:
+        return None
+    s = summarize_run(seconds, detail.samples_per_iter or detail.batch_size)
+    loss = next((p.loss for p in reversed(trace.iterations) if p.loss is not None), None)
+    return RunStats(max(len(seconds), trace.n_iterations - detail.warmup), s.median_s,
+                    s.mean_s, s.p10_s, s.p90_s, s.cv, s.noisy, s.samples_per_s, loss)
+
+
+def log_tail(detail: RunDetail, lines: int = 12) -> tuple[tuple[str, ...], bool]:
+    """The last lines of the run's log and whether they come from the file itself
+    (False: the tail stored when the run ended, the file being gone)."""
+    if detail.log_path and Path(detail.log_path).is_file():
+        return read_log_tail(detail.log_path, lines), True
+    stored = (detail.stored_log_tail or "").splitlines()
+    return tuple(s[-500:] for s in stored[-lines:]), False
+
+
+def extend_trace(db: Db, trace: RunTrace | None, run_id: int, *,
+                 max_points: int = DEFAULT_MAX_POINTS) -> RunTrace:
+    """``trace`` with the rows stored since it was read (a running run's refresh).
+
+    Reads only iterations past its last index and telemetry windows past its last
+    time; reads the whole trace again (thinned anew) when there is none yet, when
+    it has no time axis, or when the appended rows made it twice ``max_points``.
+    """
+    if trace is None or trace.pruned or trace.run_id != run_id or not trace.iterations \
+            or trace.iterations[-1].t_end_s is None:
+        return read_trace(db, run_id, max_points=max_points)
+    last = trace.iterations[-1]
+    row = next(iter(db.query("select t_mono_ns from iterations where run_id = ? and idx = ?",
+                             [run_id, last.idx])), None)
+    if row is None or row["t_mono_ns"] is None or last.t_end_s is None:
+        return read_trace(db, run_id, max_points=max_points)
+    origin = row["t_mono_ns"] / 1e9 - last.t_end_s
+    its = list(db.query("select idx, seconds, samples, warmup, loss, t_mono_ns from iterations "
+                        "where run_id = ? and idx > ? order by idx", [run_id, last.idx]))
+    new_its = tuple(IterPoint(int(i["idx"]), i["t_mono_ns"] / 1e9 - origin
+                              if i["t_mono_ns"] else None, float(i["seconds"]),
+                              bool(i["warmup"]), i["loss"], i["samples"]) for i in its)
+    gpu_t = max((s.points[-1].t_s for s in trace.gpus if s.points), default=None)
+    gpu = list(db.query(
+        "select gpu_index, t_start_mono_s, util_mean_pct, mem_used_max_bytes, power_mean_w, "
+        "temperature_max_c, sm_clock_mhz, simulated from gpu_samples where run_id = ? and "
+        "t_start_mono_s > ? order by gpu_index, t_start_mono_s",
+        [run_id, -1e300 if gpu_t is None else gpu_t + origin]))
+    host_t = trace.host[-1].t_s + origin if trace.host else -1e300
+    host = list(db.query("select t_start_mono_s, cpu_mean_pct, tree_cpu_pct, tree_rss_bytes "
+                         "from host_samples where run_id = ? and t_start_mono_s > ? "
+                         "order by t_start_mono_s", [run_id, host_t]))
+    series = {s.gpu_index: (s.simulated, list(s.points)) for s in trace.gpus}
+    for g in gpu:
+        sim, pts = series.setdefault(int(g["gpu_index"]), (False, []))
+        pts.append(GpuPoint(g["t_start_mono_s"] - origin, g["util_mean_pct"],
+                            g["mem_used_max_bytes"], g["power_mean_w"],
+                            g["temperature_max_c"], g["sm_clock_mhz"]))
+        series[int(g["gpu_index"])] = (sim or bool(g["simulated"]), pts)
+    iterations = trace.iterations + new_its
+    longest = max([len(iterations), len(trace.host) + len(host),
+                   *(len(p) for _, p in series.values())])
+    if longest > 2 * max_points:
+        return read_trace(db, run_id, max_points=max_points)
+    warm = [p.t_end_s for p in new_its if p.warmup and p.t_end_s is not None]
+    return replace(
+        trace, iterations=iterations,
+        gpus=tuple(GpuSeries(i, sim, tuple(p)) for i, (sim, p) in sorted(series.items())),
+        host=trace.host + tuple(HostPoint(h["t_start_mono_s"] - origin, h["cpu_mean_pct"],
+                                          h["tree_cpu_pct"], h["tree_rss_bytes"])
+                                for h in host),
+        n_iterations=trace.n_iterations + len(new_its),
+        warmup_end_s=max(warm) if warm else trace.warmup_end_s)

@@ -1,0 +1,251 @@
+"""The run detail screen's charts: s/iter, loss and telemetry of one run on one time axis.
+
+Every chart is a ``textual_plotext.PlotextPlot`` with the same x range (seconds since
+the run's start, :mod:`dltop.results.runtrace`), so a slow step lines up with the GPU
+and CPU readings above and below it. Warm-up steps are drawn in their own colour with
+a vertical marker where the measured iterations start. A pruned run has no times: its
+measured seconds are drawn by iteration, and there is no telemetry to draw.
+
+Plotext is slow (about 0.15 ms a point and series), so the figures are built in
+thread workers, never on the event loop; each series is cut to one point per
+column, and more than four GPUs are drawn as their mean and max.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult, RenderResult
+from textual.containers import Vertical
+from textual.widgets import Static
+from textual_plotext import PlotextPlot
+from textual_plotext.plot import Plot
+
+from dltop.results.runtrace import GpuPoint, GpuSeries, RunTrace
+
+WARMUP_COLOR = "orange"
+MEASURED_COLOR = "cyan"
+GPU_COLORS = ("green", "magenta", "blue", "yellow", "red", "cyan", "white", "orange")
+HOST_COLOR = "gray"
+TREE_COLOR = "orange"
+GPU_LINES = 4
+"""Most GPUs drawn one line each; more are drawn as their mean and max."""
+GIB = 2.0 ** 30
+_BUILDING = threading.Lock()
+
+
+def _thin(xs: Sequence[float], ys: Sequence[float | None], most: int
+          ) -> tuple[list[float], list[float]]:
+    """Pairs with a value, every k-th kept (and the last) so that at most ``most`` remain."""
+    pts = [(x, y) for x, y in zip(xs, ys, strict=True) if y is not None]
+    k = max(1, -(-len(pts) // max(1, most)))
+    kept = [p for i, p in enumerate(pts) if i % k == 0 or i == len(pts) - 1]
+    return [p[0] for p in kept], [p[1] for p in kept]
+
+
+Series = tuple[str, Sequence[float], Sequence[float | None], str]
+"""(label, xs, ys, colour); an empty label draws no legend entry."""
+
+
+@dataclass(frozen=True)
+class ChartSpec:
+    """What one chart draws (built into text off the event loop)."""
+
+    title: str
+    xlabel: str
+    xlim: tuple[float, float] | None
+    series: tuple[Series, ...]
+    vline: float | None = None
+    ymin: float | None = 0.0
+
+
+def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
+    """The chart as text (plotext, through textual-plotext's ``Plot``); any thread."""
+    plt = Plot()
+    plt.plotsize(width, height)
+    plt._set_size(width, height)  # as PlotextPlot.render: plotsize alone is not kept
+    plt.theme(theme)
+    plt.title(spec.title)
+    plt.xlabel(spec.xlabel)
+    drawn = False
+    for label, xs, ys, color in spec.series:
+        x, y = _thin(xs, ys, max(16, width))  # a point per column: plotext costs per point
+        if x:
+            drawn = True
+            plt.plot(x, y, marker="braille", color=color, label=label or None)
+    if spec.vline is not None:
+        plt.vline(spec.vline, WARMUP_COLOR)
+    if spec.xlim is not None and spec.xlim[1] > spec.xlim[0]:
+        plt.xlim(*spec.xlim)
+    if drawn and spec.ymin is not None:
+        plt.ylim(lower=spec.ymin)
+    return Text.from_ansi(plt.build())
+
+
+class RunChart(PlotextPlot):
+    """One chart; :meth:`draw` replaces its series.
+
+    PlotextPlot builds its figure in ``render``, on the event loop, at every repaint:
+    100-250 ms for a chart of several series of a few hundred points. This one builds
+    it in a thread worker when its data or size changes and renders the text kept.
+    """
+
+    DEFAULT_CSS = "RunChart { height: 1fr; min-height: 8; }"
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self._spec: Callable[[], ChartSpec] | None = None
+        self._version = 0
+        self._text: Text | None = None
+        self._built: tuple[int, int, int, str] | None = None
+        self._asked: tuple[int, int, int, str] | None = None
+
+    @property
+    def built(self) -> bool:
+        """Whether the text shown is of the latest data at the current size."""
+        return self._built is not None and self._built == self._key()
+
+    def draw(self, spec: Callable[[], ChartSpec]) -> None:
+        """Show what ``spec`` makes (called in the worker that builds the figure, so
+        even the series are computed off the event loop; the old figure stays until
+        then)."""
+        self._spec, self._version = spec, self._version + 1
+        self._schedule()
+
+    def _key(self) -> tuple[int, int, int, str]:
+        theme = self._get_plotext_theme_name(self.app.theme)
+        return (self._version, self.size.width, self.size.height, theme)
+
+    def _schedule(self) -> None:
+        key = self._key()
+        if self._spec is None or not key[1] or not key[2] or key in (self._built, self._asked):
+            return
+        self._asked = key
+        self._build(key, self._spec)
+
+    # description: by default Textual repr()s the arguments on the loop (a whole trace)
+    @work(thread=True, group="chart", exclusive=True, exit_on_error=False,
+          description="chart build")
+    def _build(self, key: tuple[int, int, int, str], spec: Callable[[], ChartSpec]) -> None:
+        with _BUILDING:  # one figure at a time: several threads would starve the loop
+            text = build_chart(spec(), key[1], key[2], key[3])
+        self.app.call_from_thread(self._done, key, text)
+
+    def _done(self, key: tuple[int, int, int, str], text: Text) -> None:
+        if self._built is None or key[0] >= self._built[0]:
+            self._text, self._built = text, key
+            self.refresh()
+
+    def on_resize(self) -> None:
+        self._schedule()
+
+    def render(self) -> RenderResult:
+        self._schedule()
+        return self._text or Text("")
+
+
+class RunCharts(Vertical):
+    """s/iter, loss, CPU/GPU utilisation, GPU power and memory of one run."""
+
+    DEFAULT_CSS = """
+    RunCharts { height: 1fr; }
+    RunCharts #charts-note { height: auto; color: $text-muted; }
+    RunCharts .-hidden { display: none; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="charts-note")
+        for name in ("iter", "loss", "util", "power", "memory"):
+            yield RunChart(id=f"chart-{name}")
+
+    def _chart(self, name: str) -> RunChart:
+        return self.query_one(f"#chart-{name}", RunChart)
+
+    def show(self, trace: RunTrace | None, telemetry_reason: str, running: bool = False
+             ) -> None:
+        """Draw the trace (None: nothing stored yet); ``telemetry_reason`` says why a run
+        without telemetry windows has none. Only which charts show is decided here;
+        their series are computed with the figures, in a worker."""
+        its = trace.iterations if trace else ()
+        gpus = trace.gpus if trace else ()
+        host = trace.host if trace else ()
+        notes = []
+        if not (gpus or host):
+            notes.append(f"telemetry: N/A ({telemetry_reason})")
+        if not its:
+            notes.append("no iteration stored" + (" yet" if running else ""))
+        note = self.query_one("#charts-note", Static)
+        note.update("  ".join(notes))
+        note.set_class(not notes, "-hidden")
+        shown = {"iter": bool(its), "loss": trace is not None and trace.has_loss,
+                 "util": bool(gpus or host), "power": bool(gpus),
+                 "memory": bool(gpus or host)}
+        for name, on in shown.items():
+            chart = self._chart(name)
+            chart.set_class(not on, "-hidden")
+            if on and trace is not None:
+                chart.draw(partial(chart_spec, trace, name))
+
+
+def chart_spec(trace: RunTrace, name: str) -> ChartSpec:
+    """Chart ``name`` (iter, loss, util, power, memory) of the trace."""
+    its = trace.iterations
+    timed = bool(its) and all(p.t_end_s is not None for p in its)
+    xlabel = "s since start" if timed or not its else "measured iteration"
+    end = trace.duration_s
+    xlim = (0.0, end) if timed and end else None
+    xs = [p.t_end_s or 0.0 if timed else float(p.idx) for p in its]
+    vline = trace.warmup_end_s
+    if name == "iter":
+        thin = (f" (every {trace.thinned_every}th of {trace.n_iterations})"
+                if trace.thinned_every > 1 else "")
+        warm = [(x, p.seconds) for x, p in zip(xs, its, strict=True) if p.warmup]
+        meas = [(x, p.seconds) for x, p in zip(xs, its, strict=True) if not p.warmup]
+        return ChartSpec(
+            f"s/iter{thin}" + (", warm-up in orange" if warm else ""), xlabel, xlim,
+            (("", [x for x, _ in warm], [s for _, s in warm], WARMUP_COLOR),
+             ("", [x for x, _ in meas], [s for _, s in meas], MEASURED_COLOR)), vline)
+    if name == "loss":
+        return ChartSpec("loss", xlabel, xlim,
+                         (("", xs, [p.loss for p in its], MEASURED_COLOR),), vline, ymin=None)
+    gpus, host, tx = trace.gpus, trace.host, "s since start"
+    hx = [h.t_s for h in host]
+    if name == "util":
+        return ChartSpec("utilisation %", tx, xlim, _known(
+            *gpu_series(gpus, "util %", lambda p: p.util_pct),
+            ("host cpu %", hx, [h.cpu_pct for h in host], HOST_COLOR),
+            ("tree cpu % (100=1 core)", hx, [h.tree_cpu_pct for h in host], TREE_COLOR)))
+    if name == "memory":
+        return ChartSpec("memory GiB", tx, xlim, _known(
+            *gpu_series(gpus, "GiB", lambda p: None if p.mem_used_bytes is None
+                        else p.mem_used_bytes / GIB),
+            ("tree RSS GiB", hx, [None if h.tree_rss_bytes is None
+                                  else h.tree_rss_bytes / GIB for h in host], TREE_COLOR)))
+    return ChartSpec("GPU power W", tx, xlim, _known(
+        *gpu_series(gpus, "W", lambda p: p.power_w)))
+
+
+def _known(*series: Series) -> tuple[Series, ...]:
+    return tuple(s for s in series if any(v is not None for v in s[2]))
+
+
+def gpu_series(gpus: Sequence[GpuSeries], unit: str,
+               value: Callable[[GpuPoint], float | None]) -> list[Series]:
+    """One line per GPU, or with more than :data:`GPU_LINES` GPUs their mean and max
+    (the windows of every GPU are written together, so they align by index)."""
+    if len(gpus) <= GPU_LINES:
+        return [(f"gpu{s.gpu_index} {unit}", [p.t_s for p in s.points],
+                 [value(p) for p in s.points], GPU_COLORS[k % len(GPU_COLORS)])
+                for k, s in enumerate(gpus)]
+    n = min(len(s.points) for s in gpus)
+    xs = [p.t_s for p in gpus[0].points[:n]]
+    rows = [[v for s in gpus if (v := value(s.points[i])) is not None] for i in range(n)]
+    return [(f"{len(gpus)} GPUs mean {unit}", xs,
+             [sum(r) / len(r) if r else None for r in rows], GPU_COLORS[0]),
+            (f"max {unit}", xs, [max(r) if r else None for r in rows], GPU_COLORS[1])]

@@ -1,0 +1,384 @@
+"""The run detail screen: one job's run over time, its figures, environment and log.
+
+Enter on a job of the main screen's queue opens it on the job's latest run; ``[``
+and ``]`` step through the job's other attempts, ``l`` pages the whole runner.log
+(:mod:`dltop.tui.logview`), escape returns. Everything is read in a worker thread on
+the screen's own read-only connection (:mod:`dltop.live.rundetail`,
+:mod:`dltop.results.runtrace`); a running run (or a job that has not started yet)
+is read again at the viewer's database rate, its trace extended by the rows stored
+since rather than read again.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from rich.text import Text
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.screen import Screen
+from textual.widgets import Static
+
+from dltop.live.rundetail import (
+    RunDetail,
+    RunStats,
+    extend_trace,
+    job_attempts,
+    job_status,
+    log_tail,
+    read_run_detail,
+    stats_so_far,
+)
+from dltop.results.runtrace import RunTrace
+from dltop.textsafe import multiline, one_line
+from dltop.tui.charts import RunCharts
+from dltop.tui.format import NA, STATUS_STYLE, duration, gib, num, per_iteration
+from dltop.tui.keybar import KeyBar
+from dltop.tui.logview import LogViewer
+
+if TYPE_CHECKING:
+    from dltop.store.reader import ReadDb
+
+TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
+KEY_W = 13
+REASON_LINES = 6
+CHART_S = 2.0
+"""Shortest time between two chart redraws of a running run."""
+ENV_LABELS = {"cpu_model": "cpu", "physical_cores": "cores", "logical_cores": "logical cpus",
+              "python_version": "python", "python_executable": "interpreter",
+              "framework_version": "version", "threads": "threads", "thread_env": "thread env",
+              "cuda_version": "cuda", "cudnn_version": "cudnn", "device_name": "device",
+              "driver_version": "driver"}
+Row = tuple[str, str | None, str]
+"""(key, value or None when missing, the group whose reason explains a missing value)."""
+
+
+def section(title: str, rows: Iterable[Row], detail: RunDetail) -> Text:
+    """A titled block of ``key value`` lines; missing values show N/A, and their
+    reasons follow, once per group."""
+    t = Text(no_wrap=False, overflow="fold")
+    t.append(title + "\n", "bold underline")
+    missing: list[str] = []
+    for key, value, group in rows:
+        t.append(f"{key:<{KEY_W}}", "dim")
+        if value is None:
+            t.append(NA, "yellow")
+            if group not in missing:
+                missing.append(group)
+        else:
+            t.append(one_line(value))
+        t.append("\n")
+    for group in missing:
+        t.append(f"N/A: {detail.why_missing(group)}\n", "dim yellow")
+    return t
+
+
+def status_text(d: RunDetail, from_file: bool) -> Text:
+    """Status, reason and where the log is."""
+    t = Text(no_wrap=False, overflow="fold")
+    t.append("Status\n", "bold underline")
+    t.append(f"{'status':<{KEY_W}}", "dim")
+    t.append(d.status, STATUS_STYLE.get(d.status, "bold"))
+    if d.error_kind:
+        t.append(f" ({one_line(d.error_kind)})")
+    t.append("\n")
+    if d.error_message:
+        t.append(f"{'reason':<{KEY_W}}", "dim")
+        lines = multiline(d.error_message).split("\n")
+        if len(lines) > REASON_LINES:  # a crash quotes the log's end: the tail shows it
+            lines = [*lines[:REASON_LINES], f"… ({len(lines) - REASON_LINES} more lines)"]
+        t.append("\n".join(lines) + "\n", "red" if d.status != "ok" else "")
+    if d.note:
+        t.append(f"{'note':<{KEY_W}}", "dim")
+        t.append(multiline(d.note) + "\n")
+    if d.protocol_errors:
+        t.append(f"{'protocol err':<{KEY_W}}", "dim")
+        t.append(f"{d.protocol_errors}\n")
+    for key, value in (("started", d.started_at), ("finished", d.finished_at)):
+        t.append(f"{key:<{KEY_W}}", "dim")
+        t.append(one_line(value or "-") + "\n")
+    t.append(f"{'wall':<{KEY_W}}", "dim")
+    t.append(f"{duration(d.wall_s) if d.wall_s is not None else '-'}\n")
+    t.append(f"{'log':<{KEY_W}}", "dim")
+    t.append(one_line(d.log_path or "-"))
+    if not from_file:
+        t.append(f"  (N/A: {d.why_missing('log')})", "yellow")
+    t.append("\n")
+    return t
+
+
+def stats_rows(s: RunStats) -> list[Row]:
+    """The run's timing statistics."""
+    p = None
+    if s.p10_s is not None and s.p90_s is not None:
+        lo, hi = per_iteration(s.p10_s), per_iteration(s.p90_s)
+        unit = hi.split(" ", 1)[1]
+        p = f"{lo.removesuffix(' ' + unit)} / {hi}"  # 480.0 / 550.0 ms/it
+    return [("n", None if s.n_iterations is None else str(s.n_iterations), "stats"),
+            ("median", None if s.median_s is None else per_iteration(s.median_s), "stats"),
+            ("p10 / p90", p, "stats"),
+            ("cv", num(s.cv, ".3f") if s.cv is not None else None, "stats"),
+            ("noisy", None if s.noisy is None else ("yes" if s.noisy else "no"), "stats"),
+            ("samples/s", num(s.samples_per_s, ".1f") if s.samples_per_s else None, "stats"),
+            ("final loss", num(s.final_loss, ".4g") if s.final_loss is not None else None,
+             "stats")]
+
+
+def _opt(value: float | int | None, fmt: str, unit: str = "") -> str | None:
+    return None if value is None else f"{value:{fmt}}{unit}"
+
+
+def telemetry_rows(d: RunDetail) -> list[Row]:
+    """The run's telemetry summary (the ``runs`` columns)."""
+    m = d.telemetry
+    util = None if m.gpu_util_mean_pct is None else \
+        f"{m.gpu_util_mean_pct:.0f} / {num(m.gpu_util_peak_pct, '.0f')} %"
+    energy = None if m.energy_j is None else \
+        f"{m.energy_j:.1f} J ({m.energy_source or 'source unknown'})"
+    mem = None if m.gpu_mem_peak_bytes is None else \
+        f"{gib(m.gpu_mem_peak_bytes)} GiB (run {gib(m.gpu_mem_run_peak_bytes)})"
+    throttle = m.throttle_reasons or ("none" if d.uses_gpu and m.window_s else None)
+    contaminated = None if m.contaminated is None else \
+        ("yes: " + (m.contamination or "") if m.contaminated else "no")
+    rows: list[Row] = [
+        ("gpu util", util, "gpu"), ("power mean", _opt(m.power_mean_w, ".1f", " W"), "gpu"),
+        ("energy", energy, "gpu"), ("J/sample", _opt(m.joules_per_sample, ".4g"), "gpu"),
+        ("gpu mem peak", mem, "gpu"), ("throttle", throttle, "gpu"),
+        ("host cpu", _opt(m.host_cpu_mean_pct, ".1f", " %"), "telemetry"),
+        ("tree cpu", _opt(m.tree_cpu_mean_pct, ".0f", " % (100 = 1 core)"), "telemetry"),
+        ("rss peak", None if m.rss_peak_bytes is None else f"{gib(m.rss_peak_bytes)} GiB",
+         "telemetry"),
+        ("contaminated", contaminated, "telemetry"),
+        ("simulated", None if m.simulated is None else
+         ("yes (fake GPUs)" if m.simulated else "no"), "telemetry"),
+        ("window", _opt(m.window_s, ".1f", " s"), "telemetry"),
+        ("run energy", _opt(m.energy_run_j, ".1f", " J"), "gpu")]
+    if m.read_errors:
+        rows.append(("read errors", str(m.read_errors), "telemetry"))
+    if m.note:
+        rows.append(("note", m.note, "telemetry"))
+    return rows
+
+
+def _trace_key(trace: RunTrace | None) -> object:
+    """What the charts depend on: the trace's length and last points."""
+    if trace is None:
+        return None
+    return (trace.run_id, trace.n_iterations, trace.iterations[-1:], trace.warmup_end_s,
+            tuple((s.gpu_index, len(s.points), s.points[-1:]) for s in trace.gpus),
+            len(trace.host), trace.host[-1:])
+
+
+class RunDetailScreen(Screen[None]):
+    """One run of a job: charts on the left, figures on the right, the log tail below."""
+
+    DEFAULT_CSS = """
+    RunDetailScreen { layout: vertical; }
+    RunDetailScreen #rd-head { height: 1; background: $panel; }
+    RunDetailScreen #rd-main { height: 1fr; }
+    RunDetailScreen #rd-main.-hidden { display: none; }
+    RunDetailScreen #rd-charts { width: 1fr; }
+    RunDetailScreen #rd-info { width: 42; padding: 0 1; border-left: solid $primary-darken-2; }
+    RunDetailScreen.-wide #rd-info { width: 64; }
+    RunDetailScreen #rd-info Static { margin-bottom: 1; }
+    RunDetailScreen #rd-log { height: 7; border-top: solid $primary-darken-2; }
+    RunDetailScreen.-tall #rd-log { height: 12; }
+    RunDetailScreen #rd-keys { height: 1; dock: bottom; background: $panel; }
+    """
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (140, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (45, "-tall")]
+    BINDINGS = [Binding("escape", "close", "Back"),
+                Binding("l", "open_log", "Log"),
+                Binding("left_square_bracket", "attempt(-1)", "Prev attempt", key_display="["),
+                Binding("right_square_bracket", "attempt(1)", "Next attempt", key_display="]")]
+
+    def __init__(self, db_path: Path, job_id: int, *, run_id: int | None = None,
+                 poll_s: float = 0.5) -> None:
+        super().__init__()
+        self.db_path, self.job_id, self.run_id = db_path, job_id, run_id
+        self.poll_s = poll_s
+        self.detail: RunDetail | None = None
+        self.trace: RunTrace | None = None
+        self.tail: tuple[str, ...] = ()
+        self.loads = 0
+        """Reads shown so far (tests wait on it)."""
+        self._gen = 0
+        self._lock = threading.Lock()
+        self._db: ReadDb | None = None
+        self._drawn: object = None
+        self._drawn_at = 0.0
+        self._texts: dict[str, Text] = {}
+        self._error: str | None = None
+        self._inflight = 0
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="rd-head")
+        yield Static(id="too-small")
+        with Vertical(id="body"):
+            with Horizontal(id="rd-main", classes="-hidden"):
+                with VerticalScroll(id="rd-charts"):
+                    yield RunCharts()
+                with VerticalScroll(id="rd-info"):
+                    for part in ("status", "stats", "telemetry", "env"):
+                        yield Static("", id=f"rd-{part}")
+            yield Static("", id="rd-log")
+        yield KeyBar([*((b, False) for b in self.BINDINGS),
+                      *((b, True) for b in self.app.BINDINGS)], id="rd-keys")
+
+    def on_mount(self) -> None:
+        self.query_one("#rd-head", Static).update(f" job {self.job_id}: reading…")
+        self.reload()
+        self.set_interval(self.poll_s, self._tick)
+
+    def on_resize(self, event: Resize) -> None:
+        self.query_one("#too-small", Static).update(
+            TOO_SMALL.format(w=event.size.width, h=event.size.height))
+
+    def on_unmount(self) -> None:
+        with self._lock:
+            if self._db is not None:
+                self._db.close()
+                self._db = None
+
+    # reading ---------------------------------------------------------------------
+    def _tick(self) -> None:
+        d = self.detail
+        # A finished run does not change; a read still going is not asked again (a slow
+        # read superseded at every tick would never be shown).
+        if (d is None or d.running or self._error) and not self._inflight:
+            self.reload(extend=True)
+
+    def reload(self, extend: bool = False) -> None:
+        """Read the run again (``extend``: its trace only from where it ends); a read
+        still going is superseded (its result dropped)."""
+        self._gen += 1
+        self._inflight += 1
+        self._read(self._gen, self.run_id, self.trace if extend else None)
+
+    # description: by default Textual repr()s the arguments on the loop (a whole trace)
+    @work(thread=True, group="run-detail", exit_on_error=False, description="run detail read")
+    def _read(self, gen: int, run_id: int | None, trace: RunTrace | None) -> None:
+        try:
+            detail, trace, job = self._read_run(run_id, trace)
+            tail, from_file = log_tail(detail) if detail else ((), True)
+        except Exception as exc:  # a database gone or locked: said once, read again later
+            self.app.call_from_thread(self._failed, gen, f"{type(exc).__name__}: {exc}")
+            return
+        self.app.call_from_thread(self._show, gen, detail, trace, tail, from_file, job)
+
+    def _read_run(self, run_id: int | None, trace: RunTrace | None
+                  ) -> tuple[RunDetail | None, RunTrace | None, str | None]:
+        """The run (the job's latest when ``run_id`` is None), its trace, and the job's
+        status when it has no run."""
+        from dltop.store.reader import open_reader
+
+        with self._lock:
+            if self._db is None:
+                self._db = open_reader(self.db_path)
+            db = self._db
+            if run_id is None:
+                attempts = job_attempts(db, self.job_id)
+                run_id = attempts[-1] if attempts else None
+            detail = None if run_id is None else read_run_detail(db, run_id)
+            if detail is not None:
+                return detail, extend_trace(db, trace, detail.run_id), None
+            return None, None, job_status(db, self.job_id)
+
+    def _failed(self, gen: int, error: str) -> None:
+        self._inflight -= 1
+        if gen != self._gen or not self.is_attached:
+            return
+        if self._error is None:  # once per streak of failures
+            self.notify(multiline(f"reading run of job {self.job_id} failed: {error}"),
+                        severity="error", timeout=10, markup=False)
+        self._error = error
+        self.query_one("#rd-head", Static).update(
+            Text(f" job {self.job_id}: reading failed: {one_line(error)}", style="bold red",
+                 no_wrap=True, overflow="ellipsis"))
+
+    # showing ---------------------------------------------------------------------
+    def _show(self, gen: int, detail: RunDetail | None, trace: RunTrace | None,
+              tail: tuple[str, ...], from_file: bool, job: str | None = None) -> None:
+        self._inflight -= 1
+        if gen != self._gen or not self.is_attached:
+            return  # a newer read was asked for (another attempt, say)
+        self.loads += 1
+        self._error = None
+        head = self.query_one("#rd-head", Static)
+        if detail is None:
+            head.update(Text(f" job {self.job_id}: no run yet ({job or 'not found'}); this "
+                             "screen shows it when it starts", no_wrap=True,
+                             overflow="ellipsis"))
+            return
+        self.detail, self.trace, self.tail = detail, trace, tail
+        self.query_one("#rd-main").remove_class("-hidden")
+        self.run_id = detail.run_id
+        t = Text(no_wrap=True, overflow="ellipsis")
+        t.append(" run detail ", "bold reverse")
+        t.append(f"  run {detail.run_id}  {one_line(detail.label)}  ")
+        t.append(detail.status, STATUS_STYLE.get(detail.status, "bold"))
+        n = len(detail.attempts)
+        t.append(f"  attempt {detail.attempt_index + 1}/{n}" + ("  ([ ] switch)" if n > 1 else ""))
+        t.append(f"  campaign {detail.campaign_id}")
+        head.update(t)
+        key, now = _trace_key(trace), time.monotonic()
+        # Charts cost CPU (built in workers): only when the data moved, and for a
+        # running run at most every CHART_S (the figures still follow every read).
+        if key != self._drawn and (not detail.running or now - self._drawn_at >= CHART_S
+                                   or self._drawn is None):
+            self._drawn, self._drawn_at = key, now
+            self.query_one(RunCharts).show(trace, detail.why_missing("samples"),
+                                           detail.running)
+        self._set("#rd-status", status_text(detail, from_file))
+        live = stats_so_far(detail, trace) if detail.running else None
+        self._set("#rd-stats", section("Statistics" + (" so far" if live else ""),
+                                       stats_rows(live or detail.stats), detail))
+        self._set("#rd-telemetry", section("Telemetry", telemetry_rows(detail), detail))
+        env = detail.environment or (("environment", None),)
+        self._set("#rd-env", section(
+            "Environment", [(ENV_LABELS.get(k, k), v, "environment") for k, v in env], detail))
+        log = Text(no_wrap=True, overflow="ellipsis")
+        log.append("log tail" + ("" if from_file else " (stored when the run ended)"), "bold")
+        log.append("  l: whole log\n" if from_file else "\n", "dim")
+        log.append(multiline("\n".join(tail)) if tail else "(empty)")
+        self._set("#rd-log", log)
+
+    def _set(self, selector: str, text: Text) -> None:
+        """Update a panel only when its text changed (an update re-lays out the screen)."""
+        if self._texts.get(selector) != text:
+            self._texts[selector] = text
+            self.query_one(selector, Static).update(text)
+
+    # keys --------------------------------------------------------------------------
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_attempt(self, step: int) -> None:
+        d = self.detail
+        if d is None:
+            return
+        i = d.attempt_index + step
+        if not 0 <= i < len(d.attempts):
+            self.notify("no other attempt" if len(d.attempts) == 1 else
+                        "no earlier attempt" if step < 0 else "no later attempt", timeout=2)
+            return
+        self.run_id, self.trace = d.attempts[i], None
+        self.reload()
+
+    def action_open_log(self) -> None:
+        d = self.detail
+        if d is None or not d.log_path:
+            self.notify("this run has no log", severity="warning", timeout=3)
+            return
+        if not Path(d.log_path).is_file():
+            self.notify(f"log N/A: {d.why_missing('log')}", severity="warning", timeout=4,
+                        markup=False)
+            return
+        self.app.push_screen(LogViewer(d.log_path, f"run {d.run_id} log", follow=d.running))

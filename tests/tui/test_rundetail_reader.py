@@ -1,0 +1,137 @@
+"""The run detail readers (headless): live/rundetail.py and live/logfile.py."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from dltop.live.logfile import LogIndex, open_log, scan_log, tail_lines
+from dltop.live.rundetail import extend_trace, job_attempts, read_run_detail
+from dltop.results.runtrace import read_trace
+from dltop.store import Store, connect
+from dltop.store.reader import open_reader
+from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
+
+from .detail_data import T0, seed_detail
+
+
+def test_detail_reads_every_section(tmp_path: Path) -> None:
+    d = seed_detail(tmp_path)
+    db = open_reader(d.seeded.db_path)
+    ok = read_run_detail(db, d.ok_run)
+    assert ok is not None and ok.label == "torch fcn-r b64 gpu:1 #1"
+    assert ok.stats.median_s == 0.5 and ok.stats.noisy is False
+    assert ok.telemetry.energy_source == "counter" and ok.telemetry.simulated is True
+    assert dict(ok.environment)["driver_version"] == "550.54"
+    assert ok.attempts == (d.ok_run,) and ok.uses_gpu and not ok.pruned
+    crashed = read_run_detail(db, d.crashed_run)
+    assert crashed is not None and crashed.why_missing("gpu") == "CPU job: no GPU"
+    assert crashed.why_missing("log") == "the file is gone"
+    assert crashed.environment == ()
+    assert read_run_detail(db, 999) is None
+    assert job_attempts(db, d.seeded.job_ids[4]) == ()
+
+
+def test_extend_trace_reads_only_new_rows_and_matches_a_full_read(tmp_path: Path) -> None:
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    db = open_reader(d.seeded.db_path)
+    before = read_trace(db, d.ok_run)
+    store.add_iterations(d.ok_run, [{"idx": i, "seconds": 0.5, "samples": 64, "warmup": 0,
+                                     "loss": 1.0, "t_mono_ns": int((T0 + 0.5 * (i + 1)) * 1e9)}
+                                    for i in range(25, 31)])
+    store.telemetry.write_batch(Batch(
+        tuple(GpuWindow(d.ok_run, T0 + 0.5 * t, 0, 5, 70.0, 50.0, 100.0, 9 * 2**30, 210.0,
+                        150.0, 260.0, 100.0, 60.0, 1500.0, True) for t in range(26, 30)),
+        tuple(HostWindow(d.ok_run, T0 + 0.5 * t, 5, 11.0, 50.0, 8 * 2**30, 0, 99.0, 2**31)
+              for t in range(26, 30))))
+    statements: list[str] = []
+    db.conn.set_trace_callback(statements.append)
+    grown = extend_trace(db, before, d.ok_run)
+    db.conn.set_trace_callback(None)
+    full = read_trace(db, d.ok_run)
+    assert grown == full
+    assert not any("count(" in s for s in statements)  # no full re-read
+    # every query of the refresh is an index search
+    for sql in statements:
+        plan = [r[3] for r in db.conn.execute(f"explain query plan {sql}")]
+        assert not [p for p in plan if re.match(r"SCAN (iterations|gpu_samples|host_samples"
+                                                r"|runs|jobs)\b", p)], (sql, plan)
+
+
+def test_extend_trace_reads_again_when_it_grew_past_twice_the_points(tmp_path: Path) -> None:
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    db = open_reader(d.seeded.db_path)
+    before = read_trace(db, d.ok_run, max_points=10)
+    store.add_iterations(d.ok_run, [{"idx": i, "seconds": 0.5, "samples": 64, "warmup": 0,
+                                     "loss": 1.0, "t_mono_ns": int((T0 + 0.5 * (i + 1)) * 1e9)}
+                                    for i in range(25, 60)])
+    grown = extend_trace(db, before, d.ok_run, max_points=10)
+    assert grown.n_iterations == 60 and grown.thinned_every == 6
+    assert grown.iterations[-1].idx == 59
+
+
+def test_log_index_by_chunks_with_an_unfinished_last_line(tmp_path: Path) -> None:
+    log = tmp_path / "runner.log"
+    log.write_bytes(b"alpha\nbeta\r\n\xff\xfegamma\npartial")
+    ix = LogIndex(str(log))
+    while not (ix.complete and ix.end):
+        ix.add(ix.scan(max_bytes=4))  # tiny chunks: lines cross them
+    assert ix.line_count == 4 and ix.longest == 7
+    fd = open_log(log)
+    try:
+        assert ix.read_lines(fd, 0, 10) == ["alpha", "beta", "\ufffd\ufffdgamma", "partial"]
+        with log.open("ab") as fh:
+            fh.write(b" line\nnext\n")
+        ix.add(scan_log(log, ix.end))
+        assert ix.line_count == 5
+        assert ix.read_lines(fd, 3, 2) == ["partial line", "next"]
+    finally:
+        import os
+
+        os.close(fd)
+
+
+def test_a_line_across_chunks_is_measured_whole(tmp_path: Path) -> None:
+    log = tmp_path / "runner.log"
+    log.write_bytes(b"a" * 10 + b"\nb\n")
+    ix = LogIndex(str(log))
+    while not (ix.complete and ix.end):
+        ix.add(ix.scan(max_bytes=4))
+    assert ix.longest == 10 and ix.line_count == 2
+
+
+def test_tail_lines_reads_backwards(tmp_path: Path) -> None:
+    log = tmp_path / "runner.log"
+    log.write_text("".join(f"{i}\n" for i in range(100_000)))
+    lines, size = tail_lines(log, 3, block=64)
+    assert lines == ["99997", "99998", "99999"] and size == log.stat().st_size
+    assert tail_lines(log, 0)[0] == []
+    short = tmp_path / "short.log"
+    short.write_text("only\nno newline")
+    assert tail_lines(short, 5)[0] == ["only", "no newline"]
+
+
+def test_a_pruned_run_says_so(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from dltop.store.retention import Retention
+
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    with store.db.conn:
+        store.db.execute("update campaigns set status = 'finished'")
+    Retention(store.db).prune_run(d.ok_run)
+    d.log.unlink()  # prune deletes the run's folder
+    db = open_reader(d.seeded.db_path)
+    detail = read_run_detail(db, d.ok_run)
+    assert detail is not None and detail.pruned
+    assert detail.why_missing("log") == "deleted by dltop prune"
+    trace = extend_trace(db, None, d.ok_run)
+    assert trace.pruned and trace.n_iterations == 20 and trace.gpus == ()
+    out = subprocess.run([sys.executable, "-m", "dltop", "log", str(d.ok_run), "--db",
+                          str(d.seeded.db_path)], capture_output=True, text=True, timeout=120,
+                         check=False)
+    assert out.returncode == 2 and "(deleted by dltop prune)" in out.stderr

@@ -85,6 +85,9 @@ class GpuRow(Static):
         self.power_hist: deque[float | None] = deque(maxlen=HISTORY)
         # Power is drawn on the GPU's limit; without one, from the numbers (rare).
         self.power_chars = History(static.power_limit_w) if static.power_limit_w else None
+        self.reserve = 0
+        """Columns kept for throttle reasons: the panel sets the same on every row, so the
+        rows' graphs stay aligned when one GPU reports a reason."""
 
     def push(self, sample: GpuSample) -> None:
         """Add a reading to the history and show it."""
@@ -112,8 +115,10 @@ class GpuRow(Static):
     def graph_widths(self) -> tuple[int, int]:
         """(utilization, power) graph columns at the row's current width."""
         s = self.sample
-        fixed = len(self._title()) + (sum(map(len, self._figures(s))) if s else GPU_FIXED)
-        return split_graphs(self.size.width or 80, fixed)
+        figures = self._figures(s) if s else ("", "", "", "")
+        fixed = len(self._title()) + (sum(map(len, figures[:3])) if s else GPU_FIXED)
+        return split_graphs(self.size.width or 80,
+                            fixed + max(self.reserve, len(figures[3])))
 
     def render(self) -> Text:
         s, st = self.sample, self.static
@@ -168,6 +173,7 @@ class HostRow(Static):
             cores = sample.cpu_pct_per_core
             self.cpu_hist.push(sum(cores) / len(cores) if cores else None)
         self.sample = sample
+        self.refresh()  # the history moved even when the reading equals the last one
 
     def layout_widths(self) -> tuple[int, int]:
         """(columns for the core bars, columns for the CPU history) at the current width."""
@@ -222,9 +228,12 @@ class DevicesPanel(Vertical):
             for r in rows:
                 self._rows[r.static.index] = r
             self.mount_all(rows, before=self.query_one("#host-row"))
+        reserve = max((len(throttle_text(s)) + 2 for s in frame.gpus
+                       if s.throttle_reasons), default=0)
         for s in frame.gpus:
             row = self._rows.get(s.index)
             if row is not None:
+                row.reserve = reserve
                 row.push(s)
         if frame.statics and frame.statics[0].simulated:
             self._note(Text("SIMULATED GPUs (--fake-gpus): no real device is read",

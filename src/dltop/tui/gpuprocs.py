@@ -44,6 +44,9 @@ class GpuProcsPanel(Static):
     """The rows of the last slow device read."""
 
     def watch_processes(self, rows: tuple[GpuProcessRow, ...]) -> None:
+        # Its share of the height (CSS 1fr, beside the queue), but never more than its rows.
+        if self.styles.max_height is None or self.styles.max_height.value != len(rows) + 1:
+            self.styles.max_height = len(rows) + 1
         self.display = bool(rows)
 
     def render(self) -> Text:

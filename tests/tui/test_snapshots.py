@@ -17,7 +17,6 @@ from dltop.telemetry.model import GpuProcess
 
 from .conftest import SteppingClock, fixed_host, make_app, seed
 
-
 T0 = 1_795_348_800.0  # conftest.FIXED_TIME as epoch seconds
 
 

@@ -61,8 +61,10 @@ class History:
         """The newest ``width`` readings, right-aligned in ``width`` columns."""
         if width <= 0:
             return ""
-        n = len(self.chars)
-        return "".join(islice(self.chars, max(0, n - width), n)).rjust(width)
+        # from the newest end: a narrow graph does not walk the whole buffer
+        newest = list(islice(reversed(self.chars), width))
+        newest.reverse()
+        return "".join(newest).rjust(width)
 
 
 def split_graphs(width: int, fixed: int) -> tuple[int, int]:

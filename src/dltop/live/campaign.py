@@ -157,7 +157,8 @@ class CampaignView:
     tail: tuple[JobLine, ...] = ()
     """The queue's last rows (:data:`QUEUE_EDGE`), ending with its last job."""
     eta: CampaignEta | None = None
-    """Time left for the queue, at the pace of the campaign's finished runs."""
+    """Time left for the queue, at the pace of the campaign's finished runs (None while
+    no engine runs the campaign)."""
 
     @property
     def job_total(self) -> int:
@@ -331,14 +332,17 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
         pos = next(db.query("select position from jobs where id = ?", [current.job_id]), None)
         running_row = None if pos is None else queue_row(db, campaign_id, pos["position"])
     progress = {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)}
-    finished, pending = eta_inputs(db, campaign_id, counts)
-    # Every run in progress counts: the shown one at its recent pace once it has one,
-    # the others (packed, or the shown one before its first iteration) by iterations.
-    shown = current.job_id if current is not None and current.eta_s is not None else None
-    others = [PendingWork(("",), 1, max(0, total - done))
-              for job, (done, total) in progress.items() if job != shown]
-    eta = campaign_eta(finished, [*pending, *others],
-                       current.eta_s if current is not None and shown is not None else None)
+    eta = None  # without an engine running the queue, a time left would promise nothing
+    if alive and camp.status in ACTIVE_CAMPAIGN_STATUSES:
+        finished, pending = eta_inputs(db, campaign_id, counts)
+        # Every run in progress counts: the shown one at its recent pace once it has one,
+        # the others (packed, or the shown one before its first iteration) by iterations.
+        shown = current.job_id if current is not None and current.eta_s is not None else None
+        others = [PendingWork(("",), 1, max(0, total - done))
+                  for job, (done, total) in progress.items() if job != shown]
+        eta = campaign_eta(finished, [*pending, *others],
+                           current.eta_s if current is not None and shown is not None
+                           else None)
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                         progress, c.get("waiting_for"), offset, running_row, head, tail,

@@ -17,7 +17,8 @@ from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import GpuProcess, HostSample
 from dltop.tui.devices import GpuRow, HostRow
 from dltop.tui.gpuprocs import GpuProcsPanel
-from dltop.tui.runpanel import RunHealth, RunRate
+from dltop.tui.queue import QueueTable
+from dltop.tui.runpanel import RunHealth, RunPanel, RunRate
 
 from .conftest import FIXED_TIME, SteppingClock, fixed_host, make_app, seed
 
@@ -132,7 +133,7 @@ async def test_gpu_process_panel_lists_processes_from_telemetry(
         await app.refresh_now()
         await pilot.pause()
         panel = app.screen.query_one(GpuProcsPanel)
-        assert panel.display and len(panel.processes) == 4
+        assert panel.region.height > 0 and len(panel.processes) == 4
         text = panel.render().plain
         assert "900001" in text and "alice" in text and "python train.py --rank 1" in text
         assert "1.5 GiB" in text and "87%" in text and "256 MiB" in text
@@ -144,12 +145,29 @@ async def test_gpu_process_panel_lists_processes_from_telemetry(
         assert "gpu_idle" not in app.screen.query_one("#gpu-0", GpuRow).render().plain
 
 
+async def test_no_room_for_gpu_processes_at_80x24_with_8_gpus(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live_devices, "describe_process", _who)
+    backend = FakeGpuBackend(8, clock_ns=SteppingClock(), processes=_procs)
+    app = make_app(seed(tmp_path), backend=backend)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.refresh_now()
+        await pilot.pause()
+        assert app.screen.query_one(GpuProcsPanel).region.height == 0
+        # the queue keeps its three rows and the run panel ends above the key bar
+        assert app.screen.query_one(QueueTable).region.height == 3
+        assert app.screen.query_one(RunPanel).region.bottom <= 23
+        await pilot.resize_terminal(80, 30)
+        await pilot.pause()
+        assert app.screen.query_one(GpuProcsPanel).region.height > 0
+
+
 async def test_gpu_process_panel_hidden_without_processes(tmp_path: Path) -> None:
     app = make_app(seed(tmp_path), gpus=2)
     async with app.run_test(size=(120, 40)) as pilot:
         await app.refresh_now()
         await pilot.pause()
-        assert not app.screen.query_one(GpuProcsPanel).display
+        assert app.screen.query_one(GpuProcsPanel).region.height == 0
 
 
 async def _graph_width(tmp_path: Path, size: tuple[int, int]) -> tuple[int, str]:

@@ -3,7 +3,8 @@
 Fed by the device poller's slow reads (every 4th frame, about 1 Hz): pid,
 owner, GPU memory, SM utilization and the command line. It takes the height
 the screen leaves it (shared with the queue) and says how many rows it could
-not show; with no process on any GPU it is hidden.
+not show; with no process on any GPU it is hidden, and on a screen of 24 rows too
+(the queue keeps its three rows).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class GpuProcsPanel(Static):
         # Its share of the height (CSS 1fr, beside the queue), but never more than its rows.
         if self.styles.max_height is None or self.styles.max_height.value != len(rows) + 1:
             self.styles.max_height = len(rows) + 1
-        self.display = bool(rows)
+        self.set_class(not rows, "-empty")  # a class, so the screen's CSS can hide it too
 
     def render(self) -> Text:
         rows = self.processes

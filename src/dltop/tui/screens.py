@@ -141,6 +141,8 @@ class QueueHint(Static):
 class MainScreen(DltopScreen):
     """Devices, the queue and the current run."""
 
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (25, "-tall")]  # -short: no room for GPU processes
+
     BINDINGS = [
         Binding("a", "app.add_profile", "Add"),
         Binding("c", "app.cancel_run", "Cancel run"),

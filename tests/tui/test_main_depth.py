@@ -216,3 +216,28 @@ async def test_all_host_cores_are_shown_grouped_when_they_do_not_fit(tmp_path: P
         n_bars = -(-256 // per)
         assert n_bars <= bars_w and text.count("█") == -(-128 // per)
         assert len(text) <= 120
+
+
+def test_poller_describes_each_gpu_process_once_while_it_lives() -> None:
+    asked: list[int] = []
+    present = [True]
+
+    def procs(index: int) -> tuple[GpuProcess, ...]:
+        return (GpuProcess(900_007, 2**30, 50.0),) if present[0] and index == 0 else ()
+
+    def who(pid: int) -> tuple[str, str]:
+        asked.append(pid)
+        return ("bob", "train")
+
+    poller = DevicePoller(FakeGpuBackend(2, processes=procs), fixed_host, describe=who)
+    frames = [poller.poll() for _ in range(9)]  # slow reads at frames 0, 4, 8
+    assert asked == [900_007]
+    assert all(f.processes and f.processes[0].user == "bob" for f in frames)
+    present[0] = False
+    assert [poller.poll() for _ in range(4)][-1].processes == ()  # next slow read: gone
+    present[0] = True
+    poller.poll()
+    poller.poll()
+    poller.poll()
+    poller.poll()  # a slow read again: asked again (the pid may be another process now)
+    assert asked == [900_007, 900_007]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from dltop.errors import UserError
 from dltop.jobs.launch import start_engine
 from dltop.store import connect
 from dltop.tui.runpanel import RunHealth
@@ -22,10 +23,11 @@ pytestmark = pytest.mark.slow
 
 
 def _iterations(db_path: Path) -> int:
-    if not db_path.exists():
+    try:
+        row = next(iter(connect(db_path, create=False).query(
+            "select count(*) as n from iterations")), None)
+    except UserError:  # not there yet, or the engine is creating it (an empty file)
         return 0
-    row = next(iter(connect(db_path, create=False).query(
-        "select count(*) as n from iterations")), None)
     return int(row["n"]) if row else 0
 
 

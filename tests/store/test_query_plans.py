@@ -22,6 +22,7 @@ import sqlite_utils
 
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.live.campaign import latest_campaign_id, read_campaign
+from dltop.live.eta import eta_inputs
 from dltop.live.metrics import campaign_runs
 from dltop.profiles.loader import parse
 from dltop.results import compare, export, queries, scaling
@@ -150,6 +151,7 @@ def _scenario(store: Store, cids: list[int]) -> None:
     latest_campaign_id(db)
     # the run ends; another engine resumes a dead one
     store.finish_run(run_id, job_id, RunStatus.OK, {"median_s": 0.1})
+    eta_inputs(db, cid, {"plan-check": 1})  # the campaign ETA's sums (read with an engine)
     store.telemetry.write_run_telemetry(run_id, RunTelemetry(telemetry_simulated=True))
     store.record_environment(run_id, {"host": "host", "framework": "torch"})
     store.set_job_status(queued[3], JobStatus.RUNNING)

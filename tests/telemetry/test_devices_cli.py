@@ -49,3 +49,17 @@ def test_doctor_reports_torch() -> None:
     assert res.returncode == 0
     assert "[ok] torch: 2." in res.stdout and "nvml" in res.stdout
     assert "[ok] tensorflow: 2." in res.stdout and "[ok] cntk: 2.7 via" in res.stdout
+
+
+def test_devices_reports_host_cpu_under_a_busy_process() -> None:
+    """A real process spinning on a core: the host CPU `dltop devices` reports is not 0."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        doc = json.loads(dltop("devices", "--json").stdout)
+    finally:
+        busy.kill()
+        busy.wait()
+    cores = doc["host"]["cpu_pct_per_core"]
+    # One core's worth of a spinning loop over the 0.25 s window: far above 0 in total.
+    assert sum(cores) >= 20.0, cores
+    assert doc["host"]["cpu_user_pct"] and doc["host"]["cpu_user_pct"] > 0

@@ -88,8 +88,10 @@ def fixed_host() -> HostSample:
     return HostSample(0, (37.5, 62.5), 1.25, 3 * 2**30, 16 * 2**30, 0)
 
 
-def make_app(seeded: Seeded, gpus: int = 8, **kw: object) -> DltopApp:
-    backend = FakeGpuBackend(gpus, clock_ns=SteppingClock()) if gpus else None
+def make_app(seeded: Seeded, gpus: int = 8, *,
+             backend: FakeGpuBackend | None = None, **kw: object) -> DltopApp:
+    if backend is None and gpus:
+        backend = FakeGpuBackend(gpus, clock_ns=SteppingClock())
     return DltopApp(seeded.db_path, seeded.db_path.parent / "logs", backend,
                     host=fixed_host, live=False, resume_orphans=False, **kw)  # type: ignore[arg-type]
 

@@ -9,12 +9,23 @@ and ``jobs(campaign_id, status, position)`` for the counts and removed jobs).
 from __future__ import annotations
 
 import statistics
+import time
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, JobStatus, RunStatus
+from dltop.live.eta import eta_inputs
+from dltop.live.health import (
+    CampaignEta,
+    LossTrend,
+    PendingWork,
+    Stall,
+    campaign_eta,
+    loss_trend,
+    stall,
+)
 from dltop.procs import engine_alive
 from dltop.procs import read_log_tail as _read_tail
 from dltop.results.queries import (
@@ -38,6 +49,9 @@ QUEUE_WINDOW = 200
 """Queue rows a read fetches when the viewer asks for no other window."""
 QUEUE_EDGE = 100
 """Rows at each end of the queue every read fetches too, so that Home and End show at once."""
+
+wall_clock = time.time
+"""The viewer's clock (epoch seconds) for elapsed and stall times; tests pin it."""
 
 
 @dataclass(frozen=True)
@@ -66,6 +80,38 @@ class RunView(CurrentRun):
     """Seconds of the most recent iterations, oldest first."""
     samples_per_iter: int
     log_tail: tuple[str, ...]
+    losses: tuple[float | None, ...] = ()
+    """Losses of the most recent iterations, oldest first (None: not reported)."""
+    read_s: float | None = None
+    """The viewer's clock (epoch seconds) when this was read."""
+    started_s: float | None = None
+    """Epoch seconds at which the run started."""
+    last_iteration_s: float | None = None
+    """Epoch seconds at which its newest iteration ended (None before the first)."""
+    tree_cpu_pct: float | None = None
+    """CPU of the run's process tree in its newest telemetry window (100 = one core)."""
+    tree_rss_bytes: int | None = None
+    """Resident memory of the run's process tree in its newest telemetry window."""
+
+    @property
+    def elapsed_s(self) -> float | None:
+        """Seconds since the run started, at the time of the read."""
+        if self.read_s is None or self.started_s is None:
+            return None
+        return max(0.0, self.read_s - self.started_s)
+
+    @property
+    def stall(self) -> Stall | None:
+        """How long since its last iteration, held to max(5 s, 10 x median step)."""
+        if self.read_s is None:
+            return None
+        return stall(self.read_s, self.last_iteration_s, self.started_s,
+                     self.median_s if self.recent_s else None)
+
+    @property
+    def loss(self) -> LossTrend | None:
+        """The newest loss and its trend (None when the runner reports none)."""
+        return loss_trend(self.losses)
 
     @property
     def median_s(self) -> float | None:
@@ -110,6 +156,9 @@ class CampaignView:
     """The queue's first rows (:data:`QUEUE_EDGE`)."""
     tail: tuple[JobLine, ...] = ()
     """The queue's last rows (:data:`QUEUE_EDGE`), ending with its last job."""
+    eta: CampaignEta | None = None
+    """Time left for the queue, at the pace of the campaign's finished runs (None while
+    no engine runs the campaign)."""
 
     @property
     def job_total(self) -> int:
@@ -145,22 +194,46 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     if not rows:
         return None
     r = rows[0]
-    its = list(db.query("select idx, seconds, warmup from iterations where run_id = ? "
-                        "order by idx desc limit ?", [r["id"], RECENT_ITERATIONS]))
+    its = list(db.query("select idx, seconds, warmup, loss, t_wall_s from iterations "
+                        "where run_id = ? order by idx desc limit ?",
+                        [r["id"], RECENT_ITERATIONS]))
     done = its[0]["idx"] + 1 if its else 0
     measured = [i["seconds"] for i in reversed(its) if not i["warmup"]]
     recent = measured or [i["seconds"] for i in reversed(its)]
+    # The engine's sampler already measures the tree (psutil counters primed, children
+    # followed, whoever runs the viewer): its newest window is the figure to show.
+    tree = next(db.query("select tree_cpu_pct, tree_rss_bytes from host_samples "
+                         "where run_id = ? order by rowid desc limit 1", [r["id"]]), None)
     return RunView(r["id"], r["job_id"], run_label(r), done, r["iterations"] + r["warmup"],
                    r["warmup"], r["started_at"], recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
-                   log_tail=read_log_tail(r["log_path"], log_lines))
+                   log_tail=read_log_tail(r["log_path"], log_lines),
+                   losses=tuple(i["loss"] for i in reversed(its)), read_s=wall_clock(),
+                   started_s=_epoch(r["started_at"]),
+                   last_iteration_s=its[0]["t_wall_s"] if its else None,
+                   tree_cpu_pct=tree["tree_cpu_pct"] if tree else None,
+                   tree_rss_bytes=tree["tree_rss_bytes"] if tree else None)
+
+
+def _epoch(iso: str | None) -> float | None:
+    """Epoch seconds of a stored ``...Z`` timestamp (None when absent or unreadable)."""
+    if not iso:
+        return None
+    try:
+        return datetime.fromisoformat(iso.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
 
 
 _JOB_COLUMNS = (
     "select id, position, status, framework, model, batch_size, device, repeat, "
-    "(select r.median_s from runs r where r.job_id = jobs.id order by r.id desc limit 1) "
-    "as median_s, (select r.contaminated from runs r where r.job_id = jobs.id "
-    "order by r.id desc limit 1) as contaminated from jobs ")
+    # A job queued or running again (retried, re-queued by resume) shows no figure of
+    # its previous run: that median is not what it is measuring now.
+    "case when status in ('queued', 'running') then null else "
+    "(select r.median_s from runs r where r.job_id = jobs.id order by r.id desc limit 1) end "
+    "as median_s, case when status in ('queued', 'running') then 0 else "
+    "(select r.contaminated from runs r where r.job_id = jobs.id "
+    "order by r.id desc limit 1) end as contaminated from jobs ")
 
 
 def _count(db: sqlite_utils.Database, sql: str, params: list[object]) -> int:
@@ -258,7 +331,19 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     if current is not None:
         pos = next(db.query("select position from jobs where id = ?", [current.job_id]), None)
         running_row = None if pos is None else queue_row(db, campaign_id, pos["position"])
+    progress = {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)}
+    eta = None  # without an engine running the queue, a time left would promise nothing
+    if alive and camp.status in ACTIVE_CAMPAIGN_STATUSES:
+        finished, pending = eta_inputs(db, campaign_id, counts)
+        # Every run in progress counts: the shown one at its recent pace once it has one,
+        # the others (packed, or the shown one before its first iteration) by iterations.
+        shown = current.job_id if current is not None and current.eta_s is not None else None
+        others = [PendingWork(("",), 1, max(0, total - done))
+                  for job, (done, total) in progress.items() if job != shown]
+        eta = campaign_eta(finished, [*pending, *others],
+                           current.eta_s if current is not None and shown is not None
+                           else None)
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)},
-                        c.get("waiting_for"), offset, running_row, head, tail)
+                        progress, c.get("waiting_for"), offset, running_row, head, tail,
+                        eta)

@@ -7,9 +7,24 @@ from dataclasses import dataclass, replace
 
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
+from dltop.telemetry.runstats import throttle_names
 
 SLOW_EVERY = 4
 """Temperature, clocks and processes are read on every 4th frame (they change slowly)."""
+
+
+@dataclass(frozen=True)
+class GpuProcessRow:
+    """One process on one GPU, as the viewer's process panel lists it."""
+
+    gpu_index: int
+    pid: int
+    user: str
+    """Owner's name (``?`` when the process is gone or another namespace's)."""
+    command: str
+    """Its command line (or name), as the kernel reports it."""
+    gpu_mem_bytes: int | None
+    sm_util_pct: float | None
 
 
 @dataclass(frozen=True)
@@ -21,23 +36,55 @@ class DeviceFrame:
     host: HostSample | None
     gpu_unavailable: str | None
     """Why there are no GPUs (None when there are, or when there are none by choice)."""
+    processes: tuple[GpuProcessRow, ...] = ()
+    """Processes on every GPU (from the last slow read), by GPU then memory, largest first."""
+
+
+def throttle_text(sample: GpuSample) -> str:
+    """Names of the clock-event reasons the GPU reports (``gpu_idle`` left out), or ''."""
+    return throttle_names(sample.throttle_reasons) if sample.throttle_reasons else ""
+
+
+def describe_process(pid: int) -> tuple[str, str]:
+    """(user, command line) of a process, ``?`` for what cannot be read."""
+    import psutil
+
+    try:
+        p = psutil.Process(pid)
+        with p.oneshot():
+            try:
+                user = p.username()
+            except (psutil.AccessDenied, KeyError):  # KeyError: a uid with no passwd entry
+                user = "?"
+            try:
+                command = " ".join(p.cmdline()) or p.name()
+            except psutil.AccessDenied:
+                command = p.name()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied):
+        return "?", "?"
+    return user, command
 
 
 class DevicePoller:
     """Reads every GPU of a backend and the host; call :meth:`poll` from a worker thread.
 
-    Temperature and clocks are carried over from the last slow read, so every
-    frame has them.
+    Temperature, clocks, throttle reasons and processes are carried over from
+    the last slow read, so every frame has them. A GPU process's user and
+    command are looked up once per pid (they do not change while it lives).
     """
 
     def __init__(self, backend: GpuBackend,
-                 host: Callable[[], HostSample | None] | None = None) -> None:
+                 host: Callable[[], HostSample | None] | None = None,
+                 describe: Callable[[int], tuple[str, str]] | None = None) -> None:
         self._backend = backend
         self._host = host if host is not None else HostSampler().sample
+        self._describe = describe
         self._n = backend.device_count()
         self._statics = tuple(backend.static(i) for i in range(self._n))
         self._slow: dict[int, GpuSample] = {}
         self._frames = 0
+        self._who: dict[int, tuple[str, str]] = {}
+        self._processes: tuple[GpuProcessRow, ...] = ()
 
     def poll(self) -> DeviceFrame:
         """Read all devices once."""
@@ -54,5 +101,21 @@ class DevicePoller:
                             sm_clock_mhz=last.sm_clock_mhz, mem_clock_mhz=last.mem_clock_mhz,
                             throttle_reasons=last.throttle_reasons, processes=last.processes)
             gpus.append(s)
+        if slow:
+            self._processes = self._process_rows(gpus)
         reason = self._backend.unavailable_reason() if not self._n else None
-        return DeviceFrame(self._statics, tuple(gpus), self._host(), reason)
+        return DeviceFrame(self._statics, tuple(gpus), self._host(), reason, self._processes)
+
+    def _process_rows(self, gpus: list[GpuSample]) -> tuple[GpuProcessRow, ...]:
+        rows = []
+        for s in gpus:
+            for p in s.processes or ():
+                who = self._who.get(p.pid)
+                if who is None:
+                    who = self._who[p.pid] = (self._describe or describe_process)(p.pid)
+                rows.append(GpuProcessRow(s.index, p.pid, *who, p.used_memory_bytes,
+                                          p.sm_util_pct))
+        live = {r.pid for r in rows}
+        self._who = {pid: who for pid, who in self._who.items() if pid in live}
+        rows.sort(key=lambda r: (r.gpu_index, -(r.gpu_mem_bytes or 0), r.pid))
+        return tuple(rows)

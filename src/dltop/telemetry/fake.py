@@ -68,13 +68,15 @@ class FakeGpuBackend:
 
     def __init__(self, n: int, trace: LinearTrace | WaveTrace | None = None,
                  latency_s: float = 0.0, clock_ns: Callable[[], int] = time.monotonic_ns,
-                 processes: Callable[[int], tuple[GpuProcess, ...]] | None = None) -> None:
+                 processes: Callable[[int], tuple[GpuProcess, ...]] | None = None,
+                 throttle: Callable[[int], int] | None = None) -> None:
         self.n = n
         self.trace = trace or WaveTrace()
         self.latency_s = latency_s
         self._clock = clock_ns
         self._t0 = clock_ns()
         self._processes = processes or (lambda index: ())
+        self._throttle = throttle or (lambda index: 0)  # NVML clock-event reason bits
         self.call_count = 0
 
     def unavailable_reason(self) -> str | None:
@@ -104,7 +106,7 @@ class FakeGpuBackend:
         extra: dict[str, Any] = {}
         if slow:
             extra = dict(temperature_c=40.0 + util * 0.4, sm_clock_mhz=1980.0 - util,
-                         mem_clock_mhz=2619.0, throttle_reasons=0,
+                         mem_clock_mhz=2619.0, throttle_reasons=self._throttle(index),
                          processes=self._processes(index))
         return GpuSample(
             t_mono_ns=now, index=index, gpu_util_pct=util, mem_util_pct=util * 0.6,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import platform
 import sys
+import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -16,6 +17,8 @@ from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
 from dltop.textsafe import multiline
 
 GIB = 2**30
+HOST_WINDOW_S = 0.25
+"""The host CPU figures of ``dltop devices`` are the mean over this window."""
 
 
 @dataclass(frozen=True)
@@ -41,10 +44,14 @@ class DevicesReport:
 
 def snapshot_devices(backend: GpuBackend) -> DevicesReport:
     """Read every GPU (slow fields included) and the host once."""
-    host = HostSampler()
-    psutil.cpu_percent(percpu=True, interval=0.2)  # a real first reading, not 0.0
+    host = HostSampler()  # primes psutil's per-core counters: they measure from now
+    t0 = time.monotonic()
     gpus = tuple((backend.static(i), backend.sample(i, slow=True))
                  for i in range(backend.device_count()))
+    # The host is read once HOST_WINDOW_S has passed since the priming. (A reading taken
+    # with psutil's own interval was thrown away here, and the sampler's came a few
+    # microseconds after it: every core read 0 %.)
+    time.sleep(max(0.0, HOST_WINDOW_S - (time.monotonic() - t0)))
     return DevicesReport(gpus, host.sample(), cpu_model(), psutil.cpu_count(logical=False),
                          backend.unavailable_reason(), backend.simulated)
 

@@ -1,8 +1,17 @@
-"""Device widgets: one row per GPU and one for the host, each with its history."""
+"""Device widgets: one row per GPU and one for the host, each with its history.
+
+Graphs fill the row: what the fixed fields leave of the widget's width goes to
+them, and they show as many of the newest readings as they have columns. Each
+reading is turned into its block character once, when it arrives (the scales
+are fixed: 0-100 % and 0 to the power limit), so drawing a 150-column graph
+at 4 Hz is a join of stored characters, not a computation.
+"""
 
 from __future__ import annotations
 
+import math
 from collections import deque
+from itertools import islice
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -10,63 +19,173 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from dltop.live.devices import DeviceFrame
+from dltop.live.devices import DeviceFrame, throttle_text
 from dltop.telemetry.model import GpuSample, GpuStatic, HostSample
 from dltop.textsafe import one_line
-from dltop.tui.format import NA, gib, num, sparkline
+from dltop.tui.format import BLOCKS, NA, gib, num, sparkline
 
-HISTORY = 120
-"""Readings kept per device for the sparklines (30 s at 4 Hz)."""
+HISTORY = 1200
+"""Readings kept per graph: 5 minutes at 4 Hz, more than the widest screen's columns."""
+GPU_FIXED = 47
+"""Columns of a GPU row's figures (no name, no graph) before its first reading."""
+HOST_FIXED = 44
+"""Columns of the host row that are neither core bars nor its graph."""
+MIN_HOST_GRAPH = 8
+"""The host's CPU history is drawn only when at least this many columns are left."""
 
 
 def _short_name(name: str) -> str:
     return one_line(name.replace("NVIDIA ", "").replace("GeForce ", ""))[:14]
 
 
+def block(value: float | None, hi: float | None) -> str:
+    """One reading on a 0..``hi`` scale as a block character (a space when missing)."""
+    if value is None or hi is None or hi <= 0 or not math.isfinite(value):
+        return " "
+    frac = max(0.0, min(1.0, value / hi))
+    return BLOCKS[1 + round(frac * (len(BLOCKS) - 2))]
+
+
+class History:
+    """A ring buffer of readings drawn as block characters on a fixed scale."""
+
+    def __init__(self, hi: float | None, size: int = HISTORY) -> None:
+        self.hi = hi
+        self.chars: deque[str] = deque(maxlen=size)
+
+    def push(self, value: float | None) -> None:
+        """Add one reading."""
+        self.chars.append(block(value, self.hi))
+
+    def draw(self, width: int) -> str:
+        """The newest ``width`` readings, right-aligned in ``width`` columns."""
+        if width <= 0:
+            return ""
+        # from the newest end: a narrow graph does not walk the whole buffer
+        newest = list(islice(reversed(self.chars), width))
+        newest.reverse()
+        return "".join(newest).rjust(width)
+
+
+def split_graphs(width: int, fixed: int) -> tuple[int, int]:
+    """(utilization, power) graph columns of a GPU row ``width`` wide: two thirds and one
+    third of what its ``fixed`` columns of text leave."""
+    free = max(6, width - fixed)
+    util = max(4, free * 2 // 3)
+    return util, max(2, free - util)
+
+
 class GpuRow(Static):
-    """One GPU: utilization and power sparklines, memory, power, temperature, clock."""
+    """One GPU: utilization and power graphs, memory, power, temperature, clock, throttling."""
 
     sample: reactive[GpuSample | None] = reactive(None, layout=False)
 
     def __init__(self, static: GpuStatic, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self.static = static
-        self.util_hist: deque[float | None] = deque(maxlen=HISTORY)
+        self.util_hist = History(100.0)
         self.power_hist: deque[float | None] = deque(maxlen=HISTORY)
+        # Power is drawn on the GPU's limit; without one, from the numbers (rare).
+        self.power_chars = History(static.power_limit_w) if static.power_limit_w else None
+        self.reserve = 0
+        """Columns kept for throttle reasons: the panel sets the same on every row, so the
+        rows' graphs stay aligned when one GPU reports a reason."""
 
     def push(self, sample: GpuSample) -> None:
         """Add a reading to the history and show it."""
-        self.util_hist.append(sample.gpu_util_pct)
+        self.util_hist.push(sample.gpu_util_pct)
         self.power_hist.append(sample.power_w)
+        if self.power_chars is not None:
+            self.power_chars.push(sample.power_w)
         self.sample = sample
+
+    def _title(self) -> str:
+        st = self.static
+        return f"{st.index:>2} {('SIM ' if st.simulated else '') + _short_name(st.name):<14} "
+
+    def _figures(self, s: GpuSample) -> tuple[str, str, str, str]:
+        """(utilization, memory and power, temperature and clock, throttling) texts."""
+        st = self.static
+        total = s.mem_total_bytes or st.memory_total_bytes
+        thr = throttle_text(s)
+        return (f" {num(s.gpu_util_pct, '3.0f', '%'):>4} ",
+                f"mem {gib(s.mem_used_bytes):>5}/{gib(total):<5}G "
+                f"{num(s.power_w, '.0f'):>4}/{num(st.power_limit_w, '.0f', 'W'):<5}",
+                f" {num(s.temperature_c, '.0f', '°C'):>5} {num(s.sm_clock_mhz, '.0f', 'MHz'):>7}",
+                f"  {thr}" if thr else "")
+
+    def graph_widths(self) -> tuple[int, int]:
+        """(utilization, power) graph columns at the row's current width."""
+        s = self.sample
+        figures = self._figures(s) if s else ("", "", "", "")
+        fixed = len(self._title()) + (sum(map(len, figures[:3])) if s else GPU_FIXED)
+        return split_graphs(self.size.width or 80,
+                            fixed + max(self.reserve, len(figures[3])))
 
     def render(self) -> Text:
         s, st = self.sample, self.static
         t = Text(no_wrap=True, overflow="ellipsis")
-        t.append(f"{st.index:>2} ", "bold")
-        t.append(f"{('SIM ' if st.simulated else '') + _short_name(st.name):<14} ",
-                 "magenta" if st.simulated else "")
+        name = self._title()
+        t.append(name[:3], "bold")
+        t.append(name[3:], "magenta" if st.simulated else "")
         if s is None:
             t.append("waiting for the first reading", "dim")
             return t
-        t.append(sparkline(self.util_hist, 10, 0, 100), "green")
-        t.append(f" {num(s.gpu_util_pct, '3.0f', '%'):>4} ")
-        total = s.mem_total_bytes or st.memory_total_bytes
-        t.append(f"mem {gib(s.mem_used_bytes):>5}/{gib(total):<5}G ")
-        limit = st.power_limit_w
-        t.append(f"{num(s.power_w, '.0f'):>4}/{num(limit, '.0f', 'W'):<5}")
-        t.append(sparkline(self.power_hist, 6, 0, limit), "yellow")
+        util_w, power_w = self.graph_widths()
+        util, mem_power, temp_clock, thr = self._figures(s)
+        t.append(self.util_hist.draw(util_w), "green")
+        t.append(util)
+        t.append(mem_power)
+        t.append(self.power_chars.draw(power_w) if self.power_chars is not None
+                 else sparkline(self.power_hist, power_w, 0, None), "yellow")
         temp = s.temperature_c
-        t.append(f" {num(temp, '.0f', '°C'):>5}",
-                 "red" if temp is not None and temp >= 85 else "")
-        t.append(f" {num(s.sm_clock_mhz, '.0f', 'MHz'):>7}")
+        t.append(temp_clock, "red" if temp is not None and temp >= 85 else "")
+        if thr:
+            t.append(thr, "bold red")
         return t
 
 
-class HostRow(Static):
-    """The host: one bar per CPU core, total CPU, memory and load."""
+def core_bars(cores: tuple[float, ...], width: int) -> tuple[str, int]:
+    """Every core as a bar in at most ``width`` columns: (bars, cores per bar).
 
-    sample: reactive[HostSample | None] = reactive(None)
+    When there are more cores than columns, consecutive cores share a bar (their
+    mean), so none is left out.
+    """
+    if not cores or width <= 0:
+        return "", 1
+    per = max(1, math.ceil(len(cores) / width))
+    bars = [block(sum(g) / len(g), 100.0)
+            for g in (cores[i:i + per] for i in range(0, len(cores), per))]
+    return "".join(bars), per
+
+
+class HostRow(Static):
+    """The host: a bar per CPU core (grouped when they do not fit), total CPU and its
+    history, memory and load."""
+
+    sample: reactive[HostSample | None] = reactive(None, layout=False)
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self.cpu_hist = History(100.0)
+
+    def push(self, sample: HostSample | None) -> None:
+        """Add a reading (None: the host could not be read) and show it."""
+        if sample is not None:
+            cores = sample.cpu_pct_per_core
+            self.cpu_hist.push(sum(cores) / len(cores) if cores else None)
+        self.sample = sample
+        self.refresh()  # the history moved even when the reading equals the last one
+
+    def layout_widths(self) -> tuple[int, int]:
+        """(columns for the core bars, columns for the CPU history) at the current width."""
+        h = self.sample
+        n = len(h.cpu_pct_per_core) if h is not None else 0
+        free = max(8, (self.size.width or 80) - HOST_FIXED)
+        if n > free:  # grouped: all the room to the bars, and room for the ×k label
+            return free - 4, 0
+        left = free - n - 1
+        return n, left if left >= MIN_HOST_GRAPH else 0
 
     def render(self) -> Text:
         h = self.sample
@@ -78,7 +197,14 @@ class HostRow(Static):
         cores = h.cpu_pct_per_core
         mean = sum(cores) / len(cores) if cores else None
         t.append(f"cpu {num(mean, '3.0f', '%'):>4} ")
-        t.append(sparkline(list(cores), min(len(cores), 32), 0, 100), "cyan")
+        bars_w, hist_w = self.layout_widths()
+        bars, per = core_bars(cores, bars_w)
+        t.append(bars, "cyan")
+        if per > 1:
+            t.append(f" ×{per}", "dim")  # cores per bar
+        if hist_w:
+            t.append(" ")
+            t.append(self.cpu_hist.draw(hist_w), "blue")
         t.append(f" mem {gib(h.mem_used_bytes)}/{gib(h.mem_total_bytes)}G")
         t.append(f" load {num(h.load_1m, '.2f')}")
         return t
@@ -104,9 +230,12 @@ class DevicesPanel(Vertical):
             for r in rows:
                 self._rows[r.static.index] = r
             self.mount_all(rows, before=self.query_one("#host-row"))
+        reserve = max((len(throttle_text(s)) + 2 for s in frame.gpus
+                       if s.throttle_reasons), default=0)
         for s in frame.gpus:
             row = self._rows.get(s.index)
             if row is not None:
+                row.reserve = reserve
                 row.push(s)
         if frame.statics and frame.statics[0].simulated:
             self._note(Text("SIMULATED GPUs (--fake-gpus): no real device is read",
@@ -115,7 +244,7 @@ class DevicesPanel(Vertical):
             self._note(Text(f"no GPU: {one_line(frame.gpu_unavailable or NA)}", "dim"))
         else:
             self._note(None)
-        self.query_one(HostRow).sample = frame.host
+        self.query_one(HostRow).push(frame.host)
         self.frames_shown += 1
 
     _note_shown: Text | None = None

@@ -1,4 +1,9 @@
-"""The current run: iteration i/n with warm-up marked, s/it sparkline, ETA, log tail."""
+"""The current run: iteration i/n with warm-up marked, s/it sparkline, elapsed and ETA,
+stall warning, loss and its trend, the process tree's CPU and memory, the campaign's
+ETA, log tail.
+
+What it says is computed in ``live/`` (:mod:`dltop.live.health`); this only draws it.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +14,12 @@ from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
 from dltop.live.campaign import RunView
+from dltop.live.health import CampaignEta, approx_duration
 from dltop.textsafe import multiline, one_line
-from dltop.tui.format import duration, num, per_iteration, sparkline
+from dltop.tui.format import NA, duration, num, per_iteration, sparkline
+
+STALL_STYLE = "bold black on yellow"
+"""The warning colour of a stalled run."""
 
 
 class RunHeadline(Static):
@@ -48,7 +57,49 @@ class RunRate(Static):
         t.append(sparkline(r.recent_s, 24, None, None), "cyan")
         t.append(f"  {per_iteration(r.median_s)}  ")
         t.append(f"{num(r.samples_per_s, ',.0f', ' samples/s')}  ")
+        t.append(f"elapsed {duration(r.elapsed_s)}  ")
         t.append(f"ETA {duration(r.eta_s)}")
+        return t
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return NA
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
+class RunHealth(Static):
+    """Stall warning, loss and trend, process tree CPU and RSS, and the campaign ETA."""
+
+    run: reactive[RunView | None] = reactive(None)
+    eta: reactive[CampaignEta | None] = reactive(None)
+    """Time left for the whole queue (shown with or without a run)."""
+
+    def render(self) -> Text:
+        r, eta = self.run, self.eta
+        t = Text(no_wrap=True, overflow="ellipsis")
+        if r is not None:
+            st = r.stall
+            if st is not None and st.stalled:
+                what = "no first iteration after" if st.first else "no iteration for"
+                t.append(f" stalled: {what} {approx_duration(st.quiet_s)} ", STALL_STYLE)
+                t.append("  ")
+            elif st is not None and st.first:
+                t.append(f"starting ({approx_duration(st.quiet_s)}, no iteration yet)  ",
+                         "dim")
+            loss = r.loss
+            if loss is None:
+                t.append("loss N/A  ", "dim")
+            else:
+                t.append(f"loss {loss.last:.4g} ")
+                t.append(loss.arrow, {"falling": "green", "rising": "red"}.get(
+                    loss.direction, "dim"))
+                t.append("  ")
+            # 100 % is one core: the run's processes and all their children together.
+            t.append(f"cpu {num(r.tree_cpu_pct, '.0f', '%')} rss {_size(r.tree_rss_bytes)}  ")
+        if eta is not None:
+            t.append("campaign " if r is not None else "campaign: ", "dim")
+            t.append(eta.text(), "dim" if eta.seconds is None else "")
         return t
 
 
@@ -74,13 +125,18 @@ class RunPanel(Vertical):
         yield RunHeadline()
         yield ProgressBar(show_eta=False, id="run-progress")
         yield RunRate()
+        yield RunHealth()
         yield LogTail()
 
-    def show(self, run: RunView | None, others: int = 0) -> None:
-        """Display ``run`` (None: nothing is running) and how many others run beside it."""
+    def show(self, run: RunView | None, others: int = 0,
+             eta: CampaignEta | None = None) -> None:
+        """Display ``run`` (None: nothing is running), how many others run beside it, and
+        the campaign's ETA."""
         self.query_one(RunHeadline).run = run
         self.query_one(RunHeadline).others = others
         self.query_one(RunRate).run = run
+        health = self.query_one(RunHealth)
+        health.run, health.eta = run, eta
         self.query_one(LogTail).lines = run.log_tail if run else ()
         bar = self.query_one(ProgressBar)
         bar.display = run is not None

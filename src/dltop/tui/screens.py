@@ -27,6 +27,7 @@ from dltop.results.queries import CampaignRow
 from dltop.textsafe import one_line
 from dltop.tui.devices import DevicesPanel
 from dltop.tui.format import STATUS_STYLE
+from dltop.tui.gpuprocs import GpuProcsPanel
 from dltop.tui.keybar import KeyBar
 from dltop.tui.queue import QueueHeader, QueueTable
 from dltop.tui.rundetail import RunDetailScreen
@@ -141,6 +142,8 @@ class QueueHint(Static):
 class MainScreen(DltopScreen):
     """Devices, the queue and the current run."""
 
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (25, "-tall")]  # -short: no room for GPU processes
+
     BINDINGS = [
         Binding("a", "app.add_profile", "Add"),
         Binding("c", "app.cancel_run", "Cancel run"),
@@ -154,6 +157,7 @@ class MainScreen(DltopScreen):
 
     def compose_body(self) -> ComposeResult:
         yield DevicesPanel(id="devices")
+        yield GpuProcsPanel(id="gpu-procs")
         yield QueueHeader(id="queue-header")
         yield QueueHint(id="queue-hint")
         yield QueueTable(id="queue")
@@ -167,10 +171,12 @@ class MainScreen(DltopScreen):
         app = self.dltop
         self.query_one(QueueHint).show(view, one_line(app.db_label), app.db_path.is_file())
         others = max(0, len(view.progress) - 1) if view else 0
-        self.query_one(RunPanel).show(view.current if view else None, others)
+        self.query_one(RunPanel).show(view.current if view else None, others,
+                                      view.eta if view else None)
 
     def show_devices(self, frame: DeviceFrame) -> None:
         self.query_one(DevicesPanel).show(frame)
+        self.query_one(GpuProcsPanel).processes = frame.processes
 
     def on_queue_table_rows_wanted(self, msg: QueueTable.RowsWanted) -> None:
         self.dltop.want_queue_rows(msg.offset, msg.limit)

@@ -79,6 +79,7 @@ def assert_kept_apart(db: sqlite_utils.Database, cid: int, n: int) -> Table:
     return table
 
 
+REAL = {"data": "real", "data_dir": "/data"}
 FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "framework": ({}, {"frameworks": ["tensorflow"]}),
     "model": ({}, {"models": ["alexnet-r"]}),
@@ -101,6 +102,16 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "steps_per_match": (TIMED, {**TIMED, "steps_per_match": 10}),
     "cwd": (COMMAND, {**COMMAND, "cwd": "/"}),
     "env": (COMMAND, {**COMMAND, "env": {"A": "1"}}),
+    "optimizer": ({}, {"optimizer": "adam"}),
+    "weight_decay": ({}, {"weight_decay": 0.1}),
+    "mode": ({}, {"mode": "inference"}),
+    "epochs": ({**REAL, "epochs": 1}, {**REAL, "epochs": 2}),
+    "eval_every": ({**REAL, "eval_every": 5}, {**REAL, "eval_every": 10}),
+    "shuffle": ({**REAL, "shuffle": True}, {**REAL, "shuffle": False}),
+    "input_size": ({"models": ["resnet-56"]}, {"models": ["resnet-56"], "input_size": 64}),
+    "data_loader": ({}, {"data_loader": "host"}),
+    "loader_workers": ({**REAL, "data_loader": "host"},
+                       {**REAL, "data_loader": "host", "loader_workers": 2}),
 }
 
 
@@ -120,6 +131,8 @@ def test_two_entries_differing_in_one_identity_field_give_two_cells(field: str) 
     keys = [c.key for c in table.columns if c.role is Role.KEY]
     if field in ("framework", "model", "batch_size", "device"):
         assert keys == ["model", "framework", "batch"]
+    elif field == "data":  # shuffle's default follows data (true for real data)
+        assert keys == ["model", "framework", "batch", "data", "shuffle"]
     else:  # the field that varies is a row key, named after it
         assert keys == ["model", "framework", "batch", field]
         assert len(table.rows) == 2
@@ -158,7 +171,9 @@ def test_entries_differing_in_a_schedule_setting_are_repeats(field: str) -> None
 def test_identity_declarations() -> None:
     assert JobSpec.identity_fields() == (
         "framework", "model", "batch_size", "device", "iterations", "warmup", "precision",
-        "data", "batch_scaling", "lr", "momentum", "seed", "options")
+        "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
+        "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
+        "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

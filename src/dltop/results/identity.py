@@ -142,7 +142,7 @@ def fmt_value(value: Any) -> str:
 
 def header(name: str) -> str:
     """A field's column header (``batch scaling``, ``lr``, ``xla``...)."""
-    return HEADERS.get(name, name)
+    return HEADERS.get(name, name.replace("_", " "))
 
 
 def sort_value(value: Any) -> tuple[int, float, str]:
@@ -205,12 +205,15 @@ class Variation:
     def caption(self) -> str:
         """``constant: precision fp32, lr 0.01, ...; interpreter: torch /usr/bin/python3``.
 
-        Empty when nothing is constant and no interpreter is stated per framework.
+        Empty when nothing is constant and no interpreter is stated per framework. An
+        optional setting left unset in every job (``epochs``, ``input_size``...) is not
+        listed: it names no value (the JSON export keeps it, as null).
         """
         parts = []
-        if self.constant:
+        shown = [(name, value) for name, value in self.constant if value is not None]
+        if shown:
             parts.append("constant: " + ", ".join(
-                f"{header(name)} {fmt_value(value)}" for name, value in self.constant))
+                f"{header(name)} {fmt_value(value)}" for name, value in shown))
         if self.per_framework:
             parts.append("interpreter: " + ", ".join(
                 f"{fw} {fmt_value(path)}" for fw, path in self.per_framework))

@@ -24,6 +24,7 @@ from dltop.results.queries import (
     campaigns,
     current_runs,
     run_label,
+    run_total_sql,
     status_counts,
 )
 
@@ -139,7 +140,8 @@ def latest_campaign_id(db: sqlite_utils.Database) -> int | None:
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
     rows = list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
-        "j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup from runs r "
+        f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {run_total_sql(db)} "
+        "from runs r "
         "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status = ? "
         "order by r.id desc limit 1", [campaign_id, RunStatus.RUNNING]))
     if not rows:
@@ -150,7 +152,7 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     done = its[0]["idx"] + 1 if its else 0
     measured = [i["seconds"] for i in reversed(its) if not i["warmup"]]
     recent = measured or [i["seconds"] for i in reversed(its)]
-    return RunView(r["id"], r["job_id"], run_label(r), done, r["iterations"] + r["warmup"],
+    return RunView(r["id"], r["job_id"], run_label(r), done, r["total"],
                    r["warmup"], r["started_at"], recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
                    log_tail=read_log_tail(r["log_path"], log_lines))

@@ -13,7 +13,8 @@ from dltop.catalog import Control
 DESCRIPTION = ("Command line: ``dltop run | export | compare | runs | prune | vacuum | profiles | "
                "devices | doctor``.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
-                  "host-memory", "cpu", "tflops", "mfu"]
+                  "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
+                  "epoch-time", "latency", "perplexity"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
 

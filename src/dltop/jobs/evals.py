@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dltop.results.convergence import percentile
 from dltop.store.writer import Store
 
 PLAN_COLUMN = "plan_iterations"
@@ -28,17 +29,6 @@ def _float(value: Any) -> float | None:
     except (TypeError, ValueError):
         return None
     return f if math.isfinite(f) else None
-
-
-def percentile(sorted_values: Sequence[float], q: float) -> float:
-    """The ``q``-th percentile (0..100) of sorted values, linear between ranks
-    (numpy's default, ``statistics.quantiles(method="inclusive")``)."""
-    if not sorted_values:
-        raise ValueError("no values")
-    pos = (len(sorted_values) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
 
 
 def eval_row(event: dict[str, Any]) -> dict[str, Any]:

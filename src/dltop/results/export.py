@@ -74,7 +74,16 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "cpu": "mean of each run's process-tree value (100 = one core; in brackets the whole "
        "host's user (us), system (sy) and iowait (wa) CPU in % of all CPUs, means of the same "
        "runs)", "tflops": "FLOPs per sample × the throughput cell",
-       "mfu": "TFLOP/s ÷ the devices' peak for the precision"}
+       "mfu": "TFLOP/s ÷ the devices' peak for the precision",
+       "accuracy": "mean of each run's last evaluation",
+       "perplexity": "mean of each run's last evaluation",
+       "time-to-accuracy": "median, over the runs that reached target_accuracy, of the "
+       "training seconds to their first evaluation at or above it (evaluations excluded, "
+       "their seconds in brackets; (n/m reached) when some runs never did; not reached: "
+       "none did)",
+       "epoch-time": "median of each run's median training seconds per epoch",
+       "latency": "p50 / p90 / p99 of every measured iteration of the ok runs together "
+       "(inference runs)"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")
@@ -108,6 +117,7 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
         detail["simulated_value"] = val.simulated_value
     if val.source:
         detail["source"] = val.source
+    detail.update(val.extra)
     if metric == "cpu":
         detail.update({col: value_of(res, name).value for name, col in HOST_SPLIT.items()})
     return Cell(text, val.value, res.status, detail)

@@ -79,6 +79,7 @@ def assert_kept_apart(db: sqlite_utils.Database, cid: int, n: int) -> Table:
     return table
 
 
+REAL = {"data": "real", "data_dir": "/data"}
 FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "framework": ({}, {"frameworks": ["tensorflow"]}),
     "model": ({}, {"models": ["alexnet-r"]}),
@@ -87,7 +88,7 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "iterations": ({"iterations": 3}, {"iterations": 5}),
     "warmup": ({"warmup": 0}, {"warmup": 2}),
     "precision": ({}, {"precision": "bf16"}),
-    "data": ({}, {"data": "real", "data_dir": "/data"}),
+    "data": ({}, {"data": "real", "data_dir": "/data", "shuffle": False}),
     "batch_scaling": ({}, {"batch_scaling": "per-device"}),
     "lr": ({}, {"lr": 0.5}),
     "momentum": ({}, {"momentum": 0.9}),
@@ -101,6 +102,16 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "steps_per_match": (TIMED, {**TIMED, "steps_per_match": 10}),
     "cwd": (COMMAND, {**COMMAND, "cwd": "/"}),
     "env": (COMMAND, {**COMMAND, "env": {"A": "1"}}),
+    "optimizer": ({}, {"optimizer": "adam"}),
+    "weight_decay": ({}, {"weight_decay": 0.01}),
+    "mode": ({}, {"mode": "inference"}),
+    "epochs": ({**REAL, "epochs": 1}, {**REAL, "epochs": 2}),
+    "eval_every": ({**REAL, "eval_every": 5}, {**REAL, "eval_every": 10}),
+    "shuffle": (REAL, {**REAL, "shuffle": False}),
+    "input_size": ({"models": ["resnet-50"]}, {"models": ["resnet-50"], "input_size": 32}),
+    "data_loader": ({}, {"data_loader": "host"}),
+    "loader_workers": ({**REAL, "data_loader": "host"},
+                       {**REAL, "data_loader": "host", "loader_workers": 2}),
 }
 
 
@@ -145,7 +156,7 @@ def test_the_issue_reproduction_gives_three_cells() -> None:
 
 
 NOT_IDENTITY = {"timeout_s": 60, "retries": 2, "cooldown_s": 1.0, "data_dir": "/elsewhere",
-                "cooldown_temp_c": 50.0, "cooldown_power_w": 100.0}
+                "cooldown_temp_c": 50.0, "cooldown_power_w": 100.0, "profile": True}
 
 
 @pytest.mark.parametrize("field", list(NOT_IDENTITY))
@@ -158,7 +169,9 @@ def test_entries_differing_in_a_schedule_setting_are_repeats(field: str) -> None
 def test_identity_declarations() -> None:
     assert JobSpec.identity_fields() == (
         "framework", "model", "batch_size", "device", "iterations", "warmup", "precision",
-        "data", "batch_scaling", "lr", "momentum", "seed", "options")
+        "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
+        "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
+        "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

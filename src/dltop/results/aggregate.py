@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
-from dltop.results.convergence import EvalPoint, evals_of
+from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.table import status_label
 from dltop.store.archive import ARCHIVE, unpack_measured
 
@@ -221,8 +221,7 @@ def config_results(db: sqlite_utils.Database,
                j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,
                r.samples_per_iter, r.concurrent_runs, r.contaminated,
                r.telemetry_simulated, c.host as campaign_host, j.campaign_id,
-               r.n_iterations, j.iterations as asked_iterations, j.config_key,
-               json_extract(j.spec_json, '$.target_accuracy') as target_accuracy, {run_cols}
+               r.n_iterations, j.iterations as asked_iterations, j.config_key, {run_cols}
         from jobs j
         join campaigns c on c.id = j.campaign_id
         left join runs r on r.id = (select max(id) from runs where job_id = j.id)
@@ -259,7 +258,8 @@ def config_results(db: sqlite_utils.Database,
                if _ok(r) and r["tree_cpu_mean_pct"] is None}
     iters, trees = _per_run(db, ok_ids, no_tree)
     evals = evals_of(db, ok_ids)
-    return [_combine(rows, iters, trees, evals) for rows in groups.values()]
+    targets = targets_of(db, sorted(evals))  # only runs that evaluated: no JSON parsed else
+    return [_combine(rows, iters, trees, evals, targets) for rows in groups.values()]
 
 
 def _ok(row: dict[str, Any]) -> bool:
@@ -307,7 +307,8 @@ def _archived(db: sqlite_utils.Database, run_ids: list[int],
 
 
 def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
-            trees: dict[int, float], evals: dict[int, list[EvalPoint]]) -> RunRecord:
+            trees: dict[int, float], evals: dict[int, list[EvalPoint]],
+            targets: dict[int, float]) -> RunRecord:
     rid = int(row["run_id"])
     return RunRecord(
         run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
@@ -318,14 +319,14 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
         tree_cpu_mean_pct=(trees.get(rid) if row["tree_cpu_mean_pct"] is None
                            else float(row["tree_cpu_mean_pct"])),
         fields={c: row[c] for c in RUN_FIELDS}, evals=tuple(evals.get(rid, ())),
-        target_accuracy=(None if row["target_accuracy"] is None
-                         else float(row["target_accuracy"])))
+        target_accuracy=targets.get(rid))
 
 
 def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]]],
-             trees: dict[int, float], evals: dict[int, list[EvalPoint]]) -> ConfigResult:
+             trees: dict[int, float], evals: dict[int, list[EvalPoint]],
+             targets: dict[int, float]) -> ConfigResult:
     first = rows[0]
-    ok = [_record(r, iters, trees, evals) for r in rows if _ok(r)]
+    ok = [_record(r, iters, trees, evals, targets) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]
     status: str
     median: float | None

@@ -10,6 +10,7 @@ evaluations' own seconds reported apart.
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from collections.abc import Sequence
@@ -63,6 +64,21 @@ def evals_of(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, lis
             out.setdefault(int(r["run_id"]), []).append(EvalPoint(
                 int(r["idx"]), r["epoch"], r["accuracy"], r["perplexity"], r["loss"],
                 float(r["eval_s"] or 0.0), float(r["train_s"] or 0.0)))
+    return out
+
+
+def targets_of(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, float]:
+    """Each run's ``target_accuracy`` (runs whose job has none are left out), read from its
+    job's stored spec: the setting is not identity, so no column holds it."""
+    out: dict[int, float] = {}
+    for i in range(0, len(run_ids), 500):
+        chunk = list(run_ids[i:i + 500])
+        for r in db.query(
+                "select r.id, j.spec_json from runs r join jobs j on j.id = r.job_id "
+                f"where r.id in ({','.join('?' * len(chunk))})", chunk):
+            target = json.loads(r["spec_json"]).get("target_accuracy")
+            if isinstance(target, int | float) and not isinstance(target, bool):
+                out[int(r["id"])] = float(target)
     return out
 
 

@@ -63,6 +63,7 @@ class Env:
         self.profile = tmp / "p.toml"
         self.profile.write_text(PROFILE.format(data=data, target=target))
         self.env = {**os.environ, "DLTOP_DB": str(self.db), "DLTOP_PYTHON_TORCH": str(fake)}
+        self.events: list[dict[str, Any]] = []
 
     def dltop(self, *args: str) -> subprocess.CompletedProcess[str]:
         res = subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
@@ -87,8 +88,9 @@ class Env:
 @pytest.fixture(scope="module")
 def ran(tmp_path_factory: pytest.TempPathFactory) -> Env:
     e = Env(tmp_path_factory.mktemp("conv"), target=0.7)
-    res = e.dltop("run", str(e.profile), "--headless", "--no-telemetry")
+    res = e.dltop("run", str(e.profile), "--headless", "--no-telemetry", "--json")
     assert res.returncode == 0, res.stderr + res.stdout
+    e.events = [json.loads(line) for line in res.stdout.splitlines() if line.startswith("{")]
     return e
 
 
@@ -102,6 +104,9 @@ def test_events_are_stored_through_the_real_engine(ran: Env) -> None:
     per_epoch = child.N_TRAIN // 16
     # the plan: 12 steps, 1 of them warm-up; all 11 others measured (not 'short' of 50)
     assert conv["plan_iterations"] == 3 * per_epoch and conv["n_iterations"] == 11
+    # progress counts to the plan's total, not to the spec's iterations (ignored by epochs)
+    totals = {(e["run_id"], e["total"]) for e in ran.events if e["event"] == "iteration"}
+    assert totals == {(1, 3 * per_epoch), (2, 22)}
     # the bad eval (accuracy 1.5) is a protocol error, stored nowhere
     assert conv["protocol_errors"] == 1 and "accuracy 1.5" in conv["note"]
     evals = ran.rows("select * from evals where run_id = 1 order by idx")

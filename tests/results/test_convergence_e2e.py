@@ -177,3 +177,28 @@ def test_a_target_never_reached_says_so(tmp_path: Path) -> None:
     res = e.dltop("run", str(e.profile), "--headless", "--no-telemetry")
     assert res.returncode == 0, res.stderr
     assert _cell(e.cells("--metric", "time-to-accuracy"), 16)["label"] == "not reached"
+
+
+def test_the_run_trace_and_the_reports_run_figure_show_the_evaluations(ran: Env) -> None:
+    from dltop.report.runs import trace_figure
+    from dltop.results.runtrace import read_trace
+    from dltop.store.reader import open_reader
+
+    db = open_reader(ran.db)
+    try:
+        trace = read_trace(db, 1)
+        row = next(db.query("select r.id as run_id, r.status, r.median_s, r.cv, r.noisy, "
+                            "r.concurrent_runs, r.contaminated, j.framework, j.model, "
+                            "j.batch_size, j.device, j.repeat from runs r join jobs j "
+                            "on j.id = r.job_id where r.id = 1"))
+    finally:
+        db.close()
+    assert [e.accuracy for e in trace.evals] == pytest.approx([0.55, 0.8, 0.99])
+    ends = [p.t_end_s for p in trace.iterations]
+    # each evaluation sits on the axis after the step it followed
+    assert all(e.t_s is not None and e.t_s >= ends[e.idx] for e in trace.evals)  # type: ignore[operator]
+    fig = trace_figure(trace, row)
+    assert "test accuracy" in fig.panels and "test perplexity" not in fig.panels
+    assert [r["value"] for r in fig.rows if r["panel"] == "test accuracy"] == pytest.approx(
+        [0.55, 0.8, 0.99])
+    assert {r["series"] for r in fig.rows if r["panel"] == "loss"} == {"loss", "test loss"}

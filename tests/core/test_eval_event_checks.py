@@ -53,7 +53,7 @@ def test_valid_events_pass(event: dict[str, Any]) -> None:
     (evaluation(train_s=float("inf")), "train_s inf"), (evaluation(train_s=1e12), "train_s"),
     (evaluation(epoch=-1), "epoch -1"), (evaluation(samples=0), "samples 0"),
     (evaluation(loss="x"), "loss 'x'"), (evaluation(perplexity=0), "perplexity 0"),
-    (evaluation(index=True), "index True"),
+    (evaluation(index=True), "index True"), (evaluation(t_mono_ns=-1), "t_mono_ns -1"),
     (profile(steps=0), "steps 0"), (profile(step_ms=0), "step_ms 0"),
     (profile(device="gpu"), "device 'gpu'"), (profile(ops={"a": 1}), "ops is not a list"),
     (profile(ops=[op()] * 41), "at most 40"), (profile(ops=[op(), 3]), "ops.1 3"),

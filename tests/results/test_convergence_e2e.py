@@ -202,3 +202,14 @@ def test_the_run_trace_and_the_reports_run_figure_show_the_evaluations(ran: Env)
     assert [r["value"] for r in fig.rows if r["panel"] == "test accuracy"] == pytest.approx(
         [0.55, 0.8, 0.99])
     assert {r["series"] for r in fig.rows if r["panel"] == "loss"} == {"loss", "test loss"}
+
+
+def test_the_report_draws_the_profile_and_the_accuracy(ran: Env, tmp_path: Path) -> None:
+    out = tmp_path / "r.html"
+    res = ran.dltop("report", "-o", str(out))
+    assert res.returncode == 0, res.stderr
+    html = out.read_text()
+    assert "Operator profiles" in html and 'id="profile-run-1"' in html
+    assert "aten::addmm" in html and "ms per step" in html
+    assert "test accuracy" in html  # the run figure's panel
+    assert 'id="profile-run-2"' not in html  # the inference run was not profiled

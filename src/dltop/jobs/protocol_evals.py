@@ -11,7 +11,8 @@ counted and skipped like any other). The rules, per event:
   ``accuracy`` null or a number in [0, 1]; ``perplexity`` and ``loss`` null, a
   number, or ``"nan"``/``"inf"`` (stored as NULL), a finite perplexity > 0;
   ``eval_s`` and ``train_s`` finite numbers >= 0 (required); ``samples`` null or an
-  integer >= 1;
+  integer >= 1; ``t_mono_ns`` (optional: when it ended, ``time.monotonic_ns``; else
+  its arrival) null or an integer >= 0;
 - ``profile``: ``steps`` an integer >= 1, ``step_ms`` a finite number > 0,
   ``device`` ``"cpu"`` or ``"cuda"``, ``ops`` a list of at most
   :data:`MAX_PROFILE_OPS` objects, each with ``name`` (text, 1 to
@@ -98,7 +99,8 @@ def check_eval(e: dict[str, Any], last_index: int) -> str | None:
         return f"accuracy {_show(acc)} is not a number in [0, 1]"
     why = (_number_field(e, "epoch") or _maybe_nonfinite(e, "perplexity")
            or _maybe_nonfinite(e, "loss") or _number_field(e, "eval_s", required=True)
-           or _number_field(e, "train_s", required=True) or _int_field(e, "samples", 1))
+           or _number_field(e, "train_s", required=True) or _int_field(e, "samples", 1)
+           or _int_field(e, "t_mono_ns", 0))
     if why is not None:
         return why
     ppl: Any = e.get("perplexity")

@@ -17,6 +17,7 @@ from typing import Any
 
 from dltop import catalog
 from dltop.report.model import Figure
+from dltop.report.profiles import profile_spec
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 """The spec's ``$schema`` (an identifier for readers of the JSON; nothing is fetched)."""
@@ -210,7 +211,7 @@ def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
 
 
 BUILDERS = {"devices": devices_spec, "scaling": scaling_spec, "batch": batch_spec,
-            "energy": energy_spec, "run": run_spec}
+            "energy": energy_spec, "run": run_spec, "profile": profile_spec}
 
 
 def spec(fig: Figure, size: Size = SCREEN) -> dict[str, Any]:

@@ -17,8 +17,6 @@ from dltop.textsafe import one_line
 if TYPE_CHECKING:
     import sqlite_utils
 
-    from dltop.report.specs import Size
-
 MAX_OPS = 15
 """Operators drawn per run (the table has them all)."""
 MAX_RUNS = 12
@@ -61,18 +59,3 @@ def profile_figures(db: sqlite_utils.Database, ids: Sequence[int]) -> list[Figur
                               omitted="" if rows else "no operator stored"))
     return figures
 
-
-def profile_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Horizontal bars: ms per step of each operator, self CPU beside self device time."""
-    from dltop.report.specs import PALETTE, _base
-
-    return {**_base(fig, size), "data": {"values": [dict(r) for r in fig.rows]},
-            "width": size.width, "mark": {"type": "bar"},
-            "encoding": {
-                "y": {"field": "op", "type": "nominal", "title": None,
-                      "sort": {"field": "rank", "order": "ascending"}},
-                "yOffset": {"field": "time"},
-                "x": {"field": "ms", "type": "quantitative", "title": fig.x_title},
-                "color": {"field": "time", "type": "nominal", "title": None,
-                          "scale": {"domain": ["self CPU", "self device"],
-                                    "range": [PALETTE[0], PALETTE[1]]}}}}

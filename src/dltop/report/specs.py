@@ -17,7 +17,6 @@ from typing import Any
 
 from dltop import catalog
 from dltop.report.model import Figure
-from dltop.report.profiles import profile_spec
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 """The spec's ``$schema`` (an identifier for readers of the JSON; nothing is fetched)."""
@@ -208,6 +207,21 @@ def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
     return {**_base(fig, size), "vconcat": panels,
             "resolve": {"scale": {"x": "shared", "color": "independent"},
                         "legend": {"color": "independent"}}}
+
+
+def profile_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Horizontal bars: ms per step of each operator, self CPU beside self device time
+    (:mod:`dltop.report.profiles`)."""
+    return {**_base(fig, size), "data": {"values": [dict(r) for r in fig.rows]},
+            "width": size.width, "mark": {"type": "bar"},
+            "encoding": {
+                "y": {"field": "op", "type": "nominal", "title": None,
+                      "sort": {"field": "rank", "order": "ascending"}},
+                "yOffset": {"field": "time"},
+                "x": {"field": "ms", "type": "quantitative", "title": fig.x_title},
+                "color": {"field": "time", "type": "nominal", "title": None,
+                          "scale": {"domain": ["self CPU", "self device"],
+                                    "range": [PALETTE[0], PALETTE[1]]}}}}
 
 
 BUILDERS = {"devices": devices_spec, "scaling": scaling_spec, "batch": batch_spec,

@@ -12,7 +12,7 @@ import sqlite_utils
 
 from dltop.results import export
 from dltop.results.aggregate import ConfigResult, config_results
-from dltop.results.metrics import METRICS, value_of
+from dltop.results.metrics import CONVERGENCE, METRICS, value_of
 from dltop.results.peaks import gpu_peak, peak_tflops
 from dltop.store import memory_db
 
@@ -72,9 +72,12 @@ def test_every_metric_exactly(campaigns: Any) -> None:
         "tflops": 1e11 * thr / 1e12,
         "mfu": 100 * (1e11 * thr / 1e12) / 19.5,
     }
-    assert set(expected) == set(METRICS)
+    assert set(expected) == set(METRICS) - set(CONVERGENCE)
     for name, value in expected.items():
         assert value_of(gpu, name).value == pytest.approx(value), name
+    # timed training runs: no evaluations, no latency (tests/results/test_convergence_*)
+    assert {value_of(gpu, name).reason for name in CONVERGENCE} == {
+        "n/a: no evaluations", "n/a: training run"}
     assert value_of(gpu, "gpu-memory-device").value == pytest.approx(3000.0)
     assert value_of(gpu, "host-cpu").value == pytest.approx(40.0)
 

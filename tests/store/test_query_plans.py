@@ -34,7 +34,8 @@ from dltop.store.telemetry import TelemetryWriter
 from dltop.telemetry.model import RunTelemetry
 from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
 
-GROWING = ("jobs", "runs", "iterations", "gpu_samples", "host_samples", "environment")
+GROWING = ("jobs", "runs", "iterations", "gpu_samples", "host_samples", "environment",
+           "evals", "profile_ops")
 """Tables whose rows grow with campaigns, runs and time: never scanned whole."""
 
 PROFILE = """
@@ -135,6 +136,13 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.add_iterations(run_id, [{"idx": 0, "seconds": 0.1, "samples": 8, "warmup": 1,
                                    "loss": None}])
     store.telemetry.write_batch(_batch(run_id))
+    store.update_run(run_id, {"plan_iterations": 12})
+    store.add_evals(run_id, [{"idx": 0, "epoch": 0.5, "accuracy": 0.5, "eval_s": 0.1,
+                              "train_s": 1.0, "samples": 100}])
+    store.set_profile(run_id, {"profile_steps": 5, "profile_step_ms": 10.0,
+                               "profile_device": "cpu"},
+                      [{"name": "aten::mm", "calls": 10, "self_cpu_ms": 20.0, "total_ms": 25.0,
+                        "share_pct": 40.0}])
     queue.take_cancel_run(cid)
     store.edits.cancel_run(cid, run_id)
     queue.take_cancel_run(cid)
@@ -177,7 +185,7 @@ def _scenario(store: Store, cids: list[int]) -> None:
     for metric in export.METRICS:
         export.build_table(db, cids[0], metric)
     for table in export.TABLES:
-        export.results_table(db, ",".join(map(str, cids)), table)
+        export.results_table(db, ",".join(map(str, cids)), table, run=run_id)
     scaling.scaling_rows(db, cids[0])
     compare.compare(db, cids[0], cids[1])
     # a storage failure, the end-of-run checkpoint, then dltop prune of ended campaigns

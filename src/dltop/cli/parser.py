@@ -13,7 +13,8 @@ from dltop.catalog import Control
 DESCRIPTION = ("Command line: ``dltop run | export | compare | runs | prune | vacuum | profiles | "
                "devices | doctor``.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
-                  "host-memory", "cpu", "tflops", "mfu"]
+                  "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
+                  "epoch-time", "latency", "perplexity"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
 
@@ -142,11 +143,17 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
                      help="the pivot's cells: time (median s/iter, default), mean-time, "
                           "throughput (samples/s), power (W), energy (J/sample), gpu-memory "
-                          "and host-memory (MiB), cpu (%%), tflops (TFLOP/s), mfu (%%)")
-    exp.add_argument("--table", default="pivot", choices=["pivot", "summary", "scaling"],
+                          "and host-memory (MiB), cpu (%%), tflops (TFLOP/s), mfu (%%); "
+                          "convergence runs: accuracy, time-to-accuracy (s), epoch-time (s), "
+                          "perplexity; inference runs: latency (p50/p90/p99 s)")
+    exp.add_argument("--table", default="pivot",
+                     choices=["pivot", "summary", "scaling", "profile"],
                      help="pivot: the paper's table of one metric (default); summary: one "
                           "row per configuration with every metric and a 95%% CI; scaling: "
-                          "time, speedup and efficiency against one device")
+                          "time, speedup and efficiency against one device; profile: the "
+                          "top operators of one run (--run N, profile = true)")
+    exp.add_argument("--run", type=int, default=None, metavar="N",
+                     help="the run of --table profile ('dltop runs' lists run ids)")
     exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
     rep = sub.add_parser("report", help="an offline HTML report (figures inlined as SVG), "

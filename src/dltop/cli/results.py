@@ -16,15 +16,21 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.metric is not None and args.table != "pivot":
         raise UserError(f"--metric picks the pivot table's cells; --table {args.table} "
                         "shows its own columns (drop --metric)")
+    run = getattr(args, "run", None)
+    if (run is None) != (args.table != "profile"):
+        raise UserError("--table profile needs --run N (the run whose operators to show)"
+                        if run is None else
+                        f"--run picks the run of --table profile, not of --table {args.table}")
     metric = args.metric or "time"
     db = open_reader(args.db)
-    ids = [c.id for c in queries.resolve_campaigns(db, args.campaign)]
+    # a run's profile names its own campaign
+    ids = [] if run is not None else [c.id for c in queries.resolve_campaigns(db, args.campaign)]
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
-                              metric=metric)
+                              metric=metric, run=run)
     else:
-        table = export.results_table(db, ids, args.table, metric)
+        table = export.results_table(db, ids, args.table, metric, run)
         sys.stdout.write(export.render(table, args.format or "md"))
     return 0
 

@@ -1,5 +1,9 @@
 """Iteration events of one run: UI progress, buffered database rows, seconds kept in memory.
 
+Other events (``plan``, ``eval``, ``profile``) go to :class:`dltop.jobs.evals.RunExtras`;
+a ``plan`` sets the progress total (and, for an ``epochs`` run, the iterations it
+must measure, which no one knew before the runner loaded its data).
+
 Each row keeps the step's end twice: ``t_mono_ns`` as the child sent it
 (``time.monotonic``, system-wide on Linux; the time the event arrived when a
 runner sends none) and ``t_wall_s``, epoch seconds derived from it through
@@ -16,6 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from dltop.catalog import RunStatus
+from dltop.jobs.evals import RunExtras
 from dltop.jobs.events import EngineEvent, RunProgress
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.profiles.model import JobSpec
@@ -35,7 +40,10 @@ class IterationCollector:
                  on_iteration: Callable[[int, float, bool], None] | None = None) -> None:
         self.run_id = run_id
         self.total = job.warmup + job.iterations
-        self.iterations = job.iterations
+        self.iterations: int | None = None if job.epochs is not None else job.iterations
+        """Measured iterations the run must give (None: an epochs run before its plan)."""
+        self._warmup = job.warmup
+        self.extras = RunExtras(run_id, store, write_later, job.mode == "inference")
         self.samples_per_iter = job.samples_per_iter
         self.measured: list[float] = []
         self.last_loss: float | None = None
@@ -51,6 +59,8 @@ class IterationCollector:
 
     def on_event(self, event: dict[str, Any]) -> None:
         if event["event"] != "iter":
+            if self.extras.on_event(event) and event["event"] == "plan":
+                self._take_plan(int(event["iterations"]))
             return
         try:
             index = int(event["index"])
@@ -79,10 +89,18 @@ class IterationCollector:
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
             self.flush()
 
+    def _take_plan(self, steps: int) -> None:
+        # The plan's steps include warm-up; an epochs run measures the rest of them. Other
+        # runs' totals come from their spec (the runner's plan says the same).
+        if self.iterations is None:
+            self.total = steps
+            self.iterations = max(0, steps - self._warmup)
+
     def short(self, outcome: ChildOutcome) -> ChildOutcome:
         """``outcome``, or ``short`` with the count when an ok run measured too few."""
         n = len(self.measured)
-        if outcome.status != RunStatus.OK or n >= self.iterations:
+        if outcome.status != RunStatus.OK or self.iterations is None \
+                or n >= self.iterations:
             return outcome
         return replace(outcome, status=RunStatus.SHORT, message=(
             f"short: {n} of {self.iterations} measured iterations (the program ended "
@@ -125,6 +143,7 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
     }
     if c.measured:
         fields.update(summarize_run(c.measured, c.samples_per_iter).to_columns())
+    fields.update(c.extras.fields(c.measured))
     return fields
 
 

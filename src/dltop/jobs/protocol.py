@@ -20,7 +20,9 @@ a statistic. The rules, per field:
   null or integers 0 or more;
 - ``model``: ``param_count`` null or an integer 0 or more, ``flops_per_sample``
   null or a finite number 0 or more;
-- ``error``: ``kind`` and ``message`` text (or a null message).
+- ``error``: ``kind`` and ``message`` text (or a null message);
+- ``plan``, ``eval`` and ``profile`` (convergence, evaluation and operator
+  profiles, issue 17): see :mod:`dltop.jobs.protocol_evals`.
 
 Events of other names are accepted (forward compatibility), within the integer rule.
 """
@@ -29,6 +31,8 @@ from __future__ import annotations
 
 import math
 from typing import Any
+
+from dltop.jobs.protocol_evals import check_eval, check_plan, check_profile
 
 INT64_MAX = 2**63 - 1
 MAX_SAMPLES = 2**53
@@ -141,6 +145,7 @@ class EventChecker:
 
     def __init__(self) -> None:
         self.last_index = -1
+        self.last_eval_index = -1
 
     def problem(self, event: dict[str, Any]) -> str | None:
         """Why ``event`` is refused (``iter event: seconds -6.24 is not ...``), or None.
@@ -153,12 +158,16 @@ class EventChecker:
             return f"{name} event: {where} {_show(event_path(event, where))} is out of range " \
                    "(SQLite integers are 64-bit)"
         check = {"iter": lambda e: _check_iter(e, self.last_index), "hello": _check_hello,
-                 "model": _check_model, "error": _check_error}.get(str(name))
+                 "model": _check_model, "error": _check_error, "plan": check_plan,
+                 "eval": lambda e: check_eval(e, self.last_eval_index),
+                 "profile": check_profile}.get(str(name))
         why = check(event) if check is not None else None
         if why is not None:
             return f"{name} event: {why}"
         if name == "iter":
             self.last_index = event["index"]
+        elif name == "eval":
+            self.last_eval_index = event["index"]
         return None
 
 

@@ -35,6 +35,7 @@ from dltop.results.queries import (
     campaigns,
     current_runs,
     run_label,
+    run_total_sql,
     status_counts,
 )
 
@@ -188,7 +189,8 @@ def latest_campaign_id(db: sqlite_utils.Database) -> int | None:
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
     rows = list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
-        "j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup from runs r "
+        f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {run_total_sql(db)} "
+        "from runs r "
         "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status = ? "
         "order by r.id desc limit 1", [campaign_id, RunStatus.RUNNING]))
     if not rows:
@@ -204,7 +206,7 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     # followed, whoever runs the viewer): its newest window is the figure to show.
     tree = next(db.query("select tree_cpu_pct, tree_rss_bytes from host_samples "
                          "where run_id = ? order by rowid desc limit 1", [r["id"]]), None)
-    return RunView(r["id"], r["job_id"], run_label(r), done, r["iterations"] + r["warmup"],
+    return RunView(r["id"], r["job_id"], run_label(r), done, r["total"],
                    r["warmup"], r["started_at"], recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
                    log_tail=read_log_tail(r["log_path"], log_lines),

@@ -29,7 +29,7 @@ from dltop.catalog import RunStatus
 from dltop.errors import DltopError
 from dltop.live.devices import DeviceFrame, DevicePoller
 from dltop.procs import engine_alive
-from dltop.results.queries import open_campaigns
+from dltop.results.queries import open_campaigns, run_total_sql
 from dltop.telemetry.model import GpuBackend, HostSample
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
@@ -90,7 +90,7 @@ class RunMetrics:
 
 _RUNS_SQL = (
     "select r.id, r.samples_per_iter, j.framework, j.model, j.batch_size, j.device, "
-    "j.iterations, j.warmup from runs r join jobs j on j.id = r.job_id "
+    "j.iterations, j.warmup, {total} from runs r join jobs j on j.id = r.job_id "
     "where r.campaign_id = ? and r.status = ? order by r.id")
 
 
@@ -105,14 +105,15 @@ def read_runs(db: sqlite_utils.Database) -> list[RunMetrics]:
 def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str) -> list[RunMetrics]:
     """The campaign's runs stored as running, with their recent iterations' pace."""
     out: list[RunMetrics] = []
-    for r in db.query(_RUNS_SQL, [campaign_id, RunStatus.RUNNING]):
+    sql = _RUNS_SQL.format(total=run_total_sql(db))
+    for r in db.query(sql, [campaign_id, RunStatus.RUNNING]):
         its = list(db.query("select idx, seconds, warmup from iterations where run_id = ? "
                             "order by idx desc limit ?", [r["id"], RECENT_ITERATIONS]))
         measured = [i["seconds"] for i in its if not i["warmup"]]
         recent = measured or [i["seconds"] for i in its]
         out.append(RunMetrics(
             r["id"], campaign_id, name, r["framework"], r["model"], r["batch_size"],
-            r["device"], its[0]["idx"] + 1 if its else 0, r["iterations"] + r["warmup"],
+            r["device"], its[0]["idx"] + 1 if its else 0, r["total"],
             r["warmup"], its[0]["seconds"] if its else None,
             statistics.median(recent) if recent else None,
             r["samples_per_iter"] or r["batch_size"]))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dltop import catalog
 from dltop.catalog import JobStatus, RunStatus
 from dltop.report.model import Figure, Report
+from dltop.report.profiles import profile_figures
 from dltop.report.runs import run_figures
 from dltop.results import caption, identity, queries, scaling, summary
 from dltop.results.aggregate import ConfigResult, config_results, placed_identities, rank
@@ -296,7 +297,8 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     note = empty = ""
     if any(r.runs for r in results):
         figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
-                   *batch_figures(results, var), energy_figure(results, var)]
+                   *batch_figures(results, var), energy_figure(results, var),
+                   *profile_figures(db, ids)]
         runs, note = run_figures(db, ids, max_runs)
     else:
         what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)

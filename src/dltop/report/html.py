@@ -126,7 +126,8 @@ def _svg(vl: Mapping[str, Any]) -> str:
 SECTIONS = (("devices", "Time per mini-batch vs threads / GPUs"),
             ("scaling", "Scaling: speedup and efficiency"),
             ("batch", "Throughput and memory vs batch size"),
-            ("energy", "Power and energy per sample"))
+            ("energy", "Power and energy per sample"),
+            ("profile", "Operator profiles: time per step by operator"))
 
 
 def page(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg) -> str:

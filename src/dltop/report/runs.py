@@ -24,7 +24,8 @@ if TYPE_CHECKING:
 MAX_POINTS = 600
 """Rows read per series: a figure shows no more than a few hundred pixels of them."""
 
-PANELS = ("s/iter", "loss", "GPU util %", "GPU power W", "GPU memory MiB", "CPU %")
+PANELS = ("s/iter", "loss", "test accuracy", "test perplexity", "GPU util %", "GPU power W",
+          "GPU memory MiB", "CPU %")
 
 
 def pick_runs(db: sqlite_utils.Database, ids: Sequence[int],
@@ -86,6 +87,11 @@ def trace_figure(trace: RunTrace, row: Mapping[str, Any]) -> Figure:
         where = p.t_end_s if by_time else float(p.idx)
         add("s/iter", where, p.seconds, "warm-up" if p.warmup else "measured")
         add("loss", where, p.loss, "loss")
+    for e in trace.evals:  # a convergence run's evaluations on the same axis
+        at = e.t_s if by_time else float(e.idx)
+        add("loss", at, e.loss, "test loss")
+        add("test accuracy", at, e.accuracy, "test")
+        add("test perplexity", at, e.perplexity, "test")
     simulated = any(s.simulated for s in trace.gpus)
     for s in trace.gpus:
         name = f"GPU {s.gpu_index}" + (" (simulated)" if s.simulated else "")

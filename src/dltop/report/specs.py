@@ -209,8 +209,23 @@ def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
                         "legend": {"color": "independent"}}}
 
 
+def profile_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Horizontal bars: ms per step of each operator, self CPU beside self device time
+    (:mod:`dltop.report.profiles`)."""
+    return {**_base(fig, size), "data": {"values": [dict(r) for r in fig.rows]},
+            "width": size.width, "mark": {"type": "bar"},
+            "encoding": {
+                "y": {"field": "op", "type": "nominal", "title": None,
+                      "sort": {"field": "rank", "order": "ascending"}},
+                "yOffset": {"field": "time"},
+                "x": {"field": "ms", "type": "quantitative", "title": fig.x_title},
+                "color": {"field": "time", "type": "nominal", "title": None,
+                          "scale": {"domain": ["self CPU", "self device"],
+                                    "range": [PALETTE[0], PALETTE[1]]}}}}
+
+
 BUILDERS = {"devices": devices_spec, "scaling": scaling_spec, "batch": batch_spec,
-            "energy": energy_spec, "run": run_spec}
+            "energy": energy_spec, "run": run_spec, "profile": profile_spec}
 
 
 def spec(fig: Figure, size: Size = SCREEN) -> dict[str, Any]:

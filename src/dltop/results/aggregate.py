@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
+from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.table import status_label
 from dltop.store.archive import ARCHIVE, unpack_measured
 
@@ -61,6 +62,10 @@ class RunRecord:
     """Mean CPU of the run's process tree over its host samples (100 = one core)."""
     fields: dict[str, Any]
     """The :data:`RUN_FIELDS` columns."""
+    evals: tuple[EvalPoint, ...] = ()
+    """Its evaluations on the test set, in order (convergence runs)."""
+    target_accuracy: float | None = None
+    """Its job's ``target_accuracy`` (not identity: read from the job's spec)."""
 
     def get(self, name: str) -> Any:
         """A stored column of :data:`RUN_FIELDS` (``None`` when not recorded)."""
@@ -252,7 +257,9 @@ def config_results(db: sqlite_utils.Database,
     no_tree = {r["run_id"] for rows in groups.values() for r in rows
                if _ok(r) and r["tree_cpu_mean_pct"] is None}
     iters, trees = _per_run(db, ok_ids, no_tree)
-    return [_combine(rows, iters, trees) for rows in groups.values()]
+    evals = evals_of(db, ok_ids)
+    targets = targets_of(db, sorted(evals))  # only runs that evaluated: no JSON parsed else
+    return [_combine(rows, iters, trees, evals, targets) for rows in groups.values()]
 
 
 def _ok(row: dict[str, Any]) -> bool:
@@ -300,7 +307,8 @@ def _archived(db: sqlite_utils.Database, run_ids: list[int],
 
 
 def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
-            trees: dict[int, float]) -> RunRecord:
+            trees: dict[int, float], evals: dict[int, list[EvalPoint]],
+            targets: dict[int, float]) -> RunRecord:
     rid = int(row["run_id"])
     return RunRecord(
         run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
@@ -310,13 +318,15 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
         # every host sample of the run
         tree_cpu_mean_pct=(trees.get(rid) if row["tree_cpu_mean_pct"] is None
                            else float(row["tree_cpu_mean_pct"])),
-        fields={c: row[c] for c in RUN_FIELDS})
+        fields={c: row[c] for c in RUN_FIELDS}, evals=tuple(evals.get(rid, ())),
+        target_accuracy=targets.get(rid))
 
 
 def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]]],
-             trees: dict[int, float]) -> ConfigResult:
+             trees: dict[int, float], evals: dict[int, list[EvalPoint]],
+             targets: dict[int, float]) -> ConfigResult:
     first = rows[0]
-    ok = [_record(r, iters, trees) for r in rows if _ok(r)]
+    ok = [_record(r, iters, trees, evals, targets) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]
     status: str
     median: float | None

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import caption, identity, queries, scaling, summary
+from dltop.results import caption, identity, profile, queries, scaling, summary
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -57,7 +57,8 @@ __all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to
 
 METRICS = tuple(METRIC_SPECS)
 """``dltop export --metric`` choices: ``time`` (the default), ``mean-time``, ..."""
-TABLES = ("pivot", "summary", "scaling")
+TABLES = ("pivot", "summary", "scaling", "profile")
+"""``dltop export --table`` choices (``profile`` takes ``--run N`` instead of campaigns)."""
 SUFFIXES = {".md": "md", ".csv": "csv", ".json": "json", ".tex": "latex"}
 """File suffix → format, for exports that name only a path."""
 
@@ -74,7 +75,16 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "cpu": "mean of each run's process-tree value (100 = one core; in brackets the whole "
        "host's user (us), system (sy) and iowait (wa) CPU in % of all CPUs, means of the same "
        "runs)", "tflops": "FLOPs per sample × the throughput cell",
-       "mfu": "TFLOP/s ÷ the devices' peak for the precision"}
+       "mfu": "TFLOP/s ÷ the devices' peak for the precision",
+       "accuracy": "mean of each run's last evaluation",
+       "perplexity": "mean of each run's last evaluation",
+       "time-to-accuracy": "median, over the runs that reached target_accuracy, of the "
+       "training seconds to their first evaluation at or above it (evaluations excluded, "
+       "their seconds in brackets; (n/m reached) when some runs never did; not reached: "
+       "none did)",
+       "epoch-time": "median of each run's median training seconds per epoch",
+       "latency": "p50 / p90 / p99 of every measured iteration of the ok runs together "
+       "(inference runs)"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")
@@ -108,6 +118,7 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
         detail["simulated_value"] = val.simulated_value
     if val.source:
         detail["source"] = val.source
+    detail.update(val.extra)
     if metric == "cpu":
         detail.update({col: value_of(res, name).value for name, col in HOST_SPLIT.items()})
     return Cell(text, val.value, res.status, detail)
@@ -212,13 +223,19 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
 
 
 def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
-                  table: str = "pivot", metric: str = "time") -> Table:
+                  table: str = "pivot", metric: str = "time", run: int | None = None) -> Table:
     """The ``pivot`` (of ``metric``), ``summary`` or ``scaling`` table of one or several
-    campaigns (ids, or a ``--campaign`` reference such as ``3,5``, ``all``, a name).
+    campaigns (ids, or a ``--campaign`` reference such as ``3,5``, ``all``, a name), or the
+    ``profile`` table of run ``run`` (campaigns are not read then).
 
     Raises:
-        UserError: unknown ``table`` or ``metric``, or no such campaign.
+        UserError: unknown ``table`` or ``metric``, no such campaign or run, ``profile``
+            without ``run`` or a run without a profile.
     """
+    if table == "profile":
+        if run is None:
+            raise UserError("--table profile shows one run's operators: give --run N")
+        return profile.profile_table(db, run)
     if table == "scaling":
         return scaling.campaigns_scaling_table(db, campaigns_of(db, campaigns))
     if table == "summary":
@@ -243,19 +260,21 @@ def format_for_path(path: str, default: str | None = None) -> str:
 def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                    path: str, *,
                    fmt: str | None = None, table: str = "pivot",
-                   metric: str = "time") -> str:
+                   metric: str = "time", run: int | None = None) -> str:
     """Write the results table of one or several campaigns to ``path``; ``wrote PATH``.
 
     Args:
         fmt: the format; ``None`` takes it from the suffix of ``path``.
-        table: ``pivot``, ``summary`` or ``scaling``.
+        table: ``pivot``, ``summary``, ``scaling`` or ``profile``.
         metric: one of :data:`METRICS` (the pivot's cells).
+        run: the run of a ``profile`` table.
 
     Raises:
         UserError: no such campaign, an unknown table, metric or suffix, or the file
             cannot be written (nothing is written then).
     """
-    text = render(results_table(db, campaigns, table, metric), fmt or format_for_path(path))
+    text = render(results_table(db, campaigns, table, metric, run),
+                  fmt or format_for_path(path))
     try:
         Path(path).write_text(text)
     except OSError as exc:

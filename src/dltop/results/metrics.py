@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from dltop.results import convergence as conv
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.peaks import gpu_peak
 from dltop.results.table import fmt_seconds
@@ -62,8 +63,23 @@ METRIC_LIST = (
     Metric("mfu", "model FLOPs utilisation in % (achieved ÷ peak for the precision)", "%",
            "MFU %", lambda v: f"{v:.1f}"),
 )
-METRICS = {m.name: m for m in METRIC_LIST}
-"""By command-line name, in the order ``dltop export --metric`` lists them."""
+CONVERGENCE_LIST = (
+    Metric("accuracy", "test accuracy at the last evaluation (fraction of test samples)",
+           "fraction", "accuracy", lambda v: f"{v:.4f}"),
+    Metric("time-to-accuracy", "training seconds to the first evaluation at or above "
+           "target_accuracy (evaluations excluded; their seconds in brackets)", "s",
+           "TTA s", lambda v: f"{v:.4g}"),
+    Metric("epoch-time", "median training seconds per epoch (evaluations excluded)", "s",
+           "s/epoch", lambda v: f"{v:.4g}"),
+    Metric("latency", "seconds per inference batch: p50 / p90 / p99", "s",
+           "p50/p90/p99 s", _g4),
+    Metric("perplexity", "test perplexity at the last evaluation (language model)", "",
+           "perplexity", lambda v: f"{v:.2f}"),
+)
+METRICS = {m.name: m for m in (*METRIC_LIST, *CONVERGENCE_LIST)}
+"""By command-line name, in the order ``dltop export --metric`` lists them: the timed and
+telemetry metrics (:data:`METRIC_LIST`, the TUI's metric switch), then those of
+convergence and inference runs (:data:`CONVERGENCE_LIST`)."""
 
 EXTRA = {
     "gpu-memory-device": Metric("gpu-memory-device", "peak memory used on the run's GPUs "
@@ -96,12 +112,17 @@ class Value:
     """The number read from simulated GPUs (never shown as a plain value)."""
     source: str = ""
     """``device`` when GPU memory fell back to the device's peak (processes not visible)."""
+    suffix: str = ""
+    """Shown after the number: latency's p90/p99, time-to-accuracy's evaluation seconds."""
+    extra: tuple[tuple[str, float | None], ...] = ()
+    """More numbers of the cell for JSON/CSV detail (``p90_s``, ``eval_s``...)."""
 
     def text(self, metric: Metric) -> str:
         """The display text: the formatted number (``(device)`` if so), else the reason."""
         if self.value is None:
             return self.reason
-        return metric.fmt(self.value) + (" (device)" if self.source == "device" else "")
+        return metric.fmt(self.value) + (" (device)" if self.source == "device" else "") \
+            + self.suffix
 
 
 def metric(name: str) -> Metric:
@@ -116,7 +137,8 @@ def metric(name: str) -> Metric:
     return found
 
 
-TIMED = ("time", "mean-time", "throughput", "tflops", "mfu")
+TIMED = ("time", "mean-time", "throughput", "tflops", "mfu", "time-to-accuracy",
+         "epoch-time", "latency")
 """Metrics computed from iteration times: the ones a noisy run (``*``) makes uncertain."""
 
 
@@ -213,7 +235,59 @@ def value_of(res: ConfigResult, name: str) -> Value:
         return _or_na(_mean(_floats(res.runs, HOST_SPLIT[name])))
     if name == "tflops":
         return tflops(res)
+    if name in CONVERGENCE:
+        return convergence_value(res, name)
     return mfu(res)
+
+
+CONVERGENCE = tuple(m.name for m in CONVERGENCE_LIST)
+"""Metrics of convergence runs (evaluations) and inference runs (latency)."""
+
+
+def convergence_value(res: ConfigResult, name: str) -> Value:
+    """Accuracy and perplexity (means over the ok runs of the last evaluation's),
+    time-to-accuracy and epoch time (medians over runs), latency percentiles (over the
+    measured iterations of every ok run together)."""
+    runs = res.runs
+    if name == "latency":
+        if res.identity.get("mode", "train") != "inference":
+            return Value(None, "n/a: training run")
+        lat = conv.latency([s for r in runs for s, _ in r.iterations])
+        if lat is None:
+            return Value(None, "n/a: not sampled")
+        p50, p90, p99 = lat
+        return Value(p50, suffix=f" / {_g4(p90)} / {_g4(p99)}",
+                     extra=(("p50_s", p50), ("p90_s", p90), ("p99_s", p99)))
+    evaluated = [r for r in runs if r.evals]
+    if not evaluated:
+        return Value(None, "n/a: no evaluations")
+    if name == "accuracy":
+        accs = [a for a in (conv.final_accuracy(r.evals) for r in evaluated) if a is not None]
+        return Value(_mean(accs)) if accs else Value(None, "n/a: no accuracy (perplexity)")
+    if name == "perplexity":
+        ppl = [p for p in (conv.final_perplexity(r.evals) for r in evaluated) if p is not None]
+        return Value(_mean(ppl)) if ppl else Value(None, "n/a: no perplexity")
+    if name == "epoch-time":
+        times = [t for t in (conv.epoch_time(r.evals) for r in evaluated) if t is not None]
+        return Value(statistics.median(times)) if times else Value(None, "n/a: no epochs")
+    return _time_to_accuracy(res, evaluated)
+
+
+def _time_to_accuracy(res: ConfigResult, evaluated: list[RunRecord]) -> Value:
+    aimed = [r for r in evaluated if r.target_accuracy is not None]
+    if not aimed:
+        return Value(None, "n/a: no target_accuracy")
+    reached = [x for x in (conv.time_to_accuracy(r.evals, float(r.target_accuracy or 0))
+                           for r in aimed) if x is not None]
+    if not reached:
+        return Value(None, "not reached")
+    train = statistics.median(x.train_s for x in reached)
+    evals = statistics.median(x.eval_s for x in reached)
+    suffix = f" (eval {evals:.3g})"
+    if len(reached) < len(res.runs):
+        suffix += f" ({len(reached)}/{len(res.runs)} reached)"
+    return Value(train, suffix=suffix,
+                 extra=(("eval_s", evals), ("reached", float(len(reached)))))
 
 
 def host_split_text(res: ConfigResult) -> str:

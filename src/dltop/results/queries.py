@@ -222,15 +222,26 @@ class CurrentRun:
         return self.done < self.warmup
 
 
+def run_total_sql(db: sqlite_utils.Database) -> str:
+    """SQL of a run's total steps as ``total`` (runs ``r`` joined to jobs ``j``): the
+    runner's plan when it sent one (an ``epochs`` run knows its steps only once it loaded
+    its data), else the job's warm-up + iterations. A database from before migration 14
+    has no plan column."""
+    cols = {r["name"] for r in db.query("select name from pragma_table_info('runs')")}
+    plan = "plan_iterations" in cols
+    return ("coalesce(r.plan_iterations, j.iterations + j.warmup) as total" if plan
+            else "j.iterations + j.warmup as total")
+
+
 def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun]:
     """Runs of the campaign stored as ``running``, with their iteration count so far."""
     sql = (
         "select r.id, r.job_id, r.started_at, j.framework, j.model, j.batch_size, j.device, "
-        "j.repeat, j.iterations, j.warmup, "
+        f"j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, "
         "(select count(*) from iterations i where i.run_id = r.id) as done "
         "from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = ? order by r.id"
     )
     return [CurrentRun(r["id"], r["job_id"], run_label(r), r["done"],
-                       r["iterations"] + r["warmup"], r["warmup"], r["started_at"])
+                       r["total"], r["warmup"], r["started_at"])
             for r in db.query(sql, [campaign_id, RunStatus.RUNNING])]

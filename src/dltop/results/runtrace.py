@@ -2,7 +2,8 @@
 
 The run detail screen (``tui/``) and the report's per-run figure (``report/``) draw
 the same thing, s/iter per iteration with warm-up marked, the loss, GPU
-utilization/power/memory and host CPU, so both read it here.
+utilization/power/memory and host CPU, and a convergence run's evaluations (test
+accuracy or perplexity and loss), so both read it here.
 
 All times are seconds since the run's *origin*: the start of its first iteration
 (``t_mono_ns`` minus its ``seconds``) or its first telemetry window, whichever is
@@ -22,7 +23,7 @@ are indexed by iteration, and there is no telemetry).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from dltop.store.archive import ARCHIVE, unpack_measured
@@ -83,6 +84,22 @@ class HostPoint:
 
 
 @dataclass(frozen=True)
+class EvalMark:
+    """One evaluation on the test set (convergence runs, ``evals`` rows)."""
+
+    idx: int
+    """The last training step before it."""
+    t_s: float | None
+    """When it ended on the run's axis (the event's arrival when the runner sent no
+    time); None for a pruned run."""
+    epoch: float | None
+    accuracy: float | None
+    perplexity: float | None
+    loss: float | None
+    train_s: float
+
+
+@dataclass(frozen=True)
 class RunTrace:
     """A run's series on one time axis (see the module docstring)."""
 
@@ -98,6 +115,8 @@ class RunTrace:
     warmup_end_s: float | None = None
     """Axis time where the measured iterations start (end of the last warm-up step,
     read from every row, thinned or not); None without warm-up or times."""
+    evals: tuple[EvalMark, ...] = ()
+    """Its evaluations, in order (a few per run: never thinned, kept by a prune)."""
 
     @property
     def has_loss(self) -> bool:
@@ -145,7 +164,7 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
     if not its and ARCHIVE in db.table_names():
         pruned = _archived(db, run_id, max_points)
         if pruned is not None:
-            return pruned
+            return replace(pruned, evals=_evals(db, run_id, None))
     n_gpu, n_idx = db.execute("select count(*), count(distinct gpu_index) from gpu_samples "
                               "where run_id = ?", [run_id]).fetchone()
     kg = max(1, -(-int(n_gpu) // max(1, int(n_idx) * max_points)))  # per GPU, as iterations
@@ -182,7 +201,21 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
         host=tuple(HostPoint(r["t_start_mono_s"] - origin, r["cpu_mean_pct"],
                              r["tree_cpu_pct"], r["tree_rss_bytes"]) for r in host),
         n_iterations=n_iter, thinned_every=k, pruned=False,
-        warmup_end_s=warm_ns / 1e9 - origin if warm_ns else None)
+        warmup_end_s=warm_ns / 1e9 - origin if warm_ns else None,
+        evals=_evals(db, run_id, origin))
+
+
+def _evals(db: sqlite_utils.Database | ReadDb, run_id: int,
+           origin: float | None) -> tuple[EvalMark, ...]:
+    """The run's evaluations, timed on the axis from ``origin`` (None: untimed)."""
+    if "evals" not in db.table_names():
+        return ()
+    return tuple(EvalMark(
+        int(r["idx"]), r["t_mono_ns"] / 1e9 - origin if r["t_mono_ns"] and origin is not None
+        else None, r["epoch"], r["accuracy"], r["perplexity"], r["loss"],
+        float(r["train_s"] or 0.0))
+        for r in _rows(db, "select idx, epoch, accuracy, perplexity, loss, train_s, t_mono_ns "
+                           "from evals where run_id = ? order by idx", [run_id]))
 
 
 def _archived(db: sqlite_utils.Database | ReadDb, run_id: int,

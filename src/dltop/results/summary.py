@@ -28,7 +28,7 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
-from dltop.results.metrics import Metric, metric, value_of
+from dltop.results.metrics import CONVERGENCE, Metric, metric, value_of
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -69,14 +69,16 @@ def _col(m: Metric, key: str | None = None) -> Column:
     return Column(key or m.name, m.header, Role.VALUE, m.unit)
 
 
-def columns(var: identity.Variation | None = None) -> tuple[Column, ...]:
+def columns(var: identity.Variation | None = None,
+            more: tuple[str, ...] = ()) -> tuple[Column, ...]:
     """Key columns (``var``'s varying fields after precision), then runs, time with its
-    CI, the other metrics, status and flags."""
+    CI, the other metrics (and ``more``: convergence or latency metrics some configuration
+    has), status and flags."""
     extra = var.without("precision").columns() if var else ()
     cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
     cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
              Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
-    cols += [_col(metric(name)) for name in VALUE_METRICS[1:]]
+    cols += [_col(metric(name)) for name in (*VALUE_METRICS[1:], *more)]
     cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY)]
     return tuple(cols)
 
@@ -103,7 +105,15 @@ def ci(res: ConfigResult) -> tuple[float, float] | None:
     return bootstrap.median_ci(runs)
 
 
-def _row(res: ConfigResult, var: identity.Variation, device: str) -> Row:
+def shown_extras(results: Sequence[ConfigResult]) -> tuple[str, ...]:
+    """The convergence and latency metrics that some configuration has a value of: only
+    those get a column, so a campaign of timed training runs keeps its usual table."""
+    return tuple(name for name in CONVERGENCE
+                 if any(value_of(r, name).value is not None for r in results))
+
+
+def _row(res: ConfigResult, var: identity.Variation, device: str,
+         more: tuple[str, ...] = ()) -> Row:
     reasons: dict[str, str] = {}
     cells: list[Cell | None] = [
         key_cell(res.model), key_cell(res.framework), key_cell(res.batch_size),
@@ -112,7 +122,7 @@ def _row(res: ConfigResult, var: identity.Variation, device: str) -> Row:
     extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity),
                              "host": res.host, "gpu_name": res.gpu_name}
     simulated: dict[str, float] = {}
-    for i, name in enumerate(VALUE_METRICS):
+    for i, name in enumerate((*VALUE_METRICS, *more)):
         m = metric(name)
         val = value_of(res, name)
         if val.value is None:
@@ -156,12 +166,14 @@ def summary_table(db: sqlite_utils.Database,
         r.host, device_key(r.device), r.gpu_name or "", r.precision,
         var.sort_key(r.identity), r.config_key))
     row_var = var.without("precision")
+    more = shown_extras(results)
     what = "summary per configuration"
     lines, meta = caption.context(db, camps, var.caption())
     return Table(
         title=caption.title(camps, what), comment=caption.comment(camps, what),
-        columns=columns(var), rows=tuple(_row(r, row_var, label(r)) for r in results),
+        columns=columns(var, more),
+        rows=tuple(_row(r, row_var, label(r), more) for r in results),
         notes=NOTES, caption=lines,
         meta={**meta, "table": "summary",
-              "units": {c.key: c.unit for c in columns() if c.unit},
+              "units": {c.key: c.unit for c in columns(more=more) if c.unit},
               "identity": var.as_json()})

@@ -292,6 +292,25 @@ def _v13(db: Any) -> None:
     db["campaigns"].add_column("error_message", str)
 
 
+def _v14(db: Any) -> None:
+    # Convergence, inference and operator profiles (issue 17). Both tables are keyed by
+    # (run_id, ...) WITHOUT ROWID, as iterations: their rows are read per run.
+    db.conn.execute(
+        "create table evals (run_id integer not null references runs(id), idx integer not null, "
+        "epoch float, accuracy float, perplexity float, loss float, eval_s float, "
+        "train_s float, samples integer, t_mono_ns integer, primary key (run_id, idx)) "
+        "without rowid")
+    db.conn.execute(
+        "create table profile_ops (run_id integer not null references runs(id), "
+        "rank integer not null, name text, calls integer, self_cpu_ms float, "
+        "self_device_ms float, total_ms float, share_pct float, shapes text, "
+        "primary key (run_id, rank)) without rowid")
+    for name, kind in (("plan_iterations", int), ("profile_steps", int),
+                       ("profile_step_ms", float), ("profile_device", str),
+                       ("latency_p50_s", float), ("latency_p99_s", float)):
+        db["runs"].add_column(name, kind)
+
+
 RUN_TELEMETRY_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, **_V6_RUN_COLUMNS,
                                           **_V8_RUN_COLUMNS, **_V10_RUN_COLUMNS}
 """Every ``runs`` column a telemetry summary fills (the writer's list,
@@ -330,6 +349,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(13, "faults stored, not lost: runs.note (the first protocol error, rows that "
                   "could not be stored), campaigns.error_message (why an engine stopped)",
               _v13),
+    Migration(14, "evals (test accuracy/perplexity/loss per evaluation), profile_ops (top "
+                  "operators of a profiled run); runs.plan_iterations, profile_steps/"
+                  "profile_step_ms/profile_device, latency_p50_s/latency_p99_s", _v14),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

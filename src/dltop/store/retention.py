@@ -31,6 +31,9 @@ from dltop.store.tx import transaction
 
 RAW_TABLES = ("iterations", "gpu_samples", "host_samples")
 """The tables of raw rows, one row per step or sample window, that prune deletes."""
+KEPT_TABLES = ("evals", "profile_ops")
+"""Per-run rows prune keeps (a few per run: evaluations, the top operators); deleting a
+campaign deletes them."""
 MEASURED_SQL = (
     "select i.seconds, coalesce(i.samples, r.samples_per_iter) as samples "
     "from iterations i join runs r on r.id = i.run_id where i.run_id = ? "
@@ -152,7 +155,7 @@ class Retention:
             runs = "select id from runs where campaign_id = ?"
             n = int(next(self._db.query(
                 "select count(*) as n from runs where campaign_id = ?", [campaign_id]))["n"])
-            for table in (*RAW_TABLES, ARCHIVE, "environment"):
+            for table in (*RAW_TABLES, ARCHIVE, "environment", *KEPT_TABLES):
                 self._db.execute(f"delete from {table} where run_id in ({runs})",
                                  [campaign_id])
             self._db.execute("delete from runs where campaign_id = ?", [campaign_id])

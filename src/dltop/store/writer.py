@@ -46,6 +46,16 @@ ITERATIONS_SQL = ("insert or replace into iterations (run_id, {cols}) values ({{
                                      marks=", ".join("?" for _ in ITERATION_COLUMNS))
 """One prepared statement per run (its id a literal, so a row's tuple is built in C)."""
 _ITERATION_VALUES = itemgetter(*ITERATION_COLUMNS)
+EVAL_COLUMNS = ("idx", "epoch", "accuracy", "perplexity", "loss", "eval_s", "train_s",
+                "samples", "t_mono_ns")
+"""The ``evals`` columns a row gives (``run_id`` is the call's)."""
+EVALS_SQL = (f"insert or replace into evals (run_id, {', '.join(EVAL_COLUMNS)}) values "
+             f"(?, {', '.join('?' for _ in EVAL_COLUMNS)})")
+PROFILE_OP_COLUMNS = ("name", "calls", "self_cpu_ms", "self_device_ms", "total_ms",
+                      "share_pct", "shapes")
+"""The ``profile_ops`` columns an operator gives (``run_id`` and ``rank`` are the call's)."""
+PROFILE_OPS_SQL = (f"insert into profile_ops (run_id, rank, {', '.join(PROFILE_OP_COLUMNS)}) "
+                   f"values (?, ?, {', '.join('?' for _ in PROFILE_OP_COLUMNS)})")
 
 
 class Store:
@@ -149,6 +159,27 @@ class Store:
         if params:
             with transaction(self.db):
                 self.db.conn.executemany(sql, params)
+
+    def add_evals(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
+        """Store a run's evaluations (keys of :data:`EVAL_COLUMNS`; a missing key is NULL).
+        A row of an index already stored replaces it."""
+        params = [(run_id, *(r.get(k) for k in EVAL_COLUMNS)) for r in rows]
+        if params:
+            with transaction(self.db):
+                self.db.conn.executemany(EVALS_SQL, params)
+
+    def set_profile(self, run_id: int, summary: dict[str, Any],
+                    ops: Sequence[dict[str, Any]]) -> None:
+        """Store a run's operator profile: ``summary`` (``profile_steps``,
+        ``profile_step_ms``, ``profile_device`` columns of ``runs``) and its ``ops``
+        (keys of :data:`PROFILE_OP_COLUMNS`, ranked in the given order from 1),
+        replacing any profile the run had."""
+        with transaction(self.db):
+            update_row(self.db, "runs", run_id, summary)
+            self.db.execute("delete from profile_ops where run_id = ?", [run_id])
+            self.db.conn.executemany(PROFILE_OPS_SQL, [
+                (run_id, rank, *(op.get(k) for k in PROFILE_OP_COLUMNS))
+                for rank, op in enumerate(ops, 1)])
 
     def finish_run(self, run_id: int, job_id: int, status: RunStatus, fields: dict[str, Any],
                    job_status: JobStatus | RunStatus | None = None) -> None:

@@ -130,7 +130,7 @@ class HeadlessProgress:
             if self._progress is not None and task is not None:
                 phase = " (warm-up)" if event.warmup else ""
                 self._progress.update(
-                    task, completed=event.index + 1,
+                    task, completed=event.index + 1, total=event.total,
                     description=self._labels.get(event.run_id, "") + phase,
                     s_iter=f"{statistics.median(recent):.4f} s/iter")
         elif isinstance(event, RunFinished):

@@ -1,0 +1,109 @@
+"""A run's ``plan``, ``eval`` and ``profile`` events (issue 17): progress total, rows.
+
+The :class:`~dltop.jobs.collector.IterationCollector` hands every event other
+than ``iter`` here. Events arrive already checked (:mod:`dltop.jobs.protocol_evals`).
+Evaluations are a few per run: each is written as it comes (through the
+engine's single writer, ordered behind the run's iteration rows), so a run
+that dies later keeps the evaluations it made. The operator profile is one
+write. At the run's end :meth:`RunExtras.fields` gives the ``runs`` columns of
+an inference run's latency percentiles.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from dltop.results.convergence import percentile
+from dltop.store.writer import Store
+
+PLAN_COLUMN = "plan_iterations"
+
+
+def _float(value: Any) -> float | None:
+    """A finite float, or None (``"nan"``, ``"inf"`` and null are stored as NULL)."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
+
+
+def eval_row(event: dict[str, Any]) -> dict[str, Any]:
+    """The ``evals`` row of a checked ``eval`` event."""
+    try:
+        t_mono_ns = int(event["t_mono_ns"])
+    except (KeyError, TypeError, ValueError):
+        t_mono_ns = time.monotonic_ns()
+    samples = event.get("samples")
+    return {"idx": int(event["index"]), "epoch": _float(event.get("epoch")),
+            "accuracy": _float(event.get("accuracy")),
+            "perplexity": _float(event.get("perplexity")), "loss": _float(event.get("loss")),
+            "eval_s": float(event["eval_s"]), "train_s": float(event["train_s"]),
+            "samples": None if samples is None else int(samples), "t_mono_ns": t_mono_ns}
+
+
+def profile_rows(event: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """(``runs`` columns, ``profile_ops`` rows) of a checked ``profile`` event.
+
+    An operator's share is its self time (kernel time on CUDA when the runner
+    measured it, else CPU time) over the profiled steps' wall time, in %.
+    """
+    steps = int(event["steps"])
+    step_ms = float(event["step_ms"])
+    device = str(event["device"])
+    wall_ms = step_ms * steps
+    ops = []
+    for op in event.get("ops") or ():
+        dev = _float(op.get("self_device_ms"))
+        cpu = float(op["self_cpu_ms"])
+        own = dev if device == "cuda" and dev is not None else cpu
+        ops.append({"name": str(op["name"]), "calls": int(op["calls"]), "self_cpu_ms": cpu,
+                    "self_device_ms": dev, "total_ms": float(op["total_ms"]),
+                    "share_pct": 100.0 * own / wall_ms, "shapes": op.get("shapes")})
+    return ({"profile_steps": steps, "profile_step_ms": step_ms, "profile_device": device},
+            ops)
+
+
+class RunExtras:
+    """One run's plan (its total steps, for progress), evaluations and profile."""
+
+    def __init__(self, run_id: int, store: Store, write_later: Callable[..., None],
+                 inference: bool) -> None:
+        self.run_id = run_id
+        self.plan_iterations: int | None = None
+        """Steps the runner said it will run (warm-up included), once its plan came."""
+        self.n_evals = 0
+        self.profiled = False
+        self._inference = inference
+        self._store = store
+        self._write_later = write_later
+
+    def on_event(self, event: dict[str, Any]) -> bool:
+        """Take a ``plan``, ``eval`` or ``profile`` event; False for any other event."""
+        name = event.get("event")
+        if name == "plan":
+            self.plan_iterations = int(event["iterations"])
+            self._write_later(self._store.update_run, self.run_id,
+                              {PLAN_COLUMN: self.plan_iterations})
+        elif name == "eval":
+            self.n_evals += 1
+            self._write_later(self._store.add_evals, self.run_id, [eval_row(event)])
+        elif name == "profile":
+            self.profiled = True
+            summary, ops = profile_rows(event)
+            self._write_later(self._store.set_profile, self.run_id, summary, ops)
+        else:
+            return False
+        return True
+
+    def fields(self, measured_s: Sequence[float]) -> dict[str, Any]:
+        """``runs`` columns at the run's end: latency p50/p99 of an inference run's
+        measured iterations (empty for a training run or none measured)."""
+        if not self._inference or not measured_s:
+            return {}
+        ordered = sorted(measured_s)
+        return {"latency_p50_s": percentile(ordered, 50),
+                "latency_p99_s": percentile(ordered, 99)}

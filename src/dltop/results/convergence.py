@@ -1,0 +1,138 @@
+"""Convergence and inference metrics of one run: accuracy, time-to-accuracy, epoch time,
+latency percentiles (issue 17).
+
+Evaluations come from the ``evals`` table (one row per evaluation the runner
+made, :mod:`dltop.jobs.evals`); ``train_s`` there is the wall time of training
+so far with evaluations left out, so time-to-accuracy follows DAWNBench's rule:
+the training seconds up to the first evaluation at or above the target, the
+evaluations' own seconds reported apart.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
+
+
+@dataclass(frozen=True)
+class EvalPoint:
+    """One evaluation of a run on the test set."""
+
+    idx: int
+    """Index of the last training step before it."""
+    epoch: float | None
+    accuracy: float | None
+    """Fraction of test samples right, 0..1 (None for the language model)."""
+    perplexity: float | None
+    loss: float | None
+    eval_s: float
+    """Wall seconds the evaluation took."""
+    train_s: float
+    """Wall seconds of training before it, evaluations excluded."""
+
+
+@dataclass(frozen=True)
+class Reached:
+    """When a run first reached its target accuracy."""
+
+    train_s: float
+    """Training seconds up to that evaluation (evaluations excluded)."""
+    eval_s: float
+    """Seconds all evaluations up to and including that one took."""
+    epoch: float | None
+
+
+def evals_of(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, list[EvalPoint]]:
+    """Each run's evaluations in order (runs without any are left out; none before
+    migration 14)."""
+    out: dict[int, list[EvalPoint]] = {}
+    if not run_ids or "evals" not in db.table_names():
+        return out
+    for i in range(0, len(run_ids), 500):
+        chunk = list(run_ids[i:i + 500])
+        for r in db.query(
+                "select run_id, idx, epoch, accuracy, perplexity, loss, eval_s, train_s "
+                f"from evals where run_id in ({','.join('?' * len(chunk))}) "
+                "order by run_id, idx", chunk):
+            out.setdefault(int(r["run_id"]), []).append(EvalPoint(
+                int(r["idx"]), r["epoch"], r["accuracy"], r["perplexity"], r["loss"],
+                float(r["eval_s"] or 0.0), float(r["train_s"] or 0.0)))
+    return out
+
+
+def targets_of(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, float]:
+    """Each run's ``target_accuracy`` (runs whose job has none are left out), read from its
+    job's stored spec: the setting is not identity, so no column holds it."""
+    out: dict[int, float] = {}
+    for i in range(0, len(run_ids), 500):
+        chunk = list(run_ids[i:i + 500])
+        for r in db.query(
+                "select r.id, j.spec_json from runs r join jobs j on j.id = r.job_id "
+                f"where r.id in ({','.join('?' * len(chunk))})", chunk):
+            target = json.loads(r["spec_json"]).get("target_accuracy")
+            if isinstance(target, int | float) and not isinstance(target, bool):
+                out[int(r["id"])] = float(target)
+    return out
+
+
+def final_accuracy(evals: Sequence[EvalPoint]) -> float | None:
+    """The last evaluation's accuracy (None: no evaluation, or no accuracy measured)."""
+    return evals[-1].accuracy if evals else None
+
+
+def final_perplexity(evals: Sequence[EvalPoint]) -> float | None:
+    """The last evaluation's perplexity (the language model's figure)."""
+    return evals[-1].perplexity if evals else None
+
+
+def time_to_accuracy(evals: Sequence[EvalPoint], target: float) -> Reached | None:
+    """The first evaluation at or above ``target`` accuracy, or None (not reached)."""
+    spent = 0.0
+    for e in evals:
+        spent += e.eval_s
+        if e.accuracy is not None and e.accuracy >= target:
+            return Reached(e.train_s, spent, e.epoch)
+    return None
+
+
+def epoch_time(evals: Sequence[EvalPoint]) -> float | None:
+    """Median training seconds per epoch over the intervals between evaluations that
+    say their epoch (the first from the start of training); None without any."""
+    per_epoch: list[float] = []
+    last_epoch, last_s = 0.0, 0.0
+    for e in evals:
+        if e.epoch is None or e.epoch <= last_epoch:
+            continue
+        per_epoch.append((e.train_s - last_s) / (e.epoch - last_epoch))
+        last_epoch, last_s = e.epoch, e.train_s
+    return statistics.median(per_epoch) if per_epoch else None
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """The ``q``-th percentile (0..100) of sorted values, linear between ranks (numpy's
+    default); the same rule as the engine's stored ``latency_p50_s``/``latency_p99_s``."""
+    if not sorted_values:
+        raise ValueError("no values")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+LATENCY_QUANTILES = (50.0, 90.0, 99.0)
+
+
+def latency(seconds: Sequence[float]) -> tuple[float, float, float] | None:
+    """(p50, p90, p99) of per-iteration seconds (None without any)."""
+    if not seconds:
+        return None
+    ordered = sorted(seconds)
+    p50, p90, p99 = (percentile(ordered, q) for q in LATENCY_QUANTILES)
+    return p50, p90, p99

@@ -1,0 +1,86 @@
+"""One run's operator profile as a table: ``dltop export --table profile --run N``.
+
+The runner profiled a few extra steps after the measured ones (profile key
+``profile = true``) and sent the top operators by self time
+(:mod:`dltop.jobs.evals` stores them in ``profile_ops``). The table shows each
+operator's calls and self times per profiled step, its share of the step's wall
+time, and its input shapes when the runner recorded them. Self device (kernel)
+time exists only on CUDA; elsewhere the cell says ``N/A``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from dltop.errors import UserError
+from dltop.results import caption, queries
+from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
+
+COLUMNS = (
+    Column("rank", "#", Role.KEY),
+    Column("op", "op", Role.KEY),
+    Column("calls", "calls/step", Role.VALUE, "1"),
+    Column("self_cpu_ms", "self CPU ms/step", Role.VALUE, "ms"),
+    Column("self_device_ms", "self device ms/step", Role.VALUE, "ms"),
+    Column("share_pct", "share of step %", Role.VALUE, "%"),
+    Column("shapes", "input shapes", Role.KEY),
+)
+NOTES = ("Per profiled step: the totals over the profiled steps (after the measured "
+         "iterations, never part of them) divided by their number. self: time in the "
+         "operator itself, not in the operators it calls. share: self time (device time on "
+         "CUDA, else CPU time) over the mean step wall time; shares of ops that overlap "
+         "(CPU launching while kernels run) may add up to more or less than 100 %. N/A: no "
+         "device time (not a CUDA run).",)
+
+
+def _number(value: Any, text: str) -> Cell:
+    return Cell(text, value) if value is not None else Cell("N/A")
+
+
+def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
+    """The stored operator profile of run ``run_id``.
+
+    Raises:
+        UserError: no such run, or the run has no profile (named with why).
+    """
+    runs = list(db.query(
+        "select r.id, r.campaign_id, r.status, j.framework, j.model, j.batch_size, "
+        "j.device, j.repeat from runs r join jobs j on j.id = r.job_id where r.id = ?",
+        [run_id]))
+    if not runs:
+        raise UserError(f"--run {run_id}: no such run ('dltop runs' lists them)")
+    run = runs[0]
+    have = "profile_ops" in db.table_names()
+    summary = next(db.query("select profile_steps, profile_step_ms, profile_device from runs "
+                            "where id = ?", [run_id])) if have else {}
+    steps = summary.get("profile_steps")
+    if not steps:
+        raise UserError(f"--run {run_id}: the run has no operator profile (set profile = "
+                        "true in its profile; the framework's runner must support it, see "
+                        "docs/frameworks.md)")
+    rows = []
+    for op in db.query("select rank, name, calls, self_cpu_ms, self_device_ms, share_pct, "
+                       "shapes from profile_ops where run_id = ? order by rank", [run_id]):
+        calls = op["calls"] / steps
+        cpu = op["self_cpu_ms"] / steps
+        dev = None if op["self_device_ms"] is None else op["self_device_ms"] / steps
+        rows.append(Row((
+            key_cell(int(op["rank"])), Cell(str(op["name"])),
+            Cell(f"{calls:g}", calls), Cell(f"{cpu:.3f}", cpu),
+            _number(dev, f"{dev:.3f}" if dev is not None else ""),
+            Cell(f"{op['share_pct']:.1f}", op["share_pct"]),
+            Cell(op["shapes"] or "-"))))
+    camp = queries.resolve_campaign(db, int(run["campaign_id"]))
+    what = (f"operator profile of run {run_id} ({run['framework']} {run['model']} "
+            f"b{run['batch_size']} {run['device']} #{int(run['repeat']) + 1}): "
+            f"{steps} steps of {summary['profile_step_ms']:.3f} ms on "
+            f"{summary['profile_device']}")
+    lines, meta = caption.context(db, [camp])
+    return Table(
+        title=caption.title([camp], what), comment=caption.comment([camp], what),
+        columns=COLUMNS, rows=tuple(rows), notes=NOTES, caption=lines,
+        meta={**meta, "table": "profile", "run_id": run_id, "steps": steps,
+              "step_ms": summary["profile_step_ms"], "device": summary["profile_device"]})

@@ -8,6 +8,7 @@ first iteration; ``crash`` calls ``os._exit(1)`` after the first iteration
 without reporting; ``oom`` raises MemoryError before the first iteration.
 """
 
+import math
 import os
 import sys
 import time
@@ -23,7 +24,11 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
                            % (sys.executable, exc))
     sys.exit(proto.EXIT_ERROR)
 
+import torch_data
 import torch_models
+import torch_optim
+import torch_profile
+import torch_train
 
 _WORKERS = []
 
@@ -127,22 +132,6 @@ def _precision(spec, device):
     return None, None
 
 
-def _real_batches(spec, device):
-    """Batches of the model's real data set as tensors on ``device``."""
-    import datasets
-
-    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"])
-    if kind == "ptb":
-        x = torch.tensor(inputs, dtype=torch.long).reshape(shape)
-        y = torch.tensor(labels, dtype=torch.long).reshape(shape)
-    else:
-        x = torch.frombuffer(bytearray(inputs), dtype=torch.uint8).reshape(shape)
-        x = x.float().div_(255.0)
-        y = torch.frombuffer(bytearray(labels), dtype=torch.uint8).long()
-    return datasets.batches(x, y, int(spec["per_device_batch"]), spec["data_dir"],
-                            lambda xb, yb: (xb.to(device, non_blocking=True), yb.to(device)))
-
-
 def _finish_workers():
     import torch.distributed as dist
 
@@ -154,6 +143,94 @@ def _finish_workers():
                                % (w.pid, w.returncode))
 
 
+class _Plan(object):
+    """Steps of a run by iterations: warm-up then measured; evaluations every N."""
+
+    def __init__(self, spec):
+        self.warmup = int(spec["warmup"])
+        self.total_steps = self.warmup + int(spec["iterations"])
+        every = spec.get("eval_every")
+        self._every = every if isinstance(every, int) else None
+        self.steps_per_epoch = None
+        self.epochs = None
+
+    def is_warmup(self, step):
+        return step < self.warmup
+
+    def eval_after(self, step):
+        if self._every is None:
+            return False
+        return (step + 1) % self._every == 0 or step + 1 == self.total_steps
+
+    def epoch_of(self, step):
+        return None
+
+
+def _epoch_order(n, shuffle, seed):
+    def order(epoch):
+        if not shuffle:
+            return range(n)
+        g = torch.Generator().manual_seed(int(seed) + int(epoch))
+        return torch.randperm(n, generator=g).tolist()
+
+    return order
+
+
+def _data(spec, device, world):
+    """Training batches, the step plan, and the test set (or None) of the spec's data."""
+    name = spec["model"]
+    host = spec.get("data_loader") == "host"
+    batch = int(spec["per_device_batch"])
+    plan = _Plan(spec)
+    if spec["data"] != "real":
+        next_batch = torch_data.synthetic(name, batch, device, host, spec.get("input_size"))
+        return next_batch, lambda: None, plan, None, {}
+    import datasets
+
+    kind, shape, inputs, labels = datasets.real_data(name, spec["data_dir"])
+    train, test = (inputs, labels, shape[0]), None
+    n = train[2]
+
+    def order_for(dev):
+        return torch_data.Order(n, int(spec["samples_per_iter"]), batch, proto.rank(),
+                                _epoch_order(n, spec.get("shuffle"), spec["seed"]), dev)
+
+    next_batch, close = torch_data.real(kind, shape, train, device,
+                                        spec.get("data_loader") or "device",
+                                        int(spec.get("loader_workers") or 0), order_for)
+    facts = {"n_train": n, "n_test": None if test is None else test[2]}
+    return next_batch, close, plan, (kind, shape, test), facts
+
+
+def _evaluator(spec, model, device, world, autocast, test, reporter, plan):
+    """``on_eval(index, train_s)`` for the run loop: evaluate and send the ``eval`` event."""
+    if spec.get("eval_every") is None:
+        return None
+    kind, shape, part = test
+    if part is None:
+        raise proto.Unsupported("eval_every needs the test files of the %s data set in %s"
+                                % (kind, spec["data_dir"]))
+    parts, to_device = torch_data.test_batches(kind, shape, part,
+                                               int(spec["per_device_batch"]), device,
+                                               proto.rank(), world)
+    vocab = torch_models.VOCAB if kind == "ptb" else None
+
+    def on_eval(index, train_s):
+        t0 = time.perf_counter()
+        loss, acc, ppl, samples = torch_train.evaluate(model, parts, to_device, autocast,
+                                                       vocab, world)
+        fields = dict(index=index, epoch=plan.epoch_of(index), accuracy=acc, perplexity=ppl,
+                      loss=loss if math.isfinite(loss) else str(loss),
+                      eval_s=time.perf_counter() - t0, train_s=train_s, samples=samples)
+        send = getattr(reporter, "eval", None)
+        if send is not None:
+            send(**fields)
+        else:
+            reporter.emit("eval", **fields)
+
+    return on_eval
+
+
 def run(spec, reporter):
     inject = (spec.get("options") or {}).get("inject")
     pinned = proto.pin(spec)
@@ -162,6 +239,7 @@ def run(spec, reporter):
     torch.manual_seed(int(spec["seed"]))
     world = int(spec["device"]["count"]) if spec["device"]["kind"] in ("cpus", "gpu") else 1
     name = spec["model"]
+    inference = spec.get("mode") == "inference"
     reporter.hello(
         "torch", torch.__version__, str(device), threads, blas=_blas(),
         cuda_version=torch.version.cuda,
@@ -175,64 +253,47 @@ def run(spec, reporter):
                    torch_models.training_flops_per_sample(name, model))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
-    model.to(device).train()
-    if world > 1:
+    # Inference: eval mode (dropout off, batch norm on running statistics), no DDP:
+    # each rank runs its own forward passes.
+    model.to(device).train(not inference)
+    bare = model
+    if world > 1 and not inference:
         from torch.nn.parallel import DistributedDataParallel
 
         model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
     torch.manual_seed(int(spec["seed"]) + 1000 * proto.rank())
     autocast, scaler = _precision(spec, device)
-    batch = int(spec["per_device_batch"])
-    if spec["data"] == "real":
-        next_batch = _real_batches(spec, device)
+    next_batch, close, plan, test, facts = _data(spec, device, world)
+    on_eval = None
+    if inference:
+        step = torch_train.inference_step(model, next_batch, autocast, device, inject)
     else:
-        fixed = torch_models.synthetic_batch(name, batch, device)
-
-        def next_batch():
-            return fixed
-    loss_fn = torch_models.loss_fn(name)
-    opt = torch.optim.SGD(model.parameters(), lr=float(spec["lr"]),
-                          momentum=float(spec["momentum"]))
-    cuda = device.type == "cuda"
-    state = {"i": 0}
-
-    def step():
-        # Fault hooks fire at the start of the second step, after the first
-        # iteration has been reported.
-        if state["i"] == 1 and inject == "hang":
-            while True:
-                time.sleep(60)
-        if state["i"] == 1 and inject == "crash-rank1" and proto.rank() == 1:
-            os._exit(1)
-        if state["i"] == 1 and inject == "crash":
-            sys.stdout.flush()
-            os._exit(1)
-        x, y = next_batch()
-        opt.zero_grad(set_to_none=True)
-        if autocast is not None:
-            with autocast():
-                loss = loss_fn(model(x), y)
-        else:
-            loss = loss_fn(model(x), y)
-        if inject == "nan" and state["i"] == 2:
-            loss = loss * float("nan")
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        if cuda:
-            torch.cuda.synchronize()
-        value = loss.item()
-        state["i"] += 1
-        return value
-
-    n = proto.measure(step, spec, reporter)
+        opt = torch_optim.build(spec, model.parameters())
+        step = torch_train.train_step(model, opt, torch_models.loss_fn(name), next_batch,
+                                      autocast, scaler, device, inject)
+        if test is not None:
+            on_eval = _evaluator(spec, bare, device, world, autocast, test, reporter, plan)
+    _send_plan(reporter, plan, facts)
+    try:
+        n = torch_train.run_steps(step, plan, reporter, int(spec["samples_per_iter"]),
+                                  on_eval)
+        if spec.get("op_profile"):
+            torch_profile.profile_steps(step, device, reporter)
+    finally:
+        close()
     _finish_workers()
     return n
+
+
+def _send_plan(reporter, plan, facts):
+    fields = dict(iterations=plan.total_steps, steps_per_epoch=plan.steps_per_epoch,
+                  epochs=plan.epochs, n_train=facts.get("n_train"), n_test=facts.get("n_test"))
+    send = getattr(reporter, "plan", None)
+    if send is not None:
+        send(**fields)
+    else:
+        reporter.emit("plan", **fields)
 
 
 if __name__ == "__main__":

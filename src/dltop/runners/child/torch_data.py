@@ -142,19 +142,19 @@ def real(kind, shape, train, device, loader, workers, order_for):
 
         return next_batch, lambda: None
     # batch_size=None: each sampler item (a step's indices) is one batch, no collation.
+    # The sampler never ends, so one iterator serves the whole run.
     dl = torch.utils.data.DataLoader(_Rows(x, y), sampler=_Steps(order), batch_size=None,
                                      num_workers=int(workers),
-                                     pin_memory=device.type == "cuda",
-                                     persistent_workers=True)
-    it = iter(dl)
+                                     pin_memory=device.type == "cuda")
+    holder = {"it": iter(dl)}
 
     def next_batch():
-        xb, yb = next(it)
+        xb, yb = next(holder["it"])
         return xb.to(device, non_blocking=True), yb.to(device, non_blocking=True)
 
     def close():
-        # The workers end with the iterator.
-        it._shutdown_workers()
+        # Dropping the iterator shuts its worker processes down.
+        holder.pop("it", None)
 
     return next_batch, close
 

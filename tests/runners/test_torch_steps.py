@@ -20,15 +20,23 @@ class Events:
 
     def __init__(self) -> None:
         self.iters: list[dict[str, Any]] = []
+        self.evals: list[dict[str, Any]] = []
 
     def iteration(self, index: int, seconds: float, samples: int, warmup: bool,
                   loss: float | None) -> None:
         self.iters.append(dict(index=index, seconds=seconds, samples=samples, warmup=warmup,
                                loss=loss))
 
+    def eval(self, **fields: Any) -> None:
+        self.evals.append(fields)
+
 
 class Plan:
     total_steps = 7
+    measured_steps = 5
+
+    def epoch_of(self, step: int) -> float:
+        return (step + 1) / 3
 
     def is_warmup(self, step: int) -> bool:
         return step < 2
@@ -52,17 +60,26 @@ def test_inference_step_leaves_batch_norm_statistics_and_builds_no_graph() -> No
 
 
 def test_run_steps_evaluates_outside_the_timed_steps() -> None:
-    reporter, evals = Events(), []
+    """A fake clock: each step takes 1 s, each evaluation 10 s; train_s counts steps only."""
+    now = [100.0]
     losses = iter([1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
-    n = torch_train.run_steps(lambda: next(losses), Plan(), reporter, 16,
-                              lambda i, train_s: evals.append((i, train_s)))
+
+    def step() -> float:
+        now[0] += 1.0
+        return next(losses)
+
+    def evaluate() -> tuple[float, float, int]:
+        now[0] += 10.0
+        return 0.25, 0.5, 40
+
+    reporter = Events()
+    n = torch_train.run_steps(step, Plan(), reporter, 16, evaluate, timer=lambda: now[0])
     assert n == 5
     assert [e["warmup"] for e in reporter.iters] == [True, True] + [False] * 5
-    assert [i for i, _ in evals] == [2, 5, 6]
-    for i, train_s in evals:
-        # train_s is exactly the reported step times so far: nothing of the evaluation.
-        assert train_s == pytest.approx(sum(e["seconds"] for e in reporter.iters[:i + 1]),
-                                        rel=1e-12)
+    assert [e["seconds"] for e in reporter.iters] == [1.0] * 7
+    assert [(e["index"], e["train_s"], e["eval_s"]) for e in reporter.evals] == [
+        (2, 3.0, 10.0), (5, 6.0, 10.0), (6, 7.0, 10.0)]
+    assert reporter.evals[0]["accuracy"] == 0.5 and reporter.evals[0]["samples"] == 40
 
 
 def test_run_steps_stops_on_a_non_finite_loss() -> None:
@@ -78,7 +95,7 @@ def test_evaluate_accuracy_and_loss() -> None:
     y = model(torch_data.model_input(x)).argmax(-1)
     y[:3] = (y[:3] + 1) % 3  # three wrong
     part = (x.numpy().tobytes(), y.to(torch.uint8).numpy().tobytes(), 10)
-    parts, to_device = torch_data.test_batches("mnist", (10, 6), part, 4, CPU)
+    parts, to_device = torch_data.test_batches("mnist", (6,), part, 4, CPU)
     assert [len(p[1]) for p in parts] == [4, 4, 2]
     model.train()
     loss, acc, ppl, samples = torch_train.evaluate(model, parts, to_device, None)
@@ -88,7 +105,7 @@ def test_evaluate_accuracy_and_loss() -> None:
         expect = F.cross_entropy(model(torch_data.model_input(x)), y).item()
     assert loss == pytest.approx(expect, rel=1e-5)
     # A data-parallel rank evaluates its own share of the batches.
-    parts1, _ = torch_data.test_batches("mnist", (10, 6), part, 4, CPU, rank=1, world=2)
+    parts1, _ = torch_data.test_batches("mnist", (6,), part, 4, CPU, rank=1, world=2)
     assert [len(p[1]) for p in parts1] == [4]
 
 
@@ -97,7 +114,7 @@ def test_evaluate_perplexity_for_a_language_model() -> None:
     model = torch.nn.Embedding(vocab, vocab)
     ids = [i % vocab for i in range(12)]
     part = (ids, [*ids[1:], 0], 4)
-    parts, to_device = torch_data.test_batches("ptb", (4, 3), part, 2, CPU)
+    parts, to_device = torch_data.test_batches("ptb", (3,), part, 2, CPU)
     loss, acc, ppl, samples = torch_train.evaluate(model, parts, to_device, None, vocab=vocab)
     assert acc is None and samples == 4
     assert ppl == pytest.approx(math.exp(loss))

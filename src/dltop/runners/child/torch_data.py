@@ -37,12 +37,13 @@ def synthetic(name, batch, device, host, input_size=None):
 
 
 def host_tensors(kind, shape, part):
-    """``(inputs, labels)`` host tensors of a data-set part ``(inputs, labels, n)``.
+    """``(inputs, labels)`` host tensors of a data-set part ``(inputs, labels, n)``
+    whose samples have shape ``shape``.
 
     Images stay uint8 (``model_input`` converts); PTB ids are int64.
     """
     inputs, labels, n = part
-    dims = (n,) + tuple(shape[1:])
+    dims = (n,) + tuple(shape)
     if kind == "ptb":
         return (torch.tensor(inputs, dtype=torch.long).reshape(dims),
                 torch.tensor(labels, dtype=torch.long).reshape(dims))

@@ -83,11 +83,6 @@ def profile_steps(step, device, reporter, steps=PROFILE_STEPS):
                 torch.cuda.synchronize(device)
             walls.append(time.perf_counter() - t0)
     ops = summarize(prof, cuda)
-    send = getattr(reporter, "profile", None)
-    fields = dict(steps=steps, step_ms=1000.0 * sum(walls) / len(walls),
-                  device="cuda" if cuda else "cpu", ops=ops)
-    if send is not None:
-        send(**fields)
-    else:
-        reporter.emit("profile", **fields)
+    reporter.profile(steps=steps, step_ms=1000.0 * sum(walls) / len(walls),
+                     device="cuda" if cuda else "cpu", ops=ops)
     return ops

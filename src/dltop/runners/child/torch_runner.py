@@ -8,10 +8,8 @@ first iteration; ``crash`` calls ``os._exit(1)`` after the first iteration
 without reporting; ``oom`` raises MemoryError before the first iteration.
 """
 
-import math
 import os
 import sys
-import time
 
 import dltop_protocol as proto
 
@@ -24,6 +22,7 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
                            % (sys.executable, exc))
     sys.exit(proto.EXIT_ERROR)
 
+import convergence
 import torch_data
 import torch_models
 import torch_optim
@@ -143,92 +142,54 @@ def _finish_workers():
                                % (w.pid, w.returncode))
 
 
-class _Plan(object):
-    """Steps of a run by iterations: warm-up then measured; evaluations every N."""
+def _data(spec, device):
+    """Training batches, the step plan, the test part (or None) and n_test of the spec's data.
 
-    def __init__(self, spec):
-        self.warmup = int(spec["warmup"])
-        self.total_steps = self.warmup + int(spec["iterations"])
-        every = spec.get("eval_every")
-        self._every = every if isinstance(every, int) else None
-        self.steps_per_epoch = None
-        self.epochs = None
-
-    def is_warmup(self, step):
-        return step < self.warmup
-
-    def eval_after(self, step):
-        if self._every is None:
-            return False
-        return (step + 1) % self._every == 0 or step + 1 == self.total_steps
-
-    def epoch_of(self, step):
-        return None
-
-
-def _epoch_order(n, shuffle, seed):
-    def order(epoch):
-        if not shuffle:
-            return range(n)
-        g = torch.Generator().manual_seed(int(seed) + int(epoch))
-        return torch.randperm(n, generator=g).tolist()
-
-    return order
-
-
-def _data(spec, device, world):
-    """Training batches, the step plan, and the test set (or None) of the spec's data."""
+    Returns ``(next_batch, close, plan, test, n_test)``; ``close()`` stops loader workers.
+    """
     name = spec["model"]
     host = spec.get("data_loader") == "host"
     batch = int(spec["per_device_batch"])
-    plan = _Plan(spec)
+    global_batch = int(spec["samples_per_iter"])
+    epochs, every = spec.get("epochs"), spec.get("eval_every")
     if spec["data"] != "real":
+        plan = convergence.Plan(None, global_batch, epochs, spec["iterations"], spec["warmup"],
+                                every)
         next_batch = torch_data.synthetic(name, batch, device, host, spec.get("input_size"))
-        return next_batch, lambda: None, plan, None, {}
+        return next_batch, lambda: None, plan, None, None
     import datasets
 
-    kind, shape, inputs, labels = datasets.real_data(name, spec["data_dir"])
-    train, test = (inputs, labels, shape[0]), None
+    kind, shape, train, test = datasets.real_split(name, spec["data_dir"],
+                                                   spec.get("input_size"),
+                                                   need_test=every is not None)
     n = train[2]
+    plan = convergence.Plan(n, global_batch, epochs, spec["iterations"], spec["warmup"], every)
+    epoch_order = convergence.EpochOrder(n, spec.get("shuffle"), spec["seed"]).order
 
     def order_for(dev):
-        return torch_data.Order(n, int(spec["samples_per_iter"]), batch, proto.rank(),
-                                _epoch_order(n, spec.get("shuffle"), spec["seed"]), dev)
+        return torch_data.Order(n, global_batch, batch, proto.rank(), epoch_order, dev)
 
     next_batch, close = torch_data.real(kind, shape, train, device,
                                         spec.get("data_loader") or "device",
                                         int(spec.get("loader_workers") or 0), order_for)
-    facts = {"n_train": n, "n_test": None if test is None else test[2]}
-    return next_batch, close, plan, (kind, shape, test), facts
+    return (next_batch, close, plan, None if test is None else (kind, shape, test),
+            None if test is None else test[2])
 
 
-def _evaluator(spec, model, device, world, autocast, test, reporter, plan):
-    """``on_eval(index, train_s)`` for the run loop: evaluate and send the ``eval`` event."""
-    if spec.get("eval_every") is None:
-        return None
+def _evaluator(spec, model, device, world, autocast, test):
+    """``evaluate()`` for :func:`convergence.send_eval`: (loss, accuracy or None, samples)."""
     kind, shape, part = test
-    if part is None:
-        raise proto.Unsupported("eval_every needs the test files of the %s data set in %s"
-                                % (kind, spec["data_dir"]))
     parts, to_device = torch_data.test_batches(kind, shape, part,
                                                int(spec["per_device_batch"]), device,
                                                proto.rank(), world)
     vocab = torch_models.VOCAB if kind == "ptb" else None
 
-    def on_eval(index, train_s):
-        t0 = time.perf_counter()
-        loss, acc, ppl, samples = torch_train.evaluate(model, parts, to_device, autocast,
-                                                       vocab, world)
-        fields = dict(index=index, epoch=plan.epoch_of(index), accuracy=acc, perplexity=ppl,
-                      loss=loss if math.isfinite(loss) else str(loss),
-                      eval_s=time.perf_counter() - t0, train_s=train_s, samples=samples)
-        send = getattr(reporter, "eval", None)
-        if send is not None:
-            send(**fields)
-        else:
-            reporter.emit("eval", **fields)
+    def evaluate():
+        loss, acc, _, samples = torch_train.evaluate(model, parts, to_device, autocast,
+                                                     vocab, world)
+        return loss, acc, samples
 
-    return on_eval
+    return evaluate
 
 
 def run(spec, reporter):
@@ -264,36 +225,26 @@ def run(spec, reporter):
             model, device_ids=[device.index] if device.type == "cuda" else None)
     torch.manual_seed(int(spec["seed"]) + 1000 * proto.rank())
     autocast, scaler = _precision(spec, device)
-    next_batch, close, plan, test, facts = _data(spec, device, world)
-    on_eval = None
+    next_batch, close, plan, test, n_test = _data(spec, device)
+    evaluate = None
     if inference:
         step = torch_train.inference_step(model, next_batch, autocast, device, inject)
     else:
         opt = torch_optim.build(spec, model.parameters())
         step = torch_train.train_step(model, opt, torch_models.loss_fn(name), next_batch,
                                       autocast, scaler, device, inject)
-        if test is not None:
-            on_eval = _evaluator(spec, bare, device, world, autocast, test, reporter, plan)
-    _send_plan(reporter, plan, facts)
+        if test is not None and spec.get("eval_every") is not None:
+            evaluate = _evaluator(spec, bare, device, world, autocast, test)
+    plan.report(reporter, n_test)
     try:
         n = torch_train.run_steps(step, plan, reporter, int(spec["samples_per_iter"]),
-                                  on_eval)
+                                  evaluate)
         if spec.get("op_profile"):
             torch_profile.profile_steps(step, device, reporter)
     finally:
         close()
     _finish_workers()
     return n
-
-
-def _send_plan(reporter, plan, facts):
-    fields = dict(iterations=plan.total_steps, steps_per_epoch=plan.steps_per_epoch,
-                  epochs=plan.epochs, n_train=facts.get("n_train"), n_test=facts.get("n_test"))
-    send = getattr(reporter, "plan", None)
-    if send is not None:
-        send(**fields)
-    else:
-        reporter.emit("plan", **fields)
 
 
 if __name__ == "__main__":

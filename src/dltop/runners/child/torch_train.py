@@ -10,6 +10,7 @@ import os
 import sys
 import time
 
+import convergence
 import dltop_protocol as proto
 import torch
 import torch.nn.functional as F
@@ -130,27 +131,23 @@ def evaluate(model, parts, to_device, autocast, vocab=None, world=1):
     return loss, correct / targets if targets else None, None, int(samples)
 
 
-def run_steps(step, plan, reporter, samples, on_eval=None):
-    """Run the plan's training steps, reporting each; evaluate when the plan says.
+def run_steps(step, plan, reporter, samples, evaluate=None, timer=time.perf_counter):
+    """Run the plan's training steps, reporting each; evaluate where the plan says.
 
-    ``on_eval(index, train_s)`` runs outside the timed steps; ``train_s`` is the
-    sum of the step wall times so far (data loading included, evaluations not).
-    Raises :class:`dltop_protocol.Diverged` on a non-finite loss. Returns the
-    measured (non-warm-up) step count.
+    ``evaluate()`` (see :func:`convergence.send_eval`) runs outside the timed
+    steps and outside the training clock, so an ``eval`` event's ``train_s``
+    counts training only. Raises :class:`dltop_protocol.Diverged` on a
+    non-finite loss. Returns the measured (non-warm-up) step count.
     """
-    clock = time.perf_counter
-    train_s = 0.0
-    measured = 0
+    clock = convergence.TrainClock(timer)
     for i in range(plan.total_steps):
-        t0 = clock()
+        clock.start()
+        t0 = timer()
         loss = step()
-        dt = clock() - t0
-        train_s += dt
-        warm = plan.is_warmup(i)
-        measured += not warm
-        reporter.iteration(i, dt, samples, warm, loss)
+        dt = timer() - t0
+        reporter.iteration(i, dt, samples, plan.is_warmup(i), loss)
         if loss is not None and not math.isfinite(loss):
             raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, i))
-        if on_eval is not None and plan.eval_after(i):
-            on_eval(i, train_s)
-    return measured
+        if evaluate is not None and plan.eval_after(i):
+            convergence.send_eval(reporter, plan, i, clock, evaluate)
+    return plan.measured_steps

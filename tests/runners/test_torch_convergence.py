@@ -1,0 +1,93 @@
+"""PyTorch convergence runs: epochs, evaluations on the test files, the plan event."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from .conftest import run_profile, run_runner, spec, write_idx, write_mnist
+
+pytestmark = pytest.mark.slow
+
+
+def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["event"] == kind]
+
+
+def write_mnist_test(d: Path, n: int = 12) -> None:
+    write_idx(d / "t10k-images-idx3-ubyte", (n, 28, 28), bytes((i * 3) % 256
+                                                               for i in range(n * 784)))
+    write_idx(d / "t10k-labels-idx1-ubyte", (n,), bytes(i % 10 for i in range(n)))
+
+
+def test_eval_every_n_iterations(tmp_path: Path) -> None:
+    write_mnist(tmp_path, n=20)
+    write_mnist_test(tmp_path, n=12)
+    code, events, out = run_runner(tmp_path, spec(
+        "fcn-r", data="real", data_dir=str(tmp_path), iterations=4, warmup=1, eval_every=2,
+        batch_size=4, shuffle=True))
+    assert code == 0, out
+    names = [e["event"] for e in events]
+    # After steps 2 and 4 (counted from 1, warm-up included) and after the last (5).
+    assert names == ["hello", "model", "plan", "iter", "iter", "eval", "iter", "iter", "eval",
+                     "iter", "eval", "done"]
+    plan = of(events, "plan")[0]
+    assert plan == {**plan, "iterations": 5, "n_train": 20, "n_test": 12, "epochs": None}
+    evals = of(events, "eval")
+    assert [e["index"] for e in evals] == [1, 3, 4]
+    assert [e["epoch"] for e in evals] == [0.4, 0.8, 1.0]  # 5 steps of 4 in an epoch of 20
+    for e in evals:
+        assert e["samples"] == 12 and 0 <= e["accuracy"] <= 1 and e["perplexity"] is None
+        assert math.isfinite(e["loss"]) and e["eval_s"] > 0
+    # train_s grows by the steps only: never less than the reported step times so far.
+    iters = of(events, "iter")
+    for e in evals:
+        steps = sum(i["seconds"] for i in iters[:e["index"] + 1])
+        assert steps <= e["train_s"] < steps + 1.0
+    assert events[-1]["iterations"] == 4
+
+
+def test_eval_without_the_test_files_is_unsupported(tmp_path: Path) -> None:
+    write_mnist(tmp_path, n=20)
+    code, events, _ = run_runner(tmp_path, spec(
+        "fcn-r", data="real", data_dir=str(tmp_path), iterations=2, eval_every=1))
+    assert code == 3 and events[-1]["kind"] == "unsupported"
+    assert "t10k-images-idx3-ubyte" in str(events[-1]["message"])
+    assert not of(events, "iter")
+
+
+def test_lstm_eval_reports_perplexity(tmp_path: Path, synth_data: Any) -> None:
+    import datasets
+
+    n_test = datasets.real_split("lstm", str(synth_data("ptb")))[3][2]
+    code, events, out = run_runner(tmp_path, spec(
+        "lstm", data="real", data_dir=str(synth_data("ptb")), iterations=2, warmup=0,
+        eval_every=2, batch_size=32), timeout=300)
+    assert code == 0, out
+    (ev,) = of(events, "eval")
+    assert ev["accuracy"] is None and ev["samples"] == n_test > 100
+    assert ev["perplexity"] == pytest.approx(math.exp(ev["loss"]), rel=1e-9)
+    # Two steps from a uniform start over the 10000-word vocabulary: near 10000, finite.
+    assert 100 < ev["perplexity"] < 20000
+
+
+def test_epochs_run_through_dltop_run(tmp_path: Path, synth_data: Any, profile_text: Any,
+                                      ) -> None:
+    """Stored today: iterations and status; the new events pass the engine's checks."""
+    prof = tmp_path / "p.toml"
+    prof.write_text(profile_text({
+        "frameworks": ["torch"], "models": ["fcn-r"], "batch_sizes": [500],
+        "devices": ["cpu:1"], "warmup": 1, "epochs": 1, "data": "real",
+        "data_dir": str(synth_data("mnist")), "optimizer": "adam", "lr": 0.001,
+        "data_loader": "host", "profile": True, "timeout_s": 600}))
+    res = run_profile(prof, 900)
+    assert res.code == 0, res.stderr
+    # Until the engine reads the plan event (helper spine's collector), it expects the
+    # default 50 iterations and calls the run short; after that merge only "ok" remains.
+    assert res.run["status"] == "ok" or "short: 11 of 50" in str(res.run["error_message"]), \
+        res.run
+    assert len(res.seconds) == 6000 // 500 and res.warmup.count(True) == 1
+    assert res.spec["epochs"] == 1 and res.spec["data_loader"] == "host"

@@ -91,3 +91,24 @@ def test_epochs_run_through_dltop_run(tmp_path: Path, synth_data: Any, profile_t
         res.run
     assert len(res.seconds) == 6000 // 500 and res.warmup.count(True) == 1
     assert res.spec["epochs"] == 1 and res.spec["data_loader"] == "host"
+
+
+def test_two_gloo_ranks_evaluate_the_whole_test_set_once(tmp_path: Path) -> None:
+    write_mnist(tmp_path, n=16)
+    write_mnist_test(tmp_path, n=13)  # 4 batches of 4: rank 0 takes 2, rank 1 takes 2
+    code, events, out = run_runner(tmp_path, spec(
+        "fcn-r", device="cpus:2", data="real", data_dir=str(tmp_path), iterations=2,
+        warmup=0, eval_every=2, batch_size=8), timeout=300)
+    assert code == 0, out
+    assert events[0]["world_size"] == 2
+    (ev,) = of(events, "eval")
+    assert ev["samples"] == 13  # the ranks' sums all-reduced: each sample counted once
+    assert of(events, "plan")[0]["n_train"] == 16
+    assert [e["samples"] for e in of(events, "iter")] == [8, 8]
+
+
+def test_two_gloo_ranks_inference(tmp_path: Path) -> None:
+    code, events, out = run_runner(tmp_path, spec("fcn-r", device="cpus:2", mode="inference",
+                                                  batch_size=2), timeout=300)
+    assert code == 0, out
+    assert all(e["loss"] is None for e in of(events, "iter")) and events[-1]["iterations"] == 2

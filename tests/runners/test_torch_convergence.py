@@ -112,3 +112,28 @@ def test_two_gloo_ranks_inference(tmp_path: Path) -> None:
                                                   batch_size=2), timeout=300)
     assert code == 0, out
     assert all(e["loss"] is None for e in of(events, "iter")) and events[-1]["iterations"] == 2
+
+
+@pytest.mark.parametrize(("loader", "workers"), [("device", 0), ("host", 1)])
+def test_lenet_learns_the_generated_mnist_in_two_epochs(tmp_path: Path, synth_data: Any,
+                                                        loader: str, workers: int) -> None:
+    code, events, out = run_runner(tmp_path, spec(
+        "lenet", data="real", data_dir=str(synth_data("mnist")), epochs=2, eval_every="epoch",
+        batch_size=64, optimizer="adam", lr=0.001, warmup=2, shuffle=True, data_loader=loader,
+        loader_workers=workers), timeout=300)
+    assert code == 0, out
+    plan = of(events, "plan")[0]
+    assert plan == {**plan, "iterations": 2 * (6000 // 64), "steps_per_epoch": 6000 // 64,
+                    "epochs": 2, "n_train": 6000, "n_test": 1000}
+    iters = of(events, "iter")
+    assert len(iters) == 186 and [e["warmup"] for e in iters].count(True) == 2
+    evals = of(events, "eval")
+    assert [(e["index"], e["epoch"], e["samples"]) for e in evals] == [(92, 1.0, 1000),
+                                                                     (185, 2.0, 1000)]
+    assert evals[-1]["accuracy"] > 0.8  # chance is 0.1
+    assert evals[-1]["loss"] < 1.0
+    assert all(e["eval_s"] > 0 for e in evals)
+    for e in evals:  # training time counts every step before the evaluation
+        assert e["train_s"] >= sum(i["seconds"] for i in iters[:e["index"] + 1])
+    assert evals[1]["train_s"] > evals[0]["train_s"]
+    assert events[-1] == {**events[-1], "event": "done", "iterations": 184}

@@ -79,3 +79,15 @@ def test_host_loader_real_data_same_losses_as_device(tmp_path: Path) -> None:
     assert len(first) == 9 and len(set(first)) > 1
     assert losses[("host", 0)] == first
     assert losses[("host", 2)] == first
+
+
+def test_resnet50_at_input_size_32(tmp_path: Path) -> None:
+    import torch_models
+
+    code, events, out = run_runner(tmp_path, spec("resnet-50", mode="inference", batch_size=1,
+                                                  input_size=32, iterations=2))
+    assert code == 0, out
+    model = of(events, "model")[0]
+    assert model["flops_per_sample"] == torch_models.training_flops_per_sample(
+        "resnet-50", input_size=32)
+    assert model["flops_per_sample"] < torch_models.training_flops_per_sample("resnet-50") / 40

@@ -23,11 +23,10 @@ def _pinned(t, device):
 def synthetic(name, batch, device, host, input_size=None):
     """The model's random batch: made on the device once, or kept on the host and
     copied every step (on a CPU device host and device memory are one: no copy)."""
-    kw = {} if input_size is None else {"input_size": input_size}
     if not host:
-        fixed = torch_models.synthetic_batch(name, batch, device, **kw)
+        fixed = torch_models.synthetic_batch(name, batch, device, input_size=input_size)
         return lambda: fixed
-    x, y = torch_models.synthetic_batch(name, batch, _CPU, **kw)
+    x, y = torch_models.synthetic_batch(name, batch, _CPU, input_size=input_size)
     x, y = _pinned(x, device), _pinned(y, device)
 
     def next_batch():

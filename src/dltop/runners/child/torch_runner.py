@@ -209,9 +209,10 @@ def run(spec, reporter):
                      else proto.cpu_name()),
         torch_threads=torch.get_num_threads(), cpu_affinity=pinned, world_size=world,
     )
-    model = torch_models.build(name)
+    input_size = spec.get("input_size")
+    model = torch_models.build(name, input_size)
     reporter.model(torch_models.param_count(model),
-                   torch_models.training_flops_per_sample(name, model))
+                   torch_models.training_flops_per_sample(name, model, input_size))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     # Inference: eval mode (dropout off, batch norm on running statistics), no DDP:

@@ -20,7 +20,7 @@ def kinds(events: list[dict[str, object]]) -> list[object]:
 def test_synthetic_run_reports_every_iteration(tmp_path: Path, model: str) -> None:
     code, events, out = run_runner(tmp_path, spec(model, iterations=2, warmup=1))
     assert code == 0, out
-    assert kinds(events) == ["hello", "model", "iter", "iter", "iter", "done"]
+    assert kinds(events) == ["hello", "model", "plan", "iter", "iter", "iter", "done"]
     hello = events[0]
     assert hello["framework"] == "torch" and hello["threads"] == 1
     assert [e["warmup"] for e in events if e["event"] == "iter"] == [True, False, False]

@@ -10,7 +10,6 @@ without reporting; ``oom`` raises MemoryError before the first iteration.
 
 import os
 import sys
-import time
 
 import dltop_protocol as proto
 
@@ -23,7 +22,12 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
                            % (sys.executable, exc))
     sys.exit(proto.EXIT_ERROR)
 
+import convergence
+import torch_data
 import torch_models
+import torch_optim
+import torch_profile
+import torch_train
 
 _WORKERS = []
 
@@ -127,22 +131,6 @@ def _precision(spec, device):
     return None, None
 
 
-def _real_batches(spec, device):
-    """Batches of the model's real data set as tensors on ``device``."""
-    import datasets
-
-    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"])
-    if kind == "ptb":
-        x = torch.tensor(inputs, dtype=torch.long).reshape(shape)
-        y = torch.tensor(labels, dtype=torch.long).reshape(shape)
-    else:
-        x = torch.frombuffer(bytearray(inputs), dtype=torch.uint8).reshape(shape)
-        x = x.float().div_(255.0)
-        y = torch.frombuffer(bytearray(labels), dtype=torch.uint8).long()
-    return datasets.batches(x, y, int(spec["per_device_batch"]), spec["data_dir"],
-                            lambda xb, yb: (xb.to(device, non_blocking=True), yb.to(device)))
-
-
 def _finish_workers():
     import torch.distributed as dist
 
@@ -154,6 +142,56 @@ def _finish_workers():
                                % (w.pid, w.returncode))
 
 
+def _data(spec, device):
+    """Training batches, the step plan, the test part (or None) and n_test of the spec's data.
+
+    Returns ``(next_batch, close, plan, test, n_test)``; ``close()`` stops loader workers.
+    """
+    name = spec["model"]
+    host = spec.get("data_loader") == "host"
+    batch = int(spec["per_device_batch"])
+    global_batch = int(spec["samples_per_iter"])
+    epochs, every = spec.get("epochs"), spec.get("eval_every")
+    if spec["data"] != "real":
+        plan = convergence.Plan(None, global_batch, epochs, spec["iterations"], spec["warmup"],
+                                every)
+        next_batch = torch_data.synthetic(name, batch, device, host, spec.get("input_size"))
+        return next_batch, lambda: None, plan, None, None
+    import datasets
+
+    kind, shape, train, test = datasets.real_split(name, spec["data_dir"],
+                                                   spec.get("input_size"),
+                                                   need_test=every is not None)
+    n = train[2]
+    plan = convergence.Plan(n, global_batch, epochs, spec["iterations"], spec["warmup"], every)
+    epoch_order = convergence.EpochOrder(n, spec.get("shuffle"), spec["seed"]).order
+
+    def order_for(dev):
+        return torch_data.Order(n, global_batch, batch, proto.rank(), epoch_order, dev)
+
+    next_batch, close = torch_data.real(kind, shape, train, device,
+                                        spec.get("data_loader") or "device",
+                                        int(spec.get("loader_workers") or 0), order_for)
+    return (next_batch, close, plan, None if test is None else (kind, shape, test),
+            None if test is None else test[2])
+
+
+def _evaluator(spec, model, device, world, autocast, test):
+    """``evaluate()`` for :func:`convergence.send_eval`: (loss, accuracy or None, samples)."""
+    kind, shape, part = test
+    parts, to_device = torch_data.test_batches(kind, shape, part,
+                                               int(spec["per_device_batch"]), device,
+                                               proto.rank(), world)
+    vocab = torch_models.VOCAB if kind == "ptb" else None
+
+    def evaluate():
+        loss, acc, _, samples = torch_train.evaluate(model, parts, to_device, autocast,
+                                                     vocab, world)
+        return loss, acc, samples
+
+    return evaluate
+
+
 def run(spec, reporter):
     inject = (spec.get("options") or {}).get("inject")
     pinned = proto.pin(spec)
@@ -162,6 +200,7 @@ def run(spec, reporter):
     torch.manual_seed(int(spec["seed"]))
     world = int(spec["device"]["count"]) if spec["device"]["kind"] in ("cpus", "gpu") else 1
     name = spec["model"]
+    inference = spec.get("mode") == "inference"
     reporter.hello(
         "torch", torch.__version__, str(device), threads, blas=_blas(),
         cuda_version=torch.version.cuda,
@@ -170,67 +209,41 @@ def run(spec, reporter):
                      else proto.cpu_name()),
         torch_threads=torch.get_num_threads(), cpu_affinity=pinned, world_size=world,
     )
-    model = torch_models.build(name)
+    input_size = spec.get("input_size")
+    model = torch_models.build(name, input_size)
     reporter.model(torch_models.param_count(model),
-                   torch_models.training_flops_per_sample(name, model))
+                   torch_models.training_flops_per_sample(name, model, input_size))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
-    model.to(device).train()
-    if world > 1:
+    # Inference: eval mode (dropout off, batch norm on running statistics), no DDP:
+    # each rank runs its own forward passes.
+    model.to(device).train(not inference)
+    bare = model
+    if world > 1 and not inference:
         from torch.nn.parallel import DistributedDataParallel
 
         model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
     torch.manual_seed(int(spec["seed"]) + 1000 * proto.rank())
     autocast, scaler = _precision(spec, device)
-    batch = int(spec["per_device_batch"])
-    if spec["data"] == "real":
-        next_batch = _real_batches(spec, device)
+    next_batch, close, plan, test, n_test = _data(spec, device)
+    evaluate = None
+    if inference:
+        step = torch_train.inference_step(model, next_batch, autocast, device, inject)
     else:
-        fixed = torch_models.synthetic_batch(name, batch, device)
-
-        def next_batch():
-            return fixed
-    loss_fn = torch_models.loss_fn(name)
-    opt = torch.optim.SGD(model.parameters(), lr=float(spec["lr"]),
-                          momentum=float(spec["momentum"]))
-    cuda = device.type == "cuda"
-    state = {"i": 0}
-
-    def step():
-        # Fault hooks fire at the start of the second step, after the first
-        # iteration has been reported.
-        if state["i"] == 1 and inject == "hang":
-            while True:
-                time.sleep(60)
-        if state["i"] == 1 and inject == "crash-rank1" and proto.rank() == 1:
-            os._exit(1)
-        if state["i"] == 1 and inject == "crash":
-            sys.stdout.flush()
-            os._exit(1)
-        x, y = next_batch()
-        opt.zero_grad(set_to_none=True)
-        if autocast is not None:
-            with autocast():
-                loss = loss_fn(model(x), y)
-        else:
-            loss = loss_fn(model(x), y)
-        if inject == "nan" and state["i"] == 2:
-            loss = loss * float("nan")
-        if scaler is not None:
-            scaler.scale(loss).backward()
-            scaler.step(opt)
-            scaler.update()
-        else:
-            loss.backward()
-            opt.step()
-        if cuda:
-            torch.cuda.synchronize()
-        value = loss.item()
-        state["i"] += 1
-        return value
-
-    n = proto.measure(step, spec, reporter)
+        opt = torch_optim.build(spec, model.parameters())
+        step = torch_train.train_step(model, opt, torch_models.loss_fn(name), next_batch,
+                                      autocast, scaler, device, inject)
+        if test is not None and spec.get("eval_every") is not None:
+            evaluate = _evaluator(spec, bare, device, world, autocast, test)
+    plan.report(reporter, n_test)
+    try:
+        n = torch_train.run_steps(step, plan, reporter, int(spec["samples_per_iter"]),
+                                  evaluate)
+        if spec.get("op_profile"):
+            torch_profile.profile_steps(step, device, reporter)
+    finally:
+        close()
     _finish_workers()
     return n
 

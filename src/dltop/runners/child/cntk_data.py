@@ -33,8 +33,9 @@ class Synthetic(object):
     n_train = None
     n_test = None
 
-    def __init__(self, name, batch, seed, host):
-        x, y = cntk_models.synthetic_batch(name, batch, seed)
+    def __init__(self, name, batch, seed, host, input_size=None):
+        sized = {} if input_size is None else {"input_size": input_size}
+        x, y = cntk_models.synthetic_batch(name, batch, seed, **sized)
         self._name = name
         if name == "lstm":
             rng = np.random.RandomState(seed)

@@ -211,7 +211,8 @@ def _feed(spec, name, world, evaluates):
     per_device = int(spec["per_device_batch"])
     if spec["data"] != "real":
         return cntk_data.Synthetic(name, per_device, int(spec["seed"]) + 1000 * proto.rank(),
-                                   host=spec.get("data_loader") == "host")
+                                   host=spec.get("data_loader") == "host",
+                                   input_size=spec.get("input_size"))
     import datasets
 
     split = datasets.real_split(name, spec["data_dir"], spec.get("input_size"),

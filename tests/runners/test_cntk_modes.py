@@ -43,9 +43,12 @@ def test_lenet_learns_generated_mnist_with_an_eval_per_epoch(
     assert [e["epoch"] for e in evals] == [1.0, 2.0]
     assert all(e["samples"] == plan["n_test"] and e["perplexity"] is None for e in evals)
     assert evals[-1]["accuracy"] > 0.5  # chance is 0.1
-    # train_s counts the steps only: at most their sum plus a little bookkeeping.
-    step_s = sum(e["seconds"] for e in iters)
-    assert step_s <= evals[-1]["train_s"] < step_s + evals[0]["eval_s"]
+    # train_s runs from the first step's start and leaves the evaluations out: between
+    # the two evals' steps, wall time = train time + the first eval's time.
+    assert sum(e["seconds"] for e in iters) <= evals[-1]["train_s"]
+    wall_s = (iters[-1]["t_mono_ns"] - iters[steps - 1]["t_mono_ns"]) / 1e9
+    train_s = evals[1]["train_s"] - evals[0]["train_s"]
+    assert wall_s - train_s == pytest.approx(evals[0]["eval_s"], abs=0.05)
     assert events[-1] == {**events[-1], "event": "done", "iterations": 2 * steps - 2}
 
 

@@ -101,7 +101,10 @@ class Real(object):
 
     def _host_batch(self, step):
         idx = self._order.batch(step, self.global_batch, self.steps_per_epoch)
-        mine = np.asarray(idx[self._rank * self._per_device:(self._rank + 1) * self._per_device])
+        mine = idx[self._rank * self._per_device:(self._rank + 1) * self._per_device]
+        # Unshuffled batches are runs of samples: a slice, a view as before issue 17.
+        mine = slice(mine[0], mine[0] + len(mine)) if self._order.is_contiguous() \
+            else np.asarray(mine)
         x, y = self._train
         return self._convert(x[mine], y[mine])
 

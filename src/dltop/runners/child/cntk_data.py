@@ -34,8 +34,7 @@ class Synthetic(object):
     n_test = None
 
     def __init__(self, name, batch, seed, host, input_size=None):
-        sized = {} if input_size is None else {"input_size": input_size}
-        x, y = cntk_models.synthetic_batch(name, batch, seed, **sized)
+        x, y = cntk_models.synthetic_batch(name, batch, seed, input_size=input_size)
         self._name = name
         if name == "lstm":
             rng = np.random.RandomState(seed)

@@ -220,12 +220,6 @@ def _feed(spec, name, world, evaluates):
     return cntk_data.Real(name, split, spec, per_device, proto.rank() if world > 1 else 0)
 
 
-def _build(name, input_size):
-    if input_size is None:
-        return cntk_models.build(name)
-    return cntk_models.build(name, input_size=input_size)
-
-
 def _check_mode(spec, world):
     if spec.get("mode") == "inference" and world > 1:
         raise proto.Unsupported("inference on %s:%d: CNTK's data parallelism is a training "
@@ -246,7 +240,7 @@ def run(spec, reporter):
                    cpu_affinity=pinned, world_size=world,
                    # MKL-ML 2018 takes slow non-AVX paths on AMD CPUs unless this is 5.
                    mkl_debug_cpu_type=os.environ.get("MKL_DEBUG_CPU_TYPE"))
-    model, loss, x, y = _build(name, spec.get("input_size"))
+    model, loss, x, y = cntk_models.build(name, spec.get("input_size"))
     reporter.model(cntk_models.param_count(model),
                    cntk_models.training_flops_per_sample(name, model))
     if inject == "oom":

@@ -110,7 +110,7 @@ def test_synthetic_run_reports_every_iteration(cntk_env: envsetup.CntkEnv, tmp_p
                                                model: str) -> None:
     code, events, out = run_cntk(cntk_env, tmp_path, cntk_spec(model, iterations=2, warmup=1))
     assert code == 0, out
-    assert kinds(events) == ["hello", "model", "iter", "iter", "iter", "done"]
+    assert kinds(events) == ["hello", "model", "plan", "iter", "iter", "iter", "done"]
     hello = events[0]
     assert hello["framework"] == "cntk" and hello["framework_version"] == cntk_env.cntk_version
     assert hello["threads"] == 1 and hello["cntk_cpu_threads"] == 1
@@ -141,7 +141,7 @@ def test_injected_oom_and_crash(cntk_env: envsetup.CntkEnv, tmp_path: Path) -> N
     code, events, _ = run_cntk(cntk_env, tmp_path, cntk_spec(options={"inject": "oom"}))
     assert code == 3 and events[-1]["kind"] == "oom"
     code, events, _ = run_cntk(cntk_env, tmp_path, cntk_spec(options={"inject": "crash"}))
-    assert code == 1 and kinds(events) == ["hello", "model", "iter"]
+    assert code == 1 and kinds(events) == ["hello", "model", "plan", "iter"]
 
 
 @pytest.mark.parametrize("precision", ["fp16", "tf32"])
@@ -196,7 +196,7 @@ def test_data_parallel_under_mpiexec(cntk_env: envsetup.CntkEnv, tmp_path: Path)
     job = cntk_spec("fcn-r", device="cpus:2", batch_size=8, iterations=2, warmup=1)
     code, events, out = run_cntk(cntk_env, tmp_path, job)
     assert code == 0, out
-    assert kinds(events) == ["hello", "model", "iter", "iter", "iter", "done"]
+    assert kinds(events) == ["hello", "model", "plan", "iter", "iter", "iter", "done"]
     assert events[0]["world_size"] == 2 and events[0]["threads"] == 1
     assert all(e["samples"] == 8 for e in events if e["event"] == "iter")
     assert "mpiexec -n 2" in out

@@ -24,7 +24,6 @@ first iteration.
 import json
 import os
 import sys
-import time
 import types
 
 import dltop_protocol as proto
@@ -157,7 +156,7 @@ _stub.cntk_check_distro_info = _stub.cntk_check_libs = lambda: None
 sys.modules["cntk.cntk_py_init"] = _stub
 try:
     import cntk as C
-    import numpy as np
+    import numpy  # noqa: F401 - checked here, used by the sibling modules
 except ImportError as exc:  # pragma: no cover - reported to the parent
     proto.Reporter().error(
         "unsupported", "CNTK is not importable by %s (LD_LIBRARY_PATH=%s): %s; build its "
@@ -165,7 +164,10 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
         % (sys.executable, os.environ.get("LD_LIBRARY_PATH", ""), exc))
     sys.exit(proto.EXIT_ERROR)
 
+import cntk_data  # noqa: E402
+import cntk_learn  # noqa: E402
 import cntk_models  # noqa: E402
+import cntk_train  # noqa: E402
 
 
 def _device(spec):
@@ -204,41 +206,25 @@ def _check_precision(spec, device):
         raise proto.Unsupported(_PRECISION[precision])
 
 
-def _real_batches(spec):
-    """Batches of the model's real data set: arrays, one-hot labels, or sequences."""
+def _feed(spec, name, world, evaluates):
+    """The run's batches: :class:`cntk_data.Synthetic` or :class:`cntk_data.Real`."""
+    per_device = int(spec["per_device_batch"])
+    if spec["data"] != "real":
+        return cntk_data.Synthetic(name, per_device, int(spec["seed"]) + 1000 * proto.rank(),
+                                   host=spec.get("data_loader") == "host",
+                                   input_size=spec.get("input_size"))
     import datasets
 
-    name = spec["model"]
-    kind, shape, inputs, labels = datasets.real_data(name, spec["data_dir"])
-    if kind == "ptb":
-        x = np.asarray(inputs, dtype=np.int64).reshape(shape)
-        y = np.asarray(labels, dtype=np.int64).reshape(shape)
-        return datasets.batches(x, y, int(spec["per_device_batch"]), spec["data_dir"],
-                                lambda xb, yb: (cntk_models.sequences(xb),
-                                                cntk_models.sequences(yb)))
-    x = np.frombuffer(inputs, dtype=np.uint8).reshape(shape).astype(np.float32) / 255.0
-    y = np.frombuffer(labels, dtype=np.uint8)
-    classes = cntk_models.NUM_CLASSES[name]
-    return datasets.batches(x, y, int(spec["per_device_batch"]), spec["data_dir"],
-                            lambda xb, yb: (xb, cntk_models.labels_one_hot(yb, classes)))
+    split = datasets.real_split(name, spec["data_dir"], spec.get("input_size"),
+                                need_test=evaluates)
+    return cntk_data.Real(name, split, spec, per_device, proto.rank() if world > 1 else 0)
 
 
-def _learner(spec, params, world):
-    # CNTK applies the rate to the minibatch-mean gradient (as PyTorch's SGD on a mean
-    # loss); unit_gain=False gives PyTorch's momentum v = m*v + g (checked numerically).
-    lr = C.learning_parameter_schedule(float(spec["lr"]))
-    momentum = float(spec["momentum"])
-    if momentum:
-        learner = C.momentum_sgd(params, lr, C.momentum_schedule(momentum), unit_gain=False)
-    else:
-        learner = C.sgd(params, lr)
-    if world > 1:
-        learner = C.train.distributed.data_parallel_distributed_learner(
-            learner, num_quantization_bits=32, distributed_after=0)
-        if C.Communicator.num_workers() != world:
-            raise RuntimeError("MPI started %d workers, the job asks for %d"
-                               % (C.Communicator.num_workers(), world))
-    return learner
+def _check_mode(spec, world):
+    if spec.get("mode") == "inference" and world > 1:
+        raise proto.Unsupported("inference on %s:%d: CNTK's data parallelism is a training "
+                                "learner; time inference on one process (cpu:N or gpu:1)"
+                                % (spec["device"]["kind"], world))
 
 
 def run(spec, reporter):
@@ -254,41 +240,24 @@ def run(spec, reporter):
                    cpu_affinity=pinned, world_size=world,
                    # MKL-ML 2018 takes slow non-AVX paths on AMD CPUs unless this is 5.
                    mkl_debug_cpu_type=os.environ.get("MKL_DEBUG_CPU_TYPE"))
-    model, loss, x, y = cntk_models.build(name)
+    model, loss, x, y = cntk_models.build(name, spec.get("input_size"))
     reporter.model(cntk_models.param_count(model),
                    cntk_models.training_flops_per_sample(name, model))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     _check_precision(spec, device)
-    batch = int(spec["per_device_batch"])
-    if spec["data"] == "real":
-        next_batch = _real_batches(spec)
-    else:
-        fixed = cntk_models.synthetic_batch(name, batch, int(spec["seed"]) + 1000 * proto.rank())
-
-        def next_batch():
-            return fixed
-    trainer = C.Trainer(model, (loss, None), [_learner(spec, model.parameters, world)])
-    state = {"i": 0}
-
-    def step():
-        if state["i"] == 1 and inject == "hang":
-            while True:
-                time.sleep(60)
-        if state["i"] == 1 and (inject == "crash" or (inject == "crash-rank1"
-                                                      and proto.rank() == 1)):
-            sys.stdout.flush()
-            os._exit(1)
-        xb, yb = next_batch()
-        trainer.train_minibatch({x: xb, y: yb})
-        # Reading the loss back to the host synchronises the step.
-        value = float(trainer.previous_minibatch_loss_average)
-        if inject == "nan" and state["i"] == 2:
-            value = float("nan")
-        state["i"] += 1
-        return value
-
-    n = proto.measure(step, spec, reporter)
+    _check_mode(spec, world)
+    inference = spec.get("mode") == "inference"
+    feed = _feed(spec, name, world, spec.get("eval_every") is not None and not inference)
+    try:
+        if inference:
+            return cntk_train.infer(spec, reporter, model, x, feed, device)
+        trainer = C.Trainer(model, (loss, None),
+                            [cntk_learn.learner(spec, model.parameters, world)])
+        n = cntk_train.train(spec, reporter, trainer, model, loss, x, y, feed, world,
+                                 device)
+    finally:
+        feed.close()
     if world > 1:
         C.Communicator.finalize()
     return n

@@ -10,8 +10,9 @@ from typing import Any
 from dltop import __version__
 from dltop.catalog import Control
 
-DESCRIPTION = ("Command line: ``dltop run | export | compare | runs | prune | vacuum | profiles | "
-               "devices | doctor``.")
+DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compare | report | "
+               "serve | exporter | prune | vacuum | profiles | data | devices | env | doctor``; "
+               "with no command (or ``tui``), the live viewer.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
                   "epoch-time", "latency", "perplexity"]

@@ -29,7 +29,7 @@ def eta_inputs(db: sqlite_utils.Database, campaign_id: int, counts: dict[str, in
     """The finished runs' pace and the queued jobs' iterations, by configuration
     (cached per database, campaign and counts by status)."""
     file = next(db.query("pragma database_list"), {}).get("file", "")
-    key = (file, id(db.conn), campaign_id, tuple(sorted(counts.items())))
+    key = (file, id(db), campaign_id, tuple(sorted(counts.items())))
     hit = _ETA_CACHE.get(key)
     if hit is not None:
         return hit

@@ -137,14 +137,14 @@ def scaling_spec(fig: Figure, size: Size) -> dict[str, Any]:
     top = int(fig.extra.get("max_devices", 2))
     x = _x(fig, "devices")
     speed = _lines(fig, fig.rows, x, "speedup", "speedup (×)", size)
-    speed["layer"].insert(0, {
-        "data": {"values": [{"devices": 1, "ideal": 1}, {"devices": top, "ideal": top}]},
-        "mark": {"type": "line", "strokeDash": DASH, "color": "#888"},
-        "encoding": {"x": x, "y": {"field": "ideal", "type": "quantitative"}}})
+    ideal = {"data": {"values": [{"devices": 1, "ideal": 1}, {"devices": top, "ideal": top}]},
+             "mark": {"type": "line", "strokeDash": DASH, "color": "#888"},
+             "encoding": {"x": x, "y": {"field": "ideal", "type": "quantitative"}}}
+    speed["layer"] = [ideal, *speed["layer"]]  # the ideal line drawn first, under the data
     eff = _lines(fig, fig.rows, x, "efficiency", "efficiency", size)
     eff["layer"][0]["encoding"]["y"]["axis"] = {"format": "%"}
-    eff["layer"].insert(0, {"mark": {"type": "rule", "strokeDash": DASH, "color": "#888"},
-                            "encoding": {"y": {"datum": 1}}})
+    eff["layer"] = [{"mark": {"type": "rule", "strokeDash": DASH, "color": "#888"},
+                     "encoding": {"y": {"datum": 1}}}, *eff["layer"]]
     return {**_base(fig, size), "hconcat": [speed, eff], "resolve": {"scale": {"x": "shared"}}}
 
 

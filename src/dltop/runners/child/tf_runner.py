@@ -15,6 +15,7 @@ NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
 several processes and so never fires here.)
 """
 
+import math
 import os
 import sys
 import time
@@ -33,8 +34,9 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
                            % (sys.executable, exc))
     sys.exit(proto.EXIT_ERROR)
 
-import numpy as np
+import tf_data
 import tf_models
+import tf_train
 
 
 def _build_info(key):
@@ -102,87 +104,54 @@ def _precision(spec, kind):
     return precision == "fp16"
 
 
-def _real_batches(spec, batch):
-    """Batches of the model's real data set as tensors (images NHWC)."""
+def _real(spec, world):
+    """Real data as numpy arrays: ``(train (x, y), test (x, y) or None, test files)``."""
     import datasets
 
-    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"])
-    if kind == "ptb":
-        x = np.asarray(inputs, dtype=np.int32).reshape(shape)
-        y = np.asarray(labels, dtype=np.int32).reshape(shape)
-    else:
-        x = np.frombuffer(inputs, dtype=np.uint8).reshape(shape)
-        if len(shape) == 4:
-            x = x.transpose(0, 2, 3, 1)
-        x = np.ascontiguousarray(x, dtype=np.float32) / 255.0
-        y = np.frombuffer(labels, np.uint8).astype(np.int32)
-    return datasets.batches(x, y, batch, spec["data_dir"], lambda xb, yb: (
-        tf.convert_to_tensor(xb), tf.convert_to_tensor(yb)))
+    model, data_dir = spec["model"], spec["data_dir"]
+    split = getattr(datasets, "real_split", None)
+    if split is not None:
+        kind, _shape, train, test = split(model, data_dir, spec.get("input_size"))
+    else:  # before the train/test split existed: the training files only
+        kind, _shape, inputs, labels = datasets.real_data(model, data_dir)
+        train, test = (inputs, labels, _shape[0]), None
+    batch = int(spec["per_device_batch"]) * world
+    if train[2] < batch:
+        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
+                         % (data_dir, train[2], batch))
+    arrays = []
+    for part in (train, test):
+        if part is None:
+            arrays.append(None)
+            continue
+        x, y = tf_data.as_arrays(kind, *part)
+        arrays.append((tf_data.shaped_for(model, x), y))
+    return arrays[0], arrays[1], kind
 
 
-def _batches(spec, strategy, world, device):
-    """``next_batch() -> (x, y)``: the global batch, split per replica under a strategy."""
-    per_replica = int(spec["per_device_batch"])
-    batch = per_replica * world
-    with tf.device(device):
-        if spec["data"] == "real":
-            plain = _real_batches(spec, batch)
-        else:
-            fixed = tf_models.synthetic_batch(spec["model"], batch)
-
-            def plain():
-                return fixed
-    if strategy is None:
-        return plain
-
-    def split(xy):
-        def part(ctx):
-            k = ctx.replica_id_in_sync_group
-            return tuple(t[k * per_replica:(k + 1) * per_replica] for t in xy)
-        return strategy.experimental_distribute_values_from_function(part)
-
-    if spec["data"] == "real":
-        return lambda: split(plain())
-    fixed_split = split(fixed)
-    return lambda: fixed_split
+TEST_FILES = {"mnist": "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte",
+              "cifar10": "test_batch", "ptb": "ptb.valid.txt"}
 
 
-def _train_step(model, opt, loss_fn, strategy, world, scaled, xla):
-    """A compiled step ``(x, y, poison) -> loss``; ``poison`` (a Python bool) NaNs the loss."""
-    variables = model.trainable_variables
+def _plan(spec, n_train, world):
+    """``(total steps, steps per epoch or None)`` of this run."""
+    warmup = int(spec["warmup"])
+    if spec.get("mode") == "inference":
+        return warmup + int(spec["iterations"]), None
+    spe = None if n_train is None else n_train // (int(spec["per_device_batch"]) * world)
+    if spec.get("epochs"):
+        return int(spec["epochs"]) * spe, spe
+    return warmup + int(spec["iterations"]), spe
 
-    def grads_of(x, y, poison):
-        with tf.GradientTape() as tape:
-            # Each replica averages its own slice; MirroredStrategy sums the
-            # gradients, so dividing by the replica count gives the global mean.
-            loss = loss_fn(model(x, training=True), y) / world
-            if poison:
-                loss = loss * float("nan")
-            target = opt.scale_loss(loss) if scaled else loss
-        return loss, tape.gradient(target, variables)
 
-    if strategy is None:
-        def single(x, y, poison):
-            loss, grads = grads_of(x, y, poison)
-            opt.apply_gradients(zip(grads, variables))  # noqa: B905 - no strict= in 3.6
-            return loss
-        return tf.function(single, jit_compile=xla)
-
-    # The gradient all-reduce inside apply_gradients is a cross-replica call
-    # that XLA cannot compile: only the per-replica forward/backward is jitted.
-    compiled = tf.function(grads_of, jit_compile=xla)
-
-    def replica_step(x, y, poison):
-        loss, grads = compiled(x, y, poison)
-        opt.apply_gradients(zip(grads, variables))  # noqa: B905 - no strict= in 3.6
-        return loss
-
-    @tf.function
-    def step(x, y, poison):
-        losses = strategy.run(replica_step, args=(x, y, poison))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
-
-    return step
+def _eval_after(spec, step, total, spe):
+    every = spec.get("eval_every")
+    if every is None:
+        return False
+    if step == total - 1:
+        return True
+    n = spe if every == "epoch" else int(every)
+    return (step + 1) % n == 0
 
 
 def run(spec, reporter):
@@ -196,6 +165,8 @@ def run(spec, reporter):
     scaled = _precision(spec, kind)
     tf.keras.utils.set_random_seed(int(spec["seed"]))
     name = spec["model"]
+    inference = spec.get("mode") == "inference"
+    host = spec.get("data_loader") == "host"
     reporter.hello(
         "tensorflow", tf.__version__, label, threads, blas=_blas(),
         keras_version=getattr(tf.keras, "__version__", None),
@@ -206,7 +177,8 @@ def run(spec, reporter):
         inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
         xla=xla, gpu_memory_growth=gpu_facts.get("gpu_memory_growth", False),
         precision_policy=tf.keras.mixed_precision.global_policy().name,
-        cpu_affinity=pinned, world_size=world,
+        cpu_affinity=pinned, world_size=world, mode="inference" if inference else "train",
+        data_loader="host" if host else "device",
     )
     device = "/gpu:0" if kind == "gpu" else "/cpu:0"
     with strategy.scope() if strategy is not None else tf.device(device):
@@ -215,32 +187,129 @@ def run(spec, reporter):
                        tf_models.training_flops_per_sample(name, model))
         if inject == "oom":
             raise MemoryError("injected allocation failure (inject = \"oom\")")
-        opt = tf.keras.optimizers.SGD(learning_rate=float(spec["lr"]),
-                                      momentum=float(spec["momentum"]))
-        if scaled:
-            opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
-        # Create the optimizer's variables now, outside the traced step.
-        opt.build(model.trainable_variables)
-    next_batch = _batches(spec, strategy, world, device)
-    train = _train_step(model, opt, tf_models.loss_fn(name), strategy, world, scaled, xla)
-    state = {"i": 0}
+        opt = None
+        if not inference:
+            opt = tf_train.optimizer(spec)
+            if scaled:
+                opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
+            # Create the optimizer's variables now, outside the traced step.
+            opt.build(model.trainable_variables)
 
-    def step():
+    train_xy = test_xy = data_kind = None
+    if spec["data"] == "real":
+        train_xy, test_xy, data_kind = _real(spec, world)
+        if spec.get("eval_every") is not None and test_xy is None:
+            raise proto.Unsupported("eval_every needs the test files of %s in %s: %s not found"
+                                    % (data_kind, spec["data_dir"], TEST_FILES[data_kind]))
+    n_train = None if train_xy is None else len(train_xy[0])
+    total, spe = _plan(spec, n_train, world)
+    _send(reporter, "plan", iterations=total, steps_per_epoch=spe if spec.get("epochs") else None,
+          epochs=spec.get("epochs"), n_train=n_train,
+          n_test=None if test_xy is None else len(test_xy[0]))
+    if train_xy is None:
+        source = tf_data.synthetic(spec, strategy, world, device, host)
+    else:
+        order = tf_data.Order(n_train, int(spec["per_device_batch"]) * world,
+                              bool(spec.get("shuffle")), int(spec["seed"]))
+        source = tf_data.real(spec, strategy, world, device, train_xy[0], train_xy[1], order,
+                              total, int(spec.get("loader_workers") or 0), host)
+    if inference:
+        forward = tf_train.forward_step(model, strategy, xla)
+
+        def work(i, poison):
+            x, _ = source.batch(i)
+            float(forward(x).numpy())  # waits for the forward pass
+            return None
+    else:
+        train = tf_train.train_step(model, opt, tf_models.loss_fn(name), strategy, world,
+                                    scaled, xla)
+
+        def work(i, poison):
+            x, y = source.batch(i)
+            return float(train(x, y, poison).numpy())  # the host needs the value: waits
+
+    evaluate = None
+    if spec.get("eval_every") is not None and not inference:
+        evaluate = _evaluator(spec, reporter, model, test_xy, data_kind, spe, world)
+    measured = _loop(spec, reporter, work, total, spe, evaluate, inject)
+    if spec.get("op_profile"):
+        import tf_profile
+
+        tf_profile.profile(reporter, lambda i: work(i, False), total, kind, spec)
+    return measured
+
+
+def _send(reporter, event, **fields):
+    method = getattr(reporter, event, None)
+    if method is not None:
+        method(**fields)
+    else:
+        reporter.emit(event, **fields)
+
+
+def _loop(spec, reporter, work, total, spe, evaluate, inject):
+    """Run, time and report every step; evaluate where the plan says; measured count."""
+    warmup = int(spec["warmup"])
+    samples = int(spec["samples_per_iter"])
+    clock = time.perf_counter
+    train_s = 0.0
+    for i in range(total):
         # Fault hooks fire at the start of the second step, after the first
         # iteration has been reported.
-        if state["i"] == 1 and inject == "hang":
+        if i == 1 and inject == "hang":
             while True:
                 time.sleep(60)
-        if state["i"] == 1 and inject == "crash":
+        if i == 1 and inject == "crash":
             sys.stdout.flush()
             os._exit(1)
-        x, y = next_batch()
-        loss = train(x, y, inject == "nan" and state["i"] == 2)
-        value = float(loss.numpy())  # waits for the step: the host needs the value
-        state["i"] += 1
-        return value
+        t0 = clock()
+        loss = work(i, inject == "nan" and i == 2)
+        dt = clock() - t0
+        train_s += dt
+        reporter.iteration(i, dt, samples, i < warmup, loss)
+        if loss is not None and not math.isfinite(loss):
+            raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, i))
+        if evaluate is not None and _eval_after(spec, i, total, spe):
+            evaluate(i, train_s)
+    return total - warmup
 
-    return proto.measure(step, spec, reporter)
+
+def _evaluator(spec, reporter, model, test_xy, data_kind, spe, world):
+    """``evaluate(step, train_s)``: the whole test set, forward only; sends ``eval``."""
+    step_fn = tf_train.eval_step(model)
+    batch = int(spec["per_device_batch"]) * world
+    device = "/gpu:0" if spec["device"]["kind"] == "gpu" else "/cpu:0"
+
+    def evaluate(i, train_s):
+        t0 = time.perf_counter()
+        loss_sum, hits, count = 0.0, 0, 0
+        for x, y in tf_data.test_batches(test_xy[0], test_xy[1], batch):
+            with tf.device(device):
+                lsum, h, c = step_fn(tf.convert_to_tensor(x), tf.convert_to_tensor(y))
+            loss_sum += float(lsum.numpy())
+            hits += int(h.numpy())
+            count += int(c.numpy())
+        eval_s = time.perf_counter() - t0
+        mean = loss_sum / max(count, 1)
+        lstm = data_kind == "ptb"
+        _send(reporter, "eval", index=i, epoch=(i + 1) / float(spe) if spe else None,
+              accuracy=None if lstm else hits / float(max(count, 1)),
+              perplexity=_finite(_exp(mean)) if lstm else None,
+              loss=_finite(mean), eval_s=eval_s,
+              train_s=train_s, samples=len(test_xy[0]))
+    return evaluate
+
+
+def _finite(x):
+    # JSON has no NaN/inf: the protocol sends them as strings.
+    return x if math.isfinite(x) else str(x)
+
+
+def _exp(x):
+    try:
+        return math.exp(x)
+    except OverflowError:
+        return float("inf")
 
 
 if __name__ == "__main__":

@@ -48,9 +48,11 @@ def _torch_adam_step(opt, gradient, variable, learning_rate, l2):
     dtype = variable.dtype
     lr = ops.cast(learning_rate, dtype)
     g = _with_l2(gradient, variable, l2)
-    t = ops.cast(opt.iterations + 1, dtype)
-    bc1 = 1.0 - ops.power(ops.cast(opt.beta_1, dtype), t)
-    bc2 = 1.0 - ops.power(ops.cast(opt.beta_2, dtype), t)
+    # Bias corrections in float64, as PyTorch computes them in Python: 1 - 0.999^t from
+    # a float32 beta_2 is off by 1e-5 relative at t = 1.
+    t = tf.cast(opt.iterations + 1, tf.float64)
+    bc1 = ops.cast(1.0 - tf.pow(tf.constant(opt.beta_1, tf.float64), t), dtype)
+    bc2 = ops.cast(1.0 - tf.pow(tf.constant(opt.beta_2, tf.float64), t), dtype)
     index = opt._get_variable_index(variable)
     m, v = opt._momentums[index], opt._velocities[index]
     opt.assign_add(m, ops.multiply(ops.subtract(g, m), 1.0 - opt.beta_1))

@@ -129,6 +129,8 @@ def _real(spec, world):
     return arrays[0], arrays[1], kind
 
 
+PROFILE_STEPS = 5  # tf_profile.PROFILE_STEPS, without importing the profiler for every run
+
 TEST_FILES = {"mnist": "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte",
               "cifar10": "test_batch", "ptb": "ptb.valid.txt"}
 
@@ -212,7 +214,8 @@ def run(spec, reporter):
         order = tf_data.Order(n_train, int(spec["per_device_batch"]) * world,
                               bool(spec.get("shuffle")), int(spec["seed"]))
         source = tf_data.real(spec, strategy, world, device, train_xy[0], train_xy[1], order,
-                              total, int(spec.get("loader_workers") or 0), host)
+                              total + (PROFILE_STEPS if spec.get("op_profile") else 0),
+                              int(spec.get("loader_workers") or 0), host)
     if inference:
         forward = tf_train.forward_step(model, strategy, xla)
 
@@ -235,7 +238,7 @@ def run(spec, reporter):
     if spec.get("op_profile"):
         import tf_profile
 
-        tf_profile.profile(reporter, lambda i: work(i, False), total, kind, spec)
+        tf_profile.profile(reporter, lambda i: work(i, False), total, kind, _send)
     return measured
 
 

@@ -191,6 +191,31 @@ def foreign_sqlite() -> Callable[[Path, str], Path]:
     return write
 
 
+SynthData = Callable[[str], Path]
+"""``synth_data(kind)`` -> the directory of a generated data set (mnist, cifar10, ptb)."""
+
+
+@pytest.fixture(scope="session")
+def synth_data(tmp_path_factory: pytest.TempPathFactory) -> SynthData:
+    """Small learnable data sets in the real formats (dltop.datagen), generated once per
+    session and kind with the default sizes and seed 0. Treat the directories as read-only:
+    every test of the session shares them."""
+    made: dict[str, Path] = {}
+    lock = threading.Lock()
+
+    def get(kind: str) -> Path:
+        from dltop import datagen
+
+        with lock:
+            if kind not in made:
+                out = tmp_path_factory.mktemp(f"synth-{kind}")
+                datagen.synth(kind, out, seed=0)
+                made[kind] = out
+            return made[kind]
+
+    return get
+
+
 # framework markers ---------------------------------------------------------------------
 @functools.cache
 def missing_reason(framework: str) -> str | None:

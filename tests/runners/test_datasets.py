@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,66 @@ def test_cifar_wrong_array_kinds_are_refused(tmp_path: Path) -> None:
                                                              protocol=2))
         with pytest.raises(ValueError, match=why):
             datasets.read_cifar10(str(tmp_path))
+
+
+def test_real_split_reads_the_standard_test_files(synth_data: Callable[[str], Path]) -> None:
+    kind, shape, train, test = datasets.real_split("fcn-r", str(synth_data("mnist")))
+    assert (kind, shape, train[2], test[2]) == ("mnist", (784,), 6000, 1000)
+    assert len(train[0]) == 6000 * 784 and len(test[1]) == 1000
+    assert set(test[1]) == set(range(10))
+    kind, shape, train, test = datasets.real_split("lenet", str(synth_data("mnist")))
+    assert shape == (1, 28, 28) and test is not None
+    kind, shape, train, test = datasets.real_split("resnet-56", str(synth_data("cifar10")))
+    assert (kind, shape, train[2], test[2]) == ("cifar10", (3, 32, 32), 5000, 1000)
+    assert len(train[0]) == 5000 * 3072 and len(test[0]) == 1000 * 3072
+    _, shape, _, test = datasets.real_split("resnet-50", str(synth_data("cifar10")), input_size=32)
+    assert shape == (3, 32, 32) and test is not None
+
+
+def test_real_split_ptb_evaluates_on_valid_text_with_the_training_vocabulary(
+        tmp_path: Path) -> None:
+    (tmp_path / "ptb.train.txt").write_text(" ".join(f"w{i % 40}" for i in range(200)) + "\n")
+    (tmp_path / "ptb.test.txt").write_text(" ".join("w1 zz" for _ in range(40)) + "\n")
+    kind, shape, train, test = datasets.real_split("lstm", str(tmp_path))
+    ids, vocab = datasets.read_ptb(str(tmp_path))
+    assert (kind, shape, train[2]) == ("ptb", (32,), 6)
+    assert train[0] == ids[:192] and train[1] == ids[1:193]
+    # no ptb.valid.txt: the test text; its unknown word zz is <unk> of the training vocabulary
+    assert test[2] == 2 and test[0][:2] == [vocab.index("w1"), vocab.index("<unk>")]
+    (tmp_path / "ptb.valid.txt").write_text(" ".join("w2" for _ in range(40)) + "\n")
+    _, _, _, test = datasets.real_split("lstm", str(tmp_path))
+    assert test[2] == 1 and set(test[0]) == {vocab.index("w2")}
+
+
+def test_real_split_without_test_files(tmp_path: Path) -> None:
+    import dltop_protocol
+
+    write_mnist(tmp_path, n=5)
+    _, _, train, test = datasets.real_split("fcn-r", str(tmp_path))
+    assert (train[2], test) == (5, None)
+    with pytest.raises(dltop_protocol.Unsupported, match=r"t10k-images-idx3-ubyte not found"):
+        datasets.real_split("fcn-r", str(tmp_path), need_test=True)
+    write_cifar_python(tmp_path, n=3)
+    with pytest.raises(dltop_protocol.Unsupported, match=r"test_batch not found"):
+        datasets.real_split("alexnet-r", str(tmp_path), need_test=True)
+    (tmp_path / "ptb.train.txt").write_text(" ".join(f"w{i}" for i in range(70)) + "\n")
+    with pytest.raises(dltop_protocol.Unsupported, match=r"ptb\.valid\.txt not found"):
+        datasets.real_split("lstm", str(tmp_path), need_test=True)
+    for model, size in (("resnet-50", None), ("vgg16", None), ("resnet-56", 64)):
+        with pytest.raises(dltop_protocol.Unsupported, match="no real data set"):
+            datasets.real_split(model, str(tmp_path), input_size=size)
+
+
+def test_cifar_binary_test_batch(tmp_path: Path) -> None:
+    rec = bytes([3]) + bytes(range(256)) * 12
+    sub = tmp_path / "cifar-10-batches-bin"
+    sub.mkdir()
+    (sub / "data_batch_1.bin").write_bytes(rec * 4)
+    (sub / "test_batch.bin").write_bytes(rec * 2)
+    _, _, train, test = datasets.real_split("alexnet-r", str(tmp_path), need_test=True)
+    assert (train[2], test[2], list(test[1])) == (4, 2, [3, 3])
+
+
+def test_real_data_gives_lenet_images(synth_data: Callable[[str], Path]) -> None:
+    kind, shape, pixels, _ = datasets.real_data("lenet", str(synth_data("mnist")))
+    assert (kind, shape, len(pixels)) == ("mnist", (6000, 1, 28, 28), 6000 * 784)

@@ -45,6 +45,7 @@ COMMANDS: dict[str, str] = {
     "doctor": "info:cmd_doctor", "tui": "viewer:cmd_tui",
     "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",
     "report": "report:cmd_report",
+    "data": "data:cmd_data",
     "serve": "serve:cmd_serve", "exporter": "serve:cmd_exporter",
     **{verb.value: "control:cmd_control" for verb in Control},
 }

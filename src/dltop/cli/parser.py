@@ -113,6 +113,19 @@ def build_parser() -> argparse.ArgumentParser:
                        help="where (default: $DLTOP_CNTK_ENV or ~/.local/share/dltop/envs/cntk)")
     setup.add_argument("--python", default=None, help="a Python 3.6/3.7 interpreter to use")
 
+    data = sub.add_parser("data", help="generated data sets in the real formats (docs/data.md)")
+    data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    synth = data_sub.add_parser("synth", help="write a small learnable data set (MNIST IDX, "
+                                              "CIFAR-10 python batches or PTB text) into DIR")
+    synth.add_argument("kind", choices=["mnist", "cifar10", "ptb"])
+    synth.add_argument("dir", type=Path, metavar="DIR")
+    synth.add_argument("--train", type=int, default=None, metavar="N",
+                       help="training images (PTB: words); default 6000/5000/60000")
+    synth.add_argument("--test", type=int, default=None, metavar="M",
+                       help="test images (PTB: words of valid and of test); default "
+                            "1000/1000/6000")
+    synth.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (0)")
+
     dev = sub.add_parser("devices", help="one snapshot of every GPU and the host")
     dev.add_argument("--json", action="store_true")
     fake_arg(dev)

@@ -20,8 +20,12 @@ import model_catalog
 import safe_pickle
 
 MNIST_FILES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
+MNIST_TEST_FILES = ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
 CIFAR_BATCHES = ["data_batch_%d" % i for i in range(1, 6)]
+CIFAR_TEST_BATCHES = ["test_batch"]
 PTB_TRAIN = "ptb.train.txt"
+PTB_EVAL = ("ptb.valid.txt", "ptb.test.txt")
+"""PTB text evaluated during training: the validation text, else the test text."""
 
 
 def _open(path):
@@ -53,28 +57,30 @@ def read_idx(path, expected_dims):
     return tuple(shape), data
 
 
-def read_mnist(data_dir):
-    """MNIST training set: (n, pixel bytes of n x 28 x 28, label bytes)."""
-    (n, rows, cols), pixels = read_idx(os.path.join(data_dir, MNIST_FILES[0]), 3)
-    (m,), labels = read_idx(os.path.join(data_dir, MNIST_FILES[1]), 1)
+def read_mnist(data_dir, files=MNIST_FILES):
+    """MNIST training set (or ``files`` = ``MNIST_TEST_FILES``, the test set):
+    (n, pixel bytes of n x 28 x 28, label bytes)."""
+    (n, rows, cols), pixels = read_idx(os.path.join(data_dir, files[0]), 3)
+    (m,), labels = read_idx(os.path.join(data_dir, files[1]), 1)
     if (rows, cols) != (28, 28) or n != m:
         raise ValueError("%s: expected n x 28 x 28 images and n labels, got %dx%dx%d and %d"
                          % (data_dir, n, rows, cols, m))
     return n, pixels, labels
 
 
-def read_cifar10(data_dir):
+def read_cifar10(data_dir, batches=CIFAR_BATCHES):
     """CIFAR-10 training batches: (n, pixel bytes of n x 3 x 32 x 32, label bytes).
 
     Reads the python version (``data_batch_N`` pickles) or, when absent, the
     binary version (``data_batch_N.bin``: 1 label byte + 3072 pixel bytes each).
+    ``batches`` = ``CIFAR_TEST_BATCHES`` reads the test set (``test_batch``).
     """
     pixels, labels = bytearray(), bytearray()
-    py = [os.path.join(data_dir, b) for b in CIFAR_BATCHES]
+    py = [os.path.join(data_dir, b) for b in batches]
     bins = [p + ".bin" for p in py]
     sub = os.path.join(data_dir, "cifar-10-batches-bin")
     if not any(os.path.isfile(p) for p in py + bins) and os.path.isdir(sub):
-        bins = [os.path.join(sub, b + ".bin") for b in CIFAR_BATCHES]
+        bins = [os.path.join(sub, b + ".bin") for b in batches]
     if any(os.path.isfile(p) for p in py):
         for path in (p for p in py if os.path.isfile(p)):
             with open(path, "rb") as fh:
@@ -109,20 +115,18 @@ def read_cifar10(data_dir):
                 labels.append(blob[off])
                 pixels += blob[off + 1:off + 3073]
     else:
-        raise ValueError("%s: no CIFAR-10 batches (data_batch_1..5 or data_batch_1..5.bin)"
-                         % data_dir)
+        raise ValueError("%s: no CIFAR-10 batches (%s or %s.bin)"
+                         % (data_dir, _names(batches), _names(batches)))
     if any(v > 9 for v in labels):
         raise ValueError("%s: CIFAR-10 labels must be 0..9" % data_dir)
     return len(labels), bytes(pixels), bytes(labels)
 
 
-def read_ptb(data_dir, vocab_size=10000):
-    """PTB training text as token ids: (ids, vocab). ``<eos>`` ends each line.
+def _names(batches):
+    return batches[0] if len(batches) == 1 else "%s..%s" % (batches[0], batches[-1][-1])
 
-    The vocabulary holds the ``vocab_size`` most frequent words (ties broken
-    alphabetically); the rest map to ``<unk>``.
-    """
-    path = os.path.join(data_dir, PTB_TRAIN)
+
+def _ptb_words(path):
     if not os.path.isfile(path):
         raise ValueError("%s: file not found" % path)
     with open(path, encoding="utf-8") as fh:
@@ -132,6 +136,16 @@ def read_ptb(data_dir, vocab_size=10000):
             words.append("<eos>")
     if not words:
         raise ValueError("%s: empty" % path)
+    return words
+
+
+def read_ptb(data_dir, vocab_size=10000):
+    """PTB training text as token ids: (ids, vocab). ``<eos>`` ends each line.
+
+    The vocabulary holds the ``vocab_size`` most frequent words (ties broken
+    alphabetically); the rest map to ``<unk>``.
+    """
+    words = _ptb_words(os.path.join(data_dir, PTB_TRAIN))
     counts = Counter(words)
     counts["<unk>"] += 0
     ranked = sorted(counts, key=lambda w: (-counts[w], w))
@@ -143,14 +157,30 @@ def read_ptb(data_dir, vocab_size=10000):
     return [index.get(w, unk) for w in words], vocab
 
 
-def dataset_for(model):
-    """Which real data set a model trains on, or None."""
-    return {"fcn-r": "mnist", "alexnet-r": "cifar10", "resnet-56": "cifar10",
-            "lstm": "ptb"}.get(model)
+def read_ptb_eval(path, vocab):
+    """Another PTB text (valid or test) as ids of the training ``vocab`` (unknown: ``<unk>``)."""
+    index = {w: i for i, w in enumerate(vocab)}
+    unk = index["<unk>"]
+    return [index.get(w, unk) for w in _ptb_words(path)]
 
 
-NO_REAL_DATA = ("no real data set for model %s (real data: fcn-r MNIST, "
-                "alexnet-r/resnet-56 CIFAR-10, lstm PTB)")
+def dataset_for(model, input_size=None):
+    """Which real data set a model trains on, or None.
+
+    ResNet-50 has one at ``input_size`` 32 (CIFAR-10, as Liu et al. ran it); a
+    CIFAR model at another ``input_size`` has none (the images are 32 x 32).
+    """
+    if model == "resnet-50":
+        return "cifar10" if input_size == 32 else None
+    kind = {"fcn-r": "mnist", "lenet": "mnist", "alexnet-r": "cifar10",
+            "resnet-56": "cifar10", "lstm": "ptb"}.get(model)
+    if kind == "cifar10" and input_size not in (None, 32):
+        return None
+    return kind
+
+
+NO_REAL_DATA = ("no real data set for model %s (real data: fcn-r and lenet MNIST, "
+                "alexnet-r/resnet-56 CIFAR-10, resnet-50 CIFAR-10 at input_size 32, lstm PTB)")
 
 
 def ptb_windows(data_dir, seq_len):
@@ -180,7 +210,7 @@ def real_data(model, data_dir):
     kind = dataset_for(model)
     if kind == "mnist":
         n, pixels, labels = read_mnist(data_dir)
-        return kind, (n, 784), pixels, labels
+        return kind, (n,) + _mnist_shape(model), pixels, labels
     if kind == "cifar10":
         n, pixels, labels = read_cifar10(data_dir)
         return kind, (n, 3, 32, 32), pixels, labels
@@ -189,6 +219,101 @@ def real_data(model, data_dir):
         n, ids = ptb_windows(data_dir, seq_len)
         return kind, (n, seq_len), ids[:n * seq_len], ids[1:n * seq_len + 1]
     raise dltop_protocol.Unsupported(NO_REAL_DATA % model)
+
+
+def _mnist_shape(model):
+    return (1, 28, 28) if model == "lenet" else (784,)
+
+
+def _first_present(data_dir, names):
+    for name in names:
+        path = os.path.join(data_dir, name)
+        if os.path.isfile(path) or os.path.isfile(path + ".gz"):
+            return path
+    return None
+
+
+def test_file(kind, data_dir):
+    """The test (evaluation) file a data set reads first: whether present, and its name.
+
+    Returns ``(path, present)``; the path names the file to report when absent.
+    """
+    if kind == "mnist":
+        names = MNIST_TEST_FILES
+        missing = [n for n in names if _first_present(data_dir, [n]) is None]
+        return os.path.join(data_dir, (missing or names)[0]), not missing
+    if kind == "cifar10":
+        names = ["test_batch", "test_batch.bin", os.path.join("cifar-10-batches-bin",
+                                                              "test_batch.bin")]
+        found = _first_present(data_dir, names)
+        return found or os.path.join(data_dir, "test_batch"), found is not None
+    found = _first_present(data_dir, PTB_EVAL)
+    return found or os.path.join(data_dir, PTB_EVAL[0]), found is not None
+
+
+def real_split(model, data_dir, input_size=None, need_test=False):
+    """The model's real data set split into training and test samples, raw.
+
+    The test samples come from the standard test files: MNIST ``t10k-*``, CIFAR-10
+    ``test_batch`` (python or ``.bin``), PTB ``ptb.valid.txt`` (the text evaluated
+    during training, as usual for PTB; ``ptb.test.txt`` when there is no valid text).
+
+    Args:
+        model: a model name with a real data set (:func:`dataset_for`).
+        data_dir: the directory holding the files.
+        input_size: the ResNets' image side (32 gives resnet-50 CIFAR-10).
+        need_test: raise when the test files are absent (a run that evaluates).
+
+    Returns:
+        ``(kind, shape, train, test)``: ``shape`` is ONE sample's shape, ``(784,)``
+        (fcn-r), ``(1, 28, 28)`` (lenet), ``(3, 32, 32)`` (CIFAR-10, channels first
+        as stored) or ``(SEQ_LEN,)`` (PTB). ``train`` and ``test`` are ``(inputs,
+        labels, n)`` like :func:`real_data` returns them: pixel bytes and label
+        bytes, or for PTB lists of ``n * SEQ_LEN`` ids with the labels one token
+        ahead (test ids use the training vocabulary). ``test`` is None when its
+        files are absent and ``need_test`` is false.
+
+    Raises:
+        dltop_protocol.Unsupported: the model has no real data set, or
+            ``need_test`` and the test file (named) is absent.
+        ValueError: a file is missing or malformed.
+    """
+    kind = dataset_for(model, input_size)
+    if kind is None:
+        raise dltop_protocol.Unsupported(NO_REAL_DATA % model)
+    path, present = test_file(kind, data_dir)
+    if not present and need_test:
+        raise dltop_protocol.Unsupported(
+            "evaluation needs the %s test set: %s not found (also tried %s.gz)"
+            % (kind, path, path) if kind == "mnist" else
+            "evaluation needs the %s test set: %s not found" % (kind, path))
+    if kind == "mnist":
+        n, pixels, labels = read_mnist(data_dir)
+        train = (pixels, labels, n)
+        test = None
+        if present:
+            m, tpix, tlab = read_mnist(data_dir, MNIST_TEST_FILES)
+            test = (tpix, tlab, m)
+        return kind, _mnist_shape(model), train, test
+    if kind == "cifar10":
+        n, pixels, labels = read_cifar10(data_dir)
+        test = None
+        if present:
+            m, tpix, tlab = read_cifar10(data_dir, CIFAR_TEST_BATCHES)
+            test = (tpix, tlab, m)
+        return kind, (3, 32, 32), (pixels, labels, n), test
+    seq_len = model_catalog.SEQ_LEN
+    ids, vocab = read_ptb(data_dir)
+    train = _windows(ids, seq_len, os.path.join(data_dir, PTB_TRAIN))
+    test = _windows(read_ptb_eval(path, vocab), seq_len, path) if present else None
+    return kind, (seq_len,), train, test
+
+
+def _windows(ids, seq_len, path):
+    n = (len(ids) - 1) // seq_len
+    if n < 1:
+        raise ValueError("%s: PTB text shorter than one sequence" % path)
+    return ids[:n * seq_len], ids[1:n * seq_len + 1], n
 
 
 def batches(inputs, labels, batch, data_dir, convert):

@@ -10,7 +10,9 @@ objects, one per line, each with ``"v": 1`` and an ``"event"`` name:
 - ``hello``: framework, framework_version, python_version, device, threads, pid, extra facts
 - ``model``: param_count, flops_per_sample (or null)
 - ``iter``: index, seconds, samples, warmup, loss, t_mono_ns (end of step)
-- ``eval``: accuracy, loss
+- ``plan``: iterations (total steps, warm-up included), steps_per_epoch, epochs, n_train, n_test
+- ``eval``: index, epoch, accuracy, perplexity, loss, eval_s, train_s, samples
+- ``profile``: steps, step_ms, device, ops (at most 40, by self time)
 - ``done``: iterations (measured, warm-up excluded)
 - ``error``: kind (oom | unsupported | diverged | crash), message
 
@@ -79,15 +81,68 @@ class Reporter(object):
     def iteration(self, index, seconds, samples, warmup, loss, t_mono_ns=None):
         """``t_mono_ns``: the step's end (``time.monotonic``, ns); now when not given."""
         self.emit("iter", index=index, seconds=seconds, samples=samples, warmup=bool(warmup),
-                  loss=loss if loss is None or math.isfinite(loss) else str(loss),
+                  loss=_loss(loss),
                   t_mono_ns=int(time.monotonic() * 1e9) if t_mono_ns is None
                   else int(t_mono_ns))
+
+    def plan(self, iterations, steps_per_epoch=None, epochs=None, n_train=None, n_test=None):
+        """Sent once after ``model``, before the first ``iter``: the steps the run will take."""
+        self.emit("plan", iterations=int(iterations), steps_per_epoch=_opt_int(steps_per_epoch),
+                  epochs=_opt_int(epochs), n_train=_opt_int(n_train), n_test=_opt_int(n_test))
+
+    def eval(self, index, epoch, accuracy, perplexity, loss, eval_s, train_s, samples):
+        """One evaluation on the test set after training step ``index``.
+
+        ``train_s`` excludes every evaluation; ``loss`` may be non-finite (sent as a string).
+        """
+        self.emit("eval", index=int(index), epoch=None if epoch is None else float(epoch),
+                  accuracy=_opt_float(accuracy), perplexity=_opt_float(perplexity),
+                  loss=_loss(loss), eval_s=float(eval_s), train_s=float(train_s),
+                  samples=int(samples))
+
+    def profile(self, steps, step_ms, device, ops):
+        """The per-operator profile of ``steps`` extra steps; ``ops`` dicts as in the protocol."""
+        ops = sorted(ops, key=_op_key(device))[:MAX_PROFILE_OPS]
+        self.emit("profile", steps=int(steps), step_ms=float(step_ms), device=device,
+                  ops=[{"name": str(op["name"]), "calls": int(op["calls"]),
+                        "self_cpu_ms": float(op["self_cpu_ms"]),
+                        "self_device_ms": _opt_float(op.get("self_device_ms")),
+                        "total_ms": float(op["total_ms"]),
+                        "shapes": None if op.get("shapes") is None else str(op["shapes"])}
+                       for op in ops])
 
     def done(self, iterations):
         self.emit("done", iterations=iterations)
 
     def error(self, kind, message):
         self.emit("error", kind=kind, message=message[-4000:])
+
+
+MAX_PROFILE_OPS = 40
+"""Operators a ``profile`` event carries at most."""
+
+
+def _opt_int(value):
+    return None if value is None else int(value)
+
+
+def _opt_float(value):
+    # JSON has no NaN: a non-finite metric is sent as its string, like iter.loss.
+    if value is None:
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else str(value)
+
+
+def _loss(loss):
+    return loss if loss is None or math.isfinite(loss) else str(loss)
+
+
+def _op_key(device):
+    def key(op):
+        own = op.get("self_device_ms") if device == "cuda" else None
+        return -(own if own is not None else op["self_cpu_ms"])
+    return key
 
 
 def cpu_name():

@@ -2,7 +2,8 @@
 
 Valid Python 3.6 (child side). A source's ``batch(step)`` returns the step's
 global batch ``(x, y)`` ready for the compiled step (split per replica under
-a strategy). Real data follows the training order of the convergence plan:
+a strategy). Real data follows the training order of the convergence plan
+(``convergence.EpochOrder``, the same order in every framework for a seed):
 step ``s`` is batch ``s % steps_per_epoch`` of epoch ``s // steps_per_epoch``
 (drop last), the order reshuffled each epoch when ``shuffle`` is on.
 
@@ -20,35 +21,23 @@ import tensorflow as tf
 import tf_models
 
 
-def as_arrays(kind, inputs, labels, n):
-    """Raw data set bytes / id lists as numpy ``(x, y)``: images NHWC float32 in [0, 1]."""
+def as_arrays(kind, shape, part):
+    """One raw split ``(inputs, labels, n)`` as numpy ``(x, y)``: images NHWC float32 in [0, 1].
+
+    ``shape`` is one sample's shape as ``datasets.real_split`` gives it (images
+    channels first, as stored).
+    """
+    inputs, labels, n = part
     if kind == "ptb":
-        x = np.asarray(inputs, dtype=np.int32).reshape(n, -1)
-        y = np.asarray(labels, dtype=np.int32).reshape(n, -1)
+        x = np.asarray(inputs, dtype=np.int32).reshape((n,) + tuple(shape))
+        y = np.asarray(labels, dtype=np.int32).reshape((n,) + tuple(shape))
         return x, y
-    x = np.frombuffer(inputs, dtype=np.uint8)
-    if kind == "cifar10":
-        x = x.reshape(n, 3, 32, 32).transpose(0, 2, 3, 1)
-    else:
-        x = x.reshape(n, x.size // n)
+    x = np.frombuffer(inputs, dtype=np.uint8).reshape((n,) + tuple(shape))
+    if len(shape) == 3:
+        x = x.transpose(0, 2, 3, 1)
     x = np.ascontiguousarray(x, dtype=np.float32) / 255.0
     y = np.frombuffer(labels, np.uint8).astype(np.int32)
     return x, y
-
-
-def shaped_for(model, x):
-    """Reshape flat 784-pixel MNIST images for a model that takes 28x28x1 (LeNet)."""
-    shape = tf_models.INPUT_SHAPES.get(model)
-    if shape is not None and x.ndim == 2 and len(shape) == 3 and x.dtype == np.float32:
-        return x.reshape((x.shape[0],) + tuple(shape))
-    return x
-
-
-def epoch_order(n, shuffle, seed, epoch):
-    """Sample order of one epoch: reshuffled with seed ``seed + epoch`` when ``shuffle``."""
-    if not shuffle:
-        return np.arange(n)
-    return np.random.RandomState(seed + epoch).permutation(n)
 
 
 class Source(object):
@@ -98,25 +87,17 @@ def synthetic(spec, strategy, world, device, host):
 
 
 class Order(object):
-    """Which training samples each step uses (drop last, per-epoch order)."""
+    """Which training samples step ``s`` uses: ``convergence.EpochOrder`` as numpy indices."""
 
-    def __init__(self, n, batch, shuffle, seed):
-        if n < batch:
-            raise ValueError("the training set has %d samples, fewer than the batch %d"
-                             % (n, batch))
-        self.n, self.batch, self.shuffle, self.seed = n, batch, shuffle, seed
-        self.steps_per_epoch = n // batch
-        self._cached = (None, None)
+    def __init__(self, epoch_order, batch, steps_per_epoch):
+        self._order, self._batch, self._spe = epoch_order, batch, steps_per_epoch
 
     def indices(self, step):
-        epoch, pos = divmod(step, self.steps_per_epoch)
-        if self._cached[0] != epoch:
-            self._cached = (epoch, epoch_order(self.n, self.shuffle, self.seed, epoch))
-        return self._cached[1][pos * self.batch:(pos + 1) * self.batch]
+        return np.asarray(self._order.batch(step, self._batch, self._spe), dtype=np.int64)
 
     def matrix(self, steps):
         """Every step's indices, ``steps x batch`` (for a tf.data pipeline)."""
-        return np.stack([self.indices(s) for s in range(steps)]).astype(np.int64)
+        return np.stack([self.indices(s) for s in range(steps)])
 
 
 def real(spec, strategy, world, device, x, y, order, steps, workers, host):
@@ -162,7 +143,3 @@ def _pipeline(x, y, order, steps, workers, device):
     return from_pipeline
 
 
-def test_batches(x, y, batch):
-    """The test set in order as host slices of at most ``batch`` samples."""
-    for i in range(0, len(x), batch):
-        yield x[i:i + batch], y[i:i + batch]

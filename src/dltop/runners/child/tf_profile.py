@@ -31,11 +31,11 @@ PROFILE_STEPS = 5
 MAX_OPS = 40
 
 
-def profile(reporter, step, first, kind, emit):
+def profile(reporter, step, first, kind):
     """Profile ``step(i)`` for ``i`` in ``first .. first + PROFILE_STEPS - 1``; send ``profile``.
 
-    ``emit(reporter, "profile", **fields)`` sends the event. Nothing is sent when
-    the trace has no op events (e.g. the profiler is unavailable in this build).
+    Nothing is sent when the trace has no op events (e.g. a build without the
+    profiler): no event rather than an empty or made-up one.
     """
     logdir = tempfile.mkdtemp(prefix="dltop-tfprof-")
     try:
@@ -56,7 +56,7 @@ def profile(reporter, step, first, kind, emit):
         shutil.rmtree(logdir, ignore_errors=True)
     if not ops:
         return
-    emit(reporter, "profile", steps=PROFILE_STEPS,
+    reporter.profile(steps=PROFILE_STEPS,
          step_ms=1000.0 * sum(seconds) / len(seconds),
          device="cuda" if kind == "gpu" else "cpu", ops=ops)
 

@@ -34,6 +34,7 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
                            % (sys.executable, exc))
     sys.exit(proto.EXIT_ERROR)
 
+import convergence
 import tf_data
 import tf_models
 import tf_train
@@ -104,56 +105,21 @@ def _precision(spec, kind):
     return precision == "fp16"
 
 
-def _real(spec, world):
-    """Real data as numpy arrays: ``(train (x, y), test (x, y) or None, test files)``."""
+def _real(spec, need_test):
+    """Real data as numpy arrays: ``(kind, train (x, y), test (x, y) or None)``."""
     import datasets
 
-    model, data_dir = spec["model"], spec["data_dir"]
-    split = getattr(datasets, "real_split", None)
-    if split is not None:
-        kind, _shape, train, test = split(model, data_dir, spec.get("input_size"))
-    else:  # before the train/test split existed: the training files only
-        kind, _shape, inputs, labels = datasets.real_data(model, data_dir)
-        train, test = (inputs, labels, _shape[0]), None
-    batch = int(spec["per_device_batch"]) * world
-    if train[2] < batch:
-        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
-                         % (data_dir, train[2], batch))
-    arrays = []
-    for part in (train, test):
-        if part is None:
-            arrays.append(None)
-            continue
-        x, y = tf_data.as_arrays(kind, *part)
-        arrays.append((tf_data.shaped_for(model, x), y))
-    return arrays[0], arrays[1], kind
+    kind, shape, train, test = datasets.real_split(spec["model"], spec["data_dir"],
+                                                   spec.get("input_size"), need_test=need_test)
+    return (kind, tf_data.as_arrays(kind, shape, train),
+            None if test is None else tf_data.as_arrays(kind, shape, test))
 
 
-PROFILE_STEPS = 5  # tf_profile.PROFILE_STEPS, without importing the profiler for every run
-
-TEST_FILES = {"mnist": "t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte",
-              "cifar10": "test_batch", "ptb": "ptb.valid.txt"}
-
-
-def _plan(spec, n_train, world):
-    """``(total steps, steps per epoch or None)`` of this run."""
-    warmup = int(spec["warmup"])
-    if spec.get("mode") == "inference":
-        return warmup + int(spec["iterations"]), None
-    spe = None if n_train is None else n_train // (int(spec["per_device_batch"]) * world)
-    if spec.get("epochs"):
-        return int(spec["epochs"]) * spe, spe
-    return warmup + int(spec["iterations"]), spe
-
-
-def _eval_after(spec, step, total, spe):
-    every = spec.get("eval_every")
-    if every is None:
-        return False
-    if step == total - 1:
-        return True
-    n = spe if every == "epoch" else int(every)
-    return (step + 1) % n == 0
+def _build(name, spec):
+    input_size = spec.get("input_size")
+    if input_size is None:
+        return tf_models.build(name)
+    return tf_models.build(name, input_size=int(input_size))
 
 
 def run(spec, reporter):
@@ -179,12 +145,11 @@ def run(spec, reporter):
         inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
         xla=xla, gpu_memory_growth=gpu_facts.get("gpu_memory_growth", False),
         precision_policy=tf.keras.mixed_precision.global_policy().name,
-        cpu_affinity=pinned, world_size=world, mode="inference" if inference else "train",
-        data_loader="host" if host else "device",
+        cpu_affinity=pinned, world_size=world,
     )
     device = "/gpu:0" if kind == "gpu" else "/cpu:0"
     with strategy.scope() if strategy is not None else tf.device(device):
-        model = tf_models.build(name)
+        model = _build(name, spec)
         reporter.model(tf_models.param_count(model),
                        tf_models.training_flops_per_sample(name, model))
         if inject == "oom":
@@ -197,24 +162,27 @@ def run(spec, reporter):
             # Create the optimizer's variables now, outside the traced step.
             opt.build(model.trainable_variables)
 
+    batch = int(spec["per_device_batch"]) * world
+    evaluating = spec.get("eval_every") is not None and not inference
     train_xy = test_xy = data_kind = None
     if spec["data"] == "real":
-        train_xy, test_xy, data_kind = _real(spec, world)
-        if spec.get("eval_every") is not None and test_xy is None:
-            raise proto.Unsupported("eval_every needs the test files of %s in %s: %s not found"
-                                    % (data_kind, spec["data_dir"], TEST_FILES[data_kind]))
+        data_kind, train_xy, test_xy = _real(spec, evaluating)
     n_train = None if train_xy is None else len(train_xy[0])
-    total, spe = _plan(spec, n_train, world)
-    _send(reporter, "plan", iterations=total, steps_per_epoch=spe if spec.get("epochs") else None,
-          epochs=spec.get("epochs"), n_train=n_train,
-          n_test=None if test_xy is None else len(test_xy[0]))
+    if n_train is not None and n_train < batch:
+        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
+                         % (spec["data_dir"], n_train, batch))
+    plan = convergence.Plan(n_train, batch, None if inference else spec.get("epochs"),
+                            spec["iterations"], spec["warmup"],
+                            spec.get("eval_every") if evaluating else None)
+    plan.report(reporter, None if test_xy is None else len(test_xy[0]))
+    profiling = bool(spec.get("op_profile"))
     if train_xy is None:
         source = tf_data.synthetic(spec, strategy, world, device, host)
     else:
-        order = tf_data.Order(n_train, int(spec["per_device_batch"]) * world,
-                              bool(spec.get("shuffle")), int(spec["seed"]))
+        order = tf_data.Order(convergence.EpochOrder(n_train, spec.get("shuffle"), spec["seed"]),
+                              batch, plan.steps_per_epoch)
         source = tf_data.real(spec, strategy, world, device, train_xy[0], train_xy[1], order,
-                              total + (PROFILE_STEPS if spec.get("op_profile") else 0),
+                              plan.total_steps + (PROFILE_STEPS if profiling else 0),
                               int(spec.get("loader_workers") or 0), host)
     if inference:
         forward = tf_train.forward_step(model, strategy, xla)
@@ -232,31 +200,25 @@ def run(spec, reporter):
             return float(train(x, y, poison).numpy())  # the host needs the value: waits
 
     evaluate = None
-    if spec.get("eval_every") is not None and not inference:
-        evaluate = _evaluator(spec, reporter, model, test_xy, data_kind, spe, world)
-    measured = _loop(spec, reporter, work, total, spe, evaluate, inject)
-    if spec.get("op_profile"):
+    if evaluating:
+        evaluate = _evaluator(model, test_xy, data_kind == "ptb", batch, device)
+    _loop(spec, reporter, plan, work, evaluate, inject)
+    if profiling:
         import tf_profile
 
-        tf_profile.profile(reporter, lambda i: work(i, False), total, kind, _send)
-    return measured
+        tf_profile.profile(reporter, lambda i: work(i, False), plan.total_steps, kind)
+    return plan.measured_steps
 
 
-def _send(reporter, event, **fields):
-    method = getattr(reporter, event, None)
-    if method is not None:
-        method(**fields)
-    else:
-        reporter.emit(event, **fields)
+PROFILE_STEPS = 5  # tf_profile.PROFILE_STEPS, without importing the profiler for every run
 
 
-def _loop(spec, reporter, work, total, spe, evaluate, inject):
-    """Run, time and report every step; evaluate where the plan says; measured count."""
-    warmup = int(spec["warmup"])
+def _loop(spec, reporter, plan, work, evaluate, inject):
+    """Run, time and report every step; evaluate (outside the training clock) as planned."""
     samples = int(spec["samples_per_iter"])
-    clock = time.perf_counter
-    train_s = 0.0
-    for i in range(total):
+    perf = time.perf_counter
+    clock = convergence.TrainClock()
+    for i in range(plan.total_steps):
         # Fault hooks fire at the start of the second step, after the first
         # iteration has been reported.
         if i == 1 and inject == "hang":
@@ -265,54 +227,34 @@ def _loop(spec, reporter, work, total, spe, evaluate, inject):
         if i == 1 and inject == "crash":
             sys.stdout.flush()
             os._exit(1)
-        t0 = clock()
+        clock.start()
+        t0 = perf()
         loss = work(i, inject == "nan" and i == 2)
-        dt = clock() - t0
-        train_s += dt
-        reporter.iteration(i, dt, samples, i < warmup, loss)
+        dt = perf() - t0
+        reporter.iteration(i, dt, samples, plan.is_warmup(i), loss)
         if loss is not None and not math.isfinite(loss):
             raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, i))
-        if evaluate is not None and _eval_after(spec, i, total, spe):
-            evaluate(i, train_s)
-    return total - warmup
+        if evaluate is not None and plan.eval_after(i):
+            convergence.send_eval(reporter, plan, i, clock, evaluate)
 
 
-def _evaluator(spec, reporter, model, test_xy, data_kind, spe, world):
-    """``evaluate(step, train_s)``: the whole test set, forward only; sends ``eval``."""
+def _evaluator(model, test_xy, language_model, batch, device):
+    """``evaluate() -> (mean loss, accuracy or None, samples)`` over the whole test set."""
     step_fn = tf_train.eval_step(model)
-    batch = int(spec["per_device_batch"]) * world
-    device = "/gpu:0" if spec["device"]["kind"] == "gpu" else "/cpu:0"
+    x, y = test_xy
 
-    def evaluate(i, train_s):
-        t0 = time.perf_counter()
-        loss_sum, hits, count = 0.0, 0, 0
-        for x, y in tf_data.test_batches(test_xy[0], test_xy[1], batch):
+    def evaluate():
+        totals = convergence.EvalTotals()
+        for i, j in convergence.eval_slices(len(x), batch):
             with tf.device(device):
-                lsum, h, c = step_fn(tf.convert_to_tensor(x), tf.convert_to_tensor(y))
-            loss_sum += float(lsum.numpy())
-            hits += int(h.numpy())
-            count += int(c.numpy())
-        eval_s = time.perf_counter() - t0
-        mean = loss_sum / max(count, 1)
-        lstm = data_kind == "ptb"
-        _send(reporter, "eval", index=i, epoch=(i + 1) / float(spe) if spe else None,
-              accuracy=None if lstm else hits / float(max(count, 1)),
-              perplexity=_finite(_exp(mean)) if lstm else None,
-              loss=_finite(mean), eval_s=eval_s,
-              train_s=train_s, samples=len(test_xy[0]))
+                loss_sum, hits, count = step_fn(tf.convert_to_tensor(x[i:j]),
+                                                tf.convert_to_tensor(y[i:j]))
+            # EvalTotals takes each batch's mean over samples; the LSTM's loss is
+            # per token, so its per-sample mean is the token mean.
+            tokens = float(count.numpy())
+            totals.add(float(loss_sum.numpy()) / tokens, int(hits.numpy()), j - i)
+        return totals.result(language_model)
     return evaluate
-
-
-def _finite(x):
-    # JSON has no NaN/inf: the protocol sends them as strings.
-    return x if math.isfinite(x) else str(x)
-
-
-def _exp(x):
-    try:
-        return math.exp(x)
-    except OverflowError:
-        return float("inf")
 
 
 if __name__ == "__main__":

@@ -14,8 +14,10 @@ FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "command")
 ``command`` runs the user's own program; ``cntk`` runs in the environment that
 ``dltop env setup cntk`` builds."""
 
-MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm")
-"""Benchmark models of docs/models.md, in the paper's order."""
+MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm",
+                  "lenet", "vgg16")
+"""Benchmark models of docs/models.md, in the paper's order, then the thesis's LeNet-5 and
+VGG16."""
 
 PRECISIONS: Final = ("fp32", "tf32", "fp16", "bf16")
 DATA_KINDS: Final = ("synthetic", "real")

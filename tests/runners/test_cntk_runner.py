@@ -27,7 +27,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.cntk]
 
 COUNTS = {"fcn-s": 122_194_048, "fcn-r": 14_205_962, "alexnet-s": 61_100_840,
           "alexnet-r": 85_098, "resnet-50": 25_557_032, "resnet-56": 853_018,
-          "lstm": 6_182_672}
+          "lstm": 6_182_672, "lenet": 61_706, "vgg16": 138_357_544}
 
 
 @pytest.fixture(scope="session")
@@ -83,6 +83,26 @@ def test_param_counts_and_flops_match_models_md_and_torch(cntk_env: envsetup.Cnt
     assert {n: c for n, (c, _) in got.items()} == COUNTS
     for name, (_, flops) in got.items():
         assert flops == torch_models.training_flops_per_sample(name), name
+
+
+@pytest.mark.parametrize(("name", "size"), [("resnet-50", 32), ("resnet-50", 8),
+                                            ("resnet-56", 64)])
+def test_input_size_matches_torch(cntk_env: envsetup.CntkEnv, name: str, size: int) -> None:
+    # At 32 (and 8) ResNet-50's last stages see 2x2 and 1x1 maps, smaller than a 3x3
+    # kernel, which CNTK refuses with pad=True: cntk_models pads those explicitly.
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import cntk_models as M\n"
+            "n, s = sys.argv[2], int(sys.argv[3])\nm, _, x, _ = M.build(n, s)\n"
+            "xb, _ = M.synthetic_batch(n, 2, input_size=s)\n"
+            "print(json.dumps([M.param_count(m), M.training_flops_per_sample(n, m), "
+            "list(x.shape), list(m.eval({x: xb}).shape)]))")
+    res = subprocess.run([cntk_env.python, "-c", code, str(CHILD_DIR), name, str(size)],
+                         capture_output=True, text=True, env=cntk_env.child_env(os.environ),
+                         timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    params, flops, shape, out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert params == COUNTS[name] and shape == [3, size, size]
+    assert flops == torch_models.training_flops_per_sample(name, input_size=size)
+    assert out == [2, torch_models.NUM_CLASSES[name]]
 
 
 @pytest.mark.parametrize("model", ["fcn-r", "alexnet-r", "resnet-56", "lstm"])

@@ -1,19 +1,23 @@
 """Parity: every framework x every model runs through dltop itself and reports the same size.
 
-One campaign, 3 frameworks x 7 models at batch 2, one measured iteration each,
-through the real engine, supervisor and runners. Every run must end ``ok``,
-and the parameter count and FLOPs each runner reports must equal docs/models.md's
-count and each other.
+One campaign, 3 frameworks x 9 models at batch 2, one measured iteration each, plus
+ResNet-50 at ``input_size`` 32 and ResNet-56 at 64, through the real engine,
+supervisor and runners. Every run must end ``ok``, and the parameter count and FLOPs
+each runner reports must equal docs/models.md's count and each other (at an
+``input_size``, the FLOPs of that size).
 """
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from dltop.runners.child import torch_models
 
 from .test_cntk_runner import COUNTS
 
@@ -23,13 +27,33 @@ PROFILE = """
 name = "parity"
 [[matrix]]
 frameworks = ["torch", "tensorflow", "cntk"]
-models = ["fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm"]
+models = ["fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm",
+          "lenet", "vgg16"]
+batch_sizes = [2]
+devices = ["cpu:1"]
+iterations = 1
+warmup = 0
+timeout_s = 600
+[[matrix]]
+frameworks = ["torch", "tensorflow", "cntk"]
+models = ["resnet-50"]
+input_size = 32
+batch_sizes = [2]
+devices = ["cpu:1"]
+iterations = 1
+warmup = 0
+timeout_s = 600
+[[matrix]]
+frameworks = ["torch", "tensorflow", "cntk"]
+models = ["resnet-56"]
+input_size = 64
 batch_sizes = [2]
 devices = ["cpu:1"]
 iterations = 1
 warmup = 0
 timeout_s = 600
 """
+SIZES = {"resnet-50": 32, "resnet-56": 64}
 
 
 def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path) -> None:
@@ -41,15 +65,22 @@ def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path) -> Non
                          timeout=1800)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     conn = sqlite3.connect(db)
-    rows = conn.execute("select j.framework, j.model, r.status, r.param_count, "
+    rows = conn.execute("select j.framework, j.model, j.spec_json, r.status, r.param_count, "
                         "r.flops_per_sample from runs r join jobs j on j.id = r.job_id").fetchall()
     conn.close()
-    assert len(rows) == 21
-    assert {(fw, m, st) for fw, m, st, _, _ in rows} == {
-        (fw, m, "ok") for fw in ("torch", "tensorflow", "cntk") for m in COUNTS}
-    for fw, model, _, params, _ in rows:
-        assert params == COUNTS[model], (fw, model)
-    flops: dict[str, set[float]] = {}
-    for _, model, _, _, f in rows:
-        flops.setdefault(model, set()).add(round(f))
+    assert len(rows) == 27 + 6
+    sized = [(fw, m, st, p, f, json.loads(spec).get("input_size")) for fw, m, spec, st, p, f
+             in rows]
+    assert {(fw, m, size, st) for fw, m, st, _, _, size in sized} == {
+        (fw, m, None, "ok") for fw in ("torch", "tensorflow", "cntk") for m in COUNTS} | {
+        (fw, m, size, "ok") for fw in ("torch", "tensorflow", "cntk")
+        for m, size in SIZES.items()}
+    for fw, model, _, params, _, size in sized:
+        assert params == COUNTS[model], (fw, model, size)
+    flops: dict[tuple[str, int | None], set[float]] = {}
+    for _, model, _, _, f, size in sized:
+        flops.setdefault((model, size), set()).add(round(f))
     assert all(len(v) == 1 for v in flops.values()), flops
+    for model, size in SIZES.items():
+        assert flops[(model, size)] == {
+            round(torch_models.training_flops_per_sample(model, input_size=size))}

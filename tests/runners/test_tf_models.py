@@ -17,7 +17,7 @@ except ImportError:  # the `tensorflow` marker fails each test with how to insta
 
 COUNTS = {"fcn-s": 122_194_048, "fcn-r": 14_205_962, "alexnet-s": 61_100_840,
           "alexnet-r": 85_098, "resnet-50": 25_557_032, "resnet-56": 853_018,
-          "lstm": 6_182_672}
+          "lstm": 6_182_672, "lenet": 61_706, "vgg16": 138_357_544}
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]  # builds every model in both
 
@@ -69,3 +69,16 @@ def test_flops_fcn_r_is_exact() -> None:
 def test_unknown_model() -> None:
     with pytest.raises(KeyError, match="unknown model"):
         tfm.build("vgg")
+
+
+@pytest.mark.parametrize(("name", "size"), [("resnet-50", 32), ("resnet-56", 64)])
+def test_input_size_matches_torch(name: str, size: int) -> None:
+    model = tfm.build(name, input_size=size)
+    assert tfm.param_count(model) == COUNTS[name]
+    assert tfm.training_flops_per_sample(name, model) == tm.training_flops_per_sample(
+        name, input_size=size)
+    x, _ = tfm.synthetic_batch(name, 2, input_size=size)
+    assert tuple(x.shape) == (2, size, size, 3)
+    assert tuple(model(x, training=False).shape) == (2, tfm.NUM_CLASSES[name])
+    with pytest.raises(ValueError, match="input_size applies to"):
+        tfm.build("vgg16", input_size=size)

@@ -11,7 +11,7 @@ from dltop.runners.child import torch_models as tm
 
 COUNTS = {"fcn-s": 122_194_048, "fcn-r": 14_205_962, "alexnet-s": 61_100_840,
           "alexnet-r": 85_098, "resnet-50": 25_557_032, "resnet-56": 853_018,
-          "lstm": 6_182_672}
+          "lstm": 6_182_672, "lenet": 61_706, "vgg16": 138_357_544}
 
 
 def test_every_catalog_model_is_built() -> None:
@@ -40,3 +40,35 @@ def test_flops_fcn_r_is_exact() -> None:
 def test_unknown_model() -> None:
     with pytest.raises(KeyError, match="unknown model"):
         tm.build("vgg")
+
+
+def test_flops_lenet_and_vgg16_are_exact() -> None:
+    lenet = 6 * 28 * 28 * 25 + 16 * 10 * 10 * 150 + 400 * 120 + 120 * 84 + 84 * 10
+    assert tm.training_flops_per_sample("lenet") == 6 * lenet
+    convs, side, channels = 0, 224, 3
+    for width in model_catalog.VGG16_CONFIG:
+        if width == "M":
+            side //= 2
+        else:
+            convs += side * side * width * 9 * channels
+            channels = width
+    vgg = convs + 25088 * 4096 + 4096 * 4096 + 4096 * 1000
+    assert tm.training_flops_per_sample("vgg16") == 6 * vgg == 92_821_585_920
+
+
+def test_input_size_changes_the_resnets_input_not_their_parameters() -> None:
+    model = tm.build("resnet-50", input_size=32)
+    assert tm.param_count(model) == 25_557_032
+    x, _ = tm.synthetic_batch("resnet-50", 2, torch.device("cpu"), input_size=32)
+    assert x.shape == (2, 3, 32, 32) and model(x).shape == (2, 1000)
+    # (32 / 224)^2 of the work, exactly, in the convolutions; the fc layer stays
+    full = tm.training_flops_per_sample("resnet-50")
+    small = tm.training_flops_per_sample("resnet-50", input_size=32)
+    fc = 6 * 2048 * 1000
+    assert small - fc == pytest.approx((full - fc) / 49, rel=0.02)
+    assert tm.training_flops_per_sample("resnet-56", input_size=64) == pytest.approx(
+        4 * tm.training_flops_per_sample("resnet-56") - 3 * 6 * 640, rel=1e-9)
+    for bad, match in ((("lenet", 32), "input_size applies to resnet-50, resnet-56"),
+                       (("resnet-56", 4), "at least 8")):
+        with pytest.raises(ValueError, match=match):
+            tm.build(*bad)

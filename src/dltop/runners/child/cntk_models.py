@@ -1,4 +1,4 @@
-"""The seven benchmark models of docs/models.md in CNTK 2.7, with inputs and loss.
+"""The nine benchmark models of docs/models.md in CNTK 2.7, with inputs and loss.
 
 Valid Python 3.6 (child side; CNTK 2.7 runs only on Python <= 3.7). Layer
 shapes and parameter counts follow docs/models.md and the PyTorch reference
@@ -10,7 +10,9 @@ Conventions:
   "same" padding, which equals PyTorch's ``padding=(k-1)/2`` for the stride-1
   convolutions and gives the same output sizes for the stride-2 ones; the one
   convolution where it would not (AlexNet-S's 11x11/4 with padding 2) pads
-  its input explicitly with ``C.pad``.
+  its input explicitly with ``C.pad``. CNTK also refuses a kernel larger than
+  its input even with ``pad=True`` (a ResNet at a small ``input_size`` ends with
+  2x2 and 1x1 maps): ``_conv_bn`` pads those explicitly too.
 - Parameters counted are ``model.parameters`` (learnable). BatchNormalization
   holds scale and bias as parameters and its running mean, variance and count
   as constants, which matches PyTorch counting weight and bias but not buffers.
@@ -31,7 +33,16 @@ from cntk.layers import (
     Recurrence,
     Sequential,
 )
-from model_catalog import NUM_CLASSES, SEQ_LEN, VOCAB, builder, builders, input_shapes
+from model_catalog import (
+    NUM_CLASSES,
+    SEQ_LEN,
+    VGG16_CONFIG,
+    VOCAB,
+    builder,
+    builders,
+    input_shape,
+    input_shapes,
+)
 
 HIDDEN = 256
 INPUT_SHAPES = input_shapes()
@@ -66,8 +77,33 @@ def _alexnet_r(x):
     ])(x)
 
 
+def _lenet(x):
+    # LeNet-5 on 1x28x28: "same" padding on the first 5x5 convolution (PyTorch's padding=2).
+    return Sequential([
+        Convolution2D((5, 5), 6, pad=True, activation=C.relu), MaxPooling((2, 2), strides=2),
+        Convolution2D((5, 5), 16, activation=C.relu), MaxPooling((2, 2), strides=2),
+        Dense(120, activation=C.relu), Dense(84, activation=C.relu), Dense(10),
+    ])(x)
+
+
+def _vgg16(x):
+    # Configuration D; no dropout, no batch normalisation (as AlexNet here).
+    layers = [MaxPooling((2, 2), strides=2) if width == "M"
+              else Convolution2D((3, 3), width, pad=True, activation=C.relu)
+              for width in VGG16_CONFIG]
+    return Sequential(layers + [Dense(4096, activation=C.relu), Dense(4096, activation=C.relu),
+                                Dense(1000)])(x)
+
+
 def _conv_bn(x, filters, k, stride=1, relu=True):
-    x = Convolution2D((k, k), filters, strides=stride, pad=k > 1, bias=False)(x)
+    if k > 1 and min(x.shape[1:]) < k:
+        # CNTK refuses a kernel larger than its input even with pad=True (a ResNet at a
+        # small input_size): pad explicitly, as PyTorch does; same output size.
+        p = (k - 1) // 2
+        x = C.pad(x, pattern=[(0, 0), (p, p), (p, p)])
+        x = Convolution2D((k, k), filters, strides=stride, bias=False)(x)
+    else:
+        x = Convolution2D((k, k), filters, strides=stride, pad=k > 1, bias=False)(x)
     x = BatchNormalization(map_rank=1)(x)
     return C.relu(x) if relu else x
 
@@ -82,7 +118,8 @@ def _bottleneck(x, inplanes, planes, stride):
     return C.relu(y + x)
 
 
-def _resnet50(x):
+def _resnet50(x, input_size=None):
+    # Any input_size: the global average pool takes what the stages leave.
     x = _conv_bn(x, 64, 7, 2)
     x = MaxPooling((3, 3), strides=2, pad=True)(x)
     inplanes = 64
@@ -106,7 +143,7 @@ def _basic_block_a(x, inplanes, planes, stride):
     return C.relu(y + short)
 
 
-def _resnet56(x):
+def _resnet56(x, input_size=None):
     x = _conv_bn(x, 16, 3)
     inplanes = 16
     for planes, stride in ((16, 1), (32, 2), (64, 2)):
@@ -153,11 +190,12 @@ def _lstm(x):
 
 
 _BUILDERS = builders(fcn=lambda sizes, x: _fcn(sizes)(x), alexnet_s=_alexnet_s,
-                     alexnet_r=_alexnet_r, resnet_50=_resnet50, resnet_56=_resnet56, lstm=_lstm)
+                     alexnet_r=_alexnet_r, resnet_50=_resnet50, resnet_56=_resnet56, lstm=_lstm,
+                     lenet=_lenet, vgg16=_vgg16)
 NAMES = tuple(_BUILDERS)
 
 
-def inputs(name):
+def inputs(name, input_size=None):
     """The model's input and label variables.
 
     The LSTM's are sequences (CNTK's dynamic sequence axis) of sparse one-hot
@@ -167,15 +205,18 @@ def inputs(name):
     if name == "lstm":
         return (C.sequence.input_variable(VOCAB, is_sparse=True, name="tokens"),
                 C.sequence.input_variable(VOCAB, is_sparse=True, name="labels"))
-    return (C.input_variable(INPUT_SHAPES[name], name="features"),
+    return (C.input_variable(input_shape(name, input_size=input_size), name="features"),
             C.input_variable(NUM_CLASSES[name], name="labels"))
 
 
-def build(name):
-    """``(model, loss, x, y)``: a freshly initialised model by docs/models.md name."""
+def build(name, input_size=None):
+    """``(model, loss, x, y)``: a freshly initialised model by docs/models.md name.
+
+    ``input_size``: the ResNets' image side (ValueError for another model).
+    """
     make = builder(_BUILDERS, name)
-    x, y = inputs(name)
-    model = make(x)
+    x, y = inputs(name, input_size)
+    model = make(x) if input_size is None else make(x, input_size=int(input_size))
     loss = C.cross_entropy_with_softmax(model, y)
     return model, loss, x, y
 
@@ -219,11 +260,12 @@ def sequences(ids, vocab=VOCAB):
     return C.Value.one_hot([list(map(int, row)) for row in ids], vocab)
 
 
-def synthetic_batch(name, batch, seed=0):
+def synthetic_batch(name, batch, seed=0, input_size=None):
     """Random inputs and labels of the model's shapes, ready to feed ``(x, y)``."""
     rng = np.random.RandomState(seed)
     if name == "lstm":
         return (sequences(rng.randint(0, VOCAB, (batch, SEQ_LEN))),
                 sequences(rng.randint(0, VOCAB, (batch, SEQ_LEN))))
-    x = rng.standard_normal((batch,) + INPUT_SHAPES[name]).astype(np.float32)
+    x = rng.standard_normal((batch,) + input_shape(name, input_size=input_size)).astype(
+        np.float32)
     return x, labels_one_hot(rng.randint(0, NUM_CLASSES[name], batch), NUM_CLASSES[name])

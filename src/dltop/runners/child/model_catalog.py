@@ -1,4 +1,4 @@
-"""The seven benchmark models of docs/models.md: what every framework's models share.
+"""The nine benchmark models of docs/models.md: what every framework's models share.
 
 Standard library only, valid Python 3.6 (child side). ``torch_models``,
 ``tf_models`` and ``cntk_models`` take names, sizes, input shapes, classes and
@@ -13,8 +13,9 @@ VOCAB = 10000
 SEQ_LEN = 32
 """Tokens per LSTM sequence."""
 
-NAMES = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm")
-"""In the paper's order (the same as ``dltop.catalog.MODELS``)."""
+NAMES = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm",
+         "lenet", "vgg16")
+"""In the paper's order, then the thesis's LeNet and VGG16 (as ``dltop.catalog.MODELS``)."""
 
 FCN_SIZES = {
     "fcn-s": (26752, 2048, 2048, 2048, 2048, 26752),
@@ -23,34 +24,78 @@ FCN_SIZES = {
 """Layer widths of the fully connected networks, input first."""
 
 _IMAGE_CHW = {"alexnet-s": (3, 224, 224), "alexnet-r": (3, 32, 32),
-              "resnet-50": (3, 224, 224), "resnet-56": (3, 32, 32)}
+              "resnet-50": (3, 224, 224), "resnet-56": (3, 32, 32),
+              "lenet": (1, 28, 28), "vgg16": (3, 224, 224)}
 
 NUM_CLASSES = {"fcn-s": 26752, "fcn-r": 10, "alexnet-s": 1000, "alexnet-r": 10,
-               "resnet-50": 1000, "resnet-56": 10, "lstm": VOCAB}
-"""Output classes per sample (per token for the LSTM)."""
+               "resnet-50": 1000, "resnet-56": 10, "lstm": VOCAB, "lenet": 10, "vgg16": 1000}
+"""Output classes per sample (per token for the LSTM). ``input_size`` does not change them."""
+
+INPUT_SIZE_MODELS = ("resnet-50", "resnet-56")
+"""Models whose square image side ``input_size`` may set (as ``dltop.catalog``)."""
+MIN_INPUT_SIZE = 8
+
+VGG16_CONFIG = (64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
+                512, 512, 512, "M")
+"""VGG configuration D: 3x3 convolutions (padding 1) of these widths, "M" a 2x2/2 max-pool."""
 
 
-def input_shapes(channels_last=False):
-    """One sample's input shape per model; images NCHW-style ``(C, H, W)`` or ``(H, W, C)``."""
-    shapes = {"fcn-s": (FCN_SIZES["fcn-s"][0],), "fcn-r": (FCN_SIZES["fcn-r"][0],),
-              "lstm": (SEQ_LEN,)}
-    for name, (c, h, w) in _IMAGE_CHW.items():
-        shapes[name] = (h, w, c) if channels_last else (c, h, w)
-    return {name: shapes[name] for name in NAMES}
+def input_shape(name, channels_last=False, input_size=None):
+    """One sample's input shape; images ``(C, H, W)`` or ``(H, W, C)``.
+
+    ``input_size`` (ResNets only) replaces the image side; None keeps the model's own.
+
+    Raises:
+        ValueError: ``input_size`` for another model, or below ``MIN_INPUT_SIZE``.
+    """
+    if name in ("fcn-s", "fcn-r"):
+        shape = (FCN_SIZES[name][0],)
+    elif name == "lstm":
+        shape = (SEQ_LEN,)
+    else:
+        c, h, w = _IMAGE_CHW[name]
+        if input_size is not None:
+            h = w = checked_input_size(name, input_size)
+        return (h, w, c) if channels_last else (c, h, w)
+    if input_size is not None:
+        checked_input_size(name, input_size)
+    return shape
 
 
-def builders(fcn, alexnet_s, alexnet_r, resnet_50, resnet_56, lstm):
+def checked_input_size(name, input_size):
+    """``input_size`` as an int, or ValueError when ``name`` takes none or it is too small."""
+    if name not in INPUT_SIZE_MODELS:
+        raise ValueError("input_size applies to %s, not %s"
+                         % (", ".join(INPUT_SIZE_MODELS), name))
+    if int(input_size) < MIN_INPUT_SIZE:
+        raise ValueError("input_size must be at least %d, not %r" % (MIN_INPUT_SIZE, input_size))
+    return int(input_size)
+
+
+def input_shapes(channels_last=False, input_size=None):
+    """One sample's input shape per model; images NCHW-style ``(C, H, W)`` or ``(H, W, C)``.
+
+    ``input_size`` applies to the ResNets only (the other models keep theirs).
+    """
+    return {name: input_shape(name, channels_last,
+                              input_size if name in INPUT_SIZE_MODELS else None)
+            for name in NAMES}
+
+
+def builders(fcn, alexnet_s, alexnet_r, resnet_50, resnet_56, lstm, lenet, vgg16):
     """One framework's ``{name: builder}`` table, in catalogue order.
 
     Every architecture is a required argument, so a framework module that
     lacks one fails at import. ``fcn`` is called with the layer widths
-    (``FCN_SIZES``) first, then whatever the framework's builders take.
+    (``FCN_SIZES``) first, then whatever the framework's builders take. The
+    ResNet builders take an ``input_size`` keyword (None: the model's own side).
     """
     table = {
         "fcn-s": functools.partial(fcn, FCN_SIZES["fcn-s"]),
         "fcn-r": functools.partial(fcn, FCN_SIZES["fcn-r"]),
         "alexnet-s": alexnet_s, "alexnet-r": alexnet_r,
         "resnet-50": resnet_50, "resnet-56": resnet_56, "lstm": lstm,
+        "lenet": lenet, "vgg16": vgg16,
     }
     return {name: table[name] for name in NAMES}
 

@@ -1,4 +1,4 @@
-"""The seven benchmark models of docs/models.md in tf.keras, with inputs, loss and FLOPs.
+"""The nine benchmark models of docs/models.md in tf.keras, with inputs, loss and FLOPs.
 
 Valid Python 3.6 (child side). Same layers, shapes and trainable parameter
 counts as torch_models (names, sizes, shapes and classes from ``model_catalog``);
@@ -12,7 +12,16 @@ embedding N(0, 1)) so that loss curves are comparable across frameworks.
 import math
 
 import tensorflow as tf
-from model_catalog import NUM_CLASSES, SEQ_LEN, VOCAB, builder, builders, input_shapes
+from model_catalog import (
+    NUM_CLASSES,
+    SEQ_LEN,
+    VGG16_CONFIG,
+    VOCAB,
+    builder,
+    builders,
+    input_shape,
+    input_shapes,
+)
 
 keras = tf.keras
 layers = tf.keras.layers
@@ -98,6 +107,25 @@ def _alexnet_r():
     return keras.Model(inp, _dense(layers.Flatten()(x), 10))
 
 
+def _lenet():
+    # LeNet-5 on 28x28x1: padding 2 on the first convolution ("same" at stride 1).
+    inp = keras.Input((28, 28, 1))
+    x = layers.MaxPooling2D(2, 2)(_relu(_conv(inp, 6, 5, 1, 2)))
+    x = layers.MaxPooling2D(2, 2)(_relu(_conv(x, 16, 5)))
+    x = _dense(_dense(layers.Flatten()(x), 120, "relu"), 84, "relu")
+    return keras.Model(inp, _dense(x, 10))
+
+
+def _vgg16():
+    # Configuration D; no dropout, no batch normalisation (as AlexNet here).
+    inp = keras.Input((224, 224, 3))
+    x = inp
+    for width in VGG16_CONFIG:
+        x = layers.MaxPooling2D(2, 2)(x) if width == "M" else _relu(_conv(x, width, 3, 1, 1))
+    x = _dense(_dense(layers.Flatten()(x), 4096, "relu"), 4096, "relu")
+    return keras.Model(inp, _dense(x, 1000))
+
+
 def _bottleneck(x, planes, stride):
     out = planes * 4
     y = _relu(_bn(_conv(x, planes, 1, bias=False)))
@@ -109,8 +137,8 @@ def _bottleneck(x, planes, stride):
     return _relu(layers.Add()([y, short]))
 
 
-def _resnet50():
-    inp = keras.Input((224, 224, 3))
+def _resnet50(input_size=None):
+    inp = keras.Input(input_shape("resnet-50", True, input_size))
     x = _maxpool(_relu(_bn(_conv(inp, 64, 7, 2, 3, bias=False))), pad=1)
     for planes, count, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
         for i in range(count):
@@ -140,8 +168,8 @@ def _basic_block_a(x, planes, stride):
     return _relu(layers.Add()([y, short]))
 
 
-def _resnet56():
-    inp = keras.Input((32, 32, 3))
+def _resnet56(input_size=None):
+    inp = keras.Input(input_shape("resnet-56", True, input_size))
     x = _relu(_bn(_conv(inp, 16, 3, 1, 1, bias=False)))
     for planes, stride in ((16, 1), (32, 2), (64, 2)):
         for i in range(9):
@@ -208,12 +236,20 @@ def _lstm():
 
 
 _BUILDERS = builders(fcn=_fcn, alexnet_s=_alexnet_s, alexnet_r=_alexnet_r, resnet_50=_resnet50,
-                     resnet_56=_resnet56, lstm=_lstm)
+                     resnet_56=_resnet56, lstm=_lstm, lenet=_lenet, vgg16=_vgg16)
 NAMES = tuple(_BUILDERS)
 
-def build(name):
-    """A freshly initialised (built) Keras model by docs/models.md name."""
-    return builder(_BUILDERS, name)()
+
+def build(name, input_size=None):
+    """A freshly initialised (built) Keras model by docs/models.md name.
+
+    ``input_size``: the ResNets' image side (ValueError for another model).
+    """
+    make = builder(_BUILDERS, name)
+    if input_size is None:
+        return make()
+    input_shape(name, input_size=input_size)  # ValueError unless a ResNet
+    return make(input_size=int(input_size))
 
 
 def param_count(model):
@@ -221,9 +257,9 @@ def param_count(model):
     return sum(_prod(v.shape) for v in model.trainable_variables)
 
 
-def synthetic_batch(name, batch):
+def synthetic_batch(name, batch, input_size=None):
     """Random inputs and labels of the model's shapes, on the current default device."""
-    shape = (batch,) + INPUT_SHAPES[name]
+    shape = (batch,) + input_shape(name, True, input_size)
     if name == "lstm":
         x = tf.random.uniform(shape, 0, VOCAB, dtype=tf.int32)
         y = tf.random.uniform(shape, 0, VOCAB, dtype=tf.int32)
@@ -246,13 +282,13 @@ def loss_fn(name):
     return loss
 
 
-def training_flops_per_sample(name, model=None):
+def training_flops_per_sample(name, model=None, input_size=None):
     """Approximate FLOPs of one training sample: 3 x forward (2 x multiply-accumulates).
 
     The same formula as torch_models: Dense, Conv2D and LSTM multiply-accumulates
     from the functional graph's static shapes; element-wise work is left out.
     """
-    model = model if model is not None else build(name)
+    model = model if model is not None else build(name, input_size)
     macs = 0
     for layer in model.layers:
         if isinstance(layer, layers.Dense):

@@ -1,4 +1,4 @@
-"""The seven benchmark models of docs/models.md in PyTorch, with inputs, loss and FLOPs.
+"""The nine benchmark models of docs/models.md in PyTorch, with inputs, loss and FLOPs.
 
 Valid Python 3.6 (child side). Layer shapes and parameter counts follow
 docs/models.md exactly; tests assert the counts. Names, sizes, input shapes
@@ -8,9 +8,18 @@ and classes come from ``model_catalog``, shared with the other frameworks.
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
-from model_catalog import NUM_CLASSES, VOCAB, builder, builders, input_shapes
+from model_catalog import (
+    NUM_CLASSES,
+    VGG16_CONFIG,
+    VOCAB,
+    builder,
+    builders,
+    input_shape,
+    input_shapes,
+)
 
 INPUT_SHAPES = input_shapes()
+"""Each model's own input shape (``input_shape(name, input_size=N)`` for a ResNet at N)."""
 
 
 def _fcn(sizes):
@@ -47,6 +56,33 @@ def _alexnet_r():
     )
 
 
+def _lenet():
+    # LeNet-5 on 1x28x28 (the first convolution pads by 2, as for 32x32 inputs).
+    return nn.Sequential(
+        nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+        nn.Conv2d(6, 16, 5), nn.ReLU(inplace=True), nn.MaxPool2d(2),
+        nn.Flatten(),
+        nn.Linear(400, 120), nn.ReLU(inplace=True),
+        nn.Linear(120, 84), nn.ReLU(inplace=True),
+        nn.Linear(84, 10),
+    )
+
+
+def _vgg16():
+    # Configuration D; no dropout, no batch normalisation (as AlexNet here).
+    layers, channels = [], 3
+    for width in VGG16_CONFIG:
+        if width == "M":
+            layers.append(nn.MaxPool2d(2))
+        else:
+            layers += [nn.Conv2d(channels, width, 3, padding=1), nn.ReLU(inplace=True)]
+            channels = width
+    return nn.Sequential(*layers, nn.Flatten(),
+                         nn.Linear(512 * 7 * 7, 4096), nn.ReLU(inplace=True),
+                         nn.Linear(4096, 4096), nn.ReLU(inplace=True),
+                         nn.Linear(4096, 1000))
+
+
 class _Bottleneck(nn.Module):
     expansion = 4
 
@@ -74,7 +110,8 @@ class _Bottleneck(nn.Module):
 class ResNet50(nn.Module):
     """ResNet-50 v1 (bottlenecks 3-4-6-3); the stride sits on the 3x3 conv."""
 
-    def __init__(self, num_classes=1000):
+    def __init__(self, num_classes=1000, input_size=None):
+        # Any input_size works: the global average pool takes what the stages leave.
         super(ResNet50, self).__init__()
         self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, stride=2, padding=3, bias=False),
                                   nn.BatchNorm2d(64), nn.ReLU(inplace=True),
@@ -117,7 +154,7 @@ class _BasicBlockA(nn.Module):
 class ResNet56(nn.Module):
     """CIFAR ResNet-56: 3 stages x 9 basic blocks (16, 32, 64 channels)."""
 
-    def __init__(self, num_classes=10):
+    def __init__(self, num_classes=10, input_size=None):
         super(ResNet56, self).__init__()
         self.conv = nn.Conv2d(3, 16, 3, padding=1, bias=False)
         self.bn = nn.BatchNorm2d(16)
@@ -149,12 +186,17 @@ class LSTMModel(nn.Module):
 
 
 _BUILDERS = builders(fcn=_fcn, alexnet_s=_alexnet_s, alexnet_r=_alexnet_r, resnet_50=ResNet50,
-                     resnet_56=ResNet56, lstm=LSTMModel)
+                     resnet_56=ResNet56, lstm=LSTMModel, lenet=_lenet, vgg16=_vgg16)
 NAMES = tuple(_BUILDERS)
 
-def build(name):
-    """A freshly initialised model by docs/models.md name."""
-    return builder(_BUILDERS, name)()
+
+def build(name, input_size=None):
+    """A freshly initialised model by docs/models.md name (``input_size``: ResNets only)."""
+    make = builder(_BUILDERS, name)
+    if input_size is None:
+        return make()
+    input_shape(name, input_size=input_size)  # ValueError unless a ResNet
+    return make(input_size=int(input_size))
 
 
 def param_count(model):
@@ -162,9 +204,9 @@ def param_count(model):
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
-def synthetic_batch(name, batch, device, generator=None):
+def synthetic_batch(name, batch, device, generator=None, input_size=None):
     """Random inputs and labels of the model's shapes, created on ``device``."""
-    shape = (batch,) + INPUT_SHAPES[name]
+    shape = (batch,) + input_shape(name, input_size=input_size)
     if name == "lstm":
         x = torch.randint(0, VOCAB, shape, device=device)
         y = torch.randint(0, VOCAB, shape, device=device)
@@ -181,13 +223,13 @@ def loss_fn(name):
     return F.cross_entropy
 
 
-def training_flops_per_sample(name, model=None):
+def training_flops_per_sample(name, model=None, input_size=None):
     """Approximate FLOPs of one training sample: 3 x forward (2 x multiply-accumulates).
 
     Counts Linear, Conv2d and LSTM multiply-accumulates with forward hooks on a
     batch of one; element-wise work (activations, BN, pooling) is left out.
     """
-    model = model if model is not None else build(name)
+    model = model if model is not None else build(name, input_size)
     macs = [0]
 
     def on_linear(mod, inp, out):
@@ -214,7 +256,7 @@ def training_flops_per_sample(name, model=None):
             hooks.append(m.register_forward_hook(on_lstm))
     try:
         with torch.no_grad():
-            x, _ = synthetic_batch(name, 1, torch.device("cpu"))
+            x, _ = synthetic_batch(name, 1, torch.device("cpu"), input_size=input_size)
             was_training = model.training
             model.eval()
             model(x)

@@ -77,11 +77,11 @@ def synthetic(spec, strategy, world, device, host):
     split = _splitter(strategy, per_replica)
     if not host:
         with tf.device(device):
-            fixed = tf_models.synthetic_batch(spec["model"], batch)
+            fixed = tf_models.synthetic_batch(spec["model"], batch, spec.get("input_size"))
         fixed = split(fixed) if split is not None else fixed
         return Source(lambda step: fixed, None)
     with tf.device("/cpu:0"):
-        x, y = tf_models.synthetic_batch(spec["model"], batch)
+        x, y = tf_models.synthetic_batch(spec["model"], batch, spec.get("input_size"))
     x, y = x.numpy(), y.numpy()
     return Source(lambda step: _to_device(device, x, y), split)
 

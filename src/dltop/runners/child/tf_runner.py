@@ -115,13 +115,6 @@ def _real(spec, need_test):
             None if test is None else tf_data.as_arrays(kind, shape, test))
 
 
-def _build(name, spec):
-    input_size = spec.get("input_size")
-    if input_size is None:
-        return tf_models.build(name)
-    return tf_models.build(name, input_size=int(input_size))
-
-
 def run(spec, reporter):
     options = spec.get("options") or {}
     inject = options.get("inject")
@@ -149,9 +142,9 @@ def run(spec, reporter):
     )
     device = "/gpu:0" if kind == "gpu" else "/cpu:0"
     with strategy.scope() if strategy is not None else tf.device(device):
-        model = _build(name, spec)
-        reporter.model(tf_models.param_count(model),
-                       tf_models.training_flops_per_sample(name, model))
+        model = tf_models.build(name, spec.get("input_size"))
+        reporter.model(tf_models.param_count(model), tf_models.training_flops_per_sample(
+            name, model, spec.get("input_size")))
         if inject == "oom":
             raise MemoryError("injected allocation failure (inject = \"oom\")")
         opt = None

@@ -168,3 +168,16 @@ def test_plan_event_by_iterations_has_no_epochs() -> None:
     (ev,) = read_events(lambda rep: plan.report(rep))
     assert (ev["iterations"], ev["steps_per_epoch"], ev["epochs"], ev["n_test"]) == (10, None,
                                                                                     None, None)
+
+
+def test_numpy_scalars_are_sent_as_numbers() -> None:
+    import numpy as np
+
+    events = read_events(lambda rep: [
+        rep.eval(index=np.int64(3), epoch=None, accuracy=np.float32(0.5), perplexity=None,
+                 loss=np.float32(1.25), eval_s=np.float64(0.1), train_s=1.0,
+                 samples=np.int64(8)),
+        rep.iteration(0, 0.1, 4, False, np.float32(2.5))])
+    assert events[0]["loss"] == 1.25 and events[0]["accuracy"] == 0.5
+    assert events[0]["index"] == 3 and events[0]["samples"] == 8
+    assert events[1]["loss"] == 2.5

@@ -135,7 +135,8 @@ def _opt_float(value):
 
 
 def _loss(loss):
-    return loss if loss is None or math.isfinite(loss) else str(loss)
+    # float(): a numpy scalar would otherwise reach json.dumps' default=str as text.
+    return None if loss is None else float(loss) if math.isfinite(loss) else str(float(loss))
 
 
 def _op_key(device):

@@ -1,8 +1,16 @@
 """dltop TensorFlow runner: ``python tf_runner.py SPEC.json`` (protocol v1).
 
 Valid Python 3.6; imports only the standard library, tensorflow, numpy and its
-siblings. Mirrors torch_runner: same models (tf_models), loss, plain SGD,
-per-step timing synchronised by reading the loss on the host.
+siblings. Mirrors torch_runner: same models (tf_models), loss, optimizers with
+PyTorch's semantics (tf_train), per-step timing synchronised by reading the
+loss (inference: one logit) on the host.
+
+Modes: ``train`` (forward, backward, update) or ``inference`` (forward only,
+``iter.loss`` null). Real data follows ``convergence.Plan``: ``epochs`` or
+``warmup + iterations`` steps, ``eval`` events on the test files where
+``eval_every`` says, ``train_s`` without the evaluations. Batches: tf_data
+(``data_loader`` device or host, ``loader_workers``). ``profile = true``:
+tf_profile traces five more steps after the measured ones.
 
 Devices: ``cpu:N`` (one process, N intra- and N inter-op threads), ``gpu:1``,
 ``gpu:N`` (MirroredStrategy over N GPUs). ``cpus:P`` (multi-process CPU data

@@ -14,9 +14,10 @@ What the trace holds, and what is taken from it:
   (``MatMul``, ``Conv2D``, ``AddV2``...), the level torch's ``aten::`` names
   are at; the profile's ``total_ms`` includes the nested ops.
 - GPU planes (``/device:GPU:N``) hold the kernels, each tagged with the
-  ``tf_op`` that launched it; their durations summed per op type are
-  ``self_device_ms`` (null on a CPU run). Input shapes are not in a TF
-  trace without the much slower Python tracer: ``shapes`` is null.
+  annotation of the op that launched it; their durations summed per op type
+  are ``self_device_ms`` (null on a CPU run). Not yet run on a real GPU.
+  Input shapes are not in a TF trace without the much slower Python tracer:
+  ``shapes`` is null.
 """
 
 import glob
@@ -102,25 +103,46 @@ def _close(frame, table):
     table[op][1] += max(duration - children, 0)
 
 
+ANNOTATION_STATS = ("tf_op", "kernel_annotation")
+UNATTRIBUTED = "(kernels without a TF op)"
+
+
+def _stat_text(plane, stat):
+    if stat.str_value:
+        return stat.str_value
+    if stat.ref_value and stat.ref_value in plane.stat_metadata:
+        return plane.stat_metadata[stat.ref_value].name
+    return None
+
+
+def _annotated_type(text):
+    """``"__inference_f::scope/x/MatMul:MatMul#id=3#"`` -> ``"MatMul"``."""
+    text = text.split("::")[-1].split("#")[0]
+    return text.rsplit(":", 1)[-1] if ":" in text else None
+
+
 def _device_ops(plane, table):
-    """Kernel time on a GPU plane, per launching op type (``tf_op`` stat)."""
-    stat_names = {k: v.name for k, v in plane.stat_metadata.items()}
+    """Kernel and copy time on a GPU plane's streams, per op type of the launching TF op.
+
+    The GPU tracer tags each kernel with the annotation of the op that launched
+    it (``tf_op`` or ``kernel_annotation``, "scope/name:OpType"). Only the
+    ``Stream`` lines are read: derived lines ("TensorFlow Ops", "XLA Ops", ...)
+    repeat the same time.
+    """
+    names = {k: v.name for k, v in plane.stat_metadata.items()}
     for line in plane.lines:
+        if not line.name.startswith("Stream"):
+            continue
         for e in line.events:
-            tf_op = None
-            for s in e.stats:
-                if stat_names.get(s.metadata_id) == "tf_op":
-                    tf_op = s.str_value or (plane.stat_metadata[s.ref_value].name
-                                            if s.ref_value else None)
-            if tf_op is None:
-                md = plane.event_metadata[e.metadata_id]
-                for s in md.stats:
-                    if stat_names.get(s.metadata_id) == "tf_op":
-                        tf_op = s.str_value
-            if not tf_op:
-                continue
-            op = _op_type(tf_op, None) or tf_op
-            table.setdefault(op, [0, 0, 0, 0])[3] += e.duration_ps
+            op = None
+            md = plane.event_metadata[e.metadata_id]
+            for stat in list(e.stats) + list(md.stats):
+                if names.get(stat.metadata_id) in ANNOTATION_STATS:
+                    text = _stat_text(plane, stat)
+                    op = _annotated_type(text) if text else None
+                    if op:
+                        break
+            table.setdefault(op or UNATTRIBUTED, [0, 0, 0, 0])[3] += e.duration_ps
 
 
 def parse(paths, cuda):

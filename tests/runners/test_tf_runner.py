@@ -37,7 +37,7 @@ def test_synthetic_run_reports_every_iteration(tmp_path: Path, model: str) -> No
     code, events, out = run_runner(tmp_path, tf_spec(model, iterations=2, warmup=1),
                                    script=SCRIPT)
     assert code == 0, out
-    assert kinds(events) == ["hello", "model", "iter", "iter", "iter", "done"]
+    assert kinds(events) == ["hello", "model", "plan", "iter", "iter", "iter", "done"]
     hello = events[0]
     assert hello["framework"] == "tensorflow" and hello["threads"] == 1
     assert hello["framework_version"] == tf.__version__

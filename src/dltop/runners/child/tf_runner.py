@@ -1,8 +1,16 @@
 """dltop TensorFlow runner: ``python tf_runner.py SPEC.json`` (protocol v1).
 
 Valid Python 3.6; imports only the standard library, tensorflow, numpy and its
-siblings. Mirrors torch_runner: same models (tf_models), loss, plain SGD,
-per-step timing synchronised by reading the loss on the host.
+siblings. Mirrors torch_runner: same models (tf_models), loss, optimizers with
+PyTorch's semantics (tf_train), per-step timing synchronised by reading the
+loss (inference: one logit) on the host.
+
+Modes: ``train`` (forward, backward, update) or ``inference`` (forward only,
+``iter.loss`` null). Real data follows ``convergence.Plan``: ``epochs`` or
+``warmup + iterations`` steps, ``eval`` events on the test files where
+``eval_every`` says, ``train_s`` without the evaluations. Batches: tf_data
+(``data_loader`` device or host, ``loader_workers``). ``profile = true``:
+tf_profile traces five more steps after the measured ones.
 
 Devices: ``cpu:N`` (one process, N intra- and N inter-op threads), ``gpu:1``,
 ``gpu:N`` (MirroredStrategy over N GPUs). ``cpus:P`` (multi-process CPU data
@@ -15,6 +23,7 @@ NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
 several processes and so never fires here.)
 """
 
+import math
 import os
 import sys
 import time
@@ -33,8 +42,10 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
                            % (sys.executable, exc))
     sys.exit(proto.EXIT_ERROR)
 
-import numpy as np
+import convergence
+import tf_data
 import tf_models
+import tf_train
 
 
 def _build_info(key):
@@ -102,87 +113,14 @@ def _precision(spec, kind):
     return precision == "fp16"
 
 
-def _real_batches(spec, batch):
-    """Batches of the model's real data set as tensors (images NHWC)."""
+def _real(spec, need_test):
+    """Real data as numpy arrays: ``(kind, train (x, y), test (x, y) or None)``."""
     import datasets
 
-    kind, shape, inputs, labels = datasets.real_data(spec["model"], spec["data_dir"])
-    if kind == "ptb":
-        x = np.asarray(inputs, dtype=np.int32).reshape(shape)
-        y = np.asarray(labels, dtype=np.int32).reshape(shape)
-    else:
-        x = np.frombuffer(inputs, dtype=np.uint8).reshape(shape)
-        if len(shape) == 4:
-            x = x.transpose(0, 2, 3, 1)
-        x = np.ascontiguousarray(x, dtype=np.float32) / 255.0
-        y = np.frombuffer(labels, np.uint8).astype(np.int32)
-    return datasets.batches(x, y, batch, spec["data_dir"], lambda xb, yb: (
-        tf.convert_to_tensor(xb), tf.convert_to_tensor(yb)))
-
-
-def _batches(spec, strategy, world, device):
-    """``next_batch() -> (x, y)``: the global batch, split per replica under a strategy."""
-    per_replica = int(spec["per_device_batch"])
-    batch = per_replica * world
-    with tf.device(device):
-        if spec["data"] == "real":
-            plain = _real_batches(spec, batch)
-        else:
-            fixed = tf_models.synthetic_batch(spec["model"], batch)
-
-            def plain():
-                return fixed
-    if strategy is None:
-        return plain
-
-    def split(xy):
-        def part(ctx):
-            k = ctx.replica_id_in_sync_group
-            return tuple(t[k * per_replica:(k + 1) * per_replica] for t in xy)
-        return strategy.experimental_distribute_values_from_function(part)
-
-    if spec["data"] == "real":
-        return lambda: split(plain())
-    fixed_split = split(fixed)
-    return lambda: fixed_split
-
-
-def _train_step(model, opt, loss_fn, strategy, world, scaled, xla):
-    """A compiled step ``(x, y, poison) -> loss``; ``poison`` (a Python bool) NaNs the loss."""
-    variables = model.trainable_variables
-
-    def grads_of(x, y, poison):
-        with tf.GradientTape() as tape:
-            # Each replica averages its own slice; MirroredStrategy sums the
-            # gradients, so dividing by the replica count gives the global mean.
-            loss = loss_fn(model(x, training=True), y) / world
-            if poison:
-                loss = loss * float("nan")
-            target = opt.scale_loss(loss) if scaled else loss
-        return loss, tape.gradient(target, variables)
-
-    if strategy is None:
-        def single(x, y, poison):
-            loss, grads = grads_of(x, y, poison)
-            opt.apply_gradients(zip(grads, variables))  # noqa: B905 - no strict= in 3.6
-            return loss
-        return tf.function(single, jit_compile=xla)
-
-    # The gradient all-reduce inside apply_gradients is a cross-replica call
-    # that XLA cannot compile: only the per-replica forward/backward is jitted.
-    compiled = tf.function(grads_of, jit_compile=xla)
-
-    def replica_step(x, y, poison):
-        loss, grads = compiled(x, y, poison)
-        opt.apply_gradients(zip(grads, variables))  # noqa: B905 - no strict= in 3.6
-        return loss
-
-    @tf.function
-    def step(x, y, poison):
-        losses = strategy.run(replica_step, args=(x, y, poison))
-        return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
-
-    return step
+    kind, shape, train, test = datasets.real_split(spec["model"], spec["data_dir"],
+                                                   spec.get("input_size"), need_test=need_test)
+    return (kind, tf_data.as_arrays(kind, shape, train),
+            None if test is None else tf_data.as_arrays(kind, shape, test))
 
 
 def run(spec, reporter):
@@ -196,6 +134,8 @@ def run(spec, reporter):
     scaled = _precision(spec, kind)
     tf.keras.utils.set_random_seed(int(spec["seed"]))
     name = spec["model"]
+    inference = spec.get("mode") == "inference"
+    host = spec.get("data_loader") == "host"
     reporter.hello(
         "tensorflow", tf.__version__, label, threads, blas=_blas(),
         keras_version=getattr(tf.keras, "__version__", None),
@@ -210,37 +150,112 @@ def run(spec, reporter):
     )
     device = "/gpu:0" if kind == "gpu" else "/cpu:0"
     with strategy.scope() if strategy is not None else tf.device(device):
-        model = tf_models.build(name)
-        reporter.model(tf_models.param_count(model),
-                       tf_models.training_flops_per_sample(name, model))
+        model = tf_models.build(name, spec.get("input_size"))
+        reporter.model(tf_models.param_count(model), tf_models.training_flops_per_sample(
+            name, model, spec.get("input_size")))
         if inject == "oom":
             raise MemoryError("injected allocation failure (inject = \"oom\")")
-        opt = tf.keras.optimizers.SGD(learning_rate=float(spec["lr"]),
-                                      momentum=float(spec["momentum"]))
-        if scaled:
-            opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
-        # Create the optimizer's variables now, outside the traced step.
-        opt.build(model.trainable_variables)
-    next_batch = _batches(spec, strategy, world, device)
-    train = _train_step(model, opt, tf_models.loss_fn(name), strategy, world, scaled, xla)
-    state = {"i": 0}
+        opt = None
+        if not inference:
+            opt = tf_train.optimizer(spec)
+            if scaled:
+                opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
+            # Create the optimizer's variables now, outside the traced step.
+            opt.build(model.trainable_variables)
 
-    def step():
+    batch = int(spec["per_device_batch"]) * world
+    evaluating = spec.get("eval_every") is not None and not inference
+    train_xy = test_xy = data_kind = None
+    if spec["data"] == "real":
+        data_kind, train_xy, test_xy = _real(spec, evaluating)
+    n_train = None if train_xy is None else len(train_xy[0])
+    if n_train is not None and n_train < batch:
+        raise ValueError("data set in %s has %d samples, fewer than the batch %d"
+                         % (spec["data_dir"], n_train, batch))
+    plan = convergence.Plan(n_train, batch, None if inference else spec.get("epochs"),
+                            spec["iterations"], spec["warmup"],
+                            spec.get("eval_every") if evaluating else None)
+    plan.report(reporter, None if test_xy is None else len(test_xy[0]))
+    profiling = bool(spec.get("op_profile"))
+    if train_xy is None:
+        source = tf_data.synthetic(spec, strategy, world, device, host)
+    else:
+        order = tf_data.Order(convergence.EpochOrder(n_train, spec.get("shuffle"), spec["seed"]),
+                              batch, plan.steps_per_epoch)
+        source = tf_data.real(spec, strategy, world, device, train_xy[0], train_xy[1], order,
+                              plan.total_steps + (PROFILE_STEPS if profiling else 0),
+                              int(spec.get("loader_workers") or 0), host)
+    if inference:
+        forward = tf_train.forward_step(model, strategy, xla)
+
+        def work(i, poison):
+            x, _ = source.batch(i)
+            float(forward(x).numpy())  # waits for the forward pass
+            return None
+    else:
+        train = tf_train.train_step(model, opt, tf_models.loss_fn(name), strategy, world,
+                                    scaled, xla)
+
+        def work(i, poison):
+            x, y = source.batch(i)
+            return float(train(x, y, poison).numpy())  # the host needs the value: waits
+
+    evaluate = None
+    if evaluating:
+        evaluate = _evaluator(model, test_xy, data_kind == "ptb", batch, device)
+    _loop(spec, reporter, plan, work, evaluate, inject)
+    if profiling:
+        import tf_profile
+
+        tf_profile.profile(reporter, lambda i: work(i, False), plan.total_steps, kind)
+    return plan.measured_steps
+
+
+PROFILE_STEPS = 5  # tf_profile.PROFILE_STEPS, without importing the profiler for every run
+
+
+def _loop(spec, reporter, plan, work, evaluate, inject):
+    """Run, time and report every step; evaluate (outside the training clock) as planned."""
+    samples = int(spec["samples_per_iter"])
+    perf = time.perf_counter
+    clock = convergence.TrainClock()
+    for i in range(plan.total_steps):
         # Fault hooks fire at the start of the second step, after the first
         # iteration has been reported.
-        if state["i"] == 1 and inject == "hang":
+        if i == 1 and inject == "hang":
             while True:
                 time.sleep(60)
-        if state["i"] == 1 and inject == "crash":
+        if i == 1 and inject == "crash":
             sys.stdout.flush()
             os._exit(1)
-        x, y = next_batch()
-        loss = train(x, y, inject == "nan" and state["i"] == 2)
-        value = float(loss.numpy())  # waits for the step: the host needs the value
-        state["i"] += 1
-        return value
+        clock.start()
+        t0 = perf()
+        loss = work(i, inject == "nan" and i == 2)
+        dt = perf() - t0
+        reporter.iteration(i, dt, samples, plan.is_warmup(i), loss)
+        if loss is not None and not math.isfinite(loss):
+            raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, i))
+        if evaluate is not None and plan.eval_after(i):
+            convergence.send_eval(reporter, plan, i, clock, evaluate)
 
-    return proto.measure(step, spec, reporter)
+
+def _evaluator(model, test_xy, language_model, batch, device):
+    """``evaluate() -> (mean loss, accuracy or None, samples)`` over the whole test set."""
+    step_fn = tf_train.eval_step(model)
+    x, y = test_xy
+
+    def evaluate():
+        totals = convergence.EvalTotals()
+        for i, j in convergence.eval_slices(len(x), batch):
+            with tf.device(device):
+                loss_sum, hits, count = step_fn(tf.convert_to_tensor(x[i:j]),
+                                                tf.convert_to_tensor(y[i:j]))
+            # EvalTotals takes each batch's mean over samples; the LSTM's loss is
+            # per token, so its per-sample mean is the token mean.
+            tokens = float(count.numpy())
+            totals.add(float(loss_sum.numpy()) / tokens, int(hits.numpy()), j - i)
+        return totals.result(language_model)
+    return evaluate
 
 
 if __name__ == "__main__":

@@ -236,3 +236,17 @@ def test_builtins_load_and_match_the_issue() -> None:
     quick = load("quick")
     assert {j.framework for j in quick.jobs} == {"torch", "tensorflow", "cntk"}
     assert all(j.device.kind == "cpu" for j in quick.jobs)
+
+
+def test_profiles_show_names_epochs_and_the_other_settings(capsys: pytest.CaptureFixture[str]
+                                                           ) -> None:
+    from dltop.cli import main
+
+    example = Path(__file__).parents[2] / "docs" / "examples" / "convergence.toml"
+    assert main(["profiles", "show", str(example)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "other settings" in lines[2]
+    first = lines[3].split()
+    assert first[1:3] == ["torch", "lenet"] and "3ep" in first
+    assert "optimizer=adam" in lines[3] and "target_accuracy=0.95" in lines[3]
+    assert any("mode=inference" in line and " 200 " in line for line in lines)

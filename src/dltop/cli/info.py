@@ -43,11 +43,13 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         packing = "packed on disjoint devices" if prof.pack else "one run at a time"
         print(f"# source: {safe(prof.source)}; {len(prof.jobs)} jobs; {packing}")
         print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
-              f"{'rep':>3} {'iters':>5} {'warmup':>6} {'precision':<9} {'data':<9} timeout_s")
+              f"{'rep':>3} {'iters':>5} {'warmup':>6} {'precision':<9} {'data':<9} "
+              f"{'timeout_s':>9}  other settings")
         for i, j in enumerate(prof.jobs, 1):
+            iters = f"{j.epochs}ep" if j.epochs is not None else str(j.iterations)
             print(f"{i:>4}  {j.framework:<10} {safe(j.model):<10} {j.batch_size:>6} "
-                  f"{j.device.label:<7} {j.repeat + 1:>3} {j.iterations:>5} {j.warmup:>6} "
-                  f"{j.precision:<9} {j.data:<9} {j.timeout_s:g}")
+                  f"{j.device.label:<7} {j.repeat + 1:>3} {iters:>5} {j.warmup:>6} "
+                  f"{j.precision:<9} {j.data:<9} {j.timeout_s:>9g}  {_other_settings(j)}")
             if j.framework == "command":
                 _print_command(j)
         return 0
@@ -55,6 +57,23 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         prof = load(name)
         print(f"{name:<18} {len(prof.jobs):>4} jobs  {safe(prof.description)}")
     return 0
+
+
+_SHOWN = ("iterations", "warmup", "precision", "data", "timeout_s", "data_dir", "epochs")
+
+
+def _other_settings(job: JobSpec) -> str:
+    """``key=value`` for every setting not at its default and not in a column."""
+    from dltop.profiles.model import settings
+
+    out = []
+    for key, f in settings().items():
+        value = getattr(job, f.name)
+        if key in _SHOWN or value == f.default or (key == "shuffle" and value is (
+                job.data == "real")):
+            continue
+        out.append(f"{key}={value}")
+    return " ".join(out)
 
 
 def _print_command(job: JobSpec) -> None:

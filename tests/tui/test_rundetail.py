@@ -270,3 +270,43 @@ async def test_the_log_of_a_running_run_is_followed(
         await wait_until_async(
             lambda: int(lines.scroll_offset.y) + lines.size.height == 90, 10, "the end")
         assert lines.line_text(89) == "more 39"
+
+
+async def test_a_convergence_run_shows_its_evaluations_and_operator_profile(
+        data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
+    store = Store(connect(data.seeded.db_path))
+    store.add_evals(data.ok_run, [
+        {"idx": 9, "epoch": 1.0, "accuracy": 0.61, "loss": 1.2, "eval_s": 0.2, "train_s": 5.0,
+         "samples": 100, "t_mono_ns": int(5005.5e9)},
+        {"idx": 19, "epoch": 2.0, "accuracy": 0.93, "loss": 0.3, "eval_s": 0.2,
+         "train_s": 10.0, "samples": 100, "t_mono_ns": int(5010.5e9)}])
+    store.set_profile(data.ok_run, {"profile_steps": 5, "profile_step_ms": 40.0,
+                                    "profile_device": "cpu"},
+                      [{"name": "aten::convolution_backward", "calls": 10, "self_cpu_ms": 100.0,
+                        "self_device_ms": None, "total_ms": 120.0, "share_pct": 50.0},
+                       {"name": "aten::addmm", "calls": 15, "self_cpu_ms": 20.0,
+                        "self_device_ms": None, "total_ms": 20.0, "share_pct": 10.0}])
+    app = make_app(data.seeded)
+    async with app.run_test(size=(200, 60)) as pilot:
+        screen = await open_row(pilot, app, 0, wait_until_async)
+        conv = text_of(screen, "#rd-convergence")
+        assert "accuracy" in conv and "61.00%" in conv and "93.00%" in conv
+        assert "best 93.00% after 10.0 s of training" in conv
+        prof = text_of(screen, "#rd-profile")
+        assert "5 extra steps" in prof and "40.00 ms each on cpu" in prof
+        lines = [line for line in prof.splitlines() if "aten::" in line]
+        # per profiled step: 100 ms over 5 steps, 10 calls over 5 steps
+        assert lines[0].split()[:4] == ["50.0%", "20.000", "2", "aten::convolution_backward"]
+        assert not screen.query_one("#chart-eval").has_class("-hidden")
+        assert screen.trace is not None and [e.accuracy for e in screen.trace.evals] == [
+            0.61, 0.93]
+
+
+async def test_a_run_without_evaluations_or_profile_shows_neither(
+        data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
+    app = make_app(data.seeded)
+    async with app.run_test(size=(200, 60)) as pilot:
+        screen = await open_row(pilot, app, 0, wait_until_async)
+        assert text_of(screen, "#rd-convergence").strip() == ""
+        assert text_of(screen, "#rd-profile").strip() == ""
+        assert screen.query_one("#chart-eval").has_class("-hidden")

@@ -85,6 +85,18 @@ class RunTelemetry:
 
 
 @dataclass(frozen=True)
+class ProfileOp:
+    """One operator of the run's profile, per profiled step."""
+
+    name: str
+    calls: float
+    self_cpu_ms: float
+    self_device_ms: float | None
+    """CUDA kernel time; None off CUDA."""
+    share_pct: float
+
+
+@dataclass(frozen=True)
 class RunDetail:
     """A run, its job's configuration and the job's other attempts."""
 
@@ -120,6 +132,11 @@ class RunDetail:
     """(column, value) of its ``environment`` row; empty when it has none."""
     pruned: bool
     """``dltop prune`` deleted its raw rows (and its run folder)."""
+    profile: tuple[ProfileOp, ...] = ()
+    """Top operators by self time (``profile = true``), per profiled step."""
+    profile_steps: int | None = None
+    profile_step_ms: float | None = None
+    profile_device: str | None = None
 
     @property
     def label(self) -> str:
@@ -225,7 +242,21 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         protocol_errors=r["protocol_errors"], log_path=r["log_path"],
         stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"],
         samples_per_iter=r["samples_per_iter"], stats=stats,
-        telemetry=tel, environment=environment, pruned=pruned)
+        telemetry=tel, environment=environment, pruned=pruned,
+        profile=_profile(db, run_id, r.get("profile_steps")),
+        profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
+        profile_device=r.get("profile_device"))
+
+
+def _profile(db: Db, run_id: int, steps: int | None) -> tuple[ProfileOp, ...]:
+    if not steps or "profile_ops" not in db.table_names():
+        return ()
+    return tuple(
+        ProfileOp(str(o["name"]), o["calls"] / steps, o["self_cpu_ms"] / steps,
+                  None if o["self_device_ms"] is None else o["self_device_ms"] / steps,
+                  float(o["share_pct"]))
+        for o in db.query("select name, calls, self_cpu_ms, self_device_ms, share_pct from "
+                          "profile_ops where run_id = ? order by rank", [run_id]))
 
 
 def stats_so_far(detail: RunDetail, trace: RunTrace | None) -> RunStats | None:

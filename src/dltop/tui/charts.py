@@ -161,7 +161,7 @@ class RunCharts(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="charts-note")
-        for name in ("iter", "loss", "util", "power", "memory"):
+        for name in ("iter", "loss", "eval", "util", "power", "memory"):
             yield RunChart(id=f"chart-{name}")
 
     def _chart(self, name: str) -> RunChart:
@@ -184,6 +184,7 @@ class RunCharts(Vertical):
         note.update("  ".join(notes))
         note.set_class(not notes, "-hidden")
         shown = {"iter": bool(its), "loss": trace is not None and trace.has_loss,
+                 "eval": trace is not None and bool(trace.evals),
                  "util": bool(gpus or host), "power": bool(gpus),
                  "memory": bool(gpus or host)}
         for name, on in shown.items():
@@ -211,6 +212,16 @@ def chart_spec(trace: RunTrace, name: str) -> ChartSpec:
             f"s/iter{thin}" + (", warm-up in orange" if warm else ""), xlabel, xlim,
             (("", [x for x, _ in warm], [s for _, s in warm], WARMUP_COLOR),
              ("", [x for x, _ in meas], [s for _, s in meas], MEASURED_COLOR)), vline)
+    if name == "eval":
+        ev = [e for e in trace.evals if e.t_s is not None] if timed else list(trace.evals)
+        ex = [e.t_s or 0.0 if timed else float(e.idx) for e in ev]
+        if ev and ev[0].accuracy is None:
+            return ChartSpec("test perplexity", xlabel, xlim,
+                             (("", ex, [e.perplexity for e in ev], MEASURED_COLOR),), vline,
+                             ymin=None)
+        return ChartSpec("test accuracy %", xlabel, xlim, (("", ex, [
+            None if e.accuracy is None else 100 * e.accuracy for e in ev], MEASURED_COLOR),),
+            vline)
     if name == "loss":
         return ChartSpec("loss", xlabel, xlim,
                          (("", xs, [p.loss for p in its], MEASURED_COLOR),), vline, ymin=None)

@@ -42,6 +42,7 @@ from dltop.tui.charts import RunCharts
 from dltop.tui.format import NA, STATUS_STYLE, duration, gib, num, per_iteration
 from dltop.tui.keybar import KeyBar
 from dltop.tui.logview import LogViewer
+from dltop.tui.rundetail_sections import convergence_text, profile_text
 
 if TYPE_CHECKING:
     from dltop.store.reader import ReadDb
@@ -226,7 +227,8 @@ class RunDetailScreen(Screen[None]):
                 with VerticalScroll(id="rd-charts"):
                     yield RunCharts()
                 with VerticalScroll(id="rd-info"):
-                    for part in ("status", "stats", "telemetry", "env"):
+                    for part in ("status", "stats", "convergence", "profile", "telemetry",
+                                 "env"):
                         yield Static("", id=f"rd-{part}")
             yield Static("", id="rd-log")
         yield KeyBar([*((b, False) for b in self.BINDINGS),
@@ -340,6 +342,10 @@ class RunDetailScreen(Screen[None]):
         live = stats_so_far(detail, trace) if detail.running else None
         self._set("#rd-stats", section("Statistics" + (" so far" if live else ""),
                                        stats_rows(live or detail.stats), detail))
+        for part, text in (("convergence", convergence_text(trace)),
+                           ("profile", profile_text(detail))):
+            self._set(f"#rd-{part}", text)
+            self.query_one(f"#rd-{part}").display = bool(text.plain)  # most runs have none
         self._set("#rd-telemetry", section("Telemetry", telemetry_rows(detail), detail))
         env = detail.environment or (("environment", None),)
         self._set("#rd-env", section(

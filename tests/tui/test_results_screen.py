@@ -18,7 +18,7 @@ from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.tui.app import DltopApp
 from dltop.tui.results_screen import MetricBar, MetricPicker, ResultsScreen, SpeedupChart
-from dltop.tui.results_view import BEST_STYLE, FAILURE_STYLE
+from dltop.tui.results_view import BEST_STYLE, FAILURE_STYLE, METRIC_NAMES
 
 from .conftest import FIXED_TIME, fixed_host
 
@@ -145,8 +145,14 @@ async def test_the_metric_switch_cycles_and_picks(tmp_path: Path) -> None:
         options.highlighted = [o.prompt.split()[0] for o in options._options].index("mfu")
         await pilot.press("enter")
         await settle(app, pilot)
-        for _ in range(2):  # mfu -> mean-time -> time (wraps around)
-            await pilot.press("m")
+        await pilot.press("m")
+        await settle(app, pilot)
+        assert screen.metric == "mean-time"
+        await pilot.press("m")  # then the convergence and inference metrics
+        await settle(app, pilot)
+        assert screen.metric == "accuracy"
+        for _ in range(len(METRIC_NAMES) - METRIC_NAMES.index("accuracy")):
+            await pilot.press("m")  # ... and around to time
             await settle(app, pilot)
         assert screen.metric == "time"
 

@@ -18,14 +18,17 @@ from typing import Any
 from rich.text import Text
 
 from dltop.catalog import JobStatus, RunStatus
-from dltop.results.metrics import METRIC_LIST
+from dltop.results.metrics import CONVERGENCE_LIST, METRIC_LIST
 from dltop.results.table import Cell, Role, Row, Table, status_label
 from dltop.textsafe import one_line
 
-METRIC_NAMES = (*(m.name for m in METRIC_LIST if m.name != "mean-time"), "mean-time")
+METRIC_NAMES = (*(m.name for m in METRIC_LIST if m.name != "mean-time"), "mean-time",
+                *(m.name for m in CONVERGENCE_LIST))
 """The metric switch's order: ``dltop export --metric``'s choices, time then throughput
-(``m`` toggled these two before it cycled), the mean time last."""
-HIGHER_IS_BETTER = frozenset({"throughput", "tflops", "mfu"})
+(``m`` toggled these two before it cycled), the mean time, then the metrics of
+convergence and inference runs (accuracy, time-to-accuracy, epoch time, latency,
+perplexity: ``n/a`` for runs without evaluations or timed forward passes)."""
+HIGHER_IS_BETTER = frozenset({"throughput", "tflops", "mfu", "accuracy"})
 """Metrics whose best cell is the largest; every other one's is the smallest."""
 BEST_STYLE = "bold black on green"
 FAILURE_STYLE: dict[str, str] = {

@@ -25,33 +25,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.tensorflow, pytest.mark.cntk]
 
 PROFILE = """
 name = "parity"
-[[matrix]]
+[defaults]
 frameworks = ["torch", "tensorflow", "cntk"]
+batch_sizes = [2]
+devices = ["cpu:1"]
+iterations = 1
+warmup = 0
+timeout_s = 600
+[[matrix]]
 models = ["fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm",
           "lenet", "vgg16"]
-batch_sizes = [2]
-devices = ["cpu:1"]
-iterations = 1
-warmup = 0
-timeout_s = 600
 [[matrix]]
-frameworks = ["torch", "tensorflow", "cntk"]
 models = ["resnet-50"]
 input_size = 32
-batch_sizes = [2]
-devices = ["cpu:1"]
-iterations = 1
-warmup = 0
-timeout_s = 600
 [[matrix]]
-frameworks = ["torch", "tensorflow", "cntk"]
 models = ["resnet-56"]
 input_size = 64
-batch_sizes = [2]
-devices = ["cpu:1"]
-iterations = 1
-warmup = 0
-timeout_s = 600
 """
 SIZES = {"resnet-50": 32, "resnet-56": 64}
 

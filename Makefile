@@ -23,7 +23,7 @@ run: $(STAMP)
 	$(BIN)/dltop export --format md
 
 test: $(STAMP) lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"

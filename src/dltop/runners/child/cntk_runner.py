@@ -27,6 +27,7 @@ import sys
 import types
 
 import dltop_protocol as proto
+import model_catalog
 
 _MPI_RANK = os.environ.get("OMPI_COMM_WORLD_RANK")
 
@@ -241,8 +242,8 @@ def run(spec, reporter):
                    # MKL-ML 2018 takes slow non-AVX paths on AMD CPUs unless this is 5.
                    mkl_debug_cpu_type=os.environ.get("MKL_DEBUG_CPU_TYPE"))
     model, loss, x, y = cntk_models.build(name, spec.get("input_size"))
-    reporter.model(cntk_models.param_count(model),
-                   cntk_models.training_flops_per_sample(name, model))
+    reporter.model(cntk_models.param_count(model), model_catalog.flops_for_mode(
+        cntk_models.training_flops_per_sample(name, model), spec.get("mode")))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     _check_precision(spec, device)

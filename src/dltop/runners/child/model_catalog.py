@@ -105,3 +105,11 @@ def builder(table, name):
     if name not in table:
         raise KeyError("unknown model %r (known: %s)" % (name, ", ".join(NAMES)))
     return table[name]
+
+
+def flops_for_mode(training_flops, mode):
+    """FLOPs per sample of a run in ``mode``: a training step is counted as 3 x the
+    forward pass (docs/models.md), an inference step is the forward pass alone."""
+    if training_flops is None:
+        return None
+    return training_flops / 3.0 if mode == "inference" else training_flops

@@ -29,6 +29,7 @@ import sys
 import time
 
 import dltop_protocol as proto
+import model_catalog
 
 # Before the import: TF logs every kernel registration and oneDNN notice at INFO.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -151,8 +152,9 @@ def run(spec, reporter):
     device = "/gpu:0" if kind == "gpu" else "/cpu:0"
     with strategy.scope() if strategy is not None else tf.device(device):
         model = tf_models.build(name, spec.get("input_size"))
-        reporter.model(tf_models.param_count(model), tf_models.training_flops_per_sample(
-            name, model, spec.get("input_size")))
+        reporter.model(tf_models.param_count(model), model_catalog.flops_for_mode(
+            tf_models.training_flops_per_sample(name, model, spec.get("input_size")),
+            spec.get("mode")))
         if inject == "oom":
             raise MemoryError("injected allocation failure (inject = \"oom\")")
         opt = None

@@ -12,6 +12,7 @@ import os
 import sys
 
 import dltop_protocol as proto
+import model_catalog
 
 # Import torch only after the protocol module: a failing import must still be
 # reported as an error event, and thread variables come from the parent's env.
@@ -211,8 +212,8 @@ def run(spec, reporter):
     )
     input_size = spec.get("input_size")
     model = torch_models.build(name, input_size)
-    reporter.model(torch_models.param_count(model),
-                   torch_models.training_flops_per_sample(name, model, input_size))
+    reporter.model(torch_models.param_count(model), model_catalog.flops_for_mode(
+        torch_models.training_flops_per_sample(name, model, input_size), spec.get("mode")))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     # Inference: eval mode (dropout off, batch norm on running statistics), no DDP:

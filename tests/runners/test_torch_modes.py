@@ -88,6 +88,7 @@ def test_resnet50_at_input_size_32(tmp_path: Path) -> None:
                                                   input_size=32, iterations=2))
     assert code == 0, out
     model = of(events, "model")[0]
+    # an inference run reports the forward pass: a third of the training figure
     assert model["flops_per_sample"] == torch_models.training_flops_per_sample(
-        "resnet-50", input_size=32)
-    assert model["flops_per_sample"] < torch_models.training_flops_per_sample("resnet-50") / 40
+        "resnet-50", input_size=32) / 3
+    assert model["flops_per_sample"] < torch_models.training_flops_per_sample("resnet-50") / 120

@@ -32,7 +32,6 @@ from dltop.results.queries import (
     CampaignRow,
     CurrentRun,
     campaign_row,
-    campaigns,
     current_runs,
     run_label,
     run_total_sql,
@@ -178,12 +177,6 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
         return ()
     text = _read_tail(Path(path), LOG_TAIL_BYTES).splitlines()
     return tuple(line[-500:] for line in text[-lines:])
-
-
-def latest_campaign_id(db: sqlite_utils.Database) -> int | None:
-    """The newest campaign's id, or None in an empty database."""
-    rows = campaigns(db, limit=1)
-    return rows[0].id if rows else None
 
 
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:

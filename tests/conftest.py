@@ -15,6 +15,7 @@ import importlib.util
 import json
 import os
 import sqlite3
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -260,3 +261,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 pytest_plugins = ["pytester"]  # tests/core/test_framework_markers.py runs an inner pytest
+
+
+@pytest.fixture
+def stand_in_engine() -> Iterator[int]:
+    """A live process recorded as a campaign's engine, so no viewer resumes the campaign
+    (the TUI's control tests and the served TUI only read the database)."""
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        yield proc.pid
+    finally:
+        proc.kill()
+        proc.wait()

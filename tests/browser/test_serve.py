@@ -13,7 +13,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -112,17 +112,6 @@ def seed(tmp_path: Path, engine_pid: int) -> Path:
                          [engine_pid, process_start_time(engine_pid)])
     store.db.conn.close()
     return db_path
-
-
-@pytest.fixture
-def stand_in_engine() -> Iterator[int]:
-    """A live process recorded as the campaign's engine, so no viewer resumes it."""
-    proc = subprocess.Popen(["sleep", "600"])
-    try:
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 def tuis_of(db: Path) -> list[int]:

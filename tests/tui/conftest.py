@@ -7,12 +7,8 @@ liveness check pinned to True so the title does not depend on a pid.
 
 from __future__ import annotations
 
-import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-
-import pytest
 
 from dltop.jobs import campaign
 from dltop.procs import process_start_time
@@ -94,14 +90,3 @@ def make_app(seeded: Seeded, gpus: int = 8, *,
         backend = FakeGpuBackend(gpus, clock_ns=SteppingClock())
     return DltopApp(seeded.db_path, seeded.db_path.parent / "logs", backend,
                     host=fixed_host, live=False, resume_orphans=False, **kw)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def stand_in_engine() -> Iterator[int]:
-    """A live process recorded as the campaign's engine (control tests only read the DB)."""
-    proc = subprocess.Popen(["sleep", "300"])
-    try:
-        yield proc.pid
-    finally:
-        proc.kill()
-        proc.wait()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
+from dltop.results.profile import ProfileOp, profile_ops
 from dltop.results.runtrace import (
     DEFAULT_MAX_POINTS,
     GpuPoint,
@@ -82,18 +83,6 @@ class RunTelemetry:
     read_errors: int | None
     note: str | None
     """``runs.telemetry_note``: why the window figures are missing, when they are."""
-
-
-@dataclass(frozen=True)
-class ProfileOp:
-    """One operator of the run's profile, per profiled step."""
-
-    name: str
-    calls: float
-    self_cpu_ms: float
-    self_device_ms: float | None
-    """CUDA kernel time; None off CUDA."""
-    share_pct: float
 
 
 @dataclass(frozen=True)
@@ -243,20 +232,9 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"],
         samples_per_iter=r["samples_per_iter"], stats=stats,
         telemetry=tel, environment=environment, pruned=pruned,
-        profile=_profile(db, run_id, r.get("profile_steps")),
+        profile=profile_ops(db, run_id, r.get("profile_steps")),
         profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
         profile_device=r.get("profile_device"))
-
-
-def _profile(db: Db, run_id: int, steps: int | None) -> tuple[ProfileOp, ...]:
-    if not steps or "profile_ops" not in db.table_names():
-        return ()
-    return tuple(
-        ProfileOp(str(o["name"]), o["calls"] / steps, o["self_cpu_ms"] / steps,
-                  None if o["self_device_ms"] is None else o["self_device_ms"] / steps,
-                  float(o["share_pct"]))
-        for o in db.query("select name, calls, self_cpu_ms, self_device_ms, share_pct from "
-                          "profile_ops where run_id = ? order by rank", [run_id]))
 
 
 def stats_so_far(detail: RunDetail, trace: RunTrace | None) -> RunStats | None:

@@ -10,6 +10,7 @@ time exists only on CUDA; elsewhere the cell says ``N/A``.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.errors import UserError
@@ -18,6 +19,8 @@ from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
+
+    from dltop.store.reader import ReadDb
 
 COLUMNS = (
     Column("rank", "#", Role.KEY),
@@ -34,6 +37,33 @@ NOTES = ("Per profiled step: the totals over the profiled steps (after the measu
          "CUDA, else CPU time) over the mean step wall time; shares of ops that overlap "
          "(CPU launching while kernels run) may add up to more or less than 100 %. N/A: no "
          "device time (not a CUDA run).",)
+
+
+@dataclass(frozen=True)
+class ProfileOp:
+    """One operator of a run's profile, per profiled step."""
+
+    name: str
+    calls: float
+    self_cpu_ms: float
+    self_device_ms: float | None
+    """CUDA kernel time; None off CUDA."""
+    share_pct: float
+    shapes: str | None
+
+
+def profile_ops(db: sqlite_utils.Database | ReadDb, run_id: int,
+                steps: int | None) -> tuple[ProfileOp, ...]:
+    """The run's stored operators, ranked, their totals divided by the ``steps``
+    profiled (empty without a profile)."""
+    if not steps or "profile_ops" not in db.table_names():
+        return ()
+    return tuple(
+        ProfileOp(str(o["name"]), o["calls"] / steps, o["self_cpu_ms"] / steps,
+                  None if o["self_device_ms"] is None else o["self_device_ms"] / steps,
+                  float(o["share_pct"]), o["shapes"])
+        for o in db.query("select name, calls, self_cpu_ms, self_device_ms, share_pct, shapes "
+                          "from profile_ops where run_id = ? order by rank", [run_id]))
 
 
 def _number(value: Any, text: str) -> Cell:
@@ -61,18 +91,12 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
         raise UserError(f"--run {run_id}: the run has no operator profile (set profile = "
                         "true in its profile; the framework's runner must support it, see "
                         "docs/frameworks.md)")
-    rows = []
-    for op in db.query("select rank, name, calls, self_cpu_ms, self_device_ms, share_pct, "
-                       "shapes from profile_ops where run_id = ? order by rank", [run_id]):
-        calls = op["calls"] / steps
-        cpu = op["self_cpu_ms"] / steps
-        dev = None if op["self_device_ms"] is None else op["self_device_ms"] / steps
-        rows.append(Row((
-            key_cell(int(op["rank"])), Cell(str(op["name"])),
-            Cell(f"{calls:g}", calls), Cell(f"{cpu:.3f}", cpu),
-            _number(dev, f"{dev:.3f}" if dev is not None else ""),
-            Cell(f"{op['share_pct']:.1f}", op["share_pct"]),
-            Cell(op["shapes"] or "-"))))
+    rows = [Row((key_cell(rank), Cell(op.name), Cell(f"{op.calls:g}", op.calls),
+                 Cell(f"{op.self_cpu_ms:.3f}", op.self_cpu_ms),
+                 _number(op.self_device_ms, "" if op.self_device_ms is None
+                         else f"{op.self_device_ms:.3f}"),
+                 Cell(f"{op.share_pct:.1f}", op.share_pct), Cell(op.shapes or "-")))
+            for rank, op in enumerate(profile_ops(db, run_id, steps), 1)]
     camp = queries.resolve_campaign(db, int(run["campaign_id"]))
     what = (f"operator profile of run {run_id} ({run['framework']} {run['model']} "
             f"b{run['batch_size']} {run['device']} #{int(run['repeat']) + 1}): "

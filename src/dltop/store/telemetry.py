@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
-from dltop.store.migrations import RUN_TELEMETRY_COLUMNS
 from dltop.store.rows import insert_sql
+from dltop.store.schema_steps import RUN_TELEMETRY_COLUMNS
 from dltop.store.tx import transaction
 from dltop.telemetry.model import RunTelemetry
 

@@ -112,6 +112,7 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "data_loader": ({}, {"data_loader": "host"}),
     "loader_workers": ({**REAL, "data_loader": "host"},
                        {**REAL, "data_loader": "host", "loader_workers": 2}),
+    "nodes": ({"executor": "slurm"}, {"executor": "slurm", "nodes": 2}),
 }
 
 
@@ -171,7 +172,7 @@ def test_identity_declarations() -> None:
         "framework", "model", "batch_size", "device", "iterations", "warmup", "precision",
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
-        "options")
+        "nodes", "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

@@ -20,14 +20,14 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, presets
-from dltop.profiles.model import DeviceSpec, JobSpec, Profile, settings
+from dltop.profiles import command, fields, presets, slurm
+from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 
-TOP_KEYS = ("name", "description", "pack", "defaults", "matrix")
+TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
-SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay")
+SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes")
 """Settings a profile may give as a list: each value is a configuration (a sweep)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
                             **{k: f.default for k, f in settings().items()}}
@@ -122,6 +122,7 @@ def parse(text: str, source: str, default_name: str,
         raise where.err("matrix", "expected at least one [[matrix]] entry; the matrix is empty")
     if not isinstance(matrix, list) or not all(isinstance(m, dict) for m in matrix):
         raise where.err("matrix", "expected an array of tables ([[matrix]])")
+    cluster = slurm.parse(where.err, doc.get("slurm"))
     cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
     jobs: list[JobSpec] = []
     for i, entry in enumerate(matrix):
@@ -134,7 +135,10 @@ def parse(text: str, source: str, default_name: str,
         origin.update({k: f"preset {own['preset']!r} of matrix[{i}]" for k in preset
                        if k not in own})
         jobs.extend(_expand(where, origin, f"matrix[{i}]", name,
-                            {**SETTINGS, **preset, **own}, cores, base))
+                            {**SETTINGS, **preset, **own}, cores, base, cluster))
+    if cluster is not None and not any(j.executor == "slurm" for j in jobs):
+        raise where.err("slurm", 'a [slurm] table, but no job runs with executor = "slurm" '
+                        "(set it in [defaults] or in an entry)")
     return Profile(name=name, description=description, source=source, jobs=tuple(jobs),
                    pack=pack)
 
@@ -155,7 +159,8 @@ def _preset(where: _Where, origin: dict[str, str], at: str,
 
 
 def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
-            merged: dict[str, Any], cores: int, profile_dir: Path) -> list[JobSpec]:
+            merged: dict[str, Any], cores: int, profile_dir: Path,
+            cluster: SlurmSettings | None) -> list[JobSpec]:
     def loc(key: str) -> str:
         return f"{origin.get(key, at)}.{key}"
 
@@ -192,11 +197,13 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
             raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
     options = tuple(sorted(options + byo))
-    for batch, dev in itertools.product(batches, devices):
-        if s["batch_scaling"] == "global" and batch % dev.workers:
+    for sw, batch, dev in itertools.product(sweeps, batches, devices):
+        workers = dev.workers * sw["nodes"]
+        if sw["batch_scaling"] == "global" and batch % workers:
+            on = f"{dev.label} x {sw['nodes']} nodes" if sw["nodes"] > 1 else dev.label
             raise where.err(loc("batch_sizes"), f"global batch {batch} does not divide over "
-                            f"{dev.workers} workers ({dev.label}); use a multiple of "
-                            f"{dev.workers} or batch_scaling = \"per-device\"")
+                            f"{workers} workers ({on}); use a multiple of "
+                            f"{workers} or batch_scaling = \"per-device\"")
     jobs = []
     # Repeats form the outer loop: each pass runs every configuration once, so a
     # noisy stretch of time spreads over configurations instead of hitting all
@@ -205,9 +212,11 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         for s, fw, model, batch, dev in itertools.product(sweeps, frameworks, models, batches,
                                                            devices):
             _model_settings(where, loc, s, fw, model)
+            slurm.check_job(where.err, loc, fw, dev, s["nodes"], s["executor"], cluster)
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
                 repeat=rep, options=options,
+                slurm=cluster if s["executor"] == "slurm" else None,
                 **{f.name: s[k] for k, f in settings().items()}))
     return jobs
 

@@ -44,6 +44,7 @@ from dltop.store.schema_steps import (
     v12,
     v13,
     v14,
+    v15,
 )
 from dltop.store.tx import transaction
 
@@ -106,6 +107,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(14, "evals (test accuracy/perplexity/loss per evaluation), profile_ops (top "
                   "operators of a profiled run); runs.plan_iterations, profile_steps/"
                   "profile_step_ms/profile_device, latency_p50_s/latency_p99_s", v14),
+    Migration(15, "Slurm: runs.slurm_job_id/slurm_nodes/slurm_state/slurm_reason",
+              v15),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -270,3 +270,11 @@ RUN_TELEMETRY_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, **_V6_RUN_COLUMNS,
 :data:`dltop.store.telemetry.RUN_COLUMNS`). A migration that adds summary columns
 defines its own frozen dict, adds them from it, and joins it here.
 """
+
+
+def v15(db: Any) -> None:
+    # Slurm (issue 15): a Slurm run records its job id, node list, and Slurm's state and
+    # reason (PENDING shown as pending, with squeue's reason). The job's node count stays in
+    # spec_json, where results read every identity field.
+    for name in ("slurm_job_id", "slurm_nodes", "slurm_state", "slurm_reason"):
+        db["runs"].add_column(name, str)

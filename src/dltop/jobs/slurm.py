@@ -1,0 +1,367 @@
+"""The Slurm executor: one run is one Slurm job, watched from the login host (docs/cluster.md).
+
+:func:`supervise_slurm` is the Slurm twin of :func:`dltop.jobs.supervisor.supervise`: it
+returns the same :class:`~dltop.jobs.supervisor.ChildOutcome`, classified by the same
+rules, so the engine stores, retries and reports a Slurm run like a local one. It
+writes the run's scripts (:mod:`dltop.jobs.slurm_script`), submits ``batch.sh`` with
+``sbatch --parsable`` (inside an ``salloc`` allocation, when ``SLURM_JOB_ID`` is set,
+it runs ``batch.sh`` itself, whose ``srun`` makes a step of that allocation), tails the
+events file the runner appends on the shared filesystem, and follows the job's state
+with ``scontrol show job`` every :data:`POLL_S`.
+
+Not ``sbatch --wait``: it polls the controller itself with a back-off of up to half a
+minute, so a run's end would be seen late, and dltop polls anyway for the queue's
+``PENDING`` state and its reason.
+
+The deadline (``timeout_s``) counts from the moment the job runs: time spent pending
+in the queue is the cluster's, not the run's. Cancel and timeout call ``scancel`` and
+wait for the job to leave the running states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dltop.catalog import RunStatus
+from dltop.jobs.slurm_script import (
+    SlurmFiles,
+    batch_script,
+    node_script,
+    sbatch_argv,
+)
+from dltop.jobs.supervisor import (
+    MAX_EVENT_LINE_BYTES,
+    TERM_GRACE_S,
+    ChildOutcome,
+    EventHandler,
+    _classify,
+    _EventReader,
+)
+from dltop.procs import read_log_tail
+from dltop.profiles.model import JobSpec
+
+POLL_S = 1.0
+"""How often the job's state is asked of the controller."""
+TAIL_S = 0.25
+"""How often the events file is read."""
+END_WAIT_S = 60.0
+"""How long a cancelled job may take to leave the running states before dltop gives up."""
+LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
+                         "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
+                         "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
+NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE"})
+"""Ends that are the cluster's doing: the run is ``crashed`` with the Slurm state."""
+
+StateHandler = Callable[[dict[str, Any]], None]
+"""Receives the runs columns to update: slurm_job_id, slurm_state/slurm_reason, slurm_nodes."""
+
+
+async def run_slurm_cmd(*argv: str, env: Mapping[str, str],
+                        timeout_s: float = 60.0) -> tuple[int, str, str]:
+    """Run a Slurm client; (exit status, stdout, stderr); status 127 when it is missing."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=dict(env))
+    except OSError as exc:
+        return 127, "", f"cannot run {argv[0]}: {exc}"
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return 124, "", f"{argv[0]} did not answer within {timeout_s:g} s"
+    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def parse_job(text: str) -> dict[str, str]:
+    """``scontrol show job -o`` output as a dict (``JobState``, ``Reason``, ``NodeList``...)."""
+    out: dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in out:
+            out[key] = value
+    return out
+
+
+async def job_state(job_id: str, env: Mapping[str, str]) -> dict[str, str] | None:
+    """The job as the controller sees it; None once it has forgotten it (or cannot say)."""
+    rc, out, _ = await run_slurm_cmd("scontrol", "show", "job", "-o", job_id, env=env,
+                                     timeout_s=30.0)
+    return parse_job(out) if rc == 0 and out.strip() else None
+
+
+def _write_file(path: Path, text: str, mode: int) -> None:
+    # Never through a planted link, never over an existing file (as jobs.rundir does).
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str], files: SlurmFiles,
+                  *, in_allocation: bool) -> None:
+    """Write ``batch.sh``, ``node.sh`` and the empty ``events.jsonl`` into the run folder."""
+    _write_file(files.batch_path, batch_script(job, run_id, files, in_allocation=in_allocation),
+                0o700)
+    _write_file(files.node_path, node_script(job, runner_argv, files), 0o700)
+    _write_file(files.events_path, "", 0o600)
+
+
+def agent_files(run_dir: Path) -> list[Path]:
+    """HOOK (issue 15, item 5): the agents' sample files of a finished Slurm run, one per
+    node (``agent-<node>.jsonl``), for the engine to ingest with the node's name."""
+    return sorted(run_dir.glob("agent-*.jsonl"))
+
+
+class _Tail:
+    """Feeds the lines appended to the events file to the supervisor's event reader."""
+
+    def __init__(self, path: Path, reader: _EventReader) -> None:
+        self._path, self._reader = path, reader
+        self._pos = 0
+        self._buf = bytearray()
+        self._discarding = False
+
+    def read(self) -> None:
+        try:
+            with open(self._path, "rb") as f:
+                f.seek(self._pos)
+                chunk = f.read()
+        except OSError:
+            return
+        self._pos += len(chunk)
+        self._buf += chunk
+        while (nl := self._buf.find(b"\n")) >= 0:
+            line = bytes(self._buf[:nl])
+            del self._buf[:nl + 1]
+            if self._discarding:
+                self._discarding = False
+            else:
+                self._reader._handle(line)
+        if len(self._buf) > MAX_EVENT_LINE_BYTES:
+            if not self._discarding:
+                self._reader._refuse(f"an event line over {MAX_EVENT_LINE_BYTES} bytes")
+            self._discarding = True
+            self._buf.clear()
+
+    def finish(self) -> None:
+        self.read()
+        if self._buf and not self._discarding:
+            self._reader._handle(bytes(self._buf))
+        self._buf.clear()
+
+    async def follow(self) -> None:
+        while True:
+            self.read()
+            await asyncio.sleep(TAIL_S)
+
+
+async def supervise_slurm(
+    job: JobSpec,
+    run_id: int,
+    runner_argv: Sequence[str],
+    *,
+    files: SlurmFiles,
+    env: Mapping[str, str],
+    on_event: EventHandler,
+    stop: asyncio.Event,
+    on_state: StateHandler,
+) -> ChildOutcome:
+    """Run one run as one Slurm job to its end.
+
+    Args:
+        job: the job (its ``nodes``, ``timeout_s`` and ``[slurm]`` table).
+        run_id: names the Slurm job ``dltop-<run_id>``.
+        runner_argv: the runner's argv on one node (interpreter, script, spec).
+        files: the run folder's paths; it must be visible from the compute nodes.
+        env: the environment the job starts with (``sbatch`` exports it).
+        on_event: called with each decoded protocol event, in order.
+        stop: when set, the run is cancelled (``scancel``).
+        on_state: called with runs columns as the job's Slurm facts become known.
+
+    Returns:
+        The classified outcome; the Slurm job has ended when this returns (or dltop
+        gave up waiting for it after ``scancel``, which the message says).
+    """
+    env = dict(env)
+    if job.device.kind == "gpu":
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from --gpus-per-node
+    outer_job = env.get("SLURM_JOB_ID")
+    t0 = time.monotonic()
+    try:
+        write_scripts(job, run_id, runner_argv, files, in_allocation=outer_job is not None)
+    except OSError as exc:
+        return _unstarted(f"cannot write the Slurm scripts in {files.dir}: {exc}")
+    reader = _EventReader(on_event)
+    tail = _Tail(files.events_path, reader)
+    follower = asyncio.create_task(tail.follow())
+    try:
+        if outer_job is not None:
+            watch: _JobWatch | _StepWatch = _StepWatch(files, env, outer_job)
+        else:
+            rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files), env=env)
+            if rc != 0:
+                return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
+            watch = _JobWatch(out.strip().split(";")[0], env)
+        on_state({"slurm_job_id": watch.job_id})
+        reason, note = await watch.run(job.timeout_s, stop, on_state)
+    finally:
+        follower.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await follower
+    await asyncio.sleep(TAIL_S)  # a shared filesystem may show the last lines late
+    tail.finish()
+    status, kind, message = _classify(reason, watch.exit_code, reader, job.timeout_s)
+    if reason is None and watch.state in NODE_FAILURES and reader.error is None:
+        status, kind = RunStatus.CRASHED, None
+        message = f"Slurm job {watch.job_id} ended {watch.state}"
+        if watch.reason and watch.reason != "None":
+            message += f" ({watch.reason})"
+    elif reason is None and watch.state == "TIMEOUT":
+        status, kind = RunStatus.TIMEOUT, None
+        message = f"Slurm job {watch.job_id} reached its time limit (TIMEOUT)"
+    elif reason is None and watch.state == "CANCELLED" and status != RunStatus.OK:
+        status, kind = RunStatus.CANCELLED, None
+        message = f"Slurm job {watch.job_id} was cancelled outside dltop"
+    elif status == RunStatus.CRASHED and watch.state:
+        message = f"{message} (Slurm job {watch.job_id} {watch.state})"
+    if note:
+        message = f"{message}; {note}" if message else note
+    return ChildOutcome(
+        status=status, exit_code=watch.exit_code, pid=watch.pid, pgid=watch.pid,
+        wall_s=time.monotonic() - t0, message=message, error_kind=kind,
+        protocol_errors=reader.protocol_errors, protocol_note=reader.protocol_note,
+        log_tail=read_log_tail(files.log_path) if status != RunStatus.OK else "",
+        hello=reader.hello, model=reader.model)
+
+
+def _unstarted(message: str) -> ChildOutcome:
+    return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,
+                        message=message)
+
+
+class _JobWatch:
+    """Follows a submitted batch job until it leaves Slurm's live states."""
+
+    def __init__(self, job_id: str, env: Mapping[str, str]) -> None:
+        self.job_id, self._env = job_id, env
+        self.state: str | None = None
+        self.reason: str | None = None
+        self.exit_code: int | None = None
+        self.pid = 0
+
+    async def run(self, timeout_s: float, stop: asyncio.Event,
+                  on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
+        """Watch to the end; (why dltop ended it, or None; a note when it could not)."""
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        seen: tuple[str | None, str | None] = (None, None)
+        nodes: str | None = None
+        try:
+            while True:
+                info = await job_state(self.job_id, self._env)
+                if info is None:  # forgotten by the controller: it ended long ago
+                    return None, None
+                self._take(info)
+                if (self.state, self.reason) != seen:
+                    seen = (self.state, self.reason)
+                    on_state({"slurm_state": self.state,
+                              "slurm_reason": None if self.reason == "None" else self.reason})
+                if self.state == "RUNNING":
+                    if deadline is None:
+                        deadline = loop.time() + timeout_s
+                    if info.get("NodeList") and info["NodeList"] != nodes:
+                        nodes = info["NodeList"]
+                        on_state({"slurm_nodes": nodes})
+                if self.state not in LIVE_STATES:
+                    return None, None
+                if stop.is_set():
+                    return RunStatus.CANCELLED, await self._cancel()
+                if deadline is not None and loop.time() >= deadline:
+                    return RunStatus.TIMEOUT, await self._cancel()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=POLL_S)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancel())
+            raise
+
+    def _take(self, info: Mapping[str, str]) -> None:
+        self.state = info.get("JobState")
+        self.reason = info.get("Reason")
+        code, _, sig = info.get("ExitCode", "").partition(":")
+        if code.isdigit():
+            self.exit_code = -int(sig) if sig.isdigit() and int(sig) else int(code)
+
+    async def _cancel(self) -> str | None:
+        rc, _, err = await run_slurm_cmd("scancel", self.job_id, env=self._env)
+        if rc != 0:
+            return f"scancel {self.job_id} failed: {err.strip()}"
+        deadline = time.monotonic() + END_WAIT_S
+        while time.monotonic() < deadline:
+            info = await job_state(self.job_id, self._env)
+            if info is None:
+                return None
+            self._take(info)
+            if self.state not in LIVE_STATES:
+                return None
+            await asyncio.sleep(POLL_S)
+        return f"Slurm job {self.job_id} still {self.state} {END_WAIT_S:g} s after scancel"
+
+
+class _StepWatch:
+    """Runs ``batch.sh`` here, inside the allocation ``SLURM_JOB_ID`` (its srun is a step)."""
+
+    def __init__(self, files: SlurmFiles, env: Mapping[str, str], job_id: str) -> None:
+        self.job_id, self._files, self._env = job_id, files, env
+        self.state: str | None = None
+        self.reason: str | None = None
+        self.exit_code: int | None = None
+        self.pid = 0
+
+    async def run(self, timeout_s: float, stop: asyncio.Event,
+                  on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
+        log_fd = os.open(self._files.log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/bash", str(self._files.batch_path), stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_fd, stderr=log_fd, env=dict(self._env), cwd=self._files.dir,
+                start_new_session=True)
+        finally:
+            os.close(log_fd)
+        self.pid = proc.pid
+        on_state({"slurm_state": "RUNNING", "slurm_reason": None})
+        reason: RunStatus | None = None
+        try:
+            waiter = asyncio.create_task(proc.wait())
+            stopper = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait({waiter, stopper}, timeout=timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if waiter not in done:
+                reason = RunStatus.CANCELLED if stopper in done else RunStatus.TIMEOUT
+                await self._terminate(proc)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._terminate(proc))
+            raise
+        self.exit_code = proc.returncode
+        self.state = "COMPLETED" if proc.returncode == 0 else "FAILED"
+        return reason, None
+
+    async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
+        # srun passes TERM to the step's tasks and ends the step; KILL after a grace.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE_S * 2)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()

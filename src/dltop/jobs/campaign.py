@@ -89,7 +89,7 @@ def _warnings(jobs: Sequence[JobSpec], launches: Sequence[command.Launch]) -> tu
     logical = len(core_order())
     out = {f"command: {note}" for launch in launches for note in launch.notes}
     for job in jobs:
-        if job.device.kind == "gpu":
+        if job.device.kind == "gpu" or job.executor == "slurm":
             continue
         if job.device.count > logical:
             out.add(f"{job.device.label}: more than the {logical} CPUs available; "
@@ -100,20 +100,34 @@ def _warnings(jobs: Sequence[JobSpec], launches: Sequence[command.Launch]) -> tu
     return tuple(sorted(out))
 
 
+SBATCH_MISSING = ('executor = "slurm" needs Slurm\'s sbatch on PATH, and none was found: run '
+                  "dltop on the cluster's login node (docs/cluster.md), or install the Slurm "
+                  "client (apt-get install slurm-client; slurm-wlm munge for a whole cluster)")
+
+
 def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | None:
     if runner_problem is not None:
         return runner_problem
+    if job.executor == "slurm":
+        # The devices are the compute nodes', not this (login) host's: no GPU or mpiexec check.
+        return SBATCH_MISSING if shutil.which("sbatch") is None else _data_problem(job)
     if job.device.kind == "gpu" and job.device.count > gpu_count:
         return (f"{job.device.label} needs {job.device.count} GPU(s); "
                 f"this host has {gpu_count}")
-    if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
-        if Path(job.data_dir).exists():
-            return f"data_dir {job.data_dir} is a file, not a directory"
-        return f"data_dir {job.data_dir} does not exist"
+    if (data := _data_problem(job)) is not None:
+        return data
     if job.framework == "cntk" and job.device.workers > 1 and shutil.which("mpiexec") is None:
         return (f"{job.device.label} with CNTK needs mpiexec (Open MPI) on PATH for its "
                 "data-parallel workers: apt-get install openmpi-bin, or run "
                 "'dltop env setup cntk'")
+    return None
+
+
+def _data_problem(job: JobSpec) -> str | None:
+    if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
+        if Path(job.data_dir).exists():
+            return f"data_dir {job.data_dir} is a file, not a directory"
+        return f"data_dir {job.data_dir} does not exist"
     return None
 
 

@@ -284,13 +284,13 @@ class _JobWatch:
                 if self.state not in LIVE_STATES:
                     return None, None
                 if stop.is_set():
-                    return RunStatus.CANCELLED, await self._cancel()
+                    return RunStatus.CANCELLED, await self._cancel(on_state)
                 if deadline is not None and loop.time() >= deadline:
-                    return RunStatus.TIMEOUT, await self._cancel()
+                    return RunStatus.TIMEOUT, await self._cancel(on_state)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(stop.wait(), timeout=POLL_S)
         except asyncio.CancelledError:
-            await asyncio.shield(self._cancel())
+            await asyncio.shield(self._cancel(on_state))
             raise
 
     def _take(self, info: Mapping[str, str]) -> None:
@@ -300,7 +300,8 @@ class _JobWatch:
         if code.isdigit():
             self.exit_code = -int(sig) if sig.isdigit() and int(sig) else int(code)
 
-    async def _cancel(self) -> str | None:
+    async def _cancel(self, on_state: StateHandler) -> str | None:
+        """``scancel`` the job and wait until it has ended (its final state reported)."""
         rc, _, err = await run_slurm_cmd("scancel", self.job_id, env=self._env)
         if rc != 0:
             return f"scancel {self.job_id} failed: {err.strip()}"
@@ -311,8 +312,9 @@ class _JobWatch:
                 return None
             self._take(info)
             if self.state not in LIVE_STATES:
+                on_state({"slurm_state": self.state, "slurm_reason": None})
                 return None
-            await asyncio.sleep(POLL_S)
+            await asyncio.sleep(POLL_S / 2)
         return f"Slurm job {self.job_id} still {self.state} {END_WAIT_S:g} s after scancel"
 
 

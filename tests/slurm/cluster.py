@@ -163,7 +163,7 @@ def start(root: Path, timeout_s: float = 90.0) -> LocalSlurm:
 def _node_idle(cluster: LocalSlurm) -> bool:
     for proc in cluster.procs:
         if proc.poll() is not None:
-            raise RuntimeError(f"{proc.args[0]} exited with {proc.returncode}:\n"
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}:\n"
                                + cluster.logs())
     try:
         state = cluster.run("sinfo", "-h", "-n", NODE, "-p", "debug", "-o", "%T", timeout=10)

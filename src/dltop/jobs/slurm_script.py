@@ -142,10 +142,10 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
     ``TF_CONFIG`` built from ``SLURM_*``; CNTK as one MPI rank per node of the step.
     """
     plain = shlex.join(runner_argv)
-    if job.nodes == 1 or job.framework not in ("pytorch", "tensorflow"):
+    if job.nodes == 1 or job.framework not in ("torch", "tensorflow"):
         return plain
     python, script, spec = runner_argv[0], runner_argv[1], runner_argv[2]
-    if job.framework == "pytorch":
+    if job.framework == "torch":
         argv = torchrun_argv(python, script, spec, max(job.device.workers, 1),
                              nnodes=job.nodes, rdzv_endpoint="@HEAD@:@PORT@",
                              rdzv_id="@JOBID@")

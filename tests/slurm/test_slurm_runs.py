@@ -173,3 +173,18 @@ def test_slurm_executor_without_sbatch_exits_2(tmp_path: Path) -> None:
     assert "apt-get install" in res.stderr
     assert "Traceback" not in res.stderr
     assert not (tmp_path / "d.db").exists()
+
+
+@pytest.mark.slow
+def test_inside_an_allocation_the_run_is_a_step_of_it(slurm_env: LocalSlurm,
+                                                       tmp_path: Path) -> None:
+    # salloc runs dltop here with SLURM_JOB_ID set: batch.sh's srun becomes a step
+    res = subprocess.run(["salloc", "--nodes=1", "--job-name=outer", sys.executable, "-m",
+                          "dltop", "run", str(write(tmp_path)), "--headless"],
+                         capture_output=True, text=True, env=env_for(tmp_path), timeout=240)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (run,) = runs(tmp_path)
+    assert run["status"] == "ok", run
+    outer = res.stderr.split("Granted job allocation ", 1)[1].split()[0]
+    assert run["slurm_job_id"] == outer
+    assert (tmp_path / "d-runs" / f"run-{run['id']}" / "events.jsonl").stat().st_size > 0

@@ -82,17 +82,19 @@ def test_cpu_jobs_ask_for_their_cpus_per_task(tmp_path: Path) -> None:
 
 def test_batch_script_runs_setup_first_then_one_srun_task_per_node(tmp_path: Path) -> None:
     j = job(nodes=2, slurm='[slurm]\nsetup = ["module load cuda/12", "source /env/bin/activate"]')
-    text = batch_script(j, 7, files(tmp_path), in_allocation=False)
+    text = batch_script(j, 7, files(tmp_path))
     lines = text.splitlines()
     assert lines.index("module load cuda/12") < next(
         i for i, x in enumerate(lines) if x.startswith("exec srun"))
     assert "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in text
     assert text.rstrip().endswith(str(tmp_path / "node.sh"))
     assert "--mpi=" not in text
-    cntk = batch_script(job(fw="cntk", nodes=2), 7, files(tmp_path), in_allocation=False)
+    cntk = batch_script(job(fw="cntk", nodes=2), 7, files(tmp_path))
     assert "--mpi=pmi2" in cntk
-    inside = batch_script(job(device="cpus:2"), 7, files(tmp_path), in_allocation=True)
-    assert "--cpus-per-task=2" in inside  # no sbatch options inside an allocation
+    # the step asks for its CPUs itself (srun no longer inherits them from sbatch)
+    inside = batch_script(job(device="cpus:2"), 7, files(tmp_path))
+    assert "srun --nodes=1 --ntasks-per-node=1 --kill-on-bad-exit=1 --job-name=dltop-7 " \
+        "--cpus-per-task=2 /bin/bash" in inside
     for script in (text, cntk, inside, node_script(j, ARGV, files(tmp_path))):
         subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 

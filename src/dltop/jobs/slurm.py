@@ -106,10 +106,10 @@ def _write_file(path: Path, text: str, mode: int) -> None:
         f.write(text)
 
 
-def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str], files: SlurmFiles,
-                  *, in_allocation: bool) -> None:
+def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str],
+                  files: SlurmFiles) -> None:
     """Write ``batch.sh``, ``node.sh`` and the empty ``events.jsonl`` into the run folder."""
-    _write_file(files.batch_path, batch_script(job, run_id, files, in_allocation=in_allocation),
+    _write_file(files.batch_path, batch_script(job, run_id, files),
                 0o700)
     _write_file(files.node_path, node_script(job, runner_argv, files), 0o700)
     _write_file(files.events_path, "", 0o600)
@@ -197,7 +197,7 @@ async def supervise_slurm(
     outer_job = env.get("SLURM_JOB_ID")
     t0 = time.monotonic()
     try:
-        write_scripts(job, run_id, runner_argv, files, in_allocation=outer_job is not None)
+        write_scripts(job, run_id, runner_argv, files)
     except OSError as exc:
         return _unstarted(f"cannot write the Slurm scripts in {files.dir}: {exc}")
     reader = _EventReader(on_event)

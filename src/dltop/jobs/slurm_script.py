@@ -100,16 +100,17 @@ def _resource_args(job: JobSpec) -> list[str]:
     return out
 
 
-def batch_script(job: JobSpec, run_id: int, files: SlurmFiles, *, in_allocation: bool) -> str:
+def batch_script(job: JobSpec, run_id: int, files: SlurmFiles) -> str:
     """``batch.sh``: the setup lines, then one ``srun`` task per node running ``node.sh``.
 
-    Inside an existing allocation (``in_allocation``) the script runs as is on the
-    allocation's first node, so the step carries the job's options itself.
+    The same script serves inside an existing allocation (``SLURM_JOB_ID`` set): run
+    as is on this host, its ``srun`` is a step of that allocation.
     """
     srun = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
             f"--job-name={job_name(run_id)}"]
-    if in_allocation:
-        srun += [a for a in _resource_args(job) if a.startswith(("--gpus", "--cpus"))]
+    # The step asks for the job's CPUs and GPUs itself: since Slurm 22.05 srun no longer
+    # inherits --cpus-per-task from the batch job, and inside an salloc there is no batch job.
+    srun += [a for a in _resource_args(job) if a.startswith(("--gpus-per-node", "--cpus-per"))]
     if job.framework == "cntk":
         srun.append("--mpi=pmi2")  # CNTK's ranks meet through Slurm's PMI, not mpiexec
     lines = ["#!/bin/bash",

@@ -9,6 +9,7 @@ generated for nodes > 1 are checked in test_slurm_scripts.py.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import subprocess
@@ -188,3 +189,48 @@ def test_inside_an_allocation_the_run_is_a_step_of_it(slurm_env: LocalSlurm,
     outer = res.stderr.split("Granted job allocation ", 1)[1].split()[0]
     assert run["slurm_job_id"] == outer
     assert (tmp_path / "d-runs" / f"run-{run['id']}" / "events.jsonl").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_node_failure_ends_the_run_crashed_with_the_slurm_state(slurm_env: LocalSlurm,
+                                                                  tmp_path: Path) -> None:
+    prof = write(tmp_path, timeout_s=600, extra='inject = "hang"')
+    proc = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=env_for(tmp_path))
+    try:
+        wait_for_run(tmp_path, proc, "running in Slurm", lambda r: r["slurm_state"] == "RUNNING")
+        # the node goes down under the job: Slurm ends it NODE_FAIL
+        slurm_env.run("scontrol", "update", f"NodeName={NODE}", "State=DOWN",
+                      "Reason=dltop-test")
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        with contextlib.suppress(RuntimeError):  # slurmd registers again by itself
+            slurm_env.run("scontrol", "update", f"NodeName={NODE}", "State=RESUME")
+        wait_idle(slurm_env)
+    (run,) = runs(tmp_path)
+    assert run["status"] == "crashed", (run, out, err)
+    assert run["slurm_state"] == "NODE_FAIL"
+    assert f"Slurm job {run['slurm_job_id']} ended NODE_FAIL" in run["error_message"]
+
+
+def wait_idle(cluster: LocalSlurm, timeout_s: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if cluster.run("sinfo", "-h", "-n", NODE, "-p", "debug", "-o", "%T").strip() == "idle":
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"node {NODE} not idle again: {cluster.run('sinfo', '-N', '-l')}")
+
+
+def test_a_refused_submission_fails_the_run_with_sbatch_s_reason(slurm_env: LocalSlurm,
+                                                                tmp_path: Path) -> None:
+    res = dltop(tmp_path, "run", str(write(tmp_path, slurm='[slurm]\npartition = "nope"')),
+                "--headless")
+    assert res.returncode == 1, res.stdout + res.stderr
+    (run,) = runs(tmp_path)
+    assert run["status"] == "crashed" and run["slurm_job_id"] is None
+    assert "sbatch failed" in run["error_message"]
+    assert "partition" in run["error_message"].lower()

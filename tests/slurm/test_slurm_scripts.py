@@ -64,6 +64,7 @@ def test_sbatch_argv_carries_nodes_name_output_time_and_the_slurm_table(tmp_path
     argv = sbatch_argv(j, 7, files(tmp_path))
     assert argv[:2] == ["sbatch", "--parsable"]
     assert "--nodes=2" in argv and "--job-name=dltop-7" in argv
+    assert "--no-requeue" in argv  # dltop's retries make new runs; Slurm's would reuse one
     assert f"--output={tmp_path / 'runner.log'}" in argv and "--open-mode=append" in argv
     assert "--partition=gpu" in argv and "--account=proj" in argv
     assert "--gpus-per-node=4" in argv  # the table's, over the device's 2

@@ -75,7 +75,10 @@ def sbatch_argv(job: JobSpec, run_id: int, files: SlurmFiles) -> list[str]:
     """The ``sbatch`` command that submits ``batch.sh`` (returns at once with the job id)."""
     argv = ["sbatch", "--parsable", f"--nodes={job.nodes}", "--ntasks-per-node=1",
             f"--job-name={job_name(run_id)}", f"--output={files.log_path}",
-            "--open-mode=append", f"--chdir={files.dir}", f"--time={time_limit(job)}"]
+            "--open-mode=append", f"--chdir={files.dir}", f"--time={time_limit(job)}",
+            # A job Slurm requeued would run again into the same run; dltop's own
+            # retries (the job's `retries`) start a new run instead.
+            "--no-requeue"]
     return [*argv, *_resource_args(job), str(files.batch_path)]
 
 

@@ -44,7 +44,7 @@ from dltop.jobs.supervisor import (
     _classify,
     _EventReader,
 )
-from dltop.procs import read_log_tail
+from dltop.procs import process_start_time, read_log_tail
 from dltop.profiles.model import JobSpec
 
 POLL_S = 1.0
@@ -339,7 +339,10 @@ class _StepWatch:
         finally:
             os.close(log_fd)
         self.pid = proc.pid
-        on_state({"slurm_state": "RUNNING", "slurm_reason": None})
+        # Recorded as a local run's are: `dltop run --resume` reaps the step's srun
+        # (which ends the step) should this engine die.
+        on_state({"slurm_state": "RUNNING", "slurm_reason": None, "pid": proc.pid,
+                  "pgid": proc.pid, "proc_start_time": process_start_time(proc.pid)})
         reason: RunStatus | None = None
         try:
             waiter = asyncio.create_task(proc.wait())

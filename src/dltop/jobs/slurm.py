@@ -25,7 +25,7 @@ import contextlib
 import os
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,10 @@ NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "OUT_OF_MEMORY
 
 StateHandler = Callable[[dict[str, Any]], None]
 """Receives the runs columns to update: slurm_job_id, slurm_state/slurm_reason, slurm_nodes."""
+AgentPoll = Callable[[bool], Awaitable[None]]
+"""HOOK (issue 15, item 5): awaited every :data:`POLL_S` while the job runs with False, and
+once with True after it ended: where the engine ingests the nodes' agent files
+(:func:`agent_files`; e.g. ``jobs/agentfeed.AgentFeed.poll``, then ``drain`` at the end)."""
 
 
 async def run_slurm_cmd(*argv: str, env: Mapping[str, str],
@@ -174,6 +178,7 @@ async def supervise_slurm(
     on_event: EventHandler,
     stop: asyncio.Event,
     on_state: StateHandler,
+    on_agent_poll: AgentPoll | None = None,
 ) -> ChildOutcome:
     """Run one run as one Slurm job to its end.
 
@@ -186,6 +191,7 @@ async def supervise_slurm(
         on_event: called with each decoded protocol event, in order.
         stop: when set, the run is cancelled (``scancel``).
         on_state: called with runs columns as the job's Slurm facts become known.
+        on_agent_poll: the agents' ingestion hook (see :data:`AgentPoll`).
 
     Returns:
         The classified outcome; the Slurm job has ended when this returns (or dltop
@@ -203,6 +209,7 @@ async def supervise_slurm(
     reader = _EventReader(on_event)
     tail = _Tail(files.events_path, reader)
     follower = asyncio.create_task(tail.follow())
+    agents = None if on_agent_poll is None else asyncio.create_task(_every_poll(on_agent_poll))
     try:
         if outer_job is not None:
             watch: _JobWatch | _StepWatch = _StepWatch(files, env, outer_job)
@@ -214,11 +221,15 @@ async def supervise_slurm(
         on_state({"slurm_job_id": watch.job_id})
         reason, note = await watch.run(job.timeout_s, stop, on_state)
     finally:
-        follower.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await follower
+        for task in (follower, agents):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
     await asyncio.sleep(TAIL_S)  # a shared filesystem may show the last lines late
     tail.finish()
+    if on_agent_poll is not None:
+        await on_agent_poll(True)
     status, kind, message = _classify(reason, watch.exit_code, reader, job.timeout_s)
     if reason is None and watch.state in NODE_FAILURES and reader.error is None:
         status, kind = RunStatus.CRASHED, None
@@ -241,6 +252,12 @@ async def supervise_slurm(
         protocol_errors=reader.protocol_errors, protocol_note=reader.protocol_note,
         log_tail=read_log_tail(files.log_path) if status != RunStatus.OK else "",
         hello=reader.hello, model=reader.model)
+
+
+async def _every_poll(poll: AgentPoll) -> None:
+    while True:
+        await poll(False)
+        await asyncio.sleep(POLL_S)
 
 
 def _unstarted(message: str) -> ChildOutcome:

@@ -23,11 +23,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from dltop.catalog import RunStatus
 from dltop.jobs.slurm_script import (
@@ -36,21 +34,23 @@ from dltop.jobs.slurm_script import (
     node_script,
     sbatch_argv,
 )
+from dltop.jobs.slurm_step import StateHandler, StepWatch
 from dltop.jobs.supervisor import (
     MAX_EVENT_LINE_BYTES,
-    TERM_GRACE_S,
     ChildOutcome,
     EventHandler,
     _classify,
     _EventReader,
 )
-from dltop.procs import process_start_time, read_log_tail
+from dltop.procs import read_log_tail
 from dltop.profiles.model import JobSpec
 
 POLL_S = 1.0
 """How often the job's state is asked of the controller."""
 TAIL_S = 0.25
 """How often the events file is read."""
+CONTROLLER_SILENCE_S = 600.0
+"""How long slurmctld may fail to answer before dltop stops watching the job."""
 END_WAIT_S = 60.0
 """How long a cancelled job may take to leave the running states before dltop gives up."""
 LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
@@ -59,8 +59,6 @@ LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUS
 NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE"})
 """Ends that are the cluster's doing: the run is ``crashed`` with the Slurm state."""
 
-StateHandler = Callable[[dict[str, Any]], None]
-"""Receives the runs columns to update: slurm_job_id, slurm_state/slurm_reason, slurm_nodes."""
 AgentPoll = Callable[[bool], Awaitable[None]]
 """HOOK (issue 15, item 5): awaited every :data:`POLL_S` while the job runs with False, and
 once with True after it ended: where the engine ingests the nodes' agent files
@@ -96,10 +94,13 @@ def parse_job(text: str) -> dict[str, str]:
 
 
 async def job_state(job_id: str, env: Mapping[str, str]) -> dict[str, str] | None:
-    """The job as the controller sees it; None once it has forgotten it (or cannot say)."""
-    rc, out, _ = await run_slurm_cmd("scontrol", "show", "job", "-o", job_id, env=env,
-                                     timeout_s=30.0)
-    return parse_job(out) if rc == 0 and out.strip() else None
+    """The job as the controller sees it; None once it has forgotten it (it ended over
+    ``MinJobAge`` ago); an empty dict when the controller could not answer this time."""
+    rc, out, err = await run_slurm_cmd("scontrol", "show", "job", "-o", job_id, env=env,
+                                       timeout_s=30.0)
+    if rc == 0 and out.strip():
+        return parse_job(out)
+    return None if "invalid job id" in err.lower() else {}
 
 
 def _write_file(path: Path, text: str, mode: int) -> None:
@@ -212,7 +213,7 @@ async def supervise_slurm(
     agents = None if on_agent_poll is None else asyncio.create_task(_every_poll(on_agent_poll))
     try:
         if outer_job is not None:
-            watch: _JobWatch | _StepWatch = _StepWatch(files, env, outer_job)
+            watch: _JobWatch | StepWatch = StepWatch(files, env, outer_job)
         else:
             rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files), env=env)
             if rc != 0:
@@ -282,22 +283,32 @@ class _JobWatch:
         deadline: float | None = None
         seen: tuple[str | None, str | None] = (None, None)
         nodes: str | None = None
+        silent = 0.0
         try:
             while True:
                 info = await job_state(self.job_id, self._env)
                 if info is None:  # forgotten by the controller: it ended long ago
                     return None, None
+                if not info:  # the controller is busy or restarting: ask again
+                    silent += POLL_S
+                    if silent > CONTROLLER_SILENCE_S:
+                        return None, (f"slurmctld gave no state of job {self.job_id} for "
+                                      f"{CONTROLLER_SILENCE_S:g} s")
+                    await asyncio.sleep(POLL_S)
+                    continue
+                silent = 0.0
                 self._take(info)
                 if (self.state, self.reason) != seen:
                     seen = (self.state, self.reason)
                     on_state({"slurm_state": self.state,
                               "slurm_reason": None if self.reason == "None" else self.reason})
-                if self.state == "RUNNING":
-                    if deadline is None:
-                        deadline = loop.time() + timeout_s
-                    if info.get("NodeList") and info["NodeList"] != nodes:
-                        nodes = info["NodeList"]
-                        on_state({"slurm_nodes": nodes})
+                if self.state == "RUNNING" and deadline is None:
+                    deadline = loop.time() + timeout_s
+                # Also once ended: a short job may go from PENDING to COMPLETED between polls.
+                got = info.get("NodeList", "")
+                if got and got not in ("(null)", "None") and got != nodes:
+                    nodes = got
+                    on_state({"slurm_nodes": nodes})
                 if self.state not in LIVE_STATES:
                     return None, None
                 if stop.is_set():
@@ -327,63 +338,12 @@ class _JobWatch:
             info = await job_state(self.job_id, self._env)
             if info is None:
                 return None
+            if not info:
+                await asyncio.sleep(POLL_S)
+                continue
             self._take(info)
             if self.state not in LIVE_STATES:
                 on_state({"slurm_state": self.state, "slurm_reason": None})
                 return None
             await asyncio.sleep(POLL_S / 2)
         return f"Slurm job {self.job_id} still {self.state} {END_WAIT_S:g} s after scancel"
-
-
-class _StepWatch:
-    """Runs ``batch.sh`` here, inside the allocation ``SLURM_JOB_ID`` (its srun is a step)."""
-
-    def __init__(self, files: SlurmFiles, env: Mapping[str, str], job_id: str) -> None:
-        self.job_id, self._files, self._env = job_id, files, env
-        self.state: str | None = None
-        self.reason: str | None = None
-        self.exit_code: int | None = None
-        self.pid = 0
-
-    async def run(self, timeout_s: float, stop: asyncio.Event,
-                  on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
-        log_fd = os.open(self._files.log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                "/bin/bash", str(self._files.batch_path), stdin=asyncio.subprocess.DEVNULL,
-                stdout=log_fd, stderr=log_fd, env=dict(self._env), cwd=self._files.dir,
-                start_new_session=True)
-        finally:
-            os.close(log_fd)
-        self.pid = proc.pid
-        # Recorded as a local run's are: `dltop run --resume` reaps the step's srun
-        # (which ends the step) should this engine die.
-        on_state({"slurm_state": "RUNNING", "slurm_reason": None, "pid": proc.pid,
-                  "pgid": proc.pid, "proc_start_time": process_start_time(proc.pid)})
-        reason: RunStatus | None = None
-        try:
-            waiter = asyncio.create_task(proc.wait())
-            stopper = asyncio.create_task(stop.wait())
-            done, _ = await asyncio.wait({waiter, stopper}, timeout=timeout_s,
-                                         return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            if waiter not in done:
-                reason = RunStatus.CANCELLED if stopper in done else RunStatus.TIMEOUT
-                await self._terminate(proc)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._terminate(proc))
-            raise
-        self.exit_code = proc.returncode
-        self.state = "COMPLETED" if proc.returncode == 0 else "FAILED"
-        return reason, None
-
-    async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
-        # srun passes TERM to the step's tasks and ends the step; KILL after a grace.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE_S * 2)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()

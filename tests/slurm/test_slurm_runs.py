@@ -98,6 +98,8 @@ def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> Non
     assert run["slurm_job_id"] and run["slurm_job_id"].isdigit()
     assert run["slurm_nodes"] == NODE
     assert run["slurm_state"] == "COMPLETED"
+    # runners of other engines on this (login) host never count against a Slurm run
+    assert run["concurrent_runs"] == 0 and run["cpu_affinity"] is None
     conn = sqlite3.connect(tmp_path / "d.db")
     (n,) = conn.execute("select count(*) from iterations where run_id = ? and not warmup",
                         [run["id"]]).fetchone()

@@ -397,8 +397,9 @@ class Engine:
                     {"device_lease": lease.LEASE_HELD if held.unavailable is None
                      else f"unavailable: {held.unavailable}"})
         ended = asyncio.Event()
-        foreign = asyncio.create_task(most_sharing(alloc.cpu_affinity, alloc.gpu_indices,
-                                                   ended))
+        foreign = asyncio.create_task(  # other runners on this host: not a Slurm run's
+            most_sharing(alloc.cpu_affinity, alloc.gpu_indices, ended)
+            if job.executor != "slurm" else asyncio.sleep(0, 0))
         try:
             outcome = await (supervise_slurm(
                 job, run_id, cmd.argv(spec_path), files=SlurmFiles(files.dir, spec_path, log_path),

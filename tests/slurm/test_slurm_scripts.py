@@ -9,9 +9,12 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from dltop.jobs.slurm import parse_job
 from dltop.jobs.slurm_script import (
@@ -152,3 +155,26 @@ def test_parse_job_reads_scontrol_one_liners() -> None:
                      "NodeList=(null) ExitCode=0:0 Command=/x/batch.sh")
     assert info["JobState"] == "PENDING" and info["Reason"] == "BeginTime"
     assert info["ExitCode"] == "0:0"
+
+
+RANK0 = ("import json, os; f = os.environ['DLTOP_EVENT_FIFO']; "
+         "fd = os.open(f, os.O_WRONLY) if os.environ['SLURM_NODEID'] == '1' else None; "
+         "fd is not None and os.unlink(f); "
+         "fd is not None and os.write(fd, b'{\"v\": 1, \"event\": \"done\"}\\n')")
+
+
+def test_torch_nodes_relay_rank_0s_fifo_wherever_c10d_put_it(
+        slurm_env: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two node.sh on this host as two nodes; the stand-in's rank 0 is on node 1, as c10d
+    may decide (the torchrun branch's relay.join opens the FIFO and removes its name)."""
+    from dltop.jobs import slurm_script
+    monkeypatch.setattr(slurm_script, "runner_command",
+                        lambda job, argv: shlex.join([sys.executable, "-c", RANK0]))
+    script = node_script(job(device="cpus:1", nodes=2), ARGV, files(tmp_path), agent=False)
+    assert "mkfifo -m 600" in script
+    procs = [subprocess.Popen(["bash", "-c", script], env={
+        **os.environ, "SLURM_NODEID": str(n), "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_JOB_ID": "5"}) for n in (0, 1)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    assert (tmp_path / "events.jsonl").read_text() == '{"v": 1, "event": "done"}\n'
+    assert not list(tmp_path.glob("*.fifo"))  # both FIFOs gone, no copy left waiting

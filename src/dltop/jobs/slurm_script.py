@@ -187,6 +187,21 @@ def torchrun_argv(python: str, script: str | Path, spec_path: str | Path,
             str(script), str(spec_path)]
 
 
+def relay_lines(files: SlurmFiles) -> list[str]:
+    """Every node's FIFO for a torchrun worker's events, copied to the events file.
+
+    torchrun closes inherited descriptors, so its rank 0 writes ``$DLTOP_EVENT_FIFO``
+    (``runners/child/relay.py``) instead of ``$DLTOP_EVENT_FD``; c10d may place rank 0
+    on any node, so each node offers a FIFO and copies what comes through it.
+    """
+    fifo = shlex.quote(str(files.dir)) + '/events-"${SLURM_NODEID:-0}".fifo'
+    return [f"DLTOP_EVENT_FIFO={fifo}",
+            'rm -f "$DLTOP_EVENT_FIFO"; mkfifo -m 600 "$DLTOP_EVENT_FIFO"',
+            f'cat "$DLTOP_EVENT_FIFO" >&{EVENT_FD} &',
+            "DLTOP_RELAY_PID=$!",
+            "export DLTOP_EVENT_FIFO"]
+
+
 def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
                 *, agent: bool = True) -> str:
     """``node.sh``: what the step runs on each node; exits with the runner's status."""
@@ -197,17 +212,27 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
              "export DLTOP_HEAD"]
     if agent:
         lines += agent_lines(files)
-    lines += [
-        # Only the first node reports events; the file is the engine's only channel.
-        'if [ "${SLURM_NODEID:-0}" = 0 ]; then',
-        f"    exec {EVENT_FD}>>{events}",
-        "else",
-        f"    exec {EVENT_FD}>/dev/null",
-        "fi",
-        f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1",
-        runner_command(job, runner_argv),
-        "status=$?",
-    ]
+    relayed = job.framework == "torch" and job.nodes > 1
+    if relayed:
+        lines += [f"exec {EVENT_FD}>>{events}", *relay_lines(files)]
+    else:
+        lines += [
+            # Only the first node reports events; the file is the engine's only channel.
+            'if [ "${SLURM_NODEID:-0}" = 0 ]; then',
+            f"    exec {EVENT_FD}>>{events}",
+            "else",
+            f"    exec {EVENT_FD}>/dev/null",
+            "fi"]
+    lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1",
+              runner_command(job, runner_argv),
+              "status=$?"]
+    if relayed:
+        lines += [
+            # The FIFO's name is gone when rank 0 opened it (relay.join): its copy ends
+            # at rank 0's end; on the other nodes nobody opened it, so the copy is ended.
+            'if [ -e "$DLTOP_EVENT_FIFO" ]; then kill "$DLTOP_RELAY_PID" 2>/dev/null; '
+            'rm -f "$DLTOP_EVENT_FIFO"; fi',
+            'wait "$DLTOP_RELAY_PID" 2>/dev/null']
     if agent:
         lines += ['kill "$DLTOP_AGENT_PID" 2>/dev/null', 'wait "$DLTOP_AGENT_PID" 2>/dev/null']
     lines.append('exit "$status"')

@@ -100,6 +100,7 @@ def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> Non
     assert run["slurm_state"] == "COMPLETED"
     # runners of other engines on this (login) host never count against a Slurm run
     assert run["concurrent_runs"] == 0 and run["cpu_affinity"] is None
+    assert run["log_path"] == str(tmp_path / "d-runs" / f"run-{run['id']}" / "runner.log")
     conn = sqlite3.connect(tmp_path / "d.db")
     (n,) = conn.execute("select count(*) from iterations where run_id = ? and not warmup",
                         [run["id"]]).fetchone()

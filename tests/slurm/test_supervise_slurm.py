@@ -66,7 +66,7 @@ def test_events_cross_through_the_file_and_the_hooks_are_called(slurm_env: Local
     outcome, events, states, polls = run(tmp_path, 0)
     assert outcome.status == RunStatus.OK, outcome
     assert [e["event"] for e in events] == ["iter", "iter", "done"]
-    assert states[0].keys() == {"slurm_job_id"}
+    assert states[0].keys() == {"slurm_job_id", "log_path"}
     assert {"slurm_nodes": NODE} in states
     assert polls[-1] is True and polls.count(True) == 1 and False in polls
     assert agent_files(tmp_path) == []  # no agent on this branch's PATH: the hook finds none

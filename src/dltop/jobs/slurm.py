@@ -219,7 +219,8 @@ async def supervise_slurm(
             if rc != 0:
                 return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
             watch = _JobWatch(out.strip().split(";")[0], env)
-        on_state({"slurm_job_id": watch.job_id})
+        # The log path as a local run records it at spawn (dltop log, the log viewer).
+        on_state({"slurm_job_id": watch.job_id, "log_path": str(files.log_path)})
         reason, note = await watch.run(job.timeout_s, stop, on_state)
     finally:
         for task in (follower, agents):

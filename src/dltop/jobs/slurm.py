@@ -27,7 +27,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
-from dltop.catalog import RunStatus
+from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs.slurm_script import (
     SlurmFiles,
     batch_script,
@@ -56,7 +56,7 @@ END_WAIT_S = 60.0
 LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
                          "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
                          "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
-NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE"})
+NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "DEADLINE"})
 """Ends that are the cluster's doing: the run is ``crashed`` with the Slurm state."""
 
 AgentPoll = Callable[[bool], Awaitable[None]]
@@ -232,20 +232,8 @@ async def supervise_slurm(
     tail.finish()
     if on_agent_poll is not None:
         await on_agent_poll(True)
-    status, kind, message = _classify(reason, watch.exit_code, reader, job.timeout_s)
-    if reason is None and watch.state in NODE_FAILURES and reader.error is None:
-        status, kind = RunStatus.CRASHED, None
-        message = f"Slurm job {watch.job_id} ended {watch.state}"
-        if watch.reason and watch.reason != "None":
-            message += f" ({watch.reason})"
-    elif reason is None and watch.state == "TIMEOUT":
-        status, kind = RunStatus.TIMEOUT, None
-        message = f"Slurm job {watch.job_id} reached its time limit (TIMEOUT)"
-    elif reason is None and watch.state == "CANCELLED" and status != RunStatus.OK:
-        status, kind = RunStatus.CANCELLED, None
-        message = f"Slurm job {watch.job_id} was cancelled outside dltop"
-    elif status == RunStatus.CRASHED and watch.state:
-        message = f"{message} (Slurm job {watch.job_id} {watch.state})"
+    status, kind, message = classify(reason, watch.state, watch.reason, watch.job_id,
+                                     watch.exit_code, reader, job.timeout_s)
     if note:
         message = f"{message}; {note}" if message else note
     return ChildOutcome(
@@ -254,6 +242,34 @@ async def supervise_slurm(
         protocol_errors=reader.protocol_errors, protocol_note=reader.protocol_note,
         log_tail=read_log_tail(files.log_path) if status != RunStatus.OK else "",
         hello=reader.hello, model=reader.model)
+
+
+def classify(reason: RunStatus | None, state: str | None, slurm_reason: str | None,
+             job_id: str, exit_code: int | None, reader: _EventReader,
+             timeout_s: float) -> tuple[RunStatus, str | None, str | None]:
+    """A Slurm run's (status, error kind, message): the local rules, then Slurm's end state.
+
+    ``reason``: CANCELLED or TIMEOUT when dltop ended the job, else None.
+    """
+    status, kind, message = _classify(reason, exit_code, reader, timeout_s)
+    if reason is not None:
+        return status, kind, message
+    if state in NODE_FAILURES and reader.error is None:
+        message = f"Slurm job {job_id} ended {state}"
+        if slurm_reason and slurm_reason != "None":
+            message += f" ({slurm_reason})"
+        return RunStatus.CRASHED, None, message
+    if state == "OUT_OF_MEMORY" and reader.error is None:
+        # the job's memory limit (--mem), enforced by Slurm: the host's memory, not a GPU's
+        return (RunStatus.OOM, ErrorKind.OOM,
+                f"Slurm job {job_id} ran out of memory (OUT_OF_MEMORY)")
+    if state == "TIMEOUT":
+        return RunStatus.TIMEOUT, None, f"Slurm job {job_id} reached its time limit (TIMEOUT)"
+    if state == "CANCELLED" and status != RunStatus.OK:
+        return RunStatus.CANCELLED, None, f"Slurm job {job_id} was cancelled outside dltop"
+    if status == RunStatus.CRASHED and state:
+        message = f"{message} (Slurm job {job_id} {state})"
+    return status, kind, message
 
 
 async def _every_poll(poll: AgentPoll) -> None:

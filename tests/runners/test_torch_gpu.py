@@ -96,7 +96,32 @@ def test_compile_primes_before_the_first_iteration(tmp_path: Path) -> None:
     names = [e["event"] for e in events]
     assert names == ["hello", "model", "plan", "setup", "iter", "iter", "done"]
     (setup,) = of(events, "setup")
-    assert setup["compile_s"] > 0 and setup["capture_s"] is None
+    assert setup["compile_s"] > 0 and "capture_s" not in setup
     # No warm-up asked for: the priming steps are not iterations, so only the two
     # measured ones are reported, indexed from 0.
     assert [(e["index"], e["warmup"]) for e in of(events, "iter")] == [(0, False), (1, False)]
+
+
+class _Events:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, dict[str, Any]]] = []
+
+    def emit(self, event: str, **fields: Any) -> None:
+        self.sent.append((event, fields))
+
+
+def test_prime_sends_setup_only_when_something_was_set_up() -> None:
+    calls = []
+
+    def step() -> float:
+        calls.append(1)
+        return 0.0
+
+    events = _Events()
+    torch_gpu.prime(step, spec("fcn-r"), events)
+    assert events.sent == [] and calls == []
+    step.capture_s = 0.25  # type: ignore[attr-defined] - as _graphed sets it
+    torch_gpu.prime(step, spec("fcn-r", torch_compile="reduce-overhead"), events)
+    assert len(calls) == 3  # reduce-overhead records its graphs on the later calls
+    ((name, fields),) = events.sent
+    assert name == "setup" and fields["capture_s"] == 0.25 and fields["compile_s"] >= 0

@@ -190,6 +190,7 @@ def prime(step, spec, reporter):
         for _ in range(COMPILE_PRIMING_STEPS.get(mode, 1)):
             step()
         compile_s = time.perf_counter() - t0
-    capture_s = getattr(step, "capture_s", None)
-    if compile_s is not None or capture_s is not None:
-        reporter.emit("setup", compile_s=compile_s, capture_s=capture_s)
+    times = {"compile_s": compile_s, "capture_s": getattr(step, "capture_s", None)}
+    times = {k: v for k, v in times.items() if v is not None}
+    if times:
+        reporter.emit("setup", **times)

@@ -12,12 +12,14 @@ window, ...), so a viewer shows ``N/A`` with the reason instead of a blank.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
+from dltop.results.gpufacts import GPU_FACTS_KEY, gpu_facts_texts
 from dltop.results.profile import ProfileOp, profile_ops
 from dltop.results.runtrace import (
     DEFAULT_MAX_POINTS,
@@ -184,6 +186,23 @@ def _b(v: Any) -> bool | None:
     return None if v is None else bool(v)
 
 
+def _environment(env: dict[str, Any]) -> tuple[tuple[str, str | None], ...]:
+    """(column, value) of an ``environment`` row; the GPUs' settings at start, kept in
+    ``extra``, get a line each (``gpu0 at start``) before the rest of ``extra``."""
+    rows: list[tuple[str, str | None]] = []
+    for k in ENV_FIELDS:
+        if k not in env:
+            continue
+        value = env[k]
+        if k == "extra" and (facts := gpu_facts_texts(value)):
+            rows += [(f"gpu{i} at start", text) for i, text in facts]
+            rest = json.loads(value)
+            rest.pop(GPU_FACTS_KEY, None)
+            value = json.dumps(rest)
+        rows.append((k, None if value is None else str(value)))
+    return tuple(rows)
+
+
 def job_attempts(db: Db, job_id: int) -> tuple[int, ...]:
     """Run ids of a job's attempts, oldest first (empty while it never ran)."""
     return tuple(int(r["id"]) for r in db.query(
@@ -218,8 +237,7 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         _b(r["contaminated"]), r["contamination"], _b(r["telemetry_simulated"]),
         _f(r["window_s"]), _f(r["energy_run_j"]), r["telemetry_read_errors"],
         r["telemetry_note"])
-    environment = tuple((k, None if env[k] is None else str(env[k]))
-                        for k in ENV_FIELDS if k in env) if env else ()
+    environment = _environment(env) if env else ()
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),
         attempt=int(r["attempt"] or 1), attempts=job_attempts(db, int(r["job_id"])),

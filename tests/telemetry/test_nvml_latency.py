@@ -6,9 +6,9 @@ import sys
 from typing import Any
 
 import pytest
+from tests.telemetry.test_nvml import fake_pynvml
 
 from dltop.telemetry import nvml
-from tests.telemetry.test_nvml import fake_pynvml
 
 
 def test_every_sampler_query_and_both_ticks_are_timed(monkeypatch: pytest.MonkeyPatch) -> None:

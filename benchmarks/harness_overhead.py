@@ -217,8 +217,8 @@ def main() -> int:
     gpu = args.device == "gpu"
     if gpu and args.frameworks != "torch":
         ap.error("--device gpu measures PyTorch only: add --frameworks torch")
-    print(f"device={args.device} threads={args.threads} iterations={args.iterations} "
-          f"warmup={args.warmup} rounds={args.rounds} (alternating bare/dltop)")
+    print(f"threads={args.threads} iterations={args.iterations} warmup={args.warmup} "
+          f"rounds={args.rounds} (alternating bare/dltop)")
     print(f"{'framework':<11} {'model':<10} {'batch':>5} {'bare s/iter':>12} "
           f"{'dltop s/iter':>13} {'ratio':>7}")
     worst: dict[str, float] = {}

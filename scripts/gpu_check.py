@@ -188,7 +188,9 @@ class Check:
                         "--format=csv"], 30)
             env["nvidia_smi"] = smi.out.strip() or tail(smi.err, 3)
         git = call(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], 10)
-        env["commit"] = git.out.strip() if git.rc == 0 else "unknown (no git here)"
+        # The device tool sends the working tree without .git: the caller names the commit.
+        env["commit"] = (os.environ.get("DLTOP_CHECK_COMMIT")
+                         or (git.out.strip() if git.rc == 0 else "unknown (no git here)"))
         env["cpus"] = os.cpu_count()
         self.data["env"] = env
         return str(env["torch"].get("device") or "no CUDA device")

@@ -151,7 +151,9 @@ class Check:
             except StepTimeout as exc:
                 rec = Step(name, "timeout", 0.0, f"stopped after {limit:.0f} s", str(exc))
             except Exception as exc:
-                rec = Step(name, "failed", 0.0, type(exc).__name__, str(exc)[-3000:])
+                first = (str(exc).strip().splitlines() or [""])[0][:150]
+                rec = Step(name, "failed", 0.0, f"{type(exc).__name__}: {first}",
+                           str(exc)[-3000:])
         rec.seconds = round(time.monotonic() - t, 1)
         self.steps.append(rec)
         print(f"gpu_check: {name}: {rec.status} {rec.seconds:.1f} s {rec.note}", flush=True)
@@ -244,6 +246,9 @@ class Check:
             raise StepTimeout(f"{ok} of {len(runs)} runs ok when stopped")
         if res.rc != 0:
             raise RuntimeError(f"dltop run exit {res.rc}: {tail(res.err or res.out)}")
+        if not ok:
+            raise RuntimeError(f"none of {len(runs)} runs ended ok (the campaign table says "
+                               "why)")
         return f"{ok} of {len(runs)} runs ok"
 
     def s_export(self, limit: float) -> str:
@@ -331,6 +336,13 @@ class Check:
         return "TensorFlow runs in campaign.json and summary.json"
 
     # all -----------------------------------------------------------------------------
+    def no_cuda(self) -> str | None:
+        """Why the bare CUDA loop cannot run (torch sees no CUDA device), else None."""
+        torch = self.data.get("env", {}).get("torch", {})
+        if torch.get("cuda_available"):
+            return None
+        return f"torch sees no CUDA device ({torch.get('error') or torch.get('torch')})"
+
     def run_all(self) -> None:
         nogpu = None if self.gpu else f"no GPU: {self.data['mode_reason']}"
         self.step("env", self.s_env, 60)
@@ -342,7 +354,7 @@ class Check:
         self.step("campaign", self.s_campaign, 300 if self.gpu else 150, min_s=60)
         self.step("export", self.s_export, 60)
         self.step("tui", self.s_tui, 45, min_s=15)
-        self.step("harness", self.s_harness, 200, min_s=60, skip=nogpu)
+        self.step("harness", self.s_harness, 200, min_s=60, skip=nogpu or self.no_cuda())
         self.step("tensorflow", self.s_tensorflow, 200, min_s=20, skip=nogpu)
 
     def write(self) -> None:

@@ -49,15 +49,18 @@ def _table(head: list[str], rows: list[list[Any]]) -> list[str]:
     return out
 
 
-def _status(data: dict[str, Any], name: str) -> str | None:
-    """``skipped: ...`` / ``failed: ...`` for a step that did not end ok, else None."""
+def _status(data: dict[str, Any], name: str) -> list[str]:
+    """``skipped: ...`` / ``failed: ...`` (and the error's tail) for a step that did not
+    end ok; nothing for one that did."""
     for s in data.get("steps", []):
         if s["name"] == name and s["status"] != "ok":
-            detail = s["note"] + (f": {s['error']}" if s["error"] else "")
-            return f"{s['status']}: {detail}".replace("\n", " ")[:1500]
+            lines = [f"{s['status']}: {s['note']}".replace("\n", " ")]
+            if s["error"] and "\n" in s["error"].strip():  # one line: the note has it
+                lines += ["", "```", "\n".join(s["error"].splitlines()[-25:]), "```"]
+            return [*lines, ""]
     if not any(s["name"] == name for s in data.get("steps", [])):
-        return "not run: the check stopped before this step"
-    return None
+        return ["not run: the check stopped before this step", ""]
+    return []
 
 
 def _mib(v: Any) -> float | None:
@@ -90,10 +93,7 @@ def render(data: dict[str, Any]) -> str:
                             (SECTIONS[9], _export, "export"),
                             (SECTIONS[10], _tensorflow, "tensorflow")):
         out += ["", f"## {title}", ""]
-        status = _status(data, step)
-        if status:
-            out.append(status)
-            out.append("")
+        out += _status(data, step)
         try:
             out += fn(data)
         except Exception as exc:  # a report must come out whatever a step left behind
@@ -113,6 +113,9 @@ def _devices(d: dict[str, Any]) -> list[str]:
     rows = [[g.get("index"), g.get("name"), _mib(g.get("memory_total_bytes")),
              g.get("power_limit_w"), g.get("driver_version"), g.get("cuda_version"),
              g.get("simulated")] for g in gpus if isinstance(g, dict)]
+    if not rows:
+        return [f"No GPU: {dev.get('gpu_unavailable_reason') or 'NVML lists none'}. "
+                "Raw: devices.json."]
     return ["Raw: devices.json.", "",
             *_table(["GPU", "name", "memory MiB", "power limit W", "driver", "CUDA",
                      "simulated"], rows)]
@@ -192,6 +195,9 @@ def _throughput(d: dict[str, Any]) -> list[str]:
                 + "; ".join(f"{n} ≈ {v:g} img/s" for n, v, _ in REFERENCES)]
     runs = [r for r in _runs(d) if r["model"] == "resnet-50"
             and r["precision"] in ("bf16", "fp16") and r["status"] == "ok"]
+    if not runs:
+        return ["No ResNet-50 bf16/fp16 run ended ok (the campaign table says why); the "
+                "references: " + "; ".join(f"{n} ≈ {v:g} img/s" for n, v, _ in REFERENCES)]
     rows = [[r["precision"], r["batch_size"],
              r.get("options", {}).get("channels_last", "– (option absent)"),
              r["samples_per_s"], r["mfu_pct"],
@@ -206,8 +212,8 @@ def _throughput(d: dict[str, Any]) -> list[str]:
 
 def _harness(d: dict[str, Any]) -> list[str]:
     h = d.get("harness")
-    if not h:
-        return []
+    if not h or not h["rows"]:
+        return ["```", h["output"], "```"] if h and h.get("output") else []
     rows = [[r["framework"], r["model"], r["batch"], r["bare_s"], r["dltop_s"], r["ratio"]]
             for r in h["rows"]]
     worst = max((r["ratio"] for r in h["rows"]), default=None)

@@ -157,7 +157,7 @@ def _campaign(d: dict[str, Any]) -> list[str]:
         return []
     perf, energy = [], []
     for r in runs:
-        opts = ",".join(f"{k}={v}" for k, v in r.get("options", {}).items()) or "–"
+        opts = ",".join(f"{k}={v}" for k, v in r.get("settings", {}).items()) or "–"
         why = (r.get("error_message") or r.get("note") or "").replace("\n", " ")[:160]
         perf.append([r["id"], r["framework"], r["model"], r["batch_size"], r["job_device"],
                      r["precision"], opts, r["status"], r["median_s"], r["samples_per_s"],
@@ -171,7 +171,7 @@ def _campaign(d: dict[str, Any]) -> list[str]:
     unsat = (d.get("campaign") or {}).get("unsatisfiable") or []
     lines = ["MFU: TFLOP/s ÷ dltop's peak table for the device and precision; GPU MiB: the "
              "run's processes' peak (else the device's). Raw: campaign.json, campaign.db.", "",
-             *_table(["run", "fw", "model", "batch", "device", "precision", "options",
+             *_table(["run", "fw", "model", "batch", "device", "precision", "settings",
                       "status", "s/iter", "samples/s", "MFU %", "GPU MiB", "SM MHz",
                       "note"], perf),
              "", "Energy. Measured window: `energy J` from the NVML energy counter (source "
@@ -199,7 +199,7 @@ def _throughput(d: dict[str, Any]) -> list[str]:
         return ["No ResNet-50 bf16/fp16 run ended ok (the campaign table says why); the "
                 "references: " + "; ".join(f"{n} ≈ {v:g} img/s" for n, v, _ in REFERENCES)]
     rows = [[r["precision"], r["batch_size"],
-             r.get("options", {}).get("channels_last", "– (option absent)"),
+             r.get("settings", {}).get("channels_last", "– (option absent)"),
              r["samples_per_s"], r["mfu_pct"],
              *(r["samples_per_s"] / v if r["samples_per_s"] else None
                for _, v, _ in REFERENCES)] for r in runs]

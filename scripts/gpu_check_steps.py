@@ -195,8 +195,11 @@ def step_readout(args: list[str]) -> dict[str, Any]:
     for r in rows:
         cols = r.keys()  # `in` on a Row looks at its values
         d = {k: r[k] for k in keep if k in cols}
-        opts = (json.loads(r["spec_json"] or "{}").get("options") or {})
-        d["options"] = dict(opts) if isinstance(opts, dict) else dict(map(tuple, opts))
+        spec = json.loads(r["spec_json"] or "{}")
+        opts = spec.get("options") or {}
+        # The runner's GPU settings (spec fields where this dltop has them) and options.
+        d["settings"] = {**(dict(opts) if isinstance(opts, dict) else dict(map(tuple, opts))),
+                         **{k: spec[k] for k in OPTIONAL_KEYS if k in spec}}
         d["mfu_pct"] = _mfu(r["device_name"], r["precision"], r["flops_per_sample"],
                             r["samples_per_s"])
         integrated = (r["power_mean_w"] * r["window_s"]

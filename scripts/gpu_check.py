@@ -20,7 +20,6 @@ import argparse
 import contextlib
 import json
 import os
-import shlex
 import shutil
 import signal
 import sqlite3
@@ -189,10 +188,11 @@ class Check:
                         "power.limit,clocks.max.sm,pcie.link.gen.max,pcie.link.width.max",
                         "--format=csv"], 30)
             env["nvidia_smi"] = smi.out.strip() or tail(smi.err, 3)
-        git = call(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], 10)
         # The device tool sends the working tree without .git: the caller names the commit.
-        env["commit"] = (os.environ.get("DLTOP_CHECK_COMMIT")
-                         or (git.out.strip() if git.rc == 0 else "unknown (no git here)"))
+        git = (call(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], 10)
+               if shutil.which("git") else None)
+        env["commit"] = (os.environ.get("DLTOP_CHECK_COMMIT") or (
+            git.out.strip() if git is not None and git.rc == 0 else "unknown (no git here)"))
         env["cpus"] = os.cpu_count()
         self.data["env"] = env
         return str(env["torch"].get("device") or "no CUDA device")
@@ -278,46 +278,18 @@ class Check:
         return f"worst ratio {max(r['ratio'] for r in rows):.3f}"
 
     def s_tui(self, limit: float) -> str:
-        (self.out / "tui.txt").unlink(missing_ok=True)
-        (self.out / "tui.svg").unlink(missing_ok=True)
+        for name in ("tui.txt", "tui.svg"):
+            (self.out / name).unlink(missing_ok=True)
         if shutil.which("tmux"):
-            return self.tui_tmux(limit)
+            txt = self.out / "tui.txt"
+            got = self.internal("tui-tmux", limit, str(self.db), self.fake, str(txt))
+            self.data["tui"] = {"how": "tmux capture-pane", "file": txt.name,
+                                "text": got["text"]}
+            return "tmux capture"
         svg = self.out / "tui.svg"
         self.internal("tui-pilot", limit, str(self.db), self.fake, str(svg))
         self.data["tui"] = {"how": "Textual pilot (no tmux here)", "file": svg.name}
         return "pilot capture (no tmux)"
-
-    def tui_tmux(self, limit: float) -> str:
-        # A private tmux server: its panes get this environment (PYTHONPATH above all),
-        # and killing it touches no one else's sessions.
-        tmux = ["tmux", "-L", f"dltop-gpucheck-{os.getpid()}"]
-        cmd = shlex.join(["env", f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}",
-                          *self.dltop("--db", str(self.db), "--no-resume",
-                                      *self.fake_args())])
-
-        def capture() -> str:
-            return subprocess.run([*tmux, "capture-pane", "-p", "-t", "check"],
-                                  capture_output=True, text=True).stdout
-
-        subprocess.run([*tmux, "new-session", "-d", "-s", "check", "-x", "160", "-y", "48",
-                        cmd], check=True, cwd=ROOT, env={**os.environ, "TERM": "xterm-256color"})
-        try:
-            deadline = time.monotonic() + min(limit, 30.0)
-            text = ""
-            while time.monotonic() < deadline:
-                time.sleep(1.0)
-                text = capture()
-                if "GPU" in text and "campaign" in text.lower():
-                    time.sleep(2.0)  # one more device refresh
-                    text = capture()
-                    break
-        finally:
-            subprocess.run([*tmux, "kill-server"], capture_output=True)
-        (self.out / "tui.txt").write_text(text)
-        self.data["tui"] = {"how": "tmux capture-pane", "file": "tui.txt", "text": text}
-        if not text.strip():
-            raise RuntimeError("the tmux pane stayed empty")
-        return "tmux capture"
 
     def s_tensorflow(self, limit: float) -> str:
         tf = self.data["tensorflow"] = self.internal("tensorflow", min(limit, 170.0))

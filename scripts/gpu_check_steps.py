@@ -13,6 +13,8 @@ time limit, so a wedged NVML call or a hung viewer costs that step only. Steps:
   options this dltop does not know (``channels_last`` before the GPU options landed).
 - ``readout DB``: every run of the campaign with its figures, MFU from dltop's peak
   table and the energy counter against mean power × window.
+- ``tui-tmux DB FAKE_GPUS TXT``: the viewer in a private tmux server, one
+  ``capture-pane`` as text.
 - ``tui-pilot DB FAKE_GPUS SVG``: the viewer driven headless by Textual's pilot, one
   SVG screenshot (where tmux is missing).
 - ``tensorflow``: whether TensorFlow with GPU support is importable by the interpreter
@@ -26,6 +28,7 @@ import itertools
 import json
 import os
 import re
+import shlex
 import sqlite3
 import subprocess
 import sys
@@ -233,6 +236,39 @@ def step_tui_pilot(args: list[str]) -> dict[str, Any]:
     return {"svg": str(svg), "bytes": svg.stat().st_size}
 
 
+def step_tui_tmux(args: list[str]) -> dict[str, Any]:
+    db, fake, txt = Path(args[0]), int(args[1]), Path(args[2])
+    # A private tmux server: its pane gets this environment (PYTHONPATH above all), and
+    # killing it touches no one else's sessions.
+    tmux = ["tmux", "-L", f"dltop-gpucheck-{os.getpid()}"]
+    argv = [sys.executable, "-m", "dltop", "--db", str(db), "--no-resume"]
+    cmd = shlex.join(["env", f"PYTHONPATH={os.environ.get('PYTHONPATH', '')}", *argv,
+                      *(["--fake-gpus", str(fake)] if fake else [])])
+
+    def capture() -> str:
+        return subprocess.run([*tmux, "capture-pane", "-p", "-t", "check"],
+                              capture_output=True, text=True).stdout
+
+    subprocess.run([*tmux, "new-session", "-d", "-s", "check", "-x", "160", "-y", "48", cmd],
+                   check=True, env={**os.environ, "TERM": "xterm-256color"})
+    try:
+        deadline = time.monotonic() + 30.0
+        text = ""
+        while time.monotonic() < deadline:
+            time.sleep(1.0)
+            text = capture()
+            if "GPU" in text and "campaign" in text.lower():
+                time.sleep(2.0)  # one more device refresh
+                text = capture()
+                break
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    txt.write_text(text)
+    if not text.strip():
+        raise RuntimeError("the tmux pane stayed empty")
+    return {"text": text}
+
+
 def step_tensorflow(args: list[str]) -> dict[str, Any]:
     from dltop.runners.registry import interpreter
 
@@ -259,7 +295,8 @@ def step_tensorflow(args: list[str]) -> dict[str, Any]:
 
 
 STEPS = {"nvml": step_nvml, "sampler": step_sampler, "profile": step_profile,
-         "readout": step_readout, "tui-pilot": step_tui_pilot, "tensorflow": step_tensorflow}
+         "readout": step_readout, "tui-pilot": step_tui_pilot, "tui-tmux": step_tui_tmux,
+         "tensorflow": step_tensorflow}
 
 
 def main() -> int:

@@ -252,7 +252,7 @@ def step_tui_tmux(args: list[str]) -> dict[str, Any]:
     subprocess.run([*tmux, "new-session", "-d", "-s", "check", "-x", "160", "-y", "48", cmd],
                    check=True, env={**os.environ, "TERM": "xterm-256color"})
     try:
-        deadline = time.monotonic() + 30.0
+        deadline = time.monotonic() + 15.0
         text = ""
         while time.monotonic() < deadline:
             time.sleep(1.0)

@@ -176,9 +176,11 @@ def bare_median(framework: str, model: str, batch: int, threads: int, iterations
                            threads=threads, total=iterations + warmup, warmup=warmup,
                            affinity=[] if gpu else _affinity(threads))
     python, _, extra = interpreter(framework)
-    # dltop gives a gpu:1 job the first free GPU through CUDA_VISIBLE_DEVICES: GPU 0 here.
-    env = {**os.environ, **{v: str(threads) for v in THREAD_VARS},
-           "CUDA_VISIBLE_DEVICES": "0" if gpu else "", **dict(extra)}
+    # A gpu:1 job gets the first free GPU through CUDA_VISIBLE_DEVICES (GPU 0 here) and
+    # no thread variables, as dltop's child_env gives it.
+    threads_env = {} if gpu else {v: str(threads) for v in THREAD_VARS}
+    env = {**os.environ, **threads_env, "CUDA_VISIBLE_DEVICES": "0" if gpu else "",
+           **dict(extra)}
     out = subprocess.run([python, "-c", code], capture_output=True, text=True,
                          env=env, check=True)
     return statistics.median(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -104,3 +104,58 @@ def test_harness_rows_parsed_from_the_benchmark_output() -> None:
     assert gpu_check_report.parse_harness(out) == [
         {"framework": "torch", "model": "resnet-50", "batch": 64, "bare_s": 0.05012,
          "dltop_s": 0.05031, "ratio": 1.004}]
+
+
+def _run(**kw: object) -> dict[str, object]:
+    run: dict[str, object] = {
+        "id": 1, "framework": "torch", "model": "resnet-50", "batch_size": 256,
+        "job_device": "gpu:1", "precision": "fp16", "status": "ok", "median_s": 0.1,
+        "samples_per_s": 2560.0, "mfu_pct": 31.5, "power_mean_w": 650.0, "energy_j": 2600.0,
+        "energy_source": "counter", "energy_mean_power_j": 2613.0, "energy_ratio": 0.995,
+        "joules_per_sample": 0.254, "gpu_mem_run_peak_bytes": 30 * 2**30,
+        "gpu_mem_peak_bytes": None, "sm_clock_start_mhz": 1980.0, "sampler_achieved_hz": 10.0,
+        "telemetry_simulated": 0, "rows_counter_j": 5000.0, "rows_integrated_j": 5050.0,
+        "rows_ratio": 0.99, "settings": {"channels_last": True}, "error_message": None,
+        "note": None}
+    run.update(kw)
+    return run
+
+
+def test_gpu_mode_report_draws_every_figure() -> None:
+    steps = [{"name": n, "status": "ok", "seconds": 1.0, "note": "", "error": ""}
+             for n in ("env", "doctor", "devices", "nvml", "sampler", "profile", "campaign",
+                       "export", "tui", "harness", "tensorflow")]
+    data = {
+        "mode": "gpu", "mode_reason": "1 GPU(s) seen by NVML", "started_utc": "2026-11-24",
+        "budget_s": 450.0, "seconds": 400.0, "steps": steps,
+        "env": {"python": "3.12.3", "commit": "abc1234",
+                "torch": {"torch": "2.11.0", "cuda": "13.0", "device": "NVIDIA H100 80GB HBM3"}},
+        "doctor": "[ok] nvml: 1 GPU(s)\n",
+        "devices": {"gpus": [{"index": 0, "name": "NVIDIA H100 80GB HBM3",
+                              "memory_total_bytes": 80 * 2**30, "power_limit_w": 700.0,
+                              "driver_version": "580.159.04", "cuda_version": "13.0",
+                              "simulated": False}]},
+        "nvml": {"queries": [{"field": "utilization", "calls": 2000, "median_us": 12.5,
+                              "p99_us": 40.0, "max_us": 90.0, "failures": 0}]},
+        "sampler": {"gpus": 1, "simulated": False, "fastest_sustained_hz": 100.0,
+                    "rates": [{"rate_hz": 10.0, "achieved_hz": 10.0, "missed_ticks": 0,
+                               "cpu_pct_of_core": 0.4, "read_errors": 0}]},
+        "campaign": {"runs": [_run(), _run(id=2, precision="fp32", batch_size=64,
+                                           status="unsupported", samples_per_s=None,
+                                           error_message="CUDA error")]},
+        "harness": {"rows": [{"framework": "torch", "model": "resnet-50", "batch": 64,
+                              "bare_s": 0.05, "dltop_s": 0.0502, "ratio": 1.004}],
+                    "output": ""},
+        "tui": {"how": "Textual pilot (no tmux here)", "file": "tui.svg"},
+        "export_md": "| model |\n|---|\n| resnet-50 |\n",
+        "tensorflow": {"available": False, "reason": "No module named 'tensorflow'"},
+    }
+    text = gpu_check_report.render(data)
+    assert "not drawn" not in text and "skipped" not in text
+    throughput = _section(text, "ResNet-50 training throughput")
+    assert "| fp16 | 256 | True | 2.56e+03 | 31.5 | 0.918 | 1.04 |" in throughput
+    assert "goal ≤ 1.01: met" in _section(text, "Harness overhead on the GPU")
+    assert "| utilization | 2000 | 12.5 | 40 | 90 | 0 |" in _section(text, "NVML query latency")
+    assert "CUDA error" in _section(text, "Campaign")
+    assert _section(text, "TensorFlow on the GPU").startswith(
+        "not available on this machine: No module named")

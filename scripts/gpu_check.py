@@ -180,16 +180,16 @@ class Check:
                 " 'device': torch.cuda.get_device_name(0) if c else None,"
                 " 'capability': list(torch.cuda.get_device_capability(0)) if c else None}))")
         env: dict[str, Any] = {"python": sys.version.split()[0], "executable": sys.executable}
-        res = call([sys.executable, "-c", code], limit / 2)
+        res = call([sys.executable, "-c", code], limit - 15)  # a cold CUDA start is slow
         env["torch"] = (json.loads(res.out.strip().splitlines()[-1]) if res.rc == 0
                         else {"error": tail(res.err, 3)})
         if shutil.which("nvidia-smi"):
             smi = call(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,"
                         "power.limit,clocks.max.sm,pcie.link.gen.max,pcie.link.width.max",
-                        "--format=csv"], 30)
+                        "--format=csv"], 10)
             env["nvidia_smi"] = smi.out.strip() or tail(smi.err, 3)
         # The device tool sends the working tree without .git: the caller names the commit.
-        git = (call(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], 10)
+        git = (call(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], 5)
                if shutil.which("git") else None)
         env["commit"] = (os.environ.get("DLTOP_CHECK_COMMIT") or (
             git.out.strip() if git is not None and git.rc == 0 else "unknown (no git here)"))
@@ -316,13 +316,13 @@ class Check:
     def no_cuda(self) -> str | None:
         """Why the bare CUDA loop cannot run (torch sees no CUDA device), else None."""
         torch = self.data.get("env", {}).get("torch", {})
-        if torch.get("cuda_available"):
-            return None
-        return f"torch sees no CUDA device ({torch.get('error') or torch.get('torch')})"
+        if torch.get("cuda_available") is not False:
+            return None  # available, or the env step could not tell: try
+        return f"torch {torch.get('torch')} sees no CUDA device"
 
     def run_all(self) -> None:
         nogpu = None if self.gpu else f"no GPU: {self.data['mode_reason']}"
-        self.step("env", self.s_env, 60)
+        self.step("env", self.s_env, 75)
         self.step("doctor", self.s_doctor, 90)
         self.step("devices", self.s_devices, 60)
         self.step("nvml", self.s_nvml, 90, skip=nogpu)

@@ -18,7 +18,7 @@ import pytest
 
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import run_runner, spec, write_mnist
+from .conftest import run_runner, spec, write_idx, write_mnist
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]
 
@@ -49,10 +49,14 @@ def test_two_workers_train_on_the_global_batch(tmp_path: Path) -> None:
 def test_two_workers_follow_one_process_step_for_step(tmp_path: Path) -> None:
     """Global batch semantics: the same first weights (broadcast by worker 0), each worker
     a half of the same global batch, the gradients averaged: the losses of cpus:2 are those
-    of one process on the whole batch, up to float summation order."""
+    of one process on the whole batch, up to float summation order; and so is worker 0's
+    evaluation of the trained weights (the other worker does not evaluate)."""
     write_mnist(tmp_path, n=64)
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", (20, 28, 28),
+              bytes((i * 7) % 256 for i in range(20 * 784)))
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", (20,), bytes(i % 10 for i in range(20)))
     common: dict[str, Any] = dict(batch_size=16, iterations=3, warmup=0, data="real",
-                                  data_dir=str(tmp_path), lr=0.1)
+                                  data_dir=str(tmp_path), lr=0.1, eval_every=3)
     code, one, out = run_runner(tmp_path, tf_spec("cpu:1", **common), script=SCRIPT,
                                 timeout=300)
     assert code == 0, out
@@ -62,6 +66,10 @@ def test_two_workers_follow_one_process_step_for_step(tmp_path: Path) -> None:
     assert len(losses(two)) == 3
     assert losses(two) == pytest.approx(losses(one), rel=1e-4)
     assert losses(two)[2] != pytest.approx(losses(two)[0], rel=1e-4)  # it did learn
+    (eval_one,) = [e for e in one if e["event"] == "eval"]
+    (eval_two,) = [e for e in two if e["event"] == "eval"]
+    assert eval_two["samples"] == 20 and eval_two["loss"] == pytest.approx(eval_one["loss"],
+                                                                           rel=1e-4)
 
 
 def test_a_worker_that_dies_ends_the_run_naming_it(tmp_path: Path) -> None:

@@ -11,7 +11,8 @@ from dltop import __version__
 from dltop.catalog import Control
 
 DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compare | report | "
-               "serve | exporter | agent | prune | vacuum | profiles | data | devices | env | doctor``; "
+               "serve | exporter | agent | prune | vacuum | profiles | data | devices | env | "
+               "doctor``; "
                "with no command (or ``tui``), the live viewer.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",

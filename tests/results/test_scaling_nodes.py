@@ -70,3 +70,16 @@ def test_a_one_node_set_keeps_its_table() -> None:
     assert "| model | framework | batch | devices | s/iter | samples/s | speedup | " \
            "efficiency |" in md
     assert "node" not in md.split("\n\n")[0].splitlines()[0]
+
+
+def test_the_summary_and_pivot_key_rows_by_nodes_when_they_vary() -> None:
+    from dltop.results import export
+
+    db = memory_db()
+    cid, jobs = CampaignMaker.create(db, PROFILE, "n")
+    for k, (_, job_id) in enumerate(jobs):
+        CampaignMaker.add_run(db, cid, job_id, [0.1 * (k + 1)] * 5)
+    for table in ("summary", "pivot"):
+        t = export.results_table(db, cid, table)
+        keys = [c.key for c in t.columns]
+        assert "nodes" in keys, (table, keys)

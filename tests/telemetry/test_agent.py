@@ -183,3 +183,15 @@ def test_a_resumed_feed_stores_no_window_twice(tmp_path: Path) -> None:
         store.telemetry.add_agent_samples(run_id, got.node, got.gpu, got.host)
     assert [r["t_wall_s"] for r in store.db.query(
         "select t_wall_s from gpu_samples order by t_wall_s")] == [1e9 + k for k in range(5)]
+
+
+def test_the_agent_loads_no_viewer_and_no_database_code() -> None:
+    """A compute node needs the standard library, psutil and nvidia-ml-py only."""
+    code = ("import sys, dltop.cli, dltop.cli.agent, dltop.telemetry.agent\n"
+            "from dltop.telemetry import open_gpu_backend\n"
+            "open_gpu_backend(2)\n"
+            "print(sorted(m for m in ('textual', 'rich', 'sqlite3', 'sqlite_utils', 'numpy')"
+            " if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, timeout=60).stdout
+    assert out.strip() == "[]"

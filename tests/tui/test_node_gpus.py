@@ -99,3 +99,18 @@ def test_a_local_run_has_no_node_lines(tmp_path: Path) -> None:
     detail = read_run_detail(connect(seeded.db_path), seeded.run_id)
     assert detail is not None and detail.node_gpus == ()
     assert not any(":gpu" in key for key, _, _ in telemetry_rows(detail))
+
+
+def test_the_run_trace_keeps_each_nodes_gpu_0_apart(tmp_path: Path) -> None:
+    from dltop.live.rundetail import extend_trace
+    from dltop.results.runtrace import read_trace
+
+    seeded = seed(tmp_path)
+    _store_nodes(seeded, 1e9)
+    db = connect(seeded.db_path)
+    trace = read_trace(db, seeded.run_id)
+    assert [(s.label, len(s.points)) for s in trace.gpus] == [
+        ("n1:gpu0", 2), ("n1:gpu1", 2), ("n2:gpu0", 2), ("n2:gpu1", 2)]
+    assert {p.power_w for p in trace.gpus[2].points} == {200.0}
+    again = extend_trace(db, None, seeded.run_id)
+    assert [s.label for s in again.gpus] == [s.label for s in trace.gpus]

@@ -27,6 +27,7 @@ from dltop.results.runtrace import (
     HostPoint,
     IterPoint,
     RunTrace,
+    gpu_node_column,
     read_trace,
 )
 from dltop.store.archive import ARCHIVE
@@ -353,21 +354,23 @@ def extend_trace(db: Db, trace: RunTrace | None, run_id: int, *,
                               bool(i["warmup"]), i["loss"], i["samples"]) for i in its)
     gpu_t = max((s.points[-1].t_s for s in trace.gpus if s.points), default=None)
     gpu = list(db.query(
-        "select gpu_index, t_start_mono_s, util_mean_pct, mem_used_max_bytes, power_mean_w, "
-        "temperature_max_c, sm_clock_mhz, simulated from gpu_samples where run_id = ? and "
-        "t_start_mono_s > ? order by gpu_index, t_start_mono_s",
+        f"select {gpu_node_column(db)} as node, gpu_index, t_start_mono_s, util_mean_pct, "
+        "mem_used_max_bytes, power_mean_w, temperature_max_c, sm_clock_mhz, simulated "
+        "from gpu_samples where run_id = ? and t_start_mono_s > ? "
+        "order by gpu_index, t_start_mono_s",
         [run_id, -1e300 if gpu_t is None else gpu_t + origin]))
     host_t = trace.host[-1].t_s + origin if trace.host else -1e300
     host = list(db.query("select t_start_mono_s, cpu_mean_pct, tree_cpu_pct, tree_rss_bytes "
                          "from host_samples where run_id = ? and t_start_mono_s > ? "
                          "order by t_start_mono_s", [run_id, host_t]))
-    series = {s.gpu_index: (s.simulated, list(s.points)) for s in trace.gpus}
+    series = {(s.node or "", s.gpu_index): (s.simulated, list(s.points)) for s in trace.gpus}
     for g in gpu:
-        sim, pts = series.setdefault(int(g["gpu_index"]), (False, []))
+        key = (g["node"] or "", int(g["gpu_index"]))  # a Slurm run's nodes each have a GPU 0
+        sim, pts = series.setdefault(key, (False, []))
         pts.append(GpuPoint(g["t_start_mono_s"] - origin, g["util_mean_pct"],
                             g["mem_used_max_bytes"], g["power_mean_w"],
                             g["temperature_max_c"], g["sm_clock_mhz"]))
-        series[int(g["gpu_index"])] = (sim or bool(g["simulated"]), pts)
+        series[key] = (sim or bool(g["simulated"]), pts)
     iterations = trace.iterations + new_its
     longest = max([len(iterations), len(trace.host) + len(host),
                    *(len(p) for _, p in series.values())])
@@ -376,7 +379,8 @@ def extend_trace(db: Db, trace: RunTrace | None, run_id: int, *,
     warm = [p.t_end_s for p in new_its if p.warmup and p.t_end_s is not None]
     return replace(
         trace, iterations=iterations,
-        gpus=tuple(GpuSeries(i, sim, tuple(p)) for i, (sim, p) in sorted(series.items())),
+        gpus=tuple(GpuSeries(i, sim, tuple(p), node or None)
+                   for (node, i), (sim, p) in sorted(series.items())),
         host=trace.host + tuple(HostPoint(h["t_start_mono_s"] - origin, h["cpu_mean_pct"],
                                           h["tree_cpu_pct"], h["tree_rss_bytes"])
                                 for h in host),

@@ -180,8 +180,9 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
         if pruned is not None:
             return replace(pruned, evals=_evals(db, run_id, None))
     node = gpu_node_column(db)  # a GPU is (node, index): a Slurm run's nodes each have a 0
-    n_gpu, n_idx = db.execute(f"select count(*), count(distinct coalesce({node}, '') || ':' || gpu_index) "
-                              "from gpu_samples where run_id = ?", [run_id]).fetchone()
+    n_gpu, n_idx = db.execute(f"select count(*), count(distinct coalesce({node}, '') || ':' "
+                              "|| gpu_index) from gpu_samples where run_id = ?",
+                              [run_id]).fetchone()
     kg = max(1, -(-int(n_gpu) // max(1, int(n_idx) * max_points)))  # per GPU, as iterations
     gpu = _rows(db, f"select {node} as node, gpu_index, t_start_mono_s, util_mean_pct, "
                     "mem_used_max_bytes, power_mean_w, temperature_max_c, sm_clock_mhz, "

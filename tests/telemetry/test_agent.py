@@ -195,3 +195,24 @@ def test_the_agent_loads_no_viewer_and_no_database_code() -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, timeout=60).stdout
     assert out.strip() == "[]"
+
+
+def test_cuda_visible_devices_picks_the_gpus_unless_it_names_none_of_this_node(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from dltop import telemetry
+
+    seen: list[tuple[int, ...]] = []
+
+    class Probe:
+        def __init__(self, backend: object, options: AgentOptions) -> None:
+            seen.append(tuple(int(g) for g in options.gpus or ()))
+
+        def run(self) -> str:
+            return "probe"
+
+    monkeypatch.setattr("dltop.telemetry.agent.Agent", Probe)
+    monkeypatch.setattr(telemetry, "open_gpu_backend", lambda n=None: FakeGpuBackend(4))
+    for visible in ("2,3", "7"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", visible)
+        run_agent(AgentOptions(out=tmp_path / "a.jsonl"))
+    assert seen == [(2, 3), ()]  # "7": not a GPU here, so all of them (no --gpus)

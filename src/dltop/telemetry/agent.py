@@ -229,14 +229,26 @@ def run_agent(options: AgentOptions, fake_gpus: int | None = None) -> str:
     from dltop.telemetry import open_gpu_backend
 
     check_rate("--hz", options.hz)
-    if options.gpus is None and not fake_gpus and os.environ.get("CUDA_VISIBLE_DEVICES"):
-        options = dataclasses.replace(
-            options, gpus=parse_gpus(os.environ["CUDA_VISIBLE_DEVICES"]))
-    agent = Agent(open_gpu_backend(fake_gpus or None), options)
+    backend = open_gpu_backend(fake_gpus or None)
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+    if options.gpus is None and not fake_gpus and parse_gpus(visible):
+        # Slurm's cgroups may renumber the GPUs a job sees: when the variable names GPUs
+        # NVML does not know by those names, every GPU the node shows the job is sampled
+        # (rather than none: an agent that exits leaves the run without telemetry).
+        try:
+            resolve_gpus(backend, parse_gpus(visible))
+            options = dataclasses.replace(options, gpus=parse_gpus(visible))
+        except UserError:
+            pass
+    agent = Agent(backend, options)
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
         agent.stop(signal.Signals(signum).name)
 
-    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-    return agent.run()
+    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+    before = {sig: signal.signal(sig, on_signal) for sig in signals}
+    try:
+        return agent.run()
+    finally:
+        for sig, handler in before.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,228 @@
+"""The nine benchmark models of docs/models.md in pure JAX, with inputs, loss and FLOPs.
+
+Child side (run by the JAX interpreter, Python >= 3.10, so the 3.6 rule does not
+apply): the standard library, jax, numpy and sibling child modules only. No flax
+and no optax: a model here is a parameter pytree plus a pure ``apply`` function,
+which is all a benchmark needs, and it runs wherever a bare ``jax`` (CPU or CUDA
+wheel) is installed, the GPU machines included, with no second package whose
+versions must match JAX's. Layer shapes, parameter counts and FLOPs equal
+torch_models' (tests check them); initialisation copies torch's defaults
+(jax_layers), so loss curves are comparable across frameworks.
+
+Layout: images are NHWC (``input_shape``), the layout XLA's convolutions prefer;
+``fcn-*`` take (batch, features) floats, ``lstm`` int32 token ids (batch, 32) and
+gives logits (batch, 32, 10000).
+
+Precision: ``build(..., dtype=jnp.bfloat16)`` sets the compute dtype. Parameters
+stay fp32 (so do gradients and SGD updates, and BN statistics); ``apply`` casts
+inputs and parameters to the compute dtype layer by layer, the mixed precision of
+torch's autocast. :func:`loss` computes the softmax cross-entropy in fp32.
+"""
+
+import collections
+
+import jax
+import jax.numpy as jnp
+import jax_layers as L
+from model_catalog import (
+    NAMES,
+    NUM_CLASSES,
+    VGG16_CONFIG,
+    VOCAB,
+    builder,
+    builders,
+)
+from model_catalog import input_shape as _catalog_input_shape
+
+Model = collections.namedtuple("Model", "params state apply")
+"""``params``: trainable pytree (fp32); ``state``: BN running statistics ({} if none);
+``apply(params, state, x, train) -> (logits, new_state)``: pure, jit-able with ``train``
+static (a Python bool)."""
+
+__all__ = ["NAMES", "Model", "abstract_model", "build", "input_shape", "loss", "param_count",
+           "synthetic_batch", "training_flops_per_sample"]
+
+
+def _sequential(ops, key, dtype):
+    """A model of a list of ops without state: ("conv", c_in, c_out, k, stride, pad),
+    ("dense", n_in, n_out), ("relu",), ("sigmoid",), ("maxpool", k, stride),
+    ("avgpool", k, stride), ("flatten",)."""
+    keys = jax.random.split(key, len(ops))
+    params = []
+    for op, k in zip(ops, keys, strict=True):
+        if op[0] == "conv":
+            params.append(L.conv_init(k, op[1], op[2], op[3]))
+        elif op[0] == "dense":
+            params.append(L.dense_init(k, op[1], op[2]))
+        else:
+            params.append({})
+
+    def apply(params, state, x, train):
+        x = x.astype(dtype)
+        for op, p in zip(ops, params, strict=True):
+            kind = op[0]
+            if kind == "conv":
+                x = L.conv(p, x, op[4], op[5])
+            elif kind == "dense":
+                x = L.dense(p, x)
+            elif kind == "relu":
+                x = jax.nn.relu(x)
+            elif kind == "sigmoid":
+                x = jax.nn.sigmoid(x)
+            elif kind == "maxpool":
+                x = L.max_pool(x, op[1], op[2])
+            elif kind == "avgpool":
+                x = L.avg_pool(x, op[1], op[2])
+            elif kind == "flatten":
+                x = L.flatten(x)
+            else:
+                raise ValueError("unknown op %r" % (kind,))
+        return x, state
+
+    return Model(params, {}, apply)
+
+
+def _fcn(sizes, key, dtype, input_size=None):
+    ops = []
+    for i in range(len(sizes) - 1):
+        ops.append(("dense", sizes[i], sizes[i + 1]))
+        if i < len(sizes) - 2:
+            ops.append(("sigmoid",))
+    return _sequential(ops, key, dtype)
+
+
+def _conv_relu(c_in, c_out, k, stride=1, pad=0):
+    return [("conv", c_in, c_out, k, stride, pad), ("relu",)]
+
+
+def _alexnet_s(key, dtype, input_size=None):
+    ops = (_conv_relu(3, 64, 11, 4, 2) + [("maxpool", 3, 2)]
+           + _conv_relu(64, 192, 5, 1, 2) + [("maxpool", 3, 2)]
+           + _conv_relu(192, 384, 3, 1, 1) + _conv_relu(384, 256, 3, 1, 1)
+           + _conv_relu(256, 256, 3, 1, 1) + [("maxpool", 3, 2), ("flatten",),
+                                               ("dense", 9216, 4096), ("relu",),
+                                               ("dense", 4096, 4096), ("relu",),
+                                               ("dense", 4096, 1000)])
+    return _sequential(ops, key, dtype)
+
+
+def _alexnet_r(key, dtype, input_size=None):
+    # cuda-convnet "18pct" without local response normalisation; pool before ReLU first.
+    ops = ([("conv", 3, 32, 5, 1, 2), ("maxpool", 3, 2), ("relu",)]
+           + _conv_relu(32, 32, 5, 1, 2) + [("maxpool", 3, 2)]
+           + _conv_relu(32, 64, 5, 1, 2) + [("avgpool", 3, 2), ("flatten",),
+                                             ("dense", 576, 10)])
+    return _sequential(ops, key, dtype)
+
+
+def _lenet(key, dtype, input_size=None):
+    # LeNet-5 on 28x28x1: the first convolution pads by 2, as for 32x32 inputs.
+    ops = (_conv_relu(1, 6, 5, 1, 2) + [("maxpool", 2, 2)]
+           + _conv_relu(6, 16, 5) + [("maxpool", 2, 2), ("flatten",),
+                                     ("dense", 400, 120), ("relu",),
+                                     ("dense", 120, 84), ("relu",), ("dense", 84, 10)])
+    return _sequential(ops, key, dtype)
+
+
+def _vgg16(key, dtype, input_size=None):
+    # Configuration D; no dropout, no batch normalisation (as AlexNet here).
+    ops, channels = [], 3
+    for width in VGG16_CONFIG:
+        if width == "M":
+            ops.append(("maxpool", 2, 2))
+        else:
+            ops += _conv_relu(channels, width, 3, 1, 1)
+            channels = width
+    ops += [("flatten",), ("dense", 512 * 7 * 7, 4096), ("relu",),
+            ("dense", 4096, 4096), ("relu",), ("dense", 4096, 1000)]
+    return _sequential(ops, key, dtype)
+
+
+def _unsupported(key, dtype, input_size=None):
+    raise NotImplementedError("not yet built in JAX")
+
+
+_BUILDERS = builders(fcn=_fcn, alexnet_s=_alexnet_s, alexnet_r=_alexnet_r,
+                     resnet_50=_unsupported, resnet_56=_unsupported, lstm=_unsupported,
+                     lenet=_lenet, vgg16=_vgg16)
+
+
+def input_shape(name, input_size=None):
+    """One sample's input shape in the layout ``apply`` expects (images ``(H, W, C)``).
+
+    Raises:
+        ValueError: ``input_size`` for a model other than the ResNets, or too small.
+    """
+    return _catalog_input_shape(name, channels_last=True, input_size=input_size)
+
+
+def build(name, key, input_size=None, dtype=jnp.float32):
+    """A freshly initialised :class:`Model` by docs/models.md name.
+
+    Args:
+        name: one of ``NAMES``.
+        key: a ``jax.random`` key for the initial parameters.
+        input_size: the ResNets' image side (None: the model's own).
+        dtype: the compute dtype (fp32 or bf16); parameters stay fp32.
+
+    Raises:
+        KeyError: an unknown model.
+        ValueError: ``input_size`` for another model, or below the minimum.
+    """
+    make = builder(_BUILDERS, name)
+    input_shape(name, input_size)  # ValueError unless input_size fits the model
+    return make(key, jnp.dtype(dtype), input_size=input_size)
+
+
+def param_count(params):
+    """Trainable parameters: every leaf of ``params`` (BN running statistics live in state)."""
+    return sum(int(leaf.size) for leaf in jax.tree_util.tree_leaves(params))
+
+
+def loss(name, logits, labels):
+    """Mean softmax cross-entropy in fp32; for the LSTM over every step of every sequence."""
+    logits = logits.astype(jnp.float32).reshape((-1, logits.shape[-1]))
+    labels = labels.reshape((-1,)).astype(jnp.int32)
+    logp = jax.nn.log_softmax(logits)
+    return -jnp.mean(jnp.take_along_axis(logp, labels[:, None], axis=1))
+
+
+def synthetic_batch(name, batch, key, input_size=None):
+    """Random fp32 inputs (int32 token ids for the LSTM) and int32 labels of the model's shapes."""
+    kx, ky = jax.random.split(key)
+    shape = (batch,) + input_shape(name, input_size)
+    if name == "lstm":
+        return (jax.random.randint(kx, shape, 0, VOCAB, jnp.int32),
+                jax.random.randint(ky, shape, 0, VOCAB, jnp.int32))
+    return (jax.random.normal(kx, shape, jnp.float32),
+            jax.random.randint(ky, (batch,), 0, NUM_CLASSES[name], jnp.int32))
+
+
+def abstract_model(name, input_size=None, dtype=jnp.float32):
+    """:class:`Model` whose params and state are ``jax.ShapeDtypeStruct``s: built under
+    ``jax.eval_shape``, so nothing is initialised or allocated (shape checks, FLOPs)."""
+    applies = []
+
+    def init(key):
+        model = build(name, key, input_size, dtype)
+        applies.append(model.apply)
+        return model.params, model.state
+
+    params, state = jax.eval_shape(init, jax.random.key(0))
+    return Model(params, state, applies[0])
+
+
+def training_flops_per_sample(name, input_size=None):
+    """Approximate FLOPs of one training sample: 3 x forward (2 x multiply-accumulates).
+
+    The formula of torch_models and tf_models: the multiply-accumulates of the model's
+    matrix products and convolutions, read off the jaxpr of a forward pass on one
+    sample (traced abstractly, nothing computed or allocated); element-wise work,
+    BN, pooling and embedding lookups are left out.
+    """
+    model = abstract_model(name, input_size)
+    x = jax.ShapeDtypeStruct((1,) + input_shape(name, input_size),
+                             jnp.int32 if name == "lstm" else jnp.float32)
+    jaxpr = jax.make_jaxpr(lambda p, s, x: model.apply(p, s, x, False))(
+        model.params, model.state, x)
+    return 3.0 * 2.0 * L.jaxpr_macs(jaxpr.jaxpr)

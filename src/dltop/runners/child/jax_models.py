@@ -138,12 +138,145 @@ def _vgg16(key, dtype, input_size=None):
     return _sequential(ops, key, dtype)
 
 
-def _unsupported(key, dtype, input_size=None):
-    raise NotImplementedError("not yet built in JAX")
+class _Init:
+    """Hands out fresh keys and collects BN layers' params and state side by side."""
+
+    def __init__(self, key):
+        self.key = key
+
+    def next(self):
+        self.key, sub = jax.random.split(self.key)
+        return sub
+
+    def conv_bn(self, c_in, c_out, k):
+        # ResNet convolutions carry no bias (BN's shift replaces it).
+        bn_p, bn_s = L.bn_init(c_out)
+        return {"conv": L.conv_init(self.next(), c_in, c_out, k, bias=False), "bn": bn_p}, bn_s
+
+
+def _conv_bn(p, s, x, train, stride=1, pad=0, relu=True):
+    y, s = L.batch_norm(p["bn"], s, L.conv(p["conv"], x, stride, pad), train)
+    return (jax.nn.relu(y) if relu else y), s
+
+
+def _resnet(stem, blocks, block_fn, key, dtype, n_classes, width):
+    """A ResNet: ``stem`` and each block are ``(params, state, static)``; global average
+    pool and a Linear head. ``block_fn(p, s, x, train, static) -> (y, s)``."""
+    init = _Init(key)
+    stem_p, stem_s, stem_static = stem(init)
+    made = [b(init) for b in blocks]
+    params = {"stem": stem_p, "blocks": [m[0] for m in made],
+              "fc": L.dense_init(init.next(), width, n_classes)}
+    state = {"stem": stem_s, "blocks": [m[1] for m in made]}
+    statics = [m[2] for m in made]
+
+    def apply(params, state, x, train):
+        x, stem_state = stem_static(params["stem"], state["stem"], x.astype(dtype), train)
+        block_states = []
+        for p, s, static in zip(params["blocks"], state["blocks"], statics, strict=True):
+            x, s = block_fn(p, s, x, train, static)
+            block_states.append(s)
+        pooled = jnp.mean(x, axis=(1, 2))
+        return L.dense(params["fc"], pooled), {"stem": stem_state, "blocks": block_states}
+
+    return Model(params, state, apply)
+
+
+def _bottleneck_init(c_in, planes, stride):
+    def make(init):
+        out = planes * 4
+        p, s = {}, {}
+        p["a"], s["a"] = init.conv_bn(c_in, planes, 1)
+        p["b"], s["b"] = init.conv_bn(planes, planes, 3)
+        p["c"], s["c"] = init.conv_bn(planes, out, 1)
+        if stride != 1 or c_in != out:
+            p["down"], s["down"] = init.conv_bn(c_in, out, 1)
+        return p, s, stride
+    return make
+
+
+def _bottleneck(p, s, x, train, stride):
+    new = {}
+    y, new["a"] = _conv_bn(p["a"], s["a"], x, train)
+    y, new["b"] = _conv_bn(p["b"], s["b"], y, train, stride, 1)  # v1: stride on the 3x3
+    y, new["c"] = _conv_bn(p["c"], s["c"], y, train, relu=False)
+    short = x
+    if "down" in p:
+        short, new["down"] = _conv_bn(p["down"], s["down"], x, train, stride, relu=False)
+    return jax.nn.relu(y + short), new
+
+
+def _resnet50(key, dtype, input_size=None):
+    # Any input_size works: the global average pool takes what the stages leave.
+    def stem(init):
+        p, s = init.conv_bn(3, 64, 7)
+
+        def apply(p, s, x, train):
+            y, s = _conv_bn(p, s, x, train, 2, 3)
+            return L.max_pool(y, 3, 2, 1), s
+        return p, s, apply
+
+    blocks, c_in = [], 64
+    for planes, count, stride in ((64, 3, 1), (128, 4, 2), (256, 6, 2), (512, 3, 2)):
+        for i in range(count):
+            blocks.append(_bottleneck_init(c_in, planes, stride if i == 0 else 1))
+            c_in = planes * 4
+    return _resnet(stem, blocks, _bottleneck, key, dtype, NUM_CLASSES["resnet-50"], 2048)
+
+
+def _basic_a_init(c_in, planes, stride):
+    def make(init):
+        p, s = {}, {}
+        p["a"], s["a"] = init.conv_bn(c_in, planes, 3)
+        p["b"], s["b"] = init.conv_bn(planes, planes, 3)
+        return p, s, (stride, planes - c_in)
+    return make
+
+
+def _basic_a(p, s, x, train, static):
+    """CIFAR basic block; option A shortcut: subsample, zero-pad channels (no parameters)."""
+    stride, pad = static
+    new = {}
+    y, new["a"] = _conv_bn(p["a"], s["a"], x, train, stride, 1)
+    y, new["b"] = _conv_bn(p["b"], s["b"], y, train, 1, 1, relu=False)
+    short = x
+    if stride != 1 or pad:
+        short = jnp.pad(x[:, ::stride, ::stride, :],
+                        ((0, 0), (0, 0), (0, 0), (pad // 2, pad - pad // 2)))
+    return jax.nn.relu(y + short), new
+
+
+def _resnet56(key, dtype, input_size=None):
+    def stem(init):
+        p, s = init.conv_bn(3, 16, 3)
+        return p, s, lambda p, s, x, train: _conv_bn(p, s, x, train, 1, 1)
+
+    blocks, c_in = [], 16
+    for planes, stride in ((16, 1), (32, 2), (64, 2)):
+        for i in range(9):
+            blocks.append(_basic_a_init(c_in, planes, stride if i == 0 else 1))
+            c_in = planes
+    return _resnet(stem, blocks, _basic_a, key, dtype, NUM_CLASSES["resnet-56"], 64)
+
+
+def _lstm(key, dtype, input_size=None):
+    """Embedding 10000->256, 2-layer LSTM (hidden 256), Linear 256->10000 at every step."""
+    keys = jax.random.split(key, 4)
+    params = {"embed": L.embed_init(keys[0], VOCAB, 256),
+              "lstm": [L.lstm_init(keys[1], 256, 256), L.lstm_init(keys[2], 256, 256)],
+              "out": L.dense_init(keys[3], 256, VOCAB)}
+
+    def apply(params, state, ids, train):
+        x = jnp.take(params["embed"]["table"], ids, axis=0).astype(dtype)
+        for layer in params["lstm"]:
+            x = L.lstm(layer, x)
+        return L.dense(params["out"], x), state
+
+    return Model(params, {}, apply)
 
 
 _BUILDERS = builders(fcn=_fcn, alexnet_s=_alexnet_s, alexnet_r=_alexnet_r,
-                     resnet_50=_unsupported, resnet_56=_unsupported, lstm=_unsupported,
+                     resnet_50=_resnet50, resnet_56=_resnet56, lstm=_lstm,
                      lenet=_lenet, vgg16=_vgg16)
 
 

@@ -80,7 +80,7 @@ def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path) -> Non
             round(torch_models.training_flops_per_sample(model, input_size=size))}
 
 
-@pytest.mark.slow  # builds every model in both frameworks (VGG16 and FCN-S are large)
+# Shapes only in JAX; torch builds the model (a second or two for VGG16 and FCN-S).
 @pytest.mark.parametrize(("model", "size"), [(m, None) for m in COUNTS] + list(SIZES.items()))
 def test_jax_models_equal_torch_in_size_and_flops(model: str, size: int | None) -> None:
     from dltop.runners.child import jax_models

@@ -15,6 +15,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 BN_MOMENTUM = 0.1
@@ -88,14 +89,16 @@ def batch_norm(p, s, x, train):
 
 def max_pool(x, k, stride, pad=0):
     """torch's MaxPool2d (floor mode; padding counts as -inf)."""
-    init = jnp.array(-jnp.inf, x.dtype)
+    # A concrete (numpy) init value: lax only differentiates the max and add windows
+    # it recognises as such, which a traced jnp constant is not.
+    init = np.array(-np.inf, x.dtype)
     return lax.reduce_window(x, init, lax.max, (1, k, k, 1), (1, stride, stride, 1),
                              ((0, 0), (pad, pad), (pad, pad), (0, 0)))
 
 
 def avg_pool(x, k, stride):
     """torch's AvgPool2d without padding (floor mode)."""
-    total = lax.reduce_window(x, jnp.array(0, x.dtype), lax.add, (1, k, k, 1),
+    total = lax.reduce_window(x, np.array(0, x.dtype), lax.add, (1, k, k, 1),
                               (1, stride, stride, 1), "VALID")
     return total / (k * k)
 

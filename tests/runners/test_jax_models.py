@@ -199,6 +199,27 @@ def test_bf16_resnet_keeps_fp32_bn_statistics() -> None:
     assert all(s.dtype == jnp.float32 for s in jax.tree_util.tree_leaves(state))
 
 
+@pytest.mark.parametrize("name", sorted(COUNTS))
+def test_every_model_differentiates_in_bf16_with_fp32_gradients(name: str) -> None:
+    size = 32 if name == "resnet-50" else None
+    model = jm.abstract_model(name, size, jnp.bfloat16)
+    x = jax.ShapeDtypeStruct((2, *jm.input_shape(name, size)),
+                             jnp.int32 if name == "lstm" else jnp.float32)
+    y = jax.ShapeDtypeStruct((2, model_catalog.SEQ_LEN) if name == "lstm" else (2,), jnp.int32)
+
+    def step(p: object, s: object, x: jax.Array, y: jax.Array) -> tuple[object, object]:
+        def f(p: object) -> tuple[jax.Array, object]:
+            logits, new = model.apply(p, s, x, True)
+            return jm.loss(name, logits, y), new
+        return jax.grad(f, has_aux=True)(p)
+
+    grads, state = jax.eval_shape(step, model.params, model.state, x, y)  # traced only
+    assert jax.tree_util.tree_structure(grads) == jax.tree_util.tree_structure(model.params)
+    assert all(g.dtype == jnp.float32 and g.shape == p.shape for g, p in zip(
+        jax.tree_util.tree_leaves(grads), jax.tree_util.tree_leaves(model.params), strict=True))
+    assert all(v.dtype == jnp.float32 for v in jax.tree_util.tree_leaves(state))
+
+
 def test_flop_counter_counts_a_scan_body_once_per_step() -> None:
     w = jnp.zeros((3, 5))
 

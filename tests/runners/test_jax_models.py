@@ -27,7 +27,8 @@ FLOPS = {"fcn-s": 732_954_624, "fcn-r": 85_192_704, "alexnet-s": 4_285_130_880,
 """docs/models.md's training FLOPs per sample (the torch and TF runners report the same)."""
 SIZED_FLOPS = {("resnet-50", 32): 512_753_664, ("resnet-56", 64): 3_011_645_184}
 REAL_FORWARD = [("fcn-r", None), ("alexnet-r", None), ("lenet", None), ("resnet-56", None),
-                ("resnet-50", 32), ("lstm", None)]
+                pytest.param("resnet-50", 32, marks=pytest.mark.slow),  # 5-12 s eager
+                ("lstm", None)]
 KEY = jax.random.key(0)
 
 

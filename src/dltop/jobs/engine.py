@@ -353,6 +353,8 @@ class Engine:
             await self._write(self._store.set_job_status, q.job_id, RunStatus.CANCELLED)
             self._count(RunStatus.CANCELLED)
             return RunStatus.CANCELLED
+        facts = (await asyncio.to_thread(environment.gpu_facts, alloc.gpu_indices)
+                 if alloc.gpu_indices else ())
         writes = RunWrites(self._writer, self._db_label)
         # Ordered behind earlier writes by the single worker; awaited at run end.
         write_later = writes.later
@@ -438,7 +440,8 @@ class Engine:
         if outcome.hello:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
             await self._write(self._store.record_environment, run_id,
-                              environment.environment_row(outcome.hello, env, job, gpus))
+                              environment.environment_row(outcome.hello, env, job, gpus,
+                                                          facts))
         await self._checkpoint()
         self._count(outcome.status)
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),

@@ -42,6 +42,10 @@ OPTIONS: dict[str, tuple[object, ...]] = {
 fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
+TORCH_ONLY = ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
+"""Settings only the PyTorch runner reads: another framework refuses a non-default value."""
+NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm")
+"""Models without image input (``channels_last`` does not apply)."""
 OPTION_KEYS = tuple(OPTIONS)
 COMMAND_KEYS = command.KEYS
 """Bring-your-own workload (``frameworks = ["command"]``); see docs/profiles.md."""
@@ -262,6 +266,9 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
     if s["loader_workers"] and (s["data_loader"] != "host" or s["data"] != "real"):
         raise where.err(loc("loader_workers"), 'loader_workers needs data_loader = "host" '
                         'and data = "real"')
+    if s["cuda_graphs"] and s["compile"] != "off":
+        raise where.err(loc("cuda_graphs"), 'cuda_graphs and compile exclude each other '
+                        '(compile = "reduce-overhead" captures CUDA graphs itself)')
     if s["shuffle"] is None:
         s["shuffle"] = s["data"] == "real"
     return s
@@ -273,6 +280,13 @@ def _model_settings(where: _Where, loc: Callable[[str], str], s: dict[str, Any],
     if s["input_size"] is not None and model not in catalog.INPUT_SIZE_MODELS:
         raise where.err(loc("input_size"), f"input_size applies to "
                         f"{', '.join(catalog.INPUT_SIZE_MODELS)}, not {model}")
+    for key in TORCH_ONLY:
+        if framework != "torch" and s[key] != SETTINGS[key]:
+            raise where.err(loc(key), f"{key} applies to the PyTorch runner only, not "
+                            f"{framework} (leave it at {json.dumps(SETTINGS[key])} there)")
+    if s["channels_last"] and model in NOT_IMAGE_MODELS:
+        raise where.err(loc("channels_last"), f"channels_last applies to image models, "
+                        f"not {model}")
     if (framework, s["optimizer"]) in catalog.OPTIMIZERS_MISSING:
         raise where.err(loc("optimizer"), f"{framework} has no {s['optimizer']} optimizer "
                         "(docs/profiles.md lists each framework's optimizers)")

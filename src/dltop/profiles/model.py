@@ -167,6 +167,18 @@ class JobSpec:
     from host memory (pinned on CUDA), so the copy is measured."""
     loader_workers: int = setting(0, integer(0), identity=True)
     """Background workers preparing real-data batches (``data_loader = "host"``)."""
+    channels_last: bool = setting(False, boolean, identity=True)
+    """PyTorch, image models: NHWC memory format for the model and its input batches."""
+    torch_compile: str = setting(
+        "off", one_of(("off", "default", "reduce-overhead", "max-autotune")),
+        identity=True, key="compile")
+    """PyTorch: ``torch.compile`` mode (profile key ``compile``), or ``off``. Compiling
+    happens before the first iteration; its time is reported apart (``compile_s``)."""
+    cudnn_benchmark: bool = setting(True, boolean, identity=True)
+    """PyTorch on CUDA: ``torch.backends.cudnn.benchmark`` (autotuned convolutions)."""
+    cuda_graphs: bool = setting(False, boolean, identity=True)
+    """PyTorch on CUDA: capture the step in a CUDA graph replayed each iteration, the
+    batch copied into static buffers; elsewhere the run ends ``unsupported``."""
     nodes: int = setting(1, integer(1), identity=True)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=False)

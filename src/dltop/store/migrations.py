@@ -45,6 +45,7 @@ from dltop.store.schema_steps import (
     v13,
     v14,
     v15,
+    v16,
 )
 from dltop.store.tx import transaction
 
@@ -109,6 +110,7 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "profile_step_ms/profile_device, latency_p50_s/latency_p99_s", v14),
     Migration(15, "Slurm: runs.slurm_job_id/slurm_nodes/slurm_state/slurm_reason",
               v15),
+    Migration(16, "telemetry from every node: gpu_samples.node, host_samples.node", v16),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

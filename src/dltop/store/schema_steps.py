@@ -278,3 +278,12 @@ def v15(db: Any) -> None:
     # spec_json, where results read every identity field.
     for name in ("slurm_job_id", "slurm_nodes", "slurm_state", "slurm_reason"):
         db["runs"].add_column(name, str)
+
+
+def v16(db: Any) -> None:
+    # Telemetry from every node of a Slurm job (issue 15): each sample row says which node
+    # it came from; NULL is the engine's own host (every local run, and every row before).
+    # Neither table has a primary key (rows are keyed by rowid, read by run_id), so two
+    # nodes' GPU 0 in the same window are two rows, told apart by this column.
+    for table in ("gpu_samples", "host_samples"):
+        db[table].add_column("node", str)

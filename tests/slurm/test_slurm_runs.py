@@ -104,8 +104,12 @@ def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> Non
     conn = sqlite3.connect(tmp_path / "d.db")
     (n,) = conn.execute("select count(*) from iterations where run_id = ? and not warmup",
                         [run["id"]]).fetchone()
+    # the node's agent: its host windows stored with the node's name
+    nodes = conn.execute("select distinct node from host_samples where run_id = ?",
+                         [run["id"]]).fetchall()
     conn.close()
     assert n == 3
+    assert nodes == [(NODE,)]
     rundir = tmp_path / "d-runs" / f"run-{run['id']}"
     assert "srun --nodes=1" in (rundir / "batch.sh").read_text()
     assert '"event": "done"' in (rundir / "events.jsonl").read_text().replace('":"', '": "')

@@ -38,7 +38,7 @@ from dltop.jobs.events import (
 )
 from dltop.jobs.foreign import most_sharing
 from dltop.jobs.queued import QueuedJob
-from dltop.jobs.slurm import supervise_slurm
+from dltop.jobs.slurm import agent_ingestion, supervise_slurm
 from dltop.jobs.slurm_script import SlurmFiles
 from dltop.jobs.supervisor import supervise
 from dltop.jobs.writes import RunWrites, join_notes
@@ -407,6 +407,8 @@ class Engine:
                 job, run_id, cmd.argv(spec_path), files=SlurmFiles(files.dir, spec_path, log_path),
                 env=env, on_event=collector.on_event, stop=run_stop,
                 on_state=lambda f: write_later(self._store.update_run, run_id, f),
+                on_agent_poll=agent_ingestion(files.dir, lambda g: write_later(
+                    self._store.telemetry.add_agent_samples, run_id, g.node, g.gpu, g.host)),
             ) if job.executor == "slurm" else supervise(
                 cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
                 on_event=collector.on_event, stop=run_stop,
@@ -432,7 +434,10 @@ class Engine:
             job_status = JobStatus.QUEUED
         await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields,
                           job_status)
-        if self._sampler is not None:
+        if job.executor == "slurm":  # the summary over every node's agent windows
+            await self._write(self._store.telemetry.finish_node_run, run_id,
+                              collector.measured_samples)
+        elif self._sampler is not None:
             # The summary covers the measured window: energy per sample counts its samples.
             tele = self._sampler.end_run(run_id, collector.measured_samples)
             if tele is not None:

@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from dltop.catalog import ErrorKind, RunStatus
+from dltop.jobs import agentfeed
 from dltop.jobs.slurm_script import (
     SlurmFiles,
     batch_script,
@@ -60,9 +61,8 @@ NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "DEADLINE"})
 """Ends that are the cluster's doing: the run is ``crashed`` with the Slurm state."""
 
 AgentPoll = Callable[[bool], Awaitable[None]]
-"""HOOK (issue 15, item 5): awaited every :data:`POLL_S` while the job runs with False, and
-once with True after it ended: where the engine ingests the nodes' agent files
-(:func:`agent_files`; e.g. ``jobs/agentfeed.AgentFeed.poll``, then ``drain`` at the end)."""
+"""Awaited every :data:`POLL_S` while the job runs with False, and once with True after it
+ended: where the engine ingests the nodes' agent files (:func:`agent_ingestion`)."""
 
 
 async def run_slurm_cmd(*argv: str, env: Mapping[str, str],
@@ -120,10 +120,16 @@ def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str],
     _write_file(files.events_path, "", 0o600)
 
 
-def agent_files(run_dir: Path) -> list[Path]:
-    """HOOK (issue 15, item 5): the agents' sample files of a finished Slurm run, one per
-    node (``agent-<node>.jsonl``), for the engine to ingest with the node's name."""
-    return sorted(run_dir.glob("agent-*.jsonl"))
+def agent_ingestion(run_dir: Path, store: Callable[[agentfeed.NodeSamples], None]) -> AgentPoll:
+    """The :data:`AgentPoll` that follows the run's agent files and hands each node's new
+    windows to ``store`` (e.g. ``Store.telemetry.add_agent_samples`` on the writer)."""
+    feed = agentfeed.AgentFeed(run_dir)
+
+    async def poll(final: bool) -> None:
+        for got in await asyncio.to_thread(feed.drain if final else feed.poll):
+            store(got)
+
+    return poll
 
 
 class _Tail:

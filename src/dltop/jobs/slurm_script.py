@@ -126,10 +126,10 @@ def batch_script(job: JobSpec, run_id: int, files: SlurmFiles) -> str:
 
 
 def agent_lines(files: SlurmFiles, hz: float = AGENT_HZ) -> list[str]:
-    """HOOK (issue 15, item 5): start ``dltop agent`` on this node for the step's lifetime.
+    """Start ``dltop agent`` on this node for the step's lifetime (docs/cluster.md).
 
-    Its samples go to ``agent-<node>.jsonl`` in the run folder, for the engine to ingest
-    after the job (see :func:`dltop.jobs.slurm.agent_files`). The agent exits when
+    Its samples go to ``agent-<node>.jsonl`` in the run folder, which the engine follows
+    while the job runs (:func:`dltop.jobs.slurm.agent_ingestion`). The agent exits when
     ``node.sh`` kills it at the end (and on its own when its parent goes).
     """
     out = shlex.quote(str(files.dir)) + '/agent-"${SLURMD_NODENAME:-$(hostname)}".jsonl'

@@ -10,6 +10,7 @@ generated for nodes > 1 are checked in test_slurm_scripts.py.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import sqlite3
 import subprocess
@@ -163,6 +164,10 @@ def test_a_pending_job_shows_as_pending_then_cancels(slurm_env: LocalSlurm,
         (line,) = read_jobs(db, run["campaign_id"], 0, 10)
         db.close()
         assert line.status == "pending (BeginTime)"
+        status = dltop(tmp_path, "status", env=env)
+        assert "pending in Slurm's queue (BeginTime)" in status.stdout, status.stdout
+        listing = dltop(tmp_path, "runs", "--json", env=env)
+        assert json.loads(listing.stdout)[0]["status"] == "pending", listing.stdout
         assert dltop(tmp_path, "cancel", env=env).returncode == 0
         proc.communicate(timeout=120)
     finally:

@@ -65,9 +65,11 @@ def main() -> int:
         if proc.wait() != 0:
             print("dltop run failed", file=sys.stderr)
             return 1
-        launchers = dict(sqlite3.connect(db).execute(
-            "select r.device, json_extract(e.extra, '$.launcher') from runs r "
-            "join environment e on e.run_id = r.id"))
+        conn = sqlite3.connect(db)
+        launchers = dict(conn.execute(
+            "select j.device, json_extract(e.extra, '$.launcher') from runs r "
+            "join jobs j on j.id = r.job_id join environment e on e.run_id = r.id"))
+        conn.close()
         table = subprocess.run([sys.executable, "-m", "dltop", "export", "--db", db,
                                 "--table", "scaling"], capture_output=True, text=True,
                                check=True).stdout

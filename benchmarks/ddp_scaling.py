@@ -1,12 +1,13 @@
 """Data-parallel scaling on this machine, and the supervisor's spawn-to-first-iteration latency.
 
 Runs fcn-r (global batch fixed) as ``cpus:1`` (one process, one thread) and
-``cpus:2`` (two gloo DDP ranks, one thread each) through ``dltop run --json``
-in one campaign, alternating for ``--rounds`` repeats, then prints the scaling
+``cpus:2`` (two gloo DDP ranks, one thread each, started by torchrun) through
+``dltop run --json`` in one campaign, alternating for ``--rounds`` repeats, then prints the scaling
 table (speedup and efficiency against ``cpus:1``). The latency is measured from
 the ``run_started`` event to the first ``iteration`` event as this script
 receives them (process start, interpreter and torch import, model build,
-first step).
+first step; for ``cpus:2`` also torchrun's agent and its rendezvous). The
+launcher each device ran under (the runner's ``hello``) is printed with it.
 
     .venv/bin/python benchmarks/ddp_scaling.py [--batch 1024] [--rounds 3]
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -63,6 +65,11 @@ def main() -> int:
         if proc.wait() != 0:
             print("dltop run failed", file=sys.stderr)
             return 1
+        conn = sqlite3.connect(db)
+        launchers = dict(conn.execute(
+            "select j.device, json_extract(e.extra, '$.launcher') from runs r "
+            "join jobs j on j.id = r.job_id join environment e on e.run_id = r.id"))
+        conn.close()
         table = subprocess.run([sys.executable, "-m", "dltop", "export", "--db", db,
                                 "--table", "scaling"], capture_output=True, text=True,
                                check=True).stdout
@@ -71,7 +78,8 @@ def main() -> int:
     print(table)
     for dev, xs in latency.items():
         print(f"spawn -> first iteration, {dev}: median {statistics.median(xs):.2f} s "
-              f"(n={len(xs)}, min {min(xs):.2f}, max {max(xs):.2f})")
+              f"(n={len(xs)}, min {min(xs):.2f}, max {max(xs):.2f}; "
+              f"launcher: {launchers.get(dev) or 'none'})")
     return 0
 
 

@@ -90,3 +90,40 @@ def test_bad_worker_counts(profile: Any) -> None:
         parse(profile(["cpus:0"], timeout=10), "p.toml", "p")
     with pytest.raises(UserError, match="does not divide over 3 workers"):
         parse(profile(["cpus:3"], timeout=10), "p.toml", "p")
+
+
+def ranks_alive(spec_path: Path) -> list[int]:
+    """Live processes running this spec: launcher, torchrun agent, ranks (any session)."""
+    import psutil
+
+    alive = []
+    for p in psutil.process_iter(["cmdline", "status"]):
+        if str(spec_path) in (p.info["cmdline"] or []) and p.info["status"] != "zombie":
+            alive.append(p.pid)
+    return alive
+
+
+@pytest.mark.slow
+def test_cpus_ranks_run_under_torchrun(tmp_path: Path, profile: Any, wait_until: Any) -> None:
+    """A cpus:2 run: torchrun (standalone rendezvous) starts the ranks, the runner relays."""
+    res = run(tmp_path, profile(["cpus:2"]))
+    assert res.returncode == 0, res.stderr + res.stdout
+    ((extra,),) = db_rows(tmp_path, "select extra from environment")
+    facts = json.loads(str(extra))
+    assert (facts["launcher"], facts["nodes"], facts["world_size"]) == ("torchrun", 1, 2)
+    run_dir = tmp_path / "d-runs" / "run-1"
+    log = (run_dir / "runner.log").read_text()
+    assert "-m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 0" in log
+    assert "MASTER_PORT" not in log and not (run_dir / "events.fifo").exists()
+    wait_until(lambda: not ranks_alive(run_dir / "spec.json"), 30, "every rank to end")
+
+
+@pytest.mark.slow
+def test_a_hung_run_leaves_no_rank_in_any_session(tmp_path: Path, profile: Any,
+                                                  wait_until: Any) -> None:
+    """torchrun starts each rank in a session of its own: the timeout must still end them."""
+    res = run(tmp_path, profile(["cpus:2"], 'inject = "hang"', 15))
+    assert res.returncode == 1
+    assert db_rows(tmp_path, "select status from runs") == [("timeout",)]
+    spec_path = tmp_path / "d-runs" / "run-1" / "spec.json"
+    wait_until(lambda: not ranks_alive(spec_path), 30, "every rank to end")

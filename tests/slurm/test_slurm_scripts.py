@@ -7,7 +7,6 @@ torchrun two-agent test on 127.0.0.1 (tests/runners).
 
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import subprocess
@@ -16,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from dltop.errors import UserError
 from dltop.jobs.slurm import parse_job
 from dltop.jobs.slurm_script import (
-    _TF_CONFIG_PY,
     SlurmFiles,
     batch_script,
     node_script,
@@ -93,8 +92,7 @@ def test_batch_script_runs_setup_first_then_one_srun_task_per_node(tmp_path: Pat
     assert "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in text
     assert text.rstrip().endswith(str(tmp_path / "node.sh"))
     assert "--mpi=" not in text
-    cntk = batch_script(job(fw="cntk", nodes=2), 7, files(tmp_path))
-    assert "--mpi=pmi2" in cntk
+    cntk = batch_script(job(fw="cntk"), 7, files(tmp_path))  # its runner starts mpiexec
     # the step asks for its CPUs itself (srun no longer inherits them from sbatch)
     inside = batch_script(job(device="cpus:2"), 7, files(tmp_path))
     assert "srun --nodes=1 --ntasks-per-node=1 --kill-on-bad-exit=1 --job-name=dltop-7 " \
@@ -114,20 +112,16 @@ def test_torch_on_many_nodes_meets_through_c10d_on_the_first_node() -> None:
                           "--rdzv-backend c10d --rdzv-endpoint ")
     assert '"$DLTOP_HEAD":$((29500 + SLURM_JOB_ID % 1000))' in cmd
     assert '--rdzv-id "$SLURM_JOB_ID"' in cmd
-    assert "--nproc-per-node 2 --max-restarts 0 /src/torch_runner.py" in cmd
+    assert ("--nproc-per-node 2 --max-restarts 0 --log-dir /runs/run-7/torchrun "
+            "/src/torch_runner.py") in cmd
     assert "--standalone" not in cmd
 
 
-def test_tensorflow_on_many_nodes_gets_tf_config_from_slurm(slurm_env: LocalSlurm) -> None:
-    cmd = runner_command(job(fw="tensorflow", nodes=2), ARGV)
-    assert cmd.startswith('TF_CONFIG="$(') and cmd.endswith(" ".join(ARGV))
-    # the snippet itself, with scontrol's own hostlist expansion
-    env = {**os.environ, "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_NODEID": "1",
-           "SLURM_JOB_ID": "4242"}
-    out = subprocess.run([sys.executable, "-c", _TF_CONFIG_PY], env=env, check=True,
-                         capture_output=True, text=True).stdout
-    assert json.loads(out) == {"cluster": {"worker": ["gpu07:23698", "gpu08:23698"]},
-                               "task": {"type": "worker", "index": 1}}
+def test_only_pytorch_spans_nodes() -> None:
+    """TensorFlow's and CNTK's runners start their workers on one host: refused at load."""
+    for fw in ("tensorflow", "cntk"):
+        with pytest.raises(UserError, match="runs on one node"):
+            job(fw=fw, nodes=2)
 
 
 def test_node_script_reports_events_from_the_first_node_only(tmp_path: Path) -> None:

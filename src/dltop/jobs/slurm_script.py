@@ -6,7 +6,7 @@ which must lie on a filesystem the compute nodes see:
 - ``batch.sh``, what ``sbatch`` submits (or what runs inside an ``salloc`` allocation):
   the profile's ``setup`` lines, then one ``srun`` step with one task per node;
 - ``node.sh``, what that step runs on every node: ``dltop agent`` in the background,
-  then the runner (under torchrun, with a ``TF_CONFIG``, or as one MPI rank set) with
+  then the runner (under torchrun when the job spans nodes) with
   the protocol's event descriptor (``DLTOP_EVENT_FD``) opened on ``events.jsonl``.
 
 Why a file for the events and not a pipe: the engine stays on the login host while the
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dltop.profiles.model import JobSpec
+from dltop.runners.launchers import torchrun_argv
 
 EVENTS_FILE = "events.jsonl"
 BATCH_FILE = "batch.sh"
@@ -35,7 +36,6 @@ TIME_MARGIN_MIN = 2
 """Minutes added to ``timeout_s`` for Slurm's own limit: dltop's deadline comes first,
 and Slurm's backs it up should the engine die."""
 TORCH_PORT_BASE = 29500
-TF_PORT_BASE = 23456
 AGENT_HZ = 10.0
 
 
@@ -114,8 +114,6 @@ def batch_script(job: JobSpec, run_id: int, files: SlurmFiles) -> str:
     # The step asks for the job's CPUs and GPUs itself: since Slurm 22.05 srun no longer
     # inherits --cpus-per-task from the batch job, and inside an salloc there is no batch job.
     srun += [a for a in _resource_args(job) if a.startswith(("--gpus-per-node", "--cpus-per"))]
-    if job.framework == "cntk":
-        srun.append("--mpi=pmi2")  # CNTK's ranks meet through Slurm's PMI, not mpiexec
     lines = ["#!/bin/bash",
              f"# dltop run {run_id}: {job.describe()} (generated; see docs/cluster.md)",
              "set -e"]
@@ -141,50 +139,24 @@ def agent_lines(files: SlurmFiles, hz: float = AGENT_HZ) -> list[str]:
 def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
     """The shell command ``node.sh`` runs on each node (``runner_argv``: python, script, spec).
 
-    One node: the runner exactly as the local executor starts it. More nodes: PyTorch
-    under torchrun with a c10d rendezvous on the first node; TensorFlow with a
-    ``TF_CONFIG`` built from ``SLURM_*``; CNTK as one MPI rank per node of the step.
+    One node: the runner exactly as the local executor starts it (TensorFlow's and CNTK's
+    runners start their own workers there). More nodes (PyTorch only, checked at load:
+    :data:`dltop.profiles.slurm.MULTI_NODE_FRAMEWORKS`): torchrun on every node with a
+    c10d rendezvous on the first.
     """
     plain = shlex.join(runner_argv)
-    if job.nodes == 1 or job.framework not in ("torch", "tensorflow"):
+    if job.nodes == 1:
         return plain
+    if job.framework != "torch":  # the loader refuses these; a stored spec edited by hand
+        raise ValueError(f"{job.framework} runs on one node (nodes = 1)")
     python, script, spec = runner_argv[0], runner_argv[1], runner_argv[2]
-    if job.framework == "torch":
-        argv = torchrun_argv(python, script, spec, max(job.device.workers, 1),
-                             nnodes=job.nodes, rdzv_endpoint="@HEAD@:@PORT@",
-                             rdzv_id="@JOBID@")
-        cmd = shlex.join(argv)
-        return (cmd.replace("@HEAD@", '"$DLTOP_HEAD"')
-                .replace("@PORT@", f"$(({TORCH_PORT_BASE} + SLURM_JOB_ID % 1000))")
-                .replace("@JOBID@", '"$SLURM_JOB_ID"'))
-    return f"TF_CONFIG=\"$({shlex.quote(python)} -c {shlex.quote(_TF_CONFIG_PY)})\" {plain}"
-
-
-_TF_CONFIG_PY = (
-    "import json, os, subprocess; "
-    "hosts = subprocess.run(['scontrol', 'show', 'hostnames', os.environ['SLURM_JOB_NODELIST']],"
-    " capture_output=True, text=True, check=True).stdout.split(); "
-    f"port = {TF_PORT_BASE} + int(os.environ['SLURM_JOB_ID']) % 1000; "
-    "print(json.dumps({'cluster': {'worker': ['%s:%d' % (h, port) for h in hosts]}, "
-    "'task': {'type': 'worker', 'index': int(os.environ['SLURM_NODEID'])}}))")
-"""TF_CONFIG for MultiWorkerMirroredStrategy: one worker per node, in Slurm's node order."""
-
-
-def torchrun_argv(python: str, script: str | Path, spec_path: str | Path,
-                  nproc_per_node: int, *, nnodes: int = 1, rdzv_endpoint: str | None = None,
-                  rdzv_id: str | None = None) -> list[str]:
-    """torchrun over ``script spec_path``; the same contract as
-    ``dltop.runners.launchers.torchrun_argv`` (branch torchrun), which replaces it at merge."""
-    argv = [python, "-m", "torch.distributed.run"]
-    if nnodes == 1:
-        argv.append("--standalone")
-    else:
-        if not rdzv_endpoint or not rdzv_id:
-            raise ValueError("a multi-node torchrun needs rdzv_endpoint (HOST:PORT) and rdzv_id")
-        argv += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d",
-                 "--rdzv-endpoint", rdzv_endpoint, "--rdzv-id", rdzv_id]
-    return [*argv, "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0",
-            str(script), str(spec_path)]
+    argv = torchrun_argv(python, script, spec, max(job.device.workers, 1),
+                         nnodes=job.nodes, rdzv_endpoint="@HEAD@:@PORT@", rdzv_id="@JOBID@",
+                         log_dir=str(Path(spec).parent / "torchrun"))
+    cmd = shlex.join(argv)
+    return (cmd.replace("@HEAD@", '"$DLTOP_HEAD"')
+            .replace("@PORT@", f"$(({TORCH_PORT_BASE} + SLURM_JOB_ID % 1000))")
+            .replace("@JOBID@", '"$SLURM_JOB_ID"'))
 
 
 def relay_lines(files: SlurmFiles) -> list[str]:

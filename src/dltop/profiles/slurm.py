@@ -23,6 +23,10 @@ RESERVED_ARGS = ("--nodes", "-N", "--wait", "-W", "--job-name", "-J", "--output"
                  "--error", "-e", "--parsable", "--wrap", "--ntasks-per-node", "--chdir", "-D")
 """sbatch options dltop sets itself: in ``extra_args`` they would contradict the job."""
 
+MULTI_NODE_FRAMEWORKS = ("torch",)
+"""Frameworks whose runner spans nodes. TensorFlow's cpus:P workers and CNTK's mpiexec
+ranks start on one host (their runners launch them); over Slurm they keep nodes = 1."""
+
 Err = Callable[[str, str], UserError]
 
 
@@ -90,6 +94,9 @@ def check_job(err: Err, loc: Callable[[str], str], framework: str, device: Devic
     if nodes > 1 and framework == "command":
         raise err(loc("nodes"), 'nodes > 1 does not apply to frameworks = ["command"] (the '
                   "program decides how it spans hosts; run it with nodes = 1)")
+    if nodes > 1 and framework not in MULTI_NODE_FRAMEWORKS:
+        raise err(loc("nodes"), f"nodes > 1 runs {', '.join(MULTI_NODE_FRAMEWORKS)} jobs "
+                  f"(torchrun over the nodes); {framework} runs on one node (nodes = 1)")
     if executor != "slurm" or slurm is None:
         return
     if device.kind == "gpu" and slurm.gpus_per_node is not None \

@@ -21,13 +21,13 @@ first iteration without reporting; ``oom`` raises MemoryError before the
 first iteration.
 """
 
-import json
 import os
 import sys
 import types
 
 import dltop_protocol as proto
 import model_catalog
+import relay
 
 _MPI_RANK = os.environ.get("OMPI_COMM_WORLD_RANK")
 
@@ -36,27 +36,10 @@ def _join_launcher():
     """In an mpiexec rank: die with mpiexec, and let only rank 0 report (to the FIFO).
 
     mpiexec puts each rank in a process group of its own (and signals that whole
-    group), so a rank cannot join the launcher's group; instead it asks the
+    group), so a rank cannot join the launcher's group; :func:`relay.join` asks the
     kernel for SIGKILL when mpiexec, its parent, dies (the parent's group kill).
     """
-    os.environ["DLTOP_RANK"] = _MPI_RANK
-    os.environ.pop("DLTOP_EVENT_FD", None)
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None).prctl(1, int(signal.SIGKILL))  # PR_SET_PDEATHSIG
-        os.kill(int(os.environ["DLTOP_LAUNCHER_PID"]), 0)  # launcher gone already?
-    except (OSError, AttributeError, KeyError, ValueError):
-        os._exit(proto.EXIT_ERROR)
-    fifo = os.environ.get("DLTOP_EVENT_FIFO")
-    if fifo and _MPI_RANK == "0":
-        os.environ["DLTOP_EVENT_FD"] = str(os.open(fifo, os.O_WRONLY))
-        try:  # both ends are open now: remove the name early, even if we get killed later
-            os.unlink(fifo)
-            os.rmdir(os.path.dirname(fifo))
-        except OSError:
-            pass
+    relay.join(_MPI_RANK, remove_dir=True)
 
 
 def _world(spec):
@@ -64,79 +47,20 @@ def _world(spec):
     return int(dev["count"]) if dev["kind"] in ("cpus", "gpu") else 1
 
 
-def _write_all(fd, data):
-    while data:
-        data = data[os.write(fd, data):]
-
-
-def _relay(rfd, keep, out_fd, proc):
-    """Copy event lines from the FIFO to ``out_fd`` until mpiexec ends; the last event name.
-
-    ``keep``, our own write end, stops reads returning EOF before rank 0 opens the FIFO.
-    """
-    import select
-
-    buf, last = b"", None
-    while True:
-        ended = proc.poll() is not None
-        if ended and keep is not None:
-            os.close(keep)  # from now on EOF means every writer is gone
-            keep = None
-        if not select.select([rfd], [], [], 0.2)[0]:
-            if ended:
-                break
-            continue
-        chunk = os.read(rfd, 65536)
-        if not chunk:
-            break
-        buf += chunk
-        *lines, buf = buf.split(b"\n")
-        for line in lines:
-            last = json.loads(line.decode("utf-8")).get("event")
-            if out_fd is None:
-                sys.stderr.write(line.decode("utf-8") + "\n")
-            else:
-                _write_all(out_fd, line + b"\n")
-    return last
-
-
 def _launch(spec_path, spec):
     """Run the data-parallel job under mpiexec and relay rank 0's events; the exit status."""
     import shutil
-    import subprocess
-    import tempfile
 
-    reporter = proto.Reporter()
     mpiexec = shutil.which("mpiexec")
     if mpiexec is None:
-        reporter.error("unsupported", "CNTK data-parallel runs need mpiexec on PATH "
-                       "(Debian: apt-get install openmpi-bin; see `dltop env setup cntk`)")
+        proto.Reporter().error("unsupported", "CNTK data-parallel runs need mpiexec on PATH "
+                               "(Debian: apt-get install openmpi-bin; see `dltop env setup "
+                               "cntk`)")
         return proto.EXIT_ERROR
     world = _world(spec)
-    tmp = tempfile.mkdtemp(prefix="dltop-cntk-")
-    fifo = os.path.join(tmp, "events")
-    os.mkfifo(fifo)
-    rfd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-    keep = os.open(fifo, os.O_WRONLY)
-    out_fd = os.environ.get("DLTOP_EVENT_FD")
-    env = dict(os.environ, DLTOP_EVENT_FIFO=fifo, DLTOP_LAUNCHER_PID=str(os.getpid()))
-    env.pop("DLTOP_EVENT_FD", None)
     cmd = [mpiexec, "-n", str(world), "--allow-run-as-root", "--oversubscribe",
            "--bind-to", "none", sys.executable, os.path.abspath(__file__), spec_path]
-    sys.stdout.write("[dltop] launching %s\n" % " ".join(cmd))
-    sys.stdout.flush()
-    proc = subprocess.Popen(cmd, env=env)
-    try:
-        last = _relay(rfd, keep, int(out_fd) if out_fd else None, proc)
-    finally:
-        os.close(rfd)
-        shutil.rmtree(tmp, ignore_errors=True)
-    code = proc.wait()
-    if last not in ("done", "error"):
-        reporter.error("crash", "mpiexec (%d ranks) exited with status %d before rank 0 "
-                       "reported the end of the run" % (world, code))
-        return proto.EXIT_ERROR
-    return proto.EXIT_OK if last == "done" and code == 0 else proto.EXIT_ERROR
+    return relay.launch(cmd, "mpiexec (%d ranks)" % world, prefix="dltop-cntk-")
 
 
 if __name__ == "__main__" and _MPI_RANK is None and len(sys.argv) == 2:

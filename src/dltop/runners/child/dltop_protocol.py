@@ -163,6 +163,11 @@ def rank():
     return int(os.environ.get("DLTOP_RANK", "0"))
 
 
+def local_rank():
+    """This process's rank on its host (torchrun's LOCAL_RANK; else :func:`rank`)."""
+    return int(os.environ.get("DLTOP_LOCAL_RANK", rank()))
+
+
 def pin(spec, per_rank=True):
     """Pin to the CPUs the parent chose (physical cores first); a cpus:P rank gets one.
 
@@ -174,7 +179,7 @@ def pin(spec, per_rank=True):
     if not cpus or not hasattr(os, "sched_setaffinity"):
         return None
     if per_rank and spec["device"]["kind"] == "cpus":
-        cpus = [cpus[rank() % len(cpus)]]
+        cpus = [cpus[local_rank() % len(cpus)]]
     os.sched_setaffinity(0, cpus)
     return cpus
 

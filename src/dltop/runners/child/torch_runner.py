@@ -2,10 +2,21 @@
 
 Valid Python 3.6; imports only the standard library, torch, and its siblings.
 
+Data parallel (``cpus:P``, ``gpu:N`` with N > 1): the runner the supervisor
+started becomes a launcher, before importing torch: it runs torchrun
+(``python -m torch.distributed.run --standalone --nproc-per-node P``, no
+restarts) on this script and relays rank 0's events from a FIFO in the run's
+folder (:mod:`relay`; torchrun closes inherited descriptors). In a torchrun
+worker (``TORCHELASTIC_RUN_ID`` and ``LOCAL_RANK`` set) the rank, world and
+rendezvous come from torchrun's environment; only rank 0 reports, each rank
+dies with torchrun's agent (:func:`relay.join`). A multi-node job runs the same
+worker under one torchrun agent per node (``dltop.runners.launchers``).
+
 Test hooks (profile key ``inject``, for testing dltop itself):
 ``nan`` makes the loss NaN at iteration 2; ``hang`` sleeps forever after the
 first iteration; ``crash`` calls ``os._exit(1)`` after the first iteration
-without reporting; ``oom`` raises MemoryError before the first iteration.
+without reporting; ``oom`` raises MemoryError before the first iteration;
+``crash-rank1`` is ``crash`` in rank 1 only.
 """
 
 import os
@@ -13,6 +24,44 @@ import sys
 
 import dltop_protocol as proto
 import model_catalog
+import relay
+
+_TORCHRUN = "TORCHELASTIC_RUN_ID" in os.environ and "LOCAL_RANK" in os.environ
+"""This process is a torchrun worker."""
+
+
+def _world(spec):
+    """Ranks of the whole job: torchrun's WORLD_SIZE in a worker, else the spec's count."""
+    if _TORCHRUN:
+        return int(os.environ["WORLD_SIZE"])
+    dev = spec["device"]
+    return int(dev["count"]) if dev["kind"] in ("cpus", "gpu") else 1
+
+
+def _torchrun_cmd(spec_path, nproc):
+    """torchrun on one host (dltop.runners.launchers.torchrun_argv builds the same)."""
+    run_dir = os.path.dirname(spec_path)
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone",
+            "--nproc-per-node", str(nproc), "--max-restarts", "0",
+            "--log-dir", os.path.join(run_dir, "torchrun"), os.path.abspath(__file__),
+            spec_path]
+
+
+def _launch(spec_path, spec):
+    """Run the job's ranks under torchrun and relay rank 0's events; the exit status."""
+    spec_path = os.path.abspath(spec_path)
+    world = _world(spec)
+    return relay.launch(_torchrun_cmd(spec_path, world), "torchrun (%d ranks)" % world,
+                        directory=os.path.dirname(spec_path))
+
+
+if __name__ == "__main__" and not _TORCHRUN and len(sys.argv) == 2:
+    _spec = proto.load_spec()
+    if _world(_spec) > 1:  # decided before importing torch: the launcher stays light
+        sys.exit(_launch(sys.argv[1], _spec))
+if _TORCHRUN:
+    os.environ["DLTOP_LOCAL_RANK"] = os.environ["LOCAL_RANK"]
+    relay.join(os.environ["RANK"])
 
 # Import torch only after the protocol module: a failing import must still be
 # reported as an error event, and thread variables come from the parent's env.
@@ -23,15 +72,13 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
                            % (sys.executable, exc))
     sys.exit(proto.EXIT_ERROR)
 
-import convergence
-import torch_data
-import torch_gpu
-import torch_models
-import torch_optim
-import torch_profile
-import torch_train
-
-_WORKERS = []
+import convergence  # noqa: E402
+import torch_data  # noqa: E402
+import torch_gpu  # noqa: E402
+import torch_models  # noqa: E402
+import torch_optim  # noqa: E402
+import torch_profile  # noqa: E402
+import torch_train  # noqa: E402
 
 
 def _blas():
@@ -48,50 +95,21 @@ def _blas():
     return "+".join(found) or None
 
 
-def _free_port():
-    import socket
-
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
-def _start_workers(spec, world):
-    """Rank 0 starts ranks 1..world-1 in its own process group (the supervisor's to kill)."""
-    import subprocess
-
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(_free_port())
-    workers = []
-    for rank in range(1, world):
-        env = dict(os.environ, DLTOP_RANK=str(rank), DLTOP_WORLD=str(world))
-        env.pop("DLTOP_EVENT_FD", None)
-        workers.append(subprocess.Popen([sys.executable, os.path.abspath(__file__),
-                                         sys.argv[1]], env=env))
-    return workers
-
-
-def _init_group(spec, world, backend):
-    """Start the other ranks (from rank 0) and join the process group."""
+def _init_group(backend):
+    """Join torchrun's process group (RANK, WORLD_SIZE, MASTER_ADDR/PORT from its env)."""
     import datetime
 
     import torch.distributed as dist
 
-    if proto.rank() == 0:
-        _WORKERS.extend(_start_workers(spec, world))
-    dist.init_process_group(backend, rank=proto.rank(), world_size=world,
-                            timeout=datetime.timedelta(seconds=120))
+    dist.init_process_group(backend, timeout=datetime.timedelta(seconds=120))
 
 
 def _device(spec):
     dev = spec["device"]
     if dev["kind"] == "cpus":
-        world = int(dev["count"])
         torch.set_num_threads(1)
-        if world > 1:
-            _init_group(spec, world, "gloo")
+        if _TORCHRUN:
+            _init_group("gloo")
         return torch.device("cpu"), 1
     if dev["kind"] == "cpu":
         n = int(dev["count"])
@@ -100,22 +118,25 @@ def _device(spec):
             torch.set_num_interop_threads(n)
         except RuntimeError:
             pass  # already set (only possible once per process)
+        if _TORCHRUN:  # cpu:N on several nodes: one N-thread rank per node
+            _init_group("gloo")
         return torch.device("cpu"), n
     if not torch.cuda.is_available():
         raise proto.Unsupported("gpu requested but CUDA is not available to PyTorch %s"
                                 % torch.__version__)
-    world = int(dev["count"])
-    if torch.cuda.device_count() < world:
+    per_node = int(dev["count"])
+    if torch.cuda.device_count() < per_node:
         raise proto.Unsupported("gpu:%d requested but PyTorch sees %d GPU(s)"
-                                % (world, torch.cuda.device_count()))
+                                % (per_node, torch.cuda.device_count()))
     torch.backends.cudnn.benchmark = True
     tf32 = spec["precision"] == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
-    torch.cuda.set_device(proto.rank())
-    if world > 1:
-        _init_group(spec, world, "nccl")
-    return torch.device("cuda", proto.rank()), None
+    local = proto.local_rank()
+    torch.cuda.set_device(local)
+    if _TORCHRUN:
+        _init_group("nccl")
+    return torch.device("cuda", local), None
 
 
 def _precision(spec, device):
@@ -133,15 +154,11 @@ def _precision(spec, device):
     return None, None
 
 
-def _finish_workers():
+def _leave_group():
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
-    for w in _WORKERS:
-        if w.wait(timeout=60) != 0:
-            raise RuntimeError("data-parallel worker pid %d exited with status %s"
-                               % (w.pid, w.returncode))
 
 
 def _data(spec, device):
@@ -194,6 +211,13 @@ def _evaluator(spec, model, device, world, autocast, test):
     return evaluate
 
 
+def _launcher_facts():
+    """What started the ranks (stored with the run's environment)."""
+    if not _TORCHRUN:
+        return {}
+    return {"launcher": "torchrun", "nodes": int(os.environ.get("GROUP_WORLD_SIZE", "1"))}
+
+
 def run(spec, reporter):
     inject = (spec.get("options") or {}).get("inject")
     pinned = proto.pin(spec)
@@ -201,7 +225,7 @@ def run(spec, reporter):
     torch_gpu.configure(spec, device)
     # Same initial weights on every rank (DDP also broadcasts rank 0's); data differs.
     torch.manual_seed(int(spec["seed"]))
-    world = int(spec["device"]["count"]) if spec["device"]["kind"] in ("cpus", "gpu") else 1
+    world = _world(spec)
     name = spec["model"]
     inference = spec.get("mode") == "inference"
     reporter.hello(
@@ -211,7 +235,7 @@ def run(spec, reporter):
         device_name=(torch.cuda.get_device_name(device.index) if device.type == "cuda"
                      else proto.cpu_name()),
         torch_threads=torch.get_num_threads(), cpu_affinity=pinned, world_size=world,
-    )
+        **_launcher_facts())
     input_size = spec.get("input_size")
     model = torch_models.build(name, input_size)
     reporter.model(torch_models.param_count(model), model_catalog.flops_for_mode(
@@ -251,7 +275,7 @@ def run(spec, reporter):
             torch_profile.profile_steps(step, device, reporter)
     finally:
         close()
-    _finish_workers()
+    _leave_group()
     return n
 
 

@@ -61,7 +61,8 @@ def _maxpool2(x):
 def _fcn_r(key, dtype):
     sizes = model_catalog.FCN_SIZES["fcn-r"]
     keys = jax.random.split(key, len(sizes) - 1)
-    params = [_dense_init(k, a, b, dtype) for k, a, b in zip(keys, sizes[:-1], sizes[1:])]
+    params = [_dense_init(k, a, b, dtype) for k, a, b in
+              zip(keys, sizes[:-1], sizes[1:])]  # noqa: B905 - no strict= in 3.6
 
     def apply(params, state, x, train):
         for i, p in enumerate(params):

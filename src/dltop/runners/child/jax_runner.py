@@ -160,15 +160,6 @@ def _data(spec, placement, evaluating):
     return source, plan, tests, None if test is None else test[2]
 
 
-def _flops(name, model, spec):
-    """Training FLOPs per sample (3 x the forward pass at batch 1), for the run's mode."""
-    shape = (1,) + tuple(jax_models.input_shape(name, spec.get("input_size")))
-    x = jnp.zeros(shape, jnp.int32 if name == "lstm" else jnp.float32)
-    fwd = jax_train.forward_step(model)
-    return model_catalog.flops_for_mode(
-        3.0 * jax_train.forward_flops(fwd, model.params, model.state, x), spec.get("mode"))
-
-
 def run(spec, reporter):
     inject = (spec.get("options") or {}).get("inject")
     pinned = proto.pin(spec)
@@ -196,9 +187,11 @@ def run(spec, reporter):
 def _run(spec, reporter, inject, placement, name, inference, hello):
     precision = spec["precision"]
     compute = {"bf16": jnp.bfloat16, "fp16": jnp.float16}.get(precision)
-    model = jax_models.build(name, jax.random.PRNGKey(int(spec["seed"])), spec.get("input_size"))
+    model = jax_models.build(name, jax.random.PRNGKey(int(spec["seed"])), spec.get("input_size"),
+                             compute or jnp.float32)
     params = jax_models.param_count(model.params)
-    flops = _flops(name, model, spec)
+    flops = model_catalog.flops_for_mode(
+        jax_models.training_flops_per_sample(name, spec.get("input_size")), spec.get("mode"))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     evaluating = spec.get("eval_every") is not None and not inference
@@ -207,7 +200,7 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
     x0, y0 = source.batch(0)
     t0 = time.perf_counter()
     if inference:
-        fwd = placement.jit(jax_train.forward_step(model, compute), 2, 1, 1)
+        fwd = placement.jit(jax_train.forward_step(model), 2, 1, 1)
         compiled = fwd.lower(weights, state, x0).compile()
         opt_state = None
     else:
@@ -217,7 +210,7 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
             opt_state = (opt_state, jax_train.scaler_init())
         opt_state = placement.weights(opt_state)
         step = jax_train.train_step(model, lambda lg, lb: jax_models.loss(name, lg, lb),
-                                    update, compute, precision == "fp16")
+                                    update, precision == "fp16")
         jitted = placement.jit(step, 3, 2, 4, donate=(0, 1, 2))
         compiled = jitted.lower(weights, state, opt_state, x0, y0).compile()
     compile_s = time.perf_counter() - t0
@@ -230,7 +223,7 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
     plan.report(reporter, n_test)
     evaluate = None
     if tests is not None:
-        evaluate = _evaluator(placement, model, compute, tests, name)
+        evaluate = _evaluator(placement, model, tests)
     holder = {"w": weights, "s": state, "o": opt_state}
     if inference:
         def work(i):
@@ -279,10 +272,10 @@ def _loop(spec, reporter, plan, work, evaluate, inject, holder):
                                   lambda: evaluate(holder["w"], holder["s"]))
 
 
-def _evaluator(placement, model, compute, tests, name):
+def _evaluator(placement, model, tests):
     """``evaluate(weights, state) -> (mean loss, accuracy or None, samples)``: the test set."""
     batches, n_test, language_model = tests
-    step = placement.jit(jax_train.eval_step(model, compute), 2, 3, 3)
+    step = placement.jit(jax_train.eval_step(model), 2, 3, 3)
 
     def evaluate(weights, state):
         loss_sum = hits = targets = 0.0

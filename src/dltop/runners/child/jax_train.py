@@ -1,4 +1,4 @@
-"""The JAX runner's optimizers, jitted steps (train, forward, eval) and FLOPs count.
+"""The JAX runner's optimizers and its steps (train, forward, eval), to be jitted.
 
 Valid Python 3.6 (child side). Pure JAX, no optax: the optimizers are a few lines each
 and must make exactly the updates of docs/profiles.md "Optimizers" (PyTorch's
@@ -10,10 +10,10 @@ unless told, its SGD has no coupled weight decay) would be one more thing to pin
   of ``v`` as PyTorch does: ``w -= lr/bc1 * m / (sqrt(v)/sqrt(bc2) + eps)``;
 - ``adamw``: ``w -= lr*wd*w`` first, then Adam on ``g`` (decoupled).
 
-Mixed precision (``bf16``, ``fp16``) keeps float32 master weights: the step casts
-weights and inputs to the compute type, computes the loss in float32, and the
-gradients come back through the cast in float32 (what autocast does). ``fp16``
-scales the loss dynamically like ``torch.amp.GradScaler`` (2**16, x2 after 2000
+Mixed precision (``bf16``, ``fp16``) is the model's: ``jax_models.build(...,
+dtype=...)`` computes each layer in that type over float32 weights, so the gradients
+and the updates stay float32 (what autocast does); the loss is computed in float32.
+``fp16`` scales the loss dynamically like ``torch.amp.GradScaler`` (2**16, x2 after 2000
 finite steps, /2 and the update skipped on an overflow).
 """
 
@@ -94,11 +94,6 @@ def _adam(lr, wd, decoupled):
     return init, update
 
 
-def _cast(tree, dtype):
-    return _map(lambda a: a.astype(dtype) if jnp.issubdtype(a.dtype, jnp.floating) else a,
-                tree)
-
-
 def _like(new, old):
     # Batch-norm statistics computed in bf16 go back to their own type: the step's
     # output types must equal its inputs' (donation, no retracing).
@@ -110,20 +105,17 @@ def scaler_init():
     return (jnp.asarray(SCALE_INIT, jnp.float32), jnp.zeros((), jnp.int32))
 
 
-def train_step(model, loss_fn, update, compute_dtype=None, scaled=False):
+def train_step(model, loss_fn, update, scaled=False):
     """``step(params, state, opt_state, x, y) -> (params, state, opt_state, loss)``, unjitted.
 
     ``model`` is a ``jax_models.Model``; ``loss_fn(logits, labels)``; ``update`` the
-    optimizer's. ``compute_dtype`` None computes in the weights' own type. With
-    ``scaled`` (fp16) ``opt_state`` is ``(optimizer state, scaler_init())``.
+    optimizer's. With ``scaled`` (fp16) ``opt_state`` is ``(optimizer state,
+    scaler_init())``.
     """
     apply = model.apply
 
     def forward_loss(params, state, x, y, scale):
-        p, xc = params, x
-        if compute_dtype is not None:
-            p, xc = _cast(params, compute_dtype), _cast(x, compute_dtype)
-        logits, new_state = apply(p, state, xc, True)
+        logits, new_state = apply(params, state, x, True)
         loss = loss_fn(logits.astype(jnp.float32), y)
         return loss * scale, (loss, _like(new_state, state))
 
@@ -153,25 +145,23 @@ def train_step(model, loss_fn, update, compute_dtype=None, scaled=False):
     return step
 
 
-def forward_step(model, compute_dtype=None):
+def forward_step(model):
     """``forward(params, state, x) -> logits``: inference (``train=False``), unjitted."""
     apply = model.apply
 
     def forward(params, state, x):
-        if compute_dtype is not None:
-            params, x = _cast(params, compute_dtype), _cast(x, compute_dtype)
         return apply(params, state, x, False)[0]
 
     return forward
 
 
-def eval_step(model, compute_dtype=None):
+def eval_step(model):
     """``(params, state, x, y, mask) -> (summed loss, hits, targets)`` over a padded test batch.
 
     ``mask`` (one 0/1 per sample) leaves the padding out, so every batch has one
     shape and the evaluation compiles once. The LSTM counts per token.
     """
-    forward = forward_step(model, compute_dtype)
+    forward = forward_step(model)
 
     def evaluate(params, state, x, y, mask):
         logits = forward(params, state, x).astype(jnp.float32)
@@ -182,49 +172,3 @@ def eval_step(model, compute_dtype=None):
         return jnp.sum(nll * w), jnp.sum(hits * w), jnp.sum(w)
 
     return evaluate
-
-
-def forward_flops(fn, *args):
-    """Multiply-accumulates x 2 of ``fn(*args)``: its dot_general and convolution equations.
-
-    The formula of torch_models.training_flops_per_sample (matrix products and
-    convolutions; element-wise work left out), read off the traced program, with
-    loops (``scan``) counted once per trip.
-    """
-    jaxpr = jax.make_jaxpr(fn)(*args).jaxpr
-    return 2.0 * _macs(jaxpr)
-
-
-def _size(aval):
-    n = 1
-    for d in aval.shape:
-        n *= int(d)
-    return n
-
-
-def _macs(jaxpr):
-    total = 0
-    for eqn in jaxpr.eqns:
-        name = eqn.primitive.name
-        if name == "dot_general":
-            (lhs_contract, _), _ = eqn.params["dimension_numbers"]
-            k = 1
-            for d in lhs_contract:
-                k *= int(eqn.invars[0].aval.shape[d])
-            total += _size(eqn.outvars[0].aval) * k
-        elif name == "conv_general_dilated":
-            rhs = eqn.invars[1].aval
-            out_features = int(rhs.shape[eqn.params["dimension_numbers"].rhs_spec[0]])
-            total += _size(eqn.outvars[0].aval) * (_size(rhs) // out_features)
-        trips = int(eqn.params.get("length", 1)) if name == "scan" else 1
-        for sub in _subjaxprs(eqn.params):
-            total += trips * _macs(sub)
-    return total
-
-
-def _subjaxprs(params):
-    for value in params.values():
-        for item in value if isinstance(value, (tuple, list)) else (value,):
-            inner = getattr(item, "jaxpr", item)
-            if hasattr(inner, "eqns"):
-                yield inner

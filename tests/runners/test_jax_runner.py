@@ -98,6 +98,30 @@ def test_adam_first_step_is_the_formula_with_coupled_l2() -> None:
                                w - LR * WD * w - LR * g / (np.abs(g) + 1e-8), rtol=1e-6)
 
 
+def test_fp16_loss_scaling_skips_an_overflowing_step_and_halves_the_scale() -> None:
+    """GradScaler's rule (the fp16 path needs a GPU to run whole; its scaler runs anywhere)."""
+    import jax
+    import jax.numpy as jnp
+    import jax_models
+    import jax_train
+
+    model = jax_models.Model({"w": jnp.ones((2,))}, {},
+                             lambda p, s, x, train: (x * p["w"], s))
+    init, update = jax_train.optimizer({"optimizer": "sgd", "lr": 0.5})
+    step = jax.jit(jax_train.train_step(model, lambda logits, y: jnp.sum(logits * y), update,
+                                        scaled=True))
+    params, opt = model.params, (init(model.params), jax_train.scaler_init())
+    x = jnp.ones((2,))
+    # 1e35 x the scale 2**16 overflows float32: no update, the scale halves.
+    params, _, opt, loss = step(params, {}, opt, x, jnp.full((2,), 1e35))
+    np.testing.assert_array_equal(np.asarray(params["w"]), [1.0, 1.0])
+    assert float(opt[1][0]) == 2.0 ** 15 and int(opt[1][1]) == 0 and float(loss) > 0
+    # A finite step updates with the unscaled gradient (y) and counts towards growth.
+    params, _, opt, _ = step(params, {}, opt, x, jnp.asarray([1.0, 2.0]))
+    np.testing.assert_allclose(np.asarray(params["w"]), [0.5, 0.0])
+    assert float(opt[1][0]) == 2.0 ** 15 and int(opt[1][1]) == 1
+
+
 def test_unknown_optimizer_is_refused() -> None:
     import jax_train
 

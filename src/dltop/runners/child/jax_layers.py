@@ -24,15 +24,47 @@ BN_EPS = 1e-5
 _DIMS = ("NHWC", "HWIO", "NHWC")
 
 
-def _uniform(key, shape, bound):
-    return jax.random.uniform(key, shape, jnp.float32, -bound, bound)
+class HostInit:
+    """Initial values drawn with numpy on the host, then placed on JAX's default device.
+
+    One numpy generator seeded from the JAX key: drawing on the host takes a fraction
+    of a second even for VGG16, where ``jax.random`` compiles a threefry kernel for
+    every distinct parameter shape (seconds each on a loaded CPU, before any step).
+    """
+
+    def __init__(self, key):
+        if hasattr(key, "dtype") and jax.dtypes.issubdtype(key.dtype, jax.dtypes.prng_key):
+            key = jax.random.key_data(key)
+        self.rng = np.random.default_rng(np.asarray(key, np.uint32).ravel().tolist())
+
+    def uniform(self, shape, bound):
+        values = self.rng.random(shape, dtype=np.float32) * np.float32(2 * bound)
+        return jnp.asarray(values - np.float32(bound))
+
+    def normal(self, shape):
+        return jnp.asarray(self.rng.standard_normal(shape, dtype=np.float32))
+
+    def full(self, shape, value):
+        return jnp.full(shape, value, jnp.float32)
 
 
-def dense_init(key, n_in, n_out):
+class ShapeInit:
+    """The same calls, giving ``jax.ShapeDtypeStruct``s: a model's shapes, nothing allocated."""
+
+    def uniform(self, shape, bound):
+        return jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
+
+    def normal(self, shape):
+        return jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
+
+    def full(self, shape, value):
+        return jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
+
+
+def dense_init(rng, n_in, n_out):
     """A Linear layer's ``{"w": (n_in, n_out), "b": (n_out,)}``, torch's default init."""
-    kw, kb = jax.random.split(key)
     bound = 1.0 / math.sqrt(n_in)
-    return {"w": _uniform(kw, (n_in, n_out), bound), "b": _uniform(kb, (n_out,), bound)}
+    return {"w": rng.uniform((n_in, n_out), bound), "b": rng.uniform((n_out,), bound)}
 
 
 def dense(p, x):
@@ -40,13 +72,12 @@ def dense(p, x):
     return jnp.dot(x, p["w"].astype(x.dtype)) + p["b"].astype(x.dtype)
 
 
-def conv_init(key, c_in, c_out, k, bias=True):
+def conv_init(rng, c_in, c_out, k, bias=True):
     """A k x k convolution's ``{"w": (k, k, c_in, c_out)[, "b": (c_out,)]}``, torch's init."""
-    kw, kb = jax.random.split(key)
     bound = 1.0 / math.sqrt(c_in * k * k)
-    p = {"w": _uniform(kw, (k, k, c_in, c_out), bound)}
+    p = {"w": rng.uniform((k, k, c_in, c_out), bound)}
     if bias:
-        p["b"] = _uniform(kb, (c_out,), bound)
+        p["b"] = rng.uniform((c_out,), bound)
     return p
 
 
@@ -57,12 +88,10 @@ def conv(p, x, stride=1, pad=0):
     return y + p["b"].astype(x.dtype) if "b" in p else y
 
 
-def bn_init(channels):
-    """BatchNorm's trainable ``(params, state)``: scale/shift, running mean/variance."""
-    params = {"scale": jnp.ones((channels,), jnp.float32),
-              "shift": jnp.zeros((channels,), jnp.float32)}
-    state = {"mean": jnp.zeros((channels,), jnp.float32),
-             "var": jnp.ones((channels,), jnp.float32)}
+def bn_init(rng, channels):
+    """BatchNorm's ``(params, state)``: trainable scale/shift, running mean/variance."""
+    params = {"scale": rng.full((channels,), 1.0), "shift": rng.full((channels,), 0.0)}
+    state = {"mean": rng.full((channels,), 0.0), "var": rng.full((channels,), 1.0)}
     return params, state
 
 
@@ -108,19 +137,18 @@ def flatten(x):
     return x.reshape((x.shape[0], -1))
 
 
-def embed_init(key, vocab, width):
+def embed_init(rng, vocab, width):
     """torch's nn.Embedding: N(0, 1)."""
-    return {"table": jax.random.normal(key, (vocab, width), jnp.float32)}
+    return {"table": rng.normal((vocab, width))}
 
 
-def lstm_init(key, n_in, hidden):
+def lstm_init(rng, n_in, hidden):
     """One torch ``nn.LSTM`` layer: both bias vectors (docs/models.md counts them)."""
-    keys = jax.random.split(key, 4)
     bound = 1.0 / math.sqrt(hidden)
-    return {"w_ih": _uniform(keys[0], (n_in, 4 * hidden), bound),
-            "w_hh": _uniform(keys[1], (hidden, 4 * hidden), bound),
-            "b_ih": _uniform(keys[2], (4 * hidden,), bound),
-            "b_hh": _uniform(keys[3], (4 * hidden,), bound)}
+    return {"w_ih": rng.uniform((n_in, 4 * hidden), bound),
+            "w_hh": rng.uniform((hidden, 4 * hidden), bound),
+            "b_ih": rng.uniform((4 * hidden,), bound),
+            "b_hh": rng.uniform((4 * hidden,), bound)}
 
 
 def lstm(p, x):

@@ -24,6 +24,7 @@ import collections
 import jax
 import jax.numpy as jnp
 import jax_layers as L
+import numpy as np
 from model_catalog import (
     NAMES,
     NUM_CLASSES,
@@ -43,17 +44,16 @@ __all__ = ["NAMES", "Model", "abstract_model", "build", "input_shape", "loss", "
            "synthetic_batch", "training_flops_per_sample"]
 
 
-def _sequential(ops, key, dtype):
+def _sequential(ops, rng, dtype):
     """A model of a list of ops without state: ("conv", c_in, c_out, k, stride, pad),
     ("dense", n_in, n_out), ("relu",), ("sigmoid",), ("maxpool", k, stride),
     ("avgpool", k, stride), ("flatten",)."""
-    keys = jax.random.split(key, len(ops))
     params = []
-    for op, k in zip(ops, keys, strict=True):
+    for op in ops:
         if op[0] == "conv":
-            params.append(L.conv_init(k, op[1], op[2], op[3]))
+            params.append(L.conv_init(rng, op[1], op[2], op[3]))
         elif op[0] == "dense":
-            params.append(L.dense_init(k, op[1], op[2]))
+            params.append(L.dense_init(rng, op[1], op[2]))
         else:
             params.append({})
 
@@ -82,20 +82,20 @@ def _sequential(ops, key, dtype):
     return Model(params, {}, apply)
 
 
-def _fcn(sizes, key, dtype, input_size=None):
+def _fcn(sizes, rng, dtype, input_size=None):
     ops = []
     for i in range(len(sizes) - 1):
         ops.append(("dense", sizes[i], sizes[i + 1]))
         if i < len(sizes) - 2:
             ops.append(("sigmoid",))
-    return _sequential(ops, key, dtype)
+    return _sequential(ops, rng, dtype)
 
 
 def _conv_relu(c_in, c_out, k, stride=1, pad=0):
     return [("conv", c_in, c_out, k, stride, pad), ("relu",)]
 
 
-def _alexnet_s(key, dtype, input_size=None):
+def _alexnet_s(rng, dtype, input_size=None):
     ops = (_conv_relu(3, 64, 11, 4, 2) + [("maxpool", 3, 2)]
            + _conv_relu(64, 192, 5, 1, 2) + [("maxpool", 3, 2)]
            + _conv_relu(192, 384, 3, 1, 1) + _conv_relu(384, 256, 3, 1, 1)
@@ -103,28 +103,28 @@ def _alexnet_s(key, dtype, input_size=None):
                                                ("dense", 9216, 4096), ("relu",),
                                                ("dense", 4096, 4096), ("relu",),
                                                ("dense", 4096, 1000)])
-    return _sequential(ops, key, dtype)
+    return _sequential(ops, rng, dtype)
 
 
-def _alexnet_r(key, dtype, input_size=None):
+def _alexnet_r(rng, dtype, input_size=None):
     # cuda-convnet "18pct" without local response normalisation; pool before ReLU first.
     ops = ([("conv", 3, 32, 5, 1, 2), ("maxpool", 3, 2), ("relu",)]
            + _conv_relu(32, 32, 5, 1, 2) + [("maxpool", 3, 2)]
            + _conv_relu(32, 64, 5, 1, 2) + [("avgpool", 3, 2), ("flatten",),
                                              ("dense", 576, 10)])
-    return _sequential(ops, key, dtype)
+    return _sequential(ops, rng, dtype)
 
 
-def _lenet(key, dtype, input_size=None):
+def _lenet(rng, dtype, input_size=None):
     # LeNet-5 on 28x28x1: the first convolution pads by 2, as for 32x32 inputs.
     ops = (_conv_relu(1, 6, 5, 1, 2) + [("maxpool", 2, 2)]
            + _conv_relu(6, 16, 5) + [("maxpool", 2, 2), ("flatten",),
                                      ("dense", 400, 120), ("relu",),
                                      ("dense", 120, 84), ("relu",), ("dense", 84, 10)])
-    return _sequential(ops, key, dtype)
+    return _sequential(ops, rng, dtype)
 
 
-def _vgg16(key, dtype, input_size=None):
+def _vgg16(rng, dtype, input_size=None):
     # Configuration D; no dropout, no batch normalisation (as AlexNet here).
     ops, channels = [], 3
     for width in VGG16_CONFIG:
@@ -135,23 +135,19 @@ def _vgg16(key, dtype, input_size=None):
             channels = width
     ops += [("flatten",), ("dense", 512 * 7 * 7, 4096), ("relu",),
             ("dense", 4096, 4096), ("relu",), ("dense", 4096, 1000)]
-    return _sequential(ops, key, dtype)
+    return _sequential(ops, rng, dtype)
 
 
 class _Init:
-    """Hands out fresh keys and collects BN layers' params and state side by side."""
+    """Makes a convolution with its BN as one ``(params, state)`` pair."""
 
-    def __init__(self, key):
-        self.key = key
-
-    def next(self):
-        self.key, sub = jax.random.split(self.key)
-        return sub
+    def __init__(self, rng):
+        self.rng = rng
 
     def conv_bn(self, c_in, c_out, k):
         # ResNet convolutions carry no bias (BN's shift replaces it).
-        bn_p, bn_s = L.bn_init(c_out)
-        return {"conv": L.conv_init(self.next(), c_in, c_out, k, bias=False), "bn": bn_p}, bn_s
+        bn_p, bn_s = L.bn_init(self.rng, c_out)
+        return {"conv": L.conv_init(self.rng, c_in, c_out, k, bias=False), "bn": bn_p}, bn_s
 
 
 def _conv_bn(p, s, x, train, stride=1, pad=0, relu=True):
@@ -159,14 +155,14 @@ def _conv_bn(p, s, x, train, stride=1, pad=0, relu=True):
     return (jax.nn.relu(y) if relu else y), s
 
 
-def _resnet(stem, blocks, block_fn, key, dtype, n_classes, width):
+def _resnet(stem, blocks, block_fn, rng, dtype, n_classes, width):
     """A ResNet: ``stem`` and each block are ``(params, state, static)``; global average
     pool and a Linear head. ``block_fn(p, s, x, train, static) -> (y, s)``."""
-    init = _Init(key)
+    init = _Init(rng)
     stem_p, stem_s, stem_static = stem(init)
     made = [b(init) for b in blocks]
     params = {"stem": stem_p, "blocks": [m[0] for m in made],
-              "fc": L.dense_init(init.next(), width, n_classes)}
+              "fc": L.dense_init(rng, width, n_classes)}
     state = {"stem": stem_s, "blocks": [m[1] for m in made]}
     statics = [m[2] for m in made]
 
@@ -206,7 +202,7 @@ def _bottleneck(p, s, x, train, stride):
     return jax.nn.relu(y + short), new
 
 
-def _resnet50(key, dtype, input_size=None):
+def _resnet50(rng, dtype, input_size=None):
     # Any input_size works: the global average pool takes what the stages leave.
     def stem(init):
         p, s = init.conv_bn(3, 64, 7)
@@ -221,7 +217,7 @@ def _resnet50(key, dtype, input_size=None):
         for i in range(count):
             blocks.append(_bottleneck_init(c_in, planes, stride if i == 0 else 1))
             c_in = planes * 4
-    return _resnet(stem, blocks, _bottleneck, key, dtype, NUM_CLASSES["resnet-50"], 2048)
+    return _resnet(stem, blocks, _bottleneck, rng, dtype, NUM_CLASSES["resnet-50"], 2048)
 
 
 def _basic_a_init(c_in, planes, stride):
@@ -246,7 +242,7 @@ def _basic_a(p, s, x, train, static):
     return jax.nn.relu(y + short), new
 
 
-def _resnet56(key, dtype, input_size=None):
+def _resnet56(rng, dtype, input_size=None):
     def stem(init):
         p, s = init.conv_bn(3, 16, 3)
         return p, s, lambda p, s, x, train: _conv_bn(p, s, x, train, 1, 1)
@@ -256,15 +252,14 @@ def _resnet56(key, dtype, input_size=None):
         for i in range(9):
             blocks.append(_basic_a_init(c_in, planes, stride if i == 0 else 1))
             c_in = planes
-    return _resnet(stem, blocks, _basic_a, key, dtype, NUM_CLASSES["resnet-56"], 64)
+    return _resnet(stem, blocks, _basic_a, rng, dtype, NUM_CLASSES["resnet-56"], 64)
 
 
-def _lstm(key, dtype, input_size=None):
+def _lstm(rng, dtype, input_size=None):
     """Embedding 10000->256, 2-layer LSTM (hidden 256), Linear 256->10000 at every step."""
-    keys = jax.random.split(key, 4)
-    params = {"embed": L.embed_init(keys[0], VOCAB, 256),
-              "lstm": [L.lstm_init(keys[1], 256, 256), L.lstm_init(keys[2], 256, 256)],
-              "out": L.dense_init(keys[3], 256, VOCAB)}
+    params = {"embed": L.embed_init(rng, VOCAB, 256),
+              "lstm": [L.lstm_init(rng, 256, 256), L.lstm_init(rng, 256, 256)],
+              "out": L.dense_init(rng, 256, VOCAB)}
 
     def apply(params, state, ids, train):
         x = jnp.take(params["embed"]["table"], ids, axis=0).astype(dtype)
@@ -294,7 +289,8 @@ def build(name, key, input_size=None, dtype=jnp.float32):
 
     Args:
         name: one of ``NAMES``.
-        key: a ``jax.random`` key for the initial parameters.
+        key: a ``jax.random`` key (typed or raw) or an int: seeds the initial values,
+            drawn on the host with numpy (``jax_layers.HostInit``).
         input_size: the ResNets' image side (None: the model's own).
         dtype: the compute dtype (fp32 or bf16); parameters stay fp32.
 
@@ -304,7 +300,7 @@ def build(name, key, input_size=None, dtype=jnp.float32):
     """
     make = builder(_BUILDERS, name)
     input_shape(name, input_size)  # ValueError unless input_size fits the model
-    return make(key, jnp.dtype(dtype), input_size=input_size)
+    return make(L.HostInit(key), jnp.dtype(dtype), input_size=input_size)
 
 
 def param_count(params):
@@ -321,28 +317,25 @@ def loss(name, logits, labels):
 
 
 def synthetic_batch(name, batch, key, input_size=None):
-    """Random fp32 inputs (int32 token ids for the LSTM) and int32 labels of the model's shapes."""
-    kx, ky = jax.random.split(key)
+    """Random fp32 inputs (int32 token ids for the LSTM) and int32 labels of the model's
+    shapes, drawn on the host from ``key`` (a JAX key or an int), as ``jnp`` arrays."""
+    rng = L.HostInit(key).rng
     shape = (batch,) + input_shape(name, input_size)
     if name == "lstm":
-        return (jax.random.randint(kx, shape, 0, VOCAB, jnp.int32),
-                jax.random.randint(ky, shape, 0, VOCAB, jnp.int32))
-    return (jax.random.normal(kx, shape, jnp.float32),
-            jax.random.randint(ky, (batch,), 0, NUM_CLASSES[name], jnp.int32))
+        x = rng.integers(0, VOCAB, shape, dtype=np.int32)
+        y = rng.integers(0, VOCAB, shape, dtype=np.int32)
+    else:
+        x = rng.standard_normal(shape, dtype=np.float32)
+        y = rng.integers(0, NUM_CLASSES[name], (batch,), dtype=np.int32)
+    return jnp.asarray(x), jnp.asarray(y)
 
 
 def abstract_model(name, input_size=None, dtype=jnp.float32):
-    """:class:`Model` whose params and state are ``jax.ShapeDtypeStruct``s: built under
-    ``jax.eval_shape``, so nothing is initialised or allocated (shape checks, FLOPs)."""
-    applies = []
-
-    def init(key):
-        model = build(name, key, input_size, dtype)
-        applies.append(model.apply)
-        return model.params, model.state
-
-    params, state = jax.eval_shape(init, jax.random.key(0))
-    return Model(params, state, applies[0])
+    """:class:`Model` whose params and state are ``jax.ShapeDtypeStruct``s: nothing is
+    initialised or allocated (shape checks with ``jax.eval_shape``, FLOPs)."""
+    make = builder(_BUILDERS, name)
+    input_shape(name, input_size)
+    return make(L.ShapeInit(), jnp.dtype(dtype), input_size=input_size)
 
 
 def training_flops_per_sample(name, input_size=None):

@@ -18,14 +18,27 @@ TF ?= tensorflow-cpu==2.21.0
 JAX ?= jax==0.10.2
 STAMP := $(VENV)/.dltop-installed
 
-.PHONY: run test test-fast lint check venv clean-venv
+.PHONY: run test test-fast lint check venv clean-venv slurm-packages
 
 run: $(STAMP)
 	$(BIN)/dltop run quick
 	$(BIN)/dltop export --format md
 
-test: $(STAMP) lint
+test: $(STAMP) lint slurm-packages
 	$(BIN)/pytest -q --durations=25
+
+# tests/slurm start a real single-node Slurm: install it as root, else say what is missing.
+slurm-packages:
+	@if ! command -v sbatch >/dev/null \
+	        || { ! command -v munged >/dev/null && ! test -x /usr/sbin/munged; }; then \
+	    if [ "$$(id -u)" = 0 ]; then \
+	        apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	            apt-get install -y -qq slurm-wlm munge >/dev/null; \
+	    else \
+	        echo "make test: the Slurm tests need Slurm and munge:" \
+	             "run 'sudo apt-get install -y slurm-wlm munge' first" >&2; exit 1; \
+	    fi; \
+	fi
 
 test-fast: $(STAMP)
 	$(BIN)/pytest -q -m "not slow"

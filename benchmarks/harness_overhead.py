@@ -8,8 +8,13 @@ alternate bare/dltop so machine noise hits both alike; the figure is the ratio
 of the medians of per-run median seconds per iteration (dltop / bare).
 Goal: <= 1.01 for each framework.
 
+``--device gpu`` (PyTorch only): both sides on one CUDA GPU (``gpu:1``), the bare
+loop with the runner's CUDA settings (cuDNN benchmark on, TF32 off at fp32) and a
+``torch.cuda.synchronize()`` ending each step, as the runner's.
+
     .venv/bin/python benchmarks/harness_overhead.py [--rounds 3] [--iterations 30]
         [--frameworks torch,tensorflow,cntk] [--cases fcn-r:128,alexnet-r:128]
+        [--device cpu|gpu]
 """
 
 from __future__ import annotations
@@ -47,6 +52,34 @@ BARE_TORCH = textwrap.dedent("""
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
+        loss.item()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps(times[{warmup}:]))
+""")
+
+BARE_TORCH_GPU = textwrap.dedent("""
+    import json, os, sys, time
+    import torch
+    sys.path.insert(0, {child_dir!r})
+    import torch_models
+    torch.manual_seed(0)
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    device = torch.device("cuda", 0)
+    torch.cuda.set_device(device)
+    model = torch_models.build({model!r}).to(device).train()
+    x, y = torch_models.synthetic_batch({model!r}, {batch}, device)
+    loss_fn = torch_models.loss_fn({model!r})
+    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+    times = []
+    for i in range({total}):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        torch.cuda.synchronize(device)
         loss.item()
         times.append(time.perf_counter() - t0)
     print(json.dumps(times[{warmup}:]))
@@ -148,7 +181,7 @@ name = "harness-overhead"
 frameworks = ["{framework}"]
 models = ["{model}"]
 batch_sizes = [{batch}]
-devices = ["cpu:{threads}"]
+devices = ["{device}"]
 iterations = {iterations}
 warmup = {warmup}
 timeout_s = 1800
@@ -165,14 +198,18 @@ def _affinity(threads: int) -> list[int]:
 
 
 def bare_median(framework: str, model: str, batch: int, threads: int, iterations: int,
-                warmup: int) -> float:
+                warmup: int, gpu: bool = False) -> float:
     from dltop.runners.registry import interpreter
 
-    code = BARE[framework].format(child_dir=str(CHILD_DIR), model=model, batch=batch,
-                                  threads=threads, total=iterations + warmup, warmup=warmup,
-                                  affinity=_affinity(threads))
+    template = BARE_TORCH_GPU if gpu else BARE[framework]
+    code = template.format(child_dir=str(CHILD_DIR), model=model, batch=batch,
+                           threads=threads, total=iterations + warmup, warmup=warmup,
+                           affinity=[] if gpu else _affinity(threads))
     python, _, extra = interpreter(framework)
-    env = {**os.environ, **{v: str(threads) for v in THREAD_VARS}, "CUDA_VISIBLE_DEVICES": "",
+    # A gpu:1 job gets the first free GPU through CUDA_VISIBLE_DEVICES (GPU 0 here) and
+    # no thread variables, as dltop's child_env gives it.
+    threads_env = {} if gpu else {v: str(threads) for v in THREAD_VARS}
+    env = {**os.environ, **threads_env, "CUDA_VISIBLE_DEVICES": "0" if gpu else "",
            **dict(extra)}
     out = subprocess.run([python, "-c", code], capture_output=True, text=True,
                          env=env, check=True)
@@ -180,10 +217,10 @@ def bare_median(framework: str, model: str, batch: int, threads: int, iterations
 
 
 def dltop_median(framework: str, model: str, batch: int, threads: int, iterations: int,
-                 warmup: int, workdir: Path) -> float:
+                 warmup: int, workdir: Path, gpu: bool = False) -> float:
     prof = workdir / "p.toml"
     prof.write_text(PROFILE.format(framework=framework, model=model, batch=batch,
-                                   threads=threads,
+                                   device="gpu:1" if gpu else f"cpu:{threads}",
                                    iterations=iterations, warmup=warmup))
     db = workdir / "bench.db"
     subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
@@ -206,7 +243,12 @@ def main() -> int:
     ap.add_argument("--cases", default="fcn-r:128,alexnet-r:128",
                     help="comma-separated model:batch pairs")
     ap.add_argument("--frameworks", default="torch,tensorflow,cntk")
+    ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
+                    help="gpu: both sides on one CUDA GPU (PyTorch only)")
     args = ap.parse_args()
+    gpu = args.device == "gpu"
+    if gpu and args.frameworks != "torch":
+        ap.error("--device gpu measures PyTorch only: add --frameworks torch")
     print(f"threads={args.threads} iterations={args.iterations} warmup={args.warmup} "
           f"rounds={args.rounds} (alternating bare/dltop)")
     print(f"{'framework':<11} {'model':<10} {'batch':>5} {'bare s/iter':>12} "
@@ -220,9 +262,9 @@ def main() -> int:
                 bare, harness = [], []
                 for _ in range(args.rounds):
                     bare.append(bare_median(framework, model, batch, args.threads,
-                                            args.iterations, args.warmup))
+                                            args.iterations, args.warmup, gpu))
                     harness.append(dltop_median(framework, model, batch, args.threads,
-                                                args.iterations, args.warmup, Path(tmp)))
+                                                args.iterations, args.warmup, Path(tmp), gpu))
                 b, h = statistics.median(bare), statistics.median(harness)
                 worst[framework] = max(worst.get(framework, 0.0), h / b)
                 print(f"{framework:<11} {model:<10} {batch:>5} {b:>12.5f} {h:>13.5f} "

@@ -29,6 +29,8 @@ INPUT_SIZE_MODELS: Final = ("resnet-50", "resnet-56")
 """Models whose image side the ``input_size`` setting may change."""
 DATA_LOADERS: Final = ("device", "host")
 BATCH_SCALINGS: Final = ("global", "per-device")
+EXECUTORS: Final = ("local", "slurm")
+"""Where a job runs: this host (the supervisor's child), or a Slurm job (docs/cluster.md)."""
 
 
 

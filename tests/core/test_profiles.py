@@ -12,7 +12,7 @@ import pytest
 
 from dltop.errors import UserError
 from dltop.profiles.loader import SETTINGS, builtin_names, load, parse
-from dltop.profiles.model import DeviceSpec, JobSpec, settings
+from dltop.profiles.model import DeviceSpec, JobSpec, SlurmSettings, settings
 from dltop.store.db import memory_db
 from dltop.store.writer import job_row
 
@@ -74,7 +74,9 @@ def _unusual_job() -> JobSpec:
         retries=2, cooldown_s=1.5, cooldown_temp_c=60.0, cooldown_power_w=80.0,
         optimizer="adamw", weight_decay=0.1, mode="inference", epochs=3, eval_every="epoch",
         target_accuracy=0.9, shuffle=True, op_profile=True, input_size=64,
-        data_loader="host", loader_workers=2)
+        data_loader="host", loader_workers=2, channels_last=True, torch_compile="default",
+        cudnn_benchmark=False, cuda_graphs=True, nodes=2, executor="slurm",
+        slurm=SlurmSettings(partition="gpu", time="10", extra_args=("--qos=x",)))
 
 
 def test_every_field_round_trips_through_the_runner_spec() -> None:
@@ -88,7 +90,7 @@ def test_every_field_round_trips_through_the_runner_spec() -> None:
     assert set(d) == {f.name for f in dataclasses.fields(JobSpec)} | {
         "v", "per_device_batch", "samples_per_iter"}
     assert (d["v"], d["device"], d["per_device_batch"], d["samples_per_iter"]) == (
-        1, {"kind": "cpus", "count": 3}, 6, 18)
+        1, {"kind": "cpus", "count": 3}, 6, 36)
     assert d["options"] == {"command": ["prog", "{batch}"], "inject": "nan", "xla": True}
 
 

@@ -112,6 +112,12 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "data_loader": ({}, {"data_loader": "host"}),
     "loader_workers": ({**REAL, "data_loader": "host"},
                        {**REAL, "data_loader": "host", "loader_workers": 2}),
+    "channels_last": ({"models": ["alexnet-r"]},
+                      {"models": ["alexnet-r"], "channels_last": True}),
+    "torch_compile": ({}, {"compile": "default"}),
+    "cudnn_benchmark": ({}, {"cudnn_benchmark": False}),
+    "cuda_graphs": ({}, {"cuda_graphs": True}),
+    "nodes": ({"executor": "slurm"}, {"executor": "slurm", "nodes": 2}),
 }
 
 
@@ -171,6 +177,7 @@ def test_identity_declarations() -> None:
         "framework", "model", "batch_size", "device", "iterations", "warmup", "precision",
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
+        "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "nodes",
         "options")
 
 

@@ -1,10 +1,12 @@
 """Parity: every framework x every model runs through dltop itself and reports the same size.
 
-One campaign, 3 frameworks x 9 models at batch 2, one measured iteration each, plus
-ResNet-50 at ``input_size`` 32 and ResNet-56 at 64, through the real engine,
-supervisor and runners. Every run must end ``ok``, and the parameter count and FLOPs
-each runner reports must equal docs/models.md's count and each other (at an
-``input_size``, the FLOPs of that size).
+One campaign, 3 frameworks (4 once dltop has its JAX runner) x 9 models at batch 2, one
+measured iteration each, plus ResNet-50 at ``input_size`` 32 and ResNet-56 at 64, through
+the real engine, supervisor and runners. Every run must end ``ok``, and the parameter
+count and FLOPs each runner reports must equal docs/models.md's count and each other (at
+an ``input_size``, the FLOPs of that size). JAX's models are also compared with torch's
+in process, without TensorFlow or CNTK: sizes and FLOPs of every model, and the logits
+and BN statistics of a training-mode forward pass with torch's weights.
 """
 
 from __future__ import annotations
@@ -14,19 +16,26 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
+import torch
 
-from dltop.runners.child import torch_models
+from dltop import catalog
+from dltop.runners.child import jax_models, torch_models
 
 from .test_cntk_runner import COUNTS
 
-pytestmark = [pytest.mark.slow, pytest.mark.tensorflow, pytest.mark.cntk]
+# JAX joins once dltop has its runner (issue 18); jax itself is in the dev venv.
+FRAMEWORKS = ("torch", "tensorflow", "cntk") + (("jax",) if "jax" in catalog.FRAMEWORKS else ())
 
 PROFILE = """
 name = "parity"
 [defaults]
-frameworks = ["torch", "tensorflow", "cntk"]
+frameworks = [{}]
 batch_sizes = [2]
 devices = ["cpu:1"]
 iterations = 1
@@ -41,10 +50,13 @@ input_size = 32
 [[matrix]]
 models = ["resnet-56"]
 input_size = 64
-"""
+""".format(", ".join(f'"{fw}"' for fw in FRAMEWORKS))
 SIZES = {"resnet-50": 32, "resnet-56": 64}
 
 
+@pytest.mark.slow
+@pytest.mark.tensorflow
+@pytest.mark.cntk
 def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path) -> None:
     prof = tmp_path / "parity.toml"
     prof.write_text(PROFILE)
@@ -57,13 +69,12 @@ def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path) -> Non
     rows = conn.execute("select j.framework, j.model, j.spec_json, r.status, r.param_count, "
                         "r.flops_per_sample from runs r join jobs j on j.id = r.job_id").fetchall()
     conn.close()
-    assert len(rows) == 27 + 6
+    assert len(rows) == len(FRAMEWORKS) * (9 + 2)
     sized = [(fw, m, st, p, f, json.loads(spec).get("input_size")) for fw, m, spec, st, p, f
              in rows]
     assert {(fw, m, size, st) for fw, m, st, _, _, size in sized} == {
-        (fw, m, None, "ok") for fw in ("torch", "tensorflow", "cntk") for m in COUNTS} | {
-        (fw, m, size, "ok") for fw in ("torch", "tensorflow", "cntk")
-        for m, size in SIZES.items()}
+        (fw, m, None, "ok") for fw in FRAMEWORKS for m in COUNTS} | {
+        (fw, m, size, "ok") for fw in FRAMEWORKS for m, size in SIZES.items()}
     for fw, model, _, params, _, size in sized:
         assert params == COUNTS[model], (fw, model, size)
     flops: dict[tuple[str, int | None], set[float]] = {}
@@ -73,3 +84,84 @@ def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path) -> Non
     for model, size in SIZES.items():
         assert flops[(model, size)] == {
             round(torch_models.training_flops_per_sample(model, input_size=size))}
+
+
+# Shapes only in JAX; torch builds the model (a second or two for VGG16 and FCN-S).
+@pytest.mark.parametrize(("model", "size"), [(m, None) for m in COUNTS] + list(SIZES.items()))
+def test_jax_models_equal_torch_in_size_and_flops(model: str, size: int | None) -> None:
+    abstract = jax_models.abstract_model(model, size)  # shapes only: nothing allocated
+    assert jax_models.param_count(abstract.params) == COUNTS[model]
+    assert jax_models.param_count(abstract.params) == torch_models.param_count(
+        torch_models.build(model, size))
+    assert jax_models.training_flops_per_sample(model, size) == (
+        torch_models.training_flops_per_sample(model, input_size=size))
+
+
+def _from_torch(model: str, net: Any) -> tuple[Any, Any]:
+    """torch's weights (copies) in jax_models' pytrees: OIHW -> HWIO, (out, in) -> (in, out)."""
+    sd = {k: v.detach().numpy().copy() for k, v in net.state_dict().items()}
+
+    def dense(prefix: str) -> dict[str, Any]:
+        return {"w": sd[prefix + ".weight"].T, "b": sd[prefix + ".bias"]}
+
+    def conv_bn(conv: str, bn: str) -> tuple[dict[str, Any], dict[str, Any]]:
+        return ({"conv": {"w": sd[conv + ".weight"].transpose(2, 3, 1, 0)},
+                 "bn": {"scale": sd[bn + ".weight"], "shift": sd[bn + ".bias"]}},
+                {"mean": sd[bn + ".running_mean"], "var": sd[bn + ".running_var"]})
+
+    if model == "lstm":
+        layers = [{"w_ih": sd[f"lstm.weight_ih_l{i}"].T, "w_hh": sd[f"lstm.weight_hh_l{i}"].T,
+                   "b_ih": sd[f"lstm.bias_ih_l{i}"], "b_hh": sd[f"lstm.bias_hh_l{i}"]}
+                  for i in (0, 1)]
+        return {"embed": {"table": sd["embed.weight"]}, "lstm": layers, "out": dense("out")}, {}
+    if model == "resnet-56":
+        blocks = [(conv_bn(f"blocks.{i}.conv1", f"blocks.{i}.bn1"),
+                   conv_bn(f"blocks.{i}.conv2", f"blocks.{i}.bn2")) for i in range(27)]
+        stem_p, stem_s = conv_bn("conv", "bn")
+        return ({"stem": stem_p, "blocks": [{"a": a[0], "b": b[0]} for a, b in blocks],
+                 "fc": dense("fc")},
+                {"stem": stem_s, "blocks": [{"a": a[1], "b": b[1]} for a, b in blocks]})
+    if model == "resnet-50":
+        names = {"a": "1", "b": "2", "c": "3"}
+        pairs = []
+        for i in range(16):
+            block = {k: conv_bn(f"blocks.{i}.conv{n}", f"blocks.{i}.bn{n}")
+                     for k, n in names.items()}
+            if f"blocks.{i}.down.0.weight" in sd:
+                block["down"] = conv_bn(f"blocks.{i}.down.0", f"blocks.{i}.down.1")
+            pairs.append(block)
+        stem_p, stem_s = conv_bn("stem.0", "stem.1")
+        return ({"stem": stem_p, "blocks": [{k: v[0] for k, v in b.items()} for b in pairs],
+                 "fc": dense("fc")},
+                {"stem": stem_s, "blocks": [{k: v[1] for k, v in b.items()} for b in pairs]})
+    assert model == "alexnet-r"  # the same layer indexes: convs 0, 3, 6, the Linear 10
+    params: list[dict[str, Any]] = [{} for _ in range(11)]
+    for i in (0, 3, 6):
+        params[i] = {"w": sd[f"{i}.weight"].transpose(2, 3, 1, 0), "b": sd[f"{i}.bias"]}
+    # torch flattens (C, H, W), jax_models (H, W, C): the same weights, reordered.
+    w = sd["10.weight"].reshape(10, 64, 3, 3).transpose(2, 3, 1, 0).reshape(576, 10)
+    params[10] = {"w": w, "b": sd["10.bias"]}
+    return params, {}
+
+
+# ResNet-50 at 64: at 32 its last stage is 1x1, so BN normalises 3 values per channel and
+# rounding differences grow to 1e-2 in training mode (eval mode agrees to 1e-7 there too).
+@pytest.mark.parametrize(("model", "size"), [("alexnet-r", None), ("resnet-56", 8),
+                                             pytest.param("resnet-50", 64, marks=pytest.mark.slow),
+                                             ("lstm", None)])
+def test_jax_models_compute_what_torch_models_compute(model: str, size: int | None) -> None:
+    torch.manual_seed(0)
+    net = torch_models.build(model, size)
+    params, state = _from_torch(model, net)
+    abstract = jax_models.abstract_model(model, size)
+    assert jax_models.param_count(params) == jax_models.param_count(abstract.params)
+    x, _ = torch_models.synthetic_batch(model, 3, torch.device("cpu"), input_size=size)
+    want = net.train()(x)  # training mode: BN on batch statistics, running ones updated
+    jax_x = jnp.asarray(x.numpy() if model == "lstm" else x.permute(0, 2, 3, 1).numpy())
+    got, new_state = jax_models.build(model, 0, size).apply(params, state, jax_x, True)
+    np.testing.assert_allclose(np.asarray(got), want.detach().numpy(), rtol=1e-3, atol=1e-4)
+    if state:
+        _, torch_state = _from_torch(model, net)
+        for a, b in zip(jax.tree_util.tree_leaves(new_state),
+                        jax.tree_util.tree_leaves(torch_state), strict=True):
+            np.testing.assert_allclose(np.asarray(a), b, rtol=1e-4, atol=1e-5)

@@ -99,13 +99,6 @@ def test_gpu_without_a_gpu_is_unsupported(tmp_path: Path) -> None:
     assert "sees no GPU" in unsupported(events)
 
 
-def test_cpus_data_parallel_is_unsupported(tmp_path: Path) -> None:
-    code, events, _ = run_runner(tmp_path, tf_spec(device="cpus:2"), script=SCRIPT)
-    assert code == 3
-    message = unsupported(events)
-    assert "cpus:2" in message and "torch" in message
-
-
 def test_real_mnist_cifar_and_ptb(tmp_path: Path) -> None:
     write_mnist(tmp_path, n=10)
     code, events, out = run_runner(tmp_path, tf_spec("fcn-r", data="real",

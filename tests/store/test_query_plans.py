@@ -136,6 +136,8 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.add_iterations(run_id, [{"idx": 0, "seconds": 0.1, "samples": 8, "warmup": 1,
                                    "loss": None}])
     store.telemetry.write_batch(_batch(run_id))
+    nodes = _batch(run_id)
+    store.telemetry.add_agent_samples(run_id, "node-b", nodes.gpu, nodes.host)  # a Slurm run
     store.update_run(run_id, {"plan_iterations": 12})
     store.add_evals(run_id, [{"idx": 0, "epoch": 0.5, "accuracy": 0.5, "eval_s": 0.1,
                               "train_s": 1.0, "samples": 100}])
@@ -160,6 +162,8 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.finish_run(run_id, job_id, RunStatus.OK, {"median_s": 0.1})
     eta_inputs(db, cid, {"plan-check": 1})  # the campaign ETA's sums (read with an engine)
     store.telemetry.write_run_telemetry(run_id, RunTelemetry(telemetry_simulated=True))
+    store.telemetry.node_progress(run_id)
+    store.telemetry.finish_node_run(run_id, 8)
     store.record_environment(run_id, {"host": "host", "framework": "torch"})
     store.set_job_status(queued[3], JobStatus.RUNNING)
     queue.open_campaigns()

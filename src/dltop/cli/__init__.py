@@ -47,7 +47,7 @@ COMMANDS: dict[str, str] = {
     "report": "report:cmd_report",
     "data": "data:cmd_data",
     "serve": "serve:cmd_serve", "exporter": "serve:cmd_exporter",
-    "log": "logs:cmd_log",
+    "log": "logs:cmd_log", "agent": "agent:cmd_agent",
     **{verb.value: "control:cmd_control" for verb in Control},
 }
 """Every subcommand but ``run`` (which also takes the command line) -> its implementation,

@@ -66,6 +66,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"campaign {c.id} `{one_line(c.name)}`: {c.status}{waiting}{packed}; {engine}; "
               f"jobs: {shown}")
         for r in queries.current_runs(db, c.id):
+            if r.pending is not None:
+                print(f"  run {r.run_id}: {one_line(r.label)}: pending in Slurm's queue "
+                      f"({one_line(r.pending)})")
+                continue
             print(f"  run {r.run_id}: {one_line(r.label)}: iteration {r.done}/{r.total}"
                   f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}")
     print(storage_line(resolve_db_path(args.db)))

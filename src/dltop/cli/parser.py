@@ -11,7 +11,8 @@ from dltop import __version__
 from dltop.catalog import Control
 
 DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compare | report | "
-               "serve | exporter | prune | vacuum | profiles | data | devices | env | doctor``; "
+               "serve | exporter | agent | prune | vacuum | profiles | data | devices | env | "
+               "doctor``; "
                "with no command (or ``tui``), the live viewer.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
@@ -106,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     viewer_args(tui)
 
     serve_parsers(sub, db_arg, fake_arg)
+    agent_parser(sub, fake_arg)
 
     envp = sub.add_parser("env", help="build a framework's own environment (CNTK)")
     env_sub = envp.add_subparsers(dest="env_command", metavar="ACTION", required=True)
@@ -283,6 +285,23 @@ def serve_parsers(sub: Any, db_arg: Any, fake_arg: Any) -> None:
         sp.add_argument("--port", type=int, default=port, help=f"port ({port})")
     srv.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                      help="also serve Prometheus metrics on this port (as dltop exporter)")
+
+
+def agent_parser(sub: Any, fake_arg: Any) -> None:
+    """``dltop agent``: one node's telemetry as JSON lines (started by a Slurm job)."""
+    ag = sub.add_parser("agent", help="sample this node's GPUs and host into a JSON-lines "
+                                      "file until SIGTERM (each node of a Slurm job runs one; "
+                                      "docs/cluster.md)")
+    ag.add_argument("--out", type=Path, required=True, metavar="FILE",
+                    help="the file to append to (agent-<node>.jsonl in the run's folder)")
+    ag.add_argument("--hz", type=float, default=10.0, help="GPU sampling rate (10)")
+    ag.add_argument("--gpus", default=None, metavar="LIST",
+                    help="only these GPUs: indexes or UUIDs, comma-separated (default: "
+                         "$CUDA_VISIBLE_DEVICES, else every GPU of the node)")
+    ag.add_argument("--node", default=None,
+                    help="node name in every line (default: $SLURMD_NODENAME, else the "
+                         "host name)")
+    fake_arg(ag)
 
 
 def flags(sp: argparse.ArgumentParser, *names_and_help: tuple[str, str]) -> None:

@@ -1,7 +1,8 @@
 """From validated profiles to a stored campaign: preflight, then queue.
 
 Preflight checks what the host can satisfy (a runner and interpreter for each
-framework, enough GPUs, real-data directories) before anything is written.
+framework, enough GPUs, real-data directories, GPUs a CNTK job can use) before
+anything is written.
 By default an unsatisfiable job is an error (exit 2, database untouched); with
 ``skip_unavailable`` such jobs are stored with status ``unsatisfiable`` and the
 reason, and appear as ``n/a`` in exports.
@@ -24,6 +25,7 @@ from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import command, registry
 from dltop.store.writer import Store
+from dltop.telemetry import nvml
 from dltop.telemetry.host import host_facts
 
 
@@ -55,6 +57,7 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
     runner_problem: dict[str, str | None] = {}
     problems: list[str | None] = []
     launches: list[command.Launch] = []  # command jobs' programs, resolved once each
+    capabilities = _Capabilities(gpu_count)
     for job in jobs:
         if job.framework not in runner_problem:
             try:
@@ -68,7 +71,8 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
                 launches.append(command.launch(job))
             except UserError as exc:
                 launch_problem = str(exc)
-        problems.append(_problem(job, gpu_count, runner_problem[job.framework])
+        problems.append(cntk_gpu_problem(job, gpu_count, capabilities)
+                        or _problem(job, gpu_count, runner_problem[job.framework])
                         or launch_problem)
     bad = [(j, p) for j, p in zip(jobs, problems, strict=True) if p is not None]
     if bad and not skip_unavailable:
@@ -89,7 +93,7 @@ def _warnings(jobs: Sequence[JobSpec], launches: Sequence[command.Launch]) -> tu
     logical = len(core_order())
     out = {f"command: {note}" for launch in launches for note in launch.notes}
     for job in jobs:
-        if job.device.kind == "gpu":
+        if job.device.kind == "gpu" or job.executor == "slurm":
             continue
         if job.device.count > logical:
             out.add(f"{job.device.label}: more than the {logical} CPUs available; "
@@ -100,20 +104,74 @@ def _warnings(jobs: Sequence[JobSpec], launches: Sequence[command.Launch]) -> tu
     return tuple(sorted(out))
 
 
+SBATCH_MISSING = ('executor = "slurm" needs Slurm\'s sbatch on PATH, and none was found: run '
+                  "dltop on the cluster's login node (docs/cluster.md), or install the Slurm "
+                  "client (apt-get install slurm-client; slurm-wlm munge for a whole cluster)")
+
+
+CNTK_TOO_NEW_CAPABILITY = (8, 0)
+"""GPUs from this compute capability on cannot run CNTK 2.7's GPU build: it is built
+against CUDA 10.0 and cuDNN 7, which know compute capabilities up to 7.5 (Turing).
+Ampere (8.0: A100), Ada (8.9) and Hopper (9.0: H100, H200) need CUDA 11 and cuDNN 8
+or later (docs/frameworks.md)."""
+
+
+class _Capabilities:
+    """Compute capability of each GPU of this host, read from NVML once when first asked."""
+
+    def __init__(self, gpu_count: int) -> None:
+        self._count = gpu_count
+        self._caps: list[tuple[int, int] | None] | None = None
+
+    def get(self) -> list[tuple[int, int] | None]:
+        if self._caps is None:
+            self._caps = [nvml.compute_capability(i) for i in range(self._count)]
+        return self._caps
+
+
+def cntk_gpu_problem(job: JobSpec, gpu_count: int, capabilities: _Capabilities) -> str | None:
+    """Why a ``gpu:N`` CNTK job cannot run on this host's GPUs, or None.
+
+    It needs N GPUs below compute capability :data:`CNTK_TOO_NEW_CAPABILITY`; a GPU
+    whose capability NVML cannot tell counts as usable (the run says if it is not).
+    Too few GPUs at all is the GPU count check's to say.
+    """
+    if (job.framework != "cntk" or job.device.kind != "gpu" or job.device.count > gpu_count
+            or job.executor == "slurm"):  # a Slurm job's GPUs are the compute nodes'
+        return None
+    caps = capabilities.get()
+    usable = [c for c in caps if c is None or c < CNTK_TOO_NEW_CAPABILITY]
+    if len(usable) >= job.device.count:
+        return None
+    found = ", ".join(sorted({f"{c[0]}.{c[1]}" for c in caps if c is not None}))
+    return (f"{job.device.label} with CNTK: CNTK 2.7's GPU build needs CUDA 10, which "
+            f"cannot run on compute capability 8.0 or later (A100, H100, H200); this host's "
+            f"GPUs are compute capability {found} (run CNTK on cpu:N; docs/frameworks.md)")
+
+
 def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | None:
     if runner_problem is not None:
         return runner_problem
+    if job.executor == "slurm":
+        # The devices are the compute nodes', not this (login) host's: no GPU or mpiexec check.
+        return SBATCH_MISSING if shutil.which("sbatch") is None else _data_problem(job)
     if job.device.kind == "gpu" and job.device.count > gpu_count:
         return (f"{job.device.label} needs {job.device.count} GPU(s); "
                 f"this host has {gpu_count}")
-    if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
-        if Path(job.data_dir).exists():
-            return f"data_dir {job.data_dir} is a file, not a directory"
-        return f"data_dir {job.data_dir} does not exist"
+    if (data := _data_problem(job)) is not None:
+        return data
     if job.framework == "cntk" and job.device.workers > 1 and shutil.which("mpiexec") is None:
         return (f"{job.device.label} with CNTK needs mpiexec (Open MPI) on PATH for its "
                 "data-parallel workers: apt-get install openmpi-bin, or run "
                 "'dltop env setup cntk'")
+    return None
+
+
+def _data_problem(job: JobSpec) -> str | None:
+    if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
+        if Path(job.data_dir).exists():
+            return f"data_dir {job.data_dir} is a file, not a directory"
+        return f"data_dir {job.data_dir} does not exist"
     return None
 
 

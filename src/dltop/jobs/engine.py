@@ -38,6 +38,8 @@ from dltop.jobs.events import (
 )
 from dltop.jobs.foreign import most_sharing
 from dltop.jobs.queued import QueuedJob
+from dltop.jobs.slurm import agent_ingestion, supervise_slurm
+from dltop.jobs.slurm_script import SlurmFiles
 from dltop.jobs.supervisor import supervise
 from dltop.jobs.writes import RunWrites, join_notes
 from dltop.procs import process_start_time
@@ -230,7 +232,7 @@ class Engine:
 
     async def _job_task(self, q: QueuedJob, token: int, alloc: Allocation) -> None:
         """Run a job (and its retries after a crash) on its devices, then free them."""
-        held = self._leases[token] = self._lease(alloc)
+        held = self._leases[token] = self._lease(alloc, q.spec)
         try:
             # Stopped while waiting: the job is still queued and cancel_queued takes it.
             if not await lease.wait_for(held, self._stop, self._devices_busy):
@@ -253,8 +255,10 @@ class Engine:
             self._claimed.discard(q.job_id)
             self._wake.set()
 
-    def _lease(self, alloc: Allocation) -> lease.DeviceLease:
-        return lease.DeviceLease(lease.run_devices(alloc, self._alloc),
+    def _lease(self, alloc: Allocation, job: JobSpec) -> lease.DeviceLease:
+        # A Slurm job's devices are the cluster's to hand out: it leases none here.
+        names = () if job.executor == "slurm" else lease.run_devices(alloc, self._alloc)
+        return lease.DeviceLease(names,
                                  {"campaign": self._campaign_id, "name": self._name,
                                   "db": self._db_label}, self._lease_dir)
 
@@ -333,6 +337,8 @@ class Engine:
 
     async def _run_job(self, q: QueuedJob, alloc: Allocation, token: int) -> str:
         job = q.spec
+        if job.executor == "slurm":  # no local device, pinning or cool-down for it
+            alloc = Allocation((), None)
         try:
             # A thread: the interpreter probe can take up to a minute (first run of a
             # framework after --resume, which skips preflight) and other runs go on.
@@ -347,6 +353,8 @@ class Engine:
             await self._write(self._store.set_job_status, q.job_id, RunStatus.CANCELLED)
             self._count(RunStatus.CANCELLED)
             return RunStatus.CANCELLED
+        facts = (await asyncio.to_thread(environment.gpu_facts, alloc.gpu_indices)
+                 if alloc.gpu_indices else ())
         writes = RunWrites(self._writer, self._db_label)
         # Ordered behind earlier writes by the single worker; awaited at run end.
         write_later = writes.later
@@ -391,16 +399,23 @@ class Engine:
                     {"device_lease": lease.LEASE_HELD if held.unavailable is None
                      else f"unavailable: {held.unavailable}"})
         ended = asyncio.Event()
-        foreign = asyncio.create_task(most_sharing(alloc.cpu_affinity, alloc.gpu_indices,
-                                                   ended))
+        foreign = asyncio.create_task(  # other runners on this host: not a Slurm run's
+            most_sharing(alloc.cpu_affinity, alloc.gpu_indices, ended)
+            if job.executor != "slurm" else asyncio.sleep(0, 0))
         try:
-            outcome = await supervise(
+            outcome = await (supervise_slurm(
+                job, run_id, cmd.argv(spec_path), files=SlurmFiles(files.dir, spec_path, log_path),
+                env=env, on_event=collector.on_event, stop=run_stop,
+                on_state=lambda f: write_later(self._store.update_run, run_id, f),
+                on_agent_poll=agent_ingestion(files.dir, lambda g: write_later(
+                    self._store.telemetry.add_agent_samples, run_id, g.node, g.gpu, g.host)),
+            ) if job.executor == "slurm" else supervise(
                 cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
                 on_event=collector.on_event, stop=run_stop,
                 on_spawn=lambda pid, pgid: self._on_spawn(run_id, alloc, pid, pgid,
                                                           str(log_path), write_later),
                 keep_fds=held.fds,
-            )
+            ))
         finally:
             del self._run_stops[run_id]
             ended.set()
@@ -419,7 +434,10 @@ class Engine:
             job_status = JobStatus.QUEUED
         await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields,
                           job_status)
-        if self._sampler is not None:
+        if job.executor == "slurm":  # the summary over every node's agent windows
+            await self._write(self._store.telemetry.finish_node_run, run_id,
+                              collector.measured_samples)
+        elif self._sampler is not None:
             # The summary covers the measured window: energy per sample counts its samples.
             tele = self._sampler.end_run(run_id, collector.measured_samples)
             if tele is not None:
@@ -427,7 +445,8 @@ class Engine:
         if outcome.hello:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
             await self._write(self._store.record_environment, run_id,
-                              environment.environment_row(outcome.hello, env, job, gpus))
+                              environment.environment_row(outcome.hello, env, job, gpus,
+                                                          facts))
         await self._checkpoint()
         self._count(outcome.status)
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),

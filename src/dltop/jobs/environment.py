@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -9,8 +10,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dltop.profiles.model import JobSpec
+from dltop.results.gpufacts import GPU_FACTS_KEY
+from dltop.telemetry import nvml
 from dltop.telemetry.host import host_facts
 from dltop.telemetry.model import GpuStatic
+from dltop.telemetry.nvml import GpuRunFacts
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
@@ -66,20 +70,31 @@ def driver_version(gpus: Sequence[GpuStatic]) -> str | None:
     return ", ".join(versions) or None
 
 
+def gpu_facts(gpu_indices: Sequence[int]) -> tuple[GpuRunFacts, ...]:
+    """Clocks, persistence, power limit, ECC and PCIe link of a run's GPUs, read as it
+    starts (empty for a CPU job, or where NVML is unavailable). Blocking: NVML calls."""
+    found = (nvml.gpu_run_facts(i) for i in gpu_indices)
+    return tuple(f for f in found if f is not None)
+
+
 def environment_row(hello: Mapping[str, Any], env: Mapping[str, str],
-                    job: JobSpec, gpus: Sequence[GpuStatic] = ()) -> dict[str, Any]:
+                    job: JobSpec, gpus: Sequence[GpuStatic] = (),
+                    facts: Sequence[GpuRunFacts] = ()) -> dict[str, Any]:
     """One ``environment`` row: host facts plus what the runner said in ``hello``.
 
     Args:
-        hello: the runner's hello event.
+        hello: the runner's hello event (with its ``setup`` event's fields).
         env: the environment the runner was started with.
         job: the run's job.
         gpus: static facts of the run's GPUs from the telemetry backend (the driver
             version comes from there: NVML has one owner, :mod:`dltop.telemetry.nvml`).
+        facts: the run's GPUs at start (:func:`gpu_facts`), kept in ``extra`` under
+            :data:`GPU_FACTS_KEY`, one object per GPU with its fields' names.
     """
-    known = {"v", "event", "framework", "framework_version", "python_version",
-             "python_executable", "device", "threads", "pid", "blas", "cuda_version",
-             "cudnn_version", "device_name"}
+    # The facts are dltop's own reading, never the child's: a hello cannot forge them.
+    extra = {k: v for k, v in hello.items() if k not in _HELLO_COLUMNS and k != GPU_FACTS_KEY}
+    if facts:
+        extra[GPU_FACTS_KEY] = [dataclasses.asdict(f) for f in facts]
     return {
         **host_facts(),
         "python_version": hello.get("python_version"),
@@ -93,10 +108,17 @@ def environment_row(hello: Mapping[str, Any], env: Mapping[str, str],
         "cudnn_version": hello.get("cudnn_version"),
         "device_name": hello.get("device_name"),
         "driver_version": driver_version(gpus),
-        "extra": json.dumps({k: v for k, v in hello.items() if k not in known}, default=str),
+        "extra": json.dumps(extra, default=str),
     }
+
+
+_HELLO_COLUMNS = frozenset({
+    "v", "event", "framework", "framework_version", "python_version", "python_executable",
+    "device", "threads", "pid", "blas", "cuda_version", "cudnn_version", "device_name"})
+"""Hello fields with a column of their own (the rest go to ``extra``)."""
 
 
 def visible_env() -> dict[str, str]:
     """This process's environment, the base for children."""
     return dict(os.environ)
+

@@ -362,6 +362,9 @@ class _EventReader:
         name = event["event"]
         if name == "hello":
             self.hello = event
+        elif name == "setup":  # one-off setup times (compile_s, ...) join the hello's facts
+            self.hello = {**{k: v for k, v in event.items() if k not in ("v", "event")},
+                          **self.hello}
         elif name == "model":
             self.model = event
         elif name == "iter" and not event.get("warmup"):

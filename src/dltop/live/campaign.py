@@ -222,6 +222,10 @@ def _epoch(iso: str | None) -> float | None:
 
 _JOB_COLUMNS = (
     "select id, position, status, framework, model, batch_size, device, repeat, "
+    # A run that Slurm still holds in its queue shows as "pending (<squeue's reason>)".
+    "case when status = 'running' then (select 'pending (' || coalesce(r.slurm_reason, '-') "
+    "|| ')' from runs r where r.job_id = jobs.id and r.slurm_state = 'PENDING' and r.id = "
+    "(select max(id) from runs where job_id = jobs.id)) end as pending, "
     # A job queued or running again (retried, re-queued by resume) shows no figure of
     # its previous run: that median is not what it is measuring now.
     "case when status in ('queued', 'running') then null else "
@@ -282,7 +286,8 @@ def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: i
     first = _position_at(db, campaign_id, max(0, offset), total_hint)
     if first is None:
         return ()
-    return tuple(JobLine(j["id"], j["position"], j["status"], j["framework"], j["model"],
+    return tuple(JobLine(j["id"], j["position"], j["pending"] or j["status"], j["framework"],
+                         j["model"],
                          j["batch_size"], j["device"], j["repeat"], j["median_s"],
                          bool(j["contaminated"]))
                  for j in db.query(

@@ -1,9 +1,16 @@
-"""Device frames for a live viewer: every GPU and the host, read in one call."""
+"""Device frames for a live viewer: every GPU and the host, read in one call.
+
+During a Slurm run the run's GPUs are on other hosts: :class:`RemoteGpuReader` reads
+the newest window of each of them from the database (the node agents' rows,
+``gpu_samples.node``), shown after the local devices as ``node:gpuN``.
+"""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from typing import Any
 
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
@@ -38,6 +45,62 @@ class DeviceFrame:
     """Why there are no GPUs (None when there are, or when there are none by choice)."""
     processes: tuple[GpuProcessRow, ...] = ()
     """Processes on every GPU (from the last slow read), by GPU then memory, largest first."""
+    remote: tuple[RemoteGpu, ...] = ()
+    """The running run's GPUs on other nodes (a Slurm run), by node then index."""
+
+
+@dataclass(frozen=True)
+class RemoteGpu:
+    """A GPU of another node: its newest stored window (0.5 s, the node agent's)."""
+
+    node: str
+    gpu_index: int
+    util_pct: float | None
+    power_w: float | None
+    mem_used_bytes: int | None
+    t_wall_s: float | None
+    """Epoch seconds of the window's start (how fresh it is)."""
+    simulated: bool
+
+    @property
+    def label(self) -> str:
+        """``node:gpuN``."""
+        return f"{self.node}:gpu{self.gpu_index}"
+
+
+class RemoteGpuReader:
+    """The newest window of each remote GPU of a run, read incrementally.
+
+    Each read asks only for the rows stored since the last one (``rowid`` past the
+    last seen, through the ``run_id`` index): a long run's growing table is never
+    read whole. Call from a worker thread with the viewer's read connection.
+    """
+
+    def __init__(self) -> None:
+        self._run_id: int | None = None
+        self._rowid = 0
+        self._latest: dict[tuple[str, int], RemoteGpu] = {}
+
+    def read(self, db: Any, run_id: int | None) -> tuple[RemoteGpu, ...]:
+        """The run's remote GPUs (none for a local run, or with no run)."""
+        if run_id != self._run_id:
+            self._run_id, self._rowid, self._latest = run_id, 0, {}
+        if run_id is None:
+            return ()
+        try:
+            rows = db.execute(
+                "select rowid, node, gpu_index, util_mean_pct, power_mean_w, "
+                "mem_used_max_bytes, t_wall_s, simulated from gpu_samples "
+                "where run_id = ? and rowid > ? order by rowid", [run_id, self._rowid]
+            ).fetchall()
+        except sqlite3.OperationalError:  # a database before migration 16: no node column
+            return ()
+        for r in rows:
+            self._rowid = max(self._rowid, int(r[0]))
+            if r[1] is not None:
+                self._latest[(str(r[1]), int(r[2]))] = RemoteGpu(
+                    str(r[1]), int(r[2]), r[3], r[4], r[5], r[6], bool(r[7]))
+        return tuple(v for _, v in sorted(self._latest.items()))
 
 
 def throttle_text(sample: GpuSample) -> str:

@@ -12,12 +12,15 @@ window, ...), so a viewer shows ``N/A`` with the reason instead of a blank.
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
+from dltop.results.gpufacts import GPU_FACTS_KEY, gpu_facts_texts
 from dltop.results.profile import ProfileOp, profile_ops
 from dltop.results.runtrace import (
     DEFAULT_MAX_POINTS,
@@ -26,6 +29,7 @@ from dltop.results.runtrace import (
     HostPoint,
     IterPoint,
     RunTrace,
+    gpu_node_column,
     read_trace,
 )
 from dltop.store.archive import ARCHIVE
@@ -86,6 +90,26 @@ class RunTelemetry:
 
 
 @dataclass(frozen=True)
+class NodeGpu:
+    """One GPU of one node of a multi-node (Slurm) run, over the whole run so far."""
+
+    node: str
+    gpu_index: int
+    windows: int
+    util_mean_pct: float | None
+    power_mean_w: float | None
+    mem_peak_bytes: int | None
+    energy_j: float | None
+    """Its energy counter's rise over the run (None without a counter)."""
+    simulated: bool
+
+    @property
+    def label(self) -> str:
+        """``node:gpuN``, as the main screen's device rows name it."""
+        return f"{self.node}:gpu{self.gpu_index}"
+
+
+@dataclass(frozen=True)
 class RunDetail:
     """A run, its job's configuration and the job's other attempts."""
 
@@ -126,6 +150,8 @@ class RunDetail:
     profile_steps: int | None = None
     profile_step_ms: float | None = None
     profile_device: str | None = None
+    node_gpus: tuple[NodeGpu, ...] = ()
+    """Each node's GPUs (a Slurm run's node agents); empty for a local run."""
 
     @property
     def label(self) -> str:
@@ -184,6 +210,23 @@ def _b(v: Any) -> bool | None:
     return None if v is None else bool(v)
 
 
+def _environment(env: dict[str, Any]) -> tuple[tuple[str, str | None], ...]:
+    """(column, value) of an ``environment`` row; the GPUs' settings at start, kept in
+    ``extra``, get a line each (``gpu0 at start``) before the rest of ``extra``."""
+    rows: list[tuple[str, str | None]] = []
+    for k in ENV_FIELDS:
+        if k not in env:
+            continue
+        value = env[k]
+        if k == "extra" and (facts := gpu_facts_texts(value)):
+            rows += [(f"gpu{i} at start", text) for i, text in facts]
+            rest = json.loads(value)
+            rest.pop(GPU_FACTS_KEY, None)
+            value = json.dumps(rest)
+        rows.append((k, None if value is None else str(value)))
+    return tuple(rows)
+
+
 def job_attempts(db: Db, job_id: int) -> tuple[int, ...]:
     """Run ids of a job's attempts, oldest first (empty while it never ran)."""
     return tuple(int(r["id"]) for r in db.query(
@@ -218,8 +261,7 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         _b(r["contaminated"]), r["contamination"], _b(r["telemetry_simulated"]),
         _f(r["window_s"]), _f(r["energy_run_j"]), r["telemetry_read_errors"],
         r["telemetry_note"])
-    environment = tuple((k, None if env[k] is None else str(env[k]))
-                        for k in ENV_FIELDS if k in env) if env else ()
+    environment = _environment(env) if env else ()
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),
         attempt=int(r["attempt"] or 1), attempts=job_attempts(db, int(r["job_id"])),
@@ -234,7 +276,50 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         telemetry=tel, environment=environment, pruned=pruned,
         profile=profile_ops(db, run_id, r.get("profile_steps")),
         profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
-        profile_device=r.get("profile_device"))
+        profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id))
+
+
+def node_gpus(db: Db, run_id: int) -> tuple[NodeGpu, ...]:
+    """Per node and GPU figures of a run from its node agents' rows (``gpu_samples.node``).
+
+    Empty for a local run (its rows have no node) and for a database before
+    migration 16.
+    """
+    try:
+        rows = list(db.query(
+            "select node, gpu_index, sum(n) as n, sum(util_mean_pct * n) / sum(n) as util, "
+            "avg(power_mean_w) as power, max(mem_used_max_bytes) as mem, "
+            "max(energy_j) - min(energy_j) as energy, max(simulated) as sim "
+            "from gpu_samples where run_id = ? and node is not null "
+            "group by node, gpu_index order by node, gpu_index", [run_id]))
+    except sqlite3.OperationalError:
+        return ()
+    return tuple(NodeGpu(str(r["node"]), int(r["gpu_index"]), int(r["n"] or 0), _f(r["util"]),
+                         _f(r["power"]), r["mem"], _f(r["energy"]), bool(r["sim"]))
+                 for r in rows)
+
+
+def node_gpu_lines(gpus: tuple[NodeGpu, ...]) -> tuple[tuple[str, str], ...]:
+    """(``node:gpuN``, its figures) per node GPU, then one total line per node."""
+    def fig(v: float | None, fmt: str, unit: str) -> str:
+        return "N/A" if v is None else f"{v:{fmt}}{unit}"
+
+    lines: list[tuple[str, str]] = []
+    for node in dict.fromkeys(g.node for g in gpus):
+        mine = [g for g in gpus if g.node == node]
+        for g in mine:
+            mem = None if g.mem_peak_bytes is None else g.mem_peak_bytes / 2**30
+            lines.append((g.label, f"util {fig(g.util_mean_pct, '.0f', ' %')}, power "
+                                   f"{fig(g.power_mean_w, '.0f', ' W')}, mem peak "
+                                   f"{fig(mem, '.1f', ' GiB')}"
+                                   + (" (simulated)" if g.simulated else "")))
+        powers = [g.power_mean_w for g in mine if g.power_mean_w is not None]
+        energies = [g.energy_j for g in mine if g.energy_j is not None]
+        power = sum(powers) if powers else None
+        energy = sum(energies) if energies and len(energies) == len(mine) else None
+        lines.append((f"{node} total", f"{len(mine)} GPUs, power {fig(power, '.0f', ' W')}, "
+                                       f"energy {fig(energy, '.0f', ' J')}"))
+    return tuple(lines)
 
 
 def stats_so_far(detail: RunDetail, trace: RunTrace | None) -> RunStats | None:
@@ -287,21 +372,23 @@ def extend_trace(db: Db, trace: RunTrace | None, run_id: int, *,
                               bool(i["warmup"]), i["loss"], i["samples"]) for i in its)
     gpu_t = max((s.points[-1].t_s for s in trace.gpus if s.points), default=None)
     gpu = list(db.query(
-        "select gpu_index, t_start_mono_s, util_mean_pct, mem_used_max_bytes, power_mean_w, "
-        "temperature_max_c, sm_clock_mhz, simulated from gpu_samples where run_id = ? and "
-        "t_start_mono_s > ? order by gpu_index, t_start_mono_s",
+        f"select {gpu_node_column(db)} as node, gpu_index, t_start_mono_s, util_mean_pct, "
+        "mem_used_max_bytes, power_mean_w, temperature_max_c, sm_clock_mhz, simulated "
+        "from gpu_samples where run_id = ? and t_start_mono_s > ? "
+        "order by gpu_index, t_start_mono_s",
         [run_id, -1e300 if gpu_t is None else gpu_t + origin]))
     host_t = trace.host[-1].t_s + origin if trace.host else -1e300
     host = list(db.query("select t_start_mono_s, cpu_mean_pct, tree_cpu_pct, tree_rss_bytes "
                          "from host_samples where run_id = ? and t_start_mono_s > ? "
                          "order by t_start_mono_s", [run_id, host_t]))
-    series = {s.gpu_index: (s.simulated, list(s.points)) for s in trace.gpus}
+    series = {(s.node or "", s.gpu_index): (s.simulated, list(s.points)) for s in trace.gpus}
     for g in gpu:
-        sim, pts = series.setdefault(int(g["gpu_index"]), (False, []))
+        key = (g["node"] or "", int(g["gpu_index"]))  # a Slurm run's nodes each have a GPU 0
+        sim, pts = series.setdefault(key, (False, []))
         pts.append(GpuPoint(g["t_start_mono_s"] - origin, g["util_mean_pct"],
                             g["mem_used_max_bytes"], g["power_mean_w"],
                             g["temperature_max_c"], g["sm_clock_mhz"]))
-        series[int(g["gpu_index"])] = (sim or bool(g["simulated"]), pts)
+        series[key] = (sim or bool(g["simulated"]), pts)
     iterations = trace.iterations + new_its
     longest = max([len(iterations), len(trace.host) + len(host),
                    *(len(p) for _, p in series.values())])
@@ -310,7 +397,8 @@ def extend_trace(db: Db, trace: RunTrace | None, run_id: int, *,
     warm = [p.t_end_s for p in new_its if p.warmup and p.t_end_s is not None]
     return replace(
         trace, iterations=iterations,
-        gpus=tuple(GpuSeries(i, sim, tuple(p)) for i, (sim, p) in sorted(series.items())),
+        gpus=tuple(GpuSeries(i, sim, tuple(p), node or None)
+                   for (node, i), (sim, p) in sorted(series.items())),
         host=trace.host + tuple(HostPoint(h["t_start_mono_s"] - origin, h["cpu_mean_pct"],
                                           h["tree_cpu_pct"], h["tree_rss_bytes"])
                                 for h in host),

@@ -20,14 +20,14 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, presets
-from dltop.profiles.model import DeviceSpec, JobSpec, Profile, settings
+from dltop.profiles import command, fields, presets, slurm
+from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 
-TOP_KEYS = ("name", "description", "pack", "defaults", "matrix")
+TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
-SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay")
+SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes")
 """Settings a profile may give as a list: each value is a configuration (a sweep)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
                             **{k: f.default for k, f in settings().items()}}
@@ -42,6 +42,10 @@ OPTIONS: dict[str, tuple[object, ...]] = {
 fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
+TORCH_ONLY = ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
+"""Settings only the PyTorch runner reads: another framework refuses a non-default value."""
+NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm")
+"""Models without image input (``channels_last`` does not apply)."""
 OPTION_KEYS = tuple(OPTIONS)
 COMMAND_KEYS = command.KEYS
 """Bring-your-own workload (``frameworks = ["command"]``); see docs/profiles.md."""
@@ -122,6 +126,7 @@ def parse(text: str, source: str, default_name: str,
         raise where.err("matrix", "expected at least one [[matrix]] entry; the matrix is empty")
     if not isinstance(matrix, list) or not all(isinstance(m, dict) for m in matrix):
         raise where.err("matrix", "expected an array of tables ([[matrix]])")
+    cluster = slurm.parse(where.err, doc.get("slurm"))
     cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
     jobs: list[JobSpec] = []
     for i, entry in enumerate(matrix):
@@ -134,7 +139,10 @@ def parse(text: str, source: str, default_name: str,
         origin.update({k: f"preset {own['preset']!r} of matrix[{i}]" for k in preset
                        if k not in own})
         jobs.extend(_expand(where, origin, f"matrix[{i}]", name,
-                            {**SETTINGS, **preset, **own}, cores, base))
+                            {**SETTINGS, **preset, **own}, cores, base, cluster))
+    if cluster is not None and not any(j.executor == "slurm" for j in jobs):
+        raise where.err("slurm", 'a [slurm] table, but no job runs with executor = "slurm" '
+                        "(set it in [defaults] or in an entry)")
     return Profile(name=name, description=description, source=source, jobs=tuple(jobs),
                    pack=pack)
 
@@ -155,7 +163,8 @@ def _preset(where: _Where, origin: dict[str, str], at: str,
 
 
 def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
-            merged: dict[str, Any], cores: int, profile_dir: Path) -> list[JobSpec]:
+            merged: dict[str, Any], cores: int, profile_dir: Path,
+            cluster: SlurmSettings | None) -> list[JobSpec]:
     def loc(key: str) -> str:
         return f"{origin.get(key, at)}.{key}"
 
@@ -192,11 +201,13 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
             raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
     options = tuple(sorted(options + byo))
-    for batch, dev in itertools.product(batches, devices):
-        if s["batch_scaling"] == "global" and batch % dev.workers:
+    for sw, batch, dev in itertools.product(sweeps, batches, devices):
+        workers = dev.workers * sw["nodes"]
+        if sw["batch_scaling"] == "global" and batch % workers:
+            on = f"{dev.label} x {sw['nodes']} nodes" if sw["nodes"] > 1 else dev.label
             raise where.err(loc("batch_sizes"), f"global batch {batch} does not divide over "
-                            f"{dev.workers} workers ({dev.label}); use a multiple of "
-                            f"{dev.workers} or batch_scaling = \"per-device\"")
+                            f"{workers} workers ({on}); use a multiple of "
+                            f"{workers} or batch_scaling = \"per-device\"")
     jobs = []
     # Repeats form the outer loop: each pass runs every configuration once, so a
     # noisy stretch of time spreads over configurations instead of hitting all
@@ -205,9 +216,11 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         for s, fw, model, batch, dev in itertools.product(sweeps, frameworks, models, batches,
                                                            devices):
             _model_settings(where, loc, s, fw, model)
+            slurm.check_job(where.err, loc, fw, dev, s["nodes"], s["executor"], cluster)
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
                 repeat=rep, options=options,
+                slurm=cluster if s["executor"] == "slurm" else None,
                 **{f.name: s[k] for k, f in settings().items()}))
     return jobs
 
@@ -253,6 +266,9 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
     if s["loader_workers"] and (s["data_loader"] != "host" or s["data"] != "real"):
         raise where.err(loc("loader_workers"), 'loader_workers needs data_loader = "host" '
                         'and data = "real"')
+    if s["cuda_graphs"] and s["compile"] != "off":
+        raise where.err(loc("cuda_graphs"), 'cuda_graphs and compile exclude each other '
+                        '(compile = "reduce-overhead" captures CUDA graphs itself)')
     if s["shuffle"] is None:
         s["shuffle"] = s["data"] == "real"
     return s
@@ -264,6 +280,13 @@ def _model_settings(where: _Where, loc: Callable[[str], str], s: dict[str, Any],
     if s["input_size"] is not None and model not in catalog.INPUT_SIZE_MODELS:
         raise where.err(loc("input_size"), f"input_size applies to "
                         f"{', '.join(catalog.INPUT_SIZE_MODELS)}, not {model}")
+    for key in TORCH_ONLY:
+        if framework != "torch" and s[key] != SETTINGS[key]:
+            raise where.err(loc(key), f"{key} applies to the PyTorch runner only, not "
+                            f"{framework} (leave it at {json.dumps(SETTINGS[key])} there)")
+    if s["channels_last"] and model in NOT_IMAGE_MODELS:
+        raise where.err(loc("channels_last"), f"channels_last applies to image models, "
+                        f"not {model}")
     if (framework, s["optimizer"]) in catalog.OPTIMIZERS_MISSING:
         raise where.err(loc("optimizer"), f"{framework} has no {s['optimizer']} optimizer "
                         "(docs/profiles.md lists each framework's optimizers)")

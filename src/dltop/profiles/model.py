@@ -71,6 +71,38 @@ class DeviceSpec:
 
 
 @dataclass(frozen=True)
+class SlurmSettings:
+    """A profile's ``[slurm]`` table: how a job becomes a Slurm job (docs/cluster.md).
+
+    None means "Slurm's default" (the cluster's or the partition's).
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    """Slurm's time limit (``MM``, ``HH:MM:SS``, ``D-HH:MM``...); None: from ``timeout_s``."""
+    gpus_per_node: int | None = None
+    cpus_per_task: int | None = None
+    extra_args: tuple[str, ...] = ()
+    """More ``sbatch`` options, one argument each (e.g. ``--qos=short``)."""
+    setup: tuple[str, ...] = ()
+    """Shell lines run on each node before the job (e.g. ``module load cuda``)."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Plain JSON (lists for the tuples)."""
+        return {"partition": self.partition, "account": self.account, "time": self.time,
+                "gpus_per_node": self.gpus_per_node, "cpus_per_task": self.cpus_per_task,
+                "extra_args": list(self.extra_args), "setup": list(self.setup)}
+
+    @classmethod
+    def from_json_dict(cls, d: Mapping[str, Any]) -> SlurmSettings:
+        """Inverse of :meth:`to_json_dict` (a missing key takes its default)."""
+        return cls(partition=d.get("partition"), account=d.get("account"), time=d.get("time"),
+                   gpus_per_node=d.get("gpus_per_node"), cpus_per_task=d.get("cpus_per_task"),
+                   extra_args=tuple(d.get("extra_args") or ()), setup=tuple(d.get("setup") or ()))
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """One configuration to run once: the unit the queue holds and a runner executes.
 
@@ -135,6 +167,22 @@ class JobSpec:
     from host memory (pinned on CUDA), so the copy is measured."""
     loader_workers: int = setting(0, integer(0), identity=True)
     """Background workers preparing real-data batches (``data_loader = "host"``)."""
+    channels_last: bool = setting(False, boolean, identity=True)
+    """PyTorch, image models: NHWC memory format for the model and its input batches."""
+    torch_compile: str = setting(
+        "off", one_of(("off", "default", "reduce-overhead", "max-autotune")),
+        identity=True, key="compile")
+    """PyTorch: ``torch.compile`` mode (profile key ``compile``), or ``off``. Compiling
+    happens before the first iteration; its time is reported apart (``compile_s``)."""
+    cudnn_benchmark: bool = setting(True, boolean, identity=True)
+    """PyTorch on CUDA: ``torch.backends.cudnn.benchmark`` (autotuned convolutions)."""
+    cuda_graphs: bool = setting(False, boolean, identity=True)
+    """PyTorch on CUDA: capture the step in a CUDA graph replayed each iteration, the
+    batch copied into static buffers; elsewhere the run ends ``unsupported``."""
+    nodes: int = setting(1, integer(1), identity=True)
+    """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
+    executor: str = setting("local", one_of(catalog.EXECUTORS), identity=False)
+    """``local`` (this host) or ``slurm`` (one Slurm job per run; see ``slurm``)."""
     options: tuple[tuple[str, Any], ...] = field(default=(), metadata={
         CODEC: (dict, lambda j: tuple(sorted(
             (k, tuple(v) if isinstance(v, list) else v) for k, v in j.items()))),
@@ -152,6 +200,12 @@ class JobSpec:
     cooldown_power_w: float | None = setting(None, optional(number(positive=True)),
                                              identity=False)
     """GPU jobs: start once every GPU of the job draws at most this power."""
+    slurm: SlurmSettings | None = field(default=None, metadata={
+        CODEC: (lambda s: None if s is None else s.to_json_dict(),
+                lambda j: None if j is None else SlurmSettings.from_json_dict(j)),
+        IDENTITY: False,
+    })
+    """The profile's ``[slurm]`` table, on jobs with ``executor = "slurm"`` (else None)."""
 
     def identity(self) -> dict[str, Any]:
         """The identity fields as plain JSON values, in declaration order.
@@ -180,23 +234,29 @@ class JobSpec:
         return identity_key(self.identity())
 
     @property
+    def world_size(self) -> int:
+        """Data-parallel workers over all nodes: the device's workers on each node."""
+        return self.device.workers * self.nodes
+
+    @property
     def per_device_batch(self) -> int:
-        """Samples each device processes per step (global batch split over GPUs)."""
+        """Samples each device processes per step (global batch split over all workers)."""
         if self.batch_scaling == "global":
-            return self.batch_size // self.device.workers
+            return self.batch_size // self.world_size
         return self.batch_size
 
     @property
     def samples_per_iter(self) -> int:
         """Samples one training step consumes across all devices."""
         if self.batch_scaling == "per-device":
-            return self.batch_size * self.device.workers
+            return self.batch_size * self.world_size
         return self.batch_size
 
     def describe(self) -> str:
         """A short human label, e.g. ``torch fcn-r b1024 cpu:2 #1``."""
+        nodes = f" x{self.nodes} nodes" if self.nodes > 1 else ""
         return (f"{self.framework} {self.model} b{self.batch_size} "
-                f"{self.device.label} #{self.repeat + 1}")
+                f"{self.device.label}{nodes} #{self.repeat + 1}")
 
     def columns(self) -> dict[str, Any]:
         """This job's columns of the ``jobs`` table (the store adds campaign, position, status)."""

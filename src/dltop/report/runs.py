@@ -94,7 +94,8 @@ def trace_figure(trace: RunTrace, row: Mapping[str, Any]) -> Figure:
         add("test perplexity", at, e.perplexity, "test")
     simulated = any(s.simulated for s in trace.gpus)
     for s in trace.gpus:
-        name = f"GPU {s.gpu_index}" + (" (simulated)" if s.simulated else "")
+        name = (f"{s.node} GPU {s.gpu_index}" if s.node else f"GPU {s.gpu_index}") + (
+            " (simulated)" if s.simulated else "")
         for g in s.points:
             add("GPU util %", g.t_s, g.util_pct, name)
             add("GPU power W", g.t_s, g.power_w, name)

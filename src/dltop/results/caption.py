@@ -8,7 +8,9 @@ with. Every field lists all the values that occur in the set, in order, so a
 table over two hosts or two torch versions says so instead of naming one.
 The GPU driver version is the one NVML reported for each GPU run
 (``environment.driver_version``; simulated GPUs' fake driver says so); runs
-stored before it was recorded, and CPU-only sets, say ``n/a`` and why.
+stored before it was recorded, and CPU-only sets, say ``n/a`` and why. GPU runs
+that recorded their GPUs' settings at start (:mod:`dltop.results.gpufacts`) add
+``GPU settings`` and ``GPU clocks at start``.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.results import gpufacts
 from dltop.results.queries import CampaignRow
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -53,6 +56,11 @@ class Environment:
     """Runs with an environment row."""
     drivers: tuple[str, ...] = ()
     """GPU driver versions the GPU runs recorded (``550.54.15``, ``fake (simulated)``)."""
+    gpu_settings: tuple[str, ...] = ()
+    """Distinct GPU settings at run start (persistence, power limit, ECC, PCIe link,
+    compute capability; :mod:`dltop.results.gpufacts`); empty: none recorded."""
+    gpu_clocks: str | None = None
+    """Range of the GPUs' clocks at run start over the set (None: none recorded)."""
 
     def _many_hosts(self) -> bool:
         return len(self.hosts) > 1
@@ -99,9 +107,13 @@ class Environment:
         blas = {b for _, libs in self.blas for b in libs}
         blas_text = (next(iter(blas)) if len(blas) == 1 and all(libs for _, libs in self.blas)
                      else _per_framework(self.blas))
+        # GPU settings appear only where GPU runs recorded them (older and CPU sets
+        # keep their caption).
+        gpu = [("GPU settings", "; ".join(self.gpu_settings))] if self.gpu_settings else []
+        gpu += [("GPU clocks at start", self.gpu_clocks)] if self.gpu_clocks else []
         return [("host", some(self.hosts)), ("OS", some(self.os, soft)),
                 ("CPU", some(self._cpu_texts(), soft)), ("GPU", some(self._gpu_texts())),
-                ("driver", self._driver_text()), ("CUDA", some(self.cuda)),
+                ("driver", self._driver_text()), *gpu, ("CUDA", some(self.cuda)),
                 ("cuDNN", some(self.cudnn)), ("frameworks", fws or soft),
                 ("Python", some(self.python, soft)), ("BLAS", blas_text or soft),
                 ("threads", "; ".join(self._thread_texts()) or soft),
@@ -130,7 +142,9 @@ class Environment:
             "frameworks": {fw: list(v) for fw, v in self.frameworks},
             "python": list(self.python), "blas": {fw: list(v) for fw, v in self.blas},
             "threads": [{"threads": n, "env": dict(env)} for n, env in self.threads],
-            "dltop_version": list(self.dltop), "runs_reported": self.reported}
+            "dltop_version": list(self.dltop), "runs_reported": self.reported,
+            **({"gpu_settings": list(self.gpu_settings), "gpu_clocks_at_start": self.gpu_clocks}
+               if self.gpu_settings else {})}
 
 
 def _per_framework(values: Sequence[tuple[str, tuple[str, ...]]]) -> str:
@@ -187,6 +201,7 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
         fw = str(e["framework"] or e["job_framework"])
         frameworks.setdefault(fw, []).append(e["framework_version"])
         blas.setdefault(fw, []).append(e["blas"])
+    settings, clocks = gpufacts.caption_texts([e["extra"] for e in envs])
     return Environment(
         hosts=_distinct([c["host"] for c in camps] + [e["host"] for e in envs]),
         os=_distinct([e["os"] for e in envs]),
@@ -207,7 +222,8 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
         dltop=_distinct([c["dltop_version"] for c in camps]),
         reported=len(envs),
         drivers=_distinct([e.get("driver_version") for e in envs
-                           if str(e["job_device"]).startswith("gpu")]))
+                           if str(e["job_device"]).startswith("gpu")]),
+        gpu_settings=settings, gpu_clocks=clocks)
 
 
 def context(db: sqlite_utils.Database, camps: Sequence[CampaignRow],

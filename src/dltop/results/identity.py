@@ -45,11 +45,13 @@ PREFERRED = ("precision", "data", "batch_scaling", "lr", "momentum", "seed", "it
              "warmup")
 """Display order of the settings first; any later identity field follows in declaration
 order, then the options by name, then the interpreter."""
-HEADERS = {"batch_scaling": "batch scaling"}
+HEADERS = {"batch_scaling": "batch scaling", "torch_compile": "compile"}
 QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "weight_decay": (0, 0.0), "mode": ("train",), "epochs": (None,),
     "eval_every": (None,), "shuffle": (None, False), "input_size": (None,),
-    "data_loader": ("device",), "loader_workers": (0,)}
+    "data_loader": ("device",), "loader_workers": (0,), "channels_last": (False,),
+    "torch_compile": ("off",), "cudnn_benchmark": (True,), "cuda_graphs": (False,),
+    "nodes": (1,)}
 """Settings added after tables were first published (issue 17) that a caption leaves out
 while every configuration has this value (the behaviour of a job without them); when
 they vary they are row keys like any other field. ``optimizer`` is always stated: the

@@ -9,7 +9,7 @@ plain CUDA-core rate. A precision a GPU has no tensor-core path for is absent.
 
 Sources: NVIDIA A100 Tensor Core GPU architecture whitepaper (A100, SXM and
 PCIe alike); NVIDIA H100 Tensor Core GPU architecture whitepaper (H100 SXM5 and
-PCIe; H200 SXM has the same compute as H100 SXM5); H100 NVL and H200 NVL
+PCIe; H200 SXM has the same compute as H100 SXM5); H100 NVL, H200 NVL and GH200
 datasheets (their sparse figures halved); L40S datasheet (2023); Ada Lovelace
 architecture whitepaper v1.1 (RTX 4090); V100 datasheet.
 
@@ -37,16 +37,30 @@ class GpuPeak:
 
 
 PEAKS: tuple[GpuPeak, ...] = (
+    # H100 whitepaper, "NVIDIA H100 PCIe" column: 51.2 FP32, 378 TF32, 756 BF16/FP16
+    # dense (756/1513 with sparsity). NVML: "NVIDIA H100 PCIe".
     GpuPeak("H100 PCIe", (("H100", "PCIE"),), (),
             {"fp32": 51.2, "tf32": 378.0, "bf16": 756.0, "fp16": 756.0}),
+    # H100 NVL datasheet: 60 FP32, 835 TF32 and 1671 BF16/FP16 sparse, halved here.
     GpuPeak("H100 NVL", (("H100", "NVL"),), (),
             {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
+    # H100 whitepaper, "NVIDIA H100 SXM5" column: 66.9 FP32, 494.7 TF32, 989.4
+    # BF16/FP16 dense at the 1830 MHz boost clock. NVML: "NVIDIA H100 80GB HBM3".
     GpuPeak("H100 SXM", (("H100",),), ("PCIE", "NVL"),
             {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+    # H200 NVL datasheet: 60 FP32, 835 TF32 and 1671 BF16/FP16 sparse, halved here.
     GpuPeak("H200 NVL", (("H200", "NVL"),), (),
             {"fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5}),
+    # GH200 Grace Hopper datasheet: its GPU has the H100 SXM5's compute (67 FP32,
+    # 494 TF32, 990 BF16/FP16 dense); listed before H200, whose name "GH200" contains.
+    GpuPeak("GH200", (("GH200",),), (),
+            {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+    # H200 SXM datasheet: the same compute as H100 SXM5 (67 FP32, 989 TF32 and 1979
+    # BF16/FP16 sparse); more and faster memory only. NVML: "NVIDIA H200".
     GpuPeak("H200 SXM", (("H200",),), ("NVL",),
             {"fp32": 66.9, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4}),
+    # A100 whitepaper (SXM4 and PCIe, 40 and 80 GB alike): 19.5 FP32, 156
+    # TF32, 312 BF16/FP16 dense. NVML: "NVIDIA A100-SXM4-80GB", "NVIDIA A100-PCIE-40GB".
     GpuPeak("A100", (("A100",),), (),
             {"fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0}),
     GpuPeak("L40S", (("L40S",),), (),

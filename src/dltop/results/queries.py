@@ -163,24 +163,33 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
         params += list(statuses)
     where = ("where " + " and ".join(conds)) if conds else ""
     params.append(limit)
-    # runs.note (schema 13): a database of an older dltop, opened read-only, lacks it
-    has_note = any(c["name"] == "note" for c in db.query("pragma table_info(runs)"))
+    # runs.note (schema 13), runs.slurm_* (15): an older database, opened read-only, lacks them
+    cols = run_columns(db)
     sql = (
         "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
         "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
         "r.samples_per_s, r.cv, r.noisy, r.error_message"
-        f"{', r.note' if has_note else ''} "
+        f"{', r.note' if 'note' in cols else ''}"
+        f"{', r.slurm_state, r.slurm_reason' if 'slurm_state' in cols else ''} "
         f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?"
     )
     out = []
     for r in db.query(sql, params):
         msg = "; ".join(m[:120] for m in (message_cause(r["error_message"]),
                                           message_cause(r.get("note"))) if m) or None
+        status = r["status"]
+        if status == RunStatus.RUNNING and r.get("slurm_state") == "PENDING":
+            status, msg = "pending", f"Slurm: {r.get('slurm_reason') or 'no reason given'}"
         out.append(RunRow(r["run_id"], r["campaign_id"], r["job_id"], r["attempt"],
-                          r["started_at"], r["status"], r["framework"], r["model"],
+                          r["started_at"], status, r["framework"], r["model"],
                           r["batch_size"], r["device"], r["repeat"], r["median_s"],
                           r["samples_per_s"], r["cv"], bool(r["noisy"]), msg))
     return out
+
+
+def run_columns(db: sqlite_utils.Database) -> set[str]:
+    """The ``runs`` table's columns (an older database lacks the later ones)."""
+    return {r["name"] for r in db.query("select name from pragma_table_info('runs')")}
 
 
 def message_cause(text: str | None) -> str | None:
@@ -215,6 +224,8 @@ class CurrentRun:
     total: int
     warmup: int
     started_at: str | None
+    pending: str | None = None
+    """Why Slurm still holds the run in its queue (squeue's reason); None once it runs."""
 
     @property
     def in_warmup(self) -> bool:
@@ -227,21 +238,22 @@ def run_total_sql(db: sqlite_utils.Database) -> str:
     runner's plan when it sent one (an ``epochs`` run knows its steps only once it loaded
     its data), else the job's warm-up + iterations. A database from before migration 14
     has no plan column."""
-    cols = {r["name"] for r in db.query("select name from pragma_table_info('runs')")}
-    plan = "plan_iterations" in cols
+    plan = "plan_iterations" in run_columns(db)
     return ("coalesce(r.plan_iterations, j.iterations + j.warmup) as total" if plan
             else "j.iterations + j.warmup as total")
 
 
 def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun]:
     """Runs of the campaign stored as ``running``, with their iteration count so far."""
+    slurm = ("case when r.slurm_state = 'PENDING' then coalesce(r.slurm_reason, '-') end"
+             if "slurm_state" in run_columns(db) else "null")
     sql = (
         "select r.id, r.job_id, r.started_at, j.framework, j.model, j.batch_size, j.device, "
-        f"j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, "
+        f"j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, {slurm} as pending, "
         "(select count(*) from iterations i where i.run_id = r.id) as done "
         "from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = ? order by r.id"
     )
     return [CurrentRun(r["id"], r["job_id"], run_label(r), r["done"],
-                       r["total"], r["warmup"], r["started_at"])
+                       r["total"], r["warmup"], r["started_at"], r["pending"])
             for r in db.query(sql, [campaign_id, RunStatus.RUNNING])]

@@ -69,6 +69,13 @@ class GpuSeries:
     gpu_index: int
     simulated: bool
     points: tuple[GpuPoint, ...]
+    node: str | None = None
+    """The node of a Slurm run's GPU (its agent's rows); None: the engine's host."""
+
+    @property
+    def label(self) -> str:
+        """``gpuN``, or ``node:gpuN`` for another node's GPU."""
+        return f"{self.node}:gpu{self.gpu_index}" if self.node else f"gpu{self.gpu_index}"
 
 
 @dataclass(frozen=True)
@@ -138,6 +145,13 @@ def _step(db: sqlite_utils.Database | ReadDb, table: str, run_id: int,
     return int(n), max(1, -(-int(n) // max(1, max_points)))
 
 
+def gpu_node_column(db: sqlite_utils.Database | ReadDb) -> str:
+    """``node`` when ``gpu_samples`` has it (migration 16), else a NULL in its place: a
+    database opened read-only is not migrated."""
+    cols = {r[1] for r in db.execute("pragma table_info(gpu_samples)").fetchall()}
+    return "node" if "node" in cols else "null"
+
+
 def _rows(db: sqlite_utils.Database | ReadDb, sql: str, params: Sequence[Any]
           ) -> list[dict[str, Any]]:
     return list(db.query(sql, list(params)))
@@ -165,14 +179,17 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
         pruned = _archived(db, run_id, max_points)
         if pruned is not None:
             return replace(pruned, evals=_evals(db, run_id, None))
-    n_gpu, n_idx = db.execute("select count(*), count(distinct gpu_index) from gpu_samples "
-                              "where run_id = ?", [run_id]).fetchone()
+    node = gpu_node_column(db)  # a GPU is (node, index): a Slurm run's nodes each have a 0
+    n_gpu, n_idx = db.execute(f"select count(*), count(distinct coalesce({node}, '') || ':' "
+                              "|| gpu_index) from gpu_samples where run_id = ?",
+                              [run_id]).fetchone()
     kg = max(1, -(-int(n_gpu) // max(1, int(n_idx) * max_points)))  # per GPU, as iterations
-    gpu = _rows(db, "select gpu_index, t_start_mono_s, util_mean_pct, mem_used_max_bytes, "
-                    "power_mean_w, temperature_max_c, sm_clock_mhz, simulated from "
-                    "(select *, row_number() over (partition by gpu_index "
-                    "order by t_start_mono_s) - 1 as rn from gpu_samples where run_id = ?) "
-                    "where rn % ? = 0 order by gpu_index, t_start_mono_s", [run_id, kg])
+    gpu = _rows(db, f"select {node} as node, gpu_index, t_start_mono_s, util_mean_pct, "
+                    "mem_used_max_bytes, power_mean_w, temperature_max_c, sm_clock_mhz, "
+                    f"simulated from (select *, row_number() over (partition by {node}, "
+                    "gpu_index order by t_start_mono_s) - 1 as rn from gpu_samples "
+                    "where run_id = ?) where rn % ? = 0 order by gpu_index, t_start_mono_s",
+                [run_id, kg])
     _, kh = _step(db, "host_samples", run_id, max_points)
     host = _rows(db, "select t_start_mono_s, cpu_mean_pct, tree_cpu_pct, tree_rss_bytes from "
                      "(select *, row_number() over (order by t_start_mono_s) - 1 as rn "
@@ -183,10 +200,10 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
     origin = min(starts) if starts else 0.0
     (warm_ns,) = db.execute("select max(t_mono_ns) from iterations where run_id = ? "
                             "and warmup", [run_id]).fetchone()
-    series: dict[int, list[GpuPoint]] = {}
-    simulated: dict[int, bool] = {}
+    series: dict[tuple[str, int], list[GpuPoint]] = {}
+    simulated: dict[tuple[str, int], bool] = {}
     for r in gpu:
-        idx = int(r["gpu_index"])
+        idx = (r["node"] or "", int(r["gpu_index"]))
         simulated[idx] = simulated.get(idx, False) or bool(r["simulated"])
         series.setdefault(idx, []).append(GpuPoint(
             r["t_start_mono_s"] - origin, r["util_mean_pct"], r["mem_used_max_bytes"],
@@ -197,7 +214,8 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
             int(r["idx"]), r["t_mono_ns"] / 1e9 - origin if r["t_mono_ns"] else None,
             float(r["seconds"]), bool(r["warmup"]), r["loss"], r["samples"])
             for r in its),
-        gpus=tuple(GpuSeries(i, simulated[i], tuple(p)) for i, p in sorted(series.items())),
+        gpus=tuple(GpuSeries(i[1], simulated[i], tuple(p), i[0] or None)
+                   for i, p in sorted(series.items())),
         host=tuple(HostPoint(r["t_start_mono_s"] - origin, r["cpu_mean_pct"],
                              r["tree_cpu_pct"], r["tree_rss_bytes"]) for r in host),
         n_iterations=n_iter, thinned_every=k, pruned=False,

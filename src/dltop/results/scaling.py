@@ -12,6 +12,15 @@ Efficiency = speedup / N. Rows appear as runs complete; a group without its
 (superlinear: caches, a batch that is not the same work, a noisy baseline)
 is marked ``‡`` with a footnote, since it is more often a measurement problem
 than a result.
+
+Nodes (issue 15): a configuration's ``nodes`` (hosts of a Slurm job, ``device``
+per node) is not part of the group. The speedup stays against the group's
+1-device run at 1 node, and the efficiency is per worker: speedup / (N x nodes),
+so ``gpu:2`` on 2 nodes and ``gpu:4`` on 1 node are compared alike. When the set
+has runs on more than one node, the table gains a ``nodes`` key column and the
+speedup and efficiency against the same device at 1 node (``vs 1 node``;
+efficiency = that speedup / nodes), which is the question a user adding nodes
+asks (does the second host pay?) and which needs no 1-device run.
 """
 
 from __future__ import annotations
@@ -53,6 +62,12 @@ class ScalingRow:
     """The device as the devices column shows it: ``device`` with the host and GPU model
     where the set spans several (``hostB gpu:2 (H100)``)."""
     host: str = ""
+    nodes: int = 1
+    """Hosts the configuration spans (``device`` is per node)."""
+    node_speedup: float | None = None
+    """Throughput against the same device at 1 node (None at 1 node, or without it)."""
+    node_efficiency: float | None = None
+    """``node_speedup`` / nodes."""
 
     @property
     def superlinear(self) -> bool:
@@ -65,31 +80,46 @@ def scaling_rows(db: sqlite_utils.Database,
     """Every configuration with its speedup and efficiency against one device (on the
     same host and GPU model)."""
     results = config_results(db, campaigns)
-    var = identity.variation(placed_identities(results))
+    var = identity.variation(placed_identities(results)).without(NODES)
     label = place_labeller(results)
     base: dict[tuple[str, str, int, str, str, tuple[str, str]], float] = {}
+    one_node: dict[tuple[str, str, int, str, str, tuple[str, str]], float] = {}
     for r in results:
         family, _, count = r.device.partition(":")
-        if count == "1" and r.samples_per_s:
-            base[(r.framework, r.model, r.batch_size, var.group(r.identity), family,
-                  r.place)] = r.samples_per_s
+        if _nodes(r.identity) == 1 and r.samples_per_s:
+            group = (r.framework, r.model, r.batch_size, var.group(r.identity), family, r.place)
+            one_node[(*group[:4], r.device, r.place)] = r.samples_per_s
+            if count == "1":
+                base[group] = r.samples_per_s
     rows = []
     for r in results:
         family, _, n_text = r.device.partition(":")
-        n = int(n_text)
-        b = base.get((r.framework, r.model, r.batch_size, var.group(r.identity), family,
-                      r.place))
+        n, nodes = int(n_text), _nodes(r.identity)
+        group = (r.framework, r.model, r.batch_size, var.group(r.identity), family, r.place)
+        b = base.get(group)
         speedup = r.samples_per_s / b if (b and r.samples_per_s) else None
+        b1 = one_node.get((*group[:4], r.device, r.place))
+        node_speedup = r.samples_per_s / b1 if (b1 and r.samples_per_s and nodes > 1) else None
         rows.append(ScalingRow(r.framework, r.model, r.batch_size, r.device, n, r.status,
                                r.median_s, r.samples_per_s, speedup,
-                               speedup / n if speedup is not None else None,
-                               markers(r), r.identity, label(r), r.host))
+                               speedup / (n * nodes) if speedup is not None else None,
+                               markers(r), r.identity, label(r), r.host, nodes, node_speedup,
+                               node_speedup / nodes if node_speedup is not None else None))
     rows.sort(key=lambda x: (rank(x.model, catalog.MODELS), x.batch_size,
                              rank(x.framework, catalog.FRAMEWORKS),
                              var.sort_key(x.identity), x.host, x.device.partition(":")[0],
                              x.place.removeprefix(x.host + " ").partition(" ")[2],
-                             x.n_devices))
+                             x.n_devices, x.nodes))
     return rows
+
+
+NODES = "nodes"
+
+
+def _nodes(ident: Mapping[str, Any]) -> int:
+    """A configuration's node count (1 for a spec stored before nodes existed)."""
+    value = ident.get(NODES, 1)
+    return value if isinstance(value, int) and value >= 1 else 1
 
 
 COLUMNS = (
@@ -102,6 +132,14 @@ COLUMNS = (
     Column("speedup", "speedup", Role.VALUE, "1"),
     Column("efficiency", "efficiency", Role.VALUE, "1"),
 )
+NODE_COLUMNS = (
+    Column("nodes", "nodes", Role.KEY),
+    Column("node_speedup", "speedup vs 1 node", Role.VALUE, "1"),
+    Column("node_efficiency", "efficiency vs 1 node", Role.VALUE, "1"),
+)
+NOTE_NODES = ("Nodes: devices are per node; efficiency = speedup / (N x nodes), per worker; "
+              "vs 1 node: samples/s against the same devices on 1 node, efficiency = that "
+              "speedup / nodes.")
 NOTE = ("Speedup: samples/s against the same group's 1-device run "
         "(cpu:1, cpus:1 or gpu:1); efficiency = speedup / N.")
 NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shared the host "
@@ -111,7 +149,7 @@ NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more oft
                     "different work per step) than a result; check before citing it.")
 
 
-def _row(r: ScalingRow, var: identity.Variation) -> Row:
+def _row(r: ScalingRow, var: identity.Variation, with_nodes: bool) -> Row:
     missing = status_label(r.status)
 
     def num(value: float | None, text: str, absent: str = "") -> Cell:
@@ -128,6 +166,11 @@ def _row(r: ScalingRow, var: identity.Variation) -> Row:
         num(r.efficiency, f"{r.efficiency or 0.0:.0%}" + ("‡" if r.superlinear else "")),
     )
     extra: dict[str, object] = {"n_devices": r.n_devices, "status": r.status}
+    if with_nodes:
+        cells = (*cells[:4 + len(var.fields)], key_cell(r.nodes),
+                 *cells[4 + len(var.fields):],
+                 num(r.node_speedup, f"{r.node_speedup or 0.0:.2f}"),
+                 num(r.node_efficiency, f"{r.node_efficiency or 0.0:.0%}"))
     if r.marks:
         extra["markers"] = r.marks
     if r.superlinear:
@@ -144,8 +187,9 @@ def scaling_table(rows: list[ScalingRow], title: str,
     campaigns/environment JSON fields (:func:`dltop.results.caption.context`), without
     which the table states only the constant settings.
     """
-    var = identity.variation(placed_identities(rows))
-    notes = [NOTE]
+    var = identity.variation(placed_identities(rows)).without(NODES)
+    with_nodes = any(r.nodes > 1 for r in rows)
+    notes = [NOTE, *([NOTE_NODES] if with_nodes else [])]
     if any(r.marks for r in rows):
         notes.append(NOTE_MARKS)
     if any(r.superlinear for r in rows):
@@ -153,7 +197,11 @@ def scaling_table(rows: list[ScalingRow], title: str,
     constants = var.caption()
     lines, meta = context or (((constants,) if constants else ()), {})
     columns = (*COLUMNS[:3], *var.columns(), *COLUMNS[3:])
-    return Table(title=title, columns=columns, rows=tuple(_row(r, var) for r in rows),
+    if with_nodes:
+        at = 4 + len(var.fields)
+        columns = (*columns[:at], NODE_COLUMNS[0], *columns[at:], *NODE_COLUMNS[1:])
+    return Table(title=title, columns=columns,
+                 rows=tuple(_row(r, var, with_nodes) for r in rows),
                  notes=tuple(notes), comment=title, caption=lines,
                  meta={**meta, "title": title, "identity": var.as_json()})
 

@@ -3,6 +3,12 @@
 ``gpu_samples`` and ``host_samples`` hold downsampled windows (see
 :mod:`dltop.telemetry.sampler`); the per-run summary goes into ``runs``
 columns. Called from the engine's single writer thread.
+
+A Slurm run's windows come from the agent of each of its nodes
+(:mod:`dltop.telemetry.agent`, read by :mod:`dltop.jobs.agentfeed`) and are stored
+with the node's name in ``node`` (migration 16; NULL: the engine's own host);
+:meth:`TelemetryWriter.finish_node_run` computes such a run's summary from them
+(:mod:`dltop.telemetry.nodestats`).
 """
 
 from __future__ import annotations
@@ -14,13 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
-from dltop.store.migrations import RUN_TELEMETRY_COLUMNS
 from dltop.store.rows import insert_sql
+from dltop.store.schema_steps import RUN_TELEMETRY_COLUMNS
 from dltop.store.tx import transaction
 from dltop.telemetry.model import RunTelemetry
+from dltop.telemetry.nodestats import (
+    NodeGpuRow,
+    NodeHostRow,
+    measured_window,
+    summarize,
+)
 
 if TYPE_CHECKING:  # the viewer imports the store: not the sampler with it
-    from dltop.telemetry.sampler import Batch
+    from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
 
 RUN_COLUMNS = RUN_TELEMETRY_COLUMNS
 """The ``runs`` columns a telemetry summary fills: the columns the migrations added for it
@@ -66,6 +78,65 @@ class TelemetryWriter:
                     # than feeding executemany an iterator (measured, store_ingest.py)
                     self._db.conn.executemany(self._insert(table, type(windows[0])),
                                               list(_values(windows)))
+
+    def add_agent_samples(self, run_id: int, node: str, gpu: Sequence[GpuWindow],
+                          host: Sequence[HostWindow]) -> None:
+        """Append one node's windows to ``run_id``, tagged with the node (all, or none).
+
+        The windows' own ``run_id`` is ignored (an agent attributes nothing to a run).
+        """
+        if not gpu and not host:
+            return
+        with transaction(self._db):
+            for table, windows in (("gpu_samples", gpu), ("host_samples", host)):
+                if not windows:
+                    continue
+                names = [f.name for f in fields(type(windows[0]))]
+                sql = insert_sql(table, [*names, "node"])
+                at = names.index("run_id")
+                self._db.conn.executemany(sql, [
+                    (*row[:at], run_id, *row[at + 1:], node) for row in _values(windows)])
+
+    def node_progress(self, run_id: int) -> dict[str, tuple[float, float]]:
+        """Per node, the newest stored (GPU, host) window start of ``run_id`` (wall seconds;
+        ``-inf`` for none): where a resumed engine's :class:`~dltop.jobs.agentfeed.AgentFeed`
+        picks up (``resume_after``), so no window is stored twice."""
+        out: dict[str, tuple[float, float]] = {}
+        for k, table in enumerate(("gpu_samples", "host_samples")):
+            for node, t in self._db.conn.execute(
+                    f"select node, max(t_wall_s) from {table} where run_id = ? "
+                    "and node is not null group by node", [run_id]):
+                pair = list(out.get(node, (float("-inf"), float("-inf"))))
+                pair[k] = float(t) if t is not None else float("-inf")
+                out[str(node)] = (pair[0], pair[1])
+        return out
+
+    def finish_node_run(self, run_id: int, samples: int | None) -> RunTelemetry:
+        """Summarise a multi-node run from its nodes' stored windows, and store it.
+
+        The measured window comes from the run's iterations (their wall times); see
+        :mod:`dltop.telemetry.nodestats`. Rows of the engine's own host (``node`` NULL)
+        are not part of it.
+
+        Args:
+            run_id: the run, ended, its agents' files drained.
+            samples: training samples of the measured iterations (joules per sample).
+        """
+        q = self._db.conn.execute
+        iters = [(t, s, bool(w)) for t, s, w in q(
+            "select t_wall_s, seconds, warmup from iterations where run_id = ?", [run_id])]
+        gpu = [NodeGpuRow(*r) for r in q(
+            "select node, gpu_index, t_wall_s, n, util_mean_pct, util_max_pct, "
+            "mem_used_max_bytes, power_mean_w, energy_j, simulated from gpu_samples "
+            "where run_id = ? and node is not null and t_wall_s is not null "
+            "order by t_wall_s", [run_id])]
+        host = [NodeHostRow(*r) for r in q(
+            "select node, t_wall_s, n, cpu_mean_pct, cpu_user_pct, cpu_system_pct, "
+            "cpu_iowait_pct from host_samples where run_id = ? and node is not null "
+            "and t_wall_s is not null order by t_wall_s", [run_id])]
+        summary = summarize(gpu, host, measured_window(iters), samples)
+        self.write_run_telemetry(run_id, summary)
+        return summary
 
     def _insert(self, table: str, kind: type[Any]) -> str:
         """The table's INSERT for windows of ``kind``: its fields are the columns (built once)."""

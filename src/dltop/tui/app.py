@@ -30,7 +30,7 @@ from dltop.live.campaign import (
     read_campaign,
     read_window,
 )
-from dltop.live.devices import DeviceFrame, DevicePoller
+from dltop.live.devices import DeviceFrame, DevicePoller, RemoteGpuReader
 from dltop.results.queries import CampaignRow, campaigns
 from dltop.store import connect
 from dltop.telemetry.model import GpuBackend, HostSample
@@ -93,6 +93,7 @@ class DltopApp(Actions):
         self.metric = "time"
         """The results screen's metric, which its export writes."""
         self._poller = DevicePoller(backend, host) if backend is not None else None
+        self._remote = RemoteGpuReader()
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
         self._db_key: tuple[int, int | None, tuple[int, int]] | None = None
@@ -249,9 +250,18 @@ class DltopApp(Actions):
         assert poller is not None
         while not worker.is_cancelled:
             t0 = time.monotonic()
-            self.post_message(DevicesUpdated(poller.poll()))
+            self.post_message(DevicesUpdated(self._with_remote(poller.poll())))
             self._poll_failures.pop("device-poll", None)
             time.sleep(max(0.0, 1.0 / self.device_hz - (time.monotonic() - t0)))
+
+    def _with_remote(self, frame: DeviceFrame) -> DeviceFrame:
+        """The frame with the running run's GPUs on other nodes (a Slurm run's agents)."""
+        view = self.campaign_view
+        run_id = view.current.run_id if view is not None and view.current else None
+        with self._db_lock:
+            db = self._reader() if run_id is not None else None
+            remote = self._remote.read(db, run_id) if db is not None else ()
+        return replace(frame, remote=remote) if remote else frame
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         """Show a failed worker's error; start a failed polling loop again after a back-off."""

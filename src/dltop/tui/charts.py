@@ -251,7 +251,7 @@ def gpu_series(gpus: Sequence[GpuSeries], unit: str,
     """One line per GPU, or with more than :data:`GPU_LINES` GPUs their mean and max
     (the windows of every GPU are written together, so they align by index)."""
     if len(gpus) <= GPU_LINES:
-        return [(f"gpu{s.gpu_index} {unit}", [p.t_s for p in s.points],
+        return [(f"{s.label} {unit}", [p.t_s for p in s.points],
                  [value(p) for p in s.points], GPU_COLORS[k % len(GPU_COLORS)])
                 for k, s in enumerate(gpus)]
     n = min(len(s.points) for s in gpus)

@@ -10,6 +10,7 @@ at 4 Hz is a join of stored characters, not a computation.
 from __future__ import annotations
 
 import math
+import time
 from collections import deque
 from itertools import islice
 
@@ -19,11 +20,13 @@ from textual.containers import Vertical
 from textual.reactive import reactive
 from textual.widgets import Static
 
-from dltop.live.devices import DeviceFrame, throttle_text
+from dltop.live.devices import DeviceFrame, RemoteGpu, throttle_text
 from dltop.telemetry.model import GpuSample, GpuStatic, HostSample
 from dltop.textsafe import one_line
 from dltop.tui.format import BLOCKS, NA, gib, num, sparkline
 
+STALE_S = 10.0
+"""A remote GPU whose newest window is older than this says how old it is."""
 HISTORY = 1200
 """Readings kept per graph: 5 minutes at 4 Hz, more than the widest screen's columns."""
 GPU_FIXED = 47
@@ -210,6 +213,23 @@ class HostRow(Static):
         return t
 
 
+def remote_text(gpus: tuple[RemoteGpu, ...], now_s: float) -> Text:
+    """The running run's GPUs on other nodes, one line each (``node:gpuN``)."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    width = max(len(g.label) for g in gpus)
+    for k, g in enumerate(gpus):
+        if k:
+            t.append("\n")
+        t.append(f"{g.label:<{width}} ", "bold")
+        if g.simulated:
+            t.append("SIM ", "magenta")
+        t.append(f"{num(g.util_pct, '3.0f', '%'):>4}  mem {gib(g.mem_used_bytes):>5}G "
+                 f"{num(g.power_w, '.0f', 'W'):>5}")
+        if g.t_wall_s is not None and now_s - g.t_wall_s > STALE_S:
+            t.append(f"  (last sample {now_s - g.t_wall_s:.0f} s ago)", "yellow")
+    return t
+
+
 class DevicesPanel(Vertical):
     """Every GPU and the host; fed one :class:`DeviceFrame` at a time."""
 
@@ -221,6 +241,7 @@ class DevicesPanel(Vertical):
     def compose(self) -> ComposeResult:
         yield Static(id="gpu-note", classes="note")
         yield HostRow(id="host-row")
+        yield Static(id="remote-gpus", classes="note")
 
     def show(self, frame: DeviceFrame) -> None:
         """Render one frame (mounting a row per GPU the first time)."""
@@ -245,7 +266,19 @@ class DevicesPanel(Vertical):
         else:
             self._note(None)
         self.query_one(HostRow).push(frame.host)
+        self._show_remote(frame.remote)
         self.frames_shown += 1
+
+    _remote_shown: tuple[RemoteGpu, ...] | None = None
+
+    def _show_remote(self, gpus: tuple[RemoteGpu, ...]) -> None:
+        """The running Slurm run's GPUs on other nodes, below the local devices."""
+        if gpus == self._remote_shown and self.frames_shown:
+            return  # unchanged: no re-layout (as the note)
+        self._remote_shown = gpus
+        box = self.query_one("#remote-gpus", Static)
+        box.update(remote_text(gpus, time.time()) if gpus else "")
+        box.display = bool(gpus)
 
     _note_shown: Text | None = None
 

@@ -33,6 +33,7 @@ from dltop.live.rundetail import (
     job_attempts,
     job_status,
     log_tail,
+    node_gpu_lines,
     read_run_detail,
     stats_so_far,
 )
@@ -161,6 +162,7 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
          ("yes (fake GPUs)" if m.simulated else "no"), "telemetry"),
         ("window", _opt(m.window_s, ".1f", " s"), "telemetry"),
         ("run energy", _opt(m.energy_run_j, ".1f", " J"), "gpu")]
+    rows.extend((label, text, "gpu") for label, text in node_gpu_lines(d.node_gpus))
     if m.read_errors:
         rows.append(("read errors", str(m.read_errors), "telemetry"))
     if m.note:

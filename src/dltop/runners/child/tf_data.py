@@ -87,13 +87,20 @@ def synthetic(spec, strategy, world, device, host):
 
 
 class Order(object):
-    """Which training samples step ``s`` uses: ``convergence.EpochOrder`` as numpy indices."""
+    """Which training samples step ``s`` uses: ``convergence.EpochOrder`` as numpy indices.
 
-    def __init__(self, epoch_order, batch, steps_per_epoch):
+    ``part = (rank, per_worker)``: only that worker's slice of each global batch
+    (a ``cpus:P`` worker; the slices of all ranks make the global batch, as in torch).
+    """
+
+    def __init__(self, epoch_order, batch, steps_per_epoch, part=None):
         self._order, self._batch, self._spe = epoch_order, batch, steps_per_epoch
+        self._slice = (slice(None) if part is None
+                       else slice(part[0] * part[1], (part[0] + 1) * part[1]))
 
     def indices(self, step):
-        return np.asarray(self._order.batch(step, self._batch, self._spe), dtype=np.int64)
+        return np.asarray(self._order.batch(step, self._batch, self._spe),
+                          dtype=np.int64)[self._slice]
 
     def matrix(self, steps):
         """Every step's indices, ``steps x batch`` (for a tf.data pipeline)."""

@@ -13,14 +13,16 @@ Modes: ``train`` (forward, backward, update) or ``inference`` (forward only,
 tf_profile traces five more steps after the measured ones.
 
 Devices: ``cpu:N`` (one process, N intra- and N inter-op threads), ``gpu:1``,
-``gpu:N`` (MirroredStrategy over N GPUs). ``cpus:P`` (multi-process CPU data
-parallel) is torch-only. Option ``xla = true`` compiles the step with XLA.
+``gpu:N`` (MirroredStrategy over N GPUs in this one process), ``cpus:P`` (P
+processes of one thread each, MultiWorkerMirroredStrategy; tf_dist starts them:
+this process is worker 0 and the only one that reports; each worker makes its
+own part of the global batch). Option ``xla = true`` compiles the step with XLA.
 
 Test hooks (profile key ``inject``), as in torch_runner: ``nan`` makes the loss
 NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
 ``crash`` calls ``os._exit(1)`` after the first iteration without reporting;
-``oom`` raises MemoryError before the first iteration. (``crash-rank1`` needs
-several processes and so never fires here.)
+``oom`` raises MemoryError before the first iteration; ``crash-rank1``: worker 1 of a
+``cpus:P`` run exits that way instead.
 """
 
 import math
@@ -30,9 +32,15 @@ import time
 
 import dltop_protocol as proto
 import model_catalog
+import tf_dist
 
 # Before the import: TF logs every kernel registration and oneDNN notice at INFO.
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+
+# cpus:P: start workers 1..P-1 (or, in one of them, tie it to the chief) before
+# TF's import, so they import it in parallel and no TF thread sees the fork.
+_CLUSTER = (tf_dist.setup(proto.load_spec(), os.path.abspath(__file__), sys.argv[1])
+            if __name__ == "__main__" and len(sys.argv) == 2 else None)
 
 # Import TF only after the protocol module: a failing import must still be
 # reported as an error event.
@@ -43,10 +51,10 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
                            % (sys.executable, exc))
     sys.exit(proto.EXIT_ERROR)
 
-import convergence
-import tf_data
-import tf_models
-import tf_train
+import convergence  # noqa: E402 - after the workers started
+import tf_data  # noqa: E402 - after the workers started
+import tf_models  # noqa: E402 - after the workers started
+import tf_train  # noqa: E402 - after the workers started
 
 
 def _build_info(key):
@@ -67,18 +75,22 @@ def _device(spec):
     """Configure TF before any op runs: (device label, threads, strategy, GPU facts)."""
     dev = spec["device"]
     kind, count = dev["kind"], int(dev["count"])
-    if kind == "cpus":
-        raise proto.Unsupported("TensorFlow cpus:%d (multi-process CPU data parallel) is not "
-                                "supported; use framework torch for cpus:P" % count)
-    if kind == "cpu":
+    if kind in ("cpu", "cpus"):
+        threads = count if kind == "cpu" else 1  # a cpus:P worker runs one thread
         # Thread pools are fixed when the runtime starts: set them first.
-        tf.config.threading.set_intra_op_parallelism_threads(count)
-        tf.config.threading.set_inter_op_parallelism_threads(count)
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+        tf.config.threading.set_inter_op_parallelism_threads(threads)
         try:
             tf.config.set_visible_devices([], "GPU")  # a GPU build must not use one
         except (RuntimeError, ValueError):
             pass
-        return "cpu", count, None, {}
+        strategy = None
+        if kind == "cpus" and count > 1:
+            # Reads TF_CONFIG (tf_dist) and waits until all workers are up.
+            comm = tf.distribute.experimental.CommunicationOptions(
+                implementation=tf.distribute.experimental.CommunicationImplementation.RING)
+            strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=comm)
+        return "cpu", threads, strategy, {}
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
         raise proto.Unsupported("gpu requested but TensorFlow %s sees no GPU (CPU-only build "
@@ -106,7 +118,7 @@ def _device(spec):
 def _precision(spec, kind):
     """Set the Keras dtype policy (before the model is built); True if loss scaling is needed."""
     precision = spec["precision"]
-    if kind == "cpu" and precision in ("fp16", "tf32"):
+    if kind != "gpu" and precision in ("fp16", "tf32"):
         raise proto.Unsupported("precision %s needs a GPU (the CPU run supports fp32, bf16)"
                                 % precision)
     policy = {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}.get(precision, "float32")
@@ -131,7 +143,11 @@ def run(spec, reporter):
     pinned = proto.pin(spec)
     label, threads, strategy, gpu_facts = _device(spec)
     kind = spec["device"]["kind"]
-    world = int(spec["device"]["count"]) if kind == "gpu" else 1
+    world = int(spec["device"]["count"]) if kind in ("gpu", "cpus") else 1
+    # cpus:P: each worker feeds its own replica its part of the global batch.
+    multi = kind == "cpus" and world > 1
+    local, local_world = (None, 1) if multi else (strategy, world)
+    chief = proto.rank() == 0
     scaled = _precision(spec, kind)
     tf.keras.utils.set_random_seed(int(spec["seed"]))
     name = spec["model"]
@@ -164,12 +180,14 @@ def run(spec, reporter):
                 opt = tf.keras.mixed_precision.LossScaleOptimizer(opt)
             # Create the optimizer's variables now, outside the traced step.
             opt.build(model.trainable_variables)
+    if multi:  # same initial weights everywhere (MWMS broadcasts them), data differs
+        tf.keras.utils.set_random_seed(int(spec["seed"]) + 1000 * proto.rank())
 
     batch = int(spec["per_device_batch"]) * world
     evaluating = spec.get("eval_every") is not None and not inference
     train_xy = test_xy = data_kind = None
     if spec["data"] == "real":
-        data_kind, train_xy, test_xy = _real(spec, evaluating)
+        data_kind, train_xy, test_xy = _real(spec, evaluating and chief)
     n_train = None if train_xy is None else len(train_xy[0])
     if n_train is not None and n_train < batch:
         raise ValueError("data set in %s has %d samples, fewer than the batch %d"
@@ -180,11 +198,12 @@ def run(spec, reporter):
     plan.report(reporter, None if test_xy is None else len(test_xy[0]))
     profiling = bool(spec.get("op_profile"))
     if train_xy is None:
-        source = tf_data.synthetic(spec, strategy, world, device, host)
+        source = tf_data.synthetic(spec, local, local_world, device, host)
     else:
         order = tf_data.Order(convergence.EpochOrder(n_train, spec.get("shuffle"), spec["seed"]),
-                              batch, plan.steps_per_epoch)
-        source = tf_data.real(spec, strategy, world, device, train_xy[0], train_xy[1], order,
+                              batch, plan.steps_per_epoch,
+                              (proto.rank(), int(spec["per_device_batch"])) if multi else None)
+        source = tf_data.real(spec, local, local_world, device, train_xy[0], train_xy[1], order,
                               plan.total_steps + (PROFILE_STEPS if profiling else 0),
                               int(spec.get("loader_workers") or 0), host)
     if inference:
@@ -203,13 +222,17 @@ def run(spec, reporter):
             return float(train(x, y, poison).numpy())  # the host needs the value: waits
 
     evaluate = None
-    if evaluating:
+    if evaluating and chief:  # the others wait at the next step's all-reduce
         evaluate = _evaluator(model, test_xy, data_kind == "ptb", batch, device)
     _loop(spec, reporter, plan, work, evaluate, inject)
-    if profiling:
+    if profiling and not chief:  # the same collective steps, unprofiled
+        for i in range(PROFILE_STEPS):
+            work(plan.total_steps + i, False)
+    elif profiling:
         import tf_profile
 
-        tf_profile.profile(reporter, lambda i: work(i, False), plan.total_steps, kind)
+        tf_profile.profile(reporter, lambda i: work(i, False), plan.total_steps,
+                           "gpu" if kind == "gpu" else "cpu")
     return plan.measured_steps
 
 
@@ -227,7 +250,7 @@ def _loop(spec, reporter, plan, work, evaluate, inject):
         if i == 1 and inject == "hang":
             while True:
                 time.sleep(60)
-        if i == 1 and inject == "crash":
+        if i == 1 and (inject == "crash" or (inject == "crash-rank1" and proto.rank() == 1)):
             sys.stdout.flush()
             os._exit(1)
         clock.start()
@@ -261,4 +284,4 @@ def _evaluator(model, test_xy, language_model, batch, device):
 
 
 if __name__ == "__main__":
-    proto.main(run)
+    proto.main(tf_dist.guarded(run, _CLUSTER))

@@ -25,6 +25,7 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
 
 import convergence
 import torch_data
+import torch_gpu
 import torch_models
 import torch_optim
 import torch_profile
@@ -197,6 +198,7 @@ def run(spec, reporter):
     inject = (spec.get("options") or {}).get("inject")
     pinned = proto.pin(spec)
     device, threads = _device(spec)
+    torch_gpu.configure(spec, device)
     # Same initial weights on every rank (DDP also broadcasts rank 0's); data differs.
     torch.manual_seed(int(spec["seed"]))
     world = int(spec["device"]["count"]) if spec["device"]["kind"] in ("cpus", "gpu") else 1
@@ -216,29 +218,33 @@ def run(spec, reporter):
         torch_models.training_flops_per_sample(name, model, input_size), spec.get("mode")))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
+    torch_gpu.check(spec, device, world)
     # Inference: eval mode (dropout off, batch norm on running statistics), no DDP:
     # each rank runs its own forward passes.
     model.to(device).train(not inference)
-    bare = model
+    bare = torch_gpu.prepare(model, spec)
     if world > 1 and not inference:
         from torch.nn.parallel import DistributedDataParallel
 
         model = DistributedDataParallel(
             model, device_ids=[device.index] if device.type == "cuda" else None)
+    model = torch_gpu.compiled(model, spec)
     torch.manual_seed(int(spec["seed"]) + 1000 * proto.rank())
     autocast, scaler = _precision(spec, device)
     next_batch, close, plan, test, n_test = _data(spec, device)
+    next_batch = torch_gpu.batches(next_batch, spec)
     evaluate = None
     if inference:
-        step = torch_train.inference_step(model, next_batch, autocast, device, inject)
+        step = torch_gpu.inference_step(spec, model, next_batch, autocast, device, inject)
     else:
         opt = torch_optim.build(spec, model.parameters())
-        step = torch_train.train_step(model, opt, torch_models.loss_fn(name), next_batch,
-                                      autocast, scaler, device, inject)
+        step = torch_gpu.train_step(spec, model, opt, torch_models.loss_fn(name),
+                                    next_batch, autocast, scaler, device, inject)
         if test is not None and spec.get("eval_every") is not None:
             evaluate = _evaluator(spec, bare, device, world, autocast, test)
     plan.report(reporter, n_test)
     try:
+        torch_gpu.prime(step, spec, reporter)
         n = torch_train.run_steps(step, plan, reporter, int(spec["samples_per_iter"]),
                                   evaluate)
         if spec.get("op_profile"):

@@ -1,0 +1,406 @@
+"""Prove dltop's GPU paths on a real NVIDIA GPU in one go (scripts/gpu_check.sh; docs/gpu.md).
+
+    python scripts/gpu_check.py OUTDIR [--no-gpu] [--budget-s 450]
+
+Runs each step in its own process under its own time limit, within one overall
+budget; a step that fails, times out or has no time left is recorded with its
+error or reason and the check goes on. After every step it rewrites
+OUTDIR/report.md and the JSON files (at most 8 files, what the device tool
+returns), so a check cut short still leaves what it measured.
+
+Without an NVIDIA GPU (no NVML), or with ``--no-gpu``, it checks its own
+plumbing: one simulated GPU (``--fake-gpus 1``) for doctor, devices, the sampler
+and the viewer, a tiny CPU campaign instead of the GPU one, the GPU profile only
+validated, and the CUDA steps reported as skipped with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import gpu_check_report as report
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+STEPS_PY = HERE / "gpu_check_steps.py"
+PROFILE = HERE / "gpu_check_profile.toml"
+RESERVE_S = 10.0
+"""Budget kept back for the last report write."""
+
+CPU_PROFILE = """
+name = "gpu-check-cpu"
+description = "gpu_check.py without a GPU: the plumbing on one CPU thread"
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [16]
+devices = ["cpu:1"]
+iterations = 3
+warmup = 1
+timeout_s = 120
+"""
+
+TF_PROFILE = """
+name = "gpu-check-tf"
+description = "gpu_check.py: the TensorFlow runner on gpu:1"
+[[matrix]]
+frameworks = ["tensorflow"]
+models = ["fcn-r", "alexnet-r", "resnet-56"]
+batch_sizes = [256]
+devices = ["gpu:1"]
+iterations = 20
+warmup = 5
+timeout_s = 150
+"""
+
+
+@dataclass
+class Step:
+    """One step's outcome, as steps.json and the report's table show it."""
+
+    name: str
+    status: str  # ok | failed | timeout | skipped
+    seconds: float
+    note: str = ""
+    error: str = ""
+
+
+@dataclass
+class Proc:
+    rc: int | None
+    out: str
+    err: str
+    timed_out: bool
+
+
+def call(argv: list[str], timeout: float, cwd: Path | None = None) -> Proc:
+    """Run ``argv`` in its own session; on timeout TERM its group, KILL 15 s later."""
+    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True, cwd=cwd)
+    try:
+        out, err = p.communicate(timeout=max(1.0, timeout))
+        return Proc(p.returncode, out, err, False)
+    except subprocess.TimeoutExpired:
+        for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 10.0)):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(p.pid, sig)
+            try:
+                out, err = p.communicate(timeout=wait)
+                return Proc(p.returncode, out, err, True)
+            except subprocess.TimeoutExpired:
+                continue
+        return Proc(None, "", "", True)
+
+
+def tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+class Check:
+    """The whole check: steps in order, results in ``self.data``, files in ``out``."""
+
+    def __init__(self, out: Path, work: Path, budget_s: float, gpu: bool, why: str) -> None:
+        self.out, self.work, self.gpu = out, work, gpu
+        self.deadline = time.monotonic() + budget_s
+        self.t0 = time.time()
+        self.fake = "0" if gpu else "1"
+        self.db = work / "check.db"
+        self.steps: list[Step] = []
+        self.data: dict[str, Any] = {
+            "mode": "gpu" if gpu else "no-gpu", "mode_reason": why,
+            "started_utc": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime()),
+            "budget_s": budget_s}
+
+    # running -------------------------------------------------------------------------
+    def left(self) -> float:
+        return self.deadline - time.monotonic() - RESERVE_S
+
+    def dltop(self, *args: str) -> list[str]:
+        return [sys.executable, "-m", "dltop", *args]
+
+    def fake_args(self) -> list[str]:
+        return [] if self.gpu else ["--fake-gpus", "1"]
+
+    def step(self, name: str, fn: Any, limit_s: float, min_s: float = 5.0,
+             skip: str | None = None) -> None:
+        """Run ``fn(limit) -> note`` unless skipped; record how it went, rewrite files."""
+        t = time.monotonic()
+        limit = min(limit_s, self.left())
+        if skip is not None:
+            rec = Step(name, "skipped", 0.0, skip)
+        elif limit < min_s:
+            rec = Step(name, "skipped", 0.0, f"out of time budget ({self.left():.0f} s left)")
+        else:
+            print(f"gpu_check: {name} (up to {limit:.0f} s)", flush=True)
+            try:
+                rec = Step(name, "ok", 0.0, fn(limit) or "")
+            except StepTimeout as exc:
+                rec = Step(name, "timeout", 0.0, f"stopped after {limit:.0f} s", str(exc))
+            except Exception as exc:
+                first = (str(exc).strip().splitlines() or [""])[0][:150]
+                rec = Step(name, "failed", 0.0, f"{type(exc).__name__}: {first}",
+                           str(exc)[-3000:])
+        rec.seconds = round(time.monotonic() - t, 1)
+        self.steps.append(rec)
+        print(f"gpu_check: {name}: {rec.status} {rec.seconds:.1f} s {rec.note}", flush=True)
+        self.write()
+
+    def run(self, argv: list[str], limit: float, ok_codes: tuple[int, ...] = (0,)) -> Proc:
+        res = call(argv, limit, cwd=ROOT)
+        if res.timed_out:
+            raise StepTimeout(tail(res.out + "\n" + res.err))
+        if res.rc not in ok_codes:
+            raise RuntimeError(f"exit {res.rc}: {tail(res.err or res.out)}")
+        return res
+
+    def internal(self, name: str, limit: float, *args: str) -> dict[str, Any]:
+        result = self.work / f"{name}.json"
+        result.unlink(missing_ok=True)
+        self.run([sys.executable, str(STEPS_PY), name, str(result), *args], limit)
+        data: dict[str, Any] = json.loads(result.read_text())
+        return data
+
+    # steps ---------------------------------------------------------------------------
+    def s_env(self, limit: float) -> str:
+        code = ("import json, torch; c = torch.cuda.is_available(); print(json.dumps({"
+                "'torch': torch.__version__, 'cuda': torch.version.cuda, 'cuda_available': c,"
+                " 'device': torch.cuda.get_device_name(0) if c else None,"
+                " 'capability': list(torch.cuda.get_device_capability(0)) if c else None}))")
+        env: dict[str, Any] = {"python": sys.version.split()[0], "executable": sys.executable}
+        res = call([sys.executable, "-c", code], limit - 15)  # a cold CUDA start is slow
+        env["torch"] = (json.loads(res.out.strip().splitlines()[-1]) if res.rc == 0
+                        else {"error": tail(res.err, 3)})
+        if shutil.which("nvidia-smi"):
+            smi = call(["nvidia-smi", "--query-gpu=name,driver_version,memory.total,"
+                        "power.limit,clocks.max.sm,pcie.link.gen.max,pcie.link.width.max",
+                        "--format=csv"], 10)
+            env["nvidia_smi"] = smi.out.strip() or tail(smi.err, 3)
+        # The device tool sends the working tree without .git: the caller names the commit.
+        git = (call(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], 5)
+               if shutil.which("git") else None)
+        env["commit"] = (os.environ.get("DLTOP_CHECK_COMMIT") or (
+            git.out.strip() if git is not None and git.rc == 0 else "unknown (no git here)"))
+        env["cpus"] = os.cpu_count()
+        self.data["env"] = env
+        return str(env["torch"].get("device") or "no CUDA device")
+
+    def s_doctor(self, limit: float) -> str:
+        res = self.run(self.dltop("doctor", *self.fake_args()), limit, ok_codes=(0, 1))
+        self.data["doctor"] = res.out
+        return f"exit {res.rc}"
+
+    def s_devices(self, limit: float) -> str:
+        res = self.run(self.dltop("devices", "--json", *self.fake_args()), limit)
+        self.data["devices"] = json.loads(res.out)
+        return ""
+
+    def s_nvml(self, limit: float) -> str:
+        self.data["nvml"] = self.internal("nvml", limit, "1000")
+        if "skipped" in self.data["nvml"]:
+            raise RuntimeError(self.data["nvml"]["skipped"])
+        return f"{len(self.data['nvml']['queries'])} queries"
+
+    def s_sampler(self, limit: float) -> str:
+        self.data["sampler"] = self.internal("sampler", limit, self.fake,
+                                             "3" if self.gpu else "1")
+        return f"fastest sustained {self.data['sampler']['fastest_sustained_hz']} Hz"
+
+    def s_profile(self, limit: float) -> str:
+        self.data["profile"] = self.internal("profile", limit, str(PROFILE),
+                                             str(self.work / "gpu.toml"))
+        dropped = self.data["profile"]["dropped_keys"]
+        return f"{self.data['profile']['jobs']} jobs" + (
+            f"; dropped unknown keys: {', '.join(dropped)}" if dropped else "")
+
+    def s_campaign(self, limit: float) -> str:
+        if self.gpu:
+            prof = self.work / "gpu.toml"
+            if not prof.exists():
+                raise RuntimeError("no loadable GPU profile (the profile step failed)")
+        else:
+            prof = self.work / "cpu.toml"
+            prof.write_text(CPU_PROFILE)
+        try:
+            res = call(self.dltop("run", str(prof), "--db", str(self.db), "--headless",
+                                  "--skip-unavailable", *self.fake_args()), limit - 20, ROOT)
+            self.data["campaign_log"] = tail(res.out + "\n" + res.err, 40)
+        finally:  # what finished is read even when the campaign was stopped
+            if self.db.exists():
+                self.data["campaign"] = self.internal("readout", 20, str(self.db))
+        runs = self.data.get("campaign", {}).get("runs", [])
+        ok = sum(r["status"] == "ok" for r in runs)
+        if res.timed_out:
+            raise StepTimeout(f"{ok} of {len(runs)} runs ok when stopped")
+        if res.rc != 0:
+            raise RuntimeError(f"dltop run exit {res.rc}: {tail(res.err or res.out)}")
+        if not ok:
+            raise RuntimeError(f"none of {len(runs)} runs ended ok (the campaign table says "
+                               "why)")
+        return f"{ok} of {len(runs)} runs ok"
+
+    def s_export(self, limit: float) -> str:
+        if not self.db.exists():
+            raise RuntimeError("no campaign database")
+        base = self.dltop("export", "--db", str(self.db), "--campaign", "all",
+                          "--table", "summary")
+        self.data["export_json"] = json.loads(self.run([*base, "--format", "json"],
+                                                       limit / 2).out)
+        self.data["export_md"] = self.run([*base, "--format", "md"], limit / 2).out
+        return f"{len(self.data['export_json'].get('rows', []))} rows"
+
+    def s_harness(self, limit: float) -> str:
+        # Keep time for the TensorFlow check after it; rows print as each case ends, so a
+        # harness stopped at its limit still gives the cases it finished.
+        limit = min(limit, self.left() - 25)
+        res = call([sys.executable, str(ROOT / "benchmarks" / "harness_overhead.py"),
+                    "--device", "gpu", "--frameworks", "torch", "--rounds", "2",
+                    "--iterations", "20", "--warmup", "5",
+                    "--cases", "resnet-50:64,alexnet-r:1024"], limit, ROOT)
+        rows = report.parse_harness(res.out)
+        self.data["harness"] = {"rows": rows, "output": tail(res.out + "\n" + res.err, 20)}
+        if res.timed_out:
+            raise StepTimeout(f"{len(rows)} of 2 cases done")
+        if res.rc != 0 or not rows:
+            raise RuntimeError(f"exit {res.rc}: {tail(res.err or res.out)}")
+        return f"worst ratio {max(r['ratio'] for r in rows):.3f}"
+
+    def s_tui(self, limit: float) -> str:
+        for name in ("tui.txt", "tui.svg"):
+            (self.out / name).unlink(missing_ok=True)
+        why = "no tmux here"
+        if shutil.which("tmux"):
+            txt = self.out / "tui.txt"
+            try:
+                got = self.internal("tui-tmux", limit / 2, str(self.db), self.fake, str(txt))
+                self.data["tui"] = {"how": "tmux capture-pane", "file": txt.name,
+                                    "text": got["text"]}
+                return "tmux capture"
+            except Exception as exc:  # the pilot still shows the viewer
+                why = f"tmux failed: {str(exc).strip().splitlines()[-1][:200]}"
+                txt.unlink(missing_ok=True)
+        svg = self.out / "tui.svg"
+        self.internal("tui-pilot", limit / 2, str(self.db), self.fake, str(svg))
+        self.data["tui"] = {"how": f"Textual pilot ({why})", "file": svg.name}
+        return f"pilot capture ({why})"
+
+    def s_tensorflow(self, limit: float) -> str:
+        tf = self.data["tensorflow"] = self.internal("tensorflow", min(limit, 170.0))
+        if not tf["available"]:
+            return f"not available on this machine: {tf['reason']}"
+        prof = self.work / "tf.toml"
+        prof.write_text(TF_PROFILE)
+        res = call(self.dltop("run", str(prof), "--db", str(self.db), "--headless"),
+                   self.left() - 5, ROOT)
+        tf["campaign_log"] = tail(res.out + "\n" + res.err, 20)
+        self.data["campaign"] = self.internal("readout", 20, str(self.db))
+        if res.timed_out or res.rc != 0:
+            raise RuntimeError(f"TensorFlow campaign: exit {res.rc}: {tail(res.err)}")
+        if self.left() > 20:
+            self.s_export(min(self.left(), 60.0))  # the summary with the TensorFlow rows
+        return "TensorFlow runs in campaign.json and summary.json"
+
+    # all -----------------------------------------------------------------------------
+    def no_cuda(self) -> str | None:
+        """Why the bare CUDA loop cannot run (torch sees no CUDA device), else None."""
+        torch = self.data.get("env", {}).get("torch", {})
+        if torch.get("cuda_available") is not False:
+            return None  # available, or the env step could not tell: try
+        return f"torch {torch.get('torch')} sees no CUDA device"
+
+    def run_all(self) -> None:
+        nogpu = None if self.gpu else f"no GPU: {self.data['mode_reason']}"
+        self.step("env", self.s_env, 75)
+        self.step("doctor", self.s_doctor, 90)
+        self.step("devices", self.s_devices, 60)
+        self.step("nvml", self.s_nvml, 90, skip=nogpu)
+        self.step("sampler", self.s_sampler, 60)
+        self.step("profile", self.s_profile, 60)
+        self.step("campaign", self.s_campaign, 300 if self.gpu else 150, min_s=60)
+        self.step("export", self.s_export, 60)
+        self.step("tui", self.s_tui, 45, min_s=15)
+        self.step("harness", self.s_harness, 200, min_s=60, skip=nogpu or self.no_cuda())
+        self.step("tensorflow", self.s_tensorflow, 200, min_s=20, skip=nogpu)
+
+    def write(self) -> None:
+        """report.md and the JSON files (8 files at most, the device tool's limit)."""
+        self.data["seconds"] = round(time.time() - self.t0, 1)
+        self.data["steps"] = [asdict(s) for s in self.steps]
+        bulky = {"devices": "devices.json", "campaign": "campaign.json",
+                 "export_json": "summary.json"}
+        for key, fname in bulky.items():
+            if key in self.data:
+                (self.out / fname).write_text(json.dumps(self.data[key], indent=1,
+                                                         default=str))
+        telemetry = {k: self.data[k] for k in ("nvml", "sampler", "harness") if k in self.data}
+        (self.out / "telemetry.json").write_text(json.dumps(telemetry, indent=1))
+        rest = {k: v for k, v in self.data.items()
+                if k not in bulky and k not in telemetry and k != "export_md"}
+        (self.out / "steps.json").write_text(json.dumps(rest, indent=1, default=str))
+        (self.out / "report.md").write_text(report.render(self.data))
+
+    def copy_db(self) -> None:
+        if not self.db.exists():
+            return
+        src, dst = sqlite3.connect(self.db), sqlite3.connect(self.out / "campaign.db")
+        try:
+            src.backup(dst)
+        finally:
+            src.close()
+            dst.close()
+
+
+class StepTimeout(Exception):
+    """A step ran out of its time limit."""
+
+
+def detect_gpu() -> tuple[bool, str]:
+    from dltop.telemetry import nvml
+
+    n = nvml.device_count()
+    if n:
+        return True, f"{n} GPU(s) seen by NVML"
+    return False, nvml.unavailable_reason() or "NVML sees no GPU"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("outdir", type=Path)
+    ap.add_argument("--no-gpu", action="store_true",
+                    help="check the plumbing only, even where a GPU is present")
+    ap.add_argument("--budget-s", type=float, default=450.0,
+                    help="overall time budget in seconds (450: the device tool allows 600 "
+                         "a command)")
+    ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    args = ap.parse_args()
+    args.outdir.mkdir(parents=True, exist_ok=True)
+    gpu, why = (False, "--no-gpu given") if args.no_gpu else detect_gpu()
+    work = Path(tempfile.mkdtemp(prefix="dltop-gpucheck-"))
+    check = Check(args.outdir, work, args.budget_s, gpu, why)
+    print(f"gpu_check: mode {check.data['mode']} ({why}); work dir {work}", flush=True)
+    try:
+        check.run_all()
+    finally:
+        check.write()
+        check.copy_db()
+        if not args.keep:
+            shutil.rmtree(work, ignore_errors=True)
+    print(f"gpu_check: done in {check.data['seconds']:.0f} s; report {args.outdir}/report.md",
+          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,372 @@
+"""The Slurm executor: one run is one Slurm job, watched from the login host (docs/cluster.md).
+
+:func:`supervise_slurm` is the Slurm twin of :func:`dltop.jobs.supervisor.supervise`: it
+returns the same :class:`~dltop.jobs.supervisor.ChildOutcome`, classified by the same
+rules, so the engine stores, retries and reports a Slurm run like a local one. It
+writes the run's scripts (:mod:`dltop.jobs.slurm_script`), submits ``batch.sh`` with
+``sbatch --parsable`` (inside an ``salloc`` allocation, when ``SLURM_JOB_ID`` is set,
+it runs ``batch.sh`` itself, whose ``srun`` makes a step of that allocation), tails the
+events file the runner appends on the shared filesystem, and follows the job's state
+with ``scontrol show job`` every :data:`POLL_S`.
+
+Not ``sbatch --wait``: it polls the controller itself with a back-off of up to half a
+minute, so a run's end would be seen late, and dltop polls anyway for the queue's
+``PENDING`` state and its reason.
+
+The deadline (``timeout_s``) counts from the moment the job runs: time spent pending
+in the queue is the cluster's, not the run's. Cancel and timeout call ``scancel`` and
+wait for the job to leave the running states.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import time
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from pathlib import Path
+
+from dltop.catalog import ErrorKind, RunStatus
+from dltop.jobs import agentfeed
+from dltop.jobs.slurm_script import (
+    SlurmFiles,
+    batch_script,
+    node_script,
+    sbatch_argv,
+)
+from dltop.jobs.slurm_step import StateHandler, StepWatch
+from dltop.jobs.supervisor import (
+    MAX_EVENT_LINE_BYTES,
+    ChildOutcome,
+    EventHandler,
+    _classify,
+    _EventReader,
+)
+from dltop.procs import read_log_tail
+from dltop.profiles.model import JobSpec
+
+POLL_S = 1.0
+"""How often the job's state is asked of the controller."""
+TAIL_S = 0.25
+"""How often the events file is read."""
+CONTROLLER_SILENCE_S = 600.0
+"""How long slurmctld may fail to answer before dltop stops watching the job."""
+END_WAIT_S = 60.0
+"""How long a cancelled job may take to leave the running states before dltop gives up."""
+LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
+                         "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
+                         "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
+NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "DEADLINE"})
+"""Ends that are the cluster's doing: the run is ``crashed`` with the Slurm state."""
+
+AgentPoll = Callable[[bool], Awaitable[None]]
+"""Awaited every :data:`POLL_S` while the job runs with False, and once with True after it
+ended: where the engine ingests the nodes' agent files (:func:`agent_ingestion`)."""
+
+
+async def run_slurm_cmd(*argv: str, env: Mapping[str, str],
+                        timeout_s: float = 60.0) -> tuple[int, str, str]:
+    """Run a Slurm client; (exit status, stdout, stderr); status 127 when it is missing."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=dict(env))
+    except OSError as exc:
+        return 127, "", f"cannot run {argv[0]}: {exc}"
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return 124, "", f"{argv[0]} did not answer within {timeout_s:g} s"
+    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def parse_job(text: str) -> dict[str, str]:
+    """``scontrol show job -o`` output as a dict (``JobState``, ``Reason``, ``NodeList``...)."""
+    out: dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in out:
+            out[key] = value
+    return out
+
+
+async def job_state(job_id: str, env: Mapping[str, str]) -> dict[str, str] | None:
+    """The job as the controller sees it; None once it has forgotten it (it ended over
+    ``MinJobAge`` ago); an empty dict when the controller could not answer this time."""
+    rc, out, err = await run_slurm_cmd("scontrol", "show", "job", "-o", job_id, env=env,
+                                       timeout_s=30.0)
+    if rc == 0 and out.strip():
+        return parse_job(out)
+    return None if "invalid job id" in err.lower() else {}
+
+
+def _write_file(path: Path, text: str, mode: int) -> None:
+    # Never through a planted link, never over an existing file (as jobs.rundir does).
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                 mode)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str],
+                  files: SlurmFiles) -> None:
+    """Write ``batch.sh``, ``node.sh`` and the empty ``events.jsonl`` into the run folder."""
+    _write_file(files.batch_path, batch_script(job, run_id, files),
+                0o700)
+    _write_file(files.node_path, node_script(job, runner_argv, files), 0o700)
+    _write_file(files.events_path, "", 0o600)
+
+
+def agent_ingestion(run_dir: Path, store: Callable[[agentfeed.NodeSamples], None]) -> AgentPoll:
+    """The :data:`AgentPoll` that follows the run's agent files and hands each node's new
+    windows to ``store`` (e.g. ``Store.telemetry.add_agent_samples`` on the writer)."""
+    feed = agentfeed.AgentFeed(run_dir)
+
+    async def poll(final: bool) -> None:
+        for got in await asyncio.to_thread(feed.drain if final else feed.poll):
+            store(got)
+
+    return poll
+
+
+class _Tail:
+    """Feeds the lines appended to the events file to the supervisor's event reader."""
+
+    def __init__(self, path: Path, reader: _EventReader) -> None:
+        self._path, self._reader = path, reader
+        self._pos = 0
+        self._buf = bytearray()
+        self._discarding = False
+
+    def read(self) -> None:
+        try:
+            with open(self._path, "rb") as f:
+                f.seek(self._pos)
+                chunk = f.read()
+        except OSError:
+            return
+        self._pos += len(chunk)
+        self._buf += chunk
+        while (nl := self._buf.find(b"\n")) >= 0:
+            line = bytes(self._buf[:nl])
+            del self._buf[:nl + 1]
+            if self._discarding:
+                self._discarding = False
+            else:
+                self._reader._handle(line)
+        if len(self._buf) > MAX_EVENT_LINE_BYTES:
+            if not self._discarding:
+                self._reader._refuse(f"an event line over {MAX_EVENT_LINE_BYTES} bytes")
+            self._discarding = True
+            self._buf.clear()
+
+    def finish(self) -> None:
+        self.read()
+        if self._buf and not self._discarding:
+            self._reader._handle(bytes(self._buf))
+        self._buf.clear()
+
+    async def follow(self) -> None:
+        while True:
+            self.read()
+            await asyncio.sleep(TAIL_S)
+
+
+async def supervise_slurm(
+    job: JobSpec,
+    run_id: int,
+    runner_argv: Sequence[str],
+    *,
+    files: SlurmFiles,
+    env: Mapping[str, str],
+    on_event: EventHandler,
+    stop: asyncio.Event,
+    on_state: StateHandler,
+    on_agent_poll: AgentPoll | None = None,
+) -> ChildOutcome:
+    """Run one run as one Slurm job to its end.
+
+    Args:
+        job: the job (its ``nodes``, ``timeout_s`` and ``[slurm]`` table).
+        run_id: names the Slurm job ``dltop-<run_id>``.
+        runner_argv: the runner's argv on one node (interpreter, script, spec).
+        files: the run folder's paths; it must be visible from the compute nodes.
+        env: the environment the job starts with (``sbatch`` exports it).
+        on_event: called with each decoded protocol event, in order.
+        stop: when set, the run is cancelled (``scancel``).
+        on_state: called with runs columns as the job's Slurm facts become known.
+        on_agent_poll: the agents' ingestion hook (see :data:`AgentPoll`).
+
+    Returns:
+        The classified outcome; the Slurm job has ended when this returns (or dltop
+        gave up waiting for it after ``scancel``, which the message says).
+    """
+    env = dict(env)
+    if job.device.kind == "gpu":
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from --gpus-per-node
+    outer_job = env.get("SLURM_JOB_ID")
+    t0 = time.monotonic()
+    try:
+        write_scripts(job, run_id, runner_argv, files)
+    except OSError as exc:
+        return _unstarted(f"cannot write the Slurm scripts in {files.dir}: {exc}")
+    reader = _EventReader(on_event)
+    tail = _Tail(files.events_path, reader)
+    follower = asyncio.create_task(tail.follow())
+    agents = None if on_agent_poll is None else asyncio.create_task(_every_poll(on_agent_poll))
+    try:
+        if outer_job is not None:
+            watch: _JobWatch | StepWatch = StepWatch(files, env, outer_job)
+        else:
+            rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files), env=env)
+            if rc != 0:
+                return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
+            watch = _JobWatch(out.strip().split(";")[0], env)
+        # The log path as a local run records it at spawn (dltop log, the log viewer).
+        on_state({"slurm_job_id": watch.job_id, "log_path": str(files.log_path)})
+        reason, note = await watch.run(job.timeout_s, stop, on_state)
+    finally:
+        for task in (follower, agents):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    await asyncio.sleep(TAIL_S)  # a shared filesystem may show the last lines late
+    tail.finish()
+    if on_agent_poll is not None:
+        await on_agent_poll(True)
+    status, kind, message = classify(reason, watch.state, watch.reason, watch.job_id,
+                                     watch.exit_code, reader, job.timeout_s)
+    if note:
+        message = f"{message}; {note}" if message else note
+    return ChildOutcome(
+        status=status, exit_code=watch.exit_code, pid=watch.pid, pgid=watch.pid,
+        wall_s=time.monotonic() - t0, message=message, error_kind=kind,
+        protocol_errors=reader.protocol_errors, protocol_note=reader.protocol_note,
+        log_tail=read_log_tail(files.log_path) if status != RunStatus.OK else "",
+        hello=reader.hello, model=reader.model)
+
+
+def classify(reason: RunStatus | None, state: str | None, slurm_reason: str | None,
+             job_id: str, exit_code: int | None, reader: _EventReader,
+             timeout_s: float) -> tuple[RunStatus, str | None, str | None]:
+    """A Slurm run's (status, error kind, message): the local rules, then Slurm's end state.
+
+    ``reason``: CANCELLED or TIMEOUT when dltop ended the job, else None.
+    """
+    status, kind, message = _classify(reason, exit_code, reader, timeout_s)
+    if reason is not None:
+        return status, kind, message
+    if state in NODE_FAILURES and reader.error is None:
+        message = f"Slurm job {job_id} ended {state}"
+        if slurm_reason and slurm_reason != "None":
+            message += f" ({slurm_reason})"
+        return RunStatus.CRASHED, None, message
+    if state == "OUT_OF_MEMORY" and reader.error is None:
+        # the job's memory limit (--mem), enforced by Slurm: the host's memory, not a GPU's
+        return (RunStatus.OOM, ErrorKind.OOM,
+                f"Slurm job {job_id} ran out of memory (OUT_OF_MEMORY)")
+    if state == "TIMEOUT":
+        return RunStatus.TIMEOUT, None, f"Slurm job {job_id} reached its time limit (TIMEOUT)"
+    if state == "CANCELLED" and status != RunStatus.OK:
+        return RunStatus.CANCELLED, None, f"Slurm job {job_id} was cancelled outside dltop"
+    if status == RunStatus.CRASHED and state:
+        message = f"{message} (Slurm job {job_id} {state})"
+    return status, kind, message
+
+
+async def _every_poll(poll: AgentPoll) -> None:
+    while True:
+        await poll(False)
+        await asyncio.sleep(POLL_S)
+
+
+def _unstarted(message: str) -> ChildOutcome:
+    return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,
+                        message=message)
+
+
+class _JobWatch:
+    """Follows a submitted batch job until it leaves Slurm's live states."""
+
+    def __init__(self, job_id: str, env: Mapping[str, str]) -> None:
+        self.job_id, self._env = job_id, env
+        self.state: str | None = None
+        self.reason: str | None = None
+        self.exit_code: int | None = None
+        self.pid = 0
+
+    async def run(self, timeout_s: float, stop: asyncio.Event,
+                  on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
+        """Watch to the end; (why dltop ended it, or None; a note when it could not)."""
+        loop = asyncio.get_running_loop()
+        deadline: float | None = None
+        seen: tuple[str | None, str | None] = (None, None)
+        nodes: str | None = None
+        silent = 0.0
+        try:
+            while True:
+                info = await job_state(self.job_id, self._env)
+                if info is None:  # forgotten by the controller: it ended long ago
+                    return None, None
+                if not info:  # the controller is busy or restarting: ask again
+                    silent += POLL_S
+                    if silent > CONTROLLER_SILENCE_S:
+                        return None, (f"slurmctld gave no state of job {self.job_id} for "
+                                      f"{CONTROLLER_SILENCE_S:g} s")
+                    await asyncio.sleep(POLL_S)
+                    continue
+                silent = 0.0
+                self._take(info)
+                if (self.state, self.reason) != seen:
+                    seen = (self.state, self.reason)
+                    on_state({"slurm_state": self.state,
+                              "slurm_reason": None if self.reason == "None" else self.reason})
+                if self.state == "RUNNING" and deadline is None:
+                    deadline = loop.time() + timeout_s
+                # Also once ended: a short job may go from PENDING to COMPLETED between polls.
+                got = info.get("NodeList", "")
+                if got and got not in ("(null)", "None") and got != nodes:
+                    nodes = got
+                    on_state({"slurm_nodes": nodes})
+                if self.state not in LIVE_STATES:
+                    return None, None
+                if stop.is_set():
+                    return RunStatus.CANCELLED, await self._cancel(on_state)
+                if deadline is not None and loop.time() >= deadline:
+                    return RunStatus.TIMEOUT, await self._cancel(on_state)
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=POLL_S)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._cancel(on_state))
+            raise
+
+    def _take(self, info: Mapping[str, str]) -> None:
+        self.state = info.get("JobState")
+        self.reason = info.get("Reason")
+        code, _, sig = info.get("ExitCode", "").partition(":")
+        if code.isdigit():
+            self.exit_code = -int(sig) if sig.isdigit() and int(sig) else int(code)
+
+    async def _cancel(self, on_state: StateHandler) -> str | None:
+        """``scancel`` the job and wait until it has ended (its final state reported)."""
+        rc, _, err = await run_slurm_cmd("scancel", self.job_id, env=self._env)
+        if rc != 0:
+            return f"scancel {self.job_id} failed: {err.strip()}"
+        deadline = time.monotonic() + END_WAIT_S
+        while time.monotonic() < deadline:
+            info = await job_state(self.job_id, self._env)
+            if info is None:
+                return None
+            if not info:
+                await asyncio.sleep(POLL_S)
+                continue
+            self._take(info)
+            if self.state not in LIVE_STATES:
+                on_state({"slurm_state": self.state, "slurm_reason": None})
+                return None
+            await asyncio.sleep(POLL_S / 2)
+        return f"Slurm job {self.job_id} still {self.state} {END_WAIT_S:g} s after scancel"

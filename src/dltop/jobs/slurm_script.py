@@ -1,0 +1,239 @@
+"""The files and commands that turn one run into one Slurm job (pure; docs/cluster.md).
+
+A run on the Slurm executor is two scripts in its private folder (:mod:`dltop.jobs.rundir`),
+which must lie on a filesystem the compute nodes see:
+
+- ``batch.sh``, what ``sbatch`` submits (or what runs inside an ``salloc`` allocation):
+  the profile's ``setup`` lines, then one ``srun`` step with one task per node;
+- ``node.sh``, what that step runs on every node: ``dltop agent`` in the background,
+  then the runner (under torchrun, with a ``TF_CONFIG``, or as one MPI rank set) with
+  the protocol's event descriptor (``DLTOP_EVENT_FD``) opened on ``events.jsonl``.
+
+Why a file for the events and not a pipe: the engine stays on the login host while the
+runner lives on a compute node, and ``sbatch`` gives no stream back from the job. A file
+on the shared filesystem, appended by the runner and tailed by the engine
+(:mod:`dltop.jobs.slurm`), is the one channel every cluster has. Only the first node's
+runner writes it; the others' descriptor points at ``/dev/null``.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from dltop.profiles.model import JobSpec
+
+EVENTS_FILE = "events.jsonl"
+BATCH_FILE = "batch.sh"
+NODE_FILE = "node.sh"
+EVENT_FD = 3
+TIME_MARGIN_MIN = 2
+"""Minutes added to ``timeout_s`` for Slurm's own limit: dltop's deadline comes first,
+and Slurm's backs it up should the engine die."""
+TORCH_PORT_BASE = 29500
+TF_PORT_BASE = 23456
+AGENT_HZ = 10.0
+
+
+@dataclass(frozen=True)
+class SlurmFiles:
+    """Where a run's Slurm files go, all inside its run folder."""
+
+    dir: Path
+    spec_path: Path
+    log_path: Path
+
+    @property
+    def events_path(self) -> Path:
+        return self.dir / EVENTS_FILE
+
+    @property
+    def batch_path(self) -> Path:
+        return self.dir / BATCH_FILE
+
+    @property
+    def node_path(self) -> Path:
+        return self.dir / NODE_FILE
+
+
+def time_limit(job: JobSpec) -> str:
+    """``--time``: the ``[slurm]`` table's ``time``, else ``timeout_s`` in minutes plus a margin."""
+    if job.slurm is not None and job.slurm.time is not None:
+        return job.slurm.time
+    return str(math.ceil(job.timeout_s / 60) + TIME_MARGIN_MIN)
+
+
+def job_name(run_id: int) -> str:
+    return f"dltop-{run_id}"
+
+
+def sbatch_argv(job: JobSpec, run_id: int, files: SlurmFiles) -> list[str]:
+    """The ``sbatch`` command that submits ``batch.sh`` (returns at once with the job id)."""
+    argv = ["sbatch", "--parsable", f"--nodes={job.nodes}", "--ntasks-per-node=1",
+            f"--job-name={job_name(run_id)}", f"--output={files.log_path}",
+            "--open-mode=append", f"--chdir={files.dir}", f"--time={time_limit(job)}",
+            # A job Slurm requeued would run again into the same run; dltop's own
+            # retries (the job's `retries`) start a new run instead.
+            "--no-requeue"]
+    return [*argv, *_resource_args(job), str(files.batch_path)]
+
+
+def _resource_args(job: JobSpec) -> list[str]:
+    s = job.slurm
+    out: list[str] = []
+    if s is not None:
+        if s.partition:
+            out.append(f"--partition={s.partition}")
+        if s.account:
+            out.append(f"--account={s.account}")
+    gpus = (s.gpus_per_node if s is not None else None) or (
+        job.device.count if job.device.kind == "gpu" else None)
+    if gpus:
+        out.append(f"--gpus-per-node={gpus}")
+    cpus = (s.cpus_per_task if s is not None else None) or (
+        job.device.count if job.device.kind in ("cpu", "cpus") else None)
+    if cpus:
+        out.append(f"--cpus-per-task={cpus}")
+    if s is not None:
+        out.extend(s.extra_args)
+    return out
+
+
+def batch_script(job: JobSpec, run_id: int, files: SlurmFiles) -> str:
+    """``batch.sh``: the setup lines, then one ``srun`` task per node running ``node.sh``.
+
+    The same script serves inside an existing allocation (``SLURM_JOB_ID`` set): run
+    as is on this host, its ``srun`` is a step of that allocation.
+    """
+    srun = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+            f"--job-name={job_name(run_id)}"]
+    # The step asks for the job's CPUs and GPUs itself: since Slurm 22.05 srun no longer
+    # inherits --cpus-per-task from the batch job, and inside an salloc there is no batch job.
+    srun += [a for a in _resource_args(job) if a.startswith(("--gpus-per-node", "--cpus-per"))]
+    if job.framework == "cntk":
+        srun.append("--mpi=pmi2")  # CNTK's ranks meet through Slurm's PMI, not mpiexec
+    lines = ["#!/bin/bash",
+             f"# dltop run {run_id}: {job.describe()} (generated; see docs/cluster.md)",
+             "set -e"]
+    setup = job.slurm.setup if job.slurm is not None else ()
+    lines += list(setup)
+    lines += ["set +e", f"exec {shlex.join(srun)} /bin/bash {shlex.quote(str(files.node_path))}"]
+    return "\n".join(lines) + "\n"
+
+
+def agent_lines(files: SlurmFiles, hz: float = AGENT_HZ) -> list[str]:
+    """Start ``dltop agent`` on this node for the step's lifetime (docs/cluster.md).
+
+    Its samples go to ``agent-<node>.jsonl`` in the run folder, which the engine follows
+    while the job runs (:func:`dltop.jobs.slurm.agent_ingestion`). The agent exits when
+    ``node.sh`` kills it at the end (and on its own when its parent goes).
+    """
+    out = shlex.quote(str(files.dir)) + '/agent-"${SLURMD_NODENAME:-$(hostname)}".jsonl'
+    return [f"{shlex.quote(sys.executable)} -m dltop agent --out {out} --hz {hz:g} "
+            ">/dev/null 2>&1 &",
+            "DLTOP_AGENT_PID=$!"]
+
+
+def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
+    """The shell command ``node.sh`` runs on each node (``runner_argv``: python, script, spec).
+
+    One node: the runner exactly as the local executor starts it. More nodes: PyTorch
+    under torchrun with a c10d rendezvous on the first node; TensorFlow with a
+    ``TF_CONFIG`` built from ``SLURM_*``; CNTK as one MPI rank per node of the step.
+    """
+    plain = shlex.join(runner_argv)
+    if job.nodes == 1 or job.framework not in ("torch", "tensorflow"):
+        return plain
+    python, script, spec = runner_argv[0], runner_argv[1], runner_argv[2]
+    if job.framework == "torch":
+        argv = torchrun_argv(python, script, spec, max(job.device.workers, 1),
+                             nnodes=job.nodes, rdzv_endpoint="@HEAD@:@PORT@",
+                             rdzv_id="@JOBID@")
+        cmd = shlex.join(argv)
+        return (cmd.replace("@HEAD@", '"$DLTOP_HEAD"')
+                .replace("@PORT@", f"$(({TORCH_PORT_BASE} + SLURM_JOB_ID % 1000))")
+                .replace("@JOBID@", '"$SLURM_JOB_ID"'))
+    return f"TF_CONFIG=\"$({shlex.quote(python)} -c {shlex.quote(_TF_CONFIG_PY)})\" {plain}"
+
+
+_TF_CONFIG_PY = (
+    "import json, os, subprocess; "
+    "hosts = subprocess.run(['scontrol', 'show', 'hostnames', os.environ['SLURM_JOB_NODELIST']],"
+    " capture_output=True, text=True, check=True).stdout.split(); "
+    f"port = {TF_PORT_BASE} + int(os.environ['SLURM_JOB_ID']) % 1000; "
+    "print(json.dumps({'cluster': {'worker': ['%s:%d' % (h, port) for h in hosts]}, "
+    "'task': {'type': 'worker', 'index': int(os.environ['SLURM_NODEID'])}}))")
+"""TF_CONFIG for MultiWorkerMirroredStrategy: one worker per node, in Slurm's node order."""
+
+
+def torchrun_argv(python: str, script: str | Path, spec_path: str | Path,
+                  nproc_per_node: int, *, nnodes: int = 1, rdzv_endpoint: str | None = None,
+                  rdzv_id: str | None = None) -> list[str]:
+    """torchrun over ``script spec_path``; the same contract as
+    ``dltop.runners.launchers.torchrun_argv`` (branch torchrun), which replaces it at merge."""
+    argv = [python, "-m", "torch.distributed.run"]
+    if nnodes == 1:
+        argv.append("--standalone")
+    else:
+        if not rdzv_endpoint or not rdzv_id:
+            raise ValueError("a multi-node torchrun needs rdzv_endpoint (HOST:PORT) and rdzv_id")
+        argv += ["--nnodes", str(nnodes), "--rdzv-backend", "c10d",
+                 "--rdzv-endpoint", rdzv_endpoint, "--rdzv-id", rdzv_id]
+    return [*argv, "--nproc-per-node", str(nproc_per_node), "--max-restarts", "0",
+            str(script), str(spec_path)]
+
+
+def relay_lines(files: SlurmFiles) -> list[str]:
+    """Every node's FIFO for a torchrun worker's events, copied to the events file.
+
+    torchrun closes inherited descriptors, so its rank 0 writes ``$DLTOP_EVENT_FIFO``
+    (``runners/child/relay.py``) instead of ``$DLTOP_EVENT_FD``; c10d may place rank 0
+    on any node, so each node offers a FIFO and copies what comes through it.
+    """
+    fifo = shlex.quote(str(files.dir)) + '/events-"${SLURM_NODEID:-0}".fifo'
+    return [f"DLTOP_EVENT_FIFO={fifo}",
+            'rm -f "$DLTOP_EVENT_FIFO"; mkfifo -m 600 "$DLTOP_EVENT_FIFO"',
+            f'cat "$DLTOP_EVENT_FIFO" >&{EVENT_FD} &',
+            "DLTOP_RELAY_PID=$!",
+            "export DLTOP_EVENT_FIFO"]
+
+
+def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
+                *, agent: bool = True) -> str:
+    """``node.sh``: what the step runs on each node; exits with the runner's status."""
+    events = shlex.quote(str(files.events_path))
+    lines = ["#!/bin/bash",
+             "# one task per node: the agent in the background, the runner with its events",
+             "DLTOP_HEAD=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
+             "export DLTOP_HEAD"]
+    if agent:
+        lines += agent_lines(files)
+    relayed = job.framework == "torch" and job.nodes > 1
+    if relayed:
+        lines += [f"exec {EVENT_FD}>>{events}", *relay_lines(files)]
+    else:
+        lines += [
+            # Only the first node reports events; the file is the engine's only channel.
+            'if [ "${SLURM_NODEID:-0}" = 0 ]; then',
+            f"    exec {EVENT_FD}>>{events}",
+            "else",
+            f"    exec {EVENT_FD}>/dev/null",
+            "fi"]
+    lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1",
+              runner_command(job, runner_argv),
+              "status=$?"]
+    if relayed:
+        lines += [
+            # The FIFO's name is gone when rank 0 opened it (relay.join): its copy ends
+            # at rank 0's end; on the other nodes nobody opened it, so the copy is ended.
+            'if [ -e "$DLTOP_EVENT_FIFO" ]; then kill "$DLTOP_RELAY_PID" 2>/dev/null; '
+            'rm -f "$DLTOP_EVENT_FIFO"; fi',
+            'wait "$DLTOP_RELAY_PID" 2>/dev/null']
+    if agent:
+        lines += ['kill "$DLTOP_AGENT_PID" 2>/dev/null', 'wait "$DLTOP_AGENT_PID" 2>/dev/null']
+    lines.append('exit "$status"')
+    return "\n".join(lines) + "\n"

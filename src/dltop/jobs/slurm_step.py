@@ -1,0 +1,76 @@
+"""A run as a step of the allocation the engine runs in (``SLURM_JOB_ID`` set: ``salloc``).
+
+:mod:`dltop.jobs.slurm` uses it in place of submitting a batch job: ``batch.sh`` runs
+here, in its own session, and its ``srun`` is a step of the allocation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dltop.catalog import RunStatus
+from dltop.jobs.slurm_script import SlurmFiles
+from dltop.jobs.supervisor import TERM_GRACE_S
+from dltop.procs import process_start_time
+
+StateHandler = Callable[[dict[str, Any]], None]
+"""Receives the runs columns to update: slurm_job_id, slurm_state/slurm_reason, slurm_nodes."""
+
+
+class StepWatch:
+    """Runs ``batch.sh`` here, inside the allocation ``SLURM_JOB_ID`` (its srun is a step)."""
+
+    def __init__(self, files: SlurmFiles, env: Mapping[str, str], job_id: str) -> None:
+        self.job_id, self._files, self._env = job_id, files, env
+        self.state: str | None = None
+        self.reason: str | None = None
+        self.exit_code: int | None = None
+        self.pid = 0
+
+    async def run(self, timeout_s: float, stop: asyncio.Event,
+                  on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
+        log_fd = os.open(self._files.log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                "/bin/bash", str(self._files.batch_path), stdin=asyncio.subprocess.DEVNULL,
+                stdout=log_fd, stderr=log_fd, env=dict(self._env), cwd=self._files.dir,
+                start_new_session=True)
+        finally:
+            os.close(log_fd)
+        self.pid = proc.pid
+        # Recorded as a local run's are: `dltop run --resume` reaps the step's srun
+        # (which ends the step) should this engine die.
+        on_state({"slurm_state": "RUNNING", "slurm_reason": None, "pid": proc.pid,
+                  "pgid": proc.pid, "proc_start_time": process_start_time(proc.pid)})
+        reason: RunStatus | None = None
+        try:
+            waiter = asyncio.create_task(proc.wait())
+            stopper = asyncio.create_task(stop.wait())
+            done, _ = await asyncio.wait({waiter, stopper}, timeout=timeout_s,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            stopper.cancel()
+            if waiter not in done:
+                reason = RunStatus.CANCELLED if stopper in done else RunStatus.TIMEOUT
+                await self._terminate(proc)
+        except asyncio.CancelledError:
+            await asyncio.shield(self._terminate(proc))
+            raise
+        self.exit_code = proc.returncode
+        self.state = "COMPLETED" if proc.returncode == 0 else "FAILED"
+        return reason, None
+
+    async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
+        # srun passes TERM to the step's tasks and ends the step; KILL after a grace.
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE_S * 2)
+        except TimeoutError:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            await proc.wait()

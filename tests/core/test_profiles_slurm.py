@@ -1,0 +1,110 @@
+"""The profile keys of Slurm runs: ``nodes``, ``executor`` and the ``[slurm]`` table.
+
+Pure loader checks (no Slurm needed): every mistake exits 2 naming the file and key.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from dltop.errors import UserError
+from dltop.profiles.loader import parse
+from dltop.profiles.model import JobSpec, SlurmSettings
+
+BASE = """
+name = "c"
+[defaults]
+iterations = 3
+{defaults}
+[[matrix]]
+frameworks = ["{fw}"]
+models = ["fcn-r"]
+batch_sizes = [8]
+devices = ["{device}"]
+{entry}
+{slurm}
+"""
+
+
+def load(defaults: str = "", entry: str = "", slurm: str = "", fw: str = "torch",
+         device: str = "cpu:1") -> list[JobSpec]:
+    text = BASE.format(defaults=defaults, entry=entry, slurm=slurm, fw=fw, device=device)
+    return list(parse(text, "c.toml", "c", logical_cores=4).jobs)
+
+
+def err(**kw: str) -> str:
+    with pytest.raises(UserError) as info:
+        load(**kw)
+    msg = str(info.value)
+    assert msg.startswith("c.toml: "), msg
+    return msg
+
+
+def test_nodes_sweep_with_the_slurm_executor() -> None:
+    jobs = load(defaults='executor = "slurm"', entry="nodes = [1, 2, 4]",
+                slurm='[slurm]\npartition = "gpu"\ntime = "00:30:00"\n'
+                      'extra_args = ["--qos=short"]\nsetup = ["module load cuda"]')
+    assert [j.nodes for j in jobs] == [1, 2, 4]
+    assert {j.executor for j in jobs} == {"slurm"}
+    assert jobs[0].slurm == SlurmSettings(partition="gpu", time="00:30:00",
+                                          extra_args=("--qos=short",),
+                                          setup=("module load cuda",))
+    # nodes is identity: the three are different configurations
+    assert len({j.config_key for j in jobs}) == 3
+    assert jobs[2].describe() == "torch fcn-r b8 cpu:1 x4 nodes #1"
+    # a global batch is split over every worker of every node
+    assert [j.per_device_batch for j in jobs] == [8, 4, 2]
+    assert JobSpec.from_json_dict(jobs[2].to_json_dict()) == jobs[2]
+
+
+def test_local_jobs_default_to_one_node_and_no_slurm() -> None:
+    job = load()[0]
+    assert (job.nodes, job.executor, job.slurm) == (1, "local", None)
+    assert '"nodes":1' in job.config_key
+
+
+def test_nodes_beyond_one_need_slurm() -> None:
+    msg = err(entry="nodes = 2")
+    assert "matrix[0].nodes" in msg and 'executor = "slurm"' in msg
+
+
+def test_a_command_job_spans_one_node() -> None:
+    msg = err(defaults='executor = "slurm"', entry='nodes = 2\ncommand = ["true"]',
+              fw="command")
+    assert "matrix[0].nodes" in msg and "command" in msg
+
+
+def test_unknown_slurm_key() -> None:
+    msg = err(defaults='executor = "slurm"', slurm='[slurm]\npartiton = "gpu"')
+    assert "slurm.partiton: unknown key" in msg
+
+
+def test_gpus_per_node_below_the_device() -> None:
+    msg = err(defaults='executor = "slurm"', device="gpu:4",
+              slurm="[slurm]\ngpus_per_node = 2")
+    assert "slurm.gpus_per_node" in msg and "gpu:4" in msg
+
+
+@pytest.mark.parametrize(("slurm", "key"), [
+    ('[slurm]\ntime = "half an hour"', "slurm.time"),
+    ("[slurm]\ncpus_per_task = 0", "slurm.cpus_per_task"),
+    ('[slurm]\nextra_args = ["--nodes=3"]', "slurm.extra_args"),
+    ('[slurm]\nsetup = "module load x"', "slurm.setup"),
+    ('[slurm]\npartition = ""', "slurm.partition"),
+])
+def test_bad_slurm_values(slurm: str, key: str) -> None:
+    assert key in err(defaults='executor = "slurm"', slurm=slurm)
+
+
+def test_a_slurm_table_nobody_uses_is_an_error() -> None:
+    msg = err(slurm='[slurm]\npartition = "gpu"')
+    assert "c.toml: slurm:" in msg and 'executor = "slurm"' in msg
+
+
+def test_unknown_executor() -> None:
+    assert "executor" in err(defaults='executor = "k8s"')
+
+
+def test_global_batch_must_divide_over_all_nodes() -> None:
+    msg = err(defaults='executor = "slurm"', entry="nodes = [3]")
+    assert "does not divide over 3 workers (cpu:1 x 3 nodes)" in msg

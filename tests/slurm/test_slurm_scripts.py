@@ -1,0 +1,180 @@
+"""The commands and scripts that make a run a Slurm job (no cluster needed).
+
+One host gives one Slurm node, so what nodes > 1 generates is checked here as text
+(and by bash -n); that torchrun's c10d rendezvous joins agents on two nodes is the
+torchrun two-agent test on 127.0.0.1 (tests/runners).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dltop.jobs.slurm import parse_job
+from dltop.jobs.slurm_script import (
+    _TF_CONFIG_PY,
+    SlurmFiles,
+    batch_script,
+    node_script,
+    runner_command,
+    sbatch_argv,
+    time_limit,
+)
+from dltop.profiles.loader import parse
+from dltop.profiles.model import JobSpec
+
+from .cluster import LocalSlurm
+
+PROFILE = """
+name = "c"
+[defaults]
+iterations = 3
+timeout_s = 600
+executor = "slurm"
+[[matrix]]
+frameworks = ["{fw}"]
+models = ["fcn-r"]
+batch_sizes = [8]
+devices = ["{device}"]
+nodes = [{nodes}]
+{slurm}
+"""
+
+
+def job(fw: str = "torch", device: str = "cpu:1", nodes: int = 1, slurm: str = "") -> JobSpec:
+    text = PROFILE.format(fw=fw, device=device, nodes=nodes, slurm=slurm)
+    (spec,) = parse(text, "c.toml", "c", logical_cores=4).jobs
+    return spec
+
+
+def files(tmp_path: Path) -> SlurmFiles:
+    return SlurmFiles(tmp_path, tmp_path / "spec.json", tmp_path / "runner.log")
+
+
+ARGV = ["/venv/bin/python", "/src/torch_runner.py", "/runs/run-7/spec.json"]
+
+
+def test_sbatch_argv_carries_nodes_name_output_time_and_the_slurm_table(tmp_path: Path) -> None:
+    j = job(device="gpu:2", nodes=2,
+            slurm='[slurm]\npartition = "gpu"\naccount = "proj"\ngpus_per_node = 4\n'
+                  'extra_args = ["--qos=short", "--exclusive"]')
+    argv = sbatch_argv(j, 7, files(tmp_path))
+    assert argv[:2] == ["sbatch", "--parsable"]
+    assert "--nodes=2" in argv and "--job-name=dltop-7" in argv
+    assert "--no-requeue" in argv  # dltop's retries make new runs; Slurm's would reuse one
+    assert f"--output={tmp_path / 'runner.log'}" in argv and "--open-mode=append" in argv
+    assert "--partition=gpu" in argv and "--account=proj" in argv
+    assert "--gpus-per-node=4" in argv  # the table's, over the device's 2
+    assert argv[-3:] == ["--qos=short", "--exclusive", str(tmp_path / "batch.sh")]
+    # timeout_s = 600: ten minutes plus the margin, unless the table says
+    assert "--time=12" in argv and time_limit(j) == "12"
+    assert time_limit(job(slurm='[slurm]\ntime = "01:00:00"')) == "01:00:00"
+
+
+def test_cpu_jobs_ask_for_their_cpus_per_task(tmp_path: Path) -> None:
+    assert "--cpus-per-task=2" in sbatch_argv(job(device="cpus:2"), 1, files(tmp_path))
+    argv = sbatch_argv(job(device="cpu:2", slurm="[slurm]\ncpus_per_task = 8"), 1,
+                       files(tmp_path))
+    assert "--cpus-per-task=8" in argv
+
+
+def test_batch_script_runs_setup_first_then_one_srun_task_per_node(tmp_path: Path) -> None:
+    j = job(nodes=2, slurm='[slurm]\nsetup = ["module load cuda/12", "source /env/bin/activate"]')
+    text = batch_script(j, 7, files(tmp_path))
+    lines = text.splitlines()
+    assert lines.index("module load cuda/12") < next(
+        i for i, x in enumerate(lines) if x.startswith("exec srun"))
+    assert "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in text
+    assert text.rstrip().endswith(str(tmp_path / "node.sh"))
+    assert "--mpi=" not in text
+    cntk = batch_script(job(fw="cntk", nodes=2), 7, files(tmp_path))
+    assert "--mpi=pmi2" in cntk
+    # the step asks for its CPUs itself (srun no longer inherits them from sbatch)
+    inside = batch_script(job(device="cpus:2"), 7, files(tmp_path))
+    assert "srun --nodes=1 --ntasks-per-node=1 --kill-on-bad-exit=1 --job-name=dltop-7 " \
+        "--cpus-per-task=2 /bin/bash" in inside
+    for script in (text, cntk, inside, node_script(j, ARGV, files(tmp_path))):
+        subprocess.run(["bash", "-n"], input=script, text=True, check=True)
+
+
+def test_one_node_runs_the_runner_as_locally() -> None:
+    assert runner_command(job(), ARGV) == " ".join(ARGV)
+    assert runner_command(job(device="cpus:2"), ARGV) == " ".join(ARGV)
+
+
+def test_torch_on_many_nodes_meets_through_c10d_on_the_first_node() -> None:
+    cmd = runner_command(job(device="cpus:2", nodes=2), ARGV)
+    assert cmd.startswith("/venv/bin/python -m torch.distributed.run --nnodes 2 "
+                          "--rdzv-backend c10d --rdzv-endpoint ")
+    assert '"$DLTOP_HEAD":$((29500 + SLURM_JOB_ID % 1000))' in cmd
+    assert '--rdzv-id "$SLURM_JOB_ID"' in cmd
+    assert "--nproc-per-node 2 --max-restarts 0 /src/torch_runner.py" in cmd
+    assert "--standalone" not in cmd
+
+
+def test_tensorflow_on_many_nodes_gets_tf_config_from_slurm(slurm_env: LocalSlurm) -> None:
+    cmd = runner_command(job(fw="tensorflow", nodes=2), ARGV)
+    assert cmd.startswith('TF_CONFIG="$(') and cmd.endswith(" ".join(ARGV))
+    # the snippet itself, with scontrol's own hostlist expansion
+    env = {**os.environ, "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_NODEID": "1",
+           "SLURM_JOB_ID": "4242"}
+    out = subprocess.run([sys.executable, "-c", _TF_CONFIG_PY], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    assert json.loads(out) == {"cluster": {"worker": ["gpu07:23698", "gpu08:23698"]},
+                               "task": {"type": "worker", "index": 1}}
+
+
+def test_node_script_reports_events_from_the_first_node_only(tmp_path: Path) -> None:
+    text = node_script(job(), ARGV, files(tmp_path))
+    assert f"exec 3>>{tmp_path / 'events.jsonl'}" in text
+    assert "exec 3>/dev/null" in text and "DLTOP_EVENT_FD=3" in text
+    # the agent hook: started before the runner, stopped after it, the status kept
+    assert text.index("-m dltop agent --out") < text.index(" ".join(ARGV))
+    assert 'kill "$DLTOP_AGENT_PID"' in text and text.rstrip().endswith('exit "$status"')
+
+
+def test_node_script_exits_with_the_runner_status_and_writes_events(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c",
+            "import os; os.write(int(os.environ['DLTOP_EVENT_FD']), b'{\"v\": 1}\\n');"
+            " raise SystemExit(3)"]
+    script = node_script(job(), argv, files(tmp_path), agent=False)
+    env = {**os.environ, "SLURM_JOB_NODELIST": "localhost", "SLURM_NODEID": "0"}
+    done = subprocess.run(["bash", "-c", script], env=env, check=False)
+    assert done.returncode == 3
+    assert (tmp_path / "events.jsonl").read_text() == '{"v": 1}\n'
+
+
+def test_parse_job_reads_scontrol_one_liners() -> None:
+    info = parse_job("JobId=12 JobName=dltop-3 JobState=PENDING Reason=BeginTime "
+                     "NodeList=(null) ExitCode=0:0 Command=/x/batch.sh")
+    assert info["JobState"] == "PENDING" and info["Reason"] == "BeginTime"
+    assert info["ExitCode"] == "0:0"
+
+
+RANK0 = ("import json, os; f = os.environ['DLTOP_EVENT_FIFO']; "
+         "fd = os.open(f, os.O_WRONLY) if os.environ['SLURM_NODEID'] == '1' else None; "
+         "fd is not None and os.unlink(f); "
+         "fd is not None and os.write(fd, b'{\"v\": 1, \"event\": \"done\"}\\n')")
+
+
+def test_torch_nodes_relay_rank_0s_fifo_wherever_c10d_put_it(
+        slurm_env: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two node.sh on this host as two nodes; the stand-in's rank 0 is on node 1, as c10d
+    may decide (the torchrun branch's relay.join opens the FIFO and removes its name)."""
+    from dltop.jobs import slurm_script
+    monkeypatch.setattr(slurm_script, "runner_command",
+                        lambda job, argv: shlex.join([sys.executable, "-c", RANK0]))
+    script = node_script(job(device="cpus:1", nodes=2), ARGV, files(tmp_path), agent=False)
+    assert "mkfifo -m 600" in script
+    procs = [subprocess.Popen(["bash", "-c", script], env={
+        **os.environ, "SLURM_NODEID": str(n), "SLURM_JOB_NODELIST": "localhost",
+        "SLURM_JOB_ID": "5"}) for n in (0, 1)]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    assert (tmp_path / "events.jsonl").read_text() == '{"v": 1, "event": "done"}\n'
+    assert not list(tmp_path.glob("*.fifo"))  # both FIFOs gone, no copy left waiting

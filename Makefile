@@ -14,6 +14,8 @@ TORCH ?= torch==2.13.0
 # tensorflow[and-cuda]). CNTK 2.7 gets its own Python 3.6 environment, built by
 # `dltop env setup cntk` (pyenv's 3.6, cntk==2.7.post2, Open MPI sonames).
 TF ?= tensorflow-cpu==2.21.0
+# JAX shares it too: the CPU build (GPU servers: jax[cuda13]).
+JAX ?= jax==0.10.2
 STAMP := $(VENV)/.dltop-installed
 
 .PHONY: run test test-fast lint check venv clean-venv slurm-packages
@@ -51,7 +53,7 @@ venv: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q "$(TORCH)" "$(TF)" numpy
+	$(BIN)/python -m pip install -q "$(TORCH)" "$(TF)" "$(JAX)" numpy
 	$(BIN)/python -m pip install -q -e ".[dev]"
 	$(BIN)/dltop env setup cntk
 	touch $(STAMP)

@@ -1,6 +1,6 @@
 """Harness overhead: a bare training loop vs the same work through ``dltop run``.
 
-For each framework (PyTorch, TensorFlow, CNTK) both sides run in fresh
+For each framework (PyTorch, TensorFlow, CNTK, JAX) both sides run in fresh
 processes with the same model (built by the runner's own model module), batch,
 thread settings, CPU affinity and synthetic data; the bare CNTK loop runs under
 the same interpreter and ``LD_LIBRARY_PATH`` as the CNTK runner. Rounds
@@ -143,7 +143,37 @@ BARE_CNTK = textwrap.dedent("""
     print(json.dumps(times[{warmup}:]))
 """)
 
-BARE = {"torch": BARE_TORCH, "tensorflow": BARE_TF, "cntk": BARE_CNTK}
+BARE_JAX = textwrap.dedent("""
+    import json, os, sys, time
+    os.sched_setaffinity(0, {affinity!r})
+    if {threads} == 1:  # the runner's cpu:1 flag; XLA sizes its pool by the affinity
+        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"
+    import jax
+    jax.config.update("jax_platforms", "cpu")
+    sys.path.insert(0, {child_dir!r})
+    import jax_models
+    model = jax_models.build({model!r}, jax.random.PRNGKey(0))
+    x, y = jax_models.synthetic_batch({model!r}, {batch}, jax.random.PRNGKey(1))
+
+    def step(params, state, x, y):
+        def loss(p):
+            logits, new_state = model.apply(p, state, x, True)
+            return jax_models.loss({model!r}, logits, y), new_state
+        (value, state), grads = jax.value_and_grad(loss, has_aux=True)(params)
+        return jax.tree_util.tree_map(lambda w, g: w - 0.01 * g, params, grads), state, value
+
+    train = jax.jit(step, donate_argnums=(0, 1))
+    params, state = model.params, model.state
+    times = []
+    for i in range({total}):
+        t0 = time.perf_counter()
+        params, state, value = train(params, state, x, y)
+        float(value)
+        times.append(time.perf_counter() - t0)
+    print(json.dumps(times[{warmup}:]))
+""")
+
+BARE = {"torch": BARE_TORCH, "tensorflow": BARE_TF, "cntk": BARE_CNTK, "jax": BARE_JAX}
 
 PROFILE = """
 name = "harness-overhead"

@@ -1,8 +1,9 @@
 """Fixtures shared by every test directory, and the framework markers' policy.
 
-A test that needs TensorFlow or CNTK says so with ``@pytest.mark.tensorflow`` or
-``@pytest.mark.cntk``. When the framework is missing such a test fails with a message
-that says how to install it: a missing install must never pass as a skipped test.
+A test that needs TensorFlow, CNTK or JAX says so with ``@pytest.mark.tensorflow``,
+``@pytest.mark.cntk`` or ``@pytest.mark.jax``. When the framework is missing such a test
+fails with a message that says how to install it: a missing install must never pass as a
+skipped test.
 ``DLTOP_ALLOW_MISSING=tensorflow,cntk`` (for a laptop without them) turns the named
 frameworks' failures into skips that name the variable.
 """
@@ -26,7 +27,7 @@ import psutil
 import pytest
 
 ALLOW_MISSING = "DLTOP_ALLOW_MISSING"
-FRAMEWORK_MARKERS = ("tensorflow", "cntk")
+FRAMEWORK_MARKERS = ("tensorflow", "cntk", "jax")
 
 
 def live_in_group(pgid: int) -> list[int]:
@@ -225,6 +226,10 @@ def missing_reason(framework: str) -> str | None:
         if importlib.util.find_spec("tensorflow") is None:
             return ("TensorFlow is not importable by this interpreter: `make venv` installs "
                     "it (tensorflow-cpu)")
+        return None
+    if framework == "jax":
+        if importlib.util.find_spec("jax") is None:
+            return "JAX is not importable by this interpreter: `make venv` installs it (CPU build)"
         return None
     from dltop import envsetup
 

@@ -8,7 +8,7 @@ read back as plain strings compare with them directly.
 from enum import StrEnum
 from typing import Final
 
-FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "command")
+FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "jax", "command")
 """Framework names a profile may use, each with its runner (``dltop.runners``).
 
 ``command`` runs the user's own program; ``cntk`` runs in the environment that

@@ -236,7 +236,7 @@ def test_builtins_load_and_match_the_issue() -> None:
     cpu = load("dlbench-cpu", logical_cores=4)
     assert {j.device.count for j in cpu.jobs} == {1, 2, 4}
     quick = load("quick")
-    assert {j.framework for j in quick.jobs} == {"torch", "tensorflow", "cntk"}
+    assert {j.framework for j in quick.jobs} == {"torch", "tensorflow", "cntk", "jax"}
     assert all(j.device.kind == "cpu" for j in quick.jobs)
 
 

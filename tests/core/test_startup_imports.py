@@ -17,7 +17,7 @@ from dltop.profiles.loader import parse
 from dltop.results.stats import summarize_run
 from dltop.store import Store, connect
 
-HEAVY = ("numpy", "pandas", "textual", "sqlite_utils", "torch", "tensorflow", "cntk",
+HEAVY = ("numpy", "pandas", "textual", "sqlite_utils", "torch", "tensorflow", "cntk", "jax",
          "asyncio", "dltop.jobs.engine", "dltop.jobs.supervisor", "dltop.store.writer",
          "dltop.telemetry.sampler", "dltop.telemetry.nvml")
 """Never loaded by ``import dltop.cli`` or by the read-only commands."""

@@ -57,6 +57,7 @@ SIZES = {"resnet-50": 32, "resnet-56": 64}
 @pytest.mark.slow
 @pytest.mark.tensorflow
 @pytest.mark.cntk
+@pytest.mark.timeout(1800)  # 11 runs per framework, four frameworks: past pytest's 300 s
 def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path) -> None:
     prof = tmp_path / "parity.toml"
     prof.write_text(PROFILE)

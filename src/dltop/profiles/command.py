@@ -28,7 +28,7 @@ STEP_GROUPS: Final = ("count", "step")
 """``count``: steps the line summarises; ``step``: the program's running step number."""
 PLACEHOLDERS: Final = ("batch", "threads", "device", "iterations", "warmup", "total",
                        "profile_dir", "python")
-PYTHON_FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "command")
+PYTHON_FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "jax", "command")
 """``{python:NAME}``: the interpreter dltop runs that framework's jobs with."""
 
 Piece = str | tuple[str, str | None]

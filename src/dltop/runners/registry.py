@@ -31,14 +31,16 @@ _SCRIPTS = {
     "torch": "torch_runner.py",
     "tensorflow": "tf_runner.py",
     "cntk": "cntk_runner.py",
+    "jax": "jax_runner.py",
     "command": "command_runner.py",
 }
-MODULES = {"torch": "torch", "tensorflow": "tensorflow", "cntk": "cntk"}
+MODULES = {"torch": "torch", "tensorflow": "tensorflow", "cntk": "cntk", "jax": "jax"}
 """The module each framework's runner imports (the command runner needs none)."""
 INSTALL_HINT = {
     "torch": "pip install torch",
     "tensorflow": "pip install tensorflow-cpu (GPU servers: tensorflow[and-cuda])",
     "cntk": "dltop env setup cntk",
+    "jax": "pip install 'dltop[jax]' (GPU servers: jax[cuda13] or jax[cuda12])",
 }
 
 

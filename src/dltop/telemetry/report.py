@@ -98,8 +98,21 @@ class Check:
     fix: str | None = None
 
 
+_VERSION_CODE = {
+    # JAX picks its backend at run time (a CUDA jaxlib without a GPU falls back to the
+    # CPU): the devices it sees say which build a run would measure.
+    "jax": ("import collections, jax\n"
+            "kinds = collections.Counter(\n"
+            "    d.platform if d.device_kind.lower() == d.platform\n"
+            "    else d.platform + ' ' + d.device_kind for d in jax.devices())\n"
+            "print(jax.__version__ + ', devices: '"
+            " + ', '.join(f'{n} x {k}' for k, n in kinds.items()))"),
+}
+"""What prints a framework's version where ``import M; print(M.__version__)`` says too little."""
+
+
 def _framework_version(python: str, module: str, env: dict[str, str]) -> tuple[bool, str]:
-    code = f"import {module}; print({module}.__version__)"
+    code = _VERSION_CODE.get(module, f"import {module}; print({module}.__version__)")
     answer = ask_python(python, code, env=env, timeout_s=180)
     if answer.ok:
         return True, answer.out

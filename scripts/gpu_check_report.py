@@ -198,7 +198,7 @@ def _throughput(d: dict[str, Any]) -> list[str]:
     if not runs:
         return ["No ResNet-50 bf16/fp16 run ended ok (the campaign table says why); the "
                 "references: " + "; ".join(f"{n} ≈ {v:g} img/s" for n, v, _ in REFERENCES)]
-    rows = [[r["precision"], r["batch_size"],
+    rows = [[r["framework"], r["precision"], r["batch_size"],
              r.get("settings", {}).get("channels_last", "– (option absent)"),
              r["samples_per_s"], r["mfu_pct"],
              *(r["samples_per_s"] / v if r["samples_per_s"] else None
@@ -206,7 +206,7 @@ def _throughput(d: dict[str, Any]) -> list[str]:
     return ["Training images/s of ResNet-50 (224×224, synthetic data) next to public "
             "references (different software, clocks and data pipelines: a sanity check, "
             "not a ranking).", "",
-            *_table(["precision", "batch", "channels_last", "images/s", "MFU %",
+            *_table(["framework", "precision", "batch", "channels_last", "images/s", "MFU %",
                      *(f"÷ {n} ({v:g})" for n, v, _ in REFERENCES)], rows)]
 
 

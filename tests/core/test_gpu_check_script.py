@@ -67,7 +67,7 @@ def test_no_gpu_mode_runs_whole_and_reports_skipped_cuda_steps(tmp_path: Path) -
 
     # The GPU profile itself was loaded by dltop (a runner option this dltop lacks dropped).
     profile = json.loads((out / "steps.json").read_text())["profile"]
-    assert profile["jobs"] == 18
+    assert profile["jobs"] == 21
     assert set(profile["dropped_keys"]) <= set(gpu_check_steps.OPTIONAL_KEYS)
 
     (run,) = json.loads((out / "campaign.json").read_text())["runs"]
@@ -153,7 +153,7 @@ def test_gpu_mode_report_draws_every_figure() -> None:
     text = gpu_check_report.render(data)
     assert "not drawn" not in text and "skipped" not in text
     throughput = _section(text, "ResNet-50 training throughput")
-    assert "| fp16 | 256 | True | 2.56e+03 | 31.5 | 0.918 | 1.04 |" in throughput
+    assert "| torch | fp16 | 256 | True | 2.56e+03 | 31.5 | 0.918 | 1.04 |" in throughput
     assert "goal ≤ 1.01: met" in _section(text, "Harness overhead on the GPU")
     assert "| utilization | 2000 | 12.5 | 40 | 90 | 0 |" in _section(text, "NVML query latency")
     assert "CUDA error" in _section(text, "Campaign")

@@ -118,6 +118,7 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "cudnn_benchmark": ({}, {"cudnn_benchmark": False}),
     "cuda_graphs": ({}, {"cuda_graphs": True}),
     "nodes": ({"executor": "slurm"}, {"executor": "slurm", "nodes": 2}),
+    "executor": ({}, {"executor": "slurm"}),
 }
 
 
@@ -178,7 +179,7 @@ def test_identity_declarations() -> None:
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
         "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "nodes",
-        "options")
+        "executor", "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

@@ -181,8 +181,9 @@ class JobSpec:
     batch copied into static buffers; elsewhere the run ends ``unsupported``."""
     nodes: int = setting(1, integer(1), identity=True)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
-    executor: str = setting("local", one_of(catalog.EXECUTORS), identity=False)
-    """``local`` (this host) or ``slurm`` (one Slurm job per run; see ``slurm``)."""
+    executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True)
+    """``local`` (this host) or ``slurm`` (one Slurm job per run; see ``slurm``). Identity:
+    a compute node is other hardware than the host the engine runs on."""
     options: tuple[tuple[str, Any], ...] = field(default=(), metadata={
         CODEC: (dict, lambda j: tuple(sorted(
             (k, tuple(v) if isinstance(v, list) else v) for k, v in j.items()))),

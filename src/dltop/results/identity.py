@@ -51,7 +51,7 @@ QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "eval_every": (None,), "shuffle": (None, False), "input_size": (None,),
     "data_loader": ("device",), "loader_workers": (0,), "channels_last": (False,),
     "torch_compile": ("off",), "cudnn_benchmark": (True,), "cuda_graphs": (False,),
-    "nodes": (1,)}
+    "nodes": (1,), "executor": ("local",)}
 """Settings added after tables were first published (issue 17) that a caption leaves out
 while every configuration has this value (the behaviour of a job without them); when
 they vary they are row keys like any other field. ``optimizer`` is always stated: the

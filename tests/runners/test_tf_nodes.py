@@ -16,7 +16,7 @@ import pytest
 
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import run_runner, spec
+from .conftest import run_runner, spec, write_mnist
 
 RUNNER = str(CHILD_DIR / "tf_runner.py")
 
@@ -40,8 +40,16 @@ def tf_config(ports: list[int], index: int) -> str:
 @pytest.mark.tensorflow
 def test_two_nodes_train_as_one_job_on_one_host(tmp_path: Path) -> None:
     """One worker per "node", MultiWorkerMirroredStrategy over both: rank 0 reports
-    every step with world_size 2 and the global batch; rank 1 stays silent; both end 0."""
-    job = node_spec(batch_size=16, iterations=3, warmup=1)
+    every step with world_size 2 and the global batch; rank 1 stays silent; both end 0.
+    Each node trains on its half of the global batch: the losses are those of one
+    process on the whole batch (real data, the same order), up to summation order."""
+    write_mnist(tmp_path, n=64)
+    common: dict[str, Any] = dict(batch_size=16, iterations=3, warmup=1, data="real",
+                                  data_dir=str(tmp_path), lr=0.1)
+    code, one, out = run_runner(tmp_path, spec("fcn-r", "cpu:1", framework="tensorflow",
+                                               **common), script="tf_runner.py", timeout=300)
+    assert code == 0, out
+    job = node_spec(**common)
     spec_path = tmp_path / "spec.json"
     spec_path.write_text(json.dumps(job))
     ports = [free_port(), free_port()]
@@ -75,7 +83,9 @@ def test_two_nodes_train_as_one_job_on_one_host(tmp_path: Path) -> None:
     hello = events[0]
     assert (hello["world_size"], hello["nodes"], hello["threads"]) == (2, 2, 1)
     assert all(e["samples"] == 16 for e in events if e["event"] == "iter")  # 8 per node
-    assert all(e["loss"] is not None for e in events if e["event"] == "iter")
+    losses = [e["loss"] for e in events if e["event"] == "iter"]
+    assert losses == pytest.approx([e["loss"] for e in one if e["event"] == "iter"], rel=1e-4)
+    assert losses[3] != pytest.approx(losses[0], rel=1e-4)  # it did learn
     assert "[dltop] run 1: tensorflow fcn-r" in logs[1]  # rank 1 ran, silently
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import run_runner, spec, write_mnist
+from .conftest import run_runner, spec, write_idx, write_mnist
 
 RUNNER = str(CHILD_DIR / "tf_runner.py")
 
@@ -44,8 +44,12 @@ def test_two_nodes_train_as_one_job_on_one_host(tmp_path: Path) -> None:
     Each node trains on its half of the global batch: the losses are those of one
     process on the whole batch (real data, the same order), up to summation order."""
     write_mnist(tmp_path, n=64)
+    write_idx(tmp_path / "t10k-images-idx3-ubyte", (20, 28, 28),
+              bytes((i * 7) % 256 for i in range(20 * 784)))
+    write_idx(tmp_path / "t10k-labels-idx1-ubyte", (20,), bytes(i % 10 for i in range(20)))
+    # eval_every = 4: rank 0 evaluates after the last step, when rank 1 may be gone
     common: dict[str, Any] = dict(batch_size=16, iterations=3, warmup=1, data="real",
-                                  data_dir=str(tmp_path), lr=0.1)
+                                  data_dir=str(tmp_path), lr=0.1, eval_every=4)
     code, one, out = run_runner(tmp_path, spec("fcn-r", "cpu:1", framework="tensorflow",
                                                **common), script="tf_runner.py", timeout=300)
     assert code == 0, out
@@ -79,13 +83,17 @@ def test_two_nodes_train_as_one_job_on_one_host(tmp_path: Path) -> None:
             p.kill()
     assert [p.returncode for p in procs] == [0, 0], "\n".join(logs)
     events = [json.loads(x) for x in lines]
-    assert [e["event"] for e in events] == ["hello", "model", "plan"] + ["iter"] * 4 + ["done"]
+    assert [e["event"] for e in events] == (["hello", "model", "plan"] + ["iter"] * 4
+                                            + ["eval", "done"])
     hello = events[0]
     assert (hello["world_size"], hello["nodes"], hello["threads"]) == (2, 2, 1)
     assert all(e["samples"] == 16 for e in events if e["event"] == "iter")  # 8 per node
     losses = [e["loss"] for e in events if e["event"] == "iter"]
     assert losses == pytest.approx([e["loss"] for e in one if e["event"] == "iter"], rel=1e-4)
     assert losses[3] != pytest.approx(losses[0], rel=1e-4)  # it did learn
+    (eval_one,) = [e for e in one if e["event"] == "eval"]
+    assert events[-2]["samples"] == 20
+    assert events[-2]["loss"] == pytest.approx(eval_one["loss"], rel=1e-4)
     assert "[dltop] run 1: tensorflow fcn-r" in logs[1]  # rank 1 ran, silently
 
 

@@ -2,7 +2,8 @@
 
 One host gives one Slurm node, so what nodes > 1 generates is checked here as text
 (and by bash -n); that torchrun's c10d rendezvous joins agents on two nodes is the
-torchrun two-agent test on 127.0.0.1 (tests/runners).
+torchrun two-agent test on 127.0.0.1 (tests/runners), and that TensorFlow's workers
+meet through their TF_CONFIG is tests/runners/test_tf_nodes.py (two runners on 127.0.0.1).
 """
 
 from __future__ import annotations
@@ -121,7 +122,7 @@ def test_torch_on_many_nodes_meets_through_c10d_on_the_first_node() -> None:
 def test_pytorch_and_tensorflow_span_nodes_cntk_does_not() -> None:
     """CNTK's runner starts mpiexec on one host, TensorFlow's cpus:P workers too: refused
     at load; TensorFlow's cpu:N and gpu:N run one worker per node."""
-    with pytest.raises(UserError, match="cntk runs on one node"):
+    with pytest.raises(UserError, match=r"cntk runs on one node .*mpiexec"):
         job(fw="cntk", nodes=2)
     with pytest.raises(UserError, match=r"cpus:2 runs on one node .*not built"):
         job(fw="tensorflow", device="cpus:2", nodes=2)

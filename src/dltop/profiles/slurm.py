@@ -97,9 +97,9 @@ def check_job(err: Err, loc: Callable[[str], str], framework: str, device: Devic
         raise err(loc("nodes"), 'nodes > 1 does not apply to frameworks = ["command"] (the '
                   "program decides how it spans hosts; run it with nodes = 1)")
     if nodes > 1 and framework not in MULTI_NODE_FRAMEWORKS:
+        why = ": its runner starts mpiexec on one host" if framework == "cntk" else ""
         raise err(loc("nodes"), f"nodes > 1 runs {' and '.join(MULTI_NODE_FRAMEWORKS)} jobs; "
-                  f"{framework} runs on one node (nodes = 1: its runner starts its workers "
-                  "on one host)")
+                  f"{framework} runs on one node (nodes = 1{why})")
     if nodes > 1 and framework == "tensorflow" and device.kind == "cpus":
         raise err(loc("nodes"), f"TensorFlow with {device.label} runs on one node (nodes = 1): "
                   f"P one-thread workers on each of {nodes} nodes is not built; over nodes "

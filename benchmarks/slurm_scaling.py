@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.slurm import cluster  # noqa: E402 - the tests' single-node Slurm
+from tests.slurm import cluster
 
 PROFILE = """
 name = "scaling-{executor}"

@@ -74,6 +74,18 @@ def test_a_command_job_spans_one_node() -> None:
     assert "matrix[0].nodes" in msg and "command" in msg
 
 
+def test_tensorflow_spans_nodes_with_one_worker_per_node() -> None:
+    jobs = load(defaults='executor = "slurm"', entry="nodes = [1, 2]", fw="tensorflow",
+                device="gpu:2")
+    assert [(j.nodes, j.world_size, j.per_device_batch) for j in jobs] == [(1, 2, 4),
+                                                                          (2, 4, 2)]
+    msg = err(defaults='executor = "slurm"', entry="nodes = 2", fw="tensorflow",
+              device="cpus:2")
+    assert "matrix[0].nodes" in msg and "cpus:2 runs on one node" in msg and "cpu:N" in msg
+    msg = err(defaults='executor = "slurm"', entry="nodes = 2", fw="cntk")
+    assert "matrix[0].nodes" in msg and "cntk runs on one node" in msg
+
+
 def test_unknown_slurm_key() -> None:
     msg = err(defaults='executor = "slurm"', slurm='[slurm]\npartiton = "gpu"')
     assert "slurm.partiton: unknown key" in msg

@@ -2,11 +2,13 @@
 
 One host gives one Slurm node, so what nodes > 1 generates is checked here as text
 (and by bash -n); that torchrun's c10d rendezvous joins agents on two nodes is the
-torchrun two-agent test on 127.0.0.1 (tests/runners).
+torchrun two-agent test on 127.0.0.1 (tests/runners), and that TensorFlow's workers
+meet through their TF_CONFIG is tests/runners/test_tf_nodes.py (two runners on 127.0.0.1).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import subprocess
@@ -117,11 +119,48 @@ def test_torch_on_many_nodes_meets_through_c10d_on_the_first_node() -> None:
     assert "--standalone" not in cmd
 
 
-def test_only_pytorch_spans_nodes() -> None:
-    """TensorFlow's and CNTK's runners start their workers on one host: refused at load."""
-    for fw in ("tensorflow", "cntk"):
-        with pytest.raises(UserError, match="runs on one node"):
-            job(fw=fw, nodes=2)
+def test_pytorch_and_tensorflow_span_nodes_cntk_does_not() -> None:
+    """CNTK's runner starts mpiexec on one host, TensorFlow's cpus:P workers too: refused
+    at load; TensorFlow's cpu:N and gpu:N run one worker per node."""
+    with pytest.raises(UserError, match=r"cntk runs on one node .*mpiexec"):
+        job(fw="cntk", nodes=2)
+    with pytest.raises(UserError, match=r"cpus:2 runs on one node .*not built"):
+        job(fw="tensorflow", device="cpus:2", nodes=2)
+    assert job(fw="tensorflow", device="cpu:2", nodes=2).nodes == 2
+    assert job(fw="tensorflow", device="gpu:2", nodes=4).nodes == 4
+
+
+TF_ARGV = ["/venv/bin/python", "/src/tf_runner.py", "/runs/run-7/spec.json"]
+
+
+def test_tensorflow_on_many_nodes_gets_tf_config_from_slurm(slurm_env: LocalSlurm,
+                                                             tmp_path: Path) -> None:
+    """node.sh exports TF_CONFIG (one worker per node, Slurm's node order, one port from
+    the job id) and DLTOP_RANK = SLURM_NODEID, then runs the runner as is (no torchrun);
+    the builder runs here with scontrol's own hostlist expansion."""
+    j = job(fw="tensorflow", device="gpu:2", nodes=2)
+    assert runner_command(j, TF_ARGV) == " ".join(TF_ARGV)
+    text = node_script(j, TF_ARGV, files(tmp_path))
+    subprocess.run(["bash", "-n"], input=text, text=True, check=True)
+    assert "torch.distributed.run" not in text and "mkfifo" not in text
+    assert text.index("export TF_CONFIG DLTOP_RANK") < text.index(" ".join(TF_ARGV))
+    assert "exec 3>/dev/null" in text  # only the first node reports
+    # the same lines, the runner replaced by a print of what it would get
+    probe = [sys.executable, "-c", "import os; print(os.environ['TF_CONFIG']); "
+             "print(os.environ['DLTOP_RANK'])"]
+    script = node_script(j, [sys.executable, *probe[1:]], files(tmp_path), agent=False)
+    env = {**os.environ, "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_NODEID": "1",
+           "SLURM_JOB_ID": "4242"}
+    out = subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    assert json.loads(out[0]) == {"cluster": {"worker": ["gpu07:23698", "gpu08:23698"]},
+                                  "task": {"type": "worker", "index": 1}}
+    assert out[1] == "1"
+    # no scontrol on the node: TF_CONFIG stays empty (the runner then says what is missing)
+    env["PATH"] = str(tmp_path)
+    out = subprocess.run(["/bin/bash", "-c", script], env=env, check=True, capture_output=True,
+                         text=True).stdout.splitlines()
+    assert out == ["", "1"]
 
 
 def test_node_script_reports_events_from_the_first_node_only(tmp_path: Path) -> None:

@@ -6,7 +6,8 @@ which must lie on a filesystem the compute nodes see:
 - ``batch.sh``, what ``sbatch`` submits (or what runs inside an ``salloc`` allocation):
   the profile's ``setup`` lines, then one ``srun`` step with one task per node;
 - ``node.sh``, what that step runs on every node: ``dltop agent`` in the background,
-  then the runner (under torchrun when the job spans nodes) with
+  then the runner (PyTorch under torchrun when the job spans nodes; TensorFlow with a
+  ``TF_CONFIG`` of one worker per node) with
   the protocol's event descriptor (``DLTOP_EVENT_FD``) opened on ``events.jsonl``.
 
 Why a file for the events and not a pipe: the engine stays on the login host while the
@@ -36,6 +37,8 @@ TIME_MARGIN_MIN = 2
 """Minutes added to ``timeout_s`` for Slurm's own limit: dltop's deadline comes first,
 and Slurm's backs it up should the engine die."""
 TORCH_PORT_BASE = 29500
+TF_PORT_BASE = 23456
+"""TensorFlow's gRPC port on every node of a job: this plus the Slurm job id modulo 1000."""
 AGENT_HZ = 10.0
 
 
@@ -140,12 +143,13 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
     """The shell command ``node.sh`` runs on each node (``runner_argv``: python, script, spec).
 
     One node: the runner exactly as the local executor starts it (TensorFlow's and CNTK's
-    runners start their own workers there). More nodes (PyTorch only, checked at load:
-    :data:`dltop.profiles.slurm.MULTI_NODE_FRAMEWORKS`): torchrun on every node with a
-    c10d rendezvous on the first.
+    runners start their own workers there). More nodes (checked at load:
+    :data:`dltop.profiles.slurm.MULTI_NODE_FRAMEWORKS`): PyTorch under torchrun on every
+    node with a c10d rendezvous on the first; TensorFlow's runner as is, one worker per
+    node, with the ``TF_CONFIG`` of :func:`tf_config_lines`.
     """
     plain = shlex.join(runner_argv)
-    if job.nodes == 1:
+    if job.nodes == 1 or job.framework == "tensorflow":
         return plain
     if job.framework != "torch":  # the loader refuses these; a stored spec edited by hand
         raise ValueError(f"{job.framework} runs on one node (nodes = 1)")
@@ -157,6 +161,28 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
     return (cmd.replace("@HEAD@", '"$DLTOP_HEAD"')
             .replace("@PORT@", f"$(({TORCH_PORT_BASE} + SLURM_JOB_ID % 1000))")
             .replace("@JOBID@", '"$SLURM_JOB_ID"'))
+
+
+_TF_CONFIG_PY = (
+    "import json, os, subprocess; "
+    "hosts = subprocess.run(['scontrol', 'show', 'hostnames', os.environ['SLURM_JOB_NODELIST']],"
+    " stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.split(); "
+    f"port = {TF_PORT_BASE} + int(os.environ['SLURM_JOB_ID']) % 1000; "
+    "print(json.dumps({'cluster': {'worker': ['%s:%d' % (h, port) for h in hosts]}, "
+    "'task': {'type': 'worker', 'index': int(os.environ['SLURM_NODEID'])}}))")
+"""TF_CONFIG for MultiWorkerMirroredStrategy: one worker per node, in Slurm's node order
+(the order of ``SLURM_NODEID``). Python 3.6 like the runners: the node's interpreter runs it."""
+
+
+def tf_config_lines(python: str) -> list[str]:
+    """TensorFlow over nodes: this node's ``TF_CONFIG`` and rank (``SLURM_NODEID``).
+
+    Should the builder fail (no ``scontrol`` on the node), ``TF_CONFIG`` stays empty
+    and the runner ends the run ``crashed`` saying so (its error on the first node).
+    """
+    return [f"TF_CONFIG=$({shlex.quote(python)} -c {shlex.quote(_TF_CONFIG_PY)})",
+            'DLTOP_RANK="${SLURM_NODEID:-0}"',
+            "export TF_CONFIG DLTOP_RANK"]
 
 
 def relay_lines(files: SlurmFiles) -> list[str]:
@@ -195,6 +221,8 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
             "else",
             f"    exec {EVENT_FD}>/dev/null",
             "fi"]
+    if job.framework == "tensorflow" and job.nodes > 1:
+        lines += tf_config_lines(runner_argv[0])
     lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1",
               runner_command(job, runner_argv),
               "status=$?"]

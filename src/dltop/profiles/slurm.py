@@ -23,9 +23,11 @@ RESERVED_ARGS = ("--nodes", "-N", "--wait", "-W", "--job-name", "-J", "--output"
                  "--error", "-e", "--parsable", "--wrap", "--ntasks-per-node", "--chdir", "-D")
 """sbatch options dltop sets itself: in ``extra_args`` they would contradict the job."""
 
-MULTI_NODE_FRAMEWORKS = ("torch",)
-"""Frameworks whose runner spans nodes. TensorFlow's cpus:P workers and CNTK's mpiexec
-ranks start on one host (their runners launch them); over Slurm they keep nodes = 1."""
+MULTI_NODE_FRAMEWORKS = ("torch", "tensorflow")
+"""Frameworks whose runner spans nodes: PyTorch under torchrun, TensorFlow as one
+MultiWorkerMirroredStrategy worker per node (``cpu:N``/``gpu:N``; its ``cpus:P`` workers
+start on one host, launched by its runner). CNTK's runner starts ``mpiexec`` itself on
+one host: it keeps nodes = 1."""
 
 Err = Callable[[str, str], UserError]
 
@@ -95,8 +97,13 @@ def check_job(err: Err, loc: Callable[[str], str], framework: str, device: Devic
         raise err(loc("nodes"), 'nodes > 1 does not apply to frameworks = ["command"] (the '
                   "program decides how it spans hosts; run it with nodes = 1)")
     if nodes > 1 and framework not in MULTI_NODE_FRAMEWORKS:
-        raise err(loc("nodes"), f"nodes > 1 runs {', '.join(MULTI_NODE_FRAMEWORKS)} jobs "
-                  f"(torchrun over the nodes); {framework} runs on one node (nodes = 1)")
+        why = ": its runner starts mpiexec on one host" if framework == "cntk" else ""
+        raise err(loc("nodes"), f"nodes > 1 runs {' and '.join(MULTI_NODE_FRAMEWORKS)} jobs; "
+                  f"{framework} runs on one node (nodes = 1{why})")
+    if nodes > 1 and framework == "tensorflow" and device.kind == "cpus":
+        raise err(loc("nodes"), f"TensorFlow with {device.label} runs on one node (nodes = 1): "
+                  f"P one-thread workers on each of {nodes} nodes is not built; over nodes "
+                  "use cpu:N (one N-thread worker per node) or gpu:N")
     if executor != "slurm" or slurm is None:
         return
     if device.kind == "gpu" and slurm.gpus_per_node is not None \

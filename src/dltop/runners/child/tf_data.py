@@ -52,13 +52,15 @@ class Source(object):
         return self._split(xy) if self._split is not None else xy
 
 
-def _splitter(strategy, per_replica):
+def _splitter(strategy, per_replica, world):
     if strategy is None:
         return None
 
     def split(xy):
         def part(ctx):
-            k = ctx.replica_id_in_sync_group
+            # ``world``: this process's replicas. Over nodes the id counts every node's
+            # replicas (worker i's are i * world + 0..world-1); the batch is this node's.
+            k = ctx.replica_id_in_sync_group % world
             return tuple(t[k * per_replica:(k + 1) * per_replica] for t in xy)
         return strategy.experimental_distribute_values_from_function(part)
     return split
@@ -74,7 +76,7 @@ def synthetic(spec, strategy, world, device, host):
     """The model's random batch: made once on the device, or kept on the host and copied."""
     per_replica = int(spec["per_device_batch"])
     batch = per_replica * world
-    split = _splitter(strategy, per_replica)
+    split = _splitter(strategy, per_replica, world)
     if not host:
         with tf.device(device):
             fixed = tf_models.synthetic_batch(spec["model"], batch, spec.get("input_size"))
@@ -110,7 +112,7 @@ class Order(object):
 def real(spec, strategy, world, device, x, y, order, steps, workers, host):
     """Real training batches in ``order`` from numpy ``x``, ``y`` (the whole training set)."""
     per_replica = int(spec["per_device_batch"])
-    split = _splitter(strategy, per_replica)
+    split = _splitter(strategy, per_replica, world)
     if not host:
         with tf.device(device):
             xs, ys = tf.convert_to_tensor(x), tf.convert_to_tensor(y)

@@ -18,6 +18,11 @@ otherwise). A port is thus never free between being chosen and being served:
 no other process can take it, except one of the same user that binds that
 very port with ``SO_REUSEPORT`` itself.
 
+Over nodes (``nodes > 1``, the Slurm executor only): nothing here runs. Slurm
+starts one runner per node with ``TF_CONFIG`` (one worker per node) and
+``DLTOP_RANK`` from ``node.sh`` (``dltop.jobs.slurm_script``); a node's
+failure ends the step (``srun --kill-on-bad-exit``).
+
 Failures: a worker asks the kernel for SIGKILL when the chief dies
 (``PR_SET_PDEATHSIG``). The chief watches its workers from a thread: one that
 exits with a non-zero status (or by a signal) while the run goes on makes the
@@ -50,13 +55,19 @@ def workers(spec):
     return int(dev["count"]) if dev["kind"] == "cpus" else 1
 
 
+def nodes(spec):
+    """The nodes the job spans (one worker process on each, started by Slurm)."""
+    return int(spec.get("nodes") or 1)
+
+
 def setup(spec, script, spec_path):
     """Before TensorFlow's import: start the workers (chief) or bind to the chief (worker).
 
-    Returns the chief's :class:`Cluster`, or None (a worker, or a single-process run).
+    Returns the chief's :class:`Cluster`, or None (a worker, a single-process run, or a
+    run over nodes, whose workers Slurm started with their ``TF_CONFIG``).
     """
     world = workers(spec)
-    if world < 2:
+    if world < 2 or nodes(spec) > 1:
         return None
     if proto.rank() != 0:
         _bind_to_chief()

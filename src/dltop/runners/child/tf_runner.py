@@ -16,7 +16,11 @@ Devices: ``cpu:N`` (one process, N intra- and N inter-op threads), ``gpu:1``,
 ``gpu:N`` (MirroredStrategy over N GPUs in this one process), ``cpus:P`` (P
 processes of one thread each, MultiWorkerMirroredStrategy; tf_dist starts them:
 this process is worker 0 and the only one that reports; each worker makes its
-own part of the global batch). Option ``xla = true`` compiles the step with XLA.
+own part of the global batch). ``nodes > 1`` (Slurm; ``cpu:N`` or ``gpu:N``):
+this process is one node's only worker, MultiWorkerMirroredStrategy over the
+nodes from the ``TF_CONFIG`` node.sh exports (with ``gpu:N`` it mirrors the
+node's N GPUs too); the world is every replica of every node, DLTOP_RANK 0
+reports. Option ``xla = true`` compiles the step with XLA.
 
 Test hooks (profile key ``inject``), as in torch_runner: ``nan`` makes the loss
 NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
@@ -25,6 +29,7 @@ NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
 ``cpus:P`` run exits that way instead.
 """
 
+import json
 import math
 import os
 import sys
@@ -71,10 +76,41 @@ def _blas():
     return "eigen+onednn"
 
 
+def _over_nodes(spec, implementation):
+    """``nodes > 1``: MultiWorkerMirroredStrategy over one worker per node.
+
+    ``TF_CONFIG`` (one worker per node) and ``DLTOP_RANK`` come from the Slurm
+    executor's ``node.sh``; without them this process cannot know its peers.
+    """
+    n = tf_dist.nodes(spec)
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        raise proto.Failed("nodes = %d needs TF_CONFIG (one worker per node), which the "
+                           "Slurm executor's node.sh sets; it is not set here" % n)
+    try:
+        config = json.loads(raw)
+        hosts = config["cluster"]["worker"]
+        index = int(config["task"]["index"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise proto.Failed("TF_CONFIG is not a cluster of workers (%s): %r"
+                           % (exc, raw[:200])) from None
+    if len(hosts) != n or index != proto.rank():
+        raise proto.Failed("TF_CONFIG lists %d workers, this one index %d; the job spans %d "
+                           "nodes and DLTOP_RANK is %d" % (len(hosts), index, n, proto.rank()))
+    comm = tf.distribute.experimental.CommunicationOptions(implementation=implementation)
+    # Reads TF_CONFIG and waits until every node's worker is up.
+    return tf.distribute.MultiWorkerMirroredStrategy(communication_options=comm)
+
+
 def _device(spec):
     """Configure TF before any op runs: (device label, threads, strategy, GPU facts)."""
     dev = spec["device"]
     kind, count = dev["kind"], int(dev["count"])
+    nodes = tf_dist.nodes(spec)
+    if kind == "cpus" and nodes > 1:
+        raise proto.Unsupported("cpus:%d with nodes = %d: P one-thread workers on each of "
+                                "several nodes is not built (use cpu:N: one N-thread worker "
+                                "per node)" % (count, nodes))
     if kind in ("cpu", "cpus"):
         threads = count if kind == "cpu" else 1  # a cpus:P worker runs one thread
         # Thread pools are fixed when the runtime starts: set them first.
@@ -90,6 +126,9 @@ def _device(spec):
             comm = tf.distribute.experimental.CommunicationOptions(
                 implementation=tf.distribute.experimental.CommunicationImplementation.RING)
             strategy = tf.distribute.MultiWorkerMirroredStrategy(communication_options=comm)
+        elif nodes > 1:
+            strategy = _over_nodes(
+                spec, tf.distribute.experimental.CommunicationImplementation.RING)
         return "cpu", threads, strategy, {}
     gpus = tf.config.list_physical_devices("GPU")
     if not gpus:
@@ -109,7 +148,9 @@ def _device(spec):
     except Exception:  # noqa: BLE001 - informative only
         name = None
     strategy = None
-    if count > 1:
+    if nodes > 1:  # each worker mirrors its node's visible GPUs too
+        strategy = _over_nodes(spec, tf.distribute.experimental.CommunicationImplementation.AUTO)
+    elif count > 1:
         strategy = tf.distribute.MirroredStrategy(["/gpu:%d" % i for i in range(count)])
     label = "gpu:0" if count == 1 else "gpu:0-%d" % (count - 1)
     return label, None, strategy, {"device_name": name, "gpu_memory_growth": True}
@@ -143,10 +184,16 @@ def run(spec, reporter):
     pinned = proto.pin(spec)
     label, threads, strategy, gpu_facts = _device(spec)
     kind = spec["device"]["kind"]
-    world = int(spec["device"]["count"]) if kind in ("gpu", "cpus") else 1
-    # cpus:P: each worker feeds its own replica its part of the global batch.
-    multi = kind == "cpus" and world > 1
-    local, local_world = (None, 1) if multi else (strategy, world)
+    nodes = tf_dist.nodes(spec)
+    if nodes > 1:
+        # One worker per node feeds its node's replicas (1, or N GPUs) its part.
+        world = strategy.num_replicas_in_sync
+        multi, local, local_world = True, strategy, world // nodes
+    else:
+        world = int(spec["device"]["count"]) if kind in ("gpu", "cpus") else 1
+        # cpus:P: each worker feeds its own replica its part of the global batch.
+        multi = kind == "cpus" and world > 1
+        local, local_world = (None, 1) if multi else (strategy, world)
     chief = proto.rank() == 0
     scaled = _precision(spec, kind)
     tf.keras.utils.set_random_seed(int(spec["seed"]))
@@ -163,7 +210,7 @@ def run(spec, reporter):
         inter_op_threads=tf.config.threading.get_inter_op_parallelism_threads(),
         xla=xla, gpu_memory_growth=gpu_facts.get("gpu_memory_growth", False),
         precision_policy=tf.keras.mixed_precision.global_policy().name,
-        cpu_affinity=pinned, world_size=world,
+        cpu_affinity=pinned, world_size=world, **({"nodes": nodes} if nodes > 1 else {})
     )
     device = "/gpu:0" if kind == "gpu" else "/cpu:0"
     with strategy.scope() if strategy is not None else tf.device(device):
@@ -202,7 +249,8 @@ def run(spec, reporter):
     else:
         order = tf_data.Order(convergence.EpochOrder(n_train, spec.get("shuffle"), spec["seed"]),
                               batch, plan.steps_per_epoch,
-                              (proto.rank(), int(spec["per_device_batch"])) if multi else None)
+                              (proto.rank(), int(spec["per_device_batch"]) * local_world)
+                              if multi else None)
         source = tf_data.real(spec, local, local_world, device, train_xy[0], train_xy[1], order,
                               plan.total_steps + (PROFILE_STEPS if profiling else 0),
                               int(spec.get("loader_workers") or 0), host)

@@ -122,7 +122,7 @@ RE = "iteration_regex = 'took (?P<seconds>[0-9.]+)'"
     ('["python", "{batch[0]}"]', "", r"command\[1\]: unknown placeholder \{batch\[0\]\}"),
     ('["python", "{batch.foo}"]', "", r"unknown placeholder \{batch.foo\}"),
     ('["python", "{batch!r}"]', "", r"unknown placeholder"),
-    ('["python", "{python:jax}"]', "", r"unknown placeholder \{python:jax\}"),
+    ('["python", "{python:mxnet}"]', "", r"unknown placeholder \{python:mxnet\}"),
     ('["python", "a}b"]', "", r"a lone '\}' \(write \}\}"),
     ('["python"]', 'iteration_regex = "([0-9]+)"',
      r"iteration_regex: needs one named timing group: \(\?P<seconds>"),

@@ -51,6 +51,9 @@ def test_two_gloo_ranks_run_and_scale(tmp_path: Path, profile: Any) -> None:
     res = run(tmp_path, profile(["cpus:1", "cpus:2"]))
     assert res.returncode == 0, res.stderr + res.stdout
     assert [r[0] for r in db_rows(tmp_path, "select status from runs")] == ["ok", "ok"]
+    # the run's own ranks (torchrun's workers, grandchildren of the engine) are not
+    # "other runs sharing the host": the table would mark cpus:2 with a dagger
+    assert [r[0] for r in db_rows(tmp_path, "select concurrent_runs from runs")] == [0, 0]
     extra = [json.loads(str(r[0])) for r in db_rows(tmp_path, "select extra from environment")]
     assert [e["world_size"] for e in extra] == [1, 2]
     assert len(extra[0]["cpu_affinity"]) == 1 and len(extra[1]["cpu_affinity"]) == 1  # per rank

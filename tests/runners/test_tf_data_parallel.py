@@ -57,6 +57,9 @@ def test_two_workers_run_and_scale(tmp_path: Path, profile: Any) -> None:
     assert res.returncode == 0, res.stderr + res.stdout
     assert [r[0] for r in db_rows(tmp_path, "select status from runs order by id")] == [
         "ok", "ok"]
+    # worker 0's own workers are not other runs sharing the host
+    assert [r[0] for r in db_rows(tmp_path, "select concurrent_runs from runs order by id")] \
+        == [0, 0]
     extra = [json.loads(str(r[0])) for r in db_rows(
         tmp_path, "select extra from environment order by run_id")]
     assert [e["world_size"] for e in extra] == [1, 2]

@@ -7,7 +7,7 @@ anyway is recorded with ``concurrent_runs > 0``, so every export marks it.
 
 A dltop runner is recognised by its argv (``<python> .../runners/child/<x>_runner.py
 spec.json``), which every dltop version uses; runners of this engine (its
-children) are not foreign.
+children, and their ranks at any depth) are not foreign.
 """
 
 from __future__ import annotations
@@ -47,10 +47,17 @@ def sharing_runners(cpus: Sequence[int] | None, gpus: Sequence[int]) -> list[int
         gpus: the run's GPUs (empty for a CPU run).
     """
     me = os.getpid()
+    # This engine's own processes at any depth: a data-parallel runner's ranks are
+    # grandchildren (torchrun's agent, TensorFlow's worker 0, mpiexec start them).
+    try:
+        mine = {p.pid for p in psutil.Process(me).children(recursive=True)}
+    except psutil.Error:
+        mine = set()
     found = []
     for proc in psutil.process_iter(["pid", "ppid", "cmdline"]):
         info = proc.info
-        if info["ppid"] == me or info["pid"] == me or not is_runner_argv(info["cmdline"] or ()):
+        if info["pid"] == me or info["pid"] in mine or info["ppid"] in mine | {me} \
+                or not is_runner_argv(info["cmdline"] or ()):
             continue
         if gpus:
             theirs = _visible_gpus(proc)

@@ -6,8 +6,6 @@ the other frameworks.
 """
 
 import math
-import os
-import sys
 import time
 
 import cntk as C
@@ -15,16 +13,6 @@ import cntk_profile
 import convergence
 import dltop_protocol as proto
 import numpy as np
-
-
-def _hooks(inject, step):
-    """The test hooks of cntk_runner.py's docstring, before step ``step``."""
-    if step == 1 and inject == "hang":
-        while True:
-            time.sleep(60)
-    if step == 1 and (inject == "crash" or (inject == "crash-rank1" and proto.rank() == 1)):
-        sys.stdout.flush()
-        os._exit(1)
 
 
 def _evaluator(model, loss, x, y, feed, batch):
@@ -74,7 +62,7 @@ def train(spec, reporter, trainer, model, loss, x, y, feed, world, device):
     clock = convergence.TrainClock()
     perf = time.perf_counter
     for step in range(plan.total_steps):
-        _hooks(inject, step)
+        proto.fault_hook(inject, step)
         clock.start()
         t0 = perf()
         xb, yb = feed.train_batch(step)

@@ -163,6 +163,20 @@ def rank():
     return int(os.environ.get("DLTOP_RANK", "0"))
 
 
+def fault_hook(inject, step):
+    """The ``inject`` test hooks, called before each step: at the start of the second
+    one (after the first iteration was reported) ``hang`` sleeps forever, ``crash`` exits
+    without a report, ``crash-rank1`` does so on rank 1 only."""
+    if step != 1 or not inject:
+        return
+    if inject == "hang":
+        while True:
+            time.sleep(60)
+    if inject == "crash" or (inject == "crash-rank1" and rank() == 1):
+        sys.stdout.flush()
+        os._exit(1)
+
+
 def local_rank():
     """This process's rank on its host (torchrun's LOCAL_RANK; else :func:`rank`)."""
     return int(os.environ.get("DLTOP_LOCAL_RANK", rank()))

@@ -254,14 +254,7 @@ def _loop(spec, reporter, plan, work, evaluate, inject, holder):
     perf = time.perf_counter
     clock = convergence.TrainClock()
     for i in range(plan.total_steps):
-        # Fault hooks fire at the start of the second step, after the first
-        # iteration has been reported.
-        if i == 1 and inject == "hang":
-            while True:
-                time.sleep(60)
-        if i == 1 and inject == "crash":
-            sys.stdout.flush()
-            os._exit(1)
+        proto.fault_hook(inject, i)
         clock.start()
         t0 = perf()
         loss = work(i)

@@ -6,8 +6,6 @@ as a float (None in inference mode).
 """
 
 import math
-import os
-import sys
 import time
 
 import convergence
@@ -16,28 +14,13 @@ import torch
 import torch.nn.functional as F
 
 
-def _faults(i, inject):
-    """Test hooks; they fire at the start of the second step, after the first
-    iteration has been reported."""
-    if i != 1 or not inject:
-        return
-    if inject == "hang":
-        while True:
-            time.sleep(60)
-    if inject == "crash-rank1" and proto.rank() == 1:
-        os._exit(1)
-    if inject == "crash":
-        sys.stdout.flush()
-        os._exit(1)
-
-
 def train_step(model, opt, loss_fn, next_batch, autocast, scaler, device, inject=None):
     """One training step: batch, forward, backward, optimizer update, synchronise."""
     cuda = device.type == "cuda"
     state = {"i": 0}
 
     def step():
-        _faults(state["i"], inject)
+        proto.fault_hook(inject, state["i"])
         x, y = next_batch()
         opt.zero_grad(set_to_none=True)
         if autocast is not None:
@@ -70,7 +53,7 @@ def inference_step(model, next_batch, autocast, device, inject=None):
     state = {"i": 0}
 
     def step():
-        _faults(state["i"], inject)
+        proto.fault_hook(inject, state["i"])
         with torch.inference_mode():
             x, _ = next_batch()
             if autocast is not None:

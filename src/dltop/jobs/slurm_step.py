@@ -7,16 +7,17 @@ here, in its own session, and its ``srun`` is a step of the allocation.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
-import signal
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from dltop.catalog import RunStatus
 from dltop.jobs.slurm_script import SlurmFiles
-from dltop.jobs.supervisor import TERM_GRACE_S
+from dltop.jobs.supervisor import TERM_GRACE_S, terminate_group
 from dltop.procs import process_start_time
+
+SRUN_GRACE_S = TERM_GRACE_S * 2
+"""srun passes TERM to the step's tasks and ends the step: it gets twice a runner's grace."""
 
 StateHandler = Callable[[dict[str, Any]], None]
 """Receives the runs columns to update: slurm_job_id, slurm_state/slurm_reason, slurm_nodes."""
@@ -56,21 +57,11 @@ class StepWatch:
             stopper.cancel()
             if waiter not in done:
                 reason = RunStatus.CANCELLED if stopper in done else RunStatus.TIMEOUT
-                await self._terminate(proc)
+                await terminate_group(proc, proc.pid, SRUN_GRACE_S)
         except asyncio.CancelledError:
-            await asyncio.shield(self._terminate(proc))
+            await asyncio.shield(terminate_group(proc, proc.pid, SRUN_GRACE_S))
             raise
         self.exit_code = proc.returncode
         self.state = "COMPLETED" if proc.returncode == 0 else "FAILED"
         return reason, None
 
-    async def _terminate(self, proc: asyncio.subprocess.Process) -> None:
-        # srun passes TERM to the step's tasks and ends the step; KILL after a grace.
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE_S * 2)
-        except TimeoutError:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            await proc.wait()

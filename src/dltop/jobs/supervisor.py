@@ -194,14 +194,14 @@ async def supervise(
         done = await _wait_awake(waiter, stopper, timeout_s, proc.pid)
         if waiter not in done:
             reason = RunStatus.CANCELLED if stopper in done else RunStatus.TIMEOUT
-            await _terminate(proc, pgid)
+            await terminate_group(proc, pgid)
         # Drain what the child wrote before it died; a grandchild may hold the
         # pipe open, so bound the wait.
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(pump), timeout=2.0)
     except asyncio.CancelledError:
         reason = RunStatus.CANCELLED
-        await asyncio.shield(_terminate(proc, pgid))
+        await asyncio.shield(terminate_group(proc, pgid))
         raise
     finally:
         kill_group(pgid, signal.SIGKILL)
@@ -262,10 +262,12 @@ def _exited(pid: int) -> bool:
         return False
 
 
-async def _terminate(proc: asyncio.subprocess.Process, pgid: int) -> None:
+async def terminate_group(proc: asyncio.subprocess.Process, pgid: int,
+                          grace_s: float = TERM_GRACE_S) -> None:
+    """SIGTERM the process group, SIGKILL it if ``proc`` has not exited within ``grace_s``."""
     kill_group(pgid, signal.SIGTERM)
     try:
-        await asyncio.wait_for(proc.wait(), timeout=TERM_GRACE_S)
+        await asyncio.wait_for(proc.wait(), timeout=grace_s)
     except TimeoutError:
         kill_group(pgid, signal.SIGKILL)
         await proc.wait()

@@ -24,8 +24,11 @@ run: $(STAMP)
 	$(BIN)/dltop run quick
 	$(BIN)/dltop export --format md
 
+# Two workers (pytest-xdist): the tests are written to run beside each other and beside
+# real engines (own lock directories, foreign runners allowed for); tests/slurm share one
+# worker and so one cluster (tests/conftest.py). `pytest` alone runs them one by one.
 test: $(STAMP) lint slurm-packages
-	$(BIN)/pytest -q --durations=25
+	$(BIN)/pytest -q -n 2 --dist loadgroup --durations=25
 
 # tests/slurm start a real single-node Slurm: install it as root, else say what is missing.
 slurm-packages:
@@ -41,7 +44,7 @@ slurm-packages:
 	fi
 
 test-fast: $(STAMP)
-	$(BIN)/pytest -q -m "not slow"
+	$(BIN)/pytest -q -n 2 -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks scripts

@@ -118,15 +118,23 @@ def _until(cond: Any, timeout: float = 10.0) -> float:
     return time.perf_counter() - t0
 
 
-def latencies(db_path: Path, presses: int, big: int = 0) -> dict[str, list[float]]:
+PRESSES: list[tuple[str, float, float]] = []
+"""(what, monotonic time the key was sent, seconds to the screen) of every timed press."""
+
+
+def latencies(db_path: Path, presses: int, big: int = 0,
+              trace: Path | None = None) -> dict[str, list[float]]:
     """Key to screen, end to end: tmux send-keys, then capture-pane until the change shows.
 
     ``big``: the database holds one campaign of that many queued jobs (no results to
-    wait for; PageDown, End and Home measured too).
+    wait for; PageDown, End and Home measured too). ``trace``: run the viewer under
+    ``benchmarks/tui_trace.py``, writing its trace there.
     """
     name = "bench-latency"
+    launcher = "-m dltop" if trace is None else \
+        f"{Path(__file__).with_name('tui_trace.py')} {trace} --"
     # --no-resume: the campaign has no engine, and must stay a queue to look at.
-    _tmux_session(name, f"DLTOP_DB={db_path} {sys.executable} -m dltop tui --fake-gpus 8 "
+    _tmux_session(name, f"DLTOP_DB={db_path} {sys.executable} {launcher} tui --fake-gpus 8 "
                         "--no-resume")
     jobs = f"{big} jobs" if big else "1000 jobs"
     out: dict[str, list[float]] = {"down (cursor)": [], "2 then 1 (switch screen)": []}
@@ -161,19 +169,27 @@ def latencies(db_path: Path, presses: int, big: int = 0) -> dict[str, list[float
 
         def timed(key: str, what: str) -> None:
             before = _queue_region(name)
+            t_sent = time.monotonic()
             send(key)
             out[what].append(_until(lambda b=before: changed(b)))
+            PRESSES.append((what, t_sent, out[what][-1]))
 
         for _ in range(presses):
             timed("Down", "down (cursor)")
+            t_sent = time.monotonic()
             send("2")
             t0 = time.perf_counter()
             t = _until(lambda: any("Pick metric" in ln for ln in _pane(name)))
+            PRESSES.append(("2 (to results)", t_sent, t))
             if not big:
                 _until(lambda: any("median seconds per" in ln for ln in _pane(name)))
                 out[f"results table filled ({jobs})"].append(time.perf_counter() - t0)
+                PRESSES.append(("results table filled", t_sent, time.perf_counter() - t0))
+            t_sent = time.monotonic()
             send("1")
-            t += _until(lambda: any("SIMULATED" in ln for ln in _pane(name)))
+            t1 = _until(lambda: any("SIMULATED" in ln for ln in _pane(name)))
+            PRESSES.append(("1 (to main)", t_sent, t1))
+            t += t1
             out["2 then 1 (switch screen)"].append(t / 2)
             time.sleep(0.3)
             if big:
@@ -228,6 +244,27 @@ def tmux_cpu(name: str, cmd: str, seconds: float) -> float:
         subprocess.run(["tmux", "kill-session", "-t", name], check=False)
 
 
+def explain(trace: Path, slow_ms: float = 50.0) -> None:
+    """Print what the viewer did during each press slower than ``slow_ms``."""
+    rows = [json.loads(line) for line in trace.read_text().splitlines() if line.strip()]
+    slow = [(w, t, d) for w, t, d in PRESSES if d * 1000 > slow_ms]
+    print(f"\ntrace {trace}: {len(rows)} events; {len(slow)} of {len(PRESSES)} presses "
+          f"over {slow_ms:.0f} ms")
+    for what, t_sent, dt in slow:
+        print(f"- {what}: {dt * 1000:.1f} ms")
+        for r in rows:
+            if t_sent - 0.05 <= r["t"] + r["ms"] / 1000 and r["t"] <= t_sent + dt:
+                extra = {k: v for k, v in r.items() if k not in ("kind", "t", "ms")}
+                print(f"    {(r['t'] - t_sent) * 1000:+8.1f} ms  {r['kind']:<7} "
+                      f"{r['ms']:7.1f} ms  {extra}")
+    gcs = [r for r in rows if r["kind"] == "gc"]
+    for gen in (0, 1, 2):
+        ms = [r["ms"] for r in gcs if r["gen"] == gen]
+        if ms:
+            print(f"gc gen{gen}: {len(ms)} collections, median {statistics.median(ms):.1f} ms,"
+                  f" max {max(ms):.1f} ms")
+
+
 def _print_latencies(results: dict[str, list[float]]) -> None:
     print(f"{'key':<34} {'median':>8} {'p95':>8} {'max':>8}")
     for key, vals in results.items():
@@ -242,6 +279,9 @@ def main() -> int:
     ap.add_argument("--presses", type=int, default=20)
     ap.add_argument("--big", type=int, default=100_000,
                     help="jobs of the large-queue case (100000; 0 skips it)")
+    ap.add_argument("--trace", type=Path, default=None,
+                    help="trace the viewer (benchmarks/tui_trace.py) into this file and "
+                         "explain every press over 50 ms")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="dltop-tui-bench-"))
     db_path = tmp / "bench.db"
@@ -254,7 +294,9 @@ def main() -> int:
         return 2
     print("\nkeypress -> screen (ms), 8 simulated GPUs at 4 Hz, 120x40 tmux pane; each "
           "figure includes one capture-pane poll (a few ms)")
-    _print_latencies(latencies(db_path, args.presses))
+    _print_latencies(latencies(db_path, args.presses, trace=args.trace))
+    if args.trace is not None:
+        explain(args.trace)
     if args.big:
         big_path = tmp / "big.db"
         t0 = time.monotonic()

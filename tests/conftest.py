@@ -55,6 +55,13 @@ def private_lock_dir(tmp_path_factory: pytest.TempPathFactory,
     return path
 
 
+@pytest.fixture(autouse=True)
+def no_inherited_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """pytest-xdist's workers see a ``COLUMNS`` that ``pytest`` alone does not set, and
+    piped listings are cut to it; a test that wants a width sets its own."""
+    monkeypatch.delenv("COLUMNS", raising=False)
+
+
 @contextmanager
 def watching_other_runners(ours: Path) -> Iterator[set[int]]:
     """Collect dltop runners on this host whose argv does not mention ``ours``.
@@ -263,6 +270,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if any(item.get_closest_marker(f) for f in FRAMEWORK_MARKERS):
             item.add_marker(pytest.mark.slow)
+        # Under pytest-xdist (`make test`), the Slurm tests share one worker and so one
+        # session-scoped cluster, instead of a slurmctld per worker.
+        if "slurm" in item.nodeid.split("/")[:2]:
+            item.add_marker(pytest.mark.xdist_group("slurm"))
 
 
 pytest_plugins = ["pytester"]  # tests/core/test_framework_markers.py runs an inner pytest

@@ -12,8 +12,10 @@ benchmark's own timestamps line up with them).
 from __future__ import annotations
 
 import asyncio.events
+import cProfile
 import gc
 import json
+import os
 import sys
 import threading
 import time
@@ -74,11 +76,31 @@ def install(trace: Trace) -> None:
     from textual.message_pump import MessagePump
 
     dispatch = MessagePump._dispatch_message
+    # --profile-key K:N: cProfile the event loop from the N-th press of K to the next key
+    # (into TRACE.prof), to see inside one slow press.
+    want = os.environ.get("DLTOP_TRACE_PROFILE_KEY", "")
+    profiled: dict[str, Any] = {"seen": 0, "prof": None}
+
+    def profile_key(key: str, t: float) -> None:
+        # The app sees each press twice (from the driver, then bubbled up from the screen).
+        if t - profiled.get("t", 0.0) < 0.005:
+            return
+        profiled["t"] = t
+        if profiled["prof"] is not None:
+            profiled["prof"].disable()
+            profiled["prof"].dump_stats(trace.out.name + ".prof")
+            profiled["prof"] = False
+        if want and profiled["prof"] is None and key == want.split(":")[0]:
+            profiled["seen"] += 1
+            if profiled["seen"] == int(want.split(":")[1]):
+                profiled["prof"] = cProfile.Profile()
+                profiled["prof"].enable()
 
     async def timed_dispatch(self: MessagePump, message: Any) -> None:
         t0 = time.monotonic()
         if isinstance(message, events.Key) and isinstance(self, App):
             trace.add("key", t0, 0.0, key=message.key)
+            profile_key(message.key, t0)
         await dispatch(self, message)
         dt = time.monotonic() - t0
         if dt >= trace.min_s:

@@ -263,8 +263,9 @@ async def test_number_keys_switch_screens_and_results_update(engine_seeded: Seed
 
 async def test_switching_back_to_a_composed_screen_holds_no_repaint(
         engine_seeded: Seeded, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Textual's 50 ms repaint hold (App.delay_update) hides a screen being composed; a
-    screen composed before needs none, and through a terminal the hold was most of a switch."""
+    """Textual's 50 ms repaint hold (App.delay_update) hides a screen being composed; every
+    screen is composed at start-up, so no keypress waits for one (through a terminal the
+    hold was most of a switch)."""
     from textual.app import App
 
     holds: list[float] = []
@@ -272,19 +273,29 @@ async def test_switching_back_to_a_composed_screen_holds_no_repaint(
     monkeypatch.setattr(App, "delay_update",
                         lambda self, delay=0.05: (holds.append(delay), real(self, delay))[1])
     async with started(engine_seeded) as (app, pilot):
-        await pilot.press("2")  # first visit: composed now, held
-        await settle(app, pilot)
-        assert len(holds) == 1
-        for key, screen in (("1", MainScreen), ("2", ResultsScreen), ("1", MainScreen)):
+        assert len(holds) == 2  # results and history, composed before the first paint
+        assert isinstance(app.screen, MainScreen)
+        for key, screen in (("2", ResultsScreen), ("1", MainScreen), ("3", HistoryScreen),
+                            ("2", ResultsScreen), ("1", MainScreen)):
             await pilot.press(key)
             await pilot.pause()
             assert isinstance(app.screen, screen)
             assert app._batch_count == 0  # repaints held only until the screen resumed
-        assert len(holds) == 1
-        await pilot.press("3")  # first visit again
-        await pilot.pause()
-        assert isinstance(app.screen, HistoryScreen)
         assert len(holds) == 2
+
+
+async def test_screens_composed_at_start_up_compute_nothing_until_seen(
+        engine_seeded: Seeded) -> None:
+    """The results screen composed unseen computes no table (a 100 000-job campaign's
+    takes seconds); its first visit does."""
+    async with started(engine_seeded) as (app, pilot):
+        await settle(app, pilot)
+        results = app.get_screen_stack("results")[0]
+        assert isinstance(results, ResultsScreen) and results.is_mounted
+        assert results.data is None
+        await pilot.press("2")
+        await settle(app, pilot)
+        assert results.data is not None and results.data.pivot.rows
 
 
 async def test_question_mark_opens_help(engine_seeded: Seeded) -> None:

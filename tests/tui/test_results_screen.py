@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import DataTable, OptionList
+from textual.widgets import DataTable, OptionList, Static
 
 from dltop.jobs import campaign
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.tui.app import DltopApp
 from dltop.tui.results_screen import MetricBar, MetricPicker, ResultsScreen, SpeedupChart
-from dltop.tui.results_view import BEST_STYLE, FAILURE_STYLE, METRIC_NAMES
+from dltop.tui.results_view import BEST_STYLE, FAILURE_STYLE, METRIC_NAMES, scaling_text
 
 from .conftest import FIXED_TIME, fixed_host
 
@@ -237,6 +237,30 @@ async def test_the_speedup_chart_labels_are_whole(tmp_path: Path) -> None:
         assert fcn[0].rstrip().endswith("1.00x") and fcn[1].rstrip().endswith("1.75x")
         assert any(ln.startswith("alexnet-r torch 64 cpu:2") and "OOM" in ln for ln in lines)
         assert all(len(ln) <= 80 for ln in lines)
+
+
+async def test_the_scaling_table_is_aligned_text_with_every_cell_whole(tmp_path: Path) -> None:
+    """Plain lines (a Rich table was measured and drawn again at each visit): keys left,
+    numbers right, every column as wide as its widest cell, at 80 columns too."""
+    async with on_results(tmp_path, size=(80, 24)) as (_, _, screen):
+        assert screen.data is not None and screen.data.scaling is not None
+        scaling = screen.data.scaling
+        lines = scaling_text(scaling).plain.splitlines()
+        assert lines[0] == scaling.title
+        assert lines[1].split() == [c.header for c in scaling.columns]
+        assert set(lines[2].replace(" ", "")) == {"─"}
+        fcn = [ln for ln in lines[3:] if ln.startswith("fcn-r ")]
+        assert [ln.split()[3] for ln in fcn] == ["cpu:1", "cpu:2"]
+        # each column ends where its rule ends: numbers right-aligned there, whole
+        rule_ends = [i + 1 for i, ch in enumerate(lines[2])
+                     if ch == "─" and (i + 1 == len(lines[2]) or lines[2][i + 1] == " ")]
+        speedup = [c.key for c in scaling.columns].index("speedup")
+        want = [r.cells[speedup].text for r in scaling.rows
+                if r.cells[0] is not None and r.cells[0].text == "fcn-r"]
+        assert want == ["1.00", "1.75"]
+        assert [ln[:rule_ends[speedup]].split()[-1] for ln in fcn] == want
+        shown = screen.query_one("#scaling-table", Static)
+        assert shown.display and "fcn-r" in str(shown.render())
 
 
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)])

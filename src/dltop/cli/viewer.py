@@ -28,7 +28,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
         open_gpu_backend(getattr(args, "fake_gpus", None))
     app = DltopApp(db_path, default_logs_dir(db_path), backend,
                    campaign_id=getattr(args, "campaign", None), device_hz=hz,
-                   resume_orphans=not getattr(args, "no_resume", False))
+                   resume_orphans=not getattr(args, "no_resume", False), freeze_gc=True)
     # Textual's strips cache themselves, so painting makes cyclic garbage and full
     # collections come every few seconds; freezing what start-up made (modules, classes,
     # about 55 000 objects) keeps them from scanning it, inside a keypress, each time.

@@ -9,6 +9,7 @@ started again after a back-off, so the screen never freezes on stale data.
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from collections.abc import Callable
@@ -73,8 +74,14 @@ class DltopApp(Actions):
     def __init__(self, db_path: Path, logs_dir: Path, backend: GpuBackend | None, *,
                  campaign_id: int | None = None, device_hz: float = 4.0, db_hz: float = 2.0,
                  host: Callable[[], HostSample | None] | None = None,
-                 live: bool = True, resume_orphans: bool = True) -> None:
+                 live: bool = True, resume_orphans: bool = True,
+                 freeze_gc: bool = False) -> None:
         super().__init__()
+        self.composing_screens = False
+        """True while the screens are composed, unseen, at start-up."""
+        self.freeze_gc = freeze_gc
+        """Freeze what start-up made out of the collector's scans once every screen is
+        composed (``dltop tui``; not in tests, where many apps share one process)."""
         self.db_path = db_path
         self.db_label = str(db_path)
         self.logs_dir = logs_dir
@@ -190,13 +197,41 @@ class DltopApp(Actions):
                 self._db.close()
                 self._db = None
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         if self.resume_orphans:
             self._resume_orphans()
         if self.live:
             self._db_loop()
             if self._poller is not None:
                 self._device_loop()
+        await self._compose_screens()
+
+    async def _compose_screens(self) -> None:
+        """Compose every screen before the first paint, and show each twice, unpainted.
+
+        A screen's first visit composes it and brings its widgets' CSS into the
+        stylesheet; its second visit then re-parsed the whole stylesheet and restyled
+        every widget (Textual marks a screen's styles current only once it was shown
+        mounted), which dropped the results table's render caches: 115 ms and 70 ms
+        through tmux, the two slowest keypresses of a session (traced with
+        benchmarks/tui_latency.py --trace). Done here, before anything is drawn, keys
+        pressed meanwhile wait for the main screen (~0.1 s of start-up).
+        """
+        self.composing_screens = True
+        try:
+            with self.batch_update():
+                for _ in range(2):
+                    for mode in self.MODES:
+                        if mode != self.DEFAULT_MODE:
+                            await self.switch_mode(mode)
+                    await self.switch_mode(self.DEFAULT_MODE)
+        finally:
+            self.composing_screens = False
+        if self.freeze_gc:
+            # Full collections scan every tracked object (14 ms here, traced inside
+            # keypresses); the screens' widgets and styles live as long as the viewer.
+            gc.collect()
+            gc.freeze()
 
     @work(thread=True, group="db-poll", exit_on_error=False)
     def _db_loop(self) -> None:

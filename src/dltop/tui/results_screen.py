@@ -17,8 +17,6 @@ no database read.
 
 from __future__ import annotations
 
-from rich import box
-from rich.table import Table as RichTable
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -42,6 +40,7 @@ from dltop.tui.results_view import (
     compute,
     legend,
     notes_text,
+    scaling_text,
     sort_rows,
     speedup_chart,
 )
@@ -120,7 +119,9 @@ class PivotTable(DataTable[Text]):
     Textual restyles every widget of a screen when it is shown again, and DataTable
     drops all its render caches on any restyle: each visit to the results screen
     re-rendered every visible cell (about 24 ms for the benchmark's table, profiled).
-    The caches are dropped only when a style the table draws with really changed.
+    The caches are dropped only when a style the table draws with really changed. Not
+    its size: DataTable's own cache keys carry the width and a count of resizes (the
+    size in this key dropped every cache on the visit after the table first grew).
     """
 
     _style_key: tuple[object, ...] | None = None
@@ -128,7 +129,7 @@ class PivotTable(DataTable[Text]):
     def notify_style_update(self) -> None:
         try:
             key: tuple[object, ...] | None = (
-                self.rich_style, self.has_focus, self.size,
+                self.rich_style, self.has_focus,
                 *(self.get_component_rich_style(name, partial=True)
                   for name in sorted(self.COMPONENT_CLASSES)))
         except KeyError:  # component styles not applied yet (the first styling)
@@ -193,7 +194,9 @@ class ResultsScreen(DltopScreen):
             self.query_one("#results-title", Static).update("no campaign yet")
             return
         key = (view.campaign.id, view.campaign.status, tuple(sorted(view.counts.items())))
-        if key != self._key:  # a run finished: the tables change as the campaign goes
+        # A run finished: the tables change as the campaign goes. Not computed while the
+        # screen is composed unseen at start-up (a 100 000-job campaign takes seconds).
+        if key != self._key and self.is_current and not self.dltop.composing_screens:
             self._key, self._campaign, self._cache = key, view.campaign.id, {}
             self._request()
 
@@ -305,15 +308,7 @@ class ResultsScreen(DltopScreen):
         chart.refresh(layout=True)
         if data.scaling is None:
             return
-        rich = RichTable(title=one_line(data.scaling.title), title_justify="left",
-                         title_style="bold", expand=False, box=box.SIMPLE_HEAD,
-                         show_edge=False, pad_edge=False, collapse_padding=True)
-        for col in data.scaling.columns:
-            rich.add_column(Text(one_line(col.header)),
-                            justify="left" if col.role is Role.KEY else "right", no_wrap=True)
-        for row in data.scaling.rows:
-            rich.add_row(*(Text(one_line(c.text)) if c else Text("") for c in row.cells))
-        shown.update(rich)
+        shown.update(scaling_text(data.scaling))
 
     # sorting -----------------------------------------------------------------------
     def sort_by(self, column: int) -> None:

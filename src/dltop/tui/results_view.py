@@ -198,6 +198,34 @@ def row_label(table: Table, row: Row) -> str:
                     if col.role is Role.KEY and cell is not None and cell.text)
 
 
+def scaling_text(table: Table) -> Text:
+    """The scaling table as plain aligned lines: bold title, headers over a rule.
+
+    Drawn by hand, not as a Rich ``Table`` in a Static: Textual measured and rendered
+    that table again on every visit to the results screen (its layout follows each
+    restyle), 50-80 ms for 20 rows; these lines cost one join. Columns are as wide as
+    their widest cell and never cut (the pane is as wide as the screen; wider lines
+    are cropped at the right edge, as the pivot's are scrolled).
+    """
+    heads = [one_line(c.header) for c in table.columns]
+    cells = [[one_line(c.text) if c is not None else "" for c in r.cells] for r in table.rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(heads)]
+    left = [c.role is Role.KEY for c in table.columns]
+
+    def line(values: Sequence[str]) -> str:
+        return "  ".join(f"{v:<{w}}" if lft else f"{v:>{w}}"
+                         for v, w, lft in zip(values, widths, left, strict=True)).rstrip()
+
+    out = Text(no_wrap=True)
+    out.append(one_line(table.title), "bold")
+    out.append("\n")
+    out.append(line(heads), "bold")
+    out.append("\n" + "  ".join("─" * w for w in widths))
+    for row in cells:
+        out.append("\n" + line(row))
+    return out
+
+
 def speedup_chart(table: Table, width: int) -> Text:
     """Speedup as horizontal bars under full labels' column; ``|`` marks the ideal (N)."""
     keys = {c.key: i for i, c in enumerate(table.columns)}

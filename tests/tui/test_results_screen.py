@@ -116,9 +116,13 @@ async def test_the_metric_switch_cycles_and_picks(tmp_path: Path) -> None:
         title = str(screen.query_one("#results-title").render())
         assert "median seconds per mini-batch" in title
         assert row_of(screen, "fcn-r")[headers(screen).index("cpu:2")].plain.startswith("0.06")
+        assert screen.data is not None and len(screen.data.results) == 6
+        read = screen.data.results
         await pilot.press("m")
         await settle(app, pilot)
         assert screen.metric == app.metric == "throughput"  # export writes it too
+        # the next metric's table is made of the configurations read for the first
+        assert screen.data is not None and screen.data.results is read
         assert "samples per second" in str(screen.query_one("#results-title").render())
         assert row_of(screen, "fcn-r")[headers(screen).index("cpu:2")].plain.startswith("1066.7")
         await pilot.press("M")

@@ -148,7 +148,8 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
                     results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
     """Per model and family: speedup and efficiency vs devices against the group's
     1-device run (:mod:`dltop.results.scaling`), the ideal line dashed."""
-    srows = [r for r in scaling.scaling_rows(db, ids) if r.speedup is not None]
+    srows = [r for r in scaling.scaling_rows(db, ids, results=results)
+             if r.speedup is not None]
     out = []
     for model in _models(results):
         for family in ("cpu", "cpus", "gpu"):

@@ -31,7 +31,13 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.results import caption, identity, queries
-from dltop.results.aggregate import config_results, place_labeller, placed_identities, rank
+from dltop.results.aggregate import (
+    ConfigResult,
+    config_results,
+    place_labeller,
+    placed_identities,
+    rank,
+)
 from dltop.results.metrics import markers
 from dltop.results.render import render
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
@@ -75,11 +81,13 @@ class ScalingRow:
         return self.efficiency is not None and self.efficiency > 1.0 + 1e-9
 
 
-def scaling_rows(db: sqlite_utils.Database,
-                 campaigns: int | Sequence[int]) -> list[ScalingRow]:
+def scaling_rows(db: sqlite_utils.Database, campaigns: int | Sequence[int], *,
+                 results: Sequence[ConfigResult] | None = None) -> list[ScalingRow]:
     """Every configuration with its speedup and efficiency against one device (on the
-    same host and GPU model)."""
-    results = config_results(db, campaigns)
+    same host and GPU model); ``results``: these campaigns' :func:`config_results`, when
+    the caller read them already."""
+    if results is None:
+        results = config_results(db, campaigns)
     var = identity.variation(placed_identities(results)).without(NODES)
     label = place_labeller(results)
     base: dict[tuple[str, str, int, str, str, tuple[str, str]], float] = {}

@@ -233,10 +233,11 @@ class ResultsScreen(DltopScreen):
         key, cid, metric = self._key, self._campaign, self.metric
         known = next(iter(self._cache.values()), None)
         scaling: Table | bool | None = known.scaling if known is not None else True
+        results = known.results if known is not None else None
         db_path = self.dltop.db_path
 
         def work() -> None:
-            data = compute(db_path, cid, metric, scaling)
+            data = compute(db_path, cid, metric, scaling, results)
             self.app.call_from_thread(self._computed, key, data)
 
         # on the app: its handler reports a failed worker ("computing the results failed")

@@ -96,14 +96,14 @@ def test_each_setting_is_identity() -> None:
 def test_a_setup_event_joins_the_hello_facts_without_overriding_them() -> None:
     import json
 
-    from dltop.jobs.supervisor import _EventReader
+    from dltop.jobs.eventreader import EventReader
 
     seen: list[dict] = []  # type: ignore[type-arg]
-    reader = _EventReader(seen.append)
+    reader = EventReader(seen.append)
     hello = {"v": 1, "event": "hello", "framework": "torch", "framework_version": "2",
              "device": "cuda:0", "threads": None}
-    reader._handle(json.dumps(hello).encode())
-    reader._handle(json.dumps({"v": 1, "event": "setup", "compile_s": 12.5,
+    reader.handle(json.dumps(hello).encode())
+    reader.handle(json.dumps({"v": 1, "event": "setup", "compile_s": 12.5,
                                "capture_s": None, "device": "forged"}).encode())
     assert reader.protocol_errors == 0
     assert reader.hello["compile_s"] == 12.5 and reader.hello["device"] == "cuda:0"

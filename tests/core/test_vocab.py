@@ -25,7 +25,7 @@ from dltop.catalog import (
 )
 from dltop.jobs import engine as engine_mod
 from dltop.jobs.engine import Engine
-from dltop.jobs.supervisor import _classify
+from dltop.jobs.eventreader import classify_outcome
 from dltop.store import Store, connect
 from dltop.tui.format import STATUS_STYLE
 
@@ -54,15 +54,15 @@ CLASSIFY_CASES = [
 @pytest.mark.parametrize(("reason", "exit_code", "r"), CLASSIFY_CASES)
 def test_every_status_the_supervisor_produces_is_a_member(reason: RunStatus | None,
                                                           exit_code: int | None, r: Any) -> None:
-    status, _, _ = _classify(reason, exit_code, r, 10.0)
+    status, _, _ = classify_outcome(reason, exit_code, r, 10.0)
     assert isinstance(status, RunStatus) and status is not RunStatus.RUNNING
     assert status in catalog.FINAL_RUN_STATUSES
 
 
 def test_runner_error_kinds_map_to_their_status() -> None:
     for kind in (ErrorKind.OOM, ErrorKind.UNSUPPORTED, ErrorKind.DIVERGED):
-        assert _classify(None, 3, reader(error={"kind": kind.value}), 1.0)[0] == kind.value
-    assert _classify(None, 3, reader(error={"kind": "crash"}), 1.0)[0] is RunStatus.CRASHED
+        assert classify_outcome(None, 3, reader(error={"kind": kind.value}), 1.0)[0] == kind.value
+    assert classify_outcome(None, 3, reader(error={"kind": "crash"}), 1.0)[0] is RunStatus.CRASHED
 
 
 def _string_args(tree: ast.AST, func_attr: str) -> set[str]:

@@ -8,6 +8,7 @@ import statistics
 import pytest
 from tests.results.conftest import CampaignMaker
 
+from dltop.results import identity
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.convergence import (
     EvalPoint,
@@ -103,3 +104,12 @@ def test_a_configuration_reports_the_runs_that_reached_and_says_how_many() -> No
     assert value_of(never, "time-to-accuracy").reason == "not reached"
     assert value_of(never, "latency").reason == "n/a: training run"
 
+
+
+def test_an_epochs_configuration_claims_its_epochs_not_the_unused_iterations() -> None:
+    """The spec of an epochs job keeps the default iterations (50), which the runner
+    ignores: a caption saying "iterations 50" would be a false claim."""
+    (res,) = _stored(0.8, [CURVE, CURVE])
+    assert res.identity["epochs"] == 4 and res.identity["iterations"] is None
+    text = identity.variation([res.identity]).caption()
+    assert "epochs 4" in text and "iterations" not in text, text

@@ -12,14 +12,14 @@ import json
 import pytest
 
 from dltop.catalog import RunStatus
+from dltop.jobs.eventreader import EventReader
 from dltop.jobs.slurm import classify
-from dltop.jobs.supervisor import _EventReader
 
 
-def reader(*events: dict[str, object]) -> _EventReader:
-    r = _EventReader(lambda e: None)
+def reader(*events: dict[str, object]) -> EventReader:
+    r = EventReader(lambda e: None)
     for e in events:
-        r._handle(json.dumps({"v": 1, **e}).encode())
+        r.handle(json.dumps({"v": 1, **e}).encode())
     return r
 
 

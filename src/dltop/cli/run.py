@@ -54,9 +54,14 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         resumed = resume(store, args.campaign)
         campaign_id, name, queued = resumed.campaign_id, resumed.name, resumed.jobs
         pack = resumed.pack
+        slurm = (f", {len(resumed.cancelled_slurm_jobs)} orphaned Slurm job(s) cancelled "
+                 f"({', '.join(resumed.cancelled_slurm_jobs)})"
+                 if resumed.cancelled_slurm_jobs else "")
         print(f"dltop: resuming campaign {campaign_id}: {len(queued)} jobs queued, "
               f"{resumed.lost_runs} interrupted run(s) re-queued, "
-              f"{resumed.killed_processes} orphaned process(es) killed", file=sys.stderr)
+              f"{resumed.killed_processes} orphaned process(es) killed{slurm}", file=sys.stderr)
+        for warning in resumed.warnings:
+            print(f"dltop: warning: {warning}", file=sys.stderr)
     else:
         if not args.profiles:
             raise UserError("dltop run needs at least one PROFILE (or --resume)")

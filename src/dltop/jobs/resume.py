@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from dltop.errors import UserError
 from dltop.jobs.queued import QueuedJob
+from dltop.jobs.slurm import cancel_orphan, is_orphan_job
 from dltop.jobs.supervisor import reap_orphan_group
 from dltop.procs import engine_alive, process_start_time
 from dltop.store.writer import Store
@@ -22,6 +23,10 @@ class Resumed:
     killed_processes: int
     jobs: list[QueuedJob]
     pack: bool = False
+    cancelled_slurm_jobs: tuple[str, ...] = ()
+    """Batch jobs of the lost runs that were still in Slurm, now ``scancel`` ed."""
+    warnings: tuple[str, ...] = ()
+    """What could not be cleaned up (a job that could not be cancelled)."""
 
 
 def resume(store: Store, campaign_ref: int | None) -> Resumed:
@@ -52,10 +57,22 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
         raise UserError(f"campaign {camp.id} was just taken over by another dltop process; "
                         "see 'dltop status'")
     killed = lost = 0
+    cancelled: list[str] = []
+    warnings: list[str] = []
     for run in queue.running_runs(camp.id):
         killed += reap_orphan_group(run.pid, run.pgid, run.proc_start_time)
+        if run.slurm_job_id and is_orphan_job(run.pid, run.slurm_job_id, run.slurm_state):
+            # The batch job outlived its engine: it would hold its nodes (and train on)
+            # beside the run that replaces it.
+            why = cancel_orphan(run.slurm_job_id, os.environ)
+            if why is None:
+                cancelled.append(run.slurm_job_id)
+            else:
+                warnings.append(f"run {run.run_id}: {why}; cancel Slurm job "
+                                f"{run.slurm_job_id} yourself")
         queue.mark_lost_and_requeue(run)
         lost += 1
     queue.requeue_running_jobs(camp.id)
     jobs = [QueuedJob(job_id, pos, spec) for job_id, pos, spec in queue.queued_jobs(camp.id)]
-    return Resumed(camp.id, camp.name, lost, killed, jobs, queue.packs(camp.id))
+    return Resumed(camp.id, camp.name, lost, killed, jobs, queue.packs(camp.id),
+                   tuple(cancelled), tuple(warnings))

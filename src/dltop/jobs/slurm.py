@@ -23,12 +23,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 
 from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs import agentfeed
+from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
 from dltop.jobs.slurm_script import (
     SlurmFiles,
     batch_script,
@@ -36,13 +38,7 @@ from dltop.jobs.slurm_script import (
     sbatch_argv,
 )
 from dltop.jobs.slurm_step import StateHandler, StepWatch
-from dltop.jobs.supervisor import (
-    MAX_EVENT_LINE_BYTES,
-    ChildOutcome,
-    EventHandler,
-    _classify,
-    _EventReader,
-)
+from dltop.jobs.supervisor import ChildOutcome
 from dltop.procs import read_log_tail
 from dltop.profiles.model import JobSpec
 
@@ -81,6 +77,28 @@ async def run_slurm_cmd(*argv: str, env: Mapping[str, str],
         await proc.wait()
         return 124, "", f"{argv[0]} did not answer within {timeout_s:g} s"
     return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def cancel_orphan(job_id: str, env: Mapping[str, str]) -> str | None:
+    """``scancel`` a batch job that a dead engine left running (``dltop run --resume``).
+
+    Blocking (resume runs before the engine's loop). Returns None when Slurm took the
+    cancel, else why not (the job goes on: the user is told its id).
+    """
+    try:
+        res = subprocess.run(["scancel", job_id], stdin=subprocess.DEVNULL,
+                             capture_output=True, text=True, env=dict(env), timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"scancel {job_id} failed: {exc}"
+    if res.returncode != 0:
+        return f"scancel {job_id} failed: {(res.stderr or res.stdout).strip()}"
+    return None
+
+
+def is_orphan_job(pid: int | None, job_id: str | None, state: str | None) -> bool:
+    """A run's Slurm batch job that may still hold its allocation: submitted (a step's
+    srun is a local process, ``pid``, reaped as one) and not seen to end."""
+    return bool(job_id) and not pid and (state is None or state in LIVE_STATES)
 
 
 def parse_job(text: str) -> dict[str, str]:
@@ -133,13 +151,11 @@ def agent_ingestion(run_dir: Path, store: Callable[[agentfeed.NodeSamples], None
 
 
 class _Tail:
-    """Feeds the lines appended to the events file to the supervisor's event reader."""
+    """Feeds the bytes appended to the events file to the event reader."""
 
-    def __init__(self, path: Path, reader: _EventReader) -> None:
+    def __init__(self, path: Path, reader: EventReader) -> None:
         self._path, self._reader = path, reader
         self._pos = 0
-        self._buf = bytearray()
-        self._discarding = False
 
     def read(self) -> None:
         try:
@@ -149,25 +165,11 @@ class _Tail:
         except OSError:
             return
         self._pos += len(chunk)
-        self._buf += chunk
-        while (nl := self._buf.find(b"\n")) >= 0:
-            line = bytes(self._buf[:nl])
-            del self._buf[:nl + 1]
-            if self._discarding:
-                self._discarding = False
-            else:
-                self._reader._handle(line)
-        if len(self._buf) > MAX_EVENT_LINE_BYTES:
-            if not self._discarding:
-                self._reader._refuse(f"an event line over {MAX_EVENT_LINE_BYTES} bytes")
-            self._discarding = True
-            self._buf.clear()
+        self._reader.feed(chunk)
 
     def finish(self) -> None:
         self.read()
-        if self._buf and not self._discarding:
-            self._reader._handle(bytes(self._buf))
-        self._buf.clear()
+        self._reader.finish()
 
     async def follow(self) -> None:
         while True:
@@ -213,7 +215,7 @@ async def supervise_slurm(
         write_scripts(job, run_id, runner_argv, files)
     except OSError as exc:
         return _unstarted(f"cannot write the Slurm scripts in {files.dir}: {exc}")
-    reader = _EventReader(on_event)
+    reader = EventReader(on_event)
     tail = _Tail(files.events_path, reader)
     follower = asyncio.create_task(tail.follow())
     agents = None if on_agent_poll is None else asyncio.create_task(_every_poll(on_agent_poll))
@@ -251,13 +253,13 @@ async def supervise_slurm(
 
 
 def classify(reason: RunStatus | None, state: str | None, slurm_reason: str | None,
-             job_id: str, exit_code: int | None, reader: _EventReader,
+             job_id: str, exit_code: int | None, reader: EventReader,
              timeout_s: float) -> tuple[RunStatus, str | None, str | None]:
     """A Slurm run's (status, error kind, message): the local rules, then Slurm's end state.
 
     ``reason``: CANCELLED or TIMEOUT when dltop ended the job, else None.
     """
-    status, kind, message = _classify(reason, exit_code, reader, timeout_s)
+    status, kind, message = classify_outcome(reason, exit_code, reader, timeout_s)
     if reason is not None:
         return status, kind, message
     if state in NODE_FAILURES and reader.error is None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import secrets
 import signal
@@ -27,11 +26,10 @@ from typing import Any
 
 import psutil
 
-from dltop.catalog import ERROR_KIND_STATUS, ErrorKind, RunStatus
-from dltop.jobs.protocol import EventChecker
+from dltop.catalog import RunStatus
+from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
 from dltop.procs import process_start_time, read_log_tail
 
-MAX_EVENT_LINE_BYTES = 1 << 20
 """Longer event lines are discarded and counted as protocol errors."""
 TERM_GRACE_S = 5.0
 WATCH_STEP_S = 1.0
@@ -41,7 +39,6 @@ STALL_S = 2.0
 RUN_TOKEN = "DLTOP_RUN_TOKEN"
 """Environment variable marking every process a run starts (see :func:`kill_run_tree`)."""
 
-EventHandler = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True)
@@ -185,7 +182,7 @@ async def supervise(
     pgid = proc.pid  # start_new_session: the child leads its own group
     if on_spawn is not None:
         on_spawn(proc.pid, pgid)
-    reader = _EventReader(on_event)
+    reader = EventReader(on_event)
     pump = asyncio.create_task(reader.pump(read_fd))
     waiter = asyncio.create_task(proc.wait())
     stopper = asyncio.create_task(stop.wait())
@@ -213,7 +210,7 @@ async def supervise(
         reader.close()
     exit_code = proc.returncode
     wall_s = time.monotonic() - t0
-    status, kind, message = _classify(reason, exit_code, reader, timeout_s)
+    status, kind, message = classify_outcome(reason, exit_code, reader, timeout_s)
     return ChildOutcome(
         status=status, exit_code=exit_code, pid=proc.pid, pgid=pgid, wall_s=wall_s,
         message=message, error_kind=kind, protocol_errors=reader.protocol_errors,
@@ -271,109 +268,3 @@ async def terminate_group(proc: asyncio.subprocess.Process, pgid: int,
     except TimeoutError:
         kill_group(pgid, signal.SIGKILL)
         await proc.wait()
-
-
-def _classify(reason: RunStatus | None, exit_code: int | None, r: _EventReader,
-              timeout_s: float) -> tuple[RunStatus, str | None, str | None]:
-    if reason == RunStatus.CANCELLED:
-        return RunStatus.CANCELLED, None, "cancelled by the user"
-    if reason == RunStatus.TIMEOUT:
-        return RunStatus.TIMEOUT, None, f"no result within timeout_s = {timeout_s:g}"
-    if r.error is not None:
-        kind = str(r.error.get("kind", ErrorKind.CRASH))
-        return ERROR_KIND_STATUS.get(kind, RunStatus.CRASHED), kind, str(r.error.get("message", ""))
-    if r.done is not None and exit_code == 0:
-        if r.measured == 0:
-            return RunStatus.CRASHED, None, "runner reported done without any measured iteration"
-        return RunStatus.OK, None, None
-    if exit_code is not None and exit_code < 0:
-        try:
-            name = signal.Signals(-exit_code).name
-        except ValueError:
-            name = str(-exit_code)
-        return RunStatus.CRASHED, None, f"runner killed by signal {name} before finishing"
-    if r.done is None:
-        return (RunStatus.CRASHED, None,
-                f"runner exited with status {exit_code} without a 'done' event")
-    return RunStatus.CRASHED, None, f"runner reported done but exited with status {exit_code}"
-
-
-class _EventReader:
-    """Decodes JSON-line events from the child's event pipe."""
-
-    def __init__(self, on_event: EventHandler) -> None:
-        self._on_event = on_event
-        self._transport: asyncio.ReadTransport | None = None
-        self.protocol_errors = 0
-        self.protocol_note: str | None = None
-        self._checker = EventChecker()
-        self.hello: dict[str, Any] = {}
-        self.model: dict[str, Any] = {}
-        self.error: dict[str, Any] | None = None
-        self.done: dict[str, Any] | None = None
-        self.measured = 0
-
-    async def pump(self, fd: int) -> None:
-        loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader()
-        pipe = os.fdopen(fd, "rb", buffering=0)
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), pipe)
-        self._transport = transport
-        buf = bytearray()
-        discarding = False  # inside an over-long line: drop bytes up to its newline
-        while chunk := await reader.read(1 << 16):
-            buf += chunk
-            while (nl := buf.find(b"\n")) >= 0:
-                line = bytes(buf[:nl])
-                del buf[:nl + 1]
-                if discarding:
-                    discarding = False
-                else:
-                    self._handle(line)
-            if len(buf) > MAX_EVENT_LINE_BYTES:
-                if not discarding:
-                    self._refuse(f"an event line over {MAX_EVENT_LINE_BYTES} bytes")
-                discarding = True
-                buf.clear()
-        if buf and not discarding:
-            self._handle(bytes(buf))
-
-    def _refuse(self, why: str) -> None:
-        self.protocol_errors += 1
-        if self.protocol_note is None:
-            self.protocol_note = why
-
-    def close(self) -> None:
-        if self._transport is not None:
-            self._transport.close()
-
-    def _handle(self, line: bytes) -> None:
-        try:
-            event = json.loads(line)
-        except (ValueError, RecursionError):
-            self._refuse(f"not JSON: {line[:60]!r}")
-            return
-        if not isinstance(event, dict) or event.get("v") != 1 or "event" not in event:
-            self._refuse(f"not a protocol v1 event: {line[:60]!r}")
-            return
-        problem = self._checker.problem(event)
-        if problem is not None:
-            self._refuse(problem)
-            return
-        name = event["event"]
-        if name == "hello":
-            self.hello = event
-        elif name == "setup":  # one-off setup times (compile_s, ...) join the hello's facts
-            self.hello = {**{k: v for k, v in event.items() if k not in ("v", "event")},
-                          **self.hello}
-        elif name == "model":
-            self.model = event
-        elif name == "iter" and not event.get("warmup"):
-            self.measured += 1
-        elif name == "error" and self.error is None:
-            self.error = event
-        elif name == "done":
-            self.done = event
-        self._on_event(event)
-

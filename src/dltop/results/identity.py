@@ -51,11 +51,12 @@ QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "eval_every": (None,), "shuffle": (None, False), "input_size": (None,),
     "data_loader": ("device",), "loader_workers": (0,), "channels_last": (False,),
     "torch_compile": ("off",), "cudnn_benchmark": (True,), "cuda_graphs": (False,),
-    "nodes": (1,), "executor": ("local",)}
+    "nodes": (1,), "executor": ("local",), "iterations": (None,)}
 """Settings added after tables were first published (issue 17) that a caption leaves out
 while every configuration has this value (the behaviour of a job without them); when
 they vary they are row keys like any other field. ``optimizer`` is always stated: the
-update rule is part of what a time per step measures."""
+update rule is part of what a time per step measures. ``iterations`` is None only for
+epochs jobs (:func:`identity_of`), whose ``epochs`` the caption states instead."""
 
 Identity = Mapping[str, Any]
 """An identity, flat: one entry per field and per option key, plus the interpreter."""
@@ -69,6 +70,10 @@ def identity_of(spec_json: str, interpreter: str | None) -> dict[str, Any]:
         KeyError: a field without a default is missing from it.
     """
     ident = JobSpec.from_json_dict(json.loads(spec_json)).identity()
+    if ident.get("epochs") is not None:
+        # An epochs job's length is its epochs (the runner counts the steps from the
+        # training set): the spec's iterations are the unused default, not a claim.
+        ident["iterations"] = None
     options = ident.pop(OPTIONS, {})
     ident.update(options)
     ident[INTERPRETER] = interpreter

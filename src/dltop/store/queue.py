@@ -51,6 +51,10 @@ class RunProcess:
     pid: int | None
     pgid: int | None
     proc_start_time: float | None
+    slurm_job_id: str | None = None
+    """A Slurm run's job (a batch job; a step's allocation, whose srun is ``pid``)."""
+    slurm_state: str | None = None
+    """Its last state seen (None: submitted, not yet seen)."""
 
 
 class Queue:
@@ -74,10 +78,12 @@ class Queue:
 
     def running_runs(self, campaign_id: int) -> list[RunProcess]:
         """Runs of a campaign still marked ``running``."""
-        return [RunProcess(r["id"], r["job_id"], r["pid"], r["pgid"], r["proc_start_time"])
+        return [RunProcess(r["id"], r["job_id"], r["pid"], r["pgid"], r["proc_start_time"],
+                           r["slurm_job_id"], r["slurm_state"])
                 for r in self._db.query(
-                    "select id, job_id, pid, pgid, proc_start_time from runs "
-                    "where campaign_id = ? and status = ?", [campaign_id, RunStatus.RUNNING])]
+                    "select id, job_id, pid, pgid, proc_start_time, slurm_job_id, slurm_state "
+                    "from runs where campaign_id = ? and status = ?",
+                    [campaign_id, RunStatus.RUNNING])]
 
     def queued_jobs(self, campaign_id: int) -> list[tuple[int, int, JobSpec]]:
         """(job id, position, spec) of the campaign's queued jobs, in queue order."""

@@ -1,0 +1,142 @@
+"""A runner's events, decoded and checked, and how its end is classified.
+
+Shared by the local supervisor (:mod:`dltop.jobs.supervisor`: the events pipe) and
+the Slurm executor (:mod:`dltop.jobs.slurm`: the events file on a shared filesystem):
+bytes are fed as they come, split into lines (an over-long line is refused, not
+buffered), each checked against the protocol (:mod:`dltop.jobs.protocol`) before
+it reaches the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from collections.abc import Callable
+from typing import Any
+
+from dltop.catalog import ERROR_KIND_STATUS, ErrorKind, RunStatus
+from dltop.jobs.protocol import EventChecker
+
+MAX_EVENT_LINE_BYTES = 1 << 20
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+def classify_outcome(reason: RunStatus | None, exit_code: int | None, r: EventReader,
+                     timeout_s: float) -> tuple[RunStatus, str | None, str | None]:
+    """(status, error kind, message) of a run that ended: why dltop ended it (cancel,
+    timeout) first, then the runner's own error, then its ``done`` and exit status."""
+    if reason == RunStatus.CANCELLED:
+        return RunStatus.CANCELLED, None, "cancelled by the user"
+    if reason == RunStatus.TIMEOUT:
+        return RunStatus.TIMEOUT, None, f"no result within timeout_s = {timeout_s:g}"
+    if r.error is not None:
+        kind = str(r.error.get("kind", ErrorKind.CRASH))
+        return ERROR_KIND_STATUS.get(kind, RunStatus.CRASHED), kind, str(r.error.get("message", ""))
+    if r.done is not None and exit_code == 0:
+        if r.measured == 0:
+            return RunStatus.CRASHED, None, "runner reported done without any measured iteration"
+        return RunStatus.OK, None, None
+    if exit_code is not None and exit_code < 0:
+        try:
+            name = signal.Signals(-exit_code).name
+        except ValueError:
+            name = str(-exit_code)
+        return RunStatus.CRASHED, None, f"runner killed by signal {name} before finishing"
+    if r.done is None:
+        return (RunStatus.CRASHED, None,
+                f"runner exited with status {exit_code} without a 'done' event")
+    return RunStatus.CRASHED, None, f"runner reported done but exited with status {exit_code}"
+
+
+class EventReader:
+    """Decodes a runner's JSON-line events: fed bytes (:meth:`feed`), or a pipe (:meth:`pump`)."""
+
+    def __init__(self, on_event: EventHandler) -> None:
+        self._on_event = on_event
+        self._transport: asyncio.ReadTransport | None = None
+        self.protocol_errors = 0
+        self.protocol_note: str | None = None
+        self._checker = EventChecker()
+        self.hello: dict[str, Any] = {}
+        self.model: dict[str, Any] = {}
+        self.error: dict[str, Any] | None = None
+        self.done: dict[str, Any] | None = None
+        self.measured = 0
+        self._buf = bytearray()
+        self._discarding = False
+
+    async def pump(self, fd: int) -> None:
+        """Read the pipe ``fd`` to its end."""
+        loop = asyncio.get_running_loop()
+        reader = asyncio.StreamReader()
+        pipe = os.fdopen(fd, "rb", buffering=0)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), pipe)
+        self._transport = transport
+        while chunk := await reader.read(1 << 16):
+            self.feed(chunk)
+        self.finish()
+
+    def feed(self, chunk: bytes) -> None:
+        """Take the next bytes of the stream: each whole line is an event."""
+        self._buf += chunk
+        while (nl := self._buf.find(b"\n")) >= 0:
+            line = bytes(self._buf[:nl])
+            del self._buf[:nl + 1]
+            if self._discarding:
+                self._discarding = False
+            else:
+                self.handle(line)
+        if len(self._buf) > MAX_EVENT_LINE_BYTES:
+            if not self._discarding:
+                self._refuse(f"an event line over {MAX_EVENT_LINE_BYTES} bytes")
+            self._discarding = True  # inside an over-long line: drop bytes up to its newline
+            self._buf.clear()
+
+    def finish(self) -> None:
+        """The stream ended: a last line without its newline is an event too."""
+        if self._buf and not self._discarding:
+            self.handle(bytes(self._buf))
+        self._buf.clear()
+
+    def _refuse(self, why: str) -> None:
+        self.protocol_errors += 1
+        if self.protocol_note is None:
+            self.protocol_note = why
+
+    def close(self) -> None:
+        if self._transport is not None:
+            self._transport.close()
+
+    def handle(self, line: bytes) -> None:
+        """One line: checked, kept where it says what the run is, passed on."""
+        try:
+            event = json.loads(line)
+        except (ValueError, RecursionError):
+            self._refuse(f"not JSON: {line[:60]!r}")
+            return
+        if not isinstance(event, dict) or event.get("v") != 1 or "event" not in event:
+            self._refuse(f"not a protocol v1 event: {line[:60]!r}")
+            return
+        problem = self._checker.problem(event)
+        if problem is not None:
+            self._refuse(problem)
+            return
+        name = event["event"]
+        if name == "hello":
+            self.hello = event
+        elif name == "setup":  # one-off setup times (compile_s, ...) join the hello's facts
+            self.hello = {**{k: v for k, v in event.items() if k not in ("v", "event")},
+                          **self.hello}
+        elif name == "model":
+            self.model = event
+        elif name == "iter" and not event.get("warmup"):
+            self.measured += 1
+        elif name == "error" and self.error is None:
+            self.error = event
+        elif name == "done":
+            self.done = event
+        self._on_event(event)
+

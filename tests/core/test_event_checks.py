@@ -57,12 +57,21 @@ def test_indexes_must_increase() -> None:
     ({"event": "model", "param_count": "many"}, "param_count"),
     ({"event": "model", "flops_per_sample": float("inf")}, "flops_per_sample"),
     ({"event": "error", "kind": 3}, "kind 3"),
+    ({"event": "setup", "compile_s": -1.0}, "compile_s -1.0"),
+    ({"event": "setup", "capture_s": float("nan")}, "capture_s nan"),
+    ({"event": "setup", "compile_s": "12"}, "compile_s '12'"),
+    ({"event": "setup", "backend": {"inductor": 1}}, "backend"),
     ({"event": "done", "iterations": 2**63}, "iterations"),
     ({"event": "future", "nested": [{"x": -(2**64)}]}, "nested.0.x"),
 ])
 def test_other_events_are_checked_too(event: dict[str, Any], says: str) -> None:
     problem = EventChecker().problem({"v": 1, **event})
     assert problem is not None and says in problem
+
+
+def test_a_setup_event_with_its_seconds_passes() -> None:
+    assert EventChecker().problem({"v": 1, "event": "setup", "compile_s": 12.5,
+                                   "capture_s": 0, "backend": "inductor"}) is None
 
 
 def test_a_lock_is_waited_out_and_a_permanent_error_named(tmp_path: Path,

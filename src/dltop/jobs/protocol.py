@@ -132,6 +132,25 @@ def _check_model(e: dict[str, Any]) -> str | None:
     return None
 
 
+SETUP_SECONDS = ("compile_s", "capture_s")
+"""The ``setup`` event's one-off seconds before the first iteration (torch.compile's
+priming steps, CUDA graph capture)."""
+
+
+def _check_setup(e: dict[str, Any]) -> str | None:
+    # Its fields join the hello's facts (environment.extra), so each is a scalar.
+    for key, v in e.items():
+        if key in ("v", "event"):
+            continue
+        if key in SETUP_SECONDS:
+            if v is not None and (not _is_number(v) or not math.isfinite(v)
+                                  or not 0 <= v <= MAX_STEP_S):
+                return f"{key} {_show(v)} is not a number of seconds in [0, {MAX_STEP_S:g}]"
+        elif v is not None and not isinstance(v, (str, int, float)):
+            return f"{key} {_show(v)} is not text or a number"
+    return None
+
+
 def _check_error(e: dict[str, Any]) -> str | None:
     if not isinstance(e.get("kind"), str):
         return f"kind {_show(e.get('kind'))} is not text"
@@ -159,6 +178,7 @@ class EventChecker:
                    "(SQLite integers are 64-bit)"
         check = {"iter": lambda e: _check_iter(e, self.last_index), "hello": _check_hello,
                  "model": _check_model, "error": _check_error, "plan": check_plan,
+                 "setup": _check_setup,
                  "eval": lambda e: check_eval(e, self.last_eval_index),
                  "profile": check_profile}.get(str(name))
         why = check(event) if check is not None else None

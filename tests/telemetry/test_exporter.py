@@ -185,3 +185,40 @@ def test_exporter_reports_devices_host_and_a_running_campaign(
             out, err = exporter.communicate(timeout=30)
             assert exporter.returncode == 0, err
             assert f"http://127.0.0.1:{port}/metrics" in out
+
+
+def test_a_slurm_run_s_gpus_on_other_nodes_are_exported_with_their_node(
+        tmp_path: Path, stand_in_engine: int) -> None:
+    """The agents' newest window of each remote GPU (gpu_samples.node) appears as a GPU
+    of that Hostname; what an agent does not measure is left out, not made up."""
+    from tests.tui.conftest import seed
+
+    seeded = seed(tmp_path, engine_pid=stand_in_engine)
+    conn = sqlite3.connect(seeded.db_path)
+    with conn:
+        conn.executemany(
+            "insert into gpu_samples (run_id, t_start_mono_s, gpu_index, n, util_mean_pct, "
+            "power_mean_w, mem_used_max_bytes, t_wall_s, simulated, node) "
+            "values (?, ?, ?, 5, ?, ?, ?, ?, 0, ?)",
+            [(seeded.run_id, t, gpu, 10.0 * t + gpu, 200.0 + gpu, 2 * 2**30, 1e9 + t, node)
+             for t in (0.0, 0.5) for node in ("node-a", "node-b") for gpu in (0, 1)])
+    conn.close()
+    source = MetricsSource(FakeGpuBackend(1), seeded.db_path, host=fixed_host)
+    registry = CollectorRegistry()
+    registry.register(PrometheusCollector(source))
+    got = parse(generate_latest(registry).decode())
+    util = {(s.labels["Hostname"], s.labels["gpu"]): s.value
+            for s in got["DCGM_FI_DEV_GPU_UTIL"]}
+    host = source.hostname
+    assert set(util) == {(host, "0"), ("node-a", "0"), ("node-a", "1"), ("node-b", "0"),
+                         ("node-b", "1")}
+    assert util[("node-b", "1")] == 6.0  # the newest window (t = 0.5 s)
+    power = {(s.labels["Hostname"], s.labels["gpu"]): s.value
+             for s in got["DCGM_FI_DEV_POWER_USAGE"]}
+    assert power[("node-a", "1")] == 201.0
+    assert {(s.labels["Hostname"], s.labels["gpu"]): s.value
+            for s in got["DCGM_FI_DEV_FB_USED"]}[("node-a", "0")] == 2048.0  # MiB
+    assert {s.labels["Hostname"]: s.value for s in got["DCGM_FI_DEV_COUNT"]} == {
+        host: 1.0, "node-a": 2.0, "node-b": 2.0}
+    # not measured by the agents: no made-up temperature for a remote GPU
+    assert {s.labels["Hostname"] for s in got["DCGM_FI_DEV_GPU_TEMP"]} == {host}

@@ -10,7 +10,8 @@ logic is testable without an HTTP server.
 
 GPU metrics carry dcgm-exporter's names and label spelling (``gpu``, ``UUID``,
 ``modelName``, ``Hostname``) plus ``simulated`` (``"true"`` for ``--fake-gpus``);
-dltop's own are ``dltop_host_*`` and ``dltop_run_*``. docs/serve.md lists them.
+dltop's own are ``dltop_host_*`` and ``dltop_run_*``. docs/serve.md lists them. A
+Slurm run's GPUs on other nodes (its agents' rows) are GPUs of those ``Hostname`` s.
 """
 
 from __future__ import annotations
@@ -20,14 +21,15 @@ import socket
 import sqlite3
 import statistics
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import RunStatus
 from dltop.errors import DltopError
-from dltop.live.devices import DeviceFrame, DevicePoller
+from dltop.live.devices import DeviceFrame, DevicePoller, RemoteGpu, RemoteGpuReader
 from dltop.procs import engine_alive
 from dltop.results.queries import open_campaigns, run_total_sql
 from dltop.telemetry.model import GpuBackend, HostSample
@@ -120,6 +122,20 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str) -> lis
     return out
 
 
+@dataclass(frozen=True)
+class _RemoteReading:
+    """A remote GPU's window as a reading: the agents' fields, the rest not measured."""
+
+    gpu_util_pct: float | None
+    power_w: float | None
+    mem_used_bytes: int | None
+    mem_util_pct: None = None
+    energy_j: None = None
+    temperature_c: None = None
+    sm_clock_mhz: None = None
+    mem_clock_mhz: None = None
+
+
 def _family(name: str, kind: str, text: str,
             samples: Sequence[tuple[Labels, float | None]]) -> Family:
     return Family(name, kind, text, tuple((lab, float(v)) for lab, v in samples
@@ -137,6 +153,13 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
                   "simulated": "true" if g.simulated else "false"}
         total = g.mem_total_bytes or (st.memory_total_bytes if st else None)
         rows.append((labels, (g, total)))
+    # A Slurm run's GPUs on other nodes (their agents' newest windows), labelled with
+    # their node: what their agents measure (utilization, power, memory used).
+    for rg in frame.remote:
+        rows.append(({"gpu": str(rg.gpu_index), "UUID": "", "modelName": "",
+                      "Hostname": rg.node, "simulated": "true" if rg.simulated else "false"},
+                     (_RemoteReading(rg.util_pct, rg.power_w, rg.mem_used_bytes), None)))
+    nodes = Counter(rg.node for rg in frame.remote)
 
     def fam(name: str, kind: str, text: str, value: Any) -> Family:
         return _family(name, kind, text, [(lab, value(g, total)) for lab, (g, total) in rows])
@@ -146,7 +169,8 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
 
     return [
         _family("DCGM_FI_DEV_COUNT", "gauge", "Number of Devices on the node.",
-                [({"Hostname": hostname}, len(frame.gpus))]),
+                [({"Hostname": hostname}, len(frame.gpus)),
+                 *(({"Hostname": node}, n) for node, n in sorted(nodes.items()))]),
         fam("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
             lambda g, t: g.gpu_util_pct),
         fam("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
@@ -249,6 +273,7 @@ class MetricsSource:
         self._host = host
         self._interval_s = 1.0 / device_hz
         self._frame: DeviceFrame | None = None
+        self._remote: dict[int, RemoteGpuReader] = {}
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dltop-metrics-poller",
@@ -291,27 +316,38 @@ class MetricsSource:
 
     def runs(self) -> tuple[list[RunMetrics], bool]:
         """(runs in progress, whether the database could be read)."""
+        runs, ok, _ = self._read()
+        return runs, ok
+
+    def _read(self) -> tuple[list[RunMetrics], bool, tuple[RemoteGpu, ...]]:
+        """(runs in progress, whether the database could be read, their remote GPUs)."""
         if self.db_path is None:
-            return [], True
+            return [], True, ()
         if not self.db_path.is_file():
-            return [], False
+            return [], False, ()
         from dltop.store.reader import open_reader
 
         try:
             db: Any = open_reader(self.db_path)  # ReadDb: the read API of sqlite-utils
         except (DltopError, sqlite3.Error):
-            return [], False
+            return [], False, ()
         try:
-            return read_runs(db), True
+            runs = read_runs(db)
+            # one incremental reader per running run: each scrape reads only new rows
+            self._remote = {r.run_id: self._remote.get(r.run_id) or RemoteGpuReader()
+                            for r in runs}
+            remote = tuple(g for r in runs for g in self._remote[r.run_id].read(db, r.run_id))
+            return runs, True, remote
         except sqlite3.Error:
-            return [], False
+            return [], False, ()
         finally:
             db.close()
 
     def families(self) -> list[Family]:
-        """Every family, read now (runs) and from the newest frame (devices, host)."""
-        frame = self.frame()
-        runs, ok = self.runs()
+        """Every family, read now (runs and their remote GPUs) and from the newest frame
+        (devices, host)."""
+        runs, ok, remote = self._read()
+        frame = replace(self.frame(), remote=remote)
         return [*gpu_families(frame, self.hostname), *host_families(frame.host, self.hostname),
                 *run_families(runs, self.hostname, ok)]
 

@@ -20,7 +20,12 @@ from pathlib import Path
 
 DAEMONS = ("munged", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "scontrol", "srun")
 INSTALL_HINT = "apt-get install -y slurm-wlm munge"
-NODE = "localhost"
+NODE = "dltop-n1"
+NODE2 = "dltop-n2"
+"""Two nodes on this one host (a slurmd each, on its own port; NodeAddr 127.0.0.1, names
+no resolver knows, so whatever dltop connects to must be Slurm's NodeAddr): partition
+``debug`` has the first, ``two`` both, for jobs with ``nodes = 2``. (slurmctld refuses a
+node named ``localhost`` beside another node of this host.)"""
 
 
 def missing_daemons() -> list[str]:
@@ -40,8 +45,10 @@ def _program(name: str) -> str:
 
 
 def slurm_conf(root: Path, cpus: int, munge_socket: Path) -> str:
-    """The cluster's ``slurm.conf``: one node, one partition, no cgroups, no accounting."""
-    ctld_port, slurmd_port = _free_port(), _free_port()
+    """The cluster's ``slurm.conf``: a node with every CPU in partition ``debug`` (the
+    default), a second one-CPU node beside it in partition ``two``; no cgroups, no
+    accounting."""
+    ctld_port, slurmd_port, slurmd2_port = _free_port(), _free_port(), _free_port()
     return f"""\
 ClusterName=dltoptest
 SlurmctldHost=localhost(127.0.0.1)
@@ -55,9 +62,9 @@ AuthInfo=socket={munge_socket}
 StateSaveLocation={root}/state
 SlurmdSpoolDir={root}/spool/%n
 SlurmctldPidFile={root}/slurmctld.pid
-SlurmdPidFile={root}/slurmd.pid
+SlurmdPidFile={root}/slurmd-%n.pid
 SlurmctldLogFile={root}/log/slurmctld.log
-SlurmdLogFile={root}/log/slurmd.log
+SlurmdLogFile={root}/log/slurmd-%n.log
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
@@ -72,8 +79,12 @@ KillWait=5
 InactiveLimit=0
 SlurmctldTimeout=30
 SlurmdTimeout=60
-NodeName={NODE} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory=1000 State=UNKNOWN
+NodeName={NODE} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 CPUs={cpus} \
+RealMemory=1000 State=UNKNOWN
+NodeName={NODE2} NodeHostname={socket.gethostname()} NodeAddr=127.0.0.1 Port={slurmd2_port} \
+CPUs=1 RealMemory=1000 State=UNKNOWN
 PartitionName=debug Nodes={NODE} Default=YES MaxTime=INFINITE State=UP
+PartitionName=two Nodes={NODE},{NODE2} Default=NO MaxTime=INFINITE State=UP
 PartitionName=closed Nodes={NODE} Default=NO MaxTime=INFINITE State=DOWN
 """
 
@@ -150,9 +161,10 @@ def start(root: Path, timeout_s: float = 90.0) -> LocalSlurm:
         cluster.procs.append(subprocess.Popen(
             [_program("slurmctld"), "-D", "-i", "-f", str(conf)], env=env,
             stdin=null, stdout=null, stderr=null, start_new_session=True))
-        cluster.procs.append(subprocess.Popen(
-            [_program("slurmd"), "-D", "-N", NODE, "-f", str(conf)], env=env,
-            stdin=null, stdout=null, stderr=null, start_new_session=True))
+        for node in (NODE, NODE2):
+            cluster.procs.append(subprocess.Popen(
+                [_program("slurmd"), "-D", "-N", node, "-f", str(conf)], env=env,
+                stdin=null, stdout=null, stderr=null, start_new_session=True))
         _wait(lambda: _node_idle(cluster), timeout_s, cluster, "the node never became idle")
     except BaseException:
         cluster.stop()
@@ -166,10 +178,10 @@ def _node_idle(cluster: LocalSlurm) -> bool:
             raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}:\n"
                                + cluster.logs())
     try:
-        state = cluster.run("sinfo", "-h", "-n", NODE, "-p", "debug", "-o", "%T", timeout=10)
+        state = cluster.run("sinfo", "-h", "-p", "two", "-N", "-o", "%N %T", timeout=10)
     except (RuntimeError, subprocess.TimeoutExpired):
         return False
-    return state.strip() == "idle"
+    return sorted(state.split()) == sorted([NODE, "idle", NODE2, "idle"])
 
 
 def _wait(cond: object, timeout_s: float, cluster: LocalSlurm, what: str) -> None:

@@ -163,15 +163,41 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
             .replace("@JOBID@", '"$SLURM_JOB_ID"'))
 
 
-_TF_CONFIG_PY = (
-    "import json, os, subprocess; "
-    "hosts = subprocess.run(['scontrol', 'show', 'hostnames', os.environ['SLURM_JOB_NODELIST']],"
-    " stdout=subprocess.PIPE, universal_newlines=True, check=True).stdout.split(); "
-    f"port = {TF_PORT_BASE} + int(os.environ['SLURM_JOB_ID']) % 1000; "
-    "print(json.dumps({'cluster': {'worker': ['%s:%d' % (h, port) for h in hosts]}, "
-    "'task': {'type': 'worker', 'index': int(os.environ['SLURM_NODEID'])}}))")
+HEAD_LINE = ('DLTOP_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
+             'DLTOP_HEAD=$(scontrol show node "$DLTOP_HEAD" -o | tr " " "\\n" '
+             '| sed -n "s/^NodeAddr=//p" | grep . || echo "$DLTOP_HEAD")')
+"""The first node's address (its ``NodeAddr``, as Slurm itself reaches it; its name when
+scontrol gives none): torch's c10d rendezvous runs there."""
+
+_TF_CONFIG_PY = f"""\
+import json, os, subprocess
+def run(*argv):
+    return subprocess.run(argv, stdout=subprocess.PIPE, universal_newlines=True,
+                          check=True).stdout
+names = run('scontrol', 'show', 'hostnames', os.environ['SLURM_JOB_NODELIST']).split()
+addr = {{}}
+try:
+    nodes = run('scontrol', 'show', 'node', '-o', ','.join(names)).splitlines()
+except (OSError, subprocess.CalledProcessError):  # no such node known: use the names
+    nodes = []
+for line in nodes:
+    f = dict(x.split('=', 1) for x in line.split() if '=' in x)
+    if f.get('NodeName') and f.get('NodeAddr'):
+        addr[f['NodeName']] = f['NodeAddr']
+port = {TF_PORT_BASE} + int(os.environ['SLURM_JOB_ID']) % 1000
+workers, used = [], {{}}
+for name in names:
+    host = addr.get(name, name)
+    workers.append('%s:%d' % (host, port + used.get(host, 0)))
+    used[host] = used.get(host, 0) + 1
+print(json.dumps({{'cluster': {{'worker': workers}},
+                  'task': {{'type': 'worker', 'index': int(os.environ['SLURM_NODEID'])}}}}))
+"""
 """TF_CONFIG for MultiWorkerMirroredStrategy: one worker per node, in Slurm's node order
-(the order of ``SLURM_NODEID``). Python 3.6 like the runners: the node's interpreter runs it."""
+(the order of ``SLURM_NODEID``), at each node's ``NodeAddr`` (as Slurm reaches it; its
+name when scontrol gives none), all on one port, except that nodes sharing an address
+(several slurmd on one host) take the next ports. Python 3.6 like the runners: the
+node's interpreter runs it."""
 
 
 def tf_config_lines(python: str) -> list[str]:
@@ -206,7 +232,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
     events = shlex.quote(str(files.events_path))
     lines = ["#!/bin/bash",
              "# one task per node: the agent in the background, the runner with its events",
-             "DLTOP_HEAD=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)",
+             HEAD_LINE,
              "export DLTOP_HEAD"]
     if agent:
         lines += agent_lines(files)

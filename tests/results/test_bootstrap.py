@@ -58,20 +58,3 @@ def test_bad_input() -> None:
         bootstrap.median_ci([])
     with pytest.raises(ValueError, match="each with iterations"):
         bootstrap.median_ci([[(0.1, 8)], []])
-
-
-@pytest.mark.parametrize("shape", [[40], [41], [1], [2], [40, 40, 40], [12, 7], [5, 6, 7, 8]])
-def test_the_fast_median_path_gives_the_generic_path_s_numbers_exactly(
-        shape: list[int]) -> None:
-    """run_median_s takes a path without tuples per draw: it must draw the same indices
-    and compute the same medians as rng.choices + statistics.median (exact equality)."""
-    gen = random.Random(len(shape) * 100 + sum(shape))
-    runs = [[(0.01 + gen.random() * 1e-3, 64) for _ in range(n)] for n in shape]
-
-    def generic(items: list[tuple[float, int]]) -> float:  # not run_median_s itself
-        return bootstrap.run_median_s(items)
-
-    fast = bootstrap.resamples(runs, bootstrap.run_median_s, n=300,
-                               rng=random.Random(bootstrap.SEED))
-    slow = bootstrap.resamples(runs, generic, n=300, rng=random.Random(bootstrap.SEED))
-    assert fast == slow

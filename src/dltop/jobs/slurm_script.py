@@ -163,19 +163,13 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
             .replace("@JOBID@", '"$SLURM_JOB_ID"'))
 
 
-HEAD_LINE = ('DLTOP_HEAD=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1); '
-             'DLTOP_HEAD=$(scontrol show node "$DLTOP_HEAD" -o | tr " " "\\n" '
-             '| sed -n "s/^NodeAddr=//p" | grep . || echo "$DLTOP_HEAD")')
-"""The first node's address (its ``NodeAddr``, as Slurm itself reaches it; its name when
-scontrol gives none): torch's c10d rendezvous runs there."""
-
-_TF_CONFIG_PY = f"""\
-import json, os, subprocess
+_NODE_ADDRS_PY = """\
+import subprocess, sys
 def run(*argv):
     return subprocess.run(argv, stdout=subprocess.PIPE, universal_newlines=True,
                           check=True).stdout
-names = run('scontrol', 'show', 'hostnames', os.environ['SLURM_JOB_NODELIST']).split()
-addr = {{}}
+names = run('scontrol', 'show', 'hostnames', sys.argv[1]).split()
+addr = {}
 try:
     nodes = run('scontrol', 'show', 'node', '-o', ','.join(names)).splitlines()
 except (OSError, subprocess.CalledProcessError):  # no such node known: use the names
@@ -184,27 +178,45 @@ for line in nodes:
     f = dict(x.split('=', 1) for x in line.split() if '=' in x)
     if f.get('NodeName') and f.get('NodeAddr'):
         addr[f['NodeName']] = f['NodeAddr']
+print('\\n'.join(addr.get(n, n) for n in names))
+"""
+"""The job's nodes in Slurm's order (the order of ``SLURM_NODEID``), one address a line:
+each node's ``NodeAddr`` (as Slurm itself reaches it, which a node's name need not
+resolve to), its name when scontrol gives none; nothing without scontrol. Python 3.6
+like the runners: the node's interpreter runs it."""
+
+_TF_CONFIG_PY = f"""\
+import json, os, sys
+addrs = os.environ['DLTOP_NODE_ADDRS'].split()
+if not addrs:
+    sys.exit(1)
 port = {TF_PORT_BASE} + int(os.environ['SLURM_JOB_ID']) % 1000
 workers, used = [], {{}}
-for name in names:
-    host = addr.get(name, name)
+for host in addrs:
     workers.append('%s:%d' % (host, port + used.get(host, 0)))
     used[host] = used.get(host, 0) + 1
 print(json.dumps({{'cluster': {{'worker': workers}},
                   'task': {{'type': 'worker', 'index': int(os.environ['SLURM_NODEID'])}}}}))
 """
-"""TF_CONFIG for MultiWorkerMirroredStrategy: one worker per node, in Slurm's node order
-(the order of ``SLURM_NODEID``), at each node's ``NodeAddr`` (as Slurm reaches it; its
-name when scontrol gives none), all on one port, except that nodes sharing an address
-(several slurmd on one host) take the next ports. Python 3.6 like the runners: the
-node's interpreter runs it."""
+"""TF_CONFIG for MultiWorkerMirroredStrategy: one worker per node at its address
+(:data:`_NODE_ADDRS_PY`), all on one port, except that nodes sharing an address
+(several slurmd on one host) take the next ports."""
+
+
+def address_lines(python: str) -> list[str]:
+    """Over nodes: ``DLTOP_NODE_ADDRS`` (every node's address, :data:`_NODE_ADDRS_PY`)
+    and ``DLTOP_HEAD``, the first node's (torch's c10d rendezvous runs there)."""
+    return [f"DLTOP_NODE_ADDRS=$({shlex.quote(python)} -c {shlex.quote(_NODE_ADDRS_PY)} "
+            '"$SLURM_JOB_NODELIST")',
+            'DLTOP_HEAD=$(printf "%s\\n" "$DLTOP_NODE_ADDRS" | head -n 1)',
+            "export DLTOP_NODE_ADDRS DLTOP_HEAD"]
 
 
 def tf_config_lines(python: str) -> list[str]:
     """TensorFlow over nodes: this node's ``TF_CONFIG`` and rank (``SLURM_NODEID``).
 
-    Should the builder fail (no ``scontrol`` on the node), ``TF_CONFIG`` stays empty
-    and the runner ends the run ``crashed`` saying so (its error on the first node).
+    Should the addresses be unknown (no ``scontrol`` on the node), ``TF_CONFIG`` stays
+    empty and the runner ends the run ``crashed`` saying so (its error on the first node).
     """
     return [f"TF_CONFIG=$({shlex.quote(python)} -c {shlex.quote(_TF_CONFIG_PY)})",
             'DLTOP_RANK="${SLURM_NODEID:-0}"',
@@ -231,9 +243,9 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
     """``node.sh``: what the step runs on each node; exits with the runner's status."""
     events = shlex.quote(str(files.events_path))
     lines = ["#!/bin/bash",
-             "# one task per node: the agent in the background, the runner with its events",
-             HEAD_LINE,
-             "export DLTOP_HEAD"]
+             "# one task per node: the agent in the background, the runner with its events"]
+    if job.nodes > 1:
+        lines += address_lines(runner_argv[0])
     if agent:
         lines += agent_lines(files)
     relayed = job.framework == "torch" and job.nodes > 1

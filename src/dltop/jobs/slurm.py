@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import subprocess
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
@@ -82,17 +81,11 @@ async def run_slurm_cmd(*argv: str, env: Mapping[str, str],
 def cancel_orphan(job_id: str, env: Mapping[str, str]) -> str | None:
     """``scancel`` a batch job that a dead engine left running (``dltop run --resume``).
 
-    Blocking (resume runs before the engine's loop). Returns None when Slurm took the
-    cancel, else why not (the job goes on: the user is told its id).
+    Blocking (resume runs before the engine's loop, in no event loop). Returns None when
+    Slurm took the cancel, else why not (the job goes on: the user is told its id).
     """
-    try:
-        res = subprocess.run(["scancel", job_id], stdin=subprocess.DEVNULL,
-                             capture_output=True, text=True, env=dict(env), timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"scancel {job_id} failed: {exc}"
-    if res.returncode != 0:
-        return f"scancel {job_id} failed: {(res.stderr or res.stdout).strip()}"
-    return None
+    rc, out, err = asyncio.run(run_slurm_cmd("scancel", job_id, env=env))
+    return None if rc == 0 else f"scancel {job_id} failed: {(err or out).strip()}"
 
 
 def is_orphan_job(pid: int | None, job_id: str | None, state: str | None) -> bool:

@@ -314,11 +314,6 @@ class MetricsSource:
             frame = self._frame = DevicePoller(self._backend, self._host).poll()
         return frame
 
-    def runs(self) -> tuple[list[RunMetrics], bool]:
-        """(runs in progress, whether the database could be read)."""
-        runs, ok, _ = self._read()
-        return runs, ok
-
     def _read(self) -> tuple[list[RunMetrics], bool, tuple[RemoteGpu, ...]]:
         """(runs in progress, whether the database could be read, their remote GPUs)."""
         if self.db_path is None:

@@ -207,15 +207,15 @@ class DltopApp(Actions):
         await self._compose_screens()
 
     async def _compose_screens(self) -> None:
-        """Compose every screen before the first paint, and show each twice, unpainted.
+        """Compose every screen at start-up, and show each twice under one held repaint.
 
         A screen's first visit composes it and brings its widgets' CSS into the
         stylesheet; its second visit then re-parsed the whole stylesheet and restyled
         every widget (Textual marks a screen's styles current only once it was shown
         mounted), which dropped the results table's render caches: 115 ms and 70 ms
         through tmux, the two slowest keypresses of a session (traced with
-        benchmarks/tui_latency.py --trace). Done here, before anything is drawn, keys
-        pressed meanwhile wait for the main screen (~0.1 s of start-up).
+        benchmarks/tui_latency.py --trace). Done in the app's mount handler, so keys
+        pressed meanwhile wait for the main screen (about 60 ms more start-up).
         """
         self.composing_screens = True
         try:

@@ -216,9 +216,9 @@ def scaling_text(table: Table) -> Text:
 
     Drawn by hand, not as a Rich ``Table`` in a Static: Textual measured and rendered
     that table again on every visit to the results screen (its layout follows each
-    restyle), 50-80 ms for 20 rows; these lines cost one join. Columns are as wide as
-    their widest cell and never cut (the pane is as wide as the screen; wider lines
-    are cropped at the right edge, as the pivot's are scrolled).
+    restyle), 0.23 s of a profiled visit for 40 rows; these lines cost one join.
+    Columns are as wide as their widest cell and never cut (the pane is as wide as the
+    screen; wider lines are cropped at the right edge, as the pivot's are scrolled).
     """
     heads = [one_line(c.header) for c in table.columns]
     cells = [[one_line(c.text) if c is not None else "" for c in r.cells] for r in table.rows]

@@ -14,17 +14,25 @@ FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "jax", "command")
 ``command`` runs the user's own program; ``cntk`` runs in the environment that
 ``dltop env setup cntk`` builds."""
 
+TRANSFORMER_MODELS: Final = ("gpt-tiny", "gpt2-small", "gpt2-medium", "llama-1b")
+"""Decoder-only language models (docs/models.md, "Transformer models"): PyTorch, JAX and
+TensorFlow build them alike; CNTK refuses them at load."""
 MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resnet-56", "lstm",
-                  "lenet", "vgg16")
+                  "lenet", "vgg16", *TRANSFORMER_MODELS)
 """Benchmark models of docs/models.md, in the paper's order, then the thesis's LeNet-5 and
-VGG16."""
+VGG16, then the transformers."""
+TRANSFORMER_FRAMEWORKS: Final = ("torch", "jax", "tensorflow")
+"""Frameworks whose runners build the transformer models."""
+ATTENTIONS: Final = ("fused", "plain")
+"""Transformer attention: the framework's fused kernel, or the unfused softmax(QK^T)V."""
 
 PRECISIONS: Final = ("fp32", "tf32", "fp16", "bf16")
 DATA_KINDS: Final = ("synthetic", "real")
 OPTIMIZERS: Final = ("sgd", "adam", "adamw")
 OPTIMIZERS_MISSING: Final = frozenset({("cntk", "adamw")})
 """(framework, optimizer) pairs a framework lacks: CNTK 2.7 has no decoupled weight decay."""
-MODES: Final = ("train", "inference")
+MODES: Final = ("train", "inference", "generate")
+"""``generate`` (transformers only): prefill a prompt, then decode tokens with a KV cache."""
 INPUT_SIZE_MODELS: Final = ("resnet-50", "resnet-56")
 """Models whose image side the ``input_size`` setting may change."""
 DATA_LOADERS: Final = ("device", "host")

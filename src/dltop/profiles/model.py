@@ -147,7 +147,8 @@ class JobSpec:
     weight_decay: float = setting(0.0, number(positive=False), identity=True)
     """L2 penalty for ``sgd``/``adam`` (added to the gradient), decoupled for ``adamw``."""
     mode: str = setting("train", one_of(catalog.MODES), identity=True)
-    """``train`` (forward, backward, update) or ``inference`` (forward only)."""
+    """``train`` (forward, backward, update), ``inference`` (forward only) or, for the
+    transformers, ``generate`` (prefill, then a KV-cached decode loop)."""
     epochs: int | None = setting(None, optional(integer(1)), identity=True)
     """Convergence runs: whole passes over the training set instead of ``iterations``."""
     eval_every: int | str | None = setting(None, optional(every), identity=True)
@@ -179,6 +180,16 @@ class JobSpec:
     cuda_graphs: bool = setting(False, boolean, identity=True)
     """PyTorch on CUDA: capture the step in a CUDA graph replayed each iteration, the
     batch copied into static buffers; elsewhere the run ends ``unsupported``."""
+    seq_len: int | None = setting(None, optional(integer(1)), identity=True)
+    """Transformers: tokens per training (or inference) sequence; the loader fills in the
+    model's default (docs/models.md). Samples are tokens: batch x seq_len per step."""
+    attention: str | None = setting(None, optional(one_of(catalog.ATTENTIONS)), identity=True)
+    """Transformers: ``fused`` (the framework's fused attention) or ``plain`` (unfused
+    math); the loader fills in ``fused``. None for the other models."""
+    prompt_tokens: int | None = setting(None, optional(integer(1)), identity=True)
+    """``mode = "generate"``: tokens of each prompt (prefill); the loader's default 128."""
+    new_tokens: int | None = setting(None, optional(integer(1)), identity=True)
+    """``mode = "generate"``: tokens decoded after the prompt; the loader's default 128."""
     nodes: int = setting(1, integer(1), identity=True)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True)

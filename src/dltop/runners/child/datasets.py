@@ -16,6 +16,7 @@ import struct
 from collections import Counter
 
 import dltop_protocol
+import lm_catalog
 import model_catalog
 import safe_pickle
 
@@ -172,6 +173,8 @@ def dataset_for(model, input_size=None):
     """
     if model == "resnet-50":
         return "cifar10" if input_size == 32 else None
+    if lm_catalog.is_transformer(model):
+        return "ptb"
     kind = {"fcn-r": "mnist", "lenet": "mnist", "alexnet-r": "cifar10",
             "resnet-56": "cifar10", "lstm": "ptb"}.get(model)
     if kind == "cifar10" and input_size not in (None, 32):
@@ -180,7 +183,8 @@ def dataset_for(model, input_size=None):
 
 
 NO_REAL_DATA = ("no real data set for model %s (real data: fcn-r and lenet MNIST, "
-                "alexnet-r/resnet-56 CIFAR-10, resnet-50 CIFAR-10 at input_size 32, lstm PTB)")
+                "alexnet-r/resnet-56 CIFAR-10, resnet-50 CIFAR-10 at input_size 32, lstm and the "
+                "transformers PTB)")
 
 
 def ptb_windows(data_dir, seq_len):
@@ -251,7 +255,7 @@ def test_file(kind, data_dir):
     return found or os.path.join(data_dir, PTB_EVAL[0]), found is not None
 
 
-def real_split(model, data_dir, input_size=None, need_test=False):
+def real_split(model, data_dir, input_size=None, need_test=False, seq_len=None):
     """The model's real data set split into training and test samples, raw.
 
     The test samples come from the standard test files: MNIST ``t10k-*``, CIFAR-10
@@ -263,6 +267,8 @@ def real_split(model, data_dir, input_size=None, need_test=False):
         data_dir: the directory holding the files.
         input_size: the ResNets' image side (32 gives resnet-50 CIFAR-10).
         need_test: raise when the test files are absent (a run that evaluates).
+        seq_len: PTB tokens per sequence (the transformers' ``seq_len``); None: the
+            LSTM's ``SEQ_LEN``.
 
     Returns:
         ``(kind, shape, train, test)``: ``shape`` is ONE sample's shape, ``(784,)``
@@ -302,7 +308,7 @@ def real_split(model, data_dir, input_size=None, need_test=False):
             m, tpix, tlab = read_cifar10(data_dir, CIFAR_TEST_BATCHES)
             test = (tpix, tlab, m)
         return kind, (3, 32, 32), (pixels, labels, n), test
-    seq_len = model_catalog.SEQ_LEN
+    seq_len = int(seq_len or model_catalog.SEQ_LEN)
     ids, vocab = read_ptb(data_dir)
     train = _windows(ids, seq_len, os.path.join(data_dir, PTB_TRAIN))
     test = _windows(read_ptb_eval(path, vocab), seq_len, path) if present else None

@@ -1,0 +1,129 @@
+"""The transformer models of docs/models.md: shapes, parameter counts and FLOPs.
+
+Standard library only, valid Python 3.6 (child side). ``torch_lm``, ``jax_lm``
+and ``tf_lm`` build their decoders from :data:`SHAPES` and nothing else, so the
+three frameworks build the same model; the host side (profiles, results)
+reads the same table for defaults, limits and the FLOPs formula.
+
+Two families:
+
+- ``gpt``: GPT-2 blocks. Pre-LayerNorm (with bias), learned positions, fused
+  QKV projection with bias, GELU (tanh approximation) MLP of ``ffn`` units with
+  bias, a final LayerNorm, the output projection tied to the token embedding.
+- ``llama``: Llama 3 blocks. Pre-RMSNorm (weight only, eps 1e-5), RoPE on queries
+  and keys (theta ``rope_theta``, rotate-half pairing), grouped-query attention
+  (``kv_heads`` key/value heads), no biases anywhere, SwiGLU MLP (gate, up,
+  down; ``ffn`` units), a final RMSNorm, the output projection tied to the token
+  embedding.
+"""
+
+GPT = "gpt"
+LLAMA = "llama"
+
+SHAPES = {
+    # gpt-tiny: small enough that a CPU training step at batch 4 x 128 tokens takes
+    # ~0.1-0.2 s on one core; the PTB vocabulary (10 000), so real data needs no
+    # remapping, and the output projection does not dominate the step.
+    "gpt-tiny": dict(family=GPT, layers=4, d_model=128, heads=4, kv_heads=4, ffn=512,
+                     vocab=10000, context=256, seq_len=128, rope_theta=None),
+    "gpt2-small": dict(family=GPT, layers=12, d_model=768, heads=12, kv_heads=12, ffn=3072,
+                       vocab=50257, context=1024, seq_len=1024, rope_theta=None),
+    "gpt2-medium": dict(family=GPT, layers=24, d_model=1024, heads=16, kv_heads=16,
+                        ffn=4096, vocab=50257, context=1024, seq_len=1024, rope_theta=None),
+    # Llama 3.2 1B's shape. RoPE has no fixed limit; dltop caps sequences at 8192.
+    "llama-1b": dict(family=LLAMA, layers=16, d_model=2048, heads=32, kv_heads=8, ffn=8192,
+                     vocab=128256, context=8192, seq_len=2048, rope_theta=500000.0),
+}
+"""Each model's shape; ``seq_len`` is the training sequence length a profile gets by
+default, ``context`` the longest sequence (training, or prompt + new tokens)."""
+
+NAMES = tuple(SHAPES)
+LN_EPS = 1e-5
+"""LayerNorm and RMSNorm epsilon, every framework."""
+DEFAULT_PROMPT_TOKENS = 128
+DEFAULT_NEW_TOKENS = 128
+
+
+def is_transformer(name):
+    return name in SHAPES
+
+
+def shape(name):
+    """The model's shape dict; KeyError naming the transformers for another name."""
+    if name not in SHAPES:
+        raise KeyError("unknown transformer %r (known: %s)" % (name, ", ".join(NAMES)))
+    return SHAPES[name]
+
+
+def head_dim(name):
+    s = shape(name)
+    return s["d_model"] // s["heads"]
+
+
+def block_params(name):
+    """Parameters of one decoder block."""
+    s = shape(name)
+    d, f = s["d_model"], s["ffn"]
+    if s["family"] == GPT:
+        # ln1 (2d) + qkv (3d^2 + 3d) + proj (d^2 + d) + ln2 (2d) + fc (d f + f) + proj (f d + d)
+        return 2 * d + 3 * d * d + 3 * d + d * d + d + 2 * d + d * f + f + f * d + d
+    kv = s["kv_heads"] * head_dim(name)
+    # norm1 (d) + q (d^2) + k, v (d kv each) + o (d^2) + norm2 (d) + gate, up, down (d f each)
+    return d + d * d + 2 * d * kv + d * d + d + 3 * d * f
+
+
+def embedding_params(name):
+    """Token embedding (tied with the output projection) plus learned positions, if any."""
+    s = shape(name)
+    positions = s["context"] * s["d_model"] if s["family"] == GPT else 0
+    return s["vocab"] * s["d_model"] + positions
+
+
+def position_params(name):
+    """Learned position embeddings (a lookup: no FLOPs); 0 for RoPE models."""
+    s = shape(name)
+    return s["context"] * s["d_model"] if s["family"] == GPT else 0
+
+
+def param_count(name):
+    """Every trainable parameter, embeddings included, the tied output projection once."""
+    s = shape(name)
+    final_norm = 2 * s["d_model"] if s["family"] == GPT else s["d_model"]
+    return embedding_params(name) + s["layers"] * block_params(name) + final_norm
+
+
+def training_flops_per_token(name, seq_len):
+    """Training FLOPs per token: 6 N + 12 L d T (PaLM, appendix B).
+
+    N counts every parameter that takes part in a matrix product: all of them
+    but the learned position embeddings, which are a lookup. The tied token
+    embedding stays in N because the output projection (2 V d FLOPs per token
+    forward) multiplies by it. The attention term 12 L d T counts the full T x T
+    score and value products (forward 4 L d T, backward twice that), not the
+    causal half: as PaLM, nanoGPT and llm.c count it, so MFU figures compare.
+    """
+    s = shape(name)
+    n = param_count(name) - position_params(name)
+    return 6.0 * n + 12.0 * s["layers"] * s["d_model"] * int(seq_len)
+
+
+def flops_per_token(name, seq_len, mode):
+    """FLOPs per token of a run in ``mode``: training as above, inference its forward
+    third (2 N + 4 L d T); None for ``generate`` (decode is bound by memory, not FLOPs)."""
+    if mode == "generate":
+        return None
+    train = training_flops_per_token(name, seq_len)
+    return train / 3.0 if mode == "inference" else train
+
+
+def check_lengths(name, seq_len=None, prompt_tokens=None, new_tokens=None):
+    """None, or why the lengths do not fit the model's context (a message)."""
+    s = shape(name)
+    if seq_len is not None and int(seq_len) > s["context"]:
+        return ("seq_len %d is over %s's context of %d tokens"
+                % (int(seq_len), name, s["context"]))
+    if prompt_tokens is not None and new_tokens is not None \
+            and int(prompt_tokens) + int(new_tokens) > s["context"]:
+        return ("prompt_tokens + new_tokens = %d is over %s's context of %d tokens"
+                % (int(prompt_tokens) + int(new_tokens), name, s["context"]))
+    return None

@@ -1,0 +1,49 @@
+"""The generation loop of every framework's transformer runner (``mode = "generate"``).
+
+Standard library only, valid Python 3.6 (child side). The one place where time to
+first token and inter-token latencies are measured: each runner hands
+:func:`run_generate` two closures that do the framework's work and return only
+once the device is done (a host read of the sampled token ids), and this loop
+times them.
+"""
+
+import time
+
+import dltop_protocol as proto
+
+
+def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock_ns=None):
+    """Run ``warmup + iterations`` generation requests, reporting each.
+
+    One request: ``prefill()`` runs the prompt through the model (filling a fresh
+    key/value cache) and samples the first token; then ``new_tokens - 1`` calls
+    of ``decode()`` each append one token per sequence. Both must synchronise the
+    device before returning. A request is one ``iter`` (seconds end to end,
+    samples = batch x new_tokens generated tokens) preceded by its ``generate``
+    event (TTFT and every inter-token latency).
+
+    Returns:
+        The measured (non-warm-up) request count.
+    """
+    clock_ns = clock_ns or (lambda: int(time.monotonic() * 1e9))
+    warmup = int(spec["warmup"])
+    total = warmup + int(spec["iterations"])
+    batch = int(spec["per_device_batch"])
+    prompt, new = int(spec["prompt_tokens"]), int(spec["new_tokens"])
+    inject = (spec.get("options") or {}).get("inject")
+    for i in range(total):
+        proto.fault_hook(inject, i)
+        t0 = timer()
+        prefill()
+        prev = timer()
+        ttft = prev - t0
+        itl = []
+        for _ in range(new - 1):
+            decode()
+            now = timer()
+            itl.append(now - prev)
+            prev = now
+        end_ns = clock_ns()
+        reporter.generation(i, i < warmup, ttft, itl, prompt, new, batch)
+        reporter.iteration(i, prev - t0, batch * new, i < warmup, None, t_mono_ns=end_ns)
+    return total - warmup

@@ -37,6 +37,10 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 STEPS_PY = HERE / "gpu_check_steps.py"
 PROFILE = HERE / "gpu_check_profile.toml"
+LLM_PROFILE = HERE / "gpu_check_llm.toml"
+STEP_NAMES = ("env", "doctor", "devices", "nvml", "sampler", "profile", "llm", "campaign",
+              "export", "tui", "harness", "harness-llm", "tensorflow")
+"""Every step, in the order the check runs them (``--steps`` picks some)."""
 RESERVE_S = 10.0
 """Budget kept back for the last report write."""
 
@@ -51,6 +55,26 @@ devices = ["cpu:1"]
 iterations = 3
 warmup = 1
 timeout_s = 120
+"""
+
+CPU_LLM_PROFILE = """
+name = "gpu-check-llm-cpu"
+description = "gpu_check.py without a GPU: the transformer plumbing on one CPU thread"
+[defaults]
+frameworks = ["torch"]
+models = ["gpt-tiny"]
+devices = ["cpu:1"]
+iterations = 3
+warmup = 1
+timeout_s = 120
+[[matrix]]
+batch_sizes = [2]
+seq_len = 32
+[[matrix]]
+batch_sizes = [1]
+mode = "generate"
+prompt_tokens = 8
+new_tokens = 4
 """
 
 TF_PROFILE = """
@@ -112,8 +136,9 @@ def tail(text: str, lines: int = 15) -> str:
 class Check:
     """The whole check: steps in order, results in ``self.data``, files in ``out``."""
 
-    def __init__(self, out: Path, work: Path, budget_s: float, gpu: bool, why: str) -> None:
-        self.out, self.work, self.gpu = out, work, gpu
+    def __init__(self, out: Path, work: Path, budget_s: float, gpu: bool, why: str,
+                 only: tuple[str, ...] = STEP_NAMES) -> None:
+        self.out, self.work, self.gpu, self.only = out, work, gpu, only
         self.deadline = time.monotonic() + budget_s
         self.t0 = time.time()
         self.fake = "0" if gpu else "1"
@@ -139,6 +164,8 @@ class Check:
         """Run ``fn(limit) -> note`` unless skipped; record how it went, rewrite files."""
         t = time.monotonic()
         limit = min(limit_s, self.left())
+        if name not in self.only:
+            skip = f"not selected (--steps {','.join(self.only)})"
         if skip is not None:
             rec = Step(name, "skipped", 0.0, skip)
         elif limit < min_s:
@@ -251,6 +278,32 @@ class Check:
                                "why)")
         return f"{ok} of {len(runs)} runs ok"
 
+    def s_llm(self, limit: float) -> str:
+        """The transformer campaign (scripts/gpu_check_llm.toml) into the same database."""
+        if self.gpu:
+            prof = LLM_PROFILE
+        else:
+            prof = self.work / "llm-cpu.toml"
+            prof.write_text(CPU_LLM_PROFILE)
+        try:
+            res = call(self.dltop("run", str(prof), "--db", str(self.db), "--headless",
+                                  "--skip-unavailable", *self.fake_args()), limit - 20, ROOT)
+            log = tail(res.out + "\n" + res.err, 40)
+        finally:
+            if self.db.exists():
+                self.data["campaign"] = self.internal("readout", 20, str(self.db))
+        runs = [r for r in self.data.get("campaign", {}).get("runs", [])
+                if r["model"] in report.LLM_MODELS]
+        self.data["llm"] = {"log": log, "runs": [r["id"] for r in runs]}
+        ok = sum(r["status"] == "ok" for r in runs)
+        if res.timed_out:
+            raise StepTimeout(f"{ok} of {len(runs)} transformer runs ok when stopped")
+        if res.rc != 0:
+            raise RuntimeError(f"dltop run exit {res.rc}: {tail(res.err or res.out)}")
+        if not ok:
+            raise RuntimeError(f"none of {len(runs)} transformer runs ended ok")
+        return f"{ok} of {len(runs)} transformer runs ok"
+
     def s_export(self, limit: float) -> str:
         if not self.db.exists():
             raise RuntimeError("no campaign database")
@@ -276,6 +329,22 @@ class Check:
         if res.rc != 0 or not rows:
             raise RuntimeError(f"exit {res.rc}: {tail(res.err or res.out)}")
         return f"worst ratio {max(r['ratio'] for r in rows):.3f}"
+
+    def s_harness_llm(self, limit: float) -> str:
+        limit = min(limit, self.left() - 25)
+        res = call([sys.executable, str(ROOT / "benchmarks" / "harness_overhead.py"),
+                    "--device", "gpu", "--frameworks", "torch", "--rounds", "2",
+                    "--iterations", "20", "--warmup", "5", "--cases", "gpt2-small:16"],
+                   limit, ROOT)
+        rows = report.parse_harness(res.out)
+        h = self.data.setdefault("harness", {"rows": [], "output": ""})
+        h["rows"] = [*h["rows"], *rows]
+        h["output_llm"] = tail(res.out + "\n" + res.err, 20)
+        if res.timed_out:
+            raise StepTimeout("gpt2-small case not done")
+        if res.rc != 0 or not rows:
+            raise RuntimeError(f"exit {res.rc}: {tail(res.err or res.out)}")
+        return f"ratio {rows[0]['ratio']:.3f}"
 
     def s_tui(self, limit: float) -> str:
         for name in ("tui.txt", "tui.svg"):
@@ -328,10 +397,13 @@ class Check:
         self.step("nvml", self.s_nvml, 90, skip=nogpu)
         self.step("sampler", self.s_sampler, 60)
         self.step("profile", self.s_profile, 60)
+        self.step("llm", self.s_llm, 300 if self.gpu else 150, min_s=60)
         self.step("campaign", self.s_campaign, 300 if self.gpu else 150, min_s=60)
         self.step("export", self.s_export, 60)
         self.step("tui", self.s_tui, 45, min_s=15)
         self.step("harness", self.s_harness, 200, min_s=60, skip=nogpu or self.no_cuda())
+        self.step("harness-llm", self.s_harness_llm, 150, min_s=50,
+                  skip=nogpu or self.no_cuda())
         self.step("tensorflow", self.s_tensorflow, 200, min_s=20, skip=nogpu)
 
     def write(self) -> None:
@@ -384,11 +456,19 @@ def main() -> int:
                     help="overall time budget in seconds (450: the device tool allows 600 "
                          "a command)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
+    ap.add_argument("--steps", default=",".join(STEP_NAMES),
+                    help="the steps to run, comma-separated (default all: "
+                         + ", ".join(STEP_NAMES) + "); the others are recorded as skipped")
     args = ap.parse_args()
+    only = tuple(x.strip() for x in args.steps.split(",") if x.strip())
+    unknown = [x for x in only if x not in STEP_NAMES]
+    if unknown:
+        ap.error(f"--steps: unknown step(s) {', '.join(unknown)} "
+                 f"(known: {', '.join(STEP_NAMES)})")
     args.outdir.mkdir(parents=True, exist_ok=True)
     gpu, why = (False, "--no-gpu given") if args.no_gpu else detect_gpu()
     work = Path(tempfile.mkdtemp(prefix="dltop-gpucheck-"))
-    check = Check(args.outdir, work, args.budget_s, gpu, why)
+    check = Check(args.outdir, work, args.budget_s, gpu, why, only)
     print(f"gpu_check: mode {check.data['mode']} ({why}); work dir {work}", flush=True)
     try:
         check.run_all()

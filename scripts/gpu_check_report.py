@@ -16,7 +16,18 @@ REFERENCES = (
 """Public ResNet-50 training throughputs (images/s, one GPU) the measured one stands beside."""
 SECTIONS = ("Steps", "Doctor", "Devices", "NVML query latency", "Sampler rate and CPU cost",
             "Campaign", "ResNet-50 training throughput", "Harness overhead on the GPU",
-            "TUI", "Export summary", "TensorFlow on the GPU")
+            "TUI", "Export summary", "TensorFlow on the GPU", "Transformers")
+LLM_MODELS = ("gpt-tiny", "gpt2-small", "gpt2-medium", "llama-1b")
+LLM_REFERENCES = (
+    ("bare Hugging Face GPT-2 small, torch.compile, bf16, batch 16 x 1024, H200 "
+     "(shared/gpu/2026-11-26-h200/anchor_gpt2_nvml.py)", 331891.0, 28.9),
+    ("same, eager", 146043.0, 12.7),
+    ("nanoGPT README: GPT-2 124M, torch.compile, batch 12 x 1024, 135 ms/iter on an A100 "
+     "(25 % of its 312 TFLOP/s by this FLOPs formula)", 91022.0, 25.0),
+)
+"""GPT-2 small training figures (tokens/s, MFU %) the measured ones stand beside."""
+LLM_TARGETS = {("gpt2-small", "default"): 30.0, ("llama-1b", "default"): 40.0}
+"""Issue 29's MFU goals (bf16, compile) per (model, compile mode)."""
 
 
 def parse_harness(text: str) -> list[dict[str, Any]]:
@@ -91,7 +102,8 @@ def render(data: dict[str, Any]) -> str:
                             (SECTIONS[6], _throughput, "campaign"),
                             (SECTIONS[7], _harness, "harness"), (SECTIONS[8], _tui, "tui"),
                             (SECTIONS[9], _export, "export"),
-                            (SECTIONS[10], _tensorflow, "tensorflow")):
+                            (SECTIONS[10], _tensorflow, "tensorflow"),
+                            (SECTIONS[11], _llm, "llm")):
         out += ["", f"## {title}", ""]
         out += _status(data, step)
         try:
@@ -246,3 +258,40 @@ def _tensorflow(d: dict[str, Any]) -> list[str]:
     return [f"TensorFlow {tf['version']} under {tf['python']} sees {tf['gpus']} GPU(s); its "
             "runs are in the campaign table above.", "", "```", tf.get("campaign_log", ""),
             "```"]
+
+
+def _ms(v: Any) -> float | None:
+    return v * 1e3 if isinstance(v, int | float) else None
+
+
+def _llm(d: dict[str, Any]) -> list[str]:
+    runs = [r for r in _runs(d) if r["model"] in LLM_MODELS]
+    if not runs:
+        return []
+    rows, verdicts = [], []
+    for r in runs:
+        st = r.get("settings", {})
+        comp = st.get("compile", "off")
+        mode = st.get("mode", "train")
+        shape = (f"{st.get('prompt_tokens')}+{st.get('new_tokens')}" if mode == "generate"
+                 else str(st.get("seq_len")))
+        why = (r.get("error_message") or r.get("note") or "").replace("\n", " ")[:120]
+        rows.append([r["id"], r["framework"], r["model"], mode, r["batch_size"], shape, comp,
+                     r["status"], r["median_s"], r["samples_per_s"], r["mfu_pct"],
+                     _ms(r.get("ttft_p50_s")), _ms(r.get("tpot_p50_s")),
+                     _mib(r["gpu_mem_run_peak_bytes"] or r["gpu_mem_peak_bytes"]),
+                     why.replace("|", "/")])
+        goal = LLM_TARGETS.get((r["model"], comp)) if r["framework"] == "torch" else None
+        if goal is not None and mode == "train" and r["status"] == "ok":
+            got = r["mfu_pct"]
+            verdicts.append(f"- {r['model']} bf16 compile={comp}: MFU {_f(got)} % (goal ≥ "
+                            f"{goal:g} %: {'met' if got and got >= goal else 'NOT met'})")
+    refs = [f"- {name}: {tok:,.0f} tokens/s, MFU {mfu:g} %" for name, tok, mfu in
+            LLM_REFERENCES]
+    return ["Training: tokens/s (batch x seq_len per step) and MFU (6N + 12·L·d·T FLOPs "
+            "per token ÷ the device's dense bf16 peak; docs/metrics.md). Generation: TTFT "
+            "and time per output token, p50 over the measured requests.", "",
+            *_table(["run", "fw", "model", "mode", "batch", "seq / prompt+new", "compile",
+                     "status", "s/iter", "tokens/s", "MFU %", "TTFT ms", "TPOT ms",
+                     "GPU MiB", "note"], rows),
+            "", *verdicts, "", "References (GPT-2 small training):", *refs]

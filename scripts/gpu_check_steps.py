@@ -30,6 +30,7 @@ import os
 import re
 import shlex
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -39,6 +40,10 @@ from pathlib import Path
 from typing import Any
 
 OPTIONAL_KEYS = ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
+SHOWN_KEYS = (*OPTIONAL_KEYS, "mode", "seq_len", "prompt_tokens", "new_tokens", "attention")
+"""The spec's settings a run's row shows (profile keys)."""
+SPEC_FIELDS = {"compile": "torch_compile"}
+"""Profile keys whose spec.json field has another name."""
 """Runner options a profile may name before this dltop knows them (dropped, reported)."""
 SAMPLER_RATES_HZ = (10.0, 25.0, 50.0, 100.0)
 
@@ -173,10 +178,34 @@ def stored_energy(conn: sqlite3.Connection, run_id: int) -> dict[str, float | No
             "rows_ratio": counter / integrated if integrated > 0 else None}
 
 
+def generation_p50(rows: list[tuple[float, float, int]]) -> dict[str, float | None]:
+    """Median TTFT and time per output token of a run's measured requests
+    ``(ttft_s, e2e_s, new_tokens)``; None without requests."""
+    if not rows:
+        return {}
+    tpot = [(e2e - ttft) / (n - 1) for ttft, e2e, n in rows if n > 1]
+    return {"ttft_p50_s": statistics.median(t for t, _, _ in rows),
+            "tpot_p50_s": statistics.median(tpot) if tpot else None,
+            "requests": len(rows)}
+
+
+def _generations(conn: sqlite3.Connection) -> dict[int, list[tuple[float, float, int]]]:
+    """Each run's measured generation requests, where this dltop stores them."""
+    have = conn.execute("select 1 from sqlite_master where type = 'table' "
+                        "and name = 'generations'").fetchone()
+    out: dict[int, list[tuple[float, float, int]]] = {}
+    if have:
+        for run_id, ttft, e2e, n in conn.execute(
+                "select run_id, ttft_s, e2e_s, new_tokens from generations where not warmup"):
+            out.setdefault(run_id, []).append((ttft, e2e, n))
+    return out
+
+
 def step_readout(args: list[str]) -> dict[str, Any]:
     conn = sqlite3.connect(f"file:{args[0]}?mode=ro", uri=True)
     conn.row_factory = sqlite3.Row
     try:
+        gen = _generations(conn)
         energy = {r: stored_energy(conn, r) for (r,) in conn.execute("select id from runs")}
         rows = conn.execute(
             "select r.*, j.model, j.framework, j.batch_size, j.device as job_device, "
@@ -202,7 +231,9 @@ def step_readout(args: list[str]) -> dict[str, Any]:
         opts = spec.get("options") or {}
         # The runner's GPU settings (spec fields where this dltop has them) and options.
         d["settings"] = {**(dict(opts) if isinstance(opts, dict) else dict(map(tuple, opts))),
-                         **{k: spec[k] for k in OPTIONAL_KEYS if k in spec}}
+                         **{k: spec[SPEC_FIELDS.get(k, k)] for k in SHOWN_KEYS
+                            if spec.get(SPEC_FIELDS.get(k, k)) not in (None, "train")}}
+        d.update(generation_p50(gen.get(r["id"], [])))
         d["mfu_pct"] = _mfu(r["device_name"], r["precision"], r["flops_per_sample"],
                             r["samples_per_s"])
         integrated = (r["power_mean_w"] * r["window_s"]

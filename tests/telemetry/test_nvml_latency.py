@@ -13,6 +13,9 @@ from dltop.telemetry import nvml
 
 def test_every_sampler_query_and_both_ticks_are_timed(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(instant=True))
+    # Every tick due for the counter and process utilization: each query timed each time.
+    monkeypatch.setattr(nvml, "ENERGY_EVERY_S", 0.0)
+    monkeypatch.setattr(nvml, "PROC_UTIL_BACKOFF_S", 0.0)
     nvml.reset_for_tests()
     try:
         rows = {r.field: r for r in nvml.query_latencies(1, calls=50, budget_s=60.0)}

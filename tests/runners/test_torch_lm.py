@@ -149,13 +149,16 @@ def test_gpt_tiny_trains_on_ptb_and_reports_perplexity(tmp_path: Path) -> None:
     (tmp_path / "ptb.valid.txt").write_text(words[:800] + "\n")
     code, events, out = run_runner(tmp_path, spec(
         "gpt-tiny", seq_len=16, data="real", data_dir=str(tmp_path), optimizer="adamw",
-        lr=1e-3, iterations=4, warmup=0, eval_every="end"))
+        lr=1e-3, iterations=4, warmup=0, eval_every=2))
     assert code == 0, out
     assert [e["samples"] for e in _events(events, "iter")] == [4 * 16] * 4
-    (ev,) = _events(events, "eval")
-    assert ev["accuracy"] is None
-    assert 1.0 < ev["perplexity"] < 10000 * 1.5
-    assert ev["perplexity"] == pytest.approx(math.exp(ev["loss"]), rel=1e-6)
+    evals = _events(events, "eval")
+    assert [e["index"] for e in evals] == [1, 3]
+    for ev in evals:
+        assert ev["accuracy"] is None
+        assert 1.0 < ev["perplexity"] < 10000 * 1.5
+        assert ev["perplexity"] == pytest.approx(math.exp(ev["loss"]), rel=1e-6)
+    assert evals[1]["perplexity"] < evals[0]["perplexity"]  # 50 repeating words: learnt
 
 
 @pytest.mark.slow

@@ -12,9 +12,15 @@ Goal: <= 1.01 for each framework.
 loop with the runner's CUDA settings (cuDNN benchmark on, TF32 off at fp32) and a
 ``torch.cuda.synchronize()`` ending each step, as the runner's.
 
+Transformers (PyTorch; ``--cases gpt-tiny:4``, ``--device gpu --cases gpt2-small:16``):
+the bare loop builds the decoder with ``torch_lm`` at the model's default
+``seq_len`` and trains it with AdamW (lr 3e-4, no weight decay; fused on CUDA, as
+the runner's ``torch_optim``), the dltop profile names the same optimizer;
+``--precision bf16`` runs both sides under bf16 autocast.
+
     .venv/bin/python benchmarks/harness_overhead.py [--rounds 3] [--iterations 30]
         [--frameworks torch,tensorflow,cntk] [--cases fcn-r:128,alexnet-r:128]
-        [--device cpu|gpu]
+        [--device cpu|gpu] [--precision fp32|bf16]
 """
 
 from __future__ import annotations
@@ -173,6 +179,49 @@ BARE_JAX = textwrap.dedent("""
     print(json.dumps(times[{warmup}:]))
 """)
 
+BARE_TORCH_LM = textwrap.dedent("""
+    import json, os, sys, time
+    if not {gpu}:
+        os.sched_setaffinity(0, {affinity!r})
+    import torch
+    sys.path.insert(0, {child_dir!r})
+    import lm_catalog, torch_lm
+    torch.manual_seed(0)
+    if {gpu}:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        device = torch.device("cuda", 0)
+        torch.cuda.set_device(device)
+    else:
+        torch.set_num_threads({threads})
+        torch.set_num_interop_threads({threads})
+        device = torch.device("cpu")
+    shape = lm_catalog.shape({model!r})
+    model = torch_lm.build({model!r}, "fused", device).train()
+    torch.manual_seed(1)
+    x, y = torch_lm.token_batch({model!r}, {batch}, shape["seq_len"], device)
+    loss_fn = torch_lm.loss_fn(shape["vocab"])
+    fused = {{"fused": True}} if {gpu} else {{}}
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999), eps=1e-8,
+                            weight_decay=0.0, amsgrad=False, **fused)
+    dtype = {{"bf16": torch.bfloat16}}.get({precision!r})
+    times = []
+    for i in range({total}):
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        if dtype is not None:
+            with torch.autocast(device.type, dtype=dtype):
+                loss = loss_fn(model(x), y)
+        else:
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        if {gpu}:
+            torch.cuda.synchronize(device)
+        loss.item()
+        times.append(time.perf_counter() - t0)
+    print(json.dumps(times[{warmup}:]))
+""")
+
 BARE = {"torch": BARE_TORCH, "tensorflow": BARE_TF, "cntk": BARE_CNTK, "jax": BARE_JAX}
 
 PROFILE = """
@@ -185,7 +234,18 @@ devices = ["{device}"]
 iterations = {iterations}
 warmup = {warmup}
 timeout_s = 1800
-"""
+precision = "{precision}"
+{extra}"""
+
+LM_KEYS = 'optimizer = "adamw"\nlr = 0.0003\n'
+"""The transformers' optimizer, in the dltop profile as in the bare loop."""
+
+
+def _is_lm(model: str) -> bool:
+    sys.path.insert(0, str(CHILD_DIR))
+    import lm_catalog
+
+    return bool(lm_catalog.is_transformer(model))
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
@@ -198,13 +258,19 @@ def _affinity(threads: int) -> list[int]:
 
 
 def bare_median(framework: str, model: str, batch: int, threads: int, iterations: int,
-                warmup: int, gpu: bool = False) -> float:
+                warmup: int, gpu: bool = False, precision: str = "fp32") -> float:
     from dltop.runners.registry import interpreter
 
-    template = BARE_TORCH_GPU if gpu else BARE[framework]
+    if _is_lm(model):
+        if framework != "torch":
+            raise SystemExit(f"the bare transformer loop is PyTorch's; not {framework}")
+        template = BARE_TORCH_LM
+    else:
+        template = BARE_TORCH_GPU if gpu else BARE[framework]
     code = template.format(child_dir=str(CHILD_DIR), model=model, batch=batch,
                            threads=threads, total=iterations + warmup, warmup=warmup,
-                           affinity=[] if gpu else _affinity(threads))
+                           affinity=[] if gpu else _affinity(threads), gpu=gpu,
+                           precision=precision)
     python, _, extra = interpreter(framework)
     # A gpu:1 job gets the first free GPU through CUDA_VISIBLE_DEVICES (GPU 0 here) and
     # no thread variables, as dltop's child_env gives it.
@@ -217,11 +283,13 @@ def bare_median(framework: str, model: str, batch: int, threads: int, iterations
 
 
 def dltop_median(framework: str, model: str, batch: int, threads: int, iterations: int,
-                 warmup: int, workdir: Path, gpu: bool = False) -> float:
+                 warmup: int, workdir: Path, gpu: bool = False,
+                 precision: str = "fp32") -> float:
     prof = workdir / "p.toml"
     prof.write_text(PROFILE.format(framework=framework, model=model, batch=batch,
                                    device="gpu:1" if gpu else f"cpu:{threads}",
-                                   iterations=iterations, warmup=warmup))
+                                   iterations=iterations, warmup=warmup, precision=precision,
+                                   extra=LM_KEYS if _is_lm(model) else ""))
     db = workdir / "bench.db"
     subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
                     "--headless"], check=True, capture_output=True, text=True)
@@ -245,6 +313,8 @@ def main() -> int:
     ap.add_argument("--frameworks", default="torch,tensorflow,cntk")
     ap.add_argument("--device", choices=["cpu", "gpu"], default="cpu",
                     help="gpu: both sides on one CUDA GPU (PyTorch only)")
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                    help="both sides' precision (bf16: autocast, as the runner)")
     args = ap.parse_args()
     gpu = args.device == "gpu"
     if gpu and args.frameworks != "torch":
@@ -262,9 +332,11 @@ def main() -> int:
                 bare, harness = [], []
                 for _ in range(args.rounds):
                     bare.append(bare_median(framework, model, batch, args.threads,
-                                            args.iterations, args.warmup, gpu))
+                                            args.iterations, args.warmup, gpu,
+                                            args.precision))
                     harness.append(dltop_median(framework, model, batch, args.threads,
-                                                args.iterations, args.warmup, Path(tmp), gpu))
+                                                args.iterations, args.warmup, Path(tmp), gpu,
+                                                args.precision))
                 b, h = statistics.median(bare), statistics.median(harness)
                 worst[framework] = max(worst.get(framework, 0.0), h / b)
                 print(f"{framework:<11} {model:<10} {batch:>5} {b:>12.5f} {h:>13.5f} "

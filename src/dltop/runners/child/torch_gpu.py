@@ -37,7 +37,7 @@ def check(spec, device, world):
         raise proto.Unsupported("cuda_graphs is not supported with %d data-parallel GPUs "
                                 "(DDP's gradient all-reduce is not captured); use gpu:1"
                                 % world)
-    if spec.get("precision") == "fp16":
+    if spec.get("precision") == "fp16" and spec.get("mode") != "generate":
         raise proto.Unsupported("cuda_graphs cannot capture fp16 training: the loss "
                                 "scaler reads its overflow flag on the host every step "
                                 "(use bf16)")

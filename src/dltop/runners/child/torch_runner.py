@@ -73,8 +73,12 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
     sys.exit(proto.EXIT_ERROR)
 
 import convergence  # noqa: E402
+import lm_catalog  # noqa: E402
+import lm_loop  # noqa: E402
 import torch_data  # noqa: E402
 import torch_gpu  # noqa: E402
+import torch_lm  # noqa: E402
+import torch_lm_steps  # noqa: E402
 import torch_models  # noqa: E402
 import torch_optim  # noqa: E402
 import torch_profile  # noqa: E402
@@ -171,16 +175,22 @@ def _data(spec, device):
     batch = int(spec["per_device_batch"])
     global_batch = int(spec["samples_per_iter"])
     epochs, every = spec.get("epochs"), spec.get("eval_every")
+    seq_len = spec.get("seq_len") if lm_catalog.is_transformer(name) else None
     if spec["data"] != "real":
         plan = convergence.Plan(None, global_batch, epochs, spec["iterations"], spec["warmup"],
                                 every)
-        next_batch = torch_data.synthetic(name, batch, device, host, spec.get("input_size"))
+        if seq_len is not None:
+            next_batch = torch_lm_steps.synthetic(name, batch, seq_len, device, host)
+        else:
+            next_batch = torch_data.synthetic(name, batch, device, host,
+                                              spec.get("input_size"))
         return next_batch, lambda: None, plan, None, None
     import datasets
 
     kind, shape, train, test = datasets.real_split(name, spec["data_dir"],
                                                    spec.get("input_size"),
-                                                   need_test=every is not None)
+                                                   need_test=every is not None,
+                                                   seq_len=seq_len)
     n = train[2]
     plan = convergence.Plan(n, global_batch, epochs, spec["iterations"], spec["warmup"], every)
     epoch_order = convergence.EpochOrder(n, spec.get("shuffle"), spec["seed"]).order
@@ -201,7 +211,10 @@ def _evaluator(spec, model, device, world, autocast, test):
     parts, to_device = torch_data.test_batches(kind, shape, part,
                                                int(spec["per_device_batch"]), device,
                                                proto.rank(), world)
-    vocab = torch_models.VOCAB if kind == "ptb" else None
+    vocab = None
+    if kind == "ptb":
+        vocab = (lm_catalog.shape(spec["model"])["vocab"]
+                 if lm_catalog.is_transformer(spec["model"]) else torch_models.VOCAB)
 
     def evaluate():
         loss, acc, _, samples = torch_train.evaluate(model, parts, to_device, autocast,
@@ -211,6 +224,14 @@ def _evaluator(spec, model, device, world, autocast, test):
     return evaluate
 
 
+def _samples(spec):
+    """Samples of one step: sequences, or for a transformer tokens (sequences x seq_len)."""
+    samples = int(spec["samples_per_iter"])
+    if lm_catalog.is_transformer(spec["model"]):
+        samples *= int(spec["seq_len"])
+    return samples
+
+
 def _launcher_facts():
     """What started the ranks (stored with the run's environment)."""
     if not _TORCHRUN:
@@ -218,7 +239,38 @@ def _launcher_facts():
     return {"launcher": "torchrun", "nodes": int(os.environ.get("GROUP_WORLD_SIZE", "1"))}
 
 
+def _build(spec, device):
+    """The model, its ``model`` event fields (parameters, FLOPs per sample) and its loss.
+
+    A transformer is made directly on the device (llama-1b's 1.2 billion weights
+    are initialised there, not on the host); the others on the host as before.
+    """
+    name = spec["model"]
+    if lm_catalog.is_transformer(name):
+        model = torch_lm.build(name, spec["attention"], device)
+        flops = lm_catalog.flops_per_token(name, spec["seq_len"], spec.get("mode"))
+        return (model, torch_lm.param_count(model), flops,
+                torch_lm.loss_fn(lm_catalog.shape(name)["vocab"]))
+    input_size = spec.get("input_size")
+    model = torch_models.build(name, input_size)
+    flops = model_catalog.flops_for_mode(
+        torch_models.training_flops_per_sample(name, model, input_size), spec.get("mode"))
+    return model, torch_models.param_count(model), flops, torch_models.loss_fn(name)
+
+
+def _generate(spec, reporter, model, device):
+    """``mode = "generate"``: :func:`lm_loop.run_generate` over a :class:`Generator`."""
+    gen = torch_lm_steps.Generator(spec, model, device)
+    gen.prepare(reporter)
+    n = lm_loop.run_generate(spec, reporter, gen.prefill, gen.decode)
+    if spec.get("op_profile"):
+        torch_profile.profile_steps(gen.profile_step, device, reporter)
+    return n
+
+
 def run(spec, reporter):
+    if lm_catalog.is_transformer(spec["model"]):
+        spec = torch_lm_steps.with_defaults(spec)
     inject = (spec.get("options") or {}).get("inject")
     pinned = proto.pin(spec)
     device, threads = _device(spec)
@@ -236,13 +288,18 @@ def run(spec, reporter):
                      else proto.cpu_name()),
         torch_threads=torch.get_num_threads(), cpu_affinity=pinned, world_size=world,
         **_launcher_facts())
-    input_size = spec.get("input_size")
-    model = torch_models.build(name, input_size)
-    reporter.model(torch_models.param_count(model), model_catalog.flops_for_mode(
-        torch_models.training_flops_per_sample(name, model, input_size), spec.get("mode")))
+    model, params, flops, loss_fn = _build(spec, device)
+    reporter.model(params, flops)
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     torch_gpu.check(spec, device, world)
+    if spec.get("mode") == "generate":
+        if not lm_catalog.is_transformer(name):
+            raise proto.Unsupported("mode \"generate\" needs a transformer model (%s); "
+                                    "%s is not one" % (", ".join(lm_catalog.NAMES), name))
+        n = _generate(spec, reporter, model, device)
+        _leave_group()
+        return n
     # Inference: eval mode (dropout off, batch norm on running statistics), no DDP:
     # each rank runs its own forward passes.
     model.to(device).train(not inference)
@@ -261,16 +318,15 @@ def run(spec, reporter):
     if inference:
         step = torch_gpu.inference_step(spec, model, next_batch, autocast, device, inject)
     else:
-        opt = torch_optim.build(spec, model.parameters())
-        step = torch_gpu.train_step(spec, model, opt, torch_models.loss_fn(name),
+        opt = torch_optim.build(spec, model.parameters(), device)
+        step = torch_gpu.train_step(spec, model, opt, loss_fn,
                                     next_batch, autocast, scaler, device, inject)
         if test is not None and spec.get("eval_every") is not None:
             evaluate = _evaluator(spec, bare, device, world, autocast, test)
     plan.report(reporter, n_test)
     try:
         torch_gpu.prime(step, spec, reporter)
-        n = torch_train.run_steps(step, plan, reporter, int(spec["samples_per_iter"]),
-                                  evaluate)
+        n = torch_train.run_steps(step, plan, reporter, _samples(spec), evaluate)
         if spec.get("op_profile"):
             torch_profile.profile_steps(step, device, reporter)
     finally:

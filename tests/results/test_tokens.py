@@ -124,3 +124,24 @@ def test_dltop_runs_says_tokens(campaigns: Any, tmp_path: Path,
     lines = capsys.readouterr().out.splitlines()
     assert any("gpt-tiny" in line and "10240.0 tokens" in line for line in lines), lines
     assert any("fcn-r" in line and "80.0 samples" in line for line in lines), lines
+
+
+def test_scaling_and_compare_say_tokens(campaigns: Any) -> None:
+    from dltop.results import compare, queries, scaling
+
+    db = memory_db()
+    a, b = _mixed(campaigns, db), _mixed(campaigns, db)
+    table = scaling.campaigns_scaling_table(db, [queries.resolve_campaign(db, a)])
+    keys = [c.key for c in table.columns]
+    assert table.columns[keys.index("samples_per_s")].header == "samples|tokens/s"
+    at = keys.index(tokens.UNIT_COLUMN)
+    assert sorted(str(r.cells[at].text) for r in table.rows if r.cells[at] is not None) == [
+        "samples/s", "tokens/s"]
+    rows = compare.compare(db, [a], [b], "throughput", 0.05)
+    cmp = compare.compare_table(rows, queries.resolve_campaign(db, a),
+                                queries.resolve_campaign(db, b), "throughput", 0.05)
+    keys = [c.key for c in cmp.columns]
+    at = keys.index(tokens.UNIT_COLUMN)
+    assert {(str(r.cells[0].text), str(r.cells[at].text)) for r in cmp.rows
+            if r.cells[0] is not None and r.cells[at] is not None} == {
+        ("fcn-r", "samples/s"), ("gpt-tiny", "tokens/s")}

@@ -41,10 +41,11 @@ OPTIONS = "options"
 PLACE = "_place"
 """Not an identity field: the host a configuration ran on, which an exported set that
 spans hosts adds so that each framework's interpreter is stated per host."""
-PREFERRED = ("precision", "data", "batch_scaling", "lr", "momentum", "seed", "iterations",
-             "warmup")
-"""Display order of the settings first; any later identity field follows in declaration
-order, then the options by name, then the interpreter."""
+PREFERRED = ("precision", "seq_len", "prompt_tokens", "new_tokens", "attention", "data",
+             "batch_scaling", "lr", "momentum", "seed", "iterations", "warmup")
+"""Display order of the settings first (a transformer's lengths beside its precision);
+any later identity field follows in declaration order, then the options by name, then
+the interpreter."""
 HEADERS = {"batch_scaling": "batch scaling", "torch_compile": "compile", "seq_len": "seq len",
            "prompt_tokens": "prompt", "new_tokens": "new tokens"}
 QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = {

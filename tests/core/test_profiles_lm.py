@@ -177,3 +177,24 @@ def test_builtin_llm_profiles() -> None:
     assert {j.torch_compile for j in train if j.framework == "torch"} == {"off", "default"}
     assert {j.batch_size for j in gpu.jobs if j.mode == "generate"} == {1, 8, 32}
     assert "jax" in {j.framework for j in gpu.jobs}
+
+
+def test_docs_models_table_is_the_catalog() -> None:
+    import re
+
+    text = (Path(__file__).parents[2] / "docs" / "models.md").read_text()
+    for name in ("gpt-tiny", "gpt2-small", "gpt2-medium", "llama-1b"):
+        s = lm.shape(name)
+        row = re.search(rf"^\| `{name}` \| [^|]+ \| (.+)$", text, re.M)
+        assert row is not None, name
+        cells = [c.strip().replace(",", "") for c in row[1].split("|") if c.strip()]
+        assert cells == [str(s["layers"]), str(s["d_model"]), f"{s['heads']} ({s['kv_heads']})",
+                         str(s["ffn"]), str(s["vocab"]), str(s["context"]), str(s["seq_len"]),
+                         str(lm.param_count(name))], name
+    rows = re.findall(r"^\| `([a-z0-9-]+)` \| (\d+) \| ([\d,]+) \| ([\d,]+) \|$", text,
+                      re.M)
+    assert len(rows) == 5
+    for name, seq, train, infer in rows:
+        flops = lm.flops_per_token(name, int(seq), "train")
+        assert flops == int(train.replace(",", "")), name
+        assert lm.flops_per_token(name, int(seq), "inference") == int(infer.replace(",", ""))

@@ -75,7 +75,8 @@ def _unusual_job() -> JobSpec:
         optimizer="adamw", weight_decay=0.1, mode="inference", epochs=3, eval_every="epoch",
         target_accuracy=0.9, shuffle=True, op_profile=True, input_size=64,
         data_loader="host", loader_workers=2, channels_last=True, torch_compile="default",
-        cudnn_benchmark=False, cuda_graphs=True, nodes=2, executor="slurm",
+        cudnn_benchmark=False, cuda_graphs=True, seq_len=64, attention="plain",
+        prompt_tokens=16, new_tokens=8, nodes=2, executor="slurm",
         slurm=SlurmSettings(partition="gpu", time="10", extra_args=("--qos=x",)))
 
 

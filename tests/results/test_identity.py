@@ -80,6 +80,8 @@ def assert_kept_apart(db: sqlite_utils.Database, cid: int, n: int) -> Table:
 
 
 REAL = {"data": "real", "data_dir": "/data"}
+LM = {"models": ["gpt-tiny"]}
+GEN = {**LM, "mode": "generate"}
 FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "framework": ({}, {"frameworks": ["tensorflow"]}),
     "model": ({}, {"models": ["alexnet-r"]}),
@@ -119,6 +121,10 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "cuda_graphs": ({}, {"cuda_graphs": True}),
     "nodes": ({"executor": "slurm"}, {"executor": "slurm", "nodes": 2}),
     "executor": ({}, {"executor": "slurm"}),
+    "seq_len": (LM, {**LM, "seq_len": 64}),
+    "attention": (LM, {**LM, "attention": "plain"}),
+    "prompt_tokens": (GEN, {**GEN, "prompt_tokens": 16}),
+    "new_tokens": (GEN, {**GEN, "new_tokens": 16}),
 }
 
 
@@ -178,8 +184,8 @@ def test_identity_declarations() -> None:
         "framework", "model", "batch_size", "device", "iterations", "warmup", "precision",
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
-        "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "nodes",
-        "executor", "options")
+        "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "seq_len",
+        "attention", "prompt_tokens", "new_tokens", "nodes", "executor", "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

@@ -80,7 +80,7 @@ def run_statuses(given: list[str] | None) -> list[str]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from dltop.results import identity, queries
+    from dltop.results import identity, queries, tokens
 
     statuses = run_statuses(args.status)
     db = open_reader(args.db)
@@ -97,17 +97,26 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from dltop.tui.listing import ListColumn, print_listing
 
     var = identity.variation(idents.values())
+    # Transformer runs count tokens: the header says which, or (mixed) each cell does.
+    mixed = tokens.kind(r.model for r in rows) == tokens.MIXED
+    rate = tokens.metric_for("throughput", [r.model for r in rows]).header
+
+    def per_s(r: Any) -> str:
+        if r.samples_per_s is None:
+            return "-"
+        word = (" tokens" if tokens.is_lm(r.model) else " samples") if mixed else ""
+        return f"{r.samples_per_s:.1f}{word}"
+
     columns = (ListColumn("run", 1), ListColumn("campaign", 4), ListColumn("started", 6),
                ListColumn("status", 1), ListColumn("framework", 1), ListColumn("model", 1),
                ListColumn("batch", 3), ListColumn("device", 1),
                *(ListColumn(h, 3) for h in var.headers), ListColumn("rep", 5),
-               ListColumn("median s", 1), ListColumn("samples/s", 3), ListColumn("cv", 5),
-               ListColumn("note", 2, flex=True, min_width=12))
+               ListColumn("median s", 1), ListColumn("per s" if mixed else rate, 3),
+               ListColumn("cv", 5), ListColumn("note", 2, flex=True, min_width=12))
     cells = [(str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
               r.status, r.framework, r.model, str(r.batch_size), r.device,
               *var.texts(idents[r.run_id]), str(r.repeat + 1),
-              f"{r.median_s:.4g}" if r.median_s is not None else "-",
-              f"{r.samples_per_s:.1f}" if r.samples_per_s is not None else "-",
+              f"{r.median_s:.4g}" if r.median_s is not None else "-", per_s(r),
               f"{r.cv:.3f}" if r.cv is not None else "-",
               ("noisy " if r.noisy else "") + (r.message or ""))
              for r in rows]

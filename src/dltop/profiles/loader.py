@@ -20,7 +20,7 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, presets, slurm
+from dltop.profiles import command, fields, lm, presets, slurm
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm")
@@ -44,7 +44,7 @@ without a report, an allocation failure); it is recorded with the job.
 """
 TORCH_ONLY = ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
 """Settings only the PyTorch runner reads: another framework refuses a non-default value."""
-NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm")
+NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm", *catalog.TRANSFORMER_MODELS)
 """Models without image input (``channels_last`` does not apply)."""
 OPTION_KEYS = tuple(OPTIONS)
 COMMAND_KEYS = command.KEYS
@@ -215,13 +215,15 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
     for rep in range(s["repeats"]):
         for s, fw, model, batch, dev in itertools.product(sweeps, frameworks, models, batches,
                                                            devices):
-            _model_settings(where, loc, s, fw, model)
-            slurm.check_job(where.err, loc, fw, dev, s["nodes"], s["executor"], cluster)
+            # A transformer's defaults (seq_len, AdamW...) differ per model, not per entry.
+            js = lm.job_settings(where.err, loc, s, fw, model, dev, origin)
+            _model_settings(where, loc, js, fw, model)
+            slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster)
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
                 repeat=rep, options=options,
-                slurm=cluster if s["executor"] == "slurm" else None,
-                **{f.name: s[k] for k, f in settings().items()}))
+                slurm=cluster if js["executor"] == "slurm" else None,
+                **{f.name: js[k] for k, f in settings().items()}))
     return jobs
 
 
@@ -241,7 +243,9 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
     s = {k: _check(where, loc(k), m[k], f.metadata[fields.CHECK])
          for k, f in settings().items()}
     s["repeats"] = _check(where, loc("repeats"), m["repeats"], fields.integer(1))
-    # Checks across fields. Real data needs a directory:
+    # Checks across fields. Generation's keys and limits (transformers):
+    lm.mode_checks(where.err, loc, s)
+    # Real data needs a directory:
     if s["data"] == "real":
         if not s["data_dir"]:
             raise where.err(loc("data_dir"), 'data = "real" needs data_dir = "PATH"')

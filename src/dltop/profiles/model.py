@@ -265,9 +265,18 @@ class JobSpec:
         return self.batch_size
 
     def describe(self) -> str:
-        """A short human label, e.g. ``torch fcn-r b1024 cpu:2 #1``."""
+        """A short human label, e.g. ``torch fcn-r b1024 cpu:2 #1``.
+
+        A transformer's batch carries its sequence length (``torch gpt2-small b16x1024
+        gpu:1 #1``), a generate job its prompt and new tokens (``b8 gen128+128``).
+        """
         nodes = f" x{self.nodes} nodes" if self.nodes > 1 else ""
-        return (f"{self.framework} {self.model} b{self.batch_size} "
+        batch = f"b{self.batch_size}"
+        if self.seq_len is not None:
+            batch += f"x{self.seq_len}"
+        if self.prompt_tokens is not None and self.new_tokens is not None:
+            batch += f" gen{self.prompt_tokens}+{self.new_tokens}"
+        return (f"{self.framework} {self.model} {batch} "
                 f"{self.device.label}{nodes} #{self.repeat + 1}")
 
     def columns(self) -> dict[str, Any]:

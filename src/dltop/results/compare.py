@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import bootstrap, caption, identity, queries
+from dltop.results import bootstrap, caption, identity, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 
@@ -189,13 +189,17 @@ def compare_table(rows: list[Comparison],
     With ``db``, the caption states the environment of both sides' campaigns.
     """
     side_a, side_b = _side(a), _side(b)
-    unit = "s" if metric == "time" else "samples/s"
+    models = [c.label[0] for c in rows]
+    # throughput of transformer rows is tokens/s (results/tokens.py): per row if mixed
+    unit = "s" if metric == "time" else tokens.metric_for("throughput", models).unit
+    per_row = metric != "time" and tokens.labels_rows("throughput", models)
     fmt = "{:.4g}" if metric == "time" else "{:.1f}"
     var = identity.variation(c.identity for c in rows)
     row_var = var.without("precision")
+    unit_col = (Column(tokens.UNIT_COLUMN, "unit", Role.KEY),) if per_row else ()
     cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
             Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
-            Column("precision", "precision", Role.KEY), *row_var.columns(),
+            Column("precision", "precision", Role.KEY), *row_var.columns(), *unit_col,
             Column("a", f"A {unit}", Role.VALUE, unit),
             Column("b", f"B {unit}", Role.VALUE, unit),
             Column("ratio", "B/A", Role.VALUE, "1"),
@@ -208,11 +212,13 @@ def compare_table(rows: list[Comparison],
         table_rows.append(Row((
             key_cell(m), key_cell(f), key_cell(batch), key_cell(dev), key_cell(prec),
             *row_var.cells(c.identity),
+            *((key_cell(tokens.row_unit("throughput", m)),) if per_row else ()),
             _num(c.a, fmt.format(c.a or 0.0)), _num(c.b, fmt.format(c.b or 0.0)),
             _num(c.ratio, f"{c.ratio or 0.0:.3f}"), _num(c.ci_low, f"{c.ci_low or 0.0:.3f}"),
             _num(c.ci_high, f"{c.ci_high or 0.0:.3f}"), Cell(c.verdict)),
             {"identity": dict(c.identity)}))
-    what = "median s/iter" if metric == "time" else "samples/s"
+    what = "median s/iter" if metric == "time" else \
+        ("throughput" if per_row else unit)
     notes: tuple[str, ...] = (
         f"B/A of the {what} (median over runs); CI95: 2000-resample seeded two-level "
         "bootstrap of both campaigns' measured iterations. A change is called when "

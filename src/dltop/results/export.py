@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import caption, identity, profile, queries, scaling, summary
+from dltop.results import caption, identity, profile, queries, scaling, summary, tokens
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -191,20 +191,25 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         return (rank(k[0], catalog.MODELS), rank(k[1], catalog.FRAMEWORKS), k[2],
                 var.sort_key(some), k)
 
+    models = {r.model for r in results}
+    # Transformer rows count tokens: one unit for every row, or each row's own.
+    per_row = tokens.labels_rows(metric, models)
     rows: list[Row] = []
     for k in sorted(by_row, key=order):
         model, framework, batch, _ = k
         values = [by_row[k].get(d) for d in devices]
         some = next(iter(by_row[k].values())).identity
+        unit_cell = (key_cell(tokens.row_unit(metric, model)),) if per_row else ()
         rows.append(Row((key_cell(model), key_cell(framework), key_cell(batch),
-                         *var.cells(some),
+                         *var.cells(some), *unit_cell,
                          *(None if v is None else _cell(v, metric) for v in values))))
-    spec = METRIC_SPECS[metric]
+    spec = tokens.metric_for(metric, models)
     unit, unit_short = spec.title, spec.unit
+    unit_col = (Column(tokens.UNIT_COLUMN, "unit", Role.KEY),) if per_row else ()
     columns = (Column("model", "model", Role.KEY, latex_header="Model"),
                Column("framework", "framework", Role.KEY, latex_header="Framework"),
                Column("batch", "batch", Role.KEY, latex_header="Batch"),
-               *var.columns(),
+               *var.columns(), *unit_col,
                *(Column(d, d, Role.VALUE, unit_short) for d in devices))
     simulated = _simulated(db, ids)
     notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
@@ -217,6 +222,8 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         notes.append(NOTE_CONTAMINATED)
     if simulated:
         notes.append(NOTE_SIMULATED)
+    if (lm_note := tokens.note(models)) is not None:
+        notes.append(lm_note)
     lines, meta = caption.context(db, camps, var.caption())
     return Table(
         title=caption.title(camps, unit), comment=caption.comment(camps, unit),

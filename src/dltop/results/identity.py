@@ -41,22 +41,31 @@ OPTIONS = "options"
 PLACE = "_place"
 """Not an identity field: the host a configuration ran on, which an exported set that
 spans hosts adds so that each framework's interpreter is stated per host."""
-PREFERRED = ("precision", "data", "batch_scaling", "lr", "momentum", "seed", "iterations",
-             "warmup")
-"""Display order of the settings first; any later identity field follows in declaration
-order, then the options by name, then the interpreter."""
-HEADERS = {"batch_scaling": "batch scaling", "torch_compile": "compile"}
+PREFERRED = ("precision", "seq_len", "prompt_tokens", "new_tokens", "attention", "data",
+             "batch_scaling", "lr", "momentum", "seed", "iterations", "warmup")
+"""Display order of the settings first (a transformer's lengths beside its precision);
+any later identity field follows in declaration order, then the options by name, then
+the interpreter."""
+HEADERS = {"batch_scaling": "batch scaling", "torch_compile": "compile", "seq_len": "seq len",
+           "prompt_tokens": "prompt", "new_tokens": "new tokens"}
 QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "weight_decay": (0, 0.0), "mode": ("train",), "epochs": (None,),
     "eval_every": (None,), "shuffle": (None, False), "input_size": (None,),
     "data_loader": ("device",), "loader_workers": (0,), "channels_last": (False,),
     "torch_compile": ("off",), "cudnn_benchmark": (True,), "cuda_graphs": (False,),
-    "nodes": (1,), "executor": ("local",), "iterations": (None,)}
+    "nodes": (1,), "executor": ("local",), "iterations": (None,),
+    "seq_len": (None,), "attention": (None,), "prompt_tokens": (None,),
+    "new_tokens": (None,)}
 """Settings added after tables were first published (issue 17) that a caption leaves out
 while every configuration has this value (the behaviour of a job without them); when
 they vary they are row keys like any other field. ``optimizer`` is always stated: the
 update rule is part of what a time per step measures. ``iterations`` is None only for
-epochs jobs (:func:`identity_of`), whose ``epochs`` the caption states instead."""
+epochs jobs (:func:`identity_of`), whose ``epochs`` the caption states instead. The
+transformer settings (issue 29: ``seq_len``, ``attention``, ``prompt_tokens``,
+``new_tokens``) are None for every other model."""
+
+LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
+"""The transformer settings: None (left out of a flat identity) for the other models."""
 
 Identity = Mapping[str, Any]
 """An identity, flat: one entry per field and per option key, plus the interpreter."""
@@ -70,6 +79,11 @@ def identity_of(spec_json: str, interpreter: str | None) -> dict[str, Any]:
         KeyError: a field without a default is missing from it.
     """
     ident = JobSpec.from_json_dict(json.loads(spec_json)).identity()
+    for name in LM_FIELDS:
+        # Absent, not null, for the models without them: an exported identity of a
+        # CNN reads as it did before the transformers existed.
+        if ident.get(name) is None:
+            ident.pop(name, None)
     if ident.get("epochs") is not None:
         # An epochs job's length is its epochs (the runner counts the steps from the
         # training set): the spec's iterations are the unused default, not a claim.

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
-from dltop.results import caption, identity, queries
+from dltop.results import caption, identity, queries, tokens
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -157,7 +157,8 @@ NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more oft
                     "different work per step) than a result; check before citing it.")
 
 
-def _row(r: ScalingRow, var: identity.Variation, with_nodes: bool) -> Row:
+def _row(r: ScalingRow, var: identity.Variation, with_nodes: bool,
+         per_row: bool = False) -> Row:
     missing = status_label(r.status)
 
     def num(value: float | None, text: str, absent: str = "") -> Cell:
@@ -179,6 +180,9 @@ def _row(r: ScalingRow, var: identity.Variation, with_nodes: bool) -> Row:
                  *cells[4 + len(var.fields):],
                  num(r.node_speedup, f"{r.node_speedup or 0.0:.2f}"),
                  num(r.node_efficiency, f"{r.node_efficiency or 0.0:.0%}"))
+    if per_row:  # after the devices (and nodes): the unit of this row's throughput
+        at = 4 + len(var.fields) + with_nodes
+        cells = (*cells[:at], key_cell(tokens.row_unit("throughput", r.model)), *cells[at:])
     if r.marks:
         extra["markers"] = r.marks
     if r.superlinear:
@@ -208,8 +212,19 @@ def scaling_table(rows: list[ScalingRow], title: str,
     if with_nodes:
         at = 4 + len(var.fields)
         columns = (*columns[:at], NODE_COLUMNS[0], *columns[at:], *NODE_COLUMNS[1:])
+    # Transformer rows count tokens (results/tokens.py): say so, per row if mixed.
+    models = [r.model for r in rows]
+    rate = tokens.metric_for("throughput", models)
+    columns = tuple(Column(c.key, rate.header, c.role, rate.unit)
+                    if c.key == "samples_per_s" else c for c in columns)
+    per_row = tokens.labels_rows("throughput", models)
+    if per_row:
+        at = 4 + len(var.fields) + with_nodes
+        columns = (*columns[:at], Column(tokens.UNIT_COLUMN, "unit", Role.KEY), *columns[at:])
+    if (lm_note := tokens.note(models)) is not None:
+        notes.append(lm_note)
     return Table(title=title, columns=columns,
-                 rows=tuple(_row(r, var, with_nodes) for r in rows),
+                 rows=tuple(_row(r, var, with_nodes, per_row) for r in rows),
                  notes=tuple(notes), comment=title, caption=lines,
                  meta={**meta, "title": title, "identity": var.as_json()})
 

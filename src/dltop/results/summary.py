@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
-from dltop.results import bootstrap, caption, identity, queries
+from dltop.results import bootstrap, caption, identity, queries, tokens
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -70,15 +70,18 @@ def _col(m: Metric, key: str | None = None) -> Column:
 
 
 def columns(var: identity.Variation | None = None,
-            more: tuple[str, ...] = ()) -> tuple[Column, ...]:
-    """Key columns (``var``'s varying fields after precision), then runs, time with its
-    CI, the other metrics (and ``more``: convergence or latency metrics some configuration
-    has), status and flags."""
+            more: tuple[str, ...] = (), models: Sequence[str] = ()) -> tuple[Column, ...]:
+    """Key columns (``var``'s varying fields after precision; a ``unit`` column when
+    ``models`` mix transformers and others), then runs, time with its CI, the other
+    metrics (and ``more``: convergence or latency metrics some configuration has), status
+    and flags. Headers say tokens where every model is a transformer."""
     extra = var.without("precision").columns() if var else ()
+    if tokens.labels_rows(None, models):
+        extra = (*extra, Column(tokens.UNIT_COLUMN, "unit", Role.KEY))
     cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
     cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
              Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
-    cols += [_col(metric(name)) for name in (*VALUE_METRICS[1:], *more)]
+    cols += [_col(tokens.metric_for(name, models)) for name in (*VALUE_METRICS[1:], *more)]
     cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY)]
     return tuple(cols)
 
@@ -113,11 +116,13 @@ def shown_extras(results: Sequence[ConfigResult]) -> tuple[str, ...]:
 
 
 def _row(res: ConfigResult, var: identity.Variation, device: str,
-         more: tuple[str, ...] = ()) -> Row:
+         more: tuple[str, ...] = (), per_row: bool = False) -> Row:
     reasons: dict[str, str] = {}
+    unit = (key_cell(tokens.TOKENS if tokens.is_lm(res.model) else tokens.SAMPLES),) \
+        if per_row else ()
     cells: list[Cell | None] = [
         key_cell(res.model), key_cell(res.framework), key_cell(res.batch_size),
-        key_cell(device), key_cell(res.precision), *var.cells(res.identity),
+        key_cell(device), key_cell(res.precision), *var.cells(res.identity), *unit,
         Cell(f"{res.n_runs}/{res.repeats}", res.n_runs, res.status)]
     extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity),
                              "host": res.host, "gpu_name": res.gpu_name}
@@ -168,12 +173,15 @@ def summary_table(db: sqlite_utils.Database,
     row_var = var.without("precision")
     more = shown_extras(results)
     what = "summary per configuration"
+    models = [r.model for r in results]
+    per_row = tokens.labels_rows(None, models)
+    lm_note = tokens.note(models)
     lines, meta = caption.context(db, camps, var.caption())
     return Table(
         title=caption.title(camps, what), comment=caption.comment(camps, what),
-        columns=columns(var, more),
-        rows=tuple(_row(r, row_var, label(r), more) for r in results),
-        notes=NOTES, caption=lines,
+        columns=columns(var, more, models),
+        rows=tuple(_row(r, row_var, label(r), more, per_row) for r in results),
+        notes=NOTES if lm_note is None else (*NOTES, lm_note), caption=lines,
         meta={**meta, "table": "summary",
-              "units": {c.key: c.unit for c in columns(more=more) if c.unit},
+              "units": {c.key: c.unit for c in columns(more=more, models=models) if c.unit},
               "identity": var.as_json()})

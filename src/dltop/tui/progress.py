@@ -37,6 +37,7 @@ from dltop.jobs.events import (
     RunStarted,
 )
 from dltop.results.queries import message_cause
+from dltop.results.tokens import is_lm
 from dltop.textsafe import one_line
 from dltop.tui.format import STATUS_STYLE
 
@@ -166,7 +167,8 @@ class HeadlessProgress:
         if e.median_s is not None:
             line.append(f"  {e.median_s:.4f} s/iter")
         if e.samples_per_s is not None:
-            line.append(f"  {e.samples_per_s:.1f} samples/s")
+            unit = "tokens/s" if is_lm(e.job.model) else "samples/s"
+            line.append(f"  {e.samples_per_s:.1f} {unit}")
         if e.cv is not None:
             line.append(f"  cv {e.cv:.3f}")
             if e.noisy:

@@ -1,0 +1,169 @@
+"""Profile settings of the transformer models: their defaults and their limits.
+
+The shapes come from the runners' own table, ``runners/child/lm_catalog.py``
+(standard library only), loaded from its file: the host does not import child
+modules as a package, and one table serves both sides, so a default sequence
+length or a context limit cannot differ between the loader and the runners.
+See docs/profiles.md ("Transformer models") for the keys and docs/models.md for
+the shapes.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+from collections.abc import Callable, Collection
+from types import ModuleType
+from typing import Any, Final
+
+from dltop import catalog
+from dltop.errors import UserError
+from dltop.profiles.model import DeviceSpec
+from dltop.runners.registry import CHILD_DIR
+
+Err = Callable[[str, str], UserError]
+Loc = Callable[[str], str]
+
+LM_KEYS: Final = ("seq_len", "attention", "prompt_tokens", "new_tokens")
+"""Settings only the transformer models take."""
+GENERATE_KEYS: Final = ("prompt_tokens", "new_tokens")
+ADAMW_DEFAULTS: Final = {"optimizer": "adamw", "lr": 6e-4, "weight_decay": 0.1}
+"""A transformer's update rule when the profile names none: AdamW with nanoGPT's GPT-2
+learning rate and weight decay (each only where the profile leaves it unset)."""
+ATTENTION_DEFAULT: Final = "fused"
+
+
+@functools.cache
+def _catalog() -> ModuleType:
+    path = CHILD_DIR / "lm_catalog.py"
+    spec = importlib.util.spec_from_file_location("dltop_child_lm_catalog", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with dltop
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def shape(model: str) -> dict[str, Any]:
+    """The transformer's shape (``lm_catalog.SHAPES[model]``: layers, d_model, context...).
+
+    Raises:
+        KeyError: ``model`` is not a transformer.
+    """
+    return dict(_catalog().shape(model))
+
+
+def param_count(model: str) -> int:
+    """Every trainable parameter of the transformer (``lm_catalog.param_count``)."""
+    return int(_catalog().param_count(model))
+
+
+def flops_per_token(model: str, seq_len: int, mode: str) -> float | None:
+    """FLOPs per token of a run (``lm_catalog.flops_per_token``): None for generate."""
+    value = _catalog().flops_per_token(model, seq_len, mode)
+    return None if value is None else float(value)
+
+
+def default_prompt_tokens() -> int:
+    """Prompt length of a generate job that does not set ``prompt_tokens``."""
+    return int(_catalog().DEFAULT_PROMPT_TOKENS)
+
+
+def default_new_tokens() -> int:
+    """Decoded tokens of a generate job that does not set ``new_tokens``."""
+    return int(_catalog().DEFAULT_NEW_TOKENS)
+
+
+def mode_checks(err: Err, loc: Loc, s: dict[str, Any]) -> None:
+    """Checks of the transformer settings against ``mode`` alone (before any model).
+
+    Raises:
+        UserError: generation keys without ``mode = "generate"``, or a setting
+            that generation cannot honour.
+    """
+    if s["mode"] != "generate":
+        for key in GENERATE_KEYS:
+            if s[key] is not None:
+                raise err(loc(key), f'{key} applies to mode = "generate" only '
+                          f"(mode is {s['mode']!r})")
+        return
+    if s["seq_len"] is not None:
+        raise err(loc("seq_len"), 'seq_len is the sequence of training and inference; '
+                  'mode = "generate" takes prompt_tokens and new_tokens instead')
+    if s["epochs"] is not None:
+        raise err(loc("epochs"), 'epochs is for training; mode = "generate" times '
+                  "generation requests over iterations")
+    if s["data"] == "real":
+        raise err(loc("data"), 'mode = "generate" prompts with synthetic token ids; '
+                  'data = "real" applies to train and inference')
+
+
+def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: str,
+                 device: DeviceSpec, user_keys: Collection[str]) -> dict[str, Any]:
+    """One job's settings with the transformer defaults filled in, checked against the model.
+
+    Args:
+        err: builds the loader's error (file, key, message).
+        loc: the key's place in the profile (``matrix[0].seq_len``).
+        s: the entry's validated settings (one sweep combination).
+        framework: the job's framework.
+        model: the job's model.
+        device: the job's device (generation runs on one worker).
+        user_keys: the keys the profile set for this entry (its own, ``[defaults]``'s),
+            so that a default never overrides what the user wrote.
+
+    Returns:
+        ``s`` itself for the other models, else a copy with ``seq_len``, ``attention``,
+        ``prompt_tokens``/``new_tokens`` and the AdamW defaults filled in.
+
+    Raises:
+        UserError: a transformer key on another model, a length over the context,
+            CNTK, or generation over several data-parallel workers.
+    """
+    if framework == "command" or model not in catalog.TRANSFORMER_MODELS:
+        what = 'frameworks = ["command"]' if framework == "command" else model
+        names = ", ".join(catalog.TRANSFORMER_MODELS)
+        for key in LM_KEYS:
+            if s[key] is not None:
+                raise err(loc(key), f"{key} applies to the transformer models ({names}), "
+                          f"not {what}")
+        if s["mode"] == "generate":
+            raise err(loc("mode"), f'mode = "generate" applies to the transformer models '
+                      f"({names}), not {what}")
+        return s
+    if framework not in catalog.TRANSFORMER_FRAMEWORKS:
+        raise err(loc("frameworks"), f"{framework.upper()} does not build the transformer "
+                  f"models: its runner has no decoder language model ({model} runs in "
+                  f"{', '.join(catalog.TRANSFORMER_FRAMEWORKS)}; docs/frameworks.md)")
+    out = dict(s)
+    if "optimizer" not in user_keys:
+        out.update({k: v for k, v in ADAMW_DEFAULTS.items() if k not in user_keys})
+    if out["attention"] is None:
+        out["attention"] = ATTENTION_DEFAULT
+    context = shape(model)["context"]
+    if s["mode"] == "generate":
+        workers = device.workers * s["nodes"]
+        if workers > 1:
+            key = "nodes" if s["nodes"] > 1 else "devices"
+            raise err(loc(key), f'mode = "generate" runs on one device ({device.label} x '
+                      f"{s['nodes']} node(s) is {workers} data-parallel workers): each "
+                      "worker would decode its own requests with no step in common, so "
+                      "one time per token would not describe them; give one device "
+                      "(cpu:N threads or gpu:1)")
+        if out["prompt_tokens"] is None:
+            out["prompt_tokens"] = default_prompt_tokens()
+        if out["new_tokens"] is None:
+            out["new_tokens"] = default_new_tokens()
+        total = out["prompt_tokens"] + out["new_tokens"]
+        if total > context:
+            key = "new_tokens" if "new_tokens" in user_keys else "prompt_tokens"
+            raise err(loc(key), f"prompt_tokens + new_tokens = {out['prompt_tokens']} + "
+                      f"{out['new_tokens']} = {total} is over {model}'s context of "
+                      f"{context} tokens")
+        return out
+    if out["seq_len"] is None:
+        out["seq_len"] = int(shape(model)["seq_len"])
+    if out["seq_len"] > context:
+        raise err(loc("seq_len"), f"seq_len {out['seq_len']} is over {model}'s context "
+                  f"of {context} tokens (at most {context})")
+    return out

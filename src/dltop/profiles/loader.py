@@ -245,7 +245,9 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
     if s["data"] == "real":
         if not s["data_dir"]:
             raise where.err(loc("data_dir"), 'data = "real" needs data_dir = "PATH"')
-        s["data_dir"] = str(Path(s["data_dir"]).expanduser())
+        # Absolute (against the directory dltop was started in, as before): the job
+        # is stored, and a --resume from another directory must read the same data.
+        s["data_dir"] = str(Path(s["data_dir"]).expanduser().absolute())
     if s["epochs"] is not None:
         if s["mode"] == "inference":
             raise where.err(loc("epochs"), 'epochs is for training; mode = "inference" '

@@ -20,7 +20,7 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, presets, slurm
+from dltop.profiles import command, fields, presets, slurm, strings
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm")
@@ -112,6 +112,7 @@ def parse(text: str, source: str, default_name: str,
     except RecursionError:  # tomllib recurses per level: ~500 nested arrays exhaust it
         raise UserError(f"{source}: arrays or tables nested too deeply to read") from None
     _check_keys(where, "", doc, TOP_KEYS)
+    strings.check(where.err, doc)  # no line break can reach a script line or a row
     name = _str(where, "name", doc.get("name", default_name))
     description = _str(where, "description", doc.get("description", ""))
     pack = doc.get("pack", False)

@@ -52,11 +52,15 @@ class FileSet:
     def __init__(self, directory: Path, names: Sequence[str], *, force: bool = False) -> None:
         self.directory = Path(directory)
         self._temps: dict[str, str] = {}
+        self._created = [p for p in (self.directory, *self.directory.parents)
+                         if not os.path.lexists(p)]
+        """Directories this set creates: removed again when it fails (if still empty)."""
         self._fd = _open_dir(self.directory)
         try:
             _check_targets(self.directory, self._fd, names, force)
         except BaseException:
             os.close(self._fd)
+            self._remove_created()
             raise
 
     def add(self, name: str, data: bytes) -> Path:
@@ -105,6 +109,15 @@ class FileSet:
             self.discard()
         finally:
             os.close(self._fd)
+        if exc is not None:
+            self._remove_created()
+
+    def _remove_created(self) -> None:
+        for path in self._created:  # innermost first; rmdir leaves a non-empty one
+            try:
+                path.rmdir()
+            except OSError:
+                return
 
 
 def _open_dir(directory: Path) -> int:
@@ -113,9 +126,7 @@ def _open_dir(directory: Path) -> int:
         st = os.lstat(directory)
     except FileNotFoundError:
         try:
-            directory.mkdir(parents=True)
-        except FileExistsError:
-            pass  # created meanwhile: checked below like any other
+            directory.mkdir(parents=True, exist_ok=True)  # exists meanwhile: checked below
         except OSError as exc:
             raise write_error(directory, exc) from None
         st = os.lstat(directory)

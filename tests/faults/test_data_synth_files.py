@@ -6,7 +6,8 @@ an existing set is replaced only with ``--force``, sizes and seeds out of bounds
 one line (no numpy traceback, nothing created), and a full or read-only file system
 is one line that leaves the previous set as it was and no temporary file behind.
 The full and read-only file systems are real tmpfs mounts (``mount`` needs root:
-without it those cases are skipped, saying why; read-only then uses ``chmod``).
+without it those two cases are skipped, saying why); an unwritable directory is
+``chmod 555`` (as root, run without the capability that overrides it).
 """
 
 from __future__ import annotations
@@ -115,19 +116,28 @@ def test_a_full_file_system_leaves_the_previous_set_and_no_temporary(tmp_path: P
                 f"{full}: cannot write: no space left on the device", "nothing was written")
         assert digest(full) == before
         assert sorted(p.name for p in full.iterdir()) == sorted(MNIST)  # no temporary left
+        # into directories it had to create: they are removed again
+        refused(synth("mnist", str(full / "new" / "set"), "--train", "200", "--test", "100"),
+                f"{full / 'new' / 'set'}: cannot write: no space left on the device")
+        assert sorted(p.name for p in full.iterdir()) == sorted(MNIST)
 
 
-def test_a_read_only_directory_is_one_line(tmp_path: Path) -> None:
-    if os.geteuid() != 0:  # chmod binds a user; root ignores it, so root mounts a ro tmpfs
-        ro = tmp_path / "ro"
-        ro.mkdir(mode=0o555)
-        refused(synth("ptb", str(ro), "--train", "100", "--test", "10"),
-                f"{ro}: cannot write: permission denied")
-        assert list(ro.iterdir()) == []
-        return
+def test_a_read_only_file_system_is_one_line(tmp_path: Path) -> None:
     with tmpfs(tmp_path / "ro", "ro,size=64k") as ro:
         refused(synth("ptb", str(ro), "--train", "100", "--test", "10"),
                 f"{ro}: cannot write: read-only file system", "nothing was written")
         refused(synth("ptb", str(ro / "sub"), "--train", "100", "--test", "10"),
                 f"{ro / 'sub'}: cannot write: read-only file system")
         assert list(ro.iterdir()) == []
+
+
+def test_a_directory_this_user_cannot_write_is_one_line(tmp_path: Path) -> None:
+    ro = tmp_path / "ro"
+    ro.mkdir(mode=0o555)
+    argv = [sys.executable, "-m", "dltop", "data", "synth", "ptb", str(ro), "--train", "100"]
+    if os.geteuid() == 0:  # root ignores the mode: run without the capability that does it
+        drop = "-dac_override,-dac_read_search,-fowner"
+        argv = ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", *argv]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    refused(res, f"{ro}: cannot write: permission denied")
+    assert list(ro.iterdir()) == []

@@ -20,6 +20,12 @@ hundred steps, well above chance but not at once. Text: sentences from a Markov
 chain over ``PTB_WORDS`` words where each word has three likely successors, so an
 LSTM's perplexity falls far below the vocabulary size. Everything depends only on
 the seed. Core module; numpy only (not imported by the CLI's quick commands).
+
+Files are written through :class:`dltop.fileset.FileSet`: all or nothing, never
+through a symbolic link, an existing data set replaced only with ``force``.
+Sizes are bounded by :data:`MAX_SIZES` (the real data sets' sizes), and images
+are generated in chunks of :data:`CHUNK` samples, so memory stays near a gigabyte
+whatever the size.
 """
 
 from __future__ import annotations
@@ -32,6 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from dltop.fileset import FileSet
 
 KINDS = ("mnist", "cifar10", "ptb")
 """The data sets :func:`synth` writes."""
@@ -50,10 +58,37 @@ class Sizes:
 DEFAULT_SIZES = {"mnist": Sizes(6000, 1000), "cifar10": Sizes(5000, 1000),
                  "ptb": Sizes(60000, 6000)}
 """Default sizes: images per split, or words per PTB training / valid / test text."""
+MAX_SIZES = {"mnist": Sizes(60000, 10000), "cifar10": Sizes(50000, 10000),
+             "ptb": Sizes(1_000_000, 100_000)}
+"""Largest sizes: the real MNIST and CIFAR-10 splits; PTB about its 887 521 training
+words (and 70-80 thousand of valid and test), rounded up."""
+MIN_SIZES = {"mnist": 10, "cifar10": 10, "ptb": 1}
+"""Smallest size of each split: one image per class, or one word."""
+CHUNK = 10000
+"""Images generated at a time (float64 intermediates: about 1 GB for CIFAR-10)."""
+SEED_MAX = 2**32 - 1
+FILES = {"mnist": ["train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                   "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"],
+         "cifar10": [f"data_batch_{i}" for i in range(1, 6)] + ["test_batch"],
+         "ptb": ["ptb.train.txt", "ptb.valid.txt", "ptb.test.txt"]}
+"""The files each kind writes, in order."""
+
+
+def size_problem(kind: str, split: str, value: int) -> str | None:
+    """Why ``value`` samples (words) is no size for ``split`` (train/test) of ``kind``, or None."""
+    low = MIN_SIZES[kind]
+    high = getattr(MAX_SIZES[kind], split)
+    what = "words" if kind == "ptb" else "samples"
+    if value < low:
+        return (f"expected at least {low} {what}{'' if kind == 'ptb' else ' (one per class)'}, "
+                f"got {value}")
+    if value > high:
+        return f"expected at most {high} {what} for {kind}, got {value}"
+    return None
 
 
 def synth(kind: str, out_dir: Path, train: int | None = None, test: int | None = None,
-          seed: int = 0) -> list[Path]:
+          seed: int = 0, *, force: bool = False) -> list[Path]:
     """Write a generated data set of ``kind`` into ``out_dir`` (created if needed).
 
     Args:
@@ -62,30 +97,39 @@ def synth(kind: str, out_dir: Path, train: int | None = None, test: int | None =
         train: training samples (images) or words (PTB); the default per kind
             is in :data:`DEFAULT_SIZES`.
         test: test samples (images) or words of each of the PTB valid and test texts.
-        seed: the random seed; equal seeds give equal files.
+        seed: the random seed (0 to 2^32-1); equal seeds give equal files.
+        force: replace the files of an existing data set.
 
     Returns:
         The files written, in order.
 
     Raises:
-        ValueError: an unknown kind or a size below 1 (10 for images: every class).
+        ValueError: an unknown kind, a size out of :data:`MIN_SIZES` .. :data:`MAX_SIZES`,
+            or a seed out of range.
+        UserError: ``out_dir`` or a data file in it is a symbolic link, a data file
+            exists (without ``force``), or the directory cannot be written (full,
+            read-only): nothing was written.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown data set {kind!r} (known: {', '.join(KINDS)})")
     sizes = DEFAULT_SIZES[kind]
     n_train = sizes.train if train is None else train
     n_test = sizes.test if test is None else test
-    least = 1 if kind == "ptb" else 10
-    if n_train < least or n_test < least:
-        raise ValueError(f"{kind}: train and test need at least {least} "
-                         f"{'words' if kind == 'ptb' else 'samples'} each")
-    out_dir.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("test", n_test)):
+        problem = size_problem(kind, split, n)
+        if problem:
+            raise ValueError(f"{kind} {split}: {problem}")
+    if not 0 <= seed <= SEED_MAX:
+        raise ValueError(f"seed: expected 0 to {SEED_MAX}, got {seed}")
     rng = np.random.default_rng(seed)
-    if kind == "mnist":
-        return _mnist(out_dir, rng, n_train, n_test)
-    if kind == "cifar10":
-        return _cifar10(out_dir, rng, n_train, n_test)
-    return _ptb(out_dir, rng, n_train, n_test)
+    with FileSet(out_dir, FILES[kind], force=force) as files:
+        if kind == "mnist":
+            _mnist(files, rng, n_train, n_test)
+        elif kind == "cifar10":
+            _cifar10(files, rng, n_train, n_test)
+        else:
+            _ptb(files, rng, n_train, n_test)
+        return files.commit()
 
 
 def prototypes(rng: np.random.Generator, classes: int, shape: tuple[int, ...]) -> np.ndarray:
@@ -104,7 +148,18 @@ def prototypes(rng: np.random.Generator, classes: int, shape: tuple[int, ...]) -
 
 
 def images(rng: np.random.Generator, protos: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """``n`` labelled samples around ``protos``: (uint8 images n x C x H x W, uint8 labels)."""
+    """``n`` labelled samples around ``protos``: (uint8 images n x C x H x W, uint8 labels).
+
+    Made :data:`CHUNK` samples at a time (one chunk: the same bytes as before chunking).
+    """
+    if n > CHUNK:
+        parts = [_images(rng, protos, min(CHUNK, n - i)) for i in range(0, n, CHUNK)]
+        return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    return _images(rng, protos, n)
+
+
+def _images(rng: np.random.Generator, protos: np.ndarray,
+            n: int) -> tuple[np.ndarray, np.ndarray]:
     classes = protos.shape[0]
     labels = np.arange(n) % classes
     rng.shuffle(labels)
@@ -120,43 +175,36 @@ def images(rng: np.random.Generator, protos: np.ndarray, n: int) -> tuple[np.nda
     return np.clip(x, 0, 255).astype(np.uint8), labels.astype(np.uint8)
 
 
-def write_idx(path: Path, array: np.ndarray) -> Path:
-    """An IDX file of unsigned bytes (``path`` ending ``.gz`` is gzip-compressed)."""
+def idx_bytes(array: np.ndarray, compress: bool = False) -> bytes:
+    """An IDX file of unsigned bytes holding ``array`` (gzip-compressed if ``compress``)."""
     head = bytes([0, 0, 0x08, array.ndim]) + struct.pack(">" + "I" * array.ndim, *array.shape)
     blob = head + np.ascontiguousarray(array, dtype=np.uint8).tobytes()
-    path.write_bytes(gzip.compress(blob) if path.suffix == ".gz" else blob)
-    return path
+    return gzip.compress(blob) if compress else blob
 
 
-def _mnist(out: Path, rng: np.random.Generator, n_train: int, n_test: int) -> list[Path]:
+def _mnist(out: FileSet, rng: np.random.Generator, n_train: int, n_test: int) -> None:
     protos = prototypes(rng, 10, (1, 28, 28))
-    files = []
     for prefix, n in (("train", n_train), ("t10k", n_test)):
         x, y = images(rng, protos, n)
-        files.append(write_idx(out / f"{prefix}-images-idx3-ubyte", x.reshape(n, 28, 28)))
-        files.append(write_idx(out / f"{prefix}-labels-idx1-ubyte", y))
-    return files
+        out.add(f"{prefix}-images-idx3-ubyte", idx_bytes(x.reshape(n, 28, 28)))
+        out.add(f"{prefix}-labels-idx1-ubyte", idx_bytes(y))
 
 
-def _cifar_batch(path: Path, label: str, x: np.ndarray, y: np.ndarray) -> Path:
+def _cifar_batch(label: str, x: np.ndarray, y: np.ndarray) -> bytes:
     batch = {b"batch_label": label.encode(), b"labels": [int(v) for v in y],
              b"data": x.reshape(len(y), 3072),
              b"filenames": [f"synth_{i:06d}.png".encode() for i in range(len(y))]}
     # Protocol 2, as the original (Python 2) files.
-    path.write_bytes(pickle.dumps(batch, protocol=2))
-    return path
+    return pickle.dumps(batch, protocol=2)
 
 
-def _cifar10(out: Path, rng: np.random.Generator, n_train: int, n_test: int) -> list[Path]:
+def _cifar10(out: FileSet, rng: np.random.Generator, n_train: int, n_test: int) -> None:
     protos = prototypes(rng, 10, (3, 32, 32))
     x, y = images(rng, protos, n_train)
-    files = []
     for i, part in enumerate(np.array_split(np.arange(n_train), 5), start=1):
-        files.append(_cifar_batch(out / f"data_batch_{i}", f"training batch {i} of 5",
-                                  x[part], y[part]))
+        out.add(f"data_batch_{i}", _cifar_batch(f"training batch {i} of 5", x[part], y[part]))
     tx, ty = images(rng, protos, n_test)
-    files.append(_cifar_batch(out / "test_batch", "testing batch 1 of 1", tx, ty))
-    return files
+    out.add("test_batch", _cifar_batch("testing batch 1 of 1", tx, ty))
 
 
 def markov_chain(rng: np.random.Generator, words: int = PTB_WORDS) -> np.ndarray:
@@ -187,14 +235,10 @@ def sentences(rng: np.random.Generator, trans: np.ndarray, n_words: int) -> list
     return lines
 
 
-def _ptb(out: Path, rng: np.random.Generator, n_train: int, n_test: int) -> list[Path]:
+def _ptb(out: FileSet, rng: np.random.Generator, n_train: int, n_test: int) -> None:
     trans = markov_chain(rng)
-    files = []
     for name, n in (("ptb.train.txt", n_train), ("ptb.valid.txt", n_test),
                     ("ptb.test.txt", n_test)):
-        path = out / name
         # The real files start every line with a space.
-        path.write_text("".join(" " + " ".join(line) + " \n"
-                                for line in sentences(rng, trans, n)))
-        files.append(path)
-    return files
+        out.add(name, "".join(" " + " ".join(line) + " \n"
+                              for line in sentences(rng, trans, n)).encode())

@@ -33,3 +33,28 @@ def library_path_with(directory: str, env: Mapping[str, str]) -> str:
     """
     old = env.get("LD_LIBRARY_PATH")
     return directory + (os.pathsep + old if old else "")
+
+
+def stored_path(stored: str, db_path: str | os.PathLike[str]) -> str:
+    """A path read from the database, absolute.
+
+    dltop stores absolute paths. Databases written before it did held paths
+    relative to the directory the engine ran in, which may not be the database's
+    (``--db sub/d.db`` stored ``sub/d-runs/run-1/runner.log``). A run's files lie in
+    the runs folder beside the database (``<db stem>-runs``), so a relative path
+    that passes through that folder is resolved from it; any other against the
+    database's directory.
+
+    Args:
+        stored: the path as stored (``runs.log_path``).
+        db_path: the database file it was read from.
+    """
+    if not stored or os.path.isabs(stored):
+        return stored
+    db = Path(db_path).absolute()
+    parts = Path(stored).parts
+    runs = f"{db.stem}-runs"
+    if runs in parts:
+        cut = len(parts) - 1 - parts[::-1].index(runs)
+        return str(db.parent.joinpath(*parts[cut:]))
+    return str(db.parent / stored)

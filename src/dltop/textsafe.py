@@ -10,7 +10,13 @@ Control characters (C0 ``U+0000``-``U+001F``, ``DEL`` ``U+007F``, C1
 ``U+0080``-``U+009F``) and the Unicode line and paragraph separators are
 replaced by Python's escape notation (``\\x1b``, ``\\n``, ``\\t``, ``\\u2028``),
 so the user sees that something was there and what it was, in plain ASCII that
-every output format (terminal, Markdown, CSV, LaTeX) carries. Text shown as
+every output format (terminal, Markdown, CSV, LaTeX) carries. So are the invisible
+format characters that change how a line reads without showing themselves: the
+bidirectional embeddings, overrides and isolates (``U+202A``-``U+202E``,
+``U+2066``-``U+2069``, the Arabic letter mark ``U+061C``), which can reverse the
+rest of a terminal line ("Trojan Source"), and the zero-width characters
+(``U+200B``-``U+200F``, the byte-order mark ``U+FEFF``), which make one label look
+like another. Text shown as
 several lines (a log tail, an error message) keeps its newlines and tabs; a
 carriage return keeps what a terminal would have shown (the text after it).
 
@@ -21,8 +27,11 @@ from __future__ import annotations
 
 import re
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_CONTROL_BUT_LINES = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u2028\u2029]")
+# Invisible format characters: zero-width and directional marks, line and paragraph
+# separators, bidirectional embeddings/overrides and isolates, the BOM.
+_INVISIBLE = "\u061c\u200b-\u200f\u2028-\u202e\u2066-\u2069\ufeff"
+_CONTROL = re.compile(f"[\x00-\x1f\x7f-\x9f{_INVISIBLE}]")
+_CONTROL_BUT_LINES = re.compile(f"[\x00-\x08\x0b-\x1f\x7f-\x9f{_INVISIBLE}]")
 _NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 

@@ -246,8 +246,13 @@ def test_profile_error_in_a_path_with_control_characters_is_escaped(tmp_path: Pa
 
 def test_markdown_export_keeps_one_row_per_configuration(tmp_path: Path) -> None:
     models = ("pipe|label", "new\nline", "esc" + HOSTILE)
-    res = dltop(tmp_path, "run", "--headless", str(write_campaign(tmp_path, models=models)))
+    # A line break in a profile string is refused at load (issue 27): the newline label
+    # is what a database written before that holds.
+    loaded = tuple(m.replace("\n", "@NL@") for m in models)
+    res = dltop(tmp_path, "run", "--headless", str(write_campaign(tmp_path, models=loaded)))
     assert res.returncode == 1, res.stderr
+    with sqlite3.connect(tmp_path / "d.db") as conn:
+        conn.execute("update jobs set model = replace(model, '@NL@', char(10))")
     md = dltop(tmp_path, "export", "--format", "md")
     assert_clean(md)
     table = [ln for ln in md.stdout.splitlines() if ln.startswith("|")]

@@ -91,3 +91,17 @@ def test_cli_bad_input_exits_2_and_writes_nothing(tmp_path: Path,
     (tmp_path / "f").write_text("x")
     assert main(["data", "synth", "cifar10", str(tmp_path / "f")]) == 2
     assert "exists and is not a directory" in capsys.readouterr().err
+
+
+def test_images_beyond_one_chunk_are_made_chunk_by_chunk(monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    protos = datagen.prototypes(np.random.default_rng(0), 10, (1, 28, 28))
+    whole = datagen.images(np.random.default_rng(1), protos, 25)
+    monkeypatch.setattr(datagen, "CHUNK", 10)
+    x, y = datagen.images(np.random.default_rng(1), protos, 25)
+    assert x.shape == (25, 1, 28, 28) and x.dtype == np.uint8 and y.shape == (25,)
+    # chunks of 10, 10, 5: the first two hold every class once each
+    assert sorted(y[:10]) == sorted(y[10:20]) == list(range(10))
+    assert not np.array_equal(x, whole[0])  # other draws, same kind of data
+    assert abs(float(x.mean()) - float(whole[0].mean())) < 10

@@ -8,19 +8,23 @@ from dltop.errors import UserError
 
 
 def cmd_data(args: argparse.Namespace) -> int:
-    """Write the generated data set and list its files."""
+    """Write the generated data set and list its files.
+
+    Every refusal (a size or seed out of bounds, a symbolic link, existing files
+    without ``--force``, a full or read-only directory) is one line, exit 2, and
+    leaves the directory as it was.
+    """
     from dltop import datagen
 
     for flag in ("train", "test"):
         value = getattr(args, flag)
-        if value is not None and value < (1 if args.kind == "ptb" else 10):
-            raise UserError(f"--{flag}: expected at least {1 if args.kind == 'ptb' else 10} "
-                            f"({'words' if args.kind == 'ptb' else 'samples, one per class'}), "
-                            f"got {value}")
-    if args.dir.exists() and not args.dir.is_dir():
-        raise UserError(f"{args.dir}: exists and is not a directory")
+        problem = None if value is None else datagen.size_problem(args.kind, flag, value)
+        if problem:
+            raise UserError(f"--{flag}: {problem}")
+    if not 0 <= args.seed <= datagen.SEED_MAX:
+        raise UserError(f"--seed: expected 0 to {datagen.SEED_MAX}, got {args.seed}")
     files = datagen.synth(args.kind, args.dir, train=args.train, test=args.test,
-                          seed=args.seed)
+                          seed=args.seed, force=args.force)
     for path in files:
         print(f"{path}  {path.stat().st_size} bytes")
     print(f"{args.kind}: {len(files)} files in {args.dir} (use data = \"real\", "

@@ -1,11 +1,13 @@
 """``dltop log RUN [--tail N] [--follow]``: print a run's ``runner.log``.
 
-The path comes from ``runs.log_path``. To a terminal, every line passes through
-:func:`dltop.textsafe.multiline` (control characters escaped: a program's output
-cannot drive the terminal); piped or redirected, the bytes are copied as written,
-like ``cat``. The log is read in chunks (``--tail`` reads backwards from its end),
-never whole. ``--follow`` keeps printing what the runner writes until the run has
-ended and the log stopped growing (or Ctrl-C).
+The path comes from ``runs.log_path`` (absolute; a relative one, from an older
+dltop, is resolved beside the database, so the command works from any directory).
+To a terminal, every line passes through :func:`dltop.textsafe.multiline`
+(control characters escaped: a program's output cannot drive the terminal); piped
+or redirected, the bytes are copied as written, like ``cat``. The log is read in
+chunks (``--tail`` reads backwards from its end), never whole. ``--follow`` keeps
+printing what the runner writes until the run has ended and the log stopped
+growing (or Ctrl-C).
 """
 
 from __future__ import annotations
@@ -52,15 +54,18 @@ def _pruned(db: Any, run_id: int) -> bool:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
-    from dltop.cli.common import open_reader
     from dltop.live.logfile import open_log, tail_lines
+    from dltop.paths import stored_path
+    from dltop.store.db import resolve_db_path
+    from dltop.store.reader import open_reader
 
-    db = open_reader(args.db)
+    db_path = resolve_db_path(args.db)
+    db = open_reader(db_path)
     row = next(db.query("select id, status, log_path from runs where id = ?", [args.run]),
                None)
     if row is None:
         raise UserError(f"run {args.run} not found in the database ('dltop runs' lists runs)")
-    path = row["log_path"]
+    path = stored_path(row["log_path"], db_path)  # relative in databases of older dltops
     if not path:
         raise UserError(f"run {args.run} has no log: it never started a runner "
                         f"(status {row['status']})")

@@ -124,11 +124,15 @@ def build_parser() -> argparse.ArgumentParser:
     synth.add_argument("kind", choices=["mnist", "cifar10", "ptb"])
     synth.add_argument("dir", type=Path, metavar="DIR")
     synth.add_argument("--train", type=int, default=None, metavar="N",
-                       help="training images (PTB: words); default 6000/5000/60000")
+                       help="training images (PTB: words); default 6000/5000/60000, "
+                            "10..60000/50000 (PTB 1..1000000)")
     synth.add_argument("--test", type=int, default=None, metavar="M",
                        help="test images (PTB: words of valid and of test); default "
-                            "1000/1000/6000")
-    synth.add_argument("--seed", type=int, default=0, metavar="S", help="random seed (0)")
+                            "1000/1000/6000, 10..10000 (PTB 1..100000)")
+    synth.add_argument("--seed", type=int, default=0, metavar="S",
+                       help="random seed, 0..2^32-1 (0)")
+    synth.add_argument("--force", action="store_true",
+                       help="replace the files of an existing data set in DIR")
 
     dev = sub.add_parser("devices", help="one snapshot of every GPU and the host")
     dev.add_argument("--json", action="store_true")

@@ -55,8 +55,12 @@ class RunFiles:
 
 
 def runs_dir_of(db_path: Path) -> Path:
-    """Per-run folders live beside the database: ``<db dir>/<db stem>-runs/``."""
-    return db_path.parent / f"{db_path.stem}-runs"
+    """Per-run folders live beside the database: ``<db dir>/<db stem>-runs/``.
+
+    Absolute, so the ``runs.log_path`` stored under it is valid from any directory
+    (``dltop log`` run elsewhere with the same database).
+    """
+    return db_path.absolute().parent / f"{db_path.stem}-runs"
 
 
 def run_dir(runs_dir: Path, run_id: int) -> Path:

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from dltop.profiles.model import JobSpec
 from dltop.runners.launchers import torchrun_argv
+from dltop.textsafe import one_line
 
 EVENTS_FILE = "events.jsonl"
 BATCH_FILE = "batch.sh"
@@ -117,8 +118,10 @@ def batch_script(job: JobSpec, run_id: int, files: SlurmFiles) -> str:
     # The step asks for the job's CPUs and GPUs itself: since Slurm 22.05 srun no longer
     # inherits --cpus-per-task from the batch job, and inside an salloc there is no batch job.
     srun += [a for a in _resource_args(job) if a.startswith(("--gpus-per-node", "--cpus-per"))]
+    # The label is the user's text: escaped (\n shown as such), a line break in it
+    # cannot start an #SBATCH directive or a command below this comment.
     lines = ["#!/bin/bash",
-             f"# dltop run {run_id}: {job.describe()} (generated; see docs/cluster.md)",
+             f"# dltop run {run_id}: {one_line(job.describe())} (generated; see docs/cluster.md)",
              "set -e"]
     setup = job.slurm.setup if job.slurm is not None else ()
     lines += list(setup)

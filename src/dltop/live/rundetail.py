@@ -13,6 +13,7 @@ window, ...), so a viewer shows ``N/A`` with the reason instead of a blank.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -20,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
+from dltop.paths import stored_path
 from dltop.results.gpufacts import GPU_FACTS_KEY, gpu_facts_texts
 from dltop.results.profile import ProfileOp, profile_ops
 from dltop.results.runtrace import (
@@ -239,6 +241,15 @@ def job_status(db: Db, job_id: int) -> str | None:
     return None if row is None else str(row["status"])
 
 
+def _log_path(db: Db, stored: str | None) -> str | None:
+    """``runs.log_path`` absolute (older dltops stored it relative: see ``stored_path``)."""
+    if not stored or os.path.isabs(stored):
+        return stored
+    main = next((row for row in db.query("pragma database_list") if row["name"] == "main"),
+                None)
+    return stored_path(stored, main["file"]) if main and main["file"] else stored
+
+
 def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     """Everything the detail view shows of a run but its series (None: no such run)."""
     r = next(iter(db.query(
@@ -270,7 +281,7 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         warmup=int(r["warmup"]), status=r["status"], started_at=r["started_at"],
         finished_at=r["finished_at"], wall_s=_f(r["wall_s"]), error_kind=r["error_kind"],
         error_message=r["error_message"], note=r["note"],
-        protocol_errors=r["protocol_errors"], log_path=r["log_path"],
+        protocol_errors=r["protocol_errors"], log_path=_log_path(db, r["log_path"]),
         stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"],
         samples_per_iter=r["samples_per_iter"], stats=stats,
         telemetry=tel, environment=environment, pruned=pruned,

@@ -20,7 +20,7 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, lm, presets, slurm
+from dltop.profiles import command, fields, lm, presets, slurm, strings
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm")
@@ -112,6 +112,7 @@ def parse(text: str, source: str, default_name: str,
     except RecursionError:  # tomllib recurses per level: ~500 nested arrays exhaust it
         raise UserError(f"{source}: arrays or tables nested too deeply to read") from None
     _check_keys(where, "", doc, TOP_KEYS)
+    strings.check(where.err, doc)  # no line break can reach a script line or a row
     name = _str(where, "name", doc.get("name", default_name))
     description = _str(where, "description", doc.get("description", ""))
     pack = doc.get("pack", False)
@@ -249,7 +250,9 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
     if s["data"] == "real":
         if not s["data_dir"]:
             raise where.err(loc("data_dir"), 'data = "real" needs data_dir = "PATH"')
-        s["data_dir"] = str(Path(s["data_dir"]).expanduser())
+        # Absolute (against the directory dltop was started in, as before): the job
+        # is stored, and a --resume from another directory must read the same data.
+        s["data_dir"] = str(Path(s["data_dir"]).expanduser().absolute())
     if s["epochs"] is not None:
         if s["mode"] == "inference":
             raise where.err(loc("epochs"), 'epochs is for training; mode = "inference" '

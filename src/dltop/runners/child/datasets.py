@@ -2,7 +2,10 @@
 
 Standard library only, valid Python 3.6. Readers return raw bytes / integer
 lists plus shapes; the framework runner turns them into tensors. Every format
-error raises ValueError naming the file and what was expected.
+error raises :class:`BadData` (a ValueError the runner reports as its message,
+``bad data: FILE: what was expected``, without a traceback). A header is checked
+against the file's size before anything is allocated: an IDX file claiming 2^31-1
+images is bad data, not an out-of-memory failure.
 
 CIFAR-10 python batches are pickles; they are read with :mod:`safe_pickle`'s
 restricted unpickler, which resolves only the numpy array globals a batch needs
@@ -29,6 +32,17 @@ PTB_EVAL = ("ptb.valid.txt", "ptb.test.txt")
 """PTB text evaluated during training: the validation text, else the test text."""
 
 
+CHUNK = 1 << 22
+"""Bytes read at a time from a compressed file, whose size says nothing of its content."""
+
+
+class BadData(dltop_protocol.Failed, ValueError):
+    """A data file that is not what its format says: reported as ``bad data: FILE: why``."""
+
+    def __init__(self, path, why):
+        super(BadData, self).__init__("bad data: %s: %s" % (path, why))
+
+
 def _open(path):
     if os.path.isfile(path):
         return open(path, "rb")
@@ -38,23 +52,44 @@ def _open(path):
 
 
 def read_idx(path, expected_dims):
-    """An IDX file of unsigned bytes: (shape, bytes)."""
+    """An IDX file of unsigned bytes: (shape, bytes).
+
+    The size the header claims is checked against the file before it is read: an
+    uncompressed file must hold exactly that many bytes; a gzip file is read in
+    chunks and must end where the header says (never one allocation of the claim).
+    """
     with _open(path) as fh:
+        name = getattr(fh, "name", path)
         head = fh.read(4)
         if len(head) != 4 or head[0] != 0 or head[1] != 0 or head[2] != 0x08:
-            raise ValueError("%s: not an IDX file of unsigned bytes (magic %r)" % (path, head))
+            raise BadData(name, "not an IDX file of unsigned bytes (magic %r)" % (head,))
         ndim = head[3]
         if ndim != expected_dims:
-            raise ValueError("%s: expected %d dimensions, file has %d"
-                             % (path, expected_dims, ndim))
-        shape = struct.unpack(">" + "I" * ndim, fh.read(4 * ndim))
+            raise BadData(name, "expected %d dimensions, file has %d" % (expected_dims, ndim))
+        dims = fh.read(4 * ndim)
+        if len(dims) != 4 * ndim:
+            raise BadData(name, "truncated in the header")
+        shape = struct.unpack(">" + "I" * ndim, dims)
         size = 1
         for d in shape:
             size *= d
-        data = fh.read(size)
+        claim = "header claims %s = %d bytes of data" % (" x ".join(map(str, shape)), size)
+        if not isinstance(fh, gzip.GzipFile):
+            held = os.fstat(fh.fileno()).st_size - 4 - 4 * ndim
+            if held != size:
+                raise BadData(name, "%s, the file holds %d" % (claim, held))
+            data = fh.read(size)
+        else:
+            parts, got = [], 0
+            while got < size:
+                part = fh.read(min(CHUNK, size - got))
+                if not part:
+                    break
+                parts.append(part)
+                got += len(part)
+            data = b"".join(parts)
     if len(data) != size:
-        raise ValueError("%s: truncated: expected %d bytes of data, got %d"
-                         % (path, size, len(data)))
+        raise BadData(name, "truncated: %s, got %d" % (claim, len(data)))
     return tuple(shape), data
 
 
@@ -64,8 +99,8 @@ def read_mnist(data_dir, files=MNIST_FILES):
     (n, rows, cols), pixels = read_idx(os.path.join(data_dir, files[0]), 3)
     (m,), labels = read_idx(os.path.join(data_dir, files[1]), 1)
     if (rows, cols) != (28, 28) or n != m:
-        raise ValueError("%s: expected n x 28 x 28 images and n labels, got %dx%dx%d and %d"
-                         % (data_dir, n, rows, cols, m))
+        raise BadData(data_dir, "expected n x 28 x 28 images and n labels, got %dx%dx%d and %d"
+                      % (n, rows, cols, m))
     return n, pixels, labels
 
 
@@ -88,14 +123,14 @@ def read_cifar10(data_dir, batches=CIFAR_BATCHES):
                 try:
                     batch = safe_pickle.load_batch(fh)
                 except Exception as exc:
-                    raise ValueError("%s: not a CIFAR-10 python batch (%s)" % (path, exc)) from None
+                    raise BadData(path, "not a CIFAR-10 python batch (%s)" % exc) from None
             if not isinstance(batch, dict):
-                raise ValueError("%s: not a CIFAR-10 python batch (a %s, expected a dict)"
-                                 % (path, type(batch).__name__))
+                raise BadData(path, "not a CIFAR-10 python batch (a %s, expected a dict)"
+                              % type(batch).__name__)
             data = batch.get(b"data")
             labs = batch.get(b"labels")
             if data is None or labs is None:
-                raise ValueError("%s: expected keys b'data' and b'labels'" % path)
+                raise BadData(path, "expected keys b'data' and b'labels'")
             try:
                 raw = data.tobytes() if hasattr(data, "tobytes") else bytes(data)
                 labs = labs.tolist() if hasattr(labs, "tolist") else list(labs)
@@ -103,15 +138,15 @@ def read_cifar10(data_dir, batches=CIFAR_BATCHES):
                     raise ValueError("expected %d x 3072 pixel bytes" % len(labs))
                 labels += bytes(bytearray(labs))
             except (TypeError, ValueError) as exc:
-                raise ValueError("%s: not a CIFAR-10 python batch (%s)" % (path, exc)) from None
+                raise BadData(path, "not a CIFAR-10 python batch (%s)" % exc) from None
             pixels += raw
     elif any(os.path.isfile(p) for p in bins):
         for path in (p for p in bins if os.path.isfile(p)):
             with open(path, "rb") as fh:
                 blob = fh.read()
             if len(blob) % 3073:
-                raise ValueError("%s: size %d is not a multiple of 3073 (label + 3072 pixels)"
-                                 % (path, len(blob)))
+                raise BadData(path, "size %d is not a multiple of 3073 (label + 3072 pixels)"
+                              % len(blob))
             for off in range(0, len(blob), 3073):
                 labels.append(blob[off])
                 pixels += blob[off + 1:off + 3073]
@@ -119,7 +154,7 @@ def read_cifar10(data_dir, batches=CIFAR_BATCHES):
         raise ValueError("%s: no CIFAR-10 batches (%s or %s.bin)"
                          % (data_dir, _names(batches), _names(batches)))
     if any(v > 9 for v in labels):
-        raise ValueError("%s: CIFAR-10 labels must be 0..9" % data_dir)
+        raise BadData(data_dir, "CIFAR-10 labels must be 0..9")
     return len(labels), bytes(pixels), bytes(labels)
 
 
@@ -136,7 +171,7 @@ def _ptb_words(path):
             words.extend(line.split())
             words.append("<eos>")
     if not words:
-        raise ValueError("%s: empty" % path)
+        raise BadData(path, "empty")
     return words
 
 

@@ -254,3 +254,38 @@ def test_chromium_the_printed_url_works_and_another_origin_cannot_drive_it(
         assert str(badge).startswith("read-only")
         assert len(tuis_of(db)) == 1
         assert browser.console_errors() == []
+
+
+async def test_control_lets_the_page_steer_and_says_so(
+        tmp_path: Path, stand_in_engine: int, wait_until: Callable[..., None]) -> None:
+    """``--control``: the page says so, and the same key the read-only viewer refused
+    pauses the campaign (so the read-only test above could see a change)."""
+    db = seed(tmp_path, stand_in_engine)
+    with serving(db, tmp_path / "serve.log", wait_until, "--control") as srv:
+        own = f"http://127.0.0.1:{srv.port}"
+        async with aiohttp.ClientSession() as http:
+            async with http.get(srv.url) as page:
+                html = await page.text()
+                assert page.headers["Referrer-Policy"] == "no-referrer"
+            assert "<title>dltop (control)</title>" in html
+            assert 'data-mode="control"' in html and "read-only" not in html
+            ws = await http.ws_connect(f"ws://127.0.0.1:{srv.port}/ws/{srv.token}"
+                                       "?width=110&height=30", origin=own)
+            seen: list[str] = []
+            try:
+                await read_until(ws, seen, "serve-demo", 90)
+                (tui,) = tuis_of(db)
+                assert "--read-only" not in tui.cmdline()
+                await ws.send_json(["stdin", "p"])
+
+                def paused() -> bool:
+                    return db_state(db)[0][0]["control"] == "pause"
+
+                for _ in range(600):
+                    if await asyncio.to_thread(paused):
+                        break
+                    await asyncio.sleep(0.1)
+                assert await asyncio.to_thread(paused), db_state(db)[0]
+            finally:
+                await ws.close()
+    wait_until(lambda: not tuis_of(db), 30, "the session's TUI to end")

@@ -3,6 +3,9 @@ compared whole, the WebSocket's Origin must be the server's own as the browser r
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from dltop.cli.serve import tui_command
 from dltop.cli.servelock import TOKEN_MIN_CHARS, new_token, origin_ok, refusal, token_ok
 
 
@@ -43,3 +46,8 @@ def test_refusal_names_the_first_reason() -> None:
                    **own) == "wrong origin"
     assert refusal(token=t, given=t, websocket=True, origin="http://127.0.0.1:8000",
                    **own) is None
+
+
+def test_served_viewers_are_read_only_unless_control(tmp_path: Path) -> None:
+    assert tui_command(tmp_path / "x.db", None).endswith(" --read-only")
+    assert "--read-only" not in tui_command(tmp_path / "x.db", 2, control=True)

@@ -65,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``dltop`` argument parser, every subcommand included."""
     p = _Parser(prog="dltop", description=DESCRIPTION,
                 usage="dltop [--db PATH] [--campaign ID] [--fake-gpus N] [--refresh-hz HZ] "
-                      "[--no-telemetry] [--no-resume] [COMMAND ...]")
+                      "[--no-telemetry] [--no-resume] [--read-only] [COMMAND ...]")
     p.add_argument("--version", action="version", version=f"dltop {__version__}")
     viewer_args(p, dest_prefix=_GLOBAL, default=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND",

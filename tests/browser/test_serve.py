@@ -16,26 +16,11 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
-import psutil
 import pytest
 
-from dltop.jobs import campaign
-from dltop.procs import process_start_time
-from dltop.profiles.loader import parse
-from dltop.store import Store, connect
+from .serving import free_port, listening, seed, tuis_of
 
 CAPTURE = Path(__file__).resolve().parents[2] / "docs" / "captures" / "serve.png"
-PROFILE = """
-name = "serve-demo"
-[defaults]
-iterations = 20
-warmup = 5
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r", "alexnet-r", "resnet-56"]
-batch_sizes = [64]
-devices = ["cpu:1", "cpu:2"]
-"""
 
 # Records what the page's websockets receive (the terminal's byte stream): xterm draws
 # on a canvas, so the stream is where the TUI's text can be read back.
@@ -80,50 +65,6 @@ img.src = 'data:image/png;base64,' + arguments[0];
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def listening(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
-
-
-def seed(tmp_path: Path, engine_pid: int) -> Path:
-    """A campaign: one run ok, one crashed, one running (12 of 25), three queued."""
-    db_path = tmp_path / "serve.db"
-    store = Store(connect(db_path))
-    plan = campaign.preflight([parse(PROFILE, "serve-demo.toml", "serve-demo")], 0, False)
-    cid, queued = campaign.create(store, plan, ["dltop", "run", "serve-demo.toml"])
-    ids = [q.job_id for q in queued]
-    for k, status in ((0, "ok"), (1, "crashed")):
-        rid = store.start_run(ids[k], cid, 1, "", 64)
-        store.finish_run(rid, ids[k], status, {
-            "median_s": 0.05 * (k + 1), "samples_per_s": 1280.0 / (k + 1), "cv": 0.01,
-            "n_iterations": 20, "error_message": "boom" if status == "crashed" else None})
-    rid = store.start_run(ids[2], cid, 1, "", 64)
-    store.add_iterations(rid, [{"idx": i, "seconds": 0.1 + 0.01 * (i % 4), "samples": 64,
-                                "warmup": int(i < 5), "loss": 2.0} for i in range(12)])
-    with store.db.conn:
-        store.db.execute("update campaigns set status = 'running', engine_pid = ?, "
-                         "engine_start_time = ?",
-                         [engine_pid, process_start_time(engine_pid)])
-    store.db.conn.close()
-    return db_path
-
-
-def tuis_of(db: Path) -> list[int]:
-    """``dltop tui`` processes showing ``db`` (the ones the server started)."""
-    out = []
-    for p in psutil.process_iter(["pid", "cmdline"]):
-        cmd = p.info["cmdline"] or []
-        if "tui" in cmd and str(db) in cmd:
-            out.append(p.pid)
-    return out
-
-
 def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engine: int,
                                          wait_until: Callable[..., None]) -> None:
     db = seed(tmp_path, stand_in_engine)
@@ -133,12 +74,19 @@ def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engin
          "--fake-gpus", "2", "--metrics-port", str(mport)], stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:
+        assert server.stdout is not None
+        # Its lines: the URL (with the token), the mode, the tunnel, the metrics. Read here:
+        # communicate() reads the pipe itself, past what readline() buffered.
+        first = "".join(server.stdout.readline() for _ in range(4))
+        url = first.splitlines()[0].split(" at ", 1)[-1].strip()
+        assert url.startswith(f"http://127.0.0.1:{port}/?token="), first
+        token = url.split("?token=", 1)[1]
         wait_until(lambda: listening(port) or server.poll() is not None, 60,
                    "dltop serve to listen")
         assert server.poll() is None, server.communicate()
         browser.driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument",
                                        {"source": RECORD_WEBSOCKETS})
-        browser.open(f"http://127.0.0.1:{port}/")
+        browser.open(url)
 
         def received() -> str:
             return "".join(browser.script("return window.__wsText || []"))
@@ -172,18 +120,17 @@ def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engin
         # Offline page; its addresses follow the URL the browser used (an SSH tunnel's
         # local port), not the bind address.
         assert "googleapis" not in browser.driver.page_source
-        req = urllib.request.Request(f"http://127.0.0.1:{port}/",
-                                     headers={"Host": "127.0.0.1:9999"})
+        req = urllib.request.Request(url, headers={"Host": "127.0.0.1:9999"})
         with urllib.request.urlopen(req, timeout=30) as r:
             page = r.read().decode()
-        assert 'data-session-websocket-url="ws://127.0.0.1:9999/ws"' in page, page
+        assert f'data-session-websocket-url="ws://127.0.0.1:9999/ws/{token}"' in page, page
         assert f":{port}" not in page
 
         # Closing the tab (leaving the page) ends its TUI; the server goes on.
         browser.open("about:blank")
         wait_until(lambda: not tuis_of(db), 60, "the tab's TUI to end when it closed")
         assert server.poll() is None
-        browser.open(f"http://127.0.0.1:{port}/")  # a session open when the server stops
+        browser.open(url)  # a session open when the server stops
         wait_until(lambda: "Simulated GPU" in received(), 90, "the second session's TUI")
     finally:
         server.send_signal(signal.SIGINT)
@@ -192,8 +139,10 @@ def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engin
         except subprocess.TimeoutExpired:
             os.killpg(server.pid, signal.SIGKILL)
             out, err = server.communicate()
+    out = first + out
     assert server.returncode == 0, err
-    assert f"http://127.0.0.1:{port}" in out
+    assert out.count(token) == 1, out  # printed once, in the URL to open
+    assert "read-only: watch only" in out
     assert f"ssh -L {port}:127.0.0.1:{port}" in out
     assert f"http://127.0.0.1:{mport}/metrics" in out
     assert "Traceback" not in err and "Event loop is closed" not in err, err
@@ -219,7 +168,7 @@ def test_a_port_in_use_is_exit_2_with_a_message(tmp_path: Path, argv: list[str])
     assert "Traceback" not in res.stderr and not (tmp_path / "none.db").exists()
 
 
-def test_a_network_host_warns_that_there_is_no_authentication(tmp_path: Path) -> None:
+def test_a_network_host_warns_that_the_token_travels_in_clear_text(tmp_path: Path) -> None:
     with socket.socket() as taken:  # the port is taken so that nothing starts
         taken.bind(("0.0.0.0", 0))
         taken.listen()
@@ -229,7 +178,7 @@ def test_a_network_host_warns_that_there_is_no_authentication(tmp_path: Path) ->
                              capture_output=True, text=True, timeout=60)
     assert res.returncode == 2
     assert "warning: --host 0.0.0.0 is reachable from the network" in res.stderr
-    assert "no authentication" in res.stderr
+    assert "the token travels in clear text" in res.stderr
     assert "is already in use" in res.stderr
 
 

@@ -21,7 +21,8 @@ EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-mem
 the parser imports no results code)."""
 
 
-VIEWER_OPTIONS = ("db", "campaign", "fake_gpus", "refresh_hz", "no_telemetry", "no_resume")
+VIEWER_OPTIONS = ("db", "campaign", "fake_gpus", "refresh_hz", "no_telemetry", "no_resume",
+                  "read_only")
 """The viewer's options, also taken before any command (``dltop --fake-gpus 8``)."""
 SHARED_OPTIONS = frozenset({"db", "fake_gpus"})
 """Viewer options that, before another command, go to that command when it takes them."""
@@ -64,7 +65,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``dltop`` argument parser, every subcommand included."""
     p = _Parser(prog="dltop", description=DESCRIPTION,
                 usage="dltop [--db PATH] [--campaign ID] [--fake-gpus N] [--refresh-hz HZ] "
-                      "[--no-telemetry] [--no-resume] [COMMAND ...]")
+                      "[--no-telemetry] [--no-resume] [--read-only] [COMMAND ...]")
     p.add_argument("--version", action="version", version=f"dltop {__version__}")
     viewer_args(p, dest_prefix=_GLOBAL, default=argparse.SUPPRESS)
     sub = p.add_subparsers(dest="command", metavar="COMMAND",
@@ -272,6 +273,9 @@ def viewer_args(sp: argparse.ArgumentParser, dest_prefix: str = "",
     arg("--no-telemetry", False, action="store_true", help="do not read devices")
     arg("--no-resume", False, action="store_true",
         help="only watch: do not start engines for campaigns whose engine died")
+    arg("--read-only", False, action="store_true",
+        help="watch only: no add, cancel, pause, retry, move, remove, export or stopping "
+             "the engine, and no engine started (what dltop serve runs)")
 
 
 def serve_parsers(sub: Any, db_arg: Any, fake_arg: Any) -> None:
@@ -285,10 +289,17 @@ def serve_parsers(sub: Any, db_arg: Any, fake_arg: Any) -> None:
         fake_arg(sp)
         sp.add_argument("--host", default="127.0.0.1",
                         help="address to bind (default 127.0.0.1: reach it through an SSH "
-                             "tunnel; there is no authentication)")
+                             "tunnel" + ("" if sp is srv else "; there is no authentication")
+                             + ")")
         sp.add_argument("--port", type=int, default=port, help=f"port ({port})")
     srv.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                      help="also serve Prometheus metrics on this port (as dltop exporter)")
+    srv.add_argument("--token-file", default=None, metavar="PATH",
+                     help="read the token from this file (mode 0600) instead of a new "
+                          "random one per start")
+    srv.add_argument("--control", action="store_true",
+                     help="let the page steer dltop (add, pause, cancel, retry, remove, "
+                          "quit the engine); the default is read-only")
 
 
 def agent_parser(sub: Any, fake_arg: Any) -> None:

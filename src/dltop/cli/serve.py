@@ -2,9 +2,10 @@
 
 ``serve`` runs an aiohttp server that starts one ``dltop tui`` per browser connection
 (textual-serve's model: each websocket gets its own app process, driven through
-Textual's web driver over stdin/stdout). Both bind to 127.0.0.1 unless told otherwise:
-there is no authentication, and whoever reaches the page controls dltop (starts,
-pauses and cancels campaigns), so the way in from elsewhere is an SSH tunnel.
+Textual's web driver over stdin/stdout). It is locked (servelock.py): a token per
+start, printed once in the URL to open, and the WebSocket's Origin checked; and its
+viewers are read-only unless ``--control``. Both bind to 127.0.0.1 unless told
+otherwise: the way in from elsewhere is an SSH tunnel.
 """
 
 from __future__ import annotations
@@ -122,22 +123,31 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     return 0
 
 
-def tui_command(db_path: Path, fake_gpus: int | None) -> str:
-    """The shell command textual-serve runs per connection: this interpreter's ``dltop tui``."""
+def tui_command(db_path: Path, fake_gpus: int | None, control: bool = False) -> str:
+    """The shell command textual-serve runs per connection: this interpreter's ``dltop tui``
+    (``--read-only`` unless ``control``)."""
     argv = [sys.executable, "-m", "dltop", "tui", "--db", str(db_path.resolve())]
     if fake_gpus is not None:
         argv += ["--fake-gpus", str(fake_gpus)]
+    if not control:
+        argv.append("--read-only")
     return shlex.join(argv)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """``dltop serve``: the TUI in a browser (and ``--metrics-port``: Prometheus too)."""
+    from dltop.cli.servelock import new_token, read_token_file
     from dltop.store import connect
     from dltop.store.db import DB_ENV, resolve_db_path
 
-    host, port, mport = args.host, args.port, args.metrics_port
-    _warn_if_exposed(host, "the TUI", "read it and control dltop (start, pause, cancel "
-                                        "campaigns)")
+    host, port, mport, control = args.host, args.port, args.metrics_port, args.control
+    if not check_host(host):
+        print(f"dltop: warning: --host {host} is reachable from the network, over plain "
+              "HTTP: the token travels in clear text, and anyone who sees it can "
+              + ("control dltop (start, pause, cancel campaigns)" if control else
+                 "watch dltop") + ". The default 127.0.0.1 with an SSH tunnel keeps it "
+              "private.", file=sys.stderr)
+    token = read_token_file(Path(args.token_file)) if args.token_file else new_token()
     check_port(host, port, "--port")
     if mport is not None:
         if mport == port:
@@ -148,16 +158,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
     connect(db_path, create=not (args.db or os.environ.get(DB_ENV)))
     from dltop.cli.webtui import TuiServer
 
-    server = TuiServer(tui_command(db_path, args.fake_gpus), host, port)
+    server = TuiServer(tui_command(db_path, args.fake_gpus, control), host, port,
+                       token=token, control=control)
     source = metrics = None
     if mport is not None:
         source = _metrics_source(args, db_path)
         metrics = _start_metrics(source, host, mport)
-    url = f"http://{_url_host(host)}:{port}"
-    lines = [f"dltop serve: the TUI in a browser at {url} (database {db_path}; Ctrl-C stops it)"]
+    # The only place the token is shown (as Jupyter does): the URL to open.
+    url = f"http://{_url_host(host)}:{port}/?token={token}"
+    mode = ("control: the page can steer dltop" if control else
+            "read-only: watch only; --control lets the page steer")
+    lines = [f"dltop serve: the TUI in a browser at {url}",
+             f"  {mode}; database {db_path}; Ctrl-C stops it"]
     if check_host(host):
         lines.append(f"  from another machine, through an SSH tunnel: ssh -L {port}:{LOOPBACK}:"
-                     f"{port} user@{socket.gethostname()}, then open http://{LOOPBACK}:{port}")
+                     f"{port} user@{socket.gethostname()}, then open the same URL there")
     if mport is not None:
         lines.append(f"  Prometheus metrics: http://{_url_host(host)}:{mport}/metrics")
     print("\n".join(lines), flush=True)

@@ -26,9 +26,11 @@ def cmd_tui(args: argparse.Namespace) -> int:
         connect(db_path, create=False).close()
     backend = None if getattr(args, "no_telemetry", False) else \
         open_gpu_backend(getattr(args, "fake_gpus", None))
+    read_only = bool(getattr(args, "read_only", False))
     app = DltopApp(db_path, default_logs_dir(db_path), backend,
                    campaign_id=getattr(args, "campaign", None), device_hz=hz,
-                   resume_orphans=not getattr(args, "no_resume", False), freeze_gc=True)
+                   resume_orphans=not (getattr(args, "no_resume", False) or read_only),
+                   freeze_gc=True, read_only=read_only)
     # Textual's strips cache themselves, so painting makes cyclic garbage and full
     # collections come every few seconds; freezing what start-up made (modules, classes,
     # about 55 000 objects) keeps them from scanning it, inside a keypress, each time.

@@ -4,6 +4,10 @@ A mixin of :class:`dltop.tui.app.DltopApp`: every action that writes asks the
 engine through the database in a worker (``DltopApp._do``); the ones that stop
 or remove something ask first, naming what they act on, and act on exactly
 that (the run shown when the key was pressed, not one that started since).
+
+A read-only viewer (``dltop tui --read-only``, what ``dltop serve`` runs unless
+``--control``) refuses every action in :data:`STEERING` here, in the action itself:
+keys, key bar clicks and the palette all end in these methods.
 """
 
 from __future__ import annotations
@@ -23,6 +27,16 @@ from dltop.tui import ops
 from dltop.tui.messages import ActionDone
 from dltop.tui.modals import ConfirmDialog, ExportDialog, HelpScreen, ProfilePicker, QuitDialog
 
+STEERING = frozenset({"add_profile", "cancel_run", "toggle_pause", "retry_failed", "move",
+                      "move_job", "remove", "remove_job", "export", "export_selected"})
+"""The actions (as bindings name them) that change the queue, the engine or files; a
+read-only viewer refuses them. Quitting it never stops the engine either."""
+
+
+def steering(action: str) -> bool:
+    """Whether a binding's action (``app.add_profile``, ``move(-1)``) is in STEERING."""
+    return action.split("(", 1)[0].rsplit(".", 1)[-1] in STEERING
+
 
 def job_label(job: JobLine, row: int) -> str:
     """``job #4: torch resnet-56 b64 cpu:1, repeat 1`` (``row``: its row in the queue)."""
@@ -39,6 +53,7 @@ class Actions(App[str | None]):
     followed: int | None
     campaign_view: CampaignView | None
     metric: str
+    read_only: bool
 
     if TYPE_CHECKING:  # DltopApp's
         def ensure_database(self) -> None: ...
@@ -56,12 +71,22 @@ class Actions(App[str | None]):
             text, ok = f"{action} failed: {type(exc).__name__}: {exc}", False
         self.post_message(ActionDone(action, text, ok))
 
+    def refused(self, what: str) -> bool:
+        """True (and says so) when this viewer is read-only and ``what`` steers."""
+        if not self.read_only:
+            return False
+        self.notify(f"read-only viewer: {what} is turned off here (dltop serve --control, "
+                    "or dltop tui without --read-only, can)", severity="warning", timeout=4)
+        return True
+
     def _need_view(self) -> CampaignView | None:
         if self.campaign_view is None:
             self.notify("no campaign yet: press a to add a profile", severity="warning")
         return self.campaign_view
 
     def action_add_profile(self) -> None:
+        if self.refused("adding a profile"):
+            return
         from dltop.profiles.loader import builtin_names
 
         def queued(ref: str | None) -> None:
@@ -77,6 +102,8 @@ class Actions(App[str | None]):
                          queued)
 
     def action_cancel_run(self) -> None:
+        if self.refused("cancelling a run"):
+            return
         view = self._need_view()
         if view is None:
             return
@@ -98,6 +125,8 @@ class Actions(App[str | None]):
             "(y) cancel the run"), chosen)
 
     def action_toggle_pause(self) -> None:
+        if self.refused("pausing or resuming"):
+            return
         if (view := self._need_view()) is not None:
             paused = (view.campaign.status == CampaignStatus.PAUSED
                       or control_of(view.control) is Control.PAUSE)
@@ -105,14 +134,20 @@ class Actions(App[str | None]):
             self._do(control, lambda: ops.set_control(self.db_path, view, control))
 
     def action_retry_failed(self) -> None:
+        if self.refused("retrying jobs"):
+            return
         if (view := self._need_view()) is not None:
             self._do("retry", lambda: ops.retry_failed(self.db_path, self.logs_dir, view))
 
     def action_move_job(self, job_id: int, delta: int) -> None:
+        if self.refused("moving a job"):
+            return
         self._do("move", lambda: ops.move(self.db_path, job_id, delta))
 
     def confirm_remove(self, job: JobLine, row: int) -> None:
         """``x``: ask, naming the job, then take it out of the queue."""
+        if self.refused("removing a job"):
+            return
         if job.status != JobStatus.QUEUED:
             self.notify("only a queued job can be removed", severity="warning")
             return
@@ -126,6 +161,8 @@ class Actions(App[str | None]):
             "(stored 'removed'; 'r' does not bring it back).", "(y) remove it"), chosen)
 
     def action_remove_job(self, job_id: int) -> None:
+        if self.refused("removing a job"):
+            return
         self._do("remove", lambda: ops.remove(self.db_path, job_id))
 
     def action_follow_newest(self) -> None:
@@ -138,6 +175,8 @@ class Actions(App[str | None]):
                     else "already following the newest campaign", timeout=3)
 
     def action_export(self, campaign_id: int | None = None) -> None:
+        if self.refused("exporting to a file"):
+            return
         view = self.campaign_view
         cid = campaign_id if campaign_id is not None else (view.campaign.id if view else None)
         if cid is None:
@@ -156,7 +195,7 @@ class Actions(App[str | None]):
 
     def action_quit_viewer(self) -> None:
         view = self.campaign_view
-        if view is None or not view.active:
+        if view is None or not view.active or self.read_only:  # read-only: never the engine
             self.exit("quit")
             return
 

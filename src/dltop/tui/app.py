@@ -75,8 +75,11 @@ class DltopApp(Actions):
                  campaign_id: int | None = None, device_hz: float = 4.0, db_hz: float = 2.0,
                  host: Callable[[], HostSample | None] | None = None,
                  live: bool = True, resume_orphans: bool = True,
-                 freeze_gc: bool = False) -> None:
+                 freeze_gc: bool = False, read_only: bool = False) -> None:
         super().__init__()
+        self.read_only = read_only
+        """Watch only (``dltop tui --read-only``, what ``dltop serve`` runs): the actions in
+        :data:`~dltop.tui.actions.STEERING` refuse, and no engine is started."""
         self.composing_screens = False
         """True while the screens are composed, unseen, at start-up."""
         self.freeze_gc = freeze_gc
@@ -92,7 +95,7 @@ class DltopApp(Actions):
         """While another campaign than the newest is shown: the newest, if it is active."""
         self.device_hz, self.db_hz = device_hz, db_hz
         self.live = live
-        self.resume_orphans = resume_orphans
+        self.resume_orphans = resume_orphans and not read_only
         self.campaign_view: CampaignView | None = None
         self.queue_window = (0, QUEUE_WINDOW)
         """(first row, rows) of the queue that reads fetch: the queue table's window."""

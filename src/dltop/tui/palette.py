@@ -22,11 +22,14 @@ Command = tuple[str, str, Callable[[], object]]
 
 
 def commands(app: DltopApp) -> list[Command]:
-    """The viewer's commands as they apply now (pause or resume, after the state)."""
+    """The viewer's commands as they apply now (pause or resume, after the state; a
+    read-only viewer's without the ones that steer)."""
     view = app.campaign_view
     paused = view is not None and (view.campaign.status == CampaignStatus.PAUSED
                                    or control_of(view.control) is Control.PAUSE)
-    return [
+    steer = {app.action_add_profile, app.action_toggle_pause, app.action_cancel_run,
+             app.action_retry_failed, app.action_export}
+    every: list[Command] = [
         ("Add a profile", "queue a built-in profile or a .toml file  [a]",
          app.action_add_profile),
         ("Resume the queue" if paused else "Pause the queue",
@@ -48,6 +51,7 @@ def commands(app: DltopApp) -> list[Command]:
         ("Help", "every key  [? F1]", app.action_help),
         ("Quit", "asks when a campaign is running  [q F10]", app.action_quit_viewer),
     ]
+    return [c for c in every if not (app.read_only and c[2] in steer)]
 
 
 class DltopCommands(Provider):

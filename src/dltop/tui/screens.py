@@ -25,6 +25,7 @@ from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
 from dltop.results.queries import CampaignRow
 from dltop.textsafe import one_line
+from dltop.tui.actions import steering
 from dltop.tui.devices import DevicesPanel
 from dltop.tui.format import STATUS_STYLE
 from dltop.tui.gpuprocs import GpuProcsPanel
@@ -54,14 +55,17 @@ class TitleBar(Static):
     """Campaign, its status and its engine, in one line."""
 
     def show(self, view: CampaignView | None, db_label: str,
-             newer: CampaignRow | None = None) -> None:
+             newer: CampaignRow | None = None, read_only: bool = False) -> None:
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" dltop ", "bold reverse")
+        if read_only:
+            t.append(" read-only ", "bold black on cyan")
         if newer is not None:
             # An older campaign is shown (from History, or --campaign): say what runs now.
             t.append(f" campaign {newer.id} {newer.status}: f follows ", "bold black on yellow")
         if view is None:
-            t.append(f"  no campaign yet in {one_line(db_label)}  (a: add a profile)")
+            t.append(f"  no campaign yet in {one_line(db_label)}"
+                     + ("" if read_only else "  (a: add a profile)"))
         else:
             c = view.campaign
             t.append(f"  campaign {c.id} `{one_line(c.name)}` ")
@@ -109,15 +113,20 @@ class DltopScreen(Screen[None]):
         with Vertical(id="body"):
             yield from self.compose_body()
         # The running app's own keys (not an import of the app module: that was a cycle).
-        yield KeyBar([*((b, False) for b in self.BINDINGS),
-                      *((b, True) for b in self.dltop.BINDINGS)], id="keys")
+        keys: list[tuple[object, bool]] = [*((b, False) for b in self.BINDINGS),
+                                           *((b, True) for b in self.dltop.BINDINGS)]
+        if self.dltop.read_only:  # the actions refuse anyway: their keys are not offered
+            keys = [(b, on_app) for b, on_app in keys
+                    if not (isinstance(b, Binding) and steering(b.action))]
+        yield KeyBar(keys, id="keys")
 
     def on_screen_resume(self) -> None:
         self.show_campaign(self.dltop.campaign_view)
 
     def show_campaign(self, view: CampaignView | None) -> None:
         """New campaign state; subclasses show more of it."""
-        self.query_one(TitleBar).show(view, self.dltop.db_label, self.dltop.newer_campaign)
+        self.query_one(TitleBar).show(view, self.dltop.db_label, self.dltop.newer_campaign,
+                                      self.dltop.read_only)
 
     def show_devices(self, frame: DeviceFrame) -> None:
         """New device readings (only the main screen shows them)."""
@@ -135,6 +144,11 @@ class QueueHint(Static):
         self.display = view is None
         if view is None:
             where = "" if exists else f"; {db_path} is created then"
+            if getattr(self.app, "read_only", False):
+                self.update(Text("No campaign yet. This viewer is read-only: it shows the "
+                                 "campaigns that dltop run or a steering viewer start. The "
+                                 "devices above are live."))
+                return
             self.update(Text(f"No campaign yet. Press a to add a profile (a built-in one such "
                              f"as quick, or a .toml file){where}. The devices above are live."))
 

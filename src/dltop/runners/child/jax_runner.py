@@ -53,8 +53,10 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
 import convergence
 import jax.numpy as jnp
 import jax_data
+import jax_lm_steps
 import jax_models
 import jax_train
+import lm_catalog
 
 MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
 """``jax_default_matmul_precision`` per precision on a GPU (the others keep JAX's own)."""
@@ -141,14 +143,17 @@ def _data(spec, placement, evaluating):
     host = spec.get("data_loader") == "host"
     epochs = None if inference else spec.get("epochs")
     every = spec.get("eval_every") if evaluating else None
+    transformer = lm_catalog.is_transformer(spec["model"])
     if spec["data"] != "real":
         plan = convergence.Plan(None, batch, epochs, spec["iterations"], spec["warmup"], every)
-        return jax_data.synthetic(spec, placement, host), plan, None, None
+        fixed = jax_lm_steps.synthetic_batch(spec, batch) if transformer else None
+        return jax_data.synthetic(spec, placement, host, fixed), plan, None, None
     import datasets
     import numpy as np
 
-    kind, shape, train, test = datasets.real_split(spec["model"], spec["data_dir"],
-                                                   spec.get("input_size"), need_test=evaluating)
+    kind, shape, train, test = datasets.real_split(
+        spec["model"], spec["data_dir"], spec.get("input_size"), need_test=evaluating,
+        seq_len=spec["seq_len"] if transformer else None)
     x, y = jax_data.as_arrays(kind, shape, train)
     plan = convergence.Plan(len(x), batch, epochs, spec["iterations"], spec["warmup"], every)
     epoch_order = convergence.EpochOrder(len(x), spec.get("shuffle"), spec["seed"])
@@ -191,11 +196,23 @@ def run(spec, reporter):
 def _run(spec, reporter, inject, placement, name, inference, hello):
     precision = spec["precision"]
     compute = {"bf16": jnp.bfloat16, "fp16": jnp.float16}.get(precision)
-    model = jax_models.build(name, jax.random.PRNGKey(int(spec["seed"])), spec.get("input_size"),
-                             compute or jnp.float32)
+    tokens = 1  # samples per sequence: seq_len tokens for a transformer
+    if lm_catalog.is_transformer(name):
+        spec = jax_lm_steps.with_defaults(spec)
+        lm, model = jax_lm_steps.build(spec, compute or jnp.float32)
+        if spec.get("mode") == "generate":
+            return _generate(spec, reporter, inject, placement, lm, model, hello)
+        tokens = int(spec["seq_len"])
+        flops = lm_catalog.flops_per_token(name, tokens, spec.get("mode"))
+    elif spec.get("mode") == "generate":
+        raise proto.Unsupported("mode generate is for the transformers (%s), not %s"
+                                % (", ".join(lm_catalog.NAMES), name))
+    else:
+        model = jax_models.build(name, jax.random.PRNGKey(int(spec["seed"])),
+                                 spec.get("input_size"), compute or jnp.float32)
+        flops = model_catalog.flops_for_mode(
+            jax_models.training_flops_per_sample(name, spec.get("input_size")), spec.get("mode"))
     params = jax_models.param_count(model.params)
-    flops = model_catalog.flops_for_mode(
-        jax_models.training_flops_per_sample(name, spec.get("input_size")), spec.get("mode"))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     evaluating = spec.get("eval_every") is not None and not inference
@@ -242,15 +259,29 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
             holder["w"], holder["s"], holder["o"] = out[0], out[1], out[2]
             return float(out[3])
     try:
-        _loop(spec, reporter, plan, work, evaluate, inject, holder)
+        _loop(spec, reporter, plan, work, evaluate, inject, holder, tokens)
     finally:
         source.close()
     return plan.measured_steps
 
 
-def _loop(spec, reporter, plan, work, evaluate, inject, holder):
-    """Run, time and report every step; evaluate (outside the training clock) as planned."""
-    samples = int(spec["samples_per_iter"])
+def _generate(spec, reporter, inject, placement, lm, model, hello):
+    """``mode = "generate"`` on one device (jax_lm_steps); the run's request count."""
+    if len(placement.devices) > 1:
+        raise proto.Unsupported("mode generate runs on one device (gpu:1 or cpu:N), not %d"
+                                % len(placement.devices))
+    if spec["data"] == "real":
+        raise proto.Unsupported("mode generate decodes from synthetic prompts (data = "
+                                "\"synthetic\"), not real data")
+    if inject == "oom":
+        raise MemoryError("injected allocation failure (inject = \"oom\")")
+    return jax_lm_steps.run_generate(spec, reporter, hello, lm, model, placement.devices[0])
+
+
+def _loop(spec, reporter, plan, work, evaluate, inject, holder, tokens=1):
+    """Run, time and report every step; evaluate (outside the training clock) as planned.
+    A step's samples are its sequences times ``tokens`` (seq_len for a transformer)."""
+    samples = int(spec["samples_per_iter"]) * int(tokens)
     perf = time.perf_counter
     clock = convergence.TrainClock()
     for i in range(plan.total_steps):

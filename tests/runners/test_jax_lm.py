@@ -16,9 +16,12 @@ from .conftest import run_runner, spec
 pytestmark = pytest.mark.jax
 
 SCRIPT = "jax_runner.py"
-LLAMA_TINY = dict(family="llama", layers=2, d_model=64, heads=4, kv_heads=2, ffn=96,
-                  vocab=97, context=64, seq_len=16, rope_theta=500000.0)
-"""A small Llama-family shape: GQA (2 query heads per key/value head) and RoPE."""
+GPT_TEST = dict(family="gpt", layers=2, d_model=32, heads=2, kv_heads=2, ffn=64, vocab=97,
+                context=32, seq_len=16, rope_theta=None)
+LLAMA_TEST = dict(family="llama", layers=2, d_model=64, heads=4, kv_heads=2, ffn=96,
+                  vocab=97, context=32, seq_len=16, rope_theta=500000.0)
+"""Small shapes of the two families (quick to compile); the Llama one has GQA (2 query
+heads per key/value head) and RoPE."""
 
 
 def lm_spec(**kw: Any) -> dict[str, Any]:
@@ -48,35 +51,42 @@ def test_parameter_count_equals_the_catalog(name: str) -> None:
     assert (logits.shape, logits.dtype) == ((2, 8, lm.shape["vocab"]), jnp.bfloat16)
 
 
-def _model(shape: dict[str, Any] | None, attention: str) -> tuple[Any, Any]:
+def _model(shape: dict[str, Any], attention: str) -> tuple[Any, Any]:
     import jax_lm
 
-    lm = jax_lm.describe("gpt-tiny" if shape is None else "llama-tiny", attention, shape=shape)
+    lm = jax_lm.describe("gpt-tiny", attention, shape=shape)
     return lm, jax_lm.init_params(lm.shape, jax_lm.HostNormal(3))
 
 
-@pytest.mark.parametrize("shape", [None, LLAMA_TINY], ids=["gpt", "llama"])
-def test_plain_attention_gives_the_fused_logits(shape: dict[str, Any] | None) -> None:
+def _forward(lm: Any) -> Any:
+    """The whole forward pass jitted (eager JAX compiles every operation apart: slower)."""
+    import jax
     import jax_lm
 
+    return jax.jit(lambda p, x: jax_lm.forward(lm, p, x)[0])
+
+
+@pytest.mark.parametrize("shape", [GPT_TEST, LLAMA_TEST], ids=["gpt", "llama"])
+def test_plain_attention_gives_the_fused_logits(shape: dict[str, Any]) -> None:
     fused, params = _model(shape, "fused")
     plain = fused._replace(attention="plain")
     ids = np.random.RandomState(0).randint(0, fused.shape["vocab"], (2, 16)).astype(np.int32)
-    a = np.asarray(jax_lm.forward(fused, params, ids)[0])
-    b = np.asarray(jax_lm.forward(plain, params, ids)[0])
+    run = _forward(fused)
+    a = np.asarray(run(params, ids))
+    b = np.asarray(_forward(plain)(params, ids))
     np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
     # causal: changing the last token leaves every earlier position's logits alone
     ids2 = ids.copy()
     ids2[:, -1] = (ids2[:, -1] + 1) % fused.shape["vocab"]
-    c = np.asarray(jax_lm.forward(fused, params, ids2)[0])
+    c = np.asarray(run(params, ids2))
     np.testing.assert_allclose(a[:, :-1], c[:, :-1], rtol=1e-5, atol=1e-6)
     assert not np.allclose(a[:, -1], c[:, -1])
 
 
-@pytest.mark.parametrize(("shape", "attention"), [(None, "fused"), (LLAMA_TINY, "fused"),
-                                                  (LLAMA_TINY, "plain")],
+@pytest.mark.parametrize(("shape", "attention"), [(GPT_TEST, "fused"), (LLAMA_TEST, "fused"),
+                                                  (LLAMA_TEST, "plain")],
                          ids=["gpt-fused", "llama-fused", "llama-plain"])
-def test_cached_decoding_gives_the_full_forward_logits(shape: dict[str, Any] | None,
+def test_cached_decoding_gives_the_full_forward_logits(shape: dict[str, Any],
                                                         attention: str) -> None:
     import jax
     import jax.numpy as jnp
@@ -86,9 +96,10 @@ def test_cached_decoding_gives_the_full_forward_logits(shape: dict[str, Any] | N
     prompt, new = 5, 4
     ids = np.random.RandomState(1).randint(0, lm.shape["vocab"], (2, prompt + new))
     ids = ids.astype(np.int32)
-    full = np.asarray(jax_lm.forward(lm, params, ids)[0])
+    full = np.asarray(_forward(lm)(params, ids))
     cache = jax_lm.empty_cache(lm, 2, prompt + new)
-    last, cache = jax_lm.forward(lm, params, ids[:, :prompt], 0, cache, last_only=True)
+    last, cache = jax.jit(lambda p, c, x: jax_lm.forward(lm, p, x, 0, c, last_only=True))(
+        params, cache, ids[:, :prompt])
     np.testing.assert_allclose(np.asarray(last)[:, 0], full[:, prompt - 1], rtol=1e-4,
                                atol=1e-5)
     step = jax.jit(lambda p, c, t, pos: jax_lm.forward(lm, p, t, pos, c, decoding=True),
@@ -97,6 +108,24 @@ def test_cached_decoding_gives_the_full_forward_logits(shape: dict[str, Any] | N
         logits, cache = step(params, cache, ids[:, pos:pos + 1], jnp.int32(pos))
         np.testing.assert_allclose(np.asarray(logits)[:, 0], full[:, pos], rtol=1e-4,
                                    atol=1e-5)
+
+
+def test_cudnn_attention_falls_back_to_xla_when_refused(capsys: pytest.CaptureFixture[str],
+                                                        ) -> None:
+    import jax
+    import jax_lm
+    import jax_lm_steps
+
+    lm, params = _model(GPT_TEST, "fused")  # float32: cuDNN's flash attention refuses it
+    ids = np.zeros((2, 8), np.int32)
+
+    def compile_fn(lm: Any) -> Any:
+        return jax.jit(lambda p, x: jax_lm.forward(lm, p, x)[0]).lower(params, ids).compile()
+
+    used, compiled = jax_lm_steps.with_fallback(lm._replace(impl="cudnn"), compile_fn)
+    assert used.impl is None and compiled(params, ids).shape == (2, 8, 97)
+    assert "XLA's attention instead" in capsys.readouterr().out
+    assert jax_lm_steps.facts(used) == {"attention_impl": "jax.nn.dot_product_attention (xla)"}
 
 
 # the runner as a child process ------------------------------------------------------------
@@ -143,11 +172,13 @@ def test_gpt_tiny_trains_on_ptb_and_reports_perplexity(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_gpt_tiny_generates_with_a_cache(tmp_path: Path) -> None:
     job = lm_spec(mode="generate", prompt_tokens=16, new_tokens=8, batch_size=2,
-                  iterations=2, warmup=1, seq_len=None)
+                  iterations=2, warmup=1, seq_len=None, precision="bf16")
     code, events, out = run_runner(tmp_path, job, SCRIPT)
     assert code == 0, out
     _common(events, out)
     assert of(events, "model")[0]["flops_per_sample"] is None
+    hello = events[0]
+    assert hello["precision_compute"] == "bfloat16" and "xla" in hello["attention_impl"]
     gens, iters = of(events, "generate"), of(events, "iter")
     assert len(gens) == len(iters) == 3
     for g, it in zip(gens, iters, strict=True):

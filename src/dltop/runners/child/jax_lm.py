@@ -13,9 +13,11 @@ N(0, 0.02 / sqrt(2 layers)), biases 0, norm weights 1; the output projection is 
 token embedding (tied), so the first loss is about ln(vocab).
 
 Attention (causal always): ``"fused"`` is ``jax.nn.dot_product_attention`` with
-``is_causal=True`` (GQA native: key/value heads are not repeated; on a GPU JAX picks
-its cuDNN flash kernel when the shapes allow, else XLA's fusion); a decode step,
-one query against the cache, passes ``key_value_seq_lengths`` instead. ``"plain"`` is
+``is_causal=True`` (GQA native: key/value heads are not repeated). JAX's default
+implementation is XLA's (the same math, fused as XLA sees fit); ``LM.impl = "cudnn"``
+asks for cuDNN's flash attention (bf16/fp16 on a GPU: jax_lm_steps.build chooses it
+and falls back to XLA's when cuDNN refuses). A decode step, one query against the
+cache, passes ``key_value_seq_lengths`` and always takes XLA's implementation. ``"plain"`` is
 softmax(Q K^T / sqrt(head dim) + causal mask) V written out with einsum, key/value
 heads repeated for GQA.
 
@@ -36,9 +38,10 @@ from jax import lax
 
 INIT_STD = 0.02
 
-LM = collections.namedtuple("LM", "name shape attention dtype")
+LM = collections.namedtuple("LM", "name shape attention dtype impl")
 """A model's static description: catalog name, its ``SHAPES`` dict, ``"fused"`` or
-``"plain"``, the compute dtype."""
+``"plain"``, the compute dtype, and the fused attention's ``implementation`` (None:
+JAX's default, XLA; ``"cudnn"``)."""
 
 
 class HostNormal(object):
@@ -98,7 +101,7 @@ def init_params(s, init):
     return params
 
 
-def describe(name, attention="fused", dtype=jnp.float32, shape=None):
+def describe(name, attention="fused", dtype=jnp.float32, shape=None, impl=None):
     """The :class:`LM` of catalog model ``name`` (``shape``: another shape dict, for tests).
 
     Raises:
@@ -106,7 +109,7 @@ def describe(name, attention="fused", dtype=jnp.float32, shape=None):
     """
     if attention not in ("fused", "plain"):
         raise ValueError("attention %r: expected \"fused\" or \"plain\"" % (attention,))
-    return LM(name, dict(shape or lm_catalog.shape(name)), attention, jnp.dtype(dtype))
+    return LM(name, dict(shape or lm_catalog.shape(name)), attention, jnp.dtype(dtype), impl)
 
 
 def param_count(params):
@@ -144,16 +147,17 @@ def _rope(x, positions, theta):
     return (x32 * cos + rotated * sin).astype(x.dtype)
 
 
-def attend(q, k, v, attention, q_positions, kv_len=None):
+def attend(q, k, v, attention, q_positions, kv_len=None, impl=None):
     """Causal attention of ``q`` (B, T, N, H) over ``k``, ``v`` (B, S, K, H).
 
     ``kv_len`` None: training or prefill, S = T, the query at row i sees keys 0..i.
     Else a decode step: T = 1 and only the first ``kv_len`` keys (a traced scalar)
     are valid. ``q_positions`` (T,) are the queries' positions (the plain mask's rows).
+    ``impl``: the fused attention's implementation without a cache length.
     """
     if attention == "fused":
         if kv_len is None:
-            return jax.nn.dot_product_attention(q, k, v, is_causal=True)
+            return jax.nn.dot_product_attention(q, k, v, is_causal=True, implementation=impl)
         lengths = jnp.full((q.shape[0],), kv_len, jnp.int32)
         return jax.nn.dot_product_attention(q, k, v, key_value_seq_lengths=lengths)
     groups = q.shape[2] // k.shape[2]
@@ -193,7 +197,7 @@ def _attention(lm, p, x, positions, cache, layer, start, decoding):
         if decoding:
             k, v = cache["k"][layer], cache["v"][layer]
             kv_len = start + 1
-    out = attend(q, k, v, lm.attention, positions, kv_len).reshape((b, t, d))
+    out = attend(q, k, v, lm.attention, positions, kv_len, lm.impl).reshape((b, t, d))
     if s["family"] == lm_catalog.GPT:
         return _mm(out, p["proj_w"]) + p["proj_b"].astype(x.dtype), cache
     return _mm(out, p["wo"]), cache

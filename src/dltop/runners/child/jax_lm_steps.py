@@ -50,11 +50,49 @@ def with_defaults(spec):
     return spec
 
 
-def build(spec, dtype):
-    """``(LM, jax_models.Model)`` of the spec's transformer, initialised from its seed."""
-    lm = jax_lm.describe(spec["model"], spec["attention"], dtype)
+def build(spec, dtype, device):
+    """``(LM, jax_models.Model)`` of the spec's transformer, initialised from its seed.
+
+    The fused attention asks for cuDNN's flash kernel where it can exist, a GPU in
+    bf16 or fp16 (JAX's default is XLA's implementation, whose causal mask is a
+    select over the full T x T scores); :func:`with_fallback` undoes that choice
+    when cuDNN refuses at compile time.
+    """
+    dtype = jnp.dtype(dtype)
+    cudnn = (device.platform == "gpu" and spec["attention"] == "fused"
+             and dtype in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)))
+    lm = jax_lm.describe(spec["model"], spec["attention"], dtype,
+                         impl="cudnn" if cudnn else None)
     params = jax_lm.init_params(lm.shape, jax_lm.HostNormal(int(spec["seed"])))
     return lm, as_model(lm, params)
+
+
+def with_fallback(lm, compile_fn):
+    """``(lm, compile_fn(lm))``; if that fails with cuDNN attention, with XLA's instead.
+
+    The compile precedes every step, so nothing has run (or been donated) when it
+    fails; the reason is printed to the run's log.
+    """
+    if lm.impl is None:
+        return lm, compile_fn(lm)
+    try:
+        return lm, compile_fn(lm)
+    except Exception as exc:  # cuDNN refuses these shapes, or this jaxlib has no cuDNN
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        sys.stdout.write("[dltop] jax: cuDNN attention not available (%s); XLA's "
+                         "attention instead\n" % why)
+        sys.stdout.flush()
+        lm = lm._replace(impl=None)
+        return lm, compile_fn(lm)
+
+
+def facts(lm):
+    """The ``hello`` event's transformer fields: which attention ran."""
+    if lm.attention == "plain":
+        impl = "plain (einsum, softmax, einsum)"
+    else:
+        impl = "jax.nn.dot_product_attention (%s)" % (lm.impl or "xla")
+    return {"attention_impl": impl}
 
 
 def as_model(lm, params):
@@ -90,27 +128,33 @@ def run_generate(spec, reporter, hello, lm, model, device):
     params = jax.device_put(model.params, device)
     cache = jax.device_put(jax_lm.empty_cache(lm, batch, prompt + new), device)
 
-    def prefill_fn(params, cache, ids):
+    def prefill_fn(lm, params, cache, ids):
         logits, cache = jax_lm.forward(lm, params, ids, 0, cache, last_only=True)
         token = jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32)
         return cache, token, jnp.asarray(ids.shape[1], jnp.int32)
 
-    def decode_fn(params, cache, token, pos):
+    def decode_fn(lm, params, cache, token, pos):
         logits, cache = jax_lm.forward(lm, params, token[:, None], pos, cache, decoding=True)
         return cache, jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), pos + 1
 
-    t0 = time.perf_counter()
-    prefill_c = jax.jit(prefill_fn, donate_argnums=(1,)).lower(params, cache, ids).compile()
     token0 = jax.ShapeDtypeStruct((batch,), jnp.int32)
     pos0 = jax.ShapeDtypeStruct((), jnp.int32)
-    decode_c = jax.jit(decode_fn, donate_argnums=(1,)).lower(params, cache, token0,
-                                                             pos0).compile()
+
+    def compile_both(lm):
+        prefill_j = jax.jit(lambda p, c, x: prefill_fn(lm, p, c, x), donate_argnums=(1,))
+        decode_j = jax.jit(lambda p, c, t, n: decode_fn(lm, p, c, t, n), donate_argnums=(1,))
+        return (prefill_j.lower(params, cache, ids).compile(),
+                decode_j.lower(params, cache, token0, pos0).compile())
+
+    t0 = time.perf_counter()
+    lm, (prefill_c, decode_c) = with_fallback(lm, compile_both)
     compile_s = time.perf_counter() - t0
     sys.stdout.write("[dltop] jax: prefill and decode compiled in %.3f s (outside the timed "
                      "requests)\n" % compile_s)
     sys.stdout.flush()
+    more = facts(lm)
     hello(compile_s=compile_s, precision_compute=None if lm.dtype == jnp.float32
-          else lm.dtype.name)
+          else lm.dtype.name, **more)
     reporter.model(jax_lm.param_count(model.params), None)
     convergence.Plan(None, batch, None, spec["iterations"], spec["warmup"], None).report(reporter)
     holder = {"cache": cache, "token": None, "pos": None}

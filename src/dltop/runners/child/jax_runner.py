@@ -197,9 +197,10 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
     precision = spec["precision"]
     compute = {"bf16": jnp.bfloat16, "fp16": jnp.float16}.get(precision)
     tokens = 1  # samples per sequence: seq_len tokens for a transformer
+    lm = None
     if lm_catalog.is_transformer(name):
         spec = jax_lm_steps.with_defaults(spec)
-        lm, model = jax_lm_steps.build(spec, compute or jnp.float32)
+        lm, model = jax_lm_steps.build(spec, compute or jnp.float32, placement.devices[0])
         if spec.get("mode") == "generate":
             return _generate(spec, reporter, inject, placement, lm, model, hello)
         tokens = int(spec["seq_len"])
@@ -219,27 +220,38 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
     source, plan, tests, n_test = _data(spec, placement, evaluating)
     weights, state = placement.weights(model.params), placement.weights(model.state)
     x0, y0 = source.batch(0)
-    t0 = time.perf_counter()
-    if inference:
-        fwd = placement.jit(jax_train.forward_step(model), 2, 1, 1)
-        compiled = fwd.lower(weights, state, x0).compile()
-        opt_state = None
-    else:
+    opt_state = None
+    if not inference:
         init, update = jax_train.optimizer(spec)
         opt_state = init(model.params)
         if precision == "fp16":
             opt_state = (opt_state, jax_train.scaler_init())
         opt_state = placement.weights(opt_state)
+
+    def compile_step(model):
+        if inference:
+            fwd = placement.jit(jax_train.forward_step(model), 2, 1, 1)
+            return fwd.lower(weights, state, x0).compile()
         step = jax_train.train_step(model, lambda lg, lb: jax_models.loss(name, lg, lb),
                                     update, precision == "fp16")
         jitted = placement.jit(step, 3, 2, 4, donate=(0, 1, 2))
-        compiled = jitted.lower(weights, state, opt_state, x0, y0).compile()
+        return jitted.lower(weights, state, opt_state, x0, y0).compile()
+
+    t0 = time.perf_counter()
+    more = {}
+    if lm is None:
+        compiled = compile_step(model)
+    else:
+        lm, compiled = jax_lm_steps.with_fallback(
+            lm, lambda lm: compile_step(jax_lm_steps.as_model(lm, model.params)))
+        model = jax_lm_steps.as_model(lm, model.params)
+        more = jax_lm_steps.facts(lm)
     compile_s = time.perf_counter() - t0
     sys.stdout.write("[dltop] jax: step compiled in %.3f s (outside the timed iterations)\n"
                      % compile_s)
     sys.stdout.flush()
     hello(compile_s=compile_s, precision_compute=None if compute is None
-          else jnp.dtype(compute).name)
+          else jnp.dtype(compute).name, **more)
     reporter.model(params, flops)
     plan.report(reporter, n_test)
     evaluate = None

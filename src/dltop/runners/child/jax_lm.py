@@ -21,10 +21,12 @@ cache, passes ``key_value_seq_lengths`` and always takes XLA's implementation. `
 softmax(Q K^T / sqrt(head dim) + causal mask) V written out with einsum, key/value
 heads repeated for GQA.
 
-Generation keeps a key/value cache of static shape ``(layers, batch, prompt + new,
-kv_heads, head_dim)`` (compute dtype) per keys and values; :func:`forward` writes
-the new positions into it with ``lax.dynamic_update_slice`` and attends only to
-positions up to the current one, so what lies beyond is never read.
+Generation keeps a key/value cache of static shape: per layer, keys and values of
+``(batch, prompt + new, kv_heads, head_dim)`` (compute dtype; one buffer per layer, so
+that a layer's attention reads its buffer as it is, not a slice copied out of a
+stack). :func:`forward` writes the new positions with ``lax.dynamic_update_slice``
+and attends only to positions up to the current one, so what lies beyond is never
+read.
 """
 
 import collections
@@ -171,8 +173,9 @@ def attend(q, k, v, attention, q_positions, kv_len=None, impl=None):
     return jnp.einsum("bnts,bsnh->btnh", probs, v)
 
 
-def _attention(lm, p, x, positions, cache, layer, start, decoding):
-    """One attention sublayer on normed ``x``; returns (output, cache)."""
+def _attention(lm, p, x, positions, cache, start, decoding):
+    """One attention sublayer on normed ``x`` (``cache``: this layer's or None); returns
+    (output, cache)."""
     s = lm.shape
     b, t, d = x.shape
     heads, kv_heads = s["heads"], s["kv_heads"]
@@ -190,12 +193,11 @@ def _attention(lm, p, x, positions, cache, layer, start, decoding):
         k = _rope(k, positions, s["rope_theta"])
     kv_len = None
     if cache is not None:
-        at = (jnp.asarray(layer, jnp.int32), jnp.int32(0), jnp.asarray(start, jnp.int32),
-              jnp.int32(0), jnp.int32(0))
-        cache = {"k": lax.dynamic_update_slice(cache["k"], k[None].astype(cache["k"].dtype), at),
-                 "v": lax.dynamic_update_slice(cache["v"], v[None].astype(cache["v"].dtype), at)}
+        at = (jnp.int32(0), jnp.asarray(start, jnp.int32), jnp.int32(0), jnp.int32(0))
+        cache = {"k": lax.dynamic_update_slice(cache["k"], k.astype(cache["k"].dtype), at),
+                 "v": lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), at)}
         if decoding:
-            k, v = cache["k"][layer], cache["v"][layer]
+            k, v = cache["k"], cache["v"]
             kv_len = start + 1
     out = attend(q, k, v, lm.attention, positions, kv_len, lm.impl).reshape((b, t, d))
     if s["family"] == lm_catalog.GPT:
@@ -218,8 +220,8 @@ def forward(lm, params, ids, start=0, cache=None, decoding=False, last_only=Fals
         params: its parameter tree.
         ids: int32 token ids.
         start: position of ``ids[:, 0]`` (0, or a traced scalar while decoding).
-        cache: None, or ``{"k", "v"}`` of shape (layers, B, S, kv_heads, head_dim):
-            the new keys and values are written at ``start`` on.
+        cache: None, or a list of one ``{"k", "v"}`` per layer, each (B, S, kv_heads,
+            head_dim): the new keys and values are written at ``start`` on.
         decoding: ``ids`` is one token per sequence attending to the cache's first
             ``start + 1`` positions; otherwise ``ids`` attend causally to themselves.
         last_only: logits of the last position only (prefill: B, 1, vocab).
@@ -236,20 +238,26 @@ def forward(lm, params, ids, start=0, cache=None, decoding=False, last_only=Fals
     if gpt:
         x = x + lax.dynamic_slice_in_dim(params["wpe"], jnp.asarray(start, jnp.int32), t, 0)
     x = x.astype(dtype)
+    new_cache = None if cache is None else []
     for i, p in enumerate(params["blocks"]):
         h = _layer_norm(x, p["ln1_w"], p["ln1_b"]) if gpt else _rms_norm(x, p["norm1"])
-        a, cache = _attention(lm, p, h, positions, cache, i, start, decoding)
+        a, layer_cache = _attention(lm, p, h, positions, None if cache is None else cache[i],
+                                    start, decoding)
+        if cache is not None:
+            new_cache.append(layer_cache)
         x = x + a
         h = _layer_norm(x, p["ln2_w"], p["ln2_b"]) if gpt else _rms_norm(x, p["norm2"])
         x = x + _mlp(lm, p, h)
     if last_only:
         x = x[:, -1:]
     x = _layer_norm(x, params["lnf_w"], params["lnf_b"]) if gpt else _rms_norm(x, params["normf"])
-    return jnp.dot(x, wte.T.astype(dtype)), cache
+    return jnp.dot(x, wte.T.astype(dtype)), new_cache
 
 
 def empty_cache(lm, batch, length):
-    """A zeroed key/value cache for ``batch`` sequences of ``length`` positions."""
+    """A zeroed key/value cache for ``batch`` sequences of ``length`` positions: one
+    ``{"k", "v"}`` per layer."""
     s = lm.shape
-    shape = (s["layers"], batch, length, s["kv_heads"], s["d_model"] // s["heads"])
-    return {"k": jnp.zeros(shape, lm.dtype), "v": jnp.zeros(shape, lm.dtype)}
+    shape = (batch, length, s["kv_heads"], s["d_model"] // s["heads"])
+    return [{"k": jnp.zeros(shape, lm.dtype), "v": jnp.zeros(shape, lm.dtype)}
+            for _ in range(s["layers"])]

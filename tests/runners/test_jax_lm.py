@@ -128,6 +128,18 @@ def test_cudnn_attention_falls_back_to_xla_when_refused(capsys: pytest.CaptureFi
     assert jax_lm_steps.facts(used) == {"attention_impl": "jax.nn.dot_product_attention (xla)"}
 
 
+def test_a_spec_without_transformer_keys_gets_the_loader_defaults() -> None:
+    import jax_lm_steps
+
+    filled = jax_lm_steps.with_defaults(lm_spec(mode="generate", seq_len=None))
+    assert (filled["seq_len"], filled["attention"]) == (128, "fused")
+    assert (filled["prompt_tokens"], filled["new_tokens"]) == (128, 128)
+    with pytest.raises(ValueError, match="seq_len 512 is over gpt-tiny's context of 256"):
+        jax_lm_steps.with_defaults(lm_spec(seq_len=512))
+    with pytest.raises(ValueError, match="prompt_tokens \\+ new_tokens = 300"):
+        jax_lm_steps.with_defaults(lm_spec(mode="generate", prompt_tokens=200, new_tokens=100))
+
+
 # the runner as a child process ------------------------------------------------------------
 def _common(events: list[dict[str, Any]], out: str) -> None:
     import lm_catalog

@@ -27,6 +27,10 @@ bfloat16 over float32 weights; ``fp16`` (GPU only) adds dynamic loss scaling. Th
 operator profile (``profile = true``) is unsupported: jax.profiler writes a trace
 that dltop does not read yet.
 
+Transformers (lm_catalog's models): jax_lm builds them and jax_lm_steps adapts them;
+training and inference take this same step with seq_len tokens per sample, and
+``mode = "generate"`` runs jax_lm_steps' jitted prefill and decode under lm_loop.
+
 Test hooks (profile key ``inject``), as in torch_runner: ``nan`` makes the reported
 loss NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
 ``crash`` calls ``os._exit(1)`` after the first iteration without reporting; ``oom``

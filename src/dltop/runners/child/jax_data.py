@@ -72,10 +72,14 @@ class Source(object):
         self.close = close or (lambda: None)
 
 
-def synthetic(spec, placement, host):
-    """The model's random batch: put on the devices once, or copied there every step."""
+def synthetic(spec, placement, host, fixed=None):
+    """The model's random batch (``fixed``: this numpy ``(x, y)`` instead): put on the
+    devices once, or copied there every step."""
     batch = int(spec["samples_per_iter"])
-    x, y = synthetic_batch(spec["model"], batch, int(spec["seed"]), spec.get("input_size"))
+    if fixed is not None:
+        x, y = fixed
+    else:
+        x, y = synthetic_batch(spec["model"], batch, int(spec["seed"]), spec.get("input_size"))
     if not host:
         fixed = placement.batch((x, y))
         return Source(lambda step: fixed)

@@ -27,6 +27,10 @@ bfloat16 over float32 weights; ``fp16`` (GPU only) adds dynamic loss scaling. Th
 operator profile (``profile = true``) is unsupported: jax.profiler writes a trace
 that dltop does not read yet.
 
+Transformers (lm_catalog's models): jax_lm builds them and jax_lm_steps adapts them;
+training and inference take this same step with seq_len tokens per sample, and
+``mode = "generate"`` runs jax_lm_steps' jitted prefill and decode under lm_loop.
+
 Test hooks (profile key ``inject``), as in torch_runner: ``nan`` makes the reported
 loss NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
 ``crash`` calls ``os._exit(1)`` after the first iteration without reporting; ``oom``
@@ -53,8 +57,10 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
 import convergence
 import jax.numpy as jnp
 import jax_data
+import jax_lm_steps
 import jax_models
 import jax_train
+import lm_catalog
 
 MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
 """``jax_default_matmul_precision`` per precision on a GPU (the others keep JAX's own)."""
@@ -141,14 +147,17 @@ def _data(spec, placement, evaluating):
     host = spec.get("data_loader") == "host"
     epochs = None if inference else spec.get("epochs")
     every = spec.get("eval_every") if evaluating else None
+    transformer = lm_catalog.is_transformer(spec["model"])
     if spec["data"] != "real":
         plan = convergence.Plan(None, batch, epochs, spec["iterations"], spec["warmup"], every)
-        return jax_data.synthetic(spec, placement, host), plan, None, None
+        fixed = jax_lm_steps.synthetic_batch(spec, batch) if transformer else None
+        return jax_data.synthetic(spec, placement, host, fixed), plan, None, None
     import datasets
     import numpy as np
 
-    kind, shape, train, test = datasets.real_split(spec["model"], spec["data_dir"],
-                                                   spec.get("input_size"), need_test=evaluating)
+    kind, shape, train, test = datasets.real_split(
+        spec["model"], spec["data_dir"], spec.get("input_size"), need_test=evaluating,
+        seq_len=spec["seq_len"] if transformer else None)
     x, y = jax_data.as_arrays(kind, shape, train)
     plan = convergence.Plan(len(x), batch, epochs, spec["iterations"], spec["warmup"], every)
     epoch_order = convergence.EpochOrder(len(x), spec.get("shuffle"), spec["seed"])
@@ -191,38 +200,62 @@ def run(spec, reporter):
 def _run(spec, reporter, inject, placement, name, inference, hello):
     precision = spec["precision"]
     compute = {"bf16": jnp.bfloat16, "fp16": jnp.float16}.get(precision)
-    model = jax_models.build(name, jax.random.PRNGKey(int(spec["seed"])), spec.get("input_size"),
-                             compute or jnp.float32)
+    tokens = 1  # samples per sequence: seq_len tokens for a transformer
+    lm = None
+    if lm_catalog.is_transformer(name):
+        spec = jax_lm_steps.with_defaults(spec)
+        lm, model = jax_lm_steps.build(spec, compute or jnp.float32, placement.devices[0])
+        if spec.get("mode") == "generate":
+            return _generate(spec, reporter, inject, placement, lm, model, hello)
+        tokens = int(spec["seq_len"])
+        flops = lm_catalog.flops_per_token(name, tokens, spec.get("mode"))
+    elif spec.get("mode") == "generate":
+        raise proto.Unsupported("mode generate is for the transformers (%s), not %s"
+                                % (", ".join(lm_catalog.NAMES), name))
+    else:
+        model = jax_models.build(name, jax.random.PRNGKey(int(spec["seed"])),
+                                 spec.get("input_size"), compute or jnp.float32)
+        flops = model_catalog.flops_for_mode(
+            jax_models.training_flops_per_sample(name, spec.get("input_size")), spec.get("mode"))
     params = jax_models.param_count(model.params)
-    flops = model_catalog.flops_for_mode(
-        jax_models.training_flops_per_sample(name, spec.get("input_size")), spec.get("mode"))
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     evaluating = spec.get("eval_every") is not None and not inference
     source, plan, tests, n_test = _data(spec, placement, evaluating)
     weights, state = placement.weights(model.params), placement.weights(model.state)
     x0, y0 = source.batch(0)
-    t0 = time.perf_counter()
-    if inference:
-        fwd = placement.jit(jax_train.forward_step(model), 2, 1, 1)
-        compiled = fwd.lower(weights, state, x0).compile()
-        opt_state = None
-    else:
+    opt_state = None
+    if not inference:
         init, update = jax_train.optimizer(spec)
         opt_state = init(model.params)
         if precision == "fp16":
             opt_state = (opt_state, jax_train.scaler_init())
         opt_state = placement.weights(opt_state)
+
+    def compile_step(model):
+        if inference:
+            fwd = placement.jit(jax_train.forward_step(model), 2, 1, 1)
+            return fwd.lower(weights, state, x0).compile()
         step = jax_train.train_step(model, lambda lg, lb: jax_models.loss(name, lg, lb),
                                     update, precision == "fp16")
         jitted = placement.jit(step, 3, 2, 4, donate=(0, 1, 2))
-        compiled = jitted.lower(weights, state, opt_state, x0, y0).compile()
+        return jitted.lower(weights, state, opt_state, x0, y0).compile()
+
+    t0 = time.perf_counter()
+    more = {}
+    if lm is None:
+        compiled = compile_step(model)
+    else:
+        lm, compiled = jax_lm_steps.with_fallback(
+            lm, lambda lm: compile_step(jax_lm_steps.as_model(lm, model.params)))
+        model = jax_lm_steps.as_model(lm, model.params)
+        more = jax_lm_steps.facts(lm)
     compile_s = time.perf_counter() - t0
     sys.stdout.write("[dltop] jax: step compiled in %.3f s (outside the timed iterations)\n"
                      % compile_s)
     sys.stdout.flush()
     hello(compile_s=compile_s, precision_compute=None if compute is None
-          else jnp.dtype(compute).name)
+          else jnp.dtype(compute).name, **more)
     reporter.model(params, flops)
     plan.report(reporter, n_test)
     evaluate = None
@@ -242,15 +275,29 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
             holder["w"], holder["s"], holder["o"] = out[0], out[1], out[2]
             return float(out[3])
     try:
-        _loop(spec, reporter, plan, work, evaluate, inject, holder)
+        _loop(spec, reporter, plan, work, evaluate, inject, holder, tokens)
     finally:
         source.close()
     return plan.measured_steps
 
 
-def _loop(spec, reporter, plan, work, evaluate, inject, holder):
-    """Run, time and report every step; evaluate (outside the training clock) as planned."""
-    samples = int(spec["samples_per_iter"])
+def _generate(spec, reporter, inject, placement, lm, model, hello):
+    """``mode = "generate"`` on one device (jax_lm_steps); the run's request count."""
+    if len(placement.devices) > 1:
+        raise proto.Unsupported("mode generate runs on one device (gpu:1 or cpu:N), not %d"
+                                % len(placement.devices))
+    if spec["data"] == "real":
+        raise proto.Unsupported("mode generate decodes from synthetic prompts (data = "
+                                "\"synthetic\"), not real data")
+    if inject == "oom":
+        raise MemoryError("injected allocation failure (inject = \"oom\")")
+    return jax_lm_steps.run_generate(spec, reporter, hello, lm, model, placement.devices[0])
+
+
+def _loop(spec, reporter, plan, work, evaluate, inject, holder, tokens=1):
+    """Run, time and report every step; evaluate (outside the training clock) as planned.
+    A step's samples are its sequences times ``tokens`` (seq_len for a transformer)."""
+    samples = int(spec["samples_per_iter"]) * int(tokens)
     perf = time.perf_counter
     clock = convergence.TrainClock()
     for i in range(plan.total_steps):

@@ -190,7 +190,7 @@ def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[Que
             if problem is None:
                 queued.append(QueuedJob(job_id, pos, job))
             else:
-                run_id = store.start_run(job_id, campaign_id, 1, "", job.samples_per_iter)
+                run_id = store.start_run(job_id, campaign_id, 1, "", job.units_per_iter)
                 store.finish_run(run_id, job_id, RunStatus.UNSATISFIABLE,
                                  {"error_message": problem})
     return campaign_id, queued

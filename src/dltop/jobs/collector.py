@@ -44,7 +44,7 @@ class IterationCollector:
         """Measured iterations the run must give (None: an epochs run before its plan)."""
         self._warmup = job.warmup
         self.extras = RunExtras(run_id, store, write_later, job.mode == "inference")
-        self.samples_per_iter = job.samples_per_iter
+        self.samples_per_iter = job.units_per_iter
         self.measured: list[float] = []
         self.last_loss: float | None = None
         self.samples_seen = 0

@@ -109,7 +109,7 @@ class RunLifecycle:
         index, total = await self._write(self._store.queue.progress, self._campaign_id)
         attempt = await self._write(self._store.queue.next_attempt, q.job_id)
         run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
-                                   "", job.samples_per_iter)
+                                   "", job.units_per_iter)
         write_later(self._store.update_run, run_id, {
             "cooldown_waited_s": waited_s, "start_temp_c": start_temp,
             "start_power_w": start_power,
@@ -209,7 +209,7 @@ class RunLifecycle:
         if run_id is None:
             attempt = await self._write(self._store.queue.next_attempt, q.job_id)
             run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id,
-                                       attempt, "", q.spec.samples_per_iter)
+                                       attempt, "", q.spec.units_per_iter)
         self._emit(RunStarted(run_id, q.job_id, index, total, q.spec, ""))
         await self._write(self._store.finish_run, run_id, q.job_id, RunStatus.CRASHED,
                           {"error_kind": kind, "error_message": message})

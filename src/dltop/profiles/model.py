@@ -264,6 +264,18 @@ class JobSpec:
             return self.batch_size * self.world_size
         return self.batch_size
 
+    @property
+    def units_per_iter(self) -> int:
+        """What one iteration's throughput counts, all devices: samples, or for the
+        transformers tokens (sequences x ``seq_len``; generate: sequences x
+        ``new_tokens``, the tokens a request generates). The runners report the same
+        in each ``iter`` event's ``samples``; ``runs.samples_per_iter`` stores it."""
+        if self.mode == "generate" and self.new_tokens:
+            return self.samples_per_iter * self.new_tokens
+        if self.seq_len and self.model in catalog.TRANSFORMER_MODELS:
+            return self.samples_per_iter * self.seq_len
+        return self.samples_per_iter
+
     def describe(self) -> str:
         """A short human label, e.g. ``torch fcn-r b1024 cpu:2 #1``.
 

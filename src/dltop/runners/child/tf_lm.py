@@ -87,6 +87,11 @@ def _plain_attention(q, k, v, mask):
     return tf.einsum("bnts,bsnh->btnh", probs, v)
 
 
+def _time(x):
+    """The length of axis 1: a Python int when static (a traced step), else a tensor."""
+    return int(x.shape[1]) if x.shape[1] is not None else tf.shape(x)[1]
+
+
 def _causal(t):
     return tf.linalg.band_part(tf.ones((t, t), tf.bool), -1, 0)[None, None]
 
@@ -98,7 +103,7 @@ def attend(q, k, v, fused, mask=None):
     """
     if fused:
         return keras.ops.dot_product_attention(q, k, v, mask=mask, is_causal=mask is None)
-    return _plain_attention(q, k, v, _causal(int(q.shape[1])) if mask is None else mask)
+    return _plain_attention(q, k, v, _causal(_time(q)) if mask is None else mask)
 
 
 class Cache(object):
@@ -153,7 +158,7 @@ class Block(keras.layers.Layer):
 
     def _qkv(self, h, rope):
         s = self.s
-        b, t, hd = tf.shape(h)[0], int(h.shape[1]), s["d_model"] // s["heads"]
+        b, t, hd = tf.shape(h)[0], _time(h), s["d_model"] // s["heads"]
         if s["family"] == lm_catalog.GPT:
             q, k, v = tf.split(_mm(h, self.qkv_w) + tf.cast(self.qkv_b, h.dtype), 3, axis=-1)
             heads = (s["heads"],) * 3
@@ -257,7 +262,7 @@ class Decoder(keras.Model):
         None; with ``cache``, its keys and values are stored), or one token per sequence
         at the scalar tensor ``pos`` through ``cache``. ``last_only``: the last position's
         logits only (a prefill samples one token)."""
-        t = int(ids.shape[1])
+        t = _time(ids)
         positions = tf.range(t) if pos is None else tf.reshape(pos, [1])
         x = self._embed(ids, positions)
         rope = self._rope(positions)

@@ -40,6 +40,8 @@ def with_defaults(spec):
         out["seq_len"] = lm_catalog.shape(name)["seq_len"]
     if not out.get("attention"):
         out["attention"] = "fused"
+    if out["attention"] not in ("fused", "plain"):
+        raise proto.Failed("attention %r: expected \"fused\" or \"plain\"" % out["attention"])
     if out.get("prompt_tokens") is None:
         out["prompt_tokens"] = lm_catalog.DEFAULT_PROMPT_TOKENS
     if out.get("new_tokens") is None:

@@ -5,8 +5,10 @@ siblings. Mirrors torch_runner: same models (tf_models), loss, optimizers with
 PyTorch's semantics (tf_train), per-step timing synchronised by reading the
 loss (inference: one logit) on the host.
 
-Modes: ``train`` (forward, backward, update) or ``inference`` (forward only,
-``iter.loss`` null). Real data follows ``convergence.Plan``: ``epochs`` or
+Modes: ``train`` (forward, backward, update), ``inference`` (forward only,
+``iter.loss`` null) or, for the transformers (tf_lm; their samples are tokens,
+batch x seq_len), ``generate`` (tf_lm_steps: prefill and decode over a KV
+cache, timed by lm_loop). Real data follows ``convergence.Plan``: ``epochs`` or
 ``warmup + iterations`` steps, ``eval`` events on the test files where
 ``eval_every`` says, ``train_s`` without the evaluations. Batches: tf_data
 (``data_loader`` device or host, ``loader_workers``). ``profile = true``:
@@ -59,6 +61,7 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
 import convergence  # noqa: E402 - after the workers started
 import lm_catalog  # noqa: E402 - after the workers started
 import tf_data  # noqa: E402 - after the workers started
+import tf_lm  # noqa: E402 - after the workers started
 import tf_lm_steps  # noqa: E402 - after the workers started
 import tf_models  # noqa: E402 - after the workers started
 import tf_train  # noqa: E402 - after the workers started
@@ -184,8 +187,8 @@ def _build(spec, lm):
     """The model and its ``model`` event's ``(param_count, flops_per_sample)``."""
     name = spec["model"]
     if lm:
-        model = tf_lm_steps.tf_lm.build(name, spec["attention"])
-        return model, tf_lm_steps.tf_lm.param_count(model), lm_catalog.flops_per_token(
+        model = tf_lm.build(name, spec["attention"])
+        return model, tf_lm.param_count(model), lm_catalog.flops_per_token(
             name, spec["seq_len"], spec.get("mode"))
     model = tf_models.build(name, spec.get("input_size"))
     return model, tf_models.param_count(model), model_catalog.flops_for_mode(

@@ -16,8 +16,10 @@ on CUDA its copy goes through TF's own pinned staging buffer. With
 batches on the host with N parallel calls and N batches prefetched.
 """
 
+import lm_catalog
 import numpy as np
 import tensorflow as tf
+import tf_lm_steps
 import tf_models
 
 
@@ -72,6 +74,12 @@ def _to_device(device, x, y):
         return tf.identity(tf.convert_to_tensor(x)), tf.identity(tf.convert_to_tensor(y))
 
 
+def _synthetic_batch(spec, batch):
+    if lm_catalog.is_transformer(spec["model"]):
+        return tf_lm_steps.synthetic_batch(spec, batch)
+    return tf_models.synthetic_batch(spec["model"], batch, spec.get("input_size"))
+
+
 def synthetic(spec, strategy, world, device, host):
     """The model's random batch: made once on the device, or kept on the host and copied."""
     per_replica = int(spec["per_device_batch"])
@@ -79,11 +87,11 @@ def synthetic(spec, strategy, world, device, host):
     split = _splitter(strategy, per_replica, world)
     if not host:
         with tf.device(device):
-            fixed = tf_models.synthetic_batch(spec["model"], batch, spec.get("input_size"))
+            fixed = _synthetic_batch(spec, batch)
         fixed = split(fixed) if split is not None else fixed
         return Source(lambda step: fixed, None)
     with tf.device("/cpu:0"):
-        x, y = tf_models.synthetic_batch(spec["model"], batch, spec.get("input_size"))
+        x, y = _synthetic_batch(spec, batch)
     x, y = x.numpy(), y.numpy()
     return Source(lambda step: _to_device(device, x, y), split)
 

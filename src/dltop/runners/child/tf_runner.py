@@ -5,8 +5,10 @@ siblings. Mirrors torch_runner: same models (tf_models), loss, optimizers with
 PyTorch's semantics (tf_train), per-step timing synchronised by reading the
 loss (inference: one logit) on the host.
 
-Modes: ``train`` (forward, backward, update) or ``inference`` (forward only,
-``iter.loss`` null). Real data follows ``convergence.Plan``: ``epochs`` or
+Modes: ``train`` (forward, backward, update), ``inference`` (forward only,
+``iter.loss`` null) or, for the transformers (tf_lm; their samples are tokens,
+batch x seq_len), ``generate`` (tf_lm_steps: prefill and decode over a KV
+cache, timed by lm_loop). Real data follows ``convergence.Plan``: ``epochs`` or
 ``warmup + iterations`` steps, ``eval`` events on the test files where
 ``eval_every`` says, ``train_s`` without the evaluations. Batches: tf_data
 (``data_loader`` device or host, ``loader_workers``). ``profile = true``:
@@ -57,7 +59,10 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
     sys.exit(proto.EXIT_ERROR)
 
 import convergence  # noqa: E402 - after the workers started
+import lm_catalog  # noqa: E402 - after the workers started
 import tf_data  # noqa: E402 - after the workers started
+import tf_lm  # noqa: E402 - after the workers started
+import tf_lm_steps  # noqa: E402 - after the workers started
 import tf_models  # noqa: E402 - after the workers started
 import tf_train  # noqa: E402 - after the workers started
 
@@ -172,12 +177,31 @@ def _real(spec, need_test):
     import datasets
 
     kind, shape, train, test = datasets.real_split(spec["model"], spec["data_dir"],
-                                                   spec.get("input_size"), need_test=need_test)
+                                                   spec.get("input_size"), need_test=need_test,
+                                                   seq_len=spec.get("seq_len"))
     return (kind, tf_data.as_arrays(kind, shape, train),
             None if test is None else tf_data.as_arrays(kind, shape, test))
 
 
+def _build(spec, lm):
+    """The model and its ``model`` event's ``(param_count, flops_per_sample)``."""
+    name = spec["model"]
+    if lm:
+        model = tf_lm.build(name, spec["attention"])
+        return model, tf_lm.param_count(model), lm_catalog.flops_per_token(
+            name, spec["seq_len"], spec.get("mode"))
+    model = tf_models.build(name, spec.get("input_size"))
+    return model, tf_models.param_count(model), model_catalog.flops_for_mode(
+        tf_models.training_flops_per_sample(name, model, spec.get("input_size")),
+        spec.get("mode"))
+
+
 def run(spec, reporter):
+    # Transformers: samples are tokens; generate runs its own loop (tf_lm_steps).
+    lm = lm_catalog.is_transformer(spec["model"])
+    if lm:
+        spec = tf_lm_steps.with_defaults(spec)
+    generate = spec.get("mode") == "generate"
     options = spec.get("options") or {}
     inject = options.get("inject")
     xla = bool(options.get("xla", False))
@@ -214,12 +238,15 @@ def run(spec, reporter):
     )
     device = "/gpu:0" if kind == "gpu" else "/cpu:0"
     with strategy.scope() if strategy is not None else tf.device(device):
-        model = tf_models.build(name, spec.get("input_size"))
-        reporter.model(tf_models.param_count(model), model_catalog.flops_for_mode(
-            tf_models.training_flops_per_sample(name, model, spec.get("input_size")),
-            spec.get("mode")))
+        if generate and world * nodes > 1:
+            raise proto.Unsupported("generate runs on one device (one process, one GPU or "
+                                    "cpu:N); this job spans %d replicas" % (world * nodes))
+        model, count, flops = _build(spec, lm)
+        reporter.model(count, flops)
         if inject == "oom":
             raise MemoryError("injected allocation failure (inject = \"oom\")")
+        if generate:
+            return tf_lm_steps.run_generate(spec, reporter, model, device, xla)
         opt = None
         if not inference:
             opt = tf_train.optimizer(spec)
@@ -272,7 +299,7 @@ def run(spec, reporter):
     evaluate = None
     if evaluating and chief:  # the others wait at the next step's all-reduce
         evaluate = _evaluator(model, test_xy, data_kind == "ptb", batch, device)
-    _loop(spec, reporter, plan, work, evaluate, inject)
+    _loop(spec, reporter, plan, work, evaluate, inject, int(spec["seq_len"]) if lm else 1)
     if profiling and not chief:  # the same collective steps, unprofiled
         for i in range(PROFILE_STEPS):
             work(plan.total_steps + i, False)
@@ -287,9 +314,12 @@ def run(spec, reporter):
 PROFILE_STEPS = 5  # tf_profile.PROFILE_STEPS, without importing the profiler for every run
 
 
-def _loop(spec, reporter, plan, work, evaluate, inject):
-    """Run, time and report every step; evaluate (outside the training clock) as planned."""
-    samples = int(spec["samples_per_iter"])
+def _loop(spec, reporter, plan, work, evaluate, inject, tokens=1):
+    """Run, time and report every step; evaluate (outside the training clock) as planned.
+
+    ``tokens``: samples per sequence (a transformer's ``seq_len``: its samples are tokens).
+    """
+    samples = int(spec["samples_per_iter"]) * tokens
     perf = time.perf_counter
     clock = convergence.TrainClock()
     for i in range(plan.total_steps):

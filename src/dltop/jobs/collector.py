@@ -1,6 +1,7 @@
 """Iteration events of one run: UI progress, buffered database rows, seconds kept in memory.
 
-Other events (``plan``, ``eval``, ``profile``) go to :class:`dltop.jobs.evals.RunExtras`;
+Other events (``plan``, ``eval``, ``profile``, ``generate``) go to
+:class:`dltop.jobs.evals.RunExtras`;
 a ``plan`` sets the progress total (and, for an ``epochs`` run, the iterations it
 must measure, which no one knew before the runner loaded its data).
 
@@ -74,6 +75,7 @@ class IterationCollector:
             t_mono_ns = int(event["t_mono_ns"])
         except (KeyError, TypeError, ValueError):
             t_mono_ns = time.monotonic_ns()
+        self.extras.on_iter(index, seconds)
         if not warmup:
             self.measured.append(seconds)
             self.measured_samples += samples
@@ -106,10 +108,12 @@ class IterationCollector:
             f"short: {n} of {self.iterations} measured iterations (the program ended "
             "before dltop had them all)"))
 
-    def flush(self) -> None:
+    def flush(self, final: bool = False) -> None:
+        """Write the buffered rows (``final``: the run ended, nothing more will pair)."""
         if self._buffer:
             self._write_later(self._store.add_iterations, self.run_id, self._buffer)
             self._buffer = []
+        self.extras.flush(final)
         self._last_flush = time.monotonic()
 
 

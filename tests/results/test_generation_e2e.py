@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -21,8 +22,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from dltop.report import data, specs
+from dltop.results import queries
 from dltop.results.generation import decode_rate, quantiles
 from dltop.store.generations import unpack_seconds
+from dltop.store.reader import open_reader
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 sys.path.insert(0, str(PROGRAMS))
@@ -187,14 +191,45 @@ def test_export_metric_cells_carry_p50_p90_p99_and_n(ran: Env, metric: str) -> N
 
 
 def test_prune_keeps_generation_rows_and_their_metrics(ran: Env, tmp_path: Path) -> None:
-    before = ran.export("--metric", "itl")
-    n = len(ran.rows("select 1 from generations"))
-    res = ran.dltop("prune", "--campaign", "all", "--yes")
+    copy = Env(tmp_path)  # its own database: the other tests keep their raw rows
+    shutil.copy(ran.db, copy.db)
+    before = {m: copy.export("--metric", m) for m in ("itl", "latency")}
+    n = len(copy.rows("select 1 from generations"))
+    res = copy.dltop("prune", "--campaign", "all", "--yes")
     assert res.returncode == 0, res.stderr
-    assert ran.rows("select count(*) as n from iterations")[0]["n"] == 0
-    assert len(ran.rows("select 1 from generations")) == n == 4 * (WARMUP + ITERS)
-    after = ran.export("--metric", "itl")
-    assert after["rows"] == before["rows"]
+    assert copy.rows("select count(*) as n from iterations")[0]["n"] == 0
+    assert len(copy.rows("select 1 from generations")) == n == 4 * (WARMUP + ITERS)
+    for m, table in before.items():
+        assert copy.export("--metric", m)["rows"] == table["rows"], m
+
+
+def test_report_draws_latency_vs_batch_and_ttft_vs_prompt(ran: Env) -> None:
+    db = open_reader(ran.db)
+    rep = data.build(db, queries.resolve_campaigns(db, "1"))
+    figs = {f.key: f for f in rep.figures}
+    batch = figs["generate-batch-gpt-tiny"]
+    assert batch.panels == ("TPOT p50 s", "TTFT p50 s") and not batch.omitted
+    reqs = _requests()
+    tpot = quantiles([sum(xs) / (NEW - 1) for _, xs in reqs])
+    ttft = quantiles([t for t, _ in reqs])
+    assert tpot is not None and ttft is not None
+    # 2 batch sizes × 2 prompt lengths (two series), each point its configuration's p50
+    assert sorted((r["batch"], r["panel"]) for r in batch.rows) == sorted(
+        (b, p) for b in (2, 4) for p in batch.panels for _ in range(2))
+    for r in batch.rows:
+        want = tpot[0] if r["panel"] == "TPOT p50 s" else ttft[0]
+        assert r["value"] == pytest.approx(want) and r["low"] == pytest.approx(want)
+    assert len({r["series"] for r in batch.rows}) == 2  # prompt 16 and 32
+    assert "n = 1 ok run per point" in batch.caption
+    prompt = figs["generate-prompt-gpt-tiny"]
+    assert sorted((r["prompt_tokens"], r["series"]) for r in prompt.rows) == [
+        (16, "torch b2 cpu:1"), (16, "torch b4 cpu:1"), (32, "torch b2 cpu:1"),
+        (32, "torch b4 cpu:1")]
+    for fig in (batch, prompt):
+        vl = specs.spec(fig)
+        assert vl["$schema"] and json.dumps(vl)  # a complete, serialisable spec
+    svg = specs.render(specs.spec(prompt), "svg").decode()
+    assert "<svg" in svg and "prompt tokens" in svg
 
 
 def test_decode_rate_by_hand() -> None:

@@ -296,10 +296,13 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     figures: list[Figure] = []
     runs: list[Figure] = []
     note = empty = ""
+    # here, not at the top: dltop.report.generation builds on this module's helpers
+    from dltop.report.generation import generation_figures
+
     if any(r.runs for r in results):
         figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
-                   *batch_figures(results, var), energy_figure(results, var),
-                   *profile_figures(db, ids)]
+                   *batch_figures(results, var), *generation_figures(results),
+                   energy_figure(results, var), *profile_figures(db, ids)]
         runs, note = run_figures(db, ids, max_runs)
     else:
         what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)

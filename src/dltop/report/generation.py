@@ -14,7 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dltop.report.data import _label, _models, _order, flagged_text, n_text
+from dltop.report.captions import flagged_text, n_text
+from dltop.report.captions import label as _label
+from dltop.report.captions import models as _models
+from dltop.report.captions import order as _order
 from dltop.report.model import Figure
 from dltop.results import generation as gen
 from dltop.results import identity

@@ -262,7 +262,9 @@ def config_results(db: sqlite_utils.Database,
     iters, trees = _per_run(db, ok_ids, no_tree)
     evals = evals_of(db, ok_ids)
     targets = targets_of(db, sorted(evals))  # only runs that evaluated: no JSON parsed else
-    gens = generations_of(db, ok_ids)
+    # only generate runs have requests: other campaigns pay no query, no blob decoded
+    gens = generations_of(db, [r["run_id"] for rows in groups.values() for r in rows
+                               if _ok(r) and r["identity"].get("mode") == "generate"])
     return [_combine(rows, iters, trees, evals, targets, gens) for rows in groups.values()]
 
 

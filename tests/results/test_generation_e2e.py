@@ -10,6 +10,7 @@ latency dltop stores is a known function of the request and token index.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -186,6 +187,16 @@ def test_export_metric_cells_carry_p50_p90_p99_and_n(ran: Env, metric: str) -> N
             assert c["value"] == c["p50_s"]
     md = ran.dltop("export", "--metric", metric)
     assert md.returncode == 0 and "n/a: inference run" in md.stdout
+    # CSV: the p50 cell, then its status, p90, p99 and n (decode-rate: n) in columns
+    rows = list(csv.DictReader(line for line in ran.dltop(
+        "export", "--metric", metric, "--format", "csv").stdout.splitlines()
+        if not line.startswith("#")))
+    got = [r for r in rows if r["mode"] == "generate"]
+    assert len(got) == 4
+    for r in got:
+        assert float(r["cpu:1 n"]) >= 1 and r["cpu:1 status"] == "ok"
+        if metric != "decode-rate":
+            assert float(r["cpu:1"]) <= float(r["cpu:1 p90_s"]) <= float(r["cpu:1 p99_s"])
     if metric == "ttft":
         assert f"{quantiles([t for t, _ in _requests()])[0]:#.4g}" in md.stdout
 

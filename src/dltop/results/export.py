@@ -213,7 +213,7 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                Column("framework", "framework", Role.KEY, latex_header="Framework"),
                Column("batch", "batch", Role.KEY, latex_header="Batch"),
                *var.columns(),
-               *(Column(d, d, Role.VALUE, unit_short) for d in devices))
+               *(Column(d, d, Role.VALUE, unit_short, detail=spec.detail) for d in devices))
     simulated = _simulated(db, ids)
     notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
         how=HOW.get(metric, "mean of each run's value"))]

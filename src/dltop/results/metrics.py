@@ -43,6 +43,8 @@ class Metric:
     fmt: Callable[[float], str]
     gpu: bool = False
     """Read from GPU telemetry: ``n/a: no GPU`` on CPU runs, ``simulated`` on fake GPUs."""
+    detail: tuple[str, ...] = ()
+    """Numbers of its :attr:`Value.extra` that CSV exports in columns of their own."""
 
 
 METRIC_LIST = (
@@ -73,17 +75,19 @@ CONVERGENCE_LIST = (
     Metric("epoch-time", "median training seconds per epoch (evaluations excluded)", "s",
            "s/epoch", lambda v: f"{v:.4g}"),
     Metric("latency", "seconds per inference batch or generation request (end to end): "
-           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4),
+           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
     Metric("perplexity", "test perplexity at the last evaluation (language model)", "",
            "perplexity", lambda v: f"{v:.2f}"),
     Metric("ttft", "time to first token in s (prefill and first token): p50 / p90 / p99",
-           "s", "TTFT p50/p90/p99 s", _g4),
+           "s", "TTFT p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
     Metric("tpot", "time per output token in s ((end to end - TTFT) / (new tokens - 1) "
-           "per request): p50 / p90 / p99", "s", "TPOT p50/p90/p99 s", _g4),
+           "per request): p50 / p90 / p99", "s", "TPOT p50/p90/p99 s", _g4,
+           detail=("p90_s", "p99_s", "n")),
     Metric("itl", "inter-token latency in s (every decoded token): p50 / p90 / p99", "s",
-           "ITL p50/p90/p99 s", _g4),
+           "ITL p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
     Metric("decode-rate", "decoded tokens per second (batch × (new tokens - 1) / Σ ITL, "
-           "prefill excluded)", "tokens/s", "decode tok/s", lambda v: f"{v:.1f}"),
+           "prefill excluded)", "tokens/s", "decode tok/s", lambda v: f"{v:.1f}",
+           detail=("n",)),
 )
 METRICS = {m.name: m for m in (*METRIC_LIST, *CONVERGENCE_LIST)}
 """By command-line name, in the order ``dltop export --metric`` lists them: the timed and

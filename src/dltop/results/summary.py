@@ -75,7 +75,7 @@ GENERATION_NOTE = (
 
 
 def _col(m: Metric, key: str | None = None) -> Column:
-    return Column(key or m.name, m.header, Role.VALUE, m.unit)
+    return Column(key or m.name, m.header, Role.VALUE, m.unit, detail=m.detail)
 
 
 def columns(var: identity.Variation | None = None,
@@ -143,7 +143,7 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
             simulated[name] = val.simulated_value
         # without an ok run the median cell names the status; the rest stay blank
         text = val.text(m) if res.runs or i == 0 else ""
-        cells.append(Cell(text, val.value, res.status))
+        cells.append(Cell(text, val.value, res.status, dict(val.extra) if m.detail else {}))
         if i == 0:
             interval = ci(res)
             for bound in (0, 1):

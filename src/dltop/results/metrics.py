@@ -292,7 +292,7 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
 
 def _percentiles(p: gen.Percentiles, n: int) -> Value:
     p50, p90, p99 = p
-    return Value(p50, suffix=f" / {_g4(p90)} / {_g4(p99)}",
+    return Value(p50, suffix=f" / {_g4(p90)} / {_g4(p99)} (n {n})",
                  extra=(("p50_s", p50), ("p90_s", p90), ("p99_s", p99), ("n", float(n))))
 
 

@@ -51,6 +51,8 @@ class IterationCollector:
         self.samples_seen = 0
         self.measured_samples = 0
         """Training samples of the measured iterations (the measured window's)."""
+        self.measured_sizes: set[int] = set()
+        """The distinct ``samples`` of the measured iterations (kept while at most two)."""
         self._on_iteration = on_iteration
         self._emit = emit
         self._store = store
@@ -79,6 +81,8 @@ class IterationCollector:
         if not warmup:
             self.measured.append(seconds)
             self.measured_samples += samples
+            if len(self.measured_sizes) < 2:
+                self.measured_sizes.add(samples)
         self.samples_seen += samples
         self.last_loss = loss
         if self._on_iteration is not None:
@@ -146,7 +150,11 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
         "final_loss": c.last_loss,
     }
     if c.measured:
-        fields.update(summarize_run(c.measured, c.samples_per_iter).to_columns())
+        # A runner whose every step reports another sample count than the spec's batch
+        # (a transformer's tokens, a generate request's batch x new tokens) sets it.
+        per_iter = next(iter(c.measured_sizes)) if len(c.measured_sizes) == 1 \
+            else c.samples_per_iter
+        fields.update(summarize_run(c.measured, per_iter).to_columns())
     fields.update(c.extras.fields(c.measured))
     return fields
 

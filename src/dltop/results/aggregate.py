@@ -81,7 +81,7 @@ class RunRecord:
         A run stored without iteration rows falls back to samples per iteration
         over its mean seconds per iteration (the same ratio when every
         iteration has the same batch), then to the run's stored summary
-        (``runs.samples_per_s``: batch over median).
+        (``runs.samples_per_s``: samples per iteration over median).
         """
         seconds = sum(s for s, _ in self.iterations)
         if self.iterations and seconds > 0:

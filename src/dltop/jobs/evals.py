@@ -82,7 +82,8 @@ def generation_row(event: dict[str, Any]) -> dict[str, Any]:
 
 
 class RunExtras:
-    """One run's plan (its total steps, for progress), evaluations and profile."""
+    """One run's plan (its total steps, for progress), evaluations, profile and
+    generation requests."""
 
     def __init__(self, run_id: int, store: Store, write_later: Callable[..., None],
                  inference: bool) -> None:

@@ -35,7 +35,7 @@ from dltop.telemetry.model import RunTelemetry
 from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
 
 GROWING = ("jobs", "runs", "iterations", "gpu_samples", "host_samples", "environment",
-           "evals", "profile_ops")
+           "evals", "profile_ops", "generations")
 """Tables whose rows grow with campaigns, runs and time: never scanned whole."""
 
 PROFILE = """
@@ -145,6 +145,9 @@ def _scenario(store: Store, cids: list[int]) -> None:
                                "profile_device": "cpu"},
                       [{"name": "aten::mm", "calls": 10, "self_cpu_ms": 20.0, "total_ms": 25.0,
                         "share_pct": 40.0}])
+    store.add_generations(run_id, [{"idx": 0, "warmup": 0, "ttft_s": 0.05, "e2e_s": 0.1,
+                                    "prompt_tokens": 8, "new_tokens": 2, "batch": 1,
+                                    "itl_s": b"\0" * 8}])
     queue.take_cancel_run(cid)
     store.edits.cancel_run(cid, run_id)
     queue.take_cancel_run(cid)

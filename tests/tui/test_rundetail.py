@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from dltop.store import Store, connect
+from dltop.store.generations import pack_seconds
 from dltop.tui.app import DltopApp
 from dltop.tui.logview import LogLines, LogViewer
 from dltop.tui.queue import QueueTable
@@ -310,3 +311,33 @@ async def test_a_run_without_evaluations_or_profile_shows_neither(
         assert text_of(screen, "#rd-convergence").strip() == ""
         assert text_of(screen, "#rd-profile").strip() == ""
         assert screen.query_one("#chart-eval").has_class("-hidden")
+
+
+async def test_a_generate_run_shows_ttft_tpot_itl_and_decode_rate(
+        data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
+    store = Store(connect(data.seeded.db_path))
+    # batch 2, 4 new tokens: 3 latencies per request; the warm-up request is left out
+    store.add_generations(data.ok_run, [
+        {"idx": i, "warmup": int(i == 0), "ttft_s": 0.1 * (i + 1), "e2e_s": 0.1 * (i + 1) + 0.03,
+         "prompt_tokens": 16, "new_tokens": 4, "batch": 2,
+         "itl_s": pack_seconds([0.01, 0.01, 0.01] if i else [9.0, 9.0, 9.0])}
+        for i in range(3)])
+    app = make_app(data.seeded)
+    async with app.run_test(size=(200, 60)) as pilot:
+        screen = await open_row(pilot, app, 0, wait_until_async)
+        gen = text_of(screen, "#rd-generation")
+        assert "2 measured requests, 6 inter-token latencies" in gen
+        rows = {line.split()[0]: line.split()[1:] for line in gen.splitlines()
+                if line.split() and line.split()[0] in ("TTFT", "TPOT", "ITL", "decode")}
+        assert rows["TTFT"] == ["250.000", "290.000", "299.000"]  # p50/p90/p99 of 0.2, 0.3
+        assert rows["TPOT"] == ["10.000"] * 3 and rows["ITL"] == ["10.000"] * 3
+        assert rows["decode"][0] == "200.0"  # 2 × 3 tokens × 2 requests / 0.06 s
+
+
+async def test_a_run_without_generation_requests_has_no_generation_panel(
+        data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
+    app = make_app(data.seeded)
+    async with app.run_test(size=(200, 60)) as pilot:
+        screen = await open_row(pilot, app, 0, wait_until_async)
+        assert text_of(screen, "#rd-generation").strip() == ""
+        assert not screen.query_one("#rd-generation").display

@@ -16,7 +16,8 @@ DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compa
                "with no command (or ``tui``), the live viewer.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
-                  "epoch-time", "latency", "perplexity"]
+                  "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
+                  "decode-rate"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
 
@@ -153,7 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "throughput (samples/s), power (W), energy (J/sample), gpu-memory "
                           "and host-memory (MiB), cpu (%%), tflops (TFLOP/s), mfu (%%); "
                           "convergence runs: accuracy, time-to-accuracy (s), epoch-time (s), "
-                          "perplexity; inference runs: latency (p50/p90/p99 s)")
+                          "perplexity; inference runs: latency (p50/p90/p99 s); generate "
+                          "runs: latency (end to end), ttft, tpot, itl (p50/p90/p99 s), "
+                          "decode-rate (tokens/s)")
     exp.add_argument("--table", default="pivot",
                      choices=["pivot", "summary", "scaling", "profile"],
                      help="pivot: the paper's table of one metric (default); summary: one "

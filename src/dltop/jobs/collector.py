@@ -1,6 +1,7 @@
 """Iteration events of one run: UI progress, buffered database rows, seconds kept in memory.
 
-Other events (``plan``, ``eval``, ``profile``) go to :class:`dltop.jobs.evals.RunExtras`;
+Other events (``plan``, ``eval``, ``profile``, ``generate``) go to
+:class:`dltop.jobs.evals.RunExtras`;
 a ``plan`` sets the progress total (and, for an ``epochs`` run, the iterations it
 must measure, which no one knew before the runner loaded its data).
 
@@ -50,6 +51,8 @@ class IterationCollector:
         self.samples_seen = 0
         self.measured_samples = 0
         """Training samples of the measured iterations (the measured window's)."""
+        self.measured_sizes: set[int] = set()
+        """The distinct ``samples`` of the measured iterations (kept while at most two)."""
         self._on_iteration = on_iteration
         self._emit = emit
         self._store = store
@@ -74,9 +77,12 @@ class IterationCollector:
             t_mono_ns = int(event["t_mono_ns"])
         except (KeyError, TypeError, ValueError):
             t_mono_ns = time.monotonic_ns()
+        self.extras.on_iter(index, seconds)
         if not warmup:
             self.measured.append(seconds)
             self.measured_samples += samples
+            if len(self.measured_sizes) < 2:
+                self.measured_sizes.add(samples)
         self.samples_seen += samples
         self.last_loss = loss
         if self._on_iteration is not None:
@@ -106,10 +112,12 @@ class IterationCollector:
             f"short: {n} of {self.iterations} measured iterations (the program ended "
             "before dltop had them all)"))
 
-    def flush(self) -> None:
+    def flush(self, final: bool = False) -> None:
+        """Write the buffered rows (``final``: the run ended, nothing more will pair)."""
         if self._buffer:
             self._write_later(self._store.add_iterations, self.run_id, self._buffer)
             self._buffer = []
+        self.extras.flush(final)
         self._last_flush = time.monotonic()
 
 
@@ -142,7 +150,11 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
         "final_loss": c.last_loss,
     }
     if c.measured:
-        fields.update(summarize_run(c.measured, c.samples_per_iter).to_columns())
+        # A runner whose every step reports another sample count than the spec's batch
+        # (a transformer's tokens, a generate request's batch x new tokens) sets it.
+        per_iter = next(iter(c.measured_sizes)) if len(c.measured_sizes) == 1 \
+            else c.samples_per_iter
+        fields.update(summarize_run(c.measured, per_iter).to_columns())
     fields.update(c.extras.fields(c.measured))
     return fields
 

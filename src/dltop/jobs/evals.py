@@ -1,12 +1,16 @@
-"""A run's ``plan``, ``eval`` and ``profile`` events (issue 17): progress total, rows.
+"""A run's ``plan``, ``eval``, ``profile`` (issue 17) and ``generate`` (issue 29) events.
 
 The :class:`~dltop.jobs.collector.IterationCollector` hands every event other
 than ``iter`` here. Events arrive already checked (:mod:`dltop.jobs.protocol_evals`).
 Evaluations are a few per run: each is written as it comes (through the
 engine's single writer, ordered behind the run's iteration rows), so a run
 that dies later keeps the evaluations it made. The operator profile is one
-write. At the run's end :meth:`RunExtras.fields` gives the ``runs`` columns of
-an inference run's latency percentiles.
+write. A ``generate`` event waits for the ``iter`` of its index (the request's
+end-to-end seconds) and the pair becomes one ``generations`` row, buffered and
+written with the iteration rows (:meth:`RunExtras.flush`); one whose ``iter`` never
+came (the runner died in between) is written at the run's end with ``e2e_s`` NULL.
+At the run's end :meth:`RunExtras.fields` gives the ``runs`` columns of an inference
+run's latency percentiles.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dltop.results.convergence import percentile
+from dltop.store.generations import pack_seconds
 from dltop.store.writer import Store
 
 PLAN_COLUMN = "plan_iterations"
@@ -67,8 +72,18 @@ def profile_rows(event: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, 
             ops)
 
 
+def generation_row(event: dict[str, Any]) -> dict[str, Any]:
+    """The ``generations`` row of a checked ``generate`` event, ``e2e_s`` not yet known."""
+    return {"idx": int(event["index"]), "warmup": int(bool(event["warmup"])),
+            "ttft_s": float(event["ttft_s"]), "e2e_s": None,
+            "prompt_tokens": int(event["prompt_tokens"]),
+            "new_tokens": int(event["new_tokens"]), "batch": int(event["batch"]),
+            "itl_s": pack_seconds([float(x) for x in event["itl_s"]])}
+
+
 class RunExtras:
-    """One run's plan (its total steps, for progress), evaluations and profile."""
+    """One run's plan (its total steps, for progress), evaluations, profile and
+    generation requests."""
 
     def __init__(self, run_id: int, store: Store, write_later: Callable[..., None],
                  inference: bool) -> None:
@@ -77,12 +92,17 @@ class RunExtras:
         """Steps the runner said it will run (warm-up included), once its plan came."""
         self.n_evals = 0
         self.profiled = False
+        self.n_generations = 0
+        self._pending: dict[str, Any] | None = None
+        """The last ``generate`` event's row, until its ``iter`` gives ``e2e_s``."""
+        self._generations: list[dict[str, Any]] = []
         self._inference = inference
         self._store = store
         self._write_later = write_later
 
     def on_event(self, event: dict[str, Any]) -> bool:
-        """Take a ``plan``, ``eval`` or ``profile`` event; False for any other event."""
+        """Take a ``plan``, ``eval``, ``profile`` or ``generate`` event; False for any
+        other event."""
         name = event.get("event")
         if name == "plan":
             self.plan_iterations = int(event["iterations"])
@@ -95,9 +115,30 @@ class RunExtras:
             self.profiled = True
             summary, ops = profile_rows(event)
             self._write_later(self._store.set_profile, self.run_id, summary, ops)
+        elif name == "generate":
+            self.n_generations += 1
+            if self._pending is not None:  # its iter never came: end-to-end unknown
+                self._generations.append(self._pending)
+            self._pending = generation_row(event)
         else:
             return False
         return True
+
+    def on_iter(self, index: int, seconds: float) -> None:
+        """An accepted ``iter``: the end-to-end seconds of the generation request of
+        the same index, if one waits."""
+        if self._pending is not None and self._pending["idx"] == index:
+            self._generations.append({**self._pending, "e2e_s": seconds})
+            self._pending = None
+
+    def flush(self, final: bool = False) -> None:
+        """Write the generation rows complete so far (``final``: the waiting one too)."""
+        if final and self._pending is not None:
+            self._generations.append(self._pending)
+            self._pending = None
+        if self._generations:
+            self._write_later(self._store.add_generations, self.run_id, self._generations)
+            self._generations = []
 
     def fields(self, measured_s: Sequence[float]) -> dict[str, Any]:
         """``runs`` columns at the run's end: latency p50/p99 of an inference run's

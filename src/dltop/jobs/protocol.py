@@ -22,7 +22,8 @@ a statistic. The rules, per field:
   null or a finite number 0 or more;
 - ``error``: ``kind`` and ``message`` text (or a null message);
 - ``plan``, ``eval`` and ``profile`` (convergence, evaluation and operator
-  profiles, issue 17): see :mod:`dltop.jobs.protocol_evals`.
+  profiles, issue 17) and ``generate`` (one generation request, issue 29): see
+  :mod:`dltop.jobs.protocol_evals`.
 
 Events of other names are accepted (forward compatibility), within the integer rule.
 """
@@ -30,9 +31,10 @@ Events of other names are accepted (forward compatibility), within the integer r
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
-from dltop.jobs.protocol_evals import check_eval, check_plan, check_profile
+from dltop.jobs.protocol_evals import check_eval, check_generate, check_plan, check_profile
 
 INT64_MAX = 2**63 - 1
 MAX_SAMPLES = 2**53
@@ -165,6 +167,7 @@ class EventChecker:
     def __init__(self) -> None:
         self.last_index = -1
         self.last_eval_index = -1
+        self.last_generate_index = -1
 
     def problem(self, event: dict[str, Any]) -> str | None:
         """Why ``event`` is refused (``iter event: seconds -6.24 is not ...``), or None.
@@ -176,11 +179,14 @@ class EventChecker:
         if where is not None:
             return f"{name} event: {where} {_show(event_path(event, where))} is out of range " \
                    "(SQLite integers are 64-bit)"
-        check = {"iter": lambda e: _check_iter(e, self.last_index), "hello": _check_hello,
+        checks: dict[str, Callable[[dict[str, Any]], str | None]] = {
+                 "iter": lambda e: _check_iter(e, self.last_index), "hello": _check_hello,
                  "model": _check_model, "error": _check_error, "plan": check_plan,
                  "setup": _check_setup,
                  "eval": lambda e: check_eval(e, self.last_eval_index),
-                 "profile": check_profile}.get(str(name))
+                 "profile": check_profile,
+                 "generate": lambda e: check_generate(e, self.last_generate_index)}
+        check = checks.get(str(name))
         why = check(event) if check is not None else None
         if why is not None:
             return f"{name} event: {why}"
@@ -188,6 +194,8 @@ class EventChecker:
             self.last_index = event["index"]
         elif name == "eval":
             self.last_eval_index = event["index"]
+        elif name == "generate":
+            self.last_generate_index = event["index"]
         return None
 
 

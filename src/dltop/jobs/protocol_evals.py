@@ -18,7 +18,13 @@ counted and skipped like any other). The rules, per event:
   :data:`MAX_PROFILE_OPS` objects, each with ``name`` (text, 1 to
   :data:`MAX_OP_NAME` characters), ``calls`` (integer >= 0), ``self_cpu_ms`` and
   ``total_ms`` (finite >= 0), ``self_device_ms`` (null or finite >= 0) and
-  ``shapes`` (null or text).
+  ``shapes`` (null or text);
+- ``generate`` (one generation request, ``mode = "generate"``, issue 29): ``index``
+  an integer >= 0, larger than the run's previous generate's (its ``iter`` follows
+  under the same index); ``warmup`` a boolean; ``ttft_s`` a finite number in
+  (0, :data:`MAX_SECONDS`]; ``prompt_tokens``, ``new_tokens`` and ``batch`` integers
+  >= 1, ``new_tokens`` at most :data:`MAX_NEW_TOKENS`; ``itl_s`` a list of exactly
+  ``new_tokens - 1`` finite numbers in [0, :data:`MAX_SECONDS`].
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ MAX_PROFILE_OPS = 40
 MAX_OP_NAME = 500
 MAX_SECONDS = 1e9
 """No evaluation, nor training so far, lasts longer than ~31 years: a larger value is a bug."""
+MAX_NEW_TOKENS = 65536
+"""Tokens one generation request may decode: its ``itl_s`` list has one fewer. A longer
+list is a runner's bug (no catalogue model has a context near it), and the bound keeps
+one event's stored row small (8 bytes per latency)."""
 _NONFINITE = frozenset({"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity"})
 
 
@@ -144,4 +154,35 @@ def check_profile(e: dict[str, Any]) -> str | None:
         why = _check_op(i, op)
         if why is not None:
             return why
+    return None
+
+
+def check_generate(e: dict[str, Any], last_index: int) -> str | None:
+    """Why a ``generate`` event is refused, or None (``last_index``: the previous one's)."""
+    why = _int_field(e, "index", 0, required=True)
+    if why is not None:
+        return why
+    if e["index"] <= last_index:
+        return (f"index {e['index']} repeats or goes back (after {last_index}): each "
+                "generation request needs a new, larger index")
+    if e.get("warmup") not in (True, False, 0, 1):
+        return f"warmup {_show(e.get('warmup'))} is not a boolean"
+    why = (_number_field(e, "ttft_s", required=True, positive=True)
+           or _int_field(e, "prompt_tokens", 1, required=True)
+           or _int_field(e, "new_tokens", 1, required=True)
+           or _int_field(e, "batch", 1, required=True))
+    if why is not None:
+        return why
+    if e["ttft_s"] > MAX_SECONDS:
+        return f"ttft_s {_show(e['ttft_s'])} is not a number in (0, {MAX_SECONDS:g}]"
+    new = e["new_tokens"]
+    if new > MAX_NEW_TOKENS:
+        return f"new_tokens {new} is over {MAX_NEW_TOKENS}"
+    itl: Any = e.get("itl_s")
+    if not isinstance(itl, list) or len(itl) != new - 1:
+        got = f"{len(itl)} latencies" if isinstance(itl, list) else _show(itl)
+        return f"itl_s is not a list of new_tokens - 1 = {new - 1} latencies (got {got})"
+    for i, v in enumerate(itl):
+        if not _finite(v) or not 0 <= v <= MAX_SECONDS:
+            return f"itl_s.{i} {_show(v)} is not a number in [0, {MAX_SECONDS:g}]"
     return None

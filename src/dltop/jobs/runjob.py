@@ -166,7 +166,7 @@ class RunLifecycle:
         finally:
             del self._run_stops[run_id]
             ended.set()
-        collector.flush()
+        collector.flush(final=True)
         outcome = collector.short(outcome)
         await writes.settled()
         fields = run_fields(outcome, collector)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
 from dltop.paths import stored_path
+from dltop.results import generation as gen
 from dltop.results.gpufacts import GPU_FACTS_KEY, gpu_facts_texts
 from dltop.results.profile import ProfileOp, profile_ops
 from dltop.results.runtrace import (
@@ -154,6 +155,8 @@ class RunDetail:
     profile_device: str | None = None
     node_gpus: tuple[NodeGpu, ...] = ()
     """Each node's GPUs (a Slurm run's node agents); empty for a local run."""
+    generation: gen.GenStats | None = None
+    """TTFT/TPOT/ITL of its measured generation requests so far (``mode = "generate"``)."""
 
     @property
     def label(self) -> str:
@@ -287,7 +290,8 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         telemetry=tel, environment=environment, pruned=pruned,
         profile=profile_ops(db, run_id, r.get("profile_steps")),
         profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
-        profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id))
+        profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id),
+        generation=gen.stats(gen.generations_of(db, [run_id]).get(run_id, ())))
 
 
 def node_gpus(db: Db, run_id: int) -> tuple[NodeGpu, ...]:

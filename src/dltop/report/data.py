@@ -20,13 +20,17 @@ import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dltop import catalog
 from dltop.catalog import JobStatus, RunStatus
+from dltop.report.captions import flagged_text, n_text
+from dltop.report.captions import label as _label
+from dltop.report.captions import models as _models
+from dltop.report.captions import order as _order
+from dltop.report.generation import generation_figures
 from dltop.report.model import Figure, Report
 from dltop.report.profiles import profile_figures
 from dltop.report.runs import run_figures
 from dltop.results import caption, identity, queries, scaling, summary
-from dltop.results.aggregate import ConfigResult, config_results, placed_identities, rank
+from dltop.results.aggregate import ConfigResult, config_results, placed_identities
 from dltop.results.metrics import value_of
 from dltop.results.table import fmt_seconds
 from dltop.textsafe import one_line
@@ -39,41 +43,6 @@ FAMILY_AXIS = {"cpu": "threads", "cpus": "CPU worker processes", "gpu": "GPUs"}
 MAX_RUNS = 24
 """Per-run figures drawn at most (each is a few panels of SVG)."""
 SPREAD_TIME = "error bars: min–max of the runs' median s/iter"
-
-
-def _label(r: ConfigResult | scaling.ScalingRow, var: identity.Variation, *,
-           batch: bool = True, host: bool = False) -> str:
-    """``torch b32`` (with the varying identity fields, and the host where the set
-    spans several): one line of a figure, so two configurations never share one."""
-    parts = [r.framework] + ([f"b{r.batch_size}"] if batch else [])
-    parts += [f"{identity.header(f)} {t}" for f, t in zip(var.fields, var.texts(r.identity),
-                                                          strict=True)]
-    if host:
-        parts.append(f"@{r.host}")
-    return one_line(" ".join(parts))
-
-
-def n_text(results: Sequence[ConfigResult]) -> str:
-    """``n = 2 runs per point`` (``n = 1–3`` when it differs)."""
-    ns = sorted({r.n_runs for r in results})
-    if not ns:
-        return "n = 0"
-    span = str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
-    return f"n = {span} ok run{'s' if ns[-1] != 1 else ''} per point"
-
-
-def flagged_text(results: Sequence[ConfigResult]) -> str:
-    """Which runs were noisy, packed or contaminated (``none`` for each that none was)."""
-    parts = []
-    for name in ("noisy", "packed", "contaminated"):
-        who = []
-        for r in results:
-            ids = [str(run.run_id) for run in r.runs if getattr(run, name)]
-            if ids:
-                who.append(one_line(f"{r.framework} b{r.batch_size} {r.device} "
-                                    f"(run{'s' if len(ids) > 1 else ''} {', '.join(ids)})"))
-        parts.append(f"{name}: {', '.join(who) if who else 'none'}")
-    return "; ".join(parts)
 
 
 def spread_text(results: Sequence[ConfigResult]) -> str:
@@ -108,11 +77,6 @@ def rate_spread_text(results: Sequence[ConfigResult]) -> str:
 
 def _medians(r: ConfigResult) -> list[float]:
     return [float(run.get("median_s")) for run in r.runs if run.get("median_s") is not None]
-
-
-def _order(r: ConfigResult) -> tuple[Any, ...]:
-    return (rank(r.model, catalog.MODELS), rank(r.framework, catalog.FRAMEWORKS),
-            r.batch_size, r.device_count)
 
 
 def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
@@ -259,10 +223,6 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
                   caption="; ".join(notes) + ".")
 
 
-def _models(results: Sequence[ConfigResult]) -> list[str]:
-    return sorted({r.model for r in results}, key=lambda m: (rank(m, catalog.MODELS), m))
-
-
 def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, str]:
     """Configuration key → the message of its first failed latest run (one line)."""
     marks = ",".join("?" * len(ids))
@@ -298,8 +258,8 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     note = empty = ""
     if any(r.runs for r in results):
         figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
-                   *batch_figures(results, var), energy_figure(results, var),
-                   *profile_figures(db, ids)]
+                   *batch_figures(results, var), *generation_figures(results),
+                   energy_figure(results, var), *profile_figures(db, ids)]
         runs, note = run_figures(db, ids, max_runs)
     else:
         what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)

@@ -23,8 +23,8 @@ class Figure:
     key: str
     """Unique file stem (``time-fcn-r-cpu``)."""
     kind: str
-    """``devices``, ``scaling``, ``batch``, ``energy``, ``profile`` or ``run``: which spec
-    draws it."""
+    """``devices``, ``scaling``, ``batch``, ``energy``, ``profile``, ``prompt`` or ``run``:
+    which spec draws it."""
     title: str
     caption: str = ""
     """n, spread, flagged runs (and what a panel left out lacks)."""

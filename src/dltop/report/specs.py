@@ -150,11 +150,22 @@ def scaling_spec(fig: Figure, size: Size) -> dict[str, Any]:
 
 def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
     """Throughput (min–max error bars) and GPU memory vs batch size, side by side."""
-    panels = [_lines(fig, _values(fig.rows, panel=p)["values"], _x(fig, "batch", log=True),
-                     "value", p, size, bars=p == "samples/s") for p in fig.panels]
+    panels = []
+    for p in fig.panels:
+        rows = _values(fig.rows, panel=p)["values"]
+        # error bars where the rows carry them (samples/s; generation latencies)
+        panels.append(_lines(fig, rows, _x(fig, "batch", log=True), "value", p, size,
+                             bars=any("low" in r for r in rows)))
     if len(panels) == 1:  # a single view: it can be fitted to a column
         return {**_base(fig, size), **panels[0]}
     return {**_base(fig, size), "hconcat": panels}
+
+
+def prompt_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """TTFT p50 vs prompt length per framework (generate runs), the runs' p50 min–max as
+    error bars (:mod:`dltop.report.generation`)."""
+    return {**_base(fig, size), **_lines(fig, fig.rows, _x(fig, "prompt_tokens", log=True),
+                                         "value", fig.panels[0], size, bars=True)}
 
 
 def energy_spec(fig: Figure, size: Size) -> dict[str, Any]:
@@ -225,7 +236,8 @@ def profile_spec(fig: Figure, size: Size) -> dict[str, Any]:
 
 
 BUILDERS = {"devices": devices_spec, "scaling": scaling_spec, "batch": batch_spec,
-            "energy": energy_spec, "run": run_spec, "profile": profile_spec}
+            "energy": energy_spec, "run": run_spec, "profile": profile_spec,
+            "prompt": prompt_spec}
 
 
 def spec(fig: Figure, size: Size = SCREEN) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results import identity
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
+from dltop.results.generation import Request, generations_of
 from dltop.results.table import status_label
 from dltop.store.archive import ARCHIVE, unpack_measured
 
@@ -66,6 +67,8 @@ class RunRecord:
     """Its evaluations on the test set, in order (convergence runs)."""
     target_accuracy: float | None = None
     """Its job's ``target_accuracy`` (not identity: read from the job's spec)."""
+    generations: tuple[Request, ...] = ()
+    """Its measured generation requests, in order (``mode = "generate"`` runs)."""
 
     def get(self, name: str) -> Any:
         """A stored column of :data:`RUN_FIELDS` (``None`` when not recorded)."""
@@ -78,7 +81,7 @@ class RunRecord:
         A run stored without iteration rows falls back to samples per iteration
         over its mean seconds per iteration (the same ratio when every
         iteration has the same batch), then to the run's stored summary
-        (``runs.samples_per_s``: batch over median).
+        (``runs.samples_per_s``: samples per iteration over median).
         """
         seconds = sum(s for s, _ in self.iterations)
         if self.iterations and seconds > 0:
@@ -259,7 +262,10 @@ def config_results(db: sqlite_utils.Database,
     iters, trees = _per_run(db, ok_ids, no_tree)
     evals = evals_of(db, ok_ids)
     targets = targets_of(db, sorted(evals))  # only runs that evaluated: no JSON parsed else
-    return [_combine(rows, iters, trees, evals, targets) for rows in groups.values()]
+    # only generate runs have requests: other campaigns pay no query, no blob decoded
+    gens = generations_of(db, [r["run_id"] for rows in groups.values() for r in rows
+                               if _ok(r) and r["identity"].get("mode") == "generate"])
+    return [_combine(rows, iters, trees, evals, targets, gens) for rows in groups.values()]
 
 
 def _ok(row: dict[str, Any]) -> bool:
@@ -308,7 +314,7 @@ def _archived(db: sqlite_utils.Database, run_ids: list[int],
 
 def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
             trees: dict[int, float], evals: dict[int, list[EvalPoint]],
-            targets: dict[int, float]) -> RunRecord:
+            targets: dict[int, float], gens: dict[int, list[Request]]) -> RunRecord:
     rid = int(row["run_id"])
     return RunRecord(
         run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
@@ -319,14 +325,14 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
         tree_cpu_mean_pct=(trees.get(rid) if row["tree_cpu_mean_pct"] is None
                            else float(row["tree_cpu_mean_pct"])),
         fields={c: row[c] for c in RUN_FIELDS}, evals=tuple(evals.get(rid, ())),
-        target_accuracy=targets.get(rid))
+        target_accuracy=targets.get(rid), generations=tuple(gens.get(rid, ())))
 
 
 def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]]],
              trees: dict[int, float], evals: dict[int, list[EvalPoint]],
-             targets: dict[int, float]) -> ConfigResult:
+             targets: dict[int, float], gens: dict[int, list[Request]]) -> ConfigResult:
     first = rows[0]
-    ok = [_record(r, iters, trees, evals, targets) for r in rows if _ok(r)]
+    ok = [_record(r, iters, trees, evals, targets, gens) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]
     status: str
     median: float | None

@@ -84,7 +84,15 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "none did)",
        "epoch-time": "median of each run's median training seconds per epoch",
        "latency": "p50 / p90 / p99 of every measured iteration of the ok runs together "
-       "(inference runs)"}
+       "(inference batches; generate runs: end-to-end seconds per request)",
+       "ttft": "p50 / p90 / p99 of the time to first token of every measured generation "
+       "request of the ok runs together",
+       "tpot": "p50 / p90 / p99, over every measured generation request of the ok runs, "
+       "of (end to end - TTFT) / (new tokens - 1)",
+       "itl": "p50 / p90 / p99 of every inter-token latency of the measured generation "
+       "requests of the ok runs together",
+       "decode-rate": "median of each run's batch × (new tokens - 1) / Σ inter-token "
+       "latency over its measured requests (prefill excluded)"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")
@@ -210,7 +218,7 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                Column("framework", "framework", Role.KEY, latex_header="Framework"),
                Column("batch", "batch", Role.KEY, latex_header="Batch"),
                *var.columns(), *unit_col,
-               *(Column(d, d, Role.VALUE, unit_short) for d in devices))
+               *(Column(d, d, Role.VALUE, unit_short, detail=spec.detail) for d in devices))
     simulated = _simulated(db, ids)
     notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
         how=HOW.get(metric, "mean of each run's value"))]

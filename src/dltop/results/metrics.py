@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from dltop.results import convergence as conv
+from dltop.results import generation as gen
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.peaks import gpu_peak
 from dltop.results.table import fmt_seconds
@@ -42,6 +43,8 @@ class Metric:
     fmt: Callable[[float], str]
     gpu: bool = False
     """Read from GPU telemetry: ``n/a: no GPU`` on CPU runs, ``simulated`` on fake GPUs."""
+    detail: tuple[str, ...] = ()
+    """Numbers of its :attr:`Value.extra` that CSV exports in columns of their own."""
 
 
 METRIC_LIST = (
@@ -71,10 +74,20 @@ CONVERGENCE_LIST = (
            "TTA s", lambda v: f"{v:.4g}"),
     Metric("epoch-time", "median training seconds per epoch (evaluations excluded)", "s",
            "s/epoch", lambda v: f"{v:.4g}"),
-    Metric("latency", "seconds per inference batch: p50 / p90 / p99", "s",
-           "p50/p90/p99 s", _g4),
+    Metric("latency", "seconds per inference batch or generation request (end to end): "
+           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
     Metric("perplexity", "test perplexity at the last evaluation (language model)", "",
            "perplexity", lambda v: f"{v:.2f}"),
+    Metric("ttft", "time to first token in s (prefill and first token): p50 / p90 / p99",
+           "s", "TTFT p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+    Metric("tpot", "time per output token in s ((end to end - TTFT) / (new tokens - 1) "
+           "per request): p50 / p90 / p99", "s", "TPOT p50/p90/p99 s", _g4,
+           detail=("p90_s", "p99_s", "n")),
+    Metric("itl", "inter-token latency in s (every decoded token): p50 / p90 / p99", "s",
+           "ITL p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+    Metric("decode-rate", "decoded tokens per second (batch × (new tokens - 1) / Σ ITL, "
+           "prefill excluded)", "tokens/s", "decode tok/s", lambda v: f"{v:.1f}",
+           detail=("n",)),
 )
 METRICS = {m.name: m for m in (*METRIC_LIST, *CONVERGENCE_LIST)}
 """By command-line name, in the order ``dltop export --metric`` lists them: the timed and
@@ -138,7 +151,7 @@ def metric(name: str) -> Metric:
 
 
 TIMED = ("time", "mean-time", "throughput", "tflops", "mfu", "time-to-accuracy",
-         "epoch-time", "latency")
+         "epoch-time", "latency", "ttft", "tpot", "itl", "decode-rate")
 """Metrics computed from iteration times: the ones a noisy run (``*``) makes uncertain."""
 
 
@@ -241,7 +254,10 @@ def value_of(res: ConfigResult, name: str) -> Value:
 
 
 CONVERGENCE = tuple(m.name for m in CONVERGENCE_LIST)
-"""Metrics of convergence runs (evaluations) and inference runs (latency)."""
+"""Metrics of convergence runs (evaluations), inference runs (latency) and generation
+runs (latency, TTFT, TPOT, ITL, decode tokens/s)."""
+GENERATION = ("ttft", "tpot", "itl", "decode-rate")
+"""The metrics read from ``generations`` rows (:mod:`dltop.results.generation`)."""
 
 
 def convergence_value(res: ConfigResult, name: str) -> Value:
@@ -250,14 +266,15 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
     measured iterations of every ok run together)."""
     runs = res.runs
     if name == "latency":
-        if res.identity.get("mode", "train") != "inference":
+        if res.identity.get("mode", "train") not in ("inference", "generate"):
             return Value(None, "n/a: training run")
-        lat = conv.latency([s for r in runs for s, _ in r.iterations])
+        seconds = [s for r in runs for s, _ in r.iterations]
+        lat = conv.latency(seconds)
         if lat is None:
             return Value(None, "n/a: not sampled")
-        p50, p90, p99 = lat
-        return Value(p50, suffix=f" / {_g4(p90)} / {_g4(p99)}",
-                     extra=(("p50_s", p50), ("p90_s", p90), ("p99_s", p99)))
+        return _percentiles(lat, len(seconds))
+    if name in GENERATION:
+        return generation_value(res, name)
     evaluated = [r for r in runs if r.evals]
     if not evaluated:
         return Value(None, "n/a: no evaluations")
@@ -271,6 +288,40 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
         times = [t for t in (conv.epoch_time(r.evals) for r in evaluated) if t is not None]
         return Value(statistics.median(times)) if times else Value(None, "n/a: no epochs")
     return _time_to_accuracy(res, evaluated)
+
+
+def _percentiles(p: gen.Percentiles, n: int) -> Value:
+    p50, p90, p99 = p
+    return Value(p50, suffix=f" / {_g4(p90)} / {_g4(p99)} (n {n})",
+                 extra=(("p50_s", p50), ("p90_s", p90), ("p99_s", p99), ("n", float(n))))
+
+
+def generation_value(res: ConfigResult, name: str) -> Value:
+    """TTFT, TPOT and ITL percentiles over the measured requests (latencies) of every ok
+    run together (``n``: requests, or latencies for ITL); decode tokens/s: the median
+    over runs of each run's rate. ``n/a`` with the reason for a run without requests."""
+    mode = res.identity.get("mode", "train")
+    if mode != "generate":  # the latency metric's words for a training run
+        return Value(None, "n/a: training run" if mode == "train" else f"n/a: {mode} run")
+    requests = [q for r in res.runs for q in r.generations]
+    if not requests:
+        return Value(None, "n/a: no generation requests stored")
+    if name == "decode-rate":
+        rates = [x for x in (gen.decode_rate(r.generations) for r in res.runs)
+                 if x is not None]
+        if not rates:
+            return Value(None, "n/a: one token per request")
+        return Value(statistics.median(rates), extra=(("n", float(len(rates))),))
+    st = gen.stats(requests)
+    if st is None:
+        return Value(None, "n/a: no generation requests stored")
+    if name == "ttft":
+        return _percentiles(st.ttft_s, st.requests)
+    if name == "tpot":
+        return _percentiles(st.tpot_s, st.requests) if st.tpot_s is not None \
+            else Value(None, "n/a: one token per request")
+    return _percentiles(st.itl_s, st.n_itl) if st.itl_s is not None \
+        else Value(None, "n/a: one token per request")
 
 
 def _time_to_accuracy(res: ConfigResult, evaluated: list[RunRecord]) -> Value:

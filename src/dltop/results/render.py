@@ -77,6 +77,7 @@ def to_csv(table: Table) -> str:
     header: list[str] = []
     for c in table.columns:
         header += [c.header, c.header + STATUS_SUFFIX] if c.role is Role.VALUE else [c.header]
+        header += [f"{c.header} {key}" for key in c.detail]
     w.writerow(map(one_line, header))
     for row in table.rows:
         out: list[Any] = []
@@ -89,6 +90,8 @@ def to_csv(table: Table) -> str:
                 out += ["", cell.text]
             else:
                 out += [cell.value, cell.status]
+            out += ["" if cell is None or cell.detail.get(k) is None else cell.detail[k]
+                    for k in col.detail]
         w.writerow(one_line(v) if isinstance(v, str) else v for v in out)
     return buf.getvalue()
 

@@ -28,7 +28,7 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
-from dltop.results.metrics import CONVERGENCE, Metric, metric, value_of
+from dltop.results.metrics import CONVERGENCE, GENERATION, Metric, metric, value_of
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -64,9 +64,18 @@ NOTES = (
     "GPUs: their numbers are not shown), incomplete (fewer ok runs than planned).",
 )
 
+GENERATION_NOTE = (
+    "Generate runs (samples are generated tokens: samples/s is batch × new tokens over "
+    "each request's end-to-end seconds): latency = end-to-end seconds per request; TTFT = "
+    "prompt in to first token out (prefill and the first token's sampling, device "
+    "synchronised); TPOT = (end to end - TTFT) / (new tokens - 1) per request; ITL = every "
+    "later token's latency; p50 / p90 / p99 over the measured requests (ITL: latencies) of "
+    "the ok runs together, JSON rows give n under \"detail\". decode tok/s: batch × (new "
+    "tokens - 1) / Σ ITL, median over runs.")
+
 
 def _col(m: Metric, key: str | None = None) -> Column:
-    return Column(key or m.name, m.header, Role.VALUE, m.unit)
+    return Column(key or m.name, m.header, Role.VALUE, m.unit, detail=m.detail)
 
 
 def columns(var: identity.Variation | None = None,
@@ -127,16 +136,19 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
     extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity),
                              "host": res.host, "gpu_name": res.gpu_name}
     simulated: dict[str, float] = {}
+    details: dict[str, dict[str, float | None]] = {}
     for i, name in enumerate((*VALUE_METRICS, *more)):
         m = metric(name)
         val = value_of(res, name)
         if val.value is None:
             reasons[name] = val.reason
+        elif name in more and val.extra:
+            details[name] = dict(val.extra)
         if val.simulated_value is not None:
             simulated[name] = val.simulated_value
         # without an ok run the median cell names the status; the rest stay blank
         text = val.text(m) if res.runs or i == 0 else ""
-        cells.append(Cell(text, val.value, res.status))
+        cells.append(Cell(text, val.value, res.status, dict(val.extra) if m.detail else {}))
         if i == 0:
             interval = ci(res)
             for bound in (0, 1):
@@ -146,6 +158,8 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
                 cells.append(Cell(text, number, res.status))
     cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res)))]
     extra["reasons"] = reasons
+    if details:  # percentiles' p90/p99 and their n (the cell's number is p50)
+        extra["detail"] = details
     if simulated:
         extra["simulated_values"] = simulated
     return Row(tuple(cells), extra)
@@ -181,7 +195,9 @@ def summary_table(db: sqlite_utils.Database,
         title=caption.title(camps, what), comment=caption.comment(camps, what),
         columns=columns(var, more, models),
         rows=tuple(_row(r, row_var, label(r), more, per_row) for r in results),
-        notes=NOTES if lm_note is None else (*NOTES, lm_note), caption=lines,
+        notes=(NOTES + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
+               + (() if lm_note is None else (lm_note,))),
+        caption=lines,
         meta={**meta, "table": "summary",
               "units": {c.key: c.unit for c in columns(more=more, models=models) if c.unit},
               "identity": var.as_json()})

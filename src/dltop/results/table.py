@@ -68,6 +68,9 @@ class Column:
     """Unit of the column's numbers (``s``, ``samples/s``, ``1``); empty for keys."""
     latex_header: str = ""
     """Header in LaTeX; empty means ``header``."""
+    detail: tuple[str, ...] = ()
+    """Keys of its cells' :attr:`Cell.detail` that CSV gives columns of their own after
+    the status (``<header> p90_s``...): a percentile cell's p90, p99 and n."""
 
     @property
     def align(self) -> str:

@@ -46,6 +46,7 @@ from dltop.store.schema_steps import (
     v14,
     v15,
     v16,
+    v17,
 )
 from dltop.store.tx import transaction
 
@@ -111,6 +112,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(15, "Slurm: runs.slurm_job_id/slurm_nodes/slurm_state/slurm_reason",
               v15),
     Migration(16, "telemetry from every node: gpu_samples.node, host_samples.node", v16),
+    Migration(17, "generations: one row per generation request (TTFT, end-to-end seconds, "
+                  "prompt/new tokens, batch, inter-token latencies)", v17),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -31,9 +31,10 @@ from dltop.store.tx import transaction
 
 RAW_TABLES = ("iterations", "gpu_samples", "host_samples")
 """The tables of raw rows, one row per step or sample window, that prune deletes."""
-KEPT_TABLES = ("evals", "profile_ops")
-"""Per-run rows prune keeps (a few per run: evaluations, the top operators); deleting a
-campaign deletes them."""
+KEPT_TABLES = ("evals", "profile_ops", "generations")
+"""Per-run rows prune keeps (a few per run: evaluations, the top operators, one row per
+generation request, whose packed latencies the TTFT/TPOT/ITL percentiles need and no
+archive summary could replace); deleting a campaign deletes them."""
 MEASURED_SQL = (
     "select i.seconds, coalesce(i.samples, r.samples_per_iter) as samples "
     "from iterations i join runs r on r.id = i.run_id where i.run_id = ? "

@@ -287,3 +287,14 @@ def v16(db: Any) -> None:
     # nodes' GPU 0 in the same window are two rows, told apart by this column.
     for table in ("gpu_samples", "host_samples"):
         db[table].add_column("node", str)
+
+
+def v17(db: Any) -> None:
+    # Generation requests (issue 29): one row per request, keyed by (run_id, idx) WITHOUT
+    # ROWID like iterations and evals, its inter-token latencies packed in one BLOB
+    # (dltop.store.generations says why).
+    db.conn.execute(
+        "create table generations (run_id integer not null references runs(id), "
+        "idx integer not null, warmup integer, ttft_s float, e2e_s float, "
+        "prompt_tokens integer, new_tokens integer, batch integer, itl_s blob, "
+        "primary key (run_id, idx)) without rowid")

@@ -24,6 +24,8 @@ from dltop import __version__
 from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
 from dltop.profiles.model import JobSpec
 from dltop.store.edit import Edits
+from dltop.store.generations import COLUMNS as GENERATION_COLUMNS
+from dltop.store.generations import TABLE as GENERATIONS
 from dltop.store.queue import Queue
 from dltop.store.retention import Retention
 from dltop.store.rows import (
@@ -56,6 +58,9 @@ PROFILE_OP_COLUMNS = ("name", "calls", "self_cpu_ms", "self_device_ms", "total_m
 """The ``profile_ops`` columns an operator gives (``run_id`` and ``rank`` are the call's)."""
 PROFILE_OPS_SQL = (f"insert into profile_ops (run_id, rank, {', '.join(PROFILE_OP_COLUMNS)}) "
                    f"values (?, ?, {', '.join('?' for _ in PROFILE_OP_COLUMNS)})")
+GENERATIONS_SQL = (f"insert or replace into {GENERATIONS} (run_id, "
+                   f"{', '.join(GENERATION_COLUMNS)}) "
+                   f"values (?, {', '.join('?' for _ in GENERATION_COLUMNS)})")
 
 
 class Store:
@@ -167,6 +172,15 @@ class Store:
         if params:
             with transaction(self.db):
                 self.db.conn.executemany(EVALS_SQL, params)
+
+    def add_generations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
+        """Store a run's generation requests (keys of
+        :data:`dltop.store.generations.COLUMNS`, ``itl_s`` already packed; a missing key
+        is NULL). A row of an index already stored replaces it."""
+        params = [(run_id, *(r.get(k) for k in GENERATION_COLUMNS)) for r in rows]
+        if params:
+            with transaction(self.db):
+                self.db.conn.executemany(GENERATIONS_SQL, params)
 
     def set_profile(self, run_id: int, summary: dict[str, Any],
                     ops: Sequence[dict[str, Any]]) -> None:

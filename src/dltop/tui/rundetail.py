@@ -43,7 +43,7 @@ from dltop.tui.charts import RunCharts
 from dltop.tui.format import NA, STATUS_STYLE, duration, gib, num, per_iteration
 from dltop.tui.keybar import KeyBar
 from dltop.tui.logview import LogViewer
-from dltop.tui.rundetail_sections import convergence_text, profile_text
+from dltop.tui.rundetail_sections import convergence_text, generation_text, profile_text
 
 if TYPE_CHECKING:
     from dltop.store.reader import ReadDb
@@ -229,8 +229,8 @@ class RunDetailScreen(Screen[None]):
                 with VerticalScroll(id="rd-charts"):
                     yield RunCharts()
                 with VerticalScroll(id="rd-info"):
-                    for part in ("status", "stats", "convergence", "profile", "telemetry",
-                                 "env"):
+                    for part in ("status", "stats", "generation", "convergence", "profile",
+                                 "telemetry", "env"):
                         yield Static("", id=f"rd-{part}")
             yield Static("", id="rd-log")
         yield KeyBar([*((b, False) for b in self.BINDINGS),
@@ -344,7 +344,8 @@ class RunDetailScreen(Screen[None]):
         live = stats_so_far(detail, trace) if detail.running else None
         self._set("#rd-stats", section("Statistics" + (" so far" if live else ""),
                                        stats_rows(live or detail.stats), detail))
-        for part, text in (("convergence", convergence_text(trace)),
+        for part, text in (("generation", generation_text(detail)),
+                           ("convergence", convergence_text(trace)),
                            ("profile", profile_text(detail))):
             self._set(f"#rd-{part}", text)
             self.query_one(f"#rd-{part}").display = bool(text.plain)  # most runs have none

@@ -1,11 +1,13 @@
-"""Run detail panels that exist only for some runs: convergence evaluations and the
-operator profile (issue 17's convergence runs and ``profile = true``)."""
+"""Run detail panels that exist only for some runs: convergence evaluations, the
+operator profile (issue 17's convergence runs and ``profile = true``) and generation
+latencies (issue 29's ``mode = "generate"``)."""
 
 from __future__ import annotations
 
 from rich.text import Text
 
 from dltop.live.rundetail import RunDetail
+from dltop.results.generation import Percentiles
 from dltop.results.runtrace import RunTrace
 from dltop.textsafe import one_line
 
@@ -61,4 +63,31 @@ def profile_text(d: RunDetail) -> Text:
     if len(d.profile) > PROFILE_ROWS:
         t.append(f"… {len(d.profile) - PROFILE_ROWS} more: dltop export --table profile "
                  f"--run {d.run_id}\n", "dim")
+    return t
+
+
+def _ms(p: Percentiles | None) -> str:
+    return "N/A" if p is None else "  ".join(f"{v * 1e3:>9.3f}" for v in p)
+
+
+def generation_text(d: RunDetail) -> Text:
+    """A generate run's TTFT, TPOT, ITL and end-to-end p50/p90/p99 (ms) and decode
+    tokens/s over its measured requests so far (empty: no request stored)."""
+    g = d.generation
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if g is None:
+        return t
+    t.append("Generation" + (" so far" if d.running else "") + "\n", "bold underline")
+    t.append(f"{g.requests} measured request{'s' if g.requests != 1 else ''}, "
+             f"{g.n_itl} inter-token latencies; ms, whole batch, device synchronised\n",
+             "dim")
+    t.append(f"{'':<11}{'p50':>9}  {'p90':>9}  {'p99':>9}\n", "dim")
+    one = "N/A (one new token per request)"
+    for label, p, none in (("TTFT", g.ttft_s, "N/A"), ("TPOT", g.tpot_s, one),
+                           ("ITL", g.itl_s, one), ("end to end", g.e2e_s, "N/A")):
+        t.append(f"{label:<11}")
+        t.append((_ms(p) if p is not None else none) + "\n")
+    rate = g.decode_tokens_per_s
+    t.append(f"{'decode':<11}{'N/A' if rate is None else f'{rate:,.1f}':>9} tokens/s "
+             "(batch × (new - 1) / Σ ITL)\n")
     return t

@@ -1,0 +1,131 @@
+"""Generation metrics (``mode = "generate"``, issue 29): TTFT, TPOT, ITL, decode tokens/s.
+
+Each measured generation request of a run is one ``generations`` row
+(:mod:`dltop.store.generations`): ``batch`` sequences prefilled with
+``prompt_tokens`` tokens, then ``new_tokens`` tokens generated per sequence. The
+runner's loop (``lm_loop.run_generate``) times each step with the device
+synchronised (a host read of the sampled ids), so:
+
+- **TTFT** (time to first token): prompt in to the first generated token out,
+  prefill and the first token's sampling included; the request's first step.
+- **ITL** (inter-token latency): each later token's step, from the previous token's
+  end to its own; ``new_tokens - 1`` per request. Percentiles are over every
+  measured latency of the runs together.
+- **TPOT** (time per output token) of a request: ``(e2e - TTFT) / (new_tokens - 1)``,
+  its mean ITL; percentiles are over requests (a request with one new token, or
+  whose end-to-end time is unknown, has none).
+- **decode tokens/s**: ``batch × (new_tokens - 1)`` over the summed ITLs of the
+  measured requests (the prefill left out), per run.
+- **end-to-end**: the request's ``iter`` seconds (dltop's ``latency`` metric).
+
+Every latency is the whole batch's: the sequences of a request decode together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from dltop.results.convergence import LATENCY_QUANTILES, percentile
+from dltop.store.generations import TABLE, unpack_seconds
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
+
+    from dltop.store.reader import ReadDb
+
+
+@dataclass(frozen=True)
+class Request:
+    """One generation request (a ``generations`` row)."""
+
+    idx: int
+    warmup: bool
+    ttft_s: float
+    e2e_s: float | None
+    """Its ``iter`` seconds (None: the runner ended between the two events)."""
+    prompt_tokens: int
+    new_tokens: int
+    batch: int
+    itl_s: tuple[float, ...]
+    """The ``new_tokens - 1`` inter-token latencies, in order."""
+
+    @property
+    def tpot_s(self) -> float | None:
+        """``(e2e - TTFT) / (new_tokens - 1)``: None with one new token or no e2e."""
+        if self.e2e_s is None or self.new_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.new_tokens - 1)
+
+
+Percentiles = tuple[float, float, float]
+"""(p50, p90, p99) in seconds."""
+
+
+@dataclass(frozen=True)
+class GenStats:
+    """The generation metrics of a set of measured requests (one run or a configuration)."""
+
+    requests: int
+    ttft_s: Percentiles
+    tpot_s: Percentiles | None
+    """None when no request has a TPOT (one new token each, or no e2e known)."""
+    itl_s: Percentiles | None
+    n_itl: int
+    """Inter-token latencies behind :attr:`itl_s`."""
+    decode_tokens_per_s: float | None
+    """Σ batch × (new_tokens - 1) / Σ ITL; None without any ITL (or all zero)."""
+    e2e_s: Percentiles | None
+
+
+def generations_of(db: sqlite_utils.Database | ReadDb, run_ids: Sequence[int],
+                   *, warmup: bool = False) -> dict[int, list[Request]]:
+    """Each run's generation requests in order, measured ones only unless ``warmup``
+    (runs without any are left out; none before migration 17)."""
+    out: dict[int, list[Request]] = {}
+    if not run_ids or TABLE not in db.table_names():
+        return out
+    where = "" if warmup else " and coalesce(warmup, 0) = 0"
+    for i in range(0, len(run_ids), 500):
+        chunk = list(run_ids[i:i + 500])
+        for r in db.query(
+                "select run_id, idx, warmup, ttft_s, e2e_s, prompt_tokens, new_tokens, batch, "
+                f"itl_s from {TABLE} where run_id in ({','.join('?' * len(chunk))}){where} "
+                "order by run_id, idx", chunk):
+            out.setdefault(int(r["run_id"]), []).append(Request(
+                int(r["idx"]), bool(r["warmup"]), float(r["ttft_s"]),
+                None if r["e2e_s"] is None else float(r["e2e_s"]),
+                int(r["prompt_tokens"]), int(r["new_tokens"]), int(r["batch"]),
+                unpack_seconds(r["itl_s"])))
+    return out
+
+
+def quantiles(values: Sequence[float]) -> Percentiles | None:
+    """(p50, p90, p99) of ``values`` (linear between ranks), None without any."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    p50, p90, p99 = (percentile(ordered, q) for q in LATENCY_QUANTILES)
+    return p50, p90, p99
+
+
+def decode_rate(requests: Sequence[Request]) -> float | None:
+    """Decoded tokens per second: Σ batch × (new_tokens - 1) / Σ ITL (prefill excluded)."""
+    seconds = sum(sum(r.itl_s) for r in requests)
+    tokens = sum(r.batch * len(r.itl_s) for r in requests)
+    return tokens / seconds if seconds > 0 else None
+
+
+def stats(requests: Sequence[Request]) -> GenStats | None:
+    """The metrics of measured ``requests`` (None without any)."""
+    measured = [r for r in requests if not r.warmup]
+    ttft = quantiles([r.ttft_s for r in measured])
+    if ttft is None:
+        return None
+    itl = [x for r in measured for x in r.itl_s]
+    return GenStats(
+        requests=len(measured), ttft_s=ttft,
+        tpot_s=quantiles([t for t in (r.tpot_s for r in measured) if t is not None]),
+        itl_s=quantiles(itl), n_itl=len(itl), decode_tokens_per_s=decode_rate(measured),
+        e2e_s=quantiles([r.e2e_s for r in measured if r.e2e_s is not None]))

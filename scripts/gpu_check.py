@@ -334,7 +334,8 @@ class Check:
         limit = min(limit, self.left() - 25)
         res = call([sys.executable, str(ROOT / "benchmarks" / "harness_overhead.py"),
                     "--device", "gpu", "--frameworks", "torch", "--rounds", "2",
-                    "--iterations", "20", "--warmup", "5", "--cases", "gpt2-small:16"],
+                    "--iterations", "20", "--warmup", "5", "--precision", "bf16",
+                    "--cases", "gpt2-small:16"],
                    limit, ROOT)
         rows = report.parse_harness(res.out)
         h = self.data.setdefault("harness", {"rows": [], "output": ""})

@@ -131,7 +131,8 @@ def _events(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_gpt_tiny_trains_with_tokens_as_samples(tmp_path: Path) -> None:
     code, events, out = run_runner(tmp_path, spec(
-        "gpt-tiny", seq_len=32, optimizer="adamw", lr=3e-4, iterations=3, warmup=1))
+        "gpt-tiny", seq_len=32, optimizer="adamw", lr=3e-4, iterations=3, warmup=1,
+        op_profile=True))
     assert code == 0, out
     (model,) = _events(events, "model")
     assert model["param_count"] == lm_catalog.param_count("gpt-tiny")
@@ -140,6 +141,20 @@ def test_gpt_tiny_trains_with_tokens_as_samples(tmp_path: Path) -> None:
     assert [e["samples"] for e in iters] == [4 * 32] * 4
     assert abs(iters[0]["loss"] - math.log(10000)) < 0.15
     assert iters[-1]["loss"] < iters[0]["loss"]  # AdamW at 3e-4 learns the fixed batch
+    (prof,) = _events(events, "profile")  # profile = true: 5 extra steps, not iterations
+    assert any(op["name"] == "aten::mm" or op["name"] == "aten::addmm" for op in prof["ops"])
+
+
+@pytest.mark.slow
+def test_gpt_tiny_inference_counts_tokens_and_forward_flops(tmp_path: Path) -> None:
+    code, events, out = run_runner(tmp_path, spec(
+        "gpt-tiny", mode="inference", batch_size=2, iterations=2, warmup=1))
+    assert code == 0, out
+    (model,) = _events(events, "model")
+    assert model["flops_per_sample"] == pytest.approx(
+        lm_catalog.flops_per_token("gpt-tiny", 128, "train") / 3)  # the default seq_len
+    iters = _events(events, "iter")
+    assert [(e["samples"], e["loss"]) for e in iters] == [(2 * 128, None)] * 3
 
 
 @pytest.mark.slow

@@ -85,10 +85,12 @@ def _spread(model: torch_lm.Decoder) -> None:
                 p.normal_(0.0, 0.2)
 
 
-@pytest.mark.parametrize("name", ["gpt-tiny", "llama-test"])
-def test_kv_cached_generation_equals_greedy_recomputation(name: str, llama_test: str) -> None:
+@pytest.mark.parametrize(("name", "attention"), [
+    ("gpt-tiny", "fused"), ("llama-test", "fused"), ("llama-test", "plain")])
+def test_kv_cached_generation_equals_greedy_recomputation(name: str, attention: str,
+                                                          llama_test: str) -> None:
     torch.manual_seed(0)
-    model = torch_lm.build(name)
+    model = torch_lm.build(name, attention)
     _spread(model)
     s = dict(model=name, per_device_batch=2, prompt_tokens=12, new_tokens=6,
              precision="fp32", seed=3)
@@ -115,6 +117,17 @@ def test_defaults_fill_what_the_spec_leaves_none() -> None:
         (1024, "fused", 128, 128)
     with pytest.raises(Exception, match="over gpt-tiny's context of 256"):
         torch_lm_steps.with_defaults({"model": "gpt-tiny", "seq_len": 512})
+
+
+def test_cuda_graphs_may_capture_fp16_decoding() -> None:
+    import torch_gpu
+
+    # No loss scaler in generation: only training's fp16 refusal applies to training.
+    torch_gpu.check(spec("gpt-tiny", mode="generate", cuda_graphs=True, precision="fp16"),
+                    torch.device("cuda", 0), 1)
+    with pytest.raises(Exception, match="needs a CUDA GPU"):
+        torch_gpu.check(spec("gpt-tiny", mode="generate", cuda_graphs=True),
+                        torch.device("cpu"), 1)
 
 
 def test_adamw_is_fused_on_cuda_only_and_unchanged_on_cpu() -> None:

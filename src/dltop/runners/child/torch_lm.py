@@ -40,6 +40,14 @@ def attend(q, k, v, fused, causal, mask=None):
     True = attend, broadcast to (B, H, Tq, Tk)) selects the keys.
     """
     heads, kv_heads = q.shape[1], k.shape[1]
+    if not causal and heads != kv_heads and q.shape[2] == 1:
+        # One decode position: the query heads sharing a key/value head become that
+        # head's query rows (the mask is the same for every row), so grouped keys
+        # need neither repeating nor SDPA's GQA support (which rules out the fast
+        # kernels that take a mask).
+        b, _, _, hd = q.shape
+        out = attend(q.reshape(b, kv_heads, heads // kv_heads, hd), k, v, fused, False, mask)
+        return out.reshape(b, heads, 1, hd)
     if fused:
         if heads == kv_heads:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)

@@ -267,7 +267,10 @@ class Decoder(nn.Module):
 def build(name, attention="fused", device=None):
     """A freshly initialised decoder, its tensors made directly on ``device``
     (``"meta"``: shapes only, no memory, no init cost)."""
-    with torch.device(device if device is not None else "cpu"):
+    device = torch.device(device if device is not None else "cpu")
+    if not hasattr(device, "__enter__"):  # PyTorch < 2.0: made on the host, then moved
+        return Decoder(name, attention or "fused").to(device)
+    with device:
         return Decoder(name, attention or "fused")
 
 

@@ -204,3 +204,26 @@ def test_gpt_tiny_generates_with_a_timed_kv_cache(tmp_path: Path) -> None:
         assert it["samples"] == 2 * 8
         assert g["ttft_s"] + sum(g["itl_s"]) == pytest.approx(it["seconds"], rel=0.05)
     assert [e["iterations"] for e in _events(events, "done")] == [2]
+
+
+class _Quiet:
+    def emit(self, event: str, **fields: Any) -> None:
+        pass
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+@pytest.mark.parametrize("name", ["gpt-tiny", "llama-test"])
+def test_cuda_graph_decoding_gives_the_eager_tokens(name: str, llama_test: str) -> None:
+    dev = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    model = torch_lm.build(name, "fused", dev)
+    _spread(model)
+    s = dict(model=name, per_device_batch=2, prompt_tokens=12, new_tokens=6,
+             precision="fp32", seed=3, cuda_graphs=True)
+    graphed = torch_lm_steps.Generator(s, model, dev)
+    graphed.prepare(_Quiet())
+    assert "capture_s" in graphed.setup_s
+    tokens = [[graphed.prefill()] + [graphed.decode() for _ in range(5)] for _ in range(2)]
+    eager = torch_lm_steps.Generator({**s, "cuda_graphs": False}, model, dev)
+    assert tokens[0] == tokens[1] == [eager.prefill()] + [eager.decode() for _ in range(5)]

@@ -9,6 +9,7 @@ runner's ``flops_per_sample`` (per token) and ``--peak-tflops`` (989.4: H100/H20
 SXM bf16 dense, dltop.results.peaks).
 
     python3 benchmarks/torch_lm_gpu.py [--quick] [--out results.json]
+    python3 benchmarks/torch_lm_gpu.py --cpu-smoke   # the script's own check, no GPU
 """
 
 from __future__ import annotations
@@ -42,11 +43,12 @@ BASE_SPEC = {
 
 def run_child(job: dict, timeout: float = 600) -> tuple[int, list[dict], str]:
     """Run torch_runner.py on ``job``; exit code, events, output."""
+    cuda = "" if job["device"]["kind"] == "cpu" else "0"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "spec.json"
         path.write_text(json.dumps(job))
         r, w = os.pipe()
-        env = {**os.environ, "DLTOP_EVENT_FD": str(w), "CUDA_VISIBLE_DEVICES": "0"}
+        env = {**os.environ, "DLTOP_EVENT_FD": str(w), "CUDA_VISIBLE_DEVICES": cuda}
         proc = subprocess.Popen([sys.executable, str(CHILD_DIR / "torch_runner.py"),
                                  str(path)], pass_fds=(w,), env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
@@ -58,10 +60,12 @@ def run_child(job: dict, timeout: float = 600) -> tuple[int, list[dict], str]:
 
 
 def train_case(model: str, batch: int, seq_len: int, compile_mode: str, peak: float,
-               iterations: int) -> dict:
+               iterations: int, cpu: bool = False) -> dict:
     job = {**BASE_SPEC, "model": model, "batch_size": batch, "per_device_batch": batch,
            "samples_per_iter": batch, "seq_len": seq_len, "torch_compile": compile_mode,
            "iterations": iterations}
+    if cpu:
+        job.update(device={"kind": "cpu", "count": 1}, precision="fp32")
     t0 = time.perf_counter()
     code, events, out = run_child(job)
     res: dict = {"case": f"train {model} b{batch} T{seq_len} compile={compile_mode}",
@@ -94,7 +98,8 @@ class _Collect:
         self.emit("iter", index=index, seconds=seconds, warmup=warmup)
 
 
-def generate_case(model: str, batch: int, mode: str, graphs: bool, requests: int) -> dict:
+def generate_case(model: str, batch: int, mode: str, graphs: bool, requests: int,
+                  cpu: bool = False) -> dict:
     """dltop's loop (lm_loop) vs a bare loop of the same decode calls, in one process."""
     import lm_loop
     import torch
@@ -104,8 +109,10 @@ def generate_case(model: str, batch: int, mode: str, graphs: bool, requests: int
     spec = {**BASE_SPEC, "model": model, "mode": "generate", "per_device_batch": batch,
             "samples_per_iter": batch, "torch_compile": mode, "cuda_graphs": graphs,
             "warmup": 2, "iterations": requests}
+    if cpu:
+        spec.update(precision="fp32", prompt_tokens=16, new_tokens=8)
     spec = torch_lm_steps.with_defaults(spec)
-    dev = torch.device("cuda", 0)
+    dev = torch.device("cpu") if cpu else torch.device("cuda", 0)
     torch.manual_seed(0)
     model_ = torch_lm.build(model, "fused", dev)
     gen = torch_lm_steps.Generator(spec, model_, dev)
@@ -122,7 +129,9 @@ def generate_case(model: str, batch: int, mode: str, graphs: bool, requests: int
         for _ in range(spec["new_tokens"] - 1):
             gen.decode()
         bare.append((time.perf_counter() - t0) / (spec["new_tokens"] - 1))
-    tpot, bare_tpot = statistics.mean(itl), statistics.median(bare)
+    # Like with like: each request's mean time per output token, the median request.
+    tpot = statistics.median(statistics.mean(e["itl_s"]) for e in gens)
+    bare_tpot = statistics.median(bare)
     # The same request again gives the same greedy tokens (and eager gives them too).
     eager = torch_lm_steps.Generator({**spec, "torch_compile": "off", "cuda_graphs": False},
                                      model_, dev)
@@ -145,8 +154,14 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     ap.add_argument("--only", default="train,generate")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--cpu-smoke", action="store_true",
+                    help="gpt-tiny on the CPU: checks this script, measures nothing")
     args = ap.parse_args()
     sys.path.insert(0, str(CHILD_DIR))
+    if args.cpu_smoke:
+        print(json.dumps(train_case("gpt-tiny", 2, 32, "off", args.peak_tflops, 2, True)))
+        print(json.dumps(generate_case("gpt-tiny", 2, "off", False, 2, True)))
+        return 0
     its = 6 if args.quick else 20
     results = []
 

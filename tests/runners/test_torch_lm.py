@@ -85,10 +85,12 @@ def _spread(model: torch_lm.Decoder) -> None:
                 p.normal_(0.0, 0.2)
 
 
-@pytest.mark.parametrize("name", ["gpt-tiny", "llama-test"])
-def test_kv_cached_generation_equals_greedy_recomputation(name: str, llama_test: str) -> None:
+@pytest.mark.parametrize(("name", "attention"), [
+    ("gpt-tiny", "fused"), ("llama-test", "fused"), ("llama-test", "plain")])
+def test_kv_cached_generation_equals_greedy_recomputation(name: str, attention: str,
+                                                          llama_test: str) -> None:
     torch.manual_seed(0)
-    model = torch_lm.build(name)
+    model = torch_lm.build(name, attention)
     _spread(model)
     s = dict(model=name, per_device_batch=2, prompt_tokens=12, new_tokens=6,
              precision="fp32", seed=3)
@@ -117,6 +119,17 @@ def test_defaults_fill_what_the_spec_leaves_none() -> None:
         torch_lm_steps.with_defaults({"model": "gpt-tiny", "seq_len": 512})
 
 
+def test_cuda_graphs_may_capture_fp16_decoding() -> None:
+    import torch_gpu
+
+    # No loss scaler in generation: only training's fp16 refusal applies to training.
+    torch_gpu.check(spec("gpt-tiny", mode="generate", cuda_graphs=True, precision="fp16"),
+                    torch.device("cuda", 0), 1)
+    with pytest.raises(Exception, match="needs a CUDA GPU"):
+        torch_gpu.check(spec("gpt-tiny", mode="generate", cuda_graphs=True),
+                        torch.device("cpu"), 1)
+
+
 def test_adamw_is_fused_on_cuda_only_and_unchanged_on_cpu() -> None:
     p = [torch.nn.Parameter(torch.zeros(3))]
     opt = torch_optim.build({"optimizer": "adamw", "lr": 1e-3}, p, torch.device("cpu"))
@@ -131,7 +144,8 @@ def _events(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_gpt_tiny_trains_with_tokens_as_samples(tmp_path: Path) -> None:
     code, events, out = run_runner(tmp_path, spec(
-        "gpt-tiny", seq_len=32, optimizer="adamw", lr=3e-4, iterations=3, warmup=1))
+        "gpt-tiny", seq_len=32, optimizer="adamw", lr=3e-4, iterations=3, warmup=1,
+        op_profile=True))
     assert code == 0, out
     (model,) = _events(events, "model")
     assert model["param_count"] == lm_catalog.param_count("gpt-tiny")
@@ -140,6 +154,20 @@ def test_gpt_tiny_trains_with_tokens_as_samples(tmp_path: Path) -> None:
     assert [e["samples"] for e in iters] == [4 * 32] * 4
     assert abs(iters[0]["loss"] - math.log(10000)) < 0.15
     assert iters[-1]["loss"] < iters[0]["loss"]  # AdamW at 3e-4 learns the fixed batch
+    (prof,) = _events(events, "profile")  # profile = true: 5 extra steps, not iterations
+    assert any(op["name"] == "aten::mm" or op["name"] == "aten::addmm" for op in prof["ops"])
+
+
+@pytest.mark.slow
+def test_gpt_tiny_inference_counts_tokens_and_forward_flops(tmp_path: Path) -> None:
+    code, events, out = run_runner(tmp_path, spec(
+        "gpt-tiny", mode="inference", batch_size=2, iterations=2, warmup=1))
+    assert code == 0, out
+    (model,) = _events(events, "model")
+    assert model["flops_per_sample"] == pytest.approx(
+        lm_catalog.flops_per_token("gpt-tiny", 128, "train") / 3)  # the default seq_len
+    iters = _events(events, "iter")
+    assert [(e["samples"], e["loss"]) for e in iters] == [(2 * 128, None)] * 3
 
 
 @pytest.mark.slow
@@ -176,3 +204,26 @@ def test_gpt_tiny_generates_with_a_timed_kv_cache(tmp_path: Path) -> None:
         assert it["samples"] == 2 * 8
         assert g["ttft_s"] + sum(g["itl_s"]) == pytest.approx(it["seconds"], rel=0.05)
     assert [e["iterations"] for e in _events(events, "done")] == [2]
+
+
+class _Quiet:
+    def emit(self, event: str, **fields: Any) -> None:
+        pass
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
+@pytest.mark.parametrize("name", ["gpt-tiny", "llama-test"])
+def test_cuda_graph_decoding_gives_the_eager_tokens(name: str, llama_test: str) -> None:
+    dev = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    model = torch_lm.build(name, "fused", dev)
+    _spread(model)
+    s = dict(model=name, per_device_batch=2, prompt_tokens=12, new_tokens=6,
+             precision="fp32", seed=3, cuda_graphs=True)
+    graphed = torch_lm_steps.Generator(s, model, dev)
+    graphed.prepare(_Quiet())
+    assert "capture_s" in graphed.setup_s
+    tokens = [[graphed.prefill()] + [graphed.decode() for _ in range(5)] for _ in range(2)]
+    eager = torch_lm_steps.Generator({**s, "cuda_graphs": False}, model, dev)
+    assert tokens[0] == tokens[1] == [eager.prefill()] + [eager.decode() for _ in range(5)]

@@ -40,6 +40,14 @@ def attend(q, k, v, fused, causal, mask=None):
     True = attend, broadcast to (B, H, Tq, Tk)) selects the keys.
     """
     heads, kv_heads = q.shape[1], k.shape[1]
+    if not causal and heads != kv_heads and q.shape[2] == 1:
+        # One decode position: the query heads sharing a key/value head become that
+        # head's query rows (the mask is the same for every row), so grouped keys
+        # need neither repeating nor SDPA's GQA support (which rules out the fast
+        # kernels that take a mask).
+        b, _, _, hd = q.shape
+        out = attend(q.reshape(b, kv_heads, heads // kv_heads, hd), k, v, fused, False, mask)
+        return out.reshape(b, heads, 1, hd)
     if fused:
         if heads == kv_heads:
             return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal)
@@ -259,7 +267,10 @@ class Decoder(nn.Module):
 def build(name, attention="fused", device=None):
     """A freshly initialised decoder, its tensors made directly on ``device``
     (``"meta"``: shapes only, no memory, no init cost)."""
-    with torch.device(device if device is not None else "cpu"):
+    device = torch.device(device if device is not None else "cpu")
+    if not hasattr(device, "__enter__"):  # PyTorch < 2.0: made on the host, then moved
+        return Decoder(name, attention or "fused").to(device)
+    with device:
         return Decoder(name, attention or "fused")
 
 

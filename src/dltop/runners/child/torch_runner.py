@@ -271,6 +271,9 @@ def _generate(spec, reporter, model, device):
 def run(spec, reporter):
     if lm_catalog.is_transformer(spec["model"]):
         spec = torch_lm_steps.with_defaults(spec)
+    elif spec.get("mode") == "generate":
+        raise proto.Unsupported("mode \"generate\" needs a transformer model (%s); %s is "
+                                "not one" % (", ".join(lm_catalog.NAMES), spec["model"]))
     inject = (spec.get("options") or {}).get("inject")
     pinned = proto.pin(spec)
     device, threads = _device(spec)
@@ -278,7 +281,6 @@ def run(spec, reporter):
     # Same initial weights on every rank (DDP also broadcasts rank 0's); data differs.
     torch.manual_seed(int(spec["seed"]))
     world = _world(spec)
-    name = spec["model"]
     inference = spec.get("mode") == "inference"
     reporter.hello(
         "torch", torch.__version__, str(device), threads, blas=_blas(),
@@ -294,9 +296,6 @@ def run(spec, reporter):
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     torch_gpu.check(spec, device, world)
     if spec.get("mode") == "generate":
-        if not lm_catalog.is_transformer(name):
-            raise proto.Unsupported("mode \"generate\" needs a transformer model (%s); "
-                                    "%s is not one" % (", ".join(lm_catalog.NAMES), name))
         n = _generate(spec, reporter, model, device)
         _leave_group()
         return n

@@ -345,7 +345,15 @@ class Check:
             raise StepTimeout("gpt2-small case not done")
         if res.rc != 0 or not rows:
             raise RuntimeError(f"exit {res.rc}: {tail(res.err or res.out)}")
-        return f"ratio {rows[0]['ratio']:.3f}"
+        # The decode loop's own overhead: lm_loop's timing against a bare loop of the same
+        # decode calls, gpt2-small at batch 1 (eager, CUDA graph, reduce-overhead).
+        dec = call([sys.executable, str(ROOT / "benchmarks" / "torch_lm_gpu.py"), "--quick",
+                    "--only", "generate"], max(10.0, self.left() - 15), ROOT)
+        self.data["decode"] = [json.loads(x) for x in dec.out.splitlines()
+                               if x.startswith("{")]
+        worst = max((c.get("overhead", 0.0) for c in self.data["decode"]), default=None)
+        return (f"ratio {rows[0]['ratio']:.3f}; decode overhead worst "
+                f"{'n/a' if worst is None else f'{100 * worst:.2f} %'}")
 
     def s_tui(self, limit: float) -> str:
         for name in ("tui.txt", "tui.svg"):
@@ -417,7 +425,8 @@ class Check:
             if key in self.data:
                 (self.out / fname).write_text(json.dumps(self.data[key], indent=1,
                                                          default=str))
-        telemetry = {k: self.data[k] for k in ("nvml", "sampler", "harness") if k in self.data}
+        telemetry = {k: self.data[k] for k in ("nvml", "sampler", "harness", "decode")
+                     if k in self.data}
         (self.out / "telemetry.json").write_text(json.dumps(telemetry, indent=1))
         rest = {k: v for k, v in self.data.items()
                 if k not in bulky and k not in telemetry and k != "export_md"}

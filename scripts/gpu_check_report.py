@@ -294,4 +294,18 @@ def _llm(d: dict[str, Any]) -> list[str]:
             *_table(["run", "fw", "model", "mode", "batch", "seq / prompt+new", "compile",
                      "status", "s/iter", "tokens/s", "MFU %", "TTFT ms", "TPOT ms",
                      "GPU MiB", "note"], rows),
-            "", *verdicts, "", "References (GPT-2 small training):", *refs]
+            "", *verdicts, "", "References (GPT-2 small training):", *refs, *_decode(d)]
+
+
+def _decode(d: dict[str, Any]) -> list[str]:
+    cases = d.get("decode") or []
+    if not cases:
+        return []
+    rows = [[c.get("case"), c.get("ttft_ms"), c.get("tpot_ms"), c.get("bare_tpot_ms"),
+             None if c.get("overhead") is None else 100 * c["overhead"],
+             c.get("eager_token_agreement"), c.get("error", "")[:100]] for c in cases]
+    return ["", "Decode loop overhead (benchmarks/torch_lm_gpu.py): dltop's timing "
+            "(lm_loop) against a bare loop of the same decode calls; each request's mean "
+            "time per output token, the median request; goal ≤ 2 %.", "",
+            *_table(["case", "TTFT ms", "TPOT ms", "bare TPOT ms", "overhead %",
+                     "tokens = eager", "error"], rows)]

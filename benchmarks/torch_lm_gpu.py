@@ -118,20 +118,43 @@ def generate_case(model: str, batch: int, mode: str, graphs: bool, requests: int
     gen = torch_lm_steps.Generator(spec, model_, dev)
     rep = _Collect()
     gen.prepare(rep)
-    lm_loop.run_generate(spec, rep, gen.prefill, gen.decode)
-    gens = [e for e in rep.events if e["event"] == "generate" and not e["warmup"]]
-    itl = [x for e in gens for x in e["itl_s"]]
-    tokens = gen.tokens
-    bare = []
-    for _ in range(requests):
+    new = spec["new_tokens"]
+    one = {**spec, "warmup": 0, "iterations": 1}
+
+    def timed() -> float:
+        """One request through dltop's loop: its mean seconds per output token."""
+        r = _Collect()
+        lm_loop.run_generate(one, r, gen.prefill, gen.decode)
+        rep.events.extend(r.events)
+        return statistics.fmean(r.events[0]["itl_s"])
+
+    def bare_request() -> float:
+        """The same request's decode calls timed as a whole, per output token."""
         gen.prefill()
         t0 = time.perf_counter()
-        for _ in range(spec["new_tokens"] - 1):
+        for _ in range(new - 1):
             gen.decode()
-        bare.append((time.perf_counter() - t0) / (spec["new_tokens"] - 1))
-    # Like with like: each request's mean time per output token, the median request.
-    tpot = statistics.median(statistics.mean(e["itl_s"]) for e in gens)
-    bare_tpot = statistics.median(bare)
+        return (time.perf_counter() - t0) / (new - 1)
+
+    for _ in range(2):  # warm-up requests on both sides, not counted
+        timed()
+        bare_request()
+    rep.events.clear()
+    # Rounds alternate which side goes first (ABBA), so a drift of the machine (clocks,
+    # allocator, caches) falls on both sides alike; each round gives one paired ratio.
+    loop_s, bare = [], []
+    for i in range(requests):
+        if i % 2:
+            b, a = bare_request(), timed()
+        else:
+            a, b = timed(), bare_request()
+        loop_s.append(a)
+        bare.append(b)
+    gens = [e for e in rep.events if e["event"] == "generate"]
+    itl = [x for e in gens for x in e["itl_s"]]
+    tokens = gen.tokens
+    tpot, bare_tpot = statistics.median(loop_s), statistics.median(bare)
+    paired = statistics.median(a / b for a, b in zip(loop_s, bare, strict=True))
     # The same request again gives the same greedy tokens (and eager gives them too).
     eager = torch_lm_steps.Generator({**spec, "torch_compile": "off", "cuda_graphs": False},
                                      model_, dev)
@@ -144,7 +167,8 @@ def generate_case(model: str, batch: int, mode: str, graphs: bool, requests: int
             "tpot_ms": round(1e3 * tpot, 4), "itl_p50_ms": round(1e3 * statistics.median(itl),
                                                                   4),
             "bare_tpot_ms": round(1e3 * bare_tpot, 4),
-            "overhead": round(tpot / bare_tpot - 1.0, 4),
+            "overhead": round(tpot / bare_tpot - 1.0, 4), "requests": requests,
+            "paired_overhead": round(paired - 1.0, 4),
             "eager_token_agreement": round(same, 3), "setup": gen.setup_s}
 
 
@@ -154,6 +178,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="fewer iterations")
     ap.add_argument("--only", default="train,generate")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--generate-cases", default="graphs,eager,reduce-overhead",
+                    help="which decode steps: graphs (CUDA graph), eager, reduce-overhead")
     ap.add_argument("--cpu-smoke", action="store_true",
                     help="gpt-tiny on the CPU: checks this script, measures nothing")
     args = ap.parse_args()
@@ -176,9 +202,12 @@ def main() -> int:
         report(train_case("llama-1b", 8, 2048, "default", args.peak_tflops, its))
         report(train_case("gpt2-small", 16, 1024, "off", args.peak_tflops, its))
     if "generate" in args.only:
-        for mode, graphs in (("off", True), ("off", False), ("reduce-overhead", False)):
+        cases = {"graphs": ("off", True), "eager": ("off", False),
+                 "reduce-overhead": ("reduce-overhead", False)}
+        for name in args.generate_cases.split(","):
+            mode, graphs = cases[name.strip()]
             try:
-                report(generate_case("gpt2-small", 1, mode, graphs, 3 if args.quick else 5))
+                report(generate_case("gpt2-small", 1, mode, graphs, 6 if args.quick else 12))
             except Exception as exc:  # report it and go on to the next case
                 report({"case": f"generate compile={mode} graphs={graphs}",
                         "error": repr(exc)[:2000]})

@@ -27,6 +27,18 @@ def lm_profile(models: str = '["gpt2-small"]', devices: str = '["gpu:1"]',
             f'batch_sizes = [{BATCH}]\ndevices = {devices}\nprecision = "{precision}"\n')
 
 
+def test_parameter_counts_by_hand() -> None:
+    # GPT-2: token + positions + L x (12 d^2 + 13 d) + final LayerNorm (docs/models.md)
+    assert lm.param_count("gpt2-small") == 50257 * 768 + 1024 * 768 + 12 * 7_087_872 + 1536 \
+        == 124_439_808
+    assert lm.param_count("gpt2-medium") == 354_823_168
+    # Llama 3.2 1B: tied embedding + 16 x (q, o: d^2; k, v: d x 8 heads x 64; SwiGLU 3 d f;
+    # two RMSNorm weights) + the final RMSNorm
+    d, f, kv = 2048, 8192, 8 * 64
+    block = 2 * d * d + 2 * d * kv + 3 * d * f + 2 * d
+    assert lm.param_count("llama-1b") == 128256 * d + 16 * block + d == 1_235_814_400
+
+
 def test_gpt2_small_flops_per_token_by_hand() -> None:
     # 6 N + 12 L d T, N all parameters but the 1024 x 768 learned positions
     n = 124_439_808 - 1024 * 768

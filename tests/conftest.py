@@ -42,6 +42,26 @@ def live_in_group(pgid: int) -> list[int]:
     return out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A lock directory for this session (one per xdist worker), set before any fixture.
+
+    Session- and module-scoped fixtures that start engines run before the per-test
+    :func:`private_lock_dir` exists; without this they would lease devices in the shared
+    ``/tmp/dltop-locks`` and wait behind unrelated engines on the host.
+    """
+    path = str(tmp_path_factory.mktemp("session-locks"))
+    before = os.environ.get("DLTOP_LOCK_DIR")
+    os.environ["DLTOP_LOCK_DIR"] = path
+    try:
+        yield path
+    finally:
+        if before is None:
+            os.environ.pop("DLTOP_LOCK_DIR", None)
+        else:
+            os.environ["DLTOP_LOCK_DIR"] = before
+
+
 @pytest.fixture(autouse=True)
 def private_lock_dir(tmp_path_factory: pytest.TempPathFactory,
                      monkeypatch: pytest.MonkeyPatch) -> str:

@@ -270,3 +270,15 @@ def test_devices_and_places_read_as_words() -> None:
     assert describe_devices(["cpu-0", "cpu-1", "cpu-3", "gpu-2"]) == "cpu 0-1,3, gpu 2"
     assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 102)] == [
         "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "102nd"]
+
+
+@pytest.fixture(scope="module")
+def module_lock_dir() -> str | None:
+    # What a module-scoped fixture that starts an engine would lease in.
+    return os.environ.get(lease.LOCK_DIR_ENV)
+
+
+def test_module_fixtures_lease_in_a_private_directory(module_lock_dir: str | None,
+                                                      private_lock_dir: str) -> None:
+    assert module_lock_dir is not None and Path(module_lock_dir) != lease.DEFAULT_LOCK_DIR
+    assert module_lock_dir != private_lock_dir  # the per-test one stays per test

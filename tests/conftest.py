@@ -284,11 +284,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                     "to skip such tests knowingly", pytrace=False)
 
 
+SLOW_FIXTURES = frozenset({"browser", "slurm_cluster"})
+"""Fixtures that start something heavy: a test that uses one is ``slow``."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Loading TensorFlow or CNTK takes seconds: whatever needs one is slow by definition,
     # so `pytest -m "not slow"` never needs either framework installed.
     for item in items:
         if any(item.get_closest_marker(f) for f in FRAMEWORK_MARKERS):
+            item.add_marker(pytest.mark.slow)
+        # A real Chromium or a Slurm cluster starts in seconds, and the edit-test loop
+        # must pass on a machine that has neither installed.
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
         # Under pytest-xdist (`make test`), the Slurm tests share one worker and so one
         # session-scoped cluster, instead of a slurmctld per worker.

@@ -42,6 +42,26 @@ def live_in_group(pgid: int) -> list[int]:
     return out
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_lock_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A lock directory for this session (one per xdist worker), set before any fixture.
+
+    Session- and module-scoped fixtures that start engines run before the per-test
+    :func:`private_lock_dir` exists; without this they would lease devices in the shared
+    ``/tmp/dltop-locks`` and wait behind unrelated engines on the host.
+    """
+    path = str(tmp_path_factory.mktemp("session-locks"))
+    before = os.environ.get("DLTOP_LOCK_DIR")
+    os.environ["DLTOP_LOCK_DIR"] = path
+    try:
+        yield path
+    finally:
+        if before is None:
+            os.environ.pop("DLTOP_LOCK_DIR", None)
+        else:
+            os.environ["DLTOP_LOCK_DIR"] = before
+
+
 @pytest.fixture(autouse=True)
 def private_lock_dir(tmp_path_factory: pytest.TempPathFactory,
                      monkeypatch: pytest.MonkeyPatch) -> str:
@@ -264,11 +284,19 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
                     "to skip such tests knowingly", pytrace=False)
 
 
+SLOW_FIXTURES = frozenset({"browser", "slurm_cluster"})
+"""Fixtures that start something heavy: a test that uses one is ``slow``."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Loading TensorFlow or CNTK takes seconds: whatever needs one is slow by definition,
     # so `pytest -m "not slow"` never needs either framework installed.
     for item in items:
         if any(item.get_closest_marker(f) for f in FRAMEWORK_MARKERS):
+            item.add_marker(pytest.mark.slow)
+        # A real Chromium or a Slurm cluster starts in seconds, and the edit-test loop
+        # must pass on a machine that has neither installed.
+        if SLOW_FIXTURES.intersection(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
         # Under pytest-xdist (`make test`), the Slurm tests share one worker and so one
         # session-scoped cluster, instead of a slurmctld per worker.

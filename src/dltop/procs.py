@@ -23,19 +23,26 @@ def process_start_time(pid: int) -> float | None:
         return None
 
 
-def engine_alive(pid: int | None, start_time: float | None) -> bool:
-    """True if the recorded engine process still runs (same pid and start time)."""
-    if not pid or pid == os.getpid():
-        return False
+def process_alive(pid: int, start_time: float | None) -> bool:
+    """True if process ``pid`` runs and (when given) started at ``start_time``.
+
+    The start time tells a reused pid from the process that was recorded; a zombie
+    (killed, its parent has not reaped it yet) counts as dead.
+    """
     now = process_start_time(pid)
     if now is None or (start_time is not None and abs(now - start_time) >= 0.05):
         return False
     try:
-        # A killed engine whose parent (a viewer that started it) has not reaped
-        # it yet is a zombie: dead, though its pid and start time still match.
         return bool(psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
     except psutil.Error:
         return False
+
+
+def engine_alive(pid: int | None, start_time: float | None) -> bool:
+    """True if the recorded engine process still runs (same pid and start time)."""
+    if not pid or pid == os.getpid():
+        return False
+    return process_alive(pid, start_time)
 
 
 def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:

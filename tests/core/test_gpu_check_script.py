@@ -80,6 +80,7 @@ def test_no_gpu_mode_runs_whole_and_reports_skipped_cuda_steps(tmp_path: Path) -
     assert json.loads((out / "devices.json").read_text())["simulated"] is True
 
 
+@pytest.mark.slow
 def test_tui_pilot_capture_without_tmux(tmp_path: Path) -> None:
     svg, result = tmp_path / "tui.svg", tmp_path / "r.json"
     subprocess.run([sys.executable, str(SCRIPTS / "gpu_check_steps.py"), "tui-pilot",

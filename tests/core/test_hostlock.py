@@ -8,6 +8,7 @@ has seen what the second engine does.
 from __future__ import annotations
 
 import os
+import signal
 import sqlite3
 import subprocess
 import sys
@@ -76,7 +77,7 @@ def open_gate(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> list[str]:
     """Lets the held runs go on; every engine must then end with 0. Returns their output."""
     (tmp_path / "gate").write_text("")
     outs = [p.communicate(timeout=120)[0] for p in procs]
-    assert [p.returncode for p in procs] == [0, 0], outs
+    assert [p.returncode for p in procs] == [0] * len(procs), outs
     return outs
 
 
@@ -133,8 +134,8 @@ def same_database(tmp_path: Path, wait_until: Any, profile: Callable[[str], Path
     wait_until(lambda: status(db, "b") == "waiting", 60, "campaign b to wait for devices")
     shown = subprocess.run(dltop("status", "--db", db), capture_output=True, text=True,
                            timeout=60).stdout
-    assert "`b`: waiting for devices: cpu-" in shown and "held by campaign 1 `a`" in shown, \
-        shown
+    assert "`b`: waiting for devices: cpu " in shown, shown
+    assert "1st in line; cpu-" in shown and "held by campaign 1 `a`" in shown, shown
     assert len(run_rows(db)) == 1, "b started no run while a holds the CPU"
     (tmp_path / "gate").write_text("")
     wait_until(lambda: status(db, "a") == status(db, "b") == "finished", 120,
@@ -160,7 +161,7 @@ def two_databases(tmp_path: Path, wait_until: Any, profile: Callable[[str], Path
         (waiting_for,) = query(dbb, "select waiting_for from campaigns")[0]
         assert f"db {da}" in waiting_for, waiting_for
         outs = open_gate(tmp_path, procs)
-    assert "campaign 1 waiting for devices: cpu-" in outs[1]
+    assert "campaign 1 waiting for devices: cpu " in outs[1], outs[1]
 
 
 def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path, wait_until: Any,
@@ -186,3 +187,53 @@ def test_without_a_lease_sharing_is_recorded_and_marked(tmp_path: Path, wait_unt
     table = subprocess.run(dltop("export", "--db", db, "--campaign", "1"),
                            capture_output=True, text=True, timeout=60).stdout
     assert "†" in table, table
+
+
+def waiting_for(db: Path) -> str:
+    rows = query(db, "select waiting_for from campaigns")
+    return (rows[0][0] or "") if rows else ""
+
+
+def three_in_line(tmp_path: Path, wait_until: Any, profile: Callable[[str], Path],
+                  procs: list[subprocess.Popen[str]]) -> dict[str, Path]:
+    """Engine a runs (held at the gate); b, then c, wait for the same cores."""
+    dbs = {n: tmp_path / f"{n}.db" for n in "abc"}
+    procs.append(engine(profile("a"), dbs["a"]))
+    wait_until(lambda: query(dbs["a"], "select 1 from runs where status = 'running'"), 60,
+               "a's run")
+    procs.append(engine(profile("b"), dbs["b"]))
+    wait_until(lambda: "1st in line" in waiting_for(dbs["b"]), 60, "b to wait, first in line")
+    procs.append(engine(profile("c"), dbs["c"]))
+    wait_until(lambda: "2nd in line" in waiting_for(dbs["c"]), 60, "c to wait behind b")
+    return dbs
+
+
+def test_waiting_engines_get_the_cores_in_arrival_order(tmp_path: Path, wait_until: Any,
+                                                        profile: Any) -> None:
+    with engines() as procs:
+        dbs = three_in_line(tmp_path, wait_until, profile, procs)
+        shown = subprocess.run(dltop("status", "--db", dbs["c"]), capture_output=True,
+                               text=True, timeout=60).stdout
+        assert f"2nd in line behind campaign 1 `b` (pid {procs[1].pid}," in shown, shown
+        assert f"db {dbs['b']})" in shown, shown
+        open_gate(tmp_path, procs)
+    (a, b, c) = (run_rows(dbs[n]) for n in "abc")
+    assert [len(a), len(b), len(c)] == [1, 1, 1] and all(
+        r[0][1] == "ok" for r in (a, b, c)), (a, b, c)
+    # started_at, finished_at: one after the other, b (which came first) before c.
+    assert a[0][3] <= b[0][2] <= b[0][3] <= c[0][2], (a, b, c)
+
+
+def test_a_waiter_killed_in_line_does_not_block_the_next(tmp_path: Path, wait_until: Any,
+                                                         profile: Any) -> None:
+    with engines() as procs:
+        dbs = three_in_line(tmp_path, wait_until, profile, procs)
+        procs[1].send_signal(signal.SIGKILL)
+        procs[1].wait()
+        # c removes b's dead ticket at its next poll and moves up.
+        wait_until(lambda: "1st in line; cpu-" in waiting_for(dbs["c"]), 30,
+                   "c to be first in line")
+        assert "held by campaign 1 `a`" in waiting_for(dbs["c"]), waiting_for(dbs["c"])
+        open_gate(tmp_path, [procs[0], procs[2]])
+    assert [r[1] for r in run_rows(dbs["c"])] == ["ok"]
+    assert not list((Path(os.environ["DLTOP_LOCK_DIR"]) / "tickets").glob("*.json"))

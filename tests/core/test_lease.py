@@ -29,11 +29,38 @@ HOLD = textwrap.dedent("""
 """)
 
 
+WAIT = textwrap.dedent("""
+    import sys, time
+    from dltop.jobs.lease import DeviceLease
+    waits = DeviceLease(sys.argv[3:], {"campaign": int(sys.argv[2]), "name": "w", "db": "w.db"},
+                        __import__("pathlib").Path(sys.argv[1]))
+    print(waits.poll(), flush=True)
+    time.sleep(60)
+""")
+
+
 def hold(directory: Path, *names: str) -> subprocess.Popen[str]:
     """Another process holding ``names`` until killed."""
     proc = subprocess.Popen([sys.executable, "-c", HOLD, str(directory), *names],
                             stdout=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stdout.readline() == "held\n"
+    return proc
+
+
+def try_once(directory: Path, name: str) -> str | None:
+    """One poll of a lease of ``name``, then released (its ticket too): busy or None."""
+    probe = DeviceLease([name], {}, directory)
+    try:
+        return probe.poll()
+    finally:
+        probe.release()
+
+
+def queue_up(directory: Path, campaign: int, *names: str) -> subprocess.Popen[str]:
+    """Another process waiting in line for ``names`` (one poll: it holds its ticket)."""
+    proc = subprocess.Popen([sys.executable, "-c", WAIT, str(directory), str(campaign), *names],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None and proc.stdout.readline() != "None\n"
     return proc
 
 
@@ -67,7 +94,7 @@ def test_locks_are_kept_while_the_rest_are_awaited(tmp_path: Path) -> None:
         assert whole.poll() == "cpu-1"
         # cpu-0 stays taken by the waiting lease: a packing engine cannot keep it
         # busy forever and starve the engine that waits for the whole host.
-        assert DeviceLease(["cpu-0"], {}, tmp_path).poll() == "cpu-0"
+        assert try_once(tmp_path, "cpu-0") == "cpu-0"
     finally:
         other.kill()
         other.wait()
@@ -82,7 +109,7 @@ def test_a_child_that_inherits_the_locks_keeps_the_devices_leased(tmp_path: Path
                              pass_fds=mine.fds)
     try:
         mine.release()
-        assert DeviceLease(["gpu-0"], {}, tmp_path).poll() == "gpu-0"
+        assert try_once(tmp_path, "gpu-0") == "gpu-0"
     finally:
         child.kill()
         child.wait()
@@ -140,7 +167,8 @@ def test_wait_for_reports_the_holder_and_gives_up_on_stop(tmp_path: Path) -> Non
     finally:
         other.kill()
         other.wait()
-    assert len(told) == 1 and told[0].startswith("cpu-0 held by campaign 7 `other`")
+    assert len(told) == 1 and told[0].startswith("cpu 0: 1st in line; cpu-0 held by campaign 7 "
+                                                 "`other`"), told
 
 
 FAKE_RUNNER = "import time; time.sleep(60)"
@@ -180,3 +208,77 @@ def test_a_run_leases_its_devices_when_packing_else_the_whole_host() -> None:
     assert lease.run_devices(Allocation((1,), None), packs) == ("gpu-1",)
     assert lease.run_devices(Allocation((), None, exclusive=True), packs) == (
         "cpu-0", "cpu-1", "cpu-2")
+
+
+def test_a_later_waiter_defers_to_an_earlier_live_one_until_it_dies(tmp_path: Path) -> None:
+    holder = hold(tmp_path, "cpu-0")
+    first = queue_up(tmp_path, 8, "cpu-0", "cpu-1")
+    try:
+        mine = DeviceLease(["cpu-1"], {"campaign": 9}, tmp_path)
+        # cpu-1 is free, but the earlier waiter wants it too: no jumping the line.
+        assert mine.poll() == "cpu-1" and mine.fds == ()
+        assert mine.waiting_text("cpu-1") == (
+            f"cpu 1: 2nd in line behind campaign 8 `w` (pid {first.pid}, user "
+            f"{lease._user()}, db w.db)")
+        # A waiter for other devices is not held up by the line.
+        assert DeviceLease(["cpu-2"], {}, tmp_path).poll() is None
+        first.kill()
+        first.wait()
+        # The dead waiter's ticket is removed by the next poll: its place is free.
+        assert mine.poll() is None and len(mine.fds) == 1
+        assert sorted(p.name for p in (tmp_path / "tickets").iterdir()) == ["counter"]
+    finally:
+        for p in (holder, first):
+            p.kill()
+            p.wait()
+
+
+def test_the_first_in_line_says_who_holds_the_device(tmp_path: Path) -> None:
+    holder = hold(tmp_path, "cpu-1")
+    try:
+        mine = DeviceLease(["cpu-0", "cpu-1", "gpu-0"], {"campaign": 2}, tmp_path)
+        assert mine.poll() == "cpu-1"
+        text = mine.waiting_text("cpu-1")
+        assert text.startswith("cpu 0-1, gpu 0: 1st in line; cpu-1 held by campaign 7 `other`")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert mine.poll() is None
+    mine.release()
+    assert not list((tmp_path / "tickets").glob("*.json")), "the ticket outlived the wait"
+
+
+def test_a_ticket_of_a_reused_pid_is_stale(tmp_path: Path) -> None:
+    from dltop.jobs import tickets
+
+    # Our own live pid, but recorded with another start time: the waiter that wrote
+    # it died and the pid went to another process.
+    stale = tickets.take(tmp_path, ["cpu-0"], {"campaign": 4})
+    path = tmp_path / "tickets" / f"{stale.number}.json"
+    body = json.loads(path.read_text())
+    path.write_text(json.dumps({**body, "start_time_s": body["start_time_s"] - 100}))
+    mine = DeviceLease(["cpu-0"], {}, tmp_path)
+    assert mine.poll() is None and not path.exists()
+    mine.release()
+    assert tickets.take(tmp_path, ["cpu-0"], {}).number > stale.number + 1, \
+        "numbers go on from the counter"
+
+
+def test_devices_and_places_read_as_words() -> None:
+    from dltop.jobs.tickets import describe_devices, ordinal
+
+    assert describe_devices(["cpu-0", "cpu-1", "cpu-3", "gpu-2"]) == "cpu 0-1,3, gpu 2"
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 102)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "102nd"]
+
+
+@pytest.fixture(scope="module")
+def module_lock_dir() -> str | None:
+    # What a module-scoped fixture that starts an engine would lease in.
+    return os.environ.get(lease.LOCK_DIR_ENV)
+
+
+def test_module_fixtures_lease_in_a_private_directory(module_lock_dir: str | None,
+                                                      private_lock_dir: str) -> None:
+    assert module_lock_dir is not None and Path(module_lock_dir) != lease.DEFAULT_LOCK_DIR
+    assert module_lock_dir != private_lock_dir  # the per-test one stays per test

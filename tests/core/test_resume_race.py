@@ -7,6 +7,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
+
 from dltop.store import Store, connect
 
 CLAIM = textwrap.dedent("""
@@ -35,6 +37,7 @@ def dead_pid() -> int:
     return proc.pid
 
 
+@pytest.mark.slow  # four rounds of racing resumer processes
 def test_two_resumers_at_once_exactly_one_takes_the_campaign(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     store = Store(connect(db))

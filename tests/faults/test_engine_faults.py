@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+pytestmark = pytest.mark.slow  # engines (`dltop run`) on broken databases and disks
+
 EMITTER = """\
 import json, os, sys, time
 spec = json.load(open(sys.argv[-1]))

@@ -64,6 +64,7 @@ def _mode(p: Path) -> int:
     return stat.S_IMODE(p.lstat().st_mode)
 
 
+@pytest.mark.slow
 def test_planted_spec_and_log_links_are_never_written_through(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     spec_victim, log_victim = _victim(tmp_path, "victim1"), _victim(tmp_path, "victim2")
@@ -87,6 +88,7 @@ def test_planted_spec_and_log_links_are_never_written_through(tmp_path: Path) ->
     assert len(aside) == 1 and (aside[0] / "spec.json").is_symlink()
 
 
+@pytest.mark.slow
 def test_a_run_folder_that_is_a_link_fails_that_run_with_its_reason(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     target = tmp_path / "elsewhere"
@@ -132,6 +134,7 @@ def test_folders_of_another_user_are_refused(tmp_path: Path) -> None:
     assert [p.name for p in runs.iterdir()] == (["run-1"] if os.geteuid() == 0 else [])
 
 
+@pytest.mark.slow
 def test_database_logs_and_folders_are_user_only_under_umask_022(tmp_path: Path) -> None:
     db = tmp_path / "new" / "d.db"
     res = _run(tmp_path, db)

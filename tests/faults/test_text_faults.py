@@ -124,6 +124,7 @@ def test_textsafe_escapes_every_control_character_visibly() -> None:
 # fault 1 and 6: dltop run, --resume, runs, status, profiles show, exports ----------------
 
 
+@pytest.mark.slow
 def test_run_prints_markup_and_escapes_literally(crashed_db: Path) -> None:
     res = dltop(crashed_db, "run", "--headless", str(crashed_db / "p.toml"))
     assert_clean(res)
@@ -155,6 +156,7 @@ def test_interactive_progress_bars_take_labels_literally(tmp_path: Path) -> None
     assert "net[/]\\x1b]0;PWNED" in text  # the label, in the bar and the final line
 
 
+@pytest.mark.slow
 def test_resume_of_a_marked_up_campaign_finishes(tmp_path: Path) -> None:
     """--resume printed the same names and crashed again; status printed them raw."""
     prof = write_campaign(tmp_path, models=("a[/]" + HOSTILE, "b[/]"), sleep_s=60)
@@ -202,6 +204,7 @@ def _runs(tmp_path: Path) -> int:
 
 
 @pytest.mark.parametrize("mode", ["--headless", "--json"])
+@pytest.mark.slow
 def test_a_reader_that_leaves_does_not_end_the_campaign(tmp_path: Path, mode: str) -> None:
     """``dltop run | head -1``: the first print after the reader left raised
     BrokenPipeError in the engine; the campaign stayed `running` with no engine."""
@@ -222,6 +225,7 @@ def test_a_reader_that_leaves_does_not_end_the_campaign(tmp_path: Path, mode: st
         conn.close()
 
 
+@pytest.mark.slow
 def test_runs_listing_shows_messages_literally(crashed_db: Path) -> None:
     res = dltop(crashed_db, "runs")
     assert_clean(res)
@@ -244,6 +248,7 @@ def test_profile_error_in_a_path_with_control_characters_is_escaped(tmp_path: Pa
     assert res.returncode == 2 and "bad\\x1b[2J.toml" in res.stderr
 
 
+@pytest.mark.slow
 def test_markdown_export_keeps_one_row_per_configuration(tmp_path: Path) -> None:
     models = ("pipe|label", "new\nline", "esc" + HOSTILE)
     # A line break in a profile string is refused at load (issue 27): the newline label
@@ -410,6 +415,7 @@ async def test_tui_crash_gives_a_non_zero_exit_status(tmp_path: Path) -> None:
 # fault 11: plain errors ----------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_retry_progress_counts_jobs_not_attempts(tmp_path: Path) -> None:
     res = dltop(tmp_path, "run", "--headless",
                 str(write_campaign(tmp_path, models=("m",), retries=1)))

@@ -19,6 +19,7 @@ def dltop(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           text=True, cwd=cwd, timeout=240, check=False)
 
 
+@pytest.mark.slow
 def test_report_is_one_offline_html_file(report_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "r.html"
     res = dltop("report", "--db", str(report_db), "--campaign", "1", "-o", str(out),

@@ -24,6 +24,8 @@ PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 sys.path.insert(0, str(PROGRAMS))
 import proto_evals as child  # noqa: E402
 
+pytestmark = pytest.mark.slow  # the module runs a real engine
+
 PROFILE = """\
 name = "conv"
 [[matrix]]

@@ -15,6 +15,8 @@ from dltop.catalog import CampaignStatus, RunStatus
 from dltop.cli import EXPORT_METRICS, main
 from dltop.store import Store, connect
 
+pytestmark = pytest.mark.slow  # every export in every format, before and after a prune
+
 FORMATS = ("md", "csv", "json", "latex")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import os
 import pickle
@@ -23,6 +24,27 @@ from dltop.runners.registry import CHILD_DIR
 # The child modules import each other as top-level modules (the runner's directory
 # is sys.path[0] of a child); the tests import them the same way.
 sys.path.insert(0, str(CHILD_DIR))
+
+
+class LazyModule:
+    """A module imported when a test first uses it, not when pytest collects the file.
+
+    Test modules that imported TensorFlow, PyTorch or JAX at the top made every xdist
+    worker load all three while collecting, even for ``-m "not slow"`` runs that use
+    none of them (20 s of `make test-fast`'s collection). ``tf = LazyModule("tensorflow")``
+    reads like the import it replaces; an install that is missing still fails the test
+    that uses it (the framework markers say how to install it), not collection.
+    """
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def __getattr__(self, attr: str) -> Any:
+        # pytest probes every module-level object for private markers while collecting
+        # (``_fixture_function_marker``...): those must not import the framework.
+        if attr.startswith("_") and attr != "__version__":
+            raise AttributeError(attr)
+        return getattr(importlib.import_module(self._name), attr)
 
 
 def spec(model: str = "fcn-r", device: str = "cpu:1", **kw: Any) -> dict[str, Any]:

@@ -18,10 +18,11 @@ import psutil
 import pytest
 
 from dltop import envsetup
-from dltop.runners.child import torch_models
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import spec, write_cifar_python, write_mnist
+from .conftest import LazyModule, spec, write_cifar_python, write_mnist
+
+torch_models = LazyModule("dltop.runners.child.torch_models")
 
 pytestmark = [pytest.mark.slow, pytest.mark.cntk]
 

@@ -7,15 +7,23 @@ Large models (FCN-S, AlexNet-S, VGG16, ResNet-50 at 224) are checked by shape wi
 from __future__ import annotations
 
 import math
+from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from dltop import catalog
-from dltop.runners.child import jax_layers, model_catalog
-from dltop.runners.child import jax_models as jm
+from dltop.runners.child import model_catalog
+
+from .conftest import LazyModule
+
+jax = LazyModule("jax")
+jnp = LazyModule("jax.numpy")
+jax_layers = LazyModule("dltop.runners.child.jax_layers")
+jm = LazyModule("dltop.runners.child.jax_models")
+
+# Every test needs JAX, and jit compiles take seconds: `make test-fast` leaves them out.
+pytestmark = pytest.mark.jax
 
 COUNTS = {"fcn-s": 122_194_048, "fcn-r": 14_205_962, "alexnet-s": 61_100_840,
           "alexnet-r": 85_098, "resnet-50": 25_557_032, "resnet-56": 853_018,
@@ -29,7 +37,11 @@ SIZED_FLOPS = {("resnet-50", 32): 512_753_664, ("resnet-56", 64): 3_011_645_184}
 REAL_FORWARD = [("fcn-r", None), ("alexnet-r", None), ("lenet", None), ("resnet-56", None),
                 pytest.param("resnet-50", 32, marks=pytest.mark.slow),  # 5-12 s eager
                 ("lstm", None)]
-KEY = jax.random.key(0)
+
+
+def key() -> Any:
+    """The tests' PRNG key (made when a test runs: collection does not import JAX)."""
+    return jax.random.key(0)
 
 
 def out_shape(name: str, batch: int) -> tuple[int, ...]:
@@ -68,17 +80,17 @@ def test_images_are_nhwc_and_bad_names_or_sizes_refused() -> None:
     assert jm.input_shape("fcn-s") == (26752,)
     assert jm.input_shape("lstm") == (model_catalog.SEQ_LEN,)
     with pytest.raises(KeyError, match="unknown model"):
-        jm.build("vgg", KEY)
+        jm.build("vgg", key())
     with pytest.raises(ValueError, match="input_size"):
-        jm.build("fcn-r", KEY, input_size=32)
+        jm.build("fcn-r", key(), input_size=32)
     with pytest.raises(ValueError, match="at least"):
-        jm.build("resnet-56", KEY, input_size=4)
+        jm.build("resnet-56", key(), input_size=4)
 
 
 @pytest.mark.parametrize(("name", "size"), REAL_FORWARD)
 def test_forward_is_finite(name: str, size: int | None) -> None:
     # Eager: on a CPU, compiling each model would take longer than running it.
-    model = jm.build(name, KEY, size)
+    model = jm.build(name, key(), size)
     x, y = jm.synthetic_batch(name, 2, jax.random.key(1), size)
     out, _ = model.apply(model.params, model.state, x, True)
     assert out.shape == out_shape(name, 2) and out.dtype == jnp.float32
@@ -89,7 +101,7 @@ def test_forward_is_finite(name: str, size: int | None) -> None:
 
 @pytest.mark.slow  # compiles ResNet-56 twice (train and eval); the SGD tests jit the others
 def test_jit_with_static_train_flag_matches_eager() -> None:
-    model = jm.build("resnet-56", KEY, input_size=8)
+    model = jm.build("resnet-56", key(), input_size=8)
     x, _ = jm.synthetic_batch("resnet-56", 2, jax.random.key(1), 8)
     jitted = jax.jit(model.apply, static_argnums=3)
     for train in (True, False):
@@ -109,7 +121,7 @@ def test_loss_is_mean_cross_entropy_over_every_step() -> None:
 
 
 def test_resnet_train_updates_bn_state_and_eval_reads_it() -> None:
-    model = jm.build("resnet-56", KEY, input_size=8)
+    model = jm.build("resnet-56", key(), input_size=8)
     x, _ = jm.synthetic_batch("resnet-56", 4, jax.random.key(1), 8)
     apply = model.apply
     _, trained = apply(model.params, model.state, x, True)
@@ -135,7 +147,7 @@ def test_resnet56_shortcut_a_and_resnet50_projections() -> None:
 
 
 def test_lstm_has_two_trained_bias_vectors_per_layer() -> None:
-    model = jm.build("lstm", KEY)
+    model = jm.build("lstm", key())
     x, y = jm.synthetic_batch("lstm", 2, jax.random.key(1))
 
     def f(params: object) -> jax.Array:
@@ -148,21 +160,21 @@ def test_lstm_has_two_trained_bias_vectors_per_layer() -> None:
 
 
 def test_initialisation_follows_torch() -> None:
-    params = jm.build("fcn-r", KEY).params
+    params = jm.build("fcn-r", key()).params
     w = np.asarray(params[0]["w"])
     bound = 1 / math.sqrt(784)
     assert np.abs(w).max() <= bound and np.abs(w).max() > 0.99 * bound
     assert abs(w.std() - bound / math.sqrt(3)) < 0.02 * bound  # uniform's standard deviation
-    table = np.asarray(jm.build("lstm", KEY).params["embed"]["table"])
+    table = np.asarray(jm.build("lstm", key()).params["embed"]["table"])
     assert abs(table.mean()) < 0.01 and abs(table.std() - 1) < 0.01  # N(0, 1)
-    same, other = jm.build("fcn-r", KEY).params, jm.build("fcn-r", jax.random.key(1)).params
+    same, other = jm.build("fcn-r", key()).params, jm.build("fcn-r", jax.random.key(1)).params
     assert np.array_equal(np.asarray(same[0]["w"]), w)
     assert not np.array_equal(np.asarray(other[0]["w"]), w)
 
 
 @pytest.mark.parametrize("name", ["fcn-r", "lenet"])
 def test_sgd_steps_reduce_the_loss_on_a_fixed_batch(name: str) -> None:
-    model = jm.build(name, KEY)
+    model = jm.build(name, key())
     x, y = jm.synthetic_batch(name, 16, jax.random.key(1))
 
     @jax.jit
@@ -179,7 +191,7 @@ def test_sgd_steps_reduce_the_loss_on_a_fixed_batch(name: str) -> None:
 
 
 def test_bf16_computes_in_bf16_and_keeps_fp32_parameters() -> None:
-    model = jm.build("lenet", KEY, dtype=jnp.bfloat16)
+    model = jm.build("lenet", key(), dtype=jnp.bfloat16)
     x, y = jm.synthetic_batch("lenet", 2, jax.random.key(1))
     assert all(p.dtype == jnp.float32 for p in jax.tree_util.tree_leaves(model.params))
     out, _ = model.apply(model.params, model.state, x, True)
@@ -187,13 +199,13 @@ def test_bf16_computes_in_bf16_and_keeps_fp32_parameters() -> None:
     grads = jax.jit(jax.grad(lambda p: jm.loss("lenet", model.apply(p, {}, x, True)[0], y)))(
         model.params)
     assert all(g.dtype == jnp.float32 for g in jax.tree_util.tree_leaves(grads))
-    fp32 = jm.build("lenet", KEY)
+    fp32 = jm.build("lenet", key())
     ref, _ = fp32.apply(fp32.params, fp32.state, x, True)
     np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(ref), atol=0.05)
 
 
 def test_bf16_resnet_keeps_fp32_bn_statistics() -> None:
-    model = jm.build("resnet-56", KEY, input_size=8, dtype=jnp.bfloat16)
+    model = jm.build("resnet-56", key(), input_size=8, dtype=jnp.bfloat16)
     x, _ = jm.synthetic_batch("resnet-56", 2, jax.random.key(1), 8)
     out, state = model.apply(model.params, model.state, x, True)
     assert out.dtype == jnp.bfloat16 and bool(jnp.all(jnp.isfinite(out)))

@@ -14,11 +14,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dltop.runners.child import torch_models
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import run_profile, run_runner, spec, write_idx, write_mnist
+from .conftest import LazyModule, run_profile, run_runner, spec, write_idx, write_mnist
 from .test_cntk_runner import COUNTS
+
+torch_models = LazyModule("dltop.runners.child.torch_models")
 
 pytestmark = pytest.mark.jax
 

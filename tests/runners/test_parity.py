@@ -19,15 +19,19 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
-import torch
 
-from dltop.runners.child import jax_models, torch_models
-
+from .conftest import LazyModule
 from .test_cntk_runner import COUNTS
+
+jax = LazyModule("jax")
+jnp = LazyModule("jax.numpy")
+torch = LazyModule("torch")
+jax_models = LazyModule("dltop.runners.child.jax_models")
+torch_models = LazyModule("dltop.runners.child.torch_models")
+
+pytestmark = pytest.mark.jax  # every test builds JAX models
 
 # JAX's engine runs are test_jax_runner.py's (every model, the same size and FLOPs
 # asserted): one engine run per model is enough.

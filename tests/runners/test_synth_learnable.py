@@ -24,6 +24,8 @@ from torch import nn
 from dltop.runners.child import datasets
 from dltop.runners.child import torch_models as tm
 
+pytestmark = pytest.mark.slow  # trains three models to accuracy
+
 BATCH = 64
 
 

@@ -6,14 +6,12 @@ import pytest
 
 from dltop import catalog
 from dltop.runners.child import model_catalog
-from dltop.runners.child import torch_models as tm
 
-try:
-    import tensorflow as tf
+from .conftest import LazyModule
 
-    from dltop.runners.child import tf_models as tfm
-except ImportError:  # the `tensorflow` marker fails each test with how to install it
-    tf = tfm = None
+tm = LazyModule("dltop.runners.child.torch_models")
+tf = LazyModule("tensorflow")
+tfm = LazyModule("dltop.runners.child.tf_models")
 
 COUNTS = {"fcn-s": 122_194_048, "fcn-r": 14_205_962, "alexnet-s": 61_100_840,
           "alexnet-r": 85_098, "resnet-50": 25_557_032, "resnet-56": 853_018,

@@ -7,13 +7,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from . import conftest  # noqa: F401 - puts the child modules on sys.path
+from .conftest import LazyModule  # and the child modules on sys.path
 
-try:
-    import tensorflow as tf
-    import tf_train
-except ImportError:  # the `tensorflow` marker fails each test with how to install it
-    tf = tf_train = None
+tf = LazyModule("tensorflow")
+tf_train = LazyModule("tf_train")
 
 pytestmark = [pytest.mark.tensorflow]
 

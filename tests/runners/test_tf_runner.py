@@ -7,12 +7,9 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_runner, spec, write_cifar_python, write_mnist
+from .conftest import LazyModule, run_runner, spec, write_cifar_python, write_mnist
 
-try:
-    import tensorflow as tf
-except ImportError:  # the `tensorflow` marker fails each test with how to install it
-    tf = None
+tf = LazyModule("tensorflow")
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]
 

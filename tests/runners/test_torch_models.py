@@ -18,7 +18,12 @@ def test_every_catalog_model_is_built() -> None:
     assert set(tm.NAMES) == set(catalog.MODELS) == set(COUNTS)
 
 
-@pytest.mark.parametrize("name", sorted(COUNTS))
+# The ImageNet-sized models take seconds each to initialise and run at 224x224.
+BIG = {"fcn-s", "alexnet-s", "vgg16", "resnet-50"}
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.slow) if n in BIG else n
+                                  for n in sorted(COUNTS)])
 def test_parameter_count_and_forward(name: str) -> None:
     model = tm.build(name)
     assert tm.param_count(model) == COUNTS[name]

@@ -17,6 +17,8 @@ from dltop.store.rows import job_row
 from dltop.tui.app import DltopApp
 from dltop.tui.queue import QueueHeader, QueueTable
 
+pytestmark = pytest.mark.slow  # builds a database of a large queue once (tens of seconds)
+
 N_JOBS = 100_000
 
 

@@ -182,6 +182,7 @@ async def test_shift_k_and_j_move_the_selected_queued_job(engine_seeded: Seeded)
     assert [d.text for d in app.done[2:]] == ["", ""] and app.done[0].text == ""
 
 
+@pytest.mark.slow
 async def test_x_removes_a_queued_job_but_not_a_finished_one(engine_seeded: Seeded) -> None:
     ids = engine_seeded.job_ids
     async with started(engine_seeded) as (app, pilot):
@@ -241,6 +242,7 @@ async def test_e_exports_the_table_to_the_typed_path(engine_seeded: Seeded,
     assert app.done[-1].text == f"wrote {out}"
 
 
+@pytest.mark.slow
 async def test_number_keys_switch_screens_and_results_update(engine_seeded: Seeded) -> None:
     async with started(engine_seeded) as (app, pilot):
         await press(app, pilot, "2")

@@ -201,6 +201,7 @@ async def test_f1_opens_help_and_f10_quits(engine_seeded: Seeded) -> None:
 
 
 # the command palette -------------------------------------------------------------------------
+@pytest.mark.slow
 async def test_the_palette_offers_dltops_commands(engine_seeded: Seeded) -> None:
     async with started(engine_seeded) as (app, pilot):
         assert {DltopCommands} == app.COMMANDS  # not Textual's theme/screenshot commands

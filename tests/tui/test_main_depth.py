@@ -185,6 +185,7 @@ async def _graph_width(tmp_path: Path, size: tuple[int, int]) -> tuple[int, str]
         return util_w, row.render().plain
 
 
+@pytest.mark.slow
 async def test_graphs_fill_the_width(tmp_path: Path) -> None:
     narrow, narrow_text = await _graph_width(tmp_path / "a", (80, 24))
     wide, wide_text = await _graph_width(tmp_path / "b", (200, 60))

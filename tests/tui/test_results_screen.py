@@ -111,6 +111,7 @@ def styles(cell: Text) -> set[str]:
     return {str(cell.style)} | {str(s.style) for s in cell.spans}
 
 
+@pytest.mark.slow
 async def test_the_metric_switch_cycles_and_picks(tmp_path: Path) -> None:
     async with on_results(tmp_path) as (app, pilot, screen):
         title = str(screen.query_one("#results-title").render())
@@ -231,6 +232,7 @@ async def test_failures_are_coloured_by_kind_and_explained(tmp_path: Path) -> No
         assert "diverged" not in text  # only the kinds the table shows
 
 
+@pytest.mark.slow
 async def test_the_speedup_chart_labels_are_whole(tmp_path: Path) -> None:
     async with on_results(tmp_path, size=(80, 24)) as (_, _, screen):
         chart = screen.query_one(SpeedupChart)

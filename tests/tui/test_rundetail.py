@@ -45,6 +45,7 @@ async def open_row(pilot: Any, app: DltopApp, row: int,
     return screen
 
 
+@pytest.mark.slow
 async def test_finished_run_shows_stats_telemetry_env_and_status(
         data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
     app = make_app(data.seeded)
@@ -92,6 +93,7 @@ async def test_crashed_run_shows_reason_and_stored_log_tail(
         assert isinstance(app.screen, RunDetailScreen)
 
 
+@pytest.mark.slow
 async def test_log_viewer_reaches_the_end_of_a_big_log(
         data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
     n = 400_000  # ~30 MB: several chunks, indexed in the worker while the first pages show
@@ -122,6 +124,7 @@ async def test_log_viewer_reaches_the_end_of_a_big_log(
         await wait_until_async(lambda: isinstance(app.screen, RunDetailScreen), 10, "back")
 
 
+@pytest.mark.slow
 async def test_running_run_updates_when_iterations_are_stored(
         data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
     app = make_app(data.seeded)
@@ -213,6 +216,7 @@ async def test_a_failing_read_is_said_once_and_read_again(
         assert len(failed) == 1, notes
 
 
+@pytest.mark.slow
 async def test_a_pruned_run_draws_its_archived_seconds(
         data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
     from dltop.store.retention import Retention

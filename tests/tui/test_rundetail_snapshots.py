@@ -60,11 +60,13 @@ def open_detail(row: int) -> Callable[[Pilot[Any]], Awaitable[None]]:
     return go
 
 
+@pytest.mark.slow
 def test_finished_run_80x24(snap_compare: Any, data: DetailSeed) -> None:
     assert snap_compare(make_app(data.seeded, gpus=0), terminal_size=(80, 24),
                         run_before=open_detail(0))
 
 
+@pytest.mark.slow
 def test_finished_run_200x60(snap_compare: Any, data: DetailSeed) -> None:
     assert snap_compare(make_app(data.seeded, gpus=0), terminal_size=(200, 60),
                         run_before=open_detail(0))

@@ -53,6 +53,7 @@ async def _ticks(pilot: Pilot[Any], n: int) -> None:
     await pilot.pause()
 
 
+@pytest.mark.slow
 def test_main_screen_80x24(snap_compare: Any, seeded: Any) -> None:
     assert snap_compare(make_app(seeded), terminal_size=(80, 24),
                         run_before=lambda p: _ticks(p, 12))

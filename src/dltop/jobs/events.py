@@ -100,7 +100,7 @@ class DevicesBusy:
 
     campaign_id: int
     waiting_for: str
-    """``<device> held by <holder>``."""
+    """Its devices, place in line and who it waits for (``DeviceLease.waiting_text``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"event": "waiting_for_devices", **asdict(self)}

@@ -16,6 +16,10 @@ same order, two engines can never deadlock, and an engine waiting for the
 whole host is not starved by a packing engine that keeps starting short runs
 on whatever is free.
 
+Waiting runs form a line (:mod:`dltop.jobs.tickets`): a run tries its locks only
+when no run that started waiting before it wants one of its devices, so engines
+get contended devices in arrival order.
+
 When the directory cannot be used (read-only ``/tmp``, a lock file another user
 made unreadable), the run goes on without a lease and records why
 (``runs.device_lease``); the engine's scan for foreign runners
@@ -32,10 +36,11 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from dltop.jobs import tickets
 from dltop.jobs.allocator import Allocation, DeviceAllocator
 
 LOCK_DIR_ENV = "DLTOP_LOCK_DIR"
@@ -68,21 +73,6 @@ def run_devices(alloc: Allocation, allocator: DeviceAllocator) -> tuple[str, ...
     return device_names(alloc.gpu_indices, alloc.cpu_affinity or ())
 
 
-def _ensure_dir(path: Path) -> None:
-    """Create the shared directory (mode 1777, as ``/tmp``) unless it exists."""
-    try:
-        path.mkdir(parents=True)
-    except FileExistsError:
-        pass
-    else:
-        # mkdir's mode is cut by the umask; chmod is not. Sticky: no user can
-        # remove or replace another user's lock file.
-        with contextlib.suppress(OSError):
-            os.chmod(path, 0o1777)
-    if not path.is_dir():
-        raise NotADirectoryError(f"{path} is not a directory")
-
-
 def _open_lock(path: Path) -> tuple[int, bool]:
     """Open (creating) a lock file; return (fd, writable).
 
@@ -108,8 +98,11 @@ def read_holder(directory: Path, name: str) -> str:
         info: dict[str, Any] = json.loads((directory / f"{name}.lock").read_text() or "{}")
     except (OSError, ValueError):
         info = {}
-    if not info:
-        return "another process"
+    return describe_holder(info) if info else "another process"
+
+
+def describe_holder(info: Mapping[str, Any]) -> str:
+    """``campaign 3 `a` (pid 12, user u, db x.db)`` from what a holder or waiter recorded."""
     camp = f"campaign {info.get('campaign')} `{info.get('name')}`" if info.get("campaign") \
         else "a dltop engine"
     return (f"{camp} (pid {info.get('pid')}, user {info.get('user')}, "
@@ -129,11 +122,17 @@ class DeviceLease:
                  directory: Path | None = None) -> None:
         self.names = tuple(sorted(set(names), key=_sort_key))
         self.directory = directory or lock_dir()
-        self._holder = json.dumps({**holder, "pid": os.getpid(), "user": _user(),
-                                   "host": socket.gethostname()})
+        info = {**holder, "user": _user(), "host": socket.gethostname()}
+        self._holder = json.dumps({**info, "pid": os.getpid()})
+        self._info = info
         self._fds: dict[str, int] = {}
         self.unavailable: str | None = None
         """Why no lease could be taken (the run then goes on without one), else None."""
+        self._ticket: tickets.Ticket | None = None
+        self.no_line: str | None = None
+        """Why this lease waits without a place in line (tickets unusable), else None."""
+        self.ahead: tuple[tickets.Ticket, ...] = ()
+        """Earlier live waiters for an overlapping device set, at the last :meth:`poll`."""
 
     @property
     def fds(self) -> tuple[int, ...]:
@@ -146,19 +145,26 @@ class DeviceLease:
         return self.unavailable is not None or len(self._fds) == len(self.names)
 
     def poll(self) -> str | None:
-        """Take the next free locks in order, without blocking.
+        """Take the next free locks in order, without blocking, once no earlier waiter
+        wants any of them (:mod:`dltop.jobs.tickets`: the first poll joins the line).
 
         Returns:
             None when the lease is complete (or unavailable: see
-            :attr:`unavailable`), else the name of the device that is busy.
+            :attr:`unavailable`), else the name of the device that is busy, or
+            that the waiter next ahead in line wants too (see :attr:`ahead`).
         """
         if self.complete:
             return None
         try:
-            _ensure_dir(self.directory)
+            tickets.ensure_dir(self.directory)
         except OSError as exc:
             self._give_up(f"lock directory {self.directory}: {exc}")
             return None
+        # Once a lock is held no earlier ticket can appear (numbers only grow):
+        # deferring then would only hold devices idle.
+        if not self._fds and (ahead := self._line()):
+            return next(d for d in self.names if d in ahead[0].devices)
+        self.ahead = ()
         for name in self.names:
             if name in self._fds:
                 continue
@@ -181,18 +187,53 @@ class DeviceLease:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, 0)
                     os.pwrite(fd, self._holder.encode(), 0)
+        self._leave_line()
         return None
 
     def holder_of(self, name: str) -> str:
         """Who holds ``name`` now (for a "waiting for devices" message)."""
         return read_holder(self.directory, name)
 
+    def waiting_text(self, busy: str) -> str:
+        """What this lease waits for, after :meth:`poll` returned ``busy``.
+
+        ``cpu 0-1: 2nd in line behind campaign 3 `b` (pid 1234, user u, db b.db)``
+        while earlier waiters want these devices, else ``cpu 0-1: 1st in line;
+        cpu-0 held by campaign 1 `a` (...)`` (without the place when there is no line).
+        """
+        held = f"{busy} held by {self.holder_of(busy)}"
+        if self._ticket is None:
+            return held
+        want = tickets.describe_devices(self.names)
+        if self.ahead:
+            last = self.ahead[-1]
+            return (f"{want}: {tickets.ordinal(len(self.ahead) + 1)} in line behind "
+                    f"{describe_holder({**last.holder, 'pid': last.pid})}")
+        return f"{want}: 1st in line; {held}"
+
     def release(self) -> None:
-        """Unlock every device held (idempotent)."""
+        """Unlock every device held and leave the line (idempotent)."""
         for fd in self._fds.values():
             with contextlib.suppress(OSError):
                 os.close(fd)  # closing the last descriptor drops the flock
         self._fds.clear()
+        self._leave_line()
+
+    def _line(self) -> tuple[tickets.Ticket, ...]:
+        """Join the line on the first call; the live earlier waiters this one defers to."""
+        if self._ticket is None and self.no_line is None:
+            try:
+                self._ticket = tickets.take(self.directory, self.names, self._info)
+            except OSError as exc:
+                self.no_line = f"{self.directory / tickets.TICKETS_DIR}: {exc}"
+        if self._ticket is not None:
+            self.ahead = tuple(tickets.ahead_of(self.directory, self._ticket))
+        return self.ahead
+
+    def _leave_line(self) -> None:
+        if self._ticket is not None:
+            tickets.drop(self.directory, self._ticket)
+            self._ticket = None
 
     def _give_up(self, why: str) -> None:
         self.release()
@@ -223,15 +264,16 @@ async def wait_for(lease: DeviceLease, stop: asyncio.Event,
 
     Args:
         stop: set to give up (the locks taken so far are released).
-        on_busy: awaited with "<device> held by <holder>" when a busy device
-            is met, and again each time that text changes.
+        on_busy: awaited with :meth:`DeviceLease.waiting_text` when a busy device
+            is met, and again each time that text changes (the holder, or the
+            place in line).
 
     Returns:
         True when the lease is complete (or unavailable), False when stopped.
     """
     told = ""
     while (busy := lease.poll()) is not None:
-        if (what := f"{busy} held by {lease.holder_of(busy)}") != told:
+        if (what := lease.waiting_text(busy)) != told:
             told = what
             await on_busy(what)
         with contextlib.suppress(TimeoutError):

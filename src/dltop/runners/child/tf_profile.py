@@ -12,7 +12,9 @@ What the trace holds, and what is taken from it:
   its duration less the op events nested inside it on the same thread (a
   function call op contains its body's ops). Ops are grouped by type
   (``MatMul``, ``Conv2D``, ``AddV2``...), the level torch's ``aten::`` names
-  are at; the profile's ``total_ms`` includes the nested ops.
+  are at; the profile's ``total_ms`` includes the nested ops. Names are the
+  base ops (:mod:`tf_opnames`): a oneDNN or fused rewrite, which depends on
+  the CPU, is counted under the op it replaced.
 - GPU planes (``/device:GPU:N``) hold the kernels, each tagged with the
   annotation of the op that launched it; their durations summed per op type
   are ``self_device_ms`` (null on a CPU run). Not yet run on a real GPU.
@@ -27,6 +29,7 @@ import tempfile
 import time
 
 import tensorflow as tf
+from tf_opnames import base_op
 
 PROFILE_STEPS = 5
 MAX_OPS = 40
@@ -82,7 +85,7 @@ def _host_ops(plane, table):
             # runtime's own events ("ExecutorState::Process", ...) have none.
             op = md.display_name if ":" in md.name and "::" not in md.name else None
             if op and e.duration_ps > 0:
-                events.append((e.offset_ps, e.offset_ps + e.duration_ps, op))
+                events.append((e.offset_ps, e.offset_ps + e.duration_ps, base_op(op)))
         events.sort(key=lambda ev: (ev[0], -ev[1]))
         stack = []  # [end, op, child ps]
         for start, end, op in events:
@@ -142,7 +145,7 @@ def _device_ops(plane, table):
                     op = _annotated_type(text) if text else None
                     if op:
                         break
-            table.setdefault(op or UNATTRIBUTED, [0, 0, 0, 0])[3] += e.duration_ps
+            table.setdefault(base_op(op) if op else UNATTRIBUTED, [0, 0, 0, 0])[3] += e.duration_ps
 
 
 def parse(paths, cuda):

@@ -82,6 +82,15 @@ def section(title: str, rows: Iterable[Row], detail: RunDetail) -> Text:
     return t
 
 
+def _shown_path(path: str) -> str:
+    """A stored (absolute) path as the user would type it here: relative to the
+    working directory when below it, else whole."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return path
+
+
 def status_text(d: RunDetail, from_file: bool) -> Text:
     """Status, reason and where the log is."""
     t = Text(no_wrap=False, overflow="fold")
@@ -109,7 +118,7 @@ def status_text(d: RunDetail, from_file: bool) -> Text:
     t.append(f"{'wall':<{KEY_W}}", "dim")
     t.append(f"{duration(d.wall_s) if d.wall_s is not None else '-'}\n")
     t.append(f"{'log':<{KEY_W}}", "dim")
-    t.append(one_line(d.log_path or "-"))
+    t.append(one_line(_shown_path(d.log_path) if d.log_path else "-"))
     if not from_file:
         t.append(f"  (N/A: {d.why_missing('log')})", "yellow")
     t.append("\n")

@@ -47,10 +47,10 @@ def test_no_gpu_mode_runs_whole_and_reports_skipped_cuda_steps(tmp_path: Path) -
     assert files & {"tui.txt", "tui.svg"}
 
     steps = {s["name"]: s for s in json.loads((out / "steps.json").read_text())["steps"]}
-    for name in ("env", "doctor", "devices", "sampler", "profile", "campaign", "export",
-                 "tui"):
+    for name in ("env", "doctor", "devices", "sampler", "profile", "llm", "campaign",
+                 "export", "tui"):
         assert steps[name]["status"] == "ok", steps[name]
-    for name in ("nvml", "harness", "tensorflow"):
+    for name in ("nvml", "harness", "harness-llm", "tensorflow"):
         assert steps[name]["status"] == "skipped"
         assert steps[name]["note"] == "no GPU: --no-gpu given"
 
@@ -70,7 +70,17 @@ def test_no_gpu_mode_runs_whole_and_reports_skipped_cuda_steps(tmp_path: Path) -
     assert profile["jobs"] == 21
     assert set(profile["dropped_keys"]) <= set(gpu_check_steps.OPTIONAL_KEYS)
 
-    (run,) = json.loads((out / "campaign.json").read_text())["runs"]
+    runs = json.loads((out / "campaign.json").read_text())["runs"]
+    # The transformer stand-in (gpt-tiny on cpu:1: a training run and a generate run),
+    # then the CPU stand-in of the CNN campaign, into one database.
+    train, gen, run = runs
+    assert [r["model"] for r in runs] == ["gpt-tiny", "gpt-tiny", "fcn-r"]
+    assert all(r["status"] == "ok" for r in runs), runs
+    assert train["samples_per_s"] > 0 and train["settings"]["seq_len"] == 32
+    assert gen["settings"]["mode"] == "generate" and gen["requests"] == 3
+    assert gen["ttft_p50_s"] > 0 and gen["tpot_p50_s"] > 0
+    transformers = _section(report, "Transformers")
+    assert "| 2 | torch | gpt-tiny | generate | 1 | 8+4 | off | ok |" in transformers
     assert (run["model"], run["job_device"], run["status"]) == ("fcn-r", "cpu:1", "ok")
     # The simulated GPU's rows under the lone CPU run: counter and power agree.
     assert 0.8 < run["rows_ratio"] < 1.25, run
@@ -124,8 +134,8 @@ def _run(**kw: object) -> dict[str, object]:
 
 def test_gpu_mode_report_draws_every_figure() -> None:
     steps = [{"name": n, "status": "ok", "seconds": 1.0, "note": "", "error": ""}
-             for n in ("env", "doctor", "devices", "nvml", "sampler", "profile", "campaign",
-                       "export", "tui", "harness", "tensorflow")]
+             for n in ("env", "doctor", "devices", "nvml", "sampler", "profile", "llm",
+                       "campaign", "export", "tui", "harness", "harness-llm", "tensorflow")]
     data = {
         "mode": "gpu", "mode_reason": "1 GPU(s) seen by NVML", "started_utc": "2026-11-24",
         "budget_s": 450.0, "seconds": 400.0, "steps": steps,
@@ -143,7 +153,21 @@ def test_gpu_mode_report_draws_every_figure() -> None:
                                "cpu_pct_of_core": 0.4, "read_errors": 0}]},
         "campaign": {"runs": [_run(), _run(id=2, precision="fp32", batch_size=64,
                                            status="unsupported", samples_per_s=None,
-                                           error_message="CUDA error")]},
+                                           error_message="CUDA error"),
+                              _run(id=3, model="gpt2-small", batch_size=16, precision="bf16",
+                                   samples_per_s=395000.0, mfu_pct=34.1,
+                                   settings={"compile": "default", "seq_len": 1024}),
+                              _run(id=4, model="llama-1b", batch_size=8, precision="bf16",
+                                   samples_per_s=64000.0, mfu_pct=38.0,
+                                   settings={"compile": "default", "seq_len": 2048}),
+                              _run(id=5, model="gpt2-small", batch_size=1, precision="bf16",
+                                   samples_per_s=258.0, mfu_pct=None, ttft_p50_s=0.0037,
+                                   tpot_p50_s=0.00386,
+                                   settings={"mode": "generate", "prompt_tokens": 128,
+                                             "new_tokens": 128})]},
+        "decode": [{"case": "generate gpt2-small b1 compile=off cuda_graphs=False",
+                    "ttft_ms": 3.4, "tpot_ms": 3.27, "bare_tpot_ms": 3.28,
+                    "overhead": -0.004, "eager_token_agreement": 1.0}],
         "harness": {"rows": [{"framework": "torch", "model": "resnet-50", "batch": 64,
                               "bare_s": 0.05, "dltop_s": 0.0502, "ratio": 1.004}],
                     "output": ""},
@@ -160,3 +184,10 @@ def test_gpu_mode_report_draws_every_figure() -> None:
     assert "CUDA error" in _section(text, "Campaign")
     assert _section(text, "TensorFlow on the GPU").startswith(
         "not available on this machine: No module named")
+    llm = _section(text, "Transformers")
+    assert "- gpt2-small bf16 compile=default: MFU 34.1 % (goal ≥ 30 %: met)" in llm
+    assert "- llama-1b bf16 compile=default: MFU 38 % (goal ≥ 40 %: NOT met)" in llm
+    assert "| 5 | torch | gpt2-small | generate | 1 | 128+128 | off | ok |" in llm
+    assert "| 3.7 | 3.86 |" in llm  # TTFT and TPOT in ms
+    assert "| generate gpt2-small b1 compile=off cuda_graphs=False | 3.4 | 3.27 | 3.28 | -0.4 |" \
+        in llm

@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import sqlite3
 import statistics
 import subprocess
@@ -302,6 +303,21 @@ def dltop_median(framework: str, model: str, batch: int, threads: int, iteration
     return float(median)
 
 
+def ratio_interval(bare: list[float], harness: list[float],
+                   resamples: int = 2000) -> tuple[float, float]:
+    """95 % interval of median(harness) / median(bare), the rounds resampled in pairs
+    (a round's two sides ran back to back, so they share its machine noise)."""
+    rng = random.Random(0)
+    n = len(bare)
+    ratios = []
+    for _ in range(resamples):
+        idx = [rng.randrange(n) for _ in range(n)]
+        ratios.append(statistics.median(harness[i] for i in idx)
+                      / statistics.median(bare[i] for i in idx))
+    ratios.sort()
+    return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -341,6 +357,9 @@ def main() -> int:
                 worst[framework] = max(worst.get(framework, 0.0), h / b)
                 print(f"{framework:<11} {model:<10} {batch:>5} {b:>12.5f} {h:>13.5f} "
                       f"{h / b:>7.3f}", flush=True)
+                lo, hi = ratio_interval(bare, harness)
+                print(f"{'':<11} 95% CI of the ratio [{lo:.3f}, {hi:.3f}] (bootstrap "
+                      f"over {len(bare)} rounds)", flush=True)
     for framework, w in worst.items():
         print(f"{framework}: worst ratio {w:.3f} (goal <= 1.01): "
               f"{'met' if w <= 1.01 else 'NOT met'}")

@@ -73,7 +73,7 @@ def _unusual_job() -> JobSpec:
         options=(("command", ("prog", "{batch}")), ("inject", "nan"), ("xla", True)),
         retries=2, cooldown_s=1.5, cooldown_temp_c=60.0, cooldown_power_w=80.0,
         optimizer="adamw", weight_decay=0.1, mode="inference", epochs=3, eval_every="epoch",
-        target_accuracy=0.9, shuffle=True, op_profile=True, input_size=64,
+        target_accuracy=0.9, target_perplexity=120.0, shuffle=True, op_profile=True, input_size=64,
         data_loader="host", loader_workers=2, channels_last=True, torch_compile="default",
         cudnn_benchmark=False, cuda_graphs=True, seq_len=64, attention="plain",
         prompt_tokens=16, new_tokens=8, nodes=2, executor="slurm",

@@ -113,3 +113,18 @@ def test_an_epochs_configuration_claims_its_epochs_not_the_unused_iterations() -
     assert res.identity["epochs"] == 4 and res.identity["iterations"] is None
     text = identity.variation([res.identity]).caption()
     assert "epochs 4" in text and "iterations" not in text, text
+
+
+def test_time_to_perplexity_is_the_first_eval_at_or_below_the_target() -> None:
+    from dltop.results.convergence import time_to_perplexity
+
+    def pp(idx: int, ppl: float | None, train_s: float) -> EvalPoint:
+        return EvalPoint(idx, float(idx), None, ppl, 5.0, 1.0, train_s)
+
+    curve = (pp(1, 400.0, 10.0), pp(2, 150.0, 20.0), pp(3, 170.0, 30.0), pp(4, 90.0, 40.0))
+    reached = time_to_perplexity(curve, 150.0)  # exactly the target counts
+    assert reached is not None and (reached.train_s, reached.eval_s) == (20.0, 2.0)
+    later = time_to_perplexity(curve, 100.0)  # the rise at evaluation 3 does not count
+    assert later is not None and later.train_s == 40.0
+    assert time_to_perplexity(curve, 50.0) is None  # not reached
+    assert time_to_perplexity(CURVE, 1e9) is None  # accuracy only: no perplexity

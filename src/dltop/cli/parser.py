@@ -16,6 +16,7 @@ DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compa
                "with no command (or ``tui``), the live viewer.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
+                  "time-to-perplexity",
                   "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
                   "decode-rate"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that

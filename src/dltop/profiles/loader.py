@@ -265,9 +265,10 @@ def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> di
     if s["eval_every"] is not None and s["data"] != "real":
         raise where.err(loc("eval_every"), 'eval_every needs data = "real" (it evaluates on '
                         "the data set's test files)")
-    if s["target_accuracy"] is not None and s["eval_every"] is None:
-        raise where.err(loc("target_accuracy"), "target_accuracy needs evaluations "
-                        '(epochs, or eval_every = N | "epoch")')
+    for key in ("target_accuracy", "target_perplexity"):
+        if s[key] is not None and s["eval_every"] is None:
+            raise where.err(loc(key), f"{key} needs evaluations "
+                            '(epochs, or eval_every = N | "epoch")')
     if s["eval_every"] == "epoch" and s["epochs"] is None:
         raise where.err(loc("eval_every"), 'eval_every = "epoch" needs epochs = N')
     if s["loader_workers"] and (s["data_loader"] != "host" or s["data"] != "real"):

@@ -156,6 +156,9 @@ class JobSpec:
     default: every epoch when ``epochs`` is set, never otherwise)."""
     target_accuracy: float | None = setting(None, optional(fraction), identity=False)
     """Accuracy (0, 1] for time-to-accuracy; not identity: it reads the same runs."""
+    target_perplexity: float | None = setting(None, optional(number(positive=True)),
+                                              identity=False)
+    """Perplexity (> 0) for time-to-perplexity (language models); not identity either."""
     shuffle: bool | None = setting(None, optional(boolean), identity=True)
     """Reshuffle the training set every epoch (default: true for real data)."""
     op_profile: bool = setting(False, boolean, identity=False, key="profile")

@@ -67,6 +67,8 @@ class RunRecord:
     """Its evaluations on the test set, in order (convergence runs)."""
     target_accuracy: float | None = None
     """Its job's ``target_accuracy`` (not identity: read from the job's spec)."""
+    target_perplexity: float | None = None
+    """Its job's ``target_perplexity`` (likewise)."""
     generations: tuple[Request, ...] = ()
     """Its measured generation requests, in order (``mode = "generate"`` runs)."""
 
@@ -261,7 +263,9 @@ def config_results(db: sqlite_utils.Database,
                if _ok(r) and r["tree_cpu_mean_pct"] is None}
     iters, trees = _per_run(db, ok_ids, no_tree)
     evals = evals_of(db, ok_ids)
-    targets = targets_of(db, sorted(evals))  # only runs that evaluated: no JSON parsed else
+    evaluated = sorted(evals)  # only runs that evaluated: no JSON parsed else
+    acc, ppl = targets_of(db, evaluated), targets_of(db, evaluated, "target_perplexity")
+    targets = {rid: (acc.get(rid), ppl.get(rid)) for rid in evaluated}
     # only generate runs have requests: other campaigns pay no query, no blob decoded
     gens = generations_of(db, [r["run_id"] for rows in groups.values() for r in rows
                                if _ok(r) and r["identity"].get("mode") == "generate"])
@@ -314,7 +318,8 @@ def _archived(db: sqlite_utils.Database, run_ids: list[int],
 
 def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
             trees: dict[int, float], evals: dict[int, list[EvalPoint]],
-            targets: dict[int, float], gens: dict[int, list[Request]]) -> RunRecord:
+            targets: dict[int, tuple[float | None, float | None]],
+            gens: dict[int, list[Request]]) -> RunRecord:
     rid = int(row["run_id"])
     return RunRecord(
         run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
@@ -325,12 +330,15 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
         tree_cpu_mean_pct=(trees.get(rid) if row["tree_cpu_mean_pct"] is None
                            else float(row["tree_cpu_mean_pct"])),
         fields={c: row[c] for c in RUN_FIELDS}, evals=tuple(evals.get(rid, ())),
-        target_accuracy=targets.get(rid), generations=tuple(gens.get(rid, ())))
+        target_accuracy=targets.get(rid, (None, None))[0],
+        target_perplexity=targets.get(rid, (None, None))[1],
+        generations=tuple(gens.get(rid, ())))
 
 
 def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]]],
              trees: dict[int, float], evals: dict[int, list[EvalPoint]],
-             targets: dict[int, float], gens: dict[int, list[Request]]) -> ConfigResult:
+             targets: dict[int, tuple[float | None, float | None]],
+             gens: dict[int, list[Request]]) -> ConfigResult:
     first = rows[0]
     ok = [_record(r, iters, trees, evals, targets, gens) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]

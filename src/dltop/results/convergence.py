@@ -40,7 +40,7 @@ class EvalPoint:
 
 @dataclass(frozen=True)
 class Reached:
-    """When a run first reached its target accuracy."""
+    """When a run first reached its target accuracy (or perplexity)."""
 
     train_s: float
     """Training seconds up to that evaluation (evaluations excluded)."""
@@ -67,16 +67,18 @@ def evals_of(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, lis
     return out
 
 
-def targets_of(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, float]:
-    """Each run's ``target_accuracy`` (runs whose job has none are left out), read from its
-    job's stored spec: the setting is not identity, so no column holds it."""
+def targets_of(db: sqlite_utils.Database, run_ids: Sequence[int],
+               key: str = "target_accuracy") -> dict[int, float]:
+    """Each run's ``target_accuracy`` (or ``target_perplexity``: ``key``; runs whose job
+    has none are left out), read from its job's stored spec: the setting is not
+    identity, so no column holds it."""
     out: dict[int, float] = {}
     for i in range(0, len(run_ids), 500):
         chunk = list(run_ids[i:i + 500])
         for r in db.query(
                 "select r.id, j.spec_json from runs r join jobs j on j.id = r.job_id "
                 f"where r.id in ({','.join('?' * len(chunk))})", chunk):
-            target = json.loads(r["spec_json"]).get("target_accuracy")
+            target = json.loads(r["spec_json"]).get(key)
             if isinstance(target, int | float) and not isinstance(target, bool):
                 out[int(r["id"])] = float(target)
     return out
@@ -98,6 +100,16 @@ def time_to_accuracy(evals: Sequence[EvalPoint], target: float) -> Reached | Non
     for e in evals:
         spent += e.eval_s
         if e.accuracy is not None and e.accuracy >= target:
+            return Reached(e.train_s, spent, e.epoch)
+    return None
+
+
+def time_to_perplexity(evals: Sequence[EvalPoint], target: float) -> Reached | None:
+    """The first evaluation at or below ``target`` perplexity, or None (not reached)."""
+    spent = 0.0
+    for e in evals:
+        spent += e.eval_s
+        if e.perplexity is not None and e.perplexity <= target:
             return Reached(e.train_s, spent, e.epoch)
     return None
 

@@ -82,6 +82,8 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "training seconds to their first evaluation at or above it (evaluations excluded, "
        "their seconds in brackets; (n/m reached) when some runs never did; not reached: "
        "none did)",
+       "time-to-perplexity": "median, over the runs that reached target_perplexity, of the "
+       "training seconds to their first evaluation at or below it (as time-to-accuracy)",
        "epoch-time": "median of each run's median training seconds per epoch",
        "latency": "p50 / p90 / p99 of every measured iteration of the ok runs together "
        "(inference batches; generate runs: end-to-end seconds per request)",

@@ -14,7 +14,7 @@ simulated GPUs (``--fake-gpus``), whose number is kept only as
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from dltop.results import convergence as conv
@@ -72,6 +72,9 @@ CONVERGENCE_LIST = (
     Metric("time-to-accuracy", "training seconds to the first evaluation at or above "
            "target_accuracy (evaluations excluded; their seconds in brackets)", "s",
            "TTA s", lambda v: f"{v:.4g}"),
+    Metric("time-to-perplexity", "training seconds to the first evaluation at or below "
+           "target_perplexity (evaluations excluded; their seconds in brackets)", "s",
+           "TTP s", lambda v: f"{v:.4g}"),
     Metric("epoch-time", "median training seconds per epoch (evaluations excluded)", "s",
            "s/epoch", lambda v: f"{v:.4g}"),
     Metric("latency", "seconds per inference batch or generation request (end to end): "
@@ -151,6 +154,7 @@ def metric(name: str) -> Metric:
 
 
 TIMED = ("time", "mean-time", "throughput", "tflops", "mfu", "time-to-accuracy",
+         "time-to-perplexity",
          "epoch-time", "latency", "ttft", "tpot", "itl", "decode-rate")
 """Metrics computed from iteration times: the ones a noisy run (``*``) makes uncertain."""
 
@@ -287,7 +291,11 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
     if name == "epoch-time":
         times = [t for t in (conv.epoch_time(r.evals) for r in evaluated) if t is not None]
         return Value(statistics.median(times)) if times else Value(None, "n/a: no epochs")
-    return _time_to_accuracy(res, evaluated)
+    if name == "time-to-perplexity":
+        return _time_to(res, [(r, r.target_perplexity) for r in evaluated],
+                        conv.time_to_perplexity, "target_perplexity")
+    return _time_to(res, [(r, r.target_accuracy) for r in evaluated],
+                    conv.time_to_accuracy, "target_accuracy")
 
 
 def _percentiles(p: gen.Percentiles, n: int) -> Value:
@@ -324,12 +332,15 @@ def generation_value(res: ConfigResult, name: str) -> Value:
         else Value(None, "n/a: one token per request")
 
 
-def _time_to_accuracy(res: ConfigResult, evaluated: list[RunRecord]) -> Value:
-    aimed = [r for r in evaluated if r.target_accuracy is not None]
+def _time_to(res: ConfigResult, targets: list[tuple[RunRecord, float | None]],
+             reach: Callable[[Sequence[conv.EvalPoint], float], conv.Reached | None],
+             key: str) -> Value:
+    """Time to accuracy or to perplexity: the median training seconds over the runs
+    that reached their target (``reach``), the evaluations' seconds apart."""
+    aimed = [(r, t) for r, t in targets if t is not None]
     if not aimed:
-        return Value(None, "n/a: no target_accuracy")
-    reached = [x for x in (conv.time_to_accuracy(r.evals, float(r.target_accuracy or 0))
-                           for r in aimed) if x is not None]
+        return Value(None, f"n/a: no {key}")
+    reached = [x for x in (reach(r.evals, float(t)) for r, t in aimed) if x is not None]
     if not reached:
         return Value(None, "not reached")
     train = statistics.median(x.train_s for x in reached)

@@ -260,23 +260,8 @@ class Check:
         else:
             prof = self.work / "cpu.toml"
             prof.write_text(CPU_PROFILE)
-        try:
-            res = call(self.dltop("run", str(prof), "--db", str(self.db), "--headless",
-                                  "--skip-unavailable", *self.fake_args()), limit - 20, ROOT)
-            self.data["campaign_log"] = tail(res.out + "\n" + res.err, 40)
-        finally:  # what finished is read even when the campaign was stopped
-            if self.db.exists():
-                self.data["campaign"] = self.internal("readout", 20, str(self.db))
-        runs = self.data.get("campaign", {}).get("runs", [])
-        ok = sum(r["status"] == "ok" for r in runs)
-        if res.timed_out:
-            raise StepTimeout(f"{ok} of {len(runs)} runs ok when stopped")
-        if res.rc != 0:
-            raise RuntimeError(f"dltop run exit {res.rc}: {tail(res.err or res.out)}")
-        if not ok:
-            raise RuntimeError(f"none of {len(runs)} runs ended ok (the campaign table says "
-                               "why)")
-        return f"{ok} of {len(runs)} runs ok"
+        return self._run_campaign(prof, limit, "campaign_log", "runs",
+                                  lambda r: r["model"] not in report.LLM_MODELS)
 
     def s_llm(self, limit: float) -> str:
         """The transformer campaign (scripts/gpu_check_llm.toml) into the same database."""
@@ -285,24 +270,30 @@ class Check:
         else:
             prof = self.work / "llm-cpu.toml"
             prof.write_text(CPU_LLM_PROFILE)
+        return self._run_campaign(prof, limit, "llm_log", "transformer runs",
+                                  lambda r: r["model"] in report.LLM_MODELS)
+
+    def _run_campaign(self, prof: Path, limit: float, log_key: str, what: str,
+                      mine: Any) -> str:
+        """``dltop run`` of ``prof`` into the check's database; its runs (``mine``) read
+        back into ``campaign`` even when the campaign was stopped."""
         try:
             res = call(self.dltop("run", str(prof), "--db", str(self.db), "--headless",
                                   "--skip-unavailable", *self.fake_args()), limit - 20, ROOT)
-            log = tail(res.out + "\n" + res.err, 40)
-        finally:
+            self.data[log_key] = tail(res.out + "\n" + res.err, 40)
+        finally:  # what finished is read even when the campaign was stopped
             if self.db.exists():
                 self.data["campaign"] = self.internal("readout", 20, str(self.db))
-        runs = [r for r in self.data.get("campaign", {}).get("runs", [])
-                if r["model"] in report.LLM_MODELS]
-        self.data["llm"] = {"log": log, "runs": [r["id"] for r in runs]}
+        runs = [r for r in self.data.get("campaign", {}).get("runs", []) if mine(r)]
         ok = sum(r["status"] == "ok" for r in runs)
         if res.timed_out:
-            raise StepTimeout(f"{ok} of {len(runs)} transformer runs ok when stopped")
+            raise StepTimeout(f"{ok} of {len(runs)} {what} ok when stopped")
         if res.rc != 0:
             raise RuntimeError(f"dltop run exit {res.rc}: {tail(res.err or res.out)}")
         if not ok:
-            raise RuntimeError(f"none of {len(runs)} transformer runs ended ok")
-        return f"{ok} of {len(runs)} transformer runs ok"
+            raise RuntimeError(f"none of {len(runs)} {what} ended ok (the campaign table "
+                               "says why)")
+        return f"{ok} of {len(runs)} {what} ok"
 
     def s_export(self, limit: float) -> str:
         if not self.db.exists():

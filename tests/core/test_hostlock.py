@@ -69,8 +69,16 @@ def engines() -> Iterator[list[subprocess.Popen[str]]]:
     try:
         yield procs
     finally:
+        # TERM first: an engine stops its runner (its own session, which a KILL of the
+        # engine would leave waiting on the gate for ever); KILL what is left.
         for p in procs:
-            p.kill()
+            if p.poll() is None:
+                p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
 
 
 def open_gate(tmp_path: Path, procs: list[subprocess.Popen[str]]) -> list[str]:

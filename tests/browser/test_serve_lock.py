@@ -108,6 +108,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_websocket_clients_need_the_token_and_the_origin(
         tmp_path: Path, stand_in_engine: int, token_file: tuple[Path, str],
         wait_until: Callable[..., None]) -> None:
@@ -256,6 +257,7 @@ def test_chromium_the_printed_url_works_and_another_origin_cannot_drive_it(
         assert browser.console_errors() == []
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_control_lets_the_page_steer_and_says_so(
         tmp_path: Path, stand_in_engine: int, wait_until: Callable[..., None]) -> None:
     """``--control``: the page says so, and the same key the read-only viewer refused

@@ -76,6 +76,7 @@ async def test_waits_until_gpus_are_cool(profile: Any) -> None:
     assert power == 90.0  # GPU 1 (700 W) is not the job's
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_waits_until_both_temperature_and_power_settle(profile: Any) -> None:
     job = parse(profile(["gpu:1"], 30, "cooldown_temp_c = 60\ncooldown_power_w = 100"),
                 "p", "p").jobs[0]

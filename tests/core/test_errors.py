@@ -95,6 +95,7 @@ def test_protocol_errors_are_stored_with_the_run(tmp_path: Path) -> None:
     assert store.db["runs"].get(run_id)["protocol_errors"] == 2
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_a_slow_interpreter_probe_does_not_block_the_event_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # An interpreter that takes a second to start (a cold NFS home, a conda shim): after

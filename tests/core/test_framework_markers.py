@@ -53,6 +53,7 @@ def test_a_missing_framework_fails_with_how_to_install_it(inner: pytest.Pytester
                               "dltop env setup cntk*"])
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_an_explicit_opt_out_skips_only_the_named_framework(
         inner: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DLTOP_ALLOW_MISSING", "cntk")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 
 import grimp
+import pytest
 
 import dltop
 
@@ -61,6 +62,7 @@ def loaded_by(module: str) -> set[str]:
     return set(out.stdout.split())
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_viewers_do_not_load_the_engine() -> None:
     viewers = ["dltop.tui.app"] + [m for m in core_modules() if m.startswith("dltop.live")]
     assert "dltop.live.campaign" in viewers and "dltop.live.devices" in viewers

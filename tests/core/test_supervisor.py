@@ -92,6 +92,7 @@ async def test_sigkilled_child_is_crashed_with_signal_name(tmp_path: Path) -> No
     assert "SIGKILL" in (outcome.message or "")
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_timeout_kills_the_whole_group(tmp_path: Path, group_members: Any,
                                              wait_until_async: Any) -> None:
     pidfile = tmp_path / "grandchild.pid"

@@ -73,6 +73,7 @@ def _string_args(tree: ast.AST, func_attr: str) -> set[str]:
             and isinstance(n.args[0], ast.Constant) and isinstance(n.args[0].value, str)}
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_every_error_kind_written_anywhere_is_a_member() -> None:
     kinds: set[str] = set()
     for path in (SRC / "runners" / "child").glob("*.py"):

@@ -45,6 +45,7 @@ def test_default_output_is_report_html(report_db: Path, tmp_path: Path) -> None:
     assert (tmp_path / "report.html").stat().st_size > 10_000
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 @pytest.mark.parametrize("fmt", ["svg", "png", "pdf"])
 def test_figures_for_a_paper(report_db: Path, tmp_path: Path, fmt: str) -> None:
     figdir = tmp_path / "figs"
@@ -99,6 +100,7 @@ def test_unknown_campaign_exits_2_writing_nothing(report_db: Path, tmp_path: Pat
     assert not (tmp_path / "r.html").exists()
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_unwritable_file_exits_2_naming_it(report_db: Path, tmp_path: Path) -> None:
     # /proc refuses new files even to root (a 0o500 directory would not stop root)
     res = dltop("report", "--db", str(report_db), "-o", "/proc/dltop-report.html",

@@ -205,6 +205,7 @@ def test_export_metric_cells_carry_p50_p90_p99_and_n(ran: Env, metric: str) -> N
         assert f"{quantiles([t for t, _ in _requests()])[0]:#.4g}" in md.stdout
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_prune_keeps_generation_rows_and_their_metrics(ran: Env, tmp_path: Path) -> None:
     copy = Env(tmp_path)  # its own database: the other tests keep their raw rows
     shutil.copy(ran.db, copy.db)

@@ -120,6 +120,7 @@ def test_cifar_wrong_array_kinds_are_refused(tmp_path: Path) -> None:
             datasets.read_cifar10(str(tmp_path))
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_real_split_reads_the_standard_test_files(synth_data: Callable[[str], Path]) -> None:
     kind, shape, train, test = datasets.real_split("fcn-r", str(synth_data("mnist")))
     assert (kind, shape, train[2], test[2]) == ("mnist", (784,), 6000, 1000)

@@ -66,6 +66,7 @@ def events(res: subprocess.CompletedProcess[str]) -> list[dict[str, object]]:
     return [json.loads(x) for x in res.stderr.splitlines() if x.startswith("{")]
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_the_watcher_reports_a_worker_that_died_while_worker_0_is_stuck(
         tmp_path: Path) -> None:
     res = chief(tmp_path, "import os; os._exit(7)\n", "time.sleep(50)\n")

@@ -27,6 +27,7 @@ def llama_test(monkeypatch: pytest.MonkeyPatch) -> str:
     return "llama-test"
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 @pytest.mark.parametrize("name", lm_catalog.NAMES)
 def test_parameter_count_equals_the_catalog(name: str) -> None:
     model = torch_lm.build(name, device="meta")  # shapes only: no memory, no init

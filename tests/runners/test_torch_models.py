@@ -50,6 +50,7 @@ def test_unknown_model() -> None:
         tm.build("vgg")
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_flops_lenet_and_vgg16_are_exact() -> None:
     lenet = 6 * 28 * 28 * 25 + 16 * 10 * 10 * 150 + 400 * 120 + 120 * 84 + 84 * 10
     assert tm.training_flops_per_sample("lenet") == 6 * lenet
@@ -64,6 +65,7 @@ def test_flops_lenet_and_vgg16_are_exact() -> None:
     assert tm.training_flops_per_sample("vgg16") == 6 * vgg == 92_821_585_920
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_input_size_changes_the_resnets_input_not_their_parameters() -> None:
     model = tm.build("resnet-50", input_size=32)
     assert tm.param_count(model) == 25_557_032

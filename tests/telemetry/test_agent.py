@@ -39,6 +39,7 @@ def _kinds(path: Path) -> list[object]:
     return [r["kind"] for r in _lines(path)] if path.exists() else []
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_the_agent_writes_whole_lines_until_sigterm(
         tmp_path: Path, wait_until: Callable[..., None]) -> None:
     out = tmp_path / "agent-n1.jsonl"
@@ -79,6 +80,7 @@ def test_the_agent_samples_only_the_gpus_asked_for(
     assert lines[-1]["reason"] == "SIGINT"
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_the_agent_stops_when_its_parent_dies(
         tmp_path: Path, wait_until: Callable[..., None]) -> None:
     out = tmp_path / "agent-n3.jsonl"

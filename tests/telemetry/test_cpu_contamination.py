@@ -113,6 +113,7 @@ def measure(root_pid: int, cpu: int, window_s: float = 3.0) -> RunTelemetry:
     return t
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_a_busy_process_on_the_runs_cpu_flags_the_run() -> None:
     cpu = max(os.sched_getaffinity(0))
     with spawned(IDLE) as run, spawned(BUSY % cpu) as stress:
@@ -124,6 +125,7 @@ def test_a_busy_process_on_the_runs_cpu_flags_the_run() -> None:
     assert f"most by pid {stress.pid} (python" in t.contamination
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_the_runs_own_busy_loop_is_not_foreign() -> None:
     cpu = max(os.sched_getaffinity(0))
     with spawned(BUSY % cpu) as run:

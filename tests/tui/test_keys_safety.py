@@ -55,6 +55,7 @@ async def test_c_asks_naming_the_run_and_no_leaves_it(engine_seeded: Seeded) -> 
     assert app.done == []
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_c_never_cancels_a_run_that_started_after_the_keypress(
         engine_seeded: Seeded) -> None:
     s = engine_seeded
@@ -75,6 +76,7 @@ async def test_c_never_cancels_a_run_that_started_after_the_keypress(
 
 
 # x: remove the job, after a confirmation naming it ------------------------------------------
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_x_asks_naming_the_job_and_no_keeps_it(engine_seeded: Seeded) -> None:
     ids = engine_seeded.job_ids
     async with started(engine_seeded) as (app, pilot):
@@ -134,6 +136,7 @@ def second_campaign(seeded: Seeded) -> int:
     return cid
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_title_says_a_newer_campaign_runs_and_f_follows_it(engine_seeded: Seeded) -> None:
     s = engine_seeded
     async with started(s) as (app, pilot):
@@ -153,6 +156,7 @@ async def test_title_says_a_newer_campaign_runs_and_f_follows_it(engine_seeded: 
 
 
 # htop habits -------------------------------------------------------------------------------
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_j_and_k_move_like_the_arrows(engine_seeded: Seeded) -> None:
     async with started(engine_seeded) as (app, pilot):
         table = app.screen.query_one(QueueTable)
@@ -228,6 +232,7 @@ async def test_the_palette_offers_dltops_commands(engine_seeded: Seeded) -> None
         assert isinstance(app.screen, HistoryScreen)
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_the_palette_works_with_no_campaign(tmp_path: Path) -> None:
     seeded = Seeded(tmp_path / "none.db", 0, [], 0)
     app = app_for(seeded)

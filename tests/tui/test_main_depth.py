@@ -43,6 +43,7 @@ def test_epoch_constant_is_the_fixed_time() -> None:
     assert datetime.fromisoformat(FIXED_TIME.replace("Z", "+00:00")).timestamp() == T0
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_run_panel_shows_loss_elapsed_tree_and_then_stall(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = seed(tmp_path)

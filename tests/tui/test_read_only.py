@@ -42,6 +42,7 @@ def test_steering_names_the_bindings_that_change_things() -> None:
     assert not steering("quit_viewer") and not steering("help") and "follow_newest" not in STEERING
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_a_read_only_viewer_refuses_every_steering_action(engine_seeded: Seeded) -> None:
     s = engine_seeded
     before = state(s)

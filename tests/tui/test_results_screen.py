@@ -162,6 +162,7 @@ async def test_the_metric_switch_cycles_and_picks(tmp_path: Path) -> None:
         assert screen.metric == "time"
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_sort_by_a_column_with_s_then_reversed_then_back(tmp_path: Path) -> None:
     async with on_results(tmp_path) as (_, pilot, screen):
         original = [r[0].plain for r in table_rows(screen)]
@@ -269,6 +270,7 @@ async def test_the_scaling_table_is_aligned_text_with_every_cell_whole(tmp_path:
         assert shown.display and "fcn-r" in str(shown.render())
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 @pytest.mark.parametrize("size", [(80, 24), (200, 60)])
 def test_results_screen_snapshot(snap_compare: Any, tmp_path: Path,
                                  size: tuple[int, int]) -> None:

@@ -73,6 +73,7 @@ async def test_finished_run_shows_stats_telemetry_env_and_status(
         await wait_until_async(lambda: isinstance(app.screen, MainScreen), 10, "main again")
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_crashed_run_shows_reason_and_stored_log_tail(
         data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
     app = make_app(data.seeded)
@@ -178,6 +179,7 @@ async def test_a_queued_job_shows_its_run_once_it_starts(
         assert "N/A: computed when the run ends" in text_of(screen, "#rd-stats")
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_a_failing_read_is_said_once_and_read_again(
         data: DetailSeed, monkeypatch: pytest.MonkeyPatch,
         wait_until_async: Callable[..., Any]) -> None:
@@ -237,6 +239,7 @@ async def test_a_pruned_run_draws_its_archived_seconds(
         assert "deleted by dltop prune" in text_of(screen, "#rd-status")
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_a_read_slower_than_the_poll_still_shows(
         data: DetailSeed, monkeypatch: pytest.MonkeyPatch,
         wait_until_async: Callable[..., Any]) -> None:
@@ -257,6 +260,7 @@ async def test_a_read_slower_than_the_poll_still_shows(
         assert screen.detail is not None and screen.detail.running
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_the_log_of_a_running_run_is_followed(
         data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
     app = make_app(data.seeded)
@@ -307,6 +311,7 @@ async def test_a_convergence_run_shows_its_evaluations_and_operator_profile(
             0.61, 0.93]
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 async def test_a_run_without_evaluations_or_profile_shows_neither(
         data: DetailSeed, wait_until_async: Callable[..., Any]) -> None:
     app = make_app(data.seeded)

@@ -72,6 +72,7 @@ def test_finished_run_200x60(snap_compare: Any, data: DetailSeed) -> None:
                         run_before=open_detail(0))
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_crashed_run_80x24(snap_compare: Any, data: DetailSeed) -> None:
     assert snap_compare(make_app(data.seeded, gpus=0), terminal_size=(80, 24),
                         run_before=open_detail(1))

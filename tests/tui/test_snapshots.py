@@ -99,6 +99,7 @@ def _switch_to(key: str) -> Callable[[Pilot[Any]], Awaitable[None]]:
     return go
 
 
+@pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_results_screen(snap_compare: Any, seeded: Any) -> None:
     assert snap_compare(make_app(seeded), terminal_size=(100, 40), run_before=_switch_to("2"))
 

@@ -96,14 +96,20 @@ def check_plan(e: dict[str, Any]) -> str | None:
             or _int_field(e, "n_train", 0) or _int_field(e, "n_test", 0))
 
 
+def _rising_index(e: dict[str, Any], last_index: int, why_new: str) -> str | None:
+    """Why the event's ``index`` is refused: not an integer >= 0, or not above the
+    previous event's (``why_new`` says what a new index stands for)."""
+    why = _int_field(e, "index", 0, required=True)
+    if why is None and e["index"] <= last_index:
+        why = f"index {e['index']} repeats or goes back (after {last_index}): {why_new}"
+    return why
+
+
 def check_eval(e: dict[str, Any], last_index: int) -> str | None:
     """Why an ``eval`` event is refused, or None (``last_index``: the previous eval's)."""
-    why = _int_field(e, "index", 0, required=True)
+    why = _rising_index(e, last_index, "each evaluation follows a later training step")
     if why is not None:
         return why
-    if e["index"] <= last_index:
-        return (f"index {e['index']} repeats or goes back (after {last_index}): each "
-                "evaluation follows a later training step")
     acc: Any = e.get("accuracy")
     if acc is not None and (not _finite(acc) or not 0 <= acc <= 1):
         return f"accuracy {_show(acc)} is not a number in [0, 1]"
@@ -159,12 +165,9 @@ def check_profile(e: dict[str, Any]) -> str | None:
 
 def check_generate(e: dict[str, Any], last_index: int) -> str | None:
     """Why a ``generate`` event is refused, or None (``last_index``: the previous one's)."""
-    why = _int_field(e, "index", 0, required=True)
+    why = _rising_index(e, last_index, "each generation request needs a new, larger index")
     if why is not None:
         return why
-    if e["index"] <= last_index:
-        return (f"index {e['index']} repeats or goes back (after {last_index}): each "
-                "generation request needs a new, larger index")
     if e.get("warmup") not in (True, False, 0, 1):
         return f"warmup {_show(e.get('warmup'))} is not a boolean"
     why = (_number_field(e, "ttft_s", required=True, positive=True)

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dltop.results.convergence import LATENCY_QUANTILES, percentile
+from dltop.results.convergence import LATENCY_QUANTILES, in_chunks, percentile
 from dltop.store.generations import TABLE, unpack_seconds
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -87,11 +87,10 @@ def generations_of(db: sqlite_utils.Database | ReadDb, run_ids: Sequence[int],
     if not run_ids or TABLE not in db.table_names():
         return out
     where = "" if warmup else " and coalesce(warmup, 0) = 0"
-    for i in range(0, len(run_ids), 500):
-        chunk = list(run_ids[i:i + 500])
+    for chunk, marks in in_chunks(run_ids):
         for r in db.query(
                 "select run_id, idx, warmup, ttft_s, e2e_s, prompt_tokens, new_tokens, batch, "
-                f"itl_s from {TABLE} where run_id in ({','.join('?' * len(chunk))}){where} "
+                f"itl_s from {TABLE} where run_id in ({marks}){where} "
                 "order by run_id, idx", chunk):
             out.setdefault(int(r["run_id"]), []).append(Request(
                 int(r["idx"]), bool(r["warmup"]), float(r["ttft_s"]),

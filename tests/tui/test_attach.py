@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from dltop.errors import UserError
 from dltop.jobs.launch import Launch, start_engine
 from dltop.store import connect
 
@@ -47,6 +49,23 @@ def _one(db_path: Path, sql: str) -> object:
     return None if row is None else next(iter(row.values()))
 
 
+def _ready(db_path: Path, sql: str) -> object:
+    """``_one`` once the engine has created the schema: until then the file exists but
+    is empty (created 0600 first, then migrated), which ``connect`` rightly refuses."""
+    if not db_path.exists():
+        return None
+    try:
+        return _one(db_path, sql)
+    except UserError as exc:
+        if "empty file" in str(exc):
+            return None
+        raise
+    except sqlite3.OperationalError as exc:  # a migration still under way
+        if "no such" in str(exc):
+            return None
+        raise
+
+
 def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path, wait_until: Any,
                                                             profile_text: Any) -> None:
     db_path = tmp_path / "a.db"
@@ -55,7 +74,7 @@ def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path, wait
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE) for _ in range(2)]
     try:
-        wait_until(lambda: db_path.exists() and (_one(
+        wait_until(lambda: (_ready(
             db_path, "select count(*) from iterations i join runs r on r.id = i.run_id "
                      "where r.status = 'running'") or 0) > 5, 120, "a run in progress",
                    interval_s=0.2)
@@ -93,7 +112,7 @@ def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path, wa
                                                              profile_text: Any) -> None:
     db_path = tmp_path / "a.db"
     launch = start_campaign(tmp_path, profile_text, repeats=1)
-    wait_until(lambda: db_path.exists() and (_one(
+    wait_until(lambda: (_ready(
         db_path, "select count(*) from iterations") or 0) > 3, 120, "a run in progress",
                interval_s=0.2)
     runner_pid = int(_one(db_path, "select pid from runs where status = 'running'"))  # type: ignore[arg-type]

@@ -288,6 +288,22 @@ SLOW_FIXTURES = frozenset({"browser", "slurm_cluster"})
 """Fixtures that start something heavy: a test that uses one is ``slow``."""
 
 
+LONGEST_FIRST = ("tests/runners/test_parity.py::test_every_framework",
+                 "tests/core/test_resume.py", "tests/core/test_control.py",
+                 "tests/tui/test_attach.py", "tests/runners/test_jax_runner.py::test_every_model",
+                 "tests/core/test_gpu_check_script.py", "tests/faults/test_engine_faults.py",
+                 "tests/runners/test_tf_data_parallel.py", "tests/runners/test_tf_runner.py",
+                 "tests/core/test_queue_edits.py")
+"""The suite's longest tests (``--durations``): started first, so that under two xdist
+workers no minute-long test begins while the other worker has nothing left to do."""
+
+
+def _start_order(item: pytest.Item) -> int:
+    if item.nodeid.startswith(LONGEST_FIRST):
+        return 0
+    return 1 if item.get_closest_marker("slow") else 2
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     # Loading TensorFlow or CNTK takes seconds: whatever needs one is slow by definition,
     # so `pytest -m "not slow"` never needs either framework installed.
@@ -302,6 +318,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         # session-scoped cluster, instead of a slurmctld per worker.
         if "slurm" in item.nodeid.split("/")[:2]:
             item.add_marker(pytest.mark.xdist_group("slurm"))
+    # Long before short (stable: file order within each class); `pytest` alone runs in
+    # the same order, which only matters for the time it takes.
+    items.sort(key=_start_order)
 
 
 pytest_plugins = ["pytester"]  # tests/core/test_framework_markers.py runs an inner pytest

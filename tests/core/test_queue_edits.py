@@ -20,7 +20,12 @@ def store(tmp_path: Path) -> Store:
 
 
 def test_engine_follows_edits_made_while_it_runs(tmp_path: Path) -> None:
-    proc = start(tmp_path, iterations=400)  # fcn-r, alexnet-r, resnet-56 in that order
+    # fcn-r, alexnet-r, resnet-56 in that order; resnet-56 (~0.2 s an iteration) runs after
+    # the edits, so 3 iterations are enough (400 took over a minute of the suite)
+    proc = start(tmp_path, iterations=400, models='["fcn-r", "alexnet-r"]',
+                 extra='[[matrix]]\nframeworks = ["torch"]\nmodels = ["resnet-56"]\n'
+                       'batch_sizes = [2]\ndevices = ["cpu:1"]\niterations = 3\nwarmup = 1\n'
+                       'timeout_s = 300\n')
     try:
         first = wait_for(proc, "iteration")
         s = store(tmp_path)

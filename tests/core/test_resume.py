@@ -32,7 +32,7 @@ def alive(pid: int) -> bool:
 
 def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_text: Any) -> None:
     prof = tmp_path / "p.toml"
-    prof.write_text(profile_text(job("fcn-r", 3), job("alexnet-r", 3000), name="resume-me",
+    prof.write_text(profile_text(job("fcn-r", 3), job("alexnet-r", 1000), name="resume-me",
                                  defaults={"warmup": 1, "timeout_s": 300}))
     env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
     engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],

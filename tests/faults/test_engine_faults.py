@@ -203,6 +203,28 @@ def test_a_batch_the_database_refuses_loses_only_its_rows(tmp_path: Path) -> Non
     assert c.stored_iterations(2) == 3
 
 
+def test_telemetry_batches_the_database_refuses_are_counted_in_the_run_s_note(
+        tmp_path: Path) -> None:
+    # Issue 28: the engine counted lost telemetry batches and showed the count nowhere.
+    c = Campaign(tmp_path, {"a": good_run(60, sleep_s=0.04), "b": good_run()})
+    from dltop.store import connect
+
+    conn = connect(c.db).conn
+    for table in ("gpu_samples", "host_samples"):
+        conn.execute(f"create trigger refuse_{table} before insert on {table} when "
+                     "new.run_id = 1 begin select raise(abort, 'injected refusal'); end")
+    res = c.dltop("run", str(c.profile), "--headless", "--fake-gpus", "1")
+    no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    first, second = c.runs()
+    assert first["status"] == second["status"] == "ok"
+    assert first["n_iterations"] == 59  # the run itself is whole
+    note = first["note"] or ""
+    assert note.startswith("telemetry: ") and "sample windows not stored" in note, note
+    assert "injected refusal" in note
+    assert second["note"] is None
+
+
 # fault 7: storage errors -----------------------------------------------------------------
 def test_a_lock_held_past_the_busy_timeout_is_waited_out(
         tmp_path: Path, wait_until: Callable[..., None]) -> None:

@@ -18,11 +18,14 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dltop.errors import UserError
 from dltop.jobs import rundir
 from dltop.store import guard
+
+if TYPE_CHECKING:  # annotations only: the engine hands the sampler's batches over
+    from dltop.telemetry.sampler import Batch
 
 ITERATION_ROWS = "iteration rows"
 """What an iteration batch's write stores (the note counts the rows lost)."""
@@ -107,6 +110,41 @@ def failure_text(exc: BaseException) -> str:
     if isinstance(exc, (sqlite3.Error, OverflowError)):  # not through guard.call
         return f"SQLite: {guard.describe(exc)}"
     return f"{type(exc).__name__}: {exc}"
+
+
+class TelemetryLoss:
+    """Telemetry batches the database refused, counted per run for the run's note.
+
+    The sampler's batches are written on the engine's writer thread, apart from any
+    run's writes; a refused one loses its windows and never ends the engine. Each
+    window carries its run (None between runs): a run's lost windows go in its note
+    once its telemetry summary is written (:meth:`note`). A batch lost after that (the
+    run's last windows flushed late) counts in :attr:`batches` only.
+    """
+
+    def __init__(self) -> None:
+        self.batches = 0
+        self.first_error: str | None = None
+        self._windows: dict[int, int] = {}
+
+    def add(self, batch: Batch, exc: BaseException) -> None:
+        """Count a refused ``batch`` (on the writer thread)."""
+        self.batches += 1
+        if self.first_error is None:
+            self.first_error = failure_text(exc)
+        for windows in (batch.gpu, batch.host):
+            for w in windows:
+                if w.run_id is not None:
+                    self._windows[w.run_id] = self._windows.get(w.run_id, 0) + 1
+
+    def note(self, run_id: int) -> str | None:
+        """``telemetry: 12 sample windows not stored (...)`` for ``run_id`` (once; None
+        when none of its windows was lost)."""
+        n = self._windows.pop(run_id, 0)
+        if not n:
+            return None
+        return f"telemetry: {n} sample window{'s' if n > 1 else ''} not stored " \
+               f"({self.first_error})"
 
 
 def join_notes(*notes: str | None) -> str | None:

@@ -223,6 +223,7 @@ def test_telemetry_batches_the_database_refuses_are_counted_in_the_run_s_note(
     assert note.startswith("telemetry: ") and "sample windows not stored" in note, note
     assert "injected refusal" in note
     assert second["note"] is None
+    assert "telemetry batch(es) could not be stored" in res.stderr, res.stderr
 
 
 # fault 7: storage errors -----------------------------------------------------------------

@@ -84,7 +84,7 @@ class Engine(RunLifecycle):
         self._leases: dict[int, lease.DeviceLease] = {}  # allocator token -> its locks
         self._warned_lease = False
         self._failure: StorageError | None = None  # the database failed for good
-        self._telemetry_loss = TelemetryLoss()  # counted per run, said in its note
+        self.telemetry_loss = TelemetryLoss()  # counted per run, said in its note
 
     def request_stop(self) -> None:
         """Cancel the current runs and stop the queue (safe to call more than once)."""
@@ -302,12 +302,12 @@ class Engine(RunLifecycle):
         try:
             guard.call(self._db_label, self._store.telemetry.write_batch, batch)
         except Exception as exc:  # lost samples are counted; they never end the engine
-            self._telemetry_loss.add(batch, exc)
+            self.telemetry_loss.add(batch, exc)
 
     @property
     def telemetry_batches_lost(self) -> int:
         """Telemetry batches the database refused since the engine started."""
-        return self._telemetry_loss.batches
+        return self.telemetry_loss.batches
 
 
 

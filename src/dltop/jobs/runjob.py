@@ -59,7 +59,7 @@ class RunLifecycle:
     _run_stops: dict[int, asyncio.Event]
     _leases: dict[int, lease.DeviceLease]
     _failure: StorageError | None
-    _telemetry_loss: TelemetryLoss
+    telemetry_loss: TelemetryLoss
 
     async def _checkpoint(self, truncate: bool = False) -> None:
         # Best effort: a checkpoint that fails leaves the rows in the -wal file, not lost.
@@ -191,7 +191,7 @@ class RunLifecycle:
             if tele is not None:
                 await self._write(self._store.telemetry.write_run_telemetry, run_id, tele)
             # behind the run's batches on the single writer: their losses are counted
-            if (lost := self._telemetry_loss.note(run_id)) is not None:
+            if (lost := self.telemetry_loss.note(run_id)) is not None:
                 fields["note"] = join_notes(fields.get("note"), lost)
                 await self._write(self._store.update_run, run_id, {"note": fields["note"]})
         if outcome.hello:

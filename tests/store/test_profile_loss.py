@@ -8,6 +8,7 @@ import asyncio
 import json
 import sqlite3
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -56,8 +57,12 @@ def test_a_2000_character_kernel_name_passes_and_a_refused_profile_is_named() ->
     outcome = ChildOutcome("ok", 0, 1, 1, 0.5, protocol_errors=1,
                            protocol_note=reader.protocol_note,
                            profile_refused=reader.profile_refused)
-    note = str(protocol_note(outcome))
-    assert f"; {PROFILE_NOT_STORED}: profile event: ops.0.name" in note
+    assert protocol_note(outcome) == \
+        f"protocol error (1), first: {PROFILE_NOT_STORED}: {reader.protocol_note}"
+    # a profile refused after another event's error is named apart
+    later = replace(outcome, protocol_errors=2, protocol_note="iter event: seconds -1 ...")
+    assert str(protocol_note(later)).endswith(
+        f"first: iter event: seconds -1 ...; {PROFILE_NOT_STORED}: {reader.profile_refused}")
 
 
 def test_a_profile_over_the_line_limit_is_named_and_other_long_lines_are_not() -> None:
@@ -117,6 +122,7 @@ def test_the_profile_export_says_why_there_is_no_profile(store: Store) -> None:
         with pytest.raises(UserError) as err:
             profile_table(store.db, run)
         why.append(str(err.value))
-    assert f"profiled but its {PROFILE_NOT_STORED}: profile event: ops.0.name" in why[0]
+    assert ("the run was profiled, but its profile could not be stored; its note says: "
+            f"{PROFILE_NOT_STORED}: profile event: ops.0.name") in why[0]
     assert "profile = true, but the runner sent no operator profile" in why[1]
     assert "has no operator profile (set profile = true" in why[2]

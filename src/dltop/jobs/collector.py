@@ -169,7 +169,8 @@ def protocol_note(outcome: ChildOutcome) -> str | None:
         return None
     n = outcome.protocol_errors
     first = outcome.protocol_note or "unknown"
+    lost = outcome.profile_refused
+    if lost is not None and lost == first:  # the profile was the first refused event
+        first, lost = f"{PROFILE_NOT_STORED}: {first}", None
     note = f"protocol error{'s' if n > 1 else ''} ({n}), first: {first}"
-    if outcome.profile_refused is not None:
-        note += f"; {PROFILE_NOT_STORED}: {outcome.profile_refused}"
-    return note
+    return note if lost is None else f"{note}; {PROFILE_NOT_STORED}: {lost}"

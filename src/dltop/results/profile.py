@@ -152,8 +152,8 @@ def _why_no_profile(db: sqlite_utils.Database, run_id: int, status: str) -> str:
     note = str(row.get("note") or "")
     if PROFILE_NOT_STORED in note:
         lost = note[note.index(PROFILE_NOT_STORED):]
-        return (f"--run {run_id}: the run was profiled but its {lost} (the run's note; "
-                "the rest of the run is stored)")
+        return (f"--run {run_id}: the run was profiled, but its profile could not be "
+                f"stored; its note says: {lost}")
     if asked:
         return (f"--run {run_id}: profile = true, but the runner sent no operator profile "
                 f"(run {status}; its log says why: dltop log {run_id})")

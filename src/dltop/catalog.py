@@ -152,3 +152,10 @@ ERROR_KIND_STATUS: Final[dict[str, RunStatus]] = {
     ErrorKind.OOM: RunStatus.OOM, ErrorKind.UNSUPPORTED: RunStatus.UNSUPPORTED,
     ErrorKind.DIVERGED: RunStatus.DIVERGED, ErrorKind.CRASH: RunStatus.CRASHED}
 """A runner's error kind -> its run's status (an unknown kind is a crash)."""
+
+
+OPERATOR_PROFILE: Final = "operator profile"
+PROFILE_NOT_STORED: Final = f"{OPERATOR_PROFILE} not stored"
+"""How a run's note says that its runner profiled (``profile = true``) but the profile
+could not be stored: its event refused (a protocol error), or its write failed.
+``dltop export --table profile`` finds it there and says so, not "profiling not set"."""

@@ -190,11 +190,19 @@ def test_an_unknown_host_is_exit_2(tmp_path: Path) -> None:
     assert "Traceback" not in res.stderr
 
 
-@pytest.mark.parametrize("command", ["serve", "exporter"])
-def test_a_missing_database_is_exit_2(tmp_path: Path, command: str) -> None:
-    res = subprocess.run([sys.executable, "-m", "dltop", command, "--port", str(free_port()),
+def test_a_missing_database_is_exit_2(tmp_path: Path) -> None:
+    # (the exporter waits for a missing one instead: tests/telemetry/test_exporter.py)
+    res = subprocess.run([sys.executable, "-m", "dltop", "serve", "--port", str(free_port()),
                           "--db", str(tmp_path / "none.db")],
                          capture_output=True, text=True, timeout=60)
     assert res.returncode == 2, res
     assert "none.db" in res.stderr and "no such database" in res.stderr, res.stderr
     assert not (tmp_path / "none.db").exists()
+
+
+def test_the_exporter_refuses_a_database_path_that_is_a_directory(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, "-m", "dltop", "exporter", "--port",
+                          str(free_port()), "--db", str(tmp_path)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and f"--db {tmp_path}: a directory" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr

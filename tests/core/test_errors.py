@@ -90,7 +90,8 @@ def test_protocol_errors_are_stored_with_the_run(tmp_path: Path) -> None:
     # What the supervisor counted for a child that wrote two undecodable event lines
     # (tests/core/test_supervisor.py checks the counting against a real child).
     outcome = ChildOutcome("ok", 0, 1, 1, 0.5, protocol_errors=2)
-    collector = IterationCollector(run_id, job.spec, lambda e: None, store, lambda *a: None)
+    collector = IterationCollector(run_id, job.spec, lambda e: None, store,
+                                   lambda *a, **_: None)
     store.finish_run(run_id, job.job_id, "ok", run_fields(outcome, collector))
     assert store.db["runs"].get(run_id)["protocol_errors"] == 2
 

@@ -203,6 +203,38 @@ def test_a_batch_the_database_refuses_loses_only_its_rows(tmp_path: Path) -> Non
     assert c.stored_iterations(2) == 3
 
 
+def test_telemetry_batches_and_a_profile_that_are_lost_are_said_in_the_run_s_note(
+        tmp_path: Path) -> None:
+    # Issue 28: the engine counted lost telemetry batches and showed the count nowhere.
+    # Issue 30: job b's profile names a kernel over MAX_OP_NAME: refused, and said so.
+    huge_op = {"name": "k" * 20000, "calls": 1, "self_cpu_ms": 1.0, "self_device_ms": None,
+               "total_ms": 1.0, "shapes": None}
+    profiled = good_run()
+    profiled.insert(-1, ev("profile", steps=5, step_ms=2.0, device="cpu", ops=[huge_op]))
+    c = Campaign(tmp_path, {"a": good_run(60, sleep_s=0.04), "b": profiled})
+    from dltop.store import connect
+
+    conn = connect(c.db).conn
+    for table in ("gpu_samples", "host_samples"):
+        conn.execute(f"create trigger refuse_{table} before insert on {table} when "
+                     "new.run_id = 1 begin select raise(abort, 'injected refusal'); end")
+    res = c.dltop("run", str(c.profile), "--headless", "--fake-gpus", "1")
+    no_traceback(res)
+    assert res.returncode == 0, res.stderr
+    first, second = c.runs()
+    assert first["status"] == second["status"] == "ok"
+    assert first["n_iterations"] == 59  # the run itself is whole
+    note = first["note"] or ""
+    assert note.startswith("telemetry: ") and "sample windows not stored" in note, note
+    assert "injected refusal" in note
+    assert "telemetry batch(es) could not be stored" in res.stderr, res.stderr
+    assert second["note"].startswith(  # the run itself is ok, its profile lost and said
+        "protocol error (1), first: operator profile not stored: profile event: ops.0.name")
+    export = c.dltop("export", "--table", "profile", "--run", "2")
+    assert export.returncode == 2 and "could not be stored; its note says: operator " \
+        "profile not stored: profile event: ops.0.name" in export.stderr, export.stderr
+
+
 # fault 7: storage errors -----------------------------------------------------------------
 def test_a_lock_held_past_the_busy_timeout_is_waited_out(
         tmp_path: Path, wait_until: Callable[..., None]) -> None:

@@ -12,7 +12,9 @@ function of the spec, so a test can compute what dltop must store and export:
 - the evaluation after epoch ``e`` (fractional for ``eval_every = N``) has accuracy
   ``min(0.99, 0.3 + 0.25 * e)`` and takes :data:`EVAL_S` seconds;
 - one bad ``eval`` event (accuracy 1.5) comes before the first good one: dltop must
-  count it as a protocol error and store nothing of it.
+  count it as a protocol error and store nothing of it;
+- the profile's third operator is a CUDA-style template kernel named with
+  :data:`LONG_KERNEL` (2 000 characters, as CUTLASS names run): it must be stored whole.
 """
 
 import json
@@ -24,6 +26,9 @@ N_TRAIN = 64
 N_TEST = 32
 STEP_S = 0.01
 EVAL_S = 0.05
+LONG_KERNEL = ("void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_relu_bf16_"
+               + "".join("cute::tuple<cute::C<%d>, cute::C<%d>>, " % (i, 2 * i)
+                         for i in range(200)))[:1999] + ">"
 
 
 def step_s(i):
@@ -81,7 +86,9 @@ def main():
             {"name": "aten::addmm", "calls": 15, "self_cpu_ms": 30.0, "self_device_ms": None,
              "total_ms": 32.0, "shapes": "[[8, 784], [784, 10]]"},
             {"name": "aten::relu", "calls": 10, "self_cpu_ms": 5.0, "self_device_ms": None,
-             "total_ms": 5.0, "shapes": None}])
+             "total_ms": 5.0, "shapes": None},
+            {"name": LONG_KERNEL, "calls": 5, "self_cpu_ms": 1.0, "self_device_ms": None,
+             "total_ms": 1.0, "shapes": None}])
     send("done", iterations=total - warmup)
 
 

@@ -20,6 +20,8 @@ from typing import Any
 
 import pytest
 
+from dltop.results.profile import short_op_name
+
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 sys.path.insert(0, str(PROGRAMS))
 import proto_evals as child  # noqa: E402
@@ -118,7 +120,8 @@ def test_events_are_stored_through_the_real_engine(ran: Env) -> None:
     assert evals[1]["train_s"] == pytest.approx(_steps(per_epoch, 2))
     assert evals[0]["samples"] == child.N_TEST and evals[0]["t_mono_ns"] > 0
     ops = ran.rows("select * from profile_ops where run_id = 1 order by rank")
-    assert [o["name"] for o in ops] == ["aten::addmm", "aten::relu"]
+    # the 2 000-character kernel name (over the 500 an H200 run tripped on) is kept whole
+    assert [o["name"] for o in ops] == ["aten::addmm", "aten::relu", child.LONG_KERNEL]
     assert ops[0]["share_pct"] == pytest.approx(100 * 30.0 / (10.0 * 5))
     assert (conv["profile_steps"], conv["profile_device"]) == (5, "cpu")
     # inference: latency percentiles of the measured batches, loss null
@@ -164,8 +167,14 @@ def test_the_profile_table_of_a_run(ran: Env) -> None:
     assert (first["op"], first["calls"]) == ("aten::addmm", 3)
     assert first["self_cpu_ms"] == pytest.approx(6.0) and first["self_device_ms"] is None
     assert first["shapes"] == "[[8, 784], [784, 10]]"
+    long = table["rows"][2]
+    assert long["op_full_name"] == child.LONG_KERNEL
+    assert len(long["op"]) == 80 and long["op"] == short_op_name(child.LONG_KERNEL)
     md = ran.dltop("export", "--table", "profile", "--run", "1").stdout
     assert "aten::relu" in md and "5 steps of 10.000 ms on cpu" in md and "N/A" in md
+    assert long["op"] in md and child.LONG_KERNEL not in md
+    csv = ran.dltop("export", "--table", "profile", "--run", "1", "--format", "csv").stdout
+    assert child.LONG_KERNEL in csv  # the "op full_name" column
     for args, says in ((("--table", "profile"), "needs --run N"),
                        (("--table", "profile", "--run", "2"), "no operator profile"),
                        (("--table", "profile", "--run", "99"), "no such run"),

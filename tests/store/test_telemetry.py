@@ -83,7 +83,7 @@ def test_iteration_rows_carry_both_timestamps(store: Store) -> None:
     ends: list[tuple[int, float, bool]] = []
     writes: list[tuple[Callable[..., None], tuple[object, ...]]] = []
     collector = IterationCollector(run, spec, lambda e: None, store,
-                                   lambda fn, *a: writes.append((fn, a)),
+                                   lambda fn, *a, **_: writes.append((fn, a)),
                                    on_iteration=lambda t, s, w: ends.append((t, s, w)))
     now_ns = time.monotonic_ns()
     collector.on_event({"event": "iter", "index": 0, "seconds": 0.5, "warmup": True,

@@ -8,6 +8,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import threading
 import urllib.request
 from collections.abc import Callable
 from dataclasses import replace
@@ -19,7 +20,8 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dltop.live.devices import DevicePoller
-from dltop.live.metrics import MIB, MetricsSource, PrometheusCollector, gpu_families
+from dltop.live.exporter import MetricsSource, PrometheusCollector
+from dltop.live.metrics import MIB, gpu_families
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import HostSample
 
@@ -88,6 +90,40 @@ def test_the_collector_writes_parseable_exposition(tmp_path: Path) -> None:
     assert not any(name.startswith("dltop_run_") for name in samples)
 
 
+def test_a_failing_reading_drops_this_host_s_series_and_says_so(
+        wait_until: Callable[..., None]) -> None:
+    failing = threading.Event()
+
+    def host() -> HostSample:
+        if failing.is_set():
+            raise OSError("/proc/stat: gone")
+        return fixed_host()
+
+    source = MetricsSource(FakeGpuBackend(1), None, device_hz=20, host=host, stale_s=0.3)
+    registry = CollectorRegistry()
+    registry.register(PrometheusCollector(source))
+    source.start()
+    try:
+        fresh = parse(generate_latest(registry).decode())
+        assert fresh["dltop_up"][0].value == 1 and fresh["DCGM_FI_DEV_GPU_UTIL"]
+        assert fresh["dltop_telemetry_age_seconds"][0].value < 0.3
+        assert fresh["dltop_exporter_poll_errors_total"][0].value == 0
+        failing.set()
+        wait_until(lambda: source.telemetry_age_s() > 0.3, 10, "the readings to go stale")
+        stale = parse(generate_latest(registry).decode())
+        # nothing frozen at its last value: this host's GPU and host series are gone
+        assert "DCGM_FI_DEV_GPU_UTIL" not in stale and "dltop_host_cpu_percent" not in stale
+        assert stale["dltop_up"][0].value == 0
+        assert stale["dltop_telemetry_age_seconds"][0].value > 0.3
+        assert stale["dltop_exporter_poll_errors_total"][0].value >= 1
+        failing.clear()
+        wait_until(lambda: (source.telemetry_age_s() or 1) < 0.3, 10, "a good reading")
+        again = parse(generate_latest(registry).decode())
+        assert again["dltop_up"][0].value == 1 and again["DCGM_FI_DEV_GPU_UTIL"]
+    finally:
+        source.stop()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -98,6 +134,13 @@ def scrape(port: int) -> dict[str, list[Any]]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
         assert resp.status == 200
         return parse(resp.read().decode())
+
+
+def serving(port: int) -> bool:
+    try:
+        return "DCGM_FI_DEV_COUNT" in scrape(port)
+    except OSError:
+        return False
 
 
 def iterations_done(port: int) -> float:
@@ -119,16 +162,24 @@ def test_exporter_reports_devices_host_and_a_running_campaign(
         "command": [sys.executable, str(PROGRAMS / "cmd_seconds.py"), "-1"],
         "iteration_regex": r"took (?P<seconds>[0-9.]+)s"}, name="prom-demo"))
     db = tmp_path / "d.db"
-    run = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
-                            "--headless", "--no-telemetry"], stdout=subprocess.DEVNULL,
-                           stderr=subprocess.PIPE, text=True)
     port = free_port()
-    exporter = None
+    # A monitoring daemon starts first (issue 30): no database yet, the devices served
+    # meanwhile, the campaign's series picked up once 'dltop run' creates it.
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "dltop", "exporter", "--port", str(port), "--db", str(db),
+         "--fake-gpus", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    run = None
     try:
-        wait_until(lambda: db.exists() or run.poll() is not None, 60, "the database")
-        exporter = subprocess.Popen(
-            [sys.executable, "-m", "dltop", "exporter", "--port", str(port), "--db", str(db),
-             "--fake-gpus", "2"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        wait_until(lambda: serving(port) or exporter.poll() is not None, 60,
+                   "the exporter to serve, before the database exists")
+        assert exporter.poll() is None, exporter.communicate()
+        before = scrape(port)
+        assert before["dltop_exporter_db_up"][0].value == 0 and not db.exists()
+        assert before["dltop_up"][0].value == 1 and len(before["DCGM_FI_DEV_GPU_UTIL"]) == 2
+        assert before["dltop_runs_active"][0].value == 0
+        run = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--db",
+                                str(db), "--headless", "--no-telemetry"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         wait_until(lambda: iterations_done(port) >= 5, 120,
                    "the running run's metrics with 5 iterations")
         first = scrape(port)
@@ -177,14 +228,13 @@ def test_exporter_reports_devices_host_and_a_running_campaign(
         assert not any(name.startswith("dltop_run_") for name in after)
         assert after["dltop_runs_active"][0].value == 0
     finally:
-        if run.poll() is None:
+        if run is not None and run.poll() is None:
             run.send_signal(signal.SIGINT)
             run.wait(timeout=120)
-        if exporter is not None:
-            exporter.send_signal(signal.SIGTERM)
-            out, err = exporter.communicate(timeout=30)
-            assert exporter.returncode == 0, err
-            assert f"http://127.0.0.1:{port}/metrics" in out
+        exporter.send_signal(signal.SIGTERM)
+        out, err = exporter.communicate(timeout=30)
+        assert exporter.returncode == 0, err
+        assert f"http://127.0.0.1:{port}/metrics" in out and "waiting for it" in out
 
 
 def test_a_slurm_run_s_gpus_on_other_nodes_are_exported_with_their_node(

@@ -97,6 +97,11 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 
     with ctx:
         status = asyncio.run(go())
+    lost = engine.telemetry_loss
+    if lost.batches:  # each run's note says its own share; this is the campaign's total
+        print(f"dltop: warning: {lost.batches} telemetry batch(es) could not be stored "
+              f"({one_line(lost.first_error or '?')}); the runs' notes say which",
+              file=sys.stderr)
     if status == CampaignStatus.CANCELLED:
         print(f"dltop: campaign {campaign_id} cancelled; finished runs are stored in "
               f"{one_line(str(db_path))}",

@@ -86,14 +86,14 @@ def _wait_for_signal() -> None:
 
 
 def _metrics_source(args: argparse.Namespace, db_path: Path | None) -> Any:
-    from dltop.live.metrics import MetricsSource
+    from dltop.live.exporter import MetricsSource
     from dltop.telemetry import open_gpu_backend
 
     return MetricsSource(open_gpu_backend(getattr(args, "fake_gpus", None)), db_path).start()
 
 
 def _start_metrics(source: Any, host: str, port: int) -> Any:
-    from dltop.live.metrics import start_metrics_server
+    from dltop.live.exporter import start_metrics_server
 
     try:
         return start_metrics_server(source, host, port)
@@ -103,18 +103,21 @@ def _start_metrics(source: Any, host: str, port: int) -> Any:
 
 def cmd_exporter(args: argparse.Namespace) -> int:
     """``dltop exporter``: Prometheus metrics only, until Ctrl-C or SIGTERM."""
-    from dltop.store.db import DB_ENV, resolve_db_path
+    from dltop.store.db import resolve_db_path
 
     host, port = args.host, args.port
     _warn_if_exposed(host, "the metrics endpoint", "read it")
     check_port(host, port, "--port")
     db_path = resolve_db_path(args.db)
-    if (args.db or os.environ.get(DB_ENV)) and not db_path.is_file():
-        raise UserError(f"{db_path}: no such database (run 'dltop run' first, or pass --db)")
+    if db_path.exists() and not db_path.is_file():
+        raise UserError(f"--db {db_path}: a directory or special file, not a database file")
     source = _metrics_source(args, db_path)
     server = _start_metrics(source, host, port)
+    # A monitoring daemon starts before any campaign: no database yet is not an error.
+    # The devices are served meanwhile; the runs appear once 'dltop run' creates it.
+    waiting = "" if db_path.is_file() else ", not there yet: waiting for it"
     print(f"dltop exporter: Prometheus metrics on http://{_url_host(host)}:{port}/metrics "
-          f"(database {db_path}; Ctrl-C stops it)", flush=True)
+          f"(database {db_path}{waiting}; Ctrl-C stops it)", flush=True)
     try:
         _wait_for_signal()
     finally:

@@ -20,10 +20,11 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from dltop.catalog import RunStatus
+from dltop.catalog import PROFILE_NOT_STORED, RunStatus
 from dltop.jobs.evals import RunExtras
 from dltop.jobs.events import EngineEvent, RunProgress
 from dltop.jobs.supervisor import ChildOutcome
+from dltop.jobs.writes import ITERATION_ROWS
 from dltop.profiles.model import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.store.writer import Store
@@ -115,7 +116,8 @@ class IterationCollector:
     def flush(self, final: bool = False) -> None:
         """Write the buffered rows (``final``: the run ended, nothing more will pair)."""
         if self._buffer:
-            self._write_later(self._store.add_iterations, self.run_id, self._buffer)
+            self._write_later(self._store.add_iterations, self.run_id, self._buffer,
+                              what=ITERATION_ROWS, count=len(self._buffer))
             self._buffer = []
         self.extras.flush(final)
         self._last_flush = time.monotonic()
@@ -160,9 +162,15 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
 
 
 def protocol_note(outcome: ChildOutcome) -> str | None:
-    """``protocol errors (3), first: iter event: seconds -6.24 is not ...`` (None if none)."""
+    """``protocol errors (3), first: iter event: seconds -6.24 is not ...`` (None if none),
+    and ``operator profile not stored: ...`` when the refused events included the
+    runner's profile (the export and the run detail say so instead of "not set")."""
     if not outcome.protocol_errors:
         return None
     n = outcome.protocol_errors
     first = outcome.protocol_note or "unknown"
-    return f"protocol error{'s' if n > 1 else ''} ({n}), first: {first}"
+    lost = outcome.profile_refused
+    if lost is not None and lost == first:  # the profile was the first refused event
+        first, lost = f"{PROFILE_NOT_STORED}: {first}", None
+    note = f"protocol error{'s' if n > 1 else ''} ({n}), first: {first}"
+    return note if lost is None else f"{note}; {PROFILE_NOT_STORED}: {lost}"

@@ -34,6 +34,7 @@ from dltop.jobs.events import (
 )
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.runjob import RunLifecycle
+from dltop.jobs.writes import TelemetryLoss
 from dltop.profiles.model import JobSpec
 from dltop.store import guard
 from dltop.store.guard import StorageError
@@ -83,7 +84,7 @@ class Engine(RunLifecycle):
         self._leases: dict[int, lease.DeviceLease] = {}  # allocator token -> its locks
         self._warned_lease = False
         self._failure: StorageError | None = None  # the database failed for good
-        self.telemetry_batches_lost = 0
+        self.telemetry_loss = TelemetryLoss()  # counted per run, said in its note
 
     def request_stop(self) -> None:
         """Cancel the current runs and stop the queue (safe to call more than once)."""
@@ -300,8 +301,13 @@ class Engine(RunLifecycle):
     def _write_batch(self, batch: Batch) -> None:
         try:
             guard.call(self._db_label, self._store.telemetry.write_batch, batch)
-        except Exception:  # lost samples are counted; they never end the engine
-            self.telemetry_batches_lost += 1
+        except Exception as exc:  # lost samples are counted; they never end the engine
+            self.telemetry_loss.add(batch, exc)
+
+    @property
+    def telemetry_batches_lost(self) -> int:
+        """Telemetry batches the database refused since the engine started."""
+        return self.telemetry_loss.batches
 
 
 

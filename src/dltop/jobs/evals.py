@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dltop.catalog import OPERATOR_PROFILE
 from dltop.results.convergence import percentile
 from dltop.store.generations import pack_seconds
 from dltop.store.writer import Store
@@ -110,11 +111,13 @@ class RunExtras:
                               {PLAN_COLUMN: self.plan_iterations})
         elif name == "eval":
             self.n_evals += 1
-            self._write_later(self._store.add_evals, self.run_id, [eval_row(event)])
+            self._write_later(self._store.add_evals, self.run_id, [eval_row(event)],
+                              what="evaluation rows", count=1)
         elif name == "profile":
             self.profiled = True
             summary, ops = profile_rows(event)
-            self._write_later(self._store.set_profile, self.run_id, summary, ops)
+            self._write_later(self._store.set_profile, self.run_id, summary, ops,
+                              what=OPERATOR_PROFILE)
         elif name == "generate":
             self.n_generations += 1
             if self._pending is not None:  # its iter never came: end-to-end unknown
@@ -137,7 +140,8 @@ class RunExtras:
             self._generations.append(self._pending)
             self._pending = None
         if self._generations:
-            self._write_later(self._store.add_generations, self.run_id, self._generations)
+            self._write_later(self._store.add_generations, self.run_id, self._generations,
+                              what="generation rows", count=len(self._generations))
             self._generations = []
 
     def fields(self, measured_s: Sequence[float]) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import signal
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +21,7 @@ from dltop.catalog import ERROR_KIND_STATUS, ErrorKind, RunStatus
 from dltop.jobs.protocol import EventChecker
 
 MAX_EVENT_LINE_BYTES = 1 << 20
+_PROFILE_NAME = re.compile(rb'"event"\s*:\s*"profile"')
 EventHandler = Callable[[dict[str, Any]], None]
 
 
@@ -58,6 +60,9 @@ class EventReader:
         self._transport: asyncio.ReadTransport | None = None
         self.protocol_errors = 0
         self.protocol_note: str | None = None
+        self.profile_refused: str | None = None
+        """Why the run's ``profile`` event was refused (None: none was): its operator
+        profile is then not stored, which the run's note says."""
         self._checker = EventChecker()
         self.hello: dict[str, Any] = {}
         self.model: dict[str, Any] = {}
@@ -66,6 +71,8 @@ class EventReader:
         self.measured = 0
         self._buf = bytearray()
         self._discarding = False
+        self._tail = b""
+        self._long_line = f"an event line over {MAX_EVENT_LINE_BYTES} bytes"
 
     async def pump(self, fd: int) -> None:
         """Read the pipe ``fd`` to its end."""
@@ -87,12 +94,18 @@ class EventReader:
             del self._buf[:nl + 1]
             if self._discarding:
                 self._discarding = False
+                # dltop_protocol writes the event's name last: the line's end says
+                # whether a profile was lost (said as such in the run's note)
+                if _PROFILE_NAME.search((self._tail + line)[-64:]) \
+                        and self.profile_refused is None:
+                    self.profile_refused = self._long_line
             else:
                 self.handle(line)
         if len(self._buf) > MAX_EVENT_LINE_BYTES:
             if not self._discarding:
-                self._refuse(f"an event line over {MAX_EVENT_LINE_BYTES} bytes")
+                self._refuse(self._long_line)
             self._discarding = True  # inside an over-long line: drop bytes up to its newline
+            self._tail = bytes(self._buf[-64:])
             self._buf.clear()
 
     def finish(self) -> None:
@@ -101,10 +114,12 @@ class EventReader:
             self.handle(bytes(self._buf))
         self._buf.clear()
 
-    def _refuse(self, why: str) -> None:
+    def _refuse(self, why: str, name: Any = None) -> None:
         self.protocol_errors += 1
         if self.protocol_note is None:
             self.protocol_note = why
+        if name == "profile" and self.profile_refused is None:
+            self.profile_refused = why
 
     def close(self) -> None:
         if self._transport is not None:
@@ -122,7 +137,7 @@ class EventReader:
             return
         problem = self._checker.problem(event)
         if problem is not None:
-            self._refuse(problem)
+            self._refuse(problem, event["event"])
             return
         name = event["event"]
         if name == "hello":

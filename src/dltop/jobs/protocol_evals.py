@@ -34,7 +34,12 @@ from typing import Any
 
 MAX_PROFILE_OPS = 40
 """Operators a profile event may list (the runners send the top ones by self time)."""
-MAX_OP_NAME = 500
+MAX_OP_NAME = 16384
+"""Characters of one operator name. C++ template kernels (CUTLASS, CuTe) are named by
+their whole instantiation, over 500 characters on an H200 run (2026-11-26), a few
+thousand at worst; the full name is stored (displays shorten it, with a hash:
+:func:`dltop.results.profile.short_op_name`). 40 names at the limit stay well under
+an event line's 1 MiB."""
 MAX_SECONDS = 1e9
 """No evaluation, nor training so far, lasts longer than ~31 years: a larger value is a bug."""
 MAX_NEW_TOKENS = 65536

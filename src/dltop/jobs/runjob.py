@@ -28,7 +28,7 @@ from dltop.jobs.queued import QueuedJob
 from dltop.jobs.slurm import agent_ingestion, supervise_slurm
 from dltop.jobs.slurm_script import SlurmFiles
 from dltop.jobs.supervisor import supervise
-from dltop.jobs.writes import RunWrites, join_notes
+from dltop.jobs.writes import RunWrites, TelemetryLoss, join_notes
 from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec
 from dltop.runners import command, registry
@@ -59,6 +59,7 @@ class RunLifecycle:
     _run_stops: dict[int, asyncio.Event]
     _leases: dict[int, lease.DeviceLease]
     _failure: StorageError | None
+    telemetry_loss: TelemetryLoss
 
     async def _checkpoint(self, truncate: bool = False) -> None:
         # Best effort: a checkpoint that fails leaves the rows in the -wal file, not lost.
@@ -189,6 +190,10 @@ class RunLifecycle:
             tele = self._sampler.end_run(run_id, collector.measured_samples)
             if tele is not None:
                 await self._write(self._store.telemetry.write_run_telemetry, run_id, tele)
+            # behind the run's batches on the single writer: their losses are counted
+            if (lost := self.telemetry_loss.note(run_id)) is not None:
+                fields["note"] = join_notes(fields.get("note"), lost)
+                await self._write(self._store.update_run, run_id, {"note": fields["note"]})
         if outcome.hello:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
             await self._write(self._store.record_environment, run_id,

@@ -241,6 +241,7 @@ async def supervise_slurm(
         status=status, exit_code=watch.exit_code, pid=watch.pid, pgid=watch.pid,
         wall_s=time.monotonic() - t0, message=message, error_kind=kind,
         protocol_errors=reader.protocol_errors, protocol_note=reader.protocol_note,
+        profile_refused=reader.profile_refused,
         log_tail=read_log_tail(files.log_path) if status != RunStatus.OK else "",
         hello=reader.hello, model=reader.model)
 

@@ -55,6 +55,8 @@ class ChildOutcome:
     protocol_errors: int = 0
     protocol_note: str | None = None
     """The first protocol error: what was wrong with which event (None when none)."""
+    profile_refused: str | None = None
+    """Why the runner's operator profile was refused, so not stored (None: it was not)."""
     log_tail: str = ""
     hello: Mapping[str, Any] = field(default_factory=dict)
     model: Mapping[str, Any] = field(default_factory=dict)
@@ -214,7 +216,7 @@ async def supervise(
     return ChildOutcome(
         status=status, exit_code=exit_code, pid=proc.pid, pgid=pgid, wall_s=wall_s,
         message=message, error_kind=kind, protocol_errors=reader.protocol_errors,
-        protocol_note=reader.protocol_note,
+        protocol_note=reader.protocol_note, profile_refused=reader.profile_refused,
         log_tail=read_log_tail(log_path) if status != RunStatus.OK else "",
         hello=reader.hello, model=reader.model,
     )

@@ -1,12 +1,9 @@
-"""Prometheus metrics of the devices, the host and the runs in progress.
+"""Prometheus metric families of the devices, the host and the runs in progress.
 
-Headless (no Textual, no Rich). :class:`MetricsSource` keeps one :class:`DevicePoller`
-reading the devices at :data:`DEVICE_HZ` in a thread (so temperature and clocks, read on
-every :data:`~dltop.live.devices.SLOW_EVERY`-th frame, stay fresh, and host CPU is a
-percentage over a short window whatever the scrape interval) and reads the database's
-running runs on each scrape. The metric families are plain :class:`Family` values,
-turned into ``prometheus_client`` metrics only by :class:`PrometheusCollector`, so the
-logic is testable without an HTTP server.
+Headless (no Textual, no Rich). The families are plain :class:`Family` values, built
+here from a device frame and the database's running runs; :mod:`dltop.live.exporter`
+reads those (its :class:`~dltop.live.exporter.MetricsSource`) and turns them into
+``prometheus_client`` metrics, so the logic is testable without an HTTP server.
 
 GPU metrics carry dcgm-exporter's names and label spelling (``gpu``, ``UUID``,
 ``modelName``, ``Hostname``) plus ``simulated`` (``"true"`` for ``--fake-gpus``);
@@ -16,33 +13,21 @@ Slurm run's GPUs on other nodes (its agents' rows) are GPUs of those ``Hostname`
 
 from __future__ import annotations
 
-import contextlib
-import socket
-import sqlite3
 import statistics
-import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import RunStatus
-from dltop.errors import DltopError
-from dltop.live.devices import DeviceFrame, DevicePoller, RemoteGpu, RemoteGpuReader
+from dltop.live.devices import DeviceFrame
 from dltop.procs import engine_alive
 from dltop.results.queries import open_campaigns, run_total_sql
-from dltop.telemetry.model import GpuBackend, HostSample
+from dltop.telemetry.model import HostSample
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
-    from wsgiref.simple_server import WSGIServer
-
     import sqlite_utils
 
-DEVICE_HZ = 1.0
-"""Device readings per second of the exporter's poller thread."""
-FIRST_FRAME_S = 0.25
-"""Seconds from the poller's start to its first frame (the first CPU interval)."""
 RECENT_ITERATIONS = 30
 """Iterations of a run whose median gives its rate (warm-up left out once measured)."""
 MIB = 2**20
@@ -253,145 +238,3 @@ def run_families(runs: Sequence[RunMetrics], hostname: str,
                 "database, else 0 (no database yet, or unreadable).",
                 [({"Hostname": hostname}, 1 if db_up else 0)]),
     ]
-
-
-class MetricsSource:
-    """The devices (polled in a thread) and a database, read into :class:`Family` lists.
-
-    Args:
-        backend: the GPU backend (NVML or simulated), or None to read no GPU.
-        db_path: the dltop database whose running runs are reported, or None.
-        device_hz: device readings per second.
-        host: the host reader (default: a psutil :class:`HostSampler`).
-    """
-
-    def __init__(self, backend: GpuBackend | None, db_path: Path | None,
-                 device_hz: float = DEVICE_HZ, host: Any = None) -> None:
-        self.hostname = socket.gethostname()
-        self.db_path = db_path
-        self._backend: GpuBackend = backend or _NoGpus()
-        self._host = host
-        self._interval_s = 1.0 / device_hz
-        self._frame: DeviceFrame | None = None
-        self._remote: dict[int, RemoteGpuReader] = {}
-        self._ready = threading.Event()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="dltop-metrics-poller",
-                                        daemon=True)
-
-    def start(self) -> MetricsSource:
-        """Start the device poller thread and wait for its first frame; returns self."""
-        self._thread.start()
-        self._ready.wait(timeout=10)
-        return self
-
-    def stop(self) -> None:
-        """Stop the poller thread."""
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=5)
-
-    def _loop(self) -> None:
-        # psutil keeps cpu_percent's previous reading per thread: the host reader is made
-        # (and primed) in this thread, and the first frame comes a short interval later,
-        # so that its CPU figure covers real time (not psutil's 0.0 of an unprimed call).
-        try:
-            poller = DevicePoller(self._backend, self._host)
-        except Exception:  # no device reader: frame() reads once in the caller's thread
-            self._ready.set()
-            return
-        wait_s = FIRST_FRAME_S
-        while not self._stop.wait(wait_s):
-            wait_s = self._interval_s
-            with contextlib.suppress(Exception):  # a failed reading keeps the last frame
-                self._frame = poller.poll()
-            self._ready.set()
-
-    def frame(self) -> DeviceFrame:
-        """The newest device frame (one read now when the thread has none)."""
-        frame = self._frame
-        if frame is None:
-            frame = self._frame = DevicePoller(self._backend, self._host).poll()
-        return frame
-
-    def _read(self) -> tuple[list[RunMetrics], bool, tuple[RemoteGpu, ...]]:
-        """(runs in progress, whether the database could be read, their remote GPUs)."""
-        if self.db_path is None:
-            return [], True, ()
-        if not self.db_path.is_file():
-            return [], False, ()
-        from dltop.store.reader import open_reader
-
-        try:
-            db: Any = open_reader(self.db_path)  # ReadDb: the read API of sqlite-utils
-        except (DltopError, sqlite3.Error):
-            return [], False, ()
-        try:
-            runs = read_runs(db)
-            # one incremental reader per running run: each scrape reads only new rows
-            self._remote = {r.run_id: self._remote.get(r.run_id) or RemoteGpuReader()
-                            for r in runs}
-            remote = tuple(g for r in runs for g in self._remote[r.run_id].read(db, r.run_id))
-            return runs, True, remote
-        except sqlite3.Error:
-            return [], False, ()
-        finally:
-            db.close()
-
-    def families(self) -> list[Family]:
-        """Every family, read now (runs and their remote GPUs) and from the newest frame
-        (devices, host)."""
-        runs, ok, remote = self._read()
-        frame = replace(self.frame(), remote=remote)
-        return [*gpu_families(frame, self.hostname), *host_families(frame.host, self.hostname),
-                *run_families(runs, self.hostname, ok)]
-
-
-class _NoGpus:
-    """A GPU backend with no GPU (``--no-telemetry``-like use of the exporter)."""
-
-    simulated = False
-
-    def device_count(self) -> int:
-        return 0
-
-    def static(self, index: int) -> Any:
-        raise IndexError(index)
-
-    def sample(self, index: int, slow: bool) -> Any:
-        raise IndexError(index)
-
-    def unavailable_reason(self) -> str | None:
-        return None
-
-
-class PrometheusCollector:
-    """A ``prometheus_client`` collector over a :class:`MetricsSource`: fresh on each scrape."""
-
-    def __init__(self, source: MetricsSource) -> None:
-        self.source = source
-
-    def collect(self) -> Iterator[Any]:
-        """The families as ``prometheus_client`` metrics (empty families left out)."""
-        from prometheus_client.metrics_core import Metric
-
-        for fam in self.source.families():
-            if not fam.samples:
-                continue
-            m = Metric(fam.name, fam.help, "unknown" if fam.kind == "untyped" else fam.kind)
-            for labels, value in fam.samples:
-                m.add_sample(fam.name, dict(labels), value)
-            yield m
-
-
-def start_metrics_server(source: MetricsSource, host: str, port: int) -> WSGIServer:
-    """Serve ``/metrics`` of ``source`` on ``host:port`` in a daemon thread.
-
-    Returns the server (``shutdown()`` stops it). Raises OSError when the port is taken.
-    """
-    from prometheus_client import CollectorRegistry, start_http_server
-
-    registry = CollectorRegistry()
-    registry.register(PrometheusCollector(source))
-    server, _thread = start_http_server(port, addr=host, registry=registry)
-    return server

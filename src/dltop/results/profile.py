@@ -6,13 +6,22 @@ The runner profiled a few extra steps after the measured ones (profile key
 operator's calls and self times per profiled step, its share of the step's wall
 time, and its input shapes when the runner recorded them. Self device (kernel)
 time exists only on CUDA; elsewhere the cell says ``N/A``.
+
+Operator names are stored whole: a CUDA kernel's (a CUTLASS template instance) runs
+to thousands of characters. The table shows :func:`short_op_name` (the start and a
+stable hash, so that two runs' long names can be matched); CSV and JSON keep the
+full name too. A run that profiled but whose profile could not be stored (its
+event refused, its write failed) says so and why, from the run's note.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.catalog import PROFILE_NOT_STORED
 from dltop.errors import UserError
 from dltop.results import caption, queries
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
@@ -22,9 +31,13 @@ if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (stor
 
     from dltop.store.reader import ReadDb
 
+SHORT_OP_CHARS = 80
+"""Characters of an operator name a table shows (longer ones: :func:`short_op_name`)."""
+HASH_CHARS = 10
+"""Hex digits of the hash that stands for a shortened name's cut part."""
 COLUMNS = (
     Column("rank", "#", Role.KEY),
-    Column("op", "op", Role.KEY),
+    Column("op", "op", Role.KEY, detail=("full_name",)),
     Column("calls", "calls/step", Role.VALUE, "1"),
     Column("self_cpu_ms", "self CPU ms/step", Role.VALUE, "ms"),
     Column("self_device_ms", "self device ms/step", Role.VALUE, "ms"),
@@ -36,7 +49,24 @@ NOTES = ("Per profiled step: the totals over the profiled steps (after the measu
          "operator itself, not in the operators it calls. share: self time (device time on "
          "CUDA, else CPU time) over the mean step wall time; shares of ops that overlap "
          "(CPU launching while kernels run) may add up to more or less than 100 %. N/A: no "
-         "device time (not a CUDA run).",)
+         "device time (not a CUDA run). A name over "
+         f"{SHORT_OP_CHARS} characters is shown as its start, '…' and the first "
+         f"{HASH_CHARS} hex digits of its SHA-256 (the same name, the same hash); CSV "
+         "and JSON keep the full name.",)
+
+
+def short_op_name(name: str, width: int | None = None) -> str:
+    """``name``, or its start, ``…`` and a stable hash when over ``width`` characters.
+
+    Args:
+        name: an operator or kernel name, as stored.
+        width: the most characters shown (default :data:`SHORT_OP_CHARS`).
+    """
+    width = SHORT_OP_CHARS if width is None else width
+    if len(name) <= width:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
+    return f"{name[:max(1, width - HASH_CHARS - 2)]}…#{digest}"
 
 
 @dataclass(frozen=True)
@@ -88,14 +118,14 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
                             "where id = ?", [run_id])) if have else {}
     steps = summary.get("profile_steps")
     if not steps:
-        raise UserError(f"--run {run_id}: the run has no operator profile (set profile = "
-                        "true in its profile; the framework's runner must support it, see "
-                        "docs/frameworks.md)")
-    rows = [Row((key_cell(rank), Cell(op.name), Cell(f"{op.calls:g}", op.calls),
+        raise UserError(_why_no_profile(db, run_id, run["status"]))
+    rows = [Row((key_cell(rank), Cell(short_op_name(op.name), detail={"full_name": op.name}),
+                 Cell(f"{op.calls:g}", op.calls),
                  Cell(f"{op.self_cpu_ms:.3f}", op.self_cpu_ms),
                  _number(op.self_device_ms, "" if op.self_device_ms is None
                          else f"{op.self_device_ms:.3f}"),
-                 Cell(f"{op.share_pct:.1f}", op.share_pct), Cell(op.shapes or "-")))
+                 Cell(f"{op.share_pct:.1f}", op.share_pct), Cell(op.shapes or "-")),
+                {"op_full_name": op.name})
             for rank, op in enumerate(profile_ops(db, run_id, steps), 1)]
     camp = queries.resolve_campaign(db, int(run["campaign_id"]))
     what = (f"operator profile of run {run_id} ({run['framework']} {run['model']} "
@@ -108,3 +138,24 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
         columns=COLUMNS, rows=tuple(rows), notes=NOTES, caption=lines,
         meta={**meta, "table": "profile", "run_id": run_id, "steps": steps,
               "step_ms": summary["profile_step_ms"], "device": summary["profile_device"]})
+
+
+def _why_no_profile(db: sqlite_utils.Database, run_id: int, status: str) -> str:
+    """Why run ``run_id`` has no stored profile: not asked for, asked for but not
+    stored (the note's words: its event refused, its write failed), or never sent."""
+    row = next(db.query("select j.spec_json, r.* from runs r join jobs j on j.id = r.job_id "
+                        "where r.id = ?", [run_id]))
+    try:
+        asked = bool(json.loads(row.get("spec_json") or "{}").get("op_profile"))
+    except (ValueError, AttributeError):
+        asked = False
+    note = str(row.get("note") or "")
+    if PROFILE_NOT_STORED in note:
+        lost = note[note.index(PROFILE_NOT_STORED):]
+        return (f"--run {run_id}: the run was profiled, but its profile could not be "
+                f"stored; its note says: {lost}")
+    if asked:
+        return (f"--run {run_id}: profile = true, but the runner sent no operator profile "
+                f"(run {status}; its log says why: dltop log {run_id})")
+    return (f"--run {run_id}: the run has no operator profile (set profile = true in its "
+            "profile; the framework's runner must support it, see docs/frameworks.md)")

@@ -306,6 +306,7 @@ class DltopApp(Actions):
         if event.state != WorkerState.ERROR:
             return
         group, exc = event.worker.group, event.worker.error
+        self.log.error(f"{_WHAT.get(group, group)} failed", exc)  # every one, not once a streak
         restart = {"db-poll": self._db_loop, "device-poll": self._device_loop}.get(group)
         failures = self._poll_failures.get(group, 0) + 1
         if restart is not None:

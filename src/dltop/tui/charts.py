@@ -28,6 +28,7 @@ from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
 from dltop.results.runtrace import GpuPoint, GpuSeries, RunTrace
+from dltop.tui.workerfail import ShowsWorkerErrors
 
 WARMUP_COLOR = "orange"
 MEASURED_COLOR = "cyan"
@@ -88,12 +89,13 @@ def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
     return Text.from_ansi(plt.build())
 
 
-class RunChart(PlotextPlot):
+class RunChart(ShowsWorkerErrors, PlotextPlot):
     """One chart; :meth:`draw` replaces its series.
 
     PlotextPlot builds its figure in ``render``, on the event loop, at every repaint:
     100-250 ms for a chart of several series of a few hundred points. This one builds
-    it in a thread worker when its data or size changes and renders the text kept.
+    it in a thread worker when its data or size changes and renders the text kept; a
+    build that fails says so in the chart's place (and is notified and logged).
     """
 
     DEFAULT_CSS = "RunChart { height: 1fr; min-height: 8; }"
@@ -141,6 +143,10 @@ class RunChart(PlotextPlot):
         if self._built is None or key[0] >= self._built[0]:
             self._text, self._built = text, key
             self.refresh()
+
+    def show_worker_error(self, text: str) -> None:
+        self._text = Text(text, style="red")
+        self.refresh()
 
     def on_resize(self) -> None:
         self._schedule()

@@ -27,6 +27,7 @@ from textual.widgets import Static
 
 from dltop.live.logfile import LogChunk, LogIndex, open_log, scan_log
 from dltop.textsafe import one_line
+from dltop.tui.workerfail import ShowsWorkerErrors
 
 FOLLOW_S = 1.0
 """How often a log is scanned again for lines written since."""
@@ -89,8 +90,8 @@ class LogLines(ScrollView, can_focus=True):
             self._fd = None
 
 
-class LogViewer(Screen[None]):
-    """The whole log of one run; escape returns."""
+class LogViewer(ShowsWorkerErrors, Screen[None]):
+    """The whole log of one run; escape returns (a read that fails says so in the head)."""
 
     DEFAULT_CSS = """
     LogViewer #log-head, LogViewer #log-keys { height: 1; background: $panel; }
@@ -127,7 +128,8 @@ class LogViewer(Screen[None]):
             f" {one_line(self.title_text)}: {one_line(self.path)}  "
             f"{ix.line_count} lines{state}")
 
-    @work(thread=True, group="log-scan", exclusive=True, exit_on_error=False)
+    @work(thread=True, group="log-scan", exclusive=True, exit_on_error=False,
+          description="reading the log")
     def _scan(self) -> None:
         from textual.worker import get_current_worker
 
@@ -154,6 +156,10 @@ class LogViewer(Screen[None]):
 
     def _failed(self, reason: str) -> None:
         self.error = f"  (cannot read: {reason})"
+        self._head()
+
+    def show_worker_error(self, text: str) -> None:
+        self.error = f"  ({text})"
         self._head()
 
     def action_close(self) -> None:

@@ -30,6 +30,7 @@ from dltop.results.aggregate import (
 )
 from dltop.results.metrics import CONVERGENCE, GENERATION, Metric, metric, value_of
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
+from dltop.telemetry import readings
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -195,7 +196,8 @@ def summary_table(db: sqlite_utils.Database,
         title=caption.title(camps, what), comment=caption.comment(camps, what),
         columns=columns(var, more, models),
         rows=tuple(_row(r, row_var, label(r), more, per_row) for r in results),
-        notes=(NOTES + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
+        notes=(NOTES + (readings.NOTE,)
+               + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
                + (() if lm_note is None else (lm_note,))),
         caption=lines,
         meta={**meta, "table": "summary",

@@ -33,5 +33,5 @@ def readings_check(res: ConfigResult, gpu: bool) -> tuple[str, Detail]:
         if why is not None:
             worst = why
             break
-    return worst, (("readings", float(min(counts)) if counts else None),
+    return worst, (("readings", min(counts) if counts else None),
                    ("window_s", min(windows) if windows else None))

@@ -28,7 +28,14 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
-from dltop.results.metrics import CONVERGENCE, GENERATION, Metric, metric, value_of
+from dltop.results.metrics import (
+    CONVERGENCE,
+    GENERATION,
+    READINGS,
+    Metric,
+    metric,
+    value_of,
+)
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 from dltop.telemetry import readings
 
@@ -145,6 +152,8 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
             reasons[name] = val.reason
         elif name in more and val.extra:
             details[name] = dict(val.extra)
+        if m.detail == READINGS and val.extra:  # the readings behind it, n/a or not
+            details[name] = dict(val.extra)
         if val.simulated_value is not None:
             simulated[name] = val.simulated_value
         # without an ok run the median cell names the status; the rest stay blank
@@ -159,7 +168,7 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
                 cells.append(Cell(text, number, res.status))
     cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res)))]
     extra["reasons"] = reasons
-    if details:  # percentiles' p90/p99 and their n (the cell's number is p50)
+    if details:  # percentiles' p90/p99 and their n (the cell's number is p50); readings
         extra["detail"] = details
     if simulated:
         extra["simulated_values"] = simulated

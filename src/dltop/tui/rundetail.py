@@ -154,7 +154,8 @@ def _window(m: RunTelemetry) -> str | None:
         return None
     counts = [f"{n} {what}" for n, what in ((m.gpu_readings, "GPU"),
                                             (m.host_readings, "host")) if n is not None]
-    return f"{m.window_s:.3g} s" + (f", {' / '.join(counts)} readings" if counts else "")
+    seconds = f"{m.window_s:.1f}" if m.window_s >= 1 else f"{m.window_s:.2g}"
+    return f"{seconds} s" + (f", {' / '.join(counts)} readings" if counts else "")
 
 
 def telemetry_rows(d: RunDetail) -> list[Row]:

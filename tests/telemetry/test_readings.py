@@ -16,13 +16,15 @@ import sqlite_utils
 
 from dltop.live.rundetail import read_run_detail
 from dltop.profiles.loader import parse
-from dltop.results import export
-from dltop.results.aggregate import config_results
+from dltop.report.data import energy_figure
+from dltop.results import export, identity
+from dltop.results.aggregate import config_results, placed_identities
 from dltop.results.metrics import value_of
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
 from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
 from dltop.telemetry.model import HostSample, RunTelemetry, TreeSample
+from dltop.telemetry.nodestats import NodeGpuRow, NodeHostRow, summarize
 from dltop.telemetry.readings import (
     MIN_GPU_READINGS,
     MIN_HOST_READINGS,
@@ -182,3 +184,23 @@ def test_the_run_detail_blames_the_window_not_the_gpu() -> None:
     assert rows["power mean"] == "100.0 W" and rows["window"] == "2.0 s, 21 GPU / 5 host readings"
     # a long window whose GPU gave no power is the GPU's doing (NVML: not supported)
     assert long.why_missing("gpu") == "not reported by the GPU (NVML: not supported)"
+
+
+def test_the_report_energy_figure_leaves_the_short_configuration_out() -> None:
+    db, cid, _ = _campaign()
+    results = config_results(db, cid)
+    fig = energy_figure(results, identity.variation(placed_identities(results)))
+    assert {str(row["config"]).split()[0] for row in fig.rows} == {"alexnet-r"}
+    assert "left out, too few readings: torch fcn-r b64 gpu:1 (n/a: window 0.04 s, " \
+        "1 reading (set min_time_s))" in fig.caption
+
+
+def test_a_multi_node_summary_counts_each_gpus_and_nodes_readings() -> None:
+    # two nodes' agents, 0.5 s windows of 5 GPU readings; node b's GPU 1 sent one window
+    gpu = [NodeGpuRow(node, i, t, 5, 50.0, 60.0, 1 << 30, 200.0, None, True)
+           for node in ("a", "b") for i in (0, 1) for t in (10.5, 11.0, 11.5)
+           if not (node == "b" and i == 1 and t > 10.5)]
+    host = [NodeHostRow(node, t, 1, 40.0, 30.0, 8.0, 0.0)
+            for node, times in (("a", (10.5, 11.0)), ("b", (11.0,))) for t in times]
+    t = summarize(gpu, host, (10.0, 12.0), samples=64)
+    assert (t.gpu_readings, t.host_readings, t.gpu_samples) == (5, 1, 50)

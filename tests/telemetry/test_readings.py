@@ -166,6 +166,8 @@ def test_exports_carry_the_readings() -> None:
     assert rows["alexnet-r"]["detail"]["cpu"] == {"readings": 5, "window_s": 2.0}
     md = export.render(export.results_table(db, cid, "summary"), "md")
     assert "fewer than 10 GPU readings" in md
+    pivot = export.render(export.build_table(db, cid, "cpu"), "md")
+    assert "| 100.0 (5 readings) |" in pivot and "fewer than 10 GPU readings" in pivot
 
 
 def test_the_run_detail_blames_the_window_not_the_gpu() -> None:

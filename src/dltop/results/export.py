@@ -118,6 +118,9 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
             text += f" ({res.n_runs}/{res.repeats})"
         if metric == "cpu" and (split := host_split_text(res)):
             text += f" ({split})"
+        if (n := dict(val.extra).get("readings")) is not None \
+                and METRIC_SPECS[metric].detail == READINGS:
+            text += f" ({n:.0f} readings)"  # the fewest of its runs (docs/metrics.md)
     detail: dict[str, object] = {"n_runs": res.n_runs, "repeats": res.repeats,
                                  "spread_s": res.spread_s, "noisy": res.noisy,
                                  "packed": res.packed}

@@ -206,3 +206,15 @@ def test_a_multi_node_summary_counts_each_gpus_and_nodes_readings() -> None:
             for node, times in (("a", (10.5, 11.0)), ("b", (11.0,))) for t in times]
     t = summarize(gpu, host, (10.0, 12.0), samples=64)
     assert (t.gpu_readings, t.host_readings, t.gpu_samples) == (5, 1, 50)
+
+
+def test_a_database_before_the_counts_is_judged_by_its_windows() -> None:
+    # as a dltop before migration 18 left it, opened read-only (nothing migrates it)
+    db, cid, _ = _campaign()
+    for column in ("gpu_readings", "host_readings"):
+        db.execute(f"alter table runs drop column {column}")
+    results = {r.model: r for r in config_results(db, cid)}
+    assert value_of(results["fcn-r"], "cpu").reason == \
+        "n/a: window 0.04 s, readings not counted (set min_time_s)"
+    cpu = value_of(results["alexnet-r"], "cpu")
+    assert cpu.value == pytest.approx(100.0) and dict(cpu.extra)["readings"] is None

@@ -166,6 +166,7 @@ def test_exports_carry_the_readings() -> None:
     assert rows["alexnet-r"]["detail"]["cpu"] == {"readings": 5, "window_s": 2.0}
     md = export.render(export.results_table(db, cid, "summary"), "md")
     assert "fewer than 10 GPU readings" in md
+    assert md.count("| 21 GPU / 5 host |") == 1 and md.count("| 1 GPU / 1 host |") == 1
     pivot = export.render(export.build_table(db, cid, "cpu"), "md")
     assert "| 100.0 (5 readings) |" in pivot and "fewer than 10 GPU readings" in pivot
 

@@ -36,6 +36,7 @@ from dltop.results.metrics import (
     metric,
     value_of,
 )
+from dltop.results.readings import readings_check
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 from dltop.telemetry import readings
 
@@ -99,8 +100,17 @@ def columns(var: identity.Variation | None = None,
     cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
              Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
     cols += [_col(tokens.metric_for(name, models)) for name in (*VALUE_METRICS[1:], *more)]
-    cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY)]
+    cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY),
+             Column("readings", "readings", Role.KEY)]
     return tuple(cols)
+
+
+def readings_text(res: ConfigResult) -> str:
+    """``120 GPU / 24 host``: the fewest readings behind the configuration's GPU and host
+    figures over its runs (docs/metrics.md); empty where none were counted."""
+    groups = (("GPU", True), ("host", False)) if res.device_kind == "gpu" else (("host", False),)
+    counts = [(what, dict(readings_check(res, gpu)[1])["readings"]) for what, gpu in groups]
+    return " / ".join(f"{n} {what}" for what, n in counts if n is not None)
 
 
 def flags(res: ConfigResult) -> list[str]:
@@ -166,7 +176,8 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
                 text = fmt_seconds(number) if number is not None else \
                     ("" if not res.runs else "n/a: no iterations")
                 cells.append(Cell(text, number, res.status))
-    cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res)))]
+    cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res))),
+              Cell(readings_text(res) if res.runs else "")]
     extra["reasons"] = reasons
     if details:  # percentiles' p90/p99 and their n (the cell's number is p50); readings
         extra["detail"] = details

@@ -164,6 +164,8 @@ def _runs(d: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _campaign(d: dict[str, Any]) -> list[str]:
+    from dltop.telemetry.readings import MIN_GPU_READINGS, MIN_WINDOW_S
+
     runs = _runs(d)
     if not runs:
         return []
@@ -177,8 +179,8 @@ def _campaign(d: dict[str, Any]) -> list[str]:
                      r["sm_clock_start_mhz"], why.replace("|", "/")])
         energy.append([r["id"], r["model"], r["precision"], r["power_mean_w"], r["energy_j"],
                        r["energy_source"], r["energy_mean_power_j"], r["energy_ratio"],
-                       r["joules_per_sample"], r.get("rows_counter_j"),
-                       r.get("rows_integrated_j"), r.get("rows_ratio"),
+                       r["joules_per_sample"], r.get("window_s"), r.get("gpu_readings"),
+                       r.get("rows_counter_j"), r.get("rows_integrated_j"), r.get("rows_ratio"),
                        r["sampler_achieved_hz"], bool(r["telemetry_simulated"])])
     unsat = (d.get("campaign") or {}).get("unsatisfiable") or []
     lines = ["MFU: TFLOP/s ÷ dltop's peak table for the device and precision; GPU MiB: the "
@@ -190,9 +192,12 @@ def _campaign(d: dict[str, Any]) -> list[str]:
              "`counter`; `integrated`: power readings integrated) against mean power × "
              "window; stored rows (0.5 s windows, spawn to exit): the counter's rise against "
              "the trapezoid of the windows' mean power. Ratios near 1 say the counter and "
-             "the power readings agree.", "",
+             "the power readings agree. GPU readings: the sampler's readings of the run's GPU "
+             "inside the measured window (dltop's tables show no figure from fewer than "
+             f"{MIN_GPU_READINGS}, or from a window under {MIN_WINDOW_S:g} s).", "",
              *_table(["run", "model", "precision", "power W", "energy J", "source",
-                      "mean P×t J", "ratio", "J/sample", "rows counter J", "rows ∫P dt J",
+                      "mean P×t J", "ratio", "J/sample", "window s", "GPU readings",
+                      "rows counter J", "rows ∫P dt J",
                       "rows ratio", "sampler Hz", "simulated"], energy)]
     if unsat:
         lines += ["", f"{len(unsat)} job(s) unsatisfiable on this host."]

@@ -218,7 +218,8 @@ def step_readout(args: list[str]) -> dict[str, Any]:
     runs = []
     keep = ("id", "status", "error_kind", "error_message", "note", "device_name", "median_s",
             "samples_per_s", "cv", "flops_per_sample", "power_mean_w", "energy_j",
-            "energy_source", "energy_run_j", "joules_per_sample", "window_s",
+            "energy_source", "energy_run_j", "joules_per_sample", "window_s", "gpu_readings",
+            "host_readings",
             "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "gpu_util_mean_pct",
             "sm_clock_start_mhz", "sm_clock_end_mhz", "throttle_reasons",
             "sampler_achieved_hz", "telemetry_simulated", "telemetry_read_errors",

@@ -108,8 +108,13 @@ def test_run_with_fake_gpus_stores_labelled_telemetry(tmp_path: Path) -> None:
     split = (run["host_cpu_user_pct"], run["host_cpu_system_pct"], run["host_cpu_iowait_pct"])
     assert all(v is not None and v >= 0.0 for v in split) and split[0] > 0.0
     assert sum(split) <= 100.0 + 1e-6
+    # Three tiny steps: a window far under a second holds too few host readings for a CPU
+    # figure, so the export says so with the window and the count (not a number from one).
     cpu = dltop(tmp_path, "export", "--metric", "cpu").stdout
-    assert f"(host us {split[0]:.1f} sy {split[1]:.1f} wa {split[2]:.1f})" in cpu
+    assert run["window_s"] < 1.0 and run["host_readings"] is not None
+    assert (f"n/a: window {run['window_s']:.2g} s, {run['host_readings']} reading"
+            f"{'' if run['host_readings'] == 1 else 's'} (set min_time_s)") in cpu
+    assert "(host us" not in cpu
     # A CPU run with simulated GPUs present records no driver: the caption says why.
     assert rows(tmp_path, "select driver_version from environment") == [
         {"driver_version": None}]

@@ -36,6 +36,7 @@ from dltop.results.runtrace import (
     read_trace,
 )
 from dltop.store.archive import ARCHIVE
+from dltop.telemetry.readings import gpu_shortfall, host_shortfall
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -90,6 +91,17 @@ class RunTelemetry:
     read_errors: int | None
     note: str | None
     """``runs.telemetry_note``: why the window figures are missing, when they are."""
+    gpu_readings: int | None = None
+    """GPU readings inside the window, the fewest of its GPUs (None: not counted)."""
+    host_readings: int | None = None
+    """Host readings inside the window (None: not counted)."""
+
+    def short(self, group: str) -> str | None:
+        """Why the ``gpu`` or host (``telemetry``) figures are not shown: too few readings
+        or too short a window (:mod:`dltop.telemetry.readings`), without the ``n/a: ``."""
+        why = gpu_shortfall(self.window_s, self.gpu_readings) if group == "gpu" \
+            else host_shortfall(self.window_s, self.host_readings)
+        return None if why is None else why.removeprefix("n/a: ")
 
 
 @dataclass(frozen=True)
@@ -198,6 +210,8 @@ class RunDetail:
             return "CPU job: no GPU"
         if group == "stats" and not self.stats.n_iterations:
             return "no measured iteration"
+        if group in ("gpu", "telemetry") and (short := self.telemetry.short(group)):
+            return short  # before "not supported": a short window is no GPU's fault
         if self.telemetry.note:
             return self.telemetry.note
         if group == "gpu":
@@ -274,7 +288,7 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         _f(r["tree_cpu_mean_pct"]), r["rss_peak_bytes"], r["throttle_reasons"],
         _b(r["contaminated"]), r["contamination"], _b(r["telemetry_simulated"]),
         _f(r["window_s"]), _f(r["energy_run_j"]), r["telemetry_read_errors"],
-        r["telemetry_note"])
+        r["telemetry_note"], r.get("gpu_readings"), r.get("host_readings"))
     environment = _environment(env) if env else ()
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),

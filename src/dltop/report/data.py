@@ -32,6 +32,7 @@ from dltop.report.runs import run_figures
 from dltop.results import caption, identity, queries, scaling, summary
 from dltop.results.aggregate import ConfigResult, config_results, placed_identities
 from dltop.results.metrics import value_of
+from dltop.results.readings import readings_check
 from dltop.results.table import fmt_seconds
 from dltop.textsafe import one_line
 
@@ -201,9 +202,14 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
         return Figure(key, "energy", title, omitted=(
             "no GPU run: power and energy per sample are GPU telemetry"))
     rows: list[dict[str, Any]] = []
+    short: list[str] = []  # configurations whose runs hold too few readings: no bar
     for r in sorted(gpu, key=_order):
         config = one_line(f"{r.model} b{r.batch_size} {r.device}"
                           + "".join(f" {t}" for t in var.texts(r.identity)))
+        why, _ = readings_check(r, gpu=True)
+        if why:
+            short.append(f"{r.framework} {config} ({why})")
+            continue
         for panel, column in (("power W", "power_mean_w"), ("J/sample", "joules_per_sample")):
             values = [float(v) for v in (run.get(column) for run in r.runs) if v is not None]
             if values:
@@ -211,10 +217,14 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
                              "value": statistics.fmean(values), "low": min(values),
                              "high": max(values), "n": len(values)})
     if not rows:
-        return Figure(key, "energy", title, omitted="GPU telemetry was not sampled")
+        return Figure(key, "energy", title, omitted=(
+            "too few readings: " + "; ".join(short) if short
+            else "GPU telemetry was not sampled"))
     simulated = any(run.simulated for r in gpu for run in r.runs)
     notes = ["bars: mean over the ok runs; error bars: min–max", n_text(gpu),
              flagged_text(gpu)]
+    if short:
+        notes.append(f"left out, too few readings: {'; '.join(short)}")
     if simulated:
         title += " (SIMULATED GPUs)"
         notes.append("readings from SIMULATED GPUs (--fake-gpus): not real hardware")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
-from dltop.results import identity
+from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.generation import Request, generations_of
 from dltop.results.table import status_label
@@ -42,7 +42,8 @@ RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_
               "device_name", "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
               "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "rss_peak_bytes",
               "host_cpu_mean_pct", "tree_cpu_mean_pct", "host_cpu_user_pct",
-              "host_cpu_system_pct", "host_cpu_iowait_pct")
+              "host_cpu_system_pct", "host_cpu_iowait_pct", "window_s", "gpu_readings",
+              "host_readings")
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
 
 
@@ -220,7 +221,9 @@ def config_results(db: sqlite_utils.Database,
     are the same, whichever campaign they belong to.
     """
     ids = [campaigns] if isinstance(campaigns, int) else list(campaigns)
-    run_cols = ", ".join(f"r.{c}" for c in RUN_FIELDS if c != "samples_per_iter")
+    have = queries.run_columns(db)  # a database not yet migrated lacks the newest
+    run_cols = ", ".join(f"r.{c}" if c in have else f"null as {c}"
+                         for c in RUN_FIELDS if c != "samples_per_iter")
     sql = f"""
         select j.id as job_id, j.position, j.framework, j.model, j.batch_size, j.device,
                j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,

@@ -35,7 +35,7 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
-from dltop.results.metrics import HOST_SPLIT, host_split_text, markers, value_of
+from dltop.results.metrics import HOST_SPLIT, READINGS, host_split_text, markers, value_of
 from dltop.results.metrics import METRICS as METRIC_SPECS
 from dltop.results.render import FORMATS, latex_escape, render
 from dltop.results.table import (
@@ -47,6 +47,7 @@ from dltop.results.table import (
     Table,
     key_cell,
 )
+from dltop.telemetry import readings
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -117,6 +118,9 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
             text += f" ({res.n_runs}/{res.repeats})"
         if metric == "cpu" and (split := host_split_text(res)):
             text += f" ({split})"
+        if (n := dict(val.extra).get("readings")) is not None \
+                and METRIC_SPECS[metric].detail == READINGS:
+            text += f" ({n:.0f} readings)"  # the fewest of its runs (docs/metrics.md)
     detail: dict[str, object] = {"n_runs": res.n_runs, "repeats": res.repeats,
                                  "spread_s": res.spread_s, "noisy": res.noisy,
                                  "packed": res.packed}
@@ -224,6 +228,8 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
     simulated = _simulated(db, ids)
     notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
         how=HOW.get(metric, "mean of each run's value"))]
+    if spec.detail == READINGS:
+        notes.append(readings.NOTE)
     if any(r.incomplete and r.n_runs for r in results):
         notes.append(NOTE_INCOMPLETE)
     if any(r.packed for r in results):  # only ok results are ever packed

@@ -21,9 +21,13 @@ from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.peaks import gpu_peak
+from dltop.results.readings import readings_check
 from dltop.results.table import fmt_seconds
 
 MIB = 1024 * 1024
+READINGS = ("readings",)
+"""The detail of a telemetry figure: the fewest readings behind it of any of its runs
+(CSV gives it a column of its own; JSON cells also carry ``window_s``, the shortest)."""
 
 
 def _g4(value: float) -> str:
@@ -53,14 +57,15 @@ METRIC_LIST = (
     Metric("throughput", "samples per second (total samples / total measured seconds)",
            "samples/s", "samples/s", lambda v: f"{v:.1f}"),
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W",
-           lambda v: f"{v:.1f}", gpu=True),
-    Metric("energy", "GPU energy in J per sample", "J/sample", "J/sample", _g4, gpu=True),
+           lambda v: f"{v:.1f}", gpu=True, detail=READINGS),
+    Metric("energy", "GPU energy in J per sample", "J/sample", "J/sample", _g4, gpu=True,
+           detail=READINGS),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
-           "GPU mem MiB", lambda v: f"{v:.0f}", gpu=True),
+           "GPU mem MiB", lambda v: f"{v:.0f}", gpu=True, detail=READINGS),
     Metric("host-memory", "peak resident memory (RSS) of the run's process tree in MiB",
-           "MiB", "RSS MiB", lambda v: f"{v:.0f}"),
+           "MiB", "RSS MiB", lambda v: f"{v:.0f}", detail=READINGS),
     Metric("cpu", "mean CPU of the run's process tree in % (100 = one core)", "%",
-           "CPU %", lambda v: f"{v:.1f}"),
+           "CPU %", lambda v: f"{v:.1f}", detail=READINGS),
     Metric("tflops", "achieved TFLOP/s (training FLOPs per sample × samples/s)",
            "TFLOP/s", "TFLOP/s", _g4),
     Metric("mfu", "model FLOPs utilisation in % (achieved ÷ peak for the precision)", "%",
@@ -100,15 +105,15 @@ convergence and inference runs (:data:`CONVERGENCE_LIST`)."""
 EXTRA = {
     "gpu-memory-device": Metric("gpu-memory-device", "peak memory used on the run's GPUs "
                                 "(all processes) in MiB", "MiB", "GPU dev MiB",
-                                lambda v: f"{v:.0f}", gpu=True),
+                                lambda v: f"{v:.0f}", gpu=True, detail=READINGS),
     "host-cpu": Metric("host-cpu", "mean CPU of the whole host in %", "%", "host CPU %",
-                       lambda v: f"{v:.1f}"),
+                       lambda v: f"{v:.1f}", detail=READINGS),
     "host-user": Metric("host-user", "host CPU in user mode in % of all CPUs", "%",
-                        "host usr %", lambda v: f"{v:.1f}"),
+                        "host usr %", lambda v: f"{v:.1f}", detail=READINGS),
     "host-system": Metric("host-system", "host CPU in kernel mode in % of all CPUs", "%",
-                          "host sys %", lambda v: f"{v:.1f}"),
+                          "host sys %", lambda v: f"{v:.1f}", detail=READINGS),
     "host-iowait": Metric("host-iowait", "host CPU idle waiting for I/O in % of all CPUs",
-                          "%", "host iowait %", lambda v: f"{v:.1f}"),
+                          "%", "host iowait %", lambda v: f"{v:.1f}", detail=READINGS),
 }
 """Summary-table companions of ``gpu-memory`` and ``cpu`` (the host CPU and its split)."""
 
@@ -174,10 +179,23 @@ def _mean(values: list[float]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
+def _host_value(res: ConfigResult, value: float | None) -> Value:
+    """A host figure, unless its runs' windows hold too few host readings."""
+    short, detail = readings_check(res, gpu=False)
+    if short:
+        return Value(None, short, extra=detail)
+    if value is None:
+        return Value(None, "n/a: not sampled", extra=detail)
+    return Value(value, extra=detail)
+
+
 def _gpu_value(res: ConfigResult, name: str) -> Value:
     runs = res.runs
     if res.device_kind != "gpu":
         return Value(None, "n/a: no GPU")
+    short, detail = readings_check(res, gpu=True)
+    if short:  # before "not sampled": a window without readings has no value either
+        return Value(None, short, extra=detail)
     source = ""
     if name == "power":
         value = _mean(_floats(runs, "power_mean_w"))
@@ -192,10 +210,10 @@ def _gpu_value(res: ConfigResult, name: str) -> Value:
         value = max(own) / MIB if own else (max(dev) / MIB if dev else None)
         source = "" if own or not dev else "device"
     if value is None:
-        return Value(None, "n/a: not sampled")
+        return Value(None, "n/a: not sampled", extra=detail)
     if any(r.simulated for r in runs):
-        return Value(None, "simulated", simulated_value=value)
-    return Value(value, source=source)
+        return Value(None, "simulated", simulated_value=value, extra=detail)
+    return Value(value, source=source, extra=detail)
 
 
 def tflops(res: ConfigResult) -> Value:
@@ -242,14 +260,14 @@ def value_of(res: ConfigResult, name: str) -> Value:
         return _or_na(res.samples_per_s)
     if name == "host-memory":
         peaks = _floats(res.runs, "rss_peak_bytes")
-        return _or_na(max(peaks) / MIB if peaks else None)
+        return _host_value(res, max(peaks) / MIB if peaks else None)
     if name == "cpu":
-        return _or_na(_mean([r.tree_cpu_mean_pct for r in res.runs
-                             if r.tree_cpu_mean_pct is not None]))
+        return _host_value(res, _mean([r.tree_cpu_mean_pct for r in res.runs
+                                       if r.tree_cpu_mean_pct is not None]))
     if name == "host-cpu":
-        return _or_na(_mean(_floats(res.runs, "host_cpu_mean_pct")))
+        return _host_value(res, _mean(_floats(res.runs, "host_cpu_mean_pct")))
     if name in HOST_SPLIT:
-        return _or_na(_mean(_floats(res.runs, HOST_SPLIT[name])))
+        return _host_value(res, _mean(_floats(res.runs, HOST_SPLIT[name])))
     if name == "tflops":
         return tflops(res)
     if name in CONVERGENCE:

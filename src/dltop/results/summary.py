@@ -28,8 +28,17 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
-from dltop.results.metrics import CONVERGENCE, GENERATION, Metric, metric, value_of
+from dltop.results.metrics import (
+    CONVERGENCE,
+    GENERATION,
+    READINGS,
+    Metric,
+    metric,
+    value_of,
+)
+from dltop.results.readings import readings_check
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
+from dltop.telemetry import readings
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -91,8 +100,17 @@ def columns(var: identity.Variation | None = None,
     cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
              Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
     cols += [_col(tokens.metric_for(name, models)) for name in (*VALUE_METRICS[1:], *more)]
-    cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY)]
+    cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY),
+             Column("readings", "readings", Role.KEY)]
     return tuple(cols)
+
+
+def readings_text(res: ConfigResult) -> str:
+    """``120 GPU / 24 host``: the fewest readings behind the configuration's GPU and host
+    figures over its runs (docs/metrics.md); empty where none were counted."""
+    groups = (("GPU", True), ("host", False)) if res.device_kind == "gpu" else (("host", False),)
+    counts = [(what, dict(readings_check(res, gpu)[1])["readings"]) for what, gpu in groups]
+    return " / ".join(f"{n} {what}" for what, n in counts if n is not None)
 
 
 def flags(res: ConfigResult) -> list[str]:
@@ -144,6 +162,8 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
             reasons[name] = val.reason
         elif name in more and val.extra:
             details[name] = dict(val.extra)
+        if m.detail == READINGS and val.extra:  # the readings behind it, n/a or not
+            details[name] = dict(val.extra)
         if val.simulated_value is not None:
             simulated[name] = val.simulated_value
         # without an ok run the median cell names the status; the rest stay blank
@@ -156,9 +176,10 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
                 text = fmt_seconds(number) if number is not None else \
                     ("" if not res.runs else "n/a: no iterations")
                 cells.append(Cell(text, number, res.status))
-    cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res)))]
+    cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res))),
+              Cell(readings_text(res) if res.runs else "")]
     extra["reasons"] = reasons
-    if details:  # percentiles' p90/p99 and their n (the cell's number is p50)
+    if details:  # percentiles' p90/p99 and their n (the cell's number is p50); readings
         extra["detail"] = details
     if simulated:
         extra["simulated_values"] = simulated
@@ -195,7 +216,8 @@ def summary_table(db: sqlite_utils.Database,
         title=caption.title(camps, what), comment=caption.comment(camps, what),
         columns=columns(var, more, models),
         rows=tuple(_row(r, row_var, label(r), more, per_row) for r in results),
-        notes=(NOTES + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
+        notes=(NOTES + (readings.NOTE,)
+               + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
                + (() if lm_note is None else (lm_note,))),
         caption=lines,
         meta={**meta, "table": "summary",

@@ -47,6 +47,7 @@ from dltop.store.schema_steps import (
     v15,
     v16,
     v17,
+    v18,
 )
 from dltop.store.tx import transaction
 
@@ -114,6 +115,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "telemetry from every node: gpu_samples.node, host_samples.node", v16),
     Migration(17, "generations: one row per generation request (TTFT, end-to-end seconds, "
                   "prompt/new tokens, batch, inter-token latencies)", v17),
+    Migration(18, "readings behind the telemetry figures: runs.gpu_readings/host_readings",
+              v18),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -264,8 +264,14 @@ def v14(db: Any) -> None:
         db["runs"].add_column(name, kind)
 
 
+_V18_RUN_COLUMNS: dict[str, type] = {"gpu_readings": int, "host_readings": int}
+"""The readings behind a run's telemetry figures (issue 30): GPU ticks inside the measured
+window (the fewest of its GPUs) and host ticks inside it; dltop.telemetry.readings judges
+a figure by them."""
+
 RUN_TELEMETRY_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, **_V6_RUN_COLUMNS,
-                                          **_V8_RUN_COLUMNS, **_V10_RUN_COLUMNS}
+                                          **_V8_RUN_COLUMNS, **_V10_RUN_COLUMNS,
+                                          **_V18_RUN_COLUMNS}
 """Every ``runs`` column a telemetry summary fills (the writer's list,
 :data:`dltop.store.telemetry.RUN_COLUMNS`). A migration that adds summary columns
 defines its own frozen dict, adds them from it, and joins it here.
@@ -298,3 +304,10 @@ def v17(db: Any) -> None:
         "idx integer not null, warmup integer, ttft_s float, e2e_s float, "
         "prompt_tokens integer, new_tokens integer, batch integer, itl_s blob, "
         "primary key (run_id, idx)) without rowid")
+
+
+def v18(db: Any) -> None:
+    # Figures that refuse to guess (issue 30): each run's summary says how many readings
+    # its figures stand on. Runs stored before keep NULL (judged by their window alone).
+    for name, kind in _V18_RUN_COLUMNS.items():
+        db["runs"].add_column(name, kind)

@@ -135,6 +135,12 @@ class RunTelemetry:
     """GPU ticks per second the sampler really performed during the run."""
     gpu_samples: int = 0
     host_samples: int = 0
+    gpu_readings: int | None = None
+    """GPU readings inside the measured window, the fewest of the run's GPUs (None: no
+    GPU, or no window): the count behind every GPU figure (:mod:`dltop.telemetry.readings`)."""
+    host_readings: int | None = None
+    """Host readings inside the measured window (None: no window): the count behind the
+    host CPU, process-tree CPU and RSS figures."""
     telemetry_read_errors: int = 0
     """Readings of the run's GPUs or of the host that raised and were skipped."""
     extra: dict[str, float] = field(default_factory=dict)

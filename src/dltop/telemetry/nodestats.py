@@ -133,4 +133,23 @@ def summarize(gpu: Sequence[NodeGpuRow], host: Sequence[NodeHostRow],
         host_cpu_system_pct=_wmean([(r.cpu_system_pct, r.n) for r in h]),
         host_cpu_iowait_pct=_wmean([(r.cpu_iowait_pct, r.n) for r in h]),
         window_s=window_s, telemetry_simulated=simulated,
-        gpu_samples=sum(r.n for r in g), host_samples=sum(r.n for r in h))
+        gpu_samples=sum(r.n for r in g), host_samples=sum(r.n for r in h),
+        gpu_readings=min(_per_gpu(g).values()) if g else None,
+        # the run's host figures are the nodes' together: the fewest of any node's
+        host_readings=min(_per_node(h).values()) if h else 0)
+
+
+def _per_gpu(rows: Sequence[NodeGpuRow]) -> dict[tuple[str, int], int]:
+    """Readings of each (node, GPU) over ``rows`` (each window says how many it holds)."""
+    out: dict[tuple[str, int], int] = {}
+    for r in rows:
+        out[(r.node, r.gpu_index)] = out.get((r.node, r.gpu_index), 0) + r.n
+    return out
+
+
+def _per_node(rows: Sequence[NodeHostRow]) -> dict[str, int]:
+    """Host readings of each node over ``rows``."""
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r.node] = out.get(r.node, 0) + r.n
+    return out

@@ -69,10 +69,12 @@ class _Stats:
         self.host_first: HostSample | None = None
         self.host_last: HostSample | None = None
         self.gpu_n = 0
+        self.gpu_n_by: dict[int, int] = {}  # gpu -> readings
         self.host_n = 0
 
     def add_gpu(self, s: GpuSample, tree_pids: frozenset[int]) -> None:
         self.gpu_n += 1
+        self.gpu_n_by[s.index] = self.gpu_n_by.get(s.index, 0) + 1
         if s.gpu_util_pct is not None:
             self.util_sum += s.gpu_util_pct
             self.util_n += 1
@@ -295,5 +297,7 @@ class RunAccumulator:
             contamination="; ".join(reasons) or None, cpu_foreign_pct=cpu_pct,
             window_s=window_s, energy_run_j=run_energy,
             telemetry_simulated=self.simulated, gpu_samples=w.gpu_n, host_samples=w.host_n,
+            gpu_readings=min((w.gpu_n_by.get(i, 0) for i in self.gpus), default=None),
+            host_readings=w.host_n,
             telemetry_read_errors=self.read_errors,
         )

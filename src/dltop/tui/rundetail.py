@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ from textual.widgets import Static
 from dltop.live.rundetail import (
     RunDetail,
     RunStats,
+    RunTelemetry,
     extend_trace,
     job_attempts,
     job_status,
@@ -146,9 +148,24 @@ def _opt(value: float | int | None, fmt: str, unit: str = "") -> str | None:
     return None if value is None else f"{value:{fmt}}{unit}"
 
 
+def _window(m: RunTelemetry) -> str | None:
+    """``12.4 s, 124 GPU / 25 host readings`` (the counts behind the figures above)."""
+    if m.window_s is None:
+        return None
+    counts = [f"{n} {what}" for n, what in ((m.gpu_readings, "GPU"),
+                                            (m.host_readings, "host")) if n is not None]
+    seconds = f"{m.window_s:.1f}" if m.window_s >= 1 else f"{m.window_s:.2g}"
+    return f"{seconds} s" + (f", {' / '.join(counts)} readings" if counts else "")
+
+
 def telemetry_rows(d: RunDetail) -> list[Row]:
     """The run's telemetry summary (the ``runs`` columns)."""
     m = d.telemetry
+    if m.short("gpu"):  # too few readings: the GPU rows give that reason, no number
+        m = replace(m, gpu_util_mean_pct=None, power_mean_w=None, energy_j=None,
+                    joules_per_sample=None, gpu_mem_peak_bytes=None)
+    if m.short("telemetry"):
+        m = replace(m, host_cpu_mean_pct=None, tree_cpu_mean_pct=None, rss_peak_bytes=None)
     util = None if m.gpu_util_mean_pct is None else \
         f"{m.gpu_util_mean_pct:.0f} / {num(m.gpu_util_peak_pct, '.0f')} %"
     energy = None if m.energy_j is None else \
@@ -169,7 +186,7 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
         ("contaminated", contaminated, "telemetry"),
         ("simulated", None if m.simulated is None else
          ("yes (fake GPUs)" if m.simulated else "no"), "telemetry"),
-        ("window", _opt(m.window_s, ".1f", " s"), "telemetry"),
+        ("window", _window(m), "telemetry"),
         ("run energy", _opt(m.energy_run_j, ".1f", " J"), "gpu")]
     rows.extend((label, text, "gpu") for label, text in node_gpu_lines(d.node_gpus))
     if m.read_errors:

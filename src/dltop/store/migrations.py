@@ -47,6 +47,7 @@ from dltop.store.schema_steps import (
     v15,
     v16,
     v17,
+    v18,
 )
 from dltop.store.tx import transaction
 
@@ -114,6 +115,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "telemetry from every node: gpu_samples.node, host_samples.node", v16),
     Migration(17, "generations: one row per generation request (TTFT, end-to-end seconds, "
                   "prompt/new tokens, batch, inter-token latencies)", v17),
+    Migration(18, "energy at the window's edges (runs.energy_bound_j), CPU energy from RAPL "
+                  "(runs.cpu_energy_j/dram_energy_j/cpu_energy_bound_j/cpu_joules_per_sample/"
+                  "cpu_energy_note), kernel peak RSS (runs.rss_peak_kernel_bytes), the "
+                  "framework's GPU memory peak (runs.gpu_mem_framework_peak_bytes)", v18),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

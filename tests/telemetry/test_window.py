@@ -67,6 +67,7 @@ def test_summary_covers_the_window_only(events: dict[float, list[tuple[float, fl
     assert t.energy_source == "counter"
     assert t.energy_j == pytest.approx(energy(8) - energy(2), abs=1e-9)  # 900 J
     assert t.energy_j == pytest.approx(900.0)
+    assert t.energy_bound_j == 0.0  # both edges fall on counter readings
     assert t.joules_per_sample == pytest.approx(900.0 / 192)
     assert t.energy_run_j == pytest.approx(energy(10) - energy(0), abs=1e-9)  # 1500 J
     assert t.rss_peak_bytes == 8000  # at 8 s, not the 10 000 of the last reading
@@ -81,7 +82,10 @@ def test_energy_is_scaled_from_the_readings_span_to_the_window() -> None:
     feed(acc, {3.0: [(2.25, 1.0, True)], 8.0: [(7.75, 5.5, False)]})
     t = acc.summary(samples=100)
     assert t.window_s == 5.5 and t.gpu_samples == 11
-    assert t.energy_j == pytest.approx((energy(7.5) - energy(2.5)) * 5.5 / 5.0, abs=1e-9)
+    # Interpolated at the edges (the trapezoid of a linear power is exact), within one
+    # 0.5 s tick of power (under 200 W here) at each edge.
+    assert t.energy_j == pytest.approx(energy(7.75) - energy(2.25), abs=1e-9)
+    assert t.energy_bound_j is not None and 0 < t.energy_bound_j <= 2 * 0.5 * 200
 
 
 def test_integrated_energy_over_the_window() -> None:

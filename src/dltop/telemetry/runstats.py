@@ -25,9 +25,11 @@ import os
 from collections import deque
 
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT, cpu_reason, foreign_cpu_pct
+from dltop.telemetry.cpuenergy import CpuEnergyTrack
 from dltop.telemetry.edges import Reading, keep_for_edges, window_energy
 from dltop.telemetry.host import process_name
 from dltop.telemetry.model import GpuSample, HostSample, RunTelemetry
+from dltop.telemetry.rapl import RaplSample
 
 THROTTLE_BITS = {
     0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
@@ -173,10 +175,12 @@ class RunAccumulator:
         gpu_indices: the GPUs it holds.
         cpu_affinity: the CPUs it is pinned to (None: not pinned, no CPU
             contamination check).
+        cpu_energy_unavailable: why the host gives no RAPL CPU energy (None: it does).
     """
 
     def __init__(self, run_id: int, root_pid: int, gpu_indices: tuple[int, ...],
-                 cpu_affinity: tuple[int, ...] | None = None) -> None:
+                 cpu_affinity: tuple[int, ...] | None = None,
+                 cpu_energy_unavailable: str | None = "RAPL not read for this run") -> None:
         self.run_id = run_id
         self.root_pid = root_pid
         self.gpus = set(gpu_indices)
@@ -186,6 +190,7 @@ class RunAccumulator:
         self._run = _Stats()
         self._pending: deque[GpuSample | HostSample] = deque(maxlen=MAX_PENDING)
         self._edges: dict[int, list[Reading]] = {i: [] for i in self.gpus}
+        self._cpu_energy = CpuEnergyTrack(cpu_energy_unavailable)
         self._warm_end_ns: int | None = None
         self._start_ns: int | None = None
         self._end_ns: int | None = None
@@ -223,6 +228,10 @@ class RunAccumulator:
             self.wants_scan = opened and pct is not None and pct > CPU_FOREIGN_THRESHOLD_PCT
         self._place(h)
 
+    def add_rapl(self, s: RaplSample) -> None:
+        """Feed one reading of the host's RAPL counters."""
+        self._cpu_energy.add(s)
+
     def add_suspects(self, found: dict[int, tuple[int, float]]) -> None:
         """Processes last seen on a CPU, by pid: (that CPU, CPU seconds they used)."""
         for pid, (cpu, sec) in found.items():
@@ -246,6 +255,7 @@ class RunAccumulator:
 
     def _trim_edges(self) -> None:
         end = self._end_ns if self._end_ns is not None else self._warm_end_ns
+        self._cpu_energy.trim(self._start_ns, end)
         for index, readings in self._edges.items():
             if len(readings) > EDGE_SLACK:  # a few counter intervals: trimming is rare
                 self._edges[index] = keep_for_edges(readings, self._start_ns, end)
@@ -299,11 +309,13 @@ class RunAccumulator:
         run_energy, _ = self._run.energy(n_gpus, None)
         if self._start_ns is None or self._end_ns is None:
             return RunTelemetry(energy_run_j=run_energy, telemetry_note=NO_WINDOW,
+                                cpu_energy_note=f"n/a: {NO_WINDOW}",
                                 telemetry_simulated=self.simulated,
                                 telemetry_read_errors=self.read_errors)
         w = self._window
         window_s = (self._end_ns - self._start_ns) / 1e9
         energy, bound, source = self._edge_energy(self._start_ns, self._end_ns)
+        cpu = self._cpu_energy.summary(self._start_ns, self._end_ns, samples)
         if energy is None:
             energy, source = w.energy(n_gpus, window_s)
         reasons: list[str] = []
@@ -323,6 +335,10 @@ class RunAccumulator:
             gpu_mem_run_peak_bytes=w.own_mem_peak,
             power_mean_w=(w.power_sum / w.power_n * (n_gpus or 1) if w.power_n else None),
             energy_j=energy, energy_source=source, energy_bound_j=bound,
+            cpu_energy_j=cpu.cpu_energy_j, dram_energy_j=cpu.dram_energy_j,
+            cpu_energy_bound_j=cpu.cpu_energy_bound_j,
+            cpu_joules_per_sample=cpu.cpu_joules_per_sample,
+            cpu_energy_note=cpu.cpu_energy_note,
             joules_per_sample=(energy / samples if energy is not None and samples else None),
             host_cpu_mean_pct=w.cpu_sum / w.cpu_n if w.cpu_n else None,
             host_cpu_user_pct=w.split_mean("user"), host_cpu_system_pct=w.split_mean("system"),

@@ -85,8 +85,9 @@ def test_every_metric_exactly(campaigns: Any) -> None:
 def test_cells_without_data_say_why(campaigns: Any) -> None:
     _, res = campaign(campaigns)
     cpu = res["cpu:1"]
-    for name in ("power", "energy", "gpu-memory"):
+    for name in ("power", "gpu-memory"):
         assert value_of(cpu, name).reason == "n/a: no GPU"
+    assert value_of(cpu, "energy").reason == "n/a: not sampled"  # no RAPL figure stored
     assert value_of(cpu, "tflops").reason == "n/a: no FLOPs count"
     assert value_of(cpu, "cpu").reason == "n/a: not sampled"
     assert value_of(cpu, "host-memory").value == pytest.approx(100.0)
@@ -187,3 +188,32 @@ def test_host_cpu_split_in_the_summary_and_the_cpu_pivot(campaigns: Any) -> None
         82.5, 40.0, 1.0)
     # GPU runs stored without a driver version (before it was recorded) say so
     assert "driver n/a (not recorded)" in md
+
+
+@pytest.mark.parametrize(("cpu_fields", "value", "reason"), [
+    ({"cpu_joules_per_sample": 0.25}, 0.25, ""),
+    ({"cpu_energy_note": "n/a: /sys/class/powercap/intel-rapl:0/energy_uj: permission "
+                         "denied (root-only since Linux 5.10; ...)"}, None, "n/a: RAPL root-only"),
+    ({"cpu_energy_note": "n/a: no RAPL package zone under /sys/class/powercap"}, None,
+     "n/a: no RAPL"),
+    ({"cpu_energy_note": "n/a: .../energy_uj: counter went backwards (9 -> 3 µJ, ...)"},
+     None, "n/a: RAPL fault"),
+])
+def test_energy_of_a_cpu_configuration_is_rapl_or_says_why(
+        campaigns: Any, cpu_fields: dict[str, Any], value: float | None, reason: str) -> None:
+    db = memory_db()
+    profile = campaigns.profile("metrics", ["cpu:1"], repeats=1)
+    cid, jobs = campaigns.create(db, profile, "metrics")
+    add_run(campaigns, db, jobs[0][1], cid, [(0.5, 8, 0)], cpu_fields)
+    v = value_of(config_results(db, cid)[0], "energy")
+    assert (v.value, v.reason) == (value, reason)
+
+
+def test_host_memory_takes_the_kernels_peak_when_larger(campaigns: Any) -> None:
+    db = memory_db()
+    profile = campaigns.profile("metrics", ["cpu:1"], repeats=1)
+    cid, jobs = campaigns.create(db, profile, "metrics")
+    # A 0.1 s spike the 2 Hz samples missed: the kernel saw 900 MiB, the samples 100.
+    add_run(campaigns, db, jobs[0][1], cid, [(0.5, 8, 0)],
+            {"rss_peak_bytes": 100 * MIB, "rss_peak_kernel_bytes": 900 * MIB})
+    assert value_of(config_results(db, cid)[0], "host-memory").value == pytest.approx(900.0)

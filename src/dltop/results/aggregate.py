@@ -42,7 +42,8 @@ RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_
               "device_name", "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
               "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "rss_peak_bytes",
               "host_cpu_mean_pct", "tree_cpu_mean_pct", "host_cpu_user_pct",
-              "host_cpu_system_pct", "host_cpu_iowait_pct")
+              "host_cpu_system_pct", "host_cpu_iowait_pct", "cpu_joules_per_sample",
+              "cpu_energy_note", "rss_peak_kernel_bytes")
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
 
 

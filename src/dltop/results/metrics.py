@@ -54,10 +54,12 @@ METRIC_LIST = (
            "samples/s", "samples/s", lambda v: f"{v:.1f}"),
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W",
            lambda v: f"{v:.1f}", gpu=True),
-    Metric("energy", "GPU energy in J per sample", "J/sample", "J/sample", _g4, gpu=True),
+    Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
+           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, gpu=True),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
            "GPU mem MiB", lambda v: f"{v:.0f}", gpu=True),
-    Metric("host-memory", "peak resident memory (RSS) of the run's process tree in MiB",
+    Metric("host-memory", "peak resident memory (RSS) in MiB: the larger of the kernel's "
+           "(the largest process of the run's tree, exact) and the tree's sampled sum",
            "MiB", "RSS MiB", lambda v: f"{v:.0f}"),
     Metric("cpu", "mean CPU of the run's process tree in % (100 = one core)", "%",
            "CPU %", lambda v: f"{v:.1f}"),
@@ -176,6 +178,8 @@ def _mean(values: list[float]) -> float | None:
 
 def _gpu_value(res: ConfigResult, name: str) -> Value:
     runs = res.runs
+    if res.device_kind != "gpu" and name == "energy":
+        return _cpu_energy(res)
     if res.device_kind != "gpu":
         return Value(None, "n/a: no GPU")
     source = ""
@@ -196,6 +200,23 @@ def _gpu_value(res: ConfigResult, name: str) -> Value:
     if any(r.simulated for r in runs):
         return Value(None, "simulated", simulated_value=value)
     return Value(value, source=source)
+
+
+def _cpu_energy(res: ConfigResult) -> Value:
+    """A CPU configuration's J/sample from RAPL (package + DRAM), or the runs' reason."""
+    value = _mean(_floats(res.runs, "cpu_joules_per_sample"))
+    if value is not None:
+        return Value(value)
+    notes = [str(r.get("cpu_energy_note")) for r in res.runs if r.get("cpu_energy_note")]
+    if not notes:
+        return Value(None, "n/a: not sampled")
+    # A cell says which case; the run's note (exports, run detail) names the file.
+    for words, short in (("permission denied", "n/a: RAPL root-only"),
+                         ("no RAPL", "n/a: no RAPL"), ("backwards", "n/a: RAPL fault"),
+                         ("not a counter", "n/a: RAPL fault")):
+        if words in notes[0]:
+            return Value(None, short)
+    return Value(None, notes[0])
 
 
 def tflops(res: ConfigResult) -> Value:
@@ -240,8 +261,8 @@ def value_of(res: ConfigResult, name: str) -> Value:
         return _or_na(_mean(_floats(res.runs, "mean_s")))
     if name == "throughput":
         return _or_na(res.samples_per_s)
-    if name == "host-memory":
-        peaks = _floats(res.runs, "rss_peak_bytes")
+    if name == "host-memory":  # both are lower bounds of the tree's peak: the larger wins
+        peaks = _floats(res.runs, "rss_peak_kernel_bytes") + _floats(res.runs, "rss_peak_bytes")
         return _or_na(max(peaks) / MIB if peaks else None)
     if name == "cpu":
         return _or_na(_mean([r.tree_cpu_mean_pct for r in res.runs

@@ -192,6 +192,8 @@ def test_host_cpu_split_in_the_summary_and_the_cpu_pivot(campaigns: Any) -> None
 
 @pytest.mark.parametrize(("cpu_fields", "value", "reason"), [
     ({"cpu_joules_per_sample": 0.25}, 0.25, ""),
+    ({"cpu_joules_per_sample": 0.25, "cpu_energy_j": 1.5, "dram_energy_j": 0.5,
+      "cpu_energy_bound_j": 0.02}, 0.25, ""),
     ({"cpu_energy_note": "n/a: /sys/class/powercap/intel-rapl:0/energy_uj: permission "
                          "denied (root-only since Linux 5.10; ...)"}, None, "n/a: RAPL root-only"),
     ({"cpu_energy_note": "n/a: no RAPL package zone under /sys/class/powercap"}, None,
@@ -217,3 +219,17 @@ def test_host_memory_takes_the_kernels_peak_when_larger(campaigns: Any) -> None:
     add_run(campaigns, db, jobs[0][1], cid, [(0.5, 8, 0)],
             {"rss_peak_bytes": 100 * MIB, "rss_peak_kernel_bytes": 900 * MIB})
     assert value_of(config_results(db, cid)[0], "host-memory").value == pytest.approx(900.0)
+
+
+def test_energy_states_its_bound_beside_the_figure(campaigns: Any) -> None:
+    fields = [{**TELEMETRY[0], "energy_j": 100.0, "energy_bound_j": 1.0},
+              {**TELEMETRY[1], "energy_j": 200.0, "energy_bound_j": 4.0}]
+    db, res = campaign(campaigns, fields)
+    v = value_of(res["gpu:1"], "energy")
+    # per run: 2.0 J/sample x 1 % and 4.0 J/sample x 2 %: 0.02 and 0.08, mean 0.05
+    assert v.value == pytest.approx(3.0) and v.suffix == " ±0.05"
+    assert dict(v.extra)["bound_j_per_sample"] == pytest.approx(0.05)
+    assert "3.000 ±0.05" in export.render(export.build_table(db, 1, "energy"), "md")
+    # Without a bound (runs stored before, the integrated fallback) no suffix.
+    _, plain = campaign(campaigns)
+    assert value_of(plain["gpu:1"], "energy").suffix == ""

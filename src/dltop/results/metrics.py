@@ -187,6 +187,7 @@ def _gpu_value(res: ConfigResult, name: str) -> Value:
         value = _mean(_floats(runs, "power_mean_w"))
     elif name == "energy":
         value = _mean(_floats(runs, "joules_per_sample"))
+        bound = _bound_per_sample(runs, "joules_per_sample", "energy_bound_j", ("energy_j",))
     elif name == "gpu-memory-device":
         peaks = _floats(runs, "gpu_mem_peak_bytes")
         value = max(peaks) / MIB if peaks else None
@@ -199,14 +200,38 @@ def _gpu_value(res: ConfigResult, name: str) -> Value:
         return Value(None, "n/a: not sampled")
     if any(r.simulated for r in runs):
         return Value(None, "simulated", simulated_value=value)
+    if name == "energy":
+        return _with_bound(value, bound)
     return Value(value, source=source)
+
+
+def _bound_per_sample(runs: Sequence[RunRecord], per_sample: str, bound: str,
+                      energy: tuple[str, ...]) -> float | None:
+    """Mean over the runs of each one's energy bound in J/sample (None unless every run has one)."""
+    out = []
+    for r in runs:
+        jps, b = r.get(per_sample), r.get(bound)
+        joules = sum(float(r.get(c) or 0.0) for c in energy)
+        if jps is None or b is None or joules <= 0:
+            return None
+        out.append(float(jps) * float(b) / joules)
+    return _mean(out)
+
+
+def _with_bound(value: float, bound: float | None) -> Value:
+    """J/sample with its error bound beside it (``0.5012 ±0.003``) and in the detail."""
+    if bound is None:
+        return Value(value)
+    return Value(value, suffix=f" ±{bound:.2g}", extra=(("bound_j_per_sample", bound),))
 
 
 def _cpu_energy(res: ConfigResult) -> Value:
     """A CPU configuration's J/sample from RAPL (package + DRAM), or the runs' reason."""
     value = _mean(_floats(res.runs, "cpu_joules_per_sample"))
     if value is not None:
-        return Value(value)
+        return _with_bound(value, _bound_per_sample(
+            res.runs, "cpu_joules_per_sample", "cpu_energy_bound_j",
+            ("cpu_energy_j", "dram_energy_j")))
     notes = [str(r.get("cpu_energy_note")) for r in res.runs if r.get("cpu_energy_note")]
     if not notes:
         return Value(None, "n/a: not sampled")

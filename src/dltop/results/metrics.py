@@ -202,7 +202,10 @@ def _gpu_value(res: ConfigResult, name: str) -> Value:
         return Value(None, "simulated", simulated_value=value)
     if name == "energy":
         return _with_bound(value, bound)
-    return Value(value, source=source)
+    framework = _floats(runs, "gpu_mem_framework_peak_bytes") if name == "gpu-memory" else []
+    # The framework's own peak (tensors only) rides in the detail, beside NVML's figure.
+    extra = (("framework_mib", max(framework) / MIB),) if framework else ()
+    return Value(value, source=source, extra=extra)
 
 
 def _bound_per_sample(runs: Sequence[RunRecord], per_sample: str, bound: str,

@@ -209,8 +209,11 @@ class RunAccumulator:
             return
         self.simulated = self.simulated or s.simulated
         self._run.add_gpu(s, self.tree_pids)
-        if s.power_w is not None or s.energy_j is not None:
-            edges = self._edges[s.index]
+        edges = self._edges[s.index]
+        # Power readings shape the interpolation between counter readings; a GPU that
+        # has given no counter reading yet (or has no counter) keeps none: nothing to
+        # interpolate, and nothing to trim on every iteration.
+        if s.energy_j is not None or (edges and s.power_w is not None):
             edges.append((s.t_mono_ns, s.power_w, s.energy_j))
             if len(edges) > MAX_PENDING:  # no window edge for 20 min: start-up readings go
                 del edges[:MAX_PENDING // 2]

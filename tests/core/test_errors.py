@@ -96,6 +96,21 @@ def test_protocol_errors_are_stored_with_the_run(tmp_path: Path) -> None:
     assert store.db["runs"].get(run_id)["protocol_errors"] == 2
 
 
+def test_kernel_and_framework_memory_peaks_are_stored_with_the_run(tmp_path: Path) -> None:
+    store = Store(connect(tmp_path / "d.db"))
+    plan = campaign.preflight([parse(PROFILE, "p.toml", "p")], 0, False)
+    cid, queued = campaign.create(store, plan, ["dltop", "run", "p.toml"])
+    job = queued[0]
+    run_id = store.start_run(job.job_id, cid, 1, "", 8)
+    outcome = ChildOutcome("ok", 0, 1, 1, 0.5, rss_peak_kernel_bytes=700 << 20,
+                           done={"v": 1, "event": "done", "gpu_mem_peak_bytes": 9 << 30})
+    collector = IterationCollector(run_id, job.spec, lambda e: None, store, lambda *a: None)
+    store.finish_run(run_id, job.job_id, "ok", run_fields(outcome, collector))
+    row = store.db["runs"].get(run_id)
+    assert (row["rss_peak_kernel_bytes"], row["gpu_mem_framework_peak_bytes"]) == (
+        700 << 20, 9 << 30)
+
+
 @pytest.mark.slow  # over 1.5 s on an idle 2-core machine
 def test_a_slow_interpreter_probe_does_not_block_the_event_loop(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

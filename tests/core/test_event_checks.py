@@ -96,3 +96,14 @@ def test_a_lock_is_waited_out_and_a_permanent_error_named(tmp_path: Path,
     other.execute("rollback")
     with pytest.raises(guard.StorageError, match=r"^d\.db: no such table: nope$"):
         guard.call("d.db", db.execute, "select * from nope")
+
+
+@pytest.mark.parametrize(("peak", "ok"), [(None, True), (0, True), (80 << 30, True),
+                                          (-1, False), (1.5, False), ("8G", False),
+                                          (True, False)])
+def test_done_gpu_memory_peak_is_a_byte_count(peak: Any, ok: bool) -> None:
+    event = {"v": 1, "event": "done", "iterations": 3, "gpu_mem_peak_bytes": peak}
+    problem = EventChecker().problem(event)
+    assert (problem is None) == ok, problem
+    if not ok:
+        assert problem is not None and "gpu_mem_peak_bytes" in problem

@@ -160,3 +160,27 @@ async def test_every_error_kind(tmp_path: Path, kind: str, status: str) -> None:
         sys.exit(3)
     """)
     assert outcome.status == status
+
+
+async def test_kernel_peak_rss_covers_a_waited_for_grandchild(tmp_path: Path) -> None:
+    # The runner itself stays small; the program it waits for (as the command runner
+    # waits for a command job's program) touches 200 MiB. wait4's ru_maxrss must see it:
+    # a 2 Hz RSS sample can miss a grandchild that lives 0.1 s.
+    outcome, _ = await run_child(tmp_path, """
+        import subprocess
+        subprocess.run([sys.executable, "-c",
+                        "b = b'x' * (200 << 20); import time; time.sleep(0.1)"], check=True)
+        emit("iter", index=0, seconds=0.1, samples=1, warmup=False, loss=0.5)
+        emit("done", iterations=1)
+    """)
+    assert outcome.status == "ok", outcome
+    assert outcome.rss_peak_kernel_bytes is not None
+    assert outcome.rss_peak_kernel_bytes >= 200 << 20
+    assert outcome.rss_peak_kernel_bytes < 1 << 30  # KiB counted as KiB, not as bytes x 1024
+
+
+async def test_kernel_peak_rss_of_a_small_child_is_small(tmp_path: Path) -> None:
+    outcome, _ = await run_child(tmp_path, 'emit("done", iterations=0)')
+    assert outcome.exit_code == 0
+    assert outcome.rss_peak_kernel_bytes is not None
+    assert 1 << 20 < outcome.rss_peak_kernel_bytes < 150 << 20

@@ -85,8 +85,9 @@ def test_every_metric_exactly(campaigns: Any) -> None:
 def test_cells_without_data_say_why(campaigns: Any) -> None:
     _, res = campaign(campaigns)
     cpu = res["cpu:1"]
-    for name in ("power", "energy", "gpu-memory"):
+    for name in ("power", "gpu-memory"):
         assert value_of(cpu, name).reason == "n/a: no GPU"
+    assert value_of(cpu, "energy").reason == "n/a: not sampled"  # no RAPL figure stored
     assert value_of(cpu, "tflops").reason == "n/a: no FLOPs count"
     assert value_of(cpu, "cpu").reason == "n/a: not sampled"
     assert value_of(cpu, "host-memory").value == pytest.approx(100.0)
@@ -187,3 +188,59 @@ def test_host_cpu_split_in_the_summary_and_the_cpu_pivot(campaigns: Any) -> None
         82.5, 40.0, 1.0)
     # GPU runs stored without a driver version (before it was recorded) say so
     assert "driver n/a (not recorded)" in md
+
+
+@pytest.mark.parametrize(("cpu_fields", "value", "reason"), [
+    ({"cpu_joules_per_sample": 0.25}, 0.25, ""),
+    ({"cpu_joules_per_sample": 0.25, "cpu_energy_j": 1.5, "dram_energy_j": 0.5,
+      "cpu_energy_bound_j": 0.02}, 0.25, ""),
+    ({"cpu_energy_note": "n/a: /sys/class/powercap/intel-rapl:0/energy_uj: permission "
+                         "denied (root-only since Linux 5.10; ...)"}, None, "n/a: RAPL root-only"),
+    ({"cpu_energy_note": "n/a: no RAPL package zone under /sys/class/powercap"}, None,
+     "n/a: no RAPL"),
+    ({"cpu_energy_note": "n/a: .../energy_uj: counter went backwards (9 -> 3 µJ, ...)"},
+     None, "n/a: RAPL fault"),
+])
+def test_energy_of_a_cpu_configuration_is_rapl_or_says_why(
+        campaigns: Any, cpu_fields: dict[str, Any], value: float | None, reason: str) -> None:
+    db = memory_db()
+    profile = campaigns.profile("metrics", ["cpu:1"], repeats=1)
+    cid, jobs = campaigns.create(db, profile, "metrics")
+    add_run(campaigns, db, jobs[0][1], cid, [(0.5, 8, 0)], cpu_fields)
+    v = value_of(config_results(db, cid)[0], "energy")
+    assert (v.value, v.reason) == (value, reason)
+
+
+def test_host_memory_takes_the_kernels_peak_when_larger(campaigns: Any) -> None:
+    db = memory_db()
+    profile = campaigns.profile("metrics", ["cpu:1"], repeats=1)
+    cid, jobs = campaigns.create(db, profile, "metrics")
+    # A 0.1 s spike the 2 Hz samples missed: the kernel saw 900 MiB, the samples 100.
+    add_run(campaigns, db, jobs[0][1], cid, [(0.5, 8, 0)],
+            {"rss_peak_bytes": 100 * MIB, "rss_peak_kernel_bytes": 900 * MIB})
+    assert value_of(config_results(db, cid)[0], "host-memory").value == pytest.approx(900.0)
+
+
+def test_energy_states_its_bound_beside_the_figure(campaigns: Any) -> None:
+    fields = [{**TELEMETRY[0], "energy_j": 100.0, "energy_bound_j": 1.0},
+              {**TELEMETRY[1], "energy_j": 200.0, "energy_bound_j": 4.0}]
+    db, res = campaign(campaigns, fields)
+    v = value_of(res["gpu:1"], "energy")
+    # per run: 2.0 J/sample x 1 % and 4.0 J/sample x 2 %: 0.02 and 0.08, mean 0.05
+    assert v.value == pytest.approx(3.0) and v.suffix == " ±0.05"
+    assert dict(v.extra)["bound_j_per_sample"] == pytest.approx(0.05)
+    assert "3.000 ±0.05" in export.render(export.build_table(db, 1, "energy"), "md")
+    # Without a bound (runs stored before, the integrated fallback) no suffix.
+    _, plain = campaign(campaigns)
+    assert value_of(plain["gpu:1"], "energy").suffix == ""
+
+
+def test_gpu_memory_carries_the_frameworks_own_peak_in_its_detail(campaigns: Any) -> None:
+    fields = [{**f, "gpu_mem_framework_peak_bytes": n * MIB}
+              for f, n in zip(TELEMETRY, (700, 900), strict=True)]
+    db, res = campaign(campaigns, fields)
+    v = value_of(res["gpu:1"], "gpu-memory")
+    assert v.value == pytest.approx(1536.0) and dict(v.extra) == {"framework_mib": 900.0}
+    doc = json.loads(export.render(export.build_table(db, 1, "gpu-memory"), "json"))
+    cells = [row["cells"]["gpu:1"] for row in doc["rows"] if row["cells"].get("gpu:1")]
+    assert cells and cells[0]["framework_mib"] == 900.0

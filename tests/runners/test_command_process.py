@@ -196,3 +196,15 @@ def test_resume_reaps_the_program_of_a_dead_engines_run(
     res = subprocess.run([*run, "--resume"], capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     wait_until(lambda: gone(first), 10, "the first program to be gone")
+
+
+def test_the_kernel_peak_rss_of_a_program_that_allocates_200_mib(command_job: RunJob) -> None:
+    # The program holds 200 MiB for 0.05 s: the 2 Hz tree samples can miss it, the
+    # kernel's ru_maxrss (wait4 on the runner, which waits for its program) cannot.
+    code = ("import time\nb = b'x' * (200 << 20)\ntime.sleep(0.05)\ndel b\n"
+            "for i in range(4):\n    print('took 0.01s', flush=True)\n")
+    r = command_job([sys.executable, "-c", code], iterations=3, warmup=1,
+                    iteration_regex=r"took (?P<seconds>[0-9.]+)s")
+    assert r.run["status"] == "ok", (r.run, r.stderr)
+    assert r.run["rss_peak_kernel_bytes"] >= 200 << 20
+    assert r.run["gpu_mem_framework_peak_bytes"] is None  # no framework GPU figure on CPU

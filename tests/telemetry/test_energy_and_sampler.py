@@ -114,6 +114,11 @@ def test_sampler_end_to_end_into_sqlite(wait_until: Callable[..., None]) -> None
     Store(db).telemetry.write_run_telemetry(7, summary)
     row = db["runs"].get(7)
     assert row["energy_source"] == "counter" and row["telemetry_simulated"] == 1
+    # The counter interpolated at both edges, its bound stored beside it.
+    assert summary.energy_bound_j is not None and 0 <= summary.energy_bound_j < summary.energy_j
+    assert row["energy_bound_j"] == pytest.approx(summary.energy_bound_j)
+    # CPU energy: a figure where this host's RAPL is readable, else the reason.
+    assert (row["cpu_energy_j"] is None) != (row["cpu_energy_note"] is None)
 
 
 def test_host_tree_includes_grandchildren() -> None:

@@ -67,6 +67,7 @@ def test_summary_covers_the_window_only(events: dict[float, list[tuple[float, fl
     assert t.energy_source == "counter"
     assert t.energy_j == pytest.approx(energy(8) - energy(2), abs=1e-9)  # 900 J
     assert t.energy_j == pytest.approx(900.0)
+    assert t.energy_bound_j == 0.0  # both edges fall on counter readings
     assert t.joules_per_sample == pytest.approx(900.0 / 192)
     assert t.energy_run_j == pytest.approx(energy(10) - energy(0), abs=1e-9)  # 1500 J
     assert t.rss_peak_bytes == 8000  # at 8 s, not the 10 000 of the last reading
@@ -81,7 +82,10 @@ def test_energy_is_scaled_from_the_readings_span_to_the_window() -> None:
     feed(acc, {3.0: [(2.25, 1.0, True)], 8.0: [(7.75, 5.5, False)]})
     t = acc.summary(samples=100)
     assert t.window_s == 5.5 and t.gpu_samples == 11
-    assert t.energy_j == pytest.approx((energy(7.5) - energy(2.5)) * 5.5 / 5.0, abs=1e-9)
+    # Interpolated at the edges (the trapezoid of a linear power is exact), within one
+    # 0.5 s tick of power (under 200 W here) at each edge.
+    assert t.energy_j == pytest.approx(energy(7.75) - energy(2.25), abs=1e-9)
+    assert t.energy_bound_j is not None and 0 < t.energy_bound_j <= 2 * 0.5 * 200
 
 
 def test_integrated_energy_over_the_window() -> None:
@@ -121,3 +125,25 @@ def test_readings_told_late_and_out_of_order_land_in_the_window() -> None:
     acc.add_host(host(3.5, 700, 10.0))  # after the last measured end: never counted
     t = acc.summary(samples=1)
     assert (t.host_samples, t.rss_peak_bytes) == (1, 500)
+
+
+def test_a_long_window_with_a_counter_read_once_a_second_is_exact_after_trimming() -> None:
+    # 60 s at 10 Hz, the counter read every 10th tick (as nvml.ENERGY_EVERY_S does), an
+    # iteration every 0.5 s: the accumulator trims the readings between the edges as it
+    # goes, and the edges (2.05 s, 57.95 s: between counter readings) stay exact.
+    from dltop.telemetry.model import GpuSample
+
+    acc = RunAccumulator(1, 4242, (0,))
+    for k in range(601):
+        t = k / 10
+        acc.add_gpu(GpuSample(round(t * S), 0, 50.0, None, None, None, P0 + SLOPE * t,
+                              "instant", energy(t) if k % 10 == 0 else None))
+        if k == 21:
+            acc.iteration(round(2.05 * S), 1.0, warmup=True)
+        if k > 21 and k % 5 == 0 and t <= 58.0:
+            acc.iteration(round(min(t - 0.05, 57.95) * S), 0.5, warmup=False)
+    t = acc.summary(samples=100)
+    assert t.window_s == pytest.approx(55.9)
+    assert t.energy_source == "counter"
+    assert t.energy_j == pytest.approx(energy(57.95) - energy(2.05), abs=1e-6)
+    assert t.energy_bound_j is not None and t.energy_bound_j <= 2 * 0.1 * (P0 + SLOPE * 60)

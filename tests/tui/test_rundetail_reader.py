@@ -135,3 +135,27 @@ def test_a_pruned_run_says_so(tmp_path: Path) -> None:
                           str(d.seeded.db_path)], capture_output=True, text=True, timeout=120,
                          check=False)
     assert out.returncode == 2 and "(deleted by dltop prune)" in out.stderr
+
+
+def test_detail_shows_energy_bounds_cpu_energy_and_kernel_memory(tmp_path: Path) -> None:
+    from dltop.tui.rundetail import telemetry_rows
+
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    store.update_run(d.ok_run, {
+        "energy_bound_j": 12.0, "cpu_energy_j": 380.0, "dram_energy_j": 32.0,
+        "cpu_energy_bound_j": 4.1, "cpu_joules_per_sample": 0.3219,
+        "rss_peak_kernel_bytes": 4 * 2**30, "gpu_mem_framework_peak_bytes": 9 * 2**30})
+    store.update_run(d.crashed_run, {"cpu_energy_note": "n/a: no RAPL package zone under /x"})
+    db = open_reader(d.seeded.db_path)
+    ok = read_run_detail(db, d.ok_run)
+    assert ok is not None
+    rows = {label: text for label, text, _ in telemetry_rows(ok)}
+    assert rows["energy"] == "2315.0 ±12 J (counter)"
+    assert rows["cpu energy"] == "412.0 ±4.1 J, 0.3219 J/sample (package 380.0 + DRAM 32.0)"
+    assert rows["rss peak"] == "3.0 GiB (kernel 4.0 GiB)"
+    assert rows["gpu mem peak"] == "12.0 GiB (run 11.0, framework 9.0)"
+    crashed = read_run_detail(db, d.crashed_run)
+    assert crashed is not None
+    crows = {label: text for label, text, _ in telemetry_rows(crashed)}
+    assert crows["cpu energy"] == "n/a: no RAPL package zone under /x"

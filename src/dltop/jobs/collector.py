@@ -150,6 +150,8 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
         "param_count": outcome.model.get("param_count"),
         "flops_per_sample": outcome.model.get("flops_per_sample"),
         "final_loss": c.last_loss,
+        "rss_peak_kernel_bytes": outcome.rss_peak_kernel_bytes,
+        "gpu_mem_framework_peak_bytes": outcome.done.get("gpu_mem_peak_bytes"),
     }
     if c.measured:
         # A runner whose every step reports another sample count than the spec's batch

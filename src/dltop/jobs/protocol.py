@@ -21,6 +21,8 @@ a statistic. The rules, per field:
 - ``model``: ``param_count`` null or an integer 0 or more, ``flops_per_sample``
   null or a finite number 0 or more;
 - ``error``: ``kind`` and ``message`` text (or a null message);
+- ``done``: ``gpu_mem_peak_bytes`` absent, null or an integer 0 or more (the
+  framework's own peak of GPU memory it allocated, summed over the run's GPUs);
 - ``plan``, ``eval`` and ``profile`` (convergence, evaluation and operator
   profiles, issue 17) and ``generate`` (one generation request, issue 29): see
   :mod:`dltop.jobs.protocol_evals`.
@@ -153,6 +155,13 @@ def _check_setup(e: dict[str, Any]) -> str | None:
     return None
 
 
+def _check_done(e: dict[str, Any]) -> str | None:
+    v = e.get("gpu_mem_peak_bytes")
+    if v is not None and (not _is_int(v) or v < 0):
+        return f"gpu_mem_peak_bytes {_show(v)} is not a byte count (an integer 0 or more)"
+    return None
+
+
 def _check_error(e: dict[str, Any]) -> str | None:
     if not isinstance(e.get("kind"), str):
         return f"kind {_show(e.get('kind'))} is not text"
@@ -182,7 +191,7 @@ class EventChecker:
         checks: dict[str, Callable[[dict[str, Any]], str | None]] = {
                  "iter": lambda e: _check_iter(e, self.last_index), "hello": _check_hello,
                  "model": _check_model, "error": _check_error, "plan": check_plan,
-                 "setup": _check_setup,
+                 "setup": _check_setup, "done": _check_done,
                  "eval": lambda e: check_eval(e, self.last_eval_index),
                  "profile": check_profile,
                  "generate": lambda e: check_generate(e, self.last_generate_index)}

@@ -9,6 +9,15 @@ run's whole tree is swept with KILL once the child has exited so no grandchild
 outlives its run: every process of the child's session, and any that left it
 (``setsid``) but still carries the run's token ``$DLTOP_RUN_TOKEN`` in its
 environment.
+
+The child is reaped here with ``os.wait4`` (in a thread of its own, as asyncio's
+threaded child watcher does it), not by asyncio, so that its resource usage is
+not lost: ``ru_maxrss`` is the peak resident set of the runner process itself
+and of every descendant that was waited for (by it or by a waited-for
+descendant; the kernel keeps the largest, it does not add them up), so a
+``command`` job's program, which the runner waits for, is covered. A process
+that left the tree unreaped (double-forked) is not, nor is the sum of
+processes that ran at the same time. See :attr:`ChildOutcome.rss_peak_kernel_bytes`.
 """
 
 from __future__ import annotations
@@ -18,6 +27,9 @@ import contextlib
 import os
 import secrets
 import signal
+import subprocess
+import sys
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +72,57 @@ class ChildOutcome:
     log_tail: str = ""
     hello: Mapping[str, Any] = field(default_factory=dict)
     model: Mapping[str, Any] = field(default_factory=dict)
+    done: Mapping[str, Any] = field(default_factory=dict)
+    """The runner's ``done`` event (empty when it sent none)."""
+    rss_peak_kernel_bytes: int | None = None
+    """The kernel's peak RSS of the runner and its waited-for descendants (``wait4``'s
+    ``ru_maxrss``, the largest single process, not a sum); None when not reaped here."""
+
+
+class _Child:
+    """A started runner, reaped by ``os.wait4`` in a thread so its rusage is kept.
+
+    Shaped like :class:`asyncio.subprocess.Process` where the supervisor uses it
+    (``pid``, ``returncode``, ``await wait()``).
+    """
+
+    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+        self.pid = popen.pid
+        self.returncode: int | None = None
+        self.maxrss_bytes: int | None = None
+        self._popen = popen
+        loop = asyncio.get_running_loop()
+        self._exited: asyncio.Future[int] = loop.create_future()
+        # A thread per child, not the default executor: a run can last days, and a
+        # packed campaign's runs would hold every executor thread meanwhile.
+        threading.Thread(target=self._reap, args=(loop,), name=f"dltop-reap-{self.pid}",
+                         daemon=True).start()
+
+    def _reap(self, loop: asyncio.AbstractEventLoop) -> None:
+        code = 255
+        while True:
+            try:
+                _, status, usage = os.wait4(self.pid, 0)
+            except InterruptedError:
+                continue
+            except ChildProcessError:  # reaped elsewhere: no exit status, no rusage
+                break
+            code = os.waitstatus_to_exitcode(status)
+            # Linux counts ru_maxrss in KiB, macOS in bytes.
+            self.maxrss_bytes = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+            break
+        self._popen.returncode = code  # Popen must not wait for it again
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self._set, code)
+
+    def _set(self, code: int) -> None:
+        self.returncode = code
+        if not self._exited.done():
+            self._exited.set_result(code)
+
+    async def wait(self) -> int:
+        """The exit code (negative: killed by that signal), once the child is reaped."""
+        return await asyncio.shield(self._exited)
 
 
 def kill_group(pgid: int, sig: int) -> bool:
@@ -165,12 +228,14 @@ async def supervise(
         # never through a planted link (jobs.rundir made the file, 0600)
         log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW,
                          0o600)
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+        # Popen here forks and execs as asyncio.create_subprocess_exec does inside the
+        # loop; only the wait (wait4, for the rusage) differs, and that is in a thread.
+        proc = _Child(subprocess.Popen(  # noqa: ASYNC220
+            list(argv), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
             env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1",
                  RUN_TOKEN: token},
             pass_fds=(write_fd, *keep_fds), start_new_session=True,
-        )
+        ))
     except OSError as exc:
         os.close(read_fd)
         return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,
@@ -218,7 +283,8 @@ async def supervise(
         message=message, error_kind=kind, protocol_errors=reader.protocol_errors,
         protocol_note=reader.protocol_note, profile_refused=reader.profile_refused,
         log_tail=read_log_tail(log_path) if status != RunStatus.OK else "",
-        hello=reader.hello, model=reader.model,
+        hello=reader.hello, model=reader.model, done=reader.done or {},
+        rss_peak_kernel_bytes=proc.maxrss_bytes,
     )
 
 
@@ -261,7 +327,7 @@ def _exited(pid: int) -> bool:
         return False
 
 
-async def terminate_group(proc: asyncio.subprocess.Process, pgid: int,
+async def terminate_group(proc: asyncio.subprocess.Process | _Child, pgid: int,
                           grace_s: float = TERM_GRACE_S) -> None:
     """SIGTERM the process group, SIGKILL it if ``proc`` has not exited within ``grace_s``."""
     kill_group(pgid, signal.SIGTERM)

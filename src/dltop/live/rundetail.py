@@ -95,6 +95,18 @@ class RunTelemetry:
     """GPU readings inside the window, the fewest of its GPUs (None: not counted)."""
     host_readings: int | None = None
     """Host readings inside the window (None: not counted)."""
+    energy_bound_j: float | None = None
+    """Error bound of ``energy_j`` (the counter interpolated at the window's edges)."""
+    cpu_energy_j: float | None = None
+    dram_energy_j: float | None = None
+    cpu_energy_bound_j: float | None = None
+    cpu_joules_per_sample: float | None = None
+    cpu_energy_note: str | None = None
+    """Why there is no CPU (RAPL) energy: ``n/a: ...``."""
+    rss_peak_kernel_bytes: int | None = None
+    """The kernel's peak RSS (``wait4``: the largest process of the run's tree)."""
+    gpu_mem_framework_peak_bytes: int | None = None
+    """The framework's own GPU memory peak (the runner's ``done`` event)."""
 
     def short(self, group: str) -> str | None:
         """Why the ``gpu`` or host (``telemetry``) figures are not shown: too few readings
@@ -267,6 +279,17 @@ def _log_path(db: Db, stored: str | None) -> str | None:
     return stored_path(stored, main["file"]) if main and main["file"] else stored
 
 
+def cpu_energy_text(m: RunTelemetry) -> str | None:
+    """``41.2 ±0.5 J, 0.3433 J/sample (package 38.0 + DRAM 3.2)``, or why there is none."""
+    if m.cpu_energy_j is None:
+        return m.cpu_energy_note
+    total = m.cpu_energy_j + (m.dram_energy_j or 0.0)
+    bound = "" if m.cpu_energy_bound_j is None else f" ±{m.cpu_energy_bound_j:.2g}"
+    dram = "" if m.dram_energy_j is None else f" + DRAM {m.dram_energy_j:.1f}"
+    per = "" if m.cpu_joules_per_sample is None else f", {m.cpu_joules_per_sample:.4g} J/sample"
+    return f"{total:.1f}{bound} J{per} (package {m.cpu_energy_j:.1f}{dram})"
+
+
 def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     """Everything the detail view shows of a run but its series (None: no such run)."""
     r = next(iter(db.query(
@@ -288,7 +311,11 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         _f(r["tree_cpu_mean_pct"]), r["rss_peak_bytes"], r["throttle_reasons"],
         _b(r["contaminated"]), r["contamination"], _b(r["telemetry_simulated"]),
         _f(r["window_s"]), _f(r["energy_run_j"]), r["telemetry_read_errors"],
-        r["telemetry_note"], r.get("gpu_readings"), r.get("host_readings"))
+        r["telemetry_note"], r.get("gpu_readings"), r.get("host_readings"),
+        _f(r.get("energy_bound_j")), _f(r.get("cpu_energy_j")),
+        _f(r.get("dram_energy_j")), _f(r.get("cpu_energy_bound_j")),
+        _f(r.get("cpu_joules_per_sample")), r.get("cpu_energy_note"),
+        r.get("rss_peak_kernel_bytes"), r.get("gpu_mem_framework_peak_bytes"))
     environment = _environment(env) if env else ()
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),

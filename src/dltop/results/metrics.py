@@ -21,7 +21,7 @@ from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.peaks import gpu_peak
-from dltop.results.readings import readings_check
+from dltop.results.readings import Detail, readings_check
 from dltop.results.table import fmt_seconds
 
 MIB = 1024 * 1024
@@ -58,11 +58,13 @@ METRIC_LIST = (
            "samples/s", "samples/s", lambda v: f"{v:.1f}"),
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W",
            lambda v: f"{v:.1f}", gpu=True, detail=READINGS),
-    Metric("energy", "GPU energy in J per sample", "J/sample", "J/sample", _g4, gpu=True,
+    Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
+           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, gpu=True,
            detail=READINGS),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
            "GPU mem MiB", lambda v: f"{v:.0f}", gpu=True, detail=READINGS),
-    Metric("host-memory", "peak resident memory (RSS) of the run's process tree in MiB",
+    Metric("host-memory", "peak resident memory (RSS) in MiB: the larger of the kernel's "
+           "(the largest process of the run's tree, exact) and the tree's sampled sum",
            "MiB", "RSS MiB", lambda v: f"{v:.0f}", detail=READINGS),
     Metric("cpu", "mean CPU of the run's process tree in % (100 = one core)", "%",
            "CPU %", lambda v: f"{v:.1f}", detail=READINGS),
@@ -191,6 +193,8 @@ def _host_value(res: ConfigResult, value: float | None) -> Value:
 
 def _gpu_value(res: ConfigResult, name: str) -> Value:
     runs = res.runs
+    if res.device_kind != "gpu" and name == "energy":
+        return _cpu_energy(res)
     if res.device_kind != "gpu":
         return Value(None, "n/a: no GPU")
     short, detail = readings_check(res, gpu=True)
@@ -201,6 +205,7 @@ def _gpu_value(res: ConfigResult, name: str) -> Value:
         value = _mean(_floats(runs, "power_mean_w"))
     elif name == "energy":
         value = _mean(_floats(runs, "joules_per_sample"))
+        bound = _bound_per_sample(runs, "joules_per_sample", "energy_bound_j", ("energy_j",))
     elif name == "gpu-memory-device":
         peaks = _floats(runs, "gpu_mem_peak_bytes")
         value = max(peaks) / MIB if peaks else None
@@ -213,7 +218,58 @@ def _gpu_value(res: ConfigResult, name: str) -> Value:
         return Value(None, "n/a: not sampled", extra=detail)
     if any(r.simulated for r in runs):
         return Value(None, "simulated", simulated_value=value, extra=detail)
-    return Value(value, source=source, extra=detail)
+    if name == "energy":
+        return _with_bound(value, bound, detail)
+    framework = _floats(runs, "gpu_mem_framework_peak_bytes") if name == "gpu-memory" else []
+    # The framework's own peak (tensors only) rides in the detail, beside NVML's figure.
+    extra = (("framework_mib", max(framework) / MIB),) if framework else ()
+    return Value(value, source=source, extra=detail + extra)
+
+
+def _bound_per_sample(runs: Sequence[RunRecord], per_sample: str, bound: str,
+                      energy: tuple[str, ...]) -> float | None:
+    """Mean over the runs of each one's energy bound in J/sample (None unless every run has one)."""
+    out = []
+    for r in runs:
+        jps, b = r.get(per_sample), r.get(bound)
+        joules = sum(float(r.get(c) or 0.0) for c in energy)
+        if jps is None or b is None or joules <= 0:
+            return None
+        out.append(float(jps) * float(b) / joules)
+    return _mean(out)
+
+
+def _with_bound(value: float, bound: float | None, detail: Detail) -> Value:
+    """J/sample with its error bound beside it (``0.5012 ±0.003``) and in the detail."""
+    if bound is None:
+        return Value(value, extra=detail)
+    return Value(value, suffix=f" ±{bound:.2g}",
+                 extra=(*detail, ("bound_j_per_sample", bound)))
+
+
+def _cpu_energy(res: ConfigResult) -> Value:
+    """A CPU configuration's J/sample from RAPL (package + DRAM), or the runs' reason.
+
+    RAPL is read on the GPU tick while a run is active, but a host figure's rule (the
+    window's length and its host readings) decides whether the window can carry it."""
+    value = _mean(_floats(res.runs, "cpu_joules_per_sample"))
+    short, detail = readings_check(res, gpu=False)
+    if value is not None and short:
+        return Value(None, short, extra=detail)
+    if value is not None:
+        return _with_bound(value, _bound_per_sample(
+            res.runs, "cpu_joules_per_sample", "cpu_energy_bound_j",
+            ("cpu_energy_j", "dram_energy_j")), detail)
+    notes = [str(r.get("cpu_energy_note")) for r in res.runs if r.get("cpu_energy_note")]
+    if not notes:
+        return Value(None, "n/a: not sampled")
+    # A cell says which case; the run's note (exports, run detail) names the file.
+    for words, short in (("permission denied", "n/a: RAPL root-only"),
+                         ("no RAPL", "n/a: no RAPL"), ("backwards", "n/a: RAPL fault"),
+                         ("not a counter", "n/a: RAPL fault")):
+        if words in notes[0]:
+            return Value(None, short)
+    return Value(None, notes[0])
 
 
 def tflops(res: ConfigResult) -> Value:
@@ -258,9 +314,14 @@ def value_of(res: ConfigResult, name: str) -> Value:
         return _or_na(_mean(_floats(res.runs, "mean_s")))
     if name == "throughput":
         return _or_na(res.samples_per_s)
-    if name == "host-memory":
-        peaks = _floats(res.runs, "rss_peak_bytes")
-        return _host_value(res, max(peaks) / MIB if peaks else None)
+    if name == "host-memory":  # both are lower bounds of the tree's peak: the larger wins
+        kernel = _floats(res.runs, "rss_peak_kernel_bytes")
+        sampled = _floats(res.runs, "rss_peak_bytes")
+        if kernel:  # exact whatever the window: the readings rule judges samples only
+            short, detail = readings_check(res, gpu=False)
+            peaks = kernel + ([] if short else sampled)
+            return Value(max(peaks) / MIB, extra=detail)
+        return _host_value(res, max(sampled) / MIB if sampled else None)
     if name == "cpu":
         return _host_value(res, _mean([r.tree_cpu_mean_pct for r in res.runs
                                        if r.tree_cpu_mean_pct is not None]))

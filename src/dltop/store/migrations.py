@@ -48,6 +48,7 @@ from dltop.store.schema_steps import (
     v16,
     v17,
     v18,
+    v19,
 )
 from dltop.store.tx import transaction
 
@@ -117,6 +118,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "prompt/new tokens, batch, inter-token latencies)", v17),
     Migration(18, "readings behind the telemetry figures: runs.gpu_readings/host_readings",
               v18),
+    Migration(19, "energy at the window's edges (runs.energy_bound_j), CPU energy from RAPL "
+                  "(runs.cpu_energy_j/dram_energy_j/cpu_energy_bound_j/cpu_joules_per_sample/"
+                  "cpu_energy_note), kernel peak RSS (runs.rss_peak_kernel_bytes), the "
+                  "framework's GPU memory peak (runs.gpu_mem_framework_peak_bytes)", v19),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -269,9 +269,14 @@ _V18_RUN_COLUMNS: dict[str, type] = {"gpu_readings": int, "host_readings": int}
 window (the fewest of its GPUs) and host ticks inside it; dltop.telemetry.readings judges
 a figure by them."""
 
+_V19_RUN_COLUMNS: dict[str, type] = {
+    "energy_bound_j": float, "cpu_energy_j": float, "dram_energy_j": float,
+    "cpu_energy_bound_j": float, "cpu_joules_per_sample": float, "cpu_energy_note": str,
+}
+
 RUN_TELEMETRY_COLUMNS: dict[str, type] = {**_V2_RUN_COLUMNS, **_V6_RUN_COLUMNS,
                                           **_V8_RUN_COLUMNS, **_V10_RUN_COLUMNS,
-                                          **_V18_RUN_COLUMNS}
+                                          **_V18_RUN_COLUMNS, **_V19_RUN_COLUMNS}
 """Every ``runs`` column a telemetry summary fills (the writer's list,
 :data:`dltop.store.telemetry.RUN_COLUMNS`). A migration that adds summary columns
 defines its own frozen dict, adds them from it, and joins it here.
@@ -311,3 +316,14 @@ def v18(db: Any) -> None:
     # its figures stand on. Runs stored before keep NULL (judged by their window alone).
     for name, kind in _V18_RUN_COLUMNS.items():
         db["runs"].add_column(name, kind)
+
+
+def v19(db: Any) -> None:
+    # Energy at the window's edges and CPU energy (issue 30): the counter's error bound
+    # beside energy_j; RAPL package and DRAM energy over the window, its bound, J/sample
+    # and why it is n/a. Memory from the kernel and from the framework: wait4's peak RSS
+    # of the runner's tree, the framework's own GPU memory peak (the done event's).
+    for name, kind in _V19_RUN_COLUMNS.items():
+        db["runs"].add_column(name, kind)
+    db["runs"].add_column("rss_peak_kernel_bytes", int)
+    db["runs"].add_column("gpu_mem_framework_peak_bytes", int)

@@ -103,6 +103,19 @@ class RunTelemetry:
     energy_j: float | None = None
     energy_source: str | None = None
     joules_per_sample: float | None = None
+    energy_bound_j: float | None = None
+    """Error bound (J) of ``energy_j``: one tick of power at each of the window's edges,
+    where the counter is interpolated (:mod:`dltop.telemetry.edges`); None otherwise."""
+    cpu_energy_j: float | None = None
+    """CPU package energy (RAPL, every package) over the window; None: ``cpu_energy_note``."""
+    dram_energy_j: float | None = None
+    """DRAM energy (RAPL dram subzones) over the window; None where the host has none."""
+    cpu_energy_bound_j: float | None = None
+    """Error bound (J) of ``cpu_energy_j + dram_energy_j`` from the edges' interpolation."""
+    cpu_joules_per_sample: float | None = None
+    """(``cpu_energy_j`` + ``dram_energy_j``) over the samples of the measured iterations."""
+    cpu_energy_note: str | None = None
+    """Why the CPU energy is n/a (no powercap, not permitted, a counter went backwards)."""
     host_cpu_mean_pct: float | None = None
     host_cpu_user_pct: float | None = None
     """Mean host CPU in user mode over the window, in % of all logical CPUs (nice included)."""

@@ -12,6 +12,11 @@ the last measured iteration are still pending at the end and never counted.
 The pending list holds the readings since the last iteration end (bounded by
 :data:`MAX_PENDING`, oldest dropped first: those are start-up readings).
 Only ``energy_run_j`` covers the whole run, spawn to exit.
+
+The window's energy is the GPUs' counters interpolated at its two edges
+(:mod:`dltop.telemetry.edges`), so each GPU's counter and power readings around
+the edges are kept apart from the window's (``_edges``, trimmed as the window
+moves: the readings between the edges are not needed for it).
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ import os
 from collections import deque
 
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT, cpu_reason, foreign_cpu_pct
+from dltop.telemetry.cpuenergy import CpuEnergyTrack
+from dltop.telemetry.edges import Reading, keep_for_edges, window_energy
 from dltop.telemetry.host import process_name
 from dltop.telemetry.model import GpuSample, HostSample, RunTelemetry
+from dltop.telemetry.rapl import RaplSample
 
 THROTTLE_BITS = {
     0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
@@ -31,6 +39,8 @@ THROTTLE_BITS = {
 MAX_PENDING = 100_000
 """Readings kept while waiting for an iteration end (about 20 min at 10 Hz x 8 GPUs)."""
 NO_WINDOW = "no measured iteration: no measured window to summarise"
+EDGE_SLACK = 64
+"""Readings of a GPU kept for the window's edges before they are trimmed to what the edges need."""
 
 
 def throttle_names(mask: int) -> str:
@@ -167,10 +177,12 @@ class RunAccumulator:
         gpu_indices: the GPUs it holds.
         cpu_affinity: the CPUs it is pinned to (None: not pinned, no CPU
             contamination check).
+        cpu_energy_unavailable: why the host gives no RAPL CPU energy (None: it does).
     """
 
     def __init__(self, run_id: int, root_pid: int, gpu_indices: tuple[int, ...],
-                 cpu_affinity: tuple[int, ...] | None = None) -> None:
+                 cpu_affinity: tuple[int, ...] | None = None,
+                 cpu_energy_unavailable: str | None = "RAPL not read for this run") -> None:
         self.run_id = run_id
         self.root_pid = root_pid
         self.gpus = set(gpu_indices)
@@ -179,6 +191,8 @@ class RunAccumulator:
         self._window = _Stats()
         self._run = _Stats()
         self._pending: deque[GpuSample | HostSample] = deque(maxlen=MAX_PENDING)
+        self._edges: dict[int, list[Reading]] = {i: [] for i in self.gpus}
+        self._cpu_energy = CpuEnergyTrack(cpu_energy_unavailable)
         self._warm_end_ns: int | None = None
         self._start_ns: int | None = None
         self._end_ns: int | None = None
@@ -197,6 +211,14 @@ class RunAccumulator:
             return
         self.simulated = self.simulated or s.simulated
         self._run.add_gpu(s, self.tree_pids)
+        edges = self._edges[s.index]
+        # Power readings shape the interpolation between counter readings; a GPU that
+        # has given no counter reading yet (or has no counter) keeps none: nothing to
+        # interpolate, and nothing to trim on every iteration.
+        if s.energy_j is not None or (edges and s.power_w is not None):
+            edges.append((s.t_mono_ns, s.power_w, s.energy_j))
+            if len(edges) > MAX_PENDING:  # no window edge for 20 min: start-up readings go
+                del edges[:MAX_PENDING // 2]
         self._place(s)
 
     def add_host(self, h: HostSample) -> None:
@@ -211,6 +233,10 @@ class RunAccumulator:
             self.wants_scan = opened and pct is not None and pct > CPU_FOREIGN_THRESHOLD_PCT
         self._place(h)
 
+    def add_rapl(self, s: RaplSample) -> None:
+        """Feed one reading of the host's RAPL counters."""
+        self._cpu_energy.add(s)
+
     def add_suspects(self, found: dict[int, tuple[int, float]]) -> None:
         """Processes last seen on a CPU, by pid: (that CPU, CPU seconds they used)."""
         for pid, (cpu, sec) in found.items():
@@ -223,12 +249,21 @@ class RunAccumulator:
             if self._start_ns is None:
                 self._warm_end_ns = t_mono_ns
                 self._settle()
+                self._trim_edges()
             return
         if self._start_ns is None:
             self._start_ns = (self._warm_end_ns if self._warm_end_ns is not None
                               else t_mono_ns - int(seconds * 1e9))
         self._end_ns = max(self._end_ns or t_mono_ns, t_mono_ns)
         self._settle()
+        self._trim_edges()
+
+    def _trim_edges(self) -> None:
+        end = self._end_ns if self._end_ns is not None else self._warm_end_ns
+        self._cpu_energy.trim(self._start_ns, end)
+        for index, readings in self._edges.items():
+            if len(readings) > EDGE_SLACK:  # a few counter intervals: trimming is rare
+                self._edges[index] = keep_for_edges(readings, self._start_ns, end)
 
     def _place(self, s: GpuSample | HostSample) -> None:
         start, end = self._start_ns, self._end_ns
@@ -253,6 +288,22 @@ class RunAccumulator:
             self._window.add_host(s)
 
     # summary ----------------------------------------------------------------------
+    def _edge_energy(self, start_ns: int, end_ns: int,
+                     ) -> tuple[float | None, float | None, str | None]:
+        """The GPUs' counters interpolated at the window's edges: (J, bound J, source).
+
+        (None, None, None) unless every GPU's counter can be told at both edges.
+        """
+        if not self._edges:
+            return None, None, None
+        total = bound = 0.0
+        for readings in self._edges.values():
+            got = window_energy(readings, start_ns, end_ns)
+            if got is None:
+                return None, None, None
+            total, bound = total + got[0], bound + got[1]
+        return total, bound, "counter"
+
     def summary(self, samples: int | None) -> RunTelemetry:
         """The run's summary over its measured window.
 
@@ -263,11 +314,15 @@ class RunAccumulator:
         run_energy, _ = self._run.energy(n_gpus, None)
         if self._start_ns is None or self._end_ns is None:
             return RunTelemetry(energy_run_j=run_energy, telemetry_note=NO_WINDOW,
+                                cpu_energy_note=f"n/a: {NO_WINDOW}",
                                 telemetry_simulated=self.simulated,
                                 telemetry_read_errors=self.read_errors)
         w = self._window
         window_s = (self._end_ns - self._start_ns) / 1e9
-        energy, source = w.energy(n_gpus, window_s)
+        energy, bound, source = self._edge_energy(self._start_ns, self._end_ns)
+        cpu = self._cpu_energy.summary(self._start_ns, self._end_ns, samples)
+        if energy is None:
+            energy, source = w.energy(n_gpus, window_s)
         reasons: list[str] = []
         if w.gpu_foreign is not None:
             reasons.append(f"gpu: pid {w.gpu_foreign} ({process_name(w.gpu_foreign)})")
@@ -284,7 +339,11 @@ class RunAccumulator:
             gpu_util_peak_pct=w.util_peak, gpu_mem_peak_bytes=w.mem_peak,
             gpu_mem_run_peak_bytes=w.own_mem_peak,
             power_mean_w=(w.power_sum / w.power_n * (n_gpus or 1) if w.power_n else None),
-            energy_j=energy, energy_source=source,
+            energy_j=energy, energy_source=source, energy_bound_j=bound,
+            cpu_energy_j=cpu.cpu_energy_j, dram_energy_j=cpu.dram_energy_j,
+            cpu_energy_bound_j=cpu.cpu_energy_bound_j,
+            cpu_joules_per_sample=cpu.cpu_joules_per_sample,
+            cpu_energy_note=cpu.cpu_energy_note,
             joules_per_sample=(energy / samples if energy is not None and samples else None),
             host_cpu_mean_pct=w.cpu_sum / w.cpu_n if w.cpu_n else None,
             host_cpu_user_pct=w.split_mean("user"), host_cpu_system_pct=w.split_mean("system"),

@@ -38,6 +38,7 @@ from dltop.errors import UserError
 from dltop.telemetry.clock import anchor
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.model import GpuBackend, GpuSample, HostSample, RunTelemetry, TreeSample
+from dltop.telemetry.rapl import RaplReader
 from dltop.telemetry.runstats import RunAccumulator
 
 MAX_HZ = 100.0
@@ -154,6 +155,7 @@ class Sampler:
         self._window_ns = int(window_s * 1e9)
         self._flush_ns = int(flush_s * 1e9)
         self._host = HostSampler()
+        self._rapl = RaplReader()
         self._lock = threading.Lock()
         self._runs: dict[int, tuple[RunAccumulator, int, int]] = {}  # id -> (acc, ns, ticks)
         self._n_gpus = backend.device_count()
@@ -203,7 +205,8 @@ class Sampler:
 
         ``cpu_affinity``: the CPUs the run is pinned to, checked for foreign use.
         """
-        acc = RunAccumulator(run_id, root_pid, gpu_indices, cpu_affinity)
+        acc = RunAccumulator(run_id, root_pid, gpu_indices, cpu_affinity,
+                             self._rapl.unavailable_reason())
         # Every GPU reading during the run is simulated, and the GPU rows a lone CPU run
         # owns are stored under its id: its summary says so, as a GPU run's does (exports
         # read this flag, not the samples).
@@ -260,6 +263,9 @@ class Sampler:
         with self._lock:
             runs = tuple(acc for acc, _, _ in self._runs.values())
         host = self._read("host", self._host.sample) if slow else None
+        # RAPL on every tick, as the GPUs' power: a few sysfs reads, and a 0.1 s step
+        # at each window edge instead of the host's 0.5 s.
+        rapl = self._read("cpu energy", self._rapl.read, time.monotonic_ns()) if runs else None
         host_lost = slow and host is None
         trees: dict[int, TreeSample | None] = {}
         if host is not None:
@@ -273,6 +279,8 @@ class Sampler:
                 run.read_errors += len(lost_gpus & run.gpus) + int(host_lost)
                 for s in gpus:
                     run.add_gpu(s)
+                if rapl is not None:
+                    run.add_rapl(rapl)
                 if host is not None:
                     run.add_host(dataclasses.replace(host, tree=trees[run.run_id]))
             scan = [(r, r.cpus, r.tree_pids) for r in runs if r.wants_scan and r.cpus]

@@ -31,6 +31,7 @@ from dltop.live.rundetail import (
     RunDetail,
     RunStats,
     RunTelemetry,
+    cpu_energy_text,
     extend_trace,
     job_attempts,
     job_status,
@@ -164,14 +165,23 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
     if m.short("gpu"):  # too few readings: the GPU rows give that reason, no number
         m = replace(m, gpu_util_mean_pct=None, power_mean_w=None, energy_j=None,
                     joules_per_sample=None, gpu_mem_peak_bytes=None)
-    if m.short("telemetry"):
-        m = replace(m, host_cpu_mean_pct=None, tree_cpu_mean_pct=None, rss_peak_bytes=None)
+    host_short = m.short("telemetry")
+    if host_short:  # the kernel's peak RSS is exact whatever the window: it stays
+        m = replace(m, host_cpu_mean_pct=None, tree_cpu_mean_pct=None, rss_peak_bytes=None,
+                    cpu_energy_j=None, dram_energy_j=None, cpu_joules_per_sample=None,
+                    cpu_energy_note=None if m.cpu_energy_j is None else f"n/a: {host_short}")
     util = None if m.gpu_util_mean_pct is None else \
         f"{m.gpu_util_mean_pct:.0f} / {num(m.gpu_util_peak_pct, '.0f')} %"
+    bound = "" if m.energy_bound_j is None else f" ±{m.energy_bound_j:.2g}"
     energy = None if m.energy_j is None else \
-        f"{m.energy_j:.1f} J ({m.energy_source or 'source unknown'})"
+        f"{m.energy_j:.1f}{bound} J ({m.energy_source or 'source unknown'})"
     mem = None if m.gpu_mem_peak_bytes is None else \
-        f"{gib(m.gpu_mem_peak_bytes)} GiB (run {gib(m.gpu_mem_run_peak_bytes)})"
+        f"{gib(m.gpu_mem_peak_bytes)} GiB (run {gib(m.gpu_mem_run_peak_bytes)}" + (
+            "" if m.gpu_mem_framework_peak_bytes is None
+            else f", framework {gib(m.gpu_mem_framework_peak_bytes)}") + ")"
+    rss = None if m.rss_peak_bytes is None and m.rss_peak_kernel_bytes is None else \
+        f"{gib(m.rss_peak_bytes)} GiB" + ("" if m.rss_peak_kernel_bytes is None else
+                                          f" (kernel {gib(m.rss_peak_kernel_bytes)} GiB)")
     throttle = m.throttle_reasons or ("none" if d.uses_gpu and m.window_s else None)
     contaminated = None if m.contaminated is None else \
         ("yes: " + (m.contamination or "") if m.contaminated else "no")
@@ -181,13 +191,16 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
         ("gpu mem peak", mem, "gpu"), ("throttle", throttle, "gpu"),
         ("host cpu", _opt(m.host_cpu_mean_pct, ".1f", " %"), "telemetry"),
         ("tree cpu", _opt(m.tree_cpu_mean_pct, ".0f", " % (100 = 1 core)"), "telemetry"),
-        ("rss peak", None if m.rss_peak_bytes is None else f"{gib(m.rss_peak_bytes)} GiB",
-         "telemetry"),
+        ("rss peak", rss, "telemetry"),
         ("contaminated", contaminated, "telemetry"),
         ("simulated", None if m.simulated is None else
          ("yes (fake GPUs)" if m.simulated else "no"), "telemetry"),
         ("window", _window(m), "telemetry"),
         ("run energy", _opt(m.energy_run_j, ".1f", " J"), "gpu")]
+    cpu_energy = cpu_energy_text(m)
+    if cpu_energy is not None:  # runs stored before RAPL was read have neither figure nor note
+        rows.insert(rows.index(("rss peak", rss, "telemetry")) + 1,
+                    ("cpu energy", cpu_energy, "telemetry"))
     rows.extend((label, text, "gpu") for label, text in node_gpu_lines(d.node_gpus))
     if m.read_errors:
         rows.append(("read errors", str(m.read_errors), "telemetry"))

@@ -53,6 +53,8 @@ class Reporter(object):
         self._fd = fd
         # In a data-parallel run only rank 0 reports; the other ranks stay silent.
         self._silent = os.environ.get("DLTOP_RANK", "0") != "0"
+        self.gpu_mem_peak_bytes = None
+        """The framework's own GPU memory peak (bytes, all the run's GPUs), set by a runner."""
 
     def emit(self, event, **fields):
         if self._silent:
@@ -124,7 +126,13 @@ class Reporter(object):
                   new_tokens=int(new_tokens), batch=int(batch))
 
     def done(self, iterations):
-        self.emit("done", iterations=iterations)
+        # gpu_mem_peak_bytes: what the framework itself counts as its peak allocation on
+        # the run's GPUs (a runner sets it before returning), beside NVML's device view.
+        peak = self.gpu_mem_peak_bytes
+        if peak is None:
+            self.emit("done", iterations=iterations)
+        else:
+            self.emit("done", iterations=iterations, gpu_mem_peak_bytes=int(peak))
 
     def error(self, kind, message):
         self.emit("error", kind=kind, message=message[-4000:])

@@ -191,10 +191,29 @@ def run(spec, reporter):
             reporter.hello("jax", jax.__version__, _label(devices), threads, **facts)
 
     try:
-        return _run(spec, reporter, inject, placement, name, inference, hello)
+        n = _run(spec, reporter, inject, placement, name, inference, hello)
+        reporter.gpu_mem_peak_bytes = _gpu_mem_peak(devices)
+        return n
     except BaseException:
         hello()  # a failure still leaves the run's environment
         raise
+
+
+def _gpu_mem_peak(devices):
+    """XLA's own peak of bytes in use, summed over the run's GPUs; None on CPU or when a
+    device keeps no memory statistics."""
+    total = 0
+    for d in devices:
+        if d.platform == "cpu":
+            return None
+        try:
+            stats = d.memory_stats()
+        except Exception:  # noqa: BLE001 - a backend without statistics: no figure
+            return None
+        if not stats or stats.get("peak_bytes_in_use") is None:
+            return None
+        total += int(stats["peak_bytes_in_use"])
+    return total or None
 
 
 def _run(spec, reporter, inject, placement, name, inference, hello):

@@ -297,6 +297,7 @@ def run(spec, reporter):
     torch_gpu.check(spec, device, world)
     if spec.get("mode") == "generate":
         n = _generate(spec, reporter, model, device)
+        reporter.gpu_mem_peak_bytes = _gpu_mem_peak(device)
         _leave_group()
         return n
     # Inference: eval mode (dropout off, batch norm on running statistics), no DDP:
@@ -330,8 +331,20 @@ def run(spec, reporter):
             torch_profile.profile_steps(step, device, reporter)
     finally:
         close()
+    reporter.gpu_mem_peak_bytes = _gpu_mem_peak(device)
     _leave_group()
     return n
+
+
+def _gpu_mem_peak(device):
+    """PyTorch's own peak of allocated GPU memory on ``device`` (this rank's), or None on CPU.
+
+    The caching allocator's count of tensors' bytes: less than NVML's device figure,
+    which adds the allocator's cache, the CUDA context and other processes.
+    """
+    if device.type != "cuda":
+        return None
+    return int(torch.cuda.max_memory_allocated(device))
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import resource
 import secrets
 import signal
 import subprocess
@@ -76,7 +77,21 @@ class ChildOutcome:
     """The runner's ``done`` event (empty when it sent none)."""
     rss_peak_kernel_bytes: int | None = None
     """The kernel's peak RSS of the runner and its waited-for descendants (``wait4``'s
-    ``ru_maxrss``, the largest single process, not a sum); None when not reaped here."""
+    ``ru_maxrss``, the largest single process, not a sum); None when not reaped here, or
+    when not above dltop's own peak (Linux counts the spawner's image at exec)."""
+
+
+def own_peak_rss_bytes() -> int:
+    """This process's peak RSS so far (``VmHWM``; ``getrusage`` where /proc is absent)."""
+    try:
+        with open("/proc/self/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak * (1 if sys.platform == "darwin" else 1024)
 
 
 class _Child:
@@ -86,10 +101,11 @@ class _Child:
     (``pid``, ``returncode``, ``await wait()``).
     """
 
-    def __init__(self, popen: subprocess.Popen[bytes]) -> None:
+    def __init__(self, popen: subprocess.Popen[bytes], spawner_peak_bytes: int) -> None:
         self.pid = popen.pid
         self.returncode: int | None = None
         self.maxrss_bytes: int | None = None
+        self._spawner_peak_bytes = spawner_peak_bytes
         self._popen = popen
         loop = asyncio.get_running_loop()
         self._exited: asyncio.Future[int] = loop.create_future()
@@ -109,7 +125,11 @@ class _Child:
                 break
             code = os.waitstatus_to_exitcode(status)
             # Linux counts ru_maxrss in KiB, macOS in bytes.
-            self.maxrss_bytes = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+            peak = usage.ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+            # At exec Linux folds the old memory image's high-water mark into the child's
+            # ru_maxrss: with fork or vfork that image is this process's. A peak not above
+            # our own cannot be told from it, so it is no figure (the samples still are).
+            self.maxrss_bytes = peak if peak > self._spawner_peak_bytes else None
             break
         self._popen.returncode = code  # Popen must not wait for it again
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
@@ -235,7 +255,7 @@ async def supervise(
             env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1",
                  RUN_TOKEN: token},
             pass_fds=(write_fd, *keep_fds), start_new_session=True,
-        ))
+        ), own_peak_rss_bytes())
     except OSError as exc:
         os.close(read_fd)
         return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,

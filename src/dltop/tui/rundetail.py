@@ -199,8 +199,8 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
         ("run energy", _opt(m.energy_run_j, ".1f", " J"), "gpu")]
     cpu_energy = cpu_energy_text(m)
     if cpu_energy is not None:  # runs stored before RAPL was read have neither figure nor note
-        rows.insert(rows.index(("rss peak", rss, "telemetry")) + 1,
-                    ("cpu energy", cpu_energy, "telemetry"))
+        at = rows.index(("rss peak", rss, "telemetry")) + 1
+        rows[at:at] = [("cpu energy", cpu_energy, "telemetry")]
     rows.extend((label, text, "gpu") for label, text in node_gpu_lines(d.node_gpus))
     if m.read_errors:
         rows.append(("read errors", str(m.read_errors), "telemetry"))

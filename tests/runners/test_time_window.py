@@ -104,6 +104,6 @@ def test_data_parallel_ranks_stop_together(tmp_path: Path) -> None:
     code, events, out = run_runner(tmp_path, spec("fcn-s", device="cpus:2", iterations=2,
                                                   warmup=0, min_time_s=1.0, warmup_s=0.2))
     assert code == 0, out
-    assert [e["warmup"] for e in events if e["event"] == "iter"][0] is True
+    assert next(e["warmup"] for e in events if e["event"] == "iter") is True
     n, window_s = window_of(events)
     assert n >= 2 and window_s >= 1.0 and events[-1]["iterations"] == n

@@ -99,7 +99,7 @@ def resolve(err: ErrorFn, loc: Callable[[str], str], s: dict[str, Any], framewor
         return s
     window = s["min_time_s"] + s["warmup_s"]
     if window >= s["timeout_s"]:
-        key = "min_time_s" if given("min_time_s") or not given("warmup_s") else "warmup_s"
+        key = "warmup_s" if s["warmup_s"] > s["min_time_s"] else "min_time_s"
         default = "" if given("min_time_s") else f" (min_time_s is the default {s['min_time_s']:g})"
         raise err(loc(key), f"min_time_s + warmup_s = {window:g} s is not below timeout_s = "
                   f"{s['timeout_s']:g} s{default}: the run would time out; lower it or raise "

@@ -124,5 +124,6 @@ def test_profiles_show_states_the_window(capsys: pytest.CaptureFixture[str],
                                  "warmup_s = 1"))
     assert main(["profiles", "show", str(prof)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert "min_time_s" in lines[3]
-    assert " - " in lines[4] and ">= 2.5" in lines[5] and "warmup_s=1.0" in lines[5]
+    assert "min_time_s" in lines[2]
+    assert " - " in lines[3] and ">= 2.5" in lines[4] and "warmup_s=1.0" in lines[4]
+    assert lines[5].startswith("# measured window: iters iterations, then more until")

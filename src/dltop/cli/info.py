@@ -42,8 +42,6 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         print(f"# {name}: {safe(prof.description)}" if prof.description else f"# {name}")
         packing = "packed on disjoint devices" if prof.pack else "one run at a time"
         print(f"# source: {safe(prof.source)}; {len(prof.jobs)} jobs; {packing}")
-        print("# measured window: iters iterations, then more until it has lasted "
-              "min_time_s seconds (warm-up likewise: warmup, then warmup_s)")
         print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
               f"{'rep':>3} {'iters':>5} {'min_time_s':>10} {'warmup':>6} {'precision':<9} "
               f"{'data':<9} {'timeout_s':>9}  other settings")
@@ -55,6 +53,8 @@ def cmd_profiles(args: argparse.Namespace) -> int:
                   f"{_other_settings(j)}")
             if j.framework == "command":
                 _print_command(j)
+        print("# measured window: iters iterations, then more until it has lasted "
+              "min_time_s seconds (warm-up likewise: warmup, then warmup_s)")
         return 0
     for name in builtin_names():
         prof = load(name)

@@ -30,8 +30,10 @@ REPEATS_DEFAULT = 1
 SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes", "min_time_s", "warmup_s")
 """Settings a profile may give as a list: each value is a configuration (a sweep)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
-                            **{k: f.default for k, f in settings().items()}}
-"""Every setting key with its default, read off the JobSpec fields (see ``setting``)."""
+                            **{k: f.default for k, f in settings().items()},
+                            "min_time_s": window.DEFAULT_MIN_TIME_S}
+"""Every setting key with its default, read off the JobSpec fields (see ``setting``); a
+profile's ``min_time_s`` defaults to the product's, not to 0 (a stored job without it)."""
 OPTIONS: dict[str, tuple[object, ...]] = {
     "xla": (True, False),
     "inject": ("nan", "hang", "crash", "oom", "crash-rank1"),

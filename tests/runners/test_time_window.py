@@ -69,6 +69,25 @@ def test_ranks_take_rank_zeros_decision_only_where_the_clock_decides() -> None:
     assert plan.measured_steps == 3
 
 
+def test_a_rank_whose_clock_says_stop_still_asks_and_follows_rank_zero() -> None:
+    # This rank's clock is far past both windows; rank 0's is not. A rank that decided
+    # alone would skip the collective the others wait in.
+    votes = iter([convergence.WARM, convergence.MEASURE,  # warm-up: one more, then done
+                  convergence.MEASURE, convergence.MEASURE, convergence.STOP])
+    asked: list[int] = []
+
+    def agree(code: int) -> int:
+        asked.append(code)
+        return next(votes)
+
+    plan = convergence.Plan(None, 4, None, 2, 1).timed({"min_time_s": 1, "warmup_s": 1},
+                                                       agree, clock=Clock(10.0))
+    assert [w for _, w in run(plan)] == [True, True, False, False, False, False]
+    assert asked == [convergence.MEASURE, convergence.MEASURE, convergence.STOP,
+                     convergence.STOP, convergence.STOP]
+    assert plan.warmup == 2 and plan.measured_steps == 4
+
+
 def test_the_last_evaluation_follows_the_last_step_of_a_window() -> None:
     plan = convergence.Plan(100, 10, None, 2, 0, 3).timed({"min_time_s": 0.45},
                                                           clock=Clock(0.125))
@@ -96,12 +115,27 @@ def test_a_real_run_measures_until_min_time(tmp_path: Path, framework: str) -> N
 
 
 @pytest.mark.slow
+@pytest.mark.tensorflow
+def test_tensorflow_workers_stop_together(tmp_path: Path) -> None:
+    # Two MultiWorkerMirroredStrategy worker processes: the chief's decision reaches the
+    # other through an all-reduce; warmup = 0 with warmup_s makes the first step one.
+    code, events, out = run_runner(tmp_path, spec("lenet", framework="tensorflow",
+                                                  device="cpus:2", iterations=2, warmup=0,
+                                                  min_time_s=1.0, warmup_s=0.2),
+                                   "tf_runner.py", timeout=300)
+    assert code == 0, out
+    assert next(e["warmup"] for e in events if e["event"] == "iter") is True
+    n, window_s = window_of(events)
+    assert n >= 2 and window_s >= 1.0 and events[-1]["iterations"] == n
+
+
+@pytest.mark.slow
 def test_data_parallel_ranks_stop_together(tmp_path: Path) -> None:
     # Two gloo ranks: rank 0 decides each step the clock decides, the other follows; a
     # rank one step ahead would wait in DDP's all-reduce until the timeout. With
     # warmup = 0 and warmup_s > 0 the first step is always such a decision, however
     # slow a loaded host makes the steps; past the iterations, so is every further one.
-    code, events, out = run_runner(tmp_path, spec("fcn-s", device="cpus:2", iterations=2,
+    code, events, out = run_runner(tmp_path, spec("lenet", device="cpus:2", iterations=2,
                                                   warmup=0, min_time_s=1.0, warmup_s=0.2))
     assert code == 0, out
     assert next(e["warmup"] for e in events if e["event"] == "iter") is True

@@ -101,8 +101,11 @@ class Plan(object):
         An ``epochs`` run ignores them: its length is its epochs (the profile loader
         refuses both there). ``agree(code)`` makes data-parallel ranks take the same
         decision: it must return rank 0's ``code`` (:data:`STOP`, :data:`MEASURE` or
-        :data:`WARM`) on every rank, and is called only for a decision that depends
-        on the time, on every rank at the same step. Returns the plan.
+        :data:`WARM`) on every rank. It is called on every rank at the same steps: each
+        step past ``warmup`` while ``warmup_s`` may extend the warm-up, and each step
+        past ``iterations`` while ``min_time_s`` may extend the window, whatever this
+        rank's own clock says (a rank that skipped the call would leave the others
+        waiting in it). Returns the plan.
         """
         if self.epochs is None:
             self.min_time_s = float(spec.get("min_time_s") or 0.0)
@@ -146,8 +149,8 @@ class Plan(object):
             if step < self.warmup:
                 return WARM
             code = MEASURE
-            if self.warmup_s and now - self._t_first < self.warmup_s:
-                code = self._agreed(WARM)
+            if self.warmup_s:  # every rank asks, whatever its own clock says
+                code = self._agreed(WARM if now - self._t_first < self.warmup_s else MEASURE)
             if code == WARM:
                 self.warmup = step + 1
                 self.total_steps = max(self.total_steps, self.warmup + self.iterations)
@@ -158,8 +161,8 @@ class Plan(object):
         measured = step - self.warmup
         if measured < self.iterations:
             code = MEASURE
-        elif self.min_time_s and now - self._t_window < self.min_time_s:
-            code = self._agreed(MEASURE)
+        elif self.min_time_s:
+            code = self._agreed(MEASURE if now - self._t_window < self.min_time_s else STOP)
         else:
             code = STOP
         if code == STOP:

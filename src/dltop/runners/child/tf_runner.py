@@ -318,14 +318,15 @@ PROFILE_STEPS = 5  # tf_profile.PROFILE_STEPS, without importing the profiler fo
 
 def _rank0_decides(strategy):
     """``agree(code)`` for :meth:`convergence.Plan.timed` over several worker processes:
-    the chief's code, taken by an all-reduce (MAX of the chief's code and the others'
-    0), so every worker runs the same steps and no collective waits forever."""
+    the chief's code, taken by an all-reduce (the SUM of the chief's code and the
+    others' 0: ReduceOp has no MAX), so every worker runs the same steps and no
+    collective waits forever."""
     chief = proto.rank() == 0
 
     @tf.function
     def reduce_max(code):
         per_replica = strategy.run(lambda: tf.identity(code))
-        return strategy.reduce(tf.distribute.ReduceOp.MAX, per_replica, axis=None)
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
 
     def agree(code):
         return int(reduce_max(tf.constant(int(code) if chief else 0, tf.int64)).numpy())

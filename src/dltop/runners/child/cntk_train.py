@@ -56,7 +56,7 @@ def train(spec, reporter, trainer, model, loss, x, y, feed, world, device):
         raise proto.Unsupported("eval_every needs real data with its test files")
     # Several MPI ranks have no way here to agree on a time-decided stop: the profile
     # loader refuses a time window for them (dltop.profiles.window).
-    plan.timed(spec)
+    plan.timed(spec, reporter=reporter)
     plan.report(reporter, feed.n_test)
     evaluate = None
     if plan.eval_every is not None and proto.rank() == 0:
@@ -102,7 +102,7 @@ def infer(spec, reporter, model, x, feed, device):
     plan = convergence.Plan(feed.n_train, per_device, None, int(spec["iterations"]),
                             int(spec["warmup"]))
     feed.global_batch, feed.steps_per_epoch = per_device, plan.steps_per_epoch
-    plan.timed(spec)  # each rank's own forward passes: no collective to keep in step
+    plan.timed(spec, reporter=reporter)  # each rank's own forward passes: no collective
     plan.report(reporter, None)
     samples = int(spec["samples_per_iter"])
     perf = time.perf_counter

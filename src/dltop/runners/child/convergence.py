@@ -95,8 +95,13 @@ class Plan(object):
         self._t_window = None
         self._warming = True
 
-    def timed(self, spec, agree=None, clock=None):
+    def timed(self, spec, agree=None, clock=None, reporter=None):
         """Take the spec's ``min_time_s`` and ``warmup_s`` (absent or 0: counts only).
+
+        The windows are timed as the parent times the measured window: from the
+        ``t_mono_ns`` of the last warm-up ``iter`` to that of the last measured one,
+        read off ``reporter`` (``clock``, seconds, replaces it in tests), so a run
+        stopped by ``min_time_s`` has a stored window at least that long.
 
         An ``epochs`` run ignores them: its length is its epochs (the profile loader
         refuses both there). ``agree(code)`` makes data-parallel ranks take the same
@@ -113,6 +118,8 @@ class Plan(object):
         self._agree = agree
         if clock is not None:
             self._clock = clock
+        elif reporter is not None:
+            self._clock = _iter_ends(reporter)
         return self
 
     @property
@@ -225,6 +232,14 @@ class Plan(object):
         reporter.plan(iterations=self.total_steps,
                       steps_per_epoch=self.steps_per_epoch if self.epochs is not None else None,
                       epochs=self.epochs, n_train=self.n_train, n_test=n_test)
+
+
+def _iter_ends(reporter):
+    """Seconds of the last ``iter`` event's end (``time.monotonic`` before the first)."""
+    def clock():
+        ns = getattr(reporter, "last_iter_mono_ns", None)
+        return time.monotonic() if ns is None else ns / 1e9
+    return clock
 
 
 class EpochOrder(object):

@@ -257,7 +257,7 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
     hello(compile_s=compile_s, precision_compute=None if compute is None
           else jnp.dtype(compute).name, **more)
     reporter.model(params, flops)
-    plan.timed(spec)  # one process drives every device: nothing to agree on
+    plan.timed(spec, reporter=reporter)  # one process drives every device: no ranks
     plan.report(reporter, n_test)
     evaluate = None
     if tests is not None:

@@ -30,7 +30,7 @@ def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock
     """
     clock_ns = clock_ns or (lambda: int(time.monotonic() * 1e9))
     plan = convergence.Plan(None, 1, None, spec["iterations"], spec["warmup"])
-    plan.timed(spec, clock=timer)
+    plan.timed(spec, reporter=reporter)
     batch = int(spec["per_device_batch"])
     prompt, new = int(spec["prompt_tokens"]), int(spec["new_tokens"])
     inject = (spec.get("options") or {}).get("inject")

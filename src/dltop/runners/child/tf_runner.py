@@ -269,7 +269,7 @@ def run(spec, reporter):
     plan = convergence.Plan(n_train, batch, None if inference else spec.get("epochs"),
                             spec["iterations"], spec["warmup"],
                             spec.get("eval_every") if evaluating else None)
-    plan.timed(spec, _rank0_decides(strategy) if multi else None)
+    plan.timed(spec, _rank0_decides(strategy) if multi else None, reporter=reporter)
     plan.report(reporter, None if test_xy is None else len(test_xy[0]))
     profiling = bool(spec.get("op_profile"))
     if train_xy is None:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,13 +109,34 @@ def window_of(events: list[dict[str, Any]]) -> tuple[int, float]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("framework", ["torch", pytest.param("jax", marks=pytest.mark.jax)])
-def test_a_real_run_measures_until_min_time(tmp_path: Path, framework: str) -> None:
-    script = {"torch": "torch_runner.py", "jax": "jax_runner.py"}[framework]
-    # LeNet at batch 4: steps of milliseconds, so 2 of them stay far below the window
-    # even on a loaded host.
-    code, events, out = run_runner(tmp_path, spec("lenet", framework=framework, iterations=2,
-                                                  warmup=1, min_time_s=0.5), script)
+def test_a_campaign_run_measures_and_stores_until_min_time(tmp_path: Path) -> None:
+    # Through the engine: the runs row holds what the runner really measured. LeNet at
+    # batch 4 takes milliseconds a step, so 2 steps stay far below 0.5 s even on a
+    # loaded host.
+    prof = tmp_path / "w.toml"
+    prof.write_text('[[matrix]]\nframeworks = ["torch"]\nmodels = ["lenet"]\n'
+                    'batch_sizes = [4]\ndevices = ["cpu:1"]\niterations = 2\nwarmup = 1\n'
+                    "min_time_s = 0.5\n")
+    db = tmp_path / "d.db"
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db)],
+                         capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "DLTOP_DB": str(db)})
+    assert res.returncode == 0, res.stdout + res.stderr
+    conn = sqlite3.connect(db)
+    try:
+        status, n, window_s = conn.execute(
+            "select status, n_iterations, window_s from runs").fetchone()
+        stored = conn.execute("select count(*) from iterations where warmup = 0").fetchone()[0]
+    finally:
+        conn.close()
+    assert status == "ok" and n > 2 and n == stored and window_s >= 0.5
+
+
+@pytest.mark.slow
+@pytest.mark.jax
+def test_a_jax_run_measures_until_min_time(tmp_path: Path) -> None:
+    code, events, out = run_runner(tmp_path, spec("lenet", framework="jax", iterations=2,
+                                                  warmup=1, min_time_s=0.5), "jax_runner.py")
     assert code == 0, out
     n, window_s = window_of(events)
     assert n > 2 and window_s >= 0.5

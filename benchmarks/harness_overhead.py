@@ -234,9 +234,11 @@ batch_sizes = [{batch}]
 devices = ["{device}"]
 iterations = {iterations}
 warmup = {warmup}
+min_time_s = 0
 timeout_s = 1800
 precision = "{precision}"
 {extra}"""
+"""``min_time_s = 0``: the bare loop runs exactly ``iterations``, and so must dltop."""
 
 LM_KEYS = 'optimizer = "adamw"\nlr = 0.0003\n'
 """The transformers' optimizer, in the dltop profile as in the bare loop."""

@@ -68,7 +68,8 @@ def _unusual_job() -> JobSpec:
     """A job whose every field differs from its default and from the loader's values."""
     return JobSpec(
         profile="p", framework="command", model="m", batch_size=6, device=DeviceSpec("cpus", 3),
-        repeat=2, iterations=7, warmup=3, timeout_s=12.5, precision="bf16", data="real",
+        repeat=2, iterations=7, warmup=3, min_time_s=2.5, warmup_s=0.5, timeout_s=12.5,
+        precision="bf16", data="real",
         data_dir="/d", batch_scaling="per-device", lr=0.5, momentum=0.9, seed=4,
         options=(("command", ("prog", "{batch}")), ("inject", "nan"), ("xla", True)),
         retries=2, cooldown_s=1.5, cooldown_temp_c=60.0, cooldown_power_w=80.0,
@@ -106,8 +107,10 @@ def test_an_older_spec_without_the_later_fields_takes_their_defaults() -> None:
 def test_loader_settings_are_the_setting_fields() -> None:
     # repeats expands into the field `repeat`; every other setting is a field
     assert set(SETTINGS) - {"repeats"} == set(settings())
-    assert all(SETTINGS[k] == f.default for k, f in settings().items())
-    job = parse(GOOD, "x", "x").jobs[0]
+    # but min_time_s: a profile gets the product's window, a stored job without it had 0
+    assert all(SETTINGS[k] == f.default for k, f in settings().items() if k != "min_time_s")
+    assert SETTINGS["min_time_s"] == 6.0 and settings()["min_time_s"].default == 0.0
+    job = parse(GOOD, "x", "x").jobs[0]  # (the tests' DLTOP_DEFAULT_MIN_TIME_S is 0)
     # shuffle is resolved by the loader (true for real data, false for synthetic)
     assert all(getattr(job, f.name) == f.default for k, f in settings().items()
                if k not in ("iterations", "warmup", "shuffle"))

@@ -89,6 +89,8 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "device": ({}, {"devices": ["cpu:2"]}),
     "iterations": ({"iterations": 3}, {"iterations": 5}),
     "warmup": ({"warmup": 0}, {"warmup": 2}),
+    "min_time_s": ({}, {"min_time_s": 2}),  # {}: 0 in the tests (conftest), left out
+    "warmup_s": ({"warmup_s": 0}, {"warmup_s": 1}),
     "precision": ({}, {"precision": "bf16"}),
     "data": ({}, {"data": "real", "data_dir": "/data", "shuffle": False}),
     "batch_scaling": ({}, {"batch_scaling": "per-device"}),
@@ -181,7 +183,8 @@ def test_entries_differing_in_a_schedule_setting_are_repeats(field: str) -> None
 
 def test_identity_declarations() -> None:
     assert JobSpec.identity_fields() == (
-        "framework", "model", "batch_size", "device", "iterations", "warmup", "precision",
+        "framework", "model", "batch_size", "device", "iterations", "warmup", "min_time_s",
+        "warmup_s", "precision",
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
         "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "seq_len",

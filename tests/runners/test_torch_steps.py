@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Any
 
 import dltop_protocol
@@ -34,6 +35,9 @@ class Events:
 class Plan:
     total_steps = 7
     measured_steps = 5
+
+    def steps(self) -> Iterator[int]:
+        return iter(range(self.total_steps))
 
     def epoch_of(self, step: int) -> float:
         return (step + 1) / 3

@@ -43,15 +43,18 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         packing = "packed on disjoint devices" if prof.pack else "one run at a time"
         print(f"# source: {safe(prof.source)}; {len(prof.jobs)} jobs; {packing}")
         print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
-              f"{'rep':>3} {'iters':>5} {'warmup':>6} {'precision':<9} {'data':<9} "
-              f"{'timeout_s':>9}  other settings")
+              f"{'rep':>3} {'iters':>5} {'min_time_s':>10} {'warmup':>6} {'precision':<9} "
+              f"{'data':<9} {'timeout_s':>9}  other settings")
         for i, j in enumerate(prof.jobs, 1):
             iters = f"{j.epochs}ep" if j.epochs is not None else str(j.iterations)
             print(f"{i:>4}  {j.framework:<10} {safe(j.model):<10} {j.batch_size:>6} "
-                  f"{j.device.label:<7} {j.repeat + 1:>3} {iters:>5} {j.warmup:>6} "
-                  f"{j.precision:<9} {j.data:<9} {j.timeout_s:>9g}  {_other_settings(j)}")
+                  f"{j.device.label:<7} {j.repeat + 1:>3} {iters:>5} {_min_time(j):>10} "
+                  f"{j.warmup:>6} {j.precision:<9} {j.data:<9} {j.timeout_s:>9g}  "
+                  f"{_other_settings(j)}")
             if j.framework == "command":
                 _print_command(j)
+        print("# measured window: iters iterations, then more until it has lasted "
+              "min_time_s seconds (warm-up likewise: warmup, then warmup_s)")
         return 0
     for name in builtin_names():
         prof = load(name)
@@ -59,7 +62,13 @@ def cmd_profiles(args: argparse.Namespace) -> int:
     return 0
 
 
-_SHOWN = ("iterations", "warmup", "precision", "data", "timeout_s", "data_dir", "epochs")
+_SHOWN = ("iterations", "warmup", "precision", "data", "timeout_s", "data_dir", "epochs",
+          "min_time_s")
+
+
+def _min_time(job: JobSpec) -> str:
+    """``>= 6`` (seconds the measured window lasts at least), ``-`` for counts only."""
+    return f">= {job.min_time_s:g}" if job.min_time_s else "-"
 
 
 def _other_settings(job: JobSpec) -> str:

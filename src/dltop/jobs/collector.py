@@ -92,6 +92,8 @@ class IterationCollector:
                              "samples": samples,
                              "warmup": int(warmup), "loss": loss, "t_mono_ns": t_mono_ns,
                              "t_wall_s": anchor().wall(t_mono_ns)})
+        # A time window (min_time_s, warmup_s) runs past the planned steps: the total grows.
+        self.total = max(self.total, index + 1)
         self._emit(RunProgress(self.run_id, index, self.total, warmup, seconds, loss))
         if time.monotonic() - self._last_flush >= FLUSH_INTERVAL_S:
             self.flush()

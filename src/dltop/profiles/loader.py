@@ -20,18 +20,20 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, lm, presets, slurm, strings
+from dltop.profiles import command, fields, lm, presets, slurm, strings, window
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
-SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes")
+SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes", "min_time_s", "warmup_s")
 """Settings a profile may give as a list: each value is a configuration (a sweep)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
-                            **{k: f.default for k, f in settings().items()}}
-"""Every setting key with its default, read off the JobSpec fields (see ``setting``)."""
+                            **{k: f.default for k, f in settings().items()},
+                            "min_time_s": window.DEFAULT_MIN_TIME_S}
+"""Every setting key with its default, read off the JobSpec fields (see ``setting``); a
+profile's ``min_time_s`` defaults to the product's, not to 0 (a stored job without it)."""
 OPTIONS: dict[str, tuple[object, ...]] = {
     "xla": (True, False),
     "inject": ("nan", "hang", "crash", "oom", "crash-rank1"),
@@ -130,6 +132,8 @@ def parse(text: str, source: str, default_name: str,
     cluster = slurm.parse(where.err, doc.get("slurm"))
     cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
     jobs: list[JobSpec] = []
+    # Read per profile, not at import: the default may come from the environment.
+    base_settings = {**SETTINGS, "min_time_s": window.default_min_time_s()}
     for i, entry in enumerate(matrix):
         _check_keys(where, f"matrix[{i}].", entry, ENTRY_KEYS)
         # Errors name the table a value came from: the entry, or [defaults].
@@ -140,7 +144,7 @@ def parse(text: str, source: str, default_name: str,
         origin.update({k: f"preset {own['preset']!r} of matrix[{i}]" for k in preset
                        if k not in own})
         jobs.extend(_expand(where, origin, f"matrix[{i}]", name,
-                            {**SETTINGS, **preset, **own}, cores, base, cluster))
+                            {**base_settings, **preset, **own}, cores, base, cluster))
     if cluster is not None and not any(j.executor == "slurm" for j in jobs):
         raise where.err("slurm", 'a [slurm] table, but no job runs with executor = "slurm" '
                         "(set it in [defaults] or in an entry)")
@@ -219,6 +223,8 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             # A transformer's defaults (seq_len, AdamW...) differ per model, not per entry.
             js = lm.job_settings(where.err, loc, s, fw, model, dev, origin)
             _model_settings(where, loc, js, fw, model)
+            js = window.resolve(where.err, loc, js, fw, dev.workers * js["nodes"],
+                                origin.__contains__)
             slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster)
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,

@@ -13,6 +13,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, cast, get_args, get_type_hints
 
 from dltop import catalog
+from dltop.profiles import window
 from dltop.profiles.fields import (
     CHECK,
     CODEC,
@@ -128,6 +129,12 @@ class JobSpec:
     """Measured iterations per run (identity: the measured window is what a result is of)."""
     warmup: int = setting(10, integer(0), column=True, identity=True)
     """Iterations run first and excluded from statistics."""
+    min_time_s: float = setting(0.0, window.seconds, identity=True)
+    """Measure past ``iterations`` until the measured window has lasted this long (0:
+    counts only). A profile that does not set it gets ``window.DEFAULT_MIN_TIME_S``;
+    0 here is also what a job stored before the setting existed did."""
+    warmup_s: float = setting(0.0, window.seconds, identity=True)
+    """Warm up past ``warmup`` iterations until this long has passed since the first."""
     timeout_s: float = setting(900.0, number(positive=True), column=True, identity=False)
     """Wall-clock budget of one run, start-up included."""
     precision: str = setting("fp32", one_of(catalog.PRECISIONS), column=True, identity=True)

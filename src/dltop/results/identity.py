@@ -42,12 +42,14 @@ PLACE = "_place"
 """Not an identity field: the host a configuration ran on, which an exported set that
 spans hosts adds so that each framework's interpreter is stated per host."""
 PREFERRED = ("precision", "seq_len", "prompt_tokens", "new_tokens", "attention", "data",
-             "batch_scaling", "lr", "momentum", "seed", "iterations", "warmup")
+             "batch_scaling", "lr", "momentum", "seed", "iterations", "min_time_s", "warmup",
+             "warmup_s")
 """Display order of the settings first (a transformer's lengths beside its precision);
 any later identity field follows in declaration order, then the options by name, then
 the interpreter."""
 HEADERS = {"batch_scaling": "batch scaling", "torch_compile": "compile", "seq_len": "seq len",
-           "prompt_tokens": "prompt", "new_tokens": "new tokens"}
+           "prompt_tokens": "prompt", "new_tokens": "new tokens", "min_time_s": "min time (s)",
+           "warmup_s": "warm-up (s)"}
 QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "weight_decay": (0, 0.0), "mode": ("train",), "epochs": (None,),
     "eval_every": (None,), "shuffle": (None, False), "input_size": (None,),
@@ -55,17 +57,21 @@ QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = {
     "torch_compile": ("off",), "cudnn_benchmark": (True,), "cuda_graphs": (False,),
     "nodes": (1,), "executor": ("local",), "iterations": (None,),
     "seq_len": (None,), "attention": (None,), "prompt_tokens": (None,),
-    "new_tokens": (None,)}
+    "new_tokens": (None,), "min_time_s": (0, 0.0), "warmup_s": (0, 0.0)}
 """Settings added after tables were first published (issue 17) that a caption leaves out
 while every configuration has this value (the behaviour of a job without them); when
 they vary they are row keys like any other field. ``optimizer`` is always stated: the
 update rule is part of what a time per step measures. ``iterations`` is None only for
 epochs jobs (:func:`identity_of`), whose ``epochs`` the caption states instead. The
 transformer settings (issue 29: ``seq_len``, ``attention``, ``prompt_tokens``,
-``new_tokens``) are None for every other model."""
+``new_tokens``) are None for every other model. The time windows (issue 30: ``min_time_s``,
+``warmup_s``) are 0 in every job stored before them; a window in seconds is stated."""
 
 LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
 """The transformer settings: None (left out of a flat identity) for the other models."""
+
+WINDOW_FIELDS = ("min_time_s", "warmup_s")
+"""The time windows: 0 (left out of a flat identity) where a run measured counts only."""
 
 Identity = Mapping[str, Any]
 """An identity, flat: one entry per field and per option key, plus the interpreter."""
@@ -83,6 +89,10 @@ def identity_of(spec_json: str, interpreter: str | None) -> dict[str, Any]:
         # Absent, not null, for the models without them: an exported identity of a
         # CNN reads as it did before the transformers existed.
         if ident.get(name) is None:
+            ident.pop(name, None)
+    for name in WINDOW_FIELDS:
+        # Absent when 0 (counts only), as in every job stored before issue 30.
+        if not ident.get(name):
             ident.pop(name, None)
     if ident.get("epochs") is not None:
         # An epochs job's length is its epochs (the runner counts the steps from the

@@ -54,6 +54,9 @@ def train(spec, reporter, trainer, model, loss, x, y, feed, world, device):
     feed.global_batch, feed.steps_per_epoch = per_device * world, plan.steps_per_epoch
     if plan.eval_every is not None and feed.n_test is None:
         raise proto.Unsupported("eval_every needs real data with its test files")
+    # Several MPI ranks have no way here to agree on a time-decided stop: the profile
+    # loader refuses a time window for them (dltop.profiles.window).
+    plan.timed(spec, reporter=reporter)
     plan.report(reporter, feed.n_test)
     evaluate = None
     if plan.eval_every is not None and proto.rank() == 0:
@@ -61,7 +64,7 @@ def train(spec, reporter, trainer, model, loss, x, y, feed, world, device):
     samples = int(spec["samples_per_iter"])
     clock = convergence.TrainClock()
     perf = time.perf_counter
-    for step in range(plan.total_steps):
+    for step in plan.steps():
         proto.fault_hook(inject, step)
         clock.start()
         t0 = perf()
@@ -99,10 +102,11 @@ def infer(spec, reporter, model, x, feed, device):
     plan = convergence.Plan(feed.n_train, per_device, None, int(spec["iterations"]),
                             int(spec["warmup"]))
     feed.global_batch, feed.steps_per_epoch = per_device, plan.steps_per_epoch
+    plan.timed(spec, reporter=reporter)  # each rank's own forward passes: no collective
     plan.report(reporter, None)
     samples = int(spec["samples_per_iter"])
     perf = time.perf_counter
-    for step in range(plan.total_steps):
+    for step in plan.steps():
         t0 = perf()
         xb, _ = feed.train_batch(step)
         # eval returns numpy arrays on the host: the forward pass has finished.

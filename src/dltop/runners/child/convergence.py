@@ -7,7 +7,13 @@ the ``train_s`` of an ``eval`` event mean the same in PyTorch, TensorFlow and CN
 Steps are numbered from 0, as the ``iter`` events' ``index``. A run of ``epochs``
 takes ``epochs * steps_per_epoch`` steps (``steps_per_epoch = n_train // batch``,
 the last partial batch dropped); its first ``warmup`` steps are flagged warm-up but
-still train. Without ``epochs`` a run takes ``warmup + iterations`` steps, as before.
+still train. Without ``epochs`` a run takes ``warmup + iterations`` steps, as before,
+or more under a time window (:meth:`Plan.timed`): warm-up goes on past ``warmup``
+steps until ``warmup_s`` have passed since the first step began, and measuring goes
+on past ``iterations`` until ``min_time_s`` have passed since the first measured
+step began. The decision to take one more step is made once, between steps, and
+the loop asks for it through :meth:`Plan.steps`; ``total_steps``, ``warmup`` and
+``measured_steps`` then hold what the run really did.
 
 Typical use in a runner::
 
@@ -16,7 +22,7 @@ Typical use in a runner::
     plan.report(reporter, n_test)
     order = EpochOrder(n_train, spec["shuffle"], spec["seed"])
     clock = TrainClock()
-    for step in range(plan.total_steps):
+    for step in plan.steps():
         clock.start()
         idx = order.batch(step, batch, plan.steps_per_epoch)
         ...  # timed training step on the samples ``idx``, iter event
@@ -30,6 +36,9 @@ import time
 
 EPOCH = "epoch"
 """``eval_every`` value: evaluate after each epoch."""
+
+STOP, MEASURE, WARM = 0, 1, 2
+"""What the next step is (a time window's decision, the value ranks agree on)."""
 
 
 class Plan(object):
@@ -76,6 +85,104 @@ class Plan(object):
                     and eval_every > 0)):
             raise ValueError('eval_every must be null, "epoch" or a positive int, not %r'
                              % (eval_every,))
+        self.iterations = self.total_steps - self.warmup
+        self.min_time_s = 0.0
+        self.warmup_s = 0.0
+        self._agree = None
+        self._clock = time.perf_counter
+        self._decided = (-1, MEASURE)
+        self._t_first = None
+        self._t_window = None
+        self._warming = True
+
+    def timed(self, spec, agree=None, clock=None, reporter=None):
+        """Take the spec's ``min_time_s`` and ``warmup_s`` (absent or 0: counts only).
+
+        The windows are timed as the parent times the measured window: from the
+        ``t_mono_ns`` of the last warm-up ``iter`` to that of the last measured one,
+        read off ``reporter`` (``clock``, seconds, replaces it in tests), so a run
+        stopped by ``min_time_s`` has a stored window at least that long.
+
+        An ``epochs`` run ignores them: its length is its epochs (the profile loader
+        refuses both there). ``agree(code)`` makes data-parallel ranks take the same
+        decision: it must return rank 0's ``code`` (:data:`STOP`, :data:`MEASURE` or
+        :data:`WARM`) on every rank. It is called on every rank at the same steps: each
+        step past ``warmup`` while ``warmup_s`` may extend the warm-up, and each step
+        past ``iterations`` while ``min_time_s`` may extend the window, whatever this
+        rank's own clock says (a rank that skipped the call would leave the others
+        waiting in it). Returns the plan.
+        """
+        if self.epochs is None:
+            self.min_time_s = float(spec.get("min_time_s") or 0.0)
+            self.warmup_s = float(spec.get("warmup_s") or 0.0)
+        self._agree = agree
+        if clock is not None:
+            self._clock = clock
+        elif reporter is not None:
+            self._clock = _iter_ends(reporter)
+        return self
+
+    @property
+    def is_timed(self):
+        """Whether the step count depends on the time (a window in seconds is set)."""
+        return bool(self.min_time_s or self.warmup_s)
+
+    def steps(self):
+        """The step indices to run, 0, 1, ...: ``range(total_steps)`` without a time
+        window; with one, each further step is decided when the previous one ended."""
+        step = 0
+        while self._next(step) != STOP:
+            yield step
+            step += 1
+
+    def _next(self, step):
+        """What step ``step`` is: :data:`STOP`, :data:`MEASURE` or :data:`WARM`, decided
+        once (when first asked, right after step ``step - 1`` ended)."""
+        if self._decided[0] == step:
+            return self._decided[1]
+        if not self.is_timed:
+            code = STOP if step >= self.total_steps else (
+                WARM if step < self.warmup else MEASURE)
+        else:
+            code = self._by_time(step)
+        self._decided = (step, code)
+        return code
+
+    def _by_time(self, step):
+        now = self._clock()
+        if self._t_first is None:
+            self._t_first = now
+        if self._warming:
+            if step < self.warmup:
+                return WARM
+            code = MEASURE
+            if self.warmup_s:  # every rank asks, whatever its own clock says
+                code = self._agreed(WARM if now - self._t_first < self.warmup_s else MEASURE)
+            if code == WARM:
+                self.warmup = step + 1
+                self.total_steps = max(self.total_steps, self.warmup + self.iterations)
+                return WARM
+            self._warming = False
+            self.warmup = step
+            self._t_window = now
+        measured = step - self.warmup
+        if measured < self.iterations:
+            code = MEASURE
+        elif self.min_time_s:
+            code = self._agreed(MEASURE if now - self._t_window < self.min_time_s else STOP)
+        else:
+            code = STOP
+        if code == STOP:
+            self.total_steps = step
+        else:
+            self.total_steps = max(self.total_steps, step + 1)
+        return code
+
+    def _agreed(self, code):
+        """This rank's time-dependent ``code``, or rank 0's where ranks must agree."""
+        if self._agree is None:
+            return code
+        return int(self._agree(code))
 
     @property
     def measured_steps(self):
@@ -83,7 +190,8 @@ class Plan(object):
         return max(0, self.total_steps - self.warmup)
 
     def is_warmup(self, step):
-        """Whether step ``step`` (from 0) is flagged warm-up."""
+        """Whether step ``step`` (from 0) is flagged warm-up (ask after :meth:`steps`
+        gave it: a time window decides warm-up step by step)."""
         return step < self.warmup
 
     def eval_after(self, step):
@@ -93,15 +201,21 @@ class Plan(object):
         when a run by ``iterations`` ends mid-epoch); int N: after steps N, 2N, ...
         (counted from 1) and after the last step.
         """
-        if self.eval_every is None or step < 0 or step >= self.total_steps:
+        if self.eval_every is None or step < 0:
             return False
-        if step == self.total_steps - 1:
+        if self.is_timed:
+            # The last step is known once the next is decided: decide it now.
+            if self._next(step + 1) == STOP:
+                return True
+        elif step >= self.total_steps:
+            return False
+        elif step == self.total_steps - 1:
             return True
         every = self.steps_per_epoch if self.eval_every == EPOCH else self.eval_every
         return (step + 1) % every == 0
 
     def eval_steps(self):
-        """Every step after which the run evaluates, in order."""
+        """Every step after which the run evaluates, in order (without a time window)."""
         return [s for s in range(self.total_steps) if self.eval_after(s)]
 
     def epoch_of(self, step):
@@ -118,6 +232,14 @@ class Plan(object):
         reporter.plan(iterations=self.total_steps,
                       steps_per_epoch=self.steps_per_epoch if self.epochs is not None else None,
                       epochs=self.epochs, n_train=self.n_train, n_test=n_test)
+
+
+def _iter_ends(reporter):
+    """Seconds of the last ``iter`` event's end (``time.monotonic`` before the first)."""
+    def clock():
+        ns = getattr(reporter, "last_iter_mono_ns", None)
+        return time.monotonic() if ns is None else ns / 1e9
+    return clock
 
 
 class EpochOrder(object):

@@ -55,6 +55,9 @@ class Reporter(object):
         self._silent = os.environ.get("DLTOP_RANK", "0") != "0"
         self.gpu_mem_peak_bytes = None
         """The framework's own GPU memory peak (bytes, all the run's GPUs), set by a runner."""
+        self.last_iter_mono_ns = None
+        """The ``t_mono_ns`` of the last ``iter`` (also on a silent rank): the end of
+        the measured window as the parent sees it (convergence.Plan's time window)."""
 
     def emit(self, event, **fields):
         if self._silent:
@@ -82,10 +85,10 @@ class Reporter(object):
 
     def iteration(self, index, seconds, samples, warmup, loss, t_mono_ns=None):
         """``t_mono_ns``: the step's end (``time.monotonic``, ns); now when not given."""
+        end_ns = int(time.monotonic() * 1e9) if t_mono_ns is None else int(t_mono_ns)
+        self.last_iter_mono_ns = end_ns
         self.emit("iter", index=index, seconds=seconds, samples=samples, warmup=bool(warmup),
-                  loss=_loss(loss),
-                  t_mono_ns=int(time.monotonic() * 1e9) if t_mono_ns is None
-                  else int(t_mono_ns))
+                  loss=_loss(loss), t_mono_ns=end_ns)
 
     def plan(self, iterations, steps_per_epoch=None, epochs=None, n_train=None, n_test=None):
         """Sent once after ``model``, before the first ``iter``: the steps the run will take."""

@@ -276,6 +276,7 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
     hello(compile_s=compile_s, precision_compute=None if compute is None
           else jnp.dtype(compute).name, **more)
     reporter.model(params, flops)
+    plan.timed(spec, reporter=reporter)  # one process drives every device: no ranks
     plan.report(reporter, n_test)
     evaluate = None
     if tests is not None:
@@ -319,7 +320,7 @@ def _loop(spec, reporter, plan, work, evaluate, inject, holder, tokens=1):
     samples = int(spec["samples_per_iter"]) * int(tokens)
     perf = time.perf_counter
     clock = convergence.TrainClock()
-    for i in range(plan.total_steps):
+    for i in plan.steps():
         proto.fault_hook(inject, i)
         clock.start()
         t0 = perf()

@@ -9,11 +9,14 @@ times them.
 
 import time
 
+import convergence
 import dltop_protocol as proto
 
 
 def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock_ns=None):
-    """Run ``warmup + iterations`` generation requests, reporting each.
+    """Run ``warmup + iterations`` generation requests (more under the spec's time
+    window, ``warmup_s`` and ``min_time_s``: see :meth:`convergence.Plan.timed`),
+    reporting each.
 
     One request: ``prefill()`` runs the prompt through the model (filling a fresh
     key/value cache) and samples the first token; then ``new_tokens - 1`` calls
@@ -26,12 +29,12 @@ def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock
         The measured (non-warm-up) request count.
     """
     clock_ns = clock_ns or (lambda: int(time.monotonic() * 1e9))
-    warmup = int(spec["warmup"])
-    total = warmup + int(spec["iterations"])
+    plan = convergence.Plan(None, 1, None, spec["iterations"], spec["warmup"])
+    plan.timed(spec, reporter=reporter)
     batch = int(spec["per_device_batch"])
     prompt, new = int(spec["prompt_tokens"]), int(spec["new_tokens"])
     inject = (spec.get("options") or {}).get("inject")
-    for i in range(total):
+    for i in plan.steps():
         proto.fault_hook(inject, i)
         t0 = timer()
         prefill()
@@ -44,6 +47,7 @@ def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock
             itl.append(now - prev)
             prev = now
         end_ns = clock_ns()
-        reporter.generation(i, i < warmup, ttft, itl, prompt, new, batch)
-        reporter.iteration(i, prev - t0, batch * new, i < warmup, None, t_mono_ns=end_ns)
-    return total - warmup
+        warm = plan.is_warmup(i)
+        reporter.generation(i, warm, ttft, itl, prompt, new, batch)
+        reporter.iteration(i, prev - t0, batch * new, warm, None, t_mono_ns=end_ns)
+    return plan.measured_steps

@@ -16,6 +16,8 @@ on CUDA its copy goes through TF's own pinned staging buffer. With
 batches on the host with N parallel calls and N batches prefetched.
 """
 
+import itertools
+
 import lm_catalog
 import numpy as np
 import tensorflow as tf
@@ -118,7 +120,11 @@ class Order(object):
 
 
 def real(spec, strategy, world, device, x, y, order, steps, workers, host):
-    """Real training batches in ``order`` from numpy ``x``, ``y`` (the whole training set)."""
+    """Real training batches in ``order`` from numpy ``x``, ``y`` (the whole training set).
+
+    ``steps``: how many the loader pipeline serves (None: as many as asked, for a
+    time window's run).
+    """
     per_replica = int(spec["per_device_batch"])
     split = _splitter(strategy, per_replica, world)
     if not host:
@@ -141,7 +147,12 @@ def real(spec, strategy, world, device, x, y, order, steps, workers, host):
 def _pipeline(x, y, order, steps, workers, device):
     with tf.device("/cpu:0"):
         xs, ys = tf.constant(x), tf.constant(y)
-        ds = tf.data.Dataset.from_tensor_slices(order.matrix(steps))
+        if steps is None:  # a time window: as many steps as it takes, indices made lazily
+            ds = tf.data.Dataset.from_generator(
+                lambda: (order.indices(s) for s in itertools.count()),
+                output_signature=tf.TensorSpec([None], tf.int64))
+        else:
+            ds = tf.data.Dataset.from_tensor_slices(order.matrix(steps))
         ds = ds.map(lambda idx: (tf.gather(xs, idx), tf.gather(ys, idx)),
                     num_parallel_calls=workers, deterministic=True).prefetch(workers)
         opts = tf.data.Options()

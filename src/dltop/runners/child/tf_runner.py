@@ -269,6 +269,7 @@ def run(spec, reporter):
     plan = convergence.Plan(n_train, batch, None if inference else spec.get("epochs"),
                             spec["iterations"], spec["warmup"],
                             spec.get("eval_every") if evaluating else None)
+    plan.timed(spec, _rank0_decides(strategy) if multi else None, reporter=reporter)
     plan.report(reporter, None if test_xy is None else len(test_xy[0]))
     profiling = bool(spec.get("op_profile"))
     if train_xy is None:
@@ -279,6 +280,7 @@ def run(spec, reporter):
                               (proto.rank(), int(spec["per_device_batch"]) * local_world)
                               if multi else None)
         source = tf_data.real(spec, local, local_world, device, train_xy[0], train_xy[1], order,
+                              None if plan.is_timed else
                               plan.total_steps + (PROFILE_STEPS if profiling else 0),
                               int(spec.get("loader_workers") or 0), host)
     if inference:
@@ -314,6 +316,24 @@ def run(spec, reporter):
 PROFILE_STEPS = 5  # tf_profile.PROFILE_STEPS, without importing the profiler for every run
 
 
+def _rank0_decides(strategy):
+    """``agree(code)`` for :meth:`convergence.Plan.timed` over several worker processes:
+    the chief's code, taken by an all-reduce (the SUM of the chief's code and the
+    others' 0: ReduceOp has no MAX), so every worker runs the same steps and no
+    collective waits forever."""
+    chief = proto.rank() == 0
+
+    @tf.function
+    def reduce_max(code):
+        per_replica = strategy.run(lambda: tf.identity(code))
+        return strategy.reduce(tf.distribute.ReduceOp.SUM, per_replica, axis=None)
+
+    def agree(code):
+        return int(reduce_max(tf.constant(int(code) if chief else 0, tf.int64)).numpy())
+
+    return agree
+
+
 def _loop(spec, reporter, plan, work, evaluate, inject, tokens=1):
     """Run, time and report every step; evaluate (outside the training clock) as planned.
 
@@ -322,7 +342,7 @@ def _loop(spec, reporter, plan, work, evaluate, inject, tokens=1):
     samples = int(spec["samples_per_iter"]) * tokens
     perf = time.perf_counter
     clock = convergence.TrainClock()
-    for i in range(plan.total_steps):
+    for i in plan.steps():
         proto.fault_hook(inject, i)
         clock.start()
         t0 = perf()

@@ -323,6 +323,7 @@ def run(spec, reporter):
                                     next_batch, autocast, scaler, device, inject)
         if test is not None and spec.get("eval_every") is not None:
             evaluate = _evaluator(spec, bare, device, world, autocast, test)
+    plan.timed(spec, torch_train.rank0_decides(device), reporter=reporter)
     plan.report(reporter, n_test)
     try:
         torch_gpu.prime(step, spec, reporter)

@@ -114,16 +114,37 @@ def evaluate(model, parts, to_device, autocast, vocab=None, world=1):
     return loss, correct / targets if targets else None, None, int(samples)
 
 
+def rank0_decides(device):
+    """``agree(code)`` for :meth:`convergence.Plan.timed` in a data-parallel run: every
+    rank gets rank 0's decision (one broadcast, only when a time window decides), so
+    no rank takes a step whose collectives the others never join. None for one rank."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() < 2:
+        return None
+    # NCCL broadcasts device tensors only; gloo host tensors.
+    buf = torch.zeros(1, dtype=torch.int64,
+                      device=device if dist.get_backend() == "nccl" else "cpu")
+
+    def agree(code):
+        buf.fill_(int(code))
+        dist.broadcast(buf, 0)
+        return int(buf.item())
+
+    return agree
+
+
 def run_steps(step, plan, reporter, samples, evaluate=None, timer=time.perf_counter):
     """Run the plan's training steps, reporting each; evaluate where the plan says.
 
     ``evaluate()`` (see :func:`convergence.send_eval`) runs outside the timed
     steps and outside the training clock, so an ``eval`` event's ``train_s``
     counts training only. Raises :class:`dltop_protocol.Diverged` on a
-    non-finite loss. Returns the measured (non-warm-up) step count.
+    non-finite loss. Returns the measured (non-warm-up) step count: the plan's, or
+    more under its time window (``min_time_s``, ``warmup_s``).
     """
     clock = convergence.TrainClock(timer)
-    for i in range(plan.total_steps):
+    for i in plan.steps():
         clock.start()
         t0 = timer()
         loss = step()

@@ -172,7 +172,10 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
     sql = (
         "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
         "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
-        "r.samples_per_s, r.cv, r.noisy, r.error_message"
+        # samples/s as exports define it (total samples / total seconds); databases
+        # written before it stored batch / median in runs.samples_per_s
+        "coalesce(r.samples_per_iter / nullif(r.mean_s, 0), r.samples_per_s) "
+        "as samples_per_s, r.cv, r.noisy, r.error_message"
         f"{', r.note' if 'note' in cols else ''}"
         f"{', r.slurm_state, r.slurm_reason' if 'slurm_state' in cols else ''} "
         f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?"

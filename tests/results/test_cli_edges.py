@@ -115,3 +115,32 @@ def test_runs_and_exports_give_one_samples_per_s(tmp_path: Path, campaigns: Any,
     (row,) = json.loads(capsys.readouterr().out)["rows"]
     (cell,) = row["cells"].values()
     assert cell["value"] == pytest.approx(40.0)
+
+
+def test_a_foreign_runner_is_shared_not_packed(tmp_path: Path, campaigns: Any,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """concurrent_runs in a campaign without --pack came from another engine's runner:
+    flagged `shared`; `packed` is kept for --pack campaigns."""
+    import json
+
+    from dltop.results.aggregate import config_results
+    from dltop.results.summary import flags
+
+    path = tmp_path / "f.db"
+    db = connect(path)
+    cid, jobs = campaigns.create(db, campaigns.profile("solo", ["cpu:1"]), name="solo")
+    campaigns.add_run(db, cid, jobs[0][1], [0.1, 0.1], fields={"concurrent_runs": 1})
+    cid2, jobs2 = campaigns.create(db, campaigns.profile("pk", ["cpu:1"]), name="pk")
+    db["campaigns"].update(cid2, {"pack": 1})
+    campaigns.add_run(db, cid2, jobs2[0][1], [0.1, 0.1], fields={"concurrent_runs": 1})
+    assert flags(config_results(db, cid)[0]) == ["shared"]
+    assert flags(config_results(db, cid2)[0]) == ["packed"]
+    db.close()
+    assert cli.main(["export", "--db", str(path), "--campaign", "1", "--table", "summary",
+                     "--format", "json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)["rows"]
+    assert row["flags"] == "shared"
+    assert cli.main(["compare", "--db", str(path), "1", "2", "--format", "json"]) == 0
+    (pair,) = json.loads(capsys.readouterr().out)["rows"]
+    assert pair["flags"] == {"a": ["shared"], "b": ["packed"]}
+    assert pair["verdict"].startswith("inconclusive")

@@ -36,7 +36,8 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int],
     rows = list(db.query(
         "select r.id as run_id, r.status, r.noisy, r.concurrent_runs, r.contaminated, "
         "r.telemetry_simulated, r.median_s, r.cv, r.n_iterations, j.framework, j.model, "
-        "j.batch_size, j.device, j.repeat, j.campaign_id, j.position from jobs j "
+        "j.batch_size, j.device, j.repeat, j.campaign_id, j.position, c.* from jobs j "
+        "join campaigns c on c.id = j.campaign_id "
         "join runs r on r.id = (select max(id) from runs where job_id = j.id) "
         f"where j.campaign_id in ({marks}) and coalesce(r.n_iterations, 0) > 0 "
         "order by j.campaign_id, j.position", list(ids)))
@@ -69,7 +70,12 @@ def run_figures(db: sqlite_utils.Database, ids: Sequence[int],
 
 
 def _flags(row: Mapping[str, Any]) -> list[str]:
-    return [name for name, on in (("noisy", row["noisy"]), ("packed", row["concurrent_runs"]),
+    # concurrent runs: "packed" in a --pack campaign, "shared" (another engine's
+    # runner) in one without (campaigns.pack is absent from older databases)
+    pack = bool(row.get("pack"))
+    return [name for name, on in (("noisy", row["noisy"]),
+                                  ("packed", row["concurrent_runs"] and pack),
+                                  ("shared", row["concurrent_runs"] and not pack),
                                   ("contaminated", row["contaminated"])) if on]
 
 

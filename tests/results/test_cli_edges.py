@@ -144,3 +144,12 @@ def test_a_foreign_runner_is_shared_not_packed(tmp_path: Path, campaigns: Any,
     (pair,) = json.loads(capsys.readouterr().out)["rows"]
     assert pair["flags"] == {"a": ["shared"], "b": ["packed"]}
     assert pair["verdict"].startswith("inconclusive")
+
+
+def test_report_flag_lists_say_shared_or_packed() -> None:
+    from dltop.report.runs import _flags
+
+    row = {"noisy": 0, "concurrent_runs": 2, "contaminated": 0}
+    assert _flags({**row, "pack": False}) == ["shared"]
+    assert _flags({**row, "pack": True}) == ["packed"]
+    assert _flags({**row, "concurrent_runs": 0, "pack": True}) == []

@@ -36,11 +36,14 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int],
     rows = list(db.query(
         "select r.id as run_id, r.status, r.noisy, r.concurrent_runs, r.contaminated, "
         "r.telemetry_simulated, r.median_s, r.cv, r.n_iterations, j.framework, j.model, "
-        "j.batch_size, j.device, j.repeat, j.campaign_id, j.position, c.* from jobs j "
-        "join campaigns c on c.id = j.campaign_id "
+        "j.batch_size, j.device, j.repeat, j.campaign_id, j.position from jobs j "
         "join runs r on r.id = (select max(id) from runs where job_id = j.id) "
         f"where j.campaign_id in ({marks}) and coalesce(r.n_iterations, 0) > 0 "
         "order by j.campaign_id, j.position", list(ids)))
+    # campaigns.pack tells packed runs from shared ones (absent from older databases)
+    packs = {c["id"]: bool(c.get("pack")) for c in db.query(
+        f"select * from campaigns where id in ({marks})", list(ids))}
+    rows = [{**r, "pack": packs.get(r["campaign_id"], False)} for r in rows]
     rows.sort(key=lambda r: (r["repeat"] > 0, r["campaign_id"], r["position"]))
     chosen = rows[:max(0, max_runs)]
     chosen.sort(key=lambda r: (r["campaign_id"], r["position"]))

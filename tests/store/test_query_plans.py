@@ -22,8 +22,8 @@ import sqlite_utils
 
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.live.campaign import read_campaign
-from dltop.live.eta import eta_inputs
 from dltop.live.campaign_metrics import read_campaigns
+from dltop.live.eta import eta_inputs
 from dltop.live.metrics import campaign_runs
 from dltop.profiles.loader import parse
 from dltop.results import compare, export, queries, scaling

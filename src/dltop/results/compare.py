@@ -268,9 +268,10 @@ def compare_table(rows: list[Comparison],
         f"B/A of the {what} (median over runs); CI95: 2000-resample seeded two-level "
         "bootstrap of both campaigns' measured iterations. A change is called when "
         f"the interval excludes 1 and B/A differs from 1 by more than {threshold:.0%}.",
-        "inconclusive: A or B is flagged (noisy, packed, shared, contaminated, "
-        "simulated), so no change is called (the numbers' own verdict in brackets); "
-        "--allow-flagged calls it anyway.")
+        *(("inconclusive: A or B is flagged (noisy, packed, shared, contaminated, "
+           "simulated), so no change is called (the numbers' own verdict in brackets); "
+           "--allow-flagged calls it anyway.",) if any(c.inconclusive for c in rows)
+          else ()))
     constants = var.caption()
     camps = list({c.id: c for c in (*side_a, *side_b)}.values())
     lines, meta = caption.context(db, camps, constants) if db is not None else \

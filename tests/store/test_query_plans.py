@@ -162,7 +162,7 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.set_control(cid, "pause")
     read_campaign(db, cid)
     campaign_runs(db, cid, "c")  # the Prometheus exporter's read
-    read_campaigns(db)  # ... and its campaign series
+    read_campaigns(db, None, {})  # ... and its campaign series
     # the run ends; another engine resumes a dead one
     store.finish_run(run_id, job_id, RunStatus.OK, {"median_s": 0.1})
     eta_inputs(db, cid, {"plan-check": 1})  # the campaign ETA's sums (read with an engine)

@@ -182,3 +182,24 @@ def test_grafana_dashboard_is_valid_and_queries_served_metrics(
     assert {"dltop_campaign_state", "dltop_campaign_jobs",
             "dltop_campaign_waiting_for_devices", "dltop_run_samples_per_second",
             "dltop_telemetry_age_seconds"} <= names
+
+
+def test_identity_labels_are_kept_between_scrapes_until_the_jobs_change(
+        db_path: Path) -> None:
+    from dltop.live.campaign_metrics import read_campaigns
+
+    cache: dict[int, Any] = {}
+    db = connect(db_path)
+    first: dict[int, Any] = {}
+    read_campaigns(db, first, cache)
+    again: dict[int, Any] = {}
+    read_campaigns(db, again, cache)
+    assert again[1] is first[1]  # the same labels object: not parsed again
+    assert {lab["precision"] for lab in first[1].values()} == {"fp32", "bf16"}
+    assert all(set(lab) == {"precision"} for lab in first[1].values())
+    # a job appended to the queue needs its labels: they are read again
+    more = parse(PROFILE.replace("[64]", "[32]"), "more.toml", "more").jobs
+    Store(db).edits.append_jobs(1, more[:1], "more.toml")
+    after: dict[int, Any] = {}
+    read_campaigns(db, after, cache)
+    assert after[1] is not first[1] and len(after[1]) == len(first[1]) + 1

@@ -103,23 +103,49 @@ _LAST_RUN_SQL = (
     "order by r.id desc limit 1")
 
 
+LabelCache = dict[int, tuple[tuple[Any, ...], dict[int, dict[str, str]]]]
+"""Campaign id → (what its identities were read at, :func:`identity_labels`)."""
+
+
+def _labels_at(db: sqlite_utils.Database, campaign_id: int) -> tuple[Any, ...]:
+    """What :func:`identity_labels` depends on: the jobs (added, removed) and the runs
+    (a run's interpreter is known once it starts and reports its environment)."""
+    jobs = next(iter(db.query("select count(*) as n, max(id) as last from jobs "
+                              "where campaign_id = ?", [campaign_id])))
+    runs = next(iter(db.query("select count(*) as n, max(id) as last, "
+                              "sum(status != ?) as ended from runs where campaign_id = ?",
+                              [RunStatus.RUNNING, campaign_id])))
+    return (jobs["n"], jobs["last"], runs["n"], runs["last"], runs["ended"])
+
+
 def read_campaigns(db: sqlite_utils.Database,
                    labels: dict[int, dict[int, dict[str, str]]] | None = None,
-                   ) -> list[CampaignMetrics]:
+                   cache: LabelCache | None = None) -> list[CampaignMetrics]:
     """The open campaigns and the newest one, oldest first.
 
     ``labels`` (campaign id → :func:`identity_labels`) is filled for the campaigns read,
-    so the caller can label their runs in progress alike.
+    so the caller can label their runs in progress alike. ``cache`` keeps them between
+    scrapes (parsing every job's spec costs ~0.3 ms a job), read again only when the
+    campaign's jobs or ended runs changed.
     """
     labels = {} if labels is None else labels
     rows: dict[int, Any] = {c.id: c for c in open_campaigns(db)}
     newest = campaigns(db, limit=1)
     if newest and newest[0].id not in rows:
         rows[newest[0].id] = newest[0]
+    if cache is not None:
+        for gone in set(cache) - set(rows):
+            del cache[gone]
     out = []
     for cid in sorted(rows):
         c = rows[cid]
-        per_job = labels.setdefault(cid, identity_labels(db, cid))
+        if cache is None:
+            per_job = labels.setdefault(cid, identity_labels(db, cid))
+        else:
+            at = _labels_at(db, cid)
+            if cid not in cache or cache[cid][0] != at:
+                cache[cid] = (at, identity_labels(db, cid))
+            per_job = labels.setdefault(cid, cache[cid][1])
         jobs = {r["status"]: int(r["n"]) for r in db.query(
             "select status, count(*) as n from jobs where campaign_id = ? group by status",
             [cid])}

@@ -31,7 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop.errors import DltopError
-from dltop.live.campaign_metrics import CampaignMetrics, campaign_families, read_campaigns
+from dltop.live.campaign_metrics import (
+    CampaignMetrics,
+    LabelCache,
+    campaign_families,
+    read_campaigns,
+)
 from dltop.live.devices import DeviceFrame, DevicePoller, RemoteGpu, RemoteGpuReader
 from dltop.live.metrics import (
     Family,
@@ -117,6 +122,7 @@ class MetricsSource:
         self.db_errors = 0
         self._failing = False
         self._remote: dict[int, RemoteGpuReader] = {}
+        self._labels: LabelCache = {}
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dltop-metrics-poller",
@@ -200,7 +206,8 @@ class MetricsSource:
             return [], [], False, ()
         try:
             labels: dict[int, dict[int, dict[str, str]]] = {}
-            camps = read_campaigns(db, labels)  # fills labels: runs are labelled alike
+            # fills labels (runs are labelled alike), kept between scrapes in _labels
+            camps = read_campaigns(db, labels, self._labels)
             runs = read_runs(db, labels)
             # one incremental reader per running run: each scrape reads only new rows
             self._remote = {r.run_id: self._remote.get(r.run_id) or RemoteGpuReader()

@@ -92,17 +92,21 @@ def test_cli_formats_and_exit_codes(db_path: Path, capsys: pytest.CaptureFixture
     assert any(line.startswith("# Environment: host ") for line in lines)
     header = next(line for line in lines if not line.startswith("#"))
     assert header.endswith("B/A,B/A status,CI95 low,CI95 low status,CI95 high,"
-                           "CI95 high status,verdict")
+                           "CI95 high status,A flags,B flags,verdict")
     # B slower in batch 8: a regression; the other way round none is
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--fail-on-regression"]) == 1
-    assert "1 configuration(s) significantly slower" in capsys.readouterr().err
+    assert "1 configuration(s) conclusively slower" in capsys.readouterr().err
     assert cli.main(["compare", "--db", str(db_path), "1", "1", "--fail-on-regression"]) == 0
 
 
 def test_cli_bad_input_exits_2(db_path: Path, campaigns: Any,
                               capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["compare", "--db", str(db_path), "1", "9"]) == 2
-    assert "no campaign 9" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    # the error names the positional typed, not an option nobody gave
+    assert "compare B: no campaign 9" in err and "--campaign" not in err
+    assert cli.main(["compare", "--db", str(db_path), "8", "1"]) == 2
+    assert "compare A: no campaign 8" in capsys.readouterr().err
     assert cli.main(["compare", "--db", str(db_path), "base", "nope"]) == 2
     assert "no campaign named 'nope'" in capsys.readouterr().err
     add_campaign(campaigns, db_path, "other", {8: 0.1}, model="alexnet-r")
@@ -113,3 +117,59 @@ def test_cli_bad_input_exits_2(db_path: Path, campaigns: Any,
     with pytest.raises(SystemExit) as exc:
         cli.main(["compare", "--db", str(db_path), "1", "2", "--metric", "power"])
     assert exc.value.code == 2
+
+
+def flagged_db(campaigns: Any, path: Path) -> None:
+    """Campaign 3 = campaign 2 with batch 8's second run contaminated and batch 16's
+    runs noisy (stored flags, as the engine writes them)."""
+    db = connect(path)
+    profile = campaigns.profile("cmp", ["cpu:1"], batch_sizes=(8, 16, 32),
+                                models=["fcn-r"], repeats=2)
+    cid, jobs = campaigns.create(db, profile, "flagged")
+    rng = random.Random(2)
+    centre = {8: 0.20, 16: 0.10, 32: 0.40}
+    for job, job_id in jobs:
+        seconds = [centre[job.batch_size] * rng.uniform(0.98, 1.02) for _ in range(30)]
+        fields = {8: {"contaminated": job.repeat}, 16: {"noisy": 1}}.get(job.batch_size, {})
+        campaigns.add_run(db, cid, job_id, seconds, job.batch_size, fields=fields)
+
+
+GOLDEN_VERDICTS = {
+    # batch: (verdict, A flags, B flags) with flags refused, then allowed
+    8: (("inconclusive (slower)", "", "contaminated"), ("slower", "", "contaminated")),
+    16: (("inconclusive (faster)", "", "noisy"), ("faster", "", "noisy")),
+    32: (("no significant change", "", ""), ("no significant change", "", "")),
+}
+
+
+def test_flagged_pairs_are_inconclusive(db_path: Path, campaigns: Any,
+                                        capsys: pytest.CaptureFixture[str]) -> None:
+    flagged_db(campaigns, db_path)
+    for allowed, extra in ((0, []), (1, ["--allow-flagged"])):
+        assert cli.main(["compare", "--db", str(db_path), "1", "3", "--format", "json",
+                         *extra]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        got = {r["batch"]: (r["verdict"], r["flags_a"], r["flags_b"]) for r in doc["rows"]}
+        assert got == {b: v[allowed] for b, v in GOLDEN_VERDICTS.items()}
+    rows = by_batch(compare.compare(connect(db_path, create=False), 1, 3))
+    assert rows[8].inconclusive and not rows[8].regression
+    assert rows[8].flagged_verdict == "slower" and rows[8].ratio is not None
+    assert rows[8].ratio == pytest.approx(2.0, rel=0.03)  # the numbers are still shown
+    # md: each side's flags beside the verdict
+    assert cli.main(["compare", "--db", str(db_path), "1", "3"]) == 0
+    md = capsys.readouterr().out
+    assert "|  | contaminated | inconclusive (slower) |" in md
+    assert "inconclusive: A or B is flagged" in md
+
+
+def test_fail_on_regression_counts_conclusive_ones_only(
+        db_path: Path, campaigns: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    flagged_db(campaigns, db_path)
+    # the only slower pair is contaminated: the gate passes, and says why
+    assert cli.main(["compare", "--db", str(db_path), "1", "3", "--fail-on-regression"]) == 0
+    err = capsys.readouterr().err
+    assert "no conclusive regression in campaign 3" in err
+    assert "2 flagged pair(s) inconclusive, not counted" in err
+    assert cli.main(["compare", "--db", str(db_path), "1", "3", "--fail-on-regression",
+                     "--allow-flagged"]) == 1
+    assert "1 configuration(s) conclusively slower in campaign 3" in capsys.readouterr().err

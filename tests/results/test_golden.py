@@ -108,7 +108,8 @@ def _campaign(simulated: bool) -> tuple[sqlite_utils.Database, int]:
     db = memory_db()
     store = Store(db)
     jobs = parse(PROFILE, "gold.toml", "gold").jobs
-    cid = store.create_campaign("gold_en & 50%", ["gold.toml"], ["dltop"], "host-1", 1, None)
+    cid = store.create_campaign("gold_en & 50%", ["gold.toml"], ["dltop"], "host-1", 1, None,
+                                pack=True)  # its concurrent runs are packed ones
     ids = store.add_jobs(cid, jobs)
     by_key = {(j.framework, j.model, j.batch_size, j.device.label, j.repeat): i
               for j, i in zip(jobs, ids, strict=True)}

@@ -22,6 +22,7 @@ import sqlite_utils
 
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.live.campaign import read_campaign
+from dltop.live.campaign_metrics import read_campaigns
 from dltop.live.eta import eta_inputs
 from dltop.live.metrics import campaign_runs
 from dltop.profiles.loader import parse
@@ -161,6 +162,7 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.set_control(cid, "pause")
     read_campaign(db, cid)
     campaign_runs(db, cid, "c")  # the Prometheus exporter's read
+    read_campaigns(db, None, {})  # ... and its campaign series
     # the run ends; another engine resumes a dead one
     store.finish_run(run_id, job_id, RunStatus.OK, {"median_s": 0.1})
     eta_inputs(db, cid, {"plan-check": 1})  # the campaign ETA's sums (read with an engine)

@@ -58,13 +58,21 @@ def test_gpu_values_are_in_dcgm_exporter_units() -> None:
     labels, used = fams["DCGM_FI_DEV_FB_USED"].samples[1]
     assert dict(labels) == {"gpu": "1", "UUID": "GPU-fake-0001", "modelName": "Simulated GPU 1",
                             "Hostname": "h1", "simulated": "true"}
-    assert used == g.mem_used_bytes / MIB
+    assert used == g.mem_used_bytes // MIB  # whole MiB, as dcgm-exporter
     assert fams["DCGM_FI_DEV_FB_TOTAL"].samples[1][1] == 80 * 1024  # MiB
-    assert fams["DCGM_FI_DEV_FB_FREE"].samples[1][1] == pytest.approx(80 * 1024 - used)
+    assert fams["DCGM_FI_DEV_FB_FREE"].samples[1][1] == 80 * 1024 - used
     assert fams["DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"].samples[1][1] == \
-        pytest.approx(g.energy_j * 1000)  # mJ
+        round(g.energy_j * 1000)  # mJ
     assert fams["DCGM_FI_DEV_POWER_USAGE"].samples[1][1] == g.power_w
-    assert fams["DCGM_FI_DEV_GPU_TEMP"].samples[1][1] == g.temperature_c
+    assert fams["DCGM_FI_DEV_GPU_TEMP"].samples[1][1] == round(g.temperature_c)
+    assert fams["DCGM_FI_DEV_SM_CLOCK"].samples[1][1] == round(g.sm_clock_mhz)
+    # the fake GPUs' readings are fractional; dcgm-exporter's integer fields are not
+    assert g.sm_clock_mhz != int(g.sm_clock_mhz) and g.mem_used_bytes % MIB
+    for name in ("DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_FB_TOTAL",
+                 "DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_GPU_TEMP",
+                 "DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_MEM_COPY_UTIL",
+                 "DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION"):
+        assert all(v == int(v) for _, v in fams[name].samples), name
 
     # A GPU that does not report a value (no temperature, no energy counter) leaves that
     # sample out rather than exporting a made-up 0.

@@ -46,8 +46,12 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(storage_line(resolve_db_path(args.db)))
             return 0
         done = last[0]
+        # "finished 2026-..." for a finished campaign, "cancelled, ended 2026-..." else
+        when = done.finished_at or "-"
+        ended = f"{done.status} {when}" if done.status == CampaignStatus.FINISHED \
+            else f"{done.status}, ended {when}"
         print(f"no engine running. Last campaign {done.id} `{one_line(done.name)}`: "
-              f"{done.status}, finished {done.finished_at or '-'}")
+              f"{ended}")
         if done.status == CampaignStatus.FAILED:
             reason = one_line(queries.campaign_error(db, done.id) or "unknown")
             print(f"  stopped by: {reason}; 'dltop run --resume' continues its queue")

@@ -70,7 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "[--no-telemetry] [--no-resume] [--read-only] [COMMAND ...]")
     p.add_argument("--version", action="version", version=f"dltop {__version__}")
     viewer_args(p, dest_prefix=_GLOBAL, default=argparse.SUPPRESS)
-    sub = p.add_subparsers(dest="command", metavar="COMMAND",
+    # prog: argparse would otherwise build the commands' usage from the custom usage
+    # above ("usage: dltop [--db PATH] ... [COMMAND ...] run")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", prog="dltop",
                            parser_class=argparse.ArgumentParser)
 
     def db_arg(sp: argparse.ArgumentParser) -> None:
@@ -148,8 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--campaign", default="latest", metavar="REF",
                      help="an id, a name (its most recent campaign), latest (default), all, "
                           "or a comma-separated list (3,5): one table over all of them")
-    exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex"],
-                     help="default: the -o file's suffix (.md .csv .json .tex), else md")
+    exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex", "tex"],
+                     type=_format, help="tex is latex; default: the -o file's suffix (.md "
+                                        ".csv .json .tex), else md")
     exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
                      help="the pivot's cells: time (median s/iter, default), mean-time, "
                           "throughput (samples/s), power (W), energy (J/sample), gpu-memory "
@@ -194,9 +197,14 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--metric", default="time", choices=["time", "throughput"])
     cmp.add_argument("--threshold", type=float, default=0.05,
                      help="smallest relative change called significant (0.05 = 5%%)")
-    cmp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex"])
+    cmp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex", "tex"],
+                     type=_format, help="tex is latex")
     cmp.add_argument("--fail-on-regression", action="store_true",
-                     help="exit 1 when any configuration of B is significantly slower")
+                     help="exit 1 when any configuration of B is conclusively slower "
+                          "(flagged pairs are inconclusive and do not count)")
+    cmp.add_argument("--allow-flagged", action="store_true",
+                     help="give pairs with a noisy, packed, shared, contaminated or "
+                          "simulated side a verdict too (default: inconclusive)")
 
     for verb, text in ((Control.PAUSE, "pause a running campaign after its current run"),
                        (Control.RESUME, "resume a paused campaign"),
@@ -327,6 +335,11 @@ def flags(sp: argparse.ArgumentParser, *names_and_help: tuple[str, str]) -> None
     """Add on/off options (``store_true``) to ``sp``, in the order given."""
     for name, text in names_and_help:
         sp.add_argument(name, action="store_true", help=text)
+
+
+def _format(text: str) -> str:
+    """A table format; ``tex`` (the file suffix) is read as ``latex``."""
+    return "latex" if text == "tex" else text
 
 
 def _count(text: str) -> int:

@@ -40,18 +40,27 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from dltop.results.render import render
 
     db = open_reader(args.db)
-    a = queries.resolve_campaigns(db, args.a)
-    b = queries.resolve_campaigns(db, args.b)
+    a = queries.resolve_campaigns(db, args.a, given_as="compare A")
+    b = queries.resolve_campaigns(db, args.b, given_as="compare B")
     rows = compare.compare(db, [c.id for c in a], [c.id for c in b], args.metric,
-                           args.threshold)
+                           args.threshold, allow_flagged=args.allow_flagged)
     sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold,
                                                   db), args.format))
-    if args.fail_on_regression and any(r.regression for r in rows):
-        slower = sum(r.regression for r in rows)
-        where = ",".join(str(c.id) for c in b)
-        print(f"dltop: {slower} configuration(s) significantly slower in campaign {where}",
-              file=sys.stderr)
+    if not args.fail_on_regression:
+        return 0
+    # The gate counts conclusive regressions only, and says what it did not count.
+    slower = sum(r.regression for r in rows)
+    unsure = sum(r.inconclusive for r in rows)
+    where = ",".join(str(c.id) for c in b)
+    skipped = (f"; {unsure} flagged pair(s) inconclusive, not counted (--allow-flagged "
+               "counts them)") if unsure else ""
+    if slower:
+        print(f"dltop: {slower} configuration(s) conclusively slower in campaign "
+              f"{where}{skipped}", file=sys.stderr)
         return EXIT_REGRESSION
+    if unsure:
+        print(f"dltop: no conclusive regression in campaign {where}{skipped}",
+              file=sys.stderr)
     return 0
 
 
@@ -139,11 +148,20 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
         return
     import csv
 
-    from dltop.textsafe import one_line
-
     w = csv.writer(sys.stdout, lineterminator="\n")
     w.writerow([*RUN_KEYS, "identity"])
     for rec in records:
-        w.writerow([one_line(v) if isinstance(v, str) else ("" if v is None else v)
-                    for v in (*(rec[k] for k in RUN_KEYS),
-                              json.dumps(rec["identity"], sort_keys=True))])
+        w.writerow([_csv_value(v) for v in (*(rec[k] for k in RUN_KEYS),
+                                            json.dumps(rec["identity"], sort_keys=True))])
+
+
+def _csv_value(v: Any) -> Any:
+    """A CSV field: flags as 1/0 (as the exports' numeric columns, which pandas and
+    spreadsheets read as numbers), nothing for None, text on one line."""
+    from dltop.textsafe import one_line
+
+    if isinstance(v, bool):
+        return int(v)
+    if isinstance(v, str):
+        return one_line(v)
+    return "" if v is None else v

@@ -3,7 +3,8 @@
 The device lease (:mod:`dltop.jobs.lease`) keeps engines of this dltop apart;
 an engine of an older dltop takes no lease, and a lease cannot always be taken
 (read-only ``/tmp``). A run whose devices were used by another engine's runner
-anyway is recorded with ``concurrent_runs > 0``, so every export marks it.
+anyway is recorded with ``concurrent_runs > 0``, so every export marks it (``shared``
+in a campaign without ``--pack``; docs/metrics.md).
 
 A dltop runner is recognised by its argv (``<python> .../runners/child/<x>_runner.py
 spec.json``), which every dltop version uses; runners of this engine (its

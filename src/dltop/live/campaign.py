@@ -120,9 +120,10 @@ class RunView(CurrentRun):
 
     @property
     def samples_per_s(self) -> float | None:
-        """Throughput over the recent iterations."""
-        m = self.median_s
-        return self.samples_per_iter / m if m else None
+        """Throughput over the recent iterations: their samples over their seconds (the
+        one definition of samples/s, docs/metrics.md)."""
+        total = sum(self.recent_s)
+        return self.samples_per_iter * len(self.recent_s) / total if total > 0 else None
 
     @property
     def eta_s(self) -> float | None:

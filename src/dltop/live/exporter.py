@@ -4,7 +4,8 @@ Headless (no Textual, no Rich). :class:`MetricsSource` keeps one :class:`DeviceP
 reading the devices at :data:`DEVICE_HZ` in a thread (so temperature and clocks, read on
 every :data:`~dltop.live.devices.SLOW_EVERY`-th frame, stay fresh, and host CPU is a
 percentage over a short window whatever the scrape interval) and reads the database's
-running runs on each scrape, into the families of :mod:`dltop.live.metrics`;
+running runs and its campaigns on each scrape, into the families of
+:mod:`dltop.live.metrics` and :mod:`dltop.live.campaign_metrics`;
 :class:`PrometheusCollector` turns them into ``prometheus_client`` metrics.
 
 Failures are loud, never frozen values (issue 28): a device reading that fails is
@@ -30,6 +31,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop.errors import DltopError
+from dltop.live.campaign_metrics import (
+    CampaignMetrics,
+    LabelCache,
+    campaign_families,
+    read_campaigns,
+)
 from dltop.live.devices import DeviceFrame, DevicePoller, RemoteGpu, RemoteGpuReader
 from dltop.live.metrics import (
     Family,
@@ -115,6 +122,7 @@ class MetricsSource:
         self.db_errors = 0
         self._failing = False
         self._remote: dict[int, RemoteGpuReader] = {}
+        self._labels: LabelCache = {}
         self._ready = threading.Event()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="dltop-metrics-poller",
@@ -181,36 +189,41 @@ class MetricsSource:
         at = self._frame_at
         return None if at is None else max(0.0, time.monotonic() - at)
 
-    def _read(self) -> tuple[list[RunMetrics], bool, tuple[RemoteGpu, ...]]:
-        """(runs in progress, whether the database could be read, their remote GPUs)."""
+    def _read(self) -> tuple[list[RunMetrics], list[CampaignMetrics], bool,
+                             tuple[RemoteGpu, ...]]:
+        """(runs in progress, campaigns, whether the database could be read, the runs'
+        remote GPUs)."""
         if self.db_path is None:
-            return [], True, ()
+            return [], [], True, ()
         if not self.db_path.is_file():
-            return [], False, ()
+            return [], [], False, ()
         from dltop.store.reader import open_reader
 
         try:
             db: Any = open_reader(self.db_path)  # ReadDb: the read API of sqlite-utils
         except (DltopError, sqlite3.Error):  # not a dltop database (yet: being created)
             self.db_errors += 1
-            return [], False, ()
+            return [], [], False, ()
         try:
-            runs = read_runs(db)
+            labels: dict[int, dict[int, dict[str, str]]] = {}
+            # fills labels (runs are labelled alike), kept between scrapes in _labels
+            camps = read_campaigns(db, labels, self._labels)
+            runs = read_runs(db, labels)
             # one incremental reader per running run: each scrape reads only new rows
             self._remote = {r.run_id: self._remote.get(r.run_id) or RemoteGpuReader()
                             for r in runs}
             remote = tuple(g for r in runs for g in self._remote[r.run_id].read(db, r.run_id))
-            return runs, True, remote
+            return runs, camps, True, remote
         except sqlite3.Error:
             self.db_errors += 1
-            return [], False, ()
+            return [], [], False, ()
         finally:
             db.close()
 
     def families(self) -> list[Family]:
         """Every family, read now (runs and their remote GPUs) and from the newest frame
         (devices, host)."""
-        runs, ok, remote = self._read()
+        runs, camps, ok, remote = self._read()
         newest = self.frame()
         age = self.telemetry_age_s()
         frame = replace(newest or DeviceFrame((), (), None, None), remote=remote)
@@ -219,6 +232,7 @@ class MetricsSource:
         if age is None or age > self.stale_s:  # never frozen values: gone until read again
             devices = _without_host(devices, self.hostname)
         return [*devices, *run_families(runs, self.hostname, ok),
+                *campaign_families(camps, self.hostname),
                 *health_families(self.hostname, age, self.stale_s, self.poll_errors,
                                  self.db_errors)]
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import RunStatus
@@ -66,30 +66,43 @@ class RunMetrics:
     median_s: float | None
     """Median seconds of the recent iterations (measured ones once there are any)."""
     samples_per_iter: int
+    mean_s: float | None = None
+    """Mean seconds of those iterations: samples/s is samples over seconds (docs/metrics.md)."""
+    job_id: int = 0
+    extra: Mapping[str, str] = field(default_factory=dict)
+    """Labels of the identity fields that vary in its campaign (precision, mode...)."""
 
     def labels(self, hostname: str) -> dict[str, str]:
-        """The run's label set."""
+        """The run's label set: its campaign, identity (the varying fields too), host."""
         return {"campaign": self.campaign, "campaign_id": str(self.campaign_id),
                 "framework": self.framework, "model": self.model,
                 "batch": str(self.batch_size), "device": self.device,
-                "run_id": str(self.run_id), "Hostname": hostname}
+                **self.extra, "run_id": str(self.run_id), "Hostname": hostname}
 
 
 _RUNS_SQL = (
-    "select r.id, r.samples_per_iter, j.framework, j.model, j.batch_size, j.device, "
-    "j.iterations, j.warmup, {total} from runs r join jobs j on j.id = r.job_id "
+    "select r.id, r.samples_per_iter, j.id as job_id, j.framework, j.model, j.batch_size, "
+    "j.device, j.iterations, j.warmup, {total} from runs r join jobs j on j.id = r.job_id "
     "where r.campaign_id = ? and r.status = ? order by r.id")
 
 
-def read_runs(db: sqlite_utils.Database) -> list[RunMetrics]:
+def read_runs(db: sqlite_utils.Database,
+              labels: Mapping[int, Mapping[int, Mapping[str, str]]] | None = None,
+              ) -> list[RunMetrics]:
     """Runs stored as running in campaigns whose engine is alive (a dead engine's
-    ``running`` rows are stale until ``dltop run --resume``), oldest first."""
+    ``running`` rows are stale until ``dltop run --resume``), oldest first.
+
+    ``labels``: campaign id → job id → its varying identity fields' labels
+    (:func:`dltop.live.campaign_metrics.identity_labels`).
+    """
     return [run for camp in open_campaigns(db)
             if engine_alive(camp.engine_pid, camp.engine_start_time)
-            for run in campaign_runs(db, camp.id, camp.name)]
+            for run in campaign_runs(db, camp.id, camp.name,
+                                     (labels or {}).get(camp.id, {}))]
 
 
-def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str) -> list[RunMetrics]:
+def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
+                  labels: Mapping[int, Mapping[str, str]] | None = None) -> list[RunMetrics]:
     """The campaign's runs stored as running, with their recent iterations' pace."""
     out: list[RunMetrics] = []
     sql = _RUNS_SQL.format(total=run_total_sql(db))
@@ -103,7 +116,9 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str) -> lis
             r["device"], its[0]["idx"] + 1 if its else 0, r["total"],
             r["warmup"], its[0]["seconds"] if its else None,
             statistics.median(recent) if recent else None,
-            r["samples_per_iter"] or r["batch_size"]))
+            r["samples_per_iter"] or r["batch_size"],
+            statistics.fmean(recent) if recent else None, r["job_id"],
+            dict((labels or {}).get(r["job_id"], {}))))
     return out
 
 
@@ -121,10 +136,20 @@ class _RemoteReading:
     mem_clock_mhz: None = None
 
 
-def _family(name: str, kind: str, text: str,
-            samples: Sequence[tuple[Labels, float | None]]) -> Family:
+def family(name: str, kind: str, text: str,
+           samples: Sequence[tuple[Labels, float | None]]) -> Family:
+    """A :class:`Family` of the samples that have a value (None: not measured, left out)."""
     return Family(name, kind, text, tuple((lab, float(v)) for lab, v in samples
                                           if v is not None))
+
+
+_family = family
+
+
+def _int(v: float | None) -> int | None:
+    """dcgm-exporter's integer fields (MHz, %, °C, mJ) as integers, never a fake GPU's
+    fraction."""
+    return None if v is None else round(v)
 
 
 def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
@@ -149,22 +174,23 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
     def fam(name: str, kind: str, text: str, value: Any) -> Family:
         return _family(name, kind, text, [(lab, value(g, total)) for lab, (g, total) in rows])
 
-    def mib(v: int | None) -> float | None:
-        return None if v is None else v / MIB
+    def mib(v: int | None) -> int | None:
+        # whole MiB, as dcgm-exporter reports framebuffer memory
+        return None if v is None else int(v // MIB)
 
     return [
         _family("DCGM_FI_DEV_COUNT", "gauge", "Number of Devices on the node.",
                 [({"Hostname": hostname}, len(frame.gpus)),
                  *(({"Hostname": node}, n) for node, n in sorted(nodes.items()))]),
         fam("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
-            lambda g, t: g.gpu_util_pct),
+            lambda g, t: _int(g.gpu_util_pct)),
         fam("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
-            lambda g, t: g.mem_util_pct),
+            lambda g, t: _int(g.mem_util_pct)),
         fam("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
             lambda g, t: mib(g.mem_used_bytes)),
         fam("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
             lambda g, t: None if t is None or g.mem_used_bytes is None
-            else mib(t - g.mem_used_bytes)),
+            else mib(t) - mib(g.mem_used_bytes)),  # type: ignore[operator]
         fam("DCGM_FI_DEV_FB_TOTAL", "gauge", "Framebuffer memory total (in MiB).",
             lambda g, t: mib(t)),
         fam("DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W).", lambda g, t: g.power_w),
@@ -172,13 +198,13 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
         # a counter to ..._total, so it is untyped here to keep dcgm-exporter's exact name.
         fam("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "untyped",
             "Total energy consumption since boot (in mJ).",
-            lambda g, t: None if g.energy_j is None else g.energy_j * 1000.0),
+            lambda g, t: None if g.energy_j is None else _int(g.energy_j * 1000.0)),
         fam("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).",
-            lambda g, t: g.temperature_c),
+            lambda g, t: _int(g.temperature_c)),
         fam("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
-            lambda g, t: g.sm_clock_mhz),
+            lambda g, t: _int(g.sm_clock_mhz)),
         fam("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
-            lambda g, t: g.mem_clock_mhz),
+            lambda g, t: _int(g.mem_clock_mhz)),
     ]
 
 
@@ -227,11 +253,15 @@ def run_families(runs: Sequence[RunMetrics], hostname: str,
             lambda r: 1 if r.done < r.warmup else 0),
         fam("last_iteration_seconds", "Seconds of the run's newest iteration.",
             lambda r: r.last_s),
-        fam("iterations_per_second", f"Iteration rate: 1 / median seconds of the last "
+        fam("iterations_per_second", f"Iteration rate: iterations / seconds of the last "
             f"{RECENT_ITERATIONS} iterations (measured ones once there are any).",
-            lambda r: 1.0 / r.median_s if r.median_s else None),
-        fam("samples_per_second", "Throughput: samples per iteration / median seconds.",
-            lambda r: r.samples_per_iter / r.median_s if r.median_s else None),
+            lambda r: 1.0 / r.mean_s if r.mean_s else None),
+        fam("samples_per_second", "Throughput: samples / seconds of those iterations "
+            "(as every samples/s of dltop).",
+            lambda r: r.samples_per_iter / r.mean_s if r.mean_s else None),
+        fam("median_seconds_per_iteration", f"Median seconds of the last "
+            f"{RECENT_ITERATIONS} iterations (measured ones once there are any).",
+            lambda r: r.median_s),
         _family("dltop_runs_active", "gauge", "Runs in progress (engines alive).",
                 [({"Hostname": hostname}, len(runs))]),
         _family("dltop_exporter_db_up", "gauge", "1 when the last scrape could read the "

@@ -35,16 +35,18 @@ def n_text(results: Sequence[ConfigResult]) -> str:
 
 
 def flagged_text(results: Sequence[ConfigResult]) -> str:
-    """Which runs were noisy, packed or contaminated (``none`` for each that none was)."""
+    """Which runs were noisy, packed, shared or contaminated (``none`` for each that
+    none was; ``shared`` only when some was: it is rare)."""
     parts = []
-    for name in ("noisy", "packed", "contaminated"):
+    for name in ("noisy", "packed", "shared", "contaminated"):
         who = []
         for r in results:
             ids = [str(run.run_id) for run in r.runs if getattr(run, name)]
             if ids:
                 who.append(one_line(f"{r.framework} b{r.batch_size} {r.device} "
                                     f"(run{'s' if len(ids) > 1 else ''} {', '.join(ids)})"))
-        parts.append(f"{name}: {', '.join(who) if who else 'none'}")
+        if who or name != "shared":
+            parts.append(f"{name}: {', '.join(who) if who else 'none'}")
     return "; ".join(parts)
 
 

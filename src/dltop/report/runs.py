@@ -40,6 +40,10 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int],
         "join runs r on r.id = (select max(id) from runs where job_id = j.id) "
         f"where j.campaign_id in ({marks}) and coalesce(r.n_iterations, 0) > 0 "
         "order by j.campaign_id, j.position", list(ids)))
+    # campaigns.pack tells packed runs from shared ones (absent from older databases)
+    packs = {c["id"]: bool(c.get("pack")) for c in db.query(
+        f"select * from campaigns where id in ({marks})", list(ids))}
+    rows = [{**r, "pack": packs.get(r["campaign_id"], False)} for r in rows]
     rows.sort(key=lambda r: (r["repeat"] > 0, r["campaign_id"], r["position"]))
     chosen = rows[:max(0, max_runs)]
     chosen.sort(key=lambda r: (r["campaign_id"], r["position"]))
@@ -69,7 +73,12 @@ def run_figures(db: sqlite_utils.Database, ids: Sequence[int],
 
 
 def _flags(row: Mapping[str, Any]) -> list[str]:
-    return [name for name, on in (("noisy", row["noisy"]), ("packed", row["concurrent_runs"]),
+    # concurrent runs: "packed" in a --pack campaign, "shared" (another engine's
+    # runner) in one without (campaigns.pack is absent from older databases)
+    pack = bool(row.get("pack"))
+    return [name for name, on in (("noisy", row["noisy"]),
+                                  ("packed", row["concurrent_runs"] and pack),
+                                  ("shared", row["concurrent_runs"] and not pack),
                                   ("contaminated", row["contaminated"])) if on]
 
 

@@ -57,6 +57,7 @@ class RunRecord:
     status: str
     noisy: bool
     packed: bool
+    """Other runs of its own campaign shared its host (``dltop run --pack``)."""
     contaminated: bool
     simulated: bool
     """Its GPU telemetry came from simulated GPUs (``--fake-gpus``)."""
@@ -74,6 +75,9 @@ class RunRecord:
     """Its job's ``target_perplexity`` (likewise)."""
     generations: tuple[Request, ...] = ()
     """Its measured generation requests, in order (``mode = "generate"`` runs)."""
+    shared: bool = False
+    """Another engine's runner used its devices (a campaign without ``--pack``):
+    "packed" is kept for ``--pack``, whose overlap is chosen."""
 
     def get(self, name: str) -> Any:
         """A stored column of :data:`RUN_FIELDS` (``None`` when not recorded)."""
@@ -115,6 +119,8 @@ class ConfigResult:
     noisy: bool
     packed: bool = False
     """Some run of it was measured while other runs shared the host (``--pack``)."""
+    shared: bool = False
+    """Some ok run of it had another engine's runner on its devices (no ``--pack``)."""
     contaminated: bool = False
     """Some ok run of it saw a foreign process on its devices."""
     config_key: str = ""
@@ -244,6 +250,10 @@ def config_results(db: sqlite_utils.Database,
     for cid in ids:
         idents = identity.campaign_identities(db, cid)
         rows = list(db.query(sql, [cid]))
+        # concurrent runs are "packed" in a --pack campaign, else "shared" (foreign
+        # runners); campaigns.pack is absent from databases older than packing
+        pack = any(c.get("pack") for c in db.query(
+            "select * from campaigns where id = ?", [cid]))
         # a GPU job that never reported its device takes the campaign's usual GPU
         usual = Counter(r["device_name"] for r in rows
                         if str(r["device"]).startswith("gpu") and r["device_name"])
@@ -260,7 +270,8 @@ def config_results(db: sqlite_utils.Database,
                 memo = (ck, ident[identity.INTERPRETER])
                 ident_key = keys.get(memo) or keys.setdefault(memo, identity.key(ident))
             groups.setdefault((ident_key, host, gpu or ""), []).append(
-                {**row, "identity": ident, "gpu_name": gpu, "host": host})
+                {**row, "identity": ident, "gpu_name": gpu, "host": host,
+                 "campaign_pack": pack})
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     # host samples only for runs without the stored mean (see _record): an export
     # reads the runs' summaries, not telemetry that grows with each second of a run
@@ -328,7 +339,9 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
     rid = int(row["run_id"])
     return RunRecord(
         run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
-        packed=bool(row["concurrent_runs"]), contaminated=bool(row["contaminated"]),
+        packed=bool(row["concurrent_runs"]) and bool(row.get("campaign_pack")),
+        shared=bool(row["concurrent_runs"]) and not row.get("campaign_pack"),
+        contaminated=bool(row["contaminated"]),
         simulated=bool(row["telemetry_simulated"]), iterations=tuple(iters.get(rid, ())),
         # the run's measured window (runs.tree_cpu_mean_pct); runs stored before it:
         # every host sample of the run
@@ -368,6 +381,7 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
         precision=str(first["precision"]), status=status, n_runs=len(ok),
         median_s=median, spread_s=spread, samples_per_s=thr,
         noisy=any(r.noisy for r in ok), packed=any(r.packed for r in ok),
+        shared=any(r.shared for r in ok),
         contaminated=any(r.contaminated for r in ok),
         config_key=identity.key(first["identity"]), repeats=len(rows), runs=tuple(ok),
         identity=first["identity"], host=first["host"], gpu_name=first["gpu_name"],

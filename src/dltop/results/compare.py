@@ -15,6 +15,12 @@ statistically and practically significant: the interval excludes 1 *and* the
 ratio differs from 1 by more than the threshold. Otherwise the verdict is
 ``no significant change``.
 
+A pair where either side is flagged (noisy, packed, shared, contaminated or
+simulated: :func:`dltop.results.summary.flags`) is ``inconclusive``: its ratio and
+interval are shown, but a flagged measurement cannot gate a change, so
+``--fail-on-regression`` ignores it. ``allow_flagged`` gives such pairs their
+verdict anyway (the flags stay in the table).
+
 Either side may be several campaigns (``3,5``, ``all``, a name: see
 :func:`dltop.results.queries.resolve_campaigns`); their configurations merge as
 in an export (same identity on the same host and GPU model).
@@ -38,6 +44,10 @@ if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (stor
 
 METRICS = ("time", "throughput")
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
+INCONCLUSIVE = "inconclusive"
+GATING_FLAGS = ("noisy", "packed", "shared", "contaminated", "simulated")
+"""The flags that make a pair inconclusive (``incomplete`` does not: fewer repeats
+widen the interval, which the verdict already accounts for)."""
 
 
 @dataclass(frozen=True)
@@ -58,11 +68,22 @@ class Comparison:
     ci_high: float | None = None
     identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """The identity the two sides were paired by (flat; see :func:`pairing`)."""
+    flags_a: tuple[str, ...] = ()
+    """A's flags (:func:`dltop.results.summary.flags`), empty when A has no such side."""
+    flags_b: tuple[str, ...] = ()
+    flagged_verdict: str | None = None
+    """For an ``inconclusive`` pair: the verdict its numbers alone would give."""
 
     @property
     def regression(self) -> bool:
-        """B is significantly slower than A."""
+        """B is significantly slower than A, and neither side is flagged (or flags
+        were allowed)."""
         return self.verdict == SLOWER
+
+    @property
+    def inconclusive(self) -> bool:
+        """A flagged side keeps the pair from a verdict."""
+        return self.verdict == INCONCLUSIVE
 
 
 def _label(r: ConfigResult) -> tuple[str, str, int, str, str]:
@@ -112,32 +133,46 @@ def pairing(results: list[ConfigResult], placed: frozenset[str] = frozenset(),
     return out
 
 
+def side_flags(r: ConfigResult | None) -> tuple[str, ...]:
+    """A side's flags (:func:`dltop.results.summary.flags`) that gate a verdict."""
+    from dltop.results.summary import flags
+
+    return () if r is None else tuple(f for f in flags(r) if f in GATING_FLAGS)
+
+
 def _compare_one(a: ConfigResult | None, b: ConfigResult | None, metric: str,
-                 threshold: float, pair_identity: dict[str, Any]) -> Comparison:
+                 threshold: float, pair_identity: dict[str, Any],
+                 allow_flagged: bool = False) -> Comparison:
     some = a or b
     assert some is not None
     label, ident = _label(some), pair_identity
     key = identity.key(ident)
+    fa, fb = side_flags(a), side_flags(b)
     if a is None or b is None:
         return Comparison(label, key, "only in B" if a is None else "only in A",
-                          identity=ident)
+                          identity=ident, flags_a=fa, flags_b=fb)
     sa, sb = _sides(a), _sides(b)
     if sa is None or sb is None:
         missing = a if sa is None else b
         side = "A" if sa is None else "B"
         return Comparison(label, key,
                           f"not comparable: {side} {missing.label}",
-                          identity=ident)
+                          identity=ident, flags_a=fa, flags_b=fb)
     stat = bootstrap.STATS[metric]
     ratio, low, high = bootstrap.ratio_ci(sa, sb, stat)
-    return Comparison(label, key, verdict(ratio, low, high, metric, threshold),
+    said = verdict(ratio, low, high, metric, threshold)
+    gated = bool(fa or fb) and not allow_flagged
+    return Comparison(label, key, INCONCLUSIVE if gated else said,
                       bootstrap.estimate(sa, stat), bootstrap.estimate(sb, stat),
-                      ratio, low, high, ident)
+                      ratio, low, high, ident, fa, fb, said if gated else None)
 
 
 def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Sequence[int],
-            metric: str = "time", threshold: float = 0.05) -> list[Comparison]:
+            metric: str = "time", threshold: float = 0.05,
+            allow_flagged: bool = False) -> list[Comparison]:
     """Every configuration of campaign(s) ``a_id`` and ``b_id``, paired by identity.
+
+    A pair with a flagged side is ``inconclusive`` unless ``allow_flagged``.
 
     Raises:
         UserError: an unknown metric, a negative threshold, or no configuration in common.
@@ -160,11 +195,16 @@ def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Se
         raise UserError(f"campaigns {_ids(a_id)} and {_ids(b_id)} have no configuration "
                         "in common")
     out = [_compare_one(a[k][1] if k in a else None, b[k][1] if k in b else None, metric,
-                        threshold, (a.get(k) or b[k])[0]) for k in {**a, **b}]
+                        threshold, (a.get(k) or b[k])[0], allow_flagged)
+           for k in {**a, **b}]
     out.sort(key=lambda c: (rank(c.label[0], catalog.MODELS),
                             rank(c.label[1], catalog.FRAMEWORKS), c.label[2],
                             device_key(c.label[3]), c.label[4], c.config_key))
     return out
+
+
+def _verdict_text(c: Comparison) -> str:
+    return f"{c.verdict} ({c.flagged_verdict})" if c.flagged_verdict else c.verdict
 
 
 def _ids(ids: int | Sequence[int]) -> str:
@@ -205,6 +245,7 @@ def compare_table(rows: list[Comparison],
             Column("ratio", "B/A", Role.VALUE, "1"),
             Column("ci_low", "CI95 low", Role.VALUE, "1"),
             Column("ci_high", "CI95 high", Role.VALUE, "1"),
+            Column("flags_a", "A flags", Role.KEY), Column("flags_b", "B flags", Role.KEY),
             Column("verdict", "verdict", Role.KEY))
     table_rows = []
     for c in rows:
@@ -215,14 +256,22 @@ def compare_table(rows: list[Comparison],
             *((key_cell(tokens.row_unit("throughput", m)),) if per_row else ()),
             _num(c.a, fmt.format(c.a or 0.0)), _num(c.b, fmt.format(c.b or 0.0)),
             _num(c.ratio, f"{c.ratio or 0.0:.3f}"), _num(c.ci_low, f"{c.ci_low or 0.0:.3f}"),
-            _num(c.ci_high, f"{c.ci_high or 0.0:.3f}"), Cell(c.verdict)),
-            {"identity": dict(c.identity)}))
+            _num(c.ci_high, f"{c.ci_high or 0.0:.3f}"),
+            key_cell(", ".join(c.flags_a)), key_cell(", ".join(c.flags_b)),
+            Cell(_verdict_text(c))),
+            {"identity": dict(c.identity),
+             "flags": {"a": list(c.flags_a), "b": list(c.flags_b)},
+             "unflagged_verdict": c.flagged_verdict}))
     what = "median s/iter" if metric == "time" else \
         ("throughput" if per_row else unit)
     notes: tuple[str, ...] = (
         f"B/A of the {what} (median over runs); CI95: 2000-resample seeded two-level "
         "bootstrap of both campaigns' measured iterations. A change is called when "
-        f"the interval excludes 1 and B/A differs from 1 by more than {threshold:.0%}.",)
+        f"the interval excludes 1 and B/A differs from 1 by more than {threshold:.0%}.",
+        *(("inconclusive: A or B is flagged (noisy, packed, shared, contaminated, "
+           "simulated), so no change is called (the numbers' own verdict in brackets); "
+           "--allow-flagged calls it anyway.",) if any(c.inconclusive for c in rows)
+          else ()))
     constants = var.caption()
     camps = list({c.id: c for c in (*side_a, *side_b)}.values())
     lines, meta = caption.context(db, camps, constants) if db is not None else \

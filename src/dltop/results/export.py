@@ -99,9 +99,9 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")
-NOTE_PACKED = ("† measured while other runs shared its devices (a packed campaign, "
-               "dltop run --pack, or another engine's runner seen on them): a throughput "
-               "figure, not a clean single-run one.")
+NOTE_PACKED = ("† measured while other runs shared its devices: packed (its campaign ran "
+               "with dltop run --pack) or shared (another engine's runner was seen on "
+               "them): a throughput figure, not a clean single-run one.")
 NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (incomplete: "
                    "the others failed, were cancelled or have not run).")
 NOTE_SIMULATED = ("Device telemetry of this campaign came from SIMULATED GPUs "
@@ -126,6 +126,8 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
                                  "packed": res.packed}
     if res.incomplete:
         detail["incomplete"] = True
+    if res.shared:
+        detail["shared"] = True
     if res.contaminated:
         detail["contaminated"] = True
     if val.simulated_value is not None:
@@ -232,7 +234,7 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         notes.append(readings.NOTE)
     if any(r.incomplete and r.n_runs for r in results):
         notes.append(NOTE_INCOMPLETE)
-    if any(r.packed for r in results):  # only ok results are ever packed
+    if any(r.packed or r.shared for r in results):  # only ok results ever are
         notes.append(NOTE_PACKED)
     if any(r.contaminated for r in results):
         notes.append(NOTE_CONTAMINATED)

@@ -167,9 +167,9 @@ TIMED = ("time", "mean-time", "throughput", "tflops", "mfu", "time-to-accuracy",
 
 
 def markers(res: ConfigResult, metric_name: str = "time") -> str:
-    """``*`` noisy (timed metrics only), ``†`` packed, ``§`` contaminated."""
+    """``*`` noisy (timed metrics only), ``†`` packed or shared, ``§`` contaminated."""
     noisy = res.noisy and metric_name in TIMED
-    return ("*" if noisy else "") + ("†" if res.packed else "") + \
+    return ("*" if noisy else "") + ("†" if res.packed or res.shared else "") + \
         ("§" if res.contaminated else "")
 
 

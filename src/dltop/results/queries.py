@@ -109,8 +109,12 @@ def resolve_campaign(db: sqlite_utils.Database, ref: str | int | None) -> Campai
     return found[0]
 
 
-def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None) -> list[CampaignRow]:
+def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None,
+                      given_as: str = "--campaign") -> list[CampaignRow]:
     """Campaigns named by ``ref``, in id order, each once.
+
+    ``given_as`` names what the user typed ``ref`` as (an option, or a positional
+    such as ``compare``'s ``A``), so an error points at it.
 
     ``ref`` is ``None`` or ``latest`` (the newest campaign), ``all``, an id, a name
     (the most recent campaign of that name; a name made of digits is read as an
@@ -125,7 +129,7 @@ def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None) -> list[
         raise UserError("no campaigns in this database yet (run 'dltop run PROFILE' first)")
     parts = ["latest"] if ref is None else [p.strip() for p in str(ref).split(",")]
     if not all(parts):
-        raise UserError(f"--campaign: empty part in {ref!r} (use e.g. 3,5 or latest or all)")
+        raise UserError(f"{given_as}: empty part in {ref!r} (use e.g. 3,5 or latest or all)")
     found: dict[int, CampaignRow] = {}
     for part in parts:
         if part == "all":
@@ -144,7 +148,7 @@ def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None) -> list[
             known = ", ".join(f"{c.id} `{c.name}`" for c in recent)
             what = f"no campaign {part}" if part.isdigit() else \
                 f"no campaign named {part!r}"
-            raise UserError(f"--campaign: {what} (most recent: {known}; see 'dltop runs')")
+            raise UserError(f"{given_as}: {what} (most recent: {known}; see 'dltop runs')")
         found[rows[0].id] = rows[0]
     return [found[i] for i in sorted(found)]
 
@@ -168,7 +172,10 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
     sql = (
         "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
         "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
-        "r.samples_per_s, r.cv, r.noisy, r.error_message"
+        # samples/s as exports define it (total samples / total seconds); databases
+        # written before it stored batch / median in runs.samples_per_s
+        "coalesce(r.samples_per_iter / nullif(r.mean_s, 0), r.samples_per_s) "
+        "as samples_per_s, r.cv, r.noisy, r.error_message"
         f"{', r.note' if 'note' in cols else ''}"
         f"{', r.slurm_state, r.slurm_reason' if 'slurm_state' in cols else ''} "
         f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?"

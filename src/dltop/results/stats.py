@@ -69,6 +69,9 @@ def summarize_run(seconds: Sequence[float], samples_per_iter: int,
     p10, p90 = p10_p90(seconds)
     return RunStats(
         n_iterations=n, median_s=median, mean_s=mean, p10_s=p10, p90_s=p90, cv=cv,
-        samples_per_s=samples_per_iter / median if median > 0 else None,
+        # samples/s has one definition everywhere (docs/metrics.md): total samples over
+        # total measured seconds, which for a fixed batch is samples per iteration over
+        # the *mean* iteration; batch / median would disagree with every export
+        samples_per_s=samples_per_iter / mean if mean > 0 else None,
         noisy=cv > noisy_cv,
     )

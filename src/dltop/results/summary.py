@@ -68,7 +68,8 @@ NOTES = (
     "TFLOP/s: the runner's training FLOPs per sample (3 × forward, multiply-accumulates "
     "× 2) × samples/s. MFU: TFLOP/s ÷ (the devices' dense peak for the precision × "
     "devices); see docs/metrics.md for the peak table.",
-    "flags: noisy (a run's CV > 0.10), packed (other runs shared the host), contaminated "
+    "flags: noisy (a run's CV > 0.10), packed (other runs of a --pack campaign shared the "
+    "host), shared (another engine's runner used its devices), contaminated "
     "(a foreign process used the run's devices), simulated (GPU readings from simulated "
     "GPUs: their numbers are not shown), incomplete (fewer ok runs than planned).",
 )
@@ -114,11 +115,13 @@ def readings_text(res: ConfigResult) -> str:
 
 
 def flags(res: ConfigResult) -> list[str]:
-    """``noisy``, ``packed``, ``contaminated``, ``simulated``, ``incomplete``, in order."""
+    """``noisy``, ``packed``, ``shared``, ``contaminated``, ``simulated``, ``incomplete``,
+    in order."""
     # A CPU run on a host of simulated GPUs is flagged too (its stored GPU rows are
     # simulated, and the export's note counts it), but none of its figures is a GPU one.
     simulated = res.device_kind == "gpu" and any(r.simulated for r in res.runs)
     out = [name for name, on in (("noisy", res.noisy), ("packed", res.packed),
+                                 ("shared", res.shared),
                                  ("contaminated", res.contaminated),
                                  ("simulated", simulated))
            if on]

@@ -53,7 +53,7 @@ MEANING: dict[str, str] = {
     RunStatus.RUNNING: "running", JobStatus.QUEUED: "queued", JobStatus.REMOVED: "removed"}
 BAR_MAX = 60
 """Widest bar of the speedup chart: the top speedup (or the most devices) fills it."""
-MARKS = {"*": "noisy (a run's CV > 0.10)", "†": "packed (shared devices)",
+MARKS = {"*": "noisy (a run's CV > 0.10)", "†": "packed (--pack) or shared (another engine)",
          "§": "contaminated (a foreign process)"}
 
 

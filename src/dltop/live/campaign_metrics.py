@@ -1,0 +1,217 @@
+"""Prometheus families of campaigns: their state, their jobs, what they wait for, their
+last finished run.
+
+Headless (no Textual, no Rich). Read per scrape from the database by
+:class:`dltop.live.exporter.MetricsSource`, as :mod:`dltop.live.metrics` reads the runs
+in progress. The campaigns reported are the open ones (queued, running, paused,
+waiting) and the newest campaign, so a campaign that just ended still shows how it
+ended instead of vanishing with its last run.
+
+Per-run series of :mod:`dltop.live.metrics` end with the run (a finished run has no
+pace). What outlives it is chosen here: the campaign's **last finished run** with its
+final values and its ``status`` label (``dltop_campaign_last_run_*``), and the
+campaign's runs and jobs counted by status (``dltop_campaign_runs``,
+``dltop_campaign_jobs``), which only grow while the campaign runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from dltop.catalog import CampaignStatus, JobStatus, RunStatus
+from dltop.live.metrics import Family, Labels, family
+from dltop.procs import engine_alive
+from dltop.results import identity
+from dltop.results.queries import campaigns, open_campaigns
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
+    import sqlite_utils
+
+JOB_STATES = (JobStatus.QUEUED, JobStatus.RUNNING,
+              *(s for s in RunStatus if s != RunStatus.RUNNING), JobStatus.REMOVED)
+"""Every state a job can be in (a finished job takes its run's status), each exported,
+0 included, so a dashboard's stacked series never has holes."""
+_LABEL_NAME = re.compile(r"[^a-zA-Z0-9_]")
+RESERVED = frozenset({"campaign", "campaign_id", "framework", "model", "batch", "device",
+                      "run_id", "Hostname", "status", "state", "waiting_for"})
+"""Label names the families already use: an identity field of one of these names gets a
+``id_`` prefix rather than overwriting them."""
+
+
+def label_name(name: str) -> str:
+    """An identity field as a Prometheus label name (``seq_len``; ``id_device``...)."""
+    clean = _LABEL_NAME.sub("_", name)
+    return f"id_{clean}" if clean in RESERVED or clean[:1].isdigit() else clean
+
+
+def identity_labels(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dict[str, str]]:
+    """Job id → the labels of the identity fields that vary in its campaign (precision,
+    mode, compile, seq_len...: model, framework, batch and device are labels anyway)."""
+    idents = identity.campaign_identities(db, campaign_id)
+    var = identity.variation(idents.values())
+    return {job: {label_name(f): text for f, text in zip(var.fields, var.texts(ident),
+                                                         strict=True)}
+            for job, ident in idents.items()}
+
+
+@dataclass(frozen=True)
+class LastRun:
+    """A campaign's newest run that ended, with its final values."""
+
+    run_id: int
+    status: str
+    framework: str
+    model: str
+    batch_size: int
+    device: str
+    median_s: float | None
+    samples_per_s: float | None
+    """Total samples / total measured seconds (docs/metrics.md), None when not ok."""
+    extra: Mapping[str, str] = field(default_factory=dict)
+    """Its varying identity fields' labels."""
+
+
+@dataclass(frozen=True)
+class CampaignMetrics:
+    """One campaign as the exporter reports it."""
+
+    campaign_id: int
+    name: str
+    status: str
+    engine_up: bool
+    """Its engine is alive (an open campaign whose engine died waits for --resume)."""
+    waiting_for: str | None
+    """The devices' holders it waits on (status ``waiting``), else None."""
+    jobs: Mapping[str, int]
+    runs: Mapping[str, int]
+    """Runs that ended, by status (retries count each attempt)."""
+    last_run: LastRun | None
+
+    def labels(self, hostname: str) -> dict[str, str]:
+        """The campaign's label set."""
+        return {"campaign": self.name, "campaign_id": str(self.campaign_id),
+                "Hostname": hostname}
+
+
+_LAST_RUN_SQL = (
+    "select r.id, r.status, r.median_s, r.mean_s, r.samples_per_iter, r.samples_per_s, "
+    "j.id as job_id, j.framework, j.model, j.batch_size, j.device from runs r "
+    "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status != ? "
+    "order by r.id desc limit 1")
+
+
+LabelCache = dict[int, tuple[tuple[Any, ...], dict[int, dict[str, str]]]]
+"""Campaign id → (what its identities were read at, :func:`identity_labels`)."""
+
+
+def _labels_at(db: sqlite_utils.Database, campaign_id: int) -> tuple[Any, ...]:
+    """What :func:`identity_labels` depends on: the jobs (added, removed) and the runs
+    (a run's interpreter is known once it starts and reports its environment)."""
+    jobs = next(iter(db.query("select count(*) as n, max(id) as last from jobs "
+                              "where campaign_id = ?", [campaign_id])))
+    runs = next(iter(db.query("select count(*) as n, max(id) as last, "
+                              "sum(status != ?) as ended from runs where campaign_id = ?",
+                              [RunStatus.RUNNING, campaign_id])))
+    return (jobs["n"], jobs["last"], runs["n"], runs["last"], runs["ended"])
+
+
+def read_campaigns(db: sqlite_utils.Database,
+                   labels: dict[int, dict[int, dict[str, str]]] | None = None,
+                   cache: LabelCache | None = None) -> list[CampaignMetrics]:
+    """The open campaigns and the newest one, oldest first.
+
+    ``labels`` (campaign id → :func:`identity_labels`) is filled for the campaigns read,
+    so the caller can label their runs in progress alike. ``cache`` keeps them between
+    scrapes (parsing every job's spec costs ~0.3 ms a job), read again only when the
+    campaign's jobs or ended runs changed.
+    """
+    labels = {} if labels is None else labels
+    rows: dict[int, Any] = {c.id: c for c in open_campaigns(db)}
+    newest = campaigns(db, limit=1)
+    if newest and newest[0].id not in rows:
+        rows[newest[0].id] = newest[0]
+    if cache is not None:
+        for gone in set(cache) - set(rows):
+            del cache[gone]
+    out = []
+    for cid in sorted(rows):
+        c = rows[cid]
+        if cache is None:
+            per_job = labels.setdefault(cid, identity_labels(db, cid))
+        else:
+            at = _labels_at(db, cid)
+            if cid not in cache or cache[cid][0] != at:
+                cache[cid] = (at, identity_labels(db, cid))
+            per_job = labels.setdefault(cid, cache[cid][1])
+        jobs = {r["status"]: int(r["n"]) for r in db.query(
+            "select status, count(*) as n from jobs where campaign_id = ? group by status",
+            [cid])}
+        runs = {r["status"]: int(r["n"]) for r in db.query(
+            "select status, count(*) as n from runs where campaign_id = ? and status != ? "
+            "group by status", [cid, RunStatus.RUNNING])}
+        last = None
+        for r in db.query(_LAST_RUN_SQL, [cid, RunStatus.RUNNING]):
+            ok = r["status"] == RunStatus.OK
+            rate = (r["samples_per_iter"] / r["mean_s"] if r["samples_per_iter"]
+                    and r["mean_s"] else r["samples_per_s"]) if ok else None
+            last = LastRun(r["id"], r["status"], r["framework"], r["model"],
+                           r["batch_size"], r["device"], r["median_s"] if ok else None,
+                           rate, per_job.get(r["job_id"], {}))
+        alive = engine_alive(getattr(c, "engine_pid", None), getattr(c, "engine_start_time",
+                                                                    None))
+        out.append(CampaignMetrics(
+            cid, c.name, c.status, alive and c.status not in _ENDED,
+            getattr(c, "waiting_for", None) if c.status == CampaignStatus.WAITING else None,
+            jobs, runs, last))
+    return out
+
+
+_ENDED = frozenset({CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED})
+
+
+def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[Family]:
+    """``dltop_campaign_*`` of each campaign read."""
+    def per(c: CampaignMetrics, **more: str) -> Labels:
+        return {**c.labels(hostname), **more}
+
+    def last_labels(c: CampaignMetrics) -> Labels:
+        r = c.last_run
+        assert r is not None
+        return per(c, run_id=str(r.run_id), status=r.status, framework=r.framework,
+                   model=r.model, batch=str(r.batch_size), device=r.device, **r.extra)
+
+    ended = [c for c in camps if c.last_run is not None]
+    return [
+        family("dltop_campaign_state", "gauge", "1 for the campaign's state (queued, "
+               "running, paused, waiting, finished, cancelled, failed), 0 for the others.",
+               [(per(c, state=str(s)), 1 if c.status == s else 0)
+                for c in camps for s in CampaignStatus]),
+        family("dltop_campaign_engine_up", "gauge", "1 while the campaign's engine process "
+               "is alive (0: ended, or died: 'dltop run --resume' continues it).",
+               [(per(c), 1 if c.engine_up else 0) for c in camps]),
+        family("dltop_campaign_waiting_for_devices", "gauge", "1 while the campaign waits "
+               "for devices other processes hold (label waiting_for: on whom), else 0.",
+               [(per(c, waiting_for=c.waiting_for or ""), 1 if c.waiting_for else 0)
+                for c in camps]),
+        family("dltop_campaign_jobs", "gauge", "The campaign's jobs by state: queued, "
+               "running, removed, or the status of the job's last run (ok, oom, crashed...).",
+               [(per(c, state=str(s)), c.jobs.get(s, 0)) for c in camps for s in JOB_STATES]),
+        family("dltop_campaign_runs", "gauge", "Runs of the campaign that ended, by status "
+               "(retried jobs count each attempt).",
+               [(per(c, status=str(s)), c.runs.get(s, 0)) for c in camps
+                for s in RunStatus if s != RunStatus.RUNNING]),
+        family("dltop_campaign_last_run_info", "gauge", "1, labelled with the campaign's "
+               "newest ended run: its id, status and identity.",
+               [(last_labels(c), 1) for c in ended]),
+        family("dltop_campaign_last_run_seconds_per_iteration", "gauge", "Median seconds "
+               "per measured iteration of the newest ended run (ok runs only).",
+               [(last_labels(c), c.last_run.median_s if c.last_run else None)
+                for c in ended]),
+        family("dltop_campaign_last_run_samples_per_second", "gauge", "Total samples / total "
+               "measured seconds of the newest ended run (ok runs only).",
+               [(last_labels(c), c.last_run.samples_per_s if c.last_run else None)
+                for c in ended]),
+    ]

@@ -1,0 +1,205 @@
+"""Prometheus campaign series, run labels with the varying identity fields, and the
+Grafana dashboard in docs/grafana checked against a real exporter's scrape."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from dltop.jobs import campaign
+from dltop.live.campaign_metrics import label_name
+from dltop.live.exporter import MetricsSource, start_metrics_server
+from dltop.procs import process_start_time
+from dltop.profiles.loader import parse
+from dltop.results.stats import summarize_run
+from dltop.store import Store, connect
+from dltop.telemetry.fake import FakeGpuBackend
+from dltop.telemetry.model import HostSample
+
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dltop-campaign.json"
+PROFILE = """
+name = "prec"
+[defaults]
+iterations = 20
+warmup = 5
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r", "alexnet-r"]
+batch_sizes = [64]
+devices = ["cpu:1"]
+precision = "fp32"
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r", "alexnet-r"]
+batch_sizes = [64]
+devices = ["cpu:1"]
+precision = "bf16"
+"""
+WAITING = "gpu:0 held by pid 4242 (python train.py)"
+
+
+def host() -> HostSample:
+    return HostSample(0, (25.0, 75.0), 0.5, 3 * 2**30, 16 * 2**30, 0, cpu_user_pct=40.0,
+                      cpu_system_pct=8.0, cpu_iowait_pct=2.0)
+
+
+@pytest.fixture
+def db_path(tmp_path: Path, stand_in_engine: int) -> Path:
+    """Jobs fcn-r fp32 crashed, alexnet-r fp32 ok (skewed iterations), fcn-r bf16
+    running (8 of 25 iterations), alexnet-r bf16 queued; the campaign waits for a GPU."""
+    path = tmp_path / "m.db"
+    store = Store(connect(path))
+    plan = campaign.preflight([parse(PROFILE, "prec.toml", "prec")], 0, False)
+    cid, queued = campaign.create(store, plan, ["dltop", "run", "prec.toml"])
+    by = {(q.spec.model, q.spec.precision): q.job_id for q in queued}
+    rid = store.start_run(by[("fcn-r", "fp32")], cid, 1, "", 64)
+    store.finish_run(rid, by[("fcn-r", "fp32")], "crashed", {"error_message": "boom"})
+    rid = store.start_run(by[("alexnet-r", "fp32")], cid, 1, "", 64)
+    seconds = [0.1, 0.1, 0.4]
+    store.add_iterations(rid, [{"idx": i, "seconds": s, "samples": 64, "warmup": 0,
+                                "loss": None} for i, s in enumerate(seconds)])
+    store.finish_run(rid, by[("alexnet-r", "fp32")], "ok",
+                     summarize_run(seconds, 64).to_columns())
+    rid = store.start_run(by[("fcn-r", "bf16")], cid, 1, "", 64)
+    store.add_iterations(rid, [{"idx": i, "seconds": 0.2, "samples": 64, "warmup": int(i < 5),
+                                "loss": None} for i in range(8)])
+    with store.db.conn:
+        store.db.execute("update campaigns set status = 'waiting', waiting_for = ?, "
+                         "engine_pid = ?, engine_start_time = ?",
+                         [WAITING, stand_in_engine, process_start_time(stand_in_engine)])
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def scraped(db_path: Path) -> dict[str, list[Any]]:
+    """One scrape of a real exporter (HTTP, prometheus_client's server) over the
+    database, parsed by prometheus_client's text parser."""
+    source = MetricsSource(FakeGpuBackend(2), db_path, host=host).start()
+    port = free_port()
+    server = start_metrics_server(source, "127.0.0.1", port)
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+            text = resp.read().decode()
+    finally:
+        server.shutdown()
+        source.stop()
+    out: dict[str, list[Any]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append(s)
+    return out
+
+
+def one(samples: list[Any], **labels: str) -> Any:
+    (s,) = [s for s in samples if all(s.labels.get(k) == v for k, v in labels.items())]
+    return s
+
+
+def test_campaign_states_jobs_and_whom_it_waits_for(scraped: dict[str, list[Any]]) -> None:
+    states = {s.labels["state"]: s.value for s in scraped["dltop_campaign_state"]}
+    assert states["waiting"] == 1 and sum(states.values()) == 1 and "finished" in states
+    assert one(scraped["dltop_campaign_engine_up"]).value == 1
+    wait = one(scraped["dltop_campaign_waiting_for_devices"])
+    assert wait.value == 1 and wait.labels["waiting_for"] == WAITING
+    jobs = {s.labels["state"]: s.value for s in scraped["dltop_campaign_jobs"]}
+    assert {k: v for k, v in jobs.items() if v} == {"ok": 1, "crashed": 1, "running": 1,
+                                                     "queued": 1}
+    assert jobs["oom"] == 0  # every state is served, 0 included
+    runs = {s.labels["status"]: s.value for s in scraped["dltop_campaign_runs"]}
+    assert runs["ok"] == 1 and runs["crashed"] == 1 and "running" not in runs
+
+
+def test_the_last_ended_run_outlives_it_with_its_status_and_identity(
+        scraped: dict[str, list[Any]]) -> None:
+    info = one(scraped["dltop_campaign_last_run_info"])
+    assert info.labels["status"] == "ok" and info.labels["model"] == "alexnet-r"
+    assert info.labels["precision"] == "fp32" and info.labels["campaign"] == "prec"
+    rate = one(scraped["dltop_campaign_last_run_samples_per_second"])
+    assert rate.labels == info.labels
+    assert rate.value == pytest.approx(64 * 3 / 0.6)  # samples / seconds, not batch / median
+    assert one(scraped["dltop_campaign_last_run_seconds_per_iteration"]).value == \
+        pytest.approx(0.1)
+
+
+def test_run_series_carry_the_varying_identity_fields(scraped: dict[str, list[Any]]) -> None:
+    done = one(scraped["dltop_run_iterations_done"])
+    assert done.value == 8
+    assert done.labels["precision"] == "bf16" and done.labels["model"] == "fcn-r"
+    assert one(scraped["dltop_run_samples_per_second"]).value == pytest.approx(64 / 0.2)
+    assert one(scraped["dltop_run_median_seconds_per_iteration"]).value == pytest.approx(0.2)
+    # identity fields named like a label the families use do not overwrite it
+    assert label_name("device") == "id_device" and label_name("seq_len") == "seq_len"
+
+
+def test_fake_gpus_give_whole_mhz_and_mib(scraped: dict[str, list[Any]]) -> None:
+    for name in ("DCGM_FI_DEV_SM_CLOCK", "DCGM_FI_DEV_MEM_CLOCK", "DCGM_FI_DEV_FB_USED",
+                 "DCGM_FI_DEV_FB_FREE", "DCGM_FI_DEV_GPU_UTIL"):
+        assert len(scraped[name]) == 2 and all(s.value == int(s.value)
+                                               for s in scraped[name]), name
+
+
+METRIC = re.compile(r"\b(?:dltop|DCGM)_[A-Za-z0-9_]+")
+
+
+def test_grafana_dashboard_is_valid_and_queries_served_metrics(
+        scraped: dict[str, list[Any]]) -> None:
+    """Grafana is not installable here (no Debian package): the dashboard is checked
+    against the fields Grafana's dashboard schema requires, and every metric its
+    queries name must be one this exporter serves."""
+    dash = json.loads(DASHBOARD.read_text())
+    assert isinstance(dash["schemaVersion"], int) and dash["schemaVersion"] >= 36
+    assert dash["title"] and dash["uid"] and isinstance(dash["panels"], list)
+    served = set(scraped)
+    exprs = [v["definition"] for v in dash["templating"]["list"] if v.get("definition")]
+    ids = set()
+    for p in dash["panels"]:
+        assert isinstance(p["id"], int) and p["id"] not in ids and p["type"] and p["title"]
+        ids.add(p["id"])
+        assert {"x", "y", "w", "h"} <= set(p["gridPos"]) and p["gridPos"]["x"] + \
+            p["gridPos"]["w"] <= 24
+        if p["type"] == "row":
+            continue
+        assert p["datasource"]["type"] == "prometheus" and p["targets"], p["title"]
+        refs = [t["refId"] for t in p["targets"]]
+        assert len(set(refs)) == len(refs)
+        exprs += [t["expr"] for t in p["targets"]]
+    names = {m for e in exprs for m in METRIC.findall(e)}
+    assert names and names - served == set(), f"queried but not served: {names - served}"
+    # the campaign, its jobs, whom it waits on and the runs in progress are all shown
+    assert {"dltop_campaign_state", "dltop_campaign_jobs",
+            "dltop_campaign_waiting_for_devices", "dltop_run_samples_per_second",
+            "dltop_telemetry_age_seconds"} <= names
+
+
+def test_identity_labels_are_kept_between_scrapes_until_the_jobs_change(
+        db_path: Path) -> None:
+    from dltop.live.campaign_metrics import read_campaigns
+
+    cache: dict[int, Any] = {}
+    db = connect(db_path)
+    first: dict[int, Any] = {}
+    read_campaigns(db, first, cache)
+    again: dict[int, Any] = {}
+    read_campaigns(db, again, cache)
+    assert again[1] is first[1]  # the same labels object: not parsed again
+    assert {lab["precision"] for lab in first[1].values()} == {"fp32", "bf16"}
+    assert all(set(lab) == {"precision"} for lab in first[1].values())
+    # a job appended to the queue needs its labels: they are read again
+    more = parse(PROFILE.replace("[64]", "[32]"), "more.toml", "more").jobs
+    Store(db).edits.append_jobs(1, more[:1], "more.toml")
+    after: dict[int, Any] = {}
+    read_campaigns(db, after, cache)
+    assert after[1] is not first[1] and len(after[1]) == len(first[1]) + 1

@@ -1,0 +1,59 @@
+"""The device rows' direct drawing (tui/partsline.py) draws what Textual's Static draws."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.segment import Segment
+from textual.strip import Strip
+from textual.widgets import Static
+
+from dltop.live.devices import DevicePoller
+from dltop.telemetry.fake import FakeGpuBackend
+from dltop.telemetry.model import HostSample
+from dltop.tui.devices import GpuRow, HostRow
+from dltop.tui.partsline import PartsLine
+
+from .conftest import SteppingClock, fixed_host, make_app, seed
+
+
+def _static_line(row: PartsLine) -> Strip:
+    """Line 0 as Static draws it (Text -> Content -> strips), whatever the row's cache."""
+    row._render_content()
+    return Static.render_line(row, 0)
+
+
+def _segments(strip: Strip) -> list[Segment]:
+    return [Segment(s.text, s.style) for s in strip]
+
+
+async def test_rows_draw_the_same_segments_as_static(tmp_path: Path) -> None:
+    app = make_app(seed(tmp_path), gpus=8)
+    poller = DevicePoller(FakeGpuBackend(8, clock_ns=SteppingClock()), fixed_host)
+    async with app.run_test(size=(120, 40)) as pilot:
+        rows: list[PartsLine] = [*app.screen.query(GpuRow), app.screen.query_one(HostRow)]
+        await pilot.pause()
+        for row in rows:  # before the first reading: "waiting for the first reading"
+            assert _segments(row.render_line(0)) == _segments(_static_line(row))
+        for _ in range(40):
+            app.screen.show_devices(poller.poll())  # type: ignore[attr-defined]
+        await pilot.pause()
+        rows = [*app.screen.query(GpuRow), app.screen.query_one(HostRow)]
+        assert len(rows) == 9
+        for row in rows:
+            fast = row.render_line(0)
+            assert fast.cell_length <= row.size.width
+            assert "".join(s.text for s in fast) == row.render().plain
+            # the same texts with the same styles, offsets (text selection) included
+            assert _segments(fast) == _segments(_static_line(row))
+            assert {s.style.color for s in fast} != {None}  # graphs are coloured
+
+        # A line that does not fit is drawn by Static (wrapped at a word, the rest hidden).
+        host = app.screen.query_one(HostRow)
+        host.push(HostSample(0, (50.0,) * 4, 1.0, 2**30, 2**34, 12345678.0))
+        host.styles.width = 30
+        await pilot.pause()
+        assert len(host.render().plain) > 30
+        line = host.render_line(0)
+        assert 0 < line.cell_length <= 30
+        assert _segments(line) == _segments(_static_line(host))

@@ -1,9 +1,12 @@
-"""The device rows' direct drawing (tui/partsline.py) draws what Textual's Static draws."""
+"""What the idle viewer redraws: the device rows drawn straight from their parts
+(tui/partsline.py) draw what Textual's Static draws; a read that changed nothing
+redraws nothing."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from rich.segment import Segment
 from textual.strip import Strip
 from textual.widgets import Static
@@ -13,6 +16,7 @@ from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import HostSample
 from dltop.tui.devices import GpuRow, HostRow
 from dltop.tui.partsline import PartsLine
+from dltop.tui.screens import TitleBar
 
 from .conftest import SteppingClock, fixed_host, make_app, seed
 
@@ -57,3 +61,25 @@ async def test_rows_draw_the_same_segments_as_static(tmp_path: Path) -> None:
         line = host.render_line(0)
         assert 0 < line.cell_length <= 30
         assert _segments(line) == _segments(_static_line(host))
+
+
+async def test_a_read_that_changes_nothing_lays_nothing_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forced read every 5 s (and each read during a run) brings an equal title: the
+    title bar is not updated (a Static update lays the whole screen out again)."""
+    app = make_app(seed(tmp_path), gpus=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.refresh_now()
+        await pilot.pause()
+        bar = app.screen.query_one(TitleBar)
+        shown = str(bar.render())
+        assert "campaign" in shown
+        updates: list[object] = []
+        monkeypatch.setattr(bar, "update", lambda t: updates.append(t))
+        for _ in range(3):
+            await app.refresh_now()
+            await pilot.pause()
+        assert updates == [] and str(bar.render()) == shown
+        app.newer_campaign = None
+        app.screen.show_campaign(None)  # a change is shown
+        assert len(updates) == 1 and "no campaign yet" in str(updates[0])

@@ -17,7 +17,6 @@ from itertools import islice
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.reactive import reactive
 from textual.widgets import Static
 
 from dltop.live.devices import DeviceFrame, RemoteGpu, throttle_text
@@ -82,7 +81,9 @@ def split_graphs(width: int, fixed: int) -> tuple[int, int]:
 class GpuRow(PartsLine):
     """One GPU: utilization and power graphs, memory, power, temperature, clock, throttling."""
 
-    sample: reactive[GpuSample | None] = reactive(None, layout=False)
+    sample: GpuSample | None = None
+    """The newest reading (a plain attribute: a reactive's machinery, nine times a frame,
+    for a value that changes at every frame anyway)."""
 
     def __init__(self, static: GpuStatic, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -102,6 +103,7 @@ class GpuRow(PartsLine):
         if self.power_chars is not None:
             self.power_chars.push(sample.power_w)
         self.sample = sample
+        self.refresh()
 
     def _title(self) -> str:
         st = self.static
@@ -160,7 +162,8 @@ class HostRow(PartsLine):
     """The host: a bar per CPU core (grouped when they do not fit), total CPU and its
     history, memory and load."""
 
-    sample: reactive[HostSample | None] = reactive(None, layout=False)
+    sample: HostSample | None = None
+    """The newest reading (None: none yet, or the host could not be read)."""
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -226,11 +229,12 @@ class DevicesPanel(Vertical):
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self._rows: dict[int, GpuRow] = {}
+        self._host_row = HostRow(id="host-row")
         self.frames_shown = 0
 
     def compose(self) -> ComposeResult:
         yield Static(id="gpu-note", classes="note")
-        yield HostRow(id="host-row")
+        yield self._host_row
         yield Static(id="remote-gpus", classes="note")
 
     def show(self, frame: DeviceFrame) -> None:
@@ -240,7 +244,7 @@ class DevicesPanel(Vertical):
             rows = [GpuRow(st, id=f"gpu-{st.index}", classes="gpu-row") for st in new]
             for r in rows:
                 self._rows[r.static.index] = r
-            self.mount_all(rows, before=self.query_one("#host-row"))
+            self.mount_all(rows, before=self._host_row)
         reserve = max((len(throttle_text(s)) + 2 for s in frame.gpus
                        if s.throttle_reasons), default=0)
         for s in frame.gpus:
@@ -255,7 +259,7 @@ class DevicesPanel(Vertical):
             self._note(Text(f"no GPU: {one_line(frame.gpu_unavailable or NA)}", "dim"))
         else:
             self._note(None)
-        self.query_one(HostRow).push(frame.host)
+        self._host_row.push(frame.host)
         self._show_remote(frame.remote)
         self.frames_shown += 1
 

@@ -1,6 +1,7 @@
 """What the idle viewer redraws: the device rows drawn straight from their parts
 (tui/partsline.py) draw what Textual's Static draws; a read that changed nothing
-redraws nothing."""
+redraws nothing; a cursor
+move repaints two rows."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from rich.segment import Segment
+from textual.geometry import Region
 from textual.strip import Strip
 from textual.widgets import Static
 
@@ -16,6 +18,7 @@ from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import HostSample
 from dltop.tui.devices import GpuRow, HostRow
 from dltop.tui.partsline import PartsLine
+from dltop.tui.queue import QueueTable
 from dltop.tui.screens import TitleBar
 
 from .conftest import SteppingClock, fixed_host, make_app, seed
@@ -83,3 +86,31 @@ async def test_a_read_that_changes_nothing_lays_nothing_out(
         app.newer_campaign = None
         app.screen.show_campaign(None)  # a change is shown
         assert len(updates) == 1 and "no campaign yet" in str(updates[0])
+
+
+async def test_a_cursor_move_repaints_its_two_rows_and_leaves_no_stale_cursor(
+        tmp_path: Path) -> None:
+    app = make_app(seed(tmp_path), gpus=0)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.refresh_now()
+        await pilot.pause()
+        table = app.screen.query_one(QueueTable)
+        table.focus()
+        crop = Region(0, 0, table.size.width, table.size.height)
+
+        def reversed_rows() -> list[int]:
+            # through the widget's line cache, as the compositor reads it
+            return [y for y, strip in enumerate(table.render_lines(crop))
+                    if any(s.style is not None and s.style.reverse for s in strip)]
+
+        assert reversed_rows() == [0]
+        repaints: list[object] = []
+        real = table.refresh
+        table.refresh = lambda *a, **k: (repaints.append(a), real(*a, **k))[1]  # type: ignore[method-assign]
+        await pilot.press("down")
+        await pilot.pause()
+        assert table.cursor_row == 1 and reversed_rows() == [1]
+        assert repaints and all(len(a) == 1 and a[0].height == 1 for a in repaints)  # rows
+        await pilot.press("up", "up")
+        await pilot.pause()
+        assert table.cursor_row == 0 and reversed_rows() == [0]

@@ -1,12 +1,12 @@
 """One-line widgets drawn straight from styled parts, for the rows redrawn at 4 Hz.
 
 A ``Static`` turns its Rich ``Text`` into Textual ``Content``, wraps and formats it and
-converts every span's style again on each redraw: about two thirds of the idle viewer's
-CPU (8 GPU rows and the host row, four times a second; profiled with cProfile inside
+converts every span's style again on each redraw: half of the idle viewer's event-loop
+time (8 GPU rows and the host row, four times a second; profiled with cProfile inside
 ``dltop tui --fake-gpus 8``). :class:`PartsLine` draws the same segments, with the same
 styles, from a list of ``(text, style)`` parts and styles converted once; ``render()``
-still returns the ``Text`` (tests read it), and anything unusual (a line too long for the widget,
-which Static wraps, a text selection, a second line) takes ``Static``'s path.
+still returns the ``Text`` (tests read it), and anything unusual (a line too long for
+the widget, which Static wraps; a text selection; a second line) takes ``Static``'s path.
 """
 
 from __future__ import annotations

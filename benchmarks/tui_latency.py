@@ -11,13 +11,14 @@ runs).
    A second database holds one campaign of 100 000 queued jobs (``--big``; 0 skips
    it): the same keys, plus PageDown, End and Home, each timed until the rows
    it brings are on screen (a row not read yet shows ``…``). Goal: p95 <= 50 ms.
-2. Idle CPU: ``dltop tui --fake-gpus 8`` (4 Hz devices, 2 Hz database) and
-   ``glances -t 0.25`` (glances' curses UI at the same 4 Hz), each in its own
-   tmux pane of 120x40, measured from their CPU times over the same window.
-   Goal: dltop lower.
+2. Idle CPU: ``dltop tui --fake-gpus 8`` (4 Hz devices, 2 Hz database),
+   ``glances -t 0.25`` (glances' curses UI at the same 4 Hz) and ``htop`` at its
+   default refresh (1.5 s), each in its own tmux pane of 120x40, measured from
+   their CPU times, in alternating rounds. Goals: dltop <= 0.5x glances and <= htop.
 
-    .venv/bin/pip install glances   # benchmark-only dependency; tmux from Debian
+    .venv/bin/pip install glances   # benchmark-only dependency; tmux, htop from Debian
     .venv/bin/python benchmarks/tui_latency.py [--seconds 20] [--presses 20] [--big 100000]
+        [--rounds 3] [--idle-only] [--glances PATH] [--before OLD/src]
 """
 
 from __future__ import annotations
@@ -38,10 +39,17 @@ from typing import Any
 
 import psutil
 
+import dltop
 from dltop.jobs import campaign
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.store.rows import job_row
+
+TMUX = ["tmux", "-L", f"dltop-bench-{os.getpid()}"]
+"""This run's own tmux server: a shared one (another benchmark, another user's tmux) would
+give the panes its environment, and its sessions could have our sessions' names."""
+SRC = Path(dltop.__file__).resolve().parents[1]
+"""The dltop the benchmark imports: the viewers in the panes run this one (PYTHONPATH)."""
 
 
 def build_db(path: Path, queued: int = 1000, samples: int = 1_000_000) -> None:
@@ -98,7 +106,7 @@ def build_big_db(path: Path, queued: int) -> None:
 
 
 def _pane(name: str, escapes: bool = False) -> list[str]:
-    args = ["tmux", "capture-pane", "-p", "-t", name] + (["-e"] if escapes else [])
+    args = [*TMUX, "capture-pane", "-p", "-t", name] + (["-e"] if escapes else [])
     return subprocess.run(args, capture_output=True, text=True, check=True).stdout.splitlines()
 
 
@@ -134,7 +142,8 @@ def latencies(db_path: Path, presses: int, big: int = 0,
     launcher = "-m dltop" if trace is None else \
         f"{Path(__file__).with_name('tui_trace.py')} {trace} --"
     # --no-resume: the campaign has no engine, and must stay a queue to look at.
-    _tmux_session(name, f"DLTOP_DB={db_path} {sys.executable} {launcher} tui --fake-gpus 8 "
+    _tmux_session(name, f"PYTHONPATH={SRC} DLTOP_DB={db_path} {sys.executable} {launcher} "
+                        "tui --fake-gpus 8 "
                         "--no-resume")
     jobs = f"{big} jobs" if big else "1000 jobs"
     out: dict[str, list[float]] = {"down (cursor)": [], "2 then 1 (switch screen)": []}
@@ -149,7 +158,7 @@ def latencies(db_path: Path, presses: int, big: int = 0,
         time.sleep(1.0)
 
         def send(key: str) -> None:
-            subprocess.run(["tmux", "send-keys", "-t", name, key], check=True)
+            subprocess.run([*TMUX, "send-keys", "-t", name, key], check=True)
 
         if big:
             # The results screen's first visit computes the campaign's table in a worker
@@ -204,14 +213,14 @@ def latencies(db_path: Path, presses: int, big: int = 0,
             timed("J", "J (move job: DB edit + redraw)")
             time.sleep(0.2)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], check=False)
+        subprocess.run([*TMUX, "kill-session", "-t", name], check=False)
     return out
 
 
 def _tmux_session(name: str, cmd: str) -> None:
     # The server of a just-killed last session may still be exiting: retry.
     for _ in range(5):
-        r = subprocess.run(["tmux", "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
+        r = subprocess.run([*TMUX, "new-session", "-d", "-s", name, "-x", "120", "-y", "40",
                             cmd], capture_output=True)
         if r.returncode == 0:
             return
@@ -223,7 +232,7 @@ def tmux_cpu(name: str, cmd: str, seconds: float) -> float:
     _tmux_session(name, cmd)
     try:
         time.sleep(5.0)  # start-up is not the idle cost
-        pane = subprocess.run(["tmux", "list-panes", "-t", name, "-F", "#{pane_pid}"],
+        pane = subprocess.run([*TMUX, "list-panes", "-t", name, "-F", "#{pane_pid}"],
                               capture_output=True, text=True, check=True).stdout.split()[0]
         procs = [psutil.Process(int(pane)), *psutil.Process(int(pane)).children(recursive=True)]
 
@@ -241,7 +250,7 @@ def tmux_cpu(name: str, cmd: str, seconds: float) -> float:
         time.sleep(seconds)
         return (cpu() - c0) / (time.monotonic() - t0)
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", name], check=False)
+        subprocess.run([*TMUX, "kill-session", "-t", name], check=False)
 
 
 def explain(trace: Path, slow_ms: float = 50.0) -> None:
@@ -273,12 +282,62 @@ def _print_latencies(results: dict[str, list[float]]) -> None:
         print(f"{key:<34} {statistics.median(ms):8.1f} {p95:8.1f} {ms[-1]:8.1f}")
 
 
+def idle(db_path: Path, seconds: float, rounds: int, glances: str | None,
+         before: Path | None = None) -> None:
+    """Idle CPU of the viewer, glances at the same 4 Hz and htop at its default refresh
+    (1.5 s), each in its own 120x40 tmux pane, in alternating rounds (the machine's load
+    moves; each tool sees the same moments)."""
+    if rounds <= 0:
+        return
+    env = f"PYTHONPATH={SRC} DLTOP_DB={db_path} TERM=xterm-256color"
+    exe = glances or shutil.which("glances") or str(Path(sys.executable).with_name("glances"))
+    dltop = f"{env} {sys.executable} -m dltop tui --fake-gpus 8 --no-resume"
+    # The second dltop row refreshes its devices at htop's default rate, for a like-for-like
+    # comparison beside the 4 Hz one.
+    cmds = {"dltop tui --fake-gpus 8": dltop, "dltop at 1/1.5 s": f"{dltop} --refresh-hz 0.667"}
+    if before is not None:  # another checkout's viewer (its src/), in the same rounds
+        cmds["dltop before (--before)"] = dltop.replace(f"PYTHONPATH={SRC}",
+                                                        f"PYTHONPATH={before.resolve()}")
+    if os.path.exists(exe):
+        cmds["glances -t 0.25"] = f"TERM=xterm-256color {exe} -t 0.25"
+    if shutil.which("htop"):
+        cmds["htop (default 1.5 s)"] = "TERM=xterm-256color htop"
+    cpu: dict[str, list[float]] = {name: [] for name in cmds}
+    for _ in range(rounds):
+        for name, cmd in cmds.items():
+            cpu[name].append(tmux_cpu(f"bench-{name.split()[0]}", cmd, seconds))
+    print(f"\nidle CPU (CPU s per wall s, median of {rounds} alternating rounds of "
+          f"{seconds:.0f} s, 120x40 tmux)")
+    med = {name: statistics.median(v) for name, v in cpu.items()}
+    for name, v in cpu.items():
+        print(f"{name:<26} {med[name]:.4f}   ({', '.join(f'{x:.4f}' for x in v)})")
+    ours = med["dltop tui --fake-gpus 8"]
+    for name, goal in (("glances -t 0.25", 0.5), ("htop (default 1.5 s)", 1.0)):
+        if name in med:
+            print(f"ratio dltop/{name.split()[0]:<8} {ours / med[name]:.2f}   (goal <= {goal})")
+        else:
+            print(f"{name.split()[0]}: not installed (pip install glances; apt-get install htop)")
+    if before is not None:
+        print(f"ratio dltop/dltop before: {ours / med['dltop before (--before)']:.2f}")
+    if "htop (default 1.5 s)" in med:
+        print(f"ratio dltop/htop, both at 1/1.5 s: "
+              f"{med['dltop at 1/1.5 s'] / med['htop (default 1.5 s)']:.2f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--presses", type=int, default=20)
     ap.add_argument("--big", type=int, default=100_000,
                     help="jobs of the large-queue case (100000; 0 skips it)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternating rounds of the idle CPU measurement (0 skips it)")
+    ap.add_argument("--glances", default=None, help="the glances executable (default: PATH, "
+                    "then beside this Python)")
+    ap.add_argument("--idle-only", action="store_true", help="measure only the idle CPU")
+    ap.add_argument("--before", type=Path, default=None,
+                    help="src/ of another dltop checkout whose idle viewer is measured in "
+                         "the same rounds (e.g. `git worktree add /tmp/old COMMIT`)")
     ap.add_argument("--trace", type=Path, default=None,
                     help="trace the viewer (benchmarks/tui_trace.py) into this file and "
                          "explain every press over 50 ms")
@@ -292,6 +351,10 @@ def main() -> int:
     if shutil.which("tmux") is None:
         print("tmux is needed (apt-get install tmux)")
         return 2
+    if args.idle_only:
+        idle(db_path, args.seconds, args.rounds, args.glances, args.before)
+        shutil.rmtree(tmp, ignore_errors=True)
+        return 0
     print("\nkeypress -> screen (ms), 8 simulated GPUs at 4 Hz, 120x40 tmux pane; each "
           "figure includes one capture-pane poll (a few ms)")
     _print_latencies(latencies(db_path, args.presses, trace=args.trace))
@@ -304,20 +367,7 @@ def main() -> int:
         print(f"\nlarge queue: {args.big} queued jobs in one campaign, "
               f"{big_path.stat().st_size / 2**20:.0f} MiB, built in {time.monotonic() - t0:.0f} s")
         _print_latencies(latencies(big_path, args.presses, big=args.big))
-    env = f"DLTOP_DB={db_path} TERM=xterm-256color"
-    dltop = tmux_cpu("bench-dltop",
-                     f"{env} {sys.executable} -m dltop tui --fake-gpus 8 --no-resume",
-                     args.seconds)
-    exe = shutil.which("glances") or str(Path(sys.executable).with_name("glances"))
-    glances = tmux_cpu("bench-glances", f"{exe} -t 0.25", args.seconds) \
-        if os.path.exists(exe) else None
-    print(f"\nidle CPU (CPU s per wall s over {args.seconds:.0f} s, 4 Hz refresh, 120x40 tmux)")
-    print(f"dltop tui --fake-gpus 8: {dltop:.4f}")
-    if glances is None:
-        print("glances: not installed (pip install glances)")
-    else:
-        print(f"glances -t 0.25:        {glances:.4f}")
-        print(f"ratio dltop/glances:    {dltop / glances:.2f}   (goal < 1)")
+    idle(db_path, args.seconds, args.rounds, args.glances, args.before)
     shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

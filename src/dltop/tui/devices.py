@@ -17,13 +17,13 @@ from itertools import islice
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.reactive import reactive
 from textual.widgets import Static
 
 from dltop.live.devices import DeviceFrame, RemoteGpu, throttle_text
 from dltop.telemetry.model import GpuSample, GpuStatic, HostSample
 from dltop.textsafe import one_line
 from dltop.tui.format import BLOCKS, NA, gib, num, sparkline
+from dltop.tui.partsline import Parts, PartsLine
 
 STALE_S = 10.0
 """A remote GPU whose newest window is older than this says how old it is."""
@@ -78,10 +78,12 @@ def split_graphs(width: int, fixed: int) -> tuple[int, int]:
     return util, max(2, free - util)
 
 
-class GpuRow(Static):
+class GpuRow(PartsLine):
     """One GPU: utilization and power graphs, memory, power, temperature, clock, throttling."""
 
-    sample: reactive[GpuSample | None] = reactive(None, layout=False)
+    sample: GpuSample | None = None
+    """The newest reading (a plain attribute: a reactive's machinery, nine times a frame,
+    for a value that changes at every frame anyway)."""
 
     def __init__(self, static: GpuStatic, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -101,6 +103,7 @@ class GpuRow(Static):
         if self.power_chars is not None:
             self.power_chars.push(sample.power_w)
         self.sample = sample
+        self.refresh()
 
     def _title(self) -> str:
         st = self.static
@@ -125,27 +128,20 @@ class GpuRow(Static):
         return split_graphs(self.size.width or 80,
                             fixed + max(self.reserve, len(figures[3])))
 
-    def render(self) -> Text:
+    def parts(self) -> Parts:
         s, st = self.sample, self.static
-        t = Text(no_wrap=True, overflow="ellipsis")
         name = self._title()
-        t.append(name[:3], "bold")
-        t.append(name[3:], "magenta" if st.simulated else "")
+        out: Parts = [(name[:3], "bold"), (name[3:], "magenta" if st.simulated else "")]
         if s is None:
-            t.append("waiting for the first reading", "dim")
-            return t
+            return [*out, ("waiting for the first reading", "dim")]
         util_w, power_w = self.graph_widths()
         util, mem_power, temp_clock, thr = self._figures(s)
-        t.append(self.util_hist.draw(util_w), "green")
-        t.append(util)
-        t.append(mem_power)
-        t.append(self.power_chars.draw(power_w) if self.power_chars is not None
-                 else sparkline(self.power_hist, power_w, 0, None), "yellow")
         temp = s.temperature_c
-        t.append(temp_clock, "red" if temp is not None and temp >= 85 else "")
-        if thr:
-            t.append(thr, "bold red")
-        return t
+        return [*out, (self.util_hist.draw(util_w), "green"), (util, ""), (mem_power, ""),
+                (self.power_chars.draw(power_w) if self.power_chars is not None
+                 else sparkline(self.power_hist, power_w, 0, None), "yellow"),
+                (temp_clock, "red" if temp is not None and temp >= 85 else ""),
+                (thr, "bold red")]
 
 
 def core_bars(cores: tuple[float, ...], width: int) -> tuple[str, int]:
@@ -162,11 +158,12 @@ def core_bars(cores: tuple[float, ...], width: int) -> tuple[str, int]:
     return "".join(bars), per
 
 
-class HostRow(Static):
+class HostRow(PartsLine):
     """The host: a bar per CPU core (grouped when they do not fit), total CPU and its
     history, memory and load."""
 
-    sample: reactive[HostSample | None] = reactive(None, layout=False)
+    sample: HostSample | None = None
+    """The newest reading (None: none yet, or the host could not be read)."""
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
@@ -190,27 +187,23 @@ class HostRow(Static):
         left = free - n - 1
         return n, left if left >= MIN_HOST_GRAPH else 0
 
-    def render(self) -> Text:
+    def parts(self) -> Parts:
         h = self.sample
-        t = Text(no_wrap=True, overflow="ellipsis")
-        t.append("host ", "bold")
         if h is None:
-            t.append("waiting for the first reading", "dim")
-            return t
+            return [("host ", "bold"), ("waiting for the first reading", "dim")]
         cores = h.cpu_pct_per_core
         mean = sum(cores) / len(cores) if cores else None
-        t.append(f"cpu {num(mean, '3.0f', '%'):>4} ")
         bars_w, hist_w = self.layout_widths()
         bars, per = core_bars(cores, bars_w)
-        t.append(bars, "cyan")
+        out: Parts = [("host ", "bold"), (f"cpu {num(mean, '3.0f', '%'):>4} ", ""),
+                      (bars, "cyan")]
         if per > 1:
-            t.append(f" ×{per}", "dim")  # cores per bar
+            out.append((f" ×{per}", "dim"))  # cores per bar
         if hist_w:
-            t.append(" ")
-            t.append(self.cpu_hist.draw(hist_w), "blue")
-        t.append(f" mem {gib(h.mem_used_bytes)}/{gib(h.mem_total_bytes)}G")
-        t.append(f" load {num(h.load_1m, '.2f')}")
-        return t
+            out += [(" ", ""), (self.cpu_hist.draw(hist_w), "blue")]
+        out.append((f" mem {gib(h.mem_used_bytes)}/{gib(h.mem_total_bytes)}G"
+                    f" load {num(h.load_1m, '.2f')}", ""))
+        return out
 
 
 def remote_text(gpus: tuple[RemoteGpu, ...], now_s: float) -> Text:
@@ -236,11 +229,12 @@ class DevicesPanel(Vertical):
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
         self._rows: dict[int, GpuRow] = {}
+        self._host_row = HostRow(id="host-row")
         self.frames_shown = 0
 
     def compose(self) -> ComposeResult:
         yield Static(id="gpu-note", classes="note")
-        yield HostRow(id="host-row")
+        yield self._host_row
         yield Static(id="remote-gpus", classes="note")
 
     def show(self, frame: DeviceFrame) -> None:
@@ -250,7 +244,7 @@ class DevicesPanel(Vertical):
             rows = [GpuRow(st, id=f"gpu-{st.index}", classes="gpu-row") for st in new]
             for r in rows:
                 self._rows[r.static.index] = r
-            self.mount_all(rows, before=self.query_one("#host-row"))
+            self.mount_all(rows, before=self._host_row)
         reserve = max((len(throttle_text(s)) + 2 for s in frame.gpus
                        if s.throttle_reasons), default=0)
         for s in frame.gpus:
@@ -265,7 +259,7 @@ class DevicesPanel(Vertical):
             self._note(Text(f"no GPU: {one_line(frame.gpu_unavailable or NA)}", "dim"))
         else:
             self._note(None)
-        self.query_one(HostRow).push(frame.host)
+        self._host_row.push(frame.host)
         self._show_remote(frame.remote)
         self.frames_shown += 1
 

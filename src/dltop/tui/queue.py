@@ -86,8 +86,8 @@ class QueueTable(ScrollView, can_focus=True):
                 Binding("home", "cursor(-1000000000)", show=False),
                 Binding("end", "cursor(1000000000)", show=False)]
 
-    cursor_row: reactive[int] = reactive(0, always_update=True)
-    """Row of the cursor in the whole queue."""
+    cursor_row: reactive[int] = reactive(0, always_update=True, repaint=False)
+    """Row of the cursor in the whole queue (a move repaints its two rows, not the table)."""
 
     class RowsWanted(Message):
         """The table is about to show rows outside its window: read ``limit`` rows
@@ -145,8 +145,9 @@ class QueueTable(ScrollView, can_focus=True):
         """Put the cursor on ``row`` (clamped) and keep it in view."""
         row = max(0, min(row, self._total - 1)) if self._total else 0
         if row != self.cursor_row:
-            self.cursor_row = row
-            self.refresh()
+            old, self.cursor_row = self.cursor_row, row
+            self.refresh_lines(old)  # only the rows that changed: the others' strips stand
+            self.refresh_lines(row)
         top, height = int(self.scroll_offset.y), max(1, self.size.height)
         if row < top:
             top = row

@@ -81,7 +81,13 @@ class TitleBar(Static):
             total = sum(n for s, n in view.counts.items() if s != JobStatus.REMOVED)
             done = total - sum(n for s, n in view.counts.items() if s in PENDING_JOB_STATUSES)
             t.append(f"  jobs {done}/{total}")
-        self.update(t)
+        # Updating a Static lays the whole screen out again: a read that changed nothing
+        # here (the forced one every 5 s, every read during a run) must not.
+        if t != self._shown:
+            self._shown = t
+            self.update(t)
+
+    _shown: Text | None = None
 
 
 class DltopScreen(Screen[None]):

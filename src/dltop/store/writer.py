@@ -123,7 +123,7 @@ class Store:
         All or nothing: an interrupted call leaves no job of the list stored.
         """
         with transaction(self.db):
-            return insert_jobs(self.db, campaign_id, 0, jobs, statuses)
+            return list(insert_jobs(self.db, campaign_id, 0, jobs, statuses))
 
     def set_job_status(self, job_id: int, status: JobStatus | RunStatus) -> None:
         """Record a job's queue state (``queued``, ``running`` or a final run status)."""

@@ -16,6 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+import pytest
+
 from dltop.jobs import campaign
 from dltop.jobs.engine import Engine
 from dltop.jobs.events import CampaignStarted, EngineEvent, RunFinished
@@ -106,3 +108,24 @@ def test_the_engine_starts_a_long_queue_without_reading_it(tmp_path: Path) -> No
     assert [e.n_jobs for e in started] == [QUEUED]
     assert engine.counts == {"ok": 1, "cancelled": QUEUED - 1}
     assert store.queue.queued_count(cid) == 0
+
+
+def test_a_job_list_reads_like_the_tuple_of_its_jobs() -> None:
+    prof = parse('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r", "lstm"]\n'
+                 'batch_sizes = [8]\ndevices = ["cpu:1"]\nrepeats = 3\n'
+                 '[[matrix]]\nframeworks = ["torch"]\nmodels = ["alexnet-r"]\n'
+                 'batch_sizes = [4, 8]\ndevices = ["cpu:1"]\n', "p.toml", "p")
+    jobs = prof.jobs
+    assert isinstance(jobs, JobList)
+    made = tuple(jobs)
+    assert [(j.model, j.batch_size, j.repeat) for j in made] == [
+        ("fcn-r", 8, 0), ("lstm", 8, 0), ("fcn-r", 8, 1), ("lstm", 8, 1), ("fcn-r", 8, 2),
+        ("lstm", 8, 2), ("alexnet-r", 4, 0), ("alexnet-r", 8, 0)]
+    assert [jobs[k] for k in range(-len(made), len(made))] == list(made * 2)
+    assert jobs[2:7:2] == made[2:7:2] and jobs == made and jobs == list(made)
+    assert JobList.of(made) == jobs and hash(JobList.of(made)) == hash(jobs)
+    assert JobList.concat([jobs, JobList.of(made[:1])]) == made + made[:1]
+    assert made[2].config_key == made[0].config_key  # repeats of one configuration
+    assert jobs != made[:-1] and jobs != made[::-1]
+    with pytest.raises(IndexError):
+        jobs[len(made)]

@@ -37,7 +37,7 @@ from dltop.store.rows import (
     utc_now,
 )
 from dltop.store.telemetry import TelemetryWriter
-from dltop.store.tx import transaction
+from dltop.store.tx import checkpoint_later, transaction
 
 __all__ = ["Store", "job_row", "utc_now"]
 
@@ -76,6 +76,11 @@ class Store:
     def transaction(self) -> AbstractContextManager[sqlite_utils.Database]:
         """One transaction around several store calls (each then commits nothing alone)."""
         return transaction(self.db)
+
+    def checkpoint_later(self) -> AbstractContextManager[None]:
+        """No automatic checkpoint in the block (a bulk insert's commit copies nothing);
+        the next :meth:`checkpoint` copies the log."""
+        return checkpoint_later(self.db)
 
     # campaigns -------------------------------------------------------------
     def create_campaign(self, name: str, profiles: Sequence[str], argv: Sequence[str],

@@ -112,13 +112,13 @@ def main() -> int:
           "medians (min-max)")
     cols = (("first_s", "first run s"), ("first_cpu_s", "CPU by then s"),
             ("per_job_ms", "engine CPU/job ms"), ("rss_mb", "peak RSS MB"))
-    print(f"{'queued jobs':>12}" + "".join(f"{title:>22}" for _, title in cols))
+    print(f"{'queued jobs':>12}" + "".join(f"{title:>24}" for _, title in cols))
     for n in sizes:
         cells = []
         for key, _ in cols:
             xs = [r[key] for r in got[n]]
             cells.append(f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})")
-        print(f"{n:>12}" + "".join(f"{c:>22}" for c in cells))
+        print(f"{n:>12}" + "".join(f"{c:>24}" for c in cells))
     big = max(sizes)
     first = statistics.median(r["first_s"] for r in got[big])
     rss = statistics.median(r["rss_mb"] for r in got[big])

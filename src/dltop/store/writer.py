@@ -125,8 +125,12 @@ class Store:
                  statuses: Sequence[JobStatus | RunStatus] | None = None) -> list[int]:
         """Queue ``jobs`` in order; ``statuses`` may pre-set some (e.g. ``unsatisfiable``).
 
-        All or nothing: an interrupted call leaves no job of the list stored.
+        All or nothing: an interrupted call leaves no job of the list stored. Inside a
+        caller's transaction it is that transaction's part, with no savepoint of its own
+        (one costs a bulk insert ~40 % more CPU, journalling every page it touches).
         """
+        if self.db.conn.in_transaction:
+            return list(insert_jobs(self.db, campaign_id, 0, jobs, statuses))
         with transaction(self.db):
             return list(insert_jobs(self.db, campaign_id, 0, jobs, statuses))
 

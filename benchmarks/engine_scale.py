@@ -12,10 +12,12 @@ engine process only (its children's CPU is theirs):
   seconds by then;
 - per job: the engine's CPU from the first ``run_started`` to the ``--runs``-th
   ``run_finished``, divided by the runs;
-- peak RSS: the engine's ``VmHWM`` after those runs (the whole process's peak).
+- peak RSS: the engine's ``VmHWM`` after those runs (the whole process's peak);
+- resume: the engine is then killed (SIGKILL, as a crash) and ``dltop run --resume``
+  takes the campaign over: wall seconds to its first ``run_started`` and its peak RSS.
 
-Then the engine is interrupted (SIGINT: the rest of the queue is cancelled). Sizes
-alternate round by round, so a busy moment on a shared machine lands on both.
+Then the resumed engine is interrupted (SIGINT: the rest of the queue is cancelled).
+Sizes alternate round by round, so a busy moment on a shared machine lands on both.
 
     .venv/bin/python benchmarks/engine_scale.py [--sizes 150,100000] [--runs 30] [--rounds 2]
 """
@@ -87,10 +89,26 @@ def one(tmp: Path, n: int, runs: int, k: int) -> dict[str, float]:
                     out["rss_mb"] = peak_rss_mb(proc.pid)
                     break
     finally:
-        proc.send_signal(signal.SIGINT)
+        proc.kill()
         proc.wait(timeout=120)
     if len(out) != 4:
         raise RuntimeError(f"{n} jobs: the engine ended after {finished} runs")
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "dltop", "run", "--resume", "--db", str(db),
+                             "--json", "--no-telemetry"], stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, cwd=tmp)
+    assert proc.stdout is not None
+    try:
+        for line in proc.stdout:
+            if json.loads(line)["event"] == "run_started":
+                out["resume_s"] = time.perf_counter() - t0
+                out["resume_rss_mb"] = peak_rss_mb(proc.pid)
+                break
+    finally:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=120)
+    if len(out) != 6:
+        raise RuntimeError(f"{n} jobs: the resumed engine started no run")
     for path in tmp.glob(f"q{n}-{k}.db*"):
         path.unlink()
     return out
@@ -111,14 +129,15 @@ def main() -> int:
     print(f"dltop run, command jobs (echo), {args.runs} runs each, {args.rounds} rounds; "
           "medians (min-max)")
     cols = (("first_s", "first run s"), ("first_cpu_s", "CPU by then s"),
-            ("per_job_ms", "engine CPU/job ms"), ("rss_mb", "peak RSS MB"))
-    print(f"{'queued jobs':>12}" + "".join(f"{title:>24}" for _, title in cols))
+            ("per_job_ms", "engine CPU/job ms"), ("rss_mb", "peak RSS MB"),
+            ("resume_s", "resume: first run s"), ("resume_rss_mb", "resume: RSS MB"))
+    print(f"{'queued jobs':>12}" + "".join(f"{title:>21}" for _, title in cols))
     for n in sizes:
         cells = []
         for key, _ in cols:
             xs = [r[key] for r in got[n]]
             cells.append(f"{statistics.median(xs):.2f} ({min(xs):.2f}-{max(xs):.2f})")
-        print(f"{n:>12}" + "".join(f"{c:>24}" for c in cells))
+        print(f"{n:>12}" + "".join(f"{c:>21}" for c in cells))
     big = max(sizes)
     first = statistics.median(r["first_s"] for r in got[big])
     rss = statistics.median(r["rss_mb"] for r in got[big])

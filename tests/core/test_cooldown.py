@@ -64,7 +64,7 @@ class HotThenCool:
 
 async def test_waits_until_gpus_are_cool(profile: Any) -> None:
     job = parse(profile(["gpu:1"], 30, "cooldown_temp_c = 60"), "p", "p").jobs[0]
-    engine = Engine(Store(memory_db()), 1, "x", [], logs_dir=Path("/nonexistent"),
+    engine = Engine(Store(memory_db()), 1, "x", logs_dir=Path("/nonexistent"),
                     db_label="mem")
     fake: Any = HotThenCool()
     engine._sampler = fake  # the cooldown reads only temperatures()
@@ -81,7 +81,7 @@ async def test_waits_until_both_temperature_and_power_settle(profile: Any) -> No
     job = parse(profile(["gpu:1"], 30, "cooldown_temp_c = 60\ncooldown_power_w = 100"),
                 "p", "p").jobs[0]
     assert job.cooldown_power_w == 100.0
-    engine = Engine(Store(memory_db()), 1, "x", [], logs_dir=Path("/nonexistent"),
+    engine = Engine(Store(memory_db()), 1, "x", logs_dir=Path("/nonexistent"),
                     db_label="mem")
     fake: Any = HotThenCool(cool_after=2, idle_after=8)  # cool first, idle much later
     engine._sampler = fake

@@ -60,8 +60,8 @@ def test_engine_records_the_simulated_driver_and_the_caption_labels_it(tmp_path:
                  f'command={command}\n', "gpu.toml", "gpu")
     store = Store(connect(tmp_path / "d.db"))
     plan = campaign.preflight([prof], 1, False)
-    cid, queued = campaign.create(store, plan, ["test"])
-    engine = Engine(store, cid, plan.name, queued, logs_dir=tmp_path / "runs", db_label="t",
+    cid = campaign.store_plan(store, plan, ["test"])
+    engine = Engine(store, cid, plan.name, logs_dir=tmp_path / "runs", db_label="t",
                     sampler_factory=lambda cb: Sampler(FakeGpuBackend(1), cb, 10, 5),
                     allocator=DeviceAllocator(1, core_order(), pack=False))
     assert asyncio.run(engine.run()) == "finished"

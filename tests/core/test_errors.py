@@ -46,9 +46,9 @@ def test_a_config_file_broken_mid_campaign_crashes_the_runs_not_the_engine(
     monkeypatch.delenv("DLTOP_PYTHON_COMMAND", raising=False)
     store = Store(connect(tmp_path / "d.db"))
     plan = campaign.preflight([parse(PROFILE, "p.toml", "p")], 0, False)  # config fine
-    cid, queued = campaign.create(store, plan, ["dltop", "run", "p.toml"])
+    cid = campaign.store_plan(store, plan, ["dltop", "run", "p.toml"])
     config.write_text("[frameworks.torch\npython = ")  # edited while the campaign runs
-    engine = Engine(store, cid, plan.name, queued, logs_dir=tmp_path / "runs", db_label="t")
+    engine = Engine(store, cid, plan.name, logs_dir=tmp_path / "runs", db_label="t")
     assert asyncio.run(engine.run()) == "finished"  # before: UserError, campaign 'running'
     assert engine.counts == {"crashed": 2}  # the first failure did not stop the queue
     runs = list(store.db.query("select status, error_kind, error_message from runs"))
@@ -122,9 +122,9 @@ def test_a_slow_interpreter_probe_does_not_block_the_event_loop(
     store = Store(connect(tmp_path / "d.db"))
     text = PROFILE.replace('models = ["a", "b"]', 'models = ["a"]')
     plan = campaign.preflight([parse(text, "p.toml", "p")], 0, False)
-    cid, queued = campaign.create(store, plan, ["dltop", "run", "p.toml"])
+    cid = campaign.store_plan(store, plan, ["dltop", "run", "p.toml"])
     monkeypatch.setenv("DLTOP_PYTHON_COMMAND", str(slow))
-    engine = Engine(store, cid, plan.name, queued, logs_dir=tmp_path / "runs", db_label="t")
+    engine = Engine(store, cid, plan.name, logs_dir=tmp_path / "runs", db_label="t")
 
     async def go() -> float:
         loop = asyncio.get_running_loop()

@@ -164,8 +164,8 @@ def test_packed_gpu_runs_never_share_a_gpu(tmp_path: Path) -> None:
                  "gpu.toml", "gpu")
     store = Store(connect(tmp_path / "d.db"))
     plan = campaign.preflight([prof], 4, False, pack=True)
-    cid, queued = campaign.create(store, plan, ["test"])
-    engine = Engine(store, cid, plan.name, queued, logs_dir=tmp_path / "runs", db_label="t",
+    cid = campaign.store_plan(store, plan, ["test"])
+    engine = Engine(store, cid, plan.name, logs_dir=tmp_path / "runs", db_label="t",
                     sampler_factory=lambda cb: Sampler(FakeGpuBackend(4), cb, 10, 2),
                     allocator=DeviceAllocator(4, core_order(), pack=True))
     assert asyncio.run(engine.run()) == "finished"

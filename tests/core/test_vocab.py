@@ -147,7 +147,7 @@ def test_control_values() -> None:
 async def test_the_engine_resumes_on_a_legacy_run_control(tmp_path: Path) -> None:
     store = Store(connect(tmp_path / "d.db"))
     cid = store.create_campaign("c", [], [], "h", 1, None)
-    engine = Engine(store, cid, "c", [], logs_dir=tmp_path, db_label="d.db")
+    engine = Engine(store, cid, "c", logs_dir=tmp_path, db_label="d.db")
 
     async def until(cond: Any) -> bool:
         for _ in range(100):

@@ -132,6 +132,7 @@ def _scenario(store: Store, cids: list[int]) -> None:
     queue.set_waiting(cid, "cpu-0 held")
     queue.set_waiting(cid, None)
     queue.progress(cid)
+    queue.queued_count(cid)
     run_id = store.start_run(job_id, cid, queue.next_attempt(job_id), "", 8)
     store.update_run(run_id, {"pid": 1, "pgid": 1})
     store.add_iterations(run_id, [{"idx": 0, "seconds": 0.1, "samples": 8, "warmup": 1,
@@ -180,7 +181,7 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.edits.retry_failed(cids[0])
     queue.cancel_queued(cids[1])
     queue.finish_if_drained(cids[1], CampaignStatus.FINISHED, "now")
-    with store.transaction():
+    with store.checkpoint_later(), store.transaction():
         store.add_jobs(cid, jobs[:1], [RunStatus.UNSATISFIABLE])
     store.create_campaign("empty", ["p.toml"], ["dltop"], "host", 1, None)
     # the readers: listings, status, every table of every campaign

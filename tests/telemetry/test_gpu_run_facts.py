@@ -193,8 +193,8 @@ def test_the_engine_reads_them_as_a_gpu_run_starts(fake_nvml: Any, tmp_path: Pat
                  f'command={command}\n', "gpu.toml", "gpu")
     store = Store(connect(tmp_path / "d.db"))
     plan = campaign.preflight([prof], 1, False)
-    cid, queued = campaign.create(store, plan, ["test"])
-    engine = Engine(store, cid, plan.name, queued, logs_dir=tmp_path / "runs", db_label="t",
+    cid = campaign.store_plan(store, plan, ["test"])
+    engine = Engine(store, cid, plan.name, logs_dir=tmp_path / "runs", db_label="t",
                     sampler_factory=lambda cb: Sampler(FakeGpuBackend(1), cb, 10, 5),
                     allocator=DeviceAllocator(1, environment.core_order(), pack=False))
     assert asyncio.run(engine.run()) == "finished"

@@ -52,12 +52,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         check_runs_dir(default_logs_dir(db_path))  # before anything is stored
         store = Store(connect(db_path, create=False))
         resumed = resume(store, args.campaign)
-        campaign_id, name, queued = resumed.campaign_id, resumed.name, resumed.jobs
+        campaign_id, name = resumed.campaign_id, resumed.name
         pack = resumed.pack
         slurm = (f", {len(resumed.cancelled_slurm_jobs)} orphaned Slurm job(s) cancelled "
                  f"({', '.join(resumed.cancelled_slurm_jobs)})"
                  if resumed.cancelled_slurm_jobs else "")
-        print(f"dltop: resuming campaign {campaign_id}: {len(queued)} jobs queued, "
+        print(f"dltop: resuming campaign {campaign_id}: {resumed.queued} jobs queued, "
               f"{resumed.lost_runs} interrupted run(s) re-queued, "
               f"{resumed.killed_processes} orphaned process(es) killed{slurm}", file=sys.stderr)
         for warning in resumed.warnings:
@@ -72,7 +72,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         # after the profiles passed (bad input creates nothing), before anything is stored
         check_runs_dir(default_logs_dir(db_path))
         store = Store(connect(db_path))
-        campaign_id, queued = campaign.create(store, plan, argv)
+        campaign_id = campaign.store_plan(store, plan, argv)
         name, pack = plan.name, plan.pack
     sink: Callable[[EngineEvent], None]
     ctx: contextlib.AbstractContextManager[Any]
@@ -83,7 +83,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         from dltop.tui.progress import HeadlessProgress
 
         sink = ctx = HeadlessProgress(interactive=sys.stdout.isatty() and not args.headless)
-    engine = Engine(store, campaign_id, name, queued, logs_dir=default_logs_dir(db_path),
+    engine = Engine(store, campaign_id, name, logs_dir=default_logs_dir(db_path),
                     db_label=str(db_path), on_event=sink,
                     sampler_factory=None if backend is None else (
                         lambda on_batch: Sampler(backend, on_batch, gpu_hz, host_hz)),

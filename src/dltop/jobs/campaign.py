@@ -22,6 +22,7 @@ from dltop.errors import UserError
 from dltop.jobs.environment import core_order
 from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time
+from dltop.profiles.joblist import JobList
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import command, registry
 from dltop.store.writer import Store
@@ -35,7 +36,8 @@ class Plan:
 
     name: str
     profiles: tuple[str, ...]
-    jobs: tuple[JobSpec, ...]
+    jobs: Sequence[JobSpec]
+    """Every job, a :class:`~dltop.profiles.joblist.JobList` (made per job when read)."""
     problems: tuple[str | None, ...]
     warnings: tuple[str, ...] = ()
     pack: bool = False
@@ -53,38 +55,44 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
     Raises:
         UserError: some job cannot run here and ``skip_unavailable`` is false.
     """
-    jobs = [j for p in profiles for j in p.jobs]
+    jobs = JobList.concat(p.jobs for p in profiles)
     runner_problem: dict[str, str | None] = {}
     problems: list[str | None] = []
     launches: list[command.Launch] = []  # command jobs' programs, resolved once each
     capabilities = _Capabilities(gpu_count)
-    for job in jobs:
-        if job.framework not in runner_problem:
-            try:
-                registry.resolve(job.framework)
-                runner_problem[job.framework] = None
-            except UserError as exc:
-                runner_problem[job.framework] = str(exc)
-        launch_problem = None
-        if job.framework == "command":
-            try:
-                launches.append(command.launch(job))
-            except UserError as exc:
-                launch_problem = str(exc)
-        problems.append(cntk_gpu_problem(job, gpu_count, capabilities)
-                        or _problem(job, gpu_count, runner_problem[job.framework])
-                        or launch_problem)
-    bad = [(j, p) for j, p in zip(jobs, problems, strict=True) if p is not None]
+    configs = [job for block, _ in jobs.blocks for job in block]
+    # A repeat differs from its configuration only in its index: checked once per
+    # configuration, its answer holds for every repeat.
+    for block, passes in jobs.blocks:
+        answers: list[str | None] = []
+        for job in block:
+            if job.framework not in runner_problem:
+                try:
+                    registry.resolve(job.framework)
+                    runner_problem[job.framework] = None
+                except UserError as exc:
+                    runner_problem[job.framework] = str(exc)
+            launch_problem = None
+            if job.framework == "command":
+                try:
+                    launches.append(command.launch(job))
+                except UserError as exc:
+                    launch_problem = str(exc)
+            answers.append(cntk_gpu_problem(job, gpu_count, capabilities)
+                           or _problem(job, gpu_count, runner_problem[job.framework])
+                           or launch_problem)
+        problems.extend(answers * passes)
+    bad = [p for p in problems if p is not None]
     if bad and not skip_unavailable:
-        reasons = sorted({p for _, p in bad if p is not None})
+        reasons = sorted(set(bad))
         shown = "\n  ".join(reasons[:8])
         raise UserError(
             f"{len(bad)} of {len(jobs)} jobs cannot run on this host:\n  {shown}\n"
             "Fix the profile, or pass --skip-unavailable to record them as 'unsatisfiable'."
         )
     name = "+".join(p.name for p in profiles)
-    return Plan(name, tuple(p.name for p in profiles), tuple(jobs), tuple(problems),
-                _warnings(jobs, launches),
+    return Plan(name, tuple(p.name for p in profiles), jobs, tuple(problems),
+                _warnings(configs, launches),
                 pack or (bool(profiles) and all(p.pack for p in profiles)))
 
 
@@ -176,21 +184,37 @@ def _data_problem(job: JobSpec) -> str | None:
 
 
 def create(store: Store, plan: Plan, argv: Sequence[str]) -> tuple[int, list[QueuedJob]]:
-    """Store the campaign and its jobs; return the campaign id and the runnable jobs."""
-    with store.transaction():  # all or nothing: no campaign stored without its jobs
+    """Store the campaign and its jobs; return the campaign id and the runnable jobs.
+
+    For a small plan (tests, a viewer's demo campaign): the list holds every queued
+    job. ``dltop run`` calls :func:`store_plan`, and the engine reads the queue
+    from the database.
+    """
+    campaign_id = store_plan(store, plan, argv)
+    return campaign_id, [QueuedJob(job_id, pos, spec)
+                         for job_id, pos, spec in store.queue.queued_jobs(campaign_id)]
+
+
+def store_plan(store: Store, plan: Plan, argv: Sequence[str]) -> int:
+    """Store the campaign and its jobs in one transaction; return the campaign id.
+
+    The jobs go in as one bulk insert (rows made per configuration), so queueing
+    100 000 jobs holds no per-job object and costs SQLite's work on the rows (~2 s);
+    a job that cannot run here gets its ``unsatisfiable`` run with the reason.
+    """
+    # all or nothing: no campaign stored without its jobs; the log's copy into the
+    # database file waits for the engine's checkpoint after a run, not the first run
+    with store.checkpoint_later(), store.transaction():
         campaign_id = store.create_campaign(plan.name, plan.profiles, argv,
                                             socket.gethostname(), os.getpid(),
                                             process_start_time(os.getpid()), pack=plan.pack)
-        statuses = [JobStatus.QUEUED if p is None else RunStatus.UNSATISFIABLE
-                    for p in plan.problems]
+        unsatisfiable = [k for k, p in enumerate(plan.problems) if p is not None]
+        statuses = None if not unsatisfiable else [
+            JobStatus.QUEUED if p is None else RunStatus.UNSATISFIABLE for p in plan.problems]
         ids = store.add_jobs(campaign_id, plan.jobs, statuses)
-        queued = []
-        for pos, (job_id, job, problem) in enumerate(
-                zip(ids, plan.jobs, plan.problems, strict=True)):
-            if problem is None:
-                queued.append(QueuedJob(job_id, pos, job))
-            else:
-                run_id = store.start_run(job_id, campaign_id, 1, "", job.units_per_iter)
-                store.finish_run(run_id, job_id, RunStatus.UNSATISFIABLE,
-                                 {"error_message": problem})
-    return campaign_id, queued
+        for k in unsatisfiable:
+            job = plan.jobs[k]
+            run_id = store.start_run(ids[k], campaign_id, 1, "", job.units_per_iter)
+            store.finish_run(run_id, ids[k], RunStatus.UNSATISFIABLE,
+                             {"error_message": plan.problems[k]})
+    return campaign_id

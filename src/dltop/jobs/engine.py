@@ -52,11 +52,13 @@ class Engine(RunLifecycle):
     """Runs one campaign's queued jobs, writing runs, iterations and environment.
 
     One run at a time unless the allocator packs (then runs on disjoint devices
-    go at once, each job in its own task).
+    go at once, each job in its own task). The queue stays in the database: the
+    engine holds only the jobs it runs, each read when it starts, so its memory and
+    start-up do not grow with the queue's length.
     """
 
-    def __init__(self, store: Store, campaign_id: int, name: str, jobs: list[QueuedJob],
-                 *, logs_dir: Path, db_label: str,
+    def __init__(self, store: Store, campaign_id: int, name: str, *,
+                 logs_dir: Path, db_label: str,
                  on_event: Callable[[EngineEvent], None] = lambda e: None,
                  sampler_factory: Callable[[Callable[[Batch], None]], Sampler] | None = None,
                  allocator: DeviceAllocator | None = None,
@@ -65,7 +67,6 @@ class Engine(RunLifecycle):
         self._store = store
         self._campaign_id = campaign_id
         self._name = name
-        self._jobs = jobs
         self._logs_dir = logs_dir
         self._db_label = db_label
         self._emit = on_event
@@ -103,7 +104,8 @@ class Engine(RunLifecycle):
             try:
                 await self._write(self._store.set_campaign_status, self._campaign_id,
                                   CampaignStatus.RUNNING)
-                self._emit(CampaignStarted(self._campaign_id, self._name, len(self._jobs),
+                queued = await self._write(self._store.queue.queued_count, self._campaign_id)
+                self._emit(CampaignStarted(self._campaign_id, self._name, queued,
                                            self._db_label))
                 watcher = asyncio.create_task(self._watch_control())
                 status = await self._drain_queue()

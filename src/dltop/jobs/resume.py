@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 
 from dltop.errors import UserError
-from dltop.jobs.queued import QueuedJob
 from dltop.jobs.slurm import cancel_orphan, is_orphan_job
 from dltop.jobs.supervisor import reap_orphan_group
 from dltop.procs import engine_alive, process_start_time
@@ -21,7 +20,8 @@ class Resumed:
     name: str
     lost_runs: int
     killed_processes: int
-    jobs: list[QueuedJob]
+    queued: int
+    """Jobs left in the queue (the engine reads them from the database as it goes)."""
     pack: bool = False
     cancelled_slurm_jobs: tuple[str, ...] = ()
     """Batch jobs of the lost runs that were still in Slurm, now ``scancel`` ed."""
@@ -73,6 +73,6 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
         queue.mark_lost_and_requeue(run)
         lost += 1
     queue.requeue_running_jobs(camp.id)
-    jobs = [QueuedJob(job_id, pos, spec) for job_id, pos, spec in queue.queued_jobs(camp.id)]
-    return Resumed(camp.id, camp.name, lost, killed, jobs, queue.packs(camp.id),
+    return Resumed(camp.id, camp.name, lost, killed, queue.queued_count(camp.id),
+                   queue.packs(camp.id),
                    tuple(cancelled), tuple(warnings))

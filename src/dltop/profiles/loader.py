@@ -21,6 +21,7 @@ from typing import Any
 from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import command, fields, lm, presets, slurm, strings, window
+from dltop.profiles.joblist import JobList
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm")
@@ -131,7 +132,7 @@ def parse(text: str, source: str, default_name: str,
         raise where.err("matrix", "expected an array of tables ([[matrix]])")
     cluster = slurm.parse(where.err, doc.get("slurm"))
     cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
-    jobs: list[JobSpec] = []
+    blocks: list[tuple[list[JobSpec], int]] = []
     # Read per profile, not at import: the default may come from the environment.
     base_settings = {**SETTINGS, "min_time_s": window.default_min_time_s()}
     for i, entry in enumerate(matrix):
@@ -143,13 +144,13 @@ def parse(text: str, source: str, default_name: str,
         preset = _preset(where, origin, f"matrix[{i}]", own)
         origin.update({k: f"preset {own['preset']!r} of matrix[{i}]" for k in preset
                        if k not in own})
-        jobs.extend(_expand(where, origin, f"matrix[{i}]", name,
-                            {**base_settings, **preset, **own}, cores, base, cluster))
-    if cluster is not None and not any(j.executor == "slurm" for j in jobs):
+        blocks.append(_expand(where, origin, f"matrix[{i}]", name,
+                              {**base_settings, **preset, **own}, cores, base, cluster))
+    jobs = JobList(blocks)
+    if cluster is not None and not any(j.executor == "slurm" for c, _ in blocks for j in c):
         raise where.err("slurm", 'a [slurm] table, but no job runs with executor = "slurm" '
                         "(set it in [defaults] or in an entry)")
-    return Profile(name=name, description=description, source=source, jobs=tuple(jobs),
-                   pack=pack)
+    return Profile(name=name, description=description, source=source, jobs=jobs, pack=pack)
 
 
 def _preset(where: _Where, origin: dict[str, str], at: str,
@@ -169,7 +170,7 @@ def _preset(where: _Where, origin: dict[str, str], at: str,
 
 def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             merged: dict[str, Any], cores: int, profile_dir: Path,
-            cluster: SlurmSettings | None) -> list[JobSpec]:
+            cluster: SlurmSettings | None) -> tuple[list[JobSpec], int]:
     def loc(key: str) -> str:
         return f"{origin.get(key, at)}.{key}"
 
@@ -213,25 +214,23 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             raise where.err(loc("batch_sizes"), f"global batch {batch} does not divide over "
                             f"{workers} workers ({on}); use a multiple of "
                             f"{workers} or batch_scaling = \"per-device\"")
-    jobs = []
-    # Repeats form the outer loop: each pass runs every configuration once, so a
-    # noisy stretch of time spreads over configurations instead of hitting all
-    # repeats of one.
-    for rep in range(s["repeats"]):
-        for s, fw, model, batch, dev in itertools.product(sweeps, frameworks, models, batches,
-                                                           devices):
-            # A transformer's defaults (seq_len, AdamW...) differ per model, not per entry.
-            js = lm.job_settings(where.err, loc, s, fw, model, dev, origin)
-            _model_settings(where, loc, js, fw, model)
-            js = window.resolve(where.err, loc, js, fw, dev.workers * js["nodes"],
-                                origin.__contains__)
-            slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster)
-            jobs.append(JobSpec(
-                profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
-                repeat=rep, options=options,
-                slurm=cluster if js["executor"] == "slurm" else None,
-                **{f.name: js[k] for k, f in settings().items()}))
-    return jobs
+    configs = []
+    for sw, fw, model, batch, dev in itertools.product(sweeps, frameworks, models, batches,
+                                                        devices):
+        # A transformer's defaults (seq_len, AdamW...) differ per model, not per entry.
+        js = lm.job_settings(where.err, loc, sw, fw, model, dev, origin)
+        _model_settings(where, loc, js, fw, model)
+        js = window.resolve(where.err, loc, js, fw, dev.workers * js["nodes"],
+                            origin.__contains__)
+        slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster)
+        configs.append(JobSpec(
+            profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
+            repeat=0, options=options,
+            slurm=cluster if js["executor"] == "slurm" else None,
+            **{f.name: js[k] for k, f in settings().items()}))
+    # Repeats are passes over every configuration (JobList: the outer loop), made
+    # as they are read: a repeat is its configuration with another repeat index.
+    return configs, s["repeats"]
 
 
 def _sweeps(where: _Where, loc: Callable[[str], str],

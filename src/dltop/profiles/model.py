@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Literal, cast, get_args, get_type_hints
 
@@ -378,6 +378,8 @@ class Profile:
     name: str
     description: str
     source: str
-    jobs: tuple[JobSpec, ...]
+    jobs: Sequence[JobSpec]
+    """In queue order; from the loader a :class:`~dltop.profiles.joblist.JobList`
+    (configurations times repeats, each job made when read)."""
     pack: bool = False
     """Run jobs at once on disjoint devices (see :mod:`dltop.jobs.allocator`)."""

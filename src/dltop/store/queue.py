@@ -86,12 +86,27 @@ class Queue:
                     [campaign_id, RunStatus.RUNNING])]
 
     def queued_jobs(self, campaign_id: int) -> list[tuple[int, int, JobSpec]]:
-        """(job id, position, spec) of the campaign's queued jobs, in queue order."""
+        """(job id, position, spec) of the campaign's queued jobs, in queue order.
+
+        Reads the whole queue (tests, small campaigns): the engine takes one job at
+        a time with :meth:`next_startable` and :meth:`queued_spec`.
+        """
         rows: list[dict[str, Any]] = list(self._db.query(
             "select id, position, spec_json from jobs where campaign_id = ? "
             "and status = ? order by position", [campaign_id, JobStatus.QUEUED]))
         return [(r["id"], r["position"], JobSpec.from_json_dict(json.loads(r["spec_json"])))
                 for r in rows]
+
+    def queued_count(self, campaign_id: int) -> int:
+        """How many of the campaign's jobs are queued (a count, not the jobs)."""
+        if self._has_counts():
+            # Kept by the jobs table's triggers (migration 11): one row, however long the queue.
+            row = next(self._db.query("select jobs_queued as n from campaigns where id = ?",
+                                      [campaign_id]), None)
+        else:
+            row = next(self._db.query("select count(*) as n from jobs where campaign_id = ? "
+                                      "and status = ?", [campaign_id, JobStatus.QUEUED]))
+        return 0 if row is None else int(row["n"])
 
     def queued_devices(self, campaign_id: int) -> list[tuple[int, int, DeviceSpec]]:
         """(job id, position, device) of the campaign's queued jobs, in queue order.
@@ -134,10 +149,7 @@ class Queue:
 
     def progress(self, campaign_id: int) -> tuple[int, int]:
         """(jobs done or running, jobs in the campaign) ignoring removed and unsatisfiable ones."""
-        if self._counted is None:  # a database opened without migrating (``run --resume``)
-            self._counted = any(r["name"] == "jobs_counted"
-                                for r in self._db.query("pragma table_info(campaigns)"))
-        if not self._counted:
+        if not self._has_counts():
             row = next(self._db.query(
                 "select sum(status != ?) as done, count(*) as total from jobs "
                 "where campaign_id = ? and status not in (?, ?)",
@@ -151,6 +163,12 @@ class Queue:
             return 0, 0
         return (int(counts["jobs_counted"]) - int(counts["jobs_queued"]),
                 int(counts["jobs_counted"]))
+
+    def _has_counts(self) -> bool:
+        if self._counted is None:  # a database opened without migrating (``run --resume``)
+            self._counted = any(r["name"] == "jobs_counted"
+                                for r in self._db.query("pragma table_info(campaigns)"))
+        return self._counted
 
     def next_attempt(self, job_id: int) -> int:
         """1 + the number of runs the job already has."""

@@ -37,7 +37,7 @@ from dltop.store.rows import (
     utc_now,
 )
 from dltop.store.telemetry import TelemetryWriter
-from dltop.store.tx import transaction
+from dltop.store.tx import checkpoint_later, transaction
 
 __all__ = ["Store", "job_row", "utc_now"]
 
@@ -76,6 +76,11 @@ class Store:
     def transaction(self) -> AbstractContextManager[sqlite_utils.Database]:
         """One transaction around several store calls (each then commits nothing alone)."""
         return transaction(self.db)
+
+    def checkpoint_later(self) -> AbstractContextManager[None]:
+        """No automatic checkpoint in the block (a bulk insert's commit copies nothing);
+        the next :meth:`checkpoint` copies the log."""
+        return checkpoint_later(self.db)
 
     # campaigns -------------------------------------------------------------
     def create_campaign(self, name: str, profiles: Sequence[str], argv: Sequence[str],
@@ -120,10 +125,14 @@ class Store:
                  statuses: Sequence[JobStatus | RunStatus] | None = None) -> list[int]:
         """Queue ``jobs`` in order; ``statuses`` may pre-set some (e.g. ``unsatisfiable``).
 
-        All or nothing: an interrupted call leaves no job of the list stored.
+        All or nothing: an interrupted call leaves no job of the list stored. Inside a
+        caller's transaction it is that transaction's part, with no savepoint of its own
+        (one costs a bulk insert ~40 % more CPU, journalling every page it touches).
         """
+        if self.db.conn.in_transaction:
+            return list(insert_jobs(self.db, campaign_id, 0, jobs, statuses))
         with transaction(self.db):
-            return insert_jobs(self.db, campaign_id, 0, jobs, statuses)
+            return list(insert_jobs(self.db, campaign_id, 0, jobs, statuses))
 
     def set_job_status(self, job_id: int, status: JobStatus | RunStatus) -> None:
         """Record a job's queue state (``queued``, ``running`` or a final run status)."""

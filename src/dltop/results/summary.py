@@ -15,6 +15,7 @@ those reasons under ``"reasons"``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,8 +48,9 @@ KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
 
 NOTES = (
     "runs: ok runs / repeats planned. median: median over runs of each run's median "
-    "s/iter; CI: 95 % two-level bootstrap interval of that median (2000 seeded resamples "
-    "of runs, then of each run's iterations). mean: mean of run means. samples/s: median "
+    "s/iter; CI: 95 % two-level bootstrap interval of that median (one run: the exact "
+    "bootstrap distribution of its median; several: 2000 seeded resamples of runs, then of "
+    "each run's iterations). mean: mean of run means. samples/s: median "
     "over runs of total samples / total measured seconds. power, J/sample, CPU: mean over "
     "runs; memory: maximum over runs.",
     "GPU mem: peak of the run's own processes ((device): processes not visible, the "
@@ -111,10 +113,24 @@ def flags(res: ConfigResult) -> list[str]:
 
 def ci(res: ConfigResult) -> tuple[float, float] | None:
     """95 % bootstrap interval of the configuration's median s/iter; ``None`` if unknown."""
+    interval, _ = ci_or_reason(res)
+    return interval
+
+
+def ci_or_reason(res: ConfigResult) -> tuple[tuple[float, float] | None, str]:
+    """The interval of :func:`ci`, or ``None`` and what its cells say instead: empty
+    without an ok run, else ``n/a`` and why (never a zero-width interval made of one
+    iteration, never an exception for rows an old database left)."""
     runs = [r.iterations for r in res.runs]
-    if not runs or any(not r for r in runs):
-        return None
-    return bootstrap.median_ci(runs)
+    if not runs:
+        return None, ""
+    if any(not r for r in runs):
+        return None, "n/a: no iterations"
+    if any(not math.isfinite(s) for r in runs for s, _ in r):
+        return None, "n/a: non-finite iteration times"
+    if any(len(r) < 2 for r in runs):
+        return None, "n/a: a run with 1 iteration"
+    return bootstrap.median_ci(runs), ""
 
 
 def shown_extras(results: Sequence[ConfigResult]) -> tuple[str, ...]:
@@ -150,12 +166,13 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
         text = val.text(m) if res.runs or i == 0 else ""
         cells.append(Cell(text, val.value, res.status, dict(val.extra) if m.detail else {}))
         if i == 0:
-            interval = ci(res)
+            interval, why = ci_or_reason(res)
             for bound in (0, 1):
                 number = None if interval is None else interval[bound]
-                text = fmt_seconds(number) if number is not None else \
-                    ("" if not res.runs else "n/a: no iterations")
+                text = fmt_seconds(number) if number is not None else why
                 cells.append(Cell(text, number, res.status))
+            if why:
+                reasons["ci_low_s"] = reasons["ci_high_s"] = why
     cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res)))]
     extra["reasons"] = reasons
     if details:  # percentiles' p90/p99 and their n (the cell's number is p50)

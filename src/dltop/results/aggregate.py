@@ -28,6 +28,7 @@ from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.generation import Request, generations_of
 from dltop.results.table import status_label
 from dltop.store.archive import ARCHIVE, unpack_measured
+from dltop.store.schema_steps import JOB_CONFIGS
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -217,34 +218,23 @@ def config_results(db: sqlite_utils.Database,
     """Every configuration of one or several campaigns, in queue order of first appearance.
 
     Jobs merge as repeats when their identity and their place (host, GPU model)
-    are the same, whichever campaign they belong to.
+    are the same, whichever campaign they belong to. Reads the runs that exist
+    (the latest attempt of each job) and the jobs never run counted per stored
+    configuration and status in one grouped query (:func:`_campaign_rows`): a
+    campaign of 100 000 queued jobs costs what its finished runs and its
+    configurations cost.
     """
     ids = [campaigns] if isinstance(campaigns, int) else list(campaigns)
-    run_cols = ", ".join(f"r.{c}" for c in RUN_FIELDS if c != "samples_per_iter")
-    sql = f"""
-        select j.id as job_id, j.position, j.framework, j.model, j.batch_size, j.device,
-               j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,
-               r.samples_per_iter, r.concurrent_runs, r.contaminated,
-               r.telemetry_simulated, c.host as campaign_host, j.campaign_id,
-               r.n_iterations, j.iterations as asked_iterations, j.config_key, {run_cols}
-        from jobs j
-        join campaigns c on c.id = j.campaign_id
-        left join runs r on r.id = (select max(id) from runs where job_id = j.id)
-        where j.campaign_id = ?
-        order by j.position
-    """
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    # one canonical key per (stored config_key, interpreter), not one JSON dump per job
+    # one canonical key per (stored config_key, interpreter), not one JSON dump per row
     keys: dict[tuple[str, str | None], str] = {}
     for cid in ids:
-        idents = identity.campaign_identities(db, cid)
-        rows = list(db.query(sql, [cid]))
+        rows = _campaign_rows(db, cid)
         # a GPU job that never reported its device takes the campaign's usual GPU
         usual = Counter(r["device_name"] for r in rows
                         if str(r["device"]).startswith("gpu") and r["device_name"])
         default_gpu = usual.most_common(1)[0][0] if usual else None
-        for row in rows:
-            ident = idents[row["job_id"]]
+        for row, ident in zip(rows, identity.resolve(rows), strict=True):
             gpu = (row["device_name"] or default_gpu) if str(row["device"]).startswith(
                 "gpu") else None
             host = str(row["campaign_host"] or "")
@@ -255,7 +245,8 @@ def config_results(db: sqlite_utils.Database,
                 memo = (ck, ident[identity.INTERPRETER])
                 ident_key = keys.get(memo) or keys.setdefault(memo, identity.key(ident))
             groups.setdefault((ident_key, host, gpu or ""), []).append(
-                {**row, "identity": ident, "gpu_name": gpu, "host": host})
+                {**row, "identity": ident, "ident_key": ident_key, "gpu_name": gpu,
+                 "host": host})
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     # host samples only for runs without the stored mean (see _record): an export
     # reads the runs' summaries, not telemetry that grows with each second of a run
@@ -270,6 +261,83 @@ def config_results(db: sqlite_utils.Database,
     gens = generations_of(db, [r["run_id"] for rows in groups.values() for r in rows
                                if _ok(r) and r["identity"].get("mode") == "generate"])
     return [_combine(rows, iters, trees, evals, targets, gens) for rows in groups.values()]
+
+
+_JOB_COLS = ("j.framework, j.model, j.batch_size, j.device, j.precision, j.config_key, "
+             "j.spec_json, j.campaign_id, c.host as campaign_host")
+
+
+def _campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
+    """A campaign's rows in queue order: one per job that has a run (its latest run's
+    columns), and one per configuration and status of the jobs never run, ``jobs`` of
+    them (the position and spec of the configuration's first job).
+
+    The runs are read through their campaign index. The jobs never run come from
+    ``job_configs`` (each configuration's job count, kept by triggers) less the jobs
+    with a run, those not queued read through the queue index: no queued job's row is
+    read. A campaign with jobs ``job_configs`` does not count (stored without a
+    ``config_key``) groups its jobs in SQL instead.
+    """
+    run_cols = ", ".join(f"r.{c}" for c in RUN_FIELDS if c != "samples_per_iter")
+    ran = list(db.query(f"""
+        select j.id as job_id, j.position, j.status as job_status, 1 as jobs, {_JOB_COLS},
+               r.id as run_id, r.status, r.noisy, r.samples_per_iter, r.concurrent_runs,
+               r.contaminated, r.telemetry_simulated, r.n_iterations,
+               j.iterations as asked_iterations, e.python_executable, {run_cols}
+        from runs r
+        join jobs j on j.id = r.job_id
+        join campaigns c on c.id = j.campaign_id
+        left join environment e on e.run_id = r.id
+        where {identity.LATEST_RUNS} and +j.campaign_id = ?
+    """, [cid, cid]))
+    never = _never_run(db, cid, ran)
+    blank = dict.fromkeys(("run_id", "status", "n_iterations", "asked_iterations",
+                           "python_executable", "median_s", "device_name"))
+    rows = ran + [{**blank, **r} for r in never]
+    rows.sort(key=lambda r: int(r["position"] or 0))
+    return rows
+
+
+def _never_run(db: sqlite_utils.Database, cid: int,
+               ran: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The jobs of a campaign without a run, one row per configuration and job status."""
+    total = next(db.query("select count(*) as n from jobs where campaign_id = ?",
+                          [cid]))["n"]
+    configs = list(db.query(
+        "select k.config_key, k.jobs, k.first_position as position, k.framework, k.model, "
+        "k.batch_size, k.device, k.precision, k.spec_json, k.campaign_id, "
+        "c.host as campaign_host from job_configs k join campaigns c on c.id = k.campaign_id "
+        "where k.campaign_id = ?", [cid])) if JOB_CONFIGS in db.table_names() else []
+    if sum(int(k["jobs"]) for k in configs) != total:
+        # SQLite takes a bare column from the row of the group's min(position): each
+        # group row is its first job (a null config_key is a group of its own)
+        return list(db.query(f"""
+            select min(j.position) as position, j.id as job_id, j.status as job_status,
+                   count(*) as jobs, {_JOB_COLS}
+            from jobs j join campaigns c on c.id = j.campaign_id
+            where j.campaign_id = ? and not exists (select 1 from runs where job_id = j.id)
+            group by coalesce(j.config_key, 'job ' || j.id), j.status
+        """, [cid]))
+    # Jobs never run and not queued (removed, unsatisfiable...) are few: their ids come
+    # from the queue index (campaign, status) on both sides of the queued ones.
+    other = list(db.query(f"""
+        select min(j.position) as position, j.status as job_status, count(*) as jobs,
+               {_JOB_COLS}
+        from jobs j join campaigns c on c.id = j.campaign_id
+        where j.id in (select id from jobs indexed by idx_jobs_queue
+                       where campaign_id = ? and status < ?
+                       union all select id from jobs indexed by idx_jobs_queue
+                       where campaign_id = ? and status > ?)
+          and not exists (select 1 from runs where job_id = j.id)
+        group by j.config_key, j.status
+    """, [cid, JobStatus.QUEUED, cid, JobStatus.QUEUED]))
+    left = Counter({str(k["config_key"]): int(k["jobs"]) for k in configs})
+    left.subtract(str(r["config_key"]) for r in ran)
+    for r in other:
+        left[str(r["config_key"])] -= int(r["jobs"])
+    queued = [{**k, "job_status": JobStatus.QUEUED, "jobs": left[str(k["config_key"])]}
+              for k in configs if left[str(k["config_key"])] > 0]
+    return other + queued
 
 
 def _ok(row: dict[str, Any]) -> bool:
@@ -364,7 +432,8 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
         median_s=median, spread_s=spread, samples_per_s=thr,
         noisy=any(r.noisy for r in ok), packed=any(r.packed for r in ok),
         contaminated=any(r.contaminated for r in ok),
-        config_key=identity.key(first["identity"]), repeats=len(rows), runs=tuple(ok),
+        config_key=first["ident_key"], repeats=sum(int(r["jobs"]) for r in rows),
+        runs=tuple(ok),
         identity=first["identity"], host=first["host"], gpu_name=first["gpu_name"],
         campaign_ids=tuple(dict.fromkeys(int(r["campaign_id"]) for r in rows)),
         short_count=max(shorts) if status == RunStatus.SHORT and shorts else None,

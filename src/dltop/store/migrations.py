@@ -47,6 +47,7 @@ from dltop.store.schema_steps import (
     v15,
     v16,
     v17,
+    v18,
 )
 from dltop.store.tx import transaction
 
@@ -114,6 +115,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(16, "telemetry from every node: gpu_samples.node, host_samples.node", v16),
     Migration(17, "generations: one row per generation request (TTFT, end-to-end seconds, "
                   "prompt/new tokens, batch, inter-token latencies)", v17),
+    Migration(18, "job_configs: each campaign's configurations with their job count and "
+                  "one job's spec, kept by triggers (results read them, not every queued "
+                  "job)", v18),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

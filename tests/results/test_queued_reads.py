@@ -5,6 +5,7 @@ does not follow the queue (issue 32)."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import sqlite_utils
@@ -12,8 +13,9 @@ import sqlite_utils
 from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.loader import parse
 from dltop.results import export, identity
-from dltop.results.aggregate import ConfigResult, _campaign_rows, config_results
-from dltop.store import Store, memory_db
+from dltop.results.aggregate import ConfigResult, config_results
+from dltop.results.reads import campaign_rows
+from dltop.store import Store, connect, memory_db
 
 PROFILE = ('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [8, 16, 32, 64]\n'
            'devices = ["cpu:1"]\n')
@@ -73,7 +75,7 @@ def test_reads_follow_the_configurations_not_the_queue(campaigns: Any) -> None:
     big, cb = _campaign(campaigns, 500)
     # one row per job with a run (3), one per configuration and status never run (the
     # removed b32, and the queued jobs of each of the 4 configurations)
-    assert len(_campaign_rows(big, cb)) == len(_campaign_rows(small, cs)) == 3 + 1 + 4
+    assert len(campaign_rows(big, cb)) == len(campaign_rows(small, cs)) == 3 + 1 + 4
     counts = []
     for db, cid in ((small, cs), (big, cb)):
         seen: list[str] = []
@@ -115,3 +117,21 @@ def test_ran_identities_match_every_job_identities(campaigns: Any) -> None:
     assert sorted(ran) == sorted(r["job_id"] for r in db.query(
         "select distinct job_id from runs"))
     assert all(ran[j] == every[j] for j in ran)
+
+
+def test_finished_campaigns_results_are_kept_until_a_write(tmp_path: Path,
+                                                           campaigns: Any) -> None:
+    path = tmp_path / "c.db"
+    db = connect(path)
+    cid, jobs = campaigns.create(db, campaigns.profile("k", ["cpu:1"], repeats=2), "k")
+    campaigns.add_run(db, cid, jobs[0][1], [0.1, 0.1, 0.1])
+    running = config_results(db, cid)
+    assert config_results(db, cid) is not running  # an open campaign: read each time
+    db.execute("update campaigns set status = 'finished' where id = ?", [cid])
+    first = config_results(db, cid)
+    again = config_results(connect(path, create=False), cid)
+    assert again == first and again is not first  # kept, handed out as a new list
+    assert again[0] is first[0]
+    campaigns.add_run(db, cid, jobs[1][1], [0.2, 0.2, 0.2])  # a new run: read again
+    (fresh,) = config_results(db, cid)
+    assert fresh.n_runs == 2 and fresh is not first[0]

@@ -44,6 +44,8 @@ SEED = 20240611
 CONFIDENCE = 0.95
 EXACT_MAX_ITERATIONS = 400
 """Runs with more measured iterations are resampled (the exact distribution costs n²)."""
+BATCH = 1000
+"""One-run configurations whose intervals :func:`median_cis` computes in one array."""
 CHUNK = 1 << 22
 """Elements of one array of resampled iterations (32 MiB of float64)."""
 
@@ -218,6 +220,44 @@ def median_ci(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
         low, high = values[np.minimum(at, len(values) - 1)]
         return float(low), float(high)
     return percentile_interval(_replicates(prepared, RESAMPLES, np.random.default_rng(SEED)))
+
+
+def median_cis(configs: Sequence[Sequence[Sequence[Sample]]]) -> list[tuple[float, float]]:
+    """:func:`median_ci` of each configuration (a table's worth at once).
+
+    One-run configurations of equal length share their arrays: their exact
+    distributions are computed and searched together, ``BATCH`` rows at a time.
+
+    Raises:
+        ValueError: as :func:`median_ci`, for the first configuration it refuses.
+    """
+    out: list[tuple[float, float] | None] = [None] * len(configs)
+    by_n: dict[int, list[int]] = {}
+    for k, runs in enumerate(configs):
+        n = len(runs[0]) if len(runs) == 1 else 0
+        if 0 < n <= EXACT_MAX_ITERATIONS and all(math.isfinite(s) for s, _ in runs[0]):
+            by_n.setdefault(n, []).append(k)
+        else:
+            out[k] = median_ci(runs)
+    tail = (1.0 - CONFIDENCE) / 2.0
+    for n, ks in by_n.items():
+        i, j, p = _pair_probabilities(n)
+        for start in range(0, len(ks), BATCH):
+            part = ks[start:start + BATCH]
+            x = np.sort(np.array([[s for s, _ in configs[k][0]] for k in part]), axis=1)
+            values = (x[:, i] + x[:, j]) / 2.0
+            order = np.argsort(values, axis=1, kind="stable")
+            values = np.take_along_axis(values, order, axis=1)
+            cdf = np.cumsum(p[order], axis=1)
+            last = values.shape[1] - 1
+            # the first value whose cumulative probability reaches q: searchsorted, by row
+            lows = np.minimum((cdf < tail * cdf[:, -1:]).sum(axis=1), last)
+            highs = np.minimum((cdf < (1.0 - tail) * cdf[:, -1:]).sum(axis=1), last)
+            rows = np.arange(len(part))
+            for k, low, high in zip(part, values[rows, lows].tolist(),
+                                    values[rows, highs].tolist(), strict=True):
+                out[k] = (low, high)
+    return [interval for interval in out if interval is not None]
 
 
 def ratio_ci(a: Sequence[Sequence[Sample]], b: Sequence[Sequence[Sample]],

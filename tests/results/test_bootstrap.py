@@ -82,12 +82,19 @@ def test_exact_median_distribution_is_every_resample_counted(n: int) -> None:
     values, cdf = bootstrap.median_distribution(x)
     exact: dict[float, float] = {}
     previous = 0.0
-    for v, c in zip(values.tolist(), cdf.tolist(), strict=True):
+    for v, c in zip(values, cdf, strict=True):
         exact[round(v, 12)] = exact.get(round(v, 12), 0.0) + c - previous
         previous = c
     assert set(exact) >= set(brute)
     for v, p in exact.items():
         assert p == pytest.approx(brute.get(v, 0) / n**n, abs=1e-12)
+
+
+def test_a_table_at_once_equals_one_at_a_time() -> None:
+    # 70 one-run configurations of 40 iterations go through numpy arrays together
+    # (median_cis); each alone through plain Python: the same intervals, bit for bit
+    configs = [runs(1, 40, seed=s) for s in range(70)] + [runs(3, 9, seed=1), runs(1, 7)]
+    assert bootstrap.median_cis(configs) == [bootstrap.median_ci(c) for c in configs]
 
 
 def _within_monte_carlo(data: list[list[tuple[float, int]]]) -> None:

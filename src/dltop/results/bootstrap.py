@@ -31,13 +31,17 @@ pure-Python loop, 2 000 resamples of every iteration, as the reference):
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import math
 import statistics
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeAlias
 
-import numpy as np
-import numpy.typing as npt
+if TYPE_CHECKING:  # numpy is imported where resampling runs: ~0.1 s a quick command skips
+    import numpy as np
+    import numpy.typing as npt
 
 RESAMPLES = 2000
 SEED = 20240611
@@ -46,13 +50,15 @@ EXACT_MAX_ITERATIONS = 400
 """Runs with more measured iterations are resampled (the exact distribution costs n²)."""
 BATCH = 1000
 """One-run configurations whose intervals :func:`median_cis` computes in one array."""
+BATCH_MIN = 64
+"""Fewer one-run configurations of a length are computed one by one, without numpy."""
 CHUNK = 1 << 22
 """Elements of one array of resampled iterations (32 MiB of float64)."""
 
 Sample = tuple[float, int]
 """One measured iteration: (seconds, samples)."""
 RunStat = Callable[[Sequence[Sample]], float]
-Floats = npt.NDArray[np.float64]
+Floats: TypeAlias = "npt.NDArray[np.float64]"
 
 
 def run_median_s(items: Sequence[Sample]) -> float:
@@ -76,42 +82,48 @@ def estimate(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s) -> 
 
 
 @functools.lru_cache(maxsize=64)
-def _pair_probabilities(n: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], Floats]:
+def _pair_probabilities(n: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...]]:
     """``(i, j, p)``: the median of a size-``n`` resample with replacement of ``n``
     sorted values is ``(x[i] + x[j]) / 2`` with probability ``p`` (``i == j`` for odd n).
 
     With C(a) ~ Binomial(n, a/n) the draws among the a smallest, the k-th smallest
     of the resample is ≤ x[a-1] iff C(a) ≥ k. For even n the middle pair's joint
     CDF is F(a, b) = P(C(a) ≥ k) - P(C(a) = k, C(b) = k) for b ≥ a (k draws among
-    the a smallest, none between a and b) and P(C(b) ≥ k + 1) for b < a.
+    the a smallest, none between a and b) and P(C(b) ≥ k + 1) for b < a. Plain
+    Python (n² terms once per n): a small table's intervals need no numpy.
     """
-    a = np.arange(n + 1, dtype=np.float64)
-    p = a / n
-    c = np.arange(n + 1)
-    log_comb = np.array([math.lgamma(n + 1) - math.lgamma(x + 1) - math.lgamma(n - x + 1)
-                         for x in range(n + 1)])
-    with np.errstate(divide="ignore", invalid="ignore"):  # log 0; 0 * log 0 masked below
-        log_p, log_q = np.log(p), np.log1p(-p)
-        # pmf[a, c] = P(C(a) = c); 0 * log 0 is 0 (an empty or certain count)
-        pmf = np.exp(log_comb + np.where(c == 0, 0.0, c * log_p[:, None])
-                     + np.where(c == n, 0.0, (n - c) * log_q[:, None]))
-    tail = np.cumsum(pmf[:, ::-1], axis=1)[:, ::-1]  # tail[a, k] = P(C(a) >= k)
+    comb = [float(math.comb(n, c)) for c in range(n + 1)]  # ≤ 2**400: a float holds it
+    ps = [a / n for a in range(n + 1)]
+
+    def tails(k: int) -> list[float]:
+        """P(C(a) ≥ k) for a = 0..n."""
+        return [math.fsum(comb[c] * p ** c * (1.0 - p) ** (n - c) for c in range(k, n + 1))
+                for p in ps]
+
     if n % 2:
-        k = (n + 1) // 2
-        prob = np.diff(tail[:, k])
-        idx = np.arange(n)
-        return idx, idx, np.clip(prob, 0.0, None)
+        tail = tails((n + 1) // 2)
+        idx = tuple(range(n))
+        return idx, idx, tuple(max(tail[a + 1] - tail[a], 0.0) for a in range(n))
     k = n // 2
-    both = np.exp(log_comb[k] + k * log_p[:, None] + (n - k) * log_q[None, :])
-    upper = tail[:, k][:, None] - both  # b >= a
-    lower = np.broadcast_to(tail[:, k + 1][None, :], (n + 1, n + 1))  # b < a
-    cdf = np.where(c[None, :] >= c[:, None], upper, lower)
-    prob = np.diff(np.diff(cdf, axis=0), axis=1)
-    i, j = np.nonzero(np.triu(prob > 0))
-    return i, j, np.clip(prob[i, j], 0.0, None)
+    tail_k, tail_k1 = tails(k), tails(k + 1)
+
+    def cdf(a: int, b: int) -> float:
+        if b < a:
+            return tail_k1[b]
+        return tail_k[a] - comb[k] * ps[a] ** k * (1.0 - ps[b]) ** (n - k)
+
+    grid = [[cdf(a, b) for b in range(n + 1)] for a in range(n + 1)]
+    i_s, j_s, p_s = [], [], []
+    for i in range(1, n + 1):
+        for j in range(i, n + 1):
+            i_s.append(i - 1)
+            j_s.append(j - 1)
+            p_s.append(max(grid[i][j] - grid[i - 1][j] - grid[i][j - 1] + grid[i - 1][j - 1],
+                           0.0))
+    return tuple(i_s), tuple(j_s), tuple(p_s)
 
 
-def median_distribution(seconds: Sequence[float]) -> tuple[Floats, Floats]:
+def median_distribution(seconds: Sequence[float]) -> tuple[list[float], list[float]]:
     """The exact bootstrap distribution of the median of one run's iterations.
 
     Returns:
@@ -124,26 +136,41 @@ def median_distribution(seconds: Sequence[float]) -> tuple[Floats, Floats]:
     n = len(seconds)
     if not 0 < n <= EXACT_MAX_ITERATIONS:
         raise ValueError(f"exact distribution of 1 to {EXACT_MAX_ITERATIONS} values, not {n}")
-    x = np.sort(np.asarray(seconds, dtype=np.float64))
-    i, j, p = _pair_probabilities(n)
-    values = (x[i] + x[j]) / 2.0
-    order = np.argsort(values, kind="stable")
-    return values[order], np.cumsum(p[order])
+    x = sorted(seconds)
+    i_s, j_s, p_s = _pair_probabilities(n)
+    values = [(x[i] + x[j]) / 2.0 for i, j in zip(i_s, j_s, strict=True)]
+    order = sorted(range(len(values)), key=values.__getitem__)  # stable, as numpy's
+    return [values[o] for o in order], list(itertools.accumulate(p_s[o] for o in order))
+
+
+def _exact_interval(seconds: Sequence[float]) -> tuple[float, float]:
+    """The 2.5 % and 97.5 % quantiles of :func:`median_distribution` (no numpy)."""
+    values, cdf = median_distribution(seconds)
+    tail = (1.0 - CONFIDENCE) / 2.0
+    last = len(values) - 1
+    return (values[min(bisect.bisect_left(cdf, tail * cdf[-1]), last)],
+            values[min(bisect.bisect_left(cdf, (1.0 - tail) * cdf[-1]), last)])
 
 
 class _Run:
     """One run's iterations as arrays, with its median's distribution when exact."""
 
     def __init__(self, items: Sequence[Sample], stat: RunStat) -> None:
+        import numpy as np  # only where resampling is needed: quick commands load none
+
         self.seconds = np.fromiter((s for s, _ in items), np.float64, len(items))
         self.samples = np.fromiter((n for _, n in items), np.float64, len(items))
         self.items = items
         self.stat = stat
-        self.dist = (median_distribution(self.seconds.tolist())
-                     if stat is run_median_s and len(items) <= EXACT_MAX_ITERATIONS else None)
+        self.dist = None
+        if stat is run_median_s and len(items) <= EXACT_MAX_ITERATIONS:
+            values, cdf = median_distribution([s for s, _ in items])
+            self.dist = (np.array(values), np.array(cdf))
 
     def draw(self, m: int, rng: np.random.Generator) -> Floats:
         """``m`` values of the run's statistic over resamples of its iterations."""
+        import numpy as np
+
         if self.dist is not None:
             values, cdf = self.dist
             at = np.searchsorted(cdf, rng.random(m) * cdf[-1], side="right")
@@ -166,12 +193,17 @@ class _Run:
         return out
 
 
-def _runs(runs: Sequence[Sequence[Sample]], stat: RunStat) -> list[_Run]:
+def _check(runs: Sequence[Sequence[Sample]]) -> None:
     if not runs or any(not r for r in runs):
         raise ValueError("bootstrap needs at least one run, each with iterations")
     if any(not math.isfinite(s) for r in runs for s, _ in r):
         raise ValueError("bootstrap needs finite iteration times")
-    return [_Run(r, stat) for r in runs]
+
+
+def _rng() -> np.random.Generator:
+    import numpy as np
+
+    return np.random.default_rng(SEED)
 
 
 def resamples(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
@@ -181,10 +213,13 @@ def resamples(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
     Raises:
         ValueError: no runs, a run without iterations, or a non-finite time.
     """
-    return _replicates(_runs(runs, stat), n, rng or np.random.default_rng(SEED))
+    _check(runs)
+    return _replicates([_Run(r, stat) for r in runs], n, rng or _rng())
 
 
 def _replicates(runs: list[_Run], n: int, rng: np.random.Generator) -> Floats:
+    import numpy as np
+
     if len(runs) == 1:
         return runs[0].draw(n, rng)
     picks = rng.integers(0, len(runs), size=(n, len(runs)))
@@ -194,15 +229,22 @@ def _replicates(runs: list[_Run], n: int, rng: np.random.Generator) -> Floats:
         count = int(slots.sum())
         if count:
             drawn[slots] = run.draw(count, rng)
-    return np.median(drawn, axis=1)
+    median: Floats = np.median(drawn, axis=1)
+    return median
 
 
 def percentile_interval(values: Sequence[float] | Floats, confidence: float = CONFIDENCE,
                         ) -> tuple[float, float]:
     """The central ``confidence`` interval of ``values`` (linear interpolation)."""
+    import numpy as np
+
     tail = (1.0 - confidence) / 2.0
     low, high = np.quantile(np.asarray(values, dtype=np.float64), [tail, 1.0 - tail])
     return float(low), float(high)
+
+
+def _exact(runs: Sequence[Sequence[Sample]], stat: RunStat) -> bool:
+    return stat is run_median_s and len(runs) == 1 and len(runs[0]) <= EXACT_MAX_ITERATIONS
 
 
 def median_ci(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
@@ -212,21 +254,19 @@ def median_ci(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
     Raises:
         ValueError: no runs, a run without iterations, or a non-finite time.
     """
-    prepared = _runs(runs, stat)
-    if len(prepared) == 1 and prepared[0].dist is not None:
-        values, cdf = prepared[0].dist
-        tail = (1.0 - CONFIDENCE) / 2.0
-        at = np.searchsorted(cdf, np.array([tail, 1.0 - tail]) * cdf[-1], side="left")
-        low, high = values[np.minimum(at, len(values) - 1)]
-        return float(low), float(high)
-    return percentile_interval(_replicates(prepared, RESAMPLES, np.random.default_rng(SEED)))
+    _check(runs)
+    if _exact(runs, stat):
+        return _exact_interval([s for s, _ in runs[0]])
+    return percentile_interval(_replicates([_Run(r, stat) for r in runs], RESAMPLES, _rng()))
 
 
 def median_cis(configs: Sequence[Sequence[Sequence[Sample]]]) -> list[tuple[float, float]]:
     """:func:`median_ci` of each configuration (a table's worth at once).
 
-    One-run configurations of equal length share their arrays: their exact
-    distributions are computed and searched together, ``BATCH`` rows at a time.
+    One-run configurations of equal length, :data:`BATCH_MIN` or more of them, are
+    computed as arrays, :data:`BATCH` rows at a time: the same probabilities, the
+    same stable sort and running sum as :func:`median_distribution`, so the same
+    intervals as one at a time.
 
     Raises:
         ValueError: as :func:`median_ci`, for the first configuration it refuses.
@@ -234,30 +274,42 @@ def median_cis(configs: Sequence[Sequence[Sequence[Sample]]]) -> list[tuple[floa
     out: list[tuple[float, float] | None] = [None] * len(configs)
     by_n: dict[int, list[int]] = {}
     for k, runs in enumerate(configs):
-        n = len(runs[0]) if len(runs) == 1 else 0
-        if 0 < n <= EXACT_MAX_ITERATIONS and all(math.isfinite(s) for s, _ in runs[0]):
-            by_n.setdefault(n, []).append(k)
+        _check(runs)
+        if _exact(runs, run_median_s):
+            by_n.setdefault(len(runs[0]), []).append(k)
         else:
             out[k] = median_ci(runs)
-    tail = (1.0 - CONFIDENCE) / 2.0
     for n, ks in by_n.items():
-        i, j, p = _pair_probabilities(n)
+        if len(ks) < BATCH_MIN:
+            for k in ks:
+                out[k] = _exact_interval([s for s, _ in configs[k][0]])
+            continue
         for start in range(0, len(ks), BATCH):
             part = ks[start:start + BATCH]
-            x = np.sort(np.array([[s for s, _ in configs[k][0]] for k in part]), axis=1)
-            values = (x[:, i] + x[:, j]) / 2.0
-            order = np.argsort(values, axis=1, kind="stable")
-            values = np.take_along_axis(values, order, axis=1)
-            cdf = np.cumsum(p[order], axis=1)
-            last = values.shape[1] - 1
-            # the first value whose cumulative probability reaches q: searchsorted, by row
-            lows = np.minimum((cdf < tail * cdf[:, -1:]).sum(axis=1), last)
-            highs = np.minimum((cdf < (1.0 - tail) * cdf[:, -1:]).sum(axis=1), last)
-            rows = np.arange(len(part))
-            for k, low, high in zip(part, values[rows, lows].tolist(),
-                                    values[rows, highs].tolist(), strict=True):
-                out[k] = (low, high)
+            for k, interval in zip(part, _exact_batch(
+                    n, [[s for s, _ in configs[k][0]] for k in part]), strict=True):
+                out[k] = interval
     return [interval for interval in out if interval is not None]
+
+
+def _exact_batch(n: int, rows: list[list[float]]) -> list[tuple[float, float]]:
+    """:func:`_exact_interval` of equal-length runs, one array row each."""
+    import numpy as np
+
+    i_s, j_s, p_s = _pair_probabilities(n)
+    i, j, p = np.array(i_s), np.array(j_s), np.array(p_s)
+    x = np.sort(np.array(rows), axis=1)
+    values = (x[:, i] + x[:, j]) / 2.0
+    order = np.argsort(values, axis=1, kind="stable")
+    values = np.take_along_axis(values, order, axis=1)
+    cdf = np.cumsum(p[order], axis=1)
+    tail = (1.0 - CONFIDENCE) / 2.0
+    last = values.shape[1] - 1
+    # the first value whose cumulative probability reaches q (bisect_left), by row
+    lows = np.minimum((cdf < tail * cdf[:, -1:]).sum(axis=1), last)
+    highs = np.minimum((cdf < (1.0 - tail) * cdf[:, -1:]).sum(axis=1), last)
+    at = np.arange(len(rows))
+    return list(zip(values[at, lows].tolist(), values[at, highs].tolist(), strict=True))
 
 
 def ratio_ci(a: Sequence[Sequence[Sample]], b: Sequence[Sequence[Sample]],
@@ -270,7 +322,7 @@ def ratio_ci(a: Sequence[Sequence[Sample]], b: Sequence[Sequence[Sample]],
     Raises:
         ValueError: a side without runs or iterations, or a non-finite time.
     """
-    rng = np.random.default_rng(SEED)
+    rng = _rng()
     ra = resamples(a, stat, rng=rng)
     rb = resamples(b, stat, rng=rng)
     keep = ra > 0

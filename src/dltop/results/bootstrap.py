@@ -48,12 +48,11 @@ SEED = 20240611
 CONFIDENCE = 0.95
 EXACT_MAX_ITERATIONS = 400
 """Runs with more measured iterations are resampled (the exact distribution costs n²)."""
-BATCH = 1000
-"""One-run configurations whose intervals :func:`median_cis` computes in one array."""
 BATCH_MIN = 64
 """Fewer one-run configurations of a length are computed one by one, without numpy."""
 CHUNK = 1 << 22
-"""Elements of one array of resampled iterations (32 MiB of float64)."""
+"""Elements of one array of resampled iterations or of medians searched (32 MiB of
+float64)."""
 
 Sample = tuple[float, int]
 """One measured iteration: (seconds, samples)."""
@@ -123,6 +122,15 @@ def _pair_probabilities(n: int) -> tuple[tuple[int, ...], tuple[int, ...], tuple
     return tuple(i_s), tuple(j_s), tuple(p_s)
 
 
+@functools.lru_cache(maxsize=64)
+def _pair_arrays(n: int) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp], Floats]:
+    """:func:`_pair_probabilities` as numpy arrays."""
+    import numpy as np
+
+    i_s, j_s, p_s = _pair_probabilities(n)
+    return np.array(i_s, dtype=np.intp), np.array(j_s, dtype=np.intp), np.array(p_s)
+
+
 def median_distribution(seconds: Sequence[float]) -> tuple[list[float], list[float]]:
     """The exact bootstrap distribution of the median of one run's iterations.
 
@@ -164,8 +172,12 @@ class _Run:
         self.stat = stat
         self.dist = None
         if stat is run_median_s and len(items) <= EXACT_MAX_ITERATIONS:
-            values, cdf = median_distribution([s for s, _ in items])
-            self.dist = (np.array(values), np.array(cdf))
+            # median_distribution with arrays: a 400-iteration run has 80 200 pairs
+            i, j, p = _pair_arrays(len(items))
+            x = np.sort(self.seconds)
+            values = (x[i] + x[j]) / 2.0
+            order = np.argsort(values, kind="stable")
+            self.dist = (values[order], np.cumsum(p[order]))
 
     def draw(self, m: int, rng: np.random.Generator) -> Floats:
         """``m`` values of the run's statistic over resamples of its iterations."""
@@ -264,7 +276,7 @@ def median_cis(configs: Sequence[Sequence[Sequence[Sample]]]) -> list[tuple[floa
     """:func:`median_ci` of each configuration (a table's worth at once).
 
     One-run configurations of equal length, :data:`BATCH_MIN` or more of them, are
-    computed as arrays, :data:`BATCH` rows at a time: the same probabilities, the
+    computed as arrays of :data:`CHUNK` elements at most: the same probabilities, the
     same stable sort and running sum as :func:`median_distribution`, so the same
     intervals as one at a time.
 
@@ -284,8 +296,9 @@ def median_cis(configs: Sequence[Sequence[Sequence[Sample]]]) -> list[tuple[floa
             for k in ks:
                 out[k] = _exact_interval([s for s, _ in configs[k][0]])
             continue
-        for start in range(0, len(ks), BATCH):
-            part = ks[start:start + BATCH]
+        step = max(1, CHUNK // len(_pair_probabilities(n)[0]))  # rows of 32 MiB arrays
+        for start in range(0, len(ks), step):
+            part = ks[start:start + step]
             for k, interval in zip(part, _exact_batch(
                     n, [[s for s, _ in configs[k][0]] for k in part]), strict=True):
                 out[k] = interval
@@ -296,8 +309,7 @@ def _exact_batch(n: int, rows: list[list[float]]) -> list[tuple[float, float]]:
     """:func:`_exact_interval` of equal-length runs, one array row each."""
     import numpy as np
 
-    i_s, j_s, p_s = _pair_probabilities(n)
-    i, j, p = np.array(i_s), np.array(j_s), np.array(p_s)
+    i, j, p = _pair_arrays(n)
     x = np.sort(np.array(rows), axis=1)
     values = (x[:, i] + x[:, j]) / 2.0
     order = np.argsort(values, axis=1, kind="stable")

@@ -40,7 +40,8 @@ batch_scaling = "per-device"
 
 EXPORTS = (("pivot, time", "pivot", "time"), ("pivot, cpu", "pivot", "cpu"))
 SUMMARY = ("summary", "summary", "time")
-"""Opt-in (``--summary``): its bootstrap intervals take minutes at 10 000 runs."""
+"""Opt-in (``--summary``): its bootstrap intervals took minutes at 10 000 runs before issue
+32; benchmarks/summary_scale.py times it now."""
 
 
 def build(path: Path, n_runs: int) -> None:

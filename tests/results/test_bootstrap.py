@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 import random
+import sqlite3
+import statistics
+from collections import Counter
+from pathlib import Path
 
 import pytest
+import sqlite_utils
 
-from dltop.results import bootstrap
+from dltop.results import bootstrap, bootstrap_ref
+from dltop.results.aggregate import config_results
 
 
 def runs(n_runs: int, n_iters: int, centre: float = 0.1, seed: int = 1,
@@ -58,3 +65,62 @@ def test_bad_input() -> None:
         bootstrap.median_ci([])
     with pytest.raises(ValueError, match="each with iterations"):
         bootstrap.median_ci([[(0.1, 8)], []])
+
+
+def test_bad_times_are_refused() -> None:
+    with pytest.raises(ValueError, match="finite"):
+        bootstrap.median_ci([[(0.1, 8), (float("nan"), 8)]])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 5, 6])
+def test_exact_median_distribution_is_every_resample_counted(n: int) -> None:
+    # all n**n equally likely resamples, enumerated: the exact distribution is theirs
+    x = [0.1 + 0.01 * i + 0.003 * i * i for i in range(n)]
+    brute: Counter[float] = Counter(
+        round(statistics.median(x[i] for i in pick), 12)
+        for pick in itertools.product(range(n), repeat=n))
+    values, cdf = bootstrap.median_distribution(x)
+    exact: dict[float, float] = {}
+    previous = 0.0
+    for v, c in zip(values, cdf, strict=True):
+        exact[round(v, 12)] = exact.get(round(v, 12), 0.0) + c - previous
+        previous = c
+    assert set(exact) >= set(brute)
+    for v, p in exact.items():
+        assert p == pytest.approx(brute.get(v, 0) / n**n, abs=1e-12)
+
+
+def test_a_table_at_once_equals_one_at_a_time() -> None:
+    # 70 one-run configurations of 40 iterations go through numpy arrays together
+    # (median_cis); each alone through plain Python: the same intervals, bit for bit
+    configs = [runs(1, 40, seed=s) for s in range(70)] + [runs(3, 9, seed=1), runs(1, 7)]
+    assert bootstrap.median_cis(configs) == [bootstrap.median_ci(c) for c in configs]
+
+
+def _within_monte_carlo(data: list[list[tuple[float, int]]]) -> None:
+    """The interval equals the former pure-Python one within that one's own Monte-Carlo
+    error: its spread over seeds (4 sd), or 2 % of the interval where the spread is
+    zero on discrete data."""
+    new = bootstrap.median_ci(data)
+    old = [bootstrap_ref.percentile_interval(bootstrap_ref.resamples(data, rng=random.Random(s)))
+           for s in range(4)]
+    width = statistics.fmean(h - lo for lo, h in old)
+    for bound in (0, 1):
+        got = [o[bound] for o in old]
+        tol = max(4 * statistics.stdev(got), 0.02 * width)
+        assert abs(new[bound] - statistics.fmean(got)) <= tol, (bound, new, old)
+
+
+@pytest.mark.parametrize(("n_runs", "n_iters"), [(1, 40), (1, 41), (3, 20), (2, 7), (1, 401)])
+def test_interval_equals_the_former_resampling_one(n_runs: int, n_iters: int) -> None:
+    _within_monte_carlo(runs(n_runs, n_iters, seed=n_runs * 1000 + n_iters))
+
+
+def test_interval_equals_the_former_one_on_a_real_campaign() -> None:
+    # an H200 campaign (docs/gpu-runs): runs of 10 and 30 measured iterations
+    path = Path(__file__).parents[2] / "docs/gpu-runs/2026-11-26-h200-llm/campaign.db"
+    db = sqlite_utils.Database(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+    by_config = [[r.iterations for r in res.runs] for res in config_results(db, 1) if res.runs]
+    assert by_config and any(len(c) == 1 for c in by_config)
+    for data in by_config:
+        _within_monte_carlo([list(r) for r in data])

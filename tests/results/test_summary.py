@@ -112,3 +112,24 @@ def test_cli_bad_input_writes_nothing(db_path: Path, tmp_path: Path,
 
 def test_cli_metric_choices_match_the_metrics() -> None:
     assert tuple(cli.EXPORT_METRICS) == export.METRICS
+
+
+def test_intervals_say_why_they_are_missing(campaigns: Any) -> None:
+    db = memory_db()
+    cid, jobs = campaigns.create(
+        db, campaigns.profile("bad", ["cpu:1"], batch_sizes=[8, 16, 32, 64]), "bad")
+    seconds = {8: [0.1], 16: [0.1, float("nan"), 0.1], 32: [0.1, float("inf"), 0.1],
+               64: [float("nan")]}
+    for job, job_id in jobs:  # one run each: 1 iteration, NaN rows, an infinite time
+        run_id = campaigns.add_run(db, cid, job_id, [0.1] * len(seconds[job.batch_size]))
+        for idx, s in enumerate(seconds[job.batch_size]):  # as an old database left them
+            db.execute("update iterations set seconds = ? where run_id = ? and idx = ?",
+                       [s, run_id, idx])
+    doc = json.loads(export.render(export.results_table(db, cid, "summary"), "json"))
+    why = {r["batch"]: (r["ci_low_s"], r["ci_high_s"], r["reasons"].get("ci_low_s"))
+           for r in doc["rows"]}
+    assert why[8] == (None, None, "n/a: a run with 1 iteration")
+    # NaN is stored as NULL and left out: two iterations of 0.1 s remain, a real interval
+    assert why[16] == (0.1, 0.1, None)
+    assert why[32] == (None, None, "n/a: non-finite iteration times")
+    assert why[64] == (None, None, "n/a: no iterations")

@@ -238,7 +238,7 @@ def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, 
     marks = ",".join("?" * len(ids))
     out: dict[str, str] = {}
     for cid in ids:
-        idents = identity.campaign_identities(db, cid)
+        idents = identity.ran_identities(db, cid)  # jobs with a run: what it joins
         for row in db.query(
                 "select j.id as job_id, r.status, r.error_message from jobs j join runs r "
                 "on r.id = (select max(id) from runs where job_id = j.id) "

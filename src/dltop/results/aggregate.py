@@ -16,18 +16,21 @@ repeats of one configuration; on another host or GPU model they stay apart.
 
 from __future__ import annotations
 
+import os
+import sqlite3
 import statistics
-from collections import Counter
+import threading
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import JobStatus, RunStatus
-from dltop.results import identity, queries
+from dltop.catalog import CampaignStatus, JobStatus, RunStatus
+from dltop.results import identity
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.generation import Request, generations_of
+from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.table import status_label
-from dltop.store.archive import ARCHIVE, unpack_measured
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -37,17 +40,6 @@ FAILURE_PRECEDENCE: tuple[str, ...] = (
     RunStatus.TIMEOUT, RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.CANCELLED,
     RunStatus.RUNNING, JobStatus.QUEUED)
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
-
-RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_per_sample",
-              "device_name", "power_mean_w", "energy_j", "joules_per_sample", "gpu_util_mean_pct",
-              "gpu_mem_peak_bytes", "gpu_mem_run_peak_bytes", "rss_peak_bytes",
-              "host_cpu_mean_pct", "tree_cpu_mean_pct", "host_cpu_user_pct",
-              "host_cpu_system_pct", "host_cpu_iowait_pct", "window_s", "gpu_readings",
-              "host_readings", "cpu_joules_per_sample", "cpu_energy_note",
-              "rss_peak_kernel_bytes", "energy_bound_j", "cpu_energy_j", "dram_energy_j",
-              "cpu_energy_bound_j", "gpu_mem_framework_peak_bytes")
-"""Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
-
 
 @dataclass(frozen=True)
 class RunRecord:
@@ -221,35 +213,79 @@ def place_key(r: ConfigResult) -> tuple[str, tuple[int, int, str], str]:
     return (r.host, device_key(r.device), r.gpu_name or "")
 
 
+SETTLED = frozenset({CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED})
+"""Campaign states whose results change only when runs or jobs are added or edited."""
+CACHED = 2
+"""Sets of finished campaigns whose results a process keeps (a report reads them twice;
+the results screen once per visit)."""
+_cache: OrderedDict[tuple[Any, ...], list[ConfigResult]] = OrderedDict()
+_cache_lock = threading.Lock()
+
+
+def _settled_state(db: sqlite_utils.Database, ids: Sequence[int]) -> tuple[Any, ...] | None:
+    """What the results of ``ids`` depend on, if they can be cached: the database file,
+    and per campaign its status, job counts (kept by triggers), run count and last run
+    id. None for a database in memory, a campaign still open or a database before the
+    job counts (migration 11)."""
+    path = next((row[2] for row in db.execute("pragma database_list")
+                 if row[1] == "main"), "")
+    if not path or not ids:
+        return None
+    marks = ",".join("?" * len(ids))
+    try:
+        rows = tuple(db.execute(
+            "select c.id, c.status, c.jobs_counted, c.jobs_queued, "
+            "(select count(*) from runs r where r.campaign_id = c.id), "
+            "(select max(id) from runs r where r.campaign_id = c.id) "
+            f"from campaigns c where c.id in ({marks}) order by c.id", list(ids)))
+    except sqlite3.OperationalError:
+        return None
+    if len(rows) != len(set(ids)) or any(r[1] not in SETTLED for r in rows):
+        return None
+    # any commit since (an edit in place, SQL by hand) changes the file or its WAL
+    stamps = tuple((st.st_mtime_ns, st.st_size) for st in
+                   (os.stat(f) for f in (path, f"{path}-wal") if os.path.exists(f)))
+    return (path, tuple(ids), rows, stamps)
+
+
 def config_results(db: sqlite_utils.Database,
                    campaigns: int | Sequence[int]) -> list[ConfigResult]:
+    """Every configuration of one or several campaigns, in queue order of first appearance
+    (:func:`read_config_results`), kept per process for finished campaigns: a new run,
+    job or status change, or the campaign reopening, reads them again."""
+    ids = [campaigns] if isinstance(campaigns, int) else list(campaigns)
+    state = _settled_state(db, ids)
+    if state is not None:
+        with _cache_lock:
+            if state in _cache:
+                _cache.move_to_end(state)
+                return list(_cache[state])
+    results = read_config_results(db, ids)
+    if state is not None:
+        with _cache_lock:
+            _cache[state] = list(results)
+            while len(_cache) > CACHED:
+                _cache.popitem(last=False)
+    return results
+
+
+def read_config_results(db: sqlite_utils.Database,
+                        campaigns: int | Sequence[int]) -> list[ConfigResult]:
     """Every configuration of one or several campaigns, in queue order of first appearance.
 
     Jobs merge as repeats when their identity and their place (host, GPU model)
-    are the same, whichever campaign they belong to.
+    are the same, whichever campaign they belong to. Reads the runs that exist
+    (the latest attempt of each job) and the jobs never run counted per stored
+    configuration and status in one grouped query (:func:`_campaign_rows`): a
+    campaign of 100 000 queued jobs costs what its finished runs and its
+    configurations cost.
     """
     ids = [campaigns] if isinstance(campaigns, int) else list(campaigns)
-    have = queries.run_columns(db)  # a database not yet migrated lacks the newest
-    run_cols = ", ".join(f"r.{c}" if c in have else f"null as {c}"
-                         for c in RUN_FIELDS if c != "samples_per_iter")
-    sql = f"""
-        select j.id as job_id, j.position, j.framework, j.model, j.batch_size, j.device,
-               j.precision, j.status as job_status, r.id as run_id, r.status, r.noisy,
-               r.samples_per_iter, r.concurrent_runs, r.contaminated,
-               r.telemetry_simulated, c.host as campaign_host, j.campaign_id,
-               r.n_iterations, j.iterations as asked_iterations, j.config_key, {run_cols}
-        from jobs j
-        join campaigns c on c.id = j.campaign_id
-        left join runs r on r.id = (select max(id) from runs where job_id = j.id)
-        where j.campaign_id = ?
-        order by j.position
-    """
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    # one canonical key per (stored config_key, interpreter), not one JSON dump per job
+    # one canonical key per (stored config_key, interpreter), not one JSON dump per row
     keys: dict[tuple[str, str | None], str] = {}
     for cid in ids:
-        idents = identity.campaign_identities(db, cid)
-        rows = list(db.query(sql, [cid]))
+        rows = campaign_rows(db, cid)
         # concurrent runs are "packed" in a --pack campaign, else "shared" (foreign
         # runners); campaigns.pack is absent from databases older than packing
         pack = any(c.get("pack") for c in db.query(
@@ -258,8 +294,7 @@ def config_results(db: sqlite_utils.Database,
         usual = Counter(r["device_name"] for r in rows
                         if str(r["device"]).startswith("gpu") and r["device_name"])
         default_gpu = usual.most_common(1)[0][0] if usual else None
-        for row in rows:
-            ident = idents[row["job_id"]]
+        for row, ident in zip(rows, identity.resolve(rows), strict=True):
             gpu = (row["device_name"] or default_gpu) if str(row["device"]).startswith(
                 "gpu") else None
             host = str(row["campaign_host"] or "")
@@ -270,14 +305,14 @@ def config_results(db: sqlite_utils.Database,
                 memo = (ck, ident[identity.INTERPRETER])
                 ident_key = keys.get(memo) or keys.setdefault(memo, identity.key(ident))
             groups.setdefault((ident_key, host, gpu or ""), []).append(
-                {**row, "identity": ident, "gpu_name": gpu, "host": host,
-                 "campaign_pack": pack})
+                {**row, "identity": ident, "ident_key": ident_key, "gpu_name": gpu,
+                 "host": host, "campaign_pack": pack})
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     # host samples only for runs without the stored mean (see _record): an export
     # reads the runs' summaries, not telemetry that grows with each second of a run
     no_tree = {r["run_id"] for rows in groups.values() for r in rows
                if _ok(r) and r["tree_cpu_mean_pct"] is None}
-    iters, trees = _per_run(db, ok_ids, no_tree)
+    iters, trees = per_run(db, ok_ids, no_tree)
     evals = evals_of(db, ok_ids)
     evaluated = sorted(evals)  # only runs that evaluated: no JSON parsed else
     acc, ppl = targets_of(db, evaluated), targets_of(db, evaluated, "target_perplexity")
@@ -290,46 +325,6 @@ def config_results(db: sqlite_utils.Database,
 
 def _ok(row: dict[str, Any]) -> bool:
     return row["status"] == RunStatus.OK and row["median_s"] is not None
-
-
-def _per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
-             ) -> tuple[dict[int, list[tuple[float, int]]], dict[int, float]]:
-    """Measured iterations of each run, and the mean process-tree CPU of those of
-    ``no_tree`` (runs whose summary lacks it) over all their host samples."""
-    iters: dict[int, list[tuple[float, int]]] = {i: [] for i in run_ids}
-    trees: dict[int, float] = {}
-    if not run_ids:
-        return iters, trees
-    marks = ",".join("?" * len(run_ids))
-    for row in db.query(
-            "select i.run_id, i.seconds, coalesce(i.samples, r.samples_per_iter) as samples "
-            f"from iterations i join runs r on r.id = i.run_id where i.run_id in ({marks}) "
-            "and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
-            "order by i.run_id, i.idx", run_ids):
-        iters[row["run_id"]].append((float(row["seconds"]), int(row["samples"] or 0)))
-    if no_tree and "host_samples" in db.table_names():
-        for row in db.query(
-                "select run_id, sum(tree_cpu_pct * n) / sum(n) as pct from host_samples "
-                f"where run_id in ({','.join('?' * len(no_tree))}) and tree_cpu_pct is not null "
-                "and n > 0 group by run_id", sorted(no_tree)):
-            trees[row["run_id"]] = float(row["pct"])
-    _archived(db, run_ids, iters, trees)
-    return iters, trees
-
-
-def _archived(db: sqlite_utils.Database, run_ids: list[int],
-              iters: dict[int, list[tuple[float, int]]], trees: dict[int, float]) -> None:
-    """What ``dltop prune`` kept of pruned runs' raw rows (dltop.store.retention)."""
-    if ARCHIVE not in db.table_names():
-        return
-    marks = ",".join("?" * len(run_ids))
-    for row in db.query(
-            "select run_id, measured_seconds, measured_samples, tree_cpu_all_pct "
-            f"from {ARCHIVE} where run_id in ({marks})", run_ids):
-        iters[row["run_id"]] = unpack_measured(row["measured_seconds"],
-                                               row["measured_samples"])
-        if row["tree_cpu_all_pct"] is not None:
-            trees[row["run_id"]] = float(row["tree_cpu_all_pct"])
 
 
 def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
@@ -383,7 +378,8 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
         noisy=any(r.noisy for r in ok), packed=any(r.packed for r in ok),
         shared=any(r.shared for r in ok),
         contaminated=any(r.contaminated for r in ok),
-        config_key=identity.key(first["identity"]), repeats=len(rows), runs=tuple(ok),
+        config_key=first["ident_key"], repeats=sum(int(r["jobs"]) for r in rows),
+        runs=tuple(ok),
         identity=first["identity"], host=first["host"], gpu_name=first["gpu_name"],
         campaign_ids=tuple(dict.fromkeys(int(r["campaign_id"]) for r in rows)),
         short_count=max(shorts) if status == RunStatus.SHORT and shorts else None,

@@ -172,11 +172,16 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
     ids = list(campaign_ids)
     camps = list(db.query(f"select host, dltop_version from campaigns where id in ({marks}) "
                           "order by id", ids))
+    # the latest run of each job that has one (read through the runs, not the queue),
+    # and whether any job at all, run or queued, is a GPU one (through the queue index)
     jobs = list(db.query(
-        "select j.device, c.host, r.device_name from jobs j "
+        "select j.device, c.host, r.device_name from runs r join jobs j on j.id = r.job_id "
         "join campaigns c on c.id = j.campaign_id "
-        "left join runs r on r.id = (select max(id) from runs where job_id = j.id) "
-        f"where j.campaign_id in ({marks}) order by j.campaign_id, j.position", ids))
+        f"where r.id in (select max(id) from runs where campaign_id in ({marks}) "
+        "group by job_id) order by j.campaign_id, j.position", ids))
+    gpu_jobs_at_all = any(next(db.query(
+        "select exists (select 1 from jobs where campaign_id = ? and substr(device, 1, 3) = 'gpu') "
+        "as gpu", [cid]))["gpu"] for cid in ids)
     envs: list[dict[str, Any]] = []
     if "environment" in db.table_names():
         envs = list(db.query(
@@ -209,7 +214,7 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
                          e["physical_cores"], e["logical_cores"])
                         for e in envs if e["cpu_model"]]),
         gpus=tuple((h, n, c) for (h, n), c in gpu_names.items()),
-        gpu_runs=bool(gpu_jobs),
+        gpu_runs=gpu_jobs_at_all,
         cuda=_distinct([e["cuda_version"] for e in envs]),
         cudnn=_distinct([e["cudnn_version"] for e in envs]),
         frameworks=tuple((fw, tuple(str(v) for v in _distinct(vs)))

@@ -28,6 +28,7 @@ in an export (same identity on the same host and GPU model).
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -93,6 +94,8 @@ def _label(r: ConfigResult) -> tuple[str, str, int, str, str]:
 def _sides(r: ConfigResult | None) -> list[list[tuple[float, int]]] | None:
     if r is None or not r.runs or any(not x.iterations for x in r.runs):
         return None
+    if any(not math.isfinite(s) for x in r.runs for s, _ in x.iterations):
+        return None  # an old database's infinite time: no interval (bootstrap refuses it)
     return [list(x.iterations) for x in r.runs]
 
 

@@ -15,6 +15,7 @@ those reasons under ``"reasons"``.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -56,8 +57,9 @@ KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
 
 NOTES = (
     "runs: ok runs / repeats planned. median: median over runs of each run's median "
-    "s/iter; CI: 95 % two-level bootstrap interval of that median (2000 seeded resamples "
-    "of runs, then of each run's iterations). mean: mean of run means. samples/s: median "
+    "s/iter; CI: 95 % two-level bootstrap interval of that median (one run: the exact "
+    "bootstrap distribution of its median; several: 2000 seeded resamples of runs, then of "
+    "each run's iterations). mean: mean of run means. samples/s: median "
     "over runs of total samples / total measured seconds. power, J/sample, CPU: mean over "
     "runs; memory: maximum over runs.",
     "GPU mem: peak of the run's own processes ((device): processes not visible, the "
@@ -132,10 +134,42 @@ def flags(res: ConfigResult) -> list[str]:
 
 def ci(res: ConfigResult) -> tuple[float, float] | None:
     """95 % bootstrap interval of the configuration's median s/iter; ``None`` if unknown."""
+    interval, _ = ci_or_reason(res)
+    return interval
+
+
+def ci_or_reason(res: ConfigResult) -> tuple[tuple[float, float] | None, str]:
+    """The interval of :func:`ci`, or ``None`` and what its cells say instead: empty
+    without an ok run, else ``n/a`` and why (never a zero-width interval made of one
+    iteration, never an exception for rows an old database left)."""
+    return intervals([res])[0]
+
+
+def _why_not(res: ConfigResult) -> str | None:
+    """Why ``res`` has no interval (``""``: no ok run), or None when it has one."""
     runs = [r.iterations for r in res.runs]
-    if not runs or any(not r for r in runs):
-        return None
-    return bootstrap.median_ci(runs)
+    if not runs:
+        return ""
+    if any(not r for r in runs):
+        return "n/a: no iterations"
+    if any(not math.isfinite(s) for r in runs for s, _ in r):
+        return "n/a: non-finite iteration times"
+    if any(len(r) < 2 for r in runs):
+        return "n/a: a run with 1 iteration"
+    return None
+
+
+def intervals(results: Sequence[ConfigResult],
+              ) -> list[tuple[tuple[float, float] | None, str]]:
+    """:func:`ci_or_reason` of each configuration, the intervals computed together
+    (:func:`dltop.results.bootstrap.median_cis`)."""
+    whys = [_why_not(r) for r in results]
+    valid = [k for k, why in enumerate(whys) if why is None]
+    found = bootstrap.median_cis([[r.iterations for r in results[k].runs] for k in valid])
+    out: list[tuple[tuple[float, float] | None, str]] = [(None, why or "") for why in whys]
+    for k, interval in zip(valid, found, strict=True):
+        out[k] = (interval, "")
+    return out
 
 
 def shown_extras(results: Sequence[ConfigResult]) -> tuple[str, ...]:
@@ -146,7 +180,8 @@ def shown_extras(results: Sequence[ConfigResult]) -> tuple[str, ...]:
 
 
 def _row(res: ConfigResult, var: identity.Variation, device: str,
-         more: tuple[str, ...] = (), per_row: bool = False) -> Row:
+         more: tuple[str, ...] = (), per_row: bool = False,
+         interval: tuple[tuple[float, float] | None, str] | None = None) -> Row:
     reasons: dict[str, str] = {}
     unit = (key_cell(tokens.TOKENS if tokens.is_lm(res.model) else tokens.SAMPLES),) \
         if per_row else ()
@@ -173,12 +208,13 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
         text = val.text(m) if res.runs or i == 0 else ""
         cells.append(Cell(text, val.value, res.status, dict(val.extra) if m.detail else {}))
         if i == 0:
-            interval = ci(res)
+            bounds, why = ci_or_reason(res) if interval is None else interval
             for bound in (0, 1):
-                number = None if interval is None else interval[bound]
-                text = fmt_seconds(number) if number is not None else \
-                    ("" if not res.runs else "n/a: no iterations")
+                number = None if bounds is None else bounds[bound]
+                text = fmt_seconds(number) if number is not None else why
                 cells.append(Cell(text, number, res.status))
+            if why:
+                reasons["ci_low_s"] = reasons["ci_high_s"] = why
     cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res))),
               Cell(readings_text(res) if res.runs else "")]
     extra["reasons"] = reasons
@@ -218,7 +254,8 @@ def summary_table(db: sqlite_utils.Database,
     return Table(
         title=caption.title(camps, what), comment=caption.comment(camps, what),
         columns=columns(var, more, models),
-        rows=tuple(_row(r, row_var, label(r), more, per_row) for r in results),
+        rows=tuple(_row(r, row_var, label(r), more, per_row, ci_r)
+                   for r, ci_r in zip(results, intervals(results), strict=True)),
         notes=(NOTES + (readings.NOTE,)
                + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
                + (() if lm_note is None else (lm_note,))),

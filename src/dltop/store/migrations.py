@@ -49,6 +49,7 @@ from dltop.store.schema_steps import (
     v17,
     v18,
     v19,
+    v20,
 )
 from dltop.store.tx import transaction
 
@@ -122,6 +123,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "(runs.cpu_energy_j/dram_energy_j/cpu_energy_bound_j/cpu_joules_per_sample/"
                   "cpu_energy_note), kernel peak RSS (runs.rss_peak_kernel_bytes), the "
                   "framework's GPU memory peak (runs.gpu_mem_framework_peak_bytes)", v19),
+    Migration(20, "job_configs: each campaign's configurations with their job count and "
+                  "one job's spec, kept by triggers (results read them, not every queued "
+                  "job)", v20),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

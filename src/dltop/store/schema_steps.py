@@ -327,3 +327,60 @@ def v19(db: Any) -> None:
         db["runs"].add_column(name, kind)
     db["runs"].add_column("rss_peak_kernel_bytes", int)
     db["runs"].add_column("gpu_mem_framework_peak_bytes", int)
+
+
+JOB_CONFIGS = "job_configs"
+"""Each campaign's configurations: job count and one job's columns (migration 20)."""
+JOB_CONFIG_COLUMNS = ("framework", "model", "batch_size", "device", "precision", "spec_json")
+"""``job_configs``' copy of one job of the configuration (every job of a ``config_key``
+has the same identity, so any one of them represents it)."""
+
+
+def v20(db: Any) -> None:
+    # Results at 100 000 queued jobs (issue 32): each configuration's job count and one
+    # job of it, kept by triggers, so that an export reads its configurations (a few
+    # hundred rows) and the runs that exist instead of every queued job's row (200 MB at
+    # 100 000 jobs: a 564-byte config_key and a 1.3 kB spec each). Jobs stored without a
+    # config_key (none since migration 5's backfill) are not counted; readers compare the
+    # total with the campaign's job count and read the jobs themselves when it differs.
+    cols = ", ".join(JOB_CONFIG_COLUMNS)
+    new = ", ".join(f"new.{c}" for c in JOB_CONFIG_COLUMNS)
+    db.conn.execute(
+        "create table job_configs (campaign_id integer not null, config_key text not null, "
+        "jobs integer not null, first_position integer, framework text, model text, "
+        "batch_size integer, device text, precision text, spec_json text, "
+        "primary key (campaign_id, config_key)) without rowid")
+    db.conn.execute(
+        f"insert into job_configs (campaign_id, config_key, jobs, first_position, {cols}) "
+        f"select campaign_id, config_key, count(*), min(position), {cols} from jobs "
+        "where config_key is not null group by campaign_id, config_key")
+    db.conn.execute(
+        "create trigger job_configs_insert after insert on jobs "
+        "when new.config_key is not null begin "
+        f"insert into job_configs (campaign_id, config_key, jobs, first_position, {cols}) "
+        f"values (new.campaign_id, new.config_key, 1, new.position, {new}) "
+        "on conflict (campaign_id, config_key) do update set jobs = jobs + 1, "
+        "first_position = min(coalesce(first_position, excluded.first_position), "
+        "coalesce(excluded.first_position, first_position)); end")
+    # A deleted job leaves the copy (its configuration's other jobs are the same) and the
+    # first position (an order of first appearance, at worst a little early).
+    db.conn.execute(
+        "create trigger job_configs_delete after delete on jobs "
+        "when old.config_key is not null begin "
+        "update job_configs set jobs = jobs - 1 "
+        "where campaign_id = old.campaign_id and config_key = old.config_key; "
+        "delete from job_configs where campaign_id = old.campaign_id "
+        "and config_key = old.config_key and jobs <= 0; end")
+    # dltop never moves a job to another campaign or changes its key; SQL that does
+    # counts it out of one configuration and into the other.
+    db.conn.execute(
+        "create trigger job_configs_update after update of campaign_id, config_key on jobs "
+        "begin "
+        "update job_configs set jobs = jobs - 1 "
+        "where campaign_id = old.campaign_id and config_key = old.config_key; "
+        "delete from job_configs where campaign_id = old.campaign_id "
+        "and config_key = old.config_key and jobs <= 0; "
+        f"insert into job_configs (campaign_id, config_key, jobs, first_position, {cols}) "
+        f"select new.campaign_id, new.config_key, 1, new.position, {new} "
+        "where new.config_key is not null "
+        "on conflict (campaign_id, config_key) do update set jobs = jobs + 1; end")

@@ -1,0 +1,160 @@
+"""``dltop export --table summary`` at 10 000 configurations × 40 iterations (goal ≤ 10 s wall).
+
+A finished campaign, built with bulk SQL (not timed): 400 configurations of the
+export_scale profile × 25 learning rates = 10 000 configurations, each with
+``--runs`` ok runs (summary, 2 warm-up and ``--iterations`` measured iterations
+drawn from a log-normal around 0.1 s, an environment row). The summary table is
+exported as Markdown in a fresh process, ``--rounds`` times: wall and CPU
+seconds and peak RSS (medians).
+
+The former pure-Python bootstrap (:mod:`dltop.results.bootstrap_ref`, 2 000
+resamples per configuration) would take minutes here (issue 32: 108 s CPU, ~4 min
+wall at 10 000 configurations), so it is timed on ``--sample`` configurations
+side by side with the new one on the same data and extrapolated; the printed
+differences of the intervals are in units of the former interval's width.
+
+    .venv/bin/python benchmarks/summary_scale.py [--configs 10000] [--iterations 40] [--runs 1]
+        [--rounds 3] [--sample 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from dltop.catalog import RunStatus
+from dltop.profiles.loader import parse
+from dltop.store import connect
+from dltop.store.rows import job_row
+
+PROFILE = """
+[[matrix]]
+frameworks = ["torch", "tensorflow"]
+models = ["fcn-r", "alexnet-r"]
+batch_sizes = [{batches}]
+devices = ["cpu:1", "cpu:2", "gpu:1", "gpu:2"]
+batch_scaling = "per-device"
+"""
+
+
+def build(path: Path, n_configs: int, n_iters: int, n_runs: int) -> None:
+    """A finished campaign of ``n_configs`` configurations × ``n_runs`` ok runs."""
+    db = connect(path)
+    conn = db.conn
+    base = parse(PROFILE.format(batches=", ".join(str(8 * (k + 1)) for k in range(25))),
+                 "p.toml", "p").jobs  # 400 configurations
+    configs = [dataclasses.replace(j, lr=0.01 * (1 + k)) for k in range(-(-n_configs // 400))
+               for j in base][:n_configs]
+    jobs = [dataclasses.replace(j, repeat=r) for r in range(n_runs) for j in configs]
+    conn.execute("begin")
+    conn.execute("insert into campaigns (id, name, status, created_at, host, dltop_version) "
+                 "values (1, 'summary', 'finished', '2026-11-23T00:00:00Z', 'host', '0')")
+    rows = [job_row(1, k, RunStatus.OK, j) for k, j in enumerate(jobs)]
+    cols = list(rows[0])
+    conn.executemany(f"insert into jobs ({', '.join(cols)}) values "
+                     f"({', '.join('?' * len(cols))})", ([r[c] for c in cols] for r in rows))
+    rng = random.Random(32)
+    seconds = [[rng.lognormvariate(-2.3, 0.05) for _ in range(n_iters)] for _ in jobs]
+    conn.executemany(
+        "insert into runs (id, job_id, campaign_id, attempt, status, samples_per_iter, "
+        "n_iterations, median_s, mean_s, p10_s, p90_s, cv, samples_per_s, noisy, "
+        "concurrent_runs, contaminated, telemetry_simulated, tree_cpu_mean_pct, "
+        "host_cpu_mean_pct, rss_peak_bytes, device_name) "
+        "values (?, ?, 1, 1, 'ok', 64, ?, ?, ?, 0.09, 0.11, 0.05, ?, 0, 0, 0, 0, 95.0, 40.0, "
+        "1073741824, ?)",
+        ((k + 1, k + 1, n_iters, statistics.median(s), statistics.fmean(s),
+          64 / statistics.median(s), "NVIDIA H100" if j.device.kind == "gpu" else None)
+         for k, (j, s) in enumerate(zip(jobs, seconds, strict=True))))
+    conn.executemany("insert into iterations (run_id, idx, seconds, samples, warmup, loss) "
+                     "values (?, ?, ?, 64, ?, null)",
+                     ((k + 1, i, s[i - 2] if i >= 2 else 0.5, int(i < 2))
+                      for k, s in enumerate(seconds) for i in range(n_iters + 2)))
+    conn.executemany("insert into environment (run_id, host, framework, python_executable) "
+                     "values (?, 'host', ?, '/usr/bin/python3')",
+                     ((k + 1, j.framework) for k, j in enumerate(jobs)))
+    conn.execute("commit")
+    db.close()
+
+
+def measure(path: Path) -> dict[str, float]:
+    """One fresh process: the summary exported as Markdown."""
+    from dltop.results import export
+
+    db = connect(path, create=False)
+    wall, cpu = time.perf_counter(), time.process_time()
+    text = export.render(export.results_table(db, 1, "summary"), "md")
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return {"wall_s": wall, "cpu_s": cpu, "chars": len(text),
+            "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+
+
+def side_by_side(path: Path, sample: int) -> None:
+    """New and former interval on ``sample`` configurations' data, alternating."""
+    from dltop.results import bootstrap, bootstrap_ref
+    from dltop.results.aggregate import config_results
+
+    db = connect(path, create=False)
+    results = [r for r in config_results(db, 1) if r.runs]
+    picked = random.Random(1).sample(results, min(sample, len(results)))
+    new_s, old_s, diffs = 0.0, 0.0, []
+    for res in picked:
+        data = [list(r.iterations) for r in res.runs]
+        t = time.process_time()
+        new = bootstrap.median_ci(data)
+        new_s += time.process_time() - t
+        t = time.process_time()
+        old = bootstrap_ref.median_ci(data)
+        old_s += time.process_time() - t
+        width = old[1] - old[0]
+        diffs += [abs(n - o) / width for n, o in zip(new, old, strict=True) if width > 0]
+    k = len(picked)
+    print(f"intervals on {k} configurations, side by side (CPU ms per configuration): "
+          f"former {old_s / k * 1e3:.2f}, new {new_s / k * 1e3:.3f}, "
+          f"ratio {old_s / max(new_s, 1e-9):.0f}x; former extrapolated to {len(results)}: "
+          f"{old_s / k * len(results):.0f} s CPU")
+    print(f"|new - former| / former width: median {statistics.median(diffs):.3f}, "
+          f"max {max(diffs):.3f} (Monte-Carlo error of the former, 2 000 resamples)")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--configs", type=int, default=10_000)
+    ap.add_argument("--iterations", type=int, default=40)
+    ap.add_argument("--runs", type=int, default=1, help="ok runs per configuration")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--sample", type=int, default=200)
+    ap.add_argument("--measure", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.measure:
+        print(json.dumps(measure(Path(args.measure))))
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "summary.db"
+        t0 = time.perf_counter()
+        build(path, args.configs, args.iterations, args.runs)
+        print(f"built in {time.perf_counter() - t0:.0f} s: {args.configs} configurations × "
+              f"{args.runs} run(s) × {args.iterations} iterations "
+              f"({path.stat().st_size / 2**20:.0f} MiB)")
+        got = [json.loads(subprocess.run(
+            [sys.executable, __file__, "--measure", str(path)], check=True,
+            capture_output=True, text=True).stdout) for _ in range(args.rounds)]
+        med = {k: statistics.median(g[k] for g in got) for k in got[0]}
+        print(f"export --table summary, {args.rounds} fresh processes (medians): "
+              f"{med['wall_s']:.2f} s wall, {med['cpu_s']:.2f} s CPU, "
+              f"{med['rss_mb']:.0f} MB peak RSS, {med['chars'] / 2**20:.1f} MiB of Markdown")
+        print(f"goal (<= 10 s wall): {'met' if med['wall_s'] <= 10 else 'NOT met'}")
+        side_by_side(path, args.sample)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

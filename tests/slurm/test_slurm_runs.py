@@ -92,7 +92,12 @@ def slurm_state(cluster: LocalSlurm, job_id: str) -> str:
 
 @pytest.mark.slow
 def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> None:
-    res = dltop(tmp_path, "run", str(write(tmp_path)), "--headless")
+    """Under a site's SBATCH_EXPORT=NONE (and srun's SLURM_EXPORT_ENV=NONE) too: dltop
+    exports explicitly, and stores the variables as the runner had them."""
+    env = {**env_for(tmp_path), "SBATCH_EXPORT": "NONE", "SLURM_EXPORT_ENV": "NONE"}
+    # a setup line that changes a variable dltop sets: the stored one is the job's
+    prof = write(tmp_path, slurm='[slurm]\nsetup = ["export MKL_NUM_THREADS=3"]')
+    res = dltop(tmp_path, "run", str(prof), "--headless", env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     (run,) = runs(tmp_path)
     assert run["status"] == "ok", run
@@ -111,6 +116,14 @@ def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> Non
     conn.close()
     assert n == 3
     assert nodes == [(NODE,)]
+    conn = sqlite3.connect(tmp_path / "d.db")
+    thread_env, extra = conn.execute("select thread_env, extra from environment "
+                                     "where run_id = ?", [run["id"]]).fetchone()
+    conn.close()
+    assert json.loads(thread_env)["OMP_NUM_THREADS"] == "1"  # reached the runner
+    assert json.loads(thread_env)["MKL_NUM_THREADS"] == "3"  # as it was, not as sent
+    job_env = json.loads(extra)["job_env"]
+    assert job_env["SLURM_JOB_NODELIST"] == NODE and job_env["CUDA_VISIBLE_DEVICES"] == ""
     rundir = tmp_path / "d-runs" / f"run-{run['id']}"
     assert "srun --nodes=1" in (rundir / "batch.sh").read_text()
     assert '"event": "done"' in (rundir / "events.jsonl").read_text().replace('":"', '": "')

@@ -196,9 +196,13 @@ class RunLifecycle:
                 await self._write(self._store.update_run, run_id, {"note": fields["note"]})
         if outcome.hello:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
+            # A Slurm job's variables as its runner had them, not the ones sent
+            # (a site's export rules or the setup lines may have changed them).
+            had = env if outcome.job_env is None else outcome.job_env
+            hello = (outcome.hello if outcome.job_env is None
+                     else {**outcome.hello, "job_env": dict(outcome.job_env)})
             await self._write(self._store.record_environment, run_id,
-                              environment.environment_row(outcome.hello, env, job, gpus,
-                                                          facts))
+                              environment.environment_row(hello, had, job, gpus, facts))
         await self._checkpoint()
         self._count(outcome.status)
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),

@@ -114,6 +114,72 @@ async def job_state(job_id: str, env: Mapping[str, str]) -> dict[str, str] | Non
     return None if "invalid job id" in err.lower() else {}
 
 
+def parse_cores_per_gpu(sinfo: str) -> int | None:
+    """The fewest cores per GPU over the nodes of ``sinfo -h -N -o "%c %G"`` (CPUs, then
+    generic resources such as ``gpu:4`` or ``gpu:a100:4(S:0-1)``); None without GPUs."""
+    best: int | None = None
+    for line in sinfo.splitlines():
+        cpus, _, gres = line.strip().partition(" ")
+        if not cpus.isdigit():
+            continue
+        gpus = 0
+        for item in gres.split(","):
+            fields = item.split("(", 1)[0].split(":")
+            if fields[0] == "gpu" and fields[-1].isdigit():
+                gpus += int(fields[-1])
+        if gpus:
+            per = max(int(cpus) // gpus, 1)
+            best = per if best is None else min(best, per)
+    return best
+
+
+async def cores_per_gpu(job: JobSpec, env: Mapping[str, str]) -> int | None:
+    """A GPU job's nodes' cores per GPU (its partition's, from ``sinfo``), when its
+    ``[slurm]`` table gives no ``cpus_per_task``; None otherwise or when Slurm cannot say."""
+    if job.device.kind != "gpu" or (job.slurm is not None and job.slurm.cpus_per_task):
+        return None
+    argv = ["sinfo", "-h", "-N", "-o", "%c %G"]
+    if job.slurm is not None and job.slurm.partition:
+        argv.append(f"--partition={job.slurm.partition}")
+    rc, out, _ = await run_slurm_cmd(*argv, env=env, timeout_s=30.0)
+    return parse_cores_per_gpu(out) if rc == 0 else None
+
+
+async def failed_nodes(nodelist: str, env: Mapping[str, str]) -> str:
+    """Which of a NODE_FAIL job's nodes failed, with their state and Slurm's reason
+    (``n2 (down: Not responding)``); the job's node list when none is seen down now."""
+    rc, out, _ = await run_slurm_cmd("sinfo", "-h", "-N", "-n", nodelist, "-o", "%N|%T|%E",
+                                     env=env, timeout_s=30.0)
+    bad = []
+    for line in out.splitlines() if rc == 0 else ():
+        name, _, rest = line.partition("|")
+        state, _, why = rest.partition("|")
+        if any(w in state.lower() for w in ("down", "drain", "fail", "*", "not_responding")):
+            said = f"{state}: {why}" if why and why != "none" else state
+            bad.append(f"{name} ({said})")
+    return ", ".join(dict.fromkeys(bad)) or nodelist
+
+
+def read_setup_failure(files: SlurmFiles, setup: Sequence[str]) -> str | None:
+    """The message of a failed ``setup`` line (``batch.sh``'s report), None if none failed."""
+    try:
+        text = files.setup_failed_path.read_text()
+    except OSError:
+        return None
+    num, _, rc = text.strip().partition(" ")
+    line = setup[int(num) - 1] if num.isdigit() and 0 < int(num) <= len(setup) else "?"
+    return f"setup line {num} failed (exit {rc or '?'}): {line}"
+
+
+def read_job_env(files: SlurmFiles) -> dict[str, str] | None:
+    """The variables the first node's runner started with (``node.sh``'s report)."""
+    try:
+        text = files.job_env_path.read_text(errors="replace")
+    except OSError:
+        return None
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
 def _write_file(path: Path, text: str, mode: int) -> None:
     # Never through a planted link, never over an existing file (as jobs.rundir does).
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
@@ -123,9 +189,9 @@ def _write_file(path: Path, text: str, mode: int) -> None:
 
 
 def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str],
-                  files: SlurmFiles) -> None:
+                  files: SlurmFiles, cpus_per_gpu: int | None = None) -> None:
     """Write ``batch.sh``, ``node.sh`` and the empty ``events.jsonl`` into the run folder."""
-    _write_file(files.batch_path, batch_script(job, run_id, files),
+    _write_file(files.batch_path, batch_script(job, run_id, files, cpus_per_gpu),
                 0o700)
     _write_file(files.node_path, node_script(job, runner_argv, files), 0o700)
     _write_file(files.events_path, "", 0o600)
@@ -204,8 +270,9 @@ async def supervise_slurm(
         env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from --gpus-per-node
     outer_job = env.get("SLURM_JOB_ID")
     t0 = time.monotonic()
+    per_gpu = await cores_per_gpu(job, env)
     try:
-        write_scripts(job, run_id, runner_argv, files)
+        write_scripts(job, run_id, runner_argv, files, per_gpu)
     except OSError as exc:
         return _unstarted(f"cannot write the Slurm scripts in {files.dir}: {exc}")
     reader = EventReader(on_event)
@@ -216,7 +283,8 @@ async def supervise_slurm(
         if outer_job is not None:
             watch: _JobWatch | StepWatch = StepWatch(files, env, outer_job)
         else:
-            rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files), env=env)
+            rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files, per_gpu),
+                                               env=env)
             if rc != 0:
                 return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
             watch = _JobWatch(out.strip().split(";")[0], env)
@@ -235,6 +303,11 @@ async def supervise_slurm(
         await on_agent_poll(True)
     status, kind, message = classify(reason, watch.state, watch.reason, watch.job_id,
                                      watch.exit_code, reader, job.timeout_s)
+    setup_failed = read_setup_failure(files, job.slurm.setup if job.slurm else ())
+    if setup_failed is not None and reason is None:
+        status, kind, message = RunStatus.SETUP_FAILED, None, setup_failed
+    elif watch.state in NODE_FAILURES and watch.nodes and reader.error is None:
+        message = f"{message} on {await failed_nodes(watch.nodes, env)}"
     if note:
         message = f"{message}; {note}" if message else note
     return ChildOutcome(
@@ -243,7 +316,7 @@ async def supervise_slurm(
         protocol_errors=reader.protocol_errors, protocol_note=reader.protocol_note,
         profile_refused=reader.profile_refused,
         log_tail=read_log_tail(files.log_path) if status != RunStatus.OK else "",
-        hello=reader.hello, model=reader.model)
+        hello=reader.hello, model=reader.model, job_env=read_job_env(files))
 
 
 def classify(reason: RunStatus | None, state: str | None, slurm_reason: str | None,
@@ -294,6 +367,7 @@ class _JobWatch:
         self.reason: str | None = None
         self.exit_code: int | None = None
         self.pid = 0
+        self.nodes: str | None = None
 
     async def run(self, timeout_s: float, stop: asyncio.Event,
                   on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
@@ -301,7 +375,6 @@ class _JobWatch:
         loop = asyncio.get_running_loop()
         deadline: float | None = None
         seen: tuple[str | None, str | None] = (None, None)
-        nodes: str | None = None
         silent = 0.0
         try:
             while True:
@@ -325,9 +398,9 @@ class _JobWatch:
                     deadline = loop.time() + timeout_s
                 # Also once ended: a short job may go from PENDING to COMPLETED between polls.
                 got = info.get("NodeList", "")
-                if got and got not in ("(null)", "None") and got != nodes:
-                    nodes = got
-                    on_state({"slurm_nodes": nodes})
+                if got and got not in ("(null)", "None") and got != self.nodes:
+                    self.nodes = got
+                    on_state({"slurm_nodes": got})
                 if self.state not in LIVE_STATES:
                     return None, None
                 if stop.is_set():

@@ -77,6 +77,9 @@ class ChildOutcome:
     rss_peak_kernel_bytes: int | None = None
     """The kernel's peak RSS of the runner and its waited-for descendants (``wait4``'s
     ``ru_maxrss``, the largest single process, not a sum); None when not reaped here."""
+    job_env: Mapping[str, str] | None = None
+    """A Slurm run's variables as its runner had them (``node.sh`` reports them); None
+    where the runner's environment is the one dltop built (a local child)."""
 
 
 class _Child:

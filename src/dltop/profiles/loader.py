@@ -219,7 +219,8 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             # A transformer's defaults (seq_len, AdamW...) differ per model, not per entry.
             js = lm.job_settings(where.err, loc, s, fw, model, dev, origin)
             _model_settings(where, loc, js, fw, model)
-            slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster)
+            slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster,
+                            js["timeout_s"])
             jobs.append(JobSpec(
                 profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
                 repeat=rep, options=options,

@@ -213,6 +213,8 @@ def test_inside_an_allocation_the_run_is_a_step_of_it(slurm_env: LocalSlurm,
     assert run["status"] == "ok", run
     outer = res.stderr.split("Granted job allocation ", 1)[1].split()[0]
     assert run["slurm_job_id"] == outer
+    # stored as a batch job's: its end state and the allocation's node
+    assert run["slurm_state"] == "COMPLETED" and run["slurm_nodes"] == NODE
     assert (tmp_path / "d-runs" / f"run-{run['id']}" / "events.jsonl").stat().st_size > 0
 
 
@@ -239,6 +241,9 @@ def test_a_node_failure_ends_the_run_crashed_with_the_slurm_state(slurm_env: Loc
     assert run["status"] == "crashed", (run, out, err)
     assert run["slurm_state"] == "NODE_FAIL"
     assert f"Slurm job {run['slurm_job_id']} ended NODE_FAIL" in run["error_message"]
+    # the failed node, named (its down state is gone when slurmd registered again)
+    assert run["error_message"].endswith(f" on node {NODE}") or \
+        f" on node {NODE} (down: dltop-test)" in run["error_message"], run["error_message"]
 
 
 def wait_idle(cluster: LocalSlurm, timeout_s: float = 150.0) -> None:
@@ -263,3 +268,16 @@ def test_a_refused_submission_fails_the_run_with_sbatch_s_reason(slurm_env: Loca
     assert run["status"] == "crashed" and run["slurm_job_id"] is None
     assert "sbatch failed" in run["error_message"]
     assert "partition" in run["error_message"].lower()
+
+
+@pytest.mark.slow
+def test_a_failing_setup_line_is_setup_failed_not_retried(slurm_env: LocalSlurm,
+                                                          tmp_path: Path) -> None:
+    prof = write(tmp_path, extra="retries = 2",
+                 slurm='[slurm]\nsetup = ["true", "module load cuda/12"]')
+    res = dltop(tmp_path, "run", str(prof), "--headless")
+    assert res.returncode == 1, res.stdout + res.stderr
+    (run,) = runs(tmp_path)  # once: the same line would fail again
+    assert run["status"] == "setup_failed", run
+    assert run["error_message"] == "setup line 2 failed (exit 127): module load cuda/12"
+    assert run["slurm_state"] == "FAILED"

@@ -12,7 +12,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dltop.jobs.slurm import parse_cores_per_gpu, read_job_env, read_setup_failure
+from dltop.jobs.slurm import (
+    parse_cores_per_gpu,
+    parse_failed_nodes,
+    read_job_env,
+    read_setup_failure,
+)
 from dltop.jobs.slurm_script import batch_script, node_script, sbatch_argv
 
 from .test_slurm_scripts import ARGV, files, job
@@ -110,3 +115,11 @@ def test_the_first_node_reports_the_variables_its_runner_has(tmp_path: Path) -> 
     f.job_env_path.unlink()
     subprocess.run(["bash", "-c", script], env={**env, "SLURM_NODEID": "1"}, check=True)
     assert read_job_env(f) is None  # only the first node reports
+
+
+def test_a_node_failure_names_the_nodes_sinfo_shows_down() -> None:
+    out = ("gpu01|allocated|none\ngpu02|down*|Not responding\ngpu02|down*|Not responding\n"
+           "gpu03|drained|bad gpu\n")
+    assert parse_failed_nodes(out) == ["gpu02 (down*: Not responding)",
+                                       "gpu03 (drained: bad gpu)"]
+    assert parse_failed_nodes("gpu01|idle|none\n") == []

@@ -145,19 +145,30 @@ async def cores_per_gpu(job: JobSpec, env: Mapping[str, str]) -> int | None:
     return parse_cores_per_gpu(out) if rc == 0 else None
 
 
-async def failed_nodes(nodelist: str, env: Mapping[str, str]) -> str:
-    """Which of a NODE_FAIL job's nodes failed, with their state and Slurm's reason
-    (``n2 (down: Not responding)``); the job's node list when none is seen down now."""
-    rc, out, _ = await run_slurm_cmd("sinfo", "-h", "-N", "-n", nodelist, "-o", "%N|%T|%E",
-                                     env=env, timeout_s=30.0)
+def parse_failed_nodes(sinfo: str) -> list[str]:
+    """The nodes ``sinfo -h -N -o "%N|%T|%E"`` shows down, drained or failing, each with
+    its state and Slurm's reason (``n2 (down: Not responding)``)."""
     bad = []
-    for line in out.splitlines() if rc == 0 else ():
+    for line in sinfo.splitlines():
         name, _, rest = line.partition("|")
         state, _, why = rest.partition("|")
-        if any(w in state.lower() for w in ("down", "drain", "fail", "*", "not_responding")):
-            said = f"{state}: {why}" if why and why != "none" else state
-            bad.append(f"{name} ({said})")
-    return ", ".join(dict.fromkeys(bad)) or nodelist
+        if any(w in state.lower() for w in ("down", "drain", "fail", "not_responding", "*")):
+            bad.append(f"{name} ({state}: {why})" if why and why != "none"
+                       else f"{name} ({state})")
+    return list(dict.fromkeys(bad))
+
+
+async def failed_nodes(nodelist: str, env: Mapping[str, str]) -> str:
+    """Which of a NODE_FAIL job's nodes failed: ``node n2 (down: Not responding)``, or
+    the job's node(s) when none is down any more (a slurmd that registered again)."""
+    rc, out, _ = await run_slurm_cmd("sinfo", "-h", "-N", "-n", nodelist, "-o", "%N|%T|%E",
+                                     env=env, timeout_s=30.0)
+    bad = parse_failed_nodes(out) if rc == 0 else []
+    if bad:
+        return f"node{'s' if len(bad) > 1 else ''} {', '.join(bad)}"
+    if "," in nodelist or "[" in nodelist:
+        return f"one of nodes {nodelist} (none is down any more)"
+    return f"node {nodelist}"
 
 
 def read_setup_failure(files: SlurmFiles, setup: Sequence[str]) -> str | None:

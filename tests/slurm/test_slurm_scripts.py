@@ -181,6 +181,7 @@ def test_node_script_exits_with_the_runner_status_and_writes_events(tmp_path: Pa
     done = subprocess.run(["bash", "-c", script], env=env, check=False)
     assert done.returncode == 3
     assert (tmp_path / "events.jsonl").read_text() == '{"v": 1}\n'
+    assert (tmp_path / "runner-exit").read_text() == "3\n"  # what --resume goes by
 
 
 def test_parse_job_reads_scontrol_one_liners() -> None:

@@ -38,6 +38,9 @@ SETUP_FAILED_FILE = "setup-failed"
 JOB_ENV_FILE = "job-env"
 """Written by the first node's ``node.sh`` just before the runner: ``NAME=value`` lines
 of :data:`REPORTED_VARS` as the runner gets them (the environment stored for the run)."""
+RUNNER_EXIT_FILE = "runner-exit"
+"""Written by the first node's ``node.sh`` when its runner ended: its exit status. What
+``--resume`` goes by when Slurm has forgotten the job and keeps no accounting."""
 REPORTED_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                  "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                  "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES", "SLURM_CPUS_PER_TASK",
@@ -80,6 +83,10 @@ class SlurmFiles:
     @property
     def job_env_path(self) -> Path:
         return self.dir / JOB_ENV_FILE
+
+    @property
+    def runner_exit_path(self) -> Path:
+        return self.dir / RUNNER_EXIT_FILE
 
 
 def time_limit(job: JobSpec) -> str:
@@ -366,5 +373,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
             'wait "$DLTOP_RELAY_PID" 2>/dev/null']
     if agent:
         lines += ['kill "$DLTOP_AGENT_PID" 2>/dev/null', 'wait "$DLTOP_AGENT_PID" 2>/dev/null']
-    lines.append('exit "$status"')
+    exit_file = shlex.quote(str(files.runner_exit_path))
+    lines += [f'if [ "${{SLURM_NODEID:-0}}" = 0 ]; then echo "$status" > {exit_file}; fi',
+              'exit "$status"']
     return "\n".join(lines) + "\n"

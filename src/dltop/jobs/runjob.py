@@ -26,7 +26,7 @@ from dltop.jobs.events import EngineEvent, RunFinished, RunStarted
 from dltop.jobs.foreign import most_sharing
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.slurm import agent_ingestion, supervise_slurm
-from dltop.jobs.slurm_script import SlurmFiles
+from dltop.jobs.slurm_script import SHARED_NODE_NOTE, SlurmFiles
 from dltop.jobs.supervisor import supervise
 from dltop.jobs.writes import RunWrites, TelemetryLoss, join_notes
 from dltop.procs import process_start_time
@@ -172,6 +172,9 @@ class RunLifecycle:
         await writes.settled()
         fields = run_fields(outcome, collector)
         fields["note"] = join_notes(fields.get("note"), writes.note())
+        if job.executor == "slurm" and job.slurm is not None and not job.slurm.exclusive:
+            # Its timings may include other jobs' load on the same nodes.
+            fields["note"] = join_notes(fields["note"], SHARED_NODE_NOTE)
         # Other engines' runners on these devices count as concurrent runs too.
         fields["concurrent_runs"] = self._alloc.overlap(token) + await foreign
         job_status: JobStatus | None = None

@@ -41,6 +41,8 @@ of :data:`REPORTED_VARS` as the runner gets them (the environment stored for the
 RUNNER_EXIT_FILE = "runner-exit"
 """Written by the first node's ``node.sh`` when its runner ended: its exit status. What
 ``--resume`` goes by when Slurm has forgotten the job and keeps no accounting."""
+SHARED_NODE_NOTE = "nodes shared with other jobs (slurm.exclusive = false)"
+"""The note of a run whose job did not have its nodes to itself."""
 REPORTED_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                  "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                  "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES", "SLURM_CPUS_PER_TASK",

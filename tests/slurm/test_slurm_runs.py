@@ -274,10 +274,11 @@ def test_a_refused_submission_fails_the_run_with_sbatch_s_reason(slurm_env: Loca
 def test_a_failing_setup_line_is_setup_failed_not_retried(slurm_env: LocalSlurm,
                                                           tmp_path: Path) -> None:
     prof = write(tmp_path, extra="retries = 2",
-                 slurm='[slurm]\nsetup = ["true", "module load cuda/12"]')
+                 slurm='[slurm]\nexclusive = false\nsetup = ["true", "module load cuda/12"]')
     res = dltop(tmp_path, "run", str(prof), "--headless")
     assert res.returncode == 1, res.stdout + res.stderr
     (run,) = runs(tmp_path)  # once: the same line would fail again
     assert run["status"] == "setup_failed", run
     assert run["error_message"] == "setup line 2 failed (exit 127): module load cuda/12"
     assert run["slurm_state"] == "FAILED"
+    assert run["note"] == "nodes shared with other jobs (slurm.exclusive = false)"

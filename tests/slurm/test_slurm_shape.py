@@ -12,7 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dltop.jobs.slurm import (
+from dltop.jobs.slurm_query import (
     parse_cores_per_gpu,
     parse_failed_nodes,
     read_job_env,

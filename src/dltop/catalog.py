@@ -58,6 +58,9 @@ class RunStatus(StrEnum):
     SHORT = "short"
     """The program ended by itself with fewer measured iterations than asked (a
     ``command`` job; the count is in the run's ``error_message``)."""
+    SETUP_FAILED = "setup_failed"
+    """A Slurm job's ``setup`` line failed, so the runner never started (the line is in
+    the run's ``error_message``); not retried: the same line would fail again."""
 
 
 class JobStatus(StrEnum):
@@ -133,7 +136,8 @@ def control_of(value: str | None) -> Control | None:
 
 FINAL_RUN_STATUSES: Final = tuple(s for s in RunStatus if s is not RunStatus.RUNNING)
 """Statuses a run can end with."""
-FAILURE_STATUSES: Final = frozenset({RunStatus.CRASHED, RunStatus.TIMEOUT, RunStatus.DIVERGED})
+FAILURE_STATUSES: Final = frozenset({RunStatus.CRASHED, RunStatus.TIMEOUT, RunStatus.DIVERGED,
+                                    RunStatus.SETUP_FAILED})
 """Runs that went wrong (``dltop run`` exits 1); ``oom``, ``unsupported`` and
 ``unsatisfiable`` are expected benchmark outcomes."""
 RETRYABLE_STATUSES: Final = FAILURE_STATUSES | {RunStatus.CANCELLED}

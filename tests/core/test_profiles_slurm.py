@@ -120,3 +120,47 @@ def test_unknown_executor() -> None:
 def test_global_batch_must_divide_over_all_nodes() -> None:
     msg = err(defaults='executor = "slurm"', entry="nodes = [3]")
     assert "does not divide over 3 workers (cpu:1 x 3 nodes)" in msg
+
+
+@pytest.mark.parametrize(("arg", "instead"), [
+    ("-N2", "the key nodes"), ("--nodes=2", "the key nodes"), ("-n", "the key nodes"),
+    ("--ntasks=4", "the key nodes"), ("--ntasks-per-node=2", "the key nodes"),
+    ("-t10", "slurm.time"), ("--time=1", "slurm.time"), ("--gpus=2", "slurm.gpus_per_node"),
+    ("--gpus-per-task=1", "slurm.gpus_per_node"), ("--gres=gpu:2", "slurm.gpus_per_node"),
+    ("-c4", "slurm.cpus_per_task"), ("--mem=4G", "slurm.mem"),
+    ("--exclusive", "slurm.exclusive"), ("--oversubscribe", "slurm.exclusive"),
+    ("-pgpu", "slurm.partition"), ("--export=NONE", "the executor sets it"),
+])
+def test_extra_args_that_change_the_job_shape_are_refused_naming_the_key(
+        arg: str, instead: str) -> None:
+    for key in ("extra_args", "srun_args"):
+        msg = err(defaults='executor = "slurm"', slurm=f'[slurm]\n{key} = ["{arg}"]')
+        assert f"slurm.{key}:" in msg and repr(arg) in msg, msg
+        assert instead in msg, msg
+
+
+def test_a_slurm_time_shorter_than_timeout_s_is_a_load_error() -> None:
+    msg = err(defaults='executor = "slurm"\ntimeout_s = 600', slurm='[slurm]\ntime = "9"')
+    assert "slurm.time" in msg and "540 s" in msg and "timeout_s = 600" in msg
+    # D-H:M:S and M:S forms count too; as long as timeout_s is fine
+    assert load(defaults='executor = "slurm"\ntimeout_s = 600',
+                slurm='[slurm]\ntime = "10:00"')[0].slurm.time == "10:00"  # type: ignore[union-attr]
+    assert "slurm.time" in err(defaults='executor = "slurm"\ntimeout_s = 90000',
+                               slurm='[slurm]\ntime = "1-00:59:59"')
+
+
+def test_job_shape_keys_and_their_defaults() -> None:
+    (j,) = load(defaults='executor = "slurm"', slurm="[slurm]\npartition = \"gpu\"")
+    assert j.slurm is not None
+    assert j.slurm.exclusive and j.slurm.mem is None and j.slurm.container is None
+    (j,) = load(defaults='executor = "slurm"',
+                slurm='[slurm]\nexclusive = false\nmem = "64G"\nsrun_args = ["--cpu-bind=cores"]\n'
+                      'container = "/img/torch.sif"\ncontainer_runtime = "apptainer"')
+    assert j.slurm == SlurmSettings(exclusive=False, mem="64G", srun_args=("--cpu-bind=cores",),
+                                    container="/img/torch.sif", container_runtime="apptainer")
+    assert JobSpec.from_json_dict(j.to_json_dict()) == j
+    assert "slurm.mem" in err(defaults='executor = "slurm"', slurm='[slurm]\nmem = "lots"')
+    assert "slurm.exclusive" in err(defaults='executor = "slurm"',
+                                    slurm='[slurm]\nexclusive = "yes"')
+    assert "pyxis, apptainer" in err(defaults='executor = "slurm"',
+                                     slurm='[slurm]\ncontainer = "x"\ncontainer_runtime = "docker"')

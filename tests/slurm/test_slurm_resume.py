@@ -6,7 +6,10 @@ neither holds its nodes nor trains on beside the run that replaces it.
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -15,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from dltop.jobs.slurm import is_orphan_job
+from dltop.jobs.slurm_adopt import parse_sacct, parse_squeue, slurm_job_now
 
 from .cluster import LocalSlurm
 from .test_slurm_runs import env_for, runs, slurm_state, wait_for_run, write
@@ -68,3 +72,77 @@ def test_resume_cancels_the_batch_job_a_killed_engine_left(slurm_env: LocalSlurm
     first, second = runs(tmp_path)
     assert first["status"] == "crashed" and first["error_kind"] == "engine_lost", first
     assert second["status"] == "cancelled", second
+
+
+COMMAND_PROFILE = """
+name = "done"
+[defaults]
+iterations = 5
+warmup = 1
+timeout_s = 120
+executor = "slurm"
+iteration_regex = 'took (?P<seconds>[0-9.]+)s'
+command = [{python}, "-c", {program}]
+[[matrix]]
+frameworks = ["command"]
+models = ["sleeper"]
+batch_sizes = [8]
+devices = ["cpu:1"]
+"""
+STEPS = ("import time\nfor i in range(6):\n    time.sleep(0.5)\n"
+         "    print('step %d took 0.5s' % i, flush=True)\n")
+
+
+def test_slurm_s_answers_about_a_job_are_parsed() -> None:
+    assert parse_squeue("COMPLETED\n") == "COMPLETED" and parse_squeue("") is None
+    assert parse_sacct("CANCELLED by 0\n") == "CANCELLED" and parse_sacct("\n") is None
+
+
+def test_a_job_slurm_forgot_is_completed_by_its_runner_s_exit_record(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Over MinJobAge without accounting, neither squeue nor sacct knows the job."""
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
+    now = slurm_job_now("77", os.environ, tmp_path)
+    assert now.state is None and "neither squeue nor sacct" in now.source
+    (tmp_path / "runner-exit").write_text("1\n")
+    assert slurm_job_now("77", os.environ, tmp_path).state is None  # failed: re-run
+    (tmp_path / "runner-exit").write_text("0\n")
+    assert slurm_job_now("77", os.environ, tmp_path).state == "COMPLETED"
+
+
+@pytest.mark.slow
+def test_resume_keeps_a_job_that_completed_after_its_engine_died(slurm_env: LocalSlurm,
+                                                                 tmp_path: Path) -> None:
+    """The job is not cancelled (scancel would exit 0 anyway) nor re-run: its events
+    file is read and the run ends ok with its iterations. No accounting here: squeue
+    answers, within MinJobAge."""
+    prof = tmp_path / "p.toml"  # a command job: no framework to import, about 3 s
+    prof.write_text(COMMAND_PROFILE.format(python=json.dumps(sys.executable),
+                                           program=json.dumps(STEPS)))
+    env = env_for(tmp_path)
+    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
+    try:
+        run = wait_for_run(tmp_path, engine, "running in Slurm",
+                           lambda r: r["slurm_state"] == "RUNNING")
+    finally:
+        engine.send_signal(signal.SIGKILL)
+        engine.communicate(timeout=30)
+    job = run["slurm_job_id"]
+    deadline = time.monotonic() + 90
+    while slurm_state(slurm_env, job) != "COMPLETED" and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert slurm_state(slurm_env, job) == "COMPLETED"
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],
+                         capture_output=True, text=True, env=env, timeout=120)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert f"1 finished Slurm run(s) kept ({run['id']})" in res.stderr, res.stderr
+    (kept,) = runs(tmp_path)  # not re-run
+    assert kept["status"] == "ok" and kept["n_iterations"] == 5, kept
+    assert "kept at resume" in kept["note"]
+    conn = sqlite3.connect(tmp_path / "d.db")
+    (n,) = conn.execute("select count(*) from iterations where run_id = ? and not warmup",
+                        [kept["id"]]).fetchone()
+    conn.close()
+    assert n == 5

@@ -92,7 +92,12 @@ def slurm_state(cluster: LocalSlurm, job_id: str) -> str:
 
 @pytest.mark.slow
 def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> None:
-    res = dltop(tmp_path, "run", str(write(tmp_path)), "--headless")
+    """Under a site's SBATCH_EXPORT=NONE (and srun's SLURM_EXPORT_ENV=NONE) too: dltop
+    exports explicitly, and stores the variables as the runner had them."""
+    env = {**env_for(tmp_path), "SBATCH_EXPORT": "NONE", "SLURM_EXPORT_ENV": "NONE"}
+    # a setup line that changes a variable dltop sets: the stored one is the job's
+    prof = write(tmp_path, slurm='[slurm]\nsetup = ["export MKL_NUM_THREADS=3"]')
+    res = dltop(tmp_path, "run", str(prof), "--headless", env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     (run,) = runs(tmp_path)
     assert run["status"] == "ok", run
@@ -111,6 +116,14 @@ def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> Non
     conn.close()
     assert n == 3
     assert nodes == [(NODE,)]
+    conn = sqlite3.connect(tmp_path / "d.db")
+    thread_env, extra = conn.execute("select thread_env, extra from environment "
+                                     "where run_id = ?", [run["id"]]).fetchone()
+    conn.close()
+    assert json.loads(thread_env)["OMP_NUM_THREADS"] == "1"  # reached the runner
+    assert json.loads(thread_env)["MKL_NUM_THREADS"] == "3"  # as it was, not as sent
+    job_env = json.loads(extra)["job_env"]
+    assert job_env["SLURM_JOB_NODELIST"] == NODE and job_env["CUDA_VISIBLE_DEVICES"] == ""
     rundir = tmp_path / "d-runs" / f"run-{run['id']}"
     assert "srun --nodes=1" in (rundir / "batch.sh").read_text()
     assert '"event": "done"' in (rundir / "events.jsonl").read_text().replace('":"', '": "')
@@ -200,6 +213,8 @@ def test_inside_an_allocation_the_run_is_a_step_of_it(slurm_env: LocalSlurm,
     assert run["status"] == "ok", run
     outer = res.stderr.split("Granted job allocation ", 1)[1].split()[0]
     assert run["slurm_job_id"] == outer
+    # stored as a batch job's: its end state and the allocation's node
+    assert run["slurm_state"] == "COMPLETED" and run["slurm_nodes"] == NODE
     assert (tmp_path / "d-runs" / f"run-{run['id']}" / "events.jsonl").stat().st_size > 0
 
 
@@ -226,6 +241,9 @@ def test_a_node_failure_ends_the_run_crashed_with_the_slurm_state(slurm_env: Loc
     assert run["status"] == "crashed", (run, out, err)
     assert run["slurm_state"] == "NODE_FAIL"
     assert f"Slurm job {run['slurm_job_id']} ended NODE_FAIL" in run["error_message"]
+    # the failed node, named (its down state is gone when slurmd registered again)
+    assert run["error_message"].endswith(f" on node {NODE}") or \
+        f" on node {NODE} (down: dltop-test)" in run["error_message"], run["error_message"]
 
 
 def wait_idle(cluster: LocalSlurm, timeout_s: float = 150.0) -> None:
@@ -250,3 +268,17 @@ def test_a_refused_submission_fails_the_run_with_sbatch_s_reason(slurm_env: Loca
     assert run["status"] == "crashed" and run["slurm_job_id"] is None
     assert "sbatch failed" in run["error_message"]
     assert "partition" in run["error_message"].lower()
+
+
+@pytest.mark.slow
+def test_a_failing_setup_line_is_setup_failed_not_retried(slurm_env: LocalSlurm,
+                                                          tmp_path: Path) -> None:
+    prof = write(tmp_path, extra="retries = 2",
+                 slurm='[slurm]\nexclusive = false\nsetup = ["true", "module load cuda/12"]')
+    res = dltop(tmp_path, "run", str(prof), "--headless")
+    assert res.returncode == 1, res.stdout + res.stderr
+    (run,) = runs(tmp_path)  # once: the same line would fail again
+    assert run["status"] == "setup_failed", run
+    assert run["error_message"] == "setup line 2 failed (exit 127): module load cuda/12"
+    assert run["slurm_state"] == "FAILED"
+    assert run["note"] == "nodes shared with other jobs (slurm.exclusive = false)"

@@ -64,7 +64,7 @@ ARGV = ["/venv/bin/python", "/src/torch_runner.py", "/runs/run-7/spec.json"]
 def test_sbatch_argv_carries_nodes_name_output_time_and_the_slurm_table(tmp_path: Path) -> None:
     j = job(device="gpu:2", nodes=2,
             slurm='[slurm]\npartition = "gpu"\naccount = "proj"\ngpus_per_node = 4\n'
-                  'extra_args = ["--qos=short", "--exclusive"]')
+                  'extra_args = ["--qos=short", "--begin=now"]')
     argv = sbatch_argv(j, 7, files(tmp_path))
     assert argv[:2] == ["sbatch", "--parsable"]
     assert "--nodes=2" in argv and "--job-name=dltop-7" in argv
@@ -72,7 +72,7 @@ def test_sbatch_argv_carries_nodes_name_output_time_and_the_slurm_table(tmp_path
     assert f"--output={tmp_path / 'runner.log'}" in argv and "--open-mode=append" in argv
     assert "--partition=gpu" in argv and "--account=proj" in argv
     assert "--gpus-per-node=4" in argv  # the table's, over the device's 2
-    assert argv[-3:] == ["--qos=short", "--exclusive", str(tmp_path / "batch.sh")]
+    assert argv[-3:] == ["--qos=short", "--begin=now", str(tmp_path / "batch.sh")]
     # timeout_s = 600: ten minutes plus the margin, unless the table says
     assert "--time=12" in argv and time_limit(j) == "12"
     assert time_limit(job(slurm='[slurm]\ntime = "01:00:00"')) == "01:00:00"
@@ -98,7 +98,7 @@ def test_batch_script_runs_setup_first_then_one_srun_task_per_node(tmp_path: Pat
     # the step asks for its CPUs itself (srun no longer inherits them from sbatch)
     inside = batch_script(job(device="cpus:2"), 7, files(tmp_path))
     assert "srun --nodes=1 --ntasks-per-node=1 --kill-on-bad-exit=1 --job-name=dltop-7 " \
-        "--cpus-per-task=2 /bin/bash" in inside
+        "--export=ALL --cpus-per-task=2 /bin/bash" in inside
     for script in (text, cntk, inside, node_script(j, ARGV, files(tmp_path))):
         subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 
@@ -181,6 +181,7 @@ def test_node_script_exits_with_the_runner_status_and_writes_events(tmp_path: Pa
     done = subprocess.run(["bash", "-c", script], env=env, check=False)
     assert done.returncode == 3
     assert (tmp_path / "events.jsonl").read_text() == '{"v": 1}\n'
+    assert (tmp_path / "runner-exit").read_text() == "3\n"  # what --resume goes by
 
 
 def test_parse_job_reads_scontrol_one_liners() -> None:

@@ -6,7 +6,8 @@ is printed as one line, without a traceback, and sets the exit status: 2 for a
 :class:`~dltop.errors.SetupError` (pip, apt-get, an engine that did not start).
 Exit status of ``dltop run``: 0 when every run ended ok or with an expected
 benchmark outcome (``oom``, ``unsupported``, ``unsatisfiable``), 1 when any run
-crashed, timed out or diverged, 130 when stopped with Ctrl-C, 2 on bad input.
+crashed, timed out, diverged or failed its Slurm setup, 130 when stopped with Ctrl-C, 2 on
+bad input.
 
 This package may print with Rich; it is outside the headless core. ``parser`` builds the
 arguments, one module per command family implements them (``run``, ``control``,

@@ -57,6 +57,9 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         slurm = (f", {len(resumed.cancelled_slurm_jobs)} orphaned Slurm job(s) cancelled "
                  f"({', '.join(resumed.cancelled_slurm_jobs)})"
                  if resumed.cancelled_slurm_jobs else "")
+        if resumed.kept_runs:  # COMPLETED in Slurm after the engine died: kept, not re-run
+            slurm += (f", {len(resumed.kept_runs)} finished Slurm run(s) kept "
+                      f"({', '.join(map(str, resumed.kept_runs))})")
         print(f"dltop: resuming campaign {campaign_id}: {resumed.queued} jobs queued, "
               f"{resumed.lost_runs} interrupted run(s) re-queued, "
               f"{resumed.killed_processes} orphaned process(es) killed{slurm}", file=sys.stderr)

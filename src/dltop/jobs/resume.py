@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from dltop.errors import UserError
 from dltop.jobs.slurm import cancel_orphan, is_orphan_job
+from dltop.jobs.slurm_adopt import adopt_completed, is_live, run_dir_of, slurm_job_now
 from dltop.jobs.supervisor import reap_orphan_group
 from dltop.procs import engine_alive, process_start_time
 from dltop.store.writer import Store
@@ -27,6 +28,8 @@ class Resumed:
     """Batch jobs of the lost runs that were still in Slurm, now ``scancel`` ed."""
     warnings: tuple[str, ...] = ()
     """What could not be cleaned up (a job that could not be cancelled)."""
+    kept_runs: tuple[int, ...] = ()
+    """Runs whose Slurm job had COMPLETED: read from their events file and kept."""
 
 
 def resume(store: Store, campaign_ref: int | None) -> Resumed:
@@ -58,21 +61,32 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
                         "see 'dltop status'")
     killed = lost = 0
     cancelled: list[str] = []
+    kept: list[int] = []
     warnings: list[str] = []
     for run in queue.running_runs(camp.id):
         killed += reap_orphan_group(run.pid, run.pgid, run.proc_start_time)
         if run.slurm_job_id and is_orphan_job(run.pid, run.slurm_job_id, run.slurm_state):
-            # The batch job outlived its engine: it would hold its nodes (and train on)
-            # beside the run that replaces it.
-            why = cancel_orphan(run.slurm_job_id, os.environ)
-            if why is None:
-                cancelled.append(run.slurm_job_id)
-            else:
-                warnings.append(f"run {run.run_id}: {why}; cancel Slurm job "
-                                f"{run.slurm_job_id} yourself")
+            # Asked first: scancel exits 0 for a finished or unknown job too, and a
+            # COMPLETED job's results are on the shared filesystem, not to be thrown away.
+            now = slurm_job_now(run.slurm_job_id, os.environ, run_dir_of(store, run.run_id))
+            if now.state == "COMPLETED" and adopt_completed(store, run) is not None:
+                kept.append(run.run_id)
+                continue
+            if is_live(now):
+                # The batch job outlived its engine: it would hold its nodes (and train
+                # on) beside the run that replaces it.
+                why = cancel_orphan(run.slurm_job_id, os.environ)
+                if why is None:
+                    cancelled.append(run.slurm_job_id)
+                else:
+                    warnings.append(f"run {run.run_id}: {why}; cancel Slurm job "
+                                    f"{run.slurm_job_id} yourself")
+            elif now.state is None:
+                warnings.append(f"run {run.run_id}: Slurm job {run.slurm_job_id}: "
+                                f"{now.source}; its run is re-run")
         queue.mark_lost_and_requeue(run)
         lost += 1
     queue.requeue_running_jobs(camp.id)
     return Resumed(camp.id, camp.name, lost, killed, queue.queued_count(camp.id),
                    queue.packs(camp.id),
-                   tuple(cancelled), tuple(warnings))
+                   tuple(cancelled), tuple(warnings), tuple(kept))

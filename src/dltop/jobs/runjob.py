@@ -26,7 +26,7 @@ from dltop.jobs.events import EngineEvent, RunFinished, RunStarted
 from dltop.jobs.foreign import most_sharing
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.slurm import agent_ingestion, supervise_slurm
-from dltop.jobs.slurm_script import SlurmFiles
+from dltop.jobs.slurm_script import SHARED_NODE_NOTE, SlurmFiles
 from dltop.jobs.supervisor import supervise
 from dltop.jobs.writes import RunWrites, TelemetryLoss, join_notes
 from dltop.procs import process_start_time
@@ -172,6 +172,9 @@ class RunLifecycle:
         await writes.settled()
         fields = run_fields(outcome, collector)
         fields["note"] = join_notes(fields.get("note"), writes.note())
+        if job.executor == "slurm" and job.slurm is not None and not job.slurm.exclusive:
+            # Its timings may include other jobs' load on the same nodes.
+            fields["note"] = join_notes(fields["note"], SHARED_NODE_NOTE)
         # Other engines' runners on these devices count as concurrent runs too.
         fields["concurrent_runs"] = self._alloc.overlap(token) + await foreign
         job_status: JobStatus | None = None
@@ -196,9 +199,13 @@ class RunLifecycle:
                 await self._write(self._store.update_run, run_id, {"note": fields["note"]})
         if outcome.hello:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
+            # A Slurm job's variables as its runner had them, not the ones sent
+            # (a site's export rules or the setup lines may have changed them).
+            had = env if outcome.job_env is None else outcome.job_env
+            hello = (outcome.hello if outcome.job_env is None
+                     else {**outcome.hello, "job_env": dict(outcome.job_env)})
             await self._write(self._store.record_environment, run_id,
-                              environment.environment_row(outcome.hello, env, job, gpus,
-                                                          facts))
+                              environment.environment_row(hello, had, job, gpus, facts))
         await self._checkpoint()
         self._count(outcome.status)
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),

@@ -30,6 +30,13 @@ from pathlib import Path
 from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs import agentfeed
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
+from dltop.jobs.slurm_query import (
+    cores_per_gpu,
+    failed_nodes,
+    read_job_env,
+    read_setup_failure,
+    run_slurm_cmd,
+)
 from dltop.jobs.slurm_script import (
     SlurmFiles,
     batch_script,
@@ -58,24 +65,6 @@ NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "DEADLINE"})
 AgentPoll = Callable[[bool], Awaitable[None]]
 """Awaited every :data:`POLL_S` while the job runs with False, and once with True after it
 ended: where the engine ingests the nodes' agent files (:func:`agent_ingestion`)."""
-
-
-async def run_slurm_cmd(*argv: str, env: Mapping[str, str],
-                        timeout_s: float = 60.0) -> tuple[int, str, str]:
-    """Run a Slurm client; (exit status, stdout, stderr); status 127 when it is missing."""
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE, env=dict(env))
-    except OSError as exc:
-        return 127, "", f"cannot run {argv[0]}: {exc}"
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_s)
-    except TimeoutError:
-        proc.kill()
-        await proc.wait()
-        return 124, "", f"{argv[0]} did not answer within {timeout_s:g} s"
-    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
 
 
 def cancel_orphan(job_id: str, env: Mapping[str, str]) -> str | None:
@@ -123,9 +112,9 @@ def _write_file(path: Path, text: str, mode: int) -> None:
 
 
 def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str],
-                  files: SlurmFiles) -> None:
+                  files: SlurmFiles, cpus_per_gpu: int | None = None) -> None:
     """Write ``batch.sh``, ``node.sh`` and the empty ``events.jsonl`` into the run folder."""
-    _write_file(files.batch_path, batch_script(job, run_id, files),
+    _write_file(files.batch_path, batch_script(job, run_id, files, cpus_per_gpu),
                 0o700)
     _write_file(files.node_path, node_script(job, runner_argv, files), 0o700)
     _write_file(files.events_path, "", 0o600)
@@ -204,8 +193,9 @@ async def supervise_slurm(
         env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from --gpus-per-node
     outer_job = env.get("SLURM_JOB_ID")
     t0 = time.monotonic()
+    per_gpu = await cores_per_gpu(job, env)
     try:
-        write_scripts(job, run_id, runner_argv, files)
+        write_scripts(job, run_id, runner_argv, files, per_gpu)
     except OSError as exc:
         return _unstarted(f"cannot write the Slurm scripts in {files.dir}: {exc}")
     reader = EventReader(on_event)
@@ -216,7 +206,8 @@ async def supervise_slurm(
         if outer_job is not None:
             watch: _JobWatch | StepWatch = StepWatch(files, env, outer_job)
         else:
-            rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files), env=env)
+            rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files, per_gpu),
+                                               env=env)
             if rc != 0:
                 return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
             watch = _JobWatch(out.strip().split(";")[0], env)
@@ -235,6 +226,11 @@ async def supervise_slurm(
         await on_agent_poll(True)
     status, kind, message = classify(reason, watch.state, watch.reason, watch.job_id,
                                      watch.exit_code, reader, job.timeout_s)
+    setup_failed = read_setup_failure(files, job.slurm.setup if job.slurm else ())
+    if setup_failed is not None and reason is None:
+        status, kind, message = RunStatus.SETUP_FAILED, None, setup_failed
+    elif watch.state in NODE_FAILURES and watch.nodes and reader.error is None:
+        message = f"{message} on {await failed_nodes(watch.nodes, env)}"
     if note:
         message = f"{message}; {note}" if message else note
     return ChildOutcome(
@@ -243,7 +239,7 @@ async def supervise_slurm(
         protocol_errors=reader.protocol_errors, protocol_note=reader.protocol_note,
         profile_refused=reader.profile_refused,
         log_tail=read_log_tail(files.log_path) if status != RunStatus.OK else "",
-        hello=reader.hello, model=reader.model)
+        hello=reader.hello, model=reader.model, job_env=read_job_env(files))
 
 
 def classify(reason: RunStatus | None, state: str | None, slurm_reason: str | None,
@@ -294,6 +290,7 @@ class _JobWatch:
         self.reason: str | None = None
         self.exit_code: int | None = None
         self.pid = 0
+        self.nodes: str | None = None
 
     async def run(self, timeout_s: float, stop: asyncio.Event,
                   on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
@@ -301,7 +298,6 @@ class _JobWatch:
         loop = asyncio.get_running_loop()
         deadline: float | None = None
         seen: tuple[str | None, str | None] = (None, None)
-        nodes: str | None = None
         silent = 0.0
         try:
             while True:
@@ -325,9 +321,9 @@ class _JobWatch:
                     deadline = loop.time() + timeout_s
                 # Also once ended: a short job may go from PENDING to COMPLETED between polls.
                 got = info.get("NodeList", "")
-                if got and got not in ("(null)", "None") and got != nodes:
-                    nodes = got
-                    on_state({"slurm_nodes": nodes})
+                if got and got not in ("(null)", "None") and got != self.nodes:
+                    self.nodes = got
+                    on_state({"slurm_nodes": got})
                 if self.state not in LIVE_STATES:
                     return None, None
                 if stop.is_set():

@@ -33,6 +33,21 @@ from dltop.textsafe import one_line
 EVENTS_FILE = "events.jsonl"
 BATCH_FILE = "batch.sh"
 NODE_FILE = "node.sh"
+SETUP_FAILED_FILE = "setup-failed"
+"""Written by ``batch.sh`` when a ``setup`` line fails: ``<line number> <exit status>``."""
+JOB_ENV_FILE = "job-env"
+"""Written by the first node's ``node.sh`` just before the runner: ``NAME=value`` lines
+of :data:`REPORTED_VARS` as the runner gets them (the environment stored for the run)."""
+RUNNER_EXIT_FILE = "runner-exit"
+"""Written by the first node's ``node.sh`` when its runner ended: its exit status. What
+``--resume`` goes by when Slurm has forgotten the job and keeps no accounting."""
+SHARED_NODE_NOTE = "nodes shared with other jobs (slurm.exclusive = false)"
+"""The note of a run whose job did not have its nodes to itself."""
+REPORTED_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                 "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
+                 "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES", "SLURM_CPUS_PER_TASK",
+                 "SLURM_JOB_NODELIST")
+"""The thread variables dltop sets (jobs.environment.THREAD_VARS) and what Slurm gave."""
 EVENT_FD = 3
 TIME_MARGIN_MIN = 2
 """Minutes added to ``timeout_s`` for Slurm's own limit: dltop's deadline comes first,
@@ -63,6 +78,18 @@ class SlurmFiles:
     def node_path(self) -> Path:
         return self.dir / NODE_FILE
 
+    @property
+    def setup_failed_path(self) -> Path:
+        return self.dir / SETUP_FAILED_FILE
+
+    @property
+    def job_env_path(self) -> Path:
+        return self.dir / JOB_ENV_FILE
+
+    @property
+    def runner_exit_path(self) -> Path:
+        return self.dir / RUNNER_EXIT_FILE
+
 
 def time_limit(job: JobSpec) -> str:
     """``--time``: the ``[slurm]`` table's ``time``, else ``timeout_s`` in minutes plus a margin."""
@@ -75,18 +102,36 @@ def job_name(run_id: int) -> str:
     return f"dltop-{run_id}"
 
 
-def sbatch_argv(job: JobSpec, run_id: int, files: SlurmFiles) -> list[str]:
-    """The ``sbatch`` command that submits ``batch.sh`` (returns at once with the job id)."""
+def sbatch_argv(job: JobSpec, run_id: int, files: SlurmFiles,
+                cpus_per_gpu: int | None = None) -> list[str]:
+    """The ``sbatch`` command that submits ``batch.sh`` (returns at once with the job id).
+
+    ``cpus_per_gpu``: the nodes' cores per GPU (:func:`dltop.jobs.slurm.cores_per_gpu`),
+    the ``--cpus-per-task`` of a GPU job whose ``[slurm]`` table gives none.
+    """
     argv = ["sbatch", "--parsable", f"--nodes={job.nodes}", "--ntasks-per-node=1",
             f"--job-name={job_name(run_id)}", f"--output={files.log_path}",
             "--open-mode=append", f"--chdir={files.dir}", f"--time={time_limit(job)}",
             # A job Slurm requeued would run again into the same run; dltop's own
             # retries (the job's `retries`) start a new run instead.
-            "--no-requeue"]
-    return [*argv, *_resource_args(job), str(files.batch_path)]
+            "--no-requeue",
+            # The engine's environment (thread variables, PATH, the interpreter's) is
+            # the run's: explicit, so a site's SBATCH_EXPORT=NONE cannot drop it.
+            "--export=ALL"]
+    s = job.slurm
+    exclusive = s is None or s.exclusive
+    if exclusive:
+        argv.append("--exclusive")
+    mem = s.mem if s is not None else None
+    if mem is None and exclusive:
+        mem = "0"  # all of the node's memory: the node is the run's alone anyway
+    if mem is not None:
+        argv.append(f"--mem={mem}")
+    return [*argv, *_resource_args(job, cpus_per_gpu), *(s.extra_args if s else ()),
+            str(files.batch_path)]
 
 
-def _resource_args(job: JobSpec) -> list[str]:
+def _resource_args(job: JobSpec, cpus_per_gpu: int | None = None) -> list[str]:
     s = job.slurm
     out: list[str] = []
     if s is not None:
@@ -100,31 +145,64 @@ def _resource_args(job: JobSpec) -> list[str]:
         out.append(f"--gpus-per-node={gpus}")
     cpus = (s.cpus_per_task if s is not None else None) or (
         job.device.count if job.device.kind in ("cpu", "cpus") else None)
+    if cpus is None and gpus and cpus_per_gpu:
+        # One task per node drives all its GPUs: it gets their share of the cores
+        # (data loading, the framework's own threads), not Slurm's default of one.
+        cpus = cpus_per_gpu * gpus
     if cpus:
         out.append(f"--cpus-per-task={cpus}")
-    if s is not None:
-        out.extend(s.extra_args)
     return out
 
 
-def batch_script(job: JobSpec, run_id: int, files: SlurmFiles) -> str:
+def srun_argv(job: JobSpec, run_id: int, cpus_per_gpu: int | None = None) -> list[str]:
+    """The step's ``srun``: one task per node, its CPUs and GPUs, the container if any."""
+    srun = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
+            f"--job-name={job_name(run_id)}", "--export=ALL"]
+    # The step asks for the job's CPUs and GPUs itself: since Slurm 22.05 srun no longer
+    # inherits --cpus-per-task from the batch job, and inside an salloc there is no batch job.
+    srun += [a for a in _resource_args(job, cpus_per_gpu)
+             if a.startswith(("--gpus-per-node", "--cpus-per"))]
+    s = job.slurm
+    if s is not None and s.container and s.container_runtime == "pyxis":
+        # pyxis runs the whole step (node.sh: agent and runner) in the image; the run
+        # folder is mounted at its own path, where node.sh and the events file are.
+        srun += [f"--container-image={s.container}", "--container-mounts=@RUNDIR@"]
+    if s is not None:
+        srun += list(s.srun_args)
+    return srun
+
+
+def setup_lines(setup: Sequence[str], files: SlurmFiles) -> list[str]:
+    """The profile's ``setup`` lines, each numbered, stopping at the first that fails.
+
+    The ERR trap writes ``<line> <status>`` to ``setup-failed`` before ``set -e`` ends
+    the script: the engine reports the run ``setup_failed`` with that line, not as a
+    crash of the runner (which never started).
+    """
+    if not setup:
+        return []
+    failed = shlex.quote(str(files.setup_failed_path))
+    out = [f"trap 'printf \"%s %s\\n\" \"$DLTOP_SETUP_LINE\" \"$?\" > {failed}' ERR"]
+    for i, line in enumerate(setup, 1):
+        out += [f"DLTOP_SETUP_LINE={i}", line]
+    return [*out, "trap - ERR"]
+
+
+def batch_script(job: JobSpec, run_id: int, files: SlurmFiles,
+                 cpus_per_gpu: int | None = None) -> str:
     """``batch.sh``: the setup lines, then one ``srun`` task per node running ``node.sh``.
 
     The same script serves inside an existing allocation (``SLURM_JOB_ID`` set): run
     as is on this host, its ``srun`` is a step of that allocation.
     """
-    srun = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-            f"--job-name={job_name(run_id)}"]
-    # The step asks for the job's CPUs and GPUs itself: since Slurm 22.05 srun no longer
-    # inherits --cpus-per-task from the batch job, and inside an salloc there is no batch job.
-    srun += [a for a in _resource_args(job) if a.startswith(("--gpus-per-node", "--cpus-per"))]
+    srun = [a.replace("@RUNDIR@", str(files.dir)) for a in srun_argv(job, run_id, cpus_per_gpu)]
     # The label is the user's text: escaped (\n shown as such), a line break in it
     # cannot start an #SBATCH directive or a command below this comment.
     lines = ["#!/bin/bash",
              f"# dltop run {run_id}: {one_line(job.describe())} (generated; see docs/cluster.md)",
              "set -e"]
     setup = job.slurm.setup if job.slurm is not None else ()
-    lines += list(setup)
+    lines += setup_lines(setup, files)
     lines += ["set +e", f"exec {shlex.join(srun)} /bin/bash {shlex.quote(str(files.node_path))}"]
     return "\n".join(lines) + "\n"
 
@@ -152,6 +230,13 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
     node, with the ``TF_CONFIG`` of :func:`tf_config_lines`.
     """
     plain = shlex.join(runner_argv)
+    s = job.slurm
+    if s is not None and s.container and s.container_runtime == "apptainer":
+        # The runner alone in the image (the agent stays on the node); --nv brings the
+        # node's GPU driver in, the run folder is bound at its own path.
+        wrap = ["apptainer", "exec", *(["--nv"] if job.device.kind == "gpu" else []),
+                "--bind", str(Path(runner_argv[2]).parent), s.container]
+        plain = shlex.join([*wrap, *runner_argv])
     if job.nodes == 1 or job.framework == "tensorflow":
         return plain
     if job.framework != "torch":  # the loader refuses these; a stored spec edited by hand
@@ -241,6 +326,19 @@ def relay_lines(files: SlurmFiles) -> list[str]:
             "export DLTOP_EVENT_FIFO"]
 
 
+def env_report_lines(files: SlurmFiles) -> list[str]:
+    """The first node writes the variables of :data:`REPORTED_VARS` it has (``NAME=value``
+    lines; an unset one is absent): what the runner starts with, whatever the site's
+    export rules and the setup lines did to dltop's."""
+    path = shlex.quote(str(files.job_env_path))
+    names = " ".join(REPORTED_VARS)
+    return ['if [ "${SLURM_NODEID:-0}" = 0 ]; then',
+            f'    for v in {names}; do',
+            '        if [ -n "${!v+x}" ]; then printf "%s=%s\\n" "$v" "${!v}"; fi',
+            f"    done > {path}",
+            "fi"]
+
+
 def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
                 *, agent: bool = True) -> str:
     """``node.sh``: what the step runs on each node; exits with the runner's status."""
@@ -265,6 +363,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
     if job.framework == "tensorflow" and job.nodes > 1:
         lines += tf_config_lines(runner_argv[0])
     lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1",
+              *env_report_lines(files),
               runner_command(job, runner_argv),
               "status=$?"]
     if relayed:
@@ -276,5 +375,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
             'wait "$DLTOP_RELAY_PID" 2>/dev/null']
     if agent:
         lines += ['kill "$DLTOP_AGENT_PID" 2>/dev/null', 'wait "$DLTOP_AGENT_PID" 2>/dev/null']
-    lines.append('exit "$status"')
+    exit_file = shlex.quote(str(files.runner_exit_path))
+    lines += [f'if [ "${{SLURM_NODEID:-0}}" = 0 ]; then echo "$status" > {exit_file}; fi',
+              'exit "$status"']
     return "\n".join(lines) + "\n"

@@ -32,6 +32,7 @@ class StepWatch:
         self.reason: str | None = None
         self.exit_code: int | None = None
         self.pid = 0
+        self.nodes: str | None = env.get("SLURM_JOB_NODELIST") or None
 
     async def run(self, timeout_s: float, stop: asyncio.Event,
                   on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
@@ -47,7 +48,9 @@ class StepWatch:
         # Recorded as a local run's are: `dltop run --resume` reaps the step's srun
         # (which ends the step) should this engine die.
         on_state({"slurm_state": "RUNNING", "slurm_reason": None, "pid": proc.pid,
-                  "pgid": proc.pid, "proc_start_time": process_start_time(proc.pid)})
+                  "pgid": proc.pid, "proc_start_time": process_start_time(proc.pid),
+                  # the allocation's nodes: the step runs on the first `nodes` of them
+                  "slurm_nodes": self.nodes})
         reason: RunStatus | None = None
         try:
             waiter = asyncio.create_task(proc.wait())
@@ -62,6 +65,10 @@ class StepWatch:
             await asyncio.shield(terminate_group(proc, proc.pid, SRUN_GRACE_S))
             raise
         self.exit_code = proc.returncode
-        self.state = "COMPLETED" if proc.returncode == 0 else "FAILED"
+        self.state = ("CANCELLED" if reason == RunStatus.CANCELLED
+                      else "TIMEOUT" if reason == RunStatus.TIMEOUT
+                      else "COMPLETED" if proc.returncode == 0 else "FAILED")
+        # The step's end as a batch job's is stored: not RUNNING for ever.
+        on_state({"slurm_state": self.state})
         return reason, None
 

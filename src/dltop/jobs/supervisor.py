@@ -79,6 +79,9 @@ class ChildOutcome:
     """The kernel's peak RSS of the runner and its waited-for descendants (``wait4``'s
     ``ru_maxrss``, the largest single process, not a sum); None when not reaped here, or
     when not above dltop's own peak (Linux counts the spawner's image at exec)."""
+    job_env: Mapping[str, str] | None = None
+    """A Slurm run's variables as its runner had them (``node.sh`` reports them); None
+    where the runner's environment is the one dltop built (a local child)."""
 
 
 def own_peak_rss_bytes() -> int:

@@ -33,6 +33,7 @@ from dltop.results.queries import (
     CurrentRun,
     campaign_row,
     current_runs,
+    run_columns,
     run_label,
     run_total_sql,
     status_counts,
@@ -180,10 +181,19 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
     return tuple(line[-500:] for line in text[-lines:])
 
 
+QUEUED_IN_SLURM_SQL = (
+    "case when r.slurm_job_id is not null and (r.slurm_state is null or r.slurm_state = "
+    "'PENDING') then coalesce(r.slurm_reason, 'submitted') end")
+"""A run's Slurm job still in the queue (submitted, not seen, or PENDING): squeue's
+reason, ``submitted`` before there is one; NULL once it runs, and for a local run."""
+
+
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
+    queued = QUEUED_IN_SLURM_SQL if "slurm_state" in run_columns(db) else "null"
     rows = list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
-        f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {run_total_sql(db)} "
+        f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, "
+        f"{queued} as pending "
         "from runs r "
         "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status = ? "
         "order by r.id desc limit 1", [campaign_id, RunStatus.RUNNING]))
@@ -201,7 +211,7 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     tree = next(db.query("select tree_cpu_pct, tree_rss_bytes from host_samples "
                          "where run_id = ? order by rowid desc limit 1", [r["id"]]), None)
     return RunView(r["id"], r["job_id"], run_label(r), done, r["total"],
-                   r["warmup"], r["started_at"], recent_s=tuple(recent),
+                   r["warmup"], r["started_at"], r["pending"], recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
                    log_tail=read_log_tail(r["log_path"], log_lines),
                    losses=tuple(i["loss"] for i in reversed(its)), read_s=wall_clock(),

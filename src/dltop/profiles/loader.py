@@ -222,7 +222,8 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         _model_settings(where, loc, js, fw, model)
         js = window.resolve(where.err, loc, js, fw, dev.workers * js["nodes"],
                             origin.__contains__)
-        slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster)
+        slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster,
+                        js["timeout_s"])
         configs.append(JobSpec(
             profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
             repeat=0, options=options,

@@ -88,19 +88,36 @@ class SlurmSettings:
     """More ``sbatch`` options, one argument each (e.g. ``--qos=short``)."""
     setup: tuple[str, ...] = ()
     """Shell lines run on each node before the job (e.g. ``module load cuda``)."""
+    mem: str | None = None
+    """``--mem`` (``64G``, ``0`` = all of the node's); None: ``0`` when exclusive, else
+    Slurm's default."""
+    exclusive: bool = True
+    """``--exclusive``: a timed run has its nodes to itself (False: shared, recorded so)."""
+    srun_args: tuple[str, ...] = ()
+    """More ``srun`` options for the job's step (e.g. ``--cpu-bind=cores``)."""
+    container: str | None = None
+    """The image the runner runs in (None: none)."""
+    container_runtime: str = "pyxis"
+    """``pyxis`` (``srun --container-image``) or ``apptainer`` (``apptainer exec``)."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON (lists for the tuples)."""
         return {"partition": self.partition, "account": self.account, "time": self.time,
                 "gpus_per_node": self.gpus_per_node, "cpus_per_task": self.cpus_per_task,
-                "extra_args": list(self.extra_args), "setup": list(self.setup)}
+                "extra_args": list(self.extra_args), "setup": list(self.setup),
+                "mem": self.mem, "exclusive": self.exclusive,
+                "srun_args": list(self.srun_args), "container": self.container,
+                "container_runtime": self.container_runtime}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> SlurmSettings:
         """Inverse of :meth:`to_json_dict` (a missing key takes its default)."""
         return cls(partition=d.get("partition"), account=d.get("account"), time=d.get("time"),
                    gpus_per_node=d.get("gpus_per_node"), cpus_per_task=d.get("cpus_per_task"),
-                   extra_args=tuple(d.get("extra_args") or ()), setup=tuple(d.get("setup") or ()))
+                   extra_args=tuple(d.get("extra_args") or ()), setup=tuple(d.get("setup") or ()),
+                   mem=d.get("mem"), exclusive=d.get("exclusive", True),
+                   srun_args=tuple(d.get("srun_args") or ()), container=d.get("container"),
+                   container_runtime=d.get("container_runtime") or "pyxis")
 
 
 @dataclass(frozen=True)

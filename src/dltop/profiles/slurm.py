@@ -13,15 +13,61 @@ from typing import Any
 from dltop.errors import UserError
 from dltop.profiles.model import DeviceSpec, SlurmSettings
 
-KEYS = ("partition", "account", "time", "gpus_per_node", "cpus_per_task", "extra_args", "setup")
+KEYS = ("partition", "account", "time", "gpus_per_node", "cpus_per_task", "mem", "exclusive",
+        "extra_args", "srun_args", "setup", "container", "container_runtime")
+CONTAINER_RUNTIMES = ("pyxis", "apptainer")
 
 _TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}"
                    r"|\d+-\d+:\d{1,2}:\d{1,2})$")
 """Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S."""
 
-RESERVED_ARGS = ("--nodes", "-N", "--wait", "-W", "--job-name", "-J", "--output", "-o",
-                 "--error", "-e", "--parsable", "--wrap", "--ntasks-per-node", "--chdir", "-D")
-"""sbatch options dltop sets itself: in ``extra_args`` they would contradict the job."""
+RESERVED_ARGS: dict[str, str] = {
+    "--wait": "", "-W": "", "--job-name": "", "-J": "", "--output": "", "-o": "",
+    "--error": "", "-e": "", "--parsable": "", "--wrap": "", "--chdir": "", "-D": "",
+    "--export": "", "--container-image": "slurm.container",
+    # the job's shape: each has its own key, which dltop checks against the job
+    "--nodes": "nodes", "-N": "nodes", "--ntasks": "nodes", "-n": "nodes",
+    "--ntasks-per-node": "nodes", "--ntasks-per-socket": "nodes",
+    "--time": "slurm.time", "-t": "slurm.time", "--time-min": "slurm.time",
+    "--gpus": "slurm.gpus_per_node", "-G": "slurm.gpus_per_node",
+    "--gpus-per-node": "slurm.gpus_per_node", "--gpus-per-task": "slurm.gpus_per_node",
+    "--gpus-per-socket": "slurm.gpus_per_node", "--gres": "slurm.gpus_per_node",
+    "--cpus-per-task": "slurm.cpus_per_task", "-c": "slurm.cpus_per_task",
+    "--cpus-per-gpu": "slurm.cpus_per_task",
+    "--mem": "slurm.mem", "--mem-per-cpu": "slurm.mem", "--mem-per-gpu": "slurm.mem",
+    "--exclusive": "slurm.exclusive", "--oversubscribe": "slurm.exclusive",
+    "-s": "slurm.exclusive", "--share": "slurm.exclusive",
+    "--partition": "slurm.partition", "-p": "slurm.partition",
+    "--account": "slurm.account", "-A": "slurm.account",
+}
+"""Options dltop sets itself, each with the key to use instead ("" when none: dltop's
+own): in ``extra_args``/``srun_args`` they would silently change the job's nodes,
+tasks, time or devices, which dltop records and checks from its own keys."""
+
+
+def option_name(arg: str) -> str:
+    """The option an argument names: ``--nodes=2`` -> ``--nodes``, ``-N2`` -> ``-N``."""
+    if arg.startswith("--"):
+        return arg.split("=", 1)[0]
+    return arg[:2] if arg.startswith("-") else arg
+
+
+def time_seconds(limit: str) -> int:
+    """A Slurm time limit (already matched by ``_TIME``) in seconds."""
+    days, _, rest = limit.rpartition("-")
+    parts = [int(x) for x in rest.split(":")]
+    if days:  # D-H, D-H:M, D-H:M:S
+        parts += [0] * (3 - len(parts))
+        return int(days) * 86400 + parts[0] * 3600 + parts[1] * 60 + parts[2]
+    if len(parts) == 1:
+        return parts[0] * 60  # M
+    if len(parts) == 2:
+        return parts[0] * 60 + parts[1]  # M:S
+    return parts[0] * 3600 + parts[1] * 60 + parts[2]
+
+
+_MEM = re.compile(r"^\d+[KMGT]?$")
+
 
 MULTI_NODE_FRAMEWORKS = ("torch", "tensorflow")
 """Frameworks whose runner spans nodes: PyTorch under torchrun, TensorFlow as one
@@ -70,25 +116,46 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
     if time is not None and (not isinstance(time, str) or not _TIME.match(time)):
         raise err("slurm.time", f"expected a Slurm time limit (minutes, \"HH:MM:SS\" or "
                   f"\"D-HH:MM:SS\"), got {time!r}")
-    extra = strings("extra_args")
-    for arg in extra:
-        name = arg.split("=", 1)[0]
-        if name in RESERVED_ARGS:
-            raise err("slurm.extra_args", f"{arg!r}: dltop sets {name} itself (nodes come from "
-                      "the profile's nodes key; output and waiting from the executor)")
+    extra, srun = strings("extra_args"), strings("srun_args")
+    for key, args in (("extra_args", extra), ("srun_args", srun)):
+        for arg in args:
+            name = option_name(arg)
+            if name in RESERVED_ARGS:
+                instead = RESERVED_ARGS[name]
+                use = (f"use the key {instead} instead" if instead
+                       else "the executor sets it")
+                raise err(f"slurm.{key}", f"{arg!r}: dltop sets {name} itself ({use})")
+    mem = table.get("mem")
+    if isinstance(mem, int) and not isinstance(mem, bool) and mem >= 0:
+        mem = str(mem)  # megabytes, as Slurm reads a bare number
+    if mem is not None and (not isinstance(mem, str) or not _MEM.match(mem)):
+        raise err("slurm.mem", f"expected Slurm memory per node (\"64G\", \"512M\", 0 for "
+                  f"all of it), got {mem!r}")
+    exclusive = table.get("exclusive", True)
+    if not isinstance(exclusive, bool):
+        raise err("slurm.exclusive", f"expected true or false, got {exclusive!r}")
+    runtime = table.get("container_runtime", "pyxis")
+    if runtime not in CONTAINER_RUNTIMES:
+        raise err("slurm.container_runtime", f"expected one of {', '.join(CONTAINER_RUNTIMES)}"
+                  f", got {runtime!r}")
+    if "container_runtime" in table and "container" not in table:
+        raise err("slurm.container_runtime", "needs slurm.container (the image)")
     return SlurmSettings(partition=text("partition"), account=text("account"), time=time,
                          gpus_per_node=count("gpus_per_node"),
                          cpus_per_task=count("cpus_per_task"), extra_args=extra,
-                         setup=strings("setup"))
+                         setup=strings("setup"), mem=mem, exclusive=exclusive, srun_args=srun,
+                         container=text("container"), container_runtime=runtime)
 
 
 def check_job(err: Err, loc: Callable[[str], str], framework: str, device: DeviceSpec,
-              nodes: int, executor: str, slurm: SlurmSettings | None) -> None:
+              nodes: int, executor: str, slurm: SlurmSettings | None,
+              timeout_s: float | None = None) -> None:
     """Checks of one job's ``nodes``/``executor`` against its device and the ``[slurm]`` table.
 
     Raises:
         UserError: ``nodes > 1`` on the local executor or with a command job; a device
-            larger than ``gpus_per_node``/``cpus_per_task`` allow.
+            larger than ``gpus_per_node``/``cpus_per_task`` allow; a ``time`` shorter
+            than the job's ``timeout_s``.
     """
     if nodes > 1 and executor != "slurm":
         raise err(loc("nodes"), f"nodes = {nodes} needs executor = \"slurm\" (the local "
@@ -106,6 +173,13 @@ def check_job(err: Err, loc: Callable[[str], str], framework: str, device: Devic
                   "use cpu:N (one N-thread worker per node) or gpu:N")
     if executor != "slurm" or slurm is None:
         return
+    if slurm.time is not None and timeout_s is not None \
+            and time_seconds(slurm.time) < timeout_s:
+        # Slurm would kill the job before dltop's own deadline: a TIMEOUT from the
+        # cluster where the profile asked for more.
+        raise err("slurm.time", f"{slurm.time!r} ({time_seconds(slurm.time)} s) is shorter "
+                  f"than the job's timeout_s = {timeout_s:g}; raise it or leave it out (dltop "
+                  "then asks for timeout_s plus a margin)")
     if device.kind == "gpu" and slurm.gpus_per_node is not None \
             and slurm.gpus_per_node < device.count:
         raise err("slurm.gpus_per_node", f"{slurm.gpus_per_node} is fewer than the "

@@ -37,7 +37,8 @@ if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (stor
 
 FAILURE_PRECEDENCE: tuple[str, ...] = (
     RunStatus.SHORT, RunStatus.OOM, RunStatus.UNSUPPORTED, RunStatus.UNSATISFIABLE,
-    RunStatus.TIMEOUT, RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.CANCELLED,
+    RunStatus.TIMEOUT, RunStatus.DIVERGED, RunStatus.CRASHED, RunStatus.SETUP_FAILED,
+    RunStatus.CANCELLED,
     RunStatus.RUNNING, JobStatus.QUEUED)
 """When no repeat is ok, the cell shows the first of these that any repeat has."""
 

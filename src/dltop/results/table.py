@@ -20,6 +20,7 @@ LABELS: Mapping[str, str] = {
     RunStatus.OOM: "OOM", RunStatus.UNSUPPORTED: "n/a", RunStatus.UNSATISFIABLE: "n/a",
     RunStatus.TIMEOUT: "timeout", RunStatus.CRASHED: "failed", RunStatus.DIVERGED: "diverged",
     RunStatus.CANCELLED: "cancelled", RunStatus.SHORT: "short", RunStatus.RUNNING: "-",
+    RunStatus.SETUP_FAILED: "setup failed",
     JobStatus.QUEUED: "-"}
 """How a cell without a number names its status: every job status but ``ok`` (a cell of
 only removed jobs says ``removed``, the status itself, as any unknown status would)."""

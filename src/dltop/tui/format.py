@@ -15,7 +15,7 @@ STATUS_STYLE: dict[str, str] = {
     J.QUEUED: "dim", J.RUNNING: "bold cyan", R.OK: "green", R.OOM: "magenta",
     R.UNSUPPORTED: "yellow", R.DIVERGED: "red", R.TIMEOUT: "red", R.CRASHED: "bold red",
     R.CANCELLED: "dim yellow", R.UNSATISFIABLE: "dim magenta",
-    R.SHORT: "yellow", J.REMOVED: "dim",
+    R.SHORT: "yellow", R.SETUP_FAILED: "bold red", J.REMOVED: "dim",
     C.PAUSED: "yellow", C.FINISHED: "green", C.FAILED: "bold red",
     C.WAITING: "bold yellow",
 }

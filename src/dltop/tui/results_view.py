@@ -38,6 +38,7 @@ FAILURE_STYLE: dict[str, str] = {
     RunStatus.CRASHED: "bold red", RunStatus.OOM: "bold magenta",
     RunStatus.TIMEOUT: "bold yellow", RunStatus.DIVERGED: "red",
     RunStatus.SHORT: "yellow", RunStatus.CANCELLED: "italic bright_black",
+    RunStatus.SETUP_FAILED: "bold red",
     RunStatus.UNSUPPORTED: "bright_black", RunStatus.UNSATISFIABLE: "bright_black",
     RunStatus.RUNNING: "cyan", JobStatus.QUEUED: "bright_black",
     JobStatus.REMOVED: "strike bright_black"}
@@ -49,6 +50,7 @@ MEANING: dict[str, str] = {
     RunStatus.CRASHED: "the runner crashed", RunStatus.OOM: "out of memory",
     RunStatus.TIMEOUT: "ran past its time limit", RunStatus.DIVERGED: "loss not finite",
     RunStatus.SHORT: "fewer iterations than asked", RunStatus.CANCELLED: "cancelled",
+    RunStatus.SETUP_FAILED: "a Slurm setup line failed",
     RunStatus.UNSUPPORTED: "not supported", RunStatus.UNSATISFIABLE: "devices not on host",
     RunStatus.RUNNING: "running", JobStatus.QUEUED: "queued", JobStatus.REMOVED: "removed"}
 BAR_MAX = 60

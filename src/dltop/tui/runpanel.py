@@ -33,6 +33,13 @@ class RunHeadline(Static):
         r = self.run
         if r is None:
             return Text("no run in progress", "dim")
+        if r.pending is not None:  # wrapped, not cut: a reason may name many nodes
+            t = Text()
+            t.append(f"run {r.run_id}: ", "bold")
+            t.append(one_line(r.label))
+            t.append("  queued in Slurm", "bold yellow")
+            t.append(f" ({one_line(r.pending)})")
+            return t
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(f"run {r.run_id}: ", "bold")
         t.append(one_line(r.label))
@@ -53,6 +60,8 @@ class RunRate(Static):
         r = self.run
         if r is None:
             return Text("")
+        if r.pending is not None:  # no clock: the run has not started
+            return Text("not started: the job waits in Slurm's queue", "dim")
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(sparkline(r.recent_s, 24, None, None), "cyan")
         t.append(f"  {per_iteration(r.median_s)}  ")
@@ -78,7 +87,7 @@ class RunHealth(Static):
     def render(self) -> Text:
         r, eta = self.run, self.eta
         t = Text(no_wrap=True, overflow="ellipsis")
-        if r is not None:
+        if r is not None and r.pending is None:
             st = r.stall
             if st is not None and st.stalled:
                 what = "no first iteration after" if st.first else "no iteration for"

@@ -1,0 +1,111 @@
+"""What dltop asks Slurm and reads of a job's run folder (docs/cluster.md).
+
+The Slurm clients run here (:func:`run_slurm_cmd`), with the parsing of their answers
+kept pure for the tests: the nodes' cores per GPU (``sinfo``, a GPU job's
+``--cpus-per-task``), a NODE_FAIL job's failed nodes (``sinfo``), and the files
+``batch.sh`` and ``node.sh`` leave in the run folder (a failed ``setup`` line, the
+variables the runner had).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+
+from dltop.jobs.slurm_script import SlurmFiles
+from dltop.profiles.model import JobSpec
+
+
+async def run_slurm_cmd(*argv: str, env: Mapping[str, str],
+                        timeout_s: float = 60.0) -> tuple[int, str, str]:
+    """Run a Slurm client; (exit status, stdout, stderr); status 127 when it is missing."""
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv, stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE, env=dict(env))
+    except OSError as exc:
+        return 127, "", f"cannot run {argv[0]}: {exc}"
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout=timeout_s)
+    except TimeoutError:
+        proc.kill()
+        await proc.wait()
+        return 124, "", f"{argv[0]} did not answer within {timeout_s:g} s"
+    return proc.returncode or 0, out.decode(errors="replace"), err.decode(errors="replace")
+
+
+def parse_cores_per_gpu(sinfo: str) -> int | None:
+    """The fewest cores per GPU over the nodes of ``sinfo -h -N -o "%c %G"`` (CPUs, then
+    generic resources such as ``gpu:4`` or ``gpu:a100:4(S:0-1)``); None without GPUs."""
+    best: int | None = None
+    for line in sinfo.splitlines():
+        cpus, _, gres = line.strip().partition(" ")
+        if not cpus.isdigit():
+            continue
+        gpus = 0
+        for item in gres.split(","):
+            fields = item.split("(", 1)[0].split(":")
+            if fields[0] == "gpu" and fields[-1].isdigit():
+                gpus += int(fields[-1])
+        if gpus:
+            per = max(int(cpus) // gpus, 1)
+            best = per if best is None else min(best, per)
+    return best
+
+
+async def cores_per_gpu(job: JobSpec, env: Mapping[str, str]) -> int | None:
+    """A GPU job's nodes' cores per GPU (its partition's, from ``sinfo``), when its
+    ``[slurm]`` table gives no ``cpus_per_task``; None otherwise or when Slurm cannot say."""
+    if job.device.kind != "gpu" or (job.slurm is not None and job.slurm.cpus_per_task):
+        return None
+    argv = ["sinfo", "-h", "-N", "-o", "%c %G"]
+    if job.slurm is not None and job.slurm.partition:
+        argv.append(f"--partition={job.slurm.partition}")
+    rc, out, _ = await run_slurm_cmd(*argv, env=env, timeout_s=30.0)
+    return parse_cores_per_gpu(out) if rc == 0 else None
+
+
+def parse_failed_nodes(sinfo: str) -> list[str]:
+    """The nodes ``sinfo -h -N -o "%N|%T|%E"`` shows down, drained or failing, each with
+    its state and Slurm's reason (``n2 (down: Not responding)``)."""
+    bad = []
+    for line in sinfo.splitlines():
+        name, _, rest = line.partition("|")
+        state, _, why = rest.partition("|")
+        if any(w in state.lower() for w in ("down", "drain", "fail", "not_responding", "*")):
+            bad.append(f"{name} ({state}: {why})" if why and why != "none"
+                       else f"{name} ({state})")
+    return list(dict.fromkeys(bad))
+
+
+async def failed_nodes(nodelist: str, env: Mapping[str, str]) -> str:
+    """Which of a NODE_FAIL job's nodes failed: ``node n2 (down: Not responding)``, or
+    the job's node(s) when none is down any more (a slurmd that registered again)."""
+    rc, out, _ = await run_slurm_cmd("sinfo", "-h", "-N", "-n", nodelist, "-o", "%N|%T|%E",
+                                     env=env, timeout_s=30.0)
+    bad = parse_failed_nodes(out) if rc == 0 else []
+    if bad:
+        return f"node{'s' if len(bad) > 1 else ''} {', '.join(bad)}"
+    if "," in nodelist or "[" in nodelist:
+        return f"one of nodes {nodelist} (none is down any more)"
+    return f"node {nodelist}"
+
+
+def read_setup_failure(files: SlurmFiles, setup: Sequence[str]) -> str | None:
+    """The message of a failed ``setup`` line (``batch.sh``'s report), None if none failed."""
+    try:
+        text = files.setup_failed_path.read_text()
+    except OSError:
+        return None
+    num, _, rc = text.strip().partition(" ")
+    line = setup[int(num) - 1] if num.isdigit() and 0 < int(num) <= len(setup) else "?"
+    return f"setup line {num} failed (exit {rc or '?'}): {line}"
+
+
+def read_job_env(files: SlurmFiles) -> dict[str, str] | None:
+    """The variables the first node's runner started with (``node.sh``'s report)."""
+    try:
+        text = files.job_env_path.read_text(errors="replace")
+    except OSError:
+        return None
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)

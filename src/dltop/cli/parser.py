@@ -186,6 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the --figures files' format (default svg; png at 300 ppi)")
     rep.add_argument("--max-runs", type=int, default=24, metavar="N",
                      help="per-run figures drawn at most (24; first repeats first)")
+    rep.add_argument("--run", default=None, metavar="N[,M...]",
+                     help="draw these runs over time instead ('dltop runs' lists run ids)")
 
     cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
                                          "95%% CI and a verdict")

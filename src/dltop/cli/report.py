@@ -11,6 +11,20 @@ from dltop.errors import UserError
 DEFAULT_OUTPUT = "report.html"
 
 
+def run_ids(text: str) -> tuple[int, ...]:
+    """``--run 12,14`` as run ids.
+
+    Raises:
+        UserError: an item is not a positive whole number.
+    """
+    out = []
+    for item in text.split(","):
+        if not item.strip().isdigit() or int(item) < 1:
+            raise UserError(f"--run: expected run ids such as 12 or 12,14, got {text!r}")
+        out.append(int(item))
+    return tuple(dict.fromkeys(out))
+
+
 def cmd_report(args: argparse.Namespace) -> int:
     """Check the output path, read the campaigns, render everything, then write."""
     from dltop.cli.common import open_reader
@@ -19,6 +33,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.max_runs < 0:
         raise UserError(f"--max-runs: expected a number >= 0, got {args.max_runs}")
+    only = run_ids(args.run) if getattr(args, "run", None) else ()
     if args.format is not None and args.figures is None:
         raise UserError("--format picks the --figures files' format (give --figures DIR)")
     output = Path(args.output) if args.output else (
@@ -30,7 +45,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         figures.check_dir(figdir)
     db = open_reader(args.db)
     camps = queries.resolve_campaigns(db, args.campaign)
-    report = data.build(db, camps, max_runs=args.max_runs)
+    report = data.build(db, camps, max_runs=args.max_runs, only_runs=only)
     files = figures.render_figures(report, args.format or "svg") if figdir else {}
     page = None
     if output is not None:

@@ -34,17 +34,29 @@ def n_text(results: Sequence[ConfigResult]) -> str:
     return f"n = {span} ok run{'s' if ns[-1] != 1 else ''} per point"
 
 
+MAX_FLAGGED = 12
+"""Configurations named per flag in a caption; the rest are counted (the summary's
+``flags`` column names every one)."""
+
+
 def flagged_text(results: Sequence[ConfigResult]) -> str:
     """Which runs were noisy, packed, shared or contaminated (``none`` for each that
-    none was; ``shared`` only when some was: it is rare)."""
+    none was; ``shared`` only when some was: it is rare); past :data:`MAX_FLAGGED`
+    configurations per flag, how many more."""
     parts = []
     for name in ("noisy", "packed", "shared", "contaminated"):
-        who = []
+        who: list[str] = []
+        more = 0
         for r in results:
             ids = [str(run.run_id) for run in r.runs if getattr(run, name)]
-            if ids:
+            if ids and len(who) >= MAX_FLAGGED:
+                more += 1
+            elif ids:
                 who.append(one_line(f"{r.framework} b{r.batch_size} {r.device} "
                                     f"(run{'s' if len(ids) > 1 else ''} {', '.join(ids)})"))
+        if more:
+            who.append(f"and {more} more configuration{'s' if more > 1 else ''} (the "
+                       "summary's flags column)")
         if who or name != "shared":
             parts.append(f"{name}: {', '.join(who) if who else 'none'}")
     return "; ".join(parts)
@@ -59,3 +71,55 @@ def order(r: ConfigResult) -> tuple[Any, ...]:
 def models(results: Sequence[ConfigResult]) -> list[str]:
     """The models of ``results`` in catalogue order (unknown ones after, by name)."""
     return sorted({r.model for r in results}, key=lambda m: (rank(m, catalog.MODELS), m))
+
+
+MAX_LINES = 12
+"""Lines (or bar groups) drawn per figure: beyond a dozen, dashes and colours no longer
+tell them apart, and a study of thousands of configurations would draw an unreadable
+figure of several MB."""
+LEFT_OUT_WHERE = "every configuration is in the summary table and `dltop export`"
+
+
+def spread_pick(keys: Sequence[str], limit: int) -> list[str]:
+    """``limit`` of ``keys`` evenly spaced in their order, first and last kept."""
+    if len(keys) <= limit:
+        return list(keys)
+    if limit <= 1:
+        return list(keys[:limit])
+    return [keys[round(i * (len(keys) - 1) / (limit - 1))] for i in range(limit)]
+
+
+def cap_lines(rows: Sequence[dict[str, Any]], key: str = "series", *,
+              limit: int = MAX_LINES, what: str = "lines", by_framework: bool = True,
+              ) -> tuple[list[dict[str, Any]], str]:
+    """At most ``limit`` distinct ``key`` values of a figure's rows, shared out among the
+    frameworks in turn and evenly spaced within each (so each framework and the range of
+    batches and settings stays in view), and the caption's note on what was left out
+    (empty when nothing was).
+
+    Args:
+        rows: the figure's rows, in drawing order, each with ``framework`` and ``key``.
+        key: the field one line (or one group of bars) is made of.
+        limit: most distinct values kept.
+        what: the noun of the note (``lines``, ``configurations``).
+        by_framework: share the lines among the frameworks (False: ``key`` spans them,
+            as the energy figure's configurations do).
+    """
+    seen: dict[str, dict[str, None]] = {}  # ordered sets
+    for r in rows:
+        seen.setdefault(str(r["framework"]) if by_framework else "", {})[str(r[key])] = None
+    per_fw = {f: list(keys) for f, keys in seen.items()}
+    total = len({k for keys in per_fw.values() for k in keys})
+    if total <= limit:
+        return list(rows), ""
+    quota = dict.fromkeys(per_fw, 0)
+    while sum(quota.values()) < limit:  # round robin; a framework with fewer lines gives
+        for f, keys in per_fw.items():  # its share on
+            if quota[f] < len(keys) and sum(quota.values()) < limit:
+                quota[f] += 1
+    kept = {k for f, keys in per_fw.items() for k in spread_pick(keys, quota[f])}
+    out = [r for r in rows if str(r[key]) in kept]
+    shown = len({str(r[key]) for r in out})
+    how = "shared among the frameworks, evenly spaced" if by_framework else "evenly spaced"
+    return out, (f"{shown} of {total} {what} drawn (at most {limit}, {how} by batch and "
+                 f"settings); {LEFT_OUT_WHERE}")

@@ -21,14 +21,14 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
-from dltop.report.captions import flagged_text, n_text
+from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import label as _label
 from dltop.report.captions import models as _models
 from dltop.report.captions import order as _order
 from dltop.report.generation import generation_figures
 from dltop.report.model import Figure, Report
 from dltop.report.profiles import profile_figures
-from dltop.report.runs import run_figures
+from dltop.report.runs import pick_runs, run_figures
 from dltop.results import caption, identity, queries, scaling, summary
 from dltop.results.aggregate import ConfigResult, config_results, placed_identities
 from dltop.results.metrics import value_of
@@ -76,6 +76,11 @@ def rate_spread_text(results: Sequence[ConfigResult]) -> str:
             f"({r.framework} b{r.batch_size} {r.device})")
 
 
+def _join(notes: Sequence[str]) -> str:
+    """A caption of its non-empty parts."""
+    return "; ".join(n for n in notes if n) + "."
+
+
 def _medians(r: ConfigResult) -> list[float]:
     return [float(run.get("median_s")) for run in r.runs if run.get("median_s") is not None]
 
@@ -98,14 +103,15 @@ def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> 
                 out.append(Figure(key, "devices", title, omitted=why))
                 continue
             hosts = len({r.host for r in ok}) > 1
-            rows = tuple({"framework": r.framework, "series": _label(r, var, host=hosts),
-                          "variant": _label(r, var, host=hosts).removeprefix(
-                              r.framework).strip(),
-                          "devices": r.device_count, "seconds": r.median_s,
-                          "low": min(_medians(r)), "high": max(_medians(r)), "n": r.n_runs}
-                         for r in ok)
-            out.append(Figure(key, "devices", title, rows=rows, x_title=axis,
-                              caption=f"{n_text(ok)}; {spread_text(ok)}; {flagged_text(ok)}."))
+            rows, capped = cap_lines([
+                {"framework": r.framework, "series": _label(r, var, host=hosts),
+                 "variant": _label(r, var, host=hosts).removeprefix(r.framework).strip(),
+                 "devices": r.device_count, "seconds": r.median_s,
+                 "low": min(_medians(r)), "high": max(_medians(r)), "n": r.n_runs}
+                for r in ok])
+            notes = [n_text(ok), spread_text(ok), flagged_text(ok), capped]
+            out.append(Figure(key, "devices", title, rows=tuple(rows), x_title=axis,
+                              caption=_join(notes)))
     return out
 
 
@@ -131,19 +137,21 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
                 continue
             many = len({(r.batch_size, var.group(r.identity)) for r in mine}) > 1
             hosts = len({r.host for r in mine}) > 1
-            rows = tuple({"framework": r.framework,
-                          "series": _label(r, var, host=hosts),
-                          "variant": _label(r, var, batch=many, host=hosts).removeprefix(
-                              r.framework).strip(),
-                          "devices": r.n_devices, "speedup": r.speedup,
-                          "efficiency": r.efficiency, "marks": r.marks} for r in mine)
+            rows, capped = cap_lines([
+                {"framework": r.framework, "series": _label(r, var, host=hosts),
+                 "variant": _label(r, var, batch=many, host=hosts).removeprefix(
+                     r.framework).strip(),
+                 "devices": r.n_devices, "speedup": r.speedup,
+                 "efficiency": r.efficiency, "marks": r.marks} for r in mine])
             ok = [r for r in confs if r.median_s is not None]
             out.append(Figure(
-                key, "scaling", title, rows=rows, x_title=axis, panels=("speedup", "efficiency"),
+                key, "scaling", title, rows=tuple(rows), x_title=axis,
+                panels=("speedup", "efficiency"),
                 extra={"max_devices": max(r.n_devices for r in mine)},
-                caption=(f"Speedup: samples/s against the same framework and batch on one "
-                         f"device; efficiency = speedup / N; dashed: ideal. {n_text(ok)}; "
-                         f"{rate_spread_text(ok)}; {flagged_text(ok)}.")))
+                caption=("Speedup: samples/s against the same framework and batch on one "
+                         "device; efficiency = speedup / N; dashed: ideal. "
+                         + _join([n_text(ok), rate_spread_text(ok), flagged_text(ok),
+                                  capped]))))
     return out
 
 
@@ -177,9 +185,10 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
                 rows.append({"panel": "GPU memory MiB", "framework": r.framework,
                              "series": series, "variant": variant, "batch": r.batch_size,
                              "value": number})
+        rows, capped = cap_lines(rows)
         panels = tuple(dict.fromkeys(str(row["panel"]) for row in rows))
         notes = [n_text(ok), "error bars: min–max of the runs' samples/s",
-                 rate_spread_text(ok), flagged_text(ok)]
+                 rate_spread_text(ok), flagged_text(ok), capped]
         if len(panels) == 1:
             gpu = any(r.device_kind == "gpu" for r in ok)
             notes.append("GPU memory omitted: " + (
@@ -189,7 +198,7 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
             notes.append("GPU memory read from SIMULATED GPUs (--fake-gpus)")
             title += " (simulated GPU telemetry)"
         out.append(Figure(key, "batch", title, rows=tuple(rows), x_title="batch size",
-                          panels=panels, caption="; ".join(notes) + "."))
+                          panels=panels, caption=_join(notes)))
     return out
 
 
@@ -220,9 +229,10 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
         return Figure(key, "energy", title, omitted=(
             "too few readings: " + "; ".join(short) if short
             else "GPU telemetry was not sampled"))
+    rows, capped = cap_lines(rows, "config", what="configurations", by_framework=False)
     simulated = any(run.simulated for r in gpu for run in r.runs)
     notes = ["bars: mean over the ok runs; error bars: min–max", n_text(gpu),
-             flagged_text(gpu)]
+             flagged_text(gpu), capped]
     if short:
         notes.append(f"left out, too few readings: {'; '.join(short)}")
     if simulated:
@@ -230,7 +240,7 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
         notes.append("readings from SIMULATED GPUs (--fake-gpus): not real hardware")
     return Figure(key, "energy", title, rows=tuple(rows), x_title="framework",
                   panels=tuple(dict.fromkeys(str(row["panel"]) for row in rows)),
-                  caption="; ".join(notes) + ".")
+                  caption=_join(notes))
 
 
 def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, str]:
@@ -250,9 +260,16 @@ def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, 
 
 
 def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
-          max_runs: int = MAX_RUNS) -> Report:
-    """The report of ``camps``: settings, summary table, figures and run traces."""
+          max_runs: int = MAX_RUNS, only_runs: Sequence[int] = ()) -> Report:
+    """The report of ``camps``: settings, summary table, figures and run traces (of
+    ``only_runs`` where given, else of at most ``max_runs`` runs).
+
+    Raises:
+        UserError: a run of ``only_runs`` is not in ``camps``.
+    """
     ids = [c.id for c in camps]
+    if only_runs:  # a wrong --run is refused before the long reads below
+        pick_runs(db, ids, max_runs, only_runs)
     results = config_results(db, ids)
     var = identity.variation(placed_identities(results))
     table = summary.summary_table(db, camps)
@@ -270,7 +287,7 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
         figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
                    *batch_figures(results, var), *generation_figures(results),
                    energy_figure(results, var), *profile_figures(db, ids)]
-        runs, note = run_figures(db, ids, max_runs)
+        runs, note = run_figures(db, ids, max_runs, only_runs)
     else:
         what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)
         ended = any(r.status not in (JobStatus.QUEUED, RunStatus.RUNNING) for r in results)

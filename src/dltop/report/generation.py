@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from dltop.report.captions import flagged_text, n_text
+from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import label as _label
 from dltop.report.captions import models as _models
 from dltop.report.captions import order as _order
@@ -69,12 +69,12 @@ def _rows(ok: Sequence[ConfigResult], var: identity.Variation, x: str,
     return rows
 
 
-def _caption(ok: Sequence[ConfigResult], what: str) -> str:
+def _caption(ok: Sequence[ConfigResult], what: str, capped: str = "") -> str:
     return "; ".join([
         f"points: {what} p50 over every measured request of a configuration's ok runs "
         "together (TTFT: prompt in to first token out, prefill included; TPOT: (end to "
         "end - TTFT) / (new tokens - 1); each the whole batch's, device synchronised)",
-        n_text(ok), SPREAD, flagged_text(ok)]) + "."
+        n_text(ok), SPREAD, flagged_text(ok), *([capped] if capped else [])]) + "."
 
 
 def latency_batch_figures(results: Sequence[ConfigResult],
@@ -90,11 +90,11 @@ def latency_batch_figures(results: Sequence[ConfigResult],
             out.append(Figure(key, "batch", title,
                               omitted=f"one batch size only ({min(batches)})"))
             continue
-        rows = _rows(ok, var, "batch", PANELS)
+        rows, capped = cap_lines(_rows(ok, var, "batch", PANELS))
         out.append(Figure(key, "batch", title, rows=tuple(rows),
                           x_title="batch (concurrent sequences)",
                           panels=tuple(dict.fromkeys(str(r["panel"]) for r in rows)),
-                          caption=_caption(ok, "TPOT and TTFT")))
+                          caption=_caption(ok, "TPOT and TTFT", capped)))
     return out
 
 
@@ -108,12 +108,12 @@ def ttft_prompt_figures(results: Sequence[ConfigResult],
         prompts = {r.identity.get("prompt_tokens") for r in ok}
         if len(prompts) < 2 or None in prompts:
             continue  # the prompt length does not vary: nothing to say, no figure
-        rows = _rows(ok, var.without("prompt_tokens"), "prompt_tokens",
-                     {"TTFT p50 s": "ttft"})
+        rows, capped = cap_lines(_rows(ok, var.without("prompt_tokens"), "prompt_tokens",
+                                       {"TTFT p50 s": "ttft"}))
         out.append(Figure(f"generate-prompt-{model}", "prompt",
                           f"{model}: TTFT vs prompt length (generate)", rows=tuple(rows),
                           x_title="prompt tokens", panels=("TTFT p50 s",),
-                          caption=_caption(ok, "TTFT")))
+                          caption=_caption(ok, "TTFT", capped)))
     return out
 
 

@@ -30,7 +30,7 @@ dl.env dd{margin:0}
 .summary th{cursor:pointer;background:#f4f4f4;position:sticky;top:0}
 .summary th[aria-sort=ascending]::after{content:" ▲"}
 .summary th[aria-sort=descending]::after{content:" ▼"}
-.summary td.r{text-align:right}.summary tr.fail td{background:#fdecea}
+.summary tr.fail td{background:#fdecea}
 .summary td.reason{color:#a12;white-space:normal;min-width:16em}
 figure{margin:1.5em 0}figcaption{color:#444;font-size:13px;max-width:60em}
 p.omitted{color:#777;font-style:italic}p.empty{font-size:1.2em;color:#a12}
@@ -38,6 +38,7 @@ p.omitted{color:#777;font-style:italic}p.empty{font-size:1.2em;color:#a12}
 """
 
 SCRIPT = """
+var NUM=/^-?\\d+(\\.\\d+)?(e[-+]?\\d+)?(\\s|\\/|$)/;
 document.querySelectorAll('table.summary').forEach(function(t){
   var ths=t.tHead.rows[0].cells;
   Array.prototype.forEach.call(ths,function(th,i){th.addEventListener('click',function(){
@@ -45,8 +46,10 @@ document.querySelectorAll('table.summary').forEach(function(t){
     Array.prototype.forEach.call(ths,function(h){h.removeAttribute('aria-sort');});
     th.setAttribute('aria-sort',asc?'ascending':'descending');
     var body=t.tBodies[0],rows=Array.prototype.slice.call(body.rows);
-    function key(r){var c=r.cells[i],v=c.getAttribute('data-v');
-      return v===null?[1,c.textContent]:[0,parseFloat(v)];}
+    function key(r){var c=r.cells[i];if(!c)return [1,''];
+      var v=c.getAttribute('data-v'),t=c.textContent;
+      if(v===null&&NUM.test(t))v=t;
+      return v===null?[1,t]:[0,parseFloat(v)];}
     rows.sort(function(a,b){var x=key(a),y=key(b);
       if(x[0]!==y[0])return x[0]-y[0];
       var d=x[0]===0?x[1]-y[1]:x[1].localeCompare(y[1],undefined,{numeric:true});
@@ -90,33 +93,46 @@ def figure_html(fig: Figure, draw: Callable[[Mapping[str, Any]], str], *,
             f"{_t(fig.caption)}</figcaption></figure>")
 
 
-def _cell(cell: Cell | None, right: bool) -> str:
+NUMBER = re.compile(r"-?\d+(\.\d+)?(e[-+]?\d+)?(?=\s|/|$)")
+"""A cell text the page's script sorts by its leading number (the script's ``NUM``)."""
+
+
+def _cell(cell: Cell | None) -> str:
+    """One cell; its closing tag is implied (HTML), which keeps a table of 10 000
+    configurations a few MB. ``data-v`` carries the number to sort by only where the
+    text does not start with it (``n/a``, other units)."""
     if cell is None:
-        return "<td></td>"
+        return "<td>"
     value = cell.value
-    data = f' data-v="{value}"' if isinstance(value, int | float) and \
-        not isinstance(value, bool) else ""
-    return f'<td{data}{" class=r" if right else ""}>{_t(cell.text)}</td>'
+    text = _t(cell.text)
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return f"<td>{text}"
+    shown = NUMBER.match(text)
+    if shown is not None and abs(float(shown.group(0)) - value) <= 5e-4 * abs(value):
+        return f"<td>{text}"
+    return f'<td data-v="{value:.9g}">{text}'
 
 
 def summary_html(report: Report) -> str:
     """The summary table, sortable by any header; failed rows coloured, with why."""
     table = report.summary
     head = "".join(f'<th title="{_t(c.unit)}">{_t(c.header)}</th>' for c in table.columns)
+    right = ",".join(f".summary td:nth-child({i})" for i, c in
+                     enumerate(table.columns, 1) if c.role is Role.VALUE)
     body = []
     status_at = [c.key for c in table.columns].index("status")
     for i, row in enumerate(table.rows):
         status = row.cells[status_at]
         failed = status is not None and status.text != "ok"
-        cells = "".join(_cell(c, col.role is Role.VALUE)
-                        for c, col in zip(row.cells, table.columns, strict=True))
+        cells = "".join(_cell(c) for c in row.cells)
         reason = report.reasons.get(i, "")
-        body.append(f'<tr{" class=fail" if failed else ""}>{cells}'
-                    f'<td class="reason">{_t(reason)}</td></tr>')
+        why = f"<td class=reason>{_t(reason)}" if reason else "<td>"
+        body.append(f'<tr{" class=fail" if failed else ""}>{cells}{why}')
     notes = "".join(f"<p>{_t(n)}</p>" for n in table.notes)
-    return (f'<div class="scroll"><table class="summary" id="summary"><thead><tr>{head}'
-            f"<th>reason</th></tr></thead><tbody>{''.join(body)}</tbody></table></div>"
-            f'<div class="notes">{notes}</div>')
+    style = f"<style>{right}{{text-align:right}}</style>" if right else ""
+    return (f'{style}<div class="scroll"><table class="summary" id="summary"><thead><tr>'
+            f"{head}<th>reason</th></tr></thead><tbody>\n{chr(10).join(body)}\n</tbody>"
+            f'</table></div><div class="notes">{notes}</div>')
 
 
 def _svg(vl: Mapping[str, Any]) -> str:

@@ -235,15 +235,15 @@ _JOB_COLUMNS = (
     "select id, position, status, framework, model, batch_size, device, repeat, "
     # A run that Slurm still holds in its queue shows as "pending (<squeue's reason>)".
     "case when status = 'running' then (select 'pending (' || coalesce(r.slurm_reason, '-') "
-    "|| ')' from runs r where r.job_id = jobs.id and r.slurm_state = 'PENDING' and r.id = "
-    "(select max(id) from runs where job_id = jobs.id)) end as pending, "
+    "|| ')' from latest_runs r where r.job_id = jobs.id and r.slurm_state = 'PENDING') "
+    "end as pending, "
     # A job queued or running again (retried, re-queued by resume) shows no figure of
     # its previous run: that median is not what it is measuring now.
     "case when status in ('queued', 'running') then null else "
-    "(select r.median_s from runs r where r.job_id = jobs.id order by r.id desc limit 1) end "
+    "(select r.median_s from latest_runs r where r.job_id = jobs.id) end "
     "as median_s, case when status in ('queued', 'running') then 0 else "
-    "(select r.contaminated from runs r where r.job_id = jobs.id "
-    "order by r.id desc limit 1) end as contaminated from jobs ")
+    "(select r.contaminated from latest_runs r where r.job_id = jobs.id) end "
+    "as contaminated from jobs ")
 
 
 def _count(db: sqlite_utils.Database, sql: str, params: list[object]) -> int:

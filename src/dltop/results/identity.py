@@ -74,11 +74,6 @@ LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
 WINDOW_FIELDS = ("min_time_s", "warmup_s")
 """The time windows: 0 (left out of a flat identity) where a run measured counts only."""
 
-LATEST_RUNS = ("r.id in (select max(id) from runs where campaign_id = ? "
-               "group by job_id)")
-"""SQL condition on runs ``r``: the latest attempt of each job of one campaign (its
-parameter: the campaign id), read through the runs' campaign index, not the jobs."""
-
 Identity = Mapping[str, Any]
 """An identity, flat: one entry per field and per option key, plus the interpreter."""
 
@@ -182,7 +177,7 @@ def campaign_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int
     sql = """
         select j.id, j.spec_json, j.config_key, e.python_executable
         from jobs j
-        left join runs r on r.id = (select max(id) from runs where job_id = j.id)
+        left join latest_runs r on r.job_id = j.id
         left join environment e on e.run_id = r.id
         where j.campaign_id = ?
         order by j.position
@@ -198,11 +193,12 @@ def ran_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dic
     same identities as :func:`campaign_identities` for these jobs, at a cost that
     follows the runs.
     """
-    rows = list(db.query(f"""
+    # the latest runs read through the runs' campaign index, not the jobs'
+    rows = list(db.query("""
         select j.id, j.spec_json, j.config_key, e.python_executable
-        from runs r join jobs j on j.id = r.job_id
+        from latest_runs r join jobs j on j.id = r.job_id
         left join environment e on e.run_id = r.id
-        where {LATEST_RUNS} and +j.campaign_id = ?
+        where r.campaign_id = ? and +j.campaign_id = ?
         order by j.position
     """, [campaign_id, campaign_id]))
     return {int(r["id"]): ident for r, ident in zip(rows, resolve(rows), strict=True)}

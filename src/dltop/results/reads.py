@@ -15,7 +15,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus
-from dltop.results import identity, queries
+from dltop.results import queries
 from dltop.store.archive import ARCHIVE, unpack_measured
 from dltop.store.schema_steps import JOB_CONFIGS
 
@@ -56,11 +56,11 @@ def campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
                r.id as run_id, r.status, r.noisy, r.samples_per_iter, r.concurrent_runs,
                r.contaminated, r.telemetry_simulated, r.n_iterations,
                j.iterations as asked_iterations, e.python_executable, {run_cols}
-        from runs r
+        from latest_runs r
         join jobs j on j.id = r.job_id
         join campaigns c on c.id = j.campaign_id
         left join environment e on e.run_id = r.id
-        where {identity.LATEST_RUNS} and +j.campaign_id = ?
+        where r.campaign_id = ? and +j.campaign_id = ?
     """, [cid, cid]))
     never = _never_run(db, cid, ran)
     blank = dict.fromkeys(("run_id", "status", "n_iterations", "asked_iterations",

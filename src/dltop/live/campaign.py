@@ -38,6 +38,7 @@ from dltop.results.queries import (
     run_total_sql,
     status_counts,
 )
+from dltop.store import samples
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -208,8 +209,7 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     recent = measured or [i["seconds"] for i in reversed(its)]
     # The engine's sampler already measures the tree (psutil counters primed, children
     # followed, whoever runs the viewer): its newest window is the figure to show.
-    tree = next(db.query("select tree_cpu_pct, tree_rss_bytes from host_samples "
-                         "where run_id = ? order by rowid desc limit 1", [r["id"]]), None)
+    tree = samples.newest_host(db, r["id"])
     return RunView(r["id"], r["job_id"], run_label(r), done, r["total"],
                    r["warmup"], r["started_at"], r["pending"], recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus
 from dltop.results import queries
+from dltop.store import samples
 from dltop.store.archive import ARCHIVE, unpack_measured
 from dltop.store.schema_steps import JOB_CONFIGS
 
@@ -129,12 +130,7 @@ def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
         "order by i.run_id, i.idx", run_ids)
     for run_id, group in itertools.groupby(rows, key=operator.itemgetter(0)):
         iters[run_id] = [(float(s), int(n)) for _, s, n in group]
-    if no_tree and "host_samples" in db.table_names():
-        for row in db.query(
-                "select run_id, sum(tree_cpu_pct * n) / sum(n) as pct from host_samples "
-                f"where run_id in ({','.join('?' * len(no_tree))}) and tree_cpu_pct is not null "
-                "and n > 0 group by run_id", sorted(no_tree)):
-            trees[row["run_id"]] = float(row["pct"])
+    trees.update(samples.tree_cpu_means(db, sorted(no_tree)))
     _archived(db, run_ids, iters, trees)
     return iters, trees
 

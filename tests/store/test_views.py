@@ -57,3 +57,15 @@ def test_a_reader_of_an_older_database_gets_the_views_without_writing(tmp_path: 
     kept = sqlite_utils.Database(path)
     assert not kept.view_names()  # temporary: nothing written to the file
     kept.close()
+
+
+def test_an_unmigrated_open_for_reading_gets_them_too(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    cid, jobs, _ = _runs(Store(connect(path)))
+    old = sqlite_utils.Database(path)
+    for name in VIEWS:
+        old.execute(f"drop view {name}")
+    old.close()
+    db = connect(path, create=False)  # the viewers' open: no migration
+    assert list(identity.ran_identities(db, cid)) == jobs[:2]
+    db.close()

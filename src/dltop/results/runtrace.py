@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.store import samples
 from dltop.store.archive import ARCHIVE, unpack_measured
+from dltop.store.samples import gpu_node_column as gpu_node_column  # its old home
 
 if TYPE_CHECKING:
     import sqlite_utils

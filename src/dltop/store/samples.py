@@ -145,3 +145,26 @@ def any_simulated(db: Any, campaign_ids: Sequence[int]) -> bool:
         f"select exists (select 1 from {GPU} g join runs r on r.id = g.run_id "
         f"where r.campaign_id in ({marks}) and g.simulated = 1) as n",
         list(campaign_ids))))["n"])
+
+
+def run_simulated(db: Any, run_id: int) -> bool:
+    """Whether any GPU window of the run is simulated."""
+    return bool(next(iter(db.query(
+        f"select exists(select 1 from {GPU} where run_id = ? and simulated = 1) as s",
+        [run_id])))["s"])
+
+
+def node_windows(db: Any, run_id: int) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """A Slurm run's node agents' windows with a wall time, in time order: GPU rows
+    (node, gpu_index, t_wall_s, n, util_mean_pct, util_max_pct, mem_used_max_bytes,
+    power_mean_w, energy_j, simulated) and host rows (node, t_wall_s, n, cpu_mean_pct,
+    cpu_user_pct, cpu_system_pct, cpu_iowait_pct)."""
+    q = db.execute
+    gpu = list(q("select node, gpu_index, t_wall_s, n, util_mean_pct, util_max_pct, "
+                 f"mem_used_max_bytes, power_mean_w, energy_j, simulated from {GPU} "
+                 "where run_id = ? and node is not null and t_wall_s is not null "
+                 "order by t_wall_s", [run_id]))
+    host = list(q("select node, t_wall_s, n, cpu_mean_pct, cpu_user_pct, cpu_system_pct, "
+                  f"cpu_iowait_pct from {HOST} where run_id = ? and node is not null "
+                  "and t_wall_s is not null order by t_wall_s", [run_id]))
+    return gpu, host

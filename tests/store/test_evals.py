@@ -62,3 +62,26 @@ def test_prune_keeps_evals_and_profiles_deleting_the_campaign_removes_them(
     assert store.retention.delete_campaign(cid) == 1
     for table in ("evals", "profile_ops", "runs"):
         assert _rows(store, f"select count(*) as n from {table}") == [{"n": 0}]
+
+
+def test_the_reports_profile_figure_reads_what_the_profile_export_shows(store: Store) -> None:
+    from dltop.report.profiles import MAX_OPS, profile_figures
+    from dltop.results.profile import profile_table
+
+    cid, job_id, run_id = _run(store)
+    ops = [{"name": f"op{k}", "calls": 2, "self_cpu_ms": 10.0 * k, "total_ms": 1.0,
+            "share_pct": 2.0, "self_device_ms": None if k % 2 else 4.0 * k}
+           for k in range(1, MAX_OPS + 3)]
+    store.set_profile(run_id, {"profile_steps": 4, "profile_step_ms": 10.0,
+                               "profile_device": "cuda"}, ops)
+    store.finish_run(run_id, job_id, RunStatus.OK, {"median_s": 0.1})
+    (fig,) = profile_figures(store.db, [cid])
+    table = profile_table(store.db, run_id)
+    cpu = {r["rank"]: r["ms"] for r in fig.rows if r["time"] == "self CPU"}
+    device = {r["rank"]: r["ms"] for r in fig.rows if r["time"] == "self device"}
+    # the top MAX_OPS, per profiled step, the same numbers as the table's rows
+    assert sorted(cpu) == list(range(1, MAX_OPS + 1))
+    assert cpu == {int(row.cells[0].value): row.cells[3].value
+                   for row in table.rows[:MAX_OPS]}
+    assert device == {k: 4.0 * k / 4 for k in range(2, MAX_OPS + 1, 2)}
+    assert "mean 10.000 ms per step on cuda" in fig.caption

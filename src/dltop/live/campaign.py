@@ -38,6 +38,7 @@ from dltop.results.queries import (
     run_total_sql,
     status_counts,
 )
+from dltop.store import samples
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -208,8 +209,7 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     recent = measured or [i["seconds"] for i in reversed(its)]
     # The engine's sampler already measures the tree (psutil counters primed, children
     # followed, whoever runs the viewer): its newest window is the figure to show.
-    tree = next(db.query("select tree_cpu_pct, tree_rss_bytes from host_samples "
-                         "where run_id = ? order by rowid desc limit 1", [r["id"]]), None)
+    tree = samples.newest_host(db, r["id"])
     return RunView(r["id"], r["job_id"], run_label(r), done, r["total"],
                    r["warmup"], r["started_at"], r["pending"], recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
@@ -235,15 +235,15 @@ _JOB_COLUMNS = (
     "select id, position, status, framework, model, batch_size, device, repeat, "
     # A run that Slurm still holds in its queue shows as "pending (<squeue's reason>)".
     "case when status = 'running' then (select 'pending (' || coalesce(r.slurm_reason, '-') "
-    "|| ')' from runs r where r.job_id = jobs.id and r.slurm_state = 'PENDING' and r.id = "
-    "(select max(id) from runs where job_id = jobs.id)) end as pending, "
+    "|| ')' from latest_runs r where r.job_id = jobs.id and r.slurm_state = 'PENDING') "
+    "end as pending, "
     # A job queued or running again (retried, re-queued by resume) shows no figure of
     # its previous run: that median is not what it is measuring now.
     "case when status in ('queued', 'running') then null else "
-    "(select r.median_s from runs r where r.job_id = jobs.id order by r.id desc limit 1) end "
+    "(select r.median_s from latest_runs r where r.job_id = jobs.id) end "
     "as median_s, case when status in ('queued', 'running') then 0 else "
-    "(select r.contaminated from runs r where r.job_id = jobs.id "
-    "order by r.id desc limit 1) end as contaminated from jobs ")
+    "(select r.contaminated from latest_runs r where r.job_id = jobs.id) end "
+    "as contaminated from jobs ")
 
 
 def _count(db: sqlite_utils.Database, sql: str, params: list[object]) -> int:

@@ -7,11 +7,11 @@ the newest window of each of them from the database (the node agents' rows,
 
 from __future__ import annotations
 
-import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dltop.store import samples
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
 from dltop.telemetry.runstats import throttle_names
@@ -87,15 +87,7 @@ class RemoteGpuReader:
             self._run_id, self._rowid, self._latest = run_id, 0, {}
         if run_id is None:
             return ()
-        try:
-            rows = db.execute(
-                "select rowid, node, gpu_index, util_mean_pct, power_mean_w, "
-                "mem_used_max_bytes, t_wall_s, simulated from gpu_samples "
-                "where run_id = ? and rowid > ? order by rowid", [run_id, self._rowid]
-            ).fetchall()
-        except sqlite3.OperationalError:  # a database before migration 16: no node column
-            return ()
-        for r in rows:
+        for r in samples.gpu_rows_after(db, run_id, self._rowid):
             self._rowid = max(self._rowid, int(r[0]))
             if r[1] is not None:
                 self._latest[(str(r[1]), int(r[2]))] = RemoteGpu(

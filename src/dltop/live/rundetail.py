@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,9 +31,9 @@ from dltop.results.runtrace import (
     HostPoint,
     IterPoint,
     RunTrace,
-    gpu_node_column,
     read_trace,
 )
+from dltop.store import samples
 from dltop.store.archive import ARCHIVE
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
 
@@ -341,15 +340,7 @@ def node_gpus(db: Db, run_id: int) -> tuple[NodeGpu, ...]:
     Empty for a local run (its rows have no node) and for a database before
     migration 16.
     """
-    try:
-        rows = list(db.query(
-            "select node, gpu_index, sum(n) as n, sum(util_mean_pct * n) / sum(n) as util, "
-            "avg(power_mean_w) as power, max(mem_used_max_bytes) as mem, "
-            "max(energy_j) - min(energy_j) as energy, max(simulated) as sim "
-            "from gpu_samples where run_id = ? and node is not null "
-            "group by node, gpu_index order by node, gpu_index", [run_id]))
-    except sqlite3.OperationalError:
-        return ()
+    rows = samples.node_gpu_totals(db, run_id)
     return tuple(NodeGpu(str(r["node"]), int(r["gpu_index"]), int(r["n"] or 0), _f(r["util"]),
                          _f(r["power"]), r["mem"], _f(r["energy"]), bool(r["sim"]))
                  for r in rows)
@@ -427,16 +418,10 @@ def extend_trace(db: Db, trace: RunTrace | None, run_id: int, *,
                               if i["t_mono_ns"] else None, float(i["seconds"]),
                               bool(i["warmup"]), i["loss"], i["samples"]) for i in its)
     gpu_t = max((s.points[-1].t_s for s in trace.gpus if s.points), default=None)
-    gpu = list(db.query(
-        f"select {gpu_node_column(db)} as node, gpu_index, t_start_mono_s, util_mean_pct, "
-        "mem_used_max_bytes, power_mean_w, temperature_max_c, sm_clock_mhz, simulated "
-        "from gpu_samples where run_id = ? and t_start_mono_s > ? "
-        "order by gpu_index, t_start_mono_s",
-        [run_id, -1e300 if gpu_t is None else gpu_t + origin]))
-    host_t = trace.host[-1].t_s + origin if trace.host else -1e300
-    host = list(db.query("select t_start_mono_s, cpu_mean_pct, tree_cpu_pct, tree_rss_bytes "
-                         "from host_samples where run_id = ? and t_start_mono_s > ? "
-                         "order by t_start_mono_s", [run_id, host_t]))
+    # a window without a start time is never new: the first read drew what it could
+    gpu = samples.gpu_series(db, run_id, since_s=-1e300 if gpu_t is None else gpu_t + origin)
+    host = samples.host_series(db, run_id, since_s=trace.host[-1].t_s + origin
+                               if trace.host else -1e300)
     series = {(s.node or "", s.gpu_index): (s.simulated, list(s.points)) for s in trace.gpus}
     for g in gpu:
         key = (g["node"] or "", int(g["gpu_index"]))  # a Slurm run's nodes each have a GPU 0

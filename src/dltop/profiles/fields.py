@@ -16,6 +16,15 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   field must declare it (``model.py`` checks at import), so a new field cannot
   be forgotten: settings that change what is measured say ``True``; budgets and
   schedule (timeouts, retries, cool-down, the repeat index) say ``False``.
+- ``quiet`` (identity settings must declare it, ``model.py`` checks at import): the
+  values a results caption leaves unstated while every configuration has one of
+  them (``True``: the default, ``0`` and ``0.0`` alike; a tuple: those values;
+  ``False``: always stated). Settings added after tables were first published are
+  quiet, so an older table's caption reads as it did.
+- ``header``: the field's column header in results tables when its name with spaces
+  is not the right one (a unit: ``min time (s)``).
+- ``row_key``: a row key of every summary and comparison table, varying or not
+  (``precision``), instead of only when it varies.
 
 A check takes the raw TOML value and returns the validated value, or raises
 :class:`ValueError` with a message; the loader prefixes the file and the key.
@@ -24,8 +33,8 @@ A check takes the raw TOML value and returns the validated value, or raises
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Mapping
-from dataclasses import field
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import Field, field
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -38,12 +47,19 @@ KEY = "key"
 COLUMN = "column"
 CODEC = "codec"
 IDENTITY = "identity"
+QUIET = "quiet"
+HEADER = "header"
+ROW_KEY = "row_key"
+Quiet = bool | tuple[Any, ...]
+"""``True`` (its default), ``False`` (always stated) or the quiet values themselves."""
 Identity = bool | Callable[[Any], Any]
 """``True``/``False``, or the field's value → its JSON value in the identity."""
 
 
 def setting(default: T, check: Check[T], *, identity: Identity,
-            column: bool | Columns = False, key: str | None = None) -> T:
+            column: bool | Columns = False, key: str | None = None,
+            quiet: Quiet | None = None, header: str | None = None,
+            row_key: bool = False) -> T:
     """A JobSpec field that is also a profile setting with ``default``.
 
     Args:
@@ -54,9 +70,14 @@ def setting(default: T, check: Check[T], *, identity: Identity,
         column: store the field in the ``jobs`` table under its name.
         key: the profile key when it cannot be the field's name (``profile = true``
             names the field ``op_profile``: ``JobSpec.profile`` is the profile's name).
+        quiet: for an identity setting, required: the values a caption leaves unstated
+            (see the module docstring).
+        header: its results column header (default: the name, ``_`` as spaces).
+        row_key: a row key of every summary and comparison table.
     """
     out: T = field(default=default, metadata={CHECK: check, COLUMN: column,
-                                              IDENTITY: identity, KEY: key})
+                                              IDENTITY: identity, KEY: key, QUIET: quiet,
+                                              HEADER: header, ROW_KEY: row_key})
     return out
 
 
@@ -135,3 +156,33 @@ def optional(check: Check[T]) -> Check[T | None]:
     def opt(v: Any) -> T | None:
         return None if v is None else check(v)
     return opt
+
+
+def quiet_values(fs: Iterable[Field[Any]]) -> dict[str, tuple[Any, ...]]:
+    """Field name -> the values a results caption leaves unstated (``quiet``), for the
+    fields that declare some; a float default counts as its integer too (``0``, ``0.0``)."""
+    out: dict[str, tuple[Any, ...]] = {}
+    for f in fs:
+        quiet = f.metadata.get(QUIET)
+        if quiet is True:
+            d = f.default
+            out[f.name] = (int(d), d) if isinstance(d, float) and d.is_integer() else (d,)
+        elif isinstance(quiet, tuple):
+            out[f.name] = quiet
+    return out
+
+
+def headers(fs: Iterable[Field[Any]]) -> dict[str, str]:
+    """Field name -> its results column header, for the fields that declare one."""
+    return {f.name: str(f.metadata[HEADER]) for f in fs if f.metadata.get(HEADER)}
+
+
+def row_keys(fs: Iterable[Field[Any]]) -> tuple[str, ...]:
+    """The fields every summary and comparison table keys its rows by (``row_key``)."""
+    return tuple(f.name for f in fs if f.metadata.get(ROW_KEY))
+
+
+def undeclared(fs: Iterable[Field[Any]]) -> list[str]:
+    """Identity settings that do not say whether a caption states them (``quiet``)."""
+    return [f.name for f in fs if CHECK in f.metadata and f.metadata.get(IDENTITY) is not False
+            and f.metadata.get(QUIET) is None]

@@ -29,6 +29,7 @@ from dltop.profiles.fields import (
     optional,
     path,
     setting,
+    undeclared,
 )
 
 DeviceKind = Literal["cpu", "cpus", "gpu"]
@@ -126,8 +127,9 @@ class JobSpec:
 
     Adding a field is one edit here (see docs/architecture.md): ``setting(...)``
     makes it a profile key with its default and check, ``column`` stores it in
-    the ``jobs`` table, ``identity`` says whether it tells configurations apart,
-    and the runner's spec.json carries every field.
+    the ``jobs`` table, ``identity`` says whether it tells configurations apart
+    (and, for an identity setting, ``quiet``/``header``/``row_key`` how results show
+    it: :mod:`dltop.profiles.fields`), and the runner's spec.json carries every field.
     """
 
     profile: str = field(metadata={COLUMN: True, IDENTITY: False})
@@ -142,40 +144,44 @@ class JobSpec:
     })
     repeat: int = field(metadata={COLUMN: True, IDENTITY: False})
     """0-based repeat of the configuration (the profile key ``repeats`` counts them)."""
-    iterations: int = setting(50, integer(1), column=True, identity=True)
+    iterations: int = setting(50, integer(1), column=True, identity=True, quiet=(None,))
     """Measured iterations per run (identity: the measured window is what a result is of)."""
-    warmup: int = setting(10, integer(0), column=True, identity=True)
+    warmup: int = setting(10, integer(0), column=True, identity=True, quiet=False)
     """Iterations run first and excluded from statistics."""
-    min_time_s: float = setting(0.0, window.seconds, identity=True)
+    min_time_s: float = setting(0.0, window.seconds, identity=True, quiet=True,
+                                header="min time (s)")
     """Measure past ``iterations`` until the measured window has lasted this long (0:
     counts only). A profile that does not set it gets ``window.DEFAULT_MIN_TIME_S``;
     0 here is also what a job stored before the setting existed did."""
-    warmup_s: float = setting(0.0, window.seconds, identity=True)
+    warmup_s: float = setting(0.0, window.seconds, identity=True, quiet=True,
+                              header="warm-up (s)")
     """Warm up past ``warmup`` iterations until this long has passed since the first."""
     timeout_s: float = setting(900.0, number(positive=True), column=True, identity=False)
     """Wall-clock budget of one run, start-up included."""
-    precision: str = setting("fp32", one_of(catalog.PRECISIONS), column=True, identity=True)
-    data: str = setting("synthetic", one_of(catalog.DATA_KINDS), column=True, identity=True)
+    precision: str = setting("fp32", one_of(catalog.PRECISIONS), column=True, identity=True,
+                             quiet=False, row_key=True)
+    data: str = setting("synthetic", one_of(catalog.DATA_KINDS), column=True, identity=True,
+                        quiet=False)
     data_dir: str | None = setting(None, optional(path), identity=False)
     """Required with ``data = "real"`` (the loader checks and expands it). Not identity:
     it says where the model's dataset lives on this host, not which dataset it is."""
     batch_scaling: str = setting("global", one_of(catalog.BATCH_SCALINGS), column=True,
-                                 identity=True)
-    lr: float = setting(0.01, number(positive=True), identity=True)
-    momentum: float = setting(0.0, number(positive=False), identity=True)
-    seed: int = setting(0, integer(0), identity=True)
-    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True)
+                                 identity=True, quiet=False)
+    lr: float = setting(0.01, number(positive=True), identity=True, quiet=False)
+    momentum: float = setting(0.0, number(positive=False), identity=True, quiet=False)
+    seed: int = setting(0, integer(0), identity=True, quiet=False)
+    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True, quiet=False)
     """``sgd`` (with ``momentum``), ``adam`` or ``adamw``; docs/profiles.md has each
     framework's equivalent. ``lr``, ``momentum``, ``weight_decay`` and ``optimizer``
     may be lists in a profile: each value is a configuration."""
-    weight_decay: float = setting(0.0, number(positive=False), identity=True)
+    weight_decay: float = setting(0.0, number(positive=False), identity=True, quiet=True)
     """L2 penalty for ``sgd``/``adam`` (added to the gradient), decoupled for ``adamw``."""
-    mode: str = setting("train", one_of(catalog.MODES), identity=True)
+    mode: str = setting("train", one_of(catalog.MODES), identity=True, quiet=True)
     """``train`` (forward, backward, update), ``inference`` (forward only) or, for the
     transformers, ``generate`` (prefill, then a KV-cached decode loop)."""
-    epochs: int | None = setting(None, optional(integer(1)), identity=True)
+    epochs: int | None = setting(None, optional(integer(1)), identity=True, quiet=True)
     """Convergence runs: whole passes over the training set instead of ``iterations``."""
-    eval_every: int | str | None = setting(None, optional(every), identity=True)
+    eval_every: int | str | None = setting(None, optional(every), identity=True, quiet=True)
     """Evaluate on the test set every N iterations or every ``"epoch"`` (real data only;
     default: every epoch when ``epochs`` is set, never otherwise)."""
     target_accuracy: float | None = setting(None, optional(fraction), identity=False)
@@ -183,43 +189,45 @@ class JobSpec:
     target_perplexity: float | None = setting(None, optional(number(positive=True)),
                                               identity=False)
     """Perplexity (> 0) for time-to-perplexity (language models); not identity either."""
-    shuffle: bool | None = setting(None, optional(boolean), identity=True)
+    shuffle: bool | None = setting(None, optional(boolean), identity=True, quiet=(None, False))
     """Reshuffle the training set every epoch (default: true for real data)."""
     op_profile: bool = setting(False, boolean, identity=False, key="profile")
     """Profile a few extra steps after the measured ones (profile key ``profile``):
     never part of the measured times, so not identity."""
-    input_size: int | None = setting(None, optional(integer(8)), identity=True)
+    input_size: int | None = setting(None, optional(integer(8)), identity=True, quiet=True)
     """Image side for the ResNets (e.g. ResNet-50 at 32); default the model's own."""
-    data_loader: str = setting("device", one_of(catalog.DATA_LOADERS), identity=True)
+    data_loader: str = setting("device", one_of(catalog.DATA_LOADERS), identity=True, quiet=True)
     """``device``: batches made on the device once; ``host``: each step copies a batch
     from host memory (pinned on CUDA), so the copy is measured."""
-    loader_workers: int = setting(0, integer(0), identity=True)
+    loader_workers: int = setting(0, integer(0), identity=True, quiet=True)
     """Background workers preparing real-data batches (``data_loader = "host"``)."""
-    channels_last: bool = setting(False, boolean, identity=True)
+    channels_last: bool = setting(False, boolean, identity=True, quiet=True)
     """PyTorch, image models: NHWC memory format for the model and its input batches."""
     torch_compile: str = setting(
         "off", one_of(("off", "default", "reduce-overhead", "max-autotune")),
-        identity=True, key="compile")
+        identity=True, quiet=True, header="compile", key="compile")
     """PyTorch: ``torch.compile`` mode (profile key ``compile``), or ``off``. Compiling
     happens before the first iteration; its time is reported apart (``compile_s``)."""
-    cudnn_benchmark: bool = setting(True, boolean, identity=True)
+    cudnn_benchmark: bool = setting(True, boolean, identity=True, quiet=True)
     """PyTorch on CUDA: ``torch.backends.cudnn.benchmark`` (autotuned convolutions)."""
-    cuda_graphs: bool = setting(False, boolean, identity=True)
+    cuda_graphs: bool = setting(False, boolean, identity=True, quiet=True)
     """PyTorch on CUDA: capture the step in a CUDA graph replayed each iteration, the
     batch copied into static buffers; elsewhere the run ends ``unsupported``."""
-    seq_len: int | None = setting(None, optional(integer(1)), identity=True)
+    seq_len: int | None = setting(None, optional(integer(1)), identity=True, quiet=True)
     """Transformers: tokens per training (or inference) sequence; the loader fills in the
     model's default (docs/models.md). Samples are tokens: batch x seq_len per step."""
-    attention: str | None = setting(None, optional(one_of(catalog.ATTENTIONS)), identity=True)
+    attention: str | None = setting(None, optional(one_of(catalog.ATTENTIONS)), identity=True,
+                                    quiet=True)
     """Transformers: ``fused`` (the framework's fused attention) or ``plain`` (unfused
     math); the loader fills in ``fused``. None for the other models."""
-    prompt_tokens: int | None = setting(None, optional(integer(1)), identity=True)
+    prompt_tokens: int | None = setting(None, optional(integer(1)), identity=True, quiet=True,
+                                        header="prompt")
     """``mode = "generate"``: tokens of each prompt (prefill); the loader's default 128."""
-    new_tokens: int | None = setting(None, optional(integer(1)), identity=True)
+    new_tokens: int | None = setting(None, optional(integer(1)), identity=True, quiet=True)
     """``mode = "generate"``: tokens decoded after the prompt; the loader's default 128."""
-    nodes: int = setting(1, integer(1), identity=True)
+    nodes: int = setting(1, integer(1), identity=True, quiet=True)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
-    executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True)
+    executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True, quiet=True)
     """``local`` (this host) or ``slurm`` (one Slurm job per run; see ``slurm``). Identity:
     a compute node is other hardware than the host the engine runs on."""
     options: tuple[tuple[str, Any], ...] = field(default=(), metadata={
@@ -377,6 +385,10 @@ def _decoder(f: Field[Any], hint: Any) -> Callable[[Any], Any]:
 _UNDECLARED = [f.name for f in fields(JobSpec) if IDENTITY not in f.metadata]
 if _UNDECLARED:  # pragma: no cover - a programming error, caught by any import
     raise TypeError(f"JobSpec fields {_UNDECLARED} do not declare identity (fields.IDENTITY)")
+_UNQUIET = undeclared(fields(JobSpec))
+if _UNQUIET:  # pragma: no cover - a programming error, caught by any import
+    raise TypeError(f"JobSpec identity settings {_UNQUIET} do not declare quiet= (whether a "
+                    "results caption states their default)")
 
 _HINTS = get_type_hints(JobSpec)
 _DECODERS = {f.name: _decoder(f, _HINTS[f.name]) for f in fields(JobSpec)}

@@ -250,8 +250,8 @@ def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, 
     for cid in ids:
         idents = identity.ran_identities(db, cid)  # jobs with a run: what it joins
         for row in db.query(
-                "select j.id as job_id, r.status, r.error_message from jobs j join runs r "
-                "on r.id = (select max(id) from runs where job_id = j.id) "
+                "select j.id as job_id, r.status, r.error_message from jobs j "
+                "join latest_runs r on r.job_id = j.id "
                 f"where j.campaign_id in ({marks}) and j.campaign_id = ? "
                 "and r.status != 'ok' order by j.position", [*ids, cid]):
             cause = queries.message_cause(row["error_message"]) or row["status"]

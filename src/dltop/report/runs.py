@@ -46,7 +46,7 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
         "select r.id as run_id, r.status, r.noisy, r.concurrent_runs, r.contaminated, "
         "r.telemetry_simulated, r.median_s, r.cv, r.n_iterations, j.framework, j.model, "
         "j.batch_size, j.device, j.repeat, j.campaign_id, j.position from jobs j "
-        "join runs r on r.id = (select max(id) from runs where job_id = j.id) "
+        "join latest_runs r on r.job_id = j.id "
         f"where j.campaign_id in ({marks}) and coalesce(r.n_iterations, 0) > 0 "
         "order by j.campaign_id, j.position", list(ids)))
     # campaigns.pack tells packed runs from shared ones (absent from older databases)

@@ -103,7 +103,6 @@ class ConfigResult:
     model: str
     batch_size: int
     device: str
-    precision: str
     status: str
     n_runs: int
     median_s: float | None
@@ -138,6 +137,11 @@ class ConfigResult:
     def place(self) -> tuple[str, str]:
         """(host, GPU model or ``""``): configurations of one identity merge only here."""
         return (self.host, self.gpu_name or "")
+
+    @property
+    def precision(self) -> str:
+        """Its identity's precision, which the devices' peak FLOP/s are looked up by."""
+        return str(self.identity.get("precision"))
 
     @property
     def label(self) -> str:
@@ -374,7 +378,7 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]
     return ConfigResult(
         framework=str(first["framework"]), model=str(first["model"]),
         batch_size=int(first["batch_size"]), device=str(first["device"]),
-        precision=str(first["precision"]), status=status, n_runs=len(ok),
+        status=status, n_runs=len(ok),
         median_s=median, spread_s=spread, samples_per_s=thr,
         noisy=any(r.noisy for r in ok), packed=any(r.packed for r in ok),
         shared=any(r.shared for r in ok),

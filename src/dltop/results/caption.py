@@ -175,10 +175,9 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
     # the latest run of each job that has one (read through the runs, not the queue),
     # and whether any job at all, run or queued, is a GPU one (through the queue index)
     jobs = list(db.query(
-        "select j.device, c.host, r.device_name from runs r join jobs j on j.id = r.job_id "
-        "join campaigns c on c.id = j.campaign_id "
-        f"where r.id in (select max(id) from runs where campaign_id in ({marks}) "
-        "group by job_id) order by j.campaign_id, j.position", ids))
+        "select j.device, c.host, r.device_name from latest_runs r "
+        "join jobs j on j.id = r.job_id join campaigns c on c.id = j.campaign_id "
+        f"where r.campaign_id in ({marks}) order by j.campaign_id, j.position", ids))
     gpu_jobs_at_all = any(next(db.query(
         "select exists (select 1 from jobs where campaign_id = ? and substr(device, 1, 3) = 'gpu') "
         "as gpu", [cid]))["gpu"] for cid in ids)

@@ -55,8 +55,8 @@ widen the interval, which the verdict already accounts for)."""
 class Comparison:
     """One configuration of A and/or B."""
 
-    label: tuple[str, str, int, str, str]
-    """(model, framework, batch, device, precision)."""
+    label: tuple[Any, ...]
+    """(model, framework, batch, device, then the identity's row keys: precision)."""
     config_key: str
     verdict: str
     """``faster``, ``slower``, ``no significant change``, ``only in A``, ``only in B``,
@@ -87,8 +87,9 @@ class Comparison:
         return self.verdict == INCONCLUSIVE
 
 
-def _label(r: ConfigResult) -> tuple[str, str, int, str, str]:
-    return (r.model, r.framework, r.batch_size, r.device, r.precision)
+def _label(r: ConfigResult) -> tuple[Any, ...]:
+    return (r.model, r.framework, r.batch_size, r.device,
+            *(r.identity.get(name) for name in identity.ROW_KEYS))
 
 
 def _sides(r: ConfigResult | None) -> list[list[tuple[float, int]]] | None:
@@ -202,7 +203,8 @@ def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Se
            for k in {**a, **b}]
     out.sort(key=lambda c: (rank(c.label[0], catalog.MODELS),
                             rank(c.label[1], catalog.FRAMEWORKS), c.label[2],
-                            device_key(c.label[3]), c.label[4], c.config_key))
+                            device_key(c.label[3]),
+                            *(identity.sort_value(v) for v in c.label[4:]), c.config_key))
     return out
 
 
@@ -238,11 +240,12 @@ def compare_table(rows: list[Comparison],
     per_row = metric != "time" and tokens.labels_rows("throughput", models)
     fmt = "{:.4g}" if metric == "time" else "{:.1f}"
     var = identity.variation(c.identity for c in rows)
-    row_var = var.without("precision")
+    row_var = var.without(*identity.ROW_KEYS)
     unit_col = (Column(tokens.UNIT_COLUMN, "unit", Role.KEY),) if per_row else ()
     cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
             Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
-            Column("precision", "precision", Role.KEY), *row_var.columns(), *unit_col,
+            *(Column(name, identity.header(name), Role.KEY) for name in identity.ROW_KEYS),
+            *row_var.columns(), *unit_col,
             Column("a", f"A {unit}", Role.VALUE, unit),
             Column("b", f"B {unit}", Role.VALUE, unit),
             Column("ratio", "B/A", Role.VALUE, "1"),
@@ -252,9 +255,10 @@ def compare_table(rows: list[Comparison],
             Column("verdict", "verdict", Role.KEY))
     table_rows = []
     for c in rows:
-        m, f, batch, dev, prec = c.label
+        m, f, batch, dev, *keyed = c.label
         table_rows.append(Row((
-            key_cell(m), key_cell(f), key_cell(batch), key_cell(dev), key_cell(prec),
+            key_cell(m), key_cell(f), key_cell(batch), key_cell(dev),
+            *identity.value_cells(keyed),
             *row_var.cells(c.identity),
             *((key_cell(tokens.row_unit("throughput", m)),) if per_row else ()),
             _num(c.a, fmt.format(c.a or 0.0)), _num(c.b, fmt.format(c.b or 0.0)),

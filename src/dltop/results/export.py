@@ -47,6 +47,7 @@ from dltop.results.table import (
     Table,
     key_cell,
 )
+from dltop.store import samples
 from dltop.telemetry import readings
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT
 
@@ -148,10 +149,7 @@ def _simulated(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> bool:
                          "as v"))["v"]:
         # a database no dltop with migration 11 has written: its CPU runs beside
         # simulated GPUs were not flagged, their samples say it
-        return bool(next(db.query(
-            "select exists (select 1 from gpu_samples g join runs r on r.id = g.run_id "
-            f"where r.campaign_id in ({marks}) and g.simulated = 1) as n",
-            list(campaign_ids)))["n"])
+        return samples.any_simulated(db, campaign_ids)
     return bool(next(db.query(
         f"select exists (select 1 from runs where campaign_id in ({marks}) "
         "and telemetry_simulated = 1) as simulated", list(campaign_ids)))["simulated"])

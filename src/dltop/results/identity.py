@@ -20,6 +20,7 @@ row key only when one framework ran under several.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import shlex
@@ -27,6 +28,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.profiles import fields as declared
 from dltop.profiles.model import JobSpec, identity_key
 from dltop.results.table import Cell, Column, Role
 
@@ -48,17 +50,10 @@ PREFERRED = ("precision", "seq_len", "prompt_tokens", "new_tokens", "attention",
 """Display order of the settings first (a transformer's lengths beside its precision);
 any later identity field follows in declaration order, then the options by name, then
 the interpreter."""
-HEADERS = {"batch_scaling": "batch scaling", "torch_compile": "compile", "seq_len": "seq len",
-           "prompt_tokens": "prompt", "new_tokens": "new tokens", "min_time_s": "min time (s)",
-           "warmup_s": "warm-up (s)"}
-QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = {
-    "weight_decay": (0, 0.0), "mode": ("train",), "epochs": (None,),
-    "eval_every": (None,), "shuffle": (None, False), "input_size": (None,),
-    "data_loader": ("device",), "loader_workers": (0,), "channels_last": (False,),
-    "torch_compile": ("off",), "cudnn_benchmark": (True,), "cuda_graphs": (False,),
-    "nodes": (1,), "executor": ("local",), "iterations": (None,),
-    "seq_len": (None,), "attention": (None,), "prompt_tokens": (None,),
-    "new_tokens": (None,), "min_time_s": (0, 0.0), "warmup_s": (0, 0.0)}
+HEADERS: dict[str, str] = declared.headers(dataclasses.fields(JobSpec))
+"""Column headers the identity fields declare (``setting(header=...)``); any other field
+or option key is headed by its name with spaces (:func:`header`)."""
+QUIET_DEFAULTS: dict[str, tuple[Any, ...]] = declared.quiet_values(dataclasses.fields(JobSpec))
 """Settings added after tables were first published (issue 17) that a caption leaves out
 while every configuration has this value (the behaviour of a job without them); when
 they vary they are row keys like any other field. ``optimizer`` is always stated: the
@@ -68,16 +63,15 @@ transformer settings (issue 29: ``seq_len``, ``attention``, ``prompt_tokens``,
 ``new_tokens``) are None for every other model. The time windows (issue 30: ``min_time_s``,
 ``warmup_s``) are 0 in every job stored before them; a window in seconds is stated."""
 
+ROW_KEYS: tuple[str, ...] = declared.row_keys(dataclasses.fields(JobSpec))
+"""Identity fields after the device in every summary and comparison table's row keys,
+varying or not (``setting(row_key=True)``: ``precision``)."""
+
 LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
 """The transformer settings: None (left out of a flat identity) for the other models."""
 
 WINDOW_FIELDS = ("min_time_s", "warmup_s")
 """The time windows: 0 (left out of a flat identity) where a run measured counts only."""
-
-LATEST_RUNS = ("r.id in (select max(id) from runs where campaign_id = ? "
-               "group by job_id)")
-"""SQL condition on runs ``r``: the latest attempt of each job of one campaign (its
-parameter: the campaign id), read through the runs' campaign index, not the jobs."""
 
 Identity = Mapping[str, Any]
 """An identity, flat: one entry per field and per option key, plus the interpreter."""
@@ -182,7 +176,7 @@ def campaign_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int
     sql = """
         select j.id, j.spec_json, j.config_key, e.python_executable
         from jobs j
-        left join runs r on r.id = (select max(id) from runs where job_id = j.id)
+        left join latest_runs r on r.job_id = j.id
         left join environment e on e.run_id = r.id
         where j.campaign_id = ?
         order by j.position
@@ -198,11 +192,12 @@ def ran_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dic
     same identities as :func:`campaign_identities` for these jobs, at a cost that
     follows the runs.
     """
-    rows = list(db.query(f"""
+    # the latest runs read through the runs' campaign index, not the jobs'
+    rows = list(db.query("""
         select j.id, j.spec_json, j.config_key, e.python_executable
-        from runs r join jobs j on j.id = r.job_id
+        from latest_runs r join jobs j on j.id = r.job_id
         left join environment e on e.run_id = r.id
-        where {LATEST_RUNS} and +j.campaign_id = ?
+        where r.campaign_id = ? and +j.campaign_id = ?
         order by j.position
     """, [campaign_id, campaign_id]))
     return {int(r["id"]): ident for r, ident in zip(rows, resolve(rows), strict=True)}
@@ -240,6 +235,17 @@ def header(name: str) -> str:
     return HEADERS.get(name, name.replace("_", " "))
 
 
+def value_cells(values: Iterable[Any]) -> tuple[Cell, ...]:
+    """Row-key cells of identity values as displayed; numbers keep their value for CSV/JSON."""
+    return tuple(Cell(fmt_value(v), v if isinstance(v, int | float)
+                      and not isinstance(v, bool) else None) for v in values)
+
+
+def row_key_cells(ident: Identity) -> tuple[Cell, ...]:
+    """The cells of the declared row keys (:data:`ROW_KEYS`) of one configuration."""
+    return value_cells(ident.get(name) for name in ROW_KEYS)
+
+
 def sort_value(value: Any) -> tuple[int, float, str]:
     """Orders values of any JSON type: absent first, then numbers, then text."""
     if value is None:
@@ -275,17 +281,15 @@ class Variation:
 
     def cells(self, ident: Identity) -> tuple[Cell, ...]:
         """Row-key cells of the varying fields: numbers keep their value for CSV/JSON."""
-        return tuple(Cell(fmt_value(v), v if isinstance(v, int | float)
-                          and not isinstance(v, bool) else None)
-                     for v in self.values(ident))
+        return value_cells(self.values(ident))
 
     def columns(self) -> tuple[Column, ...]:
         """Row-key columns of the varying fields (JSON key: the field's name)."""
         return tuple(Column(f, header(f), Role.KEY) for f in self.fields)
 
-    def without(self, name: str) -> Variation:
-        """The same variation with ``name`` not a row key (a table that always shows it)."""
-        return Variation(tuple(f for f in self.fields if f != name), self.constant,
+    def without(self, *names: str) -> Variation:
+        """The same variation with ``names`` not row keys (a table that always shows them)."""
+        return Variation(tuple(f for f in self.fields if f not in names), self.constant,
                          self.per_framework)
 
     def sort_key(self, ident: Identity) -> tuple[tuple[int, float, str], ...]:

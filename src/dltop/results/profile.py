@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -80,20 +81,57 @@ class ProfileOp:
     """CUDA kernel time; None off CUDA."""
     share_pct: float
     shapes: str | None
+    rank: int = 0
+    """Its stored rank by self time, 1 first."""
+
+
+@dataclass(frozen=True)
+class ProfiledRun:
+    """A run with a stored operator profile: its profile summary and job."""
+
+    run_id: int
+    steps: int
+    step_ms: float
+    profile_device: str
+    framework: str
+    model: str
+    batch_size: int
+    device: str
+    repeat: int
 
 
 def profile_ops(db: sqlite_utils.Database | ReadDb, run_id: int,
-                steps: int | None) -> tuple[ProfileOp, ...]:
+                steps: int | None, *, top: int | None = None) -> tuple[ProfileOp, ...]:
     """The run's stored operators, ranked, their totals divided by the ``steps``
-    profiled (empty without a profile)."""
+    profiled (empty without a profile); ``top``: those ranked up to it only."""
     if not steps or "profile_ops" not in db.table_names():
         return ()
+    upto = "" if top is None else " and rank <= ?"
     return tuple(
         ProfileOp(str(o["name"]), o["calls"] / steps, o["self_cpu_ms"] / steps,
                   None if o["self_device_ms"] is None else o["self_device_ms"] / steps,
-                  float(o["share_pct"]), o["shapes"])
-        for o in db.query("select name, calls, self_cpu_ms, self_device_ms, share_pct, shapes "
-                          "from profile_ops where run_id = ? order by rank", [run_id]))
+                  float(o["share_pct"]), o["shapes"], int(o["rank"]))
+        for o in db.query("select rank, name, calls, self_cpu_ms, self_device_ms, share_pct, "
+                          f"shapes from profile_ops where run_id = ?{upto} order by rank",
+                          [run_id] if top is None else [run_id, top]))
+
+
+def profiled_runs(db: sqlite_utils.Database | ReadDb, campaign_ids: Sequence[int],
+                  limit: int) -> list[ProfiledRun]:
+    """The first ``limit`` ok runs of the campaigns with a stored profile, in run order
+    (none before migration 14)."""
+    if not campaign_ids or "profile_ops" not in db.table_names():
+        return []
+    marks = ",".join("?" * len(campaign_ids))
+    return [ProfiledRun(int(r["id"]), int(r["profile_steps"]), float(r["profile_step_ms"]),
+                        str(r["profile_device"]), r["framework"], r["model"],
+                        int(r["batch_size"]), r["device"], int(r["repeat"]))
+            for r in db.query(
+                "select r.id, r.profile_steps, r.profile_step_ms, r.profile_device, "
+                "j.framework, j.model, j.batch_size, j.device, j.repeat from runs r "
+                f"join jobs j on j.id = r.job_id where r.campaign_id in ({marks}) "
+                "and r.status = 'ok' and r.profile_steps > 0 "
+                f"order by r.id limit {int(limit)}", list(campaign_ids))]
 
 
 def _number(value: Any, text: str) -> Cell:

@@ -15,7 +15,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus
-from dltop.results import identity, queries
+from dltop.results import queries
+from dltop.store import samples
 from dltop.store.archive import ARCHIVE, unpack_measured
 from dltop.store.schema_steps import JOB_CONFIGS
 
@@ -56,11 +57,11 @@ def campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
                r.id as run_id, r.status, r.noisy, r.samples_per_iter, r.concurrent_runs,
                r.contaminated, r.telemetry_simulated, r.n_iterations,
                j.iterations as asked_iterations, e.python_executable, {run_cols}
-        from runs r
+        from latest_runs r
         join jobs j on j.id = r.job_id
         join campaigns c on c.id = j.campaign_id
         left join environment e on e.run_id = r.id
-        where {identity.LATEST_RUNS} and +j.campaign_id = ?
+        where r.campaign_id = ? and +j.campaign_id = ?
     """, [cid, cid]))
     never = _never_run(db, cid, ran)
     blank = dict.fromkeys(("run_id", "status", "n_iterations", "asked_iterations",
@@ -129,12 +130,7 @@ def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
         "order by i.run_id, i.idx", run_ids)
     for run_id, group in itertools.groupby(rows, key=operator.itemgetter(0)):
         iters[run_id] = [(float(s), int(n)) for _, s, n in group]
-    if no_tree and "host_samples" in db.table_names():
-        for row in db.query(
-                "select run_id, sum(tree_cpu_pct * n) / sum(n) as pct from host_samples "
-                f"where run_id in ({','.join('?' * len(no_tree))}) and tree_cpu_pct is not null "
-                "and n > 0 group by run_id", sorted(no_tree)):
-            trees[row["run_id"]] = float(row["pct"])
+    trees.update(samples.tree_cpu_means(db, sorted(no_tree)))
     _archived(db, run_ids, iters, trees)
     return iters, trees
 

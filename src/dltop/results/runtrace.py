@@ -26,7 +26,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from dltop.store import samples
 from dltop.store.archive import ARCHIVE, unpack_measured
+from dltop.store.samples import gpu_node_column as gpu_node_column  # its old home
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -145,13 +147,6 @@ def _step(db: sqlite_utils.Database | ReadDb, table: str, run_id: int,
     return int(n), max(1, -(-int(n) // max(1, max_points)))
 
 
-def gpu_node_column(db: sqlite_utils.Database | ReadDb) -> str:
-    """``node`` when ``gpu_samples`` has it (migration 16), else a NULL in its place: a
-    database opened read-only is not migrated."""
-    cols = {r[1] for r in db.execute("pragma table_info(gpu_samples)").fetchall()}
-    return "node" if "node" in cols else "null"
-
-
 def _rows(db: sqlite_utils.Database | ReadDb, sql: str, params: Sequence[Any]
           ) -> list[dict[str, Any]]:
     return list(db.query(sql, list(params)))
@@ -179,22 +174,11 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
         pruned = _archived(db, run_id, max_points)
         if pruned is not None:
             return replace(pruned, evals=_evals(db, run_id, None))
-    node = gpu_node_column(db)  # a GPU is (node, index): a Slurm run's nodes each have a 0
-    n_gpu, n_idx = db.execute(f"select count(*), count(distinct coalesce({node}, '') || ':' "
-                              "|| gpu_index) from gpu_samples where run_id = ?",
-                              [run_id]).fetchone()
-    kg = max(1, -(-int(n_gpu) // max(1, int(n_idx) * max_points)))  # per GPU, as iterations
-    gpu = _rows(db, f"select {node} as node, gpu_index, t_start_mono_s, util_mean_pct, "
-                    "mem_used_max_bytes, power_mean_w, temperature_max_c, sm_clock_mhz, "
-                    f"simulated from (select *, row_number() over (partition by {node}, "
-                    "gpu_index order by t_start_mono_s) - 1 as rn from gpu_samples "
-                    "where run_id = ?) where rn % ? = 0 order by gpu_index, t_start_mono_s",
-                [run_id, kg])
-    _, kh = _step(db, "host_samples", run_id, max_points)
-    host = _rows(db, "select t_start_mono_s, cpu_mean_pct, tree_cpu_pct, tree_rss_bytes from "
-                     "(select *, row_number() over (order by t_start_mono_s) - 1 as rn "
-                     "from host_samples where run_id = ?) where rn % ? = 0 "
-                     "order by t_start_mono_s", [run_id, kh])
+    n_gpu, n_idx = samples.gpu_count(db, run_id)
+    kg = max(1, -(-n_gpu // max(1, n_idx * max_points)))  # per GPU, as iterations
+    gpu = samples.gpu_series(db, run_id, every=kg)
+    kh = max(1, -(-samples.count(db, samples.HOST, run_id) // max(1, max_points)))
+    host = samples.host_series(db, run_id, every=kh)
     starts = [r["t_mono_ns"] / 1e9 - r["seconds"] for r in its[:1] if r["t_mono_ns"]]
     starts += [r["t_start_mono_s"] for r in gpu + host if r["t_start_mono_s"] is not None]
     origin = min(starts) if starts else 0.0

@@ -53,7 +53,10 @@ KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
         Column("framework", "framework", Role.KEY, latex_header="Framework"),
         Column("batch", "batch", Role.KEY, latex_header="Batch"),
         Column("device", "device", Role.KEY, latex_header="Device"),
-        Column("precision", "precision", Role.KEY, latex_header="Precision"))
+        *(Column(name, identity.header(name), Role.KEY,
+                 latex_header=identity.header(name).capitalize())
+          for name in identity.ROW_KEYS))
+"""Row keys of every summary: the base keys, then the identity's declared row keys."""
 
 NOTES = (
     "runs: ok runs / repeats planned. median: median over runs of each run's median "
@@ -96,7 +99,7 @@ def columns(var: identity.Variation | None = None,
     ``models`` mix transformers and others), then runs, time with its CI, the other
     metrics (and ``more``: convergence or latency metrics some configuration has), status
     and flags. Headers say tokens where every model is a transformer."""
-    extra = var.without("precision").columns() if var else ()
+    extra = var.without(*identity.ROW_KEYS).columns() if var else ()
     if tokens.labels_rows(None, models):
         extra = (*extra, Column(tokens.UNIT_COLUMN, "unit", Role.KEY))
     cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
@@ -187,7 +190,7 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
         if per_row else ()
     cells: list[Cell | None] = [
         key_cell(res.model), key_cell(res.framework), key_cell(res.batch_size),
-        key_cell(device), key_cell(res.precision), *var.cells(res.identity), *unit,
+        key_cell(device), *identity.row_key_cells(res.identity), *var.cells(res.identity), *unit,
         Cell(f"{res.n_runs}/{res.repeats}", res.n_runs, res.status)]
     extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity),
                              "host": res.host, "gpu_name": res.gpu_name}
@@ -242,9 +245,10 @@ def summary_table(db: sqlite_utils.Database,
     label = place_labeller(results)
     results.sort(key=lambda r: (
         rank(r.model, catalog.MODELS), rank(r.framework, catalog.FRAMEWORKS), r.batch_size,
-        r.host, device_key(r.device), r.gpu_name or "", r.precision,
+        r.host, device_key(r.device), r.gpu_name or "",
+        *(identity.sort_value(r.identity.get(name)) for name in identity.ROW_KEYS),
         var.sort_key(r.identity), r.config_key))
-    row_var = var.without("precision")
+    row_var = var.without(*identity.ROW_KEYS)
     more = shown_extras(results)
     what = "summary per configuration"
     models = [r.model for r in results]

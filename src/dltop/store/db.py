@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.errors import UserError
 from dltop.paths import data_dir
 from dltop.store import migrations
+from dltop.store.views import ensure_views
 
 if TYPE_CHECKING:  # imported where used: resolve_db_path serves read-only commands too
     import sqlite_utils
@@ -78,6 +79,8 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
         if create:
             db.enable_wal()
             conn.execute("PRAGMA synchronous=NORMAL")
+        else:  # not migrated: an older database reads through temporary views instead
+            ensure_views(conn)
     if not create:
         return db
     try:

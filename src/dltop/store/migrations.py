@@ -50,6 +50,7 @@ from dltop.store.schema_steps import (
     v18,
     v19,
     v20,
+    v21,
 )
 from dltop.store.tx import transaction
 
@@ -126,6 +127,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(20, "job_configs: each campaign's configurations with their job count and "
                   "one job's spec, kept by triggers (results read them, not every queued "
                   "job)", v20),
+    Migration(21, "views the readers share: latest_runs (the latest run of each job)", v21),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

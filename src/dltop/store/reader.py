@@ -60,6 +60,7 @@ def open_reader(path: Path) -> ReadDb:
             or was written by a newer dltop.
     """
     from dltop.store.db import dltop_tables, explained  # light: no sqlite-utils
+    from dltop.store.views import ensure_views
 
     path = Path(path)
     if not path.is_file():
@@ -67,7 +68,10 @@ def open_reader(path: Path) -> ReadDb:
     with explained(path):
         conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
         conn.execute("PRAGMA busy_timeout=30000")
-        conn.execute("PRAGMA query_only=ON")
         db = ReadDb(conn)
         dltop_tables(path, db, empty_ok=False)
+        # a database an older dltop wrote has not the readers' views yet: temporary
+        # ones, created before query_only (which refuses even those)
+        ensure_views(conn)
+        conn.execute("PRAGMA query_only=ON")
     return db

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import sqlite_utils
 
 from dltop.catalog import ENDED_CAMPAIGN_STATUSES
+from dltop.store import samples as sample_tables
 from dltop.store.archive import ARCHIVE, pack_measured
 from dltop.store.rows import marks, utc_now
 from dltop.store.tx import transaction
@@ -123,12 +124,8 @@ class Retention:
                 return PruneCounts()
             measured = [(float(r["seconds"]), int(r["samples"] or 0))
                         for r in self._db.query(MEASURED_SQL, [run_id])]
-            tree = next(self._db.query(
-                "select sum(tree_cpu_pct * n) / sum(n) as pct from host_samples "
-                "where run_id = ? and tree_cpu_pct is not null and n > 0", [run_id]))["pct"]
-            simulated = next(self._db.query(
-                "select exists(select 1 from gpu_samples where run_id = ? and simulated = 1)"
-                " as s", [run_id]))["s"]
+            tree = sample_tables.tree_cpu_means(self._db, [run_id]).get(run_id)
+            simulated = sample_tables.run_simulated(self._db, run_id)
             seconds, samples = pack_measured(measured)
             # An ended campaign's runs get no new rows, so a run is archived once.
             self._db.table(ARCHIVE).insert({

@@ -384,3 +384,11 @@ def v20(db: Any) -> None:
         f"select new.campaign_id, new.config_key, 1, new.position, {new} "
         "where new.config_key is not null "
         "on conflict (campaign_id, config_key) do update set jobs = jobs + 1; end")
+
+
+def v21(db: Any) -> None:
+    # The readers' shared views (dltop.store.views). A view changed later is a new
+    # migration that drops and recreates it: this one creates what VIEWS holds today.
+    from dltop.store.views import create_views
+
+    create_views(db)

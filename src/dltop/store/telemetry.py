@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlite_utils
 
+from dltop.store import samples as sample_tables
 from dltop.store.rows import insert_sql
 from dltop.store.schema_steps import RUN_TELEMETRY_COLUMNS
 from dltop.store.tx import transaction
@@ -125,15 +126,9 @@ class TelemetryWriter:
         q = self._db.conn.execute
         iters = [(t, s, bool(w)) for t, s, w in q(
             "select t_wall_s, seconds, warmup from iterations where run_id = ?", [run_id])]
-        gpu = [NodeGpuRow(*r) for r in q(
-            "select node, gpu_index, t_wall_s, n, util_mean_pct, util_max_pct, "
-            "mem_used_max_bytes, power_mean_w, energy_j, simulated from gpu_samples "
-            "where run_id = ? and node is not null and t_wall_s is not null "
-            "order by t_wall_s", [run_id])]
-        host = [NodeHostRow(*r) for r in q(
-            "select node, t_wall_s, n, cpu_mean_pct, cpu_user_pct, cpu_system_pct, "
-            "cpu_iowait_pct from host_samples where run_id = ? and node is not null "
-            "and t_wall_s is not null order by t_wall_s", [run_id])]
+        gpu_rows, host_rows = sample_tables.node_windows(self._db.conn, run_id)
+        gpu = [NodeGpuRow(*r) for r in gpu_rows]
+        host = [NodeHostRow(*r) for r in host_rows]
         summary = summarize(gpu, host, measured_window(iters), samples)
         self.write_run_telemetry(run_id, summary)
         return summary

@@ -14,6 +14,7 @@ import sqlite_utils
 
 from dltop.results import bootstrap, bootstrap_ref
 from dltop.results.aggregate import config_results
+from dltop.store.views import ensure_views
 
 
 def runs(n_runs: int, n_iters: int, centre: float = 0.1, seed: int = 1,
@@ -120,6 +121,7 @@ def test_interval_equals_the_former_one_on_a_real_campaign() -> None:
     # an H200 campaign (docs/gpu-runs): runs of 10 and 30 measured iterations
     path = Path(__file__).parents[2] / "docs/gpu-runs/2026-11-26-h200-llm/campaign.db"
     db = sqlite_utils.Database(sqlite3.connect(f"file:{path}?mode=ro", uri=True))
+    ensure_views(db.conn)  # written before the readers' views: temporary ones, as readers do
     by_config = [[r.iterations for r in res.runs] for res in config_results(db, 1) if res.runs]
     assert by_config and any(len(c) == 1 for c in by_config)
     for data in by_config:

@@ -263,7 +263,8 @@ real = storedb.connect
 def connect(*a, **k):
     d = real(*a, **k)
     pages = d.conn.execute("pragma page_count").fetchone()[0]
-    d.conn.execute(f"pragma max_page_count = {pages + 3}")  # SQLITE_FULL soon after
+    # SQLITE_FULL soon after: room for the campaign, its jobs and their configurations
+    d.conn.execute(f"pragma max_page_count = {pages + 10}")
     return d
 storedb.connect = connect
 import dltop.store

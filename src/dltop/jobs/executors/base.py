@@ -1,12 +1,13 @@
 """The seam between one run's lifecycle and where its runner executes.
 
-A :class:`RunExecutor` is chosen once per run (:func:`dltop.jobs.executors.for_job`)
+A :class:`RunExecutor` is chosen once per run (:func:`dltop.jobs.executors.pick.for_job`)
 and answers every question whose answer differs between this host and a Slurm
 cluster: which of this host's devices the run holds and leases, how the runner is
 launched, supervised and cancelled, what its telemetry summary is, and, for
 ``dltop run --resume``, what is left of it after its engine died
-(:func:`dltop.jobs.executors.of_stored_run`). Nothing outside this package branches
-on ``JobSpec.executor``.
+(:func:`dltop.jobs.executors.pick.of_stored_run`). Preflight's question (are the
+devices this host's?) is :mod:`dltop.jobs.executors.where`'s, the one test of
+``JobSpec.executor`` outside the profile checks.
 """
 
 from __future__ import annotations
@@ -83,10 +84,6 @@ class RunExecutor(Protocol):
 
     name: str
     """``local``, ``slurm-batch`` or ``slurm-step`` (for messages and tests)."""
-    local_devices: bool
-    """True when the run's devices are this host's: it is allocated, pinned, leased,
-    cooled down and checked against this host's GPUs; False for a Slurm run, whose
-    devices are the compute nodes'."""
 
     def allocation(self, alloc: Allocation) -> Allocation:
         """Prepare: the part of the allocator's ``alloc`` the run really holds here."""
@@ -94,10 +91,6 @@ class RunExecutor(Protocol):
 
     def lease_names(self, alloc: Allocation, allocator: DeviceAllocator) -> tuple[str, ...]:
         """Allocate: the host-wide lock names the run takes (:mod:`dltop.jobs.lease`)."""
-        ...
-
-    def launch_problem(self) -> str | None:
-        """Why no run of this executor can start from this host (preflight), or None."""
         ...
 
     async def supervise(self, launch: Launch) -> ChildOutcome:

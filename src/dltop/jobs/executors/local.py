@@ -22,16 +22,12 @@ class LocalExecutor:
     """Runs the runner here through :func:`dltop.jobs.supervisor.supervise`."""
 
     name = "local"
-    local_devices = True
 
     def allocation(self, alloc: Allocation) -> Allocation:
         return alloc
 
     def lease_names(self, alloc: Allocation, allocator: DeviceAllocator) -> tuple[str, ...]:
         return run_devices(alloc, allocator)
-
-    def launch_problem(self) -> str | None:
-        return None
 
     async def supervise(self, launch: Launch) -> ChildOutcome:
         log_path = launch.files.log_path

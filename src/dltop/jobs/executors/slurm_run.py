@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 from collections.abc import Mapping
 
 from dltop.jobs.allocator import Allocation, DeviceAllocator
@@ -20,7 +19,6 @@ from dltop.jobs.executors.slurm import (
 )
 from dltop.jobs.executors.slurm_adopt import adopt_completed, is_live, run_dir_of, slurm_job_now
 from dltop.jobs.executors.slurm_script import SHARED_NODE_NOTE, SlurmFiles
-from dltop.jobs.executors.where import SBATCH_MISSING
 from dltop.jobs.supervisor import ChildOutcome, reap_orphan_group
 from dltop.jobs.writes import TelemetryLoss
 from dltop.profiles.model import JobSpec
@@ -36,7 +34,6 @@ class _SlurmExecutor:
     host's (no allocation, pinning, lease, cool-down or foreign check here)."""
 
     name = "slurm"
-    local_devices = False
     _outer_job: str | None = None
 
     def allocation(self, alloc: Allocation) -> Allocation:
@@ -44,9 +41,6 @@ class _SlurmExecutor:
 
     def lease_names(self, alloc: Allocation, allocator: DeviceAllocator) -> tuple[str, ...]:
         return ()  # the cluster's to hand out
-
-    def launch_problem(self) -> str | None:
-        return SBATCH_MISSING if shutil.which("sbatch") is None else None
 
     async def supervise(self, launch: Launch) -> ChildOutcome:
         store, run_id, later = launch.store, launch.run_id, launch.write_later

@@ -67,9 +67,10 @@ async def test_waits_until_gpus_are_cool(profile: Any) -> None:
     engine = Engine(Store(memory_db()), 1, "x", logs_dir=Path("/nonexistent"),
                     db_label="mem")
     fake: Any = HotThenCool()
-    engine._sampler = fake  # the cooldown reads only temperatures()
-    engine._ran_one = True
-    waited, temp, power = await engine._cooldown(job, (0,))
+    runs = engine._runs  # the run's lifecycle does the cool-down
+    runs._sampler = fake  # the cooldown reads only temperatures()
+    runs._ran_one = True
+    waited, temp, power = await runs._cooldown(job, (0,))
     assert temp == 55.0 and fake.calls >= 4  # polled until the fourth reading was cool
     # three hot polls 0.25 s apart; the reading, not the 30 s cap, ended the wait
     assert 0.5 <= waited < job.cooldown_s
@@ -84,9 +85,10 @@ async def test_waits_until_both_temperature_and_power_settle(profile: Any) -> No
     engine = Engine(Store(memory_db()), 1, "x", logs_dir=Path("/nonexistent"),
                     db_label="mem")
     fake: Any = HotThenCool(cool_after=2, idle_after=8)  # cool first, idle much later
-    engine._sampler = fake
-    engine._ran_one = True
-    waited, temp, power = await engine._cooldown(job, (0,))
+    runs = engine._runs
+    runs._sampler = fake
+    runs._ran_one = True
+    waited, temp, power = await runs._cooldown(job, (0,))
     assert (temp, power) == (55.0, 90.0)
     # it kept polling for the power after the GPU was cool, and stopped on that reading
     assert fake.power_calls >= 8 and 1.25 <= waited < job.cooldown_s

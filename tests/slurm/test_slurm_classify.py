@@ -13,7 +13,7 @@ import pytest
 
 from dltop.catalog import RunStatus
 from dltop.jobs.eventreader import EventReader
-from dltop.jobs.slurm import classify
+from dltop.jobs.executors.slurm import classify
 
 
 def reader(*events: dict[str, object]) -> EventReader:

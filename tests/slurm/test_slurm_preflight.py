@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dltop.errors import UserError
-from dltop.jobs.campaign import SBATCH_MISSING, preflight
+from dltop.jobs.campaign import preflight
+from dltop.jobs.executors.where import SBATCH_MISSING
 from dltop.profiles.loader import parse
 from dltop.profiles.model import Profile
 

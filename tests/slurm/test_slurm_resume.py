@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from dltop.jobs.slurm import is_orphan_job
-from dltop.jobs.slurm_adopt import parse_sacct, parse_squeue, slurm_job_now
+from dltop.jobs.executors.slurm import is_orphan_job
+from dltop.jobs.executors.slurm_adopt import parse_sacct, parse_squeue, slurm_job_now
 
 from .cluster import LocalSlurm
 from .test_slurm_runs import env_for, runs, slurm_state, wait_for_run, write

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from dltop.errors import UserError
-from dltop.jobs.slurm import parse_job
-from dltop.jobs.slurm_script import (
+from dltop.jobs.executors.slurm import parse_job
+from dltop.jobs.executors.slurm_script import (
     SlurmFiles,
     batch_script,
     node_script,
@@ -201,7 +201,7 @@ def test_torch_nodes_relay_rank_0s_fifo_wherever_c10d_put_it(
         slurm_env: LocalSlurm, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Two node.sh on this host as two nodes; the stand-in's rank 0 is on node 1, as c10d
     may decide (the torchrun branch's relay.join opens the FIFO and removes its name)."""
-    from dltop.jobs import slurm_script
+    from dltop.jobs.executors import slurm_script
     monkeypatch.setattr(slurm_script, "runner_command",
                         lambda job, argv: shlex.join([sys.executable, "-c", RANK0]))
     script = node_script(job(device="cpus:1", nodes=2), ARGV, files(tmp_path), agent=False)

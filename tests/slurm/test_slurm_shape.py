@@ -12,13 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from dltop.jobs.slurm_query import (
+from dltop.jobs.executors.slurm_query import (
     parse_cores_per_gpu,
     parse_failed_nodes,
     read_job_env,
     read_setup_failure,
 )
-from dltop.jobs.slurm_script import batch_script, node_script, sbatch_argv
+from dltop.jobs.executors.slurm_script import batch_script, node_script, sbatch_argv
 
 from .test_slurm_scripts import ARGV, files, job
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from dltop.catalog import RunStatus
-from dltop.jobs.slurm import supervise_slurm
-from dltop.jobs.slurm_script import SlurmFiles
+from dltop.jobs.executors.slurm import supervise_slurm
+from dltop.jobs.executors.slurm_script import SlurmFiles
 from dltop.profiles.loader import parse
 
 from .cluster import NODE, LocalSlurm

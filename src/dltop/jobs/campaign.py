@@ -20,6 +20,7 @@ from pathlib import Path
 from dltop.catalog import JobStatus, RunStatus
 from dltop.errors import UserError
 from dltop.jobs.environment import core_order
+from dltop.jobs.executors import where
 from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time
 from dltop.profiles.joblist import JobList
@@ -101,7 +102,7 @@ def _warnings(jobs: Sequence[JobSpec], launches: Sequence[command.Launch]) -> tu
     logical = len(core_order())
     out = {f"command: {note}" for launch in launches for note in launch.notes}
     for job in jobs:
-        if job.device.kind == "gpu" or job.executor == "slurm":
+        if job.device.kind == "gpu" or not where.on_this_host(job):
             continue
         if job.device.count > logical:
             out.add(f"{job.device.label}: more than the {logical} CPUs available; "
@@ -110,11 +111,6 @@ def _warnings(jobs: Sequence[JobSpec], launches: Sequence[command.Launch]) -> tu
             out.add(f"{job.device.label}: more than the {physical} physical cores; "
                     "threads share cores through SMT")
     return tuple(sorted(out))
-
-
-SBATCH_MISSING = ('executor = "slurm" needs Slurm\'s sbatch on PATH, and none was found: run '
-                  "dltop on the cluster's login node (docs/cluster.md), or install the Slurm "
-                  "client (apt-get install slurm-client; slurm-wlm munge for a whole cluster)")
 
 
 CNTK_TOO_NEW_CAPABILITY = (8, 0)
@@ -145,7 +141,7 @@ def cntk_gpu_problem(job: JobSpec, gpu_count: int, capabilities: _Capabilities) 
     Too few GPUs at all is the GPU count check's to say.
     """
     if (job.framework != "cntk" or job.device.kind != "gpu" or job.device.count > gpu_count
-            or job.executor == "slurm"):  # a Slurm job's GPUs are the compute nodes'
+            or not where.on_this_host(job)):  # a Slurm job's: the nodes'
         return None
     caps = capabilities.get()
     usable = [c for c in caps if c is None or c < CNTK_TOO_NEW_CAPABILITY]
@@ -160,9 +156,9 @@ def cntk_gpu_problem(job: JobSpec, gpu_count: int, capabilities: _Capabilities) 
 def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | None:
     if runner_problem is not None:
         return runner_problem
-    if job.executor == "slurm":
+    if not where.on_this_host(job):
         # The devices are the compute nodes', not this (login) host's: no GPU or mpiexec check.
-        return SBATCH_MISSING if shutil.which("sbatch") is None else _data_problem(job)
+        return where.launch_problem(job) or _data_problem(job)
     if job.device.kind == "gpu" and job.device.count > gpu_count:
         return (f"{job.device.label} needs {job.device.count} GPU(s); "
                 f"this host has {gpu_count}")

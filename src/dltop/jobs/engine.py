@@ -10,7 +10,9 @@ It owns one writer thread (a single-worker executor holding the
 :class:`~dltop.store.Store`), so SQLite never blocks the event loop and there is
 one write connection. Children are started only through
 :func:`dltop.jobs.supervisor.supervise` (or, for Slurm jobs,
-:func:`dltop.jobs.slurm.supervise_slurm`); one run's life is :mod:`dltop.jobs.runjob`.
+:func:`dltop.jobs.executors.slurm.supervise_slurm`), chosen by the run's
+:mod:`executor <dltop.jobs.executors>`; one run's life is a
+:class:`~dltop.jobs.runjob.RunLifecycle` the engine holds, not a base class.
 """
 
 from __future__ import annotations
@@ -32,10 +34,11 @@ from dltop.jobs.events import (
     EngineEvent,
     NoDeviceLease,
 )
+from dltop.jobs.executors.base import RunExecutor
+from dltop.jobs.executors.pick import for_job
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.runjob import RunLifecycle
 from dltop.jobs.writes import TelemetryLoss
-from dltop.profiles.model import JobSpec
 from dltop.store import guard
 from dltop.store.guard import StorageError
 from dltop.store.writer import Store, utc_now
@@ -48,7 +51,7 @@ CONTROL_POLL_S = 0.5
 """How often the engine reads pause/resume/cancel requests from the database."""
 
 
-class Engine(RunLifecycle):
+class Engine:
     """Runs one campaign's queued jobs, writing runs, iterations and environment.
 
     One run at a time unless the allocator packs (then runs on disjoint devices
@@ -73,12 +76,10 @@ class Engine(RunLifecycle):
         self._stop = asyncio.Event()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dltop-writer")
         self.counts: dict[str, int] = {}
-        self._ran_one = False
         self._running = asyncio.Event()  # cleared while the campaign is paused
         self._running.set()
         self._sampler = sampler_factory(self._submit_batch) if sampler_factory else None
         self._alloc = allocator or DeviceAllocator(0, environment.core_order(), pack=False)
-        self._run_stops: dict[int, asyncio.Event] = {}  # run id -> cancels that run only
         self._claimed: set[int] = set()  # job ids a task holds (queued until it starts)
         self._wake = asyncio.Event()  # a job task ended or a stop was requested
         self._lease_dir = lease_dir  # None: lease.lock_dir()
@@ -86,11 +87,17 @@ class Engine(RunLifecycle):
         self._warned_lease = False
         self._failure: StorageError | None = None  # the database failed for good
         self.telemetry_loss = TelemetryLoss()  # counted per run, said in its note
+        self._runs = RunLifecycle(
+            store=store, campaign_id=campaign_id, logs_dir=logs_dir, write=self._write,
+            writer=self._writer, db_label=db_label, emit=on_event, stop=self._stop,
+            counts=self.counts, sampler=self._sampler, allocator=self._alloc,
+            leases=self._leases, telemetry_loss=self.telemetry_loss,
+            failure=lambda: self._failure)
 
     def request_stop(self) -> None:
         """Cancel the current runs and stop the queue (safe to call more than once)."""
         self._stop.set()
-        for ev in self._run_stops.values():
+        for ev in self._runs.run_stops.values():
             ev.set()
         self._running.set()
         self._wake.set()
@@ -118,7 +125,7 @@ class Engine(RunLifecycle):
             if self._failure is not None:
                 await self._record_failure(self._failure)
             else:
-                await self._checkpoint(truncate=True)
+                await self._runs.checkpoint(truncate=True)
             self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
             if self._failure is not None:
                 raise StorageError(
@@ -220,7 +227,8 @@ class Engine(RunLifecycle):
 
     async def _job_task(self, q: QueuedJob, token: int, alloc: Allocation) -> None:
         """Run a job (and its retries after a crash) on its devices, then free them."""
-        held = self._leases[token] = self._lease(alloc, q.spec)
+        executor = for_job(q.spec)  # once: its retries run where it ran
+        held = self._leases[token] = self._lease(alloc, executor)
         try:
             # Stopped while waiting: the job is still queued and cancel_queued takes it.
             if not await lease.wait_for(held, self._stop, self._devices_busy):
@@ -231,22 +239,21 @@ class Engine(RunLifecycle):
             if held.unavailable is not None and not self._warned_lease:
                 self._warned_lease = True
                 self._emit(NoDeviceLease(self._campaign_id, held.unavailable))
-            result = await self._run_job(q, alloc, token)
+            result = await self._runs.run(q, alloc, token, executor)
             tries = 1
             while (result == RunStatus.CRASHED and tries <= q.spec.retries
                    and not self._stop.is_set()):
                 tries += 1
-                result = await self._run_job(q, alloc, token)
+                result = await self._runs.run(q, alloc, token, executor)
         finally:
             self._leases.pop(token).release()
             self._alloc.release(token)
             self._claimed.discard(q.job_id)
             self._wake.set()
 
-    def _lease(self, alloc: Allocation, job: JobSpec) -> lease.DeviceLease:
+    def _lease(self, alloc: Allocation, executor: RunExecutor) -> lease.DeviceLease:
         # A Slurm job's devices are the cluster's to hand out: it leases none here.
-        names = () if job.executor == "slurm" else lease.run_devices(alloc, self._alloc)
-        return lease.DeviceLease(names,
+        return lease.DeviceLease(executor.lease_names(alloc, self._alloc),
                                  {"campaign": self._campaign_id, "name": self._name,
                                   "db": self._db_label}, self._lease_dir)
 
@@ -268,8 +275,8 @@ class Engine(RunLifecycle):
         while True:
             cancel_id = await self._write(self._store.queue.take_cancel_run,
                                           self._campaign_id)
-            if cancel_id is not None and cancel_id in self._run_stops:
-                self._run_stops[cancel_id].set()
+            if cancel_id is not None and cancel_id in self._runs.run_stops:
+                self._runs.run_stops[cancel_id].set()
             # control_of reads a legacy 'run' as RESUME; no request means run too.
             ctl = control_of(await self._write(self._store.queue.control, self._campaign_id))
             if ctl is Control.CANCEL:
@@ -296,6 +303,11 @@ class Engine(RunLifecycle):
         await self._write(self._store.set_campaign_status, self._campaign_id,
                           CampaignStatus.RUNNING)
 
+    async def _write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(
+            self._writer, lambda: guard.call(self._db_label, fn, *args, **kwargs))
+
     def _submit_batch(self, batch: Batch) -> None:
         # Called from the sampler thread; the single writer orders it with the rest.
         self._writer.submit(self._write_batch, batch)
@@ -312,12 +324,6 @@ class Engine(RunLifecycle):
         return self.telemetry_loss.batches
 
 
-
-
-
-
-
 def default_logs_dir(db_path: Path) -> Path:
     """Per-run logs live beside the database: ``<db dir>/<db stem>-runs/``."""
     return rundir.runs_dir_of(db_path)
-

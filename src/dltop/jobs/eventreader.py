@@ -1,7 +1,7 @@
 """A runner's events, decoded and checked, and how its end is classified.
 
 Shared by the local supervisor (:mod:`dltop.jobs.supervisor`: the events pipe) and
-the Slurm executor (:mod:`dltop.jobs.slurm`: the events file on a shared filesystem):
+the Slurm executor (:mod:`dltop.jobs.executors.slurm`: the events file on a shared filesystem):
 bytes are fed as they come, split into lines (an over-long line is refused, not
 buffered), each checked against the protocol (:mod:`dltop.jobs.protocol`) before
 it reaches the engine.

@@ -1,4 +1,8 @@
-"""Resume a campaign whose engine died: reap its orphans, re-queue, go on."""
+"""Resume a campaign whose engine died: reap its orphans, re-queue, go on.
+
+What is left of each run depends on where it ran: its executor
+(:meth:`~dltop.jobs.executors.base.RunExecutor.reap`) says.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +10,7 @@ import os
 from dataclasses import dataclass
 
 from dltop.errors import UserError
-from dltop.jobs.slurm import cancel_orphan, is_orphan_job
-from dltop.jobs.slurm_adopt import adopt_completed, is_live, run_dir_of, slurm_job_now
-from dltop.jobs.supervisor import reap_orphan_group
+from dltop.jobs.executors.pick import of_stored_run
 from dltop.procs import engine_alive, process_start_time
 from dltop.store.writer import Store
 
@@ -64,26 +66,15 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     kept: list[int] = []
     warnings: list[str] = []
     for run in queue.running_runs(camp.id):
-        killed += reap_orphan_group(run.pid, run.pgid, run.proc_start_time)
-        if run.slurm_job_id and is_orphan_job(run.pid, run.slurm_job_id, run.slurm_state):
-            # Asked first: scancel exits 0 for a finished or unknown job too, and a
-            # COMPLETED job's results are on the shared filesystem, not to be thrown away.
-            now = slurm_job_now(run.slurm_job_id, os.environ, run_dir_of(store, run.run_id))
-            if now.state == "COMPLETED" and adopt_completed(store, run) is not None:
-                kept.append(run.run_id)
-                continue
-            if is_live(now):
-                # The batch job outlived its engine: it would hold its nodes (and train
-                # on) beside the run that replaces it.
-                why = cancel_orphan(run.slurm_job_id, os.environ)
-                if why is None:
-                    cancelled.append(run.slurm_job_id)
-                else:
-                    warnings.append(f"run {run.run_id}: {why}; cancel Slurm job "
-                                    f"{run.slurm_job_id} yourself")
-            elif now.state is None:
-                warnings.append(f"run {run.run_id}: Slurm job {run.slurm_job_id}: "
-                                f"{now.source}; its run is re-run")
+        got = of_stored_run(run).reap(store, run, os.environ)
+        killed += got.killed
+        if got.kept:  # its Slurm job COMPLETED: read from its events file, not run again
+            kept.append(run.run_id)
+            continue
+        if got.cancelled is not None:
+            cancelled.append(got.cancelled)
+        if got.warning is not None:
+            warnings.append(got.warning)
         queue.mark_lost_and_requeue(run)
         lost += 1
     queue.requeue_running_jobs(camp.id)

@@ -1,10 +1,11 @@
 """One run of a queued job, from its start to its stored result: the engine's per-run half.
 
-:class:`RunLifecycle` is a base of :class:`dltop.jobs.engine.Engine`, which owns the
-campaign (queue, allocation, leases, pause and cancel) and starts each job's task;
-everything a single run does (cool-down, run folder, the child on the local or the
-Slurm executor, storing its outcome, telemetry and environment) is here. Writes go
-through the engine's one writer thread (:meth:`RunLifecycle._write`).
+:class:`RunLifecycle` is an object the :class:`dltop.jobs.engine.Engine` makes with
+what a run needs of the campaign (store, writer, sampler, allocator, leases); the
+engine owns the campaign (queue, allocation, leases, pause and cancel) and starts
+each job's task. Everything a single run does (cool-down, run folder, the runner on
+its :class:`~dltop.jobs.executors.base.RunExecutor`, storing its outcome, telemetry
+and environment) is here. Writes go through the engine's one writer thread (``write``).
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import contextlib
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import ParamSpec, TypeVar
 
 from dltop.catalog import ErrorKind, JobStatus, RunStatus
 from dltop.errors import DltopError
@@ -23,56 +23,68 @@ from dltop.jobs.allocator import Allocation, DeviceAllocator
 from dltop.jobs.collector import IterationCollector, run_fields
 from dltop.jobs.cooldown import cool_down
 from dltop.jobs.events import EngineEvent, RunFinished, RunStarted
-from dltop.jobs.foreign import most_sharing
+from dltop.jobs.executors.base import Launch, RunExecutor, Write
 from dltop.jobs.queued import QueuedJob
-from dltop.jobs.slurm import agent_ingestion, supervise_slurm
-from dltop.jobs.slurm_script import SHARED_NODE_NOTE, SlurmFiles
-from dltop.jobs.supervisor import supervise
 from dltop.jobs.writes import RunWrites, TelemetryLoss, join_notes
-from dltop.procs import process_start_time
 from dltop.profiles.model import JobSpec
 from dltop.runners import command, registry
-from dltop.store import guard
 from dltop.store.guard import StorageError
 from dltop.store.writer import Store
 from dltop.telemetry.sampler import Sampler
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
 
 class RunLifecycle:
-    """The per-run methods of the engine; the attributes are the engine's (set in its
-    ``__init__``)."""
+    """Runs one queued job at a time on its executor and stores its outcome.
 
-    _store: Store
-    _campaign_id: int
-    _logs_dir: Path
-    _db_label: str
-    _emit: Callable[[EngineEvent], None]
-    _stop: asyncio.Event
-    _writer: ThreadPoolExecutor
-    counts: dict[str, int]
-    _ran_one: bool
-    _sampler: Sampler | None
-    _alloc: DeviceAllocator
-    _run_stops: dict[int, asyncio.Event]
-    _leases: dict[int, lease.DeviceLease]
-    _failure: StorageError | None
-    telemetry_loss: TelemetryLoss
+    Args:
+        store: the engine's store (used on the writer thread only, through ``write``).
+        campaign_id: the campaign the runs belong to.
+        logs_dir: where each run's folder is made.
+        write: runs a store call on the engine's one writer thread.
+        writer: that thread (a run's queued writes go behind the earlier ones).
+        db_label: the database's name in storage errors.
+        emit: receives the runs' events.
+        stop: set when the campaign stops (a run starting then is cancelled).
+        counts: the campaign's count per final status (shared with the engine).
+        sampler: the host's telemetry sampler, or None.
+        allocator: the engine's device allocator (concurrent runs are its overlap).
+        leases: allocator token -> the devices' lease the run holds.
+        telemetry_loss: the telemetry batches the database refused, per run.
+        failure: the database failure that stopped the campaign, or None.
+    """
 
-    async def _checkpoint(self, truncate: bool = False) -> None:
-        # Best effort: a checkpoint that fails leaves the rows in the -wal file, not lost.
+    def __init__(self, *, store: Store, campaign_id: int, logs_dir: Path, write: Write,
+                 writer: ThreadPoolExecutor, db_label: str,
+                 emit: Callable[[EngineEvent], None], stop: asyncio.Event,
+                 counts: dict[str, int], sampler: Sampler | None, allocator: DeviceAllocator,
+                 leases: dict[int, lease.DeviceLease], telemetry_loss: TelemetryLoss,
+                 failure: Callable[[], StorageError | None]) -> None:
+        self._store = store
+        self._campaign_id = campaign_id
+        self._logs_dir = logs_dir
+        self._write = write
+        self._writer = writer
+        self._db_label = db_label
+        self._emit = emit
+        self._stop = stop
+        self._counts = counts
+        self._sampler = sampler
+        self._alloc = allocator
+        self._leases = leases
+        self._telemetry_loss = telemetry_loss
+        self._failure = failure
+        self._ran_one = False
+        self.run_stops: dict[int, asyncio.Event] = {}
+        """Run id -> the event that cancels that run only."""
+
+    async def checkpoint(self, truncate: bool = False) -> None:
+        """Copy the log into the database file (best effort: a checkpoint that fails
+        leaves the rows in the -wal file, not lost)."""
         with contextlib.suppress(StorageError):
             await self._write(self._store.checkpoint, truncate=truncate)
 
     def _count(self, status: str) -> None:
-        self.counts[status] = self.counts.get(status, 0) + 1
-
-    async def _write(self, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(
-            self._writer, lambda: guard.call(self._db_label, fn, *args, **kwargs))
+        self._counts[status] = self._counts.get(status, 0) + 1
 
     async def _cooldown(self, job: JobSpec, gpus: tuple[int, ...],
                         ) -> tuple[float, float | None, float | None]:
@@ -83,10 +95,12 @@ class RunLifecycle:
         self._ran_one = True
         return result
 
-    async def _run_job(self, q: QueuedJob, alloc: Allocation, token: int) -> str:
+    async def run(self, q: QueuedJob, alloc: Allocation, token: int,
+                  executor: RunExecutor) -> str:
+        """Run ``q`` once on ``executor`` (``alloc``: the allocator's devices, ``token``:
+        its lease); return the run's final status."""
         job = q.spec
-        if job.executor == "slurm":  # no local device, pinning or cool-down for it
-            alloc = Allocation((), None)
+        alloc = executor.allocation(alloc)  # a Slurm run: no local device, pinning or cool-down
         try:
             # A thread: the interpreter probe can take up to a minute (first run of a
             # framework after --resume, which skips preflight) and other runs go on.
@@ -134,7 +148,7 @@ class RunLifecycle:
         env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
                                     gpu_indices=alloc.gpu_indices)
         self._emit(RunStarted(run_id, q.job_id, index, total, job, str(log_path)))
-        run_stop = self._run_stops[run_id] = asyncio.Event()
+        run_stop = self.run_stops[run_id] = asyncio.Event()
         if self._stop.is_set():
             run_stop.set()
         sampler = self._sampler
@@ -147,56 +161,38 @@ class RunLifecycle:
                     {"device_lease": lease.LEASE_HELD if held.unavailable is None
                      else f"unavailable: {held.unavailable}"})
         ended = asyncio.Event()
-        foreign = asyncio.create_task(  # other runners on this host: not a Slurm run's
-            most_sharing(alloc.cpu_affinity, alloc.gpu_indices, ended)
-            if job.executor != "slurm" else asyncio.sleep(0, 0))
+        # other runners on this host's devices (none for a Slurm run)
+        foreign = asyncio.create_task(executor.sharing(alloc, ended))
         try:
-            outcome = await (supervise_slurm(
-                job, run_id, cmd.argv(spec_path), files=SlurmFiles(files.dir, spec_path, log_path),
-                env=env, on_event=collector.on_event, stop=run_stop,
-                on_state=lambda f: write_later(self._store.update_run, run_id, f),
-                on_agent_poll=agent_ingestion(files.dir, lambda g: write_later(
-                    self._store.telemetry.add_agent_samples, run_id, g.node, g.gpu, g.host)),
-            ) if job.executor == "slurm" else supervise(
-                cmd.argv(spec_path), env=env, log_path=log_path, timeout_s=job.timeout_s,
-                on_event=collector.on_event, stop=run_stop,
-                on_spawn=lambda pid, pgid: self._on_spawn(run_id, alloc, pid, pgid,
-                                                          str(log_path), write_later),
-                keep_fds=held.fds,
-            ))
+            outcome = await executor.supervise(Launch(
+                job, run_id, cmd.argv(spec_path), files, env, alloc, collector.on_event,
+                run_stop, self._store, write_later, sampler, keep_fds=held.fds))
         finally:
-            del self._run_stops[run_id]
+            del self.run_stops[run_id]
             ended.set()
         collector.flush(final=True)
         outcome = collector.short(outcome)
         await writes.settled()
         fields = run_fields(outcome, collector)
         fields["note"] = join_notes(fields.get("note"), writes.note())
-        if job.executor == "slurm" and job.slurm is not None and not job.slurm.exclusive:
-            # Its timings may include other jobs' load on the same nodes.
-            fields["note"] = join_notes(fields["note"], SHARED_NODE_NOTE)
+        fields["note"] = join_notes(fields["note"], executor.note(job))
         # Other engines' runners on these devices count as concurrent runs too.
         fields["concurrent_runs"] = self._alloc.overlap(token) + await foreign
         job_status: JobStatus | None = None
-        if self._failure is not None and outcome.status == RunStatus.CANCELLED:
+        failure = self._failure()
+        if failure is not None and outcome.status == RunStatus.CANCELLED:
             # Stopped because the database failed, not by the user: the job goes back
             # to the queue, so `dltop run --resume` runs it once the cause is fixed.
-            fields["error_message"] = f"stopped with the campaign: {self._failure}"
+            fields["error_message"] = f"stopped with the campaign: {failure}"
             job_status = JobStatus.QUEUED
         await self._write(self._store.finish_run, run_id, q.job_id, outcome.status, fields,
                           job_status)
-        if job.executor == "slurm":  # the summary over every node's agent windows
-            await self._write(self._store.telemetry.finish_node_run, run_id,
-                              collector.measured_samples)
-        elif self._sampler is not None:
-            # The summary covers the measured window: energy per sample counts its samples.
-            tele = self._sampler.end_run(run_id, collector.measured_samples)
-            if tele is not None:
-                await self._write(self._store.telemetry.write_run_telemetry, run_id, tele)
-            # behind the run's batches on the single writer: their losses are counted
-            if (lost := self.telemetry_loss.note(run_id)) is not None:
-                fields["note"] = join_notes(fields.get("note"), lost)
-                await self._write(self._store.update_run, run_id, {"note": fields["note"]})
+        lost = await executor.summarise_telemetry(run_id, collector.measured_samples,
+                                                  self._write, sampler, self._store,
+                                                  self._telemetry_loss)
+        if lost is not None:
+            fields["note"] = join_notes(fields.get("note"), lost)
+            await self._write(self._store.update_run, run_id, {"note": fields["note"]})
         if outcome.hello:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
             # A Slurm job's variables as its runner had them, not the ones sent
@@ -206,7 +202,7 @@ class RunLifecycle:
                      else {**outcome.hello, "job_env": dict(outcome.job_env)})
             await self._write(self._store.record_environment, run_id,
                               environment.environment_row(hello, had, job, gpus, facts))
-        await self._checkpoint()
+        await self.checkpoint()
         self._count(outcome.status)
         self._emit(RunFinished(run_id, job, outcome.status, fields.get("median_s"),
                                fields.get("samples_per_s"), fields.get("cv"),
@@ -229,15 +225,3 @@ class RunLifecycle:
         self._emit(RunFinished(run_id, q.spec, RunStatus.CRASHED, None, None, None, False,
                                message))
         return RunStatus.CRASHED
-
-    def _on_spawn(self, run_id: int, alloc: Allocation, pid: int, pgid: int,
-                  log_path: str, write_later: Callable[..., None]) -> None:
-        if self._sampler is not None:
-            self._sampler.begin_run(run_id, pid, alloc.gpu_indices, alloc.cpu_affinity)
-        write_later(self._record_spawn, run_id, pid, pgid, log_path)
-
-    def _record_spawn(self, run_id: int, pid: int, pgid: int, log_path: str) -> None:
-        # Runs on the writer thread: the start time lets a later engine recognise
-        # this process group safely if we die (see jobs.resume).
-        self._store.update_run(run_id, {"pid": pid, "pgid": pgid, "log_path": log_path,
-                                        "proc_start_time": process_start_time(pid)})

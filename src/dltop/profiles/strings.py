@@ -15,7 +15,7 @@ script) and in the values of ``command`` and ``env`` (a ``python -c`` program ma
 be several lines; both go to the runner as an argument vector and an environment
 in the JSON spec, never through a shell). Other control characters (``ESC``)
 stay allowed: every printer escapes them (:mod:`dltop.textsafe`), and so does the
-one script line a label reaches (:func:`dltop.jobs.slurm_script.batch_script`).
+one script line a label reaches (:func:`dltop.jobs.executors.slurm_script.batch_script`).
 """
 
 from __future__ import annotations

@@ -42,6 +42,7 @@ from dltop.tui.messages import ActionDone, CampaignUpdated, DevicesUpdated
 from dltop.tui.palette import DltopCommands
 from dltop.tui.results_screen import ResultsScreen
 from dltop.tui.screens import DltopScreen, HistoryScreen, MainScreen
+from dltop.tui.viewer import Viewer
 
 MIN_SIZE = (80, 24)
 POLL_RETRY_MAX_S = 30.0
@@ -377,3 +378,8 @@ class DltopApp(Actions):
             self.notify(multiline(msg.text), severity="information" if msg.ok else "error",
                         timeout=4 if msg.ok else 10, markup=False)
         self.run_worker(self.refresh_now(), group="refresh", exit_on_error=False)
+
+
+def _as_viewer(app: DltopApp) -> Viewer:
+    # Never called: mypy checks here that the app is the Viewer its screens rely on.
+    return app

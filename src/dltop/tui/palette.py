@@ -8,20 +8,18 @@ it by typing what they want ("pause", "export", "follow").
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, cast
+from typing import cast
 
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 
 from dltop.catalog import CampaignStatus, Control, control_of
-
-if TYPE_CHECKING:
-    from dltop.tui.app import DltopApp
+from dltop.tui.viewer import Viewer
 
 Command = tuple[str, str, Callable[[], object]]
 """(name, help, callback)."""
 
 
-def commands(app: DltopApp) -> list[Command]:
+def commands(app: Viewer) -> list[Command]:
     """The viewer's commands as they apply now (pause or resume, after the state; a
     read-only viewer's without the ones that steer)."""
     view = app.campaign_view
@@ -58,7 +56,7 @@ class DltopCommands(Provider):
     """The palette's provider of dltop's commands."""
 
     def _commands(self) -> list[Command]:
-        return commands(cast("DltopApp", self.app))
+        return commands(cast(Viewer, self.app))
 
     async def discover(self) -> Hits:
         for name, help_text, callback in self._commands():

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import cast
 
 from rich.text import Text
 from textual.app import ComposeResult
@@ -33,9 +33,7 @@ from dltop.tui.keybar import KeyBar
 from dltop.tui.queue import QueueHeader, QueueTable
 from dltop.tui.rundetail import RunDetailScreen
 from dltop.tui.runpanel import RunPanel
-
-if TYPE_CHECKING:  # typing only: the app imports this module
-    from dltop.tui.app import DltopApp
+from dltop.tui.viewer import Viewer
 
 TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
 
@@ -107,8 +105,10 @@ class DltopScreen(Screen[None]):
             (w.scroll_down if delta > 0 else w.scroll_up)()
 
     @property
-    def dltop(self) -> DltopApp:
-        return self.app  # type: ignore[return-value]
+    def dltop(self) -> Viewer:
+        """The running app, as far as a screen needs it (not the concrete app: it
+        imports the screens)."""
+        return cast(Viewer, self.app)
 
     def compose_body(self) -> ComposeResult:
         yield from ()

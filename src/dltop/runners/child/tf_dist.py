@@ -20,7 +20,7 @@ very port with ``SO_REUSEPORT`` itself.
 
 Over nodes (``nodes > 1``, the Slurm executor only): nothing here runs. Slurm
 starts one runner per node with ``TF_CONFIG`` (one worker per node) and
-``DLTOP_RANK`` from ``node.sh`` (``dltop.jobs.slurm_script``); a node's
+``DLTOP_RANK`` from ``node.sh`` (``dltop.jobs.executors.slurm_script``); a node's
 failure ends the step (``srun --kill-on-bad-exit``).
 
 Failures: a worker asks the kernel for SIGKILL when the chief dies

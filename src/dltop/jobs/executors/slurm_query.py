@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping, Sequence
 
-from dltop.jobs.slurm_script import SlurmFiles
+from dltop.jobs.executors.slurm_script import SlurmFiles
 from dltop.profiles.model import JobSpec
 
 

@@ -13,7 +13,7 @@ which must lie on a filesystem the compute nodes see:
 Why a file for the events and not a pipe: the engine stays on the login host while the
 runner lives on a compute node, and ``sbatch`` gives no stream back from the job. A file
 on the shared filesystem, appended by the runner and tailed by the engine
-(:mod:`dltop.jobs.slurm`), is the one channel every cluster has. Only the first node's
+(:mod:`dltop.jobs.executors.slurm`), is the one channel every cluster has. Only the first node's
 runner writes it; the others' descriptor points at ``/dev/null``.
 """
 
@@ -106,7 +106,7 @@ def sbatch_argv(job: JobSpec, run_id: int, files: SlurmFiles,
                 cpus_per_gpu: int | None = None) -> list[str]:
     """The ``sbatch`` command that submits ``batch.sh`` (returns at once with the job id).
 
-    ``cpus_per_gpu``: the nodes' cores per GPU (:func:`dltop.jobs.slurm.cores_per_gpu`),
+    ``cpus_per_gpu``: the nodes' cores per GPU (:func:`dltop.jobs.executors.slurm.cores_per_gpu`),
     the ``--cpus-per-task`` of a GPU job whose ``[slurm]`` table gives none.
     """
     argv = ["sbatch", "--parsable", f"--nodes={job.nodes}", "--ntasks-per-node=1",
@@ -211,7 +211,7 @@ def agent_lines(files: SlurmFiles, hz: float = AGENT_HZ) -> list[str]:
     """Start ``dltop agent`` on this node for the step's lifetime (docs/cluster.md).
 
     Its samples go to ``agent-<node>.jsonl`` in the run folder, which the engine follows
-    while the job runs (:func:`dltop.jobs.slurm.agent_ingestion`). The agent exits when
+    while the job runs (:func:`dltop.jobs.executors.slurm.agent_ingestion`). The agent exits when
     ``node.sh`` kills it at the end (and on its own when its parent goes).
     """
     out = shlex.quote(str(files.dir)) + '/agent-"${SLURMD_NODENAME:-$(hostname)}".jsonl'

@@ -1,6 +1,7 @@
-"""A run as a step of the allocation the engine runs in (``SLURM_JOB_ID`` set: ``salloc``).
+"""A run as a step of the allocation the engine runs in (``SLURM_JOB_ID`` set: ``salloc``),
+and the one interface both Slurm job watches have (:class:`SlurmWatch`).
 
-:mod:`dltop.jobs.slurm` uses it in place of submitting a batch job: ``batch.sh`` runs
+:mod:`dltop.jobs.executors.slurm` uses it in place of submitting a batch job: ``batch.sh`` runs
 here, in its own session, and its ``srun`` is a step of the allocation.
 """
 
@@ -9,10 +10,10 @@ from __future__ import annotations
 import asyncio
 import os
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
 from dltop.catalog import RunStatus
-from dltop.jobs.slurm_script import SlurmFiles
+from dltop.jobs.executors.slurm_script import SlurmFiles
 from dltop.jobs.supervisor import TERM_GRACE_S, terminate_group
 from dltop.procs import process_start_time
 
@@ -21,6 +22,25 @@ SRUN_GRACE_S = TERM_GRACE_S * 2
 
 StateHandler = Callable[[dict[str, Any]], None]
 """Receives the runs columns to update: slurm_job_id, slurm_state/slurm_reason, slurm_nodes."""
+
+
+class SlurmWatch(Protocol):
+    """Follows one run's Slurm job to its end: a batch job (:class:`~dltop.jobs.executors.
+    slurm.BatchWatch`) or a step of the engine's allocation (:class:`StepWatch`)."""
+
+    job_id: str
+    state: str | None
+    """Slurm's last state of the job (``RUNNING``, ``COMPLETED``...)."""
+    reason: str | None
+    exit_code: int | None
+    pid: int
+    """The local process (a step's ``batch.sh``), 0 for a batch job."""
+    nodes: str | None
+
+    async def run(self, timeout_s: float, stop: asyncio.Event,
+                  on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
+        """Watch to the end; (why dltop ended it, or None; a note when it could not)."""
+        ...
 
 
 class StepWatch:

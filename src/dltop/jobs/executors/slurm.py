@@ -3,7 +3,7 @@
 :func:`supervise_slurm` is the Slurm twin of :func:`dltop.jobs.supervisor.supervise`: it
 returns the same :class:`~dltop.jobs.supervisor.ChildOutcome`, classified by the same
 rules, so the engine stores, retries and reports a Slurm run like a local one. It
-writes the run's scripts (:mod:`dltop.jobs.slurm_script`), submits ``batch.sh`` with
+writes the run's scripts (:mod:`dltop.jobs.executors.slurm_script`), submits ``batch.sh`` with
 ``sbatch --parsable`` (inside an ``salloc`` allocation, when ``SLURM_JOB_ID`` is set,
 it runs ``batch.sh`` itself, whose ``srun`` makes a step of that allocation), tails the
 events file the runner appends on the shared filesystem, and follows the job's state
@@ -30,20 +30,20 @@ from pathlib import Path
 from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs import agentfeed
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
-from dltop.jobs.slurm_query import (
+from dltop.jobs.executors.slurm_query import (
     cores_per_gpu,
     failed_nodes,
     read_job_env,
     read_setup_failure,
     run_slurm_cmd,
 )
-from dltop.jobs.slurm_script import (
+from dltop.jobs.executors.slurm_script import (
     SlurmFiles,
     batch_script,
     node_script,
     sbatch_argv,
 )
-from dltop.jobs.slurm_step import StateHandler, StepWatch
+from dltop.jobs.executors.slurm_step import SlurmWatch, StateHandler, StepWatch
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.procs import read_log_tail
 from dltop.profiles.model import JobSpec
@@ -170,6 +170,7 @@ async def supervise_slurm(
     stop: asyncio.Event,
     on_state: StateHandler,
     on_agent_poll: AgentPoll | None = None,
+    outer_job: str | None = None,
 ) -> ChildOutcome:
     """Run one run as one Slurm job to its end.
 
@@ -183,6 +184,8 @@ async def supervise_slurm(
         stop: when set, the run is cancelled (``scancel``).
         on_state: called with runs columns as the job's Slurm facts become known.
         on_agent_poll: the agents' ingestion hook (see :data:`AgentPoll`).
+        outer_job: the allocation this engine runs in (``salloc``): the run is a step
+            of it (:class:`StepWatch`); None submits a batch job (:class:`BatchWatch`).
 
     Returns:
         The classified outcome; the Slurm job has ended when this returns (or dltop
@@ -191,7 +194,6 @@ async def supervise_slurm(
     env = dict(env)
     if job.device.kind == "gpu":
         env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from --gpus-per-node
-    outer_job = env.get("SLURM_JOB_ID")
     t0 = time.monotonic()
     per_gpu = await cores_per_gpu(job, env)
     try:
@@ -204,13 +206,13 @@ async def supervise_slurm(
     agents = None if on_agent_poll is None else asyncio.create_task(_every_poll(on_agent_poll))
     try:
         if outer_job is not None:
-            watch: _JobWatch | StepWatch = StepWatch(files, env, outer_job)
+            watch: SlurmWatch = StepWatch(files, env, outer_job)
         else:
             rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files, per_gpu),
                                                env=env)
             if rc != 0:
                 return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
-            watch = _JobWatch(out.strip().split(";")[0], env)
+            watch = BatchWatch(out.strip().split(";")[0], env)
         # The log path as a local run records it at spawn (dltop log, the log viewer).
         on_state({"slurm_job_id": watch.job_id, "log_path": str(files.log_path)})
         reason, note = await watch.run(job.timeout_s, stop, on_state)
@@ -281,7 +283,7 @@ def _unstarted(message: str) -> ChildOutcome:
                         message=message)
 
 
-class _JobWatch:
+class BatchWatch:
     """Follows a submitted batch job until it leaves Slurm's live states."""
 
     def __init__(self, job_id: str, env: Mapping[str, str]) -> None:

@@ -22,7 +22,7 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult, RenderResult
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
@@ -156,14 +156,42 @@ class RunChart(ShowsWorkerErrors, PlotextPlot):
         return self._text or Text("")
 
 
+MIN_CHART_ROWS = 8
+"""Fewest rows of a chart: below it plotext has no room for a curve between its axes."""
+
+
 class RunCharts(Vertical):
-    """s/iter, loss, CPU/GPU utilisation, GPU power and memory of one run."""
+    """s/iter, loss, CPU/GPU utilisation, GPU power and memory of one run.
+
+    Each shown chart gets an equal share of the rows its :class:`ChartsScroll` shows, and
+    at least :data:`MIN_CHART_ROWS` (the rest is scrolled to). Fractional heights would not
+    do: inside a scrolling container every ``1fr`` chart took the whole view, so a GPU
+    run's five charts stacked five views high and only s/iter was in sight.
+    """
 
     DEFAULT_CSS = """
-    RunCharts { height: 1fr; }
+    RunCharts { height: auto; }
     RunCharts #charts-note { height: auto; color: $text-muted; }
+    RunCharts RunChart { height: 8; min-height: 8; }
     RunCharts .-hidden { display: none; }
     """
+
+    rows_available = 0
+    """Rows of the view the charts share (set by :class:`ChartsScroll`)."""
+
+    def fit(self, rows: int | None = None) -> None:
+        """Share ``rows`` (default: the last known) among the shown charts."""
+        if rows is not None:
+            self.rows_available = rows
+        shown = [c for c in self.query(RunChart) if not c.has_class("-hidden")]
+        if not shown or not self.rows_available:
+            return
+        note = self.query_one("#charts-note", Static)
+        free = self.rows_available - (0 if note.has_class("-hidden") else 1)
+        each = max(MIN_CHART_ROWS, free // len(shown))
+        for chart in shown:
+            if chart.styles.height is None or chart.styles.height.value != each:
+                chart.styles.height = each
 
     def compose(self) -> ComposeResult:
         yield Static("", id="charts-note")
@@ -198,6 +226,18 @@ class RunCharts(Vertical):
             chart.set_class(not on, "-hidden")
             if on and trace is not None:
                 chart.draw(partial(chart_spec, trace, name))
+        self.fit()
+
+
+class ChartsScroll(VerticalScroll):
+    """The scrolling view of a :class:`RunCharts`: tells it how many rows it shows."""
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        for charts in self.query(RunCharts):
+            charts.fit(self.scrollable_content_region.height)
 
 
 def chart_spec(trace: RunTrace, name: str) -> ChartSpec:

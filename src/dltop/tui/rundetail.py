@@ -42,7 +42,7 @@ from dltop.live.rundetail import (
 )
 from dltop.results.runtrace import RunTrace
 from dltop.textsafe import multiline, one_line
-from dltop.tui.charts import RunCharts
+from dltop.tui.charts import ChartsScroll, RunCharts
 from dltop.tui.format import NA, STATUS_STYLE, duration, gib, num, per_iteration
 from dltop.tui.keybar import KeyBar
 from dltop.tui.logview import LogViewer
@@ -265,7 +265,7 @@ class RunDetailScreen(Screen[None]):
         yield Static(id="too-small")
         with Vertical(id="body"):
             with Horizontal(id="rd-main", classes="-hidden"):
-                with VerticalScroll(id="rd-charts"):
+                with ChartsScroll(id="rd-charts"):
                     yield RunCharts()
                 with VerticalScroll(id="rd-info"):
                     for part in ("status", "stats", "generation", "convergence", "profile",

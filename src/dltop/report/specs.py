@@ -17,12 +17,16 @@ from typing import Any
 
 from dltop import catalog
 from dltop.report.model import Figure
+from dltop.results.tracewindow import HEADROOM, TimeWindow, window
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 """The spec's ``$schema`` (an identifier for readers of the JSON; nothing is fetched)."""
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 """Framework colours (Vega's tableau10 start), fixed so torch is one colour everywhere."""
 DASH = [4, 3]
+STARTUP_FILL = "#d9d9d9"
+"""The start-up band of a run figure (darker than the warm-up shading)."""
+CLIPPED_COLOR = "#e45756"
 
 
 @dataclass(frozen=True)
@@ -190,30 +194,93 @@ def energy_spec(fig: Figure, size: Size) -> dict[str, Any]:
     return {**_base(fig, size), "hconcat": panels}
 
 
+def _run_window(fig: Figure, xf: str) -> TimeWindow | None:
+    """The run's :func:`~dltop.results.tracewindow.window`, from its s/iter rows (a row's
+    x is its iteration's end); None for a run drawn by iteration (pruned)."""
+    if xf != "t":
+        return None
+    its = [(float(r["t"]), float(r["value"]), r.get("series") == "warm-up")
+           for r in fig.rows if r.get("panel") == "s/iter"]
+    ends = [float(r["t"]) for r in fig.rows if r.get("t") is not None]
+    return window(its, max(ends, default=None))
+
+
+def _startup_layers(win: TimeWindow) -> list[dict[str, Any]]:
+    """The start-up band left of the first iteration."""
+    return [{"data": {"values": [{"a": win.x_start_s, "b": win.first_s}]},
+             "mark": {"type": "rect", "color": STARTUP_FILL},
+             "encoding": {"x": {"field": "a", "type": "quantitative"},
+                          "x2": {"field": "b"}}}]
+
+
+def _clipped_layers(win: TimeWindow, panel_rows: list[dict[str, Any]], xf: str,
+                    x: dict[str, Any], y: dict[str, Any]) -> list[dict[str, Any]]:
+    """Steps above the s/iter axis: a triangle at its top, labelled with their time."""
+    cap = win.y_cap_s
+    over = [{xf: r[xf], "value": cap, "text": f"{float(r['value']):.3g} s"}
+            for r in panel_rows if cap is not None and float(r["value"]) > cap]
+    if not over:
+        return []
+    return [{"data": {"values": over}, "mark": {"type": "point", "shape": "triangle-up",
+                                                 "filled": True, "color": CLIPPED_COLOR,
+                                                 "size": 30},
+             "encoding": {"x": x, "y": y}},
+            {"data": {"values": over}, "mark": {"type": "text", "align": "left", "dx": 5,
+                                                 "dy": 6, "fontSize": 9,
+                                                 "color": CLIPPED_COLOR},
+             "encoding": {"x": x, "y": y, "text": {"field": "text"}}}]
+
+
 def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """A run's panels stacked on one time axis, warm-up shaded on each."""
+    """A run's panels stacked on one time axis, warm-up shaded on each.
+
+    The axis starts just before the first iteration, start-up a band left of it
+    (its length in the axis title), and s/iter's y axis fits the measured steps: a
+    slower warm-up step is drawn at its top, marked with a triangle and its time
+    (:mod:`dltop.results.tracewindow`).
+    """
     xf = str(fig.extra.get("x_field", "t"))
     warm = fig.extra.get("warmup_end_s")
+    win = _run_window(fig, xf)
+    x_title = fig.x_title
+    if win is not None and win.startup_s > 0:
+        x_title += f" (start-up before the first iteration: {win.startup_s:.1f} s, shaded left)"
     panels = []
     for i, panel in enumerate(fig.panels):
-        x = {"field": xf, "type": "quantitative", "scale": {"zero": False},
-             "title": fig.x_title if i == len(fig.panels) - 1 else None}
+        x: dict[str, Any] = {"field": xf, "type": "quantitative", "scale": {"zero": False},
+                             "title": x_title if i == len(fig.panels) - 1 else None}
+        if win is not None:
+            x["scale"] = {"domain": [win.x_start_s, win.x_end_s], "nice": False}
         color: dict[str, Any] = {"field": "series", "type": "nominal", "title": None}
         if panel == "s/iter":
             color["scale"] = {"domain": ["warm-up", "measured"], "range": ["#999", PALETTE[0]]}
         mark: dict[str, Any] = {"type": "line", "point": {"size": 8}} if panel == "s/iter" \
             else {"type": "line"}
-        layers: list[dict[str, Any]] = []
+        layers: list[dict[str, Any]] = _startup_layers(win) if win is not None else []
         if warm is not None:
             start = float(fig.extra.get("warmup_start_s") or 0.0)
             layers.append({"data": {"values": [{"a": start, "b": float(warm)}]},
                            "mark": {"type": "rect", "color": "#eee"},
                            "encoding": {"x": {"field": "a", "type": "quantitative"},
                                         "x2": {"field": "b"}}})
-        layers.append({"data": _values(fig.rows, panel=panel), "mark": mark, "encoding": {
-            "x": x, "y": {"field": "value", "type": "quantitative", "title": panel,
-                          "scale": {"zero": panel != "s/iter" and panel != "loss"}},
-            "color": color}})
+        rows = _values(fig.rows, panel=panel)["values"]
+        y: dict[str, Any] = {"field": "value", "type": "quantitative", "title": panel,
+                             "scale": {"zero": panel != "s/iter" and panel != "loss"}}
+        cap = win.y_cap_s if win is not None and panel == "s/iter" else None
+        if cap is not None:
+            low = min(float(r["value"]) for r in rows)
+            y["scale"] = {"domain": [low / HEADROOM, cap], "clamp": True, "nice": False}
+        layers.append({"data": {"values": rows}, "mark": {**mark, "clip": True},
+                       "encoding": {"x": x, "y": y, "color": color}})
+        if cap is not None and win is not None:
+            layers += _clipped_layers(win, rows, xf, x, y)
+        for layer in layers:  # start-up readings lie left of the axis: not drawn
+            if isinstance(layer["mark"], dict):
+                layer["mark"]["clip"] = True
+            # every layer names the domain: a shared scale unions the layers' domains,
+            # and one without it would stretch the axis back to the run's start
+            if win is not None and "scale" not in layer["encoding"]["x"]:
+                layer["encoding"]["x"] = {**layer["encoding"]["x"], "scale": x["scale"]}
         panels.append({"width": size.width, "height": size.height, "layer": layers})
     return {**_base(fig, size), "vconcat": panels,
             "resolve": {"scale": {"x": "shared", "color": "independent"},

@@ -1,0 +1,50 @@
+"""Figures of the real H200 campaign (docs/gpu-runs/2026-11-26-h200-check): runs over time
+start at the first iteration with s/iter fitted to the measured steps (issue 31 item 2)."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import sqlite_utils
+
+from dltop.report import data, specs
+from dltop.report.model import Report
+from dltop.results import queries
+
+H200 = Path(__file__).parents[2] / "docs/gpu-runs/2026-11-26-h200-check"
+
+
+def report_of(name: str, max_runs: int = 2) -> Report:
+    db = sqlite_utils.Database(sqlite3.connect(f"file:{H200 / name}?mode=ro", uri=True))
+    return data.build(db, queries.resolve_campaigns(db, "1"), max_runs=max_runs)
+
+
+@pytest.fixture(scope="module")
+def check() -> Report:
+    return report_of("gpu-check.db")
+
+
+def test_a_run_figure_starts_at_its_iterations_and_clips_the_autotuning_step(
+        check: Report) -> None:
+    run = next(f for f in check.runs if f.extra.get("run_id") == 1)
+    spec = specs.spec(run, specs.SCREEN)
+    top = spec["vconcat"][0]["layer"]
+    band = top[0]["data"]["values"][0]  # start-up band: just before the first step
+    assert 5.5 < band["a"] < band["b"] < 6.5
+    data_layer = next(layer for layer in top if layer["data"]["values"]
+                      and "value" in layer["data"]["values"][0]
+                      and layer["data"]["values"][0].get("panel") == "s/iter")
+    x, y = data_layer["encoding"]["x"], data_layer["encoding"]["y"]
+    assert x["scale"]["domain"][0] == pytest.approx(band["a"])
+    low, high = y["scale"]["domain"]
+    assert y["scale"]["clamp"] and 0.045 < low < 0.056 < high < 0.07  # not 2.66 s
+    marks = [layer for layer in top if layer["mark"].get("type") == "text"]
+    assert marks and marks[0]["data"]["values"][0]["text"] == "2.66 s"
+    # every panel of the stack shares the window
+    for panel in spec["vconcat"]:
+        for layer in panel["layer"]:
+            assert layer["encoding"]["x"]["scale"]["domain"] == x["scale"]["domain"]
+    assert "start-up before the first iteration" in spec["vconcat"][-1]["layer"][-1][
+        "encoding"]["x"]["title"]

@@ -48,3 +48,12 @@ def test_a_run_figure_starts_at_its_iterations_and_clips_the_autotuning_step(
             assert layer["encoding"]["x"]["scale"]["domain"] == x["scale"]["domain"]
     assert "start-up before the first iteration" in spec["vconcat"][-1]["layer"][-1][
         "encoding"]["x"]["title"]
+
+
+def test_run_titles_and_flag_lists_carry_the_run_label(check: Report) -> None:
+    titles = {f.extra["run_id"]: f.title for f in check.runs}
+    assert titles[1] == "run 1: torch resnet-50 b256 gpu:1 bf16 channels last 40 it 10 warm-up #1"
+    assert titles[2] == "run 2: torch resnet-50 b256 gpu:1 fp16 channels last 40 it 10 warm-up #1"
+    energy = next(f for f in check.figures if f.key == "power-energy")
+    # run 11 was noisy: its model and precision are named, not "torch b1024 gpu:1"
+    assert "noisy: torch fcn-r b1024 gpu:1 bf16 20 it 5 warm-up (run 11)" in energy.caption

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltop import catalog
-from dltop.results import identity, scaling
+from dltop.results import identity, labels, scaling
 from dltop.results.aggregate import ConfigResult, rank
 from dltop.textsafe import one_line
 
@@ -38,12 +38,13 @@ def flagged_text(results: Sequence[ConfigResult]) -> str:
     """Which runs were noisy, packed, shared or contaminated (``none`` for each that
     none was; ``shared`` only when some was: it is rare)."""
     parts = []
+    names = labels.labels({i: r.identity for i, r in enumerate(results)})  # the run label
     for name in ("noisy", "packed", "shared", "contaminated"):
         who = []
-        for r in results:
+        for i, r in enumerate(results):
             ids = [str(run.run_id) for run in r.runs if getattr(run, name)]
             if ids:
-                who.append(one_line(f"{r.framework} b{r.batch_size} {r.device} "
+                who.append(one_line(f"{names[i]} "
                                     f"(run{'s' if len(ids) > 1 else ''} {', '.join(ids)})"))
         if who or name != "shared":
             parts.append(f"{name}: {', '.join(who) if who else 'none'}")

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop.report.model import Figure
+from dltop.results import labels
 from dltop.results.metrics import MIB
 from dltop.results.runtrace import RunTrace, read_trace
 from dltop.results.table import fmt_seconds
@@ -51,15 +52,19 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int],
 
 
 def run_label(row: Mapping[str, Any]) -> str:
-    """``run 14: torch fcn-r b128 cpu:2 #1``."""
+    """``run 14: torch fcn-r b128 cpu:2 bf16 #1``: the run label (its ``settings``:
+    :func:`dltop.results.labels.settings_text`) and its repeat."""
+    settings = f" {row['settings']}" if row.get("settings") else ""
     return one_line(f"run {row['run_id']}: {row['framework']} {row['model']} "
-                    f"b{row['batch_size']} {row['device']} #{row['repeat'] + 1}")
+                    f"b{row['batch_size']} {row['device']}{settings} #{row['repeat'] + 1}")
 
 
 def run_figures(db: sqlite_utils.Database, ids: Sequence[int],
                 max_runs: int) -> tuple[list[Figure], str]:
     """One figure per picked run, and the line saying how many runs are shown."""
     chosen, total = pick_runs(db, ids, max_runs)
+    settings = labels.run_settings(db, [int(r["run_id"]) for r in chosen])  # the run label
+    chosen = [{**r, "settings": settings.get(int(r["run_id"]), "")} for r in chosen]
     figures = [trace_figure(read_trace(db, int(r["run_id"]), max_points=MAX_POINTS), r)
                for r in chosen]
     if total == 0:

@@ -1,0 +1,131 @@
+"""One run label everywhere: model, framework, batch, device and every identity field that
+varies in the set the label is read in.
+
+``torch resnet-50 b256 gpu:1 bf16`` names a configuration of a campaign whose runs differ
+in precision; the same job in a campaign of fp32 runs only is ``torch resnet-50 b256
+gpu:1``: what every configuration shares is stated once (a caption, the ``constant:``
+line), never repeated per label. The varying fields are :func:`dltop.results.identity.
+variation`'s, the fields that become row keys of a table, so a label and a table row
+name a configuration by the same values. The TUI's queue and run detail, the report's
+run figures, picker, captions and ``figures.md``, and ``dltop runs`` all call
+:func:`label`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from dltop.results import identity
+from dltop.textsafe import one_line
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from dltop.store.reader import ReadDb
+
+    Db = sqlite_utils.Database | ReadDb
+
+K = TypeVar("K", bound=Hashable)
+
+BARE = ("precision", "mode")
+"""Fields whose value names itself (``bf16``, ``inference``): shown without the field."""
+SHORT = {"iterations": "{} it", "warmup": "{} warm-up", "min_time_s": "min {} s",
+         "warmup_s": "warm-up {} s"}
+"""Fields shown in a shorter form than ``header value``."""
+LAST = ("iterations", "warmup", "min_time_s", "warmup_s", "seed", identity.INTERPRETER)
+"""How long and where a run ran: after the fields that make the configuration."""
+
+
+def field_text(name: str, value: Any) -> str:
+    """One varying field as a label shows it (empty: nothing to show).
+
+    ``bf16``, ``inference``, ``cuda graphs`` (a flag that is on; off, or a setting at
+    its default such as ``compile off``, shows nothing: the label without it says so),
+    ``compile default``, ``seq len 1024``, ``40 it``.
+    """
+    if value is None or value is False or value in identity.QUIET_DEFAULTS.get(name, ()):
+        return ""  # a flag off or a setting at its default: the label without it says so
+    if value is True:
+        return identity.header(name)
+    text = identity.fmt_value(value)
+    if name in BARE:
+        return text
+    if name in SHORT:
+        return SHORT[name].format(text)
+    return f"{identity.header(name)} {text}"
+
+
+def label(ident: Mapping[str, Any], varying: Sequence[str], *, repeat: int | None = None
+          ) -> str:
+    """``torch resnet-50 b256 gpu:1 bf16 cuda graphs`` (``#2``: the repeat, 0-based).
+
+    Args:
+        ident: the configuration's flat identity (:func:`dltop.results.identity.identity_of`).
+        varying: the fields that vary in the set shown (:attr:`Variation.fields`).
+        repeat: its repeat index, shown ``#N`` (1-based) when given.
+    """
+    parts = [str(ident.get("framework")), str(ident.get("model")),
+             f"b{ident.get('batch_size')}", str(ident.get("device"))]
+    if settings := settings_text(ident, varying):
+        parts.append(settings)
+    if repeat is not None:
+        parts.append(f"#{repeat + 1}")
+    return one_line(" ".join(parts))
+
+
+def settings_text(ident: Mapping[str, Any], varying: Sequence[str]) -> str:
+    """The part of :func:`label` after model, framework, batch and device: ``bf16
+    channels last 40 it`` (empty when nothing varies), for a caller that shows those
+    four from its own columns."""
+    names = [n for n in varying if n not in LAST] + [n for n in LAST if n in varying]
+    return one_line(" ".join(t for name in names if (t := field_text(name, ident.get(name)))))
+
+
+def labels(idents: Mapping[K, Mapping[str, Any]]) -> dict[K, str]:
+    """Each identity's :func:`label` against the fields that vary among them all."""
+    varying = identity.variation(idents.values()).fields
+    return {k: label(ident, varying) for k, ident in idents.items()}
+
+
+def job_labels(db: Db, campaign_ids: Sequence[int]) -> dict[int, str]:
+    """Job id → label of every job of ``campaign_ids`` (queued ones too, so that a label
+    does not change when a run starts), against the fields varying over all of them."""
+    idents, varying = _campaign_variation(db, campaign_ids)
+    return {k: label(ident, varying) for k, ident in idents.items()}
+
+
+def _campaign_variation(db: Db, campaign_ids: Sequence[int]
+                        ) -> tuple[dict[int, Mapping[str, Any]], tuple[str, ...]]:
+    idents: dict[int, Mapping[str, Any]] = {}
+    for cid in campaign_ids:
+        # a ReadDb answers the same queries (the TUI's reader thread)
+        idents.update(identity.campaign_identities(db, cid))  # type: ignore[arg-type]
+    return idents, identity.variation(idents.values()).fields
+
+
+def _runs_jobs(db: Db, run_ids: Sequence[int]) -> tuple[dict[int, int], list[int]]:
+    marks = ",".join("?" * len(run_ids))
+    rows = list(db.query(f"select r.id, r.job_id, j.campaign_id from runs r join jobs j "
+                         f"on j.id = r.job_id where r.id in ({marks})", list(run_ids)))
+    return ({int(r["id"]): int(r["job_id"]) for r in rows},
+            sorted({int(r["campaign_id"]) for r in rows}))
+
+
+def run_labels(db: Db, run_ids: Sequence[int]) -> dict[int, str]:
+    """Run id → the label of its job (:func:`job_labels` of the runs' campaigns)."""
+    if not run_ids:
+        return {}
+    jobs, campaigns = _runs_jobs(db, run_ids)
+    by_job = job_labels(db, campaigns)
+    return {run: by_job[job] for run, job in jobs.items() if job in by_job}
+
+
+def run_settings(db: Db, run_ids: Sequence[int]) -> dict[int, str]:
+    """Run id → :func:`settings_text` of its job against its campaigns' varying fields."""
+    if not run_ids:
+        return {}
+    jobs, campaigns = _runs_jobs(db, run_ids)
+    idents, varying = _campaign_variation(db, campaigns)
+    return {run: settings_text(idents[job], varying) for run, job in jobs.items()
+            if job in idents}

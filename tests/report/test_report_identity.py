@@ -57,3 +57,29 @@ def test_run_titles_and_flag_lists_carry_the_run_label(check: Report) -> None:
     energy = next(f for f in check.figures if f.key == "power-energy")
     # run 11 was noisy: its model and precision are named, not "torch b1024 gpu:1"
     assert "noisy: torch fcn-r b1024 gpu:1 bf16 20 it 5 warm-up (run 11)" in energy.caption
+
+
+def test_precision_figure_per_model_with_horizontal_bars(check: Report) -> None:
+    fig = next(f for f in check.figures if f.key == "precision")
+    assert fig.panels == ("samples/s", "J/sample")
+    r50 = {(r["category"], r["framework"]) for r in fig.rows
+           if r["model"] == "resnet-50" and r["panel"] == "samples/s"}
+    assert ("bf16 b256", "jax") in r50 and ("fp32 b64", "torch") in r50
+    assert ("fp16 b256 channels last", "torch") in r50
+    spec = specs.spec(fig, specs.SCREEN)
+    assert [row["title"]["text"] for row in spec["vconcat"]] == \
+        ["fcn-r", "alexnet-r", "resnet-50", "resnet-56"]  # one row of axes per model
+    fcn = spec["vconcat"][0]["hconcat"][0]["layer"][0]
+    assert fcn["encoding"]["y"]["field"] == "category"  # horizontal bars
+    assert "color" not in fcn["encoding"]  # one framework: no legend
+    assert fcn["encoding"]["x"]["title"] == "samples/s (torch)"
+    alex = spec["vconcat"][1]["hconcat"][0]["layer"][0]
+    assert alex["encoding"]["color"]["scale"]["domain"] == ["torch", "jax"]
+    # the energy figure: horizontal, named by the run label's words, not "20 5 false"
+    energy = next(f for f in check.figures if f.key == "power-energy")
+    assert {r["config"] for r in energy.rows} >= {
+        "resnet-50 b256 gpu:1 bf16 channels last 40 it 10 warm-up",
+        "resnet-50 b64 gpu:1 fp32 20 it 5 warm-up"}
+    bars = specs.spec(energy, specs.SCREEN)["hconcat"][0]
+    assert bars["layer"][0]["encoding"]["y"]["field"] == "config"
+    assert bars["height"] >= specs.BAR_ROWS * 4 * 2  # 4 configurations, 2 frameworks

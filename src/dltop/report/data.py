@@ -27,9 +27,10 @@ from dltop.report.captions import models as _models
 from dltop.report.captions import order as _order
 from dltop.report.generation import generation_figures
 from dltop.report.model import Figure, Report
+from dltop.report.precision import precision_figures
 from dltop.report.profiles import profile_figures
 from dltop.report.runs import run_figures
-from dltop.results import caption, identity, queries, scaling, summary
+from dltop.results import caption, identity, labels, queries, scaling, summary
 from dltop.results.aggregate import ConfigResult, config_results, placed_identities
 from dltop.results.metrics import value_of
 from dltop.results.readings import readings_check
@@ -204,8 +205,9 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
     rows: list[dict[str, Any]] = []
     short: list[str] = []  # configurations whose runs hold too few readings: no bar
     for r in sorted(gpu, key=_order):
+        settings = labels.settings_text(r.identity, var.fields)  # as the run label says
         config = one_line(f"{r.model} b{r.batch_size} {r.device}"
-                          + "".join(f" {t}" for t in var.texts(r.identity)))
+                          + (f" {settings}" if settings else ""))
         why, _ = readings_check(r, gpu=True)
         if why:
             short.append(f"{r.framework} {config} ({why})")
@@ -269,7 +271,8 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     if any(r.runs for r in results):
         figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
                    *batch_figures(results, var), *generation_figures(results),
-                   energy_figure(results, var), *profile_figures(db, ids)]
+                   energy_figure(results, var), *precision_figures(results, var),
+                   *profile_figures(db, ids)]
         runs, note = run_figures(db, ids, max_runs)
     else:
         what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)

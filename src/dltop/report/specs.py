@@ -59,7 +59,7 @@ def paper_size(fig: Figure) -> tuple[Size, str]:
     """The paper size of a figure and its width class (``single`` or ``double``)."""
     if fig.kind == "run":
         return PAPER_RUN, "double"
-    if len(fig.panels) > 1:
+    if len(fig.panels) > 1 or fig.kind == "precision":  # precision: a stack, not one view
         return PAPER_DOUBLE_PANEL, "double"
     return PAPER_SINGLE, "single"
 
@@ -172,26 +172,66 @@ def prompt_spec(fig: Figure, size: Size) -> dict[str, Any]:
                                          "value", fig.panels[0], size, bars=True)}
 
 
+BAR_ROWS = 13
+"""Pixels per bar of a horizontal bar chart: its height follows its bars, so many
+configurations make a taller figure, never labels printed over each other."""
+
+
+def _hbars(rows: Sequence[Mapping[str, Any]], title: str, size: Size,
+           frameworks: Sequence[str], category: str = "category") -> dict[str, Any]:
+    """Horizontal bars of ``rows`` (``value``, ``low``/``high`` error bars), one
+    category per row of the axis, one bar per framework within it; the colour (and
+    its legend) only when there are several frameworks."""
+    cats = list(dict.fromkeys(str(r[category]) for r in rows))
+    fws = [f for f in _colors(frameworks)["domain"] if any(r["framework"] == f for r in rows)]
+    y = {"field": category, "type": "nominal", "title": None, "sort": cats,
+         "axis": {"labelLimit": 240}}
+    x = {"field": "value", "type": "quantitative", "title": title}
+    enc: dict[str, Any] = {"y": y, "x": x}
+    mark: dict[str, Any] = {"type": "bar"}
+    if len(fws) > 1:
+        enc["yOffset"] = {"field": "framework", "scale": {"domain": fws}}
+        enc["color"] = {"field": "framework", "type": "nominal", "title": "framework",
+                        "scale": _colors(frameworks)}
+    else:  # one framework: no legend for a colour that tells nothing apart
+        mark["color"] = _colors(frameworks)["range"][0] if not fws else \
+            _colors(frameworks)["range"][_colors(frameworks)["domain"].index(fws[0])]
+        x["title"] = f"{title} ({fws[0]})" if fws else title
+    rule = {"mark": {"type": "rule", "color": "black"},
+            "encoding": {"y": y, "x": {"field": "low", "type": "quantitative"},
+                         "x2": {"field": "high"},
+                         **({"yOffset": enc["yOffset"]} if "yOffset" in enc else {})}}
+    return {"data": {"values": [dict(r) for r in rows]}, "width": size.width,
+            "height": BAR_ROWS * max(1, len(cats)) * max(1, len(fws)),
+            "layer": [{"mark": mark, "encoding": enc}, rule]}
+
+
 def energy_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Mean GPU power and energy per sample: bars per framework within each
-    configuration, the runs' min–max as error bars."""
-    color = {"field": "framework", "type": "nominal", "title": "framework",
-             "scale": _colors([str(r["framework"]) for r in fig.rows])}
-    panels = []
-    for panel in fig.panels:
-        x = {"field": "config", "type": "nominal", "title": None,
-             "axis": {"labelAngle": 0, "labelLimit": 200}}
-        off = {"field": "framework",
-               "scale": {"domain": _colors([str(r["framework"]) for r in fig.rows])["domain"]}}
-        panels.append({
-            "data": _values(fig.rows, panel=panel), "width": size.width,
-            "height": size.height, "layer": [
-                {"mark": "bar", "encoding": {"x": x, "xOffset": off, "color": color, "y": {
-                    "field": "value", "type": "quantitative", "title": panel}}},
-                {"mark": {"type": "rule", "color": "black"}, "encoding": {
-                    "x": x, "xOffset": off, "y": {"field": "low", "type": "quantitative"},
-                    "y2": {"field": "high"}}}]})
+    """Mean GPU power and energy per sample: horizontal bars per configuration, one per
+    framework, the runs' min–max as error bars."""
+    fws = [str(r["framework"]) for r in fig.rows]
+    panels = [_hbars(_values(fig.rows, panel=panel)["values"], panel, size, fws,
+                     category="config") for panel in fig.panels]
     return {**_base(fig, size), "hconcat": panels}
+
+
+def precision_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Per model (and mode): samples/s and J/sample by precision, horizontal bars per
+    framework, each row of panels on its own axes (:mod:`dltop.report.precision`)."""
+    fws = [str(r["framework"]) for r in fig.rows]
+    groups = list(dict.fromkeys((str(r["model"]), str(r["mode"])) for r in fig.rows))
+    modes = len({m for _, m in groups}) > 1
+    rows_out = []
+    for model, mode in groups:
+        mine = sorted((r for r in fig.rows if r["model"] == model and r["mode"] == mode),
+                      key=lambda r: (r["rank"], str(r["category"])))
+        panels = [_hbars([r for r in mine if r["panel"] == p], p, size, fws)
+                  for p in fig.panels if any(r["panel"] == p for r in mine)]
+        rows_out.append({"title": {"text": model + (f" ({mode})" if modes else ""),
+                                   "anchor": "start", "fontSize": size.font + 1},
+                         "hconcat": panels, "resolve": {"scale": {"x": "independent"}}})
+    return {**_base(fig, size), "vconcat": rows_out,
+            "resolve": {"scale": {"x": "independent", "y": "independent"}}}
 
 
 def _run_window(fig: Figure, xf: str) -> TimeWindow | None:
@@ -304,7 +344,7 @@ def profile_spec(fig: Figure, size: Size) -> dict[str, Any]:
 
 BUILDERS = {"devices": devices_spec, "scaling": scaling_spec, "batch": batch_spec,
             "energy": energy_spec, "run": run_spec, "profile": profile_spec,
-            "prompt": prompt_spec}
+            "prompt": prompt_spec, "precision": precision_spec}
 
 
 def spec(fig: Figure, size: Size = SCREEN) -> dict[str, Any]:

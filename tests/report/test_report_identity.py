@@ -83,3 +83,14 @@ def test_precision_figure_per_model_with_horizontal_bars(check: Report) -> None:
     bars = specs.spec(energy, specs.SCREEN)["hconcat"][0]
     assert bars["layer"][0]["encoding"]["y"]["field"] == "config"
     assert bars["height"] >= specs.BAR_ROWS * 4 * 2  # 4 configurations, 2 frameworks
+
+
+def test_single_point_series_get_shapes_not_dashes(check: Report) -> None:
+    fig = next(f for f in check.figures if f.key == "batch-resnet-50")
+    spec = specs.spec(fig, specs.SCREEN)
+    layers = spec["hconcat"][0]["layer"]
+    # each configuration is one point: no line (a dash legend would mean nothing)
+    assert [layer["mark"]["type"] for layer in layers] == ["point", "rule"]
+    assert layers[0]["encoding"]["shape"]["field"] == "variant"
+    variants = {r["variant"] for r in fig.rows}
+    assert "bf16 channels last 40 it 10 warm-up gpu:1" in variants

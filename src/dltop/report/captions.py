@@ -18,8 +18,8 @@ def label(r: ConfigResult | scaling.ScalingRow, var: identity.Variation, *,
     """``torch b32`` (with the varying identity fields, and the host where the set
     spans several): one line of a figure, so two configurations never share one."""
     parts = [r.framework] + ([f"b{r.batch_size}"] if batch else [])
-    parts += [f"{identity.header(f)} {t}" for f, t in zip(var.fields, var.texts(r.identity),
-                                                          strict=True)]
+    if settings := labels.settings_text(r.identity, var.fields):  # the run label's words
+        parts.append(settings)
     if host:
         parts.append(f"@{r.host}")
     return one_line(" ".join(parts))

@@ -119,9 +119,17 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
     # the points are their own layer: a line with point=True draws its strokeDash legend
     # with filled circles, hiding the dashes
     dots = {k: v for k, v in enc.items() if k != "strokeDash"}
-    layers: list[dict[str, Any]] = [{"mark": {"type": "line"}, "encoding": enc},
-                                    {"mark": {"type": "point", "filled": True},
+    counts: dict[Any, int] = {}
+    for r in rows:
+        counts[r.get("series")] = counts.get(r.get("series"), 0) + 1
+    lines = any(n > 1 for n in counts.values())
+    if not lines and "strokeDash" in enc:
+        # every series is one point: no line draws a dash, so the variant is a shape
+        dots["shape"] = {"field": "variant", "type": "nominal", "title": None}
+    layers: list[dict[str, Any]] = [{"mark": {"type": "point", "filled": True},
                                      "encoding": dots}]
+    if lines:
+        layers.insert(0, {"mark": {"type": "line"}, "encoding": enc})
     if bars:
         layers.append({"mark": {"type": "rule"}, "encoding": {
             "x": x, "y": {"field": "low", "type": "quantitative"}, "y2": {"field": "high"},

@@ -59,3 +59,21 @@ def test_the_options_campaign_labels_name_graphs_mode_and_compile() -> None:
         4: "torch resnet-50 b1 gpu:1 inference channels last cuda graphs 200 it 20 warm-up",
         5: "torch alexnet-r b1024 gpu:1 40 it 10 warm-up",
         6: "torch resnet-50 b256 gpu:1 channels last compile default 40 it 10 warm-up"}
+
+
+def test_the_queue_rows_carry_the_varying_settings() -> None:
+    from dltop.live.campaign import read_jobs
+    from dltop.tui.queue import COLUMNS, WIDTHS, _cells, _line
+
+    db = _db("gpu-check.db")
+    jobs = read_jobs(db, 1, 0, 21)
+    assert [j.settings for j in jobs[:3]] == [
+        "bf16 channels last 40 it 10 warm-up", "fp16 channels last 40 it 10 warm-up",
+        "fp32 20 it 5 warm-up"]  # rows 1 and 2 were "torch resnet-50 256 gpu:1" alike
+    line = _line(_cells(jobs[0], "", 0), WIDTHS).plain
+    assert line.endswith(" bf16 channels last 40 it 10 warm-up")
+    assert _line((*COLUMNS, "settings"), WIDTHS).plain.endswith(" settings")
+    options = read_jobs(_db("options.db"), 1, 0, 6)
+    assert [j.settings for j in options][1:4] == [
+        "inference channels last 200 it 20 warm-up", "inference channels last 200 it 20 warm-up",
+        "inference channels last cuda graphs 200 it 20 warm-up"]

@@ -195,10 +195,11 @@ def _hbars(rows: Sequence[Mapping[str, Any]], title: str, size: Size,
     y = {"field": category, "type": "nominal", "title": None, "sort": cats,
          "axis": {"labelLimit": 320}}
     big = max((abs(float(r["value"])) for r in rows if r.get("value") is not None),
-              default=0.0) >= 10_000
+              default=0.0) >= 1000
     # 800k, not 800,000 run together (but 0.1 J, not "100m": SI only for large values)
     x = {"field": "value", "type": "quantitative", "title": title,
-         "axis": {"labelOverlap": True, **({"format": "~s"} if big else {})}}
+         "axis": {"labelOverlap": "greedy", "labelSeparation": 4, "tickCount": 6,
+                  **({"format": "~s"} if big else {})}}
     enc: dict[str, Any] = {"y": y, "x": x}
     mark: dict[str, Any] = {"type": "bar"}
     if len(fws) > 1:

@@ -94,3 +94,13 @@ def test_single_point_series_get_shapes_not_dashes(check: Report) -> None:
     assert layers[0]["encoding"]["shape"]["field"] == "variant"
     variants = {r["variant"] for r in fig.rows}
     assert "bf16 channels last 40 it 10 warm-up gpu:1" in variants
+
+
+def test_a_panel_of_one_series_has_no_legend(check: Report) -> None:
+    run = next(f for f in check.runs if f.extra.get("run_id") == 1)
+    spec = specs.spec(run, specs.SCREEN)
+    legends = {panel: layer["encoding"]["color"].get("legend", "drawn")
+               for panel, p in zip(run.panels, spec["vconcat"], strict=True)
+               for layer in p["layer"] if "color" in layer["encoding"]}
+    assert legends["loss"] is None and legends["GPU power W"] is None
+    assert legends["s/iter"] == "drawn" and legends["CPU %"] == "drawn"

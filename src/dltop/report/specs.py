@@ -307,6 +307,8 @@ def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
         color: dict[str, Any] = {"field": "series", "type": "nominal", "title": None}
         if panel == "s/iter":
             color["scale"] = {"domain": ["warm-up", "measured"], "range": ["#999", PALETTE[0]]}
+        elif len({r.get("series") for r in fig.rows if r.get("panel") == panel}) < 2:
+            color["legend"] = None  # one line: the axis title names it
         mark: dict[str, Any] = {"type": "line", "point": {"size": 8}} if panel == "s/iter" \
             else {"type": "line"}
         layers: list[dict[str, Any]] = _startup_layers(win) if win is not None else []

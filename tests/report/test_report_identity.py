@@ -104,3 +104,17 @@ def test_a_panel_of_one_series_has_no_legend(check: Report) -> None:
                for layer in p["layer"] if "color" in layer["encoding"]}
     assert legends["loss"] is None and legends["GPU power W"] is None
     assert legends["s/iter"] == "drawn" and legends["CPU %"] == "drawn"
+
+
+def test_training_and_inference_get_their_own_axes() -> None:
+    options = report_of("options.db")
+    fig = next(f for f in options.figures if f.key == "batch-resnet-50")
+    spec = specs.spec(fig, specs.SCREEN)
+    panels = [p for row in spec["vconcat"] for p in row["hconcat"]]  # a row per mode
+    titles = [p["layer"][0]["encoding"]["y"]["title"] for p in panels]
+    assert "samples/s (train)" in titles and "samples/s (inference)" in titles
+    for p in panels:  # no panel mixes the modes
+        assert len({r["mode"] for r in p["data"]["values"]}) == 1
+    assert all(len(row["hconcat"]) <= 2 for row in spec["vconcat"])
+    # torch only: no framework legend (the colour tells nothing apart)
+    assert panels[0]["layer"][-1]["encoding"]["color"]["legend"] is None

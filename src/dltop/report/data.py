@@ -167,8 +167,9 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
                 f"{r.device}"
             rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
             variant = series.removeprefix(r.framework).strip()
+            mode = str(r.identity.get("mode") or "train")  # its own axes (specs.batch_spec)
             rows.append({"panel": "samples/s", "framework": r.framework, "series": series,
-                         "variant": variant,
+                         "variant": variant, "mode": mode,
                          "batch": r.batch_size, "value": r.samples_per_s,
                          "low": min(rates, default=None), "high": max(rates, default=None)})
             mem = value_of(r, "gpu-memory")
@@ -177,7 +178,7 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
                 simulated = simulated or mem.simulated_value is not None
                 rows.append({"panel": "GPU memory MiB", "framework": r.framework,
                              "series": series, "variant": variant, "batch": r.batch_size,
-                             "value": number})
+                             "value": number, "mode": mode})
         panels = tuple(dict.fromkeys(str(row["panel"]) for row in rows))
         notes = [n_text(ok), "error bars: min–max of the runs' samples/s",
                  rate_spread_text(ok), flagged_text(ok)]

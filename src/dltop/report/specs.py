@@ -94,8 +94,9 @@ def _values(rows: Sequence[Mapping[str, Any]], **match: str) -> dict[str, Any]:
                        if all(r.get(k) == v for k, v in match.items())]}
 
 
-def _x(fig: Figure, field: str, *, log: bool = False) -> dict[str, Any]:
-    xs = sorted({r[field] for r in fig.rows if field in r})
+def _x(fig: Figure, field: str, *, log: bool = False,
+       rows: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    xs = sorted({r[field] for r in (fig.rows if rows is None else rows) if field in r})
     scale: dict[str, Any] = {"type": "log", "base": 2} if log else {"zero": False}
     return {"field": field, "type": "quantitative", "title": fig.x_title, "scale": scale,
             "axis": {"values": xs, "format": "d"}}
@@ -104,8 +105,10 @@ def _x(fig: Figure, field: str, *, log: bool = False) -> dict[str, Any]:
 def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y: str,
            y_title: str, size: Size, *, bars: bool = False, zero: bool = True
            ) -> dict[str, Any]:
-    color = {"field": "framework", "type": "nominal", "title": "framework",
-             "scale": _colors([str(r["framework"]) for r in fig.rows])}
+    color: dict[str, Any] = {"field": "framework", "type": "nominal", "title": "framework",
+                             "scale": _colors([str(r["framework"]) for r in fig.rows])}
+    if len(color["scale"]["domain"]) < 2:  # one framework: a legend would tell nothing apart
+        color["legend"] = None
     enc = {"x": x, "y": {"field": y, "type": "quantitative", "title": y_title,
                          "scale": {"zero": zero}},
            "color": color, "detail": {"field": "series"},
@@ -161,13 +164,28 @@ def scaling_spec(fig: Figure, size: Size) -> dict[str, Any]:
 
 
 def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Throughput (min–max error bars) and GPU memory vs batch size, side by side."""
-    panels = []
-    for p in fig.panels:
-        rows = _values(fig.rows, panel=p)["values"]
-        # error bars where the rows carry them (samples/s; generation latencies)
-        panels.append(_lines(fig, rows, _x(fig, "batch", log=True), "value", p, size,
-                             bars=any("low" in r for r in rows)))
+    """Throughput (min–max error bars) and GPU memory vs batch size, side by side; with
+    training and inference (or generation) configurations, each mode on its own axes
+    (a training step and an inference step are not the same work)."""
+    modes = list(dict.fromkeys(str(r.get("mode", "")) for r in fig.rows))
+    by_mode = []
+    for mode in modes:  # a row of panels per mode: a paper's column keeps its width
+        panels = []
+        for p in fig.panels:
+            rows = [r for r in _values(fig.rows, panel=p)["values"]
+                    if str(r.get("mode", "")) == mode]
+            if rows:
+                title = f"{p} ({mode})" if len(modes) > 1 else p
+                # error bars where the rows carry them (samples/s; generation latencies)
+                # ticks at this mode's batches: another mode's would crowd its axis
+                x = _x(fig, "batch", log=True,
+                       rows=[r for r in fig.rows if str(r.get("mode", "")) == mode])
+                panels.append(_lines(fig, rows, x, "value", title, size,
+                                     bars=any("low" in r for r in rows)))
+        by_mode.append(panels)
+    if len(by_mode) > 1:
+        return {**_base(fig, size), "vconcat": [{"hconcat": p} for p in by_mode]}
+    panels = by_mode[0] if by_mode else []
     if len(panels) == 1:  # a single view: it can be fitted to a column
         return {**_base(fig, size), **panels[0]}
     return {**_base(fig, size), "hconcat": panels}

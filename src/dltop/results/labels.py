@@ -146,8 +146,14 @@ def campaign_varying(db: Db, campaign_id: int) -> tuple[str, ...]:
     stamp = (int(row["n"] or 0), int(row["last"] or 0))
     known = _VARYING.get((where, campaign_id))
     if known is None or known[0] != stamp:
-        fields = _campaign_variation(db, [campaign_id])[1]
-        _VARYING[(where, campaign_id)] = known = (stamp, fields)
+        # one identity per configuration, not per job: repeats share their stored key
+        idents = []
+        for r in db.query("select config_key, min(spec_json) as spec from jobs "
+                          "where campaign_id = ? group by config_key", [campaign_id]):
+            ident = identity.identity_of_key(r["config_key"], None) \
+                if r["config_key"] else None
+            idents.append(ident if ident is not None else identity.identity_of(r["spec"], None))
+        _VARYING[(where, campaign_id)] = known = (stamp, identity.variation(idents).fields)
     return known[1]
 
 

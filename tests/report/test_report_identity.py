@@ -118,3 +118,13 @@ def test_training_and_inference_get_their_own_axes() -> None:
     assert all(len(row["hconcat"]) <= 2 for row in spec["vconcat"])
     # torch only: no framework legend (the colour tells nothing apart)
     assert panels[0]["layer"][-1]["encoding"]["color"]["legend"] is None
+
+
+def test_figures_md_names_runs_with_the_run_label(check: Report) -> None:
+    from dltop.report import figures
+
+    md = figures.render_figures(check, "svg", draw=lambda spec, fmt: b"<svg/>")
+    text = md["figures.md"].decode()
+    assert "run 1: torch resnet-50 b256 gpu:1 bf16 channels last" in text
+    assert "run 2: torch resnet-50 b256 gpu:1 fp16 channels last" in text
+    assert "Throughput and energy per sample by precision" in text

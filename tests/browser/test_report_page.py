@@ -110,3 +110,50 @@ def test_summary_table_sorts_on_a_header_click(browser: Browser, tmp_path: Path)
     assert isinstance(fail, list)
     assert fail[0] == "rgb(253, 236, 234)" and fail[1].startswith("CUDA out of memory")
     assert browser.console_errors() == []
+
+
+H200 = Path(__file__).parents[2] / "docs/gpu-runs/2026-11-26-h200-check/gpu-check.db"
+
+LABEL_BOXES_JS = """
+var fig = document.getElementById(arguments[0]);
+return Array.from(fig.querySelectorAll('svg g.role-axis-label text')).map(function (t) {
+  var b = t.getBoundingClientRect();
+  return {text: t.textContent, x: b.left, y: b.top, w: b.width, h: b.height};
+});
+"""
+
+
+def test_h200_report_bars_do_not_overprint_and_runs_are_told_apart(
+        browser: Browser, tmp_path: Path) -> None:
+    out = tmp_path / "h200.html"
+    res = subprocess.run([sys.executable, "-m", "dltop", "report", "--db",
+                          str(_copy(H200, tmp_path)),
+                          "-o", str(out), "--max-runs", "4"],
+                         capture_output=True, text=True, timeout=240, check=False)
+    assert res.returncode == 0, res.stderr
+    browser.open(out)
+    assert browser.console_errors() == []
+    by_id = {f["id"]: f for f in _figures(browser)}
+    assert by_id["precision"]["marks"] > 20 and "resnet-50" in by_id["precision"]["text"]
+    for key in ("power-energy", "precision"):
+        boxes = [b for b in browser.script(LABEL_BOXES_JS, key)  # type: ignore[union-attr]
+                 if b["w"] > 0]
+        assert len(boxes) > 4, key
+        for i, a in enumerate(boxes):  # no two axis labels overlap on the page
+            for b in boxes[i + 1:]:
+                apart = (a["x"] + a["w"] <= b["x"] + 0.5 or b["x"] + b["w"] <= a["x"] + 0.5
+                         or a["y"] + a["h"] <= b["y"] + 0.5 or b["y"] + b["h"] <= a["y"] + 0.5)
+                assert apart, (key, a["text"], b["text"])
+    options = browser.script("return Array.from(document.querySelectorAll('#run-select option'))"
+                             ".map(function (o) { return o.textContent; });")
+    assert isinstance(options, list)
+    assert options[0].startswith("run 1: torch resnet-50 b256 gpu:1 bf16")
+    assert options[1].startswith("run 2: torch resnet-50 b256 gpu:1 fp16")
+    browser.screenshot(tmp_path / "h200.png")
+
+
+def _copy(db: Path, tmp_path: Path) -> Path:
+    """A writable copy: the report opens its database as the CLI does."""
+    import shutil
+
+    return Path(shutil.copy(db, tmp_path / db.name))

@@ -38,7 +38,7 @@ def test_cpu_campaign_figures_and_their_captions(report_db: Path) -> None:
     assert torch8[0]["low"] < torch8[0]["seconds"] < torch8[0]["high"]
     assert "n = 2 ok runs per point" in time.caption
     assert "largest spread" in time.caption
-    assert "noisy: tensorflow b8 cpu:2 (run " in time.caption
+    assert "noisy: tensorflow fcn-r b8 cpu:2 (run " in time.caption  # the run label
     assert "packed: none" in time.caption and "contaminated: none" in time.caption
     scaling = _fig(rep.figures, "scaling-fcn-r-cpu")
     two = [r for r in scaling.rows if r["devices"] == 2 and r["series"] == "torch b8"]

@@ -167,10 +167,10 @@ def test_export_marks_contaminated_cells() -> None:
 
 
 def test_tui_queue_marks_a_contaminated_run() -> None:
-    from dltop.tui.queue import _cells
+    from dltop.tui.queue import PROGRESS, _cells
 
     store, cid = two_configs_first_contaminated()
     view = read_campaign(store.db, cid)
     assert view is not None
-    assert [_cells(j, "", k)[-1] for k, j in enumerate(view.jobs)] == \
+    assert [_cells(j, "", k)[PROGRESS] for k, j in enumerate(view.jobs)] == \
         ["500.0 ms/it§", "500.0 ms/it"]

@@ -14,7 +14,7 @@ from dltop.store import connect
 from dltop.tui.app import DltopApp
 from dltop.tui.messages import ActionDone
 from dltop.tui.modals import HelpScreen, ProfilePicker, QuitDialog
-from dltop.tui.queue import QueueTable
+from dltop.tui.queue import PROGRESS, QueueTable
 from dltop.tui.results_screen import ResultsScreen
 from dltop.tui.screens import HistoryScreen, MainScreen
 
@@ -367,8 +367,8 @@ async def test_packed_campaign_shows_every_run_in_progress(engine_seeded: Seeded
         assert view.current.run_id == rid  # the newest run is the panel's
         assert view.progress == {engine_seeded.job_ids[2]: (12, 25), second: (3, 25)}
         table = app.screen.query_one(QueueTable)
-        progress = {job.job_id: cells[-1] for job, cells in zip(table._jobs, table._cells,
-                                                                 strict=True)}
+        progress = {job.job_id: cells[PROGRESS] for job, cells in zip(
+            table._jobs, table._cells, strict=True)}
         assert progress[engine_seeded.job_ids[2]] == "12/25" and progress[second] == "3/25"
         headline = app.screen.query_one(RunHeadline)
         assert headline.others == 1 and "+1 more running" in str(headline.render())

@@ -69,6 +69,16 @@ async def test_finished_run_shows_stats_telemetry_env_and_status(
         assert trace is not None and trace.n_iterations == 25 and trace.has_loss
         assert trace.warmup_end_s is not None and len(trace.gpus) == 1
         assert not screen.query_one("#chart-loss").has_class("-hidden")
+        # every chart of the GPU run shares the view: none takes the whole of it (they
+        # were 1fr in a scroll view, each as tall as the view: only s/iter was in sight)
+        await pilot.resize_terminal(160, 50)  # the H200 check's terminal
+        await pilot.pause(0.5)
+        view = screen.query_one("#rd-charts").scrollable_content_region.height
+        shown = [c for c in screen.query("RunChart") if not c.has_class("-hidden")]
+        assert {c.id for c in shown} >= {"chart-iter", "chart-loss", "chart-util",
+                                         "chart-power", "chart-memory"}
+        assert sum(c.region.height for c in shown) <= max(view, 8 * len(shown))
+        assert all(c.region.height >= 8 for c in shown)
         await pilot.press("escape")
         await wait_until_async(lambda: isinstance(app.screen, MainScreen), 10, "main again")
 

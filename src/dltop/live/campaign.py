@@ -28,6 +28,7 @@ from dltop.live.health import (
 )
 from dltop.procs import engine_alive
 from dltop.procs import read_log_tail as _read_tail
+from dltop.results import labels
 from dltop.results.queries import (
     CampaignRow,
     CurrentRun,
@@ -72,6 +73,9 @@ class JobLine:
     """The job's latest run's median seconds per iteration, once it has one."""
     contaminated: bool = False
     """The job's latest run saw foreign processes on its GPUs or pinned CPUs."""
+    settings: str = ""
+    """The identity fields varying in the campaign, as the run label shows them
+    (:func:`dltop.results.labels.settings_text`: ``bf16 cuda graphs``)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -297,14 +301,16 @@ def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: i
     first = _position_at(db, campaign_id, max(0, offset), total_hint)
     if first is None:
         return ()
+    rows = list(db.query(_JOB_COLUMNS + "where campaign_id = ? and status != ? and "
+                         "position >= ? order by position limit ?",
+                         [campaign_id, JobStatus.REMOVED, first, limit]))
+    settings = labels.job_settings(db, [int(j["id"]) for j in rows],
+                                   labels.campaign_varying(db, campaign_id))
     return tuple(JobLine(j["id"], j["position"], j["pending"] or j["status"], j["framework"],
                          j["model"],
                          j["batch_size"], j["device"], j["repeat"], j["median_s"],
-                         bool(j["contaminated"]))
-                 for j in db.query(
-                     _JOB_COLUMNS + "where campaign_id = ? and status != ? and position >= ? "
-                     "order by position limit ?",
-                     [campaign_id, JobStatus.REMOVED, first, limit]))
+                         bool(j["contaminated"]), settings.get(int(j["id"]), ""))
+                 for j in rows)
 
 
 def read_window(db: sqlite_utils.Database, view: CampaignView, offset: int,

@@ -180,11 +180,17 @@ class RunDetail:
     """Each node's GPUs (a Slurm run's node agents); empty for a local run."""
     generation: gen.GenStats | None = None
     """TTFT/TPOT/ITL of its measured generation requests so far (``mode = "generate"``)."""
+    settings: str = ""
+    """The identity fields that vary in its campaign, as its run label shows them
+    (:func:`dltop.results.labels.settings_text`; empty: none, or not read)."""
 
     @property
     def label(self) -> str:
-        """``torch fcn-r b64 cpu:1 #1``."""
-        return f"{self.framework} {self.model} b{self.batch_size} {self.device} #{self.repeat + 1}"
+        """``torch fcn-r b64 cpu:1 bf16 #1``: the run label (:mod:`dltop.results.labels`)
+        and the repeat."""
+        settings = f" {self.settings}" if self.settings else ""
+        return (f"{self.framework} {self.model} b{self.batch_size} {self.device}{settings} "
+                f"#{self.repeat + 1}")
 
     @property
     def running(self) -> bool:

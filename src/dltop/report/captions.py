@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltop import catalog
-from dltop.results import identity, scaling
+from dltop.results import identity, labels, scaling
 from dltop.results.aggregate import ConfigResult, rank
 from dltop.textsafe import one_line
 
@@ -18,8 +18,8 @@ def label(r: ConfigResult | scaling.ScalingRow, var: identity.Variation, *,
     """``torch b32`` (with the varying identity fields, and the host where the set
     spans several): one line of a figure, so two configurations never share one."""
     parts = [r.framework] + ([f"b{r.batch_size}"] if batch else [])
-    parts += [f"{identity.header(f)} {t}" for f, t in zip(var.fields, var.texts(r.identity),
-                                                          strict=True)]
+    if settings := labels.settings_text(r.identity, var.fields):  # the run label's words
+        parts.append(settings)
     if host:
         parts.append(f"@{r.host}")
     return one_line(" ".join(parts))
@@ -44,15 +44,16 @@ def flagged_text(results: Sequence[ConfigResult]) -> str:
     none was; ``shared`` only when some was: it is rare); past :data:`MAX_FLAGGED`
     configurations per flag, how many more."""
     parts = []
+    names = labels.labels({i: r.identity for i, r in enumerate(results)})  # the run label
     for name in ("noisy", "packed", "shared", "contaminated"):
         who: list[str] = []
         more = 0
-        for r in results:
+        for i, r in enumerate(results):
             ids = [str(run.run_id) for run in r.runs if getattr(run, name)]
             if ids and len(who) >= MAX_FLAGGED:
                 more += 1
             elif ids:
-                who.append(one_line(f"{r.framework} b{r.batch_size} {r.device} "
+                who.append(one_line(f"{names[i]} "
                                     f"(run{'s' if len(ids) > 1 else ''} {', '.join(ids)})"))
         if more:
             who.append(f"and {more} more configuration{'s' if more > 1 else ''} (the "

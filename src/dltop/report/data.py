@@ -27,9 +27,10 @@ from dltop.report.captions import models as _models
 from dltop.report.captions import order as _order
 from dltop.report.generation import generation_figures
 from dltop.report.model import Figure, Report
+from dltop.report.precision import precision_figures
 from dltop.report.profiles import profile_figures
 from dltop.report.runs import pick_runs, run_figures
-from dltop.results import caption, identity, queries, scaling, summary
+from dltop.results import caption, identity, labels, queries, scaling, summary
 from dltop.results.aggregate import ConfigResult, config_results, placed_identities
 from dltop.results.metrics import value_of
 from dltop.results.readings import readings_check
@@ -174,8 +175,9 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
                 f"{r.device}"
             rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
             variant = series.removeprefix(r.framework).strip()
+            mode = str(r.identity.get("mode") or "train")  # its own axes (specs.batch_spec)
             rows.append({"panel": "samples/s", "framework": r.framework, "series": series,
-                         "variant": variant,
+                         "variant": variant, "mode": mode,
                          "batch": r.batch_size, "value": r.samples_per_s,
                          "low": min(rates, default=None), "high": max(rates, default=None)})
             mem = value_of(r, "gpu-memory")
@@ -184,7 +186,7 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
                 simulated = simulated or mem.simulated_value is not None
                 rows.append({"panel": "GPU memory MiB", "framework": r.framework,
                              "series": series, "variant": variant, "batch": r.batch_size,
-                             "value": number})
+                             "value": number, "mode": mode})
         rows, capped = cap_lines(rows)
         panels = tuple(dict.fromkeys(str(row["panel"]) for row in rows))
         notes = [n_text(ok), "error bars: min–max of the runs' samples/s",
@@ -213,8 +215,9 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
     rows: list[dict[str, Any]] = []
     short: list[str] = []  # configurations whose runs hold too few readings: no bar
     for r in sorted(gpu, key=_order):
+        settings = labels.settings_text(r.identity, var.fields)  # as the run label says
         config = one_line(f"{r.model} b{r.batch_size} {r.device}"
-                          + "".join(f" {t}" for t in var.texts(r.identity)))
+                          + (f" {settings}" if settings else ""))
         why, _ = readings_check(r, gpu=True)
         if why:
             short.append(f"{r.framework} {config} ({why})")
@@ -286,7 +289,8 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     if any(r.runs for r in results):
         figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
                    *batch_figures(results, var), *generation_figures(results),
-                   energy_figure(results, var), *profile_figures(db, ids)]
+                   energy_figure(results, var), *precision_figures(results, var),
+                   *profile_figures(db, ids)]
         runs, note = run_figures(db, ids, max_runs, only_runs)
     else:
         what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)

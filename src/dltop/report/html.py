@@ -143,6 +143,7 @@ SECTIONS = (("devices", "Time per mini-batch vs threads / GPUs"),
             ("scaling", "Scaling: speedup and efficiency"),
             ("batch", "Throughput and memory vs batch size"),
             ("energy", "Power and energy per sample"),
+            ("precision", "Precision: throughput and energy per sample"),
             ("profile", "Operator profiles: time per step by operator"))
 
 

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.errors import UserError
 from dltop.report import series
 from dltop.report.model import Figure
+from dltop.results import labels
 from dltop.results.metrics import MIB
 from dltop.results.runtrace import RunTrace, read_trace
 from dltop.results.table import fmt_seconds
@@ -69,9 +70,11 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
 
 
 def run_label(row: Mapping[str, Any]) -> str:
-    """``run 14: torch fcn-r b128 cpu:2 #1``."""
+    """``run 14: torch fcn-r b128 cpu:2 bf16 #1``: the run label (its ``settings``:
+    :func:`dltop.results.labels.settings_text`) and its repeat."""
+    settings = f" {row['settings']}" if row.get("settings") else ""
     return one_line(f"run {row['run_id']}: {row['framework']} {row['model']} "
-                    f"b{row['batch_size']} {row['device']} #{row['repeat'] + 1}")
+                    f"b{row['batch_size']} {row['device']}{settings} #{row['repeat'] + 1}")
 
 
 def run_figures(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
@@ -79,6 +82,8 @@ def run_figures(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
     """One figure per picked run (or per run of ``only``), and the line saying how many
     runs are shown, which, and how to draw the others."""
     chosen, total = pick_runs(db, ids, max_runs, only)
+    settings = labels.run_settings(db, [int(r["run_id"]) for r in chosen])  # the run label
+    chosen = [{**r, "settings": settings.get(int(r["run_id"]), "")} for r in chosen]
     figures = [drawn_trace(db, int(r["run_id"]), r) for r in chosen]
     if total == 0:
         note = "No run stored any iteration."

@@ -17,12 +17,16 @@ from typing import Any
 
 from dltop import catalog
 from dltop.report.model import Figure
+from dltop.results.tracewindow import HEADROOM, TimeWindow, window
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 """The spec's ``$schema`` (an identifier for readers of the JSON; nothing is fetched)."""
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 """Framework colours (Vega's tableau10 start), fixed so torch is one colour everywhere."""
 DASH = [4, 3]
+STARTUP_FILL = "#d9d9d9"
+"""The start-up band of a run figure (darker than the warm-up shading)."""
+CLIPPED_COLOR = "#e45756"
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,7 @@ def paper_size(fig: Figure) -> tuple[Size, str]:
     """The paper size of a figure and its width class (``single`` or ``double``)."""
     if fig.kind == "run":
         return PAPER_RUN, "double"
-    if len(fig.panels) > 1:
+    if len(fig.panels) > 1 or fig.kind == "precision":  # precision: a stack, not one view
         return PAPER_DOUBLE_PANEL, "double"
     return PAPER_SINGLE, "single"
 
@@ -90,8 +94,9 @@ def _values(rows: Sequence[Mapping[str, Any]], **match: str) -> dict[str, Any]:
                        if all(r.get(k) == v for k, v in match.items())]}
 
 
-def _x(fig: Figure, field: str, *, log: bool = False) -> dict[str, Any]:
-    xs = sorted({r[field] for r in fig.rows if field in r})
+def _x(fig: Figure, field: str, *, log: bool = False,
+       rows: Sequence[Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    xs = sorted({r[field] for r in (fig.rows if rows is None else rows) if field in r})
     scale: dict[str, Any] = {"type": "log", "base": 2} if log else {"zero": False}
     return {"field": field, "type": "quantitative", "title": fig.x_title, "scale": scale,
             "axis": {"values": xs, "format": "d"}}
@@ -100,8 +105,10 @@ def _x(fig: Figure, field: str, *, log: bool = False) -> dict[str, Any]:
 def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y: str,
            y_title: str, size: Size, *, bars: bool = False, zero: bool = True
            ) -> dict[str, Any]:
-    color = {"field": "framework", "type": "nominal", "title": "framework",
-             "scale": _colors([str(r["framework"]) for r in fig.rows])}
+    color: dict[str, Any] = {"field": "framework", "type": "nominal", "title": "framework",
+                             "scale": _colors([str(r["framework"]) for r in fig.rows])}
+    if len(color["scale"]["domain"]) < 2:  # one framework: a legend would tell nothing apart
+        color["legend"] = None
     enc = {"x": x, "y": {"field": y, "type": "quantitative", "title": y_title,
                          "scale": {"zero": zero}},
            "color": color, "detail": {"field": "series"},
@@ -115,9 +122,17 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
     # the points are their own layer: a line with point=True draws its strokeDash legend
     # with filled circles, hiding the dashes
     dots = {k: v for k, v in enc.items() if k != "strokeDash"}
-    layers: list[dict[str, Any]] = [{"mark": {"type": "line"}, "encoding": enc},
-                                    {"mark": {"type": "point", "filled": True},
+    counts: dict[Any, int] = {}
+    for r in rows:
+        counts[r.get("series")] = counts.get(r.get("series"), 0) + 1
+    lines = any(n > 1 for n in counts.values())
+    if not lines and "strokeDash" in enc:
+        # every series is one point: no line draws a dash, so the variant is a shape
+        dots["shape"] = {"field": "variant", "type": "nominal", "title": None}
+    layers: list[dict[str, Any]] = [{"mark": {"type": "point", "filled": True},
                                      "encoding": dots}]
+    if lines:
+        layers.insert(0, {"mark": {"type": "line"}, "encoding": enc})
     if bars:
         layers.append({"mark": {"type": "rule"}, "encoding": {
             "x": x, "y": {"field": "low", "type": "quantitative"}, "y2": {"field": "high"},
@@ -149,13 +164,28 @@ def scaling_spec(fig: Figure, size: Size) -> dict[str, Any]:
 
 
 def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Throughput (min–max error bars) and GPU memory vs batch size, side by side."""
-    panels = []
-    for p in fig.panels:
-        rows = _values(fig.rows, panel=p)["values"]
-        # error bars where the rows carry them (samples/s; generation latencies)
-        panels.append(_lines(fig, rows, _x(fig, "batch", log=True), "value", p, size,
-                             bars=any("low" in r for r in rows)))
+    """Throughput (min–max error bars) and GPU memory vs batch size, side by side; with
+    training and inference (or generation) configurations, each mode on its own axes
+    (a training step and an inference step are not the same work)."""
+    modes = list(dict.fromkeys(str(r.get("mode", "")) for r in fig.rows))
+    by_mode = []
+    for mode in modes:  # a row of panels per mode: a paper's column keeps its width
+        panels = []
+        for p in fig.panels:
+            rows = [r for r in _values(fig.rows, panel=p)["values"]
+                    if str(r.get("mode", "")) == mode]
+            if rows:
+                title = f"{p} ({mode})" if len(modes) > 1 else p
+                # error bars where the rows carry them (samples/s; generation latencies)
+                # ticks at this mode's batches: another mode's would crowd its axis
+                x = _x(fig, "batch", log=True,
+                       rows=[r for r in fig.rows if str(r.get("mode", "")) == mode])
+                panels.append(_lines(fig, rows, x, "value", title, size,
+                                     bars=any("low" in r for r in rows)))
+        by_mode.append(panels)
+    if len(by_mode) > 1:
+        return {**_base(fig, size), "vconcat": [{"hconcat": p} for p in by_mode]}
+    panels = by_mode[0] if by_mode else []
     if len(panels) == 1:  # a single view: it can be fitted to a column
         return {**_base(fig, size), **panels[0]}
     return {**_base(fig, size), "hconcat": panels}
@@ -168,52 +198,162 @@ def prompt_spec(fig: Figure, size: Size) -> dict[str, Any]:
                                          "value", fig.panels[0], size, bars=True)}
 
 
+BAR_ROWS = 13
+"""Pixels per bar of a horizontal bar chart: its height follows its bars, so many
+configurations make a taller figure, never labels printed over each other."""
+
+
+def _hbars(rows: Sequence[Mapping[str, Any]], title: str, size: Size,
+           frameworks: Sequence[str], category: str = "category") -> dict[str, Any]:
+    """Horizontal bars of ``rows`` (``value``, ``low``/``high`` error bars), one
+    category per row of the axis, one bar per framework within it; the colour (and
+    its legend) only when there are several frameworks."""
+    cats = list(dict.fromkeys(str(r[category]) for r in rows))
+    fws = [f for f in _colors(frameworks)["domain"] if any(r["framework"] == f for r in rows)]
+    y = {"field": category, "type": "nominal", "title": None, "sort": cats,
+         "axis": {"labelLimit": 320}}
+    big = max((abs(float(r["value"])) for r in rows if r.get("value") is not None),
+              default=0.0) >= 1000
+    # 800k, not 800,000 run together (but 0.1 J, not "100m": SI only for large values)
+    x = {"field": "value", "type": "quantitative", "title": title,
+         "axis": {"labelOverlap": "greedy", "labelSeparation": 4, "tickCount": 6,
+                  **({"format": "~s"} if big else {})}}
+    enc: dict[str, Any] = {"y": y, "x": x}
+    mark: dict[str, Any] = {"type": "bar"}
+    if len(fws) > 1:
+        enc["yOffset"] = {"field": "framework", "scale": {"domain": fws}}
+        enc["color"] = {"field": "framework", "type": "nominal", "title": "framework",
+                        "scale": _colors(frameworks)}
+    else:  # one framework: no legend for a colour that tells nothing apart
+        mark["color"] = _colors(frameworks)["range"][0] if not fws else \
+            _colors(frameworks)["range"][_colors(frameworks)["domain"].index(fws[0])]
+        x["title"] = f"{title} ({fws[0]})" if fws else title
+    rule = {"mark": {"type": "rule", "color": "black"},
+            "encoding": {"y": y, "x": {"field": "low", "type": "quantitative"},
+                         "x2": {"field": "high"},
+                         **({"yOffset": enc["yOffset"]} if "yOffset" in enc else {})}}
+    return {"data": {"values": [dict(r) for r in rows]}, "width": size.width,
+            "height": BAR_ROWS * max(1, len(cats)) * max(1, len(fws)),
+            "layer": [{"mark": mark, "encoding": enc}, rule]}
+
+
 def energy_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Mean GPU power and energy per sample: bars per framework within each
-    configuration, the runs' min–max as error bars."""
-    color = {"field": "framework", "type": "nominal", "title": "framework",
-             "scale": _colors([str(r["framework"]) for r in fig.rows])}
-    panels = []
-    for panel in fig.panels:
-        x = {"field": "config", "type": "nominal", "title": None,
-             "axis": {"labelAngle": 0, "labelLimit": 200}}
-        off = {"field": "framework",
-               "scale": {"domain": _colors([str(r["framework"]) for r in fig.rows])["domain"]}}
-        panels.append({
-            "data": _values(fig.rows, panel=panel), "width": size.width,
-            "height": size.height, "layer": [
-                {"mark": "bar", "encoding": {"x": x, "xOffset": off, "color": color, "y": {
-                    "field": "value", "type": "quantitative", "title": panel}}},
-                {"mark": {"type": "rule", "color": "black"}, "encoding": {
-                    "x": x, "xOffset": off, "y": {"field": "low", "type": "quantitative"},
-                    "y2": {"field": "high"}}}]})
+    """Mean GPU power and energy per sample: horizontal bars per configuration, one per
+    framework, the runs' min–max as error bars."""
+    fws = [str(r["framework"]) for r in fig.rows]
+    panels = [_hbars(_values(fig.rows, panel=panel)["values"], panel, size, fws,
+                     category="config") for panel in fig.panels]
     return {**_base(fig, size), "hconcat": panels}
 
 
+def precision_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Per model (and mode): samples/s and J/sample by precision, horizontal bars per
+    framework, each row of panels on its own axes (:mod:`dltop.report.precision`)."""
+    fws = [str(r["framework"]) for r in fig.rows]
+    groups = list(dict.fromkeys((str(r["model"]), str(r["mode"])) for r in fig.rows))
+    modes = len({m for _, m in groups}) > 1
+    rows_out = []
+    for model, mode in groups:
+        mine = sorted((r for r in fig.rows if r["model"] == model and r["mode"] == mode),
+                      key=lambda r: (r["rank"], str(r["category"])))
+        panels = [_hbars([r for r in mine if r["panel"] == p], p, size, fws)
+                  for p in fig.panels if any(r["panel"] == p for r in mine)]
+        rows_out.append({"title": {"text": model + (f" ({mode})" if modes else ""),
+                                   "anchor": "start", "fontSize": size.font + 1},
+                         "hconcat": panels, "resolve": {"scale": {"x": "independent"}}})
+    return {**_base(fig, size), "vconcat": rows_out,
+            "resolve": {"scale": {"x": "independent", "y": "independent"}}}
+
+
+def _run_window(fig: Figure, xf: str) -> TimeWindow | None:
+    """The run's :func:`~dltop.results.tracewindow.window`, from its s/iter rows (a row's
+    x is its iteration's end); None for a run drawn by iteration (pruned)."""
+    if xf != "t":
+        return None
+    its = [(float(r["t"]), float(r["value"]), r.get("series") == "warm-up")
+           for r in fig.rows if r.get("panel") == "s/iter"]
+    ends = [float(r["t"]) for r in fig.rows if r.get("t") is not None]
+    return window(its, max(ends, default=None))
+
+
+def _startup_layers(win: TimeWindow) -> list[dict[str, Any]]:
+    """The start-up band left of the first iteration."""
+    return [{"data": {"values": [{"a": win.x_start_s, "b": win.first_s}]},
+             "mark": {"type": "rect", "color": STARTUP_FILL},
+             "encoding": {"x": {"field": "a", "type": "quantitative"},
+                          "x2": {"field": "b"}}}]
+
+
+def _clipped_layers(win: TimeWindow, panel_rows: list[dict[str, Any]], xf: str,
+                    x: dict[str, Any], y: dict[str, Any]) -> list[dict[str, Any]]:
+    """Steps above the s/iter axis: a triangle at its top, labelled with their time."""
+    cap = win.y_cap_s
+    over = [{xf: r[xf], "value": cap, "text": f"{float(r['value']):.3g} s"}
+            for r in panel_rows if cap is not None and float(r["value"]) > cap]
+    if not over:
+        return []
+    return [{"data": {"values": over}, "mark": {"type": "point", "shape": "triangle-up",
+                                                 "filled": True, "color": CLIPPED_COLOR,
+                                                 "size": 30},
+             "encoding": {"x": x, "y": y}},
+            {"data": {"values": over}, "mark": {"type": "text", "align": "left", "dx": 5,
+                                                 "dy": 6, "fontSize": 9,
+                                                 "color": CLIPPED_COLOR},
+             "encoding": {"x": x, "y": y, "text": {"field": "text"}}}]
+
+
 def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """A run's panels stacked on one time axis, warm-up shaded on each."""
+    """A run's panels stacked on one time axis, warm-up shaded on each.
+
+    The axis starts just before the first iteration, start-up a band left of it
+    (its length in the axis title), and s/iter's y axis fits the measured steps: a
+    slower warm-up step is drawn at its top, marked with a triangle and its time
+    (:mod:`dltop.results.tracewindow`).
+    """
     xf = str(fig.extra.get("x_field", "t"))
     warm = fig.extra.get("warmup_end_s")
+    win = _run_window(fig, xf)
+    x_title = fig.x_title
+    if win is not None and win.startup_s > 0:
+        x_title += f" (start-up before the first iteration: {win.startup_s:.1f} s, shaded left)"
     panels = []
     for i, panel in enumerate(fig.panels):
-        x = {"field": xf, "type": "quantitative", "scale": {"zero": False},
-             "title": fig.x_title if i == len(fig.panels) - 1 else None}
+        x: dict[str, Any] = {"field": xf, "type": "quantitative", "scale": {"zero": False},
+                             "title": x_title if i == len(fig.panels) - 1 else None}
+        if win is not None:
+            x["scale"] = {"domain": [win.x_start_s, win.x_end_s], "nice": False}
         color: dict[str, Any] = {"field": "series", "type": "nominal", "title": None}
         if panel == "s/iter":
             color["scale"] = {"domain": ["warm-up", "measured"], "range": ["#999", PALETTE[0]]}
+        elif len({r.get("series") for r in fig.rows if r.get("panel") == panel}) < 2:
+            color["legend"] = None  # one line: the axis title names it
         mark: dict[str, Any] = {"type": "line", "point": {"size": 8}} if panel == "s/iter" \
             else {"type": "line"}
-        layers: list[dict[str, Any]] = []
+        layers: list[dict[str, Any]] = _startup_layers(win) if win is not None else []
         if warm is not None:
             start = float(fig.extra.get("warmup_start_s") or 0.0)
             layers.append({"data": {"values": [{"a": start, "b": float(warm)}]},
                            "mark": {"type": "rect", "color": "#eee"},
                            "encoding": {"x": {"field": "a", "type": "quantitative"},
                                         "x2": {"field": "b"}}})
-        layers.append({"data": _values(fig.rows, panel=panel), "mark": mark, "encoding": {
-            "x": x, "y": {"field": "value", "type": "quantitative", "title": panel,
-                          "scale": {"zero": panel != "s/iter" and panel != "loss"}},
-            "color": color}})
+        rows = _values(fig.rows, panel=panel)["values"]
+        y: dict[str, Any] = {"field": "value", "type": "quantitative", "title": panel,
+                             "scale": {"zero": panel != "s/iter" and panel != "loss"}}
+        cap = win.y_cap_s if win is not None and panel == "s/iter" else None
+        if cap is not None:
+            low = min(float(r["value"]) for r in rows)
+            y["scale"] = {"domain": [low / HEADROOM, cap], "clamp": True, "nice": False}
+        layers.append({"data": {"values": rows}, "mark": {**mark, "clip": True},
+                       "encoding": {"x": x, "y": y, "color": color}})
+        if cap is not None and win is not None:
+            layers += _clipped_layers(win, rows, xf, x, y)
+        for layer in layers:  # start-up readings lie left of the axis: not drawn
+            if isinstance(layer["mark"], dict):
+                layer["mark"]["clip"] = True
+            # every layer names the domain: a shared scale unions the layers' domains,
+            # and one without it would stretch the axis back to the run's start
+            if win is not None and "scale" not in layer["encoding"]["x"]:
+                layer["encoding"]["x"] = {**layer["encoding"]["x"], "scale": x["scale"]}
         panels.append({"width": size.width, "height": size.height, "layer": layers})
     return {**_base(fig, size), "vconcat": panels,
             "resolve": {"scale": {"x": "shared", "color": "independent"},
@@ -237,7 +377,7 @@ def profile_spec(fig: Figure, size: Size) -> dict[str, Any]:
 
 BUILDERS = {"devices": devices_spec, "scaling": scaling_spec, "batch": batch_spec,
             "energy": energy_spec, "run": run_spec, "profile": profile_spec,
-            "prompt": prompt_spec}
+            "prompt": prompt_spec, "precision": precision_spec}
 
 
 def spec(fig: Figure, size: Size = SCREEN) -> dict[str, Any]:

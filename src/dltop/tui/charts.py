@@ -2,9 +2,13 @@
 
 Every chart is a ``textual_plotext.PlotextPlot`` with the same x range (seconds since
 the run's start, :mod:`dltop.results.runtrace`), so a slow step lines up with the GPU
-and CPU readings above and below it. Warm-up steps are drawn in their own colour with
-a vertical marker where the measured iterations start. A pruned run has no times: its
-measured seconds are drawn by iteration, and there is no telemetry to draw.
+and CPU readings above and below it. The axis starts a little before the first
+iteration (:mod:`dltop.results.tracewindow`): a gray line marks where iterations start,
+the s/iter title says how long start-up took before it; s/iter's y axis fits the
+measured steps, slower warm-up steps are drawn clipped at its top (the title counts
+them). Warm-up steps are drawn in their own colour with a vertical marker where the
+measured iterations start. A pruned run has no times: its measured seconds are drawn by
+iteration, and there is no telemetry to draw.
 
 Plotext is slow (about 0.15 ms a point and series), so the figures are built in
 thread workers, never on the event loop; each series is cut to one point per
@@ -22,18 +26,20 @@ from typing import Any
 from rich.text import Text
 from textual import work
 from textual.app import ComposeResult, RenderResult
-from textual.containers import Vertical
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 from textual_plotext import PlotextPlot
 from textual_plotext.plot import Plot
 
 from dltop.results.runtrace import GpuPoint, GpuSeries, RunTrace
+from dltop.results.tracewindow import window
 from dltop.tui.workerfail import ShowsWorkerErrors
 
 WARMUP_COLOR = "orange"
 MEASURED_COLOR = "cyan"
 GPU_COLORS = ("green", "magenta", "blue", "yellow", "red", "cyan", "white", "orange")
 HOST_COLOR = "gray"
+STARTUP_COLOR = "gray"
 TREE_COLOR = "orange"
 GPU_LINES = 4
 """Most GPUs drawn one line each; more are drawn as their mean and max."""
@@ -64,6 +70,9 @@ class ChartSpec:
     series: tuple[Series, ...]
     vline: float | None = None
     ymin: float | None = 0.0
+    ymax: float | None = None
+    start: float | None = None
+    """Where the iterations start: a gray line, start-up left of it (in the band)."""
 
 
 def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
@@ -72,20 +81,26 @@ def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
     plt.plotsize(width, height)
     plt._set_size(width, height)  # as PlotextPlot.render: plotsize alone is not kept
     plt.theme(theme)
-    plt.title(spec.title)
+    plt.title(spec.title[:max(0, width - 4)])  # plotext drops a title wider than the plot
     plt.xlabel(spec.xlabel)
     drawn = False
+    lo, hi = spec.xlim if spec.xlim is not None else (None, None)
     for label, xs, ys, color in spec.series:
+        if lo is not None and hi is not None:  # start-up readings lie left of the axis
+            keep = [i for i, x0 in enumerate(xs) if lo <= x0 <= hi]
+            xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
         x, y = _thin(xs, ys, max(16, width))  # a point per column: plotext costs per point
         if x:
             drawn = True
             plt.plot(x, y, marker="braille", color=color, label=label or None)
+    if spec.start is not None:
+        plt.vline(spec.start, STARTUP_COLOR)
     if spec.vline is not None:
         plt.vline(spec.vline, WARMUP_COLOR)
     if spec.xlim is not None and spec.xlim[1] > spec.xlim[0]:
         plt.xlim(*spec.xlim)
-    if drawn and spec.ymin is not None:
-        plt.ylim(lower=spec.ymin)
+    if drawn and (spec.ymin is not None or spec.ymax is not None):
+        plt.ylim(spec.ymin, spec.ymax)
     return Text.from_ansi(plt.build())
 
 
@@ -156,14 +171,42 @@ class RunChart(ShowsWorkerErrors, PlotextPlot):
         return self._text or Text("")
 
 
+MIN_CHART_ROWS = 8
+"""Fewest rows of a chart: below it plotext has no room for a curve between its axes."""
+
+
 class RunCharts(Vertical):
-    """s/iter, loss, CPU/GPU utilisation, GPU power and memory of one run."""
+    """s/iter, loss, CPU/GPU utilisation, GPU power and memory of one run.
+
+    Each shown chart gets an equal share of the rows its :class:`ChartsScroll` shows, and
+    at least :data:`MIN_CHART_ROWS` (the rest is scrolled to). Fractional heights would not
+    do: inside a scrolling container every ``1fr`` chart took the whole view, so a GPU
+    run's five charts stacked five views high and only s/iter was in sight.
+    """
 
     DEFAULT_CSS = """
-    RunCharts { height: 1fr; }
+    RunCharts { height: auto; }
     RunCharts #charts-note { height: auto; color: $text-muted; }
+    RunCharts RunChart { height: 8; min-height: 8; }
     RunCharts .-hidden { display: none; }
     """
+
+    rows_available = 0
+    """Rows of the view the charts share (set by :class:`ChartsScroll`)."""
+
+    def fit(self, rows: int | None = None) -> None:
+        """Share ``rows`` (default: the last known) among the shown charts."""
+        if rows is not None:
+            self.rows_available = rows
+        shown = [c for c in self.query(RunChart) if not c.has_class("-hidden")]
+        if not shown or not self.rows_available:
+            return
+        note = self.query_one("#charts-note", Static)
+        free = self.rows_available - (0 if note.has_class("-hidden") else 1)
+        each = max(MIN_CHART_ROWS, free // len(shown))
+        for chart in shown:
+            if chart.styles.height is None or chart.styles.height.value != each:
+                chart.styles.height = each
 
     def compose(self) -> ComposeResult:
         yield Static("", id="charts-note")
@@ -198,6 +241,18 @@ class RunCharts(Vertical):
             chart.set_class(not on, "-hidden")
             if on and trace is not None:
                 chart.draw(partial(chart_spec, trace, name))
+        self.fit()
+
+
+class ChartsScroll(VerticalScroll):
+    """The scrolling view of a :class:`RunCharts`: tells it how many rows it shows."""
+
+    def on_resize(self) -> None:
+        self.call_after_refresh(self._fit)
+
+    def _fit(self) -> None:
+        for charts in self.query(RunCharts):
+            charts.fit(self.scrollable_content_region.height)
 
 
 def chart_spec(trace: RunTrace, name: str) -> ChartSpec:
@@ -206,46 +261,65 @@ def chart_spec(trace: RunTrace, name: str) -> ChartSpec:
     timed = bool(its) and all(p.t_end_s is not None for p in its)
     xlabel = "s since start" if timed or not its else "measured iteration"
     end = trace.duration_s
-    xlim = (0.0, end) if timed and end else None
+    # x from just before the first iteration (tracewindow): start-up is left of the
+    # gray line, said in the s/iter title, not drawn over most of the axis
+    win = window(((p.t_end_s or 0.0, p.seconds, p.warmup) for p in its), end) \
+        if timed else None
+    xlim = (win.x_start_s, win.x_end_s) if win else (0.0, end) if timed and end else None
+    start = win.first_s if win else None
     xs = [p.t_end_s or 0.0 if timed else float(p.idx) for p in its]
     vline = trace.warmup_end_s
     if name == "iter":
         thin = (f" (every {trace.thinned_every}th of {trace.n_iterations})"
                 if trace.thinned_every > 1 else "")
+        cap = win.y_cap_s if win else None
         warm = [(x, p.seconds) for x, p in zip(xs, its, strict=True) if p.warmup]
         meas = [(x, p.seconds) for x, p in zip(xs, its, strict=True) if not p.warmup]
+        notes = ["; warm-up orange"] if warm else []
+        if win and cap is not None:
+            notes.append(f"; {win.clipped} clipped (max {win.slowest_s:.3g} s)")
+        if win:
+            notes.append(f"; start-up {win.startup_s:.1f} s")
+
+        def clip(v: float) -> float:
+            return v if cap is None else min(v, cap)
+
         return ChartSpec(
-            f"s/iter{thin}" + (", warm-up in orange" if warm else ""), xlabel, xlim,
-            (("", [x for x, _ in warm], [s for _, s in warm], WARMUP_COLOR),
-             ("", [x for x, _ in meas], [s for _, s in meas], MEASURED_COLOR)), vline)
+            f"s/iter{thin}" + "".join(notes), xlabel, xlim,
+            (("", [x for x, _ in warm], [clip(s) for _, s in warm], WARMUP_COLOR),
+             ("", [x for x, _ in meas], [clip(s) for _, s in meas], MEASURED_COLOR)), vline,
+            ymin=None, ymax=cap, start=start)
     if name == "eval":
         ev = [e for e in trace.evals if e.t_s is not None] if timed else list(trace.evals)
         ex = [e.t_s or 0.0 if timed else float(e.idx) for e in ev]
         if ev and ev[0].accuracy is None:
             return ChartSpec("test perplexity", xlabel, xlim,
                              (("", ex, [e.perplexity for e in ev], MEASURED_COLOR),), vline,
-                             ymin=None)
+                             ymin=None, start=start)
         return ChartSpec("test accuracy %", xlabel, xlim, (("", ex, [
             None if e.accuracy is None else 100 * e.accuracy for e in ev], MEASURED_COLOR),),
-            vline)
+            vline, start=start)
     if name == "loss":
         return ChartSpec("loss", xlabel, xlim,
-                         (("", xs, [p.loss for p in its], MEASURED_COLOR),), vline, ymin=None)
+                         (("", xs, [p.loss for p in its], MEASURED_COLOR),), vline, ymin=None,
+                         start=start)
     gpus, host, tx = trace.gpus, trace.host, "s since start"
     hx = [h.t_s for h in host]
     if name == "util":
         return ChartSpec("utilisation %", tx, xlim, _known(
             *gpu_series(gpus, "util %", lambda p: p.util_pct),
             ("host cpu %", hx, [h.cpu_pct for h in host], HOST_COLOR),
-            ("tree cpu % (100=1 core)", hx, [h.tree_cpu_pct for h in host], TREE_COLOR)))
+            ("tree cpu % (100=1 core)", hx, [h.tree_cpu_pct for h in host], TREE_COLOR)),
+            start=start)
     if name == "memory":
         return ChartSpec("memory GiB", tx, xlim, _known(
             *gpu_series(gpus, "GiB", lambda p: None if p.mem_used_bytes is None
                         else p.mem_used_bytes / GIB),
             ("tree RSS GiB", hx, [None if h.tree_rss_bytes is None
-                                  else h.tree_rss_bytes / GIB for h in host], TREE_COLOR)))
+                                  else h.tree_rss_bytes / GIB for h in host], TREE_COLOR)),
+            start=start)
     return ChartSpec("GPU power W", tx, xlim, _known(
-        *gpu_series(gpus, "W", lambda p: p.power_w)))
+        *gpu_series(gpus, "W", lambda p: p.power_w)), start=start)
 
 
 def _known(*series: Series) -> tuple[Series, ...]:

@@ -37,9 +37,15 @@ from dltop.tui.format import STATUS_STYLE, per_iteration
 COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
 # Fixed widths: a cell may change in place to a longer value ("unsatisfiable").
 WIDTHS = (4, 14, 11, 10, 6, 8, 4, 12)
+SETTINGS = "settings"
+"""The last column, headed only when the campaign varies more than model, framework,
+batch and device (``bf16 cuda graphs``: the run label's words); it takes the rest of
+the line."""
+PROGRESS = 7
+"""Index of the progress cell."""
 Cells = tuple[str, ...]
 CURSOR = Style(reverse=True)
-NOT_READ: Cells = ("", "…", "", "", "", "", "", "")
+NOT_READ: Cells = ("", "…", "", "", "", "", "", "", "")
 """A row whose job the table has not read yet."""
 
 
@@ -49,7 +55,7 @@ def _cells(j: JobLine, progress: str, row: int) -> Cells:
     if not progress and j.median_s is not None:
         progress = per_iteration(j.median_s) + ("§" if j.contaminated else "")
     return (str(row + 1), j.status, j.framework, one_line(j.model), str(j.batch_size),
-            j.device, str(j.repeat + 1), progress)
+            j.device, str(j.repeat + 1), progress, one_line(j.settings))
 
 
 def _widths(number_width: int) -> tuple[int, ...]:
@@ -58,9 +64,11 @@ def _widths(number_width: int) -> tuple[int, ...]:
 
 def _line(cells: Cells, widths: tuple[int, ...] = WIDTHS) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
-    for c, (value, width) in enumerate(zip(cells, widths, strict=True)):
+    for c, (value, width) in enumerate(zip(cells, widths, strict=False)):
         style = STATUS_STYLE.get(value, "") if c == 1 else ""
         t.append(f" {value[:width - 1]:<{width - 1}}", style)
+    if len(cells) > len(widths) and cells[len(widths)]:
+        t.append(f" {cells[len(widths)]}")  # settings: the rest of the line
     return t
 
 
@@ -69,9 +77,11 @@ class QueueHeader(Static):
 
     number_width: reactive[int] = reactive(WIDTHS[0])
     """Width of the ``#`` column: the table's :attr:`QueueTable.number_width`."""
+    settings: reactive[bool] = reactive(False)
+    """Head the settings column (the table's :attr:`QueueTable.has_settings`)."""
 
     def render(self) -> Text:
-        t = _line(COLUMNS, _widths(self.number_width))
+        t = _line((*COLUMNS, SETTINGS if self.settings else ""), _widths(self.number_width))
         t.stylize("bold")
         return t
 
@@ -112,6 +122,11 @@ class QueueTable(ScrollView, can_focus=True):
         """Width of the ``#`` column: wider than the default for queues past 999 jobs."""
 
     # reading ----------------------------------------------------------------------
+    @property
+    def has_settings(self) -> bool:
+        """Whether a job read has settings to show (the campaign varies in them)."""
+        return any(j.settings for j in self._jobs)
+
     @property
     def row_count(self) -> int:
         """Number of jobs in the queue (rows, read or not)."""
@@ -241,8 +256,8 @@ class QueueTable(ScrollView, can_focus=True):
         jobs = list(self._jobs)
         jobs[i], jobs[j] = replace(b, position=a.position), replace(a, position=b.position)
         cells = list(self._cells)
-        cells[i] = _cells(jobs[i], self._cells[j][-1], self._offset + i)
-        cells[j] = _cells(jobs[j], self._cells[i][-1], self._offset + j)
+        cells[i] = _cells(jobs[i], self._cells[j][PROGRESS], self._offset + i)
+        cells[j] = _cells(jobs[j], self._cells[i][PROGRESS], self._offset + j)
         self._apply(tuple(jobs), cells, self._offset, self._total, self._edges)
         return True
 

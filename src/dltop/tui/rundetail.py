@@ -40,9 +40,10 @@ from dltop.live.rundetail import (
     read_run_detail,
     stats_so_far,
 )
+from dltop.results.labels import run_settings
 from dltop.results.runtrace import RunTrace
 from dltop.textsafe import multiline, one_line
-from dltop.tui.charts import RunCharts
+from dltop.tui.charts import ChartsScroll, RunCharts
 from dltop.tui.format import NA, STATUS_STYLE, duration, gib, num, per_iteration
 from dltop.tui.keybar import KeyBar
 from dltop.tui.logview import LogViewer
@@ -259,13 +260,14 @@ class RunDetailScreen(Screen[None]):
         self._texts: dict[str, Text] = {}
         self._error: str | None = None
         self._inflight = 0
+        self._labels: dict[int, str] = {}
 
     def compose(self) -> ComposeResult:
         yield Static("", id="rd-head")
         yield Static(id="too-small")
         with Vertical(id="body"):
             with Horizontal(id="rd-main", classes="-hidden"):
-                with VerticalScroll(id="rd-charts"):
+                with ChartsScroll(id="rd-charts"):
                     yield RunCharts()
                 with VerticalScroll(id="rd-info"):
                     for part in ("status", "stats", "generation", "convergence", "profile",
@@ -331,6 +333,10 @@ class RunDetailScreen(Screen[None]):
                 run_id = attempts[-1] if attempts else None
             detail = None if run_id is None else read_run_detail(db, run_id)
             if detail is not None:
+                if detail.run_id not in self._labels:  # read once: it needs every job
+                    self._labels[detail.run_id] = run_settings(db, [detail.run_id]).get(
+                        detail.run_id, "")
+                detail = replace(detail, settings=self._labels[detail.run_id])
                 return detail, extend_trace(db, trace, detail.run_id), None
             return None, None, job_status(db, self.job_id)
 

@@ -187,7 +187,8 @@ class MainScreen(DltopScreen):
         super().show_campaign(view)
         table = self.query_one(QueueTable)
         table.show(view)
-        self.query_one(QueueHeader).number_width = table.number_width
+        header = self.query_one(QueueHeader)
+        header.number_width, header.settings = table.number_width, table.has_settings
         app = self.dltop
         self.query_one(QueueHint).show(view, one_line(app.db_label), app.db_path.is_file())
         others = max(0, len(view.progress) - 1) if view else 0
@@ -205,7 +206,8 @@ class MainScreen(DltopScreen):
         """Another window of the queue was read (nothing else changed)."""
         table = self.query_one(QueueTable)
         table.show(view)
-        self.query_one(QueueHeader).number_width = table.number_width
+        header = self.query_one(QueueHeader)
+        header.number_width, header.settings = table.number_width, table.has_settings
 
     def action_move(self, delta: int) -> None:
         table = self.query_one(QueueTable)

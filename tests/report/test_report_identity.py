@@ -12,12 +12,14 @@ import sqlite_utils
 from dltop.report import data, specs
 from dltop.report.model import Report
 from dltop.results import queries
+from dltop.store.views import ensure_views
 
 H200 = Path(__file__).parents[2] / "docs/gpu-runs/2026-11-26-h200-check"
 
 
 def report_of(name: str, max_runs: int = 2) -> Report:
     db = sqlite_utils.Database(sqlite3.connect(f"file:{H200 / name}?mode=ro", uri=True))
+    ensure_views(db.conn)  # written before the readers' views: temporary ones, as readers do
     return data.build(db, queries.resolve_campaigns(db, "1"), max_runs=max_runs)
 
 

@@ -132,7 +132,7 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
     layers: list[dict[str, Any]] = [{"mark": {"type": "point", "filled": True},
                                      "encoding": dots}]
     if lines:
-        layers.insert(0, {"mark": {"type": "line"}, "encoding": enc})
+        layers[:0] = [{"mark": {"type": "line"}, "encoding": enc}]
     if bars:
         layers.append({"mark": {"type": "rule"}, "encoding": {
             "x": x, "y": {"field": "low", "type": "quantitative"}, "y2": {"field": "high"},

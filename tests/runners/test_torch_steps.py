@@ -1,52 +1,20 @@
-"""The PyTorch runner's steps, loop and evaluation, in process on tiny models."""
+"""The PyTorch runner's steps, their sync and evaluation, in process on tiny models."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from typing import Any
 
 import dltop_protocol
+import measure
 import pytest
 import torch
 import torch.nn.functional as F
 import torch_data
 import torch_train
 
+from .test_measure import Events, Plan
+
 CPU = torch.device("cpu")
-
-
-class Events:
-    """A reporter that keeps what it is told."""
-
-    def __init__(self) -> None:
-        self.iters: list[dict[str, Any]] = []
-        self.evals: list[dict[str, Any]] = []
-
-    def iteration(self, index: int, seconds: float, samples: int, warmup: bool,
-                  loss: float | None) -> None:
-        self.iters.append(dict(index=index, seconds=seconds, samples=samples, warmup=warmup,
-                               loss=loss))
-
-    def eval(self, **fields: Any) -> None:
-        self.evals.append(fields)
-
-
-class Plan:
-    total_steps = 7
-    measured_steps = 5
-
-    def steps(self) -> Iterator[int]:
-        return iter(range(self.total_steps))
-
-    def epoch_of(self, step: int) -> float:
-        return (step + 1) / 3
-
-    def is_warmup(self, step: int) -> bool:
-        return step < 2
-
-    def eval_after(self, step: int) -> bool:
-        return (step + 1) % 3 == 0 or step + 1 == self.total_steps
 
 
 def test_inference_step_leaves_batch_norm_statistics_and_builds_no_graph() -> None:
@@ -57,39 +25,26 @@ def test_inference_step_leaves_batch_norm_statistics_and_builds_no_graph() -> No
     seen = []
     model.register_forward_hook(lambda m, i, o: seen.append(o))
     before = model[1].running_mean.clone()
-    step = torch_train.inference_step(model, lambda: (x, None), None, CPU)
+    step = torch_train.inference_step(model, lambda: (x, None), None)
     assert step() is None and step() is None
     torch.testing.assert_close(model[1].running_mean, before)
     assert all(not o.requires_grad and torch.equal(o, seen[0]) for o in seen)  # dropout off
 
 
-def test_run_steps_evaluates_outside_the_timed_steps() -> None:
-    """A fake clock: each step takes 1 s, each evaluation 10 s; train_s counts steps only."""
-    now = [100.0]
-    losses = iter([1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
-
-    def step() -> float:
-        now[0] += 1.0
-        return next(losses)
-
-    def evaluate() -> tuple[float, float, int]:
-        now[0] += 10.0
-        return 0.25, 0.5, 40
-
+def test_the_train_step_runs_through_the_shared_loop() -> None:
+    """torch_runner's pieces: train_step, its sync adapter, measure.run; nan after step 2."""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3)
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    x, y = torch.randn(8, 4), torch.randint(0, 3, (8,))
+    step = torch_train.train_step(model, opt, F.cross_entropy, lambda: (x, y), None, None)
+    sync = torch_train.synchronizer(CPU)
     reporter = Events()
-    n = torch_train.run_steps(step, Plan(), reporter, 16, evaluate, timer=lambda: now[0])
-    assert n == 5
-    assert [e["warmup"] for e in reporter.iters] == [True, True] + [False] * 5
-    assert [e["seconds"] for e in reporter.iters] == [1.0] * 7
-    assert [(e["index"], e["train_s"], e["eval_s"]) for e in reporter.evals] == [
-        (2, 3.0, 10.0), (5, 6.0, 10.0), (6, 7.0, 10.0)]
-    assert reporter.evals[0]["accuracy"] == 0.5 and reporter.evals[0]["samples"] == 40
-
-
-def test_run_steps_stops_on_a_non_finite_loss() -> None:
-    losses = iter([1.0, float("nan")])
-    with pytest.raises(dltop_protocol.Diverged, match="iteration 1"):
-        torch_train.run_steps(lambda: next(losses), Plan(), Events(), 4)
+    assert measure.run(step, Plan(), reporter, 8, sync=sync) == 5
+    losses = [e["loss"] for e in reporter.iters]
+    assert all(isinstance(v, float) for v in losses) and losses[-1] < losses[0]
+    with pytest.raises(dltop_protocol.Diverged, match="iteration 2"):
+        measure.run(step, Plan(), Events(), 8, inject="nan", sync=sync)
 
 
 def test_evaluate_accuracy_and_loss() -> None:

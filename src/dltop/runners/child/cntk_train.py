@@ -1,17 +1,15 @@
-"""The CNTK runner's timed loops: training (with epochs and evaluations) and inference.
+"""The CNTK runner's steps: training (with epochs and evaluations) and inference.
 
 Valid Python 3.6; imported by cntk_runner.py after CNTK is importable. Steps,
-warm-up, evaluation points and ``train_s`` follow convergence.py, shared with
-the other frameworks.
+warm-up, evaluation points and ``train_s`` follow convergence.py; measure.run
+times them, as every framework's.
 """
-
-import math
-import time
 
 import cntk as C
 import cntk_profile
 import convergence
 import dltop_protocol as proto
+import measure
 import numpy as np
 
 
@@ -61,25 +59,14 @@ def train(spec, reporter, trainer, model, loss, x, y, feed, world, device):
     evaluate = None
     if plan.eval_every is not None and proto.rank() == 0:
         evaluate = _evaluator(model, loss, x, y, feed, per_device)
-    samples = int(spec["samples_per_iter"])
-    clock = convergence.TrainClock()
-    perf = time.perf_counter
-    for step in plan.steps():
-        proto.fault_hook(inject, step)
-        clock.start()
-        t0 = perf()
-        xb, yb = feed.train_batch(step)
-        trainer.train_minibatch({x: xb, y: yb})
-        # Reading the loss back to the host synchronises the step.
-        value = float(trainer.previous_minibatch_loss_average)
-        dt = perf() - t0
-        if inject == "nan" and step == 2:
-            value = float("nan")
-        reporter.iteration(step, dt, samples, plan.is_warmup(step), value)
-        if not math.isfinite(value):
-            raise proto.Diverged("non-finite loss %r at iteration %d" % (value, step))
-        if evaluate is not None and plan.eval_after(step):
-            convergence.send_eval(reporter, plan, step, clock, evaluate)
+
+    def step(i):
+        xb, yb = feed.train_batch(i)
+        return trainer.train_minibatch({x: xb, y: yb})
+
+    # Reading the loss back to the host synchronises the step.
+    measure.run(step, plan, reporter, int(spec["samples_per_iter"]), evaluate, inject,
+                measure.loss_average(trainer))
     if spec.get("op_profile"):
         extra = {"step": plan.total_steps}
 
@@ -104,14 +91,13 @@ def infer(spec, reporter, model, x, feed, device):
     feed.global_batch, feed.steps_per_epoch = per_device, plan.steps_per_epoch
     plan.timed(spec, reporter=reporter)  # each rank's own forward passes: no collective
     plan.report(reporter, None)
-    samples = int(spec["samples_per_iter"])
-    perf = time.perf_counter
-    for step in plan.steps():
-        t0 = perf()
-        xb, _ = feed.train_batch(step)
+
+    def step(i):
         # eval returns numpy arrays on the host: the forward pass has finished.
-        model.eval({x: xb})
-        reporter.iteration(step, perf() - t0, samples, plan.is_warmup(step), None)
+        model.eval({x: feed.train_batch(i)[0]})
+
+    measure.run(step, plan, reporter, int(spec["samples_per_iter"]),
+                inject=(spec.get("options") or {}).get("inject"))
     if spec.get("op_profile"):
         extra = {"step": plan.total_steps}
 

@@ -235,27 +235,6 @@ def load_spec(argv=None):
     return spec
 
 
-def measure(step, spec, reporter):
-    """Run ``warmup + iterations`` training steps, timing each; report every one.
-
-    ``step()`` performs one complete, device-synchronised training step and
-    returns the loss as a Python float. Raises :class:`Diverged` on a
-    non-finite loss. Returns the number of measured iterations.
-    """
-    warmup = int(spec["warmup"])
-    total = warmup + int(spec["iterations"])
-    samples = int(spec["samples_per_iter"])
-    clock = time.perf_counter
-    for i in range(total):
-        t0 = clock()
-        loss = step()
-        dt = clock() - t0
-        reporter.iteration(i, dt, samples, i < warmup, loss)
-        if loss is not None and not math.isfinite(loss):
-            raise Diverged("non-finite loss %r at iteration %d" % (loss, i))
-    return total - warmup
-
-
 def classify(exc):
     """Map an exception to a protocol error kind."""
     if isinstance(exc, Unsupported):

@@ -31,13 +31,12 @@ Transformers (lm_catalog's models): jax_lm builds them and jax_lm_steps adapts t
 training and inference take this same step with seq_len tokens per sample, and
 ``mode = "generate"`` runs jax_lm_steps' jitted prefill and decode under lm_loop.
 
-Test hooks (profile key ``inject``), as in torch_runner: ``nan`` makes the reported
-loss NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
-``crash`` calls ``os._exit(1)`` after the first iteration without reporting; ``oom``
-raises MemoryError before the first iteration.
+Test hooks (profile key ``inject``), fired by measure.run as in every runner: ``nan``
+makes iteration 2's loss NaN once its time was taken (training only); ``hang`` sleeps
+forever after the first iteration; ``crash`` calls ``os._exit(1)`` after the first
+iteration without reporting; ``oom`` raises MemoryError before the first iteration.
 """
 
-import math
 import os
 import sys
 import time
@@ -61,6 +60,7 @@ import jax_lm_steps
 import jax_models
 import jax_train
 import lm_catalog
+import measure
 
 MATMUL_PRECISION = {"fp32": "highest", "tf32": "tensorfloat32"}
 """``jax_default_matmul_precision`` per precision on a GPU (the others keep JAX's own)."""
@@ -278,27 +278,30 @@ def _run(spec, reporter, inject, placement, name, inference, hello):
     reporter.model(params, flops)
     plan.timed(spec, reporter=reporter)  # one process drives every device: no ranks
     plan.report(reporter, n_test)
+    holder = {"w": weights, "s": state, "o": opt_state}
     evaluate = None
     if tests is not None:
-        evaluate = _evaluator(placement, model, tests)
-    holder = {"w": weights, "s": state, "o": opt_state}
+        on_test_set = _evaluator(placement, model, tests)
+
+        def evaluate():
+            return on_test_set(holder["w"], holder["s"])
     if inference:
         def work(i):
             x, _ = source.batch(i)
-            jax.block_until_ready(compiled(holder["w"], holder["s"], x))
-            return None
+            return compiled(holder["w"], holder["s"], x)
     else:
         def work(i):
             x, y = source.batch(i)
             out = compiled(holder["w"], holder["s"], holder["o"], x, y)
-            jax.block_until_ready(out)
+            # The new state's arrays, still being computed: the next step waits on them.
             holder["w"], holder["s"], holder["o"] = out[0], out[1], out[2]
-            return float(out[3])
+            return out
+    sync = measure.blocked(jax.block_until_ready, None if inference else 3)
+    samples = int(spec["samples_per_iter"]) * int(tokens)
     try:
-        _loop(spec, reporter, plan, work, evaluate, inject, holder, tokens)
+        return measure.run(work, plan, reporter, samples, evaluate, inject, sync)
     finally:
         source.close()
-    return plan.measured_steps
 
 
 def _generate(spec, reporter, inject, placement, lm, model, hello):
@@ -312,28 +315,6 @@ def _generate(spec, reporter, inject, placement, lm, model, hello):
     if inject == "oom":
         raise MemoryError("injected allocation failure (inject = \"oom\")")
     return jax_lm_steps.run_generate(spec, reporter, hello, lm, model, placement.devices[0])
-
-
-def _loop(spec, reporter, plan, work, evaluate, inject, holder, tokens=1):
-    """Run, time and report every step; evaluate (outside the training clock) as planned.
-    A step's samples are its sequences times ``tokens`` (seq_len for a transformer)."""
-    samples = int(spec["samples_per_iter"]) * int(tokens)
-    perf = time.perf_counter
-    clock = convergence.TrainClock()
-    for i in plan.steps():
-        proto.fault_hook(inject, i)
-        clock.start()
-        t0 = perf()
-        loss = work(i)
-        dt = perf() - t0
-        if inject == "nan" and i == 2:
-            loss = float("nan")
-        reporter.iteration(i, dt, samples, plan.is_warmup(i), loss)
-        if loss is not None and not math.isfinite(loss):
-            raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, i))
-        if evaluate is not None and plan.eval_after(i):
-            convergence.send_eval(reporter, plan, i, clock,
-                                  lambda: evaluate(holder["w"], holder["s"]))
 
 
 def _evaluator(placement, model, tests):

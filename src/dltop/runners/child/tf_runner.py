@@ -24,18 +24,16 @@ nodes from the ``TF_CONFIG`` node.sh exports (with ``gpu:N`` it mirrors the
 node's N GPUs too); the world is every replica of every node, DLTOP_RANK 0
 reports. Option ``xla = true`` compiles the step with XLA.
 
-Test hooks (profile key ``inject``), as in torch_runner: ``nan`` makes the loss
-NaN at iteration 2; ``hang`` sleeps forever after the first iteration;
-``crash`` calls ``os._exit(1)`` after the first iteration without reporting;
-``oom`` raises MemoryError before the first iteration; ``crash-rank1``: worker 1 of a
-``cpus:P`` run exits that way instead.
+Test hooks (profile key ``inject``), fired by measure.run as in every runner:
+``nan`` makes iteration 2's loss NaN once its time was taken (training only);
+``hang`` sleeps forever after the first iteration; ``crash`` calls ``os._exit(1)``
+after the first iteration without reporting; ``oom`` raises MemoryError before the
+first iteration; ``crash-rank1``: worker 1 of a ``cpus:P`` run exits that way instead.
 """
 
 import json
-import math
 import os
 import sys
-import time
 
 import dltop_protocol as proto
 import model_catalog
@@ -60,6 +58,7 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
 
 import convergence  # noqa: E402 - after the workers started
 import lm_catalog  # noqa: E402 - after the workers started
+import measure  # noqa: E402 - after the workers started
 import tf_data  # noqa: E402 - after the workers started
 import tf_lm  # noqa: E402 - after the workers started
 import tf_lm_steps  # noqa: E402 - after the workers started
@@ -286,29 +285,31 @@ def run(spec, reporter):
     if inference:
         forward = tf_train.forward_step(model, strategy, xla)
 
-        def work(i, poison):
+        def work(i):
             x, _ = source.batch(i)
-            float(forward(x).numpy())  # waits for the forward pass
-            return None
+            return forward(x)
     else:
         train = tf_train.train_step(model, opt, tf_models.loss_fn(name), strategy, world,
                                     scaled, xla)
 
-        def work(i, poison):
+        def work(i):
             x, y = source.batch(i)
-            return float(train(x, y, poison).numpy())  # the host needs the value: waits
+            return train(x, y)
+    # Reading the scalar on the host waits for the step (one logit in inference).
+    sync = measure.host_read(loss=not inference)
 
     evaluate = None
     if evaluating and chief:  # the others wait at the next step's all-reduce
         evaluate = _evaluator(model, test_xy, data_kind == "ptb", batch, device)
-    _loop(spec, reporter, plan, work, evaluate, inject, int(spec["seq_len"]) if lm else 1)
+    samples = int(spec["samples_per_iter"]) * (int(spec["seq_len"]) if lm else 1)
+    measure.run(work, plan, reporter, samples, evaluate, inject, sync)
     if profiling and not chief:  # the same collective steps, unprofiled
         for i in range(PROFILE_STEPS):
-            work(plan.total_steps + i, False)
+            sync(work(plan.total_steps + i))
     elif profiling:
         import tf_profile
 
-        tf_profile.profile(reporter, lambda i: work(i, False), plan.total_steps,
+        tf_profile.profile(reporter, lambda i: sync(work(i)), plan.total_steps,
                            "gpu" if kind == "gpu" else "cpu")
     return plan.measured_steps
 
@@ -332,27 +333,6 @@ def _rank0_decides(strategy):
         return int(reduce_max(tf.constant(int(code) if chief else 0, tf.int64)).numpy())
 
     return agree
-
-
-def _loop(spec, reporter, plan, work, evaluate, inject, tokens=1):
-    """Run, time and report every step; evaluate (outside the training clock) as planned.
-
-    ``tokens``: samples per sequence (a transformer's ``seq_len``: its samples are tokens).
-    """
-    samples = int(spec["samples_per_iter"]) * tokens
-    perf = time.perf_counter
-    clock = convergence.TrainClock()
-    for i in plan.steps():
-        proto.fault_hook(inject, i)
-        clock.start()
-        t0 = perf()
-        loss = work(i, inject == "nan" and i == 2)
-        dt = perf() - t0
-        reporter.iteration(i, dt, samples, plan.is_warmup(i), loss)
-        if loss is not None and not math.isfinite(loss):
-            raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, i))
-        if evaluate is not None and plan.eval_after(i):
-            convergence.send_eval(reporter, plan, i, clock, evaluate)
 
 
 def _evaluator(model, test_xy, language_model, batch, device):

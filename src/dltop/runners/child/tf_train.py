@@ -96,22 +96,20 @@ def optimizer(spec):
 
 
 def train_step(model, opt, loss_fn, strategy, world, scaled, xla):
-    """A compiled step ``(x, y, poison) -> loss``; ``poison`` (a Python bool) NaNs the loss."""
+    """A compiled step ``(x, y) -> loss``."""
     variables = model.trainable_variables
 
-    def grads_of(x, y, poison):
+    def grads_of(x, y):
         with tf.GradientTape() as tape:
             # Each replica averages its own slice; MirroredStrategy sums the
             # gradients, so dividing by the replica count gives the global mean.
             loss = loss_fn(model(x, training=True), y) / world
-            if poison:
-                loss = loss * float("nan")
             target = opt.scale_loss(loss) if scaled else loss
         return loss, tape.gradient(target, variables)
 
     if strategy is None:
-        def single(x, y, poison):
-            loss, grads = grads_of(x, y, poison)
+        def single(x, y):
+            loss, grads = grads_of(x, y)
             opt.apply_gradients(zip(grads, variables))  # noqa: B905 - no strict= in 3.6
             return loss
         return tf.function(single, jit_compile=xla)
@@ -120,14 +118,14 @@ def train_step(model, opt, loss_fn, strategy, world, scaled, xla):
     # that XLA cannot compile: only the per-replica forward/backward is jitted.
     compiled = tf.function(grads_of, jit_compile=xla)
 
-    def replica_step(x, y, poison):
-        loss, grads = compiled(x, y, poison)
+    def replica_step(x, y):
+        loss, grads = compiled(x, y)
         opt.apply_gradients(zip(grads, variables))  # noqa: B905 - no strict= in 3.6
         return loss
 
     @tf.function
-    def step(x, y, poison):
-        losses = strategy.run(replica_step, args=(x, y, poison))
+    def step(x, y):
+        losses = strategy.run(replica_step, args=(x, y))
         return strategy.reduce(tf.distribute.ReduceOp.SUM, losses, axis=None)
 
     return step

@@ -93,11 +93,10 @@ def _autocast(spec):
     return lambda: torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
 
 
-def train_step(spec, model, opt, loss_fn, next_batch, autocast, scaler, device, inject=None):
+def train_step(spec, model, opt, loss_fn, next_batch, autocast, scaler, device):
     """The training step: :func:`torch_train.train_step`, or replayed from a CUDA graph."""
     if not spec.get("cuda_graphs"):
-        return torch_train.train_step(model, opt, loss_fn, next_batch, autocast, scaler,
-                                      device, inject)
+        return torch_train.train_step(model, opt, loss_fn, next_batch, autocast, scaler)
     for group in opt.param_groups:
         if "capturable" in group:  # Adam/AdamW keep their step count on the GPU
             group["capturable"] = True
@@ -122,13 +121,13 @@ def train_step(spec, model, opt, loss_fn, next_batch, autocast, scaler, device, 
         opt.zero_grad(set_to_none=True)
         return body(x, y)
 
-    return _graphed(next_batch, device, warm, capture, lambda out: out.item())
+    return _graphed(next_batch, device, warm, capture, lambda out: out)
 
 
-def inference_step(spec, model, next_batch, autocast, device, inject=None):
+def inference_step(spec, model, next_batch, autocast, device):
     """The forward step: :func:`torch_train.inference_step`, or replayed from a CUDA graph."""
     if not spec.get("cuda_graphs"):
-        return torch_train.inference_step(model, next_batch, autocast, device, inject)
+        return torch_train.inference_step(model, next_batch, autocast)
     cast = _autocast(spec)
 
     def forward(x, _y):
@@ -143,7 +142,8 @@ def inference_step(spec, model, next_batch, autocast, device, inject=None):
 
 def _graphed(next_batch, device, warm, capture, result):
     """Capture ``capture(x, y)`` once on the first batch; the step copies each new
-    batch into those static buffers, replays the graph and synchronises.
+    batch into those static buffers and replays the graph, returning ``result(out)``
+    (the loss tensor, or None) for measure.run's ``sync`` to wait for.
 
     Raises:
         dltop_protocol.Unsupported: the model cannot be captured (the reason given).
@@ -167,28 +167,30 @@ def _graphed(next_batch, device, warm, capture, result):
         raise proto.Unsupported("cuda_graphs: this model could not be captured in a "
                                 "CUDA graph: %s" % str(exc).splitlines()[0]) from None
 
-    def step():
+    def step(_i=None):
         x, y = next_batch()
         if x is not static_x:  # a batch made once on the device needs no copy
             static_x.copy_(x, non_blocking=True)
             static_y.copy_(y, non_blocking=True)
         graph.replay()
-        torch.cuda.synchronize(device)
         return result(out)
 
     step.capture_s = time.perf_counter() - t0
     return step
 
 
-def prime(step, spec, reporter):
-    """Compile before the first iteration (priming steps, not reported as iterations)
-    and send the ``setup`` event with the seconds compiling and capturing took."""
+def prime(step, spec, reporter, sync=None):
+    """Compile before the first iteration (priming steps, not reported as iterations,
+    each waited for with ``sync``, measure.run's adapter) and send the ``setup`` event
+    with the seconds compiling and capturing took."""
     mode = spec.get("torch_compile") or "off"
     compile_s = None
     if mode != "off":
         t0 = time.perf_counter()
         for _ in range(COMPILE_PRIMING_STEPS.get(mode, 1)):
-            step()
+            out = step()
+            if sync is not None:
+                sync(out)
         compile_s = time.perf_counter() - t0
     times = {"compile_s": compile_s, "capture_s": getattr(step, "capture_s", None)}
     times = {k: v for k, v in times.items() if v is not None}

@@ -12,11 +12,12 @@ rendezvous come from torchrun's environment; only rank 0 reports, each rank
 dies with torchrun's agent (:func:`relay.join`). A multi-node job runs the same
 worker under one torchrun agent per node (``dltop.runners.launchers``).
 
-Test hooks (profile key ``inject``, for testing dltop itself):
-``nan`` makes the loss NaN at iteration 2; ``hang`` sleeps forever after the
+Steps are timed by measure.run (the loop every runner shares), which also fires
+the test hooks (profile key ``inject``, for testing dltop itself): ``nan`` makes
+iteration 2's loss NaN once its time was taken; ``hang`` sleeps forever after the
 first iteration; ``crash`` calls ``os._exit(1)`` after the first iteration
-without reporting; ``oom`` raises MemoryError before the first iteration;
-``crash-rank1`` is ``crash`` in rank 1 only.
+without reporting; ``crash-rank1`` is ``crash`` in rank 1 only. ``oom`` raises
+MemoryError before the first iteration (here).
 """
 
 import os
@@ -75,6 +76,7 @@ except ImportError as exc:  # pragma: no cover - reported to the parent
 import convergence  # noqa: E402
 import lm_catalog  # noqa: E402
 import lm_loop  # noqa: E402
+import measure  # noqa: E402
 import torch_data  # noqa: E402
 import torch_gpu  # noqa: E402
 import torch_lm  # noqa: E402
@@ -316,20 +318,21 @@ def run(spec, reporter):
     next_batch = torch_gpu.batches(next_batch, spec)
     evaluate = None
     if inference:
-        step = torch_gpu.inference_step(spec, model, next_batch, autocast, device, inject)
+        step = torch_gpu.inference_step(spec, model, next_batch, autocast, device)
     else:
         opt = torch_optim.build(spec, model.parameters(), device)
         step = torch_gpu.train_step(spec, model, opt, loss_fn,
-                                    next_batch, autocast, scaler, device, inject)
+                                    next_batch, autocast, scaler, device)
         if test is not None and spec.get("eval_every") is not None:
             evaluate = _evaluator(spec, bare, device, world, autocast, test)
     plan.timed(spec, torch_train.rank0_decides(device), reporter=reporter)
     plan.report(reporter, n_test)
     try:
-        torch_gpu.prime(step, spec, reporter)
-        n = torch_train.run_steps(step, plan, reporter, _samples(spec), evaluate)
+        sync = torch_train.synchronizer(device)
+        torch_gpu.prime(step, spec, reporter, sync)
+        n = measure.run(step, plan, reporter, _samples(spec), evaluate, inject, sync)
         if spec.get("op_profile"):
-            torch_profile.profile_steps(step, device, reporter)
+            torch_profile.profile_steps(lambda: sync(step()), device, reporter)
     finally:
         close()
     reporter.gpu_mem_peak_bytes = _gpu_mem_peak(device)

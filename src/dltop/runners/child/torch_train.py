@@ -1,26 +1,23 @@
-"""The PyTorch runner's steps, its training loop with evaluations, and the evaluation.
+"""The PyTorch runner's steps, their synchronisation, and the evaluation.
 
-Child side, valid Python 3.6. A step is one complete, device-synchronised
-training step (or, in inference mode, one forward pass); it returns the loss
-as a float (None in inference mode).
+Child side, valid Python 3.6. A step is one training step (or, in inference mode,
+one forward pass) for measure.run: it returns the loss tensor (None in inference)
+and leaves the device to :func:`synchronizer`, the loop's ``sync`` adapter, which
+waits for it and reads the loss on the host inside the step's timed window.
 """
 
 import math
-import time
 
-import convergence
-import dltop_protocol as proto
+import measure
 import torch
 import torch.nn.functional as F
 
 
-def train_step(model, opt, loss_fn, next_batch, autocast, scaler, device, inject=None):
-    """One training step: batch, forward, backward, optimizer update, synchronise."""
-    cuda = device.type == "cuda"
-    state = {"i": 0}
+def train_step(model, opt, loss_fn, next_batch, autocast, scaler):
+    """One training step ``step(i=None) -> loss tensor``: batch, forward, backward,
+    optimizer update (the index is measure.run's; batches come in order)."""
 
-    def step():
-        proto.fault_hook(inject, state["i"])
+    def step(_i=None):
         x, y = next_batch()
         opt.zero_grad(set_to_none=True)
         if autocast is not None:
@@ -28,8 +25,6 @@ def train_step(model, opt, loss_fn, next_batch, autocast, scaler, device, inject
                 loss = loss_fn(model(x), y)
         else:
             loss = loss_fn(model(x), y)
-        if inject == "nan" and state["i"] == 2:
-            loss = loss * float("nan")
         if scaler is not None:
             scaler.scale(loss).backward()
             scaler.step(opt)
@@ -37,23 +32,17 @@ def train_step(model, opt, loss_fn, next_batch, autocast, scaler, device, inject
         else:
             loss.backward()
             opt.step()
-        if cuda:
-            torch.cuda.synchronize(device)
-        value = loss.item()
-        state["i"] += 1
-        return value
+        return loss
 
     return step
 
 
-def inference_step(model, next_batch, autocast, device, inject=None):
-    """One forward pass under ``torch.inference_mode()`` (the model is in eval mode:
-    dropout off, batch norm on its running statistics, so batch 1 works)."""
-    cuda = device.type == "cuda"
-    state = {"i": 0}
+def inference_step(model, next_batch, autocast):
+    """One forward pass ``step(i=None) -> None`` under ``torch.inference_mode()`` (the
+    model is in eval mode: dropout off, batch norm on its running statistics, so
+    batch 1 works)."""
 
-    def step():
-        proto.fault_hook(inject, state["i"])
+    def step(_i=None):
         with torch.inference_mode():
             x, _ = next_batch()
             if autocast is not None:
@@ -61,12 +50,16 @@ def inference_step(model, next_batch, autocast, device, inject=None):
                     model(x)
             else:
                 model(x)
-        if cuda:
-            torch.cuda.synchronize(device)
-        state["i"] += 1
         return None
 
     return step
+
+
+def synchronizer(device):
+    """The ``sync`` of measure.run: ``torch.cuda.synchronize`` on a GPU, then ``loss.item()``."""
+    if device.type != "cuda":
+        return measure.item()
+    return measure.item(lambda: torch.cuda.synchronize(device))
 
 
 def evaluate(model, parts, to_device, autocast, vocab=None, world=1):
@@ -132,26 +125,3 @@ def rank0_decides(device):
         return int(buf.item())
 
     return agree
-
-
-def run_steps(step, plan, reporter, samples, evaluate=None, timer=time.perf_counter):
-    """Run the plan's training steps, reporting each; evaluate where the plan says.
-
-    ``evaluate()`` (see :func:`convergence.send_eval`) runs outside the timed
-    steps and outside the training clock, so an ``eval`` event's ``train_s``
-    counts training only. Raises :class:`dltop_protocol.Diverged` on a
-    non-finite loss. Returns the measured (non-warm-up) step count: the plan's, or
-    more under its time window (``min_time_s``, ``warmup_s``).
-    """
-    clock = convergence.TrainClock(timer)
-    for i in plan.steps():
-        clock.start()
-        t0 = timer()
-        loss = step()
-        dt = timer() - t0
-        reporter.iteration(i, dt, samples, plan.is_warmup(i), loss)
-        if loss is not None and not math.isfinite(loss):
-            raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, i))
-        if evaluate is not None and plan.eval_after(i):
-            convergence.send_eval(reporter, plan, i, clock, evaluate)
-    return plan.measured_steps

@@ -122,7 +122,10 @@ def test_a_busy_process_on_the_runs_cpu_flags_the_run() -> None:
     assert t.cpu_foreign_pct is not None and t.cpu_foreign_pct > 3 * CPU_FOREIGN_THRESHOLD_PCT
     assert t.contaminated is True and t.contamination is not None
     assert t.contamination.startswith(f"cpu: {t.cpu_foreign_pct:.0f}% of CPU {cpu} used by")
-    assert f"most by pid {stress.pid} (python" in t.contamination
+    # The busy loop, or (two test workers share this machine) another process that used
+    # more of that CPU meanwhile and has exited since, so it cannot be named: "(?)".
+    assert f"most by pid {stress.pid} (python" in t.contamination \
+        or t.contamination.endswith(" (?)"), t.contamination
 
 
 @pytest.mark.slow  # over 1.5 s on an idle 2-core machine

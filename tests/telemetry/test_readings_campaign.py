@@ -78,14 +78,20 @@ def test_every_telemetry_cell_has_enough_readings_or_says_how_few(tmp_path: Path
     said = (f"n/a: window {short['window_s']:.2g} s, {n} reading{'' if n == 1 else 's'} "
             "(set min_time_s)")
     for name in HOST:
-        assert rows["short-net"][name] is None and rows["short-net"]["reasons"][name] == said
         assert rows["short-net"]["detail"][name]["readings"] == n
+        if name == "host-memory" and rows["short-net"][name] is not None:
+            continue  # the kernel's peak RSS (wait4): exact whatever the window
+        assert rows["short-net"][name] is None and rows["short-net"]["reasons"][name] == said
         # the long run's figure is a number, with the readings behind it
         assert rows["long-net"]["detail"][name]["readings"] == long["host_readings"]
     for name in ("host-memory", "cpu", "host-cpu", "host-user", "host-system"):
         assert isinstance(rows["long-net"][name], float), name
     for model in rows:
         for name in GPU:
+            if name == "energy":  # a CPU run's energy is RAPL's: a figure, or why not
+                assert rows[model][name] is not None or "RAPL" in rows[model]["reasons"][name] \
+                    or rows[model]["reasons"][name] == said, rows[model]["reasons"][name]
+                continue
             assert rows[model]["reasons"][name] == "n/a: no GPU"
 
     csv = _dltop(tmp_path, "export", "--table", "summary", "--format", "csv")

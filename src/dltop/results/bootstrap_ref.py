@@ -20,35 +20,14 @@ from __future__ import annotations
 
 import random
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+
+# The per-run statistics and the point estimate did not change: only the resampling did.
+from dltop.results.bootstrap import RunStat, Sample, estimate, run_median_s
 
 RESAMPLES = 2000
 SEED = 20240611
 CONFIDENCE = 0.95
-
-Sample = tuple[float, int]
-"""One measured iteration: (seconds, samples)."""
-RunStat = Callable[[Sequence[Sample]], float]
-
-
-def run_median_s(items: Sequence[Sample]) -> float:
-    """A run's median seconds per iteration."""
-    return statistics.median(s for s, _ in items)
-
-
-def run_samples_per_s(items: Sequence[Sample]) -> float:
-    """A run's total samples over total seconds."""
-    seconds = sum(s for s, _ in items)
-    return sum(n for _, n in items) / seconds if seconds > 0 else 0.0
-
-
-STATS: dict[str, RunStat] = {"time": run_median_s, "throughput": run_samples_per_s}
-"""The per-run statistic behind each metric that can be bootstrapped."""
-
-
-def estimate(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s) -> float:
-    """The point estimate: median over runs of ``stat`` of each run."""
-    return statistics.median(stat(r) for r in runs)
 
 
 def resamples(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.errors import UserError
 from dltop.report import series
 from dltop.report.model import Figure
-from dltop.results import labels
+from dltop.results import labels, queries
 from dltop.results.metrics import MIB
 from dltop.results.runtrace import RunTrace, read_trace
 from dltop.results.table import fmt_seconds
@@ -50,10 +50,8 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
         "join latest_runs r on r.job_id = j.id "
         f"where j.campaign_id in ({marks}) and coalesce(r.n_iterations, 0) > 0 "
         "order by j.campaign_id, j.position", list(ids)))
-    # campaigns.pack tells packed runs from shared ones (absent from older databases)
-    packs = {c["id"]: bool(c.get("pack")) for c in db.query(
-        f"select * from campaigns where id in ({marks})", list(ids))}
-    rows = [{**r, "pack": packs.get(r["campaign_id"], False)} for r in rows]
+    packed = queries.packed_campaigns(db, ids)
+    rows = [{**r, "pack": r["campaign_id"] in packed} for r in rows]
     if only:
         have = {int(r["run_id"]) for r in rows}
         missing = [n for n in only if n not in have]

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
-from dltop.results import identity
+from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.generation import Request, generations_of
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
@@ -289,12 +289,10 @@ def read_config_results(db: sqlite_utils.Database,
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
     # one canonical key per (stored config_key, interpreter), not one JSON dump per row
     keys: dict[tuple[str, str | None], str] = {}
+    packed = queries.packed_campaigns(db, ids)  # "packed" runs, else "shared"
     for cid in ids:
         rows = campaign_rows(db, cid)
-        # concurrent runs are "packed" in a --pack campaign, else "shared" (foreign
-        # runners); campaigns.pack is absent from databases older than packing
-        pack = any(c.get("pack") for c in db.query(
-            "select * from campaigns where id = ?", [cid]))
+        pack = cid in packed
         # a GPU job that never reported its device takes the campaign's usual GPU
         usual = Counter(r["device_name"] for r in rows
                         if str(r["device"]).startswith("gpu") and r["device_name"])

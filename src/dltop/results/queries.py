@@ -82,6 +82,17 @@ class OpenCampaignRow(CampaignRow):
     pack: bool = False
 
 
+def packed_campaigns(db: sqlite_utils.Database, ids: Sequence[int]) -> set[int]:
+    """Which of ``ids`` ran with ``--pack``: their overlapping runs are "packed", other
+    campaigns' are "shared" (foreign runners). ``campaigns.pack`` is absent from
+    databases older than packing, hence ``select *``."""
+    if not ids:
+        return set()
+    return {int(c["id"]) for c in db.query(
+        f"select * from campaigns where id in ({', '.join('?' * len(ids))})", list(ids))
+        if c.get("pack")}
+
+
 def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaignRow]:
     """Campaigns still ``queued``, ``running``, ``paused`` or ``waiting``, oldest first.
 

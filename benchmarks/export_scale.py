@@ -16,69 +16,21 @@ medians and the ratio with / without telemetry.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import shutil
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
-from dltop.catalog import RunStatus
-from dltop.profiles.loader import parse
+import scaledb
+
 from dltop.results import export
 from dltop.store import connect
-from dltop.store.rows import job_row
-
-PROFILE = """
-[[matrix]]
-frameworks = ["torch", "tensorflow"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [{batches}]
-devices = ["cpu:1", "cpu:2", "gpu:1", "gpu:2"]
-batch_scaling = "per-device"
-"""
 
 EXPORTS = (("pivot, time", "pivot", "time"), ("pivot, cpu", "pivot", "cpu"))
 SUMMARY = ("summary", "summary", "time")
 """Opt-in (``--summary``): its bootstrap intervals took minutes at 10 000 runs before issue
 32; benchmarks/summary_scale.py times it now."""
-
-
-def build(path: Path, n_runs: int) -> None:
-    """A finished campaign of ``n_runs`` jobs, one ok run each, with summaries and iterations."""
-    db = connect(path)
-    conn = db.conn
-    configs = parse(PROFILE.format(batches=", ".join(str(8 * (k + 1)) for k in range(25))),
-                    "p.toml", "p").jobs  # 200 configurations
-    repeats = -(-n_runs // len(configs))
-    jobs = [dataclasses.replace(j, repeat=r) for r in range(repeats) for j in configs][:n_runs]
-    conn.execute("begin")
-    conn.execute("insert into campaigns (id, name, status, created_at, host, dltop_version) "
-                 "values (1, 'scale', 'finished', '2026-11-23T00:00:00Z', 'host', '0')")
-    rows = [job_row(1, k, RunStatus.OK, j) for k, j in enumerate(jobs)]
-    cols = list(rows[0])
-    conn.executemany(f"insert into jobs ({', '.join(cols)}) values "
-                     f"({', '.join('?' * len(cols))})", ([r[c] for c in cols] for r in rows))
-    conn.executemany(
-        "insert into runs (id, job_id, campaign_id, attempt, status, samples_per_iter, "
-        "n_iterations, median_s, mean_s, p10_s, p90_s, cv, samples_per_s, noisy, "
-        "concurrent_runs, contaminated, telemetry_simulated, tree_cpu_mean_pct, "
-        "host_cpu_mean_pct, rss_peak_bytes, power_mean_w, joules_per_sample, device_name) "
-        "values (?, ?, 1, 1, 'ok', 64, 20, ?, ?, ?, ?, 0.01, ?, 0, 0, 0, 0, 95.0, 40.0, "
-        "1073741824, ?, ?, ?)",
-        ((k + 1, k + 1, 0.1 + k % 7 / 100, 0.1, 0.09, 0.11, 640.0,
-          300.0 if j.device.kind == "gpu" else None,
-          0.5 if j.device.kind == "gpu" else None,
-          "NVIDIA H100" if j.device.kind == "gpu" else None) for k, j in enumerate(jobs)))
-    conn.executemany("insert into iterations (run_id, idx, seconds, samples, warmup, loss) "
-                     "values (?, ?, ?, 64, ?, null)",
-                     ((r, i, 0.1 + i / 1e4, int(i < 2)) for r in range(1, n_runs + 1)
-                      for i in range(22)))
-    conn.executemany("insert into environment (run_id, host, framework, python_executable) "
-                     "values (?, 'host', ?, '/usr/bin/python3')",
-                     ((k + 1, j.framework) for k, j in enumerate(jobs)))
-    conn.execute("commit")
-    db.close()
 
 
 def add_telemetry(path: Path, n_runs: int, n_rows: int) -> None:
@@ -123,7 +75,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         bare, full = Path(tmp) / "bare.db", Path(tmp) / "telemetry.db"
         t0 = time.perf_counter()
-        build(bare, args.runs)
+        scaledb.build(bare, args.runs, args.runs, "finished")
         shutil.copy(bare, full)
         add_telemetry(full, args.runs, args.samples)
         sizes = {p: p.stat().st_size / 2**20 for p in (bare, full)}

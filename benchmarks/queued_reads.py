@@ -18,7 +18,6 @@ scaling table, wall and CPU seconds) and the process's peak RSS after the export
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import resource
 import statistics
@@ -28,58 +27,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from dltop.catalog import JobStatus, RunStatus
-from dltop.profiles.loader import parse
+import scaledb
+
 from dltop.store import connect
-from dltop.store.rows import job_row
-
-PROFILE = """
-[[matrix]]
-frameworks = ["torch", "tensorflow"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [{batches}]
-devices = ["cpu:1", "cpu:2", "gpu:1", "gpu:2"]
-batch_scaling = "per-device"
-"""
-
-
-def build(path: Path, n_jobs: int, n_finished: int) -> None:
-    """A campaign of ``n_jobs`` jobs in queue order, the first ``n_finished`` done (ok)."""
-    db = connect(path)
-    conn = db.conn
-    configs = parse(PROFILE.format(batches=", ".join(str(8 * (k + 1)) for k in range(25))),
-                    "p.toml", "p").jobs  # 200 configurations
-    repeats = -(-n_jobs // len(configs))
-    jobs = [dataclasses.replace(j, repeat=r) for r in range(repeats) for j in configs][:n_jobs]
-    conn.execute("begin")
-    conn.execute("insert into campaigns (id, name, status, created_at, host, dltop_version) "
-                 "values (1, 'scale', 'running', '2026-11-23T00:00:00Z', 'host', '0')")
-    rows = [job_row(1, k, RunStatus.OK if k < n_finished else JobStatus.QUEUED, j)
-            for k, j in enumerate(jobs)]
-    cols = list(rows[0])
-    conn.executemany(f"insert into jobs ({', '.join(cols)}) values "
-                     f"({', '.join('?' * len(cols))})", ([r[c] for c in cols] for r in rows))
-    done = jobs[:n_finished]
-    conn.executemany(
-        "insert into runs (id, job_id, campaign_id, attempt, status, samples_per_iter, "
-        "n_iterations, median_s, mean_s, p10_s, p90_s, cv, samples_per_s, noisy, "
-        "concurrent_runs, contaminated, telemetry_simulated, tree_cpu_mean_pct, "
-        "host_cpu_mean_pct, rss_peak_bytes, power_mean_w, joules_per_sample, device_name) "
-        "values (?, ?, 1, 1, 'ok', 64, 20, ?, ?, ?, ?, 0.01, ?, 0, 0, 0, 0, 95.0, 40.0, "
-        "1073741824, ?, ?, ?)",
-        ((k + 1, k + 1, 0.1 + k % 7 / 100, 0.1, 0.09, 0.11, 640.0,
-          300.0 if j.device.kind == "gpu" else None,
-          0.5 if j.device.kind == "gpu" else None,
-          "NVIDIA H100" if j.device.kind == "gpu" else None) for k, j in enumerate(done)))
-    conn.executemany("insert into iterations (run_id, idx, seconds, samples, warmup, loss) "
-                     "values (?, ?, ?, 64, ?, null)",
-                     ((r, i, 0.1 + i / 1e4, int(i < 2)) for r in range(1, n_finished + 1)
-                      for i in range(22)))
-    conn.executemany("insert into environment (run_id, host, framework, python_executable) "
-                     "values (?, 'host', ?, '/usr/bin/python3')",
-                     ((k + 1, j.framework) for k, j in enumerate(done)))
-    conn.execute("commit")
-    db.close()
 
 
 def measure(path: Path) -> dict[str, float]:
@@ -116,8 +66,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         small, big = Path(tmp) / "finished.db", Path(tmp) / "queued.db"
         t0 = time.perf_counter()
-        build(small, args.finished, args.finished)
-        build(big, args.queued, args.finished)
+        scaledb.build(small, args.finished, args.finished, "running")
+        scaledb.build(big, args.queued, args.finished, "running")
         print(f"built in {time.perf_counter() - t0:.0f} s: {args.finished} finished jobs; "
               f"{args.queued} jobs of which {args.finished} finished "
               f"({big.stat().st_size / 2**20:.0f} MiB)")

@@ -7,6 +7,7 @@ check still says what is missing and why.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 REFERENCES = (
@@ -32,8 +33,12 @@ LLM_TARGETS = {("gpt2-small", "default"): 30.0, ("llama-1b", "default"): 40.0}
 
 def parse_harness(text: str) -> list[dict[str, Any]]:
     """The rows ``framework model batch bare dltop ratio`` of harness_overhead.py's output."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for line in text.splitlines():
+        ci = re.search(r"95% CI of the ratio \[([\d.]+), ([\d.]+)\] .*over (\d+) rounds", line)
+        if ci and rows:
+            rows[-1].update(ci_low=float(ci[1]), ci_high=float(ci[2]), rounds=int(ci[3]))
+            continue
         parts = line.split()
         if len(parts) != 6 or not parts[2].isdigit():
             continue
@@ -231,14 +236,15 @@ def _harness(d: dict[str, Any]) -> list[str]:
     h = d.get("harness")
     if not h or not h["rows"]:
         return ["```", h["output"], "```"] if h and h.get("output") else []
-    rows = [[r["framework"], r["model"], r["batch"], r["bare_s"], r["dltop_s"], r["ratio"]]
-            for r in h["rows"]]
+    rows = [[r["framework"], r["model"], r["batch"], r["bare_s"], r["dltop_s"], r["ratio"],
+             f"[{r['ci_low']:.3f}, {r['ci_high']:.3f}]" if "ci_low" in r else "",
+             r.get("rounds", "")] for r in h["rows"]]
     worst = max((r["ratio"] for r in h["rows"]), default=None)
     met = "met" if worst is not None and worst <= 1.01 else "NOT met"
     return ["dltop's runner against a bare CUDA-synchronised loop, same model, batch and "
             "settings, alternating rounds; ratio of medians (goal ≤ 1.01: " + met + ").", "",
-            *_table(["framework", "model", "batch", "bare s/iter", "dltop s/iter", "ratio"],
-                    rows)]
+            *_table(["framework", "model", "batch", "bare s/iter", "dltop s/iter", "ratio",
+                     "95% CI", "rounds"], rows)]
 
 
 def _tui(d: dict[str, Any]) -> list[str]:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command that proves dltop's GPU paths on a real NVIDIA GPU (docs/gpu.md):
 #
-#     scripts/gpu_check.sh OUTDIR [--no-gpu] [--budget-s 450]
+#     scripts/gpu_check.sh OUTDIR [--no-gpu] [--budget-s 560]
 #
 # Installs the wheels of .whl/ (scripts/gpu_wheels.sh fetched them on a machine with a
 # registry) into a target folder with pip --no-index --no-deps, runs dltop from this

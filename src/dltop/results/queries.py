@@ -80,6 +80,8 @@ class OpenCampaignRow(CampaignRow):
     engine_start_time: float | None = None
     waiting_for: str | None = None
     pack: bool = False
+    engine_host: str | None = None
+    engine_heartbeat_s: float | None = None
 
 
 def packed_campaigns(db: sqlite_utils.Database, ids: Sequence[int]) -> set[int]:
@@ -102,7 +104,8 @@ def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaignRow]:
     return [OpenCampaignRow(r["id"], r["name"], r["status"], r["created_at"],
                             r["finished_at"], r["host"], r.get("dltop_version"),
                             r["engine_pid"], r["engine_start_time"], r.get("waiting_for"),
-                            bool(r.get("pack")))
+                            bool(r.get("pack")), r.get("engine_host"),
+                            r.get("engine_heartbeat_s"))
             for r in db.query(f"select * from campaigns where status in "
                               f"({', '.join('?' * len(active))}) order by id", active)]
 

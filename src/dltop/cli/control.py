@@ -88,7 +88,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"  run {r.run_id}: {one_line(r.label)}: pending in Slurm's queue "
                       f"({one_line(r.pending)})")
                 continue
+            queued = "" if r.queue_s is None else f" after {r.queue_s:.0f} s in Slurm's queue"
             print(f"  run {r.run_id}: {one_line(r.label)}: iteration {r.done}/{r.total}"
-                  f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}")
+                  f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}{queued}")
     print(storage_line(resolve_db_path(args.db)))
     return 0

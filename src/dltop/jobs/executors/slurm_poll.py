@@ -124,6 +124,9 @@ class SqueuePoller:
 
     async def _loop(self) -> None:
         while self._watched:
+            # Cleared before the call: a kick during it (a cancel, a new job) brings the
+            # next poll at once instead of being lost.
+            self._wake.clear()
             ids = sorted(self._watched, key=lambda j: (len(j), j))
             got = await self._poll(ids)
             async with self._done:
@@ -136,7 +139,6 @@ class SqueuePoller:
             ) and len(got) == len(ids)
             # doubled only while everything waits in the queue; any other answer resets it
             self.interval_s = min(self.interval_s * 2, BACKOFF_MAX_S) if waiting else POLL_S
-            self._wake.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), timeout=self.interval_s)
 

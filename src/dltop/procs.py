@@ -7,12 +7,23 @@ the engine or the supervisor (which starts and kills children).
 from __future__ import annotations
 
 import os
+import socket
+import time
 from pathlib import Path
 
 import psutil
 
 LOG_TAIL_BYTES = 4000
 """How much of a log's end :func:`read_log_tail` reads by default."""
+HOST_ENV = "DLTOP_HOST"
+"""Overrides this host's name for engine liveness (a second "login node" in the tests,
+or a site whose login nodes share one name)."""
+HEARTBEAT_S = 5.0
+"""How often an engine refreshes its heartbeat in the database."""
+HEARTBEAT_STALE_S = 60.0
+"""A heartbeat older than this is a dead engine's, when judged from another host. Many
+beats long: a writer held up by a slow disk or a long transaction must not look dead
+(a second engine would take its campaign over)."""
 
 
 def process_start_time(pid: int) -> float | None:
@@ -38,11 +49,42 @@ def process_alive(pid: int, start_time: float | None) -> bool:
         return False
 
 
-def engine_alive(pid: int | None, start_time: float | None) -> bool:
-    """True if the recorded engine process still runs (same pid and start time)."""
-    if not pid or pid == os.getpid():
+def this_host() -> str:
+    """The name an engine records as its host: ``$DLTOP_HOST``, else the host name."""
+    return os.environ.get(HOST_ENV, "").strip() or socket.gethostname()
+
+
+def engine_alive(pid: int | None, start_time: float | None, host: str | None = None,
+                 heartbeat_s: float | None = None, now_s: float | None = None) -> bool:
+    """True if the campaign's recorded engine still runs.
+
+    On the engine's own host (or when the database names no host: an engine older
+    than migration 22) the process answers: same pid and start time. From another
+    host a pid means nothing, so the heartbeat does: fresh (under
+    :data:`HEARTBEAT_STALE_S`, on this host's clock) means alive. Hosts sharing a
+    database must have synchronised clocks (Slurm's munge needs them too).
+
+    Args:
+        pid: the engine's pid as recorded.
+        start_time: that process's start time as recorded.
+        host: the engine's host as recorded (``campaigns.engine_host``).
+        heartbeat_s: its last heartbeat, epoch seconds (``campaigns.engine_heartbeat_s``).
+        now_s: the time to judge at (default: now).
+    """
+    if not pid:
         return False
-    return process_alive(pid, start_time)
+    if host is None or host == this_host():
+        return pid != os.getpid() and process_alive(pid, start_time)
+    now = time.time() if now_s is None else now_s
+    return heartbeat_s is not None and now - heartbeat_s < HEARTBEAT_STALE_S
+
+
+def heartbeat_age(heartbeat_s: float | None, now_s: float | None = None) -> str:
+    """How long ago the heartbeat was, for messages (``12 s ago``, ``never``)."""
+    if heartbeat_s is None:
+        return "never"
+    age = max(0.0, (time.time() if now_s is None else now_s) - heartbeat_s)
+    return f"{age:.0f} s ago" if age < 120 else f"{age / 60:.0f} min ago"
 
 
 def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from dltop.procs import this_host
 from dltop.store import Store, connect
 
 CLAIM = textwrap.dedent("""
@@ -42,7 +43,9 @@ def test_two_resumers_at_once_exactly_one_takes_the_campaign(tmp_path: Path) -> 
     db = tmp_path / "d.db"
     store = Store(connect(db))
     for attempt in range(4):
-        cid = store.create_campaign(f"c{attempt}", [], [], "host", dead_pid(), 123.5)
+        # a dead engine of this host: its pid answers (another host's would be judged
+        # by its heartbeat, fresh here)
+        cid = store.create_campaign(f"c{attempt}", [], [], this_host(), dead_pid(), 123.5)
         store.set_campaign_status(cid, "running")
         go = tmp_path / f"go{attempt}"
         procs = [subprocess.Popen([sys.executable, "-c", CLAIM, str(db), str(go), str(cid)],

@@ -66,8 +66,16 @@ def test_events_cross_through_the_file_and_the_hooks_are_called(slurm_env: Local
     outcome, events, states, polls = run(tmp_path, 0)
     assert outcome.status == RunStatus.OK, outcome
     assert [e["event"] for e in events] == ["iter", "iter", "done"]
-    assert states[0].keys() == {"slurm_job_id", "log_path"}
-    assert {"slurm_nodes": NODE} in states
+    assert states[0].keys() == {"slurm_job_id", "log_path", "submitted_at"}
+    assert any(s.get("slurm_nodes") == NODE for s in states)
+    # the run starts when the job does: its time in the queue is apart, never negative
+    (started,) = [s for s in states if "started_at" in s]
+    assert started["started_at"] >= states[0]["submitted_at"] and started["queue_s"] >= 0
+    # no accounting on the test cluster: said, not guessed
+    (acct,) = [s for s in states if "slurm_acct_note" in s]
+    assert acct["slurm_acct_note"] == "no accounting (Slurm accounting storage is disabled)"
+    assert acct["slurm_max_rss_bytes"] is None and acct["slurm_energy_j"] is None
+    assert 0 < outcome.wall_s < 60
     assert polls[-1] is True and polls.count(True) == 1 and False in polls
 
 

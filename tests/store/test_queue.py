@@ -43,13 +43,17 @@ def test_open_campaigns_claim_control_and_packs(store: Store) -> None:
     b, _ = campaign(store, 1, pack=True)
     store.set_campaign_status(a, "finished")
     store.set_campaign_status(b, "paused")
-    assert store.queue.open_campaigns() == [OpenCampaign(b, "c", "paused", 1, None)]
+    (open_b,) = store.queue.open_campaigns()
+    assert open_b == OpenCampaign(b, "c", "paused", 1, None, None, "host",
+                                  open_b.engine_heartbeat_s)
     store.set_control(b, "pause")
     assert store.queue.control(b) == "pause" and store.queue.control(a) is None
     assert not store.queue.claim(b, 4242, 12.5, (2, None))  # not the owner it found
     assert store.queue.control(b) == "pause"  # the refused claim wrote nothing
-    assert store.queue.claim(b, 4242, 12.5, (1, None))
-    assert store.queue.open_campaigns() == [OpenCampaign(b, "c", "paused", 4242, 12.5)]
+    assert store.queue.claim(b, 4242, 12.5, (1, None), "login2")
+    (open_b,) = store.queue.open_campaigns()
+    assert open_b == OpenCampaign(b, "c", "paused", 4242, 12.5, None, "login2",
+                                  open_b.engine_heartbeat_s)
     assert store.queue.control(b) is None  # a new engine starts with no stale request
     assert not store.queue.claim(b, 4343, 1.0, (1, None))  # the second claimer loses
     assert store.queue.packs(b) and not store.queue.packs(a)
@@ -62,10 +66,11 @@ def test_waiting_for_devices_is_open_and_goes_back_to_running(store: Store) -> N
     assert store.queue.open_campaigns()[0].status == "queued"
     store.set_campaign_status(a, "running")
     store.queue.set_waiting(a, "cpu-0 held by campaign 9")
-    assert store.queue.open_campaigns() == [
-        OpenCampaign(a, "c", "waiting", 1, None, "cpu-0 held by campaign 9")]
+    (c,) = store.queue.open_campaigns()
+    assert (c.status, c.waiting_for) == ("waiting", "cpu-0 held by campaign 9")
     store.queue.set_waiting(a, None)
-    assert store.queue.open_campaigns() == [OpenCampaign(a, "c", "running", 1, None)]
+    (c,) = store.queue.open_campaigns()
+    assert (c.status, c.waiting_for) == ("running", None)
     store.set_campaign_status(a, "paused")
     store.queue.set_waiting(a, None)  # never overwrites a pause
     assert store.queue.open_campaigns()[0].status == "paused"
@@ -107,3 +112,26 @@ def test_take_cancel_run_reads_the_request_once(store: Store) -> None:
     assert store.queue.take_cancel_run(cid) == run
     assert store.queue.take_cancel_run(cid) is None
     assert store.queue.take_cancel_run(999) is None
+
+
+def test_the_heartbeat_is_the_owner_s_only(store: Store) -> None:
+    """The claim records the new engine's host and a first heartbeat; only the owner
+    (pid on its host) refreshes it, so a replaced engine cannot make a new one look dead
+    or itself alive."""
+    cid, _ = campaign(store, 1)
+
+    def beat() -> float:
+        (c,) = store.queue.open_campaigns()
+        assert c.engine_heartbeat_s is not None
+        return c.engine_heartbeat_s
+
+    store.db.execute("update campaigns set engine_heartbeat_s = 100.0")
+    assert not store.queue.heartbeat(cid, 1, "elsewhere")  # same pid, another host
+    assert not store.queue.heartbeat(cid, 2, "host")
+    assert beat() == 100.0
+    assert store.queue.heartbeat(cid, 1, "host")
+    assert beat() > 1e9  # now, epoch seconds
+    assert store.queue.claim(cid, 7, 1.0, (1, None), "login2")
+    assert not store.queue.heartbeat(cid, 1, "host")  # the old engine no longer owns it
+    (c,) = store.queue.open_campaigns()
+    assert (c.engine_pid, c.engine_host) == (7, "login2")

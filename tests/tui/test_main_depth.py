@@ -74,7 +74,7 @@ async def test_campaign_eta_from_finished_runs(tmp_path: Path,
     db = connect(s.db_path, create=False)
     assert (view := read_campaign(db, s.campaign_id)) is not None and view.eta is None, \
         "no engine runs the campaign: no ETA"
-    monkeypatch.setattr(live_campaign, "engine_alive", lambda pid, start: True)  # labelled
+    monkeypatch.setattr(live_campaign, "engine_alive", lambda *_: True)  # labelled
     view = read_campaign(db, s.campaign_id)
     assert view is not None and view.eta is not None
     assert view.eta.text().startswith("ETA unknown")  # the seeded ok run took no time

@@ -159,3 +159,28 @@ def test_detail_shows_energy_bounds_cpu_energy_and_kernel_memory(tmp_path: Path)
     assert crashed is not None
     crows = {label: text for label, text, _ in telemetry_rows(crashed)}
     assert crows["cpu energy"] == "n/a: no RAPL package zone under /x"
+
+
+def test_a_slurm_run_s_queue_time_and_accounting_are_shown_apart(tmp_path: Path) -> None:
+    from dltop.tui.rundetail import status_text
+
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    store.update_run(d.ok_run, {"queue_s": 125.0, "submitted_at": "2026-01-01T00:00:00Z",
+                                "slurm_acct_note": "no accounting (Slurm accounting storage "
+                                                   "is disabled)"})
+    store.update_run(d.crashed_run, {"slurm_max_rss_bytes": 3 * 2**29,
+                                     "slurm_elapsed_s": 95.0, "slurm_acct_note":
+                                     "no energy (no acct_gather_energy plugin)"})
+    db = open_reader(d.seeded.db_path)
+    ok, crashed = read_run_detail(db, d.ok_run), read_run_detail(db, d.crashed_run)
+    assert ok is not None and crashed is not None
+    assert ok.queue_s == 125.0 and ok.wall_s != 125.0
+    lines = status_text(ok, True).plain.splitlines()
+    wall = next(i for i, line in enumerate(lines) if line.startswith("wall"))
+    assert lines[wall + 1] == "queued       2:05 in Slurm's queue"  # under the run's wall
+    assert lines[wall + 2] == ("accounting   no accounting (Slurm accounting storage is "
+                               "disabled)")
+    assert crashed.slurm_acct == ("sacct: MaxRSS 1.50 GiB, elapsed 95 s "
+                                  "(no energy (no acct_gather_energy plugin))")
+    assert "queued" not in status_text(crashed, True).plain  # no queue time: no line

@@ -23,7 +23,7 @@ from .detail_data import DetailSeed, seed_detail
 def data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> DetailSeed:
     # Labelled fake: the engine shows as alive; log paths relative to a fixed cwd, so
     # the screen does not show the test's temporary directory.
-    monkeypatch.setattr(live_campaign, "engine_alive", lambda pid, start: True)
+    monkeypatch.setattr(live_campaign, "engine_alive", lambda *_: True)
     d = seed_detail(tmp_path)
     monkeypatch.chdir(tmp_path)
     db = connect(d.seeded.db_path, create=False)

@@ -24,7 +24,7 @@ T0 = 1_795_348_800.0  # conftest.FIXED_TIME as epoch seconds
 def seeded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Any:
     # Labelled fakes: the title shows the engine as alive with a fixed pid; the viewer's
     # clock is pinned 83 s after the run started (its elapsed time and stall state).
-    monkeypatch.setattr(live_campaign, "engine_alive", lambda pid, start: True)
+    monkeypatch.setattr(live_campaign, "engine_alive", lambda *_: True)
     monkeypatch.setattr(live_campaign, "wall_clock", lambda: T0 + 83.0)
     s = seed(tmp_path, engine_pid=None)
     from dltop.store import connect

@@ -10,6 +10,15 @@ from dltop.errors import UserError
 from dltop.textsafe import one_line
 
 
+def engine_where(pid: int | None, host: str | None) -> str:
+    """``pid 12``, or ``pid 12 on host login2`` for another host's engine."""
+    from dltop.procs import this_host
+
+    if host is None or host == this_host():
+        return f"pid {pid}"
+    return f"pid {pid} on host {one_line(host)}"
+
+
 def cmd_control(args: argparse.Namespace) -> int:
     from dltop.procs import engine_alive
     from dltop.store import Store
@@ -22,18 +31,19 @@ def cmd_control(args: argparse.Namespace) -> int:
         which = f"campaign {args.campaign}" if args.campaign else "any campaign"
         raise UserError(f"{which}: nothing unfinished to {args.command}")
     camp = open_[-1]
-    if not engine_alive(camp.engine_pid, camp.engine_start_time):
+    if not engine_alive(camp.engine_pid, camp.engine_start_time, camp.engine_host,
+                        camp.engine_heartbeat_s):
         raise UserError(f"campaign {camp.id} has no running engine (it died or was killed); "
                         "continue it with 'dltop run --resume'")
     store.set_control(camp.id, Control(args.command))
     print(f"campaign {camp.id} ({one_line(camp.name)}): {args.command} requested; the engine "
-          f"(pid {camp.engine_pid}) acts on it within a second")
+          f"({engine_where(camp.engine_pid, camp.engine_host)}) acts on it within a second")
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
     from dltop.cli.storage import storage_line
-    from dltop.procs import engine_alive
+    from dltop.procs import engine_alive, heartbeat_age, this_host
     from dltop.results import queries
     from dltop.store.db import resolve_db_path
 
@@ -58,11 +68,15 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(storage_line(resolve_db_path(args.db)))
         return 0
     for c in open_:
-        alive = engine_alive(c.engine_pid, c.engine_start_time)
+        alive = engine_alive(c.engine_pid, c.engine_start_time, c.engine_host,
+                             c.engine_heartbeat_s)
         counts = queries.status_counts(db, c.id)
         shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        engine = f"engine pid {c.engine_pid}" if alive else \
-            "engine NOT running (dltop run --resume continues it)"
+        # Another host's engine is known by its heartbeat only: say how fresh it is.
+        beat = "" if c.engine_host is None or c.engine_host == this_host() else \
+            f", heartbeat {heartbeat_age(c.engine_heartbeat_s)}"
+        engine = f"engine {engine_where(c.engine_pid, c.engine_host)}{beat}" if alive else \
+            f"engine NOT running{beat} (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
             if c.pack else ""
         waiting = f" for devices: {one_line(c.waiting_for or '')}" \
@@ -74,7 +88,8 @@ def cmd_status(args: argparse.Namespace) -> int:
                 print(f"  run {r.run_id}: {one_line(r.label)}: pending in Slurm's queue "
                       f"({one_line(r.pending)})")
                 continue
+            queued = "" if r.queue_s is None else f" after {r.queue_s:.0f} s in Slurm's queue"
             print(f"  run {r.run_id}: {one_line(r.label)}: iteration {r.done}/{r.total}"
-                  f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}")
+                  f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}{queued}")
     print(storage_line(resolve_db_path(args.db)))
     return 0

@@ -66,7 +66,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 RUN_KEYS = ("run_id", "campaign_id", "job_id", "attempt", "started_at", "status",
             "framework", "model", "batch_size", "device", "repeat", "median_s",
-            "samples_per_s", "cv", "noisy", "message")
+            "samples_per_s", "cv", "noisy", "message", "wall_s", "queue_s")
 """``dltop runs --json/--csv`` keys, in order (``repeat`` counts from 1, as listed); JSON
 adds ``identity`` (the job's whole identity), CSV has it as a JSON text column."""
 
@@ -116,14 +116,18 @@ def cmd_runs(args: argparse.Namespace) -> int:
         word = (" tokens" if tokens.is_lm(r.model) else " samples") if mixed else ""
         return f"{r.samples_per_s:.1f}{word}"
 
+    # Slurm runs: the time in the queue beside the run's own (started excludes it)
+    slurm = any(r.queue_s is not None for r in rows)
+    times = (ListColumn("queued s", 4), ListColumn("run s", 4)) if slurm else ()
     columns = (ListColumn("run", 1), ListColumn("campaign", 4), ListColumn("started", 6),
-               ListColumn("status", 1), ListColumn("framework", 1), ListColumn("model", 1),
+               *times, ListColumn("status", 1), ListColumn("framework", 1), ListColumn("model", 1),
                ListColumn("batch", 3), ListColumn("device", 1),
                *(ListColumn(h, 3) for h in var.headers), ListColumn("rep", 5),
                ListColumn("median s", 1), ListColumn("per s" if mixed else rate, 3),
                ListColumn("cv", 5), ListColumn("note", 2, flex=True, min_width=12))
     cells = [(str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
-              r.status, r.framework, r.model, str(r.batch_size), r.device,
+              *((_secs(r.queue_s), _secs(r.wall_s)) if slurm else ()), r.status,
+              r.framework, r.model, str(r.batch_size), r.device,
               *var.texts(idents[r.run_id]), str(r.repeat + 1),
               f"{r.median_s:.4g}" if r.median_s is not None else "-", per_s(r),
               f"{r.cv:.3f}" if r.cv is not None else "-",
@@ -131,6 +135,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
              for r in rows]
     print_listing(columns, cells, var.caption() if rows else None)
     return 0
+
+
+def _secs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0f}"
 
 
 def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
@@ -141,7 +149,8 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
     records = [{**dict(zip(RUN_KEYS, (
         r.run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, r.framework,
         r.model, r.batch_size, r.device, r.repeat + 1, r.median_s, r.samples_per_s, r.cv,
-        r.noisy, r.message), strict=True)), "identity": idents.get(r.run_id, {})}
+        r.noisy, r.message, r.wall_s, r.queue_s), strict=True)),
+        "identity": idents.get(r.run_id, {})}
         for r in rows]
     if as_json:
         sys.stdout.write(json.dumps(records, indent=2) + "\n")

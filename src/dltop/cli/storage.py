@@ -155,7 +155,8 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     db_path, db = _open(args.db)
     store = Store(db)
     for c in store.queue.open_campaigns():
-        if engine_alive(c.engine_pid, c.engine_start_time):
+        if engine_alive(c.engine_pid, c.engine_start_time, c.engine_host,
+                        c.engine_heartbeat_s):
             raise UserError(f"campaign {c.id} `{c.name}` has a running engine (pid "
                             f"{c.engine_pid}); vacuum rewrites the whole database and would "
                             "stall it: run it when no engine runs. Nothing was done")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import socket
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from dltop.errors import UserError
 from dltop.jobs.environment import core_order
 from dltop.jobs.executors import where
 from dltop.jobs.queued import QueuedJob
-from dltop.procs import process_start_time
+from dltop.procs import process_start_time, this_host
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import command, registry
@@ -202,7 +201,7 @@ def store_plan(store: Store, plan: Plan, argv: Sequence[str]) -> int:
     # database file waits for the engine's checkpoint after a run, not the first run
     with store.checkpoint_later(), store.transaction():
         campaign_id = store.create_campaign(plan.name, plan.profiles, argv,
-                                            socket.gethostname(), os.getpid(),
+                                            this_host(), os.getpid(),
                                             process_start_time(os.getpid()), pack=plan.pack)
         unsatisfiable = [k for k, p in enumerate(plan.problems) if p is not None]
         statuses = None if not unsatisfiable else [

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -39,6 +41,7 @@ from dltop.jobs.executors.pick import for_job
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.runjob import RunLifecycle
 from dltop.jobs.writes import TelemetryLoss
+from dltop.procs import HEARTBEAT_S, this_host
 from dltop.store import guard
 from dltop.store.guard import StorageError
 from dltop.store.writer import Store, utc_now
@@ -272,7 +275,13 @@ class Engine:
             self.request_stop()
 
     async def _poll_control(self) -> None:
+        # The heartbeat rides on the control poll: both stop with the engine, so a
+        # viewer on another host sees the engine die within HEARTBEAT_STALE_S.
+        pid, host, beat_at = os.getpid(), this_host(), 0.0
         while True:
+            if time.monotonic() - beat_at >= HEARTBEAT_S:
+                beat_at = time.monotonic()
+                await self._write(self._store.queue.heartbeat, self._campaign_id, pid, host)
             cancel_id = await self._write(self._store.queue.take_cancel_run,
                                           self._campaign_id)
             if cancel_id is not None and cancel_id in self._runs.run_stops:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from dltop.errors import UserError
 from dltop.jobs.executors.pick import of_stored_run
-from dltop.procs import engine_alive, process_start_time
+from dltop.procs import engine_alive, heartbeat_age, process_start_time, this_host
+from dltop.store.queue import OpenCampaign
 from dltop.store.writer import Store
 
 
@@ -52,13 +53,14 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     if not open_:
         raise UserError("no unfinished campaign to resume")
     camp = open_[-1]
-    if engine_alive(camp.engine_pid, camp.engine_start_time):
-        raise UserError(f"campaign {camp.id} is still being run by dltop (pid "
-                        f"{camp.engine_pid}); stop it first or let it finish")
+    if engine_alive(camp.engine_pid, camp.engine_start_time, camp.engine_host,
+                    camp.engine_heartbeat_s):
+        raise UserError(f"campaign {camp.id} is still being run by dltop ({_engine(camp)}); "
+                        "stop it first or let it finish")
     # Claim first, as a compare-and-set on the dead engine's identity: of two
     # processes resuming at once, the loser has written nothing when it is told.
     if not queue.claim(camp.id, os.getpid(), process_start_time(os.getpid()) or 0.0,
-                       (camp.engine_pid, camp.engine_start_time)):
+                       (camp.engine_pid, camp.engine_start_time), this_host()):
         raise UserError(f"campaign {camp.id} was just taken over by another dltop process; "
                         "see 'dltop status'")
     killed = lost = 0
@@ -81,3 +83,11 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     return Resumed(camp.id, camp.name, lost, killed, queue.queued_count(camp.id),
                    queue.packs(camp.id),
                    tuple(cancelled), tuple(warnings), tuple(kept))
+
+
+def _engine(camp: OpenCampaign) -> str:
+    """The live engine, as a user on another host can find it."""
+    if camp.engine_host is None or camp.engine_host == this_host():
+        return f"pid {camp.engine_pid}"
+    return (f"pid {camp.engine_pid} on host {camp.engine_host}, heartbeat "
+            f"{heartbeat_age(camp.engine_heartbeat_s)}")

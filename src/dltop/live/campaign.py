@@ -342,7 +342,8 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     tail_from = max(0, total - QUEUE_EDGE)
     tail = jobs[tail_from - offset:] if offset + len(jobs) >= total else \
         read_jobs(db, campaign_id, tail_from, QUEUE_EDGE, total)
-    alive = engine_alive(c["engine_pid"], c["engine_start_time"])
+    alive = engine_alive(c["engine_pid"], c["engine_start_time"], c.get("engine_host"),
+                         c.get("engine_heartbeat_s"))
     current = _current(db, campaign_id, log_lines)
     running_row = None
     if current is not None:

@@ -160,8 +160,10 @@ def read_campaigns(db: sqlite_utils.Database,
             last = LastRun(r["id"], r["status"], r["framework"], r["model"],
                            r["batch_size"], r["device"], r["median_s"] if ok else None,
                            rate, per_job.get(r["job_id"], {}))
-        alive = engine_alive(getattr(c, "engine_pid", None), getattr(c, "engine_start_time",
-                                                                    None))
+        alive = engine_alive(getattr(c, "engine_pid", None),
+                             getattr(c, "engine_start_time", None),
+                             getattr(c, "engine_host", None),
+                             getattr(c, "engine_heartbeat_s", None))
         out.append(CampaignMetrics(
             cid, c.name, c.status, alive and c.status not in _ENDED,
             getattr(c, "waiting_for", None) if c.status == CampaignStatus.WAITING else None,

@@ -96,7 +96,8 @@ def read_runs(db: sqlite_utils.Database,
     (:func:`dltop.live.campaign_metrics.identity_labels`).
     """
     return [run for camp in open_campaigns(db)
-            if engine_alive(camp.engine_pid, camp.engine_start_time)
+            if engine_alive(camp.engine_pid, camp.engine_start_time, camp.engine_host,
+                            camp.engine_heartbeat_s)
             for run in campaign_runs(db, camp.id, camp.name,
                                      (labels or {}).get(camp.id, {}))]
 

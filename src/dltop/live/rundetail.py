@@ -183,6 +183,11 @@ class RunDetail:
     settings: str = ""
     """The identity fields that vary in its campaign, as its run label shows them
     (:func:`dltop.results.labels.settings_text`; empty: none, or not read)."""
+    queue_s: float | None = None
+    """Seconds its Slurm job waited in the queue (``wall_s`` and ``started_at`` exclude
+    it); None: not a Slurm batch job, or it has not started yet."""
+    slurm_acct: str | None = None
+    """What Slurm's accounting says of its job (MaxRSS, elapsed, energy), or why nothing."""
 
     @property
     def label(self) -> str:
@@ -337,7 +342,23 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         profile=profile_ops(db, run_id, r.get("profile_steps")),
         profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
         profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id),
-        generation=gen.stats(gen.generations_of(db, [run_id]).get(run_id, ())))
+        generation=gen.stats(gen.generations_of(db, [run_id]).get(run_id, ())),
+        queue_s=_f(r.get("queue_s")), slurm_acct=slurm_acct_text(r))
+
+
+def slurm_acct_text(r: dict[str, Any]) -> str | None:
+    """``sacct: MaxRSS 1.2 GiB, elapsed 41 s, 5230 J`` from a runs row, or why not."""
+    got = [f"{k} {v}" for k, v in (
+        ("MaxRSS", None if r.get("slurm_max_rss_bytes") is None
+         else f"{r['slurm_max_rss_bytes'] / 2**30:.2f} GiB"),
+        ("elapsed", None if r.get("slurm_elapsed_s") is None
+         else f"{r['slurm_elapsed_s']:.0f} s"),
+        ("energy", None if r.get("slurm_energy_j") is None
+         else f"{r['slurm_energy_j']:.0f} J")) if v is not None]
+    note = r.get("slurm_acct_note")
+    if not got:
+        return note
+    return f"sacct: {', '.join(got)}" + (f" ({note})" if note else "")
 
 
 def node_gpus(db: Db, run_id: int) -> tuple[NodeGpu, ...]:

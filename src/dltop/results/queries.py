@@ -52,6 +52,10 @@ class RunRow:
     cv: float | None
     noisy: bool
     message: str | None
+    wall_s: float | None = None
+    """Seconds the run ran (a Slurm job's from its start, not its submission)."""
+    queue_s: float | None = None
+    """Seconds its Slurm job waited in the queue (None: not a Slurm batch job)."""
 
 
 def campaign_row(r: dict[str, Any]) -> CampaignRow:
@@ -80,6 +84,8 @@ class OpenCampaignRow(CampaignRow):
     engine_start_time: float | None = None
     waiting_for: str | None = None
     pack: bool = False
+    engine_host: str | None = None
+    engine_heartbeat_s: float | None = None
 
 
 def packed_campaigns(db: sqlite_utils.Database, ids: Sequence[int]) -> set[int]:
@@ -102,7 +108,8 @@ def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaignRow]:
     return [OpenCampaignRow(r["id"], r["name"], r["status"], r["created_at"],
                             r["finished_at"], r["host"], r.get("dltop_version"),
                             r["engine_pid"], r["engine_start_time"], r.get("waiting_for"),
-                            bool(r.get("pack")))
+                            bool(r.get("pack")), r.get("engine_host"),
+                            r.get("engine_heartbeat_s"))
             for r in db.query(f"select * from campaigns where status in "
                               f"({', '.join('?' * len(active))}) order by id", active)]
 
@@ -186,8 +193,9 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
         # samples/s as exports define it (total samples / total seconds); databases
         # written before it stored batch / median in runs.samples_per_s
         "coalesce(r.samples_per_iter / nullif(r.mean_s, 0), r.samples_per_s) "
-        "as samples_per_s, r.cv, r.noisy, r.error_message"
+        "as samples_per_s, r.cv, r.noisy, r.error_message, r.wall_s"
         f"{', r.note' if 'note' in cols else ''}"
+        f"{', r.queue_s' if 'queue_s' in cols else ''}"
         f"{', r.slurm_state, r.slurm_reason' if 'slurm_state' in cols else ''} "
         f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?"
     )
@@ -201,7 +209,8 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
         out.append(RunRow(r["run_id"], r["campaign_id"], r["job_id"], r["attempt"],
                           r["started_at"], status, r["framework"], r["model"],
                           r["batch_size"], r["device"], r["repeat"], r["median_s"],
-                          r["samples_per_s"], r["cv"], bool(r["noisy"]), msg))
+                          r["samples_per_s"], r["cv"], bool(r["noisy"]), msg,
+                          r["wall_s"], r.get("queue_s")))
     return out
 
 
@@ -244,6 +253,8 @@ class CurrentRun:
     started_at: str | None
     pending: str | None = None
     """Why Slurm still holds the run in its queue (squeue's reason); None once it runs."""
+    queue_s: float | None = None
+    """Seconds its Slurm job waited in the queue before it started (None: not known)."""
 
     @property
     def in_warmup(self) -> bool:
@@ -268,10 +279,11 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
     sql = (
         "select r.id, r.job_id, r.started_at, j.framework, j.model, j.batch_size, j.device, "
         f"j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, {slurm} as pending, "
+        f"{'r.queue_s' if 'queue_s' in run_columns(db) else 'null'} as queue_s, "
         "(select count(*) from iterations i where i.run_id = r.id) as done "
         "from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = ? order by r.id"
     )
     return [CurrentRun(r["id"], r["job_id"], run_label(r), r["done"],
-                       r["total"], r["warmup"], r["started_at"], r["pending"])
+                       r["total"], r["warmup"], r["started_at"], r["pending"], r["queue_s"])
             for r in db.query(sql, [campaign_id, RunStatus.RUNNING])]

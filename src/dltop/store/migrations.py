@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.store.schema_slurm import v22
 from dltop.store.schema_steps import (
     v1,
     v2,
@@ -128,6 +129,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "one job's spec, kept by triggers (results read them, not every queued "
                   "job)", v20),
     Migration(21, "views the readers share: latest_runs (the latest run of each job)", v21),
+    Migration(22, "engine liveness across hosts: campaigns.engine_host/engine_heartbeat_s; "
+                  "Slurm queue time apart and accounting: runs.queue_s/submitted_at/"
+                  "slurm_max_rss_bytes/slurm_elapsed_s/slurm_energy_j/slurm_acct_note", v22),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -9,6 +9,7 @@ finished run is never repeated or lost.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
@@ -40,6 +41,10 @@ class OpenCampaign:
     engine_start_time: float | None
     waiting_for: str | None = None
     """While ``status`` is ``waiting``: the device it waits for and who holds it."""
+    engine_host: str | None = None
+    """The engine's host (None: a campaign stored before migration 22)."""
+    engine_heartbeat_s: float | None = None
+    """The engine's last heartbeat, epoch seconds (:func:`dltop.procs.engine_alive`)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,7 @@ class Queue:
     def __init__(self, db: sqlite_utils.Database) -> None:
         self._db = db
         self._counted: bool | None = None  # campaigns has the job counts (migration 11)
+        self._beats: bool | None = None  # campaigns has the engine's heartbeat (migration 22)
 
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
@@ -71,7 +77,8 @@ class Queue:
 
     def _in_status(self, statuses: Collection[str]) -> list[OpenCampaign]:
         return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
-                             r["engine_start_time"], r.get("waiting_for"))
+                             r["engine_start_time"], r.get("waiting_for"),
+                             r.get("engine_host"), r.get("engine_heartbeat_s"))
                 for r in self._db.query(
                     f"select * from campaigns where status in ({marks(statuses)}) "
                     "order by id", sorted(statuses))]
@@ -205,21 +212,47 @@ class Queue:
         return int(cur.rowcount)
 
     def claim(self, campaign_id: int, pid: int, start_time: float,
-              previous: tuple[int | None, float | None]) -> bool:
+              previous: tuple[int | None, float | None], host: str | None = None) -> bool:
         """Make this engine process the campaign's owner if ``previous`` still owns it.
 
         One compare-and-set statement: of two processes taking over the same dead
-        engine's campaign at once, exactly one gets True.
+        engine's campaign at once, exactly one gets True. The new owner's host and a
+        first heartbeat are recorded with it.
 
         Args:
             previous: (engine pid, engine start time) the caller found dead.
+            host: this engine's host (:func:`dltop.procs.this_host`).
         """
+        beat = ", engine_host = ?, engine_heartbeat_s = ?" if self._has_beats() else ""
         with transaction(self._db):
             cur = self._db.execute(
-                "update campaigns set engine_pid = ?, engine_start_time = ?, control = null "
-                "where id = ? and engine_pid is ? and engine_start_time is ?",
-                [pid, start_time, campaign_id, *previous])
+                f"update campaigns set engine_pid = ?, engine_start_time = ?, control = null"
+                f"{beat} where id = ? and engine_pid is ? and engine_start_time is ?",
+                [pid, start_time, *([host, time.time()] if beat else []), campaign_id,
+                 *previous])
         return cur.rowcount == 1
+
+    def heartbeat(self, campaign_id: int, pid: int, host: str) -> bool:
+        """Refresh the engine's heartbeat (now, epoch seconds) while it owns the campaign.
+
+        Returns:
+            False when another engine took the campaign over (or the database predates
+            heartbeats): nothing was written.
+        """
+        if not self._has_beats():
+            return False
+        with transaction(self._db):
+            cur = self._db.execute(
+                "update campaigns set engine_heartbeat_s = ? "
+                "where id = ? and engine_pid = ? and engine_host = ?",
+                [time.time(), campaign_id, pid, host])
+        return cur.rowcount == 1
+
+    def _has_beats(self) -> bool:
+        if self._beats is None:  # a database opened without migrating (``run --resume``)
+            self._beats = any(r["name"] == "engine_heartbeat_s"
+                              for r in self._db.query("pragma table_info(campaigns)"))
+        return self._beats
 
     def set_waiting(self, campaign_id: int, waiting_for: str | None) -> None:
         """``waiting`` for devices (``waiting_for`` says which), or back to ``running``.

@@ -13,6 +13,7 @@ on SQLite and there is exactly one write connection per process.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
 from contextlib import AbstractContextManager
 from operator import itemgetter
@@ -86,7 +87,8 @@ class Store:
     def create_campaign(self, name: str, profiles: Sequence[str], argv: Sequence[str],
                         host: str, engine_pid: int, engine_start_time: float | None,
                         *, pack: bool = False) -> int:
-        """Insert a campaign row in state ``queued``; return its id."""
+        """Insert a campaign row in state ``queued`` (``host``: the engine's too, with its
+        first heartbeat); return its id."""
         with transaction(self.db):
             row = self.db.table("campaigns").insert({
                 "name": name, "profiles": json.dumps(list(profiles)),
@@ -94,6 +96,8 @@ class Store:
                 "created_at": utc_now(), "host": host, "dltop_version": __version__,
                 "engine_pid": engine_pid, "engine_start_time": engine_start_time,
                 "pack": int(pack),
+                # the engine is this process on this host: its first heartbeat
+                "engine_host": host, "engine_heartbeat_s": time.time(),
             })
         return pk(row.last_pk)
 

@@ -50,7 +50,8 @@ def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
         return []  # no database yet: no campaign to resume
     out = []
     for c in _store(db_path).queue.open_campaigns():
-        if engine_alive(c.engine_pid, c.engine_start_time):
+        if engine_alive(c.engine_pid, c.engine_start_time, c.engine_host,
+                        c.engine_heartbeat_s):
             continue
         try:
             extra = ensure_engine(db_path, logs_dir, c.id, alive=False)
@@ -77,7 +78,8 @@ def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | No
     target = view.campaign.id if view is not None and view.active else None
     if target is None:
         running = [c.id for c in _store(db_path).queue.open_campaigns()
-                   if engine_alive(c.engine_pid, c.engine_start_time)]
+                   if engine_alive(c.engine_pid, c.engine_start_time, c.engine_host,
+                                   c.engine_heartbeat_s)]
         target = running[-1] if running else None
     if target is not None:
         res = _store(db_path).edits.append_jobs(target, plan.jobs, ref)

@@ -121,6 +121,12 @@ def status_text(d: RunDetail, from_file: bool) -> Text:
         t.append(one_line(value or "-") + "\n")
     t.append(f"{'wall':<{KEY_W}}", "dim")
     t.append(f"{duration(d.wall_s) if d.wall_s is not None else '-'}\n")
+    if d.queue_s is not None:  # a Slurm job's wait, apart from its run time
+        t.append(f"{'queued':<{KEY_W}}", "dim")
+        t.append(f"{duration(d.queue_s)} in Slurm's queue\n")
+    if d.slurm_acct:
+        t.append(f"{'accounting':<{KEY_W}}", "dim")
+        t.append(one_line(d.slurm_acct) + "\n")
     t.append(f"{'log':<{KEY_W}}", "dim")
     t.append(one_line(_shown_path(d.log_path) if d.log_path else "-"))
     if not from_file:

@@ -7,7 +7,9 @@ writes the run's scripts (:mod:`dltop.jobs.executors.slurm_script`), submits ``b
 ``sbatch --parsable`` (inside an ``salloc`` allocation, when ``SLURM_JOB_ID`` is set,
 it runs ``batch.sh`` itself, whose ``srun`` makes a step of that allocation), tails the
 events file the runner appends on the shared filesystem, and follows the job's state
-with ``scontrol show job`` every :data:`POLL_S`.
+through the engine's one ``squeue`` poller (:mod:`dltop.jobs.executors.slurm_batch`,
+:mod:`dltop.jobs.executors.slurm_poll`), which asks about all of its jobs at once and
+backs off while they are pending.
 
 Not ``sbatch --wait``: it polls the controller itself with a back-off of up to half a
 minute, so a run's end would be seen late, and dltop polls anyway for the queue's
@@ -30,12 +32,17 @@ from pathlib import Path
 from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs import agentfeed
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
+from dltop.jobs.executors.slurm_batch import LIVE_STATES as LIVE_STATES
+from dltop.jobs.executors.slurm_batch import BatchWatch, iso_utc
 from dltop.jobs.executors.slurm_query import (
     cores_per_gpu,
     failed_nodes,
     read_job_env,
     read_setup_failure,
     run_slurm_cmd,
+)
+from dltop.jobs.executors.slurm_query import (
+    parse_job as parse_job,
 )
 from dltop.jobs.executors.slurm_script import (
     SlurmFiles,
@@ -52,13 +59,6 @@ POLL_S = 1.0
 """How often the job's state is asked of the controller."""
 TAIL_S = 0.25
 """How often the events file is read."""
-CONTROLLER_SILENCE_S = 600.0
-"""How long slurmctld may fail to answer before dltop stops watching the job."""
-END_WAIT_S = 60.0
-"""How long a cancelled job may take to leave the running states before dltop gives up."""
-LIVE_STATES = frozenset({"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED",
-                         "REQUEUED", "REQUEUE_HOLD", "REQUEUE_FED", "RESIZING", "SIGNALING",
-                         "STAGE_OUT", "STOPPED", "RESV_DEL_HOLD"})
 NODE_FAILURES = frozenset({"NODE_FAIL", "BOOT_FAIL", "PREEMPTED", "DEADLINE"})
 """Ends that are the cluster's doing: the run is ``crashed`` with the Slurm state."""
 
@@ -81,26 +81,6 @@ def is_orphan_job(pid: int | None, job_id: str | None, state: str | None) -> boo
     """A run's Slurm batch job that may still hold its allocation: submitted (a step's
     srun is a local process, ``pid``, reaped as one) and not seen to end."""
     return bool(job_id) and not pid and (state is None or state in LIVE_STATES)
-
-
-def parse_job(text: str) -> dict[str, str]:
-    """``scontrol show job -o`` output as a dict (``JobState``, ``Reason``, ``NodeList``...)."""
-    out: dict[str, str] = {}
-    for word in text.split():
-        key, sep, value = word.partition("=")
-        if sep and key not in out:
-            out[key] = value
-    return out
-
-
-async def job_state(job_id: str, env: Mapping[str, str]) -> dict[str, str] | None:
-    """The job as the controller sees it; None once it has forgotten it (it ended over
-    ``MinJobAge`` ago); an empty dict when the controller could not answer this time."""
-    rc, out, err = await run_slurm_cmd("scontrol", "show", "job", "-o", job_id, env=env,
-                                       timeout_s=30.0)
-    if rc == 0 and out.strip():
-        return parse_job(out)
-    return None if "invalid job id" in err.lower() else {}
 
 
 def _write_file(path: Path, text: str, mode: int) -> None:
@@ -133,11 +113,13 @@ def agent_ingestion(run_dir: Path, store: Callable[[agentfeed.NodeSamples], None
 
 
 class _Tail:
-    """Feeds the bytes appended to the events file to the event reader."""
+    """Feeds the bytes appended to the events file to the event reader
+    (``on_first``: called once, at its first bytes)."""
 
     def __init__(self, path: Path, reader: EventReader) -> None:
         self._path, self._reader = path, reader
         self._pos = 0
+        self.on_first: Callable[[], None] | None = None
 
     def read(self) -> None:
         try:
@@ -146,6 +128,8 @@ class _Tail:
                 chunk = f.read()
         except OSError:
             return
+        if chunk and not self._pos and self.on_first is not None:
+            self.on_first()
         self._pos += len(chunk)
         self._reader.feed(chunk)
 
@@ -208,13 +192,17 @@ async def supervise_slurm(
         if outer_job is not None:
             watch: SlurmWatch = StepWatch(files, env, outer_job)
         else:
+            submitted = time.time()
             rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files, per_gpu),
                                                env=env)
             if rc != 0:
                 return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
-            watch = BatchWatch(out.strip().split(";")[0], env)
+            watch = batch = BatchWatch(out.strip().split(";")[0], env, submitted)
+            tail.on_first = batch.output_seen
         # The log path as a local run records it at spawn (dltop log, the log viewer).
-        on_state({"slurm_job_id": watch.job_id, "log_path": str(files.log_path)})
+        on_state({"slurm_job_id": watch.job_id, "log_path": str(files.log_path),
+                  **({"submitted_at": iso_utc(watch.submitted_s)}
+                     if isinstance(watch, BatchWatch) else {})})
         reason, note = await watch.run(job.timeout_s, stop, on_state)
     finally:
         for task in (follower, agents):
@@ -237,7 +225,9 @@ async def supervise_slurm(
         message = f"{message}; {note}" if message else note
     return ChildOutcome(
         status=status, exit_code=watch.exit_code, pid=watch.pid, pgid=watch.pid,
-        wall_s=time.monotonic() - t0, message=message, error_kind=kind,
+        # a batch job's from its start in Slurm: its time pending is runs.queue_s
+        wall_s=watch.wall_s if isinstance(watch, BatchWatch) else time.monotonic() - t0,
+        message=message, error_kind=kind,
         protocol_errors=reader.protocol_errors, protocol_note=reader.protocol_note,
         profile_refused=reader.profile_refused,
         log_tail=read_log_tail(files.log_path) if status != RunStatus.OK else "",
@@ -281,86 +271,3 @@ async def _every_poll(poll: AgentPoll) -> None:
 def _unstarted(message: str) -> ChildOutcome:
     return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,
                         message=message)
-
-
-class BatchWatch:
-    """Follows a submitted batch job until it leaves Slurm's live states."""
-
-    def __init__(self, job_id: str, env: Mapping[str, str]) -> None:
-        self.job_id, self._env = job_id, env
-        self.state: str | None = None
-        self.reason: str | None = None
-        self.exit_code: int | None = None
-        self.pid = 0
-        self.nodes: str | None = None
-
-    async def run(self, timeout_s: float, stop: asyncio.Event,
-                  on_state: StateHandler) -> tuple[RunStatus | None, str | None]:
-        """Watch to the end; (why dltop ended it, or None; a note when it could not)."""
-        loop = asyncio.get_running_loop()
-        deadline: float | None = None
-        seen: tuple[str | None, str | None] = (None, None)
-        silent = 0.0
-        try:
-            while True:
-                info = await job_state(self.job_id, self._env)
-                if info is None:  # forgotten by the controller: it ended long ago
-                    return None, None
-                if not info:  # the controller is busy or restarting: ask again
-                    silent += POLL_S
-                    if silent > CONTROLLER_SILENCE_S:
-                        return None, (f"slurmctld gave no state of job {self.job_id} for "
-                                      f"{CONTROLLER_SILENCE_S:g} s")
-                    await asyncio.sleep(POLL_S)
-                    continue
-                silent = 0.0
-                self._take(info)
-                if (self.state, self.reason) != seen:
-                    seen = (self.state, self.reason)
-                    on_state({"slurm_state": self.state,
-                              "slurm_reason": None if self.reason == "None" else self.reason})
-                if self.state == "RUNNING" and deadline is None:
-                    deadline = loop.time() + timeout_s
-                # Also once ended: a short job may go from PENDING to COMPLETED between polls.
-                got = info.get("NodeList", "")
-                if got and got not in ("(null)", "None") and got != self.nodes:
-                    self.nodes = got
-                    on_state({"slurm_nodes": got})
-                if self.state not in LIVE_STATES:
-                    return None, None
-                if stop.is_set():
-                    return RunStatus.CANCELLED, await self._cancel(on_state)
-                if deadline is not None and loop.time() >= deadline:
-                    return RunStatus.TIMEOUT, await self._cancel(on_state)
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), timeout=POLL_S)
-        except asyncio.CancelledError:
-            await asyncio.shield(self._cancel(on_state))
-            raise
-
-    def _take(self, info: Mapping[str, str]) -> None:
-        self.state = info.get("JobState")
-        self.reason = info.get("Reason")
-        code, _, sig = info.get("ExitCode", "").partition(":")
-        if code.isdigit():
-            self.exit_code = -int(sig) if sig.isdigit() and int(sig) else int(code)
-
-    async def _cancel(self, on_state: StateHandler) -> str | None:
-        """``scancel`` the job and wait until it has ended (its final state reported)."""
-        rc, _, err = await run_slurm_cmd("scancel", self.job_id, env=self._env)
-        if rc != 0:
-            return f"scancel {self.job_id} failed: {err.strip()}"
-        deadline = time.monotonic() + END_WAIT_S
-        while time.monotonic() < deadline:
-            info = await job_state(self.job_id, self._env)
-            if info is None:
-                return None
-            if not info:
-                await asyncio.sleep(POLL_S)
-                continue
-            self._take(info)
-            if self.state not in LIVE_STATES:
-                on_state({"slurm_state": self.state, "slurm_reason": None})
-                return None
-            await asyncio.sleep(POLL_S / 2)
-        return f"Slurm job {self.job_id} still {self.state} {END_WAIT_S:g} s after scancel"

@@ -109,3 +109,23 @@ def read_job_env(files: SlurmFiles) -> dict[str, str] | None:
     except OSError:
         return None
     return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def parse_job(text: str) -> dict[str, str]:
+    """``scontrol show job -o`` output as a dict (``JobState``, ``Reason``, ``NodeList``...)."""
+    out: dict[str, str] = {}
+    for word in text.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in out:
+            out[key] = value
+    return out
+
+
+async def job_state(job_id: str, env: Mapping[str, str]) -> dict[str, str] | None:
+    """The job as the controller sees it; None once it has forgotten it (it ended over
+    ``MinJobAge`` ago); an empty dict when the controller could not answer this time."""
+    rc, out, err = await run_slurm_cmd("scontrol", "show", "job", "-o", job_id, env=env,
+                                       timeout_s=30.0)
+    if rc == 0 and out.strip():
+        return parse_job(out)
+    return None if "invalid job id" in err.lower() else {}

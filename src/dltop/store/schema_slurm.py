@@ -1,0 +1,33 @@
+"""Schema steps after 21, beside :mod:`dltop.store.schema_steps` (which is full): each a
+function here and one line in :data:`dltop.store.migrations.MIGRATIONS`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+V22_CAMPAIGN_COLUMNS: dict[str, type] = {
+    "engine_host": str,
+    "engine_heartbeat_s": float,
+}
+"""The engine's host name and its last heartbeat (epoch seconds, the engine's clock)."""
+V22_RUN_COLUMNS: dict[str, type] = {
+    "queue_s": float,
+    "submitted_at": str,
+    "slurm_max_rss_bytes": int,
+    "slurm_elapsed_s": float,
+    "slurm_energy_j": float,
+    "slurm_acct_note": str,
+}
+"""A Slurm run's time pending in the queue and submission time, and what ``sacct`` says
+of its job (or why it says nothing: ``slurm_acct_note``)."""
+
+
+def v22(db: Any) -> None:
+    # Slurm at real sites (issue 33): the engine's liveness is read across login nodes
+    # from the database (host and heartbeat, not a pid only this host can check), and a
+    # Slurm run's queue time is apart from its run time, with accounting's own figures
+    # beside dltop's. Runs and campaigns stored before keep NULL (not known).
+    for name, kind in V22_CAMPAIGN_COLUMNS.items():
+        db["campaigns"].add_column(name, kind)
+    for name, kind in V22_RUN_COLUMNS.items():
+        db["runs"].add_column(name, kind)

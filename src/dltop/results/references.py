@@ -56,15 +56,25 @@ def stored_references(db: sqlite_utils.Database, campaign_ids: Sequence[int],
     from one stored spec per configuration; configurations without any are left out."""
     out: dict[str, tuple[Reference, ...]] = {}
     marks = ",".join("?" * len(campaign_ids))
-    # Only the specs that hold a reference are parsed (json.dumps spells it either way).
-    for r in db.query(f"select min(spec_json) as spec from jobs where campaign_id in ({marks})"
-                      " and (instr(spec_json, '\"references\": [{') > 0"
-                      " or instr(spec_json, '\"references\":[{') > 0) group by config_key",
-                      list(campaign_ids)):
+    # One spec per configuration: job_configs (kept by triggers) holds one, so no job
+    # row is read; a database from before it groups the jobs. Only the specs that
+    # hold a reference are parsed (json.dumps spells it either way).
+    has = ("(instr(spec_json, '\"references\": [{') > 0 "
+           "or instr(spec_json, '\"references\":[{') > 0)")
+    sql = (f"select spec_json as spec from job_configs where campaign_id in ({marks}) "
+           f"and {has}" if _has_table(db, "job_configs") else
+           f"select min(spec_json) as spec from jobs where campaign_id in ({marks}) "
+           f"and {has} group by config_key")
+    for r in db.query(sql, list(campaign_ids)):
         spec = JobSpec.from_json_dict(json.loads(r["spec"]))
         if spec.references:
             out[bare_key(identity.identity_of(r["spec"], None))] = spec.references
     return out
+
+
+def _has_table(db: sqlite_utils.Database, name: str) -> bool:
+    return bool(next(db.query("select count(*) as n from sqlite_master where type = 'table' "
+                              "and name = ?", [name]))["n"])
 
 
 def judge(res: ConfigResult, ref: Reference,

@@ -145,3 +145,20 @@ def test_run_with_an_unknown_system_exits_2_and_stores_nothing(
     assert cli.main(["run", "--db", str(db), "--system", "nope", str(profile)]) == 2
     assert f"{conf}: systems.nope.mem: expected Slurm memory" in capsys.readouterr().err
     assert not db.exists()
+
+
+def test_a_systems_cpus_per_gpu_shapes_the_job_without_asking_sinfo(
+        conf: Path, tmp_path: Path) -> None:
+    import asyncio
+
+    from dltop.jobs.executors.slurm_query import cores_per_gpu
+    from dltop.jobs.executors.slurm_script import SlurmFiles, sbatch_argv
+
+    job = jobs(PROFILE.format(executor="", extra=""), "jureca")["fcn-r"]
+    # an empty PATH: sinfo cannot be what answers
+    per_gpu = asyncio.run(cores_per_gpu(job, {"PATH": str(tmp_path / "empty")}))
+    assert per_gpu == 32
+    argv = sbatch_argv(job, 1, SlurmFiles(tmp_path, tmp_path / "spec.json",
+                                          tmp_path / "runner.log"), per_gpu)
+    assert {"--partition=dc-gpu", "--account=proj123", "--gpus-per-node=4",
+            "--cpus-per-task=128"} <= set(argv)

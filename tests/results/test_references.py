@@ -21,12 +21,13 @@ name = "refs"
 frameworks = ["torch"]
 models = ["fcn-r"]
 batch_sizes = [8]
-devices = ["cpu:1", "cpu:2", "cpu:4", "cpus:2"]
+devices = ["cpu:1", "cpu:2", "cpu:4", "cpus:2", "cpu:3"]
 [references]
 "fcn-r/torch/fp32/cpu:1" = { s_per_iter = [0.010, -0.10, 0.10] }
 "fcn-r/torch/fp32/cpu:2" = { samples_per_s = [800, -0.05, 0.05] }
 "fcn-r/torch/fp32/cpus:2" = { samples_per_s = [100, -0.05, 0.05] }
 "fcn-r/torch/*/cpu:4" = { s_per_iter = [0.040, -0.05, 0.05] }
+"fcn-r/*/*/cpu:3" = { s_per_iter = [0.040, -0.05, 0.05] }
 """
 
 
@@ -43,6 +44,8 @@ def build(path: Path, campaigns: Any, *, failing: bool = True) -> None:
     campaigns.add_run(db, cid, jobs[2][1], [0.030, 0.045, 0.031, 0.044, 0.032, 0.043])
     # cpus:2: 8 / 0.04 = 200 samples/s, above 95..105: fail (above)
     campaigns.add_run(db, cid, jobs[3][1], [0.040, 0.041, 0.039, 0.040])
+    # cpu:3: a reference and no ok run: nothing was measured, a failure
+    campaigns.add_run(db, cid, jobs[4][1], [], status="crashed")
     db.close()
 
 
@@ -59,12 +62,13 @@ def test_check_judges_the_interval_against_the_band(tmp_path: Path, campaigns: A
     assert got["cpu:4"].outcome == "pass"  # the point 0.0375 is outside; its CI is not
     assert got["cpu:4"].measured < 0.038 < (got["cpu:4"].interval or (0, 0))[1]
     assert (got["cpus:2"].outcome, got["cpus:2"].why) == ("fail", "above")
+    assert (got["cpu:3"].outcome, got["cpu:3"].why) == ("fail", "no ok run: failed")
     # the summary shows one cell per configuration
     table = summary_table(db, 1)
     rows = json.loads(render(table, "json"))["rows"]
     assert {r["device"]: r["reference"] for r in rows} == {
         "cpu:1": "pass", "cpu:2": "fail (samples_per_s below)", "cpu:4": "pass",
-        "cpus:2": "fail (samples_per_s above)"}
+        "cpus:2": "fail (samples_per_s above)", "cpu:3": "fail (no ok run: failed)"}
 
 
 def test_check_cli_exit_codes(tmp_path: Path, campaigns: Any,
@@ -73,7 +77,7 @@ def test_check_cli_exit_codes(tmp_path: Path, campaigns: Any,
     assert cli.main(["check", "--db", str(tmp_path / "f.db"), "1"]) == 1
     out, err = capsys.readouterr()
     assert "fail (below)" in out and "| pass " in out and "samples_per_s (samples/s)" in out
-    assert "2 of 4 reference check(s) failed" in err
+    assert "3 of 5 reference check(s) failed" in err
     build(tmp_path / "p.db", campaigns, failing=False)
     assert cli.main(["check", "--db", str(tmp_path / "p.db"), "refs", "--format",
                      "csv"]) == 0

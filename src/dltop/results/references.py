@@ -81,7 +81,7 @@ def judge(res: ConfigResult, ref: Reference,
           time_interval: tuple[float, float] | None) -> Verdict:
     """``res``'s metric against ``ref``; ``time_interval`` is its median s/iter's 95 % CI."""
     if not res.runs or res.median_s is None:
-        return Verdict(res, ref, outcome=FAIL, why=f"no ok run ({res.label})")
+        return Verdict(res, ref, outcome=FAIL, why=f"no ok run: {res.label}")
     if ref.metric == "s_per_iter":
         measured, interval = res.median_s, time_interval
     else:
@@ -120,8 +120,9 @@ def cell_text(verdicts: Sequence[Verdict]) -> str:
     judged = [v for v in verdicts if v.ref is not None]
     if not judged:
         return "-"
-    failed = [f"{v.ref.metric} {v.why}" for v in judged if v.outcome == FAIL and v.ref]
-    return f"fail ({'; '.join(failed)})" if failed else PASS
+    failed = [f"{v.ref.metric} {v.why}" if v.why in ("below", "above") else v.why
+              for v in judged if v.outcome == FAIL and v.ref]
+    return f"fail ({'; '.join(dict.fromkeys(failed))})" if failed else PASS
 
 
 def by_config(verdicts: Sequence[Verdict]) -> dict[str, list[Verdict]]:

@@ -1,4 +1,4 @@
-"""The user config file: which interpreter runs each framework.
+"""The user config file: which interpreter runs each framework, and the sites.
 
 ``$DLTOP_CONFIG``, else ``$XDG_CONFIG_HOME/dltop/config.toml`` (default
 ``~/.config/dltop/config.toml``)::
@@ -9,6 +9,9 @@
     [frameworks.cntk]
     python = "/opt/cntk/venv/bin/python"
     ld_library_path = "/opt/cntk/lib"    # prepended for CNTK's children only
+
+    [systems.cluster]                    # dltop run --system cluster (dltop.systems)
+    partition = "gpu"
 
 A missing file is an empty config. Errors name the file and the key.
 """
@@ -45,6 +48,33 @@ def config_path() -> Path:
     return config_dir() / "config.toml"
 
 
+TABLES = ("frameworks", "systems")
+
+
+def read_config(path: Path) -> dict[str, Any] | None:
+    """The config file's TOML (None when there is no file).
+
+    Raises:
+        UserError: the file cannot be read, is not TOML, or has a top-level table dltop
+            does not know.
+    """
+    try:
+        data: dict[str, Any] = tomllib.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"{path}: cannot read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise UserError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:  # tomllib recurses per level: ~500 nested arrays exhaust it
+        raise UserError(f"{path}: arrays or tables nested too deeply to read") from None
+    unknown = sorted(set(data) - set(TABLES))
+    if unknown:
+        raise UserError(f"{path}: unknown table or key {unknown[0]!r} (expected "
+                        "[frameworks.NAME] or [systems.NAME])")
+    return data
+
+
 def load_frameworks(path: Path | None = None) -> dict[str, FrameworkConfig]:
     """The ``[frameworks.*]`` tables of the config file (empty when there is no file).
 
@@ -52,19 +82,9 @@ def load_frameworks(path: Path | None = None) -> dict[str, FrameworkConfig]:
         UserError: the file is not TOML, or a table or key is not one dltop knows.
     """
     path = path or config_path()
-    try:
-        data: dict[str, Any] = tomllib.loads(path.read_text())
-    except FileNotFoundError:
+    data = read_config(path)
+    if data is None:
         return {}
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"{path}: cannot read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise UserError(f"{path}: not valid TOML: {exc}") from None
-    except RecursionError:  # tomllib recurses per level: ~500 nested arrays exhaust it
-        raise UserError(f"{path}: arrays or tables nested too deeply to read") from None
-    unknown = sorted(set(data) - {"frameworks"})
-    if unknown:
-        raise UserError(f"{path}: unknown table or key {unknown[0]!r} (expected [frameworks.NAME])")
     tables = data.get("frameworks", {})
     if not isinstance(tables, dict):
         raise UserError(f"{path}: frameworks: expected tables like [frameworks.cntk]")

@@ -18,7 +18,7 @@ import dltop
 
 CORE_PACKAGES = ("profiles", "jobs", "runners", "store", "telemetry", "results", "live")
 CORE_MODULES = ("dltop", "dltop.errors", "dltop.catalog", "dltop.config", "dltop.envsetup",
-                "dltop.paths", "dltop.procs", "dltop.pyexec")
+                "dltop.paths", "dltop.procs", "dltop.pyexec", "dltop.systems")
 VIEWER_FORBIDDEN = ("dltop.jobs.engine", "dltop.jobs.supervisor", "dltop.telemetry.sampler")
 
 

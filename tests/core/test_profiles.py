@@ -13,6 +13,7 @@ import pytest
 from dltop.errors import UserError
 from dltop.profiles.loader import SETTINGS, builtin_names, load, parse
 from dltop.profiles.model import DeviceSpec, JobSpec, SlurmSettings, settings
+from dltop.profiles.references import Reference
 from dltop.store.db import memory_db
 from dltop.store.writer import job_row
 
@@ -78,7 +79,9 @@ def _unusual_job() -> JobSpec:
         data_loader="host", loader_workers=2, channels_last=True, torch_compile="default",
         cudnn_benchmark=False, cuda_graphs=True, seq_len=64, attention="plain",
         prompt_tokens=16, new_tokens=8, nodes=2, executor="slurm",
-        slurm=SlurmSettings(partition="gpu", time="10", extra_args=("--qos=x",)))
+        slurm=SlurmSettings(partition="gpu", time="10", extra_args=("--qos=x",),
+                            cpus_per_gpu=8, parallel=3),
+        system="site", references=(Reference("s_per_iter", 0.5, -0.1, 0.2, "m/*/*"),))
 
 
 def test_every_field_round_trips_through_the_runner_spec() -> None:

@@ -133,7 +133,8 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 def test_every_identity_field_has_a_case() -> None:
     from dltop.profiles.loader import COMMAND_KEYS, OPTION_KEYS
 
-    fields = {f for f in JobSpec.identity_fields() if f != "options"}
+    # system: not a profile key but `dltop run --system` (test_two_systems_never_pool)
+    fields = {f for f in JobSpec.identity_fields() if f not in ("options", "system")}
     # a preset is not stored: the keys it sets are, each its own case
     assert fields | set(OPTION_KEYS) | set(COMMAND_KEYS) - {"preset"} == set(FIELD_CASES)
 
@@ -188,7 +189,7 @@ def test_identity_declarations() -> None:
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
         "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "seq_len",
-        "attention", "prompt_tokens", "new_tokens", "nodes", "executor", "options")
+        "attention", "prompt_tokens", "new_tokens", "nodes", "executor", "system", "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:
@@ -289,3 +290,21 @@ def test_compare_keeps_two_interpreters_of_one_campaign_apart() -> None:
     _, b = campaign([{"repeats": 2}], interpreters=["/x/python", "/y/python"], db=db)
     rows = compare.compare(db, a, b)
     assert sorted(r.identity["interpreter"] for r in rows) == ["/x/python", "/y/python"]
+
+
+def test_two_systems_never_pool(campaigns: Any) -> None:
+    """The same profile on two sites (``--system``) and on none: three configurations,
+    told apart by a ``system`` row key; without a system the identity reads as before."""
+    from dltop.systems import System
+
+    db = memory_db()
+    store = Store(db)
+    text = campaigns.profile("s", ["cpu:1"])
+    for k, site in enumerate((None, "alpha", "beta")):
+        jobs = parse(text, "s.toml", "s",
+                     system=None if site is None else System(site, "x", "local")).jobs
+        cid = store.create_campaign(f"s{k}", ["s.toml"], ["dltop"], "h", 1, None)
+        campaigns.add_run(db, cid, store.add_jobs(cid, jobs)[0], [0.1, 0.1, 0.1])
+    table = summary.summary_table(db, queries.resolve_campaigns(db, "all"))
+    assert [c.key for c in table.columns if c.role is Role.KEY][4:6] == ["precision", "system"]
+    assert sorted(row.cells[5].text for row in table.rows) == ["-", "alpha", "beta"]

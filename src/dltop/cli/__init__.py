@@ -41,7 +41,7 @@ __all__ = ["EXPORT_METRICS", "main"]
 
 COMMANDS: dict[str, str] = {
     "export": "results:cmd_export", "compare": "results:cmd_compare",
-    "runs": "results:cmd_runs", "profiles": "info:cmd_profiles",
+    "runs": "results:cmd_runs", "check": "check:cmd_check", "profiles": "info:cmd_profiles",
     "status": "control:cmd_status", "devices": "info:cmd_devices", "env": "info:cmd_env",
     "doctor": "info:cmd_doctor", "tui": "viewer:cmd_tui",
     "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",

@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                        "orphaned runners, re-queues the interrupted run)"))
     run.add_argument("--campaign", type=int, default=None, metavar="ID",
                      help="with --resume: which campaign (default: the latest unfinished)")
+    run.add_argument("--system", default=None, metavar="NAME",
+                     help="the site: a [systems.NAME] table of ~/.config/dltop/config.toml "
+                          "(Slurm defaults, references); stored with every run")
     db_arg(run)
     flags(run, ("--headless", "plain progress (automatic when stdout is not a terminal)"),
           ("--json", "one JSON event per line on stdout"),
@@ -207,6 +210,13 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--allow-flagged", action="store_true",
                      help="give pairs with a noisy, packed, shared, contaminated or "
                           "simulated side a verdict too (default: inconclusive)")
+
+    chk = sub.add_parser("check", help="a campaign's results against its performance "
+                                       "references (exit 0 all pass, 1 a failure)")
+    db_arg(chk)
+    chk.add_argument("campaign", nargs="?", default="latest", metavar="CAMPAIGN",
+                     help="id, name, latest (default) or a list (3,5)")
+    chk.add_argument("--format", default="md", choices=["md", "csv", "json"])
 
     for verb, text in ((Control.PAUSE, "pause a running campaign after its current run"),
                        (Control.RESUME, "resume a paused campaign"),

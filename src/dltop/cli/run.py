@@ -30,23 +30,25 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from dltop.jobs.writes import check_runs_dir
     from dltop.profiles.loader import load
     from dltop.store import Store, connect, resolve_db_path
+    from dltop.systems import load_system
     from dltop.telemetry import gpu_count, open_gpu_backend
     from dltop.telemetry.sampler import Sampler, check_rate
 
+    system = load_system(args.system) if args.system and not args.resume else None
     gpu_hz = check_rate("--gpu-hz", args.gpu_hz)
     host_hz = check_rate("--host-hz", args.host_hz)
     db_path = resolve_db_path(args.db)
     if args.detach:
         if not args.resume:  # refuse bad input here, where the user sees it
-            campaign.preflight([load(ref) for ref in args.profiles], gpu_count(),
+            campaign.preflight([load(ref, system=system) for ref in args.profiles], gpu_count(),
                                args.skip_unavailable, args.pack)
         return _detach(argv, db_path, default_logs_dir(db_path))
     backend = None if args.no_telemetry else open_gpu_backend(args.fake_gpus)
     n_gpus = gpu_count()
     if args.resume:
-        if args.profiles or args.pack:
-            raise UserError("--resume takes no profiles and no --pack: it continues a stored "
-                            "campaign as it was queued")
+        if args.profiles or args.pack or args.system:
+            raise UserError("--resume takes no profiles, no --pack and no --system: it "
+                            "continues a stored campaign as it was queued")
         from dltop.jobs.resume import resume
 
         check_runs_dir(default_logs_dir(db_path))  # before anything is stored
@@ -68,7 +70,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         if not args.profiles:
             raise UserError("dltop run needs at least one PROFILE (or --resume)")
-        profiles = [load(ref) for ref in args.profiles]
+        profiles = [load(ref, system=system) for ref in args.profiles]
         plan = campaign.preflight(profiles, n_gpus, args.skip_unavailable, args.pack)
         for warning in plan.warnings:
             print(f"dltop: warning: {one_line(warning)}", file=sys.stderr)

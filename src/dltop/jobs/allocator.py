@@ -16,6 +16,11 @@ a profile) several runs go at once on disjoint device sets:
 Packed runs still share memory bandwidth, caches and the PCIe root, so their
 numbers are throughput numbers, not clean single-run latencies; each run row
 records the GPUs and CPUs it got and how many runs were active when it started.
+
+A run whose devices are not this host's (a Slurm job) holds none of them: it takes one
+of the ``slurm.parallel`` slots instead (:meth:`DeviceAllocator.try_allocate_remote`),
+so up to that many Slurm jobs of a campaign are in flight at once while no local run
+goes on beside them (without packing).
 """
 
 from __future__ import annotations
@@ -63,6 +68,7 @@ class DeviceAllocator:
         self.cores = tuple(cores)
         self.pack = pack
         self._held: dict[int, Allocation] = {}
+        self._remote: set[int] = set()  # tokens of runs whose devices are not this host's
         self._overlap: dict[int, int] = {}
         self._next_token = 0
 
@@ -84,6 +90,8 @@ class DeviceAllocator:
             return None
         gpus = {x for a in self._held.values() for x in a.gpu_indices}
         cpus = {x for a in self._held.values() for x in a.cpu_affinity or ()}
+        # (a remote run holds no device: packing, local runs fit beside it as if it
+        # were not there)
         return Room(sum(1 for x in range(self.gpu_count) if x not in gpus),
                     sum(1 for x in self.cores if x not in cpus))
 
@@ -114,10 +122,35 @@ class DeviceAllocator:
         self._next_token += 1
         token = self._next_token
         self._held[token] = alloc
-        others = len(self._held) - 1
+        others = sum(1 for t in self._held if t not in self._remote) - 1
         for t in self._held:
-            self._overlap[t] = max(self._overlap.get(t, 0), others)
+            if t not in self._remote:
+                self._overlap[t] = max(self._overlap.get(t, 0), others)
         return token, alloc
+
+    @property
+    def remote_only(self) -> bool:
+        """Runs are going on, and every one of them is remote (a Slurm job)."""
+        return bool(self._held) and set(self._held) <= self._remote
+
+    def try_allocate_remote(self, limit: int) -> tuple[int, Allocation] | None:
+        """Reserve one of ``limit`` slots for a run whose devices are not this host's.
+
+        It holds no device of this host. Without packing it starts only while every run
+        going on is remote too (a local run still has the host to itself); with packing,
+        beside anything. Returns None when ``limit`` remote runs are going on.
+        """
+        if self._held and not self.pack and not self.remote_only:
+            return None
+        if len(self._remote) >= limit:
+            return None
+        self._next_token += 1
+        token = self._next_token
+        self._held[token] = Allocation((), None)
+        self._remote.add(token)
+        # No overlap counted either way: a Slurm job shares no device of this host, and
+        # its nodes are its own (exclusive) or said to be shared in its note.
+        return token, self._held[token]
 
     def overlap(self, token: int) -> int:
         """The most other runs that held devices at once while ``token`` did."""
@@ -126,4 +159,5 @@ class DeviceAllocator:
     def release(self, token: int) -> None:
         """Give back what ``try_allocate`` reserved under ``token`` (idempotent)."""
         self._held.pop(token, None)
+        self._remote.discard(token)
         self._overlap.pop(token, None)

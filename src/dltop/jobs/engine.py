@@ -2,9 +2,10 @@
 
 Jobs run one at a time by default; with packing, the
 :class:`~dltop.jobs.allocator.DeviceAllocator` lets runs on disjoint devices go
-at once. Each run first takes the host-wide lease of its devices
-(:mod:`dltop.jobs.lease`; the whole host when the campaign does not pack), so
-another engine on the host waits rather than running beside it.
+at once, and Slurm jobs go up to ``slurm.parallel`` at once. Each run first takes the
+host-wide lease of its devices (:mod:`dltop.jobs.lease`; the whole host when the
+campaign does not pack), so another engine on the host waits rather than running
+beside it.
 
 It owns one writer thread (a single-worker executor holding the
 :class:`~dltop.store.Store`), so SQLite never blocks the event loop and there is
@@ -38,6 +39,7 @@ from dltop.jobs.events import (
 )
 from dltop.jobs.executors.base import RunExecutor
 from dltop.jobs.executors.pick import for_job
+from dltop.jobs.executors.where import on_this_host
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.runjob import RunLifecycle
 from dltop.jobs.writes import TelemetryLoss
@@ -194,29 +196,46 @@ class Engine:
             await self._write(self._store.fail_campaign, self._campaign_id, str(exc))
 
     async def _start_next(self, tasks: set[asyncio.Task[None]]) -> bool:
-        """Start the first queued job whose devices are free; False if none could start."""
+        """Start the first queued job whose devices are free; False if none could start.
+
+        A job whose devices are not this host's (a Slurm job) takes one of its
+        ``slurm.parallel`` slots instead: while only such runs go on, the next job in
+        queue order starts if it is one and a slot is free (in order: a local job, or a
+        Slurm job without a slot, waits, and nothing behind it starts).
+        """
         queue, cid = self._store.queue, self._campaign_id
         # The first queued job that fits (when packing, later jobs fill free devices;
         # otherwise the first one always fits an idle host): the allocator's room is
         # the query's filter, so the database returns that job and nothing before it.
         skip = set(self._claimed)
-        while (room := self._alloc.room()) is not None:
-            found = await self._write(queue.next_startable, cid, room.gpus, room.cpus, skip)
+        while True:
+            room = self._alloc.room()
+            if room is None and not self._alloc.remote_only:
+                return False
+            found = await self._write(queue.next_startable, cid,
+                                      None if room is None else room.gpus,
+                                      None if room is None else room.cpus, skip)
             if found is None:
                 return False
             job_id, pos, device = found
             skip.add(job_id)
-            got = self._alloc.try_allocate(device)
-            if got is None:  # the room said it fits: a job row unlike its device label
-                continue
             spec = await self._write(queue.queued_spec, job_id)
             if spec is None:  # a viewer removed it since the query
-                self._alloc.release(got[0])
                 continue
+            if on_this_host(spec):
+                if room is None:
+                    return False  # it has the host to itself once the Slurm jobs end
+                got = self._alloc.try_allocate(device)
+                if got is None:  # the room said it fits: a job row unlike its device label
+                    continue
+            else:
+                got = self._alloc.try_allocate_remote(
+                    spec.slurm.parallel if spec.slurm is not None else 1)
+                if got is None:
+                    return False  # every slot taken: it is next when one frees
             self._claimed.add(job_id)
             tasks.add(asyncio.create_task(self._job_task(QueuedJob(job_id, pos, spec), *got)))
             return True
-        return False
 
     async def _wait_for_change(self) -> None:
         """Sleep until a job task ends, a stop is asked, or a poll interval passes.

@@ -16,15 +16,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, lm, presets, slurm, strings, window
+from dltop.profiles import command, fields, lm, presets, references, slurm, strings, window
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
+from dltop.profiles.references import Rule
 
-TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm")
+if TYPE_CHECKING:
+    from dltop.systems import System
+
+TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "references")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
@@ -70,12 +74,14 @@ class _Where:
         return UserError(f"{self.source}: {key}: {msg}")
 
 
-def load(ref: str, logical_cores: int | None = None) -> Profile:
+def load(ref: str, logical_cores: int | None = None, system: System | None = None) -> Profile:
     """Load a profile by built-in name or file path.
 
     Args:
         ref: a built-in name (``quick``) or a path to a ``.toml`` file.
         logical_cores: cores to expand ``cpu:1..max`` against (default: this host's).
+        system: the site it runs on (``dltop run --system``): its ``[slurm]`` keys are the
+            defaults of the profile's, its executor the jobs' default, its name stored.
 
     Raises:
         UserError: the file is missing or invalid.
@@ -83,7 +89,7 @@ def load(ref: str, logical_cores: int | None = None) -> Profile:
     path = Path(ref)
     if ref in builtin_names() and not path.exists():
         text = (resources.files("dltop.profiles") / "builtin" / f"{ref}.toml").read_text()
-        return parse(text, f"<built-in {ref}>", ref, logical_cores)
+        return parse(text, f"<built-in {ref}>", ref, logical_cores, system=system)
     if not path.is_file():
         hint = ""
         close = difflib.get_close_matches(ref, builtin_names(), n=1)
@@ -95,11 +101,12 @@ def load(ref: str, logical_cores: int | None = None) -> Profile:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"{path}: cannot read profile: {exc}") from None
-    return parse(text, str(path), path.stem, logical_cores, path.resolve().parent)
+    return parse(text, str(path), path.stem, logical_cores, path.resolve().parent, system)
 
 
 def parse(text: str, source: str, default_name: str,
-          logical_cores: int | None = None, profile_dir: Path | None = None) -> Profile:
+          logical_cores: int | None = None, profile_dir: Path | None = None,
+          system: System | None = None) -> Profile:
     """Validate profile TOML ``text``; ``source`` names it in errors.
 
     ``profile_dir`` is the directory command entries run in by default and
@@ -130,11 +137,21 @@ def parse(text: str, source: str, default_name: str,
         raise where.err("matrix", "expected at least one [[matrix]] entry; the matrix is empty")
     if not isinstance(matrix, list) or not all(isinstance(m, dict) for m in matrix):
         raise where.err("matrix", "expected an array of tables ([[matrix]])")
-    cluster = slurm.parse(where.err, doc.get("slurm"))
+    own_slurm = doc.get("slurm")
+    table = own_slurm
+    if system is not None and system.slurm and (own_slurm is None or isinstance(own_slurm, dict)):
+        table = {**system.slurm, **(own_slurm or {})}  # the profile's own keys win
+    cluster = slurm.parse(where.err, table)
+    rules = references.profile_rules(
+        where.err, doc.get("references"), None if system is None else system.name,
+        () if system is None else system.references)
     cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
     blocks: list[tuple[list[JobSpec], int]] = []
     # Read per profile, not at import: the default may come from the environment.
     base_settings = {**SETTINGS, "min_time_s": window.default_min_time_s()}
+    if system is not None:
+        base_settings["executor"] = system.executor
+    site = None if system is None else system.name
     for i, entry in enumerate(matrix):
         _check_keys(where, f"matrix[{i}].", entry, ENTRY_KEYS)
         # Errors name the table a value came from: the entry, or [defaults].
@@ -145,9 +162,10 @@ def parse(text: str, source: str, default_name: str,
         origin.update({k: f"preset {own['preset']!r} of matrix[{i}]" for k in preset
                        if k not in own})
         blocks.append(_expand(where, origin, f"matrix[{i}]", name,
-                              {**base_settings, **preset, **own}, cores, base, cluster))
+                              {**base_settings, **preset, **own}, cores, base, cluster,
+                              site, rules))
     jobs = JobList(blocks)
-    if cluster is not None and not any(j.executor == "slurm" for c, _ in blocks for j in c):
+    if own_slurm is not None and not any(j.executor == "slurm" for c, _ in blocks for j in c):
         raise where.err("slurm", 'a [slurm] table, but no job runs with executor = "slurm" '
                         "(set it in [defaults] or in an entry)")
     return Profile(name=name, description=description, source=source, jobs=jobs, pack=pack)
@@ -170,7 +188,8 @@ def _preset(where: _Where, origin: dict[str, str], at: str,
 
 def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             merged: dict[str, Any], cores: int, profile_dir: Path,
-            cluster: SlurmSettings | None) -> tuple[list[JobSpec], int]:
+            cluster: SlurmSettings | None, system: str | None = None,
+            rules: tuple[Rule, ...] = ()) -> tuple[list[JobSpec], int]:
     def loc(key: str) -> str:
         return f"{origin.get(key, at)}.{key}"
 
@@ -227,7 +246,9 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         configs.append(JobSpec(
             profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
             repeat=0, options=options,
-            slurm=cluster if js["executor"] == "slurm" else None,
+            slurm=cluster if js["executor"] == "slurm" else None, system=system,
+            references=references.resolve(where.err, rules, model, fw, js["precision"],
+                                          dev.label, batch) if rules else (),
             **{f.name: js[k] for k, f in settings().items()}))
     # Repeats are passes over every configuration (JobList: the outer loop), made
     # as they are read: a repeat is its configuration with another repeat index.

@@ -31,6 +31,7 @@ from dltop.profiles.fields import (
     setting,
     undeclared,
 )
+from dltop.profiles.references import Reference, references_from_json, references_to_json
 
 DeviceKind = Literal["cpu", "cpus", "gpu"]
 
@@ -100,6 +101,11 @@ class SlurmSettings:
     """The image the runner runs in (None: none)."""
     container_runtime: str = "pyxis"
     """``pyxis`` (``srun --container-image``) or ``apptainer`` (``apptainer exec``)."""
+    cpus_per_gpu: int | None = None
+    """A GPU job's ``--cpus-per-task`` per GPU when ``cpus_per_task`` is not given (None:
+    the nodes' cores per GPU from ``sinfo``)."""
+    parallel: int = 1
+    """Runs of the campaign in Slurm at once (separate jobs; docs/cluster.md)."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON (lists for the tuples)."""
@@ -108,7 +114,8 @@ class SlurmSettings:
                 "extra_args": list(self.extra_args), "setup": list(self.setup),
                 "mem": self.mem, "exclusive": self.exclusive,
                 "srun_args": list(self.srun_args), "container": self.container,
-                "container_runtime": self.container_runtime}
+                "container_runtime": self.container_runtime,
+                "cpus_per_gpu": self.cpus_per_gpu, "parallel": self.parallel}
 
     @classmethod
     def from_json_dict(cls, d: Mapping[str, Any]) -> SlurmSettings:
@@ -118,7 +125,8 @@ class SlurmSettings:
                    extra_args=tuple(d.get("extra_args") or ()), setup=tuple(d.get("setup") or ()),
                    mem=d.get("mem"), exclusive=d.get("exclusive", True),
                    srun_args=tuple(d.get("srun_args") or ()), container=d.get("container"),
-                   container_runtime=d.get("container_runtime") or "pyxis")
+                   container_runtime=d.get("container_runtime") or "pyxis",
+                   cpus_per_gpu=d.get("cpus_per_gpu"), parallel=int(d.get("parallel") or 1))
 
 
 @dataclass(frozen=True)
@@ -230,6 +238,9 @@ class JobSpec:
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True, quiet=True)
     """``local`` (this host) or ``slurm`` (one Slurm job per run; see ``slurm``). Identity:
     a compute node is other hardware than the host the engine runs on."""
+    system: str | None = field(default=None, metadata={IDENTITY: True})
+    """The site (``dltop run --system NAME``, a ``[systems.NAME]`` table of the config) the
+    job ran on, or None. Identity, like the executor: two systems' runs never pool."""
     options: tuple[tuple[str, Any], ...] = field(default=(), metadata={
         CODEC: (dict, lambda j: tuple(sorted(
             (k, tuple(v) if isinstance(v, list) else v) for k, v in j.items()))),
@@ -253,6 +264,13 @@ class JobSpec:
         IDENTITY: False,
     })
     """The profile's ``[slurm]`` table, on jobs with ``executor = "slurm"`` (else None)."""
+    references: tuple[Reference, ...] = field(default=(), metadata={
+        CODEC: (references_to_json, references_from_json),
+        IDENTITY: False,
+    })
+    """The performance references that apply to this configuration on its system, resolved
+    at load (``[references]``; :mod:`dltop.profiles.references`). Not identity: they judge
+    the result, they do not change it."""
 
     def identity(self) -> dict[str, Any]:
         """The identity fields as plain JSON values, in declaration order.

@@ -14,7 +14,8 @@ from dltop.errors import UserError
 from dltop.profiles.model import DeviceSpec, SlurmSettings
 
 KEYS = ("partition", "account", "time", "gpus_per_node", "cpus_per_task", "mem", "exclusive",
-        "extra_args", "srun_args", "setup", "container", "container_runtime")
+        "extra_args", "srun_args", "setup", "container", "container_runtime",
+        "cpus_per_gpu", "parallel")
 CONTAINER_RUNTIMES = ("pyxis", "apptainer")
 
 _TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}"
@@ -142,6 +143,7 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
         raise err("slurm.container_runtime", "needs slurm.container (the image)")
     return SlurmSettings(partition=text("partition"), account=text("account"), time=time,
                          gpus_per_node=count("gpus_per_node"),
+                         cpus_per_gpu=count("cpus_per_gpu"), parallel=count("parallel") or 1,
                          cpus_per_task=count("cpus_per_task"), extra_args=extra,
                          setup=strings("setup"), mem=mem, exclusive=exclusive, srun_args=srun,
                          container=text("container"), container_runtime=runtime)

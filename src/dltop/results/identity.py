@@ -70,6 +70,9 @@ varying or not (``setting(row_key=True)``: ``precision``)."""
 LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
 """The transformer settings: None (left out of a flat identity) for the other models."""
 
+SYSTEM = "system"
+"""The site of ``dltop run --system``: None (left out of a flat identity) without one."""
+
 WINDOW_FIELDS = ("min_time_s", "warmup_s")
 """The time windows: 0 (left out of a flat identity) where a run measured counts only."""
 
@@ -107,9 +110,10 @@ def _identity_fields() -> tuple[str, ...]:
 
 
 def _flat(ident: dict[str, Any], interpreter: str | None) -> dict[str, Any]:
-    for name in LM_FIELDS:
+    for name in (*LM_FIELDS, SYSTEM):
         # Absent, not null, for the models without them: an exported identity of a
-        # CNN reads as it did before the transformers existed.
+        # CNN reads as it did before the transformers existed (and a run without
+        # --system as it did before systems).
         if ident.get(name) is None:
             ident.pop(name, None)
     for name in WINDOW_FIELDS:

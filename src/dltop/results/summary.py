@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
-from dltop.results import bootstrap, caption, identity, queries, tokens
+from dltop.results import bootstrap, caption, identity, queries, references, tokens
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -255,14 +255,23 @@ def summary_table(db: sqlite_utils.Database,
     per_row = tokens.labels_rows(None, models)
     lm_note = tokens.note(models)
     lines, meta = caption.context(db, camps, var.caption())
+    cis = intervals(results)
+    cols = columns(var, more, models)
+    rows = tuple(_row(r, row_var, label(r), more, per_row, ci_r)
+                 for r, ci_r in zip(results, cis, strict=True))
+    notes = (NOTES + (readings.NOTE,)
+             + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
+             + (() if lm_note is None else (lm_note,)))
+    refs = references.stored_references(db, [c.id for c in camps])
+    if refs:  # the column only where some configuration has a reference (docs/cluster.md)
+        verdicts = references.by_config(references.verdicts(results, refs, cis))
+        cols = (*cols, Column("reference", "reference", Role.KEY))
+        rows = tuple(Row((*row.cells, Cell(references.cell_text(verdicts[r.config_key]))),
+                         row.extra) for r, row in zip(results, rows, strict=True))
+        notes = (*notes, references.NOTE)
     return Table(
         title=caption.title(camps, what), comment=caption.comment(camps, what),
-        columns=columns(var, more, models),
-        rows=tuple(_row(r, row_var, label(r), more, per_row, ci_r)
-                   for r, ci_r in zip(results, intervals(results), strict=True)),
-        notes=(NOTES + (readings.NOTE,)
-               + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
-               + (() if lm_note is None else (lm_note,))),
+        columns=cols, rows=rows, notes=notes,
         caption=lines,
         meta={**meta, "table": "summary",
               "units": {c.key: c.unit for c in columns(more=more, models=models) if c.unit},

@@ -55,9 +55,12 @@ def parse_cores_per_gpu(sinfo: str) -> int | None:
 
 async def cores_per_gpu(job: JobSpec, env: Mapping[str, str]) -> int | None:
     """A GPU job's nodes' cores per GPU (its partition's, from ``sinfo``), when its
-    ``[slurm]`` table gives no ``cpus_per_task``; None otherwise or when Slurm cannot say."""
+    ``[slurm]`` table gives no ``cpus_per_task``; None otherwise or when Slurm cannot say.
+    A ``cpus_per_gpu`` key (a system's, usually) answers without asking."""
     if job.device.kind != "gpu" or (job.slurm is not None and job.slurm.cpus_per_task):
         return None
+    if job.slurm is not None and job.slurm.cpus_per_gpu:
+        return job.slurm.cpus_per_gpu
     argv = ["sinfo", "-h", "-N", "-o", "%c %G"]
     if job.slurm is not None and job.slurm.partition:
         argv.append(f"--partition={job.slurm.partition}")

@@ -1,0 +1,169 @@
+"""Performance references checked against results: ``dltop check`` and the summary's
+``reference`` column (docs/cluster.md#performance-references).
+
+Each configuration's references were resolved when its profile was loaded and stored in
+its jobs' specs (``JobSpec.references``), so a check reads what the campaign was run
+against. A metric is judged by its measured 95 % interval, not its point: the check
+**fails only when the whole interval lies outside the band** ``reference x (1 + lower)``
+to ``reference x (1 + upper)``. An interval that reaches the band is not shown to
+miss it. Without an interval (a run of one iteration) the point value is judged; a
+configuration with a reference but no ``ok`` run fails (nothing was measured).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dltop.profiles.model import JobSpec
+from dltop.profiles.references import METRICS, Reference
+from dltop.results import identity, queries
+from dltop.results.aggregate import ConfigResult
+from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
+
+if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+    import sqlite_utils
+
+PASS, FAIL, NONE = "pass", "fail", "no reference"
+NOTE = ("reference: the configuration against its performance references (dltop check): "
+        "pass, fail (the metric's whole 95 % interval below or above the band), - none.")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One metric of one configuration against its reference (``ref`` None: it has none)."""
+
+    result: ConfigResult
+    ref: Reference | None
+    measured: float | None = None
+    interval: tuple[float, float] | None = None
+    outcome: str = NONE
+    """``pass``, ``fail`` or ``no reference``."""
+    why: str = ""
+    """For a failure: ``below``, ``above``, or why nothing was measured."""
+
+
+def bare_key(ident: Mapping[str, Any]) -> str:
+    return identity.key({k: v for k, v in ident.items()
+                         if k not in (identity.INTERPRETER, identity.PLACE)})
+
+
+def stored_references(db: sqlite_utils.Database, campaign_ids: Sequence[int],
+                      ) -> dict[str, tuple[Reference, ...]]:
+    """Each configuration's references (by its identity without the interpreter), read
+    from one stored spec per configuration; configurations without any are left out."""
+    out: dict[str, tuple[Reference, ...]] = {}
+    marks = ",".join("?" * len(campaign_ids))
+    # One spec per configuration: job_configs (kept by triggers) holds one, so no job
+    # row is read; a database from before it groups the jobs. Only the specs that
+    # hold a reference are parsed (json.dumps spells it either way).
+    has = ("(instr(spec_json, '\"references\": [{') > 0 "
+           "or instr(spec_json, '\"references\":[{') > 0)")
+    sql = (f"select spec_json as spec from job_configs where campaign_id in ({marks}) "
+           f"and {has}" if _has_table(db, "job_configs") else
+           f"select min(spec_json) as spec from jobs where campaign_id in ({marks}) "
+           f"and {has} group by config_key")
+    for r in db.query(sql, list(campaign_ids)):
+        spec = JobSpec.from_json_dict(json.loads(r["spec"]))
+        if spec.references:
+            out[bare_key(identity.identity_of(r["spec"], None))] = spec.references
+    return out
+
+
+def _has_table(db: sqlite_utils.Database, name: str) -> bool:
+    return bool(next(db.query("select count(*) as n from sqlite_master where type = 'table' "
+                              "and name = ?", [name]))["n"])
+
+
+def judge(res: ConfigResult, ref: Reference,
+          time_interval: tuple[float, float] | None) -> Verdict:
+    """``res``'s metric against ``ref``; ``time_interval`` is its median s/iter's 95 % CI."""
+    if not res.runs or res.median_s is None:
+        return Verdict(res, ref, outcome=FAIL, why=f"no ok run: {res.label}")
+    if ref.metric == "s_per_iter":
+        measured, interval = res.median_s, time_interval
+    else:
+        # Throughput as units per iteration over the median time: the figure whose
+        # interval the median's CI gives (the summary's samples/s is total over total).
+        units = res.runs[0].get("samples_per_iter")
+        if not units:
+            return Verdict(res, ref, outcome=FAIL, why="no samples per iteration stored")
+        measured = float(units) / res.median_s
+        interval = None if time_interval is None else (
+            float(units) / time_interval[1], float(units) / time_interval[0])
+    low, high = interval if interval is not None else (measured, measured)
+    band_low, band_high = ref.band
+    if high < band_low:
+        return Verdict(res, ref, measured, interval, FAIL, "below")
+    if low > band_high:
+        return Verdict(res, ref, measured, interval, FAIL, "above")
+    return Verdict(res, ref, measured, interval, PASS)
+
+
+def verdicts(results: Sequence[ConfigResult], refs: Mapping[str, tuple[Reference, ...]],
+             cis: Sequence[tuple[tuple[float, float] | None, str]]) -> list[Verdict]:
+    """:func:`dltop.results.checks.check` over configurations whose references and
+    intervals are known."""
+    out: list[Verdict] = []
+    for res, (interval, _) in zip(results, cis, strict=True):
+        own = refs.get(bare_key(res.identity), ())
+        if not own:
+            out.append(Verdict(res, None))
+        out.extend(judge(res, ref, interval) for ref in own)
+    return out
+
+
+def cell_text(verdicts: Sequence[Verdict]) -> str:
+    """A configuration's summary cell: ``pass``, ``fail (tokens_per_s below)`` or ``-``."""
+    judged = [v for v in verdicts if v.ref is not None]
+    if not judged:
+        return "-"
+    failed = [f"{v.ref.metric} {v.why}" if v.why in ("below", "above") else v.why
+              for v in judged if v.outcome == FAIL and v.ref]
+    return f"fail ({'; '.join(dict.fromkeys(failed))})" if failed else PASS
+
+
+def by_config(verdicts: Sequence[Verdict]) -> dict[str, list[Verdict]]:
+    """Verdicts grouped by their configuration's ``config_key``."""
+    out: dict[str, list[Verdict]] = {}
+    for v in verdicts:
+        out.setdefault(v.result.config_key, []).append(v)
+    return out
+
+
+def _num(x: float | None) -> str:
+    return "" if x is None else f"{x:.4g}"
+
+
+def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow]) -> Table:
+    """The verdicts as a table (md, csv, json): one row per configuration and metric."""
+    cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
+            Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
+            Column("precision", "precision", Role.KEY),
+            Column("system", "system", Role.KEY), Column("metric", "metric", Role.KEY),
+            Column("measured", "measured", Role.VALUE),
+            Column("ci_low", "CI95 low", Role.VALUE), Column("ci_high", "CI95 high", Role.VALUE),
+            Column("reference", "reference", Role.VALUE),
+            Column("tolerance", "tolerance", Role.KEY), Column("result", "result", Role.KEY))
+    rows = []
+    for v in verdicts:
+        r, ref = v.result, v.ref
+        low, high = v.interval if v.interval is not None else (None, None)
+        tol = "" if ref is None else f"{ref.lower:+.0%} / {ref.upper:+.0%}"
+        result = v.outcome if not v.why else f"{v.outcome} ({v.why})"
+        rows.append(Row((
+            key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size),
+            key_cell(r.device), key_cell(str(r.identity.get("precision", ""))),
+            key_cell(str(r.identity.get(identity.SYSTEM) or "-")),
+            key_cell("" if ref is None else f"{ref.metric} ({METRICS[ref.metric]})"),
+            Cell(_num(v.measured), v.measured), Cell(_num(low), low), Cell(_num(high), high),
+            Cell("" if ref is None else _num(ref.value), None if ref is None else ref.value),
+            key_cell(tol), key_cell(result)),
+            {"pattern": None if ref is None else ref.pattern}))
+    names = ", ".join(f"{c.id} {c.name}" for c in camps)
+    return Table(title=f"References of campaign {names}", columns=cols, rows=tuple(rows),
+                 notes=("measured: the median s/iter, or throughput as units per iteration "
+                        "over it; CI95: its 95 % bootstrap interval. A metric fails only "
+                        "when the whole interval is outside reference x (1 + tolerance).",))

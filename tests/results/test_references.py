@@ -1,0 +1,95 @@
+"""``dltop check`` and the summary's reference column on a database built through the
+store (issue 33 item 7): pass, fail below and above the band, no reference, exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dltop import cli
+from dltop.results import checks
+from dltop.results.render import render
+from dltop.results.summary import summary_table
+from dltop.store import connect
+
+PROFILE = """
+name = "refs"
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [8]
+devices = ["cpu:1", "cpu:2", "cpu:4", "cpus:2", "cpu:3"]
+[references]
+"fcn-r/torch/fp32/cpu:1" = { s_per_iter = [0.010, -0.10, 0.10] }
+"fcn-r/torch/fp32/cpu:2" = { samples_per_s = [800, -0.05, 0.05] }
+"fcn-r/torch/fp32/cpus:2" = { samples_per_s = [100, -0.05, 0.05] }
+"fcn-r/torch/*/cpu:4" = { s_per_iter = [0.040, -0.05, 0.05] }
+"fcn-r/*/*/cpu:3" = { s_per_iter = [0.040, -0.05, 0.05] }
+"""
+
+
+def build(path: Path, campaigns: Any, *, failing: bool = True) -> None:
+    db = connect(path)
+    cid, jobs = campaigns.create(db, PROFILE if failing else PROFILE.split("\n\"fcn-r/torch/"
+                                                                           "fp32/cpu:2\"")[0]
+                                 + "\n", name="refs")
+    # cpu:1: 0.0101 s/iter, inside 0.009..0.011: pass
+    campaigns.add_run(db, cid, jobs[0][1], [0.0100, 0.0101, 0.0102, 0.0101, 0.0100])
+    # cpu:2: 8 samples / 0.02 s = 400 samples/s, whole interval under 760: fail (below)
+    campaigns.add_run(db, cid, jobs[1][1], [0.020, 0.021, 0.020, 0.019, 0.020])
+    # cpu:4: the interval 0.030..0.045 reaches the band 0.038..0.042: not shown to miss
+    campaigns.add_run(db, cid, jobs[2][1], [0.030, 0.045, 0.031, 0.044, 0.032, 0.043])
+    # cpus:2: 8 / 0.04 = 200 samples/s, above 95..105: fail (above)
+    campaigns.add_run(db, cid, jobs[3][1], [0.040, 0.041, 0.039, 0.040])
+    # cpu:3: a reference and no ok run: nothing was measured, a failure
+    campaigns.add_run(db, cid, jobs[4][1], [], status="crashed")
+    db.close()
+
+
+def test_check_judges_the_interval_against_the_band(tmp_path: Path, campaigns: Any) -> None:
+    build(tmp_path / "r.db", campaigns)
+    db = connect(tmp_path / "r.db")
+    got = {v.result.device: v for v in checks.check(db, [1])}
+    assert got["cpu:1"].outcome == "pass"
+    assert got["cpu:1"].measured == pytest.approx(0.0101)
+    low, high = got["cpu:1"].interval or (0, 0)
+    assert low <= 0.0101 <= high
+    assert (got["cpu:2"].outcome, got["cpu:2"].why) == ("fail", "below")
+    assert got["cpu:2"].measured == pytest.approx(400)
+    assert got["cpu:4"].outcome == "pass"  # the point 0.0375 is outside; its CI is not
+    assert got["cpu:4"].measured < 0.038 < (got["cpu:4"].interval or (0, 0))[1]
+    assert (got["cpus:2"].outcome, got["cpus:2"].why) == ("fail", "above")
+    assert (got["cpu:3"].outcome, got["cpu:3"].why) == ("fail", "no ok run: failed")
+    # the summary shows one cell per configuration
+    table = summary_table(db, 1)
+    rows = json.loads(render(table, "json"))["rows"]
+    assert {r["device"]: r["reference"] for r in rows} == {
+        "cpu:1": "pass", "cpu:2": "fail (samples_per_s below)", "cpu:4": "pass",
+        "cpus:2": "fail (samples_per_s above)", "cpu:3": "fail (no ok run: failed)"}
+
+
+def test_check_cli_exit_codes(tmp_path: Path, campaigns: Any,
+                              capsys: pytest.CaptureFixture[str]) -> None:
+    build(tmp_path / "f.db", campaigns)
+    assert cli.main(["check", "--db", str(tmp_path / "f.db"), "1"]) == 1
+    out, err = capsys.readouterr()
+    assert "fail (below)" in out and "| pass " in out and "samples_per_s (samples/s)" in out
+    assert "3 of 5 reference check(s) failed" in err
+    build(tmp_path / "p.db", campaigns, failing=False)
+    assert cli.main(["check", "--db", str(tmp_path / "p.db"), "refs", "--format",
+                     "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "no reference" in out and "fail" not in out.split("no reference")[0]
+    assert cli.main(["check", "--db", str(tmp_path / "p.db"), "7"]) == 2
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_no_reference_column_without_references(tmp_path: Path, campaigns: Any) -> None:
+    db = connect(tmp_path / "n.db")
+    cid, jobs = campaigns.create(db, campaigns.profile("plain", ["cpu:1"]), name="plain")
+    campaigns.add_run(db, cid, jobs[0][1], [0.1, 0.1, 0.1])
+    assert "reference" not in [c.key for c in summary_table(db, cid).columns]
+    assert [v.outcome for v in checks.check(db, [cid])] == ["no reference"]

@@ -14,27 +14,12 @@ from dltop.report.model import Figure, Report
 from dltop.results import queries
 from dltop.store import connect
 
-from .reportdb import add_campaign
-
-BLOCK = """[[matrix]]
-frameworks = {frameworks}
-models = ["fcn-r"]
-batch_sizes = [8]
-mode = "{mode}"
-precision = "{precision}"
-devices = ["cpu:1", "cpu:2"]
-"""
-
-
-def profile(name: str, frameworks: str, modes: tuple[str, ...]) -> str:
-    head = f'name = "{name}"\n[defaults]\nrepeats = 2\nwarmup = 2\niterations = 8\n'
-    return head + "".join(BLOCK.format(frameworks=frameworks, mode=m, precision=p)
-                          for m in modes for p in ("fp32", "bf16"))
+from .reportdb import MODES_BLOCK, add_campaign, modes_profile
 
 
 def report(tmp_path: Path, frameworks: str, modes: tuple[str, ...]) -> Report:
     db = connect(tmp_path / "enc.db")
-    cid = add_campaign(db, profile("enc", frameworks, modes), "enc", gpu=False)
+    cid = add_campaign(db, modes_profile("enc", frameworks, modes), "enc", gpu=False)
     return data.build(db, queries.resolve_campaigns(db, str(cid)))
 
 
@@ -99,9 +84,10 @@ def test_with_several_frameworks_precision_is_a_facet(tmp_path: Path) -> None:
 def test_what_the_figure_holds_constant_is_in_its_caption(tmp_path: Path) -> None:
     # precision varies in the campaign (lenet ran fp32) but not among fcn-r's lines
     prof = ('name = "c"\n[defaults]\nrepeats = 2\nwarmup = 2\niterations = 8\n'
-            + BLOCK.format(frameworks='["torch"]', mode="train", precision="bf16")
-            + BLOCK.format(frameworks='["torch"]', mode="train", precision="fp32").replace(
-                '"fcn-r"', '"lenet"'))
+            + MODES_BLOCK.format(frameworks='["torch"]', model="fcn-r", mode="train",
+                                 precision="bf16", devices='["cpu:1", "cpu:2"]')
+            + MODES_BLOCK.format(frameworks='["torch"]', model="lenet", mode="train",
+                                 precision="fp32", devices='["cpu:1", "cpu:2"]'))
     db = connect(tmp_path / "c.db")
     cid = add_campaign(db, prof, "c", gpu=False)
     rep = data.build(db, queries.resolve_campaigns(db, str(cid)))

@@ -87,7 +87,7 @@ def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
     plt.title(spec.title[:max(0, width - 4)])  # plotext drops a title wider than the plot
     plt.xlabel(spec.xlabel)
     lo, hi = spec.xlim if spec.xlim is not None else (None, None)
-    lines = []
+    lines: list[tuple[str, list[float], list[float], str]] = []
     for label, xs, ys, color in spec.series:
         if lo is not None and hi is not None:  # start-up readings lie left of the axis
             keep = [i for i, x0 in enumerate(xs) if lo <= x0 <= hi]
@@ -99,11 +99,12 @@ def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
     if drawn and lo is not None and spec.start is not None and spec.start > lo:
         # the band first, so the lines are drawn over it; it spans the data's y range
         # (or the fixed limits), which leaves plotext's own y limits as they were
-        ys = [v for line in lines for v in line[2]]
-        bottom = spec.ymin if spec.ymin is not None else min(ys)
-        top = spec.ymax if spec.ymax is not None else max(ys)
-        plt.rectangle([lo, spec.start], [bottom, top], marker=STARTUP_MARKER,
-                      color=STARTUP_COLOR, fill=True)
+        values = [v for line in lines for v in line[2]]
+        bottom = spec.ymin if spec.ymin is not None else min(values)
+        top = spec.ymax if spec.ymax is not None else max(values)
+        # plotext annotates x and y as one number; its rectangle takes two corners
+        plt.rectangle([lo, spec.start], [bottom, top],  # type: ignore[arg-type]
+                      marker=STARTUP_MARKER, color=STARTUP_COLOR, fill=True)
     for label, x, y, color in lines:
         plt.plot(x, y, marker="braille", color=color, label=label or None)
     if spec.vline is not None:

@@ -64,14 +64,22 @@ class Encoding:
 
     def row(self, c: Config, *, batch: bool = True, host: bool = False) -> dict[str, Any]:
         """The fields every line row of ``c`` carries: framework, its colour's value, its
-        facet, and the line's name (``series``: unique per configuration) and
-        ``variant`` (the name less the colour's word, for its dash or shape)."""
+        facet, and the line's name (``series``: unique per line) and ``variant`` (the
+        name less the words colour and facets say, for its dash or shape).
+
+        Args:
+            c: the configuration.
+            batch: name the batch (False: the figure's x axis is the batch, or it is
+                the same for every line).
+            host: name the host (the set spans several).
+        """
         color = str(c.identity.get(self.color) if self.color != "framework" else c.framework)
         variant = line_label(c, self.var, batch=batch, host=host).removeprefix(c.framework)
         return {"framework": c.framework, "color": color, "facet": self.facet(c),
                 "facet_rank": self.facet_rank(c),
                 "mode": str(c.identity.get("mode") or "train"),
-                "series": line_label(c, self.local, host=host), "variant": variant.strip()}
+                "series": line_label(c, self.local, batch=batch, host=host),
+                "variant": variant.strip()}
 
 
 def encoding(configs: Sequence[Config], campaign: identity.Variation) -> Encoding:

@@ -2,6 +2,10 @@
 check drawn in a real headless Chromium, and the TUI's queue and run detail of it.
 
 Reads a copy of docs/gpu-runs/2026-11-26-h200-check/gpu-check.db (never the original).
+Every H200 configuration ran on one GPU, so the time-vs-GPUs and scaling figures are
+omitted there: report-modes-*.png draws them from a SIMULATED campaign instead (fcn-r on
+1 and 2 fake GPUs, training and inference, fp32 and bf16: tests/report/reportdb.py), to
+show their encodings (a row of axes per mode, precision the colour).
 
     PYTHONPATH=src .venv/bin/python scripts/h200_captures.py [--out docs/captures]
 """
@@ -21,13 +25,30 @@ DB = ROOT / "docs/gpu-runs/2026-11-26-h200-check/gpu-check.db"
 FIGURES = ("precision", "power-energy", "batch-resnet-50", "run-1")
 
 
-def report_pngs(db: Path, out: Path, work: Path) -> None:
-    """Each figure of the HTML page, as Chromium draws it."""
+MODES = {"time-fcn-r-gpu": "report-modes-time.png",
+         "scaling-fcn-r-gpu": "report-modes-scaling.png"}
+
+
+def modes_db(work: Path) -> Path:
+    """The simulated modes × precisions campaign (tests/report/reportdb.py)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from report import reportdb  # type: ignore[import-not-found]
+
+    db = reportdb.connect(work / "modes.db")
+    reportdb.add_campaign(db, reportdb.modes_profile(
+        "modes", '["torch"]', ("train", "inference"), devices='["gpu:1", "gpu:2"]'),
+        "modes", gpu=True)
+    db.close()
+    return work / "modes.db"
+
+
+def report_pngs(db: Path, out: Path, work: Path, shots: dict[str, str]) -> None:
+    """Figures of the HTML page (element id → file name), as Chromium draws them."""
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
     from selenium.webdriver.common.by import By
 
-    page = work / "report.html"
+    page = work / f"{db.stem}.html"
     subprocess.run([sys.executable, "-m", "dltop", "report", "--db", str(db), "-o", str(page),
                     "--max-runs", "2"], check=True)
     opts = webdriver.ChromeOptions()
@@ -39,8 +60,8 @@ def report_pngs(db: Path, out: Path, work: Path) -> None:
                               service=Service(executable_path="/usr/bin/chromedriver"))
     try:
         driver.get(page.as_uri())
-        for key in FIGURES:
-            driver.find_element(By.ID, key).screenshot(str(out / f"report-h200-{key}.png"))
+        for key, name in shots.items():
+            driver.find_element(By.ID, key).screenshot(str(out / name))
     finally:
         driver.quit()
 
@@ -72,7 +93,8 @@ def main() -> None:
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         db = Path(shutil.copy(DB, Path(tmp) / DB.name))
-        report_pngs(db, args.out, Path(tmp))
+        report_pngs(db, args.out, Path(tmp), {k: f"report-h200-{k}.png" for k in FIGURES})
+        report_pngs(modes_db(Path(tmp)), args.out, Path(tmp), MODES)
         asyncio.run(tui_svgs(db, args.out))
 
 

@@ -48,6 +48,32 @@ def _seconds(framework: str, batch: int, device: str, repeat: int) -> float:
     return base / (n ** 0.8) * (1 + 0.05 * repeat)
 
 
+MODES_BLOCK = """[[matrix]]
+frameworks = {frameworks}
+models = ["{model}"]
+batch_sizes = [8]
+mode = "{mode}"
+precision = "{precision}"
+devices = {devices}
+"""
+
+
+def modes_profile(name: str, frameworks: str, modes: tuple[str, ...], *,
+                  devices: str = '["cpu:1", "cpu:2"]',
+                  precisions: tuple[str, ...] = ("fp32", "bf16")) -> str:
+    """A profile of fcn-r at batch 8 over ``devices`` per mode and precision (``mode`` and
+    ``precision`` take one value per matrix block): the report's encodings campaigns."""
+    head = f'name = "{name}"\n[defaults]\nrepeats = 2\nwarmup = 2\niterations = 8\n'
+    return head + "".join(MODES_BLOCK.format(frameworks=frameworks, model="fcn-r", mode=m,
+                                             precision=p, devices=devices)
+                          for m in modes for p in precisions)
+
+
+SPEED = {"bf16": 0.6, "inference": 0.35}
+"""Step time factors of a precision and a mode (the campaigns above use neither); bf16
+also scales worse with devices."""
+
+
 def add_campaign(db: sqlite_utils.Database, profile: str, name: str, *, gpu: bool,
                  oom: tuple[str, int, str] | None = None, finish: bool = True,
                  host: str = "h") -> int:
@@ -62,7 +88,10 @@ def add_campaign(db: sqlite_utils.Database, profile: str, name: str, *, gpu: boo
             store.finish_run(run_id, job_id, RunStatus.OOM, {"error_message": OOM_MESSAGE,
                                                              "error_kind": "oom"})
             continue
-        sec = _seconds(spec.framework, spec.batch_size, device, spec.repeat)
+        sec = _seconds(spec.framework, spec.batch_size, device, spec.repeat) \
+            * SPEED.get(spec.precision, 1.0) * SPEED.get(spec.mode, 1.0)
+        if spec.precision == "bf16":  # scales worse: its lines part from fp32's
+            sec *= spec.device.count ** 0.25
         t0 = 1000.0 + 10 * run_id
         rows, t = [], t0 + 1.0  # a second of start-up before the first step
         for i in range(spec.warmup + spec.iterations):

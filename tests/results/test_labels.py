@@ -80,3 +80,33 @@ def test_the_queue_rows_carry_the_varying_settings() -> None:
     assert [j.settings for j in options][1:4] == [
         "inference channels last 200 it 20 warm-up", "inference channels last 200 it 20 warm-up",
         "inference channels last cuda graphs 200 it 20 warm-up"]
+
+
+def test_every_label_of_a_run_is_the_one_label(tmp_path: Path) -> None:
+    """The running run (TUI run panel, cancel dialog, ``dltop status``), the queue's
+    remove dialog, the report's run and profile titles: one composition, varying
+    settings included (they read "torch fcn-r b8 cpu:1 #1" for fp32 and bf16 alike)."""
+    from tests.report.reportdb import add_campaign
+
+    from dltop.live.campaign import JobLine
+    from dltop.report.runs import run_label
+    from dltop.results import queries
+    from dltop.store import connect
+    from dltop.tui.actions import job_label
+
+    prof = ('name = "p"\n[defaults]\nwarmup = 1\niterations = 2\n' + "".join(
+        f'[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [8]\n'
+        f'devices = ["cpu:1"]\nprecision = "{p}"\n' for p in ("fp32", "bf16")))
+    db = connect(tmp_path / "l.db")
+    cid = add_campaign(db, prof, "p", gpu=False, finish=False)
+    with db.conn:
+        db.execute("update runs set status = 'running' where id = 2")
+    (current,) = queries.current_runs(db, cid)
+    assert current.label == "torch fcn-r b8 cpu:1 bf16 #1"
+    assert labels.run_labels(db, [1, 2]) == {1: "torch fcn-r b8 cpu:1 fp32",
+                                             2: "torch fcn-r b8 cpu:1 bf16"}
+    row = {"run_id": 2, "framework": "torch", "model": "fcn-r", "batch_size": 8,
+           "device": "cpu:1", "repeat": 0, "settings": labels.run_settings(db, [2])[2]}
+    assert run_label(row) == "run 2: torch fcn-r b8 cpu:1 bf16 #1"
+    job = JobLine(2, 2, "ok", "torch", "fcn-r", 8, "cpu:1", 0, settings="bf16")
+    assert job_label(job, 1) == "job #2: torch fcn-r b8 cpu:1 bf16, repeat 1"

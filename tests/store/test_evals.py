@@ -85,3 +85,6 @@ def test_the_reports_profile_figure_reads_what_the_profile_export_shows(store: S
                    for row in table.rows[:MAX_OPS]}
     assert device == {k: 4.0 * k / 4 for k in range(2, MAX_OPS + 1, 2)}
     assert "mean 10.000 ms per step on cuda" in fig.caption
+    # one run label in the figure's title and the export's (labels.compose)
+    label = fig.title.split(": ", 1)[1]
+    assert label.endswith("#1") and f"({label})" in table.title

@@ -37,6 +37,7 @@ from dltop.results.queries import (
     run_columns,
     run_label,
     run_total_sql,
+    running_settings,
     status_counts,
 )
 from dltop.store import samples
@@ -214,7 +215,8 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     # The engine's sampler already measures the tree (psutil counters primed, children
     # followed, whoever runs the viewer): its newest window is the figure to show.
     tree = samples.newest_host(db, r["id"])
-    return RunView(r["id"], r["job_id"], run_label(r), done, r["total"],
+    settings = running_settings(db, campaign_id, [int(r["job_id"])]).get(int(r["job_id"]), "")
+    return RunView(r["id"], r["job_id"], run_label(r, settings), done, r["total"],
                    r["warmup"], r["started_at"], r["pending"], recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
                    log_tail=read_log_tail(r["log_path"], log_lines),

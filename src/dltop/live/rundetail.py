@@ -22,6 +22,7 @@ from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
 from dltop.paths import stored_path
 from dltop.results import generation as gen
+from dltop.results import labels
 from dltop.results.gpufacts import GPU_FACTS_KEY, gpu_facts_texts
 from dltop.results.profile import ProfileOp, profile_ops
 from dltop.results.runtrace import (
@@ -193,9 +194,8 @@ class RunDetail:
     def label(self) -> str:
         """``torch fcn-r b64 cpu:1 bf16 #1``: the run label (:mod:`dltop.results.labels`)
         and the repeat."""
-        settings = f" {self.settings}" if self.settings else ""
-        return (f"{self.framework} {self.model} b{self.batch_size} {self.device}{settings} "
-                f"#{self.repeat + 1}")
+        return labels.compose(self.framework, self.model, self.batch_size, self.device,
+                              self.settings, self.repeat)
 
     @property
     def running(self) -> bool:

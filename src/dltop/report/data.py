@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
+from dltop.report import encode
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import label as _label
 from dltop.report.captions import models as _models
@@ -47,8 +48,14 @@ MAX_RUNS = 24
 SPREAD_TIME = "error bars: min–max of the runs' median s/iter"
 
 
+def _named(r: ConfigResult, results: Sequence[ConfigResult]) -> str:
+    """``r``'s run label against the fields varying among ``results`` (the figure's)."""
+    return labels.label(r.identity, identity.variation(x.identity for x in results).fields)
+
+
 def spread_text(results: Sequence[ConfigResult]) -> str:
-    """The largest spread of the runs' medians, absolute and relative to its median."""
+    """The largest spread of the runs' medians, absolute and relative to its median, and
+    whose (its run label)."""
     best: tuple[float, ConfigResult] | None = None
     for r in results:
         if r.spread_s is not None and r.median_s and (best is None or
@@ -58,11 +65,12 @@ def spread_text(results: Sequence[ConfigResult]) -> str:
         return f"{SPREAD_TIME} (one run per point: no spread)"
     rel, r = best
     return (f"{SPREAD_TIME}; largest spread {fmt_seconds(r.spread_s or 0.0)} s "
-            f"({rel:.0%} of the median, {r.framework} b{r.batch_size} {r.device})")
+            f"({rel:.0%} of the median, {_named(r, results)})")
 
 
 def rate_spread_text(results: Sequence[ConfigResult]) -> str:
-    """The largest spread of the runs' samples/s relative to the configuration's."""
+    """The largest spread of the runs' samples/s relative to the configuration's, and
+    whose (its run label)."""
     best: tuple[float, ConfigResult] | None = None
     for r in results:
         rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
@@ -74,7 +82,7 @@ def rate_spread_text(results: Sequence[ConfigResult]) -> str:
         return "one run per point: no spread"
     rel, r = best
     return (f"largest spread of the runs' samples/s {rel:.0%} of the median "
-            f"({r.framework} b{r.batch_size} {r.device})")
+            f"({_named(r, results)})")
 
 
 def _join(notes: Sequence[str]) -> str:
@@ -104,15 +112,14 @@ def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> 
                 out.append(Figure(key, "devices", title, omitted=why))
                 continue
             hosts = len({r.host for r in ok}) > 1
+            enc = encode.encoding(ok, var)  # colour and facets from what varies here
             rows, capped = cap_lines([
-                {"framework": r.framework, "series": _label(r, var, host=hosts),
-                 "variant": _label(r, var, host=hosts).removeprefix(r.framework).strip(),
-                 "devices": r.device_count, "seconds": r.median_s,
+                {**enc.row(r, host=hosts), "devices": r.device_count, "seconds": r.median_s,
                  "low": min(_medians(r)), "high": max(_medians(r)), "n": r.n_runs}
                 for r in ok])
-            notes = [n_text(ok), spread_text(ok), flagged_text(ok), capped]
+            notes = [enc.same, n_text(ok), spread_text(ok), flagged_text(ok), capped]
             out.append(Figure(key, "devices", title, rows=tuple(rows), x_title=axis,
-                              caption=_join(notes)))
+                              caption=_join(notes), extra={"color": enc.color}))
     return out
 
 
@@ -136,23 +143,22 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
                     f"no configuration ran on several {axis} counts with its 1-device "
                     "baseline")))
                 continue
-            many = len({(r.batch_size, var.group(r.identity)) for r in mine}) > 1
+            many = len({r.batch_size for r in mine}) > 1
             hosts = len({r.host for r in mine}) > 1
+            enc = encode.encoding(mine, var)  # colour and facets from what varies here
             rows, capped = cap_lines([
-                {"framework": r.framework, "series": _label(r, var, host=hosts),
-                 "variant": _label(r, var, batch=many, host=hosts).removeprefix(
-                     r.framework).strip(),
-                 "devices": r.n_devices, "speedup": r.speedup,
-                 "efficiency": r.efficiency, "marks": r.marks} for r in mine])
+                {**enc.row(r, batch=many, host=hosts), "devices": r.n_devices,
+                 "speedup": r.speedup, "efficiency": r.efficiency, "marks": r.marks}
+                for r in mine])
             ok = [r for r in confs if r.median_s is not None]
             out.append(Figure(
                 key, "scaling", title, rows=tuple(rows), x_title=axis,
                 panels=("speedup", "efficiency"),
-                extra={"max_devices": max(r.n_devices for r in mine)},
+                extra={"max_devices": max(r.n_devices for r in mine), "color": enc.color},
                 caption=("Speedup: samples/s against the same framework and batch on one "
                          "device; efficiency = speedup / N; dashed: ideal. "
-                         + _join([n_text(ok), rate_spread_text(ok), flagged_text(ok),
-                                  capped]))))
+                         + _join([enc.same, n_text(ok), rate_spread_text(ok),
+                                  flagged_text(ok), capped]))))
     return out
 
 
@@ -215,9 +221,9 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
     rows: list[dict[str, Any]] = []
     short: list[str] = []  # configurations whose runs hold too few readings: no bar
     for r in sorted(gpu, key=_order):
-        settings = labels.settings_text(r.identity, var.fields)  # as the run label says
-        config = one_line(f"{r.model} b{r.batch_size} {r.device}"
-                          + (f" {settings}" if settings else ""))
+        # the run label without its framework: the bar's colour says it
+        config = labels.compose(None, r.model, r.batch_size, r.device,
+                                labels.settings_text(r.identity, var.fields))
         why, _ = readings_check(r, gpu=True)
         if why:
             short.append(f"{r.framework} {config} ({why})")

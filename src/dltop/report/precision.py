@@ -50,10 +50,13 @@ def precision_figures(results: Sequence[ConfigResult], var: identity.Variation
     for model in _models(ok):
         mine = [r for r in ok if r.model == model]
         batches = len({r.batch_size for r in mine}) > 1
+        devices = len({r.device for r in mine}) > 1  # cpu:1 and cpu:2: two bars, not one
         for r in mine:
             category = str(r.identity.get("precision"))
             if batches:
                 category += f" b{r.batch_size}"
+            if devices:
+                category += f" {r.device}"
             if extra := labels.settings_text(r.identity, others):
                 category += f" {extra}"
             mode = str(r.identity.get("mode") or "train")

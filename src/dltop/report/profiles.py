@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop.report.model import Figure
+from dltop.results import labels
 from dltop.results.profile import profile_ops, profiled_runs
 from dltop.textsafe import one_line
 
@@ -27,7 +28,9 @@ MAX_RUNS = 12
 def profile_figures(db: sqlite_utils.Database, ids: Sequence[int]) -> list[Figure]:
     """One figure per profiled ok run of the campaigns ``ids`` (none before migration 14)."""
     figures = []
-    for run in profiled_runs(db, ids, MAX_RUNS):
+    runs = profiled_runs(db, ids, MAX_RUNS)
+    settings = labels.run_settings(db, [run.run_id for run in runs])  # the run label
+    for run in runs:
         steps = run.steps
         rows: list[dict[str, Any]] = []
         for op in profile_ops(db, run.run_id, steps, top=MAX_OPS):
@@ -36,8 +39,9 @@ def profile_figures(db: sqlite_utils.Database, ids: Sequence[int]) -> list[Figur
             if op.self_device_ms is not None:
                 rows.append({"op": name, "rank": op.rank, "time": "self device",
                              "ms": op.self_device_ms})
-        label = one_line(f"run {run.run_id}: {run.framework} {run.model} "
-                         f"b{run.batch_size} {run.device} #{run.repeat + 1}")
+        label = f"run {run.run_id}: " + labels.compose(
+            run.framework, run.model, run.batch_size, run.device,
+            settings.get(run.run_id, ""), run.repeat)
         caption = (f"{steps} profiled steps after the measured ones, mean "
                    f"{run.step_ms:.3f} ms per step on "
                    f"{one_line(run.profile_device)}; the top {MAX_OPS} operators by "

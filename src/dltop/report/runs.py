@@ -20,7 +20,6 @@ from dltop.results import labels, queries
 from dltop.results.metrics import MIB
 from dltop.results.runtrace import RunTrace, read_trace
 from dltop.results.table import fmt_seconds
-from dltop.textsafe import one_line
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -70,9 +69,9 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
 def run_label(row: Mapping[str, Any]) -> str:
     """``run 14: torch fcn-r b128 cpu:2 bf16 #1``: the run label (its ``settings``:
     :func:`dltop.results.labels.settings_text`) and its repeat."""
-    settings = f" {row['settings']}" if row.get("settings") else ""
-    return one_line(f"run {row['run_id']}: {row['framework']} {row['model']} "
-                    f"b{row['batch_size']} {row['device']}{settings} #{row['repeat'] + 1}")
+    return "run {}: {}".format(row["run_id"], labels.compose(
+        row["framework"], row["model"], row["batch_size"], row["device"],
+        str(row.get("settings") or ""), int(row["repeat"])))
 
 
 def run_figures(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dltop import catalog
+from dltop.report.encode import color_domain
 from dltop.report.model import Figure
 from dltop.results.tracewindow import HEADROOM, TimeWindow, window
 
@@ -59,7 +60,9 @@ def paper_size(fig: Figure) -> tuple[Size, str]:
     """The paper size of a figure and its width class (``single`` or ``double``)."""
     if fig.kind == "run":
         return PAPER_RUN, "double"
-    if len(fig.panels) > 1 or fig.kind == "precision":  # precision: a stack, not one view
+    facets = {(r.get("facet"), r.get("mode")) for r in fig.rows}
+    if len(fig.panels) > 1 or fig.kind in ("precision", "scaling") or len(facets) > 1:
+        # several views (panels, a facet or mode each): a paper's double column
         return PAPER_DOUBLE_PANEL, "double"
     return PAPER_SINGLE, "single"
 
@@ -105,9 +108,8 @@ def _x(fig: Figure, field: str, *, log: bool = False,
 def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y: str,
            y_title: str, size: Size, *, bars: bool = False, zero: bool = True
            ) -> dict[str, Any]:
-    color: dict[str, Any] = {"field": "framework", "type": "nominal", "title": "framework",
-                             "scale": _colors([str(r["framework"]) for r in fig.rows])}
-    if len(color["scale"]["domain"]) < 2:  # one framework: a legend would tell nothing apart
+    color = _color(fig)
+    if len(color["scale"]["domain"]) < 2:  # one value: a legend would tell nothing apart
         color["legend"] = None
     enc = {"x": x, "y": {"field": y, "type": "quantitative", "title": y_title,
                          "scale": {"zero": zero}},
@@ -141,26 +143,60 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
             "height": size.height, "layer": layers}
 
 
+def _color(fig: Figure) -> dict[str, Any]:
+    """The colour of a line figure: the framework, or the field its encoding colours
+    (:mod:`dltop.report.encode`: ``precision`` when one framework varies it)."""
+    field = str(fig.extra.get("color", "framework"))
+    if field == "framework":
+        return {"field": "framework", "type": "nominal", "title": "framework",
+                "scale": _colors([str(r["framework"]) for r in fig.rows])}
+    domain = color_domain(field, [str(r["color"]) for r in fig.rows])
+    return {"field": "color", "type": "nominal", "title": field,
+            "scale": {"domain": domain,
+                      "range": [PALETTE[i % len(PALETTE)] for i in range(len(domain))]}}
+
+
+def _facets(fig: Figure, size: Size, draw: Any) -> dict[str, Any]:
+    """The figure drawn by ``draw(rows)`` (a view, or views side by side), once per facet
+    (:mod:`dltop.report.encode`: a mode, a precision) stacked, each on its own axes."""
+    ranked = sorted(fig.rows, key=lambda r: int(r.get("facet_rank", 0)))  # train first
+    facets = list(dict.fromkeys(str(r.get("facet", "")) for r in ranked))
+    if len(facets) < 2:
+        return {**_base(fig, size), **draw(fig.rows)}
+    return {**_base(fig, size), "vconcat": [
+        {"title": {"text": facet, "anchor": "start", "fontSize": size.font + 1},
+         **draw([r for r in fig.rows if str(r.get("facet", "")) == facet])}
+        for facet in facets]}
+
+
 def devices_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Median s/iter vs devices per framework (and batch), min–max error bars."""
-    return {**_base(fig, size), **_lines(fig, fig.rows, _x(fig, "devices"), "seconds",
-                                         "median s/iter", size, bars=True)}
+    """Median s/iter vs devices per framework (and batch), min–max error bars; a row of
+    axes per facet (mode, precision)."""
+    return _facets(fig, size, lambda rows: _lines(
+        fig, rows, _x(fig, "devices", rows=rows), "seconds", "median s/iter", size,
+        bars=True))
 
 
 def scaling_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Speedup and efficiency vs devices side by side, each with its ideal dashed."""
-    top = int(fig.extra.get("max_devices", 2))
-    x = _x(fig, "devices")
-    speed = _lines(fig, fig.rows, x, "speedup", "speedup (×)", size)
+    """Speedup and efficiency vs devices side by side, each with its ideal dashed; a
+    row of both per facet (mode, precision)."""
+    return _facets(fig, size, lambda rows: _scaling_pair(fig, rows, size))
+
+
+def _scaling_pair(fig: Figure, rows: Sequence[Mapping[str, Any]], size: Size
+                  ) -> dict[str, Any]:
+    top = max((int(r["devices"]) for r in rows), default=2)
+    x = _x(fig, "devices", rows=rows)
+    speed = _lines(fig, rows, x, "speedup", "speedup (×)", size)
     ideal = {"data": {"values": [{"devices": 1, "ideal": 1}, {"devices": top, "ideal": top}]},
              "mark": {"type": "line", "strokeDash": DASH, "color": "#888"},
              "encoding": {"x": x, "y": {"field": "ideal", "type": "quantitative"}}}
     speed["layer"] = [ideal, *speed["layer"]]  # the ideal line drawn first, under the data
-    eff = _lines(fig, fig.rows, x, "efficiency", "efficiency", size)
+    eff = _lines(fig, rows, x, "efficiency", "efficiency", size)
     eff["layer"][0]["encoding"]["y"]["axis"] = {"format": "%"}
     eff["layer"] = [{"mark": {"type": "rule", "strokeDash": DASH, "color": "#888"},
                      "encoding": {"y": {"datum": 1}}}, *eff["layer"]]
-    return {**_base(fig, size), "hconcat": [speed, eff], "resolve": {"scale": {"x": "shared"}}}
+    return {"hconcat": [speed, eff], "resolve": {"scale": {"x": "shared"}}}
 
 
 def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:

@@ -65,9 +65,21 @@ def label(ident: Mapping[str, Any], varying: Sequence[str], *, repeat: int | Non
         varying: the fields that vary in the set shown (:attr:`Variation.fields`).
         repeat: its repeat index, shown ``#N`` (1-based) when given.
     """
-    parts = [str(ident.get("framework")), str(ident.get("model")),
-             f"b{ident.get('batch_size')}", str(ident.get("device"))]
-    if settings := settings_text(ident, varying):
+    return compose(ident.get("framework"), ident.get("model"), ident.get("batch_size"),
+                   ident.get("device"), settings_text(ident, varying), repeat)
+
+
+def compose(framework: Any, model: Any, batch_size: Any, device: Any, settings: str = "",
+            repeat: int | None = None) -> str:
+    """The words of :func:`label` from their parts, for a caller that holds a row's
+    columns and its :func:`settings_text` rather than an identity (the TUI's queue and
+    run detail, the report's run figures): the one place the label's order is written.
+
+    ``framework=None`` leaves the framework out, for a figure whose colour says it.
+    """
+    parts = [str(framework)] if framework is not None else []
+    parts += [str(model), f"b{batch_size}", str(device)]
+    if settings:
         parts.append(settings)
     if repeat is not None:
         parts.append(f"#{repeat + 1}")

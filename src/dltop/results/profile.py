@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import PROFILE_NOT_STORED
 from dltop.errors import UserError
-from dltop.results import caption, queries
+from dltop.results import caption, labels, queries
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -166,8 +166,10 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
                 {"op_full_name": op.name})
             for rank, op in enumerate(profile_ops(db, run_id, steps), 1)]
     camp = queries.resolve_campaign(db, int(run["campaign_id"]))
-    what = (f"operator profile of run {run_id} ({run['framework']} {run['model']} "
-            f"b{run['batch_size']} {run['device']} #{int(run['repeat']) + 1}): "
+    label = labels.compose(run["framework"], run["model"], run["batch_size"], run["device"],
+                           labels.run_settings(db, [run_id]).get(run_id, ""),
+                           int(run["repeat"]))  # the run label, as the report's figure
+    what = (f"operator profile of run {run_id} ({label}): "
             f"{steps} steps of {summary['profile_step_ms']:.3f} ms on "
             f"{summary['profile_device']}")
     lines, meta = caption.context(db, [camp])

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, RunStatus
 from dltop.errors import UserError
+from dltop.results import labels
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -234,9 +235,18 @@ def status_counts(db: sqlite_utils.Database, campaign_id: int) -> dict[str, int]
         [campaign_id])}
 
 
-def run_label(r: dict[str, Any]) -> str:
-    """``torch fcn-r b128 cpu:1 #1`` from a row with the job's columns."""
-    return f"{r['framework']} {r['model']} b{r['batch_size']} {r['device']} #{r['repeat'] + 1}"
+def run_label(r: dict[str, Any], settings: str = "") -> str:
+    """``torch fcn-r b128 cpu:1 bf16 #1`` from a row with the job's columns and its
+    :func:`~dltop.results.labels.settings_text` (the run label, :mod:`~dltop.results.labels`)."""
+    return labels.compose(r["framework"], r["model"], r["batch_size"], r["device"], settings,
+                          int(r["repeat"]))
+
+
+def running_settings(db: sqlite_utils.Database, campaign_id: int, job_ids: Sequence[int]
+                     ) -> dict[int, str]:
+    """Job id → the varying settings of its run label (the campaign's varying fields are
+    cached: a viewer asks at every refresh)."""
+    return labels.job_settings(db, job_ids, labels.campaign_varying(db, campaign_id))
 
 
 @dataclass(frozen=True)
@@ -284,6 +294,9 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
         "from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = ? order by r.id"
     )
-    return [CurrentRun(r["id"], r["job_id"], run_label(r), r["done"],
-                       r["total"], r["warmup"], r["started_at"], r["pending"], r["queue_s"])
-            for r in db.query(sql, [campaign_id, RunStatus.RUNNING])]
+    rows = list(db.query(sql, [campaign_id, RunStatus.RUNNING]))
+    settings = running_settings(db, campaign_id, [int(r["job_id"]) for r in rows])
+    return [CurrentRun(r["id"], r["job_id"], run_label(r, settings.get(int(r["job_id"]), "")),
+                       r["done"], r["total"], r["warmup"], r["started_at"], r["pending"],
+                       r["queue_s"])
+            for r in rows]

@@ -22,6 +22,7 @@ from textual.app import App
 from dltop.catalog import CampaignStatus, Control, JobStatus, control_of
 from dltop.errors import DltopError
 from dltop.live.campaign import CampaignView, JobLine
+from dltop.results import labels
 from dltop.textsafe import one_line
 from dltop.tui import ops
 from dltop.tui.messages import ActionDone
@@ -39,9 +40,11 @@ def steering(action: str) -> bool:
 
 
 def job_label(job: JobLine, row: int) -> str:
-    """``job #4: torch resnet-56 b64 cpu:1, repeat 1`` (``row``: its row in the queue)."""
-    return (f"job #{row + 1}: {job.framework} {one_line(job.model)} b{job.batch_size} "
-            f"{job.device}, repeat {job.repeat + 1}")
+    """``job #4: torch resnet-56 b64 cpu:1 bf16, repeat 1`` (``row``: its row in the
+    queue): the run label (:func:`dltop.results.labels.compose`)."""
+    return (f"job #{row + 1}: " + labels.compose(job.framework, job.model, job.batch_size,
+                                                 job.device, job.settings)
+            + f", repeat {job.repeat + 1}")
 
 
 class Actions(App[str | None]):

@@ -3,8 +3,9 @@
 Every chart is a ``textual_plotext.PlotextPlot`` with the same x range (seconds since
 the run's start, :mod:`dltop.results.runtrace`), so a slow step lines up with the GPU
 and CPU readings above and below it. The axis starts a little before the first
-iteration (:mod:`dltop.results.tracewindow`): a gray line marks where iterations start,
-the s/iter title says how long start-up took before it; s/iter's y axis fits the
+iteration (:mod:`dltop.results.tracewindow`): the start-up is a shaded band left of
+where iterations start (as in the report's run figures), and the s/iter title says how
+long it took; s/iter's y axis fits the
 measured steps, slower warm-up steps are drawn clipped at its top (the title counts
 them). Warm-up steps are drawn in their own colour with a vertical marker where the
 measured iterations start. A pruned run has no times: its measured seconds are drawn by
@@ -40,6 +41,8 @@ MEASURED_COLOR = "cyan"
 GPU_COLORS = ("green", "magenta", "blue", "yellow", "red", "cyan", "white", "orange")
 HOST_COLOR = "gray"
 STARTUP_COLOR = "gray"
+STARTUP_MARKER = "░"
+"""The start-up band's shading: a light block, under the braille of the lines."""
 TREE_COLOR = "orange"
 GPU_LINES = 4
 """Most GPUs drawn one line each; more are drawn as their mean and max."""
@@ -72,7 +75,7 @@ class ChartSpec:
     ymin: float | None = 0.0
     ymax: float | None = None
     start: float | None = None
-    """Where the iterations start: a gray line, start-up left of it (in the band)."""
+    """Where the iterations start: start-up is the shaded band left of it."""
 
 
 def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
@@ -83,18 +86,27 @@ def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
     plt.theme(theme)
     plt.title(spec.title[:max(0, width - 4)])  # plotext drops a title wider than the plot
     plt.xlabel(spec.xlabel)
-    drawn = False
     lo, hi = spec.xlim if spec.xlim is not None else (None, None)
+    lines: list[tuple[str, list[float], list[float], str]] = []
     for label, xs, ys, color in spec.series:
         if lo is not None and hi is not None:  # start-up readings lie left of the axis
             keep = [i for i, x0 in enumerate(xs) if lo <= x0 <= hi]
             xs, ys = [xs[i] for i in keep], [ys[i] for i in keep]
         x, y = _thin(xs, ys, max(16, width))  # a point per column: plotext costs per point
         if x:
-            drawn = True
-            plt.plot(x, y, marker="braille", color=color, label=label or None)
-    if spec.start is not None:
-        plt.vline(spec.start, STARTUP_COLOR)
+            lines.append((label, x, y, color))
+    drawn = bool(lines)
+    if drawn and lo is not None and spec.start is not None and spec.start > lo:
+        # the band first, so the lines are drawn over it; it spans the data's y range
+        # (or the fixed limits), which leaves plotext's own y limits as they were
+        values = [v for line in lines for v in line[2]]
+        bottom = spec.ymin if spec.ymin is not None else min(values)
+        top = spec.ymax if spec.ymax is not None else max(values)
+        # plotext annotates x and y as one number; its rectangle takes two corners
+        plt.rectangle([lo, spec.start], [bottom, top],  # type: ignore[arg-type]
+                      marker=STARTUP_MARKER, color=STARTUP_COLOR, fill=True)
+    for label, x, y, color in lines:
+        plt.plot(x, y, marker="braille", color=color, label=label or None)
     if spec.vline is not None:
         plt.vline(spec.vline, WARMUP_COLOR)
     if spec.xlim is not None and spec.xlim[1] > spec.xlim[0]:
@@ -279,7 +291,7 @@ def chart_spec(trace: RunTrace, name: str) -> ChartSpec:
         if win and cap is not None:
             notes.append(f"; {win.clipped} clipped (max {win.slowest_s:.3g} s)")
         if win:
-            notes.append(f"; start-up {win.startup_s:.1f} s")
+            notes.append(f"; start-up {win.startup_s:.1f} s (shaded)")
 
         def clip(v: float) -> float:
             return v if cap is None else min(v, cap)

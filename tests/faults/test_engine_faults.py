@@ -22,6 +22,8 @@ from typing import Any
 
 import pytest
 
+from dltop.store.db import BUSY_TIMEOUT_ENV
+
 pytestmark = pytest.mark.slow  # engines (`dltop run`) on broken databases and disks
 
 EMITTER = """\
@@ -239,12 +241,13 @@ def test_telemetry_batches_and_a_profile_that_are_lost_are_said_in_the_run_s_not
 def test_a_lock_held_past_the_busy_timeout_is_waited_out(
         tmp_path: Path, wait_until: Callable[..., None]) -> None:
     c = Campaign(tmp_path, {"long": good_run(203, sleep_s=0.03), "next": good_run()})
+    c.env[BUSY_TIMEOUT_ENV] = "3"  # the engine's 30 s busy timeout, shortened for the test
     engine = c.start()
     wait_until(lambda: c.value("select count(*) from iterations"), 120,
                "the first iterations stored")
     holder = sqlite3.connect(c.db, isolation_level=None)
-    holder.execute("begin immediate")  # another process's write lock, held for 40 s
-    time.sleep(40)
+    holder.execute("begin immediate")  # another process's write lock, held past it
+    time.sleep(8)
     holder.execute("rollback")
     holder.close()
     _out, err = engine.communicate(timeout=180)

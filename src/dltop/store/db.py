@@ -25,6 +25,20 @@ if TYPE_CHECKING:  # imported where used: resolve_db_path serves read-only comma
 DB_ENV = "DLTOP_DB"
 
 
+BUSY_TIMEOUT_ENV = "DLTOP_BUSY_TIMEOUT_S"
+
+
+def busy_timeout_s() -> float:
+    """How long a connection waits for another's write lock: 30 s, or
+    ``$DLTOP_BUSY_TIMEOUT_S`` (a test hook: the lock tests hold a lock past it)."""
+    raw = os.environ.get(BUSY_TIMEOUT_ENV, "")
+    try:
+        value = float(raw) if raw else 30.0
+    except ValueError:
+        value = 30.0
+    return value if value > 0 else 30.0
+
+
 def default_db_path() -> Path:
     """``$XDG_DATA_HOME/dltop/dltop.db``, falling back to ``~/.local/share``."""
     return data_dir() / "dltop.db"
@@ -70,10 +84,11 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
     if create:
         _create_private(path)
     with explained(path):
-        conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
+        wait_s = busy_timeout_s()
+        conn = sqlite3.connect(str(path), timeout=wait_s, check_same_thread=False)
         db = sqlite_utils.Database(conn)
         conn.execute("PRAGMA foreign_keys=ON")
-        conn.execute("PRAGMA busy_timeout=30000")
+        conn.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
         # Before anything is written (WAL included): a newer dltop's database is left as is.
         dltop_tables(path, db, empty_ok=create)
         if create:

@@ -59,15 +59,16 @@ def open_reader(path: Path) -> ReadDb:
         UserError: the file does not exist, is not SQLite, is not a dltop database,
             or was written by a newer dltop.
     """
-    from dltop.store.db import dltop_tables, explained  # light: no sqlite-utils
+    from dltop.store.db import busy_timeout_s, dltop_tables, explained  # light: no sqlite-utils
     from dltop.store.views import ensure_views
 
     path = Path(path)
     if not path.is_file():
         raise UserError(f"{path}: no such database (run 'dltop run' first, or pass --db)")
     with explained(path):
-        conn = sqlite3.connect(str(path), timeout=30.0, check_same_thread=False)
-        conn.execute("PRAGMA busy_timeout=30000")
+        wait_s = busy_timeout_s()
+        conn = sqlite3.connect(str(path), timeout=wait_s, check_same_thread=False)
+        conn.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
         db = ReadDb(conn)
         dltop_tables(path, db, empty_ok=False)
         # a database an older dltop wrote has not the readers' views yet: temporary

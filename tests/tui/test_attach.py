@@ -33,12 +33,12 @@ DltopApp(db, db.parent / "logs", FakeGpuBackend(2)).run(headless=True)
 
 
 def start_campaign(tmp_path: Path, profile_text: Any, repeats: int) -> Launch:
-    """A background engine on ``a.db`` running ``repeats`` fcn-r runs of 150 iterations."""
+    """A background engine on ``a.db`` running ``repeats`` fcn-r runs of 60 iterations."""
     profile = tmp_path / "attach.toml"
     profile.write_text(profile_text({"frameworks": ["torch"], "models": ["fcn-r"],
                                      "batch_sizes": [32], "devices": ["cpu:1"],
                                      "repeats": repeats},
-                                    name="attach", defaults={"iterations": 150, "warmup": 2}))
+                                    name="attach", defaults={"iterations": 60, "warmup": 2}))
     launch = start_engine([str(profile)], tmp_path / "a.db", tmp_path / "logs", wait_s=0.5)
     assert launch.exit_code is None, launch.log_tail
     return launch
@@ -92,7 +92,7 @@ def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path, wait
                 v.kill()
     runs = list(connect(db_path, create=False).query(
         "select status, n_iterations from runs order by id"))
-    assert runs == [{"status": "ok", "n_iterations": 150}] * 2
+    assert runs == [{"status": "ok", "n_iterations": 60}] * 2
 
     asyncio.run(_reattach(db_path))
 

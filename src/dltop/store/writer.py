@@ -96,8 +96,10 @@ class Store:
                 "created_at": utc_now(), "host": host, "dltop_version": __version__,
                 "engine_pid": engine_pid, "engine_start_time": engine_start_time,
                 "pack": int(pack),
-                # the engine is this process on this host: its first heartbeat
-                "engine_host": host, "engine_heartbeat_s": time.time(),
+                # the engine is this process on this host: its first heartbeat (where the
+                # database has the columns: one opened without migrating has not)
+                **({"engine_host": host, "engine_heartbeat_s": time.time()}
+                   if "engine_heartbeat_s" in self.db["campaigns"].columns_dict else {}),
             })
         return pk(row.last_pk)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -133,17 +134,26 @@ def doctor(backend: GpuBackend) -> list[Check]:
     else:
         checks.append(Check("nvml", False, reason or "no GPUs", "install the NVIDIA driver "
                             "(libnvidia-ml.so.1); CPU benchmarks work without it"))
-    for fw, module in registry.MODULES.items():
-        hint = registry.INSTALL_HINT[fw]
-        try:
-            python, source, env = registry.interpreter(fw)
-        except UserError as exc:
-            checks.append(Check(fw, False, str(exc), hint))
-            continue
-        ok, detail = _framework_version(python, module, dict(env))
-        checks.append(Check(fw, ok, f"{detail} via {python} ({source})",
-                            None if ok else f"{hint}, in {python}"))
+    # Each framework answers from its own interpreter; asked at once, the doctor waits for
+    # the slowest import (TensorFlow's, seconds) instead of the sum of all four.
+    with ThreadPoolExecutor(max_workers=len(registry.MODULES)) as pool:
+        futures = {fw: pool.submit(_framework_check, fw, module)
+                   for fw, module in registry.MODULES.items()}
+        checks.extend(futures[fw].result() for fw in registry.MODULES)
     return checks
+
+
+def _framework_check(fw: str, module: str) -> Check:
+    from dltop.runners import registry
+
+    hint = registry.INSTALL_HINT[fw]
+    try:
+        python, source, env = registry.interpreter(fw)
+    except UserError as exc:
+        return Check(fw, False, str(exc), hint)
+    ok, detail = _framework_version(python, module, dict(env))
+    return Check(fw, ok, f"{detail} via {python} ({source})",
+                 None if ok else f"{hint}, in {python}")
 
 
 def render_doctor(checks: list[Check]) -> str:

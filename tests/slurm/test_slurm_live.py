@@ -1,7 +1,7 @@
 """Slurm at a real site, on the real single-node cluster (issue 33, items 2 and 5).
 
 One engine on "login node" ``login1`` runs three short command jobs in Slurm, two in
-flight at once (``--pack``); each job has the node to itself (``exclusive``), so one
+flight at once (``slurm.parallel = 2``); each job has the node to itself (``exclusive``), so one
 waits in the queue while the other runs. Meanwhile a second login node (``DLTOP_HOST``
 = ``login2``) on the same database sees the engine by its heartbeat and may not resume
 its campaign. Every ``squeue``, ``scontrol`` and ``sacct`` the engine runs goes through
@@ -42,6 +42,9 @@ frameworks = ["command"]
 models = ["sleeper"]
 batch_sizes = [8, 16, 32]
 devices = ["cpu:1"]
+
+[slurm]
+parallel = 2  # two Slurm jobs in flight (a Slurm run holds a slot, not a login-host CPU)
 """
 WRAPPER = """#!/bin/sh
 echo "{name} $*" >> {log}
@@ -75,8 +78,8 @@ def test_one_squeue_per_poll_queue_time_apart_and_a_second_login_node(
                                    program=json.dumps(STEPS)))
     bin_dir, log = wrap_clients(tmp_path)
     env = {**env_for(tmp_path), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
-    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless",
-                               "--pack"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True, env={**env, "DLTOP_HOST": "login1"})
     try:
         wait_for_run(tmp_path, engine, "running in Slurm",
@@ -105,7 +108,7 @@ def test_one_squeue_per_poll_queue_time_apart_and_a_second_login_node(
         assert r["slurm_acct_note"] == "no accounting (Slurm accounting storage is disabled)"
     # two jobs in flight on a node each takes whole: one of them waited its turn
     waited = max(r["queue_s"] for r in done)
-    assert waited >= 2, done
+    assert waited >= 1, done  # about a job's 3 s of steps less the submission's lag
     w = next(r for r in done if r["queue_s"] == waited)
     conn = sqlite3.connect(tmp_path / "d.db")
     created, beat = conn.execute("select created_at, engine_heartbeat_s from campaigns"

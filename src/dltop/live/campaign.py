@@ -167,6 +167,8 @@ class CampaignView:
     eta: CampaignEta | None = None
     """Time left for the queue, at the pace of the campaign's finished runs (None while
     no engine runs the campaign)."""
+    engine_start_time: float | None = None
+    """The engine process's start time as recorded (with its pid, what liveness checks)."""
 
     @property
     def job_total(self) -> int:
@@ -177,6 +179,12 @@ class CampaignView:
     def active(self) -> bool:
         """True while the campaign's engine has work running or queued."""
         return self.engine_alive and self.campaign.status in ACTIVE_CAMPAIGN_STATUSES
+
+
+def engine_changed(view: CampaignView) -> bool:
+    """Whether the campaign's engine started or died since ``view`` was read: a pid check,
+    not a read (the engine's liveness is not in the database)."""
+    return engine_alive(view.engine_pid, view.engine_start_time) != view.engine_alive
 
 
 def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
@@ -366,4 +374,4 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                         progress, c.get("waiting_for"), offset, running_row, head, tail,
-                        eta)
+                        eta, c["engine_start_time"])

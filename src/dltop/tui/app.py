@@ -18,7 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import sqlite_utils
-from textual import work
+from textual import events, work
 from textual.binding import Binding
 from textual.events import Resize
 from textual.widget import AwaitMount
@@ -28,6 +28,7 @@ from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES
 from dltop.live.campaign import (
     QUEUE_WINDOW,
     CampaignView,
+    engine_changed,
     read_campaign,
     read_window,
 )
@@ -45,6 +46,9 @@ from dltop.tui.screens import DltopScreen, HistoryScreen, MainScreen
 from dltop.tui.viewer import Viewer
 
 MIN_SIZE = (80, 24)
+IDLE_POLL_S = 2.0
+"""Seconds between database polls while no campaign is active (no engine with work to
+do); a key press polls at once."""
 POLL_RETRY_MAX_S = 30.0
 """Longest wait before a failed polling loop starts again (the wait doubles per failure)."""
 _WHAT = {"db-poll": "reading the database", "device-poll": "reading the devices",
@@ -113,6 +117,7 @@ class DltopApp(Actions):
         self.poll_retry_s = 1.0
         """First wait before a failed polling loop runs again."""
         self._poll_failures: dict[str, int] = {}  # group -> failures in a row
+        self._poll_wake = threading.Event()
 
     # screens -------------------------------------------------------------------
     def switch_mode(self, mode: str) -> AwaitMount:
@@ -159,9 +164,9 @@ class DltopApp(Actions):
             version = db.execute("pragma data_version").fetchone()[0]
             key = (version, self.followed, self.queue_window)
             last = self.campaign_view
+            # A run's log grows outside the database, and the engine's liveness is not in it.
             quiet = (not force and key == self._db_key and
-                     (last is None or last.current is None))  # a run's log grows outside it
-            self._db_key = key
+                     (last is None or (last.current is None and not engine_changed(last))))
             if quiet:
                 return False, last, self.newer_campaign
             newest = campaigns(db, limit=1)
@@ -170,7 +175,9 @@ class DltopApp(Actions):
             newer = newest[0] if newest and newest[0].id != cid and \
                 newest[0].status in ACTIVE_CAMPAIGN_STATUSES else None
             offset, limit = self.queue_window
-            return True, None if cid is None else read_campaign(db, cid, offset, limit), newer
+            view = None if cid is None else read_campaign(db, cid, offset, limit)
+            self._db_key = key  # only once read: a read that failed is tried again
+            return True, view, newer
 
     def _reader(self) -> sqlite_utils.Database | None:
         """The viewer's one read connection (call with ``_db_lock`` held); None while
@@ -194,6 +201,7 @@ class DltopApp(Actions):
                 self._db_key = None  # the next read reads
 
     def on_unmount(self) -> None:
+        self._poll_wake.set()  # the poll loop sees its cancellation now, not in 2 s
         # A viewer that quits leaves no connection behind (nor a read snapshot that
         # would hold the engine's WAL checkpoints back).
         with self._db_lock:
@@ -242,15 +250,22 @@ class DltopApp(Actions):
         from textual.worker import get_current_worker
 
         worker = get_current_worker()
-        ticks = 0
         while not worker.is_cancelled:
-            # Every 10th tick reads anyway: the engine's liveness is not in the database.
-            changed, view, newer = self._read_campaign(force=ticks % 10 == 0)
+            # An unchanged database costs one pragma and a pid check: no read, no redraw.
+            changed, view, newer = self._read_campaign(force=False)
             self._poll_failures.pop("db-poll", None)
             if changed:
                 self.post_message(CampaignUpdated(view, newer))
-            ticks += 1
-            time.sleep(1.0 / self.db_hz)
+            wait = 1.0 / self.db_hz
+            if view is None or not view.active:  # nothing runs: poll slower, keys wake it
+                wait = max(wait, IDLE_POLL_S)
+            self._poll_wake.wait(wait)
+            self._poll_wake.clear()
+
+    async def on_event(self, event: events.Event) -> None:
+        if isinstance(event, events.Key):
+            self._poll_wake.set()  # someone is looking: the idle poll's wait ends now
+        await super().on_event(event)
 
     def want_queue_rows(self, offset: int, limit: int) -> None:
         """Read this window of the queue now, and at every later read."""

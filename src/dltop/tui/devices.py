@@ -103,7 +103,7 @@ class GpuRow(PartsLine):
         if self.power_chars is not None:
             self.power_chars.push(sample.power_w)
         self.sample = sample
-        self.refresh()
+        self.show_parts()
 
     def _title(self) -> str:
         st = self.static
@@ -175,7 +175,7 @@ class HostRow(PartsLine):
             cores = sample.cpu_pct_per_core
             self.cpu_hist.push(sum(cores) / len(cores) if cores else None)
         self.sample = sample
-        self.refresh()  # the history moved even when the reading equals the last one
+        self.show_parts()  # the history moved: redrawn unless it scrolled equal characters
 
     def layout_widths(self) -> tuple[int, int]:
         """(columns for the core bars, columns for the CPU history) at the current width."""

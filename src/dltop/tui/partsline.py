@@ -29,14 +29,35 @@ class PartsLine(Static):
     _styles_base: Style | None = None
     _styles: dict[str, Style]
     _rich: dict[tuple[str, int], RichStyle]
+    _drawn: tuple[int, Parts] | None = None
+    """(width, parts) of the line as last shown: a frame that changes nothing is not drawn."""
 
     def parts(self) -> Parts:
         """The line as ``(text, style)`` parts (subclasses)."""
         raise NotImplementedError
 
+    def _current_parts(self) -> Parts:
+        width, drawn = self.size.width, self._drawn
+        if drawn is not None and drawn[0] == width:
+            return drawn[1]
+        parts = self.parts()
+        self._drawn = (width, parts)
+        return parts
+
+    def show_parts(self) -> None:
+        """Repaint the line if its parts changed since it was last shown.
+
+        An idle GPU reads the same figures frame after frame, and its graphs scroll the
+        same characters: nothing to draw, and Textual's compositor not woken at all.
+        """
+        parts = self.parts()
+        if self._drawn is None or parts != self._drawn[1]:
+            self._drawn = (self.size.width, parts)
+            self.refresh()
+
     def render(self) -> Text:
         t = Text(no_wrap=True, overflow="ellipsis")
-        for text, style in self.parts():
+        for text, style in self._current_parts():
             t.append(text, style or None)
         return t
 
@@ -56,7 +77,7 @@ class PartsLine(Static):
             return super().render_line(y)
         # Content draws each styled part as its own segment and runs of plain text as one.
         merged: Parts = []
-        for text, name in self.parts():
+        for text, name in self._current_parts():
             if not text:
                 continue
             if not name and merged and not merged[-1][1]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.events import Mount
 from textual.reactive import reactive
 from textual.widgets import ProgressBar, Static
 
@@ -127,12 +128,31 @@ class LogTail(Static):
         return Text("\n".join(shown), "dim", no_wrap=True, overflow="ellipsis")
 
 
+class RunProgress(ProgressBar):
+    """Textual's progress bar without its timers.
+
+    ``ProgressBar`` starts a 1 Hz timer for an ETA this panel does not show, and its bar
+    animates at 15 Hz while it has no total; both fired for as long as the viewer ran,
+    run or no run, on screen or not (the idle viewer's event loop woke 17 times a second
+    for them). This one always has a total, so it never animates, and starts no timer.
+    """
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(total=1, show_eta=False, **kw)  # type: ignore[arg-type]
+
+    def _on_mount(self, event: Mount) -> None:
+        # Handlers run subclass first: prevent_default skips ProgressBar.on_mount, whose
+        # timer only moves the ETA (and Widget._on_mount, which only shows scroll bars).
+        event.prevent_default()
+        self.update()
+
+
 class RunPanel(Vertical):
     """The run in progress, fed a :class:`RunView` (or None)."""
 
     def compose(self) -> ComposeResult:
         yield RunHeadline()
-        yield ProgressBar(show_eta=False, id="run-progress")
+        yield RunProgress(id="run-progress")
         yield RunRate()
         yield RunHealth()
         yield LogTail()
@@ -147,7 +167,7 @@ class RunPanel(Vertical):
         health = self.query_one(RunHealth)
         health.run, health.eta = run, eta
         self.query_one(LogTail).lines = run.log_tail if run else ()
-        bar = self.query_one(ProgressBar)
+        bar = self.query_one(RunProgress)
         bar.display = run is not None
         if run is not None:
             bar.update(total=max(run.total, 1), progress=run.done)

@@ -177,11 +177,15 @@ class MainScreen(DltopScreen):
 
     def compose_body(self) -> ComposeResult:
         yield DevicesPanel(id="devices")
-        yield GpuProcsPanel(id="gpu-procs")
-        yield QueueHeader(id="queue-header")
-        yield QueueHint(id="queue-hint")
-        yield QueueTable(id="queue")
-        yield RunPanel(id="run")
+        # In a container of their own: a device frame repaints the devices' lines, and
+        # Textual draws again every widget whose container overlaps them; in #body that
+        # was the queue, its header and scroll bar and the run panel, at every frame.
+        with Vertical(id="lower"):
+            yield GpuProcsPanel(id="gpu-procs")
+            yield QueueHeader(id="queue-header")
+            yield QueueHint(id="queue-hint")
+            yield QueueTable(id="queue")
+            yield RunPanel(id="run")
 
     def show_campaign(self, view: CampaignView | None) -> None:
         super().show_campaign(view)

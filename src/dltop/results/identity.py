@@ -174,8 +174,8 @@ def campaign_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int
     count the jobs never run per configuration instead.
     """
     sql = """
-        select j.id, j.spec_json, j.config_key, e.python_executable
-        from jobs j
+        select j.id, s.spec_json, s.config_key, e.python_executable
+        from jobs j join job_specs s on s.job_id = j.id
         left join latest_runs r on r.job_id = j.id
         left join environment e on e.run_id = r.id
         where j.campaign_id = ?
@@ -194,8 +194,8 @@ def ran_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dic
     """
     # the latest runs read through the runs' campaign index, not the jobs'
     rows = list(db.query("""
-        select j.id, j.spec_json, j.config_key, e.python_executable
-        from latest_runs r join jobs j on j.id = r.job_id
+        select j.id, s.spec_json, s.config_key, e.python_executable
+        from latest_runs r join jobs j on j.id = r.job_id join job_specs s on s.job_id = j.id
         left join environment e on e.run_id = r.id
         where r.campaign_id = ? and +j.campaign_id = ?
         order by j.position
@@ -209,7 +209,7 @@ def run_identities(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[in
         return {}
     marks = ",".join("?" * len(run_ids))
     sql = ("select r.id, j.spec_json, e.python_executable from runs r "
-           "join jobs j on j.id = r.job_id left join environment e on e.run_id = r.id "
+           "join job_specs j on j.job_id = r.job_id left join environment e on e.run_id = r.id "
            f"where r.id in ({marks})")
     return {int(r["id"]): identity_of(r["spec_json"], r["python_executable"])
             for r in db.query(sql, list(run_ids))}

@@ -34,8 +34,10 @@ RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
 
 
-_JOB_COLS = ("j.framework, j.model, j.batch_size, j.device, j.precision, j.config_key, "
-             "j.spec_json, j.campaign_id, c.host as campaign_host")
+_JOB_COLS = ("j.framework, j.model, j.batch_size, j.device, j.precision, s.config_key, "
+             "s.spec_json, j.campaign_id, c.host as campaign_host")
+# every job's key and spec, its row's or its template's (dltop.store.templates)
+_SPECS = "join job_specs s on s.job_id = j.id"
 
 
 def campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
@@ -58,7 +60,7 @@ def campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
                r.contaminated, r.telemetry_simulated, r.n_iterations,
                j.iterations as asked_iterations, e.python_executable, {run_cols}
         from latest_runs r
-        join jobs j on j.id = r.job_id
+        join jobs j on j.id = r.job_id {_SPECS}
         join campaigns c on c.id = j.campaign_id
         left join environment e on e.run_id = r.id
         where r.campaign_id = ? and +j.campaign_id = ?
@@ -87,22 +89,22 @@ def _never_run(db: sqlite_utils.Database, cid: int,
         return list(db.query(f"""
             select min(j.position) as position, j.id as job_id, j.status as job_status,
                    count(*) as jobs, {_JOB_COLS}
-            from jobs j join campaigns c on c.id = j.campaign_id
+            from jobs j {_SPECS} join campaigns c on c.id = j.campaign_id
             where j.campaign_id = ? and not exists (select 1 from runs where job_id = j.id)
-            group by coalesce(j.config_key, 'job ' || j.id), j.status
+            group by coalesce(s.config_key, 'job ' || j.id), j.status
         """, [cid]))
     # Jobs never run and not queued (removed, unsatisfiable...) are few: their ids come
     # from the queue index (campaign, status) on both sides of the queued ones.
     other = list(db.query(f"""
         select min(j.position) as position, j.status as job_status, count(*) as jobs,
                {_JOB_COLS}
-        from jobs j join campaigns c on c.id = j.campaign_id
+        from jobs j {_SPECS} join campaigns c on c.id = j.campaign_id
         where j.id in (select id from jobs indexed by idx_jobs_queue
                        where campaign_id = ? and status < ?
                        union all select id from jobs indexed by idx_jobs_queue
                        where campaign_id = ? and status > ?)
           and not exists (select 1 from runs where job_id = j.id)
-        group by j.config_key, j.status
+        group by s.config_key, j.status
     """, [cid, JobStatus.QUEUED, cid, JobStatus.QUEUED]))
     left = Counter({str(k["config_key"]): int(k["jobs"]) for k in configs})
     left.subtract(str(r["config_key"]) for r in ran)

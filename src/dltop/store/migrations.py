@@ -51,7 +51,9 @@ from dltop.store.schema_steps import (
     v19,
     v20,
     v21,
+    v22,
 )
+from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
 if TYPE_CHECKING:  # read-only opens check the version here without loading sqlite-utils
@@ -128,6 +130,10 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "one job's spec, kept by triggers (results read them, not every queued "
                   "job)", v20),
     Migration(21, "views the readers share: latest_runs (the latest run of each job)", v21),
+    Migration(22, "reserved (issue 33's Slurm columns; no change here)", v22),
+    Migration(23, "job_templates: a campaign's job specs stored once per configuration, "
+                  "jobs.template referencing them; the job_specs view (every job's "
+                  "config_key and spec_json)", v23),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

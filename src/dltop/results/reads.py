@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import operator
+from array import array
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus
 from dltop.results import queries
+from dltop.results.measured import NONE, Measured
 from dltop.store import samples
 from dltop.store.archive import ARCHIVE, unpack_measured
 from dltop.store.schema_steps import JOB_CONFIGS
@@ -116,10 +118,10 @@ def _never_run(db: sqlite_utils.Database, cid: int,
 
 
 def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
-             ) -> tuple[dict[int, list[tuple[float, int]]], dict[int, float]]:
+             ) -> tuple[dict[int, Measured], dict[int, float]]:
     """Measured iterations of each run, and the mean process-tree CPU of those of
     ``no_tree`` (runs whose summary lacks it) over all their host samples."""
-    iters: dict[int, list[tuple[float, int]]] = {i: [] for i in run_ids}
+    iters: dict[int, Measured] = dict.fromkeys(run_ids, NONE)
     trees: dict[int, float] = {}
     if not run_ids:
         return iters, trees
@@ -131,14 +133,16 @@ def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
         "and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
         "order by i.run_id, i.idx", run_ids)
     for run_id, group in itertools.groupby(rows, key=operator.itemgetter(0)):
-        iters[run_id] = [(float(s), int(n)) for _, s, n in group]
+        got = list(group)
+        iters[run_id] = Measured(array("d", [float(r[1]) for r in got]),
+                                 array("q", [int(r[2]) for r in got]))
     trees.update(samples.tree_cpu_means(db, sorted(no_tree)))
     _archived(db, run_ids, iters, trees)
     return iters, trees
 
 
 def _archived(db: sqlite_utils.Database, run_ids: list[int],
-              iters: dict[int, list[tuple[float, int]]], trees: dict[int, float]) -> None:
+              iters: dict[int, Measured], trees: dict[int, float]) -> None:
     """What ``dltop prune`` kept of pruned runs' raw rows (dltop.store.retention)."""
     if ARCHIVE not in db.table_names():
         return
@@ -146,7 +150,7 @@ def _archived(db: sqlite_utils.Database, run_ids: list[int],
     for row in db.query(
             "select run_id, measured_seconds, measured_samples, tree_cpu_all_pct "
             f"from {ARCHIVE} where run_id in ({marks})", run_ids):
-        iters[row["run_id"]] = unpack_measured(row["measured_seconds"],
-                                               row["measured_samples"])
+        iters[row["run_id"]] = Measured.of(unpack_measured(row["measured_seconds"],
+                                                           row["measured_samples"]))
         if row["tree_cpu_all_pct"] is not None:
             trees[row["run_id"]] = float(row["tree_cpu_all_pct"])

@@ -10,6 +10,7 @@ import dataclasses
 from pathlib import Path
 
 from dltop.catalog import JobStatus, RunStatus
+from dltop.profiles.joblist import JobList
 from dltop.profiles.loader import parse
 from dltop.store import connect
 from dltop.store.rows import insert_jobs
@@ -32,8 +33,9 @@ def build(path: Path, n_jobs: int, n_finished: int, status: str) -> None:
     conn = db.conn
     configs = parse(PROFILE.format(batches=", ".join(str(8 * (k + 1)) for k in range(25))),
                     "p.toml", "p").jobs  # 200 configurations
-    repeats = -(-n_jobs // len(configs))
-    jobs = [dataclasses.replace(j, repeat=r) for r in range(repeats) for j in configs][:n_jobs]
+    full, rest = divmod(n_jobs, len(configs))  # repeat passes, as a profile's queue is
+    jobs = JobList([(tuple(configs), full),
+                    (tuple(dataclasses.replace(j, repeat=full) for j in configs[:rest]), 1)])
     conn.execute("begin")
     conn.execute("insert into campaigns (id, name, status, created_at, host, dltop_version) "
                  "values (1, 'scale', ?, '2026-11-23T00:00:00Z', 'host', '0')", [status])

@@ -346,8 +346,7 @@ def variation(identities: Iterable[Identity]) -> Variation:
     constant: list[tuple[str, Any]] = []
     per_framework: list[tuple[str, Any]] = []
     for name in _order(names):
-        distinct = {_canon(ident.get(name)) for ident in idents
-                    if not (name == INTERPRETER and ident.get(name) is None)}
+        distinct = _distinct(idents, name)
         if len(distinct) == 1:
             value = _plain(next(iter(distinct)))
             if value not in QUIET_DEFAULTS.get(name, ()):
@@ -359,6 +358,30 @@ def variation(identities: Iterable[Identity]) -> Variation:
             else:
                 varying.append(name)
     return Variation(tuple(varying), tuple(constant), tuple(per_framework))
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _distinct(idents: Sequence[Identity], name: str) -> set[tuple[str, Any]]:
+    """The :func:`_canon` keys of ``name``'s values (the interpreter's None left out).
+
+    A report asks this of every identity field over 10 000 configurations several
+    times: the values are gathered and deduplicated by Python's set first, and only
+    the distinct ones are made keys, unless the set could merge values that differ
+    (``1``, ``1.0`` and ``True`` are equal there, not in JSON) or cannot hold them.
+    """
+    values = [ident.get(name) for ident in idents]
+    if name == INTERPRETER:
+        values = [v for v in values if v is not None]
+    try:
+        raw = set(values)
+    except TypeError:  # a list or dict value
+        return {_canon(v) for v in values}
+    types = set(map(type, values))  # of every value: the set kept one of 1 and 1.0
+    if not types <= _SCALARS or len(types & {int, float, bool}) > 1:
+        return {_canon(v) for v in values}
+    return {_canon(v) for v in raw}
 
 
 def _by_framework(idents: Sequence[Identity], name: str) -> list[tuple[str, Any]] | None:

@@ -1,4 +1,5 @@
-"""A run's measured iterations as two arrays read exactly as the pairs they replace."""
+"""Two report-scale shortcuts that must read exactly as what they replace: a run's measured
+iterations as two arrays, and the distinct values of an identity field."""
 
 from __future__ import annotations
 
@@ -18,3 +19,16 @@ def test_measured_reads_as_its_pairs() -> None:
     # the statistics see the same numbers either way
     runs = [[(0.1 + 0.01 * i, 8) for i in range(9)], [(0.2 + 0.01 * i, 8) for i in range(7)]]
     assert bootstrap.median_ci([Measured.of(r) for r in runs]) == bootstrap.median_ci(runs)
+
+
+def test_distinct_values_match_their_canonical_keys() -> None:
+    from dltop.results import identity
+
+    cases = [[1, 1.0, True], [1, 2, 2], ["a", None, "a"], [(1,), (True,)], [[1], [1.0]],
+             [{"a": 1}, {"a": 1}], [0.1, 0.1], [None, None], [False, 0]]
+    for values in cases:
+        idents = [{"x": v, identity.INTERPRETER: v} for v in values]
+        for name in ("x", identity.INTERPRETER):
+            want = {identity._canon(i.get(name)) for i in idents
+                    if not (name == identity.INTERPRETER and i.get(name) is None)}
+            assert identity._distinct(idents, name) == want, (values, name)

@@ -364,13 +364,9 @@ _SCALARS = frozenset({str, int, float, bool, type(None)})
 
 
 def _distinct(idents: Sequence[Identity], name: str) -> set[tuple[str, Any]]:
-    """The :func:`_canon` keys of ``name``'s values (the interpreter's None left out).
-
-    A report asks this of every identity field over 10 000 configurations several
-    times: the values are gathered and deduplicated by Python's set first, and only
-    the distinct ones are made keys, unless the set could merge values that differ
-    (``1``, ``1.0`` and ``True`` are equal there, not in JSON) or cannot hold them.
-    """
+    """The :func:`_canon` keys of ``name``'s values (the interpreter's None left out):
+    deduplicated by a set first (a report asks this of 10 000 configurations, often),
+    unless the set could merge values JSON tells apart (1, 1.0, True) or cannot hold them."""
     values = [ident.get(name) for ident in idents]
     if name == INTERPRETER:
         values = [v for v in values if v is not None]

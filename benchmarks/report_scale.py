@@ -31,7 +31,7 @@ from pathlib import Path
 from dltop.catalog import RunStatus
 from dltop.profiles.loader import parse
 from dltop.store import connect
-from dltop.store.rows import job_row
+from dltop.store.rows import insert_jobs
 
 PROFILE = """
 [[matrix]]
@@ -59,10 +59,7 @@ def build(path: Path, n_lrs: int, long_iters: int) -> int:
     conn.execute("begin")
     conn.execute("insert into campaigns (id, name, status, created_at, host, dltop_version) "
                  "values (1, 'scale', 'finished', '2026-11-23T00:00:00Z', 'host', '0')")
-    rows = [job_row(1, k, RunStatus.OK, j) for k, j in enumerate(jobs)]
-    cols = list(rows[0])
-    conn.executemany(f"insert into jobs ({', '.join(cols)}) values "
-                     f"({', '.join('?' * len(cols))})", ([r[c] for c in cols] for r in rows))
+    insert_jobs(db, 1, 0, jobs, [RunStatus.OK] * len(jobs))  # as dltop stores a queue
     gpu = [j.device.kind == "gpu" for j in jobs]
     conn.executemany(
         "insert into runs (id, job_id, campaign_id, attempt, status, samples_per_iter, "

@@ -10,9 +10,10 @@ import dataclasses
 from pathlib import Path
 
 from dltop.catalog import JobStatus, RunStatus
+from dltop.profiles.joblist import JobList
 from dltop.profiles.loader import parse
 from dltop.store import connect
-from dltop.store.rows import job_row
+from dltop.store.rows import insert_jobs
 
 PROFILE = """
 [[matrix]]
@@ -32,16 +33,15 @@ def build(path: Path, n_jobs: int, n_finished: int, status: str) -> None:
     conn = db.conn
     configs = parse(PROFILE.format(batches=", ".join(str(8 * (k + 1)) for k in range(25))),
                     "p.toml", "p").jobs  # 200 configurations
-    repeats = -(-n_jobs // len(configs))
-    jobs = [dataclasses.replace(j, repeat=r) for r in range(repeats) for j in configs][:n_jobs]
+    full, rest = divmod(n_jobs, len(configs))  # repeat passes, as a profile's queue is
+    jobs = JobList([(tuple(configs), full),
+                    (tuple(dataclasses.replace(j, repeat=full) for j in configs[:rest]), 1)])
     conn.execute("begin")
     conn.execute("insert into campaigns (id, name, status, created_at, host, dltop_version) "
                  "values (1, 'scale', ?, '2026-11-23T00:00:00Z', 'host', '0')", [status])
-    rows = [job_row(1, k, RunStatus.OK if k < n_finished else JobStatus.QUEUED, j)
-            for k, j in enumerate(jobs)]
-    cols = list(rows[0])
-    conn.executemany(f"insert into jobs ({', '.join(cols)}) values "
-                     f"({', '.join('?' * len(cols))})", ([r[c] for c in cols] for r in rows))
+    # as dltop stores a queue: one spec per configuration, rows that reference it
+    insert_jobs(db, 1, 0, jobs, [RunStatus.OK if k < n_finished else JobStatus.QUEUED
+                                 for k in range(len(jobs))])
     done = jobs[:n_finished]
     conn.executemany(
         "insert into runs (id, job_id, campaign_id, attempt, status, samples_per_iter, "

@@ -209,7 +209,8 @@ def step_readout(args: list[str]) -> dict[str, Any]:
         energy = {r: stored_energy(conn, r) for (r,) in conn.execute("select id from runs")}
         rows = conn.execute(
             "select r.*, j.model, j.framework, j.batch_size, j.device as job_device, "
-            "j.precision, j.spec_json from runs r join jobs j on j.id = r.job_id "
+            "j.precision, s.spec_json from runs r join jobs j on j.id = r.job_id "
+            "join job_specs s on s.job_id = j.id "
             "order by r.id").fetchall()
         unsat = conn.execute("select model, precision, device from jobs "
                              "where status = 'unsatisfiable'").fetchall()

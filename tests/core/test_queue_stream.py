@@ -23,6 +23,7 @@ from dltop.jobs.engine import Engine
 from dltop.jobs.events import CampaignStarted, EngineEvent, RunFinished
 from dltop.profiles.joblist import JobList
 from dltop.profiles.loader import parse
+from dltop.profiles.model import JobSpec
 from dltop.store import Store, connect
 from dltop.store.rows import job_row
 
@@ -69,20 +70,31 @@ def test_ten_thousand_jobs_are_loaded_checked_and_stored_without_an_object_each(
     assert isinstance(plan.jobs, JobList) and len(plan.jobs) == QUEUED
     assert [len(c) for c, _ in plan.jobs.blocks] == [2]  # two configurations, not 10 000 jobs
     assert store.queue.queued_count(cid) == QUEUED
-    rows = list(store.db.query("select id, position, repeat, model, spec_json from jobs "
-                               "order by position"))
+    rows = list(store.db.query("select id, position, repeat, model, s.spec_json from jobs j "
+                               "join job_specs s on s.job_id = j.id order by position"))
     assert [r["position"] for r in rows] == list(range(QUEUED))
     assert [r["id"] for r in rows] == list(range(1, QUEUED + 1))
     # Passes are the outer loop: a, b, a, b... with the repeat index rising per pass.
     assert [(r["model"], r["repeat"]) for r in rows[:4]] == [("a", 0), ("b", 0), ("a", 1),
                                                              ("b", 1)]
-    # Each row is exactly what the per-job path stores (spec_json byte for byte).
+    # Each row is what the per-job path stores, its key and spec held once per
+    # configuration (job_templates) and read back whole through job_specs.
     for k in (0, 1, 2, 7, QUEUED - 1):
         job = plan.jobs[k]
         assert job.repeat == k // 2 and json.loads(rows[k]["spec_json"])["repeat"] == k // 2
-        stored = dict(next(store.db.query("select * from jobs where position = ?", [k])))
-        assert {c: stored[c] for c in job_row(cid, k, "queued", job)} == \
-            job_row(cid, k, "queued", job)
+        assert JobSpec.from_json_dict(json.loads(rows[k]["spec_json"])) == job
+        stored = dict(next(store.db.query("select j.*, s.config_key as key from jobs j join "
+                                          "job_specs s on s.job_id = j.id where position = ?",
+                                          [k])))
+        assert (stored["config_key"], stored["spec_json"], stored["key"]) == \
+            (None, None, job.config_key)
+        full = job_row(cid, k, "queued", job)
+        del full["config_key"], full["spec_json"]
+        assert {c: stored[c] for c in full} == full
+    # two templates, not 10 000 specs; one job_configs row per configuration
+    assert store.db.execute("select count(*) from job_templates").fetchone()[0] == 2
+    assert sorted(r[0] for r in store.db.execute("select jobs from job_configs")) == \
+        [QUEUED // 2, QUEUED // 2]
 
 
 def test_the_engine_starts_a_long_queue_without_reading_it(tmp_path: Path) -> None:

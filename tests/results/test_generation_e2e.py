@@ -108,7 +108,7 @@ def _requests() -> list[tuple[float, list[float]]]:
 
 def _gen_runs(e: Env) -> list[dict[str, Any]]:
     return e.rows("select r.id, r.status, r.protocol_errors, r.note, r.n_iterations, "
-                  "j.spec_json from runs r join jobs j on j.id = r.job_id order by r.id")
+                  "j.spec_json from runs r join job_specs j on j.job_id = r.job_id order by r.id")
 
 
 def test_each_request_is_stored_once_with_its_latencies(ran: Env) -> None:

@@ -59,7 +59,7 @@ def test_configurations_count_their_jobs_never_run(campaigns: Any) -> None:
 def test_same_results_as_reading_every_job(campaigns: Any) -> None:
     db, cid = _campaign(campaigns, 3)
     fast = config_results(db, cid)
-    for name in ("insert", "delete", "update"):  # a database before migration 18
+    for name in ("insert", "delete", "update", "delete_template", "update_template"):
         db.execute(f"drop trigger job_configs_{name}")
     db.execute("drop table job_configs")  # its jobs are grouped in SQL
     assert _facts(config_results(db, cid)) == _facts(fast)
@@ -96,7 +96,7 @@ def test_job_configs_follow_inserts_deletes_and_key_changes(campaigns: Any) -> N
 
     def truth() -> dict[str, int]:
         return {r["config_key"]: r["n"] for r in db.query(
-            "select config_key, count(*) as n from jobs where campaign_id = ? "
+            "select config_key, count(*) as n from job_specs where campaign_id = ? "
             "group by config_key", [cid])}
 
     assert counted() == truth() and sum(truth().values()) == 13

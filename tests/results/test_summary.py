@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 
 from dltop import cli
-from dltop.results import bootstrap, export, scaling
+from dltop.report import data as report_data
+from dltop.report.html import summary_html
+from dltop.results import bootstrap, export, queries, scaling, summary
 from dltop.store import connect, memory_db
 
 # cpu:1: three ok repeats; cpu:2: one ok (superlinear: 2.5x on 2 threads), one oom,
@@ -129,7 +131,30 @@ def test_intervals_say_why_they_are_missing(campaigns: Any) -> None:
     why = {r["batch"]: (r["ci_low_s"], r["ci_high_s"], r["reasons"].get("ci_low_s"))
            for r in doc["rows"]}
     assert why[8] == (None, None, "n/a: a run with 1 iteration")
-    # NaN is stored as NULL and left out: two iterations of 0.1 s remain, a real interval
-    assert why[16] == (0.1, 0.1, None)
+    # NaN is stored as NULL and left out: two iterations of 0.1 s remain, of one run
+    assert why[16] == (None, None, summary.ONE_RUN)
     assert why[32] == (None, None, "n/a: non-finite iteration times")
     assert why[64] == (None, None, "n/a: no iterations")
+
+
+def test_one_run_gets_no_interval_in_any_output(campaigns: Any) -> None:
+    db = memory_db()
+    cid, jobs = campaigns.create(
+        db, campaigns.profile("one", ["cpu:1"], batch_sizes=[8, 16], repeats=2), "one")
+    for job, job_id in jobs:  # batch 8: repeats at 0.2 and 0.4 s; batch 16: the first only
+        if job.batch_size == 8 or job.repeat == 0:
+            campaigns.add_run(db, cid, job_id,
+                              [0.2 + 0.2 * job.repeat + 0.001 * i for i in range(9)])
+    # What one run's iterations would give: a tight band around its own median that the
+    # second repeat lands far outside. Not an interval of the configuration's median.
+    low, high = bootstrap.median_ci([[(0.2 + 0.001 * i, 8) for i in range(9)]])
+    assert low >= 0.2 and high < 0.21
+    doc = json.loads(export.render(export.results_table(db, cid, "summary"), "json"))
+    rows = {r["batch"]: r for r in doc["rows"]}
+    assert rows[8]["ci_low_s"] < 0.21 and rows[8]["ci_high_s"] > 0.39  # both repeats in it
+    assert (rows[16]["ci_low_s"], rows[16]["ci_high_s"]) == (None, None)
+    assert rows[16]["reasons"]["ci_low_s"] == rows[16]["reasons"]["ci_high_s"] == "n/a: one run"
+    for fmt in ("md", "csv", "latex"):
+        assert "n/a: one run" in export.render(export.results_table(db, cid, "summary"), fmt)
+    page = summary_html(report_data.build(db, [queries.resolve_campaign(db, cid)]))
+    assert page.count("<td>n/a: one run") == 2

@@ -83,8 +83,9 @@ def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path, fw: st
                          timeout=900)
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     conn = sqlite3.connect(db)
-    rows = conn.execute("select j.model, j.spec_json, r.status, r.param_count, "
-                        "r.flops_per_sample from runs r join jobs j on j.id = r.job_id").fetchall()
+    rows = conn.execute("select j.model, s.spec_json, r.status, r.param_count, "
+                        "r.flops_per_sample from runs r join jobs j on j.id = r.job_id "
+                        "join job_specs s on s.job_id = j.id").fetchall()
     conn.close()
     sized = [(m, st, p, f, json.loads(spec).get("input_size")) for m, spec, st, p, f in rows]
     assert sorted((m, size or 0, st) for m, st, _, _, size in sized) == sorted(

@@ -113,8 +113,10 @@ def test_the_profile_export_says_why_there_is_no_profile(store: Store) -> None:
     cid, jobs = campaign(store, 3)
     runs = [store.start_run(j, cid, 1, "", 8) for j in jobs]
     for job in jobs[:2]:  # profile = true
-        store.db.execute("update jobs set spec_json = json_set(spec_json, '$.op_profile', "
-                         "json('true')) where id = ?", [job])
+        # the job's own spec, overriding its configuration's template (job_specs)
+        store.db.execute("update jobs set spec_json = json_set((select spec_json from job_specs "
+                         "where job_id = jobs.id), '$.op_profile', json('true')) where id = ?",
+                         [job])
     store.update_run(runs[0], {"note": f"protocol error (1), first: x; {PROFILE_NOT_STORED}: "
                                        "profile event: ops.0.name 'kkk...' is not text"})
     why = []

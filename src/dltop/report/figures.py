@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -48,8 +48,9 @@ def check_dir(path: Path) -> None:
         raise UserError(f"{path}: cannot write: permission denied")
 
 
-def write_file(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` whole or not at all (a temporary file, then rename).
+def write_file(path: Path, data: bytes | Iterable[bytes]) -> None:
+    """Write ``data`` (or its chunks, in order) to ``path`` whole or not at all (a
+    temporary file, then rename).
 
     Raises:
         UserError: the file cannot be written (the message names it).
@@ -58,7 +59,10 @@ def write_file(path: Path, data: bytes) -> None:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent or ".")
         try:
             with os.fdopen(fd, "wb") as f:
-                f.write(data)
+                if isinstance(data, bytes):
+                    f.write(data)
+                else:
+                    f.writelines(data)
             os.chmod(tmp, 0o644)
             os.replace(tmp, path)
         except BaseException:

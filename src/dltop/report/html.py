@@ -149,6 +149,19 @@ SECTIONS = (("devices", "Time per mini-batch vs threads / GPUs"),
 
 def page(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg) -> str:
     """The whole page (``draw`` renders a Vega-Lite spec to SVG text)."""
+    return "\n".join(page_parts(report, draw))
+
+
+def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
+               summary: str | None = None) -> list[str]:
+    """The page's parts, in order, each a line (:func:`page` joins them): a writer
+    encodes them one by one instead of holding the page as text and bytes at once
+    (11.6 + 5.8 MB at 10 000 configurations, while Vega's engine holds its most).
+
+    Args:
+        summary: :func:`summary_html` of the report made before, when the caller
+            dropped the summary table's rows to draw the figures with less memory.
+    """
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
            f"<title>{_t(report.title)}</title><style>{STYLE}</style></head><body>",
            f"<h1>{_t(report.title)}</h1>", "<h2>Campaigns</h2><ul>"]
@@ -161,7 +174,7 @@ def page(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg) -> str
         out.append(f"<dt>settings</dt><dd>{_t(report.constants)}</dd>")
     out += [f"<dt>{_t(k)}</dt><dd>{_t(v)}</dd>" for k, v in report.environment]
     out.append("</dl><h2>Summary</h2><p class=notes>Click a header to sort.</p>")
-    out.append(summary_html(report))
+    out.append(summary_html(report) if summary is None else summary)
     if report.empty:
         out.append(f'<p class="empty" id="empty">{_t(report.empty)}</p>')
     for kind, heading in SECTIONS:
@@ -180,4 +193,4 @@ def page(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg) -> str
         out += [figure_html(f, draw) for f in report.runs if f.omitted]
     out.append(f'<p class="notes">dltop {_t(__version__)}; figures: Vega-Lite rendered '
                f"offline to SVG by vl-convert.</p><script>{SCRIPT}</script></body></html>")
-    return "\n".join(out)
+    return out

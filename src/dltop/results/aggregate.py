@@ -29,6 +29,7 @@ from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.generation import Request, generations_of
+from dltop.results.measured import NONE, Measured
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.table import status_label
 
@@ -54,8 +55,8 @@ class RunRecord:
     contaminated: bool
     simulated: bool
     """Its GPU telemetry came from simulated GPUs (``--fake-gpus``)."""
-    iterations: tuple[tuple[float, int], ...]
-    """Measured (non-warm-up) iterations: (seconds, samples)."""
+    iterations: Sequence[tuple[float, int]]
+    """Measured (non-warm-up) iterations: (seconds, samples) (:class:`Measured` when read)."""
     tree_cpu_mean_pct: float | None
     """Mean CPU of the run's process tree over its host samples (100 = one core)."""
     fields: dict[str, Any]
@@ -253,6 +254,13 @@ def _settled_state(db: sqlite_utils.Database, ids: Sequence[int]) -> tuple[Any, 
     return (path, tuple(ids), rows, stamps)
 
 
+def forget_cached() -> None:
+    """Drop the results kept for finished campaigns (a one-shot command done with them:
+    those of a 10 000-configuration report are ~70 MB while it draws its figures)."""
+    with _cache_lock:
+        _cache.clear()
+
+
 def config_results(db: sqlite_utils.Database,
                    campaigns: int | Sequence[int]) -> list[ConfigResult]:
     """Every configuration of one or several campaigns, in queue order of first appearance
@@ -330,7 +338,7 @@ def _ok(row: dict[str, Any]) -> bool:
     return row["status"] == RunStatus.OK and row["median_s"] is not None
 
 
-def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
+def _record(row: dict[str, Any], iters: dict[int, Measured],
             trees: dict[int, float], evals: dict[int, list[EvalPoint]],
             targets: dict[int, tuple[float | None, float | None]],
             gens: dict[int, list[Request]]) -> RunRecord:
@@ -340,7 +348,7 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
         packed=bool(row["concurrent_runs"]) and bool(row.get("campaign_pack")),
         shared=bool(row["concurrent_runs"]) and not row.get("campaign_pack"),
         contaminated=bool(row["contaminated"]),
-        simulated=bool(row["telemetry_simulated"]), iterations=tuple(iters.get(rid, ())),
+        simulated=bool(row["telemetry_simulated"]), iterations=iters.get(rid, NONE),
         # the run's measured window (runs.tree_cpu_mean_pct); runs stored before it:
         # every host sample of the run
         tree_cpu_mean_pct=(trees.get(rid) if row["tree_cpu_mean_pct"] is None
@@ -351,7 +359,7 @@ def _record(row: dict[str, Any], iters: dict[int, list[tuple[float, int]]],
         generations=tuple(gens.get(rid, ())))
 
 
-def _combine(rows: list[dict[str, Any]], iters: dict[int, list[tuple[float, int]]],
+def _combine(rows: list[dict[str, Any]], iters: dict[int, Measured],
              trees: dict[int, float], evals: dict[int, list[EvalPoint]],
              targets: dict[int, tuple[float | None, float | None]],
              gens: dict[int, list[Request]]) -> ConfigResult:

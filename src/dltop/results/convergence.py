@@ -85,7 +85,7 @@ def targets_of(db: sqlite_utils.Database, run_ids: Sequence[int],
     out: dict[int, float] = {}
     for chunk, marks in in_chunks(run_ids):
         for r in db.query(
-                "select r.id, j.spec_json from runs r join jobs j on j.id = r.job_id "
+                "select r.id, j.spec_json from runs r join job_specs j on j.job_id = r.job_id "
                 f"where r.id in ({marks})", chunk):
             target = json.loads(r["spec_json"]).get(key)
             if isinstance(target, int | float) and not isinstance(target, bool):

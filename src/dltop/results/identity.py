@@ -178,8 +178,8 @@ def campaign_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int
     count the jobs never run per configuration instead.
     """
     sql = """
-        select j.id, j.spec_json, j.config_key, e.python_executable
-        from jobs j
+        select j.id, s.spec_json, s.config_key, e.python_executable
+        from jobs j join job_specs s on s.job_id = j.id
         left join latest_runs r on r.job_id = j.id
         left join environment e on e.run_id = r.id
         where j.campaign_id = ?
@@ -198,8 +198,8 @@ def ran_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dic
     """
     # the latest runs read through the runs' campaign index, not the jobs'
     rows = list(db.query("""
-        select j.id, j.spec_json, j.config_key, e.python_executable
-        from latest_runs r join jobs j on j.id = r.job_id
+        select j.id, s.spec_json, s.config_key, e.python_executable
+        from latest_runs r join jobs j on j.id = r.job_id join job_specs s on s.job_id = j.id
         left join environment e on e.run_id = r.id
         where r.campaign_id = ? and +j.campaign_id = ?
         order by j.position
@@ -213,7 +213,7 @@ def run_identities(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[in
         return {}
     marks = ",".join("?" * len(run_ids))
     sql = ("select r.id, j.spec_json, e.python_executable from runs r "
-           "join jobs j on j.id = r.job_id left join environment e on e.run_id = r.id "
+           "join job_specs j on j.job_id = r.job_id left join environment e on e.run_id = r.id "
            f"where r.id in ({marks})")
     return {int(r["id"]): identity_of(r["spec_json"], r["python_executable"])
             for r in db.query(sql, list(run_ids))}
@@ -350,8 +350,7 @@ def variation(identities: Iterable[Identity]) -> Variation:
     constant: list[tuple[str, Any]] = []
     per_framework: list[tuple[str, Any]] = []
     for name in _order(names):
-        distinct = {_canon(ident.get(name)) for ident in idents
-                    if not (name == INTERPRETER and ident.get(name) is None)}
+        distinct = _distinct(idents, name)
         if len(distinct) == 1:
             value = _plain(next(iter(distinct)))
             if value not in QUIET_DEFAULTS.get(name, ()):
@@ -363,6 +362,26 @@ def variation(identities: Iterable[Identity]) -> Variation:
             else:
                 varying.append(name)
     return Variation(tuple(varying), tuple(constant), tuple(per_framework))
+
+
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+
+
+def _distinct(idents: Sequence[Identity], name: str) -> set[tuple[str, Any]]:
+    """The :func:`_canon` keys of ``name``'s values (the interpreter's None left out):
+    deduplicated by a set first (a report asks this of 10 000 configurations, often),
+    unless the set could merge values JSON tells apart (1, 1.0, True) or cannot hold them."""
+    values = [ident.get(name) for ident in idents]
+    if name == INTERPRETER:
+        values = [v for v in values if v is not None]
+    try:
+        raw = set(values)
+    except TypeError:  # a list or dict value
+        return {_canon(v) for v in values}
+    types = set(map(type, values))  # of every value: the set kept one of 1 and 1.0
+    if not types <= _SCALARS or len(types & {int, float, bool}) > 1:
+        return {_canon(v) for v in values}
+    return {_canon(v) for v in raw}
 
 
 def _by_framework(idents: Sequence[Identity], name: str) -> list[tuple[str, Any]] | None:

@@ -17,6 +17,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dltop.results import identity
+from dltop.store.schema_steps import JOB_CONFIGS
 from dltop.textsafe import one_line
 
 if TYPE_CHECKING:
@@ -36,6 +37,10 @@ SHORT = {"iterations": "{} it", "warmup": "{} warm-up", "min_time_s": "min {} s"
 LAST = ("iterations", "warmup", "min_time_s", "warmup_s", "seed", identity.INTERPRETER)
 """How long and where a run ran: after the fields that make the configuration."""
 
+
+_CONFIG_SPECS = "select config_key, spec_json as spec from job_configs where campaign_id = ?"
+"""A campaign's configurations, one job's spec each (``job_configs``, migration 20): no
+job row read, and a job stored as a template reference (migration 23) is counted too."""
 
 def field_text(name: str, value: Any) -> str:
     """One varying field as a label shows it (empty: nothing to show).
@@ -160,7 +165,8 @@ def campaign_varying(db: Db, campaign_id: int) -> tuple[str, ...]:
     if known is None or known[0] != stamp:
         # one identity per configuration, not per job: repeats share their stored key
         idents = []
-        for r in db.query("select config_key, min(spec_json) as spec from jobs "
+        for r in db.query(_CONFIG_SPECS if JOB_CONFIGS in db.table_names() else
+                          "select config_key, min(spec_json) as spec from jobs "
                           "where campaign_id = ? group by config_key", [campaign_id]):
             ident = identity.identity_of_key(r["config_key"], None) \
                 if r["config_key"] else None
@@ -174,7 +180,8 @@ def job_settings(db: Db, job_ids: Sequence[int], varying: Sequence[str]) -> dict
     if not varying or not job_ids:
         return {}
     marks = ",".join("?" * len(job_ids))
-    rows = db.query(f"select id, spec_json, config_key from jobs where id in ({marks})",
+    rows = db.query(f"select job_id as id, spec_json, config_key from job_specs "
+                    f"where job_id in ({marks})",
                     list(job_ids))
     out = {}
     for r in rows:

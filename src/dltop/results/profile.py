@@ -183,8 +183,8 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
 def _why_no_profile(db: sqlite_utils.Database, run_id: int, status: str) -> str:
     """Why run ``run_id`` has no stored profile: not asked for, asked for but not
     stored (the note's words: its event refused, its write failed), or never sent."""
-    row = next(db.query("select j.spec_json, r.* from runs r join jobs j on j.id = r.job_id "
-                        "where r.id = ?", [run_id]))
+    row = next(db.query("select j.spec_json, r.* from runs r "
+                        "join job_specs j on j.job_id = r.job_id where r.id = ?", [run_id]))
     try:
         asked = bool(json.loads(row.get("spec_json") or "{}").get("op_profile"))
     except (ValueError, AttributeError):

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import operator
+from array import array
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus
 from dltop.results import queries
+from dltop.results.measured import NONE, Measured
 from dltop.store import samples
 from dltop.store.archive import ARCHIVE, unpack_measured
 from dltop.store.schema_steps import JOB_CONFIGS
@@ -34,8 +36,10 @@ RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
 
 
-_JOB_COLS = ("j.framework, j.model, j.batch_size, j.device, j.precision, j.config_key, "
-             "j.spec_json, j.campaign_id, c.host as campaign_host")
+_JOB_COLS = ("j.framework, j.model, j.batch_size, j.device, j.precision, s.config_key, "
+             "s.spec_json, j.campaign_id, c.host as campaign_host")
+# every job's key and spec, its row's or its template's (dltop.store.templates)
+_SPECS = "join job_specs s on s.job_id = j.id"
 
 
 def campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
@@ -58,7 +62,7 @@ def campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
                r.contaminated, r.telemetry_simulated, r.n_iterations,
                j.iterations as asked_iterations, e.python_executable, {run_cols}
         from latest_runs r
-        join jobs j on j.id = r.job_id
+        join jobs j on j.id = r.job_id {_SPECS}
         join campaigns c on c.id = j.campaign_id
         left join environment e on e.run_id = r.id
         where r.campaign_id = ? and +j.campaign_id = ?
@@ -87,22 +91,22 @@ def _never_run(db: sqlite_utils.Database, cid: int,
         return list(db.query(f"""
             select min(j.position) as position, j.id as job_id, j.status as job_status,
                    count(*) as jobs, {_JOB_COLS}
-            from jobs j join campaigns c on c.id = j.campaign_id
+            from jobs j {_SPECS} join campaigns c on c.id = j.campaign_id
             where j.campaign_id = ? and not exists (select 1 from runs where job_id = j.id)
-            group by coalesce(j.config_key, 'job ' || j.id), j.status
+            group by coalesce(s.config_key, 'job ' || j.id), j.status
         """, [cid]))
     # Jobs never run and not queued (removed, unsatisfiable...) are few: their ids come
     # from the queue index (campaign, status) on both sides of the queued ones.
     other = list(db.query(f"""
         select min(j.position) as position, j.status as job_status, count(*) as jobs,
                {_JOB_COLS}
-        from jobs j join campaigns c on c.id = j.campaign_id
+        from jobs j {_SPECS} join campaigns c on c.id = j.campaign_id
         where j.id in (select id from jobs indexed by idx_jobs_queue
                        where campaign_id = ? and status < ?
                        union all select id from jobs indexed by idx_jobs_queue
                        where campaign_id = ? and status > ?)
           and not exists (select 1 from runs where job_id = j.id)
-        group by j.config_key, j.status
+        group by s.config_key, j.status
     """, [cid, JobStatus.QUEUED, cid, JobStatus.QUEUED]))
     left = Counter({str(k["config_key"]): int(k["jobs"]) for k in configs})
     left.subtract(str(r["config_key"]) for r in ran)
@@ -114,10 +118,10 @@ def _never_run(db: sqlite_utils.Database, cid: int,
 
 
 def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
-             ) -> tuple[dict[int, list[tuple[float, int]]], dict[int, float]]:
+             ) -> tuple[dict[int, Measured], dict[int, float]]:
     """Measured iterations of each run, and the mean process-tree CPU of those of
     ``no_tree`` (runs whose summary lacks it) over all their host samples."""
-    iters: dict[int, list[tuple[float, int]]] = {i: [] for i in run_ids}
+    iters: dict[int, Measured] = dict.fromkeys(run_ids, NONE)
     trees: dict[int, float] = {}
     if not run_ids:
         return iters, trees
@@ -129,14 +133,16 @@ def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
         "and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
         "order by i.run_id, i.idx", run_ids)
     for run_id, group in itertools.groupby(rows, key=operator.itemgetter(0)):
-        iters[run_id] = [(float(s), int(n)) for _, s, n in group]
+        got = list(group)
+        iters[run_id] = Measured(array("d", [float(r[1]) for r in got]),
+                                 array("q", [int(r[2]) for r in got]))
     trees.update(samples.tree_cpu_means(db, sorted(no_tree)))
     _archived(db, run_ids, iters, trees)
     return iters, trees
 
 
 def _archived(db: sqlite_utils.Database, run_ids: list[int],
-              iters: dict[int, list[tuple[float, int]]], trees: dict[int, float]) -> None:
+              iters: dict[int, Measured], trees: dict[int, float]) -> None:
     """What ``dltop prune`` kept of pruned runs' raw rows (dltop.store.retention)."""
     if ARCHIVE not in db.table_names():
         return
@@ -144,7 +150,7 @@ def _archived(db: sqlite_utils.Database, run_ids: list[int],
     for row in db.query(
             "select run_id, measured_seconds, measured_samples, tree_cpu_all_pct "
             f"from {ARCHIVE} where run_id in ({marks})", run_ids):
-        iters[row["run_id"]] = unpack_measured(row["measured_seconds"],
-                                               row["measured_samples"])
+        iters[row["run_id"]] = Measured.of(unpack_measured(row["measured_seconds"],
+                                                           row["measured_samples"]))
         if row["tree_cpu_all_pct"] is not None:
             trees[row["run_id"]] = float(row["tree_cpu_all_pct"])

@@ -60,9 +60,9 @@ KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
 
 NOTES = (
     "runs: ok runs / repeats planned. median: median over runs of each run's median "
-    "s/iter; CI: 95 % two-level bootstrap interval of that median (one run: the exact "
-    "bootstrap distribution of its median; several: 2000 seeded resamples of runs, then of "
-    "each run's iterations). mean: mean of run means. samples/s: median "
+    "s/iter; CI: 95 % two-level bootstrap interval of that median (2000 seeded resamples "
+    "of runs, then of each run's iterations; n/a for one run, whose iterations cannot show "
+    "the run-to-run spread). mean: mean of run means. samples/s: median "
     "over runs of total samples / total measured seconds. power, J/sample, CPU: mean over "
     "runs; memory: maximum over runs.",
     "GPU mem: peak of the run's own processes ((device): processes not visible, the "
@@ -148,6 +148,10 @@ def ci_or_reason(res: ConfigResult) -> tuple[tuple[float, float] | None, str]:
     return intervals([res])[0]
 
 
+ONE_RUN = "n/a: one run"
+"""The CI cells of a configuration with a single ok run (docs/metrics.md says why)."""
+
+
 def _why_not(res: ConfigResult) -> str | None:
     """Why ``res`` has no interval (``""``: no ok run), or None when it has one."""
     runs = [r.iterations for r in res.runs]
@@ -159,6 +163,11 @@ def _why_not(res: ConfigResult) -> str | None:
         return "n/a: non-finite iteration times"
     if any(len(r) < 2 for r in runs):
         return "n/a: a run with 1 iteration"
+    if len(runs) < 2:
+        # The interval is of the median over runs: one run's iterations say how precisely
+        # that run was timed, not where a second run would land (run-to-run spread is
+        # often the larger: two repeats at 0.2 and 0.4 s), so one run gets none.
+        return ONE_RUN
     return None
 
 
@@ -209,7 +218,8 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
             simulated[name] = val.simulated_value
         # without an ok run the median cell names the status; the rest stay blank
         text = val.text(m) if res.runs or i == 0 else ""
-        cells.append(Cell(text, val.value, res.status, dict(val.extra) if m.detail else {}))
+        cells.append(Cell(text, val.value, res.status, dict(val.extra)) if m.detail
+                     else Cell(text, val.value, res.status))
         if i == 0:
             bounds, why = ci_or_reason(res) if interval is None else interval
             for bound in (0, 1):

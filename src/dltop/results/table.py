@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any
 
 from dltop.catalog import JobStatus, RunStatus
@@ -79,7 +80,17 @@ class Column:
         return "l" if self.role is Role.KEY else "r"
 
 
-@dataclass(frozen=True)
+_NO_DETAIL: Mapping[str, Any] = MappingProxyType({})
+"""The detail of every cell without one: shared, read-only (a table of 10 000
+configurations has some 350 000 cells; an empty dict each was 22 MB)."""
+
+
+def _no_detail() -> Mapping[str, Any]:
+    return _NO_DETAIL
+
+
+# slots: no per-instance dict (the cells of a 10 000-configuration report were 100 MB)
+@dataclass(frozen=True, slots=True)
 class Cell:
     """A display text with the number behind it, or the status that explains its absence."""
 
@@ -89,7 +100,7 @@ class Cell:
     """The exact number (CSV and JSON keep it); ``None`` for text keys and missing results."""
     status: str = ""
     """The configuration's status (``ok``, ``oom``, ...); empty for key cells."""
-    detail: Mapping[str, Any] = field(default_factory=dict)
+    detail: Mapping[str, Any] = field(default_factory=_no_detail)
     """Further fields of the cell that JSON carries (runs, spread, flags)."""
 
     @property
@@ -103,7 +114,7 @@ def key_cell(value: str | int) -> Cell:
     return Cell(str(value), value if isinstance(value, int) else None)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Row:
     """One cell per column (``None``: no such configuration) and row-level JSON fields."""
 

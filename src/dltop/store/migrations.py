@@ -53,6 +53,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
+from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
 if TYPE_CHECKING:  # read-only opens check the version here without loading sqlite-utils
@@ -132,6 +133,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(22, "engine liveness across hosts: campaigns.engine_host/engine_heartbeat_s; "
                   "Slurm queue time apart and accounting: runs.queue_s/submitted_at/"
                   "slurm_max_rss_bytes/slurm_elapsed_s/slurm_energy_j/slurm_acct_note", v22),
+    Migration(23, "job_templates: a campaign's job specs stored once per configuration, "
+                  "jobs.template referencing them; the job_specs view (every job's "
+                  "config_key and spec_json)", v23),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

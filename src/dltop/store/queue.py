@@ -99,8 +99,9 @@ class Queue:
         a time with :meth:`next_startable` and :meth:`queued_spec`.
         """
         rows: list[dict[str, Any]] = list(self._db.query(
-            "select id, position, spec_json from jobs where campaign_id = ? "
-            "and status = ? order by position", [campaign_id, JobStatus.QUEUED]))
+            "select j.id, j.position, s.spec_json from jobs j "
+            "join job_specs s on s.job_id = j.id where j.campaign_id = ? "
+            "and j.status = ? order by j.position", [campaign_id, JobStatus.QUEUED]))
         return [(r["id"], r["position"], JobSpec.from_json_dict(json.loads(r["spec_json"])))
                 for r in rows]
 
@@ -150,7 +151,8 @@ class Queue:
 
     def queued_spec(self, job_id: int) -> JobSpec | None:
         """The job's spec while it is still queued (None once removed or started)."""
-        row = next(self._db.query("select spec_json from jobs where id = ? and status = ?",
+        row = next(self._db.query("select s.spec_json from jobs j join job_specs s "
+                                  "on s.job_id = j.id where j.id = ? and j.status = ?",
                                   [job_id, JobStatus.QUEUED]), None)
         return None if row is None else JobSpec.from_json_dict(json.loads(row["spec_json"]))
 

@@ -28,6 +28,7 @@ from dltop.catalog import ENDED_CAMPAIGN_STATUSES
 from dltop.store import samples as sample_tables
 from dltop.store.archive import ARCHIVE, pack_measured
 from dltop.store.rows import marks, utc_now
+from dltop.store.templates import TEMPLATES
 from dltop.store.tx import transaction
 
 RAW_TABLES = ("iterations", "gpu_samples", "host_samples")
@@ -158,6 +159,9 @@ class Retention:
                                  [campaign_id])
             self._db.execute("delete from runs where campaign_id = ?", [campaign_id])
             self._db.execute("delete from jobs where campaign_id = ?", [campaign_id])
+            if TEMPLATES in self._db.table_names():  # after its jobs: their trigger reads it
+                self._db.execute(f"delete from {TEMPLATES} where campaign_id = ?",
+                                 [campaign_id])
             self._db.execute("delete from campaigns where id = ?", [campaign_id])
         return n
 

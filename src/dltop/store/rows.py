@@ -12,6 +12,12 @@ import sqlite_utils
 from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import JobSpec
+from dltop.store.templates import (
+    CONFIG_COLUMNS,
+    add_templates,
+    count_configs,
+    spec_without_repeat,
+)
 
 
 def utc_now() -> str:
@@ -89,12 +95,18 @@ def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int
     One ``executemany`` of rows made per configuration (:class:`RepeatRows`): a
     :class:`~dltop.profiles.joblist.JobList` of 100 000 repeats of a few
     configurations is stored without making a JobSpec, a row dict or a JSON
-    document per job. The caller holds the transaction.
+    document per job. On a database with ``job_templates`` (migration 23) each
+    configuration's spec is stored once and a job row holds what differs
+    (:mod:`dltop.store.templates`). The caller holds the transaction.
     """
     blocks = jobs.blocks if isinstance(jobs, JobList) else ((tuple(jobs), 1),)
-    makers = [[RepeatRows(campaign_id, job) for job in configs] for configs, _ in blocks]
+    compact = any(r[1] == "template" for r in db.conn.execute("pragma table_info(jobs)"))
+    makers = [[RepeatRows(campaign_id, job, compact=compact) for job in configs]
+              for configs, _ in blocks]
     if not any(makers):
         return range(0)
+    if compact:
+        _templates_and_counts(db, campaign_id, first_position, blocks, makers)
 
     def rows() -> Iterator[list[Any]]:  # made as SQLite takes them: no list of 100 000 rows
         k = 0
@@ -112,28 +124,63 @@ def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int
     return range(last - len(jobs) + 1, last + 1)
 
 
+def _templates_and_counts(db: sqlite_utils.Database, campaign_id: int, first_position: int,
+                          blocks: Sequence[tuple[Sequence[JobSpec], int]],
+                          makers: list[list[RepeatRows]]) -> None:
+    """Store the configurations' templates, number the makers' rows after them, and
+    add the jobs to ``job_configs`` (which a trigger does for full rows)."""
+    numbers = add_templates(db, campaign_id, ((m.template_key, m.config_key, m.spec)
+                                              for block in makers for m in block))
+    counts: dict[str, list[Any]] = {}  # config_key -> [maker, jobs, first position]
+    k = 0
+    for (_, passes), block in zip(blocks, makers, strict=True):
+        for i, maker in enumerate(block):
+            maker.set_template(numbers[maker.template_key])
+            got = counts.setdefault(maker.config_key, [maker, 0, first_position + k + i])
+            got[1] += passes
+        k += passes * len(block)
+    count_configs(db, campaign_id, ((key, m.config_columns, m.spec_json, jobs, first)
+                                    for key, (m, jobs, first) in counts.items()))
+
+
 class RepeatRows:
     """A configuration's ``jobs`` rows, one per repeat pass, made from one template.
 
-    ``spec_json`` is the configuration's JSON cut around its ``repeat`` value,
-    so each repeat's document is two joins, equal to ``json.dumps`` of its spec.
+    Full rows (a database before migration 23): ``spec_json`` is the configuration's
+    JSON cut around its ``repeat`` value, so each repeat's document is two joins,
+    equal to ``json.dumps`` of its spec. Compact rows (``compact``) leave
+    ``spec_json`` and ``config_key`` out and name the stored template instead
+    (:meth:`set_template`).
     """
 
-    __slots__ = ("_at", "_head", "_repeat", "_tail", "_template", "columns")
+    __slots__ = ("_at", "_compact", "_head", "_repeat", "_tail", "_template", "columns",
+                 "config_columns", "config_key", "spec", "spec_json", "template_key")
 
-    def __init__(self, campaign_id: int, job: JobSpec) -> None:
+    def __init__(self, campaign_id: int, job: JobSpec, *, compact: bool = False) -> None:
         row = job_row(campaign_id, 0, JobStatus.QUEUED, job)
+        self.config_key = str(row["config_key"])
+        self.spec_json = str(row["spec_json"])
+        self.config_columns = {c: row[c] for c in CONFIG_COLUMNS}
+        self._compact = compact
+        if compact:
+            del row["config_key"], row["spec_json"]
+            row["template"] = None
         self.columns = tuple(row)
-        self._at = tuple(self.columns.index(c)
+        self._at = tuple(self.columns.index(c) if c in self.columns else -1
                          for c in ("position", "status", "repeat", "spec_json"))
         self._template = [_sql_value(v) for v in row.values()]
         self._repeat = job.repeat
-        spec = job.to_json_dict()
-        cut = list(spec).index("repeat")
-        items = list(spec.items())
+        self.spec = job.to_json_dict()
+        self.template_key = spec_without_repeat(self.spec)
+        cut = list(self.spec).index("repeat")
+        items = list(self.spec.items())
         head, tail = json.dumps(dict(items[:cut])), json.dumps(dict(items[cut + 1:]))
         self._head = head[:-1] + ", " if cut else "{"
         self._tail = ", " + tail[1:] if len(items) > cut + 1 else "}"
+
+    def set_template(self, n: int) -> None:
+        """Compact rows: the ``job_templates`` number of this configuration's spec."""
+        self._template[self.columns.index("template")] = n
 
     def row(self, position: int, status: str, passed: int) -> list[Any]:
         """The row of repeat pass ``passed`` at ``position``, in :attr:`columns` order."""
@@ -141,5 +188,6 @@ class RepeatRows:
         repeat = self._repeat + passed
         at_position, at_status, at_repeat, at_spec = self._at
         out[at_position], out[at_status], out[at_repeat] = position, status, repeat
-        out[at_spec] = f'{self._head}"repeat": {repeat}{self._tail}'
+        if not self._compact:
+            out[at_spec] = f'{self._head}"repeat": {repeat}{self._tail}'
         return out

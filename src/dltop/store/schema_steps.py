@@ -389,6 +389,7 @@ def v20(db: Any) -> None:
 def v21(db: Any) -> None:
     # The readers' shared views (dltop.store.views). A view changed later is a new
     # migration that drops and recreates it: this one creates what VIEWS holds today.
-    from dltop.store.views import create_views
+    from dltop.store.views import LATEST_RUNS, create_views
 
-    create_views(db)
+    create_views(db, [LATEST_RUNS])
+

@@ -20,18 +20,33 @@ from typing import Any
 LATEST_RUNS = "latest_runs"
 """View: the latest run (highest id) of each job that has a run; every ``runs`` column."""
 
+JOB_SPECS = "job_specs"
+"""View: every job's ``job_id``, ``campaign_id``, ``config_key`` and ``spec_json``, the
+row's own or its template's with the job's ``repeat`` (:mod:`dltop.store.templates`)."""
+
 VIEWS: dict[str, str] = {
     LATEST_RUNS: "select * from runs r "
                  "where r.id = (select max(id) from runs where job_id = r.job_id)",
+    # json_set replaces ``repeat`` in place (the key order is kept, the JSON compact);
+    # a job row stored whole (before migration 23) is its own spec
+    JOB_SPECS: "select j.id as job_id, j.campaign_id, "
+               "coalesce(j.config_key, t.config_key) as config_key, "
+               "coalesce(j.spec_json, json_set(t.spec_json, '$.repeat', j.repeat)) "
+               "as spec_json from jobs j left join job_templates t "
+               "on t.campaign_id = j.campaign_id and t.n = j.template",
 }
 """View name -> its ``select``. ``select *`` follows the columns later migrations add
 (SQLite expands it when it reads the schema, not when the view is created)."""
 
+_BEFORE_TEMPLATES = {JOB_SPECS: "select id as job_id, campaign_id, config_key, spec_json "
+                                "from jobs"}
+"""A database before migration 23 (no ``job_templates``): each job row is whole."""
 
-def create_views(db: Any) -> None:
-    """Create every view of :data:`VIEWS` in the main database (migration 21)."""
-    for name, select in VIEWS.items():
-        db.execute(f"create view if not exists {name} as {select}")
+
+def create_views(db: Any, names: list[str]) -> None:
+    """Create these views of :data:`VIEWS` in the main database (migrations 21, 23)."""
+    for name in names:
+        db.execute(f"create view if not exists {name} as {VIEWS[name]}")
 
 
 def ensure_views(conn: Any) -> list[str]:
@@ -48,6 +63,9 @@ def ensure_views(conn: Any) -> list[str]:
     if missing and conn.execute("select 1 from sqlite_master where type = 'table' "
                                 "and name = 'runs'").fetchone() is None:
         return []
+    old = conn.execute("select 1 from sqlite_master where type = 'table' "
+                       "and name = 'job_templates'").fetchone() is None
     for name in missing:
-        conn.execute(f"create temp view {name} as {VIEWS[name]}")
+        select = _BEFORE_TEMPLATES.get(name, VIEWS[name]) if old else VIEWS[name]
+        conn.execute(f"create temp view {name} as {select}")
     return missing

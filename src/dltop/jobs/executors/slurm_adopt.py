@@ -116,7 +116,7 @@ def adopt_completed(store: Store, run: RunProcess) -> RunStatus | None:
         (then it is lost and re-run as before).
     """
     row = store.db.execute(
-        "select r.log_path, j.spec_json from runs r join jobs j on j.id = r.job_id "
+        "select r.log_path, j.spec_json from runs r join job_specs j on j.job_id = r.job_id "
         "where r.id = ?", [run.run_id]).fetchone()
     if row is None or not row[0]:
         return None

@@ -21,7 +21,13 @@ name = "refs"
 frameworks = ["torch"]
 models = ["fcn-r"]
 batch_sizes = [8]
-devices = ["cpu:1", "cpu:2", "cpu:4", "cpus:2", "cpu:3"]
+devices = ["cpu:1", "cpu:2", "cpus:2", "cpu:3"]
+[[matrix]]
+frameworks = ["torch"]
+models = ["fcn-r"]
+batch_sizes = [8]
+devices = ["cpu:4"]
+repeats = 2  # two runs: an interval (one run has none, and is judged on its point)
 [references]
 "fcn-r/torch/fp32/cpu:1" = { s_per_iter = [0.010, -0.10, 0.10] }
 "fcn-r/torch/fp32/cpu:2" = { samples_per_s = [800, -0.05, 0.05] }
@@ -36,16 +42,21 @@ def build(path: Path, campaigns: Any, *, failing: bool = True) -> None:
     cid, jobs = campaigns.create(db, PROFILE if failing else PROFILE.split("\n\"fcn-r/torch/"
                                                                            "fp32/cpu:2\"")[0]
                                  + "\n", name="refs")
-    # cpu:1: 0.0101 s/iter, inside 0.009..0.011: pass
-    campaigns.add_run(db, cid, jobs[0][1], [0.0100, 0.0101, 0.0102, 0.0101, 0.0100])
-    # cpu:2: 8 samples / 0.02 s = 400 samples/s, whole interval under 760: fail (below)
-    campaigns.add_run(db, cid, jobs[1][1], [0.020, 0.021, 0.020, 0.019, 0.020])
-    # cpu:4: the interval 0.030..0.045 reaches the band 0.038..0.042: not shown to miss
-    campaigns.add_run(db, cid, jobs[2][1], [0.030, 0.045, 0.031, 0.044, 0.032, 0.043])
+    ids: dict[str, list[int]] = {}
+    for spec, job_id in jobs:
+        ids.setdefault(spec.device.label, []).append(job_id)
+    # cpu:1: one run of 0.0101 s/iter, no interval: its point inside 0.009..0.011: pass
+    campaigns.add_run(db, cid, ids["cpu:1"][0], [0.0100, 0.0101, 0.0102, 0.0101, 0.0100])
+    # cpu:2: 8 samples / 0.02 s = 400 samples/s, under 760: fail (below)
+    campaigns.add_run(db, cid, ids["cpu:2"][0], [0.020, 0.021, 0.020, 0.019, 0.020])
+    # cpu:4: two runs, medians 0.031 and 0.044: the interval reaches the band 0.038..0.042
+    # though the median of both is outside it: not shown to miss
+    campaigns.add_run(db, cid, ids["cpu:4"][0], [0.030, 0.031, 0.032, 0.031, 0.030])
+    campaigns.add_run(db, cid, ids["cpu:4"][1], [0.045, 0.044, 0.043, 0.044, 0.045])
     # cpus:2: 8 / 0.04 = 200 samples/s, above 95..105: fail (above)
-    campaigns.add_run(db, cid, jobs[3][1], [0.040, 0.041, 0.039, 0.040])
+    campaigns.add_run(db, cid, ids["cpus:2"][0], [0.040, 0.041, 0.039, 0.040])
     # cpu:3: a reference and no ok run: nothing was measured, a failure
-    campaigns.add_run(db, cid, jobs[4][1], [], status="crashed")
+    campaigns.add_run(db, cid, ids["cpu:3"][0], [], status="crashed")
     db.close()
 
 
@@ -55,12 +66,12 @@ def test_check_judges_the_interval_against_the_band(tmp_path: Path, campaigns: A
     got = {v.result.device: v for v in checks.check(db, [1])}
     assert got["cpu:1"].outcome == "pass"
     assert got["cpu:1"].measured == pytest.approx(0.0101)
-    low, high = got["cpu:1"].interval or (0, 0)
-    assert low <= 0.0101 <= high
+    assert got["cpu:1"].interval is None  # one run: judged on its point
     assert (got["cpu:2"].outcome, got["cpu:2"].why) == ("fail", "below")
     assert got["cpu:2"].measured == pytest.approx(400)
-    assert got["cpu:4"].outcome == "pass"  # the point 0.0375 is outside; its CI is not
-    assert got["cpu:4"].measured < 0.038 < (got["cpu:4"].interval or (0, 0))[1]
+    assert got["cpu:4"].outcome == "pass"  # the point is outside the band; its CI is not
+    low, high = got["cpu:4"].interval or (0, 0)
+    assert not 0.038 <= got["cpu:4"].measured <= 0.042 and low < 0.038 < high
     assert (got["cpus:2"].outcome, got["cpus:2"].why) == ("fail", "above")
     assert (got["cpu:3"].outcome, got["cpu:3"].why) == ("fail", "no ok run: failed")
     # the summary shows one cell per configuration

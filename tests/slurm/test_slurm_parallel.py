@@ -82,7 +82,8 @@ def test_a_system_runs_two_jobs_at_once_and_check_judges_them(
     # each still one run: its own job, folder and iterations; the system is stored
     assert first["slurm_job_id"] != second["slurm_job_id"]
     conn = sqlite3.connect(tmp_path / "d.db")
-    specs = [json.loads(s) for (s,) in conn.execute("select spec_json from jobs order by id")]
+    specs = [json.loads(s) for (s,) in conn.execute(
+        "select spec_json from job_specs order by job_id")]
     counts = conn.execute("select run_id, count(*) from iterations where not warmup "
                           "group by run_id order by run_id").fetchall()
     conn.close()

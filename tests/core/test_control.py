@@ -65,7 +65,7 @@ def wait_for(proc: subprocess.Popen[str], event: str, **match: object) -> dict[s
 
 
 def test_pause_then_resume(tmp_path: Path, wait_until: Any) -> None:
-    proc = start(tmp_path)
+    proc = start(tmp_path, iterations=15)
     wait_for(proc, "run_started", position=0)
     res = dltop(tmp_path, "pause")
     assert res.returncode == 0, res.stderr

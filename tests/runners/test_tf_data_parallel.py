@@ -89,7 +89,7 @@ def test_a_dying_worker_fails_the_run_and_leaves_nothing(tmp_path: Path, group_m
 
 
 def test_timeout_kills_every_worker(tmp_path: Path, group_members: Any, profile: Any) -> None:
-    res = run(tmp_path, profile(["cpus:2"], 'inject = "hang"', 35))
+    res = run(tmp_path, profile(["cpus:2"], 'inject = "hang"', 25))
     assert res.returncode == 1
     ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
     assert status == "timeout"

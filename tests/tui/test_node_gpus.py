@@ -14,7 +14,8 @@ from pathlib import Path
 from textual.widgets import Static
 
 from dltop.live.devices import RemoteGpuReader
-from dltop.live.rundetail import node_gpu_lines, read_run_detail
+from dltop.live.nodegpus import node_gpu_lines
+from dltop.live.rundetail import read_run_detail
 from dltop.store import Store, connect
 from dltop.telemetry.sampler import GpuWindow
 from dltop.tui.devices import DevicesPanel

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
+from dltop.live.nodegpus import NodeGpu, node_gpus, slurm_acct_text
 from dltop.paths import stored_path
 from dltop.results import generation as gen
 from dltop.results import labels
@@ -114,26 +115,6 @@ class RunTelemetry:
         why = gpu_shortfall(self.window_s, self.gpu_readings) if group == "gpu" \
             else host_shortfall(self.window_s, self.host_readings)
         return None if why is None else why.removeprefix("n/a: ")
-
-
-@dataclass(frozen=True)
-class NodeGpu:
-    """One GPU of one node of a multi-node (Slurm) run, over the whole run so far."""
-
-    node: str
-    gpu_index: int
-    windows: int
-    util_mean_pct: float | None
-    power_mean_w: float | None
-    mem_peak_bytes: int | None
-    energy_j: float | None
-    """Its energy counter's rise over the run (None without a counter)."""
-    simulated: bool
-
-    @property
-    def label(self) -> str:
-        """``node:gpuN``, as the main screen's device rows name it."""
-        return f"{self.node}:gpu{self.gpu_index}"
 
 
 @dataclass(frozen=True)
@@ -344,56 +325,6 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id),
         generation=gen.stats(gen.generations_of(db, [run_id]).get(run_id, ())),
         queue_s=_f(r.get("queue_s")), slurm_acct=slurm_acct_text(r))
-
-
-def slurm_acct_text(r: dict[str, Any]) -> str | None:
-    """``sacct: MaxRSS 1.2 GiB, elapsed 41 s, 5230 J`` from a runs row, or why not."""
-    got = [f"{k} {v}" for k, v in (
-        ("MaxRSS", None if r.get("slurm_max_rss_bytes") is None
-         else f"{r['slurm_max_rss_bytes'] / 2**30:.2f} GiB"),
-        ("elapsed", None if r.get("slurm_elapsed_s") is None
-         else f"{r['slurm_elapsed_s']:.0f} s"),
-        ("energy", None if r.get("slurm_energy_j") is None
-         else f"{r['slurm_energy_j']:.0f} J")) if v is not None]
-    note = r.get("slurm_acct_note")
-    if not got:
-        return note
-    return f"sacct: {', '.join(got)}" + (f" ({note})" if note else "")
-
-
-def node_gpus(db: Db, run_id: int) -> tuple[NodeGpu, ...]:
-    """Per node and GPU figures of a run from its node agents' rows (``gpu_samples.node``).
-
-    Empty for a local run (its rows have no node) and for a database before
-    migration 16.
-    """
-    rows = samples.node_gpu_totals(db, run_id)
-    return tuple(NodeGpu(str(r["node"]), int(r["gpu_index"]), int(r["n"] or 0), _f(r["util"]),
-                         _f(r["power"]), r["mem"], _f(r["energy"]), bool(r["sim"]))
-                 for r in rows)
-
-
-def node_gpu_lines(gpus: tuple[NodeGpu, ...]) -> tuple[tuple[str, str], ...]:
-    """(``node:gpuN``, its figures) per node GPU, then one total line per node."""
-    def fig(v: float | None, fmt: str, unit: str) -> str:
-        return "N/A" if v is None else f"{v:{fmt}}{unit}"
-
-    lines: list[tuple[str, str]] = []
-    for node in dict.fromkeys(g.node for g in gpus):
-        mine = [g for g in gpus if g.node == node]
-        for g in mine:
-            mem = None if g.mem_peak_bytes is None else g.mem_peak_bytes / 2**30
-            lines.append((g.label, f"util {fig(g.util_mean_pct, '.0f', ' %')}, power "
-                                   f"{fig(g.power_mean_w, '.0f', ' W')}, mem peak "
-                                   f"{fig(mem, '.1f', ' GiB')}"
-                                   + (" (simulated)" if g.simulated else "")))
-        powers = [g.power_mean_w for g in mine if g.power_mean_w is not None]
-        energies = [g.energy_j for g in mine if g.energy_j is not None]
-        power = sum(powers) if powers else None
-        energy = sum(energies) if energies and len(energies) == len(mine) else None
-        lines.append((f"{node} total", f"{len(mine)} GPUs, power {fig(power, '.0f', ' W')}, "
-                                       f"energy {fig(energy, '.0f', ' J')}"))
-    return tuple(lines)
 
 
 def stats_so_far(detail: RunDetail, trace: RunTrace | None) -> RunStats | None:

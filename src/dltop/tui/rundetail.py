@@ -27,6 +27,7 @@ from textual.events import Resize
 from textual.screen import Screen
 from textual.widgets import Static
 
+from dltop.live.nodegpus import node_gpu_lines
 from dltop.live.rundetail import (
     RunDetail,
     RunStats,
@@ -36,7 +37,6 @@ from dltop.live.rundetail import (
     job_attempts,
     job_status,
     log_tail,
-    node_gpu_lines,
     read_run_detail,
     stats_so_far,
 )

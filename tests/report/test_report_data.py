@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dltop.report import data, figures, html, specs
+from dltop.report import data, figures, html, specs, vlsize
 from dltop.report.model import Figure, Report
 from dltop.results import queries
 from dltop.store import connect
@@ -166,16 +166,16 @@ def test_specs_are_valid_vega_lite_and_render_offline(report_db: Path) -> None:
 def test_paper_sizes_fit_the_columns(report_db: Path) -> None:
     rep = _report(report_db, "2", max_runs=1)
     time = _fig(rep.figures, "time-fcn-r-gpu")
-    size, width = specs.paper_size(time)
+    size, width = vlsize.paper_size(time)
     assert width == "single"
     svg = specs.render(specs.spec(time, size), "svg").decode()
     points = float(svg.split('width="', 1)[1].split('"', 1)[0])
-    assert 150 <= points <= 3.3 * specs.POINTS_PER_INCH
+    assert 150 <= points <= 3.3 * vlsize.POINTS_PER_INCH
     run = rep.runs[0]
-    size, width = specs.paper_size(run)
+    size, width = vlsize.paper_size(run)
     svg = specs.render(specs.spec(run, size), "svg").decode()
     assert width == "double"
-    assert float(svg.split('width="', 1)[1].split('"', 1)[0]) <= 7 * specs.POINTS_PER_INCH
+    assert float(svg.split('width="', 1)[1].split('"', 1)[0]) <= 7 * vlsize.POINTS_PER_INCH
 
 
 def test_inlined_svgs_keep_their_ids_apart() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from dltop.report import data, specs
+from dltop.report import data, specs, vlsize
 from dltop.report.model import Figure, Report
 from dltop.results import queries
 from dltop.store import connect
@@ -77,7 +77,7 @@ def test_with_several_frameworks_precision_is_a_facet(tmp_path: Path) -> None:
     spec = specs.spec(fig, specs.SCREEN)
     assert [r["title"]["text"] for r in spec["vconcat"]] == ["fp32", "bf16"]
     assert "same for every line" not in fig.caption  # frameworks and precisions vary
-    size, width = specs.paper_size(fig)
+    size, width = vlsize.paper_size(fig)
     assert width == "double" and not size.fit  # a stack of views cannot be fitted
 
 

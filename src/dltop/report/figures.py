@@ -17,7 +17,8 @@ from typing import Any
 
 from dltop.errors import UserError
 from dltop.report.model import Figure, Report
-from dltop.report.specs import FORMATS, paper_size, render, spec
+from dltop.report.specs import FORMATS, render, spec
+from dltop.report.vlsize import paper_size
 from dltop.textsafe import one_line
 
 WIDTH_IN = {"single": 3.3, "double": 7.0}

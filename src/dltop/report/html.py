@@ -15,7 +15,8 @@ from typing import Any
 
 from dltop import __version__
 from dltop.report.model import Figure, Report
-from dltop.report.specs import SCREEN, render, spec
+from dltop.report.specs import render, spec
+from dltop.report.vlsize import SCREEN
 from dltop.results.table import Cell, Role
 from dltop.textsafe import one_line
 

@@ -12,16 +12,14 @@ nothing: every spec carries its data inline.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from dltop import catalog
 from dltop.report.encode import color_domain
 from dltop.report.model import Figure
+from dltop.report.vlsize import SCREEN, Size, base
 from dltop.results.tracewindow import HEADROOM, TimeWindow, window
 
-SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
-"""The spec's ``$schema`` (an identifier for readers of the JSON; nothing is fetched)."""
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 """Framework colours (Vega's tableau10 start), fixed so torch is one colour everywhere."""
 DASH = [4, 3]
@@ -30,66 +28,10 @@ STARTUP_FILL = "#d9d9d9"
 CLIPPED_COLOR = "#e45756"
 
 
-@dataclass(frozen=True)
-class Size:
-    """Plot area of one panel, font size and legend placement."""
-
-    width: int
-    height: int
-    font: int
-    legend: str = "right"
-    title: bool = True
-    """Draw the figure's title (the page); a paper's caption carries it instead."""
-    fit: bool = False
-    """``width`` and ``height`` are the whole figure's, axes and legend included
-    (Vega-Lite's ``autosize: fit``; single views only)."""
-
-
-SCREEN = Size(360, 220, 11)
-PAPER_SINGLE = Size(237, 175, 7, "bottom", title=False, fit=True)
-"""A 3.3 in (237.6 pt) column, axes and legend included."""
-PAPER_DOUBLE_PANEL = Size(200, 110, 7, "bottom", title=False)
-"""Each of two side-by-side panels in a 7 in (504 pt) double column."""
-PAPER_RUN = Size(440, 55, 7, "bottom", title=False)
-"""A run's stacked panels across a 7 in double column."""
-POINTS_PER_INCH = 72
-"""vl-convert draws 1 px as 1 pt in a PDF: sizes above are points."""
-
-
-def paper_size(fig: Figure) -> tuple[Size, str]:
-    """The paper size of a figure and its width class (``single`` or ``double``)."""
-    if fig.kind == "run":
-        return PAPER_RUN, "double"
-    facets = {(r.get("facet"), r.get("mode")) for r in fig.rows}
-    if len(fig.panels) > 1 or fig.kind in ("precision", "scaling") or len(facets) > 1:
-        # several views (panels, a facet or mode each): a paper's double column
-        return PAPER_DOUBLE_PANEL, "double"
-    return PAPER_SINGLE, "single"
-
-
 def _colors(frameworks: Sequence[str]) -> dict[str, Any]:
     known = sorted(set(frameworks), key=lambda f: (catalog.FRAMEWORKS.index(f)
                                                    if f in catalog.FRAMEWORKS else 99, f))
     return {"domain": known, "range": [PALETTE[i % len(PALETTE)] for i in range(len(known))]}
-
-
-def _base(fig: Figure, size: Size) -> dict[str, Any]:
-    spec: dict[str, Any] = {
-        "$schema": SCHEMA, "background": "white", "padding": 4,
-        "config": {"font": "sans-serif", "view": {"stroke": "#ddd"},
-                   "axis": {"labelFontSize": size.font, "titleFontSize": size.font,
-                            "titleFontWeight": "normal"},
-                   "legend": {"labelFontSize": size.font, "titleFontSize": size.font,
-                              "orient": size.legend, "labelLimit": 260,
-                              "columns": 3 if size.legend == "bottom" else 1},
-                   "header": {"labelFontSize": size.font, "titleFontSize": size.font},
-                   "title": {"fontSize": size.font + 2, "anchor": "start",
-                             "subtitleFontSize": size.font}}}
-    if size.title:
-        spec["title"] = {"text": fig.title}
-    if size.fit:
-        spec["autosize"] = {"type": "fit", "contains": "padding"}
-    return spec
 
 
 def _values(rows: Sequence[Mapping[str, Any]], **match: str) -> dict[str, Any]:
@@ -162,8 +104,8 @@ def _facets(fig: Figure, size: Size, draw: Any) -> dict[str, Any]:
     ranked = sorted(fig.rows, key=lambda r: int(r.get("facet_rank", 0)))  # train first
     facets = list(dict.fromkeys(str(r.get("facet", "")) for r in ranked))
     if len(facets) < 2:
-        return {**_base(fig, size), **draw(fig.rows)}
-    return {**_base(fig, size), "vconcat": [
+        return {**base(fig, size), **draw(fig.rows)}
+    return {**base(fig, size), "vconcat": [
         {"title": {"text": facet, "anchor": "start", "fontSize": size.font + 1},
          **draw([r for r in fig.rows if str(r.get("facet", "")) == facet])}
         for facet in facets]}
@@ -220,17 +162,17 @@ def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
                                      bars=any("low" in r for r in rows)))
         by_mode.append(panels)
     if len(by_mode) > 1:
-        return {**_base(fig, size), "vconcat": [{"hconcat": p} for p in by_mode]}
+        return {**base(fig, size), "vconcat": [{"hconcat": p} for p in by_mode]}
     panels = by_mode[0] if by_mode else []
     if len(panels) == 1:  # a single view: it can be fitted to a column
-        return {**_base(fig, size), **panels[0]}
-    return {**_base(fig, size), "hconcat": panels}
+        return {**base(fig, size), **panels[0]}
+    return {**base(fig, size), "hconcat": panels}
 
 
 def prompt_spec(fig: Figure, size: Size) -> dict[str, Any]:
     """TTFT p50 vs prompt length per framework (generate runs), the runs' p50 min–max as
     error bars (:mod:`dltop.report.generation`)."""
-    return {**_base(fig, size), **_lines(fig, fig.rows, _x(fig, "prompt_tokens", log=True),
+    return {**base(fig, size), **_lines(fig, fig.rows, _x(fig, "prompt_tokens", log=True),
                                          "value", fig.panels[0], size, bars=True)}
 
 
@@ -279,7 +221,7 @@ def energy_spec(fig: Figure, size: Size) -> dict[str, Any]:
     fws = [str(r["framework"]) for r in fig.rows]
     panels = [_hbars(_values(fig.rows, panel=panel)["values"], panel, size, fws,
                      category="config") for panel in fig.panels]
-    return {**_base(fig, size), "hconcat": panels}
+    return {**base(fig, size), "hconcat": panels}
 
 
 def precision_spec(fig: Figure, size: Size) -> dict[str, Any]:
@@ -297,7 +239,7 @@ def precision_spec(fig: Figure, size: Size) -> dict[str, Any]:
         rows_out.append({"title": {"text": model + (f" ({mode})" if modes else ""),
                                    "anchor": "start", "fontSize": size.font + 1},
                          "hconcat": panels, "resolve": {"scale": {"x": "independent"}}})
-    return {**_base(fig, size), "vconcat": rows_out,
+    return {**base(fig, size), "vconcat": rows_out,
             "resolve": {"scale": {"x": "independent", "y": "independent"}}}
 
 
@@ -391,7 +333,7 @@ def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
             if win is not None and "scale" not in layer["encoding"]["x"]:
                 layer["encoding"]["x"] = {**layer["encoding"]["x"], "scale": x["scale"]}
         panels.append({"width": size.width, "height": size.height, "layer": layers})
-    return {**_base(fig, size), "vconcat": panels,
+    return {**base(fig, size), "vconcat": panels,
             "resolve": {"scale": {"x": "shared", "color": "independent"},
                         "legend": {"color": "independent"}}}
 
@@ -399,7 +341,7 @@ def run_spec(fig: Figure, size: Size) -> dict[str, Any]:
 def profile_spec(fig: Figure, size: Size) -> dict[str, Any]:
     """Horizontal bars: ms per step of each operator, self CPU beside self device time
     (:mod:`dltop.report.profiles`)."""
-    return {**_base(fig, size), "data": {"values": [dict(r) for r in fig.rows]},
+    return {**base(fig, size), "data": {"values": [dict(r) for r in fig.rows]},
             "width": size.width, "mark": {"type": "bar"},
             "encoding": {
                 "y": {"field": "op", "type": "nominal", "title": None,

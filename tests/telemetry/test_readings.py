@@ -33,7 +33,7 @@ from dltop.telemetry.readings import (
     host_shortfall,
 )
 from dltop.telemetry.runstats import RunAccumulator
-from dltop.tui.rundetail import telemetry_rows
+from dltop.tui.rundetail_rows import telemetry_rows
 
 MS = 1_000_000  # ns per millisecond
 WARM_END_MS = 500

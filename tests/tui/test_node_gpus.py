@@ -19,7 +19,7 @@ from dltop.live.rundetail import read_run_detail
 from dltop.store import Store, connect
 from dltop.telemetry.sampler import GpuWindow
 from dltop.tui.devices import DevicesPanel
-from dltop.tui.rundetail import telemetry_rows
+from dltop.tui.rundetail_rows import telemetry_rows
 
 from .conftest import Seeded, make_app, seed
 

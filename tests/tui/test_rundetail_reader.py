@@ -138,7 +138,7 @@ def test_a_pruned_run_says_so(tmp_path: Path) -> None:
 
 
 def test_detail_shows_energy_bounds_cpu_energy_and_kernel_memory(tmp_path: Path) -> None:
-    from dltop.tui.rundetail import telemetry_rows
+    from dltop.tui.rundetail_rows import telemetry_rows
 
     d = seed_detail(tmp_path)
     store = Store(connect(d.seeded.db_path))

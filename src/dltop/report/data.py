@@ -108,7 +108,7 @@ def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> 
             ok = sorted((r for r in mine if r.median_s is not None), key=_order)
             counts = {r.device_count for r in ok}
             if len(counts) < 2:
-                why = "no ok run" if not ok else f"one {axis} count only ({min(counts)})"
+                why = "no ok run" if not ok else f"{axis}: one count only ({min(counts)})"
                 out.append(Figure(key, "devices", title, omitted=why))
                 continue
             hosts = len({r.host for r in ok}) > 1

@@ -27,6 +27,9 @@ pure-Python loop, 2 000 resamples of every iteration, as the reference):
   interval depends on its data only and exports are reproducible), each drawn
   run's median taken from its exact distribution (one uniform number instead
   of ``n`` draws and a sort) or, for the rest, from its resampled iterations.
+
+A table's intervals are computed together by
+:func:`dltop.results.bootstrap_batch.median_cis`, equal to these one at a time.
 """
 
 from __future__ import annotations

@@ -124,8 +124,11 @@ def _several(n_runs: int, configs: list[Runs]) -> list[Interval]:
     for r in range(n_runs):
         where = picks == r
         count = int(where.sum())
-        slots.append(np.flatnonzero(where))  # row-major: the order of drawn[where] = ...
-        uniforms.append(rng.random(count) if count else np.empty(0))
+        drawn_u = rng.random(count) if count else np.empty(0)
+        # ascending, each with its slot (row-major, as drawn[where] = ... fills them)
+        order = np.argsort(drawn_u, kind="stable")
+        slots.append(np.flatnonzero(where)[order])
+        uniforms.append(drawn_u[order])
     widest = max(len(bootstrap._pair_probabilities(len(run))[0])
                  for runs in configs for run in runs)
     # a row's draws and widest distribution, about four times over (the draws, the
@@ -174,25 +177,23 @@ def _medians(drawn: Floats) -> Floats:
 
 
 def _pick(values: Floats, cdf: Floats, uniforms: Floats) -> Floats:
-    """Row by row, the values the uniform numbers pick, as ``_Run.draw``: for ``u``,
-    the first value whose cumulative probability exceeds ``u`` times the row's total
-    (at most the last).
+    """Row by row, the values ascending uniform numbers pick, as ``_Run.draw``: for
+    ``u``, the first value whose cumulative probability exceeds ``u`` times the row's
+    total (at most the last).
 
     numpy has no searchsorted by row; a stable sort of each row's cumulative
-    probabilities followed by its targets (both ascending: the uniform numbers are
-    sorted once) merges them, a cumulative probability before an equal target, so
-    the probabilities before a target are those ``searchsorted(side="right")``
-    counts: its position in the merge less the targets before it.
+    probabilities followed by its targets (both ascending) merges them, a cumulative
+    probability before an equal target, so the probabilities before a target are
+    those ``searchsorted(side="right")`` counts: its position in the merge less the
+    targets before it.
     """
     import numpy as np
 
     rows, width = cdf.shape
-    order = np.argsort(uniforms, kind="stable")
-    targets = uniforms[order][None, :] * cdf[:, -1:]  # the numbers _Run.draw compares
+    targets = uniforms[None, :] * cdf[:, -1:]  # the numbers _Run.draw compares
     merged = np.argsort(np.concatenate([cdf, targets], axis=1), axis=1, kind="stable")
     at = np.flatnonzero(merged >= width).reshape(rows, len(uniforms))
     at -= np.arange(rows)[:, None] * (width + len(uniforms)) + np.arange(len(uniforms))
     np.minimum(at, width - 1, out=at)
-    picked: Floats = np.empty((rows, len(uniforms)))
-    picked[:, order] = np.take_along_axis(values, at, axis=1)
+    picked: Floats = np.take_along_axis(values, at, axis=1)
     return picked

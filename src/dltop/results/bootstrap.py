@@ -207,10 +207,17 @@ class _Run:
 
 
 def _check(runs: Sequence[Sequence[Sample]]) -> None:
+    _checked_seconds(runs)
+
+
+def _checked_seconds(runs: Sequence[Sequence[Sample]]) -> list[list[float]]:
+    """Each run's seconds per iteration; the errors of :func:`median_ci`."""
     if not runs or any(not r for r in runs):
         raise ValueError("bootstrap needs at least one run, each with iterations")
-    if any(not math.isfinite(s) for r in runs for s, _ in r):
+    seconds = [[s for s, _ in r] for r in runs]
+    if not all(map(math.isfinite, itertools.chain.from_iterable(seconds))):
         raise ValueError("bootstrap needs finite iteration times")
+    return seconds
 
 
 def _rng() -> np.random.Generator:

@@ -53,10 +53,10 @@ def median_cis(configs: Sequence[Runs]) -> list[Interval]:
         ValueError: as ``median_ci``, for the first configuration it refuses.
     """
     out: list[Interval | None] = [None] * len(configs)
+    seconds = [bootstrap._checked_seconds(runs) for runs in configs]
     one_run: dict[int, list[int]] = {}
     several: dict[int, list[int]] = {}
-    for k, runs in enumerate(configs):
-        bootstrap._check(runs)
+    for k, runs in enumerate(seconds):
         if len(runs) == 1 and len(runs[0]) <= EXACT_MAX_ITERATIONS:
             one_run.setdefault(len(runs[0]), []).append(k)
         elif len(runs) > 1 and all(len(r) <= EXACT_MAX_ITERATIONS for r in runs):
@@ -64,25 +64,21 @@ def median_cis(configs: Sequence[Runs]) -> list[Interval]:
     for n, ks in one_run.items():
         if len(ks) < BATCH_MIN:
             for k in ks:
-                out[k] = bootstrap._exact_interval(_seconds(configs[k][0]))
+                out[k] = bootstrap._exact_interval(seconds[k][0])
             continue
         step = max(1, CHUNK // len(bootstrap._pair_probabilities(n)[0]))
         for start in range(0, len(ks), step):
             part = ks[start:start + step]
-            found = _exact_batch(n, [_seconds(configs[k][0]) for k in part])
+            found = _exact_batch(n, [seconds[k][0] for k in part])
             for k, interval in zip(part, found, strict=True):
                 out[k] = interval
     for n_runs, ks in several.items():
         if len(ks) < 2:  # nothing to share
             continue
-        for k, interval in zip(ks, _several(n_runs, [configs[k] for k in ks]), strict=True):
+        for k, interval in zip(ks, _several(n_runs, [seconds[k] for k in ks]), strict=True):
             out[k] = interval
     return [interval if interval is not None else bootstrap.median_ci(configs[k])
             for k, interval in enumerate(out)]
-
-
-def _seconds(run: Sequence[Sample]) -> list[float]:
-    return [s for s, _ in run]
 
 
 def _distributions(n: int, rows: list[list[float]]) -> tuple[Floats, Floats]:
@@ -112,10 +108,10 @@ def _exact_batch(n: int, rows: list[list[float]]) -> list[Interval]:
     return list(zip(values[at, lows].tolist(), values[at, highs].tolist(), strict=True))
 
 
-def _several(n_runs: int, configs: list[Runs]) -> list[Interval]:
-    """The intervals of configurations of ``n_runs`` exact runs each, from the draws
-    ``bootstrap._replicates`` makes for each of them: the run picks, then for each
-    run in turn one uniform number per slot that picked it."""
+def _several(n_runs: int, configs: list[list[list[float]]]) -> list[Interval]:
+    """The intervals of configurations of ``n_runs`` exact runs each (each run's
+    seconds), from the draws ``bootstrap._replicates`` makes for each of them: the run
+    picks, then for each run in turn one uniform number per slot that picked it."""
     import numpy as np
 
     rng = bootstrap._rng()
@@ -147,7 +143,7 @@ def _several(n_runs: int, configs: list[Runs]) -> list[Interval]:
             for row, runs in enumerate(part):
                 by_n.setdefault(len(runs[r]), []).append(row)
             for n, rows in by_n.items():
-                values, cdf = _distributions(n, [_seconds(part[row][r]) for row in rows])
+                values, cdf = _distributions(n, [part[row][r] for row in rows])
                 picked = _pick(values, cdf, uniforms[r])
                 if len(rows) == len(part):
                     drawn[:, slots[r]] = picked

@@ -11,17 +11,25 @@ The former pure-Python bootstrap (:mod:`dltop.results.bootstrap_ref`, 2 000
 resamples per configuration) would take minutes here (issue 32: 108 s CPU, ~4 min
 wall at 10 000 configurations), so it is timed on ``--sample`` configurations
 side by side with the new one on the same data and extrapolated; the printed
-differences of the intervals are in units of the former interval's width.
+differences of the intervals are in units of the former interval's width. The
+sampled configurations' intervals are also computed together, as the table does
+(``bootstrap_batch.median_cis``), and compared with one at a time.
+
+``--before TREE`` times the export of another source tree (``TREE/src``, e.g. the
+base commit unpacked with ``git archive``) on the same database, alternating
+rounds with this one, and says whether the two Markdown tables are identical.
 
     .venv/bin/python benchmarks/summary_scale.py [--configs 10000] [--iterations 40] [--runs 1]
-        [--rounds 3] [--sample 200]
+        [--rounds 3] [--sample 200] [--before TREE]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import hashlib
 import json
+import os
 import random
 import resource
 import statistics
@@ -85,7 +93,7 @@ def build(path: Path, n_configs: int, n_iters: int, n_runs: int) -> None:
     db.close()
 
 
-def measure(path: Path) -> dict[str, float]:
+def measure(path: Path) -> dict[str, float | str]:
     """One fresh process: the summary exported as Markdown."""
     from dltop.results import export
 
@@ -94,12 +102,13 @@ def measure(path: Path) -> dict[str, float]:
     text = export.render(export.results_table(db, 1, "summary"), "md")
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {"wall_s": wall, "cpu_s": cpu, "chars": len(text),
+            "sha256": hashlib.sha256(text.encode()).hexdigest(),
             "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 def side_by_side(path: Path, sample: int) -> None:
     """New and former interval on ``sample`` configurations' data, alternating."""
-    from dltop.results import bootstrap, bootstrap_ref
+    from dltop.results import bootstrap, bootstrap_batch, bootstrap_ref
     from dltop.results.aggregate import config_results
 
     db = connect(path, create=False)
@@ -117,10 +126,17 @@ def side_by_side(path: Path, sample: int) -> None:
         width = old[1] - old[0]
         diffs += [abs(n - o) / width for n, o in zip(new, old, strict=True) if width > 0]
     k = len(picked)
+    t = time.process_time()
+    together = bootstrap_batch.median_cis([[list(r.iterations) for r in res.runs]
+                                           for res in picked])
+    together_s = time.process_time() - t
+    alone = [bootstrap.median_ci([list(r.iterations) for r in res.runs]) for res in picked]
     print(f"intervals on {k} configurations, side by side (CPU ms per configuration): "
           f"former {old_s / k * 1e3:.2f}, new {new_s / k * 1e3:.3f}, "
           f"ratio {old_s / max(new_s, 1e-9):.0f}x; former extrapolated to {len(results)}: "
           f"{old_s / k * len(results):.0f} s CPU")
+    print(f"the same {k} together (the table's batch): {together_s / k * 1e3:.3f} ms CPU per "
+          f"configuration; identical to one at a time: {'yes' if together == alone else 'NO'}")
     print(f"|new - former| / former width: median {statistics.median(diffs):.3f}, "
           f"max {max(diffs):.3f} (Monte-Carlo error of the former, 2 000 resamples)")
 
@@ -132,6 +148,8 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=1, help="ok runs per configuration")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sample", type=int, default=200)
+    ap.add_argument("--before", metavar="TREE",
+                    help="also time TREE/src's export, alternating rounds")
     ap.add_argument("--measure", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.measure:
@@ -144,14 +162,26 @@ def main() -> int:
         print(f"built in {time.perf_counter() - t0:.0f} s: {args.configs} configurations × "
               f"{args.runs} run(s) × {args.iterations} iterations "
               f"({path.stat().st_size / 2**20:.0f} MiB)")
-        got = [json.loads(subprocess.run(
-            [sys.executable, __file__, "--measure", str(path)], check=True,
-            capture_output=True, text=True).stdout) for _ in range(args.rounds)]
-        med = {k: statistics.median(g[k] for g in got) for k in got[0]}
-        print(f"export --table summary, {args.rounds} fresh processes (medians): "
-              f"{med['wall_s']:.2f} s wall, {med['cpu_s']:.2f} s CPU, "
-              f"{med['rss_mb']:.0f} MB peak RSS, {med['chars'] / 2**20:.1f} MiB of Markdown")
-        print(f"goal (<= 10 s wall): {'met' if med['wall_s'] <= 10 else 'NOT met'}")
+        trees: dict[str, dict[str, str]] = {"": dict(os.environ)}
+        if args.before:
+            trees["before: "] = {**os.environ, "PYTHONPATH": str(Path(args.before) / "src")}
+        got: dict[str, list[dict[str, float | str]]] = {label: [] for label in trees}
+        for _ in range(args.rounds):
+            for label, env in trees.items():
+                got[label].append(json.loads(subprocess.run(
+                    [sys.executable, __file__, "--measure", str(path)], check=True,
+                    capture_output=True, text=True, env=env).stdout))
+        for label, rounds in got.items():
+            med = {k: statistics.median(float(g[k]) for g in rounds)
+                   for k in ("wall_s", "cpu_s", "rss_mb", "chars")}
+            print(f"{label}export --table summary, {args.rounds} fresh processes (medians): "
+                  f"{med['wall_s']:.2f} s wall, {med['cpu_s']:.2f} s CPU, "
+                  f"{med['rss_mb']:.0f} MB peak RSS, {med['chars'] / 2**20:.1f} MiB of Markdown")
+            if not label:
+                print(f"goal (<= 10 s wall): {'met' if med['wall_s'] <= 10 else 'NOT met'}")
+        if args.before:
+            same = len({g["sha256"] for rounds in got.values() for g in rounds}) == 1
+            print(f"Markdown identical to before's in every round: {'yes' if same else 'NO'}")
         side_by_side(path, args.sample)
     return 0
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from dltop.results import bootstrap, bootstrap_ref
+from dltop.results import bootstrap, bootstrap_batch, bootstrap_ref
 from dltop.results.aggregate import config_results
 from dltop.store.views import ensure_views
 
@@ -95,7 +95,30 @@ def test_a_table_at_once_equals_one_at_a_time() -> None:
     # 70 one-run configurations of 40 iterations go through numpy arrays together
     # (median_cis); each alone through plain Python: the same intervals, bit for bit
     configs = [runs(1, 40, seed=s) for s in range(70)] + [runs(3, 9, seed=1), runs(1, 7)]
-    assert bootstrap.median_cis(configs) == [bootstrap.median_ci(c) for c in configs]
+    assert bootstrap_batch.median_cis(configs) == [bootstrap.median_ci(c) for c in configs]
+
+
+def _varied(seed: int) -> list[list[tuple[float, int]]]:
+    """2 to 5 runs of 2 to 12 iterations (some equal lengths, some not; coarse
+    times give ties), the runs' levels apart."""
+    rng = random.Random(seed)
+    n_runs = 2 + seed % 4
+    lengths = [rng.choice([2, 3, 8, 9, 12]) for _ in range(n_runs)]
+    return [[(round(rng.lognormvariate(-2.3 + 0.1 * r, 0.1), 2 + seed % 3), 8)
+             for _ in range(n)] for r, n in enumerate(lengths)]
+
+
+@pytest.mark.parametrize("chunk", [bootstrap.CHUNK, 9000])
+def test_several_runs_at_once_equal_one_at_a_time(chunk: int,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    # configurations with the same number of runs share the seed's draws and are
+    # resampled as one array (9000 elements: chunks of one configuration); each alone
+    # through _Run: the same intervals, bit for bit. A configuration alone with its
+    # number of runs, and one with a run past the exact limit, go one at a time.
+    monkeypatch.setattr(bootstrap_batch, "CHUNK", chunk)
+    configs = [_varied(s) for s in range(40)] + [runs(6, 5, seed=7), runs(2, 401, seed=8)]
+    configs += [[list(r) for r in configs[0]]] * 3  # identical data: identical rows
+    assert bootstrap_batch.median_cis(configs) == [bootstrap.median_ci(c) for c in configs]
 
 
 def _within_monte_carlo(data: list[list[tuple[float, int]]]) -> None:

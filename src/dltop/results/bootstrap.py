@@ -27,6 +27,9 @@ pure-Python loop, 2 000 resamples of every iteration, as the reference):
   interval depends on its data only and exports are reproducible), each drawn
   run's median taken from its exact distribution (one uniform number instead
   of ``n`` draws and a sort) or, for the rest, from its resampled iterations.
+
+A table's intervals are computed together by
+:func:`dltop.results.bootstrap_batch.median_cis`, equal to these one at a time.
 """
 
 from __future__ import annotations
@@ -48,8 +51,6 @@ SEED = 20240611
 CONFIDENCE = 0.95
 EXACT_MAX_ITERATIONS = 400
 """Runs with more measured iterations are resampled (the exact distribution costs n²)."""
-BATCH_MIN = 64
-"""Fewer one-run configurations of a length are computed one by one, without numpy."""
 CHUNK = 1 << 22
 """Elements of one array of resampled iterations or of medians searched (32 MiB of
 float64)."""
@@ -206,10 +207,17 @@ class _Run:
 
 
 def _check(runs: Sequence[Sequence[Sample]]) -> None:
+    _checked_seconds(runs)
+
+
+def _checked_seconds(runs: Sequence[Sequence[Sample]]) -> list[list[float]]:
+    """Each run's seconds per iteration; the errors of :func:`median_ci`."""
     if not runs or any(not r for r in runs):
         raise ValueError("bootstrap needs at least one run, each with iterations")
-    if any(not math.isfinite(s) for r in runs for s, _ in r):
+    seconds = [[s for s, _ in r] for r in runs]
+    if not all(map(math.isfinite, itertools.chain.from_iterable(seconds))):
         raise ValueError("bootstrap needs finite iteration times")
+    return seconds
 
 
 def _rng() -> np.random.Generator:
@@ -270,58 +278,6 @@ def median_ci(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
     if _exact(runs, stat):
         return _exact_interval([s for s, _ in runs[0]])
     return percentile_interval(_replicates([_Run(r, stat) for r in runs], RESAMPLES, _rng()))
-
-
-def median_cis(configs: Sequence[Sequence[Sequence[Sample]]]) -> list[tuple[float, float]]:
-    """:func:`median_ci` of each configuration (a table's worth at once).
-
-    One-run configurations of equal length, :data:`BATCH_MIN` or more of them, are
-    computed as arrays of :data:`CHUNK` elements at most: the same probabilities, the
-    same stable sort and running sum as :func:`median_distribution`, so the same
-    intervals as one at a time.
-
-    Raises:
-        ValueError: as :func:`median_ci`, for the first configuration it refuses.
-    """
-    out: list[tuple[float, float] | None] = [None] * len(configs)
-    by_n: dict[int, list[int]] = {}
-    for k, runs in enumerate(configs):
-        _check(runs)
-        if _exact(runs, run_median_s):
-            by_n.setdefault(len(runs[0]), []).append(k)
-        else:
-            out[k] = median_ci(runs)
-    for n, ks in by_n.items():
-        if len(ks) < BATCH_MIN:
-            for k in ks:
-                out[k] = _exact_interval([s for s, _ in configs[k][0]])
-            continue
-        step = max(1, CHUNK // len(_pair_probabilities(n)[0]))  # rows of 32 MiB arrays
-        for start in range(0, len(ks), step):
-            part = ks[start:start + step]
-            for k, interval in zip(part, _exact_batch(
-                    n, [[s for s, _ in configs[k][0]] for k in part]), strict=True):
-                out[k] = interval
-    return [interval for interval in out if interval is not None]
-
-
-def _exact_batch(n: int, rows: list[list[float]]) -> list[tuple[float, float]]:
-    """:func:`_exact_interval` of equal-length runs, one array row each."""
-    import numpy as np
-
-    i, j, p = _pair_arrays(n)
-    x = np.sort(np.array(rows), axis=1)
-    values = (x[:, i] + x[:, j]) / 2.0
-    order = np.argsort(values, axis=1, kind="stable")
-    values = np.take_along_axis(values, order, axis=1)
-    cdf = np.cumsum(p[order], axis=1)
-    tail = (1.0 - CONFIDENCE) / 2.0
-    last = values.shape[1] - 1
-    # the first value whose cumulative probability reaches q (bisect_left), by row
-    lows = np.minimum((cdf < tail * cdf[:, -1:]).sum(axis=1), last)
-    highs = np.minimum((cdf < (1.0 - tail) * cdf[:, -1:]).sum(axis=1), last)
-    at = np.arange(len(rows))
-    return list(zip(values[at, lows].tolist(), values[at, highs].tolist(), strict=True))
 
 
 def ratio_ci(a: Sequence[Sequence[Sample]], b: Sequence[Sequence[Sample]],

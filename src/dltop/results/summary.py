@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
-from dltop.results import bootstrap, caption, identity, queries, references, tokens
+from dltop.results import bootstrap_batch, caption, identity, queries, references, tokens
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -174,10 +174,10 @@ def _why_not(res: ConfigResult) -> str | None:
 def intervals(results: Sequence[ConfigResult],
               ) -> list[tuple[tuple[float, float] | None, str]]:
     """:func:`ci_or_reason` of each configuration, the intervals computed together
-    (:func:`dltop.results.bootstrap.median_cis`)."""
+    (:func:`dltop.results.bootstrap_batch.median_cis`)."""
     whys = [_why_not(r) for r in results]
     valid = [k for k, why in enumerate(whys) if why is None]
-    found = bootstrap.median_cis([[r.iterations for r in results[k].runs] for k in valid])
+    found = bootstrap_batch.median_cis([[r.iterations for r in results[k].runs] for k in valid])
     out: list[tuple[tuple[float, float] | None, str]] = [(None, why or "") for why in whys]
     for k, interval in zip(valid, found, strict=True):
         out[k] = (interval, "")

@@ -39,26 +39,19 @@ import tempfile
 import time
 from pathlib import Path
 
+import scaledb
+
 from dltop.catalog import RunStatus
 from dltop.profiles.loader import parse
 from dltop.store import connect
 from dltop.store.rows import job_row
-
-PROFILE = """
-[[matrix]]
-frameworks = ["torch", "tensorflow"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [{batches}]
-devices = ["cpu:1", "cpu:2", "gpu:1", "gpu:2"]
-batch_scaling = "per-device"
-"""
 
 
 def build(path: Path, n_configs: int, n_iters: int, n_runs: int) -> None:
     """A finished campaign of ``n_configs`` configurations × ``n_runs`` ok runs."""
     db = connect(path)
     conn = db.conn
-    base = parse(PROFILE.format(batches=", ".join(str(8 * (k + 1)) for k in range(25))),
+    base = parse(scaledb.PROFILE.format(batches=", ".join(str(8 * (k + 1)) for k in range(25))),
                  "p.toml", "p").jobs  # 400 configurations
     configs = [dataclasses.replace(j, lr=0.01 * (1 + k)) for k in range(-(-n_configs // 400))
                for j in base][:n_configs]

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
     Db = sqlite_utils.Database | ReadDb
 
 
-def _f(v: Any) -> float | None:
+def opt_float(v: Any) -> float | None:
+    """A stored number as a float, ``None`` kept (a column the run does not have)."""
     return None if v is None else float(v)
 
 
@@ -64,8 +65,9 @@ def node_gpus(db: Db, run_id: int) -> tuple[NodeGpu, ...]:
     migration 16.
     """
     rows = samples.node_gpu_totals(db, run_id)
-    return tuple(NodeGpu(str(r["node"]), int(r["gpu_index"]), int(r["n"] or 0), _f(r["util"]),
-                         _f(r["power"]), r["mem"], _f(r["energy"]), bool(r["sim"]))
+    return tuple(NodeGpu(str(r["node"]), int(r["gpu_index"]), int(r["n"] or 0),
+                         opt_float(r["util"]), opt_float(r["power"]), r["mem"],
+                         opt_float(r["energy"]), bool(r["sim"]))
                  for r in rows)
 
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
 from dltop.live.nodegpus import NodeGpu, node_gpus, slurm_acct_text
+from dltop.live.nodegpus import opt_float as _f  # the same conversion, one definition
 from dltop.paths import stored_path
 from dltop.results import generation as gen
 from dltop.results import labels
@@ -222,10 +223,6 @@ class RunDetail:
         if group == "telemetry":
             return "no telemetry stored for this run (sampling off, or it ended first)"
         return "not recorded"
-
-
-def _f(v: Any) -> float | None:
-    return None if v is None else float(v)
 
 
 def _b(v: Any) -> bool | None:

@@ -225,7 +225,7 @@ class Queue:
             previous: (engine pid, engine start time) the caller found dead.
             host: this engine's host (:func:`dltop.procs.this_host`).
         """
-        beat = ", engine_host = ?, engine_heartbeat_s = ?" if self._has_beats() else ""
+        beat = ", engine_host = ?, engine_heartbeat_s = ?" if self.has_heartbeat() else ""
         with transaction(self._db):
             cur = self._db.execute(
                 f"update campaigns set engine_pid = ?, engine_start_time = ?, control = null"
@@ -241,7 +241,7 @@ class Queue:
             False when another engine took the campaign over (or the database predates
             heartbeats): nothing was written.
         """
-        if not self._has_beats():
+        if not self.has_heartbeat():
             return False
         with transaction(self._db):
             cur = self._db.execute(
@@ -250,7 +250,8 @@ class Queue:
                 [time.time(), campaign_id, pid, host])
         return cur.rowcount == 1
 
-    def _has_beats(self) -> bool:
+    def has_heartbeat(self) -> bool:
+        """Whether ``campaigns`` has the engine's heartbeat columns (migration 22)."""
         if self._beats is None:  # a database opened without migrating (``run --resume``)
             self._beats = any(r["name"] == "engine_heartbeat_s"
                               for r in self._db.query("pragma table_info(campaigns)"))

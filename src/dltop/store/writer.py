@@ -99,7 +99,7 @@ class Store:
                 # the engine is this process on this host: its first heartbeat (where the
                 # database has the columns: one opened without migrating has not)
                 **({"engine_host": host, "engine_heartbeat_s": time.time()}
-                   if "engine_heartbeat_s" in self.db["campaigns"].columns_dict else {}),
+                   if self.queue.has_heartbeat() else {}),
             })
         return pk(row.last_pk)
 

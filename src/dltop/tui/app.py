@@ -20,6 +20,7 @@ from pathlib import Path
 import sqlite_utils
 from textual import events, work
 from textual.binding import Binding
+from textual.driver import Driver
 from textual.events import Resize
 from textual.widget import AwaitMount
 from textual.worker import Worker, WorkerState
@@ -39,6 +40,7 @@ from dltop.telemetry.model import GpuBackend, HostSample
 from dltop.textsafe import multiline
 from dltop.tui import ops
 from dltop.tui.actions import Actions
+from dltop.tui.driver import quiet_driver
 from dltop.tui.messages import ActionDone, CampaignUpdated, DevicesUpdated
 from dltop.tui.palette import DltopCommands
 from dltop.tui.results_screen import ResultsScreen
@@ -118,6 +120,9 @@ class DltopApp(Actions):
         """First wait before a failed polling loop runs again."""
         self._poll_failures: dict[str, int] = {}  # group -> failures in a row
         self._poll_wake = threading.Event()
+
+    def get_driver_class(self) -> type[Driver]:
+        return quiet_driver(super().get_driver_class())
 
     # screens -------------------------------------------------------------------
     def switch_mode(self, mode: str) -> AwaitMount:

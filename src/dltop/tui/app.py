@@ -36,6 +36,7 @@ from dltop.live.campaign import (
 from dltop.live.devices import DeviceFrame, DevicePoller, RemoteGpuReader
 from dltop.results.queries import CampaignRow, campaigns
 from dltop.store import connect
+from dltop.telemetry.host import HostSampler
 from dltop.telemetry.model import GpuBackend, HostSample
 from dltop.textsafe import multiline
 from dltop.tui import ops
@@ -109,7 +110,8 @@ class DltopApp(Actions):
         self.device_frame: DeviceFrame | None = None
         self.metric = "time"
         """The results screen's metric, which its export writes."""
-        self._poller = DevicePoller(backend, host) if backend is not None else None
+        self._poller = (DevicePoller(backend, host or HostSampler().glance)
+                        if backend is not None else None)
         self._remote = RemoteGpuReader()
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None

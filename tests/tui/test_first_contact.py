@@ -21,6 +21,7 @@ from dltop.cli import main
 from dltop.cli.parser import build_parser
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.tui.app import DltopApp
+from dltop.tui.devices import DeviceLines
 from dltop.tui.messages import ActionDone
 from dltop.tui.modals import ProfilePicker
 from dltop.tui.queue import QueueTable
@@ -78,7 +79,7 @@ async def test_no_database_opens_on_the_devices_and_creates_nothing(tmp_path: Pa
         await app.refresh_now()
         await pilot.pause()
         assert isinstance(app.screen, MainScreen)
-        assert len(app.screen.query(".gpu-row")) == 8
+        assert len(app.screen.query_one(DeviceLines).gpus) == 8
         hint = app.screen.query_one(QueueHint)
         assert hint.display
         assert "Press a to add a profile" in str(hint.render())

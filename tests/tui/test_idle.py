@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from dltop.live.campaign import engine_changed
+from dltop.live.devices import DeviceFrame
 from dltop.procs import process_start_time
-from dltop.telemetry.model import GpuSample
+from dltop.telemetry.model import GpuSample, GpuStatic
 from dltop.tui.app import DltopApp
-from dltop.tui.devices import GpuRow
+from dltop.tui.devices import DevicesPanel
 
 from .conftest import Seeded, make_app, seed
 
@@ -42,6 +43,10 @@ async def test_an_idle_viewer_runs_no_timer(tmp_path: Path) -> None:
         assert _running_timers(app) == []
 
 
+def _static() -> GpuStatic:
+    return GpuStatic(0, "Simulated GPU", None, 80 * 2**30, 700.0, None, None, True)
+
+
 def _sample(util: float) -> GpuSample:
     return GpuSample(0, 0, util, 10.0, 2**30, 80 * 2**30, 100.0, "instant", None,
                      temperature_c=40.0, sm_clock_mhz=1500.0, simulated=True)
@@ -52,19 +57,21 @@ async def test_a_device_row_that_reads_the_same_is_not_redrawn(tmp_path: Path) -
     async with app.run_test(size=(120, 40)) as pilot:
         await app.refresh_now()
         await pilot.pause()
-        row = app.screen.query_one(GpuRow)
+        panel = app.screen.query_one(DevicesPanel)
+        frame = DeviceFrame((_static(),), (_sample(50.0),), None, None)
         for _ in range(200):  # more readings than the graphs have columns: they are full
-            row.push(_sample(50.0))
+            panel.show(frame)
+        lines = panel.lines
         drawn: list[int] = []
-        real = row.refresh
-        row.refresh = lambda *a, **kw: (drawn.append(1), real(*a, **kw))[1]  # type: ignore[method-assign]
+        real = lines.refresh
+        lines.refresh = lambda *a, **kw: (drawn.append(1), real(*a, **kw))[1]  # type: ignore[method-assign]
         for _ in range(10):
-            row.push(_sample(50.0))
+            panel.show(frame)
         assert drawn == []  # the same figures, and the graphs scrolled equal characters
-        row.push(_sample(90.0))
+        panel.show(replace(frame, gpus=(_sample(90.0),)))
         assert len(drawn) == 1
         await pilot.pause()
-        assert " 90% " in "".join(s.text for s in row.render_line(0))
+        assert " 90% " in "".join(s.text for s in lines.render_line(0))
 
 
 async def test_an_unchanged_database_is_not_read_again(tmp_path: Path) -> None:

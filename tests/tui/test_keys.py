@@ -12,6 +12,7 @@ from textual.pilot import Pilot
 
 from dltop.store import connect
 from dltop.tui.app import DltopApp
+from dltop.tui.devices import DeviceLines
 from dltop.tui.messages import ActionDone
 from dltop.tui.modals import HelpScreen, ProfilePicker, QuitDialog
 from dltop.tui.queue import PROGRESS, QueueTable
@@ -106,7 +107,7 @@ async def test_main_screen_shows_queue_run_and_devices(engine_seeded: Seeded) ->
         assert view.current.done == 12 and view.current.total == 25
         assert view.current.log_tail[-1] == "log line 49"
         assert app.screen.query_one(QueueTable).row_count == 6
-        assert len(app.screen.query(".gpu-row")) == 8
+        assert len(app.screen.query_one(DeviceLines).gpus) == 8
 
 
 async def test_the_gpu_note_says_why_and_is_laid_out_only_when_it_changes(

@@ -15,7 +15,7 @@ from dltop.live.devices import DevicePoller
 from dltop.store import connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import GpuProcess, HostSample
-from dltop.tui.devices import GpuRow, HostRow
+from dltop.tui.devices import DeviceLines
 from dltop.tui.gpuprocs import GpuProcsPanel
 from dltop.tui.queue import QueueTable
 from dltop.tui.runpanel import RunHealth, RunPanel, RunRate
@@ -141,9 +141,9 @@ async def test_gpu_process_panel_lists_processes_from_telemetry(
         # GPU 0's rows first, largest memory first
         assert [p.pid for p in panel.processes] == [900_001, 900_100, 900_002, 900_100]
         # throttle reasons: gpu_idle alone says nothing; sw_power_cap is shown on GPU 1
-        gpu1 = app.screen.query_one("#gpu-1", GpuRow).render().plain
-        assert "sw_power_cap" in gpu1
-        assert "gpu_idle" not in app.screen.query_one("#gpu-0", GpuRow).render().plain
+        lines = app.screen.query_one(DeviceLines)
+        assert "sw_power_cap" in lines.gpu_text(1)
+        assert "gpu_idle" not in lines.gpu_text(0)
 
 
 async def test_no_room_for_gpu_processes_at_80x24_with_8_gpus(
@@ -181,9 +181,9 @@ async def _graph_width(tmp_path: Path, size: tuple[int, int]) -> tuple[int, str]
         for _ in range(400):  # 100 s at 4 Hz: more readings than any graph's columns
             app.screen.show_devices(poller.poll())  # type: ignore[attr-defined]
         await pilot.pause()
-        row = app.screen.query_one("#gpu-0", GpuRow)
-        util_w, _ = row.graph_widths()
-        return util_w, row.render().plain
+        lines = app.screen.query_one(DeviceLines)
+        util_w, _ = lines.gpus[0].graph_widths(lines.size.width)
+        return util_w, lines.gpu_text(0)
 
 
 @pytest.mark.slow
@@ -201,19 +201,20 @@ async def test_graphs_fill_the_width(tmp_path: Path) -> None:
 async def test_all_host_cores_are_shown_grouped_when_they_do_not_fit(tmp_path: Path) -> None:
     app = make_app(seed(tmp_path), gpus=0)
     async with app.run_test(size=(120, 30)) as pilot:
-        row = app.screen.query_one(HostRow)
+        lines = app.screen.query_one(DeviceLines)
+        row = lines.host
         cores = tuple(float(100 * (i % 2)) for i in range(40))  # 40 cores: more than 32
         row.push(HostSample(0, cores, 1.0, 2**30, 2**34, 0))
         await pilot.pause()
-        bars_w, _ = row.layout_widths()
+        bars_w, _ = row.layout_widths(lines.size.width)
         assert bars_w == 40  # all of them, one bar each (it was the last 32)
-        assert "▁█" * 20 in row.render().plain
+        assert "▁█" * 20 in lines.host_text()
         many = tuple(100.0 if i < 128 else 0.0 for i in range(256))
         row.push(HostSample(0, many, 1.0, 2**30, 2**34, 0))
         await pilot.pause()
-        text = row.render().plain
+        text = lines.host_text()
         assert "×" in text  # cores per bar
-        bars_w, _ = row.layout_widths()
+        bars_w, _ = row.layout_widths(lines.size.width)
         per = -(-256 // bars_w)
         n_bars = -(-256 // per)
         assert n_bars <= bars_w and text.count("█") == -(-128 // per)

@@ -18,7 +18,7 @@ from dltop.live.nodegpus import node_gpu_lines
 from dltop.live.rundetail import read_run_detail
 from dltop.store import Store, connect
 from dltop.telemetry.sampler import GpuWindow
-from dltop.tui.devices import DevicesPanel
+from dltop.tui.devices import DeviceLines, DevicesPanel
 from dltop.tui.rundetail_rows import telemetry_rows
 
 from .conftest import Seeded, make_app, seed
@@ -61,7 +61,7 @@ async def test_the_main_screen_shows_the_running_runs_remote_gpus(tmp_path: Path
         box = panel.query_one("#remote-gpus", Static)
         text = str(box.render())
         assert box.display and "n2:gpu1 SIM  50%  mem   3.0G  200W" in text
-        assert len(app.screen.query(".gpu-row")) == 2  # the local GPUs as before
+        assert len(app.screen.query_one(DeviceLines).gpus) == 2  # the local GPUs as before
         panel.show(replace(remote, remote=()))
         await pilot.pause()
         assert not box.display

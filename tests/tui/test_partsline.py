@@ -1,5 +1,5 @@
-"""What the idle viewer redraws: the device rows drawn straight from their parts
-(tui/partsline.py) draw what Textual's Static draws; a read that changed nothing
+"""What the idle viewer redraws: the device lines drawn straight from their parts
+(tui/partsline.py) draw what Textual draws for their text; a read that changed nothing
 redraws nothing; a cursor
 move repaints two rows."""
 
@@ -11,59 +11,78 @@ import pytest
 from rich.segment import Segment
 from textual.geometry import Region
 from textual.strip import Strip
-from textual.widgets import Static
+from textual.widget import Widget
 
 from dltop.live.devices import DevicePoller
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import HostSample
-from dltop.tui.devices import GpuRow, HostRow
-from dltop.tui.partsline import PartsLine
+from dltop.tui.devices import DeviceLines
 from dltop.tui.queue import QueueTable
 from dltop.tui.screens import TitleBar
 
 from .conftest import SteppingClock, fixed_host, make_app, seed
 
 
-def _static_line(row: PartsLine) -> Strip:
-    """Line 0 as Static draws it (Text -> Content -> strips), whatever the row's cache."""
-    row._render_content()
-    return Static.render_line(row, 0)
+def _textual_line(lines: DeviceLines, y: int) -> Strip:
+    """Line ``y`` as Textual draws the widget's ``Text`` (Text -> Content -> strips), as a
+    Static would, whatever the widget's own path."""
+    lines._render_content()
+    return Widget.render_line(lines, y)
 
 
 def _segments(strip: Strip) -> list[Segment]:
     return [Segment(s.text, s.style) for s in strip]
 
 
-async def test_rows_draw_the_same_segments_as_static(tmp_path: Path) -> None:
+async def test_device_lines_draw_the_same_segments_as_textual(tmp_path: Path) -> None:
     app = make_app(seed(tmp_path), gpus=8)
     poller = DevicePoller(FakeGpuBackend(8, clock_ns=SteppingClock()), fixed_host)
     async with app.run_test(size=(120, 40)) as pilot:
-        rows: list[PartsLine] = [*app.screen.query(GpuRow), app.screen.query_one(HostRow)]
+        lines = app.screen.query_one(DeviceLines)
         await pilot.pause()
-        for row in rows:  # before the first reading: "waiting for the first reading"
-            assert _segments(row.render_line(0)) == _segments(_static_line(row))
+        # before the first reading: "waiting for the first reading"
+        assert "waiting for the first reading" in lines.render().plain
+        for y in range(len(lines.lines)):
+            assert _segments(lines.render_line(y)) == _segments(_textual_line(lines, y))
         for _ in range(40):
             app.screen.show_devices(poller.poll())  # type: ignore[attr-defined]
         await pilot.pause()
-        rows = [*app.screen.query(GpuRow), app.screen.query_one(HostRow)]
-        assert len(rows) == 9
-        for row in rows:
-            fast = row.render_line(0)
-            assert fast.cell_length <= row.size.width
-            assert "".join(s.text for s in fast) == row.render().plain
+        assert len(lines.lines) == 9 and lines.size.height == 9
+        plain = lines.render().plain.split("\n")
+        for y in range(9):
+            fast = lines.render_line(y)
+            assert fast.cell_length <= lines.size.width
+            assert "".join(s.text for s in fast) == plain[y]
             # the same texts with the same styles, offsets (text selection) included
-            assert _segments(fast) == _segments(_static_line(row))
+            assert _segments(fast) == _segments(_textual_line(lines, y))
             assert {s.style.color for s in fast} != {None}  # graphs are coloured
 
-        # A line that does not fit is drawn by Static (wrapped at a word, the rest hidden).
-        host = app.screen.query_one(HostRow)
-        host.push(HostSample(0, (50.0,) * 4, 1.0, 2**30, 2**34, 12345678.0))
-        host.styles.width = 30
+        # A line that does not fit is cut at the widget's edge.
+        lines.host.push(HostSample(0, (50.0,) * 4, 1.0, 2**30, 2**34, 12345678.0))
+        lines.styles.width = 30
         await pilot.pause()
-        assert len(host.render().plain) > 30
-        line = host.render_line(0)
-        assert 0 < line.cell_length <= 30
-        assert _segments(line) == _segments(_static_line(host))
+        lines.redraw()
+        assert len(lines.render().plain.split("\n")[8]) > 30
+        line = lines.render_line(8)
+        assert line.cell_length == 30
+        assert "".join(s.text for s in line) == lines.render().plain.split("\n")[8][:30]
+
+
+async def test_a_frame_repaints_only_the_lines_that_changed(tmp_path: Path) -> None:
+    app = make_app(seed(tmp_path), gpus=2)
+    poller = DevicePoller(FakeGpuBackend(2, clock_ns=SteppingClock()), fixed_host)
+    async with app.run_test(size=(120, 40)) as pilot:
+        app.screen.show_devices(poller.poll())  # type: ignore[attr-defined]
+        await pilot.pause()
+        lines = app.screen.query_one(DeviceLines)
+        assert len(lines.lines) == 3  # two GPUs and the host
+        repaints: list[tuple[object, ...]] = []
+        real = lines.refresh
+        lines.refresh = lambda *a, **k: (repaints.append(a), real(*a, **k))[1]  # type: ignore[method-assign]
+        lines.host.push(HostSample(0, (10.0,) * 2, 1.0, 2**30, 2**34, 0))
+        assert lines.redraw() == 1  # the GPUs read nothing new
+        assert len(repaints) == 1 and repaints[0][0].y == 2 and repaints[0][0].height == 1  # type: ignore[attr-defined]
+        assert lines.redraw() == 0 and len(repaints) == 1
 
 
 async def test_a_read_that_changes_nothing_lays_nothing_out(

@@ -16,14 +16,14 @@ from itertools import islice
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Vertical
 from textual.widgets import Static
 
 from dltop.live.devices import DeviceFrame, RemoteGpu, throttle_text
 from dltop.telemetry.model import GpuSample, GpuStatic, HostSample
 from dltop.textsafe import one_line
 from dltop.tui.format import BLOCKS, NA, gib, num, sparkline
-from dltop.tui.partsline import Parts, PartsLine
+from dltop.tui.partsline import Parts, PartsLines
+from dltop.tui.quietdraw import CachedLines, Pane
 
 STALE_S = 10.0
 """A remote GPU whose newest window is older than this says how old it is."""
@@ -78,15 +78,14 @@ def split_graphs(width: int, fixed: int) -> tuple[int, int]:
     return util, max(2, free - util)
 
 
-class GpuRow(PartsLine):
-    """One GPU: utilization and power graphs, memory, power, temperature, clock, throttling."""
+class GpuRow:
+    """One GPU's line: utilization and power graphs, memory, power, temperature, clock,
+    throttling (drawn by :class:`DeviceLines` with the other devices' lines)."""
 
     sample: GpuSample | None = None
-    """The newest reading (a plain attribute: a reactive's machinery, nine times a frame,
-    for a value that changes at every frame anyway)."""
+    """The newest reading."""
 
-    def __init__(self, static: GpuStatic, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self, static: GpuStatic) -> None:
         self.static = static
         self.util_hist = History(100.0)
         self.power_hist: deque[float | None] = deque(maxlen=HISTORY)
@@ -97,13 +96,12 @@ class GpuRow(PartsLine):
         rows' graphs stay aligned when one GPU reports a reason."""
 
     def push(self, sample: GpuSample) -> None:
-        """Add a reading to the history and show it."""
+        """Add a reading to the history."""
         self.util_hist.push(sample.gpu_util_pct)
         self.power_hist.append(sample.power_w)
         if self.power_chars is not None:
             self.power_chars.push(sample.power_w)
         self.sample = sample
-        self.show_parts()
 
     def _title(self) -> str:
         st = self.static
@@ -120,21 +118,21 @@ class GpuRow(PartsLine):
                 f" {num(s.temperature_c, '.0f', '°C'):>5} {num(s.sm_clock_mhz, '.0f', 'MHz'):>7}",
                 f"  {thr}" if thr else "")
 
-    def graph_widths(self) -> tuple[int, int]:
-        """(utilization, power) graph columns at the row's current width."""
+    def graph_widths(self, width: int) -> tuple[int, int]:
+        """(utilization, power) graph columns in a line ``width`` wide."""
         s = self.sample
         figures = self._figures(s) if s else ("", "", "", "")
         fixed = len(self._title()) + (sum(map(len, figures[:3])) if s else GPU_FIXED)
-        return split_graphs(self.size.width or 80,
-                            fixed + max(self.reserve, len(figures[3])))
+        return split_graphs(width or 80, fixed + max(self.reserve, len(figures[3])))
 
-    def parts(self) -> Parts:
+    def parts(self, width: int) -> Parts:
+        """The line, ``width`` columns wide, as styled parts."""
         s, st = self.sample, self.static
         name = self._title()
         out: Parts = [(name[:3], "bold"), (name[3:], "magenta" if st.simulated else "")]
         if s is None:
             return [*out, ("waiting for the first reading", "dim")]
-        util_w, power_w = self.graph_widths()
+        util_w, power_w = self.graph_widths(width)
         util, mem_power, temp_clock, thr = self._figures(s)
         temp = s.temperature_c
         return [*out, (self.util_hist.draw(util_w), "green"), (util, ""), (mem_power, ""),
@@ -158,42 +156,41 @@ def core_bars(cores: tuple[float, ...], width: int) -> tuple[str, int]:
     return "".join(bars), per
 
 
-class HostRow(PartsLine):
-    """The host: a bar per CPU core (grouped when they do not fit), total CPU and its
-    history, memory and load."""
+class HostRow:
+    """The host's line: a bar per CPU core (grouped when they do not fit), total CPU and
+    its history, memory and load."""
 
     sample: HostSample | None = None
     """The newest reading (None: none yet, or the host could not be read)."""
 
-    def __init__(self, **kw: object) -> None:
-        super().__init__(**kw)  # type: ignore[arg-type]
+    def __init__(self) -> None:
         self.cpu_hist = History(100.0)
 
     def push(self, sample: HostSample | None) -> None:
-        """Add a reading (None: the host could not be read) and show it."""
+        """Add a reading (None: the host could not be read)."""
         if sample is not None:
             cores = sample.cpu_pct_per_core
             self.cpu_hist.push(sum(cores) / len(cores) if cores else None)
         self.sample = sample
-        self.show_parts()  # the history moved: redrawn unless it scrolled equal characters
 
-    def layout_widths(self) -> tuple[int, int]:
-        """(columns for the core bars, columns for the CPU history) at the current width."""
+    def layout_widths(self, width: int) -> tuple[int, int]:
+        """(columns for the core bars, columns for the CPU history) in ``width`` columns."""
         h = self.sample
         n = len(h.cpu_pct_per_core) if h is not None else 0
-        free = max(8, (self.size.width or 80) - HOST_FIXED)
+        free = max(8, (width or 80) - HOST_FIXED)
         if n > free:  # grouped: all the room to the bars, and room for the ×k label
             return free - 4, 0
         left = free - n - 1
         return n, left if left >= MIN_HOST_GRAPH else 0
 
-    def parts(self) -> Parts:
+    def parts(self, width: int) -> Parts:
+        """The line, ``width`` columns wide, as styled parts."""
         h = self.sample
         if h is None:
             return [("host ", "bold"), ("waiting for the first reading", "dim")]
         cores = h.cpu_pct_per_core
         mean = sum(cores) / len(cores) if cores else None
-        bars_w, hist_w = self.layout_widths()
+        bars_w, hist_w = self.layout_widths(width)
         bars, per = core_bars(cores, bars_w)
         out: Parts = [("host ", "bold"), (f"cpu {num(mean, '3.0f', '%'):>4} ", ""),
                       (bars, "cyan")]
@@ -223,32 +220,62 @@ def remote_text(gpus: tuple[RemoteGpu, ...], now_s: float) -> Text:
     return t
 
 
-class DevicesPanel(Vertical):
+class DeviceLines(PartsLines):
+    """The GPUs' lines, in index order, then the host's: one widget, a line each."""
+
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)
+        self.gpus: dict[int, GpuRow] = {}
+        self.host = HostRow()
+
+    def redraw(self) -> int:
+        """Show every row at the widget's width; repaints the lines that changed."""
+        width = self.size.width
+        return self.show_lines([*(self.gpus[i].parts(width) for i in sorted(self.gpus)),
+                                self.host.parts(width)])
+
+    def gpu_text(self, index: int) -> str:
+        """GPU ``index``'s line as plain text at the widget's width."""
+        return "".join(t for t, _ in self.gpus[index].parts(self.size.width))
+
+    def host_text(self) -> str:
+        """The host's line as plain text at the widget's width."""
+        return "".join(t for t, _ in self.host.parts(self.size.width))
+
+    def on_resize(self) -> None:
+        self.redraw()  # the graphs take what the figures leave of the width
+
+    def on_mount(self) -> None:
+        self.redraw()
+
+
+class Note(CachedLines, Static):
+    """A line of text that changes rarely, beside lines that change at every frame."""
+
+
+class DevicesPanel(Pane):
     """Every GPU and the host; fed one :class:`DeviceFrame` at a time."""
 
     def __init__(self, **kw: object) -> None:
         super().__init__(**kw)  # type: ignore[arg-type]
-        self._rows: dict[int, GpuRow] = {}
-        self._host_row = HostRow(id="host-row")
+        self.lines = DeviceLines(id="device-lines")
         self.frames_shown = 0
 
     def compose(self) -> ComposeResult:
-        yield Static(id="gpu-note", classes="note")
-        yield self._host_row
+        yield Note(id="gpu-note", classes="note")
+        yield self.lines
         yield Static(id="remote-gpus", classes="note")
 
     def show(self, frame: DeviceFrame) -> None:
-        """Render one frame (mounting a row per GPU the first time)."""
-        new = [st for st in frame.statics if st.index not in self._rows]
-        if new:
-            rows = [GpuRow(st, id=f"gpu-{st.index}", classes="gpu-row") for st in new]
-            for r in rows:
-                self._rows[r.static.index] = r
-            self.mount_all(rows, before=self._host_row)
+        """Render one frame (a line per GPU from the first frame that has it)."""
+        rows = self.lines.gpus
+        for st in frame.statics:
+            if st.index not in rows:
+                rows[st.index] = GpuRow(st)
         reserve = max((len(throttle_text(s)) + 2 for s in frame.gpus
                        if s.throttle_reasons), default=0)
         for s in frame.gpus:
-            row = self._rows.get(s.index)
+            row = rows.get(s.index)
             if row is not None:
                 row.reserve = reserve
                 row.push(s)
@@ -259,7 +286,8 @@ class DevicesPanel(Vertical):
             self._note(Text(f"no GPU: {one_line(frame.gpu_unavailable or NA)}", "dim"))
         else:
             self._note(None)
-        self._host_row.push(frame.host)
+        self.lines.host.push(frame.host)
+        self.lines.redraw()
         self._show_remote(frame.remote)
         self.frames_shown += 1
 

@@ -15,6 +15,8 @@ from textual.binding import Binding
 from textual.events import Click
 from textual.widgets import Static
 
+from dltop.tui.quietdraw import CachedLines
+
 ALWAYS_SHOWN = frozenset({"help", "quit_viewer"})
 """Actions kept on a narrow bar, whatever else has to go."""
 
@@ -31,7 +33,7 @@ class _Key:
         return len(self.key) + len(self.label) + 3
 
 
-class KeyBar(Static):
+class KeyBar(CachedLines, Static):
     """Shows ``key label`` for every shown binding of the screen and the app."""
 
     def __init__(self, bindings: list[tuple[object, bool]], **kw: object) -> None:

@@ -1,12 +1,15 @@
-"""One-line widgets drawn straight from styled parts, for the rows redrawn at 4 Hz.
+"""Lines drawn straight from styled parts, for the device rows redrawn at every frame.
 
 A ``Static`` turns its Rich ``Text`` into Textual ``Content``, wraps and formats it and
 converts every span's style again on each redraw: half of the idle viewer's event-loop
-time (8 GPU rows and the host row, four times a second; profiled with cProfile inside
-``dltop tui --fake-gpus 8``). :class:`PartsLine` draws the same segments, with the same
-styles, from a list of ``(text, style)`` parts and styles converted once; ``render()``
-still returns the ``Text`` (tests read it), and anything unusual (a line too long for
-the widget, which Static wraps; a text selection; a second line) takes ``Static``'s path.
+time once (8 GPU rows and the host row, four times a second; profiled with cProfile
+inside ``dltop tui --fake-gpus 8``). And each row its own widget cost the compositor a
+region, a background walk up the DOM and a style lookup per row and frame, and made
+every screen switch restyle nine more widgets. :class:`PartsLines` is one widget of
+many lines, each a list of ``(text, style)`` parts whose styles are converted once; a
+line whose parts did not change is not repainted, and one that did repaints only
+itself. ``render()`` still returns the ``Text`` of all lines (tests and text selection
+read it); while text is selected the lines are drawn by Textual's own path.
 """
 
 from __future__ import annotations
@@ -15,51 +18,67 @@ from rich.cells import cell_len
 from rich.segment import Segment
 from rich.style import Style as RichStyle
 from rich.text import Text
+from textual.geometry import Region, Size
 from textual.strip import Strip
 from textual.style import Style
-from textual.widgets import Static
+from textual.widget import Widget
 
 Parts = list[tuple[str, str]]
 """``(text, style)`` pieces of a line, in order; ``""`` is the widget's own style."""
 
 
-class PartsLine(Static):
-    """A one-line ``Static`` whose content is :meth:`parts`, drawn without ``Content``."""
+def merge_parts(parts: Parts) -> Parts:
+    """The parts as ``Content`` would segment them: runs of unstyled text as one, empty
+    parts dropped."""
+    merged: Parts = []
+    for text, name in parts:
+        if not text:
+            continue
+        if not name and merged and not merged[-1][1]:
+            merged[-1] = (merged[-1][0] + text, "")
+        else:
+            merged.append((text, name))
+    return merged
 
-    _styles_base: Style | None = None
-    _styles: dict[str, Style]
-    _rich: dict[tuple[str, int], RichStyle]
-    _drawn: tuple[int, Parts] | None = None
-    """(width, parts) of the line as last shown: a frame that changes nothing is not drawn."""
 
-    def parts(self) -> Parts:
-        """The line as ``(text, style)`` parts (subclasses)."""
-        raise NotImplementedError
+class PartsLines(Widget):
+    """A widget of one-line rows given as parts (:meth:`show_lines`), one per line."""
 
-    def _current_parts(self) -> Parts:
-        width, drawn = self.size.width, self._drawn
-        if drawn is not None and drawn[0] == width:
-            return drawn[1]
-        parts = self.parts()
-        self._drawn = (width, parts)
-        return parts
+    DEFAULT_CSS = "PartsLines { height: auto; }"
 
-    def show_parts(self) -> None:
-        """Repaint the line if its parts changed since it was last shown.
+    def __init__(self, **kw: object) -> None:
+        super().__init__(**kw)  # type: ignore[arg-type]
+        self._lines: list[Parts] = []
+        self._styles_base: Style | None = None
+        self._styles: dict[str, Style] = {}
+        self._rich: dict[tuple[str, int, int], RichStyle] = {}
 
-        An idle GPU reads the same figures frame after frame, and its graphs scroll the
-        same characters: nothing to draw, and Textual's compositor not woken at all.
-        """
-        parts = self.parts()
-        if self._drawn is None or parts != self._drawn[1]:
-            self._drawn = (self.size.width, parts)
-            self.refresh()
+    @property
+    def lines(self) -> list[Parts]:
+        """The lines as last shown."""
+        return self._lines
+
+    def show_lines(self, lines: list[Parts]) -> int:
+        """Show these lines; repaint only those that changed. Returns how many did."""
+        if len(lines) != len(self._lines):
+            self._lines = list(lines)
+            self.refresh(layout=True)  # a row came or went: the height changed
+            return len(lines)
+        width, changed = self.size.width, 0
+        for y, parts in enumerate(lines):
+            if parts != self._lines[y]:
+                self._lines[y] = parts
+                self.refresh(Region(0, y, width, 1))
+                changed += 1
+        return changed
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return len(self._lines)
 
     def render(self) -> Text:
-        t = Text(no_wrap=True, overflow="ellipsis")
-        for text, style in self._current_parts():
-            t.append(text, style or None)
-        return t
+        return Text("\n").join(Text.assemble(*((t, s or "") for t, s in parts),
+                                             no_wrap=True, overflow="ellipsis")
+                               for parts in self._lines)
 
     def _style(self, name: str) -> Style:
         """The base style with ``name`` over it, converted as ``Content`` converts it."""
@@ -72,32 +91,23 @@ class PartsLine(Static):
         return style
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        if y or self.text_selection is not None:
+        if self.text_selection is not None or y >= len(self._lines):
             return super().render_line(y)
-        # Content draws each styled part as its own segment and runs of plain text as one.
-        merged: Parts = []
-        for text, name in self._current_parts():
-            if not text:
-                continue
-            if not name and merged and not merged[-1][1]:
-                merged[-1] = (merged[-1][0] + text, "")
-            else:
-                merged.append((text, name))
-        cells = sum(cell_len(text) for text, _ in merged)
-        if cells > width:
-            return super().render_line(y)  # Static wraps it at a word (the rest is hidden)
+        width = self.size.width
         base = self.visual_style
-        if base is not self._styles_base or len(self._rich) > 512:  # restyled, or resized
+        if base is not self._styles_base or len(self._rich) > 4096:  # restyled, or resized
             self._styles_base, self._styles, self._rich = base, {}, {}
         rich = self._rich
         segments, x = [], 0
-        for text, name in merged:
+        for text, name in merge_parts(self._lines[y]):
             # The offset is what Content puts in each segment's style (text selection); a
             # row's parts start at the same columns frame after frame, so it is cached.
-            style = rich.get((name, x))
+            style = rich.get((name, x, y))
             if style is None:
-                style = rich[name, x] = self._style(name).rich_style_with_offset(x, 0)
+                style = rich[name, x, y] = self._style(name).rich_style_with_offset(x, y)
             segments.append(Segment(text, style))
             x += len(text)
-        return Strip(segments, cells)
+        cells = sum(cell_len(s.text) for s in segments)
+        strip = Strip(segments, cells)
+        # Too long for the widget (a narrow terminal): cut at its edge, as no_wrap does.
+        return strip.crop(0, width) if cells > width else strip

@@ -8,7 +8,6 @@ from typing import cast
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical
 from textual.coordinate import Coordinate
 from textual.screen import Screen
 from textual.widgets import DataTable, Static
@@ -31,6 +30,7 @@ from dltop.tui.format import STATUS_STYLE
 from dltop.tui.gpuprocs import GpuProcsPanel
 from dltop.tui.keybar import KeyBar
 from dltop.tui.queue import QueueHeader, QueueTable
+from dltop.tui.quietdraw import CachedLines, Pane
 from dltop.tui.rundetail import RunDetailScreen
 from dltop.tui.runpanel import RunPanel
 from dltop.tui.viewer import Viewer
@@ -49,7 +49,7 @@ def pausing_text(view: CampaignView) -> str | None:
     return f"pausing after run {view.current.run_id}" + (f" (+{more})" if more > 0 else "")
 
 
-class TitleBar(Static):
+class TitleBar(CachedLines, Static):
     """Campaign, its status and its engine, in one line."""
 
     def show(self, view: CampaignView | None, db_label: str,
@@ -88,7 +88,7 @@ class TitleBar(Static):
     _shown: Text | None = None
 
 
-class DltopScreen(Screen[None]):
+class DltopScreen(CachedLines, Screen[None]):
     """Common parts: title bar, the too-small notice, the footer; j/k as in htop."""
 
     BINDINGS = [Binding("j", "vim_cursor(1)", "Down", show=False),
@@ -116,7 +116,7 @@ class DltopScreen(Screen[None]):
     def compose(self) -> ComposeResult:
         yield TitleBar(id="title")
         yield Static(id="too-small")
-        with Vertical(id="body"):
+        with Pane(id="body"):
             yield from self.compose_body()
         # The running app's own keys (not an import of the app module: that was a cycle).
         keys: list[tuple[object, bool]] = [*((b, False) for b in self.BINDINGS),
@@ -180,7 +180,7 @@ class MainScreen(DltopScreen):
         # In a container of their own: a device frame repaints the devices' lines, and
         # Textual draws again every widget whose container overlaps them; in #body that
         # was the queue, its header and scroll bar and the run panel, at every frame.
-        with Vertical(id="lower"):
+        with Pane(id="lower"):
             yield GpuProcsPanel(id="gpu-procs")
             yield QueueHeader(id="queue-header")
             yield QueueHint(id="queue-hint")

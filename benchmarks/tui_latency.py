@@ -14,8 +14,9 @@ runs).
 2. Idle CPU: ``dltop tui --fake-gpus 8`` at its default refresh, at 4 Hz and at 1/1.5 s,
    ``glances -t 0.25`` (glances' curses UI at 4 Hz) and ``htop`` at its default refresh
    (1.5 s), each in its own tmux pane of 120x40, measured from their CPU times, in
-   alternating rounds. Goals: dltop at 4 Hz <= 0.5x glances, and dltop at its default
-   refresh <= htop at its own.
+   alternating rounds, with ``benchmarks/textual_floor.py`` (a bare Textual app repainting
+   nine lines, the least such frames cost in Textual) at 4 Hz and 1/1.5 s. Goals: dltop
+   at 4 Hz <= 0.5x glances, and dltop at its default refresh <= htop at its own.
 
     .venv/bin/pip install glances   # benchmark-only dependency; tmux, htop from Debian
     .venv/bin/python benchmarks/tui_latency.py [--seconds 20] [--presses 20] [--big 100000]
@@ -300,6 +301,10 @@ def idle(db_path: Path, seconds: float, rounds: int, glances: str | None,
     if before is not None:  # another checkout's viewer (its src/), in the same rounds
         cmds["dltop before (--before)"] = dltop.replace(f"PYTHONPATH={SRC}",
                                                         f"PYTHONPATH={before.resolve()}")
+    # Textual's own price for such frames: a bare app repainting 9 precomputed lines
+    floor = f"{env} {sys.executable} {Path(__file__).with_name('textual_floor.py')}"
+    cmds["Textual floor, 4 Hz"] = f"{floor} 4 9"
+    cmds["Textual floor, 1/1.5 s"] = f"{floor} 0.667 9"
     if os.path.exists(exe):
         cmds["glances -t 0.25"] = f"TERM=xterm-256color {exe} -t 0.25"
     if shutil.which("htop"):
@@ -325,8 +330,10 @@ def idle(db_path: Path, seconds: float, rounds: int, glances: str | None,
     if before is not None:
         print(f"ratio dltop/dltop before: {ours / med['dltop before (--before)']:.2f}")
     if "htop (default 1.5 s)" in med:
-        print(f"ratio dltop/htop, both at 1/1.5 s: "
-              f"{med['dltop at 1/1.5 s'] / med['htop (default 1.5 s)']:.2f}")
+        htop = med["htop (default 1.5 s)"]
+        print(f"ratio dltop/htop, both at 1/1.5 s: {med['dltop at 1/1.5 s'] / htop:.2f}")
+        print(f"ratio Textual floor/htop: {med['Textual floor, 4 Hz'] / htop:.2f} at 4 Hz, "
+              f"{med['Textual floor, 1/1.5 s'] / htop:.2f} at 1/1.5 s")
 
 
 def main() -> int:

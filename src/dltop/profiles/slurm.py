@@ -170,12 +170,17 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
             raise err(f"slurm.{key}", f"expected a list of non-empty strings, got {v!r}")
         return tuple(v)
 
-    time = table.get("time")
-    if isinstance(time, int) and not isinstance(time, bool) and time >= 1:
-        time = str(time)  # minutes, as Slurm reads a bare number
-    if time is not None and (not isinstance(time, str) or not _TIME.match(time)):
-        raise err("slurm.time", f"expected a Slurm time limit (minutes, \"HH:MM:SS\" or "
-                  f"\"D-HH:MM:SS\"), got {time!r}")
+    def slurm_value(key: str, form: re.Pattern[str], least: int, expected: str) -> str | None:
+        # A bare number is one Slurm reads too (minutes, megabytes): kept as its text.
+        v = table.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= least:
+            v = str(v)
+        if v is not None and (not isinstance(v, str) or not form.match(v)):
+            raise err(f"slurm.{key}", f"expected {expected}, got {v!r}")
+        return v
+
+    time = slurm_value("time", _TIME, 1,
+                       'a Slurm time limit (minutes, "HH:MM:SS" or "D-HH:MM:SS")')
     extra, srun = strings("extra_args"), strings("srun_args")
     for key, args in (("extra_args", extra), ("srun_args", srun)):
         for arg in args:
@@ -185,12 +190,7 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
                 use = (f"use the key {instead} instead" if instead
                        else "the executor sets it")
                 raise err(f"slurm.{key}", f"{arg!r}: dltop sets {name} itself ({use})")
-    mem = table.get("mem")
-    if isinstance(mem, int) and not isinstance(mem, bool) and mem >= 0:
-        mem = str(mem)  # megabytes, as Slurm reads a bare number
-    if mem is not None and (not isinstance(mem, str) or not _MEM.match(mem)):
-        raise err("slurm.mem", f"expected Slurm memory per node (\"64G\", \"512M\", 0 for "
-                  f"all of it), got {mem!r}")
+    mem = slurm_value("mem", _MEM, 0, 'Slurm memory per node ("64G", "512M", 0 for all of it)')
     exclusive = table.get("exclusive", True)
     if not isinstance(exclusive, bool):
         raise err("slurm.exclusive", f"expected true or false, got {exclusive!r}")

@@ -41,40 +41,22 @@ CHILD_DIR = Path(__file__).resolve().parents[1] / "src" / "dltop" / "runners" / 
 
 BARE_TORCH = textwrap.dedent("""
     import json, os, sys, time
-    os.sched_setaffinity(0, {affinity!r})
+    if not {gpu}:
+        os.sched_setaffinity(0, {affinity!r})
     import torch
     sys.path.insert(0, {child_dir!r})
     import torch_models
     torch.manual_seed(0)
-    torch.set_num_threads({threads})
-    torch.set_num_interop_threads({threads})
-    model = torch_models.build({model!r})
-    x, y = torch_models.synthetic_batch({model!r}, {batch}, torch.device("cpu"))
-    loss_fn = torch_models.loss_fn({model!r})
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    times = []
-    for i in range({total}):
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        loss.item()
-        times.append(time.perf_counter() - t0)
-    print(json.dumps(times[{warmup}:]))
-""")
-
-BARE_TORCH_GPU = textwrap.dedent("""
-    import json, os, sys, time
-    import torch
-    sys.path.insert(0, {child_dir!r})
-    import torch_models
-    torch.manual_seed(0)
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    device = torch.device("cuda", 0)
-    torch.cuda.set_device(device)
+    if {gpu}:
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        device = torch.device("cuda", 0)
+        torch.cuda.set_device(device)
+    else:
+        torch.set_num_threads({threads})
+        torch.set_num_interop_threads({threads})
+        device = torch.device("cpu")
     model = torch_models.build({model!r}).to(device).train()
     x, y = torch_models.synthetic_batch({model!r}, {batch}, device)
     loss_fn = torch_models.loss_fn({model!r})
@@ -86,7 +68,8 @@ BARE_TORCH_GPU = textwrap.dedent("""
         loss = loss_fn(model(x), y)
         loss.backward()
         opt.step()
-        torch.cuda.synchronize(device)
+        if {gpu}:
+            torch.cuda.synchronize(device)
         loss.item()
         times.append(time.perf_counter() - t0)
     print(json.dumps(times[{warmup}:]))
@@ -269,7 +252,7 @@ def bare_median(framework: str, model: str, batch: int, threads: int, iterations
             raise SystemExit(f"the bare transformer loop is PyTorch's; not {framework}")
         template = BARE_TORCH_LM
     else:
-        template = BARE_TORCH_GPU if gpu else BARE[framework]
+        template = BARE[framework]  # --device gpu: PyTorch only, checked in main
     code = template.format(child_dir=str(CHILD_DIR), model=model, batch=batch,
                            threads=threads, total=iterations + warmup, warmup=warmup,
                            affinity=[] if gpu else _affinity(threads), gpu=gpu,

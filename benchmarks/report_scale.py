@@ -28,20 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
+import scaledb
+
 from dltop.catalog import RunStatus
 from dltop.profiles.loader import parse
 from dltop.store import connect
 from dltop.store.rows import insert_jobs
 
-PROFILE = """
-[[matrix]]
-frameworks = ["torch", "tensorflow"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [{batches}]
-devices = ["cpu:1", "cpu:2", "gpu:1", "gpu:2"]
-batch_scaling = "per-device"
-lr = [{lrs}]
-"""
+PROFILE = scaledb.PROFILE + "lr = [{lrs}]\n"  # the scale benchmarks' matrix, x learning rates
 ITERS = 40
 WARMUP = 2
 WINDOWS = 4

@@ -6,7 +6,7 @@ Each step writes one JSON object to RESULT.json; the orchestrator runs it under 
 time limit, so a wedged NVML call or a hung viewer costs that step only. Steps:
 
 - ``nvml``: per-call latency of every NVML query the sampler makes
-  (:func:`dltop.telemetry.nvml.query_latencies`).
+  (:func:`dltop.telemetry.nvml_latency.query_latencies`).
 - ``sampler FAKE_GPUS SECONDS``: the real Sampler at 10, 25, 50 and 100 Hz: achieved
   rate, missed ticks and CPU cost (process CPU time while the main thread sleeps).
 - ``profile TEMPLATE OUT``: load the GPU profile with dltop's loader, dropping runner
@@ -51,14 +51,14 @@ SAMPLER_RATES_HZ = (10.0, 25.0, 50.0, 100.0)
 def step_nvml(args: list[str]) -> dict[str, Any]:
     from dataclasses import asdict
 
-    from dltop.telemetry import nvml
+    from dltop.telemetry import nvml, nvml_latency
 
     calls = int(args[0]) if args else 1000
     reason = nvml.unavailable_reason()
     if reason is not None:
         return {"skipped": reason}
     t0 = time.monotonic()
-    rows = nvml.query_latencies(0, calls=calls, budget_s=60.0)
+    rows = nvml_latency.query_latencies(0, calls=calls, budget_s=60.0)
     return {"gpu": 0, "calls_asked": calls, "seconds": time.monotonic() - t0,
             "queries": [asdict(r) for r in rows]}
 

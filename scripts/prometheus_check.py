@@ -2,7 +2,8 @@
 
 Not part of the test suite (it needs the ``prometheus`` binary: ``apt-get install
 prometheus`` on Debian). It stores a small campaign (a running run in precision bf16,
-an ok and a crashed run in fp32, one job queued; the campaign waiting for a GPU), starts
+an ok and a crashed run in fp32, one job queued; the campaign waiting for a GPU: the one
+tests/telemetry/test_campaign_metrics.py checks, tests/telemetry/metrics_campaign.py), starts
 ``dltop exporter --fake-gpus 2`` on it and a Prometheus that scrapes it every second,
 then asks Prometheus (HTTP API) for every query of docs/grafana/dltop-campaign.json and
 prints how many series each returns. Exit 1 when a query returns nothing or Prometheus
@@ -28,60 +29,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 DASHBOARD = ROOT / "docs" / "grafana" / "dltop-campaign.json"
-PROFILE = """
-name = "prom-check"
-[defaults]
-iterations = 20
-warmup = 5
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [64]
-devices = ["cpu:1"]
-precision = "fp32"
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [64]
-devices = ["cpu:1"]
-precision = "bf16"
-"""
+sys.path.insert(0, str(ROOT))
+from tests.telemetry.metrics_campaign import seed  # noqa: E402
 
 
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
-
-
-def seed(db_path: Path, engine_pid: int) -> None:
-    """The campaign the docstring describes, its engine ``engine_pid``."""
-    from dltop.jobs import campaign
-    from dltop.procs import process_start_time
-    from dltop.profiles.loader import parse
-    from dltop.results.stats import summarize_run
-    from dltop.store import Store, connect
-
-    store = Store(connect(db_path))
-    plan = campaign.preflight([parse(PROFILE, "p.toml", "p")], 0, False)
-    cid, queued = campaign.create(store, plan, ["dltop", "run", "p.toml"])
-    by = {(q.spec.model, q.spec.precision): q.job_id for q in queued}
-    rid = store.start_run(by[("fcn-r", "fp32")], cid, 1, "", 64)
-    store.finish_run(rid, by[("fcn-r", "fp32")], "crashed", {"error_message": "boom"})
-    rid = store.start_run(by[("alexnet-r", "fp32")], cid, 1, "", 64)
-    secs = [0.1, 0.1, 0.4]
-    store.add_iterations(rid, [{"idx": i, "seconds": s, "samples": 64, "warmup": 0,
-                                "loss": None} for i, s in enumerate(secs)])
-    store.finish_run(rid, by[("alexnet-r", "fp32")], "ok", summarize_run(secs, 64).to_columns())
-    rid = store.start_run(by[("fcn-r", "bf16")], cid, 1, "", 64)
-    store.add_iterations(rid, [{"idx": i, "seconds": 0.2, "samples": 64, "warmup": int(i < 5),
-                                "loss": None} for i in range(8)])
-    with store.db.conn:
-        store.db.execute("update campaigns set status = 'waiting', waiting_for = ?, "
-                         "engine_pid = ?, engine_start_time = ?",
-                         ["gpu:0 held by pid 4242 (python)", engine_pid,
-                          process_start_time(engine_pid)])
-    store.db.close()
 
 
 def query(port: int, expr: str) -> list[Any]:

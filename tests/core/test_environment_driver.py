@@ -3,32 +3,17 @@ environment row, and from there into every export's caption."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from tests.telemetry.gpu_campaign import run_gpu_and_cpu_jobs
 
-from dltop.jobs import campaign
-from dltop.jobs.allocator import DeviceAllocator
-from dltop.jobs.engine import Engine
-from dltop.jobs.environment import core_order, driver_version, environment_row
+from dltop.jobs.environment import driver_version, environment_row
 from dltop.profiles.loader import parse
 from dltop.results import export
-from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import GpuStatic
-from dltop.telemetry.sampler import Sampler
-
-STEPS = """
-import sys, time
-from dltop_report import step
-for _ in range(int(sys.argv[1])):
-    with step(samples=8) as s:
-        time.sleep(0.05)
-        s.loss = 1.0
-"""
 
 
 def real(index: int, driver: str | None) -> GpuStatic:
@@ -50,21 +35,7 @@ def test_driver_version_of_real_simulated_and_no_gpus() -> None:
 @pytest.mark.slow
 def test_engine_records_the_simulated_driver_and_the_caption_labels_it(tmp_path: Path,
                                                                       ) -> None:
-    # Hardware boundary: no GPU here, so the allocator is told of one and the sampler
-    # reads a simulated one; the run is a real process (a `command` job).
-    script = tmp_path / "steps.py"
-    script.write_text(STEPS)
-    command = json.dumps([sys.executable, str(script), "{total}"])
-    prof = parse(f'[[matrix]]\nframeworks=["command"]\nmodels=["a"]\nbatch_sizes=[8]\n'
-                 f'devices=["gpu:1", "cpu:1"]\nwarmup=1\niterations=3\ntimeout_s=60\n'
-                 f'command={command}\n', "gpu.toml", "gpu")
-    store = Store(connect(tmp_path / "d.db"))
-    plan = campaign.preflight([prof], 1, False)
-    cid = campaign.store_plan(store, plan, ["test"])
-    engine = Engine(store, cid, plan.name, logs_dir=tmp_path / "runs", db_label="t",
-                    sampler_factory=lambda cb: Sampler(FakeGpuBackend(1), cb, 10, 5),
-                    allocator=DeviceAllocator(1, core_order(), pack=False))
-    assert asyncio.run(engine.run()) == "finished"
+    store, cid = run_gpu_and_cpu_jobs(tmp_path)  # a simulated GPU: its driver is "fake"
     got = {r["device"]: r["driver_version"] for r in store.db.query(
         "select j.device, e.driver_version from environment e join runs r on r.id = e.run_id "
         "join jobs j on j.id = r.job_id")}

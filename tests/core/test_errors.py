@@ -6,6 +6,7 @@ import asyncio
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -81,32 +82,30 @@ def test_bad_input_still_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 
-def test_protocol_errors_are_stored_with_the_run(tmp_path: Path) -> None:
+def _stored_run(tmp_path: Path, outcome: ChildOutcome) -> dict[str, Any]:
+    """The ``runs`` row of a run that ended with ``outcome``, stored as the engine does."""
     store = Store(connect(tmp_path / "d.db"))
     plan = campaign.preflight([parse(PROFILE, "p.toml", "p")], 0, False)
     cid, queued = campaign.create(store, plan, ["dltop", "run", "p.toml"])
     job = queued[0]
     run_id = store.start_run(job.job_id, cid, 1, "", 8)
-    # What the supervisor counted for a child that wrote two undecodable event lines
-    # (tests/core/test_supervisor.py checks the counting against a real child).
-    outcome = ChildOutcome("ok", 0, 1, 1, 0.5, protocol_errors=2)
     collector = IterationCollector(run_id, job.spec, lambda e: None, store,
                                    lambda *a, **_: None)
     store.finish_run(run_id, job.job_id, "ok", run_fields(outcome, collector))
-    assert store.db["runs"].get(run_id)["protocol_errors"] == 2
+    return dict(store.db["runs"].get(run_id))
+
+
+def test_protocol_errors_are_stored_with_the_run(tmp_path: Path) -> None:
+    # What the supervisor counted for a child that wrote two undecodable event lines
+    # (tests/core/test_supervisor.py checks the counting against a real child).
+    outcome = ChildOutcome("ok", 0, 1, 1, 0.5, protocol_errors=2)
+    assert _stored_run(tmp_path, outcome)["protocol_errors"] == 2
 
 
 def test_kernel_and_framework_memory_peaks_are_stored_with_the_run(tmp_path: Path) -> None:
-    store = Store(connect(tmp_path / "d.db"))
-    plan = campaign.preflight([parse(PROFILE, "p.toml", "p")], 0, False)
-    cid, queued = campaign.create(store, plan, ["dltop", "run", "p.toml"])
-    job = queued[0]
-    run_id = store.start_run(job.job_id, cid, 1, "", 8)
     outcome = ChildOutcome("ok", 0, 1, 1, 0.5, rss_peak_kernel_bytes=700 << 20,
                            done={"v": 1, "event": "done", "gpu_mem_peak_bytes": 9 << 30})
-    collector = IterationCollector(run_id, job.spec, lambda e: None, store, lambda *a: None)
-    store.finish_run(run_id, job.job_id, "ok", run_fields(outcome, collector))
-    row = store.db["runs"].get(run_id)
+    row = _stored_run(tmp_path, outcome)
     assert (row["rss_peak_kernel_bytes"], row["gpu_mem_framework_peak_bytes"]) == (
         700 << 20, 9 << 30)
 

@@ -149,6 +149,14 @@ def test_a_slurm_time_shorter_than_timeout_s_is_a_load_error() -> None:
                                slurm='[slurm]\ntime = "1-00:59:59"')
 
 
+def test_a_bare_number_is_slurm_s_minutes_or_megabytes() -> None:
+    (j,) = load(defaults='executor = "slurm"\ntimeout_s = 600', slurm="[slurm]\ntime = 30\nmem = 0")
+    assert j.slurm is not None and (j.slurm.time, j.slurm.mem) == ("30", "0")
+    assert "slurm.time" in err(defaults='executor = "slurm"', slurm="[slurm]\ntime = 0")
+    msg = err(defaults='executor = "slurm"', slurm="[slurm]\nmem = true")
+    assert "slurm.mem" in msg and 'expected Slurm memory per node ("64G"' in msg
+
+
 def test_job_shape_keys_and_their_defaults() -> None:
     (j,) = load(defaults='executor = "slurm"', slurm="[slurm]\npartition = \"gpu\"")
     assert j.slurm is not None

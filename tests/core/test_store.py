@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import sqlite_utils
+from tests.store.olddb import migrated_to
 
 from dltop.errors import UserError
 from dltop.store import connect, migrations, resolve_db_path
@@ -60,13 +61,7 @@ def _old_database(path: Path, versions: int) -> None:
     Written with plain sqlite3 and the old record format (its names differ: released
     names were reworded), as an older dltop would have.
     """
-    db = sqlite_utils.Database(path)
-    db.table("schema_migrations").create({"version": int, "name": str, "applied_at": str},
-                                   pk="version")
-    for m in MIGRATIONS[:versions]:
-        m.apply(db)
-        db.execute("insert into schema_migrations values (?, ?, ?)",
-                   [m.version, f"old wording {m.version}", "2026-11-01T00:00:00Z"])
+    db = migrated_to(path, versions, name=lambda m: f"old wording {m.version}")
     db.execute("insert into campaigns (name, status, created_at) values ('old', 'finished', 'x')")
     db.close()
 

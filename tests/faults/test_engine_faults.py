@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.dltop_env import fake_python, query
 
 from dltop.store.db import BUSY_TIMEOUT_ENV
 
@@ -74,10 +75,7 @@ class Campaign:
         self.tmp = tmp
         self.db = db or tmp / "d.db"
         (tmp / "emit.py").write_text(EMITTER)
-        fake = tmp / "fake-python"
-        fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec "{sys.executable}" "$@"; fi\n'
-                        f'exec "{sys.executable}" "{tmp / "emit.py"}" "$@"\n')
-        fake.chmod(0o755)
+        fake = fake_python(tmp / "fake-python", tmp / "emit.py")
         self.plan = tmp / "plan.json"
         self.plan.write_text(json.dumps(plans))
         self.profile = tmp / "p.toml"
@@ -107,12 +105,7 @@ class Campaign:
                                 env=self.env)
 
     def rows(self, sql: str, db: Path | None = None) -> list[dict[str, Any]]:
-        conn = sqlite3.connect(db or self.db)
-        conn.row_factory = sqlite3.Row
-        try:
-            return [dict(r) for r in conn.execute(sql)]
-        finally:
-            conn.close()
+        return query(db or self.db, sql)
 
     def value(self, sql: str) -> Any:
         """The first column of the first row, or None (no database or table yet: polling)."""

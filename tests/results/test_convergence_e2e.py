@@ -11,14 +11,12 @@ function of the job spec, so the expected values are computed here.
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.dltop_env import DltopEnv
 
 from dltop.results.profile import short_op_name
 
@@ -55,38 +53,16 @@ timeout_s = 120
 """
 
 
-class Env:
+class Env(DltopEnv):
     def __init__(self, tmp: Path, target: float) -> None:
-        self.db = tmp / "d.db"
         data = tmp / "data"
         data.mkdir()
-        fake = tmp / "fake-python"
-        fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec "{sys.executable}" "$@"; '
-                        f'fi\nexec "{sys.executable}" "{PROGRAMS / "proto_evals.py"}" "$@"\n')
-        fake.chmod(0o755)
-        self.profile = tmp / "p.toml"
-        self.profile.write_text(PROFILE.format(data=data, target=target))
-        self.env = {**os.environ, "DLTOP_DB": str(self.db), "DLTOP_PYTHON_TORCH": str(fake)}
+        super().__init__(tmp, PROGRAMS / "proto_evals.py",
+                         PROFILE.format(data=data, target=target))
         self.events: list[dict[str, Any]] = []
 
-    def dltop(self, *args: str) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
-                             text=True, env=self.env, timeout=240)
-        assert "Traceback" not in res.stderr, res.stderr
-        return res
-
-    def rows(self, sql: str) -> list[dict[str, Any]]:
-        conn = sqlite3.connect(self.db)
-        conn.row_factory = sqlite3.Row
-        try:
-            return [dict(r) for r in conn.execute(sql)]
-        finally:
-            conn.close()
-
     def cells(self, *args: str) -> list[dict[str, Any]]:
-        res = self.dltop("export", "--format", "json", *args)
-        assert res.returncode == 0, res.stderr
-        return list(json.loads(res.stdout)["rows"])
+        return list(self.export(*args)["rows"])
 
 
 @pytest.fixture(scope="module")

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shutil
-import sqlite3
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+from tests.dltop_env import DltopEnv
 
 from dltop.report import data, specs
 from dltop.results import queries
@@ -61,35 +59,9 @@ timeout_s = 120
 """
 
 
-class Env:
+class Env(DltopEnv):
     def __init__(self, tmp: Path) -> None:
-        self.db = tmp / "d.db"
-        fake = tmp / "fake-python"
-        fake.write_text(f'#!/bin/sh\nif [ "$1" = "-c" ]; then exec "{sys.executable}" "$@"; '
-                        f'fi\nexec "{sys.executable}" "{PROGRAMS / "proto_generate.py"}" "$@"\n')
-        fake.chmod(0o755)
-        self.profile = tmp / "p.toml"
-        self.profile.write_text(PROFILE)
-        self.env = {**os.environ, "DLTOP_DB": str(self.db), "DLTOP_PYTHON_TORCH": str(fake)}
-
-    def dltop(self, *args: str) -> subprocess.CompletedProcess[str]:
-        res = subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
-                             text=True, env=self.env, timeout=240)
-        assert "Traceback" not in res.stderr, res.stderr
-        return res
-
-    def rows(self, sql: str) -> list[dict[str, Any]]:
-        conn = sqlite3.connect(self.db)
-        conn.row_factory = sqlite3.Row
-        try:
-            return [dict(r) for r in conn.execute(sql)]
-        finally:
-            conn.close()
-
-    def export(self, *args: str) -> dict[str, Any]:
-        res = self.dltop("export", "--format", "json", *args)
-        assert res.returncode == 0, res.stderr
-        return dict(json.loads(res.stdout))
+        super().__init__(tmp, PROGRAMS / "proto_generate.py", PROFILE)
 
 
 @pytest.fixture(scope="module")

@@ -91,6 +91,13 @@ def write_mnist(d: Path, n: int = 16, gz: bool = False) -> None:
     write_idx(d / "train-labels-idx1-ubyte", (n,), bytes(i % 10 for i in range(n)), gz)
 
 
+def write_mnist_test(d: Path, n: int = 12, pixel_step: int = 3) -> None:
+    """MNIST's test set (the t10k files) of ``n`` images, pixel ``i`` ``i * pixel_step``."""
+    write_idx(d / "t10k-images-idx3-ubyte", (n, 28, 28),
+              bytes((i * pixel_step) % 256 for i in range(n * 784)))
+    write_idx(d / "t10k-labels-idx1-ubyte", (n,), bytes(i % 10 for i in range(n)))
+
+
 def write_cifar_python(d: Path, n: int = 8) -> None:
     batch = {b"data": bytes((i * 7) % 256 for i in range(n * 3072)),
              b"labels": [i % 10 for i in range(n)]}

@@ -12,7 +12,6 @@ import importlib.util
 import json
 import os
 import re
-import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -26,7 +25,7 @@ from dltop.profiles.loader import parse
 from dltop.profiles.presets import PRESET_KEYS, PRESETS
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import CommandRun, RunJob, assert_close, program
+from .conftest import CommandRun, RunJob, assert_close, program, run_profile
 
 REPORT = CHILD_DIR / "report" / "dltop_report.py"
 
@@ -161,22 +160,7 @@ def dltop_run(tmp_path: Path, profile_text: Any, **keys: Any) -> CommandRun:
     prof.write_text(profile_text({"frameworks": ["command"], "models": ["my-net"],
                                   "batch_sizes": [32], "devices": ["cpu:1"], "timeout_s": 60,
                                   **keys}))
-    db = tmp_path / "d.db"
-    res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
-                          "--headless", "--no-telemetry"], capture_output=True, text=True,
-                         timeout=180)
-    if not db.exists():
-        return CommandRun(res.returncode, res.stderr, {}, [], [], [], {}, {})
-    conn = sqlite3.connect(db)
-    conn.row_factory = sqlite3.Row
-    try:
-        row = conn.execute("select * from runs").fetchone()
-        iters = conn.execute("select seconds, warmup, samples from iterations "
-                             "order by idx").fetchall()
-    finally:
-        conn.close()
-    return CommandRun(res.returncode, res.stderr, dict(row), [r[0] for r in iters],
-                      [bool(r[1]) for r in iters], [r[2] for r in iters], {}, {})
+    return run_profile(prof, 180)
 
 
 @pytest.mark.slow

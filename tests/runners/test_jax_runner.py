@@ -16,7 +16,14 @@ import pytest
 
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import LazyModule, run_profile, run_runner, spec, write_idx, write_mnist
+from .conftest import (
+    LazyModule,
+    run_profile,
+    run_runner,
+    spec,
+    write_mnist,
+    write_mnist_test,
+)
 from .test_cntk_runner import COUNTS
 
 torch_models = LazyModule("dltop.runners.child.torch_models")
@@ -236,9 +243,7 @@ def test_bf16_inference_and_injected_faults(tmp_path: Path) -> None:
 def test_real_data_evaluates_the_whole_test_set(tmp_path: Path, loader: str,
                                                 workers: int) -> None:
     write_mnist(tmp_path, n=20)
-    write_idx(tmp_path / "t10k-images-idx3-ubyte", (13, 28, 28),
-              bytes((i * 3) % 256 for i in range(13 * 784)))
-    write_idx(tmp_path / "t10k-labels-idx1-ubyte", (13,), bytes(i % 10 for i in range(13)))
+    write_mnist_test(tmp_path, n=13)
     code, events, out = run_runner(tmp_path, jax_spec(
         "fcn-r", data="real", data_dir=str(tmp_path), iterations=4, warmup=1, eval_every=2,
         batch_size=4, shuffle=True, data_loader=loader, loader_workers=workers),

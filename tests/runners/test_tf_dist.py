@@ -18,7 +18,7 @@ import pytest
 
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import run_runner, spec, write_idx, write_mnist
+from .conftest import run_runner, spec, write_mnist, write_mnist_test
 
 pytestmark = [pytest.mark.slow, pytest.mark.tensorflow]
 
@@ -52,9 +52,7 @@ def test_two_workers_follow_one_process_step_for_step(tmp_path: Path) -> None:
     of one process on the whole batch, up to float summation order; and so is worker 0's
     evaluation of the trained weights (the other worker does not evaluate)."""
     write_mnist(tmp_path, n=64)
-    write_idx(tmp_path / "t10k-images-idx3-ubyte", (20, 28, 28),
-              bytes((i * 7) % 256 for i in range(20 * 784)))
-    write_idx(tmp_path / "t10k-labels-idx1-ubyte", (20,), bytes(i % 10 for i in range(20)))
+    write_mnist_test(tmp_path, n=20, pixel_step=7)
     common: dict[str, Any] = dict(batch_size=16, iterations=3, warmup=0, data="real",
                                   data_dir=str(tmp_path), lr=0.1, eval_every=3)
     code, one, out = run_runner(tmp_path, tf_spec("cpu:1", **common), script=SCRIPT,

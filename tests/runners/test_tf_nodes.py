@@ -16,7 +16,7 @@ import pytest
 
 from dltop.runners.registry import CHILD_DIR
 
-from .conftest import run_runner, spec, write_idx, write_mnist
+from .conftest import run_runner, spec, write_mnist, write_mnist_test
 
 RUNNER = str(CHILD_DIR / "tf_runner.py")
 
@@ -44,9 +44,7 @@ def test_two_nodes_train_as_one_job_on_one_host(tmp_path: Path) -> None:
     Each node trains on its half of the global batch: the losses are those of one
     process on the whole batch (real data, the same order), up to summation order."""
     write_mnist(tmp_path, n=64)
-    write_idx(tmp_path / "t10k-images-idx3-ubyte", (20, 28, 28),
-              bytes((i * 7) % 256 for i in range(20 * 784)))
-    write_idx(tmp_path / "t10k-labels-idx1-ubyte", (20,), bytes(i % 10 for i in range(20)))
+    write_mnist_test(tmp_path, n=20, pixel_step=7)
     # eval_every = 4: rank 0 evaluates after the last step, when rank 1 may be gone
     common: dict[str, Any] = dict(batch_size=16, iterations=3, warmup=1, data="real",
                                   data_dir=str(tmp_path), lr=0.1, eval_every=4)

@@ -8,19 +8,13 @@ from typing import Any
 
 import pytest
 
-from .conftest import run_profile, run_runner, spec, write_idx, write_mnist
+from .conftest import run_profile, run_runner, spec, write_mnist, write_mnist_test
 
 pytestmark = pytest.mark.slow
 
 
 def of(events: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
     return [e for e in events if e["event"] == kind]
-
-
-def write_mnist_test(d: Path, n: int = 12) -> None:
-    write_idx(d / "t10k-images-idx3-ubyte", (n, 28, 28), bytes((i * 3) % 256
-                                                               for i in range(n * 784)))
-    write_idx(d / "t10k-labels-idx1-ubyte", (n,), bytes(i % 10 for i in range(n)))
 
 
 def test_eval_every_n_iterations(tmp_path: Path) -> None:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,20 +35,26 @@ def test_only_a_batch_job_not_seen_to_end_is_an_orphan() -> None:
     assert not is_orphan_job(4242, "12", "RUNNING")
 
 
+def killed_while_running(tmp_path: Path, prof: Path, env: dict[str, str]) -> dict[str, Any]:
+    """``dltop run prof`` until its run is running in Slurm, then the engine SIGKILLed (no
+    clean-up: as a reboot or the OOM killer); the run's row as it was then."""
+    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env=env)
+    try:
+        return wait_for_run(tmp_path, engine, "running in Slurm",
+                            lambda r: r["slurm_state"] == "RUNNING")
+    finally:
+        engine.send_signal(signal.SIGKILL)
+        engine.communicate(timeout=30)
+
+
 @pytest.mark.slow
 def test_resume_cancels_the_batch_job_a_killed_engine_left(slurm_env: LocalSlurm,
                                                           tmp_path: Path) -> None:
     prof = write(tmp_path, timeout_s=600, extra='inject = "hang"')
     env = env_for(tmp_path)
-    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env)
-    try:
-        run = wait_for_run(tmp_path, engine, "running in Slurm",
-                           lambda r: r["slurm_state"] == "RUNNING")
-    finally:
-        engine.send_signal(signal.SIGKILL)  # no clean-up: as a reboot or the OOM killer
-        engine.communicate(timeout=30)
+    run = killed_while_running(tmp_path, prof, env)
     orphan = run["slurm_job_id"]
     assert slurm_state(slurm_env, orphan) == "RUNNING"  # the job outlived its engine
     resumed = subprocess.Popen([sys.executable, "-m", "dltop", "run", "--resume",
@@ -120,15 +127,7 @@ def test_resume_keeps_a_job_that_completed_after_its_engine_died(slurm_env: Loca
     prof.write_text(COMMAND_PROFILE.format(python=json.dumps(sys.executable),
                                            program=json.dumps(STEPS)))
     env = env_for(tmp_path)
-    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                              env=env)
-    try:
-        run = wait_for_run(tmp_path, engine, "running in Slurm",
-                           lambda r: r["slurm_state"] == "RUNNING")
-    finally:
-        engine.send_signal(signal.SIGKILL)
-        engine.communicate(timeout=30)
+    run = killed_while_running(tmp_path, prof, env)
     job = run["slurm_job_id"]
     deadline = time.monotonic() + 90
     while slurm_state(slurm_env, job) != "COMPLETED" and time.monotonic() < deadline:

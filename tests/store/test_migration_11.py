@@ -5,12 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-import sqlite_utils
-
 from dltop.store import Store, connect, memory_db
-from dltop.store.migrations import MIGRATIONS
 
 from .conftest import campaign, make_jobs
+from .olddb import migrated_to
 
 STATUSES = ("queued", "running", "ok", "crashed", "removed", "unsatisfiable", "cancelled")
 
@@ -66,13 +64,7 @@ def test_a_rolled_back_write_leaves_the_counts(tmp_path: Path) -> None:
 
 def _version_10(path: Path) -> None:
     """A database left by dltop before migration 11: two campaigns, runs, samples."""
-    db = sqlite_utils.Database(path)
-    db.table("schema_migrations").create({"version": int, "name": str, "applied_at": str},
-                                         pk="version")
-    for m in MIGRATIONS[:10]:
-        m.apply(db)
-        db.execute("insert into schema_migrations values (?, ?, ?)",
-                   [m.version, m.name, "2026-11-01T00:00:00Z"])
+    db = migrated_to(path, 10)
     for cid in (1, 2):
         db.execute("insert into campaigns (id, name, status, created_at) "
                    "values (?, 'old', 'finished', 'x')", [cid])

@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import sqlite_utils
 
 from dltop.store import Store, connect, memory_db
 from dltop.store.migrations import MIGRATIONS
 from dltop.telemetry.sampler import GpuWindow, HostWindow
 
 from .conftest import campaign
+from .olddb import migrated_to
 
 T0 = 1_800_000_000.0
 
@@ -94,13 +94,7 @@ def test_without_measured_iterations_the_summary_says_why() -> None:
 
 def _version_15(path: Path) -> None:
     """A database left by dltop before migration 16, with a run and its samples."""
-    db = sqlite_utils.Database(path)
-    db.table("schema_migrations").create({"version": int, "name": str, "applied_at": str},
-                                         pk="version")
-    for m in MIGRATIONS[:15]:
-        m.apply(db)
-        db.execute("insert into schema_migrations values (?, ?, ?)",
-                   [m.version, m.name, "2026-11-01T00:00:00Z"])
+    db = migrated_to(path, 15)
     db.execute("insert into gpu_samples (run_id, t_start_mono_s, gpu_index, n, power_mean_w) "
                "values (1, 5.0, 0, 5, 123.0)")
     db.execute("insert into host_samples (run_id, t_start_mono_s, n, cpu_mean_pct) "

@@ -13,36 +13,16 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from dltop.jobs import campaign
 from dltop.live.campaign_metrics import label_name
 from dltop.live.exporter import MetricsSource, start_metrics_server
-from dltop.procs import process_start_time
 from dltop.profiles.loader import parse
-from dltop.results.stats import summarize_run
 from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.model import HostSample
 
+from .metrics_campaign import PROFILE, WAITING, seed
+
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dltop-campaign.json"
-PROFILE = """
-name = "prec"
-[defaults]
-iterations = 20
-warmup = 5
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [64]
-devices = ["cpu:1"]
-precision = "fp32"
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r", "alexnet-r"]
-batch_sizes = [64]
-devices = ["cpu:1"]
-precision = "bf16"
-"""
-WAITING = "gpu:0 held by pid 4242 (python train.py)"
 
 
 def host() -> HostSample:
@@ -52,28 +32,9 @@ def host() -> HostSample:
 
 @pytest.fixture
 def db_path(tmp_path: Path, stand_in_engine: int) -> Path:
-    """Jobs fcn-r fp32 crashed, alexnet-r fp32 ok (skewed iterations), fcn-r bf16
-    running (8 of 25 iterations), alexnet-r bf16 queued; the campaign waits for a GPU."""
+    """The campaign of :func:`metrics_campaign.seed` (a stand-in engine keeps it live)."""
     path = tmp_path / "m.db"
-    store = Store(connect(path))
-    plan = campaign.preflight([parse(PROFILE, "prec.toml", "prec")], 0, False)
-    cid, queued = campaign.create(store, plan, ["dltop", "run", "prec.toml"])
-    by = {(q.spec.model, q.spec.precision): q.job_id for q in queued}
-    rid = store.start_run(by[("fcn-r", "fp32")], cid, 1, "", 64)
-    store.finish_run(rid, by[("fcn-r", "fp32")], "crashed", {"error_message": "boom"})
-    rid = store.start_run(by[("alexnet-r", "fp32")], cid, 1, "", 64)
-    seconds = [0.1, 0.1, 0.4]
-    store.add_iterations(rid, [{"idx": i, "seconds": s, "samples": 64, "warmup": 0,
-                                "loss": None} for i, s in enumerate(seconds)])
-    store.finish_run(rid, by[("alexnet-r", "fp32")], "ok",
-                     summarize_run(seconds, 64).to_columns())
-    rid = store.start_run(by[("fcn-r", "bf16")], cid, 1, "", 64)
-    store.add_iterations(rid, [{"idx": i, "seconds": 0.2, "samples": 64, "warmup": int(i < 5),
-                                "loss": None} for i in range(8)])
-    with store.db.conn:
-        store.db.execute("update campaigns set status = 'waiting', waiting_for = ?, "
-                         "engine_pid = ?, engine_start_time = ?",
-                         [WAITING, stand_in_engine, process_start_time(stand_in_engine)])
+    seed(path, stand_in_engine)
     return path
 
 

@@ -161,43 +161,14 @@ def test_a_run_without_facts_keeps_its_environment_as_before(tmp_path: Path) -> 
     assert "GPU settings" not in export.build_table(db, [1], "time").caption[-1]
 
 
-STEPS = """
-import sys, time
-from dltop_report import step
-for _ in range(int(sys.argv[1])):
-    with step(samples=8) as s:
-        time.sleep(0.05)
-        s.loss = 1.0
-"""
-
-
 @pytest.mark.slow
 def test_the_engine_reads_them_as_a_gpu_run_starts(fake_nvml: Any, tmp_path: Path) -> None:
     # Hardware boundary: the FAKE NVML answers for GPU 0, the allocator is told of one
     # GPU, the sampler reads a simulated one; the run is a real process (a command job).
-    import asyncio
-    import sys as _sys
-
-    from dltop.jobs import campaign
-    from dltop.jobs.allocator import DeviceAllocator
-    from dltop.jobs.engine import Engine
-    from dltop.telemetry.fake import FakeGpuBackend
-    from dltop.telemetry.sampler import Sampler
+    from .gpu_campaign import run_gpu_and_cpu_jobs
 
     fake_nvml(nvmlDeviceGetClockInfo=lambda h, c: {1: 1755, 2: 2619}[c])
-    script = tmp_path / "steps.py"
-    script.write_text(STEPS)
-    command = json.dumps([_sys.executable, str(script), "{total}"])
-    prof = parse(f'[[matrix]]\nframeworks=["command"]\nmodels=["a"]\nbatch_sizes=[8]\n'
-                 f'devices=["gpu:1", "cpu:1"]\nwarmup=1\niterations=3\ntimeout_s=60\n'
-                 f'command={command}\n', "gpu.toml", "gpu")
-    store = Store(connect(tmp_path / "d.db"))
-    plan = campaign.preflight([prof], 1, False)
-    cid = campaign.store_plan(store, plan, ["test"])
-    engine = Engine(store, cid, plan.name, logs_dir=tmp_path / "runs", db_label="t",
-                    sampler_factory=lambda cb: Sampler(FakeGpuBackend(1), cb, 10, 5),
-                    allocator=DeviceAllocator(1, environment.core_order(), pack=False))
-    assert asyncio.run(engine.run()) == "finished"
+    store, cid = run_gpu_and_cpu_jobs(tmp_path)
     got = {r["device"]: json.loads(r["extra"]) for r in store.db.query(
         "select j.device, e.extra from environment e join runs r on r.id = e.run_id "
         "join jobs j on j.id = r.job_id")}

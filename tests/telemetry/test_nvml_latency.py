@@ -1,4 +1,4 @@
-"""nvml.query_latencies: every query the sampler makes, timed (against a fake pynvml)."""
+"""nvml_latency.query_latencies: every query the sampler makes, timed (against a fake pynvml)."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import pytest
 from tests.telemetry.test_nvml import fake_pynvml
 
 from dltop.telemetry import nvml
+from dltop.telemetry.nvml_latency import query_latencies
 
 
 def test_every_sampler_query_and_both_ticks_are_timed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -18,7 +19,7 @@ def test_every_sampler_query_and_both_ticks_are_timed(monkeypatch: pytest.Monkey
     monkeypatch.setattr(nvml, "PROC_UTIL_BACKOFF_S", 0.0)
     nvml.reset_for_tests()
     try:
-        rows = {r.field: r for r in nvml.query_latencies(1, calls=50, budget_s=60.0)}
+        rows = {r.field: r for r in query_latencies(1, calls=50, budget_s=60.0)}
     finally:
         nvml.reset_for_tests()
     assert set(rows) == {"utilization", "memory", "field_values", "temperature", "sm_clock",
@@ -37,7 +38,7 @@ def test_budget_stops_early(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(instant=True))
     nvml.reset_for_tests()
     try:
-        rows = {r.field: r for r in nvml.query_latencies(0, calls=10_000, budget_s=0.0)}
+        rows = {r.field: r for r in query_latencies(0, calls=10_000, budget_s=0.0)}
     finally:
         nvml.reset_for_tests()
     assert rows["tick slow"].calls == 1
@@ -53,11 +54,11 @@ def test_no_nvml_or_no_such_gpu_gives_nothing(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setitem(sys.modules, "pynvml", broken)
     nvml.reset_for_tests()
     try:
-        assert nvml.query_latencies() == ()
+        assert query_latencies() == ()
     finally:
         nvml.reset_for_tests()
     monkeypatch.setitem(sys.modules, "pynvml", fake_pynvml(instant=True))
     try:
-        assert nvml.query_latencies(2) == ()  # the fake has GPUs 0 and 1
+        assert query_latencies(2) == ()  # the fake has GPUs 0 and 1
     finally:
         nvml.reset_for_tests()

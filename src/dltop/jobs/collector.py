@@ -14,14 +14,13 @@ which moves the sampler's measured window.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from dltop.catalog import PROFILE_NOT_STORED, RunStatus
-from dltop.jobs.evals import RunExtras
+from dltop.jobs.evals import RunExtras, finite_float
 from dltop.jobs.events import EngineEvent, RunProgress
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.jobs.writes import ITERATION_ROWS
@@ -72,7 +71,7 @@ class IterationCollector:
             samples = int(event.get("samples") or self.samples_per_iter)
         except (KeyError, TypeError, ValueError):
             return  # a malformed iteration event is skipped, not fatal
-        loss = _as_float(event.get("loss"))
+        loss = finite_float(event.get("loss"))  # NaN and inf: NULL
         warmup = bool(event.get("warmup"))
         try:
             t_mono_ns = int(event["t_mono_ns"])
@@ -123,15 +122,6 @@ class IterationCollector:
             self._buffer = []
         self.extras.flush(final)
         self._last_flush = time.monotonic()
-
-
-def _as_float(value: Any) -> float | None:
-    """A loss as a finite float, or None (non-finite losses are stored as NULL)."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:

@@ -28,8 +28,9 @@ from dltop.store.writer import Store
 PLAN_COLUMN = "plan_iterations"
 
 
-def _float(value: Any) -> float | None:
-    """A finite float, or None (``"nan"``, ``"inf"`` and null are stored as NULL)."""
+def finite_float(value: Any) -> float | None:
+    """A finite float, or None (``"nan"``, ``"inf"`` and null are stored as NULL): how an
+    event's number (an evaluation's, an iteration's loss) goes into a REAL column."""
     try:
         f = float(value)
     except (TypeError, ValueError):
@@ -44,9 +45,10 @@ def eval_row(event: dict[str, Any]) -> dict[str, Any]:
     except (KeyError, TypeError, ValueError):
         t_mono_ns = time.monotonic_ns()
     samples = event.get("samples")
-    return {"idx": int(event["index"]), "epoch": _float(event.get("epoch")),
-            "accuracy": _float(event.get("accuracy")),
-            "perplexity": _float(event.get("perplexity")), "loss": _float(event.get("loss")),
+    return {"idx": int(event["index"]), "epoch": finite_float(event.get("epoch")),
+            "accuracy": finite_float(event.get("accuracy")),
+            "perplexity": finite_float(event.get("perplexity")),
+            "loss": finite_float(event.get("loss")),
             "eval_s": float(event["eval_s"]), "train_s": float(event["train_s"]),
             "samples": None if samples is None else int(samples), "t_mono_ns": t_mono_ns}
 
@@ -63,7 +65,7 @@ def profile_rows(event: dict[str, Any]) -> tuple[dict[str, Any], list[dict[str, 
     wall_ms = step_ms * steps
     ops = []
     for op in event.get("ops") or ():
-        dev = _float(op.get("self_device_ms"))
+        dev = finite_float(op.get("self_device_ms"))
         cpu = float(op["self_cpu_ms"])
         own = dev if device == "cuda" and dev is not None else cpu
         ops.append({"name": str(op["name"]), "calls": int(op["calls"]), "self_cpu_ms": cpu,

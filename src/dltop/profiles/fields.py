@@ -1,4 +1,6 @@
-"""Field metadata of :class:`~dltop.profiles.model.JobSpec`: checks and declarations.
+"""Field metadata of :class:`~dltop.profiles.model.JobSpec`: checks and declarations,
+and what is read off them for any such dataclass (:func:`check_declarations`,
+:func:`json_decoders`).
 
 A ``JobSpec`` field declares, in one place, everything derived from it:
 
@@ -34,8 +36,8 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import Field, field
-from typing import Any, TypeVar
+from dataclasses import Field, field, fields
+from typing import Any, TypeVar, cast, get_args, get_type_hints
 
 T = TypeVar("T")
 Check = Callable[[Any], T]
@@ -186,3 +188,47 @@ def undeclared(fs: Iterable[Field[Any]]) -> list[str]:
     """Identity settings that do not say whether a caption states them (``quiet``)."""
     return [f.name for f in fs if CHECK in f.metadata and f.metadata.get(IDENTITY) is not False
             and f.metadata.get(QUIET) is None]
+
+
+def check_declarations(cls: type[Any]) -> None:
+    """Fail at import when a field of ``cls`` leaves out a declaration results rely on.
+
+    Raises:
+        TypeError: a field does not declare ``identity``, or an identity setting does
+            not declare ``quiet``: a programming error, caught by any import.
+    """
+    missing = [f.name for f in fields(cls) if IDENTITY not in f.metadata]
+    if missing:
+        raise TypeError(f"{cls.__name__} fields {missing} do not declare identity "
+                        "(fields.IDENTITY)")
+    unquiet = undeclared(fields(cls))
+    if unquiet:
+        raise TypeError(f"{cls.__name__} identity settings {unquiet} do not declare quiet= "
+                        "(whether a results caption states their default)")
+
+
+def json_decoders(cls: type[Any]) -> dict[str, Callable[[Any], Any]]:
+    """How each field of the dataclass ``cls`` is read back from JSON, by name: its
+    codec's decoder, or one derived from its type (``int``, ``float``, ``str``,
+    ``bool``, ``int | str | None`` as is, and any of them optional).
+
+    Raises:
+        TypeError: a field of another type has no codec.
+    """
+    hints = get_type_hints(cls)
+    return {f.name: _decoder(cls.__name__, f, hints[f.name]) for f in fields(cls)}
+
+
+def _decoder(owner: str, f: Field[Any], hint: Any) -> Callable[[Any], Any]:
+    codec = f.metadata.get(CODEC)
+    if codec:
+        return cast(Callable[[Any], Any], codec[1])
+    if hint in (int, float, str, bool):
+        return cast(Callable[[Any], Any], hint)
+    args = get_args(hint)
+    if len(args) > 2 and set(args) <= {int, str, type(None)}:  # eval_every: N or "epoch"
+        return lambda v: v
+    if len(args) == 2 and type(None) in args:
+        inner = _decoder(owner, f, next(a for a in args if a is not type(None)))
+        return lambda v: None if v is None else inner(v)
+    raise TypeError(f"{owner}.{f.name}: no JSON decoder for {hint!r}; give it a codec")

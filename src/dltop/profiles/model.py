@@ -1,19 +1,24 @@
 """Validated, frozen profile and job specifications.
 
 These are the values that cross from ``profiles/`` into ``jobs/`` and onto the
-runner's command line. Units are in the field names.
+runner's command line. Units are in the field names. A job's parts have their own
+modules (:mod:`dltop.profiles.device`, the ``[slurm]`` table in
+:mod:`dltop.profiles.slurm`) and are re-exported here, where ``JobSpec`` users
+import them; what a field declares, and the JSON decoding read off those
+declarations, is :mod:`dltop.profiles.fields`.
 """
 
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import Field, dataclass, field, fields
-from typing import Any, Literal, cast, get_args, get_type_hints
+from typing import Any
 
 from dltop import catalog
 from dltop.profiles import window
+from dltop.profiles.device import DeviceKind as DeviceKind
+from dltop.profiles.device import DeviceSpec as DeviceSpec
 from dltop.profiles.fields import (
     CHECK,
     CODEC,
@@ -21,112 +26,19 @@ from dltop.profiles.fields import (
     IDENTITY,
     KEY,
     boolean,
+    check_declarations,
     every,
     fraction,
     integer,
+    json_decoders,
     number,
     one_of,
     optional,
     path,
     setting,
-    undeclared,
 )
 from dltop.profiles.references import Reference, references_from_json, references_to_json
-
-DeviceKind = Literal["cpu", "cpus", "gpu"]
-
-_DEVICE_RE = re.compile(r"^(cpu|cpus|gpu):([0-9]+)$")
-
-
-@dataclass(frozen=True, order=True)
-class DeviceSpec:
-    """A device configuration.
-
-    ``cpu:N``: one process, N threads. ``cpus:P``: P CPU worker processes (one
-    thread each), data-parallel over gloo. ``gpu:N``: N GPUs, data-parallel.
-    """
-
-    kind: DeviceKind
-    count: int
-
-    @property
-    def label(self) -> str:
-        """The profile spelling, e.g. ``cpu:4``."""
-        return f"{self.kind}:{self.count}"
-
-    @classmethod
-    def parse(cls, text: str) -> DeviceSpec:
-        """Parse ``cpu:N``, ``cpus:P`` or ``gpu:N``.
-
-        Raises:
-            ValueError: the text is not of that form or N < 1.
-        """
-        m = _DEVICE_RE.match(text.strip())
-        if not m or int(m.group(2)) < 1:
-            raise ValueError(f"expected 'cpu:N', 'cpus:P' or 'gpu:N' with N >= 1, got {text!r}")
-        kinds: dict[str, DeviceKind] = {"cpu": "cpu", "cpus": "cpus", "gpu": "gpu"}
-        return cls(kinds[m.group(1)], int(m.group(2)))
-
-    @property
-    def workers(self) -> int:
-        """Data-parallel workers: 1 for ``cpu:N`` (threads), N otherwise."""
-        return 1 if self.kind == "cpu" else self.count
-
-
-@dataclass(frozen=True)
-class SlurmSettings:
-    """A profile's ``[slurm]`` table: how a job becomes a Slurm job (docs/cluster.md).
-
-    None means "Slurm's default" (the cluster's or the partition's).
-    """
-
-    partition: str | None = None
-    account: str | None = None
-    time: str | None = None
-    """Slurm's time limit (``MM``, ``HH:MM:SS``, ``D-HH:MM``...); None: from ``timeout_s``."""
-    gpus_per_node: int | None = None
-    cpus_per_task: int | None = None
-    extra_args: tuple[str, ...] = ()
-    """More ``sbatch`` options, one argument each (e.g. ``--qos=short``)."""
-    setup: tuple[str, ...] = ()
-    """Shell lines run on each node before the job (e.g. ``module load cuda``)."""
-    mem: str | None = None
-    """``--mem`` (``64G``, ``0`` = all of the node's); None: ``0`` when exclusive, else
-    Slurm's default."""
-    exclusive: bool = True
-    """``--exclusive``: a timed run has its nodes to itself (False: shared, recorded so)."""
-    srun_args: tuple[str, ...] = ()
-    """More ``srun`` options for the job's step (e.g. ``--cpu-bind=cores``)."""
-    container: str | None = None
-    """The image the runner runs in (None: none)."""
-    container_runtime: str = "pyxis"
-    """``pyxis`` (``srun --container-image``) or ``apptainer`` (``apptainer exec``)."""
-    cpus_per_gpu: int | None = None
-    """A GPU job's ``--cpus-per-task`` per GPU when ``cpus_per_task`` is not given (None:
-    the nodes' cores per GPU from ``sinfo``)."""
-    parallel: int = 1
-    """Runs of the campaign in Slurm at once (separate jobs; docs/cluster.md)."""
-
-    def to_json_dict(self) -> dict[str, Any]:
-        """Plain JSON (lists for the tuples)."""
-        return {"partition": self.partition, "account": self.account, "time": self.time,
-                "gpus_per_node": self.gpus_per_node, "cpus_per_task": self.cpus_per_task,
-                "extra_args": list(self.extra_args), "setup": list(self.setup),
-                "mem": self.mem, "exclusive": self.exclusive,
-                "srun_args": list(self.srun_args), "container": self.container,
-                "container_runtime": self.container_runtime,
-                "cpus_per_gpu": self.cpus_per_gpu, "parallel": self.parallel}
-
-    @classmethod
-    def from_json_dict(cls, d: Mapping[str, Any]) -> SlurmSettings:
-        """Inverse of :meth:`to_json_dict` (a missing key takes its default)."""
-        return cls(partition=d.get("partition"), account=d.get("account"), time=d.get("time"),
-                   gpus_per_node=d.get("gpus_per_node"), cpus_per_task=d.get("cpus_per_task"),
-                   extra_args=tuple(d.get("extra_args") or ()), setup=tuple(d.get("setup") or ()),
-                   mem=d.get("mem"), exclusive=d.get("exclusive", True),
-                   srun_args=tuple(d.get("srun_args") or ()), container=d.get("container"),
-                   container_runtime=d.get("container_runtime") or "pyxis",
-                   cpus_per_gpu=d.get("cpus_per_gpu"), parallel=int(d.get("parallel") or 1))
+from dltop.profiles.slurm import SlurmSettings as SlurmSettings
 
 
 @dataclass(frozen=True)
@@ -385,31 +297,9 @@ def identity_key(identity: Mapping[str, Any]) -> str:
     return json.dumps(identity, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _decoder(f: Field[Any], hint: Any) -> Callable[[Any], Any]:
-    codec = f.metadata.get(CODEC)
-    if codec:
-        return cast(Callable[[Any], Any], codec[1])
-    if hint in (int, float, str, bool):
-        return cast(Callable[[Any], Any], hint)
-    args = get_args(hint)
-    if len(args) > 2 and set(args) <= {int, str, type(None)}:  # eval_every: N or "epoch"
-        return lambda v: v
-    if len(args) == 2 and type(None) in args:
-        inner = _decoder(f, next(a for a in args if a is not type(None)))
-        return lambda v: None if v is None else inner(v)
-    raise TypeError(f"JobSpec.{f.name}: no JSON decoder for {hint!r}; give it a codec")
-
-
-_UNDECLARED = [f.name for f in fields(JobSpec) if IDENTITY not in f.metadata]
-if _UNDECLARED:  # pragma: no cover - a programming error, caught by any import
-    raise TypeError(f"JobSpec fields {_UNDECLARED} do not declare identity (fields.IDENTITY)")
-_UNQUIET = undeclared(fields(JobSpec))
-if _UNQUIET:  # pragma: no cover - a programming error, caught by any import
-    raise TypeError(f"JobSpec identity settings {_UNQUIET} do not declare quiet= (whether a "
-                    "results caption states their default)")
-
-_HINTS = get_type_hints(JobSpec)
-_DECODERS = {f.name: _decoder(f, _HINTS[f.name]) for f in fields(JobSpec)}
+# A field that forgets a declaration fails every import, not a results table later.
+check_declarations(JobSpec)
+_DECODERS = json_decoders(JobSpec)
 """How each field is read back from spec.json, derived from its type (or codec)."""
 
 

@@ -1,4 +1,5 @@
-"""A profile's ``[slurm]`` table and the checks that tie it to the jobs (docs/cluster.md).
+"""A profile's ``[slurm]`` table (:class:`SlurmSettings`) and the checks that tie it to
+the jobs (docs/cluster.md).
 
 Everything here is pure: whether ``sbatch`` exists on this host is preflight's
 question (:mod:`dltop.jobs.campaign`), not the loader's.
@@ -7,16 +8,74 @@ question (:mod:`dltop.jobs.campaign`), not the loader's.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from dltop.errors import UserError
-from dltop.profiles.model import DeviceSpec, SlurmSettings
+from dltop.profiles.device import DeviceSpec
 
 KEYS = ("partition", "account", "time", "gpus_per_node", "cpus_per_task", "mem", "exclusive",
         "extra_args", "srun_args", "setup", "container", "container_runtime",
         "cpus_per_gpu", "parallel")
 CONTAINER_RUNTIMES = ("pyxis", "apptainer")
+
+
+@dataclass(frozen=True)
+class SlurmSettings:
+    """A profile's ``[slurm]`` table: how a job becomes a Slurm job (docs/cluster.md).
+
+    None means "Slurm's default" (the cluster's or the partition's).
+    """
+
+    partition: str | None = None
+    account: str | None = None
+    time: str | None = None
+    """Slurm's time limit (``MM``, ``HH:MM:SS``, ``D-HH:MM``...); None: from ``timeout_s``."""
+    gpus_per_node: int | None = None
+    cpus_per_task: int | None = None
+    extra_args: tuple[str, ...] = ()
+    """More ``sbatch`` options, one argument each (e.g. ``--qos=short``)."""
+    setup: tuple[str, ...] = ()
+    """Shell lines run on each node before the job (e.g. ``module load cuda``)."""
+    mem: str | None = None
+    """``--mem`` (``64G``, ``0`` = all of the node's); None: ``0`` when exclusive, else
+    Slurm's default."""
+    exclusive: bool = True
+    """``--exclusive``: a timed run has its nodes to itself (False: shared, recorded so)."""
+    srun_args: tuple[str, ...] = ()
+    """More ``srun`` options for the job's step (e.g. ``--cpu-bind=cores``)."""
+    container: str | None = None
+    """The image the runner runs in (None: none)."""
+    container_runtime: str = "pyxis"
+    """``pyxis`` (``srun --container-image``) or ``apptainer`` (``apptainer exec``)."""
+    cpus_per_gpu: int | None = None
+    """A GPU job's ``--cpus-per-task`` per GPU when ``cpus_per_task`` is not given (None:
+    the nodes' cores per GPU from ``sinfo``)."""
+    parallel: int = 1
+    """Runs of the campaign in Slurm at once (separate jobs; docs/cluster.md)."""
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Plain JSON (lists for the tuples)."""
+        return {"partition": self.partition, "account": self.account, "time": self.time,
+                "gpus_per_node": self.gpus_per_node, "cpus_per_task": self.cpus_per_task,
+                "extra_args": list(self.extra_args), "setup": list(self.setup),
+                "mem": self.mem, "exclusive": self.exclusive,
+                "srun_args": list(self.srun_args), "container": self.container,
+                "container_runtime": self.container_runtime,
+                "cpus_per_gpu": self.cpus_per_gpu, "parallel": self.parallel}
+
+    @classmethod
+    def from_json_dict(cls, d: Mapping[str, Any]) -> SlurmSettings:
+        """Inverse of :meth:`to_json_dict` (a missing key takes its default)."""
+        return cls(partition=d.get("partition"), account=d.get("account"), time=d.get("time"),
+                   gpus_per_node=d.get("gpus_per_node"), cpus_per_task=d.get("cpus_per_task"),
+                   extra_args=tuple(d.get("extra_args") or ()), setup=tuple(d.get("setup") or ()),
+                   mem=d.get("mem"), exclusive=d.get("exclusive", True),
+                   srun_args=tuple(d.get("srun_args") or ()), container=d.get("container"),
+                   container_runtime=d.get("container_runtime") or "pyxis",
+                   cpus_per_gpu=d.get("cpus_per_gpu"), parallel=int(d.get("parallel") or 1))
+
 
 _TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,2}"
                    r"|\d+-\d+:\d{1,2}:\d{1,2})$")
@@ -111,12 +170,17 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
             raise err(f"slurm.{key}", f"expected a list of non-empty strings, got {v!r}")
         return tuple(v)
 
-    time = table.get("time")
-    if isinstance(time, int) and not isinstance(time, bool) and time >= 1:
-        time = str(time)  # minutes, as Slurm reads a bare number
-    if time is not None and (not isinstance(time, str) or not _TIME.match(time)):
-        raise err("slurm.time", f"expected a Slurm time limit (minutes, \"HH:MM:SS\" or "
-                  f"\"D-HH:MM:SS\"), got {time!r}")
+    def slurm_value(key: str, form: re.Pattern[str], least: int, expected: str) -> str | None:
+        # A bare number is one Slurm reads too (minutes, megabytes): kept as its text.
+        v = table.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= least:
+            v = str(v)
+        if v is not None and (not isinstance(v, str) or not form.match(v)):
+            raise err(f"slurm.{key}", f"expected {expected}, got {v!r}")
+        return v
+
+    time = slurm_value("time", _TIME, 1,
+                       'a Slurm time limit (minutes, "HH:MM:SS" or "D-HH:MM:SS")')
     extra, srun = strings("extra_args"), strings("srun_args")
     for key, args in (("extra_args", extra), ("srun_args", srun)):
         for arg in args:
@@ -126,12 +190,7 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
                 use = (f"use the key {instead} instead" if instead
                        else "the executor sets it")
                 raise err(f"slurm.{key}", f"{arg!r}: dltop sets {name} itself ({use})")
-    mem = table.get("mem")
-    if isinstance(mem, int) and not isinstance(mem, bool) and mem >= 0:
-        mem = str(mem)  # megabytes, as Slurm reads a bare number
-    if mem is not None and (not isinstance(mem, str) or not _MEM.match(mem)):
-        raise err("slurm.mem", f"expected Slurm memory per node (\"64G\", \"512M\", 0 for "
-                  f"all of it), got {mem!r}")
+    mem = slurm_value("mem", _MEM, 0, 'Slurm memory per node ("64G", "512M", 0 for all of it)')
     exclusive = table.get("exclusive", True)
     if not isinstance(exclusive, bool):
         raise err("slurm.exclusive", f"expected true or false, got {exclusive!r}")

@@ -53,6 +53,32 @@ class GpuSample:
 
 
 @dataclass(frozen=True)
+class GpuRunFacts:
+    """Settings of one GPU as a run starts, recorded with the run's environment.
+
+    Each field is None where NVML does not say (not supported, or the driver is too
+    old). Clocks are the current ones, so an idle GPU may show its idle clocks.
+    """
+
+    index: int
+    """NVML index (the order ``CUDA_VISIBLE_DEVICES`` uses)."""
+    sm_clock_mhz: int | None
+    mem_clock_mhz: int | None
+    persistence_mode: bool | None
+    power_limit_w: float | None
+    """Enforced power limit."""
+    ecc_enabled: bool | None
+    """Current ECC mode (a pending change applies at the next reboot)."""
+    pcie_generation: int | None
+    """Current PCIe link generation (a GPU at rest may train its link down)."""
+    pcie_width_lanes: int | None
+    pcie_max_generation: int | None
+    pcie_max_width_lanes: int | None
+    compute_capability: str | None
+    """``major.minor``, e.g. ``9.0`` for an H100."""
+
+
+@dataclass(frozen=True)
 class TreeSample:
     """A run's whole process tree at one moment."""
 

@@ -107,6 +107,22 @@ def builder(table, name):
     return table[name]
 
 
+def build_model(table, name, input_size=None):
+    """A fresh model from a framework's ``table`` (:func:`builders`) by name.
+
+    ``input_size``: the ResNets' image side (None: the model's own).
+
+    Raises:
+        KeyError: an unknown model.
+        ValueError: ``input_size`` for another model, or below ``MIN_INPUT_SIZE``.
+    """
+    make = builder(table, name)
+    if input_size is None:
+        return make()
+    input_shape(name, input_size=input_size)  # ValueError unless a ResNet
+    return make(input_size=int(input_size))
+
+
 def flops_for_mode(training_flops, mode):
     """FLOPs per sample of a run in ``mode``: a training step is counted as 3 x the
     forward pass (docs/models.md), an inference step is the forward pass alone."""

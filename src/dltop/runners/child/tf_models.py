@@ -17,7 +17,7 @@ from model_catalog import (
     SEQ_LEN,
     VGG16_CONFIG,
     VOCAB,
-    builder,
+    build_model,
     builders,
     input_shape,
     input_shapes,
@@ -245,11 +245,7 @@ def build(name, input_size=None):
 
     ``input_size``: the ResNets' image side (ValueError for another model).
     """
-    make = builder(_BUILDERS, name)
-    if input_size is None:
-        return make()
-    input_shape(name, input_size=input_size)  # ValueError unless a ResNet
-    return make(input_size=int(input_size))
+    return build_model(_BUILDERS, name, input_size)
 
 
 def param_count(model):

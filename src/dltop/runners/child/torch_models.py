@@ -12,7 +12,7 @@ from model_catalog import (
     NUM_CLASSES,
     VGG16_CONFIG,
     VOCAB,
-    builder,
+    build_model,
     builders,
     input_shape,
     input_shapes,
@@ -192,11 +192,7 @@ NAMES = tuple(_BUILDERS)
 
 def build(name, input_size=None):
     """A freshly initialised model by docs/models.md name (``input_size``: ResNets only)."""
-    make = builder(_BUILDERS, name)
-    if input_size is None:
-        return make()
-    input_shape(name, input_size=input_size)  # ValueError unless a ResNet
-    return make(input_size=int(input_size))
+    return build_model(_BUILDERS, name, input_size)
 
 
 def param_count(model):

@@ -86,7 +86,7 @@ def install(trace: Trace) -> None:
         if t - profiled.get("t", 0.0) < 0.005:
             return
         profiled["t"] = t
-        if profiled["prof"] is not None:
+        if profiled["prof"]:  # a Profile while profiling; False once written
             profiled["prof"].disable()
             profiled["prof"].dump_stats(trace.out.name + ".prof")
             profiled["prof"] = False

@@ -16,6 +16,7 @@ repeats of one configuration; on another host or GPU model they stay apart.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import statistics
@@ -30,6 +31,7 @@ from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.generation import Request, generations_of
 from dltop.results.measured import NONE, Measured
+from dltop.results.readings import Detail, check_runs
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.table import status_label
 
@@ -86,9 +88,13 @@ class RunRecord:
         iteration has the same batch), then to the run's stored summary
         (``runs.samples_per_s``: samples per iteration over median).
         """
-        seconds = sum(s for s, _ in self.iterations)
-        if self.iterations and seconds > 0:
-            return sum(n for _, n in self.iterations) / seconds
+        its = self.iterations
+        if isinstance(its, Measured):  # the same sums over the arrays, without the pairs
+            seconds, samples = sum(its.seconds), sum(its.samples)
+        else:
+            seconds, samples = sum(s for s, _ in its), sum(n for _, n in its)
+        if its and seconds > 0:
+            return samples / seconds
         mean, per_iter = self.get("mean_s"), self.get("samples_per_iter")
         if mean and per_iter:
             return float(per_iter) / float(mean)
@@ -133,6 +139,17 @@ class ConfigResult:
     """The campaigns its jobs came from."""
     short_count: tuple[int, int] | None = None
     """For a ``short`` cell: (measured, asked) iterations of its fullest short run."""
+
+    @functools.cached_property
+    def host_readings(self) -> tuple[str, Detail]:
+        """The readings rule over its runs' host readings (:func:`check_runs`): asked by
+        every host figure of it, computed once."""
+        return check_runs(self.runs, gpu=False)
+
+    @functools.cached_property
+    def gpu_readings(self) -> tuple[str, Detail]:
+        """The readings rule over its runs' GPU readings, computed once."""
+        return check_runs(self.runs, gpu=True)
 
     @property
     def place(self) -> tuple[str, str]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
+from dltop.results.gcpause import gc_paused
 from dltop.results.generation import Request, generations_of
 from dltop.results.measured import NONE, Measured
 from dltop.results.readings import Detail, check_runs
@@ -290,7 +291,8 @@ def config_results(db: sqlite_utils.Database,
             if state in _cache:
                 _cache.move_to_end(state)
                 return list(_cache[state])
-    results = read_config_results(db, ids)
+    with gc_paused():  # a run record, its dicts and arrays per run: no cycle among them
+        results = read_config_results(db, ids)
     if state is not None:
         with _cache_lock:
             _cache[state] = list(results)

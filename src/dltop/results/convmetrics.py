@@ -19,6 +19,13 @@ from dltop.results.metricdefs import mean_or_none as _mean
 from dltop.results.table import fmt_seconds
 
 
+def may_have_value(res: ConfigResult) -> bool:
+    """False where none of these metrics can have a value: no ok run, or training runs
+    that never evaluated (a table asks each of them of every configuration)."""
+    return bool(res.runs) and (res.identity.get("mode", "train") in ("inference", "generate")
+                               or any(r.evals for r in res.runs))
+
+
 def convergence_value(res: ConfigResult, name: str) -> Value:
     """Accuracy and perplexity (means over the ok runs of the last evaluation's),
     time-to-accuracy and epoch time (medians over runs), latency percentiles (over the

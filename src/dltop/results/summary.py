@@ -29,6 +29,8 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
+from dltop.results.convmetrics import may_have_value
+from dltop.results.gcpause import gc_paused
 from dltop.results.metrics import (
     CONVERGENCE,
     GENERATION,
@@ -187,8 +189,9 @@ def intervals(results: Sequence[ConfigResult],
 def shown_extras(results: Sequence[ConfigResult]) -> tuple[str, ...]:
     """The convergence and latency metrics that some configuration has a value of: only
     those get a column, so a campaign of timed training runs keeps its usual table."""
+    some = [r for r in results if may_have_value(r)]
     return tuple(name for name in CONVERGENCE
-                 if any(value_of(r, name).value is not None for r in results))
+                 if any(value_of(r, name).value is not None for r in some))
 
 
 def _row(res: ConfigResult, var: identity.Variation, device: str,
@@ -248,6 +251,12 @@ def summary_table(db: sqlite_utils.Database,
     Raises:
         UserError: no such campaign.
     """
+    with gc_paused():  # its cells and rows are millions of objects, none in a cycle
+        return _summary_table(db, campaigns)
+
+
+def _summary_table(db: sqlite_utils.Database,
+                   campaigns: int | Sequence[queries.CampaignRow]) -> Table:
     camps = [queries.resolve_campaign(db, campaigns)] if isinstance(campaigns, int) \
         else list(campaigns)
     results = config_results(db, [c.id for c in camps])

@@ -334,9 +334,10 @@ def read_config_results(db: sqlite_utils.Database,
             else:
                 memo = (ck, ident[identity.INTERPRETER])
                 ident_key = keys.get(memo) or keys.setdefault(memo, identity.key(ident))
-            groups.setdefault((ident_key, host, gpu or ""), []).append(
-                {**row, "identity": ident, "ident_key": ident_key, "gpu_name": gpu,
-                 "host": host, "campaign_pack": pack})
+            # the row is campaign_rows' own dict: completed in place, not copied
+            row.update(identity=ident, ident_key=ident_key, gpu_name=gpu, host=host,
+                       campaign_pack=pack)
+            groups.setdefault((ident_key, host, gpu or ""), []).append(row)
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     # host samples only for runs without the stored mean (see _record): an export
     # reads the runs' summaries, not telemetry that grows with each second of a run

@@ -31,6 +31,7 @@ from dltop.results.aggregate import (
 )
 from dltop.results.convmetrics import may_have_value
 from dltop.results.gcpause import gc_paused
+from dltop.results.measured import seconds_of
 from dltop.results.metrics import (
     CONVERGENCE,
     GENERATION,
@@ -161,7 +162,7 @@ def _why_not(res: ConfigResult) -> str | None:
         return ""
     if any(not r for r in runs):
         return "n/a: no iterations"
-    if any(not math.isfinite(s) for r in runs for s, _ in r):
+    if not all(all(map(math.isfinite, seconds_of(r))) for r in runs):
         return "n/a: non-finite iteration times"
     if any(len(r) < 2 for r in runs):
         return "n/a: a run with 1 iteration"

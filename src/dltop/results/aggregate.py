@@ -314,8 +314,6 @@ def read_config_results(db: sqlite_utils.Database,
     """
     ids = [campaigns] if isinstance(campaigns, int) else list(campaigns)
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    # one canonical key per (stored config_key, interpreter), not one JSON dump per row
-    keys: dict[tuple[str, str | None], str] = {}
     packed = queries.packed_campaigns(db, ids)  # "packed" runs, else "shared"
     for cid in ids:
         rows = campaign_rows(db, cid)
@@ -324,16 +322,12 @@ def read_config_results(db: sqlite_utils.Database,
         usual = Counter(r["device_name"] for r in rows
                         if str(r["device"]).startswith("gpu") and r["device_name"])
         default_gpu = usual.most_common(1)[0][0] if usual else None
-        for row, ident in zip(rows, identity.resolve(rows), strict=True):
+        # one canonical key per configuration, not one JSON encoding per row
+        idents, ident_keys = identity.resolve_keyed(rows)
+        for row, ident, ident_key in zip(rows, idents, ident_keys, strict=True):
             gpu = (row["device_name"] or default_gpu) if str(row["device"]).startswith(
                 "gpu") else None
             host = str(row["campaign_host"] or "")
-            ck = row["config_key"]
-            if ck is None:
-                ident_key = identity.key(ident)
-            else:
-                memo = (ck, ident[identity.INTERPRETER])
-                ident_key = keys.get(memo) or keys.setdefault(memo, identity.key(ident))
             # the row is campaign_rows' own dict: completed in place, not copied
             row.update(identity=ident, ident_key=ident_key, gpu_name=gpu, host=host,
                        campaign_pack=pack)

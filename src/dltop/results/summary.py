@@ -271,7 +271,7 @@ def _summary_table(db: sqlite_utils.Database,
     row_var = var.without(*identity.ROW_KEYS)
     more = shown_extras(results)
     what = "summary per configuration"
-    models = [r.model for r in results]
+    models = list(dict.fromkeys(r.model for r in results))  # each once: headers ask per column
     per_row = tokens.labels_rows(None, models)
     lm_note = tokens.note(models)
     lines, meta = caption.context(db, camps, var.caption())

@@ -92,7 +92,10 @@ def measure(path: Path) -> dict[str, float | str]:
 
     db = connect(path, create=False)
     wall, cpu = time.perf_counter(), time.process_time()
-    text = export.render(export.results_table(db, 1, "summary"), "md")
+    if hasattr(export, "results_text"):  # what dltop export runs (--before: older trees)
+        text = export.results_text(db, 1, "md", "summary")
+    else:
+        text = export.render(export.results_table(db, 1, "summary"), "md")
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {"wall_s": wall, "cpu_s": cpu, "chars": len(text),
             "sha256": hashlib.sha256(text.encode()).hexdigest(),

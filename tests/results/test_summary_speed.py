@@ -19,7 +19,7 @@ import pytest
 
 from dltop.profiles.loader import parse
 from dltop.profiles.model import JobSpec
-from dltop.results import bootstrap, bootstrap_batch, caption, identity, summary
+from dltop.results import bootstrap, bootstrap_batch, caption, export, identity, summary
 from dltop.results.aggregate import config_results
 from dltop.results.gcpause import gc_paused
 from dltop.results.readings import check_runs
@@ -163,3 +163,13 @@ def test_convergence_columns_only_where_a_configuration_can_have_them(campaigns:
     inference = [dataclasses.replace(r, identity={**r.identity, "mode": "inference"})
                  for r in results]
     assert summary.shown_extras(inference) == ("latency",)
+
+
+def test_results_text_is_the_table_drawn(campaigns: Any) -> None:
+    db = memory_db()
+    cid, jobs = campaigns.create(db, campaigns.profile("t", ["cpu:1"], batch_sizes=(8, 16)))
+    campaigns.add_run(db, cid, jobs[0][1], [0.1, 0.11, 0.12])
+    for fmt in ("md", "json"):
+        assert export.results_text(db, cid, fmt, "summary") == \
+            export.render(export.results_table(db, cid, "summary"), fmt)
+    assert gc.isenabled()

@@ -22,7 +22,7 @@ import sqlite3
 import statistics
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,12 @@ from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.gcpause import gc_paused
 from dltop.results.generation import Request, generations_of
 from dltop.results.measured import NONE, Measured
+from dltop.results.places import device_key as device_key
+from dltop.results.places import place_key as place_key
+from dltop.results.places import place_labeller as place_labeller
+from dltop.results.places import placed_identities as placed_identities
+from dltop.results.places import rank as rank
+from dltop.results.places import short_gpu as short_gpu
 from dltop.results.readings import Detail, check_runs
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.table import status_label
@@ -186,55 +192,6 @@ class ConfigResult:
     def device_kind(self) -> str:
         """``cpu``, ``cpus`` or ``gpu``."""
         return self.device.partition(":")[0]
-
-
-def rank(value: str, order: tuple[str, ...]) -> int:
-    """Position of ``value`` in a catalogue order (``catalog.MODELS``...); unknowns last."""
-    return order.index(value) if value in order else len(order)
-
-
-def device_key(label: str) -> tuple[int, int, str]:
-    """Sort key of a device label: ``cpu:1 < cpu:2 < cpus:2 < gpu:1 < gpu:2``."""
-    kind, _, count = label.partition(":")
-    order = {"cpu": 0, "cpus": 1, "gpu": 2}.get(kind, 3)
-    return (order, int(count) if count.isdigit() else 0, label)
-
-
-def short_gpu(name: str) -> str:
-    """``H100 80GB HBM3`` for ``NVIDIA H100 80GB HBM3``: the vendor says nothing in a header."""
-    for prefix in ("NVIDIA ", "Tesla "):
-        name = name.removeprefix(prefix)
-    return name
-
-
-def place_labeller(results: Sequence[ConfigResult]) -> Callable[[ConfigResult], str]:
-    """The column label of a configuration's device in ``results``: ``cpu:16``, or with
-    the host when the set spans hosts and the GPU model when it spans GPU models
-    (``hostA cpu:16``, ``hostB gpu:1 (H100 80GB HBM3)``)."""
-    hosts = {r.host for r in results}
-    gpus = {r.gpu_name for r in results if r.gpu_name}
-
-    def label(r: ConfigResult) -> str:
-        text = f"{r.host} {r.device}" if len(hosts) > 1 else r.device
-        if len(gpus) > 1 and r.gpu_name:
-            text += f" ({short_gpu(r.gpu_name)})"
-        return text
-    return label
-
-
-def placed_identities(results: Sequence[ConfigResult | Any]) -> list[dict[str, Any]]:
-    """The identities of ``results`` (anything with ``identity`` and ``host``), each with
-    its host under :data:`dltop.results.identity.PLACE` when they span hosts, so that
-    :func:`dltop.results.identity.variation` states interpreters per framework and host
-    instead of making them row keys."""
-    if len({r.host for r in results}) < 2:
-        return [dict(r.identity) for r in results]
-    return [{**r.identity, identity.PLACE: r.host} for r in results]
-
-
-def place_key(r: ConfigResult) -> tuple[str, tuple[int, int, str], str]:
-    """Orders configurations by host, then device (:func:`device_key`), then GPU model."""
-    return (r.host, device_key(r.device), r.gpu_name or "")
 
 
 SETTLED = frozenset({CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED})

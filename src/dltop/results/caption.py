@@ -185,7 +185,8 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
     if "environment" in db.table_names():
         # One row per distinct environment, in the order of its first run, with how many
         # runs reported it: a study's 10 000 runs report a few, and the caption reads
-        # only which values occur, in first-seen order (an older database's columns).
+        # only which values occur, in first-seen order (the columns this database has:
+        # an older one lacks some).
         cols = [f"e.{row[1]}" for row in db.execute("pragma table_info(environment)")
                 if row[1] != "run_id"]
         alike = ", ".join([*cols, "j.framework", "j.device", "c.host"])

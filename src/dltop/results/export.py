@@ -279,7 +279,8 @@ def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int]
 
     Built and drawn with the cyclic garbage collector paused
     (:mod:`dltop.results.gcpause`): a 10 000-row table's cells, none in a cycle, are
-    freed before it runs again instead of scanned by it (1 s of a summary's 8).
+    freed before it runs again instead of scanned by it (about 1.5 s of a
+    10 000-configuration summary's 9).
 
     Raises:
         UserError: as :func:`results_table`.

@@ -142,8 +142,7 @@ def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
 
 def _column(values: tuple[Any, ...], code: str, kind: type[float] | type[int]) -> array[Any]:
     """``values`` as an array of ``code``: at once where SQLite gave them the array's
-    type (a run's rows converted one by one took half of reading them), else each
-    converted (a REAL sample count, a number stored as text)."""
+    type, else each converted (a REAL sample count, a number stored as text)."""
     try:
         return array(code, values)
     except TypeError:

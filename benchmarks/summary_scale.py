@@ -4,8 +4,9 @@ A finished campaign, built with bulk SQL (not timed): 400 configurations of the
 export_scale profile × 25 learning rates = 10 000 configurations, each with
 ``--runs`` ok runs (summary, 2 warm-up and ``--iterations`` measured iterations
 drawn from a log-normal around 0.1 s, an environment row). The summary table is
-exported as Markdown in a fresh process, ``--rounds`` times: wall and CPU
-seconds and peak RSS (medians).
+exported as Markdown in a fresh process, ``--rounds`` times, as ``dltop export``
+does (``export.results_text``; a tree without it: ``render(results_table(...))``):
+wall and CPU seconds and peak RSS (medians).
 
 The former pure-Python bootstrap (:mod:`dltop.results.bootstrap_ref`, 2 000
 resamples per configuration) would take minutes here (issue 32: 108 s CPU, ~4 min
@@ -92,7 +93,10 @@ def measure(path: Path) -> dict[str, float | str]:
 
     db = connect(path, create=False)
     wall, cpu = time.perf_counter(), time.process_time()
-    text = export.render(export.results_table(db, 1, "summary"), "md")
+    if hasattr(export, "results_text"):  # what dltop export runs (--before: older trees)
+        text = export.results_text(db, 1, "md", "summary")
+    else:
+        text = export.render(export.results_table(db, 1, "summary"), "md")
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     return {"wall_s": wall, "cpu_s": cpu, "chars": len(text),
             "sha256": hashlib.sha256(text.encode()).hexdigest(),

@@ -30,8 +30,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
                               metric=metric, run=run)
     else:
-        table = export.results_table(db, ids, args.table, metric, run)
-        sys.stdout.write(export.render(table, args.format or "md"))
+        sys.stdout.write(export.results_text(db, ids, args.format or "md", args.table,
+                                             metric, run))
     return 0
 
 

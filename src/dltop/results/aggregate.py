@@ -16,20 +16,29 @@ repeats of one configuration; on another host or GPU model they stay apart.
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import statistics
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
+from dltop.results.gcpause import gc_paused
 from dltop.results.generation import Request, generations_of
 from dltop.results.measured import NONE, Measured
+from dltop.results.places import device_key as device_key
+from dltop.results.places import place_key as place_key
+from dltop.results.places import place_labeller as place_labeller
+from dltop.results.places import placed_identities as placed_identities
+from dltop.results.places import rank as rank
+from dltop.results.places import short_gpu as short_gpu
+from dltop.results.readings import Detail, check_runs
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.table import status_label
 
@@ -86,9 +95,13 @@ class RunRecord:
         iteration has the same batch), then to the run's stored summary
         (``runs.samples_per_s``: samples per iteration over median).
         """
-        seconds = sum(s for s, _ in self.iterations)
-        if self.iterations and seconds > 0:
-            return sum(n for _, n in self.iterations) / seconds
+        its = self.iterations
+        if isinstance(its, Measured):  # the same sums over the arrays, without the pairs
+            seconds, samples = sum(its.seconds), sum(its.samples)
+        else:
+            seconds, samples = sum(s for s, _ in its), sum(n for _, n in its)
+        if its and seconds > 0:
+            return samples / seconds
         mean, per_iter = self.get("mean_s"), self.get("samples_per_iter")
         if mean and per_iter:
             return float(per_iter) / float(mean)
@@ -134,6 +147,17 @@ class ConfigResult:
     short_count: tuple[int, int] | None = None
     """For a ``short`` cell: (measured, asked) iterations of its fullest short run."""
 
+    @functools.cached_property
+    def host_readings(self) -> tuple[str, Detail]:
+        """The readings rule over its runs' host readings (:func:`check_runs`): asked by
+        every host figure of it, computed once."""
+        return check_runs(self.runs, gpu=False)
+
+    @functools.cached_property
+    def gpu_readings(self) -> tuple[str, Detail]:
+        """The readings rule over its runs' GPU readings, computed once."""
+        return check_runs(self.runs, gpu=True)
+
     @property
     def place(self) -> tuple[str, str]:
         """(host, GPU model or ``""``): configurations of one identity merge only here."""
@@ -168,55 +192,6 @@ class ConfigResult:
     def device_kind(self) -> str:
         """``cpu``, ``cpus`` or ``gpu``."""
         return self.device.partition(":")[0]
-
-
-def rank(value: str, order: tuple[str, ...]) -> int:
-    """Position of ``value`` in a catalogue order (``catalog.MODELS``...); unknowns last."""
-    return order.index(value) if value in order else len(order)
-
-
-def device_key(label: str) -> tuple[int, int, str]:
-    """Sort key of a device label: ``cpu:1 < cpu:2 < cpus:2 < gpu:1 < gpu:2``."""
-    kind, _, count = label.partition(":")
-    order = {"cpu": 0, "cpus": 1, "gpu": 2}.get(kind, 3)
-    return (order, int(count) if count.isdigit() else 0, label)
-
-
-def short_gpu(name: str) -> str:
-    """``H100 80GB HBM3`` for ``NVIDIA H100 80GB HBM3``: the vendor says nothing in a header."""
-    for prefix in ("NVIDIA ", "Tesla "):
-        name = name.removeprefix(prefix)
-    return name
-
-
-def place_labeller(results: Sequence[ConfigResult]) -> Callable[[ConfigResult], str]:
-    """The column label of a configuration's device in ``results``: ``cpu:16``, or with
-    the host when the set spans hosts and the GPU model when it spans GPU models
-    (``hostA cpu:16``, ``hostB gpu:1 (H100 80GB HBM3)``)."""
-    hosts = {r.host for r in results}
-    gpus = {r.gpu_name for r in results if r.gpu_name}
-
-    def label(r: ConfigResult) -> str:
-        text = f"{r.host} {r.device}" if len(hosts) > 1 else r.device
-        if len(gpus) > 1 and r.gpu_name:
-            text += f" ({short_gpu(r.gpu_name)})"
-        return text
-    return label
-
-
-def placed_identities(results: Sequence[ConfigResult | Any]) -> list[dict[str, Any]]:
-    """The identities of ``results`` (anything with ``identity`` and ``host``), each with
-    its host under :data:`dltop.results.identity.PLACE` when they span hosts, so that
-    :func:`dltop.results.identity.variation` states interpreters per framework and host
-    instead of making them row keys."""
-    if len({r.host for r in results}) < 2:
-        return [dict(r.identity) for r in results]
-    return [{**r.identity, identity.PLACE: r.host} for r in results]
-
-
-def place_key(r: ConfigResult) -> tuple[str, tuple[int, int, str], str]:
-    """Orders configurations by host, then device (:func:`device_key`), then GPU model."""
-    return (r.host, device_key(r.device), r.gpu_name or "")
 
 
 SETTLED = frozenset({CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED})
@@ -273,7 +248,8 @@ def config_results(db: sqlite_utils.Database,
             if state in _cache:
                 _cache.move_to_end(state)
                 return list(_cache[state])
-    results = read_config_results(db, ids)
+    with gc_paused():  # a run record, its dicts and arrays per run: no cycle among them
+        results = read_config_results(db, ids)
     if state is not None:
         with _cache_lock:
             _cache[state] = list(results)
@@ -295,8 +271,6 @@ def read_config_results(db: sqlite_utils.Database,
     """
     ids = [campaigns] if isinstance(campaigns, int) else list(campaigns)
     groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
-    # one canonical key per (stored config_key, interpreter), not one JSON dump per row
-    keys: dict[tuple[str, str | None], str] = {}
     packed = queries.packed_campaigns(db, ids)  # "packed" runs, else "shared"
     for cid in ids:
         rows = campaign_rows(db, cid)
@@ -305,19 +279,16 @@ def read_config_results(db: sqlite_utils.Database,
         usual = Counter(r["device_name"] for r in rows
                         if str(r["device"]).startswith("gpu") and r["device_name"])
         default_gpu = usual.most_common(1)[0][0] if usual else None
-        for row, ident in zip(rows, identity.resolve(rows), strict=True):
+        # one canonical key per configuration, not one JSON encoding per row
+        idents, ident_keys = identity.resolve_keyed(rows)
+        for row, ident, ident_key in zip(rows, idents, ident_keys, strict=True):
             gpu = (row["device_name"] or default_gpu) if str(row["device"]).startswith(
                 "gpu") else None
             host = str(row["campaign_host"] or "")
-            ck = row["config_key"]
-            if ck is None:
-                ident_key = identity.key(ident)
-            else:
-                memo = (ck, ident[identity.INTERPRETER])
-                ident_key = keys.get(memo) or keys.setdefault(memo, identity.key(ident))
-            groups.setdefault((ident_key, host, gpu or ""), []).append(
-                {**row, "identity": ident, "ident_key": ident_key, "gpu_name": gpu,
-                 "host": host, "campaign_pack": pack})
+            # the row is campaign_rows' own dict: completed in place, not copied
+            row.update(identity=ident, ident_key=ident_key, gpu_name=gpu, host=host,
+                       campaign_pack=pack)
+            groups.setdefault((ident_key, host, gpu or ""), []).append(row)
     ok_ids = [r["run_id"] for rows in groups.values() for r in rows if _ok(r)]
     # host samples only for runs without the stored mean (see _record): an export
     # reads the runs' summaries, not telemetry that grows with each second of a run

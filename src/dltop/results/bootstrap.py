@@ -42,6 +42,8 @@ import statistics
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeAlias
 
+from dltop.results.measured import seconds_of
+
 if TYPE_CHECKING:  # numpy is imported where resampling runs: ~0.1 s a quick command skips
     import numpy as np
     import numpy.typing as npt
@@ -214,7 +216,8 @@ def _checked_seconds(runs: Sequence[Sequence[Sample]]) -> list[list[float]]:
     """Each run's seconds per iteration; the errors of :func:`median_ci`."""
     if not runs or any(not r for r in runs):
         raise ValueError("bootstrap needs at least one run, each with iterations")
-    seconds = [[s for s, _ in r] for r in runs]
+    # a run read from the database holds its seconds as an array: copied at once
+    seconds = [list(seconds_of(r)) for r in runs]
     if not all(map(math.isfinite, itertools.chain.from_iterable(seconds))):
         raise ValueError("bootstrap needs finite iteration times")
     return seconds

@@ -183,11 +183,19 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
         "as gpu", [cid]))["gpu"] for cid in ids)
     envs: list[dict[str, Any]] = []
     if "environment" in db.table_names():
+        # One row per distinct environment, in the order of its first run, with how many
+        # runs reported it: a study's 10 000 runs report a few, and the caption reads
+        # only which values occur, in first-seen order (the columns this database has:
+        # an older one lacks some).
+        cols = [f"e.{row[1]}" for row in db.execute("pragma table_info(environment)")
+                if row[1] != "run_id"]
+        alike = ", ".join([*cols, "j.framework", "j.device", "c.host"])
         envs = list(db.query(
-            "select e.*, j.framework as job_framework, j.device as job_device, "
-            "c.host as campaign_host from environment e join runs r on r.id = e.run_id "
+            f"select {', '.join(cols)}, j.framework as job_framework, "
+            "j.device as job_device, c.host as campaign_host, count(*) as runs_alike "
+            "from environment e join runs r on r.id = e.run_id "
             "join jobs j on j.id = r.job_id join campaigns c on c.id = j.campaign_id "
-            f"where r.campaign_id in ({marks}) order by r.id", ids))
+            f"where r.campaign_id in ({marks}) group by {alike} order by min(r.id)", ids))
     gpu_jobs = [j for j in jobs if str(j["device"]).startswith("gpu")]
     gpu_names: dict[tuple[str, str], int] = {}
     for j in gpu_jobs:
@@ -224,7 +232,7 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
                                         for e in envs]),
                              key=lambda t: (t[0] is None, t[0] or 0, t[1]))),
         dltop=_distinct([c["dltop_version"] for c in camps]),
-        reported=len(envs),
+        reported=sum(int(e["runs_alike"]) for e in envs),
         drivers=_distinct([e.get("driver_version") for e in envs
                            if str(e["job_device"]).startswith("gpu")]),
         gpu_settings=settings, gpu_clocks=clocks)

@@ -21,26 +21,44 @@ row key only when one framework ran under several.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dltop.profiles import fields as declared
-from dltop.profiles.model import JobSpec, identity_key
+from dltop.profiles.model import JobSpec
+from dltop.results.idread import (
+    INTERPRETER,
+    LM_FIELDS,
+    OPTIONS,
+    SYSTEM,
+    WINDOW_FIELDS,
+    Identity,
+    campaign_identities,
+    identity_of,
+    identity_of_key,
+    key,
+    ran_identities,
+    resolve,
+    resolve_keyed,
+    run_identities,
+)
 from dltop.results.table import Cell, Column, Role
 
-if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
-    import sqlite_utils
+__all__ = ["BASE", "COLUMN", "HEADERS", "INTERPRETER", "LM_FIELDS", "OPTIONS", "PLACE",
+           "PREFERRED", "QUIET_DEFAULTS", "ROW_KEYS", "SYSTEM", "WINDOW_FIELDS", "Identity",
+           "Variation", "campaign_identities", "fmt_value", "header", "identity_of",
+           "identity_of_key", "key", "ran_identities", "resolve", "resolve_keyed",
+           "row_key_cells", "run_identities", "sort_value", "value_cells", "variation"]
+"""Reading the identities of stored jobs is :mod:`dltop.results.idread`'s (importable
+from here as before); this module says which fields tell a set apart."""
 
-INTERPRETER = "interpreter"
 BASE = ("model", "framework", "batch_size")
 """Row keys every table has."""
 COLUMN = "device"
 """The identity field the pivot spreads over its columns."""
-OPTIONS = "options"
 PLACE = "_place"
 """Not an identity field: the host a configuration ran on, which an exported set that
 spans hosts adds so that each framework's interpreter is stated per host."""
@@ -66,158 +84,6 @@ transformer settings (issue 29: ``seq_len``, ``attention``, ``prompt_tokens``,
 ROW_KEYS: tuple[str, ...] = declared.row_keys(dataclasses.fields(JobSpec))
 """Identity fields after the device in every summary and comparison table's row keys,
 varying or not (``setting(row_key=True)``: ``precision``)."""
-
-LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
-"""The transformer settings: None (left out of a flat identity) for the other models."""
-
-SYSTEM = "system"
-"""The site of ``dltop run --system``: None (left out of a flat identity) without one."""
-
-WINDOW_FIELDS = ("min_time_s", "warmup_s")
-"""The time windows: 0 (left out of a flat identity) where a run measured counts only."""
-
-Identity = Mapping[str, Any]
-"""An identity, flat: one entry per field and per option key, plus the interpreter."""
-
-
-def identity_of(spec_json: str, interpreter: str | None) -> dict[str, Any]:
-    """The flat identity of a stored job run under ``interpreter`` (``None``: unknown).
-
-    Raises:
-        ValueError: ``spec_json`` is not JSON.
-        KeyError: a field without a default is missing from it.
-    """
-    return _flat(JobSpec.from_json_dict(json.loads(spec_json)).identity(), interpreter)
-
-
-def identity_of_key(config_key: str, interpreter: str | None) -> dict[str, Any] | None:
-    """:func:`identity_of` read from a job's stored ``config_key`` (its identity as
-    JSON: 5 times cheaper than parsing its spec), or None when the key was written
-    with other identity fields than today's (an older dltop: its spec fills the
-    defaults of fields added since).
-    """
-    stored = json.loads(config_key)
-    names = _identity_fields()
-    if not isinstance(stored, dict) or len(stored) != len(names) or \
-            any(name not in stored for name in names):
-        return None
-    return _flat({name: stored[name] for name in names}, interpreter)
-
-
-@functools.cache
-def _identity_fields() -> tuple[str, ...]:
-    return JobSpec.identity_fields()  # fixed by the class: not 10 000 walks of its fields
-
-
-def _flat(ident: dict[str, Any], interpreter: str | None) -> dict[str, Any]:
-    for name in (*LM_FIELDS, SYSTEM):
-        # Absent, not null, for the models without them: an exported identity of a
-        # CNN reads as it did before the transformers existed (and a run without
-        # --system as it did before systems).
-        if ident.get(name) is None:
-            ident.pop(name, None)
-    for name in WINDOW_FIELDS:
-        # Absent when 0 (counts only), as in every job stored before issue 30.
-        if not ident.get(name):
-            ident.pop(name, None)
-    if ident.get("epochs") is not None:
-        # An epochs job's length is its epochs (the runner counts the steps from the
-        # training set): the spec's iterations are the unused default, not a claim.
-        ident["iterations"] = None
-    options = ident.pop(OPTIONS, {})
-    ident.update(options)
-    ident[INTERPRETER] = interpreter
-    return ident
-
-
-def key(ident: Identity) -> str:
-    """Canonical JSON of a (flat) identity: the grouping key of a configuration."""
-    return identity_key(ident)
-
-
-def resolve(rows: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The flat identities of job rows given in queue order (each with ``config_key``,
-    ``spec_json`` and ``python_executable``: the interpreter of its latest run, or None).
-
-    A row whose interpreter is unknown (queued, or its run died before its first
-    message) takes the interpreter of the first row of the same identity that has
-    one, so an unfinished repeat stays with its configuration instead of making a
-    configuration of its own. Rows of one ``config_key`` (the stored identity) share
-    one parsed spec and one key: a campaign of 100 000 jobs parses a spec per
-    configuration, not per job.
-    """
-    parsed: dict[str, tuple[dict[str, Any], str]] = {}
-    idents: list[dict[str, Any]] = []
-    bare: list[str] = []  # each row's identity key without the interpreter
-    for r in rows:
-        ck = r["config_key"]
-        if ck is None:
-            ident = identity_of(r["spec_json"], r["python_executable"])
-            bare.append(key({**ident, INTERPRETER: None}))
-        else:
-            if ck not in parsed:
-                first = identity_of_key(ck, None) or identity_of(r["spec_json"], None)
-                parsed[ck] = (first, key(first))
-            ident = {**parsed[ck][0], INTERPRETER: r["python_executable"]}
-            bare.append(parsed[ck][1])
-        idents.append(ident)
-    known: dict[str, str] = {}
-    for ident, b in zip(idents, bare, strict=True):
-        if ident[INTERPRETER]:
-            known.setdefault(b, ident[INTERPRETER])
-    for ident, b in zip(idents, bare, strict=True):
-        if not ident[INTERPRETER]:
-            ident[INTERPRETER] = known.get(b)
-    return idents
-
-
-def campaign_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dict[str, Any]]:
-    """Every job of a campaign → its flat identity, in queue order (:func:`resolve`).
-
-    This reads every job, queued or not: results read :func:`ran_identities` and
-    count the jobs never run per configuration instead.
-    """
-    sql = """
-        select j.id, s.spec_json, s.config_key, e.python_executable
-        from jobs j join job_specs s on s.job_id = j.id
-        left join latest_runs r on r.job_id = j.id
-        left join environment e on e.run_id = r.id
-        where j.campaign_id = ?
-        order by j.position
-    """
-    rows = list(db.query(sql, [campaign_id]))
-    return {int(r["id"]): ident for r, ident in zip(rows, resolve(rows), strict=True)}
-
-
-def ran_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dict[str, Any]]:
-    """The jobs of a campaign that have a run → their flat identity, in queue order.
-
-    Reads the runs that exist (their latest attempt per job), never the queue: the
-    same identities as :func:`campaign_identities` for these jobs, at a cost that
-    follows the runs.
-    """
-    # the latest runs read through the runs' campaign index, not the jobs'
-    rows = list(db.query("""
-        select j.id, s.spec_json, s.config_key, e.python_executable
-        from latest_runs r join jobs j on j.id = r.job_id join job_specs s on s.job_id = j.id
-        left join environment e on e.run_id = r.id
-        where r.campaign_id = ? and +j.campaign_id = ?
-        order by j.position
-    """, [campaign_id, campaign_id]))
-    return {int(r["id"]): ident for r, ident in zip(rows, resolve(rows), strict=True)}
-
-
-def run_identities(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
-    """Runs → the flat identity of their job under the interpreter each run used."""
-    if not run_ids:
-        return {}
-    marks = ",".join("?" * len(run_ids))
-    sql = ("select r.id, j.spec_json, e.python_executable from runs r "
-           "join job_specs j on j.job_id = r.job_id left join environment e on e.run_id = r.id "
-           f"where r.id in ({marks})")
-    return {int(r["id"]): identity_of(r["spec_json"], r["python_executable"])
-            for r in db.query(sql, list(run_ids))}
-
 
 def fmt_value(value: Any) -> str:
     """One identity value as a table shows it: ``0.01``, ``true``, an argv joined, ``-``."""

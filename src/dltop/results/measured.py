@@ -66,3 +66,11 @@ class Measured(Sequence[tuple[float, int]]):
 
 NONE = Measured(array("d"), array("q"))
 """No measured iteration (a run without rows)."""
+
+
+def seconds_of(iterations: Sequence[tuple[float, int]]) -> Sequence[float]:
+    """The seconds of measured iterations: a :class:`Measured`'s array itself, else
+    each pair's first."""
+    if isinstance(iterations, Measured):
+        return iterations.seconds
+    return [s for s, _ in iterations]

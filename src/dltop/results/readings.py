@@ -3,12 +3,22 @@
 A telemetry figure of a configuration stands on all its ok runs: when one of them has
 too few readings or too short a window, the figure is ``n/a`` with that run's window
 and count, rather than a mean that hides it among longer runs.
+
+Every telemetry cell of a configuration asks the same question (a summary row asks it
+nine times): a :class:`~dltop.results.aggregate.ConfigResult` answers it once per kind
+of readings (:attr:`~dltop.results.aggregate.ConfigResult.host_readings`,
+:attr:`~dltop.results.aggregate.ConfigResult.gpu_readings`), by :func:`check_runs`.
 """
 
 from __future__ import annotations
 
-from dltop.results.aggregate import ConfigResult
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
+
+if TYPE_CHECKING:  # aggregate imports this module: its classes are annotations here
+    from dltop.results.aggregate import ConfigResult, RunRecord
 
 Detail = tuple[tuple[str, float | None], ...]
 
@@ -20,16 +30,23 @@ def readings_check(res: ConfigResult, gpu: bool) -> tuple[str, Detail]:
         The shortfall of its weakest run (``n/a: window 0.04 s, 0 readings (set
         min_time_s)``; empty when every run has enough: :mod:`dltop.telemetry.readings`)
         and the cell's detail: the fewest ``readings`` and the shortest ``window_s`` over
-        its runs (None where no run recorded them).
+        its runs (None where no run recorded them). Computed once per configuration
+        (:func:`check_runs`).
     """
+    return res.gpu_readings if gpu else res.host_readings
+
+
+def check_runs(runs: Sequence[RunRecord], gpu: bool) -> tuple[str, Detail]:
+    """:func:`readings_check` of these runs (GPU readings, else host readings)."""
     count = "gpu_readings" if gpu else "host_readings"
     judge = gpu_shortfall if gpu else host_shortfall
-    windows = [float(w) for w in (r.get("window_s") for r in res.runs) if w is not None]
-    counts = [int(n) for n in (r.get(count) for r in res.runs) if n is not None]
+    # (window, count) of each run: its only two numbers the rule reads
+    pairs = [(r.get("window_s"), r.get(count)) for r in runs]
+    windows = [float(w) for w, _ in pairs if w is not None]
+    counts = [int(n) for _, n in pairs if n is not None]
     worst = ""
-    for r in sorted(res.runs, key=lambda r: (r.get(count) is None, r.get(count) or 0,
-                                             r.get("window_s") or 0.0)):
-        why = judge(r.get("window_s"), r.get(count))
+    for window, n in sorted(pairs, key=lambda p: (p[1] is None, p[1] or 0, p[0] or 0.0)):
+        why = judge(window, n)
         if why is not None:
             worst = why
             break

@@ -133,12 +133,20 @@ def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
         "and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
         "order by i.run_id, i.idx", run_ids)
     for run_id, group in itertools.groupby(rows, key=operator.itemgetter(0)):
-        got = list(group)
-        iters[run_id] = Measured(array("d", [float(r[1]) for r in got]),
-                                 array("q", [int(r[2]) for r in got]))
+        _, seconds, counts = zip(*group, strict=True)
+        iters[run_id] = Measured(_column(seconds, "d", float), _column(counts, "q", int))
     trees.update(samples.tree_cpu_means(db, sorted(no_tree)))
     _archived(db, run_ids, iters, trees)
     return iters, trees
+
+
+def _column(values: tuple[Any, ...], code: str, kind: type[float] | type[int]) -> array[Any]:
+    """``values`` as an array of ``code``: at once where SQLite gave them the array's
+    type, else each converted (a REAL sample count, a number stored as text)."""
+    try:
+        return array(code, values)
+    except TypeError:
+        return array(code, (kind(v) for v in values))
 
 
 def _archived(db: sqlite_utils.Database, run_ids: list[int],

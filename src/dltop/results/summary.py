@@ -29,6 +29,9 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
+from dltop.results.convmetrics import may_have_value
+from dltop.results.gcpause import gc_paused
+from dltop.results.measured import seconds_of
 from dltop.results.metrics import (
     CONVERGENCE,
     GENERATION,
@@ -159,7 +162,7 @@ def _why_not(res: ConfigResult) -> str | None:
         return ""
     if any(not r for r in runs):
         return "n/a: no iterations"
-    if any(not math.isfinite(s) for r in runs for s, _ in r):
+    if not all(all(map(math.isfinite, seconds_of(r))) for r in runs):
         return "n/a: non-finite iteration times"
     if any(len(r) < 2 for r in runs):
         return "n/a: a run with 1 iteration"
@@ -187,8 +190,9 @@ def intervals(results: Sequence[ConfigResult],
 def shown_extras(results: Sequence[ConfigResult]) -> tuple[str, ...]:
     """The convergence and latency metrics that some configuration has a value of: only
     those get a column, so a campaign of timed training runs keeps its usual table."""
+    some = [r for r in results if may_have_value(r)]
     return tuple(name for name in CONVERGENCE
-                 if any(value_of(r, name).value is not None for r in results))
+                 if any(value_of(r, name).value is not None for r in some))
 
 
 def _row(res: ConfigResult, var: identity.Variation, device: str,
@@ -248,6 +252,12 @@ def summary_table(db: sqlite_utils.Database,
     Raises:
         UserError: no such campaign.
     """
+    with gc_paused():  # its cells and rows are millions of objects, none in a cycle
+        return _summary_table(db, campaigns)
+
+
+def _summary_table(db: sqlite_utils.Database,
+                   campaigns: int | Sequence[queries.CampaignRow]) -> Table:
     camps = [queries.resolve_campaign(db, campaigns)] if isinstance(campaigns, int) \
         else list(campaigns)
     results = config_results(db, [c.id for c in camps])
@@ -261,7 +271,7 @@ def summary_table(db: sqlite_utils.Database,
     row_var = var.without(*identity.ROW_KEYS)
     more = shown_extras(results)
     what = "summary per configuration"
-    models = [r.model for r in results]
+    models = list(dict.fromkeys(r.model for r in results))  # each once: headers ask per column
     per_row = tokens.labels_rows(None, models)
     lm_note = tokens.note(models)
     lines, meta = caption.context(db, camps, var.caption())

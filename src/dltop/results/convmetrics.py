@@ -1,0 +1,114 @@
+"""Values of the convergence, latency and generation metrics of a configuration.
+
+Accuracy and perplexity (means over the ok runs of the last evaluation's),
+time-to-accuracy or -perplexity and epoch time (medians over runs), latency
+percentiles over the measured iterations of every ok run together, and a generate
+run's TTFT, TPOT, ITL percentiles and decode tokens/s (:mod:`dltop.results.generation`).
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+
+from dltop.results import convergence as conv
+from dltop.results import generation as gen
+from dltop.results.aggregate import ConfigResult, RunRecord
+from dltop.results.metricdefs import GENERATION, Value
+from dltop.results.metricdefs import mean_or_none as _mean
+from dltop.results.table import fmt_seconds
+
+
+def may_have_value(res: ConfigResult) -> bool:
+    """False where none of these metrics can have a value: no ok run, or training runs
+    that never evaluated (a table asks each of them of every configuration)."""
+    return bool(res.runs) and (res.identity.get("mode", "train") in ("inference", "generate")
+                               or any(r.evals for r in res.runs))
+
+
+def convergence_value(res: ConfigResult, name: str) -> Value:
+    """Accuracy and perplexity (means over the ok runs of the last evaluation's),
+    time-to-accuracy and epoch time (medians over runs), latency percentiles (over the
+    measured iterations of every ok run together)."""
+    runs = res.runs
+    if name == "latency":
+        if res.identity.get("mode", "train") not in ("inference", "generate"):
+            return Value(None, "n/a: training run")
+        seconds = [s for r in runs for s, _ in r.iterations]
+        lat = conv.latency(seconds)
+        if lat is None:
+            return Value(None, "n/a: not sampled")
+        return _percentiles(lat, len(seconds))
+    if name in GENERATION:
+        return generation_value(res, name)
+    evaluated = [r for r in runs if r.evals]
+    if not evaluated:
+        return Value(None, "n/a: no evaluations")
+    if name == "accuracy":
+        accs = [a for a in (conv.final_accuracy(r.evals) for r in evaluated) if a is not None]
+        return Value(_mean(accs)) if accs else Value(None, "n/a: no accuracy (perplexity)")
+    if name == "perplexity":
+        ppl = [p for p in (conv.final_perplexity(r.evals) for r in evaluated) if p is not None]
+        return Value(_mean(ppl)) if ppl else Value(None, "n/a: no perplexity")
+    if name == "epoch-time":
+        times = [t for t in (conv.epoch_time(r.evals) for r in evaluated) if t is not None]
+        return Value(statistics.median(times)) if times else Value(None, "n/a: no epochs")
+    if name == "time-to-perplexity":
+        return _time_to(res, [(r, r.target_perplexity) for r in evaluated],
+                        conv.time_to_perplexity, "target_perplexity")
+    return _time_to(res, [(r, r.target_accuracy) for r in evaluated],
+                    conv.time_to_accuracy, "target_accuracy")
+
+
+def _percentiles(p: gen.Percentiles, n: int) -> Value:
+    p50, p90, p99 = p
+    return Value(p50, suffix=f" / {fmt_seconds(p90)} / {fmt_seconds(p99)} (n {n})",
+                 extra=(("p50_s", p50), ("p90_s", p90), ("p99_s", p99), ("n", float(n))))
+
+
+def generation_value(res: ConfigResult, name: str) -> Value:
+    """TTFT, TPOT and ITL percentiles over the measured requests (latencies) of every ok
+    run together (``n``: requests, or latencies for ITL); decode tokens/s: the median
+    over runs of each run's rate. ``n/a`` with the reason for a run without requests."""
+    mode = res.identity.get("mode", "train")
+    if mode != "generate":  # the latency metric's words for a training run
+        return Value(None, "n/a: training run" if mode == "train" else f"n/a: {mode} run")
+    requests = [q for r in res.runs for q in r.generations]
+    if not requests:
+        return Value(None, "n/a: no generation requests stored")
+    if name == "decode-rate":
+        rates = [x for x in (gen.decode_rate(r.generations) for r in res.runs)
+                 if x is not None]
+        if not rates:
+            return Value(None, "n/a: one token per request")
+        return Value(statistics.median(rates), extra=(("n", float(len(rates))),))
+    st = gen.stats(requests)
+    if st is None:
+        return Value(None, "n/a: no generation requests stored")
+    if name == "ttft":
+        return _percentiles(st.ttft_s, st.requests)
+    if name == "tpot":
+        return _percentiles(st.tpot_s, st.requests) if st.tpot_s is not None \
+            else Value(None, "n/a: one token per request")
+    return _percentiles(st.itl_s, st.n_itl) if st.itl_s is not None \
+        else Value(None, "n/a: one token per request")
+
+
+def _time_to(res: ConfigResult, targets: list[tuple[RunRecord, float | None]],
+             reach: Callable[[Sequence[conv.EvalPoint], float], conv.Reached | None],
+             key: str) -> Value:
+    """Time to accuracy or to perplexity: the median training seconds over the runs
+    that reached their target (``reach``), the evaluations' seconds apart."""
+    aimed = [(r, t) for r, t in targets if t is not None]
+    if not aimed:
+        return Value(None, f"n/a: no {key}")
+    reached = [x for x in (reach(r.evals, float(t)) for r, t in aimed) if x is not None]
+    if not reached:
+        return Value(None, "not reached")
+    train = statistics.median(x.train_s for x in reached)
+    evals = statistics.median(x.eval_s for x in reached)
+    suffix = f" (eval {evals:.3g})"
+    if len(reached) < len(res.runs):
+        suffix += f" ({len(reached)}/{len(res.runs)} reached)"
+    return Value(train, suffix=suffix,
+                 extra=(("eval_s", evals), ("reached", float(len(reached)))))

@@ -118,10 +118,13 @@ class GpuRow:
                 f" {num(s.temperature_c, '.0f', '°C'):>5} {num(s.sm_clock_mhz, '.0f', 'MHz'):>7}",
                 f"  {thr}" if thr else "")
 
-    def graph_widths(self, width: int) -> tuple[int, int]:
-        """(utilization, power) graph columns in a line ``width`` wide."""
+    def graph_widths(self, width: int,
+                     figures: tuple[str, str, str, str] | None = None) -> tuple[int, int]:
+        """(utilization, power) graph columns in a line ``width`` wide (``figures``: the
+        newest reading's texts, when the caller has them already)."""
         s = self.sample
-        figures = self._figures(s) if s else ("", "", "", "")
+        if figures is None:
+            figures = self._figures(s) if s else ("", "", "", "")
         fixed = len(self._title()) + (sum(map(len, figures[:3])) if s else GPU_FIXED)
         return split_graphs(width or 80, fixed + max(self.reserve, len(figures[3])))
 
@@ -132,8 +135,9 @@ class GpuRow:
         out: Parts = [(name[:3], "bold"), (name[3:], "magenta" if st.simulated else "")]
         if s is None:
             return [*out, ("waiting for the first reading", "dim")]
-        util_w, power_w = self.graph_widths(width)
-        util, mem_power, temp_clock, thr = self._figures(s)
+        figures = self._figures(s)
+        util_w, power_w = self.graph_widths(width, figures)
+        util, mem_power, temp_clock, thr = figures
         temp = s.temperature_c
         return [*out, (self.util_hist.draw(util_w), "green"), (util, ""), (mem_power, ""),
                 (self.power_chars.draw(power_w) if self.power_chars is not None

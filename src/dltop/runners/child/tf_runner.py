@@ -354,5 +354,29 @@ def _evaluator(model, test_xy, language_model, batch, device):
     return evaluate
 
 
+def _leaving_together(run):
+    """``run``, then (MultiWorkerMirroredStrategy only) wait until every worker's is done.
+
+    A ring all-reduce's last chunk is pulled from its sender's server (gRPC
+    ``RecvBuf``): a worker whose own last step is complete could exit while a peer is
+    still pulling from it, failing that peer's step with "Socket closed" (seen in CI,
+    cpus:2). Every worker therefore meets at a barrier of the coordination service that
+    MultiWorkerMirroredStrategy starts, after its last collective and before it exits;
+    a run that failed skips it (its peers fail on their own).
+    """
+    def ending(spec, reporter):
+        n = run(spec, reporter)
+        from tensorflow.python.eager import context  # the barrier has no public API
+
+        ctx = context.context()
+        if getattr(ctx, "coordination_service", None) and hasattr(ctx, "wait_at_barrier"):
+            # The chief may still evaluate or trace after its last step; the supervisor's
+            # timeout, not this one, bounds the run.
+            ctx.wait_at_barrier("dltop-run-end", int(float(spec.get("timeout_s") or 86400)
+                                                     * 1000) + 60000)
+        return n
+    return ending
+
+
 if __name__ == "__main__":
-    proto.main(tf_dist.guarded(run, _CLUSTER))
+    proto.main(tf_dist.guarded(_leaving_together(run), _CLUSTER))

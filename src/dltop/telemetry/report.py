@@ -108,6 +108,9 @@ _VERSION_CODE = {
             "    else d.platform + ' ' + d.device_kind for d in jax.devices())\n"
             "print(jax.__version__ + ', devices: '"
             " + ', '.join(f'{n} x {k}' for k, n in kinds.items()))"),
+    # As tf_runner imports it: without TFLite's optional JAX import (~1 s of CPU).
+    "tensorflow": ("import sys\nsys.modules.setdefault('jax', None)\n"
+                   "import tensorflow\nprint(tensorflow.__version__)"),
 }
 """What prints a framework's version where ``import M; print(M.__version__)`` says too little."""
 

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.slow
 PROFILE = """
 name = "steer"
 [[matrix]]
-frameworks = ["torch"]
+frameworks = ["{framework}"]
 models = {models}
 batch_sizes = [2]  # the engine is under test, not the model: small steps
 devices = ["cpu:1"]
@@ -29,14 +29,26 @@ timeout_s = 300
 {extra}
 """
 
+STEPPER = """
+import sys, time
+from dltop_report import step
+for i in range(int(sys.argv[1])):
+    with step(samples=2):
+        time.sleep(0.03)
+"""
+"""The steering tests' runs: a ``command`` program of 30 ms steps. The engine is under
+test, not a framework: a PyTorch runner spent ~5 s of CPU starting, per run."""
 
-MODELS = '["fcn-r", "alexnet-r", "resnet-56"]'
 
 
-def start(tmp_path: Path, iterations: int = 40, extra: str = "",
-          models: str = MODELS) -> subprocess.Popen[str]:
+def start(tmp_path: Path, iterations: int = 40) -> subprocess.Popen[str]:
+    """The engine on three ``command`` jobs (:data:`STEPPER`) of ``iterations`` steps."""
+    script = tmp_path / "stepper.py"
+    script.write_text(STEPPER)
+    command = json.dumps([sys.executable, str(script), "{total}"])
     prof = tmp_path / "p.toml"
-    prof.write_text(PROFILE.format(iterations=iterations, extra=extra, models=models))
+    prof.write_text(PROFILE.format(framework="command", iterations=iterations,
+                                   models='["a", "b", "c"]', extra=f"command = {command}"))
     return subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "DLTOP_DB": str(tmp_path / "d.db")})
@@ -65,7 +77,7 @@ def wait_for(proc: subprocess.Popen[str], event: str, **match: object) -> dict[s
 
 
 def test_pause_then_resume(tmp_path: Path, wait_until: Any) -> None:
-    proc = start(tmp_path, iterations=15)
+    proc = start(tmp_path, iterations=40)
     wait_for(proc, "run_started", position=0)
     res = dltop(tmp_path, "pause")
     assert res.returncode == 0, res.stderr
@@ -97,7 +109,8 @@ def test_cancel_from_another_process(tmp_path: Path) -> None:
 @pytest.mark.parametrize("inject,runs", [("crash", 2), ("oom", 1)])
 def test_retries_only_for_crashes(tmp_path: Path, inject: str, runs: int) -> None:
     prof = tmp_path / "p.toml"
-    prof.write_text(PROFILE.format(iterations=3, extra=f'inject = "{inject}"\nretries = 1',
+    prof.write_text(PROFILE.format(framework="torch", iterations=3,
+                                   extra=f'inject = "{inject}"\nretries = 1',
                                    models='["alexnet-r"]'))
     res = dltop(tmp_path, "run", str(prof), "--headless")
     assert res.returncode == (1 if inject == "crash" else 0)

@@ -17,10 +17,22 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-def job(model: str, iterations: int) -> dict[str, object]:
-    """One ``[[matrix]]`` table: ``model`` on one CPU at batch 8."""
-    return {"frameworks": ["torch"], "models": [model], "batch_sizes": [8],
-            "devices": ["cpu:1"], "iterations": iterations}
+STEPPER = """
+import sys, time
+from dltop_report import step
+for i in range(int(sys.argv[1])):
+    with step(samples=8):
+        time.sleep(0.01)
+"""
+"""The runs: a ``command`` program of 10 ms steps (the engine is under test; a PyTorch
+runner spent ~5 s of CPU starting, per run)."""
+
+
+def job(script: Path, model: str, iterations: int) -> dict[str, object]:
+    """One ``[[matrix]]`` table: :data:`STEPPER` as ``model`` on one CPU at batch 8."""
+    return {"frameworks": ["command"], "models": [model], "batch_sizes": [8],
+            "devices": ["cpu:1"], "iterations": iterations,
+            "command": [sys.executable, str(script), "{total}"]}
 
 
 def alive(pid: int) -> bool:
@@ -32,7 +44,10 @@ def alive(pid: int) -> bool:
 
 def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_text: Any) -> None:
     prof = tmp_path / "p.toml"
-    prof.write_text(profile_text(job("fcn-r", 3), job("alexnet-r", 1000), name="resume-me",
+    script = tmp_path / "stepper.py"
+    script.write_text(STEPPER)
+    prof.write_text(profile_text(job(script, "first", 3), job(script, "second", 500),
+                                 name="resume-me",
                                  defaults={"warmup": 1, "timeout_s": 300}))
     env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
     engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],

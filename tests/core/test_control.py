@@ -29,23 +29,14 @@ timeout_s = 300
 {extra}
 """
 
-STEPPER = """
-import sys, time
-from dltop_report import step
-for i in range(int(sys.argv[1])):
-    with step(samples=2):
-        time.sleep(0.03)
-"""
-"""The steering tests' runs: a ``command`` program of 30 ms steps. The engine is under
-test, not a framework: a PyTorch runner spent ~5 s of CPU starting, per run."""
-
+STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
+"""The steering tests' runs: a program of 30 ms steps. The engine is under test, not a
+framework: a PyTorch runner spent ~5 s of CPU starting, per run."""
 
 
 def start(tmp_path: Path, iterations: int = 40) -> subprocess.Popen[str]:
-    """The engine on three ``command`` jobs (:data:`STEPPER`) of ``iterations`` steps."""
-    script = tmp_path / "stepper.py"
-    script.write_text(STEPPER)
-    command = json.dumps([sys.executable, str(script), "{total}"])
+    """The engine on three ``command`` jobs (:data:`STEPS`) of ``iterations`` steps."""
+    command = json.dumps([sys.executable, str(STEPS), "{total}", "0.03", "2"])
     prof = tmp_path / "p.toml"
     prof.write_text(PROFILE.format(framework="command", iterations=iterations,
                                    models='["a", "b", "c"]', extra=f"command = {command}"))

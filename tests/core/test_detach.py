@@ -34,12 +34,18 @@ def status_of(tmp_path: Path) -> str | None:
     return None if row is None else str(row[0])
 
 
+STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
+
+
 def test_detached_engine_runs_to_the_end(tmp_path: Path, wait_until: Any,
                                          profile_text: Any) -> None:
+    # The engine is under test: two runs of a program of 50 ms steps (tests/programs).
     prof = tmp_path / "p.toml"
-    prof.write_text(profile_text({"frameworks": ["torch"], "models": ["fcn-r", "alexnet-r"],
+    prof.write_text(profile_text({"frameworks": ["command"], "models": ["first", "second"],
                                   "batch_sizes": [8], "devices": ["cpu:1"], "iterations": 60,
-                                  "warmup": 1}, name="bg"))
+                                  "warmup": 1,
+                                  "command": [sys.executable, str(STEPS), "{total}", "0.05"]},
+                                 name="bg"))
     res = dltop(tmp_path, "run", str(prof), "--detach")
     assert res.returncode == 0, res.stderr
     assert "engine started in the background" in res.stdout

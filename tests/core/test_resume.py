@@ -17,22 +17,15 @@ import pytest
 pytestmark = pytest.mark.slow
 
 
-STEPPER = """
-import sys, time
-from dltop_report import step
-for i in range(int(sys.argv[1])):
-    with step(samples=8):
-        time.sleep(0.01)
-"""
-"""The runs: a ``command`` program of 10 ms steps (the engine is under test; a PyTorch
-runner spent ~5 s of CPU starting, per run)."""
+STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
+"""The runs: a program of 10 ms steps (the engine is under test, not a framework)."""
 
 
-def job(script: Path, model: str, iterations: int) -> dict[str, object]:
-    """One ``[[matrix]]`` table: :data:`STEPPER` as ``model`` on one CPU at batch 8."""
+def job(model: str, iterations: int) -> dict[str, object]:
+    """One ``[[matrix]]`` table: :data:`STEPS` as ``model`` on one CPU at batch 8."""
     return {"frameworks": ["command"], "models": [model], "batch_sizes": [8],
             "devices": ["cpu:1"], "iterations": iterations,
-            "command": [sys.executable, str(script), "{total}"]}
+            "command": [sys.executable, str(STEPS), "{total}", "0.01"]}
 
 
 def alive(pid: int) -> bool:
@@ -44,9 +37,7 @@ def alive(pid: int) -> bool:
 
 def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_text: Any) -> None:
     prof = tmp_path / "p.toml"
-    script = tmp_path / "stepper.py"
-    script.write_text(STEPPER)
-    prof.write_text(profile_text(job(script, "first", 3), job(script, "second", 500),
+    prof.write_text(profile_text(job("first", 3), job("second", 500),
                                  name="resume-me",
                                  defaults={"warmup": 1, "timeout_s": 300}))
     env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}

@@ -32,26 +32,18 @@ DltopApp(db, db.parent / "logs", FakeGpuBackend(2)).run(headless=True)
 """
 
 
-STEPPER = """
-import sys, time
-from dltop_report import step
-for i in range(int(sys.argv[1])):
-    with step(samples=32):
-        time.sleep(0.05)
-"""
+STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
 
 
 def start_campaign(tmp_path: Path, profile_text: Any, repeats: int) -> Launch:
     """A background engine on ``a.db`` running ``repeats`` runs of 60 iterations: a
     ``command`` program of 50 ms steps (the engine and viewers are under test; a PyTorch
     runner spent ~5 s of CPU starting, per run)."""
-    script = tmp_path / "stepper.py"
-    script.write_text(STEPPER)
     profile = tmp_path / "attach.toml"
     profile.write_text(profile_text({"frameworks": ["command"], "models": ["stepper"],
                                      "batch_sizes": [32], "devices": ["cpu:1"],
-                                     "repeats": repeats,
-                                     "command": [sys.executable, str(script), "{total}"]},
+                                     "repeats": repeats, "command": [
+                                         sys.executable, str(STEPS), "{total}", "0.05", "32"]},
                                     name="attach", defaults={"iterations": 60, "warmup": 2}))
     launch = start_engine([str(profile)], tmp_path / "a.db", tmp_path / "logs", wait_s=0.5)
     assert launch.exit_code is None, launch.log_tail

@@ -295,11 +295,11 @@ SLOW_FIXTURES = frozenset({"browser", "slurm_cluster"})
 
 
 LONGEST_FIRST = ("tests/runners/test_parity.py::test_every_framework",
-                 "tests/core/test_resume.py", "tests/core/test_control.py",
-                 "tests/tui/test_attach.py", "tests/runners/test_jax_runner.py::test_every_model",
-                 "tests/core/test_gpu_check_script.py", "tests/faults/test_engine_faults.py",
-                 "tests/runners/test_tf_data_parallel.py", "tests/runners/test_tf_runner.py",
-                 "tests/core/test_queue_edits.py")
+                 "tests/runners/test_tf_runner.py",
+                 "tests/runners/test_jax_runner.py::test_every_model",
+                 "tests/core/test_gpu_check_script.py", "tests/runners/test_tf_data_parallel.py",
+                 "tests/runners/test_tf_dist.py", "tests/core/test_data_parallel.py",
+                 "tests/runners/test_torch_convergence.py", "tests/faults/test_engine_faults.py")
 """The suite's longest tests (``--durations``): started first, so that under two xdist
 workers no minute-long test begins while the other worker has nothing left to do."""
 

@@ -34,12 +34,18 @@ STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
 framework: a PyTorch runner spent ~5 s of CPU starting, per run."""
 
 
-def start(tmp_path: Path, iterations: int = 40) -> subprocess.Popen[str]:
-    """The engine on three ``command`` jobs (:data:`STEPS`) of ``iterations`` steps."""
-    command = json.dumps([sys.executable, str(STEPS), "{total}", "0.03", "2"])
+def command_toml(step_s: float = 0.03) -> str:
+    """The ``command`` line of a job running :data:`STEPS` with ``step_s``-second steps."""
+    return "command = " + json.dumps([sys.executable, str(STEPS), "{total}", str(step_s), "2"])
+
+
+def start(tmp_path: Path, iterations: int = 40, models: str = '["a", "b", "c"]',
+          extra: str = "") -> subprocess.Popen[str]:
+    """The engine on ``command`` jobs (:data:`STEPS`, one per model) of ``iterations``
+    steps, then the ``extra`` TOML."""
     prof = tmp_path / "p.toml"
-    prof.write_text(PROFILE.format(framework="command", iterations=iterations,
-                                   models='["a", "b", "c"]', extra=f"command = {command}"))
+    prof.write_text(PROFILE.format(framework="command", iterations=iterations, models=models,
+                                   extra=command_toml() + "\n" + extra))
     return subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "DLTOP_DB": str(tmp_path / "d.db")})

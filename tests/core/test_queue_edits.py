@@ -10,7 +10,7 @@ from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.store.writer import utc_now
 
-from .test_control import query, start, wait_for
+from .test_control import command_toml, query, start, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -20,24 +20,24 @@ def store(tmp_path: Path) -> Store:
 
 
 def test_engine_follows_edits_made_while_it_runs(tmp_path: Path) -> None:
-    # fcn-r, alexnet-r, resnet-56 in that order; resnet-56 (~0.2 s an iteration) runs after
-    # the edits, so 3 iterations are enough (400 took over a minute of the suite)
-    proc = start(tmp_path, iterations=400, models='["fcn-r", "alexnet-r"]',
-                 extra='[[matrix]]\nframeworks = ["torch"]\nmodels = ["resnet-56"]\n'
+    # a, b, c in that order (command jobs, tests/programs/steps.py: the engine is under
+    # test); c runs after the edits, so 3 iterations are enough
+    proc = start(tmp_path, iterations=400, models='["a", "b"]',
+                 extra='[[matrix]]\nframeworks = ["command"]\nmodels = ["c"]\n'
                        'batch_sizes = [2]\ndevices = ["cpu:1"]\niterations = 3\nwarmup = 1\n'
-                       'timeout_s = 300\n')
+                       'timeout_s = 300\n' + command_toml() + "\n")
     try:
         first = wait_for(proc, "iteration")
         s = store(tmp_path)
         edit = s.edits
         ids = [r["id"] for r in s.db.query("select id from jobs order by position")]
-        assert edit.move_job(ids[2], -1).changed == 1  # resnet-56 before alexnet-r
-        assert edit.remove_job(ids[1]).changed == 1  # and alexnet-r is removed
+        assert edit.move_job(ids[2], -1).changed == 1  # c before b
+        assert edit.remove_job(ids[1]).changed == 1  # and b is removed
         assert edit.remove_job(ids[0]).changed == 0  # the running job is not
-        lstm = parse('[[matrix]]\nframeworks = ["torch"]\nmodels = ["lstm"]\n'
-                     'batch_sizes = [4]\ndevices = ["cpu:1"]\niterations = 2\nwarmup = 0\n',
-                     "more.toml", "more")
-        assert not edit.append_jobs(1, lstm.jobs, "more.toml").needs_engine
+        more = parse('[[matrix]]\nframeworks = ["command"]\nmodels = ["d"]\n'
+                     'batch_sizes = [4]\ndevices = ["cpu:1"]\niterations = 2\nwarmup = 0\n'
+                     + command_toml() + "\n", "more.toml", "more")
+        assert not edit.append_jobs(1, more.jobs, "more.toml").needs_engine
         edit.cancel_run(1, int(first["run_id"]))  # cancel the current run only
         proc.communicate(timeout=300)  # drain stdout so the engine never blocks on it
     finally:
@@ -45,7 +45,7 @@ def test_engine_follows_edits_made_while_it_runs(tmp_path: Path) -> None:
             proc.kill()
     runs = query(tmp_path, "select j.model, r.status from runs r join jobs j on j.id = r.job_id "
                            "order by r.id")
-    assert runs == [("fcn-r", "cancelled"), ("resnet-56", "ok"), ("lstm", "ok")]
+    assert runs == [("a", "cancelled"), ("c", "ok"), ("d", "ok")]
     assert query(tmp_path, "select status from jobs order by id") == [
         ("cancelled",), ("removed",), ("ok",), ("ok",)]
     assert query(tmp_path, "select status from campaigns") == [("finished",)]

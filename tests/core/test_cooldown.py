@@ -15,15 +15,19 @@ from dltop.jobs.engine import Engine
 from dltop.profiles.loader import parse
 from dltop.store import Store, memory_db
 
+STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
+
 
 @pytest.fixture
 def profile(profile_text: Any) -> Callable[..., str]:
-    """Two alexnet-r runs on ``devices``, ``cooldown`` s apart, with ``extra`` TOML lines."""
+    """Two runs on ``devices``, ``cooldown`` s apart, with ``extra`` TOML lines: a program
+    of 10 ms steps (tests/programs/steps.py; the engine's pause is under test)."""
     def text(devices: list[str], cooldown: int, extra: str = "") -> str:
         return profile_text({
-            "frameworks": ["torch"], "models": ["alexnet-r"], "batch_sizes": [8],
+            "frameworks": ["command"], "models": ["steps"], "batch_sizes": [8],
             "devices": devices, "iterations": 2, "warmup": 1, "repeats": 2,
             "cooldown_s": cooldown,
+            "command": [sys.executable, str(STEPS), "{total}", "0.01"],
         }, extra=extra)
 
     return text

@@ -19,18 +19,21 @@ from dltop.store import Store, connect
 
 pytestmark = pytest.mark.slow
 
-PROFILE = """
+STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
+PROFILE = f"""
 name = "pause"
 [[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
+frameworks = ["command"]
+models = ["steps"]
 batch_sizes = [8]
 devices = ["cpu:1"]
 repeats = 2
 iterations = 1000000
 warmup = 1
 timeout_s = 600
+command = {json.dumps([sys.executable, str(STEPS), "{total}", "0.02"])}
 """
+"""Runs of a program of 20 ms steps (the engine's pause is under test, not a framework)."""
 
 
 def query(db: Path, sql: str) -> list[tuple[Any, ...]]:

@@ -52,13 +52,14 @@ timeout_s = 600
 [[matrix]]
 models = ["fcn-r", "alexnet-r", "resnet-56", "lstm", "lenet"]
 [[matrix]]
-models = ["resnet-50"]
-input_size = 32
-[[matrix]]
 models = ["resnet-56"]
 input_size = 64
 """
 SIZES = {"resnet-50": 32, "resnet-56": 64}
+ENGINE_SIZES = {"resnet-56": 64}
+"""The sized run through the engine: that ``input_size`` reaches each runner needs one;
+ResNet-50 at 32 px is counted in each framework's own process (test_tf_models,
+test_cntk_runner, test_torch_modes; JAX below), a TensorFlow process less here."""
 SMALL = ["fcn-r", "alexnet-r", "resnet-56", "lstm", "lenet"]
 BIG = {"fcn-s", "alexnet-s", "resnet-50", "vgg16"}
 
@@ -67,7 +68,7 @@ BIG = {"fcn-s", "alexnet-s", "resnet-50", "vgg16"}
 # were the suite's slowest test, 147 s); each equals docs/models.md's parameter counts and
 # the reference FLOPs, so all equal each other.
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # 7 runs: past pytest's 300 s on a loaded machine
+@pytest.mark.timeout(900)  # 6 runs: past pytest's 300 s on a loaded machine
 @pytest.mark.parametrize("fw", [
     "torch",
     pytest.param("tensorflow", marks=pytest.mark.tensorflow),
@@ -89,7 +90,7 @@ def test_every_framework_runs_every_model_with_equal_size(tmp_path: Path, fw: st
     conn.close()
     sized = [(m, st, p, f, json.loads(spec).get("input_size")) for m, spec, st, p, f in rows]
     assert sorted((m, size or 0, st) for m, st, _, _, size in sized) == sorted(
-        [(m, 0, "ok") for m in SMALL] + [(m, size, "ok") for m, size in SIZES.items()])
+        [(m, 0, "ok") for m in SMALL] + [(m, size, "ok") for m, size in ENGINE_SIZES.items()])
     for model, _, params, flops, size in sized:
         assert params == COUNTS[model], (model, size)
         assert round(flops) == round(

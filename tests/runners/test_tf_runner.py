@@ -101,11 +101,10 @@ def test_real_mnist_cifar_and_ptb(tmp_path: Path) -> None:
     code, events, out = run_runner(tmp_path, tf_spec("fcn-r", data="real",
                                                      data_dir=str(tmp_path)), script=SCRIPT)
     assert code == 0, out
-    write_cifar_python(tmp_path, n=8)
-    for model in ("alexnet-r", "resnet-56"):
-        code, events, out = run_runner(tmp_path, tf_spec(model, data="real",
-                                                         data_dir=str(tmp_path)), script=SCRIPT)
-        assert code == 0, out
+    write_cifar_python(tmp_path, n=8)  # one CIFAR model: the loader is the same for all
+    code, events, out = run_runner(tmp_path, tf_spec("alexnet-r", data="real",
+                                                     data_dir=str(tmp_path)), script=SCRIPT)
+    assert code == 0, out
     (tmp_path / "ptb.train.txt").write_text(" the cat sat on the mat \n" * 200)
     code, events, out = run_runner(tmp_path, tf_spec("lstm", data="real",
                                                      data_dir=str(tmp_path)), script=SCRIPT)

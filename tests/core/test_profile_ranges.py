@@ -249,3 +249,10 @@ def test_profiles_show_prints_a_page_and_counts_the_rest(tmp_path: Path) -> None
     rows = [line for line in lines if line.split()[0].isdigit()]
     assert len(rows) == 50 and rows[-1].split()[:4] == ["50", "torch", "fcn-r", "2"]
     assert "# ... and 99950 more jobs (100000 in all, 4 configurations)" in lines
+
+
+def test_docs_range_table_matches_the_declarations() -> None:
+    doc = (Path(__file__).parents[2] / "docs" / "profiles.md").read_text()
+    table = doc.split("## Value ranges")[1].split("\n## ")[0]
+    for key, bound in _numeric_settings():
+        assert f"| `{key}` | {bound.accepts} |" in table, key

@@ -58,8 +58,9 @@ def cmd_profiles(args: argparse.Namespace) -> int:
             if j.framework == "command":
                 _print_command(j)
         if len(prof.jobs) > SHOW_JOBS:
+            n = _configurations(prof.jobs)
             print(f"# ... and {len(prof.jobs) - SHOW_JOBS} more jobs ({len(prof.jobs)} in all, "
-                  f"{_configurations(prof.jobs)} configurations)")
+                  f"{n} configuration{'' if n == 1 else 's'})")
         print("# measured window: iters iterations, then more until it has lasted "
               "min_time_s seconds (warm-up likewise: warmup, then warmup_s)")
         return 0

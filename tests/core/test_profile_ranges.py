@@ -248,7 +248,12 @@ def test_profiles_show_prints_a_page_and_counts_the_rest(tmp_path: Path) -> None
     assert "p.toml; 100000 jobs;" in lines[1]
     rows = [line for line in lines if line.split()[0].isdigit()]
     assert len(rows) == 50 and rows[-1].split()[:4] == ["50", "torch", "fcn-r", "2"]
-    assert "# ... and 99950 more jobs (100000 in all, 4 configurations)" in lines
+    assert "# ... and 99950 more jobs (100000 in all, 4 configurations; --all lists them)" \
+        in lines
+    (tmp_path / "p.toml").write_text(BASE.format(top="", entry="repeats = 60"))
+    res = dltop(tmp_path, "profiles", "show", "--all", "p.toml")
+    rows = [line for line in res.stdout.splitlines() if line.split()[0].isdigit()]
+    assert len(rows) == 60 and "more jobs" not in res.stdout
 
 
 def test_docs_range_table_matches_the_declarations() -> None:

@@ -49,7 +49,8 @@ def cmd_profiles(args: argparse.Namespace) -> int:
               f"{'data':<9} {'timeout_s':>9}  other settings")
         # A page of jobs, then a count: a 100 000-job profile is read by index, never
         # expanded whole (JobList makes a job only when asked).
-        for i, j in enumerate(prof.jobs[:SHOW_JOBS], 1):
+        shown = len(prof.jobs) if args.all else SHOW_JOBS
+        for i, j in enumerate(prof.jobs[:shown], 1):
             iters = f"{j.epochs}ep" if j.epochs is not None else str(j.iterations)
             print(f"{i:>4}  {j.framework:<10} {safe(j.model):<10} {j.batch_size:>6} "
                   f"{j.device.label:<7} {j.repeat + 1:>3} {iters:>5} {_min_time(j):>10} "
@@ -57,10 +58,10 @@ def cmd_profiles(args: argparse.Namespace) -> int:
                   f"{_other_settings(j)}")
             if j.framework == "command":
                 _print_command(j)
-        if len(prof.jobs) > SHOW_JOBS:
+        if len(prof.jobs) > shown:
             n = _configurations(prof.jobs)
-            print(f"# ... and {len(prof.jobs) - SHOW_JOBS} more jobs ({len(prof.jobs)} in all, "
-                  f"{n} configuration{'' if n == 1 else 's'})")
+            print(f"# ... and {len(prof.jobs) - shown} more jobs ({len(prof.jobs)} in all, "
+                  f"{n} configuration{'' if n == 1 else 's'}; --all lists them)")
         print("# measured window: iters iterations, then more until it has lasted "
               "min_time_s seconds (warm-up likewise: warmup, then warmup_s)")
         return 0
@@ -71,7 +72,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
 
 
 SHOW_JOBS = 50
-"""Jobs ``profiles show`` lists; the rest are counted."""
+"""Jobs ``profiles show`` lists; the rest are counted (``--all``: none are)."""
 
 
 def _configurations(jobs: Sequence[JobSpec]) -> int:

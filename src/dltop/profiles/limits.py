@@ -14,7 +14,9 @@ counted before anything is expanded: :func:`max_jobs` says how many.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from dltop.config import config_path, read_config
 from dltop.errors import UserError
@@ -99,3 +101,28 @@ def too_many_jobs(count: int, limit: int) -> str:
     """The reason a plan of ``count`` jobs is refused (``count`` > ``limit``)."""
     return (f"{count} jobs, over the limit of {limit} (set ${MAX_JOBS_ENV} or [limits] "
             "max_jobs in config.toml to allow more; docs/profiles.md#value-ranges)")
+
+
+def entry_jobs(entry: Mapping[str, Any], lists: Iterable[str], ladder: int) -> int:
+    """How many jobs a ``[[matrix]]`` entry (its settings over the defaults) expands to,
+    from its lists' lengths and ``repeats``, without making one.
+
+    Args:
+        lists: the keys whose list values multiply (the list keys and the sweeps).
+        ladder: the devices ``cpu:1..max`` (``cpu:all``) stands for on this host.
+
+    A value of the wrong kind counts as one: its own check, later, says what is wrong.
+    """
+    n = 1
+    for key in lists:
+        v = entry.get(key)
+        if key == "devices" and isinstance(v, list):
+            n *= sum(ladder if isinstance(d, str) and d.strip() in ("cpu:1..max", "cpu:all")
+                     else 1 for d in v)
+        elif isinstance(v, list):
+            n *= len(v)
+    repeats = entry.get("repeats")
+    if isinstance(repeats, int) and not isinstance(repeats, bool) \
+            and 1 < repeats <= MAX_REPEATS:  # else its own check says it is wrong
+        n *= repeats
+    return n

@@ -164,7 +164,8 @@ def parse(text: str, source: str, default_name: str,
                        if k not in own})
         merged = {**base_settings, **preset, **own}
         # Counted before anything is expanded: a matrix of 10**9 is refused at once.
-        planned += _planned_jobs(merged, cores)
+        planned += limits.entry_jobs(merged, (*LIST_KEYS, *SWEEP_KEYS),
+                                     len(_thread_ladder(cores)))
         if planned > most:
             upto = f" (entries 0 to {i})" if i else ""
             raise where.err(f"matrix[{i}]", f"the profile expands to "
@@ -397,25 +398,6 @@ def _devices(where: _Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:
         raise where.err(key, f"{dev.label}: expected at most {most} {what} "
                         "(docs/profiles.md#value-ranges)")
     return [dev]
-
-
-def _planned_jobs(m: dict[str, Any], cores: int) -> int:
-    """How many jobs an entry (its settings over the defaults) expands to, counted from
-    its lists' lengths without making one: a value of the wrong kind counts as one (its
-    check, later, says what is wrong with it)."""
-    n = 1
-    for key in (*LIST_KEYS, *SWEEP_KEYS):
-        v = m.get(key)
-        if key == "devices" and isinstance(v, list):
-            n *= sum(len(_thread_ladder(cores)) if isinstance(d, str)
-                     and d.strip() in ("cpu:1..max", "cpu:all") else 1 for d in v)
-        elif isinstance(v, list):
-            n *= len(v)
-    repeats = m.get("repeats")
-    if isinstance(repeats, int) and not isinstance(repeats, bool) \
-            and 1 < repeats <= limits.MAX_REPEATS:  # else its own check says it is wrong
-        n *= repeats
-    return n
 
 
 def _thread_ladder(cores: int) -> list[int]:

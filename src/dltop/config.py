@@ -13,6 +13,9 @@
     [systems.cluster]                    # dltop run --system cluster (dltop.systems)
     partition = "gpu"
 
+    [limits]
+    max_jobs = 100000                    # jobs a campaign may hold (dltop.profiles.limits)
+
 A missing file is an empty config. Errors name the file and the key.
 """
 
@@ -48,7 +51,7 @@ def config_path() -> Path:
     return config_dir() / "config.toml"
 
 
-TABLES = ("frameworks", "systems")
+TABLES = ("frameworks", "systems", "limits")
 
 
 def read_config(path: Path) -> dict[str, Any] | None:
@@ -71,7 +74,7 @@ def read_config(path: Path) -> dict[str, Any] | None:
     unknown = sorted(set(data) - set(TABLES))
     if unknown:
         raise UserError(f"{path}: unknown table or key {unknown[0]!r} (expected "
-                        "[frameworks.NAME] or [systems.NAME])")
+                        "[frameworks.NAME], [systems.NAME] or [limits])")
     return data
 
 

@@ -256,7 +256,8 @@ def test_output_into_a_closed_pipe_is_no_traceback(tmp_path: Path) -> None:
     prof = tmp_path / "big.toml"  # ~2 000 rows: more than a pipe buffer holds
     prof.write_text('pack = true\n[[matrix]]\nframeworks=["torch"]\nmodels=["fcn-r"]\n'
                     'batch_sizes=[8]\ndevices=["cpu:1"]\nrepeats=2000\n')
-    proc = subprocess.Popen([sys.executable, "-m", "dltop", "profiles", "show", str(prof)],
+    proc = subprocess.Popen([sys.executable, "-m", "dltop", "profiles", "show", "--all",
+                             str(prof)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None and proc.stderr is not None
     first = proc.stdout.readline()

@@ -22,17 +22,25 @@ from dltop.profiles.model import DeviceSpec, JobSpec, SlurmSettings
 def test_a_field_without_identity_or_quiet_fails_naming_it() -> None:
     @dataclasses.dataclass(frozen=True)
     class NoIdentity:
-        ok: int = setting(1, integer(1), identity=False)
+        ok: int = setting(1, integer(1, 10), identity=False)
         bare: int = 0
 
     @dataclasses.dataclass(frozen=True)
     class NoQuiet:
-        unsaid: int = setting(1, integer(1), identity=True)
+        unsaid: int = setting(1, integer(1, 10), identity=True)
 
     with pytest.raises(TypeError, match=r"NoIdentity fields \['bare'\] do not declare identity"):
         check_declarations(NoIdentity)
+    @dataclasses.dataclass(frozen=True)
+    class Unbounded:  # issue 38: a numeric setting with no range could take NaN or 1e308
+        wait_s: float = setting(0.0, lambda v: float(v), identity=False)
+        cap: int | None = setting(None, optional(lambda v: int(v)), identity=False)
+
     with pytest.raises(TypeError, match=r"NoQuiet identity settings \['unsaid'\] .* quiet="):
         check_declarations(NoQuiet)
+    with pytest.raises(TypeError, match=r"Unbounded numeric settings \['wait_s', 'cap'\] have "
+                       "no range"):
+        check_declarations(Unbounded)
     check_declarations(JobSpec)
 
 
@@ -40,7 +48,7 @@ def test_decoders_follow_the_types_and_refuse_one_without_a_codec() -> None:
     @dataclasses.dataclass(frozen=True)
     class Plain:
         n: int = dataclasses.field(default=0, metadata={IDENTITY: True})
-        cap: int | None = setting(None, optional(integer(1)), identity=False)
+        cap: int | None = setting(None, optional(integer(1, 10)), identity=False)
         every: int | str | None = dataclasses.field(default=None, metadata={IDENTITY: True})
 
     dec = json_decoders(Plain)

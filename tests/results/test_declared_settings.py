@@ -34,9 +34,9 @@ def test_every_identity_setting_declares_whether_a_caption_states_it() -> None:
 
     @dataclasses.dataclass(frozen=True)
     class Later:  # a setting added without saying: the import-time check names it
-        said: int = setting(1, integer(1), identity=True, quiet=True)
-        unsaid: int = setting(1, integer(1), identity=True)
-        budget: int = setting(1, integer(1), identity=False)
+        said: int = setting(1, integer(1, 9), identity=True, quiet=True)
+        unsaid: int = setting(1, integer(1, 9), identity=True)
+        budget: int = setting(1, integer(1, 9), identity=False)
 
     assert declared.undeclared(dataclasses.fields(Later)) == ["unsaid"]
     assert declared.quiet_values(dataclasses.fields(Later)) == {"said": (1,)}

@@ -104,3 +104,27 @@ def test_no_reference_column_without_references(tmp_path: Path, campaigns: Any) 
     campaigns.add_run(db, cid, jobs[0][1], [0.1, 0.1, 0.1])
     assert "reference" not in [c.key for c in summary_table(db, cid).columns]
     assert [v.outcome for v in checks.check(db, [cid])] == ["no reference"]
+
+
+def test_check_json_never_prints_nan(tmp_path: Path, campaigns: Any,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    """A reference stored NaN (before the loader refused it, issue 38): ``check --format
+    json`` prints null and the reason, never a bare NaN, which JSON has not."""
+    path = tmp_path / "nan.db"
+    db = connect(path)
+    cid, jobs = campaigns.create(db, campaigns.profile("nan", ["cpu:1"]) + (
+        '[references]\n"fcn-r/torch/fp32" = { s_per_iter = [0.25, -0.5, 0.125] }\n'),
+        name="nan")
+    campaigns.add_run(db, cid, jobs[0][1], [0.1, 0.1, 0.1])
+    # where check reads references (SQLite before 3.42 calls NaN in the job_specs view's
+    # json_set malformed JSON: the spec it reads identities from is left as it was)
+    assert db.execute("update job_configs set spec_json = replace(replace(spec_json, "
+                      "'0.25', 'NaN'), '0.125', 'Infinity')").rowcount == 1
+    db.conn.commit()
+    db.close()
+    assert cli.main(["check", "--db", str(path), "1", "--format", "json"]) == 1
+    out = capsys.readouterr().out
+    assert "NaN" not in out and "Infinity" not in out
+    (row,) = json.loads(out)["rows"]
+    assert row["reference"] is None and row["tolerance"] == ""
+    assert row["result"] == "fail (the reference is not finite: [nan, -0.5, inf])"

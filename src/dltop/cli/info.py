@@ -9,6 +9,8 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from dltop.profiles.model import JobSpec
 
 
@@ -45,7 +47,10 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
               f"{'rep':>3} {'iters':>5} {'min_time_s':>10} {'warmup':>6} {'precision':<9} "
               f"{'data':<9} {'timeout_s':>9}  other settings")
-        for i, j in enumerate(prof.jobs, 1):
+        # A page of jobs, then a count: a 100 000-job profile is read by index, never
+        # expanded whole (JobList makes a job only when asked).
+        shown = len(prof.jobs) if args.all else SHOW_JOBS
+        for i, j in enumerate(prof.jobs[:shown], 1):
             iters = f"{j.epochs}ep" if j.epochs is not None else str(j.iterations)
             print(f"{i:>4}  {j.framework:<10} {safe(j.model):<10} {j.batch_size:>6} "
                   f"{j.device.label:<7} {j.repeat + 1:>3} {iters:>5} {_min_time(j):>10} "
@@ -53,6 +58,10 @@ def cmd_profiles(args: argparse.Namespace) -> int:
                   f"{_other_settings(j)}")
             if j.framework == "command":
                 _print_command(j)
+        if len(prof.jobs) > shown:
+            n = _configurations(prof.jobs)
+            print(f"# ... and {len(prof.jobs) - shown} more jobs ({len(prof.jobs)} in all, "
+                  f"{n} configuration{'' if n == 1 else 's'}; --all lists them)")
         print("# measured window: iters iterations, then more until it has lasted "
               "min_time_s seconds (warm-up likewise: warmup, then warmup_s)")
         return 0
@@ -60,6 +69,19 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         prof = load(name)
         print(f"{name:<18} {len(prof.jobs):>4} jobs  {safe(prof.description)}")
     return 0
+
+
+SHOW_JOBS = 50
+"""Jobs ``profiles show`` lists; the rest are counted (``--all``: none are)."""
+
+
+def _configurations(jobs: Sequence[JobSpec]) -> int:
+    """Configurations of the jobs (repeats counted once), without making every job."""
+    from dltop.profiles.joblist import JobList
+
+    if isinstance(jobs, JobList):
+        return sum(len(configs) for configs, _ in jobs.blocks)
+    return len({j.config_key for j in jobs})
 
 
 _SHOWN = ("iterations", "warmup", "precision", "data", "timeout_s", "data_dir", "epochs",

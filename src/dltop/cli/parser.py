@@ -272,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof_sub = prof.add_subparsers(dest="profiles_command", metavar="SUBCOMMAND")
     show = prof_sub.add_parser("show", help="print the jobs a profile expands to")
     show.add_argument("profile", metavar="NAME_OR_FILE")
+    show.add_argument("--all", action="store_true",
+                      help="every job, not the first 50 and a count of the rest")
     return p
 
 

@@ -22,6 +22,7 @@ from dltop.jobs.environment import core_order
 from dltop.jobs.executors import where
 from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time, this_host
+from dltop.profiles import limits
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import command, registry
@@ -56,6 +57,10 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
         UserError: some job cannot run here and ``skip_unavailable`` is false.
     """
     jobs = JobList.concat(p.jobs for p in profiles)
+    most = limits.max_jobs()
+    if len(jobs) > most:  # each profile is within it; together they may not be
+        raise UserError(f"{' + '.join(p.source for p in profiles)}: the campaign holds "
+                        f"{limits.too_many_jobs(len(jobs), most)}")
     runner_problem: dict[str, str | None] = {}
     problems: list[str | None] = []
     launches: list[command.Launch] = []  # command jobs' programs, resolved once each
@@ -195,7 +200,12 @@ def store_plan(store: Store, plan: Plan, argv: Sequence[str]) -> int:
 
     The jobs go in as one bulk insert (rows made per configuration), so queueing
     100 000 jobs holds no per-job object and costs SQLite's work on the rows (~2 s);
-    a job that cannot run here gets its ``unsatisfiable`` run with the reason.
+    a job that cannot run here gets its ``unsatisfiable`` run with the reason. Each
+    distinct stored spec is decoded as the engine and ``--resume`` decode it before
+    the transaction commits (:func:`dltop.store.templates.read_back`).
+
+    Raises:
+        UserError: a stored spec does not read back; nothing is stored.
     """
     # all or nothing: no campaign stored without its jobs; the log's copy into the
     # database file waits for the engine's checkpoint after a run, not the first run

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from dltop.errors import UserError
+from dltop.profiles.limits import MAX_STEPS_PER_MATCH
 
 KEYS: Final = ("command", "preset", "iteration_regex", "timing", "cumulative",
                "steps_per_match", "cwd", "env")
@@ -203,8 +204,10 @@ def _timing(err: Err, loc: Callable[[str], str], m: Mapping[str, Any]
     if cumulative:
         out.append(("cumulative", True))
     steps = m.get("steps_per_match", 1)
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
-        raise err(loc("steps_per_match"), f"expected an integer >= 1, got {steps!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int) \
+            or not 1 <= steps <= MAX_STEPS_PER_MATCH:
+        raise err(loc("steps_per_match"), f"expected an integer >= 1 and <= "
+                  f"{MAX_STEPS_PER_MATCH}, got {steps!r}")
     if steps != 1:
         if timing == "helper":
             raise err(loc("steps_per_match"), 'applies to output lines, not to timing = "helper"')

@@ -29,15 +29,22 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   (``precision``), instead of only when it varies.
 
 A check takes the raw TOML value and returns the validated value, or raises
-:class:`ValueError` with a message; the loader prefixes the file and the key.
+:class:`ValueError` with a message; the loader prefixes the file and the key. A
+numeric setting's check is an :class:`Integer` or a :class:`Number`, which carry
+their range (:func:`bounds`; the limits are :mod:`dltop.profiles.limits`): every
+int or float setting must have one (:func:`check_declarations`), so none can take a
+NaN, an infinity or an absurd value.
 """
 
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import Field, field, fields
-from typing import Any, TypeVar, cast, get_args, get_type_hints
+from dataclasses import Field, dataclass, field, fields
+from typing import Any, Generic, TypeVar, cast, get_args, get_type_hints
+
+from dltop.profiles.limits import MAX_LABEL
 
 T = TypeVar("T")
 Check = Callable[[Any], T]
@@ -83,26 +90,78 @@ def setting(default: T, check: Check[T], *, identity: Identity,
     return out
 
 
-def integer(minimum: int) -> Check[int]:
-    """An integer (not a bool) of at least ``minimum``."""
-    def check(v: Any) -> int:
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"expected an integer >= {minimum}, got {v!r}")
-        if v < minimum:
-            raise ValueError(f"expected an integer >= {minimum}, got {v}")
+def _show(x: float) -> str:
+    """A bound as written in messages and docs: ``1000000``, ``0.5``."""
+    return str(int(x)) if float(x).is_integer() else f"{x:g}"
+
+
+@dataclass(frozen=True)
+class Integer:
+    """An integer (not a bool) from ``minimum`` to ``maximum``, or one of the words ``also``."""
+
+    minimum: int
+    maximum: int
+    also: tuple[str, ...] = ()
+
+    @property
+    def expected(self) -> str:
+        """What the check accepts, as its error says it."""
+        words = "".join(f' or "{w}"' for w in self.also)
+        return f"an integer >= {self.minimum} and <= {self.maximum}{words}"
+
+    @property
+    def accepts(self) -> str:
+        """What the check accepts, as docs/profiles.md's range table says it."""
+        return self.expected
+
+    def __call__(self, v: Any) -> Any:
+        if isinstance(v, str) and v in self.also:
+            return v
+        if isinstance(v, bool) or not isinstance(v, int) \
+                or not self.minimum <= v <= self.maximum:
+            raise ValueError(f"expected {self.expected}, got {v!r}")
         return v
-    return check
 
 
-def number(*, positive: bool) -> Check[float]:
-    """A number, ``> 0`` when ``positive`` else ``>= 0``; returned as float."""
-    def check(v: Any) -> float:
+@dataclass(frozen=True)
+class Number:
+    """A finite number (an integer or a float, not a bool) from ``low`` (excluded when
+    ``above``) to ``high``; returned as float."""
+
+    low: float
+    high: float
+    above: bool = False
+    noun: str = "number"
+
+    @property
+    def expected(self) -> str:
+        """The range, as its error says it (``> 0 and <= 1000``)."""
+        return f"{'>' if self.above else '>='} {_show(self.low)} and <= {_show(self.high)}"
+
+    @property
+    def accepts(self) -> str:
+        """What the check accepts, as docs/profiles.md's range table says it."""
+        return f"a finite {self.noun} {self.expected}"
+
+    def __call__(self, v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ValueError(f"expected a number, got {v!r}")
-        if (positive and v <= 0) or v < 0:
-            raise ValueError(f"expected a number {'>' if positive else '>='} 0, got {v}")
+            raise ValueError(f"expected a {self.noun} {self.expected}, got {v!r}")
+        # NaN fails every comparison: the range test refuses it with infinities
+        low_ok = v > self.low if self.above else v >= self.low
+        if not (math.isfinite(v) and low_ok and v <= self.high):
+            raise ValueError(f"expected a finite {self.noun} {self.expected}, got {v!r}")
         return float(v)
-    return check
+
+
+def integer(minimum: int, maximum: int) -> Integer:
+    """An integer (not a bool) from ``minimum`` to ``maximum``."""
+    return Integer(minimum, maximum)
+
+
+def number(*, positive: bool, maximum: float) -> Number:
+    """A finite number, ``> 0`` when ``positive`` else ``>= 0``, at most ``maximum``;
+    returned as float."""
+    return Number(0.0, maximum, above=positive)
 
 
 def one_of(valid: tuple[str, ...]) -> Check[str]:
@@ -123,19 +182,22 @@ def boolean(v: Any) -> bool:
     return v
 
 
-def fraction(v: Any) -> float:
-    """A number in (0, 1]."""
-    if isinstance(v, bool) or not isinstance(v, int | float) or not 0 < v <= 1:
-        raise ValueError(f"expected a number in (0, 1], got {v!r}")
-    return float(v)
+fraction = Number(0.0, 1.0, above=True)
+"""A number in (0, 1]."""
 
 
-def every(v: Any) -> int | str:
-    """An iteration count (>= 1) or ``"epoch"``."""
-    if v == "epoch":
-        return "epoch"
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        raise ValueError(f'expected an integer >= 1 or "epoch", got {v!r}')
+def every(maximum: int) -> Integer:
+    """An iteration count from 1 to ``maximum``, or ``"epoch"``."""
+    return Integer(1, maximum, also=("epoch",))
+
+
+def label(v: Any) -> str:
+    """A user's label (a profile's name, a command's model): a string of at most
+    ``MAX_LABEL`` characters, which every table and title can show."""
+    if not isinstance(v, str):
+        raise ValueError(f"expected a string, got {v!r}")
+    if len(v) > MAX_LABEL:
+        raise ValueError(f"expected at most {MAX_LABEL} characters, got {len(v)}")
     return v
 
 
@@ -153,11 +215,26 @@ def path(v: Any) -> str:
     return v
 
 
-def optional(check: Check[T]) -> Check[T | None]:
+@dataclass(frozen=True)
+class Maybe(Generic[T]):
+    """``None`` (the key absent) or a value ``inner`` accepts."""
+
+    inner: Check[T]
+
+    def __call__(self, v: Any) -> T | None:
+        return None if v is None else self.inner(v)
+
+
+def optional(check: Check[T]) -> Maybe[T]:
     """``None`` (the key absent) or a value ``check`` accepts."""
-    def opt(v: Any) -> T | None:
-        return None if v is None else check(v)
-    return opt
+    return Maybe(check)
+
+
+def bounds(check: Any) -> Integer | Number | None:
+    """The range a setting's check enforces (through :func:`optional`), or None."""
+    while isinstance(check, Maybe):
+        check = check.inner
+    return check if isinstance(check, Integer | Number) else None
 
 
 def quiet_values(fs: Iterable[Field[Any]]) -> dict[str, tuple[Any, ...]]:
@@ -194,8 +271,9 @@ def check_declarations(cls: type[Any]) -> None:
     """Fail at import when a field of ``cls`` leaves out a declaration results rely on.
 
     Raises:
-        TypeError: a field does not declare ``identity``, or an identity setting does
-            not declare ``quiet``: a programming error, caught by any import.
+        TypeError: a field does not declare ``identity``, an identity setting does not
+            declare ``quiet``, or a numeric setting's check has no range: a programming
+            error, caught by any import.
     """
     missing = [f.name for f in fields(cls) if IDENTITY not in f.metadata]
     if missing:
@@ -205,6 +283,13 @@ def check_declarations(cls: type[Any]) -> None:
     if unquiet:
         raise TypeError(f"{cls.__name__} identity settings {unquiet} do not declare quiet= "
                         "(whether a results caption states their default)")
+    hints = get_type_hints(cls)
+    unbounded = [f.name for f in fields(cls) if CHECK in f.metadata
+                 and set(get_args(hints[f.name]) or (hints[f.name],)) & {int, float}
+                 and bounds(f.metadata[CHECK]) is None]
+    if unbounded:
+        raise TypeError(f"{cls.__name__} numeric settings {unbounded} have no range "
+                        "(check with fields.Integer or fields.Number)")
 
 
 def json_decoders(cls: type[Any]) -> dict[str, Callable[[Any], Any]]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, lm, presets, references, slurm, strings, window
+from dltop.profiles import command, fields, limits, lm, presets, references, slurm, strings, window
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 from dltop.profiles.references import Rule
@@ -123,7 +123,7 @@ def parse(text: str, source: str, default_name: str,
         raise UserError(f"{source}: arrays or tables nested too deeply to read") from None
     _check_keys(where, "", doc, TOP_KEYS)
     strings.check(where.err, doc)  # no line break can reach a script line or a row
-    name = _str(where, "name", doc.get("name", default_name))
+    name = str(_check(where, "name", doc.get("name", default_name), fields.label))
     description = _str(where, "description", doc.get("description", ""))
     pack = doc.get("pack", False)
     if not isinstance(pack, bool):
@@ -152,6 +152,7 @@ def parse(text: str, source: str, default_name: str,
     if system is not None:
         base_settings["executor"] = system.executor
     site = None if system is None else system.name
+    planned, most = 0, limits.max_jobs()
     for i, entry in enumerate(matrix):
         _check_keys(where, f"matrix[{i}].", entry, ENTRY_KEYS)
         # Errors name the table a value came from: the entry, or [defaults].
@@ -161,9 +162,16 @@ def parse(text: str, source: str, default_name: str,
         preset = _preset(where, origin, f"matrix[{i}]", own)
         origin.update({k: f"preset {own['preset']!r} of matrix[{i}]" for k in preset
                        if k not in own})
-        blocks.append(_expand(where, origin, f"matrix[{i}]", name,
-                              {**base_settings, **preset, **own}, cores, base, cluster,
-                              site, rules))
+        merged = {**base_settings, **preset, **own}
+        # Counted before anything is expanded: a matrix of 10**9 is refused at once.
+        planned += limits.entry_jobs(merged, (*LIST_KEYS, *SWEEP_KEYS),
+                                     len(_thread_ladder(cores)))
+        if planned > most:
+            upto = f" (entries 0 to {i})" if i else ""
+            raise where.err(f"matrix[{i}]", f"the profile expands to "
+                            f"{limits.too_many_jobs(planned, most)}{upto}")
+        blocks.append(_expand(where, origin, f"matrix[{i}]", name, merged, cores, base,
+                              cluster, site, rules))
     jobs = JobList(blocks)
     if own_slurm is not None and not any(j.executor == "slurm" for c, _ in blocks for j in c):
         raise where.err("slurm", 'a [slurm] table, but no job runs with executor = "slurm" '
@@ -205,11 +213,13 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
                   for j, v in enumerate(lists["frameworks"])]
     byo = _command_options(where, loc, frameworks, merged, profile_dir)
     if byo:  # a command's "models" are the user's own labels
-        models = [_str(where, f"{loc('models')}[{j}]", v) for j, v in enumerate(lists["models"])]
+        models = [str(_check(where, f"{loc('models')}[{j}]", v, fields.label))
+                  for j, v in enumerate(lists["models"])]
     else:
         models = [_choice(where, f"{loc('models')}[{j}]", v, catalog.MODELS)
                   for j, v in enumerate(lists["models"])]
-    batches = [_int(where, f"{loc('batch_sizes')}[{j}]", v, minimum=1)
+    batches = [int(_check(where, f"{loc('batch_sizes')}[{j}]", v,
+                          fields.integer(1, limits.MAX_BATCH)))
                for j, v in enumerate(lists["batch_sizes"])]
     devices: list[DeviceSpec] = []
     for j, v in enumerate(lists["devices"]):
@@ -270,7 +280,8 @@ def _sweeps(where: _Where, loc: Callable[[str], str],
 def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> dict[str, Any]:
     s = {k: _check(where, loc(k), m[k], f.metadata[fields.CHECK])
          for k, f in settings().items()}
-    s["repeats"] = _check(where, loc("repeats"), m["repeats"], fields.integer(1))
+    s["repeats"] = _check(where, loc("repeats"), m["repeats"],
+                          fields.integer(1, limits.MAX_REPEATS))
     # Checks across fields. Generation's keys and limits (transformers):
     lm.mode_checks(where.err, loc, s)
     # Real data needs a directory:
@@ -368,10 +379,6 @@ def _str(where: _Where, key: str, v: Any) -> str:
     return str(_check(where, key, v, fields.string))
 
 
-def _int(where: _Where, key: str, v: Any, minimum: int) -> int:
-    return int(_check(where, key, v, fields.integer(minimum)))
-
-
 def _choice(where: _Where, key: str, v: Any, valid: tuple[str, ...]) -> str:
     return str(_check(where, key, v, fields.one_of(valid)))
 
@@ -382,9 +389,15 @@ def _devices(where: _Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:
     if v.strip() in ("cpu:1..max", "cpu:all"):
         return [DeviceSpec("cpu", n) for n in _thread_ladder(cores)]
     try:
-        return [DeviceSpec.parse(v)]
+        dev = DeviceSpec.parse(v)
     except ValueError as exc:
         raise where.err(key, f"{exc} (or 'cpu:1..max' for 1, 2, 4, ... cores)") from None
+    most = limits.MAX_GPUS if dev.kind == "gpu" else limits.MAX_CPUS
+    if dev.count > most:
+        what = "GPUs per node" if dev.kind == "gpu" else "CPUs"
+        raise where.err(key, f"{dev.label}: expected at most {most} {what} "
+                        "(docs/profiles.md#value-ranges)")
+    return [dev]
 
 
 def _thread_ladder(cores: int) -> list[int]:

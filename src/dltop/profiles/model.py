@@ -16,6 +16,7 @@ from dataclasses import Field, dataclass, field, fields
 from typing import Any
 
 from dltop import catalog
+from dltop.profiles import limits as L
 from dltop.profiles import window
 from dltop.profiles.device import DeviceKind as DeviceKind
 from dltop.profiles.device import DeviceSpec as DeviceSpec
@@ -64,9 +65,10 @@ class JobSpec:
     })
     repeat: int = field(metadata={COLUMN: True, IDENTITY: False})
     """0-based repeat of the configuration (the profile key ``repeats`` counts them)."""
-    iterations: int = setting(50, integer(1), column=True, identity=True, quiet=(None,))
+    iterations: int = setting(50, integer(1, L.MAX_ITERATIONS), column=True, identity=True,
+                              quiet=(None,))
     """Measured iterations per run (identity: the measured window is what a result is of)."""
-    warmup: int = setting(10, integer(0), column=True, identity=True, quiet=False)
+    warmup: int = setting(10, integer(0, L.MAX_ITERATIONS), column=True, identity=True, quiet=False)
     """Iterations run first and excluded from statistics."""
     min_time_s: float = setting(0.0, window.seconds, identity=True, quiet=True,
                                 header="min time (s)")
@@ -76,7 +78,8 @@ class JobSpec:
     warmup_s: float = setting(0.0, window.seconds, identity=True, quiet=True,
                               header="warm-up (s)")
     """Warm up past ``warmup`` iterations until this long has passed since the first."""
-    timeout_s: float = setting(900.0, number(positive=True), column=True, identity=False)
+    timeout_s: float = setting(900.0, number(positive=True, maximum=L.MAX_TIMEOUT_S),
+                              column=True, identity=False)
     """Wall-clock budget of one run, start-up included."""
     precision: str = setting("fp32", one_of(catalog.PRECISIONS), column=True, identity=True,
                              quiet=False, row_key=True)
@@ -87,39 +90,45 @@ class JobSpec:
     it says where the model's dataset lives on this host, not which dataset it is."""
     batch_scaling: str = setting("global", one_of(catalog.BATCH_SCALINGS), column=True,
                                  identity=True, quiet=False)
-    lr: float = setting(0.01, number(positive=True), identity=True, quiet=False)
-    momentum: float = setting(0.0, number(positive=False), identity=True, quiet=False)
-    seed: int = setting(0, integer(0), identity=True, quiet=False)
+    lr: float = setting(0.01, number(positive=True, maximum=L.MAX_LR), identity=True, quiet=False)
+    momentum: float = setting(0.0, number(positive=False, maximum=1.0), identity=True,
+                              quiet=False)
+    seed: int = setting(0, integer(0, L.MAX_SEED), identity=True, quiet=False)
     optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True, quiet=False)
     """``sgd`` (with ``momentum``), ``adam`` or ``adamw``; docs/profiles.md has each
     framework's equivalent. ``lr``, ``momentum``, ``weight_decay`` and ``optimizer``
     may be lists in a profile: each value is a configuration."""
-    weight_decay: float = setting(0.0, number(positive=False), identity=True, quiet=True)
+    weight_decay: float = setting(0.0, number(positive=False, maximum=1.0), identity=True,
+                                  quiet=True)
     """L2 penalty for ``sgd``/``adam`` (added to the gradient), decoupled for ``adamw``."""
     mode: str = setting("train", one_of(catalog.MODES), identity=True, quiet=True)
     """``train`` (forward, backward, update), ``inference`` (forward only) or, for the
     transformers, ``generate`` (prefill, then a KV-cached decode loop)."""
-    epochs: int | None = setting(None, optional(integer(1)), identity=True, quiet=True)
+    epochs: int | None = setting(None, optional(integer(1, L.MAX_EPOCHS)), identity=True,
+                                quiet=True)
     """Convergence runs: whole passes over the training set instead of ``iterations``."""
-    eval_every: int | str | None = setting(None, optional(every), identity=True, quiet=True)
+    eval_every: int | str | None = setting(None, optional(every(L.MAX_ITERATIONS)),
+                                           identity=True, quiet=True)
     """Evaluate on the test set every N iterations or every ``"epoch"`` (real data only;
     default: every epoch when ``epochs`` is set, never otherwise)."""
     target_accuracy: float | None = setting(None, optional(fraction), identity=False)
     """Accuracy (0, 1] for time-to-accuracy; not identity: it reads the same runs."""
-    target_perplexity: float | None = setting(None, optional(number(positive=True)),
-                                              identity=False)
+    target_perplexity: float | None = setting(
+        None, optional(number(positive=True, maximum=L.MAX_PERPLEXITY)), identity=False)
     """Perplexity (> 0) for time-to-perplexity (language models); not identity either."""
     shuffle: bool | None = setting(None, optional(boolean), identity=True, quiet=(None, False))
     """Reshuffle the training set every epoch (default: true for real data)."""
     op_profile: bool = setting(False, boolean, identity=False, key="profile")
     """Profile a few extra steps after the measured ones (profile key ``profile``):
     never part of the measured times, so not identity."""
-    input_size: int | None = setting(None, optional(integer(8)), identity=True, quiet=True)
+    input_size: int | None = setting(None, optional(integer(8, L.MAX_INPUT_SIZE)),
+                                     identity=True, quiet=True)
     """Image side for the ResNets (e.g. ResNet-50 at 32); default the model's own."""
     data_loader: str = setting("device", one_of(catalog.DATA_LOADERS), identity=True, quiet=True)
     """``device``: batches made on the device once; ``host``: each step copies a batch
     from host memory (pinned on CUDA), so the copy is measured."""
-    loader_workers: int = setting(0, integer(0), identity=True, quiet=True)
+    loader_workers: int = setting(0, integer(0, L.MAX_LOADER_WORKERS), identity=True,
+                                 quiet=True)
     """Background workers preparing real-data batches (``data_loader = "host"``)."""
     channels_last: bool = setting(False, boolean, identity=True, quiet=True)
     """PyTorch, image models: NHWC memory format for the model and its input batches."""
@@ -133,19 +142,21 @@ class JobSpec:
     cuda_graphs: bool = setting(False, boolean, identity=True, quiet=True)
     """PyTorch on CUDA: capture the step in a CUDA graph replayed each iteration, the
     batch copied into static buffers; elsewhere the run ends ``unsupported``."""
-    seq_len: int | None = setting(None, optional(integer(1)), identity=True, quiet=True)
+    seq_len: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
+                                  quiet=True)
     """Transformers: tokens per training (or inference) sequence; the loader fills in the
     model's default (docs/models.md). Samples are tokens: batch x seq_len per step."""
     attention: str | None = setting(None, optional(one_of(catalog.ATTENTIONS)), identity=True,
                                     quiet=True)
     """Transformers: ``fused`` (the framework's fused attention) or ``plain`` (unfused
     math); the loader fills in ``fused``. None for the other models."""
-    prompt_tokens: int | None = setting(None, optional(integer(1)), identity=True, quiet=True,
-                                        header="prompt")
+    prompt_tokens: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
+                                        quiet=True, header="prompt")
     """``mode = "generate"``: tokens of each prompt (prefill); the loader's default 128."""
-    new_tokens: int | None = setting(None, optional(integer(1)), identity=True, quiet=True)
+    new_tokens: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
+                                     quiet=True)
     """``mode = "generate"``: tokens decoded after the prompt; the loader's default 128."""
-    nodes: int = setting(1, integer(1), identity=True, quiet=True)
+    nodes: int = setting(1, integer(1, L.MAX_NODES), identity=True, quiet=True)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True, quiet=True)
     """``local`` (this host) or ``slurm`` (one Slurm job per run; see ``slurm``). Identity:
@@ -160,15 +171,16 @@ class JobSpec:
         IDENTITY: lambda o: {k: list(v) if isinstance(v, tuple) else v for k, v in o},
     })
     """Runner switches (``xla``, ``inject``, a command's argv), sorted by name."""
-    retries: int = setting(0, integer(0), identity=False)
+    retries: int = setting(0, integer(0, L.MAX_RETRIES), identity=False)
     """Extra attempts for a run that ends ``crashed`` (never for oom, timeout, ...)."""
-    cooldown_s: float = setting(0.0, number(positive=False), identity=False)
+    cooldown_s: float = setting(0.0, number(positive=False, maximum=L.MAX_COOLDOWN_S),
+                                identity=False)
     """Longest pause before the run (fixed pause without ``cooldown_temp_c``)."""
-    cooldown_temp_c: float | None = setting(None, optional(number(positive=True)),
-                                            identity=False)
+    cooldown_temp_c: float | None = setting(
+        None, optional(number(positive=True, maximum=L.MAX_TEMP_C)), identity=False)
     """GPU jobs: start once every GPU of the job is at or below this temperature."""
-    cooldown_power_w: float | None = setting(None, optional(number(positive=True)),
-                                             identity=False)
+    cooldown_power_w: float | None = setting(
+        None, optional(number(positive=True, maximum=L.MAX_POWER_W)), identity=False)
     """GPU jobs: start once every GPU of the job draws at most this power."""
     slurm: SlurmSettings | None = field(default=None, metadata={
         CODEC: (lambda s: None if s is None else s.to_json_dict(),

@@ -16,6 +16,7 @@ specific pattern. Everything here is pure and standard-library.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from typing import Any
 
 from dltop import catalog
 from dltop.errors import UserError
+from dltop.profiles.limits import MAX_REFERENCE, MAX_UPPER_TOLERANCE
 
 METRICS: dict[str, str] = {
     "tokens_per_s": "tokens/s",
@@ -136,14 +138,16 @@ def _triple(err: Err, key: str, v: Any) -> tuple[float, float, float]:
         raise err(key, f"expected [reference, lower, upper] (three numbers, e.g. "
                   f"[510000, -0.05, 0.10]), got {v!r}")
     value, lower, upper = (float(x) for x in v)
-    if value <= 0:
-        raise err(key, f"the reference must be > 0, got {v[0]!r}")
+    # NaN fails every comparison: each test is written so that it refuses NaN too
+    if not (math.isfinite(value) and 0 < value <= MAX_REFERENCE):
+        raise err(key, f"the reference must be a finite number > 0 and <= "
+                  f"{MAX_REFERENCE:g}, got {v[0]!r}")
     if not -1 <= lower <= 0:
-        raise err(key, f"the lower tolerance is relative, from -1 to 0 (-0.05: 5 % below), "
-                  f"got {v[1]!r}")
-    if upper < 0:
-        raise err(key, f"the upper tolerance is relative, >= 0 (0.10: 10 % above), "
-                  f"got {v[2]!r}")
+        raise err(key, f"the lower tolerance is relative, from -1 to 0 (a finite number; "
+                  f"-0.05: 5 % below), got {v[1]!r}")
+    if not 0 <= upper <= MAX_UPPER_TOLERANCE:
+        raise err(key, f"the upper tolerance is relative, a finite number >= 0 and <= "
+                  f"{MAX_UPPER_TOLERANCE:g} (0.10: 10 % above), got {v[2]!r}")
     return value, lower, upper
 
 

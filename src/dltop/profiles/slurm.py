@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dltop.errors import UserError
+from dltop.profiles import limits
 from dltop.profiles.device import DeviceSpec
 
 KEYS = ("partition", "account", "time", "gpus_per_node", "cpus_per_task", "mem", "exclusive",
@@ -127,6 +128,9 @@ def time_seconds(limit: str) -> int:
 
 
 _MEM = re.compile(r"^\d+[KMGT]?$")
+_MOST = {"gpus_per_node": limits.MAX_GPUS, "cpus_per_task": limits.MAX_CPUS,
+         "cpus_per_gpu": limits.MAX_CPUS, "parallel": limits.MAX_PARALLEL}
+"""The integer keys' bounds (docs/profiles.md#value-ranges)."""
 
 
 MULTI_NODE_FRAMEWORKS = ("torch", "tensorflow")
@@ -160,8 +164,10 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
 
     def count(key: str) -> int | None:
         v = table.get(key)
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise err(f"slurm.{key}", f"expected an integer >= 1, got {v!r}")
+        most = _MOST[key]
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int)
+                              or not 1 <= v <= most):
+            raise err(f"slurm.{key}", f"expected an integer >= 1 and <= {most}, got {v!r}")
         return v
 
     def strings(key: str) -> tuple[str, ...]:

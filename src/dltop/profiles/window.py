@@ -16,12 +16,13 @@ seconds cannot apply, the loader sets it to 0 and refuses a value the profile gi
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from dltop.errors import UserError
+from dltop.profiles.fields import Number
+from dltop.profiles.limits import MAX_TIMEOUT_S
 
 DEFAULT_MIN_TIME_S = 6.0
 """The product default: >= 10 host readings at 2 Hz after the first and last partial
@@ -34,13 +35,9 @@ KEYS = ("min_time_s", "warmup_s")
 ErrorFn = Callable[[str, str], UserError]
 
 
-def seconds(v: Any) -> float:
-    """A finite number of seconds, 0 or more (0: no window in seconds)."""
-    if isinstance(v, bool) or not isinstance(v, int | float):
-        raise ValueError(f"expected a number of seconds >= 0, got {v!r}")
-    if not math.isfinite(v) or v < 0:
-        raise ValueError(f"expected a finite number of seconds >= 0, got {v!r}")
-    return float(v)
+seconds = Number(0.0, MAX_TIMEOUT_S, noun="number of seconds")
+"""A finite number of seconds, 0 (no window in seconds) to a week (the longest
+``timeout_s``, which a window must fit in)."""
 
 
 def default_min_time_s() -> float:
@@ -57,7 +54,8 @@ def default_min_time_s() -> float:
         return seconds(float(raw))
     except ValueError:
         raise UserError(f"{DEFAULT_ENV}={raw!r}: expected a finite number of seconds "
-                        ">= 0 (the default min_time_s of profiles that do not set it)") \
+                        f"{seconds.expected} (the default min_time_s of profiles that do not "
+                        "set it)") \
             from None
 
 

@@ -13,6 +13,7 @@ configuration with a reference but no ``ok`` run fails (nothing was measured).
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -80,6 +81,10 @@ def _has_table(db: sqlite_utils.Database, name: str) -> bool:
 def judge(res: ConfigResult, ref: Reference,
           time_interval: tuple[float, float] | None) -> Verdict:
     """``res``'s metric against ``ref``; ``time_interval`` is its median s/iter's 95 % CI."""
+    if not all(math.isfinite(x) for x in (ref.value, ref.lower, ref.upper)):
+        # stored before the loader refused them: judged by nothing, said so
+        return Verdict(res, ref, outcome=FAIL, why="the reference is not finite: "
+                       f"[{ref.value}, {ref.lower}, {ref.upper}]")
     if not res.runs or res.median_s is None:
         return Verdict(res, ref, outcome=FAIL, why=f"no ok run: {res.label}")
     if ref.metric == "s_per_iter":
@@ -133,6 +138,12 @@ def by_config(verdicts: Sequence[Verdict]) -> dict[str, list[Verdict]]:
     return out
 
 
+def _finite(x: float | None) -> float | None:
+    """``x``, or None for NaN and infinities: JSON has no such numbers (the row's
+    result says why a cell is empty)."""
+    return x if x is None or math.isfinite(x) else None
+
+
 def _num(x: float | None) -> str:
     return "" if x is None else f"{x:.4g}"
 
@@ -151,15 +162,18 @@ def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow
     for v in verdicts:
         r, ref = v.result, v.ref
         low, high = v.interval if v.interval is not None else (None, None)
-        tol = "" if ref is None else f"{ref.lower:+.0%} / {ref.upper:+.0%}"
+        measured, low, high = _finite(v.measured), _finite(low), _finite(high)
+        value = None if ref is None else _finite(ref.value)
+        tol = "" if ref is None or not math.isfinite(ref.lower + ref.upper) else \
+            f"{ref.lower:+.0%} / {ref.upper:+.0%}"
         result = v.outcome if not v.why else f"{v.outcome} ({v.why})"
         rows.append(Row((
             key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size),
             key_cell(r.device), key_cell(str(r.identity.get("precision", ""))),
             key_cell(str(r.identity.get(identity.SYSTEM) or "-")),
             key_cell("" if ref is None else f"{ref.metric} ({METRICS[ref.metric]})"),
-            Cell(_num(v.measured), v.measured), Cell(_num(low), low), Cell(_num(high), high),
-            Cell("" if ref is None else _num(ref.value), None if ref is None else ref.value),
+            Cell(_num(measured), measured), Cell(_num(low), low), Cell(_num(high), high),
+            Cell(_num(value), value),
             key_cell(tol), key_cell(result)),
             {"pattern": None if ref is None else ref.pattern}))
     names = ", ".join(f"{c.id} {c.name}" for c in camps)

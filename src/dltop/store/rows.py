@@ -16,6 +16,7 @@ from dltop.store.templates import (
     CONFIG_COLUMNS,
     add_templates,
     count_configs,
+    read_back,
     spec_without_repeat,
 )
 
@@ -97,7 +98,13 @@ def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int
     configurations is stored without making a JobSpec, a row dict or a JSON
     document per job. On a database with ``job_templates`` (migration 23) each
     configuration's spec is stored once and a job row holds what differs
-    (:mod:`dltop.store.templates`). The caller holds the transaction.
+    (:mod:`dltop.store.templates`). The caller holds the transaction. One stored
+    spec of each configuration is read back before this returns
+    (:func:`~dltop.store.templates.read_back`).
+
+    Raises:
+        UserError: a stored spec does not read back (the caller's transaction, rolled
+            back, stores none of it).
     """
     blocks = jobs.blocks if isinstance(jobs, JobList) else ((tuple(jobs), 1),)
     compact = any(r[1] == "template" for r in db.conn.execute("pragma table_info(jobs)"))
@@ -121,7 +128,9 @@ def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int
     # One statement under the caller's write lock: the rows took consecutive ids
     # after the largest one (SQLite's rowid rule), the last of them last_insert_rowid().
     last = int(db.conn.execute("select last_insert_rowid()").fetchone()[0])
-    return range(last - len(jobs) + 1, last + 1)
+    ids = range(last - len(jobs) + 1, last + 1)
+    read_back(db, ids, compact)  # in the caller's transaction: a failure stores nothing
+    return ids
 
 
 def _templates_and_counts(db: sqlite_utils.Database, campaign_id: int, first_position: int,

@@ -21,8 +21,12 @@ configuration, not a trigger per job) and by a delete trigger.
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Iterable
 from typing import Any
+
+from dltop.errors import UserError
+from dltop.profiles.model import JobSpec
 
 TEMPLATES = "job_templates"
 """Table: one row per distinct job spec (less ``repeat``) of a campaign."""
@@ -119,3 +123,34 @@ def count_configs(db: Any, campaign_id: int,
         "coalesce(excluded.first_position, first_position))",
         [(campaign_id, key, jobs, first, *(columns[c] for c in CONFIG_COLUMNS), spec)
          for key, columns, spec, jobs, first in counts])
+
+
+def read_back(db: Any, ids: range, compact: bool) -> None:
+    """Decode one stored spec of each configuration among the jobs ``ids`` as the engine
+    and ``--resume`` read it (the ``job_specs`` view, ``JobSpec.from_json_dict``).
+
+    A spec that does not read back (a NaN the loader let through is JSON that SQLite's
+    ``json_set`` calls malformed) would fail every run and every ``--resume`` of its
+    campaign; the caller's transaction is rolled back instead.
+
+    Args:
+        ids: the job ids just inserted (consecutive).
+        compact: the jobs table has ``template`` (migration 23): one spec per template
+            is read through the view; else one row's own per ``config_key``.
+
+    Raises:
+        UserError: a spec does not read back: nothing of the caller's transaction is kept.
+    """
+    if not ids:
+        return
+    # a database before migration 23 has no view (and may have none yet): its rows are whole
+    source, key, group = (("job_specs", "job_id", "coalesce(template, config_key)") if compact
+                          else ("jobs", "id", "config_key"))
+    try:
+        for (spec_json,) in db.conn.execute(
+                f"select spec_json from {source} where {key} in (select min(id) from jobs "
+                f"where id between ? and ? group by {group})", [ids[0], ids[-1]]):
+            JobSpec.from_json_dict(json.loads(spec_json))
+    except (sqlite3.Error, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"a job spec does not read back as it was stored ({exc}); nothing "
+                        "was stored (docs/profiles.md#value-ranges)") from None

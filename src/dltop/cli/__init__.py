@@ -32,7 +32,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from dltop.catalog import Control
-from dltop.cli.common import EXIT_INTERRUPTED
+from dltop.cli.common import EXIT_INTERRUPTED, fit_output_encoding
 from dltop.cli.parser import EXPORT_METRICS, build_parser
 from dltop.errors import DltopError
 
@@ -65,6 +65,7 @@ def command(name: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dltop`` console script."""
+    fit_output_encoding()  # before anything prints, --help included
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":

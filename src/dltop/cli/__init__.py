@@ -35,6 +35,7 @@ from dltop.catalog import Control
 from dltop.cli.common import EXIT_INTERRUPTED, fit_output_encoding
 from dltop.cli.parser import EXPORT_METRICS, build_parser
 from dltop.errors import DltopError
+from dltop.textsafe import multiline  # messages quote paths and names: no raw ESC
 
 __all__ = ["EXPORT_METRICS", "main"]
 
@@ -79,8 +80,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().print_help()
         return 0
     except DltopError as exc:
-        from dltop.textsafe import multiline  # messages quote paths and names: no raw ESC
-
         print(f"dltop: error: {multiline(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
@@ -100,5 +99,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         from dltop.store.db import explain_failure, resolve_db_path
 
         line, code = explain_failure(resolve_db_path(getattr(args, "db", None)), exc)
-        print(f"dltop: error: {line}", file=sys.stderr)
+        print(f"dltop: error: {multiline(line)}", file=sys.stderr)  # it names the path
         return code

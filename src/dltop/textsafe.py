@@ -162,6 +162,8 @@ def stand_in(ch: str) -> str:
         import unicodedata  # only here: most output never gets to this handler
 
         name = unicodedata.name(ch, "")
+        if "HORIZONTAL" in name and "VERTICAL" in name:
+            return "+"
         return "-" if "HORIZONTAL" in name else "|" if "VERTICAL" in name else "+"
     return _escape(code)
 

@@ -83,6 +83,9 @@ def test_read_commands_work_on_a_narrow_stdout(latin1_run: tuple[Path, str], tmp
     assert code == 0 and out.startswith("Campaign 1 `enc + ... >= run`"), out
     code, out, _ = dltop(db, encoding, "export", "--table", "summary", "--format", "csv")
     assert code == 0 and "m+" in out
+    code, out, _ = dltop(db, encoding, "export", "-o", str(tmp_path / "t.md"))
+    assert code == 0, out  # the file is UTF-8, whatever the terminal takes
+    assert (tmp_path / "t.md").read_text(encoding="utf-8").startswith(f"Campaign 1 `{NAME}`")
     code, out, _ = dltop(db, encoding, "status")
     assert code == 0 and "`enc + ... >= run`" in out, out
     code, out, _ = dltop(db, encoding, "runs")

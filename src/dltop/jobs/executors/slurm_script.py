@@ -362,7 +362,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
             "fi"]
     if job.framework == "tensorflow" and job.nodes > 1:
         lines += tf_config_lines(runner_argv[0])
-    lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
+    lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1",
               *env_report_lines(files),
               runner_command(job, runner_argv),
               "status=$?"]

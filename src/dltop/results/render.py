@@ -26,7 +26,7 @@ import math
 from typing import Any
 
 from dltop.results.table import Cell, Column, Layout, Role, Table
-from dltop.textsafe import csv_cell, markdown_cell, markdown_text, one_line
+from dltop.textsafe import FORMULA_START, formula_safe, markdown_cell, markdown_text, one_line
 
 FORMATS = ("md", "csv", "json", "latex")
 
@@ -57,7 +57,8 @@ def _markdown_row(texts: list[str]) -> str:
     # Most rows need no escape: checked on the joined line (no ``|`` but the separators,
     # no control character, no HTML), not cell by cell (270 000 cells in a 10 000-row
     # summary).
-    if raw.count("|") == len(texts) - 1 and markdown_text(raw) == raw:
+    if raw.count("|") == len(texts) - 1 and "<" not in raw and "&" not in raw \
+            and one_line(raw) == raw:
         return "| " + raw + " |"
     return "| " + " | ".join(map(markdown_cell, texts)) + " |"
 
@@ -107,9 +108,12 @@ def to_csv(table: Table) -> str:
         nonlocal quoted
         if not isinstance(value, str):
             return value if _finite(value) else ""
-        safe = csv_cell(value)
-        quoted = quoted or (safe[:1] == "'" and value[:1] != "'")
-        return safe
+        safe = one_line(value)
+        if not safe.startswith(FORMULA_START):  # most cells: no second look
+            return safe
+        kept = formula_safe(safe)
+        quoted = quoted or kept is not safe
+        return kept
 
     header: list[str] = []
     for c in table.columns:

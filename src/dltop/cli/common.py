@@ -1,7 +1,10 @@
-"""What the command modules share: exit statuses and opening an existing database."""
+"""What the command modules share: exit statuses, opening an existing database, and
+output streams fitted to their encoding."""
 
 from __future__ import annotations
 
+import codecs
+import sys
 from typing import Any
 
 EXIT_FAILED_RUNS = 1
@@ -26,3 +29,30 @@ def open_reader(db: str | None) -> Any:
     from dltop.store.reader import open_reader as open_
 
     return open_(resolve_db_path(db))
+
+
+def fit_output_encoding() -> None:
+    """Let stdout and stderr write every character, in ASCII stand-ins where they must.
+
+    Under ``PYTHONIOENCODING=latin-1`` or an ASCII locale, the ``†`` of an export or
+    the ``…`` of ``dltop run``'s progress raised UnicodeEncodeError (a traceback, or
+    progress lost). A stream whose encoding is not a Unicode one keeps its encoding and
+    writes what it lacks as :func:`dltop.textsafe.stand_in` does (``†`` as ``+``,
+    ``…`` as ``...``, others as ``\\u2603``). Streams that are not text files of the
+    interpreter (a test's ``StringIO``) are left alone.
+    """
+    from dltop.textsafe import register_stand_ins
+
+    errors = ""
+    for stream in (sys.stdout, sys.stderr):
+        encoding = getattr(stream, "encoding", None)
+        reconfigure = getattr(stream, "reconfigure", None)
+        if not isinstance(encoding, str) or reconfigure is None:
+            continue
+        try:
+            if codecs.lookup(encoding).name.startswith("utf"):
+                continue
+            errors = errors or register_stand_ins()
+            reconfigure(errors=errors)
+        except (LookupError, OSError, ValueError):
+            continue  # an unknown codec or a closed stream: nothing to fit

@@ -96,6 +96,7 @@ def _min_time(job: JobSpec) -> str:
 def _other_settings(job: JobSpec) -> str:
     """``key=value`` for every setting not at its default and not in a column."""
     from dltop.profiles.model import settings
+    from dltop.textsafe import one_line
 
     out = []
     for key, f in settings().items():
@@ -104,26 +105,29 @@ def _other_settings(job: JobSpec) -> str:
                 job.data == "real")):
             continue
         out.append(f"{key}={value}")
-    return " ".join(out)
+    return one_line(" ".join(out))  # option values are the profile's own strings
 
 
 def _print_command(job: JobSpec) -> None:
     """The command job's program as it would start here, or why it would not."""
     from dltop.errors import UserError
     from dltop.runners.command import launch
+    from dltop.textsafe import one_line
 
+    # Arguments, paths and env values are the profile's: a `\r\x1b[2K` in one would
+    # redraw the line, so every one is escaped after quoting.
     try:
         go = launch(job)
     except UserError as exc:
-        print(f"      not runnable here: {exc}")
+        print(f"      not runnable here: {one_line(str(exc))}")
         return
-    print(f"      $ {shlex.join(go.argv)}")
-    print(f"      program {go.executable}; cwd {go.cwd}; timing "
-          f"{dict(job.options).get('timing')}")
+    print(f"      $ {one_line(shlex.join(go.argv))}")
+    print(f"      program {one_line(str(go.executable))}; cwd {one_line(str(go.cwd))}; "
+          f"timing {one_line(str(dict(job.options).get('timing')))}")
     for name, value in go.env:
-        print(f"      env {name}={value}")
+        print(f"      env {one_line(f'{name}={value}')}")
     for note in go.notes:
-        print(f"      note: {note}")
+        print(f"      note: {one_line(note)}")
 
 
 def cmd_env(args: argparse.Namespace) -> int:

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dltop.errors import UserError
+from dltop.textsafe import one_line
 
 DEFAULT_OUTPUT = "report.html"
 
@@ -91,10 +92,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         parts = page_parts(report, summary=summary)  # every figure drawn before writing
         figures.write_file(output, _lines(parts))
-        print(f"wrote {output}")
+        print(f"wrote {one_line(str(output))}")
     if figdir is not None:
         written = figures.write_figures(figdir, files)
-        print(f"wrote {len(written) - 1} figure(s) and figures.md to {figdir}")
+        print(f"wrote {len(written) - 1} figure(s) and figures.md to {one_line(str(figdir))}")
     if report.empty:
-        print(f"dltop: {report.empty}", file=sys.stderr)
+        print(f"dltop: {one_line(report.empty)}", file=sys.stderr)
     return 0

@@ -146,6 +146,8 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
     """The runs as data: a JSON array of objects, or CSV with a header row."""
     import json
 
+    from dltop.results.render import json_text
+
     records = [{**dict(zip(RUN_KEYS, (
         r.run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, r.framework,
         r.model, r.batch_size, r.device, r.repeat + 1, r.median_s, r.samples_per_s, r.cv,
@@ -153,7 +155,7 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
         "identity": idents.get(r.run_id, {})}
         for r in rows]
     if as_json:
-        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+        sys.stdout.write(json_text(records))  # strict: a nan cv is null
         return
     import csv
 
@@ -166,11 +168,16 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
 
 def _csv_value(v: Any) -> Any:
     """A CSV field: flags as 1/0 (as the exports' numeric columns, which pandas and
-    spreadsheets read as numbers), nothing for None, text on one line."""
-    from dltop.textsafe import one_line
+    spreadsheets read as numbers), nothing for None or a non-finite number, text on one
+    line and never read as a formula (:func:`dltop.textsafe.csv_cell`)."""
+    import math
+
+    from dltop.textsafe import csv_cell
 
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, str):
-        return one_line(v)
+        return csv_cell(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return ""
     return "" if v is None else v

@@ -57,7 +57,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         campaign_id, name = resumed.campaign_id, resumed.name
         pack = resumed.pack
         slurm = (f", {len(resumed.cancelled_slurm_jobs)} orphaned Slurm job(s) cancelled "
-                 f"({', '.join(resumed.cancelled_slurm_jobs)})"
+                 f"({one_line(', '.join(resumed.cancelled_slurm_jobs))})"
                  if resumed.cancelled_slurm_jobs else "")
         if resumed.kept_runs:  # COMPLETED in Slurm after the engine died: kept, not re-run
             slurm += (f", {len(resumed.kept_runs)} finished Slurm run(s) kept "
@@ -66,7 +66,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
               f"{resumed.lost_runs} interrupted run(s) re-queued, "
               f"{resumed.killed_processes} orphaned process(es) killed{slurm}", file=sys.stderr)
         for warning in resumed.warnings:
-            print(f"dltop: warning: {warning}", file=sys.stderr)
+            print(f"dltop: warning: {one_line(warning)}", file=sys.stderr)
     else:
         if not args.profiles:
             raise UserError("dltop run needs at least one PROFILE (or --resume)")

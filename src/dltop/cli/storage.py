@@ -44,12 +44,14 @@ def storage_line(db_path: Path) -> str:
     total 59.1 MB``."""
     from dltop.jobs.rundir import runs_dir_of
     from dltop.store.sizes import storage_sizes
+    from dltop.textsafe import one_line
 
     runs_dir = runs_dir_of(db_path)
     s = storage_sizes(db_path, runs_dir)
     return (f"storage: database {human_bytes(s.db_bytes)} + WAL "
             f"{human_bytes(s.wal_bytes)}; run folders "
-            f"{human_bytes(s.runs_dir_bytes)} in {s.run_dirs} runs ({runs_dir}); total "
+            f"{human_bytes(s.runs_dir_bytes)} in {s.run_dirs} runs "
+            f"({one_line(str(runs_dir))}); total "
             f"{human_bytes(s.total_bytes)}")
 
 

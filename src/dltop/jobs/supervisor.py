@@ -255,8 +255,10 @@ async def supervise(
         # loop; only the wait (wait4, for the rusage) differs, and that is in a thread.
         proc = _Child(subprocess.Popen(  # noqa: ASYNC220
             list(argv), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+            # the log is a file dltop reads as UTF-8, whatever the user's terminal takes
+            # (PYTHONIOENCODING=latin-1 crashed a runner printing a label with a `†`)
             env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1",
-                 RUN_TOKEN: token},
+                 "PYTHONIOENCODING": "utf-8", RUN_TOKEN: token},
             pass_fds=(write_fd, *keep_fds), start_new_session=True,
         ), own_peak_rss_bytes())
     except OSError as exc:

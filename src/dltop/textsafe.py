@@ -179,3 +179,14 @@ def register_stand_ins() -> str:
     lacks; returns its name (:data:`STAND_IN_ERRORS`). Registering again is harmless."""
     codecs.register_error(STAND_IN_ERRORS, _stand_ins)
     return STAND_IN_ERRORS
+
+
+def counted(n: int, noun: str, plural: str | None = None) -> str:
+    """``n`` and ``noun`` with its plural unless ``n`` is 1 ("1 run", "3 runs", "0 runs").
+
+    Args:
+        n: The count.
+        noun: The singular noun.
+        plural: The plural where it is not ``noun + "s"`` ("process" → "processes").
+    """
+    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"

@@ -300,7 +300,7 @@ def test_engine_killed_with_two_packed_runs_then_resumed(
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "RECORDER_FAST": "1"})
     assert res.returncode == 0, res.stderr
-    assert "2 interrupted run(s) re-queued" in res.stderr
+    assert "2 interrupted runs re-queued" in res.stderr
     assert all(group_members(g) == [] for g in pgids)
     conn = sqlite3.connect(tmp_path / "d.db")
     runs = conn.execute("select job_id, status, error_kind from runs order by id").fetchall()

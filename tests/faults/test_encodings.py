@@ -119,7 +119,7 @@ def test_interactive_progress_on_a_latin1_terminal() -> None:
     term.flush()
     shown = raw.getvalue().decode("latin-1")
     assert "progress display failed" not in shown
-    assert "campaign 1 \x1b[1menc + ... >= run\x1b[0m: 1 runs -> d.db" in shown
+    assert "campaign 1 \x1b[1menc + ... >= run\x1b[0m: 1 run -> d.db" in shown
     assert "[1/1] command m+ b8 cpu:1 #1 (warm-up) " in shown  # the bar, ASCII
     assert "0.0100 s/iter  800.0 samples/s" in shown  # the finished line
     assert "-" * 20 in shown  # Rich drew its bar in ASCII (its encoding is not UTF)

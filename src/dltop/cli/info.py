@@ -36,6 +36,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     from dltop.profiles.loader import builtin_names, load
+    from dltop.textsafe import counted
     from dltop.textsafe import one_line as safe
 
     if args.profiles_command == "show":
@@ -43,7 +44,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         name = safe(prof.name)
         print(f"# {name}: {safe(prof.description)}" if prof.description else f"# {name}")
         packing = "packed on disjoint devices" if prof.pack else "one run at a time"
-        print(f"# source: {safe(prof.source)}; {len(prof.jobs)} jobs; {packing}")
+        print(f"# source: {safe(prof.source)}; {counted(len(prof.jobs), 'job')}; {packing}")
         print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
               f"{'rep':>3} {'iters':>5} {'min_time_s':>10} {'warmup':>6} {'precision':<9} "
               f"{'data':<9} {'timeout_s':>9}  other settings")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import FAILURE_STATUSES, CampaignStatus
 from dltop.cli.common import EXIT_FAILED_RUNS, EXIT_INTERRUPTED
 from dltop.errors import UserError
-from dltop.textsafe import multiline, one_line
+from dltop.textsafe import counted, multiline, one_line
 
 if TYPE_CHECKING:
     from dltop.jobs.events import EngineEvent
@@ -60,11 +60,12 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
                  f"({one_line(', '.join(resumed.cancelled_slurm_jobs))})"
                  if resumed.cancelled_slurm_jobs else "")
         if resumed.kept_runs:  # COMPLETED in Slurm after the engine died: kept, not re-run
-            slurm += (f", {len(resumed.kept_runs)} finished Slurm run(s) kept "
+            slurm += (f", {counted(len(resumed.kept_runs), 'finished Slurm run')} kept "
                       f"({', '.join(map(str, resumed.kept_runs))})")
-        print(f"dltop: resuming campaign {campaign_id}: {resumed.queued} jobs queued, "
-              f"{resumed.lost_runs} interrupted run(s) re-queued, "
-              f"{resumed.killed_processes} orphaned process(es) killed{slurm}", file=sys.stderr)
+        print(f"dltop: resuming campaign {campaign_id}: {counted(resumed.queued, 'job')} queued, "
+              f"{counted(resumed.lost_runs, 'interrupted run')} re-queued, "
+              f"{counted(resumed.killed_processes, 'orphaned process', 'orphaned processes')}"
+              f" killed{slurm}", file=sys.stderr)
         for warning in resumed.warnings:
             print(f"dltop: warning: {one_line(warning)}", file=sys.stderr)
     else:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dltop.errors import UserError
+from dltop.textsafe import counted
 
 DEFAULT_AGE = "30d"
 """``dltop prune`` with neither ``--campaign`` nor ``--older-than``: ended over 30 days ago."""
@@ -50,7 +51,7 @@ def storage_line(db_path: Path) -> str:
     s = storage_sizes(db_path, runs_dir)
     return (f"storage: database {human_bytes(s.db_bytes)} + WAL "
             f"{human_bytes(s.wal_bytes)}; run folders "
-            f"{human_bytes(s.runs_dir_bytes)} in {s.run_dirs} runs "
+            f"{human_bytes(s.runs_dir_bytes)} in {counted(s.run_dirs, 'run')} "
             f"({one_line(str(runs_dir))}); total "
             f"{human_bytes(s.total_bytes)}")
 
@@ -109,9 +110,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
         return 0
     what = "deletes entirely (runs, jobs, results)" if drop else \
         "keeps run summaries, deletes raw rows of"
-    print(f"prune: {what} {len(ids)} campaign(s) {_ids(ids)}: {len(run_ids)} runs, "
+    print(f"prune: {what} {counted(len(ids), 'campaign')} {_ids(ids)}: "
+          f"{counted(len(run_ids), 'run')}, "
           f"{raw.iterations:,} iterations, {raw.gpu_samples:,} GPU and {raw.host_samples:,} "
-          f"host samples, {idle:,} idle samples, {len(dirs)} run folders "
+          f"host samples, {idle:,} idle samples, {counted(len(dirs), 'run folder')} "
           f"({human_bytes(dir_bytes)}); frees about "
           f"{_db_estimate(store, raw, idle, RAW_TABLES)} in the database (given back to the "
           f"file system by 'dltop vacuum') and {human_bytes(dir_bytes)} of run folders")
@@ -140,7 +142,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     freed = rundir.remove_run_dirs(rundir.run_dir_paths(
         rundir.runs_dir_of(db_path), store.retention.runs_of(done) if not drop else
         [r for r in run_ids if r not in set(store.retention.runs_of(skipped))]))
-    print(f"prune: {'deleted' if drop else 'pruned'} {len(done)} campaign(s) {_ids(done)}: "
+    print(f"prune: {'deleted' if drop else 'pruned'} {counted(len(done), 'campaign')} "
+          f"{_ids(done)}: "
           f"{total.iterations:,} iterations, {total.gpu_samples:,} GPU and "
           f"{total.host_samples:,} host samples, {idle_deleted:,} idle samples deleted; run "
           f"folders freed {human_bytes(freed)}"

@@ -366,7 +366,7 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
         # Every run in progress counts: the shown one at its recent pace once it has one,
         # the others (packed, or the shown one before its first iteration) by iterations.
         shown = current.job_id if current is not None and current.eta_s is not None else None
-        others = [PendingWork(("",), 1, max(0, total - done))
+        others = [PendingWork(("",), 1, max(0, total - done), started=True)
                   for job, (done, total) in progress.items() if job != shown]
         eta = campaign_eta(finished, [*pending, *others],
                            current.eta_s if current is not None and shown is not None

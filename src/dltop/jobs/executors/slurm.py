@@ -38,7 +38,7 @@ from dltop.jobs.executors.slurm_query import (
     cores_per_gpu,
     failed_nodes,
     read_job_env,
-    read_setup_failure,
+    read_start_failure,
     run_slurm_cmd,
 )
 from dltop.jobs.executors.slurm_query import (
@@ -216,8 +216,11 @@ async def supervise_slurm(
         await on_agent_poll(True)
     status, kind, message = classify(reason, watch.state, watch.reason, watch.job_id,
                                      watch.exit_code, reader, job.timeout_s)
-    setup_failed = read_setup_failure(files, job.slurm.setup if job.slurm else ())
-    if setup_failed is not None and reason is None:
+    setup_failed = None
+    if reason is None and status != RunStatus.OK \
+            and watch.state not in (*NODE_FAILURES, "TIMEOUT", "CANCELLED"):
+        setup_failed = read_start_failure(files, job, watch.exit_code)
+    if setup_failed is not None:
         status, kind, message = RunStatus.SETUP_FAILED, None, setup_failed
     elif watch.state in NODE_FAILURES and watch.nodes and reader.error is None:
         message = f"{message} on {await failed_nodes(watch.nodes, env)}"

@@ -94,7 +94,9 @@ def slurm_state(cluster: LocalSlurm, job_id: str) -> str:
 def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> None:
     """Under a site's SBATCH_EXPORT=NONE (and srun's SLURM_EXPORT_ENV=NONE) too: dltop
     exports explicitly, and stores the variables as the runner had them."""
-    env = {**env_for(tmp_path), "SBATCH_EXPORT": "NONE", "SLURM_EXPORT_ENV": "NONE"}
+    env = {**env_for(tmp_path), "SBATCH_EXPORT": "NONE", "SLURM_EXPORT_ENV": "NONE",
+           # nor does a site's sbatch variable reshape the job: no array of it
+           "SBATCH_ARRAY_INX": "0-3"}
     # a setup line that changes a variable dltop sets: the stored one is the job's
     prof = write(tmp_path, slurm='[slurm]\nsetup = ["export MKL_NUM_THREADS=3"]')
     res = dltop(tmp_path, "run", str(prof), "--headless", env=env)
@@ -104,6 +106,7 @@ def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> Non
     assert run["slurm_job_id"] and run["slurm_job_id"].isdigit()
     assert run["slurm_nodes"] == NODE
     assert run["slurm_state"] == "COMPLETED"
+    assert not slurm_env.run("squeue", "-h", "-o", "%i").split()  # no array task left
     # runners of other engines on this (login) host never count against a Slurm run
     assert run["concurrent_runs"] == 0 and run["cpu_affinity"] is None
     assert run["log_path"] == str(tmp_path / "d-runs" / f"run-{run['id']}" / "runner.log")

@@ -34,6 +34,7 @@ from dltop.jobs import agentfeed
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
 from dltop.jobs.executors.slurm_batch import LIVE_STATES as LIVE_STATES
 from dltop.jobs.executors.slurm_batch import BatchWatch, iso_utc
+from dltop.jobs.executors.slurm_guard import sbatch_env
 from dltop.jobs.executors.slurm_query import (
     cores_per_gpu,
     failed_nodes,
@@ -194,7 +195,7 @@ async def supervise_slurm(
         else:
             submitted = time.time()
             rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files, per_gpu),
-                                               env=env)
+                                               env=sbatch_env(env))
             if rc != 0:
                 return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
             watch = batch = BatchWatch(out.strip().split(";")[0], env, submitted)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dltop.jobs.executors.slurm_files import SlurmFiles
@@ -39,6 +39,27 @@ STEP_UNSET_VARS = (
 lifetime: an outer allocation's (``salloc -n2``: ``SLURM_NTASKS=2``) or the site's. The
 step's own srun options say all of it (:func:`dltop.jobs.executors.slurm_script.srun_argv`);
 these are unset before it."""
+
+SBATCH_UNSET_VARS = (
+    "SBATCH_ARRAY_INX", "SBATCH_CONTAINER", "SBATCH_CORE_SPEC", "SBATCH_CPUS_PER_GPU",
+    "SBATCH_DISTRIBUTION", "SBATCH_ERROR", "SBATCH_EXCLUSIVE", "SBATCH_GPUS",
+    "SBATCH_GPUS_PER_NODE", "SBATCH_GPUS_PER_TASK", "SBATCH_GRES", "SBATCH_GRES_FLAGS",
+    "SBATCH_HINT", "SLURM_HINT", "SBATCH_INPUT", "SBATCH_MEM_PER_CPU", "SBATCH_MEM_PER_GPU",
+    "SBATCH_MEM_PER_NODE", "SBATCH_NETWORK", "SBATCH_NO_KILL", "SBATCH_OVERCOMMIT",
+    "SBATCH_REQUEUE", "SBATCH_SIGNAL", "SBATCH_SPREAD_JOB", "SBATCH_THREAD_SPEC",
+    "SBATCH_THREADS_PER_CORE", "SBATCH_USE_MIN_NODES", "SBATCH_WAIT", "SBATCH_WAIT_ALL_NODES",
+    "SBATCH_REQ_SWITCH", "SBATCH_WAIT4SWITCH", "SBATCH_DELAY_BOOT", "SBATCH_GET_USER_ENV")
+"""sbatch's input variables that would change the job's shape, placement, files or
+lifetime where dltop's own options do not say (``SBATCH_ARRAY_INX=0-999`` makes an array
+of it): taken out of the environment sbatch runs in. The site's defaults that the
+allow-list and the ``[slurm]`` keys also set (partition, account, qos, reservation,
+constraint) stay."""
+
+
+def sbatch_env(env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` without :data:`SBATCH_UNSET_VARS`: what ``sbatch`` runs with."""
+    return {k: v for k, v in env.items() if k not in SBATCH_UNSET_VARS}
+
 
 _SOURCE = re.compile(r"^\s*(?:source|\.)\s+(\"[^\"`]*\"|'[^']*'|[^\s;&|<>()`'\"]+)"
                      r"(?:\s+[^;&|<>()`]*)?$")

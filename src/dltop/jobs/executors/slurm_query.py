@@ -142,6 +142,8 @@ def read_start_failure(files: SlurmFiles, job: JobSpec, exit_code: int | None) -
         return (f"the container {s.container} did not start on {node} (apptainer exec "
                 f"exit {rc or '?'}; see the job's log)")
     started = files.step_started_path.exists()
+    if exit_code in (None, 0):  # the script's own end, not one in its setup or srun
+        return None
     if s is not None and s.container and s.container_runtime == "pyxis" and not started \
             and (not setup or files.setup_done_path.exists()):
         return (f"the container {s.container} did not start (pyxis: srun exit {code}; "

@@ -150,17 +150,16 @@ def parse(args: tuple[str, ...] | list[str], command: str) -> list[Parsed]:
             raise OptionError(f"{arg!r} is not an option: {command} would stop reading "
                               "options there and run it")
         if arg.startswith("--"):
-            written, eq, value = arg[2:].partition("=")
+            written, eq, attached = arg[2:].partition("=")
+            value: str | None = attached if eq else None
             try:
                 opt = resolve(written, command)
             except OptionError as exc:
                 raise OptionError(f"{arg!r}: {exc}") from None
             if eq and opt.arg == NO:
                 raise OptionError(f"{arg!r}: --{opt.canonical} takes no value")
-            if not eq:
-                value = None  # type: ignore[assignment]
-                if opt.arg == REQUIRED and i < len(args):
-                    value, i = args[i], i + 1
+            if not eq and opt.arg == REQUIRED and i < len(args):
+                value, i = args[i], i + 1
             out.append(Parsed(f"--{written}", arg, opt, value,
                               missing=opt.arg == REQUIRED and value is None))
             continue

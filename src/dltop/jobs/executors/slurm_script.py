@@ -304,7 +304,9 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
     events = shlex.quote(str(files.events_path))
     lines = ["#!/bin/bash",
              "# one task per node: the agent in the background, the runner with its events",
-             *step_check_lines(job, files)]
+             *step_check_lines(job, files),
+             # before the agent: a task that ends here leaves nothing behind
+             *container_check_lines(job, runner_argv, files)]
     if job.nodes > 1:
         lines += address_lines(runner_argv[0])
     if agent:
@@ -323,7 +325,6 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
     if job.framework == "tensorflow" and job.nodes > 1:
         lines += tf_config_lines(runner_argv[0])
     lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1",
-              *container_check_lines(job, runner_argv, files),
               *env_report_lines(files),
               runner_command(job, runner_argv),
               "status=$?"]

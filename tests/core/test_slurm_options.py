@@ -210,3 +210,15 @@ def test_the_step_s_shape_is_explicit(tmp_path: Path) -> None:
     assert "--cpus-per-task=1" in srun_argv(load("", device="gpu:1"), 7)
     two = sbatch_argv(dataclasses.replace(load(""), nodes=2), 7, _files(tmp_path))
     assert {"--nodes=2", "--ntasks=2", "--ntasks-per-node=1"} <= set(two)
+
+
+def test_a_system_s_srun_args_are_checked_as_srun_reads_them(tmp_path: Path) -> None:
+    conf = tmp_path / "config.toml"
+    conf.write_text('[systems.site]\nsrun_args = ["--cpu-bind=cores", "-lN2"]\n')
+    with pytest.raises(UserError) as info:
+        load_system("site", conf)
+    assert str(info.value) == (f"{conf}: systems.site.srun_args: '-lN2': -N is --nodes: "
+                               "dltop sets --nodes itself (use the key nodes instead)")
+    conf.write_text('[systems.site]\nsrun_args = ["--cpu-bind=cores", "-l"]\n'
+                    'extra_args = ["--qos", "high", "-C", "a100"]\n')
+    assert load_system("site", conf).slurm["extra_args"] == ["--qos", "high", "-C", "a100"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dltop.catalog import RunStatus
 from dltop.jobs.eventreader import EventReader, classify_outcome
-from dltop.jobs.executors.slurm_guard import STEP_UNSET_VARS
+from dltop.jobs.executors.slurm_guard import STEP_UNSET_VARS, sbatch_env
 from dltop.jobs.executors.slurm_query import read_start_failure
 from dltop.jobs.executors.slurm_script import batch_script, node_script
 from dltop.profiles.slurmopts import TABLES
@@ -173,3 +173,9 @@ def test_the_option_tables_hold_what_the_installed_slurm_offers(tmp_path: Path) 
         for short, name in found:
             assert name in TABLES[command], (command, name)
             assert not short or TABLES[command][name].short == short, (command, name)
+
+
+def test_sbatch_runs_without_the_variables_that_would_reshape_the_job() -> None:
+    env = {"SBATCH_ARRAY_INX": "0-999", "SBATCH_GPUS": "2", "SBATCH_PARTITION": "gpu",
+           "SBATCH_QOS": "high", "PATH": "/bin"}
+    assert sbatch_env(env) == {"SBATCH_PARTITION": "gpu", "SBATCH_QOS": "high", "PATH": "/bin"}

@@ -222,3 +222,16 @@ def test_a_system_s_srun_args_are_checked_as_srun_reads_them(tmp_path: Path) -> 
     conf.write_text('[systems.site]\nsrun_args = ["--cpu-bind=cores", "-l"]\n'
                     'extra_args = ["--qos", "high", "-C", "a100"]\n')
     assert load_system("site", conf).slurm["extra_args"] == ["--qos", "high", "-C", "a100"]
+
+
+def test_every_option_the_policy_names_is_one_slurm_has() -> None:
+    from dltop.profiles import slurm
+
+    for command, allowed in slurm.ALLOWED.items():
+        assert allowed <= set(slurmopts.TABLES[command]), command
+    known = set(slurmopts.TABLES["sbatch"]) | set(slurmopts.TABLES["srun"])
+    assert set(slurm._SHAPE) | set(slurm._REFUSED) <= known
+    # and every option is decided: allowed somewhere, or refused with its reason
+    assert not set(slurm._SHAPE) & set(slurm._REFUSED)
+    assert not (set(slurm._SHAPE) | set(slurm._REFUSED)) & (slurm.ALLOWED["sbatch"]
+                                                              | slurm.ALLOWED["srun"])

@@ -189,4 +189,4 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
         noun: The singular noun.
         plural: The plural where it is not ``noun + "s"`` ("process" → "processes").
     """
-    return f"{n:,} {noun if n == 1 else (plural or noun + 's')}"
+    return f"{n} {noun if n == 1 else (plural or noun + 's')}"

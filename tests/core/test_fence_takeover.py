@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -161,8 +162,7 @@ def test_a_frozen_engine_taken_over_exits_3_and_writes_nothing_after(
         spans = rows(db, "select min(t_wall_s), max(t_wall_s) from iterations i join runs r "
                          "on r.id = i.run_id where r.status = 'ok' group by r.id order by "
                          "min(t_wall_s)")
-        assert all(end < start for (_, end), (start, _) in zip(spans, spans[1:],
-                                                                strict=False)), spans
+        assert all(end < start for (_, end), (start, _) in itertools.pairwise(spans)), spans
         assert rows(db, "select status, engine_host, owner_generation from campaigns") == [
             ("finished", "login2", 2)]
     finally:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import cast
 
 from rich.text import Text
@@ -22,6 +23,7 @@ from dltop.catalog import (
 )
 from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
+from dltop.procs import HEARTBEAT_S, heartbeat_age
 from dltop.results.queries import CampaignRow
 from dltop.textsafe import one_line
 from dltop.tui.actions import steering
@@ -49,6 +51,17 @@ def pausing_text(view: CampaignView) -> str | None:
     return f"pausing after run {view.current.run_id}" + (f" (+{more})" if more > 0 else "")
 
 
+def owner_text(view: CampaignView) -> str:
+    """`` on login1, beat 5 s ago``: the owning engine's host and heartbeat age, the age
+    in whole beats (5 s) so that the title changes, and is laid out again, once a beat."""
+    where = "" if view.engine_host is None else f" on {one_line(view.engine_host)}"
+    beat_s = view.engine_heartbeat_s
+    if beat_s is None:
+        return where
+    age = max(0.0, time.time() - beat_s)
+    return f"{where}, beat {heartbeat_age(beat_s + age % HEARTBEAT_S)}"
+
+
 class TitleBar(CachedLines, Static):
     """Campaign, its status and its engine, in one line."""
 
@@ -73,7 +86,7 @@ class TitleBar(CachedLines, Static):
             if c.status == CampaignStatus.WAITING and view.waiting_for:
                 t.append(f" for devices: {one_line(view.waiting_for)}", "yellow")
             if view.engine_alive:
-                t.append(f"  engine pid {view.engine_pid}")
+                t.append(f"  engine pid {view.engine_pid}{owner_text(view)}")
             elif c.status in ACTIVE_CAMPAIGN_STATUSES:
                 t.append("  engine NOT running", "bold red")
             total = sum(n for s, n in view.counts.items() if s != JobStatus.REMOVED)

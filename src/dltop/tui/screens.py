@@ -23,7 +23,7 @@ from dltop.catalog import (
 )
 from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
-from dltop.procs import HEARTBEAT_S, heartbeat_age
+from dltop.procs import HEARTBEAT_S, HEARTBEAT_STALE_S, heartbeat_age, this_host
 from dltop.results.queries import CampaignRow
 from dltop.textsafe import one_line
 from dltop.tui.actions import steering
@@ -52,14 +52,17 @@ def pausing_text(view: CampaignView) -> str | None:
 
 
 def owner_text(view: CampaignView) -> str:
-    """`` on login1, beat 5 s ago``: the owning engine's host and heartbeat age, the age
-    in whole beats (5 s) so that the title changes, and is laid out again, once a beat."""
-    where = "" if view.engine_host is None else f" on {one_line(view.engine_host)}"
+    """`` on login1, beat 5 s ago``: another host's engine, known by its heartbeat alone,
+    its age in whole beats (5 s) so that the title changes, and is laid out again, once a
+    beat. An engine on this host is known by its pid: its beat is shown only when late
+    (half the stale limit: frozen, or its writes held up), "" otherwise."""
     beat_s = view.engine_heartbeat_s
-    if beat_s is None:
-        return where
-    age = max(0.0, time.time() - beat_s)
-    return f"{where}, beat {heartbeat_age(beat_s + age % HEARTBEAT_S)}"
+    age = None if beat_s is None else max(0.0, time.time() - beat_s)
+    beat = "" if beat_s is None or age is None else \
+        f", beat {heartbeat_age(beat_s + age % HEARTBEAT_S)}"
+    if view.engine_host is not None and view.engine_host != this_host():
+        return f" on {one_line(view.engine_host)}{beat}"
+    return beat if age is not None and age >= HEARTBEAT_STALE_S / 2 else ""
 
 
 class TitleBar(CachedLines, Static):

@@ -43,7 +43,7 @@ def cmd_control(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from dltop.cli.storage import storage_line
-    from dltop.procs import engine_alive, heartbeat_age, this_host
+    from dltop.procs import engine_alive, heartbeat_age
     from dltop.results import queries
     from dltop.store.db import resolve_db_path
 
@@ -72,10 +72,13 @@ def cmd_status(args: argparse.Namespace) -> int:
                              c.engine_heartbeat_s)
         counts = queries.status_counts(db, c.id)
         shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        # Another host's engine is known by its heartbeat only: say how fresh it is.
-        beat = "" if c.engine_host is None or c.engine_host == this_host() else \
+        # The owner's host and heartbeat, whichever host asks (from another host the
+        # heartbeat is all that says the engine lives).
+        beat = "" if c.engine_heartbeat_s is None else \
             f", heartbeat {heartbeat_age(c.engine_heartbeat_s)}"
-        engine = f"engine {engine_where(c.engine_pid, c.engine_host)}{beat}" if alive else \
+        where = f"pid {c.engine_pid}" if c.engine_host is None else \
+            f"pid {c.engine_pid} on host {one_line(c.engine_host)}"
+        engine = f"engine {where}{beat}" if alive else \
             f"engine NOT running{beat} (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
             if c.pack else ""

@@ -79,6 +79,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         check_runs_dir(default_logs_dir(db_path))
         store = Store(connect(db_path))
         campaign_id = campaign.store_plan(store, plan, argv)
+        store.fence(campaign_id)  # its first owner: a takeover's writes are refused here
         name, pack = plan.name, plan.pack
     sink: Callable[[EngineEvent], None]
     ctx: contextlib.AbstractContextManager[Any]

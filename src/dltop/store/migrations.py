@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.store.fence import v24
 from dltop.store.schema_slurm import v22
 from dltop.store.schema_steps import (
     v1,
@@ -78,8 +79,6 @@ class SchemaTooNew(Exception):
         super().__init__(f"schema version {max(unknown)}, this dltop knows up to {known}")
         self.unknown = unknown
         self.known = known
-
-
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -136,6 +135,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(23, "job_templates: a campaign's job specs stored once per configuration, "
                   "jobs.template referencing them; the job_specs view (every job's "
                   "config_key and spec_json)", v23),
+    Migration(24, "one owner per campaign: campaigns.owner_generation, raised by each "
+                  "takeover; an engine's writes are fenced on its own", v24),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

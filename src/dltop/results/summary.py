@@ -88,7 +88,8 @@ GENERATION_NOTE = (
     "prompt in to first token out (prefill and the first token's sampling, device "
     "synchronised); TPOT = (end to end - TTFT) / (new tokens - 1) per request; ITL = every "
     "later token's latency; p50 / p90 / p99 over the measured requests (ITL: latencies) of "
-    "the ok runs together, JSON rows give n under \"detail\". decode tok/s: batch × (new "
+    "the ok runs together, JSON rows give n under \"detail\"; a percentile from too few "
+    "(p90: n < 10, p99: n < 100) is n/a: n=N (docs/metrics.md). decode tok/s: batch × (new "
     "tokens - 1) / Σ ITL, median over runs.")
 
 

@@ -93,10 +93,16 @@ def test_cli_formats_and_exit_codes(db_path: Path, capsys: pytest.CaptureFixture
     header = next(line for line in lines if not line.startswith("#"))
     assert header.endswith("B/A,B/A status,CI95 low,CI95 low status,CI95 high,"
                            "CI95 high status,A flags,B flags,verdict")
-    # B slower in batch 8: a regression; the other way round none is
+    # B slower in batch 8: a regression
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--fail-on-regression"]) == 1
     assert "1 configuration(s) conclusively slower" in capsys.readouterr().err
-    assert cli.main(["compare", "--db", str(db_path), "1", "1", "--fail-on-regression"]) == 0
+    # a campaign against itself is refused (issue 40): it was silently "no change"
+    for same in (["1", "1"], ["base", "1"], ["1,2", "2,1"]):
+        assert cli.main(["compare", "--db", str(db_path), *same,
+                         "--fail-on-regression"]) == 2, same
+        err = capsys.readouterr()
+        assert "A and B are the same campaign(s)" in err.err and "--by SETTING" in err.err
+        assert err.out == ""
 
 
 def test_cli_bad_input_exits_2(db_path: Path, campaigns: Any,

@@ -184,8 +184,9 @@ def test_by_cuda_graphs_gives_ttft_and_tpot(tmp_path: Path, campaigns: Any,
     tokens/s for throughput; CUDA graphs halve the decode step here."""
     path = tmp_path / "g.db"
     db = connect(path)
-    profile = "[defaults]\nrepeats = 2\n" + GENERATE.format(graphs="false") + \
-        GENERATE.format(graphs="true")
+    # CUDA graphs first in the queue: the baseline is still the default, off
+    profile = "[defaults]\nrepeats = 2\n" + GENERATE.format(graphs="true") + \
+        GENERATE.format(graphs="false")
     cid, jobs = campaigns.create(db, profile, "graphs")
     rng = random.Random(5)
     store = Store(db)
@@ -210,6 +211,7 @@ def test_by_cuda_graphs_gives_ttft_and_tpot(tmp_path: Path, campaigns: Any,
     assert got["ttft"]["verdict"] == "no significant change"
     assert got["throughput"]["unit"] == "tokens/s" and got["throughput"]["verdict"] == "faster"
     assert (got["ttft"]["a_setting"], got["ttft"]["b_setting"]) == (False, True)
+    assert doc["baseline"] is False and doc["values"] == [True, False]
 
 
 def test_setting_names() -> None:
@@ -217,3 +219,21 @@ def test_setting_names() -> None:
     assert abtest.setting_name("batch") == "batch_size"
     assert abtest.setting_name("cuda-graphs") == "cuda_graphs"
     assert abtest.setting_name("xla") == "xla"
+
+
+def test_by_a_base_key_framework(tmp_path: Path, campaigns: Any,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """A row key of every table (framework, model, batch, device) as the setting: its
+    column becomes A/B, the rest of the table as for any setting."""
+    path = tmp_path / "f.db"
+    db = connect(path)
+    profile = ('[defaults]\nrepeats = 2\n[[matrix]]\nframeworks = ["torch", "jax"]\n'
+               'models = ["fcn-r"]\nbatch_sizes = [8]\ndevices = ["cpu:1"]\n')
+    cid, jobs = campaigns.create(db, profile, "fw")
+    for job, job_id in jobs:
+        campaigns.add_run(db, cid, job_id, [0.1 if job.framework == "torch" else 0.3] * 5)
+    db.close()
+    doc = run_json(capsys, "--db", str(path), "fw", "--by", "framework", "--metric", "time")
+    (row,) = doc["rows"]
+    assert (row["a_setting"], row["b_setting"]) == ("torch", "jax") and "framework" not in row
+    assert row["ratio"] == pytest.approx(3.0) and row["verdict"] == "slower"

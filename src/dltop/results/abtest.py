@@ -121,7 +121,8 @@ def by_setting(db: sqlite_utils.Database, campaign_ids: Sequence[int], given: st
                         f"configuration with another {name} differs in "
                         f"{_co_varying(idents, name, varying)} too); the settings that vary: "
                         f"{listed}")
-    base = values[0] if baseline is None else _baseline(given, name, baseline, values)
+    base = _default(name, values) if baseline is None else \
+        _baseline(given, name, baseline, values)
     pairs: list[Pair] = []
     unpaired = 0
     for group in alone:
@@ -158,6 +159,17 @@ def _either_has(a: ConfigResult, b: ConfigResult, metric: str) -> bool:
     return value_of(a, metric).value is not None or value_of(b, metric).value is not None
 
 
+def _default(name: str, values: Sequence[Any]) -> Any:
+    """The baseline without ``--baseline``: the setting's default (what a profile that
+    does not name it runs: compile ``off``, CUDA graphs off, fp32) where the campaign
+    has it, else its first value in queue order."""
+    for f in dataclasses.fields(JobSpec):
+        if f.name == name and f.default is not dataclasses.MISSING \
+                and _text(f.default) in map(_text, values):
+            return f.default
+    return values[0]
+
+
 def _baseline(given: str, name: str, baseline: str, values: Sequence[Any]) -> Any:
     for v in values:
         if baseline.strip().lower() in (identity.fmt_value(v).lower(), _text(v).lower()):
@@ -187,7 +199,11 @@ def by_table(res: ByResult, camps: Sequence[queries.CampaignRow], threshold: flo
     """``compare --by`` as a :class:`Table`: one row per pair and metric."""
     rows = [p.comparison for p in res.pairs]
     head = identity.header(res.setting)
-    var = identity.variation(c.identity for c in rows)
+    # a base key (framework, model, batch, device) is never a variation's field, but the
+    # variation reads it (interpreters are stated per framework): A's value stands in
+    keyed = res.setting in (*identity.BASE, identity.COLUMN)
+    var = identity.variation({**p.comparison.identity, res.setting: p.a_value} if keyed
+                             else p.comparison.identity for p in res.pairs)
     row_var = var.without(*identity.ROW_KEYS)
     keep = [i for i, f in enumerate(LABEL_FIELDS) if f != res.setting]
     labels = ("model", "framework", "batch", "device", *identity.ROW_KEYS)
@@ -225,7 +241,8 @@ def by_table(res: ByResult, camps: Sequence[queries.CampaignRow], threshold: flo
     shown = identity.fmt_value(res.baseline)
     notes = (
         f"Pairs: configurations that differ only in {head}; A = {head} {shown} (the "
-        "baseline: the first value in queue order unless --baseline), B = each other "
+        "baseline: --baseline, else the setting's default if present, else the first "
+        "value in queue order), B = each other "
         f"value (its values: {', '.join(identity.fmt_value(v) for v in res.values)}). Per "
         "metric, B/A "
         "of the median over runs (time: of each run's median s/iter; throughput: total "

@@ -185,7 +185,7 @@ def compare_pair(a: ConfigResult | None, b: ConfigResult | None, metric: str,
     if a is None or b is None:
         return Comparison(label, key, "only in B" if a is None else "only in A", **base)
     sa, sb = comparemetrics.sides(a, metric), comparemetrics.sides(b, metric)
-    counts: dict[str, Any] = {"runs_a": sa.n_runs, "runs_b": sb.n_runs}
+    counts: dict[str, Any] = {"runs_a": len(a.runs), "runs_b": len(b.runs)}
     if sa.runs is None or sb.runs is None:
         side, why = ("A", sa.reason) if sa.runs is None else ("B", sb.reason)
         return Comparison(label, key, f"not comparable: {side} {why}", **base, **counts)

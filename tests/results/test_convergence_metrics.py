@@ -68,6 +68,7 @@ def test_latency_percentiles_match_the_inclusive_rule() -> None:
 
 def test_a_percentile_needs_enough_samples() -> None:
     assert [min_samples(q) for q in (50, 90, 95, 99, 99.9)] == [1, 10, 20, 100, 1000]
+    assert [min_samples(q) for q in (10, 1)] == [10, 100]  # below the median alike
     assert latency([0.1] * 9) == (0.1, None, None)
     assert latency([0.1] * 99)[1:] == (0.1, None)  # type: ignore[index]
     assert percentile_or_none([0.1] * 10, 99) is None

@@ -156,12 +156,12 @@ it (:func:`min_samples`)."""
 
 def min_samples(q: float) -> int:
     """The fewest samples a ``q``-th percentile is given from (docs/metrics.md,
-    statistics policy): a percentile above the median needs n ≥ 100 / (100 − q), so
-    that at least one sample lies at or beyond it (p90: 10, p95: 20, p99: 100); the
-    median, and any percentile at or below it, needs one."""
-    if q <= 50.0:
+    statistics policy): n ≥ 100 / (100 − q) above the median and 100 / q below it, so
+    that at least one sample lies at or beyond it (p90 and p10: 10, p95: 20, p99: 100);
+    the median needs one."""
+    if q == 50.0:
         return 1
-    return math.ceil(100.0 / (100.0 - q) - 1e-9)
+    return math.ceil(100.0 / min(q, 100.0 - q) - 1e-9)
 
 
 def percentile_or_none(sorted_values: Sequence[float], q: float) -> float | None:

@@ -192,14 +192,28 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--run", default=None, metavar="N[,M...]",
                      help="draw these runs over time instead ('dltop runs' lists run ids)")
 
-    cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
+    cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns (or of "
+                                         "one setting's values inside one: --by), with a "
                                          "95%% CI and a verdict")
     db_arg(cmp)
     cmp.add_argument("a", metavar="A", help="baseline campaign(s): id, name, latest, all, "
-                                            "or a list (3,5)")
-    cmp.add_argument("b", metavar="B", help="campaign(s) compared with it: id, name, latest, "
-                                            "all, or a list (3,5)")
-    cmp.add_argument("--metric", default="time", choices=["time", "throughput"])
+                                            "or a list (3,5); with --by, the campaign")
+    cmp.add_argument("b", metavar="B", nargs="?", default=None,
+                     help="campaign(s) compared with it: id, name, latest, all, or a list "
+                          "(3,5); not with --by")
+    cmp.add_argument("--by", default=None, metavar="SETTING",
+                     help="pair A's configurations that differ only in this setting "
+                          "(compile, cuda_graphs, precision, framework, batch, any identity "
+                          "field) and compare each value with the baseline")
+    cmp.add_argument("--baseline", default=None, metavar="VALUE",
+                     help="with --by: the value the others are compared with (default: "
+                          "the first in queue order)")
+    cmp.add_argument("--metric", default=None,
+                     choices=["time", "throughput", "energy", "mfu", "ttft", "tpot"],
+                     help="default: time for A B; every metric a pair has for --by")
+    cmp.add_argument("--within-run", action="store_true",
+                     help="give pairs with a single-run side an interval from that run's "
+                          "own samples, labelled within-run (default: inconclusive)")
     cmp.add_argument("--threshold", type=float, default=0.05,
                      help="smallest relative change called significant (0.05 = 5%%)")
     cmp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex", "tex"],

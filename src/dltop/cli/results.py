@@ -36,29 +36,58 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dltop.results import compare, queries
+    from dltop.results import abtest, compare, comparemetrics, queries
     from dltop.results.render import render
 
+    if args.by is None and args.b is None:
+        raise UserError("compare needs B (the campaign(s) compared with A), or --by SETTING "
+                        "to compare one setting's values inside A")
+    if args.by is not None and args.b is not None:
+        raise UserError(f"compare --by {args.by} compares inside one campaign: give "
+                        f"CAMPAIGN only, not B ({args.b})")
+    if args.baseline is not None and args.by is None:
+        raise UserError("compare --baseline picks a value of --by SETTING: give --by too")
     db = open_reader(args.db)
+    if args.by is not None:
+        camps = queries.resolve_campaigns(db, args.a, given_as="compare CAMPAIGN")
+        metrics = (args.metric,) if args.metric else comparemetrics.METRICS
+        res = abtest.by_setting(db, [c.id for c in camps], args.by, args.baseline, metrics,
+                                args.threshold, args.allow_flagged, args.within_run)
+        sys.stdout.write(render(abtest.by_table(res, camps, args.threshold, db), args.format))
+        rows = [p.comparison for p in res.pairs]
+        return _gate(args, rows, ",".join(str(c.id) for c in camps)) \
+            if args.fail_on_regression else 0
+    metric = args.metric or "time"
     a = queries.resolve_campaigns(db, args.a, given_as="compare A")
     b = queries.resolve_campaigns(db, args.b, given_as="compare B")
-    rows = compare.compare(db, [c.id for c in a], [c.id for c in b], args.metric,
-                           args.threshold, allow_flagged=args.allow_flagged)
-    sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold,
+    rows = compare.compare(db, [c.id for c in a], [c.id for c in b], metric,
+                           args.threshold, allow_flagged=args.allow_flagged,
+                           within_run=args.within_run)
+    sys.stdout.write(render(compare.compare_table(rows, a, b, metric, args.threshold,
                                                   db), args.format))
     if not args.fail_on_regression:
         return 0
+    return _gate(args, rows, ",".join(str(c.id) for c in b))
+
+
+def _gate(args: argparse.Namespace, rows: list[Any], where: str) -> int:
+    """``--fail-on-regression``: exit 1 on a conclusive regression; say what was not
+    counted (flagged pairs, single runs)."""
+    from dltop.results import compare
+
     # The gate counts conclusive regressions only, and says what it did not count.
     slower = sum(r.regression for r in rows)
-    unsure = sum(r.inconclusive for r in rows)
-    where = ",".join(str(c.id) for c in b)
-    skipped = (f"; {unsure} flagged pair(s) inconclusive, not counted (--allow-flagged "
-               "counts them)") if unsure else ""
+    flagged = sum(r.inconclusive and r.why != compare.ONE_RUN for r in rows)
+    single = sum(r.why == compare.ONE_RUN for r in rows)
+    skipped = (f"; {flagged} flagged pair(s) inconclusive, not counted (--allow-flagged "
+               "counts them)") if flagged else ""
+    skipped += (f"; {single} pair(s) with a single run inconclusive, not counted "
+                "(--within-run counts them)") if single else ""
     if slower:
         print(f"dltop: {slower} configuration(s) conclusively slower in campaign "
               f"{where}{skipped}", file=sys.stderr)
         return EXIT_REGRESSION
-    if unsure:
+    if skipped:
         print(f"dltop: no conclusive regression in campaign {where}{skipped}",
               file=sys.stderr)
     return 0

@@ -61,8 +61,14 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
 
 
 def _percentiles(p: gen.Percentiles, n: int) -> Value:
+    """p50 with p90 / p99 after it; a percentile from too few samples says so
+    (``n/a: n=10``, :func:`dltop.results.convergence.min_samples`)."""
     p50, p90, p99 = p
-    return Value(p50, suffix=f" / {fmt_seconds(p90)} / {fmt_seconds(p99)} (n {n})",
+
+    def shown(v: float | None) -> str:
+        return conv.too_few(n) if v is None else fmt_seconds(v)
+
+    return Value(p50, suffix=f" / {shown(p90)} / {shown(p99)} (n {n})",
                  extra=(("p50_s", p50), ("p90_s", p90), ("p99_s", p99), ("n", float(n))))
 
 

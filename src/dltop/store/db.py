@@ -174,7 +174,7 @@ def database_file(path: Path) -> FileId | None:
     """
     try:
         st = os.lstat(path)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # creating it says what is in the way
         return None
     except OSError as exc:
         raise UserError(f"{path}: cannot open the database: {exc.strerror}") from None

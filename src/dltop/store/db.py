@@ -103,6 +103,9 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
         migrations.apply(db)
     except sqlite3.OperationalError as exc:
         raise UserError(f"{path}: cannot write the database: {exc}") from None
+    except migrations.SchemaTooNew as exc:  # a newer dltop migrated it while we waited
+        raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use "
+                        "it. Nothing was written") from None
     check_schema(db, path)
     return db
 

@@ -185,6 +185,7 @@ def _dltop(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=120, preexec_fn=lambda: os.umask(0o022))
 
 
+@pytest.mark.slow
 def test_a_dangling_db_link_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
     # was: SQLite created the link's target, mode 0644, and the campaign ran
     link = tmp_path / "d.db"
@@ -224,6 +225,7 @@ def test_a_link_to_an_existing_database_is_refused_for_reading_and_writing(
     assert _dltop("status", "--db", str(tmp_path / "dirlink" / "real.db")).returncode == 0
 
 
+@pytest.mark.slow
 def test_a_directory_as_db_says_so(tmp_path: Path) -> None:
     folder = tmp_path / "d.db"
     folder.mkdir()

@@ -30,6 +30,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from dltop.jobs.writes import check_runs_dir
     from dltop.profiles.loader import load
     from dltop.store import Store, connect, resolve_db_path
+    from dltop.store.db import database_file
     from dltop.systems import load_system
     from dltop.telemetry import gpu_count, open_gpu_backend
     from dltop.telemetry.sampler import Sampler, check_rate
@@ -38,6 +39,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     gpu_hz = check_rate("--gpu-hz", args.gpu_hz)
     host_hz = check_rate("--host-hz", args.host_hz)
     db_path = resolve_db_path(args.db)
+    database_file(db_path)  # a link or a directory is refused before anything is made
     if args.detach:
         if not args.resume:  # refuse bad input here, where the user sees it
             campaign.preflight([load(ref, system=system) for ref in args.profiles], gpu_count(),

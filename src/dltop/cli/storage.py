@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dltop.errors import UserError
+from dltop.errors import DltopError, UserError
 from dltop.textsafe import counted
 
 DEFAULT_AGE = "30d"
@@ -58,10 +58,10 @@ def storage_line(db_path: Path) -> str:
 
 def _open(db: str | None) -> tuple[Path, Any]:
     from dltop.store import connect, resolve_db_path
+    from dltop.store.db import existing_database_file
 
     path = resolve_db_path(db)
-    if not path.is_file():
-        raise UserError(f"{path}: no such database (pass --db)")
+    existing_database_file(path)  # not created here; a link or a directory is refused
     return path, connect(path)  # migrated: prune keeps summaries in run_archive (v12)
 
 
@@ -155,6 +155,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     from dltop.jobs.rundir import runs_dir_of
     from dltop.procs import engine_alive
     from dltop.store import Store
+    from dltop.store.retention import VacuumBlocked
     from dltop.store.sizes import storage_sizes
 
     db_path, db = _open(args.db)
@@ -167,12 +168,28 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
                             "stall it: run it when no engine runs. Nothing was done")
     runs_dir = runs_dir_of(db_path)
     before = storage_sizes(db_path, runs_dir)
-    store.retention.vacuum()
+    try:
+        store.retention.vacuum()
+    except VacuumBlocked as exc:
+        raise DltopError(_blocked(db_path, exc.rebuilt)) from None
     after = storage_sizes(db_path, runs_dir)
-    print(f"vacuum: {db_path}: {human_bytes(before.db_bytes + before.wal_bytes)} -> "
-          f"{human_bytes(after.db_bytes + after.wal_bytes)} (database + WAL; freed "
-          f"{human_bytes(before.db_bytes + before.wal_bytes - after.db_bytes - after.wal_bytes)})")
+    old, new = before.db_bytes + before.wal_bytes, after.db_bytes + after.wal_bytes
+    freed = f"freed {human_bytes(old - new)}" if new <= old else "nothing freed"
+    print(f"vacuum: {db_path}: {human_bytes(old)} -> {human_bytes(new)} (database + WAL; "
+          f"{freed})")
     return 0
+
+
+def _blocked(db_path: Path, rebuilt: bool) -> str:
+    """Why vacuum stopped: a reader held the database past the busy timeout (exit 1)."""
+    from dltop.store.db import busy_timeout_s
+
+    who = (f"another connection is reading it (a viewer, dltop serve or an exporter, or "
+           f"a query left open; waited {busy_timeout_s():g} s)")
+    if not rebuilt:
+        return f"vacuum: {db_path}: blocked: {who}. Nothing was done: run it once they close"
+    return (f"vacuum: {db_path}: rebuilt, but blocked from truncating the WAL: {who}. "
+            "The rebuilt pages wait in the WAL until they close: run it again then")
 
 
 def _ids(ids: list[int]) -> str:

@@ -272,6 +272,7 @@ class Engine:
             # Stopped while waiting: the job is still queued and cancel_queued takes it.
             if not await lease.wait_for(held, self._stop, self._devices_busy):
                 return
+            alloc = self._alloc.rebind(token, held.bound(alloc))  # packed: any free devices
             await self._write(self._store.queue.set_waiting, self._campaign_id, None)
             if not self._running.is_set():
                 return  # paused while it waited for its devices: still queued, for the resume
@@ -292,9 +293,9 @@ class Engine:
 
     def _lease(self, alloc: Allocation, executor: RunExecutor) -> lease.DeviceLease:
         # A Slurm job's devices are the cluster's to hand out: it leases none here.
-        return lease.DeviceLease(executor.lease_names(alloc, self._alloc),
-                                 {"campaign": self._campaign_id, "name": self._name,
-                                  "db": self._db_label}, self._lease_dir)
+        return lease.run_lease(executor.lease_names(alloc, self._alloc), alloc, self._alloc,
+                               {"campaign": self._campaign_id, "name": self._name,
+                                "db": self._db_label}, self._lease_dir)
 
     async def _devices_busy(self, what: str) -> None:
         # The campaign shows `waiting` only while none of its runs goes on.

@@ -199,6 +199,11 @@ def missing_columns(db: sqlite_utils.Database) -> list[str]:
 def apply(db: sqlite_utils.Database, upto: int | None = None) -> list[int]:
     """Apply every migration the database lacks, in order; return the versions applied.
 
+    Safe against another process opening the same database at once (two engines
+    creating one new database): each step is a ``BEGIN IMMEDIATE`` transaction
+    that re-reads the recorded versions once it holds the write lock, so a step
+    another process applied meanwhile is skipped, never applied twice.
+
     Args:
         db: the database.
         upto: stop after this version (a database as an older dltop left it, for
@@ -208,22 +213,27 @@ def apply(db: sqlite_utils.Database, upto: int | None = None) -> list[int]:
         SchemaTooNew: the database was written by a newer dltop (nothing is written).
     """
     check_known(db)
-    if TABLE not in db.table_names():
-        with transaction(db):
-            db.table(TABLE).create({"version": int, "name": str, "applied_at": str}, pk="version")
-    done = applied_versions(db)
+    wanted = [m for m in MIGRATIONS if upto is None or m.version <= upto]
+    # Read without the lock first: an up-to-date database (every open) takes no write lock.
+    if not {m.version for m in wanted} - applied_versions(db) and \
+            user_version(db) >= max(applied_versions(db), default=0):
+        return []
     applied = []
-    for m in MIGRATIONS:
-        if m.version in done or (upto is not None and m.version > upto):
-            continue
-        with transaction(db):
+    for m in wanted:
+        with transaction(db):  # BEGIN IMMEDIATE: the versions read below cannot change
+            check_known(db)  # a newer dltop may have migrated it while we waited
+            if TABLE not in db.table_names():
+                db.table(TABLE).create({"version": int, "name": str, "applied_at": str},
+                                       pk="version")
+            if m.version in applied_versions(db):
+                continue
             m.apply(db)
             db.table(TABLE).insert({"version": m.version, "name": m.name, "applied_at":
                               time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             db.execute(f"pragma user_version = {int(m.version)}")
         applied.append(m.version)
-    newest = max(done | set(applied), default=0)
-    if user_version(db) < newest:  # a database migrated before user_version was kept
-        with transaction(db):
+    with transaction(db):  # a database migrated before user_version was kept
+        newest = max(applied_versions(db), default=0)
+        if user_version(db) < newest:
             db.execute(f"pragma user_version = {int(newest)}")
     return applied

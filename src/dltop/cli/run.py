@@ -54,7 +54,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         from dltop.jobs.resume import resume
 
         check_runs_dir(default_logs_dir(db_path))  # before anything is stored
-        store = Store(connect(db_path, create=False))
+        store = Store(connect(db_path, create=False, migrate=True))
         resumed = resume(store, args.campaign)
         campaign_id, name = resumed.campaign_id, resumed.name
         pack = resumed.pack

@@ -55,8 +55,13 @@ def resolve_db_path(cli_value: str | os.PathLike[str] | None) -> Path:
     return default_db_path()
 
 
-def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
+def connect(path: Path, *, create: bool = True,
+            migrate: bool | None = None) -> sqlite_utils.Database:
     """Open (and if needed create and migrate) the database at ``path``.
+
+    ``migrate`` (default: ``create``) with ``create=False`` migrates an existing
+    database without creating one: ``dltop run --resume`` writes as an engine does, so
+    its campaign gets the columns every write needs (the ownership fence, issue 38).
 
     Raises:
         UserError: the path cannot be created or written, is not SQLite, is
@@ -92,12 +97,13 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
         # Before anything is written (WAL included): a newer dltop's database is left as is.
         dltop_tables(path, db, empty_ok=create)
         same_file(path, ident)  # SQLite opens by name: still the file checked above?
-        if create:
+        migrate = create if migrate is None else migrate
+        if migrate:
             db.enable_wal()
             conn.execute("PRAGMA synchronous=NORMAL")
         else:  # not migrated: an older database reads through temporary views instead
             ensure_views(conn)
-    if not create:
+    if not migrate:
         return db
     try:
         migrations.apply(db)

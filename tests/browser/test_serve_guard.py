@@ -62,9 +62,9 @@ async def test_malformed_upgrades_get_400_and_guesses_429(
         assert time.monotonic() - t0 < 30
         # Another source address (loopback is a /8): not blocked.
         other = aiohttp.TCPConnector(local_addr=("127.0.0.2", 0))
-        async with aiohttp.ClientSession(connector=other) as http:
-            async with http.get(page + srv.token) as r:
-                assert r.status == 200
+        async with aiohttp.ClientSession(connector=other) as http, \
+                http.get(page + srv.token) as r:
+            assert r.status == 200
         logged = srv.logged()
     assert "Traceback" not in logged and "Error handling request" not in logged, logged
     refused = [line for line in logged.splitlines() if "refused" in line]

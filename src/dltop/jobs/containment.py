@@ -1,0 +1,211 @@
+"""Every process a run starts is gone at its end: a cgroup per run, or a sweep.
+
+Used by the supervisor only (:mod:`dltop.jobs.supervisor` starts and kills children).
+A process group or a session does not hold a run's processes: a program may leave
+both (``setsid``), double-fork so it is nobody's child, and exec with a clean
+environment (``env -i``) so no marker variable says whose it is. Two ways hold it:
+
+- **cgroup** (cgroup v2, where this process's cgroup can have children: root, or a
+  delegated subtree): each run gets ``dltop-run-<token>`` under the engine's own
+  cgroup; the runner joins it between fork and exec, so everything it starts is born
+  inside, whatever it does with sessions or environments. At the end ``cgroup.kill``
+  (Linux 5.14; else each listed process) ends them all, and the folder is removed.
+- **session sweep** (no writable cgroup, or ``$DLTOP_NO_CGROUP`` set): the runner is
+  made a child subreaper (``PR_SET_CHILD_SUBREAPER``), so an orphan anywhere below it
+  becomes its child instead of init's; its descendants are listed every
+  :data:`TRACK_S` while it runs, and at the end those still alive (same pid and start
+  time), every process of its session, and any carrying the run's token get TERM,
+  then KILL. A daemon that double-forks and exits its parents within one listing, and
+  is adopted after the runner exited, can escape this way; not the cgroup.
+
+Which one ran is the run's ``process_cleanup`` fact (shown in its environment).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+CGROUP = "cgroup"
+SWEEP = "session sweep"
+NO_CGROUP_ENV = "DLTOP_NO_CGROUP"
+"""Set (to anything but empty) to use the session sweep where a cgroup would do."""
+TRACK_S = 0.5
+"""How often a sweep-mode run's descendants are listed."""
+TERM_GRACE_S = 1.0
+"""Between a leftover process's TERM and its KILL."""
+PR_SET_CHILD_SUBREAPER = 36
+RUN_TOKEN = "DLTOP_RUN_TOKEN"
+"""Environment variable marking every process a run starts (that keeps it)."""
+
+
+def cgroup_base() -> Path | None:
+    """This process's cgroup v2 folder when a child cgroup can be made in it, else None."""
+    if os.environ.get(NO_CGROUP_ENV):
+        return None
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as f:
+            rel = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
+        mount = None
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            for line in f:
+                fields = line.split()
+                sep = fields.index("-")
+                if fields[sep + 1] == "cgroup2":
+                    mount = fields[4]
+                    break
+    except (OSError, ValueError, IndexError):
+        return None
+    if rel is None or mount is None:
+        return None
+    base = Path(mount) / rel.lstrip("/")
+    if not (base / "cgroup.procs").is_file() or not os.access(base, os.W_OK):
+        return None
+    return base
+
+
+class RunScope:
+    """One run's processes, held in a cgroup or tracked for the sweep.
+
+    Args:
+        token: the run's token (its cgroup's name, and ``$DLTOP_RUN_TOKEN``).
+    """
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+        self.cgroup: Path | None = None
+        self.method = SWEEP
+        self.pid: int | None = None
+        self._seen: dict[int, float] = {}  # descendants: pid -> start time
+        self._since = time.time() - 1.0  # start times are rounded to clock ticks
+        base = cgroup_base()
+        if base is not None:
+            path = base / f"dltop-run-{token}"
+            with contextlib.suppress(OSError):
+                path.mkdir(mode=0o755)
+                self.cgroup = path
+        self._procs_file = None if self.cgroup is None else str(self.cgroup / "cgroup.procs")
+        self._prctl: Callable[..., int] | None = None
+        if self.cgroup is None:
+            with contextlib.suppress(OSError, AttributeError):
+                self._prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+    def preexec(self) -> None:
+        """In the runner between fork and exec: join the run's cgroup (or become a
+        subreaper). Only system calls: other threads of the engine may hold locks."""
+        if self._procs_file is not None:
+            try:
+                fd = os.open(self._procs_file, os.O_WRONLY)
+                try:
+                    os.write(fd, b"0")  # "0": the writing process
+                finally:
+                    os.close(fd)
+            except OSError:
+                pass  # said by started(): the sweep holds the run instead
+        elif self._prctl is not None:
+            self._prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+    def started(self, pid: int) -> None:
+        """The runner ``pid`` exists: check it is in the cgroup (else sweep instead)."""
+        self.pid = pid
+        if self.cgroup is not None:
+            if pid in self._cgroup_pids():
+                self.method = CGROUP
+            else:
+                self._remove_cgroup()
+
+    def track(self) -> None:
+        """Note the runner's descendants now (sweep mode; nothing with a cgroup)."""
+        if self.method == CGROUP or self.pid is None:
+            return
+        with contextlib.suppress(psutil.Error):
+            for p in psutil.Process(self.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    self._seen.setdefault(p.pid, p.create_time())
+
+    def end(self) -> int:
+        """Kill every process of the run that is left; how many there were."""
+        if self.method == CGROUP and self.cgroup is not None:
+            return self._kill_cgroup()
+        return self._sweep()
+
+    def _cgroup_pids(self) -> list[int]:
+        assert self.cgroup is not None
+        try:
+            return [int(x) for x in (self.cgroup / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def _kill_cgroup(self) -> int:
+        assert self.cgroup is not None
+        left = [p for p in self._cgroup_pids() if _alive(p)]
+        kill_file = self.cgroup / "cgroup.kill"
+        deadline = time.monotonic() + 5.0
+        while self._cgroup_pids() and time.monotonic() < deadline:
+            try:
+                kill_file.write_text("1")  # the whole cgroup at once, forks included
+            except OSError:  # before Linux 5.14: one by one, until none is left
+                for pid in self._cgroup_pids():
+                    with contextlib.suppress(OSError):
+                        os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+        self._remove_cgroup()
+        return len(left)
+
+    def _remove_cgroup(self) -> None:
+        if self.cgroup is None:
+            return
+        deadline = time.monotonic() + 2.0
+        while True:
+            try:
+                self.cgroup.rmdir()
+                break
+            except FileNotFoundError:
+                break
+            except OSError:  # EBUSY while killed processes finish exiting
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.02)
+        self.cgroup, self._procs_file = None, None
+
+    def _sweep(self) -> int:
+        """TERM, then KILL, what is left: tracked descendants (same start time), the
+        runner's session, and the processes carrying the run's token."""
+        me, here = os.getuid(), os.getpid()
+        left: list[psutil.Process] = []
+        for proc in psutil.process_iter(["uids", "create_time", "status"]):
+            try:
+                info = proc.info
+                if (proc.pid == here or info["uids"] is None or info["uids"].real != me
+                        or info["create_time"] < self._since
+                        or info["status"] == psutil.STATUS_ZOMBIE):
+                    continue
+                ours = (self._seen.get(proc.pid) == info["create_time"]
+                        or (self.pid is not None and os.getsid(proc.pid) == self.pid)
+                        or proc.environ().get(RUN_TOKEN) == self.token)
+                if ours:
+                    left.append(proc)
+            except (psutil.Error, OSError):
+                continue
+        for proc in left:
+            with contextlib.suppress(psutil.Error):
+                proc.terminate()
+        _, alive = psutil.wait_procs(left, timeout=TERM_GRACE_S)
+        for proc in alive:
+            with contextlib.suppress(psutil.Error):
+                proc.kill()
+        return len(left)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

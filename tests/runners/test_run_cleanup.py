@@ -13,13 +13,16 @@ import os
 import secrets
 import signal
 import subprocess
+import sys
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 
-from dltop.jobs.containment import CGROUP, NO_CGROUP_ENV, SWEEP, RunScope, cgroup_base
+from dltop.jobs.containment import CGROUP, NO_CGROUP_ENV, SWEEP, TRACK_S, RunScope, cgroup_base
 
 from .conftest import RunJob, program
 
@@ -84,3 +87,37 @@ def test_a_scope_ends_what_its_process_left(monkeypatch: pytest.MonkeyPatch,
     finally:
         with contextlib.suppress(OSError):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_resume_reaps_the_daemon_of_a_dead_engines_run(
+        tmp_path: Path, profile_text: Any, daemon_pidfile: Path,
+        wait_until: Callable[..., None]) -> None:
+    # The engine is SIGKILLed; its runner dies of the broken event pipe, the daemon
+    # lives on: the resumed engine ends the dead engine's run cgroup. (The sweep cannot:
+    # nothing links the daemon to the run any more; see docs/own-programs.md.)
+    assert cgroup_base() is not None, "this suite's machine has a writable cgroup v2"
+    prof = tmp_path / "p.toml"
+    prof.write_text(profile_text({
+        "frameworks": ["command"], "models": ["m"], "batch_sizes": [8], "devices": ["cpu:1"],
+        "warmup": 0, "iterations": 500, "timeout_s": 60,
+        "command": program("cmd_daemon.py", daemon_pidfile, 1000, tmp_path / "quick")}))
+    run = [sys.executable, "-m", "dltop", "run", "--headless", "--no-telemetry", "--db",
+           str(tmp_path / "d.db")]
+    engine = subprocess.Popen([*run, str(prof)], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    first = 0
+    try:
+        wait_until(daemon_pidfile.exists, 60, "the daemon to start")
+        time.sleep(TRACK_S * 3)  # adopted by the runner (sweep), seen by a listing
+        engine.kill()
+        engine.wait()
+        first = int(daemon_pidfile.read_text())
+        assert not gone(first)
+        (tmp_path / "quick").touch()  # the resumed run: 2 steps, short
+        res = subprocess.run([*run, "--resume"], capture_output=True, text=True, timeout=120)
+        assert res.returncode == 0 and "orphaned process" in res.stderr, res.stderr
+        wait_until(lambda: gone(first), 10, "the first run's daemon to be gone")
+    finally:
+        with contextlib.suppress(OSError):
+            if first and not gone(first):
+                os.kill(first, signal.SIGKILL)

@@ -6,17 +6,20 @@ both (``setsid``), double-fork so it is nobody's child, and exec with a clean
 environment (``env -i``) so no marker variable says whose it is. Two ways hold it:
 
 - **cgroup** (cgroup v2, where this process's cgroup can have children: root, or a
-  delegated subtree): each run gets ``dltop-run-<token>`` under the engine's own
-  cgroup; the runner joins it between fork and exec, so everything it starts is born
-  inside, whatever it does with sessions or environments. At the end ``cgroup.kill``
-  (Linux 5.14; else each listed process) ends them all, and the folder is removed.
+  delegated subtree): each run gets ``dltop-run-<engine pid>-<its start>-<token>``
+  under the engine's own cgroup (a resumed engine ends those of dead engines:
+  :func:`end_dead_engines_cgroups`); the runner joins it between fork and exec, so
+  everything it starts is born inside, whatever it does with sessions or
+  environments. At the end ``cgroup.kill`` (Linux 5.14; else each listed process)
+  ends them all, and the folder is removed.
 - **session sweep** (no writable cgroup, or ``$DLTOP_NO_CGROUP`` set): the runner is
   made a child subreaper (``PR_SET_CHILD_SUBREAPER``), so an orphan anywhere below it
   becomes its child instead of init's; its descendants are listed every
   :data:`TRACK_S` while it runs, and at the end those still alive (same pid and start
   time), every process of its session, and any carrying the run's token get TERM,
-  then KILL. A daemon that double-forks and exits its parents within one listing, and
-  is adopted after the runner exited, can escape this way; not the cgroup.
+  then KILL. What escapes it: a daemon whose parents exit within one listing and that
+  is adopted after the runner exited, and, when the engine is killed, a daemon whose
+  runner died too (the runner adopted it, and nobody listed it since); not the cgroup.
 
 Which one ran is the run's ``process_cleanup`` fact (shown in its environment).
 """
@@ -46,26 +49,35 @@ RUN_TOKEN = "DLTOP_RUN_TOKEN"
 """Environment variable marking every process a run starts (that keeps it)."""
 
 
+def _cgroup2_mount() -> Path | None:
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as f:
+            for line in f:
+                fields = line.split()
+                if fields[fields.index("-") + 1] == "cgroup2":
+                    return Path(fields[4])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _own_cgroup(proc_file: str) -> str | None:
+    """The cgroup v2 path (``0::/...``) in a ``/proc/PID/cgroup`` file."""
+    try:
+        with open(proc_file, encoding="utf-8") as f:
+            return next((ln.strip()[3:] for ln in f if ln.startswith("0::")), None)
+    except OSError:
+        return None
+
+
 def cgroup_base() -> Path | None:
     """This process's cgroup v2 folder when a child cgroup can be made in it, else None."""
     if os.environ.get(NO_CGROUP_ENV):
         return None
-    try:
-        with open("/proc/self/cgroup", encoding="utf-8") as f:
-            rel = next((line.strip()[3:] for line in f if line.startswith("0::")), None)
-        mount = None
-        with open("/proc/self/mountinfo", encoding="utf-8") as f:
-            for line in f:
-                fields = line.split()
-                sep = fields.index("-")
-                if fields[sep + 1] == "cgroup2":
-                    mount = fields[4]
-                    break
-    except (OSError, ValueError, IndexError):
-        return None
+    rel, mount = _own_cgroup("/proc/self/cgroup"), _cgroup2_mount()
     if rel is None or mount is None:
         return None
-    base = Path(mount) / rel.lstrip("/")
+    base = mount / rel.lstrip("/")
     if not (base / "cgroup.procs").is_file() or not os.access(base, os.W_OK):
         return None
     return base
@@ -87,7 +99,7 @@ class RunScope:
         self._since = time.time() - 1.0  # start times are rounded to clock ticks
         base = cgroup_base()
         if base is not None:
-            path = base / f"dltop-run-{token}"
+            path = base / f"dltop-run-{_engine_tag(os.getpid())}-{token}"
             with contextlib.suppress(OSError):
                 path.mkdir(mode=0o755)
                 self.cgroup = path
@@ -145,34 +157,13 @@ class RunScope:
 
     def _kill_cgroup(self) -> int:
         assert self.cgroup is not None
-        left = [p for p in self._cgroup_pids() if _alive(p)]
-        kill_file = self.cgroup / "cgroup.kill"
-        deadline = time.monotonic() + 5.0
-        while self._cgroup_pids() and time.monotonic() < deadline:
-            try:
-                kill_file.write_text("1")  # the whole cgroup at once, forks included
-            except OSError:  # before Linux 5.14: one by one, until none is left
-                for pid in self._cgroup_pids():
-                    with contextlib.suppress(OSError):
-                        os.kill(pid, signal.SIGKILL)
-            time.sleep(0.02)
-        self._remove_cgroup()
-        return len(left)
+        n = _end_cgroup(self.cgroup)
+        self.cgroup, self._procs_file = None, None
+        return n
 
     def _remove_cgroup(self) -> None:
-        if self.cgroup is None:
-            return
-        deadline = time.monotonic() + 2.0
-        while True:
-            try:
-                self.cgroup.rmdir()
-                break
-            except FileNotFoundError:
-                break
-            except OSError:  # EBUSY while killed processes finish exiting
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.02)
+        if self.cgroup is not None:
+            _rmdir(self.cgroup)
         self.cgroup, self._procs_file = None, None
 
     def _sweep(self) -> int:
@@ -202,6 +193,79 @@ class RunScope:
             with contextlib.suppress(psutil.Error):
                 proc.kill()
         return len(left)
+
+
+def _engine_tag(pid: int) -> str | None:
+    """``<pid>-<start time, 1/100 s>`` of a live process (None: gone): which engine a run
+    cgroup belongs to, in its name, so a later engine can tell a dead one's."""
+    try:
+        return f"{pid}-{int(psutil.Process(pid).create_time() * 100)}"
+    except psutil.Error:
+        return None
+
+
+def end_dead_engines_cgroups() -> int:
+    """End the run cgroups under this engine's cgroup whose engine is dead (killed,
+    say, while its runner went on and left a daemon); how many processes they held."""
+    base = cgroup_base()
+    if base is None:
+        return 0
+    killed = 0
+    for path in base.glob("dltop-run-*-*-*"):
+        pid, start = path.name[len("dltop-run-"):].split("-")[:2]
+        if pid.isdigit() and _engine_tag(int(pid)) != f"{pid}-{start}":
+            killed += _end_cgroup(path)
+    return killed
+
+
+def kill_run_cgroups(pids: list[int]) -> int:
+    """End the run cgroups (``dltop-run-*``) that the processes ``pids`` are in, whole,
+    and remove them; how many processes they held. For a dead engine's runs: the
+    resumed engine reaps their daemons too, not only their groups and sessions."""
+    mount = _cgroup2_mount()
+    found: set[Path] = set()
+    for pid in pids:
+        rel = _own_cgroup(f"/proc/{pid}/cgroup")
+        if mount is not None and rel is not None and \
+                Path(rel).name.startswith("dltop-run-"):
+            found.add(mount / rel.lstrip("/"))
+    return sum(_end_cgroup(path) for path in found if path.is_dir())
+
+
+def _end_cgroup(path: Path) -> int:
+    """Kill every process in the cgroup ``path`` and remove it; how many were alive."""
+    def pids() -> list[int]:
+        try:
+            return [int(x) for x in (path / "cgroup.procs").read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    left = [p for p in pids() if _alive(p)]
+    deadline = time.monotonic() + 5.0
+    while pids() and time.monotonic() < deadline:
+        try:
+            (path / "cgroup.kill").write_text("1")  # the whole cgroup at once, forks too
+        except OSError:  # before Linux 5.14: one by one, until none is left
+            for pid in pids():
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+        time.sleep(0.02)
+    _rmdir(path)
+    return len(left)
+
+
+def _rmdir(path: Path) -> None:
+    deadline = time.monotonic() + 2.0
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # EBUSY while killed processes finish exiting
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.02)
 
 
 def _alive(pid: int) -> bool:

@@ -40,7 +40,14 @@ from typing import Any
 import psutil
 
 from dltop.catalog import RunStatus
-from dltop.jobs.containment import RUN_TOKEN, SWEEP, TRACK_S, RunScope
+from dltop.jobs.containment import (
+    RUN_TOKEN,
+    SWEEP,
+    TRACK_S,
+    RunScope,
+    end_dead_engines_cgroups,
+    kill_run_cgroups,
+)
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
 from dltop.procs import process_start_time, read_log_tail
 
@@ -166,7 +173,8 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
     (a process group id cannot be reused while any member lives). A leader pid
     that now belongs to a different process (start time differs) is left alone.
     The runner leads a session too (its id is the group's): members of that
-    session in other groups (a command job's program) are killed with it.
+    session in other groups (a command job's program) are killed with it, and so is
+    the whole run cgroup any of them is in (:func:`~dltop.jobs.containment.kill_run_cgroups`).
     """
     if not pgid:
         return 0
@@ -185,9 +193,20 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
                 other_groups.add(group)
         except (ProcessLookupError, PermissionError):
             continue
+    # Descendants that left the session (a daemon the runner adopted as subreaper)
+    # and the run's cgroup (whatever left the tree too), then the groups.
+    adopted = []
+    for pid in members:
+        with contextlib.suppress(psutil.Error):
+            adopted += [c for c in psutil.Process(pid).children(recursive=True)
+                        if c.pid not in members]
+    swept = kill_run_cgroups(members) + end_dead_engines_cgroups()
+    for child in adopted:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
     for group in other_groups | ({pgid} if members else set()):
         kill_group(group, signal.SIGKILL)
-    return len(members)
+    return max(len(members) + len(adopted), swept)
 
 
 async def supervise(

@@ -2,7 +2,7 @@
 exec ``env -i sleep 300`` (a clean environment: no ``DLTOP_RUN_TOKEN``), so the daemon
 is in no session, group or environment of the run, and nobody's child but init's (or a
 subreaper's). Its pid goes to ``PIDFILE`` (argv[1]); then ``STEPS`` (argv[2]) steps of
-``dltop_report`` 0.3 s apart (2 when the file ``QUICK`` (argv[3]) exists), and exit 0."""
+``dltop_report`` 0.25 s apart (2 when the file ``QUICK`` (argv[3]) exists), and exit 0."""
 
 import os
 import sys
@@ -32,5 +32,5 @@ pid = os.read(r, 32).decode()
 with open(pidfile, "w") as fh:
     fh.write(pid)
 for _ in range(steps):
-    time.sleep(0.3)
-    report(0.3)
+    time.sleep(0.25)
+    report(0.25)

@@ -188,7 +188,13 @@ class RunScope:
         for proc in left:
             with contextlib.suppress(psutil.Error):
                 proc.terminate()
-        _, alive = psutil.wait_procs(left, timeout=TERM_GRACE_S)
+        # Polled, not psutil.wait_procs: an orphan's zombie (an init that does not reap,
+        # in a container) would hold that for the whole grace.
+        deadline = time.monotonic() + TERM_GRACE_S
+        alive = left
+        while alive and time.monotonic() < deadline:
+            time.sleep(0.02)
+            alive = [p for p in alive if _alive(p.pid)]
         for proc in alive:
             with contextlib.suppress(psutil.Error):
                 proc.kill()

@@ -105,23 +105,23 @@ class RunScope:
                 self.cgroup = path
         self._procs_file = None if self.cgroup is None else str(self.cgroup / "cgroup.procs")
         self._prctl: Callable[..., int] | None = None
-        if self.cgroup is None:
-            with contextlib.suppress(OSError, AttributeError):
-                self._prctl = ctypes.CDLL(None, use_errno=True).prctl
+        with contextlib.suppress(OSError, AttributeError):
+            self._prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def preexec(self) -> None:
-        """In the runner between fork and exec: join the run's cgroup (or become a
-        subreaper). Only system calls: other threads of the engine may hold locks."""
+        """In the runner between fork and exec: join the run's cgroup, else become a
+        subreaper. Only system calls: other threads of the engine may hold locks."""
         if self._procs_file is not None:
             try:
                 fd = os.open(self._procs_file, os.O_WRONLY)
                 try:
                     os.write(fd, b"0")  # "0": the writing process
+                    return
                 finally:
                     os.close(fd)
             except OSError:
-                pass  # said by started(): the sweep holds the run instead
-        elif self._prctl is not None:
+                pass  # started() sees it: the sweep holds the run instead
+        if self._prctl is not None:
             self._prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
 
     def started(self, pid: int) -> None:

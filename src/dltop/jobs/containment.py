@@ -99,6 +99,9 @@ class RunScope:
         self._since = time.time() - 1.0  # start times are rounded to clock ticks
         base = cgroup_base()
         if base is not None:
+            for stale in _dead_engines_cgroups(base):  # empty ones only: no process killed
+                with contextlib.suppress(OSError):
+                    stale.rmdir()
             path = base / f"dltop-run-{_engine_tag(os.getpid())}-{token}"
             with contextlib.suppress(OSError):
                 path.mkdir(mode=0o755)
@@ -214,14 +217,17 @@ def end_dead_engines_cgroups() -> int:
     """End the run cgroups under this engine's cgroup whose engine is dead (killed,
     say, while its runner went on and left a daemon); how many processes they held."""
     base = cgroup_base()
-    if base is None:
-        return 0
-    killed = 0
+    return 0 if base is None else sum(_end_cgroup(p) for p in _dead_engines_cgroups(base))
+
+
+def _dead_engines_cgroups(base: Path) -> list[Path]:
+    """The run cgroups under ``base`` whose engine (named in them) is gone."""
+    dead = []
     for path in base.glob("dltop-run-*-*-*"):
         pid, start = path.name[len("dltop-run-"):].split("-")[:2]
         if pid.isdigit() and _engine_tag(int(pid)) != f"{pid}-{start}":
-            killed += _end_cgroup(path)
-    return killed
+            dead.append(path)
+    return dead
 
 
 def kill_run_cgroups(pids: list[int]) -> int:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dltop.catalog import ERROR_KIND_STATUS, ErrorKind, RunStatus
-from dltop.jobs.protocol import EventChecker
+from dltop.jobs.protocol import MAX_EVENT_DEPTH, EventChecker, too_deep
 
 MAX_EVENT_LINE_BYTES = 1 << 20
 _PROFILE_NAME = re.compile(rb'"event"\s*:\s*"profile"')
@@ -133,9 +133,12 @@ class EventReader:
 
     def handle(self, line: bytes) -> None:
         """One line: checked, kept where it says what the run is, passed on."""
+        if too_deep(line):
+            self._refuse(f"an event nested deeper than {MAX_EVENT_DEPTH} levels: {line[:60]!r}")
+            return
         try:
             event = json.loads(line)
-        except (ValueError, RecursionError):
+        except ValueError:
             self._refuse(f"not JSON: {line[:60]!r}")
             return
         if not isinstance(event, dict) or event.get("v") != 1 or "event" not in event:

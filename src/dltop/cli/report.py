@@ -57,7 +57,7 @@ def _lines(parts: list[str]) -> Iterator[bytes]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Check the output path, read the campaigns, render everything, then write."""
-    from dltop.cli.common import open_reader
+    from dltop.cli.common import open_reading
     from dltop.report import data, figures
     from dltop.results import queries
 
@@ -73,7 +73,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         figures.check_file(output)
     if figdir is not None:
         figures.check_dir(figdir)
-    db = open_reader(args.db)
+    db = open_reading(args.db)
     camps = queries.resolve_campaigns(db, args.campaign)
     report = data.build(db, camps, max_runs=args.max_runs, only_runs=only)
     summary = None

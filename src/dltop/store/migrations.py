@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.store.schema_origin import v24
 from dltop.store.schema_slurm import v22
 from dltop.store.schema_steps import (
     v1,
@@ -136,6 +137,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(23, "job_templates: a campaign's job specs stored once per configuration, "
                   "jobs.template referencing them; the job_specs view (every job's "
                   "config_key and spec_json)", v23),
+    Migration(24, "campaigns.uuid (every campaign's, from an insert trigger; derived from "
+                  "the row for those stored before), origin_db/origin_id/imported_at of an "
+                  "imported campaign (dltop import)", v24),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

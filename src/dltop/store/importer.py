@@ -195,7 +195,7 @@ def copy_campaigns(db: Any, source: Path, *, origin: str | None, settled_only: b
     params: list[Any] = []
     if origin is not None:
         # an old database's relative run folder (paths.stored_path) resolved beside it
-        run["log_path"] = ("case when x.log_path is null or x.log_path like '/%' "
+        run["log_path"] = ("case when coalesce(x.log_path, '') = '' or x.log_path like '/%' "
                            "then x.log_path else ? || '/' || x.log_path end")
         params.append(str(Path(origin).absolute().parent))
     _copy(conn, "runs", run, of_camps, params)

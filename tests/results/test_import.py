@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.results.importutil import body, export_json, file_hash, owned
+from tests.results.test_study import make_db
+from tests.store.olddb import migrated_to
 
 from dltop import cli
 from dltop.store import connect
 from dltop.store.archive import pack_measured
 from dltop.store.importer import FAULT_ENV
-from tests.results.importutil import body, export_json, file_hash, owned
-from tests.results.test_study import make_db
-from tests.store.olddb import migrated_to
 
 
 def add_rich_rows(path: Path) -> None:
@@ -159,9 +159,8 @@ def test_bad_source_exits_2_and_leaves_target_unchanged(
 
 @pytest.mark.parametrize("how", ["raise", "kill"])
 def test_interrupted_import_leaves_target_as_it_was(
-        how: str, source: Path, target: Path, tmp_path: Path) -> None:
-    second = make_db(tmp_path / "b.db", __import__("tests.results.conftest", fromlist=[
-        "CampaignMaker"]).CampaignMaker, "hostB", "two", 0.1)
+        how: str, source: Path, target: Path, tmp_path: Path, campaigns: Any) -> None:
+    second = make_db(tmp_path / "b.db", campaigns, "hostB", "two", 0.1)
     before = file_hash(target)
     rows_before = owned(target, 1)
     env = {**os.environ, FAULT_ENV: how}

@@ -8,10 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.results.importutil import body, export_json
 
 from dltop import cli
 from dltop.store import connect
-from tests.results.importutil import body, export_json
 
 
 def make_db(path: Path, campaigns: Any, host: str, name: str, seconds: float,
@@ -126,8 +126,9 @@ def test_runs_and_status_over_two_databases(two: tuple[Path, Path],
     capsys.readouterr()
     assert cli.main(["runs", "--db", str(a), "--db", str(b), "--json"]) == 0
     runs = json.loads(capsys.readouterr().out)
-    assert sorted((r["database"], r["campaign_id"], r["run_id"]) for r in runs) == \
-        [(db, 1, n) for db in ("h100", "h200") for n in (1, 2, 3, 4)]
+    assert sorted((r["database"], r["campaign_id"], r["run_id"], r["job_id"])
+                  for r in runs) == \
+        [(db, 1, n, n) for db in ("h100", "h200") for n in (1, 2, 3, 4)]
     assert cli.main(["runs", "--db", str(a), "--db", str(b), "--campaign", "h100:1"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert {ln.split()[0] for ln in lines[1:5]} == {"h100:1", "h100:2", "h100:3", "h100:4"}
@@ -145,3 +146,23 @@ def test_check_and_report_read_a_study(two: tuple[Path, Path], tmp_path: Path,
                      "-o", str(out)]) == 0
     html = out.read_text()
     assert "h100:1" in html and "h200:1" in html and "hostB" in html
+
+
+def test_a_run_id_needs_one_database(two: tuple[Path, Path], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    a, b = two
+    for args in (["export", "--table", "profile", "--run", "1"],
+                 ["report", "--run", "1", "-o", str(tmp_path / "r.html")]):
+        assert cli.main([*args, "--db", str(a), "--db", str(b)]) == 2
+        assert "--run names a run of one database: give one --db" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", [["tui"], ["log", "1"], ["import", "x.db"],
+                                     ["prune", "--dry-run"]])
+def test_one_database_commands_refuse_a_second_db(
+        command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse kept the last --db silently; these commands read or write one database
+    with pytest.raises(SystemExit) as exc:
+        cli.main([command[0], "--db", "a.db", "--db", "b.db", *command[1:]])
+    assert exc.value.code == 2
+    assert "--db given twice: this command uses one database" in capsys.readouterr().err

@@ -6,10 +6,11 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
+from tests.store.olddb import migrated_to
+
 from dltop.store import connect, memory_db
 from dltop.store.importer import CAMPAIGN_TABLES, NOT_OWNED, RUN_TABLES
 from dltop.store.schema_origin import legacy_uuid
-from tests.store.olddb import migrated_to
 
 
 def test_every_table_is_copied_or_owned_by_no_campaign() -> None:

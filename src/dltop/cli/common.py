@@ -52,6 +52,19 @@ def open_reading(db: str | list[str] | None) -> Any:
     return open_reader(given[0]) if len(given) == 1 else open_study(given)
 
 
+def one_db_for_run(db: str | list[str] | None, option: str = "--run") -> None:
+    """Refuse a run id with several ``--db``: run ids are each database's own.
+
+    Raises:
+        UserError: ``--db`` names more than one database.
+    """
+    from dltop.errors import UserError
+
+    if len(db_list(db)) > 1:
+        raise UserError(f"{option} names a run of one database: give one --db (with "
+                        "several, 'dltop runs' lists each run as FILE:RUN)")
+
+
 def fit_output_encoding() -> None:
     """Let stdout and stderr write every character, in ASCII stand-ins where they must.
 

@@ -63,6 +63,19 @@ class _Parser(argparse.ArgumentParser):
         return ns, rest
 
 
+class _OneDb(argparse.Action):
+    """``--db`` of a command that reads or writes one database: a second one is refused
+    (argparse's store action kept the last silently; issue 40)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) not in (None, argparse.SUPPRESS):
+            parser.error(f"{option_string} given twice: this command uses one database "
+                         "(several --db are read as one by export, compare, report, runs, "
+                         "check and status)")
+        setattr(namespace, self.dest, values)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dltop`` argument parser, every subcommand included."""
     p = _Parser(prog="dltop", description=DESCRIPTION,
@@ -76,7 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
                            parser_class=argparse.ArgumentParser)
 
     def db_arg(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--db", metavar="PATH",
+        sp.add_argument("--db", metavar="PATH", action=_OneDb,
                         help="database file (default: $DLTOP_DB or "
                              "~/.local/share/dltop/dltop.db)")
 
@@ -301,7 +314,7 @@ def viewer_args(sp: argparse.ArgumentParser, dest_prefix: str = "",
         sp.add_argument(name, dest=dest, default=dflt if default is None else default,
                         **kw)  # type: ignore[arg-type]
 
-    arg("--db", None, metavar="PATH",
+    arg("--db", None, metavar="PATH", action=_OneDb,
         help="database file (default: $DLTOP_DB or ~/.local/share/dltop/dltop.db); "
              "the viewer creates it only when a campaign is added")
     arg("--fake-gpus", None, type=_count, metavar="N",

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from dltop.cli.common import EXIT_REGRESSION, open_reading
+from dltop.cli.common import EXIT_REGRESSION, one_db_for_run, open_reading
 from dltop.errors import UserError
 
 
@@ -22,6 +22,8 @@ def cmd_export(args: argparse.Namespace) -> int:
                         if run is None else
                         f"--run picks the run of --table profile, not of --table {args.table}")
     metric = args.metric or "time"
+    if run is not None:
+        one_db_for_run(args.db)
     db = open_reading(args.db)
     # a run's profile names its own campaign
     ids = [] if run is not None else [c.id for c in queries.resolve_campaigns(db, args.campaign)]
@@ -151,10 +153,11 @@ def study_runs(db: Any, rows: list[Any]) -> list[Any]:
         return rows
     out = []
     for r in rows:
-        label, cid, offset = refs[int(r.campaign_id)]
+        label, cid, runs, jobs = refs[int(r.campaign_id)]
         out.append(dataclasses.replace(
-            r, run_id=StudyId(r.run_id, f"{label}:{r.run_id - offset}"),
-            campaign_id=StudyId(r.campaign_id, f"{label}:{cid}")))
+            r, run_id=StudyId(r.run_id, f"{label}:{r.run_id - runs}"),
+            campaign_id=StudyId(r.campaign_id, f"{label}:{cid}"),
+            job_id=StudyId(r.job_id, f"{label}:{r.job_id - jobs}")))
     return out
 
 
@@ -180,8 +183,8 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
     # a study of several databases: each run's ids as its database has them, and which
     study = bool(rows) and isinstance(rows[0].run_id, StudyId)
     records = [{**dict(zip(RUN_KEYS, (
-        _plain(r.run_id), _plain(r.campaign_id), r.job_id, r.attempt, r.started_at, r.status,
-        r.framework, r.model, r.batch_size, r.device, r.repeat + 1, r.median_s,
+        _plain(r.run_id), _plain(r.campaign_id), _plain(r.job_id), r.attempt, r.started_at,
+        r.status, r.framework, r.model, r.batch_size, r.device, r.repeat + 1, r.median_s,
         r.samples_per_s, r.cv, r.noisy, r.message, r.wall_s, r.queue_s), strict=True)),
         "identity": idents.get(r.run_id, {}),
         **({"database": str(r.run_id).rpartition(":")[0]} if study else {})}

@@ -77,15 +77,16 @@ def _match(rows: list[CampaignRow], newest: list[CampaignRow],
     return [c for c in reversed(newest) if c in mine and c.name == rest][:1]
 
 
-def run_refs(db: Any) -> dict[int, tuple[str, int, int]] | None:
-    """Campaign id -> (FILE, its ID there, the offset of its runs' ids) in a study; None
-    for one database. A run is ``FILE:RUN`` with RUN = its id here less the offset."""
+def run_refs(db: Any) -> dict[int, tuple[str, int, int, int]] | None:
+    """Campaign id -> (FILE, its ID there, the offsets of its runs' and its jobs' ids) in
+    a study; None for one database. A run is ``FILE:RUN``, RUN its id here less the
+    offset."""
     if not is_study(db):
         return None
-    offsets = {str(r["label"]): int(r["run_offset"] or 0)
-               for r in db.query(f"select label, run_offset from {STUDY_TABLE}")}
+    offsets = {str(r["label"]): (int(r["run_offset"] or 0), int(r["job_offset"] or 0))
+               for r in db.query(f"select label, run_offset, job_offset from {STUDY_TABLE}")}
     out = {}
     for r in db.query("select id, study_ref from campaigns where study_ref is not null"):
         label, _, cid = str(r["study_ref"]).rpartition(":")
-        out[int(r["id"])] = (label, int(cid), offsets.get(label, 0))
+        out[int(r["id"])] = (label, int(cid), *offsets.get(label, (0, 0)))
     return out

@@ -60,6 +60,8 @@ class Copied:
     """The target's campaign of the same UUID (when skipped for it)."""
     run_offset: int = 0
     """Its runs' ids in the target less their ids in the source."""
+    job_offset: int = 0
+    """Its jobs' ids in the target less their ids in the source."""
 
 
 def ro_uri(path: Path) -> str:
@@ -205,7 +207,8 @@ def copy_campaigns(db: Any, source: Path, *, origin: str | None, settled_only: b
         _copy(conn, table, {"run_id": f"x.run_id + {off_run}"}, of_runs)
         if fault and table == RUN_TABLES[0]:
             _inject_fault()
-    return [c if c.new_id is None else replace(c, run_offset=off_run) for c in out]
+    return [c if c.new_id is None else replace(c, run_offset=off_run, job_offset=off_job)
+            for c in out]
 
 
 def _top(conn: sqlite3.Connection, table: str) -> int:

@@ -124,11 +124,9 @@ def open_study(given: Sequence[str]) -> Any:
     with mem:
         mem.execute("alter table campaigns add column study_ref text")
         mem.execute(f"create table {STUDY_TABLE} (idx integer primary key, given text, "
-                    "label text, run_offset integer)")
-        mem.executemany(f"insert into {STUDY_TABLE} values (?, ?, ?, ?)",
-                        [(i, s.given, s.label, next((c.run_offset for c in s.copied
-                                                     if c.new_id is not None), 0))
-                         for i, s in enumerate(sources)])
+                    "label text, run_offset integer, job_offset integer)")
+        mem.executemany(f"insert into {STUDY_TABLE} values (?, ?, ?, ?, ?)",
+                        [(i, s.given, s.label, *_offsets(s)) for i, s in enumerate(sources)])
         mem.executemany("update campaigns set study_ref = ? where id = ?",
                         [(f"{s.label}:{c.origin_id}", c.new_id) for s in sources
                          for c in s.copied if c.new_id is not None])
@@ -137,3 +135,10 @@ def open_study(given: Sequence[str]) -> Any:
                         + ", ".join(s.given for s in sources))
     mem.execute("PRAGMA query_only=ON")
     return ReadDb(mem)
+
+
+def _offsets(source: Source) -> tuple[int, int]:
+    """The source's (run, job) id offsets in the study (each copy moves all its ids by
+    one offset; 0 when none of its campaigns was copied)."""
+    first = next((c for c in source.copied if c.new_id is not None), None)
+    return (first.run_offset, first.job_offset) if first is not None else (0, 0)

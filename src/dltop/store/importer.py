@@ -65,8 +65,16 @@ class Copied:
 
 
 def ro_uri(path: Path) -> str:
-    """A ``file:`` URI opening ``path`` read-only (SQLite writes nothing to it)."""
-    return "file:" + urllib.parse.quote(str(Path(path).absolute())) + "?mode=ro"
+    """A ``file:`` URI opening ``path`` read-only: SQLite writes nothing to it.
+
+    A WAL database read with ``mode=ro`` alone still gets a ``-wal`` and a ``-shm`` file
+    created beside it (a committed, checkpointed database in a repository gained two
+    untracked files). Without a ``-wal`` file every committed page is in the database
+    file, and ``immutable=1`` reads it with no side file and no lock; with one (a
+    database in use), ``mode=ro`` reads through it.
+    """
+    quoted = "file:" + urllib.parse.quote(str(Path(path).absolute())) + "?mode=ro"
+    return quoted if Path(f"{path}-wal").exists() else quoted + "&immutable=1"
 
 
 def snapshot(path: Path, into: Path, *, target: Path | None = None) -> Path:

@@ -9,6 +9,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -207,6 +208,10 @@ def test_a_real_campaign_imports_whole(tmp_path: Path, profile_text: Any,
                           "--headless", "--fake-gpus", "1"], capture_output=True, text=True,
                          timeout=240)
     assert res.returncode == 0, res.stderr
+    conn = sqlite3.connect(src)
+    (made,) = conn.execute("select uuid from campaigns").fetchone()
+    conn.close()
+    assert uuid.UUID(made).version == 4  # dltop run gave the campaign its UUID
     target = tmp_path / "t.db"
     assert cli.main(["import", "--db", str(target), str(src)]) == 0
     mine, theirs = owned(src, 1), owned(target, 1)

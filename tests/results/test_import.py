@@ -65,12 +65,12 @@ def target(tmp_path: Path, campaigns: Any) -> Path:
 def test_import_copies_every_owned_row_under_new_ids(
         source: Path, target: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert not any(Path(f"{source}{x}").exists() for x in ("-wal", "-shm"))
-    before = export_json(capsys, "--db", str(source), "--table", "summary")
     src_hash = file_hash(source)
     assert cli.main(["import", "--db", str(target), str(source)]) == 0
     assert "campaign 1 `one`: imported as campaign 2" in capsys.readouterr().out
     assert file_hash(source) == src_hash  # read-only: not even a WAL
     assert not any(Path(f"{source}{x}").exists() for x in ("-wal", "-shm"))
+    before = export_json(capsys, "--db", str(source), "--table", "summary")
     mine, theirs = owned(source, 1), owned(target, 2)
     assert all(theirs[t] for t in theirs)  # every table has rows: none was left out
     assert mine == theirs

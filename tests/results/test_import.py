@@ -224,3 +224,24 @@ def test_a_real_campaign_imports_whole(tmp_path: Path, profile_text: Any,
     # dltop log finds the run's log where the source's run folder has it
     capsys.readouterr()
     assert cli.main(["log", "--db", str(target), "1"]) == 0
+
+
+def test_unfinished_and_failed_campaigns_are_left_out(
+        source: Path, target: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an engine may still write a running campaign; a failed one's queue would be taken
+    # up by 'dltop run --resume' in the target: both are read with several --db instead
+    for status in ("running", "failed"):
+        conn = sqlite3.connect(source)
+        with conn:
+            conn.execute("update campaigns set status = ?", [status])
+        conn.close()
+        capsys.readouterr()
+        assert cli.main(["import", "--db", str(target), str(source)]) == 0
+        assert f"not imported ({status}: its queue can still be resumed" in \
+            capsys.readouterr().out
+        assert [c["ref"] for c in export_json(capsys, "--db", str(source), "--db",
+                                              str(target), "--campaign", "all")
+                ["campaigns"]] == ["a:1", "t:1"]
+    conn = sqlite3.connect(target)
+    assert conn.execute("select count(*) from campaigns").fetchone()[0] == 1
+    conn.close()

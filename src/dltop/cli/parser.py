@@ -70,9 +70,11 @@ class _OneDb(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         if getattr(namespace, self.dest, None) not in (None, argparse.SUPPRESS):
-            parser.error(f"{option_string} given twice: this command uses one database "
-                         "(several --db are read as one by export, compare, report, runs, "
-                         "check and status)")
+            where = "before the command: the viewer" if self.dest.startswith(_GLOBAL) \
+                else "this command"
+            parser.error(f"{option_string} given twice: {where} uses one database "
+                         "(several --db, after the command, are read as one by export, "
+                         "compare, report, runs, check and status)")
         setattr(namespace, self.dest, values)
 
 

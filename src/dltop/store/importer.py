@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES
+from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, CampaignStatus
 from dltop.errors import UserError
 from dltop.store.tx import transaction
 
@@ -40,6 +40,9 @@ NOT_OWNED = ("schema_migrations",)
 """Tables of no campaign: the target keeps its own."""
 ROWID_TABLES = ("gpu_samples", "host_samples")
 """Tables without a primary key: rows copied in their stored order, new rowids."""
+UNSETTLED = ACTIVE_CAMPAIGN_STATUSES | {CampaignStatus.FAILED}
+"""Campaigns an import leaves out: an engine may still write them, or (``failed``)
+``dltop run --resume`` would take up their queue in the target, on another host."""
 FAULT_ENV = "DLTOP_IMPORT_FAULT"
 """A test hook: ``kill`` kills the process, ``raise`` raises, once the target's
 transaction holds the first source's runs (an interrupted import)."""
@@ -152,8 +155,8 @@ def copy_campaigns(db: Any, source: Path, *, origin: str | None, settled_only: b
         origin: recorded as each campaign's ``origin_db`` (its ``origin_id`` the id it
             has in ``source``; relative log paths made absolute beside it); None keeps
             the rows' own origin (``source`` is a study's copy, already recorded).
-        settled_only: leave out campaigns still queued, running, paused or waiting (an
-            engine may still write them).
+        settled_only: leave out campaigns still queued, running, paused or waiting, and
+            failed ones (:data:`UNSETTLED`).
         fault: the :data:`FAULT_ENV` hook's moment (tests).
     """
     conn = db.conn
@@ -166,8 +169,10 @@ def copy_campaigns(db: Any, source: Path, *, origin: str | None, settled_only: b
         if uuid in have:
             out.append(Copied(cid, name, uuid, None, f"already there as campaign {have[uuid]}",
                               have[uuid]))
-        elif settled_only and status in ACTIVE_CAMPAIGN_STATUSES:
-            out.append(Copied(cid, name, uuid, None, f"{status}: import it once it ended"))
+        elif settled_only and status in UNSETTLED:
+            out.append(Copied(cid, name, uuid, None, f"{status}: its queue can still be "
+                              "resumed where it ran; import it once it ended, or read it "
+                              "with several --db"))
         else:
             top += 1
             have[uuid] = top

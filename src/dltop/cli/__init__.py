@@ -46,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "status": "control:cmd_status", "devices": "info:cmd_devices", "env": "info:cmd_env",
     "doctor": "info:cmd_doctor", "tui": "viewer:cmd_tui",
     "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",
+    "import": "importdb:cmd_import",
     "report": "report:cmd_report",
     "data": "data:cmd_data",
     "serve": "serve:cmd_serve", "exporter": "serve:cmd_exporter",
@@ -109,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         from dltop.store.db import explain_failure, resolve_db_path
 
-        line, code = explain_failure(resolve_db_path(getattr(args, "db", None)), exc)
+        db_arg = getattr(args, "db", None)  # the reading commands' --db is a list
+        line, code = explain_failure(resolve_db_path(
+            db_arg[0] if isinstance(db_arg, list) and db_arg else db_arg or None), exc)
         print(f"dltop: error: {multiline(line)}", file=sys.stderr)  # it names the path
         return code

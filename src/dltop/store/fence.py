@@ -118,7 +118,7 @@ def check(db: sqlite_utils.Database) -> None:
 
 def has_generation(db: sqlite_utils.Database) -> bool:
     """Whether ``campaigns`` has :data:`COLUMN` (a database opened without migrating,
-    as ``run --resume`` opens it, may predate migration 24: it is then not fenced)."""
+    as the read-only commands open it, may lack it; ``run --resume`` migrates first)."""
     return any(r[1] == COLUMN for r in db.conn.execute("pragma table_info(campaigns)"))
 
 

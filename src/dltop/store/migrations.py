@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.store.fence import v24
+from dltop.store.schema_origin import v25
 from dltop.store.schema_slurm import v22
 from dltop.store.schema_steps import (
     v1,
@@ -137,6 +138,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "config_key and spec_json)", v23),
     Migration(24, "one owner per campaign: campaigns.owner_generation, raised by each "
                   "takeover; an engine's writes are fenced on its own", v24),
+    Migration(25, "campaigns.uuid (every campaign's, from an insert trigger; derived from "
+                  "the row for those stored before), origin_db/origin_id/imported_at of an "
+                  "imported campaign (dltop import)", v25),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -16,7 +16,9 @@ repository root) and writes its output between the two markers::
     python scripts/docs_tables.py            # rewrite every stale block
     python scripts/docs_tables.py --check    # exit 1 with a diff when one is stale
 
-Only commands that read (``export``, ``compare``) are run, and never with ``-o``. A
+Only commands that read (``export``, ``compare``) are run, each naming its database
+(``--db``, a file committed beside the docs: never the user's default), and never with
+``-o``. A
 command that fails stops the script (exit 2, naming the file and line) with nothing
 written. Files: those given, else every ``*.md`` under docs/ (the raw run folders of
 docs/gpu-runs/ included: they hold no blocks, and scanning them costs nothing).
@@ -88,7 +90,7 @@ def find_blocks(path: Path, text: str) -> list[Block]:
 
     Raises:
         BlockError: a block without its closing marker, a command that is not one of
-            ``export``/``compare``, or one that writes a file (``-o``).
+            ``export``/``compare``, names no ``--db`` or writes a file (``-o``).
     """
     fenced = _fenced(text)
 
@@ -125,6 +127,9 @@ def find_blocks(path: Path, text: str) -> list[Block]:
             raise BlockError(f"{_where(path, line)}: the command must be one of "
                              f"{', '.join(READING_COMMANDS)}, got "
                              f"{args[0] if args else 'nothing'!r}")
+        if not any(a == "--db" or a.startswith("--db=") for a in args):
+            raise BlockError(f"{_where(path, line)}: the command names no database "
+                             "(--db FILE, a file committed with the docs)")
         if any(a in ("-o", "--output") or a.startswith("--output=") for a in args):
             raise BlockError(f"{_where(path, line)}: the command writes a file (-o); "
                              "a block shows what the command prints")

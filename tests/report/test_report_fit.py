@@ -178,6 +178,9 @@ def test_left_out_is_one_line_per_reason(reports: dict[str, Report]) -> None:
         "resnet-50 3, resnet-56 4) (window 0.024–0.67 s, readings not counted (set " \
         "min_time_s))" in energy.caption
     assert len(energy.caption) < 700
+    precision = next(f for f in check.figures if f.key == "precision")
+    assert "J/sample left out, too few readings: 17 configurations (fcn-r 4, alexnet-r 6, " \
+        "resnet-50 3, resnet-56 4) (window 0.024–0.67 s" in precision.caption
     # the cancelled H100 check: its configurations without an ok run, counted once
     assert reports["h100"].left_out.startswith(
         "Left out of the figures: 5 configurations without an ok run (cancelled 5)")
@@ -191,3 +194,14 @@ def test_caption_text_groups_reasons_and_names_few() -> None:
     many = [(f"m{i % 2} b{i}", f"n/a: window 0.{i + 1} s") for i in range(8)]
     assert caption_text("left out", many) == \
         "left out: 8 configurations (m0 4, m1 4) (window 0.1–0.8 s)"
+
+
+def test_panels_side_by_side_share_their_dashes(reports: dict[str, Report]) -> None:
+    # gpt2-small generate: the memory panel lacks the CUDA-graph run's reading; its one
+    # line must keep the dash it has beside (cuda graphs off), not turn solid
+    fig = next(f for f in reports["llm"].figures if f.key == "batch-gpt2-small")
+    spec = specs.spec(fig, specs.SCREEN)
+    generate = spec["vconcat"][1]["hconcat"]
+    domains = [layer["encoding"]["strokeDash"]["scale"]["domain"] for panel in generate
+               for layer in panel["layer"] if "strokeDash" in layer["encoding"]]
+    assert domains == [["cuda graphs", "cuda graphs off"]] * 2

@@ -196,6 +196,9 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
     for kind, heading in SECTIONS:
         figs = [f for f in report.figures if f.kind == kind and not f.omitted]
         if figs:
+            for unit in ("per token", "per sample or token"):  # transformers: tokens
+                if all(unit in f.title for f in figs):
+                    heading = heading.replace("per sample", unit)
             out.append(f"<h2>{_t(heading)}</h2>")
             out += [figure_html(f, draw) for f in figs]
     out.append(omitted_html([*report.figures, *report.runs]))

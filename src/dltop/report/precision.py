@@ -78,7 +78,9 @@ def precision_figures(results: Sequence[ConfigResult], var: identity.Variation
                 rows.append({**base, "panel": energy, "value": statistics.fmean(joules),
                              "low": min(joules), "high": max(joules)})
             elif why:
-                short.append((labels.label(r.identity, var.fields), why))
+                short.append((labels.compose(None, r.model, r.batch_size, r.device,  # by model
+                                             labels.settings_text(r.identity, var.fields))
+                              + f" ({r.framework})", why))
     rate_word, energy_word = (tokens.metric_for(m, (r.model for r in ok)).unit
                               for m in ("throughput", "energy"))
     notes = ["one row of panels per model and mode, each with its own axes",

@@ -41,8 +41,11 @@ def _x(fig: Figure, field: str, *, log: bool = False,
 
 
 def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y: str,
-           y_title: str, size: Size, *, bars: bool = False, zero: bool = True
-           ) -> dict[str, Any]:
+           y_title: str, size: Size, *, bars: bool = False, zero: bool = True,
+           variants: Sequence[str] | None = None) -> dict[str, Any]:
+    """Lines (or points) of ``rows``; ``variants``: the dash and shape domain shared by
+    panels side by side (a panel missing one variant must not shift the others' dashes),
+    else the rows' own."""
     color = _color(fig)
     if len(color["scale"]["domain"]) < 2:  # one value: a legend would tell nothing apart
         color["legend"] = None
@@ -57,7 +60,10 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
                                      "symbolStrokeWidth": 1.5}}}
     if size.legend == "bottom":  # beside the framework legend it would not fit a column
         enc["strokeDash"]["legend"].update(orient="top", direction="horizontal")
-    if len({r.get("variant", "") for r in rows}) < 2:
+    domain = sorted(set(variants) if variants is not None
+                    else {str(r.get("variant", "")) for r in rows})
+    enc["strokeDash"]["scale"] = {"domain": domain}
+    if len(domain) < 2:
         del enc["strokeDash"]
     # the points are their own layer: a line with point=True draws its strokeDash legend
     # with filled circles, hiding the dashes
@@ -68,7 +74,8 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
     lines = any(n > 1 for n in counts.values())
     if not lines and "strokeDash" in enc:
         # every series is one point: no line draws a dash, so the variant is a shape
-        dots["shape"] = {"field": "variant", "type": "nominal", "title": None}
+        dots["shape"] = {"field": "variant", "type": "nominal", "title": None,
+                         "scale": {"domain": domain}}
     layers: list[dict[str, Any]] = [{"mark": {"type": "point", "filled": True},
                                      "encoding": dots}]
     if lines:
@@ -172,7 +179,9 @@ def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
                 # ticks at this mode's batches: another mode's would crowd its axis
                 x = _x(fig, "batch", log=True,
                        rows=[r for r in fig.rows if str(r.get("mode", "")) == mode])
-                panels.append(_lines(fig, rows, x, "value", title, size,
+                variants = {str(r.get("variant", "")) for r in fig.rows
+                            if str(r.get("mode", "")) == mode}
+                panels.append(_lines(fig, rows, x, "value", title, size, variants=variants,
                                      bars=any("low" in r for r in rows)))
         by_mode.append(panels)
     if len(by_mode) > 1:

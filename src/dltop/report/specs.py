@@ -11,7 +11,7 @@ nothing: every spec carries its data inline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from dltop import catalog
@@ -42,7 +42,7 @@ def _x(fig: Figure, field: str, *, log: bool = False,
 
 def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y: str,
            y_title: str, size: Size, *, bars: bool = False, zero: bool = True,
-           variants: Sequence[str] | None = None) -> dict[str, Any]:
+           variants: Collection[str] | None = None) -> dict[str, Any]:
     """Lines (or points) of ``rows``; ``variants``: the dash and shape domain shared by
     panels side by side (a panel missing one variant must not shift the others' dashes),
     else the rows' own."""

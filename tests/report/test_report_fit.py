@@ -205,3 +205,28 @@ def test_panels_side_by_side_share_their_dashes(reports: dict[str, Report]) -> N
     domains = [layer["encoding"]["strokeDash"]["scale"]["domain"] for panel in generate
                for layer in panel["layer"] if "strokeDash" in layer["encoding"]]
     assert domains == [["cuda graphs", "cuda graphs off"]] * 2
+
+
+def test_a_mode_mixing_transformers_and_cnns_gets_a_row_per_unit() -> None:
+    # the H200 check's CNNs and the transformer campaign's runs, as one set
+    from dltop.report.energy import energy_figure
+    from dltop.results import identity
+    from dltop.results.aggregate import config_results, placed_identities
+
+    results = []
+    for name in ("h200", "llm"):
+        db = sqlite_utils.Database(sqlite3.connect(
+            f"file:{RUNS / DATABASES[name]}?mode=ro", uri=True))
+        ensure_views(db.conn)
+        results += config_results(db, [1])
+    fig = energy_figure(results, identity.variation(placed_identities(results)))
+    assert fig.title == "GPU power and energy per sample or token per framework"
+    units = {(r["facet"], r["panel"]) for r in fig.rows if r["panel"] != "power W"}
+    assert units == {("training, other models", "J/sample"),
+                     ("training, transformers", "J/token"), ("generation", "J/token")}
+    rows = specs.spec(fig, specs.SCREEN)["vconcat"]
+    assert len(rows) == 3
+    for row in rows:  # each row one unit: J/sample and J/token never share an axis
+        panels = {layer["encoding"]["x"]["title"].split(" (")[0] for p in row["hconcat"]
+                  for layer in p["layer"][:1]}
+        assert len(panels - {"power W"}) == 1, panels

@@ -342,3 +342,19 @@ def stand_in_engine() -> Iterator[int]:
     finally:
         proc.kill()
         proc.wait()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Drop JAX's garbage-collection hook once a worker's tests are done.
+
+    execnet stops a pytest-xdist worker by interrupting its main thread
+    (``_thread.interrupt_main``); when that lands inside JAX's ``_xla_gc_callback`` the
+    KeyboardInterrupt is printed as an "exception ignored" traceback after a green run
+    (issue 40: two of them ended ``make test-fast``). No test runs after this hook.
+    """
+    import gc
+    import sys
+
+    if "jax" in sys.modules:
+        gc.callbacks[:] = [cb for cb in gc.callbacks
+                           if not getattr(cb, "__module__", "").startswith("jax")]

@@ -103,14 +103,15 @@ def _start_metrics(source: Any, host: str, port: int) -> Any:
 
 def cmd_exporter(args: argparse.Namespace) -> int:
     """``dltop exporter``: Prometheus metrics only, until Ctrl-C or SIGTERM."""
-    from dltop.store.db import resolve_db_path
+    from dltop.store.db import database_file, resolve_db_path
 
     host, port = args.host, args.port
     _warn_if_exposed(host, "the metrics endpoint", "read it")
     check_port(host, port, "--port")
     db_path = resolve_db_path(args.db)
-    if db_path.exists() and not db_path.is_file():
-        raise UserError(f"--db {db_path}: a directory or special file, not a database file")
+    # Refused as every command refuses it (a link, dangling or not, a directory, a
+    # special file): only nothing there at all is a database to wait for.
+    database_file(db_path)
     source = _metrics_source(args, db_path)
     server = _start_metrics(source, host, port)
     # A monitoring daemon starts before any campaign: no database yet is not an error.

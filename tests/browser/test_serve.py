@@ -217,3 +217,10 @@ def test_a_db_through_a_dangling_link_or_a_directory_is_refused(tmp_path: Path,
         assert line.startswith(f"dltop: error: {said}"), res.stderr
         assert "waiting" not in res.stdout + res.stderr
     assert not (tmp_path / "target.db").exists()
+
+
+def test_a_host_is_echoed_shown_never_sent() -> None:
+    from dltop.cli.serve import _url_host
+
+    assert _url_host("::1") == "[::1]" and _url_host("127.0.0.1") == "127.0.0.1"
+    assert _url_host("h\x1b]0;x\x07") == "h\\x1b]0;x\\x07"

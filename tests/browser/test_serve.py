@@ -200,9 +200,27 @@ def test_a_missing_database_is_exit_2(tmp_path: Path) -> None:
     assert not (tmp_path / "none.db").exists()
 
 
-def test_the_exporter_refuses_a_database_path_that_is_a_directory(tmp_path: Path) -> None:
-    res = subprocess.run([sys.executable, "-m", "dltop", "exporter", "--port",
-                          str(free_port()), "--db", str(tmp_path)],
-                         capture_output=True, text=True, timeout=60)
-    assert res.returncode == 2 and f"--db {tmp_path}: a directory" in res.stderr, res.stderr
-    assert "Traceback" not in res.stderr
+@pytest.mark.parametrize("command", ["serve", "exporter"])
+def test_a_db_through_a_dangling_link_or_a_directory_is_refused(tmp_path: Path,
+                                                                command: str) -> None:
+    """Like every other command (store/db.py's checks): nothing waited for, nothing created."""
+    link = tmp_path / "link.db"
+    link.symlink_to(tmp_path / "target.db")
+    for db, said in ((link, f"{link}: a symbolic link to {tmp_path / 'target.db'}, not a "
+                            "database file"),
+                     (tmp_path, f"{tmp_path} is a directory, not a database file")):
+        res = subprocess.run([sys.executable, "-m", "dltop", command, "--port",
+                              str(free_port()), "--db", str(db)],
+                             capture_output=True, text=True, timeout=60)
+        assert res.returncode == 2, res
+        (line,) = res.stderr.splitlines()
+        assert line.startswith(f"dltop: error: {said}"), res.stderr
+        assert "waiting" not in res.stdout + res.stderr
+    assert not (tmp_path / "target.db").exists()
+
+
+def test_a_host_is_echoed_shown_never_sent() -> None:
+    from dltop.cli.serve import _url_host
+
+    assert _url_host("::1") == "[::1]" and _url_host("127.0.0.1") == "127.0.0.1"
+    assert _url_host("h\x1b]0;x\x07") == "h\\x1b]0;x\\x07"

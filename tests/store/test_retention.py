@@ -239,3 +239,16 @@ def test_migration_12_makes_iterations_without_rowid_keeping_every_row(tmp_path:
     assert next(db.query("select seconds from iterations where idx = 0"))["seconds"] == 9.0
     with pytest.raises(sqlite3.IntegrityError):
         db.execute("insert into iterations (run_id, idx) values (?, 0)", [rid])
+
+
+def test_prune_and_vacuum_show_a_database_path_s_controls_never_send_them(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file name can hold ESC and BEL: printed raw, it would retitle the terminal."""
+    path = tmp_path / "a\x1b]0;pwned\x07\u202eb.db"
+    _filled(Store(connect(path)), runs=1, its=10)
+    assert main(["prune", "--db", str(path), "--older-than", "900d", "--yes"]) == 0
+    assert main(["vacuum", "--db", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "nothing to prune" in out and "vacuum: " in out, out
+    assert "\x1b" not in out and "\x07" not in out and "\u202e" not in out, out
+    assert out.count("a\\x1b]0;pwned\\x07\\u202eb.db") == 2, out

@@ -63,3 +63,25 @@ def test_devices_reports_host_cpu_under_a_busy_process() -> None:
     # One core's worth of a spinning loop over the 0.25 s window: far above 0 in total.
     assert sum(cores) >= 20.0, cores
     assert doc["host"]["cpu_user_pct"] and doc["host"]["cpu_user_pct"] > 0
+
+
+def test_devices_json_is_strict_a_nan_reading_is_null() -> None:
+    """A GPU or host reading that is no finite number is null, never a bare NaN that
+    jq and JavaScript refuse; nothing is stringified."""
+    from dataclasses import replace
+
+    from dltop.cli.info import devices_json
+    from dltop.telemetry import open_gpu_backend
+    from dltop.telemetry.report import snapshot_devices
+
+    report = snapshot_devices(open_gpu_backend(1))
+    (static, sample), = report.gpus
+    report = replace(report, gpus=((replace(static, power_limit_w=float("inf")), sample),),
+                     host=replace(report.host, load_1m=float("nan")))
+
+    def refuse(word: str) -> None:
+        raise AssertionError(f"{word} in devices --json")
+
+    doc = json.loads(devices_json(report), parse_constant=refuse)
+    assert doc["host"]["load_1m"] is None and doc["gpus"][0]["power_limit_w"] is None
+    assert doc["gpus"][0]["name"] == static.name and doc["simulated"] is True

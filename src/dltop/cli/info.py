@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 import sys
 from typing import TYPE_CHECKING
@@ -12,6 +11,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from dltop.profiles.model import JobSpec
+    from dltop.telemetry.report import DevicesReport
 
 
 def cmd_devices(args: argparse.Namespace) -> int:
@@ -20,10 +20,18 @@ def cmd_devices(args: argparse.Namespace) -> int:
 
     report = snapshot_devices(open_gpu_backend(args.fake_gpus))
     if args.json:
-        print(json.dumps(report.to_json(), indent=2, default=str))
+        sys.stdout.write(devices_json(report))
     else:
         sys.stdout.write(render_devices(report))
     return 0
+
+
+def devices_json(report: DevicesReport) -> str:
+    """``dltop devices --json``: strict JSON (a reading that is not a finite number, a
+    GPU's NaN, is null; nothing is stringified past what the report's fields are)."""
+    from dltop.results.render import json_text
+
+    return json_text(report.to_json())
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:

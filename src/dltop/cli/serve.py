@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from dltop.errors import UserError
+from dltop.textsafe import one_line
 
 LOOPBACK = "127.0.0.1"
 
@@ -67,13 +68,15 @@ def check_port(host: str, port: int, flag: str) -> None:
 
 def _warn_if_exposed(host: str, what: str, can: str) -> None:
     if not check_host(host):
-        print(f"dltop: warning: --host {host} is reachable from the network and {what} has "
+        print(f"dltop: warning: --host {one_line(host)} is reachable from the network and "
+              f"{what} has "
               f"no authentication: anyone who can reach it can {can}. The default "
               f"127.0.0.1 with an SSH tunnel keeps it private.", file=sys.stderr)
 
 
 def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
+    # As the user typed it (a name resolves whatever else it holds), shown, never sent.
+    return f"[{one_line(host)}]" if ":" in host else one_line(host)
 
 
 def _wait_for_signal() -> None:
@@ -103,21 +106,22 @@ def _start_metrics(source: Any, host: str, port: int) -> Any:
 
 def cmd_exporter(args: argparse.Namespace) -> int:
     """``dltop exporter``: Prometheus metrics only, until Ctrl-C or SIGTERM."""
-    from dltop.store.db import resolve_db_path
+    from dltop.store.db import database_file, resolve_db_path
 
     host, port = args.host, args.port
     _warn_if_exposed(host, "the metrics endpoint", "read it")
     check_port(host, port, "--port")
     db_path = resolve_db_path(args.db)
-    if db_path.exists() and not db_path.is_file():
-        raise UserError(f"--db {db_path}: a directory or special file, not a database file")
+    # Refused as every command refuses it (a link, dangling or not, a directory, a
+    # special file): only nothing there at all is a database to wait for.
+    database_file(db_path)
     source = _metrics_source(args, db_path)
     server = _start_metrics(source, host, port)
     # A monitoring daemon starts before any campaign: no database yet is not an error.
     # The devices are served meanwhile; the runs appear once 'dltop run' creates it.
     waiting = "" if db_path.is_file() else ", not there yet: waiting for it"
     print(f"dltop exporter: Prometheus metrics on http://{_url_host(host)}:{port}/metrics "
-          f"(database {db_path}{waiting}; Ctrl-C stops it)", flush=True)
+          f"(database {one_line(str(db_path))}{waiting}; Ctrl-C stops it)", flush=True)
     try:
         _wait_for_signal()
     finally:
@@ -145,7 +149,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     host, port, mport, control = args.host, args.port, args.metrics_port, args.control
     if not check_host(host):
-        print(f"dltop: warning: --host {host} is reachable from the network, over plain "
+        print(f"dltop: warning: --host {one_line(host)} is reachable from the network, "
+              "over plain "
               "HTTP: the token travels in clear text, and anyone who sees it can "
               + ("control dltop (start, pause, cancel campaigns)" if control else
                  "watch dltop") + ". The default 127.0.0.1 with an SSH tunnel keeps it "
@@ -172,7 +177,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     mode = ("control: the page can steer dltop" if control else
             "read-only: watch only; --control lets the page steer")
     lines = [f"dltop serve: the TUI in a browser at {url}",
-             f"  {mode}; database {db_path}; Ctrl-C stops it"]
+             f"  {mode}; database {one_line(str(db_path))}; Ctrl-C stops it"]
     if check_host(host):
         lines.append(f"  from another machine, through an SSH tunnel: ssh -L {port}:{LOOPBACK}:"
                      f"{port} user@{socket.gethostname()}, then open the same URL there")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dltop.errors import DltopError, UserError
-from dltop.textsafe import counted
+from dltop.textsafe import counted, one_line
 
 DEFAULT_AGE = "30d"
 """``dltop prune`` with neither ``--campaign`` nor ``--older-than``: ended over 30 days ago."""
@@ -45,8 +45,6 @@ def storage_line(db_path: Path) -> str:
     total 59.1 MB``."""
     from dltop.jobs.rundir import runs_dir_of
     from dltop.store.sizes import storage_sizes
-    from dltop.textsafe import one_line
-
     runs_dir = runs_dir_of(db_path)
     s = storage_sizes(db_path, runs_dir)
     return (f"storage: database {human_bytes(s.db_bytes)} + WAL "
@@ -84,8 +82,8 @@ def _select(store: Any, db: Any, ref: str | None, older_than: str | None) -> tup
     active = [c for c in named if c.id not in set(store.retention.ended_campaigns())]
     if active and not every:
         c = active[0]
-        raise UserError(f"--campaign: campaign {c.id} `{c.name}` is {c.status}; prune never "
-                        "touches a campaign that has not ended. Nothing was deleted")
+        raise UserError(f"--campaign: campaign {c.id} `{one_line(c.name)}` is {c.status}; "
+                        "prune never touches a campaign that has not ended. Nothing was deleted")
     return [c.id for c in named if c.id in set(ended)], cutoff
 
 
@@ -106,7 +104,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
     dir_bytes = sum(tree_bytes(d) for d in dirs)
     if not ids and not idle:
         why = f" older than {args.older_than or DEFAULT_AGE}" if cutoff is not None else ""
-        print(f"prune: nothing to prune (no ended campaign{why} in {db_path})")
+        print(f"prune: nothing to prune (no ended campaign{why} in {one_line(str(db_path))})")
         return 0
     what = "deletes entirely (runs, jobs, results)" if drop else \
         "keeps run summaries, deletes raw rows of"
@@ -163,7 +161,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     for c in store.queue.open_campaigns():
         if engine_alive(c.engine_pid, c.engine_start_time, c.engine_host,
                         c.engine_heartbeat_s):
-            raise UserError(f"campaign {c.id} `{c.name}` has a running engine (pid "
+            raise UserError(f"campaign {c.id} `{one_line(c.name)}` has a running engine (pid "
                             f"{c.engine_pid}); vacuum rewrites the whole database and would "
                             "stall it: run it when no engine runs. Nothing was done")
     runs_dir = runs_dir_of(db_path)
@@ -175,7 +173,8 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     after = storage_sizes(db_path, runs_dir)
     old, new = before.db_bytes + before.wal_bytes, after.db_bytes + after.wal_bytes
     freed = f"freed {human_bytes(old - new)}" if new <= old else "nothing freed"
-    print(f"vacuum: {db_path}: {human_bytes(old)} -> {human_bytes(new)} (database + WAL; "
+    print(f"vacuum: {one_line(str(db_path))}: {human_bytes(old)} -> {human_bytes(new)} "
+          "(database + WAL; "
           f"{freed})")
     return 0
 
@@ -184,11 +183,12 @@ def _blocked(db_path: Path, rebuilt: bool) -> str:
     """Why vacuum stopped: a reader held the database past the busy timeout (exit 1)."""
     from dltop.store.db import busy_timeout_s
 
+    shown = one_line(str(db_path))
     who = (f"another connection is reading it (a viewer, dltop serve or an exporter, or "
            f"a query left open; waited {busy_timeout_s():g} s)")
     if not rebuilt:
-        return f"vacuum: {db_path}: blocked: {who}. Nothing was done: run it once they close"
-    return (f"vacuum: {db_path}: rebuilt, but blocked from truncating the WAL: {who}. "
+        return f"vacuum: {shown}: blocked: {who}. Nothing was done: run it once they close"
+    return (f"vacuum: {shown}: rebuilt, but blocked from truncating the WAL: {who}. "
             "The rebuilt pages wait in the WAL until they close: run it again then")
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from dltop.catalog import JobStatus, RunStatus
 from dltop.errors import UserError
 from dltop.jobs.environment import core_order
-from dltop.jobs.executors import where
+from dltop.jobs.executors import slurm_partition, where
 from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time, this_host
 from dltop.profiles import limits
@@ -65,10 +65,12 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
     problems: list[str | None] = []
     launches: list[command.Launch] = []  # command jobs' programs, resolved once each
     capabilities = _Capabilities(gpu_count)
+    partitions = _Partitions()
     configs = [job for block, _ in jobs.blocks for job in block]
+    sources = [p.source for p in profiles for _ in JobList.concat([p.jobs]).blocks]
     # A repeat differs from its configuration only in its index: checked once per
     # configuration, its answer holds for every repeat.
-    for block, passes in jobs.blocks:
+    for (block, passes), source in zip(jobs.blocks, sources, strict=True):
         answers: list[str | None] = []
         for job in block:
             if job.framework not in runner_problem:
@@ -85,7 +87,7 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
                     launch_problem = str(exc)
             answers.append(cntk_gpu_problem(job, gpu_count, capabilities)
                            or _problem(job, gpu_count, runner_problem[job.framework])
-                           or launch_problem)
+                           or launch_problem or partitions.problem(job, source))
         problems.extend(answers * passes)
     bad = [p for p in problems if p is not None]
     if bad and not skip_unavailable:
@@ -135,6 +137,26 @@ class _Capabilities:
         if self._caps is None:
             self._caps = [nvml.compute_capability(i) for i in range(self._count)]
         return self._caps
+
+
+class _Partitions:
+    """The Slurm partitions' nodes, asked of ``sinfo`` once, when a Slurm job first needs
+    them (:mod:`dltop.jobs.executors.slurm_partition`)."""
+
+    def __init__(self) -> None:
+        self._asked = False
+        self._partitions: slurm_partition.Partitions | None = None
+
+    def problem(self, job: JobSpec, source: str) -> str | None:
+        """Why ``job`` (a Slurm job) fits no node of its partition, or None."""
+        if where.on_this_host(job):
+            return None
+        if not self._asked:
+            self._asked = True
+            self._partitions = slurm_partition.query_partitions(os.environ)
+        if self._partitions is None:
+            return None
+        return slurm_partition.partition_problem(job, self._partitions, source)
 
 
 def cntk_gpu_problem(job: JobSpec, gpu_count: int, capabilities: _Capabilities) -> str | None:

@@ -257,7 +257,7 @@ class JobSpec:
         transformers tokens (sequences x ``seq_len``; generate: sequences x
         ``new_tokens``, the tokens a request generates). The runners report the same
         in each ``iter`` event's ``samples``; ``runs.samples_per_iter`` stores it."""
-        if self.mode == "generate" and self.new_tokens:
+        if self.mode in ("generate", "serve") and self.new_tokens:
             return self.samples_per_iter * self.new_tokens
         if self.seq_len and self.model in catalog.TRANSFORMER_MODELS:
             return self.samples_per_iter * self.seq_len

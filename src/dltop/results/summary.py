@@ -78,7 +78,9 @@ NOTES = (
     "devices); see docs/metrics.md for the peak table.",
     "flags: noisy (a run's CV > 0.10), packed (other runs of a --pack campaign shared the "
     "host), shared (another engine's runner used its devices), contaminated "
-    "(a foreign process used the run's devices), simulated (GPU readings from simulated "
+    "(a foreign process used the run's devices), client-bound (a serve run's client fell "
+    "behind its schedule: dispatch lag p99 over 10 ms, or its CPU near a full core), "
+    "simulated (GPU readings from simulated "
     "GPUs: their numbers are not shown), incomplete (fewer ok runs than planned).",
 )
 
@@ -123,14 +125,15 @@ def readings_text(res: ConfigResult) -> str:
 
 
 def flags(res: ConfigResult) -> list[str]:
-    """``noisy``, ``packed``, ``shared``, ``contaminated``, ``simulated``, ``incomplete``,
-    in order."""
+    """``noisy``, ``packed``, ``shared``, ``contaminated``, ``client-bound``, ``simulated``,
+    ``incomplete``, in order."""
     # A CPU run on a host of simulated GPUs is flagged too (its stored GPU rows are
     # simulated, and the export's note counts it), but none of its figures is a GPU one.
     simulated = res.device_kind == "gpu" and any(r.simulated for r in res.runs)
     out = [name for name, on in (("noisy", res.noisy), ("packed", res.packed),
                                  ("shared", res.shared),
                                  ("contaminated", res.contaminated),
+                                 ("client-bound", res.client_bound),
                                  ("simulated", simulated))
            if on]
     if res.incomplete:

@@ -53,6 +53,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
+from dltop.store.serving import v24
 from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
@@ -136,6 +137,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(23, "job_templates: a campaign's job specs stored once per configuration, "
                   "jobs.template referencing them; the job_specs view (every job's "
                   "config_key and spec_json)", v23),
+    Migration(24, "serve_requests: one row per request of a serve run (schedule, dispatch "
+                  "lag, slot wait, first byte, TTFT, e2e, status, error, tokens, chunk times "
+                  "and counts); runs.serve_window_s/client_cpu_pct/dispatch_lag_p99_s/"
+                  "client_bound", v24),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -20,6 +20,7 @@ load shows is here, per configuration over its ok runs (docs/metrics.md, "Servin
 
 from __future__ import annotations
 
+import itertools
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -109,8 +110,9 @@ def _opt(v: Any) -> float | None:
 
 
 def slos(identity: Mapping[str, Any]) -> dict[str, float]:
-    """The SLOs a configuration's options give, in seconds by metric."""
-    opts = identity.get("options") or {}
+    """The SLOs a configuration's options give, in seconds by metric (a result's identity
+    holds its options as keys of their own; a job's has them under ``options``)."""
+    opts = identity.get("options") or identity
     return {name: float(opts[key]) / 1000.0 for key, name in SLO_KEYS
             if opts.get(key) is not None}
 
@@ -134,8 +136,9 @@ def serving_numbers(res: ConfigResult, name: str) -> tuple[float | None, str,
                                                             dict[str, float]]:
     """(value, why none, detail) of serving metric ``name`` for a configuration."""
     runs = res.runs
-    if res.identity.get("mode") != "serve":
-        return None, f"n/a: {res.identity.get('mode', 'train')} run", {}
+    mode = res.identity.get("mode", "train")
+    if mode != "serve":  # the latency metric's words for the other runs
+        return None, "n/a: training run" if mode == "train" else f"n/a: {mode} run", {}
     reqs = [q for r in runs for q in r.serving]
     if not reqs:
         return None, "n/a: no serve requests stored", {}
@@ -161,8 +164,7 @@ def serving_numbers(res: ConfigResult, name: str) -> tuple[float | None, str,
         return (statistics.fmean(cpus) if cpus else None), "n/a: not measured", {}
     values: list[float]
     if name == "itl-chunk":
-        values = [b - a for q in reqs if q.ok
-                  for a, b in zip(q.chunk_s, q.chunk_s[1:], strict=False)]
+        values = [b - a for q in reqs if q.ok for a, b in itertools.pairwise(q.chunk_s)]
     elif name == "dispatch-lag":
         values = [q.dispatch_lag_s for q in reqs]
     else:

@@ -21,6 +21,7 @@ Python 3.6-bound like the framework runners). What it measures, and why so:
 """
 
 import asyncio
+import errno
 import json
 import math
 import random
@@ -303,11 +304,12 @@ class Client(object):
     def _connect_failed(self, exc):
         if self.fatal:
             return
-        if isinstance(exc, (aiohttp.ClientConnectorCertificateError,
-                            aiohttp.ClientConnectorSSLError)) or "ssl" in str(exc).lower():
+        os_error = getattr(exc, "os_error", None)
+        if isinstance(exc, aiohttp.ClientSSLError):
             host = getattr(exc, "host", None) or self.endpoint
             self.fatal = "TLS failed for host %s: %s" % (host, exc)
-        elif isinstance(getattr(exc, "os_error", None), ConnectionRefusedError):
+        elif isinstance(os_error, ConnectionRefusedError) \
+                or getattr(os_error, "errno", None) == errno.ECONNREFUSED:
             self.fatal = "connection refused at %s" % self.endpoint
         else:
             self.fatal = "cannot connect to %s: %s" % (self.endpoint, exc)

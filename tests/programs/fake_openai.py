@@ -17,7 +17,9 @@ characters). The served model's name picks what the edges look like:
 - ``reset``: two chunks, then the connection is reset;
 - ``stall``: two chunks, then nothing;
 - ``malformed``: two chunks, then a line that is not JSON (with an ESC byte);
-- ``flaky``: every third request as ``error500``, the others as ``steady``.
+- ``flaky``: every third request as ``error500``, the others as ``steady``;
+- ``edges``: the Nth request as the Nth of ``http429``, ``error500``, ``reset``,
+  ``malformed`` and ``stall``, in turn.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import time
 from aiohttp import web
 
 COUNT = {"n": 0}
+EDGES = ("http429", "error500", "reset", "malformed", "stall")
 
 
 def chunk(api: str, text: str | None, *, role: bool = False, finish: str | None = None,
@@ -67,6 +70,8 @@ async def complete(request: web.Request) -> web.StreamResponse:
     COUNT["n"] += 1
     if model == "flaky":
         model = "error500" if COUNT["n"] % 3 == 0 else "steady"
+    elif model == "edges":
+        model = EDGES[(COUNT["n"] - 1) % len(EDGES)]
     if model == "http429":
         return web.json_response({"error": {"message": "rate limited", "code": 429}},
                                  status=429)

@@ -131,28 +131,29 @@ def test_completions_api(tmp_path: Path, fake_server) -> None:
     assert all(r["output_tokens"] == 8 and r["status"] == 200 for r in named(events, "request"))
 
 
-@pytest.mark.parametrize(("model", "says"), [
-    ("http429", "HTTP 429: "),
-    ("error500", "server error in the stream: "),
-    ("reset", "stream "),
-    ("malformed", "malformed SSE data: '{not json \\x1b[31m'"),
-    ("stall", "stalled: no data for 1 s"),
-])
-def test_each_failure_is_a_stored_error_and_fails_the_run(tmp_path: Path, fake_server,
-                                                         model: str, says: str) -> None:
+EDGE_ERRORS = ("HTTP 429: ", "server error in the stream: ", "stream ",
+               "malformed SSE data: '{not json \\x1b[31m'", "stalled: no data for 1 s")
+"""The start of each edge's stored error (fake_openai's ``edges``: one request each)."""
+
+
+def test_each_failure_is_a_stored_error_and_fails_the_run(tmp_path: Path,
+                                                         fake_server) -> None:
     url = fake_server("--ttft-ms", "2", "--itl-ms", "1")
-    job = spec(url, model, iterations=2, warmup=0, timeout_s=5.0)
+    # one at a time, so that the server sees them in order: 429, 500, reset, bad, stall
+    job = spec(url, "edges", iterations=5, warmup=0, timeout_s=5.0, concurrency=1)
     t0 = time.monotonic()
     code, events, err = run_runner(tmp_path, job)
     assert time.monotonic() - t0 < 15
     assert code == 3, err
-    reqs = named(events, "request")
-    assert len(reqs) == 2 and all(r["error"] and r["error"].startswith(says) for r in reqs), \
-        [r["error"] for r in reqs]
-    assert all(r["status"] == (429 if model == "http429" else 200) for r in reqs)
+    reqs = sorted(named(events, "request"), key=lambda r: r["request"])
+    assert [r["status"] for r in reqs] == [429, 200, 200, 200, 200]
+    for r, says in zip(reqs, EDGE_ERRORS, strict=True):
+        assert r["error"] and r["error"].startswith(says), (says, r["error"])
+    assert reqs[-1]["output_tokens"] == 2  # what came before the stall is kept
     (error,) = named(events, "error")
     assert error["kind"] == "crash"
-    assert "2 of 2 measured requests failed" in error["message"] and says in error["message"]
+    assert "5 of 5 measured requests failed" in error["message"]
+    assert "request 0: HTTP 429: " in error["message"]  # the first errors, quoted
     assert not named(events, "generate") and not named(events, "iter")
     _check_protocol(events)
 

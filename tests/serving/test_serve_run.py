@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -91,6 +92,19 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     assert all(r["itl-chunk"] > 2 * r["itl"] for r in multi)
     (failed,) = [r for r in rows if r["model"] == "http429"]
     assert failed["status"] == "crashed"
+    assert all("client-bound" not in r["flags"] for r in ok)
+
+    # a run whose client fell behind is flagged in every table, as contaminated is
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("update runs set client_bound = 1 where id = ?", [runs[0]["id"]])
+    conn.close()
+    out = dltop(db, "export", "--table", "summary", "--format", "json")
+    flagged = [r for r in json.loads(out.stdout)["rows"] if "client-bound" in r["flags"]]
+    assert [(r["model"], r["identity"]["concurrency"]) for r in flagged] == [("steady", 1)]
+    pivot = dltop(db, "export", "--metric", "ttft")
+    assert pivot.returncode == 0, pivot.stderr
+    assert "‡" in pivot.stdout and "‡ client-bound: a serve run's client" in pivot.stdout
     assert sorted((r["model"], r["identity"]["concurrency"]) for r in ok) == [
         ("multi", 1), ("multi", 4), ("steady", 1), ("steady", 4)]  # a sweep: four rows
 
@@ -101,12 +115,13 @@ def test_an_unreachable_endpoint_is_setup_failed(tmp_path: Path) -> None:
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}/v1"
     profile = tmp_path / "down.toml"
-    profile.write_text(PROFILE.format(url=url).split("[[matrix]]\nmodels = [\"http429\"]")[0])
+    profile.write_text(f'[[matrix]]\nframeworks = ["openai"]\nmodels = ["m"]\nmode = "serve"\n'
+                       f'endpoint = "{url}"\nconcurrency = 8\niterations = 100\n')
     db = tmp_path / "d.db"
     res = dltop(db, "run", str(profile))
     assert res.returncode == 1
     runs = query(db, "select status, error_kind, error_message from runs")
-    assert len(runs) == 4
+    assert len(runs) == 1
     assert all(r["status"] == "setup_failed" and r["error_kind"] == "setup" for r in runs)
     assert all(r["error_message"] == f"connection refused at {url}" for r in runs)
     assert query(db, "select count(*) as n from serve_requests")[0]["n"] == 0

@@ -17,6 +17,9 @@ from typing import Any
 import pytest
 from tests.dltop_env import query
 
+from dltop.store.generations import unpack_seconds
+from dltop.store.serving import unpack_counts
+
 pytestmark = pytest.mark.slow
 
 PROFILE = """[defaults]
@@ -74,6 +77,18 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     assert [s["tokens"] for s in stored[:4]] == [80] * 4
     gens = query(db, "select run_id, count(*) as n from generations group by run_id")
     assert [g["n"] for g in gens] == [10] * 4  # warm-up rows flagged, never counted
+    # one request, one idx: its generation row's latencies are its stored chunks'
+    pairs = query(db, "select s.chunk_s, s.chunk_tokens, s.ttft_s, s.e2e_s, s.output_tokens, "
+                  "g.ttft_s as g_ttft, g.e2e_s as g_e2e, g.new_tokens, g.itl_s from "
+                  "serve_requests s join generations g using (run_id, idx)")
+    assert len(pairs) == 40
+    for p in pairs:
+        chunks, counts = unpack_seconds(p["chunk_s"]), unpack_counts(p["chunk_tokens"])
+        itl = unpack_seconds(p["itl_s"])
+        assert (p["g_ttft"], p["g_e2e"], p["new_tokens"]) == (
+            chunks[0], p["e2e_s"], p["output_tokens"]) and sum(counts) == p["new_tokens"]
+        assert len(itl) == p["new_tokens"] - 1
+        assert sum(itl) == pytest.approx(chunks[-1] - chunks[0])
 
     out = dltop(db, "export", "--table", "summary", "--format", "json")
     assert out.returncode == 0, out.stderr

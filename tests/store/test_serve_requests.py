@@ -52,8 +52,8 @@ def test_requests_become_rows_and_the_load_the_run_columns(store: Store) -> None
         assert extras.on_event(e)
     extras.flush(final=True)
     rows = list(store.db.query("select * from serve_requests order by idx"))
-    assert [(r["idx"], r["warmup"], r["status"], r["error"]) for r in rows] == [
-        (0, 1, 200, None), (1, 0, 200, None), (2, 0, 500, "HTTP 500: x")]
+    assert [(r["idx"], r["request"], r["warmup"], r["status"], r["error"]) for r in rows] == [
+        (0, 0, 1, 200, None), (1, 1, 0, 200, None), (2, 2, 0, 500, "HTTP 500: x")]
     assert unpack_seconds(rows[1]["chunk_s"]) == (0.02, 0.03, 0.05)
     assert unpack_counts(rows[1]["chunk_tokens"]) == (2, 1, 1)
     assert unpack_counts(rows[2]["chunk_tokens"]) == ()

@@ -29,7 +29,8 @@ def request_row(event: dict[str, Any]) -> dict[str, Any]:
         v = event.get(key)
         return None if v is None else float(v)
 
-    return {"idx": int(event["request"]), "warmup": int(bool(event["warmup"])),
+    return {"idx": int(event["index"]), "request": int(event["request"]),
+            "warmup": int(bool(event["warmup"])),
             "scheduled_s": float(event["scheduled_s"]),
             "dispatch_lag_s": float(event["dispatch_lag_s"]),
             "slot_wait_s": float(event["slot_wait_s"]), "first_byte_s": opt("first_byte_s"),

@@ -24,11 +24,13 @@ from collections.abc import Sequence
 from typing import Any
 
 TABLE = "serve_requests"
-COLUMNS = ("idx", "warmup", "scheduled_s", "dispatch_lag_s", "slot_wait_s", "first_byte_s",
-           "ttft_s", "e2e_s", "status", "error", "prompt_tokens", "output_tokens",
+COLUMNS = ("idx", "request", "warmup", "scheduled_s", "dispatch_lag_s", "slot_wait_s",
+           "first_byte_s", "ttft_s", "e2e_s", "status", "error", "prompt_tokens", "output_tokens",
            "tokens_estimated", "chunk_s", "chunk_tokens")
-"""The columns a row gives (``run_id`` is the call's); ``idx`` is the request's place in
-the schedule (warm-up requests first), ``chunk_s``/``chunk_tokens`` packed."""
+"""The columns a row gives (``run_id`` is the call's); ``idx`` is its event's index, the
+order requests ended in, and the ``idx`` of the request's ``iterations`` and
+``generations`` rows when it produced tokens; ``request`` is its place in the schedule
+(warm-up requests first); ``chunk_s``/``chunk_tokens`` packed."""
 RUN_COLUMNS = {"serve_window_s": float, "client_cpu_pct": float, "dispatch_lag_p99_s": float,
                "client_bound": int}
 """``runs`` columns of a serve run: the measured load's wall seconds, the client's CPU
@@ -60,8 +62,9 @@ def v24(db: Any) -> None:
     # Keyed by (run_id, idx) WITHOUT ROWID like generations; its chunk arrays packed.
     db.conn.execute(
         f"create table {TABLE} (run_id integer not null references runs(id), "
-        "idx integer not null, warmup integer, scheduled_s float, dispatch_lag_s float, "
-        "slot_wait_s float, first_byte_s float, ttft_s float, e2e_s float, status integer, "
+        "idx integer not null, request integer, warmup integer, scheduled_s float, "
+        "dispatch_lag_s float, slot_wait_s float, first_byte_s float, ttft_s float, "
+        "e2e_s float, status integer, "
         "error text, prompt_tokens integer, output_tokens integer, tokens_estimated integer, "
         "chunk_s blob, chunk_tokens blob, primary key (run_id, idx)) without rowid")
     for name, kind in RUN_COLUMNS.items():

@@ -6,6 +6,10 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 BIN := $(VENV)/bin
+# `make run GPU=1` (or `make venv GPU=1`) on a GPU server takes the CUDA builds: PyPI's
+# Linux torch wheel (CUDA), tensorflow[and-cuda] and jax[cuda13]; the three variables below
+# still override one by one. The stamp records which build the venv holds.
+GPU ?=
 # torch 2.13.0 is the CPU build this project tests with (pip finds it on local
 # disk on our machines; elsewhere it downloads). GPU servers: install the CUDA
 # build of torch into the venv instead; nothing else changes.
@@ -13,10 +17,14 @@ TORCH ?= torch==2.13.0
 # TensorFlow shares dltop's interpreter (CPU build here; GPU servers:
 # tensorflow[and-cuda]). CNTK 2.7 gets its own Python 3.6 environment, built by
 # `dltop env setup cntk` (pyenv's 3.6, cntk==2.7.post2, Open MPI sonames).
+ifeq ($(GPU),1)
+TF ?= tensorflow[and-cuda]==2.21.0
+JAX ?= jax[cuda13]==0.10.2
+endif
 TF ?= tensorflow-cpu==2.21.0
 # JAX shares it too: the CPU build (GPU servers: jax[cuda13]).
 JAX ?= jax==0.10.2
-STAMP := $(VENV)/.dltop-installed
+STAMP := $(VENV)/.dltop-installed$(if $(filter 1,$(GPU)),-gpu,)
 
 .PHONY: run test test-fast lint check venv clean-venv slurm-packages
 

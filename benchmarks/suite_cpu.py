@@ -6,7 +6,7 @@ ticks), naming each by its command line (a PyTorch runner, a TensorFlow runner, 
 ``dltop run`` engine, an xdist worker, Chromium, ...). At the end it prints the CPU
 seconds of each kind, how many processes of it ran, and the host's busy and idle
 shares over the command's wall time (``/proc/stat``). Used to choose what to cut in
-the suite (README, "Tests"): it is a census, not a profile.
+the suite (docs/development.md): it is a census, not a profile.
 
 Limits: a process that lives less than the sampling interval is missed (its CPU shows
 only in the host's busy total); a process already running when sampling starts is

@@ -29,6 +29,13 @@ LLM_REFERENCES = (
 """GPT-2 small training figures (tokens/s, MFU %) the measured ones stand beside."""
 LLM_TARGETS = {("gpt2-small", "default"): 30.0, ("llama-1b", "default"): 40.0}
 """Issue 29's MFU goals (bf16, compile) per (model, compile mode)."""
+REPEATS_NOTE = (
+    "One repeat per configuration (`repeats = 1` in the check's profiles, to fit its "
+    "budget): every figure below is a single run's, with no interval across repeats; a "
+    "single run's spread is within-run only. The built-in GPU profiles (dlbench-gpu, "
+    "llm-gpu) repeat 3 times (docs/metrics.md, statistics policy).")
+"""Said at the top of the campaign and transformer sections: the check runs each
+configuration once."""
 
 
 def parse_harness(text: str) -> list[dict[str, Any]]:
@@ -188,7 +195,8 @@ def _campaign(d: dict[str, Any]) -> list[str]:
                        r.get("rows_counter_j"), r.get("rows_integrated_j"), r.get("rows_ratio"),
                        r["sampler_achieved_hz"], bool(r["telemetry_simulated"])])
     unsat = (d.get("campaign") or {}).get("unsatisfiable") or []
-    lines = ["MFU: TFLOP/s ÷ dltop's peak table for the device and precision; GPU MiB: the "
+    lines = [REPEATS_NOTE, "",
+             "MFU: TFLOP/s ÷ dltop's peak table for the device and precision; GPU MiB: the "
              "run's processes' peak (else the device's). Raw: campaign.json, campaign.db.", "",
              *_table(["run", "fw", "model", "batch", "device", "precision", "settings",
                       "status", "s/iter", "samples/s", "MFU %", "GPU MiB", "SM MHz",
@@ -299,7 +307,8 @@ def _llm(d: dict[str, Any]) -> list[str]:
                             f"{goal:g} %: {'met' if got and got >= goal else 'NOT met'})")
     refs = [f"- {name}: {tok:,.0f} tokens/s, MFU {mfu:g} %" for name, tok, mfu in
             LLM_REFERENCES]
-    return ["Training: tokens/s (batch x seq_len per step) and MFU (6N + 12·L·d·T FLOPs "
+    return [REPEATS_NOTE, "",
+            "Training: tokens/s (batch x seq_len per step) and MFU (6N + 12·L·d·T FLOPs "
             "per token ÷ the device's dense bf16 peak; docs/metrics.md). Generation: TTFT "
             "and time per output token, p50 over the measured requests.", "",
             *_table(["run", "fw", "model", "mode", "batch", "seq / prompt+new", "compile",

@@ -7,6 +7,7 @@ skipped with the reason, and leave at most 8 files (what the device tool returns
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -107,6 +108,20 @@ def test_profile_dump_round_trips() -> None:
     assert tomllib.loads(gpu_check_steps.dump_profile(data)) == data
 
 
+def test_the_check_profiles_run_once_and_the_builtin_gpu_profiles_thrice() -> None:
+    from dltop.profiles.loader import load
+
+    for name in ("gpu_check_profile.toml", "gpu_check_llm.toml"):
+        with (SCRIPTS / name).open("rb") as f:
+            assert tomllib.load(f)["defaults"]["repeats"] == 1, name
+        assert {j.repeat for j in load(str(SCRIPTS / name)).jobs} == {0}, name
+    for name in ("dlbench-gpu", "llm-gpu"):
+        jobs = load(name).jobs
+        assert {j.repeat for j in jobs} == {0, 1, 2}, name
+        # every configuration three times: three times the distinct configurations
+        assert len(jobs) == 3 * len({dataclasses.replace(j, repeat=0) for j in jobs}), name
+
+
 def test_harness_rows_parsed_from_the_benchmark_output() -> None:
     out = ("device=gpu threads=1 iterations=20 warmup=5 rounds=2 (alternating bare/dltop)\n"
            "framework   model      batch  bare s/iter  dltop s/iter   ratio\n"
@@ -182,6 +197,9 @@ def test_gpu_mode_report_draws_every_figure() -> None:
     assert "goal ≤ 1.01: met" in _section(text, "Harness overhead on the GPU")
     assert "| utilization | 2000 | 12.5 | 40 | 90 | 0 |" in _section(text, "NVML query latency")
     assert "CUDA error" in _section(text, "Campaign")
+    # one repeat, said where the figures are (docs/metrics.md, statistics policy)
+    assert _section(text, "Campaign").startswith("One repeat per configuration")
+    assert "One repeat per configuration" in _section(text, "Transformers")
     assert _section(text, "TensorFlow on the GPU").startswith(
         "not available on this machine: No module named")
     llm = _section(text, "Transformers")

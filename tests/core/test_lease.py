@@ -282,3 +282,84 @@ def test_module_fixtures_lease_in_a_private_directory(module_lock_dir: str | Non
                                                       private_lock_dir: str) -> None:
     assert module_lock_dir is not None and Path(module_lock_dir) != lease.DEFAULT_LOCK_DIR
     assert module_lock_dir != private_lock_dir  # the per-test one stays per test
+
+
+# packed runs take any free device of their kind (issue 38) ---------------------------
+def flocked(directory: Path, name: str) -> bool:
+    """Whether some open file holds ``name``'s lock (a raw probe: no ticket, no line)."""
+    import fcntl
+
+    fd = os.open(directory / f"{name}.lock", os.O_RDONLY | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
+
+
+def test_an_any_of_lease_takes_a_free_device_not_the_one_named(tmp_path: Path) -> None:
+    from dltop.jobs.allocator import Allocation
+
+    other = hold(tmp_path, "cpu-0")
+    mine = DeviceLease(["cpu-0", "cpu-1"], {"campaign": 1}, tmp_path, any_of=1)
+    try:
+        assert mine.poll() is None and mine.complete and mine.held == ("cpu-1",)
+        assert mine.bound(Allocation((), (0,))) == Allocation((), (1,))
+        assert flocked(tmp_path, "cpu-1")  # really locked
+    finally:
+        mine.release()
+        other.kill()
+        other.wait()
+
+
+def test_an_any_of_lease_holds_all_or_nothing(tmp_path: Path) -> None:
+    from dltop.jobs.allocator import Allocation
+
+    other = hold(tmp_path, "gpu-1")
+    mine = DeviceLease(["gpu-0", "gpu-1", "gpu-2"], {}, tmp_path, any_of=3)
+    try:
+        assert mine.poll() == "gpu-1" and not mine.complete and mine.held == ()
+        assert not flocked(tmp_path, "gpu-0")  # no part of it held while it waits
+        assert "any 3 of gpu 0-2: 1st in line; gpu-1 held by campaign 7" in \
+            mine.waiting_text("gpu-1")
+        assert mine.bound(Allocation((0, 1, 2), None)) == Allocation((0, 1, 2), None)
+    finally:
+        mine.release()
+        other.kill()
+        other.wait()
+
+
+def test_an_any_of_waiter_keeps_its_place_in_line(tmp_path: Path) -> None:
+    holder = hold(tmp_path, "cpu-1")
+    earlier = queue_up(tmp_path, 3, "cpu-0", "cpu-1")  # waits for both; cpu-1 is held
+    mine = DeviceLease(["cpu-0", "cpu-1"], {}, tmp_path, any_of=1)
+    try:
+        # cpu-0 is free, but the earlier waiter wants it: first come, first served
+        assert mine.poll() == "cpu-0" and mine.held == ()
+        earlier.kill()
+        earlier.wait()
+        assert mine.poll() is None and mine.held == ("cpu-0",)
+    finally:
+        mine.release()
+        for p in (earlier, holder):
+            p.kill()
+            p.wait()
+
+
+def test_a_packed_run_leases_any_devices_of_its_kind() -> None:
+    from dltop.jobs.allocator import Allocation, DeviceAllocator
+
+    packed = DeviceAllocator(2, (0, 2, 1, 3), pack=True)
+    cpu = lease.run_lease(("cpu-2",), Allocation((), (2,)), packed, {})
+    assert cpu.any_of == 1 and cpu._order == ("cpu-0", "cpu-2", "cpu-1", "cpu-3")
+    gpu = lease.run_lease(("gpu-1",), Allocation((1,), None), packed, {})
+    assert gpu.any_of == 1 and gpu.names == ("gpu-0", "gpu-1")
+    # exactly what was named: a lone engine's whole host, an unpinned run, a Slurm job
+    alone = DeviceAllocator(2, (0, 1), pack=False)
+    names = lease.run_devices(Allocation((), (0,)), alone)
+    assert lease.run_lease(names, Allocation((), (0,)), alone, {}).any_of is None
+    wide = Allocation((), None, exclusive=True)
+    assert lease.run_lease(("cpu-0", "cpu-1"), wide, packed, {}).any_of is None
+    assert lease.run_lease((), Allocation((), (0,)), packed, {}).names == ()

@@ -17,7 +17,7 @@ import pytest
 
 from dltop.errors import UserError
 from dltop.jobs import campaign
-from dltop.jobs.allocator import DeviceAllocator
+from dltop.jobs.allocator import Allocation, DeviceAllocator, Room
 from dltop.jobs.engine import Engine
 from dltop.jobs.environment import core_order
 from dltop.jobs.resume import resume
@@ -110,6 +110,21 @@ def test_a_job_wider_than_the_host_runs_alone() -> None:
 
 # profiles ----------------------------------------------------------------------------
 ONE = '[[matrix]]\nframeworks=["torch"]\nmodels=["fcn-r"]\nbatch_sizes=[8]\ndevices=["cpu:1"]\n'
+
+
+def test_a_run_rebound_to_what_its_lease_got_keeps_the_room_right() -> None:
+    a = DeviceAllocator(0, (0, 1, 2), pack=True)
+    t1, c1 = a.try_allocate(job("cpu:1")) or (0, None)
+    t2, c2 = a.try_allocate(job("cpu:1")) or (0, None)
+    assert (c1, c2) == (Allocation((), (0,)), Allocation((), (1,)))
+    # t1's lease got cpu 1 (another engine held 0): t2, still waiting, is meant for 0
+    assert a.rebind(t1, Allocation((), (1,))) == Allocation((), (1,))
+    assert a.room() == Room(0, 1)
+    t3, c3 = a.try_allocate(job("cpu:1")) or (0, None)
+    assert c3 == Allocation((), (2,)) and a.room() == Room(0, 0)
+    a.release(t1)
+    assert a.try_allocate(job("cpu:1")) == (4, Allocation((), (1,)))
+    assert t2 and t3
 
 
 def test_pack_key_is_validated_and_campaign_packs_only_if_every_profile_asks() -> None:
@@ -300,7 +315,7 @@ def test_engine_killed_with_two_packed_runs_then_resumed(
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "RECORDER_FAST": "1"})
     assert res.returncode == 0, res.stderr
-    assert "2 interrupted run(s) re-queued" in res.stderr
+    assert "2 interrupted runs re-queued" in res.stderr
     assert all(group_members(g) == [] for g in pgids)
     conn = sqlite3.connect(tmp_path / "d.db")
     runs = conn.execute("select job_id, status, error_kind from runs order by id").fetchall()
@@ -323,3 +338,63 @@ def test_export_marks_cells_measured_packed(tmp_path: Path) -> None:
     assert "| fcn-r | torch | 8 | 0.5000† | 0.5000 |" in md
     assert "† measured while other runs shared its devices" in md
     assert r"0.5000\textdagger{}" in render(build_table(store.db, cid, "time"), "latex")
+
+
+# three packed engines on two cores (issue 38) -------------------------------------------
+# Each run waits, bounded, until two runs have begun: runs that can go side by side then
+# overlap however slowly the loaded machine starts the engines.
+PAIRED = """
+import os, sys, time
+from dltop_report import step
+open(os.path.join(sys.argv[1], str(os.getpid())), "w").close()
+end = time.time() + 20
+while len(os.listdir(sys.argv[1])) < 2 and time.time() < end:
+    time.sleep(0.05)
+for _ in range(4):
+    with step(samples=8):
+        time.sleep(0.1)
+"""
+
+
+def _stored_runs(db: Path) -> list[tuple[str, str, str, str, str]]:
+    conn = sqlite3.connect(db)
+    try:
+        return conn.execute("select status, cpu_affinity, started_at, finished_at, "
+                            "device_lease from runs").fetchall()
+    finally:
+        conn.close()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(len(core_order()) < 2, reason="packing CPU runs needs 2 usable CPUs")
+def test_three_packed_engines_on_two_cores_leave_no_core_idle(tmp_path: Path) -> None:
+    # Was: every engine's allocator named the first core, so all three queued for it
+    # while the second idled. Each engine here has one cpu:1 job; the host is two cores.
+    from datetime import datetime
+
+    two = set(core_order()[:2])
+    (tmp_path / "barrier").mkdir()
+    (tmp_path / "paired.py").write_text(PAIRED)
+    argv = [sys.executable, str(tmp_path / "paired.py"), str(tmp_path / "barrier")]
+    prof = tmp_path / "p.toml"
+    prof.write_text('pack = true\n[[matrix]]\nframeworks=["command"]\nmodels=["a"]\n'
+                    'batch_sizes=[8]\ndevices=["cpu:1"]\nwarmup=1\niterations=3\n'
+                    f'timeout_s=60\ncommand={json.dumps(argv)}\n')
+    engines = [subprocess.Popen(
+        [sys.executable, "-m", "dltop", "run", str(prof), "--db", str(tmp_path / f"e{i}.db"),
+         "--headless", "--no-telemetry"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        text=True, preexec_fn=lambda: os.sched_setaffinity(0, two)) for i in range(3)]
+    for e in engines:
+        _, err = e.communicate(timeout=120)
+        assert e.returncode == 0, err
+    runs = [r for i in range(3) for r in _stored_runs(tmp_path / f"e{i}.db")]
+    assert [(r[0], r[4]) for r in runs] == [("ok", "held")] * 3
+    assert {r[1] for r in runs} == {str(c) for c in two}  # both cores served
+
+    def span(r: tuple[str, ...]) -> tuple[float, float]:
+        return tuple(datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp()
+                     for t in r[2:4])  # type: ignore[return-value]
+
+    pairs = [(a, b) for a, b in itertools.combinations(runs, 2)
+             if span(a)[0] < span(b)[1] and span(b)[0] < span(a)[1]]
+    assert pairs and all(a[1] != b[1] for a, b in pairs), runs  # side by side, never shared

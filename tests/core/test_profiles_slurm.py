@@ -129,7 +129,7 @@ def test_global_batch_must_divide_over_all_nodes() -> None:
     ("--gpus-per-task=1", "slurm.gpus_per_node"), ("--gres=gpu:2", "slurm.gpus_per_node"),
     ("-c4", "slurm.cpus_per_task"), ("--mem=4G", "slurm.mem"),
     ("--exclusive", "slurm.exclusive"), ("--oversubscribe", "slurm.exclusive"),
-    ("-pgpu", "slurm.partition"), ("--export=NONE", "the executor sets it"),
+    ("-pgpu", "slurm.partition"), ("--export=NONE", "which dltop controls"),
 ])
 def test_extra_args_that_change_the_job_shape_are_refused_naming_the_key(
         arg: str, instead: str) -> None:

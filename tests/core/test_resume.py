@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -64,8 +65,8 @@ def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_tex
     res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],
                          capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr + res.stdout
-    assert "1 interrupted run(s) re-queued" in res.stderr
-    assert "orphaned process(es) killed" in res.stderr
+    assert "1 interrupted run re-queued" in res.stderr
+    assert re.search(r"\d+ orphaned process(es)? killed", res.stderr)
     wait_until(lambda: not alive(pid), 10, f"the orphaned runner {pid} to die")
 
     conn = sqlite3.connect(tmp_path / "d.db")

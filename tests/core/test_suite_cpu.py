@@ -1,4 +1,4 @@
-"""benchmarks/suite_cpu.py: the census the README's suite figures come from."""
+"""benchmarks/suite_cpu.py: the census docs/development.md's suite figures come from."""
 
 from __future__ import annotations
 

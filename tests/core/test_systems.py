@@ -162,3 +162,21 @@ def test_a_systems_cpus_per_gpu_shapes_the_job_without_asking_sinfo(
                                           tmp_path / "runner.log"), per_gpu)
     assert {"--partition=dc-gpu", "--account=proj123", "--gpus-per-node=4",
             "--cpus-per-task=128"} <= set(argv)
+
+
+def test_a_system_s_short_time_names_the_config_not_the_profile(conf: Path) -> None:
+    conf.write_text("[systems.short]\ntime = 5\n[systems.few]\ngpus_per_node = 1\n")
+    text = PROFILE.format(executor="", extra="").replace("warmup = 1",
+                                                         "warmup = 1\ntimeout_s = 600")
+    with pytest.raises(UserError) as err:
+        jobs(text, "short")
+    msg = str(err.value)
+    assert msg.startswith(f"{conf}: systems.short.time: '5' (300 s) is shorter than "
+                          "the job's timeout_s = 600"), msg
+    with pytest.raises(UserError) as err:
+        jobs(text.replace('devices = ["gpu:1"]', 'devices = ["gpu:2"]'), "few")
+    assert str(err.value).startswith(f"{conf}: systems.few.gpus_per_node: 1 is fewer"), err
+    # the profile's own value is the profile's to name
+    with pytest.raises(UserError) as err:
+        jobs(text + '[slurm]\ntime = "6"\n', "short")
+    assert str(err.value).startswith("p.toml: slurm.time: '6' (360 s)"), err

@@ -35,7 +35,7 @@ SRC = Path(catalog.__file__).parent
 def reader(*, error: dict[str, Any] | None = None, done: bool = False,
            measured: int = 0) -> Any:
     return SimpleNamespace(error=error, done={"event": "done"} if done else None,
-                           measured=measured)
+                           measured=measured, extra_runner=None)
 
 
 CLASSIFY_CASES = [

@@ -177,3 +177,77 @@ def test_the_supervisor_never_appends_through_a_log_link(tmp_path: Path) -> None
     assert victim.read_text() == "precious\n"
     # and a log tail is never read through a link (it would be stored in the database)
     assert read_log_tail(log) == ""
+
+
+# the database file itself (issue 38) -------------------------------------------------
+def _dltop(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
+                          text=True, timeout=120, preexec_fn=lambda: os.umask(0o022))
+
+
+@pytest.mark.slow
+def test_a_dangling_db_link_is_refused_and_nothing_is_created(tmp_path: Path) -> None:
+    # was: SQLite created the link's target, mode 0644, and the campaign ran
+    link = tmp_path / "d.db"
+    link.symlink_to(tmp_path / "elsewhere" / "target.db")
+    (tmp_path / "elsewhere").mkdir()
+    before = sorted(p.name for p in tmp_path.iterdir())
+    res = _dltop("run", str(_profile(tmp_path)), "--db", str(link), "--headless",
+                 "--no-telemetry")
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.strip().splitlines()[-1] == (
+        f"dltop: error: {link}: a symbolic link to {tmp_path / 'elsewhere' / 'target.db'}, not "
+        "a database file; dltop never opens or creates a database through a link: pass the "
+        "real path")
+    assert "Traceback" not in res.stderr
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([*before, "p.toml"])
+
+
+def test_a_link_to_an_existing_database_is_refused_for_reading_and_writing(
+        tmp_path: Path) -> None:
+    from dltop.errors import UserError
+    from dltop.store import connect
+    from dltop.store.reader import open_reader
+
+    real = tmp_path / "real.db"
+    connect(real).conn.close()
+    link = tmp_path / "link.db"
+    link.symlink_to(real)
+    for open_it in (connect, lambda p: connect(p, create=False), open_reader):
+        with pytest.raises(UserError, match=r"a symbolic link to .*real\.db, not a database"):
+            open_it(link)
+    res = _dltop("status", "--db", str(link))
+    assert res.returncode == 2 and "a symbolic link" in res.stderr and \
+        res.stderr.count("\n") == 1, res.stderr
+    # a symlinked parent directory is fine: only the last component must be the file
+    (tmp_path / "dirlink").symlink_to(tmp_path)
+    assert _dltop("status", "--db", str(tmp_path / "dirlink" / "real.db")).returncode == 0
+
+
+@pytest.mark.slow
+def test_a_directory_as_db_says_so(tmp_path: Path) -> None:
+    folder = tmp_path / "d.db"
+    folder.mkdir()
+    for args in (("status",), ("vacuum",), ("export",),
+                 ("run", str(_profile(tmp_path)), "--headless", "--no-telemetry")):
+        res = _dltop(*args, "--db", str(folder))
+        assert res.returncode == 2, (args, res.stderr)
+        assert res.stderr == f"dltop: error: {folder} is a directory, not a database file\n" \
+            or res.stderr.endswith(
+                f"dltop: error: {folder} is a directory, not a database file\n"), (args, res)
+    assert list(folder.iterdir()) == [] and not (tmp_path / "d-runs").exists()
+
+
+def test_a_database_file_replaced_by_a_link_while_opening_is_refused(tmp_path: Path) -> None:
+    from dltop.errors import UserError
+    from dltop.store.db import database_file, same_file
+
+    db = tmp_path / "d.db"
+    db.write_bytes(b"")
+    ident = database_file(db)
+    assert ident is not None
+    db.unlink()
+    db.symlink_to(tmp_path / "victim")
+    with pytest.raises(UserError, match="a symbolic link"):
+        same_file(db, ident)

@@ -70,6 +70,23 @@ def test_campaign_eta_uses_each_configs_own_pace_else_the_overall_one() -> None:
     assert eta.text() == "ETA ≈ 2 min (from 5 finished runs)"
 
 
+def test_campaign_eta_learns_each_runs_start_up_and_its_window_from_finished_runs() -> None:
+    """Two finished runs of 10 s wall, 50 measured iterations in 4 s each: 6 s of start-up,
+    compile and warm-up per run, 0.08 s/it. Spreading wall time over iterations (the
+    old estimate) said 0.2 s/it and nothing fixed: 20 iterations were 4 s, not 10 s."""
+    a, b = ("torch", "fcn"), ("jax", "fcn")
+    finished = [FinishedRate(a, runs=2, iterations=100, wall_s=20.0, measured_s=8.0)]
+    # A job of `a` asks 20 iterations, but its time window made the finished runs take 50.
+    own = campaign_eta(finished, [PendingWork(a, jobs=1, iterations=20)])
+    assert own.seconds is not None and math.isclose(own.seconds, 6.0 + 50 * 0.08)
+    # An unseen configuration pays the learnt start-up too; a started run does not.
+    other = campaign_eta(finished, [PendingWork(b, jobs=2, iterations=60),
+                                    PendingWork(("",), 1, 10, started=True)])
+    assert other.seconds is not None
+    assert math.isclose(other.seconds, 2 * 6.0 + 60 * 0.08 + 10 * 0.08)
+    assert other.jobs_left == 3
+
+
 def test_campaign_eta_unknown_before_any_finished_run_and_done_without_jobs() -> None:
     eta = campaign_eta([], [PendingWork(("x",), 3, 300)])
     assert eta.seconds is None and eta.jobs_left == 3

@@ -130,3 +130,16 @@ def test_figures_md_names_runs_with_the_run_label(check: Report) -> None:
     assert "run 1: torch resnet-50 b256 gpu:1 bf16 channels last" in text
     assert "run 2: torch resnet-50 b256 gpu:1 fp16 channels last" in text
     assert "Throughput and energy per sample by precision" in text
+
+
+def test_figures_md_shows_html_in_names_as_text(check: Report) -> None:
+    """Issue 38: figures.md is Markdown; a campaign named with a tag must not render it."""
+    import dataclasses
+
+    from dltop.report import figures
+
+    named = dataclasses.replace(check, title="c <img src=x onerror=alert(1)>\x1b[2J")
+    text = figures.render_figures(named, "svg", draw=lambda spec, fmt: b"<svg/>")[
+        "figures.md"].decode()
+    assert "<img" not in text and "\x1b" not in text
+    assert text.startswith("# c &lt;img src=x onerror=alert(1)>\\x1b[2J: figures")

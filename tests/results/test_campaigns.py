@@ -213,22 +213,26 @@ def test_cli_campaign_references(db_path: Path, tmp_path: Path,
 def test_cli_compare_takes_lists(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # A: the server's CPU run; B: desktop and server campaigns pooled (two hosts, so the
     # pairing keeps the hosts apart and the server's own run pairs with itself)
-    assert cli.main(["compare", "--db", str(db_path), "server", "1,2", "--format",
-                     "json"]) == 0
-    doc = json.loads(capsys.readouterr().out)
-    assert doc["b"] == [{"id": 1, "name": "desktop"}, {"id": 2, "name": "server"}]
-    assert [c["id"] for c in doc["campaigns"]] == [2, 1]
-    assert doc["environment"]["hosts"] == ["hostA", "hostB"]
-    verdicts = {(r["device"], r["identity"].get("host")): r["verdict"] for r in doc["rows"]}
-    assert verdicts == {("cpu:1", "hostA"): "only in B", ("cpu:2", None): "only in B",
-                        ("cpu:1", "hostB"): "no significant change",
-                        ("gpu:1", None): "no significant change"}
+    # single runs: inconclusive (issue 40's policy), unless --within-run, labelled so
+    for extra, same in (([], "inconclusive: one run"),
+                        (["--within-run"], "no significant change (within-run)")):
+        assert cli.main(["compare", "--db", str(db_path), "server", "1,2", "--format",
+                         "json", *extra]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["b"] == [{"id": 1, "name": "desktop"}, {"id": 2, "name": "server"}]
+        assert [c["id"] for c in doc["campaigns"]] == [2, 1]
+        assert doc["environment"]["hosts"] == ["hostA", "hostB"]
+        verdicts = {(r["device"], r["identity"].get("host")): r["verdict"]
+                    for r in doc["rows"]}
+        assert verdicts == {("cpu:1", "hostA"): "only in B", ("cpu:2", None): "only in B",
+                            ("cpu:1", "hostB"): same, ("gpu:1", None): same}
     # one host per side: the desktop's CPU runs pair with the server's across hosts
     assert cli.main(["compare", "--db", str(db_path), "desktop", "server", "--format",
-                     "json"]) == 0
+                     "json", "--within-run"]) == 0
     rows = {r["device"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
     assert rows["cpu:1"]["ratio"] == pytest.approx(0.3 / 0.4)
-    assert rows["cpu:1"]["verdict"] == "faster" and "host" not in rows["cpu:1"]["identity"]
+    assert rows["cpu:1"]["verdict"] == "faster (within-run)"
+    assert rows["cpu:1"]["interval"] == "within-run" and "host" not in rows["cpu:1"]["identity"]
     assert cli.main(["compare", "--db", str(db_path), "nope", "1"]) == 2
 
 

@@ -93,10 +93,16 @@ def test_cli_formats_and_exit_codes(db_path: Path, capsys: pytest.CaptureFixture
     header = next(line for line in lines if not line.startswith("#"))
     assert header.endswith("B/A,B/A status,CI95 low,CI95 low status,CI95 high,"
                            "CI95 high status,A flags,B flags,verdict")
-    # B slower in batch 8: a regression; the other way round none is
+    # B slower in batch 8: a regression
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--fail-on-regression"]) == 1
     assert "1 configuration(s) conclusively slower" in capsys.readouterr().err
-    assert cli.main(["compare", "--db", str(db_path), "1", "1", "--fail-on-regression"]) == 0
+    # a campaign against itself is refused (issue 40): it was silently "no change"
+    for same in (["1", "1"], ["base", "1"], ["1,2", "2,1"]):
+        assert cli.main(["compare", "--db", str(db_path), *same,
+                         "--fail-on-regression"]) == 2, same
+        err = capsys.readouterr()
+        assert "A and B are the same campaign(s)" in err.err and "--by SETTING" in err.err
+        assert err.out == ""
 
 
 def test_cli_bad_input_exits_2(db_path: Path, campaigns: Any,
@@ -173,3 +179,18 @@ def test_fail_on_regression_counts_conclusive_ones_only(
     assert cli.main(["compare", "--db", str(db_path), "1", "3", "--fail-on-regression",
                      "--allow-flagged"]) == 1
     assert "1 configuration(s) conclusively slower in campaign 3" in capsys.readouterr().err
+
+
+def test_metrics_without_a_value_are_not_comparable_and_say_why(
+        db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """compare A B --metric energy/mfu/ttft: a configuration whose cell has no value is
+    not compared, with the cell's reason (issue 40: every metric --by compares)."""
+    db = connect(db_path, create=False)
+    for metric, why in (("energy", "n/a: not sampled"), ("mfu", "n/a: no FLOPs count"),
+                        ("ttft", "n/a: training run"), ("tpot", "n/a: training run")):
+        rows = by_batch(compare.compare(db, 1, 2, metric))
+        assert rows[8].verdict == f"not comparable: A {why}", metric
+        assert rows[8].ratio is None and rows[8].runs_a == 2
+    assert cli.main(["compare", "--db", str(db_path), "1", "2", "--metric", "energy"]) == 0
+    md = capsys.readouterr().out
+    assert "B = campaign 2 `new`: J/sample" in md and "| A J/sample | B J/sample |" in md

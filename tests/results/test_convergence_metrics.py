@@ -15,7 +15,9 @@ from dltop.results.convergence import (
     epoch_time,
     final_accuracy,
     latency,
+    min_samples,
     percentile,
+    percentile_or_none,
     time_to_accuracy,
 )
 from dltop.results.metrics import metric, value_of
@@ -56,8 +58,38 @@ def test_latency_percentiles_match_the_inclusive_rule() -> None:
     xs = [0.010, 0.012, 0.011, 0.030, 0.013, 0.011, 0.012, 0.015, 0.010, 0.014]
     q = statistics.quantiles(xs, n=100, method="inclusive")
     p50, p90, p99 = latency(xs) or (0, 0, 0)
-    assert (p50, p90, p99) == pytest.approx((q[49], q[89], q[98]))
+    assert (p50, p90) == pytest.approx((q[49], q[89]))
+    assert p99 is None  # 10 samples: too few for a p99 (n >= 100)
     assert percentile([1.0], 99) == 1.0 and latency([]) is None
+    many = [0.01 + 0.0001 * (i % 37) for i in range(100)]
+    q = statistics.quantiles(many, n=100, method="inclusive")
+    assert latency(many) == pytest.approx((q[49], q[89], q[98]))
+
+
+def test_a_percentile_needs_enough_samples() -> None:
+    assert [min_samples(q) for q in (50, 90, 95, 99, 99.9)] == [1, 10, 20, 100, 1000]
+    assert [min_samples(q) for q in (10, 1)] == [10, 100]  # below the median alike
+    assert latency([0.1] * 9) == (0.1, None, None)
+    assert latency([0.1] * 99)[1:] == (0.1, None)  # type: ignore[index]
+    assert percentile_or_none([0.1] * 10, 99) is None
+    assert percentile_or_none([0.1] * 10, 90) == 0.1
+
+
+def test_a_p99_of_ten_batches_is_n_a_n_10() -> None:
+    """One function for every percentile a table shows: the latency cell of an
+    inference configuration with 10 measured batches gives p50 and p90, and says
+    ``n/a: n=10`` for p99, in the text and as null in the detail."""
+    db = memory_db()
+    cid, jobs = CampaignMaker.create(
+        db, '[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [8]\n'
+            'devices = ["cpu:1"]\nmode = "inference"\n')
+    CampaignMaker.add_run(db, cid, jobs[0][1], [0.01 * (i + 1) for i in range(10)])
+    (res,) = config_results(db, cid)
+    val = value_of(res, "latency")
+    assert val.value == pytest.approx(0.055)
+    assert val.suffix.endswith("/ n/a: n=10 (n 10)")
+    assert dict(val.extra)["p99_s"] is None
+    assert dict(val.extra)["p90_s"] == pytest.approx(0.091)
 
 
 PROFILE = """

@@ -137,6 +137,12 @@ def test_intervals_say_why_they_are_missing(campaigns: Any) -> None:
     assert why[64] == (None, None, "n/a: no iterations")
 
 
+def test_one_run_shows_its_within_run_spread_labelled() -> None:
+    spread = summary.within_run([(0.1 + 0.01 * i, 8) for i in range(10)])
+    assert spread["n"] == 10 and "not an interval across repeats" in spread["what"]
+    assert spread["p10_s"] == pytest.approx(0.109) and spread["p90_s"] == pytest.approx(0.181)
+
+
 def test_one_run_gets_no_interval_in_any_output(campaigns: Any) -> None:
     db = memory_db()
     cid, jobs = campaigns.create(
@@ -154,6 +160,11 @@ def test_one_run_gets_no_interval_in_any_output(campaigns: Any) -> None:
     assert rows[8]["ci_low_s"] < 0.21 and rows[8]["ci_high_s"] > 0.39  # both repeats in it
     assert (rows[16]["ci_low_s"], rows[16]["ci_high_s"]) == (None, None)
     assert rows[16]["reasons"]["ci_low_s"] == rows[16]["reasons"]["ci_high_s"] == "n/a: one run"
+    # its own spread, labelled within-run (statistics policy): 9 iterations, too few for
+    # a p10/p90 (n >= 10); several runs have none
+    assert rows[16]["within_run"]["what"].startswith("within-run p10-p90")
+    assert rows[16]["within_run"]["n"] == 9 and rows[16]["within_run"]["p90_s"] is None
+    assert "within_run" not in rows[8]
     for fmt in ("md", "csv", "latex"):
         assert "n/a: one run" in export.render(export.results_table(db, cid, "summary"), fmt)
     page = summary_html(report_data.build(db, [queries.resolve_campaign(db, cid)]))

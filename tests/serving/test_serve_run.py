@@ -68,7 +68,8 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     assert "request 2: HTTP 429: " in bad["error_message"]  # the first errors, quoted
     for r in runs[:4]:
         assert r["serve_window_s"] > 0 and r["client_cpu_pct"] >= 0
-        assert r["dispatch_lag_p99_s"] is not None and r["client_bound"] in (0, 1)
+        # 8 requests: no p99 (the percentile rule needs 100), the CPU judges alone
+        assert r["dispatch_lag_p99_s"] is None and r["client_bound"] in (0, 1)
     stored = query(db, "select run_id, count(*) as n, sum(warmup) as w, "
                    "sum(error is not null) as errors, sum(output_tokens) as tokens "
                    "from serve_requests group by run_id order by run_id")

@@ -136,7 +136,7 @@ def test_resume_keeps_a_job_that_completed_after_its_engine_died(slurm_env: Loca
     res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],
                          capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert f"1 finished Slurm run(s) kept ({run['id']})" in res.stderr, res.stderr
+    assert f"1 finished Slurm run kept ({run['id']})" in res.stderr, res.stderr
     (kept,) = runs(tmp_path)  # not re-run
     assert kept["status"] == "ok" and kept["n_iterations"] == 5, kept
     assert "kept at resume" in kept["note"]

@@ -94,7 +94,9 @@ def slurm_state(cluster: LocalSlurm, job_id: str) -> str:
 def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> None:
     """Under a site's SBATCH_EXPORT=NONE (and srun's SLURM_EXPORT_ENV=NONE) too: dltop
     exports explicitly, and stores the variables as the runner had them."""
-    env = {**env_for(tmp_path), "SBATCH_EXPORT": "NONE", "SLURM_EXPORT_ENV": "NONE"}
+    env = {**env_for(tmp_path), "SBATCH_EXPORT": "NONE", "SLURM_EXPORT_ENV": "NONE",
+           # nor does a site's sbatch variable reshape the job: no array of it
+           "SBATCH_ARRAY_INX": "0-3"}
     # a setup line that changes a variable dltop sets: the stored one is the job's
     prof = write(tmp_path, slurm='[slurm]\nsetup = ["export MKL_NUM_THREADS=3"]')
     res = dltop(tmp_path, "run", str(prof), "--headless", env=env)
@@ -104,6 +106,7 @@ def test_a_job_runs_through_sbatch(slurm_env: LocalSlurm, tmp_path: Path) -> Non
     assert run["slurm_job_id"] and run["slurm_job_id"].isdigit()
     assert run["slurm_nodes"] == NODE
     assert run["slurm_state"] == "COMPLETED"
+    assert not slurm_env.run("squeue", "-h", "-o", "%i").split()  # no array task left
     # runners of other engines on this (login) host never count against a Slurm run
     assert run["concurrent_runs"] == 0 and run["cpu_affinity"] is None
     assert run["log_path"] == str(tmp_path / "d-runs" / f"run-{run['id']}" / "runner.log")
@@ -204,13 +207,19 @@ def test_slurm_executor_without_sbatch_exits_2(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_inside_an_allocation_the_run_is_a_step_of_it(slurm_env: LocalSlurm,
                                                        tmp_path: Path) -> None:
-    # salloc runs dltop here with SLURM_JOB_ID set: batch.sh's srun becomes a step
-    res = subprocess.run(["salloc", "--nodes=1", "--job-name=outer", sys.executable, "-m",
-                          "dltop", "run", str(write(tmp_path)), "--headless"],
+    # salloc runs dltop here with SLURM_JOB_ID set: batch.sh's srun becomes a step. The
+    # allocation has two tasks (SLURM_NTASKS=2 in dltop's environment): the step still
+    # runs the one runner asked for (issue 38: two ran, and the run was stored ok).
+    res = subprocess.run(["salloc", "--nodes=1", "--ntasks=2", "--job-name=outer",
+                          sys.executable, "-m", "dltop", "run", str(write(tmp_path)),
+                          "--headless"],
                          capture_output=True, text=True, env=env_for(tmp_path), timeout=240)
     assert res.returncode == 0, res.stdout + res.stderr
     (run,) = runs(tmp_path)
     assert run["status"] == "ok", run
+    assert run["protocol_errors"] == 0, run
+    events = (tmp_path / "d-runs" / f"run-{run['id']}" / "events.jsonl").read_text()
+    assert events.count('"event":"hello"') == 1, events
     outer = res.stderr.split("Granted job allocation ", 1)[1].split()[0]
     assert run["slurm_job_id"] == outer
     # stored as a batch job's: its end state and the allocation's node
@@ -273,12 +282,31 @@ def test_a_refused_submission_fails_the_run_with_sbatch_s_reason(slurm_env: Loca
 @pytest.mark.slow
 def test_a_failing_setup_line_is_setup_failed_not_retried(slurm_env: LocalSlurm,
                                                           tmp_path: Path) -> None:
+    # a missing `source` file: bash under set -e ends the script without the ERR trap
+    # (a `module load` that fails: test_slurm_shape.py, the same trap without a cluster)
     prof = write(tmp_path, extra="retries = 2",
-                 slurm='[slurm]\nexclusive = false\nsetup = ["true", "module load cuda/12"]')
+                 slurm='[slurm]\nexclusive = false\n'
+                       'setup = ["true", "source /missing/venv/bin/activate"]')
     res = dltop(tmp_path, "run", str(prof), "--headless")
     assert res.returncode == 1, res.stdout + res.stderr
     (run,) = runs(tmp_path)  # once: the same line would fail again
     assert run["status"] == "setup_failed", run
-    assert run["error_message"] == "setup line 2 failed (exit 127): module load cuda/12"
+    assert run["error_message"] == ("setup line 2 failed: source /missing/venv/bin/activate: "
+                                    "no such file /missing/venv/bin/activate")
     assert run["slurm_state"] == "FAILED"
     assert run["note"] == "nodes shared with other jobs (slurm.exclusive = false)"
+
+
+@pytest.mark.slow
+def test_a_container_that_does_not_start_is_setup_failed_not_retried(
+        slurm_env: LocalSlurm, tmp_path: Path) -> None:
+    # This cluster has no pyxis: srun refuses --container-image before node.sh runs,
+    # as it fails when pyxis cannot import the image.
+    prof = write(tmp_path, extra="retries = 2",
+                 slurm='[slurm]\nexclusive = false\ncontainer = "nvcr.io#nope/none:1"')
+    res = dltop(tmp_path, "run", str(prof), "--headless")
+    assert res.returncode == 1, res.stdout + res.stderr
+    (run,) = runs(tmp_path)
+    assert run["status"] == "setup_failed", run
+    assert run["error_message"].startswith(
+        "the container nvcr.io#nope/none:1 did not start (pyxis: srun exit "), run

@@ -66,13 +66,14 @@ def test_sbatch_argv_carries_nodes_name_output_time_and_the_slurm_table(tmp_path
             slurm='[slurm]\npartition = "gpu"\naccount = "proj"\ngpus_per_node = 4\n'
                   'extra_args = ["--qos=short", "--begin=now"]')
     argv = sbatch_argv(j, 7, files(tmp_path))
-    assert argv[:2] == ["sbatch", "--parsable"]
+    # the user's options first: dltop's own come later and win
+    assert argv[:4] == ["sbatch", "--qos=short", "--begin=now", "--parsable"]
     assert "--nodes=2" in argv and "--job-name=dltop-7" in argv
     assert "--no-requeue" in argv  # dltop's retries make new runs; Slurm's would reuse one
     assert f"--output={tmp_path / 'runner.log'}" in argv and "--open-mode=append" in argv
     assert "--partition=gpu" in argv and "--account=proj" in argv
     assert "--gpus-per-node=4" in argv  # the table's, over the device's 2
-    assert argv[-3:] == ["--qos=short", "--begin=now", str(tmp_path / "batch.sh")]
+    assert argv[-1] == str(tmp_path / "batch.sh")
     # timeout_s = 600: ten minutes plus the margin, unless the table says
     assert "--time=12" in argv and time_limit(j) == "12"
     assert time_limit(job(slurm='[slurm]\ntime = "01:00:00"')) == "01:00:00"
@@ -91,14 +92,15 @@ def test_batch_script_runs_setup_first_then_one_srun_task_per_node(tmp_path: Pat
     lines = text.splitlines()
     assert lines.index("module load cuda/12") < next(
         i for i, x in enumerate(lines) if x.startswith("exec srun"))
-    assert "srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1" in text
+    assert "srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --cpus-per-task=1 --gres=none " \
+        "--mem=0 --kill-on-bad-exit=1" in text
     assert text.rstrip().endswith(str(tmp_path / "node.sh"))
     assert "--mpi=" not in text
     cntk = batch_script(job(fw="cntk"), 7, files(tmp_path))  # its runner starts mpiexec
     # the step asks for its CPUs itself (srun no longer inherits them from sbatch)
     inside = batch_script(job(device="cpus:2"), 7, files(tmp_path))
-    assert "srun --nodes=1 --ntasks-per-node=1 --kill-on-bad-exit=1 --job-name=dltop-7 " \
-        "--export=ALL --cpus-per-task=2 /bin/bash" in inside
+    assert "srun --nodes=1 --ntasks=1 --ntasks-per-node=1 --cpus-per-task=2 --gres=none " \
+        "--mem=0 --kill-on-bad-exit=1 --job-name=dltop-7 --export=ALL /bin/bash" in inside
     for script in (text, cntk, inside, node_script(j, ARGV, files(tmp_path))):
         subprocess.run(["bash", "-n"], input=script, text=True, check=True)
 

@@ -50,7 +50,7 @@ def test_gpu_jobs_get_the_nodes_cores_per_gpu(tmp_path: Path) -> None:
     assert "--cpus-per-task" not in " ".join(sbatch_argv(job(device="gpu:2"), 1,
                                                          files(tmp_path)))
     step = batch_script(job(device="gpu:2"), 1, files(tmp_path), cpus_per_gpu=12)
-    assert "--gpus-per-node=2 --cpus-per-task=24" in step  # the step asks for them too
+    assert "--cpus-per-task=24 --gpus-per-node=2" in step  # the step asks for them too
 
 
 def test_srun_args_and_containers_wrap_the_runner(tmp_path: Path) -> None:

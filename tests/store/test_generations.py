@@ -56,7 +56,9 @@ def test_each_generate_pairs_with_its_iter_and_an_orphan_keeps_a_null_e2e(
     assert [r.idx for r in got] == [1, 2]  # measured only
     st = stats(got)
     assert st is not None and st.requests == 2 and st.n_itl == 4
-    assert st.tpot_s == ((1.17 - 1.1) / 2,) * 3  # request 2 has no e2e: no TPOT
+    # Request 2 has no e2e: no TPOT; one TPOT is too few for p90 and p99 (the
+    # percentile rule, docs/metrics.md "Statistics policy").
+    assert st.tpot_s == ((1.17 - 1.1) / 2, None, None)
     assert len(generations_of(store.db, [run_id], warmup=True)[run_id]) == 3
 
 

@@ -181,6 +181,8 @@ def _scenario(store: Store, cids: list[int]) -> None:
     for run in queue.running_runs(cids[0]):
         queue.mark_lost_and_requeue(RunProcess(run.run_id, run.job_id, None, None, None))
     queue.requeue_running_jobs(cid)
+    store.fence(cid)  # the engine that made it owns it: its writes are fenced from now on
+    queue.has_generation()
     queue.claim(cid, 2, 1.0, (1, None), "login2")
     queue.heartbeat(cid, 2, "login2")
     queue.queued_jobs(cid)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
+
 from dltop.store import Store
+from dltop.store.fence import OwnershipLost, set_fence
 from dltop.store.queue import LOST_MESSAGE, OpenCampaign, RunProcess
 
 from .conftest import campaign, statuses
@@ -45,7 +48,7 @@ def test_open_campaigns_claim_control_and_packs(store: Store) -> None:
     store.set_campaign_status(b, "paused")
     (open_b,) = store.queue.open_campaigns()
     assert open_b == OpenCampaign(b, "c", "paused", 1, None, None, "host",
-                                  open_b.engine_heartbeat_s)
+                                  open_b.engine_heartbeat_s, 1)
     store.set_control(b, "pause")
     assert store.queue.control(b) == "pause" and store.queue.control(a) is None
     assert not store.queue.claim(b, 4242, 12.5, (2, None))  # not the owner it found
@@ -53,7 +56,7 @@ def test_open_campaigns_claim_control_and_packs(store: Store) -> None:
     assert store.queue.claim(b, 4242, 12.5, (1, None), "login2")
     (open_b,) = store.queue.open_campaigns()
     assert open_b == OpenCampaign(b, "c", "paused", 4242, 12.5, None, "login2",
-                                  open_b.engine_heartbeat_s)
+                                  open_b.engine_heartbeat_s, 2)  # its owner's generation
     assert store.queue.control(b) is None  # a new engine starts with no stale request
     assert not store.queue.claim(b, 4343, 1.0, (1, None))  # the second claimer loses
     assert store.queue.packs(b) and not store.queue.packs(a)
@@ -132,6 +135,9 @@ def test_the_heartbeat_is_the_owner_s_only(store: Store) -> None:
     assert store.queue.heartbeat(cid, 1, "host")
     assert beat() > 1e9  # now, epoch seconds
     assert store.queue.claim(cid, 7, 1.0, (1, None), "login2")
+    with pytest.raises(OwnershipLost):  # fenced (the claim's store): the beat is refused
+        store.queue.heartbeat(cid, 1, "host")
+    set_fence(store.db, None)
     assert not store.queue.heartbeat(cid, 1, "host")  # the old engine no longer owns it
     (c,) = store.queue.open_campaigns()
     assert (c.engine_pid, c.engine_host) == (7, "login2")

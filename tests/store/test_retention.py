@@ -66,9 +66,9 @@ def test_prune_keeps_summaries_and_never_touches_an_unfinished_campaign(
         (runs_dir / f"run-{rid}" / "runner.log").write_bytes(b"x" * 5000)
     assert main(["prune", "--db", str(path), "--campaign", "all", "--yes"]) == 0
     out = capsys.readouterr().out
-    assert "keeps run summaries, deletes raw rows of 1 campaign(s) (1): 2 runs, 40 iterations, " \
+    assert "keeps run summaries, deletes raw rows of 1 campaign (1): 2 runs, 40 iterations, " \
            "10 GPU and 10 host samples" in out
-    assert "pruned 1 campaign(s) (1)" in out and "run folders freed 10 kB" in out
+    assert "pruned 1 campaign (1)" in out and "run folders freed 10 kB" in out
     for table in ("iterations", "gpu_samples", "host_samples"):
         assert _count(store.db, table, done) == 0 and _count(store.db, table, live) > 0
     assert not runs_dir.joinpath("run-1").exists()

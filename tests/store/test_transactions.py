@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import overload
 
 import pytest
 import sqlite_utils
 
-from dltop.store import Store
+from dltop.store import Store, connect
 from dltop.store.queue import RunProcess
 from dltop.store.tx import transaction
 
@@ -120,3 +124,97 @@ def test_a_transaction_holds_the_write_lock_from_its_start(
     b.db.conn.execute("PRAGMA busy_timeout=0")
     with a.transaction(), pytest.raises(sqlite3.OperationalError, match="locked"):
         b.set_control(1, "pause")
+
+
+# several processes opening one database at once (issue 38) --------------------------
+OPENER = """
+import sys, time
+from pathlib import Path
+from dltop.store import connect
+folder, rounds = Path(sys.argv[1]), int(sys.argv[2])
+for r in range(rounds):
+    print("ready", flush=True)
+    while not (folder / f"go-{r}").exists():  # every opener starts within milliseconds
+        time.sleep(0.001)
+    try:
+        connect(folder / f"r{r}.db").conn.close()
+        print("ok", flush=True)
+    except Exception as exc:
+        print("failed", type(exc).__name__, exc, flush=True)
+"""
+
+
+def test_processes_creating_one_new_database_at_once_all_succeed(tmp_path: Path) -> None:
+    # Without the migrations' lock, 3 of 4 rounds had an opener die with
+    # `table "schema_migrations" already exists` (or gpu_samples).
+    from dltop.store.migrations import MIGRATIONS
+
+    rounds, procs = 4, 4
+    openers = [subprocess.Popen([sys.executable, "-c", OPENER, str(tmp_path), str(rounds)],
+                                stdout=subprocess.PIPE, text=True) for _ in range(procs)]
+    results: list[str] = []
+    try:
+        for r in range(rounds):
+            for p in openers:
+                assert p.stdout is not None
+                while (line := p.stdout.readline().strip()) != "ready":
+                    assert line, "an opener exited"
+                    results.append(line)
+            (tmp_path / f"go-{r}").touch()
+        for p in openers:
+            out, _ = p.communicate(timeout=120)
+            results += out.split("\n")
+    finally:
+        for p in openers:
+            p.kill()
+            p.wait()
+    assert [x for x in results if x] == ["ok"] * rounds * procs
+    newest = max(m.version for m in MIGRATIONS)
+    for r in range(rounds):
+        conn = sqlite3.connect(tmp_path / f"r{r}.db")
+        try:
+            versions = [v for (v,) in conn.execute(
+                "select version from schema_migrations order by version")]
+            assert versions == list(range(1, newest + 1))
+            assert conn.execute("pragma user_version").fetchone() == (newest,)
+        finally:
+            conn.close()
+
+
+# vacuum while another connection reads (issue 38) -------------------------------------
+READER = """
+import sqlite3, sys, time
+conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+conn.execute("begin")
+conn.execute("select count(*) from campaigns").fetchone()  # holds its snapshot
+print("reading", flush=True)
+time.sleep(60)
+"""
+
+
+def test_vacuum_blocked_by_a_reader_says_so_and_exits_1(tmp_path: Path) -> None:
+    db = tmp_path / "d.db"
+    store = Store(connect(db))
+    cid, _ = campaign(store, 3)
+    store.set_campaign_status(cid, "finished")  # no engine: only the reader is in the way
+    store.db.conn.close()
+    reader = subprocess.Popen([sys.executable, "-c", READER, str(db)], stdout=subprocess.PIPE,
+                              text=True)
+    env = {**os.environ, "DLTOP_BUSY_TIMEOUT_S": "0.5"}
+    try:
+        assert reader.stdout is not None and reader.stdout.readline() == "reading\n"
+        blocked = subprocess.run([sys.executable, "-m", "dltop", "vacuum", "--db", str(db)],
+                                 capture_output=True, text=True, timeout=60, env=env)
+    finally:
+        reader.kill()
+        reader.wait()
+    assert blocked.returncode == 1, blocked.stderr
+    assert blocked.stdout == ""  # no "freed -132 kB"
+    assert blocked.stderr.count("\n") == 1 and "blocked: another connection is reading" \
+        in blocked.stderr and "Nothing was done" in blocked.stderr, blocked.stderr
+    wal = Path(f"{db}-wal")
+    assert not wal.exists() or wal.stat().st_size < 64 * 1024  # no rebuilt copy in the WAL
+    done = subprocess.run([sys.executable, "-m", "dltop", "vacuum", "--db", str(db)],
+                          capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode == 0 and "freed " in done.stdout and "-" not in \
+        done.stdout.split("freed ")[1], done

@@ -32,9 +32,10 @@ import sys
 from collections.abc import Callable, Sequence
 
 from dltop.catalog import Control
-from dltop.cli.common import EXIT_INTERRUPTED
+from dltop.cli.common import EXIT_INTERRUPTED, fit_output_encoding
 from dltop.cli.parser import EXPORT_METRICS, build_parser
 from dltop.errors import DltopError
+from dltop.textsafe import multiline, one_line  # messages quote paths and names: no raw ESC
 
 __all__ = ["EXPORT_METRICS", "main"]
 
@@ -45,6 +46,7 @@ COMMANDS: dict[str, str] = {
     "status": "control:cmd_status", "devices": "info:cmd_devices", "env": "info:cmd_env",
     "doctor": "info:cmd_doctor", "tui": "viewer:cmd_tui",
     "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",
+    "import": "importdb:cmd_import",
     "report": "report:cmd_report",
     "data": "data:cmd_data",
     "serve": "serve:cmd_serve", "exporter": "serve:cmd_exporter",
@@ -65,6 +67,7 @@ def command(name: str) -> Callable[[argparse.Namespace], int]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``dltop`` console script."""
+    fit_output_encoding()  # before anything prints, --help included
     args = build_parser().parse_args(argv)
     try:
         if args.command == "run":
@@ -78,13 +81,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         build_parser().print_help()
         return 0
     except DltopError as exc:
-        from dltop.textsafe import multiline  # messages quote paths and names: no raw ESC
-
         print(f"dltop: error: {multiline(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("dltop: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except UnicodeEncodeError as exc:
+        # Without a UTF-8 locale (LANG=C) Python reads non-ASCII arguments and names as
+        # surrogate escapes, which SQLite and UTF-8 text refuse: bad input, one line.
+        bad = exc.object[exc.start:exc.end]
+        if not isinstance(bad, str) or not all(0xDC80 <= ord(ch) <= 0xDCFF for ch in bad):
+            raise
+        given = exc.object.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        print(f"dltop: error: {one_line(given)!r} is not text in this locale's encoding "
+              f"({sys.getfilesystemencoding()}): run dltop in a UTF-8 locale "
+              "(LANG=C.UTF-8) or with PYTHONUTF8=1", file=sys.stderr)
+        return 2
     except BrokenPipeError:
         # `dltop ... | head`: the reader left. Point stdout at /dev/null so the
         # interpreter's final flush does not raise again, and exit as a C tool would.
@@ -98,6 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         from dltop.store.db import explain_failure, resolve_db_path
 
-        line, code = explain_failure(resolve_db_path(getattr(args, "db", None)), exc)
-        print(f"dltop: error: {line}", file=sys.stderr)
+        db_arg = getattr(args, "db", None)  # the reading commands' --db is a list
+        line, code = explain_failure(resolve_db_path(
+            db_arg[0] if isinstance(db_arg, list) and db_arg else db_arg or None), exc)
+        print(f"dltop: error: {multiline(line)}", file=sys.stderr)  # it names the path
         return code

@@ -10,6 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from dltop.textsafe import one_line
+
 
 def cmd_agent(args: argparse.Namespace) -> int:
     """Sample this node until SIGTERM / SIGINT or until the parent process is gone."""
@@ -19,5 +21,5 @@ def cmd_agent(args: argparse.Namespace) -> int:
                            gpus=parse_gpus(args.gpus) if args.gpus is not None else None,
                            node=args.node or "")
     reason = run_agent(options, fake_gpus=args.fake_gpus)
-    print(f"dltop agent: stopped ({reason}), samples in {args.out}", file=sys.stderr)
+    print(f"dltop agent: stopped ({reason}), samples in {one_line(str(args.out))}", file=sys.stderr)
     return 0

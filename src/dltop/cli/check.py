@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from dltop.cli.common import EXIT_REGRESSION, open_reader
+from dltop.cli.common import EXIT_REGRESSION, open_reading
 
 
 def cmd_check(args: argparse.Namespace) -> int:
     from dltop.results import checks, queries, references
     from dltop.results.render import render
 
-    db = open_reader(args.db)
+    db = open_reading(args.db)
     camps = queries.resolve_campaigns(db, args.campaign, given_as="check")
     verdicts = checks.check(db, [c.id for c in camps])
     sys.stdout.write(render(references.check_table(verdicts, camps), args.format))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dltop.catalog import CampaignStatus, Control
-from dltop.cli.common import open_existing, open_reader
+from dltop.cli.common import db_list, open_existing, open_reader
 from dltop.errors import UserError
 from dltop.textsafe import one_line
 
@@ -42,18 +42,33 @@ def cmd_control(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    """Each database's engines, campaigns and storage; several ``--db``: one after the
+    other, each under its path (a status is live: it is read per database, not as a
+    study)."""
+    from dltop.store.study import unique_paths
+
+    paths = db_list(args.db)
+    if len(paths) == 1:
+        return _status(paths[0])
+    for i, path in enumerate(unique_paths([str(p) for p in paths])):
+        print(f"{'' if i == 0 else chr(10)}{one_line(path)}:")
+        _status(path)
+    return 0
+
+
+def _status(db_arg: str | None) -> int:
     from dltop.cli.storage import storage_line
-    from dltop.procs import engine_alive, heartbeat_age, this_host
+    from dltop.procs import engine_alive, heartbeat_age
     from dltop.results import queries
     from dltop.store.db import resolve_db_path
 
-    db = open_reader(args.db)
+    db = open_reader(db_arg)
     open_ = queries.open_campaigns(db)
     if not open_:
         last = queries.campaigns(db, limit=1)
         if not last:
             print("no campaigns yet")
-            print(storage_line(resolve_db_path(args.db)))
+            print(storage_line(resolve_db_path(db_arg)))
             return 0
         done = last[0]
         # "finished 2026-..." for a finished campaign, "cancelled, ended 2026-..." else
@@ -65,17 +80,20 @@ def cmd_status(args: argparse.Namespace) -> int:
         if done.status == CampaignStatus.FAILED:
             reason = one_line(queries.campaign_error(db, done.id) or "unknown")
             print(f"  stopped by: {reason}; 'dltop run --resume' continues its queue")
-        print(storage_line(resolve_db_path(args.db)))
+        print(storage_line(resolve_db_path(db_arg)))
         return 0
     for c in open_:
         alive = engine_alive(c.engine_pid, c.engine_start_time, c.engine_host,
                              c.engine_heartbeat_s)
         counts = queries.status_counts(db, c.id)
         shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        # Another host's engine is known by its heartbeat only: say how fresh it is.
-        beat = "" if c.engine_host is None or c.engine_host == this_host() else \
+        # The owner's host and heartbeat, whichever host asks (from another host the
+        # heartbeat is all that says the engine lives).
+        beat = "" if c.engine_heartbeat_s is None else \
             f", heartbeat {heartbeat_age(c.engine_heartbeat_s)}"
-        engine = f"engine {engine_where(c.engine_pid, c.engine_host)}{beat}" if alive else \
+        where = f"pid {c.engine_pid}" if c.engine_host is None else \
+            f"pid {c.engine_pid} on host {one_line(c.engine_host)}"
+        engine = f"engine {where}{beat}" if alive else \
             f"engine NOT running{beat} (dltop run --resume continues it)"
         packed = " (packed: runs share the host on disjoint devices)" \
             if c.pack else ""
@@ -91,5 +109,5 @@ def cmd_status(args: argparse.Namespace) -> int:
             queued = "" if r.queue_s is None else f" after {r.queue_s:.0f} s in Slurm's queue"
             print(f"  run {r.run_id}: {one_line(r.label)}: iteration {r.done}/{r.total}"
                   f"{' (warm-up)' if r.in_warmup else ''}, started {r.started_at}{queued}")
-    print(storage_line(resolve_db_path(args.db)))
+    print(storage_line(resolve_db_path(db_arg)))
     return 0

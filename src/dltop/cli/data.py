@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from dltop.errors import UserError
+from dltop.textsafe import one_line
 
 
 def cmd_data(args: argparse.Namespace) -> int:
@@ -26,7 +27,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     files = datagen.synth(args.kind, args.dir, train=args.train, test=args.test,
                           seed=args.seed, force=args.force)
     for path in files:
-        print(f"{path}  {path.stat().st_size} bytes")
-    print(f"{args.kind}: {len(files)} files in {args.dir} (use data = \"real\", "
+        print(f"{one_line(str(path))}  {path.stat().st_size} bytes")
+    print(f"{args.kind}: {len(files)} files in {one_line(str(args.dir))} (use data = \"real\", "
           f"data_dir = \"{args.dir}\")")
     return 0

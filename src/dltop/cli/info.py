@@ -36,6 +36,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 def cmd_profiles(args: argparse.Namespace) -> int:
     from dltop.profiles.loader import builtin_names, load
+    from dltop.textsafe import counted
     from dltop.textsafe import one_line as safe
 
     if args.profiles_command == "show":
@@ -43,7 +44,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
         name = safe(prof.name)
         print(f"# {name}: {safe(prof.description)}" if prof.description else f"# {name}")
         packing = "packed on disjoint devices" if prof.pack else "one run at a time"
-        print(f"# source: {safe(prof.source)}; {len(prof.jobs)} jobs; {packing}")
+        print(f"# source: {safe(prof.source)}; {counted(len(prof.jobs), 'job')}; {packing}")
         print(f"{'#':>4}  {'framework':<10} {'model':<10} {'batch':>6} {'device':<7} "
               f"{'rep':>3} {'iters':>5} {'min_time_s':>10} {'warmup':>6} {'precision':<9} "
               f"{'data':<9} {'timeout_s':>9}  other settings")
@@ -96,6 +97,7 @@ def _min_time(job: JobSpec) -> str:
 def _other_settings(job: JobSpec) -> str:
     """``key=value`` for every setting not at its default and not in a column."""
     from dltop.profiles.model import settings
+    from dltop.textsafe import one_line
 
     out = []
     for key, f in settings().items():
@@ -104,26 +106,29 @@ def _other_settings(job: JobSpec) -> str:
                 job.data == "real")):
             continue
         out.append(f"{key}={value}")
-    return " ".join(out)
+    return one_line(" ".join(out))  # option values are the profile's own strings
 
 
 def _print_command(job: JobSpec) -> None:
     """The command job's program as it would start here, or why it would not."""
     from dltop.errors import UserError
     from dltop.runners.command import launch
+    from dltop.textsafe import one_line
 
+    # Arguments, paths and env values are the profile's: a `\r\x1b[2K` in one would
+    # redraw the line, so every one is escaped after quoting.
     try:
         go = launch(job)
     except UserError as exc:
-        print(f"      not runnable here: {exc}")
+        print(f"      not runnable here: {one_line(str(exc))}")
         return
-    print(f"      $ {shlex.join(go.argv)}")
-    print(f"      program {go.executable}; cwd {go.cwd}; timing "
-          f"{dict(job.options).get('timing')}")
+    print(f"      $ {one_line(shlex.join(go.argv))}")
+    print(f"      program {one_line(str(go.executable))}; cwd {one_line(str(go.cwd))}; "
+          f"timing {one_line(str(dict(job.options).get('timing')))}")
     for name, value in go.env:
-        print(f"      env {name}={value}")
+        print(f"      env {one_line(f'{name}={value}')}")
     for note in go.notes:
-        print(f"      note: {note}")
+        print(f"      note: {one_line(note)}")
 
 
 def cmd_env(args: argparse.Namespace) -> int:

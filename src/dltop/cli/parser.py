@@ -11,8 +11,8 @@ from dltop import __version__
 from dltop.catalog import Control
 
 DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compare | report | "
-               "serve | exporter | agent | prune | vacuum | profiles | data | devices | env | "
-               "doctor``; "
+               "serve | exporter | agent | prune | import | vacuum | profiles | data | devices | "
+               "env | doctor``; "
                "with no command (or ``tui``), the live viewer.")
 EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
@@ -64,6 +64,21 @@ class _Parser(argparse.ArgumentParser):
         return ns, rest
 
 
+class _OneDb(argparse.Action):
+    """``--db`` of a command that reads or writes one database: a second one is refused
+    (argparse's store action kept the last silently; issue 40)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest, None) not in (None, argparse.SUPPRESS):
+            where = "before the command: the viewer" if self.dest.startswith(_GLOBAL) \
+                else "this command"
+            parser.error(f"{option_string} given twice: {where} uses one database "
+                         "(several --db, after the command, are read as one by export, "
+                         "compare, report, runs, check and status)")
+        setattr(namespace, self.dest, values)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``dltop`` argument parser, every subcommand included."""
     p = _Parser(prog="dltop", description=DESCRIPTION,
@@ -77,9 +92,16 @@ def build_parser() -> argparse.ArgumentParser:
                            parser_class=argparse.ArgumentParser)
 
     def db_arg(sp: argparse.ArgumentParser) -> None:
-        sp.add_argument("--db", metavar="PATH",
+        sp.add_argument("--db", metavar="PATH", action=_OneDb,
                         help="database file (default: $DLTOP_DB or "
                              "~/.local/share/dltop/dltop.db)")
+
+    def dbs_arg(sp: argparse.ArgumentParser) -> None:
+        sp.add_argument("--db", metavar="PATH", action="append",
+                        help="database file (default: $DLTOP_DB or "
+                             "~/.local/share/dltop/dltop.db); give it again to read "
+                             "several as one study (campaigns then as FILE:ID, FILE the "
+                             "path or its stem; docs/exports.md#several-databases)")
 
     run = sub.add_parser("run", help="run one or more profiles as a campaign")
     run.add_argument("profiles", nargs="*", metavar="PROFILE",
@@ -150,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     fake_arg(doc)
 
     exp = sub.add_parser("export", help="print a campaign's results table")
-    db_arg(exp)
+    dbs_arg(exp)
     exp.add_argument("--campaign", default="latest", metavar="REF",
                      help="an id, a name (its most recent campaign), latest (default), all, "
                           "or a comma-separated list (3,5): one table over all of them")
@@ -177,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="an offline HTML report (figures inlined as SVG), "
                                         "or paper figures with --figures")
-    db_arg(rep)
+    dbs_arg(rep)
     rep.add_argument("--campaign", default="latest", metavar="REF",
                      help="an id, a name, latest (default), all, or a list (3,5)")
     rep.add_argument("-o", "--output", metavar="FILE",
@@ -193,14 +215,28 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--run", default=None, metavar="N[,M...]",
                      help="draw these runs over time instead ('dltop runs' lists run ids)")
 
-    cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns, with a "
+    cmp = sub.add_parser("compare", help="B/A per configuration of two campaigns (or of "
+                                         "one setting's values inside one: --by), with a "
                                          "95%% CI and a verdict")
-    db_arg(cmp)
+    dbs_arg(cmp)
     cmp.add_argument("a", metavar="A", help="baseline campaign(s): id, name, latest, all, "
-                                            "or a list (3,5)")
-    cmp.add_argument("b", metavar="B", help="campaign(s) compared with it: id, name, latest, "
-                                            "all, or a list (3,5)")
-    cmp.add_argument("--metric", default="time", choices=["time", "throughput"])
+                                            "or a list (3,5); with --by, the campaign")
+    cmp.add_argument("b", metavar="B", nargs="?", default=None,
+                     help="campaign(s) compared with it: id, name, latest, all, or a list "
+                          "(3,5); not with --by")
+    cmp.add_argument("--by", default=None, metavar="SETTING",
+                     help="pair A's configurations that differ only in this setting "
+                          "(compile, cuda_graphs, precision, framework, batch, any identity "
+                          "field) and compare each value with the baseline")
+    cmp.add_argument("--baseline", default=None, metavar="VALUE",
+                     help="with --by: the value the others are compared with (default: "
+                          "the first in queue order)")
+    cmp.add_argument("--metric", default=None,
+                     choices=["time", "throughput", "energy", "mfu", "ttft", "tpot"],
+                     help="default: time for A B; every metric a pair has for --by")
+    cmp.add_argument("--within-run", action="store_true",
+                     help="give pairs with a single-run side an interval from that run's "
+                          "own samples, labelled within-run (default: inconclusive)")
     cmp.add_argument("--threshold", type=float, default=0.05,
                      help="smallest relative change called significant (0.05 = 5%%)")
     cmp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex", "tex"],
@@ -214,7 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     chk = sub.add_parser("check", help="a campaign's results against its performance "
                                        "references (exit 0 all pass, 1 a failure)")
-    db_arg(chk)
+    dbs_arg(chk)
     chk.add_argument("campaign", nargs="?", default="latest", metavar="CAMPAIGN",
                      help="id, name, latest (default) or a list (3,5)")
     chk.add_argument("--format", default="md", choices=["md", "csv", "json"])
@@ -228,7 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="default: the latest unfinished campaign")
 
     st = sub.add_parser("status", help="the engine's state: campaigns, queue, current run")
-    db_arg(st)
+    dbs_arg(st)
 
     logp = sub.add_parser("log", help="print a run's runner.log (its id from 'dltop runs')")
     db_arg(logp)
@@ -254,12 +290,19 @@ def build_parser() -> argparse.ArgumentParser:
                                "nothing"),
           ("--yes", "do not ask for confirmation (needed when stdin is not a terminal)"))
 
+    imp = sub.add_parser("import", help="copy every campaign of other databases into this "
+                                        "one (--db), under new ids; one transaction")
+    db_arg(imp)
+    imp.add_argument("sources", nargs="+", metavar="SOURCE",
+                     help="a dltop database to copy from (opened read-only); campaigns "
+                          "already in --db (their UUID) and unfinished ones are left out")
+
     vac = sub.add_parser("vacuum", help="checkpoint the WAL and rebuild the database file, "
                                         "giving freed space back (prints sizes)")
     db_arg(vac)
 
     runs = sub.add_parser("runs", help="list recent runs with their status")
-    db_arg(runs)
+    dbs_arg(runs)
     runs.add_argument("--campaign", default=None, metavar="ID|latest")
     runs.add_argument("--limit", type=int, default=30)
     runs.add_argument("--status", action="append", default=None, metavar="S[,S...]",
@@ -288,7 +331,7 @@ def viewer_args(sp: argparse.ArgumentParser, dest_prefix: str = "",
         sp.add_argument(name, dest=dest, default=dflt if default is None else default,
                         **kw)  # type: ignore[arg-type]
 
-    arg("--db", None, metavar="PATH",
+    arg("--db", None, metavar="PATH", action=_OneDb,
         help="database file (default: $DLTOP_DB or ~/.local/share/dltop/dltop.db); "
              "the viewer creates it only when a campaign is added")
     arg("--fake-gpus", None, type=_count, metavar="N",

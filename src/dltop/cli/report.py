@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from dltop.errors import UserError
+from dltop.textsafe import one_line
 
 DEFAULT_OUTPUT = "report.html"
 
@@ -56,13 +57,15 @@ def _lines(parts: list[str]) -> Iterator[bytes]:
 
 def cmd_report(args: argparse.Namespace) -> int:
     """Check the output path, read the campaigns, render everything, then write."""
-    from dltop.cli.common import open_reader
+    from dltop.cli.common import one_db_for_run, open_reading
     from dltop.report import data, figures
     from dltop.results import queries
 
     if args.max_runs < 0:
         raise UserError(f"--max-runs: expected a number >= 0, got {args.max_runs}")
     only = run_ids(args.run) if getattr(args, "run", None) else ()
+    if only:
+        one_db_for_run(args.db)
     if args.format is not None and args.figures is None:
         raise UserError("--format picks the --figures files' format (give --figures DIR)")
     output = Path(args.output) if args.output else (
@@ -72,7 +75,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         figures.check_file(output)
     if figdir is not None:
         figures.check_dir(figdir)
-    db = open_reader(args.db)
+    db = open_reading(args.db)
     camps = queries.resolve_campaigns(db, args.campaign)
     report = data.build(db, camps, max_runs=args.max_runs, only_runs=only)
     summary = None
@@ -91,10 +94,10 @@ def cmd_report(args: argparse.Namespace) -> int:
 
         parts = page_parts(report, summary=summary)  # every figure drawn before writing
         figures.write_file(output, _lines(parts))
-        print(f"wrote {output}")
+        print(f"wrote {one_line(str(output))}")
     if figdir is not None:
         written = figures.write_figures(figdir, files)
-        print(f"wrote {len(written) - 1} figure(s) and figures.md to {figdir}")
+        print(f"wrote {len(written) - 1} figure(s) and figures.md to {one_line(str(figdir))}")
     if report.empty:
-        print(f"dltop: {report.empty}", file=sys.stderr)
+        print(f"dltop: {one_line(report.empty)}", file=sys.stderr)
     return 0

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from dltop.cli.common import EXIT_REGRESSION, open_reader
+from dltop.cli.common import EXIT_REGRESSION, one_db_for_run, open_reading
 from dltop.errors import UserError
 
 
@@ -22,7 +22,9 @@ def cmd_export(args: argparse.Namespace) -> int:
                         if run is None else
                         f"--run picks the run of --table profile, not of --table {args.table}")
     metric = args.metric or "time"
-    db = open_reader(args.db)
+    if run is not None:
+        one_db_for_run(args.db)
+    db = open_reading(args.db)
     # a run's profile names its own campaign
     ids = [] if run is not None else [c.id for c in queries.resolve_campaigns(db, args.campaign)]
     if args.output:
@@ -36,29 +38,58 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dltop.results import compare, queries
+    from dltop.results import abtest, compare, comparemetrics, queries
     from dltop.results.render import render
 
-    db = open_reader(args.db)
+    if args.by is None and args.b is None:
+        raise UserError("compare needs B (the campaign(s) compared with A), or --by SETTING "
+                        "to compare one setting's values inside A")
+    if args.by is not None and args.b is not None:
+        raise UserError(f"compare --by {args.by} compares inside one campaign: give "
+                        f"CAMPAIGN only, not B ({args.b})")
+    if args.baseline is not None and args.by is None:
+        raise UserError("compare --baseline picks a value of --by SETTING: give --by too")
+    db = open_reading(args.db)
+    if args.by is not None:
+        camps = queries.resolve_campaigns(db, args.a, given_as="compare CAMPAIGN")
+        metrics = (args.metric,) if args.metric else comparemetrics.METRICS
+        res = abtest.by_setting(db, [c.id for c in camps], args.by, args.baseline, metrics,
+                                args.threshold, args.allow_flagged, args.within_run)
+        sys.stdout.write(render(abtest.by_table(res, camps, args.threshold, db), args.format))
+        rows = [p.comparison for p in res.pairs]
+        return _gate(args, rows, ",".join(str(c.id) for c in camps)) \
+            if args.fail_on_regression else 0
+    metric = args.metric or "time"
     a = queries.resolve_campaigns(db, args.a, given_as="compare A")
     b = queries.resolve_campaigns(db, args.b, given_as="compare B")
-    rows = compare.compare(db, [c.id for c in a], [c.id for c in b], args.metric,
-                           args.threshold, allow_flagged=args.allow_flagged)
-    sys.stdout.write(render(compare.compare_table(rows, a, b, args.metric, args.threshold,
+    rows = compare.compare(db, [c.id for c in a], [c.id for c in b], metric,
+                           args.threshold, allow_flagged=args.allow_flagged,
+                           within_run=args.within_run)
+    sys.stdout.write(render(compare.compare_table(rows, a, b, metric, args.threshold,
                                                   db), args.format))
     if not args.fail_on_regression:
         return 0
+    return _gate(args, rows, ",".join(str(c.id) for c in b))
+
+
+def _gate(args: argparse.Namespace, rows: list[Any], where: str) -> int:
+    """``--fail-on-regression``: exit 1 on a conclusive regression; say what was not
+    counted (flagged pairs, single runs)."""
+    from dltop.results import compare
+
     # The gate counts conclusive regressions only, and says what it did not count.
     slower = sum(r.regression for r in rows)
-    unsure = sum(r.inconclusive for r in rows)
-    where = ",".join(str(c.id) for c in b)
-    skipped = (f"; {unsure} flagged pair(s) inconclusive, not counted (--allow-flagged "
-               "counts them)") if unsure else ""
+    flagged = sum(r.inconclusive and r.why != compare.ONE_RUN for r in rows)
+    single = sum(r.why == compare.ONE_RUN for r in rows)
+    skipped = (f"; {flagged} flagged pair(s) inconclusive, not counted (--allow-flagged "
+               "counts them)") if flagged else ""
+    skipped += (f"; {single} pair(s) with a single run inconclusive, not counted "
+                "(--within-run counts them)") if single else ""
     if slower:
         print(f"dltop: {slower} configuration(s) conclusively slower in campaign "
               f"{where}{skipped}", file=sys.stderr)
         return EXIT_REGRESSION
-    if unsure:
+    if skipped:
         print(f"dltop: no conclusive regression in campaign {where}{skipped}",
               file=sys.stderr)
     return 0
@@ -92,12 +123,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
     from dltop.results import identity, queries, tokens
 
     statuses = run_statuses(args.status)
-    db = open_reader(args.db)
+    db = open_reading(args.db)
     campaign_id = None
     if args.campaign is not None:
         campaign_id = queries.resolve_campaign(db, args.campaign).id
-    rows = queries.recent_runs(db, limit=args.limit, campaign_id=campaign_id,
-                               statuses=statuses)
+    rows = study_runs(db, queries.recent_runs(db, limit=args.limit,
+                                              campaign_id=campaign_id, statuses=statuses))
     # the identity fields that tell the listed runs apart, beside the usual keys
     idents = identity.run_identities(db, [r.run_id for r in rows])
     if args.json or args.csv:
@@ -137,6 +168,35 @@ def cmd_runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def study_runs(db: Any, rows: list[Any]) -> list[Any]:
+    """Runs of a study of several databases with their run and campaign ids as each
+    database has them, written ``FILE:ID`` (:class:`~dltop.results.queries.StudyId`);
+    the rows unchanged for one database."""
+    import dataclasses
+
+    from dltop.results import studyrefs
+    from dltop.results.queries import StudyId
+
+    refs = studyrefs.run_refs(db)
+    if refs is None:
+        return rows
+    out = []
+    for r in rows:
+        label, cid, runs, jobs = refs[int(r.campaign_id)]
+        out.append(dataclasses.replace(
+            r, run_id=StudyId(r.run_id, f"{label}:{r.run_id - runs}"),
+            campaign_id=StudyId(r.campaign_id, f"{label}:{cid}"),
+            job_id=StudyId(r.job_id, f"{label}:{r.job_id - jobs}")))
+    return out
+
+
+def _plain(value: Any) -> Any:
+    """An id as its database has it (a study's ``FILE:ID`` less FILE)."""
+    from dltop.results.queries import StudyId
+
+    return int(value.ref.rpartition(":")[2]) if isinstance(value, StudyId) else value
+
+
 def _secs(value: float | None) -> str:
     return "-" if value is None else f"{value:.0f}"
 
@@ -146,31 +206,44 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
     """The runs as data: a JSON array of objects, or CSV with a header row."""
     import json
 
+    from dltop.results.queries import StudyId
+    from dltop.results.render import json_text
+
+    # a study of several databases: each run's ids as its database has them, and which
+    study = bool(rows) and isinstance(rows[0].run_id, StudyId)
     records = [{**dict(zip(RUN_KEYS, (
-        r.run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, r.framework,
-        r.model, r.batch_size, r.device, r.repeat + 1, r.median_s, r.samples_per_s, r.cv,
-        r.noisy, r.message, r.wall_s, r.queue_s), strict=True)),
-        "identity": idents.get(r.run_id, {})}
+        _plain(r.run_id), _plain(r.campaign_id), _plain(r.job_id), r.attempt, r.started_at,
+        r.status, r.framework, r.model, r.batch_size, r.device, r.repeat + 1, r.median_s,
+        r.samples_per_s, r.cv, r.noisy, r.message, r.wall_s, r.queue_s), strict=True)),
+        "identity": idents.get(r.run_id, {}),
+        **({"database": str(r.run_id).rpartition(":")[0]} if study else {})}
         for r in rows]
     if as_json:
-        sys.stdout.write(json.dumps(records, indent=2) + "\n")
+        sys.stdout.write(json_text(records))  # strict: a nan cv is null
         return
     import csv
 
     w = csv.writer(sys.stdout, lineterminator="\n")
-    w.writerow([*RUN_KEYS, "identity"])
+    extra = ["database"] if study else []
+    w.writerow([*RUN_KEYS, "identity", *extra])
     for rec in records:
         w.writerow([_csv_value(v) for v in (*(rec[k] for k in RUN_KEYS),
-                                            json.dumps(rec["identity"], sort_keys=True))])
+                                            json.dumps(rec["identity"], sort_keys=True),
+                                            *(rec[k] for k in extra))])
 
 
 def _csv_value(v: Any) -> Any:
     """A CSV field: flags as 1/0 (as the exports' numeric columns, which pandas and
-    spreadsheets read as numbers), nothing for None, text on one line."""
-    from dltop.textsafe import one_line
+    spreadsheets read as numbers), nothing for None or a non-finite number, text on one
+    line and never read as a formula (:func:`dltop.textsafe.csv_cell`)."""
+    import math
+
+    from dltop.textsafe import csv_cell
 
     if isinstance(v, bool):
         return int(v)
     if isinstance(v, str):
-        return one_line(v)
+        return csv_cell(v)
+    if isinstance(v, float) and not math.isfinite(v):
+        return ""
     return "" if v is None else v

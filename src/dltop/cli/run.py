@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import FAILURE_STATUSES, CampaignStatus
 from dltop.cli.common import EXIT_FAILED_RUNS, EXIT_INTERRUPTED
 from dltop.errors import UserError
-from dltop.textsafe import multiline, one_line
+from dltop.textsafe import counted, multiline, one_line
 
 if TYPE_CHECKING:
     from dltop.jobs.events import EngineEvent
@@ -30,6 +30,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     from dltop.jobs.writes import check_runs_dir
     from dltop.profiles.loader import load
     from dltop.store import Store, connect, resolve_db_path
+    from dltop.store.db import database_file
     from dltop.systems import load_system
     from dltop.telemetry import gpu_count, open_gpu_backend
     from dltop.telemetry.sampler import Sampler, check_rate
@@ -38,6 +39,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
     gpu_hz = check_rate("--gpu-hz", args.gpu_hz)
     host_hz = check_rate("--host-hz", args.host_hz)
     db_path = resolve_db_path(args.db)
+    database_file(db_path)  # a link or a directory is refused before anything is made
     if args.detach:
         if not args.resume:  # refuse bad input here, where the user sees it
             campaign.preflight([load(ref, system=system) for ref in args.profiles], gpu_count(),
@@ -52,21 +54,22 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         from dltop.jobs.resume import resume
 
         check_runs_dir(default_logs_dir(db_path))  # before anything is stored
-        store = Store(connect(db_path, create=False))
+        store = Store(connect(db_path, create=False, migrate=True))
         resumed = resume(store, args.campaign)
         campaign_id, name = resumed.campaign_id, resumed.name
         pack = resumed.pack
         slurm = (f", {len(resumed.cancelled_slurm_jobs)} orphaned Slurm job(s) cancelled "
-                 f"({', '.join(resumed.cancelled_slurm_jobs)})"
+                 f"({one_line(', '.join(resumed.cancelled_slurm_jobs))})"
                  if resumed.cancelled_slurm_jobs else "")
         if resumed.kept_runs:  # COMPLETED in Slurm after the engine died: kept, not re-run
-            slurm += (f", {len(resumed.kept_runs)} finished Slurm run(s) kept "
+            slurm += (f", {counted(len(resumed.kept_runs), 'finished Slurm run')} kept "
                       f"({', '.join(map(str, resumed.kept_runs))})")
-        print(f"dltop: resuming campaign {campaign_id}: {resumed.queued} jobs queued, "
-              f"{resumed.lost_runs} interrupted run(s) re-queued, "
-              f"{resumed.killed_processes} orphaned process(es) killed{slurm}", file=sys.stderr)
+        print(f"dltop: resuming campaign {campaign_id}: {counted(resumed.queued, 'job')} queued, "
+              f"{counted(resumed.lost_runs, 'interrupted run')} re-queued, "
+              f"{counted(resumed.killed_processes, 'orphaned process', 'orphaned processes')}"
+              f" killed{slurm}", file=sys.stderr)
         for warning in resumed.warnings:
-            print(f"dltop: warning: {warning}", file=sys.stderr)
+            print(f"dltop: warning: {one_line(warning)}", file=sys.stderr)
     else:
         if not args.profiles:
             raise UserError("dltop run needs at least one PROFILE (or --resume)")
@@ -78,6 +81,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
         check_runs_dir(default_logs_dir(db_path))
         store = Store(connect(db_path))
         campaign_id = campaign.store_plan(store, plan, argv)
+        store.fence(campaign_id)  # its first owner: a takeover's writes are refused here
         name, pack = plan.name, plan.pack
     sink: Callable[[EngineEvent], None]
     ctx: contextlib.AbstractContextManager[Any]

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from dltop.errors import UserError
+from dltop.errors import DltopError, UserError
+from dltop.textsafe import counted
 
 DEFAULT_AGE = "30d"
 """``dltop prune`` with neither ``--campaign`` nor ``--older-than``: ended over 30 days ago."""
@@ -44,21 +45,23 @@ def storage_line(db_path: Path) -> str:
     total 59.1 MB``."""
     from dltop.jobs.rundir import runs_dir_of
     from dltop.store.sizes import storage_sizes
+    from dltop.textsafe import one_line
 
     runs_dir = runs_dir_of(db_path)
     s = storage_sizes(db_path, runs_dir)
     return (f"storage: database {human_bytes(s.db_bytes)} + WAL "
             f"{human_bytes(s.wal_bytes)}; run folders "
-            f"{human_bytes(s.runs_dir_bytes)} in {s.run_dirs} runs ({runs_dir}); total "
+            f"{human_bytes(s.runs_dir_bytes)} in {counted(s.run_dirs, 'run')} "
+            f"({one_line(str(runs_dir))}); total "
             f"{human_bytes(s.total_bytes)}")
 
 
 def _open(db: str | None) -> tuple[Path, Any]:
     from dltop.store import connect, resolve_db_path
+    from dltop.store.db import existing_database_file
 
     path = resolve_db_path(db)
-    if not path.is_file():
-        raise UserError(f"{path}: no such database (pass --db)")
+    existing_database_file(path)  # not created here; a link or a directory is refused
     return path, connect(path)  # migrated: prune keeps summaries in run_archive (v12)
 
 
@@ -107,9 +110,10 @@ def cmd_prune(args: argparse.Namespace) -> int:
         return 0
     what = "deletes entirely (runs, jobs, results)" if drop else \
         "keeps run summaries, deletes raw rows of"
-    print(f"prune: {what} {len(ids)} campaign(s) {_ids(ids)}: {len(run_ids)} runs, "
+    print(f"prune: {what} {counted(len(ids), 'campaign')} {_ids(ids)}: "
+          f"{counted(len(run_ids), 'run')}, "
           f"{raw.iterations:,} iterations, {raw.gpu_samples:,} GPU and {raw.host_samples:,} "
-          f"host samples, {idle:,} idle samples, {len(dirs)} run folders "
+          f"host samples, {idle:,} idle samples, {counted(len(dirs), 'run folder')} "
           f"({human_bytes(dir_bytes)}); frees about "
           f"{_db_estimate(store, raw, idle, RAW_TABLES)} in the database (given back to the "
           f"file system by 'dltop vacuum') and {human_bytes(dir_bytes)} of run folders")
@@ -138,7 +142,8 @@ def cmd_prune(args: argparse.Namespace) -> int:
     freed = rundir.remove_run_dirs(rundir.run_dir_paths(
         rundir.runs_dir_of(db_path), store.retention.runs_of(done) if not drop else
         [r for r in run_ids if r not in set(store.retention.runs_of(skipped))]))
-    print(f"prune: {'deleted' if drop else 'pruned'} {len(done)} campaign(s) {_ids(done)}: "
+    print(f"prune: {'deleted' if drop else 'pruned'} {counted(len(done), 'campaign')} "
+          f"{_ids(done)}: "
           f"{total.iterations:,} iterations, {total.gpu_samples:,} GPU and "
           f"{total.host_samples:,} host samples, {idle_deleted:,} idle samples deleted; run "
           f"folders freed {human_bytes(freed)}"
@@ -150,6 +155,7 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
     from dltop.jobs.rundir import runs_dir_of
     from dltop.procs import engine_alive
     from dltop.store import Store
+    from dltop.store.retention import VacuumBlocked
     from dltop.store.sizes import storage_sizes
 
     db_path, db = _open(args.db)
@@ -162,12 +168,28 @@ def cmd_vacuum(args: argparse.Namespace) -> int:
                             "stall it: run it when no engine runs. Nothing was done")
     runs_dir = runs_dir_of(db_path)
     before = storage_sizes(db_path, runs_dir)
-    store.retention.vacuum()
+    try:
+        store.retention.vacuum()
+    except VacuumBlocked as exc:
+        raise DltopError(_blocked(db_path, exc.rebuilt)) from None
     after = storage_sizes(db_path, runs_dir)
-    print(f"vacuum: {db_path}: {human_bytes(before.db_bytes + before.wal_bytes)} -> "
-          f"{human_bytes(after.db_bytes + after.wal_bytes)} (database + WAL; freed "
-          f"{human_bytes(before.db_bytes + before.wal_bytes - after.db_bytes - after.wal_bytes)})")
+    old, new = before.db_bytes + before.wal_bytes, after.db_bytes + after.wal_bytes
+    freed = f"freed {human_bytes(old - new)}" if new <= old else "nothing freed"
+    print(f"vacuum: {db_path}: {human_bytes(old)} -> {human_bytes(new)} (database + WAL; "
+          f"{freed})")
     return 0
+
+
+def _blocked(db_path: Path, rebuilt: bool) -> str:
+    """Why vacuum stopped: a reader held the database past the busy timeout (exit 1)."""
+    from dltop.store.db import busy_timeout_s
+
+    who = (f"another connection is reading it (a viewer, dltop serve or an exporter, or "
+           f"a query left open; waited {busy_timeout_s():g} s)")
+    if not rebuilt:
+        return f"vacuum: {db_path}: blocked: {who}. Nothing was done: run it once they close"
+    return (f"vacuum: {db_path}: rebuilt, but blocked from truncating the WAL: {who}. "
+            "The rebuilt pages wait in the WAL until they close: run it again then")
 
 
 def _ids(ids: list[int]) -> str:

@@ -7,8 +7,10 @@ The changes to :class:`textual_serve.server.Server`, each for a reason:
   WebSocket's in its path, ``/ws/TOKEN``, since textual.js appends its own
   ``?width=&height=`` to the URL it is given), and the WebSocket's ``Origin`` must be
   the server's own; anything else is answered 403 by a middleware, before any handler,
-  so a refused request never starts a terminal session. No cookie is set: cookies are
-  not scoped by port, so any other server on 127.0.0.1 would receive it. The page
+  so a refused request never starts a terminal session. Failed tokens are limited per
+  source (429 after ten in a minute) and logged once a minute per source. No cookie
+  is set: cookies are not scoped by port, so any other server on 127.0.0.1 would
+  receive it. The page
   says whether the viewer is read-only or can steer, and textual-serve's download
   route (unused by dltop) is left out;
 - the page's URLs (websocket, static files) come from the request's ``Host``, not from
@@ -18,6 +20,8 @@ The changes to :class:`textual_serve.server.Server`, each for a reason:
   fonts.googleapis.com, which a machine without internet fails to fetch (a console
   error, a delay); the same font ships in textual-serve's static files and is used from
   there (and the page names an empty icon, so no ``/favicon.ico`` 404 is logged);
+- a malformed WebSocket handshake is answered 400 before textual-serve's handler,
+  which would log a traceback;
 - no banner and quiet logs: ``dltop serve`` prints its own start-up lines;
 - on stop, the server waits for the TUI processes (each told to quit as its socket
   closed) to exit before the event loop closes: otherwise asyncio reaps them after,
@@ -40,7 +44,7 @@ import jinja2
 from aiohttp import hdrs, web
 from textual_serve.server import Server, to_int
 
-from dltop.cli.servelock import refusal
+from dltop.cli.servelock import Guesses, refusal
 from dltop.textsafe import one_line
 
 TEMPLATE = "app_index.html"
@@ -96,6 +100,7 @@ class TuiServer(Server):
     def __init__(self, command: str, host: str, port: int, *, token: str,
                  control: bool = False) -> None:
         self.token, self.control = token, control
+        self._guesses = Guesses()
         super().__init__(command, host=host, port=port,
                          title=f"dltop ({MODE_TEXT[control].split(':')[0]})")
 
@@ -122,7 +127,14 @@ class TuiServer(Server):
     @web.middleware
     async def _lock(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Answer 403 to a request without the token, or a WebSocket from elsewhere,
-        before its handler (so before any terminal session) runs."""
+        before its handler (so before any terminal session) runs; 429 to a source over
+        its failed attempts for the minute (servelock.Guesses)."""
+        source, now = request.remote or "unknown", time.monotonic()
+        if self._guesses.blocked(source, now):
+            self._guesses.refused_blocked(source, now)
+            raise web.HTTPTooManyRequests(
+                text=f"dltop serve: more than {self._guesses.limit} wrong tokens from "
+                     f"{source} within a minute: refused until the minute is over\n")
         given = request.match_info.get("token") or request.query.get("token")
         why = refusal(token=self.token, given=given,
                       websocket=request.headers.get(hdrs.UPGRADE, "").lower() == "websocket",
@@ -132,11 +144,28 @@ class TuiServer(Server):
             return await handler(request)
         path = "/ws/..." if "token" in request.match_info else request.path
         origin = request.headers.get(hdrs.ORIGIN)
-        log.warning("refused %s (403, %s%s) from %s", one_line(f"{request.method} {path}"),
-                    why, f": Origin {one_line(origin)}" if origin and "origin" in why else "",
-                    request.remote)
+        what = (f"refused {one_line(f'{request.method} {path}')} (403, {why}"
+                f"{f': Origin {one_line(origin)}' if origin and 'origin' in why else ''}) "
+                f"from {one_line(source)}")
+        if why in ("no token", "wrong token"):  # a guess: logged once per source a minute
+            before = self._guesses.failed(source, now)
+            if before is not None:
+                log.warning("%s%s; its further refusals this minute are counted, not logged",
+                            what, f" ({before} more refused in its minute before)"
+                            if before else "")
+        else:
+            log.warning("%s", what)
         raise web.HTTPForbidden(text=f"dltop serve: {why}: open the URL that dltop serve "
                                      "printed (it holds the token)\n")
+
+    async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
+        """textual-serve's handler, behind a handshake check: a malformed upgrade (no
+        key, a wrong version, no ``Connection: Upgrade``) gets a plain 400, not the
+        traceback textual-serve logs when ``prepare`` fails."""
+        if not web.WebSocketResponse().can_prepare(request).ok:
+            raise web.HTTPBadRequest(text="dltop serve: not a valid WebSocket handshake "
+                                          "(RFC 6455)\n")
+        return await super().handle_websocket(request)
 
     async def _end_sessions(self, app: web.Application) -> None:
         import psutil

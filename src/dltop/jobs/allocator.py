@@ -13,6 +13,11 @@ a profile) several runs go at once on disjoint device sets:
 - a CPU job wider than the host is not pinned and so needs the whole host: it
   starts only when nothing else runs, and nothing starts beside it.
 
+The devices named here are where a packed run is *meant* to go: it takes its
+host-wide lease (:mod:`dltop.jobs.lease`) on any free devices of its kind, since
+another engine may hold the named ones, and :meth:`DeviceAllocator.rebind` moves
+it to those it got.
+
 Packed runs still share memory bandwidth, caches and the PCIe root, so their
 numbers are throughput numbers, not clean single-run latencies; each run row
 records the GPUs and CPUs it got and how many runs were active when it started.
@@ -152,6 +157,27 @@ class DeviceAllocator:
         # its nodes are its own (exclusive) or said to be shared in its note.
         return token, self._held[token]
 
+    def rebind(self, token: int, alloc: Allocation) -> Allocation:
+        """Move ``token``'s run onto ``alloc`` (what its lease got) and return it.
+
+        Another run of this engine still waiting for its lease that was meant for one
+        of those devices is meant for the ones ``token`` gave up instead, so the room
+        counted stays right. (A run already going on cannot hold one: its lease would.)
+        """
+        old = self._held.get(token)
+        if old is None or old == alloc:
+            return alloc
+        self._held[token] = alloc
+        gpus = _swap(old.gpu_indices, alloc.gpu_indices)
+        cpus = _swap(old.cpu_affinity or (), alloc.cpu_affinity or ())
+        for t, other in list(self._held.items()):
+            if t != token and t not in self._remote:
+                self._held[t] = Allocation(
+                    tuple(gpus.get(x, x) for x in other.gpu_indices),
+                    None if other.cpu_affinity is None else
+                    tuple(cpus.get(x, x) for x in other.cpu_affinity), other.exclusive)
+        return alloc
+
     def overlap(self, token: int) -> int:
         """The most other runs that held devices at once while ``token`` did."""
         return self._overlap.get(token, 0)
@@ -161,3 +187,11 @@ class DeviceAllocator:
         self._held.pop(token, None)
         self._remote.discard(token)
         self._overlap.pop(token, None)
+
+
+def _swap(old: Sequence[int], new: Sequence[int]) -> dict[int, int]:
+    """Device -> replacement, for runs meant for a device in ``new`` but not ``old``:
+    each gets one that ``old`` had and ``new`` has not."""
+    given_up = [x for x in old if x not in set(new)]
+    taken = [x for x in new if x not in set(old)]
+    return dict(zip(taken, given_up, strict=False))

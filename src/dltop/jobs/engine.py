@@ -14,6 +14,13 @@ one write connection. Children are started only through
 :func:`dltop.jobs.executors.slurm.supervise_slurm`), chosen by the run's
 :mod:`executor <dltop.jobs.executors>`; one run's life is a
 :class:`~dltop.jobs.runjob.RunLifecycle` the engine holds, not a base class.
+
+Its store is fenced on the campaign (:mod:`dltop.store.fence`): once another engine
+took the campaign over (this one was frozen past the heartbeat's limit), every write
+is refused with :class:`~dltop.store.fence.OwnershipLost`. The first refusal, often
+the heartbeat's, stops the engine like a failed database does: its runs are stopped
+(their runners killed, Slurm jobs cancelled: the new owner re-ran or kept them), and
+it writes nothing more, not even the campaign's ``failed``, and raises the refusal.
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from dltop.jobs.runjob import RunLifecycle
 from dltop.jobs.writes import TelemetryLoss
 from dltop.procs import HEARTBEAT_S, this_host
 from dltop.store import guard
+from dltop.store.fence import OwnershipLost
 from dltop.store.guard import StorageError
 from dltop.store.writer import Store, utc_now
 from dltop.telemetry.sampler import Batch, Sampler
@@ -122,16 +130,20 @@ class Engine:
                 watcher = asyncio.create_task(self._watch_control())
                 status = await self._drain_queue()
             except StorageError as exc:
-                self._failure = self._failure or exc
+                self._fail(exc)
                 status = CampaignStatus.FAILED
             finally:
                 if watcher is not None:
                     watcher.cancel()
-            if self._failure is not None:
+            if isinstance(self._failure, OwnershipLost):
+                pass  # the campaign is the new owner's: nothing more is written
+            elif self._failure is not None:
                 await self._record_failure(self._failure)
             else:
                 await self._runs.checkpoint(truncate=True)
             self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
+            if isinstance(self._failure, OwnershipLost):
+                raise self._failure
             if self._failure is not None:
                 raise StorageError(
                     f"campaign {self._campaign_id} stopped: {self._failure}; finished runs are "
@@ -184,11 +196,16 @@ class Engine:
         """
         for result in await asyncio.gather(*tasks, return_exceptions=True):
             if isinstance(result, StorageError):
-                if self._failure is None:
-                    self._failure = result
-                self.request_stop()
+                self._fail(result)
             elif isinstance(result, BaseException):
                 raise result
+
+    def _fail(self, exc: StorageError) -> None:
+        """Stop the campaign for ``exc``: the first failure is kept, unless this one says
+        the campaign was taken over (then nothing more may be written, failure or not)."""
+        if self._failure is None or isinstance(exc, OwnershipLost):
+            self._failure = exc
+        self.request_stop()
 
     async def _record_failure(self, exc: StorageError) -> None:
         # Best effort: the database that failed may refuse this too (the line says it all).
@@ -255,6 +272,7 @@ class Engine:
             # Stopped while waiting: the job is still queued and cancel_queued takes it.
             if not await lease.wait_for(held, self._stop, self._devices_busy):
                 return
+            alloc = self._alloc.rebind(token, held.bound(alloc))  # packed: any free devices
             await self._write(self._store.queue.set_waiting, self._campaign_id, None)
             if not self._running.is_set():
                 return  # paused while it waited for its devices: still queued, for the resume
@@ -275,9 +293,9 @@ class Engine:
 
     def _lease(self, alloc: Allocation, executor: RunExecutor) -> lease.DeviceLease:
         # A Slurm job's devices are the cluster's to hand out: it leases none here.
-        return lease.DeviceLease(executor.lease_names(alloc, self._alloc),
-                                 {"campaign": self._campaign_id, "name": self._name,
-                                  "db": self._db_label}, self._lease_dir)
+        return lease.run_lease(executor.lease_names(alloc, self._alloc), alloc, self._alloc,
+                               {"campaign": self._campaign_id, "name": self._name,
+                                "db": self._db_label}, self._lease_dir)
 
     async def _devices_busy(self, what: str) -> None:
         # The campaign shows `waiting` only while none of its runs goes on.
@@ -289,13 +307,14 @@ class Engine:
         try:
             await self._poll_control()
         except StorageError as exc:
-            # Pause and cancel no longer reach the engine: stop loudly, not silently.
-            self._failure = self._failure or exc
-            self.request_stop()
+            # Pause and cancel no longer reach the engine, or (OwnershipLost: its
+            # heartbeat refused) another engine owns the campaign: stop, loudly.
+            self._fail(exc)
 
     async def _poll_control(self) -> None:
         # The heartbeat rides on the control poll: both stop with the engine, so a
-        # viewer on another host sees the engine die within HEARTBEAT_STALE_S.
+        # viewer on another host sees the engine die within HEARTBEAT_STALE_S. It is
+        # fenced like every write: after a freeze, the first poll finds a takeover.
         pid, host, beat_at = os.getpid(), this_host(), 0.0
         while True:
             if time.monotonic() - beat_at >= HEARTBEAT_S:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dltop.catalog import ERROR_KIND_STATUS, ErrorKind, RunStatus
-from dltop.jobs.protocol import EventChecker
+from dltop.jobs.protocol import MAX_EVENT_DEPTH, EventChecker, too_deep
 
 MAX_EVENT_LINE_BYTES = 1 << 20
 _PROFILE_NAME = re.compile(rb'"event"\s*:\s*"profile"')
@@ -33,6 +33,9 @@ def classify_outcome(reason: RunStatus | None, exit_code: int | None, r: EventRe
         return RunStatus.CANCELLED, None, "cancelled by the user"
     if reason == RunStatus.TIMEOUT:
         return RunStatus.TIMEOUT, None, f"no result within timeout_s = {timeout_s:g}"
+    if r.extra_runner is not None:
+        # Two runners wrote one run's events: its iterations are not the job asked for.
+        return RunStatus.CRASHED, None, r.extra_runner
     if r.error is not None:
         kind = str(r.error.get("kind", ErrorKind.CRASH))
         return ERROR_KIND_STATUS.get(kind, RunStatus.CRASHED), kind, str(r.error.get("message", ""))
@@ -65,6 +68,9 @@ class EventReader:
         profile is then not stored, which the run's note says."""
         self._checker = EventChecker()
         self.hello: dict[str, Any] = {}
+        self.extra_runner: str | None = None
+        """Set when a second runner (a ``hello`` from another pid) reported: the run
+        is failed with this reason, whatever its ``done`` says."""
         self.model: dict[str, Any] = {}
         self.error: dict[str, Any] | None = None
         self.done: dict[str, Any] | None = None
@@ -127,9 +133,12 @@ class EventReader:
 
     def handle(self, line: bytes) -> None:
         """One line: checked, kept where it says what the run is, passed on."""
+        if too_deep(line):
+            self._refuse(f"an event nested deeper than {MAX_EVENT_DEPTH} levels: {line[:60]!r}")
+            return
         try:
             event = json.loads(line)
-        except (ValueError, RecursionError):
+        except ValueError:
             self._refuse(f"not JSON: {line[:60]!r}")
             return
         if not isinstance(event, dict) or event.get("v") != 1 or "event" not in event:
@@ -141,6 +150,11 @@ class EventReader:
             return
         name = event["event"]
         if name == "hello":
+            first = self.hello.get("pid")
+            if first is not None and event.get("pid") not in (None, first) \
+                    and self.extra_runner is None:
+                self.extra_runner = (f"two runners reported (pids {first} and "
+                                     f"{event.get('pid')}) where the job asked for one")
             self.hello = event
         elif name == "setup":  # one-off setup times (compile_s, ...) join the hello's facts
             self.hello = {**{k: v for k, v in event.items() if k not in ("v", "event")},

@@ -16,9 +16,18 @@ same order, two engines can never deadlock, and an engine waiting for the
 whole host is not starved by a packing engine that keeps starting short runs
 on whatever is free.
 
+A packed run (``--pack``) of ``cpu:N`` or ``gpu:N`` wants *any* N cores or GPUs,
+not the ones its engine's allocator first named: its lease takes the first N free
+of the whole set (cores in :func:`~dltop.jobs.environment.core_order`), all at once
+or none (so two such waiters can never each hold part of what the other needs), and
+the run is pinned to what it got (:meth:`DeviceLease.bound`). Three packed engines
+on two cores then keep both busy; waiting for a named core left one idle while the
+others queued for its twin.
+
 Waiting runs form a line (:mod:`dltop.jobs.tickets`): a run tries its locks only
 when no run that started waiting before it wants one of its devices, so engines
-get contended devices in arrival order.
+get contended devices in arrival order, and the first in line takes whichever
+device frees first.
 
 When the directory cannot be used (read-only ``/tmp``, a lock file another user
 made unreadable), the run goes on without a lease and records why
@@ -37,6 +46,7 @@ import os
 import socket
 import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +81,22 @@ def run_devices(alloc: Allocation, allocator: DeviceAllocator) -> tuple[str, ...
     if alloc.cpu_affinity is None and not alloc.gpu_indices:
         return device_names((), allocator.cores)  # an unpinned CPU run: every core
     return device_names(alloc.gpu_indices, alloc.cpu_affinity or ())
+
+
+def run_lease(names: tuple[str, ...], alloc: Allocation, allocator: DeviceAllocator,
+              holder: dict[str, Any], directory: Path | None = None) -> DeviceLease:
+    """The lease of a run whose executor takes ``names`` (:func:`run_devices` here, none
+    for a Slurm job): a packed pinned-CPU or GPU run takes any free devices of its
+    kind, every other run exactly ``names``."""
+    if not names or not allocator.pack or alloc.exclusive:
+        return DeviceLease(names, holder, directory)
+    if alloc.gpu_indices:
+        pool = tuple(f"gpu-{g}" for g in range(allocator.gpu_count))
+        return DeviceLease(pool, holder, directory, any_of=len(alloc.gpu_indices))
+    if alloc.cpu_affinity:
+        pool = tuple(f"cpu-{c}" for c in allocator.cores)  # one per physical core first
+        return DeviceLease(pool, holder, directory, any_of=len(alloc.cpu_affinity))
+    return DeviceLease(names, holder, directory)
 
 
 def _open_lock(path: Path) -> tuple[int, bool]:
@@ -116,11 +142,17 @@ class DeviceLease:
         names: device lock names (see :func:`device_names`).
         holder: what to record in each lock file while held (campaign, db...).
         directory: the lock directory (default :func:`lock_dir`).
+        any_of: take any this many of ``names`` (tried in the order given), all in
+            one poll or none; None: every one of ``names``, in the global order.
     """
 
     def __init__(self, names: Iterable[str], holder: dict[str, Any],
-                 directory: Path | None = None) -> None:
-        self.names = tuple(sorted(set(names), key=_sort_key))
+                 directory: Path | None = None, *, any_of: int | None = None) -> None:
+        given = tuple(dict.fromkeys(names))
+        self.names = tuple(sorted(given, key=_sort_key))
+        self.any_of = any_of
+        self._order = given if any_of is not None else self.names
+        self._need = len(self.names) if any_of is None else min(any_of, len(self.names))
         self.directory = directory or lock_dir()
         info = {**holder, "user": _user(), "host": socket.gethostname()}
         self._holder = json.dumps({**info, "pid": os.getpid()})
@@ -142,7 +174,25 @@ class DeviceLease:
     @property
     def complete(self) -> bool:
         """True when every device is locked, or when leasing is unavailable."""
-        return self.unavailable is not None or len(self._fds) == len(self.names)
+        return self.unavailable is not None or len(self._fds) == self._need
+
+    @property
+    def held(self) -> tuple[str, ...]:
+        """The device lock names held, in the global order."""
+        return tuple(sorted(self._fds, key=_sort_key))
+
+    def bound(self, alloc: Allocation) -> Allocation:
+        """``alloc`` on the devices this lease got: an ``any_of`` lease may have taken
+        others than the allocator named. Unchanged for any other lease, or one that
+        could not be taken (:attr:`unavailable`: the run keeps its allocator's devices)."""
+        if self.any_of is None or self.unavailable is not None or not self.complete:
+            return alloc
+        index = {n: int(n.partition("-")[2]) for n in self._fds}
+        if alloc.gpu_indices:
+            return replace(alloc, gpu_indices=tuple(sorted(index[n] for n in self._fds)))
+        # pinned in the pool's order, as the allocator lists its cores
+        return replace(alloc, cpu_affinity=tuple(index[n] for n in self._order
+                                                 if n in self._fds))
 
     def poll(self) -> str | None:
         """Take the next free locks in order, without blocking, once no earlier waiter
@@ -165,6 +215,8 @@ class DeviceLease:
         if not self._fds and (ahead := self._line()):
             return next(d for d in self.names if d in ahead[0].devices)
         self.ahead = ()
+        if self.any_of is not None:
+            return self._poll_any()
         for name in self.names:
             if name in self._fds:
                 continue
@@ -184,11 +236,49 @@ class DeviceLease:
                 return None
             self._fds[name] = fd
             if writable:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(fd, 0)
-                    os.pwrite(fd, self._holder.encode(), 0)
+                self._record(fd)
         self._leave_line()
         return None
+
+    def _poll_any(self) -> str | None:
+        """Lock the first free ``any_of`` devices, or none: what :meth:`poll` returns."""
+        got: dict[str, tuple[int, bool]] = {}
+        busy: str | None = None
+        for name in self._order:
+            if len(got) == self._need:
+                break
+            try:
+                fd, writable = _open_lock(self.directory / f"{name}.lock")
+            except OSError as exc:
+                _close(got)
+                self._give_up(f"{self.directory / name}.lock: {exc}")
+                return None
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                busy = busy or name
+                continue
+            except OSError as exc:
+                os.close(fd)
+                _close(got)
+                self._give_up(f"flock {self.directory / name}.lock: {exc}")
+                return None
+            got[name] = (fd, writable)
+        if len(got) < self._need:
+            _close(got)  # all or none: no waiter holds a part of what another needs
+            return busy or self._order[0]
+        for name, (fd, writable) in got.items():
+            self._fds[name] = fd
+            if writable:
+                self._record(fd)
+        self._leave_line()
+        return None
+
+    def _record(self, fd: int) -> None:
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, self._holder.encode(), 0)
 
     def holder_of(self, name: str) -> str:
         """Who holds ``name`` now (for a "waiting for devices" message)."""
@@ -205,6 +295,8 @@ class DeviceLease:
         if self._ticket is None:
             return held
         want = tickets.describe_devices(self.names)
+        if self.any_of is not None:
+            want = f"any {self._need} of {want}"
         if self.ahead:
             last = self.ahead[-1]
             return (f"{want}: {tickets.ordinal(len(self.ahead) + 1)} in line behind "
@@ -238,6 +330,12 @@ class DeviceLease:
     def _give_up(self, why: str) -> None:
         self.release()
         self.unavailable = why
+
+
+def _close(got: Mapping[str, tuple[int, bool]]) -> None:
+    for fd, _ in got.values():
+        with contextlib.suppress(OSError):
+            os.close(fd)
 
 
 def _sort_key(name: str) -> tuple[str, int]:

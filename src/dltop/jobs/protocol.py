@@ -28,12 +28,17 @@ a statistic. The rules, per field:
   :mod:`dltop.jobs.protocol_evals`; ``request`` and ``load`` (a serve run's requests
   and its measured load, issue 41): see :mod:`dltop.jobs.protocol_serve`.
 
+A line nested deeper than :data:`MAX_EVENT_DEPTH` is refused before it is decoded
+(:func:`too_deep`), and a ``refused`` event (a runner relaying a line its program
+wrote that it could not read: ``why``) is itself a protocol error.
+
 Events of other names are accepted (forward compatibility), within the integer rule.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +50,12 @@ MAX_SAMPLES = 2**53
 """Samples per iteration stay below this: exact as a float, so throughput stays exact."""
 MAX_STEP_S = 1e6
 """No training step takes longer than 11.6 days; a longer one is a runner's bug."""
+
+MAX_EVENT_DEPTH = 32
+"""Arrays and objects nest at most this deep in an event (``profile``'s ops reach 3);
+``json.loads`` recurses once per level, so deeper lines are refused unread."""
+_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+"""A JSON string (skipped whole: brackets inside it do not count) or one bracket."""
 
 _HELLO_TEXT = ("framework", "framework_version", "python_version", "python_executable",
                "device", "blas", "cuda_version", "cudnn_version", "device_name")
@@ -62,6 +73,31 @@ def _is_number(v: Any) -> bool:
 def _show(v: Any) -> str:
     text = repr(v)
     return text if len(text) <= 40 else text[:37] + "..."
+
+
+def too_deep(line: bytes, limit: int = MAX_EVENT_DEPTH) -> bool:
+    """Whether the JSON text ``line`` nests arrays or objects deeper than ``limit``.
+
+    A linear scan (strings skipped by one regular expression), so ``[`` x 100 000
+    costs microseconds and no recursion; the runners' ``dltop_protocol.too_deep`` is
+    the same rule for Python 3.6.
+    """
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False  # the common case: too few brackets to be that deep
+    depth = 0
+    for m in _JSON_TOKEN.finditer(line):
+        tok = m.group()
+        if tok in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif tok in (b"]", b"}"):
+            depth = max(0, depth - 1)
+    return False
+
+
+def _check_refused(e: dict[str, Any]) -> str:
+    return str(e.get("why") or "a line the runner could not read")[:200]
 
 
 def _big_int(v: Any, path: str, depth: int = 0) -> str | None:
@@ -196,7 +232,7 @@ class EventChecker:
                  "model": _check_model, "error": _check_error, "plan": check_plan,
                  "setup": _check_setup, "done": _check_done,
                  "eval": lambda e: check_eval(e, self.last_eval_index),
-                 "profile": check_profile,
+                 "profile": check_profile, "refused": _check_refused,
                  "generate": lambda e: check_generate(e, self.last_generate_index),
                  "request": lambda e: check_request(e, self.last_request_index),
                  "load": check_load}

@@ -1,5 +1,9 @@
 """Resume a campaign whose engine died: reap its orphans, re-queue, go on.
 
+Taking over raises the campaign's owner generation: an engine that only looked dead
+(frozen past the heartbeat's limit) finds, when it wakes, that every write it tries is
+refused, stops its runners and exits 3 (:mod:`dltop.store.fence`).
+
 What is left of each run depends on where it ran: its executor
 (:meth:`~dltop.jobs.executors.base.RunExecutor.reap`) says.
 """
@@ -57,10 +61,13 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
                     camp.engine_heartbeat_s):
         raise UserError(f"campaign {camp.id} is still being run by dltop ({_engine(camp)}); "
                         "stop it first or let it finish")
-    # Claim first, as a compare-and-set on the dead engine's identity: of two
-    # processes resuming at once, the loser has written nothing when it is told.
+    # Claim first, as a compare-and-set on the dead engine's identity and generation: of
+    # two processes resuming at once, the loser has written nothing when it is told. The
+    # winner's store is fenced on the new generation, and the engine it took over from
+    # (dead, or only frozen) can write nothing more (dltop.store.fence).
     if not queue.claim(camp.id, os.getpid(), process_start_time(os.getpid()) or 0.0,
-                       (camp.engine_pid, camp.engine_start_time), this_host()):
+                       (camp.engine_pid, camp.engine_start_time), this_host(),
+                       camp.owner_generation):
         raise UserError(f"campaign {camp.id} was just taken over by another dltop process; "
                         "see 'dltop status'")
     killed = lost = 0

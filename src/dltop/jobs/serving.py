@@ -12,13 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from dltop.results.convergence import percentile
+from dltop.results.convergence import percentile_or_none
 from dltop.store.generations import pack_seconds
 from dltop.store.serving import pack_counts
 from dltop.store.writer import Store
 
 LAG_BOUND_S = 0.010
-"""A measured dispatch lag p99 above this flags the run ``client-bound``."""
+"""A measured dispatch lag p99 above this flags the run ``client-bound`` (a p99 needs 100
+measured requests: :func:`dltop.results.convergence.min_samples`; with fewer, only the
+CPU says so)."""
 CPU_BOUND_PCT = 90.0
 """So does a client that used more than this share of one core over the measured load."""
 
@@ -75,8 +77,9 @@ class ServeExtras:
     def fields(self) -> dict[str, Any]:
         """The run's serve columns (empty for a run that sent no request)."""
         out: dict[str, Any] = {}
-        if self._lags:
-            out["dispatch_lag_p99_s"] = percentile(sorted(self._lags), 99)
+        lag = percentile_or_none(sorted(self._lags), 99) if self._lags else None
+        if lag is not None:  # from 100 measured requests on (the percentile rule)
+            out["dispatch_lag_p99_s"] = lag
         if self._load is not None:
             window = float(self._load["window_s"])
             out["serve_window_s"] = window

@@ -40,6 +40,14 @@ from typing import Any
 import psutil
 
 from dltop.catalog import RunStatus
+from dltop.jobs.containment import (
+    RUN_TOKEN,
+    SWEEP,
+    TRACK_S,
+    RunScope,
+    end_dead_engines_cgroups,
+    kill_run_cgroups,
+)
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
 from dltop.procs import process_start_time, read_log_tail
 
@@ -49,8 +57,6 @@ WATCH_STEP_S = 1.0
 """The deadline is checked this often (see _wait_awake)."""
 STALL_S = 2.0
 """A watch step this much late means the engine was stopped, not merely busy."""
-RUN_TOKEN = "DLTOP_RUN_TOKEN"
-"""Environment variable marking every process a run starts (see :func:`kill_run_tree`)."""
 
 
 
@@ -159,30 +165,6 @@ def kill_group(pgid: int, sig: int) -> bool:
     return True
 
 
-def kill_run_tree(sid: int, token: str, since: float) -> int:
-    """SIGKILL what is left of a run; return how many processes were killed.
-
-    A run's processes are those of its runner's session (the runner leads one)
-    and those that left the session but inherited the run's ``token`` (a
-    double-forked daemon, a ``setsid`` grandchild). Only this user's processes
-    started at or after ``since`` (epoch seconds) are looked at.
-    """
-    me, here = os.getuid(), os.getpid()
-    killed = 0
-    for proc in psutil.process_iter(["uids", "create_time"]):
-        try:
-            if (proc.pid == here or proc.info["uids"] is None
-                    or proc.info["uids"].real != me or proc.info["create_time"] < since):
-                continue
-            if os.getsid(proc.pid) != sid and proc.environ().get(RUN_TOKEN) != token:
-                continue
-            os.kill(proc.pid, signal.SIGKILL)
-            killed += 1
-        except (psutil.Error, OSError):
-            continue
-    return killed
-
-
 def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | None) -> int:
     """Kill what is left of a runner group a dead engine started; return processes killed.
 
@@ -191,7 +173,8 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
     (a process group id cannot be reused while any member lives). A leader pid
     that now belongs to a different process (start time differs) is left alone.
     The runner leads a session too (its id is the group's): members of that
-    session in other groups (a command job's program) are killed with it.
+    session in other groups (a command job's program) are killed with it, and so is
+    the whole run cgroup any of them is in (:func:`~dltop.jobs.containment.kill_run_cgroups`).
     """
     if not pgid:
         return 0
@@ -210,9 +193,20 @@ def reap_orphan_group(pid: int | None, pgid: int | None, start_time: float | Non
                 other_groups.add(group)
         except (ProcessLookupError, PermissionError):
             continue
+    # Descendants that left the session (a daemon the runner adopted as subreaper)
+    # and the run's cgroup (whatever left the tree too), then the groups.
+    adopted = []
+    for pid in members:
+        with contextlib.suppress(psutil.Error):
+            adopted += [c for c in psutil.Process(pid).children(recursive=True)
+                        if c.pid not in members]
+    swept = kill_run_cgroups(members) + end_dead_engines_cgroups()
+    for child in adopted:
+        with contextlib.suppress(psutil.Error):
+            child.kill()
     for group in other_groups | ({pgid} if members else set()):
         kill_group(group, signal.SIGKILL)
-    return len(members)
+    return max(len(members) + len(adopted), swept)
 
 
 async def supervise(
@@ -244,8 +238,8 @@ async def supervise(
     """
     read_fd, write_fd = os.pipe()
     t0 = time.monotonic()
-    started = time.time() - 1.0  # process start times are rounded to clock ticks
     token = secrets.token_hex(8)
+    scope = RunScope(token)
     log_fd = -1
     try:
         # never through a planted link (jobs.rundir made the file, 0600)
@@ -255,12 +249,16 @@ async def supervise(
         # loop; only the wait (wait4, for the rusage) differs, and that is in a thread.
         proc = _Child(subprocess.Popen(  # noqa: ASYNC220
             list(argv), stdin=subprocess.DEVNULL, stdout=log_fd, stderr=log_fd,
+            # the log is a file dltop reads as UTF-8, whatever the user's terminal takes
+            # (PYTHONIOENCODING=latin-1 crashed a runner printing a label with a `†`)
             env={**env, "DLTOP_EVENT_FD": str(write_fd), "PYTHONUNBUFFERED": "1",
-                 RUN_TOKEN: token},
+                 "PYTHONIOENCODING": "utf-8", RUN_TOKEN: token},
             pass_fds=(write_fd, *keep_fds), start_new_session=True,
+            preexec_fn=scope.preexec,  # joins the run's cgroup before exec
         ), own_peak_rss_bytes())
-    except OSError as exc:
+    except (OSError, subprocess.SubprocessError) as exc:
         os.close(read_fd)
+        await asyncio.to_thread(scope.end)
         return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,
                             message=f"cannot start runner {argv[0]}: {exc}")
     finally:
@@ -270,12 +268,14 @@ async def supervise(
                 with contextlib.suppress(OSError):
                     os.close(fd)
     pgid = proc.pid  # start_new_session: the child leads its own group
+    scope.started(proc.pid)
     if on_spawn is not None:
         on_spawn(proc.pid, pgid)
     reader = EventReader(on_event)
     pump = asyncio.create_task(reader.pump(read_fd))
     waiter = asyncio.create_task(proc.wait())
     stopper = asyncio.create_task(stop.wait())
+    tracker = asyncio.create_task(_track(scope))
     reason: RunStatus | None = None
     try:
         done = await _wait_awake(waiter, stopper, timeout_s, proc.pid)
@@ -291,8 +291,9 @@ async def supervise(
         await asyncio.shield(terminate_group(proc, pgid))
         raise
     finally:
+        tracker.cancel()
         kill_group(pgid, signal.SIGKILL)
-        kill_run_tree(pgid, token, started)
+        leftovers = await asyncio.shield(asyncio.to_thread(scope.end))
         stopper.cancel()
         pump.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -306,9 +307,19 @@ async def supervise(
         message=message, error_kind=kind, protocol_errors=reader.protocol_errors,
         protocol_note=reader.protocol_note, profile_refused=reader.profile_refused,
         log_tail=read_log_tail(log_path) if status != RunStatus.OK else "",
-        hello=reader.hello, model=reader.model, done=reader.done or {},
-        rss_peak_kernel_bytes=proc.maxrss_bytes,
+        hello=({**reader.hello, "process_cleanup": scope.method,
+                "leftover_processes": leftovers} if reader.hello else reader.hello),
+        model=reader.model, done=reader.done or {}, rss_peak_kernel_bytes=proc.maxrss_bytes,
     )
+
+
+async def _track(scope: RunScope) -> None:
+    """List the run's descendants while it runs (the sweep's memory of who is whose)."""
+    if scope.method != SWEEP:
+        return
+    while True:
+        await asyncio.to_thread(scope.track)
+        await asyncio.sleep(TRACK_S)
 
 
 async def _wait_awake(waiter: asyncio.Task[int], stopper: asyncio.Task[Any], timeout_s: float,

@@ -169,6 +169,10 @@ class CampaignView:
     no engine runs the campaign)."""
     engine_start_time: float | None = None
     """The engine process's start time as recorded (with its pid, what liveness checks)."""
+    engine_host: str | None = None
+    """The owning engine's host (None: a campaign stored before migration 22)."""
+    engine_heartbeat_s: float | None = None
+    """Its last heartbeat, epoch seconds (what liveness checks from another host)."""
 
     @property
     def job_total(self) -> int:
@@ -182,9 +186,10 @@ class CampaignView:
 
 
 def engine_changed(view: CampaignView) -> bool:
-    """Whether the campaign's engine started or died since ``view`` was read: a pid check,
-    not a read (the engine's liveness is not in the database)."""
-    return engine_alive(view.engine_pid, view.engine_start_time) != view.engine_alive
+    """Whether the campaign's engine started or died since ``view`` was read: a pid check
+    on its host, its heartbeat's age from another, not a read."""
+    return engine_alive(view.engine_pid, view.engine_start_time, view.engine_host,
+                        view.engine_heartbeat_s) != view.engine_alive
 
 
 def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
@@ -366,7 +371,7 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
         # Every run in progress counts: the shown one at its recent pace once it has one,
         # the others (packed, or the shown one before its first iteration) by iterations.
         shown = current.job_id if current is not None and current.eta_s is not None else None
-        others = [PendingWork(("",), 1, max(0, total - done))
+        others = [PendingWork(("",), 1, max(0, total - done), started=True)
                   for job, (done, total) in progress.items() if job != shown]
         eta = campaign_eta(finished, [*pending, *others],
                            current.eta_s if current is not None and shown is not None
@@ -374,4 +379,5 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
                         current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                         progress, c.get("waiting_for"), offset, running_row, head, tail,
-                        eta, c["engine_start_time"])
+                        eta, c["engine_start_time"], c.get("engine_host"),
+                        c.get("engine_heartbeat_s"))

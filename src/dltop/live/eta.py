@@ -35,10 +35,11 @@ def eta_inputs(db: sqlite_utils.Database, campaign_id: int, counts: dict[str, in
         return hit
     finished = tuple(
         FinishedRate((f["framework"], f["model"], f["batch_size"], f["device"]), f["runs"],
-                     f["iters"], f["wall"])
+                     f["iters"], f["wall"], f["measured"] or 0.0)
         for f in db.query(
             f"select {_CONFIG}, count(*) as runs, sum(r.n_iterations + j.warmup) as iters, "
-            "sum((julianday(r.finished_at) - julianday(r.started_at)) * 86400.0) as wall "
+            "sum((julianday(r.finished_at) - julianday(r.started_at)) * 86400.0) as wall, "
+            "sum(r.n_iterations * r.mean_s) as measured "
             "from runs r join jobs j on j.id = r.job_id where r.campaign_id = ? "
             f"and r.status in ({', '.join('?' * len(ETA_STATUSES))}) "
             "and r.finished_at is not null and r.started_at is not null "

@@ -111,6 +111,10 @@ class FinishedRate:
     """Iterations of those runs, warm-up included."""
     wall_s: float
     """Their wall time from start to end (start-up and warm-up included)."""
+    measured_s: float = 0.0
+    """Their measured iterations' seconds (n x mean); the rest of ``wall_s`` is each
+    run's fixed cost: start-up, compile, warm-up, teardown. 0: unknown, so the wall
+    time is spread over the iterations."""
 
 
 @dataclass(frozen=True)
@@ -121,6 +125,8 @@ class PendingWork:
     jobs: int
     iterations: int
     """Iterations of those jobs, warm-up included."""
+    started: bool = False
+    """Runs in progress: their start-up is behind them, only their iterations are left."""
 
 
 @dataclass(frozen=True)
@@ -157,18 +163,38 @@ def approx_duration(seconds: float) -> str:
 
 def campaign_eta(finished: Sequence[FinishedRate], pending: Sequence[PendingWork],
                  current_left_s: float | None = None) -> CampaignEta:
-    """Seconds left: each pending job's iterations at the measured seconds per iteration.
+    """Seconds left: each pending job's fixed cost plus its iterations at the measured pace.
 
-    A configuration that has finished runs is timed at its own pace (wall time per
-    iteration, so start-up and warm-up are counted); the others at the pace of all
-    finished runs together. ``current_left_s`` (the run in progress) is added.
+    Finished runs teach both parts: a run's fixed cost (start-up, compile, warm-up,
+    teardown: its wall time less its measured iterations) and the seconds per measured
+    iteration. A configuration with finished runs is estimated from its own, at least
+    the iterations its runs really took (a time window makes runs longer than their
+    ``iterations``); the others from all finished runs together. Runs in progress pay
+    no start-up again. ``current_left_s`` (the run in progress) is added.
     """
     jobs_left = sum(p.jobs for p in pending) + (1 if current_left_s is not None else 0)
     runs = sum(f.runs for f in finished)
     all_iters = sum(f.iterations for f in finished)
     if not runs or all_iters <= 0:
         return CampaignEta(None, 0, jobs_left)
-    overall = sum(f.wall_s for f in finished) / all_iters
-    own = {f.config: f.wall_s / f.iterations for f in finished if f.iterations > 0}
-    left = sum(p.iterations * own.get(p.config, overall) for p in pending)
+    overall = _pace(sum(f.wall_s for f in finished), sum(f.measured_s for f in finished),
+                    runs, all_iters)
+    own = {f.config: _pace(f.wall_s, f.measured_s, f.runs, f.iterations)
+           for f in finished if f.iterations > 0}
+    left = 0.0
+    for p in pending:
+        fixed_s, per_iter_s, iters_per_run = own.get(p.config, overall)
+        iters = p.iterations
+        if p.config in own and not p.started:
+            iters = max(iters, round(iters_per_run * p.jobs))
+        left += (0.0 if p.started else fixed_s * p.jobs) + iters * per_iter_s
     return CampaignEta(left + (current_left_s or 0.0), runs, jobs_left)
+
+
+def _pace(wall_s: float, measured_s: float, runs: int,
+          iterations: int) -> tuple[float, float, float]:
+    """(fixed seconds per run, seconds per iteration, iterations per run) of finished
+    runs; without their measured seconds the wall time is spread over the iterations."""
+    if 0 < measured_s <= wall_s:
+        return (wall_s - measured_s) / runs, measured_s / iterations, iterations / runs
+    return 0.0, wall_s / iterations, iterations / runs

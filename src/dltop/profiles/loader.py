@@ -153,7 +153,11 @@ def parse(text: str, source: str, default_name: str,
     table = own_slurm
     if system is not None and system.slurm and (own_slurm is None or isinstance(own_slurm, dict)):
         table = {**system.slurm, **(own_slurm or {})}  # the profile's own keys win
-    cluster = slurm.parse(where.err, table)
+    # A system's value names the config file in errors (slurm.check_job), not the profile.
+    inherited = ({k: system.source for k in system.slurm
+                  if not isinstance(own_slurm, dict) or k not in own_slurm}
+                 if system is not None else None)
+    cluster = slurm.parse(where.err, table, inherited)
     rules = references.profile_rules(
         where.err, doc.get("references"), None if system is None else system.name,
         () if system is None else system.references)

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from dltop.errors import UserError
-from dltop.profiles import limits
+from dltop.profiles import limits, slurmopts
 from dltop.profiles.device import DeviceSpec
 
 KEYS = ("partition", "account", "time", "gpus_per_node", "cpus_per_task", "mem", "exclusive",
@@ -55,6 +55,9 @@ class SlurmSettings:
     the nodes' cores per GPU from ``sinfo``)."""
     parallel: int = 1
     """Runs of the campaign in Slurm at once (separate jobs; docs/cluster.md)."""
+    sources: tuple[tuple[str, str], ...] = field(default=(), compare=False, repr=False)
+    """Keys whose value came from elsewhere than the profile, with where: ``("time",
+    "config.toml: systems.NAME")``. For messages only; not stored."""
 
     def to_json_dict(self) -> dict[str, Any]:
         """Plain JSON (lists for the tuples)."""
@@ -82,35 +85,84 @@ _TIME = re.compile(r"^(\d+|\d+:\d{1,2}|\d+:\d{1,2}:\d{1,2}|\d+-\d+|\d+-\d+:\d{1,
                    r"|\d+-\d+:\d{1,2}:\d{1,2})$")
 """Slurm's --time forms: M, M:S, H:M:S, D-H, D-H:M, D-H:M:S."""
 
-RESERVED_ARGS: dict[str, str] = {
-    "--wait": "", "-W": "", "--job-name": "", "-J": "", "--output": "", "-o": "",
-    "--error": "", "-e": "", "--parsable": "", "--wrap": "", "--chdir": "", "-D": "",
-    "--export": "", "--container-image": "slurm.container",
-    # the job's shape: each has its own key, which dltop checks against the job
-    "--nodes": "nodes", "-N": "nodes", "--ntasks": "nodes", "-n": "nodes",
-    "--ntasks-per-node": "nodes", "--ntasks-per-socket": "nodes",
-    "--time": "slurm.time", "-t": "slurm.time", "--time-min": "slurm.time",
-    "--gpus": "slurm.gpus_per_node", "-G": "slurm.gpus_per_node",
-    "--gpus-per-node": "slurm.gpus_per_node", "--gpus-per-task": "slurm.gpus_per_node",
-    "--gpus-per-socket": "slurm.gpus_per_node", "--gres": "slurm.gpus_per_node",
-    "--cpus-per-task": "slurm.cpus_per_task", "-c": "slurm.cpus_per_task",
-    "--cpus-per-gpu": "slurm.cpus_per_task",
-    "--mem": "slurm.mem", "--mem-per-cpu": "slurm.mem", "--mem-per-gpu": "slurm.mem",
-    "--exclusive": "slurm.exclusive", "--oversubscribe": "slurm.exclusive",
-    "-s": "slurm.exclusive", "--share": "slurm.exclusive",
-    "--partition": "slurm.partition", "-p": "slurm.partition",
-    "--account": "slurm.account", "-A": "slurm.account",
+_SHAPE = {
+    # the job's nodes, tasks, CPUs, GPUs and memory: each has its own key, which dltop
+    # records and checks against the job
+    "nodes": "nodes", "ntasks": "nodes", "ntasks-per-node": "nodes",
+    "ntasks-per-socket": "nodes", "ntasks-per-core": "nodes", "ntasks-per-gpu": "nodes",
+    "ntasks-per-tres": "nodes",
+    "time": "slurm.time", "time-min": "slurm.time",
+    "gpus": "slurm.gpus_per_node", "gpus-per-node": "slurm.gpus_per_node",
+    "gpus-per-task": "slurm.gpus_per_node", "gpus-per-socket": "slurm.gpus_per_node",
+    "gres": "slurm.gpus_per_node",
+    "cpus-per-task": "slurm.cpus_per_task", "cpus-per-gpu": "slurm.cpus_per_task",
+    "mincpus": "slurm.cpus_per_task",
+    "mem": "slurm.mem", "mem-per-cpu": "slurm.mem", "mem-per-gpu": "slurm.mem",
+    "exclusive": "slurm.exclusive", "oversubscribe": "slurm.exclusive",
+    "partition": "slurm.partition", "account": "slurm.account",
+    "container": "slurm.container", "container-image": "slurm.container",
 }
-"""Options dltop sets itself, each with the key to use instead ("" when none: dltop's
-own): in ``extra_args``/``srun_args`` they would silently change the job's nodes,
-tasks, time or devices, which dltop records and checks from its own keys."""
+_REFUSED = {
+    **dict.fromkeys((
+        "overcommit", "sockets-per-node", "cores-per-socket", "threads-per-core",
+        "extra-node-info", "core-spec", "thread-spec", "hint", "distribution", "contiguous",
+        "spread-job", "use-min-nodes", "exact", "whole", "overlap", "tmp", "het-group",
+        "network", "gres-flags"), "the job's shape"),
+    **dict.fromkeys(("nodelist", "nodefile", "exclude", "clusters", "cluster", "switches",
+                     "jobid", "no-allocate", "relative"), "where the job runs"),
+    **dict.fromkeys(("output", "error", "input", "chdir", "open-mode", "container-mounts",
+                     "container-workdir", "container-save", "container-name"),
+                    "the job's files or folder"),
+    **dict.fromkeys(("array", "requeue", "no-requeue", "dependency", "kill-on-invalid-dep",
+                     "deadline", "signal", "hold", "immediate", "no-kill", "kill-on-bad-exit",
+                     "wait", "wait-all-nodes", "test-only", "reboot", "delay-boot"),
+                    "the job's lifetime"),
+    **dict.fromkeys(("export", "export-file", "get-user-env", "preserve-env", "job-name",
+                     "parsable", "wrap", "batch", "uid", "gid", "prolog", "epilog",
+                     "task-prolog", "task-epilog", "multi-prog", "pty", "interactive",
+                     "help", "usage", "version"), "what the job runs"),
+}
+ALLOWED: dict[str, frozenset[str]] = {
+    "sbatch": frozenset((
+        "qos", "constraint", "cluster-constraint", "prefer", "reservation", "comment",
+        "mail-type", "mail-user", "begin", "licenses", "wckey", "nice", "verbose",
+        "quiet")),
+    "srun": frozenset((
+        "comment", "cpu-bind", "mem-bind", "gpu-bind", "accel-bind", "label", "unbuffered",
+        "verbose", "quiet", "container-writable", "container-readonly",
+        "container-remap-root", "no-container-remap-root", "container-mount-home",
+        "no-container-mount-home", "container-entrypoint", "no-container-entrypoint",
+        "container-entrypoint-log", "container-env")),
+}
+"""What ``extra_args`` (sbatch) and ``srun_args`` may hold: options that change neither
+the job's shape, placement, files nor lifetime (docs/cluster.md)."""
+OPTION_KEYS = {"extra_args": "sbatch", "srun_args": "srun"}
 
 
-def option_name(arg: str) -> str:
-    """The option an argument names: ``--nodes=2`` -> ``--nodes``, ``-N2`` -> ``-N``."""
-    if arg.startswith("--"):
-        return arg.split("=", 1)[0]
-    return arg[:2] if arg.startswith("-") else arg
+def check_args(args: tuple[str, ...], command: str) -> str | None:
+    """Why ``args`` cannot be passed to ``command`` (``sbatch``/``srun``), or None.
+
+    Read as Slurm reads them (:mod:`dltop.profiles.slurmopts`: prefixes, bundles, values
+    as the next argument); only the :data:`ALLOWED` options pass.
+    """
+    try:
+        parsed = slurmopts.parse(args, command)
+    except slurmopts.OptionError as exc:
+        return str(exc)
+    for p in parsed:
+        name = p.option.canonical
+        said = f"{p.arg!r}: " + (f"{p.written} is {p.name}: " if p.written != p.name else "")
+        if name in ALLOWED[command]:
+            if p.missing:
+                return f"{said}{p.name} needs a value"
+            continue
+        if name in _SHAPE:
+            return f"{said}dltop sets {p.name} itself (use the key {_SHAPE[name]} instead)"
+        if name in _REFUSED:
+            return f"{said}{p.name} would change {_REFUSED[name]}, which dltop controls"
+        return (f"{said}{p.name} is not one dltop passes to {command} (allowed: "
+                f"{', '.join('--' + a for a in sorted(ALLOWED[command]))})")
+    return None
 
 
 def time_seconds(limit: str) -> int:
@@ -142,8 +194,12 @@ one host: it keeps nodes = 1."""
 Err = Callable[[str, str], UserError]
 
 
-def parse(err: Err, table: Any) -> SlurmSettings | None:
+def parse(err: Err, table: Any,
+          sources: Mapping[str, str] | None = None) -> SlurmSettings | None:
     """The ``[slurm]`` table as :class:`SlurmSettings` (None when the profile has none).
+
+    ``sources``: the keys of ``table`` that came from elsewhere (a system's table), with
+    where, so that a later check of their values names that file and table.
 
     Raises:
         UserError: via ``err(key, message)``: an unknown key or a value of the wrong kind.
@@ -189,13 +245,9 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
                        'a Slurm time limit (minutes, "HH:MM:SS" or "D-HH:MM:SS")')
     extra, srun = strings("extra_args"), strings("srun_args")
     for key, args in (("extra_args", extra), ("srun_args", srun)):
-        for arg in args:
-            name = option_name(arg)
-            if name in RESERVED_ARGS:
-                instead = RESERVED_ARGS[name]
-                use = (f"use the key {instead} instead" if instead
-                       else "the executor sets it")
-                raise err(f"slurm.{key}", f"{arg!r}: dltop sets {name} itself ({use})")
+        why = check_args(args, OPTION_KEYS[key])
+        if why is not None:
+            raise err(f"slurm.{key}", why)
     mem = slurm_value("mem", _MEM, 0, 'Slurm memory per node ("64G", "512M", 0 for all of it)')
     exclusive = table.get("exclusive", True)
     if not isinstance(exclusive, bool):
@@ -211,7 +263,14 @@ def parse(err: Err, table: Any) -> SlurmSettings | None:
                          cpus_per_gpu=count("cpus_per_gpu"), parallel=count("parallel") or 1,
                          cpus_per_task=count("cpus_per_task"), extra_args=extra,
                          setup=strings("setup"), mem=mem, exclusive=exclusive, srun_args=srun,
-                         container=text("container"), container_runtime=runtime)
+                         container=text("container"), container_runtime=runtime,
+                         sources=tuple(sorted((sources or {}).items())))
+
+
+def _key_err(err: Err, slurm: SlurmSettings, key: str, msg: str) -> UserError:
+    """The error about ``key`` of the ``[slurm]`` table, naming where its value is written."""
+    source = dict(slurm.sources).get(key)
+    return UserError(f"{source}.{key}: {msg}") if source else err(f"slurm.{key}", msg)
 
 
 def check_job(err: Err, loc: Callable[[str], str], framework: str, device: DeviceSpec,
@@ -244,14 +303,15 @@ def check_job(err: Err, loc: Callable[[str], str], framework: str, device: Devic
             and time_seconds(slurm.time) < timeout_s:
         # Slurm would kill the job before dltop's own deadline: a TIMEOUT from the
         # cluster where the profile asked for more.
-        raise err("slurm.time", f"{slurm.time!r} ({time_seconds(slurm.time)} s) is shorter "
-                  f"than the job's timeout_s = {timeout_s:g}; raise it or leave it out (dltop "
-                  "then asks for timeout_s plus a margin)")
+        raise _key_err(err, slurm, "time",
+                       f"{slurm.time!r} ({time_seconds(slurm.time)} s) is shorter than the "
+                       f"job's timeout_s = {timeout_s:g}; raise it or leave it out (dltop "
+                       "then asks for timeout_s plus a margin)")
     if device.kind == "gpu" and slurm.gpus_per_node is not None \
             and slurm.gpus_per_node < device.count:
-        raise err("slurm.gpus_per_node", f"{slurm.gpus_per_node} is fewer than the "
-                  f"{device.label} a job asks for on each node")
+        raise _key_err(err, slurm, "gpus_per_node", f"{slurm.gpus_per_node} is fewer than "
+                       f"the {device.label} a job asks for on each node")
     if device.kind in ("cpu", "cpus") and slurm.cpus_per_task is not None \
             and slurm.cpus_per_task < device.count:
-        raise err("slurm.cpus_per_task", f"{slurm.cpus_per_task} is fewer than the "
-                  f"{device.label} a job asks for on each node")
+        raise _key_err(err, slurm, "cpus_per_task", f"{slurm.cpus_per_task} is fewer than "
+                       f"the {device.label} a job asks for on each node")

@@ -19,7 +19,7 @@ from dltop.errors import UserError
 from dltop.report.model import Figure, Report
 from dltop.report.specs import FORMATS, render, spec
 from dltop.report.vlsize import paper_size
-from dltop.textsafe import one_line
+from dltop.textsafe import markdown_text
 
 WIDTH_IN = {"single": 3.3, "double": 7.0}
 """Column widths of a two-column paper (IEEE/ACM), in inches."""
@@ -89,24 +89,25 @@ def render_figures(report: Report, fmt: str,
     if fmt not in FORMATS:
         raise UserError(f"--format {fmt!r}: use one of {', '.join(FORMATS)}")
     files: dict[str, bytes] = {}
-    lines = [f"# {one_line(report.title)}: figures", ""]
+    # Markdown: names and titles are data, their HTML shown as text (markdown_text)
+    lines = [f"# {markdown_text(report.title)}: figures", ""]
     if report.empty:
-        lines += [one_line(report.empty), ""]
+        lines += [markdown_text(report.empty), ""]
     for number, fig in enumerate(drawn(report), 1):
         size, width = paper_size(fig)
         name = f"{fig.key}.{fmt}"
         files[name] = draw(spec(fig, size), fmt)
-        lines += [f"## Figure {number}: {one_line(fig.title)}", "",
-                  f"![{one_line(fig.title)}]({name})", "",
-                  f"*Figure {number}.* {one_line(fig.title)}. {one_line(fig.caption)} "
+        lines += [f"## Figure {number}: {markdown_text(fig.title)}", "",
+                  f"![{markdown_text(fig.title)}]({name})", "",
+                  f"*Figure {number}.* {markdown_text(fig.title)}. {markdown_text(fig.caption)} "
                   f"({width} column, {WIDTH_IN[width]:g} in wide.)", ""]
     omitted = [f for f in (*report.figures, *report.runs) if f.omitted]
     if omitted:
         lines += ["## Not drawn", ""]
-        lines += [f"- {one_line(f.title)}: {one_line(f.omitted)}." for f in omitted]
+        lines += [f"- {markdown_text(f.title)}: {markdown_text(f.omitted)}." for f in omitted]
         lines.append("")
     if report.runs_note:
-        lines += [one_line(report.runs_note), ""]
+        lines += [markdown_text(report.runs_note), ""]
     files["figures.md"] = "\n".join(lines).encode()
     return files
 

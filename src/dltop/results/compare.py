@@ -36,16 +36,22 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import bootstrap, caption, identity, queries, tokens
+from dltop.results import bootstrap, caption, comparemetrics, identity, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
 
-METRICS = ("time", "throughput")
+METRICS = comparemetrics.METRICS
 FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
 INCONCLUSIVE = "inconclusive"
+ONE_RUN = "one run"
+"""Why a pair of which a side has a single ok run is inconclusive: its interval would
+be of that run's iterations, not across repeats (docs/metrics.md, statistics policy)."""
+ACROSS, WITHIN = "across repeats", "within-run"
+"""What a pair's interval resamples: runs and their samples, or one run's samples only
+(``--within-run``)."""
 GATING_FLAGS = ("noisy", "packed", "shared", "contaminated", "simulated")
 """The flags that make a pair inconclusive (``incomplete`` does not: fewer repeats
 widen the interval, which the verdict already accounts for)."""
@@ -73,13 +79,22 @@ class Comparison:
     """A's flags (:func:`dltop.results.summary.flags`), empty when A has no such side."""
     flags_b: tuple[str, ...] = ()
     flagged_verdict: str | None = None
-    """For an ``inconclusive`` pair: the verdict its numbers alone would give."""
+    """For an ``inconclusive`` pair of a flagged side: the verdict its numbers alone would
+    give."""
+    metric: str = "time"
+    runs_a: int = 0
+    """A's ok runs behind its value (0: no such side)."""
+    runs_b: int = 0
+    interval: str = ""
+    """:data:`ACROSS`, :data:`WITHIN`, or empty without an interval."""
+    why: str = ""
+    """Why an ``inconclusive`` pair is: ``flagged`` or :data:`ONE_RUN`."""
 
     @property
     def regression(self) -> bool:
-        """B is significantly slower than A, and neither side is flagged (or flags
-        were allowed)."""
-        return self.verdict == SLOWER
+        """B is significantly worse than A (slower, more energy, lower MFU), and neither
+        side is flagged (or flags were allowed)."""
+        return self.verdict in comparemetrics.WORSE
 
     @property
     def inconclusive(self) -> bool:
@@ -92,20 +107,13 @@ def _label(r: ConfigResult) -> tuple[Any, ...]:
             *(r.identity.get(name) for name in identity.ROW_KEYS))
 
 
-def _sides(r: ConfigResult | None) -> list[list[tuple[float, int]]] | None:
-    if r is None or not r.runs or any(not x.iterations for x in r.runs):
-        return None
-    if any(not math.isfinite(s) for x in r.runs for s, _ in x.iterations):
-        return None  # an old database's infinite time: no interval (bootstrap refuses it)
-    return [list(x.iterations) for x in r.runs]
-
-
 def verdict(ratio: float, low: float, high: float, metric: str, threshold: float) -> str:
-    """``faster``, ``slower`` or ``no significant change`` for B/A of ``metric``."""
+    """``faster``, ``slower`` (for energy ``less``/``more energy``, for MFU ``higher``/
+    ``lower MFU``) or ``no significant change`` for B/A of ``metric``."""
     if low <= 1.0 <= high or abs(ratio - 1.0) <= threshold:
         return SAME
-    higher_is_better = metric == "throughput"
-    return FASTER if (ratio > 1.0) == higher_is_better else SLOWER
+    better, worse = comparemetrics.WORDS[metric]
+    return better if (ratio > 1.0) == (metric in comparemetrics.HIGHER_IS_BETTER) else worse
 
 
 def bare(r: ConfigResult) -> dict[str, Any]:
@@ -137,6 +145,19 @@ def pairing(results: list[ConfigResult], placed: frozenset[str] = frozenset(),
     return out
 
 
+def placed_keys(*sides: Sequence[ConfigResult]) -> frozenset[str]:
+    """The :func:`bare_key` s that occur on several hosts or GPU models of one side: an
+    identity on several places pairs place by place; one place per side (A on one host,
+    B on another) pairs across them."""
+    placed: set[str] = set()
+    for side in sides:
+        places: dict[str, set[tuple[str, str]]] = {}
+        for r in side:
+            places.setdefault(bare_key(r), set()).add(r.place)
+        placed |= {k for k, where in places.items() if len(where) > 1}
+    return frozenset(placed)
+
+
 def side_flags(r: ConfigResult | None) -> tuple[str, ...]:
     """A side's flags (:func:`dltop.results.summary.flags`) that gate a verdict."""
     from dltop.results.summary import flags
@@ -144,62 +165,85 @@ def side_flags(r: ConfigResult | None) -> tuple[str, ...]:
     return () if r is None else tuple(f for f in flags(r) if f in GATING_FLAGS)
 
 
-def _compare_one(a: ConfigResult | None, b: ConfigResult | None, metric: str,
+def compare_pair(a: ConfigResult | None, b: ConfigResult | None, metric: str,
                  threshold: float, pair_identity: dict[str, Any],
-                 allow_flagged: bool = False) -> Comparison:
+                 allow_flagged: bool = False, within_run: bool = False) -> Comparison:
+    """B/A of ``metric`` for one pair, its interval and its verdict.
+
+    The interval is across repeats (both sides' runs resampled, then each run's
+    samples); a side with a single ok run makes the pair ``inconclusive`` (why:
+    :data:`ONE_RUN`; its ratio is shown, no interval) unless ``within_run``, which
+    takes the interval from the runs' own samples and labels it :data:`WITHIN`. A
+    flagged side makes it ``inconclusive`` (why: ``flagged``) unless ``allow_flagged``.
+    """
     some = a or b
     assert some is not None
     label, ident = _label(some), pair_identity
     key = identity.key(ident)
     fa, fb = side_flags(a), side_flags(b)
+    base: dict[str, Any] = {"identity": ident, "flags_a": fa, "flags_b": fb, "metric": metric}
     if a is None or b is None:
-        return Comparison(label, key, "only in B" if a is None else "only in A",
-                          identity=ident, flags_a=fa, flags_b=fb)
-    sa, sb = _sides(a), _sides(b)
-    if sa is None or sb is None:
-        missing = a if sa is None else b
-        side = "A" if sa is None else "B"
-        return Comparison(label, key,
-                          f"not comparable: {side} {missing.label}",
-                          identity=ident, flags_a=fa, flags_b=fb)
-    stat = bootstrap.STATS[metric]
-    ratio, low, high = bootstrap.ratio_ci(sa, sb, stat)
+        return Comparison(label, key, "only in B" if a is None else "only in A", **base)
+    sa, sb = comparemetrics.sides(a, metric), comparemetrics.sides(b, metric)
+    counts: dict[str, Any] = {"runs_a": len(a.runs), "runs_b": len(b.runs)}
+    if sa.runs is None or sb.runs is None:
+        side, why = ("A", sa.reason) if sa.runs is None else ("B", sb.reason)
+        return Comparison(label, key, f"not comparable: {side} {why}", **base, **counts)
+    va, vb = sa.value(), sb.value()
+    ratio = vb / va if va > 0 else math.nan
+    one = min(sa.n_runs, sb.n_runs) < 2
+    if one and not (within_run and sa.within_run and sb.within_run):
+        # a single run's samples say how precisely that run was timed, not where a
+        # second run would land: no interval, no verdict (docs/metrics.md)
+        return Comparison(label, key, INCONCLUSIVE, va, vb, ratio, **base, **counts,
+                          why=ONE_RUN)
+    _, low, high = bootstrap.ratio_ci(sa.runs, sb.runs, sa.stat)
+    scale = sb.scale / sa.scale
+    low, high = low * scale, high * scale
     said = verdict(ratio, low, high, metric, threshold)
     gated = bool(fa or fb) and not allow_flagged
-    return Comparison(label, key, INCONCLUSIVE if gated else said,
-                      bootstrap.estimate(sa, stat), bootstrap.estimate(sb, stat),
-                      ratio, low, high, ident, fa, fb, said if gated else None)
+    return Comparison(label, key, INCONCLUSIVE if gated else said, va, vb, ratio, low, high,
+                      **base, flagged_verdict=said if gated else None, **counts,
+                      interval=WITHIN if one else ACROSS, why="flagged" if gated else "")
+
+
+def check_options(metric: str | None, threshold: float) -> None:
+    """The errors of :func:`compare` for its options.
+
+    Raises:
+        UserError: an unknown metric or a negative threshold.
+    """
+    if metric is not None and metric not in METRICS:
+        raise UserError(f"compare --metric: use one of {', '.join(METRICS)}")
+    if threshold < 0:
+        raise UserError("compare --threshold must be >= 0 (e.g. 0.05 for 5 %)")
 
 
 def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Sequence[int],
             metric: str = "time", threshold: float = 0.05,
-            allow_flagged: bool = False) -> list[Comparison]:
+            allow_flagged: bool = False, within_run: bool = False) -> list[Comparison]:
     """Every configuration of campaign(s) ``a_id`` and ``b_id``, paired by identity.
 
-    A pair with a flagged side is ``inconclusive`` unless ``allow_flagged``.
+    A pair with a flagged side is ``inconclusive`` unless ``allow_flagged``; one with a
+    single-run side is unless ``within_run`` (:func:`compare_pair`).
 
     Raises:
-        UserError: an unknown metric, a negative threshold, or no configuration in common.
+        UserError: an unknown metric, a negative threshold, the same campaigns on both
+            sides, or no configuration in common.
     """
-    if metric not in METRICS:
-        raise UserError(f"compare --metric: use one of {', '.join(METRICS)}")
-    if threshold < 0:
-        raise UserError("compare --threshold must be >= 0 (e.g. 0.05 for 5 %)")
+    check_options(metric, threshold)
+    if _id_set(a_id) == _id_set(b_id):
+        raise UserError(f"compare A B: A and B are the same campaign(s) ({_ids(a_id)}); "
+                        "to compare settings inside one campaign: "
+                        f"dltop compare {_ids(a_id)} --by SETTING")
     ra, rb = config_results(db, a_id), config_results(db, b_id)
-    # an identity on several hosts or GPU models of one side pairs place by place; one
-    # place per side (A on one host, B on another) pairs across them
-    placed: set[str] = set()
-    for side in (ra, rb):
-        places: dict[str, set[tuple[str, str]]] = {}
-        for r in side:
-            places.setdefault(bare_key(r), set()).add(r.place)
-        placed |= {k for k, where in places.items() if len(where) > 1}
-    a, b = pairing(ra, frozenset(placed)), pairing(rb, frozenset(placed))
+    placed = placed_keys(ra, rb)
+    a, b = pairing(ra, placed), pairing(rb, placed)
     if not a.keys() & b.keys():
         raise UserError(f"campaigns {_ids(a_id)} and {_ids(b_id)} have no configuration "
                         "in common")
-    out = [_compare_one(a[k][1] if k in a else None, b[k][1] if k in b else None, metric,
-                        threshold, (a.get(k) or b[k])[0], allow_flagged)
+    out = [compare_pair(a[k][1] if k in a else None, b[k][1] if k in b else None, metric,
+                        threshold, (a.get(k) or b[k])[0], allow_flagged, within_run)
            for k in {**a, **b}]
     out.sort(key=lambda c: (rank(c.label[0], catalog.MODELS),
                             rank(c.label[1], catalog.FRAMEWORKS), c.label[2],
@@ -208,8 +252,54 @@ def compare(db: sqlite_utils.Database, a_id: int | Sequence[int], b_id: int | Se
     return out
 
 
-def _verdict_text(c: Comparison) -> str:
-    return f"{c.verdict} ({c.flagged_verdict})" if c.flagged_verdict else c.verdict
+def verdict_text(c: Comparison) -> str:
+    """The verdict cell: ``inconclusive (slower)`` for a flagged pair, ``inconclusive:
+    one run``, ``slower (within-run)`` for an interval of one run's samples."""
+    if c.flagged_verdict:
+        return f"{c.verdict} ({c.flagged_verdict})"
+    if c.why == ONE_RUN:
+        return f"{INCONCLUSIVE}: {ONE_RUN}"
+    return f"{c.verdict} ({WITHIN})" if c.interval == WITHIN else c.verdict
+
+
+def ci_cells(c: Comparison) -> tuple[Cell, Cell]:
+    """The interval's two cells; ``n/a: one run`` where a single run gave none."""
+    if c.why == ONE_RUN:
+        return Cell(f"n/a: {ONE_RUN}"), Cell(f"n/a: {ONE_RUN}")
+    return _num(c.ci_low, f"{c.ci_low or 0.0:.3f}"), _num(c.ci_high, f"{c.ci_high or 0.0:.3f}")
+
+
+def notes(rows: Sequence[Comparison], threshold: float) -> tuple[str, ...]:
+    """The notes under a comparison: how the interval is made, and what the inconclusive
+    and within-run rows mean."""
+    return (
+        "CI95: 2000-resample seeded two-level bootstrap across repeats (each side's runs "
+        "drawn with replacement, then each drawn run's measured samples). A change is "
+        f"called when the interval excludes 1 and B/A differs from 1 by more than "
+        f"{threshold:.0%} (docs/metrics.md, statistics policy).",
+        *(("inconclusive: A or B is flagged (noisy, packed, shared, contaminated, "
+           "simulated), so no change is called (the numbers' own verdict in brackets); "
+           "--allow-flagged calls it anyway.",) if any(c.why == "flagged" for c in rows)
+          else ()),
+        *(("inconclusive: one run: A or B has a single ok run, so there is no interval "
+           "across repeats; --within-run gives one from that run's own samples, "
+           "labelled (within-run).",) if any(c.why == ONE_RUN for c in rows) else ()),
+        *(("(within-run): A or B has a single ok run; its interval resamples that run's "
+           "samples only (--within-run): how precisely the run was measured, not where "
+           "another run would land.",) if any(c.interval == WITHIN for c in rows) else ()))
+
+
+def row_extra(c: Comparison) -> dict[str, Any]:
+    """A row's JSON beyond its cells: the identity, the flags, the runs on each side and
+    what the interval resamples."""
+    return {"identity": dict(c.identity),
+            "flags": {"a": list(c.flags_a), "b": list(c.flags_b)},
+            "unflagged_verdict": c.flagged_verdict,
+            "runs": {"a": c.runs_a, "b": c.runs_b}, "interval": c.interval or None}
+
+
+def _id_set(ids: int | Sequence[int]) -> frozenset[int]:
+    return frozenset([ids] if isinstance(ids, int) else ids)
 
 
 def _ids(ids: int | Sequence[int]) -> str:
@@ -236,9 +326,9 @@ def compare_table(rows: list[Comparison],
     side_a, side_b = _side(a), _side(b)
     models = [c.label[0] for c in rows]
     # throughput of transformer rows is tokens/s (results/tokens.py): per row if mixed
-    unit = "s" if metric == "time" else tokens.metric_for("throughput", models).unit
-    per_row = metric != "time" and tokens.labels_rows("throughput", models)
-    fmt = "{:.4g}" if metric == "time" else "{:.1f}"
+    unit = tokens.metric_for(metric, models).unit
+    per_row = tokens.labels_rows(metric, models)
+    fmt = "{:.1f}" if metric == "throughput" else "{:.4g}"
     var = identity.variation(c.identity for c in rows)
     row_var = var.without(*identity.ROW_KEYS)
     unit_col = (Column(tokens.UNIT_COLUMN, "unit", Role.KEY),) if per_row else ()
@@ -260,25 +350,15 @@ def compare_table(rows: list[Comparison],
             key_cell(m), key_cell(f), key_cell(batch), key_cell(dev),
             *identity.value_cells(keyed),
             *row_var.cells(c.identity),
-            *((key_cell(tokens.row_unit("throughput", m)),) if per_row else ()),
+            *((key_cell(tokens.row_unit(metric, m)),) if per_row else ()),
             _num(c.a, fmt.format(c.a or 0.0)), _num(c.b, fmt.format(c.b or 0.0)),
-            _num(c.ratio, f"{c.ratio or 0.0:.3f}"), _num(c.ci_low, f"{c.ci_low or 0.0:.3f}"),
-            _num(c.ci_high, f"{c.ci_high or 0.0:.3f}"),
+            _num(c.ratio, f"{c.ratio or 0.0:.3f}"), *ci_cells(c),
             key_cell(", ".join(c.flags_a)), key_cell(", ".join(c.flags_b)),
-            Cell(_verdict_text(c))),
-            {"identity": dict(c.identity),
-             "flags": {"a": list(c.flags_a), "b": list(c.flags_b)},
-             "unflagged_verdict": c.flagged_verdict}))
-    what = "median s/iter" if metric == "time" else \
-        ("throughput" if per_row else unit)
-    notes: tuple[str, ...] = (
-        f"B/A of the {what} (median over runs); CI95: 2000-resample seeded two-level "
-        "bootstrap of both campaigns' measured iterations. A change is called when "
-        f"the interval excludes 1 and B/A differs from 1 by more than {threshold:.0%}.",
-        *(("inconclusive: A or B is flagged (noisy, packed, shared, contaminated, "
-           "simulated), so no change is called (the numbers' own verdict in brackets); "
-           "--allow-flagged calls it anyway.",) if any(c.inconclusive for c in rows)
-          else ()))
+            Cell(verdict_text(c))),
+            row_extra(c)))
+    what = {"time": "median s/iter", "mfu": "MFU"}.get(metric) or \
+        (metric if per_row or metric in ("ttft", "tpot") else unit)
+    table_notes = (f"B/A of the {what} (median over runs).", *notes(rows, threshold))
     constants = var.caption()
     camps = list({c.id: c for c in (*side_a, *side_b)}.values())
     lines, meta = caption.context(db, camps, constants) if db is not None else \
@@ -294,7 +374,7 @@ def compare_table(rows: list[Comparison],
     return Table(
         title=f"Compare A = campaign{'s' if len(side_a) > 1 else ''} {names(side_a)} with "
               f"B = campaign{'s' if len(side_b) > 1 else ''} {names(side_b)}: {what}",
-        columns=cols, rows=tuple(table_rows), notes=notes, caption=lines,
+        columns=cols, rows=tuple(table_rows), notes=table_notes, caption=lines,
         meta={**meta, "a": refs(side_a), "b": refs(side_b),
               "metric": metric, "unit": unit, "threshold": threshold,
               "identity": var.as_json()})

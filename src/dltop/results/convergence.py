@@ -149,11 +149,45 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 
 LATENCY_QUANTILES = (50.0, 90.0, 99.0)
 
+Percentiles = tuple[float, float | None, float | None]
+"""(p50, p90, p99) in seconds; p90 or p99 is ``None`` where too few samples stand behind
+it (:func:`min_samples`)."""
 
-def latency(seconds: Sequence[float]) -> tuple[float, float, float] | None:
-    """(p50, p90, p99) of per-iteration seconds (None without any)."""
-    if not seconds:
+
+def min_samples(q: float) -> int:
+    """The fewest samples a ``q``-th percentile is given from (docs/metrics.md,
+    statistics policy): n ≥ 100 / (100 − q) above the median and 100 / q below it, so
+    that at least one sample lies at or beyond it (p90 and p10: 10, p95: 20, p99: 100);
+    the median needs one."""
+    if q == 50.0:
+        return 1
+    return math.ceil(100.0 / min(q, 100.0 - q) - 1e-9)
+
+
+def percentile_or_none(sorted_values: Sequence[float], q: float) -> float | None:
+    """:func:`percentile`, or ``None`` from fewer than :func:`min_samples` values: the one
+    rule for every latency, TTFT, TPOT and ITL percentile a table or a view shows."""
+    if len(sorted_values) < min_samples(q):
         return None
-    ordered = sorted(seconds)
-    p50, p90, p99 = (percentile(ordered, q) for q in LATENCY_QUANTILES)
+    return percentile(sorted_values, q)
+
+
+def too_few(n: int) -> str:
+    """What a percentile cell says instead of a number from ``n`` samples."""
+    return f"n/a: n={n}"
+
+
+def percentiles(values: Sequence[float]) -> Percentiles | None:
+    """(p50, p90, p99) of ``values`` under :func:`percentile_or_none` (None without any)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    p50 = percentile(ordered, LATENCY_QUANTILES[0])
+    p90, p99 = (percentile_or_none(ordered, q) for q in LATENCY_QUANTILES[1:])
     return p50, p90, p99
+
+
+def latency(seconds: Sequence[float]) -> Percentiles | None:
+    """(p50, p90, p99) of per-iteration seconds (None without any; p90/p99 ``None`` from
+    too few, :func:`min_samples`)."""
+    return percentiles(seconds)

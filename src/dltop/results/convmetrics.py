@@ -74,15 +74,21 @@ def serving_value(res: ConfigResult, name: str) -> Value:
     if value is None:
         return Value(None, why)
     if "p90_s" in detail:
-        return _percentiles((detail["p50_s"], detail["p90_s"], detail["p99_s"]),
-                            int(detail["n"]))
-    suffix = f" (asked {detail['asked']:g})" if "asked" in detail else ""
+        return _percentiles((value, detail["p90_s"], detail["p99_s"]), int(detail["n"] or 0))
+    asked = detail.get("asked")
+    suffix = f" (asked {asked:g})" if asked is not None else ""
     return Value(value, suffix=suffix, extra=tuple(detail.items()))
 
 
 def _percentiles(p: gen.Percentiles, n: int) -> Value:
+    """p50 with p90 / p99 after it; a percentile from too few samples says so
+    (``n/a: n=10``, :func:`dltop.results.convergence.min_samples`)."""
     p50, p90, p99 = p
-    return Value(p50, suffix=f" / {fmt_seconds(p90)} / {fmt_seconds(p99)} (n {n})",
+
+    def shown(v: float | None) -> str:
+        return conv.too_few(n) if v is None else fmt_seconds(v)
+
+    return Value(p50, suffix=f" / {shown(p90)} / {shown(p99)} (n {n})",
                  extra=(("p50_s", p50), ("p90_s", p90), ("p99_s", p99), ("n", float(n))))
 
 

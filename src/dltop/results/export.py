@@ -322,7 +322,8 @@ def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[in
                    path: str, *,
                    fmt: str | None = None, table: str = "pivot",
                    metric: str = "time", run: int | None = None) -> str:
-    """Write the results table of one or several campaigns to ``path``; ``wrote PATH``.
+    """Write the results table of one or several campaigns to ``path`` (UTF-8, whatever
+    the locale); ``wrote PATH``.
 
     Args:
         fmt: the format; ``None`` takes it from the suffix of ``path``.
@@ -336,7 +337,7 @@ def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[in
     """
     text = results_text(db, campaigns, fmt or format_for_path(path), table, metric, run)
     try:
-        Path(path).write_text(text)
+        Path(path).write_text(text, encoding="utf-8")  # not the locale's: LANG=C is ASCII
     except OSError as exc:
         raise UserError(f"{path}: cannot write: {exc.strerror}") from None
     return f"wrote {path}"

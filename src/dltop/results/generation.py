@@ -27,7 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dltop.results.convergence import LATENCY_QUANTILES, in_chunks, percentile
+from dltop.results.convergence import Percentiles as Percentiles
+from dltop.results.convergence import in_chunks, percentiles
 from dltop.store.generations import TABLE, unpack_seconds
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -59,8 +60,6 @@ class Request:
         return (self.e2e_s - self.ttft_s) / (self.new_tokens - 1)
 
 
-Percentiles = tuple[float, float, float]
-"""(p50, p90, p99) in seconds."""
 
 
 @dataclass(frozen=True)
@@ -101,12 +100,9 @@ def generations_of(db: sqlite_utils.Database | ReadDb, run_ids: Sequence[int],
 
 
 def quantiles(values: Sequence[float]) -> Percentiles | None:
-    """(p50, p90, p99) of ``values`` (linear between ranks), None without any."""
-    if not values:
-        return None
-    ordered = sorted(values)
-    p50, p90, p99 = (percentile(ordered, q) for q in LATENCY_QUANTILES)
-    return p50, p90, p99
+    """(p50, p90, p99) of ``values`` (linear between ranks), None without any; p90 and
+    p99 are ``None`` from too few values (:func:`dltop.results.convergence.min_samples`)."""
+    return percentiles(values)
 
 
 def decode_rate(requests: Sequence[Request]) -> float | None:

@@ -8,10 +8,28 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, RunStatus
 from dltop.errors import UserError
-from dltop.results import labels
+from dltop.results import labels, studyrefs
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
+
+
+class StudyId(int):
+    """A campaign's id in a study of several databases (:mod:`dltop.store.study`): the
+    number the results read by, written as the ``FILE:ID`` the user addresses it by
+    (in every title, caption and message that formats the id)."""
+
+    ref: str
+
+    def __new__(cls, value: int, ref: str) -> StudyId:
+        self = super().__new__(cls, value)
+        self.ref = ref
+        return self
+
+    def __str__(self) -> str:
+        return self.ref
+
+    __repr__ = int.__repr__
 
 
 @dataclass(frozen=True)
@@ -27,8 +45,11 @@ class CampaignRow:
     dltop_version: str | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """``{id, name, status, created_at, finished_at, host, dltop_version}`` for JSON."""
-        return {"id": self.id, "name": self.name, "status": self.status,
+        """``{id, name, status, created_at, finished_at, host, dltop_version}`` for JSON;
+        in a study of several databases also ``ref`` (``FILE:ID``, ``id`` its ID)."""
+        ref = {"ref": str(self.id)} if isinstance(self.id, StudyId) else {}
+        cid = int(str(self.id).rpartition(":")[2]) if ref else self.id
+        return {"id": cid, **ref, "name": self.name, "status": self.status,
                 "created_at": self.created_at, "finished_at": self.finished_at,
                 "host": self.host, "dltop_version": self.dltop_version}
 
@@ -61,7 +82,8 @@ class RunRow:
 
 def campaign_row(r: dict[str, Any]) -> CampaignRow:
     """A ``campaigns`` row as a :class:`CampaignRow`."""
-    return CampaignRow(r["id"], r["name"], r["status"], r["created_at"], r["finished_at"],
+    cid = StudyId(r["id"], r["study_ref"]) if r.get("study_ref") else r["id"]
+    return CampaignRow(cid, r["name"], r["status"], r["created_at"], r["finished_at"],
                        r["host"], r.get("dltop_version"))
 
 
@@ -143,6 +165,8 @@ def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None,
         UserError: no campaigns at all, or a part of ``ref`` names no campaign
             (the message lists the most recent ones).
     """
+    if studyrefs.is_study(db):
+        return studyrefs.resolve(db, ref, given_as, campaign_row)
     recent = campaigns(db, limit=5)
     if not recent:
         raise UserError("no campaigns in this database yet (run 'dltop run PROFILE' first)")

@@ -179,5 +179,7 @@ def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow
     names = ", ".join(f"{c.id} {c.name}" for c in camps)
     return Table(title=f"References of campaign {names}", columns=cols, rows=tuple(rows),
                  notes=("measured: the median s/iter, or throughput as units per iteration "
-                        "over it; CI95: its 95 % bootstrap interval. A metric fails only "
-                        "when the whole interval is outside reference x (1 + tolerance).",))
+                        "over it; CI95: its 95 % bootstrap interval across repeats (one run: "
+                        "none, the median alone is judged; docs/metrics.md, statistics "
+                        "policy). A metric fails only when the whole interval is outside "
+                        "reference x (1 + tolerance).",))

@@ -14,7 +14,8 @@ load shows is here, per configuration over its ok runs (docs/metrics.md, "Servin
   (a run above ``max_error_rate`` failed: its requests count in no ok run).
 - **itl-chunk**: every gap between successive content chunks, p50/p90/p99 (a chunk of
   k tokens is one gap here, k equal ones in the per-token ``itl``).
-- **dispatch-lag**, **slot-wait**: p50/p90/p99 over the measured requests.
+- **dispatch-lag**, **slot-wait**: p50/p90/p99 over the measured requests (p90 and p99
+  only from enough of them: :func:`dltop.results.convergence.min_samples`).
 - **client-cpu**: the client's CPU over the window, 100 = one core, mean over runs.
 """
 
@@ -26,8 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dltop.results.convergence import in_chunks
-from dltop.results.generation import Percentiles, quantiles
+from dltop.results.convergence import Percentiles, in_chunks, percentiles
 from dltop.store.generations import unpack_seconds
 from dltop.store.serving import TABLE
 
@@ -127,14 +127,14 @@ def _per_run_rate(runs: Sequence[RunRecord], count: Any) -> list[float]:
     return out
 
 
-def _pct(p: Percentiles | None, n: int) -> tuple[float, dict[str, float]] | None:
+def _pct(p: Percentiles | None, n: int) -> tuple[float, dict[str, float | None]] | None:
     if p is None:
         return None
     return p[0], {"p50_s": p[0], "p90_s": p[1], "p99_s": p[2], "n": float(n)}
 
 
 def serving_numbers(res: ConfigResult, name: str) -> tuple[float | None, str,
-                                                            dict[str, float]]:
+                                                            dict[str, float | None]]:
     """(value, why none, detail) of serving metric ``name`` for a configuration."""
     runs = res.runs
     mode = res.identity.get("mode", "train")
@@ -146,7 +146,8 @@ def serving_numbers(res: ConfigResult, name: str) -> tuple[float | None, str,
     if name == "req-rate":
         rates = _per_run_rate(runs, lambda r: sum(q.ok for q in r.serving))
         asked = res.identity.get("request_rate")
-        detail = {"asked": float(asked)} if isinstance(asked, int | float) else {}
+        detail: dict[str, float | None] = {"asked": float(asked)} \
+            if isinstance(asked, int | float) else {}
         return (statistics.median(rates) if rates else None), "n/a: no window", detail
     if name == "output-rate":
         rates = _per_run_rate(runs, lambda r: sum(q.output_tokens for q in r.serving if q.ok))
@@ -170,7 +171,7 @@ def serving_numbers(res: ConfigResult, name: str) -> tuple[float | None, str,
         values = [q.dispatch_lag_s for q in reqs]
     else:
         values = [q.slot_wait_s for q in reqs]
-    got = _pct(quantiles(values), len(values))
+    got = _pct(percentiles(values), len(values))
     if got is None:
         return None, "n/a: one chunk per request", {}
     return got[0], "", got[1]

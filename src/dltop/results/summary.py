@@ -29,6 +29,7 @@ from dltop.results.aggregate import (
     placed_identities,
     rank,
 )
+from dltop.results.convergence import percentile_or_none
 from dltop.results.convmetrics import may_have_value
 from dltop.results.gcpause import gc_paused
 from dltop.results.measured import seconds_of
@@ -65,7 +66,8 @@ NOTES = (
     "runs: ok runs / repeats planned. median: median over runs of each run's median "
     "s/iter; CI: 95 % two-level bootstrap interval of that median (2000 seeded resamples "
     "of runs, then of each run's iterations; n/a for one run, whose iterations cannot show "
-    "the run-to-run spread). mean: mean of run means. samples/s: median "
+    "the run-to-run spread: JSON rows give its within-run p10-p90 under \"within_run\"). "
+    "mean: mean of run means. samples/s: median "
     "over runs of total samples / total measured seconds. power, J/sample, CPU: mean over "
     "runs; memory: maximum over runs.",
     "GPU mem: peak of the run's own processes ((device): processes not visible, the "
@@ -90,7 +92,8 @@ GENERATION_NOTE = (
     "prompt in to first token out (prefill and the first token's sampling, device "
     "synchronised); TPOT = (end to end - TTFT) / (new tokens - 1) per request; ITL = every "
     "later token's latency; p50 / p90 / p99 over the measured requests (ITL: latencies) of "
-    "the ok runs together, JSON rows give n under \"detail\". decode tok/s: batch × (new "
+    "the ok runs together, JSON rows give n under \"detail\"; a percentile from too few "
+    "(p90: n < 10, p99: n < 100) is n/a: n=N (docs/metrics.md). decode tok/s: batch × (new "
     "tokens - 1) / Σ ITL, median over runs.")
 
 
@@ -190,6 +193,17 @@ def intervals(results: Sequence[ConfigResult],
     return out
 
 
+def within_run(iterations: Sequence[tuple[float, int]]) -> dict[str, Any]:
+    """A single run's spread, labelled as its own (docs/metrics.md, statistics policy):
+    the p10 and p90 of its measured iterations' seconds (``None`` from fewer than 10),
+    never an interval across repeats."""
+    ordered = sorted(seconds_of(iterations))
+    return {"what": "within-run p10-p90 of one run's measured s/iter, not an interval "
+                    "across repeats", "n": len(ordered),
+            "p10_s": percentile_or_none(ordered, 10.0),
+            "p90_s": percentile_or_none(ordered, 90.0)}
+
+
 def shown_extras(results: Sequence[ConfigResult]) -> tuple[str, ...]:
     """The convergence and latency metrics that some configuration has a value of: only
     those get a column, so a campaign of timed training runs keeps its usual table."""
@@ -238,6 +252,8 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
     cells += [Cell(res.status, None, res.status), Cell(", ".join(flags(res))),
               Cell(readings_text(res) if res.runs else "")]
     extra["reasons"] = reasons
+    if len(res.runs) == 1 and res.runs[0].iterations:
+        extra["within_run"] = within_run(res.runs[0].iterations)
     if details:  # percentiles' p90/p99 and their n (the cell's number is p50); readings
         extra["detail"] = details
     if simulated:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sqlite3
+import stat
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -54,8 +55,13 @@ def resolve_db_path(cli_value: str | os.PathLike[str] | None) -> Path:
     return default_db_path()
 
 
-def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
+def connect(path: Path, *, create: bool = True,
+            migrate: bool | None = None) -> sqlite_utils.Database:
     """Open (and if needed create and migrate) the database at ``path``.
+
+    ``migrate`` (default: ``create``) with ``create=False`` migrates an existing
+    database without creating one: ``dltop run --resume`` writes as an engine does, so
+    its campaign gets the columns every write needs (the ownership fence, issue 38).
 
     Raises:
         UserError: the path cannot be created or written, is not SQLite, is
@@ -67,8 +73,7 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
 
     path = Path(path)
     if not create:
-        if not path.is_file():
-            raise UserError(f"{path}: no such database (run 'dltop run' first, or pass --db)")
+        ident = existing_database_file(path)
     else:
         try:
             # dltop's own directory is user-only; an existing one is left as it is
@@ -77,12 +82,12 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
             raise UserError(
                 f"{path}: cannot create the database directory: {exc.strerror}"
             ) from None
-        if path.exists() and not os.access(path, os.W_OK):
+        found = database_file(path)
+        if found is not None and not os.access(path, os.W_OK):
             raise UserError(f"{path}: the database file is not writable")
-        if not path.exists() and not os.access(path.parent, os.W_OK):
+        if found is None and not os.access(path.parent, os.W_OK):
             raise UserError(f"{path}: the directory {path.parent} is not writable")
-    if create:
-        _create_private(path)
+        ident = found if found is not None else _create_private(path)
     with explained(path):
         wait_s = busy_timeout_s()
         conn = sqlite3.connect(str(path), timeout=wait_s, check_same_thread=False)
@@ -91,17 +96,22 @@ def connect(path: Path, *, create: bool = True) -> sqlite_utils.Database:
         conn.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
         # Before anything is written (WAL included): a newer dltop's database is left as is.
         dltop_tables(path, db, empty_ok=create)
-        if create:
+        same_file(path, ident)  # SQLite opens by name: still the file checked above?
+        migrate = create if migrate is None else migrate
+        if migrate:
             db.enable_wal()
             conn.execute("PRAGMA synchronous=NORMAL")
         else:  # not migrated: an older database reads through temporary views instead
             ensure_views(conn)
-    if not create:
+    if not migrate:
         return db
     try:
         migrations.apply(db)
     except sqlite3.OperationalError as exc:
         raise UserError(f"{path}: cannot write the database: {exc}") from None
+    except migrations.SchemaTooNew as exc:  # a newer dltop migrated it while we waited
+        raise UserError(f"{path}: written by a newer dltop ({exc}); upgrade dltop to use "
+                        "it. Nothing was written") from None
     check_schema(db, path)
     return db
 
@@ -140,17 +150,85 @@ def dltop_tables(path: Path, db: Any, *, empty_ok: bool = True) -> list[str]:
     return names
 
 
-def _create_private(path: Path) -> None:
+FileId = tuple[int, int]
+"""A file's (device, inode): the file a database path named when it was checked."""
+
+
+def existing_database_file(path: Path) -> FileId:
+    """:func:`database_file` of a database that must be there.
+
+    Raises:
+        UserError: no such file, or what :func:`database_file` refuses.
+    """
+    ident = database_file(path)
+    if ident is None:
+        raise UserError(f"{path}: no such database (run 'dltop run' first, or pass --db)")
+    return ident
+
+
+def database_file(path: Path) -> FileId | None:
+    """Check that ``path`` can be a database file: a regular file, or nothing yet.
+
+    dltop never opens or creates a database through a symbolic link as the last
+    component (a link planted where a database will be would make SQLite create
+    or write its target; a symlinked parent directory is fine), as it never writes
+    a run file through one.
+
+    Returns:
+        The file's identity (device, inode), or None when nothing is there.
+
+    Raises:
+        UserError: a symbolic link (dangling or not), a directory, another kind of
+            file, or a path that cannot be looked at.
+    """
+    try:
+        st = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):  # creating it says what is in the way
+        return None
+    except OSError as exc:
+        raise UserError(f"{path}: cannot open the database: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = f" to {os.readlink(path)}"
+        except OSError:
+            target = ""
+        raise UserError(f"{path}: a symbolic link{target}, not a database file; dltop never "
+                        "opens or creates a database through a link: pass the real path")
+    if stat.S_ISDIR(st.st_mode):
+        raise UserError(f"{path} is a directory, not a database file")
+    if not stat.S_ISREG(st.st_mode):
+        raise UserError(f"{path}: not a regular file, not a database file")
+    return (st.st_dev, st.st_ino)
+
+
+def same_file(path: Path, ident: FileId) -> None:
+    """Refuse a database path replaced (by a link, another file) since it was checked.
+
+    Raises:
+        UserError: ``path`` is no longer the file ``ident`` names.
+    """
+    if database_file(path) != ident:
+        raise UserError(f"{path}: the database file was replaced while dltop opened it; "
+                        "nothing was written")
+
+
+def _create_private(path: Path) -> FileId:
     """Create an empty database file readable by its user only (0600, whatever the
-    umask); SQLite gives its ``-wal`` and ``-shm`` files the database file's mode."""
+    umask), never through a link; SQLite gives its ``-wal`` and ``-shm`` files the
+    database file's mode. Another process creating it at the same moment is fine:
+    its file is used (once checked)."""
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                      0o600)
-    except FileExistsError:
-        return
+    except FileExistsError:  # another engine made it meanwhile, or a link was planted
+        return existing_database_file(path)
     except OSError as exc:
         raise UserError(f"{path}: cannot create the database: {exc.strerror}") from None
-    os.close(fd)
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return (st.st_dev, st.st_ino)
 
 
 def open_failure_message(path: Path, exc: sqlite3.DatabaseError) -> str:

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.store.fence import v24
+from dltop.store.schema_origin import v25
 from dltop.store.schema_slurm import v22
 from dltop.store.schema_steps import (
     v1,
@@ -53,7 +55,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v24
+from dltop.store.serving import v26
 from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
@@ -79,8 +81,6 @@ class SchemaTooNew(Exception):
         super().__init__(f"schema version {max(unknown)}, this dltop knows up to {known}")
         self.unknown = unknown
         self.known = known
-
-
 
 
 MIGRATIONS: tuple[Migration, ...] = (
@@ -137,10 +137,15 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(23, "job_templates: a campaign's job specs stored once per configuration, "
                   "jobs.template referencing them; the job_specs view (every job's "
                   "config_key and spec_json)", v23),
-    Migration(24, "serve_requests: one row per request of a serve run (schedule, dispatch "
+    Migration(24, "one owner per campaign: campaigns.owner_generation, raised by each "
+                  "takeover; an engine's writes are fenced on its own", v24),
+    Migration(25, "campaigns.uuid (every campaign's, from an insert trigger; derived from "
+                  "the row for those stored before), origin_db/origin_id/imported_at of an "
+                  "imported campaign (dltop import)", v25),
+    Migration(26, "serve_requests: one row per request of a serve run (schedule, dispatch "
                   "lag, slot wait, first byte, TTFT, e2e, status, error, tokens, chunk times "
                   "and counts); runs.serve_window_s/client_cpu_pct/dispatch_lag_p99_s/"
-                  "client_bound", v24),
+                  "client_bound", v26),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 
@@ -203,6 +208,11 @@ def missing_columns(db: sqlite_utils.Database) -> list[str]:
 def apply(db: sqlite_utils.Database, upto: int | None = None) -> list[int]:
     """Apply every migration the database lacks, in order; return the versions applied.
 
+    Safe against another process opening the same database at once (two engines
+    creating one new database): each step is a ``BEGIN IMMEDIATE`` transaction
+    that re-reads the recorded versions once it holds the write lock, so a step
+    another process applied meanwhile is skipped, never applied twice.
+
     Args:
         db: the database.
         upto: stop after this version (a database as an older dltop left it, for
@@ -212,22 +222,27 @@ def apply(db: sqlite_utils.Database, upto: int | None = None) -> list[int]:
         SchemaTooNew: the database was written by a newer dltop (nothing is written).
     """
     check_known(db)
-    if TABLE not in db.table_names():
-        with transaction(db):
-            db.table(TABLE).create({"version": int, "name": str, "applied_at": str}, pk="version")
-    done = applied_versions(db)
+    wanted = [m for m in MIGRATIONS if upto is None or m.version <= upto]
+    # Read without the lock first: an up-to-date database (every open) takes no write lock.
+    if not {m.version for m in wanted} - applied_versions(db) and \
+            user_version(db) >= max(applied_versions(db), default=0):
+        return []
     applied = []
-    for m in MIGRATIONS:
-        if m.version in done or (upto is not None and m.version > upto):
-            continue
-        with transaction(db):
+    for m in wanted:
+        with transaction(db):  # BEGIN IMMEDIATE: the versions read below cannot change
+            check_known(db)  # a newer dltop may have migrated it while we waited
+            if TABLE not in db.table_names():
+                db.table(TABLE).create({"version": int, "name": str, "applied_at": str},
+                                       pk="version")
+            if m.version in applied_versions(db):
+                continue
             m.apply(db)
             db.table(TABLE).insert({"version": m.version, "name": m.name, "applied_at":
                               time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
             db.execute(f"pragma user_version = {int(m.version)}")
         applied.append(m.version)
-    newest = max(done | set(applied), default=0)
-    if user_version(db) < newest:  # a database migrated before user_version was kept
-        with transaction(db):
+    with transaction(db):  # a database migrated before user_version was kept
+        newest = max(applied_versions(db), default=0)
+        if user_version(db) < newest:
             db.execute(f"pragma user_version = {int(newest)}")
     return applied

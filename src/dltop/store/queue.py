@@ -24,6 +24,8 @@ from dltop.catalog import (
     RunStatus,
 )
 from dltop.profiles.model import DeviceSpec, JobSpec
+from dltop.store.fence import COLUMN as GENERATION
+from dltop.store.fence import Fence, OwnershipLost, fence_of, has_generation, set_fence
 from dltop.store.rows import marks, update_row, utc_now
 from dltop.store.tx import transaction
 
@@ -45,6 +47,8 @@ class OpenCampaign:
     """The engine's host (None: a campaign stored before migration 22)."""
     engine_heartbeat_s: float | None = None
     """The engine's last heartbeat, epoch seconds (:func:`dltop.procs.engine_alive`)."""
+    owner_generation: int | None = None
+    """Its owner's generation (:mod:`dltop.store.fence`; None before migration 24)."""
 
 
 @dataclass(frozen=True)
@@ -69,6 +73,7 @@ class Queue:
         self._db = db
         self._counted: bool | None = None  # campaigns has the job counts (migration 11)
         self._beats: bool | None = None  # campaigns has the engine's heartbeat (migration 22)
+        self._generations: bool | None = None  # campaigns.owner_generation (migration 24)
 
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
@@ -78,7 +83,8 @@ class Queue:
     def _in_status(self, statuses: Collection[str]) -> list[OpenCampaign]:
         return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
                              r["engine_start_time"], r.get("waiting_for"),
-                             r.get("engine_host"), r.get("engine_heartbeat_s"))
+                             r.get("engine_host"), r.get("engine_heartbeat_s"),
+                             r.get(GENERATION))
                 for r in self._db.query(
                     f"select * from campaigns where status in ({marks(statuses)}) "
                     "order by id", sorted(statuses))]
@@ -214,41 +220,77 @@ class Queue:
         return int(cur.rowcount)
 
     def claim(self, campaign_id: int, pid: int, start_time: float,
-              previous: tuple[int | None, float | None], host: str | None = None) -> bool:
+              previous: tuple[int | None, float | None], host: str | None = None,
+              generation: int | None = None) -> bool:
         """Make this engine process the campaign's owner if ``previous`` still owns it.
 
         One compare-and-set statement: of two processes taking over the same dead
         engine's campaign at once, exactly one gets True. The new owner's host and a
-        first heartbeat are recorded with it.
+        first heartbeat are recorded with it, its owner generation is one more than the
+        last, and this connection's writes are fenced on it (:mod:`dltop.store.fence`):
+        the engine it took over from can write nothing more, whenever it wakes.
 
         Args:
             previous: (engine pid, engine start time) the caller found dead.
             host: this engine's host (:func:`dltop.procs.this_host`).
+            generation: the owner generation the caller found (None: not compared).
         """
         beat = ", engine_host = ?, engine_heartbeat_s = ?" if self.has_heartbeat() else ""
-        with transaction(self._db):
-            cur = self._db.execute(
-                f"update campaigns set engine_pid = ?, engine_start_time = ?, control = null"
-                f"{beat} where id = ? and engine_pid is ? and engine_start_time is ?",
-                [pid, start_time, *([host, time.time()] if beat else []), campaign_id,
-                 *previous])
-        return cur.rowcount == 1
+        fenced = self.has_generation()
+        bump = f", {GENERATION} = {GENERATION} + 1" if fenced else ""
+        same = f" and {GENERATION} = ?" if fenced and generation is not None else ""
+        was = fence_of(self._db)
+        set_fence(self._db, None)  # the statement itself compares what it takes over
+        try:
+            with transaction(self._db):
+                cur = self._db.execute(
+                    f"update campaigns set engine_pid = ?, engine_start_time = ?, control = null"
+                    f"{beat}{bump} where id = ? and engine_pid is ? and engine_start_time is ?"
+                    f"{same}",
+                    [pid, start_time, *([host, time.time()] if beat else []), campaign_id,
+                     *previous, *([generation] if same else [])])
+                won = cur.rowcount == 1
+                now = None if not (won and fenced) else int(self._db.execute(
+                    f"select {GENERATION} from campaigns where id = ?",
+                    [campaign_id]).fetchone()[0])
+        except BaseException:
+            set_fence(self._db, was)
+            raise
+        set_fence(self._db, was if now is None else Fence(campaign_id, now))
+        return won
 
     def heartbeat(self, campaign_id: int, pid: int, host: str) -> bool:
         """Refresh the engine's heartbeat (now, epoch seconds) while it owns the campaign.
 
         Returns:
-            False when another engine took the campaign over (or the database predates
-            heartbeats): nothing was written.
+            False when the database predates heartbeats, or (on a connection without a
+            fence) another engine took the campaign over: nothing was written.
+
+        Raises:
+            OwnershipLost: this connection is fenced on the campaign and another engine
+                owns it now (a beat that updates nothing means that too).
         """
         if not self.has_heartbeat():
             return False
-        with transaction(self._db):
+        with transaction(self._db):  # fenced: checks the generation first
             cur = self._db.execute(
                 "update campaigns set engine_heartbeat_s = ? "
                 "where id = ? and engine_pid = ? and engine_host = ?",
                 [time.time(), campaign_id, pid, host])
+            owner = fence_of(self._db)
+            if cur.rowcount != 1 and owner is not None and owner.campaign_id == campaign_id:
+                row = self._db.execute(
+                    f"select {GENERATION}, engine_host, engine_pid from campaigns "
+                    "where id = ?", [campaign_id]).fetchone()
+                raise OwnershipLost(campaign_id, owner.generation,
+                                    *(row if row is not None else (None, None, None)))
         return cur.rowcount == 1
+
+    def has_generation(self) -> bool:
+        """Whether ``campaigns`` has the owner generation (migration 24)."""
+        if self._generations is None:  # a database opened without migrating (``--resume``)
+            self._generations = has_generation(self._db)
+        return self._generations
 
     def has_heartbeat(self) -> bool:
         """Whether ``campaigns`` has the engine's heartbeat columns (migration 22)."""

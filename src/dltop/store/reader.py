@@ -17,8 +17,6 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from dltop.errors import UserError
-
 Params = Iterable[Any] | dict[str, Any] | None
 
 
@@ -59,18 +57,24 @@ def open_reader(path: Path) -> ReadDb:
         UserError: the file does not exist, is not SQLite, is not a dltop database,
             or was written by a newer dltop.
     """
-    from dltop.store.db import busy_timeout_s, dltop_tables, explained  # light: no sqlite-utils
+    from dltop.store.db import (  # light: no sqlite-utils
+        busy_timeout_s,
+        dltop_tables,
+        existing_database_file,
+        explained,
+        same_file,
+    )
     from dltop.store.views import ensure_views
 
     path = Path(path)
-    if not path.is_file():
-        raise UserError(f"{path}: no such database (run 'dltop run' first, or pass --db)")
+    ident = existing_database_file(path)  # a regular file: no link, no directory
     with explained(path):
         wait_s = busy_timeout_s()
         conn = sqlite3.connect(str(path), timeout=wait_s, check_same_thread=False)
         conn.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
         db = ReadDb(conn)
         dltop_tables(path, db, empty_ok=False)
+        same_file(path, ident)
         # a database an older dltop wrote has not the readers' views yet: temporary
         # ones, created before query_only (which refuses even those)
         ensure_views(conn)

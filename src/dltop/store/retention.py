@@ -49,6 +49,21 @@ class CampaignNotEnded(Exception):
     """A campaign is (again) active: prune leaves it alone."""
 
 
+class VacuumBlocked(Exception):
+    """Another connection reads the database, so its WAL cannot be checkpointed.
+
+    Args:
+        rebuilt: False: found before VACUUM (nothing was rebuilt); True: a reader
+            came during VACUUM, and the rebuilt pages wait in the WAL until the next
+            checkpoint after it closes.
+    """
+
+    def __init__(self, rebuilt: bool) -> None:
+        super().__init__("blocked by a reader after the rebuild" if rebuilt
+                         else "blocked by a reader")
+        self.rebuilt = rebuilt
+
+
 @dataclass(frozen=True)
 class PruneCounts:
     """Rows a prune deletes (or would): per raw table, plus runs already pruned."""
@@ -185,11 +200,23 @@ class Retention:
 
     def vacuum(self) -> None:
         """Checkpoint the WAL into the database file, then rebuild the file (VACUUM)
-        and truncate the WAL: freed pages go back to the file system."""
+        and truncate the WAL: freed pages go back to the file system.
+
+        Raises:
+            VacuumBlocked: another connection reads the database, before anything is
+                rebuilt (``rebuilt`` False) or, a reader that came meanwhile, after.
+        """
         conn = self._db.conn
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        # A reader (a viewer, serve, a query left open) pins the pages it reads, and
+        # VACUUM would leave the whole rebuilt file in the WAL beside the old one. One
+        # unchanged page written first gives the checkpoint something to copy, so a
+        # reader of the file itself (whose snapshot holds no WAL frame) is found too.
+        with transaction(self._db):
+            version = int(conn.execute("pragma user_version").fetchone()[0])
+            conn.execute(f"pragma user_version = {version}")
+        _checkpoint(conn, rebuilt=False)
         conn.execute("VACUUM")
-        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        _checkpoint(conn, rebuilt=True)
 
     def _status(self, campaign_id: int) -> str | None:
         rows = list(self._db.query("select status from campaigns where id = ?", [campaign_id]))
@@ -202,6 +229,17 @@ class Retention:
         if not rows or rows[0]["status"] not in ENDED_CAMPAIGN_STATUSES:
             what = f"campaign {rows[0]['id']} is {rows[0]['status']}" if rows else "no such run"
             raise CampaignNotEnded(f"run {run_id}: {what}")
+
+
+def _checkpoint(conn: sqlite3.Connection, *, rebuilt: bool) -> None:
+    """``wal_checkpoint(TRUNCATE)``, waiting up to the busy timeout for readers.
+
+    Raises:
+        VacuumBlocked: a reader still held a snapshot the checkpoint needed.
+    """
+    busy, log_frames, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    if busy or copied < log_frames:
+        raise VacuumBlocked(rebuilt)
 
 
 def _chunks(ids: Sequence[int], n: int = 500) -> list[Sequence[int]]:

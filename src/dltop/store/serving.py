@@ -57,8 +57,8 @@ def unpack_counts(blob: bytes | None) -> tuple[int, ...]:
     return tuple(values.tolist())
 
 
-def v24(db: Any) -> None:
-    """Migration 24: the ``serve_requests`` table and the serve columns of ``runs``."""
+def v26(db: Any) -> None:
+    """Migration 26: the ``serve_requests`` table and the serve columns of ``runs``."""
     # Keyed by (run_id, idx) WITHOUT ROWID like generations; its chunk arrays packed.
     db.conn.execute(
         f"create table {TABLE} (run_id integer not null references runs(id), "

@@ -7,6 +7,10 @@ inside it commits on its own and a multi-statement write killed midway leaves
 half its rows. Inside an open transaction, sqlite-utils' table methods use
 savepoints and commit nothing, so the table API is safe to use here.
 
+A connection an engine has fenced (:mod:`dltop.store.fence`) checks, first thing in
+each transaction, that its engine still owns the campaign: one that lost it writes
+nothing (:class:`~dltop.store.fence.OwnershipLost`).
+
 Transactions are ``BEGIN IMMEDIATE``: the write lock is taken up front (waiting
 up to the connection's busy timeout), so a read-then-write is atomic against
 the other process (engine or viewer), and a deferred transaction can never fail
@@ -19,6 +23,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from dltop.store import fence
+
 if TYPE_CHECKING:  # annotations only: importing it costs ~0.1 s (see dltop.store.reader)
     import sqlite_utils
 
@@ -30,13 +36,19 @@ def transaction(db: sqlite_utils.Database) -> Iterator[sqlite_utils.Database]:
     Nested blocks become savepoints of the enclosing transaction (sqlite-utils'
     ``atomic``), so a repository method may be called inside a caller's larger
     transaction and commits nothing on its own.
+
+    Raises:
+        OwnershipLost: ``db`` is fenced and another engine owns its campaign now
+            (nothing of the block is written).
     """
     if db.conn.in_transaction:
         with db.atomic():
+            fence.check(db)  # the outer block's may not be ours: checked again, cheaply
             yield db
         return
     db.conn.execute("BEGIN IMMEDIATE")
     try:
+        fence.check(db)  # under the write lock: no takeover between it and the commit
         yield db
     except BaseException:
         db.rollback()

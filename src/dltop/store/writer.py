@@ -25,6 +25,8 @@ from dltop import __version__
 from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
 from dltop.profiles.model import JobSpec
 from dltop.store.edit import Edits
+from dltop.store.fence import COLUMN as GENERATION
+from dltop.store.fence import FIRST_GENERATION, Fence, fence_of, set_fence
 from dltop.store.generations import COLUMNS as GENERATION_COLUMNS
 from dltop.store.generations import TABLE as GENERATIONS
 from dltop.store.queue import Queue
@@ -82,6 +84,20 @@ class Store:
         """One transaction around several store calls (each then commits nothing alone)."""
         return transaction(self.db)
 
+    def fence(self, campaign_id: int, generation: int = FIRST_GENERATION) -> None:
+        """Fence every later write of this store on owning ``campaign_id`` at ``generation``.
+
+        The engine's store, once it made or claimed the campaign: a write after another
+        engine took it over raises :class:`~dltop.store.fence.OwnershipLost` and
+        stores nothing (:mod:`dltop.store.fence`).
+        """
+        set_fence(self.db, Fence(campaign_id, generation))
+
+    @property
+    def owner(self) -> Fence | None:
+        """The campaign and generation this store's writes are fenced on (None: none)."""
+        return fence_of(self.db)
+
     def checkpoint_later(self) -> AbstractContextManager[None]:
         """No automatic checkpoint in the block (a bulk insert's commit copies nothing);
         the next :meth:`checkpoint` copies the log."""
@@ -92,7 +108,7 @@ class Store:
                         host: str, engine_pid: int, engine_start_time: float | None,
                         *, pack: bool = False) -> int:
         """Insert a campaign row in state ``queued`` (``host``: the engine's too, with its
-        first heartbeat); return its id."""
+        first heartbeat, owner generation 1: :meth:`fence` it); return its id."""
         with transaction(self.db):
             row = self.db.table("campaigns").insert({
                 "name": name, "profiles": json.dumps(list(profiles)),
@@ -104,6 +120,7 @@ class Store:
                 # database has the columns: one opened without migrating has not)
                 **({"engine_host": host, "engine_heartbeat_s": time.time()}
                    if self.queue.has_heartbeat() else {}),
+                **({GENERATION: FIRST_GENERATION} if self.queue.has_generation() else {}),
             })
         return pk(row.last_pk)
 

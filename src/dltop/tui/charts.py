@@ -34,6 +34,7 @@ from textual_plotext.plot import Plot
 
 from dltop.results.runtrace import GpuPoint, GpuSeries, RunTrace
 from dltop.results.tracewindow import window
+from dltop.textsafe import one_line
 from dltop.tui.workerfail import ShowsWorkerErrors
 
 WARMUP_COLOR = "orange"
@@ -242,7 +243,7 @@ class RunCharts(Vertical):
         if not its:
             notes.append("no iteration stored" + (" yet" if running else ""))
         note = self.query_one("#charts-note", Static)
-        note.update("  ".join(notes))
+        note.update(Text(one_line("  ".join(notes))))  # the reason is the run's: literal
         note.set_class(not notes, "-hidden")
         shown = {"iter": bool(its), "loss": trace is not None and trace.has_loss,
                  "eval": trace is not None and bool(trace.evals),

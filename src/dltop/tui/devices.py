@@ -210,11 +210,12 @@ class HostRow:
 def remote_text(gpus: tuple[RemoteGpu, ...], now_s: float) -> Text:
     """The running run's GPUs on other nodes, one line each (``node:gpuN``)."""
     t = Text(no_wrap=True, overflow="ellipsis")
-    width = max(len(g.label) for g in gpus)
-    for k, g in enumerate(gpus):
+    labels = [one_line(g.label) for g in gpus]  # node names come from Slurm
+    width = max(map(len, labels))
+    for k, (g, label) in enumerate(zip(gpus, labels, strict=True)):
         if k:
             t.append("\n")
-        t.append(f"{g.label:<{width}} ", "bold")
+        t.append(f"{label:<{width}} ", "bold")
         if g.simulated:
             t.append("SIM ", "magenta")
         t.append(f"{num(g.util_pct, '3.0f', '%'):>4}  mem {gib(g.mem_used_bytes):>5}G "

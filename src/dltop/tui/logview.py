@@ -16,6 +16,7 @@ import time
 
 from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -124,9 +125,10 @@ class LogViewer(ShowsWorkerErrors, Screen[None]):
         ix = self.lines.index
         state = self.error or ("" if ix.complete else
                                f"  reading… {ix.end >> 20}/{ix.size >> 20} MiB")
-        self.query_one("#log-head", Static).update(
+        # Text, not a markup string: a path or an error may hold `[` (and control ones)
+        self.query_one("#log-head", Static).update(Text(
             f" {one_line(self.title_text)}: {one_line(self.path)}  "
-            f"{ix.line_count} lines{state}")
+            f"{ix.line_count} lines{one_line(state)}"))
 
     @work(thread=True, group="log-scan", exclusive=True, exit_on_error=False,
           description="reading the log")

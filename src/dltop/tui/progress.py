@@ -38,7 +38,7 @@ from dltop.jobs.events import (
 )
 from dltop.results.queries import message_cause
 from dltop.results.tokens import is_lm
-from dltop.textsafe import one_line
+from dltop.textsafe import counted, one_line
 from dltop.tui.format import STATUS_STYLE
 
 
@@ -113,7 +113,7 @@ class HeadlessProgress:
         if isinstance(event, CampaignStarted):
             self.console.print(Text.assemble(
                 f"campaign {event.campaign_id} ", (one_line(event.name), "bold"),
-                f": {event.n_jobs} runs → {one_line(event.db_path)}"))
+                f": {counted(event.n_jobs, 'run')} → {one_line(event.db_path)}"))
         elif isinstance(event, RunStarted):
             rid = event.run_id
             self._recent[rid] = deque(maxlen=10)

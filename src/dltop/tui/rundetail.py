@@ -352,7 +352,8 @@ class RunDetailScreen(Screen[None]):
             self.notify("this run has no log", severity="warning", timeout=3)
             return
         if not Path(d.log_path).is_file():
-            self.notify(f"log N/A: {d.why_missing('log')}", severity="warning", timeout=4,
+            self.notify(f"log N/A: {one_line(d.why_missing('log'))}", severity="warning",
+                        timeout=4,
                         markup=False)
             return
         self.app.push_screen(LogViewer(d.log_path, f"run {d.run_id} log", follow=d.running))

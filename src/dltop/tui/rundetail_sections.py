@@ -67,7 +67,9 @@ def profile_text(d: RunDetail) -> Text:
 
 
 def _ms(p: Percentiles | None) -> str:
-    return "N/A" if p is None else "  ".join(f"{v * 1e3:>9.3f}" for v in p)
+    # a percentile from too few requests is N/A (results.convergence.min_samples)
+    return "N/A" if p is None else "  ".join(
+        f"{'N/A':>9}" if v is None else f"{v * 1e3:>9.3f}" for v in p)
 
 
 def generation_text(d: RunDetail) -> Text:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import cast
 
 from rich.text import Text
@@ -22,6 +23,7 @@ from dltop.catalog import (
 )
 from dltop.live.campaign import CampaignView
 from dltop.live.devices import DeviceFrame
+from dltop.procs import HEARTBEAT_S, HEARTBEAT_STALE_S, heartbeat_age, this_host
 from dltop.results.queries import CampaignRow
 from dltop.textsafe import one_line
 from dltop.tui.actions import steering
@@ -49,6 +51,20 @@ def pausing_text(view: CampaignView) -> str | None:
     return f"pausing after run {view.current.run_id}" + (f" (+{more})" if more > 0 else "")
 
 
+def owner_text(view: CampaignView) -> str:
+    """`` on login1, beat 5 s ago``: another host's engine, known by its heartbeat alone,
+    its age in whole beats (5 s) so that the title changes, and is laid out again, once a
+    beat. An engine on this host is known by its pid: its beat is shown only when late
+    (half the stale limit: frozen, or its writes held up), "" otherwise."""
+    beat_s = view.engine_heartbeat_s
+    age = None if beat_s is None else max(0.0, time.time() - beat_s)
+    beat = "" if beat_s is None or age is None else \
+        f", beat {heartbeat_age(beat_s + age % HEARTBEAT_S)}"
+    if view.engine_host is not None and view.engine_host != this_host():
+        return f" on {one_line(view.engine_host)}{beat}"
+    return beat if age is not None and age >= HEARTBEAT_STALE_S / 2 else ""
+
+
 class TitleBar(CachedLines, Static):
     """Campaign, its status and its engine, in one line."""
 
@@ -73,7 +89,7 @@ class TitleBar(CachedLines, Static):
             if c.status == CampaignStatus.WAITING and view.waiting_for:
                 t.append(f" for devices: {one_line(view.waiting_for)}", "yellow")
             if view.engine_alive:
-                t.append(f"  engine pid {view.engine_pid}")
+                t.append(f"  engine pid {view.engine_pid}{owner_text(view)}")
             elif c.status in ACTIVE_CAMPAIGN_STATUSES:
                 t.append("  engine NOT running", "bold red")
             total = sum(n for s, n in view.counts.items() if s != JobStatus.REMOVED)

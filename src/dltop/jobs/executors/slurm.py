@@ -34,11 +34,12 @@ from dltop.jobs import agentfeed
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
 from dltop.jobs.executors.slurm_batch import LIVE_STATES as LIVE_STATES
 from dltop.jobs.executors.slurm_batch import BatchWatch, iso_utc
+from dltop.jobs.executors.slurm_guard import sbatch_env
 from dltop.jobs.executors.slurm_query import (
     cores_per_gpu,
     failed_nodes,
     read_job_env,
-    read_setup_failure,
+    read_start_failure,
     run_slurm_cmd,
 )
 from dltop.jobs.executors.slurm_query import (
@@ -194,7 +195,7 @@ async def supervise_slurm(
         else:
             submitted = time.time()
             rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files, per_gpu),
-                                               env=env)
+                                               env=sbatch_env(env))
             if rc != 0:
                 return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
             watch = batch = BatchWatch(out.strip().split(";")[0], env, submitted)
@@ -216,8 +217,11 @@ async def supervise_slurm(
         await on_agent_poll(True)
     status, kind, message = classify(reason, watch.state, watch.reason, watch.job_id,
                                      watch.exit_code, reader, job.timeout_s)
-    setup_failed = read_setup_failure(files, job.slurm.setup if job.slurm else ())
-    if setup_failed is not None and reason is None:
+    setup_failed = None
+    if reason is None and status != RunStatus.OK \
+            and watch.state not in (*NODE_FAILURES, "TIMEOUT", "CANCELLED"):
+        setup_failed = read_start_failure(files, job, watch.exit_code)
+    if setup_failed is not None:
         status, kind, message = RunStatus.SETUP_FAILED, None, setup_failed
     elif watch.state in NODE_FAILURES and watch.nodes and reader.error is None:
         message = f"{message} on {await failed_nodes(watch.nodes, env)}"

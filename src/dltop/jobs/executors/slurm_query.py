@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from dltop.jobs.executors.slurm_script import SlurmFiles
 from dltop.profiles.model import JobSpec
@@ -100,9 +101,57 @@ def read_setup_failure(files: SlurmFiles, setup: Sequence[str]) -> str | None:
         text = files.setup_failed_path.read_text()
     except OSError:
         return None
-    num, _, rc = text.strip().partition(" ")
+    num, _, rest = text.strip().partition(" ")
+    rc, _, missing = rest.partition(" ")
     line = setup[int(num) - 1] if num.isdigit() and 0 < int(num) <= len(setup) else "?"
+    if missing:  # a `source` line's file, checked before the line ran
+        return f"setup line {num} failed: {line}: no such file {missing}"
     return f"setup line {num} failed (exit {rc or '?'}): {line}"
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text(errors="replace").strip()
+    except OSError:
+        return None
+
+
+def read_start_failure(files: SlurmFiles, job: JobSpec, exit_code: int | None) -> str | None:
+    """Why a job that did not end ok never started its runner, from what its scripts
+    left (:mod:`dltop.jobs.executors.slurm_guard`); None when it did start it.
+
+    In order: a setup line that failed (:func:`read_setup_failure`); a step of another
+    shape than asked; an Apptainer image that did not start; a pyxis step that never
+    ran ``node.sh`` (its container did not start); setup lines that ended the script
+    without the ERR trap.
+    """
+    s = job.slurm
+    setup = s.setup if s is not None else ()
+    failed = read_setup_failure(files, setup)
+    if failed is not None:
+        return failed
+    shape = _read(files.step_shape_path)
+    if shape is not None:
+        tasks, _, nodes = shape.partition(" ")
+        return (f"the step had {tasks or '?'} task(s) on {nodes or '?'} node(s), not "
+                f"{job.nodes} on {job.nodes} as asked: no runner started")
+    code = "?" if exit_code is None else exit_code
+    container = _read(files.container_failed_path)
+    if container is not None and s is not None:
+        node, _, rc = container.splitlines()[0].partition(" ")
+        return (f"the container {s.container} did not start on {node} (apptainer exec "
+                f"exit {rc or '?'}; see the job's log)")
+    started = files.step_started_path.exists()
+    if exit_code in (None, 0):  # the script's own end, not one in its setup or srun
+        return None
+    if s is not None and s.container and s.container_runtime == "pyxis" and not started \
+            and (not setup or files.setup_done_path.exists()):
+        return (f"the container {s.container} did not start (pyxis: srun exit {code}; "
+                "see the job's log)")
+    if setup and not started and not files.setup_done_path.exists():
+        return (f"the setup lines ended the job (exit {code}) before its step: a line bash "
+                "ends the script on without its ERR trap (e.g. source of a missing file)")
+    return None
 
 
 def read_job_env(files: SlurmFiles) -> dict[str, str] | None:

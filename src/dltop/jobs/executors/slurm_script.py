@@ -23,26 +23,28 @@ import math
 import shlex
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
+# The run folder's files, where the executor's modules have always found them.
+from dltop.jobs.executors.slurm_files import BATCH_FILE as BATCH_FILE
+from dltop.jobs.executors.slurm_files import EVENTS_FILE as EVENTS_FILE
+from dltop.jobs.executors.slurm_files import JOB_ENV_FILE as JOB_ENV_FILE
+from dltop.jobs.executors.slurm_files import NODE_FILE as NODE_FILE
+from dltop.jobs.executors.slurm_files import RUNNER_EXIT_FILE as RUNNER_EXIT_FILE
+from dltop.jobs.executors.slurm_files import SETUP_FAILED_FILE as SETUP_FAILED_FILE
+from dltop.jobs.executors.slurm_files import SHARED_NODE_NOTE as SHARED_NODE_NOTE
+from dltop.jobs.executors.slurm_files import SlurmFiles as SlurmFiles
+from dltop.jobs.executors.slurm_guard import (
+    STEP_UNSET_VARS,
+    apptainer_argv,
+    container_check_lines,
+    setup_lines,
+    step_check_lines,
+)
 from dltop.profiles.model import JobSpec
 from dltop.runners.launchers import torchrun_argv
 from dltop.textsafe import one_line
 
-EVENTS_FILE = "events.jsonl"
-BATCH_FILE = "batch.sh"
-NODE_FILE = "node.sh"
-SETUP_FAILED_FILE = "setup-failed"
-"""Written by ``batch.sh`` when a ``setup`` line fails: ``<line number> <exit status>``."""
-JOB_ENV_FILE = "job-env"
-"""Written by the first node's ``node.sh`` just before the runner: ``NAME=value`` lines
-of :data:`REPORTED_VARS` as the runner gets them (the environment stored for the run)."""
-RUNNER_EXIT_FILE = "runner-exit"
-"""Written by the first node's ``node.sh`` when its runner ended: its exit status. What
-``--resume`` goes by when Slurm has forgotten the job and keeps no accounting."""
-SHARED_NODE_NOTE = "nodes shared with other jobs (slurm.exclusive = false)"
-"""The note of a run whose job did not have its nodes to itself."""
 REPORTED_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                  "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                  "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES", "SLURM_CPUS_PER_TASK",
@@ -56,39 +58,6 @@ TORCH_PORT_BASE = 29500
 TF_PORT_BASE = 23456
 """TensorFlow's gRPC port on every node of a job: this plus the Slurm job id modulo 1000."""
 AGENT_HZ = 10.0
-
-
-@dataclass(frozen=True)
-class SlurmFiles:
-    """Where a run's Slurm files go, all inside its run folder."""
-
-    dir: Path
-    spec_path: Path
-    log_path: Path
-
-    @property
-    def events_path(self) -> Path:
-        return self.dir / EVENTS_FILE
-
-    @property
-    def batch_path(self) -> Path:
-        return self.dir / BATCH_FILE
-
-    @property
-    def node_path(self) -> Path:
-        return self.dir / NODE_FILE
-
-    @property
-    def setup_failed_path(self) -> Path:
-        return self.dir / SETUP_FAILED_FILE
-
-    @property
-    def job_env_path(self) -> Path:
-        return self.dir / JOB_ENV_FILE
-
-    @property
-    def runner_exit_path(self) -> Path:
-        return self.dir / RUNNER_EXIT_FILE
 
 
 def time_limit(job: JobSpec) -> str:
@@ -109,7 +78,10 @@ def sbatch_argv(job: JobSpec, run_id: int, files: SlurmFiles,
     ``cpus_per_gpu``: the nodes' cores per GPU (:func:`dltop.jobs.executors.slurm.cores_per_gpu`),
     the ``--cpus-per-task`` of a GPU job whose ``[slurm]`` table gives none.
     """
-    argv = ["sbatch", "--parsable", f"--nodes={job.nodes}", "--ntasks-per-node=1",
+    s = job.slurm
+    # The user's options first: where one names what dltop sets too, dltop's (later) wins.
+    argv = ["sbatch", *(s.extra_args if s else ()), "--parsable", f"--nodes={job.nodes}",
+            f"--ntasks={job.nodes}", "--ntasks-per-node=1",
             f"--job-name={job_name(run_id)}", f"--output={files.log_path}",
             "--open-mode=append", f"--chdir={files.dir}", f"--time={time_limit(job)}",
             # A job Slurm requeued would run again into the same run; dltop's own
@@ -118,7 +90,6 @@ def sbatch_argv(job: JobSpec, run_id: int, files: SlurmFiles,
             # The engine's environment (thread variables, PATH, the interpreter's) is
             # the run's: explicit, so a site's SBATCH_EXPORT=NONE cannot drop it.
             "--export=ALL"]
-    s = job.slurm
     exclusive = s is None or s.exclusive
     if exclusive:
         argv.append("--exclusive")
@@ -127,8 +98,7 @@ def sbatch_argv(job: JobSpec, run_id: int, files: SlurmFiles,
         mem = "0"  # all of the node's memory: the node is the run's alone anyway
     if mem is not None:
         argv.append(f"--mem={mem}")
-    return [*argv, *_resource_args(job, cpus_per_gpu), *(s.extra_args if s else ()),
-            str(files.batch_path)]
+    return [*argv, *_resource_args(job, cpus_per_gpu), str(files.batch_path)]
 
 
 def _resource_args(job: JobSpec, cpus_per_gpu: int | None = None) -> list[str]:
@@ -155,37 +125,28 @@ def _resource_args(job: JobSpec, cpus_per_gpu: int | None = None) -> list[str]:
 
 
 def srun_argv(job: JobSpec, run_id: int, cpus_per_gpu: int | None = None) -> list[str]:
-    """The step's ``srun``: one task per node, its CPUs and GPUs, the container if any."""
-    srun = ["srun", f"--nodes={job.nodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1",
-            f"--job-name={job_name(run_id)}", "--export=ALL"]
-    # The step asks for the job's CPUs and GPUs itself: since Slurm 22.05 srun no longer
-    # inherits --cpus-per-task from the batch job, and inside an salloc there is no batch job.
-    srun += [a for a in _resource_args(job, cpus_per_gpu)
-             if a.startswith(("--gpus-per-node", "--cpus-per"))]
+    """The step's ``srun``: one task per node, its CPUs and GPUs, the container if any.
+
+    Every part of the step's shape is explicit (nodes, tasks, CPUs per task, GPUs or
+    none, all of the job's memory): inside an ``salloc -N1 -n2`` srun would otherwise
+    read ``SLURM_NTASKS=2`` and start two runners (:data:`STEP_UNSET_VARS` go too).
+    """
     s = job.slurm
+    resources = _resource_args(job, cpus_per_gpu)
+    # The job's CPUs and GPUs, asked by the step itself: since Slurm 22.05 srun no longer
+    # inherits --cpus-per-task from the batch job, and inside an salloc there is none.
+    cpus = [a for a in resources if a.startswith("--cpus-per-task")] or ["--cpus-per-task=1"]
+    # A CPU job's step takes no GPU of a GPU allocation (a step gets all the job's GRES).
+    gpus = [a for a in resources if a.startswith("--gpus-per-node")] or ["--gres=none"]
+    srun = ["srun", *(s.srun_args if s is not None else ()),
+            f"--nodes={job.nodes}", f"--ntasks={job.nodes}", "--ntasks-per-node=1",
+            *cpus, *gpus, "--mem=0", "--kill-on-bad-exit=1",
+            f"--job-name={job_name(run_id)}", "--export=ALL"]
     if s is not None and s.container and s.container_runtime == "pyxis":
         # pyxis runs the whole step (node.sh: agent and runner) in the image; the run
         # folder is mounted at its own path, where node.sh and the events file are.
         srun += [f"--container-image={s.container}", "--container-mounts=@RUNDIR@"]
-    if s is not None:
-        srun += list(s.srun_args)
     return srun
-
-
-def setup_lines(setup: Sequence[str], files: SlurmFiles) -> list[str]:
-    """The profile's ``setup`` lines, each numbered, stopping at the first that fails.
-
-    The ERR trap writes ``<line> <status>`` to ``setup-failed`` before ``set -e`` ends
-    the script: the engine reports the run ``setup_failed`` with that line, not as a
-    crash of the runner (which never started).
-    """
-    if not setup:
-        return []
-    failed = shlex.quote(str(files.setup_failed_path))
-    out = [f"trap 'printf \"%s %s\\n\" \"$DLTOP_SETUP_LINE\" \"$?\" > {failed}' ERR"]
-    for i, line in enumerate(setup, 1):
-        out += [f"DLTOP_SETUP_LINE={i}", line]
-    return [*out, "trap - ERR"]
 
 
 def batch_script(job: JobSpec, run_id: int, files: SlurmFiles,
@@ -193,7 +154,8 @@ def batch_script(job: JobSpec, run_id: int, files: SlurmFiles,
     """``batch.sh``: the setup lines, then one ``srun`` task per node running ``node.sh``.
 
     The same script serves inside an existing allocation (``SLURM_JOB_ID`` set): run
-    as is on this host, its ``srun`` is a step of that allocation.
+    as is on this host, its ``srun`` is a step of that allocation, which the variables
+    of :data:`STEP_UNSET_VARS` (unset first) cannot reshape.
     """
     srun = [a.replace("@RUNDIR@", str(files.dir)) for a in srun_argv(job, run_id, cpus_per_gpu)]
     # The label is the user's text: escaped (\n shown as such), a line break in it
@@ -203,7 +165,8 @@ def batch_script(job: JobSpec, run_id: int, files: SlurmFiles,
              "set -e"]
     setup = job.slurm.setup if job.slurm is not None else ()
     lines += setup_lines(setup, files)
-    lines += ["set +e", f"exec {shlex.join(srun)} /bin/bash {shlex.quote(str(files.node_path))}"]
+    lines += ["set +e", f"unset {' '.join(STEP_UNSET_VARS)}",
+              f"exec {shlex.join(srun)} /bin/bash {shlex.quote(str(files.node_path))}"]
     return "\n".join(lines) + "\n"
 
 
@@ -232,11 +195,7 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
     plain = shlex.join(runner_argv)
     s = job.slurm
     if s is not None and s.container and s.container_runtime == "apptainer":
-        # The runner alone in the image (the agent stays on the node); --nv brings the
-        # node's GPU driver in, the run folder is bound at its own path.
-        wrap = ["apptainer", "exec", *(["--nv"] if job.device.kind == "gpu" else []),
-                "--bind", str(Path(runner_argv[2]).parent), s.container]
-        plain = shlex.join([*wrap, *runner_argv])
+        plain = shlex.join([*apptainer_argv(job, runner_argv), *runner_argv])
     if job.nodes == 1 or job.framework == "tensorflow":
         return plain
     if job.framework != "torch":  # the loader refuses these; a stored spec edited by hand
@@ -344,7 +303,10 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
     """``node.sh``: what the step runs on each node; exits with the runner's status."""
     events = shlex.quote(str(files.events_path))
     lines = ["#!/bin/bash",
-             "# one task per node: the agent in the background, the runner with its events"]
+             "# one task per node: the agent in the background, the runner with its events",
+             *step_check_lines(job, files),
+             # before the agent: a task that ends here leaves nothing behind
+             *container_check_lines(job, runner_argv, files)]
     if job.nodes > 1:
         lines += address_lines(runner_argv[0])
     if agent:
@@ -362,7 +324,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
             "fi"]
     if job.framework == "tensorflow" and job.nodes > 1:
         lines += tf_config_lines(runner_argv[0])
-    lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1",
+    lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
               *env_report_lines(files),
               runner_command(job, runner_argv),
               "status=$?"]

@@ -127,12 +127,20 @@ class _Run(object):
 
     def _events(self, data):
         for text in (self.events.end() if data is None else self.events.feed(data)):
+            if proto.too_deep(text):
+                self._refuse("nested deeper than %d levels" % proto.MAX_EVENT_DEPTH)
+                continue
             try:
                 event = json.loads(text)
             except ValueError:
+                self._refuse("not JSON: %r" % text[:60])
                 continue
             if isinstance(event, dict):
                 self.steps.event(event)
+
+    def _refuse(self, why):
+        # The parent counts it as a protocol error and names the first in the run's note.
+        self.steps.reporter.emit("refused", why="the program's event line is " + why)
 
     def note(self, spec_path):
         """The program's last lines and where its whole output is, for a crash message."""

@@ -22,6 +22,7 @@ Without ``$DLTOP_EVENT_FD`` (a run by hand) events go to stderr.
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -29,6 +30,30 @@ import traceback
 PROTOCOL_VERSION = 1
 EXIT_OK = 0
 EXIT_ERROR = 3
+MAX_EVENT_DEPTH = 32
+"""No event nests deeper (``profile``'s ops reach 3): a deeper line is refused unread,
+as ``json.loads`` recurses once per level and dies of RecursionError on ``[`` x 100 000."""
+# A JSON string (skipped whole, brackets inside it do not count) or one bracket.
+_JSON_TOKEN = re.compile(br'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+
+
+def too_deep(line, limit=MAX_EVENT_DEPTH):
+    """True when the JSON text ``line`` (bytes or str) nests arrays/objects deeper than
+    ``limit``: checked before ``json.loads``, without recursion."""
+    if not isinstance(line, bytes):
+        line = line.encode("utf-8", "replace")
+    if line.count(b"[") + line.count(b"{") <= limit:
+        return False  # the common case: too few brackets to be that deep
+    depth = 0
+    for m in _JSON_TOKEN.finditer(line):
+        tok = m.group()
+        if tok in (b"[", b"{"):
+            depth += 1
+            if depth > limit:
+                return True
+        elif tok in (b"]", b"}"):
+            depth = max(0, depth - 1)
+    return False
 
 
 class Unsupported(Exception):

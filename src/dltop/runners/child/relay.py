@@ -71,8 +71,9 @@ def relay(rfd, keep, out_fd, proc):
         buf += chunk
         *lines, buf = buf.split(b"\n")
         for line in lines:
-            try:
-                last = json.loads(line.decode("utf-8")).get("event")
+            try:  # a line too deep to parse is passed on unread: the supervisor refuses it
+                if not proto.too_deep(line):
+                    last = json.loads(line.decode("utf-8")).get("event")
             except (ValueError, AttributeError):
                 pass  # the supervisor counts it as a protocol error
             if out_fd is None:

@@ -20,7 +20,10 @@ the runner's ``torch_optim``), the dltop profile names the same optimizer;
 
     .venv/bin/python benchmarks/harness_overhead.py [--rounds 3] [--iterations 30]
         [--frameworks torch,tensorflow,cntk] [--cases fcn-r:128,alexnet-r:128]
-        [--device cpu|gpu] [--precision fp32|bf16]
+        [--device cpu|gpu] [--precision fp32|bf16] [--rounds-out FILE]
+
+``--rounds-out FILE`` keeps the raw figures behind each printed ratio and interval: a
+JSON list, rewritten after every case, with each round's bare and dltop median s/iter.
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ import sys
 import tempfile
 import textwrap
 from pathlib import Path
+from typing import Any
 
 CHILD_DIR = Path(__file__).resolve().parents[1] / "src" / "dltop" / "runners" / "child"
 
@@ -303,6 +307,17 @@ def ratio_interval(bare: list[float], harness: list[float],
     return ratios[int(0.025 * resamples)], ratios[int(0.975 * resamples) - 1]
 
 
+def write_rounds(path: Path, cases: list[dict[str, Any]]) -> None:
+    """Rewrite PATH with every finished case's per-round medians (``--rounds-out``).
+
+    Written whole to a temporary file and renamed, so a run stopped mid-case leaves the
+    cases it finished.
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(cases, indent=1) + "\n")
+    tmp.replace(path)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -316,6 +331,8 @@ def main() -> int:
                     help="gpu: both sides on one CUDA GPU (PyTorch only)")
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
                     help="both sides' precision (bf16: autocast, as the runner)")
+    ap.add_argument("--rounds-out", type=Path, metavar="FILE",
+                    help="write each case's per-round medians (JSON) to FILE")
     args = ap.parse_args()
     gpu = args.device == "gpu"
     if gpu and args.frameworks != "torch":
@@ -325,6 +342,7 @@ def main() -> int:
     print(f"{'framework':<11} {'model':<10} {'batch':>5} {'bare s/iter':>12} "
           f"{'dltop s/iter':>13} {'ratio':>7}")
     worst: dict[str, float] = {}
+    cases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.frameworks.split(","):
             for case in args.cases.split(","):
@@ -345,6 +363,13 @@ def main() -> int:
                 lo, hi = ratio_interval(bare, harness)
                 print(f"{'':<11} 95% CI of the ratio [{lo:.3f}, {hi:.3f}] (bootstrap "
                       f"over {len(bare)} rounds)", flush=True)
+                if args.rounds_out is not None:
+                    cases.append({"framework": framework, "model": model, "batch": batch,
+                                  "device": args.device, "precision": args.precision,
+                                  "threads": args.threads, "iterations": args.iterations,
+                                  "warmup": args.warmup, "bare_s": bare, "dltop_s": harness,
+                                  "ratio": h / b, "ci95": [lo, hi]})
+                    write_rounds(args.rounds_out, cases)
     for framework, w in worst.items():
         print(f"{framework}: worst ratio {w:.3f} (goal <= 1.01): "
               f"{'met' if w <= 1.01 else 'NOT met'}")

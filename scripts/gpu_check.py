@@ -306,6 +306,15 @@ class Check:
         self.data["export_md"] = self.run([*base, "--format", "md"], limit / 2).out
         return f"{len(self.data['export_json'].get('rows', []))} rows"
 
+    def harness_rounds_read(self, name: str) -> list[dict[str, Any]]:
+        """The per-round medians harness_overhead.py wrote (--rounds-out), for
+        telemetry.json: the raw figures behind each ratio and interval ([] if none)."""
+        try:
+            got = json.loads((self.work / name).read_text())
+        except (OSError, ValueError):
+            return []
+        return got if isinstance(got, list) else []
+
     def s_harness(self, limit: float) -> str:
         # Keep time for the TensorFlow check after it; rows print as each case ends, so a
         # harness stopped at its limit still gives the cases it finished.
@@ -313,9 +322,11 @@ class Check:
         res = call([sys.executable, str(ROOT / "benchmarks" / "harness_overhead.py"),
                     "--device", "gpu", "--frameworks", "torch",
                     "--rounds", str(self.harness_rounds), "--iterations", "20", "--warmup", "5",
-                    "--cases", "resnet-50:64,alexnet-r:1024"], limit, ROOT)
+                    "--cases", "resnet-50:64,alexnet-r:1024",
+                    "--rounds-out", str(self.work / "harness-rounds.json")], limit, ROOT)
         rows = report.parse_harness(res.out)
-        self.data["harness"] = {"rows": rows, "output": tail(res.out + "\n" + res.err, 20)}
+        self.data["harness"] = {"rows": rows, "output": tail(res.out + "\n" + res.err, 20),
+                                "rounds": self.harness_rounds_read("harness-rounds.json")}
         if res.timed_out:
             raise StepTimeout(f"{len(rows)} of 2 cases done")
         if res.rc != 0 or not rows:
@@ -327,11 +338,13 @@ class Check:
         res = call([sys.executable, str(ROOT / "benchmarks" / "harness_overhead.py"),
                     "--device", "gpu", "--frameworks", "torch", "--rounds", "2",
                     "--iterations", "20", "--warmup", "5", "--precision", "bf16",
-                    "--cases", "gpt2-small:16"],
+                    "--cases", "gpt2-small:16",
+                    "--rounds-out", str(self.work / "harness-llm-rounds.json")],
                    limit, ROOT)
         rows = report.parse_harness(res.out)
         h = self.data.setdefault("harness", {"rows": [], "output": ""})
         h["rows"] = [*h["rows"], *rows]
+        h["rounds"] = [*h.get("rounds", []), *self.harness_rounds_read("harness-llm-rounds.json")]
         h["output_llm"] = tail(res.out + "\n" + res.err, 20)
         if res.timed_out:
             raise StepTimeout("gpt2-small case not done")
@@ -430,11 +443,18 @@ class Check:
         (self.out / "report.md").write_text(report.render(self.data))
 
     def copy_db(self) -> None:
+        """campaign.db: a consistent copy (SQLite's backup API), ready to commit.
+
+        The copy inherits the work database's WAL mode, and a WAL database opened later
+        grows -wal/-shm files beside it: switched to DELETE, it is one self-contained
+        file (docs/gpu-runs/ keeps databases so).
+        """
         if not self.db.exists():
             return
         src, dst = sqlite3.connect(self.db), sqlite3.connect(self.out / "campaign.db")
         try:
             src.backup(dst)
+            dst.execute("PRAGMA journal_mode=DELETE")
         finally:
             src.close()
             dst.close()

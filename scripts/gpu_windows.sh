@@ -39,4 +39,6 @@ for r in db.execute("select r.*, j.model from runs r join jobs j on j.id = r.job
     rows.append(d)
 print(json.dumps(rows, indent=1))
 PYEOF
+# one self-contained file, ready to commit under docs/gpu-runs/ (no -wal/-shm)
+"$PY" -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("PRAGMA wal_checkpoint(TRUNCATE)"); c.execute("PRAGMA journal_mode=DELETE"); c.close()' "$DB"
 rm -rf "$T"

@@ -23,6 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 DB = ROOT / "docs/gpu-runs/2026-11-26-h200-check/gpu-check.db"
 FIGURES = ("precision", "power-energy", "batch-resnet-50", "run-1")
+OTHERS = {  # issue 40: a row of panels per mode in tokens; the CUDA-graph point labelled
+    ROOT / "docs/gpu-runs/2026-11-26-h200-llm/campaign.db": {
+        "power-energy": "report-h200-llm-power-energy.png",
+        "batch-gpt2-small": "report-h200-llm-batch.png"},
+    ROOT / "docs/gpu-runs/2026-11-26-h200-check/options.db": {
+        "batch-resnet-50": "report-h200-options-batch.png"}}
 
 
 MODES = {"time-fcn-r-gpu": "report-modes-time.png",
@@ -95,6 +101,10 @@ def main() -> None:
         db = Path(shutil.copy(DB, Path(tmp) / DB.name))
         report_pngs(db, args.out, Path(tmp), {k: f"report-h200-{k}.png" for k in FIGURES})
         report_pngs(modes_db(Path(tmp)), args.out, Path(tmp), MODES)
+        for i, (other, shots) in enumerate(OTHERS.items()):
+            (Path(tmp) / str(i)).mkdir()
+            report_pngs(Path(shutil.copy(other, Path(tmp) / str(i) / other.name)), args.out,
+                        Path(tmp) / str(i), shots)
         asyncio.run(tui_svgs(db, args.out))
 
 

@@ -157,3 +157,41 @@ def _copy(db: Path, tmp_path: Path) -> Path:
     import shutil
 
     return Path(shutil.copy(db, tmp_path / db.name))
+
+
+LLM = Path(__file__).parents[2] / "docs/gpu-runs/2026-11-26-h200-llm/campaign.db"
+
+FIT_JS = """
+var scroll = document.querySelector('div.scroll');
+return {page: document.documentElement.scrollWidth, inner: window.innerWidth,
+        table: [scroll.scrollWidth, scroll.clientWidth],
+        body: document.body.getBoundingClientRect().right,
+        figs: Array.from(document.querySelectorAll('figure:not([hidden]) svg')).map(
+          function (s) { var b = s.getBoundingClientRect(), v = s.viewBox.baseVal;
+                         return [s.closest('figure').id, b.right, b.width, b.height,
+                                 v.width, v.height]; })};
+"""
+
+
+def test_the_widest_gpu_report_fits_1400_px(browser: Browser, tmp_path: Path) -> None:
+    # the H200 transformer campaign's page was 1 582 px wide (issue 40)
+    out = tmp_path / "llm.html"
+    res = subprocess.run([sys.executable, "-m", "dltop", "report", "--db",
+                          str(_copy(LLM, tmp_path)), "-o", str(out), "--max-runs", "1"],
+                         capture_output=True, text=True, timeout=240, check=False)
+    assert res.returncode == 0, res.stderr
+    browser.driver.set_window_size(1400, 900)
+    browser.open(out)
+    assert browser.console_errors() == []
+    fit = browser.script(FIT_JS)
+    assert isinstance(fit, dict)
+    assert fit["inner"] == 1400 and fit["page"] <= 1400, fit
+    wide, box = fit["table"]
+    assert wide > box  # the summary is wider than the column: it scrolls in its own box
+    assert {f[0] for f in fit["figs"]} >= {"batch-gpt2-small", "power-energy"}
+    for key, right, width, height, view_w, view_h in fit["figs"]:
+        assert right <= fit["body"] + 0.5, key  # within the column
+        assert abs(height / width - view_h / view_w) < 0.01, key  # scaled, not squeezed
+    text = browser.text()
+    assert "Not drawn" in text and "omitted:" not in text
+    browser.screenshot(tmp_path / "llm.png")

@@ -65,7 +65,9 @@ def test_figures_for_a_paper(report_db: Path, tmp_path: Path, fmt: str) -> None:
     assert f"![fcn-r: time per mini-batch vs GPUs](time-fcn-r-gpu.{fmt})" in md
     assert "*Figure 3.* GPU power and energy per sample per framework (SIMULATED GPUs)" in md
     assert "single column, 3.3 in wide" in md and "double column, 7 in wide" in md
-    assert "- fcn-r: throughput and GPU memory vs batch size: one batch size only (8)." in md
+    # one line per reason, naming the figures' models (no stub per figure)
+    assert "- throughput and GPU memory vs batch size: one batch size only (8) (fcn-r)." \
+        in md
     if fmt == "png":  # 3.3 in at 300 ppi
         width = int.from_bytes((figdir / "time-fcn-r-gpu.png").read_bytes()[16:20], "big")
         assert 600 <= width <= 3.3 * 300

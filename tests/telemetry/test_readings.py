@@ -194,7 +194,7 @@ def test_the_report_energy_figure_leaves_the_short_configuration_out() -> None:
     results = config_results(db, cid)
     fig = energy_figure(results, identity.variation(placed_identities(results)))
     assert {str(row["config"]).split()[0] for row in fig.rows} == {"alexnet-r"}
-    assert "left out, too few readings: torch fcn-r b64 gpu:1 (n/a: window 0.04 s, " \
+    assert "left out, too few readings: fcn-r b64 gpu:1 (torch) (window 0.04 s, " \
         "1 reading (set min_time_s))" in fig.caption
 
 

@@ -14,8 +14,8 @@ from dltop.textsafe import counted, one_line
 def cmd_import(args: argparse.Namespace) -> int:
     """Check every source, stage their campaigns, then copy them into the target in one
     transaction; print what each source campaign became."""
-    from dltop.store import connect, resolve_db_path
-    from dltop.store.importer import FAULT_ENV, import_into
+    from dltop.store import resolve_db_path
+    from dltop.store.importer import FAULT_ENV, import_file
     from dltop.store.study import stage, unique_paths
 
     target = resolve_db_path(args.db)
@@ -26,12 +26,8 @@ def cmd_import(args: argparse.Namespace) -> int:
         staging = Path(tmp) / "staging.db"
         # every source read and checked before the target is opened: bad input leaves it
         staged = stage(sources, staging, target=target, absolute=True)
-        db = connect(target)
-        try:
-            copied = {c.origin_id: c for c in import_into(
-                db, staging, fault=bool(os.environ.get(FAULT_ENV)))}
-        finally:
-            db.conn.close()
+        copied = {c.origin_id: c for c in import_file(
+            target, staging, fault=bool(os.environ.get(FAULT_ENV)))}
     added = 0
     for src in staged:
         for c in src.copied:

@@ -87,6 +87,8 @@ class RunView(CurrentRun):
     """Seconds of the most recent iterations, oldest first."""
     samples_per_iter: int
     log_tail: tuple[str, ...]
+    model: str = ""
+    """Its model: a transformer's samples are tokens (the bar says tokens/s)."""
     losses: tuple[float | None, ...] = ()
     """Losses of the most recent iterations, oldest first (None: not reported)."""
     read_s: float | None = None
@@ -232,7 +234,7 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     return RunView(r["id"], r["job_id"], run_label(r, settings), done, r["total"],
                    r["warmup"], r["started_at"], r["pending"], recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
-                   log_tail=read_log_tail(r["log_path"], log_lines),
+                   log_tail=read_log_tail(r["log_path"], log_lines), model=r["model"],
                    losses=tuple(i["loss"] for i in reversed(its)), read_s=wall_clock(),
                    started_s=_epoch(r["started_at"]),
                    last_iteration_s=its[0]["t_wall_s"] if its else None,

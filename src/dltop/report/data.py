@@ -16,7 +16,6 @@ per-iteration trace) with its device readings (:mod:`dltop.results.runtrace`).
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -26,15 +25,16 @@ from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import label as _label
 from dltop.report.captions import models as _models
 from dltop.report.captions import order as _order
+from dltop.report.energy import energy_figure
 from dltop.report.generation import generation_figures
+from dltop.report.leftout import failed_text
 from dltop.report.model import Figure, Report
 from dltop.report.precision import precision_figures
 from dltop.report.profiles import profile_figures
 from dltop.report.runs import pick_runs, run_figures
-from dltop.results import caption, identity, labels, queries, scaling, summary
+from dltop.results import caption, identity, labels, queries, scaling, summary, tokens
 from dltop.results.aggregate import ConfigResult, config_results, placed_identities
 from dltop.results.metrics import value_of
-from dltop.results.readings import readings_check
 from dltop.results.table import fmt_seconds
 from dltop.textsafe import one_line
 
@@ -68,9 +68,9 @@ def spread_text(results: Sequence[ConfigResult]) -> str:
             f"({rel:.0%} of the median, {_named(r, results)})")
 
 
-def rate_spread_text(results: Sequence[ConfigResult]) -> str:
-    """The largest spread of the runs' samples/s relative to the configuration's, and
-    whose (its run label)."""
+def rate_spread_text(results: Sequence[ConfigResult], unit: str = "samples/s") -> str:
+    """The largest spread of the runs' ``unit`` (samples/s, tokens/s) relative to the
+    configuration's, and whose (its run label)."""
     best: tuple[float, ConfigResult] | None = None
     for r in results:
         rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
@@ -81,7 +81,7 @@ def rate_spread_text(results: Sequence[ConfigResult]) -> str:
     if best is None:
         return "one run per point: no spread"
     rel, r = best
-    return (f"largest spread of the runs' samples/s {rel:.0%} of the median "
+    return (f"largest spread of the runs' {unit} {rel:.0%} of the median "
             f"({_named(r, results)})")
 
 
@@ -151,13 +151,14 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
                  "speedup": r.speedup, "efficiency": r.efficiency, "marks": r.marks}
                 for r in mine])
             ok = [r for r in confs if r.median_s is not None]
+            unit = tokens.row_unit("throughput", model)
             out.append(Figure(
                 key, "scaling", title, rows=tuple(rows), x_title=axis,
                 panels=("speedup", "efficiency"),
                 extra={"max_devices": max(r.n_devices for r in mine), "color": enc.color},
-                caption=("Speedup: samples/s against the same framework and batch on one "
+                caption=(f"Speedup: {unit} against the same framework and batch on one "
                          "device; efficiency = speedup / N; dashed: ideal. "
-                         + _join([enc.same, n_text(ok), rate_spread_text(ok),
+                         + _join([enc.same, n_text(ok), rate_spread_text(ok, unit),
                                   flagged_text(ok), capped]))))
     return out
 
@@ -176,13 +177,16 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
             continue
         rows: list[dict[str, Any]] = []
         simulated = False
+        unit = tokens.row_unit("throughput", model)  # tokens/s for a transformer
         hosts = len({x.host for x in ok}) > 1  # once: per row it was quadratic (30 s at 10 000)
+        devices = len({x.device for x in ok}) > 1
+        short = encode.variants(ok)  # a legend's and a lone point's words
         for r in ok:
             series = f"{_label(r, var, batch=False, host=hosts)} {r.device}"
             rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
-            variant = series.removeprefix(r.framework).strip()
+            variant = f"{short[id(r)]}{f' {r.device}' if devices else ''}".strip()
             mode = str(r.identity.get("mode") or "train")  # its own axes (specs.batch_spec)
-            rows.append({"panel": "samples/s", "framework": r.framework, "series": series,
+            rows.append({"panel": unit, "framework": r.framework, "series": series,
                          "variant": variant, "mode": mode,
                          "batch": r.batch_size, "value": r.samples_per_s,
                          "low": min(rates, default=None), "high": max(rates, default=None)})
@@ -195,8 +199,8 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
                              "value": number, "mode": mode})
         rows, capped = cap_lines(rows)
         panels = tuple(dict.fromkeys(str(row["panel"]) for row in rows))
-        notes = [n_text(ok), "error bars: min–max of the runs' samples/s",
-                 rate_spread_text(ok), flagged_text(ok), capped]
+        notes = [n_text(ok), f"error bars: min–max of the runs' {unit}",
+                 rate_spread_text(ok, unit), flagged_text(ok), capped]
         if len(panels) == 1:
             gpu = any(r.device_kind == "gpu" for r in ok)
             notes.append("GPU memory omitted: " + (
@@ -208,48 +212,6 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
         out.append(Figure(key, "batch", title, rows=tuple(rows), x_title="batch size",
                           panels=panels, caption=_join(notes)))
     return out
-
-
-def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> Figure:
-    """Mean GPU power and energy per sample per framework: bars over the runs' mean,
-    error bars their min–max, per model, batch and device."""
-    key, title = "power-energy", "GPU power and energy per sample per framework"
-    gpu = [r for r in results if r.device_kind == "gpu" and r.runs]
-    if not gpu:
-        return Figure(key, "energy", title, omitted=(
-            "no GPU run: power and energy per sample are GPU telemetry"))
-    rows: list[dict[str, Any]] = []
-    short: list[str] = []  # configurations whose runs hold too few readings: no bar
-    for r in sorted(gpu, key=_order):
-        # the run label without its framework: the bar's colour says it
-        config = labels.compose(None, r.model, r.batch_size, r.device,
-                                labels.settings_text(r.identity, var.fields))
-        why, _ = readings_check(r, gpu=True)
-        if why:
-            short.append(f"{r.framework} {config} ({why})")
-            continue
-        for panel, column in (("power W", "power_mean_w"), ("J/sample", "joules_per_sample")):
-            values = [float(v) for v in (run.get(column) for run in r.runs) if v is not None]
-            if values:
-                rows.append({"panel": panel, "framework": r.framework, "config": config,
-                             "value": statistics.fmean(values), "low": min(values),
-                             "high": max(values), "n": len(values)})
-    if not rows:
-        return Figure(key, "energy", title, omitted=(
-            "too few readings: " + "; ".join(short) if short
-            else "GPU telemetry was not sampled"))
-    rows, capped = cap_lines(rows, "config", what="configurations", by_framework=False)
-    simulated = any(run.simulated for r in gpu for run in r.runs)
-    notes = ["bars: mean over the ok runs; error bars: min–max", n_text(gpu),
-             flagged_text(gpu), capped]
-    if short:
-        notes.append(f"left out, too few readings: {'; '.join(short)}")
-    if simulated:
-        title += " (SIMULATED GPUs)"
-        notes.append("readings from SIMULATED GPUs (--fake-gpus): not real hardware")
-    return Figure(key, "energy", title, rows=tuple(rows), x_title="framework",
-                  panels=tuple(dict.fromkeys(str(row["panel"]) for row in rows)),
-                  caption=_join(notes))
 
 
 def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, str]:
@@ -306,7 +268,8 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
                  f"No finished run in campaign {what}: nothing to plot yet.")
     return Report(title=title, campaigns=tuple(camps), constants=var.caption(),
                   environment=tuple(env.items()), summary=table, reasons=reasons,
-                  figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty)
+                  figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty,
+                  left_out=failed_text(results) if figures else "")
 
 
 __all__ = ["Figure", "Report", "build"]

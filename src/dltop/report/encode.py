@@ -110,8 +110,61 @@ def _precision_rank(precision: str) -> int:
     return ORDER.index(precision) if precision in ORDER else len(ORDER)
 
 
+PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
+"""Framework colours (Vega's tableau10 start), fixed so torch is one colour everywhere."""
+
+
+def colors(frameworks: Sequence[str]) -> dict[str, Any]:
+    """The framework colour scale (catalogue order: torch is one colour everywhere)."""
+    known = sorted(set(frameworks), key=lambda f: (catalog.FRAMEWORKS.index(f)
+                                                   if f in catalog.FRAMEWORKS else 99, f))
+    return {"domain": known, "range": [PALETTE[i % len(PALETTE)] for i in range(len(known))]}
+
+
 def color_domain(field: str, values: Sequence[str]) -> list[str]:
     """The values of a colour field in drawing order (precisions wide to narrow)."""
     if field == "precision":
         return sorted(set(values), key=lambda p: (_precision_rank(p), p))
     return sorted(set(values))
+
+
+LOG_SPAN = 100.0
+"""A panel whose positive values span more than this factor is drawn on a log axis: on a
+linear one the smallest bars (0.0018 J/token beside 0.55) would vanish."""
+
+
+def log_axis(values: Sequence[Any]) -> bool:
+    """Whether a panel of ``values`` needs a log axis (its positive values span more than
+    :data:`LOG_SPAN`×; a zero or negative value keeps it linear: a log axis cannot show
+    it)."""
+    nums = [float(v) for v in values if v is not None]
+    if not nums or min(nums) <= 0:
+        return False
+    return max(nums) / min(nums) > LOG_SPAN
+
+
+HIDDEN = ("mode", *labels.LAST)
+"""Fields a line's short name leaves out: its row of panels says the mode, and the run
+length does not make a configuration."""
+
+
+def variants(configs: Sequence[Config]) -> dict[int, str]:
+    """``id(config)`` → the words that tell it from the other configurations of its mode
+    (a legend entry or a point's label): the fields varying among them but the mode and
+    the run length, a setting off or at its default named (``cuda graphs off``) so no
+    line goes without a name."""
+    out: dict[int, str] = {}
+    modes: dict[str, list[Config]] = {}
+    for c in configs:
+        modes.setdefault(str(c.identity.get("mode") or "train"), []).append(c)
+    for group in modes.values():
+        fields = identity.variation(c.identity for c in group).without(*HIDDEN).fields
+        for c in group:
+            words = []
+            for f in fields:
+                value = c.identity.get(f)
+                words.append(labels.field_text(f, value) or (
+                    f"{identity.header(f)} "
+                    f"{'off' if value in (None, False, 'off') else identity.fmt_value(value)}"))
+            out[id(c)] = " ".join(words)
+    return out

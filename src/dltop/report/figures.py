@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dltop.errors import UserError
+from dltop.report.leftout import omitted_lines
 from dltop.report.model import Figure, Report
 from dltop.report.specs import FORMATS, render, spec
 from dltop.report.vlsize import paper_size
@@ -101,11 +102,13 @@ def render_figures(report: Report, fmt: str,
                   f"![{markdown_text(fig.title)}]({name})", "",
                   f"*Figure {number}.* {markdown_text(fig.title)}. {markdown_text(fig.caption)} "
                   f"({width} column, {WIDTH_IN[width]:g} in wide.)", ""]
-    omitted = [f for f in (*report.figures, *report.runs) if f.omitted]
-    if omitted:
+    omitted = [(f.title, f.omitted) for f in (*report.figures, *report.runs) if f.omitted]
+    if omitted:  # one line per reason, not one per figure
         lines += ["## Not drawn", ""]
-        lines += [f"- {markdown_text(f.title)}: {markdown_text(f.omitted)}." for f in omitted]
+        lines += [f"- {markdown_text(line)}." for line in omitted_lines(omitted)]
         lines.append("")
+    if report.left_out:
+        lines += [markdown_text(report.left_out), ""]
     if report.runs_note:
         lines += [markdown_text(report.runs_note), ""]
     files["figures.md"] = "\n".join(lines).encode()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from dltop.report import encode
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import label as _label
 from dltop.report.captions import models as _models
@@ -53,16 +54,21 @@ def _rows(ok: Sequence[ConfigResult], var: identity.Variation, x: str,
           panels: dict[str, str]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     hosts = len({r.host for r in ok}) > 1
+    devices = len({r.device for r in ok}) > 1
     pick = _pickers()
+    short = encode.variants(ok) if x == "batch" else {}  # a legend's, a lone point's words
     for r in ok:
         series = f"{_label(r, var, batch=x != 'batch', host=hosts)} {r.device}"
+        variant = short.get(id(r), series.removeprefix(r.framework).strip())
+        if x == "batch" and devices:
+            variant = f"{variant} {r.device}".strip()
         for panel, name in panels.items():
             value = value_of(r, name).value
             if value is None:
                 continue
             own = _run_p50s(r, pick[name])
             rows.append({"panel": panel, "framework": r.framework, "series": series,
-                         "variant": series.removeprefix(r.framework).strip(),
+                         "variant": variant,
                          x: r.batch_size if x == "batch" else r.identity.get(x),
                          "value": value, "low": min(own, default=None),
                          "high": max(own, default=None)})

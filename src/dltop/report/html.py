@@ -9,11 +9,12 @@ database goes through :func:`dltop.textsafe.one_line` and :func:`html.escape`.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from typing import Any
 
 from dltop import __version__
+from dltop.report.leftout import omitted_lines
 from dltop.report.model import Figure, Report
 from dltop.report.specs import render, spec
 from dltop.report.vlsize import SCREEN
@@ -34,7 +35,9 @@ dl.env dd{margin:0}
 .summary tr.fail td{background:#fdecea}
 .summary td.reason{color:#a12;white-space:normal;min-width:16em}
 figure{margin:1.5em 0}figcaption{color:#444;font-size:13px;max-width:60em}
-p.omitted{color:#777;font-style:italic}p.empty{font-size:1.2em;color:#a12}
+figure svg{max-width:100%;height:auto}
+ul.omitted{color:#666;font-size:13px}p.empty{font-size:1.2em;color:#a12}
+select{max-width:100%}dd{overflow-wrap:anywhere}
 .notes{color:#555;font-size:12px}
 """
 
@@ -81,10 +84,8 @@ def inline_svg(svg: str, prefix: str) -> str:
 
 def figure_html(fig: Figure, draw: Callable[[Mapping[str, Any]], str], *,
                 cls: str = "", hidden: bool = False) -> str:
-    """A drawn figure with its caption, or the line saying why it is omitted."""
-    if fig.omitted:
-        return (f'<p class="omitted" id="{_t(fig.key)}">{_t(fig.title)}: omitted: '
-                f"{_t(fig.omitted)}.</p>")
+    """A drawn figure with its caption (an omitted one is a line of
+    :func:`omitted_html`)."""
     attrs = f' class="{cls}"' if cls else ""
     if fig.kind == "run":
         attrs += f' data-run="{_t(fig.extra.get("run_id", ""))}"'
@@ -92,6 +93,18 @@ def figure_html(fig: Figure, draw: Callable[[Mapping[str, Any]], str], *,
     svg = inline_svg(draw(spec(fig, SCREEN)), fig.key)
     return (f'<figure id="{_t(fig.key)}"{attrs}>{svg}<figcaption><b>{_t(fig.title)}.</b> '
             f"{_t(fig.caption)}</figcaption></figure>")
+
+
+def omitted_html(figs: Sequence[Figure]) -> str:
+    """The figures not drawn, one line per reason (:mod:`dltop.report.leftout`), or
+    nothing; each figure's key stays an anchor on its line."""
+    omitted = [f for f in figs if f.omitted]
+    if not omitted:
+        return ""
+    lines = omitted_lines([(f.title, f.omitted) for f in omitted])
+    anchors = "".join(f'<a id="{_t(f.key)}"></a>' for f in omitted)
+    items = "".join(f"<li>{_t(line)}</li>" for line in lines)
+    return f'<h2>Not drawn</h2>{anchors}<ul class="omitted" id="omitted">{items}</ul>'
 
 
 NUMBER = re.compile(r"-?\d+(\.\d+)?(e[-+]?\d+)?(?=\s|/|$)")
@@ -178,11 +191,17 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
     out.append(summary_html(report) if summary is None else summary)
     if report.empty:
         out.append(f'<p class="empty" id="empty">{_t(report.empty)}</p>')
+    if report.left_out:
+        out.append(f'<p class="notes" id="left-out">{_t(report.left_out)}</p>')
     for kind, heading in SECTIONS:
-        figs = [f for f in report.figures if f.kind == kind]
+        figs = [f for f in report.figures if f.kind == kind and not f.omitted]
         if figs:
+            for unit in ("per token", "per sample or token"):  # transformers: tokens
+                if all(unit in f.title for f in figs):
+                    heading = heading.replace("per sample", unit)
             out.append(f"<h2>{_t(heading)}</h2>")
             out += [figure_html(f, draw) for f in figs]
+    out.append(omitted_html([*report.figures, *report.runs]))
     if report.runs:
         out.append(f"<h2>Runs over time</h2><p>{_t(report.runs_note)} Choose a run: "
                    '<select id="run-select">')
@@ -191,7 +210,6 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
                 for f in drawn]
         out.append("</select></p>")
         out += [figure_html(f, draw, cls="run", hidden=i > 0) for i, f in enumerate(drawn)]
-        out += [figure_html(f, draw) for f in report.runs if f.omitted]
     out.append(f'<p class="notes">dltop {_t(__version__)}; figures: Vega-Lite rendered '
                f"offline to SVG by vl-convert.</p><script>{SCRIPT}</script></body></html>")
     return out

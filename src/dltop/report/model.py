@@ -57,3 +57,7 @@ class Report:
     """How many runs have a figure and which were left out."""
     empty: str = ""
     """Non-empty: no finished run to plot, and this says so."""
+    left_out: str = ""
+    """The configurations no figure draws (no ok run), counted per status in one line
+    (``left out of the figures: 3 configurations without an ok run (OOM 1, failed
+    2)...``); empty when none."""

@@ -11,27 +11,20 @@ nothing: every spec carries its data inline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from dltop import catalog
-from dltop.report.encode import color_domain
+from dltop.report.barspecs import energy_spec, precision_spec
+from dltop.report.encode import PALETTE, color_domain, colors, log_axis
 from dltop.report.model import Figure
 from dltop.report.vlsize import SCREEN, Size, base
 from dltop.results.tracewindow import HEADROOM, TimeWindow, window
 
-PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
-"""Framework colours (Vega's tableau10 start), fixed so torch is one colour everywhere."""
 DASH = [4, 3]
 STARTUP_FILL = "#d9d9d9"
 """The start-up band of a run figure (darker than the warm-up shading)."""
 CLIPPED_COLOR = "#e45756"
-
-
-def _colors(frameworks: Sequence[str]) -> dict[str, Any]:
-    known = sorted(set(frameworks), key=lambda f: (catalog.FRAMEWORKS.index(f)
-                                                   if f in catalog.FRAMEWORKS else 99, f))
-    return {"domain": known, "range": [PALETTE[i % len(PALETTE)] for i in range(len(known))]}
 
 
 def _values(rows: Sequence[Mapping[str, Any]], **match: str) -> dict[str, Any]:
@@ -48,20 +41,29 @@ def _x(fig: Figure, field: str, *, log: bool = False,
 
 
 def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y: str,
-           y_title: str, size: Size, *, bars: bool = False, zero: bool = True
-           ) -> dict[str, Any]:
+           y_title: str, size: Size, *, bars: bool = False, zero: bool = True,
+           variants: Collection[str] | None = None) -> dict[str, Any]:
+    """Lines (or points) of ``rows``; ``variants``: the dash and shape domain shared by
+    panels side by side (a panel missing one variant must not shift the others' dashes),
+    else the rows' own."""
     color = _color(fig)
     if len(color["scale"]["domain"]) < 2:  # one value: a legend would tell nothing apart
         color["legend"] = None
+    scale: dict[str, Any] = {"zero": zero}
+    if log_axis([r.get(y) for r in rows]):  # spans > 100x: linear would flatten the least
+        scale = {"type": "log"}
     enc = {"x": x, "y": {"field": y, "type": "quantitative", "title": y_title,
-                         "scale": {"zero": zero}},
+                         "scale": scale},
            "color": color, "detail": {"field": "series"},
            "strokeDash": {"field": "variant", "type": "nominal", "title": None,
                           "legend": {"symbolType": "stroke", "symbolStrokeColor": "black",
                                      "symbolStrokeWidth": 1.5}}}
     if size.legend == "bottom":  # beside the framework legend it would not fit a column
         enc["strokeDash"]["legend"].update(orient="top", direction="horizontal")
-    if len({r.get("variant", "") for r in rows}) < 2:
+    domain = sorted(set(variants) if variants is not None
+                    else {str(r.get("variant", "")) for r in rows})
+    enc["strokeDash"]["scale"] = {"domain": domain}
+    if len(domain) < 2:
         del enc["strokeDash"]
     # the points are their own layer: a line with point=True draws its strokeDash legend
     # with filled circles, hiding the dashes
@@ -72,17 +74,35 @@ def _lines(fig: Figure, rows: Sequence[Mapping[str, Any]], x: dict[str, Any], y:
     lines = any(n > 1 for n in counts.values())
     if not lines and "strokeDash" in enc:
         # every series is one point: no line draws a dash, so the variant is a shape
-        dots["shape"] = {"field": "variant", "type": "nominal", "title": None}
+        dots["shape"] = {"field": "variant", "type": "nominal", "title": None,
+                         "scale": {"domain": domain}}
     layers: list[dict[str, Any]] = [{"mark": {"type": "point", "filled": True},
                                      "encoding": dots}]
     if lines:
         layers[:0] = [{"mark": {"type": "line"}, "encoding": enc}]
     if bars:
         layers.append({"mark": {"type": "rule"}, "encoding": {
-            "x": x, "y": {"field": "low", "type": "quantitative"}, "y2": {"field": "high"},
-            "color": color, "detail": {"field": "series"}}})
+            "x": x, "y": {"field": "low", "type": "quantitative", "scale": scale},
+            "y2": {"field": "high"}, "color": color, "detail": {"field": "series"}}})
+    if lines:
+        layers += _point_labels(rows, counts, x, enc["y"], size)
     return {"data": {"values": [dict(r) for r in rows]}, "width": size.width,
             "height": size.height, "layer": layers}
+
+
+def _point_labels(rows: Sequence[Mapping[str, Any]], counts: Mapping[Any, int],
+                  x: dict[str, Any], y: dict[str, Any], size: Size) -> list[dict[str, Any]]:
+    """A text mark beside each point whose series has no other (a CUDA-graph run at one
+    batch among lines): no line draws its dash, so its legend entry would name nothing
+    on the plot."""
+    lone = [{**r, "label": str(r.get("variant") or r.get("series") or "")}
+            for r in rows if counts.get(r.get("series")) == 1]
+    if not lone:
+        return []
+    return [{"data": {"values": lone},
+             "mark": {"type": "text", "align": "left", "dx": 6, "dy": -6,
+                      "fontSize": max(6, size.font - 1), "color": "#333"},
+             "encoding": {"x": x, "y": y, "text": {"field": "label"}}}]
 
 
 def _color(fig: Figure) -> dict[str, Any]:
@@ -91,7 +111,7 @@ def _color(fig: Figure) -> dict[str, Any]:
     field = str(fig.extra.get("color", "framework"))
     if field == "framework":
         return {"field": "framework", "type": "nominal", "title": "framework",
-                "scale": _colors([str(r["framework"]) for r in fig.rows])}
+                "scale": colors([str(r["framework"]) for r in fig.rows])}
     domain = color_domain(field, [str(r["color"]) for r in fig.rows])
     return {"field": "color", "type": "nominal", "title": field,
             "scale": {"domain": domain,
@@ -145,8 +165,9 @@ def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
     """Throughput (min–max error bars) and GPU memory vs batch size, side by side; with
     training and inference (or generation) configurations, each mode on its own axes
     (a training step and an inference step are not the same work)."""
-    modes = list(dict.fromkeys(str(r.get("mode", "")) for r in fig.rows))
-    by_mode = []
+    modes = sorted(dict.fromkeys(str(r.get("mode", "")) for r in fig.rows),
+                   key=lambda m: catalog.MODES.index(m) if m in catalog.MODES else 99)
+    by_mode = []  # training first, as every figure's facets
     for mode in modes:  # a row of panels per mode: a paper's column keeps its width
         panels = []
         for p in fig.panels:
@@ -158,7 +179,9 @@ def batch_spec(fig: Figure, size: Size) -> dict[str, Any]:
                 # ticks at this mode's batches: another mode's would crowd its axis
                 x = _x(fig, "batch", log=True,
                        rows=[r for r in fig.rows if str(r.get("mode", "")) == mode])
-                panels.append(_lines(fig, rows, x, "value", title, size,
+                variants = {str(r.get("variant", "")) for r in fig.rows
+                            if str(r.get("mode", "")) == mode}
+                panels.append(_lines(fig, rows, x, "value", title, size, variants=variants,
                                      bars=any("low" in r for r in rows)))
         by_mode.append(panels)
     if len(by_mode) > 1:
@@ -174,73 +197,6 @@ def prompt_spec(fig: Figure, size: Size) -> dict[str, Any]:
     error bars (:mod:`dltop.report.generation`)."""
     return {**base(fig, size), **_lines(fig, fig.rows, _x(fig, "prompt_tokens", log=True),
                                          "value", fig.panels[0], size, bars=True)}
-
-
-BAR_ROWS = 13
-"""Pixels per bar of a horizontal bar chart: its height follows its bars, so many
-configurations make a taller figure, never labels printed over each other."""
-
-
-def _hbars(rows: Sequence[Mapping[str, Any]], title: str, size: Size,
-           frameworks: Sequence[str], category: str = "category") -> dict[str, Any]:
-    """Horizontal bars of ``rows`` (``value``, ``low``/``high`` error bars), one
-    category per row of the axis, one bar per framework within it; the colour (and
-    its legend) only when there are several frameworks."""
-    cats = list(dict.fromkeys(str(r[category]) for r in rows))
-    fws = [f for f in _colors(frameworks)["domain"] if any(r["framework"] == f for r in rows)]
-    y = {"field": category, "type": "nominal", "title": None, "sort": cats,
-         "axis": {"labelLimit": 320}}
-    big = max((abs(float(r["value"])) for r in rows if r.get("value") is not None),
-              default=0.0) >= 1000
-    # 800k, not 800,000 run together (but 0.1 J, not "100m": SI only for large values)
-    x = {"field": "value", "type": "quantitative", "title": title,
-         "axis": {"labelOverlap": "greedy", "labelSeparation": 4, "tickCount": 6,
-                  **({"format": "~s"} if big else {})}}
-    enc: dict[str, Any] = {"y": y, "x": x}
-    mark: dict[str, Any] = {"type": "bar"}
-    if len(fws) > 1:
-        enc["yOffset"] = {"field": "framework", "scale": {"domain": fws}}
-        enc["color"] = {"field": "framework", "type": "nominal", "title": "framework",
-                        "scale": _colors(frameworks)}
-    else:  # one framework: no legend for a colour that tells nothing apart
-        mark["color"] = _colors(frameworks)["range"][0] if not fws else \
-            _colors(frameworks)["range"][_colors(frameworks)["domain"].index(fws[0])]
-        x["title"] = f"{title} ({fws[0]})" if fws else title
-    rule = {"mark": {"type": "rule", "color": "black"},
-            "encoding": {"y": y, "x": {"field": "low", "type": "quantitative"},
-                         "x2": {"field": "high"},
-                         **({"yOffset": enc["yOffset"]} if "yOffset" in enc else {})}}
-    return {"data": {"values": [dict(r) for r in rows]}, "width": size.width,
-            "height": BAR_ROWS * max(1, len(cats)) * max(1, len(fws)),
-            "layer": [{"mark": mark, "encoding": enc}, rule]}
-
-
-def energy_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Mean GPU power and energy per sample: horizontal bars per configuration, one per
-    framework, the runs' min–max as error bars."""
-    fws = [str(r["framework"]) for r in fig.rows]
-    panels = [_hbars(_values(fig.rows, panel=panel)["values"], panel, size, fws,
-                     category="config") for panel in fig.panels]
-    return {**base(fig, size), "hconcat": panels}
-
-
-def precision_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Per model (and mode): samples/s and J/sample by precision, horizontal bars per
-    framework, each row of panels on its own axes (:mod:`dltop.report.precision`)."""
-    fws = [str(r["framework"]) for r in fig.rows]
-    groups = list(dict.fromkeys((str(r["model"]), str(r["mode"])) for r in fig.rows))
-    modes = len({m for _, m in groups}) > 1
-    rows_out = []
-    for model, mode in groups:
-        mine = sorted((r for r in fig.rows if r["model"] == model and r["mode"] == mode),
-                      key=lambda r: (r["rank"], str(r["category"])))
-        panels = [_hbars([r for r in mine if r["panel"] == p], p, size, fws)
-                  for p in fig.panels if any(r["panel"] == p for r in mine)]
-        rows_out.append({"title": {"text": model + (f" ({mode})" if modes else ""),
-                                   "anchor": "start", "fontSize": size.font + 1},
-                         "hconcat": panels, "resolve": {"scale": {"x": "independent"}}})
-    return {**base(fig, size), "vconcat": rows_out,
-            "resolve": {"scale": {"x": "independent", "y": "independent"}}}
 
 
 def _run_window(fig: Figure, xf: str) -> TimeWindow | None:

@@ -264,6 +264,18 @@ def attached(db: Any, path: Path) -> Iterator[None]:
         db.conn.execute("detach database src")
 
 
+def import_file(target: Path, staging: Path, *, fault: bool = False) -> list[Copied]:
+    """:func:`import_into` the database at ``target`` (created and migrated if needed),
+    closed afterwards whatever happens."""
+    from dltop.store.db import connect
+
+    db = connect(target)
+    try:
+        return import_into(db, staging, fault=fault)
+    finally:
+        db.conn.close()
+
+
 def import_into(db: Any, staging: Path, *, fault: bool = False) -> list[Copied]:
     """Copy every campaign of the staging database (a study of the sources,
     :func:`dltop.store.study.stage`) into ``db`` in ONE transaction: an interrupted

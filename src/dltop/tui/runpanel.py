@@ -16,6 +16,7 @@ from textual.widgets import ProgressBar, Static
 
 from dltop.live.campaign import RunView
 from dltop.live.health import CampaignEta, approx_duration
+from dltop.results.tokens import is_lm
 from dltop.textsafe import multiline, one_line
 from dltop.tui.format import NA, duration, num, per_iteration, sparkline
 
@@ -53,7 +54,8 @@ class RunHeadline(Static):
 
 
 class RunRate(Static):
-    """Seconds per iteration (sparkline and median), samples/s and ETA."""
+    """Seconds per iteration (sparkline and median), samples/s (tokens/s for a
+    transformer) and ETA."""
 
     run: reactive[RunView | None] = reactive(None)
 
@@ -66,7 +68,8 @@ class RunRate(Static):
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(sparkline(r.recent_s, 24, None, None), "cyan")
         t.append(f"  {per_iteration(r.median_s)}  ")
-        t.append(f"{num(r.samples_per_s, ',.0f', ' samples/s')}  ")
+        unit = " tokens/s" if is_lm(r.model) else " samples/s"
+        t.append(f"{num(r.samples_per_s, ',.0f', unit)}  ")
         t.append(f"elapsed {duration(r.elapsed_s)}  ")
         t.append(f"ETA {duration(r.eta_s)}")
         return t

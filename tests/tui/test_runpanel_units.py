@@ -1,0 +1,30 @@
+"""The run panel's live rate names what a sample is: tokens/s for a transformer's run,
+samples/s otherwise (issue 40; :mod:`dltop.results.tokens`). A real database."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from dltop.live.campaign import read_campaign
+from dltop.profiles.loader import parse
+from dltop.store import Store, memory_db
+from dltop.tui.runpanel import RunRate
+
+
+@pytest.mark.parametrize(("model", "unit", "other"), [("gpt2-small", "tokens/s", "samples/s"),
+                                                      ("fcn-r", "samples/s", "tokens/s")])
+def test_the_live_rate_says_tokens_for_a_transformer(model: str, unit: str, other: str) -> None:
+    store = Store(memory_db())
+    jobs = parse(f'[defaults]\nwarmup = 0\n[[matrix]]\nframeworks = ["torch"]\nmodels = '
+                 f'["{model}"]\nbatch_sizes = [2]\ndevices = ["cpu:1"]\n', "p.toml", "p").jobs
+    cid = store.create_campaign("c", ["p.toml"], ["dltop"], "host", 1, None)
+    store.start_run(store.add_jobs(cid, jobs)[0], cid, 1, "", 1)
+    view = read_campaign(store.db, cid)
+    assert view is not None and view.current is not None
+    assert view.current.model == model
+    rate = RunRate()
+    rate.run = dataclasses.replace(view.current, recent_s=(0.5, 0.5, 0.5))
+    text = rate.render().plain
+    assert f" {unit}" in text and other not in text

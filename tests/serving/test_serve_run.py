@@ -108,12 +108,14 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     assert all(r["itl-chunk"] > 2 * r["itl"] for r in multi)
     (failed,) = [r for r in rows if r["model"] == "http429"]
     assert failed["status"] == "crashed"
-    assert all("client-bound" not in r["flags"] for r in ok)
+    # one run per configuration; on a loaded machine a client may really fall behind
+    assert sum("client-bound" in r["flags"] for r in ok) == \
+        sum(r["client_bound"] for r in runs[:4])
 
     # a run whose client fell behind is flagged in every table, as contaminated is
     conn = sqlite3.connect(db)
     with conn:
-        conn.execute("update runs set client_bound = 1 where id = ?", [runs[0]["id"]])
+        conn.execute("update runs set client_bound = (id = ?)", [runs[0]["id"]])
     conn.close()
     out = dltop(db, "export", "--table", "summary", "--format", "json")
     flagged = [r for r in json.loads(out.stdout)["rows"] if "client-bound" in r["flags"]]

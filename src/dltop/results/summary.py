@@ -80,12 +80,15 @@ NOTES = (
     "devices); see docs/metrics.md for the peak table.",
     "flags: noisy (a run's CV > 0.10), packed (other runs of a --pack campaign shared the "
     "host), shared (another engine's runner used its devices), contaminated "
-    "(a foreign process used the run's devices), client-bound (a serve run's client fell "
-    "behind its schedule: dispatch lag p99 over 10 ms, or its CPU near a full core), "
-    "simulated (GPU readings from simulated "
+    "(a foreign process used the run's devices), simulated (GPU readings from simulated "
     "GPUs: their numbers are not shown), incomplete (fewer ok runs than planned).",
 )
 
+SERVING_NOTE = (
+    "Serve runs (requests to an endpoint, docs/serving.md): TTFT, TPOT, ITL and latency "
+    "are the client's, from each request's send; req/s, out tok/s and goodput over the "
+    "measured window; flag client-bound: the client fell behind its schedule (dispatch lag "
+    "p99 over 10 ms, or its CPU over 90 % of a core).")
 GENERATION_NOTE = (
     "Generate runs (samples are generated tokens: samples/s is batch × new tokens over "
     "each request's end-to-end seconds): latency = end-to-end seconds per request; TTFT = "
@@ -300,6 +303,8 @@ def _summary_table(db: sqlite_utils.Database,
                  for r, ci_r in zip(results, cis, strict=True))
     notes = (NOTES + (readings.NOTE,)
              + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
+             + ((SERVING_NOTE,) if any(r.identity.get("mode") == "serve" for r in results)
+                else ())
              + (() if lm_note is None else (lm_note,)))
     refs = references.stored_references(db, [c.id for c in camps])
     if refs:  # the column only where some configuration has a reference (docs/cluster.md)

@@ -22,7 +22,10 @@ LAG_BOUND_S = 0.010
 measured requests: :func:`dltop.results.convergence.min_samples`; with fewer, only the
 CPU says so)."""
 CPU_BOUND_PCT = 90.0
-"""So does a client that used more than this share of one core over the measured load."""
+"""So does a client that used more than this share of one core over the measured load..."""
+CPU_WINDOW_S = 1.0
+"""...of at least this long (a shorter window is mostly the session's start-up: the same
+bound as the telemetry figures' window, docs/metrics.md)."""
 
 
 def request_row(event: dict[str, Any]) -> dict[str, Any]:
@@ -85,6 +88,7 @@ class ServeExtras:
             out["serve_window_s"] = window
             out["client_cpu_pct"] = 100.0 * float(self._load["client_cpu_s"]) / window
         if out:
-            out["client_bound"] = int(out.get("dispatch_lag_p99_s", 0.0) > LAG_BOUND_S
-                                      or out.get("client_cpu_pct", 0.0) > CPU_BOUND_PCT)
+            busy = out.get("serve_window_s", 0.0) >= CPU_WINDOW_S \
+                and out.get("client_cpu_pct", 0.0) > CPU_BOUND_PCT
+            out["client_bound"] = int(out.get("dispatch_lag_p99_s", 0.0) > LAG_BOUND_S or busy)
         return out

@@ -18,6 +18,7 @@ characters). The served model's name picks what the edges look like:
 - ``stall``: two chunks, then nothing;
 - ``malformed``: two chunks, then a line that is not JSON (with an ESC byte);
 - ``flaky``: every third request as ``error500``, the others as ``steady``;
+- ``auth``: as steady with ``Authorization: Bearer s3cret``, else status 401;
 - ``edges``: the Nth request as the Nth of ``http429``, ``error500``, ``reset``,
   ``malformed`` and ``stall``, in turn.
 """
@@ -72,6 +73,11 @@ async def complete(request: web.Request) -> web.StreamResponse:
         model = "error500" if COUNT["n"] % 3 == 0 else "steady"
     elif model == "edges":
         model = EDGES[(COUNT["n"] - 1) % len(EDGES)]
+    if model == "auth":
+        if request.headers.get("Authorization") != "Bearer s3cret":
+            return web.json_response({"error": {"message": "no key", "code": 401}},
+                                     status=401)
+        model = "steady"
     if model == "http429":
         return web.json_response({"error": {"message": "rate limited", "code": 429}},
                                  status=429)

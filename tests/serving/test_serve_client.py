@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import json
 import random
 import statistics
 import sys
@@ -124,11 +125,28 @@ def test_multi_token_chunks_and_estimated_counts(tmp_path: Path, fake_server) ->
                for r in named(events, "request"))
 
 
-def test_completions_api(tmp_path: Path, fake_server) -> None:
+def test_completions_api_with_dataset_prompts(tmp_path: Path, fake_server) -> None:
     url = fake_server("--ttft-ms", "5", "--itl-ms", "1")
-    code, events, err = run_runner(tmp_path, spec(url, "steady", options={"api": "completions"}))
+    data = tmp_path / "prompts.jsonl"
+    data.write_text('{"prompt": "one two three"}\n{"prompt": "a b c d e f g"}\n')
+    job = spec(url, "steady", options={"api": "completions", "dataset": str(data)})
+    code, events, err = run_runner(tmp_path, job)
     assert code == 0, err
-    assert all(r["output_tokens"] == 8 and r["status"] == 200 for r in named(events, "request"))
+    reqs = named(events, "request")
+    assert all(r["output_tokens"] == 8 and r["status"] == 200 for r in reqs)
+    # the fake's usage counts the prompt's words: every prompt came from the file
+    assert {r["prompt_tokens"] for r in reqs} <= {3, 7} and len(reqs) == 7
+
+
+def test_the_api_key_is_sent_and_never_written(tmp_path: Path, fake_server) -> None:
+    url = fake_server("--ttft-ms", "2", "--itl-ms", "1")
+    job = spec(url, "auth", options={"api_key_env": "DLTOP_TEST_KEY"})
+    code, events, err = run_runner(tmp_path, job, env={"DLTOP_TEST_KEY": "s3cret"})
+    assert code == 0, err
+    assert all(r["status"] == 200 for r in named(events, "request"))
+    assert "s3cret" not in json.dumps(events) + err
+    code, events, _ = run_runner(tmp_path, job, env={"DLTOP_TEST_KEY": "wrong"})
+    assert code == 3 and {r["status"] for r in named(events, "request")} == {401}
 
 
 EDGE_ERRORS = ("HTTP 429: ", "server error in the stream: ", "stream ",

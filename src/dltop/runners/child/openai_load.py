@@ -207,8 +207,8 @@ async def _read_stream(resp, res, api, t_send):
         elif line.startswith(b":"):
             continue  # an SSE comment (a keep-alive)
         elif line.startswith(b"data:"):
-            try:
-                data.append(line[5:].decode("utf-8").lstrip(" ") if line[5:6] == b" "
+            try:  # one space after the colon is the field's separator (SSE)
+                data.append(line[6:].decode("utf-8") if line[5:6] == b" "
                             else line[5:].decode("utf-8"))
             except UnicodeDecodeError:
                 res.error = "malformed SSE line (not UTF-8): '%s'" % escaped(line)
@@ -238,35 +238,48 @@ class Client(object):
         self.stall_s = stall_s
         self.fatal = None
 
-    async def run(self, prompts, offsets, warmup, first_request, on_result):
-        """Send one request per prompt at its offset; ``on_result(Result)`` as each ends.
-        Returns (start, end) on the monotonic clock.
+    async def run(self, phases, on_result):
+        """Each phase ``(prompts, offsets, warmup)`` in turn on one session (the warm-up's
+        connections serve the measured requests): one request per prompt at its offset
+        from the phase's start, ``on_result(Result)`` as each ends. Returns, per phase,
+        (start, end) on the monotonic clock and the process's CPU seconds over it.
 
         Raises:
             SetupFailed: the endpoint refused the connection, or TLS failed.
         """
-        sem = asyncio.Semaphore(self.concurrency)
         connector = aiohttp.TCPConnector(limit=max(self.concurrency, 1), limit_per_host=0)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.stall_s)
+        out, first = [], 0
         async with aiohttp.ClientSession(connector=connector, timeout=timeout,
                                          read_bufsize=READ_BUFSIZE) as session:
-            loop_start = time.monotonic()
-            tasks = []
-            for i, (prompt, off) in enumerate(zip(prompts, offsets, strict=True)):
+            for prompts, offsets, warmup in phases:
+                cpu0 = time.process_time()
+                start, end = await self._phase(session, prompts, offsets, warmup, first,
+                                               on_result)
+                out.append((start, end, time.process_time() - cpu0))
+                first += len(prompts)
                 if self.fatal:
                     break
-                delay = loop_start + off - time.monotonic()
-                if delay > 0:
-                    await asyncio.sleep(delay)
-                res = Result(first_request + i, warmup, off)
-                tasks.append(asyncio.ensure_future(
-                    self._one(session, sem, prompt, res, loop_start + off, on_result)))
-            if tasks:
-                await asyncio.gather(*tasks)
-            end = time.monotonic()
         if self.fatal:
             raise SetupFailed(self.fatal)
-        return loop_start, end
+        return out
+
+    async def _phase(self, session, prompts, offsets, warmup, first_request, on_result):
+        sem = asyncio.Semaphore(self.concurrency)
+        loop_start = time.monotonic()
+        tasks = []
+        for i, (prompt, off) in enumerate(zip(prompts, offsets, strict=True)):
+            if self.fatal:
+                break
+            delay = loop_start + off - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            res = Result(first_request + i, warmup, off)
+            tasks.append(asyncio.ensure_future(
+                self._one(session, sem, prompt, res, loop_start + off, on_result)))
+        if tasks:
+            await asyncio.gather(*tasks)
+        return loop_start, time.monotonic()
 
     async def _one(self, session, sem, prompt, res, scheduled_mono, on_result):
         res.dispatch_lag_s = max(0.0, time.monotonic() - scheduled_mono)

@@ -20,7 +20,6 @@ quotes the first errors), after every request was stored.
 import asyncio
 import os
 import sys
-import time
 import traceback
 
 import dltop_protocol as proto
@@ -72,16 +71,14 @@ def run(spec, reporter):
     def on_result(res):
         _report(reporter, spec, res, state)
 
+    phases = [(prompts[warmup:], load.schedule(measured, rate, arrival, burstiness, rng),
+               False)]
+    if warmup:  # drawn after the measured schedule: a warm-up count never changes it
+        phases.insert(0, (prompts[:warmup], load.schedule(warmup, rate, arrival, burstiness,
+                                                          rng), True))
     loop = asyncio.new_event_loop()
     try:
-        if warmup:
-            offsets = load.schedule(warmup, rate, arrival, burstiness, rng)
-            loop.run_until_complete(client.run(prompts[:warmup], offsets, True, 0, on_result))
-        offsets = load.schedule(measured, rate, arrival, burstiness, rng)
-        cpu0 = time.process_time()
-        start, end = loop.run_until_complete(
-            client.run(prompts[warmup:], offsets, False, warmup, on_result))
-        cpu_s = time.process_time() - cpu0
+        start, end, cpu_s = loop.run_until_complete(client.run(phases, on_result))[-1]
     finally:
         loop.close()
     window = max(end - start, 1e-9)

@@ -39,6 +39,10 @@ arrival = "constant"
 slo_ttft_ms = 1000
 [[matrix]]
 models = ["http429"]
+[[matrix]]
+models = ["flaky"]
+concurrency = 1
+max_error_rate = 0.5
 """
 
 
@@ -62,8 +66,9 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
                  "from runs r join jobs j on j.id = r.job_id order by r.id")
     assert [(r["model"], r["status"]) for r in runs] == [
         ("steady", "ok"), ("multi", "ok"), ("steady", "ok"), ("multi", "ok"),
-        ("http429", "crashed")]  # concurrency 1, then 4
-    bad = runs[-1]
+        ("http429", "crashed"), ("flaky", "ok")]  # concurrency 1, then 4
+    assert runs[-1]["error_message"] is None  # failures within its budget: not "short"
+    bad = runs[-2]
     assert "8 of 8 measured requests failed" in bad["error_message"]
     assert "request 2: HTTP 429: " in bad["error_message"]  # the first errors, quoted
     for r in runs[:4]:
@@ -73,16 +78,19 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     stored = query(db, "select run_id, count(*) as n, sum(warmup) as w, "
                    "sum(error is not null) as errors, sum(output_tokens) as tokens "
                    "from serve_requests group by run_id order by run_id")
-    assert [(s["n"], s["w"]) for s in stored] == [(10, 2)] * 5
-    assert [s["errors"] for s in stored] == [0, 0, 0, 0, 10]
+    assert [(s["n"], s["w"]) for s in stored] == [(10, 2)] * 6
+    # the fake fails every third request it serves (its count runs on): 3 or 4 of 10
+    assert [s["errors"] for s in stored][:5] == [0, 0, 0, 0, 10]
+    assert stored[5]["errors"] in (3, 4)
     assert [s["tokens"] for s in stored[:4]] == [80] * 4
     gens = query(db, "select run_id, count(*) as n from generations group by run_id")
-    assert [g["n"] for g in gens] == [10] * 4  # warm-up rows flagged, never counted
+    # warm-up rows flagged, never counted; flaky's ok requests only
+    assert [g["n"] for g in gens] == [10] * 4 + [10 - stored[5]["errors"]]
     # one request, one idx: its generation row's latencies are its stored chunks'
     pairs = query(db, "select s.chunk_s, s.chunk_tokens, s.ttft_s, s.e2e_s, s.output_tokens, "
                   "g.ttft_s as g_ttft, g.e2e_s as g_e2e, g.new_tokens, g.itl_s from "
                   "serve_requests s join generations g using (run_id, idx)")
-    assert len(pairs) == 40
+    assert len(pairs) == 40 + 10 - stored[5]["errors"]
     for p in pairs:
         chunks, counts = unpack_seconds(p["chunk_s"]), unpack_counts(p["chunk_tokens"])
         itl = unpack_seconds(p["itl_s"])
@@ -94,7 +102,9 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     out = dltop(db, "export", "--table", "summary", "--format", "json")
     assert out.returncode == 0, out.stderr
     rows: list[dict[str, Any]] = json.loads(out.stdout)["rows"]
-    ok = [r for r in rows if r["status"] == "ok"]
+    (flaky,) = [r for r in rows if r["model"] == "flaky"]
+    assert flaky["status"] == "ok" and flaky["detail"]["error-rate"]["failed"] in (2.0, 3.0)
+    ok = [r for r in rows if r["status"] == "ok" and r["model"] != "flaky"]
     assert len(ok) == 4
     for r in ok:
         d = r["detail"]

@@ -18,7 +18,8 @@ EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-mem
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
                   "time-to-perplexity",
                   "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
-                  "decode-rate"]
+                  "decode-rate", "req-rate", "output-rate", "goodput", "error-rate",
+                  "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
 

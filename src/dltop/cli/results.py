@@ -22,16 +22,18 @@ def cmd_export(args: argparse.Namespace) -> int:
                         if run is None else
                         f"--run picks the run of --table profile, not of --table {args.table}")
     metric = args.metric or "time"
+    columns = [name for arg in getattr(args, "columns", None) or () for name in arg.split(",")
+               if name.strip()]
     db = open_reader(args.db)
     # a run's profile names its own campaign
     ids = [] if run is not None else [c.id for c in queries.resolve_campaigns(db, args.campaign)]
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
-                              metric=metric, run=run)
+                              metric=metric, run=run, columns=columns)
     else:
         sys.stdout.write(export.results_text(db, ids, args.format or "md", args.table,
-                                             metric, run))
+                                             metric, run, columns))
     return 0
 
 

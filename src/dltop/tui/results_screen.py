@@ -17,6 +17,8 @@ no database read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -47,8 +49,31 @@ from dltop.tui.results_view import (
 from dltop.tui.screens import DltopScreen
 
 
+def bar_layout(names: Sequence[str], current: str, width: int
+               ) -> tuple[Text, list[tuple[int, int, int, str]]]:
+    """The metric names in lines of at most ``width`` cells, broken between names (the
+    bar wraps, never cuts ``ttft`` off), and each name's (line, start, end) for clicks."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    spans: list[tuple[int, int, int, str]] = []
+    line, x = 0, 0
+    for name in names:
+        if x and x + len(name) > width:
+            text.append("\n")
+            line, x = line + 1, 0
+        elif x:
+            text.append(" ")
+            x += 1
+        text.append(name, "bold reverse" if name == current else "")
+        spans.append((line, x, x + len(name), name))
+        x += len(name)
+    return text, spans
+
+
 class MetricBar(Static):
-    """Every metric by name, the shown one highlighted; a click picks one."""
+    """The campaign's metrics by name, the shown one highlighted, on as many lines as the
+    width needs; a click picks one."""
+
+    DEFAULT_CSS = "MetricBar { height: auto; }"
 
     class Picked(Message):
         """A metric was clicked."""
@@ -57,21 +82,27 @@ class MetricBar(Static):
             super().__init__()
             self.metric = metric
 
-    _spans: list[tuple[int, int, str]] = []
+    _spans: list[tuple[int, int, int, str]] = []
+    _current = "time"
+    _names: tuple[str, ...] = METRIC_NAMES
 
-    def show(self, current: str) -> None:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        self._spans = []
-        for name in METRIC_NAMES:
-            start = len(text)
-            text.append(name, "bold reverse" if name == current else "")
-            self._spans.append((start, len(text), name))
-            text.append(" ")
+    def show(self, current: str, names: Sequence[str] | None = None) -> None:
+        """Highlight ``current`` among ``names`` (None: those shown already)."""
+        self._current = current
+        if names is not None:
+            self._names = tuple(names)
+        self._lay_out()
+
+    def _lay_out(self) -> None:
+        text, self._spans = bar_layout(self._names, self._current, self.size.width or 10**6)
         self.update(text)
 
+    def on_resize(self) -> None:
+        self._lay_out()
+
     def on_click(self, event: Click) -> None:
-        for start, end, name in self._spans:
-            if start <= event.x < end:
+        for line, start, end, name in self._spans:
+            if line == event.y and start <= event.x < end:
                 self.post_message(self.Picked(name))
                 return
 
@@ -81,25 +112,28 @@ class MetricPicker(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
-    def __init__(self, current: str) -> None:
+    def __init__(self, current: str, names: Sequence[str] = METRIC_NAMES) -> None:
         super().__init__()
         self.current = current
+        self.names = tuple(names)
+        """The metrics offered: the campaign's (:func:`offered_metrics`)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label("Show which metric", classes="dialog-title")
-            yield OptionList(*(f"{name:<12} {METRICS[name].title}" for name in METRIC_NAMES),
+            yield OptionList(*(f"{name:<12} {METRICS[name].title}" for name in self.names),
                              id="metric-list")
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).highlighted = METRIC_NAMES.index(self.current)
+        if self.current in self.names:
+            self.query_one(OptionList).highlighted = self.names.index(self.current)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
 
     @on(OptionList.OptionSelected)
     def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(METRIC_NAMES[event.option_index])
+        self.dismiss(self.names[event.option_index])
 
 
 class SpeedupChart(Static):
@@ -145,7 +179,8 @@ class ResultsScreen(DltopScreen):
     """The campaign's pivot table of one metric, and its scaling table and chart."""
 
     DEFAULT_CSS = """
-    ResultsScreen #metric-bar, ResultsScreen #results-title { height: 1; }
+    ResultsScreen #metric-bar { height: auto; }
+    ResultsScreen #results-title { height: 1; }
     ResultsScreen #results-title { text-style: bold; }
     ResultsScreen #results-table { height: auto; max-height: 70%; min-height: 4; }
     ResultsScreen #results-legend { height: auto; max-height: 3; }
@@ -206,16 +241,24 @@ class ResultsScreen(DltopScreen):
         self.query_one(MetricBar).show(metric)
         self._request()
 
+    @property
+    def offered(self) -> tuple[str, ...]:
+        """The metrics the switch, the bar and the picker offer: the campaign's
+        (:func:`offered_metrics`; all of them until its results are read)."""
+        return METRIC_NAMES if self.data is None else self.data.metrics
+
     def action_next_metric(self) -> None:
-        self.set_metric(METRIC_NAMES[(METRIC_NAMES.index(self.metric) + 1)
-                                     % len(METRIC_NAMES)])
+        names = self.offered
+        # a metric the campaign lacks (the last one picked, for another): on from its place
+        after = [n for n in METRIC_NAMES[METRIC_NAMES.index(self.metric) + 1:] if n in names]
+        self.set_metric(after[0] if after else names[0])
 
     def action_pick_metric(self) -> None:
         def picked(metric: str | None) -> None:
             if metric:
                 self.set_metric(metric)
 
-        self.app.push_screen(MetricPicker(self.metric), picked)
+        self.app.push_screen(MetricPicker(self.metric, self.offered), picked)
 
     def on_metric_bar_picked(self, msg: MetricBar.Picked) -> None:
         self.set_metric(msg.metric)
@@ -260,6 +303,7 @@ class ResultsScreen(DltopScreen):
                                                              no_wrap=True,
                                                              overflow="ellipsis"))
         self._fill_table()
+        self.query_one(MetricBar).show(self.metric, data.metrics)
         self.query_one("#results-legend", Static).update(legend(data.pivot))
         self._show_scaling(data)
         self.query_one("#results-notes", Static).update(Text("\n".join(notes_text(data)),

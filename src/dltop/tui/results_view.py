@@ -70,6 +70,21 @@ class ResultsData:
     results: Sequence[ConfigResult] = ()
     """The configurations both tables were made of (metric-free: the next metric's
     table is made of them too, with no database read)."""
+    metrics: tuple[str, ...] = METRIC_NAMES
+    """The metrics the switch offers for this campaign (:func:`offered_metrics`)."""
+
+
+def offered_metrics(results: Sequence[ConfigResult]) -> tuple[str, ...]:
+    """The metrics worth a switch for these configurations, in :data:`METRIC_NAMES`
+    order: every timed and telemetry one (their n/a says why: no GPU, no FLOPs count),
+    and those of convergence and inference runs only where some configuration has a
+    value (no accuracy for a campaign that never evaluated, no TTFT without generate
+    runs), as the summary's columns (:func:`dltop.results.summary.shown_extras`)."""
+    from dltop.results.summary import shown_extras
+
+    extras = set(shown_extras(results))
+    convergence = {m.name for m in CONVERGENCE_LIST}
+    return tuple(name for name in METRIC_NAMES if name not in convergence or name in extras)
 
 
 def compute(db_path: Path, campaign_id: int, metric: str,
@@ -100,7 +115,7 @@ def compute(db_path: Path, campaign_id: int, metric: str,
     finally:
         db.close()
     return ResultsData(metric, pivot, scaling if isinstance(scaling, Table) else None,
-                       results)
+                       results, offered_metrics(results))
 
 
 def _number(cell: Cell) -> float | None:

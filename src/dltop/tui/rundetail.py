@@ -63,7 +63,7 @@ ENV_LABELS = {"cpu_model": "cpu", "physical_cores": "cores", "logical_cores": "l
 
 def section(title: str, rows: Iterable[Row], detail: RunDetail) -> Text:
     """A titled block of ``key value`` lines; missing values show N/A, and their
-    reasons follow, once per group."""
+    reasons follow, each once."""
     t = Text(no_wrap=False, overflow="fold")
     t.append(title + "\n", "bold underline")
     missing: list[str] = []
@@ -76,8 +76,9 @@ def section(title: str, rows: Iterable[Row], detail: RunDetail) -> Text:
         else:
             t.append(one_line(value))
         t.append("\n")
-    for group in missing:
-        t.append(f"N/A: {detail.why_missing(group)}\n", "dim yellow")
+    # each reason once: the GPU and host figures of a short window share theirs
+    for why in dict.fromkeys(detail.why_missing(group) for group in missing):
+        t.append(f"N/A: {why}\n", "dim yellow")
     return t
 
 

@@ -135,3 +135,22 @@ def test_cpu_beyond_the_hosts_cores_is_flagged_in_every_table(campaigns) -> None
     assert cells["cpu:8"]["oversubscribed"] is True and "oversubscribed" not in cells["cpu:1"]
     assert caption in doc["caption"]
     assert caption in render(export.results_table(db, cid), "csv")  # a '#' line
+
+
+def test_runs_listing_notes_oversubscribed_runs(campaigns, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from dltop.cli import main
+    from dltop.store import connect
+
+    db = connect(tmp_path / "r.db")
+    cid, jobs = campaigns.create(db, campaigns.profile("over", ["cpu:1", "cpu:8"]))
+    for _job, job_id in jobs:
+        run = campaigns.add_run(db, cid, job_id, [0.1, 0.1, 0.1], samples=40000)
+        Store(db).record_environment(run, {"logical_cores": 2})
+    db.close()
+    assert main(["runs", "--db", str(tmp_path / "r.db")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    eight = next(line for line in lines if " cpu:8 " in line)
+    one = next(line for line in lines if " cpu:1 " in line)
+    assert "oversubscribed (2-core host)" in eight and "oversubscribed" not in one
+    assert "400 000" in eight  # samples/s from 1 000 on: 4 significant digits, grouped

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -35,9 +37,10 @@ def _read_only(path: Path) -> sqlite_utils.Database:
     return db
 
 
-def _dltop(*args: str) -> subprocess.CompletedProcess[str]:
+def _dltop(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "dltop", *args], capture_output=True,
-                          text=True, timeout=120, check=False)
+                          text=True, timeout=120, check=False,
+                          env=None if env is None else {**os.environ, **env})
 
 
 def test_numbers_keep_4_significant_digits_and_group_thousands() -> None:
@@ -108,6 +111,12 @@ def test_columns_pick_and_order_and_unknown_is_exit_2(tmp_path: Path) -> None:
                      "--columns", "model,samples/s")
     header = next(line for line in csv_out.stdout.splitlines() if not line.startswith("#"))
     assert header == "model,samples/s,samples/s status"
+    # an ASCII stdout: the marks as ^N, one number each (docs/exports.md)
+    ascii_out = _dltop("export", "--db", db, "--table", "summary", "--columns",
+                       "model,power", env={"PYTHONIOENCODING": "ascii"})
+    assert ascii_out.returncode == 0 and "| fcn-r | n/a^1 |" in ascii_out.stdout
+    assert re.search(r"\| n/a\^1\d \|", ascii_out.stdout)  # n/a^12, not n/a^1^2
+    assert "\n^1 n/a: window 0.031 s" in ascii_out.stdout
     bad = _dltop("export", "--db", db, "--table", "summary", "--columns", "model,speed")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "unknown column 'speed'" in bad.stderr and "samples/s, power W" in bad.stderr

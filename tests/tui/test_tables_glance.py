@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 import sqlite_utils
-from textual.widgets import OptionList
+from textual.widgets import DataTable, OptionList
 
 from dltop.live.rundetail import read_run_detail
 from dltop.store.views import ensure_views
@@ -95,3 +95,27 @@ def test_each_telemetry_reason_is_said_once() -> None:
     reason = "N/A: window 0.031 s, readings not counted (set min_time_s)"
     assert text.count(reason) == 1, text
     assert text.count("N/A") > 2  # the rows still say N/A, each
+
+
+@pytest.mark.slow  # the app and the results worker on a real campaign: a few seconds
+async def test_results_screen_states_each_reason_once(tmp_path: Path) -> None:
+    """The H200 check's power: 14 windows too short, each said once under the table."""
+    db = Path(shutil.copy(CHECK, tmp_path / "gpu-check.db"))
+    app = make_app(SimpleNamespace(db_path=db), gpus=1)  # type: ignore[arg-type]
+    async with app.run_test(size=(160, 50)) as pilot:
+        await app.refresh_now()
+        await _settle(app, pilot)
+        await pilot.press("2")
+        await _settle(app, pilot)
+        screen = app.screen
+        assert isinstance(screen, ResultsScreen)
+        screen.set_metric("power")
+        await _settle(app, pilot)
+        table = screen.query_one("#results-table", DataTable)
+        cells = [table.get_row_at(i)[-1].plain for i in range(table.row_count)]
+        assert "n/a¹" in cells and not any("window" in c for c in cells)
+        legend = str(screen.query_one("#results-legend").render())
+        assert "reasons, listed below" in legend
+        notes = str(screen.query_one("#results-notes").render())
+        reason = "window 0.031 s, readings not counted (set min_time_s)"
+        assert notes.count(reason) == 1 and "n/a¹ window 0.031 s" in notes

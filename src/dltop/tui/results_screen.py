@@ -42,6 +42,7 @@ from dltop.tui.results_view import (
     compute,
     legend,
     notes_text,
+    reason_marks,
     scaling_text,
     sort_rows,
     speedup_chart,
@@ -325,11 +326,12 @@ class ResultsScreen(DltopScreen):
                 label.append(" ▼" if self.descending else " ▲")
             labels.append(label)
         rows: list[list[Text]] = []
+        marks = reason_marks(pivot)  # each n/a reason once, in the legend
         for row in sort_rows(pivot, self.sort_column, self.descending):
             best = best_columns(row, pivot, data.metric)
             cells = []
             for i, (col, cell) in enumerate(zip(pivot.columns, row.cells, strict=True)):
-                text = cell_text(cell, col.role, data.metric, i in best)
+                text = cell_text(cell, col.role, data.metric, i in best, marks)
                 if col.role is Role.VALUE:
                     text.justify = "right"
                 cells.append(text)

@@ -96,12 +96,14 @@ def _numbers(text: str, scale: float) -> str:
     return " / ".join(_token(t, scale) for t in numbers.split(" / ")) + text[lead.end():]
 
 
+PERCENTILES = ("p90_s", "p99_s")
+"""A latency cell's other numbers (its value is the p50), shown after it."""
+
+
 def _cell_seconds(cell: Cell) -> Iterable[float]:
-    if isinstance(cell.value, float | int) and math.isfinite(cell.value):
-        yield float(cell.value)
-    for key, extra in cell.detail.items():
-        if key.endswith("_s") and isinstance(extra, float | int) and math.isfinite(extra):
-            yield float(extra)
+    for number in (cell.value, *(cell.detail.get(key) for key in PERCENTILES)):
+        if isinstance(number, float | int) and math.isfinite(number):
+            yield float(number)
 
 
 def in_ms(table: Table, k: int) -> bool:

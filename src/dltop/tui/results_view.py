@@ -241,8 +241,8 @@ def legend(table: Table) -> Text:
         out.append(f"n/a{superscript(1)}-{superscript(len(footnotes))}", NA_STYLE)
         out.append(f" {len(footnotes)} reasons, listed below   ", "dim")
     else:
-        for reason, mark in footnotes.items():
-            out.append("n/a" + superscript(mark), NA_STYLE)
+        for reason, k in footnotes.items():
+            out.append("n/a" + superscript(k), NA_STYLE)
             out.append(f" {one_line(reason.removeprefix(NA_PREFIX))}   ", "dim")
     for mark in sorted(marks):
         out.append(f"{mark} {MARKS[mark]}   ", "dim")

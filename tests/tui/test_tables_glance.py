@@ -67,6 +67,15 @@ async def test_h200_llm_at_160_columns(tmp_path: Path) -> None:
         # generation runs: latency, TTFT, TPOT, ITL and decode rate; no evaluations
         assert {"latency", "ttft", "tpot", "itl", "decode-rate"} <= set(offered)
         assert not {"accuracy", "time-to-accuracy", "perplexity"} & set(offered)
+        screen.set_metric("tpot")  # latencies in ms, as the exports show them
+        await _settle(app, pilot)
+        table = screen.query_one("#results-table", DataTable)
+        assert [c.label.plain for c in table.ordered_columns][-1] == "gpu:1 (ms)"
+        cells = [table.get_row_at(i)[-1].plain for i in range(table.row_count)]
+        assert any(c.startswith("0.6177 / 0.6199 / 0.6252 (n 10)") for c in cells), cells
+        assert "in ms" in str(screen.query_one("#results-title").render())
+        screen.set_metric("time")
+        await _settle(app, pilot)
         bar = screen.query_one(MetricBar)
         drawn = str(bar.render())
         assert all(name in drawn.split() for name in offered) and "accuracy" not in drawn

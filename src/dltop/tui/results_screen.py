@@ -31,6 +31,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, OptionList, Static
 
 from dltop.live.campaign import CampaignView
+from dltop.results.display import Shown, shown
 from dltop.results.metrics import METRICS
 from dltop.results.table import Role, Table
 from dltop.textsafe import one_line
@@ -201,6 +202,8 @@ class ResultsScreen(DltopScreen):
     descending = False
     data: ResultsData | None = None
     """What the table shows now (``None`` until the first computation is back)."""
+    _view: Shown | None = None
+    """:attr:`data`'s pivot as the exports' Markdown shows it (:mod:`dltop.results.display`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -300,7 +303,9 @@ class ResultsScreen(DltopScreen):
         self.data = data
         if first:
             self.sort_column, self.descending = None, False
-        self.query_one("#results-title", Static).update(Text(one_line(data.pivot.title),
+        # as the exports show it: latencies in ms, 4 significant digits (display.py)
+        self._view = shown(data.pivot)
+        self.query_one("#results-title", Static).update(Text(one_line(self._view.title),
                                                              no_wrap=True,
                                                              overflow="ellipsis"))
         self._fill_table()
@@ -318,9 +323,12 @@ class ResultsScreen(DltopScreen):
         table = self.query_one("#results-table", DataTable)
         cursor = table.cursor_coordinate
         table.clear(columns=True)
+        view = self._view if self._view is not None else shown(pivot)
+        texts = {id(row): [text for text, _ in shown_row]
+                 for row, shown_row in zip(pivot.rows, view.rows, strict=True)}
         labels: list[Text] = []
         for i, col in enumerate(pivot.columns):
-            label = Text(one_line(col.header), style="bold",
+            label = Text(one_line(view.headers[i]), style="bold",
                          justify="left" if col.role is Role.KEY else "right")
             if i == self.sort_column:
                 label.append(" ▼" if self.descending else " ▲")
@@ -331,7 +339,8 @@ class ResultsScreen(DltopScreen):
             best = best_columns(row, pivot, data.metric)
             cells = []
             for i, (col, cell) in enumerate(zip(pivot.columns, row.cells, strict=True)):
-                text = cell_text(cell, col.role, data.metric, i in best, marks)
+                text = cell_text(cell, col.role, data.metric, i in best, marks,
+                                 texts[id(row)][i])
                 if col.role is Role.VALUE:
                     text.justify = "right"
                 cells.append(text)

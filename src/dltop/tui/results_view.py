@@ -165,9 +165,11 @@ def reason_marks(table: Table) -> dict[str, int]:
 
 
 def cell_text(cell: Cell | None, role: Role, metric: str, best: bool,
-              marks: Mapping[str, int] | None = None) -> Text:
+              marks: Mapping[str, int] | None = None, shown_text: str | None = None,
+              ) -> Text:
     """A cell as the table shows it: keys plain; numbers with their n and spread (the
-    row's best highlighted); a missing number coloured by its reason, an ``n/a:
+    row's best highlighted), as ``shown_text`` says when given (the exports' display:
+    ms, 4 significant digits); a missing number coloured by its reason, an ``n/a:
     reason`` as ``n/a`` and its mark in ``marks`` (:func:`reason_marks`)."""
     if cell is None:
         return Text("")
@@ -175,7 +177,8 @@ def cell_text(cell: Cell | None, role: Role, metric: str, best: bool,
     if role is Role.KEY:
         return Text(text)
     if cell.value is not None:
-        out = Text(text, BEST_STYLE if best else "")
+        out = Text(one_line(shown_text) if shown_text is not None else text,
+                   BEST_STYLE if best else "")
         out.append(spread_text(cell, metric), "dim")
         return out
     if marks and (mark := marks.get(cell.text)) is not None:

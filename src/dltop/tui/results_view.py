@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from dltop.catalog import JobStatus, RunStatus
-from dltop.results.display import NA_PREFIX, superscript
+from dltop.results.display import NA_PREFIX, shown, superscript
 from dltop.results.metrics import CONVERGENCE_LIST, METRIC_LIST
 from dltop.results.table import Cell, Role, Row, Table, status_label
 from dltop.textsafe import one_line
@@ -270,8 +270,10 @@ def scaling_text(table: Table) -> Text:
     Columns are as wide as their widest cell and never cut (the pane is as wide as the
     screen; wider lines are cropped at the right edge, as the pivot's are scrolled).
     """
-    heads = [one_line(c.header) for c in table.columns]
-    cells = [[one_line(c.text) if c is not None else "" for c in r.cells] for r in table.rows]
+    view = shown(table)  # as the exports' Markdown: 4 digits, each n/a reason once
+    heads = [one_line(h) for h in view.headers]
+    cells = [[one_line(text) + (superscript(k) if k else "") for text, k in r]
+             for r in view.rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(heads)]
     left = [c.role is Role.KEY for c in table.columns]
 
@@ -280,12 +282,14 @@ def scaling_text(table: Table) -> Text:
                          for v, w, lft in zip(values, widths, left, strict=True)).rstrip()
 
     out = Text(no_wrap=True)
-    out.append(one_line(table.title), "bold")
+    out.append(one_line(view.title), "bold")
     out.append("\n")
     out.append(line(heads), "bold")
     out.append("\n" + "  ".join("─" * w for w in widths))
     for row in cells:
         out.append("\n" + line(row))
+    for k, reason in enumerate(view.footnotes, 1):
+        out.append(f"\n{superscript(k)} n/a: {one_line(reason)}", "dim")
     return out
 
 

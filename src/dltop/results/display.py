@@ -6,7 +6,10 @@ each cell's whole reason: they are read by programs):
 
 - **Each n/a reason is stated once.** A cell ``n/a: window 0.031 s, readings not counted
   (set min_time_s)`` shows ``n/a`` with a footnote mark; the reason is listed once under
-  the table, numbered in the order the cells first give it.
+  the table, numbered in the order the cells first give it. Reasons that differ only in
+  their numbers are one reason, its numbers given as the range the cells hold (``window
+  0.024 to 0.67 s, readings not counted``): the H200 check's 14 window lengths are one
+  footnote, not 14.
 - **Latencies in ms.** A seconds column marked :attr:`Column.ms` is shown in
   milliseconds, its header saying so (``TTFT p50/p90/p99 (ms)``): TTFT, TPOT and ITL
   always, end-to-end latency (p50/p90/p99) when every number of the column is under
@@ -121,6 +124,41 @@ def _ms_title(title: str) -> str:
     return title.replace("seconds per", "milliseconds per").replace(" in s ", " in ms ")
 
 
+_SLOT = re.compile(r"\d+(?:\.\d+)?")
+"""A number inside a reason: the part that may vary between cells of one reason."""
+
+
+def _footnotes(reasons: dict[str, int]) -> tuple[dict[str, int], tuple[str, ...]]:
+    """Marks for ``reasons`` (each cell's reason, in order of first use) merged by shape:
+    reasons equal but for their numbers share one mark; its text gives each varying
+    number as the range the reasons hold."""
+    shapes: dict[str, list[str]] = {}
+    for reason in reasons:
+        shapes.setdefault(_SLOT.sub("#", reason), []).append(reason)
+    mark_of: dict[str, int] = {}
+    notes: list[str] = []
+    for k, group in enumerate(shapes.values(), 1):
+        for reason in group:
+            mark_of[reason] = k
+        notes.append(group[0] if len(group) == 1 else _ranged(group))
+    return mark_of, tuple(notes)
+
+
+def _ranged(group: list[str]) -> str:
+    """One text for reasons of one shape: each number slot that varies as ``low to high``."""
+    columns = list(zip(*(_SLOT.findall(r) for r in group), strict=True))
+    parts = iter(columns)
+
+    def slot(match: re.Match[str]) -> str:
+        values = next(parts)
+        if len(set(values)) == 1:
+            return match.group()
+        low, high = min(values, key=float), max(values, key=float)
+        return f"{low} to {high}"
+
+    return _SLOT.sub(slot, group[0])
+
+
 def shown(table: Table) -> Shown:
     """The table's display: marks and footnotes, milliseconds, 4 significant digits."""
     ms = [in_ms(table, k) for k in range(len(table.columns))]
@@ -150,6 +188,12 @@ def shown(table: Table) -> Shown:
             else:
                 out.append((_numbers(text, scale), 0))
         rows.append(tuple(out))
+    if marks:  # merge reasons that differ only in their numbers, renumbering the cells
+        mark_of, footnotes = _footnotes(marks)
+        renumber = {k: mark_of[reason] for reason, k in marks.items()}
+        rows = [tuple((text, renumber[k] if k else 0) for text, k in row) for row in rows]
+    else:
+        footnotes = ()
     title = table.title
     if table.layout is Layout.PIVOT and any(ms):
         title = _ms_title(title)
@@ -160,4 +204,4 @@ def shown(table: Table) -> Shown:
         latex_headers=tuple(ms_header(c.latex_header or c.header) if m
                             else c.latex_header or c.header
                             for c, m in zip(table.columns, ms, strict=True)),
-        rows=tuple(rows), footnotes=tuple(marks))
+        rows=tuple(rows), footnotes=footnotes)

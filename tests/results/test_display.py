@@ -9,7 +9,6 @@ from __future__ import annotations
 import csv
 import json
 import os
-import re
 import shutil
 import sqlite3
 import subprocess
@@ -165,3 +164,22 @@ def test_runs_listing_notes_oversubscribed_runs(campaigns, tmp_path: Path,  # ty
     one = next(line for line in lines if " cpu:1 " in line)
     assert "oversubscribed (2-core host)" in eight and "oversubscribed" not in one
     assert "400 000" in eight  # samples/s from 1 000 on: 4 significant digits, grouped
+
+
+def test_where_keeps_the_rows_asked_and_refuses_an_unknown_column(tmp_path: Path) -> None:
+    """``--where model=resnet-50``: one command answers "the fastest and most frugal
+    ResNet-50 setting" over the H200 databases (issue 40's first question)."""
+    dbs = [str(H200_CHECK), str(H200_CHECK.parent / "options.db")]
+    args = [a for db in dbs for a in ("--db", db)]
+    out = _dltop("export", *args, "--campaign", "all", "--table", "summary",
+                 "--where", "model=resnet-50", "--where", "precision=BF16,fp16",
+                 "--columns", "model,precision,samples/s,J/sample")
+    assert out.returncode == 0, out.stderr
+    body = [line for line in out.stdout.splitlines() if line.startswith("| resnet")]
+    assert len(body) >= 5 and all("| bf16 |" in b or "| fp16 |" in b for b in body)
+    assert not any(line.startswith("| fcn-r") for line in out.stdout.splitlines())
+    bad = _dltop("export", *args, "--where", "modle=resnet-50")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "key columns: model, framework" in bad.stderr
+    none = _dltop("export", *args, "--where", "model")
+    assert none.returncode == 2 and "COLUMN=VALUE" in none.stderr

@@ -32,10 +32,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
-                              metric=metric, run=run, columns=columns)
+                              metric=metric, run=run, columns=columns,
+                              where=getattr(args, "where", None) or ())
     else:
         sys.stdout.write(export.results_text(db, ids, args.format or "md", args.table,
-                                             metric, run, columns))
+                                             metric, run, columns,
+                                             getattr(args, "where", None) or ()))
     return 0
 
 

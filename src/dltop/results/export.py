@@ -57,6 +57,7 @@ from dltop.results.table import (
     Table,
     key_cell,
     pick_columns,
+    pick_rows,
 )
 from dltop.store import samples
 from dltop.telemetry import readings
@@ -307,9 +308,10 @@ def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int
 
 def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int], fmt: str,
                  table: str = "pivot", metric: str = "time", run: int | None = None,
-                 columns: Sequence[str] = ()) -> str:
+                 columns: Sequence[str] = (), where: Sequence[str] = ()) -> str:
     """:func:`results_table` drawn as ``fmt`` (``md``, ``csv``, ``json``, ``latex``), with
-    only ``columns`` (headers or keys, in that order) when some are named.
+    only ``columns`` (headers or keys, in that order) when some are named, and only the
+    rows ``where`` selects (``model=resnet-50``: :func:`dltop.results.table.pick_rows`).
 
     Built and drawn with the cyclic garbage collector paused
     (:mod:`dltop.results.gcpause`): a 10 000-row table's cells, none in a cycle, are
@@ -322,6 +324,11 @@ def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int]
     """
     with gc_paused():
         built = results_table(db, campaigns, table, metric, run)
+        if where:
+            try:
+                built = pick_rows(built, where)
+            except ValueError as exc:
+                raise UserError(f"--where {exc}") from None
         if columns:
             try:
                 built = pick_columns(built, columns)
@@ -346,7 +353,7 @@ def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[in
                    path: str, *,
                    fmt: str | None = None, table: str = "pivot",
                    metric: str = "time", run: int | None = None,
-                   columns: Sequence[str] = ()) -> str:
+                   columns: Sequence[str] = (), where: Sequence[str] = ()) -> str:
     """Write the results table of one or several campaigns to ``path`` (UTF-8, whatever
     the locale); ``wrote PATH``.
 
@@ -356,13 +363,14 @@ def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[in
         metric: one of :data:`METRICS` (the pivot's cells).
         run: the run of a ``profile`` table.
         columns: only these columns (:func:`dltop.results.table.pick_columns`).
+        where: only these rows (:func:`dltop.results.table.pick_rows`).
 
     Raises:
         UserError: no such campaign, an unknown table, metric or suffix, or the file
             cannot be written (nothing is written then).
     """
     text = results_text(db, campaigns, fmt or format_for_path(path), table, metric, run,
-                        columns)
+                        columns, where)
     try:
         Path(path).write_text(text, encoding="utf-8")  # not the locale's: LANG=C is ASCII
     except OSError as exc:

@@ -202,3 +202,32 @@ def pick_columns(table: Table, names: Sequence[str]) -> Table:
     return replace(table, columns=tuple(table.columns[k] for k in wanted),
                    rows=tuple(Row(tuple(row.cells[k] for k in wanted), extra(row))
                               for row in table.rows))
+
+
+def pick_rows(table: Table, where: Sequence[str]) -> Table:
+    """The table with only the rows whose key columns hold what ``where`` asks:
+    ``COLUMN=VALUE[,VALUE...]`` each (a header or key, any case; values as the column
+    shows them, any case); every condition must hold.
+
+    Raises:
+        ValueError: a condition without ``=``, or naming no key column (naming those
+            there are).
+    """
+    keys = [k for k, c in enumerate(table.columns) if c.role is Role.KEY]
+    wanted: list[tuple[int, set[str]]] = []
+    for cond in where:
+        name, eq, values = cond.partition("=")
+        folded = name.strip().casefold()
+        found = next((k for k in keys if folded in (table.columns[k].header.casefold(),
+                                                     table.columns[k].key.casefold())), None)
+        if not eq or found is None:
+            raise ValueError(f"{cond!r}: give COLUMN=VALUE[,VALUE], COLUMN one of this "
+                             "table's key columns: "
+                             + ", ".join(table.columns[k].header for k in keys))
+        wanted.append((found, {v.strip().casefold() for v in values.split(",")}))
+
+    def keep(row: Row) -> bool:
+        return all((cell := row.cells[k]) is not None and cell.text.casefold() in values
+                   for k, values in wanted)
+
+    return replace(table, rows=tuple(r for r in table.rows if keep(r)))

@@ -125,5 +125,5 @@ def test_late_tokens_cost_more_than_early_ones(monkeypatch: pytest.MonkeyPatch) 
     fastest = [min(at) for at in zip(*reporter.itl, strict=True)]
     assert len(fastest) == 511
     early, late = statistics.median(fastest[:64]), statistics.median(fastest[-64:])
-    print("ITL median, first 64 tokens %.3f ms, last 64 %.3f ms" % (early * 1e3, late * 1e3))
+    print(f"ITL median, first 64 tokens {early * 1e3:.3f} ms, last 64 {late * 1e3:.3f} ms")
     assert late > 1.5 * early, (early, late)  # about 3.4 times on an idle machine

@@ -52,21 +52,24 @@ def test_bucketed_decode_gives_the_exact_logits(attention: str,
     torch.manual_seed(0)
     model = torch_lm.build("llama-test", attention).eval()
     _spread(model)
-    prompt, new = 60, 80  # positions 60 .. 138: buckets 64, 128, 140
-    ids = torch.randint(0, LLAMA_TEST["vocab"], (2, prompt + new))
-    model.new_cache(2, prompt + new, torch.float32, torch.device("cpu"))
+    total = 140  # the cache; buckets 64, 128, then 140 (capped)
+    ids = torch.randint(0, LLAMA_TEST["vocab"], (2, total))
+    model.new_cache(2, total, torch.float32, torch.device("cpu"))
+    lengths = set()
     with torch.no_grad():
         full = model(ids)
-        assert torch.allclose(model.prefill(ids[:, :prompt]), full[:, prompt - 1], atol=3e-6)
-        lengths = set()
-        for pos in range(prompt, prompt + new):
-            at, tok = torch.tensor([pos]), ids[:, pos:pos + 1]
-            exact = model.decode(tok, at, pos + 1)
-            length = lm_decode.bucket(pos + 1, prompt + new)
-            lengths.add(length)
-            bucketed = model.decode(tok, at, length, masked=True)
-            assert torch.allclose(exact, full[:, pos], atol=3e-6), (pos, attention)
-            assert torch.allclose(bucketed, exact, atol=3e-6), (pos, attention)
+        # Two prompts whose decode steps cross a bucket's end (64, then 128).
+        for prompt, last in ((60, 70), (124, 140)):
+            first = model.prefill(ids[:, :prompt])
+            assert torch.allclose(first, full[:, prompt - 1], atol=3e-6)
+            for pos in range(prompt, last):
+                at, tok = torch.tensor([pos]), ids[:, pos:pos + 1]
+                exact = model.decode(tok, at, pos + 1)
+                length = lm_decode.bucket(pos + 1, total)
+                lengths.add(length)
+                bucketed = model.decode(tok, at, length, masked=True)
+                assert torch.allclose(exact, full[:, pos], atol=3e-6), (pos, attention)
+                assert torch.allclose(bucketed, exact, atol=3e-6), (pos, attention)
     assert lengths == {64, 128, 140}
 
 
@@ -87,6 +90,35 @@ def test_compile_and_graphs_choose_the_bucketed_step_and_say_so(
     # Uncompiled, the bucketed generator still generates the exact generator's tokens.
     first = [eager.prefill()] + [eager.decode() for _ in range(79)]
     assert [compiled.prefill()] + [compiled.decode() for _ in range(79)] == first
+
+
+def test_eager_decode_gives_sdpa_the_filled_positions_and_no_mask(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(lm_catalog.SHAPES, "llama-test", LLAMA_TEST)
+    calls: list[tuple[int, bool, bool]] = []
+    sdpa = torch_lm.F.scaled_dot_product_attention
+
+    def spy(q: Any, k: Any, v: Any, attn_mask: Any = None, is_causal: bool = False,
+            **kw: Any) -> Any:
+        calls.append((k.shape[2], attn_mask is not None, is_causal))
+        return sdpa(q, k, v, attn_mask=attn_mask, is_causal=is_causal, **kw)
+
+    monkeypatch.setattr(torch_lm.F, "scaled_dot_product_attention", spy)
+    s = dict(model="llama-test", per_device_batch=2, prompt_tokens=60, new_tokens=6,
+             precision="fp32", seed=3)
+    # Eagerly the keys are the filled positions (61, then 62), unmasked; under compile or
+    # CUDA graphs the bucket of 64 (of the 66-position cache), masked past the token.
+    for static, expected in ((False, [(61, False, False), (62, False, False)]),
+                             (True, [(64, True, False), (64, True, False)])):
+        gen = torch_lm_steps.Generator({**s, "torch_compile": "default" if static else None},
+                                       torch_lm.build("llama-test"), torch.device("cpu"))
+        gen.prefill()  # causal over the prompt: is_causal, no mask (2 layers)
+        assert calls == [(60, False, True)] * 2
+        calls.clear()
+        gen.decode()
+        gen.decode()
+        assert calls[::2] == expected and calls[1::2] == expected  # per layer
+        calls.clear()
 
 
 class _Collect:
@@ -127,3 +159,44 @@ def test_late_tokens_cost_more_than_early_ones(monkeypatch: pytest.MonkeyPatch) 
     early, late = statistics.median(fastest[:64]), statistics.median(fastest[-64:])
     print(f"ITL median, first 64 tokens {early * 1e3:.3f} ms, last 64 {late * 1e3:.3f} ms")
     assert late > 1.5 * early, (early, late)  # about 3.4 times on an idle machine
+
+
+@pytest.mark.jax
+def test_jax_decode_step_reads_only_its_bucket_of_the_cache() -> None:
+    # The compiled step's matrix products see 64 cache positions, never the 200 of the
+    # whole cache (a mask over all of them would make every step cost the same).
+    import jax
+    import jax.numpy as jnp
+    import jax_lm
+    import jax_lm_steps
+
+    for attention in ("fused", "plain"):
+        lm = jax_lm.describe("gpt-tiny", attention)
+        params = jax_lm.init_params(lm.shape, jax_lm.Shapes())
+        cache = jax.eval_shape(lambda lm=lm: jax_lm.empty_cache(lm, 2, 200))
+        token, pos = jax.ShapeDtypeStruct((2,), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32)
+        jaxpr = jax.make_jaxpr(lambda p, c, t, n, lm=lm: jax_lm_steps.decode_step(
+            lm, p, c, t, n, 64))(params, cache, token, pos)
+        seen = set()
+        for eqn in _equations(jaxpr.jaxpr):
+            if eqn.primitive.name == "dot_general":
+                seen.update(tuple(v.aval.shape) for v in eqn.invars)
+        keys = (2, 64, 4, 32)  # batch, bucket, key/value heads, head dim
+        assert keys in seen, (attention, seen)
+        assert not any(200 in shape for shape in seen), (attention, seen)
+
+
+def _equations(jaxpr: Any) -> Any:
+    for eqn in jaxpr.eqns:
+        yield eqn
+        for sub in _subjaxprs(eqn):
+            yield from _equations(sub)
+
+
+def _subjaxprs(eqn: Any) -> list[Any]:
+    subs = []
+    for value in eqn.params.values():
+        inner = getattr(value, "jaxpr", value)
+        if hasattr(inner, "eqns"):
+            subs.append(inner)
+    return subs

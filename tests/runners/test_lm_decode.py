@@ -200,3 +200,18 @@ def _subjaxprs(eqn: Any) -> list[Any]:
         if hasattr(inner, "eqns"):
             subs.append(inner)
     return subs
+
+
+@pytest.mark.slow  # TensorFlow's import and a trace
+@pytest.mark.tensorflow
+def test_tensorflow_decode_step_reads_only_its_bucket_of_the_cache() -> None:
+    import tf_lm
+    import tf_lm_steps
+
+    _, decode = tf_lm_steps.generator(tf_lm.build("gpt-tiny"), 2, 150, 50, False)
+    graph = decode.get_concrete_function(64).graph  # traced for the bucket of 64
+    shapes = {tuple(t.shape.as_list()) for op in graph.get_operations()
+              if op.type in ("Einsum", "MatMul", "BatchMatMulV2", "BatchMatMulV3")
+              for t in op.inputs}
+    assert (2, 64, 4, 32) in shapes, shapes  # batch, bucket, key/value heads, head dim
+    assert not any(200 in shape for shape in shapes), shapes

@@ -120,10 +120,12 @@ class Generator(object):
             return None
         how = "CUDA graphs" if self._graphs else "compile %s" % self._mode
         lengths = lm_decode.buckets(self.prompt_len, self.new)
-        return ("%s: prefill at its %d prompt tokens (one shape); decode at %d attended "
-                "length%s (%s; buckets of %d, positions past the token masked)"
-                % (how, self.prompt_len, len(lengths), "" if len(lengths) == 1 else "s",
-                   ", ".join(str(n) for n in lengths), lm_decode.BUCKET))
+        prefill = "%s: prefill at its %d prompt tokens (one shape)" % (how, self.prompt_len)
+        if not lengths:
+            return prefill + "; no decode step (one new token)"
+        return ("%s; decode at %d attended length%s (%s; buckets of %d, positions past the "
+                "token masked)" % (prefill, len(lengths), "" if len(lengths) == 1 else "s",
+                                   ", ".join(str(n) for n in lengths), lm_decode.BUCKET))
 
     def prepare(self, reporter):
         """Compile or capture prefill and decode before the first request; send the

@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dltop.results.table import fmt_seconds
+from dltop.results.table import Millis, fmt_seconds
 
 MIB = 1024 * 1024
 READINGS = ("readings",)
@@ -38,6 +38,8 @@ class Metric:
     """Read from GPU telemetry: ``n/a: no GPU`` on CPU runs, ``simulated`` on fake GPUs."""
     detail: tuple[str, ...] = ()
     """Numbers of its :attr:`Value.extra` that CSV exports in columns of their own."""
+    ms: Millis | None = None
+    """Seconds that Markdown and LaTeX show in ms (:attr:`dltop.results.table.Column.ms`)."""
 
 
 METRIC_LIST = (
@@ -74,19 +76,38 @@ CONVERGENCE_LIST = (
     Metric("epoch-time", "median training seconds per epoch (evaluations excluded)", "s",
            "s/epoch", lambda v: f"{v:.4g}"),
     Metric("latency", "seconds per inference batch or generation request (end to end): "
-           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"),
+           ms=Millis.SUB_SECOND),
     Metric("perplexity", "test perplexity at the last evaluation (language model)", "",
            "perplexity", lambda v: f"{v:.2f}"),
     Metric("ttft", "time to first token in s (prefill and first token): p50 / p90 / p99",
-           "s", "TTFT p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+           "s", "TTFT p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"),
+           ms=Millis.ALWAYS),
     Metric("tpot", "time per output token in s ((end to end - TTFT) / (new tokens - 1) "
            "per request): p50 / p90 / p99", "s", "TPOT p50/p90/p99 s", _g4,
-           detail=("p90_s", "p99_s", "n")),
+           detail=("p90_s", "p99_s", "n"), ms=Millis.ALWAYS),
     Metric("itl", "inter-token latency in s (every decoded token): p50 / p90 / p99", "s",
-           "ITL p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+           "ITL p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"), ms=Millis.ALWAYS),
     Metric("decode-rate", "decoded tokens per second (batch × (new tokens - 1) / Σ ITL, "
            "prefill excluded)", "tokens/s", "decode tok/s", lambda v: f"{v:.1f}",
            detail=("n",)),
+    Metric("req-rate", "requests per second completed (ok measured requests / the measured "
+           "window; serve runs)", "req/s", "req/s", lambda v: f"{v:.2f}", detail=("asked",)),
+    Metric("output-rate", "output tokens per second of a serve run's ok requests over its "
+           "window", "tokens/s", "out tok/s", lambda v: f"{v:.1f}"),
+    Metric("goodput", "requests per second meeting every SLO given (slo_ttft_ms, "
+           "slo_tpot_ms, slo_e2e_ms)", "req/s", "goodput req/s", lambda v: f"{v:.2f}"),
+    Metric("error-rate", "failed measured requests of a serve run in %", "%", "errors %",
+           lambda v: f"{v:.1f}", detail=("failed", "n")),
+    Metric("itl-chunk", "inter-chunk latency in s (every gap between streamed content "
+           "chunks): p50 / p90 / p99", "s", "ITL/chunk p50/p90/p99 s", _g4,
+           detail=("p90_s", "p99_s", "n")),
+    Metric("dispatch-lag", "how late each request left past its scheduled arrival, in s: "
+           "p50 / p90 / p99", "s", "lag p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+    Metric("slot-wait", "time each request waited for a concurrency slot, in s: p50 / p90 / "
+           "p99", "s", "slot wait p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+    Metric("client-cpu", "the serve client's CPU over its window in % (100 = one core)", "%",
+           "client CPU %", lambda v: f"{v:.1f}"),
 )
 METRICS = {m.name: m for m in (*METRIC_LIST, *CONVERGENCE_LIST)}
 """By command-line name, in the order ``dltop export --metric`` lists them: the timed and
@@ -159,6 +180,9 @@ CONVERGENCE = tuple(m.name for m in CONVERGENCE_LIST)
 runs (latency, TTFT, TPOT, ITL, decode tokens/s)."""
 GENERATION = ("ttft", "tpot", "itl", "decode-rate")
 """The metrics read from ``generations`` rows (:mod:`dltop.results.generation`)."""
+SERVING = ("req-rate", "output-rate", "goodput", "error-rate", "itl-chunk", "dispatch-lag",
+           "slot-wait", "client-cpu")
+"""The metrics of serve runs' requests and load (:mod:`dltop.results.serving`)."""
 
 
 def mean_or_none(values: list[float]) -> float | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
+from dltop.results import oversub
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.convmetrics import convergence_value, generation_value
 from dltop.results.metricdefs import (
@@ -47,10 +48,13 @@ _mean = mean_or_none
 
 
 def markers(res: ConfigResult, metric_name: str = "time") -> str:
-    """``*`` noisy (timed metrics only), ``†`` packed or shared, ``§`` contaminated."""
+    """``*`` noisy (timed metrics only), ``†`` packed or shared, ``§`` contaminated,
+    ``‡`` client-bound (a serve run's client fell behind its schedule), ``!``
+    oversubscribed (:mod:`dltop.results.oversub`)."""
     noisy = res.noisy and metric_name in TIMED
     return ("*" if noisy else "") + ("†" if res.packed or res.shared else "") + \
-        ("§" if res.contaminated else "")
+        ("§" if res.contaminated else "") + ("‡" if res.client_bound else "") + \
+        (oversub.MARK if res.oversubscribed else "")
 
 
 def _floats(runs: Iterable[RunRecord], field: str) -> list[float]:

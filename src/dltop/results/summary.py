@@ -20,7 +20,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
-from dltop.results import bootstrap_batch, caption, identity, queries, references, tokens
+from dltop.results import (
+    bootstrap_batch,
+    caption,
+    identity,
+    oversub,
+    queries,
+    references,
+    tokens,
+)
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -81,9 +89,15 @@ NOTES = (
     "flags: noisy (a run's CV > 0.10), packed (other runs of a --pack campaign shared the "
     "host), shared (another engine's runner used its devices), contaminated "
     "(a foreign process used the run's devices), simulated (GPU readings from simulated "
-    "GPUs: their numbers are not shown), incomplete (fewer ok runs than planned).",
+    "GPUs: their numbers are not shown), oversubscribed (cpu:N on a host of fewer than N "
+    "logical CPUs: the caption says which), incomplete (fewer ok runs than planned).",
 )
 
+SERVING_NOTE = (
+    "Serve runs (requests to an endpoint, docs/serving.md): TTFT, TPOT, ITL and latency "
+    "are the client's, from each request's send; req/s, out tok/s and goodput over the "
+    "measured window; flag client-bound: the client fell behind its schedule (dispatch lag "
+    "p99 over 10 ms, or its CPU over 90 % of a core).")
 GENERATION_NOTE = (
     "Generate runs (samples are generated tokens: samples/s is batch × new tokens over "
     "each request's end-to-end seconds): latency = end-to-end seconds per request; TTFT = "
@@ -96,7 +110,7 @@ GENERATION_NOTE = (
 
 
 def _col(m: Metric, key: str | None = None) -> Column:
-    return Column(key or m.name, m.header, Role.VALUE, m.unit, detail=m.detail)
+    return Column(key or m.name, m.header, Role.VALUE, m.unit, detail=m.detail, ms=m.ms)
 
 
 def columns(var: identity.Variation | None = None,
@@ -126,15 +140,17 @@ def readings_text(res: ConfigResult) -> str:
 
 
 def flags(res: ConfigResult) -> list[str]:
-    """``noisy``, ``packed``, ``shared``, ``contaminated``, ``simulated``, ``incomplete``,
-    in order."""
+    """``noisy``, ``packed``, ``shared``, ``contaminated``, ``client-bound``, ``simulated``,
+    ``oversubscribed``, ``incomplete``, in order."""
     # A CPU run on a host of simulated GPUs is flagged too (its stored GPU rows are
     # simulated, and the export's note counts it), but none of its figures is a GPU one.
     simulated = res.device_kind == "gpu" and any(r.simulated for r in res.runs)
     out = [name for name, on in (("noisy", res.noisy), ("packed", res.packed),
                                  ("shared", res.shared),
                                  ("contaminated", res.contaminated),
-                                 ("simulated", simulated))
+                                 ("client-bound", res.client_bound),
+                                 ("simulated", simulated),
+                                 (oversub.FLAG, res.oversubscribed))
            if on]
     if res.incomplete:
         out.append("incomplete")
@@ -291,12 +307,15 @@ def _summary_table(db: sqlite_utils.Database,
     per_row = tokens.labels_rows(None, models)
     lm_note = tokens.note(models)
     lines, meta = caption.context(db, camps, var.caption())
+    lines = (*lines, *oversub.caption_lines(results))
     cis = intervals(results)
     cols = columns(var, more, models)
     rows = tuple(_row(r, row_var, label(r), more, per_row, ci_r)
                  for r, ci_r in zip(results, cis, strict=True))
     notes = (NOTES + (readings.NOTE,)
              + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
+             + ((SERVING_NOTE,) if any(r.identity.get("mode") == "serve" for r in results)
+                else ())
              + (() if lm_note is None else (lm_note,)))
     refs = references.stored_references(db, [c.id for c in camps])
     if refs:  # the column only where some configuration has a reference (docs/cluster.md)

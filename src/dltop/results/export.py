@@ -97,7 +97,9 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "itl": "p50 / p90 / p99 of every inter-token latency of the measured generation "
        "requests of the ok runs together",
        "decode-rate": "median of each run's batch × (new tokens - 1) / Σ inter-token "
-       "latency over its measured requests (prefill excluded)"}
+       "latency over its measured requests (prefill excluded)",
+       "distinct-tokens": "mean of each run's distinct-token fraction (each sequence's "
+       "distinct generated ids / new tokens, over its measured requests)"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")

@@ -87,6 +87,10 @@ CONVERGENCE_LIST = (
     Metric("decode-rate", "decoded tokens per second (batch × (new tokens - 1) / Σ ITL, "
            "prefill excluded)", "tokens/s", "decode tok/s", lambda v: f"{v:.1f}",
            detail=("n",)),
+    Metric("distinct-tokens", "distinct-token fraction of the generated tokens (each "
+           "sequence's distinct ids / new tokens, over the measured requests): 1 / new "
+           "tokens for a decoder repeating one token", "fraction", "distinct tok",
+           lambda v: f"{v:.3f}"),
 )
 METRICS = {m.name: m for m in (*METRIC_LIST, *CONVERGENCE_LIST)}
 """By command-line name, in the order ``dltop export --metric`` lists them: the timed and

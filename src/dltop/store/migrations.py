@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.store.fence import v24
+from dltop.store.schema_lm import v26
 from dltop.store.schema_origin import v25
 from dltop.store.schema_slurm import v22
 from dltop.store.schema_steps import (
@@ -141,6 +142,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(25, "campaigns.uuid (every campaign's, from an insert trigger; derived from "
                   "the row for those stored before), origin_db/origin_id/imported_at of an "
                   "imported campaign (dltop import)", v25),
+    Migration(26, "generated tokens: generations.distinct_tokens (per request), "
+                  "runs.distinct_token_frac (a generate run's distinct-token fraction)", v26),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

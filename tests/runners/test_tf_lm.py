@@ -106,8 +106,8 @@ def test_gpt_tiny_training_run_counts_tokens(tmp_path: Path) -> None:
 def test_gpt_tiny_real_ptb_run_evaluates_perplexity(tmp_path: Path) -> None:
     words = " ".join(f"w{i * 7 % 50}" for i in range(400))
     (tmp_path / "ptb.train.txt").write_text(words + "\n")
-    # 150 words: 9 windows of 16, so the last evaluation batch (1 of 4) is shorter and
-    # the eval step retraces with a relaxed shape.
+    # 150 words, 570 bytes (byte-level ids): 35 windows of 16, so the last evaluation
+    # batch (3 of 4) is shorter and the eval step retraces with a relaxed shape.
     (tmp_path / "ptb.valid.txt").write_text(" ".join(words.split()[:150]) + "\n")
     job = tf_spec(data="real", data_dir=str(tmp_path), seq_len=16, batch_size=4,
                   iterations=3, warmup=0, eval_every=3)

@@ -44,6 +44,27 @@ def _catalog() -> ModuleType:
     return module
 
 
+@functools.cache
+def _text() -> ModuleType:
+    path = CHILD_DIR / "lm_text.py"
+    spec = importlib.util.spec_from_file_location("dltop_child_lm_text", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with dltop
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@functools.lru_cache(maxsize=64)
+def text_problem(data_dir: str, seq_len: int, batch: int) -> str | None:
+    """Why a transformer's ``data_dir`` (a text file, or a directory holding
+    ``ptb.train.txt``) cannot feed batches of ``batch`` sequences of ``seq_len``
+    byte-level tokens (``lm_text.problem``: missing, empty, not UTF-8, a NUL byte, too
+    short), naming the file; None when it can. Reads the text once per argument set."""
+    why = _text().problem(data_dir, seq_len, batch)
+    return None if why is None else str(why)
+
+
 def shape(model: str) -> dict[str, Any]:
     """The transformer's shape (``lm_catalog.SHAPES[model]``: layers, d_model, context...).
 

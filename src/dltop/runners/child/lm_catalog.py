@@ -22,8 +22,9 @@ LLAMA = "llama"
 
 SHAPES = {
     # gpt-tiny: small enough that a CPU training step at batch 4 x 128 tokens takes
-    # ~0.1-0.2 s on one core; the PTB vocabulary (10 000), so real data needs no
-    # remapping, and the output projection does not dominate the step.
+    # ~0.1-0.2 s on one core; the PTB word vocabulary (10 000), and the output
+    # projection does not dominate the step. Real data is text read byte-level
+    # (lm_text: ids 0..255, within every vocabulary here).
     "gpt-tiny": dict(family=GPT, layers=4, d_model=128, heads=4, kv_heads=4, ffn=512,
                      vocab=10000, context=256, seq_len=128, rope_theta=None),
     "gpt2-small": dict(family=GPT, layers=12, d_model=768, heads=12, kv_heads=12, ffn=3072,

@@ -150,6 +150,10 @@ def test_distinct_tokens_are_stored_per_request_and_per_run(ran: Env) -> None:
         "n/a: inference run"
     md = ran.dltop("export", "--table", "summary")
     assert "distinct tok" in md.stdout and "distinct generated ids" in md.stdout
+    pivot = ran.export("--metric", "distinct-tokens")
+    cells = sorted(c["value"] for row in pivot["rows"] for c in row["cells"].values()
+                   if c and c["value"] is not None)
+    assert cells == pytest.approx(sorted(fracs.values()))
 
 
 def _by_config(table: dict[str, Any]) -> dict[tuple[int, int | None, str], dict[str, Any]]:

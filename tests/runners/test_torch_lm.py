@@ -76,23 +76,16 @@ def test_init_gives_a_first_loss_near_ln_vocab() -> None:
         0.02 / math.sqrt(2 * 4), rel=0.1)
 
 
-def _spread(model: torch_lm.Decoder) -> None:
-    # Larger block matrices than the init's, so that the blocks outweigh the tied
-    # embedding and greedy decoding does not just repeat its input token.
-    torch.manual_seed(1)
-    with torch.no_grad():
-        for p in model.blocks.parameters():
-            if p.dim() == 2:
-                p.normal_(0.0, 0.2)
-
-
 @pytest.mark.parametrize(("name", "attention"), [
     ("gpt-tiny", "fused"), ("llama-test", "fused"), ("llama-test", "plain")])
 def test_kv_cached_generation_equals_greedy_recomputation(name: str, attention: str,
                                                           llama_test: str) -> None:
     torch.manual_seed(0)
-    model = torch_lm.build(name, attention)
-    _spread(model)
+    # the generation init: the blocks outweigh the tied embedding, so greedy decoding
+    # does not just repeat its input token (GPT-2's init does)
+    model = torch_lm.build(name, attention, generate=True)
+    assert model.blocks[0].qkv.weight.std().item() == pytest.approx(
+        2 / math.sqrt(model.shape["d_model"]), rel=0.1)
     s = dict(model=name, per_device_batch=2, prompt_tokens=12, new_tokens=6,
              precision="fp32", seed=3)
     gen = torch_lm_steps.Generator(s, model, torch.device("cpu"))
@@ -220,8 +213,7 @@ class _Quiet:
 def test_cuda_graph_decoding_gives_the_eager_tokens(name: str, llama_test: str) -> None:
     dev = torch.device("cuda", 0)
     torch.manual_seed(0)
-    model = torch_lm.build(name, "fused", dev)
-    _spread(model)
+    model = torch_lm.build(name, "fused", dev, generate=True)
     s = dict(model=name, per_device_batch=2, prompt_tokens=12, new_tokens=6,
              precision="fp32", seed=3, cuda_graphs=True)
     graphed = torch_lm_steps.Generator(s, model, dev)

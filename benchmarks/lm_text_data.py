@@ -13,11 +13,21 @@ rounds' spread of 1.0 (the text's batch is an index into a tensor already in mem
         [--batch 4] [--threads 1] [--text FILE]
 
 ``--text`` defaults to a PTB-like text ``dltop data synth ptb`` writes (60 000 words).
+
+A second, in-process part takes the machine's noise out (a shared host's load moves
+a whole run by tens of %): one process builds the runner's two batch sources (the
+synthetic ``torch_lm_steps.synthetic`` and the text's ``torch_data.real`` over
+``datasets.real_split``, as ``torch_runner._data`` does) and one gpt-tiny with its
+AdamW, then alternates training steps fed by each (``--steps`` of each, interleaved),
+and times each source's ``next_batch()`` alone. It prints the median step of each,
+their ratio, and the fetch's share of a step.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sqlite3
 import statistics
 import subprocess
@@ -61,6 +71,71 @@ def tokens_per_s(data: str, text: Path, args: argparse.Namespace, work: Path) ->
     return float(rate)
 
 
+IN_PROCESS = """
+import json, os, statistics, sys, time
+os.sched_setaffinity(0, {{min(os.sched_getaffinity(0))}})
+import torch
+sys.path.insert(0, {child!r})
+import convergence, datasets, lm_catalog, torch_data, torch_lm, torch_lm_steps
+torch.set_num_threads(1)
+torch.manual_seed(0)
+cpu = torch.device("cpu")
+batch, seq = {batch}, 128
+synth = torch_lm_steps.synthetic("gpt-tiny", batch, seq, cpu, False)
+kind, shape, train, _ = datasets.real_split("gpt-tiny", {text!r}, seq_len=seq)
+n = train[2]
+order = convergence.EpochOrder(n, True, 0).order
+text, _ = torch_data.real(kind, shape, train, cpu, "device", 0,
+                          lambda dev: torch_data.Order(n, batch, batch, 0, order, dev))
+model = torch_lm.build("gpt-tiny", "fused", cpu).train()
+opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.0)
+loss_fn = torch_lm.loss_fn(10000)
+
+def step(next_batch):
+    t0 = time.perf_counter()
+    x, y = next_batch()
+    opt.zero_grad(set_to_none=True)
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    opt.step()
+    loss.item()
+    return time.perf_counter() - t0
+
+for _ in range(5):
+    step(synth), step(text)
+times = {{"synthetic": [], "text": []}}
+for i in range({steps}):
+    for name, src in ((("synthetic", synth), ("text", text)) if i % 2 == 0
+                      else (("text", text), ("synthetic", synth))):
+        times[name].append(step(src))
+fetch = {{}}
+for name, src in (("synthetic", synth), ("text", text)):
+    t0 = time.perf_counter()
+    for _ in range(1000):
+        src()
+    fetch[name] = (time.perf_counter() - t0) / 1000
+print(json.dumps({{"steps": times, "fetch": fetch}}))
+"""
+
+
+def in_process(text: Path, args: argparse.Namespace) -> None:
+    child = Path(__file__).resolve().parents[1] / "src" / "dltop" / "runners" / "child"
+    code = IN_PROCESS.format(child=str(child), text=str(text), batch=args.batch,
+                             steps=args.steps)
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                         text=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    med = {k: statistics.median(v) for k, v in got["steps"].items()}
+    tokens = args.batch * 128
+    print(f"in one process, {args.steps} steps of each interleaved (1 thread):")
+    for name in ("synthetic", "text"):
+        print(f"{name:10s} step median {1000 * med[name]:8.2f} ms = "
+              f"{tokens / med[name]:8.0f} tokens/s; next_batch() "
+              f"{1e6 * got['fetch'][name]:7.1f} us "
+              f"({100 * got['fetch'][name] / med[name]:.3f} % of a step)")
+    print(f"ratio text / synthetic tokens/s: {med['synthetic'] / med['text']:.3f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=3)
@@ -68,6 +143,9 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--text", type=Path, default=None)
+    ap.add_argument("--steps", type=int, default=40,
+                    help="training steps of each source in the in-process part")
+    ap.add_argument("--in-process-only", action="store_true")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="dltop-lmtext-") as tmp:
         work = Path(tmp)
@@ -76,6 +154,9 @@ def main() -> None:
             _dltop("data", "synth", "ptb", str(work / "ptb"))
             text = work / "ptb" / "ptb.train.txt"
         size = text.stat().st_size
+        in_process(text, args)
+        if args.in_process_only:
+            return
         rates: dict[str, list[float]] = {"synthetic": [], "real": []}
         for r in range(args.rounds):
             for data in (("synthetic", "real") if r % 2 == 0 else ("real", "synthetic")):

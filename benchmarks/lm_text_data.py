@@ -20,7 +20,9 @@ synthetic ``torch_lm_steps.synthetic`` and the text's ``torch_data.real`` over
 ``datasets.real_split``, as ``torch_runner._data`` does) and one gpt-tiny with its
 AdamW, then alternates training steps fed by each (``--steps`` of each, interleaved),
 and times each source's ``next_batch()`` alone. It prints the median step of each,
-their ratio, and the fetch's share of a step.
+their ratio, and the fetch's share of a step. A third source, a fixed batch of random
+ids below 256, tells the data path from the ids' range: byte ids touch 256 rows of
+the embedding and its gradient, random ones up to 512 of 10 000.
 """
 
 from __future__ import annotations
@@ -82,6 +84,9 @@ torch.manual_seed(0)
 cpu = torch.device("cpu")
 batch, seq = {batch}, 128
 synth = torch_lm_steps.synthetic("gpt-tiny", batch, seq, cpu, False)
+ids = torch.randint(0, 256, (batch, seq + 1), generator=torch.Generator().manual_seed(0))
+bytes_batch = (ids[:, :-1], ids[:, 1:])
+synth256 = lambda: bytes_batch
 kind, shape, train, _ = datasets.real_split("gpt-tiny", {text!r}, seq_len=seq)
 n = train[2]
 order = convergence.EpochOrder(n, True, 0).order
@@ -101,15 +106,16 @@ def step(next_batch):
     loss.item()
     return time.perf_counter() - t0
 
+sources = [("synthetic", synth), ("text", text), ("synthetic<256", synth256)]
 for _ in range(5):
-    step(synth), step(text)
-times = {{"synthetic": [], "text": []}}
+    for _, src in sources:
+        step(src)
+times = {{name: [] for name, _ in sources}}
 for i in range({steps}):
-    for name, src in ((("synthetic", synth), ("text", text)) if i % 2 == 0
-                      else (("text", text), ("synthetic", synth))):
+    for name, src in sources[i % 3:] + sources[:i % 3]:
         times[name].append(step(src))
 fetch = {{}}
-for name, src in (("synthetic", synth), ("text", text)):
+for name, src in sources:
     t0 = time.perf_counter()
     for _ in range(1000):
         src()
@@ -128,12 +134,13 @@ def in_process(text: Path, args: argparse.Namespace) -> None:
     med = {k: statistics.median(v) for k, v in got["steps"].items()}
     tokens = args.batch * 128
     print(f"in one process, {args.steps} steps of each interleaved (1 thread):")
-    for name in ("synthetic", "text"):
-        print(f"{name:10s} step median {1000 * med[name]:8.2f} ms = "
+    for name in ("synthetic", "text", "synthetic<256"):
+        print(f"{name:13s} step median {1000 * med[name]:8.2f} ms = "
               f"{tokens / med[name]:8.0f} tokens/s; next_batch() "
               f"{1e6 * got['fetch'][name]:7.1f} us "
               f"({100 * got['fetch'][name] / med[name]:.3f} % of a step)")
-    print(f"ratio text / synthetic tokens/s: {med['synthetic'] / med['text']:.3f}")
+    print(f"ratio text / synthetic tokens/s: {med['synthetic'] / med['text']:.3f}; "
+          f"text / synthetic ids < 256: {med['synthetic<256'] / med['text']:.3f}")
 
 
 def main() -> None:

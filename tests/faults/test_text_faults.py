@@ -465,10 +465,9 @@ def test_a_file_as_data_dir_is_named_as_such(tmp_path: Path) -> None:
     assert not (tmp_path / "d.db").exists()
 
 
+# each message is tests/runners/test_lm_text.py's; here the CLI's exit and the database
 @pytest.mark.parametrize(("content", "says"), [
-    (b"", "empty, too short for seq_len = 32"),
     (b"\x7fELF\x02\x01\x01\x00" + bytes(range(1, 256)), "not text: a NUL byte at offset 7"),
-    (b"caf\xe9 au lait " * 40, "not UTF-8 text: byte 0xe9 at offset 3"),
     (b"a short text", "12 bytes, too short for seq_len = 32 at a batch of 4 (129 bytes"),
 ])
 def test_a_transformers_text_that_is_not_what_it_claims_stores_nothing(

@@ -20,6 +20,7 @@ def generate(**over: Any) -> dict[str, Any]:
     generate(), generate(warmup=True), generate(warmup=1), generate(new_tokens=1, itl_s=[]),
     generate(itl_s=[0, 0.0, 1]), generate(index=7),
     generate(new_tokens=MAX_NEW_TOKENS, itl_s=[0.001] * (MAX_NEW_TOKENS - 1)),
+    generate(distinct_tokens=None), generate(distinct_tokens=2), generate(distinct_tokens=8),
 ])
 def test_valid_generate_events_pass(event: dict[str, Any]) -> None:
     assert EventChecker().problem(event) is None
@@ -46,6 +47,11 @@ def test_valid_generate_events_pass(event: dict[str, Any]) -> None:
     (generate(itl_s=[True, 0.01, 0.01]), "itl_s.0 True"),
     (generate(itl_s=[0.01, 0.01, 1e10]), "itl_s.2"),
     (generate(batch=2**64), "out of range"),
+    # distinct_tokens: one per sequence at least, new_tokens per sequence at most
+    (generate(distinct_tokens=1), "distinct_tokens 1 is not an integer in [batch, batch x "
+     "new_tokens] = [2, 8]"), (generate(distinct_tokens=9), "distinct_tokens 9"),
+    (generate(distinct_tokens=4.0), "distinct_tokens 4.0"),
+    (generate(distinct_tokens=True), "distinct_tokens True"),
 ])
 def test_a_bad_generate_field_is_refused_with_its_name(event: dict[str, Any],
                                                       says: str) -> None:

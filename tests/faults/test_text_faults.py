@@ -465,6 +465,25 @@ def test_a_file_as_data_dir_is_named_as_such(tmp_path: Path) -> None:
     assert not (tmp_path / "d.db").exists()
 
 
+# each message is tests/runners/test_lm_text.py's; here the CLI's exit and the database
+@pytest.mark.parametrize(("content", "says"), [
+    (b"\x7fELF\x02\x01\x01\x00" + bytes(range(1, 256)), "not text: a NUL byte at offset 7"),
+    (b"a short text", "12 bytes, too short for seq_len = 32 at a batch of 4 (129 bytes"),
+])
+def test_a_transformers_text_that_is_not_what_it_claims_stores_nothing(
+        tmp_path: Path, content: bytes, says: str) -> None:
+    # issue 42 item 4: the byte-level text is checked before anything is stored
+    (tmp_path / "text.txt").write_bytes(content)
+    prof = tmp_path / "p.toml"
+    prof.write_text('[defaults]\ndata = "real"\ndata_dir = "' + str(tmp_path / "text.txt")
+                    + '"\nseq_len = 32\n[[matrix]]\nframeworks = ["torch"]\n'
+                    'models = ["gpt-tiny"]\nbatch_sizes = [4]\ndevices = ["cpu:1"]\n')
+    res = dltop(tmp_path, "run", str(prof), "--headless")
+    assert res.returncode == 2 and "Traceback" not in res.stderr, res.stderr
+    assert f"data_dir {tmp_path / 'text.txt'}: {says}" in res.stderr, res.stderr
+    assert not (tmp_path / "d.db").exists()
+
+
 @pytest.fixture
 def shared_tmp() -> Iterator[Path]:
     """A directory outside pytest's 0700 tree (the process without its root powers reads it)."""

@@ -7,7 +7,9 @@ real child-side modules (``dltop_protocol.Reporter`` and the one generation loop
 amounts, so every stored latency is a known function of the request and token index:
 
 - request ``i``'s TTFT is :func:`ttft_s` ``(i)``;
-- its ``j``-th inter-token latency (0-based) is :func:`itl_s` ``(i, j)``.
+- its ``j``-th inter-token latency (0-based) is :func:`itl_s` ``(i, j)``;
+- sequence ``b``'s ``j``-th generated id (0-based, the prefill's first) is
+  :func:`token_id` ``(i, b, j)``.
 
 Before the loop it sends two bad ``generate`` events (an ITL list one short, a
 negative TTFT): dltop must count both as protocol errors and store neither.
@@ -31,25 +33,38 @@ def itl_s(i, j):
     return 0.002 * (1 + j % 3) + 0.0005 * i
 
 
-class FakeModel(object):
-    """prefill/decode that only move the clock the loop reads."""
+def token_id(i, b, j):
+    """A sequence cycling through 2..6 ids: ``min(new_tokens, 2 + (b + i) % 5)`` distinct."""
+    return 1000 * b + j % (2 + (b + i) % 5)
 
-    def __init__(self):
+
+class FakeModel(object):
+    """prefill/decode that only move the clock the loop reads (and name their tokens)."""
+
+    def __init__(self, batch):
         self.now = 100.0
         self.request = -1
         self.token = 0
+        self.batch = batch
+        self.steps = []
 
     def timer(self):
         return self.now
+
+    def _ids(self):
+        return [token_id(self.request, b, len(self.steps)) for b in range(self.batch)]
 
     def prefill(self):
         self.request += 1
         self.token = 0
         self.now += ttft_s(self.request)
+        self.steps = []
+        self.steps.append(self._ids())
 
     def decode(self):
         self.now += itl_s(self.request, self.token)
         self.token += 1
+        self.steps.append(self._ids())
 
 
 def main():
@@ -69,9 +84,9 @@ def main():
                   prompt_tokens=prompt, new_tokens=new, batch=batch)
     reporter.emit("generate", index=0, warmup=True, ttft_s=-0.1, itl_s=[0.01] * (new - 1),
                   prompt_tokens=prompt, new_tokens=new, batch=batch)
-    model = FakeModel()
+    model = FakeModel(batch)
     measured = lm_loop.run_generate(spec, reporter, model.prefill, model.decode,
-                                    timer=model.timer)
+                                    timer=model.timer, tokens=lambda: model.steps)
     reporter.done(measured)
 
 

@@ -24,7 +24,7 @@ from tests.dltop_env import DltopEnv
 from dltop.report import data, specs
 from dltop.results import queries
 from dltop.results.generation import decode_rate, quantiles
-from dltop.store.generations import unpack_seconds
+from dltop.store.generations import distinct_fraction, unpack_seconds
 from dltop.store.reader import open_reader
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
@@ -114,6 +114,46 @@ def test_each_request_is_stored_once_with_its_latencies(ran: Env) -> None:
         stored = ran.rows(f"select samples_per_s, mean_s from runs where id = {run['id']}")
         assert stored[0]["samples_per_s"] == pytest.approx(
             spec["batch_size"] * NEW / stored[0]["mean_s"])
+
+
+def _distinct(i: int, batch: int) -> int:
+    """Request ``i``'s Σ over sequences of their distinct ids, by hand."""
+    return sum(len({child.token_id(i, b, j) for j in range(NEW)}) for b in range(batch))
+
+
+def test_distinct_tokens_are_stored_per_request_and_per_run(ran: Env) -> None:
+    fracs = {}
+    for run in _gen_runs(ran):
+        spec = json.loads(run["spec_json"])
+        if spec["mode"] != "generate":
+            assert ran.rows(f"select distinct_token_frac as f from runs where id = "
+                            f"{run['id']}")[0]["f"] is None
+            continue
+        batch = spec["batch_size"]
+        rows = ran.rows(f"select idx, warmup, batch, new_tokens, distinct_tokens from "
+                        f"generations where run_id = {run['id']} order by idx")
+        assert [r["distinct_tokens"] for r in rows] == [
+            _distinct(i, batch) for i in range(WARMUP + ITERS)]
+        stored = ran.rows(f"select distinct_token_frac as f from runs where id = "
+                          f"{run['id']}")[0]["f"]
+        recomputed = distinct_fraction([(bool(r["warmup"]), r["batch"], r["new_tokens"],
+                                          r["distinct_tokens"]) for r in rows])
+        by_hand = sum(_distinct(i, batch) for i in range(WARMUP, WARMUP + ITERS)) \
+            / (batch * NEW * ITERS)
+        assert stored == recomputed == pytest.approx(by_hand, rel=1e-12)
+        assert 0.25 < stored < 0.8  # 2..6 distinct of 8: never all, never one
+        fracs[(batch, spec["prompt_tokens"])] = stored
+    table = _by_config(ran.export("--table", "summary"))
+    for (batch, prompt), frac in fracs.items():
+        assert table[(batch, prompt, "generate")]["distinct-tokens"] == pytest.approx(frac)
+    assert table[(2, None, "inference")]["reasons"]["distinct-tokens"] == \
+        "n/a: inference run"
+    md = ran.dltop("export", "--table", "summary")
+    assert "distinct tok" in md.stdout and "distinct generated ids" in md.stdout
+    pivot = ran.export("--metric", "distinct-tokens")
+    cells = sorted(c["value"] for row in pivot["rows"] for c in row["cells"].values()
+                   if c and c["value"] is not None)
+    assert cells == pytest.approx(sorted(fracs.values()))
 
 
 def _by_config(table: dict[str, Any]) -> dict[tuple[int, int | None, str], dict[str, Any]]:

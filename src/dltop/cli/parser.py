@@ -18,8 +18,8 @@ EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-mem
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
                   "time-to-perplexity",
                   "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
-                  "decode-rate", "req-rate", "output-rate", "goodput", "error-rate",
-                  "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu"]
+                  "decode-rate", "distinct-tokens", "req-rate", "output-rate", "goodput",
+                  "error-rate", "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
 
@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "convergence runs: accuracy, time-to-accuracy (s), epoch-time (s), "
                           "perplexity; inference runs: latency (p50/p90/p99 s); generate "
                           "runs: latency (end to end), ttft, tpot, itl (p50/p90/p99 s), "
-                          "decode-rate (tokens/s)")
+                          "decode-rate (tokens/s), distinct-tokens (fraction)")
     exp.add_argument("--table", default="pivot",
                      choices=["pivot", "summary", "scaling", "profile"],
                      help="pivot: the paper's table of one metric (default); summary: one "

@@ -16,13 +16,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from dltop import catalog
 from dltop.catalog import JobStatus, RunStatus
 from dltop.errors import UserError
 from dltop.jobs.environment import core_order
 from dltop.jobs.executors import slurm_partition, where
 from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time, this_host
-from dltop.profiles import limits
+from dltop.profiles import limits, lm
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import command, registry
@@ -198,6 +199,12 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
 
 
 def _data_problem(job: JobSpec) -> str | None:
+    if job.data == "real" and job.data_dir and job.model in catalog.TRANSFORMER_MODELS:
+        # a text file or a directory of PTB texts, read byte-level (docs/data.md): its
+        # text is checked now, so a binary or short file stores nothing
+        why = lm.text_problem(job.data_dir, int(job.seq_len or lm.shape(job.model)["seq_len"]),
+                              job.samples_per_iter)
+        return None if why is None else f"data_dir {why}"
     if job.data == "real" and job.data_dir and not Path(job.data_dir).is_dir():
         if Path(job.data_dir).exists():
             return f"data_dir {job.data_dir} is a file, not a directory"

@@ -10,7 +10,7 @@ end-to-end seconds) and the pair becomes one ``generations`` row, buffered and
 written with the iteration rows (:meth:`RunExtras.flush`); one whose ``iter`` never
 came (the runner died in between) is written at the run's end with ``e2e_s`` NULL.
 At the run's end :meth:`RunExtras.fields` gives the ``runs`` columns of an inference
-run's latency percentiles.
+run's latency percentiles and a generate run's distinct-token fraction.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 from dltop.catalog import OPERATOR_PROFILE
 from dltop.jobs.serving import ServeExtras
 from dltop.results.convergence import percentile
-from dltop.store.generations import pack_seconds
+from dltop.store.generations import DISTINCT_COLUMN, pack_seconds
 from dltop.store.writer import Store
 
 PLAN_COLUMN = "plan_iterations"
@@ -82,7 +82,9 @@ def generation_row(event: dict[str, Any]) -> dict[str, Any]:
             "ttft_s": float(event["ttft_s"]), "e2e_s": None,
             "prompt_tokens": int(event["prompt_tokens"]),
             "new_tokens": int(event["new_tokens"]), "batch": int(event["batch"]),
-            "itl_s": pack_seconds([float(x) for x in event["itl_s"]])}
+            "itl_s": pack_seconds([float(x) for x in event["itl_s"]]),
+            "distinct_tokens": None if event.get("distinct_tokens") is None
+            else int(event["distinct_tokens"])}
 
 
 class RunExtras:
@@ -100,6 +102,9 @@ class RunExtras:
         self._pending: dict[str, Any] | None = None
         """The last ``generate`` event's row, until its ``iter`` gives ``e2e_s``."""
         self._generations: list[dict[str, Any]] = []
+        self._distinct = [0, 0]
+        """Σ distinct_tokens and Σ batch × new_tokens of the measured requests that
+        counted them (:func:`dltop.store.generations.distinct_fraction`'s sums)."""
         self._inference = inference
         self._store = store
         self._write_later = write_later
@@ -128,6 +133,10 @@ class RunExtras:
             if self._pending is not None:  # its iter never came: end-to-end unknown
                 self._generations.append(self._pending)
             self._pending = generation_row(event)
+            row = self._pending
+            if not row["warmup"] and row["distinct_tokens"] is not None:
+                self._distinct[0] += row["distinct_tokens"]
+                self._distinct[1] += row["batch"] * row["new_tokens"]
         elif name in ("request", "load"):
             self.serve.on_event(event)
         else:
@@ -154,9 +163,12 @@ class RunExtras:
 
     def fields(self, measured_s: Sequence[float]) -> dict[str, Any]:
         """``runs`` columns at the run's end: latency p50/p99 of an inference run's
-        measured iterations (empty for a training run or none measured)."""
+        measured iterations, a generate run's ``distinct_token_frac`` (empty for a
+        training run or none measured)."""
+        distinct, tokens = self._distinct
+        fields: dict[str, Any] = {DISTINCT_COLUMN: distinct / tokens} if tokens else {}
         if not self._inference or not measured_s:
-            return self.serve.fields()
+            return {**fields, **self.serve.fields()}
         ordered = sorted(measured_s)
-        return {"latency_p50_s": percentile(ordered, 50),
+        return {**fields, "latency_p50_s": percentile(ordered, 50),
                 "latency_p99_s": percentile(ordered, 99)}

@@ -24,7 +24,9 @@ counted and skipped like any other). The rules, per event:
   under the same index); ``warmup`` a boolean; ``ttft_s`` a finite number in
   (0, :data:`MAX_SECONDS`]; ``prompt_tokens``, ``new_tokens`` and ``batch`` integers
   >= 1, ``new_tokens`` at most :data:`MAX_NEW_TOKENS`; ``itl_s`` a list of exactly
-  ``new_tokens - 1`` finite numbers in [0, :data:`MAX_SECONDS`].
+  ``new_tokens - 1`` finite numbers in [0, :data:`MAX_SECONDS`]; ``distinct_tokens``
+  (optional, issue 42) null or an integer in [``batch``, ``batch × new_tokens``]: over
+  the request's sequences, the sum of each one's distinct generated ids.
 """
 
 from __future__ import annotations
@@ -193,4 +195,9 @@ def check_generate(e: dict[str, Any], last_index: int) -> str | None:
     for i, v in enumerate(itl):
         if not _finite(v) or not 0 <= v <= MAX_SECONDS:
             return f"itl_s.{i} {_show(v)} is not a number in [0, {MAX_SECONDS:g}]"
+    distinct: Any = e.get("distinct_tokens")
+    batch = e["batch"]
+    if distinct is not None and (not _is_int(distinct) or not batch <= distinct <= batch * new):
+        return (f"distinct_tokens {_show(distinct)} is not an integer in [batch, batch x "
+                f"new_tokens] = [{batch}, {batch * new}]")
     return None

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import os
 from collections.abc import Callable, Collection
 from types import ModuleType
 from typing import Any, Final
@@ -42,6 +43,39 @@ def _catalog() -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@functools.cache
+def _text() -> ModuleType:
+    path = CHILD_DIR / "lm_text.py"
+    spec = importlib.util.spec_from_file_location("dltop_child_lm_text", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with dltop
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def text_problem(data_dir: str, seq_len: int, batch: int) -> str | None:
+    """Why a transformer's ``data_dir`` (a text file, or a directory holding
+    ``ptb.train.txt``) cannot feed batches of ``batch`` sequences of ``seq_len``
+    byte-level tokens (``lm_text.problem``: missing, empty, not UTF-8, a NUL byte, too
+    short), naming the file; None when it can. A text is read once per version of it
+    (its size and modification time), however many jobs name it."""
+    train, _ = _text().files(data_dir)
+    try:
+        st = os.stat(train)
+        version: tuple[int, int] = (st.st_size, st.st_mtime_ns)
+    except OSError:
+        version = (-1, -1)
+    return _text_problem(data_dir, seq_len, batch, version)
+
+
+@functools.lru_cache(maxsize=64)
+def _text_problem(data_dir: str, seq_len: int, batch: int,
+                  version: tuple[int, int]) -> str | None:
+    why = _text().problem(data_dir, seq_len, batch)
+    return None if why is None else str(why)
 
 
 def shape(model: str) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.metricdefs import GENERATION, SERVING, Value
 from dltop.results.metricdefs import mean_or_none as _mean
 from dltop.results.table import fmt_seconds
+from dltop.store.generations import DISTINCT_COLUMN
 
 _REQUESTS = ("inference", "generate", "serve")
 """Modes whose runs time requests (latency percentiles): inference batches, generation
@@ -48,6 +49,8 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
         return generation_value(res, name)
     if name in SERVING:
         return serving_value(res, name)
+    if name == "distinct-tokens":
+        return distinct_value(res)
     evaluated = [r for r in runs if r.evals]
     if not evaluated:
         return Value(None, "n/a: no evaluations")
@@ -118,6 +121,18 @@ def generation_value(res: ConfigResult, name: str) -> Value:
             else Value(None, "n/a: one token per request")
     return _percentiles(st.itl_s, st.n_itl) if st.itl_s is not None \
         else Value(None, "n/a: one token per request")
+
+
+def distinct_value(res: ConfigResult) -> Value:
+    """A generate configuration's distinct-token fraction: the mean over its ok runs of
+    ``runs.distinct_token_frac`` (:func:`dltop.store.generations.distinct_fraction`)."""
+    mode = res.identity.get("mode", "train")
+    if mode != "generate":
+        return Value(None, f"n/a: {mode} run" if mode != "train" else "n/a: training run")
+    fracs = [float(f) for f in (r.get(DISTINCT_COLUMN) for r in res.runs) if f is not None]
+    if not fracs:
+        return Value(None, "n/a: tokens not counted (stored before dltop counted them)")
+    return Value(_mean(fracs))
 
 
 def _time_to(res: ConfigResult, targets: list[tuple[RunRecord, float | None]],

@@ -117,7 +117,9 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "runs' measured requests",
        "dispatch-lag": "p50 / p90 / p99 of every measured request's dispatch lag",
        "slot-wait": "p50 / p90 / p99 of every measured request's wait for a slot",
-       "client-cpu": "mean of each serve run's client CPU over its window"}
+       "client-cpu": "mean of each serve run's client CPU over its window",
+       "distinct-tokens": "mean of each run's distinct-token fraction (each sequence's "
+       "distinct generated ids / new tokens, over its measured requests)"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")

@@ -108,6 +108,10 @@ CONVERGENCE_LIST = (
            "p99", "s", "slot wait p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
     Metric("client-cpu", "the serve client's CPU over its window in % (100 = one core)", "%",
            "client CPU %", lambda v: f"{v:.1f}"),
+    Metric("distinct-tokens", "distinct-token fraction of the generated tokens (each "
+           "sequence's distinct ids / new tokens, over the measured requests): 1 / new "
+           "tokens for a decoder repeating one token", "fraction", "distinct tok",
+           lambda v: f"{v:.3f}"),
 )
 METRICS = {m.name: m for m in (*METRIC_LIST, *CONVERGENCE_LIST)}
 """By command-line name, in the order ``dltop export --metric`` lists them: the timed and

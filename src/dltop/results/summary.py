@@ -106,7 +106,9 @@ GENERATION_NOTE = (
     "later token's latency; p50 / p90 / p99 over the measured requests (ITL: latencies) of "
     "the ok runs together, JSON rows give n under \"detail\"; a percentile from too few "
     "(p90: n < 10, p99: n < 100) is n/a: n=N (docs/metrics.md). decode tok/s: batch × (new "
-    "tokens - 1) / Σ ITL, median over runs.")
+    "tokens - 1) / Σ ITL, median over runs. distinct tok: each sequence's distinct "
+    "generated ids / new tokens over the measured requests, mean over runs (1 / new tokens "
+    "for a decoder repeating one token).")
 
 
 def _col(m: Metric, key: str | None = None) -> Column:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.store.fence import v24
+from dltop.store.schema_lm import v27
 from dltop.store.schema_origin import v25
 from dltop.store.schema_slurm import v22
 from dltop.store.schema_steps import (
@@ -146,6 +147,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "lag, slot wait, first byte, TTFT, e2e, status, error, tokens, chunk times "
                   "and counts); runs.serve_window_s/client_cpu_pct/dispatch_lag_p99_s/"
                   "client_bound", v26),
+    Migration(27, "generated tokens: generations.distinct_tokens (per request), "
+                  "runs.distinct_token_frac (a generate run's distinct-token fraction)", v27),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

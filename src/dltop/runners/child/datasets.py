@@ -1,4 +1,5 @@
-"""Readers for the real-data variants: MNIST IDX, CIFAR-10 (python or binary), PTB text.
+"""Readers for the real-data variants: MNIST IDX, CIFAR-10 (python or binary), PTB text
+(words for the LSTM; the transformers read text byte-level, :mod:`lm_text`).
 
 Standard library only, valid Python 3.6. Readers return raw bytes / integer
 lists plus shapes; the framework runner turns them into tensors. Every format
@@ -20,6 +21,7 @@ from collections import Counter
 
 import dltop_protocol
 import lm_catalog
+import lm_text
 import model_catalog
 import safe_pickle
 
@@ -322,6 +324,9 @@ def real_split(model, data_dir, input_size=None, need_test=False, seq_len=None):
     kind = dataset_for(model, input_size)
     if kind is None:
         raise dltop_protocol.Unsupported(NO_REAL_DATA % model)
+    if lm_catalog.is_transformer(model):
+        return _text_split(data_dir, int(seq_len or lm_catalog.shape(model)["seq_len"]),
+                           need_test)
     path, present = test_file(kind, data_dir)
     if not present and need_test:
         raise dltop_protocol.Unsupported(
@@ -348,6 +353,26 @@ def real_split(model, data_dir, input_size=None, need_test=False, seq_len=None):
     train = _windows(ids, seq_len, os.path.join(data_dir, PTB_TRAIN))
     test = _windows(read_ptb_eval(path, vocab), seq_len, path) if present else None
     return kind, (seq_len,), train, test
+
+
+def _text_split(data_dir, seq_len, need_test):
+    """A transformer's text (:mod:`lm_text`: byte-level ids) as :func:`real_split` gives
+    PTB, kind ``"ptb"`` (token ids: the runners' LM path)."""
+    train_path, test_path = lm_text.files(data_dir)
+    if test_path is None and need_test:
+        if os.path.isfile(data_dir):
+            raise dltop_protocol.Unsupported(
+                "evaluation needs a test text: data_dir %s is one text file (give a "
+                "directory with %s and %s)" % (data_dir, lm_text.TRAIN, lm_text.EVAL[0]))
+        raise dltop_protocol.Unsupported("evaluation needs the ptb test set: %s not found"
+                                         % os.path.join(data_dir, lm_text.EVAL[0]))
+    try:
+        train = lm_text.windows(lm_text.read(train_path), seq_len, train_path)
+        test = None if test_path is None else \
+            lm_text.windows(lm_text.read(test_path), seq_len, test_path)
+    except lm_text.BadText as exc:
+        raise BadData(exc.path, exc.what) from None
+    return "ptb", (seq_len,), train, test
 
 
 def _windows(ids, seq_len, path):

@@ -141,17 +141,21 @@ class Reporter(object):
                         "shapes": None if op.get("shapes") is None else str(op["shapes"])}
                        for op in ops])
 
-    def generation(self, index, warmup, ttft_s, itl_s, prompt_tokens, new_tokens, batch):
+    def generation(self, index, warmup, ttft_s, itl_s, prompt_tokens, new_tokens, batch,
+                   distinct_tokens=None):
         """One generation request (``mode = "generate"``), sent before its ``iter`` event.
 
         ``ttft_s``: prompt in to first token out (prefill and the first token's
         sampling, device-synchronised); ``itl_s``: the ``new_tokens - 1`` later
         tokens' latencies, each from the previous token's end to this one's.
         ``batch`` sequences decode together, so each latency is the whole batch's.
+        ``distinct_tokens``: Σ over the sequences of their distinct generated ids
+        (None: not counted).
         """
+        more = {} if distinct_tokens is None else {"distinct_tokens": int(distinct_tokens)}
         self.emit("generate", index=int(index), warmup=bool(warmup), ttft_s=float(ttft_s),
                   itl_s=[float(x) for x in itl_s], prompt_tokens=int(prompt_tokens),
-                  new_tokens=int(new_tokens), batch=int(batch))
+                  new_tokens=int(new_tokens), batch=int(batch), **more)
 
     def done(self, iterations):
         # gpu_mem_peak_bytes: what the framework itself counts as its peak allocation on

@@ -10,7 +10,8 @@ the CNNs and torch's autocast does), while the norms, RoPE's angles and the soft
 the ``plain`` attention run in float32 and cast back. Initialisation (every framework):
 weights N(0, 0.02), the residual output projections (attention out, MLP down / out)
 N(0, 0.02 / sqrt(2 layers)), biases 0, norm weights 1; the output projection is the
-token embedding (tied), so the first loss is about ln(vocab).
+token embedding (tied), so the first loss is about ln(vocab). A generate run's block
+matrices are N(0, 2 / sqrt(d)) instead (lm_catalog.init_stds: greedy tokens vary).
 
 Attention (causal always): ``"fused"`` is ``jax.nn.dot_product_attention`` with
 ``is_causal=True`` (GQA native: key/value heads are not repeated). JAX's default
@@ -41,7 +42,7 @@ import lm_catalog
 import numpy as np
 from jax import lax
 
-INIT_STD = 0.02
+INIT_STD = lm_catalog.INIT_STD
 
 LM = collections.namedtuple("LM", "name shape attention dtype impl")
 """A model's static description: catalog name, its ``SHAPES`` dict, ``"fused"`` or
@@ -75,29 +76,30 @@ class Shapes(object):
         return jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
 
 
-def _block(s, init):
-    d, f, layers = s["d_model"], s["ffn"], s["layers"]
+def _block(s, init, generate):
+    d, f = s["d_model"], s["ffn"]
     kv = s["kv_heads"] * (d // s["heads"])
-    out_std = INIT_STD / math.sqrt(2.0 * layers)
+    std, out_std = lm_catalog.init_stds(s, generate)
     if s["family"] == lm_catalog.GPT:
         return {"ln1_w": init.full((d,), 1.0), "ln1_b": init.full((d,), 0.0),
-                "qkv_w": init.normal((d, 3 * d), INIT_STD), "qkv_b": init.full((3 * d,), 0.0),
+                "qkv_w": init.normal((d, 3 * d), std), "qkv_b": init.full((3 * d,), 0.0),
                 "proj_w": init.normal((d, d), out_std), "proj_b": init.full((d,), 0.0),
                 "ln2_w": init.full((d,), 1.0), "ln2_b": init.full((d,), 0.0),
-                "fc_w": init.normal((d, f), INIT_STD), "fc_b": init.full((f,), 0.0),
+                "fc_w": init.normal((d, f), std), "fc_b": init.full((f,), 0.0),
                 "out_w": init.normal((f, d), out_std), "out_b": init.full((d,), 0.0)}
-    return {"norm1": init.full((d,), 1.0), "wq": init.normal((d, d), INIT_STD),
-            "wk": init.normal((d, kv), INIT_STD), "wv": init.normal((d, kv), INIT_STD),
+    return {"norm1": init.full((d,), 1.0), "wq": init.normal((d, d), std),
+            "wk": init.normal((d, kv), std), "wv": init.normal((d, kv), std),
             "wo": init.normal((d, d), out_std), "norm2": init.full((d,), 1.0),
-            "gate": init.normal((d, f), INIT_STD), "up": init.normal((d, f), INIT_STD),
+            "gate": init.normal((d, f), std), "up": init.normal((d, f), std),
             "down": init.normal((f, d), out_std)}
 
 
-def init_params(s, init):
-    """The parameter tree of shape dict ``s`` drawn with ``init`` (HostNormal or Shapes)."""
+def init_params(s, init, generate=False):
+    """The parameter tree of shape dict ``s`` drawn with ``init`` (HostNormal or Shapes);
+    ``generate``: the generation init of the block matrices (lm_catalog.init_stds)."""
     d = s["d_model"]
     params = {"wte": init.normal((s["vocab"], d), INIT_STD),
-              "blocks": [_block(s, init) for _ in range(s["layers"])]}
+              "blocks": [_block(s, init, generate) for _ in range(s["layers"])]}
     if s["family"] == lm_catalog.GPT:
         params["wpe"] = init.normal((s["context"], d), INIT_STD)
         params["lnf_w"], params["lnf_b"] = init.full((d,), 1.0), init.full((d,), 0.0)

@@ -66,7 +66,8 @@ def build(spec, dtype, device):
              and dtype in (jnp.dtype(jnp.bfloat16), jnp.dtype(jnp.float16)))
     lm = jax_lm.describe(spec["model"], spec["attention"], dtype,
                          impl="cudnn" if cudnn else None)
-    params = jax_lm.init_params(lm.shape, jax_lm.HostNormal(int(spec["seed"])))
+    params = jax_lm.init_params(lm.shape, jax_lm.HostNormal(int(spec["seed"])),
+                                generate=spec.get("mode") == "generate")
     return lm, as_model(lm, params)
 
 
@@ -189,7 +190,8 @@ def run_generate(spec, reporter, hello, lm, model, device):
         holder["at"] += 1
         requests[-1].append(np.asarray(holder["token"]))
 
-    measured = lm_loop.run_generate(spec, reporter, prefill, decode)
+    measured = lm_loop.run_generate(spec, reporter, prefill, decode,
+                                    tokens=lambda: requests[-1])
     tokens = [np.stack(r, axis=1) for r in requests]
     same = all(np.array_equal(t, tokens[0]) for t in tokens)
     sys.stdout.write("[dltop] jax: greedy tokens of sequence 0: %s; every request the same: "

@@ -22,8 +22,9 @@ LLAMA = "llama"
 
 SHAPES = {
     # gpt-tiny: small enough that a CPU training step at batch 4 x 128 tokens takes
-    # ~0.1-0.2 s on one core; the PTB vocabulary (10 000), so real data needs no
-    # remapping, and the output projection does not dominate the step.
+    # ~0.1-0.2 s on one core; the PTB word vocabulary (10 000), and the output
+    # projection does not dominate the step. Real data is text read byte-level
+    # (lm_text: ids 0..255, within every vocabulary here).
     "gpt-tiny": dict(family=GPT, layers=4, d_model=128, heads=4, kv_heads=4, ffn=512,
                      vocab=10000, context=256, seq_len=128, rope_theta=None),
     "gpt2-small": dict(family=GPT, layers=12, d_model=768, heads=12, kv_heads=12, ffn=3072,
@@ -40,6 +41,20 @@ default, ``context`` the longest sequence (training, or prompt + new tokens)."""
 NAMES = tuple(SHAPES)
 LN_EPS = 1e-5
 """LayerNorm and RMSNorm epsilon, every framework."""
+INIT_STD = 0.02
+"""Training and inference init (GPT-2's, every framework): weights N(0, 0.02), the
+residual output projections (attention out, MLP down) N(0, 0.02 / sqrt(2 layers)),
+biases 0, norm weights 1; the first loss is close to ln(vocab)."""
+GENERATE_INIT_GAIN = 2.0
+"""Generation init of every block matrix: N(0, (GAIN / sqrt(d_model))^2).
+
+Under GPT-2's init the residual stream of an untrained model is its token's embedding
+plus blocks' outputs ~50 times smaller, so the tied output projection scores the
+input token highest and greedy decoding repeats it (TF: one token 32 times). With
+the block matrices at gain 2 / sqrt(d) each sublayer's output is of order one, the
+attention scores' spread is about 4 whatever d is, and greedy tokens vary (gpt-tiny:
+75-95 % distinct over 32). The shapes and the work are the same, so timing is not
+changed by it; the embeddings and norms keep the training init."""
 DEFAULT_PROMPT_TOKENS = 128
 DEFAULT_NEW_TOKENS = 128
 
@@ -58,6 +73,16 @@ def shape(name):
 def head_dim(name):
     s = shape(name)
     return s["d_model"] // s["heads"]
+
+
+def init_stds(s, generate=False):
+    """``(std, residual std)`` of a block's matrices for shape dict ``s``: GPT-2's
+    (:data:`INIT_STD`) for training and inference, :data:`GENERATE_INIT_GAIN` /
+    sqrt(d_model) for both in generation."""
+    if generate:
+        std = GENERATE_INIT_GAIN / (s["d_model"] ** 0.5)
+        return std, std
+    return INIT_STD, INIT_STD / ((2.0 * s["layers"]) ** 0.5)
 
 
 def block_params(name):

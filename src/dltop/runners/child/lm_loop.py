@@ -13,7 +13,24 @@ import convergence
 import dltop_protocol as proto
 
 
-def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock_ns=None):
+def distinct_tokens(steps):
+    """Σ over the sequences of a request of the distinct ids among its generated tokens.
+
+    ``steps``: one sequence of ``batch`` ids per generated token, in order (lists,
+    tuples or 1-D arrays); a sequence's ids are column ``b`` of every step.
+    """
+    seqs = None
+    for step in steps:
+        ids = [int(x) for x in step]
+        if seqs is None:
+            seqs = [set() for _ in ids]
+        for seen, x in zip(seqs, ids):  # noqa: B905 - Python 3.6
+            seen.add(x)
+    return sum(len(seen) for seen in seqs or ())
+
+
+def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock_ns=None,
+                 tokens=None):
     """Run ``warmup + iterations`` generation requests (more under the spec's time
     window, ``warmup_s`` and ``min_time_s``: see :meth:`convergence.Plan.timed`),
     reporting each.
@@ -23,7 +40,9 @@ def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock
     of ``decode()`` each append one token per sequence. Both must synchronise the
     device before returning. A request is one ``iter`` (seconds end to end,
     samples = batch x new_tokens generated tokens) preceded by its ``generate``
-    event (TTFT and every inter-token latency).
+    event (TTFT and every inter-token latency). ``tokens()``, where given, returns
+    the request's generated ids (:func:`distinct_tokens`' ``steps``), read once the
+    request's time is taken, for its ``distinct_tokens``.
 
     Returns:
         The measured (non-warm-up) request count.
@@ -48,6 +67,7 @@ def run_generate(spec, reporter, prefill, decode, timer=time.perf_counter, clock
             prev = now
         end_ns = clock_ns()
         warm = plan.is_warmup(i)
-        reporter.generation(i, warm, ttft, itl, prompt, new, batch)
+        distinct = None if tokens is None else distinct_tokens(tokens())
+        reporter.generation(i, warm, ttft, itl, prompt, new, batch, distinct)
         reporter.iteration(i, prev - t0, batch * new, warm, None, t_mono_ns=end_ns)
     return plan.measured_steps

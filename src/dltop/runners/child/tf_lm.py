@@ -5,8 +5,9 @@ families that ``lm_catalog``'s docstring defines, from ``lm_catalog.SHAPES``:
 GPT-2 (pre-LayerNorm with bias, learned positions, fused QKV with bias,
 GELU-tanh MLP, final LayerNorm) and Llama 3 (pre-RMSNorm, RoPE rotate-half,
 grouped-query attention, SwiGLU, no biases, final RMSNorm); both tie the output
-projection to the token embedding. Init: weights N(0, 0.02), the residual
-output projections N(0, 0.02 / sqrt(2 layers)), biases 0, norm weights 1.
+projection to the token embedding. Init (lm_catalog.init_stds): weights N(0, 0.02),
+the residual output projections N(0, 0.02 / sqrt(2 layers)), biases 0, norm weights
+1; a generate run's block matrices N(0, 2 / sqrt(d)), so that greedy tokens vary.
 
 The weights are plain ``add_weight`` variables read in the Keras compute dtype
 (bf16/fp16 under a mixed policy, the variables stay float32); the norms and
@@ -127,10 +128,11 @@ class Cache(object):
 class Block(keras.layers.Layer):
     """One decoder block of ``shape``'s family."""
 
-    def __init__(self, shape, fused, **kwargs):
+    def __init__(self, shape, fused, generate=False, **kwargs):
         super(Block, self).__init__(**kwargs)
         self.s = dict(shape)
         self.fused = fused
+        self.generate = generate
 
     def _w(self, name, dims, init):
         return self.add_weight(shape=dims, initializer=init, name=name)
@@ -138,7 +140,8 @@ class Block(keras.layers.Layer):
     def build(self, input_shape=None):
         s = self.s
         d, f = s["d_model"], s["ffn"]
-        w, out = _normal(0.02), _normal(0.02 / math.sqrt(2.0 * s["layers"]))
+        std, out_std = lm_catalog.init_stds(s, self.generate)
+        w, out = _normal(std), _normal(out_std)
         ones, zeros = keras.initializers.Ones(), keras.initializers.Zeros()
         if s["family"] == lm_catalog.GPT:
             self.ln1_w, self.ln1_b = self._w("ln1_w", (d,), ones), self._w("ln1_b", (d,), zeros)
@@ -219,22 +222,22 @@ class Decoder(keras.Model):
     """The transformer ``name`` of ``lm_catalog``; ``model(ids)`` gives (batch, time, vocab)
     logits in the compute dtype."""
 
-    def __init__(self, name, attention="fused", shape=None, **kwargs):
+    def __init__(self, name, attention="fused", shape=None, generate=False, **kwargs):
         super(Decoder, self).__init__(**kwargs)
         self.lm_name = name
         # ``shape``: a smaller shape of the same keys (tests of the llama family).
         self.s = dict(shape or lm_catalog.shape(name))
         self.gpt = self.s["family"] == lm_catalog.GPT
-        self.blocks = [Block(self.s, attention == "fused", name="block%d" % i)
+        self.blocks = [Block(self.s, attention == "fused", generate, name="block%d" % i)
                        for i in range(self.s["layers"])]
 
     def build(self, input_shape=None):
         s = self.s
         d = s["d_model"]
-        ones = keras.initializers.Ones()
-        self.wte = self.add_weight(shape=(s["vocab"], d), initializer=_normal(0.02), name="wte")
+        ones, std = keras.initializers.Ones(), lm_catalog.INIT_STD
+        self.wte = self.add_weight(shape=(s["vocab"], d), initializer=_normal(std), name="wte")
         if self.gpt:
-            self.wpe = self.add_weight(shape=(s["context"], d), initializer=_normal(0.02),
+            self.wpe = self.add_weight(shape=(s["context"], d), initializer=_normal(std),
                                        name="wpe")
             self.lnf_w = self.add_weight(shape=(d,), initializer=ones, name="lnf_w")
             self.lnf_b = self.add_weight(shape=(d,), initializer="zeros", name="lnf_b")
@@ -280,10 +283,10 @@ class Decoder(keras.Model):
         return self.run(ids)
 
 
-def build(name, attention="fused"):
+def build(name, attention="fused", generate=False):
     """A freshly initialised :class:`Decoder` (variables created under the current
-    device or strategy scope)."""
-    model = Decoder(name, attention or "fused")
+    device or strategy scope); ``generate``: the generation init."""
+    model = Decoder(name, attention or "fused", generate=generate)
     model.build(None)
     return model
 

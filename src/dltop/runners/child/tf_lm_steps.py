@@ -135,7 +135,8 @@ def run_generate(spec, reporter, model, device, xla):
         at[0] += 1
         requests[-1].append(decode_c(n).numpy())
 
-    measured = lm_loop.run_generate(spec, reporter, prefill, decode)
+    measured = lm_loop.run_generate(spec, reporter, prefill, decode,
+                                    tokens=lambda: requests[-1])
     tokens = [[[int(t[b]) for t in r] for b in range(batch)] for r in requests]
     same = all(t == tokens[0] for t in tokens)
     sys.stdout.write("[dltop] tensorflow: greedy tokens of sequence 0: %s; every request the "

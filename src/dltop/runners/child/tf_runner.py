@@ -191,7 +191,7 @@ def _build(spec, lm):
     """The model and its ``model`` event's ``(param_count, flops_per_sample)``."""
     name = spec["model"]
     if lm:
-        model = tf_lm.build(name, spec["attention"])
+        model = tf_lm.build(name, spec["attention"], spec.get("mode") == "generate")
         return model, tf_lm.param_count(model), lm_catalog.flops_per_token(
             name, spec["seq_len"], spec.get("mode"))
     model = tf_models.build(name, spec.get("input_size"))

@@ -6,9 +6,10 @@ parameter and no result: Llama's q, k and v projections are one ``Linear`` of
 ``d + 2 kv`` outputs, and its gate and up projections one ``Linear`` of ``2 ffn``
 outputs (one matrix product each instead of three and two: fewer, larger kernels).
 
-Init (every framework): weights normal(0, 0.02), the residual output projections
-(attention out, MLP down) normal(0, 0.02 / sqrt(2 layers)), biases 0, norm weights
-1, so the first loss is close to ln(vocab).
+Init (every framework, :func:`lm_catalog.init_stds`): weights normal(0, 0.02), the
+residual output projections (attention out, MLP down) normal(0, 0.02 / sqrt(2 layers)),
+biases 0, norm weights 1, so the first loss is close to ln(vocab); a generate run's
+block matrices normal(0, 2 / sqrt(d)) instead, so that greedy tokens vary.
 
 ``attention = "fused"`` is ``F.scaled_dot_product_attention`` (FlashAttention on
 bf16/fp16 CUDA; ``enable_gqa`` for Llama's grouped keys where this PyTorch has it);
@@ -32,7 +33,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-INIT_STD = 0.02
+INIT_STD = lm_catalog.INIT_STD
 # A C builtin (no inspect.signature): its docstring lists the keyword (PyTorch 2.5+).
 _SDPA_GQA = "enable_gqa" in (getattr(F, "scaled_dot_product_attention", None).__doc__ or "")
 
@@ -190,7 +191,7 @@ class Block(nn.Module):
 class Decoder(nn.Module):
     """A GPT-2 or Llama 3 decoder; ``forward(ids)`` gives logits (B, T, vocab)."""
 
-    def __init__(self, name, attention="fused"):
+    def __init__(self, name, attention="fused", generate=False):
         super(Decoder, self).__init__()
         s = lm_catalog.shape(name)
         self.name, self.shape = name, s
@@ -211,22 +212,22 @@ class Decoder(nn.Module):
             self.register_buffer("cos", emb.cos(), persistent=False)
             self.register_buffer("sin", emb.sin(), persistent=False)
         self.cache = None
-        self.init_weights()
+        self.init_weights(generate)
 
-    def init_weights(self):
-        resid = INIT_STD / math.sqrt(2 * self.shape["layers"])
-        for mod in self.modules():
-            if isinstance(mod, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(mod.weight, 0.0, INIT_STD)
-                if getattr(mod, "bias", None) is not None:
-                    nn.init.zeros_(mod.bias)
-            elif isinstance(mod, (nn.LayerNorm, RMSNorm)):
-                nn.init.ones_(mod.weight)
-                if getattr(mod, "bias", None) is not None:
-                    nn.init.zeros_(mod.bias)
+    def init_weights(self, generate=False):
+        std, resid = lm_catalog.init_stds(self.shape, generate)
         for block in self.blocks:
-            nn.init.normal_(block.proj.weight, 0.0, resid)
-            nn.init.normal_(block.down.weight, 0.0, resid)
+            for mod in block.modules():
+                if isinstance(mod, nn.Linear):
+                    out = mod is block.proj or mod is block.down
+                    nn.init.normal_(mod.weight, 0.0, resid if out else std)
+        for mod in self.modules():
+            if isinstance(mod, nn.Embedding):  # wte (the tied output projection), wpe
+                nn.init.normal_(mod.weight, 0.0, INIT_STD)
+            if isinstance(mod, (nn.LayerNorm, RMSNorm)):
+                nn.init.ones_(mod.weight)
+            if isinstance(mod, (nn.Linear, nn.LayerNorm)) and mod.bias is not None:
+                nn.init.zeros_(mod.bias)
 
     def _embed(self, ids, positions):
         x = self.wte(ids)
@@ -277,14 +278,15 @@ class Decoder(nn.Module):
         return self._run(tok, pos, self.cache, pos, mask, length)[:, -1]
 
 
-def build(name, attention="fused", device=None):
+def build(name, attention="fused", device=None, generate=False):
     """A freshly initialised decoder, its tensors made directly on ``device``
-    (``"meta"``: shapes only, no memory, no init cost)."""
+    (``"meta"``: shapes only, no memory, no init cost); ``generate``: the generation
+    init (:func:`lm_catalog.init_stds`)."""
     device = torch.device(device if device is not None else "cpu")
     if not hasattr(device, "__enter__"):  # PyTorch < 2.0: made on the host, then moved
-        return Decoder(name, attention or "fused").to(device)
+        return Decoder(name, attention or "fused", generate).to(device)
     with device:
-        return Decoder(name, attention or "fused")
+        return Decoder(name, attention or "fused", generate)
 
 
 def param_count(model):

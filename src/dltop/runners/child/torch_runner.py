@@ -249,7 +249,8 @@ def _build(spec, device):
     """
     name = spec["model"]
     if lm_catalog.is_transformer(name):
-        model = torch_lm.build(name, spec["attention"], device)
+        model = torch_lm.build(name, spec["attention"], device,
+                               generate=spec.get("mode") == "generate")
         flops = lm_catalog.flops_per_token(name, spec["seq_len"], spec.get("mode"))
         return (model, torch_lm.param_count(model), flops,
                 torch_lm.loss_fn(lm_catalog.shape(name)["vocab"]))
@@ -264,7 +265,8 @@ def _generate(spec, reporter, model, device):
     """``mode = "generate"``: :func:`lm_loop.run_generate` over a :class:`Generator`."""
     gen = torch_lm_steps.Generator(spec, model, device)
     gen.prepare(reporter)
-    n = lm_loop.run_generate(spec, reporter, gen.prefill, gen.decode)
+    n = lm_loop.run_generate(spec, reporter, gen.prefill, gen.decode,
+                             tokens=lambda: gen.tokens)
     if spec.get("op_profile"):
         torch_profile.profile_steps(gen.profile_step, device, reporter)
     return n

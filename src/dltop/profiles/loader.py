@@ -20,7 +20,18 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles import command, fields, limits, lm, presets, references, slurm, strings, window
+from dltop.profiles import (
+    command,
+    fields,
+    fp8,
+    limits,
+    lm,
+    presets,
+    references,
+    slurm,
+    strings,
+    window,
+)
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 from dltop.profiles.references import Rule
@@ -252,6 +263,7 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
                                                         devices):
         # A transformer's defaults (seq_len, AdamW...) differ per model, not per entry.
         js = lm.job_settings(where.err, loc, sw, fw, model, dev, origin)
+        js = fp8.job_settings(where.err, loc, js, fw, model, dev)
         _model_settings(where, loc, js, fw, model)
         js = window.resolve(where.err, loc, js, fw, dev.workers * js["nodes"],
                             origin.__contains__)

@@ -86,3 +86,12 @@ def test_no_bandwidth_guessed() -> None:
     for name in ("NVIDIA GH200 480GB", "NVIDIA H800", "AMD EPYC 7B13", "", None):
         assert peak_bandwidth_tb_s(name) is None
     assert len({b.name for b in BANDWIDTHS}) == len(BANDWIDTHS)
+
+
+def test_docs_show_the_bandwidth_table_the_code_uses() -> None:
+    from pathlib import Path
+
+    from dltop.results.peaks import bandwidth_table_markdown
+
+    docs = Path(__file__).parents[2] / "docs" / "metrics.md"
+    assert bandwidth_table_markdown() in docs.read_text()

@@ -18,7 +18,7 @@ EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-mem
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
                   "time-to-perplexity",
                   "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
-                  "decode-rate"]
+                  "decode-rate", "mbu", "prefill-tflops"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
 
@@ -185,7 +185,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "convergence runs: accuracy, time-to-accuracy (s), epoch-time (s), "
                           "perplexity; inference runs: latency (p50/p90/p99 s); generate "
                           "runs: latency (end to end), ttft, tpot, itl (p50/p90/p99 s), "
-                          "decode-rate (tokens/s)")
+                          "decode-rate (tokens/s), mbu (%% of peak memory bandwidth), "
+                          "prefill-tflops (TFLOP/s)")
+    exp.add_argument("--flops", default=None, choices=["nanogpt", "no-embedding"],
+                     help="the FLOPs convention of --metric tflops and mfu: nanogpt "
+                          "(default: the tied embedding counted) or no-embedding "
+                          "(torchtitan's); causal attention is not halved in either")
     exp.add_argument("--table", default="pivot",
                      choices=["pivot", "summary", "scaling", "profile"],
                      help="pivot: the paper's table of one metric (default); summary: one "

@@ -22,6 +22,13 @@ def cmd_export(args: argparse.Namespace) -> int:
                         if run is None else
                         f"--run picks the run of --table profile, not of --table {args.table}")
     metric = args.metric or "time"
+    flops = getattr(args, "flops", None)
+    if flops is not None:
+        if metric not in ("tflops", "mfu"):
+            what = f"--metric {metric}" if args.metric else f"--table {args.table}"
+            raise UserError("--flops picks the FLOPs convention of --metric tflops or mfu, "
+                            f"not of {what}")
+        metric = metric if flops == "nanogpt" else f"{metric}-{flops}"
     if run is not None:
         one_db_for_run(args.db)
     db = open_reading(args.db)

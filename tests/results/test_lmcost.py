@@ -200,3 +200,35 @@ def test_mfu_by_either_convention_of_a_stored_training_run(campaigns: Any,
     bad = export_md("--metric", "time", "--flops", "no-embedding")
     assert bad.returncode == 2 and "--flops picks the FLOPs convention of --metric tflops " \
         "or mfu, not of --metric time" in bad.stderr
+
+
+TRAIN = GENERATE.replace('mode = "generate"\nprompt_tokens = 128\nnew_tokens = 4\n', "")
+
+
+def test_compare_mfu_by_either_convention(campaigns: Any, tmp_path: Path,
+                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from dltop import cli
+
+    path = tmp_path / "c.db"
+    db = connect(path)
+    for step_s in (0.25, 0.2):  # campaign 2 is 1.25 x faster
+        cid, jobs = campaigns.create(db, TRAIN.format(device="gpu:1", precision="bf16")
+                                     + "repeats = 2\n", "t")
+        for _, job_id in jobs:
+            campaigns.add_run(db, cid, job_id, [step_s * x for x in (1.0, 1.01, 0.99, 1.0)],
+                              1024, fields={"flops_per_sample": 855_166_464,
+                                            "device_name": "NVIDIA H200"})
+    db.close()
+
+    def rows(*extra: str) -> list[dict[str, Any]]:
+        assert cli.main(["compare", "--db", str(path), "1", "2", "--metric", "mfu",
+                         "--format", "json", *extra]) == 0
+        return list(json.loads(capsys.readouterr().out)["rows"])
+
+    (nano,), (titan,) = rows(), rows("--flops", "no-embedding")
+    assert titan["a"] == pytest.approx(nano["a"] * 623_582_208 / 855_166_464)
+    assert titan["ratio"] == pytest.approx(nano["ratio"]) == pytest.approx(1.25, rel=0.02)
+    assert titan["verdict"] == nano["verdict"] == "higher MFU"
+    assert cli.main(["compare", "--db", str(path), "1", "2", "--flops", "no-embedding"]) == 2
+    assert "compare --flops picks the FLOPs convention of --metric mfu" in \
+        capsys.readouterr().err

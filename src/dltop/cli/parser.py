@@ -238,6 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--metric", default=None,
                      choices=["time", "throughput", "energy", "mfu", "ttft", "tpot"],
                      help="default: time for A B; every metric a pair has for --by")
+    cmp.add_argument("--flops", default=None, choices=["nanogpt", "no-embedding"],
+                     help="with --metric mfu: the FLOPs convention (nanogpt, the default, "
+                          "or no-embedding, torchtitan's)")
     cmp.add_argument("--within-run", action="store_true",
                      help="give pairs with a single-run side an interval from that run's "
                           "own samples, labelled within-run (default: inconclusive)")

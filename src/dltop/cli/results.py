@@ -56,6 +56,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         f"CAMPAIGN only, not B ({args.b})")
     if args.baseline is not None and args.by is None:
         raise UserError("compare --baseline picks a value of --by SETTING: give --by too")
+    flops = getattr(args, "flops", None)
+    if flops is not None and args.metric != "mfu":
+        raise UserError("compare --flops picks the FLOPs convention of --metric mfu")
+    if flops == "no-embedding":
+        args.metric = "mfu-no-embedding"
     db = open_reading(args.db)
     if args.by is not None:
         camps = queries.resolve_campaigns(db, args.a, given_as="compare CAMPAIGN")

@@ -133,3 +133,19 @@ def test_two_gpus_need_two_able_ones(gpus: Any) -> None:  # noqa: F811
     job = parse(text(device="gpu:2"), "f8.toml", "f8").jobs[0]
     problem = campaign.fp8_gpu_problem(job, n, campaign._Capabilities(n))
     assert problem is not None and "compute capability 8.0, 9.0" in problem
+
+
+def test_the_prepared_gpu_profile_loads_and_preflights_on_an_h100(gpus: Any) -> None:  # noqa: F811
+    # scripts/gpu_check_fp8.toml: not run yet (no GPU); it must at least load, pass
+    # preflight on compute capability 9.0 and have its fp8 entries refused on 8.0
+    from dltop.profiles.loader import load
+
+    prof = load(str(Path(__file__).parents[2] / "scripts" / "gpu_check_fp8.toml"))
+    fp8 = [j for j in prof.jobs if j.precision == "fp8"]
+    assert {(j.model, j.fp8_recipe) for j in fp8} == {
+        ("gpt2-small", "tensorwise"), ("llama-1b", "tensorwise"), ("llama-1b", "rowwise")}
+    assert campaign.preflight([prof], gpus((9, 0)), skip_unavailable=False).problems == \
+        (None,) * len(prof.jobs)
+    older = campaign.preflight([prof], gpus((8, 0)), skip_unavailable=True)
+    assert [p is not None for p in older.problems] == [j.precision == "fp8"
+                                                       for j in prof.jobs]

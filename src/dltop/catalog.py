@@ -8,11 +8,12 @@ read back as plain strings compare with them directly.
 from enum import StrEnum
 from typing import Final
 
-FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "jax", "command")
+FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "jax", "command", "openai")
 """Framework names a profile may use, each with its runner (``dltop.runners``).
 
-``command`` runs the user's own program; ``cntk`` runs in the environment that
-``dltop env setup cntk`` builds."""
+``command`` runs the user's own program; ``openai`` sends requests to an
+OpenAI-compatible endpoint (``mode = "serve"``, docs/serving.md); ``cntk`` runs in the
+environment that ``dltop env setup cntk`` builds."""
 
 TRANSFORMER_MODELS: Final = ("gpt-tiny", "gpt2-small", "gpt2-medium", "llama-1b")
 """Decoder-only language models (docs/models.md, "Transformer models"): PyTorch, JAX and
@@ -35,8 +36,9 @@ DATA_KINDS: Final = ("synthetic", "real")
 OPTIMIZERS: Final = ("sgd", "adam", "adamw")
 OPTIMIZERS_MISSING: Final = frozenset({("cntk", "adamw")})
 """(framework, optimizer) pairs a framework lacks: CNTK 2.7 has no decoupled weight decay."""
-MODES: Final = ("train", "inference", "generate")
-"""``generate`` (transformers only): prefill a prompt, then decode tokens with a KV cache."""
+MODES: Final = ("train", "inference", "generate", "serve")
+"""``generate`` (transformers only): prefill a prompt, then decode tokens with a KV cache;
+``serve`` (``frameworks = ["openai"]`` only): requests to an endpoint that serves."""
 INPUT_SIZE_MODELS: Final = ("resnet-50", "resnet-56")
 """Models whose image side the ``input_size`` setting may change."""
 DATA_LOADERS: Final = ("device", "host")
@@ -107,6 +109,9 @@ class ErrorKind(StrEnum):
     RUN_DIR = "run_dir"
     """The run's folder was unsafe (a planted symlink, another user's): the run never
     started and nothing was written (dltop.jobs.rundir)."""
+    SETUP = "setup"
+    """The runner could not set up what it measures (an ``openai`` run's endpoint refused
+    the connection, or its TLS failed): ``setup_failed``, never retried."""
     STORAGE = "storage"
     """The run's files could not be written (permissions, a full disk): it never started."""
 
@@ -158,7 +163,8 @@ PENDING_JOB_STATUSES: Final = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
 """Jobs not done yet."""
 ERROR_KIND_STATUS: Final[dict[str, RunStatus]] = {
     ErrorKind.OOM: RunStatus.OOM, ErrorKind.UNSUPPORTED: RunStatus.UNSUPPORTED,
-    ErrorKind.DIVERGED: RunStatus.DIVERGED, ErrorKind.CRASH: RunStatus.CRASHED}
+    ErrorKind.DIVERGED: RunStatus.DIVERGED, ErrorKind.CRASH: RunStatus.CRASHED,
+    ErrorKind.SETUP: RunStatus.SETUP_FAILED}
 """A runner's error kind -> its run's status (an unknown kind is a crash)."""
 
 

@@ -102,7 +102,7 @@ def test_transformer_keys_on_a_cnn(key: str, value: str) -> None:
 @pytest.mark.parametrize("key", ["prompt_tokens", "new_tokens"])
 def test_generation_keys_without_generate(key: str) -> None:
     msg = err(f"{key} = 8")
-    assert f'matrix[0].{key}: {key} applies to mode = "generate" only' in msg
+    assert f'matrix[0].{key}: {key} applies to mode = "generate" or "serve" only' in msg
 
 
 def test_generation_keys_on_a_cnn_name_the_model() -> None:

@@ -83,6 +83,8 @@ REAL = {"data": "real", "data_dir": "/data"}
 LM = {"models": ["gpt-tiny"]}
 GEN = {**LM, "mode": "generate"}
 FP8 = {**LM, "devices": ["gpu:1"], "precision": "fp8"}
+SERVE = {"frameworks": ["openai"], "models": ["served"], "batch_sizes": [1], "mode": "serve",
+         "endpoint": "http://127.0.0.1:8000/v1"}
 FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "framework": ({}, {"frameworks": ["tensorflow"]}),
     "model": ({}, {"models": ["alexnet-r"]}),
@@ -129,6 +131,8 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "attention": (LM, {**LM, "attention": "plain"}),
     "prompt_tokens": (GEN, {**GEN, "prompt_tokens": 16}),
     "new_tokens": (GEN, {**GEN, "new_tokens": 16}),
+    "request_rate": (SERVE, {**SERVE, "request_rate": 4}),
+    "concurrency": (SERVE, {**SERVE, "concurrency": 4}),
 }
 
 
@@ -190,8 +194,9 @@ def test_identity_declarations() -> None:
         "warmup_s", "precision",
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
-        "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "fp8_recipe", "seq_len",
-        "attention", "prompt_tokens", "new_tokens", "nodes", "executor", "system", "options")
+        "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "fp8_recipe",
+        "seq_len", "attention", "prompt_tokens", "new_tokens", "request_rate", "concurrency",
+        "nodes", "executor", "system", "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

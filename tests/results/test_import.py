@@ -25,8 +25,9 @@ from dltop.store.importer import FAULT_ENV
 
 
 def add_rich_rows(path: Path) -> None:
-    """Rows of every run-owned table for run 1 (evaluations, a profile, generations,
-    telemetry windows, environment, archive), so that a copy that forgets one shows."""
+    """Rows of every run-owned table for run 1 (evaluations, a profile, generations, serve
+    requests, telemetry windows, environment, archive), so that a copy that forgets one
+    shows."""
     conn = sqlite3.connect(path)
     with conn:
         conn.execute("insert into evals (run_id, idx, epoch, accuracy) values (1, 0, 1, 0.5)")
@@ -34,6 +35,8 @@ def add_rich_rows(path: Path) -> None:
                      "values (1, 0, 'aten::mm', 3)")
         conn.execute("insert into generations (run_id, idx, ttft_s, itl_s) "
                      "values (1, 0, 0.01, x'00')")
+        conn.execute("insert into serve_requests (run_id, idx, request, status, chunk_s) "
+                     "values (1, 0, 0, 200, x'00')")
         for t in (0.0, 0.5, 1.0):
             conn.execute("insert into gpu_samples (run_id, t_start_mono_s, gpu_index, n, "
                          "power_mean_w) values (1, ?, 0, 5, 100)", [t])

@@ -157,7 +157,7 @@ def test_a_run_id_needs_one_database(two: tuple[Path, Path], tmp_path: Path,
         assert "--run names a run of one database: give one --db" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("command", [["tui"], ["log", "1"], ["import", "x.db"],
+@pytest.mark.parametrize("command", [["log", "1"], ["import", "x.db"],
                                      ["prune", "--dry-run"]])
 def test_one_database_commands_refuse_a_second_db(
         command: list[str], capsys: pytest.CaptureFixture[str]) -> None:
@@ -166,3 +166,39 @@ def test_one_database_commands_refuse_a_second_db(
         cli.main([command[0], "--db", "a.db", "--db", "b.db", *command[1:]])
     assert exc.value.code == 2
     assert "--db given twice: this command uses one database" in capsys.readouterr().err
+
+
+def test_the_read_only_viewer_shows_a_study_of_several_databases(
+        two: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``dltop tui --read-only --db A --db B``: one study, staged as a snapshot; without
+    --read-only it is refused (the viewer steers one database)."""
+    import asyncio
+
+    from dltop.cli.viewer import viewer_db
+    from dltop.errors import UserError
+    from dltop.tui.app import DltopApp
+    from dltop.tui.screens import TitleBar
+
+    a, b = two
+    assert cli.main(["tui", "--db", str(a), "--db", str(b)]) == 2
+    assert "add --read-only" in capsys.readouterr().err
+    with pytest.raises(UserError):
+        viewer_db([str(a), str(b)], False, tmp_path)
+    assert viewer_db([str(a), str(a)], False, tmp_path) == (a, None)  # one file, read once
+    study, note = viewer_db([str(a), str(b)], True, tmp_path)
+    assert note == "a snapshot of 2 databases" and study.parent == tmp_path
+    db = connect(study, create=False)
+    assert [(r["origin_db"], r["origin_id"]) for r in
+            db.query("select origin_db, origin_id from campaigns order by id")] == \
+        [(str(a), 1), (str(b), 1)]
+    db.close()
+
+    async def look() -> str:
+        app = DltopApp(study, tmp_path / "logs", None, read_only=True,
+                       resume_orphans=False)
+        async with app.run_test(size=(120, 30)) as pilot:
+            await pilot.pause()
+            return str(app.screen.query_one(TitleBar).render())
+
+    title = asyncio.run(look())
+    assert "read-only" in title and "check" in title

@@ -150,6 +150,11 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.add_generations(run_id, [{"idx": 0, "warmup": 0, "ttft_s": 0.05, "e2e_s": 0.1,
                                     "prompt_tokens": 8, "new_tokens": 2, "batch": 1,
                                     "itl_s": b"\0" * 8}])
+    store.add_serve_requests(run_id, [{"idx": 0, "request": 0, "warmup": 0, "scheduled_s": 0.0,
+                                       "dispatch_lag_s": 0.0, "slot_wait_s": 0.0,
+                                       "ttft_s": 0.05, "e2e_s": 0.1, "status": 200,
+                                       "output_tokens": 2, "tokens_estimated": 0,
+                                       "chunk_s": b"\0" * 16, "chunk_tokens": b"\0" * 8}])
     queue.take_cancel_run(cid)
     store.edits.cancel_run(cid, run_id)
     queue.take_cancel_run(cid)

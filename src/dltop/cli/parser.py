@@ -18,7 +18,8 @@ EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-mem
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
                   "time-to-perplexity",
                   "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
-                  "decode-rate", "mbu", "prefill-tflops"]
+                  "decode-rate", "mbu", "prefill-tflops", "req-rate", "output-rate", "goodput",
+                  "error-rate", "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
 
@@ -134,7 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tui = sub.add_parser("tui", help="the live viewer (also: dltop with no command, its "
                                      "options before any command)")
-    viewer_args(tui)
+    viewer_args(tui, several_db=True)
 
     serve_parsers(sub, db_arg, fake_arg)
     agent_parser(sub, fake_arg)
@@ -329,18 +330,24 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def viewer_args(sp: argparse.ArgumentParser, dest_prefix: str = "",
-                default: object = None) -> None:
+                default: object = None, several_db: bool = False) -> None:
     """The viewer's options: on ``dltop tui``, and on ``dltop`` itself (given before any
-    command, kept under ``dest_prefix`` names with ``SUPPRESS`` defaults)."""
+    command, kept under ``dest_prefix`` names with ``SUPPRESS`` defaults).
+
+    ``several_db``: ``dltop tui --read-only`` shows several ``--db`` as one study (the
+    options before a command hand one database on to any command, so there it is one).
+    """
 
     def arg(name: str, dflt: object, **kw: object) -> None:
         dest = dest_prefix + name.lstrip("-").replace("-", "_")
         sp.add_argument(name, dest=dest, default=dflt if default is None else default,
                         **kw)  # type: ignore[arg-type]
 
-    arg("--db", None, metavar="PATH", action=_OneDb,
+    arg("--db", None, metavar="PATH", action="append" if several_db else _OneDb,
         help="database file (default: $DLTOP_DB or ~/.local/share/dltop/dltop.db); "
-             "the viewer creates it only when a campaign is added")
+             "the viewer creates it only when a campaign is added"
+             + ("; several, with --read-only: one study, a snapshot taken at start"
+                if several_db else ""))
     arg("--fake-gpus", None, type=_count, metavar="N",
         help="simulate N GPUs (at most 64) for telemetry (demo/tests; marked simulated "
              "everywhere; also $DLTOP_FAKE_GPUS)")

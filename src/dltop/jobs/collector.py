@@ -43,6 +43,10 @@ class IterationCollector:
         self.total = job.warmup + job.iterations
         self.iterations: int | None = None if job.epochs is not None else job.iterations
         """Measured iterations the run must give (None: an epochs run before its plan)."""
+        self._all_asked = job.mode != "serve"
+        """Whether fewer measured iterations make the run ``short``: not for a serve run,
+        whose failed requests give none (its runner judges them against
+        ``max_error_rate``; they are stored as requests)."""
         self._warmup = job.warmup
         self.extras = RunExtras(run_id, store, write_later, job.mode == "inference")
         self.samples_per_iter = job.units_per_iter
@@ -108,7 +112,7 @@ class IterationCollector:
         """``outcome``, or ``short`` with the count when an ok run measured too few."""
         n = len(self.measured)
         if outcome.status != RunStatus.OK or self.iterations is None \
-                or n >= self.iterations:
+                or n >= self.iterations or not self._all_asked:
             return outcome
         return replace(outcome, status=RunStatus.SHORT, message=(
             f"short: {n} of {self.iterations} measured iterations (the program ended "

@@ -21,6 +21,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from dltop.catalog import OPERATOR_PROFILE
+from dltop.jobs.serving import ServeExtras
 from dltop.results.convergence import percentile
 from dltop.store.generations import pack_seconds
 from dltop.store.writer import Store
@@ -102,6 +103,8 @@ class RunExtras:
         self._inference = inference
         self._store = store
         self._write_later = write_later
+        self.serve = ServeExtras(run_id, store, write_later)
+        """A serve run's requests and load (``request``, ``load``: :mod:`dltop.jobs.serving`)."""
 
     def on_event(self, event: dict[str, Any]) -> bool:
         """Take a ``plan``, ``eval``, ``profile`` or ``generate`` event; False for any
@@ -125,6 +128,8 @@ class RunExtras:
             if self._pending is not None:  # its iter never came: end-to-end unknown
                 self._generations.append(self._pending)
             self._pending = generation_row(event)
+        elif name in ("request", "load"):
+            self.serve.on_event(event)
         else:
             return False
         return True
@@ -145,12 +150,13 @@ class RunExtras:
             self._write_later(self._store.add_generations, self.run_id, self._generations,
                               what="generation rows", count=len(self._generations))
             self._generations = []
+        self.serve.flush()
 
     def fields(self, measured_s: Sequence[float]) -> dict[str, Any]:
         """``runs`` columns at the run's end: latency p50/p99 of an inference run's
         measured iterations (empty for a training run or none measured)."""
         if not self._inference or not measured_s:
-            return {}
+            return self.serve.fields()
         ordered = sorted(measured_s)
         return {"latency_p50_s": percentile(ordered, 50),
                 "latency_p99_s": percentile(ordered, 99)}

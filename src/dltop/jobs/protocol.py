@@ -25,7 +25,8 @@ a statistic. The rules, per field:
   framework's own peak of GPU memory it allocated, summed over the run's GPUs);
 - ``plan``, ``eval`` and ``profile`` (convergence, evaluation and operator
   profiles, issue 17) and ``generate`` (one generation request, issue 29): see
-  :mod:`dltop.jobs.protocol_evals`.
+  :mod:`dltop.jobs.protocol_evals`; ``request`` and ``load`` (a serve run's requests
+  and its measured load, issue 41): see :mod:`dltop.jobs.protocol_serve`.
 
 A line nested deeper than :data:`MAX_EVENT_DEPTH` is refused before it is decoded
 (:func:`too_deep`), and a ``refused`` event (a runner relaying a line its program
@@ -42,6 +43,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dltop.jobs.protocol_evals import check_eval, check_generate, check_plan, check_profile
+from dltop.jobs.protocol_serve import check_load, check_request
 
 INT64_MAX = 2**63 - 1
 MAX_SAMPLES = 2**53
@@ -213,6 +215,7 @@ class EventChecker:
         self.last_index = -1
         self.last_eval_index = -1
         self.last_generate_index = -1
+        self.last_request_index = -1
 
     def problem(self, event: dict[str, Any]) -> str | None:
         """Why ``event`` is refused (``iter event: seconds -6.24 is not ...``), or None.
@@ -230,7 +233,9 @@ class EventChecker:
                  "setup": _check_setup, "done": _check_done,
                  "eval": lambda e: check_eval(e, self.last_eval_index),
                  "profile": check_profile, "refused": _check_refused,
-                 "generate": lambda e: check_generate(e, self.last_generate_index)}
+                 "generate": lambda e: check_generate(e, self.last_generate_index),
+                 "request": lambda e: check_request(e, self.last_request_index),
+                 "load": check_load}
         check = checks.get(str(name))
         why = check(event) if check is not None else None
         if why is not None:
@@ -241,6 +246,8 @@ class EventChecker:
             self.last_eval_index = event["index"]
         elif name == "generate":
             self.last_generate_index = event["index"]
+        elif name == "request":
+            self.last_request_index = event["index"]
         return None
 
 

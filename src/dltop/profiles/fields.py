@@ -68,7 +68,8 @@ Identity = bool | Callable[[Any], Any]
 def setting(default: T, check: Check[T], *, identity: Identity,
             column: bool | Columns = False, key: str | None = None,
             quiet: Quiet | None = None, header: str | None = None,
-            row_key: bool = False) -> T:
+            row_key: bool = False,
+            codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None) -> T:
     """A JobSpec field that is also a profile setting with ``default``.
 
     Args:
@@ -83,10 +84,12 @@ def setting(default: T, check: Check[T], *, identity: Identity,
             (see the module docstring).
         header: its results column header (default: the name, ``_`` as spaces).
         row_key: a row key of every summary and comparison table.
+        codec: (to JSON, from JSON) where the type has no derived decoder.
     """
     out: T = field(default=default, metadata={CHECK: check, COLUMN: column,
                                               IDENTITY: identity, KEY: key, QUIET: quiet,
-                                              HEADER: header, ROW_KEY: row_key})
+                                              HEADER: header, ROW_KEY: row_key,
+                                              CODEC: codec})
     return out
 
 
@@ -151,6 +154,27 @@ class Number:
         if not (math.isfinite(v) and low_ok and v <= self.high):
             raise ValueError(f"expected a finite {self.noun} {self.expected}, got {v!r}")
         return float(v)
+
+
+@dataclass(frozen=True)
+class NumberOr(Number):
+    """A :class:`Number`, or one of the words ``also`` (``request_rate = "inf"``)."""
+
+    also: tuple[str, ...] = ()
+
+    @property
+    def expected(self) -> str:
+        """The range and the words, as its error says it."""
+        return super().expected + "".join(f' or "{w}"' for w in self.also)
+
+    def __call__(self, v: Any) -> Any:
+        if isinstance(v, str) and v in self.also:
+            return v
+        try:
+            return super().__call__(v)
+        except ValueError:
+            raise ValueError(f"expected a finite {self.noun} {self.expected}, "
+                             f"got {v!r}") from None
 
 
 def integer(minimum: int, maximum: int) -> Integer:

@@ -55,6 +55,14 @@ MAX_REFERENCE = 1e15
 """A reference's value, in its metric's unit (tokens/s, samples/s, s)."""
 MAX_UPPER_TOLERANCE = 100.0
 """A reference's upper tolerance: +10 000 %."""
+MAX_REQUEST_RATE = 1e6
+"""``request_rate``: requests per second (``"inf"`` sends them all at once)."""
+MAX_CONCURRENCY = 100_000
+"""``concurrency``: requests in flight (each holds a connection)."""
+MAX_BURSTINESS = 1000.0
+"""``burstiness``: the gamma arrivals' shape (1 is Poisson; below 1 burstier)."""
+MAX_SLO_MS = 1e9
+"""``slo_ttft_ms``, ``slo_tpot_ms``, ``slo_e2e_ms``: ~11 days."""
 MAX_LABEL = 200
 """Characters of a label: a profile's ``name``, a command entry's ``models``."""
 

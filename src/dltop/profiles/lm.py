@@ -87,10 +87,16 @@ def mode_checks(err: Err, loc: Loc, s: dict[str, Any]) -> None:
         UserError: generation keys without ``mode = "generate"``, or a setting
             that generation cannot honour.
     """
+    if s["mode"] == "serve":  # an endpoint's requests: profiles/serve.py checks the rest
+        for key in ("seq_len", "attention"):
+            if s[key] is not None:
+                raise err(loc(key), f'{key} does not apply to mode = "serve" (the server '
+                          "holds the model; prompt_tokens and new_tokens size a request)")
+        return
     if s["mode"] != "generate":
         for key in GENERATE_KEYS:
             if s[key] is not None:
-                raise err(loc(key), f'{key} applies to mode = "generate" only '
+                raise err(loc(key), f'{key} applies to mode = "generate" or "serve" only '
                           f"(mode is {s['mode']!r})")
         return
     if s["seq_len"] is not None:
@@ -126,6 +132,8 @@ def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: s
         UserError: a transformer key on another model, a length over the context,
             CNTK, or generation over several data-parallel workers.
     """
+    if framework == "openai":  # a served model: its keys are profiles/serve.py's
+        return s
     if framework == "command" or model not in catalog.TRANSFORMER_MODELS:
         what = 'frameworks = ["command"]' if framework == "command" else model
         names = ", ".join(catalog.TRANSFORMER_MODELS)

@@ -28,6 +28,7 @@ from dltop.profiles import (
     lm,
     presets,
     references,
+    serve,
     slurm,
     strings,
     window,
@@ -43,7 +44,8 @@ TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "refer
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
-SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes", "min_time_s", "warmup_s")
+SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes", "min_time_s", "warmup_s",
+              "request_rate", "concurrency")
 """Settings a profile may give as a list: each value is a configuration (a sweep)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
                             **{k: f.default for k, f in settings().items()},
@@ -67,7 +69,7 @@ NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm", *catalog.TRANSFORMER_MODELS)
 OPTION_KEYS = tuple(OPTIONS)
 COMMAND_KEYS = command.KEYS
 """Bring-your-own workload (``frameworks = ["command"]``); see docs/profiles.md."""
-ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS, *COMMAND_KEYS)
+ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS, *COMMAND_KEYS, *serve.KEYS)
 
 
 def builtin_names() -> list[str]:
@@ -217,6 +219,8 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         return f"{origin.get(key, at)}.{key}"
 
     lists = {}
+    if merged.get("frameworks") == ["openai"]:  # a request is one sequence, sent from here
+        merged = {"batch_sizes": [serve.BATCH], "devices": ["cpu:1"], **merged}
     for key in LIST_KEYS:
         value = merged.get(key)
         if value is None:
@@ -226,8 +230,9 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         lists[key] = value
     frameworks = [_choice(where, f"{loc('frameworks')}[{j}]", v, catalog.FRAMEWORKS)
                   for j, v in enumerate(lists["frameworks"])]
-    byo = _command_options(where, loc, frameworks, merged, profile_dir)
-    if byo:  # a command's "models" are the user's own labels
+    byo = (_command_options(where, loc, frameworks, merged, profile_dir)
+           + serve.entry_options(where.err, loc, frameworks, merged, profile_dir))
+    if byo:  # a command's (an endpoint's) "models" are the user's own labels
         models = [str(_check(where, f"{loc('models')}[{j}]", v, fields.label))
                   for j, v in enumerate(lists["models"])]
     else:
@@ -262,7 +267,8 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
     for sw, fw, model, batch, dev in itertools.product(sweeps, frameworks, models, batches,
                                                         devices):
         # A transformer's defaults (seq_len, AdamW...) differ per model, not per entry.
-        js = lm.job_settings(where.err, loc, sw, fw, model, dev, origin)
+        js = serve.check_job(where.err, loc, sw, fw)
+        js = lm.job_settings(where.err, loc, js, fw, model, dev, origin)
         js = fp8.job_settings(where.err, loc, js, fw, model, dev)
         _model_settings(where, loc, js, fw, model)
         js = window.resolve(where.err, loc, js, fw, dev.workers * js["nodes"],

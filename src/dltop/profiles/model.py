@@ -26,6 +26,7 @@ from dltop.profiles.fields import (
     COLUMN,
     IDENTITY,
     KEY,
+    NumberOr,
     boolean,
     check_declarations,
     every,
@@ -160,6 +161,15 @@ class JobSpec:
     new_tokens: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
                                      quiet=True)
     """``mode = "generate"``: tokens decoded after the prompt; the loader's default 128."""
+    request_rate: float | str | None = setting(
+        None, optional(NumberOr(0.0, L.MAX_REQUEST_RATE, above=True, also=("inf",))),
+        identity=True, quiet=True, header="rate (req/s)",
+        codec=(lambda v: v, lambda v: v if v is None or isinstance(v, str) else float(v)))
+    """``mode = "serve"``: requests per second of the open-loop arrivals, or ``"inf"`` (all
+    at once, ``concurrency`` permitting); the loader's default ``"inf"``."""
+    concurrency: int | None = setting(None, optional(integer(1, L.MAX_CONCURRENCY)),
+                                      identity=True, quiet=True)
+    """``mode = "serve"``: the most requests in flight; the loader's default 1."""
     nodes: int = setting(1, integer(1, L.MAX_NODES), identity=True, quiet=True)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True, quiet=True)
@@ -251,7 +261,7 @@ class JobSpec:
         transformers tokens (sequences x ``seq_len``; generate: sequences x
         ``new_tokens``, the tokens a request generates). The runners report the same
         in each ``iter`` event's ``samples``; ``runs.samples_per_iter`` stores it."""
-        if self.mode == "generate" and self.new_tokens:
+        if self.mode in ("generate", "serve") and self.new_tokens:
             return self.samples_per_iter * self.new_tokens
         if self.seq_len and self.model in catalog.TRANSFORMER_MODELS:
             return self.samples_per_iter * self.seq_len

@@ -63,6 +63,9 @@ def why_not(framework: str, settings: Mapping[str, Any], workers: int) -> str | 
     """Why a window in seconds does not apply to this job, or None where it does."""
     if framework == "command":
         return 'frameworks = ["command"] runs the program\'s own steps; dltop cannot add any'
+    if framework == "openai":
+        return ('frameworks = ["openai"] sends iterations requests on a schedule; a window '
+                "in seconds would change the load")
     if settings.get("epochs") is not None:
         return "an epochs run's length is its epochs"
     if framework == "cntk" and workers > 1 and settings.get("mode") == "train":

@@ -40,6 +40,7 @@ from dltop.results.places import rank as rank
 from dltop.results.places import short_gpu as short_gpu
 from dltop.results.readings import Detail, check_runs
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
+from dltop.results.serving import ServeRequest, serve_requests_of
 from dltop.results.table import status_label
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -77,7 +78,10 @@ class RunRecord:
     target_perplexity: float | None = None
     """Its job's ``target_perplexity`` (likewise)."""
     generations: tuple[Request, ...] = ()
-    """Its measured generation requests, in order (``mode = "generate"`` runs)."""
+    """Its measured generation requests, in order (``mode = "generate"`` runs; a serve
+    run's successful requests too)."""
+    serving: tuple[ServeRequest, ...] = ()
+    """Its measured requests to an endpoint, failed ones included (``mode = "serve"``)."""
     shared: bool = False
     """Another engine's runner used its devices (a campaign without ``--pack``):
     "packed" is kept for ``--pack``, whose overlap is chosen."""
@@ -129,6 +133,8 @@ class ConfigResult:
     """Some ok run of it had another engine's runner on its devices (no ``--pack``)."""
     contaminated: bool = False
     """Some ok run of it saw a foreign process on its devices."""
+    client_bound: bool = False
+    """Some ok serve run of it had a client that could not keep its schedule."""
     config_key: str = ""
     """Canonical JSON of :attr:`identity`, which its repeats share."""
     repeats: int = 0
@@ -299,10 +305,13 @@ def read_config_results(db: sqlite_utils.Database,
     evaluated = sorted(evals)  # only runs that evaluated: no JSON parsed else
     acc, ppl = targets_of(db, evaluated), targets_of(db, evaluated, "target_perplexity")
     targets = {rid: (acc.get(rid), ppl.get(rid)) for rid in evaluated}
-    # only generate runs have requests: other campaigns pay no query, no blob decoded
+    # only generate and serve runs have requests: others pay no query, no blob decoded
     gens = generations_of(db, [r["run_id"] for rows in groups.values() for r in rows
-                               if _ok(r) and r["identity"].get("mode") == "generate"])
-    return [_combine(rows, iters, trees, evals, targets, gens) for rows in groups.values()]
+                               if _ok(r) and r["identity"].get("mode") in ("generate", "serve")])
+    serves = serve_requests_of(db, [r["run_id"] for rows in groups.values() for r in rows
+                                    if _ok(r) and r["identity"].get("mode") == "serve"])
+    return [_combine(rows, iters, trees, evals, targets, gens, serves)
+            for rows in groups.values()]
 
 
 def _ok(row: dict[str, Any]) -> bool:
@@ -312,7 +321,8 @@ def _ok(row: dict[str, Any]) -> bool:
 def _record(row: dict[str, Any], iters: dict[int, Measured],
             trees: dict[int, float], evals: dict[int, list[EvalPoint]],
             targets: dict[int, tuple[float | None, float | None]],
-            gens: dict[int, list[Request]]) -> RunRecord:
+            gens: dict[int, list[Request]],
+            serves: dict[int, list[ServeRequest]]) -> RunRecord:
     rid = int(row["run_id"])
     return RunRecord(
         run_id=rid, status=str(row["status"]), noisy=bool(row["noisy"]),
@@ -327,15 +337,16 @@ def _record(row: dict[str, Any], iters: dict[int, Measured],
         fields={c: row[c] for c in RUN_FIELDS}, evals=tuple(evals.get(rid, ())),
         target_accuracy=targets.get(rid, (None, None))[0],
         target_perplexity=targets.get(rid, (None, None))[1],
-        generations=tuple(gens.get(rid, ())))
+        generations=tuple(gens.get(rid, ())), serving=tuple(serves.get(rid, ())))
 
 
 def _combine(rows: list[dict[str, Any]], iters: dict[int, Measured],
              trees: dict[int, float], evals: dict[int, list[EvalPoint]],
              targets: dict[int, tuple[float | None, float | None]],
-             gens: dict[int, list[Request]]) -> ConfigResult:
+             gens: dict[int, list[Request]],
+             serves: dict[int, list[ServeRequest]]) -> ConfigResult:
     first = rows[0]
-    ok = [_record(r, iters, trees, evals, targets, gens) for r in rows if _ok(r)]
+    ok = [_record(r, iters, trees, evals, targets, gens, serves) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]
     status: str
     median: float | None
@@ -360,6 +371,7 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, Measured],
         noisy=any(r.noisy for r in ok), packed=any(r.packed for r in ok),
         shared=any(r.shared for r in ok),
         contaminated=any(r.contaminated for r in ok),
+        client_bound=any(bool(r.get("client_bound")) for r in ok),
         config_key=first["ident_key"], repeats=sum(int(r["jobs"]) for r in rows),
         runs=tuple(ok),
         identity=first["identity"], host=first["host"], gpu_name=first["gpu_name"],

@@ -13,17 +13,21 @@ from collections.abc import Callable, Sequence
 
 from dltop.results import convergence as conv
 from dltop.results import generation as gen
-from dltop.results import lmcost
+from dltop.results import lmcost, serving
 from dltop.results.aggregate import ConfigResult, RunRecord
-from dltop.results.metricdefs import GENERATION, Value
+from dltop.results.metricdefs import GENERATION, SERVING, Value
 from dltop.results.metricdefs import mean_or_none as _mean
 from dltop.results.table import fmt_seconds
+
+_REQUESTS = ("inference", "generate", "serve")
+"""Modes whose runs time requests (latency percentiles): inference batches, generation
+requests, requests to an endpoint."""
 
 
 def may_have_value(res: ConfigResult) -> bool:
     """False where none of these metrics can have a value: no ok run, or training runs
     that never evaluated (a table asks each of them of every configuration)."""
-    return bool(res.runs) and (res.identity.get("mode", "train") in ("inference", "generate")
+    return bool(res.runs) and (res.identity.get("mode", "train") in _REQUESTS
                                or any(r.evals for r in res.runs))
 
 
@@ -33,7 +37,7 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
     measured iterations of every ok run together)."""
     runs = res.runs
     if name == "latency":
-        if res.identity.get("mode", "train") not in ("inference", "generate"):
+        if res.identity.get("mode", "train") not in _REQUESTS:
             return Value(None, "n/a: training run")
         seconds = [s for r in runs for s, _ in r.iterations]
         lat = conv.latency(seconds)
@@ -42,6 +46,8 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
         return _percentiles(lat, len(seconds))
     if name in GENERATION:
         return generation_value(res, name)
+    if name in SERVING:
+        return serving_value(res, name)
     evaluated = [r for r in runs if r.evals]
     if not evaluated:
         return Value(None, "n/a: no evaluations")
@@ -61,6 +67,19 @@ def convergence_value(res: ConfigResult, name: str) -> Value:
                     conv.time_to_accuracy, "target_accuracy")
 
 
+def serving_value(res: ConfigResult, name: str) -> Value:
+    """A serving metric (:mod:`dltop.results.serving`): percentiles like latency's, rates
+    and the error share as numbers, ``n/a`` with the reason for other runs."""
+    value, why, detail = serving.serving_numbers(res, name)
+    if value is None:
+        return Value(None, why)
+    if "p90_s" in detail:
+        return _percentiles((value, detail["p90_s"], detail["p99_s"]), int(detail["n"] or 0))
+    asked = detail.get("asked")
+    suffix = f" (asked {asked:g})" if asked is not None else ""
+    return Value(value, suffix=suffix, extra=tuple(detail.items()))
+
+
 def _percentiles(p: gen.Percentiles, n: int) -> Value:
     """p50 with p90 / p99 after it; a percentile from too few samples says so
     (``n/a: n=10``, :func:`dltop.results.convergence.min_samples`)."""
@@ -78,7 +97,7 @@ def generation_value(res: ConfigResult, name: str) -> Value:
     run together (``n``: requests, or latencies for ITL); decode tokens/s: the median
     over runs of each run's rate. ``n/a`` with the reason for a run without requests."""
     mode = res.identity.get("mode", "train")
-    if mode != "generate":  # the latency metric's words for a training run
+    if mode not in ("generate", "serve"):  # the latency metric's words for a training run
         return Value(None, "n/a: training run" if mode == "train" else f"n/a: {mode} run")
     requests = [q for r in res.runs for q in r.generations]
     if not requests:
@@ -93,6 +112,8 @@ def generation_value(res: ConfigResult, name: str) -> Value:
     if st is None:
         return Value(None, "n/a: no generation requests stored")
     if name in ("mbu", "prefill-tflops"):
+        if mode != "generate":  # a served model's shape and precision are not known
+            return Value(None, f"n/a: {mode} run (no model shape)")
         q = next(q for q in requests if not q.warmup)  # stats() found a measured one
         if name == "prefill-tflops":
             return lmcost.prefill_tflops(res, st.ttft_s[0], q.prompt_tokens, q.batch)

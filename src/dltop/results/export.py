@@ -116,10 +116,22 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "and written; docs/metrics.md) ÷ the TPOT p50 of the measured requests of the ok "
        "runs ÷ the GPU's peak memory bandwidth (in brackets: achieved and peak TB/s)",
        "prefill-tflops": "prefill FLOPs (the LM head at the last position) ÷ the TTFT p50 "
-       "of the measured requests of the ok runs"}
+       "of the measured requests of the ok runs",
+       "req-rate": "median of each serve run's ok measured requests / its measured window",
+       "output-rate": "median of each serve run's output tokens / its measured window",
+       "goodput": "median of each serve run's requests meeting every SLO / its window",
+       "error-rate": "failed measured requests of the ok serve runs together, in %",
+       "itl-chunk": "p50 / p90 / p99 of every gap between content chunks of the ok serve "
+       "runs' measured requests",
+       "dispatch-lag": "p50 / p90 / p99 of every measured request's dispatch lag",
+       "slot-wait": "p50 / p90 / p99 of every measured request's wait for a slot",
+       "client-cpu": "mean of each serve run's client CPU over its window"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")
+NOTE_CLIENT_BOUND = ("‡ client-bound: a serve run's client could not keep its schedule "
+                     "(dispatch lag p99 over 10 ms, or its CPU over 90 % of a core): the "
+                     "figures measure the client as much as the server (docs/serving.md).")
 NOTE_PACKED = ("† measured while other runs shared its devices: packed (its campaign ran "
                "with dltop run --pack) or shared (another engine's runner was seen on "
                "them): a throughput figure, not a clean single-run one.")
@@ -151,6 +163,8 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
         detail["shared"] = True
     if res.contaminated:
         detail["contaminated"] = True
+    if res.client_bound:
+        detail["client_bound"] = True
     if val.simulated_value is not None:
         detail["simulated_value"] = val.simulated_value
     if val.source:
@@ -259,6 +273,8 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         notes.append(NOTE_PACKED)
     if any(r.contaminated for r in results):
         notes.append(NOTE_CONTAMINATED)
+    if any(r.client_bound for r in results):
+        notes.append(NOTE_CLIENT_BOUND)
     if simulated:
         notes.append(NOTE_SIMULATED)
     if (lm_note := tokens.note(models)) is not None:

@@ -92,6 +92,23 @@ CONVERGENCE_LIST = (
            "MBU %", lambda v: f"{v:.1f}", detail=("achieved_tb_s",)),
     Metric("prefill-tflops", "achieved TFLOP/s of the prefill (its forward FLOPs, LM head "
            "at the last position; ÷ TTFT p50)", "TFLOP/s", "prefill TFLOP/s", _g4),
+    Metric("req-rate", "requests per second completed (ok measured requests / the measured "
+           "window; serve runs)", "req/s", "req/s", lambda v: f"{v:.2f}", detail=("asked",)),
+    Metric("output-rate", "output tokens per second of a serve run's ok requests over its "
+           "window", "tokens/s", "out tok/s", lambda v: f"{v:.1f}"),
+    Metric("goodput", "requests per second meeting every SLO given (slo_ttft_ms, "
+           "slo_tpot_ms, slo_e2e_ms)", "req/s", "goodput req/s", lambda v: f"{v:.2f}"),
+    Metric("error-rate", "failed measured requests of a serve run in %", "%", "errors %",
+           lambda v: f"{v:.1f}", detail=("failed", "n")),
+    Metric("itl-chunk", "inter-chunk latency in s (every gap between streamed content "
+           "chunks): p50 / p90 / p99", "s", "ITL/chunk p50/p90/p99 s", _g4,
+           detail=("p90_s", "p99_s", "n")),
+    Metric("dispatch-lag", "how late each request left past its scheduled arrival, in s: "
+           "p50 / p90 / p99", "s", "lag p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+    Metric("slot-wait", "time each request waited for a concurrency slot, in s: p50 / p90 / "
+           "p99", "s", "slot wait p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+    Metric("client-cpu", "the serve client's CPU over its window in % (100 = one core)", "%",
+           "client CPU %", lambda v: f"{v:.1f}"),
 )
 METRICS = {m.name: m for m in (*METRIC_LIST, *CONVERGENCE_LIST)}
 """By command-line name, in the order ``dltop export --metric`` lists them: the timed and
@@ -185,6 +202,9 @@ runs (latency, TTFT, TPOT, ITL, decode tokens/s)."""
 GENERATION = ("ttft", "tpot", "itl", "decode-rate", "mbu", "prefill-tflops")
 """The metrics read from ``generations`` rows (:mod:`dltop.results.generation`); MBU and
 prefill TFLOP/s with the shape's bytes and FLOPs (:mod:`dltop.results.lmcost`)."""
+SERVING = ("req-rate", "output-rate", "goodput", "error-rate", "itl-chunk", "dispatch-lag",
+           "slot-wait", "client-cpu")
+"""The metrics of serve runs' requests and load (:mod:`dltop.results.serving`)."""
 
 
 def mean_or_none(values: list[float]) -> float | None:

@@ -51,10 +51,11 @@ _mean = mean_or_none
 
 
 def markers(res: ConfigResult, metric_name: str = "time") -> str:
-    """``*`` noisy (timed metrics only), ``†`` packed or shared, ``§`` contaminated."""
+    """``*`` noisy (timed metrics only), ``†`` packed or shared, ``§`` contaminated,
+    ``‡`` client-bound (a serve run's client fell behind its schedule)."""
     noisy = res.noisy and metric_name in TIMED
     return ("*" if noisy else "") + ("†" if res.packed or res.shared else "") + \
-        ("§" if res.contaminated else "")
+        ("§" if res.contaminated else "") + ("‡" if res.client_bound else "")
 
 
 def _floats(runs: Iterable[RunRecord], field: str) -> list[float]:

@@ -84,6 +84,11 @@ NOTES = (
     "GPUs: their numbers are not shown), incomplete (fewer ok runs than planned).",
 )
 
+SERVING_NOTE = (
+    "Serve runs (requests to an endpoint, docs/serving.md): TTFT, TPOT, ITL and latency "
+    "are the client's, from each request's send; req/s, out tok/s and goodput over the "
+    "measured window; flag client-bound: the client fell behind its schedule (dispatch lag "
+    "p99 over 10 ms, or its CPU over 90 % of a core).")
 GENERATION_NOTE = (
     "Generate runs (samples are generated tokens: samples/s is batch × new tokens over "
     "each request's end-to-end seconds): latency = end-to-end seconds per request; TTFT = "
@@ -126,14 +131,15 @@ def readings_text(res: ConfigResult) -> str:
 
 
 def flags(res: ConfigResult) -> list[str]:
-    """``noisy``, ``packed``, ``shared``, ``contaminated``, ``simulated``, ``incomplete``,
-    in order."""
+    """``noisy``, ``packed``, ``shared``, ``contaminated``, ``client-bound``, ``simulated``,
+    ``incomplete``, in order."""
     # A CPU run on a host of simulated GPUs is flagged too (its stored GPU rows are
     # simulated, and the export's note counts it), but none of its figures is a GPU one.
     simulated = res.device_kind == "gpu" and any(r.simulated for r in res.runs)
     out = [name for name, on in (("noisy", res.noisy), ("packed", res.packed),
                                  ("shared", res.shared),
                                  ("contaminated", res.contaminated),
+                                 ("client-bound", res.client_bound),
                                  ("simulated", simulated))
            if on]
     if res.incomplete:
@@ -297,6 +303,8 @@ def _summary_table(db: sqlite_utils.Database,
                  for r, ci_r in zip(results, cis, strict=True))
     notes = (NOTES + (readings.NOTE,)
              + ((GENERATION_NOTE,) if set(more) & set(GENERATION) else ())
+             + ((SERVING_NOTE,) if any(r.identity.get("mode") == "serve" for r in results)
+                else ())
              + (() if lm_note is None else (lm_note,)))
     refs = references.stored_references(db, [c.id for c in camps])
     if refs:  # the column only where some configuration has a reference (docs/cluster.md)

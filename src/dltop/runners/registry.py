@@ -2,7 +2,8 @@
 
 Each framework may live in its own interpreter (TensorFlow and PyTorch pin
 different CUDA stacks; CNTK 2.7 needs Python <= 3.7). The child scripts under
-``child/`` are standard-library plus their framework, valid Python 3.6.
+``child/`` are standard-library plus their framework, valid Python 3.6 (the ``openai``
+client, ``openai_runner.py``, runs in dltop's own interpreter with aiohttp).
 
 The interpreter for a framework, first match wins:
 
@@ -33,14 +34,18 @@ _SCRIPTS = {
     "cntk": "cntk_runner.py",
     "jax": "jax_runner.py",
     "command": "command_runner.py",
+    "openai": "openai_runner.py",
 }
-MODULES = {"torch": "torch", "tensorflow": "tensorflow", "cntk": "cntk", "jax": "jax"}
-"""The module each framework's runner imports (the command runner needs none)."""
+MODULES = {"torch": "torch", "tensorflow": "tensorflow", "cntk": "cntk", "jax": "jax",
+           "openai": "aiohttp"}
+"""The module each framework's runner imports (the command runner needs none; the
+``openai`` client is aiohttp, in dltop's own interpreter by default)."""
 INSTALL_HINT = {
     "torch": "pip install torch",
     "tensorflow": "pip install tensorflow-cpu (GPU servers: tensorflow[and-cuda])",
     "cntk": "dltop env setup cntk",
     "jax": "pip install 'dltop[jax]' (GPU servers: jax[cuda13] or jax[cuda12])",
+    "openai": "pip install aiohttp",
 }
 
 

@@ -6,8 +6,8 @@ database, a schema this dltop knows, not damaged), and copied with SQLite's back
 a scratch file that is migrated to today's schema; rows are then copied from that copy
 with SQL (``ATTACH``), under new ids. Campaigns get dense new ids; jobs and runs keep
 their order under an offset past the target's largest id, and every row that names one
-(runs, iterations, samples, evaluations, generations, operator profiles, environment,
-run_archive, job templates and configurations) follows.
+(runs, iterations, samples, evaluations, generations, serve requests, operator profiles,
+environment, run_archive, job templates and configurations) follows.
 
 A campaign is known by its UUID (migration 25, :mod:`dltop.store.schema_origin`): one
 the target already holds is not copied again. What the table copy depends on is listed
@@ -32,7 +32,7 @@ from dltop.errors import UserError
 from dltop.store.tx import transaction
 
 RUN_TABLES = ("iterations", "environment", "gpu_samples", "host_samples", "run_archive",
-              "evals", "profile_ops", "generations")
+              "evals", "profile_ops", "generations", "serve_requests")
 """Tables whose rows belong to a run (``run_id``), copied with their runs."""
 CAMPAIGN_TABLES = ("job_templates", "job_configs")
 """Tables whose rows belong to a campaign (``campaign_id``) besides jobs and runs."""

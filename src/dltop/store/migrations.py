@@ -55,6 +55,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
+from dltop.store.serving import v26
 from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
@@ -141,6 +142,10 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(25, "campaigns.uuid (every campaign's, from an insert trigger; derived from "
                   "the row for those stored before), origin_db/origin_id/imported_at of an "
                   "imported campaign (dltop import)", v25),
+    Migration(26, "serve_requests: one row per request of a serve run (schedule, dispatch "
+                  "lag, slot wait, first byte, TTFT, e2e, status, error, tokens, chunk times "
+                  "and counts); runs.serve_window_s/client_cpu_pct/dispatch_lag_p99_s/"
+                  "client_bound", v26),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -33,10 +33,11 @@ from dltop.store.tx import transaction
 
 RAW_TABLES = ("iterations", "gpu_samples", "host_samples")
 """The tables of raw rows, one row per step or sample window, that prune deletes."""
-KEPT_TABLES = ("evals", "profile_ops", "generations")
+KEPT_TABLES = ("evals", "profile_ops", "generations", "serve_requests")
 """Per-run rows prune keeps (a few per run: evaluations, the top operators, one row per
 generation request, whose packed latencies the TTFT/TPOT/ITL percentiles need and no
-archive summary could replace); deleting a campaign deletes them."""
+archive summary could replace; one row per serve request, likewise); deleting a
+campaign deletes them."""
 MEASURED_SQL = (
     "select i.seconds, coalesce(i.samples, r.samples_per_iter) as samples "
     "from iterations i join runs r on r.id = i.run_id where i.run_id = ? "

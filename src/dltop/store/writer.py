@@ -39,6 +39,8 @@ from dltop.store.rows import (
     update_row,
     utc_now,
 )
+from dltop.store.serving import COLUMNS as SERVE_COLUMNS
+from dltop.store.serving import TABLE as SERVE_REQUESTS
 from dltop.store.telemetry import TelemetryWriter
 from dltop.store.tx import checkpoint_later, transaction
 
@@ -61,6 +63,8 @@ PROFILE_OP_COLUMNS = ("name", "calls", "self_cpu_ms", "self_device_ms", "total_m
 """The ``profile_ops`` columns an operator gives (``run_id`` and ``rank`` are the call's)."""
 PROFILE_OPS_SQL = (f"insert into profile_ops (run_id, rank, {', '.join(PROFILE_OP_COLUMNS)}) "
                    f"values (?, ?, {', '.join('?' for _ in PROFILE_OP_COLUMNS)})")
+SERVE_SQL = (f"insert or replace into {SERVE_REQUESTS} (run_id, {', '.join(SERVE_COLUMNS)}) "
+             f"values (?, {', '.join('?' for _ in SERVE_COLUMNS)})")
 GENERATIONS_SQL = (f"insert or replace into {GENERATIONS} (run_id, "
                    f"{', '.join(GENERATION_COLUMNS)}) "
                    f"values (?, {', '.join('?' for _ in GENERATION_COLUMNS)})")
@@ -213,6 +217,15 @@ class Store:
         if params:
             with transaction(self.db):
                 self.db.conn.executemany(GENERATIONS_SQL, params)
+
+    def add_serve_requests(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
+        """Store a serve run's requests (keys of :data:`dltop.store.serving.COLUMNS`, the
+        chunk arrays already packed; a missing key is NULL). A row of an index already
+        stored replaces it."""
+        params = [(run_id, *(r.get(k) for k in SERVE_COLUMNS)) for r in rows]
+        if params:
+            with transaction(self.db):
+                self.db.conn.executemany(SERVE_SQL, params)
 
     def set_profile(self, run_id: int, summary: dict[str, Any],
                     ops: Sequence[dict[str, Any]]) -> None:

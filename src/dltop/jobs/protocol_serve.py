@@ -1,0 +1,91 @@
+"""Checks of a serve run's events (protocol v1, issue 41): ``request`` and ``load``.
+
+Part of :mod:`dltop.jobs.protocol` (an event failing here is a protocol error, counted
+and skipped like any other). The rules:
+
+- ``request`` (one request of ``frameworks = ["openai"]``, as it ended): ``index`` an
+  integer >= 0, larger than the run's previous request event's; ``request`` (its place
+  in the schedule) an integer >= 0; ``warmup`` a boolean; ``scheduled_s``,
+  ``dispatch_lag_s`` and ``slot_wait_s`` finite numbers in [0, :data:`MAX_SECONDS`];
+  ``first_byte_s``, ``ttft_s`` and ``e2e_s`` null or such numbers; ``status`` an
+  integer from 0 (no HTTP answer) to 599; ``error`` null or text of at most
+  :data:`MAX_ERROR` characters; ``prompt_tokens`` null or an integer >= 0;
+  ``output_tokens`` an integer >= 0; ``tokens_estimated`` a boolean; ``chunk_s`` a list
+  of at most :data:`MAX_CHUNKS` such numbers and ``chunk_tokens`` as many integers in
+  [0, 2**32).
+- ``load`` (once, after the measured requests): ``window_s`` a finite number > 0,
+  ``client_cpu_s`` a finite number >= 0, ``asked_rate`` null or a finite number > 0.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dltop.jobs.protocol_evals import (
+    MAX_NEW_TOKENS,
+    MAX_SECONDS,
+    _finite,
+    _int_field,
+    _is_int,
+    _number_field,
+    _show,
+)
+
+MAX_CHUNKS = MAX_NEW_TOKENS
+"""Content chunks one request may list (each carries one token or more)."""
+MAX_ERROR = 4000
+"""Characters of a request's error text."""
+_BOOL = (True, False, 0, 1)
+
+
+def _seconds(e: dict[str, Any], key: str, required: bool) -> str | None:
+    why = _number_field(e, key, required=required)
+    if why is None and e.get(key) is not None and e[key] > MAX_SECONDS:
+        why = f"{key} {_show(e[key])} is over {MAX_SECONDS:g} s"
+    return why
+
+
+def check_request(e: dict[str, Any], last_index: int) -> str | None:
+    """Why a ``request`` event is refused, or None (``last_index``: the previous one's)."""
+    index: Any = e.get("index")
+    if not _is_int(index) or index < 0 or index <= last_index:
+        return f"index {_show(index)} is not an integer above {last_index} (each request " \
+               "event needs a new, larger index)"
+    if e.get("warmup") not in _BOOL or e.get("tokens_estimated") not in _BOOL:
+        return "warmup and tokens_estimated must be booleans"
+    why = (_int_field(e, "request", 0, required=True)
+           or _int_field(e, "output_tokens", 0, required=True)
+           or _int_field(e, "prompt_tokens", 0)
+           or _int_field(e, "status", 0, required=True))
+    for key in ("scheduled_s", "dispatch_lag_s", "slot_wait_s"):
+        why = why or _seconds(e, key, True)
+    for key in ("first_byte_s", "ttft_s", "e2e_s"):
+        why = why or _seconds(e, key, False)
+    if why is not None:
+        return why
+    if e["status"] > 599:
+        return f"status {_show(e['status'])} is not an HTTP status (0 for none)"
+    error: Any = e.get("error")
+    if error is not None and (not isinstance(error, str) or len(error) > MAX_ERROR):
+        return f"error is not text of at most {MAX_ERROR} characters"
+    times: Any = e.get("chunk_s")
+    counts: Any = e.get("chunk_tokens")
+    if not isinstance(times, list) or not isinstance(counts, list) \
+            or len(times) != len(counts) or len(times) > MAX_CHUNKS:
+        return f"chunk_s and chunk_tokens are not lists of the same length <= {MAX_CHUNKS}"
+    for i, (t, k) in enumerate(zip(times, counts, strict=True)):
+        if not _finite(t) or not 0 <= t <= MAX_SECONDS:
+            return f"chunk_s.{i} {_show(t)} is not a number in [0, {MAX_SECONDS:g}]"
+        if not _is_int(k) or not 0 <= k < 2**32:
+            return f"chunk_tokens.{i} {_show(k)} is not an integer in [0, 2**32)"
+    return None
+
+
+def check_load(e: dict[str, Any]) -> str | None:
+    """Why a ``load`` event is refused, or None."""
+    why = (_number_field(e, "window_s", required=True, positive=True)
+           or _number_field(e, "client_cpu_s", required=True)
+           or _number_field(e, "asked_rate", positive=True))
+    if why is None and e["window_s"] > MAX_SECONDS:
+        why = f"window_s {_show(e['window_s'])} is over {MAX_SECONDS:g} s"
+    return why

@@ -1,0 +1,94 @@
+"""A serve run's ``request`` and ``load`` events (issue 41) into its rows and columns.
+
+:class:`~dltop.jobs.evals.RunExtras` hands them here. Each checked ``request`` event
+becomes one ``serve_requests`` row (:mod:`dltop.store.serving`), buffered and written
+with the iteration rows; the ``load`` event and the measured requests' dispatch lags
+give the run's serve columns at its end, ``client_bound`` among them: a client that
+could not keep its schedule measured itself as much as the server.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dltop.results.convergence import percentile_or_none
+from dltop.store.generations import pack_seconds
+from dltop.store.serving import pack_counts
+from dltop.store.writer import Store
+
+LAG_BOUND_S = 0.010
+"""A measured dispatch lag p99 above this flags the run ``client-bound`` (a p99 needs 100
+measured requests: :func:`dltop.results.convergence.min_samples`; with fewer, only the
+CPU says so)."""
+CPU_BOUND_PCT = 90.0
+"""So does a client that used more than this share of one core over the measured load..."""
+CPU_WINDOW_S = 1.0
+"""...of at least this long (a shorter window is mostly the session's start-up: the same
+bound as the telemetry figures' window, docs/metrics.md)."""
+
+
+def request_row(event: dict[str, Any]) -> dict[str, Any]:
+    """The ``serve_requests`` row of a checked ``request`` event."""
+    def opt(key: str) -> float | None:
+        v = event.get(key)
+        return None if v is None else float(v)
+
+    return {"idx": int(event["index"]), "request": int(event["request"]),
+            "warmup": int(bool(event["warmup"])),
+            "scheduled_s": float(event["scheduled_s"]),
+            "dispatch_lag_s": float(event["dispatch_lag_s"]),
+            "slot_wait_s": float(event["slot_wait_s"]), "first_byte_s": opt("first_byte_s"),
+            "ttft_s": opt("ttft_s"), "e2e_s": opt("e2e_s"), "status": int(event["status"]),
+            "error": event.get("error"), "prompt_tokens": event.get("prompt_tokens"),
+            "output_tokens": int(event["output_tokens"]),
+            "tokens_estimated": int(bool(event["tokens_estimated"])),
+            "chunk_s": pack_seconds([float(x) for x in event["chunk_s"]]),
+            "chunk_tokens": pack_counts([int(x) for x in event["chunk_tokens"]])}
+
+
+class ServeExtras:
+    """One serve run's request rows and load summary."""
+
+    def __init__(self, run_id: int, store: Store, write_later: Callable[..., None]) -> None:
+        self.run_id = run_id
+        self.n_requests = 0
+        self._rows: list[dict[str, Any]] = []
+        self._lags: list[float] = []
+        self._load: dict[str, Any] | None = None
+        self._store = store
+        self._write_later = write_later
+
+    def on_event(self, event: dict[str, Any]) -> None:
+        """Take a checked ``request`` or ``load`` event."""
+        if event["event"] == "request":
+            self.n_requests += 1
+            row = request_row(event)
+            self._rows.append(row)
+            if not row["warmup"]:
+                self._lags.append(row["dispatch_lag_s"])
+        else:
+            self._load = event
+
+    def flush(self) -> None:
+        """Write the request rows received so far."""
+        if self._rows:
+            self._write_later(self._store.add_serve_requests, self.run_id, self._rows,
+                              what="serve request rows", count=len(self._rows))
+            self._rows = []
+
+    def fields(self) -> dict[str, Any]:
+        """The run's serve columns (empty for a run that sent no request)."""
+        out: dict[str, Any] = {}
+        lag = percentile_or_none(sorted(self._lags), 99) if self._lags else None
+        if lag is not None:  # from 100 measured requests on (the percentile rule)
+            out["dispatch_lag_p99_s"] = lag
+        if self._load is not None:
+            window = float(self._load["window_s"])
+            out["serve_window_s"] = window
+            out["client_cpu_pct"] = 100.0 * float(self._load["client_cpu_s"]) / window
+        if out:
+            busy = out.get("serve_window_s", 0.0) >= CPU_WINDOW_S \
+                and out.get("client_cpu_pct", 0.0) > CPU_BOUND_PCT
+            out["client_bound"] = int(out.get("dispatch_lag_p99_s", 0.0) > LAG_BOUND_S or busy)
+        return out

@@ -1,0 +1,184 @@
+"""The ``openai`` framework's profile keys (``mode = "serve"``, issue 41).
+
+A ``[[matrix]]`` entry with ``frameworks = ["openai"]`` sends requests to an
+OpenAI-compatible endpoint that is already serving (docs/serving.md). Two of its
+settings are :class:`~dltop.profiles.model.JobSpec` fields, so that they sweep like
+any setting: ``request_rate`` and ``concurrency``. The others are checked here into
+the job's ``options`` (every option is identity): the endpoint, the API, the arrival
+process, the SLOs, the error budget, the dataset and the name of the variable that
+holds the API key (never the key itself).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from dltop.errors import UserError
+from dltop.profiles import fields
+from dltop.profiles import limits as L
+
+KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
+               "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "ignore_eos")
+"""The keys of an ``openai`` entry (besides the settings every entry has)."""
+APIS: Final = ("chat", "completions")
+ARRIVALS: Final = ("poisson", "constant", "gamma")
+MAX_ERROR_RATE_DEFAULT: Final = 0.05
+"""Above this share of failed measured requests the run fails (``max_error_rate``)."""
+CONCURRENCY_DEFAULT: Final = 1
+REQUEST_RATE_DEFAULT: Final = "inf"
+BATCH: Final = 1
+"""A request is one sequence: ``batch_sizes`` is [1] (the default for this framework)."""
+
+NUMBERS: Final[dict[str, fields.Number]] = {
+    "burstiness": fields.Number(0.0, L.MAX_BURSTINESS, above=True),
+    "max_error_rate": fields.Number(0.0, 1.0),
+    "slo_ttft_ms": fields.Number(0.0, L.MAX_SLO_MS, above=True),
+    "slo_tpot_ms": fields.Number(0.0, L.MAX_SLO_MS, above=True),
+    "slo_e2e_ms": fields.Number(0.0, L.MAX_SLO_MS, above=True),
+}
+"""The numeric option keys and their ranges (docs/profiles.md#value-ranges)."""
+
+Err = Callable[[str, str], UserError]
+
+
+def _check(err: Err, key: str, v: Any, check: fields.Check[Any]) -> Any:
+    try:
+        return check(v)
+    except ValueError as exc:
+        raise err(key, str(exc)) from None
+
+
+def endpoint(v: Any) -> str:
+    """An ``http://`` or ``https://`` URL with a host, without a trailing slash."""
+    if not isinstance(v, str):
+        raise ValueError(f"expected a URL string like \"http://127.0.0.1:8000/v1\", got {v!r}")
+    parts = urlsplit(v)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"expected an http:// or https:// URL with a host, got {v!r}")
+    if parts.username or parts.password:
+        raise ValueError("credentials do not belong in the URL (it is stored): name the "
+                         "variable that holds the key with api_key_env")
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise ValueError(f"the port of {v!r} is not a number from 0 to 65535") from None
+    return v.rstrip("/")
+
+
+def env_name(v: Any) -> str:
+    """An environment variable's name (its value, the key, is read when the run starts)."""
+    if not isinstance(v, str) or not v or "=" in v or not v.replace("_", "a").isalnum() \
+            or v[0].isdigit():
+        raise ValueError(f"expected an environment variable's name (A-Z, 0-9, _), got {v!r}")
+    return v
+
+
+def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
+            profile_dir: Path) -> tuple[tuple[str, Any], ...]:
+    """The job options of an ``openai`` entry, checked (defaults filled in).
+
+    Args:
+        err: builds the UserError for (key location, message).
+        loc: a key's location for messages (``matrix[0].endpoint``).
+        merged: the entry's keys over [defaults].
+        profile_dir: a relative ``dataset`` is read from here.
+    """
+    if merged.get("endpoint") is None:
+        raise err(loc("endpoint"), 'frameworks = ["openai"] needs endpoint = '
+                  '"http://HOST:PORT/v1" (a server that is already serving)')
+    out: dict[str, Any] = {"endpoint": _check(err, loc("endpoint"), merged["endpoint"],
+                                              endpoint)}
+    out["api"] = _check(err, loc("api"), merged.get("api", "chat"), fields.one_of(APIS))
+    out["arrival"] = _check(err, loc("arrival"), merged.get("arrival", "poisson"),
+                            fields.one_of(ARRIVALS))
+    for key, check in NUMBERS.items():
+        if merged.get(key) is not None:
+            out[key] = _check(err, loc(key), merged[key], check)
+    out.setdefault("max_error_rate", MAX_ERROR_RATE_DEFAULT)
+    if "burstiness" in out and out["arrival"] != "gamma":
+        raise err(loc("burstiness"), 'burstiness shapes arrival = "gamma" only (poisson is '
+                  "gamma with burstiness 1; constant has none)")
+    out.setdefault("burstiness", 1.0)
+    if merged.get("api_key_env") is not None:
+        out["api_key_env"] = _check(err, loc("api_key_env"), merged["api_key_env"], env_name)
+    if merged.get("ignore_eos") is not None:
+        out["ignore_eos"] = _check(err, loc("ignore_eos"), merged["ignore_eos"],
+                                   fields.boolean)
+    if merged.get("dataset") is not None:
+        raw = _check(err, loc("dataset"), merged["dataset"], fields.path)
+        path = (profile_dir / Path(raw).expanduser()).resolve()
+        if not path.is_file():
+            raise err(loc("dataset"), f"no such file: {path} (a JSONL of prompts or a "
+                      "ShareGPT-style JSON)")
+        out["dataset"] = str(path)
+    return tuple(sorted(out.items()))
+
+
+def entry_options(err: Err, loc: Callable[[str], str], frameworks: list[str],
+                  merged: Mapping[str, Any], profile_dir: Path) -> tuple[tuple[str, Any], ...]:
+    """The endpoint keys go with ``frameworks = ["openai"]`` (alone in its entry): its
+    options (:func:`options`), or none for another entry (which must not set any).
+
+    Raises:
+        UserError: an endpoint key elsewhere, ``openai`` beside another framework, a batch
+            other than 1, or a key :func:`options` refuses.
+    """
+    if "openai" not in frameworks:
+        for key in KEYS:
+            if key in merged:
+                raise err(loc(key), 'only valid with frameworks = ["openai"]')
+        return ()
+    if frameworks != ["openai"]:
+        raise err(loc("frameworks"), '"openai" cannot share an entry with other '
+                  "frameworks (give it its own [[matrix]] entry)")
+    if merged["batch_sizes"] != [BATCH]:
+        raise err(loc("batch_sizes"), "a request to an endpoint is one sequence: leave "
+                  "batch_sizes out (or [1]); concurrency sets the requests in flight")
+    if any(isinstance(d, str) and d.strip().startswith("cpus:") for d in merged["devices"]):
+        raise err(loc("devices"), 'frameworks = ["openai"] runs one client process: give '
+                  "cpu:N (its threads) or gpu:N (the endpoint's GPUs, sampled by time)")
+    return options(err, loc, merged, profile_dir)
+
+
+def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
+              framework: str) -> dict[str, Any]:
+    """One job's serve settings with their defaults, checked against its framework.
+
+    Raises:
+        UserError: ``mode = "serve"`` without ``frameworks = ["openai"]`` or the other way
+            round, serve keys on another mode, or a setting a client cannot honour.
+    """
+    serving = framework == "openai"
+    if not serving:
+        if s["mode"] == "serve":
+            raise err(loc("mode"), 'mode = "serve" needs frameworks = ["openai"] (an '
+                      "OpenAI-compatible endpoint)")
+        for key in ("request_rate", "concurrency"):
+            if s[key] is not None:
+                raise err(loc(key), f'{key} applies to frameworks = ["openai"] '
+                          '(mode = "serve") only')
+        return s
+    if s["mode"] != "serve":
+        raise err(loc("mode"), 'frameworks = ["openai"] takes mode = "serve" (set it in the '
+                  "entry or in [defaults])")
+    for key, default in (("epochs", None), ("optimizer", "sgd"), ("profile", False),
+                         ("data", "synthetic"), ("data_loader", "device"), ("nodes", 1),
+                         ("executor", "local")):
+        if s[key] != default:
+            raise err(loc(key), f'{key} does not apply to frameworks = ["openai"] (the '
+                      "server decides how it runs; this version runs the client locally)")
+    out = dict(s)
+    from dltop.profiles import lm  # here: lm imports the runners' catalogue at first use
+
+    if out["prompt_tokens"] is None:
+        out["prompt_tokens"] = lm.default_prompt_tokens()
+    if out["new_tokens"] is None:
+        out["new_tokens"] = lm.default_new_tokens()
+    if out["request_rate"] is None:
+        out["request_rate"] = REQUEST_RATE_DEFAULT
+    if out["concurrency"] is None:
+        out["concurrency"] = CONCURRENCY_DEFAULT
+    return out

@@ -1,0 +1,177 @@
+"""Serving metrics (``mode = "serve"``, issue 41), all from the stored requests.
+
+A serve run's requests are ``serve_requests`` rows (:mod:`dltop.store.serving`); its
+successful ones are also ``generations`` rows, so TTFT, TPOT, per-token ITL and
+latency are the generation metrics (:mod:`dltop.results.generation`). What only a
+load shows is here, per configuration over its ok runs (docs/metrics.md, "Serving"):
+
+- **req-rate**: ok measured requests / the measured window (first scheduled arrival to
+  the last response's end), the median over runs; beside it the rate asked.
+- **output-rate**: output tokens of those requests / the window, median over runs.
+- **goodput**: requests per second meeting every SLO the profile gives
+  (``slo_ttft_ms``, ``slo_tpot_ms``, ``slo_e2e_ms``), median over runs.
+- **error-rate**: failed measured requests / measured requests, in %, all runs together
+  (a run above ``max_error_rate`` failed: its requests count in no ok run).
+- **itl-chunk**: every gap between successive content chunks, p50/p90/p99 (a chunk of
+  k tokens is one gap here, k equal ones in the per-token ``itl``).
+- **dispatch-lag**, **slot-wait**: p50/p90/p99 over the measured requests (p90 and p99
+  only from enough of them: :func:`dltop.results.convergence.min_samples`).
+- **client-cpu**: the client's CPU over the window, 100 = one core, mean over runs.
+"""
+
+from __future__ import annotations
+
+import itertools
+import statistics
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from dltop.results.convergence import Percentiles, in_chunks, percentiles
+from dltop.store.generations import unpack_seconds
+from dltop.store.serving import TABLE
+
+if TYPE_CHECKING:
+    import sqlite_utils
+
+    from dltop.results.aggregate import ConfigResult, RunRecord
+    from dltop.store.reader import ReadDb
+
+SERVING = ("req-rate", "output-rate", "goodput", "error-rate", "itl-chunk", "dispatch-lag",
+           "slot-wait", "client-cpu")
+"""The metrics read from ``serve_requests`` rows and a serve run's columns."""
+SLO_KEYS = (("slo_ttft_ms", "ttft"), ("slo_tpot_ms", "tpot"), ("slo_e2e_ms", "e2e"))
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    """One measured request of a serve run (a ``serve_requests`` row)."""
+
+    idx: int
+    ttft_s: float | None
+    e2e_s: float | None
+    status: int
+    error: str | None
+    output_tokens: int
+    tokens_estimated: bool
+    dispatch_lag_s: float
+    slot_wait_s: float
+    chunk_s: tuple[float, ...]
+
+    @property
+    def ok(self) -> bool:
+        """It ended without an error, with tokens."""
+        return self.error is None and self.output_tokens >= 1 and self.ttft_s is not None
+
+    @property
+    def tpot_s(self) -> float | None:
+        """``(e2e - TTFT) / (output tokens - 1)`` (vLLM's); None with one token."""
+        if not self.ok or self.e2e_s is None or self.ttft_s is None \
+                or self.output_tokens < 2:
+            return None
+        return (self.e2e_s - self.ttft_s) / (self.output_tokens - 1)
+
+    def meets(self, slo_s: dict[str, float]) -> bool:
+        """Ok, and within every SLO given (seconds, by ``ttft``/``tpot``/``e2e``)."""
+        if not self.ok:
+            return False
+        got = {"ttft": self.ttft_s, "tpot": self.tpot_s, "e2e": self.e2e_s}
+        for key, bound in slo_s.items():
+            value = got[key]
+            if value is None and key == "tpot":  # one token: no TPOT to miss
+                continue
+            if value is None or value > bound:
+                return False
+        return True
+
+
+def serve_requests_of(db: sqlite_utils.Database | ReadDb,
+                      run_ids: Sequence[int]) -> dict[int, list[ServeRequest]]:
+    """Each run's measured requests in schedule order (runs without any left out);
+    ``idx`` is the request's place in the schedule."""
+    out: dict[int, list[ServeRequest]] = {}
+    if not run_ids or TABLE not in db.table_names():
+        return out
+    for chunk, marks in in_chunks(run_ids):
+        for r in db.query(
+                "select run_id, request, ttft_s, e2e_s, status, error, output_tokens, "
+                "tokens_estimated, dispatch_lag_s, slot_wait_s, chunk_s "
+                f"from {TABLE} where run_id in ({marks}) and coalesce(warmup, 0) = 0 "
+                "order by run_id, request", chunk):
+            out.setdefault(int(r["run_id"]), []).append(ServeRequest(
+                int(r["request"]), _opt(r["ttft_s"]), _opt(r["e2e_s"]), int(r["status"] or 0),
+                r["error"], int(r["output_tokens"] or 0), bool(r["tokens_estimated"]),
+                float(r["dispatch_lag_s"] or 0.0), float(r["slot_wait_s"] or 0.0),
+                unpack_seconds(r["chunk_s"])))
+    return out
+
+
+def _opt(v: Any) -> float | None:
+    return None if v is None else float(v)
+
+
+def slos(identity: Mapping[str, Any]) -> dict[str, float]:
+    """The SLOs a configuration's options give, in seconds by metric (a result's identity
+    holds its options as keys of their own; a job's has them under ``options``)."""
+    opts = identity.get("options") or identity
+    return {name: float(opts[key]) / 1000.0 for key, name in SLO_KEYS
+            if opts.get(key) is not None}
+
+
+def _per_run_rate(runs: Sequence[RunRecord], count: Any) -> list[float]:
+    out = []
+    for r in runs:
+        window = r.fields.get("serve_window_s")
+        if window and r.serving:
+            out.append(count(r) / float(window))
+    return out
+
+
+def _pct(p: Percentiles | None, n: int) -> tuple[float, dict[str, float | None]] | None:
+    if p is None:
+        return None
+    return p[0], {"p50_s": p[0], "p90_s": p[1], "p99_s": p[2], "n": float(n)}
+
+
+def serving_numbers(res: ConfigResult, name: str) -> tuple[float | None, str,
+                                                            dict[str, float | None]]:
+    """(value, why none, detail) of serving metric ``name`` for a configuration."""
+    runs = res.runs
+    mode = res.identity.get("mode", "train")
+    if mode != "serve":  # the latency metric's words for the other runs
+        return None, "n/a: training run" if mode == "train" else f"n/a: {mode} run", {}
+    reqs = [q for r in runs for q in r.serving]
+    if not reqs:
+        return None, "n/a: no serve requests stored", {}
+    if name == "req-rate":
+        rates = _per_run_rate(runs, lambda r: sum(q.ok for q in r.serving))
+        asked = res.identity.get("request_rate")
+        detail: dict[str, float | None] = {"asked": float(asked)} \
+            if isinstance(asked, int | float) else {}
+        return (statistics.median(rates) if rates else None), "n/a: no window", detail
+    if name == "output-rate":
+        rates = _per_run_rate(runs, lambda r: sum(q.output_tokens for q in r.serving if q.ok))
+        return (statistics.median(rates) if rates else None), "n/a: no window", {}
+    if name == "goodput":
+        slo = slos(res.identity)
+        if not slo:
+            return None, "n/a: no SLO given (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)", {}
+        rates = _per_run_rate(runs, lambda r: sum(q.meets(slo) for q in r.serving))
+        return (statistics.median(rates) if rates else None), "n/a: no window", {}
+    if name == "error-rate":
+        failed = sum(not q.ok for q in reqs)
+        return 100.0 * failed / len(reqs), "", {"failed": float(failed), "n": float(len(reqs))}
+    if name == "client-cpu":
+        cpus = [float(v) for r in runs if (v := r.fields.get("client_cpu_pct")) is not None]
+        return (statistics.fmean(cpus) if cpus else None), "n/a: not measured", {}
+    values: list[float]
+    if name == "itl-chunk":
+        values = [b - a for q in reqs if q.ok for a, b in itertools.pairwise(q.chunk_s)]
+    elif name == "dispatch-lag":
+        values = [q.dispatch_lag_s for q in reqs]
+    else:
+        values = [q.slot_wait_s for q in reqs]
+    got = _pct(percentiles(values), len(values))
+    if got is None:
+        return None, "n/a: one chunk per request", {}
+    return got[0], "", got[1]

@@ -1,0 +1,378 @@
+"""Open-loop load against an OpenAI-compatible endpoint (``mode = "serve"``, issue 41).
+
+Child side, run by ``openai_runner.py`` in dltop's own interpreter (aiohttp; not
+Python 3.6-bound like the framework runners). What it measures, and why so:
+
+- **Arrivals** are offsets from the load's start, drawn before the first request
+  (:func:`schedule`), and the dispatcher sleeps to each on the monotonic clock: a
+  slow response never delays the next arrival (open loop). Poisson arrivals have
+  exponential gaps; gamma arrivals gaps of shape ``burstiness`` (1 is Poisson, below
+  1 burstier) and the same mean; constant arrivals equal gaps; ``"inf"`` none.
+- **Dispatch lag** is how late a request's task started past its scheduled time (the
+  event loop's own lateness: a busy client shows here); **slot wait** is the time it
+  then waited for one of ``concurrency`` slots. Both are stored apart and neither is
+  inside TTFT, which starts at the send.
+- **Chunks**: each SSE event's arrival time from the send. A content chunk (non-empty
+  ``delta.content`` / ``text``) counts; a role-only first chunk and a usage-only last
+  chunk do not. Tokens come from the server's ``usage`` (``stream_options.include_usage``);
+  without it each content chunk counts one, and the row says "estimated". A chunk's
+  own token count is never reported by the server: with usage, the total is shared
+  over the chunks by their characters (:func:`apportion`).
+"""
+
+import asyncio
+import errno
+import json
+import math
+import random
+import time
+
+try:
+    import aiohttp
+except ImportError:  # pragma: no cover - the registry probes for it before a run
+    aiohttp = None
+
+READ_BUFSIZE = 4 * 1024 * 1024
+"""aiohttp's read buffer (its default 64 KiB splits a long SSE line over many reads and
+costs 10x at long context, vllm #39963); a line may be twice this."""
+MAX_ERROR_TEXT = 300
+"""Characters of a response body or a malformed line quoted in a request's error."""
+
+
+class SetupFailed(Exception):
+    """The endpoint cannot be reached at all (refused, no such host, TLS): the run is
+    ``setup_failed`` and no further request is sent."""
+
+
+def schedule(n, rate, arrival, burstiness, rng):
+    """``n`` arrival offsets in seconds from the load's start (0 for ``rate = "inf"``)."""
+    if rate == "inf" or n == 0:
+        return [0.0] * n
+    rate = float(rate)
+    out, t = [], 0.0
+    for _ in range(n):
+        out.append(t)
+        if arrival == "constant":
+            t += 1.0 / rate
+        elif arrival == "gamma":
+            t += rng.gammavariate(burstiness, 1.0 / (rate * burstiness))
+        else:
+            t += rng.expovariate(rate)
+    return out
+
+
+def apportion(total, weights):
+    """``total`` tokens shared over chunks in proportion to ``weights`` (their characters),
+    largest remainders first, each chunk of text at least one while tokens last."""
+    n = len(weights)
+    if n == 0:
+        return []
+    if total == n:
+        return [1] * n
+    mass = float(sum(weights)) or float(n)
+    shares = [total * (w if sum(weights) else 1) / mass for w in weights]
+    counts = [int(math.floor(s)) for s in shares]
+    rest = total - sum(counts)
+    order = sorted(range(n), key=lambda i: (-(shares[i] - counts[i]), i))
+    for i in order[:rest]:
+        counts[i] += 1
+    return counts
+
+
+def per_token_itl(chunk_s, counts):
+    """Inter-token latencies: a chunk of k tokens spreads its gap over its k tokens (the
+    first chunk's extra tokens arrive with it: k - 1 zeros)."""
+    out, prev = [], None
+    for t, k in zip(chunk_s, counts, strict=True):
+        if k <= 0:
+            continue
+        if prev is None:
+            out.extend([0.0] * (k - 1))
+        else:
+            out.extend([(t - prev) / k] * k)
+        prev = t
+    return out
+
+
+def escaped(raw):
+    """Bytes or text as printable ASCII (``\\x1b``, ``\\n``), cut to MAX_ERROR_TEXT."""
+    if isinstance(raw, bytes):
+        text = repr(raw[:MAX_ERROR_TEXT])[2:-1]
+    else:
+        text = repr(raw[:MAX_ERROR_TEXT])[1:-1]
+    return text + ("..." if len(raw) > MAX_ERROR_TEXT else "")
+
+
+def payload(api, model, prompt, new_tokens, ignore_eos):
+    """The request body: streaming, usage asked for, at most ``new_tokens``."""
+    body = {"model": model, "stream": True, "max_tokens": int(new_tokens),
+            "stream_options": {"include_usage": True}, "temperature": 0.0}
+    if api == "chat":
+        body["messages"] = [{"role": "user", "content": prompt}]
+    else:
+        body["prompt"] = prompt
+    if ignore_eos:  # only where the server accepts it (transformers serve answers 422)
+        body["ignore_eos"] = True
+    return body
+
+
+class Result(object):
+    """What one request saw (times in seconds; ``*_s`` from the send unless said)."""
+
+    def __init__(self, request, warmup, scheduled_s):
+        self.request = request
+        self.warmup = warmup
+        self.scheduled_s = scheduled_s
+        """From the start of its phase's load."""
+        self.dispatch_lag_s = 0.0
+        self.slot_wait_s = 0.0
+        self.first_byte_s = None
+        self.end_s = None
+        self.end_mono = None
+        self.status = 0
+        self.error = None
+        self.chunk_s = []
+        self.chunk_chars = []
+        self.usage = None
+        self.finished = False
+
+    def counts(self):
+        """(each chunk's tokens, output tokens, estimated?)."""
+        usage = self.usage or {}
+        total = usage.get("completion_tokens")
+        if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
+            return apportion(total, self.chunk_chars), total, False
+        return [1] * len(self.chunk_s), len(self.chunk_s), True
+
+    def prompt_tokens(self):
+        p = (self.usage or {}).get("prompt_tokens")
+        return p if isinstance(p, int) and not isinstance(p, bool) and p >= 0 else None
+
+
+def _content(obj, api):
+    """The text a streamed chunk carries ('' for a role-only or usage-only chunk)."""
+    choices = obj.get("choices") or []
+    if not choices or not isinstance(choices[0], dict):
+        return "", None
+    c = choices[0]
+    finish = c.get("finish_reason")
+    if api == "chat":
+        delta = c.get("delta") or {}
+        text = delta.get("content") if isinstance(delta, dict) else None
+    else:
+        text = c.get("text")
+    return (text if isinstance(text, str) else ""), finish
+
+
+async def _read_stream(resp, res, api, t_send):
+    """Consume the SSE body into ``res``; returns normally at ``[DONE]`` or EOF."""
+    data = []
+    done = False
+
+    def dispatch(now):
+        nonlocal done
+        raw = "\n".join(data)
+        del data[:]
+        if raw.strip() == "[DONE]":
+            done = True
+            return
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            res.error = "malformed SSE data: '%s'" % escaped(raw)
+            return
+        if not isinstance(obj, dict):
+            res.error = "malformed SSE data (not an object): '%s'" % escaped(raw)
+            return
+        if obj.get("error") is not None:
+            res.error = "server error in the stream: %s" % escaped(json.dumps(obj["error"]))
+            return
+        if isinstance(obj.get("usage"), dict):
+            res.usage = obj["usage"]
+        text, finish = _content(obj, api)
+        if text:
+            res.chunk_s.append(now - t_send)
+            res.chunk_chars.append(len(text))
+        if finish:
+            res.finished = True
+
+    async for line in resp.content:
+        now = time.monotonic()
+        if res.first_byte_s is None:
+            res.first_byte_s = now - t_send
+        line = line.rstrip(b"\r\n")
+        if not line:
+            if data:
+                dispatch(now)
+        elif line.startswith(b":"):
+            continue  # an SSE comment (a keep-alive)
+        elif line.startswith(b"data:"):
+            try:  # one space after the colon is the field's separator (SSE)
+                data.append(line[6:].decode("utf-8") if line[5:6] == b" "
+                            else line[5:].decode("utf-8"))
+            except UnicodeDecodeError:
+                res.error = "malformed SSE line (not UTF-8): '%s'" % escaped(line)
+        elif not line.startswith((b"event:", b"id:", b"retry:")):
+            res.error = "malformed SSE line: '%s'" % escaped(line)
+        if res.error or done:
+            return
+    if data:
+        dispatch(time.monotonic())
+    if not done and not res.finished and not res.error:
+        res.error = "stream ended before [DONE] (cut)"
+
+
+class Client(object):
+    """One phase's requests (warm-up, or measured) on an aiohttp session."""
+
+    def __init__(self, endpoint, api, model, headers, new_tokens, ignore_eos, concurrency,
+                 stall_s):
+        self.url = endpoint + ("/chat/completions" if api == "chat" else "/completions")
+        self.endpoint = endpoint
+        self.api = api
+        self.model = model
+        self.headers = headers
+        self.new_tokens = new_tokens
+        self.ignore_eos = ignore_eos
+        self.concurrency = concurrency
+        self.stall_s = stall_s
+        self.fatal = None
+
+    async def run(self, phases, on_result):
+        """Each phase ``(prompts, offsets, warmup)`` in turn on one session (the warm-up's
+        connections serve the measured requests): one request per prompt at its offset
+        from the phase's start, ``on_result(Result)`` as each ends. Returns, per phase,
+        (start, end) on the monotonic clock and the process's CPU seconds over it.
+
+        Raises:
+            SetupFailed: the endpoint refused the connection, or TLS failed.
+        """
+        connector = aiohttp.TCPConnector(limit=max(self.concurrency, 1), limit_per_host=0)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.stall_s)
+        out, first = [], 0
+        async with aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                         read_bufsize=READ_BUFSIZE) as session:
+            for prompts, offsets, warmup in phases:
+                cpu0 = time.process_time()
+                start, end = await self._phase(session, prompts, offsets, warmup, first,
+                                               on_result)
+                out.append((start, end, time.process_time() - cpu0))
+                first += len(prompts)
+                if self.fatal:
+                    break
+        if self.fatal:
+            raise SetupFailed(self.fatal)
+        return out
+
+    async def _phase(self, session, prompts, offsets, warmup, first_request, on_result):
+        sem = asyncio.Semaphore(self.concurrency)
+        loop_start = time.monotonic()
+        tasks = []
+        for i, (prompt, off) in enumerate(zip(prompts, offsets, strict=True)):
+            if self.fatal:
+                break
+            delay = loop_start + off - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            res = Result(first_request + i, warmup, off)
+            tasks.append(asyncio.ensure_future(
+                self._one(session, sem, prompt, res, loop_start + off, on_result)))
+        if tasks:
+            await asyncio.gather(*tasks)
+        return loop_start, time.monotonic()
+
+    async def _one(self, session, sem, prompt, res, scheduled_mono, on_result):
+        res.dispatch_lag_s = max(0.0, time.monotonic() - scheduled_mono)
+        t_disp = time.monotonic()
+        async with sem:
+            if self.fatal:
+                return
+            t_send = time.monotonic()
+            res.slot_wait_s = t_send - t_disp
+            body = payload(self.api, self.model, prompt, self.new_tokens, self.ignore_eos)
+            try:
+                async with session.post(self.url, json=body, headers=self.headers) as resp:
+                    res.status = resp.status
+                    if resp.status != 200:
+                        text = await resp.text(errors="replace")
+                        res.first_byte_s = time.monotonic() - t_send
+                        res.error = "HTTP %d: %s" % (resp.status, escaped(text.strip()))
+                    else:
+                        await _read_stream(resp, res, self.api, t_send)
+            except aiohttp.ClientConnectorError as exc:
+                self._connect_failed(exc)
+                return
+            except asyncio.TimeoutError:
+                res.error = "stalled: no data for %g s (the read timeout)" % self.stall_s
+            except aiohttp.ClientPayloadError as exc:
+                res.error = "stream cut: %s" % escaped(str(exc))
+            except aiohttp.ClientError as exc:
+                res.error = "%s: %s" % (type(exc).__name__, escaped(str(exc)))
+            except ValueError as exc:  # a line longer than the read buffer
+                res.error = "unreadable stream: %s" % escaped(str(exc))
+            res.end_mono = time.monotonic()
+            res.end_s = res.end_mono - t_send
+        on_result(res)
+
+    def _connect_failed(self, exc):
+        if self.fatal:
+            return
+        os_error = getattr(exc, "os_error", None)
+        if isinstance(exc, aiohttp.ClientSSLError):
+            host = getattr(exc, "host", None) or self.endpoint
+            self.fatal = "TLS failed for host %s: %s" % (host, exc)
+        elif isinstance(os_error, ConnectionRefusedError) \
+                or getattr(os_error, "errno", None) == errno.ECONNREFUSED:
+            self.fatal = "connection refused at %s" % self.endpoint
+        else:
+            self.fatal = "cannot connect to %s: %s" % (self.endpoint, exc)
+
+
+def prompts_for(spec, n, rng, dataset_prompts=None):
+    """``n`` prompts: sampled from the dataset, else synthetic text of about
+    ``prompt_tokens`` words (approximate: no tokenizer is known)."""
+    if dataset_prompts:
+        return [rng.choice(dataset_prompts) for _ in range(n)]
+    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+             "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa")
+    k = int(spec["prompt_tokens"])
+    return [" ".join(rng.choice(words) for _ in range(k)) for _ in range(n)]
+
+
+def read_dataset(path):
+    """Prompts of a JSONL file (one string, or an object with ``prompt``/``text``, per
+    line) or a ShareGPT-style JSON (a list of ``conversations``: each one's first human
+    turn)."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    out = []
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, list):
+        for item in doc:
+            turns = item.get("conversations") if isinstance(item, dict) else None
+            for turn in turns or ():
+                if isinstance(turn, dict) and turn.get("from") in ("human", "user") \
+                        and isinstance(turn.get("value"), str):
+                    out.append(turn["value"])
+                    break
+        return out
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        obj = json.loads(line)
+        if isinstance(obj, str):
+            out.append(obj)
+        elif isinstance(obj, dict):
+            for key in ("prompt", "text"):
+                if isinstance(obj.get(key), str):
+                    out.append(obj[key])
+                    break
+    return out
+
+
+def new_rng(seed):
+    return random.Random(seed)

@@ -1,0 +1,153 @@
+"""Runner of ``frameworks = ["openai"]``: open-loop load against an OpenAI-compatible
+endpoint that is already serving (``mode = "serve"``, issue 41; docs/serving.md).
+
+Runs in dltop's own interpreter (aiohttp). It speaks the runner protocol of
+``dltop_protocol.py``: ``warmup`` requests first (a phase of their own, sent at the
+same rate and concurrency, never counted), then ``iterations`` measured ones. As each
+request ends it sends a ``request`` event (everything the client saw of it:
+:mod:`openai_load`), then, when it produced tokens, the ``generate`` and ``iter``
+events of a generation request (TTFT, per-token ITL, e2e seconds, output tokens), so
+that the generation metrics read a served request like one of dltop's own. At the
+end, a ``load`` event: the measured window and the client's CPU over it. Events go
+in completion order, under rising indexes; ``request`` says which request it was.
+
+An endpoint that refuses the connection, or whose TLS fails, ends the run at once
+(an ``error`` of kind ``setup``: ``setup_failed``), with no retry. More failed
+measured requests than ``max_error_rate`` allows fail the run (a crash whose message
+quotes the first errors), after every request was stored.
+"""
+
+import asyncio
+import os
+import sys
+import traceback
+
+import dltop_protocol as proto
+import openai_load as load
+
+LAG_BOUND_S = 0.010
+"""Dispatch lag p99 above this flags the run ``client-bound`` (the engine decides)."""
+
+
+def _options(spec):
+    opts = spec.get("options") or {}
+    return dict(opts)
+
+
+def _headers(opts):
+    name = opts.get("api_key_env")
+    if not name:
+        return {}
+    key = os.environ.get(name)
+    if not key:
+        raise load.SetupFailed("api_key_env names %s, which is not set (or empty)" % name)
+    return {"Authorization": "Bearer " + key}
+
+
+def run(spec, reporter):
+    opts = _options(spec)
+    endpoint = opts["endpoint"]
+    api = opts.get("api", "chat")
+    warmup, measured = int(spec["warmup"]), int(spec["iterations"])
+    rng = load.new_rng(int(spec.get("seed") or 0))
+    data = load.read_dataset(opts["dataset"]) if opts.get("dataset") else None
+    if opts.get("dataset") and not data:
+        raise proto.Failed("dataset %s holds no prompts" % opts["dataset"])
+    prompts = load.prompts_for(spec, warmup + measured, rng, data)
+    rate = spec.get("request_rate") or "inf"
+    arrival = opts.get("arrival", "poisson")
+    burstiness = float(opts.get("burstiness", 1.0))
+    concurrency = int(spec.get("concurrency") or 1)
+    stall_s = max(1.0, min(60.0, float(spec.get("timeout_s", 900.0)) / 10.0))
+    reporter.hello("openai", getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
+                   endpoint=endpoint, api=api, served_model=spec["model"],
+                   prompts="dataset" if data else "synthetic (~prompt_tokens words)")
+    reporter.plan(warmup + measured)
+    client = load.Client(endpoint, api, spec["model"], _headers(opts),
+                         int(spec["new_tokens"]), bool(opts.get("ignore_eos")), concurrency,
+                         stall_s)
+    state = {"index": 0, "ok": 0, "failed": 0, "errors": []}
+
+    def on_result(res):
+        _report(reporter, spec, res, state)
+
+    phases = [(prompts[warmup:], load.schedule(measured, rate, arrival, burstiness, rng),
+               False)]
+    if warmup:  # drawn after the measured schedule: a warm-up count never changes it
+        phases.insert(0, (prompts[:warmup], load.schedule(warmup, rate, arrival, burstiness,
+                                                          rng), True))
+    loop = asyncio.new_event_loop()
+    try:
+        start, end, cpu_s = loop.run_until_complete(client.run(phases, on_result))[-1]
+    finally:
+        loop.close()
+    window = max(end - start, 1e-9)
+    reporter.emit("load", window_s=window, client_cpu_s=cpu_s, requests=measured,
+                  ok=state["ok"], failed=state["failed"],
+                  asked_rate=None if rate == "inf" else float(rate))
+    limit = float(opts.get("max_error_rate", 0.05))
+    if state["failed"] > limit * measured:
+        raise proto.Failed("%d of %d measured requests failed (%.1f %% > max_error_rate "
+                           "%.1f %%); first errors: %s" % (
+                               state["failed"], measured, 100.0 * state["failed"] / measured,
+                               100.0 * limit, "; ".join(state["errors"])))
+    return state["ok"]
+
+
+def _report(reporter, spec, res, state):
+    counts, tokens, estimated = res.counts()
+    ok = res.error is None and tokens >= 1 and res.chunk_s
+    if res.error is None and not ok:
+        res.error = "no content tokens in the response"
+    if not res.warmup:
+        if ok:
+            state["ok"] += 1
+        else:
+            state["failed"] += 1
+            if len(state["errors"]) < 3:
+                state["errors"].append("request %d: %s" % (res.request, res.error))
+    i = state["index"]
+    state["index"] += 1
+    reporter.emit("request", index=i, request=res.request, warmup=res.warmup,
+                  scheduled_s=res.scheduled_s, dispatch_lag_s=res.dispatch_lag_s,
+                  slot_wait_s=res.slot_wait_s, first_byte_s=res.first_byte_s,
+                  ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
+                  status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
+                  output_tokens=tokens, tokens_estimated=estimated,
+                  chunk_s=res.chunk_s, chunk_tokens=counts)
+    if not ok:
+        return
+    itl = load.per_token_itl(res.chunk_s, counts)
+    ttft = max(res.chunk_s[0], 1e-9)
+    reporter.generation(i, res.warmup, ttft, itl, res.prompt_tokens() or
+                        int(spec["prompt_tokens"]), tokens, 1)
+    reporter.iteration(i, max(res.end_s, 1e-9), tokens, res.warmup, None,
+                       t_mono_ns=int(res.end_mono * 1e9))
+
+
+def main():
+    """proto.main, with an unreachable endpoint reported as kind ``setup``."""
+    spec = proto.load_spec()
+    reporter = proto.Reporter()
+    sys.stdout.write("[dltop] run %s: openai %s at %s (pid %d)\n" % (
+        spec.get("run_id"), spec.get("model"), _options(spec).get("endpoint"), os.getpid()))
+    sys.stdout.flush()
+    try:
+        n = run(spec, reporter)
+    except load.SetupFailed as exc:
+        sys.stderr.write("setup failed: %s\n" % exc)
+        reporter.error("setup", str(exc))
+        proto._exit(proto.EXIT_ERROR)
+    except BaseException as exc:  # noqa: B036 - every failure must reach the parent
+        kind = proto.classify(exc)
+        message = str(exc) if isinstance(exc, proto.Failed) else "".join(
+            traceback.format_exception(type(exc), exc, exc.__traceback__))
+        sys.stderr.write(message + "\n")
+        reporter.error(kind, message)
+        proto._exit(proto.EXIT_ERROR)
+    reporter.done(n)
+    proto._exit(proto.EXIT_OK)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,71 @@
+"""``serve_requests``: one row per request of a ``mode = "serve"`` run (issue 41).
+
+Written by :meth:`dltop.store.writer.Store.add_serve_requests` (the engine's
+:mod:`dltop.jobs.serving` turns each checked ``request`` event into a row) and read
+by :mod:`dltop.results.serving`. This module holds the table's name, its columns,
+the packing of the per-chunk arrays and the migration that creates it (standard
+library only).
+
+A row keeps what the client saw of its request, every time in seconds: when it was
+scheduled (from the start of the load, on the runner's monotonic clock), how late it
+was dispatched past that, how long it waited for a concurrency slot (apart, never
+hidden in TTFT), and from its send: the first byte, the first content token (TTFT),
+the end (e2e), and each content chunk's arrival with its token count. The chunk
+arrays are packed like a generation's latencies (:mod:`dltop.store.generations`):
+doubles for the times, unsigned 32-bit integers for the counts. Failed requests are
+rows too (HTTP status, error text): the error rate is counted from them.
+"""
+
+from __future__ import annotations
+
+import sys
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+TABLE = "serve_requests"
+COLUMNS = ("idx", "request", "warmup", "scheduled_s", "dispatch_lag_s", "slot_wait_s",
+           "first_byte_s", "ttft_s", "e2e_s", "status", "error", "prompt_tokens", "output_tokens",
+           "tokens_estimated", "chunk_s", "chunk_tokens")
+"""The columns a row gives (``run_id`` is the call's); ``idx`` is its event's index, the
+order requests ended in, and the ``idx`` of the request's ``iterations`` and
+``generations`` rows when it produced tokens; ``request`` is its place in the schedule
+(warm-up requests first); ``chunk_s``/``chunk_tokens`` packed."""
+RUN_COLUMNS = {"serve_window_s": float, "client_cpu_pct": float, "dispatch_lag_p99_s": float,
+               "client_bound": int}
+"""``runs`` columns of a serve run: the measured load's wall seconds, the client's CPU
+over it (100 = one core), the p99 of its measured requests' dispatch lag, and whether
+the client could not keep the schedule (``client-bound``)."""
+
+
+def pack_counts(values: Sequence[int]) -> bytes:
+    """Token counts as little-endian unsigned 32-bit integers."""
+    packed = array("I", values)
+    if sys.byteorder == "big":
+        packed.byteswap()
+    return packed.tobytes()
+
+
+def unpack_counts(blob: bytes | None) -> tuple[int, ...]:
+    """The inverse of :func:`pack_counts` (empty for NULL)."""
+    if not blob:
+        return ()
+    values = array("I")
+    values.frombytes(blob)
+    if sys.byteorder == "big":
+        values.byteswap()
+    return tuple(values.tolist())
+
+
+def v26(db: Any) -> None:
+    """Migration 26: the ``serve_requests`` table and the serve columns of ``runs``."""
+    # Keyed by (run_id, idx) WITHOUT ROWID like generations; its chunk arrays packed.
+    db.conn.execute(
+        f"create table {TABLE} (run_id integer not null references runs(id), "
+        "idx integer not null, request integer, warmup integer, scheduled_s float, "
+        "dispatch_lag_s float, slot_wait_s float, first_byte_s float, ttft_s float, "
+        "e2e_s float, status integer, "
+        "error text, prompt_tokens integer, output_tokens integer, tokens_estimated integer, "
+        "chunk_s blob, chunk_tokens blob, primary key (run_id, idx)) without rowid")
+    for name, kind in RUN_COLUMNS.items():
+        db["runs"].add_column(name, kind)

@@ -1,0 +1,143 @@
+"""A streaming OpenAI-compatible server with a known schedule, for the serve tests
+(issue 41). Real HTTP on 127.0.0.1 (aiohttp.web), an ephemeral port printed as
+``PORT <n>`` on its first stdout line.
+
+Each response's first content token comes ``--ttft-ms`` after the request, then a
+chunk every ``--itl-ms``; ``max_tokens`` tokens, each the text ``"tok "`` (4
+characters). The served model's name picks what the edges look like:
+
+- ``steady``: one token per chunk; a chat stream opens with a role-only chunk and
+  ends with a usage-only chunk and ``[DONE]``; SSE comments between events; every
+  content event's JSON written in two pieces 1 ms apart, the second on schedule
+  (split across reads);
+- ``multi``: three tokens per chunk (the last chunk the rest);
+- ``nousage``: as steady without the usage chunk (tokens must be estimated);
+- ``http429``: status 429 with a JSON error, no stream;
+- ``error500``: two chunks, then an error event (a 500 inside the stream);
+- ``reset``: two chunks, then the connection is reset;
+- ``stall``: two chunks, then nothing;
+- ``malformed``: two chunks, then a line that is not JSON (with an ESC byte);
+- ``flaky``: every third request as ``error500``, the others as ``steady``;
+- ``auth``: as steady with ``Authorization: Bearer s3cret``, else status 401;
+- ``edges``: the Nth request as the Nth of ``http429``, ``error500``, ``reset``,
+  ``malformed`` and ``stall``, in turn.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import time
+
+from aiohttp import web
+
+COUNT = {"n": 0}
+EDGES = ("http429", "error500", "reset", "malformed", "stall")
+
+
+def chunk(api: str, text: str | None, *, role: bool = False, finish: str | None = None,
+          usage: dict[str, int] | None = None) -> bytes:
+    if usage is not None:
+        obj: dict[str, object] = {"id": "x", "object": "chunk", "choices": [], "usage": usage}
+    elif api == "chat":
+        delta: dict[str, str] = {"role": "assistant"} if role else {}
+        if text is not None:
+            delta["content"] = text
+        obj = {"id": "x", "object": "chat.completion.chunk",
+               "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    else:
+        obj = {"id": "x", "object": "text_completion",
+               "choices": [{"index": 0, "text": text or "", "finish_reason": finish}]}
+    return b"data: " + json.dumps(obj).encode() + b"\n\n"
+
+
+async def split_write(resp: web.StreamResponse, data: bytes, due: float) -> None:
+    """One SSE event in two writes, the second at ``due`` (monotonic) and the first 1 ms
+    before: the client must join them, and sees the event complete on schedule."""
+    half = len(data) // 2
+    await asyncio.sleep(max(0.0, due - 0.001 - time.monotonic()))
+    await resp.write(data[:half])
+    await asyncio.sleep(max(0.0, due - time.monotonic()))
+    await resp.write(data[half:])
+
+
+async def complete(request: web.Request) -> web.StreamResponse:
+    t0 = time.monotonic()
+    body = await request.json()
+    api = "chat" if request.path.endswith("/chat/completions") else "completions"
+    model = str(body.get("model"))
+    COUNT["n"] += 1
+    if model == "flaky":
+        model = "error500" if COUNT["n"] % 3 == 0 else "steady"
+    elif model == "edges":
+        model = EDGES[(COUNT["n"] - 1) % len(EDGES)]
+    if model == "auth":
+        if request.headers.get("Authorization") != "Bearer s3cret":
+            return web.json_response({"error": {"message": "no key", "code": 401}},
+                                     status=401)
+        model = "steady"
+    if model == "http429":
+        return web.json_response({"error": {"message": "rate limited", "code": 429}},
+                                 status=429)
+    cfg = request.app["cfg"]
+    tokens = int(body.get("max_tokens") or 16)
+    per = 3 if model == "multi" else 1
+    prompt = body["messages"][0]["content"] if api == "chat" else body["prompt"]
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await resp.prepare(request)
+    if api == "chat":
+        await resp.write(chunk(api, None, role=True))  # role-only: not a token
+    await resp.write(b": keep-alive comment\n\n")
+    sent, k = 0, 0
+    while sent < tokens:
+        due = t0 + cfg.ttft_ms / 1000.0 + k * cfg.itl_ms / 1000.0
+        n = min(per, tokens - sent)
+        last = sent + n >= tokens
+        await split_write(resp, chunk(api, "tok " * n, finish="length" if last else None), due)
+        sent += n
+        k += 1
+        if k == 2 and model in ("error500", "reset", "stall", "malformed"):
+            if model == "error500":
+                await resp.write(b'data: {"error": {"message": "boom", "code": 500}}\n\n')
+                return resp
+            if model == "reset":
+                assert request.transport is not None
+                request.transport.abort()
+                return resp
+            if model == "malformed":
+                await resp.write(b"data: {not json \x1b[31m\n\n")
+                return resp
+            await asyncio.sleep(3600)
+        if k % 4 == 0:
+            await resp.write(b": ping\n\n")
+    if model != "nousage":
+        await resp.write(chunk(api, None, usage={
+            "prompt_tokens": len(prompt.split()), "completion_tokens": sent,
+            "total_tokens": len(prompt.split()) + sent}))
+    await resp.write(b"data: [DONE]\n\n")
+    return resp
+
+
+async def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--ttft-ms", type=float, default=20.0)
+    p.add_argument("--itl-ms", type=float, default=5.0)
+    cfg = p.parse_args()
+    app = web.Application()
+    app["cfg"] = cfg
+    app.router.add_post("/v1/chat/completions", complete)
+    app.router.add_post("/v1/completions", complete)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    sys.stdout.write(f"PORT {port}\n")
+    sys.stdout.flush()
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())

@@ -1,0 +1,81 @@
+"""The streaming fake OpenAI server (tests/programs/fake_openai.py) as a fixture, and the
+``openai`` runner run by hand on a spec (its events read from stderr)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dltop.runners.registry import CHILD_DIR
+
+FAKE = Path(__file__).resolve().parents[1] / "programs" / "fake_openai.py"
+RUNNER = CHILD_DIR / "openai_runner.py"
+
+
+def start_fake(*args: str) -> tuple[subprocess.Popen[str], str]:
+    """Start the fake server; (its process, its base URL ending in /v1)."""
+    proc = subprocess.Popen([sys.executable, str(FAKE), *args], stdout=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert line.startswith("PORT "), line
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
+
+
+@pytest.fixture
+def fake_server() -> Iterator[Callable[..., str]]:
+    """Start fake servers (``fake_server("--ttft-ms", "30")`` → URL); stopped after."""
+    procs: list[subprocess.Popen[str]] = []
+
+    def start(*args: str) -> str:
+        proc, url = start_fake(*args)
+        procs.append(proc)
+        return url
+
+    yield start
+    for proc in procs:
+        proc.kill()
+        proc.wait()
+
+
+def spec(endpoint: str, model: str, **over: Any) -> dict[str, Any]:
+    """A job spec as the engine writes it for an ``openai`` job."""
+    out: dict[str, Any] = {
+        "v": 1, "run_id": 1, "framework": "openai", "model": model, "batch_size": 1,
+        "device": {"kind": "cpu", "count": 1}, "iterations": 6, "warmup": 1, "seed": 0,
+        "prompt_tokens": 8, "new_tokens": 8, "request_rate": "inf", "concurrency": 2,
+        "timeout_s": 20.0, "mode": "serve",
+        "options": {"endpoint": endpoint, "api": "chat", "arrival": "poisson",
+                    "max_error_rate": 0.05, "burstiness": 1.0}}
+    opts = over.pop("options", {})
+    out.update(over)
+    out["options"].update(opts)
+    return out
+
+
+def run_runner(tmp: Path, job: dict[str, Any], env: dict[str, str] | None = None,
+               timeout: float = 60) -> tuple[int, list[dict[str, Any]], str]:
+    """Run the runner on ``job``: (exit status, its events, its stderr's other lines)."""
+    path = tmp / f"spec-{job['model']}.json"
+    path.write_text(json.dumps(job))
+    base = {k: v for k, v in os.environ.items() if k != "DLTOP_EVENT_FD"}
+    res = subprocess.run([sys.executable, str(RUNNER), str(path)], capture_output=True,
+                         text=True, timeout=timeout, env={**base, **(env or {})})
+    events, other = [], []
+    for line in res.stderr.splitlines():
+        if line.startswith('{"'):
+            events.append(json.loads(line))
+        else:
+            other.append(line)
+    return res.returncode, events, "\n".join(other)
+
+
+def named(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
+    return [e for e in events if e["event"] == name]

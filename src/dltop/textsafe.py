@@ -168,10 +168,21 @@ def stand_in(ch: str) -> str:
     return _escape(code)
 
 
+SUPERSCRIPT_DIGITS = "⁰¹²³⁴⁵⁶⁷⁸⁹"
+"""The tables' footnote marks (``n/a¹²``: :mod:`dltop.results.display`)."""
+_SUPERSCRIPT_RUN = re.compile(f"[{SUPERSCRIPT_DIGITS}]+")
+
+
 def _stand_ins(exc: UnicodeError) -> tuple[str, int]:
     if not isinstance(exc, UnicodeEncodeError):
         raise exc
-    return "".join(map(stand_in, exc.object[exc.start:exc.end])), exc.end
+    text = exc.object[exc.start:exc.end]
+    if any(ch in SUPERSCRIPT_DIGITS for ch in text):
+        # a footnote mark is one number: ``n/a¹²`` as ``n/a^12``, not ``n/a^1^2``
+        return _SUPERSCRIPT_RUN.sub(lambda m: "^" + "".join(
+            str(SUPERSCRIPT_DIGITS.index(ch)) for ch in m.group(0)),
+            "".join(ch if ch in SUPERSCRIPT_DIGITS else stand_in(ch) for ch in text)), exc.end
+    return "".join(map(stand_in, text)), exc.end
 
 
 def register_stand_ins() -> str:

@@ -151,8 +151,9 @@ def test_summary_gives_percentiles_against_a_hand_computation(ran: Env) -> None:
     assert infer["ttft"] is None or isinstance(infer["ttft"], str)
     assert infer["reasons"]["ttft"] == "n/a: inference run"
     md = ran.dltop("export", "--table", "summary")
-    assert "TTFT p50/p90/p99 s" in md.stdout and "Generate runs" in md.stdout
-    assert f"n/a: n={ITERS}" in md.stdout  # TTFT's p90 and p99 from 6 requests
+    # Markdown shows latencies in ms (CSV and JSON keep seconds: above)
+    assert "TTFT p50/p90/p99 (ms)" in md.stdout and "Generate runs" in md.stdout
+    assert f"n={ITERS}" in md.stdout  # TTFT's p90 and p99 from 6 requests: a footnote
 
 
 def _ruled(values: list[float]) -> list[float | None]:
@@ -187,8 +188,9 @@ def test_export_metric_cells_carry_p50_p90_p99_and_n(ran: Env, metric: str) -> N
         if metric != "decode-rate":
             shown = [float(r[k]) for k in ("cpu:1", "cpu:1 p90_s", "cpu:1 p99_s") if r[k]]
             assert shown == sorted(shown) and r["cpu:1 p99_s"] == ""
-    if metric == "ttft":
-        assert f"{quantiles([t for t, _ in _requests()])[0]:#.4g}" in md.stdout
+    if metric == "ttft":  # Markdown: in ms, 4 significant digits
+        assert f"{quantiles([t for t, _ in _requests()])[0] * 1000:#.4g}" in md.stdout
+        assert "| cpu:1 (ms) |" in md.stdout
 
 
 @pytest.mark.slow  # over 1.5 s on an idle 2-core machine

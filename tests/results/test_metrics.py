@@ -125,7 +125,8 @@ def test_gpu_memory_falls_back_to_the_device_peak_marked(campaigns: Any) -> None
     db, res = campaign(campaigns, fields)
     v = value_of(res["gpu:1"], "gpu-memory")
     assert v.value == pytest.approx(3000.0) and v.source == "device"
-    assert "3000 (device)" in export.render(export.build_table(db, 1, "gpu-memory"), "md")
+    # Markdown groups digits from 1 000 on (docs/exports.md)
+    assert "3 000 (device)" in export.render(export.build_table(db, 1, "gpu-memory"), "md")
 
 
 def test_every_metric_has_its_unit_in_the_pivot_title(campaigns: Any) -> None:
@@ -181,7 +182,8 @@ def test_host_cpu_split_in_the_summary_and_the_cpu_pivot(campaigns: Any) -> None
     md = export.render(export.results_table(db, 1, metric="cpu"), "md")
     # the tree's mean (75 + 90) / 2, then the host's split over the same runs
     assert "| 82.5 (host us 40.0 sy 6.0 wa 1.0) |" in md
-    assert "| n/a: not sampled |" in md  # cpu:1 sampled nothing: no split either
+    # cpu:1 sampled nothing: no split either (the reason once, under the table)
+    assert "| n/a¹ |" in md and "\n¹ n/a: not sampled\n" in md
     doc = json.loads(export.render(export.results_table(db, 1, metric="cpu"), "json"))
     (cell,) = [r["cells"]["gpu:1"] for r in doc["rows"] if r["cells"].get("gpu:1")]
     assert (cell["value"], cell["host_cpu_user_pct"], cell["host_cpu_iowait_pct"]) == (

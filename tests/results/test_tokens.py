@@ -134,7 +134,8 @@ def test_dltop_runs_says_tokens(campaigns: Any, tmp_path: Path,
     assert "tokens/s" in out and "samples/s" not in out
     assert main(["runs", "--db", str(mixed)]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert any("gpt-tiny" in line and "10240.0 tokens" in line for line in lines), lines
+    # 4 significant digits, thousands grouped (docs/exports.md)
+    assert any("gpt-tiny" in line and "10 240 tokens" in line for line in lines), lines
     assert any("fcn-r" in line and "80.0 samples" in line for line in lines), lines
 
 

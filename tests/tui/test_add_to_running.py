@@ -39,4 +39,5 @@ def test_add_goes_to_the_running_engines_campaign_not_the_viewed_one(tmp_path: P
     counts = dict(store.db.execute("select campaign_id, count(*) from jobs group by campaign_id")
                   .fetchall())
     assert counts == {running: 1}
-    assert [r["id"] for r in store.db.query("select id from campaigns order by id")] == [old, running]
+    ids = [r["id"] for r in store.db.query("select id from campaigns order by id")]
+    assert ids == [old, running]

@@ -200,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "top operators of one run (--run N, profile = true)")
     exp.add_argument("--run", type=int, default=None, metavar="N",
                      help="the run of --table profile ('dltop runs' lists run ids)")
+    exp.add_argument("--columns", action="append", metavar="NAMES",
+                     help="only these columns, in this order: headers or keys, comma-separated "
+                          "or repeated (--columns model,batch,samples/s,J/sample)")
+    exp.add_argument("--where", action="append", metavar="COLUMN=VALUE[,VALUE]",
+                     help="only the rows whose key column holds one of the values "
+                          "(--where model=resnet-50 --where precision=bf16,fp16)")
     exp.add_argument("-o", "--output", metavar="FILE", help="write to FILE instead of stdout")
 
     rep = sub.add_parser("report", help="an offline HTML report (figures inlined as SVG), "

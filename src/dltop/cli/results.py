@@ -29,6 +29,8 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise UserError("--flops picks the FLOPs convention of --metric tflops or mfu, "
                             f"not of {what}")
         metric = metric if flops == "nanogpt" else f"{metric}-{flops}"
+    columns = [name for arg in getattr(args, "columns", None) or () for name in arg.split(",")
+               if name.strip()]
     if run is not None:
         one_db_for_run(args.db)
     db = open_reading(args.db)
@@ -37,10 +39,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     if args.output:
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
-                              metric=metric, run=run)
+                              metric=metric, run=run, columns=columns,
+                              where=getattr(args, "where", None) or ())
     else:
         sys.stdout.write(export.results_text(db, ids, args.format or "md", args.table,
-                                             metric, run))
+                                             metric, run, columns,
+                                             getattr(args, "where", None) or ()))
     return 0
 
 
@@ -146,9 +150,20 @@ def cmd_runs(args: argparse.Namespace) -> int:
     if args.json or args.csv:
         _print_records(rows, idents, as_json=args.json)
         return 0
+    from dltop.results import oversub
+    from dltop.results.display import number_text
     from dltop.tui.listing import ListColumn, print_listing
 
     var = identity.variation(idents.values())
+    cores = oversub.host_cores(db, [r.run_id for r in rows])
+
+    def note(r: Any) -> str:
+        count = r.device.partition(":")[2]
+        over = not r.device.startswith("gpu") and count.isdigit() and r.run_id in cores \
+            and int(count) > cores[r.run_id]
+        return ("noisy " if r.noisy else "") + \
+            (f"{oversub.FLAG} ({cores[r.run_id]}-core host) " if over else "") + \
+            (r.message or "")
     # Transformer runs count tokens: the header says which, or (mixed) each cell does.
     mixed = tokens.kind(r.model for r in rows) == tokens.MIXED
     rate = tokens.metric_for("throughput", [r.model for r in rows]).header
@@ -157,7 +172,9 @@ def cmd_runs(args: argparse.Namespace) -> int:
         if r.samples_per_s is None:
             return "-"
         word = (" tokens" if tokens.is_lm(r.model) else " samples") if mixed else ""
-        return f"{r.samples_per_s:.1f}{word}"
+        rate = r.samples_per_s
+        # from 1 000 on: 4 significant digits, grouped (392 200), as the exports show
+        return f"{number_text(rate) if abs(rate) >= 1000 else f'{rate:.1f}'}{word}"
 
     # Slurm runs: the time in the queue beside the run's own (started excludes it)
     slurm = any(r.queue_s is not None for r in rows)
@@ -172,9 +189,8 @@ def cmd_runs(args: argparse.Namespace) -> int:
               *((_secs(r.queue_s), _secs(r.wall_s)) if slurm else ()), r.status,
               r.framework, r.model, str(r.batch_size), r.device,
               *var.texts(idents[r.run_id]), str(r.repeat + 1),
-              f"{r.median_s:.4g}" if r.median_s is not None else "-", per_s(r),
-              f"{r.cv:.3f}" if r.cv is not None else "-",
-              ("noisy " if r.noisy else "") + (r.message or ""))
+              number_text(r.median_s) if r.median_s is not None else "-", per_s(r),
+              f"{r.cv:.3f}" if r.cv is not None else "-", note(r))
              for r in rows]
     print_listing(columns, cells, var.caption() if rows else None)
     return 0

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
-from dltop.results import identity, queries
+from dltop.results import identity, oversub, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.gcpause import gc_paused
 from dltop.results.generation import Request, generations_of
@@ -152,6 +152,9 @@ class ConfigResult:
     """The campaigns its jobs came from."""
     short_count: tuple[int, int] | None = None
     """For a ``short`` cell: (measured, asked) iterations of its fullest short run."""
+    host_cores: int | None = None
+    """The fewest logical CPUs of the hosts its ok runs ran on (their stored environment);
+    ``None`` when none reported one."""
 
     @functools.cached_property
     def host_readings(self) -> tuple[str, Detail]:
@@ -198,6 +201,13 @@ class ConfigResult:
     def device_kind(self) -> str:
         """``cpu``, ``cpus`` or ``gpu``."""
         return self.device.partition(":")[0]
+
+    @property
+    def oversubscribed(self) -> bool:
+        """A ``cpu:N`` configuration that ran on a host of fewer than N logical CPUs
+        (:mod:`dltop.results.oversub`)."""
+        return self.device_kind != "gpu" and self.host_cores is not None \
+            and self.device_count > self.host_cores
 
 
 SETTLED = frozenset({CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED})
@@ -310,7 +320,8 @@ def read_config_results(db: sqlite_utils.Database,
                                if _ok(r) and r["identity"].get("mode") in ("generate", "serve")])
     serves = serve_requests_of(db, [r["run_id"] for rows in groups.values() for r in rows
                                     if _ok(r) and r["identity"].get("mode") == "serve"])
-    return [_combine(rows, iters, trees, evals, targets, gens, serves)
+    cores = oversub.host_cores(db, ok_ids)
+    return [_combine(rows, iters, trees, evals, targets, gens, serves, cores)
             for rows in groups.values()]
 
 
@@ -344,7 +355,7 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, Measured],
              trees: dict[int, float], evals: dict[int, list[EvalPoint]],
              targets: dict[int, tuple[float | None, float | None]],
              gens: dict[int, list[Request]],
-             serves: dict[int, list[ServeRequest]]) -> ConfigResult:
+             serves: dict[int, list[ServeRequest]], cores: dict[int, int]) -> ConfigResult:
     first = rows[0]
     ok = [_record(r, iters, trees, evals, targets, gens, serves) for r in rows if _ok(r)]
     statuses = [str(r["status"] or r["job_status"]) for r in rows]
@@ -377,4 +388,5 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, Measured],
         identity=first["identity"], host=first["host"], gpu_name=first["gpu_name"],
         campaign_ids=tuple(dict.fromkeys(int(r["campaign_id"]) for r in rows)),
         short_count=max(shorts) if status == RunStatus.SHORT and shorts else None,
+        host_cores=min((cores[r.run_id] for r in ok if r.run_id in cores), default=None),
     )

@@ -26,7 +26,17 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import caption, identity, lmcost, profile, queries, scaling, summary, tokens
+from dltop.results import (
+    caption,
+    identity,
+    lmcost,
+    oversub,
+    profile,
+    queries,
+    scaling,
+    summary,
+    tokens,
+)
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -55,6 +65,8 @@ from dltop.results.table import (
     Row,
     Table,
     key_cell,
+    pick_columns,
+    pick_rows,
 )
 from dltop.store import samples
 from dltop.telemetry import readings
@@ -152,7 +164,7 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
         if metric == "cpu" and (split := host_split_text(res)):
             text += f" ({split})"
         if (n := dict(val.extra).get("readings")) is not None \
-                and METRIC_SPECS[metric].detail == READINGS:
+                and metric_spec(metric).detail == READINGS:
             text += f" ({n:.0f} readings)"  # the fewest of its runs (docs/metrics.md)
     detail: dict[str, object] = {"n_runs": res.n_runs, "repeats": res.repeats,
                                  "spread_s": res.spread_s, "noisy": res.noisy,
@@ -165,6 +177,8 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
         detail["contaminated"] = True
     if res.client_bound:
         detail["client_bound"] = True
+    if res.oversubscribed:
+        detail["oversubscribed"] = True
     if val.simulated_value is not None:
         detail["simulated_value"] = val.simulated_value
     if val.source:
@@ -258,7 +272,8 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                Column("framework", "framework", Role.KEY, latex_header="Framework"),
                Column("batch", "batch", Role.KEY, latex_header="Batch"),
                *var.columns(), *unit_col,
-               *(Column(d, d, Role.VALUE, unit_short, detail=spec.detail) for d in devices))
+               *(Column(d, d, Role.VALUE, unit_short, detail=spec.detail, ms=spec.ms)
+                 for d in devices))
     simulated = _simulated(db, ids)
     notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
         how=HOW.get(metric, "mean of each run's value"))]
@@ -275,11 +290,14 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         notes.append(NOTE_CONTAMINATED)
     if any(r.client_bound for r in results):
         notes.append(NOTE_CLIENT_BOUND)
+    if any(r.oversubscribed for r in results):
+        notes.append(oversub.NOTE)
     if simulated:
         notes.append(NOTE_SIMULATED)
     if (lm_note := tokens.note(models)) is not None:
         notes.append(lm_note)
     lines, meta = caption.context(db, camps, var.caption())
+    lines = (*lines, *oversub.caption_lines(results))
     return Table(
         title=caption.title(camps, unit), comment=caption.comment(camps, unit),
         columns=columns, rows=tuple(rows), notes=tuple(notes), caption=lines,
@@ -312,8 +330,11 @@ def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int
 
 
 def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int], fmt: str,
-                 table: str = "pivot", metric: str = "time", run: int | None = None) -> str:
-    """:func:`results_table` drawn as ``fmt`` (``md``, ``csv``, ``json``, ``latex``).
+                 table: str = "pivot", metric: str = "time", run: int | None = None,
+                 columns: Sequence[str] = (), where: Sequence[str] = ()) -> str:
+    """:func:`results_table` drawn as ``fmt`` (``md``, ``csv``, ``json``, ``latex``), with
+    only ``columns`` (headers or keys, in that order) when some are named, and only the
+    rows ``where`` selects (``model=resnet-50``: :func:`dltop.results.table.pick_rows`).
 
     Built and drawn with the cyclic garbage collector paused
     (:mod:`dltop.results.gcpause`): a 10 000-row table's cells, none in a cycle, are
@@ -321,11 +342,22 @@ def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int]
     10 000-configuration summary's 9).
 
     Raises:
-        UserError: as :func:`results_table`.
+        UserError: as :func:`results_table`, or a column the table does not have.
         ValueError: an unknown format.
     """
     with gc_paused():
-        return render(results_table(db, campaigns, table, metric, run), fmt)
+        built = results_table(db, campaigns, table, metric, run)
+        if where:
+            try:
+                built = pick_rows(built, where)
+            except ValueError as exc:
+                raise UserError(f"--where {exc}") from None
+        if columns:
+            try:
+                built = pick_columns(built, columns)
+            except ValueError as exc:
+                raise UserError(f"--columns: {exc}") from None
+        return render(built, fmt)
 
 
 def format_for_path(path: str, default: str | None = None) -> str:
@@ -343,7 +375,8 @@ def format_for_path(path: str, default: str | None = None) -> str:
 def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                    path: str, *,
                    fmt: str | None = None, table: str = "pivot",
-                   metric: str = "time", run: int | None = None) -> str:
+                   metric: str = "time", run: int | None = None,
+                   columns: Sequence[str] = (), where: Sequence[str] = ()) -> str:
     """Write the results table of one or several campaigns to ``path`` (UTF-8, whatever
     the locale); ``wrote PATH``.
 
@@ -352,12 +385,15 @@ def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[in
         table: ``pivot``, ``summary``, ``scaling`` or ``profile``.
         metric: one of :data:`METRICS` (the pivot's cells).
         run: the run of a ``profile`` table.
+        columns: only these columns (:func:`dltop.results.table.pick_columns`).
+        where: only these rows (:func:`dltop.results.table.pick_rows`).
 
     Raises:
         UserError: no such campaign, an unknown table, metric or suffix, or the file
             cannot be written (nothing is written then).
     """
-    text = results_text(db, campaigns, fmt or format_for_path(path), table, metric, run)
+    text = results_text(db, campaigns, fmt or format_for_path(path), table, metric, run,
+                        columns, where)
     try:
         Path(path).write_text(text, encoding="utf-8")  # not the locale's: LANG=C is ASCII
     except OSError as exc:

@@ -11,7 +11,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from dltop.results.table import fmt_seconds
+from dltop.results.table import Millis, fmt_seconds
 
 MIB = 1024 * 1024
 READINGS = ("readings",)
@@ -38,6 +38,8 @@ class Metric:
     """Read from GPU telemetry: ``n/a: no GPU`` on CPU runs, ``simulated`` on fake GPUs."""
     detail: tuple[str, ...] = ()
     """Numbers of its :attr:`Value.extra` that CSV exports in columns of their own."""
+    ms: Millis | None = None
+    """Seconds that Markdown and LaTeX show in ms (:attr:`dltop.results.table.Column.ms`)."""
 
 
 METRIC_LIST = (
@@ -74,16 +76,18 @@ CONVERGENCE_LIST = (
     Metric("epoch-time", "median training seconds per epoch (evaluations excluded)", "s",
            "s/epoch", lambda v: f"{v:.4g}"),
     Metric("latency", "seconds per inference batch or generation request (end to end): "
-           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"),
+           ms=Millis.SUB_SECOND),
     Metric("perplexity", "test perplexity at the last evaluation (language model)", "",
            "perplexity", lambda v: f"{v:.2f}"),
     Metric("ttft", "time to first token in s (prefill and first token): p50 / p90 / p99",
-           "s", "TTFT p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+           "s", "TTFT p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"),
+           ms=Millis.ALWAYS),
     Metric("tpot", "time per output token in s ((end to end - TTFT) / (new tokens - 1) "
            "per request): p50 / p90 / p99", "s", "TPOT p50/p90/p99 s", _g4,
-           detail=("p90_s", "p99_s", "n")),
+           detail=("p90_s", "p99_s", "n"), ms=Millis.ALWAYS),
     Metric("itl", "inter-token latency in s (every decoded token): p50 / p90 / p99", "s",
-           "ITL p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+           "ITL p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"), ms=Millis.ALWAYS),
     Metric("decode-rate", "decoded tokens per second (batch × (new tokens - 1) / Σ ITL, "
            "prefill excluded)", "tokens/s", "decode tok/s", lambda v: f"{v:.1f}",
            detail=("n",)),

@@ -17,7 +17,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 
-from dltop.results import lmcost
+from dltop.results import lmcost, oversub
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.convmetrics import convergence_value, generation_value
 from dltop.results.metricdefs import (
@@ -52,10 +52,12 @@ _mean = mean_or_none
 
 def markers(res: ConfigResult, metric_name: str = "time") -> str:
     """``*`` noisy (timed metrics only), ``†`` packed or shared, ``§`` contaminated,
-    ``‡`` client-bound (a serve run's client fell behind its schedule)."""
+    ``‡`` client-bound (a serve run's client fell behind its schedule), ``!``
+    oversubscribed (:mod:`dltop.results.oversub`)."""
     noisy = res.noisy and metric_name in TIMED
     return ("*" if noisy else "") + ("†" if res.packed or res.shared else "") + \
-        ("§" if res.contaminated else "") + ("‡" if res.client_bound else "")
+        ("§" if res.contaminated else "") + ("‡" if res.client_bound else "") + \
+        (oversub.MARK if res.oversubscribed else "")
 
 
 def _floats(runs: Iterable[RunRecord], field: str) -> list[float]:

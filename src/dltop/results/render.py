@@ -25,6 +25,7 @@ import json
 import math
 from typing import Any
 
+from dltop.results.display import shown, superscript
 from dltop.results.table import Cell, Column, Layout, Role, Table
 from dltop.textsafe import FORMULA_START, formula_safe, markdown_cell, markdown_text, one_line
 
@@ -48,10 +49,6 @@ def render(table: Table, fmt: str) -> str:
     raise ValueError(f"format must be one of {FORMATS}")
 
 
-def _texts(table: Table) -> list[list[str]]:
-    return [[c.text if c else "" for c in row.cells] for row in table.rows]
-
-
 def _markdown_row(texts: list[str]) -> str:
     raw = " | ".join(texts)
     # Most rows need no escape: checked on the joined line (no ``|`` but the separators,
@@ -64,13 +61,17 @@ def _markdown_row(texts: list[str]) -> str:
 
 
 def markdown(table: Table) -> str:
-    """A pipe table under the title, footnotes and caption below it."""
-    lines = [markdown_text(table.title), "",
-             "| " + " | ".join(markdown_cell(c.header) for c in table.columns) + " |",
+    """A pipe table under the title; under it the n/a reasons (each once, by its mark:
+    :mod:`dltop.results.display`), the footnotes and the caption."""
+    view = shown(table)
+    lines = [markdown_text(view.title), "",
+             "| " + " | ".join(map(markdown_cell, view.headers)) + " |",
              "|" + "|".join("---" if c.align == "l" else "---:" for c in table.columns) + "|"]
-    lines += [_markdown_row(texts) for texts in _texts(table)]
-    if table.notes or table.caption:
-        lines += ["", *map(markdown_text, (*table.notes, *table.caption))]
+    lines += [_markdown_row([text + superscript(mark) if mark else text
+                             for text, mark in row]) for row in view.rows]
+    reasons = [f"{superscript(k)} n/a: {why}" for k, why in enumerate(view.footnotes, 1)]
+    if reasons or table.notes or table.caption:
+        lines += ["", *map(markdown_text, (*reasons, *table.notes, *table.caption))]
     return "\n".join(lines) + "\n"
 
 
@@ -233,12 +234,19 @@ def latex_escape(text: str) -> str:
 
 
 def latex(table: Table) -> str:
-    """A booktabs ``tabular`` after ``%`` comment lines (title, caption)."""
-    head = [c.latex_header or c.header for c in table.columns]
-    lines = [f"% {latex_escape(line)}" for line in (table.comment or table.title,
+    """A booktabs ``tabular`` after ``%`` comment lines (title, caption); the n/a reasons,
+    each once by its mark, in a footnote-sized paragraph after it."""
+    view = shown(table)
+    lines = [f"% {latex_escape(line)}" for line in (table.comment or view.title,
                                                       *table.caption)]
     lines += [f"\\begin{{tabular}}{{{''.join(c.align for c in table.columns)}}}", "\\toprule",
-             " & ".join(latex_escape(h) for h in head) + " \\\\", "\\midrule"]
-    lines += [" & ".join(latex_escape(t) for t in texts) + " \\\\" for texts in _texts(table)]
+              " & ".join(latex_escape(h) for h in view.latex_headers) + " \\\\", "\\midrule"]
+    lines += [" & ".join(latex_escape(text) + (f"\\textsuperscript{{{mark}}}" if mark else "")
+                         for text, mark in row) + " \\\\" for row in view.rows]
     lines += ["\\bottomrule", "\\end{tabular}"]
+    if view.footnotes:
+        lines += ["{\\footnotesize"]
+        lines += [f"\\textsuperscript{{{k}}}n/a: {latex_escape(why)}\\par"
+                  for k, why in enumerate(view.footnotes, 1)]
+        lines += ["}"]
     return "\n".join(lines) + "\n"

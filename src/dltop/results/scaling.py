@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
-from dltop.results import caption, identity, queries, tokens
+from dltop.results import caption, identity, oversub, queries, tokens
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -74,6 +74,10 @@ class ScalingRow:
     """Throughput against the same device at 1 node (None at 1 node, or without it)."""
     node_efficiency: float | None = None
     """``node_speedup`` / nodes."""
+    host_cores: int | None = None
+    """Its host's logical CPUs (:attr:`ConfigResult.host_cores`)."""
+    oversubscribed: bool = False
+    """``cpu:N`` on a host of fewer than N logical CPUs (:mod:`dltop.results.oversub`)."""
 
     @property
     def superlinear(self) -> bool:
@@ -112,7 +116,8 @@ def scaling_rows(db: sqlite_utils.Database, campaigns: int | Sequence[int], *,
                                r.median_s, r.samples_per_s, speedup,
                                speedup / (n * nodes) if speedup is not None else None,
                                markers(r), r.identity, label(r), r.host, nodes, node_speedup,
-                               node_speedup / nodes if node_speedup is not None else None))
+                               node_speedup / nodes if node_speedup is not None else None,
+                               r.host_cores, r.oversubscribed))
     rows.sort(key=lambda x: (rank(x.model, catalog.MODELS), x.batch_size,
                              rank(x.framework, catalog.FRAMEWORKS),
                              var.sort_key(x.identity), x.host, x.device.partition(":")[0],
@@ -151,7 +156,8 @@ NOTE_NODES = ("Nodes: devices are per node; efficiency = speedup / (N x nodes), 
 NOTE = ("Speedup: samples/s against the same group's 1-device run "
         "(cpu:1, cpus:1 or gpu:1); efficiency = speedup / N.")
 NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shared the host "
-              "(--pack); § a foreign process used the run's devices.")
+              "(--pack); § a foreign process used the run's devices; ! oversubscribed: cpu:N "
+              "on a host of fewer than N logical CPUs (the caption says which).")
 NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more often a "
                     "measurement problem (a noisy or slow 1-device baseline, caches, "
                     "different work per step) than a result; check before citing it.")
@@ -187,6 +193,8 @@ def _row(r: ScalingRow, var: identity.Variation, with_nodes: bool,
         extra["markers"] = r.marks
     if r.superlinear:
         extra["superlinear"] = True
+    if r.oversubscribed:
+        extra["oversubscribed"] = True
     return Row(cells, extra)
 
 
@@ -208,6 +216,7 @@ def scaling_table(rows: list[ScalingRow], title: str,
         notes.append(NOTE_SUPERLINEAR)
     constants = var.caption()
     lines, meta = context or (((constants,) if constants else ()), {})
+    lines = (*lines, *oversub.caption_lines(rows))
     columns = (*COLUMNS[:3], *var.columns(), *COLUMNS[3:])
     if with_nodes:
         at = 4 + len(var.fields)

@@ -20,7 +20,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
-from dltop.results import bootstrap_batch, caption, identity, queries, references, tokens
+from dltop.results import (
+    bootstrap_batch,
+    caption,
+    identity,
+    oversub,
+    queries,
+    references,
+    tokens,
+)
 from dltop.results.aggregate import (
     ConfigResult,
     config_results,
@@ -81,7 +89,8 @@ NOTES = (
     "flags: noisy (a run's CV > 0.10), packed (other runs of a --pack campaign shared the "
     "host), shared (another engine's runner used its devices), contaminated "
     "(a foreign process used the run's devices), simulated (GPU readings from simulated "
-    "GPUs: their numbers are not shown), incomplete (fewer ok runs than planned).",
+    "GPUs: their numbers are not shown), oversubscribed (cpu:N on a host of fewer than N "
+    "logical CPUs: the caption says which), incomplete (fewer ok runs than planned).",
 )
 
 SERVING_NOTE = (
@@ -101,7 +110,7 @@ GENERATION_NOTE = (
 
 
 def _col(m: Metric, key: str | None = None) -> Column:
-    return Column(key or m.name, m.header, Role.VALUE, m.unit, detail=m.detail)
+    return Column(key or m.name, m.header, Role.VALUE, m.unit, detail=m.detail, ms=m.ms)
 
 
 def columns(var: identity.Variation | None = None,
@@ -132,7 +141,7 @@ def readings_text(res: ConfigResult) -> str:
 
 def flags(res: ConfigResult) -> list[str]:
     """``noisy``, ``packed``, ``shared``, ``contaminated``, ``client-bound``, ``simulated``,
-    ``incomplete``, in order."""
+    ``oversubscribed``, ``incomplete``, in order."""
     # A CPU run on a host of simulated GPUs is flagged too (its stored GPU rows are
     # simulated, and the export's note counts it), but none of its figures is a GPU one.
     simulated = res.device_kind == "gpu" and any(r.simulated for r in res.runs)
@@ -140,7 +149,8 @@ def flags(res: ConfigResult) -> list[str]:
                                  ("shared", res.shared),
                                  ("contaminated", res.contaminated),
                                  ("client-bound", res.client_bound),
-                                 ("simulated", simulated))
+                                 ("simulated", simulated),
+                                 (oversub.FLAG, res.oversubscribed))
            if on]
     if res.incomplete:
         out.append("incomplete")
@@ -297,6 +307,7 @@ def _summary_table(db: sqlite_utils.Database,
     per_row = tokens.labels_rows(None, models)
     lm_note = tokens.note(models)
     lines, meta = caption.context(db, camps, var.caption())
+    lines = (*lines, *oversub.caption_lines(results))
     cis = intervals(results)
     cols = columns(var, more, models)
     rows = tuple(_row(r, row_var, label(r), more, per_row, ci_r)

@@ -9,8 +9,8 @@ per row, never new renderer code.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
@@ -38,6 +38,11 @@ def fmt_seconds(value: float) -> str:
     return body.rstrip(".") if "e" not in body else body
 
 
+def ms_header(header: str) -> str:
+    """``median s`` as ``median (ms)``; a header without its unit gets ``(ms)`` added."""
+    return (header[:-2] if header.endswith(" s") else header) + " (ms)"
+
+
 class Role(StrEnum):
     """What a column is to its row."""
 
@@ -45,6 +50,16 @@ class Role(StrEnum):
     """Identifies the row (model, framework, batch, device...); left-aligned."""
     VALUE = "value"
     """A measurement; right-aligned."""
+
+
+class Millis(StrEnum):
+    """When a seconds column is shown in ms by Markdown and LaTeX."""
+
+    ALWAYS = "always"
+    """Latencies of a token or a request's first token (TTFT, TPOT, ITL)."""
+    SUB_SECOND = "sub-second"
+    """End-to-end seconds per inference batch or request: in ms when every number of the
+    column is under 1 s (0.0006177 s reads 0.6177 ms; a 2.5 s request stays 2.500 s)."""
 
 
 class Layout(StrEnum):
@@ -73,6 +88,9 @@ class Column:
     detail: tuple[str, ...] = ()
     """Keys of its cells' :attr:`Cell.detail` that CSV gives columns of their own after
     the status (``<header> p90_s``...): a percentile cell's p90, p99 and n."""
+    ms: Millis | None = None
+    """Seconds that Markdown and LaTeX show in milliseconds (:mod:`dltop.results.display`);
+    ``None``: shown as they are. CSV and JSON keep seconds whatever this says."""
 
     @property
     def align(self) -> str:
@@ -149,3 +167,67 @@ class Table:
             if len(row.cells) != len(self.columns):
                 raise ValueError(f"row has {len(row.cells)} cells for {len(self.columns)} "
                                  "columns")
+
+
+def pick_columns(table: Table, names: Sequence[str]) -> Table:
+    """The table with only the columns ``names`` (headers or keys, any case), in that
+    order; each row's JSON ``reasons`` and ``detail`` keep only theirs.
+
+    Raises:
+        ValueError: a name that is no column's, naming those there are.
+    """
+    wanted: list[int] = []
+    unknown: list[str] = []
+    for name in names:
+        folded = name.strip().casefold()
+        found = next((k for k, c in enumerate(table.columns)
+                      if folded in (c.header.casefold(), c.key.casefold(),
+                                    ms_header(c.header).casefold() if c.ms else "")), None)
+        if found is None:
+            unknown.append(name)
+        elif found not in wanted:
+            wanted.append(found)
+    if unknown:
+        raise ValueError(f"unknown column {', '.join(map(repr, unknown))}: this table has "
+                         + ", ".join(c.header for c in table.columns))
+    keys = {table.columns[k].key for k in wanted}
+
+    def extra(row: Row) -> Mapping[str, Any]:
+        out = dict(row.extra)
+        for field_name in ("reasons", "detail"):
+            if isinstance(out.get(field_name), Mapping):
+                out[field_name] = {k: v for k, v in out[field_name].items() if k in keys}
+        return out
+
+    return replace(table, columns=tuple(table.columns[k] for k in wanted),
+                   rows=tuple(Row(tuple(row.cells[k] for k in wanted), extra(row))
+                              for row in table.rows))
+
+
+def pick_rows(table: Table, where: Sequence[str]) -> Table:
+    """The table with only the rows whose key columns hold what ``where`` asks:
+    ``COLUMN=VALUE[,VALUE...]`` each (a header or key, any case; values as the column
+    shows them, any case); every condition must hold.
+
+    Raises:
+        ValueError: a condition without ``=``, or naming no key column (naming those
+            there are).
+    """
+    keys = [k for k, c in enumerate(table.columns) if c.role is Role.KEY]
+    wanted: list[tuple[int, set[str]]] = []
+    for cond in where:
+        name, eq, values = cond.partition("=")
+        folded = name.strip().casefold()
+        found = next((k for k in keys if folded in (table.columns[k].header.casefold(),
+                                                     table.columns[k].key.casefold())), None)
+        if not eq or found is None:
+            raise ValueError(f"{cond!r}: give COLUMN=VALUE[,VALUE], COLUMN one of this "
+                             "table's key columns: "
+                             + ", ".join(table.columns[k].header for k in keys))
+        wanted.append((found, {v.strip().casefold() for v in values.split(",")}))
+
+    def keep(row: Row) -> bool:
+        return all((cell := row.cells[k]) is not None and cell.text.casefold() in values
+                   for k, values in wanted)
+
+    return replace(table, rows=tuple(r for r in table.rows if keep(r)))

@@ -16,6 +16,7 @@ and the app reads that window off the event loop; a row not read yet is drawn as
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
 
 from rich.style import Style
@@ -43,6 +44,10 @@ batch and device (``bf16 cuda graphs``: the run label's words); it takes the res
 the line."""
 PROGRESS = 7
 """Index of the progress cell."""
+MODEL = 3
+"""Index of the model cell, whose column grows to the longest model name read."""
+MODEL_MAX = 40
+"""The widest the model column grows (a longer name is cut with the rest of the row)."""
 Cells = tuple[str, ...]
 CURSOR = Style(reverse=True)
 NOT_READ: Cells = ("", "…", "", "", "", "", "", "", "")
@@ -58,8 +63,14 @@ def _cells(j: JobLine, progress: str, row: int) -> Cells:
             j.device, str(j.repeat + 1), progress, one_line(j.settings))
 
 
-def _widths(number_width: int) -> tuple[int, ...]:
-    return (number_width, *WIDTHS[1:])
+def _widths(number_width: int, model_width: int = WIDTHS[MODEL]) -> tuple[int, ...]:
+    return (number_width, *WIDTHS[1:MODEL], model_width, *WIDTHS[MODEL + 1:])
+
+
+def model_width(jobs: Iterable[JobLine], at_least: int = WIDTHS[MODEL]) -> int:
+    """The model column's width: its longest model name and a space (``gpt2-medium``
+    whole, not ``gpt2-smal``), never narrower than ``at_least``, at most :data:`MODEL_MAX`."""
+    return min(MODEL_MAX, max([at_least, *(len(one_line(j.model)) + 1 for j in jobs)]))
 
 
 def _line(cells: Cells, widths: tuple[int, ...] = WIDTHS) -> Text:
@@ -77,11 +88,14 @@ class QueueHeader(Static):
 
     number_width: reactive[int] = reactive(WIDTHS[0])
     """Width of the ``#`` column: the table's :attr:`QueueTable.number_width`."""
+    model_width: reactive[int] = reactive(WIDTHS[MODEL])
+    """Width of the model column: the table's :attr:`QueueTable.model_width`."""
     settings: reactive[bool] = reactive(False)
     """Head the settings column (the table's :attr:`QueueTable.has_settings`)."""
 
     def render(self) -> Text:
-        t = _line((*COLUMNS, SETTINGS if self.settings else ""), _widths(self.number_width))
+        t = _line((*COLUMNS, SETTINGS if self.settings else ""),
+                  _widths(self.number_width, self.model_width))
         t.stylize("bold")
         return t
 
@@ -120,6 +134,9 @@ class QueueTable(ScrollView, can_focus=True):
         self._running_job: int | None = None
         self.number_width = WIDTHS[0]
         """Width of the ``#`` column: wider than the default for queues past 999 jobs."""
+        self.model_width = WIDTHS[MODEL]
+        """Width of the model column: the longest model name read so far (it only grows,
+        so rows do not shift as the queue scrolls)."""
 
     # reading ----------------------------------------------------------------------
     @property
@@ -271,10 +288,12 @@ class QueueTable(ScrollView, can_focus=True):
         self._edges = edges
         self._asked = None  # a window arrived: the next gap asks again
         number_width = max(WIDTHS[0], len(str(total)) + 1)
-        if len(self._strips) > 4 * len(cells) + 64 or number_width != self.number_width:
+        models = model_width((*jobs, *(j for j, _ in edges.values())), self.model_width)
+        if len(self._strips) > 4 * len(cells) + 64 or number_width != self.number_width \
+                or models != self.model_width:
             self._strips.clear()  # forget rows that no longer exist, or are laid out anew
-        self.number_width = number_width
-        self.virtual_size = Size(sum(_widths(number_width)), total)
+        self.number_width, self.model_width = number_width, models
+        self.virtual_size = Size(sum(_widths(number_width, models)), total)
         row = None if keep is None else self._row_of(keep)
         if row is not None and row != self.cursor_row:
             self.move_cursor(row)  # its job moved: the cursor follows it, into view
@@ -292,7 +311,7 @@ class QueueTable(ScrollView, can_focus=True):
         key = (cells, row == self.cursor_row, width)
         strip = self._strips.get(key)
         if strip is None:
-            text = _line(cells, _widths(self.number_width))
+            text = _line(cells, _widths(self.number_width, self.model_width))
             text.truncate(width, pad=True)
             if key[1]:
                 text.stylize(CURSOR)

@@ -17,6 +17,8 @@ no database read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -29,6 +31,7 @@ from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, OptionList, Static
 
 from dltop.live.campaign import CampaignView
+from dltop.results.display import Shown, shown
 from dltop.results.metrics import METRICS
 from dltop.results.table import Role, Table
 from dltop.textsafe import one_line
@@ -40,6 +43,7 @@ from dltop.tui.results_view import (
     compute,
     legend,
     notes_text,
+    reason_marks,
     scaling_text,
     sort_rows,
     speedup_chart,
@@ -47,8 +51,31 @@ from dltop.tui.results_view import (
 from dltop.tui.screens import DltopScreen
 
 
+def bar_layout(names: Sequence[str], current: str, width: int
+               ) -> tuple[Text, list[tuple[int, int, int, str]]]:
+    """The metric names in lines of at most ``width`` cells, broken between names (the
+    bar wraps, never cuts ``ttft`` off), and each name's (line, start, end) for clicks."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    spans: list[tuple[int, int, int, str]] = []
+    line, x = 0, 0
+    for name in names:
+        if x and x + len(name) > width:
+            text.append("\n")
+            line, x = line + 1, 0
+        elif x:
+            text.append(" ")
+            x += 1
+        text.append(name, "bold reverse" if name == current else "")
+        spans.append((line, x, x + len(name), name))
+        x += len(name)
+    return text, spans
+
+
 class MetricBar(Static):
-    """Every metric by name, the shown one highlighted; a click picks one."""
+    """The campaign's metrics by name, the shown one highlighted, on as many lines as the
+    width needs; a click picks one."""
+
+    DEFAULT_CSS = "MetricBar { height: auto; }"
 
     class Picked(Message):
         """A metric was clicked."""
@@ -57,21 +84,27 @@ class MetricBar(Static):
             super().__init__()
             self.metric = metric
 
-    _spans: list[tuple[int, int, str]] = []
+    _spans: list[tuple[int, int, int, str]] = []
+    _current = "time"
+    _names: tuple[str, ...] = METRIC_NAMES
 
-    def show(self, current: str) -> None:
-        text = Text(no_wrap=True, overflow="ellipsis")
-        self._spans = []
-        for name in METRIC_NAMES:
-            start = len(text)
-            text.append(name, "bold reverse" if name == current else "")
-            self._spans.append((start, len(text), name))
-            text.append(" ")
+    def show(self, current: str, names: Sequence[str] | None = None) -> None:
+        """Highlight ``current`` among ``names`` (None: those shown already)."""
+        self._current = current
+        if names is not None:
+            self._names = tuple(names)
+        self._lay_out()
+
+    def _lay_out(self) -> None:
+        text, self._spans = bar_layout(self._names, self._current, self.size.width or 10**6)
         self.update(text)
 
+    def on_resize(self) -> None:
+        self._lay_out()
+
     def on_click(self, event: Click) -> None:
-        for start, end, name in self._spans:
-            if start <= event.x < end:
+        for line, start, end, name in self._spans:
+            if line == event.y and start <= event.x < end:
                 self.post_message(self.Picked(name))
                 return
 
@@ -81,25 +114,28 @@ class MetricPicker(ModalScreen[str | None]):
 
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
-    def __init__(self, current: str) -> None:
+    def __init__(self, current: str, names: Sequence[str] = METRIC_NAMES) -> None:
         super().__init__()
         self.current = current
+        self.names = tuple(names)
+        """The metrics offered: the campaign's (:func:`offered_metrics`)."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label("Show which metric", classes="dialog-title")
-            yield OptionList(*(f"{name:<12} {METRICS[name].title}" for name in METRIC_NAMES),
+            yield OptionList(*(f"{name:<12} {METRICS[name].title}" for name in self.names),
                              id="metric-list")
 
     def on_mount(self) -> None:
-        self.query_one(OptionList).highlighted = METRIC_NAMES.index(self.current)
+        if self.current in self.names:
+            self.query_one(OptionList).highlighted = self.names.index(self.current)
 
     def action_dismiss_none(self) -> None:
         self.dismiss(None)
 
     @on(OptionList.OptionSelected)
     def _picked(self, event: OptionList.OptionSelected) -> None:
-        self.dismiss(METRIC_NAMES[event.option_index])
+        self.dismiss(self.names[event.option_index])
 
 
 class SpeedupChart(Static):
@@ -145,7 +181,8 @@ class ResultsScreen(DltopScreen):
     """The campaign's pivot table of one metric, and its scaling table and chart."""
 
     DEFAULT_CSS = """
-    ResultsScreen #metric-bar, ResultsScreen #results-title { height: 1; }
+    ResultsScreen #metric-bar { height: auto; }
+    ResultsScreen #results-title { height: 1; }
     ResultsScreen #results-title { text-style: bold; }
     ResultsScreen #results-table { height: auto; max-height: 70%; min-height: 4; }
     ResultsScreen #results-legend { height: auto; max-height: 3; }
@@ -165,6 +202,8 @@ class ResultsScreen(DltopScreen):
     descending = False
     data: ResultsData | None = None
     """What the table shows now (``None`` until the first computation is back)."""
+    _view: Shown | None = None
+    """:attr:`data`'s pivot as the exports' Markdown shows it (:mod:`dltop.results.display`)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -206,16 +245,24 @@ class ResultsScreen(DltopScreen):
         self.query_one(MetricBar).show(metric)
         self._request()
 
+    @property
+    def offered(self) -> tuple[str, ...]:
+        """The metrics the switch, the bar and the picker offer: the campaign's
+        (:func:`offered_metrics`; all of them until its results are read)."""
+        return METRIC_NAMES if self.data is None else self.data.metrics
+
     def action_next_metric(self) -> None:
-        self.set_metric(METRIC_NAMES[(METRIC_NAMES.index(self.metric) + 1)
-                                     % len(METRIC_NAMES)])
+        names = self.offered
+        # a metric the campaign lacks (the last one picked, for another): on from its place
+        after = [n for n in METRIC_NAMES[METRIC_NAMES.index(self.metric) + 1:] if n in names]
+        self.set_metric(after[0] if after else names[0])
 
     def action_pick_metric(self) -> None:
         def picked(metric: str | None) -> None:
             if metric:
                 self.set_metric(metric)
 
-        self.app.push_screen(MetricPicker(self.metric), picked)
+        self.app.push_screen(MetricPicker(self.metric, self.offered), picked)
 
     def on_metric_bar_picked(self, msg: MetricBar.Picked) -> None:
         self.set_metric(msg.metric)
@@ -256,10 +303,13 @@ class ResultsScreen(DltopScreen):
         self.data = data
         if first:
             self.sort_column, self.descending = None, False
-        self.query_one("#results-title", Static).update(Text(one_line(data.pivot.title),
+        # as the exports show it: latencies in ms, 4 significant digits (display.py)
+        self._view = shown(data.pivot)
+        self.query_one("#results-title", Static).update(Text(one_line(self._view.title),
                                                              no_wrap=True,
                                                              overflow="ellipsis"))
         self._fill_table()
+        self.query_one(MetricBar).show(self.metric, data.metrics)
         self.query_one("#results-legend", Static).update(legend(data.pivot))
         self._show_scaling(data)
         self.query_one("#results-notes", Static).update(Text("\n".join(notes_text(data)),
@@ -273,19 +323,24 @@ class ResultsScreen(DltopScreen):
         table = self.query_one("#results-table", DataTable)
         cursor = table.cursor_coordinate
         table.clear(columns=True)
+        view = self._view if self._view is not None else shown(pivot)
+        texts = {id(row): [text for text, _ in shown_row]
+                 for row, shown_row in zip(pivot.rows, view.rows, strict=True)}
         labels: list[Text] = []
         for i, col in enumerate(pivot.columns):
-            label = Text(one_line(col.header), style="bold",
+            label = Text(one_line(view.headers[i]), style="bold",
                          justify="left" if col.role is Role.KEY else "right")
             if i == self.sort_column:
                 label.append(" ▼" if self.descending else " ▲")
             labels.append(label)
         rows: list[list[Text]] = []
+        marks = reason_marks(pivot)  # each n/a reason once, in the legend
         for row in sort_rows(pivot, self.sort_column, self.descending):
             best = best_columns(row, pivot, data.metric)
             cells = []
             for i, (col, cell) in enumerate(zip(pivot.columns, row.cells, strict=True)):
-                text = cell_text(cell, col.role, data.metric, i in best)
+                text = cell_text(cell, col.role, data.metric, i in best, marks,
+                                 texts[id(row)][i])
                 if col.role is Role.VALUE:
                     text.justify = "right"
                 cells.append(text)

@@ -10,7 +10,7 @@ No widget here: :mod:`dltop.tui.results_screen` puts it on the screen.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rich.text import Text
 
 from dltop.catalog import JobStatus, RunStatus
+from dltop.results.display import NA_PREFIX, shown, superscript
 from dltop.results.metrics import CONVERGENCE_LIST, METRIC_LIST
 from dltop.results.table import Cell, Role, Row, Table, status_label
 from dltop.textsafe import one_line
@@ -55,10 +56,13 @@ MEANING: dict[str, str] = {
     RunStatus.SETUP_FAILED: "a Slurm setup line failed",
     RunStatus.UNSUPPORTED: "not supported", RunStatus.UNSATISFIABLE: "devices not on host",
     RunStatus.RUNNING: "running", JobStatus.QUEUED: "queued", JobStatus.REMOVED: "removed"}
+LEGEND_REASONS = 3
+"""n/a reasons the legend line spells out; more are listed under the tables."""
 BAR_MAX = 60
 """Widest bar of the speedup chart: the top speedup (or the most devices) fills it."""
 MARKS = {"*": "noisy (a run's CV > 0.10)", "†": "packed (--pack) or shared (another engine)",
-         "§": "contaminated (a foreign process)"}
+         "§": "contaminated (a foreign process)",
+         "!": "oversubscribed (cpu:N on a host of fewer CPUs)"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,21 @@ class ResultsData:
     results: Sequence[ConfigResult] = ()
     """The configurations both tables were made of (metric-free: the next metric's
     table is made of them too, with no database read)."""
+    metrics: tuple[str, ...] = METRIC_NAMES
+    """The metrics the switch offers for this campaign (:func:`offered_metrics`)."""
+
+
+def offered_metrics(results: Sequence[ConfigResult]) -> tuple[str, ...]:
+    """The metrics worth a switch for these configurations, in :data:`METRIC_NAMES`
+    order: every timed and telemetry one (their n/a says why: no GPU, no FLOPs count),
+    and those of convergence and inference runs only where some configuration has a
+    value (no accuracy for a campaign that never evaluated, no TTFT without generate
+    runs), as the summary's columns (:func:`dltop.results.summary.shown_extras`)."""
+    from dltop.results.summary import shown_extras
+
+    extras = set(shown_extras(results))
+    convergence = {m.name for m in CONVERGENCE_LIST}
+    return tuple(name for name in METRIC_NAMES if name not in convergence or name in extras)
 
 
 def compute(db_path: Path, campaign_id: int, metric: str,
@@ -102,7 +121,7 @@ def compute(db_path: Path, campaign_id: int, metric: str,
     finally:
         db.close()
     return ResultsData(metric, pivot, scaling if isinstance(scaling, Table) else None,
-                       results)
+                       results, offered_metrics(results))
 
 
 def _number(cell: Cell) -> float | None:
@@ -133,18 +152,39 @@ def spread_text(cell: Cell, metric: str) -> str:
     return out
 
 
-def cell_text(cell: Cell | None, role: Role, metric: str, best: bool) -> Text:
+def reason_marks(table: Table) -> dict[str, int]:
+    """Each ``n/a: reason`` of the table's value cells numbered once, in the order the
+    cells first give it: the cells show ``n/a¹``, the legend the reason (as the
+    exports' footnotes, :mod:`dltop.results.display`)."""
+    marks: dict[str, int] = {}
+    values = [k for k, col in enumerate(table.columns) if col.role is Role.VALUE]
+    for row in table.rows:
+        for k in values:
+            cell = row.cells[k]
+            if cell is not None and cell.value is None and cell.text.startswith(NA_PREFIX):
+                marks.setdefault(cell.text, len(marks) + 1)
+    return marks
+
+
+def cell_text(cell: Cell | None, role: Role, metric: str, best: bool,
+              marks: Mapping[str, int] | None = None, shown_text: str | None = None,
+              ) -> Text:
     """A cell as the table shows it: keys plain; numbers with their n and spread (the
-    row's best highlighted); a missing number coloured by its reason."""
+    row's best highlighted), as ``shown_text`` says when given (the exports' display:
+    ms, 4 significant digits); a missing number coloured by its reason, an ``n/a:
+    reason`` as ``n/a`` and its mark in ``marks`` (:func:`reason_marks`)."""
     if cell is None:
         return Text("")
     text = one_line(cell.text)
     if role is Role.KEY:
         return Text(text)
     if cell.value is not None:
-        out = Text(text, BEST_STYLE if best else "")
+        out = Text(one_line(shown_text) if shown_text is not None else text,
+                   BEST_STYLE if best else "")
         out.append(spread_text(cell, metric), "dim")
         return out
+    if marks and (mark := marks.get(cell.text)) is not None:
+        return Text("n/a" + superscript(mark), failure_style(cell))
     return Text(text, failure_style(cell))
 
 
@@ -188,7 +228,7 @@ def legend(table: Table) -> Text:
             if cell.value is None:
                 if cell.status and cell.status != RunStatus.OK:
                     statuses.setdefault(cell.status, cell.text)
-                else:
+                elif not cell.text.startswith(NA_PREFIX):  # those: by mark, below
                     reasons.add(cell.text)
             marks.update(m for m in MARKS if m in cell.text)
     out = Text(no_wrap=False)
@@ -201,6 +241,14 @@ def legend(table: Table) -> Text:
     for reason in sorted(reasons):
         out.append(one_line(reason), REASON_STYLE.get(reason, NA_STYLE))
         out.append("   ")
+    footnotes = reason_marks(table)  # each n/a reason once
+    if len(footnotes) > LEGEND_REASONS:  # a line each, under the tables (notes_text)
+        out.append(f"n/a{superscript(1)}-{superscript(len(footnotes))}", NA_STYLE)
+        out.append(f" {len(footnotes)} reasons, listed below   ", "dim")
+    else:
+        for reason, k in footnotes.items():
+            out.append("n/a" + superscript(k), NA_STYLE)
+            out.append(f" {one_line(reason.removeprefix(NA_PREFIX))}   ", "dim")
     for mark in sorted(marks):
         out.append(f"{mark} {MARKS[mark]}   ", "dim")
     out.rstrip()
@@ -224,8 +272,10 @@ def scaling_text(table: Table) -> Text:
     Columns are as wide as their widest cell and never cut (the pane is as wide as the
     screen; wider lines are cropped at the right edge, as the pivot's are scrolled).
     """
-    heads = [one_line(c.header) for c in table.columns]
-    cells = [[one_line(c.text) if c is not None else "" for c in r.cells] for r in table.rows]
+    view = shown(table)  # as the exports' Markdown: 4 digits, each n/a reason once
+    heads = [one_line(h) for h in view.headers]
+    cells = [[one_line(text) + (superscript(k) if k else "") for text, k in r]
+             for r in view.rows]
     widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(heads)]
     left = [c.role is Role.KEY for c in table.columns]
 
@@ -234,12 +284,14 @@ def scaling_text(table: Table) -> Text:
                          for v, w, lft in zip(values, widths, left, strict=True)).rstrip()
 
     out = Text(no_wrap=True)
-    out.append(one_line(table.title), "bold")
+    out.append(one_line(view.title), "bold")
     out.append("\n")
     out.append(line(heads), "bold")
     out.append("\n" + "  ".join("─" * w for w in widths))
     for row in cells:
         out.append("\n" + line(row))
+    for k, reason in enumerate(view.footnotes, 1):
+        out.append(f"\n{superscript(k)} n/a: {one_line(reason)}", "dim")
     return out
 
 
@@ -275,5 +327,8 @@ def speedup_chart(table: Table, width: int) -> Text:
 
 
 def notes_text(data: ResultsData) -> Sequence[str]:
-    """The pivot's footnotes and caption, one line each."""
-    return [one_line(line) for line in (*data.pivot.notes, *data.pivot.caption)]
+    """The n/a reasons by mark (:func:`reason_marks`), the pivot's footnotes and
+    caption, one line each."""
+    reasons = [f"n/a{superscript(k)} {reason.removeprefix(NA_PREFIX)}"
+               for reason, k in reason_marks(data.pivot).items()]
+    return [one_line(line) for line in (*reasons, *data.pivot.notes, *data.pivot.caption)]

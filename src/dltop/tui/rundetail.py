@@ -62,22 +62,23 @@ ENV_LABELS = {"cpu_model": "cpu", "physical_cores": "cores", "logical_cores": "l
 
 
 def section(title: str, rows: Iterable[Row], detail: RunDetail) -> Text:
-    """A titled block of ``key value`` lines; missing values show N/A, and their
-    reasons follow, once per group."""
+    """A titled block of ``key value`` lines; missing values show N/A, and why, each
+    reason once, comes right under the title (``Telemetry`` then ``N/A: window 0.031 s,
+    ...``), where it is seen before the rows that show N/A."""
+    rows = list(rows)
     t = Text(no_wrap=False, overflow="fold")
     t.append(title + "\n", "bold underline")
-    missing: list[str] = []
-    for key, value, group in rows:
+    # each reason once: the GPU and host figures of a short window share theirs
+    missing = dict.fromkeys(group for _, value, group in rows if value is None)
+    for why in dict.fromkeys(detail.why_missing(group) for group in missing):
+        t.append(f"N/A: {why}\n", "dim yellow")
+    for key, value, _ in rows:
         t.append(f"{key:<{KEY_W}}", "dim")
         if value is None:
             t.append(NA, "yellow")
-            if group not in missing:
-                missing.append(group)
         else:
             t.append(one_line(value))
         t.append("\n")
-    for group in missing:
-        t.append(f"N/A: {detail.why_missing(group)}\n", "dim yellow")
     return t
 
 

@@ -209,6 +209,7 @@ class MainScreen(DltopScreen):
         table.show(view)
         header = self.query_one(QueueHeader)
         header.number_width, header.settings = table.number_width, table.has_settings
+        header.model_width = table.model_width
         app = self.dltop
         self.query_one(QueueHint).show(view, one_line(app.db_label), app.db_path.is_file())
         others = max(0, len(view.progress) - 1) if view else 0
@@ -228,6 +229,7 @@ class MainScreen(DltopScreen):
         table.show(view)
         header = self.query_one(QueueHeader)
         header.number_width, header.settings = table.number_width, table.has_settings
+        header.model_width = table.model_width
 
     def action_move(self, delta: int) -> None:
         table = self.query_one(QueueTable)

@@ -91,6 +91,7 @@ def test_cached_decoding_gives_the_full_forward_logits(shape: dict[str, Any],
     import jax
     import jax.numpy as jnp
     import jax_lm
+    import lm_decode
 
     lm, params = _model(shape, attention)
     prompt, new = 5, 4
@@ -102,10 +103,14 @@ def test_cached_decoding_gives_the_full_forward_logits(shape: dict[str, Any],
         params, cache, ids[:, :prompt])
     np.testing.assert_allclose(np.asarray(last)[:, 0], full[:, prompt - 1], rtol=1e-4,
                                atol=1e-5)
-    step = jax.jit(lambda p, c, t, pos: jax_lm.forward(lm, p, t, pos, c, decoding=True),
-                   donate_argnums=(1,))
+    # Each step reads the cache's first `length` positions, buckets of 4 here (8, 8, 8, 9:
+    # the last one the whole cache), masked within the bucket.
+    step = jax.jit(lambda p, c, t, pos, n: jax_lm.forward(lm, p, t, pos, c, decoding=True,
+                                                          length=n),
+                   static_argnums=(4,), donate_argnums=(1,))
     for pos in range(prompt, prompt + new):
-        logits, cache = step(params, cache, ids[:, pos:pos + 1], jnp.int32(pos))
+        length = lm_decode.bucket(pos + 1, prompt + new, 4)
+        logits, cache = step(params, cache, ids[:, pos:pos + 1], jnp.int32(pos), length)
         np.testing.assert_allclose(np.asarray(logits)[:, 0], full[:, pos], rtol=1e-4,
                                    atol=1e-5)
 

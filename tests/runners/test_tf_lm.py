@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from dltop.runners.child import lm_catalog
+from dltop.runners.child import lm_catalog, lm_decode
 
 from .conftest import run_runner, spec
 
@@ -84,8 +84,10 @@ def test_cached_decode_reproduces_the_full_forward(shape: dict[str, Any] | None,
     full = model(ids).numpy()
     cache = tf_lm_steps.tf_lm.Cache(model.s, 2, 16, tf.float32)
     got = [model.run(ids[:, :10], cache, last_only=True).numpy()[:, 0]]
-    for t in range(10, 15):
-        got.append(model.run(ids[:, t:t + 1], cache, pos=tf.constant(t)).numpy()[:, 0])
+    for t in range(10, 15):  # reading the first 12 cache positions, then all 16
+        length = lm_decode.bucket(t + 1, 16, 4)
+        got.append(model.run(ids[:, t:t + 1], cache, pos=tf.constant(t),
+                             length=length).numpy()[:, 0])
     np.testing.assert_allclose(np.stack(got, axis=1), full[:, 9:15], atol=1e-4)
 
 

@@ -214,17 +214,26 @@ class _Quiet:
 
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA GPU on this machine")
-@pytest.mark.parametrize("name", ["gpt-tiny", "llama-test"])
-def test_cuda_graph_decoding_gives_the_eager_tokens(name: str, llama_test: str) -> None:
+@pytest.mark.parametrize(("name", "prompt", "new"), [("gpt-tiny", 12, 6), ("llama-test", 12, 6),
+                                                     ("gpt-tiny", 60, 10)])
+def test_cuda_graph_decoding_gives_the_eager_tokens(name: str, prompt: int, new: int,
+                                                    llama_test: str) -> None:
+    import lm_decode
+
     dev = torch.device("cuda", 0)
     torch.manual_seed(0)
     model = torch_lm.build(name, "fused", dev)
     _spread(model)
-    s = dict(model=name, per_device_batch=2, prompt_tokens=12, new_tokens=6,
+    s = dict(model=name, per_device_batch=2, prompt_tokens=prompt, new_tokens=new,
              precision="fp32", seed=3, cuda_graphs=True)
     graphed = torch_lm_steps.Generator(s, model, dev)
     graphed.prepare(_Quiet())
     assert "capture_s" in graphed.setup_s
-    tokens = [[graphed.prefill()] + [graphed.decode() for _ in range(5)] for _ in range(2)]
+    # The prefill is a graph too, and each bucket (64 and 70 for 60 + 10) has its own.
+    assert graphed._replay_prefill is not None
+    assert sorted(graphed._replays) == lm_decode.buckets(prompt, new)
+    tokens = [[graphed.prefill()] + [graphed.decode() for _ in range(new - 1)]
+              for _ in range(2)]
     eager = torch_lm_steps.Generator({**s, "cuda_graphs": False}, model, dev)
-    assert tokens[0] == tokens[1] == [eager.prefill()] + [eager.decode() for _ in range(5)]
+    assert tokens[0] == tokens[1] == \
+        [eager.prefill()] + [eager.decode() for _ in range(new - 1)]

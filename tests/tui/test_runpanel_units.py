@@ -28,3 +28,14 @@ def test_the_live_rate_says_tokens_for_a_transformer(model: str, unit: str, othe
     rate.run = dataclasses.replace(view.current, recent_s=(0.5, 0.5, 0.5))
     text = rate.render().plain
     assert f" {unit}" in text and other not in text
+
+
+@pytest.mark.parametrize(("model", "unit"), [("gpt2-small", "tokens/s"),
+                                             ("fcn-r", "samples/s"), ("", "samples/s")])
+def test_the_run_details_rate_row_says_tokens_for_a_transformer(model: str, unit: str) -> None:
+    from dltop.live.rundetail import RunStats
+    from dltop.tui.rundetail_rows import stats_rows
+
+    stats = RunStats(10, 0.5, 0.5, 0.4, 0.6, 0.01, False, 2048.0, 3.2)
+    rows = {key: value for key, value, _ in stats_rows(stats, model)}
+    assert rows[unit] == "2048.0" and len({"tokens/s", "samples/s"} & set(rows)) == 1

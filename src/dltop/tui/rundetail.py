@@ -309,7 +309,7 @@ class RunDetailScreen(Screen[None]):
         self._set("#rd-status", status_text(detail, from_file))
         live = stats_so_far(detail, trace) if detail.running else None
         self._set("#rd-stats", section("Statistics" + (" so far" if live else ""),
-                                       stats_rows(live or detail.stats), detail))
+                                       stats_rows(live or detail.stats, detail.model), detail))
         for part, text in (("generation", generation_text(detail)),
                            ("convergence", convergence_text(trace)),
                            ("profile", profile_text(detail))):

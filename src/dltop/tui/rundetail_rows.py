@@ -8,14 +8,15 @@ from dataclasses import replace
 
 from dltop.live.nodegpus import node_gpu_lines
 from dltop.live.rundetail import RunDetail, RunStats, RunTelemetry, cpu_energy_text
+from dltop.results.tokens import is_lm
 from dltop.tui.format import gib, num, per_iteration
 
 Row = tuple[str, str | None, str]
 """(key, value or None when missing, the group whose reason explains a missing value)."""
 
 
-def stats_rows(s: RunStats) -> list[Row]:
-    """The run's timing statistics."""
+def stats_rows(s: RunStats, model: str = "") -> list[Row]:
+    """The run's timing statistics (throughput in tokens/s for a transformer ``model``)."""
     p = None
     if s.p10_s is not None and s.p90_s is not None:
         lo, hi = per_iteration(s.p10_s), per_iteration(s.p90_s)
@@ -26,7 +27,8 @@ def stats_rows(s: RunStats) -> list[Row]:
             ("p10 / p90", p, "stats"),
             ("cv", num(s.cv, ".3f") if s.cv is not None else None, "stats"),
             ("noisy", None if s.noisy is None else ("yes" if s.noisy else "no"), "stats"),
-            ("samples/s", num(s.samples_per_s, ".1f") if s.samples_per_s else None, "stats"),
+            ("tokens/s" if is_lm(model) else "samples/s",
+             num(s.samples_per_s, ".1f") if s.samples_per_s else None, "stats"),
             ("final loss", num(s.final_loss, ".4g") if s.final_loss is not None else None,
              "stats")]
 

@@ -24,9 +24,12 @@ heads repeated for GQA.
 Generation keeps a key/value cache of static shape: per layer, keys and values of
 ``(batch, prompt + new, kv_heads, head_dim)`` (compute dtype; one buffer per layer, so
 that a layer's attention reads its buffer as it is, not a slice copied out of a
-stack). :func:`forward` writes the new positions with ``lax.dynamic_update_slice``
-and attends only to positions up to the current one, so what lies beyond is never
-read.
+stack). :func:`forward` writes the new positions with ``lax.dynamic_update_slice``.
+A decode step reads only the cache's first ``length`` positions (a static slice:
+jit needs static shapes, so ``length`` is the :func:`lm_decode.bucket` of the
+position, one compiled step per bucket) and masks, within it, those past the
+current one (``key_value_seq_lengths``), so its cost grows with the position.
+A prefill computes the logits of its last position only (:func:`head` on (B, 1, d)).
 """
 
 import collections
@@ -173,9 +176,10 @@ def attend(q, k, v, attention, q_positions, kv_len=None, impl=None):
     return jnp.einsum("bnts,bsnh->btnh", probs, v)
 
 
-def _attention(lm, p, x, positions, cache, start, decoding):
+def _attention(lm, p, x, positions, cache, start, decoding, length=None):
     """One attention sublayer on normed ``x`` (``cache``: this layer's or None); returns
-    (output, cache)."""
+    (output, cache). A decode step reads the cache's first ``length`` positions (a
+    static int; None: all of them)."""
     s = lm.shape
     b, t, d = x.shape
     heads, kv_heads = s["heads"], s["kv_heads"]
@@ -198,6 +202,8 @@ def _attention(lm, p, x, positions, cache, start, decoding):
                  "v": lax.dynamic_update_slice(cache["v"], v.astype(cache["v"].dtype), at)}
         if decoding:
             k, v = cache["k"], cache["v"]
+            if length is not None:
+                k, v = k[:, :length], v[:, :length]
             kv_len = start + 1
     out = attend(q, k, v, lm.attention, positions, kv_len, lm.impl).reshape((b, t, d))
     if s["family"] == lm_catalog.GPT:
@@ -212,7 +218,17 @@ def _mlp(lm, p, x):
     return _mm(jax.nn.silu(_mm(x, p["gate"])) * _mm(x, p["up"]), p["down"])
 
 
-def forward(lm, params, ids, start=0, cache=None, decoding=False, last_only=False):
+def head(lm, params, x):
+    """The final norm and the (tied) output projection: logits of hidden states ``x``."""
+    if lm.shape["family"] == lm_catalog.GPT:
+        x = _layer_norm(x, params["lnf_w"], params["lnf_b"])
+    else:
+        x = _rms_norm(x, params["normf"])
+    return jnp.dot(x, params["wte"].T.astype(lm.dtype))
+
+
+def forward(lm, params, ids, start=0, cache=None, decoding=False, last_only=False,
+            length=None):
     """Logits (B, T, vocab) in the compute dtype of token ids (B, T) at ``start`` on.
 
     Args:
@@ -225,6 +241,8 @@ def forward(lm, params, ids, start=0, cache=None, decoding=False, last_only=Fals
         decoding: ``ids`` is one token per sequence attending to the cache's first
             ``start + 1`` positions; otherwise ``ids`` attend causally to themselves.
         last_only: logits of the last position only (prefill: B, 1, vocab).
+        length: while decoding, the cache positions read (a static int at least
+            ``start + 1``: a bucket); None: the whole cache.
 
     Returns:
         ``(logits, cache)``.
@@ -242,7 +260,7 @@ def forward(lm, params, ids, start=0, cache=None, decoding=False, last_only=Fals
     for i, p in enumerate(params["blocks"]):
         h = _layer_norm(x, p["ln1_w"], p["ln1_b"]) if gpt else _rms_norm(x, p["norm1"])
         a, layer_cache = _attention(lm, p, h, positions, None if cache is None else cache[i],
-                                    start, decoding)
+                                    start, decoding, length)
         if cache is not None:
             new_cache.append(layer_cache)
         x = x + a
@@ -250,8 +268,7 @@ def forward(lm, params, ids, start=0, cache=None, decoding=False, last_only=Fals
         x = x + _mlp(lm, p, h)
     if last_only:
         x = x[:, -1:]
-    x = _layer_norm(x, params["lnf_w"], params["lnf_b"]) if gpt else _rms_norm(x, params["normf"])
-    return jnp.dot(x, wte.T.astype(dtype)), new_cache
+    return head(lm, params, x), new_cache
 
 
 def empty_cache(lm, batch, length):

@@ -6,13 +6,15 @@ placement, optimizers, precision and evaluation unchanged: a transformer is one 
 ``Model(params, state, apply)`` whose samples are sequences of ``seq_len`` tokens.
 
 Generation (``mode = "generate"``): a prompt of ``prompt_tokens`` uniform random ids
-(the spec's seed) for ``per_device_batch`` sequences, then greedy decoding. Two
-``jax.jit`` functions, both compiled before the timed loop: ``prefill(params, cache,
-ids) -> (cache, first token, position)`` and ``decode(params, cache, token, position)
--> (cache, next token, position + 1)``. The cache (static shape, prompt + new
-positions) is donated to both, so XLA updates it in place; the token and the position
-stay on the device between steps, and each step ends with a host read of the token
-ids (``np.asarray``), which waits for the device. lm_loop.run_generate times them.
+(the spec's seed) for ``per_device_batch`` sequences, then greedy decoding. Jitted
+functions, all compiled before the timed loop: :func:`prefill_step` ``(params, cache,
+ids) -> (cache, first token, position)`` and :func:`decode_step` ``(params, cache,
+token, position) -> (cache, next token, position + 1)``, the latter once per
+:func:`lm_decode.buckets` length (the cache positions it reads: jit needs static
+shapes), chosen on the host by the request's step. The cache (static shape, prompt +
+new positions) is donated to each, so XLA updates it in place; the token and the
+position stay on the device between steps, and each step ends with a host read of the
+token ids (``np.asarray``), which waits for the device. lm_loop.run_generate times them.
 """
 
 import sys
@@ -24,6 +26,7 @@ import jax.numpy as jnp
 import jax_lm
 import jax_models
 import lm_catalog
+import lm_decode
 import numpy as np
 
 
@@ -112,6 +115,22 @@ def synthetic_batch(spec, batch):
     return ids[:, :-1], ids[:, 1:]
 
 
+def prefill_step(lm, params, cache, ids):
+    """The prompt ``ids`` (B, P) into ``cache``; ``(cache, first token (B,), P)``. Only
+    the last position reaches the output projection."""
+    logits, cache = jax_lm.forward(lm, params, ids, 0, cache, last_only=True)
+    token = jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32)
+    return cache, token, jnp.asarray(ids.shape[1], jnp.int32)
+
+
+def decode_step(lm, params, cache, token, pos, length):
+    """One token per sequence at ``pos``, reading the cache's first ``length`` (static)
+    positions; ``(cache, next token, pos + 1)``."""
+    logits, cache = jax_lm.forward(lm, params, token[:, None], pos, cache, decoding=True,
+                                   length=length)
+    return cache, jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), pos + 1
+
+
 def run_generate(spec, reporter, hello, lm, model, device):
     """Compile prefill and decode, report ``hello``, ``model`` and ``plan``, run the loop.
 
@@ -128,45 +147,46 @@ def run_generate(spec, reporter, hello, lm, model, device):
     params = jax.device_put(model.params, device)
     cache = jax.device_put(jax_lm.empty_cache(lm, batch, prompt + new), device)
 
-    def prefill_fn(lm, params, cache, ids):
-        logits, cache = jax_lm.forward(lm, params, ids, 0, cache, last_only=True)
-        token = jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32)
-        return cache, token, jnp.asarray(ids.shape[1], jnp.int32)
-
-    def decode_fn(lm, params, cache, token, pos):
-        logits, cache = jax_lm.forward(lm, params, token[:, None], pos, cache, decoding=True)
-        return cache, jnp.argmax(logits[:, -1], axis=-1).astype(jnp.int32), pos + 1
-
     token0 = jax.ShapeDtypeStruct((batch,), jnp.int32)
     pos0 = jax.ShapeDtypeStruct((), jnp.int32)
+    lengths = lm_decode.buckets(prompt, new)
 
-    def compile_both(lm):
-        prefill_j = jax.jit(lambda p, c, x: prefill_fn(lm, p, c, x), donate_argnums=(1,))
-        decode_j = jax.jit(lambda p, c, t, n: decode_fn(lm, p, c, t, n), donate_argnums=(1,))
-        return (prefill_j.lower(params, cache, ids).compile(),
-                decode_j.lower(params, cache, token0, pos0).compile())
+    def compile_all(lm):
+        prefill_j = jax.jit(lambda p, c, x: prefill_step(lm, p, c, x), donate_argnums=(1,))
+        steps = {}
+        for n in lengths:
+            decode_j = jax.jit(lambda p, c, t, k, n=n: decode_step(lm, p, c, t, k, n),
+                               donate_argnums=(1,))
+            steps[n] = decode_j.lower(params, cache, token0, pos0).compile()
+        return prefill_j.lower(params, cache, ids).compile(), steps
 
     t0 = time.perf_counter()
-    lm, (prefill_c, decode_c) = with_fallback(lm, compile_both)
+    lm, (prefill_c, decode_c) = with_fallback(lm, compile_all)
     compile_s = time.perf_counter() - t0
-    sys.stdout.write("[dltop] jax: prefill and decode compiled in %.3f s (outside the timed "
-                     "requests)\n" % compile_s)
+    sys.stdout.write("[dltop] jax: prefill and decode (attended lengths %s, buckets of %d) "
+                     "compiled in %.3f s (outside the timed requests)\n"
+                     % (", ".join(str(n) for n in lengths) or "none", lm_decode.BUCKET,
+                        compile_s))
     sys.stdout.flush()
     more = facts(lm)
     hello(compile_s=compile_s, precision_compute=None if lm.dtype == jnp.float32
           else lm.dtype.name, **more)
     reporter.model(jax_lm.param_count(model.params), None)
     convergence.Plan(None, batch, None, spec["iterations"], spec["warmup"], None).report(reporter)
-    holder = {"cache": cache, "token": None, "pos": None}
+    holder = {"cache": cache, "token": None, "pos": None, "at": prompt}
     requests = []
+    cache_len = prompt + new
 
     def prefill():
         holder["cache"], holder["token"], holder["pos"] = prefill_c(params, holder["cache"], ids)
+        holder["at"] = prompt
         requests.append([np.asarray(holder["token"])])
 
     def decode():
-        holder["cache"], holder["token"], holder["pos"] = decode_c(
+        step = decode_c[lm_decode.bucket(holder["at"] + 1, cache_len)]
+        holder["cache"], holder["token"], holder["pos"] = step(
             params, holder["cache"], holder["token"], holder["pos"])
+        holder["at"] += 1
         requests[-1].append(np.asarray(holder["token"]))
 
     measured = lm_loop.run_generate(spec, reporter, prefill, decode)

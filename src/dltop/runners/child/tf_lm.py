@@ -19,10 +19,13 @@ TF has no fused attention kernel, and XLA (option ``xla``) fuses either.
 ``"plain"`` writes softmax(Q K^T / sqrt(d) + causal mask) V out here.
 
 One forward serves three uses: training/inference over a whole sequence,
-``prefill`` (the prompt; keys and values also written to the cache) and
-``decode`` (one token at a tensor position; attends over the cache, the
-unwritten tail masked). The cache is :class:`Cache`: ``tf.Variable``\\ s of the
-static shape (batch, prompt + new, kv_heads, head_dim), updated in place.
+``prefill`` (the prompt; keys and values also written to the cache; the logits of
+the last position only) and ``decode`` (one token at a tensor position; attends
+over the cache's first ``length`` positions only, a Python int: the
+:func:`lm_decode.bucket` of the position, so that a ``tf.function`` (and XLA)
+sees static shapes, one trace per bucket; within it the positions past the token
+are masked). The cache is :class:`Cache`: ``tf.Variable``\\ s of the static shape
+(batch, prompt + new, kv_heads, head_dim), updated in place.
 """
 
 import math
@@ -170,12 +173,13 @@ class Block(keras.layers.Layer):
             q, k = _rope(q, *rope), _rope(k, *rope)
         return q, k, v
 
-    def forward(self, x, rope=None, cache=None, layer=0, pos=None):
+    def forward(self, x, rope=None, cache=None, layer=0, pos=None, length=None):
         """The block on (batch, time, d) ``x``.
 
         ``cache`` None: causal self-attention over ``x``. ``pos`` None (prefill): also
         writes the keys and values at positions 0..time-1. ``pos`` a scalar tensor
-        (decode, time 1): writes them at ``pos`` and attends to positions 0..pos.
+        (decode, time 1): writes them at ``pos`` and attends to positions 0..pos,
+        reading the cache's first ``length`` positions (an int > pos; None: all).
         """
         s = self.s
         gpt = s["family"] == lm_catalog.GPT
@@ -193,9 +197,10 @@ class Block(keras.layers.Layer):
             at = tf.stack([tf.range(batch), tf.fill([batch], pos)], axis=1)
             cache.keys[layer].scatter_nd_update(at, k[:, 0])
             cache.values[layer].scatter_nd_update(at, v[:, 0])
-            mask = tf.reshape(tf.range(cache.length) <= pos, [1, 1, 1, cache.length])
-            a = attend(q, tf.convert_to_tensor(cache.keys[layer]),
-                       tf.convert_to_tensor(cache.values[layer]), self.fused, mask)
+            n = cache.length if length is None else int(length)
+            mask = tf.reshape(tf.range(n) <= pos, [1, 1, 1, n])
+            a = attend(q, cache.keys[layer][:, :n], cache.values[layer][:, :n], self.fused,
+                       mask)
         a = tf.reshape(a, tf.shape(x))
         if gpt:
             x = x + _mm(a, self.o_w) + tf.cast(self.o_b, x.dtype)
@@ -257,17 +262,18 @@ class Decoder(keras.Model):
         x = (_layer_norm(x, self.lnf_w, self.lnf_b) if self.gpt else _rms_norm(x, self.normf))
         return tf.einsum("btd,vd->btv", x, tf.cast(self.wte, x.dtype))  # tied output
 
-    def run(self, ids, cache=None, pos=None, last_only=False):
+    def run(self, ids, cache=None, pos=None, last_only=False, length=None):
         """Logits of (batch, time) ``ids``: a whole sequence from position 0 (``pos``
         None; with ``cache``, its keys and values are stored), or one token per sequence
-        at the scalar tensor ``pos`` through ``cache``. ``last_only``: the last position's
-        logits only (a prefill samples one token)."""
+        at the scalar tensor ``pos`` through ``cache``, reading its first ``length``
+        positions (None: all). ``last_only``: the last position's logits only (a
+        prefill samples one token: the output projection sees (batch, 1, d))."""
         t = _time(ids)
         positions = tf.range(t) if pos is None else tf.reshape(pos, [1])
         x = self._embed(ids, positions)
         rope = self._rope(positions)
         for i, block in enumerate(self.blocks):
-            x = block.forward(x, rope, cache, i, pos)
+            x = block.forward(x, rope, cache, i, pos, length)
         return self._logits(x[:, -1:] if last_only else x)
 
     def call(self, ids, training=None):

@@ -9,12 +9,15 @@ batch (:func:`synthetic_batch`: ids of shape (batch, seq_len + 1), inputs
 by XLA with the runner's ``xla`` option. The prefill takes the (batch, prompt)
 ids, stores every layer's keys and values in the :class:`tf_lm.Cache`
 variables (static shape batch x (prompt + new)), samples the first token
-(argmax) and sets the cache's position; the decode step takes no arguments:
-it reads the last token and the position from variables, writes one key/value
-row per layer in place (``scatter_nd_update``), attends over the cache with the
-unwritten tail masked, and stores the next token and position. Neither ever
-retraces. Each returns the token ids, read on the host (``.numpy()``), which
-waits for the device; lm_loop.run_generate times them.
+(argmax, from the last position's logits only) and sets the cache's position;
+the decode step takes one Python int, the cache positions it reads (the
+:func:`lm_decode.bucket` of the position): it reads the last token and the
+position from variables, writes one key/value row per layer in place
+(``scatter_nd_update``), attends over the cache's first ``length`` positions
+(those past the token masked), and stores the next token and position. The
+decode step is traced (and XLA-compiled) once per bucket, all before the timed
+requests; the prefill once. Each returns the token ids, read on the host
+(``.numpy()``), which waits for the device; lm_loop.run_generate times them.
 """
 
 import sys
@@ -23,6 +26,7 @@ import time
 import convergence
 import dltop_protocol as proto
 import lm_catalog
+import lm_decode
 import lm_loop
 import tensorflow as tf
 import tf_lm
@@ -67,7 +71,8 @@ def synthetic_batch(spec, batch):
 
 
 def generator(model, batch, prompt, new, xla):
-    """``(prefill(ids) -> ids, decode() -> ids)``: the compiled steps over a fresh cache."""
+    """``(prefill(ids) -> ids, decode(length) -> ids)``: the compiled steps over a fresh
+    cache (``length``: the cache positions the step reads, an int)."""
     cache = tf_lm.Cache(model.s, batch, prompt + new, tf.as_dtype(model.compute_dtype))
 
     def prefill_fn(ids):
@@ -77,9 +82,9 @@ def generator(model, batch, prompt, new, xla):
         cache.pos.assign(prompt)
         return token
 
-    def decode_fn():
+    def decode_fn(length):
         pos = cache.pos.read_value()
-        logits = model.run(cache.tokens.read_value()[:, None], cache, pos=pos)
+        logits = model.run(cache.tokens.read_value()[:, None], cache, pos=pos, length=length)
         token = tf.argmax(logits[:, -1], axis=-1, output_type=tf.int32)
         cache.tokens.assign(token)
         cache.pos.assign(pos + 1)
@@ -106,21 +111,29 @@ def run_generate(spec, reporter, model, device, xla):
     with tf.device(device):
         ids = prompt_ids(spec, batch, prompt)
         prefill_c, decode_c = generator(model, batch, prompt, new, xla)
+    lengths = lm_decode.buckets(prompt, new)
     t0 = time.perf_counter()
     prefill_c(ids).numpy()
-    decode_c().numpy()
-    sys.stdout.write("[dltop] tensorflow: prefill and decode traced%s in %.3f s (outside the "
-                     "timed requests)\n" % (" and XLA-compiled" if xla else "",
-                                            time.perf_counter() - t0))
+    for n in lengths:  # one step per bucket (fewer than the request's steps: in the cache)
+        decode_c(n).numpy()
+    sys.stdout.write("[dltop] tensorflow: prefill and decode (attended lengths %s, buckets of "
+                     "%d) traced%s in %.3f s (outside the timed requests)\n"
+                     % (", ".join(str(n) for n in lengths) or "none", lm_decode.BUCKET,
+                        " and XLA-compiled" if xla else "", time.perf_counter() - t0))
     sys.stdout.flush()
     convergence.Plan(None, batch, None, spec["iterations"], spec["warmup"], None).report(reporter)
     requests = []
+    at = [prompt]
+    cache_len = prompt + new
 
     def prefill():
+        at[0] = prompt
         requests.append([prefill_c(ids).numpy()])
 
     def decode():
-        requests[-1].append(decode_c().numpy())
+        n = lm_decode.bucket(at[0] + 1, cache_len)
+        at[0] += 1
+        requests[-1].append(decode_c(n).numpy())
 
     measured = lm_loop.run_generate(spec, reporter, prefill, decode)
     tokens = [[[int(t[b]) for t in r] for b in range(batch)] for r in requests]

@@ -15,10 +15,14 @@ bf16/fp16 CUDA; ``enable_gqa`` for Llama's grouped keys where this PyTorch has i
 ``"plain"`` is softmax(Q K^T / sqrt(d) + causal mask) V written out.
 
 Generation uses a static key/value cache (:class:`KVCache`, allocated once at
-prompt + new tokens): :meth:`Decoder.prefill` fills positions ``[0, P)`` and
-:meth:`Decoder.decode` writes position ``pos`` (a device tensor) with
-``index_copy_`` and attends over the whole cache under a boolean mask
-``arange <= pos``, so every decode step has the same shapes (compile, CUDA graphs).
+prompt + new tokens): :meth:`Decoder.prefill` fills positions ``[0, P)`` (causal
+attention, ``is_causal``) and computes the logits of the last position only, as
+JAX and TensorFlow do; :meth:`Decoder.decode` writes position ``pos`` (a device
+tensor) with ``index_copy_`` and attends over the cache's first ``length``
+positions only (a Python int): eagerly ``pos + 1``, no mask, so a token's cost
+grows with its position and SDPA may pick its flash kernels; under compile or
+CUDA graphs a :func:`lm_decode.bucket` length with the positions past ``pos``
+masked within it (static shapes: one graph per bucket).
 """
 
 import math
@@ -87,13 +91,13 @@ class KVCache(nn.Module):
         self.k[layer, :, :, :t].copy_(k)
         self.v[layer, :, :, :t].copy_(v)
 
-    def put(self, layer, pos, k, v):
+    def put(self, layer, pos, k, v, length):
         """Write one position ``pos`` (a 1-element long tensor) of ``layer``; the layer's
-        whole cache (B, KV, length, hd) back."""
+        first ``length`` positions (B, KV, length, hd) back: views, nothing copied."""
         kc, vc = self.k[layer], self.v[layer]
         kc.index_copy_(2, pos, k)
         vc.index_copy_(2, pos, v)
-        return kc, vc
+        return kc[:, :, :length], vc[:, :, :length]
 
 
 def _rms_norm(x, weight):
@@ -168,16 +172,18 @@ class Block(nn.Module):
             return x + self.down(F.silu(gate) * up)
         return x + self.down(F.gelu(self.fc(h), approximate="tanh"))
 
-    def forward(self, x, rope=None, cache=None, layer=None, pos=None, mask=None):
+    def forward(self, x, rope=None, cache=None, layer=None, pos=None, mask=None,
+                length=None):
         """``x`` (B, T, d). With ``cache`` and ``pos`` None: causal attention over ``x``
         (training, inference, prefill: the keys and values go to the cache's prefix);
-        with ``pos``: one decode position, attending over the cache under ``mask``."""
+        with ``pos``: one decode position, attending over the cache's first ``length``
+        positions (under ``mask`` where some lie past ``pos``)."""
         q, k, v = self._qkv(x, rope)
         if pos is None:
             if cache is not None:
                 cache.put_prefix(layer, k, v)
             return self._finish(x, attend(q, k, v, self.fused, True))
-        k, v = cache.put(layer, pos, k, v)
+        k, v = cache.put(layer, pos, k, v, length)
         return self._finish(x, attend(q, k, v, self.fused, False, mask))
 
 
@@ -234,11 +240,14 @@ class Decoder(nn.Module):
         return (self.cos.index_select(0, positions)[None, None],
                 self.sin.index_select(0, positions)[None, None])
 
-    def _run(self, ids, positions, cache=None, pos=None, mask=None):
+    def _run(self, ids, positions, cache=None, pos=None, mask=None, length=None,
+             last_only=False):
         x = self._embed(ids, positions)
         rope = self._rope(positions)
         for i, block in enumerate(self.blocks):
-            x = block(x, rope, cache, i, pos, mask)
+            x = block(x, rope, cache, i, pos, mask, length)
+        if last_only:  # a prefill samples one token: the head's input is (B, 1, d)
+            x = x[:, -1:]
         return self.lm_head(self.norm_f(x))
 
     def forward(self, ids):
@@ -255,13 +264,17 @@ class Decoder(nn.Module):
     def prefill(self, ids):
         """Run the prompt ``ids`` (B, P), filling cache positions [0, P); last logits (B, V)."""
         positions = torch.arange(ids.shape[1], device=ids.device)
-        return self._run(ids, positions, self.cache)[:, -1]
+        return self._run(ids, positions, self.cache, last_only=True)[:, -1]
 
-    def decode(self, tok, pos):
+    def decode(self, tok, pos, length, masked=False):
         """One token per sequence, ``tok`` (B, 1) at position ``pos`` (a 1-element long
-        device tensor); the logits (B, V). Fixed shapes: the whole cache under a mask."""
-        mask = (self.cache.positions <= pos).view(1, 1, 1, -1)
-        return self._run(tok, pos, self.cache, pos, mask)[:, -1]
+        device tensor), attending over the cache's first ``length`` positions (an int:
+        ``pos + 1``, or with ``masked`` a bucket where those past ``pos`` are masked);
+        the logits (B, V)."""
+        mask = None
+        if masked:
+            mask = (self.cache.positions[:length] <= pos).view(1, 1, 1, -1)
+        return self._run(tok, pos, self.cache, pos, mask, length)[:, -1]
 
 
 def build(name, attention="fused", device=None):

@@ -1,5 +1,6 @@
 """The TUI pivot's best cell per row: the largest for rates and utilisations, the smallest
-for times. decode-rate (tokens/s) used to be marked at its smallest, as if it were a time."""
+for times. decode-rate (tokens/s) and the serve rates (req/s, output tokens/s, goodput)
+used to be marked at their smallest, as if they were times."""
 
 from __future__ import annotations
 
@@ -14,12 +15,13 @@ ROW = Row((Cell("gpt-tiny"), Cell("100.0", 100.0), Cell("250.0", 250.0)))
 
 
 @pytest.mark.parametrize("metric", ["decode-rate", "mbu", "prefill-tflops", "throughput",
-                                    "mfu"])
+                                    "mfu", "req-rate", "output-rate", "goodput"])
 def test_rates_and_utilisations_are_best_at_their_largest(metric: str) -> None:
     assert best_columns(ROW, TABLE, metric) == {2}
 
 
-@pytest.mark.parametrize("metric", ["time", "ttft", "tpot", "itl", "energy", "perplexity"])
+@pytest.mark.parametrize("metric", ["time", "ttft", "tpot", "itl", "energy", "perplexity",
+                                    "error-rate", "dispatch-lag", "slot-wait", "client-cpu"])
 def test_times_energy_and_perplexity_are_best_at_their_smallest(metric: str) -> None:
     assert best_columns(ROW, TABLE, metric) == {1}
 

@@ -27,7 +27,11 @@ TRANSFORMER_FRAMEWORKS: Final = ("torch", "jax", "tensorflow")
 ATTENTIONS: Final = ("fused", "plain")
 """Transformer attention: the framework's fused kernel, or the unfused softmax(QK^T)V."""
 
-PRECISIONS: Final = ("fp32", "tf32", "fp16", "bf16")
+PRECISIONS: Final = ("fp32", "tf32", "fp16", "bf16", "fp8")
+"""``fp8``: PyTorch training of the transformers on compute capability 8.9 or later
+(torchao's float8 training; docs/profiles.md), refused elsewhere at load or preflight."""
+FP8_RECIPES: Final = ("tensorwise", "rowwise")
+"""torchao's float8 scaling recipes (``fp8_recipe``): one scale per tensor, or per row."""
 DATA_KINDS: Final = ("synthetic", "real")
 OPTIMIZERS: Final = ("sgd", "adam", "adamw")
 OPTIMIZERS_MISSING: Final = frozenset({("cntk", "adamw")})

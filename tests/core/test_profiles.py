@@ -77,9 +77,9 @@ def _unusual_job() -> JobSpec:
         optimizer="adamw", weight_decay=0.1, mode="inference", epochs=3, eval_every="epoch",
         target_accuracy=0.9, target_perplexity=120.0, shuffle=True, op_profile=True, input_size=64,
         data_loader="host", loader_workers=2, channels_last=True, torch_compile="default",
-        cudnn_benchmark=False, cuda_graphs=True, seq_len=64, attention="plain",
-        prompt_tokens=16, new_tokens=8, request_rate=2.5, concurrency=3, nodes=2,
-        executor="slurm",
+        cudnn_benchmark=False, cuda_graphs=True, fp8_recipe="rowwise", seq_len=64,
+        attention="plain", prompt_tokens=16, new_tokens=8, request_rate=2.5, concurrency=3,
+        nodes=2, executor="slurm",
         slurm=SlurmSettings(partition="gpu", time="10", extra_args=("--qos=x",),
                             cpus_per_gpu=8, parallel=3),
         system="site", references=(Reference("s_per_iter", 0.5, -0.1, 0.2, "m/*/*"),))
@@ -145,7 +145,7 @@ def test_job_row_covers_the_jobs_table() -> None:
 def _documented_defaults() -> dict[str, str]:
     text = (DOCS / "profiles.md").read_text()
     return {m[1]: m[2].strip().strip("`") for m in re.finditer(
-        r"^\| `([a-z_]+)` \| either \|[^|]*\|([^|]*)\|", text, re.M)}
+        r"^\| `([a-z0-9_]+)` \| either \|[^|]*\|([^|]*)\|", text, re.M)}
 
 
 def test_docs_give_every_setting_with_its_default() -> None:

@@ -82,6 +82,7 @@ def assert_kept_apart(db: sqlite_utils.Database, cid: int, n: int) -> Table:
 REAL = {"data": "real", "data_dir": "/data"}
 LM = {"models": ["gpt-tiny"]}
 GEN = {**LM, "mode": "generate"}
+FP8 = {**LM, "devices": ["gpu:1"], "precision": "fp8"}
 SERVE = {"frameworks": ["openai"], "models": ["served"], "batch_sizes": [1], "mode": "serve",
          "endpoint": "http://127.0.0.1:8000/v1"}
 FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
@@ -123,6 +124,7 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "torch_compile": ({}, {"compile": "default"}),
     "cudnn_benchmark": ({}, {"cudnn_benchmark": False}),
     "cuda_graphs": ({}, {"cuda_graphs": True}),
+    "fp8_recipe": (FP8, {**FP8, "fp8_recipe": "rowwise"}),
     "nodes": ({"executor": "slurm"}, {"executor": "slurm", "nodes": 2}),
     "executor": ({}, {"executor": "slurm"}),
     "seq_len": (LM, {**LM, "seq_len": 64}),
@@ -192,9 +194,9 @@ def test_identity_declarations() -> None:
         "warmup_s", "precision",
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
-        "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "seq_len",
-        "attention", "prompt_tokens", "new_tokens", "request_rate", "concurrency", "nodes",
-        "executor", "system", "options")
+        "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "fp8_recipe",
+        "seq_len", "attention", "prompt_tokens", "new_tokens", "request_rate", "concurrency",
+        "nodes", "executor", "system", "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

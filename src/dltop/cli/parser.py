@@ -18,7 +18,8 @@ EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-mem
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
                   "time-to-perplexity",
                   "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
-                  "decode-rate", "distinct-tokens", "req-rate", "output-rate", "goodput",
+                  "decode-rate", "distinct-tokens", "mbu", "prefill-tflops", "req-rate",
+                  "output-rate", "goodput",
                   "error-rate", "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
@@ -186,7 +187,12 @@ def build_parser() -> argparse.ArgumentParser:
                           "convergence runs: accuracy, time-to-accuracy (s), epoch-time (s), "
                           "perplexity; inference runs: latency (p50/p90/p99 s); generate "
                           "runs: latency (end to end), ttft, tpot, itl (p50/p90/p99 s), "
-                          "decode-rate (tokens/s), distinct-tokens (fraction)")
+                          "decode-rate (tokens/s), mbu (%% of peak memory bandwidth), "
+                          "prefill-tflops (TFLOP/s), distinct-tokens (fraction)")
+    exp.add_argument("--flops", default=None, choices=["nanogpt", "no-embedding"],
+                     help="the FLOPs convention of --metric tflops and mfu: nanogpt "
+                          "(default: the tied embedding counted) or no-embedding "
+                          "(torchtitan's); causal attention is not halved in either")
     exp.add_argument("--table", default="pivot",
                      choices=["pivot", "summary", "scaling", "profile"],
                      help="pivot: the paper's table of one metric (default); summary: one "
@@ -240,6 +246,9 @@ def build_parser() -> argparse.ArgumentParser:
     cmp.add_argument("--metric", default=None,
                      choices=["time", "throughput", "energy", "mfu", "ttft", "tpot"],
                      help="default: time for A B; every metric a pair has for --by")
+    cmp.add_argument("--flops", default=None, choices=["nanogpt", "no-embedding"],
+                     help="with --metric mfu: the FLOPs convention (nanogpt, the default, "
+                          "or no-embedding, torchtitan's)")
     cmp.add_argument("--within-run", action="store_true",
                      help="give pairs with a single-run side an interval from that run's "
                           "own samples, labelled within-run (default: inconclusive)")

@@ -22,6 +22,13 @@ def cmd_export(args: argparse.Namespace) -> int:
                         if run is None else
                         f"--run picks the run of --table profile, not of --table {args.table}")
     metric = args.metric or "time"
+    flops = getattr(args, "flops", None)
+    if flops is not None:
+        if metric not in ("tflops", "mfu"):
+            what = f"--metric {metric}" if args.metric else f"--table {args.table}"
+            raise UserError("--flops picks the FLOPs convention of --metric tflops or mfu, "
+                            f"not of {what}")
+        metric = metric if flops == "nanogpt" else f"{metric}-{flops}"
     columns = [name for arg in getattr(args, "columns", None) or () for name in arg.split(",")
                if name.strip()]
     if run is not None:
@@ -53,6 +60,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
                         f"CAMPAIGN only, not B ({args.b})")
     if args.baseline is not None and args.by is None:
         raise UserError("compare --baseline picks a value of --by SETTING: give --by too")
+    flops = getattr(args, "flops", None)
+    if flops is not None and args.metric != "mfu":
+        raise UserError("compare --flops picks the FLOPs convention of --metric mfu")
+    if flops == "no-embedding":
+        args.metric = "mfu-no-embedding"
     db = open_reading(args.db)
     if args.by is not None:
         camps = queries.resolve_campaigns(db, args.a, given_as="compare CAMPAIGN")

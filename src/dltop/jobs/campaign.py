@@ -23,7 +23,7 @@ from dltop.jobs.environment import core_order
 from dltop.jobs.executors import slurm_partition, where
 from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time, this_host
-from dltop.profiles import limits, lm
+from dltop.profiles import fp8, limits, lm
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import JobSpec, Profile
 from dltop.runners import command, registry
@@ -87,6 +87,7 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
                 except UserError as exc:
                     launch_problem = str(exc)
             answers.append(cntk_gpu_problem(job, gpu_count, capabilities)
+                           or fp8_gpu_problem(job, gpu_count, capabilities)
                            or _problem(job, gpu_count, runner_problem[job.framework])
                            or launch_problem or partitions.problem(job, source))
         problems.extend(answers * passes)
@@ -178,6 +179,17 @@ def cntk_gpu_problem(job: JobSpec, gpu_count: int, capabilities: _Capabilities) 
     return (f"{job.device.label} with CNTK: CNTK 2.7's GPU build needs CUDA 10, which "
             f"cannot run on compute capability 8.0 or later (A100, H100, H200); this host's "
             f"GPUs are compute capability {found} (run CNTK on cpu:N; docs/frameworks.md)")
+
+
+def fp8_gpu_problem(job: JobSpec, gpu_count: int, capabilities: _Capabilities) -> str | None:
+    """Why a ``precision = "fp8"`` job cannot run on this host's GPUs, or None: it needs
+    N GPUs of compute capability 8.9 or later (:data:`dltop.profiles.fp8.MIN_CAPABILITY`,
+    NVML's figure; a GPU NVML cannot tell counts as able). Too few GPUs at all is the
+    GPU count check's to say; a Slurm job's GPUs are its nodes' (the run says)."""
+    if (job.precision != fp8.FP8 or job.device.kind != "gpu"
+            or job.device.count > gpu_count or not where.on_this_host(job)):
+        return None
+    return fp8.capability_problem(job.device.label, capabilities.get(), job.device.count)
 
 
 def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | None:

@@ -78,6 +78,12 @@ def _text_problem(data_dir: str, seq_len: int, batch: int,
     return None if why is None else str(why)
 
 
+def lm_catalog() -> ModuleType:
+    """The runners' ``lm_catalog`` module, loaded once from its file (the FLOPs and bytes
+    of :mod:`dltop.results.lmcost` call it)."""
+    return _catalog()
+
+
 def shape(model: str) -> dict[str, Any]:
     """The transformer's shape (``lm_catalog.SHAPES[model]``: layers, d_model, context...).
 

@@ -23,6 +23,7 @@ from dltop.errors import UserError
 from dltop.profiles import (
     command,
     fields,
+    fp8,
     limits,
     lm,
     presets,
@@ -268,6 +269,7 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         # A transformer's defaults (seq_len, AdamW...) differ per model, not per entry.
         js = serve.check_job(where.err, loc, sw, fw)
         js = lm.job_settings(where.err, loc, js, fw, model, dev, origin)
+        js = fp8.job_settings(where.err, loc, js, fw, model, dev)
         _model_settings(where, loc, js, fw, model)
         js = window.resolve(where.err, loc, js, fw, dev.workers * js["nodes"],
                             origin.__contains__)

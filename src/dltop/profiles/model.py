@@ -143,6 +143,10 @@ class JobSpec:
     cuda_graphs: bool = setting(False, boolean, identity=True, quiet=True)
     """PyTorch on CUDA: capture the step in a CUDA graph replayed each iteration, the
     batch copied into static buffers; elsewhere the run ends ``unsupported``."""
+    fp8_recipe: str | None = setting(None, optional(one_of(catalog.FP8_RECIPES)),
+                                     identity=True, quiet=True, header="fp8 recipe")
+    """``precision = "fp8"``: torchao's float8 scaling, ``tensorwise`` (the loader's
+    default) or ``rowwise``; None for every other precision (:mod:`dltop.profiles.fp8`)."""
     seq_len: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
                                   quiet=True)
     """Transformers: tokens per training (or inference) sequence; the loader fills in the

@@ -149,7 +149,7 @@ def by_setting(db: sqlite_utils.Database, campaign_ids: Sequence[int], given: st
                                                           catalog.FRAMEWORKS),
         p.comparison.label[2], device_key(p.comparison.label[3]),
         *(identity.sort_value(v) for v in p.comparison.label[4:]), p.comparison.config_key,
-        order[_text(p.b_value)], comparemetrics.METRICS.index(p.comparison.metric)))
+        order[_text(p.b_value)], comparemetrics.ALL.index(p.comparison.metric)))
     return ByResult(name, base, tuple(values), tuple(pairs), unpaired)
 
 

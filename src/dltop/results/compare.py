@@ -213,7 +213,7 @@ def check_options(metric: str | None, threshold: float) -> None:
     Raises:
         UserError: an unknown metric or a negative threshold.
     """
-    if metric is not None and metric not in METRICS:
+    if metric is not None and metric not in comparemetrics.ALL:
         raise UserError(f"compare --metric: use one of {', '.join(METRICS)}")
     if threshold < 0:
         raise UserError("compare --threshold must be >= 0 (e.g. 0.05 for 5 %)")
@@ -356,7 +356,9 @@ def compare_table(rows: list[Comparison],
             key_cell(", ".join(c.flags_a)), key_cell(", ".join(c.flags_b)),
             Cell(verdict_text(c))),
             row_extra(c)))
-    what = {"time": "median s/iter", "mfu": "MFU"}.get(metric) or \
+    what = {"time": "median s/iter", "mfu": "MFU (nanoGPT's FLOPs)",
+            "mfu-no-embedding": "MFU (FLOPs without the embedding, torchtitan's)"
+            }.get(metric) or \
         (metric if per_row or metric in ("ttft", "tpot") else unit)
     table_notes = (f"B/A of the {what} (median over runs).", *notes(rows, threshold))
     constants = var.caption()

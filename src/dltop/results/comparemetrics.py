@@ -30,11 +30,15 @@ from dltop.results.metrics import value_of
 
 METRICS = ("time", "throughput", "energy", "mfu", "ttft", "tpot")
 """The metrics compare gives a ratio of, in the order ``--by`` lists them."""
-HIGHER_IS_BETTER = frozenset({"throughput", "mfu"})
+ALL = (*METRICS, "mfu-no-embedding")
+""":data:`METRICS` and MFU by torchtitan's FLOPs count (``--metric mfu --flops
+no-embedding``), asked for by name only."""
+HIGHER_IS_BETTER = frozenset({"throughput", "mfu", "mfu-no-embedding"})
 WORDS: dict[str, tuple[str, str]] = {
     "time": ("faster", "slower"), "throughput": ("faster", "slower"),
     "ttft": ("faster", "slower"), "tpot": ("faster", "slower"),
-    "energy": ("less energy", "more energy"), "mfu": ("higher MFU", "lower MFU")}
+    "energy": ("less energy", "more energy"), "mfu": ("higher MFU", "lower MFU"),
+    "mfu-no-embedding": ("higher MFU", "lower MFU")}
 """Each metric's verdict words: (better, worse)."""
 WORSE = frozenset(w for _, w in WORDS.values())
 """The verdicts ``--fail-on-regression`` counts."""
@@ -83,7 +87,7 @@ def sides(r: ConfigResult, metric: str) -> Sides:
     Raises:
         ValueError: an unknown metric.
     """
-    if metric not in METRICS:
+    if metric not in ALL:
         raise ValueError(f"unknown compare metric {metric!r}")
     if metric in _TIMED:  # the iterations, as compare has always taken them
         runs = _iterations(r)
@@ -92,7 +96,7 @@ def sides(r: ConfigResult, metric: str) -> Sides:
     shown = value_of(r, metric)
     if shown.value is None:
         return Sides(None, reason=shown.reason or "n/a")
-    if metric == "mfu":
+    if metric in ("mfu", "mfu-no-embedding"):
         runs = _iterations(r)
         sps = bootstrap.estimate(runs, bootstrap.run_samples_per_s) if runs else 0.0
         if runs is None or sps <= 0:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 
 from dltop.results import convergence as conv
 from dltop.results import generation as gen
-from dltop.results import serving
+from dltop.results import lmcost, serving
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.metricdefs import GENERATION, SERVING, Value
 from dltop.results.metricdefs import mean_or_none as _mean
@@ -114,6 +114,14 @@ def generation_value(res: ConfigResult, name: str) -> Value:
     st = gen.stats(requests)
     if st is None:
         return Value(None, "n/a: no generation requests stored")
+    if name in ("mbu", "prefill-tflops"):
+        if mode != "generate":  # a served model's shape and precision are not known
+            return Value(None, f"n/a: {mode} run (no model shape)")
+        q = next(q for q in requests if not q.warmup)  # stats() found a measured one
+        if name == "prefill-tflops":
+            return lmcost.prefill_tflops(res, st.ttft_s[0], q.prompt_tokens, q.batch)
+        tpot = st.tpot_s[0] if st.tpot_s is not None else None
+        return lmcost.mbu(res, tpot, q.prompt_tokens, q.new_tokens, q.batch)
     if name == "ttft":
         return _percentiles(st.ttft_s, st.requests)
     if name == "tpot":

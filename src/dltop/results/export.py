@@ -29,6 +29,7 @@ from dltop.errors import UserError
 from dltop.results import (
     caption,
     identity,
+    lmcost,
     oversub,
     profile,
     queries,
@@ -45,8 +46,16 @@ from dltop.results.aggregate import (
     rank,
 )
 from dltop.results.gcpause import gc_paused
-from dltop.results.metrics import HOST_SPLIT, READINGS, host_split_text, markers, value_of
+from dltop.results.metrics import (
+    HOST_SPLIT,
+    READINGS,
+    host_split_text,
+    markers,
+    value_of,
+    with_flops,
+)
 from dltop.results.metrics import METRICS as METRIC_SPECS
+from dltop.results.metrics import metric as metric_spec
 from dltop.results.render import FORMATS, latex_escape, render
 from dltop.results.table import (
     Cell,
@@ -71,6 +80,9 @@ __all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to
 
 METRICS = tuple(METRIC_SPECS)
 """``dltop export --metric`` choices: ``time`` (the default), ``mean-time``, ..."""
+PIVOT_METRICS = (*METRICS, *(with_flops(m, lmcost.NO_EMBEDDING) for m in ("tflops", "mfu")))
+"""What a pivot's cells may hold: :data:`METRICS`, and TFLOP/s and MFU by the other FLOPs
+convention (``--flops no-embedding``)."""
 TABLES = ("pivot", "summary", "scaling", "profile")
 """``dltop export --table`` choices (``profile`` takes ``--run N`` instead of campaigns)."""
 SUFFIXES = {".md": "md", ".csv": "csv", ".json": "json", ".tex": "latex"}
@@ -90,6 +102,9 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "host's user (us), system (sy) and iowait (wa) CPU in % of all CPUs, means of the same "
        "runs)", "tflops": "FLOPs per sample × the throughput cell",
        "mfu": "TFLOP/s ÷ the devices' peak for the precision",
+       "tflops-no-embedding": "FLOPs per sample without the embedding × the throughput cell",
+       "mfu-no-embedding": "TFLOP/s (FLOPs without the embedding) ÷ the devices' peak for "
+       "the precision",
        "accuracy": "mean of each run's last evaluation",
        "perplexity": "mean of each run's last evaluation",
        "time-to-accuracy": "median, over the runs that reached target_accuracy, of the "
@@ -109,6 +124,11 @@ HOW = {"time": "median of each run's median", "throughput": "median of each run'
        "requests of the ok runs together",
        "decode-rate": "median of each run's batch × (new tokens - 1) / Σ inter-token "
        "latency over its measured requests (prefill excluded)",
+       "mbu": "mean bytes a decode step must move (weights at the precision, KV cache read "
+       "and written; docs/metrics.md) ÷ the TPOT p50 of the measured requests of the ok "
+       "runs ÷ the GPU's peak memory bandwidth (in brackets: achieved and peak TB/s)",
+       "prefill-tflops": "prefill FLOPs (the LM head at the last position) ÷ the TTFT p50 "
+       "of the measured requests of the ok runs",
        "req-rate": "median of each serve run's ok measured requests / its measured window",
        "output-rate": "median of each serve run's output tokens / its measured window",
        "goodput": "median of each serve run's requests meeting every SLO / its window",
@@ -138,7 +158,7 @@ NOTE_SIMULATED = ("Device telemetry of this campaign came from SIMULATED GPUs "
 def _cell(res: ConfigResult, metric: str) -> Cell:
     """The metric's text with its markers, or why there is no value."""
     val = value_of(res, metric)
-    text = val.text(METRIC_SPECS[metric])
+    text = val.text(metric_spec(metric))
     if val.value is not None:
         text += markers(res, metric)
         if res.incomplete:
@@ -146,7 +166,7 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
         if metric == "cpu" and (split := host_split_text(res)):
             text += f" ({split})"
         if (n := dict(val.extra).get("readings")) is not None \
-                and METRIC_SPECS[metric].detail == READINGS:
+                and metric_spec(metric).detail == READINGS:
             text += f" ({n:.0f} readings)"  # the fewest of its runs (docs/metrics.md)
     detail: dict[str, object] = {"n_runs": res.n_runs, "repeats": res.repeats,
                                  "spread_s": res.spread_s, "noisy": res.noisy,
@@ -210,7 +230,7 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
     Raises:
         UserError: ``metric`` is not one of :data:`METRICS`, or no such campaign.
     """
-    if metric not in METRICS:
+    if metric not in PIVOT_METRICS:
         raise UserError(f"unknown metric {metric!r}: use one of {', '.join(METRICS)}")
     camps = campaigns_of(db, campaigns)
     ids = [c.id for c in camps]
@@ -261,6 +281,9 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         how=HOW.get(metric, "mean of each run's value"))]
     if spec.detail == READINGS:
         notes.append(readings.NOTE)
+    if metric.split("-")[0] in ("tflops", "mfu"):  # the FLOPs they count (docs/metrics.md)
+        notes.append(lmcost.CONVENTION_NOTE[lmcost.NO_EMBEDDING if metric.endswith(
+            lmcost.NO_EMBEDDING) else lmcost.NANOGPT] + ".")
     if any(r.incomplete and r.n_runs for r in results):
         notes.append(NOTE_INCOMPLETE)
     if any(r.packed or r.shared for r in results):  # only ok results ever are

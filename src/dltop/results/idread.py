@@ -28,6 +28,9 @@ LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
 SYSTEM = "system"
 """The site of ``dltop run --system``: None (left out of a flat identity) without one."""
 
+FP8_RECIPE = "fp8_recipe"
+"""torchao's float8 recipe: None (left out of a flat identity) but for fp8 jobs."""
+
 WINDOW_FIELDS = ("min_time_s", "warmup_s")
 """The time windows: 0 (left out of a flat identity) where a run measured counts only."""
 
@@ -65,7 +68,7 @@ def _identity_fields() -> tuple[str, ...]:
 
 
 def _flat(ident: dict[str, Any], interpreter: str | None) -> dict[str, Any]:
-    for name in (*LM_FIELDS, SYSTEM):
+    for name in (*LM_FIELDS, SYSTEM, FP8_RECIPE):
         # Absent, not null, for the models without them: an exported identity of a
         # CNN reads as it did before the transformers existed (and a run without
         # --system as it did before systems).

@@ -91,6 +91,11 @@ CONVERGENCE_LIST = (
     Metric("decode-rate", "decoded tokens per second (batch × (new tokens - 1) / Σ ITL, "
            "prefill excluded)", "tokens/s", "decode tok/s", lambda v: f"{v:.1f}",
            detail=("n",)),
+    Metric("mbu", "model bandwidth utilisation in % (bytes a decode step must move: weights, "
+           "KV cache read and written; ÷ TPOT p50 ÷ the GPU's peak memory bandwidth)", "%",
+           "MBU %", lambda v: f"{v:.1f}", detail=("achieved_tb_s",)),
+    Metric("prefill-tflops", "achieved TFLOP/s of the prefill (its forward FLOPs, LM head "
+           "at the last position; ÷ TTFT p50)", "TFLOP/s", "prefill TFLOP/s", _g4),
     Metric("req-rate", "requests per second completed (ok measured requests / the measured "
            "window; serve runs)", "req/s", "req/s", lambda v: f"{v:.2f}", detail=("asked",)),
     Metric("output-rate", "output tokens per second of a serve run's ok requests over its "
@@ -130,8 +135,28 @@ EXTRA = {
                           "host sys %", lambda v: f"{v:.1f}", detail=READINGS),
     "host-iowait": Metric("host-iowait", "host CPU idle waiting for I/O in % of all CPUs",
                           "%", "host iowait %", lambda v: f"{v:.1f}", detail=READINGS),
+    # --flops no-embedding: torchtitan's count (results/lmcost.py)
+    "tflops-no-embedding": Metric(
+        "tflops-no-embedding", "achieved TFLOP/s, FLOPs without the embedding (torchtitan's "
+        "convention) × samples/s", "TFLOP/s", "TFLOP/s (no emb.)", _g4),
+    "mfu-no-embedding": Metric(
+        "mfu-no-embedding", "model FLOPs utilisation in %, FLOPs without the embedding "
+        "(torchtitan's convention) ÷ peak for the precision", "%", "MFU % (no emb.)",
+        lambda v: f"{v:.1f}"),
 }
 """Summary-table companions of ``gpu-memory`` and ``cpu`` (the host CPU and its split)."""
+
+FLOPS_METRICS = ("tflops", "mfu")
+"""The metrics whose FLOPs count follows ``--flops`` (nanogpt, the default, or no-embedding)."""
+
+
+def with_flops(name: str, convention: str) -> str:
+    """The metric ``name`` counts by FLOPs ``convention``: ``mfu`` with ``no-embedding`` is
+    ``mfu-no-embedding``; any other metric, or ``nanogpt``, is ``name`` itself."""
+    if name in FLOPS_METRICS and convention != "nanogpt":
+        return f"{name}-{convention}"
+    return name
+
 
 HOST_SPLIT = {"host-user": "host_cpu_user_pct", "host-system": "host_cpu_system_pct",
               "host-iowait": "host_cpu_iowait_pct"}
@@ -174,16 +199,17 @@ def metric(name: str) -> Metric:
     return found
 
 
-TIMED = ("time", "mean-time", "throughput", "tflops", "mfu", "time-to-accuracy",
-         "time-to-perplexity",
-         "epoch-time", "latency", "ttft", "tpot", "itl", "decode-rate")
+TIMED = ("time", "mean-time", "throughput", "tflops", "mfu", "tflops-no-embedding",
+         "mfu-no-embedding", "time-to-accuracy", "time-to-perplexity",
+         "epoch-time", "latency", "ttft", "tpot", "itl", "decode-rate", "mbu", "prefill-tflops")
 """Metrics computed from iteration times: the ones a noisy run (``*``) makes uncertain."""
 
 CONVERGENCE = tuple(m.name for m in CONVERGENCE_LIST)
 """Metrics of convergence runs (evaluations), inference runs (latency) and generation
 runs (latency, TTFT, TPOT, ITL, decode tokens/s)."""
-GENERATION = ("ttft", "tpot", "itl", "decode-rate")
-"""The metrics read from ``generations`` rows (:mod:`dltop.results.generation`)."""
+GENERATION = ("ttft", "tpot", "itl", "decode-rate", "mbu", "prefill-tflops")
+"""The metrics read from ``generations`` rows (:mod:`dltop.results.generation`); MBU and
+prefill TFLOP/s with the shape's bytes and FLOPs (:mod:`dltop.results.lmcost`)."""
 SERVING = ("req-rate", "output-rate", "goodput", "error-rate", "itl-chunk", "dispatch-lag",
            "slot-wait", "client-cpu")
 """The metrics of serve runs' requests and load (:mod:`dltop.results.serving`)."""

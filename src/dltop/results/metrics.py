@@ -13,9 +13,11 @@ simulated GPUs (``--fake-gpus``), whose number is kept only as
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
-from dltop.results import oversub
+from dltop.results import lmcost, oversub
 from dltop.results.aggregate import ConfigResult, RunRecord
 from dltop.results.convmetrics import convergence_value, generation_value
 from dltop.results.metricdefs import (
@@ -33,6 +35,7 @@ from dltop.results.metricdefs import (
     Value,
     mean_or_none,
     metric,
+    with_flops,
 )
 from dltop.results.peaks import gpu_peak
 from dltop.results.readings import Detail, readings_check
@@ -40,7 +43,7 @@ from dltop.results.readings import Detail, readings_check
 __all__ = ["CONVERGENCE", "CONVERGENCE_LIST", "EXTRA", "GENERATION", "HOST_SPLIT",
            "METRICS", "METRIC_LIST", "MIB", "READINGS", "TIMED", "Metric", "Value",
            "convergence_value", "generation_value", "host_split_text", "markers", "metric",
-           "mfu", "tflops", "value_of"]
+           "mfu", "tflops", "value_of", "with_flops"]
 """The definitions (:mod:`dltop.results.metricdefs`) and the convergence values
 (:mod:`dltop.results.convmetrics`) are importable from here as before."""
 
@@ -100,7 +103,7 @@ def _gpu_value(res: ConfigResult, name: str) -> Value:
     if any(r.simulated for r in runs):
         return Value(None, "simulated", simulated_value=value, extra=detail)
     if name == "energy":
-        return _with_bound(value, bound, detail)
+        return _with_idle(_with_bound(value, bound, detail), runs)
     framework = _floats(runs, "gpu_mem_framework_peak_bytes") if name == "gpu-memory" else []
     # The framework's own peak (tensors only) rides in the detail, beside NVML's figure.
     extra = (("framework_mib", max(framework) / MIB),) if framework else ()
@@ -128,6 +131,21 @@ def _with_bound(value: float, bound: float | None, detail: Detail) -> Value:
                  extra=(*detail, ("bound_j_per_sample", bound)))
 
 
+def _with_idle(val: Value, runs: Sequence[RunRecord]) -> Value:
+    """GPU J/sample with the idle power of the same GPUs beside it, ``(idle 127 W before,
+    136 W during)``: each run's ``start_power_w`` (its GPUs' highest power just before it
+    started: their idle draw, or more when the run before left them warm) and its mean
+    power, means over the runs; left as is unless every run has both."""
+    idle = [r.get("start_power_w") for r in runs]
+    power = [r.get("power_mean_w") for r in runs]
+    if not runs or any(v is None for v in (*idle, *power)):
+        return val
+    idle_w = statistics.fmean(float(v) for v in idle if v is not None)
+    power_w = statistics.fmean(float(v) for v in power if v is not None)
+    return replace(val, suffix=f"{val.suffix} (idle {idle_w:.0f} W before, {power_w:.0f} W "
+                   "during)", extra=(*val.extra, ("idle_power_w", idle_w), ("power_w", power_w)))
+
+
 def _cpu_energy(res: ConfigResult) -> Value:
     """A CPU configuration's J/sample from RAPL (package + DRAM), or the runs' reason.
 
@@ -153,17 +171,19 @@ def _cpu_energy(res: ConfigResult) -> Value:
     return Value(None, notes[0])
 
 
-def tflops(res: ConfigResult) -> Value:
-    """Achieved TFLOP/s: the runner's training FLOPs per sample × samples per second."""
+def tflops(res: ConfigResult, convention: str = lmcost.NANOGPT) -> Value:
+    """Achieved TFLOP/s: the runner's training FLOPs per sample × samples per second, the
+    FLOPs counted by ``convention`` (:mod:`dltop.results.lmcost`; the runners report
+    nanoGPT's)."""
     flops = _floats(res.runs, "flops_per_sample")
     if not flops or res.samples_per_s is None:
         return Value(None, "n/a: no FLOPs count")
-    return Value(flops[0] * res.samples_per_s / 1e12)
+    return Value(flops[0] * lmcost.flops_scale(res, convention) * res.samples_per_s / 1e12)
 
 
-def mfu(res: ConfigResult) -> Value:
+def mfu(res: ConfigResult, convention: str = lmcost.NANOGPT) -> Value:
     """Achieved TFLOP/s over the peak of the configuration's devices at its precision, in %."""
-    achieved = tflops(res)
+    achieved = tflops(res, convention)
     if achieved.value is None:
         return achieved
     if res.device_kind != "gpu":
@@ -210,11 +230,11 @@ def value_of(res: ConfigResult, name: str) -> Value:
         return _host_value(res, _mean(_floats(res.runs, "host_cpu_mean_pct")))
     if name in HOST_SPLIT:
         return _host_value(res, _mean(_floats(res.runs, HOST_SPLIT[name])))
-    if name == "tflops":
-        return tflops(res)
+    if name in ("tflops", "tflops-no-embedding"):
+        return tflops(res, lmcost.NO_EMBEDDING if name != "tflops" else lmcost.NANOGPT)
     if name in CONVERGENCE:
         return convergence_value(res, name)
-    return mfu(res)
+    return mfu(res, lmcost.NO_EMBEDDING if name != "mfu" else lmcost.NANOGPT)
 
 def host_split_text(res: ConfigResult) -> str:
     """``host us 41.0 sy 5.2 wa 0.3``: the configuration's host user/system/iowait means

@@ -32,8 +32,10 @@ METRIC_NAMES = (*(m.name for m in METRIC_LIST if m.name != "mean-time"), "mean-t
 (``m`` toggled these two before it cycled), the mean time, then the metrics of
 convergence and inference runs (accuracy, time-to-accuracy, epoch time, latency,
 perplexity: ``n/a`` for runs without evaluations or timed forward passes)."""
-HIGHER_IS_BETTER = frozenset({"throughput", "tflops", "mfu", "accuracy"})
-"""Metrics whose best cell is the largest; every other one's is the smallest."""
+HIGHER_IS_BETTER = frozenset({"throughput", "tflops", "mfu", "accuracy", "decode-rate",
+                              "mbu", "prefill-tflops", "req-rate", "output-rate", "goodput"})
+"""Metrics whose best cell is the largest (rates and utilisations); every other one's
+(times, latencies, energy, memory, perplexity) is the smallest."""
 BEST_STYLE = "bold black on green"
 FAILURE_STYLE: dict[str, str] = {
     RunStatus.CRASHED: "bold red", RunStatus.OOM: "bold magenta",

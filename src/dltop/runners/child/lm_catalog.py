@@ -117,27 +117,49 @@ def param_count(name):
     return embedding_params(name) + s["layers"] * block_params(name) + final_norm
 
 
-def training_flops_per_token(name, seq_len):
+NANOGPT = "nanogpt"
+NO_EMBEDDING = "no-embedding"
+CONVENTIONS = (NANOGPT, NO_EMBEDDING)
+"""The FLOPs conventions of MFU: nanoGPT's (the default: every parameter in a matrix
+product, the tied embedding included) and torchtitan's (the embedding left out)."""
+
+
+def flops_params(name, convention=NANOGPT):
+    """N of the 6 N term under ``convention``.
+
+    ``nanogpt``: every parameter but the learned positions (a lookup); the tied
+    token embedding stays in, since the output projection multiplies by it.
+    ``no-embedding``: torchtitan's ``6 * (nparams - nparams_embedding)``, every
+    ``nn.Embedding``'s parameters left out; the output projection is tied to the
+    token embedding here, so its 2 V d FLOPs per token go with it.
+    """
+    if convention not in CONVENTIONS:
+        raise ValueError("unknown FLOPs convention %r (known: %s)"
+                         % (convention, ", ".join(CONVENTIONS)))
+    if convention == NO_EMBEDDING:
+        return param_count(name) - embedding_params(name)
+    return param_count(name) - position_params(name)
+
+
+def training_flops_per_token(name, seq_len, convention=NANOGPT):
     """Training FLOPs per token: 6 N + 12 L d T (PaLM, appendix B).
 
-    N counts every parameter that takes part in a matrix product: all of them
-    but the learned position embeddings, which are a lookup. The tied token
-    embedding stays in N because the output projection (2 V d FLOPs per token
-    forward) multiplies by it. The attention term 12 L d T counts the full T x T
-    score and value products (forward 4 L d T, backward twice that), not the
-    causal half: as PaLM, nanoGPT and llm.c count it, so MFU figures compare.
+    N is :func:`flops_params` under ``convention``. The attention term 12 L d T
+    counts the full T x T score and value products (forward 4 L d T, backward
+    twice that), not the causal half: as PaLM, nanoGPT, llm.c and torchtitan
+    count it (both conventions), so MFU figures compare.
     """
     s = shape(name)
-    n = param_count(name) - position_params(name)
+    n = flops_params(name, convention)
     return 6.0 * n + 12.0 * s["layers"] * s["d_model"] * int(seq_len)
 
 
-def flops_per_token(name, seq_len, mode):
+def flops_per_token(name, seq_len, mode, convention=NANOGPT):
     """FLOPs per token of a run in ``mode``: training as above, inference its forward
     third (2 N + 4 L d T); None for ``generate`` (decode is bound by memory, not FLOPs)."""
     if mode == "generate":
         return None
-    train = training_flops_per_token(name, seq_len)
+    train = training_flops_per_token(name, seq_len, convention)
     return train / 3.0 if mode == "inference" else train
 
 
@@ -152,3 +174,61 @@ def check_lengths(name, seq_len=None, prompt_tokens=None, new_tokens=None):
         return ("prompt_tokens + new_tokens = %d is over %s's context of %d tokens"
                 % (int(prompt_tokens) + int(new_tokens), name, s["context"]))
     return None
+
+
+# --- Decode bytes and prefill FLOPs (MBU; docs/metrics.md) -----------------------
+
+BYTES_PER_VALUE = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
+"""Bytes of one weight or cache value at a run's precision (tf32 keeps fp32 storage)."""
+
+
+def kv_bytes_per_position(name, bytes_per_value):
+    """Bytes of one position's keys and values in the cache, every layer, one sequence:
+    2 L kv_heads head_dim (Llama's grouped keys: kv_heads < heads)."""
+    s = shape(name)
+    return 2 * s["layers"] * s["kv_heads"] * head_dim(name) * int(bytes_per_value)
+
+
+def weight_bytes(name, bytes_per_value):
+    """Bytes of the weights one decode step reads: every parameter but the learned
+    positions, of which a step reads one row per sequence (left out, as the token
+    embedding's row lookups: the output projection reads the tied matrix whole)."""
+    return (param_count(name) - position_params(name)) * int(bytes_per_value)
+
+
+def decode_bytes(name, position, batch, bytes_per_value):
+    """Bytes the decode step of the token at ``position`` (0-based) must move: the
+    weights once, the cached keys and values of positions 0 .. position-1 read for
+    each of ``batch`` sequences, and the step's own position written."""
+    kv = kv_bytes_per_position(name, bytes_per_value) * int(batch)
+    return weight_bytes(name, bytes_per_value) + kv * (int(position) + 1)
+
+
+def mean_decode_bytes(name, prompt_tokens, new_tokens, batch, bytes_per_value):
+    """Mean of :func:`decode_bytes` over a request's decode steps, or None with fewer
+    than 2 new tokens. The first new token comes from the prefill; step k = 1 ..
+    new_tokens-1 feeds the token at position prompt_tokens + k - 1, so the positions
+    run from P to P + n - 2 and the mean of position + 1 is P + n / 2."""
+    n = int(new_tokens)
+    if n < 2:
+        return None
+    kv = kv_bytes_per_position(name, bytes_per_value) * int(batch)
+    return weight_bytes(name, bytes_per_value) + kv * (int(prompt_tokens) + n / 2.0)
+
+
+def prefill_flops(name, prompt_tokens, batch, convention=NANOGPT):
+    """Forward FLOPs of a prefill of ``batch`` prompts of ``prompt_tokens`` tokens.
+
+    Every prompt position goes through the blocks (2 N_blocks per token, N without the
+    embedding) and attends over the whole P x P square (4 L d P per token, not halved,
+    as the training count); the output projection (2 V d, tied to the embedding) runs
+    at the last position only, the one whose logits pick the first token (issue 42:
+    equal work in every framework). ``no-embedding`` leaves the output projection out.
+    """
+    s = shape(name)
+    p = int(prompt_tokens)
+    per_token = 2.0 * flops_params(name, NO_EMBEDDING) + 4.0 * s["layers"] * s["d_model"] * p
+    head = 0.0 if convention == NO_EMBEDDING else 2.0 * s["vocab"] * s["d_model"]
+    if convention not in CONVENTIONS:
+        flops_params(name, convention)  # raises the unknown convention's error
+    return int(batch) * (p * per_token + head)

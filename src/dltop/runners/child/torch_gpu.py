@@ -87,8 +87,9 @@ def batches(next_batch, spec):
 
 
 def _autocast(spec):
-    """A graph-safe autocast factory (weight-cast cache off, as CUDA graphs need)."""
-    if spec.get("precision") != "bf16":
+    """A graph-safe autocast factory (weight-cast cache off, as CUDA graphs need); fp8's
+    unconverted layers run in bf16 too (torch_fp8.py)."""
+    if spec.get("precision") not in ("bf16", "fp8"):
         return None
     return lambda: torch.autocast("cuda", dtype=torch.bfloat16, cache_enabled=False)
 

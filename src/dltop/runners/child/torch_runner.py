@@ -78,6 +78,7 @@ import lm_catalog  # noqa: E402
 import lm_loop  # noqa: E402
 import measure  # noqa: E402
 import torch_data  # noqa: E402
+import torch_fp8  # noqa: E402
 import torch_gpu  # noqa: E402
 import torch_lm  # noqa: E402
 import torch_lm_steps  # noqa: E402
@@ -151,7 +152,9 @@ def _precision(spec, device):
     if device.type == "cpu" and precision in ("fp16", "tf32"):
         raise proto.Unsupported("precision %s needs a GPU (the CPU run supports fp32, bf16)"
                                 % precision)
-    if precision in ("fp16", "bf16"):
+    if precision == "fp8":
+        torch_fp8.check_device(device)  # what torchao leaves unconverted runs in bf16
+    if precision in ("fp16", "bf16", "fp8"):
         dtype = torch.float16 if precision == "fp16" else torch.bfloat16
         scaler = None
         if precision == "fp16":
@@ -307,6 +310,8 @@ def run(spec, reporter):
     # Inference: eval mode (dropout off, batch norm on running statistics), no DDP:
     # each rank runs its own forward passes.
     model.to(device).train(not inference)
+    if spec["precision"] == "fp8":  # before DDP, compile and the optimizer see the layers
+        model = torch_fp8.convert(model, spec, device)
     bare = torch_gpu.prepare(model, spec)
     if world > 1 and not inference:
         from torch.nn.parallel import DistributedDataParallel

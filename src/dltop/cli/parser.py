@@ -18,9 +18,9 @@ EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-mem
                   "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
                   "time-to-perplexity",
                   "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
-                  "decode-rate", "distinct-tokens", "mbu", "prefill-tflops", "req-rate",
-                  "output-rate", "goodput",
-                  "error-rate", "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu"]
+                  "decode-rate", "mbu", "prefill-tflops", "req-rate", "output-rate", "goodput",
+                  "error-rate", "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu",
+                  "distinct-tokens"]
 """``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
 the parser imports no results code)."""
 

@@ -199,13 +199,14 @@ STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
 @pytest.mark.slow
 def test_a_real_campaign_imports_whole(tmp_path: Path, profile_text: Any,
                                        capsys: pytest.CaptureFixture[str]) -> None:
-    """A real ``dltop run`` (the command framework's sleeping steps, simulated GPU
+    """A real ``dltop run`` (the command framework's sleeping steps, 1.2 s a run so that every
+    telemetry table gets windows even on a quiet machine; simulated GPU
     telemetry): its samples, environment and runs copied; its exports the same."""
     prof = tmp_path / "p.toml"
     prof.write_text(profile_text({
         "frameworks": ["command"], "models": ["steps"], "batch_sizes": [8],
-        "devices": ["cpu:1"], "iterations": 4, "warmup": 1, "repeats": 2,
-        "command": [sys.executable, str(STEPS), "{total}", "0.05"]}, name="real"))
+        "devices": ["cpu:1"], "iterations": 8, "warmup": 1, "repeats": 2,
+        "command": [sys.executable, str(STEPS), "{total}", "0.15"]}, name="real"))
     src = tmp_path / "run.db"
     res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(src),
                           "--headless", "--fake-gpus", "1"], capture_output=True, text=True,

@@ -24,7 +24,7 @@ def stats_rows(s: RunStats, model: str = "") -> list[Row]:
         p = f"{lo.removesuffix(' ' + unit)} / {hi}"  # 480.0 / 550.0 ms/it
     return [("n", None if s.n_iterations is None else str(s.n_iterations), "stats"),
             ("median", None if s.median_s is None else per_iteration(s.median_s), "stats"),
-            ("p10 / p90", p, "stats"),
+            ("within-run p10 / p90", p, "stats"),
             ("cv", num(s.cv, ".3f") if s.cv is not None else None, "stats"),
             ("noisy", None if s.noisy is None else ("yes" if s.noisy else "no"), "stats"),
             ("tokens/s" if is_lm(model) else "samples/s",

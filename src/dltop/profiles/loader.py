@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
+from dltop.config import config_path, read_config
 from dltop.errors import UserError
 from dltop.profiles import (
     command,
@@ -28,6 +29,7 @@ from dltop.profiles import (
     presets,
     references,
     serve,
+    servers,
     slurm,
     strings,
     window,
@@ -39,12 +41,13 @@ from dltop.profiles.references import Rule
 if TYPE_CHECKING:
     from dltop.systems import System
 
-TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "references")
+TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "references",
+            "servers")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
 SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes", "min_time_s", "warmup_s",
-              "request_rate", "concurrency")
+              "request_rate", "concurrency", "server")
 """Settings a profile may give as a list: each value is a configuration (a sweep)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
                             **{k: f.default for k, f in settings().items()},
@@ -162,6 +165,7 @@ def parse(text: str, source: str, default_name: str,
         where.err, doc.get("references"), None if system is None else system.name,
         () if system is None else system.references)
     cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
+    find_server = _server_finder(where, doc)
     blocks: list[tuple[list[JobSpec], int]] = []
     # Read per profile, not at import: the default may come from the environment.
     base_settings = {**SETTINGS, "min_time_s": window.default_min_time_s()}
@@ -187,7 +191,7 @@ def parse(text: str, source: str, default_name: str,
             raise where.err(f"matrix[{i}]", f"the profile expands to "
                             f"{limits.too_many_jobs(planned, most)}{upto}")
         blocks.append(_expand(where, origin, f"matrix[{i}]", name, merged, cores, base,
-                              cluster, site, rules))
+                              cluster, site, rules, find_server))
     jobs = JobList(blocks)
     if own_slurm is not None and not any(j.executor == "slurm" for c, _ in blocks for j in c):
         raise where.err("slurm", 'a [slurm] table, but no job runs with executor = "slurm" '
@@ -213,7 +217,9 @@ def _preset(where: _Where, origin: dict[str, str], at: str,
 def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             merged: dict[str, Any], cores: int, profile_dir: Path,
             cluster: SlurmSettings | None, system: str | None = None,
-            rules: tuple[Rule, ...] = ()) -> tuple[list[JobSpec], int]:
+            rules: tuple[Rule, ...] = (),
+            find_server: Callable[[str, Any], servers.Server] | None = None,
+            ) -> tuple[list[JobSpec], int]:
     def loc(key: str) -> str:
         return f"{origin.get(key, at)}.{key}"
 
@@ -273,9 +279,13 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
                             origin.__contains__)
         slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster,
                         js["timeout_s"])
+        job_options = options
+        if js["server"] is not None and find_server is not None:
+            job_options = serve.server_options(where.err, loc, options,
+                                               find_server(loc("server"), js["server"]))
         configs.append(JobSpec(
             profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
-            repeat=0, options=options,
+            repeat=0, options=job_options,
             slurm=cluster if js["executor"] == "slurm" else None, system=system,
             references=references.resolve(where.err, rules, model, fw, js["precision"],
                                           dev.label, batch) if rules else (),
@@ -428,3 +438,26 @@ def _thread_ladder(cores: int) -> list[int]:
     if ladder[-1] != cores:
         ladder.append(cores)
     return ladder
+
+
+def _server_finder(where: _Where, doc: dict[str, Any]) -> Callable[[str, Any], servers.Server]:
+    """Resolves a ``server`` value: the profile's ``[servers.NAME]``, the config file's
+    (read at the first name the profile does not define), or a preset."""
+    own = servers.tables(where.err, doc)
+    path = config_path()
+    read: list[dict[str, Any]] = []
+
+    def own_err(key: str, msg: str) -> UserError:
+        return where.err(f"servers.{key}", msg)
+
+    def config_err(key: str, msg: str) -> UserError:
+        return UserError(f"{path}: servers.{key}: {msg}")
+
+    def find(key: str, name: Any) -> servers.Server:
+        if not read and not (isinstance(name, str) and name in own):
+            read.append(servers.tables(lambda k, m: UserError(f"{path}: {k}: {m}"),
+                                       read_config(path) or {}))
+        return servers.resolve(where.err, key, name, own, own_err, read[0] if read else {},
+                               config_err)
+
+    return find

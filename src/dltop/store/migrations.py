@@ -55,7 +55,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v26
+from dltop.store.serving import v26, v27
 from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
@@ -146,6 +146,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "lag, slot wait, first byte, TTFT, e2e, status, error, tokens, chunk times "
                   "and counts); runs.serve_window_s/client_cpu_pct/dispatch_lag_p99_s/"
                   "client_bound", v26),
+    Migration(27, "runs.server_cold_start_s: the cold start of a server dltop started "
+                  "(issue 41 item 5)", v27),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -78,7 +78,7 @@ def _unusual_job() -> JobSpec:
         target_accuracy=0.9, target_perplexity=120.0, shuffle=True, op_profile=True, input_size=64,
         data_loader="host", loader_workers=2, channels_last=True, torch_compile="default",
         cudnn_benchmark=False, cuda_graphs=True, seq_len=64, attention="plain",
-        prompt_tokens=16, new_tokens=8, request_rate=2.5, concurrency=3, nodes=2,
+        prompt_tokens=16, new_tokens=8, request_rate=2.5, concurrency=3, server="fake", nodes=2,
         executor="slurm",
         slurm=SlurmSettings(partition="gpu", time="10", extra_args=("--qos=x",),
                             cpus_per_gpu=8, parallel=3),

@@ -131,6 +131,7 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "new_tokens": (GEN, {**GEN, "new_tokens": 16}),
     "request_rate": (SERVE, {**SERVE, "request_rate": 4}),
     "concurrency": (SERVE, {**SERVE, "concurrency": 4}),
+    "server": (SERVE, {**SERVE, "server": "vllm"}),
 }
 
 
@@ -151,6 +152,9 @@ def test_two_entries_differing_in_one_identity_field_give_two_cells(field: str) 
     keys = [c.key for c in table.columns if c.role is Role.KEY]
     if field in ("framework", "model", "batch_size", "device"):
         assert keys == ["model", "framework", "batch"]
+    elif field == "server":  # its command, URL and timeout are identity: they vary with it
+        assert keys == ["model", "framework", "batch", "server", "server_command",
+                        "server_ready_url", "server_timeout_s"]
     else:  # the field that varies is a row key, named after it
         assert keys == ["model", "framework", "batch", field]
         assert len(table.rows) == 2
@@ -193,8 +197,8 @@ def test_identity_declarations() -> None:
         "data", "batch_scaling", "lr", "momentum", "seed", "optimizer", "weight_decay", "mode",
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
         "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "seq_len",
-        "attention", "prompt_tokens", "new_tokens", "request_rate", "concurrency", "nodes",
-        "executor", "system", "options")
+        "attention", "prompt_tokens", "new_tokens", "request_rate", "concurrency", "server",
+        "nodes", "executor", "system", "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

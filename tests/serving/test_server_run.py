@@ -100,3 +100,31 @@ def test_dltop_starts_the_server_and_stops_it(tmp_path: Path) -> None:
     assert gone(sleeper)  # KILLed or TERMed with its group, not left sleeping
     assert time.monotonic() - t0 < 120
 
+
+
+def test_ctrl_c_stops_the_server_cleanly(tmp_path: Path) -> None:
+    # A slow load (1 request/s): Ctrl-C once the server is ready; the runner's TERM
+    # unwinds into the server's stop: TERM to its group, which it obeys (status -15).
+    profile = tmp_path / "slow.toml"
+    profile.write_text(PROFILE.format(python=sys.executable, fake=FAKE).split("[[matrix]]")[0]
+                       + '[[matrix]]\nmodels = ["steady"]\nserver = "fake"\n'
+                       'iterations = 100\nrequest_rate = 1\narrival = "constant"\n')
+    db = tmp_path / "d.db"
+    proc = subprocess.Popen([sys.executable, "-m", "dltop", "--db", str(db), "run",
+                             str(profile)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env={**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"})
+    log = tmp_path / "d-runs" / "run-1" / "server.log"
+    deadline = time.monotonic() + 60
+    while not (log.exists() and "PORT " in log.read_text()):
+        assert time.monotonic() < deadline and proc.poll() is None
+        time.sleep(0.1)
+    time.sleep(1.0)  # a request or two on the way
+    proc.send_signal(2)
+    _, err = proc.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    (run,) = query(db, "select status, server_cold_start_s from runs")
+    assert run["status"] == "cancelled" and run["server_cold_start_s"] is None
+    runner_log = (tmp_path / "d-runs" / "run-1" / "runner.log").read_text()
+    assert "server stopped (exit status -15)" in runner_log, runner_log
+    pid = int(log.read_text().split()[1])
+    assert gone(pid)

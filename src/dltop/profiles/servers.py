@@ -61,7 +61,9 @@ PRESETS: Final[dict[str, Server]] = {
     "llama-cpp": Server("llama-cpp", "llama-server -m {model} --port {port}"),
     "tgi": Server("tgi", "text-generation-launcher --model-id {model} --port {port}"),
     # the model goes in each request (its "model" field), loaded at the first one
-    "transformers": Server("transformers", "transformers serve --port {port}"),
+    # its /v1/models scans the Hugging Face cache and answers 500 where there is none
+    "transformers": Server("transformers", "transformers serve --port {port}",
+                           ready_url="http://{host}:{port}/health"),
 }
 """Built-in servers, usable without a table (a table of the same name replaces one).
 Only ``transformers``' request rules were checked against the real server (it refuses

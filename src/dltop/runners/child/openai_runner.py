@@ -62,8 +62,8 @@ def run(spec, reporter):
         sys.stdout.write("[dltop] starting server: %s (log %s)\n" % (
             " ".join(server.argv), log_path))
         sys.stdout.flush()
-        server.start()
         try:
+            server.start()
             cold_s = server.wait_ready()
         except srv.ServerFailed as exc:
             raise load.SetupFailed(str(exc)) from None

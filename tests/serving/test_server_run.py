@@ -6,6 +6,7 @@ once, or never becomes ready, is ``setup_failed`` with its log's tail."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -88,6 +89,10 @@ def test_dltop_starts_the_server_and_stops_it(tmp_path: Path) -> None:
         assert "server ready at http://127.0.0.1:" in runner_log
         assert "server stopped (exit status" in runner_log
     assert all(gone(p) for p in pids)  # stopped with its run
+    extras = [json.loads(e["extra"]) for e in query(
+        db, "select extra from environment order by run_id")][:2]
+    assert [(x["server"], x["telemetry"]) for x in extras] == [
+        ("fake", "the server's processes are the run's own (started by dltop)")] * 2
     dies, never = runs[2:]
     assert dies["error_kind"] == "setup" and dies["server_cold_start_s"] is None
     assert dies["error_message"].startswith("server command exited with status 3 before it "

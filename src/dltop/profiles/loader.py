@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
-from dltop.config import config_path, read_config
 from dltop.errors import UserError
 from dltop.profiles import (
     command,
@@ -165,7 +164,7 @@ def parse(text: str, source: str, default_name: str,
         where.err, doc.get("references"), None if system is None else system.name,
         () if system is None else system.references)
     cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
-    find_server = _server_finder(where, doc)
+    find_server = servers.finder(where.err, doc)
     blocks: list[tuple[list[JobSpec], int]] = []
     # Read per profile, not at import: the default may come from the environment.
     base_settings = {**SETTINGS, "min_time_s": window.default_min_time_s()}
@@ -439,25 +438,3 @@ def _thread_ladder(cores: int) -> list[int]:
         ladder.append(cores)
     return ladder
 
-
-def _server_finder(where: _Where, doc: dict[str, Any]) -> Callable[[str, Any], servers.Server]:
-    """Resolves a ``server`` value: the profile's ``[servers.NAME]``, the config file's
-    (read at the first name the profile does not define), or a preset."""
-    own = servers.tables(where.err, doc)
-    path = config_path()
-    read: list[dict[str, Any]] = []
-
-    def own_err(key: str, msg: str) -> UserError:
-        return where.err(f"servers.{key}", msg)
-
-    def config_err(key: str, msg: str) -> UserError:
-        return UserError(f"{path}: servers.{key}: {msg}")
-
-    def find(key: str, name: Any) -> servers.Server:
-        if not read and not (isinstance(name, str) and name in own):
-            read.append(servers.tables(lambda k, m: UserError(f"{path}: {k}: {m}"),
-                                       read_config(path) or {}))
-        return servers.resolve(where.err, key, name, own, own_err, read[0] if read else {},
-                               config_err)
-
-    return find

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from dltop.config import config_path, read_config
 from dltop.errors import UserError
 
 READY_URL: Final = "http://{host}:{port}/v1/models"
@@ -145,3 +146,26 @@ def resolve(err: Err, key: str, name: Any, own: Mapping[str, Any], own_err: Err,
     known = sorted({*own, *config, *PRESETS})
     raise err(key, f"unknown server {name!r} (a [servers.NAME] table of the profile or the "
               f"config file, or a preset; known: {', '.join(known)})")
+
+
+def finder(err: Err, doc: Mapping[str, Any]) -> Callable[[str, Any], Server]:
+    """Resolves a profile's ``server`` values (``err``: the profile's error builder): its
+    own ``[servers.NAME]``, the config file's (read at the first name the profile does
+    not define), or a preset."""
+    own = tables(err, doc)
+    path = config_path()
+    read: list[dict[str, Any]] = []
+
+    def own_err(key: str, msg: str) -> UserError:
+        return err(f"servers.{key}", msg)
+
+    def config_err(key: str, msg: str) -> UserError:
+        return UserError(f"{path}: servers.{key}: {msg}")
+
+    def find(key: str, name: Any) -> Server:
+        if not read and not (isinstance(name, str) and name in own):
+            read.append(tables(lambda k, m: UserError(f"{path}: {k}: {m}"),
+                               read_config(path) or {}))
+        return resolve(err, key, name, own, own_err, read[0] if read else {}, config_err)
+
+    return find

@@ -79,3 +79,20 @@ def test_bad_servers_exit_naming_the_key() -> None:
     (job,) = jobs('server = "vllm"\nignore_eos = true')
     assert dict(job.options)["ignore_eos"] is True
     assert "matrix[0].endpoint: frameworks = [\"openai\"] needs endpoint" in refused("")
+
+
+def test_the_runner_fills_the_template_word_by_word() -> None:
+    import sys
+
+    from dltop.runners.registry import CHILD_DIR
+
+    sys.path.insert(0, str(CHILD_DIR))
+    try:
+        import openai_server  # type: ignore[import-not-found]
+    finally:
+        sys.path.remove(str(CHILD_DIR))
+    argv = openai_server.fill("srv --port {port} --gpus '{devices}' -m {model} "
+                              "--url http://{host}:{port}", "my model", 8123, "2,3")
+    # a model name with a space stays one word: no shell reads it
+    assert argv == ["srv", "--port", "8123", "--gpus", "2,3", "-m", "my model",
+                    "--url", "http://127.0.0.1:8123"]

@@ -51,7 +51,7 @@ def config_path() -> Path:
     return config_dir() / "config.toml"
 
 
-TABLES = ("frameworks", "systems", "limits")
+TABLES = ("frameworks", "systems", "limits", "servers")
 
 
 def read_config(path: Path) -> dict[str, Any] | None:

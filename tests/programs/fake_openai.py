@@ -1,6 +1,7 @@
 """A streaming OpenAI-compatible server with a known schedule, for the serve tests
-(issue 41). Real HTTP on 127.0.0.1 (aiohttp.web), an ephemeral port printed as
-``PORT <n>`` on its first stdout line.
+(issue 41). Real HTTP on 127.0.0.1 (aiohttp.web), on ``--port`` (default an ephemeral
+one), printed as ``PORT <n>`` once it listens, after a first line ``PID <pid> PPID
+<ppid> PGID <pgid>``; ``GET /v1/models`` answers once it listens (readiness).
 
 Each response's first content token comes ``--ttft-ms`` after the request, then a
 chunk every ``--itl-ms``; ``max_tokens`` tokens, each the text ``"tok "`` (4
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 import time
 
@@ -120,18 +122,31 @@ async def complete(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def models(request: web.Request) -> web.Response:
+    """The readiness route a started server is polled on."""
+    return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+
+
 async def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--ttft-ms", type=float, default=20.0)
     p.add_argument("--itl-ms", type=float, default=5.0)
+    p.add_argument("--port", type=int, default=0, help="0: an ephemeral port")
+    p.add_argument("--ready-after-s", type=float, default=0.0,
+                   help="seconds before it listens (a server loading its model)")
     cfg = p.parse_args()
+    # who started it, for the tests of servers dltop starts (issue 41 item 5)
+    sys.stdout.write(f"PID {os.getpid()} PPID {os.getppid()} PGID {os.getpgid(0)}\n")
+    sys.stdout.flush()
+    await asyncio.sleep(cfg.ready_after_s)
     app = web.Application()
     app["cfg"] = cfg
     app.router.add_post("/v1/chat/completions", complete)
     app.router.add_post("/v1/completions", complete)
+    app.router.add_get("/v1/models", models)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
+    site = web.TCPSite(runner, "127.0.0.1", cfg.port)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     sys.stdout.write(f"PORT {port}\n")

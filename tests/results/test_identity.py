@@ -133,6 +133,7 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "new_tokens": (GEN, {**GEN, "new_tokens": 16}),
     "request_rate": (SERVE, {**SERVE, "request_rate": 4}),
     "concurrency": (SERVE, {**SERVE, "concurrency": 4}),
+    "server": (SERVE, {**SERVE, "server": "vllm"}),
 }
 
 
@@ -153,6 +154,9 @@ def test_two_entries_differing_in_one_identity_field_give_two_cells(field: str) 
     keys = [c.key for c in table.columns if c.role is Role.KEY]
     if field in ("framework", "model", "batch_size", "device"):
         assert keys == ["model", "framework", "batch"]
+    elif field == "server":  # its command, URL and timeout are identity: they vary with it
+        assert keys == ["model", "framework", "batch", "server", "server_command",
+                        "server_ready_url", "server_timeout_s"]
     else:  # the field that varies is a row key, named after it
         assert keys == ["model", "framework", "batch", field]
         assert len(table.rows) == 2
@@ -196,6 +200,7 @@ def test_identity_declarations() -> None:
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
         "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "fp8_recipe",
         "seq_len", "attention", "prompt_tokens", "new_tokens", "request_rate", "concurrency",
+        "server",
         "nodes", "executor", "system", "options")
 
 

@@ -25,6 +25,8 @@ def start_fake(*args: str) -> tuple[subprocess.Popen[str], str]:
                             text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
+    if line.startswith("PID "):
+        line = proc.stdout.readline()
     assert line.startswith("PORT "), line
     return proc, f"http://127.0.0.1:{int(line.split()[1])}/v1"
 

@@ -75,6 +75,9 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
         assert r["serve_window_s"] > 0 and r["client_cpu_pct"] >= 0
         # 8 requests: no p99 (the percentile rule needs 100), the CPU judges alone
         assert r["dispatch_lag_p99_s"] is None and r["client_bound"] in (0, 1)
+    # no server key: the endpoint's processes are unknown, and the run says so
+    extra = json.loads(query(db, "select extra from environment limit 1")[0]["extra"])
+    assert extra["telemetry"].startswith("attributed by time") and extra["server"] is None
     stored = query(db, "select run_id, count(*) as n, sum(warmup) as w, "
                    "sum(error is not null) as errors, sum(output_tokens) as tokens "
                    "from serve_requests group by run_id order by run_id")

@@ -14,7 +14,8 @@ and skipped like any other). The rules:
   of at most :data:`MAX_CHUNKS` such numbers and ``chunk_tokens`` as many integers in
   [0, 2**32).
 - ``load`` (once, after the measured requests): ``window_s`` a finite number > 0,
-  ``client_cpu_s`` a finite number >= 0, ``asked_rate`` null or a finite number > 0.
+  ``client_cpu_s`` a finite number >= 0, ``asked_rate`` null or a finite number > 0,
+  ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0.
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def check_load(e: dict[str, Any]) -> str | None:
     """Why a ``load`` event is refused, or None."""
     why = (_number_field(e, "window_s", required=True, positive=True)
            or _number_field(e, "client_cpu_s", required=True)
-           or _number_field(e, "asked_rate", positive=True))
+           or _number_field(e, "asked_rate", positive=True)
+           or _number_field(e, "server_cold_start_s"))
     if why is None and e["window_s"] > MAX_SECONDS:
         why = f"window_s {_show(e['window_s'])} is over {MAX_SECONDS:g} s"
     return why

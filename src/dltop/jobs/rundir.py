@@ -14,7 +14,8 @@ dltop overwrite the victim, or a ``runner.log`` link that dltop appends to. So:
   :class:`UnsafeRunDir` (nothing is written; the reason is stored with the run);
   a directory of ours is what an earlier database at this path left (run ids
   restart with a new database) and is moved aside to ``run-N.old-<ns>``;
-- ``spec.json`` and ``runner.log`` are created ``0600`` with
+- ``spec.json`` and ``runner.log`` (and ``server.log`` for a serve run whose runner
+  starts a server) are created ``0600`` with
   ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to ``run-N``'s descriptor: a file or
   link already there is never opened.
 
@@ -38,6 +39,8 @@ from dltop.store.sizes import tree_bytes
 
 DIR_MODE = 0o700
 FILE_MODE = 0o600
+SERVER_LOG = "server.log"
+"""A serve run's started server writes here (issue 41), beside ``runner.log``."""
 _NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -132,6 +135,8 @@ def prepare_run_dir(runs_dir: Path, run_id: int, spec: Mapping[str, Any],
         os.fchmod(fd, DIR_MODE)
         _write_new(fd, "spec.json", json.dumps(dict(spec), indent=1).encode(), path)
         _write_new(fd, "runner.log", b"", path)
+        if dict(spec.get("options") or {}).get("server_command"):
+            _write_new(fd, SERVER_LOG, b"", path)  # the log of the server the runner starts
     finally:
         os.close(fd)
     return RunFiles(path, path / "spec.json", path / "runner.log")

@@ -87,6 +87,8 @@ class ServeExtras:
             window = float(self._load["window_s"])
             out["serve_window_s"] = window
             out["client_cpu_pct"] = 100.0 * float(self._load["client_cpu_s"]) / window
+            if self._load.get("server_cold_start_s") is not None:
+                out["server_cold_start_s"] = float(self._load["server_cold_start_s"])
         if out:
             busy = out.get("serve_window_s", 0.0) >= CPU_WINDOW_S \
                 and out.get("client_cpu_pct", 0.0) > CPU_BOUND_PCT

@@ -29,6 +29,7 @@ from dltop.profiles import (
     presets,
     references,
     serve,
+    servers,
     slurm,
     strings,
     window,
@@ -40,12 +41,13 @@ from dltop.profiles.references import Rule
 if TYPE_CHECKING:
     from dltop.systems import System
 
-TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "references")
+TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "references",
+            "servers")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
 SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes", "min_time_s", "warmup_s",
-              "request_rate", "concurrency")
+              "request_rate", "concurrency", "server")
 """Settings a profile may give as a list: each value is a configuration (a sweep)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
                             **{k: f.default for k, f in settings().items()},
@@ -163,6 +165,7 @@ def parse(text: str, source: str, default_name: str,
         where.err, doc.get("references"), None if system is None else system.name,
         () if system is None else system.references)
     cores = logical_cores if logical_cores is not None else (os.cpu_count() or 1)
+    find_server = servers.finder(where.err, doc)
     blocks: list[tuple[list[JobSpec], int]] = []
     # Read per profile, not at import: the default may come from the environment.
     base_settings = {**SETTINGS, "min_time_s": window.default_min_time_s()}
@@ -188,7 +191,7 @@ def parse(text: str, source: str, default_name: str,
             raise where.err(f"matrix[{i}]", f"the profile expands to "
                             f"{limits.too_many_jobs(planned, most)}{upto}")
         blocks.append(_expand(where, origin, f"matrix[{i}]", name, merged, cores, base,
-                              cluster, site, rules))
+                              cluster, site, rules, find_server))
     jobs = JobList(blocks)
     if own_slurm is not None and not any(j.executor == "slurm" for c, _ in blocks for j in c):
         raise where.err("slurm", 'a [slurm] table, but no job runs with executor = "slurm" '
@@ -214,7 +217,9 @@ def _preset(where: _Where, origin: dict[str, str], at: str,
 def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
             merged: dict[str, Any], cores: int, profile_dir: Path,
             cluster: SlurmSettings | None, system: str | None = None,
-            rules: tuple[Rule, ...] = ()) -> tuple[list[JobSpec], int]:
+            rules: tuple[Rule, ...] = (),
+            find_server: Callable[[str, Any], servers.Server] | None = None,
+            ) -> tuple[list[JobSpec], int]:
     def loc(key: str) -> str:
         return f"{origin.get(key, at)}.{key}"
 
@@ -275,9 +280,13 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
                             origin.__contains__)
         slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster,
                         js["timeout_s"])
+        job_options = options
+        if js["server"] is not None and find_server is not None:
+            job_options = serve.server_options(where.err, loc, options,
+                                               find_server(loc("server"), js["server"]))
         configs.append(JobSpec(
             profile=profile, framework=fw, model=model, batch_size=batch, device=dev,
-            repeat=0, options=options,
+            repeat=0, options=job_options,
             slurm=cluster if js["executor"] == "slurm" else None, system=system,
             references=references.resolve(where.err, rules, model, fw, js["precision"],
                                           dev.label, batch) if rules else (),
@@ -430,3 +439,4 @@ def _thread_ladder(cores: int) -> list[int]:
     if ladder[-1] != cores:
         ladder.append(cores)
     return ladder
+

@@ -33,6 +33,7 @@ from dltop.profiles.fields import (
     fraction,
     integer,
     json_decoders,
+    label,
     number,
     one_of,
     optional,
@@ -170,6 +171,9 @@ class JobSpec:
     concurrency: int | None = setting(None, optional(integer(1, L.MAX_CONCURRENCY)),
                                       identity=True, quiet=True)
     """``mode = "serve"``: the most requests in flight; the loader's default 1."""
+    server: str | None = setting(None, optional(label), identity=True, quiet=True)
+    """``mode = "serve"``: the server dltop starts for the run (``[servers.NAME]`` or a
+    preset, :mod:`dltop.profiles.servers`); None: the endpoint is already serving."""
     nodes: int = setting(1, integer(1, L.MAX_NODES), identity=True, quiet=True)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True, quiet=True)

@@ -17,7 +17,7 @@ from typing import Any, Final
 from urllib.parse import urlsplit
 
 from dltop.errors import UserError
-from dltop.profiles import fields
+from dltop.profiles import fields, servers
 from dltop.profiles import limits as L
 
 KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
@@ -86,11 +86,19 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
         merged: the entry's keys over [defaults].
         profile_dir: a relative ``dataset`` is read from here.
     """
-    if merged.get("endpoint") is None:
+    started = merged.get("server") is not None
+    if merged.get("endpoint") is None and not started:
         raise err(loc("endpoint"), 'frameworks = ["openai"] needs endpoint = '
-                  '"http://HOST:PORT/v1" (a server that is already serving)')
-    out: dict[str, Any] = {"endpoint": _check(err, loc("endpoint"), merged["endpoint"],
-                                              endpoint)}
+                  '"http://HOST:PORT/v1" (a server that is already serving), or server = '
+                  '"NAME" (a server dltop starts: docs/serving.md#servers-dltop-starts)')
+    out: dict[str, Any] = {}
+    if started:  # a template: {host} and {port} are filled in when the server starts
+        raw = merged.get("endpoint", servers.ENDPOINT)
+        _check(err, loc("endpoint"), raw.replace("{host}", "127.0.0.1").replace("{port}", "1")
+               if isinstance(raw, str) else raw, endpoint)
+        out["endpoint"] = raw.rstrip("/")
+    else:
+        out["endpoint"] = _check(err, loc("endpoint"), merged["endpoint"], endpoint)
     out["api"] = _check(err, loc("api"), merged.get("api", "chat"), fields.one_of(APIS))
     out["arrival"] = _check(err, loc("arrival"), merged.get("arrival", "poisson"),
                             fields.one_of(ARRIVALS))
@@ -156,7 +164,7 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
         if s["mode"] == "serve":
             raise err(loc("mode"), 'mode = "serve" needs frameworks = ["openai"] (an '
                       "OpenAI-compatible endpoint)")
-        for key in ("request_rate", "concurrency"):
+        for key in ("request_rate", "concurrency", "server"):
             if s[key] is not None:
                 raise err(loc(key), f'{key} applies to frameworks = ["openai"] '
                           '(mode = "serve") only')
@@ -182,3 +190,17 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
     if out["concurrency"] is None:
         out["concurrency"] = CONCURRENCY_DEFAULT
     return out
+
+
+def server_options(err: Err, loc: Callable[[str], str], options: tuple[tuple[str, Any], ...],
+                   server: servers.Server) -> tuple[tuple[str, Any], ...]:
+    """A job's options with the server dltop starts for it.
+
+    Raises:
+        UserError: a request extension the server does not accept (``ignore_eos``).
+    """
+    if dict(options).get("ignore_eos") and "ignore_eos" not in server.extensions:
+        raise err(loc("ignore_eos"), f"server {server.name!r} does not accept ignore_eos "
+                  "(transformers serve refuses unknown fields with 422); give it "
+                  'extensions = ["ignore_eos"] in [servers.NAME] if it does')
+    return tuple(sorted(options + server.options()))

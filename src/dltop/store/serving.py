@@ -69,3 +69,14 @@ def v26(db: Any) -> None:
         "chunk_s blob, chunk_tokens blob, primary key (run_id, idx)) without rowid")
     for name, kind in RUN_COLUMNS.items():
         db["runs"].add_column(name, kind)
+
+
+SERVER_COLUMNS = {"server_cold_start_s": float}
+"""The run's column for a server dltop started (issue 41 item 5): from its start to the
+first answer of its readiness URL, in s (None: no server started by dltop)."""
+
+
+def v28(db: Any) -> None:
+    """Migration 28: ``runs.server_cold_start_s`` (a started server's cold start)."""
+    for name, kind in SERVER_COLUMNS.items():
+        db["runs"].add_column(name, kind)

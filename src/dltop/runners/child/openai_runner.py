@@ -15,15 +15,22 @@ An endpoint that refuses the connection, or whose TLS fails, ends the run at onc
 (an ``error`` of kind ``setup``: ``setup_failed``), with no retry. More failed
 measured requests than ``max_error_rate`` allows fail the run (a crash whose message
 quotes the first errors), after every request was stored.
+
+With ``server = "NAME"`` the runner first starts the server (:mod:`openai_server`) on
+a free port and waits for it to be ready; a server that exits first or is not ready
+within its ``timeout_s`` is ``setup`` too, quoting its log's tail. The cold start goes
+in the ``load`` event; the server is stopped (TERM, then KILL) however the run ends.
 """
 
 import asyncio
 import os
+import signal
 import sys
 import traceback
 
 import dltop_protocol as proto
 import openai_load as load
+import openai_server as srv
 
 LAG_BOUND_S = 0.010
 """Dispatch lag p99 above this flags the run ``client-bound`` (the engine decides)."""
@@ -46,7 +53,37 @@ def _headers(opts):
 
 def run(spec, reporter):
     opts = _options(spec)
-    endpoint = opts["endpoint"]
+    if not opts.get("server_command"):
+        return _load(spec, reporter, opts, opts["endpoint"], None)
+    log_path = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "server.log")
+    server = srv.Server(opts, spec["model"], log_path)
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        sys.stdout.write("[dltop] starting server: %s (log %s)\n" % (
+            " ".join(server.argv), log_path))
+        sys.stdout.flush()
+        try:
+            server.start()
+            cold_s = server.wait_ready()
+        except srv.ServerFailed as exc:
+            raise load.SetupFailed(str(exc)) from None
+        sys.stdout.write("[dltop] server ready at %s after %.3f s\n" % (server.ready_url,
+                                                                       cold_s))
+        sys.stdout.flush()
+        return _load(spec, reporter, opts, server.endpoint, cold_s)
+    finally:
+        code = server.stop()
+        signal.signal(signal.SIGTERM, previous)
+        sys.stdout.write("[dltop] server stopped (exit status %s)\n" % code)
+        sys.stdout.flush()
+
+
+def _terminated(signum, frame):
+    # The supervisor's TERM (cancel, timeout): unwind, so the server is stopped cleanly.
+    raise SystemExit(128 + signum)
+
+
+def _load(spec, reporter, opts, endpoint, cold_s):
     api = opts.get("api", "chat")
     warmup, measured = int(spec["warmup"]), int(spec["iterations"])
     rng = load.new_rng(int(spec.get("seed") or 0))
@@ -61,7 +98,11 @@ def run(spec, reporter):
     stall_s = max(1.0, min(60.0, float(spec.get("timeout_s", 900.0)) / 10.0))
     reporter.hello("openai", getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
                    endpoint=endpoint, api=api, served_model=spec["model"],
-                   prompts="dataset" if data else "synthetic (~prompt_tokens words)")
+                   prompts="dataset" if data else "synthetic (~prompt_tokens words)",
+                   server=spec.get("server"),
+                   telemetry=("the server's processes are the run's own (started by dltop)"
+                              if cold_s is not None else "attributed by time (the endpoint "
+                              "was already serving: its processes are not known)"))
     reporter.plan(warmup + measured)
     client = load.Client(endpoint, api, spec["model"], _headers(opts),
                          int(spec["new_tokens"]), bool(opts.get("ignore_eos")), concurrency,
@@ -84,7 +125,8 @@ def run(spec, reporter):
     window = max(end - start, 1e-9)
     reporter.emit("load", window_s=window, client_cpu_s=cpu_s, requests=measured,
                   ok=state["ok"], failed=state["failed"],
-                  asked_rate=None if rate == "inf" else float(rate))
+                  asked_rate=None if rate == "inf" else float(rate),
+                  server_cold_start_s=cold_s)
     limit = float(opts.get("max_error_rate", 0.05))
     if state["failed"] > limit * measured:
         raise proto.Failed("%d of %d measured requests failed (%.1f %% > max_error_rate "

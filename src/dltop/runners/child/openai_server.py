@@ -1,0 +1,136 @@
+"""The server a serve run starts (``server = "NAME"``, issue 41 item 5; docs/serving.md).
+
+The ``openai`` runner starts it before its load and stops it after, so the server is a
+child of the runner: inside the run's session, cgroup and token like a ``command``
+job's program (:mod:`dltop.jobs.supervisor`, :mod:`dltop.jobs.containment`), its CPU
+counted as the run's own tree, its GPUs the job's (``CUDA_VISIBLE_DEVICES`` from the
+job's allocation, inherited). It leads a process group of its own, so that stopping it
+signals the whole group (a server's workers too), TERM then KILL after
+:data:`GRACE_S`; should the runner die first, the supervisor's sweep of the run (and a
+later engine's ``--resume`` reaping) KILLs it with the rest of the run.
+
+Its stdout and stderr go to ``server.log`` in the run folder, created by the engine
+(0600, O_EXCL | O_NOFOLLOW) and opened here without following a link.
+"""
+
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+GRACE_S = 5.0
+"""Seconds from TERM to KILL when the server is stopped."""
+HOST = "127.0.0.1"
+TAIL = 2000
+"""Characters of the server's log quoted when it fails to start."""
+
+
+class ServerFailed(Exception):
+    """The server exited before it was ready, or was not ready in time (``setup``)."""
+
+
+def free_port():
+    """A port nobody listens on now (the server binds it a moment later: a race another
+    program could win, then the server fails to start and says so in its log)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return s.getsockname()[1]
+
+
+def fill(template, model, port, devices):
+    """The template's words with ``{model}``, ``{port}``, ``{devices}``, ``{host}``."""
+    values = {"model": model, "port": port, "devices": devices, "host": HOST}
+    return [w.format(**values) for w in shlex.split(template)]
+
+
+def log_tail(path, limit=TAIL):
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - limit))
+            text = f.read().decode("utf-8", "replace")
+    except OSError as exc:
+        return "(cannot read %s: %s)" % (path, exc)
+    return text.strip() or "(empty)"
+
+
+class Server:
+    """One started server: :meth:`start`, :meth:`wait_ready`, :meth:`stop`."""
+
+    def __init__(self, opts, model, log_path):
+        self.port = free_port()
+        devices = os.environ.get("CUDA_VISIBLE_DEVICES", "")
+        self.argv = fill(opts["server_command"], model, self.port, devices)
+        self.ready_url = opts.get("server_ready_url",
+                                  "http://{host}:{port}/v1/models").format(
+                                      host=HOST, port=self.port)
+        self.endpoint = opts["endpoint"].format(host=HOST, port=self.port)
+        self.timeout_s = float(opts.get("server_timeout_s", 600.0))
+        self.log_path = log_path
+        self.proc = None
+        self.t0 = None
+
+    def start(self):
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            self.t0 = time.monotonic()
+            self.proc = subprocess.Popen(self.argv, stdin=subprocess.DEVNULL, stdout=fd,
+                                         stderr=fd, process_group=0)
+        except OSError as exc:
+            raise ServerFailed("cannot start server %s: %s" % (self.argv[0], exc)) from None
+        finally:
+            os.close(fd)
+
+    def wait_ready(self):
+        """Poll the readiness URL with back-off until it answers 2xx; the cold start (s).
+
+        Raises:
+            ServerFailed: the server exited first, or ``timeout_s`` ran out.
+        """
+        deadline = self.t0 + self.timeout_s
+        delay = 0.05
+        while True:
+            code = self.proc.poll()
+            if code is not None:
+                raise ServerFailed("server command exited with status %d before it was ready "
+                                   "(%s); server.log ends: %s" % (
+                                       code, " ".join(self.argv), log_tail(self.log_path)))
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ServerFailed("server not ready at %s after %g s (timeout_s); "
+                                   "server.log ends: %s" % (
+                                       self.ready_url, self.timeout_s,
+                                       log_tail(self.log_path)))
+            try:
+                with urllib.request.urlopen(self.ready_url, timeout=min(5.0, left)) as r:
+                    if 200 <= r.status < 300:
+                        return time.monotonic() - self.t0
+            except (urllib.error.URLError, OSError, ValueError):
+                pass
+            time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
+            delay = min(delay * 1.5, 1.0)
+
+    def stop(self):
+        """TERM the server's group, KILL it after :data:`GRACE_S`; the exit status."""
+        if self.proc is None:
+            return None
+        pgid = self.proc.pid
+        _signal(pgid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=GRACE_S)
+        except subprocess.TimeoutExpired:
+            _signal(pgid, signal.SIGKILL)
+            self.proc.wait()
+        _signal(pgid, signal.SIGKILL)  # what of its group outlived its leader
+        return self.proc.returncode
+
+
+def _signal(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

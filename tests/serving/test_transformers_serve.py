@@ -1,0 +1,72 @@
+"""Issue 41 item 5 with a real server and no download: ``server = "transformers"`` (the
+preset, ``transformers serve --port {port}``) on CPU, serving a 2-layer GPT-2 of random
+weights and a word-level tokenizer that the test saves with ``save_pretrained``."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+import pytest
+from tests.dltop_env import query
+
+pytestmark = pytest.mark.slow
+
+MAKE = """
+import sys
+from tokenizers import Tokenizer, models, pre_tokenizers
+from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+words = ["<unk>", "<eos>"] + ["w%d" % i for i in range(200)]
+tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", eos_token="<eos>",
+                               bos_token="<eos>")
+fast.chat_template = "{% for m in messages %}{{ m['content'] }} {% endfor %}"
+cfg = GPT2Config(vocab_size=len(words), n_positions=128, n_embd=32, n_layer=2, n_head=2,
+                 eos_token_id=1, bos_token_id=1)
+GPT2LMHeadModel(cfg).save_pretrained(sys.argv[1])
+fast.save_pretrained(sys.argv[1])
+"""
+
+
+def test_transformers_serve_started_by_dltop(tmp_path: Path) -> None:
+    model = tmp_path / "gpt2-2l"
+    subprocess.run([sys.executable, "-c", MAKE, str(model)], check=True, timeout=120,
+                   capture_output=True)
+    profile = tmp_path / "tf.toml"
+    profile.write_text(f"""[[matrix]]
+frameworks = ["openai"]
+mode = "serve"
+models = ["{model}"]
+server = "transformers"
+new_tokens = 8
+prompt_tokens = 4
+iterations = 3
+warmup = 1
+timeout_s = 150
+""")
+    db = tmp_path / "d.db"
+    # the preset finds `transformers` on PATH: the venv's, whether it is activated or not
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    env = {**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0", "HF_HUB_OFFLINE": "1",
+           "PATH": path}
+    res = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "run", str(profile)],
+                         capture_output=True, text=True, timeout=400, env=env)
+    assert "Traceback" not in res.stderr, res.stderr
+    (run,) = query(db, "select id, status, error_message, server_cold_start_s, log_path "
+                   "from runs")
+    log = Path(run["log_path"]).with_name("server.log")
+    assert run["status"] == "ok", (run, log.read_text()[-3000:])
+    assert 0 < run["server_cold_start_s"] < 300
+    reqs = query(db, "select status, error, output_tokens, tokens_estimated from "
+                 "serve_requests order by idx")
+    # the usage the server reports: 8 tokens each (max_tokens), counted, not estimated
+    assert [(r["status"], r["error"], r["output_tokens"], r["tokens_estimated"])
+            for r in reqs] == [(200, None, 8, 0)] * 4
+    assert "Uvicorn running on http://127.0.0.1:" in log.read_text() or \
+        "POST /v1/chat/completions" in log.read_text()
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if str(model) in " ".join(p.info["cmdline"] or ())]

@@ -111,8 +111,11 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     assert len(ok) == 4
     for r in ok:
         d = r["detail"]
-        assert abs(d["ttft"]["p50_s"] - 0.020) < 0.01, d["ttft"]
-        assert abs(d["tpot"]["p50_s"] - 0.004) < 0.003, d["tpot"]
+        # Plausible, not precise: beside the suite's other processes a client's reads
+        # bunch (TPOT p50 0.7 ms against the fake's 4 ms was seen under load); the
+        # schedule's truth is test_serve_client.py's, on a client alone.
+        assert 0.005 < d["ttft"]["p50_s"] < 0.25, d["ttft"]
+        assert 0 < d["tpot"]["p50_s"] < 0.05, d["tpot"]
         assert d["ttft"]["n"] == 8 and d["error-rate"] == {"failed": 0.0, "n": 8.0}
         assert r["output-rate"] > 0 and r["req-rate"] > 0 and r["goodput"] == r["req-rate"]
         assert r["client-cpu"] is not None and d["dispatch-lag"]["n"] == 8

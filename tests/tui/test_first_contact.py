@@ -37,7 +37,8 @@ from .conftest import SteppingClock, fixed_host
      {"command": None, "db": "x.db", "fake_gpus": 2, "campaign": 3, "no_resume": True}),
     (["--db", "x.db", "tui", "--refresh-hz", "2"],
      {"command": "tui", "db": "x.db", "refresh_hz": 2.0}),
-    (["--db", "x.db", "tui", "--db", "y.db"], {"command": "tui", "db": "y.db"}),
+    # after tui its own --db wins, as a list: tui --read-only takes several (a study)
+    (["--db", "x.db", "tui", "--db", "y.db"], {"command": "tui", "db": ["y.db"]}),
     (["--db", "x.db", "runs"], {"command": "runs", "db": "x.db"}),
     (["--fake-gpus", "2", "devices"], {"command": "devices", "fake_gpus": 2}),
 ])

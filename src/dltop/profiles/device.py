@@ -48,3 +48,36 @@ class DeviceSpec:
     def workers(self) -> int:
         """Data-parallel workers: 1 for ``cpu:N`` (threads), N otherwise."""
         return 1 if self.kind == "cpu" else self.count
+
+
+def device_list(v: object, cores: int, *, max_gpus: int, max_cpus: int) -> list[DeviceSpec]:
+    """One ``devices`` entry of a profile as its devices: ``cpu:1..max`` (``cpu:all``) is
+    :func:`thread_ladder` of this host's ``cores``.
+
+    Raises:
+        ValueError: not a device string, or more than ``max_gpus`` / ``max_cpus``.
+    """
+    if not isinstance(v, str):
+        raise ValueError(f"expected a string like 'cpu:2', 'cpus:2' or 'gpu:1', got {v!r}")
+    if v.strip() in ("cpu:1..max", "cpu:all"):
+        return [DeviceSpec("cpu", n) for n in thread_ladder(cores)]
+    try:
+        dev = DeviceSpec.parse(v)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (or 'cpu:1..max' for 1, 2, 4, ... cores)") from None
+    most = max_gpus if dev.kind == "gpu" else max_cpus
+    if dev.count > most:
+        what = "GPUs per node" if dev.kind == "gpu" else "CPUs"
+        raise ValueError(f"{dev.label}: expected at most {most} {what} "
+                         "(docs/profiles.md#value-ranges)")
+    return [dev]
+
+
+def thread_ladder(cores: int) -> list[int]:
+    """1, 2, 4, ... up to ``cores``, ending with ``cores`` itself."""
+    ladder = [1]
+    while ladder[-1] * 2 <= cores:
+        ladder.append(ladder[-1] * 2)
+    if ladder[-1] != cores:
+        ladder.append(cores)
+    return ladder

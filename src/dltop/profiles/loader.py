@@ -34,6 +34,7 @@ from dltop.profiles import (
     strings,
     window,
 )
+from dltop.profiles.device import device_list, thread_ladder
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
 from dltop.profiles.references import Rule
@@ -185,7 +186,7 @@ def parse(text: str, source: str, default_name: str,
         merged = {**base_settings, **preset, **own}
         # Counted before anything is expanded: a matrix of 10**9 is refused at once.
         planned += limits.entry_jobs(merged, (*LIST_KEYS, *SWEEP_KEYS),
-                                     len(_thread_ladder(cores)))
+                                     len(thread_ladder(cores)))
         if planned > most:
             upto = f" (entries 0 to {i})" if i else ""
             raise where.err(f"matrix[{i}]", f"the profile expands to "
@@ -415,28 +416,7 @@ def _choice(where: _Where, key: str, v: Any, valid: tuple[str, ...]) -> str:
 
 
 def _devices(where: _Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:
-    if not isinstance(v, str):
-        raise where.err(key, f"expected a string like 'cpu:2', 'cpus:2' or 'gpu:1', got {v!r}")
-    if v.strip() in ("cpu:1..max", "cpu:all"):
-        return [DeviceSpec("cpu", n) for n in _thread_ladder(cores)]
     try:
-        dev = DeviceSpec.parse(v)
+        return device_list(v, cores, max_gpus=limits.MAX_GPUS, max_cpus=limits.MAX_CPUS)
     except ValueError as exc:
-        raise where.err(key, f"{exc} (or 'cpu:1..max' for 1, 2, 4, ... cores)") from None
-    most = limits.MAX_GPUS if dev.kind == "gpu" else limits.MAX_CPUS
-    if dev.count > most:
-        what = "GPUs per node" if dev.kind == "gpu" else "CPUs"
-        raise where.err(key, f"{dev.label}: expected at most {most} {what} "
-                        "(docs/profiles.md#value-ranges)")
-    return [dev]
-
-
-def _thread_ladder(cores: int) -> list[int]:
-    """1, 2, 4, ... up to ``cores``, ending with ``cores`` itself."""
-    ladder = [1]
-    while ladder[-1] * 2 <= cores:
-        ladder.append(ladder[-1] * 2)
-    if ladder[-1] != cores:
-        ladder.append(cores)
-    return ladder
-
+        raise where.err(key, str(exc)) from None

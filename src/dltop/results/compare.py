@@ -38,7 +38,7 @@ from dltop import catalog
 from dltop.errors import UserError
 from dltop.results import bootstrap, caption, comparemetrics, identity, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
-from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
+from dltop.results.table import Cell, Column, Millis, Role, Row, Table, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -332,12 +332,14 @@ def compare_table(rows: list[Comparison],
     var = identity.variation(c.identity for c in rows)
     row_var = var.without(*identity.ROW_KEYS)
     unit_col = (Column(tokens.UNIT_COLUMN, "unit", Role.KEY),) if per_row else ()
+    # a token's latencies read in ms in Markdown and LaTeX, as in every other table
+    ms = Millis.ALWAYS if metric in ("ttft", "tpot") else None
     cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
             Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
             *(Column(name, identity.header(name), Role.KEY) for name in identity.ROW_KEYS),
             *row_var.columns(), *unit_col,
-            Column("a", f"A {unit}", Role.VALUE, unit),
-            Column("b", f"B {unit}", Role.VALUE, unit),
+            Column("a", f"A {unit}", Role.VALUE, unit, ms=ms),
+            Column("b", f"B {unit}", Role.VALUE, unit, ms=ms),
             Column("ratio", "B/A", Role.VALUE, "1"),
             Column("ci_low", "CI95 low", Role.VALUE, "1"),
             Column("ci_high", "CI95 high", Role.VALUE, "1"),

@@ -59,7 +59,7 @@ def bar_layout(names: Sequence[str], current: str, width: int
     spans: list[tuple[int, int, int, str]] = []
     line, x = 0, 0
     for name in names:
-        if x and x + len(name) > width:
+        if x and x + 1 + len(name) > width:  # the space before it counts too
             text.append("\n")
             line, x = line + 1, 0
         elif x:

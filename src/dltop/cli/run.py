@@ -124,7 +124,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
 def _detach(argv: list[str], db_path: Path, logs_dir: Path) -> int:
     from dltop.jobs.launch import start_engine
 
-    run_args = [a for a in argv[2:] if a != "--detach"]
+    run_args = _without_db([a for a in argv[2:] if a != "--detach"])
     launch = start_engine(run_args, db_path, logs_dir)
     if launch.exit_code is None:
         print(f"dltop: engine started in the background (pid {launch.pid}); "
@@ -134,6 +134,21 @@ def _detach(argv: list[str], db_path: Path, logs_dir: Path) -> int:
         return 0
     sys.stderr.write(multiline(launch.log_tail))
     return launch.exit_code
+
+
+def _without_db(args: list[str]) -> list[str]:
+    """``args`` less their ``--db PATH`` / ``--db=PATH``: the engine is given the resolved
+    database once (a second ``--db`` is refused, issue 40)."""
+    out: list[str] = []
+    skip = False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == "--db":
+            skip = True
+        elif not a.startswith("--db="):
+            out.append(a)
+    return out
 
 
 class _JsonEvents:

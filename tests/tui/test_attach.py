@@ -87,8 +87,8 @@ def test_killed_viewers_leave_the_engine_and_its_runs_alone(tmp_path: Path, wait
         assert all(v.poll() is None for v in viewers), "both viewers attach at once"
         viewers[0].send_signal(signal.SIGHUP)  # the SSH connection drops
         viewers[1].kill()  # and another viewer is killed outright
-        for v in viewers:
-            v.wait(timeout=20)
+        for v in viewers:  # a Textual app's teardown beside the suite's load: 60 s
+            v.wait(timeout=60)
         os.kill(launch.pid, 0)  # the engine is still there
         wait_until(lambda: _one(db_path, "select status from campaigns") == "finished", 240,
                    "the campaign to finish", interval_s=0.2)

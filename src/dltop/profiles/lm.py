@@ -35,25 +35,24 @@ ATTENTION_DEFAULT: Final = "fused"
 
 
 @functools.cache
+def _child(name: str) -> ModuleType:
+    """The runners' stdlib module ``name`` (runners/child/NAME.py), loaded once from its
+    file: one table, both sides of the protocol."""
+    path = CHILD_DIR / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"dltop_child_{name}", path)
+    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with dltop
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def _catalog() -> ModuleType:
-    path = CHILD_DIR / "lm_catalog.py"
-    spec = importlib.util.spec_from_file_location("dltop_child_lm_catalog", path)
-    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with dltop
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _child("lm_catalog")
 
 
-@functools.cache
 def _text() -> ModuleType:
-    path = CHILD_DIR / "lm_text.py"
-    spec = importlib.util.spec_from_file_location("dltop_child_lm_text", path)
-    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with dltop
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _child("lm_text")
 
 
 def text_problem(data_dir: str, seq_len: int, batch: int) -> str | None:

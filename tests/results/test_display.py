@@ -166,6 +166,7 @@ def test_runs_listing_notes_oversubscribed_runs(campaigns, tmp_path: Path,  # ty
     assert "400 000" in eight  # samples/s from 1 000 on: 4 significant digits, grouped
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_where_keeps_the_rows_asked_and_refuses_an_unknown_column(tmp_path: Path) -> None:
     """``--where model=resnet-50``: one command answers "the fastest and most frugal
     ResNet-50 setting" over the H200 databases (issue 40's first question)."""

@@ -137,6 +137,7 @@ def test_runs_and_status_over_two_databases(two: tuple[Path, Path],
     assert f"{a}:" in out and f"{b}:" in out and out.count("Last campaign 1 `check`") == 2
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_check_and_report_read_a_study(two: tuple[Path, Path], tmp_path: Path,
                                        capsys: pytest.CaptureFixture[str]) -> None:
     a, b = two
@@ -168,6 +169,7 @@ def test_one_database_commands_refuse_a_second_db(
     assert "--db given twice: this command uses one database" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_the_read_only_viewer_shows_a_study_of_several_databases(
         two: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``dltop tui --read-only --db A --db B``: one study, staged as a snapshot; without

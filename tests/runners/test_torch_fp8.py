@@ -42,6 +42,7 @@ def test_a_compute_capability_8_0_gpu_is_refused(monkeypatch: pytest.MonkeyPatch
         torch_fp8.check_device(device)
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_without_torchao_the_run_says_so(monkeypatch: pytest.MonkeyPatch) -> None:
     device = fake_gpu(monkeypatch, (9, 0))
     monkeypatch.setitem(sys.modules, "torchao", None)  # absent, installed or not

@@ -70,6 +70,7 @@ def _check_protocol(events: list[dict]) -> None:
         assert checker.problem(e) is None, e
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_timing_truth_ttft_and_tpot_match_the_schedule(tmp_path: Path, fake_server) -> None:
     url = fake_server("--ttft-ms", "30", "--itl-ms", "10")
     # e2e 30 + 7 x 10 = 100 ms, arrivals every 125 ms: no request waits for the slot
@@ -111,6 +112,7 @@ def test_the_wait_for_a_slot_is_stored_apart_from_ttft(tmp_path: Path, fake_serv
     assert max(r["ttft_s"] for r in reqs) < waits[-1] / 2
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_multi_token_chunks_and_estimated_counts(tmp_path: Path, fake_server) -> None:
     url = fake_server("--ttft-ms", "5", "--itl-ms", "2")
     code, events, err = run_runner(tmp_path, spec(url, "multi", new_tokens=10))
@@ -154,6 +156,7 @@ EDGE_ERRORS = ("HTTP 429: ", "server error in the stream: ", "stream ",
 """The start of each edge's stored error (fake_openai's ``edges``: one request each)."""
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_each_failure_is_a_stored_error_and_fails_the_run(tmp_path: Path,
                                                          fake_server) -> None:
     url = fake_server("--ttft-ms", "2", "--itl-ms", "1")

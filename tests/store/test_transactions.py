@@ -144,6 +144,7 @@ for r in range(rounds):
 """
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_processes_creating_one_new_database_at_once_all_succeed(tmp_path: Path) -> None:
     # Without the migrations' lock, 3 of 4 rounds had an opener die with
     # `table "schema_migrations" already exists` (or gpu_samples).
@@ -192,6 +193,7 @@ time.sleep(60)
 """
 
 
+@pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_vacuum_blocked_by_a_reader_says_so_and_exits_1(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     store = Store(connect(db))

@@ -221,22 +221,15 @@ class DeviceLease:
             if name in self._fds:
                 continue
             try:
-                fd, writable = _open_lock(self.directory / f"{name}.lock")
-            except OSError as exc:
-                self._give_up(f"{self.directory / name}.lock: {exc}")
+                held = self._try(name)
+            except _Unusable as exc:
+                self._give_up(str(exc))
                 return None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+            if held is None:
                 return name
-            except OSError as exc:  # e.g. a file system without flock
-                os.close(fd)
-                self._give_up(f"flock {self.directory / name}.lock: {exc}")
-                return None
-            self._fds[name] = fd
-            if writable:
-                self._record(fd)
+            self._fds[name] = held[0]
+            if held[1]:
+                self._record(held[0])
         self._leave_line()
         return None
 
@@ -248,23 +241,15 @@ class DeviceLease:
             if len(got) == self._need:
                 break
             try:
-                fd, writable = _open_lock(self.directory / f"{name}.lock")
-            except OSError as exc:
+                held = self._try(name)
+            except _Unusable as exc:
                 _close(got)
-                self._give_up(f"{self.directory / name}.lock: {exc}")
+                self._give_up(str(exc))
                 return None
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(fd)
+            if held is None:
                 busy = busy or name
                 continue
-            except OSError as exc:
-                os.close(fd)
-                _close(got)
-                self._give_up(f"flock {self.directory / name}.lock: {exc}")
-                return None
-            got[name] = (fd, writable)
+            got[name] = held
         if len(got) < self._need:
             _close(got)  # all or none: no waiter holds a part of what another needs
             return busy or self._order[0]
@@ -274,6 +259,29 @@ class DeviceLease:
                 self._record(fd)
         self._leave_line()
         return None
+
+    def _try(self, name: str) -> tuple[int, bool] | None:
+        """Open and lock ``name``'s lock file without waiting: (fd, writable), or None
+        when another holds it.
+
+        Raises:
+            _Unusable: the lock file cannot be opened or locked (e.g. a file system
+                without flock), naming it.
+        """
+        path = self.directory / f"{name}.lock"
+        try:
+            fd, writable = _open_lock(path)
+        except OSError as exc:
+            raise _Unusable(f"{path}: {exc}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return None
+        except OSError as exc:
+            os.close(fd)
+            raise _Unusable(f"flock {path}: {exc}") from None
+        return fd, writable
 
     def _record(self, fd: int) -> None:
         with contextlib.suppress(OSError):
@@ -330,6 +338,10 @@ class DeviceLease:
     def _give_up(self, why: str) -> None:
         self.release()
         self.unavailable = why
+
+
+class _Unusable(Exception):
+    """A lock file that cannot be opened or locked (its message names it)."""
 
 
 def _close(got: Mapping[str, tuple[int, bool]]) -> None:

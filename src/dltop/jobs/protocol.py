@@ -38,12 +38,12 @@ Events of other names are accepted (forward compatibility), within the integer r
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 from typing import Any
 
 from dltop.jobs.protocol_evals import check_eval, check_generate, check_plan, check_profile
 from dltop.jobs.protocol_serve import check_load, check_request
+from dltop.runners.childmod import child_module
 
 INT64_MAX = 2**63 - 1
 MAX_SAMPLES = 2**53
@@ -51,11 +51,11 @@ MAX_SAMPLES = 2**53
 MAX_STEP_S = 1e6
 """No training step takes longer than 11.6 days; a longer one is a runner's bug."""
 
-MAX_EVENT_DEPTH = 32
+_PROTOCOL = child_module("dltop_protocol")
+MAX_EVENT_DEPTH: int = _PROTOCOL.MAX_EVENT_DEPTH
 """Arrays and objects nest at most this deep in an event (``profile``'s ops reach 3);
-``json.loads`` recurses once per level, so deeper lines are refused unread."""
-_JSON_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
-"""A JSON string (skipped whole: brackets inside it do not count) or one bracket."""
+``json.loads`` recurses once per level, so deeper lines are refused unread. The runners'
+own constant: one rule on both sides of the protocol."""
 
 _HELLO_TEXT = ("framework", "framework_version", "python_version", "python_executable",
                "device", "blas", "cuda_version", "cudnn_version", "device_name")
@@ -78,22 +78,11 @@ def _show(v: Any) -> str:
 def too_deep(line: bytes, limit: int = MAX_EVENT_DEPTH) -> bool:
     """Whether the JSON text ``line`` nests arrays or objects deeper than ``limit``.
 
-    A linear scan (strings skipped by one regular expression), so ``[`` x 100 000
-    costs microseconds and no recursion; the runners' ``dltop_protocol.too_deep`` is
-    the same rule for Python 3.6.
+    The runners' own check (``dltop_protocol.too_deep``, loaded from its file): a linear
+    scan with strings skipped by one regular expression, so ``[`` x 100 000 costs
+    microseconds and no recursion.
     """
-    if line.count(b"[") + line.count(b"{") <= limit:
-        return False  # the common case: too few brackets to be that deep
-    depth = 0
-    for m in _JSON_TOKEN.finditer(line):
-        tok = m.group()
-        if tok in (b"[", b"{"):
-            depth += 1
-            if depth > limit:
-                return True
-        elif tok in (b"]", b"}"):
-            depth = max(0, depth - 1)
-    return False
+    return bool(_PROTOCOL.too_deep(line, limit))
 
 
 def _check_refused(e: dict[str, Any]) -> str:

@@ -11,7 +11,6 @@ the shapes.
 from __future__ import annotations
 
 import functools
-import importlib.util
 import os
 from collections.abc import Callable, Collection
 from types import ModuleType
@@ -20,7 +19,7 @@ from typing import Any, Final
 from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles.model import DeviceSpec
-from dltop.runners.registry import CHILD_DIR
+from dltop.runners.childmod import child_module
 
 Err = Callable[[str, str], UserError]
 Loc = Callable[[str], str]
@@ -34,25 +33,12 @@ learning rate and weight decay (each only where the profile leaves it unset)."""
 ATTENTION_DEFAULT: Final = "fused"
 
 
-@functools.cache
-def _child(name: str) -> ModuleType:
-    """The runners' stdlib module ``name`` (runners/child/NAME.py), loaded once from its
-    file: one table, both sides of the protocol."""
-    path = CHILD_DIR / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"dltop_child_{name}", path)
-    if spec is None or spec.loader is None:  # pragma: no cover - the file ships with dltop
-        raise ImportError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def _catalog() -> ModuleType:
-    return _child("lm_catalog")
+    return child_module("lm_catalog")
 
 
 def _text() -> ModuleType:
-    return _child("lm_text")
+    return child_module("lm_text")
 
 
 def text_problem(data_dir: str, seq_len: int, batch: int) -> str | None:

@@ -25,8 +25,7 @@ from dltop.config import config_path, load_frameworks
 from dltop.errors import UserError
 from dltop.paths import library_path_with
 from dltop.pyexec import ask_python
-
-CHILD_DIR = Path(__file__).resolve().parent / "child"
+from dltop.runners.childmod import CHILD_DIR
 
 _SCRIPTS = {
     "torch": "torch_runner.py",

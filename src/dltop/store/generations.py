@@ -21,6 +21,7 @@ from __future__ import annotations
 import sys
 from array import array
 from collections.abc import Sequence
+from typing import Any
 
 TABLE = "generations"
 COLUMNS = ("idx", "warmup", "ttft_s", "e2e_s", "prompt_tokens", "new_tokens", "batch",
@@ -48,20 +49,31 @@ def distinct_fraction(rows: Sequence[tuple[bool, int, int, int | None]]) -> floa
     return sum(d for _, _, d in counted) / tokens if tokens else None
 
 
-def pack_seconds(values: Sequence[float]) -> bytes:
-    """Seconds as little-endian IEEE doubles (exactly the floats given)."""
-    packed = array("d", values)
+def pack_array(code: str, values: Sequence[float] | Sequence[int]) -> bytes:
+    """``values`` as a little-endian :mod:`array` of type ``code`` (``d``: IEEE doubles,
+    exactly the floats given; ``I``: unsigned 32-bit integers), whatever the host's order."""
+    packed = array(code, values)
     if sys.byteorder == "big":
         packed.byteswap()
     return packed.tobytes()
 
 
-def unpack_seconds(blob: bytes | None) -> tuple[float, ...]:
-    """The inverse of :func:`pack_seconds` (empty for NULL)."""
+def unpack_array(code: str, blob: bytes | None) -> tuple[Any, ...]:
+    """The inverse of :func:`pack_array` (empty for NULL)."""
     if not blob:
         return ()
-    values = array("d")
+    values = array(code)
     values.frombytes(blob)
     if sys.byteorder == "big":
         values.byteswap()
     return tuple(values.tolist())
+
+
+def pack_seconds(values: Sequence[float]) -> bytes:
+    """Seconds as little-endian IEEE doubles (exactly the floats given)."""
+    return pack_array("d", values)
+
+
+def unpack_seconds(blob: bytes | None) -> tuple[float, ...]:
+    """The inverse of :func:`pack_seconds` (empty for NULL)."""
+    return unpack_array("d", blob)

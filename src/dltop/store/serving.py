@@ -18,10 +18,10 @@ rows too (HTTP status, error text): the error rate is counted from them.
 
 from __future__ import annotations
 
-import sys
-from array import array
 from collections.abc import Sequence
 from typing import Any
+
+from dltop.store.generations import pack_array, unpack_array
 
 TABLE = "serve_requests"
 COLUMNS = ("idx", "request", "warmup", "scheduled_s", "dispatch_lag_s", "slot_wait_s",
@@ -40,21 +40,12 @@ the client could not keep the schedule (``client-bound``)."""
 
 def pack_counts(values: Sequence[int]) -> bytes:
     """Token counts as little-endian unsigned 32-bit integers."""
-    packed = array("I", values)
-    if sys.byteorder == "big":
-        packed.byteswap()
-    return packed.tobytes()
+    return pack_array("I", values)
 
 
 def unpack_counts(blob: bytes | None) -> tuple[int, ...]:
     """The inverse of :func:`pack_counts` (empty for NULL)."""
-    if not blob:
-        return ()
-    values = array("I")
-    values.frombytes(blob)
-    if sys.byteorder == "big":
-        values.byteswap()
-    return tuple(values.tolist())
+    return unpack_array("I", blob)
 
 
 def v26(db: Any) -> None:

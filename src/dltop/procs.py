@@ -7,8 +7,11 @@ the engine or the supervisor (which starts and kills children).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -101,3 +104,40 @@ def read_log_tail(path: Path, limit: int = LOG_TAIL_BYTES) -> str:
     if size > limit and "\n" in text:
         text = text.split("\n", 1)[1]
     return text
+
+
+class SignalCatcher:
+    """Remembers the first of some signals, for a main thread that polls it.
+
+    Its handler takes no lock: a handler runs on the main thread between two bytecodes,
+    possibly while that thread holds the lock inside ``threading.Event.wait``, so an
+    ``Event.set()`` there can deadlock the process (a ``dltop agent`` once ignored its
+    SIGTERM that way). The waiting thread polls :attr:`name` instead.
+    """
+
+    def __init__(self) -> None:
+        self.name = ""
+        """The first signal's name (``SIGTERM``), empty until one arrives."""
+
+    def _handle(self, signum: int, _frame: object) -> None:
+        self.name = self.name or signal.Signals(signum).name
+
+    @contextmanager
+    def installed(self, signals: Sequence[signal.Signals]) -> Iterator[SignalCatcher]:
+        """Catch ``signals`` inside the block; their previous handlers come back after."""
+        before = {sig: signal.signal(sig, self._handle) for sig in signals}
+        try:
+            yield self
+        finally:
+            for sig, handler in before.items():
+                signal.signal(sig, handler)
+
+    def wait(self, timeout_s: float | None = None, poll_s: float = 0.2) -> str:
+        """Sleep until a signal came (its name) or ``timeout_s`` passed (empty string)."""
+        end = None if timeout_s is None else time.monotonic() + timeout_s
+        while not self.name:
+            left = poll_s if end is None else min(poll_s, end - time.monotonic())
+            if left <= 0:
+                break
+            time.sleep(left)
+        return self.name

@@ -209,7 +209,7 @@ def test_cuda_visible_devices_picks_the_gpus_unless_it_names_none_of_this_node(
         def __init__(self, backend: object, options: AgentOptions) -> None:
             seen.append(tuple(int(g) for g in options.gpus or ()))
 
-        def run(self) -> str:
+        def run(self, signals: object = None) -> str:
             return "probe"
 
     monkeypatch.setattr("dltop.telemetry.agent.Agent", Probe)

@@ -18,7 +18,6 @@ import shlex
 import signal
 import socket
 import sys
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -81,11 +80,10 @@ def _url_host(host: str) -> str:
 
 def _wait_for_signal() -> None:
     """Block until SIGINT or SIGTERM."""
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(3600):
-        pass
+    from dltop.procs import SignalCatcher
+
+    with SignalCatcher().installed((signal.SIGINT, signal.SIGTERM)) as caught:
+        caught.wait(poll_s=0.5)
 
 
 def _metrics_source(args: argparse.Namespace, db_path: Path | None) -> Any:

@@ -39,13 +39,14 @@ import os
 import signal
 import socket
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from dltop.errors import UserError
+from dltop.procs import SignalCatcher
 from dltop.telemetry.clock import anchor
 from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic
 from dltop.telemetry.sampler import Batch, Sampler, check_rate
@@ -54,6 +55,8 @@ FORMAT_VERSION = 1
 NODE_ENV = "SLURMD_NODENAME"
 PARENT_CHECK_S = 1.0
 """How often the agent checks that its parent (the job step's shell) is still there."""
+SIGNAL_POLL_S = 0.2
+"""How often the main loop looks at the signals caught (their handler sets no lock)."""
 
 
 def node_name() -> str:
@@ -203,15 +206,24 @@ class Agent:
         self.reason = self.reason or reason
         self._stop.set()
 
-    def run(self) -> str:
-        """Sample until stopped; returns why it stopped. The file ends with ``bye``."""
+    def run(self, signals: SignalCatcher | None = None) -> str:
+        """Sample until stopped (or ``signals`` caught one); returns why it stopped.
+
+        The file ends with ``bye``.
+        """
+        catcher = signals or SignalCatcher()
         parent = os.getppid()
         self.sink.write([hello(self.backend, self.hz)])
         self.sampler.start()
         try:
-            while not self._stop.wait(PARENT_CHECK_S):
-                if os.getppid() != parent:  # re-parented: the step's shell is gone
-                    self.stop("parent exited")
+            next_check_s = time.monotonic() + PARENT_CHECK_S
+            while not self._stop.wait(SIGNAL_POLL_S):
+                if catcher.name:
+                    self.stop(catcher.name)
+                elif time.monotonic() >= next_check_s:
+                    next_check_s += PARENT_CHECK_S
+                    if os.getppid() != parent:  # re-parented: the step's shell is gone
+                        self.stop("parent exited")
         finally:
             self.sampler.stop()  # hands over the last window
             self.sink.write([{"kind": "bye", "reason": self.reason or "stopped",
@@ -242,13 +254,5 @@ def run_agent(options: AgentOptions, fake_gpus: int | None = None) -> str:
             pass
     agent = Agent(backend, options)
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        agent.stop(signal.Signals(signum).name)
-
-    signals = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
-    before = {sig: signal.signal(sig, on_signal) for sig in signals}
-    try:
-        return agent.run()
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
+    with SignalCatcher().installed((signal.SIGTERM, signal.SIGINT, signal.SIGHUP)) as caught:
+        return agent.run(caught)

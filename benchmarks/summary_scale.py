@@ -8,7 +8,7 @@ exported as Markdown in a fresh process, ``--rounds`` times, as ``dltop export``
 does (``export.results_text``; a tree without it: ``render(results_table(...))``):
 wall and CPU seconds and peak RSS (medians).
 
-The former pure-Python bootstrap (:mod:`dltop.results.bootstrap_ref`, 2 000
+The former pure-Python bootstrap (tests/results/bootstrap_ref.py, 2 000
 resamples per configuration) would take minutes here (issue 32: 108 s CPU, ~4 min
 wall at 10 000 configurations), so it is timed on ``--sample`` configurations
 side by side with the new one on the same data and extrapolated; the printed
@@ -105,7 +105,11 @@ def measure(path: Path) -> dict[str, float | str]:
 
 def side_by_side(path: Path, sample: int) -> None:
     """New and former interval on ``sample`` configurations' data, alternating."""
-    from dltop.results import bootstrap, bootstrap_batch, bootstrap_ref
+    from dltop.results import bootstrap, bootstrap_batch
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "results"))
+    import bootstrap_ref  # the tests' reference, not shipped in src
+
     from dltop.results.aggregate import config_results
 
     db = connect(path, create=False)

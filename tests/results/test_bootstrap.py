@@ -12,9 +12,11 @@ from pathlib import Path
 import pytest
 import sqlite_utils
 
-from dltop.results import bootstrap, bootstrap_batch, bootstrap_ref
+from dltop.results import bootstrap, bootstrap_batch
 from dltop.results.aggregate import config_results
 from dltop.store.views import ensure_views
+
+from . import bootstrap_ref
 
 
 def runs(n_runs: int, n_iters: int, centre: float = 0.1, seed: int = 1,

@@ -9,7 +9,7 @@ ordinary bootstrap of that run's iterations; with several it also carries the
 run-to-run spread, which resampling pooled iterations would hide. The interval
 is the 2.5th-97.5th percentile (linear interpolation) of the resampled values.
 
-How it is computed (issue 32; :mod:`dltop.results.bootstrap_ref` keeps the former
+How it is computed (issue 32; tests/results/bootstrap_ref.py keeps the former
 pure-Python loop, 2 000 resamples of every iteration, as the reference):
 
 - The median of a resample of one run's ``n`` iterations has an exact

@@ -1,4 +1,4 @@
-"""The former pure-Python bootstrap (dltop 0.1 up to issue 32), kept as the reference.
+"""The former pure-Python bootstrap (dltop 0.1 up to issue 32), kept by the tests as the reference.
 
 :mod:`dltop.results.bootstrap` computes the same intervals with numpy and an exact
 per-run distribution; the golden tests and ``benchmarks/summary_scale.py`` compare

@@ -1,18 +1,30 @@
 """Where configurations ran, as tables order and label them: catalogue ranks, device
 labels, the host and GPU model a configuration's column names where a set spans several.
 
-Importable from :mod:`dltop.results.aggregate` too.
+Its functions take anything placed (:class:`Placed`: a
+:class:`~dltop.results.aggregate.ConfigResult`, a report row), so this module needs
+nothing of :mod:`dltop.results.aggregate`, which imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from dltop.results import identity
 
-if TYPE_CHECKING:  # aggregate imports this module: its class is an annotation here
-    from dltop.results.aggregate import ConfigResult
+
+class Placed(Protocol):
+    """What these functions read of a configuration: where it ran and what it is."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def gpu_name(self) -> str | None: ...
+    @property
+    def identity(self) -> Mapping[str, Any]: ...
 
 
 def rank(value: str, order: tuple[str, ...]) -> int:
@@ -34,14 +46,14 @@ def short_gpu(name: str) -> str:
     return name
 
 
-def place_labeller(results: Sequence[ConfigResult]) -> Callable[[ConfigResult], str]:
+def place_labeller(results: Sequence[Placed]) -> Callable[[Placed], str]:
     """The column label of a configuration's device in ``results``: ``cpu:16``, or with
     the host when the set spans hosts and the GPU model when it spans GPU models
     (``hostA cpu:16``, ``hostB gpu:1 (H100 80GB HBM3)``)."""
     hosts = {r.host for r in results}
     gpus = {r.gpu_name for r in results if r.gpu_name}
 
-    def label(r: ConfigResult) -> str:
+    def label(r: Placed) -> str:
         text = f"{r.host} {r.device}" if len(hosts) > 1 else r.device
         if len(gpus) > 1 and r.gpu_name:
             text += f" ({short_gpu(r.gpu_name)})"
@@ -49,7 +61,7 @@ def place_labeller(results: Sequence[ConfigResult]) -> Callable[[ConfigResult], 
     return label
 
 
-def placed_identities(results: Sequence[ConfigResult | Any]) -> list[dict[str, Any]]:
+def placed_identities(results: Sequence[Placed | Any]) -> list[dict[str, Any]]:
     """The identities of ``results`` (anything with ``identity`` and ``host``), each with
     its host under :data:`dltop.results.identity.PLACE` when they span hosts, so that
     :func:`dltop.results.identity.variation` states interpreters per framework and host
@@ -59,6 +71,6 @@ def placed_identities(results: Sequence[ConfigResult | Any]) -> list[dict[str, A
     return [{**r.identity, identity.PLACE: r.host} for r in results]
 
 
-def place_key(r: ConfigResult) -> tuple[str, tuple[int, int, str], str]:
+def place_key(r: Placed) -> tuple[str, tuple[int, int, str], str]:
     """Orders configurations by host, then device (:func:`device_key`), then GPU model."""
     return (r.host, device_key(r.device), r.gpu_name or "")

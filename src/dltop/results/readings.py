@@ -13,17 +13,29 @@ of readings (:attr:`~dltop.results.aggregate.ConfigResult.host_readings`,
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
-
-if TYPE_CHECKING:  # aggregate imports this module: its classes are annotations here
-    from dltop.results.aggregate import ConfigResult, RunRecord
 
 Detail = tuple[tuple[str, float | None], ...]
 
 
-def readings_check(res: ConfigResult, gpu: bool) -> tuple[str, Detail]:
+class StoredRun(Protocol):
+    """A run as the rule reads it: its stored columns (a ``RunRecord``)."""
+
+    def get(self, name: str) -> Any: ...
+
+
+class Checked(Protocol):
+    """A configuration that keeps its runs' check (a ``ConfigResult``): computed once."""
+
+    @property
+    def host_readings(self) -> tuple[str, Detail]: ...
+    @property
+    def gpu_readings(self) -> tuple[str, Detail]: ...
+
+
+def readings_check(res: Checked, gpu: bool) -> tuple[str, Detail]:
     """Whether the configuration's runs stand on enough readings for a telemetry figure.
 
     Returns:
@@ -36,7 +48,7 @@ def readings_check(res: ConfigResult, gpu: bool) -> tuple[str, Detail]:
     return res.gpu_readings if gpu else res.host_readings
 
 
-def check_runs(runs: Sequence[RunRecord], gpu: bool) -> tuple[str, Detail]:
+def check_runs(runs: Sequence[StoredRun], gpu: bool) -> tuple[str, Detail]:
     """:func:`readings_check` of these runs (GPU readings, else host readings)."""
     count = "gpu_readings" if gpu else "host_readings"
     judge = gpu_shortfall if gpu else host_shortfall

@@ -4,8 +4,12 @@ For each framework (PyTorch, TensorFlow, CNTK, JAX) both sides run in fresh
 processes with the same model (built by the runner's own model module), batch,
 thread settings, CPU affinity and synthetic data; the bare CNTK loop runs under
 the same interpreter and ``LD_LIBRARY_PATH`` as the CNTK runner. Rounds
-alternate bare/dltop so machine noise hits both alike; the figure is the ratio
-of the medians of per-run median seconds per iteration (dltop / bare).
+pair the two sides back to back on the same pinned CPUs (checked: the runner's stored
+affinity against the bare loop's), the order alternating per round so a drift in
+machine speed favours neither; the figure is the ratio of the medians of per-run median
+seconds per iteration (dltop / bare), each round's ratio printed, and beside it the
+CPU seconds per iteration (bare: process_time over its measured iterations; dltop:
+the runner tree's sampled mean CPU times its mean iteration).
 Goal: <= 1.01 for each framework.
 
 ``--device gpu`` (PyTorch only): both sides on one CUDA GPU (``gpu:1``), the bare
@@ -38,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +72,8 @@ BARE_TORCH = textwrap.dedent("""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     times = []
     for i in range({total}):
+        if i == {warmup}:
+            c0 = time.process_time()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
@@ -76,7 +83,8 @@ BARE_TORCH = textwrap.dedent("""
             torch.cuda.synchronize(device)
         loss.item()
         times.append(time.perf_counter() - t0)
-    print(json.dumps(times[{warmup}:]))
+    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
+    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
 BARE_TF = textwrap.dedent("""
@@ -106,10 +114,13 @@ BARE_TF = textwrap.dedent("""
 
     times = []
     for i in range({total}):
+        if i == {warmup}:
+            c0 = time.process_time()
         t0 = time.perf_counter()
         float(train(x, y).numpy())
         times.append(time.perf_counter() - t0)
-    print(json.dumps(times[{warmup}:]))
+    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
+    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
 BARE_CNTK = textwrap.dedent("""
@@ -130,11 +141,14 @@ BARE_CNTK = textwrap.dedent("""
     trainer = C.Trainer(model, (loss, None), [C.sgd(model.parameters, lr)])
     times = []
     for i in range({total}):
+        if i == {warmup}:
+            c0 = time.process_time()
         t0 = time.perf_counter()
         trainer.train_minibatch({{x: xb, y: yb}})
         float(trainer.previous_minibatch_loss_average)
         times.append(time.perf_counter() - t0)
-    print(json.dumps(times[{warmup}:]))
+    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
+    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
 BARE_JAX = textwrap.dedent("""
@@ -160,11 +174,14 @@ BARE_JAX = textwrap.dedent("""
     params, state = model.params, model.state
     times = []
     for i in range({total}):
+        if i == {warmup}:
+            c0 = time.process_time()
         t0 = time.perf_counter()
         params, state, value = train(params, state, x, y)
         float(value)
         times.append(time.perf_counter() - t0)
-    print(json.dumps(times[{warmup}:]))
+    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
+    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
 BARE_TORCH_LM = textwrap.dedent("""
@@ -194,6 +211,8 @@ BARE_TORCH_LM = textwrap.dedent("""
     dtype = {{"bf16": torch.bfloat16}}.get({precision!r})
     times = []
     for i in range({total}):
+        if i == {warmup}:
+            c0 = time.process_time()
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         if dtype is not None:
@@ -207,7 +226,8 @@ BARE_TORCH_LM = textwrap.dedent("""
             torch.cuda.synchronize(device)
         loss.item()
         times.append(time.perf_counter() - t0)
-    print(json.dumps(times[{warmup}:]))
+    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
+    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
 BARE = {"torch": BARE_TORCH, "tensorflow": BARE_TF, "cntk": BARE_CNTK, "jax": BARE_JAX}
@@ -248,7 +268,7 @@ def _affinity(threads: int) -> list[int]:
 
 
 def bare_median(framework: str, model: str, batch: int, threads: int, iterations: int,
-                warmup: int, gpu: bool = False, precision: str = "fp32") -> float:
+                warmup: int, gpu: bool = False, precision: str = "fp32") -> Side:
     from dltop.runners.registry import interpreter
 
     if _is_lm(model):
@@ -269,12 +289,14 @@ def bare_median(framework: str, model: str, batch: int, threads: int, iterations
            **dict(extra)}
     out = subprocess.run([python, "-c", code], capture_output=True, text=True,
                          env=env, check=True)
-    return statistics.median(json.loads(out.stdout.strip().splitlines()[-1]))
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    return Side(statistics.median(got["times"]), float(got["cpu_s"]),
+                None if gpu else tuple(_affinity(threads)))
 
 
 def dltop_median(framework: str, model: str, batch: int, threads: int, iterations: int,
                  warmup: int, workdir: Path, gpu: bool = False,
-                 precision: str = "fp32") -> float:
+                 precision: str = "fp32") -> Side:
     prof = workdir / "p.toml"
     prof.write_text(PROFILE.format(framework=framework, model=model, batch=batch,
                                    device="gpu:1" if gpu else f"cpu:{threads}",
@@ -285,11 +307,26 @@ def dltop_median(framework: str, model: str, batch: int, threads: int, iteration
                     "--headless"], check=True, capture_output=True, text=True)
     conn = sqlite3.connect(db)
     try:
-        (median,) = conn.execute(
-            "select median_s from runs where status = 'ok' order by id desc limit 1").fetchone()
+        median, mean, tree_pct, affinity = conn.execute(
+            "select median_s, mean_s, tree_cpu_mean_pct, cpu_affinity from runs "
+            "where status = 'ok' order by id desc limit 1").fetchone()
     finally:
         conn.close()
-    return float(median)
+    # The runner's process tree's mean CPU over the measured window (the sampler's host
+    # readings, 100 = one core) times the mean iteration: its CPU seconds per iteration,
+    # beside the bare loop's process_time over its measured iterations.
+    cpu = None if tree_pct is None else float(tree_pct) / 100.0 * float(mean)
+    pinned = tuple(int(c) for c in str(affinity).split(",")) if affinity else None
+    return Side(float(median), cpu, pinned)
+
+
+@dataclass(frozen=True)
+class Side:
+    """One side of a round: its median s/iter, CPU s/iter and the CPUs it was pinned to."""
+
+    median_s: float
+    cpu_s: float | None
+    affinity: tuple[int, ...] | None
 
 
 def ratio_interval(bare: list[float], harness: list[float],
@@ -338,7 +375,7 @@ def main() -> int:
     if gpu and args.frameworks != "torch":
         ap.error("--device gpu measures PyTorch only: add --frameworks torch")
     print(f"threads={args.threads} iterations={args.iterations} warmup={args.warmup} "
-          f"rounds={args.rounds} (alternating bare/dltop)")
+          f"rounds={args.rounds} (paired rounds, order alternating)")
     print(f"{'framework':<11} {'model':<10} {'batch':>5} {'bare s/iter':>12} "
           f"{'dltop s/iter':>13} {'ratio':>7}")
     worst: dict[str, float] = {}
@@ -348,14 +385,32 @@ def main() -> int:
             for case in args.cases.split(","):
                 model, batch_s = case.split(":")
                 batch = int(batch_s)
-                bare, harness = [], []
-                for _ in range(args.rounds):
-                    bare.append(bare_median(framework, model, batch, args.threads,
-                                            args.iterations, args.warmup, gpu,
-                                            args.precision))
-                    harness.append(dltop_median(framework, model, batch, args.threads,
-                                                args.iterations, args.warmup, Path(tmp), gpu,
-                                                args.precision))
+                bare, harness, bare_cpu, harness_cpu = [], [], [], []
+                for i in range(args.rounds):
+                    # Each round's two sides back to back on the same pinned CPUs, the
+                    # order alternating so a drift in machine speed favours neither.
+                    sides: dict[str, Side] = {}
+                    for side in (("bare", "dltop") if i % 2 == 0 else ("dltop", "bare")):
+                        sides[side] = (
+                            bare_median(framework, model, batch, args.threads,
+                                        args.iterations, args.warmup, gpu, args.precision)
+                            if side == "bare" else
+                            dltop_median(framework, model, batch, args.threads,
+                                         args.iterations, args.warmup, Path(tmp), gpu,
+                                         args.precision))
+                    sb, sd = sides["bare"], sides["dltop"]
+                    if sb.affinity != sd.affinity:
+                        print(f"  round {i + 1}: NOT paired: bare on CPUs {sb.affinity}, "
+                              f"dltop's runner on {sd.affinity}", flush=True)
+                    bare.append(sb.median_s)
+                    harness.append(sd.median_s)
+                    bare_cpu.append(sb.cpu_s)
+                    harness_cpu.append(sd.cpu_s)
+                    cpu_ratio = (f"{sd.cpu_s / sb.cpu_s:.3f}" if sd.cpu_s and sb.cpu_s
+                                 else "n/a")
+                    print(f"  round {i + 1} ({'bare first' if i % 2 == 0 else 'dltop first'},"
+                          f" CPUs {sd.affinity}): wall ratio {sd.median_s / sb.median_s:.3f}"
+                          f", CPU/iter ratio {cpu_ratio}", flush=True)
                 b, h = statistics.median(bare), statistics.median(harness)
                 worst[framework] = max(worst.get(framework, 0.0), h / b)
                 print(f"{framework:<11} {model:<10} {batch:>5} {b:>12.5f} {h:>13.5f} "
@@ -363,11 +418,20 @@ def main() -> int:
                 lo, hi = ratio_interval(bare, harness)
                 print(f"{'':<11} 95% CI of the ratio [{lo:.3f}, {hi:.3f}] (bootstrap "
                       f"over {len(bare)} rounds)", flush=True)
+                pairs = [(c, d) for c, d in zip(bare_cpu, harness_cpu, strict=True)
+                         if c and d]
+                if len(pairs) >= 2:
+                    clo, chi = ratio_interval([c for c, _ in pairs], [d for _, d in pairs])
+                    cb = statistics.median(c for c, _ in pairs)
+                    cd = statistics.median(d for _, d in pairs)
+                    print(f"{'':<11} CPU s/iter: bare {cb:.5f}, dltop {cd:.5f} (runner tree,"
+                          f" sampled), ratio {cd / cb:.3f} [{clo:.3f}, {chi:.3f}]", flush=True)
                 if args.rounds_out is not None:
                     cases.append({"framework": framework, "model": model, "batch": batch,
                                   "device": args.device, "precision": args.precision,
                                   "threads": args.threads, "iterations": args.iterations,
                                   "warmup": args.warmup, "bare_s": bare, "dltop_s": harness,
+                                  "bare_cpu_s": bare_cpu, "dltop_cpu_s": harness_cpu,
                                   "ratio": h / b, "ci95": [lo, hi]})
                     write_rounds(args.rounds_out, cases)
     for framework, w in worst.items():

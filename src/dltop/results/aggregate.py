@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import functools
 import os
-import sqlite3
 import statistics
 import threading
 from collections import Counter, OrderedDict
@@ -42,6 +41,7 @@ from dltop.results.readings import Detail, check_runs
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.serving import ServeRequest, serve_requests_of
 from dltop.results.table import status_label
+from dltop.store.read.runs import campaign_marks, file_path
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -224,18 +224,9 @@ def _settled_state(db: sqlite_utils.Database, ids: Sequence[int]) -> tuple[Any, 
     and per campaign its status, job counts (kept by triggers), run count and last run
     id. None for a database in memory, a campaign still open or a database before the
     job counts (migration 11)."""
-    path = next((row[2] for row in db.execute("pragma database_list")
-                 if row[1] == "main"), "")
-    if not path or not ids:
-        return None
-    marks = ",".join("?" * len(ids))
-    try:
-        rows = tuple(db.execute(
-            "select c.id, c.status, c.jobs_counted, c.jobs_queued, "
-            "(select count(*) from runs r where r.campaign_id = c.id), "
-            "(select max(id) from runs r where r.campaign_id = c.id) "
-            f"from campaigns c where c.id in ({marks}) order by c.id", list(ids)))
-    except sqlite3.OperationalError:
+    path = file_path(db)
+    rows = campaign_marks(db, ids) if path and ids else None
+    if rows is None:
         return None
     if len(rows) != len(set(ids)) or any(r[1] not in SETTLED for r in rows):
         return None

@@ -13,9 +13,11 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+from dltop.store.read import iterations, runs
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -49,32 +51,12 @@ class Reached:
     epoch: float | None
 
 
-CHUNK = 500
-"""Run ids per ``in (...)`` query (under SQLite's bound-parameter limit)."""
-
-
-def in_chunks(run_ids: Sequence[int]) -> Iterator[tuple[list[int], str]]:
-    """``run_ids`` in chunks of :data:`CHUNK`, each with its ``?, ?, ...`` placeholders."""
-    for i in range(0, len(run_ids), CHUNK):
-        chunk = list(run_ids[i:i + CHUNK])
-        yield chunk, ",".join("?" * len(chunk))
-
-
 def evals_of(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, list[EvalPoint]]:
     """Each run's evaluations in order (runs without any are left out; none before
     migration 14)."""
-    out: dict[int, list[EvalPoint]] = {}
-    if not run_ids or "evals" not in db.table_names():
-        return out
-    for chunk, marks in in_chunks(run_ids):
-        for r in db.query(
-                "select run_id, idx, epoch, accuracy, perplexity, loss, eval_s, train_s "
-                f"from evals where run_id in ({marks}) "
-                "order by run_id, idx", chunk):
-            out.setdefault(int(r["run_id"]), []).append(EvalPoint(
-                int(r["idx"]), r["epoch"], r["accuracy"], r["perplexity"], r["loss"],
-                float(r["eval_s"] or 0.0), float(r["train_s"] or 0.0)))
-    return out
+    return {rid: [EvalPoint(int(r["idx"]), r["epoch"], r["accuracy"], r["perplexity"],
+                            r["loss"], float(r["eval_s"] or 0.0), float(r["train_s"] or 0.0))
+                  for r in rows] for rid, rows in iterations.evals(db, run_ids).items()}
 
 
 def targets_of(db: sqlite_utils.Database, run_ids: Sequence[int],
@@ -83,13 +65,10 @@ def targets_of(db: sqlite_utils.Database, run_ids: Sequence[int],
     has none are left out), read from its job's stored spec: the setting is not
     identity, so no column holds it."""
     out: dict[int, float] = {}
-    for chunk, marks in in_chunks(run_ids):
-        for r in db.query(
-                "select r.id, j.spec_json from runs r join job_specs j on j.job_id = r.job_id "
-                f"where r.id in ({marks})", chunk):
-            target = json.loads(r["spec_json"]).get(key)
-            if isinstance(target, int | float) and not isinstance(target, bool):
-                out[int(r["id"])] = float(target)
+    for run_id, spec in runs.specs(db, run_ids).items():
+        target = json.loads(spec).get(key)
+        if isinstance(target, int | float) and not isinstance(target, bool):
+            out[run_id] = float(target)
     return out
 
 

@@ -68,7 +68,7 @@ from dltop.results.table import (
     pick_columns,
     pick_rows,
 )
-from dltop.store import samples
+from dltop.store.read.runs import any_simulated
 from dltop.telemetry import readings
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT
 
@@ -191,20 +191,6 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
     return Cell(text, val.value, res.status, detail)
 
 
-def _simulated(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> bool:
-    """Whether any run of the campaigns read simulated GPUs: the runs' stored flag
-    (migration 11 set it for runs stored before from their samples), not the samples."""
-    marks = ",".join("?" * len(campaign_ids))
-    if not next(db.query("select exists (select 1 from schema_migrations where version = 11) "
-                         "as v"))["v"]:
-        # a database no dltop with migration 11 has written: its CPU runs beside
-        # simulated GPUs were not flagged, their samples say it
-        return samples.any_simulated(db, campaign_ids)
-    return bool(next(db.query(
-        f"select exists (select 1 from runs where campaign_id in ({marks}) "
-        "and telemetry_simulated = 1) as simulated", list(campaign_ids)))["simulated"])
-
-
 def campaigns_of(db: sqlite_utils.Database,
                  campaigns: int | str | Sequence[int]) -> list[queries.CampaignRow]:
     """The campaigns a table covers: an id, ids, or a ``--campaign`` reference
@@ -276,7 +262,7 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                *var.columns(), *unit_col,
                *(Column(d, d, Role.VALUE, unit_short, detail=spec.detail, ms=spec.ms)
                  for d in devices))
-    simulated = _simulated(db, ids)
+    simulated = any_simulated(db, ids)
     notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
         how=HOW.get(metric, "mean of each run's value"))]
     if spec.detail == READINGS:

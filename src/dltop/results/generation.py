@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from dltop.results.convergence import Percentiles as Percentiles
-from dltop.results.convergence import in_chunks, percentiles
-from dltop.store.generations import TABLE, unpack_seconds
+from dltop.results.convergence import percentiles
+from dltop.store.read import generations
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -82,21 +82,11 @@ def generations_of(db: sqlite_utils.Database | ReadDb, run_ids: Sequence[int],
                    *, warmup: bool = False) -> dict[int, list[Request]]:
     """Each run's generation requests in order, measured ones only unless ``warmup``
     (runs without any are left out; none before migration 17)."""
-    out: dict[int, list[Request]] = {}
-    if not run_ids or TABLE not in db.table_names():
-        return out
-    where = "" if warmup else " and coalesce(warmup, 0) = 0"
-    for chunk, marks in in_chunks(run_ids):
-        for r in db.query(
-                "select run_id, idx, warmup, ttft_s, e2e_s, prompt_tokens, new_tokens, batch, "
-                f"itl_s from {TABLE} where run_id in ({marks}){where} "
-                "order by run_id, idx", chunk):
-            out.setdefault(int(r["run_id"]), []).append(Request(
-                int(r["idx"]), bool(r["warmup"]), float(r["ttft_s"]),
-                None if r["e2e_s"] is None else float(r["e2e_s"]),
-                int(r["prompt_tokens"]), int(r["new_tokens"]), int(r["batch"]),
-                unpack_seconds(r["itl_s"])))
-    return out
+    return {rid: [Request(int(r["idx"]), bool(r["warmup"]), float(r["ttft_s"]),
+                          None if r["e2e_s"] is None else float(r["e2e_s"]),
+                          int(r["prompt_tokens"]), int(r["new_tokens"]), int(r["batch"]),
+                          r["itl_s"]) for r in rows]
+            for rid, rows in generations.requests(db, run_ids, warmup=warmup).items()}
 
 
 def quantiles(values: Sequence[float]) -> Percentiles | None:

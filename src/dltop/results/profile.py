@@ -26,6 +26,7 @@ from dltop.catalog import PROFILE_NOT_STORED
 from dltop.errors import UserError
 from dltop.results import caption, labels, queries
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
+from dltop.store.read import profile, runs
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -104,34 +105,23 @@ def profile_ops(db: sqlite_utils.Database | ReadDb, run_id: int,
                 steps: int | None, *, top: int | None = None) -> tuple[ProfileOp, ...]:
     """The run's stored operators, ranked, their totals divided by the ``steps``
     profiled (empty without a profile); ``top``: those ranked up to it only."""
-    if not steps or "profile_ops" not in db.table_names():
+    if not steps:
         return ()
-    upto = "" if top is None else " and rank <= ?"
     return tuple(
         ProfileOp(str(o["name"]), o["calls"] / steps, o["self_cpu_ms"] / steps,
                   None if o["self_device_ms"] is None else o["self_device_ms"] / steps,
                   float(o["share_pct"]), o["shapes"], int(o["rank"]))
-        for o in db.query("select rank, name, calls, self_cpu_ms, self_device_ms, share_pct, "
-                          f"shapes from profile_ops where run_id = ?{upto} order by rank",
-                          [run_id] if top is None else [run_id, top]))
+        for o in profile.ops(db, run_id, top=top))
 
 
 def profiled_runs(db: sqlite_utils.Database | ReadDb, campaign_ids: Sequence[int],
                   limit: int) -> list[ProfiledRun]:
     """The first ``limit`` ok runs of the campaigns with a stored profile, in run order
     (none before migration 14)."""
-    if not campaign_ids or "profile_ops" not in db.table_names():
-        return []
-    marks = ",".join("?" * len(campaign_ids))
     return [ProfiledRun(int(r["id"]), int(r["profile_steps"]), float(r["profile_step_ms"]),
                         str(r["profile_device"]), r["framework"], r["model"],
                         int(r["batch_size"]), r["device"], int(r["repeat"]))
-            for r in db.query(
-                "select r.id, r.profile_steps, r.profile_step_ms, r.profile_device, "
-                "j.framework, j.model, j.batch_size, j.device, j.repeat from runs r "
-                f"join jobs j on j.id = r.job_id where r.campaign_id in ({marks}) "
-                "and r.status = 'ok' and r.profile_steps > 0 "
-                f"order by r.id limit {int(limit)}", list(campaign_ids))]
+            for r in profile.profiled_runs(db, campaign_ids, limit)]
 
 
 def _number(value: Any, text: str) -> Cell:
@@ -144,19 +134,12 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
     Raises:
         UserError: no such run, or the run has no profile (named with why).
     """
-    runs = list(db.query(
-        "select r.id, r.campaign_id, r.status, j.framework, j.model, j.batch_size, "
-        "j.device, j.repeat from runs r join jobs j on j.id = r.job_id where r.id = ?",
-        [run_id]))
-    if not runs:
+    run = runs.with_job(db, run_id)
+    if run is None:
         raise UserError(f"--run {run_id}: no such run ('dltop runs' lists them)")
-    run = runs[0]
-    have = "profile_ops" in db.table_names()
-    summary = next(db.query("select profile_steps, profile_step_ms, profile_device from runs "
-                            "where id = ?", [run_id])) if have else {}
-    steps = summary.get("profile_steps")
+    steps = run.get("profile_steps")
     if not steps:
-        raise UserError(_why_no_profile(db, run_id, run["status"]))
+        raise UserError(_why_no_profile(run))
     rows = [Row((key_cell(rank), Cell(short_op_name(op.name), detail={"full_name": op.name}),
                  Cell(f"{op.calls:g}", op.calls),
                  Cell(f"{op.self_cpu_ms:.3f}", op.self_cpu_ms),
@@ -170,21 +153,21 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
                            labels.run_settings(db, [run_id]).get(run_id, ""),
                            int(run["repeat"]))  # the run label, as the report's figure
     what = (f"operator profile of run {run_id} ({label}): "
-            f"{steps} steps of {summary['profile_step_ms']:.3f} ms on "
-            f"{summary['profile_device']}")
+            f"{steps} steps of {run['profile_step_ms']:.3f} ms on "
+            f"{run['profile_device']}")
     lines, meta = caption.context(db, [camp])
     return Table(
         title=caption.title([camp], what), comment=caption.comment([camp], what),
         columns=COLUMNS, rows=tuple(rows), notes=NOTES, caption=lines,
         meta={**meta, "table": "profile", "run_id": run_id, "steps": steps,
-              "step_ms": summary["profile_step_ms"], "device": summary["profile_device"]})
+              "step_ms": run["profile_step_ms"], "device": run["profile_device"]})
 
 
-def _why_no_profile(db: sqlite_utils.Database, run_id: int, status: str) -> str:
-    """Why run ``run_id`` has no stored profile: not asked for, asked for but not
-    stored (the note's words: its event refused, its write failed), or never sent."""
-    row = next(db.query("select j.spec_json, r.* from runs r "
-                        "join job_specs j on j.job_id = r.job_id where r.id = ?", [run_id]))
+def _why_no_profile(row: dict[str, Any]) -> str:
+    """Why the run (:func:`dltop.store.read.runs.with_job`'s row) has no stored profile:
+    not asked for, asked for but not stored (the note's words: its event refused, its
+    write failed), or never sent."""
+    run_id, status = row["id"], row["status"]
     try:
         asked = bool(json.loads(row.get("spec_json") or "{}").get("op_profile"))
     except (ValueError, AttributeError):

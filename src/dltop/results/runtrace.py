@@ -22,12 +22,11 @@ are indexed by iteration, and there is no telemetry).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from dltop.store import samples
-from dltop.store.archive import ARCHIVE, unpack_measured
+from dltop.store.read import iterations
 from dltop.store.samples import gpu_node_column as gpu_node_column  # its old home
 
 if TYPE_CHECKING:
@@ -141,17 +140,6 @@ class RunTrace:
         return max(ends) if ends else None
 
 
-def _step(db: sqlite_utils.Database | ReadDb, table: str, run_id: int,
-          max_points: int) -> tuple[int, int]:
-    (n,) = db.execute(f"select count(*) from {table} where run_id = ?", [run_id]).fetchone()
-    return int(n), max(1, -(-int(n) // max(1, max_points)))
-
-
-def _rows(db: sqlite_utils.Database | ReadDb, sql: str, params: Sequence[Any]
-          ) -> list[dict[str, Any]]:
-    return list(db.query(sql, list(params)))
-
-
 def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
                max_points: int = DEFAULT_MAX_POINTS) -> RunTrace:
     """The run's iterations and telemetry on one time axis.
@@ -166,11 +154,10 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
     Returns:
         The trace; empty series when the run stored none.
     """
-    n_iter, k = _step(db, "iterations", run_id, max_points)
-    its = _rows(db, "select idx, seconds, samples, warmup, loss, t_mono_ns from iterations "
-                    "where run_id = ? and ((idx % ?) = 0 or idx = (select max(idx) from "
-                    "iterations where run_id = ?)) order by idx", [run_id, k, run_id])
-    if not its and ARCHIVE in db.table_names():
+    n_iter = iterations.count(db, run_id)
+    k = max(1, -(-n_iter // max(1, max_points)))
+    its = iterations.thinned(db, run_id, k)
+    if not its:
         pruned = _archived(db, run_id, max_points)
         if pruned is not None:
             return replace(pruned, evals=_evals(db, run_id, None))
@@ -182,8 +169,7 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
     starts = [r["t_mono_ns"] / 1e9 - r["seconds"] for r in its[:1] if r["t_mono_ns"]]
     starts += [r["t_start_mono_s"] for r in gpu + host if r["t_start_mono_s"] is not None]
     origin = min(starts) if starts else 0.0
-    (warm_ns,) = db.execute("select max(t_mono_ns) from iterations where run_id = ? "
-                            "and warmup", [run_id]).fetchone()
+    warm_ns = iterations.warmup_end_ns(db, run_id)
     series: dict[tuple[str, int], list[GpuPoint]] = {}
     simulated: dict[tuple[str, int], bool] = {}
     for r in gpu:
@@ -210,23 +196,18 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
 def _evals(db: sqlite_utils.Database | ReadDb, run_id: int,
            origin: float | None) -> tuple[EvalMark, ...]:
     """The run's evaluations, timed on the axis from ``origin`` (None: untimed)."""
-    if "evals" not in db.table_names():
-        return ()
     return tuple(EvalMark(
         int(r["idx"]), r["t_mono_ns"] / 1e9 - origin if r["t_mono_ns"] and origin is not None
         else None, r["epoch"], r["accuracy"], r["perplexity"], r["loss"],
         float(r["train_s"] or 0.0))
-        for r in _rows(db, "select idx, epoch, accuracy, perplexity, loss, train_s, t_mono_ns "
-                           "from evals where run_id = ? order by idx", [run_id]))
+        for r in iterations.evals(db, [run_id]).get(run_id, ()))
 
 
 def _archived(db: sqlite_utils.Database | ReadDb, run_id: int,
               max_points: int) -> RunTrace | None:
-    row = next(iter(db.query(f"select measured_seconds, measured_samples from {ARCHIVE} "
-                             "where run_id = ?", [run_id])), None)
-    if row is None or row["measured_seconds"] is None:
+    measured = iterations.archived(db, run_id)
+    if measured is None:
         return None
-    measured = unpack_measured(row["measured_seconds"], row["measured_samples"])
     k = max(1, -(-len(measured) // max(1, max_points)))
     kept = [i for i in range(len(measured)) if i % k == 0 or i == len(measured) - 1]
     return RunTrace(run_id=run_id,

@@ -27,9 +27,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dltop.results.convergence import Percentiles, in_chunks, percentiles
-from dltop.store.generations import unpack_seconds
-from dltop.store.serving import TABLE
+from dltop.results.convergence import Percentiles, percentiles
+from dltop.store.read import serving
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -89,21 +88,11 @@ def serve_requests_of(db: sqlite_utils.Database | ReadDb,
                       run_ids: Sequence[int]) -> dict[int, list[ServeRequest]]:
     """Each run's measured requests in schedule order (runs without any left out);
     ``idx`` is the request's place in the schedule."""
-    out: dict[int, list[ServeRequest]] = {}
-    if not run_ids or TABLE not in db.table_names():
-        return out
-    for chunk, marks in in_chunks(run_ids):
-        for r in db.query(
-                "select run_id, request, ttft_s, e2e_s, status, error, output_tokens, "
-                "tokens_estimated, dispatch_lag_s, slot_wait_s, chunk_s "
-                f"from {TABLE} where run_id in ({marks}) and coalesce(warmup, 0) = 0 "
-                "order by run_id, request", chunk):
-            out.setdefault(int(r["run_id"]), []).append(ServeRequest(
-                int(r["request"]), _opt(r["ttft_s"]), _opt(r["e2e_s"]), int(r["status"] or 0),
-                r["error"], int(r["output_tokens"] or 0), bool(r["tokens_estimated"]),
-                float(r["dispatch_lag_s"] or 0.0), float(r["slot_wait_s"] or 0.0),
-                unpack_seconds(r["chunk_s"])))
-    return out
+    return {rid: [ServeRequest(
+        int(r["request"]), _opt(r["ttft_s"]), _opt(r["e2e_s"]), int(r["status"] or 0),
+        r["error"], int(r["output_tokens"] or 0), bool(r["tokens_estimated"]),
+        float(r["dispatch_lag_s"] or 0.0), float(r["slot_wait_s"] or 0.0), r["chunk_s"])
+        for r in rows] for rid, rows in serving.requests(db, run_ids).items()}
 
 
 def _opt(v: Any) -> float | None:

@@ -1,0 +1,58 @@
+"""A run's iterations and evaluations, and what ``dltop prune`` archived of them."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from dltop.store.archive import ARCHIVE, unpack_measured
+from dltop.store.read.runs import in_chunks
+from dltop.store.read.schema import has_table
+
+
+def count(db: Any, run_id: int) -> int:
+    """How many iteration rows the run has."""
+    (n,) = db.execute("select count(*) from iterations where run_id = ?", [run_id]).fetchone()
+    return int(n)
+
+
+def thinned(db: Any, run_id: int, every: int) -> list[dict[str, Any]]:
+    """Every ``every``-th iteration of the run (by idx, the last one kept): idx, seconds,
+    samples, warmup, loss, t_mono_ns."""
+    return list(db.query(
+        "select idx, seconds, samples, warmup, loss, t_mono_ns from iterations "
+        "where run_id = ? and ((idx % ?) = 0 or idx = (select max(idx) from "
+        "iterations where run_id = ?)) order by idx", [run_id, every, run_id]))
+
+
+def warmup_end_ns(db: Any, run_id: int) -> int | None:
+    """The end (``t_mono_ns``) of the run's last warm-up iteration, if timed."""
+    (ns,) = db.execute("select max(t_mono_ns) from iterations where run_id = ? and warmup",
+                       [run_id]).fetchone()
+    return None if ns is None else int(ns)
+
+
+def evals(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
+    """Each run's evaluations in order (runs without any left out; none before migration
+    14): idx, epoch, accuracy, perplexity, loss, eval_s, train_s, t_mono_ns."""
+    out: dict[int, list[dict[str, Any]]] = {}
+    if not run_ids or not has_table(db, "evals"):
+        return out
+    for chunk, marks in in_chunks(run_ids):
+        for r in db.query(
+                "select run_id, idx, epoch, accuracy, perplexity, loss, eval_s, train_s, "
+                f"t_mono_ns from evals where run_id in ({marks}) order by run_id, idx", chunk):
+            out.setdefault(int(r["run_id"]), []).append(r)
+    return out
+
+
+def archived(db: Any, run_id: int) -> list[tuple[float, int]] | None:
+    """A pruned run's measured (seconds, samples) per iteration from ``run_archive``
+    (None: not archived, or archived without them)."""
+    if not has_table(db, ARCHIVE):
+        return None
+    row = next(iter(db.query(f"select measured_seconds, measured_samples from {ARCHIVE} "
+                             "where run_id = ?", [run_id])), None)
+    if row is None or row["measured_seconds"] is None:
+        return None
+    return unpack_measured(row["measured_seconds"], row["measured_samples"])

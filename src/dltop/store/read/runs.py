@@ -1,0 +1,73 @@
+"""Runs: their columns, their jobs' specs, and what a set of finished campaigns' results
+depend on."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from dltop.store import samples
+from dltop.store.views import JOB_SPECS
+
+CHUNK = 500
+"""Ids per ``in (...)`` query (under SQLite's bound-parameter limit)."""
+
+
+def in_chunks(ids: Sequence[int]) -> Iterator[tuple[list[int], str]]:
+    """``ids`` in chunks of :data:`CHUNK`, each with its ``?, ?, ...`` placeholders."""
+    for i in range(0, len(ids), CHUNK):
+        chunk = list(ids[i:i + CHUNK])
+        yield chunk, ",".join("?" * len(chunk))
+
+
+def file_path(db: Any) -> str:
+    """The main database's file ('' in memory)."""
+    return next((row[2] for row in db.execute("pragma database_list") if row[1] == "main"), "")
+
+
+def campaign_marks(db: Any, ids: Sequence[int]) -> tuple[tuple[Any, ...], ...] | None:
+    """Per campaign of ``ids``, by id: (id, status, jobs_counted, jobs_queued, its run
+    count, its last run id); None before the job counts (migration 11)."""
+    marks = ",".join("?" * len(ids))
+    try:
+        return tuple(db.execute(
+            "select c.id, c.status, c.jobs_counted, c.jobs_queued, "
+            "(select count(*) from runs r where r.campaign_id = c.id), "
+            "(select max(id) from runs r where r.campaign_id = c.id) "
+            f"from campaigns c where c.id in ({marks}) order by c.id", list(ids)))
+    except sqlite3.OperationalError:
+        return None
+
+
+def any_simulated(db: Any, campaign_ids: Sequence[int]) -> bool:
+    """Whether any run of the campaigns read simulated GPUs: the runs' stored flag
+    (migration 11 set it for runs stored before from their samples), else the samples."""
+    if not next(db.query("select exists (select 1 from schema_migrations where version = 11) "
+                         "as v"))["v"]:
+        # a database no dltop with migration 11 has written: its CPU runs beside
+        # simulated GPUs were not flagged, their samples say it
+        return samples.any_simulated(db, campaign_ids)
+    marks = ",".join("?" * len(campaign_ids))
+    return bool(next(db.query(
+        f"select exists (select 1 from runs where campaign_id in ({marks}) "
+        "and telemetry_simulated = 1) as simulated", list(campaign_ids)))["simulated"])
+
+
+def specs(db: Any, run_ids: Sequence[int]) -> dict[int, str]:
+    """Each run's job spec (JSON text), by run id."""
+    out: dict[int, str] = {}
+    for chunk, marks in in_chunks(run_ids):
+        for r in db.query(f"select r.id, j.spec_json from runs r join {JOB_SPECS} j "
+                          f"on j.job_id = r.job_id where r.id in ({marks})", chunk):
+            out[int(r["id"])] = r["spec_json"]
+    return out
+
+
+def with_job(db: Any, run_id: int) -> dict[str, Any] | None:
+    """Every column of run ``run_id``, and its job's framework, model, batch_size, device,
+    repeat and spec_json (None: no such run)."""
+    return next(iter(db.query(
+        "select r.*, j.framework, j.model, j.batch_size, j.device, j.repeat, s.spec_json "
+        f"from runs r join jobs j on j.id = r.job_id join {JOB_SPECS} s "
+        "on s.job_id = r.job_id where r.id = ?", [run_id])), None)

@@ -93,10 +93,6 @@ def _configurations(jobs: Sequence[JobSpec]) -> int:
     return len({j.config_key for j in jobs})
 
 
-_SHOWN = ("iterations", "warmup", "precision", "data", "timeout_s", "data_dir", "epochs",
-          "min_time_s")
-
-
 def _min_time(job: JobSpec) -> str:
     """``>= 6`` (seconds the measured window lasts at least), ``-`` for counts only."""
     return f">= {job.min_time_s:g}" if job.min_time_s else "-"
@@ -104,13 +100,14 @@ def _min_time(job: JobSpec) -> str:
 
 def _other_settings(job: JobSpec) -> str:
     """``key=value`` for every setting not at its default and not in a column."""
+    from dltop.profiles.fields import SHOWN
     from dltop.profiles.model import settings
     from dltop.textsafe import one_line
 
     out = []
     for key, f in settings().items():
         value = getattr(job, f.name)
-        if key in _SHOWN or value == f.default or (key == "shuffle" and value is (
+        if f.metadata[SHOWN] or value == f.default or (key == "shuffle" and value is (
                 job.data == "real")):
             continue
         out.append(f"{key}={value}")

@@ -27,6 +27,17 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   is not the right one (a unit: ``min time (s)``).
 - ``row_key``: a row key of every summary and comparison table, varying or not
   (``precision``), instead of only when it varies.
+- ``sweep``: the place of its axis when a profile gives a list (a sweep: each value a
+  configuration); the first axis varies slowest. ``group``: the settings that go
+  together (``window``: the time windows; ``lm``: the transformer keys).
+- ``order``: its place among the settings a results table shows first (the others
+  follow in declaration order); ``short``: how a run label shows it (``"{} it"``);
+  ``last``: a label shows it after the fields that make the configuration (how long
+  a run ran); ``shown``: ``dltop profiles show`` does not list it under "other
+  settings" (it has a column, or is left out).
+
+Every list of settings (the loader's sweeps, the window and LM keys, the identity's
+order, the labels' short forms) is read off these with :func:`declaring`.
 
 A check takes the raw TOML value and returns the validated value, or raises
 :class:`ValueError` with a message; the loader prefixes the file and the key. A
@@ -44,7 +55,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Generic, TypeVar, cast, get_args, get_type_hints
 
-from dltop.profiles.limits import MAX_LABEL
+from dltop.profiles.limits import MAX_LABEL, MAX_TIMEOUT_S
 
 T = TypeVar("T")
 Check = Callable[[Any], T]
@@ -59,6 +70,12 @@ IDENTITY = "identity"
 QUIET = "quiet"
 HEADER = "header"
 ROW_KEY = "row_key"
+SWEEP = "sweep"
+GROUP = "group"
+ORDER = "order"
+SHORT = "short"
+LAST = "last"
+SHOWN = "shown"
 Quiet = bool | tuple[Any, ...]
 """``True`` (its default), ``False`` (always stated) or the quiet values themselves."""
 Identity = bool | Callable[[Any], Any]
@@ -68,7 +85,9 @@ Identity = bool | Callable[[Any], Any]
 def setting(default: T, check: Check[T], *, identity: Identity,
             column: bool | Columns = False, key: str | None = None,
             quiet: Quiet | None = None, header: str | None = None,
-            row_key: bool = False,
+            row_key: bool = False, sweep: int | None = None, group: str | None = None,
+            order: int | None = None, short: str | None = None, last: bool = False,
+            shown: bool = False,
             codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None) -> T:
     """A JobSpec field that is also a profile setting with ``default``.
 
@@ -84,12 +103,14 @@ def setting(default: T, check: Check[T], *, identity: Identity,
             (see the module docstring).
         header: its results column header (default: the name, ``_`` as spaces).
         row_key: a row key of every summary and comparison table.
+        sweep, group, order, short, last, shown: the lists it is in (see the module
+            docstring).
         codec: (to JSON, from JSON) where the type has no derived decoder.
     """
-    out: T = field(default=default, metadata={CHECK: check, COLUMN: column,
-                                              IDENTITY: identity, KEY: key, QUIET: quiet,
-                                              HEADER: header, ROW_KEY: row_key,
-                                              CODEC: codec})
+    out: T = field(default=default, metadata={
+        CHECK: check, COLUMN: column, IDENTITY: identity, KEY: key, QUIET: quiet,
+        HEADER: header, ROW_KEY: row_key, SWEEP: sweep, GROUP: group, ORDER: order,
+        SHORT: short, LAST: last, SHOWN: shown, CODEC: codec})
     return out
 
 
@@ -210,6 +231,11 @@ fraction = Number(0.0, 1.0, above=True)
 """A number in (0, 1]."""
 
 
+seconds = Number(0.0, MAX_TIMEOUT_S, noun="number of seconds")
+"""A time window (:mod:`dltop.profiles.window`): a finite number of seconds, 0 (no window
+in seconds) to a week (the longest ``timeout_s``, which a window must fit in)."""
+
+
 def every(maximum: int) -> Integer:
     """An iteration count from 1 to ``maximum``, or ``"epoch"``."""
     return Integer(1, maximum, also=("epoch",))
@@ -282,7 +308,25 @@ def headers(fs: Iterable[Field[Any]]) -> dict[str, str]:
 
 def row_keys(fs: Iterable[Field[Any]]) -> tuple[str, ...]:
     """The fields every summary and comparison table keys its rows by (``row_key``)."""
-    return tuple(f.name for f in fs if f.metadata.get(ROW_KEY))
+    return declaring(fs, ROW_KEY)
+
+
+def declaring(fs: Iterable[Field[Any]], what: str, value: Any = None) -> tuple[str, ...]:
+    """The names of the fields that declare ``what`` (equal to ``value`` when given),
+    in declaration order, or by the declared place where ``what`` is one (``sweep``,
+    ``order``)."""
+    got = [(f, f.metadata.get(what)) for f in fs]
+    # `is`, not `==`: a place 0 is declared, and 0 == False
+    hits = [f for f, v in got if (v == value if value is not None
+                                  else v is not None and v is not False)]
+    if what in (SWEEP, ORDER):
+        hits.sort(key=lambda f: int(f.metadata[what]))
+    return tuple(f.name for f in hits)
+
+
+def shorts(fs: Iterable[Field[Any]]) -> dict[str, str]:
+    """Field name -> its short form in a run label (``"{} it"``), for those that declare one."""
+    return {f.name: str(f.metadata[SHORT]) for f in fs if f.metadata.get(SHORT)}
 
 
 def undeclared(fs: Iterable[Field[Any]]) -> list[str]:

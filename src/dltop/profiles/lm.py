@@ -18,14 +18,15 @@ from typing import Any, Final
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles.model import DeviceSpec
+from dltop.profiles.fields import GROUP
+from dltop.profiles.model import DeviceSpec, declared
 from dltop.runners.childmod import child_module
 
 Err = Callable[[str, str], UserError]
 Loc = Callable[[str], str]
 
-LM_KEYS: Final = ("seq_len", "attention", "prompt_tokens", "new_tokens")
-"""Settings only the transformer models take."""
+LM_KEYS: Final = declared(GROUP, "lm")
+"""Settings only the transformer models take (``setting(group="lm")``)."""
 GENERATE_KEYS: Final = ("prompt_tokens", "new_tokens")
 ADAMW_DEFAULTS: Final = {"optimizer": "adamw", "lr": 6e-4, "weight_decay": 0.1}
 """A transformer's update rule when the profile names none: AdamW with nanoGPT's GPT-2

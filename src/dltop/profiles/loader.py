@@ -36,7 +36,7 @@ from dltop.profiles import (
 )
 from dltop.profiles.device import device_list, thread_ladder
 from dltop.profiles.joblist import JobList
-from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
+from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, declared, settings
 from dltop.profiles.references import Rule
 
 if TYPE_CHECKING:
@@ -47,9 +47,9 @@ TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "refer
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
-SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes", "min_time_s", "warmup_s",
-              "request_rate", "concurrency", "server")
-"""Settings a profile may give as a list: each value is a configuration (a sweep)."""
+SWEEP_KEYS = declared(fields.SWEEP)
+"""Settings a profile may give as a list: each value is a configuration (a sweep); the
+first varies slowest (``setting(sweep=N)``)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
                             **{k: f.default for k, f in settings().items()},
                             "min_time_s": window.DEFAULT_MIN_TIME_S}

@@ -21,8 +21,8 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from dltop.errors import UserError
-from dltop.profiles.fields import Number
-from dltop.profiles.limits import MAX_TIMEOUT_S
+from dltop.profiles.fields import GROUP, seconds
+from dltop.profiles.model import declared
 
 DEFAULT_MIN_TIME_S = 6.0
 """The product default: >= 10 host readings at 2 Hz after the first and last partial
@@ -30,14 +30,10 @@ ticks are left out, 60 GPU readings at 10 Hz, 6 energy-counter reads (docs/metri
 DEFAULT_ENV = "DLTOP_DEFAULT_MIN_TIME_S"
 """Overrides the default ``min_time_s`` (seconds >= 0) for profiles that do not set it;
 the test suite sets 0 so that its hundreds of short runs stay short."""
-KEYS = ("min_time_s", "warmup_s")
+KEYS = declared(GROUP, "window")
+"""The time windows (``setting(group="window")``)."""
 
 ErrorFn = Callable[[str, str], UserError]
-
-
-seconds = Number(0.0, MAX_TIMEOUT_S, noun="number of seconds")
-"""A finite number of seconds, 0 (no window in seconds) to a week (the longest
-``timeout_s``, which a window must fit in)."""
 
 
 def default_min_time_s() -> float:

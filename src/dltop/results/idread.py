@@ -15,14 +15,15 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from dltop.profiles.model import JobSpec, identity_key
+from dltop.profiles.fields import GROUP
+from dltop.profiles.model import JobSpec, declared, identity_key
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
 
 INTERPRETER = "interpreter"
 OPTIONS = "options"
-LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
+LM_FIELDS = declared(GROUP, "lm")
 """The transformer settings: None (left out of a flat identity) for the other models."""
 
 SYSTEM = "system"
@@ -31,7 +32,7 @@ SYSTEM = "system"
 FP8_RECIPE = "fp8_recipe"
 """torchao's float8 recipe: None (left out of a flat identity) but for fp8 jobs."""
 
-WINDOW_FIELDS = ("min_time_s", "warmup_s")
+WINDOW_FIELDS = declared(GROUP, "window")
 """The time windows: 0 (left out of a flat identity) where a run measured counts only."""
 
 Identity = Mapping[str, Any]

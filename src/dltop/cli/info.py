@@ -43,6 +43,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
+    from dltop.catalog import capabilities
     from dltop.profiles.loader import builtin_names, load
     from dltop.textsafe import counted
     from dltop.textsafe import one_line as safe
@@ -65,7 +66,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
                   f"{j.device.label:<7} {j.repeat + 1:>3} {iters:>5} {_min_time(j):>10} "
                   f"{j.warmup:>6} {j.precision:<9} {j.data:<9} {j.timeout_s:>9g}  "
                   f"{_other_settings(j)}")
-            if j.framework == "command":
+            if capabilities(j.framework).program:
                 _print_command(j)
         if len(prof.jobs) > shown:
             n = _configurations(prof.jobs)

@@ -152,10 +152,11 @@ def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: s
         UserError: a transformer key on another model, a length over the context,
             CNTK, or generation over several data-parallel workers.
     """
-    if framework == "openai":  # a served model: its keys are profiles/serve.py's
+    can = catalog.capabilities(framework)
+    if "serve" in can.modes:  # a served model: its keys are profiles/serve.py's
         return s
-    if framework == "command" or model not in catalog.TRANSFORMER_MODELS:
-        what = 'frameworks = ["command"]' if framework == "command" else model
+    if can.program or model not in catalog.TRANSFORMER_MODELS:
+        what = 'frameworks = ["command"]' if can.program else model
         names = ", ".join(catalog.TRANSFORMER_MODELS)
         for key in LM_KEYS:
             if s[key] is not None:
@@ -165,7 +166,7 @@ def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: s
             raise err(loc("mode"), f'mode = "generate" applies to the transformer models '
                       f"({names}), not {what}")
         return s
-    if framework not in catalog.TRANSFORMER_FRAMEWORKS:
+    if not can.transformers:
         raise err(loc("frameworks"), f"{framework.upper()} does not build the transformer "
                   f"models: its runner has no decoder language model ({model} runs in "
                   f"{', '.join(catalog.TRANSFORMER_FRAMEWORKS)}; docs/frameworks.md)")

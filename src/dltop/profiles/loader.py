@@ -66,7 +66,8 @@ fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
 TORCH_ONLY = ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
-"""Settings only the PyTorch runner reads: another framework refuses a non-default value."""
+"""Settings only the PyTorch runner reads (``Framework.pytorch_settings``): another
+framework refuses a non-default value."""
 NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm", *catalog.TRANSFORMER_MODELS)
 """Models without image input (``channels_last`` does not apply)."""
 OPTION_KEYS = tuple(OPTIONS)
@@ -358,17 +359,18 @@ def _model_settings(where: _Where, loc: Callable[[str], str], s: dict[str, Any],
     if s["input_size"] is not None and model not in catalog.INPUT_SIZE_MODELS:
         raise where.err(loc("input_size"), f"input_size applies to "
                         f"{', '.join(catalog.INPUT_SIZE_MODELS)}, not {model}")
+    can = catalog.capabilities(framework)
     for key in TORCH_ONLY:
-        if framework != "torch" and s[key] != SETTINGS[key]:
+        if not can.pytorch_settings and s[key] != SETTINGS[key]:
             raise where.err(loc(key), f"{key} applies to the PyTorch runner only, not "
                             f"{framework} (leave it at {json.dumps(SETTINGS[key])} there)")
     if s["channels_last"] and model in NOT_IMAGE_MODELS:
         raise where.err(loc("channels_last"), f"channels_last applies to image models, "
                         f"not {model}")
-    if (framework, s["optimizer"]) in catalog.OPTIMIZERS_MISSING:
+    if s["optimizer"] not in can.optimizers:
         raise where.err(loc("optimizer"), f"{framework} has no {s['optimizer']} optimizer "
                         "(docs/profiles.md lists each framework's optimizers)")
-    if framework == "command":
+    if can.program:
         for key, default in (("mode", "train"), ("epochs", None), ("optimizer", "sgd"),
                              ("profile", False), ("data_loader", "device")):
             if s[key] != default:

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import fields, servers
 from dltop.profiles import limits as L
@@ -159,8 +160,7 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
         UserError: ``mode = "serve"`` without ``frameworks = ["openai"]`` or the other way
             round, serve keys on another mode, or a setting a client cannot honour.
     """
-    serving = framework == "openai"
-    if not serving:
+    if "serve" not in catalog.capabilities(framework).modes:
         if s["mode"] == "serve":
             raise err(loc("mode"), 'mode = "serve" needs frameworks = ["openai"] (an '
                       "OpenAI-compatible endpoint)")

@@ -20,6 +20,7 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles.fields import GROUP, seconds
 from dltop.profiles.model import declared
@@ -57,14 +58,15 @@ def default_min_time_s() -> float:
 
 def why_not(framework: str, settings: Mapping[str, Any], workers: int) -> str | None:
     """Why a window in seconds does not apply to this job, or None where it does."""
-    if framework == "command":
+    can = catalog.capabilities(framework)
+    if can.program:
         return 'frameworks = ["command"] runs the program\'s own steps; dltop cannot add any'
-    if framework == "openai":
+    if "serve" in can.modes:
         return ('frameworks = ["openai"] sends iterations requests on a schedule; a window '
                 "in seconds would change the load")
     if settings.get("epochs") is not None:
         return "an epochs run's length is its epochs"
-    if framework == "cntk" and workers > 1 and settings.get("mode") == "train":
+    if not can.clock_ranks and workers > 1 and settings.get("mode") == "train":
         return ("CNTK ranks cannot agree on a stop decided by the clock (a rank one step "
                 "ahead would wait forever in its all-reduce); use cpu:N or a single device")
     return None

@@ -45,30 +45,25 @@ class Framework:
     script: str
     """Its runner, under ``runners/child/``."""
     module: str | None = None
-    """The module its interpreter must find (``dltop doctor``); None: none."""
+    """The module its interpreter must find (``dltop doctor``), and how to install it."""
     install: str = ""
-    """How to install ``module``."""
     modes: tuple[str, ...] = ("train", "inference", "generate")
     precisions: tuple[str, ...] = PRECISIONS[:-1]
-    """What the loader lets it take (``fp8``: PyTorch's torchao float8 training only)."""
     no_fp8: str = ""
     """Why it has no ``fp8`` (empty: ``NAME has no fp8 training path``)."""
     optimizers: tuple[str, ...] = OPTIMIZERS
     transformers: bool = True
-    """Its runner builds the transformer models."""
     pytorch_settings: bool = False
     """It reads ``channels_last``, ``compile``, ``cudnn_benchmark``, ``cuda_graphs``."""
     program: bool = False
-    """It runs the user's own program (``command``): dltop's settings and windows,
-    nodes and model keys do not apply."""
+    """It runs the user's own program: dltop's settings, windows and nodes do not apply."""
     launcher: str | None = None
-    """What starts its data-parallel workers on one host: ``torchrun``, ``mpiexec`` (on
-    PATH, checked by preflight), or None (the runner's own threads or strategy)."""
+    """What starts its workers on one host: ``torchrun``, ``mpiexec`` (on PATH: preflight
+    checks), or None (the runner's own threads or strategy)."""
     nodes: str | None = None
-    """How one job spans Slurm nodes: ``torchrun`` (a c10d rendezvous; every node's events
-    relayed), ``tf_config`` (its runner as is, one worker per node), None (one node)."""
+    """How a job spans Slurm nodes: ``torchrun`` (c10d rendezvous, every node's events
+    relayed), ``tf_config`` (one MultiWorkerMirroredStrategy worker per node), or None."""
     nodes_on_cpus: bool = True
-    """``nodes > 1`` with a ``cpus:P`` device (one-thread workers) is built."""
     one_node_why: str = ""
     clock_ranks: bool = True
     """Its training ranks can stop together on a clock (a time window applies)."""

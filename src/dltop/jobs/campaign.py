@@ -157,11 +157,9 @@ class _Partitions:
 def cntk_gpu_problem(job: JobSpec, gpu_count: int, capabilities: _Capabilities) -> str | None:
     """Why a ``gpu:N`` CNTK job cannot run on this host's GPUs, or None.
 
-    It needs N GPUs below its compute capability ``gpu_below`` (CNTK 2.7's GPU build is
-    built against CUDA 10.0 and cuDNN 7, which know up to 7.5, Turing; Ampere, Ada and
-    Hopper need CUDA 11 and cuDNN 8: docs/frameworks.md); a GPU whose capability NVML
-    cannot tell counts as usable (the run says if it is not). Too few GPUs at all is the
-    GPU count check's to say.
+    It needs N GPUs below its ``gpu_below`` (CUDA 10, cuDNN 7: docs/frameworks.md); a GPU
+    whose capability NVML cannot tell counts as usable (the run says if it is not).
+    Too few GPUs at all is the GPU count check's to say.
     """
     below = catalog.capabilities(job.framework).gpu_below
     if (below is None or job.device.kind != "gpu" or job.device.count > gpu_count

@@ -27,17 +27,12 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   is not the right one (a unit: ``min time (s)``).
 - ``row_key``: a row key of every summary and comparison table, varying or not
   (``precision``), instead of only when it varies.
-- ``sweep``: the place of its axis when a profile gives a list (a sweep: each value a
-  configuration); the first axis varies slowest. ``group``: the settings that go
-  together (``window``: the time windows; ``lm``: the transformer keys).
-- ``order``: its place among the settings a results table shows first (the others
-  follow in declaration order); ``short``: how a run label shows it (``"{} it"``);
-  ``last``: a label shows it after the fields that make the configuration (how long
-  a run ran); ``shown``: ``dltop profiles show`` does not list it under "other
-  settings" (it has a column, or is left out).
-
-Every list of settings (the loader's sweeps, the window and LM keys, the identity's
-order, the labels' short forms) is read off these with :func:`declaring`.
+- the lists a setting is in, read off with :func:`declaring`: ``sweep`` (a profile may
+  give a list, each value a configuration; the place of its axis, the first slowest),
+  ``group`` (``window``: the time windows; ``lm``: the transformer keys), ``order`` (its
+  place among the settings results show first), ``short`` and ``last`` (a run label's
+  form, ``"{} it"``, and whether it comes after the configuration's fields), ``shown``
+  (``dltop profiles show`` has a column for it, or leaves it out).
 
 A check takes the raw TOML value and returns the validated value, or raises
 :class:`ValueError` with a message; the loader prefixes the file and the key. A
@@ -232,8 +227,7 @@ fraction = Number(0.0, 1.0, above=True)
 
 
 seconds = Number(0.0, MAX_TIMEOUT_S, noun="number of seconds")
-"""A time window (:mod:`dltop.profiles.window`): a finite number of seconds, 0 (no window
-in seconds) to a week (the longest ``timeout_s``, which a window must fit in)."""
+"""A time window (:mod:`dltop.profiles.window`): 0 (none) to the longest ``timeout_s``."""
 
 
 def every(maximum: int) -> Integer:
@@ -312,21 +306,14 @@ def row_keys(fs: Iterable[Field[Any]]) -> tuple[str, ...]:
 
 
 def declaring(fs: Iterable[Field[Any]], what: str, value: Any = None) -> tuple[str, ...]:
-    """The names of the fields that declare ``what`` (equal to ``value`` when given),
-    in declaration order, or by the declared place where ``what`` is one (``sweep``,
-    ``order``)."""
+    """The fields that declare ``what`` (equal to ``value`` when given), in declaration
+    order, or by their place where ``what`` is one (``sweep``, ``order``)."""
     got = [(f, f.metadata.get(what)) for f in fs]
-    # `is`, not `==`: a place 0 is declared, and 0 == False
+    # `is`, not `in`: a place 0 is declared, and 0 == False
     hits = [f for f, v in got if (v == value if value is not None
-                                  else v is not None and v is not False)]
-    if what in (SWEEP, ORDER):
-        hits.sort(key=lambda f: int(f.metadata[what]))
+                                  else not (v is None or v is False))]
+    hits.sort(key=lambda f: int(f.metadata[what]) if what in (SWEEP, ORDER) else 0)
     return tuple(f.name for f in hits)
-
-
-def shorts(fs: Iterable[Field[Any]]) -> dict[str, str]:
-    """Field name -> its short form in a run label (``"{} it"``), for those that declare one."""
-    return {f.name: str(f.metadata[SHORT]) for f in fs if f.metadata.get(SHORT)}
 
 
 def undeclared(fs: Iterable[Field[Any]]) -> list[str]:

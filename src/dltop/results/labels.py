@@ -34,7 +34,8 @@ K = TypeVar("K", bound=Hashable)
 
 BARE = ("precision", "mode")
 """Fields whose value names itself (``bf16``, ``inference``): shown without the field."""
-SHORT = fields.shorts(dataclasses.fields(JobSpec))
+SHORT = {f.name: str(f.metadata[fields.SHORT]) for f in dataclasses.fields(JobSpec)
+         if f.metadata.get(fields.SHORT)}
 """Fields shown in a shorter form than ``header value`` (``setting(short=...)``)."""
 LAST = (*fields.declaring(dataclasses.fields(JobSpec), fields.LAST), identity.INTERPRETER)
 """How long and where a run ran: after the fields that make the configuration

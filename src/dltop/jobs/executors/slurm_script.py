@@ -315,8 +315,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
     if agent:
         lines += agent_lines(files)
     nodes = catalog.capabilities(job.framework).nodes if job.nodes > 1 else None
-    relayed = nodes == "torchrun"
-    if relayed:
+    if relayed := nodes == "torchrun":
         lines += [f"exec {EVENT_FD}>>{events}", *relay_lines(files)]
     else:
         lines += [

@@ -29,7 +29,7 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   (``precision``), instead of only when it varies.
 - the lists a setting is in, read off with :func:`declaring`: ``sweep`` (a profile may
   give a list, each value a configuration; the place of its axis, the first slowest),
-  ``group`` (``window``: the time windows; ``lm``: the transformer keys), ``order`` (its
+  ``group`` (``window``, ``lm``: the transformers', ``pytorch``, ``serve``), ``order`` (its
   place among the settings results show first), ``short`` and ``last`` (a run label's
   form, ``"{} it"``, and whether it comes after the configuration's fields), ``shown``
   (``dltop profiles show`` has a column for it, or leaves it out).

@@ -65,7 +65,7 @@ OPTIONS: dict[str, tuple[object, ...]] = {
 fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
-TORCH_ONLY = ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
+TORCH_ONLY = declared(fields.GROUP, "pytorch")
 """Settings only the PyTorch runner reads (``Framework.pytorch_settings``): another
 framework refuses a non-default value."""
 NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm", *catalog.TRANSFORMER_MODELS)

@@ -139,16 +139,16 @@ class JobSpec:
     loader_workers: int = setting(0, integer(0, L.MAX_LOADER_WORKERS), identity=True,
                                  quiet=True)
     """Background workers preparing real-data batches (``data_loader = "host"``)."""
-    channels_last: bool = setting(False, boolean, identity=True, quiet=True)
+    channels_last: bool = setting(False, boolean, identity=True, quiet=True, group="pytorch")
     """PyTorch, image models: NHWC memory format for the model and its input batches."""
     torch_compile: str = setting(
         "off", one_of(("off", "default", "reduce-overhead", "max-autotune")),
-        identity=True, quiet=True, header="compile", key="compile")
+        identity=True, quiet=True, header="compile", key="compile", group="pytorch")
     """PyTorch: ``torch.compile`` mode (profile key ``compile``), or ``off``. Compiling
     happens before the first iteration; its time is reported apart (``compile_s``)."""
-    cudnn_benchmark: bool = setting(True, boolean, identity=True, quiet=True)
+    cudnn_benchmark: bool = setting(True, boolean, identity=True, quiet=True, group="pytorch")
     """PyTorch on CUDA: ``torch.backends.cudnn.benchmark`` (autotuned convolutions)."""
-    cuda_graphs: bool = setting(False, boolean, identity=True, quiet=True)
+    cuda_graphs: bool = setting(False, boolean, identity=True, quiet=True, group="pytorch")
     """PyTorch on CUDA: capture the step in a CUDA graph replayed each iteration, the
     batch copied into static buffers; elsewhere the run ends ``unsupported``."""
     fp8_recipe: str | None = setting(None, optional(one_of(catalog.FP8_RECIPES)),
@@ -171,14 +171,15 @@ class JobSpec:
     """``mode = "generate"``: tokens decoded after the prompt; the loader's default 128."""
     request_rate: float | str | None = setting(
         None, optional(NumberOr(0.0, L.MAX_REQUEST_RATE, above=True, also=("inf",))),
-        identity=True, quiet=True, header="rate (req/s)", sweep=8,
+        identity=True, quiet=True, header="rate (req/s)", sweep=8, group="serve",
         codec=(lambda v: v, lambda v: v if v is None or isinstance(v, str) else float(v)))
     """``mode = "serve"``: requests per second of the open-loop arrivals, or ``"inf"`` (all
     at once, ``concurrency`` permitting); the loader's default ``"inf"``."""
     concurrency: int | None = setting(None, optional(integer(1, L.MAX_CONCURRENCY)),
-                                      identity=True, quiet=True, sweep=9)
+                                      identity=True, quiet=True, sweep=9, group="serve")
     """``mode = "serve"``: the most requests in flight; the loader's default 1."""
-    server: str | None = setting(None, optional(label), identity=True, quiet=True, sweep=10)
+    server: str | None = setting(None, optional(label), identity=True, quiet=True, sweep=10,
+                                 group="serve")
     """``mode = "serve"``: the server dltop starts for the run (``[servers.NAME]`` or a
     preset, :mod:`dltop.profiles.servers`); None: the endpoint is already serving."""
     nodes: int = setting(1, integer(1, L.MAX_NODES), identity=True, quiet=True, sweep=5)
@@ -347,9 +348,10 @@ def settings() -> dict[str, Field[Any]]:
 
 def declared(what: str, value: Any = None) -> tuple[str, ...]:
     """The settings that declare ``what`` (``fields.SWEEP``, ``fields.GROUP`` equal to
-    ``value``...), by field name: every list of settings is read off their declarations
+    ``value``...), by profile key: every list of settings is read off their declarations
     (:func:`dltop.profiles.fields.declaring`)."""
-    return declaring(settings().values(), what, value)
+    keys = {f.name: key for key, f in settings().items()}
+    return tuple(keys[name] for name in declaring(settings().values(), what, value))
 
 
 @dataclass(frozen=True)

@@ -13,17 +13,18 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
-from dltop.profiles.fields import GROUP
-from dltop.profiles.model import JobSpec, declared, identity_key
+from dltop.profiles.fields import GROUP, declaring
+from dltop.profiles.model import JobSpec, identity_key
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
 
 INTERPRETER = "interpreter"
 OPTIONS = "options"
-LM_FIELDS = declared(GROUP, "lm")
+LM_FIELDS = declaring(fields(JobSpec), GROUP, "lm")
 """The transformer settings: None (left out of a flat identity) for the other models."""
 
 SYSTEM = "system"
@@ -32,7 +33,7 @@ SYSTEM = "system"
 FP8_RECIPE = "fp8_recipe"
 """torchao's float8 recipe: None (left out of a flat identity) but for fp8 jobs."""
 
-WINDOW_FIELDS = declared(GROUP, "window")
+WINDOW_FIELDS = declaring(fields(JobSpec), GROUP, "window")
 """The time windows: 0 (left out of a flat identity) where a run measured counts only."""
 
 Identity = Mapping[str, Any]

@@ -100,10 +100,8 @@ class JobSpec:
                         sweep=2, order=8)
     momentum: float = setting(0.0, number(positive=False, maximum=1.0), identity=True,
                               quiet=False, sweep=3, order=9)
-    seed: int = setting(0, integer(0, L.MAX_SEED), identity=True, quiet=False, order=10,
-                        last=True)
-    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True, quiet=False,
-                            sweep=1)
+    seed: int = setting(0, integer(0, L.MAX_SEED), identity=True, quiet=False, order=10, last=True)
+    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True, quiet=False, sweep=1)
     """``sgd`` (with ``momentum``), ``adam`` or ``adamw``; docs/profiles.md has each
     framework's equivalent. ``lr``, ``momentum``, ``weight_decay`` and ``optimizer``
     may be lists in a profile: each value is a configuration."""

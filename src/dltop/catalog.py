@@ -5,15 +5,9 @@ equals the string stored in the database (``RunStatus.OK == "ok"``), so rows
 read back as plain strings compare with them directly.
 """
 
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
-
-FRAMEWORKS: Final = ("torch", "tensorflow", "cntk", "jax", "command", "openai")
-"""Framework names a profile may use, each with its runner (``dltop.runners``).
-
-``command`` runs the user's own program; ``openai`` sends requests to an
-OpenAI-compatible endpoint (``mode = "serve"``, docs/serving.md); ``cntk`` runs in the
-environment that ``dltop env setup cntk`` builds."""
 
 TRANSFORMER_MODELS: Final = ("gpt-tiny", "gpt2-small", "gpt2-medium", "llama-1b")
 """Decoder-only language models (docs/models.md, "Transformer models"): PyTorch, JAX and
@@ -22,8 +16,6 @@ MODELS: Final = ("fcn-s", "fcn-r", "alexnet-s", "alexnet-r", "resnet-50", "resne
                   "lenet", "vgg16", *TRANSFORMER_MODELS)
 """Benchmark models of docs/models.md, in the paper's order, then the thesis's LeNet-5 and
 VGG16, then the transformers."""
-TRANSFORMER_FRAMEWORKS: Final = ("torch", "jax", "tensorflow")
-"""Frameworks whose runners build the transformer models."""
 ATTENTIONS: Final = ("fused", "plain")
 """Transformer attention: the framework's fused kernel, or the unfused softmax(QK^T)V."""
 
@@ -34,8 +26,6 @@ FP8_RECIPES: Final = ("tensorwise", "rowwise")
 """torchao's float8 scaling recipes (``fp8_recipe``): one scale per tensor, or per row."""
 DATA_KINDS: Final = ("synthetic", "real")
 OPTIMIZERS: Final = ("sgd", "adam", "adamw")
-OPTIMIZERS_MISSING: Final = frozenset({("cntk", "adamw")})
-"""(framework, optimizer) pairs a framework lacks: CNTK 2.7 has no decoupled weight decay."""
 MODES: Final = ("train", "inference", "generate", "serve")
 """``generate`` (transformers only): prefill a prompt, then decode tokens with a KV cache;
 ``serve`` (``frameworks = ["openai"]`` only): requests to an endpoint that serves."""
@@ -45,6 +35,80 @@ DATA_LOADERS: Final = ("device", "host")
 BATCH_SCALINGS: Final = ("global", "per-device")
 EXECUTORS: Final = ("local", "slurm")
 """Where a job runs: this host (the supervisor's child), or a Slurm job (docs/cluster.md)."""
+
+
+@dataclass(frozen=True)
+class Framework:
+    """What one framework's runner can do: every check outside ``runners/`` asks this
+    table (:data:`CAPABILITIES`), never the framework's name (issue 39)."""
+
+    script: str
+    """Its runner, under ``runners/child/``."""
+    module: str | None = None
+    """The module its interpreter must find (``dltop doctor``), and how to install it."""
+    install: str = ""
+    modes: tuple[str, ...] = ("train", "inference", "generate")
+    precisions: tuple[str, ...] = PRECISIONS[:-1]
+    no_fp8: str = ""
+    """Why it has no ``fp8`` (empty: ``NAME has no fp8 training path``)."""
+    optimizers: tuple[str, ...] = OPTIMIZERS
+    transformers: bool = True
+    pytorch_settings: bool = False
+    """It reads ``channels_last``, ``compile``, ``cudnn_benchmark``, ``cuda_graphs``."""
+    program: bool = False
+    """It runs the user's own program: dltop's settings, windows and nodes do not apply."""
+    launcher: str | None = None
+    """What starts its workers on one host: ``torchrun``, ``mpiexec`` (on PATH: preflight
+    checks), or None (the runner's own threads or strategy)."""
+    nodes: str | None = None
+    """How a job spans Slurm nodes: ``torchrun`` (c10d rendezvous, every node's events
+    relayed), ``tf_config`` (one MultiWorkerMirroredStrategy worker per node), or None."""
+    nodes_on_cpus: bool = True
+    one_node_why: str = ""
+    clock_ranks: bool = True
+    """Its training ranks can stop together on a clock (a time window applies)."""
+    gpu_below: tuple[int, int] | None = None
+    """Its GPU build cannot run at or above this compute capability."""
+
+
+CAPABILITIES: Final[dict[str, Framework]] = {
+    "torch": Framework("torch_runner.py", "torch", "pip install torch", precisions=PRECISIONS,
+                       pytorch_settings=True, launcher="torchrun", nodes="torchrun"),
+    "tensorflow": Framework(
+        "tf_runner.py", "tensorflow",
+        "pip install tensorflow-cpu (GPU servers: tensorflow[and-cuda])",
+        nodes="tf_config", nodes_on_cpus=False),
+    # CUDA 10 (CNTK 2.7's GPU build) cannot run on compute capability 8.0 or later
+    "cntk": Framework("cntk_runner.py", "cntk", "dltop env setup cntk",
+                      modes=("train", "inference"), optimizers=("sgd", "adam"),
+                      transformers=False, launcher="mpiexec",
+                      one_node_why=": its runner starts mpiexec on one host",
+                      clock_ranks=False, gpu_below=(8, 0)),
+    "jax": Framework("jax_runner.py", "jax",
+                     "pip install 'dltop[jax]' (GPU servers: jax[cuda13] or jax[cuda12])",
+                     no_fp8="JAX's fp8 (jax.numpy.float8 dot products) is not built in dltop"),
+    "command": Framework("command_runner.py", modes=("train",), transformers=False,
+                         program=True),
+    "openai": Framework("openai_runner.py", "aiohttp", "pip install aiohttp",
+                        modes=("serve",), transformers=False),
+}
+"""Each framework's :class:`Framework`, in the order tables list them."""
+FRAMEWORKS: Final = tuple(CAPABILITIES)
+"""Framework names a profile may use, each with its runner (``dltop.runners``).
+
+``command`` runs the user's own program; ``openai`` sends requests to an
+OpenAI-compatible endpoint (``mode = "serve"``, docs/serving.md); ``cntk`` runs in the
+environment that ``dltop env setup cntk`` builds."""
+TRANSFORMER_FRAMEWORKS: Final = tuple(n for n, f in CAPABILITIES.items() if f.transformers)
+"""Frameworks whose runners build the transformer models."""
+MULTI_NODE_FRAMEWORKS: Final = tuple(n for n, f in CAPABILITIES.items() if f.nodes)
+"""Frameworks one job of which may span several Slurm nodes."""
+
+
+def capabilities(framework: str) -> Framework:
+    """``framework``'s :class:`Framework`; a name this version does not know (a stored
+    spec edited by hand: preflight says it has no runner) gets the defaults."""
+    return CAPABILITIES.get(framework) or Framework("")
 
 
 

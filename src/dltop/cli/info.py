@@ -43,6 +43,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_profiles(args: argparse.Namespace) -> int:
+    from dltop.catalog import capabilities
     from dltop.profiles.loader import builtin_names, load
     from dltop.textsafe import counted
     from dltop.textsafe import one_line as safe
@@ -65,7 +66,7 @@ def cmd_profiles(args: argparse.Namespace) -> int:
                   f"{j.device.label:<7} {j.repeat + 1:>3} {iters:>5} {_min_time(j):>10} "
                   f"{j.warmup:>6} {j.precision:<9} {j.data:<9} {j.timeout_s:>9g}  "
                   f"{_other_settings(j)}")
-            if j.framework == "command":
+            if capabilities(j.framework).program:
                 _print_command(j)
         if len(prof.jobs) > shown:
             n = _configurations(prof.jobs)
@@ -93,10 +94,6 @@ def _configurations(jobs: Sequence[JobSpec]) -> int:
     return len({j.config_key for j in jobs})
 
 
-_SHOWN = ("iterations", "warmup", "precision", "data", "timeout_s", "data_dir", "epochs",
-          "min_time_s")
-
-
 def _min_time(job: JobSpec) -> str:
     """``>= 6`` (seconds the measured window lasts at least), ``-`` for counts only."""
     return f">= {job.min_time_s:g}" if job.min_time_s else "-"
@@ -104,13 +101,14 @@ def _min_time(job: JobSpec) -> str:
 
 def _other_settings(job: JobSpec) -> str:
     """``key=value`` for every setting not at its default and not in a column."""
+    from dltop.profiles.fields import SHOWN
     from dltop.profiles.model import settings
     from dltop.textsafe import one_line
 
     out = []
     for key, f in settings().items():
         value = getattr(job, f.name)
-        if key in _SHOWN or value == f.default or (key == "shuffle" and value is (
+        if f.metadata[SHOWN] or value == f.default or (key == "shuffle" and value is (
                 job.data == "real")):
             continue
         out.append(f"{key}={value}")

@@ -81,7 +81,7 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
                 except UserError as exc:
                     runner_problem[job.framework] = str(exc)
             launch_problem = None
-            if job.framework == "command":
+            if catalog.capabilities(job.framework).program:
                 try:
                     launches.append(command.launch(job))
                 except UserError as exc:
@@ -121,13 +121,6 @@ def _warnings(jobs: Sequence[JobSpec], launches: Sequence[command.Launch]) -> tu
     return tuple(sorted(out))
 
 
-CNTK_TOO_NEW_CAPABILITY = (8, 0)
-"""GPUs from this compute capability on cannot run CNTK 2.7's GPU build: it is built
-against CUDA 10.0 and cuDNN 7, which know compute capabilities up to 7.5 (Turing).
-Ampere (8.0: A100), Ada (8.9) and Hopper (9.0: H100, H200) need CUDA 11 and cuDNN 8
-or later (docs/frameworks.md)."""
-
-
 class _Capabilities:
     """Compute capability of each GPU of this host, read from NVML once when first asked."""
 
@@ -164,15 +157,16 @@ class _Partitions:
 def cntk_gpu_problem(job: JobSpec, gpu_count: int, capabilities: _Capabilities) -> str | None:
     """Why a ``gpu:N`` CNTK job cannot run on this host's GPUs, or None.
 
-    It needs N GPUs below compute capability :data:`CNTK_TOO_NEW_CAPABILITY`; a GPU
+    It needs N GPUs below its ``gpu_below`` (CUDA 10, cuDNN 7: docs/frameworks.md); a GPU
     whose capability NVML cannot tell counts as usable (the run says if it is not).
     Too few GPUs at all is the GPU count check's to say.
     """
-    if (job.framework != "cntk" or job.device.kind != "gpu" or job.device.count > gpu_count
+    below = catalog.capabilities(job.framework).gpu_below
+    if (below is None or job.device.kind != "gpu" or job.device.count > gpu_count
             or not where.on_this_host(job)):  # a Slurm job's: the nodes'
         return None
     caps = capabilities.get()
-    usable = [c for c in caps if c is None or c < CNTK_TOO_NEW_CAPABILITY]
+    usable = [c for c in caps if c is None or c < below]
     if len(usable) >= job.device.count:
         return None
     found = ", ".join(sorted({f"{c[0]}.{c[1]}" for c in caps if c is not None}))
@@ -203,7 +197,8 @@ def _problem(job: JobSpec, gpu_count: int, runner_problem: str | None) -> str | 
                 f"this host has {gpu_count}")
     if (data := _data_problem(job)) is not None:
         return data
-    if job.framework == "cntk" and job.device.workers > 1 and shutil.which("mpiexec") is None:
+    if catalog.capabilities(job.framework).launcher == "mpiexec" and job.device.workers > 1 \
+            and shutil.which("mpiexec") is None:
         return (f"{job.device.label} with CNTK needs mpiexec (Open MPI) on PATH for its "
                 "data-parallel workers: apt-get install openmpi-bin, or run "
                 "'dltop env setup cntk'")

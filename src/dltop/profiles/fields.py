@@ -27,6 +27,12 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   is not the right one (a unit: ``min time (s)``).
 - ``row_key``: a row key of every summary and comparison table, varying or not
   (``precision``), instead of only when it varies.
+- the lists a setting is in, read off with :func:`declaring`: ``sweep`` (a profile may
+  give a list, each value a configuration; the place of its axis, the first slowest),
+  ``group`` (``window``, ``lm``: the transformers', ``pytorch``, ``serve``), ``order`` (its
+  place among the settings results show first), ``short`` and ``last`` (a run label's
+  form, ``"{} it"``, and whether it comes after the configuration's fields), ``shown``
+  (``dltop profiles show`` has a column for it, or leaves it out).
 
 A check takes the raw TOML value and returns the validated value, or raises
 :class:`ValueError` with a message; the loader prefixes the file and the key. A
@@ -44,7 +50,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import Field, dataclass, field, fields
 from typing import Any, Generic, TypeVar, cast, get_args, get_type_hints
 
-from dltop.profiles.limits import MAX_LABEL
+from dltop.profiles.limits import MAX_LABEL, MAX_TIMEOUT_S
 
 T = TypeVar("T")
 Check = Callable[[Any], T]
@@ -59,6 +65,12 @@ IDENTITY = "identity"
 QUIET = "quiet"
 HEADER = "header"
 ROW_KEY = "row_key"
+SWEEP = "sweep"
+GROUP = "group"
+ORDER = "order"
+SHORT = "short"
+LAST = "last"
+SHOWN = "shown"
 Quiet = bool | tuple[Any, ...]
 """``True`` (its default), ``False`` (always stated) or the quiet values themselves."""
 Identity = bool | Callable[[Any], Any]
@@ -68,7 +80,9 @@ Identity = bool | Callable[[Any], Any]
 def setting(default: T, check: Check[T], *, identity: Identity,
             column: bool | Columns = False, key: str | None = None,
             quiet: Quiet | None = None, header: str | None = None,
-            row_key: bool = False,
+            row_key: bool = False, sweep: int | None = None, group: str | None = None,
+            order: int | None = None, short: str | None = None, last: bool = False,
+            shown: bool = False,
             codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None) -> T:
     """A JobSpec field that is also a profile setting with ``default``.
 
@@ -84,12 +98,14 @@ def setting(default: T, check: Check[T], *, identity: Identity,
             (see the module docstring).
         header: its results column header (default: the name, ``_`` as spaces).
         row_key: a row key of every summary and comparison table.
+        sweep, group, order, short, last, shown: the lists it is in (see the module
+            docstring).
         codec: (to JSON, from JSON) where the type has no derived decoder.
     """
-    out: T = field(default=default, metadata={CHECK: check, COLUMN: column,
-                                              IDENTITY: identity, KEY: key, QUIET: quiet,
-                                              HEADER: header, ROW_KEY: row_key,
-                                              CODEC: codec})
+    out: T = field(default=default, metadata={
+        CHECK: check, COLUMN: column, IDENTITY: identity, KEY: key, QUIET: quiet,
+        HEADER: header, ROW_KEY: row_key, SWEEP: sweep, GROUP: group, ORDER: order,
+        SHORT: short, LAST: last, SHOWN: shown, CODEC: codec})
     return out
 
 
@@ -210,6 +226,10 @@ fraction = Number(0.0, 1.0, above=True)
 """A number in (0, 1]."""
 
 
+seconds = Number(0.0, MAX_TIMEOUT_S, noun="number of seconds")
+"""A time window (:mod:`dltop.profiles.window`): 0 (none) to the longest ``timeout_s``."""
+
+
 def every(maximum: int) -> Integer:
     """An iteration count from 1 to ``maximum``, or ``"epoch"``."""
     return Integer(1, maximum, also=("epoch",))
@@ -282,7 +302,18 @@ def headers(fs: Iterable[Field[Any]]) -> dict[str, str]:
 
 def row_keys(fs: Iterable[Field[Any]]) -> tuple[str, ...]:
     """The fields every summary and comparison table keys its rows by (``row_key``)."""
-    return tuple(f.name for f in fs if f.metadata.get(ROW_KEY))
+    return declaring(fs, ROW_KEY)
+
+
+def declaring(fs: Iterable[Field[Any]], what: str, value: Any = None) -> tuple[str, ...]:
+    """The fields that declare ``what`` (equal to ``value`` when given), in declaration
+    order, or by their place where ``what`` is one (``sweep``, ``order``)."""
+    got = [(f, f.metadata.get(what)) for f in fs]
+    # `is`, not `in`: a place 0 is declared, and 0 == False
+    hits = [f for f, v in got if (v == value if value is not None
+                                  else not (v is None or v is False))]
+    hits.sort(key=lambda f: int(f.metadata[what]) if what in (SWEEP, ORDER) else 0)
+    return tuple(f.name for f in hits)
 
 
 def undeclared(fs: Iterable[Field[Any]]) -> list[str]:

@@ -46,9 +46,9 @@ def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: s
             raise err(loc("fp8_recipe"), f'fp8_recipe applies to precision = "fp8" only '
                       f"(precision is {s['precision']!r})")
         return s
-    if framework != "torch":
-        why = ("JAX's fp8 (jax.numpy.float8 dot products) is not built in dltop"
-               if framework == "jax" else f"{framework} has no fp8 training path")
+    can = catalog.capabilities(framework)
+    if FP8 not in can.precisions:
+        why = can.no_fp8 or f"{framework} has no fp8 training path"
         raise err(loc("precision"), f'precision = "fp8" runs in PyTorch only (torchao '
                   f"float8 training); {why} (docs/profiles.md)")
     if device.kind != "gpu":

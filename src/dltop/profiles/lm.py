@@ -18,14 +18,15 @@ from typing import Any, Final
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles.model import DeviceSpec
+from dltop.profiles.fields import GROUP
+from dltop.profiles.model import DeviceSpec, declared
 from dltop.runners.childmod import child_module
 
 Err = Callable[[str, str], UserError]
 Loc = Callable[[str], str]
 
-LM_KEYS: Final = ("seq_len", "attention", "prompt_tokens", "new_tokens")
-"""Settings only the transformer models take."""
+LM_KEYS: Final = declared(GROUP, "lm")
+"""Settings only the transformer models take (``setting(group="lm")``)."""
 GENERATE_KEYS: Final = ("prompt_tokens", "new_tokens")
 ADAMW_DEFAULTS: Final = {"optimizer": "adamw", "lr": 6e-4, "weight_decay": 0.1}
 """A transformer's update rule when the profile names none: AdamW with nanoGPT's GPT-2
@@ -151,10 +152,11 @@ def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: s
         UserError: a transformer key on another model, a length over the context,
             CNTK, or generation over several data-parallel workers.
     """
-    if framework == "openai":  # a served model: its keys are profiles/serve.py's
+    can = catalog.capabilities(framework)
+    if "serve" in can.modes:  # a served model: its keys are profiles/serve.py's
         return s
-    if framework == "command" or model not in catalog.TRANSFORMER_MODELS:
-        what = 'frameworks = ["command"]' if framework == "command" else model
+    if can.program or model not in catalog.TRANSFORMER_MODELS:
+        what = 'frameworks = ["command"]' if can.program else model
         names = ", ".join(catalog.TRANSFORMER_MODELS)
         for key in LM_KEYS:
             if s[key] is not None:
@@ -164,7 +166,7 @@ def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: s
             raise err(loc("mode"), f'mode = "generate" applies to the transformer models '
                       f"({names}), not {what}")
         return s
-    if framework not in catalog.TRANSFORMER_FRAMEWORKS:
+    if not can.transformers:
         raise err(loc("frameworks"), f"{framework.upper()} does not build the transformer "
                   f"models: its runner has no decoder language model ({model} runs in "
                   f"{', '.join(catalog.TRANSFORMER_FRAMEWORKS)}; docs/frameworks.md)")

@@ -36,7 +36,7 @@ from dltop.profiles import (
 )
 from dltop.profiles.device import device_list, thread_ladder
 from dltop.profiles.joblist import JobList
-from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, settings
+from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, declared, settings
 from dltop.profiles.references import Rule
 
 if TYPE_CHECKING:
@@ -47,9 +47,9 @@ TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "refer
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
-SWEEP_KEYS = ("optimizer", "lr", "momentum", "weight_decay", "nodes", "min_time_s", "warmup_s",
-              "request_rate", "concurrency", "server")
-"""Settings a profile may give as a list: each value is a configuration (a sweep)."""
+SWEEP_KEYS = declared(fields.SWEEP)
+"""Settings a profile may give as a list: each value is a configuration (a sweep); the
+first varies slowest (``setting(sweep=N)``)."""
 SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
                             **{k: f.default for k, f in settings().items()},
                             "min_time_s": window.DEFAULT_MIN_TIME_S}
@@ -65,8 +65,9 @@ OPTIONS: dict[str, tuple[object, ...]] = {
 fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
-TORCH_ONLY = ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
-"""Settings only the PyTorch runner reads: another framework refuses a non-default value."""
+TORCH_ONLY = declared(fields.GROUP, "pytorch")
+"""Settings only the PyTorch runner reads (``Framework.pytorch_settings``): another
+framework refuses a non-default value."""
 NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm", *catalog.TRANSFORMER_MODELS)
 """Models without image input (``channels_last`` does not apply)."""
 OPTION_KEYS = tuple(OPTIONS)
@@ -358,17 +359,18 @@ def _model_settings(where: _Where, loc: Callable[[str], str], s: dict[str, Any],
     if s["input_size"] is not None and model not in catalog.INPUT_SIZE_MODELS:
         raise where.err(loc("input_size"), f"input_size applies to "
                         f"{', '.join(catalog.INPUT_SIZE_MODELS)}, not {model}")
+    can = catalog.capabilities(framework)
     for key in TORCH_ONLY:
-        if framework != "torch" and s[key] != SETTINGS[key]:
+        if not can.pytorch_settings and s[key] != SETTINGS[key]:
             raise where.err(loc(key), f"{key} applies to the PyTorch runner only, not "
                             f"{framework} (leave it at {json.dumps(SETTINGS[key])} there)")
     if s["channels_last"] and model in NOT_IMAGE_MODELS:
         raise where.err(loc("channels_last"), f"channels_last applies to image models, "
                         f"not {model}")
-    if (framework, s["optimizer"]) in catalog.OPTIMIZERS_MISSING:
+    if s["optimizer"] not in can.optimizers:
         raise where.err(loc("optimizer"), f"{framework} has no {s['optimizer']} optimizer "
                         "(docs/profiles.md lists each framework's optimizers)")
-    if framework == "command":
+    if can.program:
         for key, default in (("mode", "train"), ("epochs", None), ("optimizer", "sgd"),
                              ("profile", False), ("data_loader", "device")):
             if s[key] != default:

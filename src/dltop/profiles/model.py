@@ -17,7 +17,6 @@ from typing import Any
 
 from dltop import catalog
 from dltop.profiles import limits as L
-from dltop.profiles import window
 from dltop.profiles.device import DeviceKind as DeviceKind
 from dltop.profiles.device import DeviceSpec as DeviceSpec
 from dltop.profiles.fields import (
@@ -29,6 +28,7 @@ from dltop.profiles.fields import (
     NumberOr,
     boolean,
     check_declarations,
+    declaring,
     every,
     fraction,
     integer,
@@ -38,6 +38,7 @@ from dltop.profiles.fields import (
     one_of,
     optional,
     path,
+    seconds,
     setting,
 )
 from dltop.profiles.references import Reference, references_from_json, references_to_json
@@ -68,46 +69,50 @@ class JobSpec:
     repeat: int = field(metadata={COLUMN: True, IDENTITY: False})
     """0-based repeat of the configuration (the profile key ``repeats`` counts them)."""
     iterations: int = setting(50, integer(1, L.MAX_ITERATIONS), column=True, identity=True,
-                              quiet=(None,))
+                              quiet=(None,), order=11, short="{} it", last=True, shown=True)
     """Measured iterations per run (identity: the measured window is what a result is of)."""
-    warmup: int = setting(10, integer(0, L.MAX_ITERATIONS), column=True, identity=True, quiet=False)
+    warmup: int = setting(10, integer(0, L.MAX_ITERATIONS), column=True, identity=True, quiet=False,
+                          order=13, short="{} warm-up", last=True, shown=True)
     """Iterations run first and excluded from statistics."""
-    min_time_s: float = setting(0.0, window.seconds, identity=True, quiet=True,
-                                header="min time (s)")
+    min_time_s: float = setting(0.0, seconds, identity=True, quiet=True,
+                                header="min time (s)", sweep=6, group="window", order=12,
+                                short="min {} s", last=True, shown=True)
     """Measure past ``iterations`` until the measured window has lasted this long (0:
     counts only). A profile that does not set it gets ``window.DEFAULT_MIN_TIME_S``;
     0 here is also what a job stored before the setting existed did."""
-    warmup_s: float = setting(0.0, window.seconds, identity=True, quiet=True,
-                              header="warm-up (s)")
+    warmup_s: float = setting(0.0, seconds, identity=True, quiet=True,
+                              header="warm-up (s)", sweep=7, group="window", order=14,
+                              short="warm-up {} s", last=True)
     """Warm up past ``warmup`` iterations until this long has passed since the first."""
     timeout_s: float = setting(900.0, number(positive=True, maximum=L.MAX_TIMEOUT_S),
-                              column=True, identity=False)
+                              column=True, identity=False, shown=True)
     """Wall-clock budget of one run, start-up included."""
     precision: str = setting("fp32", one_of(catalog.PRECISIONS), column=True, identity=True,
-                             quiet=False, row_key=True)
+                             quiet=False, row_key=True, order=1, shown=True)
     data: str = setting("synthetic", one_of(catalog.DATA_KINDS), column=True, identity=True,
-                        quiet=False)
-    data_dir: str | None = setting(None, optional(path), identity=False)
+                        quiet=False, order=6, shown=True)
+    data_dir: str | None = setting(None, optional(path), identity=False, shown=True)
     """Required with ``data = "real"`` (the loader checks and expands it). Not identity:
     it says where the model's dataset lives on this host, not which dataset it is."""
     batch_scaling: str = setting("global", one_of(catalog.BATCH_SCALINGS), column=True,
-                                 identity=True, quiet=False)
-    lr: float = setting(0.01, number(positive=True, maximum=L.MAX_LR), identity=True, quiet=False)
+                                 identity=True, quiet=False, order=7)
+    lr: float = setting(0.01, number(positive=True, maximum=L.MAX_LR), identity=True, quiet=False,
+                        sweep=2, order=8)
     momentum: float = setting(0.0, number(positive=False, maximum=1.0), identity=True,
-                              quiet=False)
-    seed: int = setting(0, integer(0, L.MAX_SEED), identity=True, quiet=False)
-    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True, quiet=False)
+                              quiet=False, sweep=3, order=9)
+    seed: int = setting(0, integer(0, L.MAX_SEED), identity=True, quiet=False, order=10, last=True)
+    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True, quiet=False, sweep=1)
     """``sgd`` (with ``momentum``), ``adam`` or ``adamw``; docs/profiles.md has each
     framework's equivalent. ``lr``, ``momentum``, ``weight_decay`` and ``optimizer``
     may be lists in a profile: each value is a configuration."""
     weight_decay: float = setting(0.0, number(positive=False, maximum=1.0), identity=True,
-                                  quiet=True)
+                                  quiet=True, sweep=4)
     """L2 penalty for ``sgd``/``adam`` (added to the gradient), decoupled for ``adamw``."""
     mode: str = setting("train", one_of(catalog.MODES), identity=True, quiet=True)
     """``train`` (forward, backward, update), ``inference`` (forward only) or, for the
     transformers, ``generate`` (prefill, then a KV-cached decode loop)."""
     epochs: int | None = setting(None, optional(integer(1, L.MAX_EPOCHS)), identity=True,
-                                quiet=True)
+                                quiet=True, shown=True)
     """Convergence runs: whole passes over the training set instead of ``iterations``."""
     eval_every: int | str | None = setting(None, optional(every(L.MAX_ITERATIONS)),
                                            identity=True, quiet=True)
@@ -132,16 +137,16 @@ class JobSpec:
     loader_workers: int = setting(0, integer(0, L.MAX_LOADER_WORKERS), identity=True,
                                  quiet=True)
     """Background workers preparing real-data batches (``data_loader = "host"``)."""
-    channels_last: bool = setting(False, boolean, identity=True, quiet=True)
+    channels_last: bool = setting(False, boolean, identity=True, quiet=True, group="pytorch")
     """PyTorch, image models: NHWC memory format for the model and its input batches."""
     torch_compile: str = setting(
         "off", one_of(("off", "default", "reduce-overhead", "max-autotune")),
-        identity=True, quiet=True, header="compile", key="compile")
+        identity=True, quiet=True, header="compile", key="compile", group="pytorch")
     """PyTorch: ``torch.compile`` mode (profile key ``compile``), or ``off``. Compiling
     happens before the first iteration; its time is reported apart (``compile_s``)."""
-    cudnn_benchmark: bool = setting(True, boolean, identity=True, quiet=True)
+    cudnn_benchmark: bool = setting(True, boolean, identity=True, quiet=True, group="pytorch")
     """PyTorch on CUDA: ``torch.backends.cudnn.benchmark`` (autotuned convolutions)."""
-    cuda_graphs: bool = setting(False, boolean, identity=True, quiet=True)
+    cuda_graphs: bool = setting(False, boolean, identity=True, quiet=True, group="pytorch")
     """PyTorch on CUDA: capture the step in a CUDA graph replayed each iteration, the
     batch copied into static buffers; elsewhere the run ends ``unsupported``."""
     fp8_recipe: str | None = setting(None, optional(one_of(catalog.FP8_RECIPES)),
@@ -149,32 +154,33 @@ class JobSpec:
     """``precision = "fp8"``: torchao's float8 scaling, ``tensorwise`` (the loader's
     default) or ``rowwise``; None for every other precision (:mod:`dltop.profiles.fp8`)."""
     seq_len: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
-                                  quiet=True)
+                                  quiet=True, group="lm", order=2)
     """Transformers: tokens per training (or inference) sequence; the loader fills in the
     model's default (docs/models.md). Samples are tokens: batch x seq_len per step."""
     attention: str | None = setting(None, optional(one_of(catalog.ATTENTIONS)), identity=True,
-                                    quiet=True)
+                                    quiet=True, group="lm", order=5)
     """Transformers: ``fused`` (the framework's fused attention) or ``plain`` (unfused
     math); the loader fills in ``fused``. None for the other models."""
     prompt_tokens: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
-                                        quiet=True, header="prompt")
+                                        quiet=True, header="prompt", group="lm", order=3)
     """``mode = "generate"``: tokens of each prompt (prefill); the loader's default 128."""
     new_tokens: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
-                                     quiet=True)
+                                     quiet=True, group="lm", order=4)
     """``mode = "generate"``: tokens decoded after the prompt; the loader's default 128."""
     request_rate: float | str | None = setting(
         None, optional(NumberOr(0.0, L.MAX_REQUEST_RATE, above=True, also=("inf",))),
-        identity=True, quiet=True, header="rate (req/s)",
+        identity=True, quiet=True, header="rate (req/s)", sweep=8, group="serve",
         codec=(lambda v: v, lambda v: v if v is None or isinstance(v, str) else float(v)))
     """``mode = "serve"``: requests per second of the open-loop arrivals, or ``"inf"`` (all
     at once, ``concurrency`` permitting); the loader's default ``"inf"``."""
     concurrency: int | None = setting(None, optional(integer(1, L.MAX_CONCURRENCY)),
-                                      identity=True, quiet=True)
+                                      identity=True, quiet=True, sweep=9, group="serve")
     """``mode = "serve"``: the most requests in flight; the loader's default 1."""
-    server: str | None = setting(None, optional(label), identity=True, quiet=True)
+    server: str | None = setting(None, optional(label), identity=True, quiet=True, sweep=10,
+                                 group="serve")
     """``mode = "serve"``: the server dltop starts for the run (``[servers.NAME]`` or a
     preset, :mod:`dltop.profiles.servers`); None: the endpoint is already serving."""
-    nodes: int = setting(1, integer(1, L.MAX_NODES), identity=True, quiet=True)
+    nodes: int = setting(1, integer(1, L.MAX_NODES), identity=True, quiet=True, sweep=5)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True, quiet=True)
     """``local`` (this host) or ``slurm`` (one Slurm job per run; see ``slurm``). Identity:
@@ -336,6 +342,14 @@ _DECODERS = json_decoders(JobSpec)
 def settings() -> dict[str, Field[Any]]:
     """The JobSpec fields that are profile settings, by profile key, in declaration order."""
     return {f.metadata.get(KEY) or f.name: f for f in fields(JobSpec) if CHECK in f.metadata}
+
+
+def declared(what: str, value: Any = None) -> tuple[str, ...]:
+    """The settings that declare ``what`` (``fields.SWEEP``, ``fields.GROUP`` equal to
+    ``value``...), by profile key: every list of settings is read off their declarations
+    (:func:`dltop.profiles.fields.declaring`)."""
+    keys = {f.name: key for key, f in settings().items()}
+    return tuple(keys[name] for name in declaring(settings().values(), what, value))
 
 
 @dataclass(frozen=True)

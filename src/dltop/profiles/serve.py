@@ -16,9 +16,11 @@ from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import fields, servers
 from dltop.profiles import limits as L
+from dltop.profiles.model import declared
 
 KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
                "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "ignore_eos")
@@ -159,12 +161,11 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
         UserError: ``mode = "serve"`` without ``frameworks = ["openai"]`` or the other way
             round, serve keys on another mode, or a setting a client cannot honour.
     """
-    serving = framework == "openai"
-    if not serving:
+    if "serve" not in catalog.capabilities(framework).modes:
         if s["mode"] == "serve":
             raise err(loc("mode"), 'mode = "serve" needs frameworks = ["openai"] (an '
                       "OpenAI-compatible endpoint)")
-        for key in ("request_rate", "concurrency", "server"):
+        for key in declared(fields.GROUP, "serve"):
             if s[key] is not None:
                 raise err(loc(key), f'{key} applies to frameworks = ["openai"] '
                           '(mode = "serve") only')

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import limits, slurmopts
 from dltop.profiles.device import DeviceSpec
@@ -185,12 +186,6 @@ _MOST = {"gpus_per_node": limits.MAX_GPUS, "cpus_per_task": limits.MAX_CPUS,
 """The integer keys' bounds (docs/profiles.md#value-ranges)."""
 
 
-MULTI_NODE_FRAMEWORKS = ("torch", "tensorflow")
-"""Frameworks whose runner spans nodes: PyTorch under torchrun, TensorFlow as one
-MultiWorkerMirroredStrategy worker per node (``cpu:N``/``gpu:N``; its ``cpus:P`` workers
-start on one host, launched by its runner). CNTK's runner starts ``mpiexec`` itself on
-one host: it keeps nodes = 1."""
-
 Err = Callable[[str, str], UserError]
 
 
@@ -286,14 +281,14 @@ def check_job(err: Err, loc: Callable[[str], str], framework: str, device: Devic
     if nodes > 1 and executor != "slurm":
         raise err(loc("nodes"), f"nodes = {nodes} needs executor = \"slurm\" (the local "
                   "executor runs on this host alone: nodes = 1)")
-    if nodes > 1 and framework == "command":
+    can = catalog.capabilities(framework)
+    if nodes > 1 and can.program:
         raise err(loc("nodes"), 'nodes > 1 does not apply to frameworks = ["command"] (the '
                   "program decides how it spans hosts; run it with nodes = 1)")
-    if nodes > 1 and framework not in MULTI_NODE_FRAMEWORKS:
-        why = ": its runner starts mpiexec on one host" if framework == "cntk" else ""
-        raise err(loc("nodes"), f"nodes > 1 runs {' and '.join(MULTI_NODE_FRAMEWORKS)} jobs; "
-                  f"{framework} runs on one node (nodes = 1{why})")
-    if nodes > 1 and framework == "tensorflow" and device.kind == "cpus":
+    if nodes > 1 and not can.nodes:
+        raise err(loc("nodes"), f"nodes > 1 runs {' and '.join(catalog.MULTI_NODE_FRAMEWORKS)} "
+                  f"jobs; {framework} runs on one node (nodes = 1{can.one_node_why})")
+    if nodes > 1 and not can.nodes_on_cpus and device.kind == "cpus":
         raise err(loc("nodes"), f"TensorFlow with {device.label} runs on one node (nodes = 1): "
                   f"P one-thread workers on each of {nodes} nodes is not built; over nodes "
                   "use cpu:N (one N-thread worker per node) or gpu:N")

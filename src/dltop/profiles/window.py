@@ -20,9 +20,10 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles.fields import Number
-from dltop.profiles.limits import MAX_TIMEOUT_S
+from dltop.profiles.fields import GROUP, seconds
+from dltop.profiles.model import declared
 
 DEFAULT_MIN_TIME_S = 6.0
 """The product default: >= 10 host readings at 2 Hz after the first and last partial
@@ -30,14 +31,10 @@ ticks are left out, 60 GPU readings at 10 Hz, 6 energy-counter reads (docs/metri
 DEFAULT_ENV = "DLTOP_DEFAULT_MIN_TIME_S"
 """Overrides the default ``min_time_s`` (seconds >= 0) for profiles that do not set it;
 the test suite sets 0 so that its hundreds of short runs stay short."""
-KEYS = ("min_time_s", "warmup_s")
+KEYS = declared(GROUP, "window")
+"""The time windows (``setting(group="window")``)."""
 
 ErrorFn = Callable[[str, str], UserError]
-
-
-seconds = Number(0.0, MAX_TIMEOUT_S, noun="number of seconds")
-"""A finite number of seconds, 0 (no window in seconds) to a week (the longest
-``timeout_s``, which a window must fit in)."""
 
 
 def default_min_time_s() -> float:
@@ -61,14 +58,15 @@ def default_min_time_s() -> float:
 
 def why_not(framework: str, settings: Mapping[str, Any], workers: int) -> str | None:
     """Why a window in seconds does not apply to this job, or None where it does."""
-    if framework == "command":
+    can = catalog.capabilities(framework)
+    if can.program:
         return 'frameworks = ["command"] runs the program\'s own steps; dltop cannot add any'
-    if framework == "openai":
+    if "serve" in can.modes:
         return ('frameworks = ["openai"] sends iterations requests on a schedule; a window '
                 "in seconds would change the load")
     if settings.get("epochs") is not None:
         return "an epochs run's length is its epochs"
-    if framework == "cntk" and workers > 1 and settings.get("mode") == "train":
+    if not can.clock_ranks and workers > 1 and settings.get("mode") == "train":
         return ("CNTK ranks cannot agree on a stop decided by the clock (a rank one step "
                 "ahead would wait forever in its all-reduce); use cpu:N or a single device")
     return None

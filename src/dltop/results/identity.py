@@ -62,12 +62,10 @@ COLUMN = "device"
 PLACE = "_place"
 """Not an identity field: the host a configuration ran on, which an exported set that
 spans hosts adds so that each framework's interpreter is stated per host."""
-PREFERRED = ("precision", "seq_len", "prompt_tokens", "new_tokens", "attention", "data",
-             "batch_scaling", "lr", "momentum", "seed", "iterations", "min_time_s", "warmup",
-             "warmup_s")
-"""Display order of the settings first (a transformer's lengths beside its precision);
-any later identity field follows in declaration order, then the options by name, then
-the interpreter."""
+PREFERRED = declared.declaring(dataclasses.fields(JobSpec), declared.ORDER)
+"""Display order of the settings first (``setting(order=N)``: a transformer's lengths
+beside its precision); any later identity field follows in declaration order, then the
+options by name, then the interpreter."""
 HEADERS: dict[str, str] = declared.headers(dataclasses.fields(JobSpec))
 """Column headers the identity fields declare (``setting(header=...)``); any other field
 or option key is headed by its name with spaces (:func:`header`)."""

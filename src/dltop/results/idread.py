@@ -13,8 +13,10 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
+from dltop.profiles.fields import GROUP, declaring
 from dltop.profiles.model import JobSpec, identity_key
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -22,7 +24,7 @@ if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (stor
 
 INTERPRETER = "interpreter"
 OPTIONS = "options"
-LM_FIELDS = ("seq_len", "attention", "prompt_tokens", "new_tokens")
+LM_FIELDS = declaring(fields(JobSpec), GROUP, "lm")
 """The transformer settings: None (left out of a flat identity) for the other models."""
 
 SYSTEM = "system"
@@ -31,7 +33,7 @@ SYSTEM = "system"
 FP8_RECIPE = "fp8_recipe"
 """torchao's float8 recipe: None (left out of a flat identity) but for fp8 jobs."""
 
-WINDOW_FIELDS = ("min_time_s", "warmup_s")
+WINDOW_FIELDS = declaring(fields(JobSpec), GROUP, "window")
 """The time windows: 0 (left out of a flat identity) where a run measured counts only."""
 
 Identity = Mapping[str, Any]

@@ -13,9 +13,12 @@ run figures, picker, captions and ``figures.md``, and ``dltop runs`` all call
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dltop.profiles import fields
+from dltop.profiles.model import JobSpec
 from dltop.results import identity
 from dltop.store.schema_steps import JOB_CONFIGS
 from dltop.textsafe import one_line
@@ -31,11 +34,12 @@ K = TypeVar("K", bound=Hashable)
 
 BARE = ("precision", "mode")
 """Fields whose value names itself (``bf16``, ``inference``): shown without the field."""
-SHORT = {"iterations": "{} it", "warmup": "{} warm-up", "min_time_s": "min {} s",
-         "warmup_s": "warm-up {} s"}
-"""Fields shown in a shorter form than ``header value``."""
-LAST = ("iterations", "warmup", "min_time_s", "warmup_s", "seed", identity.INTERPRETER)
-"""How long and where a run ran: after the fields that make the configuration."""
+SHORT = {f.name: str(f.metadata[fields.SHORT]) for f in dataclasses.fields(JobSpec)
+         if f.metadata.get(fields.SHORT)}
+"""Fields shown in a shorter form than ``header value`` (``setting(short=...)``)."""
+LAST = (*fields.declaring(dataclasses.fields(JobSpec), fields.LAST), identity.INTERPRETER)
+"""How long and where a run ran: after the fields that make the configuration
+(``setting(last=True)``)."""
 
 
 _CONFIG_SPECS = "select config_key, spec_json as spec from job_configs where campaign_id = ?"

@@ -21,31 +21,17 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dltop.catalog import CAPABILITIES
 from dltop.config import config_path, load_frameworks
 from dltop.errors import UserError
 from dltop.paths import library_path_with
 from dltop.pyexec import ask_python
 from dltop.runners.childmod import CHILD_DIR
 
-_SCRIPTS = {
-    "torch": "torch_runner.py",
-    "tensorflow": "tf_runner.py",
-    "cntk": "cntk_runner.py",
-    "jax": "jax_runner.py",
-    "command": "command_runner.py",
-    "openai": "openai_runner.py",
-}
-MODULES = {"torch": "torch", "tensorflow": "tensorflow", "cntk": "cntk", "jax": "jax",
-           "openai": "aiohttp"}
-"""The module each framework's runner imports (the command runner needs none; the
-``openai`` client is aiohttp, in dltop's own interpreter by default)."""
-INSTALL_HINT = {
-    "torch": "pip install torch",
-    "tensorflow": "pip install tensorflow-cpu (GPU servers: tensorflow[and-cuda])",
-    "cntk": "dltop env setup cntk",
-    "jax": "pip install 'dltop[jax]' (GPU servers: jax[cuda13] or jax[cuda12])",
-    "openai": "pip install aiohttp",
-}
+MODULES = {name: f.module for name, f in CAPABILITIES.items() if f.module}
+"""The module each framework's runner imports (:class:`dltop.catalog.Framework`: the
+command runner needs none; the ``openai`` client is aiohttp, in dltop's own interpreter)."""
+INSTALL_HINT = {name: f.install for name, f in CAPABILITIES.items() if f.install}
 
 
 @dataclass(frozen=True)
@@ -123,9 +109,9 @@ def resolve(framework: str, check_module: bool = True) -> RunnerCommand:
         UserError: no runner exists for the framework, its interpreter is missing
             or not a Python, or the framework is not installed in it.
     """
-    script = _SCRIPTS.get(framework)
+    script = CAPABILITIES[framework].script if framework in CAPABILITIES else None
     if script is None or not (CHILD_DIR / script).is_file():
-        have = sorted(k for k, v in _SCRIPTS.items() if (CHILD_DIR / v).is_file())
+        have = sorted(k for k, v in CAPABILITIES.items() if (CHILD_DIR / v.script).is_file())
         raise UserError(f"no runner for framework {framework!r} (runners: {', '.join(have)})")
     python, source, env = interpreter(framework)
     if not os.path.isfile(python) or not os.access(python, os.X_OK):

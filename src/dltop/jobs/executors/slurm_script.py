@@ -25,6 +25,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from dltop import catalog
+
 # The run folder's files, where the executor's modules have always found them.
 from dltop.jobs.executors.slurm_files import BATCH_FILE as BATCH_FILE
 from dltop.jobs.executors.slurm_files import EVENTS_FILE as EVENTS_FILE
@@ -188,7 +190,7 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
 
     One node: the runner exactly as the local executor starts it (TensorFlow's and CNTK's
     runners start their own workers there). More nodes (checked at load:
-    :data:`dltop.profiles.slurm.MULTI_NODE_FRAMEWORKS`): PyTorch under torchrun on every
+    :data:`dltop.catalog.MULTI_NODE_FRAMEWORKS`): PyTorch under torchrun on every
     node with a c10d rendezvous on the first; TensorFlow's runner as is, one worker per
     node, with the ``TF_CONFIG`` of :func:`tf_config_lines`.
     """
@@ -196,9 +198,10 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
     s = job.slurm
     if s is not None and s.container and s.container_runtime == "apptainer":
         plain = shlex.join([*apptainer_argv(job, runner_argv), *runner_argv])
-    if job.nodes == 1 or job.framework == "tensorflow":
+    nodes = catalog.capabilities(job.framework).nodes
+    if job.nodes == 1 or nodes == "tf_config":
         return plain
-    if job.framework != "torch":  # the loader refuses these; a stored spec edited by hand
+    if nodes != "torchrun":  # the loader refuses these; a stored spec edited by hand
         raise ValueError(f"{job.framework} runs on one node (nodes = 1)")
     python, script, spec = runner_argv[0], runner_argv[1], runner_argv[2]
     argv = torchrun_argv(python, script, spec, max(job.device.workers, 1),
@@ -311,8 +314,8 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
         lines += address_lines(runner_argv[0])
     if agent:
         lines += agent_lines(files)
-    relayed = job.framework == "torch" and job.nodes > 1
-    if relayed:
+    nodes = catalog.capabilities(job.framework).nodes if job.nodes > 1 else None
+    if relayed := nodes == "torchrun":
         lines += [f"exec {EVENT_FD}>>{events}", *relay_lines(files)]
     else:
         lines += [
@@ -322,7 +325,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
             "else",
             f"    exec {EVENT_FD}>/dev/null",
             "fi"]
-    if job.framework == "tensorflow" and job.nodes > 1:
+    if nodes == "tf_config":
         lines += tf_config_lines(runner_argv[0])
     lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
               *env_report_lines(files),

@@ -200,7 +200,11 @@ def _ids(ids: list[int]) -> str:
 
 
 def _db_estimate(store: Any, raw: Any, idle: int) -> str:
-    est = store.retention.deleted_bytes({"iterations": raw.iterations,
-                                         "gpu_samples": raw.gpu_samples,
-                                         "host_samples": raw.host_samples + idle})
-    return "an unknown amount (no dbstat in this SQLite)" if est is None else human_bytes(est)
+    from dltop.store.sizes import deleted_bytes
+
+    sizes = store.retention.table_bytes()
+    if sizes is None:
+        return "an unknown amount (no dbstat in this SQLite)"
+    return human_bytes(deleted_bytes(store.db, sizes, {
+        "iterations": raw.iterations, "gpu_samples": raw.gpu_samples,
+        "host_samples": raw.host_samples + idle}))

@@ -19,7 +19,7 @@ campaign waits at most one run's delete.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import sqlite_utils
@@ -126,18 +126,6 @@ class Retention:
         except sqlite3.Error:
             return None
         return {r["t"]: int(r["b"] or 0) for r in rows}
-
-    def deleted_bytes(self, deleted: Mapping[str, int]) -> float | None:
-        """Bytes the deleted rows (table → rows) take: each table's bytes with its indexes
-        times the share of its rows deleted; None without dbstat."""
-        sizes = self.table_bytes()
-        if sizes is None:
-            return None
-        est = 0.0
-        for table, gone in deleted.items():
-            n = int(next(self._db.query(f"select count(*) as n from {table}"))["n"])
-            est += sizes.get(table, 0) * min(1.0, gone / n) if n else 0.0
-        return est
 
     def prune_run(self, run_id: int) -> PruneCounts:
         """Archive what exports need of one run's raw rows, then delete them: one

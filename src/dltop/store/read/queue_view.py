@@ -42,8 +42,7 @@ def _total(db: Any) -> str:
 
 
 def running_runs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
-    """The campaign's runs stored as running, oldest first, with their job's columns,
-    ``total`` steps and ``pending`` (why Slurm still holds it in its queue, else None)."""
+    """The campaign's running runs, oldest first: job columns, ``total``, ``pending``."""
     return list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
         f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {_total(db)}, "
@@ -53,8 +52,7 @@ def running_runs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
 
 
 def recent_iterations(db: Any, run_id: int, limit: int) -> list[dict[str, Any]]:
-    """The run's newest ``limit`` iterations, newest first (idx, seconds, warmup, loss,
-    t_wall_s)."""
+    """The run's newest ``limit`` iterations, newest first."""
     return list(db.query("select idx, seconds, warmup, loss, t_wall_s from iterations "
                          "where run_id = ? order by idx desc limit ?", [run_id, limit]))
 
@@ -111,10 +109,9 @@ def _position_at(db: Any, campaign_id: int, row: int, total_hint: int | None = N
 
 def queue_window(db: Any, campaign_id: int, offset: int, limit: int,
                  total_hint: int | None = None) -> list[dict[str, Any]]:
-    """Rows ``offset`` to ``offset + limit`` of the campaign's queue (``total_hint``: its
-    rows as last counted, which only picks the end to count from): each job's columns,
-    ``pending`` (its Slurm queue reason), its latest run's ``median_s`` and
-    ``contaminated`` (none while it is queued or running again)."""
+    """Rows ``offset`` to ``offset + limit`` of the queue (``total_hint``: its rows as
+    last counted, which only picks the end to count from), with ``pending`` (the Slurm
+    queue reason) and the latest run's ``median_s`` and ``contaminated``."""
     first = _position_at(db, campaign_id, max(0, offset), total_hint)
     if first is None:
         return []
@@ -124,8 +121,7 @@ def queue_window(db: Any, campaign_id: int, offset: int, limit: int,
 
 
 def finished_pace(db: Any, campaign_id: int, statuses: Sequence[str]) -> list[dict[str, Any]]:
-    """By configuration (framework, model, batch_size, device), the campaign's runs of
-    ``statuses`` that ran: ``runs``, ``iters`` (warm-up included), ``wall`` seconds and
+    """By configuration, the ``runs`` of ``statuses`` that ran: ``iters``, ``wall`` and
     ``measured`` seconds."""
     return list(db.query(
         f"select {_CONFIG}, count(*) as runs, sum(r.n_iterations + j.warmup) as iters, "
@@ -138,8 +134,7 @@ def finished_pace(db: Any, campaign_id: int, statuses: Sequence[str]) -> list[di
 
 
 def queued_work(db: Any, campaign_id: int) -> list[dict[str, Any]]:
-    """By configuration, the campaign's queued ``jobs`` and their ``iters`` (warm-up
-    included)."""
+    """By configuration, the queued ``jobs`` and their ``iters`` (warm-up included)."""
     return list(db.query(
         f"select {_CONFIG}, count(*) as jobs, sum(j.iterations + j.warmup) as iters "
         f"from jobs j where j.campaign_id = ? and j.status = ? group by {_CONFIG}",
@@ -147,9 +142,8 @@ def queued_work(db: Any, campaign_id: int) -> list[dict[str, Any]]:
 
 
 def identity_marks(db: Any, campaign_id: int) -> tuple[Any, ...]:
-    """What the campaign's identity labels depend on: its jobs (count, newest id: added,
-    removed) and its runs (count, newest id, ended: an interpreter is known once a run
-    reports its environment)."""
+    """What its identity labels depend on: jobs added or removed, runs started or ended
+    (a run's interpreter is known once it reports its environment)."""
     jobs = next(db.query("select count(*) as n, max(id) as last from jobs "
                          "where campaign_id = ?", [campaign_id]))
     runs = next(db.query("select count(*) as n, max(id) as last, sum(status != ?) as ended "
@@ -165,7 +159,7 @@ def ended_run_counts(db: Any, campaign_id: int) -> dict[str, int]:
 
 
 def last_ended_run(db: Any, campaign_id: int) -> dict[str, Any] | None:
-    """The campaign's newest run that ended, with its figures and its job's identity."""
+    """The campaign's newest ended run, its figures and its job's identity."""
     return next(db.query(
         "select r.id, r.status, r.median_s, r.mean_s, r.samples_per_iter, r.samples_per_s, "
         "j.id as job_id, j.framework, j.model, j.batch_size, j.device from runs r "

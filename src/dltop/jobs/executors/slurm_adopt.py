@@ -35,7 +35,8 @@ from dltop.jobs.executors.slurm_script import EVENTS_FILE, RUNNER_EXIT_FILE, Slu
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.profiles.model import JobSpec
 from dltop.store.queue import RunProcess
-from dltop.store.read.slurm import log_and_spec, run_log_path
+from dltop.store.read.rundetail import run_log
+from dltop.store.read.slurm import log_and_spec
 from dltop.store.writer import Store
 
 
@@ -97,8 +98,8 @@ def slurm_job_now(job_id: str, env: Mapping[str, str],
 
 def run_dir_of(store: Store, run_id: int) -> Path | None:
     """The run's folder (its log's), None when it has none stored."""
-    path = run_log_path(store.db, run_id)
-    return Path(path).parent if path else None
+    row = run_log(store.db, run_id)
+    return Path(row[1]).parent if row and row[1] else None
 
 
 def is_live(now: JobNow) -> bool:

@@ -8,9 +8,8 @@ from typing import Any
 
 
 def runs_with_iterations(db: Any, campaign_ids: Sequence[int]) -> list[dict[str, Any]]:
-    """Each job's latest run that stored iterations, in queue order (campaign, position):
-    its id as ``run_id``, status, flags, median_s, cv, n_iterations and its job's
-    identity, campaign_id and position."""
+    """Each job's latest run that stored iterations (``run_id``, its flags and figures,
+    its job's identity), in queue order."""
     marks = ",".join("?" * len(campaign_ids))
     return list(db.query(
         "select r.id as run_id, r.status, r.noisy, r.concurrent_runs, r.contaminated, "
@@ -22,8 +21,7 @@ def runs_with_iterations(db: Any, campaign_ids: Sequence[int]) -> list[dict[str,
 
 
 def failed_runs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
-    """The campaign's jobs whose latest run did not end ok, in queue order: ``job_id``,
-    ``status`` and ``error_message``."""
+    """The campaign's jobs whose latest run did not end ok, in queue order."""
     return list(db.query(
         "select j.id as job_id, r.status, r.error_message from jobs j "
         "join latest_runs r on r.job_id = j.id "

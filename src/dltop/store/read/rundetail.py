@@ -14,8 +14,8 @@ from dltop.store.read.schema import has_table
 
 
 def run_with_job(db: Any, run_id: int) -> dict[str, Any] | None:
-    """Every ``runs`` column of the run, with its job's ``j_framework``, model,
-    batch_size, device, repeat, iterations and warmup (None: no such run)."""
+    """The run's ``runs`` row with its job's identity as ``j_framework``, model... (None:
+    no such run)."""
     return next(iter(db.query(
         "select r.*, j.framework as j_framework, j.model, j.batch_size, j.device, j.repeat, "
         "j.iterations, j.warmup from runs r join jobs j on j.id = r.job_id where r.id = ?",
@@ -46,15 +46,14 @@ def job_status(db: Any, job_id: int) -> str | None:
 
 
 def run_log(db: Any, run_id: int) -> tuple[str, str | None] | None:
-    """The run's status and its log's path, absolute (older dltops stored it relative
-    to the database: see ``stored_path``); None: no such run."""
+    """The run's status and its log's path, absolute (None: no such run)."""
     row = next(iter(db.query("select status, log_path from runs where id = ?", [run_id])),
                None)
     return None if row is None else (str(row["status"]), log_path(db, row["log_path"]))
 
 
 def log_path(db: Any, stored: str | None) -> str | None:
-    """A stored ``runs.log_path`` made absolute against the database's file."""
+    """A stored ``runs.log_path`` made absolute (older dltops stored it relative)."""
     if not stored or os.path.isabs(stored):
         return stored
     file = main_file(db)
@@ -62,16 +61,14 @@ def log_path(db: Any, stored: str | None) -> str | None:
 
 
 def iteration_end_ns(db: Any, run_id: int, idx: int) -> int | None:
-    """The monotonic nanoseconds at which the run's iteration ``idx`` ended (None: not
-    stored, or without a clock)."""
+    """When the run's iteration ``idx`` ended, monotonic ns (None: not stored, no clock)."""
     row = next(iter(db.query("select t_mono_ns from iterations where run_id = ? and idx = ?",
                              [run_id, idx])), None)
     return None if row is None else row["t_mono_ns"]
 
 
 def iterations_after(db: Any, run_id: int, idx: int) -> list[dict[str, Any]]:
-    """The run's iterations past ``idx``, in order (idx, seconds, samples, warmup, loss,
-    t_mono_ns)."""
+    """The run's iterations past ``idx``, in order."""
     return list(db.query("select idx, seconds, samples, warmup, loss, t_mono_ns from "
                          "iterations where run_id = ? and idx > ? order by idx",
                          [run_id, idx]))

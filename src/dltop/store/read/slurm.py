@@ -1,5 +1,5 @@
 """The Slurm state of runs as stored: the queue reason a viewer shows, the run folder a
-resume asks about (one reader for live/ and the executors)."""
+resume adopts (one reader for live/ and the executors)."""
 
 from __future__ import annotations
 
@@ -22,12 +22,6 @@ def queued_in_slurm(db: Any) -> str:
     squeue's reason, ``submitted`` before there is one; NULL once it runs, for a local run,
     and in a database from before the Slurm columns."""
     return _QUEUED if "slurm_state" in columns(db, "runs") else "null"
-
-
-def run_log_path(db: Any, run_id: int) -> str | None:
-    """The run's stored log path (its run folder's ``runner.log``), None when it has none."""
-    row = db.execute("select log_path from runs where id = ?", [run_id]).fetchone()
-    return row[0] if row and row[0] else None
 
 
 def log_and_spec(db: Any, run_id: int) -> tuple[str | None, str] | None:

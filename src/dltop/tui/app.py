@@ -168,7 +168,6 @@ class DltopApp(Actions):
             db = self._reader()
             if db is None:  # no database yet: nothing to show but the devices
                 return force, None, None
-            # data_version moves only when another connection commits: idle costs one pragma.
             version = data_version(db)
             key = (version, self.followed, self.queue_window)
             last = self.campaign_view

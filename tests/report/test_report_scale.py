@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from dltop.errors import UserError
-from dltop.report import data, html, series
+from dltop.report import data, html
 from dltop.report.captions import MAX_LINES, cap_lines, spread_pick
 from dltop.results import queries
 from dltop.store import connect
+from dltop.store.read import series
 from dltop.store.reader import open_reader
 
 from .reportdb import CPU_PROFILE, add_campaign

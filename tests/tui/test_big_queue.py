@@ -10,9 +10,10 @@ import pytest
 from textual.pilot import Pilot
 
 from dltop.catalog import JobStatus
-from dltop.live.campaign import queue_row, read_campaign, read_jobs
+from dltop.live.campaign import read_campaign, read_jobs
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect, memory_db
+from dltop.store.read.queue_view import queue_row
 from dltop.store.rows import job_row
 from dltop.tui.app import DltopApp
 from dltop.tui.queue import QueueHeader, QueueTable

@@ -6,9 +6,10 @@ import re
 from pathlib import Path
 
 from dltop.live.logfile import LogIndex, open_log, scan_log, tail_lines
-from dltop.live.rundetail import extend_trace, job_attempts, read_run_detail
+from dltop.live.rundetail import extend_trace, read_run_detail
 from dltop.results.runtrace import read_trace
 from dltop.store import Store, connect
+from dltop.store.read.rundetail import job_attempts
 from dltop.store.reader import open_reader
 from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
 

@@ -46,33 +46,24 @@ class _Out:
             sys.stdout.flush()
 
 
-def _pruned(db: Any, run_id: int) -> bool:
-    from dltop.store.archive import ARCHIVE
-
-    return ARCHIVE in db.table_names() and next(db.query(
-        f"select 1 as x from {ARCHIVE} where run_id = ?", [run_id]), None) is not None
-
-
 def cmd_log(args: argparse.Namespace) -> int:
     from dltop.live.logfile import open_log, tail_lines
-    from dltop.paths import stored_path
     from dltop.store.db import resolve_db_path
+    from dltop.store.read.rundetail import pruned, run_log
     from dltop.store.reader import open_reader
 
-    db_path = resolve_db_path(args.db)
-    db = open_reader(db_path)
-    row = next(db.query("select id, status, log_path from runs where id = ?", [args.run]),
-               None)
+    db = open_reader(resolve_db_path(args.db))
+    row = run_log(db, args.run)
     if row is None:
         raise UserError(f"run {args.run} not found in the database ('dltop runs' lists runs)")
-    path = stored_path(row["log_path"], db_path)  # relative in databases of older dltops
+    status, path = row
     if not path:
         raise UserError(f"run {args.run} has no log: it never started a runner "
-                        f"(status {row['status']})")
+                        f"(status {status})")
     try:
         os.close(open_log(path))
     except FileNotFoundError:
-        why = "deleted by dltop prune" if _pruned(db, args.run) else "pruned or deleted"
+        why = "deleted by dltop prune" if pruned(db, args.run) else "pruned or deleted"
         raise UserError(f"run {args.run}'s log {path} is missing ({why})") from None
     except OSError as exc:
         raise UserError(f"run {args.run}'s log {path} cannot be read: "
@@ -111,10 +102,10 @@ def _copy(path: str, offset: int, out: _Out) -> int:
 
 def _follow(db: Any, run_id: int, path: str, offset: int, out: _Out) -> None:
     from dltop.catalog import RunStatus
+    from dltop.store.read.rundetail import run_log
 
     while True:
-        running = next(db.query("select status from runs where id = ?", [run_id]))[
-            "status"] == RunStatus.RUNNING
+        running = (run_log(db, run_id) or ("",))[0] == RunStatus.RUNNING
         try:
             new = _copy(path, offset, out)
         except FileNotFoundError:

@@ -90,7 +90,7 @@ def _select(store: Any, db: Any, ref: str | None, older_than: str | None) -> tup
 def cmd_prune(args: argparse.Namespace) -> int:
     from dltop.jobs import rundir
     from dltop.store import Store
-    from dltop.store.retention import RAW_TABLES, CampaignNotEnded, PruneCounts
+    from dltop.store.retention import CampaignNotEnded, PruneCounts
     from dltop.store.sizes import tree_bytes
 
     db_path, db = _open(args.db)
@@ -113,7 +113,7 @@ def cmd_prune(args: argparse.Namespace) -> int:
           f"{raw.iterations:,} iterations, {raw.gpu_samples:,} GPU and {raw.host_samples:,} "
           f"host samples, {idle:,} idle samples, {counted(len(dirs), 'run folder')} "
           f"({human_bytes(dir_bytes)}); frees about "
-          f"{_db_estimate(store, raw, idle, RAW_TABLES)} in the database (given back to the "
+          f"{_db_estimate(store, raw, idle)} in the database (given back to the "
           f"file system by 'dltop vacuum') and {human_bytes(dir_bytes)} of run folders")
     if args.dry_run:
         print("prune: dry run, nothing deleted")
@@ -199,17 +199,12 @@ def _ids(ids: list[int]) -> str:
     return f"({shown}{', ...' if len(ids) > 10 else ''})"
 
 
-def _db_estimate(store: Any, raw: Any, idle: int, tables: tuple[str, ...]) -> str:
-    """Bytes the deleted raw rows take: each table's bytes (with its indexes, from
-    SQLite's dbstat) times the share of its rows deleted."""
+def _db_estimate(store: Any, raw: Any, idle: int) -> str:
+    from dltop.store.sizes import deleted_bytes
+
     sizes = store.retention.table_bytes()
     if sizes is None:
         return "an unknown amount (no dbstat in this SQLite)"
-    deleted = {"iterations": raw.iterations, "gpu_samples": raw.gpu_samples,
-               "host_samples": raw.host_samples + idle}
-    est = 0.0
-    for t in tables:
-        n = int(next(store.db.query(f"select count(*) as n from {t}"))["n"])
-        if n:
-            est += sizes.get(t, 0) * min(1.0, deleted[t] / n)
-    return human_bytes(est)
+    return human_bytes(deleted_bytes(store.db, sizes, {
+        "iterations": raw.iterations, "gpu_samples": raw.gpu_samples,
+        "host_samples": raw.host_samples + idle}))

@@ -1,9 +1,7 @@
 """One consistent read of a campaign for a live viewer: queue, current run, log tail.
 
-The queue may hold 100 000 jobs, so a read fetches one window of it (the rows the
-viewer shows, plus a margin) and the counts, never the whole list: every query
-here is an index search or an index-only count (``jobs(campaign_id, position)``,
-and ``jobs(campaign_id, status, position)`` for the counts and removed jobs).
+The queue may hold 100 000 jobs, so a read fetches one window of it and the counts,
+never the whole list (:mod:`dltop.store.read.queue_view` reads them).
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, JobStatus, RunStatus
+from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, JobStatus
 from dltop.live.eta import eta_inputs
 from dltop.live.health import (
     CampaignEta,
@@ -34,13 +32,12 @@ from dltop.results.queries import (
     CurrentRun,
     campaign_row,
     current_runs,
-    run_columns,
     run_label,
-    run_total_sql,
     running_settings,
     status_counts,
 )
 from dltop.store import samples
+from dltop.store.read import queue_view
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -202,28 +199,12 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
     return tuple(line[-500:] for line in text[-lines:])
 
 
-QUEUED_IN_SLURM_SQL = (
-    "case when r.slurm_job_id is not null and (r.slurm_state is null or r.slurm_state = "
-    "'PENDING') then coalesce(r.slurm_reason, 'submitted') end")
-"""A run's Slurm job still in the queue (submitted, not seen, or PENDING): squeue's
-reason, ``submitted`` before there is one; NULL once it runs, and for a local run."""
-
-
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
-    queued = QUEUED_IN_SLURM_SQL if "slurm_state" in run_columns(db) else "null"
-    rows = list(db.query(
-        "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
-        f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, "
-        f"{queued} as pending "
-        "from runs r "
-        "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status = ? "
-        "order by r.id desc limit 1", [campaign_id, RunStatus.RUNNING]))
+    rows = queue_view.running_runs(db, campaign_id)
     if not rows:
         return None
-    r = rows[0]
-    its = list(db.query("select idx, seconds, warmup, loss, t_wall_s from iterations "
-                        "where run_id = ? order by idx desc limit ?",
-                        [r["id"], RECENT_ITERATIONS]))
+    r = rows[-1]  # the newest: the one the run panel shows
+    its = queue_view.recent_iterations(db, r["id"], RECENT_ITERATIONS)
     done = its[0]["idx"] + 1 if its else 0
     measured = [i["seconds"] for i in reversed(its) if not i["warmup"]]
     recent = measured or [i["seconds"] for i in reversed(its)]
@@ -252,75 +233,11 @@ def _epoch(iso: str | None) -> float | None:
         return None
 
 
-_JOB_COLUMNS = (
-    "select id, position, status, framework, model, batch_size, device, repeat, "
-    # A run that Slurm still holds in its queue shows as "pending (<squeue's reason>)".
-    "case when status = 'running' then (select 'pending (' || coalesce(r.slurm_reason, '-') "
-    "|| ')' from latest_runs r where r.job_id = jobs.id and r.slurm_state = 'PENDING') "
-    "end as pending, "
-    # A job queued or running again (retried, re-queued by resume) shows no figure of
-    # its previous run: that median is not what it is measuring now.
-    "case when status in ('queued', 'running') then null else "
-    "(select r.median_s from latest_runs r where r.job_id = jobs.id) end "
-    "as median_s, case when status in ('queued', 'running') then 0 else "
-    "(select r.contaminated from latest_runs r where r.job_id = jobs.id) end "
-    "as contaminated from jobs ")
-
-
-def _count(db: sqlite_utils.Database, sql: str, params: list[object]) -> int:
-    return int(next(db.query("select count(*) as n from jobs where campaign_id = ?" + sql,
-                             params))["n"])
-
-
-def queue_row(db: sqlite_utils.Database, campaign_id: int, position: int) -> int:
-    """Row of the job at ``position`` in the queue a viewer shows (removed jobs left out)."""
-    return (_count(db, " and position < ?", [campaign_id, position])
-            - _count(db, " and status = ? and position < ?",
-                     [campaign_id, JobStatus.REMOVED, position]))
-
-
-def _position_at(db: sqlite_utils.Database, campaign_id: int, row: int,
-                 total_hint: int | None = None) -> int | None:
-    """Position of the job on ``row`` of the queue (None past its end).
-
-    ``OFFSET`` over ``status != 'removed'`` would read every skipped row from the
-    table (30 ms at 100 000 jobs); an offset over the position index alone reads no
-    table row, so it is taken there and corrected for the removed jobs it passed.
-    Rows in the queue's second half (by ``total_hint``, the rows last counted) are
-    counted from its end, which reads half as much of the index.
-    """
-    n, from_end = row, False
-    if total_hint is not None and row >= total_hint // 2:
-        shown = _count(db, "", [campaign_id]) - _count(db, " and status = ?",
-                                                        [campaign_id, JobStatus.REMOVED])
-        if row >= shown:
-            return None
-        n, from_end = shown - 1 - row, True
-    order, upto = ("desc", ">=") if from_end else ("", "<=")
-    raw = n
-    while True:
-        hit = next(db.query(f"select position from jobs where campaign_id = ? order by "
-                            f"position {order} limit 1 offset ?", [campaign_id, raw]), None)
-        if hit is None:
-            return None
-        passed = _count(db, f" and status = ? and position {upto} ?",
-                        [campaign_id, JobStatus.REMOVED, hit["position"]])
-        shown = raw + 1 - passed  # rows shown from that end up to this one
-        if shown > n:
-            return int(hit["position"])
-        raw += n + 1 - shown  # at least one more: the removed rows passed on the way
-
-
 def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: int,
               total_hint: int | None = None) -> tuple[JobLine, ...]:
     """Rows ``offset`` to ``offset + limit`` of the campaign's queue (``total_hint``: its
     rows as last counted, which only picks the end to count from)."""
-    first = _position_at(db, campaign_id, max(0, offset), total_hint)
-    if first is None:
-        return ()
-    rows = list(db.query(_JOB_COLUMNS + "where campaign_id = ? and status != ? and "
-                         "position >= ? order by position limit ?",
-                         [campaign_id, JobStatus.REMOVED, first, limit]))
+    rows = queue_view.queue_window(db, campaign_id, offset, limit, total_hint)
     settings = labels.job_settings(db, [int(j["id"]) for j in rows],
                                    labels.campaign_varying(db, campaign_id))
     return tuple(JobLine(j["id"], j["position"], j["pending"] or j["status"], j["framework"],
@@ -346,10 +263,9 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     Of the queue, rows ``offset`` to ``offset + limit`` (the window the viewer shows)
     and the counts by status.
     """
-    rows = list(db.query("select * from campaigns where id = ?", [campaign_id]))
-    if not rows:
+    c = queue_view.campaign_record(db, campaign_id)
+    if c is None:
         return None
-    c = rows[0]
     camp = campaign_row(c)
     counts = status_counts(db, campaign_id)
     total = sum(n for s, n in counts.items() if s != JobStatus.REMOVED)
@@ -362,10 +278,7 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     alive = engine_alive(c["engine_pid"], c["engine_start_time"], c.get("engine_host"),
                          c.get("engine_heartbeat_s"))
     current = _current(db, campaign_id, log_lines)
-    running_row = None
-    if current is not None:
-        pos = next(db.query("select position from jobs where id = ?", [current.job_id]), None)
-        running_row = None if pos is None else queue_row(db, campaign_id, pos["position"])
+    running_row = None if current is None else queue_view.job_row(db, current.job_id)
     progress = {r.job_id: (r.done, r.total) for r in current_runs(db, campaign_id)}
     eta = None  # without an engine running the queue, a time left would promise nothing
     if alive and camp.status in ACTIVE_CAMPAIGN_STATUSES:

@@ -25,7 +25,8 @@ from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.live.metrics import Family, Labels, family
 from dltop.procs import engine_alive
 from dltop.results import identity
-from dltop.results.queries import campaigns, open_campaigns
+from dltop.results.queries import campaigns, open_campaigns, status_counts
+from dltop.store.read.queue_view import ended_run_counts, identity_marks, last_ended_run
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
     import sqlite_utils
@@ -96,26 +97,8 @@ class CampaignMetrics:
                 "Hostname": hostname}
 
 
-_LAST_RUN_SQL = (
-    "select r.id, r.status, r.median_s, r.mean_s, r.samples_per_iter, r.samples_per_s, "
-    "j.id as job_id, j.framework, j.model, j.batch_size, j.device from runs r "
-    "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status != ? "
-    "order by r.id desc limit 1")
-
-
 LabelCache = dict[int, tuple[tuple[Any, ...], dict[int, dict[str, str]]]]
 """Campaign id → (what its identities were read at, :func:`identity_labels`)."""
-
-
-def _labels_at(db: sqlite_utils.Database, campaign_id: int) -> tuple[Any, ...]:
-    """What :func:`identity_labels` depends on: the jobs (added, removed) and the runs
-    (a run's interpreter is known once it starts and reports its environment)."""
-    jobs = next(iter(db.query("select count(*) as n, max(id) as last from jobs "
-                              "where campaign_id = ?", [campaign_id])))
-    runs = next(iter(db.query("select count(*) as n, max(id) as last, "
-                              "sum(status != ?) as ended from runs where campaign_id = ?",
-                              [RunStatus.RUNNING, campaign_id])))
-    return (jobs["n"], jobs["last"], runs["n"], runs["last"], runs["ended"])
 
 
 def read_campaigns(db: sqlite_utils.Database,
@@ -142,18 +125,14 @@ def read_campaigns(db: sqlite_utils.Database,
         if cache is None:
             per_job = labels.setdefault(cid, identity_labels(db, cid))
         else:
-            at = _labels_at(db, cid)
+            at = identity_marks(db, cid)
             if cid not in cache or cache[cid][0] != at:
                 cache[cid] = (at, identity_labels(db, cid))
             per_job = labels.setdefault(cid, cache[cid][1])
-        jobs = {r["status"]: int(r["n"]) for r in db.query(
-            "select status, count(*) as n from jobs where campaign_id = ? group by status",
-            [cid])}
-        runs = {r["status"]: int(r["n"]) for r in db.query(
-            "select status, count(*) as n from runs where campaign_id = ? and status != ? "
-            "group by status", [cid, RunStatus.RUNNING])}
+        jobs = status_counts(db, cid)
+        runs = ended_run_counts(db, cid)
         last = None
-        for r in db.query(_LAST_RUN_SQL, [cid, RunStatus.RUNNING]):
+        if (r := last_ended_run(db, cid)) is not None:
             ok = r["status"] == RunStatus.OK
             rate = (r["samples_per_iter"] / r["mean_s"] if r["samples_per_iter"]
                     and r["mean_s"] else r["samples_per_s"]) if ok else None

@@ -19,10 +19,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import RunStatus
 from dltop.live.devices import DeviceFrame
 from dltop.procs import engine_alive
-from dltop.results.queries import open_campaigns, run_total_sql
+from dltop.results.queries import open_campaigns
+from dltop.store.read.queue_view import recent_iterations, running_runs
 from dltop.telemetry.model import HostSample
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
@@ -80,12 +80,6 @@ class RunMetrics:
                 **self.extra, "run_id": str(self.run_id), "Hostname": hostname}
 
 
-_RUNS_SQL = (
-    "select r.id, r.samples_per_iter, j.id as job_id, j.framework, j.model, j.batch_size, "
-    "j.device, j.iterations, j.warmup, {total} from runs r join jobs j on j.id = r.job_id "
-    "where r.campaign_id = ? and r.status = ? order by r.id")
-
-
 def read_runs(db: sqlite_utils.Database,
               labels: Mapping[int, Mapping[int, Mapping[str, str]]] | None = None,
               ) -> list[RunMetrics]:
@@ -106,10 +100,8 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
                   labels: Mapping[int, Mapping[str, str]] | None = None) -> list[RunMetrics]:
     """The campaign's runs stored as running, with their recent iterations' pace."""
     out: list[RunMetrics] = []
-    sql = _RUNS_SQL.format(total=run_total_sql(db))
-    for r in db.query(sql, [campaign_id, RunStatus.RUNNING]):
-        its = list(db.query("select idx, seconds, warmup from iterations where run_id = ? "
-                            "order by idx desc limit ?", [r["id"], RECENT_ITERATIONS]))
+    for r in running_runs(db, campaign_id):
+        its = recent_iterations(db, r["id"], RECENT_ITERATIONS)
         measured = [i["seconds"] for i in its if not i["warmup"]]
         recent = measured or [i["seconds"] for i in its]
         out.append(RunMetrics(

@@ -13,7 +13,6 @@ window, ...), so a viewer shows ``N/A`` with the reason instead of a blank.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,7 +21,6 @@ from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
 from dltop.live.nodegpus import NodeGpu, node_gpus, slurm_acct_text
 from dltop.live.nodegpus import opt_float as _f  # the same conversion, one definition
-from dltop.paths import stored_path
 from dltop.results import generation as gen
 from dltop.results import labels
 from dltop.results.gpufacts import GPU_FACTS_KEY, gpu_facts_texts
@@ -37,7 +35,7 @@ from dltop.results.runtrace import (
     read_trace,
 )
 from dltop.store import samples
-from dltop.store.archive import ARCHIVE
+from dltop.store.read import rundetail as run_rows
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
 
 if TYPE_CHECKING:
@@ -246,27 +244,6 @@ def _environment(env: dict[str, Any]) -> tuple[tuple[str, str | None], ...]:
     return tuple(rows)
 
 
-def job_attempts(db: Db, job_id: int) -> tuple[int, ...]:
-    """Run ids of a job's attempts, oldest first (empty while it never ran)."""
-    return tuple(int(r["id"]) for r in db.query(
-        "select id from runs where job_id = ? order by id", [job_id]))
-
-
-def job_status(db: Db, job_id: int) -> str | None:
-    """A job's queue status (None: no such job)."""
-    row = next(iter(db.query("select status from jobs where id = ?", [job_id])), None)
-    return None if row is None else str(row["status"])
-
-
-def _log_path(db: Db, stored: str | None) -> str | None:
-    """``runs.log_path`` absolute (older dltops stored it relative: see ``stored_path``)."""
-    if not stored or os.path.isabs(stored):
-        return stored
-    main = next((row for row in db.query("pragma database_list") if row["name"] == "main"),
-                None)
-    return stored_path(stored, main["file"]) if main and main["file"] else stored
-
-
 def cpu_energy_text(m: RunTelemetry) -> str | None:
     """``41.2 ±0.5 J, 0.3433 J/sample (package 38.0 + DRAM 3.2)``, or why there is none."""
     if m.cpu_energy_j is None:
@@ -280,15 +257,10 @@ def cpu_energy_text(m: RunTelemetry) -> str | None:
 
 def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     """Everything the detail view shows of a run but its series (None: no such run)."""
-    r = next(iter(db.query(
-        "select r.*, j.framework as j_framework, j.model, j.batch_size, j.device, j.repeat, "
-        "j.iterations, j.warmup from runs r join jobs j on j.id = r.job_id where r.id = ?",
-        [run_id])), None)
+    r = run_rows.run_with_job(db, run_id)
     if r is None:
         return None
-    env = next(iter(db.query("select * from environment where run_id = ?", [run_id])), None)
-    pruned = ARCHIVE in db.table_names() and next(iter(db.query(
-        f"select 1 as x from {ARCHIVE} where run_id = ?", [run_id])), None) is not None
+    env = run_rows.environment_row(db, run_id)
     stats = RunStats(r["n_iterations"], _f(r["median_s"]), _f(r["mean_s"]), _f(r["p10_s"]),
                      _f(r["p90_s"]), _f(r["cv"]), _b(r["noisy"]), _f(r["samples_per_s"]),
                      _f(r["final_loss"]))
@@ -307,16 +279,16 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     environment = _environment(env) if env else ()
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),
-        attempt=int(r["attempt"] or 1), attempts=job_attempts(db, int(r["job_id"])),
+        attempt=int(r["attempt"] or 1), attempts=run_rows.job_attempts(db, int(r["job_id"])),
         framework=r["j_framework"], model=r["model"], batch_size=int(r["batch_size"]),
         device=r["device"], repeat=int(r["repeat"]), iterations=int(r["iterations"]),
         warmup=int(r["warmup"]), status=r["status"], started_at=r["started_at"],
         finished_at=r["finished_at"], wall_s=_f(r["wall_s"]), error_kind=r["error_kind"],
         error_message=r["error_message"], note=r["note"],
-        protocol_errors=r["protocol_errors"], log_path=_log_path(db, r["log_path"]),
+        protocol_errors=r["protocol_errors"], log_path=run_rows.log_path(db, r["log_path"]),
         stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"],
         samples_per_iter=r["samples_per_iter"], stats=stats,
-        telemetry=tel, environment=environment, pruned=pruned,
+        telemetry=tel, environment=environment, pruned=run_rows.pruned(db, run_id),
         profile=profile_ops(db, run_id, r.get("profile_steps")),
         profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
         profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id),
@@ -362,13 +334,11 @@ def extend_trace(db: Db, trace: RunTrace | None, run_id: int, *,
             or trace.iterations[-1].t_end_s is None:
         return read_trace(db, run_id, max_points=max_points)
     last = trace.iterations[-1]
-    row = next(iter(db.query("select t_mono_ns from iterations where run_id = ? and idx = ?",
-                             [run_id, last.idx])), None)
-    if row is None or row["t_mono_ns"] is None or last.t_end_s is None:
+    end_ns = run_rows.iteration_end_ns(db, run_id, last.idx)
+    if end_ns is None or last.t_end_s is None:
         return read_trace(db, run_id, max_points=max_points)
-    origin = row["t_mono_ns"] / 1e9 - last.t_end_s
-    its = list(db.query("select idx, seconds, samples, warmup, loss, t_mono_ns from iterations "
-                        "where run_id = ? and idx > ? order by idx", [run_id, last.idx]))
+    origin = end_ns / 1e9 - last.t_end_s
+    its = run_rows.iterations_after(db, run_id, last.idx)
     new_its = tuple(IterPoint(int(i["idx"]), i["t_mono_ns"] / 1e9 - origin
                               if i["t_mono_ns"] else None, float(i["seconds"]),
                               bool(i["warmup"]), i["loss"], i["samples"]) for i in its)

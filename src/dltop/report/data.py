@@ -36,6 +36,7 @@ from dltop.results import caption, identity, labels, queries, scaling, summary, 
 from dltop.results.aggregate import ConfigResult, config_results, placed_identities
 from dltop.results.metrics import value_of
 from dltop.results.table import fmt_seconds
+from dltop.store.read.latest import failed_runs
 from dltop.textsafe import one_line
 
 if TYPE_CHECKING:
@@ -216,15 +217,10 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
 
 def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, str]:
     """Configuration key → the message of its first failed latest run (one line)."""
-    marks = ",".join("?" * len(ids))
     out: dict[str, str] = {}
     for cid in ids:
         idents = identity.ran_identities(db, cid)  # jobs with a run: what it joins
-        for row in db.query(
-                "select j.id as job_id, r.status, r.error_message from jobs j "
-                "join latest_runs r on r.job_id = j.id "
-                f"where j.campaign_id in ({marks}) and j.campaign_id = ? "
-                "and r.status != 'ok' order by j.position", [*ids, cid]):
+        for row in failed_runs(db, cid):
             cause = queries.message_cause(row["error_message"]) or row["status"]
             out.setdefault(identity.key(idents[row["job_id"]]), one_line(cause)[:300])
     return out

@@ -14,12 +14,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.errors import UserError
-from dltop.report import series
 from dltop.report.model import Figure
 from dltop.results import labels, queries
 from dltop.results.metrics import MIB
 from dltop.results.runtrace import RunTrace, read_trace
 from dltop.results.table import fmt_seconds
+from dltop.store.read import series
+from dltop.store.read.latest import runs_with_iterations
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -41,14 +42,7 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
     Raises:
         UserError: a run of ``only`` is not among them (the message names it).
     """
-    marks = ",".join("?" * len(ids))
-    rows = list(db.query(
-        "select r.id as run_id, r.status, r.noisy, r.concurrent_runs, r.contaminated, "
-        "r.telemetry_simulated, r.median_s, r.cv, r.n_iterations, j.framework, j.model, "
-        "j.batch_size, j.device, j.repeat, j.campaign_id, j.position from jobs j "
-        "join latest_runs r on r.job_id = j.id "
-        f"where j.campaign_id in ({marks}) and coalesce(r.n_iterations, 0) > 0 "
-        "order by j.campaign_id, j.position", list(ids)))
+    rows = runs_with_iterations(db, ids)
     packed = queries.packed_campaigns(db, ids)
     rows = [{**r, "pack": r["campaign_id"] in packed} for r in rows]
     if only:
@@ -130,7 +124,7 @@ HOST_NAMES = {"cpu_mean_pct": "host, % of all CPUs",
 
 @dataclass(frozen=True)
 class DrawnSeries:
-    """A run's figure rows read downsampled (:mod:`dltop.report.series`), and what the
+    """A run's figure rows read downsampled (:mod:`dltop.store.read.series`), and what the
     caption says about it (empty when every stored row is drawn)."""
 
     rows: tuple[dict[str, Any], ...]

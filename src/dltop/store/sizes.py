@@ -9,10 +9,12 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-__all__ = ["StorageSizes", "storage_sizes", "tree_bytes"]
+__all__ = ["StorageSizes", "deleted_bytes", "storage_sizes", "tree_bytes"]
 
 
 @dataclass(frozen=True)
@@ -64,3 +66,14 @@ def tree_bytes(path: Path) -> int:
             with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(root, f)).st_size
     return total
+
+
+def deleted_bytes(db: Any, sizes: Mapping[str, int], deleted: Mapping[str, int]) -> float:
+    """Bytes the deleted rows (table → rows) take: each table's bytes with its indexes
+    (``sizes``, SQLite's dbstat) times the share of its rows deleted. Each table is
+    counted whole: ``dltop prune``'s estimate, never a hot read."""
+    est = 0.0
+    for table, gone in deleted.items():
+        n = int(db.execute(f"select count(*) from {table}").fetchone()[0])
+        est += sizes.get(table, 0) * min(1.0, gone / n) if n else 0.0
+    return est

@@ -36,6 +36,7 @@ from dltop.live.campaign import (
 from dltop.live.devices import DeviceFrame, DevicePoller, RemoteGpuReader
 from dltop.results.queries import CampaignRow, campaigns
 from dltop.store import connect
+from dltop.store.read.changes import data_version
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.model import GpuBackend, HostSample
 from dltop.textsafe import multiline
@@ -167,8 +168,7 @@ class DltopApp(Actions):
             db = self._reader()
             if db is None:  # no database yet: nothing to show but the devices
                 return force, None, None
-            # data_version moves only when another connection commits: idle costs one pragma.
-            version = db.execute("pragma data_version").fetchone()[0]
+            version = data_version(db)
             key = (version, self.followed, self.queue_window)
             last = self.campaign_view
             # A run's log grows outside the database, and the engine's liveness is not in it.

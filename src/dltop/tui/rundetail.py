@@ -30,14 +30,13 @@ from textual.widgets import Static
 from dltop.live.rundetail import (
     RunDetail,
     extend_trace,
-    job_attempts,
-    job_status,
     log_tail,
     read_run_detail,
     stats_so_far,
 )
 from dltop.results.labels import run_settings
 from dltop.results.runtrace import RunTrace
+from dltop.store.read.rundetail import job_attempts, job_status
 from dltop.textsafe import multiline, one_line
 from dltop.tui.charts import ChartsScroll, RunCharts
 from dltop.tui.format import NA, STATUS_STYLE, duration

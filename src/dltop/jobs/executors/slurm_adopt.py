@@ -35,6 +35,8 @@ from dltop.jobs.executors.slurm_script import EVENTS_FILE, RUNNER_EXIT_FILE, Slu
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.profiles.model import JobSpec
 from dltop.store.queue import RunProcess
+from dltop.store.read.rundetail import run_log
+from dltop.store.read.slurm import log_and_spec
 from dltop.store.writer import Store
 
 
@@ -96,8 +98,8 @@ def slurm_job_now(job_id: str, env: Mapping[str, str],
 
 def run_dir_of(store: Store, run_id: int) -> Path | None:
     """The run's folder (its log's), None when it has none stored."""
-    row = store.db.execute("select log_path from runs where id = ?", [run_id]).fetchone()
-    return Path(row[0]).parent if row and row[0] else None
+    row = run_log(store.db, run_id)
+    return Path(row[1]).parent if row and row[1] else None
 
 
 def is_live(now: JobNow) -> bool:
@@ -115,9 +117,7 @@ def adopt_completed(store: Store, run: RunProcess) -> RunStatus | None:
         The run's status, or None when the run folder or its spec cannot be read
         (then it is lost and re-run as before).
     """
-    row = store.db.execute(
-        "select r.log_path, j.spec_json from runs r join job_specs j on j.job_id = r.job_id "
-        "where r.id = ?", [run.run_id]).fetchone()
+    row = log_and_spec(store.db, run.run_id)
     if row is None or not row[0]:
         return None
     folder = Path(row[0]).parent

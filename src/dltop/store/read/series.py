@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dltop.results.runtrace import gpu_node_column
+from dltop.store.samples import gpu_node_column
 
 if TYPE_CHECKING:
     import sqlite_utils

@@ -171,7 +171,9 @@ def test_tokenizer_and_client_processes_are_options(tmp_path: Path) -> None:
     ('tokenizer = "missing.json"', "tokenizer", "no such file: "),
     ('tokenizer = "garbage.json"', "tokenizer", "garbage.json is not a tokenizer.json"),
     ('tokenizer = "."', "tokenizer", "no such file: "),
-    ("client_processes = 0", "client_processes", 'expected "auto" or an integer >= 1, got 0'),
+    ("client_processes = 0", "client_processes", 'expected "auto" or an integer >= 1 and <= '
+     "256, got 0"),
+    ("client_processes = 257", "client_processes", "got 257"),
     ('client_processes = "many"', "client_processes", "got 'many'"),
 ])
 def test_bad_tokenizer_or_client_processes_name_file_and_key(tmp_path: Path, extra: str,

@@ -30,6 +30,8 @@ MAX_ERROR_RATE_DEFAULT: Final = 0.05
 """Above this share of failed measured requests the run fails (``max_error_rate``)."""
 CONCURRENCY_DEFAULT: Final = 1
 REQUEST_RATE_DEFAULT: Final = "inf"
+MAX_CLIENT_PROCESSES: Final = 256
+"""The most client processes one serve run's load may be split over."""
 BATCH: Final = 1
 """A request is one sequence: ``batch_sizes`` is [1] (the default for this framework)."""
 
@@ -132,12 +134,13 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
 
 
 def client_processes(v: Any) -> int | str:
-    """``"auto"`` or a number of client processes >= 1."""
+    """``"auto"`` or a number of client processes from 1 to :data:`MAX_CLIENT_PROCESSES`."""
     if v == "auto":
         return "auto"
-    if isinstance(v, int) and not isinstance(v, bool) and v >= 1:
+    if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CLIENT_PROCESSES:
         return v
-    raise ValueError(f'expected "auto" or an integer >= 1, got {v!r}')
+    raise ValueError(f'expected "auto" or an integer >= 1 and <= {MAX_CLIENT_PROCESSES}, '
+                     f"got {v!r}")
 
 
 def tokenizer(err: Err, key: str, v: Any, profile_dir: Path) -> str:

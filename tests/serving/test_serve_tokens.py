@@ -122,6 +122,15 @@ def test_a_split_load_merges_every_workers_rows(tmp_path: Path, fake_server) -> 
     assert loaded["client_processes"] == 3 and loaded["client_cpu_s"] > 0
     # the window spans the whole schedule (23 gaps of 12.5 ms), from the shared start
     assert 23 / 80 <= loaded["window_s"] < 23 / 80 + 2.0
+    # "auto" judges the warm-up (sent by the runner alone), then splits or not: either
+    # way every measured request arrives, from as many processes as the load says
+    job["options"]["client_processes"] = "auto"
+    code, events, err = run_runner(tmp_path, job)
+    assert code == 0, err
+    measured = [r for r in named(events, "request") if not r["warmup"]]
+    assert sorted(r["request"] for r in measured) == list(range(2, 26))
+    assert {r["worker"] for r in named(events, "request") if r["warmup"]} == {0}
+    assert len({r["worker"] for r in measured}) == named(events, "load")[0]["client_processes"]
 
 
 def test_auto_splits_only_a_client_that_fell_behind() -> None:

@@ -93,7 +93,11 @@ def _load(spec, reporter, opts, endpoint, cold_s):
     if opts.get("dataset") and not data:
         raise proto.Failed("dataset %s holds no prompts" % opts["dataset"])
     headers = _headers(opts)
-    counter = tokens.counter(opts, endpoint, spec["model"], headers)
+    try:
+        counter = tokens.counter(opts, endpoint, spec["model"], headers)
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception
+        raise proto.Failed("tokenizer %s cannot be read: %s" % (opts.get("tokenizer"),
+                                                                exc)) from None
     try:
         prompts = load.prompts_for(spec, warmup + measured, rng, data, counter)
     except ValueError as exc:

@@ -25,10 +25,7 @@ import asyncio
 import errno
 import json
 import math
-import random
 import time
-
-import openai_tokens as tokens
 
 try:
     import aiohttp
@@ -342,57 +339,3 @@ class Client(object):
             self.fatal = "connection refused at %s" % self.endpoint
         else:
             self.fatal = "cannot connect to %s: %s" % (self.endpoint, exc)
-
-
-def prompts_for(spec, n, rng, dataset_prompts=None, counter=None):
-    """``n`` prompts: sampled from the dataset, else synthetic ones of exactly
-    ``prompt_tokens`` tokens by ``counter`` (:mod:`openai_tokens`), else of about as many
-    words (approximate: no tokenizer is known)."""
-    if dataset_prompts:
-        return [rng.choice(dataset_prompts) for _ in range(n)]
-    k = int(spec["prompt_tokens"])
-    if counter is not None:
-        words = tokens.single_words(counter.count)
-        return [tokens.exact_prompt(counter.count, k, rng, words) for _ in range(n)]
-    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
-             "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa")
-    return [" ".join(rng.choice(words) for _ in range(k)) for _ in range(n)]
-
-
-def read_dataset(path):
-    """Prompts of a JSONL file (one string, or an object with ``prompt``/``text``, per
-    line) or a ShareGPT-style JSON (a list of ``conversations``: each one's first human
-    turn)."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    out = []
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        doc = None
-    if isinstance(doc, list):
-        for item in doc:
-            turns = item.get("conversations") if isinstance(item, dict) else None
-            for turn in turns or ():
-                if isinstance(turn, dict) and turn.get("from") in ("human", "user") \
-                        and isinstance(turn.get("value"), str):
-                    out.append(turn["value"])
-                    break
-        return out
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        obj = json.loads(line)
-        if isinstance(obj, str):
-            out.append(obj)
-        elif isinstance(obj, dict):
-            for key in ("prompt", "text"):
-                if isinstance(obj.get(key), str):
-                    out.append(obj[key])
-                    break
-    return out
-
-
-def new_rng(seed):
-    return random.Random(seed)

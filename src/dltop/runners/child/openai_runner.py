@@ -88,8 +88,8 @@ def _terminated(signum, frame):
 def _load(spec, reporter, opts, endpoint, cold_s):
     api = opts.get("api", "chat")
     warmup, measured = int(spec["warmup"]), int(spec["iterations"])
-    rng = load.new_rng(int(spec.get("seed") or 0))
-    data = load.read_dataset(opts["dataset"]) if opts.get("dataset") else None
+    rng = tokens.new_rng(int(spec.get("seed") or 0))
+    data = tokens.read_dataset(opts["dataset"]) if opts.get("dataset") else None
     if opts.get("dataset") and not data:
         raise proto.Failed("dataset %s holds no prompts" % opts["dataset"])
     headers = _headers(opts)
@@ -99,7 +99,7 @@ def _load(spec, reporter, opts, endpoint, cold_s):
         raise proto.Failed("tokenizer %s cannot be read: %s" % (opts.get("tokenizer"),
                                                                 exc)) from None
     try:
-        prompts = load.prompts_for(spec, warmup + measured, rng, data, counter)
+        prompts = tokens.prompts_for(spec, warmup + measured, rng, data, counter)
     except ValueError as exc:
         raise proto.Failed("%s (%s): give prompts with dataset = PATH" % (
             exc, counter.source)) from None

@@ -1,4 +1,5 @@
-"""Tokens counted, not guessed, for the ``openai`` runner (issue 41 item 3).
+"""Tokens counted, not guessed, and the prompts, for the ``openai`` runner (issue 41
+item 3).
 
 A request's output tokens come from the first of: the server's ``usage`` (in the
 stream; :mod:`openai_load`), the server's ``/tokenize`` (vLLM, SGLang: ``POST {model,
@@ -6,10 +7,12 @@ prompt}`` answered ``{tokens|count}``), a local ``tokenizer.json`` (the ``tokeni
 key, read with the ``tokenizers`` package), else the counted chunks, "estimated".
 A counter (:class:`Local`, :class:`Remote`) also builds the synthetic prompts of
 exactly ``prompt_tokens`` tokens (:func:`exact_prompt`). Special tokens (a BOS) are
-never counted: a BOS in every chunk's count halves ITL (vllm #10847).
+never counted: a BOS in every chunk's count halves ITL (vllm #10847). The prompts
+come from a ``dataset`` file (:func:`read_dataset`) or are synthetic (:func:`prompts_for`).
 """
 
 import json
+import random
 import urllib.request
 
 WORDS = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was",
@@ -97,3 +100,57 @@ def exact_prompt(count, k, rng, words):
         else:
             out.extend(rng.choice(words) for _ in range(k - c))
     raise ValueError("no prompt of exactly %d tokens after %d adjustments" % (k, ATTEMPTS))
+
+
+def prompts_for(spec, n, rng, dataset_prompts=None, counter=None):
+    """``n`` prompts: sampled from the dataset, else synthetic ones of exactly
+    ``prompt_tokens`` tokens by ``counter`` (:mod:`openai_tokens`), else of about as many
+    words (approximate: no tokenizer is known)."""
+    if dataset_prompts:
+        return [rng.choice(dataset_prompts) for _ in range(n)]
+    k = int(spec["prompt_tokens"])
+    if counter is not None:
+        words = single_words(counter.count)
+        return [exact_prompt(counter.count, k, rng, words) for _ in range(n)]
+    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+             "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa")
+    return [" ".join(rng.choice(words) for _ in range(k)) for _ in range(n)]
+
+
+def read_dataset(path):
+    """Prompts of a JSONL file (one string, or an object with ``prompt``/``text``, per
+    line) or a ShareGPT-style JSON (a list of ``conversations``: each one's first human
+    turn)."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    out = []
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        doc = None
+    if isinstance(doc, list):
+        for item in doc:
+            turns = item.get("conversations") if isinstance(item, dict) else None
+            for turn in turns or ():
+                if isinstance(turn, dict) and turn.get("from") in ("human", "user") \
+                        and isinstance(turn.get("value"), str):
+                    out.append(turn["value"])
+                    break
+        return out
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        obj = json.loads(line)
+        if isinstance(obj, str):
+            out.append(obj)
+        elif isinstance(obj, dict):
+            for key in ("prompt", "text"):
+                if isinstance(obj.get(key), str):
+                    out.append(obj[key])
+                    break
+    return out
+
+
+def new_rng(seed):
+    return random.Random(seed)

@@ -133,6 +133,23 @@ def test_a_split_load_merges_every_workers_rows(tmp_path: Path, fake_server) -> 
     assert len({r["worker"] for r in measured}) == named(events, "load")[0]["client_processes"]
 
 
+class _Dies:
+    async def run(self, phases: list, send: object, start: float) -> None:
+        os._exit(7)
+
+
+def test_a_dead_worker_or_a_refused_endpoint_ends_a_split_load() -> None:
+    with pytest.raises(RuntimeError, match=r"^2 of 2 client processes died before their "
+                       r"share ended \(exit statuses \[7, 7\]\)"):
+        split.run(lambda slots: _Dies(), 2, 2, ["a", "b"], [0.0, 0.0], [0, 1], print)
+    load = split.load  # the module the split's workers raise from
+
+    def refused(slots: int) -> object:
+        return load.Client("http://127.0.0.1:9/v1", "chat", "m", {}, 4, False, slots, 5.0)
+    with pytest.raises(load.SetupFailed, match="connection refused at http://127.0.0.1:9/v1"):
+        split.run(refused, 2, 2, ["a", "b"], [0.0, 0.0], [0, 1], print)
+
+
 def test_auto_splits_only_a_client_that_fell_behind() -> None:
     quiet = [0.001] * 50
     assert split.auto_count(quiet, 0.2, 1.0, 8, 16) == 1

@@ -78,6 +78,32 @@ def test_a_client_behind_its_schedule_is_client_bound(store: Store, lag: float, 
     assert cols["client_bound"] == bound
 
 
+def test_the_token_source_is_a_run_column_and_a_split_client_is_judged_per_process(
+        store: Store) -> None:
+    _, _, extras = _extras(store)
+    extras.on_event(request(0))
+    # 1.8 cores over two processes: 90 % each, not above the bound
+    extras.on_event({"event": "load", "window_s": 2.0, "client_cpu_s": 3.6,
+                     "token_source": "tokenize+usage", "client_processes": 2})
+    cols = extras.fields([])
+    assert (cols["token_source"], cols["client_bound"]) == ("tokenize+usage", 0)
+    store.update_run(extras.run_id, cols)
+    (row,) = store.db.query("select token_source from runs where id = ?", [extras.run_id])
+    assert row["token_source"] == "tokenize+usage"
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"token_source": "guessed"}, "token_source 'guessed' is not one of estimated, "),
+    ({"token_source": "usage+words"}, "token_source 'usage+words'"),
+    ({"client_processes": 0}, "client_processes 0 is not an integer >= 1"),
+])
+def test_bad_load_events_are_refused(change: dict[str, Any], says: str) -> None:
+    load = {"v": 1, "event": "load", "window_s": 2.0, "client_cpu_s": 0.4}
+    assert EventChecker().problem(load) is None
+    why = EventChecker().problem({**load, **change})
+    assert why is not None and says in why, why
+
+
 @pytest.mark.parametrize(("change", "says"), [
     ({"index": -1}, "index -1 is not an integer above -1"),
     ({"status": 700}, "not an HTTP status"),

@@ -71,3 +71,15 @@ def v28(db: Any) -> None:
     """Migration 28: ``runs.server_cold_start_s`` (a started server's cold start)."""
     for name, kind in SERVER_COLUMNS.items():
         db["runs"].add_column(name, kind)
+
+
+TOKEN_COLUMNS = {"token_source": str}
+"""The run's column naming what counted its measured requests' output tokens (issue 41
+item 3): ``usage``, ``tokenize``, ``tokenizer`` or ``estimated``, joined by ``+`` when
+they differed between requests (None: no measured request produced tokens)."""
+
+
+def v29(db: Any) -> None:
+    """Migration 29: ``runs.token_source`` (what counted a serve run's output tokens)."""
+    for name, kind in TOKEN_COLUMNS.items():
+        db["runs"].add_column(name, kind)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.store.fence import v24
 from dltop.store.schema_lm import v27
 from dltop.store.schema_origin import v25
-from dltop.store.schema_slurm import v22
+from dltop.store.schema_slurm import v22, v29
 from dltop.store.schema_steps import (
     v1,
     v2,
@@ -151,6 +151,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "runs.distinct_token_frac (a generate run's distinct-token fraction)", v27),
     Migration(28, "runs.server_cold_start_s: the cold start of a server dltop started "
                   "(issue 41 item 5)", v28),
+    Migration(29, "runs.executor: the executor that ran the run, by its registered name "
+                  "(older rows: slurm-batch, slurm-step or local, from their Slurm columns)",
+              v29),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

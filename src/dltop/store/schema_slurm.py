@@ -31,3 +31,12 @@ def v22(db: Any) -> None:
         db["campaigns"].add_column(name, kind)
     for name, kind in V22_RUN_COLUMNS.items():
         db["runs"].add_column(name, kind)
+
+
+def v29(db: Any) -> None:
+    # Which executor ran a run is stored, not guessed from the Slurm columns at each
+    # resume; rows before it get the name that guess gave (a Slurm job with a local srun
+    # pid was a step, without one a batch job).
+    db["runs"].add_column("executor", str)
+    db.execute("update runs set executor = case when slurm_job_id is null then 'local' "
+               "when pid is null then 'slurm-batch' else 'slurm-step' end")

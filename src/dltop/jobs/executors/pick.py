@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from dltop.jobs.executors.base import RunExecutor
-from dltop.jobs.executors.local import LOCAL
-from dltop.jobs.executors.slurm_run import SLURM_BATCH, SlurmStepExecutor, slurm_for
+from dltop.jobs.executors.registry import executor_class
+from dltop.jobs.executors.slurm_run import slurm_for
 from dltop.jobs.executors.where import on_this_host
 from dltop.profiles.model import JobSpec
 from dltop.store.queue import RunProcess
@@ -15,12 +15,10 @@ from dltop.store.queue import RunProcess
 def for_job(job: JobSpec, env: Mapping[str, str] | None = None) -> RunExecutor:
     """The executor of ``job``'s runs from an engine whose environment is ``env``
     (default: this process's; ``SLURM_JOB_ID`` there makes a Slurm run a step)."""
-    return LOCAL if on_this_host(job) else slurm_for(env)
+    return executor_class(job.executor, env)() if on_this_host(job) else slurm_for(env)
 
 
-def of_stored_run(run: RunProcess) -> RunExecutor:
-    """The executor a stored ``running`` run was started by, as its row tells: a Slurm
-    job id with a local pid is a step (its srun), without one a batch job."""
-    if not run.slurm_job_id:
-        return LOCAL
-    return SLURM_BATCH if not run.pid else SlurmStepExecutor(run.slurm_job_id)
+def of_stored_run(run: RunProcess, env: Mapping[str, str] | None = None) -> RunExecutor:
+    """The executor that started a stored ``running`` run, by the name its row stores
+    (``runs.executor``), registered in ``env`` (default: this process's)."""
+    return executor_class(run.executor, env).of_stored_run(run)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, JobStatus, RunStatus
+from dltop.jobs.executors.where import queued_reason
 from dltop.live.eta import eta_inputs
 from dltop.live.health import (
     CampaignEta,
@@ -41,6 +42,7 @@ from dltop.results.queries import (
     status_counts,
 )
 from dltop.store import samples
+from dltop.store.schema_slurm import queue_columns_sql
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -202,25 +204,20 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
     return tuple(line[-500:] for line in text[-lines:])
 
 
-QUEUED_IN_SLURM_SQL = (
-    "case when r.slurm_job_id is not null and (r.slurm_state is null or r.slurm_state = "
-    "'PENDING') then coalesce(r.slurm_reason, 'submitted') end")
-"""A run's Slurm job still in the queue (submitted, not seen, or PENDING): squeue's
-reason, ``submitted`` before there is one; NULL once it runs, and for a local run."""
-
-
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
-    queued = QUEUED_IN_SLURM_SQL if "slurm_state" in run_columns(db) else "null"
     rows = list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
         f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, "
-        f"{queued} as pending "
+        f"{queue_columns_sql(run_columns(db))} "
         "from runs r "
         "join jobs j on j.id = r.job_id where r.campaign_id = ? and r.status = ? "
         "order by r.id desc limit 1", [campaign_id, RunStatus.RUNNING]))
     if not rows:
         return None
     r = rows[0]
+    # Still in its executor's queue (submitted, not seen, or pending): the queue's
+    # reason, "submitted" before there is one.
+    pending = queued_reason(r, unseen=True)
     its = list(db.query("select idx, seconds, warmup, loss, t_wall_s from iterations "
                         "where run_id = ? order by idx desc limit ?",
                         [r["id"], RECENT_ITERATIONS]))
@@ -232,7 +229,8 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     tree = samples.newest_host(db, r["id"])
     settings = running_settings(db, campaign_id, [int(r["job_id"])]).get(int(r["job_id"]), "")
     return RunView(r["id"], r["job_id"], run_label(r, settings), done, r["total"],
-                   r["warmup"], r["started_at"], r["pending"], recent_s=tuple(recent),
+                   r["warmup"], r["started_at"],
+                   None if pending is None else pending or "submitted", recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
                    log_tail=read_log_tail(r["log_path"], log_lines), model=r["model"],
                    losses=tuple(i["loss"] for i in reversed(its)), read_s=wall_clock(),
@@ -254,10 +252,8 @@ def _epoch(iso: str | None) -> float | None:
 
 _JOB_COLUMNS = (
     "select id, position, status, framework, model, batch_size, device, repeat, "
-    # A run that Slurm still holds in its queue shows as "pending (<squeue's reason>)".
-    "case when status = 'running' then (select 'pending (' || coalesce(r.slurm_reason, '-') "
-    "|| ')' from latest_runs r where r.job_id = jobs.id and r.slurm_state = 'PENDING') "
-    "end as pending, "
+    "case when status = 'running' then (select r.id from latest_runs r "
+    "where r.job_id = jobs.id) end as run_id, "
     # A job queued or running again (retried, re-queued by resume) shows no figure of
     # its previous run: that median is not what it is measuring now.
     "case when status in ('queued', 'running') then null else "
@@ -311,6 +307,17 @@ def _position_at(db: sqlite_utils.Database, campaign_id: int, row: int,
         raw += n + 1 - shown  # at least one more: the removed rows passed on the way
 
 
+def _pending(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, str]:
+    """Run id → ``pending (<the queue's reason>)`` for the runs of ``run_ids`` whose
+    executor still holds them in its queue."""
+    if not run_ids:
+        return {}
+    rows = db.query(f"select r.id, {queue_columns_sql(run_columns(db))} from runs r "
+                    f"where r.id in ({','.join('?' * len(run_ids))})", run_ids)
+    return {r["id"]: f"pending ({why or '-'})" for r in rows
+            if (why := queued_reason(r)) is not None}
+
+
 def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: int,
               total_hint: int | None = None) -> tuple[JobLine, ...]:
     """Rows ``offset`` to ``offset + limit`` of the campaign's queue (``total_hint``: its
@@ -323,7 +330,9 @@ def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: i
                          [campaign_id, JobStatus.REMOVED, first, limit]))
     settings = labels.job_settings(db, [int(j["id"]) for j in rows],
                                    labels.campaign_varying(db, campaign_id))
-    return tuple(JobLine(j["id"], j["position"], j["pending"] or j["status"], j["framework"],
+    pending = _pending(db, [j["run_id"] for j in rows if j["run_id"] is not None])
+    return tuple(JobLine(j["id"], j["position"], pending.get(j["run_id"], j["status"]),
+                         j["framework"],
                          j["model"],
                          j["batch_size"], j["device"], j["repeat"], j["median_s"],
                          bool(j["contaminated"]), settings.get(int(j["id"]), ""))

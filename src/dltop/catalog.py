@@ -47,7 +47,7 @@ DATA_LOADERS: Final = ("device", "host")
 BATCH_SCALINGS: Final = ("global", "per-device")
 EXECUTORS_ENV: Final = "DLTOP_EXECUTORS"
 """More executors, added without a change to dltop: ``name=module:Class`` entries, comma
-separated (:mod:`dltop.jobs.executors.registry` loads them)."""
+separated (:mod:`dltop.jobs.executors.pick` loads them)."""
 
 
 def added_executors(env: Mapping[str, str]) -> dict[str, str]:

@@ -215,9 +215,6 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     if not rows:
         return None
     r = rows[0]
-    # Still in its executor's queue (submitted, not seen, or pending): the queue's
-    # reason, "submitted" before there is one.
-    pending = queued_reason(r, unseen=True)
     its = list(db.query("select idx, seconds, warmup, loss, t_wall_s from iterations "
                         "where run_id = ? order by idx desc limit ?",
                         [r["id"], RECENT_ITERATIONS]))
@@ -229,8 +226,8 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     tree = samples.newest_host(db, r["id"])
     settings = running_settings(db, campaign_id, [int(r["job_id"])]).get(int(r["job_id"]), "")
     return RunView(r["id"], r["job_id"], run_label(r, settings), done, r["total"],
-                   r["warmup"], r["started_at"],
-                   None if pending is None else pending or "submitted", recent_s=tuple(recent),
+                   r["warmup"], r["started_at"], queued_reason(r, True, "submitted"),
+                   recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
                    log_tail=read_log_tail(r["log_path"], log_lines), model=r["model"],
                    losses=tuple(i["loss"] for i in reversed(its)), read_s=wall_clock(),
@@ -314,8 +311,7 @@ def _pending(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, str]:
         return {}
     rows = db.query(f"select r.id, {queue_columns_sql(run_columns(db))} from runs r "
                     f"where r.id in ({','.join('?' * len(run_ids))})", run_ids)
-    return {r["id"]: f"pending ({why or '-'})" for r in rows
-            if (why := queued_reason(r)) is not None}
+    return {r["id"]: f"pending ({why})" for r in rows if (why := queued_reason(r))}
 
 
 def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: int,
@@ -332,10 +328,8 @@ def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: i
                                    labels.campaign_varying(db, campaign_id))
     pending = _pending(db, [j["run_id"] for j in rows if j["run_id"] is not None])
     return tuple(JobLine(j["id"], j["position"], pending.get(j["run_id"], j["status"]),
-                         j["framework"],
-                         j["model"],
-                         j["batch_size"], j["device"], j["repeat"], j["median_s"],
-                         bool(j["contaminated"]), settings.get(int(j["id"]), ""))
+                         j["framework"], j["model"], j["batch_size"], j["device"], j["repeat"],
+                         j["median_s"], bool(j["contaminated"]), settings.get(int(j["id"]), ""))
                  for j in rows)
 
 

@@ -230,8 +230,8 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
         msg = "; ".join(m[:120] for m in (message_cause(r["error_message"]),
                                           message_cause(r.get("note"))) if m) or None
         status = r["status"]
-        if status == RunStatus.RUNNING and (why := queued_reason(r)) is not None:
-            status, msg = "pending", f"Slurm: {why or 'no reason given'}"
+        if status == RunStatus.RUNNING and (why := queued_reason(r, none="no reason given")):
+            status, msg = "pending", f"Slurm: {why}"
         out.append(RunRow(r["run_id"], r["campaign_id"], r["job_id"], r["attempt"],
                           r["started_at"], status, r["framework"], r["model"],
                           r["batch_size"], r["device"], r["repeat"], r["median_s"],
@@ -321,6 +321,6 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
     rows = list(db.query(sql, [campaign_id, RunStatus.RUNNING]))
     settings = running_settings(db, campaign_id, [int(r["job_id"]) for r in rows])
     return [CurrentRun(r["id"], r["job_id"], run_label(r, settings.get(int(r["job_id"]), "")),
-                       r["done"], r["total"], r["warmup"], r["started_at"],
-                       None if (why := queued_reason(r)) is None else why or "-", r["queue_s"])
+                       r["done"], r["total"], r["warmup"], r["started_at"], queued_reason(r),
+                       r["queue_s"])
             for r in rows]

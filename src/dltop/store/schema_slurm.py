@@ -34,7 +34,6 @@ def v22(db: Any) -> None:
         db["runs"].add_column(name, kind)
 
 
-
 def executor_sql(columns: Collection[str], alias: str) -> str:
     """SQL of a run's executor name (``alias``: the runs table's name in the query):
     ``runs.executor``, or on a database migration 29 has not reached (one opened

@@ -29,17 +29,15 @@ QUEUEING: Final = ("slurm-batch", "slurm-step")
 """The executors whose runs can wait in a queue before they start (Slurm's)."""
 
 
-def queued_reason(run: Mapping[str, Any], *, unseen: bool = False) -> str | None:
-    """Why a run's executor still holds it in its queue, asked by the executor name the
-    run stores (``run``: :func:`dltop.store.schema_slurm.queue_columns_sql`'s columns):
-    a Slurm job PENDING, squeue's reason (``""``: none given); None once it runs, and
-    for a run on any other executor. ``unseen``: a job submitted and not yet seen in
-    the queue is held too."""
-    if run["executor"] not in QUEUEING or run["slurm_job_id"] is None:
-        return None
+def queued_reason(run: Mapping[str, Any], unseen: bool = False, none: str = "-") -> str | None:
+    """Why a run's executor, by the name the run stores, still holds it in its queue
+    (``run``: :func:`dltop.store.schema_slurm.queue_columns_sql`'s columns): a Slurm
+    job PENDING (``unseen``: or not yet seen), squeue's reason or ``none``; else None."""
     state = run["slurm_state"]
-    return (run["slurm_reason"] or "") if state == "PENDING" or (
-        unseen and state is None) else None
+    if run["executor"] in QUEUEING and run["slurm_job_id"] is not None and (
+            state == "PENDING" or (unseen and state is None)):
+        return run["slurm_reason"] or none
+    return None
 
 
 def launch_problem(job: JobSpec) -> str | None:

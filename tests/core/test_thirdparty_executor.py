@@ -5,12 +5,16 @@ its runs store."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
+import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
-from tests.core.exec_thirdparty import NAME, ROUTE, ThirdPartyExecutor
+from tests.core.exec_thirdparty import NAME, REAPED_ENV, ROUTE, ThirdPartyExecutor
 from tests.dltop_env import DltopEnv
 
 import dltop
@@ -55,6 +59,35 @@ def test_a_registered_executor_runs_command_jobs_end_to_end(tmp_path: Path) -> N
     assert [(r["status"], r["executor"], r["its"]) for r in runs] == [("ok", NAME, 4)] * 2
     for r in runs:  # the runner came by the executor's own route: its wrapper's pid is the run's
         assert (Path(r["log_path"]).parent / ROUTE).read_text().strip() == str(r["pid"])
+
+
+@pytest.mark.slow
+def test_resume_reaps_its_run_by_the_name_the_run_stored(tmp_path: Path) -> None:
+    env = _env(tmp_path)
+    env.profile.write_text(PROFILE.replace("iterations = 3", "iterations = 600")
+                           .replace("repeats = 2", "repeats = 1"))
+    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(env.profile),
+                               "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              text=True, env=env.env)
+    assert engine.stdout is not None
+    for line in engine.stdout:  # the run is under way: a few steps reported
+        event = json.loads(line)
+        if event["event"] == "iteration" and event["index"] > 3:
+            break
+    engine.kill()
+    engine.wait()
+    (lost,) = env.rows("select id, pid, executor from runs")
+    assert lost["executor"] == NAME and psutil.pid_exists(lost["pid"])
+    env.profile.write_text(PROFILE)  # unread by resume: the queue is stored
+    env.env[REAPED_ENV] = str(tmp_path / "reaped")
+    res = env.dltop("run", "--resume", "--headless")
+    assert res.returncode == 0, res.stderr
+    # its executor, found by the stored name, reaped it: the runner's group is killed
+    assert (tmp_path / "reaped").read_text().split() == [str(lost["id"])]
+    assert re.search(r"\d+ orphaned process(es)? killed", res.stderr), res.stderr
+    runs = env.rows("select status, error_kind, executor from runs order by id")
+    assert runs == [{"status": "crashed", "error_kind": "engine_lost", "executor": NAME},
+                    {"status": "ok", "error_kind": None, "executor": NAME}]
 
 
 def test_without_the_registration_the_name_is_refused(tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.store.fence import v24
 from dltop.store.schema_lm import v27
 from dltop.store.schema_origin import v25
-from dltop.store.schema_slurm import v22
+from dltop.store.schema_slurm import v22, v30
 from dltop.store.schema_steps import (
     v1,
     v2,
@@ -153,6 +153,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "(issue 41 item 5)", v28),
     Migration(29, "runs.token_source: what counted a serve run's output tokens (usage, "
                   "tokenize, tokenizer or estimated; issue 41 item 3)", v29),
+    Migration(30, "runs.executor: the executor that ran the run, by its registered name "
+                  "(older rows: slurm-batch, slurm-step or local, from their Slurm columns)",
+              v30),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -10,20 +10,15 @@ from typing import Any
 from dltop import __version__
 from dltop.catalog import Control
 from dltop.cli import daemon_parsers
+from dltop.results.metricdefs import METRICS
 
 DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compare | report | "
                "serve | exporter | agent | prune | import | vacuum | profiles | data | devices | "
                "env | doctor``; "
                "with no command (or ``tui``), the live viewer.")
-EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
-                  "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
-                  "time-to-perplexity",
-                  "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
-                  "decode-rate", "mbu", "prefill-tflops", "req-rate", "output-rate", "goodput",
-                  "error-rate", "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu",
-                  "distinct-tokens"]
-"""``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
-the parser imports no results code)."""
+EXPORT_METRICS = list(METRICS)
+"""``dltop export --metric`` choices: the declared metrics (metricdefs is light: no
+results code runs to list them)."""
 
 
 VIEWER_OPTIONS = ("db", "campaign", "fake_gpus", "refresh_hz", "no_telemetry", "no_resume",

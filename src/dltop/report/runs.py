@@ -17,7 +17,7 @@ from dltop.errors import UserError
 from dltop.report import series
 from dltop.report.model import Figure
 from dltop.results import labels, queries
-from dltop.results.metrics import MIB
+from dltop.results.metricdefs import MIB
 from dltop.results.runtrace import RunTrace, read_trace
 from dltop.results.table import fmt_seconds
 

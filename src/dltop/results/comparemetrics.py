@@ -33,7 +33,6 @@ METRICS = ("time", "throughput", "energy", "mfu", "ttft", "tpot")
 ALL = (*METRICS, "mfu-no-embedding")
 """:data:`METRICS` and MFU by torchtitan's FLOPs count (``--metric mfu --flops
 no-embedding``), asked for by name only."""
-HIGHER_IS_BETTER = frozenset({"throughput", "mfu", "mfu-no-embedding"})
 WORDS: dict[str, tuple[str, str]] = {
     "time": ("faster", "slower"), "throughput": ("faster", "slower"),
     "ttft": ("faster", "slower"), "tpot": ("faster", "slower"),

@@ -41,14 +41,8 @@ from dltop.results.convergence import percentile_or_none
 from dltop.results.convmetrics import may_have_value
 from dltop.results.gcpause import gc_paused
 from dltop.results.measured import seconds_of
-from dltop.results.metrics import (
-    CONVERGENCE,
-    GENERATION,
-    READINGS,
-    Metric,
-    metric,
-    value_of,
-)
+from dltop.results.metricdefs import CONVERGENCE, GENERATION, READINGS, Metric, metric
+from dltop.results.metrics import value_of
 from dltop.results.readings import readings_check
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 from dltop.telemetry import readings

@@ -15,27 +15,23 @@ from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import lmcost, serving
 from dltop.results.aggregate import ConfigResult, RunRecord
-from dltop.results.metricdefs import Value, computes
+from dltop.results.metricdefs import METRICS, REQUESTS, SERVE, Value, computes
 from dltop.results.metricdefs import mean_or_none as _mean
 from dltop.results.table import fmt_seconds
 from dltop.store.generations import DISTINCT_COLUMN
-
-_REQUESTS = ("inference", "generate", "serve")
-"""Modes whose runs time requests (latency percentiles): inference batches, generation
-requests, requests to an endpoint."""
 
 
 def may_have_value(res: ConfigResult) -> bool:
     """False where none of these metrics can have a value: no ok run, or training runs
     that never evaluated (a table asks each of them of every configuration)."""
-    return bool(res.runs) and (res.identity.get("mode", "train") in _REQUESTS
+    return bool(res.runs) and (res.identity.get("mode", "train") in REQUESTS
                                or any(r.evals for r in res.runs))
 
 
 @computes("latency")
 def _latency(res: ConfigResult) -> Value:
     """Percentiles over the measured iterations of every ok run together."""
-    if res.identity.get("mode", "train") not in _REQUESTS:
+    if res.identity.get("mode", "train") not in REQUESTS:
         return Value(None, "n/a: training run")
     seconds = [s for r in res.runs for s, _ in r.iterations]
     lat = conv.latency(seconds)
@@ -54,27 +50,19 @@ def _evaluated(of: Callable[[ConfigResult, list[RunRecord]], Value],
     return compute
 
 
-@computes("accuracy")
-@_evaluated
-def _accuracy(res: ConfigResult, evaluated: list[RunRecord]) -> Value:
-    accs = [a for a in (conv.final_accuracy(r.evals) for r in evaluated) if a is not None]
-    return Value(_mean(accs)) if accs else Value(None, "n/a: no accuracy (perplexity)")
+def _per_run(read: Callable[[Sequence[conv.EvalPoint]], float | None],
+             over: Callable[[list[float]], float | None], none: str,
+             ) -> Callable[[ConfigResult], Value]:
+    """``over`` the evaluated runs of what ``read`` finds in each one's evaluations."""
+    def of(res: ConfigResult, evaluated: list[RunRecord]) -> Value:
+        got = [x for x in (read(r.evals) for r in evaluated) if x is not None]
+        return Value(over(got)) if got else Value(None, none)
+    return _evaluated(of)
 
 
-@computes("perplexity")
-@_evaluated
-def _perplexity(res: ConfigResult, evaluated: list[RunRecord]) -> Value:
-    ppl = [p for p in (conv.final_perplexity(r.evals) for r in evaluated) if p is not None]
-    return Value(_mean(ppl)) if ppl else Value(None, "n/a: no perplexity")
-
-
-@computes("epoch-time")
-@_evaluated
-def _epoch_time(res: ConfigResult, evaluated: list[RunRecord]) -> Value:
-    times = [t for t in (conv.epoch_time(r.evals) for r in evaluated) if t is not None]
-    return Value(statistics.median(times)) if times else Value(None, "n/a: no epochs")
-
-
+computes("accuracy")(_per_run(conv.final_accuracy, _mean, "n/a: no accuracy (perplexity)"))
+computes("perplexity")(_per_run(conv.final_perplexity, _mean, "n/a: no perplexity"))
+computes("epoch-time")(_per_run(conv.epoch_time, statistics.median, "n/a: no epochs"))
 computes("time-to-accuracy")(_evaluated(lambda res, ev: _time_to(
     res, [(r, r.target_accuracy) for r in ev], conv.time_to_accuracy, "target_accuracy")))
 computes("time-to-perplexity")(_evaluated(lambda res, ev: _time_to(
@@ -98,8 +86,7 @@ def _serving(name: str) -> Callable[[ConfigResult], Value]:
     return compute
 
 
-for _name in ("req-rate", "output-rate", "goodput", "error-rate", "itl-chunk",
-              "dispatch-lag", "slot-wait", "client-cpu"):
+for _name in (n for n, m in METRICS.items() if m.modes == SERVE):
     computes(_name)(_serving(_name))
 
 
@@ -168,12 +155,12 @@ computes("mbu")(_shaped(lambda res, q, st: lmcost.mbu(
     res, st.tpot_s[0] if st.tpot_s is not None else None, q.prompt_tokens, q.new_tokens,
     q.batch)))
 computes("ttft")(_measured(lambda res, qs, st: _percentiles(st.ttft_s, st.requests)))
-computes("tpot")(_measured(lambda res, qs, st: _percentiles(st.tpot_s, st.requests)
-                           if st.tpot_s is not None
-                           else Value(None, "n/a: one token per request")))
-computes("itl")(_measured(lambda res, qs, st: _percentiles(st.itl_s, st.n_itl)
-                          if st.itl_s is not None
-                          else Value(None, "n/a: one token per request")))
+computes("tpot")(_measured(lambda res, qs, st: _per_token(st.tpot_s, st.requests)))
+computes("itl")(_measured(lambda res, qs, st: _per_token(st.itl_s, st.n_itl)))
+
+
+def _per_token(p: gen.Percentiles | None, n: int) -> Value:
+    return _percentiles(p, n) if p is not None else Value(None, "n/a: one token per request")
 
 
 @computes("distinct-tokens")

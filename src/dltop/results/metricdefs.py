@@ -1,14 +1,12 @@
-"""Every metric, declared once (:class:`Metric`): its name, title, unit, header, format,
-direction, how a cell is made of the runs, the modes it applies to, and its compute
-function; and what a configuration's value of it is (:class:`Value`: a number, or why
-there is none).
+"""Every metric, declared once (:class:`Metric`: name, title, unit, header, format,
+direction, how a cell is made, modes, compute function), and a configuration's value of
+it (:class:`Value`: a number, or why there is none).
 
-The command line's ``--metric`` choices, the exports' notes, the TUI's metric switch and
-best cell, ``dltop compare``'s verdicts, the report's units and the table of
-docs/metrics.md (:func:`metrics_markdown`) all read these declarations. Each compute
-function lives beside its kind (:mod:`dltop.results.metrics`: timed and telemetry ones,
-:mod:`dltop.results.convmetrics`: convergence, generation and serving ones) and names its
-metric with :func:`computes`; this module stays light so that the parser can read it.
+The ``--metric`` choices, the pivot's notes, the TUI's switch and best cell, compare's
+verdicts and docs/metrics.md's table (:func:`metrics_markdown`) read these declarations.
+A compute function lives beside its kind (:mod:`dltop.results.metrics`,
+:mod:`dltop.results.convmetrics`) and names its metric with :func:`computes`: this module
+stays light, for the command-line parser.
 """
 
 from __future__ import annotations
@@ -62,16 +60,13 @@ class Metric:
     configuration has one (:data:`CONVERGENCE`)."""
     timed: bool = False
     """Computed from iteration times: a noisy run (``*``) makes it uncertain."""
-    gpu: bool = False
-    """Read from GPU telemetry: ``n/a: no GPU`` on CPU runs, ``simulated`` on fake GPUs."""
     detail: tuple[str, ...] = ()
     """Numbers of its :attr:`Value.extra` that CSV exports in columns of their own."""
     ms: Millis | None = None
     """Seconds that Markdown and LaTeX show in ms (:attr:`dltop.results.table.Column.ms`)."""
 
     def compute(self, res: ConfigResult) -> Value:
-        """The configuration's value (its ok runs are not empty), by the function that
-        :func:`computes` this metric."""
+        """The value of a configuration with ok runs (the function that :func:`computes` it)."""
         return _COMPUTE[self.name](res)
 
 
@@ -83,12 +78,12 @@ DECLARED = (
            "samples/s", "samples/s", _f(1), higher=True, timed=True,
            how="median of each run's total samples / total seconds"),
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W", _f(1),
-           gpu=True, detail=READINGS),
+           detail=READINGS),
     Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
-           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, gpu=True,
+           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4,
            detail=READINGS),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
-           "GPU mem MiB", _f(0), gpu=True, detail=READINGS,
+           "GPU mem MiB", _f(0), detail=READINGS,
            how="maximum of each run's peak"),
     Metric("host-memory", "peak resident memory (RSS) in MiB: the larger of the kernel's "
            "(the largest process of the run's tree, exact) and the tree's sampled sum",
@@ -198,7 +193,7 @@ every run, then those of some modes only (:data:`CONVERGENCE`)."""
 
 EXTRA = {m.name: m for m in (
     Metric("gpu-memory-device", "peak memory used on the run's GPUs (all processes) in MiB",
-           "MiB", "GPU dev MiB", _f(0), gpu=True, detail=READINGS),
+           "MiB", "GPU dev MiB", _f(0), detail=READINGS),
     Metric("host-cpu", "mean CPU of the whole host in %", "%", "host CPU %", _f(1),
            detail=READINGS),
     Metric("host-user", "host CPU in user mode in % of all CPUs", "%", "host usr %", _f(1),
@@ -284,11 +279,10 @@ _COMPUTE: dict[str, Callable[[ConfigResult], Value]] = {}
 
 def computes(*names: str) -> Callable[[Callable[[ConfigResult], Value]],
                                       Callable[[ConfigResult], Value]]:
-    """Declare the decorated function the compute function of the metrics ``names``.
+    """Make the decorated function the compute function of the metrics ``names``.
 
     Raises:
-        ValueError: a name that is not declared.
-        RuntimeError: a metric that has its function already.
+        ValueError: an undeclared name. RuntimeError: a metric that has its function.
     """
     def register(fn: Callable[[ConfigResult], Value]) -> Callable[[ConfigResult], Value]:
         for name in names:
@@ -300,11 +294,7 @@ def computes(*names: str) -> Callable[[Callable[[ConfigResult], Value]],
 
 
 def check_computed() -> None:
-    """Called once every compute module is imported: each declared metric has its function.
-
-    Raises:
-        RuntimeError: a metric declared without a compute function.
-    """
+    """Raises RuntimeError unless every declared metric has its compute function."""
     missing = [n for n in (*METRICS, *EXTRA) if n not in _COMPUTE]
     if missing:
         raise RuntimeError(f"metrics without a compute function: {', '.join(missing)}")
@@ -312,7 +302,7 @@ def check_computed() -> None:
 
 def metrics_markdown() -> str:
     """The table of :data:`METRICS` as Markdown (docs/metrics.md shows it)."""
-    lines = ["| M | what | unit | best | modes | a cell over the ok runs |", "|---|---|---|---|---|---|"]
+    lines = ["| M | what | unit | best | modes | a cell over the ok runs |", "|---" * 6 + "|"]
     lines += [f"| `{m.name}` | {m.title} | {m.unit or '-'} | "
               f"{'highest' if m.higher else 'lowest'} | "
               f"{'every mode' if m.modes == MODES else ', '.join(m.modes)} | {m.how} |"

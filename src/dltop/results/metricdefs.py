@@ -32,8 +32,7 @@ TRAIN, REQUESTS, GENERATE = ("train",), ("inference", "generate", "serve"), ("ge
 DECODE, SERVE = ("generate", "serve"), ("serve",)
 
 
-def _g4(value: float) -> str:
-    return fmt_seconds(value)
+_g4 = fmt_seconds
 
 
 def _f(digits: int) -> Callable[[float], str]:

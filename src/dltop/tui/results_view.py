@@ -20,6 +20,7 @@ from rich.text import Text
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results.display import NA_PREFIX, shown, superscript
 from dltop.results.metricdefs import CONVERGENCE, METRICS
+from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.table import Cell, Role, Row, Table, status_label
 from dltop.textsafe import one_line
 
@@ -131,7 +132,7 @@ def best_columns(row: Row, table: Table, metric: str) -> set[int]:
     if len(numbers) < 2:
         return set()
     # the metric's declared direction: the largest rate, the smallest time
-    top = max(numbers.values()) if METRICS[metric].higher else min(numbers.values())
+    top = max(numbers.values()) if metric_spec(metric).higher else min(numbers.values())
     return {i for i, v in numbers.items() if v == top}
 
 

@@ -79,11 +79,9 @@ DECLARED = (
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W", _f(1),
            detail=READINGS),
     Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
-           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4,
-           detail=READINGS),
+           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, detail=READINGS),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
-           "GPU mem MiB", _f(0), detail=READINGS,
-           how="maximum of each run's peak"),
+           "GPU mem MiB", _f(0), detail=READINGS, how="maximum of each run's peak"),
     Metric("host-memory", "peak resident memory (RSS) in MiB: the larger of the kernel's "
            "(the largest process of the run's tree, exact) and the tree's sampled sum",
            "MiB", "RSS MiB", _f(0), detail=READINGS, how="maximum of each run's peak"),
@@ -142,8 +140,7 @@ DECLARED = (
            "its measured requests (prefill excluded)"),
     Metric("mbu", "model bandwidth utilisation in % (bytes a decode step must move: weights, "
            "KV cache read and written; ÷ TPOT p50 ÷ the GPU's peak memory bandwidth)", "%",
-           "MBU %", _f(1), higher=True, modes=GENERATE, timed=True,
-           detail=("achieved_tb_s",),
+           "MBU %", _f(1), higher=True, modes=GENERATE, timed=True, detail=("achieved_tb_s",),
            how="mean bytes a decode step must move (weights at the precision, KV cache read "
            "and written; docs/metrics.md) ÷ the TPOT p50 of the measured requests of the ok "
            "runs ÷ the GPU's peak memory bandwidth (in brackets: achieved and peak TB/s)"),
@@ -160,8 +157,7 @@ DECLARED = (
            "window", "tokens/s", "out tok/s", _f(1), higher=True, modes=SERVE,
            how="median of each serve run's output tokens / its measured window"),
     Metric("goodput", "requests per second meeting every SLO given (slo_ttft_ms, "
-           "slo_tpot_ms, slo_e2e_ms)", "req/s", "goodput req/s", _f(2), higher=True,
-           modes=SERVE,
+           "slo_tpot_ms, slo_e2e_ms)", "req/s", "goodput req/s", _f(2), higher=True, modes=SERVE,
            how="median of each serve run's requests meeting every SLO / its window"),
     Metric("error-rate", "failed measured requests of a serve run in %", "%", "errors %",
            _f(1), modes=SERVE, detail=("failed", "n"),

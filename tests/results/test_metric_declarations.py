@@ -20,6 +20,7 @@ from dltop.results.metricdefs import (
     CONVERGENCE,
     EXTRA,
     METRICS,
+    SUMMARY,
     Metric,
     computes,
     metric,
@@ -64,6 +65,15 @@ def test_the_pivot_note_says_how_each_cell_is_made(campaigns: Any) -> None:
         notes = " ".join(export.build_table(db, 1, name).notes)
         if name != "time":  # the default keeps its own note of medians
             assert f"Cells: {m.how} over the ok repeats" in notes, name
+
+
+def test_the_summary_has_a_column_of_every_metric_of_every_run(campaigns: Any) -> None:
+    db, _ = campaign(campaigns)
+    headers = [c.header for c in export.results_table(db, 1, "summary").columns]
+    assert set(SUMMARY) >= set(METRICS) - set(CONVERGENCE)
+    # in declaration order; time's column is the median's (the CI columns follow it)
+    found = [headers.index(metric(n).header) for n in SUMMARY if n != "time"]
+    assert found == sorted(found) and len(found) == len(SUMMARY) - 1
 
 
 @pytest.mark.parametrize("name", [*METRICS, *EXTRA])

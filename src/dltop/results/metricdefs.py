@@ -63,6 +63,9 @@ class Metric:
     """Numbers of its :attr:`Value.extra` that CSV exports in columns of their own."""
     ms: Millis | None = None
     """Seconds that Markdown and LaTeX show in ms (:attr:`dltop.results.table.Column.ms`)."""
+    pivot: bool = True
+    """A ``--metric`` choice (the pivot, the TUI's switch); else a summary column, or a
+    ``--flops`` variant."""
 
     def compute(self, res: ConfigResult) -> Value:
         """The value of a configuration with ok runs (the function that :func:`computes` it)."""
@@ -82,6 +85,8 @@ DECLARED = (
            "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, detail=READINGS),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
            "GPU mem MiB", _f(0), detail=READINGS, how="maximum of each run's peak"),
+    Metric("gpu-memory-device", "peak memory used on the run's GPUs (all processes) in MiB",
+           "MiB", "GPU dev MiB", _f(0), detail=READINGS, pivot=False),
     Metric("host-memory", "peak resident memory (RSS) in MiB: the larger of the kernel's "
            "(the largest process of the run's tree, exact) and the tree's sampled sum",
            "MiB", "RSS MiB", _f(0), detail=READINGS, how="maximum of each run's peak"),
@@ -90,6 +95,14 @@ DECLARED = (
            how="mean of each run's process-tree value (100 = one core; in brackets the "
            "whole host's user (us), system (sy) and iowait (wa) CPU in % of all CPUs, means "
            "of the same runs)"),
+    Metric("host-cpu", "mean CPU of the whole host in %", "%", "host CPU %", _f(1),
+           detail=READINGS, pivot=False),
+    Metric("host-user", "host CPU in user mode in % of all CPUs", "%", "host usr %", _f(1),
+           detail=READINGS, pivot=False),
+    Metric("host-system", "host CPU in kernel mode in % of all CPUs", "%", "host sys %",
+           _f(1), detail=READINGS, pivot=False),
+    Metric("host-iowait", "host CPU idle waiting for I/O in % of all CPUs", "%",
+           "host iowait %", _f(1), detail=READINGS, pivot=False),
     Metric("tflops", "achieved TFLOP/s (training FLOPs per sample × samples/s)",
            "TFLOP/s", "TFLOP/s", _g4, higher=True, timed=True,
            how="FLOPs per sample × the throughput cell"),
@@ -182,33 +195,25 @@ DECLARED = (
            how="mean of each run's distinct-token fraction (each sequence's distinct "
            "generated ids / new tokens, over its measured requests)"),
 )
-METRICS = {m.name: m for m in DECLARED}
-"""By command-line name, in the order ``dltop export --metric`` lists them: the metrics of
-every run, then those of some modes only (:data:`CONVERGENCE`)."""
-
-EXTRA = {m.name: m for m in (
-    Metric("gpu-memory-device", "peak memory used on the run's GPUs (all processes) in MiB",
-           "MiB", "GPU dev MiB", _f(0), detail=READINGS),
-    Metric("host-cpu", "mean CPU of the whole host in %", "%", "host CPU %", _f(1),
-           detail=READINGS),
-    Metric("host-user", "host CPU in user mode in % of all CPUs", "%", "host usr %", _f(1),
-           detail=READINGS),
-    Metric("host-system", "host CPU in kernel mode in % of all CPUs", "%", "host sys %",
-           _f(1), detail=READINGS),
-    Metric("host-iowait", "host CPU idle waiting for I/O in % of all CPUs", "%",
-           "host iowait %", _f(1), detail=READINGS),
-    # --flops no-embedding: torchtitan's count (results/lmcost.py)
+BY_FLOPS = (  # --flops no-embedding: torchtitan's count (results/lmcost.py)
     Metric("tflops-no-embedding", "achieved TFLOP/s, FLOPs without the embedding "
            "(torchtitan's convention) × samples/s", "TFLOP/s", "TFLOP/s (no emb.)", _g4,
-           higher=True, timed=True,
+           higher=True, timed=True, pivot=False,
            how="FLOPs per sample without the embedding × the throughput cell"),
     Metric("mfu-no-embedding", "model FLOPs utilisation in %, FLOPs without the embedding "
            "(torchtitan's convention) ÷ peak for the precision", "%", "MFU % (no emb.)",
-           _f(1), higher=True, timed=True,
+           _f(1), higher=True, timed=True, pivot=False,
            how="TFLOP/s (FLOPs without the embedding) ÷ the devices' peak for the precision"),
-)}
-"""Summary-table companions of ``gpu-memory`` and ``cpu`` (the host CPU and its split), and
-TFLOP/s and MFU by torchtitan's FLOPs count."""
+)
+"""TFLOP/s and MFU by torchtitan's FLOPs count (``--flops no-embedding``)."""
+METRICS = {m.name: m for m in DECLARED if m.pivot}
+"""By command-line name, in the order ``dltop export --metric`` lists them: the metrics of
+every run, then those of some modes only (:data:`CONVERGENCE`)."""
+EXTRA = {m.name: m for m in (*DECLARED, *BY_FLOPS) if not m.pivot}
+"""The summary's columns that are no ``--metric`` choice (the GPU's peak, the host CPU and
+its split) and :data:`BY_FLOPS`."""
+SUMMARY = tuple(m.name for m in DECLARED if m.modes == MODES)
+"""The summary's metric columns, in order (:data:`CONVERGENCE` follow where valued)."""
 CONVERGENCE = tuple(n for n, m in METRICS.items() if m.modes != MODES)
 """Metrics of some modes only: convergence runs (evaluations), inference runs (latency),
 generate and serve runs; a summary column (a TUI switch) only where some configuration

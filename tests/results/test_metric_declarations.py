@@ -42,6 +42,15 @@ def test_every_declared_metric_is_an_export_choice_and_nothing_else() -> None:
                           capture_output=True, text=True)
     assert proc.returncode == 2 and "invalid choice: 'host-cpu'" in proc.stderr
     assert tuple(export.METRICS) == tuple(METRICS)
+    # compare offers the metrics whose declaration has verdict words
+    for name in METRICS:
+        argv = ["compare", "1", "2", "--metric", name]
+        if name in comparemetrics.METRICS:
+            assert parser.parse_args(argv).metric == name
+        else:
+            with pytest.raises(SystemExit):
+                parser.parse_args(argv)
+    assert [n for n in comparemetrics.ALL if n not in METRICS] == ["mfu-no-embedding"]
 
 
 def test_the_switch_offers_every_declared_metric() -> None:
@@ -97,7 +106,7 @@ def test_direction_decides_the_tui_best_cell_and_compare_verdicts(campaigns: Any
     assert best_columns(row, pivot, "throughput") == {top}
     assert best_columns(row, pivot, "time") == {bottom}
     for name in comparemetrics.ALL:
-        better, worse = comparemetrics.WORDS[name]
+        better, worse = metric(name).words
         up = verdict(1.5, 1.4, 1.6, name, 0.05)
         assert up == (better if metric(name).higher else worse), name
         assert verdict(0.5, 0.4, 0.6, name, 0.05) == (worse if metric(name).higher else better)

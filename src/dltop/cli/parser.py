@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --by: the value the others are compared with (default: "
                           "the first in queue order)")
     cmp.add_argument("--metric", default=None,
-                     choices=["time", "throughput", "energy", "mfu", "ttft", "tpot"],
+                     choices=[n for n, m in METRICS.items() if m.words],
                      help="default: time for A B; every metric a pair has for --by")
     cmp.add_argument("--flops", default=None, choices=["nanogpt", "no-embedding"],
                      help="with --metric mfu: the FLOPs convention (nanogpt, the default, "

@@ -113,7 +113,7 @@ def verdict(ratio: float, low: float, high: float, metric: str, threshold: float
     ``lower MFU``) or ``no significant change`` for B/A of ``metric``."""
     if low <= 1.0 <= high or abs(ratio - 1.0) <= threshold:
         return SAME
-    better, worse = comparemetrics.WORDS[metric]
+    better, worse = metric_spec(metric).words
     return better if (ratio > 1.0) == metric_spec(metric).higher else worse
 
 

@@ -30,6 +30,7 @@ PCT = ("p90_s", "p99_s", "n")
 """The detail of a percentile metric: p90, p99 and the samples behind them."""
 TRAIN, REQUESTS, GENERATE = ("train",), ("inference", "generate", "serve"), ("generate",)
 DECODE, SERVE = ("generate", "serve"), ("serve",)
+FASTER, MFU = ("faster", "slower"), ("higher MFU", "lower MFU")
 
 
 _g4 = fmt_seconds
@@ -63,6 +64,8 @@ class Metric:
     """Numbers of its :attr:`Value.extra` that CSV exports in columns of their own."""
     ms: Millis | None = None
     """Seconds that Markdown and LaTeX show in ms (:attr:`dltop.results.table.Column.ms`)."""
+    words: tuple[str, ...] = ()
+    """``dltop compare``'s verdicts (better, worse): it compares the metrics that have them."""
     pivot: bool = True
     """A ``--metric`` choice (the pivot, the TUI's switch); else a summary column, or a
     ``--flops`` variant."""
@@ -74,15 +77,16 @@ class Metric:
 
 DECLARED = (
     Metric("time", "median seconds per mini-batch", "s", "median s", _g4, timed=True,
-           how="median of each run's median"),
+           how="median of each run's median", words=FASTER),
     Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4, timed=True),
     Metric("throughput", "samples per second (total samples / total measured seconds)",
-           "samples/s", "samples/s", _f(1), higher=True, timed=True,
+           "samples/s", "samples/s", _f(1), higher=True, timed=True, words=FASTER,
            how="median of each run's total samples / total seconds"),
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W", _f(1),
            detail=READINGS),
     Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
-           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, detail=READINGS),
+           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, detail=READINGS,
+           words=("less energy", "more energy")),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
            "GPU mem MiB", _f(0), detail=READINGS, how="maximum of each run's peak"),
     Metric("gpu-memory-device", "peak memory used on the run's GPUs (all processes) in MiB",
@@ -107,7 +111,7 @@ DECLARED = (
            "TFLOP/s", "TFLOP/s", _g4, higher=True, timed=True,
            how="FLOPs per sample × the throughput cell"),
     Metric("mfu", "model FLOPs utilisation in % (achieved ÷ peak for the precision)", "%",
-           "MFU %", _f(1), higher=True, timed=True,
+           "MFU %", _f(1), higher=True, timed=True, words=MFU,
            how="TFLOP/s ÷ the devices' peak for the precision"),
     Metric("accuracy", "test accuracy at the last evaluation (fraction of test samples)",
            "fraction", "accuracy", _f(4), higher=True, modes=TRAIN,
@@ -134,12 +138,12 @@ DECLARED = (
     Metric("perplexity", "test perplexity at the last evaluation (language model)", "",
            "perplexity", _f(2), modes=TRAIN, how="mean of each run's last evaluation"),
     Metric("ttft", "time to first token in s (prefill and first token): p50 / p90 / p99",
-           "s", "TTFT p50/p90/p99 s", _g4, modes=DECODE, timed=True, detail=PCT,
+           "s", "TTFT p50/p90/p99 s", _g4, modes=DECODE, timed=True, detail=PCT, words=FASTER,
            ms=Millis.ALWAYS, how="p50 / p90 / p99 of the time to first token of every "
            "measured generation request of the ok runs together"),
     Metric("tpot", "time per output token in s ((end to end - TTFT) / (new tokens - 1) "
            "per request): p50 / p90 / p99", "s", "TPOT p50/p90/p99 s", _g4, modes=DECODE,
-           timed=True, detail=PCT, ms=Millis.ALWAYS,
+           timed=True, detail=PCT, ms=Millis.ALWAYS, words=FASTER,
            how="p50 / p90 / p99, over every measured generation request of the ok runs, "
            "of (end to end - TTFT) / (new tokens - 1)"),
     Metric("itl", "inter-token latency in s (every decoded token): p50 / p90 / p99", "s",
@@ -202,7 +206,7 @@ BY_FLOPS = (  # --flops no-embedding: torchtitan's count (results/lmcost.py)
            how="FLOPs per sample without the embedding × the throughput cell"),
     Metric("mfu-no-embedding", "model FLOPs utilisation in %, FLOPs without the embedding "
            "(torchtitan's convention) ÷ peak for the precision", "%", "MFU % (no emb.)",
-           _f(1), higher=True, timed=True, pivot=False,
+           _f(1), higher=True, timed=True, pivot=False, words=MFU,
            how="TFLOP/s (FLOPs without the embedding) ÷ the devices' peak for the precision"),
 )
 """TFLOP/s and MFU by torchtitan's FLOPs count (``--flops no-embedding``)."""

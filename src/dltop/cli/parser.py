@@ -177,14 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
                      type=_format, help="tex is latex; default: the -o file's suffix (.md "
                                         ".csv .json .tex), else md")
     exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
-                     help="the pivot's cells: time (median s/iter, default), mean-time, "
-                          "throughput (samples/s), power (W), energy (J/sample), gpu-memory "
-                          "and host-memory (MiB), cpu (%%), tflops (TFLOP/s), mfu (%%); "
-                          "convergence runs: accuracy, time-to-accuracy (s), epoch-time (s), "
-                          "perplexity; inference runs: latency (p50/p90/p99 s); generate "
-                          "runs: latency (end to end), ttft, tpot, itl (p50/p90/p99 s), "
-                          "decode-rate (tokens/s), mbu (%% of peak memory bandwidth), "
-                          "prefill-tflops (TFLOP/s), distinct-tokens (fraction)")
+                     help="the pivot's cells (docs/metrics.md): time (median s/iter, "
+                          "default), " + ", ".join(f"{n} ({m.unit})" if m.unit else n
+                                                   for n, m in METRICS.items() if n != "time")
+                          .replace("%", "%%"))
     exp.add_argument("--flops", default=None, choices=["nanogpt", "no-embedding"],
                      help="the FLOPs convention of --metric tflops and mfu: nanogpt "
                           "(default: the tied embedding counted) or no-embedding "

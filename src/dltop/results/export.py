@@ -46,7 +46,7 @@ from dltop.results.aggregate import (
     rank,
 )
 from dltop.results.gcpause import gc_paused
-from dltop.results.metricdefs import HOST_SPLIT, READINGS, with_flops
+from dltop.results.metricdefs import BY_FLOPS, HOST_SPLIT, READINGS
 from dltop.results.metricdefs import METRICS as METRIC_SPECS
 from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.metrics import host_split_text, markers, value_of
@@ -74,7 +74,7 @@ __all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to
 
 METRICS = tuple(METRIC_SPECS)
 """``dltop export --metric`` choices: ``time`` (the default), ``mean-time``, ..."""
-PIVOT_METRICS = (*METRICS, *(with_flops(m, lmcost.NO_EMBEDDING) for m in ("tflops", "mfu")))
+PIVOT_METRICS = (*METRICS, *(m.name for m in BY_FLOPS))
 """What a pivot's cells may hold: :data:`METRICS`, and TFLOP/s and MFU by the other FLOPs
 convention (``--flops no-embedding``)."""
 TABLES = ("pivot", "summary", "scaling", "profile")

@@ -225,18 +225,6 @@ has a value."""
 GENERATION = tuple(n for n, m in METRICS.items() if m.modes in (DECODE, GENERATE))
 """The metrics of generate runs (TTFT, TPOT, ITL, decode tokens/s...; serve runs too)."""
 
-FLOPS_METRICS = ("tflops", "mfu")
-"""The metrics whose FLOPs count follows ``--flops`` (nanogpt, the default, or no-embedding)."""
-
-
-def with_flops(name: str, convention: str) -> str:
-    """The metric ``name`` counts by FLOPs ``convention``: ``mfu`` with ``no-embedding`` is
-    ``mfu-no-embedding``; any other metric, or ``nanogpt``, is ``name`` itself."""
-    if name in FLOPS_METRICS and convention != "nanogpt":
-        return f"{name}-{convention}"
-    return name
-
-
 HOST_SPLIT = {"host-user": "host_cpu_user_pct", "host-system": "host_cpu_system_pct",
               "host-iowait": "host_cpu_iowait_pct"}
 """The host CPU split's metrics and their ``runs`` columns (means over the measured window)."""

@@ -1,9 +1,8 @@
-"""Values of the convergence, latency and generation metrics of a configuration.
-
-Accuracy and perplexity (means over the ok runs of the last evaluation's),
-time-to-accuracy or -perplexity and epoch time (medians over runs), latency
-percentiles over the measured iterations of every ok run together, and a generate
-run's TTFT, TPOT, ITL percentiles and decode tokens/s (:mod:`dltop.results.generation`).
+"""The compute functions (:func:`dltop.results.metricdefs.computes`) of the metrics of
+some modes: accuracy and perplexity (means over the ok runs of the last evaluation's),
+time-to-accuracy or -perplexity and epoch time (medians over runs), latency percentiles
+over the measured iterations of every ok run together, a generate run's TTFT, TPOT, ITL
+percentiles and decode tokens/s (:mod:`dltop.results.generation`), and a serve run's.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from dltop.textsafe import counted, multiline, one_line
 
 if TYPE_CHECKING:
     from dltop.jobs.events import EngineEvent
-    from dltop.jobs.launch import Launch
     from dltop.jobs.resume import Resumed
+    from dltop.jobs.start import Launch
 
 
 def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:

@@ -12,8 +12,7 @@ import sqlite_utils
 
 from dltop.catalog import Control
 from dltop.errors import DltopError
-from dltop.jobs.launch import EngineDidNotStart
-from dltop.jobs.start import StartOptions, check, start_campaign
+from dltop.jobs.start import EngineDidNotStart, StartOptions, check, start_campaign
 from dltop.live.campaign import CampaignView
 from dltop.results.export import export_to_file
 from dltop.store import Store, connect
@@ -28,11 +27,11 @@ def _store(db_path: Path) -> Store:
 
 
 def _start(refs: list[str], db_path: Path, logs_dir: Path, resume: int | None = None) -> int:
-    """Start a background engine through the campaign's door; its pid, or
-    EngineDidNotStart with its log's end."""
-    argv = ("dltop", "run", *(refs if resume is None else ["--resume", "--campaign", str(resume)]))
+    """Start a background engine through the door; its pid, or EngineDidNotStart."""
+    more = [] if resume is None else ["--resume", "--campaign", str(resume)]
     launch = start_campaign(refs, db_path, StartOptions(
-        argv, detach=True, resume=resume is not None, campaign_id=resume, logs_dir=logs_dir)).launch
+        ("dltop", "run", *refs, *more), detach=True, resume=bool(more), campaign_id=resume,
+        logs_dir=logs_dir)).launch
     assert launch is not None  # detached
     if launch.exit_code is not None:
         raise EngineDidNotStart(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
@@ -41,10 +40,7 @@ def _start(refs: list[str], db_path: Path, logs_dir: Path, resume: int | None = 
 
 def ensure_engine(db_path: Path, logs_dir: Path, campaign_id: int, alive: bool) -> str:
     """Start an engine that resumes the campaign unless one already runs it."""
-    if alive:
-        return ""
-    pid = _start([], db_path, logs_dir, resume=campaign_id)
-    return f"; engine started (pid {pid})"
+    return "" if alive else f"; engine started (pid {_start([], db_path, logs_dir, campaign_id)})"
 
 
 def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:

@@ -76,8 +76,6 @@ def _say_resumed(resumed: Resumed) -> None:
           f"{counted(resumed.lost_runs, 'interrupted run')} re-queued, "
           f"{counted(resumed.killed_processes, 'orphaned process', 'orphaned processes')}"
           f" killed{slurm}", file=sys.stderr)
-    for warning in resumed.warnings:
-        print(f"dltop: warning: {one_line(warning)}", file=sys.stderr)
 
 
 def _detached(launch: Launch) -> int:

@@ -20,13 +20,12 @@ from dltop.telemetry.sampler import Sampler
 
 @dataclass(frozen=True)
 class Outcome:
-    """How the campaign's engine ended."""
+    """How the campaign's engine ended: the campaign's status, whether a run failed
+    (crashed, timed out, diverged...), and the telemetry the database refused."""
 
     campaign_id: int
     status: str
-    """The campaign's: ``finished``, ``cancelled``..."""
     failed_runs: bool
-    """Some run crashed, timed out, diverged or failed its Slurm setup."""
     telemetry_loss: TelemetryLoss
 
 
@@ -40,7 +39,7 @@ def take_over(handle: CampaignHandle) -> tuple[CampaignHandle, Resumed]:
     assert handle.store is not None and handle.options.resume
     resumed = resume(handle.store, handle.options.campaign_id)
     return replace(handle, campaign_id=resumed.campaign_id, name=resumed.name,
-                   pack=resumed.pack), resumed
+                   pack=resumed.pack, warnings=resumed.warnings), resumed
 
 
 def run_here(handle: CampaignHandle, on_event: Callable[[EngineEvent], None]) -> Outcome:

@@ -89,6 +89,7 @@ class CampaignHandle:
     gpus: int = 0
     backend: GpuBackend | None = None
     warnings: tuple[str, ...] = ()
+    """Preflight's, or the takeover's (a Slurm job it could not cancel), to be said."""
 
     @property
     def logs_dir(self) -> Path:
@@ -148,16 +149,10 @@ def start_campaign(refs: Sequence[str], db_path: Path, options: StartOptions
 def _engine_args(argv: Sequence[str]) -> list[str]:
     """``dltop run``'s arguments less ``--detach`` and ``--db PATH``/``--db=PATH``: the
     engine is given the resolved database once (a second ``--db`` is refused, issue 40)."""
-    out: list[str] = []
-    skip = False
-    for a in argv[2:]:
-        if skip:
-            skip = False
-        elif a == "--db":
-            skip = True
-        elif a != "--detach" and not a.startswith("--db="):
-            out.append(a)
-    return out
+    args = list(argv[2:])
+    while "--db" in args:
+        del args[args.index("--db"):args.index("--db") + 2]
+    return [a for a in args if a != "--detach" and not a.startswith("--db=")]
 
 
 def start_engine(run_args: Sequence[str], db_path: Path, logs_dir: Path,

@@ -13,8 +13,10 @@ from dltop.jobs.engine import Engine
 from dltop.jobs.environment import core_order
 from dltop.jobs.events import EngineEvent
 from dltop.jobs.resume import Resumed, resume
+from dltop.jobs.rundir import runs_dir_of
 from dltop.jobs.start import CampaignHandle
 from dltop.jobs.writes import TelemetryLoss
+from dltop.telemetry import gpu_count
 from dltop.telemetry.sampler import Sampler
 
 
@@ -50,11 +52,11 @@ def run_here(handle: CampaignHandle, on_event: Callable[[EngineEvent], None]) ->
     store, opts, backend, campaign_id = (handle.store, handle.options, handle.backend,
                                          handle.campaign_id)
     assert store is not None and campaign_id is not None, "stored here, or taken over"
-    engine = Engine(store, campaign_id, handle.name, logs_dir=handle.logs_dir,
+    engine = Engine(store, campaign_id, handle.name, logs_dir=runs_dir_of(handle.db_path),
                     db_label=str(handle.db_path), on_event=on_event,
                     sampler_factory=None if backend is None else (
                         lambda on_batch: Sampler(backend, on_batch, opts.gpu_hz, opts.host_hz)),
-                    allocator=DeviceAllocator(handle.gpus, core_order(), pack=handle.pack))
+                    allocator=DeviceAllocator(gpu_count(), core_order(), pack=handle.pack))
 
     async def go() -> str:
         loop = asyncio.get_running_loop()

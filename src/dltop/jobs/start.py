@@ -86,14 +86,9 @@ class CampaignHandle:
     campaign_id: int | None = None
     name: str = ""
     pack: bool = False
-    gpus: int = 0
     backend: GpuBackend | None = None
     warnings: tuple[str, ...] = ()
     """Preflight's, or the takeover's (a Slurm job it could not cancel), to be said."""
-
-    @property
-    def logs_dir(self) -> Path:
-        return runs_dir_of(self.db_path)
 
 
 def check(refs: Sequence[str], options: StartOptions) -> campaign.Plan:
@@ -134,7 +129,7 @@ def start_campaign(refs: Sequence[str], db_path: Path, options: StartOptions
     if options.resume:
         check_runs_dir(runs_dir_of(db_path))  # before anything is stored
         store = Store(connect(db_path, create=False, migrate=True))
-        return CampaignHandle(db_path, options, store=store, gpus=gpu_count(), backend=backend)
+        return CampaignHandle(db_path, options, store=store, backend=backend)
     plan = check(refs, options)
     # after the profiles passed (bad input creates nothing), before anything is stored
     check_runs_dir(runs_dir_of(db_path))
@@ -142,8 +137,7 @@ def start_campaign(refs: Sequence[str], db_path: Path, options: StartOptions
     campaign_id = campaign.store_plan(store, plan, options.argv)
     store.fence(campaign_id)  # its first owner: a takeover's writes are refused here
     return CampaignHandle(db_path, options, store=store, campaign_id=campaign_id,
-                          name=plan.name, pack=plan.pack, gpus=gpu_count(), backend=backend,
-                          warnings=plan.warnings)
+                          name=plan.name, pack=plan.pack, backend=backend, warnings=plan.warnings)
 
 
 def _engine_args(argv: Sequence[str]) -> list[str]:

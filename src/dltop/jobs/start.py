@@ -126,14 +126,12 @@ def start_campaign(refs: Sequence[str], db_path: Path, options: StartOptions
         return CampaignHandle(db_path, options, launch=start_engine(
             _engine_args(options.argv), db_path, options.logs_dir or runs_dir_of(db_path)))
     backend = open_gpu_backend(options.fake_gpus) if options.telemetry else None
-    if options.resume:
-        check_runs_dir(runs_dir_of(db_path))  # before anything is stored
-        store = Store(connect(db_path, create=False, migrate=True))
-        return CampaignHandle(db_path, options, store=store, backend=backend)
-    plan = check(refs, options)
+    plan = None if options.resume else check(refs, options)
     # after the profiles passed (bad input creates nothing), before anything is stored
     check_runs_dir(runs_dir_of(db_path))
-    store = Store(connect(db_path))
+    store = Store(connect(db_path, create=plan is not None, migrate=True))
+    if plan is None:  # foreground.take_over claims the campaign
+        return CampaignHandle(db_path, options, store=store, backend=backend)
     campaign_id = campaign.store_plan(store, plan, options.argv)
     store.fence(campaign_id)  # its first owner: a takeover's writes are refused here
     return CampaignHandle(db_path, options, store=store, campaign_id=campaign_id,

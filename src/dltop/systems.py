@@ -24,14 +24,12 @@ stored in every job (``JobSpec.system``, identity).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from dltop.config import config_path, read_config
 from dltop.errors import UserError
 from dltop.profiles import references, slurm
-from dltop.profiles.references import Rule
+from dltop.profiles.site import System
 
 NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 EXECUTORS = ("slurm", "local")
@@ -39,19 +37,6 @@ KEYS = (*slurm.KEYS, "executor", "references")
 
 CONFIG_LAYER = 0
 """The references' layer of a system's table (a profile's are above: they win)."""
-
-
-@dataclass(frozen=True)
-class System:
-    """One validated ``[systems.NAME]`` table."""
-
-    name: str
-    source: str
-    """``<config file>: systems.NAME``: where its keys came from, for messages."""
-    executor: str = "slurm"
-    slurm: dict[str, Any] = field(default_factory=dict, hash=False)
-    """Its ``[slurm]`` keys as written (validated): the defaults of a profile's table."""
-    references: tuple[Rule, ...] = ()
 
 
 def check_name(name: str) -> str:

@@ -90,7 +90,7 @@ def test_the_fp8_refusal_follows_the_table(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_every_framework_has_its_runner() -> None:
-    from dltop.runners.childmod import CHILD_DIR
+    from dltop.childfiles import CHILD_DIR
 
     for name, can in catalog.CAPABILITIES.items():
         assert (CHILD_DIR / can.script).is_file(), name

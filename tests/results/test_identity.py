@@ -307,7 +307,7 @@ def test_compare_keeps_two_interpreters_of_one_campaign_apart() -> None:
 def test_two_systems_never_pool(campaigns: Any) -> None:
     """The same profile on two sites (``--system``) and on none: three configurations,
     told apart by a ``system`` row key; without a system the identity reads as before."""
-    from dltop.systems import System
+    from dltop.profiles.site import System
 
     db = memory_db()
     store = Store(db)

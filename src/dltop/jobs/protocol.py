@@ -41,9 +41,9 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from dltop.childfiles import child_module
 from dltop.jobs.protocol_evals import check_eval, check_generate, check_plan, check_profile
 from dltop.jobs.protocol_serve import check_load, check_request
-from dltop.runners.childmod import child_module
 
 INT64_MAX = 2**63 - 1
 MAX_SAMPLES = 2**53

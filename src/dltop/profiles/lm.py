@@ -17,10 +17,10 @@ from types import ModuleType
 from typing import Any, Final
 
 from dltop import catalog
+from dltop.childfiles import child_module
 from dltop.errors import UserError
 from dltop.profiles.fields import GROUP
 from dltop.profiles.model import DeviceSpec, declared
-from dltop.runners.childmod import child_module
 
 Err = Callable[[str, str], UserError]
 Loc = Callable[[str], str]

@@ -40,7 +40,7 @@ from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, de
 from dltop.profiles.references import Rule
 
 if TYPE_CHECKING:
-    from dltop.systems import System
+    from dltop.profiles.site import System
 
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "references",
             "servers")

@@ -22,11 +22,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dltop.catalog import CAPABILITIES
+from dltop.childfiles import CHILD_DIR
 from dltop.config import config_path, load_frameworks
 from dltop.errors import UserError
 from dltop.paths import library_path_with
 from dltop.pyexec import ask_python
-from dltop.runners.childmod import CHILD_DIR
 
 MODULES = {name: f.module for name, f in CAPABILITIES.items() if f.module}
 """The module each framework's runner imports (:class:`dltop.catalog.Framework`: the

@@ -1,6 +1,7 @@
 """The runners' stdlib modules (``runners/child/NAME.py``) loaded by the parent from their
 files: one table or rule serves both sides of the protocol (the shapes of lm_catalog,
-lm_text's checks, dltop_protocol's event depth). Import-light: stdlib only."""
+lm_text's checks, dltop_protocol's event depth). Import-light, stdlib only, and below
+every layer: the profiles (below runners/) read the shapes through it too."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import importlib.util
 from pathlib import Path
 from types import ModuleType
 
-CHILD_DIR = Path(__file__).resolve().parent / "child"
+CHILD_DIR = Path(__file__).resolve().parent / "runners" / "child"
 """The child scripts' folder (stdlib + framework, valid Python 3.6)."""
 
 

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from dltop.errors import UserError
-from dltop.profiles.loader import SETTINGS, builtin_names, load, parse
+from dltop.profiles.entry import SETTINGS
+from dltop.profiles.loader import builtin_names, load, parse
 from dltop.profiles.model import DeviceSpec, JobSpec, SlurmSettings, settings
 from dltop.profiles.references import Reference
 from dltop.store.db import memory_db

@@ -83,7 +83,7 @@ def test_a_setting_added_to_the_declaration_appears_in_every_derived_list(
 
 def test_the_lists_today() -> None:
     """The derived lists read as the hand-kept ones did (behaviour unchanged)."""
-    from dltop.profiles import lm, loader, window
+    from dltop.profiles import entry, lm, loader, window
     from dltop.profiles.fields import GROUP
     from dltop.profiles.model import declared
     from dltop.results import identity, labels
@@ -92,7 +92,7 @@ def test_the_lists_today() -> None:
                                  "min_time_s", "warmup_s", "request_rate", "concurrency",
                                  "server")
     assert window.KEYS == ("min_time_s", "warmup_s")
-    assert loader.TORCH_ONLY == ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
+    assert entry.TORCH_ONLY == ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
     assert declared(GROUP, "serve") == ("request_rate", "concurrency", "server")
     assert lm.LM_KEYS == ("seq_len", "attention", "prompt_tokens", "new_tokens")
     assert identity.PREFERRED == ("precision", "seq_len", "prompt_tokens", "new_tokens",

@@ -13,7 +13,6 @@ import json
 import os
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -35,6 +34,7 @@ from dltop.profiles import (
     window,
 )
 from dltop.profiles.device import device_list, thread_ladder
+from dltop.profiles.entry import SETTINGS, Where, check, entry_settings, job_checks
 from dltop.profiles.joblist import JobList
 from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, declared, settings
 from dltop.profiles.references import Rule
@@ -45,16 +45,9 @@ if TYPE_CHECKING:
 TOP_KEYS = ("name", "description", "pack", "defaults", "matrix", "slurm", "references",
             "servers")
 LIST_KEYS = ("frameworks", "models", "batch_sizes", "devices")
-REPEATS_DEFAULT = 1
-"""``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""
 SWEEP_KEYS = declared(fields.SWEEP)
 """Settings a profile may give as a list: each value is a configuration (a sweep); the
 first varies slowest (``setting(sweep=N)``)."""
-SETTINGS: dict[str, Any] = {"repeats": REPEATS_DEFAULT,
-                            **{k: f.default for k, f in settings().items()},
-                            "min_time_s": window.DEFAULT_MIN_TIME_S}
-"""Every setting key with its default, read off the JobSpec fields (see ``setting``); a
-profile's ``min_time_s`` defaults to the product's, not to 0 (a stored job without it)."""
 OPTIONS: dict[str, tuple[object, ...]] = {
     "xla": (True, False),
     "inject": ("nan", "hang", "crash", "oom", "crash-rank1"),
@@ -65,11 +58,6 @@ OPTIONS: dict[str, tuple[object, ...]] = {
 fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
-TORCH_ONLY = declared(fields.GROUP, "pytorch")
-"""Settings only the PyTorch runner reads (``Framework.pytorch_settings``): another
-framework refuses a non-default value."""
-NOT_IMAGE_MODELS = ("fcn-s", "fcn-r", "lstm", *catalog.TRANSFORMER_MODELS)
-"""Models without image input (``channels_last`` does not apply)."""
 OPTION_KEYS = tuple(OPTIONS)
 COMMAND_KEYS = command.KEYS
 """Bring-your-own workload (``frameworks = ["command"]``); see docs/profiles.md."""
@@ -81,14 +69,6 @@ def builtin_names() -> list[str]:
     pkg = resources.files("dltop.profiles") / "builtin"
     return sorted(p.name.removesuffix(".toml") for p in pkg.iterdir()
                   if p.name.endswith(".toml"))
-
-
-@dataclass(frozen=True)
-class _Where:
-    source: str
-
-    def err(self, key: str, msg: str) -> UserError:
-        return UserError(f"{self.source}: {key}: {msg}")
 
 
 def load(ref: str, logical_cores: int | None = None, system: System | None = None) -> Profile:
@@ -130,7 +110,7 @@ def parse(text: str, source: str, default_name: str,
     ``{profile_dir}`` names: the profile file's; for text without a file (a
     built-in profile), the directory dltop was started from.
     """
-    where = _Where(source)
+    where = Where(source)
     base = profile_dir if profile_dir is not None else Path.cwd()
     try:
         doc = tomllib.loads(text)
@@ -140,7 +120,7 @@ def parse(text: str, source: str, default_name: str,
         raise UserError(f"{source}: arrays or tables nested too deeply to read") from None
     _check_keys(where, "", doc, TOP_KEYS)
     strings.check(where.err, doc)  # no line break can reach a script line or a row
-    name = str(_check(where, "name", doc.get("name", default_name), fields.label))
+    name = str(check(where, "name", doc.get("name", default_name), fields.label))
     description = _str(where, "description", doc.get("description", ""))
     pack = doc.get("pack", False)
     if not isinstance(pack, bool):
@@ -201,7 +181,7 @@ def parse(text: str, source: str, default_name: str,
     return Profile(name=name, description=description, source=source, jobs=jobs, pack=pack)
 
 
-def _preset(where: _Where, origin: dict[str, str], at: str,
+def _preset(where: Where, origin: dict[str, str], at: str,
             own: dict[str, Any]) -> dict[str, Any]:
     """The defaults of the entry's ``preset`` (under everything the user wrote)."""
     name = own.get("preset")
@@ -216,7 +196,7 @@ def _preset(where: _Where, origin: dict[str, str], at: str,
                         f"(known: {', '.join(sorted(presets.PRESETS)) or 'none'})") from None
 
 
-def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
+def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
             merged: dict[str, Any], cores: int, profile_dir: Path,
             cluster: SlurmSettings | None, system: str | None = None,
             rules: tuple[Rule, ...] = (),
@@ -240,12 +220,12 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
     byo = (_command_options(where, loc, frameworks, merged, profile_dir)
            + serve.entry_options(where.err, loc, frameworks, merged, profile_dir))
     if byo:  # a command's (an endpoint's) "models" are the user's own labels
-        models = [str(_check(where, f"{loc('models')}[{j}]", v, fields.label))
+        models = [str(check(where, f"{loc('models')}[{j}]", v, fields.label))
                   for j, v in enumerate(lists["models"])]
     else:
         models = [_choice(where, f"{loc('models')}[{j}]", v, catalog.MODELS)
                   for j, v in enumerate(lists["models"])]
-    batches = [int(_check(where, f"{loc('batch_sizes')}[{j}]", v,
+    batches = [int(check(where, f"{loc('batch_sizes')}[{j}]", v,
                           fields.integer(1, limits.MAX_BATCH)))
                for j, v in enumerate(lists["batch_sizes"])]
     devices: list[DeviceSpec] = []
@@ -277,7 +257,7 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
         js = serve.check_job(where.err, loc, sw, fw)
         js = lm.job_settings(where.err, loc, js, fw, model, dev, origin)
         js = fp8.job_settings(where.err, loc, js, fw, model, dev)
-        _model_settings(where, loc, js, fw, model)
+        job_checks(where, loc, js, fw, model)
         js = window.resolve(where.err, loc, js, fw, dev.workers * js["nodes"],
                             origin.__contains__)
         slurm.check_job(where.err, loc, fw, dev, js["nodes"], js["executor"], cluster,
@@ -298,7 +278,7 @@ def _expand(where: _Where, origin: dict[str, str], at: str, profile: str,
     return configs, s["repeats"]
 
 
-def _sweeps(where: _Where, loc: Callable[[str], str],
+def _sweeps(where: Where, loc: Callable[[str], str],
             m: dict[str, Any]) -> list[dict[str, Any]]:
     """The entry's settings, one dict per combination of the swept (list) values."""
     axes: list[list[tuple[str, Any]]] = []
@@ -307,78 +287,10 @@ def _sweeps(where: _Where, loc: Callable[[str], str],
             if not m[key]:
                 raise where.err(loc(key), "expected a value or a non-empty list of values")
             axes.append([(key, v) for v in m[key]])
-    return [_settings(where, loc, {**m, **dict(combo)}) for combo in itertools.product(*axes)]
+    return [entry_settings(where, loc, {**m, **dict(combo)}) for combo in itertools.product(*axes)]
 
 
-def _settings(where: _Where, loc: Callable[[str], str], m: dict[str, Any]) -> dict[str, Any]:
-    s = {k: _check(where, loc(k), m[k], f.metadata[fields.CHECK])
-         for k, f in settings().items()}
-    s["repeats"] = _check(where, loc("repeats"), m["repeats"],
-                          fields.integer(1, limits.MAX_REPEATS))
-    # Checks across fields. Generation's keys and limits (transformers):
-    lm.mode_checks(where.err, loc, s)
-    # Real data needs a directory:
-    if s["data"] == "real":
-        if not s["data_dir"]:
-            raise where.err(loc("data_dir"), 'data = "real" needs data_dir = "PATH"')
-        # Absolute (against the directory dltop was started in, as before): the job
-        # is stored, and a --resume from another directory must read the same data.
-        s["data_dir"] = str(Path(s["data_dir"]).expanduser().absolute())
-    if s["epochs"] is not None:
-        if s["mode"] == "inference":
-            raise where.err(loc("epochs"), 'epochs is for training; mode = "inference" '
-                            "times forward passes over iterations")
-        if s["data"] != "real":
-            raise where.err(loc("epochs"), 'epochs needs data = "real" (an epoch is a pass '
-                            "over the training set)")
-        if s["eval_every"] is None:
-            s["eval_every"] = "epoch"
-    if s["eval_every"] is not None and s["data"] != "real":
-        raise where.err(loc("eval_every"), 'eval_every needs data = "real" (it evaluates on '
-                        "the data set's test files)")
-    for key in ("target_accuracy", "target_perplexity"):
-        if s[key] is not None and s["eval_every"] is None:
-            raise where.err(loc(key), f"{key} needs evaluations "
-                            '(epochs, or eval_every = N | "epoch")')
-    if s["eval_every"] == "epoch" and s["epochs"] is None:
-        raise where.err(loc("eval_every"), 'eval_every = "epoch" needs epochs = N')
-    if s["loader_workers"] and (s["data_loader"] != "host" or s["data"] != "real"):
-        raise where.err(loc("loader_workers"), 'loader_workers needs data_loader = "host" '
-                        'and data = "real"')
-    if s["cuda_graphs"] and s["compile"] != "off":
-        raise where.err(loc("cuda_graphs"), 'cuda_graphs and compile exclude each other '
-                        '(compile = "reduce-overhead" captures CUDA graphs itself)')
-    if s["shuffle"] is None:
-        s["shuffle"] = s["data"] == "real"
-    return s
-
-
-def _model_settings(where: _Where, loc: Callable[[str], str], s: dict[str, Any],
-                    framework: str, model: str) -> None:
-    """Checks of a setting against the framework and model of one job."""
-    if s["input_size"] is not None and model not in catalog.INPUT_SIZE_MODELS:
-        raise where.err(loc("input_size"), f"input_size applies to "
-                        f"{', '.join(catalog.INPUT_SIZE_MODELS)}, not {model}")
-    can = catalog.capabilities(framework)
-    for key in TORCH_ONLY:
-        if not can.pytorch_settings and s[key] != SETTINGS[key]:
-            raise where.err(loc(key), f"{key} applies to the PyTorch runner only, not "
-                            f"{framework} (leave it at {json.dumps(SETTINGS[key])} there)")
-    if s["channels_last"] and model in NOT_IMAGE_MODELS:
-        raise where.err(loc("channels_last"), f"channels_last applies to image models, "
-                        f"not {model}")
-    if s["optimizer"] not in can.optimizers:
-        raise where.err(loc("optimizer"), f"{framework} has no {s['optimizer']} optimizer "
-                        "(docs/profiles.md lists each framework's optimizers)")
-    if can.program:
-        for key, default in (("mode", "train"), ("epochs", None), ("optimizer", "sgd"),
-                             ("profile", False), ("data_loader", "device")):
-            if s[key] != default:
-                raise where.err(loc(key), f'{key} does not apply to frameworks = ["command"] '
-                                "(the program decides what it runs)")
-
-
-def _command_options(where: _Where, loc: Callable[[str], str], frameworks: list[str],
+def _command_options(where: Where, loc: Callable[[str], str], frameworks: list[str],
                      merged: dict[str, Any], profile_dir: Path) -> tuple[tuple[str, Any], ...]:
     """The command keys (:mod:`dltop.profiles.command`) go with ``frameworks = ["command"]``."""
     if "command" not in frameworks:
@@ -392,7 +304,7 @@ def _command_options(where: _Where, loc: Callable[[str], str], frameworks: list[
     return command.options(where.err, loc, merged, profile_dir)
 
 
-def _check_keys(where: _Where, prefix: str, table: dict[str, Any],
+def _check_keys(where: Where, prefix: str, table: dict[str, Any],
                 allowed: tuple[str, ...]) -> None:
     for key in table:
         if key not in allowed:
@@ -402,22 +314,15 @@ def _check_keys(where: _Where, prefix: str, table: dict[str, Any],
                             f"(valid here: {', '.join(allowed)})")
 
 
-def _check(where: _Where, key: str, v: Any, check: fields.Check[Any]) -> Any:
-    try:
-        return check(v)
-    except ValueError as exc:
-        raise where.err(key, str(exc)) from None
+def _str(where: Where, key: str, v: Any) -> str:
+    return str(check(where, key, v, fields.string))
 
 
-def _str(where: _Where, key: str, v: Any) -> str:
-    return str(_check(where, key, v, fields.string))
+def _choice(where: Where, key: str, v: Any, valid: tuple[str, ...]) -> str:
+    return str(check(where, key, v, fields.one_of(valid)))
 
 
-def _choice(where: _Where, key: str, v: Any, valid: tuple[str, ...]) -> str:
-    return str(_check(where, key, v, fields.one_of(valid)))
-
-
-def _devices(where: _Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:
+def _devices(where: Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:
     try:
         return device_list(v, cores, max_gpus=limits.MAX_GPUS, max_cpus=limits.MAX_CPUS)
     except ValueError as exc:

@@ -184,8 +184,8 @@ def measured(cmd: list[str], base: str, cwd: Path, env: dict[str, str] | None = 
     its stderr's tail)."""
     http_json(base + "/reset")
     err = cwd / "stderr.txt"
-    with open(err, "w") as fh:
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=fh, cwd=cwd,
+    with open(err, "w") as fh, open(cwd / "stdout.txt", "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=fh, cwd=cwd,
                                 env={**os.environ, **(env or {})})
         cpu = TreeCPU(proc.pid)
         code = proc.wait(timeout=timeout_s)
@@ -193,7 +193,8 @@ def measured(cmd: list[str], base: str, cwd: Path, env: dict[str, str] | None = 
     first, last = stats["first_mono"], stats["last_mono"]
     window = cpu.between(float(first), float(last)) if isinstance(first, float) \
         and isinstance(last, float) else 0.0
-    return code, window, int(stats["chunks"]), err.read_text()[-3000:]  # type: ignore[call-overload]
+    tail = (cwd / "stdout.txt").read_text()[-1500:] + err.read_text()[-1500:]
+    return code, window, int(stats["chunks"]), tail  # type: ignore[call-overload]
 
 
 def run_dltop(base: str, load: Load, prompts: Path, work: Path, rate: float | None = None,
@@ -266,13 +267,13 @@ def run_peer(python: Path, base: str, load: Load, prompts: Path, tok: Path,
     work.mkdir(parents=True, exist_ok=True)
     cmd = [str(python.parent / "aiperf"), "profile", "--model", "fake", "--url", base,
            "--endpoint-type", "chat", "--streaming", "--tokenizer", str(tok),
+           "--use-server-token-count",
            "--input-file", str(prompts), "--custom-dataset-type", "single_turn",
            "--request-rate", str(load.rate_per_s), "--concurrency", str(load.concurrency),
            "--request-count", str(load.requests), "--warmup-request-count", str(load.warmup),
            "--osl", str(load.new_tokens), "--extra-inputs", f"max_tokens:{load.new_tokens}",
            "--random-seed", str(load.seed), "--ui", "none", "--artifact-dir", str(work)]
-    env = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "AIPERF_LOG_LEVEL": "WARNING"}
-    code, cpu_s, chunks, err = measured(cmd, base, work, env)
+    code, cpu_s, chunks, err = measured(cmd, base, work)
     export = work / "profile_export_aiperf.json"
     if code != 0 or not export.exists():
         raise RuntimeError(f"aiperf failed (exit {code}): {err[-1500:]}")

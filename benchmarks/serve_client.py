@@ -312,7 +312,7 @@ def main() -> int:
                                 ("--concurrency", int, 32), ("--prompt-tokens", int, 32),
                                 ("--new-tokens", int, 64), ("--ttft-ms", float, 20.0),
                                 ("--itl-ms", float, 4.0), ("--tokens-per-chunk", int, 1),
-                                ("--seed", int, 0), ("--sweep-from", float, 25.0),
+                                ("--seed", int, 0), ("--sweep-from", float, 5.0),
                                 ("--sweep-seconds", float, 4.0)):
         ap.add_argument(flag, type=kind, default=default)
     ap.add_argument("--no-peer", action="store_true", help="dltop's figures only")
@@ -346,7 +346,7 @@ def main() -> int:
                 print(f"peer: not run: {why}", flush=True)
         rows: list[tuple[Side, Side | None]] = []
         print(f"\n{'round':>5} {'first':>6} {'dltop us/chunk':>14} {'peer us/chunk':>13} "
-              f"{'ratio':>6} {'TTFT ms d/p':>13} {'ITL ms d/p':>13}", flush=True)
+              f"{'ratio':>6} {'TTFT ms d/p':>13} {'ITL ms d/p':>13} {'chunks d/p':>11}", flush=True)
         for r in range(args.rounds):
             order = ["dltop", "peer"] if r % 2 == 0 else ["peer", "dltop"]
             got: dict[str, Side | None] = {"peer": None}
@@ -366,9 +366,9 @@ def main() -> int:
             print(f"{r + 1:5d} {order[0]:>6} {d.cpu_per_chunk_us:14.1f} "
                   + (f"{p.cpu_per_chunk_us:13.1f} {d.cpu_per_chunk_us / p.cpu_per_chunk_us:6.3f}"
                      f" {d.ttft_p50_ms:6.2f}/{p.ttft_p50_ms:6.2f} "
-                     f"{d.itl_p50_ms:6.3f}/{p.itl_p50_ms:6.3f}" if p else
-                     f"{'-':>13} {'-':>6} {d.ttft_p50_ms:6.2f}/{'-':>6} "
-                     f"{d.itl_p50_ms:6.3f}/{'-':>6}"), flush=True)
+                     f"{d.itl_p50_ms:6.3f}/{p.itl_p50_ms:6.3f} {d.chunks:5d}/{p.chunks:5d}"
+                     if p else f"{'-':>13} {'-':>6} {d.ttft_p50_ms:6.2f}/{'-':>6} "
+                     f"{d.itl_p50_ms:6.3f}/{'-':>6} {d.chunks:5d}/{'-':>5}"), flush=True)
         summarize(rows, args.ttft_ms, itl_sched, why)
         if not args.no_sweep:
             e2e_s = (args.ttft_ms + args.itl_ms * math.ceil(load.new_tokens /

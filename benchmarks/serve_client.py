@@ -5,11 +5,9 @@ load (requests, warm-up, Poisson rate, concurrency, the same prompts from one JS
 new tokens), in one run.
 
 - **dltop**: ``openai_runner.py`` run as the engine runs it (a process on a spec file).
-- **peer**: NVIDIA AIPerf (``aiperf``, pinned below), installed by this script into
-  its own virtual environment (``~/.cache/dltop-bench/peer-venv``, reused when
-  present; never dltop's). guidellm was not taken: it requires torch. AIPerf needs a
-  tokenizer: a word-level one is built in that environment (every word the fake
-  server or the prompts use is one token), no download.
+- **peer**: NVIDIA AIPerf, pinned, installed on first use into a virtual environment
+  of its own (``benchmarks/serve_peer.py``: why AIPerf and not guidellm, its
+  tokenizer, its command line).
 
 Client CPU per chunk: each client's whole process tree (psutil, sampled every 50 ms,
 reaped children included) over the server's busy window (its first request to its last
@@ -26,7 +24,7 @@ lateness p99 at the same arrivals (no requests): the machine's floor. Goals (iss
 
     .venv/bin/python benchmarks/serve_client.py [--rounds 3] [--requests 200]
         [--rate 20] [--concurrency 32] [--new-tokens 64] [--prompt-tokens 32]
-        [--ttft-ms 20] [--itl-ms 4] [--tokens-per-chunk 1] [--no-peer]
+        [--ttft-ms 20] [--itl-ms 4] [--tokens-per-chunk 1] [--no-peer] [--no-sweep]
 """
 
 from __future__ import annotations
@@ -51,11 +49,9 @@ import psutil
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from harness_overhead import ratio_interval  # noqa: E402
+from serve_peer import aiperf_command, parse_aiperf, peer_python, write_tokenizer  # noqa: E402
 
 RUNNER = HERE.parent / "src" / "dltop" / "runners" / "child" / "openai_runner.py"
-PEER_VENV = Path.home() / ".cache" / "dltop-bench" / "peer-venv"
-PEER = "aiperf==0.13.0"
-"""Pinned: its flags and its JSON export's names are read below."""
 LAG_GOAL_S = 0.002
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 
@@ -95,26 +91,6 @@ def percentile(values: list[float], q: float) -> float:
     """Nearest-rank percentile (``q`` in 0..100) of a non-empty list."""
     s = sorted(values)
     return s[min(len(s) - 1, max(0, math.ceil(q / 100.0 * len(s)) - 1))]
-
-
-def parse_aiperf(doc: dict[str, object]) -> tuple[float, float, int]:
-    """(TTFT p50 ms, ITL p50 ms, requests) from AIPerf's ``profile_export_aiperf.json``.
-
-    Raises:
-        ValueError: a figure is missing or not in milliseconds.
-    """
-    out = []
-    for key in ("time_to_first_token", "inter_token_latency", "request_count"):
-        metric = doc.get(key)
-        if not isinstance(metric, dict):
-            raise ValueError(f"AIPerf's export has no {key}")
-        if key == "request_count":
-            out.append(int(metric.get("avg") or 0))
-            continue
-        if metric.get("unit") != "ms" or not isinstance(metric.get("p50"), int | float):
-            raise ValueError(f"AIPerf's {key} has no p50 in ms: {metric}")
-        out.append(float(metric["p50"]))
-    return out[0], out[1], int(out[2])
 
 
 class TreeCPU:
@@ -230,50 +206,12 @@ def run_dltop(base: str, load: Load, prompts: Path, work: Path, rate: float | No
                 achieved_rate_per_s=len(reqs) / summary["window_s"])
 
 
-def peer_python() -> Path:
-    """The peer's environment, made and filled on first use (``pip install PEER``).
-
-    Raises:
-        RuntimeError: it cannot be made or installed (pip's output's tail).
-    """
-    python = PEER_VENV / "bin" / "python"
-    if (PEER_VENV / "bin" / "aiperf").exists():
-        return python
-    PEER_VENV.parent.mkdir(parents=True, exist_ok=True)
-    base = getattr(sys, "_base_executable", sys.executable)
-    for cmd in ([base, "-m", "venv", str(PEER_VENV)],
-                [str(python), "-m", "pip", "install", "-q", PEER]):
-        print("peer: " + " ".join(cmd), flush=True)
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed: {(res.stdout + res.stderr)[-800:]}")
-    return python
-
-
-TOKENIZER = """
-import json, sys
-from tokenizers import Tokenizer, models, pre_tokenizers, decoders
-words = ["[UNK]", "tok"] + sys.argv[2:]
-tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
-tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-tok.decoder = decoders.WordPiece(prefix="##")
-tok.save(sys.argv[1] + "/tokenizer.json")
-json.dump({"tokenizer_class": "PreTrainedTokenizerFast", "unk_token": "[UNK]",
-           "model_max_length": 1000000}, open(sys.argv[1] + "/tokenizer_config.json", "w"))
-"""
-
-
 def run_peer(python: Path, base: str, load: Load, prompts: Path, tok: Path,
              work: Path) -> Side:
     work.mkdir(parents=True, exist_ok=True)
-    cmd = [str(python.parent / "aiperf"), "profile", "--model", "fake", "--url", base,
-           "--endpoint-type", "chat", "--streaming", "--tokenizer", str(tok),
-           "--use-server-token-count",
-           "--input-file", str(prompts), "--custom-dataset-type", "single_turn",
-           "--request-rate", str(load.rate_per_s), "--concurrency", str(load.concurrency),
-           "--request-count", str(load.requests), "--warmup-request-count", str(load.warmup),
-           "--osl", str(load.new_tokens), "--extra-inputs", f"max_tokens:{load.new_tokens}",
-           "--random-seed", str(load.seed), "--ui", "none", "--artifact-dir", str(work)]
+    cmd = aiperf_command(python, base, tok, prompts, work, rate_per_s=load.rate_per_s,
+                         concurrency=load.concurrency, requests=load.requests,
+                         warmup=load.warmup, new_tokens=load.new_tokens, seed=load.seed)
     code, cpu_s, chunks, err = measured(cmd, base, work)
     export = work / "profile_export_aiperf.json"
     if code != 0 or not export.exists():
@@ -368,9 +306,7 @@ def main() -> int:
         if not args.no_peer:
             try:
                 python = peer_python()
-                tok = work / "tokenizer"
-                tok.mkdir()
-                subprocess.run([str(python), "-c", TOKENIZER, str(tok), *WORDS], check=True)
+                tok = write_tokenizer(python, work / "tokenizer", WORDS)
             except (RuntimeError, subprocess.CalledProcessError) as exc:
                 python, why = None, str(exc)
                 print(f"peer: not run: {why}", flush=True)

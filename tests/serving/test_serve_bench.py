@@ -27,6 +27,7 @@ def _bench(name: str) -> ModuleType:
 
 fake = _bench("serve_fake")
 client = _bench("serve_client")
+peer = _bench("serve_peer")
 
 
 def test_schedule_first_token_then_a_chunk_every_gap_the_last_chunk_the_rest() -> None:
@@ -42,11 +43,11 @@ def test_aiperf_export_read_for_p50s_and_refused_without_them() -> None:
     doc = {"time_to_first_token": {"unit": "ms", "avg": 21.0, "p50": 20.5, "p99": 30.0},
            "inter_token_latency": {"unit": "ms", "avg": 4.1, "p50": 4.02},
            "request_count": {"unit": "requests", "avg": 200.0}}
-    assert client.parse_aiperf(doc) == (20.5, 4.02, 200)
+    assert peer.parse_aiperf(doc) == (20.5, 4.02, 200)
     with pytest.raises(ValueError, match="no inter_token_latency"):
-        client.parse_aiperf({k: v for k, v in doc.items() if k != "inter_token_latency"})
+        peer.parse_aiperf({k: v for k, v in doc.items() if k != "inter_token_latency"})
     with pytest.raises(ValueError, match="no p50 in ms"):
-        client.parse_aiperf({**doc, "time_to_first_token": {"unit": "s", "p50": 0.02}})
+        peer.parse_aiperf({**doc, "time_to_first_token": {"unit": "s", "p50": 0.02}})
 
 
 def test_nearest_rank_percentile() -> None:

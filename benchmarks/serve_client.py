@@ -158,13 +158,12 @@ def start_fake(args: argparse.Namespace) -> tuple[subprocess.Popen[str], str]:
 
 def measured(cmd: list[str], base: str, cwd: Path, env: dict[str, str] | None = None,
              timeout_s: float = 900) -> tuple[int, float, int, str]:
-    """Run a client; (exit status, its tree's CPU over the server's window, chunks,
-    its stderr's tail)."""
+    """Run a client (``env`` its whole environment, else this one's); (exit status, its
+    tree's CPU over the server's window, chunks, its output's tail)."""
     http_json(base + "/reset")
     err = cwd / "stderr.txt"
     with open(err, "w") as fh, open(cwd / "stdout.txt", "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=fh, cwd=cwd,
-                                env={**os.environ, **(env or {})})
+        proc = subprocess.Popen(cmd, stdout=out, stderr=fh, cwd=cwd, env=env)
         cpu = TreeCPU(proc.pid)
         code = proc.wait(timeout=timeout_s)
     stats = http_json(base + "/stats")

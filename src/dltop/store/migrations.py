@@ -56,7 +56,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v26, v28
+from dltop.store.serving import v26, v28, v29
 from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
@@ -151,6 +151,8 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "runs.distinct_token_frac (a generate run's distinct-token fraction)", v27),
     Migration(28, "runs.server_cold_start_s: the cold start of a server dltop started "
                   "(issue 41 item 5)", v28),
+    Migration(29, "serve_requests.in_flight: the client's requests in flight as each "
+                  "ended (the live run panel's, issue 41 item 6)", v29),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

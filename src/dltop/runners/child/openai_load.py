@@ -135,6 +135,8 @@ class Result(object):
         self.chunk_chars = []
         self.usage = None
         self.finished = False
+        self.in_flight = 0
+        """The client's other requests in flight when this one ended."""
 
     def counts(self):
         """(each chunk's tokens, output tokens, estimated?)."""
@@ -237,6 +239,8 @@ class Client(object):
         self.concurrency = concurrency
         self.stall_s = stall_s
         self.fatal = None
+        self.in_flight = 0
+        """Requests sent and not yet ended (each result carries the count at its end)."""
 
     async def run(self, phases, on_result):
         """Each phase ``(prompts, offsets, warmup)`` in turn on one session (the warm-up's
@@ -290,6 +294,7 @@ class Client(object):
             t_send = time.monotonic()
             res.slot_wait_s = t_send - t_disp
             body = payload(self.api, self.model, prompt, self.new_tokens, self.ignore_eos)
+            self.in_flight += 1
             try:
                 async with session.post(self.url, json=body, headers=self.headers) as resp:
                     res.status = resp.status
@@ -300,6 +305,7 @@ class Client(object):
                     else:
                         await _read_stream(resp, res, self.api, t_send)
             except aiohttp.ClientConnectorError as exc:
+                self.in_flight -= 1
                 self._connect_failed(exc)
                 return
             except asyncio.TimeoutError:
@@ -312,6 +318,8 @@ class Client(object):
                 res.error = "unreadable stream: %s" % escaped(str(exc))
             res.end_mono = time.monotonic()
             res.end_s = res.end_mono - t_send
+            self.in_flight -= 1
+            res.in_flight = self.in_flight
         on_result(res)
 
     def _connect_failed(self, exc):

@@ -156,7 +156,7 @@ def _report(reporter, spec, res, state):
                   ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
                   output_tokens=tokens, tokens_estimated=estimated,
-                  chunk_s=res.chunk_s, chunk_tokens=counts)
+                  chunk_s=res.chunk_s, chunk_tokens=counts, in_flight=res.in_flight)
     if not ok:
         return
     itl = load.per_token_itl(res.chunk_s, counts)

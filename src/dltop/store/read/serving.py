@@ -29,32 +29,26 @@ def requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]
     return out
 
 
-_OK = "(error is null and output_tokens >= 1 and ttft_s is not null)"
-"""A request that ended without an error, with tokens (:class:`dltop.results.serving.
-ServeRequest`'s ``ok``)."""
+
+def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
+    """The run's requests that ended past ``after_idx``, in order (a live view reads
+    only what is new): idx, warmup, ok (tokens and no error: :class:`dltop.results.
+    serving.ServeRequest`'s), output_tokens, end_s (from its phase's start), in_flight
+    (NULL before migration 29) and error. No chunk arrays: a scan of them costs."""
+    if not has_table(db, TABLE):
+        return []
+    flight = "in_flight" if "in_flight" in columns(db, TABLE) else "null as in_flight"
+    return list(db.query(
+        "select idx, warmup, (error is null and output_tokens >= 1 and ttft_s is not null) "
+        "as ok, output_tokens, scheduled_s + dispatch_lag_s + slot_wait_s + "
+        f"coalesce(e2e_s, 0) as end_s, {flight}, error from {TABLE} "
+        "where run_id = ? and idx > ? order by idx", [run_id, after_idx]))
 
 
-def so_far(db: Any, run_id: int) -> dict[str, Any] | None:
-    """A running serve run's requests stored so far, summed (None: none yet): ``warmup``
-    (warm-up requests ended), ``ok`` and ``failed`` (measured ones), ``tokens`` (the ok
-    ones' output tokens), ``window_s`` (from the measured load's start to the last end
-    of a measured request), and of the newest request to end, ``in_flight`` (the
-    client's requests still in flight then; NULL before migration 29) and the newest
-    ``error``."""
+def scheduled_at(db: Any, run_id: int, idx: int) -> float | None:
+    """The scheduled time of the run's request ``idx`` (None: no such row)."""
     if not has_table(db, TABLE):
         return None
-    end = "scheduled_s + dispatch_lag_s + slot_wait_s + coalesce(e2e_s, 0)"
-    row = next(db.query(
-        f"select count(*) as n, sum(warmup) as warmup, sum(not warmup and {_OK}) as ok, "
-        f"sum(not warmup and not {_OK}) as failed, "
-        f"sum(case when not warmup and {_OK} then output_tokens end) as tokens, "
-        f"max(case when not warmup then {end} end) as window_s "
-        f"from {TABLE} where run_id = ?", [run_id]))
-    if not row["n"]:
-        return None
-    flight = "in_flight" if "in_flight" in columns(db, TABLE) else "null"
-    newest = next(db.query(f"select {flight} as in_flight from {TABLE} where run_id = ? "
-                           "order by idx desc limit 1", [run_id]))
-    error = next(db.query(f"select error from {TABLE} where run_id = ? and error is not null "
-                          "order by idx desc limit 1", [run_id]), None)
-    return {**row, "in_flight": newest["in_flight"], "error": error and error["error"]}
+    row = db.execute(f"select scheduled_s from {TABLE} where run_id = ? and idx = ?",
+                     [run_id, idx]).fetchone()
+    return None if row is None else float(row[0])

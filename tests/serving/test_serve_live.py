@@ -6,7 +6,9 @@ rows; once the run ends its ``dltop_serve_*`` series are gone."""
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import signal
 from bisect import bisect_right
 from pathlib import Path
@@ -30,6 +32,7 @@ from dltop.store.generations import unpack_seconds
 from dltop.tui.runpanel import RunServe
 
 pytestmark = pytest.mark.slow
+DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dltop-campaign.json"
 
 PROFILE = """[defaults]
 frameworks = ["openai"]
@@ -164,6 +167,11 @@ async def test_a_running_serve_run_is_seen_in_the_panel_and_the_exporter(
             assert got[f"dltop_serve_{name}_seconds_sum"][0].value == pytest.approx(
                 sum(values))
             assert got[f"dltop_serve_{name}_seconds_sum"][0].labels == run_labels
+        # the Grafana dashboard's serve panels query series this scrape serves
+        dash = json.loads(DASHBOARD.read_text())
+        queried = {m for p in dash["panels"] for t in p.get("targets", [])
+                   for m in re.findall(r"\bdltop_serve_[a-z_]+", t["expr"])}
+        assert len(queried) >= 6 and queried <= set(got), queried - set(got)
 
         os.kill(launch.pid, signal.SIGCONT)
         stopped = False

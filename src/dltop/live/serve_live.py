@@ -27,6 +27,7 @@ from typing import Any
 
 from dltop.results.convergence import percentile_or_none
 from dltop.store.read import runs, serving
+from dltop.store.read.changes import main_file
 from dltop.store.read.generations import measured_since
 
 
@@ -144,8 +145,7 @@ _lock = threading.Lock()  # the viewer's poll and the exporter's scrapes run in 
 
 def _so_far(db: Any, run_id: int) -> _SoFar:
     # a file's runs by its path; an in-memory database's by its connection
-    key = (str(db.execute("pragma database_list").fetchone()[2]
-               or f"memory {id(db.conn)}"), run_id)
+    key = (main_file(db) or f"memory {id(db)}", run_id)
     got = _seen.pop(key, None)
     if got is None or (got.last_idx >= 0 and serving.scheduled_at(
             db, run_id, got.last_idx) != got.last_scheduled_s):

@@ -61,7 +61,9 @@ def build_v10(path: Path, runs: int, iterations: int) -> None:
     cid = store.create_campaign("bench", ["b.toml"], ["dltop"], "h", 1, None)
     t0 = time.time()
     for job_id in store.add_jobs(cid, jobs):
-        rid = store.start_run(job_id, cid, 1, "", 64)
+        # a run row as dltop wrote it then (today's start_run stores runs.executor, of 29)
+        rid = db["runs"].insert({"job_id": job_id, "campaign_id": cid, "attempt": 1,
+                                 "status": "running", "samples_per_iter": 64}).last_pk
         rows = [{"idx": i, "seconds": rng.gauss(0.01, 0.001), "samples": 64,
                  "warmup": int(i < 10), "loss": rng.random(), "t_mono_ns": 10**12 + i * 10**7,
                  "t_wall_s": t0 + i * 0.01} for i in range(iterations)]

@@ -5,6 +5,8 @@ equals the string stored in the database (``RunStatus.OK == "ok"``), so rows
 read back as plain strings compare with them directly.
 """
 
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
@@ -33,8 +35,20 @@ INPUT_SIZE_MODELS: Final = ("resnet-50", "resnet-56")
 """Models whose image side the ``input_size`` setting may change."""
 DATA_LOADERS: Final = ("device", "host")
 BATCH_SCALINGS: Final = ("global", "per-device")
-EXECUTORS: Final = ("local", "slurm")
-"""Where a job runs: this host (the supervisor's child), or a Slurm job (docs/cluster.md)."""
+EXECUTORS_ENV: Final = "DLTOP_EXECUTORS"
+"""More executors, added without a change to dltop: ``name=module:Class`` entries, comma
+separated (:mod:`dltop.jobs.executors.pick` loads them)."""
+
+
+def added_executors(env: Mapping[str, str]) -> dict[str, str]:
+    """``DLTOP_EXECUTORS``'s entries in ``env``: name → ``module:Class`` (unchecked)."""
+    entries = (e.partition("=") for e in env.get(EXECUTORS_ENV, "").split(","))
+    return {name.strip(): target.strip() for name, _, target in entries if name.strip()}
+
+
+EXECUTORS: Final = tuple(dict.fromkeys(("local", "slurm", *added_executors(os.environ))))
+"""Where a job runs: this host (the supervisor's child), a Slurm job (docs/cluster.md),
+or an executor ``DLTOP_EXECUTORS`` adds."""
 
 
 @dataclass(frozen=True)

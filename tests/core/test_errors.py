@@ -15,7 +15,7 @@ from dltop.errors import DltopError, SetupError, UserError
 from dltop.jobs import campaign
 from dltop.jobs.collector import IterationCollector, run_fields
 from dltop.jobs.engine import Engine
-from dltop.jobs.launch import EngineDidNotStart
+from dltop.jobs.start import EngineDidNotStart
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect

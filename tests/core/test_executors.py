@@ -7,7 +7,11 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
+import sqlite_utils
+
 import dltop
+from dltop.errors import UserError
 from dltop.jobs.allocator import Allocation
 from dltop.jobs.executors.local import LocalExecutor
 from dltop.jobs.executors.pick import for_job, of_stored_run
@@ -15,6 +19,9 @@ from dltop.jobs.executors.slurm_run import SlurmBatchExecutor, SlurmStepExecutor
 from dltop.jobs.executors.slurm_script import SHARED_NODE_NOTE
 from dltop.profiles.loader import parse
 from dltop.profiles.model import SlurmSettings
+from dltop.store import Store
+from dltop.store.db import connect
+from dltop.store.migrations import apply
 from dltop.store.queue import RunProcess
 
 SRC = Path(dltop.__file__).parent
@@ -48,13 +55,35 @@ def test_a_run_gets_the_executor_its_job_and_engine_environment_say() -> None:
     assert for_job(local, {}).note(local) is None
 
 
-def test_resume_picks_the_executor_a_stored_run_was_started_by() -> None:
-    row = RunProcess(1, 1, pid=None, pgid=None, proc_start_time=None)
-    assert isinstance(of_stored_run(row), LocalExecutor)
-    assert isinstance(of_stored_run(replace(row, slurm_job_id="9")), SlurmBatchExecutor)
-    # a step's srun is a local process: its row has the pid
-    assert isinstance(of_stored_run(replace(row, pid=5, pgid=5, slurm_job_id="9")),
-                      SlurmStepExecutor)
+def test_resume_picks_the_executor_a_stored_run_was_started_by(tmp_path: Path) -> None:
+    # Rows stored before migration 30 get the name the Slurm columns told: a Slurm job
+    # with a local pid (a step's srun) is a step, without one a batch job.
+    path = tmp_path / "old.db"
+    old = sqlite_utils.Database(path)
+    apply(old, upto=29)
+    for pid, slurm_job in ((7, None), (None, "9"), (8, "9")):
+        old["runs"].insert({"job_id": 1, "campaign_id": 1, "attempt": 1, "pid": pid,
+                            "pgid": pid, "status": "running", "slurm_job_id": slurm_job})
+    old.conn.close()
+    store = Store(connect(path))
+    kinds = [type(of_stored_run(r)) for r in store.queue.running_runs(1)]
+    assert kinds == [LocalExecutor, SlurmBatchExecutor, SlurmStepExecutor]
+    # A new run stores its executor's name; its row, not its Slurm columns, decides.
+    cid = store.create_campaign("c", ["p.toml"], ["dltop"], "host", 1, None)
+    run = store.start_run(store.add_jobs(cid, [_job()])[0], cid, 1, "", 8, "slurm-batch")
+    (row,) = [r for r in store.queue.running_runs(cid) if r.run_id == run]
+    assert row.executor == "slurm-batch" and row.slurm_job_id is None
+    assert isinstance(of_stored_run(row), SlurmBatchExecutor)
+
+
+def test_an_unregistered_executor_name_is_refused_with_the_way_to_add_one() -> None:
+    row = RunProcess(1, 1, pid=None, pgid=None, proc_start_time=None, executor="ssh")
+    with pytest.raises(UserError, match=r"no executor is registered as 'ssh'.*"
+                                        r"DLTOP_EXECUTORS=ssh=module:Class"):
+        of_stored_run(row, {})
+    with pytest.raises(UserError, match=re.escape(
+            "DLTOP_EXECUTORS: executor 'ssh' = 'no.such:X'")):
+        of_stored_run(row, {"DLTOP_EXECUTORS": "ssh=no.such:X"})
 
 
 def test_only_the_executors_branch_on_the_executor_name() -> None:

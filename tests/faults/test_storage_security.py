@@ -149,7 +149,7 @@ def test_database_logs_and_folders_are_user_only_under_umask_022(tmp_path: Path)
 
 
 def test_the_engine_log_of_a_detached_engine_is_user_only(tmp_path: Path) -> None:
-    from dltop.jobs.launch import spawn_detached
+    from dltop.jobs.start import spawn_detached
 
     log = tmp_path / "runs" / "engine-1.log"
     old = os.umask(0o022)

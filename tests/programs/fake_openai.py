@@ -22,6 +22,10 @@ characters). The served model's name picks what the edges look like:
 - ``auth``: as steady with ``Authorization: Bearer s3cret``, else status 401;
 - ``edges``: the Nth request as the Nth of ``http429``, ``error500``, ``reset``,
   ``malformed`` and ``stall``, in turn.
+
+With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM does (``{model, prompt}``
+→ ``{count, tokens}``), a token being a whitespace-separated word. With ``--log FILE``
+each completion request's prompt is appended to FILE as a JSON line.
 """
 
 from __future__ import annotations
@@ -87,6 +91,9 @@ async def complete(request: web.Request) -> web.StreamResponse:
     tokens = int(body.get("max_tokens") or 16)
     per = 3 if model == "multi" else 1
     prompt = body["messages"][0]["content"] if api == "chat" else body["prompt"]
+    if cfg.log:
+        cfg.log.write(json.dumps({"prompt": prompt}) + "\n")
+        cfg.log.flush()
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     if api == "chat":
@@ -122,6 +129,13 @@ async def complete(request: web.Request) -> web.StreamResponse:
     return resp
 
 
+async def tokenize(request: web.Request) -> web.Response:
+    """vLLM's /tokenize: a token per whitespace-separated word."""
+    words = str((await request.json())["prompt"]).split()
+    return web.json_response({"count": len(words), "tokens": [len(w) for w in words],
+                              "max_model_len": 4096})
+
+
 async def models(request: web.Request) -> web.Response:
     """The readiness route a started server is polled on."""
     return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
@@ -134,6 +148,9 @@ async def main() -> None:
     p.add_argument("--port", type=int, default=0, help="0: an ephemeral port")
     p.add_argument("--ready-after-s", type=float, default=0.0,
                    help="seconds before it listens (a server loading its model)")
+    p.add_argument("--tokenize", action="store_true", help="serve POST /tokenize")
+    p.add_argument("--log", type=argparse.FileType("a"),
+                   help="append each request's prompt to this file")
     cfg = p.parse_args()
     # who started it, for the tests of servers dltop starts (issue 41 item 5)
     sys.stdout.write(f"PID {os.getpid()} PPID {os.getppid()} PGID {os.getpgid(0)}\n")
@@ -144,6 +161,8 @@ async def main() -> None:
     app.router.add_post("/v1/chat/completions", complete)
     app.router.add_post("/v1/completions", complete)
     app.router.add_get("/v1/models", models)
+    if cfg.tokenize:
+        app.router.add_post("/tokenize", tokenize)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", cfg.port)

@@ -20,7 +20,8 @@ from dltop.results.convergence import (
     percentile_or_none,
     time_to_accuracy,
 )
-from dltop.results.metrics import metric, value_of
+from dltop.results.metricdefs import metric
+from dltop.results.metrics import value_of
 from dltop.store import Store, memory_db
 
 

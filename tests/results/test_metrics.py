@@ -12,7 +12,8 @@ import sqlite_utils
 
 from dltop.results import export
 from dltop.results.aggregate import ConfigResult, config_results
-from dltop.results.metrics import CONVERGENCE, METRICS, value_of
+from dltop.results.metricdefs import CONVERGENCE, METRICS
+from dltop.results.metrics import value_of
 from dltop.results.peaks import gpu_peak, peak_tflops
 from dltop.store import memory_db
 

@@ -39,6 +39,7 @@ def _child(name: str) -> ModuleType:
 
 
 load = _child("openai_load")
+tokens = _child("openai_tokens")
 
 
 def test_schedules_are_open_loop_and_seeded() -> None:
@@ -237,12 +238,12 @@ def test_a_tls_failure_names_the_host(tmp_path: Path, fake_server) -> None:
 def test_dataset_prompts_are_sampled_with_the_seed(tmp_path: Path) -> None:
     jsonl = tmp_path / "p.jsonl"
     jsonl.write_text('{"prompt": "one"}\n"two"\n{"text": "three"}\n')
-    assert load.read_dataset(str(jsonl)) == ["one", "two", "three"]
+    assert tokens.read_dataset(str(jsonl)) == ["one", "two", "three"]
     share = tmp_path / "s.json"
     share.write_text('[{"conversations": [{"from": "human", "value": "hi"}, '
                      '{"from": "gpt", "value": "yo"}]}]')
-    assert load.read_dataset(str(share)) == ["hi"]
-    a = load.prompts_for({"prompt_tokens": 4}, 5, random.Random(3), ["x", "y", "z"])
-    assert a == load.prompts_for({"prompt_tokens": 4}, 5, random.Random(3), ["x", "y", "z"])
-    synth = load.prompts_for({"prompt_tokens": 4}, 2, random.Random(3))
+    assert tokens.read_dataset(str(share)) == ["hi"]
+    a = tokens.prompts_for({"prompt_tokens": 4}, 5, random.Random(3), ["x", "y", "z"])
+    assert a == tokens.prompts_for({"prompt_tokens": 4}, 5, random.Random(3), ["x", "y", "z"])
+    synth = tokens.prompts_for({"prompt_tokens": 4}, 2, random.Random(3))
     assert all(len(p.split()) == 4 for p in synth)

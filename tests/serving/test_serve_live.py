@@ -22,7 +22,7 @@ from tests.dltop_env import query
 from tests.tui.conftest import Seeded, make_app
 
 from dltop.errors import UserError
-from dltop.jobs.launch import start_engine
+from dltop.jobs.start import start_engine
 from dltop.live.campaign import read_campaign
 from dltop.live.exporter import MetricsSource, PrometheusCollector
 from dltop.live.serve_metrics import ITL_BUCKETS_S, TTFT_BUCKETS_S

@@ -19,7 +19,7 @@ def test_a_queued_slurm_run_says_so_with_its_whole_reason() -> None:
                  '["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [1]\ndevices = ["cpu:1"]\n',
                  "p.toml", "p").jobs
     cid = store.create_campaign("c", ["p.toml"], ["dltop"], "host", 1, None)
-    run_id = store.start_run(store.add_jobs(cid, jobs)[0], cid, 1, "", 1)
+    run_id = store.start_run(store.add_jobs(cid, jobs)[0], cid, 1, "", 1, "slurm-batch")
 
     def panel() -> tuple[str, str, str]:
         view = read_campaign(store.db, cid)

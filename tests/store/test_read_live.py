@@ -4,38 +4,47 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dltop.jobs.executors.where import queued_reason
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect, memory_db
 from dltop.store.read.changes import data_version, main_file
 from dltop.store.read.queue_view import job_row, queue_window, running_runs
+from dltop.store.read.slurm import queue_state
 from dltop.store.reader import open_reader
 
 PROFILE = ('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [8, 16, 32]\n'
            'devices = ["cpu:1"]\niterations = 20\nwarmup = 3\n')
 
 
-def _running(store: Store) -> tuple[int, list[int], int]:
+def _running(store: Store, executor: str = "local") -> tuple[int, list[int], int]:
     """A campaign of three jobs, the first one running: its id, the job ids, the run id."""
     cid = store.create_campaign("c", ["p.toml"], ["dltop"], "host", 1, None)
     ids = store.add_jobs(cid, parse(PROFILE, "p.toml", "p").jobs)
-    return cid, ids, store.start_run(ids[0], cid, 1, "", 8)
+    return cid, ids, store.start_run(ids[0], cid, 1, "", 8, executor)
 
 
 def test_a_run_shows_its_slurm_queue_reason_until_it_runs() -> None:
     store = Store(memory_db())
-    cid, _, run = _running(store)
+    cid, _, local = _running(store)
+    _, _, run = _running(store, "slurm-batch")
 
-    def pending() -> str | None:
-        return running_runs(store.db, cid)[0]["pending"]
+    def pending(campaign: int = cid + 1) -> str | None:
+        return queued_reason(running_runs(store.db, campaign)[0], True, "submitted")
 
-    assert pending() is None  # a local run
+    def in_queue() -> str | None:
+        (window_run,) = [j["run_id"] for j in queue_window(store.db, cid + 1, 0, 10)
+                         if j["run_id"] is not None]
+        return queued_reason(queue_state(store.db, [window_run])[0])
+
+    store.update_run(local, {"slurm_job_id": "16"})
+    assert pending(cid) is None  # a local run: its executor holds no queue
+    assert pending() is None  # not submitted yet
     store.update_run(run, {"slurm_job_id": "17"})
     assert pending() == "submitted"  # sbatch answered, squeue not asked yet
     store.update_run(run, {"slurm_state": "PENDING", "slurm_reason": "Priority"})
-    assert pending() == "Priority"
-    assert queue_window(store.db, cid, 0, 10)[0]["pending"] == "pending (Priority)"
+    assert pending() == "Priority" and in_queue() == "Priority"
     store.update_run(run, {"slurm_state": "RUNNING"})
-    assert pending() is None and queue_window(store.db, cid, 0, 10)[0]["pending"] is None
+    assert pending() is None and in_queue() is None
 
 
 def test_a_database_without_the_plan_and_slurm_columns_reads_alike() -> None:
@@ -46,7 +55,8 @@ def test_a_database_without_the_plan_and_slurm_columns_reads_alike() -> None:
     for column in ("plan_iterations", "slurm_state"):  # as before migrations 14 and 15
         store.db.execute(f"alter table runs drop column {column}")
     row = running_runs(store.db, cid)[0]
-    assert row["total"] == 23 and row["pending"] is None  # the job's warm-up + iterations
+    assert row["total"] == 23  # the job's warm-up + iterations
+    assert queued_reason(row, True, "submitted") is None
 
 
 def test_a_jobs_row_leaves_out_the_removed_jobs_before_it() -> None:

@@ -213,7 +213,9 @@ def test_migration_12_makes_iterations_without_rowid_keeping_every_row(tmp_path:
     db = _v10_db(path)
     store = Store(db)
     cid, jobs = campaign(store, 1)
-    rid = store.start_run(jobs[0], cid, 1, "", 8)
+    # a run row as dltop wrote it then (today's start_run stores runs.executor, of 29)
+    rid = db["runs"].insert({"job_id": jobs[0], "campaign_id": cid, "attempt": 1,
+                             "status": "running", "samples_per_iter": 8}).last_pk
     rows = [{"idx": i, "seconds": 0.5 + i, "samples": 8, "warmup": 0, "loss": 0.1 * i,
              "t_mono_ns": 10**12 + i, "t_wall_s": 1.7e9 + i} for i in range(50)]
     store.add_iterations(rid, rows)

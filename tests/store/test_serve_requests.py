@@ -57,7 +57,7 @@ def test_requests_become_rows_and_the_load_the_run_columns(store: Store) -> None
     assert unpack_seconds(rows[1]["chunk_s"]) == (0.02, 0.03, 0.05)
     assert unpack_counts(rows[1]["chunk_tokens"]) == (2, 1, 1)
     assert unpack_counts(rows[2]["chunk_tokens"]) == ()
-    assert [r["in_flight"] for r in rows] == [0, 1, 0]  # migration 29
+    assert [r["in_flight"] for r in rows] == [0, 1, 0]  # migration 31
     cols = extras.fields([])
     # two measured requests: no p99 (it needs 100, the percentile rule)
     assert cols == {"serve_window_s": 2.0, "client_cpu_pct": pytest.approx(20.0),
@@ -77,6 +77,32 @@ def test_a_client_behind_its_schedule_is_client_bound(store: Store, lag: float, 
     cols = extras.fields([])
     assert cols["dispatch_lag_p99_s"] == pytest.approx(lag)
     assert cols["client_bound"] == bound
+
+
+def test_the_token_source_is_a_run_column_and_a_split_client_is_judged_per_process(
+        store: Store) -> None:
+    _, _, extras = _extras(store)
+    extras.on_event(request(0))
+    # 1.8 cores over two processes: 90 % each, not above the bound
+    extras.on_event({"event": "load", "window_s": 2.0, "client_cpu_s": 3.6,
+                     "token_source": "tokenize+usage", "client_processes": 2})
+    cols = extras.fields([])
+    assert (cols["token_source"], cols["client_bound"]) == ("tokenize+usage", 0)
+    store.update_run(extras.run_id, cols)
+    (row,) = store.db.query("select token_source from runs where id = ?", [extras.run_id])
+    assert row["token_source"] == "tokenize+usage"
+
+
+@pytest.mark.parametrize(("change", "says"), [
+    ({"token_source": "guessed"}, "token_source 'guessed' is not one of estimated, "),
+    ({"token_source": "usage+words"}, "token_source 'usage+words'"),
+    ({"client_processes": 0}, "client_processes 0 is not an integer >= 1"),
+])
+def test_bad_load_events_are_refused(change: dict[str, Any], says: str) -> None:
+    load = {"v": 1, "event": "load", "window_s": 2.0, "client_cpu_s": 0.4}
+    assert EventChecker().problem(load) is None
+    why = EventChecker().problem({**load, **change})
+    assert why is not None and says in why, why
 
 
 @pytest.mark.parametrize(("change", "says"), [

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dltop.errors import UserError
-from dltop.jobs.launch import Launch, start_engine
+from dltop.jobs.start import Launch, start_engine
 from dltop.store import connect
 
 from .conftest import Seeded, make_app

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from dltop.errors import UserError
-from dltop.jobs.launch import start_engine
+from dltop.jobs.start import start_engine
 from dltop.store import connect
 from dltop.tui.runpanel import RunHealth
 

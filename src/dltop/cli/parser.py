@@ -10,20 +10,15 @@ from typing import Any
 from dltop import __version__
 from dltop.catalog import Control
 from dltop.cli import daemon_parsers
+from dltop.results.metricdefs import METRICS
 
 DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compare | report | "
                "serve | exporter | agent | prune | import | vacuum | profiles | data | devices | "
                "env | doctor``; "
                "with no command (or ``tui``), the live viewer.")
-EXPORT_METRICS = ["time", "mean-time", "throughput", "power", "energy", "gpu-memory",
-                  "host-memory", "cpu", "tflops", "mfu", "accuracy", "time-to-accuracy",
-                  "time-to-perplexity",
-                  "epoch-time", "latency", "perplexity", "ttft", "tpot", "itl",
-                  "decode-rate", "mbu", "prefill-tflops", "req-rate", "output-rate", "goodput",
-                  "error-rate", "itl-chunk", "dispatch-lag", "slot-wait", "client-cpu",
-                  "distinct-tokens"]
-"""``dltop export --metric`` choices (dltop.results.metrics.METRICS; kept literal so that
-the parser imports no results code)."""
+EXPORT_METRICS = list(METRICS)
+"""``dltop export --metric`` choices: the declared metrics (metricdefs is light: no
+results code runs to list them)."""
 
 
 VIEWER_OPTIONS = ("db", "campaign", "fake_gpus", "refresh_hz", "no_telemetry", "no_resume",
@@ -182,14 +177,10 @@ def build_parser() -> argparse.ArgumentParser:
                      type=_format, help="tex is latex; default: the -o file's suffix (.md "
                                         ".csv .json .tex), else md")
     exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
-                     help="the pivot's cells: time (median s/iter, default), mean-time, "
-                          "throughput (samples/s), power (W), energy (J/sample), gpu-memory "
-                          "and host-memory (MiB), cpu (%%), tflops (TFLOP/s), mfu (%%); "
-                          "convergence runs: accuracy, time-to-accuracy (s), epoch-time (s), "
-                          "perplexity; inference runs: latency (p50/p90/p99 s); generate "
-                          "runs: latency (end to end), ttft, tpot, itl (p50/p90/p99 s), "
-                          "decode-rate (tokens/s), mbu (%% of peak memory bandwidth), "
-                          "prefill-tflops (TFLOP/s), distinct-tokens (fraction)")
+                     help="the pivot's cells (docs/metrics.md): time (median s/iter, "
+                          "default), " + ", ".join(f"{n} ({m.unit})" if m.unit else n
+                                                   for n, m in METRICS.items() if n != "time")
+                          .replace("%", "%%"))
     exp.add_argument("--flops", default=None, choices=["nanogpt", "no-embedding"],
                      help="the FLOPs convention of --metric tflops and mfu: nanogpt "
                           "(default: the tied embedding counted) or no-embedding "
@@ -245,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --by: the value the others are compared with (default: "
                           "the first in queue order)")
     cmp.add_argument("--metric", default=None,
-                     choices=["time", "throughput", "energy", "mfu", "ttft", "tpot"],
+                     choices=[n for n, m in METRICS.items() if m.words],
                      help="default: time for A B; every metric a pair has for --by")
     cmp.add_argument("--flops", default=None, choices=["nanogpt", "no-embedding"],
                      help="with --metric mfu: the FLOPs convention (nanogpt, the default, "

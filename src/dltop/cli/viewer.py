@@ -59,7 +59,7 @@ def cmd_tui(args: argparse.Namespace) -> int:
 
 
 def _view(args: argparse.Namespace, db_path: Path, hz: float, read_only: bool) -> int:
-    from dltop.jobs.engine import default_logs_dir
+    from dltop.jobs.rundir import runs_dir_of
     from dltop.store import connect
     from dltop.telemetry import open_gpu_backend
     from dltop.tui.app import DltopApp
@@ -70,7 +70,7 @@ def _view(args: argparse.Namespace, db_path: Path, hz: float, read_only: bool) -
         connect(db_path, create=False).close()
     backend = None if getattr(args, "no_telemetry", False) else \
         open_gpu_backend(getattr(args, "fake_gpus", None))
-    app = DltopApp(db_path, default_logs_dir(db_path), backend,
+    app = DltopApp(db_path, runs_dir_of(db_path), backend,
                    campaign_id=getattr(args, "campaign", None), device_hz=hz,
                    resume_orphans=not (getattr(args, "no_resume", False) or read_only),
                    freeze_gc=True, read_only=read_only)

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import ParamSpec, TypeVar
 
 from dltop.catalog import CampaignStatus, Control, RunStatus, control_of
-from dltop.jobs import environment, lease, rundir
+from dltop.jobs import environment, lease
 from dltop.jobs.allocator import Allocation, DeviceAllocator
 from dltop.jobs.events import (
     CampaignFinished,
@@ -369,8 +369,3 @@ class Engine:
     def telemetry_batches_lost(self) -> int:
         """Telemetry batches the database refused since the engine started."""
         return self.telemetry_loss.batches
-
-
-def default_logs_dir(db_path: Path) -> Path:
-    """Per-run logs live beside the database: ``<db dir>/<db stem>-runs/``."""
-    return rundir.runs_dir_of(db_path)

@@ -16,7 +16,9 @@ and skipped like any other). The rules:
   or an integer >= 0.
 - ``load`` (once, after the measured requests): ``window_s`` a finite number > 0,
   ``client_cpu_s`` a finite number >= 0, ``asked_rate`` null or a finite number > 0,
-  ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0.
+  ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0,
+  ``token_source`` null or :data:`TOKEN_SOURCES` joined by ``+``, ``client_processes``
+  null or an integer >= 1.
 """
 
 from __future__ import annotations
@@ -38,6 +40,8 @@ MAX_CHUNKS = MAX_NEW_TOKENS
 MAX_ERROR = 4000
 """Characters of a request's error text."""
 _BOOL = (True, False, 0, 1)
+TOKEN_SOURCES = ("estimated", "tokenize", "tokenizer", "usage")
+"""What may count a request's output tokens (the runner's ``openai_tokens``)."""
 
 
 def _seconds(e: dict[str, Any], key: str, required: bool) -> str | None:
@@ -89,7 +93,13 @@ def check_load(e: dict[str, Any]) -> str | None:
     why = (_number_field(e, "window_s", required=True, positive=True)
            or _number_field(e, "client_cpu_s", required=True)
            or _number_field(e, "asked_rate", positive=True)
-           or _number_field(e, "server_cold_start_s"))
+           or _number_field(e, "server_cold_start_s")
+           or _int_field(e, "client_processes", 1))
     if why is None and e["window_s"] > MAX_SECONDS:
         why = f"window_s {_show(e['window_s'])} is over {MAX_SECONDS:g} s"
+    source: Any = e.get("token_source")
+    if why is None and source is not None and (not isinstance(source, str) or not set(
+            source.split("+")) <= set(TOKEN_SOURCES)):
+        why = f"token_source {_show(source)} is not one of {', '.join(TOKEN_SOURCES)} " \
+              "(joined by +)"
     return why

@@ -109,7 +109,8 @@ class RunLifecycle:
         except DltopError as exc:
             # Preflight passed, so the host or the config file changed since: this run
             # fails with the reason, the campaign goes on.
-            return await self._fail_unstarted(q, ErrorKind.INTERPRETER, str(exc))
+            return await self._fail_unstarted(q, ErrorKind.INTERPRETER, str(exc),
+                                              executor=executor.name)
         waited_s, start_temp, start_power = await self._cooldown(job, alloc.gpu_indices)
         if self._stop.is_set():
             await self._write(self._store.set_job_status, q.job_id, RunStatus.CANCELLED)
@@ -124,7 +125,7 @@ class RunLifecycle:
         index, total = await self._write(self._store.queue.progress, self._campaign_id)
         attempt = await self._write(self._store.queue.next_attempt, q.job_id)
         run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id, attempt,
-                                   "", job.units_per_iter)
+                                   "", job.units_per_iter, executor.name)
         write_later(self._store.update_run, run_id, {
             "cooldown_waited_s": waited_s, "start_temp_c": start_temp,
             "start_power_w": start_power,
@@ -210,14 +211,14 @@ class RunLifecycle:
         return outcome.status
 
     async def _fail_unstarted(self, q: QueuedJob, kind: ErrorKind, message: str,
-                              run_id: int | None = None) -> str:
+                              run_id: int | None = None, executor: str = "local") -> str:
         """Store a run of ``q`` that could not start as ``crashed`` with its reason
-        (``run_id``: the run row already stored, else a new one)."""
+        (``run_id``: the run row already stored, else a new one on ``executor``)."""
         index, total = await self._write(self._store.queue.progress, self._campaign_id)
         if run_id is None:
             attempt = await self._write(self._store.queue.next_attempt, q.job_id)
             run_id = await self._write(self._store.start_run, q.job_id, self._campaign_id,
-                                       attempt, "", q.spec.units_per_iter)
+                                       attempt, "", q.spec.units_per_iter, executor)
         self._emit(RunStarted(run_id, q.job_id, index, total, q.spec, ""))
         await self._write(self._store.finish_run, run_id, q.job_id, RunStatus.CRASHED,
                           {"error_kind": kind, "error_message": message})

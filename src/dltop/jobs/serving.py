@@ -78,6 +78,9 @@ class ServeExtras:
                               what="serve request rows", count=len(self._rows))
             self._rows = []
 
+    def _processes(self) -> int:
+        return int((self._load or {}).get("client_processes") or 1)
+
     def fields(self) -> dict[str, Any]:
         """The run's serve columns (empty for a run that sent no request)."""
         out: dict[str, Any] = {}
@@ -88,10 +91,11 @@ class ServeExtras:
             window = float(self._load["window_s"])
             out["serve_window_s"] = window
             out["client_cpu_pct"] = 100.0 * float(self._load["client_cpu_s"]) / window
-            if self._load.get("server_cold_start_s") is not None:
-                out["server_cold_start_s"] = float(self._load["server_cold_start_s"])
-        if out:
-            busy = out.get("serve_window_s", 0.0) >= CPU_WINDOW_S \
-                and out.get("client_cpu_pct", 0.0) > CPU_BOUND_PCT
+            for key in ("server_cold_start_s", "token_source"):
+                if self._load.get(key) is not None:
+                    out[key] = self._load[key]
+        if out:  # judged per client process: a split load's CPU is its processes' sum
+            busy = out.get("serve_window_s", 0.0) >= CPU_WINDOW_S and out.get(
+                "client_cpu_pct", 0.0) / self._processes() > CPU_BOUND_PCT
             out["client_bound"] = int(out.get("dispatch_lag_p99_s", 0.0) > LAG_BOUND_S or busy)
         return out

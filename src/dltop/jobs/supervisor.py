@@ -1,6 +1,6 @@
 """Start one runner child, read its events, enforce its deadline, classify the end.
 
-The only place dltop starts or kills runner children (:mod:`dltop.jobs.launch`
+The only place dltop starts or kills runner children (:mod:`dltop.jobs.start`
 starts the background engine). Each child runs in a new
 session (so its own process group, and no controlling terminal: a closed SSH
 connection or Ctrl-C in the terminal never reaches it directly); every stop

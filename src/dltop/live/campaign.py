@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, JobStatus
+from dltop.jobs.executors.where import queued_reason
 from dltop.live.eta import eta_inputs
 from dltop.live.health import (
     CampaignEta,
@@ -38,7 +39,7 @@ from dltop.results.queries import (
     status_counts,
 )
 from dltop.store import samples
-from dltop.store.read import queue_view
+from dltop.store.read import queue_view, slurm
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -216,7 +217,8 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
     tree = samples.newest_host(db, r["id"])
     settings = running_settings(db, campaign_id, [int(r["job_id"])]).get(int(r["job_id"]), "")
     return RunView(r["id"], r["job_id"], run_label(r, settings), done, r["total"],
-                   r["warmup"], r["started_at"], r["pending"], recent_s=tuple(recent),
+                   r["warmup"], r["started_at"], queued_reason(r, True, "submitted"),
+                   recent_s=tuple(recent),
                    samples_per_iter=r["samples_per_iter"] or r["batch_size"],
                    log_tail=read_log_tail(r["log_path"], log_lines), model=r["model"],
                    losses=tuple(i["loss"] for i in reversed(its)), read_s=wall_clock(),
@@ -237,6 +239,13 @@ def _epoch(iso: str | None) -> float | None:
         return None
 
 
+def _pending(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, str]:
+    """Run id → ``pending (<the queue's reason>)`` for the runs of ``run_ids`` whose
+    executor still holds them in its queue."""
+    return {r["id"]: f"pending ({why})" for r in slurm.queue_state(db, run_ids)
+            if (why := queued_reason(r))}
+
+
 def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: int,
               total_hint: int | None = None) -> tuple[JobLine, ...]:
     """Rows ``offset`` to ``offset + limit`` of the campaign's queue (``total_hint``: its
@@ -244,10 +253,10 @@ def read_jobs(db: sqlite_utils.Database, campaign_id: int, offset: int, limit: i
     rows = queue_view.queue_window(db, campaign_id, offset, limit, total_hint)
     settings = labels.job_settings(db, [int(j["id"]) for j in rows],
                                    labels.campaign_varying(db, campaign_id))
-    return tuple(JobLine(j["id"], j["position"], j["pending"] or j["status"], j["framework"],
-                         j["model"],
-                         j["batch_size"], j["device"], j["repeat"], j["median_s"],
-                         bool(j["contaminated"]), settings.get(int(j["id"]), ""))
+    pending = _pending(db, [j["run_id"] for j in rows if j["run_id"] is not None])
+    return tuple(JobLine(j["id"], j["position"], pending.get(j["run_id"], j["status"]),
+                         j["framework"], j["model"], j["batch_size"], j["device"], j["repeat"],
+                         j["median_s"], bool(j["contaminated"]), settings.get(int(j["id"]), ""))
                  for j in rows)
 
 

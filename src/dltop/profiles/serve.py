@@ -5,8 +5,8 @@ OpenAI-compatible endpoint that is already serving (docs/serving.md). Two of its
 settings are :class:`~dltop.profiles.model.JobSpec` fields, so that they sweep like
 any setting: ``request_rate`` and ``concurrency``. The others are checked here into
 the job's ``options`` (every option is identity): the endpoint, the API, the arrival
-process, the SLOs, the error budget, the dataset and the name of the variable that
-holds the API key (never the key itself).
+process, the SLOs, the error budget, the dataset, the tokenizer file, the client
+processes and the name of the variable that holds the API key (never the key itself).
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ from dltop.profiles import limits as L
 from dltop.profiles.model import declared
 
 KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
-               "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "ignore_eos")
+               "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "ignore_eos", "tokenizer",
+               "client_processes")
 """The keys of an ``openai`` entry (besides the settings every entry has)."""
 APIS: Final = ("chat", "completions")
 ARRIVALS: Final = ("poisson", "constant", "gamma")
@@ -31,6 +32,8 @@ MAX_ERROR_RATE_DEFAULT: Final = 0.05
 """Above this share of failed measured requests the run fails (``max_error_rate``)."""
 CONCURRENCY_DEFAULT: Final = 1
 REQUEST_RATE_DEFAULT: Final = "inf"
+MAX_CLIENT_PROCESSES: Final = 256
+"""The most client processes one serve run's load may be split over."""
 BATCH: Final = 1
 """A request is one sequence: ``batch_sizes`` is [1] (the default for this framework)."""
 
@@ -124,7 +127,41 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
             raise err(loc("dataset"), f"no such file: {path} (a JSONL of prompts or a "
                       "ShareGPT-style JSON)")
         out["dataset"] = str(path)
+    if merged.get("tokenizer") is not None:
+        out["tokenizer"] = tokenizer(err, loc("tokenizer"), merged["tokenizer"], profile_dir)
+    if merged.get("client_processes") is not None:
+        out["client_processes"] = _check(err, loc("client_processes"),
+                                         merged["client_processes"], client_processes)
     return tuple(sorted(out.items()))
+
+
+def client_processes(v: Any) -> int | str:
+    """``"auto"`` or a number of client processes from 1 to :data:`MAX_CLIENT_PROCESSES`."""
+    if v == "auto":
+        return "auto"
+    if isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= MAX_CLIENT_PROCESSES:
+        return v
+    raise ValueError(f'expected "auto" or an integer >= 1 and <= {MAX_CLIENT_PROCESSES}, '
+                     f"got {v!r}")
+
+
+def tokenizer(err: Err, key: str, v: Any, profile_dir: Path) -> str:
+    """A ``tokenizer.json`` the ``tokenizers`` package reads (relative to the profile)."""
+    path = (profile_dir / Path(_check(err, key, v, fields.path)).expanduser()).resolve()
+    if not path.is_file():
+        raise err(key, f"no such file: {path} (a tokenizer.json)")
+    try:
+        path.open("rb").close()
+    except OSError as exc:
+        raise err(key, f"cannot read {path}: {exc.strerror}") from None
+    from tokenizers import Tokenizer  # here: only profiles that name one pay its import
+
+    try:
+        Tokenizer.from_file(str(path))
+    except Exception as exc:
+        raise err(key, f"{path} is not a tokenizer.json the tokenizers package reads: "
+                  f"{exc}") from None
+    return str(path)
 
 
 def entry_options(err: Err, loc: Callable[[str], str], frameworks: list[str],

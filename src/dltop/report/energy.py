@@ -22,6 +22,7 @@ from dltop.report.leftout import caption_text
 from dltop.report.model import Figure
 from dltop.results import identity, labels, tokens
 from dltop.results.aggregate import ConfigResult
+from dltop.results.metricdefs import metric
 from dltop.results.readings import readings_check
 
 MODE_WORDS = {"train": "training", "inference": "inference", "generate": "generation"}
@@ -77,7 +78,8 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
         facet = MODE_WORDS.get(mode, mode)
         if len(mixed.get(mode, ())) > 1:  # this mode mixes units: a row per unit
             facet += f", {'transformers' if tokens.is_lm(r.model) else 'other models'}"
-        for panel, column in (("power W", "power_mean_w"), (joules, "joules_per_sample")):
+        power = metric("power").header  # the axes' titles: the metrics' declared labels
+        for panel, column in ((power, "power_mean_w"), (joules, "joules_per_sample")):
             values = [float(v) for v in (run.get(column) for run in r.runs) if v is not None]
             if values:
                 rows.append({"panel": panel, "framework": r.framework, "config": config,

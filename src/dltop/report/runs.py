@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.errors import UserError
 from dltop.report.model import Figure
 from dltop.results import labels, queries
-from dltop.results.metrics import MIB
+from dltop.results.metricdefs import MIB
 from dltop.results.runtrace import RunTrace, read_trace
 from dltop.results.table import fmt_seconds
 from dltop.store.read import series

@@ -38,6 +38,7 @@ from dltop import catalog
 from dltop.errors import UserError
 from dltop.results import bootstrap, caption, comparemetrics, identity, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
+from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.table import Cell, Column, Millis, Role, Row, Table, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -112,8 +113,8 @@ def verdict(ratio: float, low: float, high: float, metric: str, threshold: float
     ``lower MFU``) or ``no significant change`` for B/A of ``metric``."""
     if low <= 1.0 <= high or abs(ratio - 1.0) <= threshold:
         return SAME
-    better, worse = comparemetrics.WORDS[metric]
-    return better if (ratio > 1.0) == (metric in comparemetrics.HIGHER_IS_BETTER) else worse
+    better, worse = metric_spec(metric).words
+    return better if (ratio > 1.0) == metric_spec(metric).higher else worse
 
 
 def bare(r: ConfigResult) -> dict[str, Any]:

@@ -26,21 +26,15 @@ from dataclasses import dataclass
 from dltop.results import bootstrap
 from dltop.results.aggregate import ConfigResult
 from dltop.results.bootstrap import RunStat, Sample
+from dltop.results.metricdefs import BY_FLOPS, DECLARED, metric
 from dltop.results.metrics import value_of
 
-METRICS = ("time", "throughput", "energy", "mfu", "ttft", "tpot")
-"""The metrics compare gives a ratio of, in the order ``--by`` lists them."""
-ALL = (*METRICS, "mfu-no-embedding")
-""":data:`METRICS` and MFU by torchtitan's FLOPs count (``--metric mfu --flops
-no-embedding``), asked for by name only."""
-HIGHER_IS_BETTER = frozenset({"throughput", "mfu", "mfu-no-embedding"})
-WORDS: dict[str, tuple[str, str]] = {
-    "time": ("faster", "slower"), "throughput": ("faster", "slower"),
-    "ttft": ("faster", "slower"), "tpot": ("faster", "slower"),
-    "energy": ("less energy", "more energy"), "mfu": ("higher MFU", "lower MFU"),
-    "mfu-no-embedding": ("higher MFU", "lower MFU")}
-"""Each metric's verdict words: (better, worse)."""
-WORSE = frozenset(w for _, w in WORDS.values())
+ALL = tuple(m.name for m in (*DECLARED, *BY_FLOPS) if m.words)
+"""The metrics compare gives a ratio of (those whose declaration has verdict words), with
+MFU by torchtitan's FLOPs count (``--metric mfu --flops no-embedding``)."""
+METRICS = tuple(n for n in ALL if metric(n).pivot)
+"""Those of :data:`ALL` asked for by name, in the order ``--by`` lists them."""
+WORSE = frozenset(metric(n).words[1] for n in ALL)
 """The verdicts ``--fail-on-regression`` counts."""
 _TIMED = ("time", "throughput")
 

@@ -46,16 +46,10 @@ from dltop.results.aggregate import (
     rank,
 )
 from dltop.results.gcpause import gc_paused
-from dltop.results.metrics import (
-    HOST_SPLIT,
-    READINGS,
-    host_split_text,
-    markers,
-    value_of,
-    with_flops,
-)
-from dltop.results.metrics import METRICS as METRIC_SPECS
-from dltop.results.metrics import metric as metric_spec
+from dltop.results.metricdefs import BY_FLOPS, HOST_SPLIT, READINGS
+from dltop.results.metricdefs import METRICS as METRIC_SPECS
+from dltop.results.metricdefs import metric as metric_spec
+from dltop.results.metrics import host_split_text, markers, value_of
 from dltop.results.render import FORMATS, latex_escape, render
 from dltop.results.table import (
     Cell,
@@ -80,7 +74,7 @@ __all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to
 
 METRICS = tuple(METRIC_SPECS)
 """``dltop export --metric`` choices: ``time`` (the default), ``mean-time``, ..."""
-PIVOT_METRICS = (*METRICS, *(with_flops(m, lmcost.NO_EMBEDDING) for m in ("tflops", "mfu")))
+PIVOT_METRICS = (*METRICS, *(m.name for m in BY_FLOPS))
 """What a pivot's cells may hold: :data:`METRICS`, and TFLOP/s and MFU by the other FLOPs
 convention (``--flops no-embedding``)."""
 TABLES = ("pivot", "summary", "scaling", "profile")
@@ -95,51 +89,6 @@ NOTE_METRIC = ("Cells: {how} over the ok repeats (warm-up iterations excluded). 
                "`*` noisy (a run's CV > 0.10); OOM out of memory; n/a not supported, not "
                "available on this host or not measured (the reason follows); failed: the "
                "runner crashed; simulated: read from simulated GPUs.")
-HOW = {"time": "median of each run's median", "throughput": "median of each run's "
-       "total samples / total seconds", "gpu-memory": "maximum of each run's peak",
-       "host-memory": "maximum of each run's peak",
-       "cpu": "mean of each run's process-tree value (100 = one core; in brackets the whole "
-       "host's user (us), system (sy) and iowait (wa) CPU in % of all CPUs, means of the same "
-       "runs)", "tflops": "FLOPs per sample × the throughput cell",
-       "mfu": "TFLOP/s ÷ the devices' peak for the precision",
-       "tflops-no-embedding": "FLOPs per sample without the embedding × the throughput cell",
-       "mfu-no-embedding": "TFLOP/s (FLOPs without the embedding) ÷ the devices' peak for "
-       "the precision",
-       "accuracy": "mean of each run's last evaluation",
-       "perplexity": "mean of each run's last evaluation",
-       "time-to-accuracy": "median, over the runs that reached target_accuracy, of the "
-       "training seconds to their first evaluation at or above it (evaluations excluded, "
-       "their seconds in brackets; (n/m reached) when some runs never did; not reached: "
-       "none did)",
-       "time-to-perplexity": "median, over the runs that reached target_perplexity, of the "
-       "training seconds to their first evaluation at or below it (as time-to-accuracy)",
-       "epoch-time": "median of each run's median training seconds per epoch",
-       "latency": "p50 / p90 / p99 of every measured iteration of the ok runs together "
-       "(inference batches; generate runs: end-to-end seconds per request)",
-       "ttft": "p50 / p90 / p99 of the time to first token of every measured generation "
-       "request of the ok runs together",
-       "tpot": "p50 / p90 / p99, over every measured generation request of the ok runs, "
-       "of (end to end - TTFT) / (new tokens - 1)",
-       "itl": "p50 / p90 / p99 of every inter-token latency of the measured generation "
-       "requests of the ok runs together",
-       "decode-rate": "median of each run's batch × (new tokens - 1) / Σ inter-token "
-       "latency over its measured requests (prefill excluded)",
-       "mbu": "mean bytes a decode step must move (weights at the precision, KV cache read "
-       "and written; docs/metrics.md) ÷ the TPOT p50 of the measured requests of the ok "
-       "runs ÷ the GPU's peak memory bandwidth (in brackets: achieved and peak TB/s)",
-       "prefill-tflops": "prefill FLOPs (the LM head at the last position) ÷ the TTFT p50 "
-       "of the measured requests of the ok runs",
-       "req-rate": "median of each serve run's ok measured requests / its measured window",
-       "output-rate": "median of each serve run's output tokens / its measured window",
-       "goodput": "median of each serve run's requests meeting every SLO / its window",
-       "error-rate": "failed measured requests of the ok serve runs together, in %",
-       "itl-chunk": "p50 / p90 / p99 of every gap between content chunks of the ok serve "
-       "runs' measured requests",
-       "dispatch-lag": "p50 / p90 / p99 of every measured request's dispatch lag",
-       "slot-wait": "p50 / p90 / p99 of every measured request's wait for a slot",
-       "client-cpu": "mean of each serve run's client CPU over its window",
-       "distinct-tokens": "mean of each run's distinct-token fraction (each sequence's "
-       "distinct generated ids / new tokens, over its measured requests)"}
 NOTE_CONTAMINATED = ("§ contaminated: a process outside the run used its GPUs, or more than "
                      f"{CPU_FOREIGN_THRESHOLD_PCT:g} % of its pinned CPUs, while it was measured "
                      "(runs.contamination says which).")
@@ -263,8 +212,7 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                *(Column(d, d, Role.VALUE, unit_short, detail=spec.detail, ms=spec.ms)
                  for d in devices))
     simulated = any_simulated(db, ids)
-    notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(
-        how=HOW.get(metric, "mean of each run's value"))]
+    notes = [NOTE_CELLS if metric == "time" else NOTE_METRIC.format(how=spec.how)]
     if spec.detail == READINGS:
         notes.append(readings.NOTE)
     if metric.split("-")[0] in ("tflops", "mfu"):  # the FLOPs they count (docs/metrics.md)

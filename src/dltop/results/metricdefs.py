@@ -1,162 +1,229 @@
-"""What each metric is: its name, title, unit and format (:class:`Metric`), and what a
-configuration's value of it is (:class:`Value`: a number, or why there is none).
+"""Every metric, declared once (:class:`Metric`: name, title, unit, header, format,
+direction, how a cell is made, modes, compute function), and a configuration's value of
+it (:class:`Value`: a number, or why there is none).
 
-:mod:`dltop.results.metrics` computes the values; the tables, the report and the TUI
-read these definitions (all importable from there too).
+The ``--metric`` choices, the pivot's notes, the TUI's switch and best cell, compare's
+verdicts and docs/metrics.md's table (:func:`metrics_markdown`) read these declarations.
+A compute function lives beside its kind (:mod:`dltop.results.metrics`,
+:mod:`dltop.results.convmetrics`) and names its metric with :func:`computes`: this module
+stays light, for the command-line parser.
 """
 
 from __future__ import annotations
 
-import statistics
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from dltop.catalog import MODES
 from dltop.results.table import Millis, fmt_seconds
+
+if TYPE_CHECKING:
+    from dltop.results.aggregate import ConfigResult
 
 MIB = 1024 * 1024
 READINGS = ("readings",)
 """The detail of a telemetry figure: the fewest readings behind it of any of its runs
 (CSV gives it a column of its own; JSON cells also carry ``window_s``, the shortest)."""
+PCT = ("p90_s", "p99_s", "n")
+"""The detail of a percentile metric: p90, p99 and the samples behind them."""
+TRAIN, REQUESTS, GENERATE = ("train",), ("inference", "generate", "serve"), ("generate",)
+DECODE, SERVE = ("generate", "serve"), ("serve",)
+FASTER, MFU = ("faster", "slower"), ("higher MFU", "lower MFU")
 
 
-def _g4(value: float) -> str:
-    return fmt_seconds(value)
+_g4 = fmt_seconds
+
+
+def _f(digits: int) -> Callable[[float], str]:
+    return lambda v: f"{v:.{digits}f}"
 
 
 @dataclass(frozen=True)
 class Metric:
-    """One metric: its name on the command line, its title and unit."""
+    """One metric: its name on the command line, its title and unit, and what it is."""
 
     name: str
     title: str
-    """What the numbers are, with the unit (a table's title)."""
+    """What the numbers are, with the unit (a table's title; the TUI's switch)."""
     unit: str
     header: str
     """Short column header, unit included."""
     fmt: Callable[[float], str]
-    gpu: bool = False
-    """Read from GPU telemetry: ``n/a: no GPU`` on CPU runs, ``simulated`` on fake GPUs."""
+    higher: bool = False
+    """The largest value is the best (rates, utilisations); else the smallest (times...)."""
+    how: str = "mean of each run's value"
+    """How a cell is made of the ok runs (the pivot's note, docs/metrics.md)."""
+    modes: tuple[str, ...] = MODES
+    """The modes whose runs can have a value; a metric of some modes only is shown where a
+    configuration has one (:data:`CONVERGENCE`)."""
+    timed: bool = False
+    """Computed from iteration times: a noisy run (``*``) makes it uncertain."""
     detail: tuple[str, ...] = ()
     """Numbers of its :attr:`Value.extra` that CSV exports in columns of their own."""
     ms: Millis | None = None
     """Seconds that Markdown and LaTeX show in ms (:attr:`dltop.results.table.Column.ms`)."""
+    words: tuple[str, ...] = ()
+    """``dltop compare``'s verdicts (better, worse): it compares the metrics that have them."""
+    pivot: bool = True
+    """A ``--metric`` choice (the pivot, the TUI's switch); else a summary column, or a
+    ``--flops`` variant."""
+
+    def compute(self, res: ConfigResult) -> Value:
+        """The value of a configuration with ok runs (the function that :func:`computes` it)."""
+        return _COMPUTE[self.name](res)
 
 
-METRIC_LIST = (
-    Metric("time", "median seconds per mini-batch", "s", "median s", _g4),
-    Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4),
+DECLARED = (
+    Metric("time", "median seconds per mini-batch", "s", "median s", _g4, timed=True,
+           how="median of each run's median", words=FASTER),
+    Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4, timed=True),
     Metric("throughput", "samples per second (total samples / total measured seconds)",
-           "samples/s", "samples/s", lambda v: f"{v:.1f}"),
-    Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W",
-           lambda v: f"{v:.1f}", gpu=True, detail=READINGS),
-    Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
-           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, gpu=True,
+           "samples/s", "samples/s", _f(1), higher=True, timed=True, words=FASTER,
+           how="median of each run's total samples / total seconds"),
+    Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W", _f(1),
            detail=READINGS),
+    Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
+           "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, detail=READINGS,
+           words=("less energy", "more energy")),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
-           "GPU mem MiB", lambda v: f"{v:.0f}", gpu=True, detail=READINGS),
+           "GPU mem MiB", _f(0), detail=READINGS, how="maximum of each run's peak"),
+    Metric("gpu-memory-device", "peak memory used on the run's GPUs (all processes) in MiB",
+           "MiB", "GPU dev MiB", _f(0), detail=READINGS, pivot=False),
     Metric("host-memory", "peak resident memory (RSS) in MiB: the larger of the kernel's "
            "(the largest process of the run's tree, exact) and the tree's sampled sum",
-           "MiB", "RSS MiB", lambda v: f"{v:.0f}", detail=READINGS),
+           "MiB", "RSS MiB", _f(0), detail=READINGS, how="maximum of each run's peak"),
     Metric("cpu", "mean CPU of the run's process tree in % (100 = one core)", "%",
-           "CPU %", lambda v: f"{v:.1f}", detail=READINGS),
+           "CPU %", _f(1), detail=READINGS,
+           how="mean of each run's process-tree value (100 = one core; in brackets the "
+           "whole host's user (us), system (sy) and iowait (wa) CPU in % of all CPUs, means "
+           "of the same runs)"),
+    Metric("host-cpu", "mean CPU of the whole host in %", "%", "host CPU %", _f(1),
+           detail=READINGS, pivot=False),
+    Metric("host-user", "host CPU in user mode in % of all CPUs", "%", "host usr %", _f(1),
+           detail=READINGS, pivot=False),
+    Metric("host-system", "host CPU in kernel mode in % of all CPUs", "%", "host sys %",
+           _f(1), detail=READINGS, pivot=False),
+    Metric("host-iowait", "host CPU idle waiting for I/O in % of all CPUs", "%",
+           "host iowait %", _f(1), detail=READINGS, pivot=False),
     Metric("tflops", "achieved TFLOP/s (training FLOPs per sample × samples/s)",
-           "TFLOP/s", "TFLOP/s", _g4),
+           "TFLOP/s", "TFLOP/s", _g4, higher=True, timed=True,
+           how="FLOPs per sample × the throughput cell"),
     Metric("mfu", "model FLOPs utilisation in % (achieved ÷ peak for the precision)", "%",
-           "MFU %", lambda v: f"{v:.1f}"),
-)
-CONVERGENCE_LIST = (
+           "MFU %", _f(1), higher=True, timed=True, words=MFU,
+           how="TFLOP/s ÷ the devices' peak for the precision"),
     Metric("accuracy", "test accuracy at the last evaluation (fraction of test samples)",
-           "fraction", "accuracy", lambda v: f"{v:.4f}"),
+           "fraction", "accuracy", _f(4), higher=True, modes=TRAIN,
+           how="mean of each run's last evaluation"),
     Metric("time-to-accuracy", "training seconds to the first evaluation at or above "
            "target_accuracy (evaluations excluded; their seconds in brackets)", "s",
-           "TTA s", lambda v: f"{v:.4g}"),
+           "TTA s", lambda v: f"{v:.4g}", modes=TRAIN, timed=True,
+           how="median, over the runs that reached target_accuracy, of the training seconds "
+           "to their first evaluation at or above it (evaluations excluded, their seconds in "
+           "brackets; (n/m reached) when some runs never did; not reached: none did)"),
     Metric("time-to-perplexity", "training seconds to the first evaluation at or below "
            "target_perplexity (evaluations excluded; their seconds in brackets)", "s",
-           "TTP s", lambda v: f"{v:.4g}"),
+           "TTP s", lambda v: f"{v:.4g}", modes=TRAIN, timed=True,
+           how="median, over the runs that reached target_perplexity, of the training "
+           "seconds to their first evaluation at or below it (as time-to-accuracy)"),
     Metric("epoch-time", "median training seconds per epoch (evaluations excluded)", "s",
-           "s/epoch", lambda v: f"{v:.4g}"),
+           "s/epoch", lambda v: f"{v:.4g}", modes=TRAIN, timed=True,
+           how="median of each run's median training seconds per epoch"),
     Metric("latency", "seconds per inference batch or generation request (end to end): "
-           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"),
-           ms=Millis.SUB_SECOND),
+           "p50 / p90 / p99", "s", "p50/p90/p99 s", _g4, modes=REQUESTS, timed=True,
+           detail=PCT, ms=Millis.SUB_SECOND,
+           how="p50 / p90 / p99 of every measured iteration of the ok runs together "
+           "(inference batches; generate runs: end-to-end seconds per request)"),
     Metric("perplexity", "test perplexity at the last evaluation (language model)", "",
-           "perplexity", lambda v: f"{v:.2f}"),
+           "perplexity", _f(2), modes=TRAIN, how="mean of each run's last evaluation"),
     Metric("ttft", "time to first token in s (prefill and first token): p50 / p90 / p99",
-           "s", "TTFT p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"),
-           ms=Millis.ALWAYS),
+           "s", "TTFT p50/p90/p99 s", _g4, modes=DECODE, timed=True, detail=PCT, words=FASTER,
+           ms=Millis.ALWAYS, how="p50 / p90 / p99 of the time to first token of every "
+           "measured generation request of the ok runs together"),
     Metric("tpot", "time per output token in s ((end to end - TTFT) / (new tokens - 1) "
-           "per request): p50 / p90 / p99", "s", "TPOT p50/p90/p99 s", _g4,
-           detail=("p90_s", "p99_s", "n"), ms=Millis.ALWAYS),
+           "per request): p50 / p90 / p99", "s", "TPOT p50/p90/p99 s", _g4, modes=DECODE,
+           timed=True, detail=PCT, ms=Millis.ALWAYS, words=FASTER,
+           how="p50 / p90 / p99, over every measured generation request of the ok runs, "
+           "of (end to end - TTFT) / (new tokens - 1)"),
     Metric("itl", "inter-token latency in s (every decoded token): p50 / p90 / p99", "s",
-           "ITL p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n"), ms=Millis.ALWAYS),
+           "ITL p50/p90/p99 s", _g4, modes=DECODE, timed=True, detail=PCT,
+           ms=Millis.ALWAYS, how="p50 / p90 / p99 of every inter-token latency of the "
+           "measured generation requests of the ok runs together"),
     Metric("decode-rate", "decoded tokens per second (batch × (new tokens - 1) / Σ ITL, "
-           "prefill excluded)", "tokens/s", "decode tok/s", lambda v: f"{v:.1f}",
-           detail=("n",)),
+           "prefill excluded)", "tokens/s", "decode tok/s", _f(1), higher=True,
+           modes=DECODE, timed=True, detail=("n",),
+           how="median of each run's batch × (new tokens - 1) / Σ inter-token latency over "
+           "its measured requests (prefill excluded)"),
     Metric("mbu", "model bandwidth utilisation in % (bytes a decode step must move: weights, "
            "KV cache read and written; ÷ TPOT p50 ÷ the GPU's peak memory bandwidth)", "%",
-           "MBU %", lambda v: f"{v:.1f}", detail=("achieved_tb_s",)),
+           "MBU %", _f(1), higher=True, modes=GENERATE, timed=True, detail=("achieved_tb_s",),
+           how="mean bytes a decode step must move (weights at the precision, KV cache read "
+           "and written; docs/metrics.md) ÷ the TPOT p50 of the measured requests of the ok "
+           "runs ÷ the GPU's peak memory bandwidth (in brackets: achieved and peak TB/s)"),
     Metric("prefill-tflops", "achieved TFLOP/s of the prefill (its forward FLOPs, LM head "
-           "at the last position; ÷ TTFT p50)", "TFLOP/s", "prefill TFLOP/s", _g4),
+           "at the last position; ÷ TTFT p50)", "TFLOP/s", "prefill TFLOP/s", _g4,
+           higher=True, modes=GENERATE, timed=True,
+           how="prefill FLOPs (the LM head at the last position) ÷ the TTFT p50 of the "
+           "measured requests of the ok runs"),
     Metric("req-rate", "requests per second completed (ok measured requests / the measured "
-           "window; serve runs)", "req/s", "req/s", lambda v: f"{v:.2f}", detail=("asked",)),
+           "window; serve runs)", "req/s", "req/s", _f(2), higher=True, modes=SERVE,
+           detail=("asked",),
+           how="median of each serve run's ok measured requests / its measured window"),
     Metric("output-rate", "output tokens per second of a serve run's ok requests over its "
-           "window", "tokens/s", "out tok/s", lambda v: f"{v:.1f}"),
+           "window", "tokens/s", "out tok/s", _f(1), higher=True, modes=SERVE,
+           how="median of each serve run's output tokens / its measured window"),
     Metric("goodput", "requests per second meeting every SLO given (slo_ttft_ms, "
-           "slo_tpot_ms, slo_e2e_ms)", "req/s", "goodput req/s", lambda v: f"{v:.2f}"),
+           "slo_tpot_ms, slo_e2e_ms)", "req/s", "goodput req/s", _f(2), higher=True, modes=SERVE,
+           how="median of each serve run's requests meeting every SLO / its window"),
     Metric("error-rate", "failed measured requests of a serve run in %", "%", "errors %",
-           lambda v: f"{v:.1f}", detail=("failed", "n")),
+           _f(1), modes=SERVE, detail=("failed", "n"),
+           how="failed measured requests of the ok serve runs together, in %"),
     Metric("itl-chunk", "inter-chunk latency in s (every gap between streamed content "
-           "chunks): p50 / p90 / p99", "s", "ITL/chunk p50/p90/p99 s", _g4,
-           detail=("p90_s", "p99_s", "n")),
+           "chunks): p50 / p90 / p99", "s", "ITL/chunk p50/p90/p99 s", _g4, modes=SERVE,
+           detail=PCT, how="p50 / p90 / p99 of every gap between content chunks of the ok "
+           "serve runs' measured requests"),
     Metric("dispatch-lag", "how late each request left past its scheduled arrival, in s: "
-           "p50 / p90 / p99", "s", "lag p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+           "p50 / p90 / p99", "s", "lag p50/p90/p99 s", _g4, modes=SERVE, detail=PCT,
+           how="p50 / p90 / p99 of every measured request's dispatch lag"),
     Metric("slot-wait", "time each request waited for a concurrency slot, in s: p50 / p90 / "
-           "p99", "s", "slot wait p50/p90/p99 s", _g4, detail=("p90_s", "p99_s", "n")),
+           "p99", "s", "slot wait p50/p90/p99 s", _g4, modes=SERVE, detail=PCT,
+           how="p50 / p90 / p99 of every measured request's wait for a slot"),
     Metric("client-cpu", "the serve client's CPU over its window in % (100 = one core)", "%",
-           "client CPU %", lambda v: f"{v:.1f}"),
+           "client CPU %", _f(1), modes=SERVE,
+           how="mean of each serve run's client CPU over its window"),
     Metric("distinct-tokens", "distinct-token fraction of the generated tokens (each "
            "sequence's distinct ids / new tokens, over the measured requests): 1 / new "
-           "tokens for a decoder repeating one token", "fraction", "distinct tok",
-           lambda v: f"{v:.3f}"),
+           "tokens for a decoder repeating one token", "fraction", "distinct tok", _f(3),
+           higher=True, modes=GENERATE,
+           how="mean of each run's distinct-token fraction (each sequence's distinct "
+           "generated ids / new tokens, over its measured requests)"),
 )
-METRICS = {m.name: m for m in (*METRIC_LIST, *CONVERGENCE_LIST)}
-"""By command-line name, in the order ``dltop export --metric`` lists them: the timed and
-telemetry metrics (:data:`METRIC_LIST`, the TUI's metric switch), then those of
-convergence and inference runs (:data:`CONVERGENCE_LIST`)."""
-
-EXTRA = {
-    "gpu-memory-device": Metric("gpu-memory-device", "peak memory used on the run's GPUs "
-                                "(all processes) in MiB", "MiB", "GPU dev MiB",
-                                lambda v: f"{v:.0f}", gpu=True, detail=READINGS),
-    "host-cpu": Metric("host-cpu", "mean CPU of the whole host in %", "%", "host CPU %",
-                       lambda v: f"{v:.1f}", detail=READINGS),
-    "host-user": Metric("host-user", "host CPU in user mode in % of all CPUs", "%",
-                        "host usr %", lambda v: f"{v:.1f}", detail=READINGS),
-    "host-system": Metric("host-system", "host CPU in kernel mode in % of all CPUs", "%",
-                          "host sys %", lambda v: f"{v:.1f}", detail=READINGS),
-    "host-iowait": Metric("host-iowait", "host CPU idle waiting for I/O in % of all CPUs",
-                          "%", "host iowait %", lambda v: f"{v:.1f}", detail=READINGS),
-    # --flops no-embedding: torchtitan's count (results/lmcost.py)
-    "tflops-no-embedding": Metric(
-        "tflops-no-embedding", "achieved TFLOP/s, FLOPs without the embedding (torchtitan's "
-        "convention) × samples/s", "TFLOP/s", "TFLOP/s (no emb.)", _g4),
-    "mfu-no-embedding": Metric(
-        "mfu-no-embedding", "model FLOPs utilisation in %, FLOPs without the embedding "
-        "(torchtitan's convention) ÷ peak for the precision", "%", "MFU % (no emb.)",
-        lambda v: f"{v:.1f}"),
-}
-"""Summary-table companions of ``gpu-memory`` and ``cpu`` (the host CPU and its split)."""
-
-FLOPS_METRICS = ("tflops", "mfu")
-"""The metrics whose FLOPs count follows ``--flops`` (nanogpt, the default, or no-embedding)."""
-
-
-def with_flops(name: str, convention: str) -> str:
-    """The metric ``name`` counts by FLOPs ``convention``: ``mfu`` with ``no-embedding`` is
-    ``mfu-no-embedding``; any other metric, or ``nanogpt``, is ``name`` itself."""
-    if name in FLOPS_METRICS and convention != "nanogpt":
-        return f"{name}-{convention}"
-    return name
-
+BY_FLOPS = (  # --flops no-embedding: torchtitan's count (results/lmcost.py)
+    Metric("tflops-no-embedding", "achieved TFLOP/s, FLOPs without the embedding "
+           "(torchtitan's convention) × samples/s", "TFLOP/s", "TFLOP/s (no emb.)", _g4,
+           higher=True, timed=True, pivot=False,
+           how="FLOPs per sample without the embedding × the throughput cell"),
+    Metric("mfu-no-embedding", "model FLOPs utilisation in %, FLOPs without the embedding "
+           "(torchtitan's convention) ÷ peak for the precision", "%", "MFU % (no emb.)",
+           _f(1), higher=True, timed=True, pivot=False, words=MFU,
+           how="TFLOP/s (FLOPs without the embedding) ÷ the devices' peak for the precision"),
+)
+"""TFLOP/s and MFU by torchtitan's FLOPs count (``--flops no-embedding``)."""
+METRICS = {m.name: m for m in DECLARED if m.pivot}
+"""By command-line name, in the order ``dltop export --metric`` lists them: the metrics of
+every run, then those of some modes only (:data:`CONVERGENCE`)."""
+EXTRA = {m.name: m for m in (*DECLARED, *BY_FLOPS) if not m.pivot}
+"""The summary's columns that are no ``--metric`` choice (the GPU's peak, the host CPU and
+its split) and :data:`BY_FLOPS`."""
+SUMMARY = tuple(m.name for m in DECLARED if m.modes == MODES)
+"""The summary's metric columns, in order (:data:`CONVERGENCE` follow where valued)."""
+CONVERGENCE = tuple(n for n, m in METRICS.items() if m.modes != MODES)
+"""Metrics of some modes only: convergence runs (evaluations), inference runs (latency),
+generate and serve runs; a summary column (a TUI switch) only where some configuration
+has a value."""
+GENERATION = tuple(n for n, m in METRICS.items() if m.modes in (DECODE, GENERATE))
+"""The metrics of generate runs (TTFT, TPOT, ITL, decode tokens/s...; serve runs too)."""
 
 HOST_SPLIT = {"host-user": "host_cpu_user_pct", "host-system": "host_cpu_system_pct",
               "host-iowait": "host_cpu_iowait_pct"}
@@ -199,22 +266,43 @@ def metric(name: str) -> Metric:
     return found
 
 
-TIMED = ("time", "mean-time", "throughput", "tflops", "mfu", "tflops-no-embedding",
-         "mfu-no-embedding", "time-to-accuracy", "time-to-perplexity",
-         "epoch-time", "latency", "ttft", "tpot", "itl", "decode-rate", "mbu", "prefill-tflops")
-"""Metrics computed from iteration times: the ones a noisy run (``*``) makes uncertain."""
+_COMPUTE: dict[str, Callable[[ConfigResult], Value]] = {}
 
-CONVERGENCE = tuple(m.name for m in CONVERGENCE_LIST)
-"""Metrics of convergence runs (evaluations), inference runs (latency) and generation
-runs (latency, TTFT, TPOT, ITL, decode tokens/s)."""
-GENERATION = ("ttft", "tpot", "itl", "decode-rate", "mbu", "prefill-tflops")
-"""The metrics read from ``generations`` rows (:mod:`dltop.results.generation`); MBU and
-prefill TFLOP/s with the shape's bytes and FLOPs (:mod:`dltop.results.lmcost`)."""
-SERVING = ("req-rate", "output-rate", "goodput", "error-rate", "itl-chunk", "dispatch-lag",
-           "slot-wait", "client-cpu")
-"""The metrics of serve runs' requests and load (:mod:`dltop.results.serving`)."""
+
+def computes(*names: str) -> Callable[[Callable[[ConfigResult], Value]],
+                                      Callable[[ConfigResult], Value]]:
+    """Make the decorated function the compute function of the metrics ``names``.
+
+    Raises:
+        ValueError: an undeclared name. RuntimeError: a metric that has its function.
+    """
+    def register(fn: Callable[[ConfigResult], Value]) -> Callable[[ConfigResult], Value]:
+        for name in names:
+            if metric(name).name in _COMPUTE:
+                raise RuntimeError(f"metric {name!r} has a compute function already")
+            _COMPUTE[name] = fn
+        return fn
+    return register
+
+
+def check_computed() -> None:
+    """Raises RuntimeError unless every declared metric has its compute function."""
+    missing = [n for n in (*METRICS, *EXTRA) if n not in _COMPUTE]
+    if missing:
+        raise RuntimeError(f"metrics without a compute function: {', '.join(missing)}")
+
+
+def metrics_markdown() -> str:
+    """The table of :data:`METRICS` as Markdown (docs/metrics.md shows it)."""
+    lines = ["| M | what | unit | best | modes | a cell over the ok runs |", "|---" * 6 + "|"]
+    lines += [f"| `{m.name}` | {m.title} | {m.unit or '-'} | "
+              f"{'highest' if m.higher else 'lowest'} | "
+              f"{'every mode' if m.modes == MODES else ', '.join(m.modes)} | {m.how} |"
+              for m in METRICS.values()]
+    return "\n".join(lines) + "\n"
 
 
 def mean_or_none(values: list[float]) -> float | None:
     """The mean of ``values``, or None for none."""
-    return statistics.fmean(values) if values else None
+    # statistics.fmean's own sum, without its import: the command-line parser loads this module
+    return math.fsum(values) / len(values) if values else None

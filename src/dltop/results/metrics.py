@@ -14,38 +14,23 @@ simulated GPUs (``--fake-gpus``), whose number is kept only as
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
-from dltop.results import lmcost, oversub
+# convmetrics: imported for its compute functions, which declare themselves (computes)
+from dltop.results import convmetrics, lmcost, oversub  # noqa: F401
 from dltop.results.aggregate import ConfigResult, RunRecord
-from dltop.results.convmetrics import convergence_value, generation_value
 from dltop.results.metricdefs import (
-    CONVERGENCE,
-    CONVERGENCE_LIST,
-    EXTRA,
-    GENERATION,
     HOST_SPLIT,
-    METRIC_LIST,
-    METRICS,
     MIB,
-    READINGS,
-    TIMED,
-    Metric,
     Value,
+    check_computed,
+    computes,
     mean_or_none,
     metric,
-    with_flops,
 )
 from dltop.results.peaks import gpu_peak
 from dltop.results.readings import Detail, readings_check
-
-__all__ = ["CONVERGENCE", "CONVERGENCE_LIST", "EXTRA", "GENERATION", "HOST_SPLIT",
-           "METRICS", "METRIC_LIST", "MIB", "READINGS", "TIMED", "Metric", "Value",
-           "convergence_value", "generation_value", "host_split_text", "markers", "metric",
-           "mfu", "tflops", "value_of", "with_flops"]
-"""The definitions (:mod:`dltop.results.metricdefs`) and the convergence values
-(:mod:`dltop.results.convmetrics`) are importable from here as before."""
 
 _mean = mean_or_none
 
@@ -54,7 +39,7 @@ def markers(res: ConfigResult, metric_name: str = "time") -> str:
     """``*`` noisy (timed metrics only), ``†`` packed or shared, ``§`` contaminated,
     ``‡`` client-bound (a serve run's client fell behind its schedule), ``!``
     oversubscribed (:mod:`dltop.results.oversub`)."""
-    noisy = res.noisy and metric_name in TIMED
+    noisy = res.noisy and metric(metric_name).timed
     return ("*" if noisy else "") + ("†" if res.packed or res.shared else "") + \
         ("§" if res.contaminated else "") + ("‡" if res.client_bound else "") + \
         (oversub.MARK if res.oversubscribed else "")
@@ -75,39 +60,55 @@ def _host_value(res: ConfigResult, value: float | None) -> Value:
     return Value(value, extra=detail)
 
 
-def _gpu_value(res: ConfigResult, name: str) -> Value:
-    runs = res.runs
-    if res.device_kind != "gpu" and name == "energy":
-        return _cpu_energy(res)
+def _gpu_value(res: ConfigResult, value: float | None, source: str = "") -> Value:
+    """A GPU figure, unless the runs are not on GPUs, too few readings stand behind it, it
+    was not sampled, or it came from simulated GPUs."""
     if res.device_kind != "gpu":
         return Value(None, "n/a: no GPU")
     short, detail = readings_check(res, gpu=True)
     if short:  # before "not sampled": a window without readings has no value either
         return Value(None, short, extra=detail)
-    source = ""
-    if name == "power":
-        value = _mean(_floats(runs, "power_mean_w"))
-    elif name == "energy":
-        value = _mean(_floats(runs, "joules_per_sample"))
-        bound = _bound_per_sample(runs, "joules_per_sample", "energy_bound_j", ("energy_j",))
-    elif name == "gpu-memory-device":
-        peaks = _floats(runs, "gpu_mem_peak_bytes")
-        value = max(peaks) / MIB if peaks else None
-    else:  # gpu-memory: the run's processes, else (not visible to NVML) the device peak
-        own = _floats(runs, "gpu_mem_run_peak_bytes")
-        dev = _floats(runs, "gpu_mem_peak_bytes")
-        value = max(own) / MIB if own else (max(dev) / MIB if dev else None)
-        source = "" if own or not dev else "device"
     if value is None:
         return Value(None, "n/a: not sampled", extra=detail)
-    if any(r.simulated for r in runs):
+    if any(r.simulated for r in res.runs):
         return Value(None, "simulated", simulated_value=value, extra=detail)
-    if name == "energy":
-        return _with_idle(_with_bound(value, bound, detail), runs)
-    framework = _floats(runs, "gpu_mem_framework_peak_bytes") if name == "gpu-memory" else []
+    return Value(value, source=source, extra=detail)
+
+
+@computes("power")
+def _power(res: ConfigResult) -> Value:
+    return _gpu_value(res, _mean(_floats(res.runs, "power_mean_w")))
+
+
+@computes("energy")
+def _energy(res: ConfigResult) -> Value:
+    if res.device_kind != "gpu":
+        return _cpu_energy(res)
+    val = _gpu_value(res, _mean(_floats(res.runs, "joules_per_sample")))
+    if val.value is None:
+        return val
+    bound = _bound_per_sample(res.runs, "joules_per_sample", "energy_bound_j", ("energy_j",))
+    return _with_idle(_with_bound(val.value, bound, val.extra), res.runs)
+
+
+@computes("gpu-memory-device")
+def _gpu_memory_device(res: ConfigResult) -> Value:
+    peaks = _floats(res.runs, "gpu_mem_peak_bytes")
+    return _gpu_value(res, max(peaks) / MIB if peaks else None)
+
+
+@computes("gpu-memory")
+def _gpu_memory(res: ConfigResult) -> Value:
+    """The run's processes' peak, else (not visible to NVML) the device's, marked."""
+    own = _floats(res.runs, "gpu_mem_run_peak_bytes")
+    dev = _floats(res.runs, "gpu_mem_peak_bytes")
+    val = _gpu_value(res, max(own) / MIB if own else (max(dev) / MIB if dev else None),
+                     "" if own or not dev else "device")
+    framework = _floats(res.runs, "gpu_mem_framework_peak_bytes")
+    if val.value is None or not framework:
+        return val
     # The framework's own peak (tensors only) rides in the detail, beside NVML's figure.
-    extra = (("framework_mib", max(framework) / MIB),) if framework else ()
-    return Value(value, source=source, extra=detail + extra)
+    return replace(val, extra=(*val.extra, ("framework_mib", max(framework) / MIB)))
 
 
 def _bound_per_sample(runs: Sequence[RunRecord], per_sample: str, bound: str,
@@ -198,6 +199,41 @@ def mfu(res: ConfigResult, convention: str = lmcost.NANOGPT) -> Value:
     return Value(100.0 * achieved.value / (peak * res.device_count))
 
 
+computes("tflops")(lambda res: tflops(res, lmcost.NANOGPT))
+computes("tflops-no-embedding")(lambda res: tflops(res, lmcost.NO_EMBEDDING))
+computes("mfu")(lambda res: mfu(res, lmcost.NANOGPT))
+computes("mfu-no-embedding")(lambda res: mfu(res, lmcost.NO_EMBEDDING))
+computes("time")(lambda res: _or_na(res.median_s))
+computes("mean-time")(lambda res: _or_na(_mean(_floats(res.runs, "mean_s"))))
+computes("throughput")(lambda res: _or_na(res.samples_per_s))
+computes("cpu")(lambda res: _host_value(res, _mean([r.tree_cpu_mean_pct for r in res.runs
+                                                    if r.tree_cpu_mean_pct is not None])))
+
+
+def _host_mean(column: str) -> Callable[[ConfigResult], Value]:
+    """A host figure: the mean over the runs of their ``runs`` column."""
+    return lambda res: _host_value(res, _mean(_floats(res.runs, column)))
+
+
+for _name, _column in (("host-cpu", "host_cpu_mean_pct"), *HOST_SPLIT.items()):
+    computes(_name)(_host_mean(_column))
+
+
+@computes("host-memory")
+def _host_memory(res: ConfigResult) -> Value:
+    """Both are lower bounds of the tree's peak: the larger wins."""
+    kernel = _floats(res.runs, "rss_peak_kernel_bytes")
+    sampled = _floats(res.runs, "rss_peak_bytes")
+    if kernel:  # exact whatever the window: the readings rule judges samples only
+        short, detail = readings_check(res, gpu=False)
+        peaks = kernel + ([] if short else sampled)
+        return Value(max(peaks) / MIB, extra=detail)
+    return _host_value(res, max(sampled) / MIB if sampled else None)
+
+
+check_computed()  # this module and convmetrics declared every metric's function
+
+
 def value_of(res: ConfigResult, name: str) -> Value:
     """The configuration's value of metric ``name``, or why there is none.
 
@@ -207,34 +243,8 @@ def value_of(res: ConfigResult, name: str) -> Value:
     m = metric(name)
     if not res.runs:
         return Value(None, res.label)
-    if m.gpu:
-        return _gpu_value(res, name)
-    if name == "time":
-        return _or_na(res.median_s)
-    if name == "mean-time":
-        return _or_na(_mean(_floats(res.runs, "mean_s")))
-    if name == "throughput":
-        return _or_na(res.samples_per_s)
-    if name == "host-memory":  # both are lower bounds of the tree's peak: the larger wins
-        kernel = _floats(res.runs, "rss_peak_kernel_bytes")
-        sampled = _floats(res.runs, "rss_peak_bytes")
-        if kernel:  # exact whatever the window: the readings rule judges samples only
-            short, detail = readings_check(res, gpu=False)
-            peaks = kernel + ([] if short else sampled)
-            return Value(max(peaks) / MIB, extra=detail)
-        return _host_value(res, max(sampled) / MIB if sampled else None)
-    if name == "cpu":
-        return _host_value(res, _mean([r.tree_cpu_mean_pct for r in res.runs
-                                       if r.tree_cpu_mean_pct is not None]))
-    if name == "host-cpu":
-        return _host_value(res, _mean(_floats(res.runs, "host_cpu_mean_pct")))
-    if name in HOST_SPLIT:
-        return _host_value(res, _mean(_floats(res.runs, HOST_SPLIT[name])))
-    if name in ("tflops", "tflops-no-embedding"):
-        return tflops(res, lmcost.NO_EMBEDDING if name != "tflops" else lmcost.NANOGPT)
-    if name in CONVERGENCE:
-        return convergence_value(res, name)
-    return mfu(res, lmcost.NO_EMBEDDING if name != "mfu" else lmcost.NANOGPT)
+    return m.compute(res)
+
 
 def host_split_text(res: ConfigResult) -> str:
     """``host us 41.0 sy 5.2 wa 0.3``: the configuration's host user/system/iowait means

@@ -8,7 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, RunStatus
 from dltop.errors import UserError
+from dltop.jobs.executors.where import queued_reason
 from dltop.results import labels, studyrefs
+from dltop.store.schema_slurm import queue_columns_sql
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -220,8 +222,7 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
         "coalesce(r.samples_per_iter / nullif(r.mean_s, 0), r.samples_per_s) "
         "as samples_per_s, r.cv, r.noisy, r.error_message, r.wall_s"
         f"{', r.note' if 'note' in cols else ''}"
-        f"{', r.queue_s' if 'queue_s' in cols else ''}"
-        f"{', r.slurm_state, r.slurm_reason' if 'slurm_state' in cols else ''} "
+        f"{', r.queue_s' if 'queue_s' in cols else ''}, {queue_columns_sql(cols)} "
         f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?"
     )
     out = []
@@ -229,8 +230,8 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
         msg = "; ".join(m[:120] for m in (message_cause(r["error_message"]),
                                           message_cause(r.get("note"))) if m) or None
         status = r["status"]
-        if status == RunStatus.RUNNING and r.get("slurm_state") == "PENDING":
-            status, msg = "pending", f"Slurm: {r.get('slurm_reason') or 'no reason given'}"
+        if status == RunStatus.RUNNING and (why := queued_reason(r, none="no reason given")):
+            status, msg = "pending", f"Slurm: {why}"
         out.append(RunRow(r["run_id"], r["campaign_id"], r["job_id"], r["attempt"],
                           r["started_at"], status, r["framework"], r["model"],
                           r["batch_size"], r["device"], r["repeat"], r["median_s"],
@@ -308,11 +309,10 @@ def run_total_sql(db: sqlite_utils.Database) -> str:
 
 def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun]:
     """Runs of the campaign stored as ``running``, with their iteration count so far."""
-    slurm = ("case when r.slurm_state = 'PENDING' then coalesce(r.slurm_reason, '-') end"
-             if "slurm_state" in run_columns(db) else "null")
     sql = (
         "select r.id, r.job_id, r.started_at, j.framework, j.model, j.batch_size, j.device, "
-        f"j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, {slurm} as pending, "
+        f"j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, "
+        f"{queue_columns_sql(run_columns(db))}, "
         f"{'r.queue_s' if 'queue_s' in run_columns(db) else 'null'} as queue_s, "
         "(select count(*) from iterations i where i.run_id = r.id) as done "
         "from runs r join jobs j on j.id = r.job_id "
@@ -321,6 +321,6 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
     rows = list(db.query(sql, [campaign_id, RunStatus.RUNNING]))
     settings = running_settings(db, campaign_id, [int(r["job_id"]) for r in rows])
     return [CurrentRun(r["id"], r["job_id"], run_label(r, settings.get(int(r["job_id"]), "")),
-                       r["done"], r["total"], r["warmup"], r["started_at"], r["pending"],
+                       r["done"], r["total"], r["warmup"], r["started_at"], queued_reason(r),
                        r["queue_s"])
             for r in rows]

@@ -36,9 +36,6 @@ if TYPE_CHECKING:
     from dltop.results.aggregate import ConfigResult, RunRecord
     from dltop.store.reader import ReadDb
 
-SERVING = ("req-rate", "output-rate", "goodput", "error-rate", "itl-chunk", "dispatch-lag",
-           "slot-wait", "client-cpu")
-"""The metrics read from ``serve_requests`` rows and a serve run's columns."""
 SLO_KEYS = (("slo_ttft_ms", "ttft"), ("slo_tpot_ms", "tpot"), ("slo_e2e_ms", "e2e"))
 
 

@@ -41,14 +41,8 @@ from dltop.results.convergence import percentile_or_none
 from dltop.results.convmetrics import may_have_value
 from dltop.results.gcpause import gc_paused
 from dltop.results.measured import seconds_of
-from dltop.results.metrics import (
-    CONVERGENCE,
-    GENERATION,
-    READINGS,
-    Metric,
-    metric,
-    value_of,
-)
+from dltop.results.metricdefs import CONVERGENCE, GENERATION, READINGS, SUMMARY, Metric, metric
+from dltop.results.metrics import value_of
 from dltop.results.readings import readings_check
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 from dltop.telemetry import readings
@@ -56,10 +50,6 @@ from dltop.telemetry import readings
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
 
-VALUE_METRICS = ("time", "mean-time", "throughput", "power", "energy", "gpu-memory",
-                 "gpu-memory-device", "host-memory", "cpu", "host-cpu", "host-user",
-                 "host-system", "host-iowait", "tflops", "mfu")
-"""The metric columns, in order (the CI columns follow ``time``)."""
 
 KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
         Column("framework", "framework", Role.KEY, latex_header="Framework"),
@@ -127,7 +117,7 @@ def columns(var: identity.Variation | None = None,
     cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
     cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
              Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
-    cols += [_col(tokens.metric_for(name, models)) for name in (*VALUE_METRICS[1:], *more)]
+    cols += [_col(tokens.metric_for(name, models)) for name in (*SUMMARY[1:], *more)]
     cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY),
              Column("readings", "readings", Role.KEY)]
     return tuple(cols)
@@ -241,7 +231,7 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
                              "host": res.host, "gpu_name": res.gpu_name}
     simulated: dict[str, float] = {}
     details: dict[str, dict[str, float | None]] = {}
-    for i, name in enumerate((*VALUE_METRICS, *more)):
+    for i, name in enumerate((*SUMMARY, *more)):
         m = metric(name)
         val = value_of(res, name)
         if val.value is None:

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Final
 
 from dltop import catalog
-from dltop.results.metrics import Metric, metric
+from dltop.results.metricdefs import Metric, metric
 
 SAMPLES: Final = "samples"
 TOKENS: Final = "tokens"

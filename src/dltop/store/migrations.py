@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.store.fence import v24
 from dltop.store.schema_lm import v27
 from dltop.store.schema_origin import v25
-from dltop.store.schema_slurm import v22
+from dltop.store.schema_slurm import v22, v30
 from dltop.store.schema_steps import (
     v1,
     v2,
@@ -56,7 +56,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v26, v28, v29
+from dltop.store.serving import v26, v28, v29, v31
 from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
@@ -151,8 +151,13 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "runs.distinct_token_frac (a generate run's distinct-token fraction)", v27),
     Migration(28, "runs.server_cold_start_s: the cold start of a server dltop started "
                   "(issue 41 item 5)", v28),
-    Migration(29, "serve_requests.in_flight: the client's requests in flight as each "
-                  "ended (the live run panel's, issue 41 item 6)", v29),
+    Migration(29, "runs.token_source: what counted a serve run's output tokens (usage, "
+                  "tokenize, tokenizer or estimated; issue 41 item 3)", v29),
+    Migration(30, "runs.executor: the executor that ran the run, by its registered name "
+                  "(older rows: slurm-batch, slurm-step or local, from their Slurm columns)",
+              v30),
+    Migration(31, "serve_requests.in_flight: the client's requests in flight as each "
+                  "ended (the live run panel's, issue 41 item 6)", v31),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

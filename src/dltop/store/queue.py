@@ -64,6 +64,8 @@ class RunProcess:
     """A Slurm run's job (a batch job; a step's allocation, whose srun is ``pid``)."""
     slurm_state: str | None = None
     """Its last state seen (None: submitted, not yet seen)."""
+    executor: str = "local"
+    """The registered name of the executor that started it (``runs.executor``)."""
 
 
 class Queue:
@@ -92,9 +94,10 @@ class Queue:
     def running_runs(self, campaign_id: int) -> list[RunProcess]:
         """Runs of a campaign still marked ``running``."""
         return [RunProcess(r["id"], r["job_id"], r["pid"], r["pgid"], r["proc_start_time"],
-                           r["slurm_job_id"], r["slurm_state"])
+                           r["slurm_job_id"], r["slurm_state"], r["executor"])
                 for r in self._db.query(
-                    "select id, job_id, pid, pgid, proc_start_time, slurm_job_id, slurm_state "
+                    "select id, job_id, pid, pgid, proc_start_time, slurm_job_id, slurm_state, "
+                    "executor "
                     "from runs where campaign_id = ? and status = ?",
                     [campaign_id, RunStatus.RUNNING])]
 

@@ -3,6 +3,7 @@ function here and one line in :data:`dltop.store.migrations.MIGRATIONS`."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 V22_CAMPAIGN_COLUMNS: dict[str, type] = {
@@ -31,3 +32,32 @@ def v22(db: Any) -> None:
         db["campaigns"].add_column(name, kind)
     for name, kind in V22_RUN_COLUMNS.items():
         db["runs"].add_column(name, kind)
+
+
+def executor_sql(columns: Collection[str], alias: str) -> str:
+    """SQL of a run's executor name (``alias``: the runs table's name in the query):
+    ``runs.executor``, or on a database migration 30 has not reached (one opened
+    read-only) the name that migration fills in from the Slurm columns (a Slurm job
+    with a local srun pid was a step, without one a batch job)."""
+    if "executor" in columns:
+        return f"{alias}.executor"
+    if "slurm_job_id" not in columns:
+        return "'local'"
+    return (f"case when {alias}.slurm_job_id is null then 'local' when {alias}.pid is null "
+            "then 'slurm-batch' else 'slurm-step' end")
+
+
+def queue_columns_sql(columns: Collection[str], alias: str = "r") -> str:
+    """SQL of what a run's executor is asked whether it still holds the run in a queue
+    (:func:`dltop.jobs.executors.where.queued_reason`): ``executor``, ``slurm_job_id``,
+    ``slurm_state`` and ``slurm_reason`` (NULL before migration 15)."""
+    slurm = ", ".join(f"{alias}.{c}" if "slurm_state" in columns else f"null as {c}"
+                      for c in ("slurm_job_id", "slurm_state", "slurm_reason"))
+    return f"{executor_sql(columns, alias)} as executor, {slurm}"
+
+
+def v30(db: Any) -> None:
+    # Which executor ran a run is stored, not guessed from the Slurm columns at each
+    # resume; rows before it get the name that guess gave.
+    db["runs"].add_column("executor", str)
+    db.execute(f"update runs set executor = {executor_sql({'slurm_job_id'}, 'runs')}")

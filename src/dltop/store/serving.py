@@ -31,7 +31,7 @@ COLUMNS = ("idx", "request", "warmup", "scheduled_s", "dispatch_lag_s", "slot_wa
 order requests ended in, and the ``idx`` of the request's ``iterations`` and
 ``generations`` rows when it produced tokens; ``request`` is its place in the schedule
 (warm-up requests first); ``chunk_s``/``chunk_tokens`` packed; ``in_flight`` the
-client's other requests in flight when it ended (migration 29)."""
+client's other requests in flight when it ended (migration 31)."""
 RUN_COLUMNS = {"serve_window_s": float, "client_cpu_pct": float, "dispatch_lag_p99_s": float,
                "client_bound": int}
 """``runs`` columns of a serve run: the measured load's wall seconds, the client's CPU
@@ -74,6 +74,18 @@ def v28(db: Any) -> None:
         db["runs"].add_column(name, kind)
 
 
+TOKEN_COLUMNS = {"token_source": str}
+"""The run's column naming what counted its measured requests' output tokens (issue 41
+item 3): ``usage``, ``tokenize``, ``tokenizer`` or ``estimated``, joined by ``+`` when
+they differed between requests (None: no measured request produced tokens)."""
+
+
 def v29(db: Any) -> None:
-    """Migration 29: ``serve_requests.in_flight`` (what a live view shows in flight)."""
+    """Migration 29: ``runs.token_source`` (what counted a serve run's output tokens)."""
+    for name, kind in TOKEN_COLUMNS.items():
+        db["runs"].add_column(name, kind)
+
+
+def v31(db: Any) -> None:
+    """Migration 31: ``serve_requests.in_flight`` (what a live view shows in flight)."""
     db[TABLE].add_column("in_flight", int)

@@ -168,13 +168,14 @@ class Store:
 
     # runs ------------------------------------------------------------------
     def start_run(self, job_id: int, campaign_id: int, attempt: int, log_path: str,
-                  samples_per_iter: int) -> int:
-        """Insert a run row in state ``running`` and mark its job running; return its id."""
+                  samples_per_iter: int, executor: str = "local") -> int:
+        """Insert a run row in state ``running`` and mark its job running; return its id.
+        ``executor``: the registered name of the executor that runs it."""
         with transaction(self.db):
             run_id = insert_row(self.db, "runs", {
                 "job_id": job_id, "campaign_id": campaign_id, "attempt": attempt,
                 "status": RunStatus.RUNNING, "started_at": utc_now(), "log_path": log_path,
-                "samples_per_iter": samples_per_iter,
+                "samples_per_iter": samples_per_iter, "executor": executor,
             })
             update_row(self.db, "jobs", job_id, {"status": JobStatus.RUNNING})
         return run_id

@@ -51,12 +51,10 @@ class ProfilePicker(ModalScreen[str | None]):
     @work(thread=True, exclusive=True)
     def validate(self, ref: str) -> None:
         """Load and preflight the profile off the event loop; dismiss only if it is valid."""
-        from dltop.jobs.campaign import preflight
-        from dltop.profiles.loader import load
-        from dltop.telemetry import gpu_count
+        from dltop.jobs.start import StartOptions, check
 
         try:
-            preflight([load(ref)], gpu_count(), skip_unavailable=False)
+            check([ref], StartOptions(("dltop", "run", ref)))
             if self.before_add is not None:
                 self.before_add()
         except UserError as exc:

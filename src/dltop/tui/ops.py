@@ -12,7 +12,7 @@ import sqlite_utils
 
 from dltop.catalog import Control
 from dltop.errors import DltopError
-from dltop.jobs.launch import EngineDidNotStart, start_engine
+from dltop.jobs.start import EngineDidNotStart, StartOptions, check, start_campaign
 from dltop.live.campaign import CampaignView
 from dltop.results.export import export_to_file
 from dltop.store import Store, connect
@@ -26,9 +26,13 @@ def _store(db_path: Path) -> Store:
     return Store(_db(db_path))
 
 
-def _start(run_args: list[str], db_path: Path, logs_dir: Path) -> int:
-    """Start a background engine; its pid, or EngineDidNotStart with its log's end."""
-    launch = start_engine(run_args, db_path, logs_dir)
+def _start(refs: list[str], db_path: Path, logs_dir: Path, resume: int | None = None) -> int:
+    """Start a background engine through the door; its pid, or EngineDidNotStart."""
+    more = [] if resume is None else ["--resume", "--campaign", str(resume)]
+    launch = start_campaign(refs, db_path, StartOptions(
+        ("dltop", "run", *refs, *more), detach=True, resume=bool(more), campaign_id=resume,
+        logs_dir=logs_dir)).launch
+    assert launch is not None  # detached
     if launch.exit_code is not None:
         raise EngineDidNotStart(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
     return launch.pid
@@ -36,10 +40,7 @@ def _start(run_args: list[str], db_path: Path, logs_dir: Path) -> int:
 
 def ensure_engine(db_path: Path, logs_dir: Path, campaign_id: int, alive: bool) -> str:
     """Start an engine that resumes the campaign unless one already runs it."""
-    if alive:
-        return ""
-    pid = _start(["--resume", "--campaign", str(campaign_id)], db_path, logs_dir)
-    return f"; engine started (pid {pid})"
+    return "" if alive else f"; engine started (pid {_start([], db_path, logs_dir, campaign_id)})"
 
 
 def resume_orphans(db_path: Path, logs_dir: Path) -> list[str]:
@@ -69,12 +70,8 @@ def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | No
     the viewer shows (an older one, from the history): a second engine would
     only wait for the first one's devices.
     """
-    from dltop.jobs.campaign import preflight
     from dltop.procs import engine_alive
-    from dltop.profiles.loader import load
-    from dltop.telemetry import gpu_count
 
-    plan = preflight([load(ref)], gpu_count(), skip_unavailable=False)
     target = view.campaign.id if view is not None and view.active else None
     if target is None:
         running = [c.id for c in _store(db_path).queue.open_campaigns()
@@ -82,6 +79,7 @@ def add_profile(db_path: Path, logs_dir: Path, ref: str, view: CampaignView | No
                                    c.engine_heartbeat_s)]
         target = running[-1] if running else None
     if target is not None:
+        plan = check([ref], StartOptions(("dltop", "run", ref)))
         res = _store(db_path).edits.append_jobs(target, plan.jobs, ref)
         extra = ensure_engine(db_path, logs_dir, target, not res.needs_engine)
         return f"{res.changed} job(s) of {ref} added to campaign {target}{extra}"

@@ -32,7 +32,7 @@ from textual.widgets import DataTable, Label, OptionList, Static
 
 from dltop.live.campaign import CampaignView
 from dltop.results.display import Shown, shown
-from dltop.results.metrics import METRICS
+from dltop.results.metricdefs import METRICS
 from dltop.results.table import Role, Table
 from dltop.textsafe import one_line
 from dltop.tui.results_view import (

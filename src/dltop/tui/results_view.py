@@ -19,23 +19,20 @@ from rich.text import Text
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.results.display import NA_PREFIX, shown, superscript
-from dltop.results.metrics import CONVERGENCE_LIST, METRIC_LIST
+from dltop.results.metricdefs import CONVERGENCE, METRICS
+from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.table import Cell, Role, Row, Table, status_label
 from dltop.textsafe import one_line
 
 if TYPE_CHECKING:  # the results' modules load in the worker that computes (compute)
     from dltop.results.aggregate import ConfigResult
 
-METRIC_NAMES = (*(m.name for m in METRIC_LIST if m.name != "mean-time"), "mean-time",
-                *(m.name for m in CONVERGENCE_LIST))
+METRIC_NAMES = (*(n for n in METRICS if n not in CONVERGENCE and n != "mean-time"),
+                "mean-time", *CONVERGENCE)
 """The metric switch's order: ``dltop export --metric``'s choices, time then throughput
 (``m`` toggled these two before it cycled), the mean time, then the metrics of
 convergence and inference runs (accuracy, time-to-accuracy, epoch time, latency,
 perplexity: ``n/a`` for runs without evaluations or timed forward passes)."""
-HIGHER_IS_BETTER = frozenset({"throughput", "tflops", "mfu", "accuracy", "decode-rate",
-                              "mbu", "prefill-tflops", "req-rate", "output-rate", "goodput"})
-"""Metrics whose best cell is the largest (rates and utilisations); every other one's
-(times, latencies, energy, memory, perplexity) is the smallest."""
 BEST_STYLE = "bold black on green"
 FAILURE_STYLE: dict[str, str] = {
     RunStatus.CRASHED: "bold red", RunStatus.OOM: "bold magenta",
@@ -89,8 +86,7 @@ def offered_metrics(results: Sequence[ConfigResult]) -> tuple[str, ...]:
     from dltop.results.summary import shown_extras
 
     extras = set(shown_extras(results))
-    convergence = {m.name for m in CONVERGENCE_LIST}
-    return tuple(name for name in METRIC_NAMES if name not in convergence or name in extras)
+    return tuple(name for name in METRIC_NAMES if name not in CONVERGENCE or name in extras)
 
 
 def compute(db_path: Path, campaign_id: int, metric: str,
@@ -135,7 +131,8 @@ def best_columns(row: Row, table: Table, metric: str) -> set[int]:
                and (v := _number(cell)) is not None}
     if len(numbers) < 2:
         return set()
-    top = max(numbers.values()) if metric in HIGHER_IS_BETTER else min(numbers.values())
+    # the metric's declared direction: the largest rate, the smallest time
+    top = max(numbers.values()) if metric_spec(metric).higher else min(numbers.values())
     return {i for i, v in numbers.items() if v == top}
 
 

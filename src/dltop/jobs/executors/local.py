@@ -23,6 +23,10 @@ class LocalExecutor:
 
     name = "local"
 
+    @classmethod
+    def of_stored_run(cls, run: RunProcess) -> LocalExecutor:
+        return LOCAL
+
     def allocation(self, alloc: Allocation) -> Allocation:
         return alloc
 

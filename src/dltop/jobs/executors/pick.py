@@ -1,26 +1,69 @@
-"""Picks the executor of a run, once: by its job for a new run, by its row on resume."""
+"""Picks the executor of a run, once: by its job for a new run, by the name its row
+stores (``runs.executor``) on resume; the registry of executor classes by name.
+
+``DLTOP_EXECUTORS`` (:data:`dltop.catalog.EXECUTORS_ENV`) adds executors to
+:data:`BUILT_IN` as ``name=module:Class`` entries: a job with ``executor = "name"``
+runs on ``Class()`` on this host's devices, and resume reaps its runs with
+``Class.of_stored_run(row)``. A class is imported only when its name is looked up.
+"""
 
 from __future__ import annotations
 
+import importlib
+import os
 from collections.abc import Mapping
+from typing import Final, Protocol, cast
 
+from dltop.catalog import EXECUTORS_ENV, added_executors
+from dltop.errors import UserError
 from dltop.jobs.executors.base import RunExecutor
-from dltop.jobs.executors.local import LOCAL
-from dltop.jobs.executors.slurm_run import SLURM_BATCH, SlurmStepExecutor, slurm_for
+from dltop.jobs.executors.slurm_run import slurm_for
 from dltop.jobs.executors.where import on_this_host
 from dltop.profiles.model import JobSpec
 from dltop.store.queue import RunProcess
+
+BUILT_IN: Final = {
+    "local": "dltop.jobs.executors.local:LocalExecutor",
+    "slurm-batch": "dltop.jobs.executors.slurm_run:SlurmBatchExecutor",
+    "slurm-step": "dltop.jobs.executors.slurm_run:SlurmStepExecutor",
+}
+"""Each built-in executor class by its ``RunExecutor.name``."""
+
+
+class ExecutorClass(Protocol):
+    """What a registered name leads to: a new run's executor, or a stored run's."""
+
+    def __call__(self) -> RunExecutor: ...
+
+    def of_stored_run(self, run: RunProcess) -> RunExecutor: ...
 
 
 def for_job(job: JobSpec, env: Mapping[str, str] | None = None) -> RunExecutor:
     """The executor of ``job``'s runs from an engine whose environment is ``env``
     (default: this process's; ``SLURM_JOB_ID`` there makes a Slurm run a step)."""
-    return LOCAL if on_this_host(job) else slurm_for(env)
+    return executor_class(job.executor, env)() if on_this_host(job) else slurm_for(env)
 
 
-def of_stored_run(run: RunProcess) -> RunExecutor:
-    """The executor a stored ``running`` run was started by, as its row tells: a Slurm
-    job id with a local pid is a step (its srun), without one a batch job."""
-    if not run.slurm_job_id:
-        return LOCAL
-    return SLURM_BATCH if not run.pid else SlurmStepExecutor(run.slurm_job_id)
+def of_stored_run(run: RunProcess, env: Mapping[str, str] | None = None) -> RunExecutor:
+    """The executor that started a stored ``running`` run, by the name it stored."""
+    return executor_class(run.executor, env).of_stored_run(run)
+
+
+def executor_class(name: str, env: Mapping[str, str] | None = None) -> ExecutorClass:
+    """The class registered as ``name`` in ``env`` (default: this process's), imported.
+
+    Raises:
+        UserError: no executor is registered as ``name``, or its entry names no class.
+    """
+    # The built-in names cannot be replaced.
+    target = {**added_executors(os.environ if env is None else env), **BUILT_IN}.get(name)
+    if target is None:
+        raise UserError(f"no executor is registered as {name!r} (built in: "
+                        f"{', '.join(BUILT_IN)}; add one with {EXECUTORS_ENV}="
+                        f"{name}=module:Class)")
+    module, _, attr = target.partition(":")
+    try:
+        return cast(ExecutorClass, getattr(importlib.import_module(module), attr))
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise UserError(f"{EXECUTORS_ENV}: executor {name!r} = {target!r}: expected "
+                        f"module:Class of an importable class ({exc})") from exc

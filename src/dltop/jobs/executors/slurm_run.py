@@ -78,6 +78,10 @@ class SlurmBatchExecutor(_SlurmExecutor):
 
     name = "slurm-batch"
 
+    @classmethod
+    def of_stored_run(cls, run: RunProcess) -> SlurmBatchExecutor:
+        return SLURM_BATCH
+
     def reap(self, store: Store, run: RunProcess, env: Mapping[str, str]) -> Reaped:
         killed = reap_orphan_group(run.pid, run.pgid, run.proc_start_time)
         job_id = run.slurm_job_id
@@ -110,6 +114,11 @@ class SlurmStepExecutor(_SlurmExecutor):
 
     def __init__(self, outer_job: str) -> None:
         self._outer_job = outer_job
+
+    @classmethod
+    def of_stored_run(cls, run: RunProcess) -> SlurmStepExecutor:
+        # A step's row holds its allocation's job id (its srun is the row's pid).
+        return cls(run.slurm_job_id or "")
 
 
 SLURM_BATCH = SlurmBatchExecutor()

@@ -1,4 +1,5 @@
-"""Whether a job's devices are this host's: the one test of ``JobSpec.executor``.
+"""Whether a job's devices are this host's (the one test of ``JobSpec.executor``), and
+whether a stored run's executor still holds it in a queue (what viewers show of it).
 
 Light on purpose (preflight, which a viewer runs when a profile is added, imports it):
 no executor, supervisor or sampler is loaded.
@@ -7,6 +8,8 @@ no executor, supervisor or sampler is loaded.
 from __future__ import annotations
 
 import shutil
+from collections.abc import Mapping
+from typing import Any, Final
 
 from dltop.profiles.model import JobSpec
 
@@ -20,6 +23,21 @@ def on_this_host(job: JobSpec) -> bool:
     down, checked against its GPUs); False for a Slurm job, whose devices are the
     compute nodes'."""
     return job.executor != "slurm"
+
+
+QUEUEING: Final = ("slurm-batch", "slurm-step")
+"""The executors whose runs can wait in a queue before they start (Slurm's)."""
+
+
+def queued_reason(run: Mapping[str, Any], unseen: bool = False, none: str = "-") -> str | None:
+    """Why a run's executor, by the name the run stores, still holds it in its queue
+    (``run``: :func:`dltop.store.schema_slurm.queue_columns_sql`'s columns): a Slurm
+    job PENDING (``unseen``: or not yet seen), squeue's reason or ``none``; else None."""
+    state = run["slurm_state"]
+    if run["executor"] in QUEUEING and run["slurm_job_id"] is not None and (
+            state == "PENDING" or (unseen and state is None)):
+        return run["slurm_reason"] or none
+    return None
 
 
 def launch_problem(job: JobSpec) -> str | None:

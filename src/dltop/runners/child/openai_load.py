@@ -14,17 +14,17 @@ Python 3.6-bound like the framework runners). What it measures, and why so:
   inside TTFT, which starts at the send.
 - **Chunks**: each SSE event's arrival time from the send. A content chunk (non-empty
   ``delta.content`` / ``text``) counts; a role-only first chunk and a usage-only last
-  chunk do not. Tokens come from the server's ``usage`` (``stream_options.include_usage``);
-  without it each content chunk counts one, and the row says "estimated". A chunk's
-  own token count is never reported by the server: with usage, the total is shared
-  over the chunks by their characters (:func:`apportion`).
+  chunk do not. Tokens come from the server's ``usage`` (``stream_options.include_usage``),
+  else from a tokenizer (:mod:`openai_tokens`: the runner sets ``Result.counted``),
+  else each content chunk counts one, and the row says "estimated". A chunk's own
+  token count is never reported by the server: the total is shared over the chunks
+  by their characters (:func:`apportion`).
 """
 
 import asyncio
 import errno
 import json
 import math
-import random
 import time
 
 try:
@@ -132,19 +132,30 @@ class Result(object):
         self.status = 0
         self.error = None
         self.chunk_s = []
-        self.chunk_chars = []
+        self.chunk_text = []
         self.usage = None
         self.finished = False
         self.in_flight = 0
         """The client's other requests in flight when this one ended."""
+        self.counted = None
+        """(output tokens, source) a tokenizer counted in the text (``usage`` aside)."""
+        self.worker = 0
+        """The client process that sent it (0 when one process sends all)."""
+
+    def has_usage(self):
+        total = (self.usage or {}).get("completion_tokens")
+        return isinstance(total, int) and not isinstance(total, bool) and total >= 0
 
     def counts(self):
-        """(each chunk's tokens, output tokens, estimated?)."""
-        usage = self.usage or {}
-        total = usage.get("completion_tokens")
-        if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
-            return apportion(total, self.chunk_chars), total, False
-        return [1] * len(self.chunk_s), len(self.chunk_s), True
+        """(each chunk's tokens, output tokens, their source: ``usage``, ``tokenize``,
+        ``tokenizer`` or ``estimated``)."""
+        if self.has_usage():
+            total, source = self.usage["completion_tokens"], "usage"
+        elif self.counted is not None:
+            total, source = self.counted
+        else:
+            return [1] * len(self.chunk_s), len(self.chunk_s), "estimated"
+        return apportion(total, [len(t) for t in self.chunk_text]), total, source
 
     def prompt_tokens(self):
         p = (self.usage or {}).get("prompt_tokens")
@@ -194,7 +205,7 @@ async def _read_stream(resp, res, api, t_send):
         text, finish = _content(obj, api)
         if text:
             res.chunk_s.append(now - t_send)
-            res.chunk_chars.append(len(text))
+            res.chunk_text.append(text)
         if finish:
             res.finished = True
 
@@ -242,43 +253,45 @@ class Client(object):
         self.in_flight = 0
         """Requests sent and not yet ended (each result carries the count at its end)."""
 
-    async def run(self, phases, on_result):
-        """Each phase ``(prompts, offsets, warmup)`` in turn on one session (the warm-up's
-        connections serve the measured requests): one request per prompt at its offset
-        from the phase's start, ``on_result(Result)`` as each ends. Returns, per phase,
-        (start, end) on the monotonic clock and the process's CPU seconds over it.
+    async def run(self, phases, on_result, start=None):
+        """Each phase ``(prompts, offsets, warmup, requests)`` in turn on one session (the
+        warm-up's connections serve the measured requests): request ``requests[i]`` with
+        ``prompts[i]`` at ``offsets[i]`` from the phase's start, ``on_result(Result)`` as
+        each ends. Returns, per phase, (start, end) on the monotonic clock and the
+        process's CPU seconds over it. ``start``: the first phase's start (one shared by
+        the processes of a split load, :mod:`openai_split`), else now.
 
         Raises:
             SetupFailed: the endpoint refused the connection, or TLS failed.
         """
         connector = aiohttp.TCPConnector(limit=max(self.concurrency, 1), limit_per_host=0)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.stall_s)
-        out, first = [], 0
+        out = []
         async with aiohttp.ClientSession(connector=connector, timeout=timeout,
                                          read_bufsize=READ_BUFSIZE) as session:
-            for prompts, offsets, warmup in phases:
+            for prompts, offsets, warmup, requests in phases:
                 cpu0 = time.process_time()
-                start, end = await self._phase(session, prompts, offsets, warmup, first,
-                                               on_result)
+                start, end = await self._phase(session, prompts, offsets, warmup, requests,
+                                               on_result, start)
                 out.append((start, end, time.process_time() - cpu0))
-                first += len(prompts)
+                start = None
                 if self.fatal:
                     break
         if self.fatal:
             raise SetupFailed(self.fatal)
         return out
 
-    async def _phase(self, session, prompts, offsets, warmup, first_request, on_result):
+    async def _phase(self, session, prompts, offsets, warmup, requests, on_result, start):
         sem = asyncio.Semaphore(self.concurrency)
-        loop_start = time.monotonic()
+        loop_start = time.monotonic() if start is None else start
         tasks = []
-        for i, (prompt, off) in enumerate(zip(prompts, offsets, strict=True)):
+        for request, prompt, off in zip(requests, prompts, offsets, strict=True):
             if self.fatal:
                 break
             delay = loop_start + off - time.monotonic()
             if delay > 0:
                 await asyncio.sleep(delay)
-            res = Result(first_request + i, warmup, off)
+            res = Result(request, warmup, off)
             tasks.append(asyncio.ensure_future(
                 self._one(session, sem, prompt, res, loop_start + off, on_result)))
         if tasks:
@@ -334,53 +347,3 @@ class Client(object):
             self.fatal = "connection refused at %s" % self.endpoint
         else:
             self.fatal = "cannot connect to %s: %s" % (self.endpoint, exc)
-
-
-def prompts_for(spec, n, rng, dataset_prompts=None):
-    """``n`` prompts: sampled from the dataset, else synthetic text of about
-    ``prompt_tokens`` words (approximate: no tokenizer is known)."""
-    if dataset_prompts:
-        return [rng.choice(dataset_prompts) for _ in range(n)]
-    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
-             "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa")
-    k = int(spec["prompt_tokens"])
-    return [" ".join(rng.choice(words) for _ in range(k)) for _ in range(n)]
-
-
-def read_dataset(path):
-    """Prompts of a JSONL file (one string, or an object with ``prompt``/``text``, per
-    line) or a ShareGPT-style JSON (a list of ``conversations``: each one's first human
-    turn)."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
-    out = []
-    try:
-        doc = json.loads(text)
-    except ValueError:
-        doc = None
-    if isinstance(doc, list):
-        for item in doc:
-            turns = item.get("conversations") if isinstance(item, dict) else None
-            for turn in turns or ():
-                if isinstance(turn, dict) and turn.get("from") in ("human", "user") \
-                        and isinstance(turn.get("value"), str):
-                    out.append(turn["value"])
-                    break
-        return out
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        obj = json.loads(line)
-        if isinstance(obj, str):
-            out.append(obj)
-        elif isinstance(obj, dict):
-            for key in ("prompt", "text"):
-                if isinstance(obj.get(key), str):
-                    out.append(obj[key])
-                    break
-    return out
-
-
-def new_rng(seed):
-    return random.Random(seed)

@@ -8,8 +8,11 @@ request ends it sends a ``request`` event (everything the client saw of it:
 :mod:`openai_load`), then, when it produced tokens, the ``generate`` and ``iter``
 events of a generation request (TTFT, per-token ITL, e2e seconds, output tokens), so
 that the generation metrics read a served request like one of dltop's own. At the
-end, a ``load`` event: the measured window and the client's CPU over it. Events go
-in completion order, under rising indexes; ``request`` says which request it was.
+end, a ``load`` event: the measured window, the client's CPU over it, the source of
+the output token counts (:mod:`openai_tokens`) and the client processes (also in a
+``setup`` event: the run's environment shows them). Events go in completion order,
+under rising indexes; ``request`` says which request it was (``worker``: which client
+process sent it, :mod:`openai_split`).
 
 An endpoint that refuses the connection, or whose TLS fails, ends the run at once
 (an ``error`` of kind ``setup``: ``setup_failed``), with no retry. More failed
@@ -31,9 +34,8 @@ import traceback
 import dltop_protocol as proto
 import openai_load as load
 import openai_server as srv
-
-LAG_BOUND_S = 0.010
-"""Dispatch lag p99 above this flags the run ``client-bound`` (the engine decides)."""
+import openai_split as split
+import openai_tokens as tokens
 
 
 def _options(spec):
@@ -86,11 +88,21 @@ def _terminated(signum, frame):
 def _load(spec, reporter, opts, endpoint, cold_s):
     api = opts.get("api", "chat")
     warmup, measured = int(spec["warmup"]), int(spec["iterations"])
-    rng = load.new_rng(int(spec.get("seed") or 0))
-    data = load.read_dataset(opts["dataset"]) if opts.get("dataset") else None
+    rng = tokens.new_rng(int(spec.get("seed") or 0))
+    data = tokens.read_dataset(opts["dataset"]) if opts.get("dataset") else None
     if opts.get("dataset") and not data:
         raise proto.Failed("dataset %s holds no prompts" % opts["dataset"])
-    prompts = load.prompts_for(spec, warmup + measured, rng, data)
+    headers = _headers(opts)
+    try:
+        counter = tokens.counter(opts, endpoint, spec["model"], headers)
+    except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception
+        raise proto.Failed("tokenizer %s cannot be read: %s" % (opts.get("tokenizer"),
+                                                                exc)) from None
+    try:
+        prompts = tokens.prompts_for(spec, warmup + measured, rng, data, counter)
+    except ValueError as exc:
+        raise proto.Failed("%s (%s): give prompts with dataset = PATH" % (
+            exc, counter.source)) from None
     rate = spec.get("request_rate") or "inf"
     arrival = opts.get("arrival", "poisson")
     burstiness = float(opts.get("burstiness", 1.0))
@@ -98,35 +110,78 @@ def _load(spec, reporter, opts, endpoint, cold_s):
     stall_s = max(1.0, min(60.0, float(spec.get("timeout_s", 900.0)) / 10.0))
     reporter.hello("openai", getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
                    endpoint=endpoint, api=api, served_model=spec["model"],
-                   prompts="dataset" if data else "synthetic (~prompt_tokens words)",
+                   prompts="dataset" if data else (
+                       "synthetic (exactly prompt_tokens tokens by the %s)" % counter.source
+                       if counter else "synthetic (~prompt_tokens words)"),
                    server=spec.get("server"),
                    telemetry=("the server's processes are the run's own (started by dltop)"
                               if cold_s is not None else "attributed by time (the endpoint "
                               "was already serving: its processes are not known)"))
     reporter.plan(warmup + measured)
-    client = load.Client(endpoint, api, spec["model"], _headers(opts),
-                         int(spec["new_tokens"]), bool(opts.get("ignore_eos")), concurrency,
-                         stall_s)
-    state = {"index": 0, "ok": 0, "failed": 0, "errors": []}
+
+    def client(slots):
+        return load.Client(endpoint, api, spec["model"], headers, int(spec["new_tokens"]),
+                           bool(opts.get("ignore_eos")), slots, stall_s)
+
+    state = {"index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
+             "later": [], "lags": []}
 
     def on_result(res):
+        if not res.has_usage() and counter is not None and res.chunk_text:
+            if counter.source == "tokenize":  # an HTTP call: after the load, not inside it
+                state["later"].append(res)
+                return
+            res.counted = (counter.count("".join(res.chunk_text)), counter.source)
         _report(reporter, spec, res, state)
 
-    phases = [(prompts[warmup:], load.schedule(measured, rate, arrival, burstiness, rng),
-               False)]
-    if warmup:  # drawn after the measured schedule: a warm-up count never changes it
+    # The measured schedule is drawn first: a warm-up count never changes it.
+    measured_phase = (prompts[warmup:], load.schedule(measured, rate, arrival, burstiness,
+                                                      rng), False,
+                      list(range(warmup, warmup + measured)))
+    phases = [measured_phase]
+    if warmup:
         phases.insert(0, (prompts[:warmup], load.schedule(warmup, rate, arrival, burstiness,
-                                                          rng), True))
+                                                          rng), True, list(range(warmup))))
+    asked = opts.get("client_processes", 1)
+    n = 1 if asked == "auto" else min(int(asked), concurrency, max(measured, 1))
     loop = asyncio.new_event_loop()
     try:
-        start, end, cpu_s = loop.run_until_complete(client.run(phases, on_result))[-1]
+        if asked != "auto" and n == 1:  # one session for both phases
+            start, end, cpu_s = loop.run_until_complete(client(concurrency).run(
+                phases, on_result))[-1]
+        else:
+            if warmup:  # in the runner: it warms the server and judges "auto"
+                (w_start, w_end, w_cpu), = loop.run_until_complete(client(concurrency).run(
+                    phases[:1], on_result))
+                if asked == "auto":
+                    n = split.auto_count(state["lags"], w_cpu, w_end - w_start,
+                                         len(os.sched_getaffinity(0)), concurrency)
+            sys.stdout.write("[dltop] measured requests over %d client process(es) "
+                             "(client_processes = %s)\n" % (n, asked))
+            sys.stdout.flush()
+            if n == 1:
+                (start, end, cpu_s), = loop.run_until_complete(client(concurrency).run(
+                    [measured_phase], on_result))
+            else:
+                start, end, cpu_s = split.run(client, n, concurrency, *measured_phase[:2],
+                                              measured_phase[3], on_result)
     finally:
         loop.close()
+    for res in state["later"]:
+        try:
+            res.counted = (counter.count("".join(res.chunk_text)), counter.source)
+        except (OSError, ValueError):
+            pass  # counted chunks, "estimated"
+        _report(reporter, spec, res, state)
     window = max(end - start, 1e-9)
+    source = "+".join(sorted(state["sources"])) or None
     reporter.emit("load", window_s=window, client_cpu_s=cpu_s, requests=measured,
                   ok=state["ok"], failed=state["failed"],
                   asked_rate=None if rate == "inf" else float(rate),
-                  server_cold_start_s=cold_s)
+                  server_cold_start_s=cold_s, token_source=source, client_processes=n)
+    reporter.emit("setup", token_source=source, client_processes=n)
+    sys.stdout.write("[dltop] output tokens counted by: %s\n" % source)
+    sys.stdout.flush()
     limit = float(opts.get("max_error_rate", 0.05))
     if state["failed"] > limit * measured:
         raise proto.Failed("%d of %d measured requests failed (%.1f %% > max_error_rate "
@@ -137,17 +192,19 @@ def _load(spec, reporter, opts, endpoint, cold_s):
 
 
 def _report(reporter, spec, res, state):
-    counts, tokens, estimated = res.counts()
-    ok = res.error is None and tokens >= 1 and res.chunk_s
+    counts, tokens_out, source = res.counts()
+    ok = res.error is None and tokens_out >= 1 and res.chunk_s
     if res.error is None and not ok:
         res.error = "no content tokens in the response"
-    if not res.warmup:
-        if ok:
-            state["ok"] += 1
-        else:
-            state["failed"] += 1
-            if len(state["errors"]) < 3:
-                state["errors"].append("request %d: %s" % (res.request, res.error))
+    if res.warmup:
+        state["lags"].append(res.dispatch_lag_s)
+    elif ok:
+        state["ok"] += 1
+        state["sources"].add(source)
+    else:
+        state["failed"] += 1
+        if len(state["errors"]) < 3:
+            state["errors"].append("request %d: %s" % (res.request, res.error))
     i = state["index"]
     state["index"] += 1
     reporter.emit("request", index=i, request=res.request, warmup=res.warmup,
@@ -155,15 +212,16 @@ def _report(reporter, spec, res, state):
                   slot_wait_s=res.slot_wait_s, first_byte_s=res.first_byte_s,
                   ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
-                  output_tokens=tokens, tokens_estimated=estimated,
-                  chunk_s=res.chunk_s, chunk_tokens=counts, in_flight=res.in_flight)
+                  output_tokens=tokens_out, tokens_estimated=source == "estimated",
+                  chunk_s=res.chunk_s, chunk_tokens=counts, worker=res.worker,
+                  in_flight=res.in_flight)
     if not ok:
         return
     itl = load.per_token_itl(res.chunk_s, counts)
     ttft = max(res.chunk_s[0], 1e-9)
     reporter.generation(i, res.warmup, ttft, itl, res.prompt_tokens() or
-                        int(spec["prompt_tokens"]), tokens, 1)
-    reporter.iteration(i, max(res.end_s, 1e-9), tokens, res.warmup, None,
+                        int(spec["prompt_tokens"]), tokens_out, 1)
+    reporter.iteration(i, max(res.end_s, 1e-9), tokens_out, res.warmup, None,
                        t_mono_ns=int(res.end_mono * 1e9))
 
 

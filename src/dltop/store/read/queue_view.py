@@ -14,11 +14,12 @@ from typing import Any
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.store.read.schema import columns
-from dltop.store.read.slurm import PENDING_JOB, queued_in_slurm
+from dltop.store.read.slurm import queue_columns
 
 _JOB_COLUMNS = (
     "select id, position, status, framework, model, batch_size, device, repeat, "
-    f"{PENDING_JOB} as pending, "
+    "case when status = 'running' then (select r.id from latest_runs r "
+    "where r.job_id = jobs.id) end as run_id, "
     # A job queued or running again (retried, re-queued by resume) shows no figure of
     # its previous run: that median is not what it is measuring now.
     "case when status in ('queued', 'running') then null else "
@@ -42,11 +43,12 @@ def _total(db: Any) -> str:
 
 
 def running_runs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
-    """The campaign's running runs, oldest first: job columns, ``total``, ``pending``."""
+    """The campaign's running runs, oldest first: job columns, ``total`` and the
+    executor's queue columns (:func:`dltop.store.read.slurm.queue_columns`)."""
     return list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
         f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {_total(db)}, "
-        f"{queued_in_slurm(db)} as pending from runs r join jobs j on j.id = r.job_id "
+        f"{queue_columns(db)} from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = ? order by r.id",
         [campaign_id, RunStatus.RUNNING]))
 
@@ -110,8 +112,8 @@ def _position_at(db: Any, campaign_id: int, row: int, total_hint: int | None = N
 def queue_window(db: Any, campaign_id: int, offset: int, limit: int,
                  total_hint: int | None = None) -> list[dict[str, Any]]:
     """Rows ``offset`` to ``offset + limit`` of the queue (``total_hint``: its rows as
-    last counted, which only picks the end to count from), with ``pending`` (the Slurm
-    queue reason) and the latest run's ``median_s`` and ``contaminated``."""
+    last counted, which only picks the end to count from), with the running job's
+    ``run_id`` and the latest run's ``median_s`` and ``contaminated``."""
     first = _position_at(db, campaign_id, max(0, offset), total_hint)
     if first is None:
         return []

@@ -34,7 +34,7 @@ def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
     """The run's requests that ended past ``after_idx``, in order (a live view reads
     only what is new): idx, warmup, ok (tokens and no error: :class:`dltop.results.
     serving.ServeRequest`'s), output_tokens, end_s (from its phase's start), in_flight
-    (NULL before migration 29) and error. No chunk arrays: a scan of them costs."""
+    (NULL before migration 31) and error. No chunk arrays: a scan of them costs."""
     if not has_table(db, TABLE):
         return []
     flight = "in_flight" if "in_flight" in columns(db, TABLE) else "null as in_flight"

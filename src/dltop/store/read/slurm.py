@@ -1,27 +1,28 @@
-"""The Slurm state of runs as stored: the queue reason a viewer shows, the run folder a
-resume adopts (one reader for live/ and the executors)."""
+"""The Slurm state of runs as stored: what their executor is asked whether it still
+holds them in its queue, the run folder a resume adopts (one reader for live/ and the
+executors)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from dltop.store.read.schema import columns
-
-_QUEUED = (
-    "case when r.slurm_job_id is not null and (r.slurm_state is null or r.slurm_state = "
-    "'PENDING') then coalesce(r.slurm_reason, 'submitted') end")
-
-PENDING_JOB = (
-    "case when status = 'running' then (select 'pending (' || coalesce(r.slurm_reason, '-') "
-    "|| ')' from latest_runs r where r.job_id = jobs.id and r.slurm_state = 'PENDING') end")
-"""A ``jobs`` row's ``pending (<squeue's reason>)`` while Slurm holds its run in its queue."""
+from dltop.store.schema_slurm import queue_columns_sql
 
 
-def queued_in_slurm(db: Any) -> str:
-    """SQL of a run ``r``'s Slurm job still in the queue (submitted, not seen, or PENDING):
-    squeue's reason, ``submitted`` before there is one; NULL once it runs, for a local run,
-    and in a database from before the Slurm columns."""
-    return _QUEUED if "slurm_state" in columns(db, "runs") else "null"
+def queue_columns(db: Any, alias: str = "r") -> str:
+    """SQL of the columns a run's executor is asked about its queue by
+    (:func:`dltop.jobs.executors.where.queued_reason`): ``executor``, ``slurm_job_id``,
+    ``slurm_state``, ``slurm_reason``, with the fallbacks of older databases."""
+    return queue_columns_sql(columns(db, "runs"), alias)
+
+
+def queue_state(db: Any, run_ids: list[int]) -> list[dict[str, Any]]:
+    """The runs' ``id`` and :func:`queue_columns`."""
+    if not run_ids:
+        return []
+    return list(db.query(f"select r.id, {queue_columns(db)} from runs r "
+                         f"where r.id in ({','.join('?' * len(run_ids))})", run_ids))
 
 
 def log_and_spec(db: Any, run_id: int) -> tuple[str | None, str] | None:

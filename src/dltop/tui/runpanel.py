@@ -117,10 +117,18 @@ class RunHealth(Static):
         return t
 
 
-def _ms(q: Quantiles, name: str) -> str:
-    p50 = NA if q.p50_s is None else f"{q.p50_s * 1e3:.3g} ms"
-    p99 = NA if q.p99_s is None else f"{q.p99_s * 1e3:.3g} ms"
-    return f"{name} p50 {p50} p99 {p99} (n={q.n:,})"
+def _latency(s: float | None) -> str:
+    if s is None:
+        return NA
+    return f"{s * 1e3:.3g} ms" if s < 0.9995 else f"{s:.3g} s"  # never 1e+03 ms
+
+
+def _rate(v: float | None) -> str:
+    return num(v, ".3g" if v is not None and v < 99.95 else ",.0f")
+
+
+def _quantiles(q: Quantiles, name: str) -> str:
+    return f"{name} p50 {_latency(q.p50_s)} p99 {_latency(q.p99_s)} n={q.n:,}"
 
 
 class RunServe(Static):
@@ -134,14 +142,15 @@ class RunServe(Static):
         s = self.run.serve if self.run is not None else None
         if s is None:
             return Text("")
+        # 76 columns at most with 256 in flight, 99,999 ok and 1.2 million ITLs
         t = Text(no_wrap=True, overflow="ellipsis")
         flight = NA if s.in_flight is None else str(s.in_flight)
-        t.append(f"requests {flight} in flight, {s.ok:,} ok, ")
+        t.append(f"{flight} in flight  {s.ok:,} ok  ")
         t.append(f"{s.failed:,} failed", "bold red" if s.failed else "")
         asked = "inf" if s.asked_rate_per_s is None else f"{s.asked_rate_per_s:g}"
-        t.append(f"  {num(s.achieved_rate_per_s, '.3g')}/{asked} req/s  "
-                 f"{num(s.output_tokens_per_s, ',.0f', ' tokens/s')}\n")
-        t.append(f"{_ms(s.ttft, 'TTFT')}  {_ms(s.itl, 'ITL')}")
+        t.append(f"  {_rate(s.achieved_rate_per_s)}/{asked} req/s  "
+                 f"{num(s.output_tokens_per_s, ',.0f', ' tok/s')}\n")
+        t.append(f"{_quantiles(s.ttft, 'TTFT')}  {_quantiles(s.itl, 'ITL')}")
         if s.last_error is not None:
             t.append("\nlast error: ", "bold red")
             t.append(one_line(s.last_error))

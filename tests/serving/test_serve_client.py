@@ -113,6 +113,18 @@ def test_the_wait_for_a_slot_is_stored_apart_from_ttft(tmp_path: Path, fake_serv
     assert max(r["ttft_s"] for r in reqs) < waits[-1] / 2
 
 
+def test_each_request_says_how_many_others_were_in_flight_as_it_ended(
+        tmp_path: Path, fake_server) -> None:
+    url = fake_server("--ttft-ms", "20", "--itl-ms", "10")
+    # three slots, six requests sent at once: the first to end leaves two in flight
+    job = spec(url, "steady", iterations=6, warmup=0, new_tokens=4, concurrency=3)
+    code, events, err = run_runner(tmp_path, job)
+    assert code == 0, err
+    flight = [r["in_flight"] for r in named(events, "request")]
+    assert len(flight) == 6 and flight[0] == 2 and flight[-1] == 0
+    assert set(flight) <= {0, 1, 2}  # never more than the other slots
+
+
 @pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_multi_token_chunks_and_estimated_counts(tmp_path: Path, fake_server) -> None:
     url = fake_server("--ttft-ms", "5", "--itl-ms", "2")

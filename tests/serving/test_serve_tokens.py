@@ -113,6 +113,9 @@ def test_a_split_load_merges_every_workers_rows(tmp_path: Path, fake_server) -> 
     for r in measured:
         by_worker.setdefault(r["worker"], []).append(r)
     assert sorted(by_worker) == [0, 1, 2]
+    # in flight: the whole client's (every worker's newest count summed), never more
+    # than the other slots; none once the last request ended
+    assert all(0 <= r["in_flight"] <= 3 for r in measured) and measured[-1]["in_flight"] == 0
     for w, rows in by_worker.items():  # round-robin: worker w sends requests w, w+3, ...
         assert sorted(r["request"] - 2 for r in rows) == list(range(w, 24, 3))
         # each worker's lag against its own loop, from the one shared start: small

@@ -31,7 +31,7 @@ def request(i: int, *, lag: float = 0.001, warmup: bool = False,
             "status": 500 if error else 200, "error": error, "prompt_tokens": 8,
             "output_tokens": 0 if error else 4, "tokens_estimated": False,
             "chunk_s": [] if error else [0.02, 0.03, 0.05],
-            "chunk_tokens": [] if error else [2, 1, 1]}
+            "chunk_tokens": [] if error else [2, 1, 1], "in_flight": i % 2}
 
 
 def _extras(store: Store) -> tuple[int, int, RunExtras]:
@@ -57,6 +57,7 @@ def test_requests_become_rows_and_the_load_the_run_columns(store: Store) -> None
     assert unpack_seconds(rows[1]["chunk_s"]) == (0.02, 0.03, 0.05)
     assert unpack_counts(rows[1]["chunk_tokens"]) == (2, 1, 1)
     assert unpack_counts(rows[2]["chunk_tokens"]) == ()
+    assert [r["in_flight"] for r in rows] == [0, 1, 0]  # migration 31
     cols = extras.fields([])
     # two measured requests: no p99 (it needs 100, the percentile rule)
     assert cols == {"serve_window_s": 2.0, "client_cpu_pct": pytest.approx(20.0),
@@ -112,6 +113,8 @@ def test_bad_load_events_are_refused(change: dict[str, Any], says: str) -> None:
     ({"chunk_s": [0.1, float("nan"), 0.2]}, "chunk_s.1 nan"),
     ({"error": 5}, "error is not text"),
     ({"warmup": "yes"}, "must be booleans"),
+    ({"in_flight": -1}, "in_flight -1 is not an integer >= 0"),
+    ({"in_flight": 1.5}, "in_flight 1.5 is not an integer"),
 ])
 def test_bad_request_events_are_refused(change: dict[str, Any], says: str) -> None:
     why = EventChecker().problem({**request(0), **change})

@@ -39,3 +39,22 @@ def test_the_run_details_rate_row_says_tokens_for_a_transformer(model: str, unit
     stats = RunStats(10, 0.5, 0.5, 0.4, 0.6, 0.01, False, 2048.0, 3.2)
     rows = {key: value for key, value, _ in stats_rows(stats, model)}
     assert rows[unit] == "2048.0" and len({"tokens/s", "samples/s"} & set(rows)) == 1
+
+
+def test_a_serve_run_s_lines_fit_80_columns_at_large_counts() -> None:
+    from dltop.live.campaign import RunView
+    from dltop.live.serve_live import ServeLive
+    from dltop.tui.runpanel import RunServe
+
+    itl = [0.0123] * 1_234_567
+    itl[-15_000:] = [1.5] * 15_000  # a p99 over a second: said in s, not 1.5e+03 ms
+    serve = ServeLive(10000.0, 5, 99_999, 9_999, 256, 10.0, 9_999_990, "HTTP 500: x",
+                      [0.123] * 99_999, itl)
+    panel = RunServe()
+    panel.run = RunView(1, 1, "run", 5, 10, 0, None, None, recent_s=(),
+                        samples_per_iter=1, log_tail=(), serve=serve)
+    lines = panel.render().plain.split("\n")
+    assert lines == ["256 in flight  99,999 ok  9,999 failed  10,000/10000 req/s  999,999 tok/s",
+                     "TTFT p50 123 ms p99 123 ms n=99,999  ITL p50 12.3 ms p99 1.5 s "
+                     "n=1,234,567", "last error: HTTP 500: x"]
+    assert max(len(line) for line in lines[:2]) <= 80

@@ -44,7 +44,8 @@ def request_row(event: dict[str, Any]) -> dict[str, Any]:
             "output_tokens": int(event["output_tokens"]),
             "tokens_estimated": int(bool(event["tokens_estimated"])),
             "chunk_s": pack_seconds([float(x) for x in event["chunk_s"]]),
-            "chunk_tokens": pack_counts([int(x) for x in event["chunk_tokens"]])}
+            "chunk_tokens": pack_counts([int(x) for x in event["chunk_tokens"]]),
+            "in_flight": event.get("in_flight")}
 
 
 class ServeExtras:

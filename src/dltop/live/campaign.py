@@ -25,6 +25,7 @@ from dltop.live.health import (
     loss_trend,
     stall,
 )
+from dltop.live.serve_live import ServeLive, serve_live
 from dltop.procs import engine_alive
 from dltop.procs import read_log_tail as _read_tail
 from dltop.results import labels
@@ -99,6 +100,8 @@ class RunView(CurrentRun):
     """CPU of the run's process tree in its newest telemetry window (100 = one core)."""
     tree_rss_bytes: int | None = None
     """Resident memory of the run's process tree in its newest telemetry window."""
+    serve: ServeLive | None = None
+    """A serve run's requests so far (None: not a serve run)."""
 
     @property
     def elapsed_s(self) -> float | None:
@@ -222,7 +225,8 @@ def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> Run
                    started_s=_epoch(r["started_at"]),
                    last_iteration_s=its[0]["t_wall_s"] if its else None,
                    tree_cpu_pct=tree["tree_cpu_pct"] if tree else None,
-                   tree_rss_bytes=tree["tree_rss_bytes"] if tree else None)
+                   tree_rss_bytes=tree["tree_rss_bytes"] if tree else None,
+                   serve=serve_live(db, int(r["id"])))
 
 
 def _epoch(iso: str | None) -> float | None:

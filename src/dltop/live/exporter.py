@@ -47,6 +47,7 @@ from dltop.live.metrics import (
     read_runs,
     run_families,
 )
+from dltop.live.serve_metrics import serve_families
 from dltop.telemetry.model import GpuBackend
 
 if TYPE_CHECKING:  # annotations only
@@ -232,6 +233,7 @@ class MetricsSource:
         if age is None or age > self.stale_s:  # never frozen values: gone until read again
             devices = _without_host(devices, self.hostname)
         return [*devices, *run_families(runs, self.hostname, ok),
+                *serve_families(runs, self.hostname),
                 *campaign_families(camps, self.hostname),
                 *health_families(self.hostname, age, self.stale_s, self.poll_errors,
                                  self.db_errors)]
@@ -271,8 +273,9 @@ class PrometheusCollector:
             # a counter's family is named without the ``_total`` its sample carries
             base = fam.name.removesuffix("_total") if fam.kind == "counter" else fam.name
             m = Metric(base, fam.help, "unknown" if fam.kind == "untyped" else fam.kind)
-            for labels, value in fam.samples:
-                m.add_sample(fam.name, dict(labels), value)
+            names = fam.sample_names or (fam.name,) * len(fam.samples)
+            for name, (labels, value) in zip(names, fam.samples, strict=True):
+                m.add_sample(name, dict(labels), value)
             yield m
 
 

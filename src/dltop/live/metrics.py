@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop.live.devices import DeviceFrame
+from dltop.live.serve_live import ServeLive, serve_live
 from dltop.procs import engine_alive
 from dltop.results.queries import open_campaigns
 from dltop.store.read.queue_view import recent_iterations, running_runs
@@ -43,6 +44,9 @@ class Family:
     kind: str
     help: str
     samples: tuple[tuple[Labels, float], ...]
+    sample_names: tuple[str, ...] = ()
+    """Each sample's name where they differ from the family's (a histogram's ``_bucket``,
+    ``_sum`` and ``_count``)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,8 @@ class RunMetrics:
     job_id: int = 0
     extra: Mapping[str, str] = field(default_factory=dict)
     """Labels of the identity fields that vary in its campaign (precision, mode...)."""
+    serve: ServeLive | None = None
+    """A serve run's requests so far (None: not a serve run)."""
 
     def labels(self, hostname: str) -> dict[str, str]:
         """The run's label set: its campaign, identity (the varying fields too), host."""
@@ -111,7 +117,7 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
             statistics.median(recent) if recent else None,
             r["samples_per_iter"] or r["batch_size"],
             statistics.fmean(recent) if recent else None, r["job_id"],
-            dict((labels or {}).get(r["job_id"], {}))))
+            dict((labels or {}).get(r["job_id"], {})), serve_live(db, int(r["id"]))))
     return out
 
 

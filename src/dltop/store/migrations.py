@@ -56,7 +56,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v26, v28, v29
+from dltop.store.serving import v26, v28, v29, v31
 from dltop.store.templates import v23
 from dltop.store.tx import transaction
 
@@ -156,6 +156,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(30, "runs.executor: the executor that ran the run, by its registered name "
                   "(older rows: slurm-batch, slurm-step or local, from their Slurm columns)",
               v30),
+    Migration(31, "serve_requests.in_flight: the client's requests in flight as each "
+                  "ended (the live run panel's, issue 41 item 6)", v31),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -26,11 +26,12 @@ from dltop.store.generations import pack_array, unpack_array
 TABLE = "serve_requests"
 COLUMNS = ("idx", "request", "warmup", "scheduled_s", "dispatch_lag_s", "slot_wait_s",
            "first_byte_s", "ttft_s", "e2e_s", "status", "error", "prompt_tokens", "output_tokens",
-           "tokens_estimated", "chunk_s", "chunk_tokens")
+           "tokens_estimated", "chunk_s", "chunk_tokens", "in_flight")
 """The columns a row gives (``run_id`` is the call's); ``idx`` is its event's index, the
 order requests ended in, and the ``idx`` of the request's ``iterations`` and
 ``generations`` rows when it produced tokens; ``request`` is its place in the schedule
-(warm-up requests first); ``chunk_s``/``chunk_tokens`` packed."""
+(warm-up requests first); ``chunk_s``/``chunk_tokens`` packed; ``in_flight`` the
+client's other requests in flight when it ended (migration 31)."""
 RUN_COLUMNS = {"serve_window_s": float, "client_cpu_pct": float, "dispatch_lag_p99_s": float,
                "client_bound": int}
 """``runs`` columns of a serve run: the measured load's wall seconds, the client's CPU
@@ -83,3 +84,8 @@ def v29(db: Any) -> None:
     """Migration 29: ``runs.token_source`` (what counted a serve run's output tokens)."""
     for name, kind in TOKEN_COLUMNS.items():
         db["runs"].add_column(name, kind)
+
+
+def v31(db: Any) -> None:
+    """Migration 31: ``serve_requests.in_flight`` (what a live view shows in flight)."""
+    db[TABLE].add_column("in_flight", int)

@@ -1,6 +1,6 @@
 """The current run: iteration i/n with warm-up marked, s/it sparkline, elapsed and ETA,
 stall warning, loss and its trend, the process tree's CPU and memory, the campaign's
-ETA, log tail.
+ETA, a serve run's requests so far, log tail.
 
 What it says is computed in ``live/`` (:mod:`dltop.live.health`); this only draws it.
 """
@@ -16,6 +16,7 @@ from textual.widgets import ProgressBar, Static
 
 from dltop.live.campaign import RunView
 from dltop.live.health import CampaignEta, approx_duration
+from dltop.live.serve_live import Quantiles
 from dltop.results.tokens import is_lm
 from dltop.textsafe import multiline, one_line
 from dltop.tui.format import NA, duration, num, per_iteration, sparkline
@@ -116,6 +117,46 @@ class RunHealth(Static):
         return t
 
 
+def _latency(s: float | None) -> str:
+    if s is None:
+        return NA
+    return f"{s * 1e3:.3g} ms" if s < 0.9995 else f"{s:.3g} s"  # never 1e+03 ms
+
+
+def _rate(v: float | None) -> str:
+    return num(v, ".3g" if v is not None and v < 99.95 else ",.0f")
+
+
+def _quantiles(q: Quantiles, name: str) -> str:
+    return f"{name} p50 {_latency(q.p50_s)} p99 {_latency(q.p99_s)} n={q.n:,}"
+
+
+class RunServe(Static):
+    """A serve run's requests so far: in flight, ok and failed, the achieved against the
+    asked rate, output tokens/s; TTFT and ITL p50/p99 (N/A below the sample rule); the
+    newest error. Each line fits 80 columns; hidden for any other run."""
+
+    run: reactive[RunView | None] = reactive(None)
+
+    def render(self) -> Text:
+        s = self.run.serve if self.run is not None else None
+        if s is None:
+            return Text("")
+        # 76 columns at most with 256 in flight, 99,999 ok and 1.2 million ITLs
+        t = Text(no_wrap=True, overflow="ellipsis")
+        flight = NA if s.in_flight is None else str(s.in_flight)
+        t.append(f"{flight} in flight  {s.ok:,} ok  ")
+        t.append(f"{s.failed:,} failed", "bold red" if s.failed else "")
+        asked = "inf" if s.asked_rate_per_s is None else f"{s.asked_rate_per_s:g}"
+        t.append(f"  {_rate(s.achieved_rate_per_s)}/{asked} req/s  "
+                 f"{num(s.output_tokens_per_s, ',.0f', ' tok/s')}\n")
+        t.append(f"{_quantiles(s.ttft, 'TTFT')}  {_quantiles(s.itl, 'ITL')}")
+        if s.last_error is not None:
+            t.append("\nlast error: ", "bold red")
+            t.append(one_line(s.last_error))
+        return t
+
+
 class LogTail(Static):
     """The last lines of the runner's log (read from its end, whatever it writes).
 
@@ -158,6 +199,7 @@ class RunPanel(Vertical):
         yield RunProgress(id="run-progress")
         yield RunRate()
         yield RunHealth()
+        yield RunServe()
         yield LogTail()
 
     def show(self, run: RunView | None, others: int = 0,
@@ -169,6 +211,10 @@ class RunPanel(Vertical):
         self.query_one(RunRate).run = run
         health = self.query_one(RunHealth)
         health.run, health.eta = run, eta
+        serve = self.query_one(RunServe)
+        serve.run = run
+        serve.display = run is not None and run.serve is not None
+        self.set_class(serve.display, "-serve")  # its lines come on top of the others'
         self.query_one(LogTail).lines = run.log_tail if run else ()
         bar = self.query_one(RunProgress)
         bar.display = run is not None

@@ -135,6 +135,8 @@ class Result(object):
         self.chunk_text = []
         self.usage = None
         self.finished = False
+        self.in_flight = 0
+        """The client's other requests in flight when this one ended."""
         self.counted = None
         """(output tokens, source) a tokenizer counted in the text (``usage`` aside)."""
         self.worker = 0
@@ -248,6 +250,8 @@ class Client(object):
         self.concurrency = concurrency
         self.stall_s = stall_s
         self.fatal = None
+        self.in_flight = 0
+        """Requests sent and not yet ended (each result carries the count at its end)."""
 
     async def run(self, phases, on_result, start=None):
         """Each phase ``(prompts, offsets, warmup, requests)`` in turn on one session (the
@@ -303,6 +307,7 @@ class Client(object):
             t_send = time.monotonic()
             res.slot_wait_s = t_send - t_disp
             body = payload(self.api, self.model, prompt, self.new_tokens, self.ignore_eos)
+            self.in_flight += 1
             try:
                 async with session.post(self.url, json=body, headers=self.headers) as resp:
                     res.status = resp.status
@@ -313,6 +318,7 @@ class Client(object):
                     else:
                         await _read_stream(resp, res, self.api, t_send)
             except aiohttp.ClientConnectorError as exc:
+                self.in_flight -= 1
                 self._connect_failed(exc)
                 return
             except asyncio.TimeoutError:
@@ -325,6 +331,8 @@ class Client(object):
                 res.error = "unreadable stream: %s" % escaped(str(exc))
             res.end_mono = time.monotonic()
             res.end_s = res.end_mono - t_send
+            self.in_flight -= 1
+            res.in_flight = self.in_flight
         on_result(res)
 
     def _connect_failed(self, exc):

@@ -213,7 +213,8 @@ def _report(reporter, spec, res, state):
                   ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
                   output_tokens=tokens_out, tokens_estimated=source == "estimated",
-                  chunk_s=res.chunk_s, chunk_tokens=counts, worker=res.worker)
+                  chunk_s=res.chunk_s, chunk_tokens=counts, worker=res.worker,
+                  in_flight=res.in_flight)
     if not ok:
         return
     itl = load.per_token_itl(res.chunk_s, counts)

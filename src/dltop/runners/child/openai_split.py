@@ -64,6 +64,7 @@ def run(make_client, n, concurrency, prompts, offsets, requests, on_result):
         procs.append(proc)
         conns.append(recv)
     ends, fatal, waiting = [], None, list(conns)
+    flight = [0] * n  # each worker's requests in flight as of its newest result
     while waiting:
         for conn in multiprocessing.connection.wait(waiting):
             try:
@@ -72,6 +73,8 @@ def run(make_client, n, concurrency, prompts, offsets, requests, on_result):
                 waiting.remove(conn)
                 continue
             if kind == "result":
+                flight[body.worker] = body.in_flight
+                body.in_flight = sum(flight)  # the whole client's, not one worker's
                 on_result(body)
             else:
                 waiting.remove(conn)

@@ -27,3 +27,17 @@ def requests(db: Any, run_ids: Sequence[int], *,
             r["itl_s"] = unpack_seconds(r["itl_s"])
             out.setdefault(int(r["run_id"]), []).append(r)
     return out
+
+
+def measured_since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
+    """The run's measured requests past ``after_idx``, in order: idx, ttft_s and itl_s
+    decoded (none before migration 17)."""
+    if not has_table(db, TABLE):
+        return []
+    rows = list(db.query(f"select idx, ttft_s, itl_s from {TABLE} where run_id = ? "
+                         "and idx > ? and coalesce(warmup, 0) = 0 order by idx",
+                         [run_id, after_idx]))
+    for r in rows:
+        r["itl_s"] = unpack_seconds(r["itl_s"])
+    return rows
+

@@ -7,7 +7,7 @@ from typing import Any
 
 from dltop.store.generations import unpack_seconds
 from dltop.store.read.runs import in_chunks
-from dltop.store.read.schema import has_table
+from dltop.store.read.schema import columns, has_table
 from dltop.store.serving import TABLE
 
 
@@ -27,3 +27,28 @@ def requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]
             r["chunk_s"] = unpack_seconds(r["chunk_s"])
             out.setdefault(int(r["run_id"]), []).append(r)
     return out
+
+
+
+def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
+    """The run's requests that ended past ``after_idx``, in order (a live view reads
+    only what is new): idx, warmup, ok (tokens and no error: :class:`dltop.results.
+    serving.ServeRequest`'s), output_tokens, end_s (from its phase's start), in_flight
+    (NULL before migration 31) and error. No chunk arrays: a scan of them costs."""
+    if not has_table(db, TABLE):
+        return []
+    flight = "in_flight" if "in_flight" in columns(db, TABLE) else "null as in_flight"
+    return list(db.query(
+        "select idx, warmup, (error is null and output_tokens >= 1 and ttft_s is not null) "
+        "as ok, output_tokens, scheduled_s + dispatch_lag_s + slot_wait_s + "
+        f"coalesce(e2e_s, 0) as end_s, {flight}, error from {TABLE} "
+        "where run_id = ? and idx > ? order by idx", [run_id, after_idx]))
+
+
+def scheduled_at(db: Any, run_id: int, idx: int) -> float | None:
+    """The scheduled time of the run's request ``idx`` (None: no such row)."""
+    if not has_table(db, TABLE):
+        return None
+    row = db.execute(f"select scheduled_s from {TABLE} where run_id = ? and idx = ?",
+                     [run_id, idx]).fetchone()
+    return None if row is None else float(row[0])

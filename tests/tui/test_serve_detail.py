@@ -15,12 +15,16 @@ import pytest
 from tests.dltop_env import query
 from tests.serving.conftest import start_fake
 
-from dltop.store.generations import unpack_seconds
-from dltop.store.serving import unpack_counts
+from dltop.live import campaign as live_campaign
+from dltop.store import Store, connect
+from dltop.store.generations import pack_seconds, unpack_seconds
+from dltop.store.serving import pack_counts, unpack_counts
 from dltop.tui.charts import SERVE_CHARTS, RunChart
 from dltop.tui.rundetail import RunDetailScreen
 
 from .conftest import make_app
+from .detail_data import DetailSeed, seed_detail
+from .test_rundetail_snapshots import open_detail
 from .test_rundetail_startup import plot_rows
 
 PROFILE = """[defaults]
@@ -94,3 +98,33 @@ async def test_a_serve_runs_detail_draws_its_requests(
         assert "ITL histogram (84 per-token gaps)" in titles["chart-itl-hist"]
         for chart in shown:  # each draws something between its axes
             assert any(row.strip(" │") for row in plot_rows(chart)), chart.id
+
+
+def _seed_requests(d: DetailSeed) -> None:
+    """The seeded GPU run (:mod:`detail_data`) made a serve run of 16 fixed requests: one
+    every 50 ms, TTFT 20 ms rising by 1 ms a request, a chunk of one token every 4 ms."""
+    db = connect(d.seeded.db_path)
+    with db.conn:
+        db.execute("update jobs set framework = 'openai', model = 'steady' where id = "
+                   "(select job_id from runs where id = ?)", [d.ok_run])
+    rows = []
+    for i in range(17):
+        ttft = 0.020 + 0.001 * i
+        chunks = [ttft + 0.004 * k for k in range(8)]
+        rows.append({"idx": i, "request": i, "warmup": int(i == 0), "scheduled_s": 0.05 * i,
+                     "dispatch_lag_s": 0.0, "slot_wait_s": 0.0, "first_byte_s": ttft,
+                     "ttft_s": ttft, "e2e_s": chunks[-1] + 0.001, "status": 200,
+                     "output_tokens": 8, "tokens_estimated": 0,
+                     "chunk_s": pack_seconds(chunks), "chunk_tokens": pack_counts([1] * 8)})
+    Store(db).add_serve_requests(d.ok_run, rows)
+
+
+@pytest.mark.slow
+def test_serve_run_detail_200x100(snap_compare: Any, tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(live_campaign, "engine_alive", lambda *_: True)
+    d = seed_detail(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    _seed_requests(d)
+    assert snap_compare(make_app(d.seeded, gpus=0), terminal_size=(200, 100),
+                        run_before=open_detail(0))

@@ -58,11 +58,11 @@ def itl_per_token(q: ServeRequest) -> list[float]:
 
 def histogram(values: Sequence[float], bins: int = BINS) -> tuple[Bin, ...]:
     """``bins`` equal bins from the least value to the greatest (one bin when all are
-    equal; none without values)."""
+    equal to a nanosecond, a clock's rounding; none without values)."""
     if not values:
         return ()
     lo, hi = min(values), max(values)
-    if hi <= lo or not math.isfinite(hi - lo):
+    if hi - lo <= 1e-9 or not math.isfinite(hi - lo):
         return (Bin(lo, hi, len(values)),)
     width = (hi - lo) / bins
     counts = [0] * bins

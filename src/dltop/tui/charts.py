@@ -113,6 +113,8 @@ def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
     for label, x, y, color in lines:
         if spec.mark == "bar":
             plt.bar(x, y, color=color, label=label or None, width=0.8)
+            ticks = x[::max(1, len(x) // 5)]  # plotext's own bar ticks vary run to run
+            plt.xticks(ticks, [f"{t:g}" for t in ticks])
         else:
             getattr(plt, "scatter" if spec.mark == "scatter" else "plot")(
                 x, y, marker="braille", color=color, label=label or None)

@@ -24,8 +24,9 @@ def _latency(t: ServeTrace) -> ChartSpec:
 
 def _hist(title: str, unit: str, bins: tuple[Bin, ...], color: str) -> ChartSpec:
     return ChartSpec(title, unit, None, (
-        ("", [(b.lo_s + b.hi_s) / 2 * 1e3 for b in bins], [float(b.count) for b in bins],
-         color),), mark="bar")
+        # centres to 4 digits: plotext writes its ticks as given (27.375000000000004)
+        ("", [float(f"{(b.lo_s + b.hi_s) / 2 * 1e3:.4g}") for b in bins],
+         [float(b.count) for b in bins], color),), mark="bar")
 
 
 def serve_charts(t: ServeTrace) -> dict[str, Callable[[], ChartSpec]]:

@@ -60,7 +60,8 @@ def _rate(r: ConfigResult) -> tuple[float | None, bool]:
 
 def _row(r: ConfigResult, var: identity.Variation, panel: str, x: float, value: float,
          own: Sequence[float], n: int) -> dict[str, Any]:
-    return {"panel": panel, "framework": r.framework, "series": _engine(r, var),
+    engine = _engine(r, var)
+    return {"panel": panel, "framework": r.framework, "series": engine, "color": engine,
             "variant": "", "x": x, "value": value, "low": min(own, default=value),
             "high": max(own, default=value), "n": n, "client_bound": r.client_bound}
 
@@ -116,19 +117,20 @@ def _joules(run: Any) -> float | None:
 
 def _energy(ok: Sequence[ConfigResult], var: identity.Variation
             ) -> tuple[list[dict[str, Any]], list[str]]:
-    rows, short = [], []
+    rows: list[dict[str, Any]] = []
+    short: dict[str, None] = {}  # an engine's reason once, whatever its rates
     for r in ok:
         x, _ = _rate(r)
         why, _ = readings_check(r, gpu=True)
         per = [j for run in r.runs if (j := _joules(run)) is not None]
         if r.device_kind != "gpu":
-            short.append(f"{_engine(r, var)}: no GPU (the energy is GPU telemetry)")
+            short[f"{_engine(r, var)}: no GPU (the energy is GPU telemetry)"] = None
         elif why or not per:
-            short.append(f"{_engine(r, var)}: {why or 'n/a: no energy measured'}")
+            short[f"{_engine(r, var)}: {why or 'n/a: no energy measured'}"] = None
         elif x is not None:
             rows.append(_row(r, var, "J/output token", x, statistics.fmean(per), per,
                              len(per)))
-    return rows, short
+    return rows, list(short)
 
 
 def _slo_text(ok: Sequence[ConfigResult]) -> str:
@@ -149,7 +151,8 @@ def _figure(key: str, title: str, rows: list[dict[str, Any]], ok: Sequence[Confi
         "ringed: client-bound (" + (", ".join(bound) if bound else "none") + ")",
         flagged_text(ok), capped] if n) + "."
     return Figure(key, "serving", title, rows=tuple(rows), x_title=x_title, caption=caption,
-                  panels=tuple(dict.fromkeys(str(r["panel"]) for r in rows)))
+                  panels=tuple(dict.fromkeys(str(r["panel"]) for r in rows)),
+                  extra={"color": "engine"})
 
 
 def serving_figures(results: Sequence[ConfigResult]) -> list[Figure]:
@@ -211,8 +214,9 @@ def serve_run_figures(db: sqlite_utils.Database, runs: Sequence[Figure]) -> list
             rows += [{"panel": panel, "lo": 1e3 * b.lo_s, "hi": 1e3 * b.hi_s,
                       "count": b.count} for b in bins]
         run_id = int(f.extra["run_id"])
+        title = f.title.removesuffix(" (simulated GPU telemetry)")
         out.append(Figure(
-            f"serve-run-{run_id}", "serverun", f"{f.title.split(' (')[0]}: requests",
+            f"serve-run-{run_id}", "serverun", f"{title}: requests",
             rows=tuple(rows), x_title="s since the load started (send time)",
             panels=("latency s", "TTFT ms", "ITL ms"), extra={"run_id": run_id},
             caption=(f"{len(trace.sent_s)} measured requests, {trace.failed} failed (not "

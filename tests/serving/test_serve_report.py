@@ -130,3 +130,20 @@ def test_serving_figures_plot_the_serving_numbers(tmp_path: Path, fake_server) -
     assert "Serving: latency, throughput" in page and 'id="serve-latency"' in page
     assert f'id="serve-run-{run_ids[0]}" class="run" data-run="{run_ids[0]}"' in page
     assert page.count("<option") == 4
+
+    # GPU energy stored over the measured window: J per output token of the ok requests
+    conn = sqlite3.connect(db)
+    with conn:
+        conn.execute("update jobs set device = 'gpu:1'")
+        conn.execute("update runs set energy_j = 10.0 * id, gpu_readings = 20, window_s = 2.0")
+    conn.close()
+    energy = _fig(_report(db).figures, "serve-energy")
+    assert not energy.omitted and energy.panels == ("J/output token",)
+    tokens = {(r["model"], r["identity"]["request_rate"]): 8 * 8 for r in rows}  # all ok
+    ids = {(str(r["series"]).split()[1], r["x"]): r for r in energy.rows}
+    assert len(ids) == 4
+    for (model, rate), row in ids.items():
+        run_id = next(i for i in run_ids if f"openai {model} " in (
+            title := _fig(rep.runs, f"run-{i}").title) and f" {rate:g} #1" in title)
+        assert row["value"] == pytest.approx(10.0 * run_id / tokens[(model, rate)])
+        assert row["n"] == 1

@@ -147,3 +147,10 @@ def test_serving_figures_plot_the_serving_numbers(tmp_path: Path, fake_server) -
             title := _fig(rep.runs, f"run-{i}").title) and f" {rate:g} #1" in title)
         assert row["value"] == pytest.approx(10.0 * run_id / tokens[(model, rate)])
         assert row["n"] == 1
+    assert "SIMULATED" not in energy.title
+    conn = sqlite3.connect(db)
+    with conn:  # readings of simulated GPUs (--fake-gpus) are said so
+        conn.execute("update runs set telemetry_simulated = 1 where id = ?", [run_ids[0]])
+    conn.close()
+    energy = _fig(_report(db).figures, "serve-energy")
+    assert energy.title.endswith("(SIMULATED GPUs)") and "not real hardware" in energy.caption

@@ -188,9 +188,13 @@ def serving_figures(results: Sequence[ConfigResult]) -> list[Figure]:
                        "N/A: no SLO given (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)"
                        if not slo_given else "no serve run with a measured window"))
     rows, short = _energy(ok, var)
-    out.append(_figure("serve-energy", "Serving: J per output token vs request rate", rows,
+    fake = any(run.simulated for r in ok for run in r.runs)
+    out.append(_figure("serve-energy", "Serving: J per output token vs request rate"
+                       + (" (SIMULATED GPUs)" if fake else ""), rows,
                        ok, RATE, ["GPU energy over the measured window / output tokens of "
                                   "its ok requests, mean over runs", x_note,
+                                  "readings from SIMULATED GPUs (--fake-gpus): not real "
+                                  "hardware" if fake else "",
                                   "N/A: " + "; ".join(short) if short else ""],
                        "N/A: " + "; ".join(short) if short else "N/A: no energy measured"))
     return out

@@ -154,3 +154,41 @@ def test_serving_figures_plot_the_serving_numbers(tmp_path: Path, fake_server) -
     conn.close()
     energy = _fig(_report(db).figures, "serve-energy")
     assert energy.title.endswith("(SIMULATED GPUs)") and "not real hardware" in energy.caption
+
+
+INF_PROFILE = """[defaults]
+frameworks = ["openai"]
+mode = "serve"
+endpoint = "{url}"
+new_tokens = 4
+prompt_tokens = 4
+iterations = 6
+warmup = 1
+timeout_s = 30
+concurrency = 2
+[[matrix]]
+models = ["steady"]
+request_rate = "inf"
+[[matrix]]
+models = ["steady"]
+request_rate = 40
+"""
+
+
+def test_a_rate_asked_inf_is_placed_at_the_rate_reached(tmp_path: Path, fake_server) -> None:
+    url = fake_server("--ttft-ms", "10", "--itl-ms", "2")
+    profile = tmp_path / "serve.toml"
+    profile.write_text(INF_PROFILE.format(url=url))
+    db = tmp_path / "d.db"
+    res = _dltop(db, "run", str(profile))
+    assert res.returncode == 0, res.stdout + res.stderr
+    out = _dltop(db, "export", "--table", "summary", "--format", "json")
+    rows: list[dict[str, Any]] = json.loads(out.stdout)["rows"]
+    (inf,) = [r for r in rows if r["identity"]["request_rate"] != 40]
+    lat = _fig(_report(db).figures, "serve-latency")
+    xs = sorted({r["x"] for r in lat.rows})
+    assert len(xs) == 2 and 40.0 in xs  # one line, two points: 40 asked, inf reached
+    assert [x for x in xs if x != 40.0] == [inf["req-rate"]] and inf["req-rate"] > 0
+    assert "x: rate reached for 1 configuration(s) asked inf" in lat.caption
+    good = _fig(_report(db).figures, "serve-goodput")
+    assert good.omitted == "N/A: no SLO given (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)"

@@ -34,6 +34,8 @@ from dltop.results.runtrace import (
     RunTrace,
     read_trace,
 )
+from dltop.results.servetrace import ServeTrace, serve_trace
+from dltop.results.serving import serve_requests_of
 from dltop.store import samples
 from dltop.store.read import rundetail as run_rows
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
@@ -169,6 +171,8 @@ class RunDetail:
     it); None: not a Slurm batch job, or it has not started yet."""
     slurm_acct: str | None = None
     """What Slurm's accounting says of its job (MaxRSS, elapsed, energy), or why nothing."""
+    serving: ServeTrace | None = None
+    """A serve run's requests so far: latency over time, TTFT and ITL histograms."""
 
     @property
     def label(self) -> str:
@@ -293,7 +297,8 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
         profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id),
         generation=gen.stats(gen.generations_of(db, [run_id]).get(run_id, ())),
-        queue_s=_f(r.get("queue_s")), slurm_acct=slurm_acct_text(r))
+        queue_s=_f(r.get("queue_s")), slurm_acct=slurm_acct_text(r),
+        serving=serve_trace(serve_requests_of(db, [run_id]).get(run_id, ())))
 
 
 def stats_so_far(detail: RunDetail, trace: RunTrace | None) -> RunStats | None:

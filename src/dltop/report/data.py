@@ -32,6 +32,7 @@ from dltop.report.model import Figure, Report
 from dltop.report.precision import precision_figures
 from dltop.report.profiles import profile_figures
 from dltop.report.runs import pick_runs, run_figures
+from dltop.report.serving import serve_run_figures, serving_figures
 from dltop.results import caption, identity, labels, queries, scaling, summary, tokens
 from dltop.results.aggregate import ConfigResult, config_results, placed_identities
 from dltop.results.metrics import value_of
@@ -253,9 +254,11 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     if any(r.runs for r in results):
         figures = [*device_figures(results, var), *scaling_figures(db, ids, results, var),
                    *batch_figures(results, var), *generation_figures(results),
+                   *serving_figures(results),
                    energy_figure(results, var), *precision_figures(results, var),
                    *profile_figures(db, ids)]
         runs, note = run_figures(db, ids, max_runs, only_runs)
+        runs = serve_run_figures(db, runs)
     else:
         what = ", ".join(f"{c.id} `{one_line(c.name)}` ({c.status})" for c in camps)
         ended = any(r.status not in (JobStatus.QUEUED, RunStatus.RUNNING) for r in results)

@@ -87,7 +87,7 @@ def figure_html(fig: Figure, draw: Callable[[Mapping[str, Any]], str], *,
     """A drawn figure with its caption (an omitted one is a line of
     :func:`omitted_html`)."""
     attrs = f' class="{cls}"' if cls else ""
-    if fig.kind == "run":
+    if fig.kind in ("run", "serverun"):
         attrs += f' data-run="{_t(fig.extra.get("run_id", ""))}"'
     attrs += " hidden" if hidden else ""
     svg = inline_svg(draw(spec(fig, SCREEN)), fig.key)
@@ -158,7 +158,8 @@ SECTIONS = (("devices", "Time per mini-batch vs threads / GPUs"),
             ("batch", "Throughput and memory vs batch size"),
             ("energy", "Power and energy per sample"),
             ("precision", "Precision: throughput and energy per sample"),
-            ("profile", "Operator profiles: time per step by operator"))
+            ("profile", "Operator profiles: time per step by operator"),
+            ("serving", "Serving: latency, throughput, goodput and energy vs request rate"))
 
 
 def page(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg) -> str:
@@ -207,9 +208,11 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
                    '<select id="run-select">')
         drawn = [f for f in report.runs if not f.omitted]
         out += [f'<option value="{_t(f.extra.get("run_id", ""))}">{_t(f.title)}</option>'
-                for f in drawn]
+                for f in drawn if f.kind == "run"]  # a serve run's requests: with its run
         out.append("</select></p>")
-        out += [figure_html(f, draw, cls="run", hidden=i > 0) for i, f in enumerate(drawn)]
+        first = drawn[0].extra.get("run_id") if drawn else None
+        out += [figure_html(f, draw, cls="run", hidden=f.extra.get("run_id") != first)
+                for f in drawn]
     out.append(f'<p class="notes">dltop {_t(__version__)}; figures: Vega-Lite rendered '
                f"offline to SVG by vl-convert.</p><script>{SCRIPT}</script></body></html>")
     return out

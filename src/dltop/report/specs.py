@@ -18,6 +18,7 @@ from dltop import catalog
 from dltop.report.barspecs import energy_spec, precision_spec
 from dltop.report.encode import PALETTE, color_domain, colors, log_axis
 from dltop.report.model import Figure
+from dltop.report.servespecs import serverun_spec
 from dltop.report.vlsize import SCREEN, Size, base
 from dltop.results.tracewindow import HEADROOM, TimeWindow, window
 
@@ -199,6 +200,26 @@ def prompt_spec(fig: Figure, size: Size) -> dict[str, Any]:
                                          "value", fig.panels[0], size, bars=True)}
 
 
+def serving_spec(fig: Figure, size: Size) -> dict[str, Any]:
+    """Serving panels side by side (:mod:`dltop.report.serving`): a line per engine with
+    min–max error bars, a client-bound point ringed in red."""
+    panels = []
+    for p in fig.panels:
+        rows = _values(fig.rows, panel=p)["values"]
+        x = {"field": "x", "type": "quantitative", "title": fig.x_title,
+             "scale": {"zero": False}}
+        view = _lines(fig, rows, x, "value", p, size, bars=True)
+        bound = [r for r in rows if r.get("client_bound")]
+        if bound:
+            view["layer"].append({"data": {"values": bound}, "mark": {
+                "type": "point", "size": 120, "color": CLIPPED_COLOR, "strokeWidth": 1.5},
+                "encoding": {"x": x, "y": {"field": "value", "type": "quantitative"}}})
+        panels.append(view)
+    if len(panels) == 1:
+        return {**base(fig, size), **panels[0]}
+    return {**base(fig, size), "hconcat": panels}
+
+
 def _run_window(fig: Figure, xf: str) -> TimeWindow | None:
     """The run's :func:`~dltop.results.tracewindow.window`, from its s/iter rows (a row's
     x is its iteration's end); None for a run drawn by iteration (pruned)."""
@@ -311,7 +332,8 @@ def profile_spec(fig: Figure, size: Size) -> dict[str, Any]:
 
 BUILDERS = {"devices": devices_spec, "scaling": scaling_spec, "batch": batch_spec,
             "energy": energy_spec, "run": run_spec, "profile": profile_spec,
-            "prompt": prompt_spec, "precision": precision_spec}
+            "prompt": prompt_spec, "precision": precision_spec, "serving": serving_spec,
+            "serverun": serverun_spec}
 
 
 def spec(fig: Figure, size: Size = SCREEN) -> dict[str, Any]:

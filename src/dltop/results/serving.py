@@ -53,6 +53,9 @@ class ServeRequest:
     dispatch_lag_s: float
     slot_wait_s: float
     chunk_s: tuple[float, ...]
+    sent_s: float = 0.0
+    """When it was sent, from the start of the load: scheduled + dispatch lag + slot wait."""
+    chunk_tokens: tuple[int, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -88,7 +91,9 @@ def serve_requests_of(db: sqlite_utils.Database | ReadDb,
     return {rid: [ServeRequest(
         int(r["request"]), _opt(r["ttft_s"]), _opt(r["e2e_s"]), int(r["status"] or 0),
         r["error"], int(r["output_tokens"] or 0), bool(r["tokens_estimated"]),
-        float(r["dispatch_lag_s"] or 0.0), float(r["slot_wait_s"] or 0.0), r["chunk_s"])
+        float(r["dispatch_lag_s"] or 0.0), float(r["slot_wait_s"] or 0.0), r["chunk_s"],
+        float(r["scheduled_s"] or 0.0) + float(r["dispatch_lag_s"] or 0.0)
+        + float(r["slot_wait_s"] or 0.0), r["chunk_tokens"])
         for r in rows] for rid, rows in serving.requests(db, run_ids).items()}
 
 

@@ -19,7 +19,7 @@ column, and more than four GPUs are drawn as their mean and max.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -48,6 +48,8 @@ TREE_COLOR = "orange"
 GPU_LINES = 4
 """Most GPUs drawn one line each; more are drawn as their mean and max."""
 GIB = 2.0 ** 30
+SERVE_CHARTS = ("latency", "ttft-hist", "itl-hist")
+"""A serve run's charts, below the others (:mod:`dltop.tui.servecharts`)."""
 _BUILDING = threading.Lock()
 
 
@@ -77,6 +79,8 @@ class ChartSpec:
     ymax: float | None = None
     start: float | None = None
     """Where the iterations start: start-up is the shaded band left of it."""
+    mark: str = "line"
+    """``line``, ``scatter`` (a point per value) or ``bar`` (a histogram's bins)."""
 
 
 def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
@@ -107,7 +111,13 @@ def build_chart(spec: ChartSpec, width: int, height: int, theme: str) -> Text:
         plt.rectangle([lo, spec.start], [bottom, top],  # type: ignore[arg-type]
                       marker=STARTUP_MARKER, color=STARTUP_COLOR, fill=True)
     for label, x, y, color in lines:
-        plt.plot(x, y, marker="braille", color=color, label=label or None)
+        if spec.mark == "bar":
+            plt.bar(x, y, color=color, label=label or None, width=0.8)
+            ticks = x[::max(1, len(x) // 5)]  # plotext's own bar ticks vary run to run
+            plt.xticks(ticks, [f"{t:g}" for t in ticks])
+        else:
+            getattr(plt, "scatter" if spec.mark == "scatter" else "plot")(
+                x, y, marker="braille", color=color, label=label or None)
     if spec.vline is not None:
         plt.vline(spec.vline, WARMUP_COLOR)
     if spec.xlim is not None and spec.xlim[1] > spec.xlim[0]:
@@ -223,17 +233,18 @@ class RunCharts(Vertical):
 
     def compose(self) -> ComposeResult:
         yield Static("", id="charts-note")
-        for name in ("iter", "loss", "eval", "util", "power", "memory"):
+        for name in ("iter", "loss", "eval", "util", "power", "memory", *SERVE_CHARTS):
             yield RunChart(id=f"chart-{name}")
 
     def _chart(self, name: str) -> RunChart:
         return self.query_one(f"#chart-{name}", RunChart)
 
-    def show(self, trace: RunTrace | None, telemetry_reason: str, running: bool = False
-             ) -> None:
+    def show(self, trace: RunTrace | None, telemetry_reason: str, running: bool = False,
+             serving: Mapping[str, Callable[[], ChartSpec]] | None = None) -> None:
         """Draw the trace (None: nothing stored yet); ``telemetry_reason`` says why a run
-        without telemetry windows has none. Only which charts show is decided here;
-        their series are computed with the figures, in a worker."""
+        without telemetry windows has none; ``serving``: a serve run's charts by name
+        (:data:`SERVE_CHARTS`). Only which charts show is decided here; their series
+        are computed with the figures, in a worker."""
         its = trace.iterations if trace else ()
         gpus = trace.gpus if trace else ()
         host = trace.host if trace else ()
@@ -254,6 +265,11 @@ class RunCharts(Vertical):
             chart.set_class(not on, "-hidden")
             if on and trace is not None:
                 chart.draw(partial(chart_spec, trace, name))
+        for name in SERVE_CHARTS:
+            spec = (serving or {}).get(name)
+            self._chart(name).set_class(spec is None, "-hidden")
+            if spec is not None:
+                self._chart(name).draw(spec)
         self.fit()
 
 

@@ -44,6 +44,7 @@ from dltop.tui.keybar import KeyBar
 from dltop.tui.logview import LogViewer
 from dltop.tui.rundetail_rows import Row, stats_rows, telemetry_rows
 from dltop.tui.rundetail_sections import convergence_text, generation_text, profile_text
+from dltop.tui.servecharts import serve_charts
 
 if TYPE_CHECKING:
     from dltop.store.reader import ReadDb
@@ -303,8 +304,9 @@ class RunDetailScreen(Screen[None]):
         if key != self._drawn and (not detail.running or now - self._drawn_at >= CHART_S
                                    or self._drawn is None):
             self._drawn, self._drawn_at = key, now
-            self.query_one(RunCharts).show(trace, detail.why_missing("samples"),
-                                           detail.running)
+            self.query_one(RunCharts).show(
+                trace, detail.why_missing("samples"), detail.running,
+                serve_charts(detail.serving) if detail.serving else None)
         self._set("#rd-status", status_text(detail, from_file))
         live = stats_so_far(detail, trace) if detail.running else None
         self._set("#rd-stats", section("Statistics" + (" so far" if live else ""),

@@ -25,7 +25,11 @@ characters). The served model's name picks what the edges look like:
 
 With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM does (``{model, prompt}``
 → ``{count, tokens}``), a token being a whitespace-separated word. With ``--log FILE``
-each completion request's prompt is appended to FILE as a JSON line.
+each completion request's prompt is appended to FILE as a JSON line. With
+``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
+when its handler started and when each content event's last byte was written, in
+seconds after it (what the server really did: on a loaded machine its sleeps overshoot
+the schedule, and a timing test compares the client with this, not with the schedule).
 """
 
 from __future__ import annotations
@@ -59,14 +63,17 @@ def chunk(api: str, text: str | None, *, role: bool = False, finish: str | None 
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-async def split_write(resp: web.StreamResponse, data: bytes, due: float) -> None:
+async def split_write(resp: web.StreamResponse, data: bytes, due: float) -> float:
     """One SSE event in two writes, the second at ``due`` (monotonic) and the first 1 ms
-    before: the client must join them, and sees the event complete on schedule."""
+    before: the client must join them, and sees the event complete on schedule. Returns
+    when the second write was made."""
     half = len(data) // 2
     await asyncio.sleep(max(0.0, due - 0.001 - time.monotonic()))
     await resp.write(data[:half])
     await asyncio.sleep(max(0.0, due - time.monotonic()))
+    written = time.monotonic()
     await resp.write(data[half:])
+    return written
 
 
 async def complete(request: web.Request) -> web.StreamResponse:
@@ -100,11 +107,13 @@ async def complete(request: web.Request) -> web.StreamResponse:
         await resp.write(chunk(api, None, role=True))  # role-only: not a token
     await resp.write(b": keep-alive comment\n\n")
     sent, k = 0, 0
+    content_s: list[float] = []
     while sent < tokens:
         due = t0 + cfg.ttft_ms / 1000.0 + k * cfg.itl_ms / 1000.0
         n = min(per, tokens - sent)
         last = sent + n >= tokens
-        await split_write(resp, chunk(api, "tok " * n, finish="length" if last else None), due)
+        content_s.append(await split_write(
+            resp, chunk(api, "tok " * n, finish="length" if last else None), due) - t0)
         sent += n
         k += 1
         if k == 2 and model in ("error500", "reset", "stall", "malformed"):
@@ -126,6 +135,9 @@ async def complete(request: web.Request) -> web.StreamResponse:
             "prompt_tokens": len(prompt.split()), "completion_tokens": sent,
             "total_tokens": len(prompt.split()) + sent}))
     await resp.write(b"data: [DONE]\n\n")
+    if cfg.timeline:
+        cfg.timeline.write(json.dumps({"t0": t0, "content_s": content_s}) + "\n")
+        cfg.timeline.flush()
     return resp
 
 
@@ -151,6 +163,8 @@ async def main() -> None:
     p.add_argument("--tokenize", action="store_true", help="serve POST /tokenize")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
+    p.add_argument("--timeline", type=argparse.FileType("a"),
+                   help="append each streamed request's content write times to this file")
     cfg = p.parse_args()
     # who started it, for the tests of servers dltop starts (issue 41 item 5)
     sys.stdout.write(f"PID {os.getpid()} PPID {os.getppid()} PGID {os.getpgid(0)}\n")

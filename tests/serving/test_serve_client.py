@@ -73,7 +73,8 @@ def _check_protocol(events: list[dict]) -> None:
 
 @pytest.mark.slow  # spawns dltop or runner processes: over 1 s idle
 def test_timing_truth_ttft_and_tpot_match_the_schedule(tmp_path: Path, fake_server) -> None:
-    url = fake_server("--ttft-ms", "30", "--itl-ms", "10")
+    timeline = tmp_path / "timeline.jsonl"
+    url = fake_server("--ttft-ms", "30", "--itl-ms", "10", "--timeline", str(timeline))
     # e2e 30 + 7 x 10 = 100 ms, arrivals every 125 ms: no request waits for the slot
     job = spec(url, "steady", iterations=10, warmup=2, new_tokens=8, request_rate=8.0,
                concurrency=1, options={"arrival": "constant"})
@@ -84,15 +85,30 @@ def test_timing_truth_ttft_and_tpot_match_the_schedule(tmp_path: Path, fake_serv
     assert len(reqs) == 10 and all(r["error"] is None for r in reqs)
     assert all(r["output_tokens"] == 8 and not r["tokens_estimated"] for r in reqs)
     assert all(len(r["chunk_s"]) == 8 for r in reqs)  # the role-only chunk is no token
+    # The truth is what the server did (its writes, one request at a time, in order):
+    # on a loaded machine its sleeps overshoot the schedule, which the client must see.
+    served = [json.loads(line)["content_s"] for line in timeline.read_text().splitlines()]
+    assert len(served) == 12 and all(len(c) == 8 for c in served)
+    reqs.sort(key=lambda r: r["request"])
+    truth = served[2:]  # after the two warm-ups
+    # TTFT: the server's first content write after it got the request, plus the
+    # request's and the chunk's way through the loopback (well under a millisecond idle)
+    transit = [r["ttft_s"] - c[0] for r, c in zip(reqs, truth, strict=True)]
+    # (5 ms: the client's own event loop, starved on a loaded 2-core machine, is late too)
+    assert -0.0005 < statistics.median(transit) < 0.005, transit
+    # ITL: each gap between two content chunks as the server wrote them
+    gaps = [abs((r["chunk_s"][i] - r["chunk_s"][i - 1]) - (c[i] - c[i - 1]))
+            for r, c in zip(reqs, truth, strict=True) for i in range(1, 8)]
+    assert statistics.median(gaps) < 0.001, gaps
+    # and the schedule itself, loosely (the server's own lateness on a busy machine)
     ttft = statistics.median(r["ttft_s"] for r in reqs)
     tpot = statistics.median((r["e2e_s"] - r["ttft_s"]) / 7 for r in reqs)
-    assert abs(ttft - 0.030) < 0.005, ttft
-    assert abs(tpot - 0.010) < 0.002, tpot
+    assert 0.029 < ttft < 0.045 and 0.0095 < tpot < 0.013, (ttft, tpot)
     assert statistics.median(r["slot_wait_s"] for r in reqs) < 0.005
     assert [r["scheduled_s"] for r in reqs] == pytest.approx([i * 0.125 for i in range(10)])
     gens = [g for g in named(events, "generate") if not g["warmup"]]
     assert len(gens) == 10 and all(len(g["itl_s"]) == 7 for g in gens)
-    assert abs(statistics.median(x for g in gens for x in g["itl_s"]) - 0.010) < 0.002
+    assert abs(statistics.median(x for g in gens for x in g["itl_s"]) - tpot) < 0.002
     (summary,) = named(events, "load")
     # 9 gaps of 125 ms, then the last request's 100 ms
     assert 1.2 < summary["window_s"] < 1.5, summary

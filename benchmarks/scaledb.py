@@ -9,10 +9,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import sqlite_utils
+
 from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.joblist import JobList
 from dltop.profiles.loader import parse
 from dltop.store import connect
+from dltop.store.migrations import apply
 from dltop.store.rows import insert_jobs
 
 PROFILE = """
@@ -25,11 +28,20 @@ batch_scaling = "per-device"
 """
 
 
-def build(path: Path, n_jobs: int, n_finished: int, status: str) -> None:
+def build(path: Path, n_jobs: int, n_finished: int, status: str,
+          schema: int | None = None) -> None:
     """A campaign (``status``) of ``n_jobs`` jobs of 200 configurations in queue order, the
     first ``n_finished`` done (ok): each with its run's summary, 20 measured iterations
-    (and 2 of warm-up) and its environment row; the rest queued."""
-    db = connect(path)
+    (and 2 of warm-up) and its environment row; the rest queued.
+
+    ``schema``: the database as the dltop of that migration left it (19: before
+    ``job_configs``, each job row whole), not migrated further; None: this dltop's.
+    """
+    if schema is None:
+        db = connect(path)
+    else:
+        db = sqlite_utils.Database(path)
+        apply(db, upto=schema)
     conn = db.conn
     configs = parse(PROFILE.format(batches=", ".join(str(8 * (k + 1)) for k in range(25))),
                     "p.toml", "p").jobs  # 200 configurations

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import sqlite_utils
+from tests.store.olddb import migrated_to
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.loader import parse
@@ -16,6 +17,8 @@ from dltop.results import export, identity
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.reads import campaign_rows
 from dltop.store import Store, connect, memory_db
+from dltop.store.migrations import apply
+from dltop.store.reader import open_reader
 
 PROFILE = ('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [8, 16, 32, 64]\n'
            'devices = ["cpu:1"]\n')
@@ -56,18 +59,64 @@ def test_configurations_count_their_jobs_never_run(campaigns: Any) -> None:
     assert got[8].incomplete and got[8].median_s is not None
 
 
-def test_same_results_as_reading_every_job(campaigns: Any) -> None:
-    db, cid = _campaign(campaigns, 3)
-    fast = config_results(db, cid)
-    for name in ("insert", "delete", "update", "delete_template", "update_template"):
-        db.execute(f"drop trigger job_configs_{name}")
-    db.execute("drop table job_configs")  # its jobs are grouped in SQL
-    assert _facts(config_results(db, cid)) == _facts(fast)
-    # jobs stored without a config_key (before migration 5) are each their own group
-    db.execute("update jobs set config_key = null where repeat >= 10")
-    legacy = config_results(db, cid)
-    assert [(r.batch_size, r.status, r.repeats) for r in legacy] == \
-        [(r.batch_size, r.status, r.repeats) for r in fast]
+def _as_migration_19_left_it(new: sqlite_utils.Database, path: Path) -> None:
+    """``new``'s rows in a file at migration 19, before ``job_configs``: each job row
+    whole (its spec and key, not a template's), the tables' columns of that version."""
+    old = migrated_to(path, 19)
+    for table in ("campaigns", "jobs", "runs", "iterations", "environment"):
+        cols = [c.name for c in old[table].columns]
+        rows = new.query(f"select * from {table}") if table != "jobs" else new.query(
+            "select j.*, s.config_key as key, s.spec_json as spec from jobs j "
+            "join job_specs s on s.job_id = j.id")
+        old[table].insert_all(({c: r["key" if c == "config_key" else "spec" if c == "spec_json"
+                                   else c] for c in cols} for r in rows) if table == "jobs"
+                              else ({c: r.get(c) for c in cols} for r in rows))
+    old.conn.commit()
+    old.close()
+
+
+def test_an_older_database_reads_as_a_new_one(tmp_path: Path, campaigns: Any) -> None:
+    new, cid = _campaign(campaigns, 3)
+    fast = _facts(config_results(new, cid))
+    path = tmp_path / "old.db"
+    _as_migration_19_left_it(new, path)
+    reader = open_reader(path)  # read-only: job_configs is a view grouping the jobs
+    try:
+        assert [v for (v,) in reader.execute("select version from schema_migrations")] == \
+            list(range(1, 20))
+        assert _facts(config_results(reader, cid)) == fast  # type: ignore[arg-type]
+    finally:
+        reader.close()
+    # a job an older dltop stored without a config_key is counted once the file is opened
+    # for writing (migrations 20 and 32), and no job row is read for it after that
+    legacy = sqlite_utils.Database(path)
+    legacy.execute("update jobs set config_key = null where repeat >= 10")
+    legacy.conn.commit()
+    legacy.close()
+    db = connect(path)
+    assert db.execute("select sum(jobs) from job_configs").fetchone()[0] == \
+        db.execute("select count(*) from jobs").fetchone()[0] == 17
+    assert db.execute("select count(*) from jobs where config_key is null").fetchone()[0] == 0
+    assert _facts(config_results(db, cid)) == fast
+
+
+def test_migration_32_counts_a_campaign_job_configs_missed(tmp_path: Path,
+                                                          campaigns: Any) -> None:
+    new, cid = _campaign(campaigns, 3)
+    fast = _facts(config_results(new, cid))
+    path = tmp_path / "old.db"
+    _as_migration_19_left_it(new, path)
+    db = sqlite_utils.Database(path)
+    apply(db, upto=31)  # 20..31: job_configs as migration 20 counted it
+    # a job row job_configs does not count (SQL by hand)
+    db.execute("delete from job_configs where config_key = (select config_key from jobs "
+               "where id = 1)")
+    db.conn.commit()
+    assert db.execute("select sum(jobs) from job_configs").fetchone()[0] == 17 - 5
+    db.close()
+    db = connect(path)
+    assert db.execute("select sum(jobs) from job_configs").fetchone()[0] == 17
+    assert _facts(config_results(db, cid)) == fast
 
 
 def test_reads_follow_the_configurations_not_the_queue(campaigns: Any) -> None:

@@ -16,11 +16,10 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus
-from dltop.results import queries
 from dltop.results.measured import NONE, Measured
 from dltop.store import samples
-from dltop.store.archive import ARCHIVE, unpack_measured
-from dltop.store.schema_steps import JOB_CONFIGS
+from dltop.store.archive import unpack_measured
+from dltop.store.read import jobruns, jobs
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -38,37 +37,17 @@ RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
 
 
-_JOB_COLS = ("j.framework, j.model, j.batch_size, j.device, j.precision, s.config_key, "
-             "s.spec_json, j.campaign_id, c.host as campaign_host")
-# every job's key and spec, its row's or its template's (dltop.store.templates)
-_SPECS = "join job_specs s on s.job_id = j.id"
-
-
 def campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
     """A campaign's rows in queue order: one per job that has a run (its latest run's
     columns), and one per configuration and status of the jobs never run, ``jobs`` of
     them (the position and spec of the configuration's first job).
 
     The runs are read through their campaign index. The jobs never run come from
-    ``job_configs`` (each configuration's job count, kept by triggers) less the jobs
-    with a run, those not queued read through the queue index: no queued job's row is
-    read. A campaign with jobs ``job_configs`` does not count (stored without a
-    ``config_key``) groups its jobs in SQL instead.
+    ``job_configs`` (each configuration's job count, kept by triggers; migration 32
+    counted every older job) less the jobs with a run, those not queued read through
+    the queue index: no queued job's row is read.
     """
-    have = queries.run_columns(db)  # a database not yet migrated lacks the newest
-    run_cols = ", ".join(f"r.{c}" if c in have else f"null as {c}"
-                         for c in RUN_FIELDS if c != "samples_per_iter")
-    ran = list(db.query(f"""
-        select j.id as job_id, j.position, j.status as job_status, 1 as jobs, {_JOB_COLS},
-               r.id as run_id, r.status, r.noisy, r.samples_per_iter, r.concurrent_runs,
-               r.contaminated, r.telemetry_simulated, r.n_iterations,
-               j.iterations as asked_iterations, e.python_executable, {run_cols}
-        from latest_runs r
-        join jobs j on j.id = r.job_id {_SPECS}
-        join campaigns c on c.id = j.campaign_id
-        left join environment e on e.run_id = r.id
-        where r.campaign_id = ? and +j.campaign_id = ?
-    """, [cid, cid]))
+    ran = jobruns.latest_run_rows(db, cid, [c for c in RUN_FIELDS if c != "samples_per_iter"])
     never = _never_run(db, cid, ran)
     blank = dict.fromkeys(("run_id", "status", "n_iterations", "asked_iterations",
                            "python_executable", "median_s", "device_name"))
@@ -80,36 +59,8 @@ def campaign_rows(db: sqlite_utils.Database, cid: int) -> list[dict[str, Any]]:
 def _never_run(db: sqlite_utils.Database, cid: int,
                ran: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The jobs of a campaign without a run, one row per configuration and job status."""
-    total = next(db.query("select count(*) as n from jobs where campaign_id = ?",
-                          [cid]))["n"]
-    configs = list(db.query(
-        "select k.config_key, k.jobs, k.first_position as position, k.framework, k.model, "
-        "k.batch_size, k.device, k.precision, k.spec_json, k.campaign_id, "
-        "c.host as campaign_host from job_configs k join campaigns c on c.id = k.campaign_id "
-        "where k.campaign_id = ?", [cid])) if JOB_CONFIGS in db.table_names() else []
-    if sum(int(k["jobs"]) for k in configs) != total:
-        # SQLite takes a bare column from the row of the group's min(position): each
-        # group row is its first job (a null config_key is a group of its own)
-        return list(db.query(f"""
-            select min(j.position) as position, j.id as job_id, j.status as job_status,
-                   count(*) as jobs, {_JOB_COLS}
-            from jobs j {_SPECS} join campaigns c on c.id = j.campaign_id
-            where j.campaign_id = ? and not exists (select 1 from runs where job_id = j.id)
-            group by coalesce(s.config_key, 'job ' || j.id), j.status
-        """, [cid]))
-    # Jobs never run and not queued (removed, unsatisfiable...) are few: their ids come
-    # from the queue index (campaign, status) on both sides of the queued ones.
-    other = list(db.query(f"""
-        select min(j.position) as position, j.status as job_status, count(*) as jobs,
-               {_JOB_COLS}
-        from jobs j {_SPECS} join campaigns c on c.id = j.campaign_id
-        where j.id in (select id from jobs indexed by idx_jobs_queue
-                       where campaign_id = ? and status < ?
-                       union all select id from jobs indexed by idx_jobs_queue
-                       where campaign_id = ? and status > ?)
-          and not exists (select 1 from runs where job_id = j.id)
-        group by s.config_key, j.status
-    """, [cid, JobStatus.QUEUED, cid, JobStatus.QUEUED]))
+    configs = jobs.configurations(db, cid)
+    other = jobs.never_run_not_queued(db, cid)
     left = Counter({str(k["config_key"]): int(k["jobs"]) for k in configs})
     left.subtract(str(r["config_key"]) for r in ran)
     for r in other:
@@ -127,13 +78,7 @@ def per_run(db: sqlite_utils.Database, run_ids: list[int], no_tree: set[int],
     trees: dict[int, float] = {}
     if not run_ids:
         return iters, trees
-    marks = ",".join("?" * len(run_ids))
-    # plain tuples, not a dict per row: 400 000 iterations are read in 0.3 s, not 2 s
-    rows = db.execute(
-        "select i.run_id, i.seconds, coalesce(i.samples, r.samples_per_iter, 0) "
-        f"from iterations i join runs r on r.id = i.run_id where i.run_id in ({marks}) "
-        "and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
-        "order by i.run_id, i.idx", run_ids)
+    rows = jobruns.measured_iterations(db, run_ids)
     for run_id, group in itertools.groupby(rows, key=operator.itemgetter(0)):
         _, seconds, counts = zip(*group, strict=True)
         iters[run_id] = Measured(_column(seconds, "d", float), _column(counts, "q", int))
@@ -154,12 +99,7 @@ def _column(values: tuple[Any, ...], code: str, kind: type[float] | type[int]) -
 def _archived(db: sqlite_utils.Database, run_ids: list[int],
               iters: dict[int, Measured], trees: dict[int, float]) -> None:
     """What ``dltop prune`` kept of pruned runs' raw rows (dltop.store.retention)."""
-    if ARCHIVE not in db.table_names():
-        return
-    marks = ",".join("?" * len(run_ids))
-    for row in db.query(
-            "select run_id, measured_seconds, measured_samples, tree_cpu_all_pct "
-            f"from {ARCHIVE} where run_id in ({marks})", run_ids):
+    for row in jobruns.archived(db, run_ids):
         iters[row["run_id"]] = Measured.of(unpack_measured(row["measured_seconds"],
                                                            row["measured_samples"]))
         if row["tree_cpu_all_pct"] is not None:

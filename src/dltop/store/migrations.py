@@ -57,7 +57,7 @@ from dltop.store.schema_steps import (
     v21,
 )
 from dltop.store.serving import v26, v28, v29, v31
-from dltop.store.templates import v23
+from dltop.store.templates import v23, v32
 from dltop.store.tx import transaction
 
 if TYPE_CHECKING:  # read-only opens check the version here without loading sqlite-utils
@@ -158,6 +158,9 @@ MIGRATIONS: tuple[Migration, ...] = (
               v30),
     Migration(31, "serve_requests.in_flight: the client's requests in flight as each "
                   "ended (the live run panel's, issue 41 item 6)", v31),
+    Migration(32, "job_configs counts every job: a job without a config_key gets its spec's, "
+                  "and a campaign not fully counted is counted again (results read no job "
+                  "row, whatever dltop made the file)", v32),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -73,6 +73,37 @@ def v23(db: Any) -> None:
     create_views(db, [JOB_SPECS])
 
 
+def v32(db: Any) -> None:
+    """Migration 32: every job of every campaign counted in ``job_configs``.
+
+    Results count the jobs never run from ``job_configs`` alone. Migration 20 counted
+    the jobs that had a ``config_key``; a job stored without one (before migration 7,
+    or by SQL) was counted by none, and readers grouped every job of its campaign.
+    Such a job gets its key from its spec (as migration 7 did), and each campaign
+    whose configurations do not count all its jobs is counted again.
+    """
+    keys = []
+    for job_id, spec_json in db.conn.execute(
+            "select id, spec_json from jobs where config_key is null and template is null"):
+        try:
+            keys.append((JobSpec.from_json_dict(json.loads(spec_json)).config_key, job_id))
+        except (KeyError, TypeError, ValueError):
+            continue  # an unreadable spec stays uncounted rather than failing the open
+    db.conn.executemany("update jobs set config_key = ? where id = ?", keys)  # triggers count
+    cols = ", ".join(CONFIG_COLUMNS)
+    for (cid,) in db.conn.execute(
+            "select c.id from campaigns c where (select count(*) from jobs where campaign_id "
+            "= c.id) != (select coalesce(sum(jobs), 0) from job_configs where campaign_id "
+            "= c.id)").fetchall():
+        db.conn.execute("delete from job_configs where campaign_id = ?", [cid])
+        db.conn.execute(
+            f"insert into job_configs (campaign_id, config_key, jobs, first_position, {cols}, "
+            f"spec_json) select j.campaign_id, s.config_key, count(*), min(j.position), "
+            f"{', '.join(f'j.{c}' for c in CONFIG_COLUMNS)}, s.spec_json from jobs j "
+            "join job_specs s on s.job_id = j.id where j.campaign_id = ? "
+            "and s.config_key is not null group by s.config_key", [cid])
+
+
 def spec_without_repeat(spec: dict[str, Any]) -> str:
     """The template key of a spec: its JSON less ``repeat`` (what repeats share)."""
     return json.dumps({k: v for k, v in spec.items() if k != "repeat"}, sort_keys=True)

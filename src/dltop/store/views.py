@@ -42,6 +42,12 @@ _BEFORE_TEMPLATES = {JOB_SPECS: "select id as job_id, campaign_id, config_key, s
                                 "from jobs"}
 """A database before migration 23 (no ``job_templates``): each job row is whole."""
 
+_BEFORE_CONFIGS = ("select campaign_id, config_key, count(*) as jobs, min(position) as "
+                   "first_position, framework, model, batch_size, device, precision, spec_json "
+                   "from jobs where config_key is not null group by campaign_id, config_key")
+"""``job_configs`` of a database before migration 20, grouped at each read (what migration
+20 stores: the bare columns are the row of the group's first position)."""
+
 
 def create_views(db: Any, names: list[str]) -> None:
     """Create these views of :data:`VIEWS` in the main database (migrations 21, 23)."""
@@ -68,4 +74,8 @@ def ensure_views(conn: Any) -> list[str]:
     for name in missing:
         select = _BEFORE_TEMPLATES.get(name, VIEWS[name]) if old else VIEWS[name]
         conn.execute(f"create temp view {name} as {select}")
+    if conn.execute("select 1 from sqlite_master where name = 'job_configs'").fetchone() is None:
+        # readers count the jobs never run from it; a write open stores it (migration 20)
+        conn.execute(f"create temp view if not exists job_configs as {_BEFORE_CONFIGS}")
+        missing.append("job_configs")
     return missing

@@ -15,6 +15,7 @@ from dltop.results import export, queries
 from dltop.results.aggregate import config_results
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
+from dltop.store.read.jobs import status_counts
 from dltop.telemetry.model import RunTelemetry
 
 PROFILE = """
@@ -125,7 +126,7 @@ def test_resolve_campaign_errors(db) -> None:  # type: ignore[no-untyped-def]
 def test_recent_runs(db) -> None:  # type: ignore[no-untyped-def]
     runs = queries.recent_runs(db, limit=3)
     assert len(runs) == 3 and runs[0].run_id > runs[1].run_id
-    assert queries.status_counts(db, 1)["unsupported"] == 2
+    assert status_counts(db, 1)["unsupported"] == 2
 
 
 def test_simulated_telemetry_is_marked(db) -> None:  # type: ignore[no-untyped-def]

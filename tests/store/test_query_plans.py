@@ -30,6 +30,7 @@ from dltop.results import compare, export, queries, scaling
 from dltop.store import Store, memory_db
 from dltop.store.edit import Edits
 from dltop.store.queue import Queue, RunProcess
+from dltop.store.read.jobs import status_counts
 from dltop.store.retention import Retention
 from dltop.store.telemetry import TelemetryWriter
 from dltop.telemetry.model import RunTelemetry
@@ -195,7 +196,7 @@ def _scenario(store: Store, cids: list[int]) -> None:
     # the readers: listings, status, every table of every campaign
     queries.recent_runs(db, 30)
     queries.recent_runs(db, 30, cid)
-    queries.status_counts(db, cid)
+    status_counts(db, cid)
     queries.current_runs(db, cid)
     queries.resolve_campaigns(db, "all")
     queries.resolve_campaigns(db, "c1,latest,2")

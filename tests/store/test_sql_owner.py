@@ -16,15 +16,6 @@ STATEMENT = re.compile(
     r"|drop\s+(table|index|view|trigger)|alter\s+table\s|pragma\s+\w+"
     r"|begin\s+(immediate|exclusive|deferred|transaction)|vacuum\s+into\s)", re.I | re.S)
 
-# Modules that still hold SQL while issue 39 moves it into store/read/. Remove a line
-# when its module reads through store/; the list only shrinks.
-NOT_YET = {
-    "results/caption.py", "results/idread.py", "results/labels.py", "results/oversub.py",
-    "results/queries.py", "results/reads.py", "results/references.py",
-    "results/studyrefs.py",
-}
-
-
 def _strings(tree: ast.AST) -> list[tuple[int, str]]:
     out = []
     parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}
@@ -63,7 +54,4 @@ def test_the_scan_finds_sql_in_every_form_it_is_written() -> None:
 
 def test_no_module_outside_store_holds_sql() -> None:
     found = sql_outside_store()
-    new = {m: v for m, v in found.items() if m not in NOT_YET}
-    assert not new, f"SQL outside store/ (move it into store/read/): {new}"
-    done = sorted(NOT_YET - set(found))
-    assert not done, f"these read through store/ now: remove them from NOT_YET: {done}"
+    assert not found, f"SQL outside store/ (move it into store/read/): {found}"

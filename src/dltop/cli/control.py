@@ -61,6 +61,7 @@ def _status(db_arg: str | None) -> int:
     from dltop.procs import engine_alive, heartbeat_age
     from dltop.results import queries
     from dltop.store.db import resolve_db_path
+    from dltop.store.read import jobs
 
     db = open_reader(db_arg)
     open_ = queries.open_campaigns(db)
@@ -85,7 +86,7 @@ def _status(db_arg: str | None) -> int:
     for c in open_:
         alive = engine_alive(c.engine_pid, c.engine_start_time, c.engine_host,
                              c.engine_heartbeat_s)
-        counts = queries.status_counts(db, c.id)
+        counts = jobs.status_counts(db, c.id)
         shown = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
         # The owner's host and heartbeat, whichever host asks (from another host the
         # heartbeat is all that says the engine lives).

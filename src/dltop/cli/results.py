@@ -152,10 +152,11 @@ def cmd_runs(args: argparse.Namespace) -> int:
         return 0
     from dltop.results import oversub
     from dltop.results.display import number_text
+    from dltop.store.read.environment import host_cores
     from dltop.tui.listing import ListColumn, print_listing
 
     var = identity.variation(idents.values())
-    cores = oversub.host_cores(db, [r.run_id for r in rows])
+    cores = host_cores(db, [r.run_id for r in rows])
 
     def note(r: Any) -> str:
         count = r.device.partition(":")[2]

@@ -36,10 +36,10 @@ from dltop.results.queries import (
     current_runs,
     run_label,
     running_settings,
-    status_counts,
 )
 from dltop.store import samples
 from dltop.store.read import queue_view, slurm
+from dltop.store.read.jobs import status_counts
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils

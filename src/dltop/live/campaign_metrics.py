@@ -25,7 +25,8 @@ from dltop.catalog import CampaignStatus, JobStatus, RunStatus
 from dltop.live.metrics import Family, Labels, family
 from dltop.procs import engine_alive
 from dltop.results import identity
-from dltop.results.queries import campaigns, open_campaigns, status_counts
+from dltop.results.queries import campaigns, open_campaigns
+from dltop.store.read.jobs import status_counts
 from dltop.store.read.queue_view import ended_run_counts, identity_marks, last_ended_run
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import

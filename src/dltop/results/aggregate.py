@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import CampaignStatus, JobStatus, RunStatus
-from dltop.results import identity, oversub, queries
+from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.gcpause import gc_paused
 from dltop.results.generation import Request, generations_of
@@ -41,6 +41,7 @@ from dltop.results.readings import Detail, check_runs
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.serving import ServeRequest, serve_requests_of
 from dltop.results.table import status_label
+from dltop.store.read.environment import host_cores
 from dltop.store.read.runs import campaign_marks, file_path
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -311,7 +312,7 @@ def read_config_results(db: sqlite_utils.Database,
                                if _ok(r) and r["identity"].get("mode") in ("generate", "serve")])
     serves = serve_requests_of(db, [r["run_id"] for rows in groups.values() for r in rows
                                     if _ok(r) and r["identity"].get("mode") == "serve"])
-    cores = oversub.host_cores(db, ok_ids)
+    cores = host_cores(db, ok_ids)
     return [_combine(rows, iters, trees, evals, targets, gens, serves, cores)
             for rows in groups.values()]
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.results import gpufacts
 from dltop.results.queries import CampaignRow
+from dltop.store.read import environment as environment_rows
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -168,34 +169,14 @@ def _thread_env(text: str | None) -> tuple[tuple[str, str], ...]:
 
 def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Environment:
     """The environment of every run of ``campaign_ids``."""
-    marks = ",".join("?" * len(campaign_ids))
-    ids = list(campaign_ids)
-    camps = list(db.query(f"select host, dltop_version from campaigns where id in ({marks}) "
-                          "order by id", ids))
+    camps = environment_rows.campaign_hosts(db, campaign_ids)
     # the latest run of each job that has one (read through the runs, not the queue),
     # and whether any job at all, run or queued, is a GPU one (through the queue index)
-    jobs = list(db.query(
-        "select j.device, c.host, r.device_name from latest_runs r "
-        "join jobs j on j.id = r.job_id join campaigns c on c.id = j.campaign_id "
-        f"where r.campaign_id in ({marks}) order by j.campaign_id, j.position", ids))
-    gpu_jobs_at_all = any(next(db.query(
-        "select exists (select 1 from jobs where campaign_id = ? and substr(device, 1, 3) = 'gpu') "
-        "as gpu", [cid]))["gpu"] for cid in ids)
-    envs: list[dict[str, Any]] = []
-    if "environment" in db.table_names():
-        # One row per distinct environment, in the order of its first run, with how many
-        # runs reported it: a study's 10 000 runs report a few, and the caption reads
-        # only which values occur, in first-seen order (the columns this database has:
-        # an older one lacks some).
-        cols = [f"e.{row[1]}" for row in db.execute("pragma table_info(environment)")
-                if row[1] != "run_id"]
-        alike = ", ".join([*cols, "j.framework", "j.device", "c.host"])
-        envs = list(db.query(
-            f"select {', '.join(cols)}, j.framework as job_framework, "
-            "j.device as job_device, c.host as campaign_host, count(*) as runs_alike "
-            "from environment e join runs r on r.id = e.run_id "
-            "join jobs j on j.id = r.job_id join campaigns c on c.id = j.campaign_id "
-            f"where r.campaign_id in ({marks}) group by {alike} order by min(r.id)", ids))
+    jobs = environment_rows.latest_run_devices(db, campaign_ids)
+    gpu_jobs_at_all = any(environment_rows.has_gpu_jobs(db, cid) for cid in campaign_ids)
+    # one row per distinct environment with how many runs reported it: a study's 10 000
+    # runs report a few, and the caption reads only which values occur, in first-seen order
+    envs = environment_rows.distinct_environments(db, campaign_ids)
     gpu_jobs = [j for j in jobs if str(j["device"]).startswith("gpu")]
     gpu_names: dict[tuple[str, str], int] = {}
     for j in gpu_jobs:

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.profiles.fields import GROUP, declaring
 from dltop.profiles.model import JobSpec, identity_key
+from dltop.store.read import jobs
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -164,15 +165,7 @@ def campaign_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int
     This reads every job, queued or not: results read :func:`ran_identities` and
     count the jobs never run per configuration instead.
     """
-    sql = """
-        select j.id, s.spec_json, s.config_key, e.python_executable
-        from jobs j join job_specs s on s.job_id = j.id
-        left join latest_runs r on r.job_id = j.id
-        left join environment e on e.run_id = r.id
-        where j.campaign_id = ?
-        order by j.position
-    """
-    rows = list(db.query(sql, [campaign_id]))
+    rows = jobs.campaign_specs(db, campaign_id)
     return {int(r["id"]): ident for r, ident in zip(rows, resolve(rows), strict=True)}
 
 
@@ -183,24 +176,11 @@ def ran_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dic
     same identities as :func:`campaign_identities` for these jobs, at a cost that
     follows the runs.
     """
-    # the latest runs read through the runs' campaign index, not the jobs'
-    rows = list(db.query("""
-        select j.id, s.spec_json, s.config_key, e.python_executable
-        from latest_runs r join jobs j on j.id = r.job_id join job_specs s on s.job_id = j.id
-        left join environment e on e.run_id = r.id
-        where r.campaign_id = ? and +j.campaign_id = ?
-        order by j.position
-    """, [campaign_id, campaign_id]))
+    rows = jobs.ran_specs(db, campaign_id)
     return {int(r["id"]): ident for r, ident in zip(rows, resolve(rows), strict=True)}
 
 
 def run_identities(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """Runs → the flat identity of their job under the interpreter each run used."""
-    if not run_ids:
-        return {}
-    marks = ",".join("?" * len(run_ids))
-    sql = ("select r.id, j.spec_json, e.python_executable from runs r "
-           "join job_specs j on j.job_id = r.job_id left join environment e on e.run_id = r.id "
-           f"where r.id in ({marks})")
     return {int(r["id"]): identity_of(r["spec_json"], r["python_executable"])
-            for r in db.query(sql, list(run_ids))}
+            for r in jobs.run_specs(db, run_ids)}

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from dltop.profiles import fields
 from dltop.profiles.model import JobSpec
 from dltop.results import identity
-from dltop.store.schema_steps import JOB_CONFIGS
+from dltop.store.read import jobs
 from dltop.textsafe import one_line
 
 if TYPE_CHECKING:
@@ -41,10 +41,6 @@ LAST = (*fields.declaring(dataclasses.fields(JobSpec), fields.LAST), identity.IN
 """How long and where a run ran: after the fields that make the configuration
 (``setting(last=True)``)."""
 
-
-_CONFIG_SPECS = "select config_key, spec_json as spec from job_configs where campaign_id = ?"
-"""A campaign's configurations, one job's spec each (``job_configs``, migration 20): no
-job row read, and a job stored as a template reference (migration 23) is counted too."""
 
 def field_text(name: str, value: Any) -> str:
     """One varying field as a label shows it (empty: nothing to show).
@@ -126,29 +122,26 @@ def _campaign_variation(db: Db, campaign_ids: Sequence[int]
 
 
 def _runs_jobs(db: Db, run_ids: Sequence[int]) -> tuple[dict[int, int], list[int]]:
-    marks = ",".join("?" * len(run_ids))
-    rows = list(db.query(f"select r.id, r.job_id, j.campaign_id from runs r join jobs j "
-                         f"on j.id = r.job_id where r.id in ({marks})", list(run_ids)))
-    return ({int(r["id"]): int(r["job_id"]) for r in rows},
-            sorted({int(r["campaign_id"]) for r in rows}))
+    rows = jobs.runs_jobs(db, run_ids)
+    return {run: job for run, job, _ in rows}, sorted({cid for _, _, cid in rows})
 
 
 def run_labels(db: Db, run_ids: Sequence[int]) -> dict[int, str]:
     """Run id → the label of its job (:func:`job_labels` of the runs' campaigns)."""
     if not run_ids:
         return {}
-    jobs, campaigns = _runs_jobs(db, run_ids)
+    job_of, campaigns = _runs_jobs(db, run_ids)
     by_job = job_labels(db, campaigns)
-    return {run: by_job[job] for run, job in jobs.items() if job in by_job}
+    return {run: by_job[job] for run, job in job_of.items() if job in by_job}
 
 
 def run_settings(db: Db, run_ids: Sequence[int]) -> dict[int, str]:
     """Run id → :func:`settings_text` of its job against its campaigns' varying fields."""
     if not run_ids:
         return {}
-    jobs, campaigns = _runs_jobs(db, run_ids)
+    job_of, campaigns = _runs_jobs(db, run_ids)
     idents, varying = _campaign_variation(db, campaigns)
-    return {run: settings_text(idents[job], varying) for run, job in jobs.items()
+    return {run: settings_text(idents[job], varying) for run, job in job_of.items()
             if job in idents}
 
 
@@ -160,18 +153,13 @@ def campaign_varying(db: Db, campaign_id: int) -> tuple[str, ...]:
     """The identity fields varying over a campaign's jobs (queued ones too), kept until
     a job is added or removed: a viewer asks at every refresh, and reading the
     identity of every job of a large queue each time would cost it."""
-    main = next((r for r in db.query("pragma database_list") if r["name"] == "main"), None)
-    where = (str(main["file"]) if main else "") or f"memory:{id(db)}"
-    row = next(db.query("select count(*) as n, max(id) as last from jobs "
-                        "where campaign_id = ?", [campaign_id]))
-    stamp = (int(row["n"] or 0), int(row["last"] or 0))
+    where = jobs.database_file(db) or f"memory:{id(db)}"
+    stamp = jobs.jobs_stamp(db, campaign_id)
     known = _VARYING.get((where, campaign_id))
     if known is None or known[0] != stamp:
         # one identity per configuration, not per job: repeats share their stored key
         idents = []
-        for r in db.query(_CONFIG_SPECS if JOB_CONFIGS in db.table_names() else
-                          "select config_key, min(spec_json) as spec from jobs "
-                          "where campaign_id = ? group by config_key", [campaign_id]):
+        for r in jobs.config_specs(db, campaign_id):
             ident = identity.identity_of_key(r["config_key"], None) \
                 if r["config_key"] else None
             idents.append(ident if ident is not None else identity.identity_of(r["spec"], None))
@@ -183,10 +171,7 @@ def job_settings(db: Db, job_ids: Sequence[int], varying: Sequence[str]) -> dict
     """Job id → :func:`settings_text` of its identity (empty when nothing varies)."""
     if not varying or not job_ids:
         return {}
-    marks = ",".join("?" * len(job_ids))
-    rows = db.query(f"select job_id as id, spec_json, config_key from job_specs "
-                    f"where job_id in ({marks})",
-                    list(job_ids))
+    rows = jobs.job_specs(db, job_ids)
     out = {}
     for r in rows:
         # the stored key is 5 times cheaper to read than the spec (None: an older key)

@@ -11,11 +11,8 @@ ran on fewer logical CPUs than its device asks for is marked ``!`` in its cells,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Protocol
-
-if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
-    import sqlite_utils
+from collections.abc import Iterable
+from typing import Protocol
 
 MARK = "!"
 """The cells' mark of an oversubscribed configuration (beside ``*`` noisy, ``§``...)."""
@@ -24,24 +21,6 @@ FLAG = "oversubscribed"
 NOTE = ("! oversubscribed: the configuration asked for more CPUs than its host has (the run "
         "was not pinned and its threads shared cores): not a figure of that many cores.")
 """The pivot's footnote on the mark."""
-
-_CHUNK = 900
-"""Run ids per query (SQLite's default limit on ``?`` parameters is 999)."""
-
-
-def host_cores(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, int]:
-    """Each run's host logical CPU count, as its stored environment gives it (runs
-    without one, or a database without the table, are left out)."""
-    if not run_ids or "environment" not in db.table_names():
-        return {}
-    out: dict[int, int] = {}
-    for start in range(0, len(run_ids), _CHUNK):
-        part = list(run_ids[start:start + _CHUNK])
-        marks = ",".join("?" * len(part))
-        for row in db.execute(f"select run_id, logical_cores from environment where run_id "
-                              f"in ({marks}) and logical_cores is not null", part):
-            out[int(row[0])] = int(row[1])
-    return out
 
 
 class Placed(Protocol):

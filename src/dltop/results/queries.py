@@ -10,7 +10,8 @@ from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, RunStatus
 from dltop.errors import UserError
 from dltop.jobs.executors.where import queued_reason
 from dltop.results import labels, studyrefs
-from dltop.store.schema_slurm import queue_columns_sql
+from dltop.store.read import campaigns as stored
+from dltop.store.read import jobruns
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -91,13 +92,12 @@ def campaign_row(r: dict[str, Any]) -> CampaignRow:
 
 def campaigns(db: sqlite_utils.Database, limit: int = 50) -> list[CampaignRow]:
     """Most recent campaigns first."""
-    return [campaign_row(r) for r in db.query(
-        "select * from campaigns order by id desc limit ?", [limit])]
+    return [campaign_row(r) for r in stored.recent_campaigns(db, limit)]
 
 
 def campaign_error(db: sqlite_utils.Database, campaign_id: int) -> str | None:
     """Why the campaign's engine stopped it (``failed``: a storage error), or None."""
-    rows = list(db.query("select * from campaigns where id = ?", [campaign_id]))
+    rows = stored.campaigns_by_id(db, [campaign_id])
     return rows[0].get("error_message") if rows else None
 
 
@@ -117,11 +117,7 @@ def packed_campaigns(db: sqlite_utils.Database, ids: Sequence[int]) -> set[int]:
     """Which of ``ids`` ran with ``--pack``: their overlapping runs are "packed", other
     campaigns' are "shared" (foreign runners). ``campaigns.pack`` is absent from
     databases older than packing, hence ``select *``."""
-    if not ids:
-        return set()
-    return {int(c["id"]) for c in db.query(
-        f"select * from campaigns where id in ({', '.join('?' * len(ids))})", list(ids))
-        if c.get("pack")}
+    return {int(c["id"]) for c in stored.campaigns_by_id(db, ids) if c.get("pack")}
 
 
 def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaignRow]:
@@ -129,14 +125,12 @@ def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaignRow]:
 
     The read-only twin of ``Store.queue.open_campaigns`` for commands that open no store.
     """
-    active = sorted(ACTIVE_CAMPAIGN_STATUSES)
     return [OpenCampaignRow(r["id"], r["name"], r["status"], r["created_at"],
                             r["finished_at"], r["host"], r.get("dltop_version"),
                             r["engine_pid"], r["engine_start_time"], r.get("waiting_for"),
                             bool(r.get("pack")), r.get("engine_host"),
                             r.get("engine_heartbeat_s"))
-            for r in db.query(f"select * from campaigns where status in "
-                              f"({', '.join('?' * len(active))}) order by id", active)]
+            for r in stored.campaigns_with_status(db, sorted(ACTIVE_CAMPAIGN_STATUSES))]
 
 
 def resolve_campaign(db: sqlite_utils.Database, ref: str | int | None) -> CampaignRow:
@@ -167,66 +161,53 @@ def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None,
         UserError: no campaigns at all, or a part of ``ref`` names no campaign
             (the message lists the most recent ones).
     """
-    if studyrefs.is_study(db):
-        return studyrefs.resolve(db, ref, given_as, campaign_row)
-    recent = campaigns(db, limit=5)
-    if not recent:
-        raise UserError("no campaigns in this database yet (run 'dltop run PROFILE' first)")
+    study = stored.is_study(db)
+    rows = [campaign_row(r) for r in stored.all_campaigns(db)]
+    if not rows:
+        raise UserError("no campaigns in these databases yet" if study else
+                        "no campaigns in this database yet (run 'dltop run PROFILE' first)")
+    # newest last: by creation over several databases (their ids interleave), else by id
+    newest = sorted(rows, key=lambda c: (c.created_at or "", int(c.id))) if study else rows
+    files = studyrefs.files(db) if study else {}
     parts = ["latest"] if ref is None else [p.strip() for p in str(ref).split(",")]
     if not all(parts):
-        raise UserError(f"{given_as}: empty part in {ref!r} (use e.g. 3,5 or latest or all)")
+        example = "h100:3,h200:1 or all" if study else "3,5 or latest or all"
+        raise UserError(f"{given_as}: empty part in {ref!r} (use e.g. {example})")
     found: dict[int, CampaignRow] = {}
     for part in parts:
         if part == "all":
-            found.update((c.id, c) for c in (campaign_row(r) for r in db.query(
-                "select * from campaigns order by id")))
+            found.update((int(c.id), c) for c in rows)
             continue
-        if part == "latest":
-            rows = [recent[0]]
-        elif part.isdigit():
-            rows = [campaign_row(r) for r in db.query(
-                "select * from campaigns where id = ?", [int(part)])]
-        else:
-            rows = [campaign_row(r) for r in db.query(
-                "select * from campaigns where name = ? order by id desc limit 1", [part])]
-        if not rows:
-            known = ", ".join(f"{c.id} `{c.name}`" for c in recent)
+        hits = [newest[-1]] if part == "latest" else \
+            studyrefs.match(rows, newest, files, part) if study else _match(rows, part)
+        if not hits:
+            known = ", ".join(f"{c.id} `{c.name}`" for c in reversed(newest[-5:]))
             what = f"no campaign {part}" if part.isdigit() else \
                 f"no campaign named {part!r}"
-            raise UserError(f"{given_as}: {what} (most recent: {known}; see 'dltop runs')")
-        found[rows[0].id] = rows[0]
+            raise UserError(
+                f"{given_as}: no campaign {part!r} in these databases (most recent: {known}; "
+                "FILE:ID names one, FILE the path or its stem)" if study else
+                f"{given_as}: {what} (most recent: {known}; see 'dltop runs')")
+        if len(hits) > 1:
+            raise UserError(f"{given_as}: campaign {part} is in several databases: "
+                            f"{', '.join(str(c.id) for c in hits)}; give FILE:ID")
+        found[int(hits[0].id)] = hits[0]
     return [found[i] for i in sorted(found)]
+
+
+def _match(rows: list[CampaignRow], part: str) -> list[CampaignRow]:
+    """The campaign one part names in one database: an id, else the newest of a name."""
+    if part.isdigit():
+        return [c for c in rows if c.id == int(part)]
+    return [c for c in reversed(rows) if c.name == part][:1]
 
 
 def recent_runs(db: sqlite_utils.Database, limit: int = 30,
                 campaign_id: int | None = None,
                 statuses: Sequence[str] = ()) -> list[RunRow]:
     """Runs, newest first, optionally of one campaign and of some statuses only."""
-    conds: list[str] = []
-    params: list[Any] = []
-    if campaign_id is not None:
-        conds.append("r.campaign_id = ?")
-        params.append(campaign_id)
-    if statuses:
-        conds.append(f"r.status in ({','.join('?' * len(statuses))})")
-        params += list(statuses)
-    where = ("where " + " and ".join(conds)) if conds else ""
-    params.append(limit)
-    # runs.note (schema 13), runs.slurm_* (15): an older database, opened read-only, lacks them
-    cols = run_columns(db)
-    sql = (
-        "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
-        "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
-        # samples/s as exports define it (total samples / total seconds); databases
-        # written before it stored batch / median in runs.samples_per_s
-        "coalesce(r.samples_per_iter / nullif(r.mean_s, 0), r.samples_per_s) "
-        "as samples_per_s, r.cv, r.noisy, r.error_message, r.wall_s"
-        f"{', r.note' if 'note' in cols else ''}"
-        f"{', r.queue_s' if 'queue_s' in cols else ''}, {queue_columns_sql(cols)} "
-        f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?"
-    )
     out = []
-    for r in db.query(sql, params):
+    for r in jobruns.recent_runs(db, limit, campaign_id, statuses):
         msg = "; ".join(m[:120] for m in (message_cause(r["error_message"]),
                                           message_cause(r.get("note"))) if m) or None
         status = r["status"]
@@ -240,24 +221,12 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
     return out
 
 
-def run_columns(db: sqlite_utils.Database) -> set[str]:
-    """The ``runs`` table's columns (an older database lacks the later ones)."""
-    return {r["name"] for r in db.query("select name from pragma_table_info('runs')")}
-
-
 def message_cause(text: str | None) -> str | None:
     """A stored run message in one line: its last line, which names the cause, not the
     log path a command's crash note ends with (``log: ...``); None for no text."""
     lines = [ln for ln in str(text or "").strip().splitlines()
              if ln.strip() and not ln.startswith("log: ")]
     return lines[-1] if lines else None
-
-
-def status_counts(db: sqlite_utils.Database, campaign_id: int) -> dict[str, int]:
-    """Jobs of a campaign by queue status."""
-    return {r["status"]: r["n"] for r in db.query(
-        "select status, count(*) as n from jobs where campaign_id = ? group by status",
-        [campaign_id])}
 
 
 def run_label(r: dict[str, Any], settings: str = "") -> str:
@@ -297,28 +266,9 @@ class CurrentRun:
         return self.done < self.warmup
 
 
-def run_total_sql(db: sqlite_utils.Database) -> str:
-    """SQL of a run's total steps as ``total`` (runs ``r`` joined to jobs ``j``): the
-    runner's plan when it sent one (an ``epochs`` run knows its steps only once it loaded
-    its data), else the job's warm-up + iterations. A database from before migration 14
-    has no plan column."""
-    plan = "plan_iterations" in run_columns(db)
-    return ("coalesce(r.plan_iterations, j.iterations + j.warmup) as total" if plan
-            else "j.iterations + j.warmup as total")
-
-
 def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun]:
     """Runs of the campaign stored as ``running``, with their iteration count so far."""
-    sql = (
-        "select r.id, r.job_id, r.started_at, j.framework, j.model, j.batch_size, j.device, "
-        f"j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, "
-        f"{queue_columns_sql(run_columns(db))}, "
-        f"{'r.queue_s' if 'queue_s' in run_columns(db) else 'null'} as queue_s, "
-        "(select count(*) from iterations i where i.run_id = r.id) as done "
-        "from runs r join jobs j on j.id = r.job_id "
-        "where r.campaign_id = ? and r.status = ? order by r.id"
-    )
-    rows = list(db.query(sql, [campaign_id, RunStatus.RUNNING]))
+    rows = jobruns.running(db, campaign_id)
     settings = running_settings(db, campaign_id, [int(r["job_id"]) for r in rows])
     return [CurrentRun(r["id"], r["job_id"], run_label(r, settings.get(int(r["job_id"]), "")),
                        r["done"], r["total"], r["warmup"], r["started_at"], queued_reason(r),

@@ -23,6 +23,7 @@ from dltop.profiles.references import METRICS, Reference
 from dltop.results import identity, queries
 from dltop.results.aggregate import ConfigResult
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
+from dltop.store.read import jobs
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -54,28 +55,14 @@ def bare_key(ident: Mapping[str, Any]) -> str:
 def stored_references(db: sqlite_utils.Database, campaign_ids: Sequence[int],
                       ) -> dict[str, tuple[Reference, ...]]:
     """Each configuration's references (by its identity without the interpreter), read
-    from one stored spec per configuration; configurations without any are left out."""
+    from one stored spec per configuration (``job_configs``: no job row read), parsed only
+    where it holds one; configurations without any are left out."""
     out: dict[str, tuple[Reference, ...]] = {}
-    marks = ",".join("?" * len(campaign_ids))
-    # One spec per configuration: job_configs (kept by triggers) holds one, so no job
-    # row is read; a database from before it groups the jobs. Only the specs that
-    # hold a reference are parsed (json.dumps spells it either way).
-    has = ("(instr(spec_json, '\"references\": [{') > 0 "
-           "or instr(spec_json, '\"references\":[{') > 0)")
-    sql = (f"select spec_json as spec from job_configs where campaign_id in ({marks}) "
-           f"and {has}" if _has_table(db, "job_configs") else
-           f"select min(spec_json) as spec from jobs where campaign_id in ({marks}) "
-           f"and {has} group by config_key")
-    for r in db.query(sql, list(campaign_ids)):
-        spec = JobSpec.from_json_dict(json.loads(r["spec"]))
+    for spec_json in jobs.reference_specs(db, campaign_ids):
+        spec = JobSpec.from_json_dict(json.loads(spec_json))
         if spec.references:
-            out[bare_key(identity.identity_of(r["spec"], None))] = spec.references
+            out[bare_key(identity.identity_of(spec_json, None))] = spec.references
     return out
-
-
-def _has_table(db: sqlite_utils.Database, name: str) -> bool:
-    return bool(next(db.query("select count(*) as n from sqlite_master where type = 'table' "
-                              "and name = ?", [name]))["n"])
 
 
 def judge(res: ConfigResult, ref: Reference,

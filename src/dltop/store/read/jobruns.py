@@ -13,7 +13,9 @@ from typing import Any
 from dltop.catalog import RunStatus
 from dltop.store.archive import ARCHIVE
 from dltop.store.read.jobs import JOB_COLS
+from dltop.store.read.queue_view import run_total
 from dltop.store.read.schema import columns, has_table
+from dltop.store.read.slurm import queue_columns
 
 
 def _marks(values: Sequence[Any]) -> str:
@@ -24,15 +26,6 @@ def _run_col(db: Any, name: str, expr: str | None = None) -> str:
     """``expr`` (default ``r.name``) as ``name`` where ``runs`` has ``name``, else null."""
     return f"{expr or 'r.' + name} as {name}" if name in columns(db, "runs") \
         else f"null as {name}"
-
-
-def run_total_sql(db: Any) -> str:
-    """SQL of a run's total steps as ``total`` (runs ``r`` joined to jobs ``j``): the
-    runner's plan when it sent one (an ``epochs`` run knows its steps only once it loaded
-    its data), else the job's warm-up + iterations."""
-    if "plan_iterations" in columns(db, "runs"):
-        return "coalesce(r.plan_iterations, j.iterations + j.warmup) as total"
-    return "j.iterations + j.warmup as total"
 
 
 def recent_runs(db: Any, limit: int, campaign_id: int | None,
@@ -49,26 +42,24 @@ def recent_runs(db: Any, limit: int, campaign_id: int | None,
         conds.append(f"r.status in ({_marks(statuses)})")
         params += list(statuses)
     where = ("where " + " and ".join(conds)) if conds else ""
-    cols = ", ".join(_run_col(db, c) for c in ("note", "queue_s", "slurm_state",
-                                               "slurm_reason"))
+    cols = ", ".join(_run_col(db, c) for c in ("note", "queue_s"))
     return list(db.query(
         "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
         "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
         "coalesce(r.samples_per_iter / nullif(r.mean_s, 0), r.samples_per_s) "
-        f"as samples_per_s, r.cv, r.noisy, r.error_message, r.wall_s, {cols} "
+        f"as samples_per_s, r.cv, r.noisy, r.error_message, r.wall_s, {cols}, "
+        f"{queue_columns(db)} "
         f"from runs r join jobs j on j.id = r.job_id {where} order by r.id desc limit ?",
         [*params, limit]))
 
 
 def running(db: Any, campaign_id: int) -> list[dict[str, Any]]:
     """Runs of the campaign stored as ``running``, with their job's columns, ``total``
-    (:func:`run_total_sql`), ``pending`` (why Slurm holds it queued, else None),
-    ``queue_s`` and ``done`` (iterations reported so far)."""
-    slurm = ("case when r.slurm_state = 'PENDING' then coalesce(r.slurm_reason, '-') end"
-             if "slurm_state" in columns(db, "runs") else "null")
+    (:func:`~dltop.store.read.queue_view.run_total`), the executor's queue columns
+    (:func:`~dltop.store.read.slurm.queue_columns`), ``queue_s`` and ``done``."""
     return list(db.query(
         "select r.id, r.job_id, r.started_at, j.framework, j.model, j.batch_size, j.device, "
-        f"j.repeat, j.iterations, j.warmup, {run_total_sql(db)}, {slurm} as pending, "
+        f"j.repeat, j.iterations, j.warmup, {run_total(db)}, {queue_columns(db)}, "
         f"{_run_col(db, 'queue_s')}, "
         "(select count(*) from iterations i where i.run_id = r.id) as done "
         "from runs r join jobs j on j.id = r.job_id "

@@ -35,9 +35,10 @@ def campaign_record(db: Any, campaign_id: int) -> dict[str, Any] | None:
     return next(db.query("select * from campaigns where id = ?", [campaign_id]), None)
 
 
-def _total(db: Any) -> str:
-    # the runner's plan when it sent one (an ``epochs`` run knows its steps only once it
-    # loaded its data); a database from before migration 14 has no plan column
+def run_total(db: Any) -> str:
+    """SQL of a run's total steps as ``total`` (runs ``r`` joined to jobs ``j``): the
+    runner's plan when it sent one (an ``epochs`` run knows its steps only once it loaded
+    its data), else the job's; a database from before migration 14 has no plan column."""
     return ("coalesce(r.plan_iterations, j.iterations + j.warmup) as total"
             if "plan_iterations" in columns(db, "runs") else "j.iterations + j.warmup as total")
 
@@ -47,7 +48,7 @@ def running_runs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
     executor's queue columns (:func:`dltop.store.read.slurm.queue_columns`)."""
     return list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
-        f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {_total(db)}, "
+        f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {run_total(db)}, "
         f"{queue_columns(db)} from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = ? order by r.id",
         [campaign_id, RunStatus.RUNNING]))

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.results import gpufacts
 from dltop.results.queries import CampaignRow
 from dltop.store.read import environment as environment_rows
+from dltop.store.read.campaigns import campaigns_by_id
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -169,7 +170,7 @@ def _thread_env(text: str | None) -> tuple[tuple[str, str], ...]:
 
 def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Environment:
     """The environment of every run of ``campaign_ids``."""
-    camps = environment_rows.campaign_hosts(db, campaign_ids)
+    camps = campaigns_by_id(db, campaign_ids)
     # the latest run of each job that has one (read through the runs, not the queue),
     # and whether any job at all, run or queued, is a GPU one (through the queue index)
     jobs = environment_rows.latest_run_devices(db, campaign_ids)

@@ -21,6 +21,7 @@ from dltop.profiles import fields
 from dltop.profiles.model import JobSpec
 from dltop.results import identity
 from dltop.store.read import jobs
+from dltop.store.read.runs import file_path
 from dltop.textsafe import one_line
 
 if TYPE_CHECKING:
@@ -153,16 +154,15 @@ def campaign_varying(db: Db, campaign_id: int) -> tuple[str, ...]:
     """The identity fields varying over a campaign's jobs (queued ones too), kept until
     a job is added or removed: a viewer asks at every refresh, and reading the
     identity of every job of a large queue each time would cost it."""
-    where = jobs.database_file(db) or f"memory:{id(db)}"
+    where = file_path(db) or f"memory:{id(db)}"
     stamp = jobs.jobs_stamp(db, campaign_id)
     known = _VARYING.get((where, campaign_id))
     if known is None or known[0] != stamp:
         # one identity per configuration, not per job: repeats share their stored key
         idents = []
-        for r in jobs.config_specs(db, campaign_id):
-            ident = identity.identity_of_key(r["config_key"], None) \
-                if r["config_key"] else None
-            idents.append(ident if ident is not None else identity.identity_of(r["spec"], None))
+        for r in jobs.configurations(db, campaign_id):
+            ident = identity.identity_of_key(r["config_key"], None)
+            idents.append(ident or identity.identity_of(r["spec_json"], None))
         _VARYING[(where, campaign_id)] = known = (stamp, identity.variation(idents).fields)
     return known[1]
 

@@ -10,14 +10,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dltop.store.read.runs import marks
 from dltop.store.read.schema import has_table
 
 STUDY_TABLE = "study_sources"
 """The study's sources (:data:`dltop.store.study.STUDY_TABLE`)."""
-
-
-def _marks(values: Sequence[Any]) -> str:
-    return ", ".join("?" * len(values))
 
 
 def all_campaigns(db: Any) -> list[dict[str, Any]]:
@@ -34,13 +31,13 @@ def campaigns_by_id(db: Any, ids: Sequence[int]) -> list[dict[str, Any]]:
     """The ``campaigns`` rows of ``ids`` (every column), by id."""
     if not ids:
         return []
-    return list(db.query(f"select * from campaigns where id in ({_marks(ids)}) order by id",
+    return list(db.query(f"select * from campaigns where id in ({marks(ids)}) order by id",
                          list(ids)))
 
 
 def campaigns_with_status(db: Any, statuses: Sequence[str]) -> list[dict[str, Any]]:
     """The ``campaigns`` rows whose status is one of ``statuses``, oldest first."""
-    return list(db.query(f"select * from campaigns where status in ({_marks(statuses)}) "
+    return list(db.query(f"select * from campaigns where status in ({marks(statuses)}) "
                          "order by id", list(statuses)))
 
 

@@ -9,20 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dltop.store.read.runs import in_chunks, marks
 from dltop.store.read.schema import columns, has_table
-
-_CHUNK = 900
-"""Ids per query (SQLite's default limit on ``?`` parameters is 999)."""
-
-
-def _marks(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))
-
-
-def campaign_hosts(db: Any, campaign_ids: Sequence[int]) -> list[dict[str, Any]]:
-    """``host`` and ``dltop_version`` of each campaign of ``campaign_ids``, by id."""
-    return list(db.query(f"select host, dltop_version from campaigns where id in "
-                         f"({_marks(campaign_ids)}) order by id", list(campaign_ids)))
 
 
 def latest_run_devices(db: Any, campaign_ids: Sequence[int]) -> list[dict[str, Any]]:
@@ -31,7 +19,7 @@ def latest_run_devices(db: Any, campaign_ids: Sequence[int]) -> list[dict[str, A
     return list(db.query(
         "select j.device, c.host, r.device_name from latest_runs r "
         "join jobs j on j.id = r.job_id join campaigns c on c.id = j.campaign_id "
-        f"where r.campaign_id in ({_marks(campaign_ids)}) order by j.campaign_id, j.position",
+        f"where r.campaign_id in ({marks(campaign_ids)}) order by j.campaign_id, j.position",
         list(campaign_ids)))
 
 
@@ -55,7 +43,7 @@ def distinct_environments(db: Any, campaign_ids: Sequence[int]) -> list[dict[str
         "j.device as job_device, c.host as campaign_host, count(*) as runs_alike "
         "from environment e join runs r on r.id = e.run_id "
         "join jobs j on j.id = r.job_id join campaigns c on c.id = j.campaign_id "
-        f"where r.campaign_id in ({_marks(campaign_ids)}) group by {alike} "
+        f"where r.campaign_id in ({marks(campaign_ids)}) group by {alike} "
         "order by min(r.id)", list(campaign_ids)))
 
 
@@ -65,9 +53,8 @@ def host_cores(db: Any, run_ids: Sequence[int]) -> dict[int, int]:
     if not run_ids or not has_table(db, "environment"):
         return {}
     out: dict[int, int] = {}
-    for start in range(0, len(run_ids), _CHUNK):
-        part = list(run_ids[start:start + _CHUNK])
+    for part, qs in in_chunks(run_ids):
         for row in db.execute(f"select run_id, logical_cores from environment where run_id "
-                              f"in ({_marks(part)}) and logical_cores is not null", part):
+                              f"in ({qs}) and logical_cores is not null", part):
             out[int(row[0])] = int(row[1])
     return out

@@ -14,18 +14,15 @@ from dltop.catalog import RunStatus
 from dltop.store.archive import ARCHIVE
 from dltop.store.read.jobs import JOB_COLS
 from dltop.store.read.queue_view import run_total
+from dltop.store.read.runs import marks
 from dltop.store.read.schema import columns, has_table
 from dltop.store.read.slurm import queue_columns
 
 
-def _marks(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))
-
-
-def _run_col(db: Any, name: str, expr: str | None = None) -> str:
-    """``expr`` (default ``r.name``) as ``name`` where ``runs`` has ``name``, else null."""
-    return f"{expr or 'r.' + name} as {name}" if name in columns(db, "runs") \
-        else f"null as {name}"
+def _run_cols(db: Any, names: Sequence[str]) -> str:
+    """``r.name as name`` of each of ``names``, ``null as name`` where ``runs`` lacks it."""
+    have = columns(db, "runs")
+    return ", ".join(f"r.{n} as {n}" if n in have else f"null as {n}" for n in names)
 
 
 def recent_runs(db: Any, limit: int, campaign_id: int | None,
@@ -39,10 +36,10 @@ def recent_runs(db: Any, limit: int, campaign_id: int | None,
         conds.append("r.campaign_id = ?")
         params.append(campaign_id)
     if statuses:
-        conds.append(f"r.status in ({_marks(statuses)})")
+        conds.append(f"r.status in ({marks(statuses)})")
         params += list(statuses)
     where = ("where " + " and ".join(conds)) if conds else ""
-    cols = ", ".join(_run_col(db, c) for c in ("note", "queue_s"))
+    cols = _run_cols(db, ("note", "queue_s"))
     return list(db.query(
         "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
         "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
@@ -60,7 +57,7 @@ def running(db: Any, campaign_id: int) -> list[dict[str, Any]]:
     return list(db.query(
         "select r.id, r.job_id, r.started_at, j.framework, j.model, j.batch_size, j.device, "
         f"j.repeat, j.iterations, j.warmup, {run_total(db)}, {queue_columns(db)}, "
-        f"{_run_col(db, 'queue_s')}, "
+        f"{_run_cols(db, ['queue_s'])}, "
         "(select count(*) from iterations i where i.run_id = r.id) as done "
         "from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = ? order by r.id",
@@ -71,7 +68,7 @@ def latest_run_rows(db: Any, campaign_id: int, fields: Sequence[str]) -> list[di
     """One row per job of the campaign that has a run: its latest run's ``fields`` (null
     where this database lacks them) and results' columns, read through the runs'
     campaign index."""
-    run_cols = ", ".join(_run_col(db, c) for c in fields)
+    run_cols = _run_cols(db, fields)
     return list(db.query(f"""
         select j.id as job_id, j.position, j.status as job_status, 1 as jobs, {JOB_COLS},
                r.id as run_id, r.status, r.noisy, r.samples_per_iter, r.concurrent_runs,
@@ -91,7 +88,7 @@ def measured_iterations(db: Any, run_ids: Sequence[int]) -> Iterator[tuple[int, 
     return iter(db.execute(
         "select i.run_id, i.seconds, coalesce(i.samples, r.samples_per_iter, 0) "
         f"from iterations i join runs r on r.id = i.run_id where i.run_id in "
-        f"({_marks(run_ids)}) and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
+        f"({marks(run_ids)}) and coalesce(i.warmup, 0) = 0 and i.seconds is not null "
         "order by i.run_id, i.idx", list(run_ids)))
 
 
@@ -103,4 +100,4 @@ def archived(db: Any, run_ids: Sequence[int]) -> list[dict[str, Any]]:
         return []
     return list(db.query(
         "select run_id, measured_seconds, measured_samples, tree_cpu_all_pct "
-        f"from {ARCHIVE} where run_id in ({_marks(run_ids)})", list(run_ids)))
+        f"from {ARCHIVE} where run_id in ({marks(run_ids)})", list(run_ids)))

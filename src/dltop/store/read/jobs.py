@@ -12,10 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltop.catalog import JobStatus
-
-
-def _marks(values: Sequence[Any]) -> str:
-    return ",".join("?" * len(values))
+from dltop.store.read.runs import marks
 
 
 def status_counts(db: Any, campaign_id: int) -> dict[str, int]:
@@ -32,19 +29,6 @@ def jobs_stamp(db: Any, campaign_id: int) -> tuple[int, int]:
     return int(n or 0), int(last or 0)
 
 
-def database_file(db: Any) -> str:
-    """The file of the connection's main database (empty: in memory)."""
-    return next((str(r[2] or "") for r in db.execute("pragma database_list")
-                 if r[1] == "main"), "")
-
-
-def config_specs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
-    """A campaign's configurations: ``config_key`` and ``spec`` (one job's spec each), no
-    job row read."""
-    return list(db.query("select config_key, spec_json as spec from job_configs "
-                         "where campaign_id = ?", [campaign_id]))
-
-
 _REFERENCES = ("(instr(spec_json, '\"references\": [{') > 0 "
                "or instr(spec_json, '\"references\":[{') > 0)")
 """A spec that holds a performance reference (json.dumps spells it either way)."""
@@ -53,7 +37,7 @@ _REFERENCES = ("(instr(spec_json, '\"references\": [{') > 0 "
 def reference_specs(db: Any, campaign_ids: Sequence[int]) -> list[str]:
     """One spec per configuration of ``campaign_ids`` that holds a performance reference."""
     return [r[0] for r in db.execute(
-        f"select spec_json from job_configs where campaign_id in ({_marks(campaign_ids)}) "
+        f"select spec_json from job_configs where campaign_id in ({marks(campaign_ids)}) "
         f"and {_REFERENCES}", list(campaign_ids))]
 
 
@@ -62,7 +46,7 @@ def job_specs(db: Any, job_ids: Sequence[int]) -> list[dict[str, Any]]:
     if not job_ids:
         return []
     return list(db.query("select job_id as id, spec_json, config_key from job_specs "
-                         f"where job_id in ({_marks(job_ids)})", list(job_ids)))
+                         f"where job_id in ({marks(job_ids)})", list(job_ids)))
 
 
 def campaign_specs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
@@ -97,7 +81,7 @@ def run_specs(db: Any, run_ids: Sequence[int]) -> list[dict[str, Any]]:
     return list(db.query(
         "select r.id, j.spec_json, e.python_executable from runs r "
         "join job_specs j on j.job_id = r.job_id left join environment e on e.run_id = r.id "
-        f"where r.id in ({_marks(run_ids)})", list(run_ids)))
+        f"where r.id in ({marks(run_ids)})", list(run_ids)))
 
 
 def runs_jobs(db: Any, run_ids: Sequence[int]) -> list[tuple[int, int, int]]:
@@ -106,7 +90,7 @@ def runs_jobs(db: Any, run_ids: Sequence[int]) -> list[tuple[int, int, int]]:
         return []
     return [(int(r[0]), int(r[1]), int(r[2])) for r in db.execute(
         "select r.id, r.job_id, j.campaign_id from runs r join jobs j on j.id = r.job_id "
-        f"where r.id in ({_marks(run_ids)})", list(run_ids))]
+        f"where r.id in ({marks(run_ids)})", list(run_ids))]
 
 
 JOB_COLS = ("j.framework, j.model, j.batch_size, j.device, j.precision, s.config_key, "

@@ -14,11 +14,16 @@ CHUNK = 500
 """Ids per ``in (...)`` query (under SQLite's bound-parameter limit)."""
 
 
+def marks(values: Sequence[Any]) -> str:
+    """``?,?,?``: one parameter mark per value, for ``in (...)``."""
+    return ",".join("?" * len(values))
+
+
 def in_chunks(ids: Sequence[int]) -> Iterator[tuple[list[int], str]]:
     """``ids`` in chunks of :data:`CHUNK`, each with its ``?, ?, ...`` placeholders."""
     for i in range(0, len(ids), CHUNK):
         chunk = list(ids[i:i + CHUNK])
-        yield chunk, ",".join("?" * len(chunk))
+        yield chunk, marks(chunk)
 
 
 def file_path(db: Any) -> str:

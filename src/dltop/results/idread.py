@@ -176,7 +176,7 @@ def ran_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dic
     same identities as :func:`campaign_identities` for these jobs, at a cost that
     follows the runs.
     """
-    rows = jobs.ran_specs(db, campaign_id)
+    rows = jobs.campaign_specs(db, campaign_id, ran=True)
     return {int(r["id"]): ident for r, ident in zip(rows, resolve(rows), strict=True)}
 
 

@@ -48,7 +48,8 @@ def run_refs(db: Any) -> dict[int, tuple[str, int, int, int]] | None:
     offsets = {str(r["label"]): (int(r["run_offset"] or 0), int(r["job_offset"] or 0))
                for r in stored.study_sources(db)}
     out = {}
-    for cid, ref in stored.study_refs(db).items():
-        label, _, origin = ref.rpartition(":")
-        out[cid] = (label, int(origin), *offsets.get(label, (0, 0)))
+    for c in stored.all_campaigns(db):
+        if c.get("study_ref"):
+            label, _, origin = str(c["study_ref"]).rpartition(":")
+            out[int(c["id"])] = (label, int(origin), *offsets.get(label, (0, 0)))
     return out

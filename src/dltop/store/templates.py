@@ -74,14 +74,9 @@ def v23(db: Any) -> None:
 
 
 def v32(db: Any) -> None:
-    """Migration 32: every job of every campaign counted in ``job_configs``.
-
-    Results count the jobs never run from ``job_configs`` alone. Migration 20 counted
-    the jobs that had a ``config_key``; a job stored without one (before migration 7,
-    or by SQL) was counted by none, and readers grouped every job of its campaign.
-    Such a job gets its key from its spec (as migration 7 did), and each campaign
-    whose configurations do not count all its jobs is counted again.
-    """
+    """Migration 32: every job counted in ``job_configs``, which results alone read: one
+    without a ``config_key`` (migration 20 counted none such) gets its spec's, as in
+    migration 7, and a campaign whose configurations miss jobs is counted again."""
     keys = []
     for job_id, spec_json in db.conn.execute(
             "select id, spec_json from jobs where config_key is null and template is null"):

@@ -50,9 +50,3 @@ def study_sources(db: Any) -> list[dict[str, Any]]:
     """A study's files: ``label`` (its FILE), ``given`` (the path as given), and the
     offsets of its runs' and jobs' ids (``run_offset``, ``job_offset``)."""
     return list(db.query(f"select label, given, run_offset, job_offset from {STUDY_TABLE}"))
-
-
-def study_refs(db: Any) -> dict[int, str]:
-    """Campaign id -> its ``FILE:ID`` in a study."""
-    return {int(r["id"]): str(r["study_ref"]) for r in db.query(
-        "select id, study_ref from campaigns where study_ref is not null")}

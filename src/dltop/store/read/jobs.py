@@ -49,29 +49,17 @@ def job_specs(db: Any, job_ids: Sequence[int]) -> list[dict[str, Any]]:
                          f"where job_id in ({marks(job_ids)})", list(job_ids)))
 
 
-def campaign_specs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
-    """Every job of a campaign, queued or not, in queue order: ``id``, ``spec_json``,
+def campaign_specs(db: Any, campaign_id: int, *, ran: bool = False) -> list[dict[str, Any]]:
+    """Every job of a campaign, queued or not (``ran``: those with a run, read through the
+    runs' campaign index, never the queue), in queue order: ``id``, ``spec_json``,
     ``config_key`` and ``python_executable`` (its latest run's interpreter, or None)."""
-    return list(db.query("""
-        select j.id, s.spec_json, s.config_key, e.python_executable
-        from jobs j join job_specs s on s.job_id = j.id
-        left join latest_runs r on r.job_id = j.id
-        left join environment e on e.run_id = r.id
-        where j.campaign_id = ?
-        order by j.position
-    """, [campaign_id]))
-
-
-def ran_specs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
-    """:func:`campaign_specs` of the jobs that have a run, read through the runs'
-    campaign index (never the queue)."""
-    return list(db.query("""
-        select j.id, s.spec_json, s.config_key, e.python_executable
-        from latest_runs r join jobs j on j.id = r.job_id join job_specs s on s.job_id = j.id
-        left join environment e on e.run_id = r.id
-        where r.campaign_id = ? and +j.campaign_id = ?
-        order by j.position
-    """, [campaign_id, campaign_id]))
+    source = ("latest_runs r join jobs j on j.id = r.job_id" if ran else
+              "jobs j left join latest_runs r on r.job_id = j.id")
+    where = "r.campaign_id = ? and +j.campaign_id = ?" if ran else "j.campaign_id = ?"
+    return list(db.query(
+        f"select j.id, s.spec_json, s.config_key, e.python_executable from {source} "
+        "join job_specs s on s.job_id = j.id left join environment e on e.run_id = r.id "
+        f"where {where} order by j.position", [campaign_id] * (2 if ran else 1)))
 
 
 def run_specs(db: Any, run_ids: Sequence[int]) -> list[dict[str, Any]]:

@@ -6,12 +6,21 @@ path as given or its stem; ``FILE:NAME`` too)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from dltop.store.read import campaigns as stored
 
-if TYPE_CHECKING:
-    from dltop.results.queries import CampaignRow
+
+class Named(Protocol):
+    """A campaign as a reference matches it (a ``queries.CampaignRow``)."""
+
+    @property
+    def id(self) -> Any: ...
+    @property
+    def name(self) -> str: ...
+
+
+C = TypeVar("C", bound=Named)
 
 
 def files(db: Any) -> dict[str, set[str]]:
@@ -20,8 +29,7 @@ def files(db: Any) -> dict[str, set[str]]:
             for r in stored.study_sources(db)}
 
 
-def match(rows: list[CampaignRow], newest: list[CampaignRow],
-          files: dict[str, set[str]], part: str) -> list[CampaignRow]:
+def match(rows: list[C], newest: list[C], files: dict[str, set[str]], part: str) -> list[C]:
     """The campaigns one part names in a study, ``newest`` last (several: an ambiguous
     ID); :func:`dltop.results.queries.resolve_campaigns` reads the parts."""
     named = [c for c in reversed(newest) if c.name == part]

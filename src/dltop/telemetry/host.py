@@ -10,6 +10,7 @@ keeps, primed when it is made.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -168,8 +169,12 @@ class HostSampler:
 
         Only names suspects: ``cpu_num`` is the CPU a process ran on last, so a
         process that hops between CPUs is attributed to where it was caught.
-        The first scan only primes the counters.
+        The first scan only primes the counters. This process's descendants are never
+        foreign (a server shared by a group of runs is a child of the engine, not of a
+        run's runner: it is each of them's own).
         """
+        with contextlib.suppress(psutil.Error):
+            exclude = exclude | {c.pid for c in self._self.children(recursive=True)}
         out: dict[int, tuple[int, float]] = {}
         seen: dict[int, float] = {}
         for p in psutil.process_iter(["pid", "cpu_num", "cpu_times"]):

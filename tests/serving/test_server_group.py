@@ -185,3 +185,36 @@ concurrency = [1, 2]
             (run,) = query(db, "select pgid from runs")
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(run["pgid"], signal.SIGKILL)
+
+
+def test_a_shared_servers_busy_tree_is_the_runs_own_never_foreign() -> None:
+    # The sampler half of the attribution: a busy process outside the run's tree, on its
+    # CPU, registered as the run's shared server (as jobs.servergroup does), is counted in
+    # the run's tree and subtracted from the foreign share (~100 % were it foreign).
+    from tests.telemetry.test_cpu_contamination import BUSY, IDLE, spawned
+
+    from dltop.telemetry.fake import FakeGpuBackend
+    from dltop.telemetry.sampler import Sampler
+
+    cpu = max(os.sched_getaffinity(0))
+    with spawned(IDLE) as run, spawned(BUSY % cpu) as server:
+        time.sleep(0.3)
+        sampler = Sampler(FakeGpuBackend(0), lambda b: None, gpu_hz=10, host_hz=10)
+        sampler.begin_run(1, run.pid, (), (cpu,))
+        sampler.shared_roots[1] = server.pid
+        proc = psutil.Process(server.pid)
+        cpu0, t0 = proc.cpu_times(), time.monotonic()
+        sampler.tick()
+        time.sleep(0.1)
+        sampler.iteration(1, time.monotonic_ns(), 0.0, warmup=True)
+        while time.monotonic() - t0 < 3.0:
+            sampler.tick()
+            time.sleep(0.1)
+        sampler.iteration(1, time.monotonic_ns(), 3.0, warmup=False)
+        t = sampler.end_run(1, samples=1)
+        cpu1, t1 = proc.cpu_times(), time.monotonic()
+    assert t is not None and t.host_samples >= 5
+    own_pct = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / (t1 - t0) * 100
+    assert own_pct > 20.0
+    assert t.cpu_foreign_pct is not None and t.cpu_foreign_pct < 100.0 - own_pct / 2
+    assert t.contamination is None or f"pid {server.pid} " not in t.contamination

@@ -77,7 +77,7 @@ class RunLifecycle:
         self._ran_one = False
         self.run_stops: dict[int, asyncio.Event] = {}
         """Run id -> the event that cancels that run only."""
-        self.servers = ServerGroups()
+        self.servers = ServerGroups(sampler)
         """The servers shared by a group of serve runs (the engine stops them at its end)."""
 
     async def checkpoint(self, truncate: bool = False) -> None:
@@ -181,7 +181,6 @@ class RunLifecycle:
             ended.set()
         collector.flush(final=True)
         outcome = collector.short(outcome)
-        await self.servers.release(key, outcome.status)
         await writes.settled()
         fields = run_fields(outcome, collector)
         fields["note"] = join_notes(fields.get("note"), writes.note())
@@ -203,6 +202,7 @@ class RunLifecycle:
         if lost is not None:
             fields["note"] = join_notes(fields.get("note"), lost)
             await self._write(self._store.update_run, run_id, {"note": fields["note"]})
+        await self.servers.release(key, run_id, outcome.status)  # after its telemetry
         if outcome.hello:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
             # A Slurm job's variables as its runner had them, not the ones sent

@@ -31,6 +31,7 @@ from dltop.jobs.rundir import SERVER_LOG
 from dltop.jobs.supervisor import ChildOutcome, supervise
 from dltop.procs import read_log_tail
 from dltop.profiles.model import JobSpec
+from dltop.telemetry.sampler import Sampler
 
 ENV = "DLTOP_SHARED_SERVER"
 """The variable that gives a run's runner the group's server (JSON)."""
@@ -61,14 +62,16 @@ class _Shared:
     error: str | None = None
     users: int = 0
     retired: bool = False
+    host_pid: int = 0
     task: asyncio.Task[ChildOutcome] | None = None
 
 
 class ServerGroups:
     """The servers an engine shares between the runs of a group (one per key at a time)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sampler: Sampler | None) -> None:
         self._servers: dict[Key, _Shared] = {}
+        self._sampler = sampler
 
     async def acquire(self, key: Key | None, run_id: int, argv: Sequence[str],
                       run_dir: Path, env: Mapping[str, str], cancel: asyncio.Event,
@@ -108,14 +111,18 @@ class ServerGroups:
                 await self._stop(shared)
                 return {"failed": shared.error}
         shared.users += 1
+        if self._sampler is not None:  # its tree is the run's own: never foreign
+            self._sampler.shared_roots[run_id] = shared.host_pid
         offset = shared.log_path.stat().st_size if shared.log_path.exists() else 0
         return {"endpoint": shared.ready["endpoint"], "pid": shared.ready["pid"],
                 "first_run": shared.first_run, "log": str(shared.log_path),
                 "log_offset": offset,
                 "cold_start_s": shared.ready["cold_start_s"] if first else None}
 
-    async def release(self, key: Key | None, status: str) -> None:
-        """A run of ``key`` ended with ``status``: a run not ``ok`` ends its server."""
+    async def release(self, key: Key | None, run_id: int, status: str) -> None:
+        """Run ``run_id`` of ``key`` ended with ``status``: a run not ``ok`` ends its server."""
+        if self._sampler is not None:
+            self._sampler.shared_roots.pop(run_id, None)
         shared = self._servers.get(key) if key is not None else None
         if shared is None:
             return
@@ -142,9 +149,12 @@ class ServerGroups:
             elif event.get("event") == "error" and shared.error is None:
                 shared.error = str(event.get("message"))
 
+        def on_spawn(pid: int, pgid: int) -> None:
+            shared.host_pid = pid
+
         shared.task = asyncio.create_task(supervise(
             [*argv, str(log_path)], env=env, log_path=log_path, timeout_s=HOST_TIMEOUT_S,
-            on_event=on_event, stop=shared.stop))
+            on_event=on_event, stop=shared.stop, on_spawn=on_spawn))
         waits = {shared.task, asyncio.ensure_future(ready.wait()),
                  asyncio.ensure_future(cancel.wait())}
         try:

@@ -10,7 +10,6 @@ keeps, primed when it is made.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import os
 import platform
@@ -169,12 +168,8 @@ class HostSampler:
 
         Only names suspects: ``cpu_num`` is the CPU a process ran on last, so a
         process that hops between CPUs is attributed to where it was caught.
-        The first scan only primes the counters. This process's descendants are never
-        foreign (a server shared by a group of runs is a child of the engine, not of a
-        run's runner: it is each of them's own).
+        The first scan only primes the counters.
         """
-        with contextlib.suppress(psutil.Error):
-            exclude = exclude | {c.pid for c in self._self.children(recursive=True)}
         out: dict[int, tuple[int, float]] = {}
         seen: dict[int, float] = {}
         for p in psutil.process_iter(["pid", "cpu_num", "cpu_times"]):
@@ -217,6 +212,15 @@ class HostSampler:
         for pid in [pid for pid in self._procs if pid not in live]:
             del self._procs[pid]
         return out
+
+    def joined(self, tree: TreeSample | None, other: TreeSample | None) -> TreeSample | None:
+        """``tree`` with ``other``'s processes counted in (a server a group of runs shares)."""
+        if tree is None or other is None:
+            return tree
+        return TreeSample(tree.root_pid, tree.n_processes + other.n_processes,
+                          tree.pids | other.pids, tree.cpu_pct + other.cpu_pct,
+                          tree.rss_bytes + other.rss_bytes, tree.threads + other.threads,
+                          tree.cpu_time_s + other.cpu_time_s)
 
     def _one_tree(self, root_pid: int) -> tuple[TreeSample | None, set[int]]:
         try:

@@ -218,3 +218,24 @@ def test_a_shared_servers_busy_tree_is_the_runs_own_never_foreign() -> None:
     assert own_pct > 20.0
     assert t.cpu_foreign_pct is not None and t.cpu_foreign_pct < 100.0 - own_pct / 2
     assert t.contamination is None or f"pid {server.pid} " not in t.contamination
+
+
+def test_a_group_server_that_exits_before_ready_is_setup_failed_with_its_log(
+        tmp_path: Path) -> None:
+    body = """[servers.dies]
+command = "sh -c 'echo PID $$; echo cannot load the model >&2; exit 3' sh {port}"
+[[matrix]]
+models = ["m"]
+server = "dies"
+"""
+    db = tmp_path / "d.db"
+    res = subprocess.run(dltop(db, str(profile(tmp_path, body))), capture_output=True,
+                         text=True, timeout=120, env=ENV)
+    assert res.returncode == 1, res.stdout + res.stderr
+    (run,) = query(db, "select status, error_kind, error_message, server_cold_start_s "
+                   "from runs")
+    assert (run["status"], run["error_kind"], run["server_cold_start_s"]) == (
+        "setup_failed", "setup", None)
+    assert run["error_message"].startswith("server command exited with status 3 before it "
+                                           "was ready"), run["error_message"]
+    assert run["error_message"].endswith("cannot load the model")

@@ -164,7 +164,7 @@ class ServerGroups:
                 w.cancel()
         if not ready.is_set() and shared.error is None:
             shared.error = ("cancelled while the server started" if cancel.is_set() else
-                            _ended(shared.task.result(), log_path))
+                            _ended(shared.task, log_path))
         return shared
 
     async def _stop(self, shared: _Shared) -> None:
@@ -176,9 +176,10 @@ class ServerGroups:
                 await asyncio.shield(shared.task)
 
 
-def _ended(outcome: ChildOutcome, log_path: Path) -> str:
-    return (f"the shared server's host exited (status {outcome.exit_code}) before the server "
-            f"was ready: {outcome.message or ''}; server.log ends: "
+def _ended(task: asyncio.Task[ChildOutcome], log_path: Path) -> str:
+    why = repr(task.exception()) if task.exception() else task.result().message
+    return (f"the shared server's host ended before the server was ready ({why}); "
+            "server.log ends: "
             f"{read_log_tail(log_path) or '(empty)'}")
 
 

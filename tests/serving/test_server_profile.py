@@ -96,3 +96,15 @@ def test_the_runner_fills_the_template_word_by_word() -> None:
     # a model name with a space stays one word: no shell reads it
     assert argv == ["srv", "--port", "8123", "--gpus", "2,3", "-m", "my model",
                     "--url", "http://127.0.0.1:8123"]
+
+
+def test_server_scope_run_is_stored_and_group_is_the_default() -> None:
+    (group,) = jobs('server = "vllm"')
+    (run,) = jobs('server = "vllm"\nserver_scope = "run"')
+    assert "server_scope" not in dict(group.options)  # the default: identities unchanged
+    assert dict(run.options)["server_scope"] == "run"
+
+
+def test_an_unknown_server_scope_names_file_and_key() -> None:
+    msg = refused('server = "vllm"\nserver_scope = "sometimes"')
+    assert msg.startswith("p.toml") and "server_scope" in msg and "sometimes" in msg, msg

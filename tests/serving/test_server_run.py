@@ -1,6 +1,6 @@
-"""Issue 41 item 5 end to end: ``dltop run`` of a serve profile with ``server = "..."``
-starts the server (tests/programs/fake_openai.py on ``{port}``) as a child of the run's
-runner, waits for its readiness route, stores the run, its cold start and
+"""Issue 41 item 5 end to end: ``dltop run`` of a serve profile with ``server = "..."`` and
+``server_scope = "run"`` starts the server (tests/programs/fake_openai.py on ``{port}``)
+as a child of the run's runner, waits for its readiness route, stores the run, its cold start and
 ``server.log``, and leaves none of the server's processes behind; a server that exits at
 once, or never becomes ready, is ``setup_failed`` with its log's tail."""
 
@@ -39,6 +39,7 @@ iterations = 4
 warmup = 1
 concurrency = 2
 timeout_s = 40
+server_scope = "run"
 [[matrix]]
 models = ["steady", "multi"]
 server = "fake"

@@ -150,6 +150,7 @@ class Engine:
                     "stored, 'dltop run --resume' continues it once that is fixed")
             return status
         finally:
+            await self._runs.servers.close()
             if self._sampler is not None:
                 await asyncio.to_thread(self._sampler.stop)
             self._writer.shutdown(wait=True)

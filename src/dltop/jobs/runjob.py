@@ -25,6 +25,7 @@ from dltop.jobs.cooldown import cool_down
 from dltop.jobs.events import EngineEvent, RunFinished, RunStarted
 from dltop.jobs.executors.base import Launch, RunExecutor, Write
 from dltop.jobs.queued import QueuedJob
+from dltop.jobs.servergroup import ServerGroups, group_key, runner_env
 from dltop.jobs.writes import RunWrites, TelemetryLoss, join_notes
 from dltop.profiles.model import JobSpec
 from dltop.runners import command, registry
@@ -76,6 +77,8 @@ class RunLifecycle:
         self._ran_one = False
         self.run_stops: dict[int, asyncio.Event] = {}
         """Run id -> the event that cancels that run only."""
+        self.servers = ServerGroups(sampler)
+        """The servers shared by a group of serve runs (the engine stops them at its end)."""
 
     async def checkpoint(self, truncate: bool = False) -> None:
         """Copy the log into the database file (best effort: a checkpoint that fails
@@ -161,6 +164,11 @@ class RunLifecycle:
         write_later(self._store.update_run, run_id,
                     {"device_lease": lease.LEASE_HELD if held.unavailable is None
                      else f"unavailable: {held.unavailable}"})
+        # A group's server, started before its first run (a Slurm run starts none here)
+        key = group_key(job, alloc.gpu_indices) if executor.name == "local" else None
+        env.update(runner_env(await self.servers.acquire(
+            key, run_id, [cmd.python, str(cmd.script.with_name("openai_server.py")),
+                          str(spec_path)], files.dir, env, run_stop)))
         ended = asyncio.Event()
         # other runners on this host's devices (none for a Slurm run)
         foreign = asyncio.create_task(executor.sharing(alloc, ended))
@@ -194,6 +202,7 @@ class RunLifecycle:
         if lost is not None:
             fields["note"] = join_notes(fields.get("note"), lost)
             await self._write(self._store.update_run, run_id, {"note": fields["note"]})
+        await self.servers.release(key, run_id, outcome.status)  # after its telemetry
         if outcome.hello:
             gpus = [] if sampler is None else [sampler.backend.static(i) for i in alloc.gpu_indices]
             # A Slurm job's variables as its runner had them, not the ones sent

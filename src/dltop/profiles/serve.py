@@ -24,10 +24,12 @@ from dltop.profiles.model import declared
 
 KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
                "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "ignore_eos", "tokenizer",
-               "client_processes")
+               "client_processes", "server_scope")
 """The keys of an ``openai`` entry (besides the settings every entry has)."""
 APIS: Final = ("chat", "completions")
 ARRIVALS: Final = ("poisson", "constant", "gamma")
+SCOPES: Final = ("group", "run")
+"""``server_scope``: one server per configuration group (the default), or one per run."""
 MAX_ERROR_RATE_DEFAULT: Final = 0.05
 """Above this share of failed measured requests the run fails (``max_error_rate``)."""
 CONCURRENCY_DEFAULT: Final = 1
@@ -115,6 +117,10 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
         raise err(loc("burstiness"), 'burstiness shapes arrival = "gamma" only (poisson is '
                   "gamma with burstiness 1; constant has none)")
     out.setdefault("burstiness", 1.0)
+    scope = _check(err, loc("server_scope"), merged.get("server_scope", "group"),
+                   fields.one_of(SCOPES))
+    if started and scope != "group":  # the default is not stored: the job's identity holds
+        out["server_scope"] = scope
     if merged.get("api_key_env") is not None:
         out["api_key_env"] = _check(err, loc("api_key_env"), merged["api_key_env"], env_name)
     if merged.get("ignore_eos") is not None:

@@ -213,6 +213,15 @@ class HostSampler:
             del self._procs[pid]
         return out
 
+    def joined(self, tree: TreeSample | None, other: TreeSample | None) -> TreeSample | None:
+        """``tree`` with ``other``'s processes counted in (a server a group of runs shares)."""
+        if tree is None or other is None:
+            return tree
+        return TreeSample(tree.root_pid, tree.n_processes + other.n_processes,
+                          tree.pids | other.pids, tree.cpu_pct + other.cpu_pct,
+                          tree.rss_bytes + other.rss_bytes, tree.threads + other.threads,
+                          tree.cpu_time_s + other.cpu_time_s)
+
     def _one_tree(self, root_pid: int) -> tuple[TreeSample | None, set[int]]:
         try:
             root = self._proc(root_pid)

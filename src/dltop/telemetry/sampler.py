@@ -158,6 +158,9 @@ class Sampler:
         self._rapl = RaplReader()
         self._lock = threading.Lock()
         self._runs: dict[int, tuple[RunAccumulator, int, int]] = {}  # id -> (acc, ns, ticks)
+        self.shared_roots: dict[int, int] = {}
+        """Run id -> a process whose tree is the run's own too: the server a group of serve
+        runs shares (:mod:`dltop.jobs.servergroup`), outside the run's runner's tree."""
         self._n_gpus = backend.device_count()
         self._window: _Window | None = None
         self._pending_gpu: list[GpuWindow] = []
@@ -269,9 +272,15 @@ class Sampler:
         host_lost = slow and host is None
         trees: dict[int, TreeSample | None] = {}
         if host is not None:
-            read = self._read("process trees", self._host.trees, [r.root_pid for r in runs])
+            shared = [self.shared_roots.get(r.run_id) for r in runs]
+            extra = sorted({pid for pid in shared if pid is not None})
+            read = self._read("process trees", self._host.trees,
+                              [r.root_pid for r in runs] + extra)
             host_lost = read is None
-            trees = dict(zip((r.run_id for r in runs), read or [None] * len(runs), strict=True))
+            got = dict(zip(extra, (read or [])[len(runs):], strict=False))
+            trees = {r.run_id: self._host.joined(t, got.get(pid) if pid else None)
+                     for r, t, pid in zip(runs, (read or [None] * len(runs))[:len(runs)],
+                                          shared, strict=True)}
         with self._lock:
             for run in runs:
                 if run.run_id not in self._runs:

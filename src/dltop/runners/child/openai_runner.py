@@ -23,9 +23,13 @@ With ``server = "NAME"`` the runner first starts the server (:mod:`openai_server
 a free port and waits for it to be ready; a server that exits first or is not ready
 within its ``timeout_s`` is ``setup`` too, quoting its log's tail. The cold start goes
 in the ``load`` event; the server is stopped (TERM, then KILL) however the run ends.
+That is ``server_scope = "run"``; with ``"group"`` (the default) the engine starts the
+server once for the run's group (:mod:`dltop.jobs.servergroup`) and gives its endpoint in
+``DLTOP_SHARED_SERVER``.
 """
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -55,6 +59,9 @@ def _headers(opts):
 
 def run(spec, reporter):
     opts = _options(spec)
+    shared = os.environ.get("DLTOP_SHARED_SERVER")
+    if shared:
+        return _shared(spec, reporter, opts, json.loads(shared))
     if not opts.get("server_command"):
         return _load(spec, reporter, opts, opts["endpoint"], None)
     log_path = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "server.log")
@@ -80,12 +87,36 @@ def run(spec, reporter):
         sys.stdout.flush()
 
 
+def _shared(spec, reporter, opts, server):
+    """Load against the server the engine started for the run's group (``server_scope =
+    "group"``): its cold start is the first run's; the others name that run."""
+    if "failed" in server:
+        raise load.SetupFailed(server["failed"])
+    own_log = os.path.join(os.path.dirname(os.path.abspath(sys.argv[1])), "server.log")
+    if server["cold_start_s"] is not None:
+        said = "started for this run's group: ready after %.3f s" % server["cold_start_s"]
+    else:
+        said = "server shared with run %d, started before it" % server["first_run"]
+        # this run's part of the group's log: from this offset on
+        fd = os.open(own_log, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            os.write(fd, ("%s; its log is %s, from byte %d on\n" % (
+                said, server["log"], server["log_offset"])).encode())
+        finally:
+            os.close(fd)
+    sys.stdout.write("[dltop] %s (pid %d) at %s\n" % (said, server["pid"],
+                                                       server["endpoint"]))
+    sys.stdout.flush()
+    return _load(spec, reporter, opts, server["endpoint"], server["cold_start_s"],
+                 shared={"server_pid": server["pid"], "server_first_run": server["first_run"]})
+
+
 def _terminated(signum, frame):
     # The supervisor's TERM (cancel, timeout): unwind, so the server is stopped cleanly.
     raise SystemExit(128 + signum)
 
 
-def _load(spec, reporter, opts, endpoint, cold_s):
+def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     api = opts.get("api", "chat")
     warmup, measured = int(spec["warmup"]), int(spec["iterations"])
     rng = tokens.new_rng(int(spec.get("seed") or 0))
@@ -115,8 +146,9 @@ def _load(spec, reporter, opts, endpoint, cold_s):
                        if counter else "synthetic (~prompt_tokens words)"),
                    server=spec.get("server"),
                    telemetry=("the server's processes are the run's own (started by dltop)"
-                              if cold_s is not None else "attributed by time (the endpoint "
-                              "was already serving: its processes are not known)"))
+                              if cold_s is not None or shared else "attributed by time (the "
+                              "endpoint was already serving: its processes are not known)"),
+                   **(shared or {}))
     reporter.plan(warmup + measured)
 
     def client(slots):

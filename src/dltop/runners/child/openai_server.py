@@ -11,16 +11,26 @@ later engine's ``--resume`` reaping) KILLs it with the rest of the run.
 
 Its stdout and stderr go to ``server.log`` in the run folder, created by the engine
 (0600, O_EXCL | O_NOFOLLOW) and opened here without following a link.
+
+Run as a program (``openai_server.py SPEC LOG``: :func:`host`), it is the server a group
+of runs shares (``server_scope = "group"``): the engine starts it through its supervisor
+(:mod:`dltop.jobs.servergroup`) before the group's first run; it starts the server,
+sends a ``server`` event once it is ready, and holds it until the engine's TERM, or until
+the engine is gone (it is then stopped all the same).
 """
 
+import json
 import os
 import shlex
 import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+
+import dltop_protocol as proto
 
 GRACE_S = 5.0
 """Seconds from TERM to KILL when the server is stopped."""
@@ -134,3 +144,54 @@ def _signal(pgid, sig):
         os.killpg(pgid, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+WATCH_S = 0.2
+"""How often a shared server's host looks for its server's exit or its engine's death."""
+
+
+def host(argv=None):
+    """Start the server of ``argv`` = [SPEC, LOG], report it ready, hold it until TERM.
+
+    The ``server`` event carries the endpoint, the cold start and the server's pid; a
+    server that fails to start is an ``error`` of kind ``setup`` (its message as a
+    runner's). Exits once the server has stopped, or at once should the server exit or
+    the engine die (this process is reparented).
+    """
+    spec_path, log_path = (sys.argv[1:] if argv is None else argv)
+    with open(spec_path) as fh:
+        spec = json.load(fh)
+    reporter = proto.Reporter()
+    engine = os.getppid()
+    server = Server(spec.get("options") or {}, spec["model"], log_path)
+    signal.signal(signal.SIGTERM, _stop_on_term)
+    code = 0
+    try:
+        server.start()
+        cold_s = server.wait_ready()
+        reporter.emit("server", endpoint=server.endpoint, ready_url=server.ready_url,
+                      cold_start_s=cold_s, pid=server.proc.pid, argv=server.argv)
+        while server.proc.poll() is None and os.getppid() == engine:
+            time.sleep(WATCH_S)
+        if server.proc.returncode is not None:
+            reporter.error("crash", "the shared server exited (status %d)"
+                           % server.proc.returncode)
+            code = 3
+    except ServerFailed as exc:
+        reporter.error("setup", str(exc))
+        code = 3
+    except SystemExit:
+        pass
+    finally:
+        stopped = server.stop()
+        sys.stdout.write("[dltop] shared server stopped (exit status %s)\n" % stopped)
+        sys.stdout.flush()
+    os._exit(code)
+
+
+def _stop_on_term(signum, frame):
+    raise SystemExit(128 + signum)
+
+
+if __name__ == "__main__":
+    host()

@@ -1,0 +1,188 @@
+"""One server per configuration group of serve runs (``server_scope = "group"``, issue 41).
+
+The consecutive runs whose server is the same (command line, readiness URL, timeout,
+endpoint template, model, devices) share one server: repeats, ``request_rate`` and
+``concurrency`` sweeps of one engine. The engine starts it through its supervisor
+(:func:`dltop.jobs.supervisor.supervise`: the only code that starts or kills processes)
+as a long-lived child of its own, ``openai_server.py`` run as a program, which starts the
+server, reports it ready and holds it. Each run's runner is given its endpoint
+(``DLTOP_SHARED_SERVER``), the way a run against an already-serving endpoint is.
+
+A server is stopped (the supervisor's TERM to its host, which stops the server's group:
+TERM, KILL after 5 s; then the sweep of the host's whole tree) when a run of another
+configuration starts, when a run of its group did not end ``ok`` (the next run of the
+group starts a fresh one), and when the campaign ends however it ends. Should the engine
+die outright, the host sees itself reparented and stops the server (and ``--resume``'s
+reaping ends a dead engine's run cgroups, the host's included).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from dltop.catalog import RunStatus
+from dltop.jobs.rundir import SERVER_LOG
+from dltop.jobs.supervisor import ChildOutcome, supervise
+from dltop.procs import read_log_tail
+from dltop.profiles.model import JobSpec
+from dltop.telemetry.sampler import Sampler
+
+ENV = "DLTOP_SHARED_SERVER"
+"""The variable that gives a run's runner the group's server (JSON)."""
+HOST_TIMEOUT_S = 10 * 365 * 86400.0
+"""The host's deadline: none in practice (it lives as long as its group)."""
+
+Key = tuple[Any, ...]
+
+
+def group_key(job: JobSpec, gpus: Sequence[int]) -> Key | None:
+    """What makes two runs' servers the same; None when the run starts its own (or none)."""
+    opts = dict(job.options)
+    if not opts.get("server_command") or opts.get("server_scope", "group") != "group":
+        return None
+    return (opts["server_command"], opts.get("server_ready_url"), opts.get("server_timeout_s"),
+            opts.get("endpoint"), job.model, tuple(gpus))
+
+
+@dataclass
+class _Shared:
+    """One started server and the runs using it."""
+
+    key: Key
+    first_run: int
+    log_path: Path
+    stop: asyncio.Event = field(default_factory=asyncio.Event)
+    ready: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+    users: int = 0
+    retired: bool = False
+    host_pid: int = 0
+    task: asyncio.Task[ChildOutcome] | None = None
+
+
+class ServerGroups:
+    """The servers an engine shares between the runs of a group (one per key at a time)."""
+
+    def __init__(self, sampler: Sampler | None) -> None:
+        self._servers: dict[Key, _Shared] = {}
+        self._sampler = sampler
+
+    async def acquire(self, key: Key | None, run_id: int, argv: Sequence[str],
+                      run_dir: Path, env: Mapping[str, str], cancel: asyncio.Event,
+                      ) -> dict[str, Any] | None:
+        """The server for a run of ``key`` (None: a run that shares none), started if need be.
+
+        Any other server not in use is stopped: the group it served has ended.
+
+        Args:
+            key: :func:`group_key` of the run.
+            run_id: the run (the first run of a new server: its log is in its folder).
+            argv: the host's command (interpreter, ``openai_server.py``, the run's spec).
+            run_dir: the run's folder, holding its ``server.log``.
+            env: the run's environment (its devices), the server's too.
+            cancel: the run's stop: set while the server starts, it is stopped.
+
+        Returns:
+            What the runner is told (``ENV``): endpoint, cold start (on the first run
+            only), pid, the run that started it, the log and the offset this run's part
+            of it starts at; or ``{"failed": message}``; None for ``key`` None.
+        """
+        for other in list(self._servers.values()):
+            if other.key != key:
+                other.retired = True
+                if other.users == 0:
+                    await self._stop(other)
+        if key is None:
+            return None
+        shared = self._servers.get(key)
+        if shared is not None and (shared.task is None or shared.task.done()):
+            await self._stop(shared)  # it died since the last run
+            shared = None
+        first = shared is None
+        if shared is None:
+            shared = await self._start(key, run_id, argv, run_dir / SERVER_LOG, env, cancel)
+            if shared.error is not None:
+                await self._stop(shared)
+                return {"failed": shared.error}
+        shared.users += 1
+        if self._sampler is not None:  # its tree is the run's own: never foreign
+            self._sampler.shared_roots[run_id] = shared.host_pid
+        offset = shared.log_path.stat().st_size if shared.log_path.exists() else 0
+        return {"endpoint": shared.ready["endpoint"], "pid": shared.ready["pid"],
+                "first_run": shared.first_run, "log": str(shared.log_path),
+                "log_offset": offset,
+                "cold_start_s": shared.ready["cold_start_s"] if first else None}
+
+    async def release(self, key: Key | None, run_id: int, status: str) -> None:
+        """Run ``run_id`` of ``key`` ended with ``status``: a run not ``ok`` ends its server."""
+        if self._sampler is not None:
+            self._sampler.shared_roots.pop(run_id, None)
+        shared = self._servers.get(key) if key is not None else None
+        if shared is None:
+            return
+        shared.users -= 1
+        if status != RunStatus.OK:
+            shared.retired = True
+        if shared.retired and shared.users <= 0:
+            await self._stop(shared)
+
+    async def close(self) -> None:
+        """Stop every server (the campaign ended)."""
+        for shared in list(self._servers.values()):
+            await self._stop(shared)
+
+    async def _start(self, key: Key, run_id: int, argv: Sequence[str], log_path: Path,
+                     env: Mapping[str, str], cancel: asyncio.Event) -> _Shared:
+        shared = self._servers[key] = _Shared(key, run_id, log_path)
+        ready = asyncio.Event()
+
+        def on_event(event: dict[str, Any]) -> None:
+            if event.get("event") == "server":
+                shared.ready = event
+                ready.set()
+            elif event.get("event") == "error" and shared.error is None:
+                shared.error = str(event.get("message"))
+
+        def on_spawn(pid: int, pgid: int) -> None:
+            shared.host_pid = pid
+
+        shared.task = asyncio.create_task(supervise(
+            [*argv, str(log_path)], env=env, log_path=log_path, timeout_s=HOST_TIMEOUT_S,
+            on_event=on_event, stop=shared.stop, on_spawn=on_spawn))
+        waits = {shared.task, asyncio.ensure_future(ready.wait()),
+                 asyncio.ensure_future(cancel.wait())}
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits - {shared.task}:
+                w.cancel()
+        if not ready.is_set() and shared.error is None:
+            shared.error = ("cancelled while the server started" if cancel.is_set() else
+                            _ended(shared.task, log_path))
+        return shared
+
+    async def _stop(self, shared: _Shared) -> None:
+        if self._servers.get(shared.key) is shared:
+            del self._servers[shared.key]
+        shared.stop.set()
+        if shared.task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(shared.task)
+
+
+def _ended(task: asyncio.Task[ChildOutcome], log_path: Path) -> str:
+    why = repr(task.exception()) if task.exception() else task.result().message
+    return (f"the shared server's host ended before the server was ready ({why}); "
+            "server.log ends: "
+            f"{read_log_tail(log_path) or '(empty)'}")
+
+
+def runner_env(served: dict[str, Any] | None) -> dict[str, str]:
+    """The runner's variables that give it the group's server."""
+    return {} if served is None else {ENV: json.dumps(served)}

@@ -1,0 +1,241 @@
+"""Issue 41 item 5: one server per configuration group (``server_scope = "group"``, the
+default). ``dltop run`` starts tests/programs/fake_openai.py once for the consecutive runs
+of one server, model and devices (a ``concurrency`` sweep), stores its cold start on the
+group's first run only, and stops it after the group, after a run of the group that
+failed, when the campaign is cancelled and when the engine is killed outright;
+``server_scope = "run"`` starts one per run."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+from tests.dltop_env import query
+
+pytestmark = pytest.mark.slow
+
+FAKE = Path(__file__).resolve().parents[1] / "programs" / "fake_openai.py"
+
+HEAD = """[servers.fake]
+command = "{python} {fake} --port {{port}} --ready-after-s 0.3 --ttft-ms 5 --itl-ms 2"
+timeout_s = 20
+[defaults]
+frameworks = ["openai"]
+mode = "serve"
+new_tokens = 4
+prompt_tokens = 4
+iterations = 3
+warmup = 1
+timeout_s = 40
+server = "fake"
+"""
+
+
+def gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def wait_gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while not gone(pid):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def starts(log: Path) -> list[int]:
+    """The pids of the fake servers started with their output in ``log``."""
+    return [int(m) for m in re.findall(r"^PID (\d+)", log.read_text(), re.M)]
+
+
+def profile(tmp: Path, body: str) -> Path:
+    path = tmp / "p.toml"
+    path.write_text(HEAD.format(python=sys.executable, fake=FAKE) + body)
+    return path
+
+
+def dltop(db: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "dltop", "--db", str(db), "run", *args]
+
+
+ENV = {**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"}
+
+
+def test_a_group_shares_one_server_and_scope_run_starts_one_per_run(tmp_path: Path) -> None:
+    body = """[[matrix]]
+models = ["steady"]
+concurrency = [1, 2, 3]
+[[matrix]]
+models = ["other"]
+[[matrix]]
+models = ["cold"]
+server_scope = "run"
+concurrency = [1, 2, 3]
+"""
+    db = tmp_path / "d.db"
+    res = subprocess.run(dltop(db, str(profile(tmp_path, body))), capture_output=True,
+                         text=True, timeout=240, env=ENV)
+    assert res.returncode == 0, res.stdout + res.stderr
+    runs = query(db, "select r.id, j.model, r.status, r.server_cold_start_s, r.log_path "
+                 "from runs r join jobs j on j.id = r.job_id order by r.id")
+    assert [r["model"] for r in runs] == ["steady"] * 3 + ["other"] + ["cold"] * 3
+    assert all(r["status"] == "ok" for r in runs)
+    logs = [Path(r["log_path"]).with_name("server.log") for r in runs]
+    extras = [json.loads(e["extra"]) for e in query(
+        db, "select extra from environment order by run_id")]
+    # the group of three: one start, in run 1's server.log; the same pid in every record
+    (steady,) = starts(logs[0])
+    assert [x.get("server_pid") for x in extras[:3]] == [steady] * 3
+    assert [x.get("server_first_run") for x in extras[:3]] == [runs[0]["id"]] * 3
+    assert runs[0]["server_cold_start_s"] >= 0.3
+    assert [r["server_cold_start_s"] for r in runs[1:3]] == [None, None]
+    for log in logs[1:3]:
+        assert starts(log) == []
+        assert log.read_text().startswith(f"server shared with run {runs[0]['id']}, started "
+                                          f"before it; its log is {logs[0]}, from byte ")
+    # the server's processes are the runs' own: the engine's child, not a runner's
+    assert "the server's processes are the run's own" in extras[1]["telemetry"]
+    # a group boundary: another model, another server
+    (other,) = starts(logs[3])
+    assert other != steady and extras[3]["server_pid"] == other
+    # server_scope = "run": one per run, each a child of its runner, each cold start stored
+    cold = [p for log in logs[4:] for p in starts(log)]
+    assert len(set(cold)) == 3 and "server_pid" not in extras[4]
+    assert all(r["server_cold_start_s"] >= 0.3 for r in runs[4:])
+    assert all(gone(p) for p in (steady, other, *cold))
+
+
+def test_a_failed_run_ends_the_groups_server_and_the_next_starts_another(
+        tmp_path: Path) -> None:
+    # the middle run fails (its API key variable is unset: setup_failed); same server,
+    # model and devices, so one group, whose server is stopped after the failure
+    body = """[[matrix]]
+models = ["m"]
+concurrency = 1
+[[matrix]]
+models = ["m"]
+concurrency = 2
+api_key_env = "DLTOP_TEST_UNSET_KEY"
+[[matrix]]
+models = ["m"]
+concurrency = 3
+"""
+    db = tmp_path / "d.db"
+    env = {k: v for k, v in ENV.items() if k != "DLTOP_TEST_UNSET_KEY"}
+    res = subprocess.run(dltop(db, str(profile(tmp_path, body))), capture_output=True,
+                         text=True, timeout=240, env=env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    runs = query(db, "select id, status, server_cold_start_s, log_path from runs order by id")
+    assert [r["status"] for r in runs] == ["ok", "setup_failed", "ok"]
+    logs = [Path(r["log_path"]).with_name("server.log") for r in runs]
+    (first,) = starts(logs[0])
+    (second,) = starts(logs[2])
+    assert first != second and runs[2]["server_cold_start_s"] >= 0.3
+    assert "[dltop] shared server stopped (exit status -15)" in logs[0].read_text()
+    assert gone(first) and gone(second)
+
+
+def test_a_cancelled_campaign_and_a_killed_engine_leave_no_server(tmp_path: Path) -> None:
+    # a slow load (1 request/s for 100 s): stopped once the server is up
+    body = """[[matrix]]
+models = ["m"]
+iterations = 100
+request_rate = 1
+arrival = "constant"
+concurrency = [1, 2]
+"""
+    path = profile(tmp_path, body)
+    for n, sig in enumerate((signal.SIGINT, signal.SIGKILL)):
+        db = tmp_path / f"d{n}.db"
+        proc = subprocess.Popen(dltop(db, str(path)), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, text=True, env=ENV,
+                                start_new_session=True)
+        log = tmp_path / f"d{n}-runs" / "run-1" / "server.log"
+        deadline = time.monotonic() + 60
+        while not (log.exists() and "PORT " in log.read_text()):
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.1)
+        (pid,) = starts(log)
+        time.sleep(0.5)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert "Traceback" not in err, err
+        if sig == signal.SIGINT:
+            (run,) = query(db, "select status from runs")
+            assert run["status"] == "cancelled"
+            assert gone(pid)
+            assert "shared server stopped (exit status -15)" in log.read_text()
+        else:
+            # the engine died without a word: the server's host sees itself orphaned
+            assert wait_gone(pid, 10.0), log.read_text()
+            # the runner the dead engine left (its own session) is killed as --resume would
+            (run,) = query(db, "select pgid from runs")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(run["pgid"], signal.SIGKILL)
+
+
+def test_a_shared_servers_busy_tree_is_the_runs_own_never_foreign() -> None:
+    # The sampler half of the attribution: a busy process outside the run's tree, on its
+    # CPU, registered as the run's shared server (as jobs.servergroup does), is counted in
+    # the run's tree and subtracted from the foreign share (~100 % were it foreign).
+    from tests.telemetry.test_cpu_contamination import BUSY, IDLE, spawned
+
+    from dltop.telemetry.fake import FakeGpuBackend
+    from dltop.telemetry.sampler import Sampler
+
+    cpu = max(os.sched_getaffinity(0))
+    with spawned(IDLE) as run, spawned(BUSY % cpu) as server:
+        time.sleep(0.3)
+        sampler = Sampler(FakeGpuBackend(0), lambda b: None, gpu_hz=10, host_hz=10)
+        sampler.begin_run(1, run.pid, (), (cpu,))
+        sampler.shared_roots[1] = server.pid
+        proc = psutil.Process(server.pid)
+        cpu0, t0 = proc.cpu_times(), time.monotonic()
+        sampler.tick()
+        time.sleep(0.1)
+        sampler.iteration(1, time.monotonic_ns(), 0.0, warmup=True)
+        while time.monotonic() - t0 < 3.0:
+            sampler.tick()
+            time.sleep(0.1)
+        sampler.iteration(1, time.monotonic_ns(), 3.0, warmup=False)
+        t = sampler.end_run(1, samples=1)
+        cpu1, t1 = proc.cpu_times(), time.monotonic()
+    assert t is not None and t.host_samples >= 5
+    own_pct = (cpu1.user + cpu1.system - cpu0.user - cpu0.system) / (t1 - t0) * 100
+    assert own_pct > 20.0
+    assert t.cpu_foreign_pct is not None and t.cpu_foreign_pct < 100.0 - own_pct / 2
+    assert t.contamination is None or f"pid {server.pid} " not in t.contamination
+
+
+def test_a_group_server_that_exits_before_ready_is_setup_failed_with_its_log(
+        tmp_path: Path) -> None:
+    body = """[servers.dies]
+command = "sh -c 'echo PID $$; echo cannot load the model >&2; exit 3' sh {port}"
+[[matrix]]
+models = ["m"]
+server = "dies"
+"""
+    db = tmp_path / "d.db"
+    res = subprocess.run(dltop(db, str(profile(tmp_path, body))), capture_output=True,
+                         text=True, timeout=120, env=ENV)
+    assert res.returncode == 1, res.stdout + res.stderr
+    (run,) = query(db, "select status, error_kind, error_message, server_cold_start_s "
+                   "from runs")
+    assert (run["status"], run["error_kind"], run["server_cold_start_s"]) == (
+        "setup_failed", "setup", None)
+    assert run["error_message"].startswith("server command exited with status 3 before it "
+                                           "was ready"), run["error_message"]
+    assert run["error_message"].endswith("cannot load the model")

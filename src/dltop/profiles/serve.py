@@ -202,7 +202,8 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
 
     Raises:
         UserError: ``mode = "serve"`` without ``frameworks = ["openai"]`` or the other way
-            round, serve keys on another mode, or a setting a client cannot honour.
+            round, serve keys on another mode, a setting a client cannot honour, or
+            ``executor = "slurm"`` without a ``server`` dltop starts in the allocation.
     """
     if "serve" not in catalog.capabilities(framework).modes:
         if s["mode"] == "serve":
@@ -217,11 +218,15 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
         raise err(loc("mode"), 'frameworks = ["openai"] takes mode = "serve" (set it in the '
                   "entry or in [defaults])")
     for key, default in (("epochs", None), ("optimizer", "sgd"), ("profile", False),
-                         ("data", "synthetic"), ("data_loader", "device"), ("nodes", 1),
-                         ("executor", "local")):
+                         ("data", "synthetic"), ("data_loader", "device"), ("nodes", 1)):
         if s[key] != default:
             raise err(loc(key), f'{key} does not apply to frameworks = ["openai"] (the '
-                      "server decides how it runs; this version runs the client locally)")
+                      "server decides how it runs)")
+    if s["executor"] == "slurm" and s["server"] is None:
+        raise err(loc("executor"), 'executor = "slurm" with frameworks = ["openai"] needs '
+                  'server = "NAME": the job starts its server and client in one allocation '
+                  "(docs/cluster.md#serve-jobs); an endpoint that already serves is not the "
+                  "allocation's, so run the client against it with executor = \"local\"")
     out = dict(s)
     from dltop.profiles import lm  # here: lm imports the runners' catalogue at first use
 

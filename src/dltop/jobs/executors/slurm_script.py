@@ -43,6 +43,7 @@ from dltop.jobs.executors.slurm_guard import (
     setup_lines,
     step_check_lines,
 )
+from dltop.jobs.executors.slurm_serve import runner_block
 from dltop.profiles.model import JobSpec
 from dltop.runners.launchers import torchrun_argv
 from dltop.textsafe import one_line
@@ -329,8 +330,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
         lines += tf_config_lines(runner_argv[0])
     lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
               *env_report_lines(files),
-              runner_command(job, runner_argv),
-              "status=$?"]
+              *runner_block(job, runner_command(job, runner_argv))]
     if relayed:
         lines += [
             # The FIFO's name is gone when rank 0 opened it (relay.join): its copy ends

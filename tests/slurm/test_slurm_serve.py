@@ -97,8 +97,8 @@ def test_a_serve_job_runs_server_and_client_in_one_slurm_job(slurm_env: LocalSlu
     rundir = tmp_path / "d-runs" / f"run-{run['id']}"
     assert (rundir / "server.log").stat().st_mode & 0o777 == 0o600
     pid, ppid, pgid = server_ids(rundir)
-    # a child of the runner in the step (the pid Slurm's job reported), its own group
-    assert pgid == pid and ppid != 0
+    # leading its own group (stopped as a whole), started by the runner in the step
+    assert pgid == pid and ppid != pid
     runner_log = (rundir / "runner.log").read_text()
     assert "server ready at http://127.0.0.1:" in runner_log, runner_log
     assert "server stopped (exit status -15)" in runner_log, runner_log

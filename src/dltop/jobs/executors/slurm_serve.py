@@ -23,17 +23,15 @@ GRACE_S = 4
 by default), after which Slurm KILLs the step itself and ``node.sh`` with it."""
 
 
-def starts_server(job: JobSpec) -> bool:
-    """The job's runner starts a server (``server = "NAME"``)."""
-    return bool(dict(job.options).get("server_command"))
-
-
-def runner_lines(command: str) -> list[str]:
-    """Run ``command`` (the runner) in a session of its own; ``status`` its exit status.
+def runner_block(job: JobSpec, command: str) -> list[str]:
+    """``node.sh``'s lines that run ``command`` (the runner) and set ``status``: for a
+    job whose runner starts a server (``server = "NAME"``), in a session of its own.
 
     A background job of a script (no job control) is never a process group leader, so
     ``setsid`` makes the session in place: its id is the runner's pid (``$!``).
     """
+    if not dict(job.options).get("server_command"):
+        return [command, "status=$?"]
     return [
         "if command -v setsid >/dev/null && command -v pkill >/dev/null; then",
         "    DLTOP_SID=",
@@ -60,10 +58,3 @@ def runner_lines(command: str) -> list[str]:
         f"    {command}",
         "    status=$?",
         "fi"]
-
-
-def runner_block(job: JobSpec, command: str) -> list[str]:
-    """``node.sh``'s lines that run the runner and set ``status``."""
-    if starts_server(job):
-        return runner_lines(command)
-    return [command, "status=$?"]

@@ -80,34 +80,41 @@ def stored(tmp_path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 @pytest.mark.slow
 def test_a_serve_job_runs_server_and_client_in_one_slurm_job(slurm_env: LocalSlurm,
                                                               tmp_path: Path) -> None:
+    # Two runs of one server (a concurrency sweep: one group under server_scope's
+    # default): on Slurm each is a job of its own, each with its own server in it.
     # Slurm's GPU plugin sets the step's CUDA_VISIBLE_DEVICES; this cluster has no GPUs,
     # so a setup line stands in for it: {devices} must be the step's, not the engine's.
-    prof = write(tmp_path, 'iterations = 6\ntimeout_s = 120\n'
+    prof = write(tmp_path, 'iterations = 6\ntimeout_s = 120\nconcurrency = [1, 2]\n'
                  '[slurm]\nsetup = ["export CUDA_VISIBLE_DEVICES=3"]')
     res = dltop(tmp_path, "run", str(prof), "--headless")
     assert res.returncode == 0, res.stdout + res.stderr
-    (run,) = runs(tmp_path)
-    assert run["status"] == "ok", run
-    assert run["slurm_job_id"] and run["slurm_state"] == "COMPLETED"
-    assert run["slurm_nodes"] == NODE
-    assert 0.4 <= run["server_cold_start_s"] < 30
-    ((n,),) = stored(tmp_path, "select count(*) from serve_requests where run_id = ? "
-                     "and error is null and not warmup", run["id"])
-    assert n == 6
-    rundir = tmp_path / "d-runs" / f"run-{run['id']}"
-    assert (rundir / "server.log").stat().st_mode & 0o777 == 0o600
-    pid, ppid, pgid = server_ids(rundir)
-    # leading its own group (stopped as a whole), started by the runner in the step
-    assert pgid == pid and ppid != pid
-    runner_log = (rundir / "runner.log").read_text()
-    assert "server ready at http://127.0.0.1:" in runner_log, runner_log
-    assert "server stopped (exit status -15)" in runner_log, runner_log
-    # the server ran in the step on the allocated node, on the step's devices
-    job_env = (rundir / "job-env").read_text()
-    assert f"SLURM_JOB_NODELIST={NODE}" in job_env
-    assert "CUDA_VISIBLE_DEVICES=3" in job_env
-    assert (rundir / "server.log").read_text().splitlines()[0] == "DEVICES=3"
-    assert gone(pid)
+    done = runs(tmp_path)
+    assert len(done) == 2 and len({r["slurm_job_id"] for r in done}) == 2
+    pids = []
+    for run in done:
+        assert run["status"] == "ok", run
+        assert run["slurm_job_id"] and run["slurm_state"] == "COMPLETED"
+        assert run["slurm_nodes"] == NODE
+        assert 0.4 <= run["server_cold_start_s"] < 30  # its own server, started cold
+        ((n,),) = stored(tmp_path, "select count(*) from serve_requests where run_id = ? "
+                         "and error is null and not warmup", run["id"])
+        assert n == 6
+        rundir = tmp_path / "d-runs" / f"run-{run['id']}"
+        assert (rundir / "server.log").stat().st_mode & 0o777 == 0o600
+        pid, ppid, pgid = server_ids(rundir)
+        # leading its own group (stopped as a whole), started by the runner in the step
+        assert pgid == pid and ppid != pid
+        pids.append(pid)
+        runner_log = (rundir / "runner.log").read_text()
+        assert "server ready at http://127.0.0.1:" in runner_log, runner_log
+        assert "server stopped (exit status -15)" in runner_log, runner_log
+        # the server ran in the step on the allocated node, on the step's devices
+        job_env = (rundir / "job-env").read_text()
+        assert f"SLURM_JOB_NODELIST={NODE}" in job_env
+        assert "CUDA_VISIBLE_DEVICES=3" in job_env
+        assert (rundir / "server.log").read_text().splitlines()[0] == "DEVICES=3"
+    assert pids[0] != pids[1]
+    assert all(gone(p) for p in pids)
 
 
 @pytest.mark.slow

@@ -128,11 +128,6 @@ class Integer:
         words = "".join(f' or "{w}"' for w in self.also)
         return f"an integer >= {self.minimum} and <= {self.maximum}{words}"
 
-    @property
-    def accepts(self) -> str:
-        """What the check accepts, as docs/profiles.md's range table says it."""
-        return self.expected
-
     def __call__(self, v: Any) -> Any:
         if isinstance(v, str) and v in self.also:
             return v
@@ -156,11 +151,6 @@ class Number:
     def expected(self) -> str:
         """The range, as its error says it (``> 0 and <= 1000``)."""
         return f"{'>' if self.above else '>='} {_show(self.low)} and <= {_show(self.high)}"
-
-    @property
-    def accepts(self) -> str:
-        """What the check accepts, as docs/profiles.md's range table says it."""
-        return f"a finite {self.noun} {self.expected}"
 
     def __call__(self, v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):

@@ -104,7 +104,7 @@ class RunExtras:
         self._generations: list[dict[str, Any]] = []
         self._distinct = [0, 0]
         """Σ distinct_tokens and Σ batch × new_tokens of the measured requests that
-        counted them (:func:`dltop.store.generations.distinct_fraction`'s sums)."""
+        counted them (:data:`dltop.store.generations.DISTINCT_COLUMN`'s sums)."""
         self._inference = inference
         self._store = store
         self._write_later = write_later

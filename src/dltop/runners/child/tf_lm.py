@@ -291,33 +291,6 @@ def build(name, attention="fused", generate=False):
     return model
 
 
-def count_params(name):
-    """The trainable parameter count of ``name``'s Keras model, without allocating it.
-
-    Under ``keras.StatelessScope`` Keras creates each variable with its shape and
-    defers the initialiser, so llama-1b's 1.2 billion parameters cost nothing.
-    """
-    with keras.StatelessScope(initialize_variables=False):
-        model = Decoder(name)
-        model.build(None)
-        count = param_count(model)
-    _forget(model.variables)
-    return count
-
-
-def _forget(variables):
-    # Keras keeps deferred variables in a global list that the next StatelessScope
-    # to exit initialises: drop these, or a later scope would allocate them all.
-    try:
-        from keras.src.backend.common import global_state
-    except ImportError:  # another Keras layout: nothing to drop
-        return
-    pending = global_state.get_global_attribute("uninitialized_variables")
-    if pending:
-        ours = set(id(v) for v in variables)
-        pending[:] = [v for v in pending if id(v) not in ours]
-
-
 def param_count(model):
     n = 0
     for v in model.trainable_variables:

@@ -290,11 +290,6 @@ def headers(fs: Iterable[Field[Any]]) -> dict[str, str]:
     return {f.name: str(f.metadata[HEADER]) for f in fs if f.metadata.get(HEADER)}
 
 
-def row_keys(fs: Iterable[Field[Any]]) -> tuple[str, ...]:
-    """The fields every summary and comparison table keys its rows by (``row_key``)."""
-    return declaring(fs, ROW_KEY)
-
-
 def declaring(fs: Iterable[Field[Any]], what: str, value: Any = None) -> tuple[str, ...]:
     """The fields that declare ``what`` (equal to ``value`` when given), in declaration
     order, or by their place where ``what`` is one (``sweep``, ``order``)."""

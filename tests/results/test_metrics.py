@@ -14,7 +14,7 @@ from dltop.results import export
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metricdefs import CONVERGENCE, METRICS
 from dltop.results.metrics import value_of
-from dltop.results.peaks import PEAKS, gpu_peak
+from dltop.results.peaks import PEAKS, gpu_peak, peak_tflops
 from dltop.store import memory_db
 
 MIB = 2**20
@@ -150,11 +150,6 @@ def test_every_metric_has_its_unit_in_the_pivot_title(campaigns: Any) -> None:
 def test_peak_table_matches_device_names(name: str, entry: str) -> None:
     peak = gpu_peak(name)
     assert peak is not None and peak.name == entry
-
-
-def peak_tflops(device_name: str | None, precision: str) -> float | None:
-    peak = gpu_peak(device_name)
-    return None if peak is None else peak.tflops.get(precision)
 
 
 def test_peak_values_and_unknowns() -> None:

@@ -9,14 +9,8 @@ from dltop.results.peaks import (
     gpu_bandwidth,
     gpu_peak,
     peak_bandwidth_tb_s,
+    peak_tflops,
 )
-
-
-def peak_tflops(device_name: str | None, precision: str) -> float | None:
-    """Peak dense TFLOP/s of one such GPU at ``precision``; ``None`` when unknown."""
-    peak = gpu_peak(device_name)
-    return None if peak is None else peak.tflops.get(precision)
-
 
 PRECISIONS = ("fp32", "tf32", "bf16", "fp16")
 

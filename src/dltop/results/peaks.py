@@ -103,6 +103,12 @@ def gpu_peak(device_name: str | None) -> GpuPeak | None:
     return None
 
 
+def peak_tflops(device_name: str | None, precision: str) -> float | None:
+    """Peak dense TFLOP/s of one such GPU at ``precision``; ``None`` when unknown."""
+    peak = gpu_peak(device_name)
+    return None if peak is None else peak.tflops.get(precision)
+
+
 @dataclass(frozen=True)
 class GpuBandwidth:
     """One GPU model's peak memory bandwidth."""

@@ -224,7 +224,6 @@ class Decoder(keras.Model):
 
     def __init__(self, name, attention="fused", shape=None, generate=False, **kwargs):
         super(Decoder, self).__init__(**kwargs)
-        self.lm_name = name
         # ``shape``: a smaller shape of the same keys (tests of the llama family).
         self.s = dict(shape or lm_catalog.shape(name))
         self.gpt = self.s["family"] == lm_catalog.GPT

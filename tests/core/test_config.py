@@ -110,7 +110,7 @@ def test_cntk_multi_worker_without_mpiexec_is_refused(tmp_path: Path,
     res = subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db)],
                          capture_output=True, text=True,
                          env={"PATH": str(bindir),
-                              "DLTOP_PYTHON_CNTK": registry.python_for("cntk"),
+                              "DLTOP_PYTHON_CNTK": registry.interpreter("cntk")[0],
                               "DLTOP_CONFIG": str(tmp_path / "c.toml"), "HOME": str(tmp_path)})
     assert res.returncode == 2, res.stderr
     assert "cpus:2 with CNTK needs mpiexec" in res.stderr and not db.exists()

@@ -129,7 +129,7 @@ def test_a_campaign_without_a_finished_run_says_so(tmp_path: Path) -> None:
     rep = _report(path, str(cid))
     assert rep.empty.startswith(f"No finished run in campaign {cid} `queued`")
     assert rep.figures == () and rep.runs == ()
-    page = html.page(rep, draw=lambda spec: "<svg></svg>")
+    page = "\n".join(html.page_parts(rep, draw=lambda spec: "<svg></svg>"))
     assert "No finished run in campaign" in page and "<svg" not in page
 
 

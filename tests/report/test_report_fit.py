@@ -168,7 +168,7 @@ def test_left_out_is_one_line_per_reason(reports: dict[str, Report]) -> None:
         "baseline (fcn-r, alexnet-r, resnet-50, resnet-56)",
         "throughput and GPU memory vs batch size: one batch size only (128, 1024) "
         "(fcn-r, alexnet-r, resnet-56)"]
-    page = html.page(check, draw=lambda spec: "<svg></svg>")
+    page = "\n".join(html.page_parts(check, draw=lambda spec: "<svg></svg>"))
     assert "omitted:" not in page and page.count("<h2>Not drawn</h2>") == 1
     assert page.count('<ul class="omitted"') == 1 and page.count("<li>one count") == 0
     # 17 configurations with too few readings: one clause, not 17 (the 25-line wall)

@@ -69,3 +69,12 @@ class CampaignMaker:
 @pytest.fixture
 def campaigns() -> type[CampaignMaker]:
     return CampaignMaker
+
+
+def distinct_fraction(rows: Sequence[tuple[bool, int, int, int | None]]) -> float | None:
+    """A generate run's ``distinct_token_frac`` recomputed from its ``generations`` rows
+    (warmup, batch, new_tokens, distinct_tokens): Σ distinct / Σ batch × new_tokens over
+    the measured requests that counted them; None without any."""
+    counted = [(b, n, d) for warm, b, n, d in rows if not warm and d is not None]
+    tokens = sum(b * n for b, n, _ in counted)
+    return sum(d for _, _, d in counted) / tokens if tokens else None

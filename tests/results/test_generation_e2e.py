@@ -24,8 +24,10 @@ from tests.dltop_env import DltopEnv
 from dltop.report import data, specs
 from dltop.results import queries
 from dltop.results.generation import decode_rate, quantiles
-from dltop.store.generations import distinct_fraction, unpack_seconds
+from dltop.store.generations import unpack_seconds
 from dltop.store.reader import open_reader
+
+from .conftest import distinct_fraction
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 sys.path.insert(0, str(PROGRAMS))

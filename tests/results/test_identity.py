@@ -18,6 +18,7 @@ import sqlite_utils
 from dltop.profiles.loader import parse
 from dltop.profiles.model import JobSpec
 from dltop.results import compare, export, identity, queries, scaling, summary
+from dltop.results.render import render
 from dltop.results.stats import summarize_run
 from dltop.results.table import Cell, Role, Table
 from dltop.store import Store, memory_db
@@ -280,7 +281,7 @@ def test_scaling_groups_keep_the_varying_fields_apart() -> None:
     speedups = {(r.identity["lr"], r.device): r.speedup for r in rows}
     assert speedups[(0.01, "cpu:2")] == pytest.approx(0.5)
     assert speedups[(0.5, "cpu:2")] == pytest.approx(0.3 / 0.4)
-    md = scaling.render_scaling(rows, "md", "t")
+    md = render(scaling.scaling_table(rows, "t"), "md")
     assert "| model | framework | batch | lr | devices |" in md
     assert "constant: precision fp32" in md
 

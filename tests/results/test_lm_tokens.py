@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from dltop.store.generations import distinct_fraction
+from .conftest import distinct_fraction
 
 PROFILE = """
 name = "lm-tokens"

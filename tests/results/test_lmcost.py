@@ -31,17 +31,25 @@ KV_BF16 = 2 * 12 * 12 * 64 * 2
 """Keys and values of one position, 12 layers x 12 heads x 64, bf16: 36 864 bytes."""
 
 
+def decode_bytes(name: str, position: int, batch: int, bytes_per_value: int) -> int:
+    """Bytes the decode step of the token at ``position`` (0-based) must move: the weights
+    once, the cached keys and values of positions 0 .. position-1 read for each of
+    ``batch`` sequences, and the step's own position written."""
+    kv = CAT.kv_bytes_per_position(name, bytes_per_value) * batch
+    return int(CAT.weight_bytes(name, bytes_per_value) + kv * (position + 1))
+
+
 def test_decode_bytes_of_gpt2_small_by_hand() -> None:
     assert WEIGHTS_BF16 == 247_306_752 and KV_BF16 == 36_864
     # the token at position 200: 200 cached positions read, its own written
-    assert CAT.decode_bytes("gpt2-small", 200, 1, 2) == WEIGHTS_BF16 + 201 * KV_BF16 \
+    assert decode_bytes("gpt2-small", 200, 1, 2) == WEIGHTS_BF16 + 201 * KV_BF16 \
         == 254_716_416
     # batch 8 reads eight caches and the weights once
-    assert CAT.decode_bytes("gpt2-small", 200, 8, 2) == WEIGHTS_BF16 + 8 * 201 * KV_BF16
-    assert CAT.decode_bytes("gpt2-small", 200, 1, 4) == 2 * CAT.decode_bytes(
+    assert decode_bytes("gpt2-small", 200, 8, 2) == WEIGHTS_BF16 + 8 * 201 * KV_BF16
+    assert decode_bytes("gpt2-small", 200, 1, 4) == 2 * decode_bytes(
         "gpt2-small", 200, 1, 2)
     # a request of 128 + 128: steps at positions 128 .. 254, their mean of position + 1 is 192
-    steps = [CAT.decode_bytes("gpt2-small", p, 1, 2) for p in range(128, 255)]
+    steps = [decode_bytes("gpt2-small", p, 1, 2) for p in range(128, 255)]
     assert len(steps) == 127
     assert CAT.mean_decode_bytes("gpt2-small", 128, 128, 1, 2) == pytest.approx(
         sum(steps) / 127) == WEIGHTS_BF16 + 192 * KV_BF16

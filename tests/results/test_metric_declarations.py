@@ -20,11 +20,11 @@ from dltop.results.metricdefs import (
     CONVERGENCE,
     EXTRA,
     METRICS,
+    MODES,
     SUMMARY,
     Metric,
     computes,
     metric,
-    metrics_markdown,
 )
 from dltop.results.metrics import value_of
 from dltop.results.table import Role
@@ -57,6 +57,16 @@ def test_the_switch_offers_every_declared_metric() -> None:
     assert sorted(METRIC_NAMES) == sorted(METRICS)
     # the metrics of some modes only come after those of every run
     assert METRIC_NAMES[-len(CONVERGENCE):] == CONVERGENCE
+
+
+def metrics_markdown() -> str:
+    """The table of METRICS as docs/metrics.md shows it."""
+    lines = ["| M | what | unit | best | modes | a cell over the ok runs |", "|---" * 6 + "|"]
+    lines += [f"| `{m.name}` | {m.title} | {m.unit or '-'} | "
+              f"{'highest' if m.higher else 'lowest'} | "
+              f"{'every mode' if m.modes == MODES else ', '.join(m.modes)} | {m.how} |"
+              for m in METRICS.values()]
+    return "\n".join(lines) + "\n"
 
 
 def test_docs_show_the_declared_table() -> None:

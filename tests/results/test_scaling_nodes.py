@@ -7,6 +7,7 @@ import json
 import pytest
 
 from dltop.results import scaling
+from dltop.results.render import render
 from dltop.store import memory_db
 
 from .conftest import CampaignMaker
@@ -51,12 +52,12 @@ def test_speedup_per_worker_and_against_one_node() -> None:
 def test_the_table_gains_a_nodes_column_and_the_vs_one_node_columns() -> None:
     rows = _campaign({("gpu:1", 1): 1.0, ("gpu:1", 2): 0.5, ("gpu:2", 1): 0.5,
                       ("gpu:2", 2): 0.25})
-    md = scaling.render_scaling(rows, "md", "t")
+    md = render(scaling.scaling_table(rows, "t"), "md")
     assert ("| model | framework | batch | devices | nodes | s/iter | samples/s | speedup | "
             "efficiency | speedup vs 1 node | efficiency vs 1 node |") in md
     assert "| gpu:2 | 2 | 0.2500 | 32.0 | 4.00 | 100% | 2.00 | 100% |" in md
     assert "efficiency = speedup / (N x nodes)" in md
-    doc = json.loads(scaling.render_scaling(rows, "json", "t"))
+    doc = json.loads(render(scaling.scaling_table(rows, "t"), "json"))
     last = doc["rows"][-1]
     assert (last["nodes"], last["node_speedup"], last["node_efficiency"]) == (2, 2.0, 1.0)
 
@@ -66,7 +67,7 @@ def test_a_one_node_set_keeps_its_table() -> None:
     cid, jobs = CampaignMaker.create(db, CampaignMaker.profile("p", ["gpu:1", "gpu:2"]))
     for (_, job_id), s in zip(jobs, (1.0, 0.5), strict=True):
         CampaignMaker.add_run(db, cid, job_id, [s] * 5)
-    md = scaling.render_scaling(scaling.scaling_rows(db, cid), "md", "t")
+    md = render(scaling.scaling_table(scaling.scaling_rows(db, cid), "t"), "md")
     assert "| model | framework | batch | devices | s/iter | samples/s | speedup | " \
            "efficiency |" in md
     assert "node" not in md.split("\n\n")[0].splitlines()[0]

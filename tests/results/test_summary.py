@@ -12,6 +12,7 @@ from dltop import cli
 from dltop.report import data as report_data
 from dltop.report.html import summary_html
 from dltop.results import bootstrap, export, queries, scaling, summary
+from dltop.results.render import render
 from dltop.store import connect, memory_db
 
 # cpu:1: three ok repeats; cpu:2: one ok (superlinear: 2.5x on 2 threads), one oom,
@@ -58,9 +59,9 @@ def test_scaling_marks_superlinear_efficiency(db_path: Path) -> None:
     rows = scaling.scaling_rows(db, 1)
     two = next(r for r in rows if r.device == "cpu:2")
     assert two.superlinear and two.efficiency is not None and two.efficiency > 1
-    text = scaling.render_scaling(rows, "md", "t")
+    text = render(scaling.scaling_table(rows, "t"), "md")
     assert "%‡ |" in text and "‡ efficiency above 100 %" in text
-    assert "\\textdaggerdbl{}" in scaling.render_scaling(rows, "latex", "t")
+    assert "\\textdaggerdbl{}" in render(scaling.scaling_table(rows, "t"), "latex")
 
 
 def test_speedup_and_efficiency_arithmetic(campaigns: Any) -> None:
@@ -73,7 +74,7 @@ def test_speedup_and_efficiency_arithmetic(campaigns: Any) -> None:
     assert [r.device for r in rows] == ["gpu:1", "gpu:2", "gpu:4"]
     assert [round(r.speedup or 0, 3) for r in rows] == [1.0, 1.6, 2.0]
     assert [round(r.efficiency or 0, 3) for r in rows] == [1.0, 0.8, 0.5]
-    md = scaling.render_scaling(rows, "md", "t")
+    md = render(scaling.scaling_table(rows, "t"), "md")
     assert "| fcn-r | torch | 32 | gpu:4 | 0.2000 | 160.0 | 2.00 | 50% |" in md
 
 

@@ -47,6 +47,20 @@ class LazyModule:
         return getattr(importlib.import_module(self._name), attr)
 
 
+class Shapes:
+    """jax_lm.init_params's ``init`` giving ``jax.ShapeDtypeStruct``s: the parameter tree,
+    nothing allocated."""
+
+    def normal(self, shape: Any, std: float) -> Any:
+        import jax
+        import jax.numpy as jnp
+
+        return jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
+
+    def full(self, shape: Any, value: float) -> Any:
+        return self.normal(shape, value)
+
+
 def spec(model: str = "fcn-r", device: str = "cpu:1", **kw: Any) -> dict[str, Any]:
     base: dict[str, Any] = dict(
         profile="t", framework="torch", model=model, batch_size=4,

@@ -59,19 +59,20 @@ def test_ptb_vocab_and_unk(tmp_path: Path) -> None:
     assert ids == [0, 2, 0, 1, 2, 0, 2, 1]
 
 
-def test_real_data_gives_shapes_and_shifted_ptb_targets(tmp_path: Path) -> None:
+def test_real_split_gives_shapes_and_shifted_ptb_targets(tmp_path: Path) -> None:
     import dltop_protocol  # the child's own module (tests/runners/conftest.py puts it on the path)
 
     write_mnist(tmp_path, n=5)
-    kind, shape, pixels, labels = datasets.real_data("fcn-r", str(tmp_path))
-    assert (kind, shape, len(pixels), list(labels)) == ("mnist", (5, 784), 5 * 784, [0, 1, 2, 3, 4])
+    kind, shape, (pixels, labels, n), _ = datasets.real_split("fcn-r", str(tmp_path))
+    assert (kind, shape, n, len(pixels), list(labels)) == (
+        "mnist", (784,), 5, 5 * 784, [0, 1, 2, 3, 4])
     (tmp_path / "ptb.train.txt").write_text(" ".join(f"w{i}" for i in range(70)) + "\n")
-    kind, shape, x, y = datasets.real_data("lstm", str(tmp_path))  # 71 ids with <eos>
-    assert (kind, shape, len(x)) == ("ptb", (2, 32), 64)
+    kind, shape, (x, y, n), _ = datasets.real_split("lstm", str(tmp_path))  # 71 ids with <eos>
+    assert (kind, shape, n, len(x)) == ("ptb", (32,), 2, 64)
     ids, _ = datasets.read_ptb(str(tmp_path))
     assert x == ids[:64] and y == ids[1:65]
     with pytest.raises(dltop_protocol.Unsupported, match="no real data set for model resnet-50"):
-        datasets.real_data("resnet-50", str(tmp_path))
+        datasets.real_split("resnet-50", str(tmp_path))
 
 
 def test_batches_wrap_and_convert() -> None:
@@ -179,6 +180,6 @@ def test_cifar_binary_test_batch(tmp_path: Path) -> None:
     assert (train[2], test[2], list(test[1])) == (4, 2, [3, 3])
 
 
-def test_real_data_gives_lenet_images(synth_data: Callable[[str], Path]) -> None:
-    kind, shape, pixels, _ = datasets.real_data("lenet", str(synth_data("mnist")))
-    assert (kind, shape, len(pixels)) == ("mnist", (6000, 1, 28, 28), 6000 * 784)
+def test_real_split_gives_lenet_images(synth_data: Callable[[str], Path]) -> None:
+    kind, shape, (pixels, _, n), _ = datasets.real_split("lenet", str(synth_data("mnist")))
+    assert (kind, shape, n, len(pixels)) == ("mnist", (1, 28, 28), 6000, 6000 * 784)

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from .conftest import run_runner, spec
+from .conftest import Shapes, run_runner, spec
 
 pytestmark = pytest.mark.jax
 
@@ -43,7 +43,7 @@ def test_parameter_count_equals_the_catalog(name: str) -> None:
     import lm_catalog
 
     lm = jax_lm.describe(name, dtype=jnp.bfloat16)
-    params = jax_lm.init_params(lm.shape, jax_lm.Shapes())  # shapes only, nothing allocated
+    params = jax_lm.init_params(lm.shape, Shapes())  # shapes only, nothing allocated
     assert jax_lm.param_count(params) == lm_catalog.param_count(name)
     # the whole forward pass traced abstractly at full size: the tree fits the model
     ids = jax.ShapeDtypeStruct((2, 8), jnp.int32)

@@ -15,6 +15,8 @@ import torch
 import torch_lm
 import torch_lm_steps
 
+from .conftest import Shapes
+
 LLAMA_TEST = dict(family="llama", layers=2, d_model=64, heads=4, kv_heads=2, ffn=96,
                   vocab=500, context=256, seq_len=32, rope_theta=500000.0)
 """Grouped keys and RoPE, a context long enough for several buckets."""
@@ -172,7 +174,7 @@ def test_jax_decode_step_reads_only_its_bucket_of_the_cache() -> None:
 
     for attention in ("fused", "plain"):
         lm = jax_lm.describe("gpt-tiny", attention)
-        params = jax_lm.init_params(lm.shape, jax_lm.Shapes())
+        params = jax_lm.init_params(lm.shape, Shapes())
         cache = jax.eval_shape(lambda lm=lm: jax_lm.empty_cache(lm, 2, 200))
         token, pos = jax.ShapeDtypeStruct((2,), jnp.int32), jax.ShapeDtypeStruct((), jnp.int32)
         jaxpr = jax.make_jaxpr(lambda p, c, t, n, lm=lm: jax_lm_steps.decode_step(

@@ -12,7 +12,7 @@ import lm_catalog
 import lm_decode
 import pytest
 
-from .conftest import LazyModule
+from .conftest import LazyModule, Shapes
 
 tf = LazyModule("tensorflow")
 
@@ -54,7 +54,7 @@ def test_jax_prefill_projects_the_last_position_only(monkeypatch: pytest.MonkeyP
 
     monkeypatch.setattr(jax_lm, "head", spy)
     lm = jax_lm.describe("gpt-tiny")
-    params = jax_lm.init_params(lm.shape, jax_lm.Shapes())  # shapes only
+    params = jax_lm.init_params(lm.shape, Shapes())  # shapes only
     cache = jax.eval_shape(lambda: jax_lm.empty_cache(lm, BATCH, PROMPT + NEW))
     ids = jax.ShapeDtypeStruct((BATCH, PROMPT), jnp.int32)
     cache, token, pos = jax.eval_shape(

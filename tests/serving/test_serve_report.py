@@ -126,7 +126,7 @@ def test_serving_figures_plot_the_serving_numbers(tmp_path: Path, fake_server) -
     spec = specs.spec(lat)
     assert any(layer["mark"].get("size") == 120 for view in spec["hconcat"]
                for layer in view["layer"] if isinstance(layer["mark"], dict))
-    page = "".join(html.page(rep))
+    page = "\n".join(html.page_parts(rep))
     assert "Serving: latency, throughput" in page and 'id="serve-latency"' in page
     assert f'id="serve-run-{run_ids[0]}" class="run" data-run="{run_ids[0]}"' in page
     assert page.count("<option") == 4

@@ -97,7 +97,7 @@ def test_failed_writes_are_named_by_what_they_held_and_their_error_type() -> Non
         writes.later(bug, 1, {})
         writes.later(lambda *_: None, 1, what=ITERATION_ROWS, count=5)  # stored: not lost
         asyncio.run(writes.settled())
-    assert writes.lost_rows == 25
+    assert writes.lost[ITERATION_ROWS] == 25
     assert writes.note() == ("storage: 25 iteration rows not stored, operator profile not "
                              "stored, 1 other writes failed (d.db: database or disk is full)")
     with ThreadPoolExecutor(1) as pool:

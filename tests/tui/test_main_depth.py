@@ -114,6 +114,11 @@ def test_a_requeued_job_shows_no_stale_median(tmp_path: Path) -> None:
     assert view.jobs[1].median_s == 0.1  # a finished job keeps its figure
 
 
+def _text(lines: DeviceLines, row: Any) -> str:
+    """One device row (``lines.gpus[i]`` or ``lines.host``) as plain text at the widget's width."""
+    return "".join(t for t, _ in row.parts(lines.size.width))
+
+
 def _procs(index: int) -> tuple[GpuProcess, ...]:
     return ((GpuProcess(900_001 + index, 3 * 2**29, 87.0),
              GpuProcess(900_100, 256 * 2**20, None)) if index < 2 else ())
@@ -142,8 +147,8 @@ async def test_gpu_process_panel_lists_processes_from_telemetry(
         assert [p.pid for p in panel.processes] == [900_001, 900_100, 900_002, 900_100]
         # throttle reasons: gpu_idle alone says nothing; sw_power_cap is shown on GPU 1
         lines = app.screen.query_one(DeviceLines)
-        assert "sw_power_cap" in lines.gpu_text(1)
-        assert "gpu_idle" not in lines.gpu_text(0)
+        assert "sw_power_cap" in _text(lines, lines.gpus[1])
+        assert "gpu_idle" not in _text(lines, lines.gpus[0])
 
 
 async def test_no_room_for_gpu_processes_at_80x24_with_8_gpus(
@@ -183,7 +188,7 @@ async def _graph_width(tmp_path: Path, size: tuple[int, int]) -> tuple[int, str]
         await pilot.pause()
         lines = app.screen.query_one(DeviceLines)
         util_w, _ = lines.gpus[0].graph_widths(lines.size.width)
-        return util_w, lines.gpu_text(0)
+        return util_w, _text(lines, lines.gpus[0])
 
 
 @pytest.mark.slow
@@ -208,11 +213,11 @@ async def test_all_host_cores_are_shown_grouped_when_they_do_not_fit(tmp_path: P
         await pilot.pause()
         bars_w, _ = row.layout_widths(lines.size.width)
         assert bars_w == 40  # all of them, one bar each (it was the last 32)
-        assert "▁█" * 20 in lines.host_text()
+        assert "▁█" * 20 in _text(lines, lines.host)
         many = tuple(100.0 if i < 128 else 0.0 for i in range(256))
         row.push(HostSample(0, many, 1.0, 2**30, 2**34, 0))
         await pilot.pause()
-        text = lines.host_text()
+        text = _text(lines, lines.host)
         assert "×" in text  # cores per bar
         bars_w, _ = row.layout_widths(lines.size.width)
         per = -(-256 // bars_w)

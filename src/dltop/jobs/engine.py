@@ -365,8 +365,3 @@ class Engine:
             guard.call(self._db_label, self._store.telemetry.write_batch, batch)
         except Exception as exc:  # lost samples are counted; they never end the engine
             self.telemetry_loss.add(batch, exc)
-
-    @property
-    def telemetry_batches_lost(self) -> int:
-        """Telemetry batches the database refused since the engine started."""
-        return self.telemetry_loss.batches

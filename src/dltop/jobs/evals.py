@@ -96,15 +96,13 @@ class RunExtras:
         self.run_id = run_id
         self.plan_iterations: int | None = None
         """Steps the runner said it will run (warm-up included), once its plan came."""
-        self.n_evals = 0
-        self.profiled = False
         self.n_generations = 0
         self._pending: dict[str, Any] | None = None
         """The last ``generate`` event's row, until its ``iter`` gives ``e2e_s``."""
         self._generations: list[dict[str, Any]] = []
         self._distinct = [0, 0]
         """Σ distinct_tokens and Σ batch × new_tokens of the measured requests that
-        counted them (:func:`dltop.store.generations.distinct_fraction`'s sums)."""
+        counted them (:data:`dltop.store.generations.DISTINCT_COLUMN`'s sums)."""
         self._inference = inference
         self._store = store
         self._write_later = write_later
@@ -120,11 +118,9 @@ class RunExtras:
             self._write_later(self._store.update_run, self.run_id,
                               {PLAN_COLUMN: self.plan_iterations})
         elif name == "eval":
-            self.n_evals += 1
             self._write_later(self._store.add_evals, self.run_id, [eval_row(event)],
                               what="evaluation rows", count=1)
         elif name == "profile":
-            self.profiled = True
             summary, ops = profile_rows(event)
             self._write_later(self._store.set_profile, self.run_id, summary, ops,
                               what=OPERATOR_PROFILE)

@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any
 
 from dltop.childfiles import child_module
+from dltop.jobs import protocol_evals
 from dltop.jobs.protocol_evals import check_eval, check_generate, check_plan, check_profile
 from dltop.jobs.protocol_serve import check_load, check_request
 
@@ -59,7 +60,6 @@ own constant: one rule on both sides of the protocol."""
 
 _HELLO_TEXT = ("framework", "framework_version", "python_version", "python_executable",
                "device", "blas", "cuda_version", "cudnn_version", "device_name")
-_NONFINITE_LOSS = frozenset({"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity"})
 
 
 def _is_int(v: Any) -> bool:
@@ -128,7 +128,7 @@ def _check_iter(e: dict[str, Any], last_index: int) -> str | None:
     loss: Any = e.get("loss")
     if loss is not None:
         if isinstance(loss, str):
-            if loss.strip().lower() not in _NONFINITE_LOSS:
+            if loss.strip().lower() not in protocol_evals.NONFINITE:
                 return f"loss {_show(loss)} is not a number"
         elif not _is_number(loss):
             return f"loss {_show(loss)} is not a number"

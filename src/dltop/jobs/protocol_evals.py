@@ -48,7 +48,7 @@ MAX_NEW_TOKENS = 65536
 """Tokens one generation request may decode: its ``itl_s`` list has one fewer. A longer
 list is a runner's bug (no catalogue model has a context near it), and the bound keeps
 one event's stored row small (8 bytes per latency)."""
-_NONFINITE = frozenset({"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity"})
+NONFINITE = frozenset({"nan", "-nan", "inf", "+inf", "-inf", "infinity", "-infinity"})
 
 
 def _is_int(v: Any) -> bool:
@@ -87,7 +87,7 @@ def _number_field(e: dict[str, Any], key: str, *, required: bool = False,
 def _maybe_nonfinite(e: dict[str, Any], key: str) -> str | None:
     """Null, a number, or a non-finite spelled as text (stored as NULL)."""
     v: Any = e.get(key)
-    if v is None or (isinstance(v, str) and v.strip().lower() in _NONFINITE):
+    if v is None or (isinstance(v, str) and v.strip().lower() in NONFINITE):
         return None
     if isinstance(v, float) and not math.isfinite(v):
         return None

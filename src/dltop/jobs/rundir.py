@@ -172,16 +172,6 @@ def _write_new(dir_fd: int, name: str, data: bytes, where: Path) -> None:
         os.close(fd)
 
 
-def open_log_for_append(path: Path) -> int:
-    """``runner.log`` opened to append (0600, created if missing), never through a link.
-
-    Raises:
-        OSError: ``ELOOP`` when the path is a symbolic link.
-    """
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                   FILE_MODE)
-
-
 def run_dir_paths(runs_dir: Path, run_ids: Iterable[int]) -> list[Path]:
     """The folders of these runs that exist: ``run-N`` and ``run-N.old-*`` (symlinks too)."""
     wanted = {f"run-{i}" for i in run_ids}

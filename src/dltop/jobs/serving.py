@@ -53,7 +53,6 @@ class ServeExtras:
 
     def __init__(self, run_id: int, store: Store, write_later: Callable[..., None]) -> None:
         self.run_id = run_id
-        self.n_requests = 0
         self._rows: list[dict[str, Any]] = []
         self._lags: list[float] = []
         self._load: dict[str, Any] | None = None
@@ -63,7 +62,6 @@ class ServeExtras:
     def on_event(self, event: dict[str, Any]) -> None:
         """Take a checked ``request`` or ``load`` event."""
         if event["event"] == "request":
-            self.n_requests += 1
             row = request_row(event)
             self._rows.append(row)
             if not row["warmup"]:

@@ -51,11 +51,6 @@ class RunWrites:
         an operator profile)."""
         self.first_error: str | None = None
 
-    @property
-    def lost_rows(self) -> int:
-        """Iteration rows in batches that could not be stored."""
-        return self.lost.get(ITERATION_ROWS) or 0
-
     def later(self, fn: Callable[..., Any], *args: Any, what: str | None = None,
               count: int | None = None) -> None:
         """Queue ``fn(*args)``; :meth:`settled` waits for it (it never raises).

@@ -128,11 +128,6 @@ class Integer:
         words = "".join(f' or "{w}"' for w in self.also)
         return f"an integer >= {self.minimum} and <= {self.maximum}{words}"
 
-    @property
-    def accepts(self) -> str:
-        """What the check accepts, as docs/profiles.md's range table says it."""
-        return self.expected
-
     def __call__(self, v: Any) -> Any:
         if isinstance(v, str) and v in self.also:
             return v
@@ -156,11 +151,6 @@ class Number:
     def expected(self) -> str:
         """The range, as its error says it (``> 0 and <= 1000``)."""
         return f"{'>' if self.above else '>='} {_show(self.low)} and <= {_show(self.high)}"
-
-    @property
-    def accepts(self) -> str:
-        """What the check accepts, as docs/profiles.md's range table says it."""
-        return f"a finite {self.noun} {self.expected}"
 
     def __call__(self, v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):
@@ -298,11 +288,6 @@ def quiet_values(fs: Iterable[Field[Any]]) -> dict[str, tuple[Any, ...]]:
 def headers(fs: Iterable[Field[Any]]) -> dict[str, str]:
     """Field name -> its results column header, for the fields that declare one."""
     return {f.name: str(f.metadata[HEADER]) for f in fs if f.metadata.get(HEADER)}
-
-
-def row_keys(fs: Iterable[Field[Any]]) -> tuple[str, ...]:
-    """The fields every summary and comparison table keys its rows by (``row_key``)."""
-    return declaring(fs, ROW_KEY)
 
 
 def declaring(fs: Iterable[Field[Any]], what: str, value: Any = None) -> tuple[str, ...]:

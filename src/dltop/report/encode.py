@@ -144,8 +144,9 @@ def log_axis(values: Sequence[Any]) -> bool:
 
 
 HIDDEN = ("mode", *labels.LAST)
-"""Fields a line's short name leaves out: its row of panels says the mode, and the run
-length does not make a configuration."""
+"""Fields a line's short name (and a bar's category, when the rest still tells
+configurations apart) leaves out: its row of panels says the mode, and the run length does
+not make a configuration."""
 
 
 def variants(configs: Sequence[Config]) -> dict[int, str]:

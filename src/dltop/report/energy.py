@@ -18,6 +18,7 @@ from typing import Any
 from dltop import catalog
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import order as _order
+from dltop.report.encode import HIDDEN
 from dltop.report.leftout import caption_text
 from dltop.report.model import Figure
 from dltop.results import identity, labels, tokens
@@ -27,9 +28,6 @@ from dltop.results.readings import readings_check
 
 MODE_WORDS = {"train": "training", "inference": "inference", "generate": "generation"}
 """A mode as a row of panels is titled."""
-HIDDEN = ("mode", *labels.LAST)
-"""Fields a bar's category leaves out when the rest still tells configurations apart:
-the row of panels says the mode, and the run length does not make a configuration."""
 
 
 def _mode(r: ConfigResult) -> str:

@@ -162,14 +162,9 @@ SECTIONS = (("devices", "Time per mini-batch vs threads / GPUs"),
             ("serving", "Serving: latency, throughput, goodput and energy vs request rate"))
 
 
-def page(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg) -> str:
-    """The whole page (``draw`` renders a Vega-Lite spec to SVG text)."""
-    return "\n".join(page_parts(report, draw))
-
-
 def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
                summary: str | None = None) -> list[str]:
-    """The page's parts, in order, each a line (:func:`page` joins them): a writer
+    """The page's parts, in order, each a line (joined by newlines: the page): a writer
     encodes them one by one instead of holding the page as text and bytes at once
     (11.6 + 5.8 MB at 10 000 configurations, while Vega's engine holds its most).
 

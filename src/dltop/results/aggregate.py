@@ -149,8 +149,6 @@ class ConfigResult:
     gpu_name: str | None = None
     """The GPU model of a ``gpu:N`` configuration (``runs.device_name``); ``None`` on CPUs
     or when no run reported one."""
-    campaign_ids: tuple[int, ...] = ()
-    """The campaigns its jobs came from."""
     short_count: tuple[int, int] | None = None
     """For a ``short`` cell: (measured, asked) iterations of its fullest short run."""
     host_cores: int | None = None
@@ -378,7 +376,6 @@ def _combine(rows: list[dict[str, Any]], iters: dict[int, Measured],
         config_key=first["ident_key"], repeats=sum(int(r["jobs"]) for r in rows),
         runs=tuple(ok),
         identity=first["identity"], host=first["host"], gpu_name=first["gpu_name"],
-        campaign_ids=tuple(dict.fromkeys(int(r["campaign_id"]) for r in rows)),
         short_count=max(shorts) if status == RunStatus.SHORT and shorts else None,
         host_cores=min((cores[r.run_id] for r in ok if r.run_id in cores), default=None),
     )

@@ -165,7 +165,7 @@ def _per_token(p: gen.Percentiles | None, n: int) -> Value:
 @computes("distinct-tokens")
 def distinct_value(res: ConfigResult) -> Value:
     """A generate configuration's distinct-token fraction: the mean over its ok runs of
-    ``runs.distinct_token_frac`` (:func:`dltop.store.generations.distinct_fraction`)."""
+    ``runs.distinct_token_frac`` (:data:`dltop.store.generations.DISTINCT_COLUMN`)."""
     mode = res.identity.get("mode", "train")
     if mode != "generate":
         return Value(None, f"n/a: {mode} run" if mode != "train" else "n/a: training run")

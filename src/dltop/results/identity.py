@@ -79,7 +79,7 @@ transformer settings (issue 29: ``seq_len``, ``attention``, ``prompt_tokens``,
 ``new_tokens``) are None for every other model. The time windows (issue 30: ``min_time_s``,
 ``warmup_s``) are 0 in every job stored before them; a window in seconds is stated."""
 
-ROW_KEYS: tuple[str, ...] = declared.row_keys(dataclasses.fields(JobSpec))
+ROW_KEYS: tuple[str, ...] = declared.declaring(dataclasses.fields(JobSpec), declared.ROW_KEY)
 """Identity fields after the device in every summary and comparison table's row keys,
 varying or not (``setting(row_key=True)``: ``precision``)."""
 

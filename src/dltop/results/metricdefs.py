@@ -3,7 +3,7 @@ direction, how a cell is made, modes, compute function), and a configuration's v
 it (:class:`Value`: a number, or why there is none).
 
 The ``--metric`` choices, the pivot's notes, the TUI's switch and best cell, compare's
-verdicts and docs/metrics.md's table (:func:`metrics_markdown`) read these declarations.
+verdicts and docs/metrics.md's table (a test draws it) read these declarations.
 A compute function lives beside its kind (:mod:`dltop.results.metrics`,
 :mod:`dltop.results.convmetrics`) and names its metric with :func:`computes`: this module
 stays light, for the command-line parser.
@@ -290,16 +290,6 @@ def check_computed() -> None:
     missing = [n for n in (*METRICS, *EXTRA) if n not in _COMPUTE]
     if missing:
         raise RuntimeError(f"metrics without a compute function: {', '.join(missing)}")
-
-
-def metrics_markdown() -> str:
-    """The table of :data:`METRICS` as Markdown (docs/metrics.md shows it)."""
-    lines = ["| M | what | unit | best | modes | a cell over the ok runs |", "|---" * 6 + "|"]
-    lines += [f"| `{m.name}` | {m.title} | {m.unit or '-'} | "
-              f"{'highest' if m.higher else 'lowest'} | "
-              f"{'every mode' if m.modes == MODES else ', '.join(m.modes)} | {m.how} |"
-              for m in METRICS.values()]
-    return "\n".join(lines) + "\n"
 
 
 def mean_or_none(values: list[float]) -> float | None:

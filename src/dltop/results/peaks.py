@@ -171,21 +171,3 @@ def peak_bandwidth_tb_s(device_name: str | None) -> float | None:
     """Peak memory bandwidth of one such GPU in TB/s; ``None`` when unknown."""
     entry = gpu_bandwidth(device_name)
     return None if entry is None else entry.tb_per_s
-
-
-def bandwidth_table_markdown() -> str:
-    """The bandwidth table as Markdown (docs/metrics.md shows it)."""
-    lines = ["| GPU | peak memory bandwidth TB/s |", "|---|---:|"]
-    lines += [f"| {b.name} | {b.tb_per_s:g} |" for b in BANDWIDTHS]
-    return "\n".join(lines) + "\n"
-
-
-def peak_table_markdown() -> str:
-    """The peak table as Markdown (docs and ``--help`` read the same numbers)."""
-    precisions = ("fp32", "tf32", "bf16", "fp16", "fp8")
-    lines = ["| GPU | " + " | ".join(precisions) + " |",
-             "|---|" + "---:|" * len(precisions)]
-    for p in PEAKS:
-        cells = [f"{p.tflops[k]:g}" if k in p.tflops else "n/a" for k in precisions]
-        lines.append(f"| {p.name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

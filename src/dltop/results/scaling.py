@@ -39,7 +39,6 @@ from dltop.results.aggregate import (
     rank,
 )
 from dltop.results.metrics import markers
-from dltop.results.render import render
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -245,9 +244,3 @@ def campaigns_scaling_table(db: sqlite_utils.Database,
     constants = identity.variation(placed_identities(rows)).caption()
     return scaling_table(rows, caption.title(camps, "scaling", created=False),
                          caption.context(db, camps, constants))
-
-
-def render_scaling(rows: list[ScalingRow], fmt: str, title: str,
-                   context: tuple[tuple[str, ...], Mapping[str, Any]] | None = None) -> str:
-    """The scaling table as ``md``, ``csv``, ``json`` or ``latex``."""
-    return render(scaling_table(rows, title, context), fmt)

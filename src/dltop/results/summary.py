@@ -149,16 +149,10 @@ def flags(res: ConfigResult) -> list[str]:
     return out
 
 
-def ci(res: ConfigResult) -> tuple[float, float] | None:
-    """95 % bootstrap interval of the configuration's median s/iter; ``None`` if unknown."""
-    interval, _ = ci_or_reason(res)
-    return interval
-
-
 def ci_or_reason(res: ConfigResult) -> tuple[tuple[float, float] | None, str]:
-    """The interval of :func:`ci`, or ``None`` and what its cells say instead: empty
-    without an ok run, else ``n/a`` and why (never a zero-width interval made of one
-    iteration, never an exception for rows an old database left)."""
+    """The 95 % bootstrap interval of the median s/iter, or ``None`` and what its cells
+    say instead: empty without an ok run, else ``n/a`` and why (never a zero-width
+    interval made of one iteration, never an exception for rows an old database left)."""
     return intervals([res])[0]
 
 

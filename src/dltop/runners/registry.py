@@ -80,11 +80,6 @@ def interpreter(framework: str) -> tuple[str, str, tuple[tuple[str, str], ...]]:
     return sys.executable, "this interpreter", ()
 
 
-def python_for(framework: str) -> str:
-    """The interpreter that runs ``framework`` (see :func:`interpreter`)."""
-    return interpreter(framework)[0]
-
-
 @functools.lru_cache(maxsize=32)
 def _probe(python: str, module: str | None, env: tuple[tuple[str, str], ...]) -> str | None:
     """None if ``python`` is a Python that can find ``module``, else what is wrong."""

@@ -32,21 +32,10 @@ COLUMNS = ("idx", "warmup", "ttft_s", "e2e_s", "prompt_tokens", "new_tokens", "b
 over its sequences of each one's distinct generated ids (NULL: not counted, or a row
 stored before migration 27)."""
 DISTINCT_COLUMN = "distinct_token_frac"
-"""``runs`` column of a generate run: :func:`distinct_fraction` of its requests."""
-
-
-def distinct_fraction(rows: Sequence[tuple[bool, int, int, int | None]]) -> float | None:
-    """Σ distinct_tokens / Σ batch × new_tokens over the measured requests that counted
-    them: ``rows`` of (warmup, batch, new_tokens, distinct_tokens); None without any.
-
-    The mean over the sequences of each one's distinct ids / its new tokens (every
-    sequence has ``new_tokens``): 1.0 when no sequence repeats a token, 1 / new_tokens
-    when each is one token repeated. Per sequence, not over the run's tokens pooled:
-    the requests repeat one prompt, so a pooled count would fall with their number.
-    """
-    counted = [(b, n, d) for warm, b, n, d in rows if not warm and d is not None]
-    tokens = sum(b * n for b, n, _ in counted)
-    return sum(d for _, _, d in counted) / tokens if tokens else None
+"""``runs`` column of a generate run: Σ distinct_tokens / Σ batch × new_tokens over its
+measured requests that counted them, the mean over the sequences of each one's distinct
+ids / its new tokens (per sequence, not pooled: the requests repeat one prompt, so a
+pooled count would fall with their number)."""
 
 
 def pack_array(code: str, values: Sequence[float] | Sequence[int]) -> bytes:

@@ -194,13 +194,9 @@ def user_version(db: sqlite_utils.Database) -> int:
     return int(db.execute("pragma user_version").fetchone()[0])
 
 
-def expected_columns() -> dict[str, frozenset[str]]:
-    """Table -> columns of a database with every migration applied (built once, in memory)."""
-    return _columns_after(MIGRATIONS)
-
-
 @functools.lru_cache(maxsize=4)
 def _columns_after(steps: tuple[Migration, ...]) -> dict[str, frozenset[str]]:
+    """Table -> columns of a database with every migration applied (built once, in memory)."""
     # `steps` is the cache key: apply() reads MIGRATIONS, which it is (tests swap it).
     import sqlite_utils
 
@@ -216,7 +212,7 @@ def missing_columns(db: sqlite_utils.Database) -> list[str]:
     database for writing, and to explain a failed query, not on every read.
     """
     have = set(db.table_names())
-    return [f"{t}.{c}" for t, cols in expected_columns().items() if t in have
+    return [f"{t}.{c}" for t, cols in _columns_after(MIGRATIONS).items() if t in have
             for c in sorted(cols - {col.name for col in db[t].columns})]
 
 

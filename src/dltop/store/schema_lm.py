@@ -3,7 +3,7 @@
 ``generations.distinct_tokens``: per request, the sum over its sequences of each one's
 distinct generated ids (the runner counts them after the request's time is taken);
 ``runs.distinct_token_frac``: the run's fraction over its measured requests
-(:func:`dltop.store.generations.distinct_fraction`). A greedy decoder that repeats one
+(:data:`dltop.store.generations.DISTINCT_COLUMN`). A greedy decoder that repeats one
 token reads 1 / new_tokens; one that never repeats, 1.0. Rows stored before keep NULL.
 """
 

@@ -19,11 +19,10 @@ __all__ = ["StorageSizes", "deleted_bytes", "storage_sizes", "tree_bytes"]
 
 @dataclass(frozen=True)
 class StorageSizes:
-    """Bytes on disk of a database: its file, WAL, shared memory and run folders."""
+    """Bytes on disk of a database: its file, WAL and run folders."""
 
     db_bytes: int
     wal_bytes: int
-    shm_bytes: int
     runs_dir_bytes: int
     run_dirs: int
 
@@ -35,7 +34,7 @@ class StorageSizes:
 
 
 def storage_sizes(db_path: Path, runs_dir: Path) -> StorageSizes:
-    """Bytes of the database file, its ``-wal`` and ``-shm``, and the run folders
+    """Bytes of the database file, its ``-wal``, and the run folders
     (``run-N`` directories and engine logs; symlinks are not followed)."""
     def size(p: Path) -> int:
         try:
@@ -49,8 +48,7 @@ def storage_sizes(db_path: Path, runs_dir: Path) -> StorageSizes:
         with contextlib.suppress(OSError):
             dirs = sum(1 for e in os.scandir(runs_dir)
                        if e.name.startswith("run-") and e.is_dir())
-    return StorageSizes(size(db_path), size(Path(f"{db_path}-wal")),
-                        size(Path(f"{db_path}-shm")), total, dirs)
+    return StorageSizes(size(db_path), size(Path(f"{db_path}-wal")), total, dirs)
 
 
 def tree_bytes(path: Path) -> int:

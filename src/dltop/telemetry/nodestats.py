@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from dltop.telemetry.model import RunTelemetry
+from dltop.telemetry.runstats import NO_WINDOW
 
-NO_WINDOW = "no measured iteration: no measured window to summarise"
 NO_SAMPLES = "no agent sample inside the measured window"
 
 

@@ -239,14 +239,6 @@ class DeviceLines(PartsLines):
         return self.show_lines([*(self.gpus[i].parts(width) for i in sorted(self.gpus)),
                                 self.host.parts(width)])
 
-    def gpu_text(self, index: int) -> str:
-        """GPU ``index``'s line as plain text at the widget's width."""
-        return "".join(t for t, _ in self.gpus[index].parts(self.size.width))
-
-    def host_text(self) -> str:
-        """The host's line as plain text at the widget's width."""
-        return "".join(t for t, _ in self.host.parts(self.size.width))
-
     def on_resize(self) -> None:
         self.redraw()  # the graphs take what the figures leave of the width
 

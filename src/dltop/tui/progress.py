@@ -189,8 +189,3 @@ def stdout_gone() -> None:
     """Point stdout at /dev/null: later prints and the interpreter's last flush succeed."""
     with contextlib.suppress(OSError, ValueError):
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-
-
-def stdout_is_terminal() -> bool:
-    """Whether progress bars make sense."""
-    return sys.stdout.isatty()

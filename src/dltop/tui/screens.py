@@ -33,11 +33,9 @@ from dltop.tui.gpuprocs import GpuProcsPanel
 from dltop.tui.keybar import KeyBar
 from dltop.tui.queue import QueueHeader, QueueTable
 from dltop.tui.quietdraw import CachedLines, Pane
-from dltop.tui.rundetail import RunDetailScreen
+from dltop.tui.rundetail import TOO_SMALL, RunDetailScreen
 from dltop.tui.runpanel import RunPanel
 from dltop.tui.viewer import Viewer
-
-TOO_SMALL = "Terminal too small: dltop needs at least 80x24 (now {w}x{h})."
 
 
 def pausing_text(view: CampaignView) -> str | None:

@@ -41,11 +41,9 @@ from model_catalog import (
     builder,
     builders,
     input_shape,
-    input_shapes,
 )
 
 HIDDEN = 256
-INPUT_SHAPES = input_shapes()
 
 
 def _fcn(sizes):

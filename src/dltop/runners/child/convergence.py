@@ -214,10 +214,6 @@ class Plan(object):
         every = self.steps_per_epoch if self.eval_every == EPOCH else self.eval_every
         return (step + 1) % every == 0
 
-    def eval_steps(self):
-        """Every step after which the run evaluates, in order (without a time window)."""
-        return [s for s in range(self.total_steps) if self.eval_after(s)]
-
     def epoch_of(self, step):
         """Epochs completed after step ``step``: 1.0 after the first epoch, 0.5 mid-way.
 

@@ -224,44 +224,6 @@ NO_REAL_DATA = ("no real data set for model %s (real data: fcn-r and lenet MNIST
                 "transformers PTB)")
 
 
-def ptb_windows(data_dir, seq_len):
-    """PTB ids cut to whole sequences plus one target: (n sequences, n * seq_len + 1 ids)."""
-    ids, _ = read_ptb(data_dir)
-    n = (len(ids) - 1) // seq_len
-    if n < 1:
-        raise ValueError("%s: PTB text shorter than one sequence" % data_dir)
-    return n, ids[:n * seq_len + 1]
-
-
-def real_data(model, data_dir):
-    """The model's real data set, raw, for a runner to turn into its tensors.
-
-    Returns:
-        ``(kind, shape, inputs, labels)``. Images (``kind`` ``"mnist"`` or
-        ``"cifar10"``): ``shape`` is ``(n, 784)`` or ``(n, 3, 32, 32)`` (channels
-        first, as stored), ``inputs`` the pixel bytes, ``labels`` the label bytes.
-        PTB (``"ptb"``): ``shape`` is ``(n, SEQ_LEN)`` (the LSTM's sequence length),
-        ``inputs`` and ``labels`` lists of ``n * SEQ_LEN`` ids, the labels one
-        token ahead.
-
-    Raises:
-        dltop_protocol.Unsupported: the model has no real data set.
-        ValueError: a file is missing or malformed.
-    """
-    kind = dataset_for(model)
-    if kind == "mnist":
-        n, pixels, labels = read_mnist(data_dir)
-        return kind, (n,) + _mnist_shape(model), pixels, labels
-    if kind == "cifar10":
-        n, pixels, labels = read_cifar10(data_dir)
-        return kind, (n, 3, 32, 32), pixels, labels
-    if kind == "ptb":
-        seq_len = model_catalog.SEQ_LEN
-        n, ids = ptb_windows(data_dir, seq_len)
-        return kind, (n, seq_len), ids[:n * seq_len], ids[1:n * seq_len + 1]
-    raise dltop_protocol.Unsupported(NO_REAL_DATA % model)
-
-
 def _mnist_shape(model):
     return (1, 28, 28) if model == "lenet" else (784,)
 
@@ -311,10 +273,9 @@ def real_split(model, data_dir, input_size=None, need_test=False, seq_len=None):
         ``(kind, shape, train, test)``: ``shape`` is ONE sample's shape, ``(784,)``
         (fcn-r), ``(1, 28, 28)`` (lenet), ``(3, 32, 32)`` (CIFAR-10, channels first
         as stored) or ``(SEQ_LEN,)`` (PTB). ``train`` and ``test`` are ``(inputs,
-        labels, n)`` like :func:`real_data` returns them: pixel bytes and label
-        bytes, or for PTB lists of ``n * SEQ_LEN`` ids with the labels one token
-        ahead (test ids use the training vocabulary). ``test`` is None when its
-        files are absent and ``need_test`` is false.
+        labels, n)``: pixel bytes and label bytes, or for PTB lists of ``n * SEQ_LEN``
+        ids with the labels one token ahead (test ids use the training vocabulary).
+        ``test`` is None when its files are absent and ``need_test`` is false.
 
     Raises:
         dltop_protocol.Unsupported: the model has no real data set, or

@@ -66,16 +66,6 @@ class HostNormal(object):
         return jnp.full(tuple(shape), value, jnp.float32)
 
 
-class Shapes(object):
-    """The same calls giving ``jax.ShapeDtypeStruct``s: the parameter tree, nothing allocated."""
-
-    def normal(self, shape, std):
-        return jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
-
-    def full(self, shape, value):
-        return jax.ShapeDtypeStruct(tuple(shape), jnp.float32)
-
-
 def _block(s, init, generate):
     d, f = s["d_model"], s["ffn"]
     kv = s["kv_heads"] * (d // s["heads"])
@@ -95,7 +85,7 @@ def _block(s, init, generate):
 
 
 def init_params(s, init, generate=False):
-    """The parameter tree of shape dict ``s`` drawn with ``init`` (HostNormal or Shapes);
+    """The parameter tree of shape dict ``s`` drawn with ``init`` (HostNormal; tests: shapes only);
     ``generate``: the generation init of the block matrices (lm_catalog.init_stds)."""
     d = s["d_model"]
     params = {"wte": init.normal((s["vocab"], d), INIT_STD),

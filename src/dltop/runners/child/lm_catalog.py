@@ -196,19 +196,13 @@ def weight_bytes(name, bytes_per_value):
     return (param_count(name) - position_params(name)) * int(bytes_per_value)
 
 
-def decode_bytes(name, position, batch, bytes_per_value):
-    """Bytes the decode step of the token at ``position`` (0-based) must move: the
-    weights once, the cached keys and values of positions 0 .. position-1 read for
-    each of ``batch`` sequences, and the step's own position written."""
-    kv = kv_bytes_per_position(name, bytes_per_value) * int(batch)
-    return weight_bytes(name, bytes_per_value) + kv * (int(position) + 1)
-
-
 def mean_decode_bytes(name, prompt_tokens, new_tokens, batch, bytes_per_value):
-    """Mean of :func:`decode_bytes` over a request's decode steps, or None with fewer
-    than 2 new tokens. The first new token comes from the prefill; step k = 1 ..
-    new_tokens-1 feeds the token at position prompt_tokens + k - 1, so the positions
-    run from P to P + n - 2 and the mean of position + 1 is P + n / 2."""
+    """Mean over a request's decode steps of the bytes one must move (the weights once,
+    the cached keys and values of positions 0 .. p-1 read for each of ``batch``
+    sequences, the step's own position p written), or None with fewer than 2 new
+    tokens. The first new token comes from the prefill; step k = 1 .. new_tokens-1
+    feeds the token at position prompt_tokens + k - 1, so the positions run from P to
+    P + n - 2 and the mean of position + 1 is P + n / 2."""
     n = int(new_tokens)
     if n < 2:
         return None

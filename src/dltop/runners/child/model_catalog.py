@@ -72,16 +72,6 @@ def checked_input_size(name, input_size):
     return int(input_size)
 
 
-def input_shapes(channels_last=False, input_size=None):
-    """One sample's input shape per model; images NCHW-style ``(C, H, W)`` or ``(H, W, C)``.
-
-    ``input_size`` applies to the ResNets only (the other models keep theirs).
-    """
-    return {name: input_shape(name, channels_last,
-                              input_size if name in INPUT_SIZE_MODELS else None)
-            for name in NAMES}
-
-
 def builders(fcn, alexnet_s, alexnet_r, resnet_50, resnet_56, lstm, lenet, vgg16):
     """One framework's ``{name: builder}`` table, in catalogue order.
 

@@ -224,7 +224,6 @@ class Decoder(keras.Model):
 
     def __init__(self, name, attention="fused", shape=None, generate=False, **kwargs):
         super(Decoder, self).__init__(**kwargs)
-        self.lm_name = name
         # ``shape``: a smaller shape of the same keys (tests of the llama family).
         self.s = dict(shape or lm_catalog.shape(name))
         self.gpt = self.s["family"] == lm_catalog.GPT
@@ -289,33 +288,6 @@ def build(name, attention="fused", generate=False):
     model = Decoder(name, attention or "fused", generate=generate)
     model.build(None)
     return model
-
-
-def count_params(name):
-    """The trainable parameter count of ``name``'s Keras model, without allocating it.
-
-    Under ``keras.StatelessScope`` Keras creates each variable with its shape and
-    defers the initialiser, so llama-1b's 1.2 billion parameters cost nothing.
-    """
-    with keras.StatelessScope(initialize_variables=False):
-        model = Decoder(name)
-        model.build(None)
-        count = param_count(model)
-    _forget(model.variables)
-    return count
-
-
-def _forget(variables):
-    # Keras keeps deferred variables in a global list that the next StatelessScope
-    # to exit initialises: drop these, or a later scope would allocate them all.
-    try:
-        from keras.src.backend.common import global_state
-    except ImportError:  # another Keras layout: nothing to drop
-        return
-    pending = global_state.get_global_attribute("uninitialized_variables")
-    if pending:
-        ours = set(id(v) for v in variables)
-        pending[:] = [v for v in pending if id(v) not in ours]
 
 
 def param_count(model):

@@ -20,13 +20,10 @@ from model_catalog import (
     build_model,
     builders,
     input_shape,
-    input_shapes,
 )
 
 keras = tf.keras
 layers = tf.keras.layers
-
-INPUT_SHAPES = input_shapes(channels_last=True)
 
 
 def _prod(dims):

@@ -69,12 +69,6 @@ def _trace_files(logdir):
     return sorted(glob.glob(os.path.join(logdir, "**", "*.xplane.pb"), recursive=True))
 
 
-def _op_type(name, display):
-    if display:
-        return display
-    return name.rsplit(":", 1)[-1] if ":" in name else None
-
-
 def _host_ops(plane, table):
     """Add the plane's op events to ``table``: per type [calls, self ps, total ps, device ps]."""
     for line in plane.lines:

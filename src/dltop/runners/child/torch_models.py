@@ -15,11 +15,7 @@ from model_catalog import (
     build_model,
     builders,
     input_shape,
-    input_shapes,
 )
-
-INPUT_SHAPES = input_shapes()
-"""Each model's own input shape (``input_shape(name, input_size=N)`` for a ResNet at N)."""
 
 
 def _fcn(sizes):

@@ -15,10 +15,10 @@ from dltop.errors import UserError
 from dltop.jobs.allocator import Allocation
 from dltop.jobs.executors.local import LocalExecutor
 from dltop.jobs.executors.pick import for_job, of_stored_run
+from dltop.jobs.executors.slurm_files import SHARED_NODE_NOTE
 from dltop.jobs.executors.slurm_run import SlurmBatchExecutor, SlurmStepExecutor
-from dltop.jobs.executors.slurm_script import SHARED_NODE_NOTE
 from dltop.profiles.loader import parse
-from dltop.profiles.model import SlurmSettings
+from dltop.profiles.slurm import SlurmSettings
 from dltop.store import Store
 from dltop.store.db import connect
 from dltop.store.migrations import apply

@@ -13,8 +13,8 @@ import copy
 import random
 
 from dltop.jobs.allocator import DeviceAllocator
+from dltop.profiles.device import DeviceSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import DeviceSpec
 from dltop.store import Store, memory_db
 
 DEVICES = ("cpu:1", "cpu:2", "cpus:2", "cpu:3", "cpu:64", "gpu:1", "gpu:2", "gpu:3", "gpu:9")

@@ -21,8 +21,8 @@ from dltop.jobs.allocator import Allocation, DeviceAllocator, Room
 from dltop.jobs.engine import Engine
 from dltop.jobs.environment import core_order
 from dltop.jobs.resume import resume
+from dltop.profiles.device import DeviceSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import DeviceSpec
 from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.sampler import Sampler

@@ -8,6 +8,7 @@ import json
 
 import pytest
 
+from dltop.profiles.device import DeviceSpec
 from dltop.profiles.fields import (
     IDENTITY,
     check_declarations,
@@ -16,7 +17,8 @@ from dltop.profiles.fields import (
     optional,
     setting,
 )
-from dltop.profiles.model import DeviceSpec, JobSpec, SlurmSettings
+from dltop.profiles.model import JobSpec
+from dltop.profiles.slurm import SlurmSettings
 
 
 def test_a_field_without_identity_or_quiet_fails_naming_it() -> None:

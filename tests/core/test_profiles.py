@@ -11,10 +11,12 @@ from typing import Any
 import pytest
 
 from dltop.errors import UserError
+from dltop.profiles.device import DeviceSpec
 from dltop.profiles.entry import SETTINGS
 from dltop.profiles.loader import builtin_names, load, parse
-from dltop.profiles.model import DeviceSpec, JobSpec, SlurmSettings, settings
+from dltop.profiles.model import JobSpec, settings
 from dltop.profiles.references import Reference
+from dltop.profiles.slurm import SlurmSettings
 from dltop.store.db import memory_db
 from dltop.store.writer import job_row
 

@@ -9,7 +9,8 @@ import pytest
 
 from dltop.errors import UserError
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec, SlurmSettings
+from dltop.profiles.model import JobSpec
+from dltop.profiles.slurm import SlurmSettings
 
 BASE = """
 name = "c"

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from dltop.errors import UserError
-from dltop.jobs.executors.slurm_script import SlurmFiles, sbatch_argv, srun_argv
+from dltop.jobs.executors.slurm_files import SlurmFiles
+from dltop.jobs.executors.slurm_script import sbatch_argv, srun_argv
 from dltop.profiles import slurmopts
 from dltop.profiles.loader import parse
 from dltop.profiles.model import JobSpec

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from dltop.jobs.allocator import DeviceAllocator
-from dltop.profiles.model import DeviceSpec
+from dltop.profiles.device import DeviceSpec
 
 
 def test_up_to_parallel_remote_runs_and_no_local_run_beside_them() -> None:

@@ -151,8 +151,9 @@ def test_a_systems_cpus_per_gpu_shapes_the_job_without_asking_sinfo(
         conf: Path, tmp_path: Path) -> None:
     import asyncio
 
+    from dltop.jobs.executors.slurm_files import SlurmFiles
     from dltop.jobs.executors.slurm_query import cores_per_gpu
-    from dltop.jobs.executors.slurm_script import SlurmFiles, sbatch_argv
+    from dltop.jobs.executors.slurm_script import sbatch_argv
 
     job = jobs(PROFILE.format(executor="", extra=""), "jureca")["fcn-r"]
     # an empty PATH: sinfo cannot be what answers

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from dltop.errors import UserError
-from dltop.jobs.executors.slurm_script import SlurmFiles, batch_script
+from dltop.jobs.executors.slurm_files import SlurmFiles
+from dltop.jobs.executors.slurm_script import batch_script
 from dltop.profiles.loader import parse
 
 INJECTION = "lab\n#SBATCH --dependency=afterok:1\ntouch {marker}"

@@ -211,7 +211,8 @@ def test_a_mode_mixing_transformers_and_cnns_gets_a_row_per_unit() -> None:
     # the H200 check's CNNs and the transformer campaign's runs, as one set
     from dltop.report.energy import energy_figure
     from dltop.results import identity
-    from dltop.results.aggregate import config_results, placed_identities
+    from dltop.results.aggregate import config_results
+    from dltop.results.places import placed_identities
 
     results = []
     for name in ("h200", "llm"):

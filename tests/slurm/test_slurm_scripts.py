@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from dltop.errors import UserError
-from dltop.jobs.executors.slurm import parse_job
+from dltop.jobs.executors.slurm_files import SlurmFiles
+from dltop.jobs.executors.slurm_query import parse_job
 from dltop.jobs.executors.slurm_script import (
-    SlurmFiles,
     batch_script,
     node_script,
     runner_command,

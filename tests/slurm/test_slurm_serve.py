@@ -19,7 +19,8 @@ from typing import Any
 import psutil
 import pytest
 
-from dltop.jobs.executors.slurm_script import SlurmFiles, node_script
+from dltop.jobs.executors.slurm_files import SlurmFiles
+from dltop.jobs.executors.slurm_script import node_script
 from dltop.jobs.executors.slurm_serve import GRACE_S
 from dltop.profiles.loader import parse
 from dltop.profiles.model import JobSpec

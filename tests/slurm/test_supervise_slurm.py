@@ -15,7 +15,7 @@ from typing import Any
 
 from dltop.catalog import RunStatus
 from dltop.jobs.executors.slurm import supervise_slurm
-from dltop.jobs.executors.slurm_script import SlurmFiles
+from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.profiles.loader import parse
 
 from .cluster import NODE, LocalSlurm

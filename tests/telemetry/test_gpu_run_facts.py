@@ -17,6 +17,7 @@ from dltop.profiles.loader import parse
 from dltop.results import export
 from dltop.store import Store, connect
 from dltop.telemetry import nvml
+from dltop.telemetry.model import GpuRunFacts
 
 from .test_nvml import NVMLError_NotSupported, fake_pynvml
 
@@ -58,7 +59,7 @@ def fake_nvml(monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
 def test_every_fact_with_its_unit(fake_nvml: Any) -> None:
     fake_nvml()
     f = nvml.gpu_run_facts(1)
-    assert f == nvml.GpuRunFacts(
+    assert f == GpuRunFacts(
         index=1, sm_clock_mhz=1980, mem_clock_mhz=2619, persistence_mode=True,
         power_limit_w=700.0, ecc_enabled=True, pcie_generation=5, pcie_width_lanes=16,
         pcie_max_generation=5, pcie_max_width_lanes=16, compute_capability="9.0")
@@ -103,7 +104,7 @@ devices = ["gpu:1"]
 """
 
 
-def _stored_gpu_run(tmp_path: Path, facts: tuple[nvml.GpuRunFacts, ...],
+def _stored_gpu_run(tmp_path: Path, facts: tuple[GpuRunFacts, ...],
                     hello: dict[str, Any]) -> tuple[Path, int]:
     path = tmp_path / "t.db"
     store = Store(connect(path))

@@ -18,8 +18,9 @@ from dltop.live.rundetail import read_run_detail
 from dltop.profiles.loader import parse
 from dltop.report.data import energy_figure
 from dltop.results import export, identity
-from dltop.results.aggregate import config_results, placed_identities
+from dltop.results.aggregate import config_results
 from dltop.results.metrics import value_of
+from dltop.results.places import placed_identities
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
 from dltop.telemetry.fake import FakeGpuBackend, LinearTrace

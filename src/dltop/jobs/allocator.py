@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dltop.profiles.model import DeviceSpec
+from dltop.profiles.device import DeviceSpec
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.profiles.model import DeviceSpec
+from dltop.profiles.device import DeviceSpec
 
 Err = Callable[[str, str], UserError]
 Loc = Callable[[str], str]

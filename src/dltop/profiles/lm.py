@@ -19,8 +19,9 @@ from typing import Any, Final
 from dltop import catalog
 from dltop.childfiles import child_module
 from dltop.errors import UserError
+from dltop.profiles.device import DeviceSpec
 from dltop.profiles.fields import GROUP
-from dltop.profiles.model import DeviceSpec, declared
+from dltop.profiles.model import declared
 
 Err = Callable[[str, str], UserError]
 Loc = Callable[[str], str]

@@ -33,11 +33,12 @@ from dltop.profiles import (
     strings,
     window,
 )
-from dltop.profiles.device import device_list, thread_ladder
+from dltop.profiles.device import DeviceSpec, device_list, thread_ladder
 from dltop.profiles.entry import SETTINGS, Where, check, entry_settings, job_checks
 from dltop.profiles.joblist import JobList
-from dltop.profiles.model import DeviceSpec, JobSpec, Profile, SlurmSettings, declared, settings
+from dltop.profiles.model import JobSpec, Profile, declared, settings
 from dltop.profiles.references import Rule
+from dltop.profiles.slurm import SlurmSettings
 
 if TYPE_CHECKING:
     from dltop.profiles.site import System

@@ -17,8 +17,7 @@ from typing import Any
 
 from dltop import catalog
 from dltop.profiles import limits as L
-from dltop.profiles.device import DeviceKind as DeviceKind
-from dltop.profiles.device import DeviceSpec as DeviceSpec
+from dltop.profiles.device import DeviceSpec
 from dltop.profiles.fields import (
     CHECK,
     CODEC,
@@ -42,7 +41,7 @@ from dltop.profiles.fields import (
     setting,
 )
 from dltop.profiles.references import Reference, references_from_json, references_to_json
-from dltop.profiles.slurm import SlurmSettings as SlurmSettings
+from dltop.profiles.slurm import SlurmSettings
 
 
 @dataclass(frozen=True)

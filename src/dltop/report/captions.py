@@ -9,7 +9,8 @@ from typing import Any
 
 from dltop import catalog
 from dltop.results import identity, labels, scaling
-from dltop.results.aggregate import ConfigResult, rank
+from dltop.results.aggregate import ConfigResult
+from dltop.results.places import rank
 from dltop.textsafe import one_line
 
 

@@ -34,8 +34,9 @@ from dltop.report.profiles import profile_figures
 from dltop.report.runs import pick_runs, run_figures
 from dltop.report.serving import serve_run_figures, serving_figures
 from dltop.results import caption, identity, labels, queries, scaling, summary, tokens
-from dltop.results.aggregate import ConfigResult, config_results, placed_identities
+from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metrics import value_of
+from dltop.results.places import placed_identities
 from dltop.results.table import fmt_seconds
 from dltop.store.read.latest import failed_runs
 from dltop.textsafe import one_line

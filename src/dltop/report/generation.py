@@ -20,10 +20,12 @@ from dltop.report.captions import label as _label
 from dltop.report.captions import models as _models
 from dltop.report.captions import order as _order
 from dltop.report.model import Figure
+from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import identity
-from dltop.results.aggregate import ConfigResult, placed_identities
+from dltop.results.aggregate import ConfigResult
 from dltop.results.metrics import value_of
+from dltop.results.places import placed_identities
 
 PANELS = {"TPOT p50 s": "tpot", "TTFT p50 s": "ttft"}
 """Panel title → metric (:mod:`dltop.results.metrics`)."""
@@ -35,7 +37,7 @@ def _generate(results: Sequence[ConfigResult]) -> list[ConfigResult]:
             and any(run.generations for run in r.runs)]
 
 
-def _run_p50s(r: ConfigResult, pick: Callable[[gen.GenStats], gen.Percentiles | None],
+def _run_p50s(r: ConfigResult, pick: Callable[[gen.GenStats], conv.Percentiles | None],
               ) -> list[float]:
     out = []
     for run in r.runs:
@@ -46,7 +48,7 @@ def _run_p50s(r: ConfigResult, pick: Callable[[gen.GenStats], gen.Percentiles | 
     return out
 
 
-def _pickers() -> dict[str, Callable[[gen.GenStats], gen.Percentiles | None]]:
+def _pickers() -> dict[str, Callable[[gen.GenStats], conv.Percentiles | None]]:
     return {"tpot": lambda s: s.tpot_s, "ttft": lambda s: s.ttft_s}
 
 

@@ -24,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import order as _order
 from dltop.report.model import Figure
+from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import identity, labels
-from dltop.results.aggregate import ConfigResult, placed_identities
+from dltop.results.aggregate import ConfigResult
 from dltop.results.metrics import value_of
+from dltop.results.places import placed_identities
 from dltop.results.readings import readings_check
 from dltop.results.servetrace import serve_trace
 from dltop.results.serving import SLO_KEYS, serve_requests_of, serving_numbers, slos
@@ -82,7 +84,7 @@ def _latency_rows(ok: Sequence[ConfigResult], var: identity.Variation) -> list[d
         x, _ = _rate(r)
         if x is None:
             continue
-        picks: tuple[tuple[str, Callable[[gen.GenStats], gen.Percentiles | None]], ...] = (
+        picks: tuple[tuple[str, Callable[[gen.GenStats], conv.Percentiles | None]], ...] = (
             ("TTFT", lambda s: s.ttft_s), ("TPOT", lambda s: s.tpot_s))
         for name, pick in picks:
             cell = dict(value_of(r, name.lower()).extra)

@@ -28,8 +28,9 @@ from dltop.errors import UserError
 from dltop.profiles import fields as declared
 from dltop.profiles.model import JobSpec
 from dltop.results import caption, compare, comparemetrics, identity, queries, tokens
-from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
+from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metrics import value_of
+from dltop.results.places import device_key, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)

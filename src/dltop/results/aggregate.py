@@ -31,12 +31,6 @@ from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.gcpause import gc_paused
 from dltop.results.generation import Request, generations_of
 from dltop.results.measured import NONE, Measured
-from dltop.results.places import device_key as device_key
-from dltop.results.places import place_key as place_key
-from dltop.results.places import place_labeller as place_labeller
-from dltop.results.places import placed_identities as placed_identities
-from dltop.results.places import rank as rank
-from dltop.results.places import short_gpu as short_gpu
 from dltop.results.readings import Detail, check_runs
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.serving import ServeRequest, serve_requests_of

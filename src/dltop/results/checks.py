@@ -8,7 +8,8 @@ from typing import TYPE_CHECKING
 
 from dltop import catalog
 from dltop.results import summary
-from dltop.results.aggregate import config_results, device_key, rank
+from dltop.results.aggregate import config_results
+from dltop.results.places import device_key, rank
 from dltop.results.references import Verdict, stored_references, verdicts
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)

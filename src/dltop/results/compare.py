@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 from dltop import catalog
 from dltop.errors import UserError
 from dltop.results import bootstrap, caption, comparemetrics, identity, queries, tokens
-from dltop.results.aggregate import ConfigResult, config_results, device_key, rank
+from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metricdefs import metric as metric_spec
+from dltop.results.places import device_key, rank
 from dltop.results.table import Cell, Column, Millis, Role, Row, Table, key_cell
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)

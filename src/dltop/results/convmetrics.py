@@ -89,7 +89,7 @@ for _name in (n for n, m in METRICS.items() if m.modes == SERVE):
     computes(_name)(_serving(_name))
 
 
-def _percentiles(p: gen.Percentiles, n: int) -> Value:
+def _percentiles(p: conv.Percentiles, n: int) -> Value:
     """p50 with p90 / p99 after it; a percentile from too few samples says so
     (``n/a: n=10``, :func:`dltop.results.convergence.min_samples`)."""
     p50, p90, p99 = p
@@ -158,7 +158,7 @@ computes("tpot")(_measured(lambda res, qs, st: _per_token(st.tpot_s, st.requests
 computes("itl")(_measured(lambda res, qs, st: _per_token(st.itl_s, st.n_itl)))
 
 
-def _per_token(p: gen.Percentiles | None, n: int) -> Value:
+def _per_token(p: conv.Percentiles | None, n: int) -> Value:
     return _percentiles(p, n) if p is not None else Value(None, "n/a: one token per request")
 
 

@@ -37,19 +37,13 @@ from dltop.results import (
     summary,
     tokens,
 )
-from dltop.results.aggregate import (
-    ConfigResult,
-    config_results,
-    place_key,
-    place_labeller,
-    placed_identities,
-    rank,
-)
+from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.gcpause import gc_paused
 from dltop.results.metricdefs import BY_FLOPS, HOST_SPLIT, READINGS
 from dltop.results.metricdefs import METRICS as METRIC_SPECS
 from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.metrics import host_split_text, markers, value_of
+from dltop.results.places import place_key, place_labeller, placed_identities, rank
 from dltop.results.render import FORMATS, latex_escape, render
 from dltop.results.table import (
     Cell,

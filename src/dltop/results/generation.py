@@ -27,8 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dltop.results.convergence import Percentiles as Percentiles
-from dltop.results.convergence import percentiles
+from dltop.results.convergence import Percentiles, percentiles
 from dltop.store.read import generations
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)

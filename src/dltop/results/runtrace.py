@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING
 
 from dltop.store import samples
 from dltop.store.read import iterations
-from dltop.store.samples import gpu_node_column as gpu_node_column  # its old home
 
 if TYPE_CHECKING:
     import sqlite_utils

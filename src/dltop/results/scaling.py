@@ -31,14 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.results import caption, identity, oversub, queries, tokens
-from dltop.results.aggregate import (
-    ConfigResult,
-    config_results,
-    place_labeller,
-    placed_identities,
-    rank,
-)
+from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metrics import markers
+from dltop.results.places import place_labeller, placed_identities, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)

@@ -29,20 +29,14 @@ from dltop.results import (
     references,
     tokens,
 )
-from dltop.results.aggregate import (
-    ConfigResult,
-    config_results,
-    device_key,
-    place_labeller,
-    placed_identities,
-    rank,
-)
+from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.convergence import percentile_or_none
 from dltop.results.convmetrics import may_have_value
 from dltop.results.gcpause import gc_paused
 from dltop.results.measured import seconds_of
 from dltop.results.metricdefs import CONVERGENCE, GENERATION, READINGS, SUMMARY, Metric, metric
 from dltop.results.metrics import value_of
+from dltop.results.places import device_key, place_labeller, placed_identities, rank
 from dltop.results.readings import readings_check
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 from dltop.telemetry import readings

@@ -7,7 +7,7 @@ from __future__ import annotations
 from rich.text import Text
 
 from dltop.live.rundetail import RunDetail
-from dltop.results.generation import Percentiles
+from dltop.results.convergence import Percentiles
 from dltop.results.runtrace import RunTrace
 from dltop.textsafe import one_line
 

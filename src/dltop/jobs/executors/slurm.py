@@ -32,8 +32,8 @@ from pathlib import Path
 from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs import agentfeed
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
-from dltop.jobs.executors.slurm_batch import LIVE_STATES as LIVE_STATES
-from dltop.jobs.executors.slurm_batch import BatchWatch, iso_utc
+from dltop.jobs.executors.slurm_batch import LIVE_STATES, BatchWatch, iso_utc
+from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.jobs.executors.slurm_guard import sbatch_env
 from dltop.jobs.executors.slurm_query import (
     cores_per_gpu,
@@ -42,11 +42,7 @@ from dltop.jobs.executors.slurm_query import (
     read_start_failure,
     run_slurm_cmd,
 )
-from dltop.jobs.executors.slurm_query import (
-    parse_job as parse_job,
-)
 from dltop.jobs.executors.slurm_script import (
-    SlurmFiles,
     batch_script,
     node_script,
     sbatch_argv,

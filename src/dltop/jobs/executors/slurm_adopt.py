@@ -29,9 +29,10 @@ from dltop.catalog import RunStatus
 from dltop.jobs import environment
 from dltop.jobs.collector import IterationCollector, run_fields
 from dltop.jobs.eventreader import EventReader
-from dltop.jobs.executors.slurm import LIVE_STATES, classify
+from dltop.jobs.executors.slurm import classify
+from dltop.jobs.executors.slurm_batch import LIVE_STATES
+from dltop.jobs.executors.slurm_files import EVENTS_FILE, RUNNER_EXIT_FILE, SlurmFiles
 from dltop.jobs.executors.slurm_query import read_job_env, run_slurm_cmd
-from dltop.jobs.executors.slurm_script import EVENTS_FILE, RUNNER_EXIT_FILE, SlurmFiles
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.profiles.model import JobSpec
 from dltop.store.queue import RunProcess

@@ -13,7 +13,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from dltop.jobs.executors.slurm_script import SlurmFiles
+from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.profiles.model import JobSpec
 
 

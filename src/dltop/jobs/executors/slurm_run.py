@@ -18,7 +18,7 @@ from dltop.jobs.executors.slurm import (
     supervise_slurm,
 )
 from dltop.jobs.executors.slurm_adopt import adopt_completed, is_live, run_dir_of, slurm_job_now
-from dltop.jobs.executors.slurm_script import SHARED_NODE_NOTE, SlurmFiles
+from dltop.jobs.executors.slurm_files import SHARED_NODE_NOTE, SlurmFiles
 from dltop.jobs.supervisor import ChildOutcome, reap_orphan_group
 from dltop.jobs.writes import TelemetryLoss
 from dltop.profiles.model import JobSpec

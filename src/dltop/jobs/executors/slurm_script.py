@@ -28,14 +28,9 @@ from pathlib import Path
 from dltop import catalog
 
 # The run folder's files, where the executor's modules have always found them.
-from dltop.jobs.executors.slurm_files import BATCH_FILE as BATCH_FILE
-from dltop.jobs.executors.slurm_files import EVENTS_FILE as EVENTS_FILE
-from dltop.jobs.executors.slurm_files import JOB_ENV_FILE as JOB_ENV_FILE
-from dltop.jobs.executors.slurm_files import NODE_FILE as NODE_FILE
-from dltop.jobs.executors.slurm_files import RUNNER_EXIT_FILE as RUNNER_EXIT_FILE
-from dltop.jobs.executors.slurm_files import SETUP_FAILED_FILE as SETUP_FAILED_FILE
-from dltop.jobs.executors.slurm_files import SHARED_NODE_NOTE as SHARED_NODE_NOTE
-from dltop.jobs.executors.slurm_files import SlurmFiles as SlurmFiles
+from dltop.jobs.executors.slurm_files import (
+    SlurmFiles,
+)
 from dltop.jobs.executors.slurm_guard import (
     STEP_UNSET_VARS,
     apptainer_argv,

@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from dltop.catalog import RunStatus
-from dltop.jobs.executors.slurm_script import SlurmFiles
+from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.jobs.supervisor import TERM_GRACE_S, terminate_group
 from dltop.procs import process_start_time
 

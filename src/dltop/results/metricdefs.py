@@ -192,7 +192,6 @@ DECLARED = (
     Metric("j-per-token", "GPU energy per output token in J over a serve run's measured "
            "window (in brackets: net of the idle power of the same GPUs before the load)",
            "J/token", "J/token", _g4, modes=SERVE, detail=("net_j", "idle_power_w", *READINGS),
-           words=("less energy", "more energy"),
            how="mean of each serve run's GPU energy over its measured window / output tokens "
            "of its ok measured requests; net: (energy - idle power × window) / tokens, the "
            "idle power measured just before the load"),

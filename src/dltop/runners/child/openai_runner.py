@@ -12,7 +12,9 @@ end, a ``load`` event: the measured window, the client's CPU over it, the source
 the output token counts (:mod:`openai_tokens`) and the client processes (also in a
 ``setup`` event: the run's environment shows them). Events go in completion order,
 under rising indexes; ``request`` says which request it was (``worker``: which client
-process sent it, :mod:`openai_split`).
+process sent it, :mod:`openai_split`). On GPUs, an ``idle`` event comes first: the
+runner waits :data:`IDLE_WINDOW_S` with nothing sent, and the sampler's readings of
+that wait give the run's idle power.
 
 An endpoint that refuses the connection, or whose TLS fails, ends the run at once
 (an ``error`` of kind ``setup``: ``setup_failed``), with no retry. More failed

@@ -100,6 +100,9 @@ def _per_serve_output(tokens: bool) -> Callable[[ConfigResult], Value]:
     """J per output token (``tokens``) or per ok request of serve runs, the net of idle
     power beside it: (energy - idle power × window) / the same count."""
     def compute(res: ConfigResult) -> Value:
+        mode = res.identity.get("mode", "train")
+        if mode != "serve":  # the other serving metrics' words
+            return Value(None, "n/a: training run" if mode == "train" else f"n/a: {mode} run")
         per, net = [], []
         for r in res.runs:
             ok = [q for q in r.serving if q.ok]

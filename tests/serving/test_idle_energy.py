@@ -25,6 +25,7 @@ from dltop.jobs.engine import Engine
 from dltop.jobs.environment import core_order
 from dltop.profiles.loader import parse
 from dltop.results.aggregate import read_config_results
+from dltop.results.metricdefs import METRICS
 from dltop.results.metrics import value_of
 from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
@@ -118,8 +119,21 @@ def test_idle_power_before_the_load_and_joules_per_token(tmp_path: Path, fake_se
         assert extra["idle_power_w"] == pytest.approx(run["idle_power_w"])
         assert extra["net_j"] == pytest.approx(
             (run["energy_j"] - run["idle_power_w"] * run["window_s"]) / count)
+    assert value_of(res, "power").reason == "simulated"
+
+    # the same numbers as real GPUs' would show (and a host with RAPL)
+    conn = sqlite3.connect(tmp_path / "d.db")
+    with conn:
+        conn.execute("update runs set telemetry_simulated = 0, cpu_idle_power_w = 40.0")
+    conn.close()
+    (res,) = read_config_results(store.db, [1])
+    cell = value_of(res, "j-per-token")
+    net = (run["energy_j"] - run["idle_power_w"] * run["window_s"]) / tokens
+    assert cell.value == pytest.approx(run["energy_j"] / tokens)
+    assert cell.text(METRICS["j-per-token"]).endswith(f" (net {net:.4g})")
     power = value_of(res, "power")
-    assert power.reason == "simulated"
+    assert power.value == pytest.approx(run["power_mean_w"])
+    assert power.suffix == f" (idle {run['idle_power_w']:.0f} W before the load; host CPU 40 W)"
 
 
 def test_too_few_readings_in_the_idle_wait_say_so(tmp_path: Path, fake_server) -> None:

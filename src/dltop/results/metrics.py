@@ -82,8 +82,10 @@ def _power(res: ConfigResult) -> Value:
     idle, _ = _idle_w(res.runs)
     if val.value is None or idle is None:
         return val
-    return replace(val, suffix=f" (idle {idle:.0f} W before the load)",
-                   extra=(*val.extra, ("idle_power_w", idle)))
+    host = _mean(_floats(res.runs, "cpu_idle_power_w"))  # RAPL, where the host has it
+    return replace(val, suffix=f" (idle {idle:.0f} W before the load"
+                   + (f"; host CPU {host:.0f} W)" if host is not None else ")"),
+                   extra=(*val.extra, ("idle_power_w", idle), ("cpu_idle_power_w", host)))
 
 
 def _idle_w(runs: Sequence[RunRecord]) -> tuple[float | None, str]:

@@ -189,6 +189,8 @@ class RunTelemetry:
     """That wait's length (the runner's ``IDLE_WINDOW_S``)."""
     idle_readings: int | None = None
     """GPU readings inside that wait, the fewest of the run's GPUs."""
+    cpu_idle_power_w: float | None = None
+    """The host's CPU packages' and DRAM's power (RAPL) over that wait (None: no RAPL)."""
     extra: dict[str, float] = field(default_factory=dict)
 
 

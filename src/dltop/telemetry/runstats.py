@@ -252,6 +252,7 @@ class RunAccumulator:
         """The runner waited from ``start_ns`` to ``end_ns`` (monotonic ns) with nothing
         sent, just before its load: the GPU readings between them give the idle power."""
         self._idle_ns = (start_ns, end_ns)
+        self._cpu_energy.idle(start_ns, end_ns)
         for s in self._pending:  # the wait's readings so far (nothing is dropped before
             if isinstance(s, GpuSample):  # the first iteration)
                 self._add_idle(s)
@@ -389,4 +390,5 @@ class RunAccumulator:
             host_readings=w.host_n,
             telemetry_read_errors=self.read_errors,
             idle_power_w=idle_w, idle_window_s=idle_s, idle_readings=idle_n,
+            cpu_idle_power_w=self._cpu_energy.idle_power_w,
         )

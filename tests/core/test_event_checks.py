@@ -107,3 +107,16 @@ def test_done_gpu_memory_peak_is_a_byte_count(peak: Any, ok: bool) -> None:
     assert (problem is None) == ok, problem
     if not ok:
         assert problem is not None and "gpu_mem_peak_bytes" in problem
+
+
+@pytest.mark.parametrize(("event", "why"), [
+    ({"start_mono_ns": 5, "end_mono_ns": 9}, None),
+    ({"start_mono_ns": 9, "end_mono_ns": 5}, "start_mono_ns 9 and end_mono_ns 5 are not"),
+    ({"start_mono_ns": -1, "end_mono_ns": 5}, "start_mono_ns -1"),
+    ({"start_mono_ns": 1.5, "end_mono_ns": 5}, "start_mono_ns 1.5"),
+    ({"end_mono_ns": 5}, "start_mono_ns None"),
+])
+def test_an_idle_event_gives_the_wait_before_the_load(event: dict[str, Any],
+                                                       why: str | None) -> None:
+    got = EventChecker().problem({"v": 1, "event": "idle", **event})
+    assert got == why if why is None else got is not None and got.startswith(f"idle event: {why}")

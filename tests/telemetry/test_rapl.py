@@ -172,3 +172,27 @@ def test_the_sampler_reads_the_tree_that_the_environment_names(
     u = other.end_run(2, samples=10)
     assert u is not None and u.cpu_energy_j is None
     assert "no RAPL package zone" in (u.cpu_energy_note or "")
+
+
+def test_the_host_idle_power_over_a_serve_runs_wait_before_its_load(
+        tree: dict[str, Path]) -> None:
+    """20 W while the runner waits (2-4 s), 100 W after; the wait is told, and the
+    warm-up's end trims the readings, before the reading that closes the wait."""
+    r = RaplReader(tree["root"])
+    acc = RunAccumulator(1, os.getpid(), (), cpu_energy_unavailable=None)
+    for k in range(161):  # every 0.05 s to 8 s: more readings than the edges keep
+        if k:
+            watts = 20.0 if k <= 80 else 100.0
+            for zone_name in ("p0", "p1"):
+                bump(tree[zone_name], int(watts / 2 * 0.05 * 1e6))
+        if k == 80:
+            acc.idle(2 * S, 4 * S)
+            acc.iteration(int(4.5 * S), 0.5, warmup=True)  # told before its reading
+        s = r.read(k * S // 20)
+        assert s is not None
+        acc.add_rapl(s)
+        if k == 150:
+            acc.iteration(int(7.5 * S), 3.0, warmup=False)
+    t = acc.summary(samples=10)
+    assert t.cpu_idle_power_w == pytest.approx(20.0)
+    assert t.cpu_energy_j == pytest.approx(300.0)  # 100 W over 4.5-7.5 s

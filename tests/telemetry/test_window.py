@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
-from dltop.telemetry.model import HostSample, TreeSample
+from dltop.telemetry.model import GpuSample, HostSample, TreeSample
 from dltop.telemetry.runstats import NO_WINDOW, RunAccumulator
 
 S = 1_000_000_000  # ns per second
@@ -147,3 +147,38 @@ def test_a_long_window_with_a_counter_read_once_a_second_is_exact_after_trimming
     assert t.energy_source == "counter"
     assert t.energy_j == pytest.approx(energy(57.95) - energy(2.05), abs=1e-6)
     assert t.energy_bound_j is not None and t.energy_bound_j <= 2 * 0.1 * (P0 + SLOPE * 60)
+
+
+def test_idle_power_is_the_mean_of_the_readings_inside_the_wait_before_the_load() -> None:
+    """The wait 0.5-2.5 s (told at 2.5 s: the readings before it wait in the pending
+    list; the one at 2.5 s arrives after); two GPUs at 100 + 10 t and 200 W."""
+    acc = RunAccumulator(1, 4242, (0, 1))
+    for step in range(21):  # readings every 0.25 s from 0 to 5 s
+        t = step / 4
+        if t == 2.5:
+            acc.idle(int(0.5 * S), int(2.5 * S))
+        acc.add_gpu(GpuSample(int(t * S), 0, 50.0, None, None, None, P0 + SLOPE * t,
+                              "instant", None))
+        acc.add_gpu(GpuSample(int(t * S), 1, 50.0, None, None, None, 200.0, "instant", None))
+        if t == 4.0:
+            acc.iteration(int(4.0 * S), 1.0, warmup=False)  # the load: 3-4 s
+    got = acc.summary(samples=10)
+    inside = [P0 + SLOPE * k / 4 for k in range(2, 11)]  # 0.5, 0.75 ... 2.5 s
+    assert got.idle_readings == len(inside) == 9
+    assert got.idle_window_s == pytest.approx(2.0)
+    assert got.idle_power_w == pytest.approx(sum(inside) / len(inside) + 200.0)
+    assert got.power_mean_w == pytest.approx((P0 + SLOPE * 3.5) + 200.0)  # the load's
+
+
+def test_no_idle_wait_gives_no_idle_figures_and_a_gpu_without_readings_no_power() -> None:
+    acc = RunAccumulator(1, 4242, (0,))
+    acc.add_gpu(GpuSample(int(1 * S), 0, 50.0, None, None, None, 90.0, "instant", None))
+    acc.iteration(int(2 * S), 1.0, warmup=False)
+    got = acc.summary(samples=1)
+    assert (got.idle_power_w, got.idle_window_s, got.idle_readings) == (None, None, None)
+    acc = RunAccumulator(1, 4242, (0, 1))
+    acc.idle(0, int(2 * S))  # GPU 1 gives no reading
+    acc.add_gpu(GpuSample(int(1 * S), 0, 50.0, None, None, None, 90.0, "instant", None))
+    acc.iteration(int(3 * S), 1.0, warmup=False)
+    got = acc.summary(samples=1)
+    assert (got.idle_power_w, got.idle_readings) == (None, 0)

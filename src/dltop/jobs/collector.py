@@ -38,7 +38,8 @@ class IterationCollector:
 
     def __init__(self, run_id: int, job: JobSpec, emit: Callable[[EngineEvent], None],
                  store: Store, write_later: Callable[..., None],
-                 on_iteration: Callable[[int, float, bool], None] | None = None) -> None:
+                 on_iteration: Callable[[int, float, bool], None] | None = None,
+                 on_idle: Callable[[int, int], None] | None = None) -> None:
         self.run_id = run_id
         self.total = job.warmup + job.iterations
         self.iterations: int | None = None if job.epochs is not None else job.iterations
@@ -58,6 +59,8 @@ class IterationCollector:
         self.measured_sizes: set[int] = set()
         """The distinct ``samples`` of the measured iterations (kept while at most two)."""
         self._on_iteration = on_iteration
+        self._on_idle = on_idle
+        """Takes a serve runner's idle wait before its load (the sampler's idle power)."""
         self._emit = emit
         self._store = store
         self._write_later = write_later
@@ -65,6 +68,8 @@ class IterationCollector:
         self._last_flush = time.monotonic()
 
     def on_event(self, event: dict[str, Any]) -> None:
+        if event["event"] == "idle" and self._on_idle is not None:
+            self._on_idle(int(event["start_mono_ns"]), int(event["end_mono_ns"]))
         if event["event"] != "iter":
             if self.extras.on_event(event) and event["event"] == "plan":
                 self._take_plan(int(event["iterations"]))

@@ -44,7 +44,7 @@ from typing import Any
 from dltop.childfiles import child_module
 from dltop.jobs import protocol_evals
 from dltop.jobs.protocol_evals import check_eval, check_generate, check_plan, check_profile
-from dltop.jobs.protocol_serve import check_load, check_request
+from dltop.jobs.protocol_serve import check_idle, check_load, check_request
 
 INT64_MAX = 2**63 - 1
 MAX_SAMPLES = 2**53
@@ -224,7 +224,7 @@ class EventChecker:
                  "profile": check_profile, "refused": _check_refused,
                  "generate": lambda e: check_generate(e, self.last_generate_index),
                  "request": lambda e: check_request(e, self.last_request_index),
-                 "load": check_load}
+                 "load": check_load, "idle": check_idle}
         check = checks.get(str(name))
         why = check(event) if check is not None else None
         if why is not None:

@@ -19,6 +19,8 @@ and skipped like any other). The rules:
   ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0,
   ``token_source`` null or :data:`TOKEN_SOURCES` joined by ``+``, ``client_processes``
   null or an integer >= 1.
+- ``idle`` (once, before the load: the runner waited with nothing sent):
+  ``start_mono_ns`` and ``end_mono_ns`` integers, the start >= 0 and not after the end.
 """
 
 from __future__ import annotations
@@ -103,3 +105,13 @@ def check_load(e: dict[str, Any]) -> str | None:
         why = f"token_source {_show(source)} is not one of {', '.join(TOKEN_SOURCES)} " \
               "(joined by +)"
     return why
+
+
+def check_idle(e: dict[str, Any]) -> str | None:
+    """Why an ``idle`` event is refused, or None."""
+    start: Any = e.get("start_mono_ns")
+    end: Any = e.get("end_mono_ns")
+    if not _is_int(start) or not _is_int(end) or not 0 <= start <= end:
+        return f"start_mono_ns {_show(start)} and end_mono_ns {_show(end)} are not " \
+               "integers with 0 <= start <= end"
+    return None

@@ -159,7 +159,8 @@ class RunLifecycle:
         collector = IterationCollector(
             run_id, job, self._emit, self._store, write_later,
             on_iteration=(None if sampler is None else
-                          lambda t, sec, warm: sampler.iteration(run_id, t, sec, warm)))
+                          lambda t, sec, warm: sampler.iteration(run_id, t, sec, warm)),
+            on_idle=None if sampler is None else lambda a, b: sampler.idle(run_id, a, b))
         held = self._leases[token]
         write_later(self._store.update_run, run_id,
                     {"device_lease": lease.LEASE_HELD if held.unavailable is None

@@ -16,7 +16,6 @@ latency against send time, and the TTFT and ITL histograms
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -30,7 +29,6 @@ from dltop.results import identity, labels
 from dltop.results.aggregate import ConfigResult
 from dltop.results.metrics import value_of
 from dltop.results.places import placed_identities
-from dltop.results.readings import readings_check
 from dltop.results.servetrace import serve_trace
 from dltop.results.serving import SLO_KEYS, serve_requests_of, serving_numbers, slos
 from dltop.textsafe import one_line
@@ -110,11 +108,11 @@ def _goodput_rows(ok: Sequence[ConfigResult], var: identity.Variation) -> list[d
     return rows
 
 
-def _joules(run: Any) -> float | None:
-    """A run's GPU energy over its measured window per output token of its ok requests."""
-    tokens = sum(q.output_tokens for q in run.serving if q.ok)
-    energy = run.fields.get("energy_j")
-    return float(energy) / tokens if energy is not None and tokens else None
+def _joules(r: ConfigResult) -> float | None:
+    """The declared ``j-per-token`` of a configuration; simulated GPUs' number too (the
+    figure's title says SIMULATED)."""
+    cell = value_of(r, "j-per-token")
+    return cell.value if cell.value is not None else cell.simulated_value
 
 
 def _energy(ok: Sequence[ConfigResult], var: identity.Variation
@@ -123,15 +121,15 @@ def _energy(ok: Sequence[ConfigResult], var: identity.Variation
     short: dict[str, None] = {}  # an engine's reason once, whatever its rates
     for r in ok:
         x, _ = _rate(r)
-        why, _ = readings_check(r, gpu=True)
-        per = [j for run in r.runs if (j := _joules(run)) is not None]
+        value = _joules(r)
         if r.device_kind != "gpu":
             short[f"{_engine(r, var)}: no GPU (the energy is GPU telemetry)"] = None
-        elif why or not per:
+        elif value is None:
+            why = value_of(r, "j-per-token").reason
             short[f"{_engine(r, var)}: {why or 'n/a: no energy measured'}"] = None
         elif x is not None:
-            rows.append(_row(r, var, "J/output token", x, statistics.fmean(per), per,
-                             len(per)))
+            per = _per_run(r, _joules)
+            rows.append(_row(r, var, "J/output token", x, value, per, len(per)))
     return rows, list(short)
 
 

@@ -189,6 +189,17 @@ DECLARED = (
     Metric("slot-wait", "time each request waited for a concurrency slot, in s: p50 / p90 / "
            "p99", "s", "slot wait p50/p90/p99 s", _g4, modes=SERVE, detail=PCT,
            how="p50 / p90 / p99 of every measured request's wait for a slot"),
+    Metric("j-per-token", "GPU energy per output token in J over a serve run's measured "
+           "window (in brackets: net of the idle power of the same GPUs before the load)",
+           "J/token", "J/token", _g4, modes=SERVE, detail=("net_j", "idle_power_w", *READINGS),
+           how="mean of each serve run's GPU energy over its measured window / output tokens "
+           "of its ok measured requests; net: (energy - idle power × window) / tokens, the "
+           "idle power measured just before the load"),
+    Metric("j-per-request", "GPU energy per ok request in J over a serve run's measured "
+           "window (in brackets: net of the idle power before the load)", "J/request",
+           "J/request", _g4, modes=SERVE, detail=("net_j", "idle_power_w", *READINGS),
+           how="mean of each serve run's GPU energy over its measured window / its ok "
+           "measured requests; net as j-per-token's"),
     Metric("client-cpu", "the serve client's CPU over its window in % (100 = one core)", "%",
            "client CPU %", _f(1), modes=SERVE,
            how="mean of each serve run's client CPU over its window"),
@@ -224,6 +235,10 @@ generate and serve runs; a summary column (a TUI switch) only where some configu
 has a value."""
 GENERATION = tuple(n for n, m in METRICS.items() if m.modes in (DECODE, GENERATE))
 """The metrics of generate runs (TTFT, TPOT, ITL, decode tokens/s...; serve runs too)."""
+
+SERVE_ENERGY = ("j-per-token", "j-per-request")
+"""Serve metrics that are GPU telemetry figures (:mod:`dltop.results.metrics` computes
+them), not load figures (:func:`dltop.results.serving.serving_numbers`)."""
 
 HOST_SPLIT = {"host-user": "host_cpu_user_pct", "host-system": "host_cpu_system_pct",
               "host-iowait": "host_cpu_iowait_pct"}

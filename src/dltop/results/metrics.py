@@ -31,6 +31,7 @@ from dltop.results.metricdefs import (
 )
 from dltop.results.peaks import gpu_peak
 from dltop.results.readings import Detail, readings_check
+from dltop.telemetry.readings import idle_shortfall
 
 _mean = mean_or_none
 
@@ -77,7 +78,53 @@ def _gpu_value(res: ConfigResult, value: float | None, source: str = "") -> Valu
 
 @computes("power")
 def _power(res: ConfigResult) -> Value:
-    return _gpu_value(res, _mean(_floats(res.runs, "power_mean_w")))
+    val = _gpu_value(res, _mean(_floats(res.runs, "power_mean_w")))
+    idle, _ = _idle_w(res.runs)
+    if val.value is None or idle is None:
+        return val
+    host = _mean(_floats(res.runs, "cpu_idle_power_w"))  # RAPL, where the host has it
+    return replace(val, suffix=f" (idle {idle:.0f} W before the load"
+                   + (f"; host CPU {host:.0f} W)" if host is not None else ")"),
+                   extra=(*val.extra, ("idle_power_w", idle), ("cpu_idle_power_w", host)))
+
+
+def _idle_w(runs: Sequence[RunRecord]) -> tuple[float | None, str]:
+    """Mean over serve runs of their idle power before the load, or why there is none
+    (:func:`~dltop.telemetry.readings.idle_shortfall` of the weakest run)."""
+    for r in runs:
+        why = idle_shortfall(r.get("idle_window_s"), r.get("idle_readings"))
+        if why is not None:
+            return None, why
+    return _mean(_floats(runs, "idle_power_w")), ""
+
+
+def _per_serve_output(tokens: bool) -> Callable[[ConfigResult], Value]:
+    """J per output token (``tokens``) or per ok request of serve runs, the net of idle
+    power beside it: (energy - idle power × window) / the same count."""
+    def compute(res: ConfigResult) -> Value:
+        mode = res.identity.get("mode", "train")
+        if mode != "serve":  # the other serving metrics' words
+            return Value(None, "n/a: training run" if mode == "train" else f"n/a: {mode} run")
+        per, net = [], []
+        for r in res.runs:
+            ok = [q for q in r.serving if q.ok]
+            n = sum(q.output_tokens for q in ok) if tokens else len(ok)
+            energy, idle, window = (r.get(c) for c in ("energy_j", "idle_power_w", "window_s"))
+            if energy is not None and n:
+                per.append(float(energy) / n)
+                if idle is not None and window is not None:
+                    net.append((float(energy) - float(idle) * float(window)) / n)
+        val = _gpu_value(res, _mean(per))
+        idle_w, why = _idle_w(res.runs)
+        net_j = _mean(net) if idle_w is not None and len(net) == len(per) else None
+        shown = why or (f"{net_j:.4g}" if net_j is not None else "n/a")
+        return replace(val, suffix=f" (net {shown})",
+                       extra=(*val.extra, ("net_j", net_j), ("idle_power_w", idle_w)))
+    return compute
+
+
+computes("j-per-token")(_per_serve_output(tokens=True))
+computes("j-per-request")(_per_serve_output(tokens=False))
 
 
 @computes("energy")

@@ -56,7 +56,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v26, v28, v29, v31
+from dltop.store.serving import v26, v28, v29, v31, v33
 from dltop.store.templates import v23, v32
 from dltop.store.tx import transaction
 
@@ -161,6 +161,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(32, "job_configs counts every job: a job without a config_key gets its spec's, "
                   "and a campaign not fully counted is counted again (results read no job "
                   "row, whatever dltop made the file)", v32),
+    Migration(33, "runs.idle_power_w/idle_window_s/idle_readings/cpu_idle_power_w: a serve "
+                  "run's GPU (and RAPL CPU) power while idle just before its load (issue 41 "
+                  "item 4)", v33),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -89,3 +89,17 @@ def v29(db: Any) -> None:
 def v31(db: Any) -> None:
     """Migration 31: ``serve_requests.in_flight`` (what a live view shows in flight)."""
     db[TABLE].add_column("in_flight", int)
+
+
+IDLE_COLUMNS = {"idle_power_w": float, "idle_window_s": float, "idle_readings": int,
+                "cpu_idle_power_w": float}
+"""The run's idle power (issue 41 item 4): its GPUs' mean power, summed over them, while
+its runner waited with nothing sent just before the load; that wait in s; the GPU
+readings inside it (the fewest of the GPUs': the count the figure stands on); the host's
+CPU power over it from RAPL (packages and DRAM; NULL without RAPL)."""
+
+
+def v33(db: Any) -> None:
+    """Migration 33: ``runs.idle_power_w/idle_window_s/idle_readings/cpu_idle_power_w``."""
+    for name, kind in IDLE_COLUMNS.items():
+        db["runs"].add_column(name, kind)

@@ -23,6 +23,7 @@ import sqlite_utils
 from dltop.store import samples as sample_tables
 from dltop.store.rows import insert_sql
 from dltop.store.schema_steps import RUN_TELEMETRY_COLUMNS
+from dltop.store.serving import IDLE_COLUMNS
 from dltop.store.tx import transaction
 from dltop.telemetry.model import RunTelemetry
 from dltop.telemetry.nodestats import (
@@ -35,7 +36,7 @@ from dltop.telemetry.nodestats import (
 if TYPE_CHECKING:  # the viewer imports the store: not the sampler with it
     from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
 
-RUN_COLUMNS = RUN_TELEMETRY_COLUMNS
+RUN_COLUMNS = {**RUN_TELEMETRY_COLUMNS, **IDLE_COLUMNS}
 """The ``runs`` columns a telemetry summary fills: the columns the migrations added for it
 (a new one is declared once, in :mod:`dltop.store.migrations`)."""
 

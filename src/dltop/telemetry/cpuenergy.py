@@ -44,6 +44,28 @@ class CpuEnergyTrack:
         self._dram: list[Reading] = []
         self._faults: list[tuple[int, str]] = []  # (t ns, note) of each new fault
         self._last_faults: int | None = None
+        self._idle: tuple[int, int] | None = None  # a wait whose power is not known yet
+        self.idle_power_w: float | None = None
+        """The host's CPU power (package + DRAM) over a serve run's idle wait before its
+        load (:meth:`idle`); None: no wait, no RAPL, or a fault inside it."""
+
+    def idle(self, start_ns: int, end_ns: int) -> None:
+        """The run waited idle from ``start_ns`` to ``end_ns``: its power once a reading
+        follows the end (the readings are kept, untrimmed, until then)."""
+        self._idle = (start_ns, end_ns) if self.unavailable is None and end_ns > start_ns \
+            else None
+        self._idle_power()
+
+    def _idle_power(self) -> None:
+        if self._idle is None or not self._package or self._package[-1][0] < self._idle[1]:
+            return
+        (start, end), self._idle = self._idle, None
+        if any(start - 2e9 <= t <= end + 2e9 for t, _ in self._faults):
+            return
+        pkg = window_energy(self._package, start, end)
+        dram = window_energy(self._dram, start, end) if self._dram else None
+        if pkg is not None:
+            self.idle_power_w = (pkg[0] + (dram[0] if dram else 0.0)) / ((end - start) / 1e9)
 
     def add(self, s: RaplSample) -> None:
         """One reading of the host's counters."""
@@ -57,9 +79,12 @@ class CpuEnergyTrack:
         for readings in (self._package, self._dram):
             if len(readings) > MAX_READINGS:
                 del readings[:MAX_READINGS // 2]
+        self._idle_power()
 
     def trim(self, start_ns: int | None, end_ns: int | None) -> None:
         """Keep only what the edges need (see :func:`~dltop.telemetry.edges.keep_for_edges`)."""
+        if self._idle is not None:  # the idle wait's edges are still needed
+            return
         if len(self._package) > EDGE_SLACK:
             self._package = keep_for_edges(self._package, start_ns, end_ns)
         if len(self._dram) > EDGE_SLACK:

@@ -182,6 +182,15 @@ class RunTelemetry:
     host CPU, process-tree CPU and RSS figures."""
     telemetry_read_errors: int = 0
     """Readings of the run's GPUs or of the host that raised and were skipped."""
+    idle_power_w: float | None = None
+    """A serve run's GPUs' mean power (summed over them) while its runner waited, just
+    before its load (None: no wait, or a GPU without a reading in it)."""
+    idle_window_s: float | None = None
+    """That wait's length (the runner's ``IDLE_WINDOW_S``)."""
+    idle_readings: int | None = None
+    """GPU readings inside that wait, the fewest of the run's GPUs."""
+    cpu_idle_power_w: float | None = None
+    """The host's CPU packages' and DRAM's power (RAPL) over that wait (None: no RAPL)."""
     extra: dict[str, float] = field(default_factory=dict)
 
 

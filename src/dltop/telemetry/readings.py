@@ -72,3 +72,23 @@ def gpu_shortfall(window_s: float | None, readings: int | None) -> str | None:
 def host_shortfall(window_s: float | None, readings: int | None) -> str | None:
     """:func:`shortfall` of a host figure (host and process-tree CPU, RSS)."""
     return shortfall(window_s, readings, MIN_HOST_READINGS)
+
+
+IDLE_HINT = "raise --gpu-hz"
+"""What puts more readings in a serve run's idle wait (its length is the runner's)."""
+
+
+def idle_shortfall(window_s: float | None, readings: int | None) -> str | None:
+    """Why a serve run's idle power (the GPUs' mean over the runner's wait just before its
+    load) is not shown, or None when it stands on :data:`MIN_GPU_READINGS` per GPU.
+
+    Returns:
+        ``n/a: no idle wait before the load`` (none recorded: a CPU run, or one stored
+        before), ``n/a: idle 2 s, 4 readings (raise --gpu-hz)``, or None.
+    """
+    if window_s is None or readings is None:
+        return "n/a: no idle wait before the load"
+    if readings >= MIN_GPU_READINGS:
+        return None
+    return f"n/a: idle {window_s:.2g} s, {readings} reading{'' if readings == 1 else 's'} " \
+           f"({IDLE_HINT})"

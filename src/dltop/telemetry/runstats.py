@@ -11,7 +11,9 @@ reading waits in a pending list until an iteration end at or after it is known
 the last measured iteration are still pending at the end and never counted.
 The pending list holds the readings since the last iteration end (bounded by
 :data:`MAX_PENDING`, oldest dropped first: those are start-up readings).
-Only ``energy_run_j`` covers the whole run, spawn to exit.
+Only ``energy_run_j`` covers the whole run, spawn to exit. A serve run's runner waits
+before its load with nothing sent (:meth:`RunAccumulator.idle`): the GPUs' mean power
+over that wait is the run's idle power (``idle_power_w``, docs/serving.md).
 
 The window's energy is the GPUs' counters interpolated at its two edges
 (:mod:`dltop.telemetry.edges`), so each GPU's counter and power readings around
@@ -203,6 +205,8 @@ class RunAccumulator:
         self.simulated = False
         self.read_errors = 0
         """Readings meant for this run that raised (the sampler skipped them)."""
+        self._idle_ns: tuple[int, int] | None = None
+        self._idle_w: dict[int, tuple[float, int]] = {}  # gpu -> (sum of W, readings)
 
     # feeding --------------------------------------------------------------------
     def add_gpu(self, s: GpuSample) -> None:
@@ -211,6 +215,7 @@ class RunAccumulator:
             return
         self.simulated = self.simulated or s.simulated
         self._run.add_gpu(s, self.tree_pids)
+        self._add_idle(s)
         edges = self._edges[s.index]
         # Power readings shape the interpolation between counter readings; a GPU that
         # has given no counter reading yet (or has no counter) keeps none: nothing to
@@ -242,6 +247,30 @@ class RunAccumulator:
         for pid, (cpu, sec) in found.items():
             if pid not in self.tree_pids and self.cpus is not None and cpu in self.cpus:
                 self._suspects[pid] = self._suspects.get(pid, 0.0) + sec
+
+    def idle(self, start_ns: int, end_ns: int) -> None:
+        """The runner waited from ``start_ns`` to ``end_ns`` (monotonic ns) with nothing
+        sent, just before its load: the GPU readings between them give the idle power."""
+        self._idle_ns = (start_ns, end_ns)
+        self._cpu_energy.idle(start_ns, end_ns)
+        for s in self._pending:  # the wait's readings so far (nothing is dropped before
+            if isinstance(s, GpuSample):  # the first iteration)
+                self._add_idle(s)
+
+    def _add_idle(self, s: GpuSample) -> None:
+        if self._idle_ns is not None and s.power_w is not None \
+                and self._idle_ns[0] <= s.t_mono_ns <= self._idle_ns[1]:
+            w, n = self._idle_w.get(s.index, (0.0, 0))
+            self._idle_w[s.index] = (w + s.power_w, n + 1)
+
+    def _idle_figures(self) -> tuple[float | None, float | None, int | None]:
+        """(idle power: the sum over the GPUs of each one's mean, the wait's seconds, its
+        readings: the fewest of the GPUs'); all None without an idle wait."""
+        if self._idle_ns is None or not self.gpus:
+            return None, None, None
+        fewest = min(self._idle_w.get(i, (0.0, 0))[1] for i in self.gpus)
+        power = sum(w / n for w, n in self._idle_w.values()) if fewest else None
+        return power, (self._idle_ns[1] - self._idle_ns[0]) / 1e9, fewest
 
     def iteration(self, t_mono_ns: int, seconds: float, warmup: bool) -> None:
         """An iteration ended at ``t_mono_ns`` (monotonic ns) after ``seconds``."""
@@ -334,6 +363,7 @@ class RunAccumulator:
                 reasons.append(cpu_reason(cpu_pct, self.cpus,
                                           (top[0], process_name(top[0])) if top else None))
         checked = w.gpu_checked or cpu_pct is not None
+        idle_w, idle_s, idle_n = self._idle_figures()
         return RunTelemetry(
             gpu_util_mean_pct=w.util_sum / w.util_n if w.util_n else None,
             gpu_util_peak_pct=w.util_peak, gpu_mem_peak_bytes=w.mem_peak,
@@ -359,4 +389,6 @@ class RunAccumulator:
             gpu_readings=min((w.gpu_n_by.get(i, 0) for i in self.gpus), default=None),
             host_readings=w.host_n,
             telemetry_read_errors=self.read_errors,
+            idle_power_w=idle_w, idle_window_s=idle_s, idle_readings=idle_n,
+            cpu_idle_power_w=self._cpu_energy.idle_power_w,
         )

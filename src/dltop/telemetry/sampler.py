@@ -224,6 +224,13 @@ class Sampler:
             if entry is not None:
                 entry[0].iteration(t_mono_ns, seconds, warmup)
 
+    def idle(self, run_id: int, start_ns: int, end_ns: int) -> None:
+        """``run_id``'s runner waited idle before its load (:meth:`RunAccumulator.idle`)."""
+        with self._lock:
+            entry = self._runs.get(run_id)
+            if entry is not None:
+                entry[0].idle(start_ns, end_ns)
+
     def end_run(self, run_id: int, samples: int | None = None) -> RunTelemetry | None:
         """Stop attributing to ``run_id`` and return its summary over the measured window.
 

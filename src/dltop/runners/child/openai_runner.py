@@ -12,7 +12,9 @@ end, a ``load`` event: the measured window, the client's CPU over it, the source
 the output token counts (:mod:`openai_tokens`) and the client processes (also in a
 ``setup`` event: the run's environment shows them). Events go in completion order,
 under rising indexes; ``request`` says which request it was (``worker``: which client
-process sent it, :mod:`openai_split`).
+process sent it, :mod:`openai_split`). On GPUs, an ``idle`` event comes first: the
+runner waits :data:`IDLE_WINDOW_S` with nothing sent, and the sampler's readings of
+that wait give the run's idle power.
 
 An endpoint that refuses the connection, or whose TLS fails, ends the run at once
 (an ``error`` of kind ``setup``: ``setup_failed``), with no retry. More failed
@@ -33,6 +35,7 @@ import json
 import os
 import signal
 import sys
+import time
 import traceback
 
 import dltop_protocol as proto
@@ -40,6 +43,10 @@ import openai_load as load
 import openai_server as srv
 import openai_split as split
 import openai_tokens as tokens
+
+IDLE_WINDOW_S = 2.0
+"""On GPUs, the wait before the load with nothing sent: the GPUs' mean power over it is
+the run's idle power (20 readings at the sampler's 10 Hz; it needs 10, docs/serving.md)."""
 
 
 def _options(spec):
@@ -174,6 +181,15 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     if warmup:
         phases.insert(0, (prompts[:warmup], load.schedule(warmup, rate, arrival, burstiness,
                                                           rng), True, list(range(warmup))))
+    if (spec.get("device") or {}).get("kind") == "gpu":
+        # The server is ready and nothing is in flight: the GPUs draw their idle power.
+        start = time.monotonic_ns()
+        time.sleep(IDLE_WINDOW_S)
+        end = time.monotonic_ns()
+        reporter.emit("idle", start_mono_ns=start, end_mono_ns=end)
+        sys.stdout.write("[dltop] idle before the load (the GPUs' idle power): monotonic "
+                         "%d to %d ns\n" % (start, end))
+        sys.stdout.flush()
     asked = opts.get("client_processes", 1)
     n = 1 if asked == "auto" else min(int(asked), concurrency, max(measured, 1))
     loop = asyncio.new_event_loop()

@@ -103,7 +103,8 @@ def find_cycle(graph: grimp.ImportGraph, modules: set[str]) -> list[str] | None:
 
 
 def dltop_graph() -> tuple[grimp.ImportGraph, set[str]]:
-    graph = grimp.build_graph("dltop", exclude_type_checking_imports=True)
+    # TYPE_CHECKING imports count: an annotation-only circle is still a circle (issue 39)
+    graph = grimp.build_graph("dltop", exclude_type_checking_imports=False)
     # A package's __init__ is its own node; child scripts run in another interpreter.
     mods = {m for m in graph.modules if ".child" not in m}
     return graph, mods

@@ -14,7 +14,7 @@ from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import lmcost, serving
 from dltop.results.aggregate import ConfigResult, RunRecord
-from dltop.results.metricdefs import METRICS, REQUESTS, SERVE, SERVE_ENERGY, Value, computes
+from dltop.results.metricdefs import REQUESTS, Value, computes
 from dltop.results.metricdefs import mean_or_none as _mean
 from dltop.results.table import fmt_seconds
 from dltop.store.generations import DISTINCT_COLUMN
@@ -85,7 +85,7 @@ def _serving(name: str) -> Callable[[ConfigResult], Value]:
     return compute
 
 
-for _name in (n for n, m in METRICS.items() if m.modes == SERVE and n not in SERVE_ENERGY):
+for _name in serving.SERVING_NUMBERS:  # a declared one missing here: check_computed says
     computes(_name)(_serving(_name))
 
 

@@ -23,17 +23,16 @@ from __future__ import annotations
 
 import itertools
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from dltop.results.convergence import Percentiles, percentiles
+from dltop.results.convergence import percentiles
 from dltop.store.read import serving
 
 if TYPE_CHECKING:
     import sqlite_utils
 
-    from dltop.results.aggregate import ConfigResult, RunRecord
     from dltop.store.reader import ReadDb
 
 SLO_KEYS = (("slo_ttft_ms", "ttft"), ("slo_tpot_ms", "tpot"), ("slo_e2e_ms", "e2e"))
@@ -109,60 +108,88 @@ def slos(identity: Mapping[str, Any]) -> dict[str, float]:
             if opts.get(key) is not None}
 
 
-def _per_run_rate(runs: Sequence[RunRecord], count: Any) -> list[float]:
-    out = []
-    for r in runs:
-        window = r.fields.get("serve_window_s")
-        if window and r.serving:
-            out.append(count(r) / float(window))
-    return out
+class ServedRun(Protocol):
+    """A run as these metrics read it (a ``RunRecord``): its columns and its requests."""
+
+    @property
+    def fields(self) -> dict[str, Any]: ...
+    @property
+    def serving(self) -> tuple[ServeRequest, ...]: ...
 
 
-def _pct(p: Percentiles | None, n: int) -> tuple[float, dict[str, float | None]] | None:
-    if p is None:
-        return None
-    return p[0], {"p50_s": p[0], "p90_s": p[1], "p99_s": p[2], "n": float(n)}
+class Served(Protocol):
+    """A configuration as these metrics read it (a ``ConfigResult``)."""
+
+    @property
+    def runs(self) -> tuple[ServedRun, ...]: ...
+    @property
+    def identity(self) -> Mapping[str, Any]: ...
 
 
-def serving_numbers(res: ConfigResult, name: str) -> tuple[float | None, str,
-                                                            dict[str, float | None]]:
+Numbers = tuple[float | None, str, dict[str, float | None]]
+"""(value, why there is none, detail) of one serving metric for a configuration."""
+
+
+def _rate(count: Callable[[ServedRun, dict[str, float]], float], asked: bool = False,
+          needs_slo: bool = False) -> Callable[[Served, list[ServeRequest]], Numbers]:
+    """Median over the runs of ``count`` (given the configuration's SLOs) per second of
+    each run's measured window; ``asked``: the rate the profile asked, beside it."""
+    def numbers(res: Served, _reqs: list[ServeRequest]) -> Numbers:
+        detail: dict[str, float | None] = {}
+        if asked and isinstance(rate := res.identity.get("request_rate"), int | float):
+            detail["asked"] = float(rate)
+        slo = slos(res.identity)
+        if needs_slo and not slo:
+            return None, "n/a: no SLO given (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)", {}
+        rates = [count(r, slo) / float(window) for r in res.runs
+                 if (window := r.fields.get("serve_window_s")) and r.serving]
+        return (statistics.median(rates) if rates else None), "n/a: no window", detail
+    return numbers
+
+
+def _spread(of: Callable[[list[ServeRequest]], list[float]],
+            ) -> Callable[[Served, list[ServeRequest]], Numbers]:
+    """p50 (p90, p99 and n in the detail) of what ``of`` takes from the requests."""
+    def numbers(_res: Served, reqs: list[ServeRequest]) -> Numbers:
+        values = of(reqs)
+        p = percentiles(values)
+        if p is None:
+            return None, "n/a: one chunk per request", {}
+        return p[0], "", {"p50_s": p[0], "p90_s": p[1], "p99_s": p[2], "n": float(len(values))}
+    return numbers
+
+
+def _error_rate(_res: Served, reqs: list[ServeRequest]) -> Numbers:
+    failed = sum(not q.ok for q in reqs)
+    return 100.0 * failed / len(reqs), "", {"failed": float(failed), "n": float(len(reqs))}
+
+
+def _client_cpu(res: Served, _reqs: list[ServeRequest]) -> Numbers:
+    cpus = [float(v) for r in res.runs if (v := r.fields.get("client_cpu_pct")) is not None]
+    return (statistics.fmean(cpus) if cpus else None), "n/a: not measured", {}
+
+
+SERVING_NUMBERS: dict[str, Callable[[Served, list[ServeRequest]], Numbers]] = {
+    "req-rate": _rate(lambda r, _: sum(q.ok for q in r.serving), asked=True),
+    "output-rate": _rate(lambda r, _: sum(q.output_tokens for q in r.serving if q.ok)),
+    "goodput": _rate(lambda r, slo: sum(q.meets(slo) for q in r.serving), needs_slo=True),
+    "error-rate": _error_rate,
+    "client-cpu": _client_cpu,
+    "itl-chunk": _spread(lambda reqs: [b - a for q in reqs if q.ok
+                                       for a, b in itertools.pairwise(q.chunk_s)]),
+    "dispatch-lag": _spread(lambda reqs: [q.dispatch_lag_s for q in reqs]),
+    "slot-wait": _spread(lambda reqs: [q.slot_wait_s for q in reqs]),
+}
+"""Each serving metric's numbers over a serve configuration's measured requests (the
+metric's declaration is in :mod:`dltop.results.metricdefs`)."""
+
+
+def serving_numbers(res: Served, name: str) -> Numbers:
     """(value, why none, detail) of serving metric ``name`` for a configuration."""
-    runs = res.runs
     mode = res.identity.get("mode", "train")
     if mode != "serve":  # the latency metric's words for the other runs
         return None, "n/a: training run" if mode == "train" else f"n/a: {mode} run", {}
-    reqs = [q for r in runs for q in r.serving]
+    reqs = [q for r in res.runs for q in r.serving]
     if not reqs:
         return None, "n/a: no serve requests stored", {}
-    if name == "req-rate":
-        rates = _per_run_rate(runs, lambda r: sum(q.ok for q in r.serving))
-        asked = res.identity.get("request_rate")
-        detail: dict[str, float | None] = {"asked": float(asked)} \
-            if isinstance(asked, int | float) else {}
-        return (statistics.median(rates) if rates else None), "n/a: no window", detail
-    if name == "output-rate":
-        rates = _per_run_rate(runs, lambda r: sum(q.output_tokens for q in r.serving if q.ok))
-        return (statistics.median(rates) if rates else None), "n/a: no window", {}
-    if name == "goodput":
-        slo = slos(res.identity)
-        if not slo:
-            return None, "n/a: no SLO given (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)", {}
-        rates = _per_run_rate(runs, lambda r: sum(q.meets(slo) for q in r.serving))
-        return (statistics.median(rates) if rates else None), "n/a: no window", {}
-    if name == "error-rate":
-        failed = sum(not q.ok for q in reqs)
-        return 100.0 * failed / len(reqs), "", {"failed": float(failed), "n": float(len(reqs))}
-    if name == "client-cpu":
-        cpus = [float(v) for r in runs if (v := r.fields.get("client_cpu_pct")) is not None]
-        return (statistics.fmean(cpus) if cpus else None), "n/a: not measured", {}
-    values: list[float]
-    if name == "itl-chunk":
-        values = [b - a for q in reqs if q.ok for a, b in itertools.pairwise(q.chunk_s)]
-    elif name == "dispatch-lag":
-        values = [q.dispatch_lag_s for q in reqs]
-    else:
-        values = [q.slot_wait_s for q in reqs]
-    got = _pct(percentiles(values), len(values))
-    if got is None:
-        return None, "n/a: one chunk per request", {}
-    return got[0], "", got[1]
+    return SERVING_NUMBERS[name](res, reqs)

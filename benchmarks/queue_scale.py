@@ -31,7 +31,7 @@ from dltop.catalog import RunStatus
 from dltop.jobs.allocator import DeviceAllocator
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
-from dltop.telemetry.model import RunTelemetry
+from dltop.telemetry.values import RunTelemetry
 
 PROFILE = """
 [[matrix]]

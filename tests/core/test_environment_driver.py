@@ -13,7 +13,7 @@ from dltop.jobs.environment import driver_version, environment_row
 from dltop.profiles.loader import parse
 from dltop.results import export
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import GpuStatic
+from dltop.telemetry.values import GpuStatic
 
 
 def real(index: int, driver: str | None) -> GpuStatic:

@@ -17,8 +17,8 @@ from tests.core.test_cntk_gpu_preflight import gpus  # noqa: F401 - the fake-NVM
 
 from dltop.errors import UserError
 from dltop.jobs import campaign
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.results.identity import identity_of
 from dltop.store import Store
 from dltop.store.db import memory_db

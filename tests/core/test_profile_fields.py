@@ -17,7 +17,7 @@ from dltop.profiles.fields import (
     optional,
     setting,
 )
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.slurm import SlurmSettings
 
 

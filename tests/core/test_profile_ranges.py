@@ -19,8 +19,8 @@ from dltop.errors import UserError
 from dltop.jobs import campaign
 from dltop.profiles import fields
 from dltop.profiles.joblist import JobList
+from dltop.profiles.jobspec import settings
 from dltop.profiles.loader import parse
-from dltop.profiles.model import settings
 from dltop.store import Store, connect
 from dltop.systems import load_system
 

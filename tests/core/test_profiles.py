@@ -13,8 +13,8 @@ import pytest
 from dltop.errors import UserError
 from dltop.profiles.device import DeviceSpec
 from dltop.profiles.entry import SETTINGS
+from dltop.profiles.jobspec import JobSpec, settings
 from dltop.profiles.loader import builtin_names, load, parse
-from dltop.profiles.model import JobSpec, settings
 from dltop.profiles.references import Reference
 from dltop.profiles.slurm import SlurmSettings
 from dltop.store.db import memory_db

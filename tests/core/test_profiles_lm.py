@@ -11,8 +11,8 @@ import pytest
 
 from dltop.errors import UserError
 from dltop.profiles import lm
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import builtin_names, load, parse
-from dltop.profiles.model import JobSpec
 
 LM = """
 [[matrix]]

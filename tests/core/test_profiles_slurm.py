@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from dltop.errors import UserError
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.profiles.slurm import SlurmSettings
 
 BASE = """

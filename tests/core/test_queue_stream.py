@@ -22,8 +22,8 @@ from dltop.jobs import campaign
 from dltop.jobs.engine import Engine
 from dltop.jobs.events import CampaignStarted, EngineEvent, RunFinished
 from dltop.profiles.joblist import JobList
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.store import Store, connect
 from dltop.store.rows import job_row
 

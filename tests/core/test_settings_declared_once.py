@@ -85,7 +85,7 @@ def test_the_lists_today() -> None:
     """The derived lists read as the hand-kept ones did (behaviour unchanged)."""
     from dltop.profiles import entry, lm, loader, window
     from dltop.profiles.fields import GROUP
-    from dltop.profiles.model import declared
+    from dltop.profiles.jobspec import declared
     from dltop.results import identity, labels
 
     assert loader.SWEEP_KEYS == ("optimizer", "lr", "momentum", "weight_decay", "nodes",

@@ -18,8 +18,8 @@ from dltop.errors import UserError
 from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.jobs.executors.slurm_script import sbatch_argv, srun_argv
 from dltop.profiles import slurmopts
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.profiles.slurm import check_args
 from dltop.profiles.slurmopts import OptionError
 from dltop.systems import load_system

@@ -12,8 +12,8 @@ import pytest
 
 from dltop.errors import UserError
 from dltop.profiles import window
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.results.identity import identity_of
 
 ENTRY = """

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from dltop.report import data, figures, html, specs, vlsize
-from dltop.report.model import Figure, Report
+from dltop.report.content import Figure, Report
 from dltop.results import queries
 from dltop.store import connect
 from dltop.store.reader import open_reader

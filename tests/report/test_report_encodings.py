@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dltop.report import data, specs, vlsize
-from dltop.report.model import Figure, Report
+from dltop.report.content import Figure, Report
 from dltop.results import queries
 from dltop.store import connect
 

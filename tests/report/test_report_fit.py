@@ -17,9 +17,9 @@ import pytest
 import sqlite_utils
 
 from dltop.report import data, figures, html, specs
+from dltop.report.content import Figure, Report
 from dltop.report.encode import LOG_SPAN, log_axis
 from dltop.report.leftout import caption_text, omitted_lines
-from dltop.report.model import Figure, Report
 from dltop.results import queries
 from dltop.store.views import ensure_views
 

@@ -11,7 +11,7 @@ import sqlite_utils
 
 from dltop.report import data, specs
 from dltop.report.barspecs import BAR_ROWS
-from dltop.report.model import Report
+from dltop.report.content import Report
 from dltop.results import queries
 from dltop.store.views import ensure_views
 

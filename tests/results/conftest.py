@@ -13,8 +13,8 @@ import pytest
 import sqlite_utils
 
 from dltop.catalog import RunStatus
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.store import Store
 

@@ -1,6 +1,6 @@
 """A job setting is declared once: how results show it comes from its declaration.
 
-``setting(..., quiet=, header=, row_key=)`` in ``profiles/model.py`` is the one place;
+``setting(..., quiet=, header=, row_key=)`` in ``profiles/jobspec.py`` is the one place;
 ``identity.QUIET_DEFAULTS``, ``HEADERS`` and ``ROW_KEYS`` and the summary's and
 comparison's key columns are derived from it. These tests fail for a new identity
 setting that does not say whether a caption states it, or whose header loses its unit.
@@ -13,8 +13,8 @@ import re
 
 from dltop.profiles import fields as declared
 from dltop.profiles.fields import integer, setting
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.results import compare, identity, summary
 from dltop.results.queries import CampaignRow
 

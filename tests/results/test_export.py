@@ -16,7 +16,7 @@ from dltop.results.aggregate import config_results
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
 from dltop.store.read.jobs import status_counts
-from dltop.telemetry.model import RunTelemetry
+from dltop.telemetry.values import RunTelemetry
 
 PROFILE = """
 name = "fix_ture"

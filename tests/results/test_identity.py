@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import sqlite_utils
 
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.results import compare, export, identity, queries, scaling, summary
 from dltop.results.render import render
 from dltop.results.stats import summarize_run

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.results import bootstrap, bootstrap_batch, caption, export, identity, summary
 from dltop.results.aggregate import config_results
 from dltop.results.gcpause import gc_paused

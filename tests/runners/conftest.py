@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dltop.profiles.device import DeviceSpec
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.runners.registry import CHILD_DIR
 
 # The child modules import each other as top-level modules (the runner's directory

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from dltop.errors import UserError
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 
 ENTRY = """[[matrix]]
 frameworks = ["openai"]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from dltop.report import data, html, specs
-from dltop.report.model import Figure, Report
+from dltop.report.content import Figure, Report
 from dltop.results import queries
 from dltop.store.reader import open_reader
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from dltop.errors import UserError
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.profiles.servers import PRESETS
 
 ENTRY = """{tables}

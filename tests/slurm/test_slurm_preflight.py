@@ -18,8 +18,8 @@ from dltop.jobs.executors.slurm_partition import (
     partition_problem,
 )
 from dltop.jobs.executors.where import SBATCH_MISSING
+from dltop.profiles.jobspec import Profile
 from dltop.profiles.loader import parse
-from dltop.profiles.model import Profile
 
 from .cluster import LocalSlurm
 

@@ -27,8 +27,8 @@ from dltop.jobs.executors.slurm_script import (
     sbatch_argv,
     time_limit,
 )
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 
 from .cluster import LocalSlurm
 

@@ -22,8 +22,8 @@ import pytest
 from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.jobs.executors.slurm_script import node_script
 from dltop.jobs.executors.slurm_serve import GRACE_S
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 
 from .cluster import NODE, LocalSlurm
 from .test_slurm_runs import dltop, env_for, runs

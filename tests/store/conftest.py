@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.profiles.model import JobSpec
 from dltop.store import Store, connect, memory_db
 
 

@@ -11,8 +11,8 @@ from dltop.jobs.collector import IterationCollector
 from dltop.store import Store
 from dltop.telemetry.clock import anchor
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import RunTelemetry
 from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow, Sampler
+from dltop.telemetry.values import RunTelemetry
 
 from .conftest import campaign, make_jobs
 

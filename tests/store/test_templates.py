@@ -12,7 +12,7 @@ from tests.store.conftest import campaign, make_jobs
 
 from dltop.catalog import CampaignStatus, JobStatus
 from dltop.profiles.joblist import JobList
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store import Store, connect
 from dltop.store.migrations import apply
 from dltop.store.reader import open_reader

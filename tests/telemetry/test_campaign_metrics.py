@@ -18,7 +18,7 @@ from dltop.live.exporter import MetricsSource, start_metrics_server
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import HostSample
+from dltop.telemetry.values import HostSample
 
 from .metrics_campaign import PROFILE, WAITING, seed
 

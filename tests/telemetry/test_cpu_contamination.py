@@ -27,9 +27,9 @@ from dltop.results.export import build_table, render
 from dltop.store import Store, memory_db
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT, foreign_cpu_pct
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import HostSample, RunTelemetry, TreeSample
 from dltop.telemetry.runstats import RunAccumulator
 from dltop.telemetry.sampler import Sampler
+from dltop.telemetry.values import HostSample, RunTelemetry, TreeSample
 
 S = 1_000_000_000
 

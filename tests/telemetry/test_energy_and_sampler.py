@@ -16,9 +16,9 @@ from dltop.store import Store, memory_db
 from dltop.telemetry import fake_gpus_from_env
 from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
 from dltop.telemetry.host import HostSampler
-from dltop.telemetry.model import GpuProcess
 from dltop.telemetry.runstats import RunAccumulator
 from dltop.telemetry.sampler import Batch, Sampler, check_rate
+from dltop.telemetry.values import GpuProcess
 
 
 class Clock:

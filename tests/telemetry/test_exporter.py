@@ -23,7 +23,7 @@ from dltop.live.devices import DevicePoller
 from dltop.live.exporter import MetricsSource, PrometheusCollector
 from dltop.live.metrics import MIB, gpu_families
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import HostSample
+from dltop.telemetry.values import HostSample
 
 PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 DCGM = ("DCGM_FI_DEV_GPU_UTIL", "DCGM_FI_DEV_FB_USED", "DCGM_FI_DEV_FB_FREE",

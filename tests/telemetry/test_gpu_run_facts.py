@@ -17,7 +17,7 @@ from dltop.profiles.loader import parse
 from dltop.results import export
 from dltop.store import Store, connect
 from dltop.telemetry import nvml
-from dltop.telemetry.model import GpuRunFacts
+from dltop.telemetry.values import GpuRunFacts
 
 from .test_nvml import NVMLError_NotSupported, fake_pynvml
 

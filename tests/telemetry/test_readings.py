@@ -24,7 +24,6 @@ from dltop.results.places import placed_identities
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
 from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
-from dltop.telemetry.model import HostSample, RunTelemetry, TreeSample
 from dltop.telemetry.nodestats import NodeGpuRow, NodeHostRow, summarize
 from dltop.telemetry.readings import (
     MIN_GPU_READINGS,
@@ -34,6 +33,7 @@ from dltop.telemetry.readings import (
     host_shortfall,
 )
 from dltop.telemetry.runstats import RunAccumulator
+from dltop.telemetry.values import HostSample, RunTelemetry, TreeSample
 from dltop.tui.rundetail_rows import telemetry_rows
 
 MS = 1_000_000  # ns per millisecond

@@ -11,8 +11,8 @@ import pytest
 
 from dltop.store import Store, memory_db
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import GpuSample
 from dltop.telemetry.sampler import Batch, Sampler
+from dltop.telemetry.values import GpuSample
 
 
 class FlakyGpus(FakeGpuBackend):

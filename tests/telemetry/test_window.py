@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
-from dltop.telemetry.model import GpuSample, HostSample, TreeSample
 from dltop.telemetry.runstats import NO_WINDOW, RunAccumulator
+from dltop.telemetry.values import GpuSample, HostSample, TreeSample
 
 S = 1_000_000_000  # ns per second
 P0, SLOPE = 100.0, 10.0  # power = 100 W + 10 W/s * t: energy(t) = 100 t + 5 t^2
@@ -131,7 +131,7 @@ def test_a_long_window_with_a_counter_read_once_a_second_is_exact_after_trimming
     # 60 s at 10 Hz, the counter read every 10th tick (as nvml.ENERGY_EVERY_S does), an
     # iteration every 0.5 s: the accumulator trims the readings between the edges as it
     # goes, and the edges (2.05 s, 57.95 s: between counter readings) stay exact.
-    from dltop.telemetry.model import GpuSample
+    from dltop.telemetry.values import GpuSample
 
     acc = RunAccumulator(1, 4242, (0,))
     for k in range(601):

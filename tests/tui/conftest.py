@@ -15,7 +15,7 @@ from dltop.procs import process_start_time
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import HostSample
+from dltop.telemetry.values import HostSample
 from dltop.tui.app import DltopApp
 
 PROFILE = """

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import GpuSample
+from dltop.telemetry.values import GpuSample
 from dltop.tui import app as app_module
 from dltop.tui import ops
 from dltop.tui.app import DltopApp

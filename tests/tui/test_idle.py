@@ -13,7 +13,7 @@ import pytest
 from dltop.live.campaign import engine_changed
 from dltop.live.devices import DeviceFrame
 from dltop.procs import process_start_time
-from dltop.telemetry.model import GpuSample, GpuStatic
+from dltop.telemetry.values import GpuSample, GpuStatic
 from dltop.tui.app import DltopApp
 from dltop.tui.devices import DevicesPanel
 

@@ -14,7 +14,7 @@ from dltop.live.campaign import read_campaign
 from dltop.live.devices import DevicePoller
 from dltop.store import connect
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import GpuProcess, HostSample
+from dltop.telemetry.values import GpuProcess, HostSample
 from dltop.tui.devices import DeviceLines
 from dltop.tui.gpuprocs import GpuProcsPanel
 from dltop.tui.queue import QueueTable

@@ -15,7 +15,7 @@ from textual.widget import Widget
 
 from dltop.live.devices import DevicePoller
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import HostSample
+from dltop.telemetry.values import HostSample
 from dltop.tui.devices import DeviceLines
 from dltop.tui.queue import QueueTable
 from dltop.tui.screens import TitleBar

@@ -13,7 +13,7 @@ from dltop.live import campaign as live_campaign
 from dltop.live import devices as live_devices
 from dltop.live.devices import DevicePoller
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.model import GpuProcess
+from dltop.telemetry.values import GpuProcess
 
 from .conftest import SteppingClock, fixed_host, make_app, seed
 

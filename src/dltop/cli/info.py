@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from dltop.profiles.model import JobSpec
+    from dltop.profiles.jobspec import JobSpec
     from dltop.telemetry.report import DevicesReport
 
 
@@ -102,7 +102,7 @@ def _min_time(job: JobSpec) -> str:
 def _other_settings(job: JobSpec) -> str:
     """``key=value`` for every setting not at its default and not in a column."""
     from dltop.profiles.fields import SHOWN
-    from dltop.profiles.model import settings
+    from dltop.profiles.jobspec import settings
     from dltop.textsafe import one_line
 
     out = []

@@ -25,7 +25,7 @@ from dltop.jobs.queued import QueuedJob
 from dltop.procs import process_start_time, this_host
 from dltop.profiles import fp8, limits, lm
 from dltop.profiles.joblist import JobList
-from dltop.profiles.model import JobSpec, Profile
+from dltop.profiles.jobspec import JobSpec, Profile
 from dltop.runners import command, registry
 from dltop.store.writer import Store
 from dltop.telemetry import nvml

@@ -24,7 +24,7 @@ from dltop.jobs.evals import RunExtras, finite_float
 from dltop.jobs.events import EngineEvent, RunProgress
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.jobs.writes import ITERATION_ROWS
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.store.writer import Store
 from dltop.telemetry.clock import anchor

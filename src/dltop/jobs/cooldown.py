@@ -12,7 +12,7 @@ import contextlib
 import time
 from collections.abc import Callable
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 Readings = Callable[[], dict[int, float]]
 """GPU index -> latest reading (the sampler's temperatures or powers)."""

@@ -9,11 +9,11 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.results.gpufacts import GPU_FACTS_KEY
 from dltop.telemetry import nvml
 from dltop.telemetry.host import host_facts
-from dltop.telemetry.model import GpuRunFacts, GpuStatic
+from dltop.telemetry.values import GpuRunFacts, GpuStatic
 
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",

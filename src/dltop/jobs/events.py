@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 
 def _job_fields(job: JobSpec) -> dict[str, Any]:

@@ -27,7 +27,7 @@ from dltop.jobs.executors.base import Launch, RunExecutor, Write
 from dltop.jobs.queued import QueuedJob
 from dltop.jobs.servergroup import ServerGroups, group_key, runner_env
 from dltop.jobs.writes import RunWrites, TelemetryLoss, join_notes
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.runners import command, registry
 from dltop.store.guard import StorageError
 from dltop.store.writer import Store

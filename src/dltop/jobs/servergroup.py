@@ -30,7 +30,7 @@ from dltop.catalog import RunStatus
 from dltop.jobs.rundir import SERVER_LOG
 from dltop.jobs.supervisor import ChildOutcome, supervise
 from dltop.procs import read_log_tail
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.telemetry.sampler import Sampler
 
 ENV = "DLTOP_SHARED_SERVER"

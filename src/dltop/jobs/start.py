@@ -30,7 +30,7 @@ from dltop.systems import load_system
 from dltop.telemetry import gpu_count, open_gpu_backend
 
 if TYPE_CHECKING:
-    from dltop.telemetry.model import GpuBackend
+    from dltop.telemetry.values import GpuBackend
 
 STARTUP_CHECK_S = 2.0
 """An engine that exits this soon failed to start; its log says why."""

@@ -13,8 +13,8 @@ from typing import Any
 
 from dltop.store import samples
 from dltop.telemetry.host import HostSampler
-from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
 from dltop.telemetry.runstats import throttle_names
+from dltop.telemetry.values import GpuBackend, GpuSample, GpuStatic, HostSample
 
 SLOW_EVERY = 4
 """Temperature, clocks and processes are read on every 4th frame (they change slowly)."""

@@ -48,7 +48,7 @@ from dltop.live.metrics import (
     run_families,
 )
 from dltop.live.serve_metrics import serve_families
-from dltop.telemetry.model import GpuBackend
+from dltop.telemetry.values import GpuBackend
 
 if TYPE_CHECKING:  # annotations only
     from wsgiref.simple_server import WSGIServer

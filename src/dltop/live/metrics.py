@@ -24,7 +24,7 @@ from dltop.live.serve_live import ServeLive, serve_live
 from dltop.procs import engine_alive
 from dltop.results.queries import open_campaigns
 from dltop.store.read.queue_view import recent_iterations, running_runs
-from dltop.telemetry.model import HostSample
+from dltop.telemetry.values import HostSample
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
     import sqlite_utils

@@ -12,7 +12,7 @@ from typing import Any
 from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import fields, limits, lm, window
-from dltop.profiles.model import declared, settings
+from dltop.profiles.jobspec import declared, settings
 
 REPEATS_DEFAULT = 1
 """``repeats`` is the one setting that is not a JobSpec field: it expands into ``repeat``."""

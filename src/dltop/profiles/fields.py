@@ -1,4 +1,4 @@
-"""Field metadata of :class:`~dltop.profiles.model.JobSpec`: checks and declarations,
+"""Field metadata of :class:`~dltop.profiles.jobspec.JobSpec`: checks and declarations,
 and what is read off them for any such dataclass (:func:`check_declarations`,
 :func:`json_decoders`).
 
@@ -15,10 +15,10 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   (``JobSpec.identity``, ``JobSpec.config_key``): runs whose jobs differ in an
   identity field are different configurations, never repeats of one. ``True``,
   ``False``, or a function giving the field's JSON value in the identity. Every
-  field must declare it (``model.py`` checks at import), so a new field cannot
+  field must declare it (``jobspec.py`` checks at import), so a new field cannot
   be forgotten: settings that change what is measured say ``True``; budgets and
   schedule (timeouts, retries, cool-down, the repeat index) say ``False``.
-- ``quiet`` (identity settings must declare it, ``model.py`` checks at import): the
+- ``quiet`` (identity settings must declare it, ``jobspec.py`` checks at import): the
   values a results caption leaves unstated while every configuration has one of
   them (``True``: the default, ``0`` and ``0.0`` alike; a tuple: those values;
   ``False``: always stated). Settings added after tables were first published are

@@ -1,7 +1,7 @@
 """A profile's jobs as configurations times repeat passes, each job made only when asked.
 
 A study of 100 000 queued jobs is a few hundred configurations repeated: as one
-:class:`~dltop.profiles.model.JobSpec` per job it held ~2 KB a job (about 200 MB)
+:class:`~dltop.profiles.jobspec.JobSpec` per job it held ~2 KB a job (about 200 MB)
 and every check and row was made again for each repeat. :class:`JobList` keeps one
 JobSpec per configuration and says, by index, which job is where; checks, warnings
 and the ``jobs`` rows are made per configuration (:attr:`JobList.blocks`).
@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Sequence
 from typing import overload
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 
 class JobList(Sequence[JobSpec]):

@@ -21,7 +21,7 @@ from dltop.childfiles import child_module
 from dltop.errors import UserError
 from dltop.profiles.device import DeviceSpec
 from dltop.profiles.fields import GROUP
-from dltop.profiles.model import declared
+from dltop.profiles.jobspec import declared
 
 Err = Callable[[str, str], UserError]
 Loc = Callable[[str], str]

@@ -36,7 +36,7 @@ from dltop.profiles import (
 from dltop.profiles.device import DeviceSpec, device_list, thread_ladder
 from dltop.profiles.entry import SETTINGS, Where, check, entry_settings, job_checks
 from dltop.profiles.joblist import JobList
-from dltop.profiles.model import JobSpec, Profile, declared, settings
+from dltop.profiles.jobspec import JobSpec, Profile, declared, settings
 from dltop.profiles.references import Rule
 from dltop.profiles.slurm import SlurmSettings
 

@@ -2,7 +2,7 @@
 
 A ``[[matrix]]`` entry with ``frameworks = ["openai"]`` sends requests to an
 OpenAI-compatible endpoint that is already serving (docs/serving.md). Two of its
-settings are :class:`~dltop.profiles.model.JobSpec` fields, so that they sweep like
+settings are :class:`~dltop.profiles.jobspec.JobSpec` fields, so that they sweep like
 any setting: ``request_rate`` and ``concurrency``. The others are checked here into
 the job's ``options`` (every option is identity): the endpoint, the API, the arrival
 process, the SLOs, the error budget, the dataset, the tokenizer file, the client
@@ -20,7 +20,7 @@ from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import fields, servers
 from dltop.profiles import limits as L
-from dltop.profiles.model import declared
+from dltop.profiles.jobspec import declared
 
 KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
                "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "ignore_eos", "tokenizer",

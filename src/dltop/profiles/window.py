@@ -23,7 +23,7 @@ from typing import Any
 from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles.fields import GROUP, seconds
-from dltop.profiles.model import declared
+from dltop.profiles.jobspec import declared
 
 DEFAULT_MIN_TIME_S = 6.0
 """The product default: >= 10 host readings at 2 Hz after the first and last partial

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from dltop.report.content import Figure
 from dltop.report.encode import colors, log_axis
-from dltop.report.model import Figure
 from dltop.report.vlsize import Size, base
 
 BAR_ROWS = 13

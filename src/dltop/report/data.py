@@ -25,10 +25,10 @@ from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import label as _label
 from dltop.report.captions import models as _models
 from dltop.report.captions import order as _order
+from dltop.report.content import Figure, Report
 from dltop.report.energy import energy_figure
 from dltop.report.generation import generation_figures
 from dltop.report.leftout import failed_text
-from dltop.report.model import Figure, Report
 from dltop.report.precision import precision_figures
 from dltop.report.profiles import profile_figures
 from dltop.report.runs import pick_runs, run_figures

@@ -18,9 +18,9 @@ from typing import Any
 from dltop import catalog
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import order as _order
+from dltop.report.content import Figure
 from dltop.report.encode import HIDDEN
 from dltop.report.leftout import caption_text
-from dltop.report.model import Figure
 from dltop.results import identity, labels, tokens
 from dltop.results.aggregate import ConfigResult
 from dltop.results.metricdefs import metric

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from dltop.errors import UserError
+from dltop.report.content import Figure, Report
 from dltop.report.leftout import omitted_lines
-from dltop.report.model import Figure, Report
 from dltop.report.specs import FORMATS, render, spec
 from dltop.report.vlsize import paper_size
 from dltop.textsafe import markdown_text

@@ -19,7 +19,7 @@ from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import label as _label
 from dltop.report.captions import models as _models
 from dltop.report.captions import order as _order
-from dltop.report.model import Figure
+from dltop.report.content import Figure
 from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import identity

@@ -14,8 +14,8 @@ from html import escape
 from typing import Any
 
 from dltop import __version__
+from dltop.report.content import Figure, Report
 from dltop.report.leftout import omitted_lines
-from dltop.report.model import Figure, Report
 from dltop.report.specs import render, spec
 from dltop.report.vlsize import SCREEN
 from dltop.results.table import Cell, Role

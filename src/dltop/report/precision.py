@@ -18,8 +18,8 @@ from typing import Any
 
 from dltop.report.captions import flagged_text, n_text
 from dltop.report.captions import models as _models
+from dltop.report.content import Figure
 from dltop.report.leftout import caption_text
-from dltop.report.model import Figure
 from dltop.results import identity, labels, tokens
 from dltop.results.aggregate import ConfigResult
 from dltop.results.readings import readings_check

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from dltop.report.model import Figure
+from dltop.report.content import Figure
 from dltop.results import labels
 from dltop.results.profile import profile_ops, profiled_runs
 from dltop.textsafe import one_line

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.errors import UserError
-from dltop.report.model import Figure
+from dltop.report.content import Figure
 from dltop.results import labels, queries
 from dltop.results.metricdefs import MIB
 from dltop.results.runtrace import RunTrace, read_trace

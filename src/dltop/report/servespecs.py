@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from dltop.report.content import Figure
 from dltop.report.encode import PALETTE
-from dltop.report.model import Figure
 from dltop.report.vlsize import Size, base
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import order as _order
-from dltop.report.model import Figure
+from dltop.report.content import Figure
 from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import identity, labels

@@ -1,6 +1,6 @@
 """Vega-Lite specs of the report's figures, and their rendering by vl-convert.
 
-One spec per :class:`~dltop.report.model.Figure`, at a :class:`Size`: the
+One spec per :class:`~dltop.report.content.Figure`, at a :class:`Size`: the
 screen size of the HTML page, or a paper size (3.3 in single column, 7 in
 double, fonts at 7 pt) for ``--figures``. The same spec gives the inline SVG
 and the PNG/PDF files, so the page and the paper never disagree.
@@ -16,8 +16,8 @@ from typing import Any
 
 from dltop import catalog
 from dltop.report.barspecs import energy_spec, precision_spec
+from dltop.report.content import Figure
 from dltop.report.encode import PALETTE, color_domain, colors, log_axis
-from dltop.report.model import Figure
 from dltop.report.servespecs import serverun_spec
 from dltop.report.vlsize import SCREEN, Size, base
 from dltop.results.tracewindow import HEADROOM, TimeWindow, window

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from dltop.report.model import Figure
+from dltop.report.content import Figure
 
 SCHEMA = "https://vega.github.io/schema/vega-lite/v5.json"
 """The spec's ``$schema`` (an identifier for readers of the JSON; nothing is fetched)."""

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import fields as declared
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.results import caption, compare, comparemetrics, identity, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metrics import value_of

@@ -3,7 +3,7 @@
 The engine reads them through :func:`dltop.telemetry.nvml.gpu_run_facts` as a GPU
 run starts and keeps them in the run's ``environment.extra`` JSON under
 :data:`GPU_FACTS_KEY`, one object per GPU with the fields of
-:class:`~dltop.telemetry.model.GpuRunFacts` (units in their names). This module
+:class:`~dltop.telemetry.values.GpuRunFacts` (units in their names). This module
 turns that JSON into text for the run detail and the exports' environment
 caption; standard library only, so exports start fast.
 """

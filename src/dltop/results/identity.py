@@ -1,6 +1,6 @@
 """Configuration identity in results: which settings tell the exported configurations apart.
 
-A configuration is its job's identity (:meth:`dltop.profiles.model.JobSpec.identity`:
+A configuration is its job's identity (:meth:`dltop.profiles.jobspec.JobSpec.identity`:
 framework, model, batch, device, precision, data, batch scaling, lr, momentum,
 seed, iterations, warm-up, every option) plus the interpreter its run used
 (``environment.python_executable``, known only once a run started). Results
@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dltop.profiles import fields as declared
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.results.idread import (
     INTERPRETER,
     LM_FIELDS,

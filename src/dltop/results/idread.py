@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from dltop.profiles.fields import GROUP, declaring
-from dltop.profiles.model import JobSpec, identity_key
+from dltop.profiles.jobspec import JobSpec, identity_key
 from dltop.store.read import jobs
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)

@@ -18,7 +18,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from dltop.profiles import fields
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.results import identity
 from dltop.store.read import jobs
 from dltop.store.read.runs import file_path

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.references import METRICS, Reference
 from dltop.results import identity, queries
 from dltop.results.aggregate import ConfigResult

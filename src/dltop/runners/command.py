@@ -22,7 +22,7 @@ from typing import Any
 
 from dltop.errors import UserError
 from dltop.profiles.command import fill
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.runners import registry
 
 _BARE_PYTHON = re.compile(r"python[0-9.]*")

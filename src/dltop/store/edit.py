@@ -23,7 +23,7 @@ from dltop.catalog import (
     JobStatus,
     RunStatus,
 )
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.rows import insert_jobs, marks
 from dltop.store.tx import transaction
 

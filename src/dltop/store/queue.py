@@ -24,7 +24,7 @@ from dltop.catalog import (
     RunStatus,
 )
 from dltop.profiles.device import DeviceSpec
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.fence import COLUMN as GENERATION
 from dltop.store.fence import Fence, OwnershipLost, fence_of, has_generation, set_fence
 from dltop.store.rows import marks, update_row, utc_now

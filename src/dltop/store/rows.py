@@ -11,7 +11,7 @@ import sqlite_utils
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.joblist import JobList
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.templates import (
     CONFIG_COLUMNS,
     add_templates,

@@ -127,7 +127,7 @@ def v6(db: Any) -> None:
 
 
 def v7(db: Any) -> None:
-    from dltop.profiles.model import JobSpec  # 30 ms of imports no other migration needs
+    from dltop.profiles.jobspec import JobSpec  # 30 ms of imports no other migration needs
 
     # Recomputed with today's JobSpec: results read identity from spec_json anyway
     # (dltop.results.identity), so this keeps the stored column truthful for SQL users.

@@ -25,13 +25,13 @@ from dltop.store.rows import insert_sql
 from dltop.store.schema_steps import RUN_TELEMETRY_COLUMNS
 from dltop.store.serving import IDLE_COLUMNS
 from dltop.store.tx import transaction
-from dltop.telemetry.model import RunTelemetry
 from dltop.telemetry.nodestats import (
     NodeGpuRow,
     NodeHostRow,
     measured_window,
     summarize,
 )
+from dltop.telemetry.values import RunTelemetry
 
 if TYPE_CHECKING:  # the viewer imports the store: not the sampler with it
     from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow

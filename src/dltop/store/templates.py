@@ -26,7 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from dltop.errors import UserError
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 TEMPLATES = "job_templates"
 """Table: one row per distinct job spec (less ``repeat``) of a campaign."""

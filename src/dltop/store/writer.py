@@ -23,7 +23,7 @@ import sqlite_utils
 
 from dltop import __version__
 from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.edit import Edits
 from dltop.store.fence import COLUMN as GENERATION
 from dltop.store.fence import FIRST_GENERATION, Fence, fence_of, set_fence

@@ -3,10 +3,10 @@
 API for the engine and the clients:
 
 - :func:`open_gpu_backend` — real NVML, or simulated GPUs (``--fake-gpus N`` /
-  ``$DLTOP_FAKE_GPUS``), both :class:`~dltop.telemetry.model.GpuBackend`.
+  ``$DLTOP_FAKE_GPUS``), both :class:`~dltop.telemetry.values.GpuBackend`.
 - :class:`~dltop.telemetry.sampler.Sampler` — background thread; ``begin_run`` /
   ``end_run`` attribute readings to a run and return its
-  :class:`~dltop.telemetry.model.RunTelemetry` over the measured window, which
+  :class:`~dltop.telemetry.values.RunTelemetry` over the measured window, which
   ``iteration`` (each iteration's end) moves; downsampled rows leave through
   its ``on_batch`` callback.
 - :mod:`dltop.telemetry.clock` — monotonic to wall time (one anchor per process).
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from dltop.errors import UserError
 
 if TYPE_CHECKING:
-    from dltop.telemetry.model import GpuBackend
+    from dltop.telemetry.values import GpuBackend
 
 # The backends are imported where used: importing a submodule runs this file, and
 # ``dltop export`` (which reads telemetry.contamination's threshold) starts faster

@@ -48,8 +48,8 @@ from typing import Any
 from dltop.errors import UserError
 from dltop.procs import SignalCatcher
 from dltop.telemetry.clock import anchor
-from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic
 from dltop.telemetry.sampler import Batch, Sampler, check_rate
+from dltop.telemetry.values import GpuBackend, GpuSample, GpuStatic
 
 FORMAT_VERSION = 1
 NODE_ENV = "SLURMD_NODENAME"

@@ -26,7 +26,7 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # annotations only: results.export reads the threshold below at start-up
-    from dltop.telemetry.model import HostSample
+    from dltop.telemetry.values import HostSample
 
 CPU_FOREIGN_THRESHOLD_PCT = 10.0
 """Foreign CPU use over the window, in % of the pinned CPUs' capacity, that flags a run

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from dltop.telemetry.model import GpuProcess, GpuSample, GpuStatic
+from dltop.telemetry.values import GpuProcess, GpuSample, GpuStatic
 
 FAST_CALLS = 3  # utilization, memory, field values (power + energy)
 SLOW_CALLS = 5  # temperature, 2 clocks, throttle reasons, processes

@@ -19,7 +19,7 @@ from typing import Any
 
 import psutil
 
-from dltop.telemetry.model import HostSample, TreeSample
+from dltop.telemetry.values import HostSample, TreeSample
 
 _GONE = (psutil.NoSuchProcess, psutil.ZombieProcess, psutil.AccessDenied)
 _BUSY_FIELDS = ("user", "nice", "system", "irq", "softirq", "steal")

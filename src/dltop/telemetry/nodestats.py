@@ -19,8 +19,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from dltop.telemetry.model import RunTelemetry
 from dltop.telemetry.runstats import NO_WINDOW
+from dltop.telemetry.values import RunTelemetry
 
 NO_SAMPLES = "no agent sample inside the measured window"
 

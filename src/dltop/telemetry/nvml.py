@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from dltop.telemetry.model import GpuProcess, GpuRunFacts, GpuSample, GpuStatic
+from dltop.telemetry.values import GpuProcess, GpuRunFacts, GpuSample, GpuStatic
 
 log = logging.getLogger(__name__)
 ENERGY_EVERY_S = 1.0

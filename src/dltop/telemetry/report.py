@@ -14,7 +14,7 @@ import psutil
 from dltop.errors import UserError
 from dltop.pyexec import ask_python
 from dltop.telemetry.host import HostSampler, cpu_model
-from dltop.telemetry.model import GpuBackend, GpuSample, GpuStatic, HostSample
+from dltop.telemetry.values import GpuBackend, GpuSample, GpuStatic, HostSample
 from dltop.textsafe import multiline
 
 GIB = 2**30

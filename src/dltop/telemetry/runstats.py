@@ -30,8 +30,8 @@ from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT, cpu_reason,
 from dltop.telemetry.cpuenergy import CpuEnergyTrack
 from dltop.telemetry.edges import Reading, keep_for_edges, window_energy
 from dltop.telemetry.host import process_name
-from dltop.telemetry.model import GpuSample, HostSample, RunTelemetry
 from dltop.telemetry.rapl import RaplSample
+from dltop.telemetry.values import GpuSample, HostSample, RunTelemetry
 
 THROTTLE_BITS = {
     0x1: "gpu_idle", 0x2: "applications_clocks", 0x4: "sw_power_cap", 0x8: "hw_slowdown",

@@ -37,9 +37,9 @@ from typing import TypeVar
 from dltop.errors import UserError
 from dltop.telemetry.clock import anchor
 from dltop.telemetry.host import HostSampler
-from dltop.telemetry.model import GpuBackend, GpuSample, HostSample, RunTelemetry, TreeSample
 from dltop.telemetry.rapl import RaplReader
 from dltop.telemetry.runstats import RunAccumulator
+from dltop.telemetry.values import GpuBackend, GpuSample, HostSample, RunTelemetry, TreeSample
 
 MAX_HZ = 100.0
 SCAN_EVERY_S = 1.0

@@ -38,7 +38,7 @@ from dltop.results.queries import CampaignRow, campaigns
 from dltop.store import connect
 from dltop.store.read.changes import data_version
 from dltop.telemetry.host import HostSampler
-from dltop.telemetry.model import GpuBackend, HostSample
+from dltop.telemetry.values import GpuBackend, HostSample
 from dltop.textsafe import multiline
 from dltop.tui import ops
 from dltop.tui.actions import Actions

@@ -19,7 +19,7 @@ from textual.app import ComposeResult
 from textual.widgets import Static
 
 from dltop.live.devices import DeviceFrame, RemoteGpu, throttle_text
-from dltop.telemetry.model import GpuSample, GpuStatic, HostSample
+from dltop.telemetry.values import GpuSample, GpuStatic, HostSample
 from dltop.textsafe import one_line
 from dltop.tui.format import BLOCKS, NA, gib, num, sparkline
 from dltop.tui.partsline import Parts, PartsLines

@@ -22,7 +22,7 @@ from dltop.jobs.eventreader import EventHandler
 from dltop.jobs.rundir import RunFiles
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.jobs.writes import TelemetryLoss
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.queue import RunProcess
 from dltop.store.writer import Store
 from dltop.telemetry.sampler import Sampler

@@ -12,7 +12,7 @@ from dltop.jobs.lease import run_devices
 from dltop.jobs.supervisor import ChildOutcome, reap_orphan_group, supervise
 from dltop.jobs.writes import TelemetryLoss
 from dltop.procs import process_start_time
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.queue import RunProcess
 from dltop.store.writer import Store
 from dltop.telemetry.sampler import Sampler

@@ -19,7 +19,7 @@ from dltop.errors import UserError
 from dltop.jobs.executors.base import RunExecutor
 from dltop.jobs.executors.slurm_run import slurm_for
 from dltop.jobs.executors.where import on_this_host
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.queue import RunProcess
 
 BUILT_IN: Final = {

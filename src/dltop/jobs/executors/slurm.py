@@ -50,7 +50,7 @@ from dltop.jobs.executors.slurm_script import (
 from dltop.jobs.executors.slurm_step import SlurmWatch, StateHandler, StepWatch
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.procs import read_log_tail
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 POLL_S = 1.0
 """How often the job's state is asked of the controller."""

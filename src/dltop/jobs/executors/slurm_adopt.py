@@ -34,7 +34,7 @@ from dltop.jobs.executors.slurm_batch import LIVE_STATES
 from dltop.jobs.executors.slurm_files import EVENTS_FILE, RUNNER_EXIT_FILE, SlurmFiles
 from dltop.jobs.executors.slurm_query import read_job_env, run_slurm_cmd
 from dltop.jobs.supervisor import ChildOutcome
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.queue import RunProcess
 from dltop.store.read.rundetail import run_log
 from dltop.store.read.slurm import log_and_spec

@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dltop.jobs.executors.slurm_files import SlurmFiles
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 STEP_UNSET_VARS = (
     "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE", "SLURM_NTASKS_PER_CORE",

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 SINFO_TIMEOUT_S = 15.0
 

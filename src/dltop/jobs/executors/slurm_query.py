@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dltop.jobs.executors.slurm_files import SlurmFiles
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 
 async def run_slurm_cmd(*argv: str, env: Mapping[str, str],

@@ -21,7 +21,7 @@ from dltop.jobs.executors.slurm_adopt import adopt_completed, is_live, run_dir_o
 from dltop.jobs.executors.slurm_files import SHARED_NODE_NOTE, SlurmFiles
 from dltop.jobs.supervisor import ChildOutcome, reap_orphan_group
 from dltop.jobs.writes import TelemetryLoss
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.store.queue import RunProcess
 from dltop.store.writer import Store
 from dltop.telemetry.sampler import Sampler

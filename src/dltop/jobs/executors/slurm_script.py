@@ -39,7 +39,7 @@ from dltop.jobs.executors.slurm_guard import (
     step_check_lines,
 )
 from dltop.jobs.executors.slurm_serve import runner_block
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 from dltop.runners.launchers import torchrun_argv
 from dltop.textsafe import one_line
 

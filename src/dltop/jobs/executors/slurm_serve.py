@@ -16,7 +16,7 @@ container image) the runner runs as before, without the sweep.
 
 from __future__ import annotations
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 GRACE_S = 4
 """Seconds from the session's TERM to its KILL: within Slurm's usual ``KillWait`` (30 s

@@ -11,7 +11,7 @@ import shutil
 from collections.abc import Mapping
 from typing import Any, Final
 
-from dltop.profiles.model import JobSpec
+from dltop.profiles.jobspec import JobSpec
 
 SBATCH_MISSING = ('executor = "slurm" needs Slurm\'s sbatch on PATH, and none was found: run '
                   "dltop on the cluster's login node (docs/cluster.md), or install the Slurm "

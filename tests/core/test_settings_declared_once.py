@@ -50,7 +50,7 @@ print(json.dumps({
 def _with_added_settings(tmp_path: Path) -> Path:
     root = tmp_path / "src"
     shutil.copytree(SRC, root / "dltop", ignore=shutil.ignore_patterns("__pycache__"))
-    model = root / "dltop" / "profiles" / "model.py"
+    model = root / "dltop" / "profiles" / "jobspec.py"
     text = model.read_text()
     anchor = '    """Hosts the job spans;'
     assert text.count(anchor) == 1

@@ -251,14 +251,14 @@ def step_readout(args: list[str]) -> dict[str, Any]:
 
 
 def step_tui_pilot(args: list[str]) -> dict[str, Any]:
-    from dltop.jobs.engine import default_logs_dir
+    from dltop.jobs.rundir import runs_dir_of
     from dltop.telemetry import open_gpu_backend
     from dltop.tui.app import DltopApp
 
     db, fake, svg = Path(args[0]), int(args[1]), Path(args[2])
 
     async def go() -> str:
-        app = DltopApp(db, default_logs_dir(db), open_gpu_backend(fake or None),
+        app = DltopApp(db, runs_dir_of(db), open_gpu_backend(fake or None),
                        resume_orphans=False)
         async with app.run_test(size=(140, 44)) as pilot:
             for _ in range(10):  # device rows and the campaign table fill in

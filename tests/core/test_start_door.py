@@ -74,7 +74,10 @@ def test_the_cli_and_the_viewer_start_the_same_campaign(tmp_path: Path, profile_
     res = dltop("run", str(prof), "--headless", "--no-telemetry", "--db", str(here))
     assert res.returncode == 0, res.stderr
     res = dltop("run", str(prof), "--detach", "--db", str(detached))
-    assert res.returncode == 0 and "engine started in the background" in res.stdout, res.stderr
+    # in the background; or, on a quiet machine, already finished within the start-up
+    # check, its log's tail shown instead
+    assert res.returncode == 0 and ("engine started in the background" in res.stdout
+                                    or "campaign 1 finished: 2 ok" in res.stderr), res.stderr
     connect(viewer, create=True).close()  # the viewer makes it before it adds (ensure_database)
     text = ops.add_profile(viewer, runs_dir_of(viewer), str(prof), None)
     assert text.startswith(f"{prof}: new campaign, engine pid "), text

@@ -33,7 +33,7 @@ def _start(refs: list[str], db_path: Path, logs_dir: Path, resume: int | None = 
         ("dltop", "run", *refs, *more), detach=True, resume=bool(more), campaign_id=resume,
         logs_dir=logs_dir)).launch
     assert launch is not None  # detached
-    if launch.exit_code is not None:
+    if launch.exit_code:  # 0: a short campaign that already finished, as dltop run says
         raise EngineDidNotStart(f"the engine did not start: {launch.log_tail.strip()[-300:]}")
     return launch.pid
 

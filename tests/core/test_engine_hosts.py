@@ -44,6 +44,7 @@ def test_liveness_is_the_pid_here_and_the_heartbeat_elsewhere(
     assert engine_alive(me, None, None, None)  # a campaign older than heartbeats: the pid
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_a_second_login_node_sees_the_engine_by_its_heartbeat(tmp_path: Path) -> None:
     db = tmp_path / "d.db"
     store = Store(connect(db))

@@ -74,6 +74,7 @@ def test_a_setup_event_with_its_seconds_passes() -> None:
                                    "capture_s": 0, "backend": "inductor"}) is None
 
 
+@pytest.mark.slow  # waits a held lock out: over 1 s
 def test_a_lock_is_waited_out_and_a_permanent_error_named(tmp_path: Path,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     db = connect(tmp_path / "d.db")

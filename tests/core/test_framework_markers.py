@@ -45,6 +45,7 @@ def inner(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.
     return pytester
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_a_missing_framework_fails_with_how_to_install_it(inner: pytest.Pytester) -> None:
     res = inner.runpytest_subprocess("-rA")
     res.assert_outcomes(passed=1, errors=2)
@@ -64,6 +65,7 @@ def test_an_explicit_opt_out_skips_only_the_named_framework(
     inner.runpytest_subprocess().assert_outcomes(passed=1, skipped=2)
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_framework_markers_imply_slow(inner: pytest.Pytester) -> None:
     res = inner.runpytest_subprocess("-m", "not slow")
     res.assert_outcomes(passed=1, deselected=2)

@@ -44,6 +44,7 @@ def dltop(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, env=env, timeout=120)
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_log_path_is_absolute_and_dltop_log_works_from_another_directory(
         tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"

@@ -6,10 +6,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "suite_cpu.py"
 BUSY = "import time\nt = time.process_time()\nwhile time.process_time() - t < 1.0: pass\n"
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_a_busy_child_is_counted_by_kind_and_the_exit_code_passes_through() -> None:
     res = subprocess.run([sys.executable, str(SCRIPT), "--interval-s", "0.1", "--",
                           sys.executable, "-c", BUSY + "raise SystemExit(3)"],

@@ -53,6 +53,7 @@ def test_without_torchao_the_run_says_so(monkeypatch: pytest.MonkeyPatch) -> Non
                                       "torchao's float8 training: pip install torchao")
 
 
+@pytest.mark.slow  # builds PyTorch models: over 2 s
 def test_the_tied_output_projection_and_odd_sizes_stay_in_bf16() -> None:
     model = torch_lm.build("gpt2-small", device="meta")
     assert not torch_fp8._convertible(model.lm_head, "lm_head")

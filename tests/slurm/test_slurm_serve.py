@@ -193,6 +193,7 @@ open(sys.argv[1], "w").write(str(child.pid))
 """
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_node_sh_keeps_the_runner_status_and_ends_what_it_left(tmp_path: Path) -> None:
     # A "runner" that starts a child in a group of its own, then exits 3 (no Slurm):
     # node.sh records 3, and the child, left behind, is ended with the runner's session.
@@ -208,6 +209,7 @@ def test_node_sh_keeps_the_runner_status_and_ends_what_it_left(tmp_path: Path) -
     assert gone(int(pid_file.read_text()))
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_node_sh_ends_the_runner_s_session_when_signalled(tmp_path: Path) -> None:
     # TERM to node.sh alone (as Slurm's process tracking by group would send it): the
     # runner and the child in its own group are both ended within the grace.

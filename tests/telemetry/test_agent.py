@@ -65,6 +65,7 @@ def test_the_agent_writes_whole_lines_until_sigterm(
     assert "stopped (SIGTERM)" in err
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_the_agent_samples_only_the_gpus_asked_for(
         tmp_path: Path, wait_until: Callable[..., None]) -> None:
     out = tmp_path / "agent-n2.jsonl"
@@ -133,6 +134,7 @@ def test_the_feed_tails_a_growing_file_and_keeps_a_partial_line(tmp_path: Path) 
     assert set(feed.nodes) == {"a"}
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_agent_files_reach_the_database_per_node(
         tmp_path: Path, wait_until: Callable[..., None]) -> None:
     """Two real agents (one per 'node', both with a GPU 0) while the feed polls."""

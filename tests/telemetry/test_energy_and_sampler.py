@@ -72,6 +72,7 @@ def test_contamination_and_own_memory() -> None:
     assert clean.summary(None).contaminated is False
 
 
+@pytest.mark.slow  # samples for a second: over 1 s
 def test_sampler_end_to_end_into_sqlite(wait_until: Callable[..., None]) -> None:
     db = memory_db()
     batches: list[Batch] = []

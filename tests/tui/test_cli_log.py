@@ -81,6 +81,7 @@ def test_unknown_run_and_missing_logs_exit_2(data: DetailSeed) -> None:
     assert out.returncode == 2 and b"has no log" in out.stderr
 
 
+@pytest.mark.slow  # spawns processes: over 1 s on a busy 2-core machine
 def test_follow_prints_until_the_run_ends(data: DetailSeed, tmp_path: Path,
                                           wait_until: Callable[..., None]) -> None:
     store = Store(connect(data.seeded.db_path))

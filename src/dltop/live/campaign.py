@@ -39,6 +39,7 @@ from dltop.results.queries import (
 )
 from dltop.store import samples
 from dltop.store.read import queue_view, slurm
+from dltop.store.read.campaigns import campaigns_by_id
 from dltop.store.read.jobs import status_counts
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -276,7 +277,7 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
     Of the queue, rows ``offset`` to ``offset + limit`` (the window the viewer shows)
     and the counts by status.
     """
-    c = queue_view.campaign_record(db, campaign_id)
+    c = next(iter(campaigns_by_id(db, [campaign_id])), None)
     if c is None:
         return None
     camp = campaign_row(c)

@@ -153,7 +153,7 @@ def _so_far(db: Any, run_id: int) -> _SoFar:
     rows = serving.since(db, run_id, got.last_idx)
     if rows:
         got.add(rows)
-        got.last_scheduled_s = serving.scheduled_at(db, run_id, got.last_idx)
+        got.last_scheduled_s = float(rows[-1]["scheduled_s"])  # what the next read checks
     gens = measured_since(db, run_id, got.last_gen_idx)
     if gens:
         got.add_latencies(gens)

@@ -35,8 +35,9 @@ from dltop.results.readings import Detail, check_runs
 from dltop.results.reads import RUN_FIELDS, campaign_rows, per_run
 from dltop.results.serving import ServeRequest, serve_requests_of
 from dltop.results.table import status_label
+from dltop.store.read.changes import main_file
 from dltop.store.read.environment import host_cores
-from dltop.store.read.runs import campaign_marks, file_path
+from dltop.store.read.runs import campaign_marks
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -217,7 +218,7 @@ def _settled_state(db: sqlite_utils.Database, ids: Sequence[int]) -> tuple[Any, 
     and per campaign its status, job counts (kept by triggers), run count and last run
     id. None for a database in memory, a campaign still open or a database before the
     job counts (migration 11)."""
-    path = file_path(db)
+    path = main_file(db)
     rows = campaign_marks(db, ids) if path and ids else None
     if rows is None:
         return None

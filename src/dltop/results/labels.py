@@ -21,7 +21,7 @@ from dltop.profiles import fields
 from dltop.profiles.jobspec import JobSpec
 from dltop.results import identity
 from dltop.store.read import jobs
-from dltop.store.read.runs import file_path
+from dltop.store.read.changes import main_file
 from dltop.textsafe import one_line
 
 if TYPE_CHECKING:
@@ -154,7 +154,7 @@ def campaign_varying(db: Db, campaign_id: int) -> tuple[str, ...]:
     """The identity fields varying over a campaign's jobs (queued ones too), kept until
     a job is added or removed: a viewer asks at every refresh, and reading the
     identity of every job of a large queue each time would cost it."""
-    where = file_path(db) or f"memory:{id(db)}"
+    where = main_file(db) or f"memory:{id(db)}"
     stamp = jobs.jobs_stamp(db, campaign_id)
     known = _VARYING.get((where, campaign_id))
     if known is None or known[0] != stamp:

@@ -30,11 +30,6 @@ _JOB_COLUMNS = (
 _CONFIG = "j.framework, j.model, j.batch_size, j.device"
 
 
-def campaign_record(db: Any, campaign_id: int) -> dict[str, Any] | None:
-    """The ``campaigns`` row (every column this database has), None if there is none."""
-    return next(db.query("select * from campaigns where id = ?", [campaign_id]), None)
-
-
 def run_total(db: Any) -> str:
     """SQL of a run's total steps as ``total`` (runs ``r`` joined to jobs ``j``): the
     runner's plan when it sent one (an ``epochs`` run knows its steps only once it loaded

@@ -26,11 +26,6 @@ def in_chunks(ids: Sequence[int]) -> Iterator[tuple[list[int], str]]:
         yield chunk, marks(chunk)
 
 
-def file_path(db: Any) -> str:
-    """The main database's file ('' in memory)."""
-    return next((row[2] for row in db.execute("pragma database_list") if row[1] == "main"), "")
-
-
 def campaign_marks(db: Any, ids: Sequence[int]) -> tuple[tuple[Any, ...], ...] | None:
     """Per campaign of ``ids``, by id: (id, status, jobs_counted, jobs_queued, its run
     count, its last run id); None before the job counts (migration 11)."""

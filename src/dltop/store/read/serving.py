@@ -34,14 +34,14 @@ def requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]
 def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
     """The run's requests that ended past ``after_idx``, in order (a live view reads
     only what is new): idx, warmup, ok (tokens and no error: :class:`dltop.results.
-    serving.ServeRequest`'s), output_tokens, end_s (from its phase's start), in_flight
-    (NULL before migration 31) and error. No chunk arrays: a scan of them costs."""
+    serving.ServeRequest`'s), output_tokens, scheduled_s, end_s (from its phase's start),
+    in_flight (NULL before migration 31) and error. No chunk arrays: a scan of them costs."""
     if not has_table(db, TABLE):
         return []
     flight = "in_flight" if "in_flight" in columns(db, TABLE) else "null as in_flight"
     return list(db.query(
         "select idx, warmup, (error is null and output_tokens >= 1 and ttft_s is not null) "
-        "as ok, output_tokens, scheduled_s + dispatch_lag_s + slot_wait_s + "
+        "as ok, output_tokens, scheduled_s, scheduled_s + dispatch_lag_s + slot_wait_s + "
         f"coalesce(e2e_s, 0) as end_s, {flight}, error from {TABLE} "
         "where run_id = ? and idx > ? order by idx", [run_id, after_idx]))
 

@@ -32,6 +32,21 @@ def query(db: Path, sql: str) -> list[dict[str, Any]]:
         conn.close()
 
 
+def campaign_status(db: Path) -> str | None:
+    """The (first) campaign's status; None before an engine has written one. A read-only
+    look: it never creates the file or takes a writer's lock."""
+    if not db.exists():
+        return None
+    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        row = conn.execute("select status from campaigns").fetchone()
+    except sqlite3.OperationalError:  # the schema is not there yet
+        return None
+    finally:
+        conn.close()
+    return None if row is None else str(row[0])
+
+
 class DltopEnv:
     """A database, a profile and ``dltop`` commands whose ``framework`` runs ``program``."""
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.dltop_env import campaign_status
 
 pytestmark = pytest.mark.slow
 
@@ -21,17 +22,7 @@ def dltop(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 def status_of(tmp_path: Path) -> str | None:
     """The campaign's status; None before the engine has written one (read-only look)."""
-    path = tmp_path / "d.db"
-    if not path.exists():
-        return None
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        row = conn.execute("select status from campaigns").fetchone()
-    except sqlite3.OperationalError:  # the schema is not there yet
-        return None
-    finally:
-        conn.close()
-    return None if row is None else str(row[0])
+    return campaign_status(tmp_path / "d.db")
 
 
 STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"

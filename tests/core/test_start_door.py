@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.dltop_env import campaign_status
 
 from dltop.errors import UserError
 from dltop.jobs.rundir import runs_dir_of
@@ -47,16 +48,7 @@ def campaign_rows(db: Path) -> dict[str, Any]:
 
 
 def finished(db: Path) -> bool:
-    if not db.exists():
-        return False
-    conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        row = conn.execute("select status from campaigns").fetchone()
-    except sqlite3.OperationalError:  # the schema is not there yet
-        return False
-    finally:
-        conn.close()
-    return row is not None and row[0] == "finished"
+    return campaign_status(db) == "finished"
 
 
 @pytest.mark.slow

@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dltop.store.archive import ARCHIVE, unpack_measured
+from dltop.store.archive import unpack_measured
+from dltop.store.read import jobruns
 from dltop.store.read.runs import in_chunks
 from dltop.store.read.schema import has_table
 
@@ -49,10 +50,7 @@ def evals(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
 def archived(db: Any, run_id: int) -> list[tuple[float, int]] | None:
     """A pruned run's measured (seconds, samples) per iteration from ``run_archive``
     (None: not archived, or archived without them)."""
-    if not has_table(db, ARCHIVE):
-        return None
-    row = next(iter(db.query(f"select measured_seconds, measured_samples from {ARCHIVE} "
-                             "where run_id = ?", [run_id])), None)
+    row = next(iter(jobruns.archived(db, [run_id])), None)
     if row is None or row["measured_seconds"] is None:
         return None
     return unpack_measured(row["measured_seconds"], row["measured_samples"])

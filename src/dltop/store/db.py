@@ -11,6 +11,7 @@ import contextlib
 import os
 import sqlite3
 import stat
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.errors import UserError
 from dltop.paths import data_dir
 from dltop.store import migrations
+from dltop.store.guard import is_transient
 from dltop.store.views import ensure_views
 
 if TYPE_CHECKING:  # imported where used: resolve_db_path serves read-only commands too
@@ -99,7 +101,7 @@ def connect(path: Path, *, create: bool = True,
         same_file(path, ident)  # SQLite opens by name: still the file checked above?
         migrate = create if migrate is None else migrate
         if migrate:
-            db.enable_wal()
+            _enable_wal(conn, wait_s)
             conn.execute("PRAGMA synchronous=NORMAL")
         else:  # not migrated: an older database reads through temporary views instead
             ensure_views(conn)
@@ -114,6 +116,27 @@ def connect(path: Path, *, create: bool = True,
                         "it. Nothing was written") from None
     check_schema(db, path)
     return db
+
+
+def _enable_wal(conn: sqlite3.Connection, wait_s: float) -> None:
+    """Switch to WAL, waiting out another opener's lock for up to ``wait_s``.
+
+    The switch needs the file to itself, and SQLite answers it "database is locked" at
+    once, without the busy handler, while another process opening the same new file
+    holds a lock (tests/store/test_transactions.py's four openers of one new file failed
+    in 3 of 6 runs before this).
+    Once one has switched, the others find WAL already set (no lock needed).
+    """
+    deadline, delay = time.monotonic() + wait_s, 0.005
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=wal")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_transient(exc) or time.monotonic() >= deadline:
+                raise
+            time.sleep(delay)
+            delay = min(0.25, delay * 2)
 
 
 @contextlib.contextmanager

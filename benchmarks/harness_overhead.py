@@ -34,203 +34,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import sqlite3
 import statistics
 import subprocess
 import sys
 import tempfile
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CHILD_DIR = Path(__file__).resolve().parents[1] / "src" / "dltop" / "runners" / "child"
-
-BARE_TORCH = textwrap.dedent("""
-    import json, os, sys, time
-    if not {gpu}:
-        os.sched_setaffinity(0, {affinity!r})
-    import torch
-    sys.path.insert(0, {child_dir!r})
-    import torch_models
-    torch.manual_seed(0)
-    if {gpu}:
-        torch.backends.cudnn.benchmark = True
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        device = torch.device("cuda", 0)
-        torch.cuda.set_device(device)
-    else:
-        torch.set_num_threads({threads})
-        torch.set_num_interop_threads({threads})
-        device = torch.device("cpu")
-    model = torch_models.build({model!r}).to(device).train()
-    x, y = torch_models.synthetic_batch({model!r}, {batch}, device)
-    loss_fn = torch_models.loss_fn({model!r})
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    times = []
-    for i in range({total}):
-        if i == {warmup}:
-            c0 = time.process_time()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        if {gpu}:
-            torch.cuda.synchronize(device)
-        loss.item()
-        times.append(time.perf_counter() - t0)
-    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
-    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
-""")
-
-BARE_TF = textwrap.dedent("""
-    import json, os, sys, time
-    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-    os.sched_setaffinity(0, {affinity!r})
-    import tensorflow as tf
-    sys.path.insert(0, {child_dir!r})
-    import tf_models
-    tf.config.threading.set_intra_op_parallelism_threads({threads})
-    tf.config.threading.set_inter_op_parallelism_threads({threads})
-    tf.keras.utils.set_random_seed(0)
-    with tf.device("/cpu:0"):
-        model = tf_models.build({model!r})
-        opt = tf.keras.optimizers.SGD(learning_rate=0.01)
-        opt.build(model.trainable_variables)
-        x, y = tf_models.synthetic_batch({model!r}, {batch})
-    loss_fn = tf_models.loss_fn({model!r})
-
-    @tf.function
-    def train(x, y):
-        with tf.GradientTape() as tape:
-            loss = loss_fn(model(x, training=True), y)
-        grads = tape.gradient(loss, model.trainable_variables)
-        opt.apply_gradients(zip(grads, model.trainable_variables))
-        return loss
-
-    times = []
-    for i in range({total}):
-        if i == {warmup}:
-            c0 = time.process_time()
-        t0 = time.perf_counter()
-        float(train(x, y).numpy())
-        times.append(time.perf_counter() - t0)
-    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
-    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
-""")
-
-BARE_CNTK = textwrap.dedent("""
-    import json, os, sys, time, types
-    os.sched_setaffinity(0, {affinity!r})
-    stub = types.ModuleType("cntk.cntk_py_init")  # as the runner: skip the ldconfig scan
-    stub.cntk_check_distro_info = stub.cntk_check_libs = lambda: None
-    sys.modules["cntk.cntk_py_init"] = stub
-    import cntk as C
-    sys.path.insert(0, {child_dir!r})
-    import cntk_models
-    C.cntk_py.set_max_num_cputhreads({threads})
-    C.device.try_set_default_device(C.device.cpu())
-    C.cntk_py.set_fixed_random_seed(1)
-    model, loss, x, y = cntk_models.build({model!r})
-    xb, yb = cntk_models.synthetic_batch({model!r}, {batch}, 0)
-    lr = C.learning_parameter_schedule(0.01)
-    trainer = C.Trainer(model, (loss, None), [C.sgd(model.parameters, lr)])
-    times = []
-    for i in range({total}):
-        if i == {warmup}:
-            c0 = time.process_time()
-        t0 = time.perf_counter()
-        trainer.train_minibatch({{x: xb, y: yb}})
-        float(trainer.previous_minibatch_loss_average)
-        times.append(time.perf_counter() - t0)
-    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
-    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
-""")
-
-BARE_JAX = textwrap.dedent("""
-    import json, os, sys, time
-    os.sched_setaffinity(0, {affinity!r})
-    if {threads} == 1:  # the runner's cpu:1 flag; XLA sizes its pool by the affinity
-        os.environ["XLA_FLAGS"] = "--xla_cpu_multi_thread_eigen=false"
-    import jax
-    jax.config.update("jax_platforms", "cpu")
-    sys.path.insert(0, {child_dir!r})
-    import jax_models
-    model = jax_models.build({model!r}, jax.random.PRNGKey(0))
-    x, y = jax_models.synthetic_batch({model!r}, {batch}, jax.random.PRNGKey(1))
-
-    def step(params, state, x, y):
-        def loss(p):
-            logits, new_state = model.apply(p, state, x, True)
-            return jax_models.loss({model!r}, logits, y), new_state
-        (value, state), grads = jax.value_and_grad(loss, has_aux=True)(params)
-        return jax.tree_util.tree_map(lambda w, g: w - 0.01 * g, params, grads), state, value
-
-    train = jax.jit(step, donate_argnums=(0, 1))
-    params, state = model.params, model.state
-    times = []
-    for i in range({total}):
-        if i == {warmup}:
-            c0 = time.process_time()
-        t0 = time.perf_counter()
-        params, state, value = train(params, state, x, y)
-        float(value)
-        times.append(time.perf_counter() - t0)
-    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
-    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
-""")
-
-BARE_TORCH_LM = textwrap.dedent("""
-    import json, os, sys, time
-    if not {gpu}:
-        os.sched_setaffinity(0, {affinity!r})
-    import torch
-    sys.path.insert(0, {child_dir!r})
-    import lm_catalog, torch_lm
-    torch.manual_seed(0)
-    if {gpu}:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        device = torch.device("cuda", 0)
-        torch.cuda.set_device(device)
-    else:
-        torch.set_num_threads({threads})
-        torch.set_num_interop_threads({threads})
-        device = torch.device("cpu")
-    shape = lm_catalog.shape({model!r})
-    model = torch_lm.build({model!r}, "fused", device).train()
-    torch.manual_seed(1)
-    x, y = torch_lm.token_batch({model!r}, {batch}, shape["seq_len"], device)
-    loss_fn = torch_lm.loss_fn(shape["vocab"])
-    fused = {{"fused": True}} if {gpu} else {{}}
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.999), eps=1e-8,
-                            weight_decay=0.0, amsgrad=False, **fused)
-    dtype = {{"bf16": torch.bfloat16}}.get({precision!r})
-    times = []
-    for i in range({total}):
-        if i == {warmup}:
-            c0 = time.process_time()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        if dtype is not None:
-            with torch.autocast(device.type, dtype=dtype):
-                loss = loss_fn(model(x), y)
-        else:
-            loss = loss_fn(model(x), y)
-        loss.backward()
-        opt.step()
-        if {gpu}:
-            torch.cuda.synchronize(device)
-        loss.item()
-        times.append(time.perf_counter() - t0)
-    cpu_s = (time.process_time() - c0) / ({total} - {warmup})
-    print(json.dumps({{"times": times[{warmup}:], "cpu_s": cpu_s}}))
-""")
-
-BARE = {"torch": BARE_TORCH, "tensorflow": BARE_TF, "cntk": BARE_CNTK, "jax": BARE_JAX}
+from harness_bare import bare_command, is_lm
 
 PROFILE = """
 name = "harness-overhead"
@@ -251,15 +65,6 @@ LM_KEYS = 'optimizer = "adamw"\nlr = 0.0003\n'
 """The transformers' optimizer, in the dltop profile as in the bare loop."""
 
 
-def _is_lm(model: str) -> bool:
-    sys.path.insert(0, str(CHILD_DIR))
-    import lm_catalog
-
-    return bool(lm_catalog.is_transformer(model))
-
-THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
 def _affinity(threads: int) -> list[int]:
     """The CPUs dltop pins a cpu:N job to (physical cores first), for the bare loop too."""
     from dltop.jobs.environment import core_order
@@ -269,29 +74,14 @@ def _affinity(threads: int) -> list[int]:
 
 def bare_median(framework: str, model: str, batch: int, threads: int, iterations: int,
                 warmup: int, gpu: bool = False, precision: str = "fp32") -> Side:
-    from dltop.runners.registry import interpreter
-
-    if _is_lm(model):
-        if framework != "torch":
-            raise SystemExit(f"the bare transformer loop is PyTorch's; not {framework}")
-        template = BARE_TORCH_LM
-    else:
-        template = BARE[framework]  # --device gpu: PyTorch only, checked in main
-    code = template.format(child_dir=str(CHILD_DIR), model=model, batch=batch,
-                           threads=threads, total=iterations + warmup, warmup=warmup,
-                           affinity=[] if gpu else _affinity(threads), gpu=gpu,
-                           precision=precision)
-    python, _, extra = interpreter(framework)
-    # A gpu:1 job gets the first free GPU through CUDA_VISIBLE_DEVICES (GPU 0 here) and
-    # no thread variables, as dltop's child_env gives it.
-    threads_env = {} if gpu else {v: str(threads) for v in THREAD_VARS}
-    env = {**os.environ, **threads_env, "CUDA_VISIBLE_DEVICES": "0" if gpu else "",
-           **dict(extra)}
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True,
-                         env=env, check=True)
+    """One bare loop (harness_bare.py) of ``iterations`` measured steps: its Side."""
+    affinity = [] if gpu else _affinity(threads)
+    argv, env = bare_command(framework, model, batch, threads, warmup,
+                             f"range({iterations + warmup})", affinity, gpu, precision)
+    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     return Side(statistics.median(got["times"]), float(got["cpu_s"]),
-                None if gpu else tuple(_affinity(threads)))
+                None if gpu else tuple(affinity))
 
 
 def dltop_median(framework: str, model: str, batch: int, threads: int, iterations: int,
@@ -301,7 +91,7 @@ def dltop_median(framework: str, model: str, batch: int, threads: int, iteration
     prof.write_text(PROFILE.format(framework=framework, model=model, batch=batch,
                                    device="gpu:1" if gpu else f"cpu:{threads}",
                                    iterations=iterations, warmup=warmup, precision=precision,
-                                   extra=LM_KEYS if _is_lm(model) else ""))
+                                   extra=LM_KEYS if is_lm(model) else ""))
     db = workdir / "bench.db"
     subprocess.run([sys.executable, "-m", "dltop", "run", str(prof), "--db", str(db),
                     "--headless"], check=True, capture_output=True, text=True)

@@ -159,7 +159,7 @@ def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: s
     if "serve" in can.modes:  # a served model: its keys are profiles/serve.py's
         return s
     if can.program or model not in catalog.TRANSFORMER_MODELS:
-        what = 'frameworks = ["command"]' if can.program else model
+        what = f'frameworks = ["{framework}"]' if can.program else model
         names = ", ".join(catalog.TRANSFORMER_MODELS)
         for key in LM_KEYS:
             if s[key] is not None:

@@ -214,9 +214,9 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
         return f"{origin.get(key, at)}.{key}"
 
     lists = {}
-    alone = merged.get("frameworks")
-    if isinstance(alone, list) and len(alone) == 1 and isinstance(alone[0], str) \
-            and (group := catalog.capabilities(alone[0]).keys):
+    alone = merged.get("frameworks")  # an owner's list defaults (an endpoint's batch of 1)
+    if isinstance(alone, list) and len(alone) == 1 \
+            and (group := catalog.capabilities(str(alone[0])).keys):
         merged = {**KEY_GROUPS[group][1], **merged}
     for key in LIST_KEYS:
         value = merged.get(key)

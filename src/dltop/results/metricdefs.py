@@ -245,10 +245,6 @@ has a value."""
 GENERATION = tuple(n for n, m in METRICS.items() if m.modes in (DECODE, GENERATE))
 """The metrics of generate runs (TTFT, TPOT, ITL, decode tokens/s...; serve runs too)."""
 
-SERVE_ENERGY = ("j-per-token", "j-per-request")
-"""Serve metrics that are GPU telemetry figures (:mod:`dltop.results.metrics` computes
-them), not load figures (:func:`dltop.results.serving.serving_numbers`)."""
-
 HOST_SPLIT = {"host-user": "host_cpu_user_pct", "host-system": "host_cpu_system_pct",
               "host-iowait": "host_cpu_iowait_pct"}
 """The host CPU split's metrics and their ``runs`` columns (means over the measured window)."""

@@ -71,6 +71,9 @@ class Framework:
     """It reads ``channels_last``, ``compile``, ``cudnn_benchmark``, ``cuda_graphs``."""
     program: bool = False
     """It runs the user's own program: dltop's settings, windows and nodes do not apply."""
+    keys: str | None = None
+    """The profile keys it owns (their group in ``profiles/loader.py``: ``command``'s,
+    ``serve``'s): valid only in an entry of it, where no other framework may be."""
     launcher: str | None = None
     """What starts its workers on one host: ``torchrun``, ``mpiexec`` (on PATH: preflight
     checks), or None (the runner's own threads or strategy)."""
@@ -102,9 +105,9 @@ CAPABILITIES: Final[dict[str, Framework]] = {
                      "pip install 'dltop[jax]' (GPU servers: jax[cuda13] or jax[cuda12])",
                      no_fp8="JAX's fp8 (jax.numpy.float8 dot products) is not built in dltop"),
     "command": Framework("command_runner.py", modes=("train",), transformers=False,
-                         program=True),
+                         program=True, keys="command"),
     "openai": Framework("openai_runner.py", "aiohttp", "pip install aiohttp",
-                        modes=("serve",), transformers=False),
+                        modes=("serve",), transformers=False, keys="serve"),
 }
 """Each framework's :class:`Framework`, in the order tables list them."""
 FRAMEWORKS: Final = tuple(CAPABILITIES)

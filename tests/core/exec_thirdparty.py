@@ -33,6 +33,8 @@ class ThirdPartyExecutor(LocalExecutor):
     """The runner on this host, started through :data:`WRAPPER`."""
 
     name = NAME
+    devices_here = True  # what the registry reads: its runs hold this host's devices
+    queues = False
 
     @classmethod
     def of_stored_run(cls, run: RunProcess) -> ThirdPartyExecutor:

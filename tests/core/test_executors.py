@@ -17,12 +17,14 @@ from dltop.jobs.executors.local import LocalExecutor
 from dltop.jobs.executors.pick import for_job, of_stored_run
 from dltop.jobs.executors.slurm_files import SHARED_NODE_NOTE
 from dltop.jobs.executors.slurm_run import SlurmBatchExecutor, SlurmStepExecutor
+from dltop.jobs.executors.where import on_this_host, queued_reason
 from dltop.profiles.loader import parse
 from dltop.profiles.slurm import SlurmSettings
 from dltop.store import Store
 from dltop.store.db import connect
 from dltop.store.migrations import apply
 from dltop.store.queue import RunProcess
+from dltop.store.read.queue_view import running_runs
 
 SRC = Path(dltop.__file__).parent
 PROFILE = """
@@ -96,3 +98,25 @@ def test_only_the_executors_branch_on_the_executor_name() -> None:
              for n, line in enumerate(p.read_text().splitlines(), 1)
              if branch.search(line)]
     assert found == []
+
+
+def test_where_a_job_runs_and_whether_its_run_queues_are_what_its_executor_declares(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tests.core.exec_thirdparty import NAME, ThirdPartyExecutor
+
+    monkeypatch.setenv("DLTOP_EXECUTORS", f"{NAME}=tests.core.exec_thirdparty:"
+                                          "ThirdPartyExecutor")
+    job = replace(_job(), executor=NAME)
+    store = Store(connect(tmp_path / "d.db"))
+    cid = store.create_campaign("c", ["p.toml"], ["dltop"], "host", 1, None)
+    run = store.start_run(store.add_jobs(cid, [job])[0], cid, 1, "", 8, NAME)
+    store.update_run(run, {"slurm_job_id": "5", "slurm_state": "PENDING",
+                           "slurm_reason": "Priority"})
+    (row,) = running_runs(store.db, cid)
+    assert on_this_host(job) and isinstance(for_job(job), ThirdPartyExecutor)
+    assert queued_reason(row) is None  # its runs never wait in a queue
+    assert not on_this_host(replace(job, executor="slurm"))
+    assert on_this_host(replace(job, executor="local"))
+    monkeypatch.setattr(ThirdPartyExecutor, "devices_here", False)
+    monkeypatch.setattr(ThirdPartyExecutor, "queues", True)
+    assert not on_this_host(job) and queued_reason(row) == "Priority"

@@ -39,9 +39,12 @@ def _names(node: ast.expr) -> set[str]:
 
 
 def _is_framework(node: ast.expr) -> bool:
-    """``framework``, ``fw`` or ``x.framework``: a job's framework, not a list of them."""
+    """``framework``, ``fw`` or ``x.framework`` (a job's framework), ``frameworks`` or
+    ``x.get("frameworks")`` (an entry's)."""
     if isinstance(node, ast.Name):
-        return node.id in ("framework", "fw")
+        return node.id in ("framework", "fw", "frameworks")
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        return node.args[0].value == "frameworks"
     return isinstance(node, ast.Attribute) and node.attr == "framework"
 
 
@@ -65,6 +68,9 @@ def test_the_scan_finds_a_branch() -> None:
     assert len(branches('if job.framework == "cntk" or fw in ("torch", "jax"):\n'
                         '    if framework != "x" and job.framework in frameworks:\n'
                         '        pass\n')) == 2
+    # an entry's list: what the loader's key groups replaced (issue 39 item 4)
+    assert len(branches('if "command" not in frameworks or frameworks != ["command"]:\n'
+                        '    ok = m.get("frameworks") == ["openai"]\n')) == 3
 
 
 def test_the_fp8_refusal_follows_the_table(monkeypatch: pytest.MonkeyPatch) -> None:

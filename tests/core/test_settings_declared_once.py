@@ -23,7 +23,8 @@ ADDED = '''
                             quiet=True, sweep=11, group="window", order=0,
                             short="{} knob s", last=True)
     knob_len: int | None = setting(None, optional(integer(1, 64)), identity=True,
-                                   quiet=True, group="lm", order=99, shown=True)
+                                   quiet=True, group="lm", order=99, shown=True,
+                                   modes=("generate",))
 '''
 
 PROBE = '''
@@ -37,8 +38,15 @@ prof = loader.parse(
     'batch_sizes = [8]\\ndevices = ["cpu:1"]\\nknob_s = [1, 2, 3]\\nlr = [0.1, 0.2]\\n',
     "p.toml", "p")
 job = dataclasses.replace(prof.jobs[0], knob_len=7)
+try:
+    loader.parse('[[matrix]]\\nframeworks = ["torch"]\\nmodels = ["gpt-tiny"]\\n'
+                 'batch_sizes = [8]\\ndevices = ["cpu:1"]\\nknob_len = 4\\n', "q.toml", "q")
+    refused = None
+except Exception as exc:
+    refused = str(exc)
 print(json.dumps({
     "sweep": loader.SWEEP_KEYS, "window": window.KEYS, "lm": lm.LM_KEYS,
+    "generate": lm.GENERATE_KEYS, "refused": refused,
     "idread_window": idread.WINDOW_FIELDS, "idread_lm": idread.LM_FIELDS,
     "preferred": identity.PREFERRED, "short": labels.SHORT, "last": labels.LAST,
     "jobs": [(j.lr, j.knob_s) for j in prof.jobs],
@@ -71,6 +79,9 @@ def test_a_setting_added_to_the_declaration_appears_in_every_derived_list(
     assert out["window"] == out["idread_window"] == ["min_time_s", "warmup_s", "knob_s"]
     assert out["lm"] == out["idread_lm"] == ["seq_len", "attention", "prompt_tokens",
                                              "new_tokens", "knob_len"]
+    assert out["generate"] == ["prompt_tokens", "new_tokens", "knob_len"]
+    assert out["refused"] == ('q.toml: matrix[0].knob_len: knob_len applies to mode = '
+                              "\"generate\" only (mode is 'train')")
     assert out["preferred"][0] == "knob_s" and out["preferred"][-1] == "knob_len"
     assert out["short"]["knob_s"] == "{} knob s"
     assert out["last"][-2:] == ["knob_s", "interpreter"]
@@ -95,6 +106,7 @@ def test_the_lists_today() -> None:
     assert entry.TORCH_ONLY == ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
     assert declared(GROUP, "serve") == ("request_rate", "concurrency", "server")
     assert lm.LM_KEYS == ("seq_len", "attention", "prompt_tokens", "new_tokens")
+    assert lm.GENERATE_KEYS == ("prompt_tokens", "new_tokens")
     assert identity.PREFERRED == ("precision", "seq_len", "prompt_tokens", "new_tokens",
                                   "attention", "data", "batch_scaling", "lr", "momentum",
                                   "seed", "iterations", "min_time_s", "warmup", "warmup_s")

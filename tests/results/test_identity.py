@@ -139,7 +139,8 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
 
 
 def test_every_identity_field_has_a_case() -> None:
-    from dltop.profiles.loader import COMMAND_KEYS, OPTION_KEYS
+    from dltop.profiles.command import KEYS as COMMAND_KEYS
+    from dltop.profiles.loader import OPTION_KEYS
 
     # system: not a profile key but `dltop run --system` (test_two_systems_never_pool)
     fields = {f for f in JobSpec.identity_fields() if f not in ("options", "system")}

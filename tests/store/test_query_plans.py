@@ -174,7 +174,6 @@ def _scenario(store: Store, cids: list[int]) -> None:
     store.finish_run(run_id, job_id, RunStatus.OK, {"median_s": 0.1})
     eta_inputs(db, cid, {"plan-check": 1})  # the campaign ETA's sums (read with an engine)
     store.telemetry.write_run_telemetry(run_id, RunTelemetry(telemetry_simulated=True))
-    store.telemetry.node_progress(run_id)
     store.telemetry.finish_node_run(run_id, 8)
     store.record_environment(run_id, {"host": "host", "framework": "torch"})
     store.set_job_status(queued[3], JobStatus.RUNNING)

@@ -169,26 +169,6 @@ def test_agent_files_reach_the_database_per_node(
     assert feed.bad_lines == 0
 
 
-def test_a_resumed_feed_stores_no_window_twice(tmp_path: Path) -> None:
-    store = Store(memory_db())
-    jobs = parse('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\n'
-                 'batch_sizes = [1]\ndevices = ["cpu:1"]\n', "p.toml", "p").jobs
-    cid = store.create_campaign("c", ["p.toml"], ["dltop"], "host", 1, None)
-    run_id = store.start_run(store.add_jobs(cid, jobs)[0], cid, 1, "", 1)
-    path = tmp_path / "agent-a.jsonl"
-    path.write_bytes(b"".join(_record("gpu", "a", 1e9 + k) for k in range(3)))
-    for got in AgentFeed(tmp_path).poll():  # the engine that died
-        store.telemetry.add_agent_samples(run_id, got.node, got.gpu, got.host)
-    with path.open("ab") as f:
-        f.write(b"".join(_record("gpu", "a", 1e9 + k) for k in range(3, 5)))
-    progress = store.telemetry.node_progress(run_id)
-    assert progress["a"][0] == 1e9 + 2
-    for got in AgentFeed(tmp_path, progress).drain():  # the resumed one, from the start
-        store.telemetry.add_agent_samples(run_id, got.node, got.gpu, got.host)
-    assert [r["t_wall_s"] for r in store.db.query(
-        "select t_wall_s from gpu_samples order by t_wall_s")] == [1e9 + k for k in range(5)]
-
-
 def test_the_agent_loads_no_viewer_and_no_database_code() -> None:
     """A compute node needs the standard library, psutil and nvidia-ml-py only."""
     code = ("import sys, dltop.cli, dltop.cli.agent, dltop.telemetry.agent\n"

@@ -17,7 +17,7 @@ NTP-synchronised), so agent rows sort with the run's other rows.
 
 The caller stores what a poll returns, e.g. from the engine's writer thread::
 
-    feed = AgentFeed(run_dir, store.telemetry.node_progress(run_id))  # resume-safe
+    feed = AgentFeed(run_dir)          # one per run: each file is read once
     for got in feed.poll():            # every second while the run goes
         store.telemetry.add_agent_samples(run_id, got.node, got.gpu, got.host)
     ...                                # at the run's end: feed.drain() the same way, then
@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -96,15 +95,10 @@ class AgentFeed:
 
     Args:
         run_dir: the run's folder (on the shared filesystem).
-        resume_after: per node, the newest (GPU, host) window already stored (wall
-            seconds; :meth:`dltop.store.telemetry.TelemetryWriter.node_progress`): a
-            resumed engine reads the files from their start and skips those windows.
     """
 
-    def __init__(self, run_dir: Path,
-                 resume_after: Mapping[str, tuple[float, float]] | None = None) -> None:
+    def __init__(self, run_dir: Path) -> None:
         self.run_dir = Path(run_dir)
-        self._after = dict(resume_after or {})
         self._tails: dict[Path, _Tail] = {}
         self.bad_lines = 0
         """Lines skipped because they were not agent records."""
@@ -183,12 +177,6 @@ class AgentFeed:
         if not (gpu or host or hello or stopped):
             return None
         node = tail.node or _node_from_name(tail.path)
-        if node in self._after:
-            g_after, h_after = self._after[node]
-            gpu = [w for w in gpu if w.t_wall_s is None or w.t_wall_s > g_after]
-            host = [w for w in host if w.t_wall_s is None or w.t_wall_s > h_after]
-            if not (gpu or host or hello or stopped):
-                return None
         return NodeSamples(node, tuple(gpu), tuple(host), hello, stopped)
 
 

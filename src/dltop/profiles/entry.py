@@ -112,7 +112,7 @@ def job_checks(where: Where, loc: Callable[[str], str], s: dict[str, Any],
         for key, default in (("mode", "train"), ("epochs", None), ("optimizer", "sgd"),
                              ("profile", False), ("data_loader", "device")):
             if s[key] != default:
-                raise where.err(loc(key), f'{key} does not apply to frameworks = ["command"] '
+                raise where.err(loc(key), f'{key} does not apply to frameworks = ["{framework}"] '
                                 "(the program decides what it runs)")
 
 

@@ -32,7 +32,8 @@ A ``JobSpec`` field declares, in one place, everything derived from it:
   ``group`` (``window``, ``lm``: the transformers', ``pytorch``, ``serve``), ``order`` (its
   place among the settings results show first), ``short`` and ``last`` (a run label's
   form, ``"{} it"``, and whether it comes after the configuration's fields), ``shown``
-  (``dltop profiles show`` has a column for it, or leaves it out).
+  (``dltop profiles show`` has a column for it, or leaves it out), ``modes`` (the only
+  modes it applies to: ``prompt_tokens`` and ``new_tokens``'s ``generate``, ``serve``).
 
 A check takes the raw TOML value and returns the validated value, or raises
 :class:`ValueError` with a message; the loader prefixes the file and the key. A
@@ -71,6 +72,7 @@ ORDER = "order"
 SHORT = "short"
 LAST = "last"
 SHOWN = "shown"
+MODES = "modes"
 Quiet = bool | tuple[Any, ...]
 """``True`` (its default), ``False`` (always stated) or the quiet values themselves."""
 Identity = bool | Callable[[Any], Any]
@@ -82,7 +84,7 @@ def setting(default: T, check: Check[T], *, identity: Identity,
             quiet: Quiet | None = None, header: str | None = None,
             row_key: bool = False, sweep: int | None = None, group: str | None = None,
             order: int | None = None, short: str | None = None, last: bool = False,
-            shown: bool = False,
+            shown: bool = False, modes: tuple[str, ...] | None = None,
             codec: tuple[Callable[[Any], Any], Callable[[Any], Any]] | None = None) -> T:
     """A JobSpec field that is also a profile setting with ``default``.
 
@@ -98,14 +100,14 @@ def setting(default: T, check: Check[T], *, identity: Identity,
             (see the module docstring).
         header: its results column header (default: the name, ``_`` as spaces).
         row_key: a row key of every summary and comparison table.
-        sweep, group, order, short, last, shown: the lists it is in (see the module
+        sweep, group, order, short, last, shown, modes: the lists it is in (see the module
             docstring).
         codec: (to JSON, from JSON) where the type has no derived decoder.
     """
     out: T = field(default=default, metadata={
         CHECK: check, COLUMN: column, IDENTITY: identity, KEY: key, QUIET: quiet,
         HEADER: header, ROW_KEY: row_key, SWEEP: sweep, GROUP: group, ORDER: order,
-        SHORT: short, LAST: last, SHOWN: shown, CODEC: codec})
+        SHORT: short, LAST: last, SHOWN: shown, MODES: modes, CODEC: codec})
     return out
 
 

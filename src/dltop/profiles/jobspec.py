@@ -161,10 +161,12 @@ class JobSpec:
     """Transformers: ``fused`` (the framework's fused attention) or ``plain`` (unfused
     math); the loader fills in ``fused``. None for the other models."""
     prompt_tokens: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
-                                        quiet=True, header="prompt", group="lm", order=3)
+                                        quiet=True, header="prompt", group="lm", order=3,
+                                        modes=("generate", "serve"))
     """``mode = "generate"``: tokens of each prompt (prefill); the loader's default 128."""
     new_tokens: int | None = setting(None, optional(integer(1, L.MAX_TOKENS)), identity=True,
-                                     quiet=True, group="lm", order=4)
+                                     quiet=True, group="lm", order=4,
+                                     modes=("generate", "serve"))
     """``mode = "generate"``: tokens decoded after the prompt; the loader's default 128."""
     request_rate: float | str | None = setting(
         None, optional(NumberOr(0.0, L.MAX_REQUEST_RATE, above=True, also=("inf",))),

@@ -20,15 +20,16 @@ from dltop import catalog
 from dltop.childfiles import child_module
 from dltop.errors import UserError
 from dltop.profiles.device import DeviceSpec
-from dltop.profiles.fields import GROUP
-from dltop.profiles.jobspec import declared
+from dltop.profiles.fields import GROUP, MODES
+from dltop.profiles.jobspec import declared, settings
 
 Err = Callable[[str, str], UserError]
 Loc = Callable[[str], str]
 
 LM_KEYS: Final = declared(GROUP, "lm")
 """Settings only the transformer models take (``setting(group="lm")``)."""
-GENERATE_KEYS: Final = ("prompt_tokens", "new_tokens")
+GENERATE_KEYS: Final = declared(MODES)
+"""Settings of some modes only (``setting(modes=...)``): the generation request's."""
 ADAMW_DEFAULTS: Final = {"optimizer": "adamw", "lr": 6e-4, "weight_decay": 0.1}
 """A transformer's update rule when the profile names none: AdamW with nanoGPT's GPT-2
 learning rate and weight decay (each only where the profile leaves it unset)."""
@@ -117,7 +118,8 @@ def mode_checks(err: Err, loc: Loc, s: dict[str, Any]) -> None:
     if s["mode"] != "generate":
         for key in GENERATE_KEYS:
             if s[key] is not None:
-                raise err(loc(key), f'{key} applies to mode = "generate" or "serve" only '
+                modes = " or ".join(f'"{m}"' for m in settings()[key].metadata[MODES])
+                raise err(loc(key), f"{key} applies to mode = {modes} only "
                           f"(mode is {s['mode']!r})")
         return
     if s["seq_len"] is not None:
@@ -157,7 +159,7 @@ def job_settings(err: Err, loc: Loc, s: dict[str, Any], framework: str, model: s
     if "serve" in can.modes:  # a served model: its keys are profiles/serve.py's
         return s
     if can.program or model not in catalog.TRANSFORMER_MODELS:
-        what = 'frameworks = ["command"]' if can.program else model
+        what = f'frameworks = ["{framework}"]' if can.program else model
         names = ", ".join(catalog.TRANSFORMER_MODELS)
         for key in LM_KEYS:
             if s[key] is not None:

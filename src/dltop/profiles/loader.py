@@ -12,10 +12,10 @@ import itertools
 import json
 import os
 import tomllib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from dltop import catalog
 from dltop.errors import UserError
@@ -60,9 +60,16 @@ fault-injection hook for testing dltop itself (non-finite loss, a hang, a crash
 without a report, an allocation failure); it is recorded with the job.
 """
 OPTION_KEYS = tuple(OPTIONS)
-COMMAND_KEYS = command.KEYS
-"""Bring-your-own workload (``frameworks = ["command"]``); see docs/profiles.md."""
-ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS, *COMMAND_KEYS, *serve.KEYS)
+Options = Callable[[Callable[[str, str], UserError], Callable[[str], str], Mapping[str, Any],
+                    Path], tuple[tuple[str, Any], ...]]
+KEY_GROUPS: Final[dict[str, tuple[tuple[str, ...], Mapping[str, Any], Options]]] = {
+    "command": (command.KEYS, {}, command.options),
+    "serve": (serve.KEYS, serve.LISTS, serve.entry_options),
+}
+"""The keys a framework owns (``catalog.Framework.keys``), the list keys it defaults and
+its options: your own program's (docs/profiles.md), an endpoint's (docs/serving.md)."""
+ENTRY_KEYS = (*LIST_KEYS, *SETTINGS, *OPTION_KEYS,
+              *(k for keys, _, _ in KEY_GROUPS.values() for k in keys))
 
 
 def builtin_names() -> list[str]:
@@ -207,8 +214,10 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
         return f"{origin.get(key, at)}.{key}"
 
     lists = {}
-    if merged.get("frameworks") == ["openai"]:  # a request is one sequence, sent from here
-        merged = {"batch_sizes": [serve.BATCH], "devices": ["cpu:1"], **merged}
+    alone = merged.get("frameworks")  # an owner's list defaults (an endpoint's batch of 1)
+    if isinstance(alone, list) and len(alone) == 1 \
+            and (group := catalog.capabilities(str(alone[0])).keys):
+        merged = {**KEY_GROUPS[group][1], **merged}
     for key in LIST_KEYS:
         value = merged.get(key)
         if value is None:
@@ -218,8 +227,7 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
         lists[key] = value
     frameworks = [_choice(where, f"{loc('frameworks')}[{j}]", v, catalog.FRAMEWORKS)
                   for j, v in enumerate(lists["frameworks"])]
-    byo = (_command_options(where, loc, frameworks, merged, profile_dir)
-           + serve.entry_options(where.err, loc, frameworks, merged, profile_dir))
+    byo = _own_options(where, loc, frameworks, merged, profile_dir)
     if byo:  # a command's (an endpoint's) "models" are the user's own labels
         models = [str(check(where, f"{loc('models')}[{j}]", v, fields.label))
                   for j, v in enumerate(lists["models"])]
@@ -291,18 +299,25 @@ def _sweeps(where: Where, loc: Callable[[str], str],
     return [entry_settings(where, loc, {**m, **dict(combo)}) for combo in itertools.product(*axes)]
 
 
-def _command_options(where: Where, loc: Callable[[str], str], frameworks: list[str],
-                     merged: dict[str, Any], profile_dir: Path) -> tuple[tuple[str, Any], ...]:
-    """The command keys (:mod:`dltop.profiles.command`) go with ``frameworks = ["command"]``."""
-    if "command" not in frameworks:
-        for key in COMMAND_KEYS:
-            if key in merged:
-                raise where.err(loc(key), 'only valid with frameworks = ["command"]')
-        return ()
-    if frameworks != ["command"]:
-        raise where.err(loc("frameworks"), '"command" cannot share an entry with other '
-                        "frameworks (give it its own [[matrix]] entry)")
-    return command.options(where.err, loc, merged, profile_dir)
+def _own_options(where: Where, loc: Callable[[str], str], frameworks: list[str],
+                 merged: dict[str, Any], profile_dir: Path) -> tuple[tuple[str, Any], ...]:
+    """The options of the keys a framework owns (:data:`KEY_GROUPS`), in an entry of that
+    framework alone; an entry without it must not set them."""
+    out: tuple[tuple[str, Any], ...] = ()
+    for group, (keys, _, options) in KEY_GROUPS.items():
+        owners = [n for n, can in catalog.CAPABILITIES.items() if can.keys == group]
+        if not set(owners) & set(frameworks):
+            for key in keys:
+                if key in merged:
+                    valid = " or ".join(f'["{n}"]' for n in owners)
+                    raise where.err(loc(key), f"only valid with frameworks = {valid}")
+            continue
+        if len(frameworks) > 1:
+            name = next(n for n in frameworks if n in owners)
+            raise where.err(loc("frameworks"), f'"{name}" cannot share an entry with other '
+                            "frameworks (give it its own [[matrix]] entry)")
+        out += options(where.err, loc, merged, profile_dir)
+    return out
 
 
 def _check_keys(where: Where, prefix: str, table: dict[str, Any],

@@ -36,8 +36,13 @@ CONCURRENCY_DEFAULT: Final = 1
 REQUEST_RATE_DEFAULT: Final = "inf"
 MAX_CLIENT_PROCESSES: Final = 256
 """The most client processes one serve run's load may be split over."""
+SERVING: Final = " or ".join(f'["{n}"]' for n, f in catalog.CAPABILITIES.items()
+                             if "serve" in f.modes)
+"""The frameworks of ``mode = "serve"``, as an entry names them (``["openai"]``)."""
 BATCH: Final = 1
-"""A request is one sequence: ``batch_sizes`` is [1] (the default for this framework)."""
+LISTS: Final = {"batch_sizes": [BATCH], "devices": ["cpu:1"]}
+"""A request is one sequence, sent from here: ``batch_sizes`` [1] and ``devices``
+["cpu:1"] unless the entry sets them."""
 
 NUMBERS: Final[dict[str, fields.Number]] = {
     "burstiness": fields.Number(0.0, L.MAX_BURSTINESS, above=True),
@@ -170,23 +175,13 @@ def tokenizer(err: Err, key: str, v: Any, profile_dir: Path) -> str:
     return str(path)
 
 
-def entry_options(err: Err, loc: Callable[[str], str], frameworks: list[str],
-                  merged: Mapping[str, Any], profile_dir: Path) -> tuple[tuple[str, Any], ...]:
-    """The endpoint keys go with ``frameworks = ["openai"]`` (alone in its entry): its
-    options (:func:`options`), or none for another entry (which must not set any).
+def entry_options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
+                  profile_dir: Path) -> tuple[tuple[str, Any], ...]:
+    """The options of an ``openai`` entry (:func:`options`), its batch and devices checked.
 
     Raises:
-        UserError: an endpoint key elsewhere, ``openai`` beside another framework, a batch
-            other than 1, or a key :func:`options` refuses.
+        UserError: a batch other than 1, ``cpus:N``, or a key :func:`options` refuses.
     """
-    if "openai" not in frameworks:
-        for key in KEYS:
-            if key in merged:
-                raise err(loc(key), 'only valid with frameworks = ["openai"]')
-        return ()
-    if frameworks != ["openai"]:
-        raise err(loc("frameworks"), '"openai" cannot share an entry with other '
-                  "frameworks (give it its own [[matrix]] entry)")
     if merged["batch_sizes"] != [BATCH]:
         raise err(loc("batch_sizes"), "a request to an endpoint is one sequence: leave "
                   "batch_sizes out (or [1]); concurrency sets the requests in flight")
@@ -205,25 +200,27 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
             round, serve keys on another mode, a setting a client cannot honour, or
             ``executor = "slurm"`` without a ``server`` dltop starts in the allocation.
     """
-    if "serve" not in catalog.capabilities(framework).modes:
+    can = catalog.capabilities(framework)
+    if "serve" not in can.modes:
         if s["mode"] == "serve":
-            raise err(loc("mode"), 'mode = "serve" needs frameworks = ["openai"] (an '
+            raise err(loc("mode"), f'mode = "serve" needs frameworks = {SERVING} (an '
                       "OpenAI-compatible endpoint)")
         for key in declared(fields.GROUP, "serve"):
             if s[key] is not None:
-                raise err(loc(key), f'{key} applies to frameworks = ["openai"] '
+                raise err(loc(key), f'{key} applies to frameworks = {SERVING} '
                           '(mode = "serve") only')
         return s
-    if s["mode"] != "serve":
-        raise err(loc("mode"), 'frameworks = ["openai"] takes mode = "serve" (set it in the '
+    entry = f'frameworks = ["{framework}"]'
+    if s["mode"] not in can.modes:
+        raise err(loc("mode"), f'{entry} takes mode = "{can.modes[0]}" (set it in the '
                   "entry or in [defaults])")
     for key, default in (("epochs", None), ("optimizer", "sgd"), ("profile", False),
                          ("data", "synthetic"), ("data_loader", "device"), ("nodes", 1)):
         if s[key] != default:
-            raise err(loc(key), f'{key} does not apply to frameworks = ["openai"] (the '
+            raise err(loc(key), f"{key} does not apply to {entry} (the "
                       "server decides how it runs)")
     if s["executor"] == "slurm" and s["server"] is None:
-        raise err(loc("executor"), 'executor = "slurm" with frameworks = ["openai"] needs '
+        raise err(loc("executor"), f'executor = "slurm" with {entry} needs '
                   'server = "NAME": the job starts its server and client in one allocation '
                   "(docs/cluster.md#serve-jobs); an endpoint that already serves is not the "
                   "allocation's, so run the client against it with executor = \"local\"")

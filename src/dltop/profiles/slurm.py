@@ -283,7 +283,7 @@ def check_job(err: Err, loc: Callable[[str], str], framework: str, device: Devic
                   "executor runs on this host alone: nodes = 1)")
     can = catalog.capabilities(framework)
     if nodes > 1 and can.program:
-        raise err(loc("nodes"), 'nodes > 1 does not apply to frameworks = ["command"] (the '
+        raise err(loc("nodes"), f'nodes > 1 does not apply to frameworks = ["{framework}"] (the '
                   "program decides how it spans hosts; run it with nodes = 1)")
     if nodes > 1 and not can.nodes:
         raise err(loc("nodes"), f"nodes > 1 runs {' and '.join(catalog.MULTI_NODE_FRAMEWORKS)} "

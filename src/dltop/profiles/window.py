@@ -60,9 +60,9 @@ def why_not(framework: str, settings: Mapping[str, Any], workers: int) -> str | 
     """Why a window in seconds does not apply to this job, or None where it does."""
     can = catalog.capabilities(framework)
     if can.program:
-        return 'frameworks = ["command"] runs the program\'s own steps; dltop cannot add any'
+        return f'frameworks = ["{framework}"] runs the program\'s own steps; dltop cannot add any'
     if "serve" in can.modes:
-        return ('frameworks = ["openai"] sends iterations requests on a schedule; a window '
+        return (f'frameworks = ["{framework}"] sends iterations requests on a schedule; a window '
                 "in seconds would change the load")
     if settings.get("epochs") is not None:
         return "an epochs run's length is its epochs"

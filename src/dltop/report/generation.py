@@ -24,10 +24,18 @@ from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import identity
 from dltop.results.aggregate import ConfigResult
+from dltop.results.metricdefs import metric
 from dltop.results.metrics import value_of
 from dltop.results.places import placed_identities
 
-PANELS = {"TPOT p50 s": "tpot", "TTFT p50 s": "ttft"}
+
+def pct_panel(name: str, pct: str = "p50") -> str:
+    """The panel of metric ``name``'s percentile ``pct``: its declared label and unit
+    (``TTFT p50 s``)."""
+    return f"{metric(name).label} {pct} {metric(name).unit}"
+
+
+PANELS = {pct_panel(n): n for n in ("tpot", "ttft")}
 """Panel title → metric (:mod:`dltop.results.metrics`)."""
 SPREAD = "error bars: min–max of the ok runs' own p50"
 
@@ -117,10 +125,10 @@ def ttft_prompt_figures(results: Sequence[ConfigResult],
         if len(prompts) < 2 or None in prompts:
             continue  # the prompt length does not vary: nothing to say, no figure
         rows, capped = cap_lines(_rows(ok, var.without("prompt_tokens"), "prompt_tokens",
-                                       {"TTFT p50 s": "ttft"}))
+                                       {pct_panel("ttft"): "ttft"}))
         out.append(Figure(f"generate-prompt-{model}", "prompt",
                           f"{model}: TTFT vs prompt length (generate)", rows=tuple(rows),
-                          x_title="prompt tokens", panels=("TTFT p50 s",),
+                          x_title="prompt tokens", panels=(pct_panel("ttft"),),
                           caption=_caption(ok, "TTFT", capped)))
     return out
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import order as _order
 from dltop.report.content import Figure
+from dltop.report.generation import pct_panel
 from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import identity, labels
@@ -83,16 +84,16 @@ def _latency_rows(ok: Sequence[ConfigResult], var: identity.Variation) -> list[d
         if x is None:
             continue
         picks: tuple[tuple[str, Callable[[gen.GenStats], conv.Percentiles | None]], ...] = (
-            ("TTFT", lambda s: s.ttft_s), ("TPOT", lambda s: s.tpot_s))
+            ("ttft", lambda s: s.ttft_s), ("tpot", lambda s: s.tpot_s))
         for name, pick in picks:
-            cell = dict(value_of(r, name.lower()).extra)
+            cell = dict(value_of(r, name).extra)
             for pct, at in PCTS:
                 value = cell.get(f"{pct}_s")
                 if value is None:
                     continue
                 own = [v for run in r.runs if (st := gen.stats(run.generations))
                        and (p := pick(st)) is not None and (v := p[at]) is not None]
-                rows.append(_row(r, var, f"{name} {pct} s", x, value, own,
+                rows.append(_row(r, var, pct_panel(name, pct), x, value, own,
                                  int(cell.get("n") or 0)))
     return rows
 
@@ -176,7 +177,7 @@ def serving_figures(results: Sequence[ConfigResult]) -> list[Figure]:
             own = _per_run(r, lambda c: serving_numbers(c, "output-rate")[0])
             tput.append(_row(r, var, "output tokens/s", lat, rate, own, r.n_runs))
     out.append(_figure("serve-throughput", "Serving: output tokens/s vs TPOT p50", tput, ok,
-                       "TPOT p50 s", ["points: one configuration (request rate, "
+                       pct_panel("tpot"), ["points: one configuration (request rate, "
                                       "concurrency) each; output tokens of ok requests / "
                                       "measured window, median over runs"],
                        "no serve run with a TPOT (one output token per request)"))

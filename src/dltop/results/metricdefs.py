@@ -69,6 +69,15 @@ class Metric:
     pivot: bool = True
     """A ``--metric`` choice (the pivot, the TUI's switch); else a summary column, or a
     ``--flops`` variant."""
+    per_sample: bool = False
+    """Counted per sample: a transformer's are tokens (:mod:`dltop.results.tokens` reads its
+    title, unit and header of tokens off this declaration)."""
+
+    @property
+    def label(self) -> str:
+        """Its short name in a figure's panel or a detail row (``TTFT``, ``decode``): the
+        first word of its header."""
+        return self.header.split()[0]
 
     def compute(self, res: ConfigResult) -> Value:
         """The value of a configuration with ok runs (the function that :func:`computes` it)."""
@@ -81,12 +90,12 @@ DECLARED = (
     Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4, timed=True),
     Metric("throughput", "samples per second (total samples / total measured seconds)",
            "samples/s", "samples/s", _f(1), higher=True, timed=True, words=FASTER,
-           how="median of each run's total samples / total seconds"),
+           how="median of each run's total samples / total seconds", per_sample=True),
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W", _f(1),
            detail=READINGS),
     Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
            "DRAM's (RAPL) on CPU runs", "J/sample", "J/sample", _g4, detail=READINGS,
-           words=("less energy", "more energy")),
+           words=("less energy", "more energy"), per_sample=True),
     Metric("gpu-memory", "peak GPU memory of the run's processes in MiB", "MiB",
            "GPU mem MiB", _f(0), detail=READINGS, how="maximum of each run's peak"),
     Metric("gpu-memory-device", "peak memory used on the run's GPUs (all processes) in MiB",
@@ -108,7 +117,7 @@ DECLARED = (
     Metric("host-iowait", "host CPU idle waiting for I/O in % of all CPUs", "%",
            "host iowait %", _f(1), detail=READINGS, pivot=False),
     Metric("tflops", "achieved TFLOP/s (training FLOPs per sample × samples/s)",
-           "TFLOP/s", "TFLOP/s", _g4, higher=True, timed=True,
+           "TFLOP/s", "TFLOP/s", _g4, higher=True, timed=True, per_sample=True,
            how="FLOPs per sample × the throughput cell"),
     Metric("mfu", "model FLOPs utilisation in % (achieved ÷ peak for the precision)", "%",
            "MFU %", _f(1), higher=True, timed=True, words=MFU,
@@ -235,10 +244,6 @@ generate and serve runs; a summary column (a TUI switch) only where some configu
 has a value."""
 GENERATION = tuple(n for n, m in METRICS.items() if m.modes in (DECODE, GENERATE))
 """The metrics of generate runs (TTFT, TPOT, ITL, decode tokens/s...; serve runs too)."""
-
-SERVE_ENERGY = ("j-per-token", "j-per-request")
-"""Serve metrics that are GPU telemetry figures (:mod:`dltop.results.metrics` computes
-them), not load figures (:func:`dltop.results.serving.serving_numbers`)."""
 
 HOST_SPLIT = {"host-user": "host_cpu_user_pct", "host-system": "host_cpu_system_pct",
               "host-iowait": "host_cpu_iowait_pct"}

@@ -10,17 +10,19 @@ header cannot name both units. See docs/metrics.md ("Tokens, not samples").
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import replace
 from typing import Final
 
 from dltop import catalog
-from dltop.results.metricdefs import Metric, metric
+from dltop.results.metricdefs import METRICS, Metric, metric
 
 SAMPLES: Final = "samples"
 TOKENS: Final = "tokens"
 MIXED: Final = "mixed"
-UNIT_METRICS: Final = ("throughput", "energy")
+UNIT_METRICS: Final = tuple(n for n, m in METRICS.items() if m.per_sample and
+                           re.search(r"\bsamples?\b", m.unit))
 """Metrics whose unit names what a sample is (the others are per step, per run, or %)."""
 UNIT_COLUMN: Final = "unit"
 """The key column a mixed table labels each row's unit in."""
@@ -29,22 +31,17 @@ NOTE: Final = ("transformer rows ({models}): a sample is a token (batch x seq_le
                "throughput is tokens/s, their energy J/token and their TFLOP/s and MFU "
                "count FLOPs per token.")
 
-_TOKEN_METRICS: Final = {
-    "throughput": ("tokens per second (total tokens / total measured seconds)",
-                   "tokens/s", "tokens/s"),
-    "energy": ("GPU energy in J per token", "J/token", "J/token"),
-    "tflops": ("achieved TFLOP/s (training FLOPs per token × tokens/s)", "TFLOP/s",
-               "TFLOP/s"),
+_MIXED_TITLES: Final = {
+    "throughput": "samples per second, tokens per second on the transformer rows (see "
+                  "each row's unit; total samples / total measured seconds)",
+    "energy": "GPU energy in J per sample, per token on the transformer rows (see each "
+              "row's unit)",
+    "tflops": "achieved TFLOP/s (training FLOPs per sample × samples/s; per token × "
+              "tokens/s on the transformer rows)",
 }
-_MIXED_METRICS: Final = {
-    "throughput": ("samples per second, tokens per second on the transformer rows (see "
-                   "each row's unit; total samples / total measured seconds)",
-                   "samples/s | tokens/s", "samples|tokens/s"),
-    "energy": ("GPU energy in J per sample, per token on the transformer rows (see each "
-               "row's unit)", "J/sample | J/token", "J/sample|token"),
-    "tflops": ("achieved TFLOP/s (training FLOPs per sample × samples/s; per token × "
-               "tokens/s on the transformer rows)", "TFLOP/s", "TFLOP/s"),
-}
+"""The title of a table that mixes samples and tokens, in words (the unit and header are
+read off the declaration)."""
+_SAMPLE = re.compile(r"\bsample(s?)\b")
 
 
 def is_lm(model: str) -> bool:
@@ -67,12 +64,16 @@ def metric_for(name: str, models: Iterable[str]) -> Metric:
     Raises:
         ValueError: an unknown metric.
     """
-    m = metric(name)
-    table = {TOKENS: _TOKEN_METRICS, MIXED: _MIXED_METRICS}.get(kind(models), {})
-    if name not in table:
+    m, what = metric(name), kind(models)
+    if not m.per_sample or what == SAMPLES:
         return m
-    title, unit, header = table[name]
-    return replace(m, title=title, unit=unit, header=header)
+    token = _SAMPLE.sub(r"token\1", m.unit)
+    if what == TOKENS:
+        return replace(m, title=_SAMPLE.sub(r"token\1", m.title), unit=token,
+                       header=_SAMPLE.sub(r"token\1", m.header))
+    return replace(m, title=_MIXED_TITLES.get(name, m.title),
+                   unit=m.unit if token == m.unit else f"{m.unit} | {token}",
+                   header=_SAMPLE.sub(r"sample\1|token\1", m.header))
 
 
 def row_unit(name: str, model: str) -> str:

@@ -99,20 +99,6 @@ class TelemetryWriter:
                 self._db.conn.executemany(sql, [
                     (*row[:at], run_id, *row[at + 1:], node) for row in _values(windows)])
 
-    def node_progress(self, run_id: int) -> dict[str, tuple[float, float]]:
-        """Per node, the newest stored (GPU, host) window start of ``run_id`` (wall seconds;
-        ``-inf`` for none): where a resumed engine's :class:`~dltop.jobs.agentfeed.AgentFeed`
-        picks up (``resume_after``), so no window is stored twice."""
-        out: dict[str, tuple[float, float]] = {}
-        for k, table in enumerate(("gpu_samples", "host_samples")):
-            for node, t in self._db.conn.execute(
-                    f"select node, max(t_wall_s) from {table} where run_id = ? "
-                    "and node is not null group by node", [run_id]):
-                pair = list(out.get(node, (float("-inf"), float("-inf"))))
-                pair[k] = float(t) if t is not None else float("-inf")
-                out[str(node)] = (pair[0], pair[1])
-        return out
-
     def finish_node_run(self, run_id: int, samples: int | None) -> RunTelemetry:
         """Summarise a multi-node run from its nodes' stored windows, and store it.
 

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from dltop.live.rundetail import RunDetail
 from dltop.results.convergence import Percentiles
+from dltop.results.metricdefs import metric
 from dltop.results.runtrace import RunTrace
 from dltop.textsafe import one_line
 
@@ -85,11 +86,12 @@ def generation_text(d: RunDetail) -> Text:
              "dim")
     t.append(f"{'':<11}{'p50':>9}  {'p90':>9}  {'p99':>9}\n", "dim")
     one = "N/A (one new token per request)"
-    for label, p, none in (("TTFT", g.ttft_s, "N/A"), ("TPOT", g.tpot_s, one),
-                           ("ITL", g.itl_s, one), ("end to end", g.e2e_s, "N/A")):
+    for label, p, none in ((metric("ttft").label, g.ttft_s, "N/A"),
+                           (metric("tpot").label, g.tpot_s, one),
+                           (metric("itl").label, g.itl_s, one), ("end to end", g.e2e_s, "N/A")):
         t.append(f"{label:<11}")
         t.append((_ms(p) if p is not None else none) + "\n")
-    rate = g.decode_tokens_per_s
-    t.append(f"{'decode':<11}{'N/A' if rate is None else f'{rate:,.1f}':>9} tokens/s "
-             "(batch × (new - 1) / Σ ITL)\n")
+    rate, decode = g.decode_tokens_per_s, metric("decode-rate")
+    t.append(f"{decode.label:<11}{'N/A' if rate is None else f'{rate:,.1f}':>9} "
+             f"{decode.unit} (batch × (new - 1) / Σ ITL)\n")
     return t

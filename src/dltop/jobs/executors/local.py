@@ -22,6 +22,8 @@ class LocalExecutor:
     """Runs the runner here through :func:`dltop.jobs.supervisor.supervise`."""
 
     name = "local"
+    devices_here = True
+    queues = False
 
     @classmethod
     def of_stored_run(cls, run: RunProcess) -> LocalExecutor:

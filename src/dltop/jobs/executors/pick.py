@@ -3,8 +3,10 @@ stores (``runs.executor``) on resume; the registry of executor classes by name.
 
 ``DLTOP_EXECUTORS`` (:data:`dltop.catalog.EXECUTORS_ENV`) adds executors to
 :data:`BUILT_IN` as ``name=module:Class`` entries: a job with ``executor = "name"``
-runs on ``Class()`` on this host's devices, and resume reaps its runs with
-``Class.of_stored_run(row)``. A class is imported only when its name is looked up.
+runs on ``Class()``, and resume reaps its runs with ``Class.of_stored_run(row)``. A
+class is imported only when its name is looked up, so this module is light (preflight
+and the viewers ask it, through :mod:`dltop.jobs.executors.where`); what a class
+declares (:class:`ExecutorClass`) is read off it there.
 """
 
 from __future__ import annotations
@@ -12,15 +14,15 @@ from __future__ import annotations
 import importlib
 import os
 from collections.abc import Mapping
-from typing import Final, Protocol, cast
+from typing import TYPE_CHECKING, Final, Protocol, cast
 
 from dltop.catalog import EXECUTORS_ENV, added_executors
 from dltop.errors import UserError
-from dltop.jobs.executors.base import RunExecutor
-from dltop.jobs.executors.slurm_run import slurm_for
-from dltop.jobs.executors.where import on_this_host
-from dltop.profiles.jobspec import JobSpec
-from dltop.store.queue import RunProcess
+
+if TYPE_CHECKING:
+    from dltop.jobs.executors.base import RunExecutor
+    from dltop.profiles.jobspec import JobSpec
+    from dltop.store.queue import RunProcess
 
 BUILT_IN: Final = {
     "local": "dltop.jobs.executors.local:LocalExecutor",
@@ -28,10 +30,20 @@ BUILT_IN: Final = {
     "slurm-step": "dltop.jobs.executors.slurm_run:SlurmStepExecutor",
 }
 """Each built-in executor class by its ``RunExecutor.name``."""
+JOB_ONLY: Final = {"slurm": "dltop.jobs.executors.slurm_run:SlurmExecutor"}
+"""A job's executor that no run is named: a ``slurm`` job's runs are batch jobs or steps
+(:func:`~dltop.jobs.executors.slurm_run.slurm_for`), declared by the class they share."""
 
 
 class ExecutorClass(Protocol):
-    """What a registered name leads to: a new run's executor, or a stored run's."""
+    """What a registered name leads to: a new run's executor, or a stored run's, and what
+    the class declares."""
+
+    devices_here: bool
+    """Its runs hold this host's devices (allocated, pinned, leased, cooled down, checked
+    against its GPUs), not a cluster's nodes."""
+    queues: bool
+    """Its runs can wait in a queue before they start (Slurm's ``PENDING``)."""
 
     def __call__(self) -> RunExecutor: ...
 
@@ -41,7 +53,12 @@ class ExecutorClass(Protocol):
 def for_job(job: JobSpec, env: Mapping[str, str] | None = None) -> RunExecutor:
     """The executor of ``job``'s runs from an engine whose environment is ``env``
     (default: this process's; ``SLURM_JOB_ID`` there makes a Slurm run a step)."""
-    return executor_class(job.executor, env)() if on_this_host(job) else slurm_for(env)
+    cls = executor_class(job.executor, env)
+    if cls.devices_here:
+        return cls()
+    from dltop.jobs.executors.slurm_run import slurm_for  # loaded for cls already
+
+    return slurm_for(env)
 
 
 def of_stored_run(run: RunProcess, env: Mapping[str, str] | None = None) -> RunExecutor:
@@ -56,7 +73,8 @@ def executor_class(name: str, env: Mapping[str, str] | None = None) -> ExecutorC
         UserError: no executor is registered as ``name``, or its entry names no class.
     """
     # The built-in names cannot be replaced.
-    target = {**added_executors(os.environ if env is None else env), **BUILT_IN}.get(name)
+    target = {**added_executors(os.environ if env is None else env), **BUILT_IN,
+              **JOB_ONLY}.get(name)
     if target is None:
         raise UserError(f"no executor is registered as {name!r} (built in: "
                         f"{', '.join(BUILT_IN)}; add one with {EXECUTORS_ENV}="

@@ -29,11 +29,15 @@ from dltop.telemetry.sampler import Sampler
 NO_DEVICES = Allocation((), None)
 
 
-class _SlurmExecutor:
+class SlurmExecutor:
     """What both Slurm executors share: the devices are the compute nodes', not this
-    host's (no allocation, pinning, lease, cool-down or foreign check here)."""
+    host's (no allocation, pinning, lease, cool-down or foreign check here), and a run
+    can wait in Slurm's queue. Registered as the executor of ``slurm`` jobs
+    (:data:`dltop.jobs.executors.pick.JOB_ONLY`) for what it declares."""
 
     name = "slurm"
+    devices_here = False
+    queues = True
     _outer_job: str | None = None
 
     def allocation(self, alloc: Allocation) -> Allocation:
@@ -73,7 +77,7 @@ class _SlurmExecutor:
         return Reaped(reap_orphan_group(run.pid, run.pgid, run.proc_start_time))
 
 
-class SlurmBatchExecutor(_SlurmExecutor):
+class SlurmBatchExecutor(SlurmExecutor):
     """A run is one batch job (``sbatch``), watched from the login host."""
 
     name = "slurm-batch"
@@ -106,7 +110,7 @@ class SlurmBatchExecutor(_SlurmExecutor):
         return Reaped(killed)
 
 
-class SlurmStepExecutor(_SlurmExecutor):
+class SlurmStepExecutor(SlurmExecutor):
     """A run is a step of the allocation ``outer_job`` this engine runs in: its
     ``batch.sh`` runs here and its srun is a local process (reaped as one on resume)."""
 
@@ -124,7 +128,7 @@ class SlurmStepExecutor(_SlurmExecutor):
 SLURM_BATCH = SlurmBatchExecutor()
 
 
-def slurm_for(env: Mapping[str, str] | None = None) -> _SlurmExecutor:
+def slurm_for(env: Mapping[str, str] | None = None) -> SlurmExecutor:
     """The Slurm executor for an engine with ``env``: a step inside an allocation."""
     outer = (os.environ if env is None else env).get("SLURM_JOB_ID")
     return SLURM_BATCH if outer is None else SlurmStepExecutor(outer)

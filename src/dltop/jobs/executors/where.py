@@ -1,16 +1,19 @@
 """Whether a job's devices are this host's (the one test of ``JobSpec.executor``), and
-whether a stored run's executor still holds it in a queue (what viewers show of it).
+whether a stored run's executor still holds it in a queue (what viewers show of it):
+what the executor's class declares (``devices_here``, ``queues``), read off the registry.
 
 Light on purpose (preflight, which a viewer runs when a profile is added, imports it):
-no executor, supervisor or sampler is loaded.
+an executor's module is loaded only when its declaration is asked.
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
+from dltop.errors import UserError
+from dltop.jobs.executors.pick import executor_class
 from dltop.profiles.jobspec import JobSpec
 
 SBATCH_MISSING = ('executor = "slurm" needs Slurm\'s sbatch on PATH, and none was found: run '
@@ -21,12 +24,17 @@ SBATCH_MISSING = ('executor = "slurm" needs Slurm\'s sbatch on PATH, and none wa
 def on_this_host(job: JobSpec) -> bool:
     """True when ``job`` runs on this host's devices (allocated, pinned, leased, cooled
     down, checked against its GPUs); False for a Slurm job, whose devices are the
-    compute nodes'."""
-    return job.executor != "slurm"
+    compute nodes': as its executor declares (``devices_here``)."""
+    return executor_class(job.executor).devices_here
 
 
-QUEUEING: Final = ("slurm-batch", "slurm-step")
-"""The executors whose runs can wait in a queue before they start (Slurm's)."""
+def queues(executor: str) -> bool:
+    """Whether the runs of the executor named ``executor`` can wait in a queue before they
+    start (it declares ``queues``); False for a name no longer registered."""
+    try:
+        return executor_class(executor).queues
+    except UserError:
+        return False
 
 
 def queued_reason(run: Mapping[str, Any], unseen: bool = False, none: str = "-") -> str | None:
@@ -34,8 +42,9 @@ def queued_reason(run: Mapping[str, Any], unseen: bool = False, none: str = "-")
     (``run``: :func:`dltop.store.schema_slurm.queue_columns_sql`'s columns): a Slurm
     job PENDING (``unseen``: or not yet seen), squeue's reason or ``none``; else None."""
     state = run["slurm_state"]
-    if run["executor"] in QUEUEING and run["slurm_job_id"] is not None and (
-            state == "PENDING" or (unseen and state is None)):
+    # the executor asked last: its class is loaded only for a run that may be queued
+    if run["slurm_job_id"] is not None and (state == "PENDING" or (unseen and state is None)) \
+            and queues(run["executor"]):
         return run["slurm_reason"] or none
     return None
 

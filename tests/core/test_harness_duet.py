@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import harness_duet  # noqa: E402
+
 from dltop.jobs.environment import core_order  # noqa: E402
 
 

@@ -37,7 +37,8 @@ JOB_ONLY: Final = {"slurm": "dltop.jobs.executors.slurm_run:SlurmExecutor"}
 
 class ExecutorClass(Protocol):
     """What a registered name leads to: a new run's executor, or a stored run's, and what
-    the class declares."""
+    the class declares. A class may also offer ``for_engine(env)``, the executor for an
+    engine whose environment is ``env``; :func:`for_job` calls it instead of the class."""
 
     devices_here: bool
     """Its runs hold this host's devices (allocated, pinned, leased, cooled down, checked
@@ -54,11 +55,10 @@ def for_job(job: JobSpec, env: Mapping[str, str] | None = None) -> RunExecutor:
     """The executor of ``job``'s runs from an engine whose environment is ``env``
     (default: this process's; ``SLURM_JOB_ID`` there makes a Slurm run a step)."""
     cls = executor_class(job.executor, env)
-    if cls.devices_here:
-        return cls()
-    from dltop.jobs.executors.slurm_run import slurm_for  # loaded for cls already
-
-    return slurm_for(env)
+    # A class whose runs depend on where the engine runs says so (Slurm: a step inside an
+    # allocation, a batch job outside); the others are made plainly.
+    for_engine = getattr(cls, "for_engine", None)
+    return cls() if for_engine is None else cast("RunExecutor", for_engine(env))
 
 
 def of_stored_run(run: RunProcess, env: Mapping[str, str] | None = None) -> RunExecutor:

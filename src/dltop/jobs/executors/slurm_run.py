@@ -40,6 +40,11 @@ class SlurmExecutor:
     queues = True
     _outer_job: str | None = None
 
+    @classmethod
+    def for_engine(cls, env: Mapping[str, str] | None = None) -> SlurmExecutor:
+        """The Slurm executor for an engine with ``env`` (:func:`slurm_for`)."""
+        return slurm_for(env)
+
     def allocation(self, alloc: Allocation) -> Allocation:
         return NO_DEVICES
 

@@ -16,7 +16,9 @@ Run as a program (``openai_server.py SPEC LOG``: :func:`host`), it is the server
 of runs shares (``server_scope = "group"``): the engine starts it through its supervisor
 (:mod:`dltop.jobs.servergroup`) before the group's first run; it starts the server,
 sends a ``server`` event once it is ready, and holds it until the engine's TERM, or until
-the engine is gone (it is then stopped all the same).
+the engine is gone (it is then stopped all the same). On Slurm it runs in a batch job
+of its own (:mod:`dltop.jobs.executors.slurm_group`), its events in a file, and the
+engine is gone when its heartbeat file stops changing.
 """
 
 import json
@@ -170,8 +172,10 @@ def host(argv=None):
         server.start()
         cold_s = server.wait_ready()
         reporter.emit("server", endpoint=server.endpoint, ready_url=server.ready_url,
-                      cold_start_s=cold_s, pid=server.proc.pid, argv=server.argv)
-        while server.proc.poll() is None and os.getppid() == engine:
+                      cold_start_s=cold_s, pid=server.proc.pid, argv=server.argv,
+                      nodes=os.environ.get("SLURM_JOB_NODELIST"))
+        alive = _Heartbeat(os.environ.get("DLTOP_SERVER_HEARTBEAT"))
+        while server.proc.poll() is None and os.getppid() == engine and alive.beating():
             time.sleep(WATCH_S)
         if server.proc.returncode is not None:
             reporter.error("crash", "the shared server exited (status %d)"
@@ -187,6 +191,30 @@ def host(argv=None):
         sys.stdout.write("[dltop] shared server stopped (exit status %s)\n" % stopped)
         sys.stdout.flush()
     os._exit(code)
+
+
+HEARTBEAT_LOST_S = 60.0
+"""A Slurm group's host stops its server when the engine's heartbeat file has not
+changed for this long: the engine on the login host is gone (or cut off)."""
+
+
+class _Heartbeat:
+    """The engine's heartbeat file (on Slurm, where the engine is not this host's parent):
+    its mtime changes every few seconds; a change is timed on this node's own clock."""
+
+    def __init__(self, path):
+        self._path, self._seen, self._at = path, None, time.monotonic()
+
+    def beating(self):
+        if not self._path:
+            return True
+        try:
+            mtime = os.stat(self._path).st_mtime_ns
+        except OSError:
+            mtime = None
+        if mtime != self._seen:
+            self._seen, self._at = mtime, time.monotonic()
+        return time.monotonic() - self._at < HEARTBEAT_LOST_S
 
 
 def _stop_on_term(signum, frame):

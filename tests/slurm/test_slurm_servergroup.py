@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -61,6 +62,17 @@ def start(tmp_path: Path, entry: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env_for(tmp_path))
+
+
+def serving(tmp_path: Path, proc: subprocess.Popen[str]) -> dict[str, Any]:
+    """Run 1's row once its group's server listens and its step is under way."""
+    log = tmp_path / "d-runs" / "run-1" / "server.log"
+    deadline = time.monotonic() + 120
+    while not (log.exists() and "PORT " in log.read_text()) \
+            or not (got := runs(tmp_path)) or not got[0]["slurm_job_id"]:
+        assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
+        time.sleep(0.2)
+    return got[0]
 
 
 def starts(log: Path) -> list[int]:
@@ -115,13 +127,8 @@ def test_a_group_job_cancelled_outside_fails_its_run_and_the_next_starts_anew(
     # under it: that run is not ok and says why; the second gets a server of its own
     proc = start(tmp_path, 'iterations = 20\nrequest_rate = [1, 50]\narrival = "constant"')
     try:
-        log = tmp_path / "d-runs" / "run-1" / "server.log"
-        deadline = time.monotonic() + 120
-        while not (log.exists() and "PORT " in log.read_text()):
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
+        first = serving(tmp_path, proc)
         time.sleep(3)  # the first run's load is under way
-        (first,) = runs(tmp_path)
         subprocess.run(["scancel", first["slurm_job_id"]], env=slurm_env.env, check=True)
         out, err = proc.communicate(timeout=300)
     finally:
@@ -143,16 +150,12 @@ def test_a_dead_engine_s_group_job_stops_its_server_when_the_heartbeat_stops(
     # heartbeat file stop changing (60 s) and stops the server, which ends the job.
     proc = start(tmp_path, 'iterations = 200\nrequest_rate = 1\narrival = "constant"')
     try:
+        run = serving(tmp_path, proc)
         log = tmp_path / "d-runs" / "run-1" / "server.log"
-        deadline = time.monotonic() + 120
-        while not (log.exists() and "PORT " in log.read_text()):
-            assert time.monotonic() < deadline and proc.poll() is None, proc.communicate()
-            time.sleep(0.2)
         (pid,) = starts(log)
         proc.kill()
         proc.wait()
         killed = time.monotonic()
-        (run,) = runs(tmp_path)
         while not gone(pid):
             assert time.monotonic() - killed < HEARTBEAT_LOST_S + 30, "server outlived"
             time.sleep(1)

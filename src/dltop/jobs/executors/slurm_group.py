@@ -12,7 +12,7 @@ job's id: ``batch.sh`` here, its ``srun`` a step there), its client at ``127.0.0
 the node, one run at a time. The job is ``scancel``\\ ed when the group ends (the
 local executor's rules), whatever ends it.
 
-Should the engine die, the host sees its heartbeat file (``server/alive``, touched every
+Should the engine die, the host sees its heartbeat file (``server/alive``, rewritten every
 :data:`HEARTBEAT_S`) stop changing and stops the server: the job ends then, not at
 its time limit. The job's time limit is the ``[slurm]`` table's ``time`` (for the whole
 group, not one run), else the partition's default.
@@ -157,9 +157,16 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
 
 
 async def _beat(path: Path) -> None:
+    """Rewrite the heartbeat file (a new content each time: the host reads it)."""
+    n = 0
     while True:
+        n += 1
         with contextlib.suppress(OSError):
-            os.utime(path)
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.write(fd, f"{n}\n".encode())
+            finally:
+                os.close(fd)
         await asyncio.sleep(HEARTBEAT_S)
 
 

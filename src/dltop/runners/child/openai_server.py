@@ -200,21 +200,27 @@ changed for this long: the engine on the login host is gone (or cut off)."""
 
 class _Heartbeat:
     """The engine's heartbeat file (on Slurm, where the engine is not this host's parent):
-    its mtime changes every few seconds; a change is timed on this node's own clock."""
+    the engine rewrites it every few seconds; a change is timed on this node's own clock.
+    Its content is read, not its mtime: a shared filesystem's open revalidates the data
+    (NFS's close-to-open), where a cached mtime may lag by a minute."""
 
     def __init__(self, path):
-        self._path, self._seen, self._at = path, None, time.monotonic()
+        self._path, self._seen = path, None
+        self._at = self._read_at = time.monotonic()
 
     def beating(self):
-        if not self._path:
+        now = time.monotonic()
+        if not self._path or now - self._read_at < 1.0:
             return True
+        self._read_at = now
         try:
-            mtime = os.stat(self._path).st_mtime_ns
+            with open(self._path, "rb") as f:
+                beat = f.read()
         except OSError:
-            mtime = None
-        if mtime != self._seen:
-            self._seen, self._at = mtime, time.monotonic()
-        return time.monotonic() - self._at < HEARTBEAT_LOST_S
+            beat = None
+        if beat != self._seen:
+            self._seen, self._at = beat, now
+        return now - self._at < HEARTBEAT_LOST_S
 
 
 def _stop_on_term(signum, frame):

@@ -1,4 +1,5 @@
-"""Issue 41 item 7: a serve job on the Slurm executor is one Slurm job, the server dltop
+"""Issue 41 item 7: a serve job on the Slurm executor with ``server_scope = "run"`` is one
+Slurm job (a group's runs sharing one: test_slurm_servergroup.py), the server dltop
 starts (tests/programs/fake_openai.py on ``{port}``) and its client in one allocation,
 on the allocated node; the server's log in the run folder; the server gone after the
 job, also when dltop scancels it mid-run (its timeout). An endpoint-only serve job on

@@ -155,9 +155,10 @@ class ServerGroups:
         if shared is None or shared.task is None:
             return None
         if shared.remote:
-            with contextlib.suppress(TimeoutError, Exception):
+            with contextlib.suppress(Exception):  # TimeoutError: it still serves
                 await asyncio.wait_for(asyncio.shield(shared.task), REMOTE_END_S)
-        return _ended(shared.task, shared.log_path, "") if shared.task.done() else None
+        done = shared.task.done() and not shared.task.cancelled()
+        return _ended(shared.task, shared.log_path, "") if done else None
 
     def _next_turn(self, key: Key) -> None:
         turn = self._turns.get(key)

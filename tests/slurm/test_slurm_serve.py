@@ -1,4 +1,5 @@
-"""Issue 41 item 7: a serve job on the Slurm executor is one Slurm job, the server dltop
+"""Issue 41 item 7: a serve job on the Slurm executor with ``server_scope = "run"`` is one
+Slurm job (a group's runs sharing one: test_slurm_servergroup.py), the server dltop
 starts (tests/programs/fake_openai.py on ``{port}``) and its client in one allocation,
 on the allocated node; the server's log in the run folder; the server gone after the
 job, also when dltop scancels it mid-run (its timeout). An endpoint-only serve job on
@@ -81,12 +82,12 @@ def stored(tmp_path: Path, sql: str, *args: Any) -> list[tuple[Any, ...]]:
 @pytest.mark.slow
 def test_a_serve_job_runs_server_and_client_in_one_slurm_job(slurm_env: LocalSlurm,
                                                               tmp_path: Path) -> None:
-    # Two runs of one server (a concurrency sweep: one group under server_scope's
-    # default): on Slurm each is a job of its own, each with its own server in it.
+    # Two runs of one server (a concurrency sweep) with server_scope = "run": on Slurm
+    # each is a job of its own, each with its own server in it.
     # Slurm's GPU plugin sets the step's CUDA_VISIBLE_DEVICES; this cluster has no GPUs,
     # so a setup line stands in for it: {devices} must be the step's, not the engine's.
     prof = write(tmp_path, 'iterations = 6\ntimeout_s = 120\nconcurrency = [1, 2]\n'
-                 '[slurm]\nsetup = ["export CUDA_VISIBLE_DEVICES=3"]')
+                 'server_scope = "run"\n[slurm]\nsetup = ["export CUDA_VISIBLE_DEVICES=3"]')
     res = dltop(tmp_path, "run", str(prof), "--headless")
     assert res.returncode == 0, res.stdout + res.stderr
     done = runs(tmp_path)
@@ -124,7 +125,7 @@ def test_a_timeout_scancels_the_job_and_the_server_goes_with_it(slurm_env: Local
     # A slow load (1 request/s for 100 s) with a 12 s deadline: dltop scancels the job
     # mid-load; the server, in its own process group, must not outlive it.
     prof = write(tmp_path, 'iterations = 100\nrequest_rate = 1\narrival = "constant"\n'
-                 "timeout_s = 12")
+                 "timeout_s = 12\nserver_scope = \"run\"")
     res = dltop(tmp_path, "run", str(prof), "--headless")
     assert res.returncode == 1, res.stdout + res.stderr
     (run,) = runs(tmp_path)
@@ -157,7 +158,7 @@ def test_a_server_whose_runner_dies_is_ended_with_the_step(slurm_env: LocalSlurm
     # The runner KILLed mid-load (as the OOM killer would): its server, now nobody's
     # child, is no longer in the step's process tree; node.sh ends the runner's session.
     prof = write(tmp_path, 'iterations = 100\nrequest_rate = 1\narrival = "constant"\n'
-                 "timeout_s = 120")
+                 "timeout_s = 120\nserver_scope = \"run\"")
     env = env_for(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)

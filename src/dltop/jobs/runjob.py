@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -24,8 +25,9 @@ from dltop.jobs.collector import IterationCollector, run_fields
 from dltop.jobs.cooldown import cool_down
 from dltop.jobs.events import EngineEvent, RunFinished, RunStarted
 from dltop.jobs.executors.base import Launch, RunExecutor, Write
+from dltop.jobs.executors.slurm_group import shared_host, step_executor
 from dltop.jobs.queued import QueuedJob
-from dltop.jobs.servergroup import ServerGroups, group_key, runner_env
+from dltop.jobs.servergroup import ServerGroups, local_host, runner_env
 from dltop.jobs.writes import RunWrites, TelemetryLoss, join_notes
 from dltop.profiles.jobspec import JobSpec
 from dltop.runners import command, registry
@@ -165,11 +167,14 @@ class RunLifecycle:
         write_later(self._store.update_run, run_id,
                     {"device_lease": lease.LEASE_HELD if held.unavailable is None
                      else f"unavailable: {held.unavailable}"})
-        # A group's server, started before its first run (a Slurm run starts none here)
-        key = group_key(job, alloc.gpu_indices) if executor.name == "local" else None
-        env.update(runner_env(await self.servers.acquire(
+        # A group's server, started before its first run: here, or as a Slurm job
+        # whose steps the group's runs then are
+        key, launch = shared_host(job, run_id, executor, alloc.gpu_indices)
+        served = await self.servers.acquire(
             key, run_id, [cmd.python, str(cmd.script.with_name("openai_server.py")),
-                          str(spec_path)], files.dir, env, run_stop)))
+                          str(spec_path)], files.dir, env, run_stop, launch or local_host)
+        env.update(runner_env(served))
+        executor = step_executor(served, executor, env)
         ended = asyncio.Event()
         # other runners on this host's devices (none for a Slurm run)
         foreign = asyncio.create_task(executor.sharing(alloc, ended))
@@ -182,6 +187,8 @@ class RunLifecycle:
             ended.set()
         collector.flush(final=True)
         outcome = collector.short(outcome)
+        if outcome.status != RunStatus.OK and (gone := await self.servers.ended(key)):
+            outcome = dataclasses.replace(outcome, message=join_notes(outcome.message, gone))
         await writes.settled()
         fields = run_fields(outcome, collector)
         fields["note"] = join_notes(fields.get("note"), writes.note())

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,26 @@ ENV = "DLTOP_SHARED_SERVER"
 """The variable that gives a run's runner the group's server (JSON)."""
 HOST_TIMEOUT_S = 10 * 365 * 86400.0
 """The host's deadline: none in practice (it lives as long as its group)."""
+REMOTE_END_S = 3.0
+"""How long a failed run waits to see whether its group's Slurm job ended too."""
 
 Key = tuple[Any, ...]
+HostLaunch = Callable[[Sequence[str], Path, Mapping[str, str], Callable[[dict[str, Any]], None],
+                       Callable[[int, int], None], asyncio.Event],
+                      Coroutine[Any, Any, ChildOutcome]]
+"""Starts a group's host (argv, log, env, on_event, on_spawn, stop) and follows it to its
+end: :func:`local_host` here, or a Slurm job of its own
+(:mod:`dltop.jobs.executors.slurm_group`)."""
+
+
+def local_host(argv: Sequence[str], log_path: Path, env: Mapping[str, str],
+               on_event: Callable[[dict[str, Any]], None],
+               on_spawn: Callable[[int, int], None], stop: asyncio.Event,
+               ) -> Coroutine[Any, Any, ChildOutcome]:
+    """The host as a child of this engine's supervisor."""
+    return supervise([*argv, str(log_path)], env=env, log_path=log_path,
+                     timeout_s=HOST_TIMEOUT_S, on_event=on_event, stop=stop,
+                     on_spawn=on_spawn)
 
 
 def group_key(job: JobSpec, gpus: Sequence[int]) -> Key | None:
@@ -63,6 +81,8 @@ class _Shared:
     users: int = 0
     retired: bool = False
     host_pid: int = 0
+    remote: bool = False
+    """Its host is a Slurm job: not a child of this engine."""
     task: asyncio.Task[ChildOutcome] | None = None
 
 
@@ -72,10 +92,11 @@ class ServerGroups:
     def __init__(self, sampler: Sampler | None) -> None:
         self._servers: dict[Key, _Shared] = {}
         self._sampler = sampler
+        self._turns: dict[Key, asyncio.Lock] = {}
 
     async def acquire(self, key: Key | None, run_id: int, argv: Sequence[str],
                       run_dir: Path, env: Mapping[str, str], cancel: asyncio.Event,
-                      ) -> dict[str, Any] | None:
+                      launch: HostLaunch = local_host) -> dict[str, Any] | None:
         """The server for a run of ``key`` (None: a run that shares none), started if need be.
 
         Any other server not in use is stopped: the group it served has ended.
@@ -87,6 +108,9 @@ class ServerGroups:
             run_dir: the run's folder, holding its ``server.log``.
             env: the run's environment (its devices), the server's too.
             cancel: the run's stop: set while the server starts, it is stopped.
+            launch: where the host runs; other than :func:`local_host` (a Slurm job),
+                the group's runs take turns (Slurm runs up to ``slurm.parallel`` at
+                once): one at a time against the server, in the engine's order.
 
         Returns:
             What the runner is told (``ENV``): endpoint, cold start (on the first run
@@ -100,30 +124,54 @@ class ServerGroups:
                     await self._stop(other)
         if key is None:
             return None
+        if launch is not local_host:
+            await self._turns.setdefault(key, asyncio.Lock()).acquire()
         shared = self._servers.get(key)
         if shared is not None and (shared.task is None or shared.task.done()):
             await self._stop(shared)  # it died since the last run
             shared = None
         first = shared is None
         if shared is None:
-            shared = await self._start(key, run_id, argv, run_dir / SERVER_LOG, env, cancel)
+            shared = await self._start(key, run_id, argv, run_dir / SERVER_LOG, env, cancel,
+                                       launch)
             if shared.error is not None:
                 await self._stop(shared)
                 return {"failed": shared.error}
         shared.users += 1
-        if self._sampler is not None:  # its tree is the run's own: never foreign
+        if self._sampler is not None and shared.host_pid:  # its tree is the run's own
             self._sampler.shared_roots[run_id] = shared.host_pid
         offset = shared.log_path.stat().st_size if shared.log_path.exists() else 0
         return {"endpoint": shared.ready["endpoint"], "pid": shared.ready["pid"],
                 "first_run": shared.first_run, "log": str(shared.log_path),
                 "log_offset": offset,
-                "cold_start_s": shared.ready["cold_start_s"] if first else None}
+                "cold_start_s": shared.ready["cold_start_s"] if first else None,
+                **{k: shared.ready[k] for k in ("slurm_job", "slurm_nodes")
+                   if k in shared.ready}}
+
+    async def ended(self, key: Key | None) -> str | None:
+        """What ended the server of ``key`` (a failed run's message adds it), None if
+        it serves. A Slurm job's end is seen at the next poll: waited for a moment."""
+        shared = self._servers.get(key) if key is not None else None
+        if shared is None or shared.task is None:
+            return None
+        if shared.remote:
+            with contextlib.suppress(Exception):  # TimeoutError: it still serves
+                await asyncio.wait_for(asyncio.shield(shared.task), REMOTE_END_S)
+        done = shared.task.done() and not shared.task.cancelled()
+        return _ended(shared.task, shared.log_path, "") if done else None
+
+    def _next_turn(self, key: Key) -> None:
+        turn = self._turns.get(key)
+        if turn is not None and turn.locked():
+            turn.release()
 
     async def release(self, key: Key | None, run_id: int, status: str) -> None:
         """Run ``run_id`` of ``key`` ended with ``status``: a run not ``ok`` ends its server."""
         if self._sampler is not None:
             self._sampler.shared_roots.pop(run_id, None)
         shared = self._servers.get(key) if key is not None else None
+        if key is not None:
+            self._next_turn(key)
         if shared is None:
             return
         shared.users -= 1
@@ -138,8 +186,10 @@ class ServerGroups:
             await self._stop(shared)
 
     async def _start(self, key: Key, run_id: int, argv: Sequence[str], log_path: Path,
-                     env: Mapping[str, str], cancel: asyncio.Event) -> _Shared:
-        shared = self._servers[key] = _Shared(key, run_id, log_path)
+                     env: Mapping[str, str], cancel: asyncio.Event,
+                     launch: HostLaunch) -> _Shared:
+        shared = self._servers[key] = _Shared(key, run_id, log_path,
+                                              remote=launch is not local_host)
         ready = asyncio.Event()
 
         def on_event(event: dict[str, Any]) -> None:
@@ -152,9 +202,8 @@ class ServerGroups:
         def on_spawn(pid: int, pgid: int) -> None:
             shared.host_pid = pid
 
-        shared.task = asyncio.create_task(supervise(
-            [*argv, str(log_path)], env=env, log_path=log_path, timeout_s=HOST_TIMEOUT_S,
-            on_event=on_event, stop=shared.stop, on_spawn=on_spawn))
+        shared.task = asyncio.create_task(launch(argv, log_path, env, on_event, on_spawn,
+                                                 shared.stop))
         waits = {shared.task, asyncio.ensure_future(ready.wait()),
                  asyncio.ensure_future(cancel.wait())}
         try:
@@ -176,10 +225,10 @@ class ServerGroups:
                 await asyncio.shield(shared.task)
 
 
-def _ended(task: asyncio.Task[ChildOutcome], log_path: Path) -> str:
+def _ended(task: asyncio.Task[ChildOutcome], log_path: Path,
+           when: str = " before the server was ready") -> str:
     why = repr(task.exception()) if task.exception() else task.result().message
-    return (f"the shared server's host ended before the server was ready ({why}); "
-            "server.log ends: "
+    return (f"the shared server's host ended{when} ({why}); server.log ends: "
             f"{read_log_tail(log_path) or '(empty)'}")
 
 

@@ -80,7 +80,7 @@ def is_orphan_job(pid: int | None, job_id: str | None, state: str | None) -> boo
     return bool(job_id) and not pid and (state is None or state in LIVE_STATES)
 
 
-def _write_file(path: Path, text: str, mode: int) -> None:
+def write_file(path: Path, text: str, mode: int) -> None:
     # Never through a planted link, never over an existing file (as jobs.rundir does).
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
                  mode)
@@ -91,10 +91,10 @@ def _write_file(path: Path, text: str, mode: int) -> None:
 def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str],
                   files: SlurmFiles, cpus_per_gpu: int | None = None) -> None:
     """Write ``batch.sh``, ``node.sh`` and the empty ``events.jsonl`` into the run folder."""
-    _write_file(files.batch_path, batch_script(job, run_id, files, cpus_per_gpu),
+    write_file(files.batch_path, batch_script(job, run_id, files, cpus_per_gpu),
                 0o700)
-    _write_file(files.node_path, node_script(job, runner_argv, files), 0o700)
-    _write_file(files.events_path, "", 0o600)
+    write_file(files.node_path, node_script(job, runner_argv, files), 0o700)
+    write_file(files.events_path, "", 0o600)
 
 
 def agent_ingestion(run_dir: Path, store: Callable[[agentfeed.NodeSamples], None]) -> AgentPoll:
@@ -109,7 +109,7 @@ def agent_ingestion(run_dir: Path, store: Callable[[agentfeed.NodeSamples], None
     return poll
 
 
-class _Tail:
+class Tail:
     """Feeds the bytes appended to the events file to the event reader
     (``on_first``: called once, at its first bytes)."""
 
@@ -182,7 +182,7 @@ async def supervise_slurm(
     except OSError as exc:
         return _unstarted(f"cannot write the Slurm scripts in {files.dir}: {exc}")
     reader = EventReader(on_event)
-    tail = _Tail(files.events_path, reader)
+    tail = Tail(files.events_path, reader)
     follower = asyncio.create_task(tail.follow())
     agents = None if on_agent_poll is None else asyncio.create_task(_every_poll(on_agent_poll))
     try:

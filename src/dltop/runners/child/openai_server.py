@@ -16,7 +16,9 @@ Run as a program (``openai_server.py SPEC LOG``: :func:`host`), it is the server
 of runs shares (``server_scope = "group"``): the engine starts it through its supervisor
 (:mod:`dltop.jobs.servergroup`) before the group's first run; it starts the server,
 sends a ``server`` event once it is ready, and holds it until the engine's TERM, or until
-the engine is gone (it is then stopped all the same).
+the engine is gone (it is then stopped all the same). On Slurm it runs in a batch job
+of its own (:mod:`dltop.jobs.executors.slurm_group`), its events in a file, and the
+engine is gone when its heartbeat file stops changing.
 """
 
 import json
@@ -170,8 +172,10 @@ def host(argv=None):
         server.start()
         cold_s = server.wait_ready()
         reporter.emit("server", endpoint=server.endpoint, ready_url=server.ready_url,
-                      cold_start_s=cold_s, pid=server.proc.pid, argv=server.argv)
-        while server.proc.poll() is None and os.getppid() == engine:
+                      cold_start_s=cold_s, pid=server.proc.pid, argv=server.argv,
+                      nodes=os.environ.get("SLURM_JOB_NODELIST"))
+        alive = _Heartbeat(os.environ.get("DLTOP_SERVER_HEARTBEAT"))
+        while server.proc.poll() is None and os.getppid() == engine and alive.beating():
             time.sleep(WATCH_S)
         if server.proc.returncode is not None:
             reporter.error("crash", "the shared server exited (status %d)"
@@ -187,6 +191,36 @@ def host(argv=None):
         sys.stdout.write("[dltop] shared server stopped (exit status %s)\n" % stopped)
         sys.stdout.flush()
     os._exit(code)
+
+
+HEARTBEAT_LOST_S = 60.0
+"""A Slurm group's host stops its server when the engine's heartbeat file has not
+changed for this long: the engine on the login host is gone (or cut off)."""
+
+
+class _Heartbeat:
+    """The engine's heartbeat file (on Slurm, where the engine is not this host's parent):
+    the engine rewrites it every few seconds; a change is timed on this node's own clock.
+    Its content is read, not its mtime: a shared filesystem's open revalidates the data
+    (NFS's close-to-open), where a cached mtime may lag by a minute."""
+
+    def __init__(self, path):
+        self._path, self._seen = path, None
+        self._at = self._read_at = time.monotonic()
+
+    def beating(self):
+        now = time.monotonic()
+        if not self._path or now - self._read_at < 1.0:
+            return True
+        self._read_at = now
+        try:
+            with open(self._path, "rb") as f:
+                beat = f.read()
+        except OSError:
+            beat = None
+        if beat != self._seen:
+            self._seen, self._at = beat, now
+        return now - self._at < HEARTBEAT_LOST_S
 
 
 def _stop_on_term(signum, frame):

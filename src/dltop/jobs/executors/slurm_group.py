@@ -1,0 +1,175 @@
+"""One server per configuration group on Slurm (``server_scope = "group"``, issue 41
+items 5 and 7; docs/cluster.md#serve-jobs).
+
+The group's first run submits a batch job of its own, the group's allocation: its
+script (``server/server.sh`` in that run's folder) runs the profile's ``setup`` lines,
+then ``openai_server.py`` as the local executor's host does (:mod:`dltop.jobs.servergroup`)
+on the allocated node and GPUs, in a session of its own that the script ends (TERM,
+then KILL: :func:`~dltop.jobs.executors.slurm_serve.runner_block`) when Slurm signals it.
+Its ``server`` event, written to ``server/events.jsonl``, says the server is ready. Each
+run of the group then runs as a step of that job (:class:`SlurmStepExecutor` with the
+job's id: ``batch.sh`` here, its ``srun`` a step there), its client at ``127.0.0.1`` on
+the node, one run at a time. The job is ``scancel``\\ ed when the group ends (the
+local executor's rules), whatever ends it.
+
+Should the engine die, the host sees its heartbeat file (``server/alive``, rewritten every
+:data:`HEARTBEAT_S`) stop changing and stops the server: the job ends then, not at
+its time limit. The job's time limit is the ``[slurm]`` table's ``time`` (for the whole
+group, not one run), else the partition's default.
+
+Inside an ``salloc`` (the step executor) and with a pyxis container the group's runs
+start a server each, as ``server_scope = "run"`` does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from dltop.catalog import RunStatus
+from dltop.jobs.eventreader import EventReader
+from dltop.jobs.executors.base import RunExecutor
+from dltop.jobs.executors.slurm import Tail, write_file
+from dltop.jobs.executors.slurm_batch import BatchWatch
+from dltop.jobs.executors.slurm_files import SlurmFiles
+from dltop.jobs.executors.slurm_guard import STEP_UNSET_VARS, sbatch_env, setup_lines
+from dltop.jobs.executors.slurm_query import cores_per_gpu, run_slurm_cmd
+from dltop.jobs.executors.slurm_run import SLURM_BATCH, SlurmStepExecutor
+from dltop.jobs.executors.slurm_script import runner_command, sbatch_argv
+from dltop.jobs.executors.slurm_serve import runner_block
+from dltop.jobs.servergroup import HOST_TIMEOUT_S, HostLaunch, Key, group_key
+from dltop.jobs.supervisor import ChildOutcome
+from dltop.profiles.jobspec import JobSpec
+from dltop.textsafe import one_line
+
+SERVER_DIR = "server"
+"""The group's job's folder, inside its first run's (apart from that run's own files)."""
+HEARTBEAT_S = 5.0
+"""How often the engine touches ``server/alive`` (the host gives up after 60 s)."""
+
+
+def shared_host(job: JobSpec, run_id: int, executor: RunExecutor,
+                gpus: Sequence[int]) -> tuple[Key | None, HostLaunch | None]:
+    """The group key of a run and where its group's server runs: (None, None) when the
+    run starts its own server (or needs none), ``launch`` None for the local host."""
+    key = group_key(job, gpus)
+    if key is None or executor.name == "local":
+        return key, None
+    s = job.slurm
+    if executor is not SLURM_BATCH or (s is not None and s.container
+                                       and s.container_runtime == "pyxis"):
+        return None, None
+    # the allocation is part of the server's identity on Slurm
+    return (*key, job.device, s), _launcher(job, run_id)
+
+
+def step_executor(served: Mapping[str, Any] | None, executor: RunExecutor,
+                  env: dict[str, str]) -> RunExecutor:
+    """The executor of a run that uses its group's Slurm job: a step of that job."""
+    if not served or not served.get("slurm_job"):
+        return executor
+    env["SLURM_JOB_ID"] = env["SLURM_JOBID"] = str(served["slurm_job"])
+    if served.get("slurm_nodes"):
+        env["SLURM_JOB_NODELIST"] = str(served["slurm_nodes"])
+    return SlurmStepExecutor(str(served["slurm_job"]))
+
+
+def server_script(job: JobSpec, run_id: int, host_argv: Sequence[str], files: SlurmFiles,
+                  heartbeat: Path) -> str:
+    """``server.sh``: setup lines, then the host in a session ended on Slurm's signal."""
+    events = shlex.quote(str(files.events_path))
+    lines = ["#!/bin/bash",
+             f"# dltop: the shared server of run {run_id}'s group: "
+             f"{one_line(job.describe())} (generated; see docs/cluster.md)",
+             "set -e", *setup_lines(job.slurm.setup if job.slurm else (), files), "set +e",
+             f"unset {' '.join(STEP_UNSET_VARS)}",
+             f"exec 3>>{events}",
+             "export DLTOP_EVENT_FD=3 PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
+             f"export DLTOP_SERVER_HEARTBEAT={shlex.quote(str(heartbeat))}",
+             *runner_block(job, runner_command(job, host_argv)),
+             'exit "$status"']
+    return "\n".join(lines) + "\n"
+
+
+def _launcher(job: JobSpec, run_id: int) -> HostLaunch:
+    async def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str],
+                     on_event: Callable[[dict[str, Any]], None],
+                     on_spawn: Callable[[int, int], None],
+                     stop: asyncio.Event) -> ChildOutcome:
+        return await _run_host(job, run_id, [*argv, str(log_path)], log_path, env,
+                               on_event, stop)
+    return launch
+
+
+async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Path,
+                    env: Mapping[str, str], on_event: Callable[[dict[str, Any]], None],
+                    stop: asyncio.Event) -> ChildOutcome:
+    """Submit the group's job and follow it to its end (``stop``: ``scancel``)."""
+    files = SlurmFiles(log_path.parent / SERVER_DIR, Path(argv[2]), log_path)
+    heartbeat = files.dir / "alive"
+    env = dict(env)
+    if job.device.kind == "gpu":
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from --gpus-per-node
+    per_gpu = await cores_per_gpu(job, env)
+    try:
+        os.mkdir(files.dir, 0o700)
+        write_file(files.batch_path, server_script(job, run_id, argv, files, heartbeat), 0o700)
+        write_file(files.events_path, "", 0o600)
+        write_file(heartbeat, "", 0o600)
+    except OSError as exc:
+        return _ended(f"cannot write the server's Slurm script in {files.dir}: {exc}")
+    submit = [a for a in sbatch_argv(job, run_id, files, per_gpu)
+              if not a.startswith("--time=")]
+    submit = [f"--job-name=dltop-server-{run_id}" if a.startswith("--job-name=") else a
+              for a in submit]
+    if job.slurm is not None and job.slurm.time is not None:
+        submit.insert(1, f"--time={job.slurm.time}")
+    submitted = time.time()
+    rc, out, err = await run_slurm_cmd(*submit, env=sbatch_env(env))
+    if rc != 0:
+        return _ended(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
+    watch = BatchWatch(out.strip().split(";")[0], env, submitted)
+
+    def event(ev: dict[str, Any]) -> None:
+        if ev.get("event") == "server":
+            ev = {**ev, "slurm_job": watch.job_id, "slurm_nodes": ev.get("nodes")}
+        on_event(ev)
+
+    tail = Tail(files.events_path, EventReader(event))
+    tail.on_first = watch.output_seen
+    tasks = [asyncio.create_task(tail.follow()), asyncio.create_task(_beat(heartbeat))]
+    try:
+        await watch.run(HOST_TIMEOUT_S, stop, lambda fields: None)
+    finally:
+        for task in tasks:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    tail.finish()
+    return _ended(f"the group's Slurm job {watch.job_id} ended {watch.state or 'unseen'}",
+                  watch.exit_code)
+
+
+async def _beat(path: Path) -> None:
+    """Rewrite the heartbeat file (a new content each time: the host reads it)."""
+    n = 0
+    while True:
+        n += 1
+        with contextlib.suppress(OSError):
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC)
+            try:
+                os.write(fd, f"{n}\n".encode())
+            finally:
+                os.close(fd)
+        await asyncio.sleep(HEARTBEAT_S)
+
+
+def _ended(message: str, exit_code: int | None = None) -> ChildOutcome:
+    return ChildOutcome(status=RunStatus.CRASHED, exit_code=exit_code, pid=0, pgid=0,
+                        wall_s=0.0, message=message)

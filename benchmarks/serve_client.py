@@ -17,14 +17,19 @@ p50 as each tool reports them (ITL: per request (e2e - TTFT) / (tokens - 1), AIP
 definition, also computed from dltop's stored chunk times; dltop's per-token ITL p50 is
 printed beside). Rounds alternate which client goes first; the CPU ratio (dltop / peer)
 comes with a 95 % interval (rounds resampled in pairs, ``harness_overhead``'s).
-Then dltop alone: a rate sweep, doubling from ``--sweep-from``, stopping at the first
-rate whose dispatch lag p99 exceeds 2 ms; beside each rate, a bare asyncio loop's
-lateness p99 at the same arrivals (no requests): the machine's floor. Goals (issue
-41): dltop's CPU per chunk <= the peer's; its TTFT/ITL p50 within 2 % of the peer's.
+Then dltop alone: the highest request rate it holds with dispatch lag p99 <= 2 ms, with
+one client process and with ``client_processes = "auto"``. For each there is a rate
+ladder from ``--sweep-from`` (``benchmarks/serve_ladder.py``): the rate doubles, then is
+bisected, and each step sends at least 100 measured requests (for a p99). Beside each
+step, a bare asyncio loop's lateness p99 at the same arrivals, with no requests: the
+machine's floor. Goals (issue 41): dltop's CPU per chunk <= the peer's; its TTFT/ITL p50
+within 2 % of the peer's.
 
     .venv/bin/python benchmarks/serve_client.py [--rounds 3] [--requests 200]
         [--rate 20] [--concurrency 32] [--new-tokens 64] [--prompt-tokens 32]
         [--ttft-ms 20] [--itl-ms 4] [--tokens-per-chunk 1] [--no-peer] [--no-sweep]
+        [--sweep-from 5] [--sweep-seconds 4] [--bisections 3] [--ladder-min 1]
+        [--ladder-max 2000]
 """
 
 from __future__ import annotations
@@ -50,10 +55,10 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from harness_overhead import ratio_interval  # noqa: E402
 from serve_fake import chunk_schedule  # noqa: E402
+from serve_ladder import ladder, percentile  # noqa: E402
 from serve_peer import aiperf_command, parse_aiperf, peer_python, write_tokenizer  # noqa: E402
 
 RUNNER = HERE.parent / "src" / "dltop" / "runners" / "child" / "openai_runner.py"
-LAG_GOAL_S = 0.002
 WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel")
 
 
@@ -82,16 +87,11 @@ class Side:
     token_itl_p50_ms: float | None = None
     lag_p99_ms: float | None = None
     achieved_rate_per_s: float | None = None
+    processes: int = 1
 
     @property
     def cpu_per_chunk_us(self) -> float:
         return 1e6 * self.window_cpu_s / max(self.chunks, 1)
-
-
-def percentile(values: list[float], q: float) -> float:
-    """Nearest-rank percentile (``q`` in 0..100) of a non-empty list."""
-    s = sorted(values)
-    return s[min(len(s) - 1, max(0, math.ceil(q / 100.0 * len(s)) - 1))]
 
 
 class TreeCPU:
@@ -175,7 +175,8 @@ def measured(cmd: list[str], base: str, cwd: Path, env: dict[str, str] | None = 
 
 
 def run_dltop(base: str, load: Load, prompts: Path, work: Path, rate: float | None = None,
-              concurrency: int | None = None, requests: int | None = None) -> Side:
+              concurrency: int | None = None, requests: int | None = None,
+              processes: int | str = 1) -> Side:
     work.mkdir(parents=True, exist_ok=True)
     spec = {"v": 1, "run_id": 1, "framework": "openai", "model": "fake", "batch_size": 1,
             "device": {"kind": "cpu", "count": 1}, "iterations": requests or load.requests,
@@ -184,7 +185,8 @@ def run_dltop(base: str, load: Load, prompts: Path, work: Path, rate: float | No
             "concurrency": concurrency or load.concurrency, "timeout_s": 900.0,
             "mode": "serve", "options": {"endpoint": base + "/v1", "api": "chat",
                                          "arrival": "poisson", "burstiness": 1.0,
-                                         "max_error_rate": 0.0, "dataset": str(prompts)}}
+                                         "max_error_rate": 0.0, "dataset": str(prompts),
+                                         "client_processes": processes}}
     (work / "spec.json").write_text(json.dumps(spec))
     env = {k: v for k, v in os.environ.items() if k != "DLTOP_EVENT_FD"}
     code, cpu_s, chunks, err = measured([sys.executable, str(RUNNER), "spec.json"], base,
@@ -203,7 +205,8 @@ def run_dltop(base: str, load: Load, prompts: Path, work: Path, rate: float | No
                                         for r in ok),
                 token_itl_p50_ms=1e3 * statistics.median(tokens),
                 lag_p99_ms=1e3 * percentile([r["dispatch_lag_s"] for r in reqs], 99),
-                achieved_rate_per_s=len(reqs) / summary["window_s"])
+                achieved_rate_per_s=len(reqs) / summary["window_s"],
+                processes=int(summary["client_processes"]))
 
 
 def run_peer(python: Path, base: str, load: Load, prompts: Path, tok: Path,
@@ -226,51 +229,24 @@ def pct_diff(a: float, b: float) -> str:
     return f"{100.0 * (a - b) / b:+.1f} %"
 
 
-FLOOR = """
-import asyncio, json, random, sys, time
-rate, n = float(sys.argv[1]), int(sys.argv[2])
-async def main():
-    rng, t, late = random.Random(0), 0.0, []
-    start = time.monotonic()
-    for _ in range(n):
-        await asyncio.sleep(max(0.0, start + t - time.monotonic()))
-        late.append(time.monotonic() - start - t)
-        t += rng.expovariate(rate)
-    print(json.dumps(late))
-asyncio.run(main())
-"""
-"""A bare asyncio loop sleeping to Poisson arrivals: the machine's own lateness, the
-floor under any client's dispatch lag."""
-
-
-def floor_lag_p99_ms(rate: float, n: int) -> float:
-    res = subprocess.run([sys.executable, "-c", FLOOR, str(rate), str(n)],
-                         capture_output=True, text=True, check=True)
-    return 1e3 * percentile(json.loads(res.stdout), 99)
-
-
-def sweep(base: str, load: Load, prompts: Path, work: Path, start: float, seconds: float,
-          e2e_s: float) -> float | None:
-    """dltop alone at doubling rates; the highest whose dispatch lag p99 <= 2 ms."""
-    print("\nrate sweep (dltop alone; concurrency enough for every stream in flight):")
-    print(f"{'asked/s':>8} {'achieved/s':>10} {'lag p99 ms':>10} {'bare loop p99':>13} "
-          f"{'CPU us/chunk':>12} {'TTFT p50 ms':>11}", flush=True)
-    held, rate = None, start
-    while True:
-        conc = max(load.concurrency, math.ceil(rate * e2e_s * 2) + 4)
-        n = max(40, int(rate * seconds))
-        bare = floor_lag_p99_ms(rate, n)
-        side = run_dltop(base, load, prompts, work / f"rate{rate:g}", rate=rate,
-                         concurrency=conc, requests=n)
-        print(f"{rate:8g} {side.achieved_rate_per_s:10.1f} {side.lag_p99_ms:10.3f} "
-              f"{bare:13.3f} {side.cpu_per_chunk_us:12.1f} "
-              f"{side.ttft_p50_ms:11.2f}", flush=True)
-        if (side.lag_p99_ms or 0.0) > 1e3 * LAG_GOAL_S:
-            if bare > 1e3 * LAG_GOAL_S:
-                print("(the bare loop misses 2 ms too: this machine's lateness, not the "
-                      "client's, decides here)")
-            return held
-        held, rate = rate, rate * 2
+def held_rates(base: str, load: Load, prompts: Path, work: Path,
+               args: argparse.Namespace, e2e_s: float) -> dict[str, float | None]:
+    """The highest rate held with dispatch lag p99 <= 2 ms, one client process and
+    ``"auto"`` (dltop alone; concurrency enough for every stream in flight)."""
+    out: dict[str, float | None] = {}
+    for processes in (1, "auto"):
+        def run(rate: float, n: int, processes: int | str = processes
+                ) -> tuple[float, float, int, float]:
+            conc = max(load.concurrency, math.ceil(rate * e2e_s * 2) + 4)
+            side = run_dltop(base, load, prompts, work / f"p{processes}-rate{rate:g}",
+                             rate=rate, concurrency=conc, requests=n, processes=processes)
+            assert side.lag_p99_ms is not None and side.achieved_rate_per_s is not None
+            return (side.lag_p99_ms, side.achieved_rate_per_s, side.processes,
+                    side.cpu_per_chunk_us)
+        name = f"client_processes = {processes!r}".replace("'", '"')
+        _, out[name] = ladder(name, run, args.sweep_from, args.sweep_seconds,
+                              args.bisections, args.ladder_min, args.ladder_max)
+    return out
 
 
 def main() -> int:
@@ -281,7 +257,8 @@ def main() -> int:
                                 ("--new-tokens", int, 64), ("--ttft-ms", float, 20.0),
                                 ("--itl-ms", float, 4.0), ("--tokens-per-chunk", int, 1),
                                 ("--seed", int, 0), ("--sweep-from", float, 5.0),
-                                ("--sweep-seconds", float, 4.0)):
+                                ("--sweep-seconds", float, 4.0), ("--bisections", int, 3),
+                                ("--ladder-min", float, 1.0), ("--ladder-max", float, 2000.0)):
         ap.add_argument(flag, type=kind, default=default)
     ap.add_argument("--no-peer", action="store_true", help="dltop's figures only")
     ap.add_argument("--no-sweep", action="store_true")
@@ -342,10 +319,10 @@ def main() -> int:
         if not args.no_sweep:
             e2e_s = (args.ttft_ms + args.itl_ms * math.ceil(load.new_tokens /
                                                             args.tokens_per_chunk)) / 1e3
-            held = sweep(base, load, prompts, work / "sweep", args.sweep_from,
-                         args.sweep_seconds, e2e_s)
-            print("highest rate held with dispatch lag p99 <= 2 ms: "
-                  + (f"{held:g}/s" if held else f"none from {args.sweep_from:g}/s"))
+            held = held_rates(base, load, prompts, work / "ladder", args, e2e_s)
+            print("\nhighest rate held with dispatch lag p99 <= 2 ms: " + "; ".join(
+                f"{name}: " + (f"{rate:.4g}/s" if rate else f"none from {args.ladder_min:g}/s")
+                for name, rate in held.items()))
     finally:
         server.kill()
         server.wait()

@@ -23,6 +23,14 @@ characters). The served model's name picks what the edges look like:
 - ``edges``: the Nth request as the Nth of ``http429``, ``error500``, ``reset``,
   ``malformed`` and ``stall``, in turn.
 
+Output lengths, as real servers treat the fields that force them: with ``--eos-after
+N`` the model meets its end of sequence after N tokens (``finish_reason`` "stop") unless
+the request's ``ignore_eos`` is true or its ``min_tokens`` is larger, of the fields in
+``--accepts`` (default both, as vLLM and SGLang; ``""``: neither). A field it does not
+accept is ignored (as TGI's OpenAI routes do), or with ``--refuse-unknown`` answered 422
+``{"detail": "Unexpected fields in the request: {'ignore_eos'}"}``, as ``transformers
+serve`` answers.
+
 With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM does (``{model, prompt}``
 → ``{count, tokens}``), a token being a whitespace-separated word. With ``--log FILE``
 each completion request's prompt is appended to FILE as a JSON line. With
@@ -95,7 +103,15 @@ async def complete(request: web.Request) -> web.StreamResponse:
         return web.json_response({"error": {"message": "rate limited", "code": 429}},
                                  status=429)
     cfg = request.app["cfg"]
+    accepts = {f for f in cfg.accepts.split(",") if f}
+    unknown = {f for f in ("ignore_eos", "min_tokens") if f in body} - accepts
+    if unknown and cfg.refuse_unknown:
+        return web.json_response(
+            {"detail": f"Unexpected fields in the request: {unknown}"}, status=422)
     tokens = int(body.get("max_tokens") or 16)
+    if cfg.eos_after and not ("ignore_eos" in accepts and body.get("ignore_eos") is True):
+        floor = int(body.get("min_tokens") or 0) if "min_tokens" in accepts else 0
+        tokens = min(tokens, max(cfg.eos_after, floor))
     per = 3 if model == "multi" else 1
     prompt = body["messages"][0]["content"] if api == "chat" else body["prompt"]
     if cfg.log:
@@ -113,7 +129,8 @@ async def complete(request: web.Request) -> web.StreamResponse:
         n = min(per, tokens - sent)
         last = sent + n >= tokens
         content_s.append(await split_write(
-            resp, chunk(api, "tok " * n, finish="length" if last else None), due) - t0)
+            resp, chunk(api, "tok " * n, finish=("length" if sent + n >= int(
+                body.get("max_tokens") or 16) else "stop") if last else None), due) - t0)
         sent += n
         k += 1
         if k == 2 and model in ("error500", "reset", "stall", "malformed"):
@@ -161,6 +178,12 @@ async def main() -> None:
     p.add_argument("--ready-after-s", type=float, default=0.0,
                    help="seconds before it listens (a server loading its model)")
     p.add_argument("--tokenize", action="store_true", help="serve POST /tokenize")
+    p.add_argument("--eos-after", type=int, default=0,
+                   help="tokens before the model's end of sequence (0: never)")
+    p.add_argument("--accepts", default="ignore_eos,min_tokens",
+                   help="the length fields it honours, comma-separated")
+    p.add_argument("--refuse-unknown", action="store_true",
+                   help="answer 422 to a length field it does not accept")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),

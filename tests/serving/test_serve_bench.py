@@ -27,6 +27,7 @@ def _bench(name: str) -> ModuleType:
 
 fake = _bench("serve_fake")
 client = _bench("serve_client")
+ladder = _bench("serve_ladder")
 peer = _bench("serve_peer")
 
 
@@ -55,6 +56,30 @@ def test_nearest_rank_percentile() -> None:
     assert client.percentile(values, 99) == 99.0
     assert client.percentile(values, 50) == 50.0
     assert client.percentile([3.0], 99) == 3.0
+
+
+def test_the_ladder_doubles_then_bisects_and_sizes_each_step_for_a_p99() -> None:
+    asked: list[tuple[float, int]] = []
+
+    def client_holding(limit: float):  # lag 1 ms up to ``limit``/s, 5 ms above
+        def run(rate: float, n: int) -> tuple[float, float, int, float]:
+            asked.append((rate, n))
+            return (1.0 if rate <= limit else 5.0), rate, 1, 100.0
+        return run
+
+    steps, held = ladder.ladder("t", client_holding(37.0), 5.0, 4.0, 3, 1.0, 2000.0,
+                                floor=lambda rate, n: 0.0)
+    assert [s.rate_per_s for s in steps] == [5, 10, 20, 40, 30, 35, 37.5]
+    assert held == 35.0 and [s.held for s in steps][-1] is False
+    # at least 100 requests (a p99, the percentile rule), or 4 s of arrivals
+    assert [n for _, n in asked] == [100, 100, 100, 160, 120, 140, 150]
+    # not held at the start: halving down to the lowest rate held, then bisecting
+    steps, held = ladder.ladder("t", client_holding(1.5), 5.0, 4.0, 1, 1.0, 2000.0,
+                                floor=lambda rate, n: 0.0)
+    assert [s.rate_per_s for s in steps] == [5, 2.5, 1.25, 1.875] and held == 1.25
+    steps, held = ladder.ladder("t", client_holding(0.1), 5.0, 4.0, 3, 2.0, 2000.0,
+                                floor=lambda rate, n: 0.0)
+    assert [s.rate_per_s for s in steps] == [5, 2.5] and held is None
 
 
 @pytest.mark.slow  # starts the fake server and dltop's runner: a few seconds

@@ -148,7 +148,7 @@ def test_a_dead_worker_or_a_refused_endpoint_ends_a_split_load() -> None:
     load = split.load  # the module the split's workers raise from
 
     def refused(slots: int) -> object:
-        return load.Client("http://127.0.0.1:9/v1", "chat", "m", {}, 4, False, slots, 5.0)
+        return load.Client("http://127.0.0.1:9/v1", "chat", "m", {}, 4, (), slots, 5.0)
     with pytest.raises(load.SetupFailed, match=r"connection refused at http://127\.0\.0\.1:9/v1"):
         split.run(refused, 2, 2, ["a", "b"], [0.0, 0.0], [0, 1], print)
 

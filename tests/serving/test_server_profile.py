@@ -73,11 +73,10 @@ def test_bad_servers_exit_naming_the_key() -> None:
         'server = "x"', '[servers.x]\ncommand = "a{ {port}"')
     assert "p.toml: servers.x.speed: unknown key" in refused(
         'server = "x"', '[servers.x]\ncommand = "a {port}"\nspeed = 1')
-    # request extensions are per server: transformers serve answers 422 to ignore_eos
-    assert "matrix[0].ignore_eos: server 'transformers' does not accept ignore_eos" in \
-        refused('server = "transformers"\nignore_eos = true')
-    (job,) = jobs('server = "vllm"\nignore_eos = true')
-    assert dict(job.options)["ignore_eos"] is True
+    # request extensions are per server (test_serve_lengths.py): force_length, not a switch
+    assert "matrix[0].ignore_eos: unknown key" in refused('server = "vllm"\nignore_eos = true')
+    assert "p.toml: servers.x.extensions: expected a list of ignore_eos, min_tokens" in \
+        refused('server = "x"', '[servers.x]\ncommand = "a {port}"\nextensions = ["n"]')
     assert "matrix[0].endpoint: frameworks = [\"openai\"] needs endpoint" in refused("")
 
 

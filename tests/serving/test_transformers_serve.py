@@ -1,6 +1,7 @@
 """Issue 41 item 5 with a real server and no download: ``server = "transformers"`` (the
 preset, ``transformers serve --port {port}``) on CPU, serving a 2-layer GPT-2 of random
-weights and a word-level tokenizer that the test saves with ``save_pretrained``."""
+weights and a word-level tokenizer that the test saves with ``save_pretrained``; and the
+real server's 422 to a length field it does not know (item 3), stored naming the field."""
 
 from __future__ import annotations
 
@@ -34,7 +35,8 @@ fast.save_pretrained(sys.argv[1])
 """
 
 
-def test_transformers_serve_started_by_dltop(tmp_path: Path) -> None:
+def _serve(tmp_path: Path, head: str = "", server: str = "transformers") -> Path:
+    """A serve campaign of ``server`` on the tiny model; its database."""
     model = tmp_path / "gpt2-2l"
     subprocess.run([sys.executable, "-c", MAKE, str(model)], check=True, timeout=120,
                    capture_output=True)
@@ -44,11 +46,11 @@ def test_transformers_serve_started_by_dltop(tmp_path: Path) -> None:
     prompts = tmp_path / "prompts.jsonl"
     prompts.write_text("".join(f'"w{i} w{i + 1} w{i + 2} w{i + 3}"\n' for i in range(8)))
     profile = tmp_path / "tf.toml"
-    profile.write_text(f"""[[matrix]]
+    profile.write_text(f"""{head}[[matrix]]
 frameworks = ["openai"]
 mode = "serve"
 models = ["{model}"]
-server = "transformers"
+server = "{server}"
 dataset = "{prompts}"
 new_tokens = 8
 prompt_tokens = 4
@@ -64,8 +66,15 @@ timeout_s = 150
     res = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "run", str(profile)],
                          capture_output=True, text=True, timeout=400, env=env)
     assert "Traceback" not in res.stderr, res.stderr
-    (run,) = query(db, "select id, status, error_message, server_cold_start_s, log_path "
-                   "from runs")
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if str(model) in " ".join(p.info["cmdline"] or ())]
+    return db
+
+
+def test_transformers_serve_started_by_dltop(tmp_path: Path) -> None:
+    db = _serve(tmp_path)
+    (run,) = query(db, "select id, status, error_message, server_cold_start_s, log_path, "
+                   "length_forced, short_requests, note from runs")
     log = Path(run["log_path"]).with_name("server.log")
     assert run["status"] == "ok", (run, log.read_text()[-3000:])
     assert 0 < run["server_cold_start_s"] < 300
@@ -76,5 +85,22 @@ timeout_s = 150
             for r in reqs] == [(200, None, 8, 0)] * 4
     assert "Uvicorn running on http://127.0.0.1:" in log.read_text() or \
         "POST /v1/chat/completions" in log.read_text()
-    assert not [p for p in psutil.process_iter(["cmdline"])
-                if str(model) in " ".join(p.info["cmdline"] or ())]
+    # no length field sent (it refuses them): the run says its lengths were not forced
+    assert (run["length_forced"], run["short_requests"]) == (0, 0)
+    assert run["note"] == "lengths not forced: 0 of 3 shorter than new_tokens"
+
+
+def test_a_length_field_transformers_serve_refuses_is_an_error_naming_it(
+        tmp_path: Path) -> None:
+    # a table that claims ignore_eos for the real server: it answers 422 to each request
+    head = '[servers.claims]\ncommand = "transformers serve --port {port}"\n' \
+        'ready_url = "http://{host}:{port}/health"\nextensions = ["ignore_eos"]\n'
+    db = _serve(tmp_path, head, "claims")
+    (run,) = query(db, "select status, error_message from runs")
+    assert run["status"] == "crashed", run
+    errors = {r["error"] for r in query(db, "select status, error from serve_requests")}
+    assert len(errors) == 1, errors
+    (error,) = errors
+    assert error.startswith("HTTP 422: the server refused the request field(s) ignore_eos "
+                            "(sent to force the length"), error
+    assert "ignore_eos" in error.split("its answer: ")[1]  # the server's own words

@@ -23,7 +23,7 @@ from dltop.catalog import PROFILE_NOT_STORED, RunStatus
 from dltop.jobs.evals import RunExtras, finite_float
 from dltop.jobs.events import EngineEvent, RunProgress
 from dltop.jobs.supervisor import ChildOutcome
-from dltop.jobs.writes import ITERATION_ROWS
+from dltop.jobs.writes import ITERATION_ROWS, join_notes
 from dltop.profiles.jobspec import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.store.writer import Store
@@ -160,7 +160,9 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
         per_iter = next(iter(c.measured_sizes)) if len(c.measured_sizes) == 1 \
             else c.samples_per_iter
         fields.update(summarize_run(c.measured, per_iter).to_columns())
-    fields.update(c.extras.fields(c.measured))
+    extra = c.extras.fields(c.measured)
+    fields["note"] = join_notes(fields["note"], extra.pop("note", None))
+    fields.update(extra)
     return fields
 
 

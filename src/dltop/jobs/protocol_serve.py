@@ -18,7 +18,9 @@ and skipped like any other). The rules:
   ``client_cpu_s`` a finite number >= 0, ``asked_rate`` null or a finite number > 0,
   ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0,
   ``token_source`` null or :data:`TOKEN_SOURCES` joined by ``+``, ``client_processes``
-  null or an integer >= 1.
+  null or an integer >= 1, ``length_forced`` null or a boolean, ``short_requests``
+  (of the ``ok`` measured requests, those shorter than ``new_tokens``) and ``ok`` null or
+  integers >= 0.
 - ``idle`` (once, before the load: the runner waited with nothing sent):
   ``start_mono_ns`` and ``end_mono_ns`` integers, the start >= 0 and not after the end.
 """
@@ -96,7 +98,11 @@ def check_load(e: dict[str, Any]) -> str | None:
            or _number_field(e, "client_cpu_s", required=True)
            or _number_field(e, "asked_rate", positive=True)
            or _number_field(e, "server_cold_start_s")
-           or _int_field(e, "client_processes", 1))
+           or _int_field(e, "client_processes", 1)
+           or _int_field(e, "short_requests", 0)
+           or _int_field(e, "ok", 0))
+    if why is None and e.get("length_forced") not in (None, *_BOOL):
+        why = f"length_forced {_show(e['length_forced'])} is not a boolean"
     if why is None and e["window_s"] > MAX_SECONDS:
         why = f"window_s {_show(e['window_s'])} is over {MAX_SECONDS:g} s"
     source: Any = e.get("token_source")

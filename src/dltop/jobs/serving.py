@@ -79,8 +79,21 @@ class ServeExtras:
     def _processes(self) -> int:
         return int((self._load or {}).get("client_processes") or 1)
 
+    def _length_note(self) -> str | None:
+        """``lengths not forced: 3 of 50 shorter than new_tokens`` (or forced, and some
+        shorter all the same: a server that took the fields and did not honour them)."""
+        load = self._load or {}
+        short, ok = load.get("short_requests"), int(load.get("ok") or 0)
+        if short is None or load.get("length_forced") is None:
+            return None
+        if not load["length_forced"]:
+            return f"lengths not forced: {short} of {ok} shorter than new_tokens"
+        return f"lengths forced, yet {short} of {ok} shorter than new_tokens" if short \
+            else None
+
     def fields(self) -> dict[str, Any]:
-        """The run's serve columns (empty for a run that sent no request)."""
+        """The run's serve columns (empty for a run that sent no request), and its
+        ``note`` on output lengths (:meth:`_length_note`)."""
         out: dict[str, Any] = {}
         lag = percentile_or_none(sorted(self._lags), 99) if self._lags else None
         if lag is not None:  # from 100 measured requests on (the percentile rule)
@@ -89,9 +102,14 @@ class ServeExtras:
             window = float(self._load["window_s"])
             out["serve_window_s"] = window
             out["client_cpu_pct"] = 100.0 * float(self._load["client_cpu_s"]) / window
-            for key in ("server_cold_start_s", "token_source"):
+            for key in ("server_cold_start_s", "token_source", "short_requests"):
                 if self._load.get(key) is not None:
                     out[key] = self._load[key]
+            if self._load.get("length_forced") is not None:
+                out["length_forced"] = int(bool(self._load["length_forced"]))
+            note = self._length_note()
+            if note:
+                out["note"] = note
         if out:  # judged per client process: a split load's CPU is its processes' sum
             busy = out.get("serve_window_s", 0.0) >= CPU_WINDOW_S and out.get(
                 "client_cpu_pct", 0.0) / self._processes() > CPU_BOUND_PCT

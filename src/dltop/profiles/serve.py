@@ -5,8 +5,9 @@ OpenAI-compatible endpoint that is already serving (docs/serving.md). Two of its
 settings are :class:`~dltop.profiles.jobspec.JobSpec` fields, so that they sweep like
 any setting: ``request_rate`` and ``concurrency``. The others are checked here into
 the job's ``options`` (every option is identity): the endpoint, the API, the arrival
-process, the SLOs, the error budget, the dataset, the tokenizer file, the client
-processes and the name of the variable that holds the API key (never the key itself).
+process, the SLOs, the error budget, the dataset, the tokenizer file, the request fields
+that force output lengths (``force_length``), the client processes and the name of the
+variable that holds the API key (never the key itself).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dltop.profiles import limits as L
 from dltop.profiles.jobspec import declared
 
 KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
-               "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "ignore_eos", "tokenizer",
+               "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "force_length", "tokenizer",
                "client_processes", "server_scope")
 """The keys of an ``openai`` entry (besides the settings every entry has)."""
 APIS: Final = ("chat", "completions")
@@ -128,9 +129,10 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
         out["server_scope"] = scope
     if merged.get("api_key_env") is not None:
         out["api_key_env"] = _check(err, loc("api_key_env"), merged["api_key_env"], env_name)
-    if merged.get("ignore_eos") is not None:
-        out["ignore_eos"] = _check(err, loc("ignore_eos"), merged["ignore_eos"],
-                                   fields.boolean)
+    if merged.get("force_length") is not None:
+        force = _check(err, loc("force_length"), merged["force_length"], force_length)
+        if force or started:  # [] with a server: send none of what it accepts
+            out["force_length"] = force
     if merged.get("dataset") is not None:
         raw = _check(err, loc("dataset"), merged["dataset"], fields.path)
         path = (profile_dir / Path(raw).expanduser()).resolve()
@@ -144,6 +146,16 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
         out["client_processes"] = _check(err, loc("client_processes"),
                                          merged["client_processes"], client_processes)
     return tuple(sorted(out.items()))
+
+
+def force_length(v: Any) -> tuple[str, ...]:
+    """The request fields that force each response to ``new_tokens``, sorted: a list of
+    :data:`~dltop.profiles.servers.EXTENSIONS`, each once (``[]``: none)."""
+    if not isinstance(v, list) or any(f not in servers.EXTENSIONS for f in v) \
+            or len(set(v)) != len(v):
+        raise ValueError(f"expected a list of distinct request fields out of "
+                         f"{', '.join(servers.EXTENSIONS)} ([] for none), got {v!r}")
+    return tuple(sorted(v))
 
 
 def client_processes(v: Any) -> int | str:
@@ -240,13 +252,20 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
 
 def server_options(err: Err, loc: Callable[[str], str], options: tuple[tuple[str, Any], ...],
                    server: servers.Server) -> tuple[tuple[str, Any], ...]:
-    """A job's options with the server dltop starts for it.
+    """A job's options with the server dltop starts for it: ``force_length`` is what the
+    profile asked, else every field the server accepts (its ``extensions``); an empty
+    one is left out.
 
     Raises:
-        UserError: a request extension the server does not accept (``ignore_eos``).
+        UserError: a ``force_length`` field the server does not accept.
     """
-    if dict(options).get("ignore_eos") and "ignore_eos" not in server.extensions:
-        raise err(loc("ignore_eos"), f"server {server.name!r} does not accept ignore_eos "
-                  "(transformers serve refuses unknown fields with 422); give it "
-                  'extensions = ["ignore_eos"] in [servers.NAME] if it does')
-    return tuple(sorted(options + server.options()))
+    opts = dict(options)
+    force = opts.pop("force_length", server.extensions)
+    for name in force:
+        if name not in server.extensions:
+            raise err(loc("force_length"), f"server {server.name!r} does not accept {name} "
+                      "(transformers serve refuses unknown fields with 422); give it "
+                      f'extensions = ["{name}"] in [servers.NAME] if it does')
+    if force:
+        opts["force_length"] = tuple(force)
+    return tuple(sorted((*opts.items(), *server.options())))

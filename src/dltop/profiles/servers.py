@@ -11,8 +11,9 @@ holds:
   for none) and ``127.0.0.1``;
 - ``ready_url``: polled until it answers 2xx (default :data:`READY_URL`);
 - ``timeout_s``: the most seconds from the start to ready (default :data:`TIMEOUT_S`);
-- ``extensions``: the request fields beyond OpenAI's the server accepts (today only
-  ``ignore_eos``): ``ignore_eos = true`` with a server that does not list it exits 2.
+- ``extensions``: the request fields beyond OpenAI's that force a response's length and
+  that the server accepts (:data:`EXTENSIONS`): what ``force_length`` sends by default,
+  and all it may send to this server (a field it does not list exits 2).
 
 The definition goes into the job's options (``server_command``, ``server_ready_url``,
 ``server_timeout_s``), so a job carries all it needs through ``--resume``, and a changed
@@ -34,7 +35,9 @@ ENDPOINT: Final = "http://{host}:{port}/v1"
 """A served job's endpoint when the profile gives none."""
 TIMEOUT_S: Final = 600.0
 MAX_TIMEOUT_S: Final = 7 * 86400.0
-EXTENSIONS: Final = ("ignore_eos",)
+EXTENSIONS: Final = ("ignore_eos", "min_tokens")
+"""Request fields that force an output length: ``"ignore_eos": true`` and
+``"min_tokens": new_tokens`` (with ``max_tokens``, the runner's ``openai_load.payload``)."""
 PLACEHOLDERS: Final = ("model", "port", "devices", "host")
 KEYS: Final = ("command", "ready_url", "timeout_s", "extensions")
 
@@ -56,10 +59,14 @@ class Server:
 
 
 PRESETS: Final[dict[str, Server]] = {
-    "vllm": Server("vllm", "vllm serve {model} --port {port}", extensions=("ignore_eos",)),
+    # vLLM's and SGLang's OpenAI request models (protocol.py) both take the two fields
+    "vllm": Server("vllm", "vllm serve {model} --port {port}", extensions=EXTENSIONS),
     "sglang": Server("sglang", "python -m sglang.launch_server --model-path {model} "
-                     "--port {port}", extensions=("ignore_eos",)),
-    "llama-cpp": Server("llama-cpp", "llama-server -m {model} --port {port}"),
+                     "--port {port}", extensions=EXTENSIONS),
+    # llama-server takes /completion's ignore_eos on its OpenAI routes; no minimum length
+    "llama-cpp": Server("llama-cpp", "llama-server -m {model} --port {port}",
+                        extensions=("ignore_eos",)),
+    # TGI's OpenAI routes have neither: its lengths are not forced (the run says so)
     "tgi": Server("tgi", "text-generation-launcher --model-id {model} --port {port}"),
     # the model goes in each request (its "model" field), loaded at the first one
     # its /v1/models scans the Hugging Face cache and answers 500 where there is none
@@ -68,7 +75,8 @@ PRESETS: Final[dict[str, Server]] = {
 }
 """Built-in servers, usable without a table (a table of the same name replaces one).
 Only ``transformers``' request rules were checked against the real server (it refuses
-unknown fields with 422); the others are templates from their documentation."""
+unknown fields with 422); the others' ``extensions`` are read from their request models and
+documentation, their commands are templates from it."""
 
 Err = Callable[[str, str], UserError]
 
@@ -112,10 +120,11 @@ def parse(err: Err, name: str, table: Any) -> Server:
         raise err(f"{name}.timeout_s", f"expected seconds in (0, {MAX_TIMEOUT_S:g}], got "
                   f"{timeout!r}")
     ext = table.get("extensions", [])
-    if not isinstance(ext, list) or any(e not in EXTENSIONS for e in ext):
+    if not isinstance(ext, list) or any(e not in EXTENSIONS for e in ext) \
+            or len(set(ext)) != len(ext):
         raise err(f"{name}.extensions", f"expected a list of {', '.join(EXTENSIONS)}, got "
                   f"{ext!r}")
-    return Server(name, command, ready, float(timeout), tuple(ext))
+    return Server(name, command, ready, float(timeout), tuple(sorted(ext)))
 
 
 def tables(err: Err, doc: Any) -> dict[str, Any]:

@@ -56,7 +56,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v26, v28, v29, v31, v33
+from dltop.store.serving import v26, v28, v29, v31, v33, v34
 from dltop.store.templates import v23, v32
 from dltop.store.tx import transaction
 
@@ -164,6 +164,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(33, "runs.idle_power_w/idle_window_s/idle_readings/cpu_idle_power_w: a serve "
                   "run's GPU (and RAPL CPU) power while idle just before its load (issue 41 "
                   "item 4)", v33),
+    Migration(34, "runs.length_forced/short_requests: whether a serve run's requests forced "
+                  "their output length, and how many ok ones came back shorter than "
+                  "new_tokens (issue 41 item 3)", v34),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

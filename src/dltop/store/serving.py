@@ -103,3 +103,15 @@ def v33(db: Any) -> None:
     """Migration 33: ``runs.idle_power_w/idle_window_s/idle_readings/cpu_idle_power_w``."""
     for name, kind in IDLE_COLUMNS.items():
         db["runs"].add_column(name, kind)
+
+
+FORCE_COLUMNS = {"length_forced": int, "short_requests": int}
+"""Whether a serve run's requests carried fields forcing their output to ``new_tokens``
+(``force_length``: ``ignore_eos``, ``min_tokens``; issue 41 item 3), and how many of its
+ok measured requests came back shorter than ``new_tokens`` all the same."""
+
+
+def v34(db: Any) -> None:
+    """Migration 34: ``runs.length_forced/short_requests``."""
+    for name, kind in FORCE_COLUMNS.items():
+        db["runs"].add_column(name, kind)

@@ -103,17 +103,28 @@ def escaped(raw):
     return text + ("..." if len(raw) > MAX_ERROR_TEXT else "")
 
 
-def payload(api, model, prompt, new_tokens, ignore_eos):
-    """The request body: streaming, usage asked for, at most ``new_tokens``."""
+def payload(api, model, prompt, new_tokens, force):
+    """The request body: streaming, usage asked for, at most ``new_tokens``; ``force``: the
+    request fields beyond OpenAI's that make it exactly ``new_tokens`` (``ignore_eos``,
+    ``min_tokens``), only those the server accepts (``transformers serve`` answers 422)."""
     body = {"model": model, "stream": True, "max_tokens": int(new_tokens),
             "stream_options": {"include_usage": True}, "temperature": 0.0}
     if api == "chat":
         body["messages"] = [{"role": "user", "content": prompt}]
     else:
         body["prompt"] = prompt
-    if ignore_eos:  # only where the server accepts it (transformers serve answers 422)
+    if "ignore_eos" in force:
         body["ignore_eos"] = True
+    if "min_tokens" in force:
+        body["min_tokens"] = int(new_tokens)
     return body
+
+
+def refused_fields(status, text, force):
+    """The forced fields a 4xx answer names (a server refusing what it does not know)."""
+    if not 400 <= status < 500:
+        return []
+    return [f for f in force if f in text]
 
 
 class Result(object):
@@ -238,7 +249,7 @@ async def _read_stream(resp, res, api, t_send):
 class Client(object):
     """One phase's requests (warm-up, or measured) on an aiohttp session."""
 
-    def __init__(self, endpoint, api, model, headers, new_tokens, ignore_eos, concurrency,
+    def __init__(self, endpoint, api, model, headers, new_tokens, force, concurrency,
                  stall_s):
         self.url = endpoint + ("/chat/completions" if api == "chat" else "/completions")
         self.endpoint = endpoint
@@ -246,7 +257,7 @@ class Client(object):
         self.model = model
         self.headers = headers
         self.new_tokens = new_tokens
-        self.ignore_eos = ignore_eos
+        self.force = tuple(force)
         self.concurrency = concurrency
         self.stall_s = stall_s
         self.fatal = None
@@ -306,7 +317,7 @@ class Client(object):
                 return
             t_send = time.monotonic()
             res.slot_wait_s = t_send - t_disp
-            body = payload(self.api, self.model, prompt, self.new_tokens, self.ignore_eos)
+            body = payload(self.api, self.model, prompt, self.new_tokens, self.force)
             self.in_flight += 1
             try:
                 async with session.post(self.url, json=body, headers=self.headers) as resp:
@@ -315,6 +326,12 @@ class Client(object):
                         text = await resp.text(errors="replace")
                         res.first_byte_s = time.monotonic() - t_send
                         res.error = "HTTP %d: %s" % (resp.status, escaped(text.strip()))
+                        named = refused_fields(resp.status, text, self.force)
+                        if named:
+                            res.error = "HTTP %d: the server refused the request field(s) " \
+                                "%s (sent to force the length: leave them out of " \
+                                "force_length for this server); its answer: %s" % (
+                                    resp.status, ", ".join(named), escaped(text.strip()))
                     else:
                         await _read_stream(resp, res, self.api, t_send)
             except aiohttp.ClientConnectorError as exc:

@@ -9,7 +9,9 @@ request ends it sends a ``request`` event (everything the client saw of it:
 events of a generation request (TTFT, per-token ITL, e2e seconds, output tokens), so
 that the generation metrics read a served request like one of dltop's own. At the
 end, a ``load`` event: the measured window, the client's CPU over it, the source of
-the output token counts (:mod:`openai_tokens`) and the client processes (also in a
+the output token counts (:mod:`openai_tokens`), whether the lengths were forced
+(``force_length``'s fields sent) and how many ok requests came back shorter than
+``new_tokens``, and the client processes (also in a
 ``setup`` event: the run's environment shows them). Events go in completion order,
 under rising indexes; ``request`` says which request it was (``worker``: which client
 process sent it, :mod:`openai_split`). On GPUs, an ``idle`` event comes first: the
@@ -158,12 +160,14 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                    **(shared or {}))
     reporter.plan(warmup + measured)
 
+    force = tuple(opts.get("force_length") or ())
+
     def client(slots):
         return load.Client(endpoint, api, spec["model"], headers, int(spec["new_tokens"]),
-                           bool(opts.get("ignore_eos")), slots, stall_s)
+                           force, slots, stall_s)
 
     state = {"index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
-             "later": [], "lags": []}
+             "later": [], "lags": [], "short": 0}
 
     def on_result(res):
         if not res.has_usage() and counter is not None and res.chunk_text:
@@ -226,9 +230,13 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     reporter.emit("load", window_s=window, client_cpu_s=cpu_s, requests=measured,
                   ok=state["ok"], failed=state["failed"],
                   asked_rate=None if rate == "inf" else float(rate),
-                  server_cold_start_s=cold_s, token_source=source, client_processes=n)
+                  server_cold_start_s=cold_s, token_source=source, client_processes=n,
+                  length_forced=bool(force), short_requests=state["short"])
     reporter.emit("setup", token_source=source, client_processes=n)
-    sys.stdout.write("[dltop] output tokens counted by: %s\n" % source)
+    sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "
+                     "requests shorter than new_tokens\n" % (
+                         source, "forced by " + "+".join(force) if force else "not forced",
+                         state["short"], state["ok"]))
     sys.stdout.flush()
     limit = float(opts.get("max_error_rate", 0.05))
     if state["failed"] > limit * measured:
@@ -249,6 +257,7 @@ def _report(reporter, spec, res, state):
     elif ok:
         state["ok"] += 1
         state["sources"].add(source)
+        state["short"] += tokens_out < int(spec["new_tokens"])
     else:
         state["failed"] += 1
         if len(state["errors"]) < 3:

@@ -129,7 +129,7 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
     submit = [f"--job-name=dltop-server-{run_id}" if a.startswith("--job-name=") else a
               for a in submit]
     if job.slurm is not None and job.slurm.time is not None:
-        submit.insert(1, f"--time={job.slurm.time}")
+        submit[1:1] = [f"--time={job.slurm.time}"]  # right after sbatch, as sbatch_argv's
     submitted = time.time()
     rc, out, err = await run_slurm_cmd(*submit, env=sbatch_env(env))
     if rc != 0:

@@ -12,7 +12,8 @@ from dltop.profiles.jobspec import JobSpec
 
 
 class _Event:
-    """An event whose ``--json`` line is its name and its fields (``event=`` names it)."""
+    """An event whose ``--json`` line is its name, its fields and its job's identity
+    (``event=`` names it)."""
 
     _name: str
 
@@ -20,12 +21,13 @@ class _Event:
         cls._name = event
 
     def to_dict(self) -> dict[str, Any]:
-        return {"event": self._name, **vars(self)}
+        fields = dict(vars(self))
+        job = fields.pop("job", None)
+        return {"event": self._name, **fields, **(self._of_job(job) if job else {})}
 
-
-def _job_fields(job: JobSpec) -> dict[str, Any]:
-    return {"framework": job.framework, "model": job.model, "batch_size": job.batch_size,
-            "device": job.device.label, "repeat": job.repeat}
+    def _of_job(self, job: JobSpec) -> dict[str, Any]:
+        return {"framework": job.framework, "model": job.model, "batch_size": job.batch_size,
+                "device": job.device.label, "repeat": job.repeat}
 
 
 @dataclass(frozen=True)
@@ -49,11 +51,8 @@ class RunStarted(_Event, event="run_started"):
     job: JobSpec
     log_path: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": self._name, "run_id": self.run_id, "job_id": self.job_id,
-                "position": self.position, "n_jobs": self.n_jobs, "log_path": self.log_path,
-                "iterations": self.job.iterations, "warmup": self.job.warmup,
-                **_job_fields(self.job)}
+    def _of_job(self, job: JobSpec) -> dict[str, Any]:
+        return {"iterations": job.iterations, "warmup": job.warmup, **super()._of_job(job)}
 
 
 @dataclass(frozen=True)
@@ -80,12 +79,6 @@ class RunFinished(_Event, event="run_finished"):
     cv: float | None
     noisy: bool
     message: str | None
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": self._name, "run_id": self.run_id, "status": self.status,
-                "median_s": self.median_s, "samples_per_s": self.samples_per_s,
-                "cv": self.cv, "noisy": self.noisy, "message": self.message,
-                **_job_fields(self.job)}
 
 
 @dataclass(frozen=True)

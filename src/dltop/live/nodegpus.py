@@ -23,11 +23,22 @@ def opt_float(v: Any) -> float | None:
 
 
 @dataclass(frozen=True)
-class NodeGpu:
-    """One GPU of one node of a multi-node (Slurm) run, over the whole run so far."""
+class OnNode:
+    """A GPU of a node of a multi-node (Slurm) run, which the node's agent reads."""
 
     node: str
     gpu_index: int
+
+    @property
+    def label(self) -> str:
+        """``node:gpuN``, as the main screen's device rows name it."""
+        return f"{self.node}:gpu{self.gpu_index}"
+
+
+@dataclass(frozen=True)
+class NodeGpu(OnNode):
+    """One GPU of one node of a multi-node (Slurm) run, over the whole run so far."""
+
     windows: int
     util_mean_pct: float | None
     power_mean_w: float | None
@@ -35,11 +46,6 @@ class NodeGpu:
     energy_j: float | None
     """Its energy counter's rise over the run (None without a counter)."""
     simulated: bool
-
-    @property
-    def label(self) -> str:
-        """``node:gpuN``, as the main screen's device rows name it."""
-        return f"{self.node}:gpu{self.gpu_index}"
 
 
 

@@ -48,16 +48,13 @@ class NodeGpu(OnNode):
     simulated: bool
 
 
-
 def slurm_acct_text(r: dict[str, Any]) -> str | None:
     """``sacct: MaxRSS 1.2 GiB, elapsed 41 s, 5230 J`` from a runs row, or why not."""
-    got = [f"{k} {v}" for k, v in (
-        ("MaxRSS", None if r.get("slurm_max_rss_bytes") is None
-         else f"{r['slurm_max_rss_bytes'] / 2**30:.2f} GiB"),
-        ("elapsed", None if r.get("slurm_elapsed_s") is None
-         else f"{r['slurm_elapsed_s']:.0f} s"),
-        ("energy", None if r.get("slurm_energy_j") is None
-         else f"{r['slurm_energy_j']:.0f} J")) if v is not None]
+    got = [f"{name} {r[column] / scale:.{digits}f} {unit}"
+           for name, column, scale, digits, unit in (
+               ("MaxRSS", "slurm_max_rss_bytes", 2**30, 2, "GiB"),
+               ("elapsed", "slurm_elapsed_s", 1, 0, "s"), ("energy", "slurm_energy_j", 1, 0, "J"))
+           if r.get(column) is not None]
     note = r.get("slurm_acct_note")
     if not got:
         return note

@@ -21,7 +21,7 @@ from textual import events, work
 from textual.binding import Binding
 from textual.driver import Driver
 from textual.events import Resize
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES
 from dltop.live.campaign import (
@@ -196,8 +196,6 @@ class DltopApp(Actions, ScreenModes):
 
     @work(thread=True, group="db-poll", exit_on_error=False)
     def _db_loop(self) -> None:
-        from textual.worker import get_current_worker
-
         worker = get_current_worker()
         while not worker.is_cancelled:
             # An unchanged database costs one pragma and a pid check: no read, no redraw.
@@ -247,8 +245,6 @@ class DltopApp(Actions, ScreenModes):
 
     @work(thread=True, group="device-poll", exit_on_error=False)
     def _device_loop(self) -> None:
-        from textual.worker import get_current_worker
-
         worker, poller = get_current_worker(), self._poller
         assert poller is not None
         while not worker.is_cancelled:

@@ -16,7 +16,7 @@ from dltop.catalog import CampaignStatus, RunStatus
 from dltop.profiles.loader import parse
 from dltop.results.stats import summarize_run
 from dltop.store import Store, connect
-from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
+from dltop.telemetry.windows import Batch, GpuWindow, HostWindow
 
 CPU_PROFILE = """name = "cpu-demo"
 [defaults]

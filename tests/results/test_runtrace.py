@@ -10,7 +10,7 @@ from dltop.catalog import CampaignStatus
 from dltop.results.runtrace import read_trace
 from dltop.store import Store, migrations
 from dltop.store.retention import Retention
-from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
+from dltop.telemetry.windows import Batch, GpuWindow, HostWindow
 
 from .conftest import CampaignMaker
 

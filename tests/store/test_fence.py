@@ -13,7 +13,7 @@ from dltop.store import Store, connect
 from dltop.store.fence import EXIT_OWNERSHIP_LOST, Fence, OwnershipLost
 from dltop.store.guard import StorageError
 from dltop.store.queue import RunProcess
-from dltop.telemetry.sampler import Batch, HostWindow
+from dltop.telemetry.windows import Batch, HostWindow
 
 from .conftest import make_jobs
 from .olddb import migrated_to

@@ -8,7 +8,7 @@ import pytest
 
 from dltop.store import Store, connect, memory_db
 from dltop.store.migrations import MIGRATIONS
-from dltop.telemetry.sampler import GpuWindow, HostWindow
+from dltop.telemetry.windows import GpuWindow, HostWindow
 
 from .conftest import campaign
 from .olddb import migrated_to
@@ -46,7 +46,7 @@ def test_two_nodes_gpu_0_in_the_same_window_are_two_rows() -> None:
 
 
 def test_a_local_batch_stays_untagged() -> None:
-    from dltop.telemetry.sampler import Batch
+    from dltop.telemetry.windows import Batch
 
     store = Store(memory_db())
     run_id = _run(store)

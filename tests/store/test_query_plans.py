@@ -33,8 +33,8 @@ from dltop.store.queue import Queue, RunProcess
 from dltop.store.read.jobs import status_counts
 from dltop.store.retention import Retention
 from dltop.store.telemetry import TelemetryWriter
-from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
 from dltop.telemetry.values import RunTelemetry
+from dltop.telemetry.windows import Batch, GpuWindow, HostWindow
 
 GROWING = ("jobs", "runs", "iterations", "gpu_samples", "host_samples", "environment",
            "evals", "profile_ops", "generations")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from tests.store.conftest import campaign
 
 from dltop.store import Store, samples
-from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
+from dltop.telemetry.windows import Batch, GpuWindow, HostWindow
 
 
 def _windows(run_id: int, times: range, gpus: int = 2) -> Batch:

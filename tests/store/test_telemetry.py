@@ -11,8 +11,9 @@ from dltop.jobs.collector import IterationCollector
 from dltop.store import Store
 from dltop.telemetry.clock import anchor
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow, Sampler
+from dltop.telemetry.sampler import Sampler
 from dltop.telemetry.values import RunTelemetry
+from dltop.telemetry.windows import Batch, GpuWindow, HostWindow
 
 from .conftest import campaign, make_jobs
 

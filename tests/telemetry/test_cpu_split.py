@@ -12,8 +12,9 @@ import pytest
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.host import HostSampler, cpu_split_pct
 from dltop.telemetry.runstats import NO_WINDOW, RunAccumulator
-from dltop.telemetry.sampler import Batch, Sampler
+from dltop.telemetry.sampler import Sampler
 from dltop.telemetry.values import HostSample, TreeSample
+from dltop.telemetry.windows import Batch
 
 S = 1_000_000_000  # ns per second
 LinuxTimes = namedtuple("LinuxTimes", "user nice system idle iowait irq softirq steal guest "

@@ -17,8 +17,9 @@ from dltop.telemetry import fake_gpus_from_env
 from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.runstats import RunAccumulator
-from dltop.telemetry.sampler import Batch, Sampler, check_rate
+from dltop.telemetry.sampler import Sampler, check_rate
 from dltop.telemetry.values import GpuProcess
+from dltop.telemetry.windows import Batch
 
 
 class Clock:

@@ -11,8 +11,9 @@ import pytest
 
 from dltop.store import Store, memory_db
 from dltop.telemetry.fake import FakeGpuBackend
-from dltop.telemetry.sampler import Batch, Sampler
+from dltop.telemetry.sampler import Sampler
 from dltop.telemetry.values import GpuSample
+from dltop.telemetry.windows import Batch
 
 
 class FlakyGpus(FakeGpuBackend):

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dltop.store import Store, connect
-from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
+from dltop.telemetry.windows import Batch, GpuWindow, HostWindow
 
 from .conftest import Seeded, seed
 

@@ -17,7 +17,7 @@ from dltop.live.devices import RemoteGpuReader
 from dltop.live.nodegpus import node_gpu_lines
 from dltop.live.rundetail import read_run_detail
 from dltop.store import Store, connect
-from dltop.telemetry.sampler import GpuWindow
+from dltop.telemetry.windows import GpuWindow
 from dltop.tui.devices import DeviceLines, DevicesPanel
 from dltop.tui.rundetail_rows import telemetry_rows
 

@@ -11,7 +11,7 @@ from dltop.results.runtrace import read_trace
 from dltop.store import Store, connect
 from dltop.store.read.rundetail import job_attempts
 from dltop.store.reader import open_reader
-from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
+from dltop.telemetry.windows import Batch, GpuWindow, HostWindow
 
 from .detail_data import T0, seed_detail
 

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from dltop.telemetry.clock import anchor
-from dltop.telemetry.sampler import GpuWindow, HostWindow
+from dltop.telemetry.windows import GpuWindow, HostWindow
 
 PATTERN = "agent-*.jsonl"
 MAX_READ = 8 << 20

@@ -55,7 +55,8 @@ from dltop.store import guard
 from dltop.store.fence import OwnershipLost
 from dltop.store.guard import StorageError
 from dltop.store.writer import Store, utc_now
-from dltop.telemetry.sampler import Batch, Sampler
+from dltop.telemetry.sampler import Sampler
+from dltop.telemetry.windows import Batch
 
 P = ParamSpec("P")
 T = TypeVar("T")

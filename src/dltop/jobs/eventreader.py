@@ -21,6 +21,7 @@ from dltop.catalog import ERROR_KIND_STATUS, ErrorKind, RunStatus
 from dltop.jobs.protocol import MAX_EVENT_DEPTH, EventChecker, too_deep
 
 MAX_EVENT_LINE_BYTES = 1 << 20
+"""Longer event lines are discarded and counted as protocol errors."""
 _PROFILE_NAME = re.compile(rb'"event"\s*:\s*"profile"')
 EventHandler = Callable[[dict[str, Any]], None]
 

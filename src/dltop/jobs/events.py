@@ -5,19 +5,33 @@ Plain frozen dataclasses; ``to_dict`` gives the ``--json`` line form.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from dltop.profiles.jobspec import JobSpec
 
 
-def _job_fields(job: JobSpec) -> dict[str, Any]:
-    return {"framework": job.framework, "model": job.model, "batch_size": job.batch_size,
-            "device": job.device.label, "repeat": job.repeat}
+class _Event:
+    """An event whose ``--json`` line is its name, its fields and its job's identity
+    (``event=`` names it)."""
+
+    _name: str
+
+    def __init_subclass__(cls, event: str) -> None:
+        cls._name = event
+
+    def to_dict(self) -> dict[str, Any]:
+        fields = dict(vars(self))
+        job = fields.pop("job", None)
+        return {"event": self._name, **fields, **(self._of_job(job) if job else {})}
+
+    def _of_job(self, job: JobSpec) -> dict[str, Any]:
+        return {"framework": job.framework, "model": job.model, "batch_size": job.batch_size,
+                "device": job.device.label, "repeat": job.repeat}
 
 
 @dataclass(frozen=True)
-class CampaignStarted:
+class CampaignStarted(_Event, event="campaign_started"):
     """The engine took a campaign and is about to run its queued jobs."""
 
     campaign_id: int
@@ -25,12 +39,9 @@ class CampaignStarted:
     n_jobs: int
     db_path: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "campaign_started", **asdict(self)}
-
 
 @dataclass(frozen=True)
-class RunStarted:
+class RunStarted(_Event, event="run_started"):
     """A runner child is being started for a job."""
 
     run_id: int
@@ -40,15 +51,12 @@ class RunStarted:
     job: JobSpec
     log_path: str
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "run_started", "run_id": self.run_id, "job_id": self.job_id,
-                "position": self.position, "n_jobs": self.n_jobs, "log_path": self.log_path,
-                "iterations": self.job.iterations, "warmup": self.job.warmup,
-                **_job_fields(self.job)}
+    def _of_job(self, job: JobSpec) -> dict[str, Any]:
+        return {"iterations": job.iterations, "warmup": job.warmup, **super()._of_job(job)}
 
 
 @dataclass(frozen=True)
-class RunProgress:
+class RunProgress(_Event, event="iteration"):
     """One training iteration finished in the child."""
 
     run_id: int
@@ -58,12 +66,9 @@ class RunProgress:
     seconds: float
     loss: float | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "iteration", **asdict(self)}
-
 
 @dataclass(frozen=True)
-class RunFinished:
+class RunFinished(_Event, event="run_finished"):
     """A run reached its final status and is stored."""
 
     run_id: int
@@ -75,46 +80,31 @@ class RunFinished:
     noisy: bool
     message: str | None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "run_finished", "run_id": self.run_id, "status": self.status,
-                "median_s": self.median_s, "samples_per_s": self.samples_per_s,
-                "cv": self.cv, "noisy": self.noisy, "message": self.message,
-                **_job_fields(self.job)}
-
 
 @dataclass(frozen=True)
-class CampaignFinished:
+class CampaignFinished(_Event, event="campaign_finished"):
     """Every job reached a final state (or the campaign was cancelled)."""
 
     campaign_id: int
     status: str
     counts: dict[str, int]
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "campaign_finished", **asdict(self)}
-
 
 @dataclass(frozen=True)
-class DevicesBusy:
+class DevicesBusy(_Event, event="waiting_for_devices"):
     """A run waits for devices another process on the host leases (see jobs.lease)."""
 
     campaign_id: int
     waiting_for: str
     """Its devices, place in line and who it waits for (``DeviceLease.waiting_text``)."""
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "waiting_for_devices", **asdict(self)}
-
 
 @dataclass(frozen=True)
-class NoDeviceLease:
+class NoDeviceLease(_Event, event="no_device_lease"):
     """Runs go on without the host-wide lease (other engines may share their devices)."""
 
     campaign_id: int
     reason: str
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"event": "no_device_lease", **asdict(self)}
 
 
 EngineEvent = (CampaignStarted | RunStarted | RunProgress | RunFinished | CampaignFinished

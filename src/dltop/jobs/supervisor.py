@@ -51,13 +51,11 @@ from dltop.jobs.containment import (
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
 from dltop.procs import process_start_time, read_log_tail
 
-"""Longer event lines are discarded and counted as protocol errors."""
 TERM_GRACE_S = 5.0
 WATCH_STEP_S = 1.0
 """The deadline is checked this often (see _wait_awake)."""
 STALL_S = 2.0
 """A watch step this much late means the engine was stopped, not merely busy."""
-
 
 
 @dataclass(frozen=True)

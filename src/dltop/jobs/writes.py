@@ -25,7 +25,7 @@ from dltop.jobs import rundir
 from dltop.store import guard
 
 if TYPE_CHECKING:  # annotations only: the engine hands the sampler's batches over
-    from dltop.telemetry.sampler import Batch
+    from dltop.telemetry.windows import Batch
 
 ITERATION_ROWS = "iteration rows"
 """What an iteration batch's write stores (the note counts the rows lost)."""

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from dltop.live.nodegpus import OnNode
 from dltop.store import samples
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.runstats import throttle_names
@@ -50,22 +51,15 @@ class DeviceFrame:
 
 
 @dataclass(frozen=True)
-class RemoteGpu:
+class RemoteGpu(OnNode):
     """A GPU of another node: its newest stored window (0.5 s, the node agent's)."""
 
-    node: str
-    gpu_index: int
     util_pct: float | None
     power_w: float | None
     mem_used_bytes: int | None
     t_wall_s: float | None
     """Epoch seconds of the window's start (how fresh it is)."""
     simulated: bool
-
-    @property
-    def label(self) -> str:
-        """``node:gpuN``."""
-        return f"{self.node}:gpu{self.gpu_index}"
 
 
 class RemoteGpuReader:

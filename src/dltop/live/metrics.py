@@ -173,6 +173,9 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
     def fam(name: str, kind: str, text: str, value: Any) -> Family:
         return _family(name, kind, text, [(lab, value(g, total)) for lab, (g, total) in rows])
 
+    def whole(name: str, text: str, reading: str) -> Family:
+        return fam(name, "gauge", text, lambda g, t: _int(getattr(g, reading)))
+
     def mib(v: int | None) -> int | None:
         # whole MiB, as dcgm-exporter reports framebuffer memory
         return None if v is None else int(v // MIB)
@@ -181,10 +184,8 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
         _family("DCGM_FI_DEV_COUNT", "gauge", "Number of Devices on the node.",
                 [({"Hostname": hostname}, len(frame.gpus)),
                  *(({"Hostname": node}, n) for node, n in sorted(nodes.items()))]),
-        fam("DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %).",
-            lambda g, t: _int(g.gpu_util_pct)),
-        fam("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %).",
-            lambda g, t: _int(g.mem_util_pct)),
+        whole("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gpu_util_pct"),
+        whole("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "mem_util_pct"),
         fam("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
             lambda g, t: mib(g.mem_used_bytes)),
         fam("DCGM_FI_DEV_FB_FREE", "gauge", "Framebuffer memory free (in MiB).",
@@ -198,12 +199,9 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
         fam("DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION", "untyped",
             "Total energy consumption since boot (in mJ).",
             lambda g, t: None if g.energy_j is None else _int(g.energy_j * 1000.0)),
-        fam("DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C).",
-            lambda g, t: _int(g.temperature_c)),
-        fam("DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz).",
-            lambda g, t: _int(g.sm_clock_mhz)),
-        fam("DCGM_FI_DEV_MEM_CLOCK", "gauge", "Memory clock frequency (in MHz).",
-            lambda g, t: _int(g.mem_clock_mhz)),
+        whole("DCGM_FI_DEV_GPU_TEMP", "GPU temperature (in C).", "temperature_c"),
+        whole("DCGM_FI_DEV_SM_CLOCK", "SM clock frequency (in MHz).", "sm_clock_mhz"),
+        whole("DCGM_FI_DEV_MEM_CLOCK", "Memory clock frequency (in MHz).", "mem_clock_mhz"),
     ]
 
 

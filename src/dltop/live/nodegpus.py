@@ -23,11 +23,22 @@ def opt_float(v: Any) -> float | None:
 
 
 @dataclass(frozen=True)
-class NodeGpu:
-    """One GPU of one node of a multi-node (Slurm) run, over the whole run so far."""
+class OnNode:
+    """A GPU of a node of a multi-node (Slurm) run, which the node's agent reads."""
 
     node: str
     gpu_index: int
+
+    @property
+    def label(self) -> str:
+        """``node:gpuN``, as the main screen's device rows name it."""
+        return f"{self.node}:gpu{self.gpu_index}"
+
+
+@dataclass(frozen=True)
+class NodeGpu(OnNode):
+    """One GPU of one node of a multi-node (Slurm) run, over the whole run so far."""
+
     windows: int
     util_mean_pct: float | None
     power_mean_w: float | None
@@ -36,22 +47,14 @@ class NodeGpu:
     """Its energy counter's rise over the run (None without a counter)."""
     simulated: bool
 
-    @property
-    def label(self) -> str:
-        """``node:gpuN``, as the main screen's device rows name it."""
-        return f"{self.node}:gpu{self.gpu_index}"
-
-
 
 def slurm_acct_text(r: dict[str, Any]) -> str | None:
     """``sacct: MaxRSS 1.2 GiB, elapsed 41 s, 5230 J`` from a runs row, or why not."""
-    got = [f"{k} {v}" for k, v in (
-        ("MaxRSS", None if r.get("slurm_max_rss_bytes") is None
-         else f"{r['slurm_max_rss_bytes'] / 2**30:.2f} GiB"),
-        ("elapsed", None if r.get("slurm_elapsed_s") is None
-         else f"{r['slurm_elapsed_s']:.0f} s"),
-        ("energy", None if r.get("slurm_energy_j") is None
-         else f"{r['slurm_energy_j']:.0f} J")) if v is not None]
+    got = [f"{name} {r[column] / scale:.{digits}f} {unit}"
+           for name, column, scale, digits, unit in (
+               ("MaxRSS", "slurm_max_rss_bytes", 2**30, 2, "GiB"),
+               ("elapsed", "slurm_elapsed_s", 1, 0, "s"), ("energy", "slurm_energy_j", 1, 0, "J"))
+           if r.get(column) is not None]
     note = r.get("slurm_acct_note")
     if not got:
         return note

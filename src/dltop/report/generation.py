@@ -11,7 +11,7 @@ generation figure at all.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from dltop.report import encode
@@ -40,9 +40,10 @@ PANELS = {pct_panel(n): n for n in ("tpot", "ttft")}
 SPREAD = "error bars: min–max of the ok runs' own p50"
 
 
-def _generate(results: Sequence[ConfigResult]) -> list[ConfigResult]:
-    return [r for r in results if r.identity.get("mode") == "generate"
-            and any(run.generations for run in r.runs)]
+def _per_model(results: Sequence[ConfigResult]) -> Iterator[tuple[str, list[ConfigResult]]]:
+    """Each model and its configurations, in the report's order."""
+    for model in _models(results):
+        yield model, sorted((r for r in results if r.model == model), key=_order)
 
 
 def _run_p50s(r: ConfigResult, pick: Callable[[gen.GenStats], conv.Percentiles | None],
@@ -95,11 +96,10 @@ def _caption(ok: Sequence[ConfigResult], what: str, capped: str = "") -> str:
 
 def latency_batch_figures(results: Sequence[ConfigResult],
                           var: identity.Variation) -> list[Figure]:
-    """Per model with generate runs: TPOT and TTFT p50 vs batch size, side by side."""
+    """Per model of ``results`` (generate configurations): TPOT and TTFT p50 vs batch
+    size, side by side."""
     out = []
-    gen_results = _generate(results)
-    for model in _models(gen_results):
-        ok = sorted((r for r in gen_results if r.model == model), key=_order)
+    for model, ok in _per_model(results):
         key, title = f"generate-batch-{model}", f"{model}: TPOT and TTFT vs batch (generate)"
         batches = {r.batch_size for r in ok}
         if len(batches) < 2:
@@ -116,11 +116,10 @@ def latency_batch_figures(results: Sequence[ConfigResult],
 
 def ttft_prompt_figures(results: Sequence[ConfigResult],
                         var: identity.Variation) -> list[Figure]:
-    """Per model whose generate runs vary ``prompt_tokens``: TTFT p50 vs prompt length."""
+    """Per model whose configurations in ``results`` (generate ones) vary
+    ``prompt_tokens``: TTFT p50 vs prompt length."""
     out = []
-    gen_results = _generate(results)
-    for model in _models(gen_results):
-        ok = sorted((r for r in gen_results if r.model == model), key=_order)
+    for model, ok in _per_model(results):
         prompts = {r.identity.get("prompt_tokens") for r in ok}
         if len(prompts) < 2 or None in prompts:
             continue  # the prompt length does not vary: nothing to say, no figure
@@ -137,7 +136,8 @@ def generation_figures(results: Sequence[ConfigResult]) -> list[Figure]:
     """Every generation figure of the report (none without generate runs). A line is
     named by what varies among the generate configurations only (the campaign's training
     runs would add ``mode``, ``new tokens``... to every label)."""
-    gen_results = _generate(results)
+    gen_results = [r for r in results if r.identity.get("mode") == "generate"
+                   and any(run.generations for run in r.runs)]
     if not gen_results:
         return []
     var = identity.variation(placed_identities(gen_results))

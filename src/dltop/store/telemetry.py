@@ -34,7 +34,7 @@ from dltop.telemetry.nodestats import (
 from dltop.telemetry.values import RunTelemetry
 
 if TYPE_CHECKING:  # the viewer imports the store: not the sampler with it
-    from dltop.telemetry.sampler import Batch, GpuWindow, HostWindow
+    from dltop.telemetry.windows import Batch, GpuWindow, HostWindow
 
 RUN_COLUMNS = {**RUN_TELEMETRY_COLUMNS, **IDLE_COLUMNS}
 """The ``runs`` columns a telemetry summary fills: the columns the migrations added for it

@@ -20,8 +20,8 @@ Lines (each a JSON object with ``"v": 1``, ``"kind"`` and ``"node"``):
 - ``hello``: pid, rate, ``simulated``, the GPUs sampled (index, name, uuid,
   memory), ``gpu_unavailable`` (why none, or null), ``t_wall_s``;
 - ``gpu``: one GPU over one window, the fields of
-  :class:`~dltop.telemetry.sampler.GpuWindow` but ``run_id``;
-- ``host``: the host over one window, :class:`~dltop.telemetry.sampler.HostWindow`'s
+  :class:`~dltop.telemetry.windows.GpuWindow` but ``run_id``;
+- ``host``: the host over one window, :class:`~dltop.telemetry.windows.HostWindow`'s
   fields but ``run_id`` (no process tree: the agent attributes nothing to a run);
 - ``bye``: why it stopped (``SIGTERM``, ``SIGINT``, ``parent exited``).
 
@@ -48,8 +48,9 @@ from typing import Any
 from dltop.errors import UserError
 from dltop.procs import SignalCatcher
 from dltop.telemetry.clock import anchor
-from dltop.telemetry.sampler import Batch, Sampler, check_rate
+from dltop.telemetry.sampler import Sampler, check_rate
 from dltop.telemetry.values import GpuBackend, GpuSample, GpuStatic
+from dltop.telemetry.windows import Batch
 
 FORMAT_VERSION = 1
 NODE_ENV = "SLURMD_NODENAME"

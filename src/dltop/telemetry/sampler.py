@@ -6,8 +6,8 @@ process tree are read at ``host_hz`` (default 2 Hz). Readings feed the active
 runs' :class:`~dltop.telemetry.runstats.RunAccumulator` at full rate (a GPU
 reading only the run that holds that GPU), and are stored downsampled: one row
 per GPU and one host row per active run (one when idle) per ``window_s``
-(default 0.5 s, i.e. 2 Hz) with min/max/mean, handed to ``on_batch`` about
-once a second. Several runs at once happen only when the engine packs jobs on
+(default 0.5 s, i.e. 2 Hz) with min/max/mean (:mod:`dltop.telemetry.windows`), handed
+to ``on_batch`` about once a second. Several runs at once happen only when the engine packs jobs on
 disjoint devices; a GPU row belongs to the run holding that GPU, or to the only
 run when one runs. The sampler counts the ticks it had to skip instead of drifting
 (each run's ``sampler_achieved_hz`` says what it really did).
@@ -31,7 +31,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from dltop.errors import UserError
@@ -40,6 +39,7 @@ from dltop.telemetry.host import HostSampler
 from dltop.telemetry.rapl import RaplReader
 from dltop.telemetry.runstats import RunAccumulator
 from dltop.telemetry.values import GpuBackend, GpuSample, HostSample, RunTelemetry, TreeSample
+from dltop.telemetry.windows import Batch, GpuWindow, HostWindow, Window
 
 MAX_HZ = 100.0
 SCAN_EVERY_S = 1.0
@@ -51,58 +51,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class GpuWindow:
-    """Stored GPU row: one GPU over one window."""
-
-    run_id: int | None
-    t_start_mono_s: float
-    gpu_index: int
-    n: int
-    util_mean_pct: float | None
-    util_min_pct: float | None
-    util_max_pct: float | None
-    mem_used_max_bytes: int | None
-    power_mean_w: float | None
-    power_min_w: float | None
-    power_max_w: float | None
-    energy_j: float | None
-    temperature_max_c: float | None
-    sm_clock_mhz: float | None
-    simulated: bool
-    t_wall_s: float | None = None
-    """Epoch seconds (UTC) of ``t_start_mono_s``."""
-
-
-@dataclass(frozen=True)
-class HostWindow:
-    """Stored host row over one window."""
-
-    run_id: int | None
-    t_start_mono_s: float
-    n: int
-    cpu_mean_pct: float
-    cpu_max_core_pct: float
-    mem_used_bytes: int
-    swap_used_bytes: int
-    tree_cpu_pct: float | None
-    tree_rss_bytes: int | None
-    t_wall_s: float | None = None
-    """Epoch seconds (UTC) of ``t_start_mono_s``."""
-    cpu_user_pct: float | None = None
-    """Mean host user % (nice included) of the window's readings (:class:`HostSample`)."""
-    cpu_system_pct: float | None = None
-    cpu_iowait_pct: float | None = None
-
-
-@dataclass(frozen=True)
-class Batch:
-    """Rows handed to the store together."""
-
-    gpu: tuple[GpuWindow, ...]
-    host: tuple[HostWindow, ...]
-
-
 def check_rate(name: str, hz: float) -> float:
     """Validate a sampling rate.
 
@@ -112,33 +60,6 @@ def check_rate(name: str, hz: float) -> float:
     if isinstance(hz, bool) or not isinstance(hz, int | float) or not 0 < hz <= MAX_HZ:
         raise UserError(f"{name}: expected a rate in Hz with 0 < rate <= {MAX_HZ:g}, got {hz!r}")
     return float(hz)
-
-
-def _mean(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) / len(known) if known else None
-
-
-def _stats(values: list[float]) -> tuple[float | None, float | None, float | None]:
-    if not values:
-        return None, None, None
-    return sum(values) / len(values), min(values), max(values)
-
-
-@dataclass
-class _Window:
-    start_ns: int
-    runs: tuple[RunAccumulator, ...]
-    gpu: dict[int, list[GpuSample]] = field(default_factory=dict)
-    host: list[HostSample] = field(default_factory=list)
-    trees: dict[int, list[TreeSample]] = field(default_factory=dict)  # by run id
-
-    def gpu_owner(self, index: int) -> int | None:
-        """The run a GPU's row belongs to (the only run, when one runs)."""
-        for acc in self.runs:
-            if index in acc.gpus:
-                return acc.run_id
-        return self.runs[0].run_id if len(self.runs) == 1 else None
 
 
 class Sampler:
@@ -162,7 +83,7 @@ class Sampler:
         """Run id -> a process whose tree is the run's own too: the server a group of serve
         runs shares (:mod:`dltop.jobs.servergroup`), outside the run's runner's tree."""
         self._n_gpus = backend.device_count()
-        self._window: _Window | None = None
+        self._window: Window | None = None
         self._pending_gpu: list[GpuWindow] = []
         self._pending_host: list[HostWindow] = []
         self._last_flush_ns = time.monotonic_ns()
@@ -351,51 +272,17 @@ class Sampler:
             self._close_window()
             w = None
         if w is None:
-            w = self._window = _Window(now, runs)
-        for s in gpus:
-            w.gpu.setdefault(s.index, []).append(s)
-        if host is not None:
-            w.host.append(host)
-            for run_id, tree in trees.items():
-                if tree is not None:
-                    w.trees.setdefault(run_id, []).append(tree)
+            w = self._window = Window(now, runs)
+        w.add(gpus, host, trees)
         if now - self._last_flush_ns >= self._flush_ns:
             self._flush()
 
     def _close_window(self) -> None:
-        w = self._window
-        self._window = None
-        if w is None:
-            return
-        t = w.start_ns / 1e9
-        wall = anchor().wall(w.start_ns)
-        for index, ss in sorted(w.gpu.items()):
-            um, ulo, uhi = _stats([s.gpu_util_pct for s in ss if s.gpu_util_pct is not None])
-            pm, plo, phi = _stats([s.power_w for s in ss if s.power_w is not None])
-            mem = [s.mem_used_bytes for s in ss if s.mem_used_bytes is not None]
-            temps = [s.temperature_c for s in ss if s.temperature_c is not None]
-            sm = [s.sm_clock_mhz for s in ss if s.sm_clock_mhz is not None]
-            energy = [s.energy_j for s in ss if s.energy_j is not None]
-            self._pending_gpu.append(GpuWindow(
-                w.gpu_owner(index), t, index, len(ss), um, ulo, uhi, max(mem) if mem else None,
-                pm, plo, phi, energy[-1] if energy else None, max(temps) if temps else None,
-                sm[-1] if sm else None, any(s.simulated for s in ss), wall))
-        if w.host:
-            cores = [sum(h.cpu_pct_per_core) / max(1, len(h.cpu_pct_per_core)) for h in w.host]
-            last = w.host[-1]
-            # One host row per active run, each with that run's process tree.
-            run_ids: list[int | None] = [r.run_id for r in w.runs] or [None]
-            for run_id in run_ids:
-                trees = w.trees.get(run_id, []) if run_id is not None else []
-                self._pending_host.append(HostWindow(
-                    run_id, t, len(w.host), sum(cores) / len(cores),
-                    max(max(h.cpu_pct_per_core, default=0.0) for h in w.host),
-                    last.mem_used_bytes, last.swap_used_bytes,
-                    sum(tr.cpu_pct for tr in trees) / len(trees) if trees else None,
-                    max(tr.rss_bytes for tr in trees) if trees else None, wall,
-                    _mean([h.cpu_user_pct for h in w.host]),
-                    _mean([h.cpu_system_pct for h in w.host]),
-                    _mean([h.cpu_iowait_pct for h in w.host])))
+        w, self._window = self._window, None
+        if w is not None:
+            gpu, host = w.rows(anchor().wall(w.start_ns))
+            self._pending_gpu += gpu
+            self._pending_host += host
 
     def _flush(self) -> None:
         self._last_flush_ns = time.monotonic_ns()

@@ -13,7 +13,6 @@ import gc
 import threading
 import time
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
@@ -22,8 +21,7 @@ from textual import events, work
 from textual.binding import Binding
 from textual.driver import Driver
 from textual.events import Resize
-from textual.widget import AwaitMount
-from textual.worker import Worker, WorkerState
+from textual.worker import Worker, WorkerState, get_current_worker
 
 from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES
 from dltop.live.campaign import (
@@ -44,6 +42,7 @@ from dltop.tui import ops
 from dltop.tui.actions import Actions
 from dltop.tui.driver import quiet_driver
 from dltop.tui.messages import ActionDone, CampaignUpdated, DevicesUpdated
+from dltop.tui.modes import ScreenModes
 from dltop.tui.palette import DltopCommands
 from dltop.tui.results_screen import ResultsScreen
 from dltop.tui.screens import DltopScreen, HistoryScreen, MainScreen
@@ -61,8 +60,9 @@ _WHAT = {"db-poll": "reading the database", "device-poll": "reading the devices"
          "open": "opening the campaign", "rows": "reading the queue"}
 
 
-class DltopApp(Actions):
-    """Main, results and history screens over one database (the actions: actions.py)."""
+class DltopApp(Actions, ScreenModes):
+    """Main, results and history screens over one database (the actions: actions.py;
+    switching screens: modes.py)."""
 
     CSS_PATH = Path(__file__).with_name("dltop.tcss")
     TITLE = "dltop"
@@ -89,8 +89,6 @@ class DltopApp(Actions):
         self.read_only = read_only
         """Watch only (``dltop tui --read-only``, what ``dltop serve`` runs): the actions in
         :data:`~dltop.tui.actions.STEERING` refuse, and no engine is started."""
-        self.composing_screens = False
-        """True while the screens are composed, unseen, at start-up."""
         self.freeze_gc = freeze_gc
         """Freeze what start-up made out of the collector's scans once every screen is
         composed (``dltop tui``; not in tests, where many apps share one process)."""
@@ -117,8 +115,6 @@ class DltopApp(Actions):
         self._db_lock = threading.Lock()
         self._db: sqlite_utils.Database | None = None
         self._db_key: tuple[int, int | None, tuple[int, int]] | None = None
-        self._composed_modes = {self.DEFAULT_MODE}  # composed at start-up
-        self._hold_repaints = True
         self.poll_retry_s = 1.0
         """First wait before a failed polling loop runs again."""
         self._poll_failures: dict[str, int] = {}  # group -> failures in a row
@@ -126,38 +122,6 @@ class DltopApp(Actions):
 
     def get_driver_class(self) -> type[Driver]:
         return quiet_driver(super().get_driver_class())
-
-    # screens -------------------------------------------------------------------
-    def switch_mode(self, mode: str) -> AwaitMount:
-        # Textual holds every repaint for 50 ms after a mode switch (delay_update), to hide
-        # a screen while it is composed. Ours are composed on their first switch only; after
-        # that the hold was 50 of the ~70 ms a switch took through tmux (headless tests never
-        # saw it: they do not paint). Repaints are still held, but only until the screen has
-        # handled its resume: painting before that drew parts of it over the old screen.
-        if mode not in self._composed_modes:
-            self._composed_modes.add(mode)
-            return super().switch_mode(mode)
-        hold = ExitStack()
-        hold.enter_context(self.batch_update())
-        self._hold_repaints = False
-        try:
-            mounted = super().switch_mode(mode)
-        except BaseException:
-            hold.close()
-            raise
-        finally:
-            self._hold_repaints = True
-
-        def release() -> None:
-            hold.close()
-            self.screen.refresh()
-
-        self.screen.call_after_refresh(release)  # runs once its queue (the resume) is done
-        return mounted
-
-    def delay_update(self, delay: float = 0.05) -> None:
-        if self._hold_repaints:
-            super().delay_update(delay)
 
     # reading -------------------------------------------------------------------
     def _read_campaign(self, force: bool = True
@@ -224,28 +188,6 @@ class DltopApp(Actions):
             if self._poller is not None:
                 self._device_loop()
         await self._compose_screens()
-
-    async def _compose_screens(self) -> None:
-        """Compose every screen at start-up, and show each twice under one held repaint.
-
-        A screen's first visit composes it and brings its widgets' CSS into the
-        stylesheet; its second visit then re-parsed the whole stylesheet and restyled
-        every widget (Textual marks a screen's styles current only once it was shown
-        mounted), which dropped the results table's render caches: 115 ms and 70 ms
-        through tmux, the two slowest keypresses of a session (traced with
-        benchmarks/tui_latency.py --trace). Done in the app's mount handler, so keys
-        pressed meanwhile wait for the main screen (about 60 ms more start-up).
-        """
-        self.composing_screens = True
-        try:
-            with self.batch_update():
-                for _ in range(2):
-                    for mode in self.MODES:
-                        if mode != self.DEFAULT_MODE:
-                            await self.switch_mode(mode)
-                    await self.switch_mode(self.DEFAULT_MODE)
-        finally:
-            self.composing_screens = False
         if self.freeze_gc:
             # Full collections scan every tracked object (14 ms here, traced inside
             # keypresses); the screens' widgets and styles live as long as the viewer.
@@ -254,8 +196,6 @@ class DltopApp(Actions):
 
     @work(thread=True, group="db-poll", exit_on_error=False)
     def _db_loop(self) -> None:
-        from textual.worker import get_current_worker
-
         worker = get_current_worker()
         while not worker.is_cancelled:
             # An unchanged database costs one pragma and a pid check: no read, no redraw.
@@ -305,8 +245,6 @@ class DltopApp(Actions):
 
     @work(thread=True, group="device-poll", exit_on_error=False)
     def _device_loop(self) -> None:
-        from textual.worker import get_current_worker
-
         worker, poller = get_current_worker(), self._poller
         assert poller is not None
         while not worker.is_cancelled:

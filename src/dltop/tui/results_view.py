@@ -34,25 +34,24 @@ METRIC_NAMES = (*(n for n in METRICS if n not in CONVERGENCE and n != "mean-time
 convergence and inference runs (accuracy, time-to-accuracy, epoch time, latency,
 perplexity: ``n/a`` for runs without evaluations or timed forward passes)."""
 BEST_STYLE = "bold black on green"
-FAILURE_STYLE: dict[str, str] = {
-    RunStatus.CRASHED: "bold red", RunStatus.OOM: "bold magenta",
-    RunStatus.TIMEOUT: "bold yellow", RunStatus.DIVERGED: "red",
-    RunStatus.SHORT: "yellow", RunStatus.CANCELLED: "italic bright_black",
-    RunStatus.SETUP_FAILED: "bold red",
-    RunStatus.UNSUPPORTED: "bright_black", RunStatus.UNSATISFIABLE: "bright_black",
-    RunStatus.RUNNING: "cyan", JobStatus.QUEUED: "bright_black",
-    JobStatus.REMOVED: "strike bright_black"}
-"""A cell without a number, coloured by why (its configuration's status)."""
+_FAILURES: dict[str, tuple[str, str]] = {
+    RunStatus.CRASHED: ("bold red", "the runner crashed"),
+    RunStatus.OOM: ("bold magenta", "out of memory"),
+    RunStatus.TIMEOUT: ("bold yellow", "ran past its time limit"),
+    RunStatus.DIVERGED: ("red", "loss not finite"),
+    RunStatus.SHORT: ("yellow", "fewer iterations than asked"),
+    RunStatus.CANCELLED: ("italic bright_black", "cancelled"),
+    RunStatus.SETUP_FAILED: ("bold red", "a Slurm setup line failed"),
+    RunStatus.UNSUPPORTED: ("bright_black", "not supported"),
+    RunStatus.UNSATISFIABLE: ("bright_black", "devices not on host"),
+    RunStatus.RUNNING: ("cyan", "running"), JobStatus.QUEUED: ("bright_black", "queued"),
+    JobStatus.REMOVED: ("strike bright_black", "removed")}
+"""A cell without a number: its style and what it means, by its configuration's status."""
+FAILURE_STYLE = {status: style for status, (style, _) in _FAILURES.items()}
+MEANING = {status: meaning for status, (_, meaning) in _FAILURES.items()}
 REASON_STYLE = {"simulated": "italic blue"}
 """A configuration that ran ok but has no number for this metric (``n/a: no GPU``...)."""
 NA_STYLE = "bright_black"
-MEANING: dict[str, str] = {
-    RunStatus.CRASHED: "the runner crashed", RunStatus.OOM: "out of memory",
-    RunStatus.TIMEOUT: "ran past its time limit", RunStatus.DIVERGED: "loss not finite",
-    RunStatus.SHORT: "fewer iterations than asked", RunStatus.CANCELLED: "cancelled",
-    RunStatus.SETUP_FAILED: "a Slurm setup line failed",
-    RunStatus.UNSUPPORTED: "not supported", RunStatus.UNSATISFIABLE: "devices not on host",
-    RunStatus.RUNNING: "running", JobStatus.QUEUED: "queued", JobStatus.REMOVED: "removed"}
 LEGEND_REASONS = 3
 """n/a reasons the legend line spells out; more are listed under the tables."""
 BAR_MAX = 60

@@ -203,11 +203,7 @@ class MainScreen(DltopScreen):
 
     def show_campaign(self, view: CampaignView | None) -> None:
         super().show_campaign(view)
-        table = self.query_one(QueueTable)
-        table.show(view)
-        header = self.query_one(QueueHeader)
-        header.number_width, header.settings = table.number_width, table.has_settings
-        header.model_width = table.model_width
+        self.show_queue(view)
         app = self.dltop
         self.query_one(QueueHint).show(view, one_line(app.db_label), app.db_path.is_file())
         others = max(0, len(view.progress) - 1) if view else 0
@@ -221,8 +217,8 @@ class MainScreen(DltopScreen):
     def on_queue_table_rows_wanted(self, msg: QueueTable.RowsWanted) -> None:
         self.dltop.want_queue_rows(msg.offset, msg.limit)
 
-    def show_queue(self, view: CampaignView) -> None:
-        """Another window of the queue was read (nothing else changed)."""
+    def show_queue(self, view: CampaignView | None) -> None:
+        """The queue's rows of ``view`` (alone: another window of it was read)."""
         table = self.query_one(QueueTable)
         table.show(view)
         header = self.query_one(QueueHeader)

@@ -32,6 +32,16 @@ SHARED_NODE_NOTE = "nodes shared with other jobs (slurm.exclusive = false)"
 """The note of a run whose job did not have its nodes to itself."""
 
 
+class _InDir:
+    """A file of the run folder, read as an attribute of :class:`SlurmFiles`."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __get__(self, files: SlurmFiles, owner: type[SlurmFiles]) -> Path:
+        return files.dir / self.name
+
+
 @dataclass(frozen=True)
 class SlurmFiles:
     """Where a run's Slurm files go, all inside its run folder."""
@@ -40,42 +50,13 @@ class SlurmFiles:
     spec_path: Path
     log_path: Path
 
-    @property
-    def events_path(self) -> Path:
-        return self.dir / EVENTS_FILE
-
-    @property
-    def batch_path(self) -> Path:
-        return self.dir / BATCH_FILE
-
-    @property
-    def node_path(self) -> Path:
-        return self.dir / NODE_FILE
-
-    @property
-    def setup_failed_path(self) -> Path:
-        return self.dir / SETUP_FAILED_FILE
-
-    @property
-    def setup_done_path(self) -> Path:
-        return self.dir / SETUP_DONE_FILE
-
-    @property
-    def step_started_path(self) -> Path:
-        return self.dir / STEP_STARTED_FILE
-
-    @property
-    def container_failed_path(self) -> Path:
-        return self.dir / CONTAINER_FAILED_FILE
-
-    @property
-    def step_shape_path(self) -> Path:
-        return self.dir / STEP_SHAPE_FILE
-
-    @property
-    def job_env_path(self) -> Path:
-        return self.dir / JOB_ENV_FILE
-
-    @property
-    def runner_exit_path(self) -> Path:
-        return self.dir / RUNNER_EXIT_FILE
+    events_path = _InDir(EVENTS_FILE)
+    batch_path = _InDir(BATCH_FILE)
+    node_path = _InDir(NODE_FILE)
+    setup_failed_path = _InDir(SETUP_FAILED_FILE)
+    setup_done_path = _InDir(SETUP_DONE_FILE)
+    step_started_path = _InDir(STEP_STARTED_FILE)
+    container_failed_path = _InDir(CONTAINER_FAILED_FILE)
+    step_shape_path = _InDir(STEP_SHAPE_FILE)
+    job_env_path = _InDir(JOB_ENV_FILE)
+    runner_exit_path = _InDir(RUNNER_EXIT_FILE)

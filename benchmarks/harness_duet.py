@@ -27,7 +27,7 @@ same share to others, but fewer interruptions mean less noise.
 
     .venv/bin/python benchmarks/harness_duet.py [--frameworks torch,cntk]
         [--cases fcn-r:128,alexnet-r:128] [--rounds 10] [--iterations 40]
-        [--rounds-out FILE] [--control]
+        [--rounds-out FILE] [--control | --with-control]
 """
 
 from __future__ import annotations
@@ -154,6 +154,40 @@ def median_interval(ratios: list[float], resamples: int = 4000) -> tuple[float, 
     return meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]
 
 
+def _summary(label: str, rounds: list[Round]) -> dict[str, Any]:
+    ratios = [r.ratio for r in rounds]
+    med = statistics.median(ratios)
+    lo, hi = median_interval(ratios)
+    print(f"{label}  ratio {med:.4f}  95% [{lo:.4f}, {hi:.4f}]  ({len(rounds)} rounds)",
+          flush=True)
+    return {"rounds": [{**r.__dict__, "ratio": r.ratio} for r in rounds], "ratio": med,
+            "ci95": [lo, hi], "met": hi <= 1.01 or (med <= 1.01 and hi - lo <= 0.03)}
+
+
+def run_case(framework: str, model: str, batch: int, args: argparse.Namespace, cpu: int,
+             workdir: Path) -> dict[str, dict[str, Any]]:
+    """``args.rounds`` rounds of one case: dltop's duet, the A/A control's, or both
+    (``--with-control``: a dltop round and a control round each time, order alternating,
+    so the control shares the machine's state of the moment)."""
+    kinds = (["dltop", "control"] if args.with_control
+             else ["control"] if args.control else ["dltop"])
+    rounds: dict[str, list[Round]] = {k: [] for k in kinds}
+    for i in range(args.rounds):
+        for kind in kinds if i % 2 == 0 else kinds[::-1]:
+            r = duet_round(framework, model, batch, args.iterations, args.warmup, cpu,
+                           workdir, control=kind == "control")
+            if r is None:
+                print(f"  round {i + 1} {kind}: overlap under {MIN_STEPS} steps: left out",
+                      flush=True)
+                continue
+            rounds[kind].append(r)
+            print(f"  round {i + 1} {kind} (overlap {r.overlap_s:.1f} s, steps "
+                  f"{r.dltop_steps}/{r.bare_steps}): {r.dltop_mean_s:.5f} over bare "
+                  f"{r.bare_mean_s:.5f}, ratio {r.ratio:.4f}", flush=True)
+    return {kind: _summary(f"{framework:<6} {model:<10} {batch:>4} {kind:<8}", rs)
+            for kind, rs in rounds.items() if rs}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=10)
@@ -166,57 +200,35 @@ def main() -> int:
     ap.add_argument("--rounds-out", type=Path, metavar="FILE",
                     help="write each case's rounds (JSON) to FILE")
     ap.add_argument("--control", action="store_true",
-                    help="A/A: a second bare loop in dltop's place (the method's own bias)")
+                    help="A/A only: a second bare loop in dltop's place (the method's noise)")
+    ap.add_argument("--with-control", action="store_true",
+                    help="an A/A control round beside every dltop round")
     args = ap.parse_args()
     from dltop.jobs.environment import core_order
 
     cpu = core_order()[0]  # where dltop pins a cpu:1 run here
     print(f"duet: both sides on CPU {cpu} (dltop's cpu:1 pin; its engine free), "
           f"iterations={args.iterations} warmup={args.warmup} rounds={args.rounds}"
-          f"{', CONTROL (bare vs bare)' if args.control else ''}")
+          f"{', CONTROL only (bare vs bare)' if args.control else ''}"
+          f"{', with an A/A control round each' if args.with_control else ''}")
     cases: list[dict[str, Any]] = []
-    verdicts = []
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.frameworks.split(","):
             for case in args.cases.split(","):
                 model, batch_s = case.split(":")
-                rounds: list[Round] = []
-                skipped = 0
-                for i in range(args.rounds):
-                    r = duet_round(framework, model, int(batch_s), args.iterations,
-                                   args.warmup, cpu, Path(tmp), args.control)
-                    if r is None:
-                        skipped += 1
-                        print(f"  round {i + 1}: overlap under {MIN_STEPS} steps: left out",
-                              flush=True)
-                        continue
-                    rounds.append(r)
-                    print(f"  round {i + 1} (overlap {r.overlap_s:.1f} s, steps "
-                          f"{r.dltop_steps}/{r.bare_steps}): dltop {r.dltop_mean_s:.5f} "
-                          f"bare {r.bare_mean_s:.5f} ratio {r.ratio:.4f}", flush=True)
-                if not rounds:
-                    print(f"{framework} {model}: no round counted")
-                    continue
-                ratios = [r.ratio for r in rounds]
-                med = statistics.median(ratios)
-                lo, hi = median_interval(ratios)
-                ok = hi <= 1.01 or (med <= 1.01 and hi - lo <= 0.03)
-                verdicts.append((framework, model, med, lo, hi, ok))
-                print(f"{framework:<11} {model:<10} {batch_s:>5}  ratio {med:.4f}  95% "
-                      f"[{lo:.4f}, {hi:.4f}]  ({len(rounds)} rounds, {skipped} left out)",
-                      flush=True)
+                got = run_case(framework, model, int(batch_s), args, cpu, Path(tmp))
+                cases.append({"framework": framework, "model": model,
+                              "batch": int(batch_s), "iterations": args.iterations,
+                              "warmup": args.warmup, **got})
                 if args.rounds_out is not None:
-                    cases.append({"framework": framework, "model": model,
-                                  "batch": int(batch_s), "iterations": args.iterations,
-                                  "warmup": args.warmup, "skipped": skipped,
-                                  "control": args.control,
-                                  "rounds": [{**r.__dict__, "ratio": r.ratio}
-                                             for r in rounds],
-                                  "ratio": med, "ci95": [lo, hi]})
                     write_rounds(args.rounds_out, cases)
-    for framework, model, med, lo, hi, ok in verdicts:
-        print(f"{framework} {model}: {med:.4f} [{lo:.4f}, {hi:.4f}] (goal <= 1.01 within "
-              f"+-1.5 %): {'met' if ok else 'NOT met'}")
+    for c in cases:
+        for kind in ("dltop", "control"):
+            if kind in c:
+                k = c[kind]
+                print(f"{c['framework']} {c['model']} {kind}: {k['ratio']:.4f} "
+                      f"[{k['ci95'][0]:.4f}, {k['ci95'][1]:.4f}] (goal <= 1.01 within "
+                      f"+-1.5 %): {'met' if k['met'] else 'NOT met'}")
     return 0
 
 

@@ -156,9 +156,10 @@ def test_two_entries_differing_in_one_identity_field_give_two_cells(field: str) 
     keys = [c.key for c in table.columns if c.role is Role.KEY]
     if field in ("framework", "model", "batch_size", "device"):
         assert keys == ["model", "framework", "batch"]
-    elif field == "server":  # its command, URL and timeout are identity: they vary with it
-        assert keys == ["model", "framework", "batch", "server", "server_command",
-                        "server_ready_url", "server_timeout_s"]
+    elif field == "server":  # its command, URL, timeout and the length fields it takes
+        # (vllm: ignore_eos and min_tokens; the other preset none) are identity
+        assert keys == ["model", "framework", "batch", "server", "force_length",
+                        "server_command", "server_ready_url", "server_timeout_s"]
     else:  # the field that varies is a row key, named after it
         assert keys == ["model", "framework", "batch", field]
         assert len(table.rows) == 2

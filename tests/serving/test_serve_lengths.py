@@ -73,6 +73,8 @@ def test_each_preset_forces_with_what_it_accepts_and_a_profile_narrows_it() -> N
     ('endpoint = "http://h:1/v1"\nforce_length = true', "matrix[0].force_length: expected"),
     ('endpoint = "http://h:1/v1"\nforce_length = ["ignore_eos", "ignore_eos"]',
      "matrix[0].force_length: expected a list of distinct"),
+    ('endpoint = "http://h:1/v1"\nignore_eos = true',  # the key before force_length
+     'matrix[0].ignore_eos: unknown key; it is now force_length = ["ignore_eos"]'),
 ])
 def test_fields_a_server_does_not_accept_exit_naming_the_key(extra: str, says: str) -> None:
     with pytest.raises(UserError, match=r"^p\.toml: ") as info:

@@ -320,12 +320,17 @@ def _own_options(where: Where, loc: Callable[[str], str], frameworks: list[str],
     return out
 
 
+REPLACED: Final = {"ignore_eos": 'force_length = ["ignore_eos"]'}
+"""Keys an earlier dltop took, and what says the same now (the refusal names it)."""
+
+
 def _check_keys(where: Where, prefix: str, table: dict[str, Any],
                 allowed: tuple[str, ...]) -> None:
     for key in table:
         if key not in allowed:
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
+            hint = (f"; it is now {REPLACED[key]}" if key in REPLACED
+                    else f"; did you mean {close[0]!r}?" if close else "")
             raise where.err(f"{prefix}{key}", f"unknown key{hint} "
                             f"(valid here: {', '.join(allowed)})")
 

@@ -235,8 +235,6 @@ def bare_command(framework: str, model: str, batch: int, threads: int, warmup: i
                  precision: str = "fp32") -> tuple[list[str], dict[str, str]]:
     """The bare loop's argv and environment; ``steps``: the loop's iterable (Python text:
     ``range(N)`` or :func:`until_file`), the first ``warmup`` steps not measured."""
-    from dltop.runners.registry import interpreter
-
     if is_lm(model):
         if framework != "torch":
             raise SystemExit(f"the bare transformer loop is PyTorch's; not {framework}")
@@ -246,10 +244,17 @@ def bare_command(framework: str, model: str, batch: int, threads: int, warmup: i
     code = template.format(child_dir=str(CHILD_DIR), model=model, batch=batch,
                            threads=threads, steps=steps, warmup=warmup,
                            affinity=affinity, gpu=gpu, precision=precision)
-    python, _, extra = interpreter(framework)
-    # A gpu:1 job gets the first free GPU through CUDA_VISIBLE_DEVICES (GPU 0 here) and
-    # no thread variables, as dltop's child_env gives it.
-    threads_env = {} if gpu else {v: str(threads) for v in THREAD_VARS}
-    env = {**os.environ, **threads_env, "CUDA_VISIBLE_DEVICES": "0" if gpu else "",
-           **dict(extra)}
+    python, env = framework_env(framework, threads, gpu)
     return [python, "-c", code], env
+
+
+def framework_env(framework: str, threads: int,
+                  gpu: bool = False) -> tuple[str, dict[str, str]]:
+    """The framework's interpreter and a runner's environment as dltop's child_env makes
+    it: a gpu:1 job gets GPU 0 through CUDA_VISIBLE_DEVICES and no thread variables."""
+    from dltop.runners.registry import interpreter
+
+    python, _, extra = interpreter(framework)
+    threads_env = {} if gpu else {v: str(threads) for v in THREAD_VARS}
+    return python, {**os.environ, **threads_env, "CUDA_VISIBLE_DEVICES": "0" if gpu else "",
+                    **dict(extra)}

@@ -27,7 +27,7 @@ same share to others, but fewer interruptions mean less noise.
 
     .venv/bin/python benchmarks/harness_duet.py [--frameworks torch,cntk]
         [--cases fcn-r:128,alexnet-r:128] [--rounds 10] [--iterations 40]
-        [--rounds-out FILE] [--control | --with-control]
+        [--rounds-out FILE] [--control | --with-control | --kinds dltop,runner,control]
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness_bare import bare_command, is_lm, until_file
+from harness_bare import CHILD_DIR, bare_command, framework_env, is_lm, until_file
 from harness_overhead import LM_KEYS, PROFILE, write_rounds
 
 MIN_STEPS = 10
@@ -116,21 +116,44 @@ def _control_side(framework: str, model: str, batch: int, iterations: int, warmu
     return _steps_of(out.stdout)
 
 
+def _runner_side(framework: str, workdir: Path) -> list[tuple[float, float]]:
+    """The framework's runner alone, by hand (no engine, no sampler, events on stderr),
+    with the spec of this case's last dltop round: what the runner process costs apart
+    from what runs beside it."""
+    specs = sorted((workdir / "duet-runs").glob("run-*/spec.json"),
+                   key=lambda p: p.stat().st_mtime)
+    if not specs:
+        raise SystemExit("a runner round needs a dltop round of the case before it")
+    python, env = framework_env(framework, 1)
+    env.pop("DLTOP_EVENT_FD", None)
+    out = subprocess.run([python, str(CHILD_DIR / f"{framework}_runner.py"), str(specs[-1])],
+                         env=env, capture_output=True, text=True, check=True)
+    iters = [json.loads(line) for line in out.stderr.splitlines()
+             if line.startswith("{") and '"event":"iter"' in line]
+    return [(e["t_mono_ns"] / 1e9 - e["seconds"], e["t_mono_ns"] / 1e9)
+            for e in iters if not e["warmup"]]
+
+
 def duet_round(framework: str, model: str, batch: int, iterations: int, warmup: int,
-               cpu: int, workdir: Path, control: bool = False) -> Round | None:
+               cpu: int, workdir: Path, control: bool = False,
+               side: str = "dltop") -> Round | None:
     """Both sides at once on ``cpu``; None when their measured windows overlap too little.
 
-    ``control``: a second bare loop stands in for ``dltop run`` (an A/A round: its
-    ratio is the method's own bias and noise).
+    ``side``: ``dltop`` (``dltop run``), ``control`` (a second bare loop: an A/A round,
+    the method's own bias and noise; ``control=True`` says the same) or ``runner`` (the
+    framework's runner alone, by hand, on the spec of the case's last dltop round).
     """
+    side = "control" if control else side
     stop = workdir / "stop"
     stop.unlink(missing_ok=True)
     argv, env = bare_command(framework, model, batch, 1, warmup, until_file(stop), [cpu])
     bare = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
-        ours = (_control_side(framework, model, batch, iterations, warmup, cpu) if control
-                else _dltop_side(framework, model, batch, iterations, warmup, cpu, workdir))
+        ours = (_control_side(framework, model, batch, iterations, warmup, cpu)
+                if side == "control" else _runner_side(framework, workdir)
+                if side == "runner" else
+                _dltop_side(framework, model, batch, iterations, warmup, cpu, workdir))
     finally:
         stop.touch()
         out, err = bare.communicate(timeout=600)
@@ -169,13 +192,13 @@ def run_case(framework: str, model: str, batch: int, args: argparse.Namespace, c
     """``args.rounds`` rounds of one case: dltop's duet, the A/A control's, or both
     (``--with-control``: a dltop round and a control round each time, order alternating,
     so the control shares the machine's state of the moment)."""
-    kinds = (["dltop", "control"] if args.with_control
-             else ["control"] if args.control else ["dltop"])
+    kinds = (args.kinds.split(",") if args.kinds else ["dltop", "control"]
+             if args.with_control else ["control"] if args.control else ["dltop"])
     rounds: dict[str, list[Round]] = {k: [] for k in kinds}
     for i in range(args.rounds):
         for kind in kinds if i % 2 == 0 else kinds[::-1]:
             r = duet_round(framework, model, batch, args.iterations, args.warmup, cpu,
-                           workdir, control=kind == "control")
+                           workdir, side=kind)
             if r is None:
                 print(f"  round {i + 1} {kind}: overlap under {MIN_STEPS} steps: left out",
                       flush=True)
@@ -203,6 +226,9 @@ def main() -> int:
                     help="A/A only: a second bare loop in dltop's place (the method's noise)")
     ap.add_argument("--with-control", action="store_true",
                     help="an A/A control round beside every dltop round")
+    ap.add_argument("--kinds", metavar="K,K",
+                    help="the rounds' kinds in order, out of dltop, control and runner "
+                         "(the runner alone, on the last dltop round's spec)")
     args = ap.parse_args()
     from dltop.jobs.environment import core_order
 

@@ -54,6 +54,16 @@ def test_one_real_round_shares_the_pinned_core(tmp_path: Path) -> None:
     # Same work on one core, fair shares: the sides agree to well within a factor.
     assert 0.5 < r.ratio < 2.0
     assert (tmp_path / "stop").exists()
+    # The runner alone, by hand, on that round's spec: its iter events on stderr.
+    alone = harness_duet.duet_round("torch", "fcn-r", 16, iterations=15, warmup=2,
+                                    cpu=cpu, workdir=tmp_path, side="runner")
+    assert alone is not None and alone.dltop_steps >= harness_duet.MIN_STEPS
+    assert 0.5 < alone.ratio < 2.0
+
+
+def test_a_runner_round_needs_a_dltop_round_first(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit, match="needs a dltop round"):
+        harness_duet._runner_side("torch", tmp_path)
 
 
 @pytest.mark.slow

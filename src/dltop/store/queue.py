@@ -27,7 +27,8 @@ from dltop.profiles.device import DeviceSpec
 from dltop.profiles.jobspec import JobSpec
 from dltop.store.fence import COLUMN as GENERATION
 from dltop.store.fence import Fence, OwnershipLost, fence_of, has_generation, set_fence
-from dltop.store.rows import marks, update_row, utc_now
+from dltop.store.read.runs import marks
+from dltop.store.rows import update_row, utc_now
 from dltop.store.tx import transaction
 
 LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlite_utils
@@ -12,6 +12,7 @@ import sqlite_utils
 from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.joblist import JobList
 from dltop.profiles.jobspec import JobSpec
+from dltop.store.read.runs import marks
 from dltop.store.templates import (
     CONFIG_COLUMNS,
     add_templates,
@@ -32,11 +33,6 @@ def job_row(campaign_id: int, position: int, status: JobStatus | RunStatus,
     """The ``jobs`` table row of a job spec (its own columns: :meth:`JobSpec.columns`)."""
     return {"campaign_id": campaign_id, "position": position, "status": status,
             **job.columns()}
-
-
-def marks(values: Collection[object]) -> str:
-    """``?, ?, ?``: one SQL parameter mark per value, for ``in (...)``."""
-    return ", ".join("?" for _ in values)
 
 
 def _sql_value(value: Any) -> Any:

@@ -4,7 +4,7 @@ depend on."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from dltop.store import samples
@@ -14,7 +14,7 @@ CHUNK = 500
 """Ids per ``in (...)`` query (under SQLite's bound-parameter limit)."""
 
 
-def marks(values: Sequence[Any]) -> str:
+def marks(values: Collection[object]) -> str:
     """``?,?,?``: one parameter mark per value, for ``in (...)``."""
     return ",".join("?" * len(values))
 
@@ -29,13 +29,12 @@ def in_chunks(ids: Sequence[int]) -> Iterator[tuple[list[int], str]]:
 def campaign_marks(db: Any, ids: Sequence[int]) -> tuple[tuple[Any, ...], ...] | None:
     """Per campaign of ``ids``, by id: (id, status, jobs_counted, jobs_queued, its run
     count, its last run id); None before the job counts (migration 11)."""
-    marks = ",".join("?" * len(ids))
     try:
         return tuple(db.execute(
             "select c.id, c.status, c.jobs_counted, c.jobs_queued, "
             "(select count(*) from runs r where r.campaign_id = c.id), "
             "(select max(id) from runs r where r.campaign_id = c.id) "
-            f"from campaigns c where c.id in ({marks}) order by c.id", list(ids)))
+            f"from campaigns c where c.id in ({marks(ids)}) order by c.id", list(ids)))
     except sqlite3.OperationalError:
         return None
 
@@ -48,9 +47,8 @@ def any_simulated(db: Any, campaign_ids: Sequence[int]) -> bool:
         # a database no dltop with migration 11 has written: its CPU runs beside
         # simulated GPUs were not flagged, their samples say it
         return samples.any_simulated(db, campaign_ids)
-    marks = ",".join("?" * len(campaign_ids))
     return bool(next(db.query(
-        f"select exists (select 1 from runs where campaign_id in ({marks}) "
+        f"select exists (select 1 from runs where campaign_id in ({marks(campaign_ids)}) "
         "and telemetry_simulated = 1) as simulated", list(campaign_ids)))["simulated"])
 
 

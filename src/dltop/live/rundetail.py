@@ -38,6 +38,7 @@ from dltop.results.servetrace import ServeTrace, serve_trace
 from dltop.results.serving import serve_requests_of
 from dltop.store import samples
 from dltop.store.read import rundetail as run_rows
+from dltop.store.read import runs
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
 
 if TYPE_CHECKING:
@@ -261,7 +262,7 @@ def cpu_energy_text(m: RunTelemetry) -> str | None:
 
 def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     """Everything the detail view shows of a run but its series (None: no such run)."""
-    r = run_rows.run_with_job(db, run_id)
+    r = runs.with_job(db, run_id)
     if r is None:
         return None
     env = run_rows.environment_row(db, run_id)
@@ -284,7 +285,7 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),
         attempt=int(r["attempt"] or 1), attempts=run_rows.job_attempts(db, int(r["job_id"])),
-        framework=r["j_framework"], model=r["model"], batch_size=int(r["batch_size"]),
+        framework=r["framework"], model=r["model"], batch_size=int(r["batch_size"]),
         device=r["device"], repeat=int(r["repeat"]), iterations=int(r["iterations"]),
         warmup=int(r["warmup"]), status=r["status"], started_at=r["started_at"],
         finished_at=r["finished_at"], wall_s=_f(r["wall_s"]), error_kind=r["error_kind"],

@@ -64,8 +64,9 @@ def specs(db: Any, run_ids: Sequence[int]) -> dict[int, str]:
 
 def with_job(db: Any, run_id: int) -> dict[str, Any] | None:
     """Every column of run ``run_id``, and its job's framework, model, batch_size, device,
-    repeat and spec_json (None: no such run)."""
+    repeat, iterations, warmup and spec_json (None: no such run)."""
     return next(iter(db.query(
-        "select r.*, j.framework, j.model, j.batch_size, j.device, j.repeat, s.spec_json "
+        "select r.*, j.framework, j.model, j.batch_size, j.device, j.repeat, j.iterations, "
+        "j.warmup, s.spec_json "
         f"from runs r join jobs j on j.id = r.job_id join {JOB_SPECS} s "
         "on s.job_id = r.job_id where r.id = ?", [run_id])), None)

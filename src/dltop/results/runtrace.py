@@ -153,7 +153,7 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
     Returns:
         The trace; empty series when the run stored none.
     """
-    n_iter = iterations.count(db, run_id)
+    n_iter = samples.count(db, "iterations", run_id)
     k = max(1, -(-n_iter // max(1, max_points)))
     its = iterations.thinned(db, run_id, k)
     if not its:

@@ -37,7 +37,7 @@ def gpu_node_column(db: Any) -> str:
 
 
 def count(db: Any, table: str, run_id: int) -> int:
-    """How many windows of ``table`` (:data:`GPU` or :data:`HOST`) the run has."""
+    """How many rows of ``table`` (:data:`GPU`, :data:`HOST`, ``iterations``) the run has."""
     (n,) = db.execute(f"select count(*) from {table} where run_id = ?", [run_id]).fetchone()
     return int(n)
 

@@ -11,12 +11,6 @@ from dltop.store.read.runs import in_chunks
 from dltop.store.read.schema import has_table
 
 
-def count(db: Any, run_id: int) -> int:
-    """How many iteration rows the run has."""
-    (n,) = db.execute("select count(*) from iterations where run_id = ?", [run_id]).fetchone()
-    return int(n)
-
-
 def thinned(db: Any, run_id: int, every: int) -> list[dict[str, Any]]:
     """Every ``every``-th iteration of the run (by idx, the last one kept): idx, seconds,
     samples, warmup, loss, t_mono_ns."""

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
 from dltop.live.nodegpus import NodeGpu, node_gpus, slurm_acct_text
-from dltop.live.nodegpus import opt_float as _f  # the same conversion, one definition
 from dltop.results import generation as gen
 from dltop.results import labels
 from dltop.results.gpufacts import GPU_FACTS_KEY, gpu_facts_texts
@@ -40,6 +39,7 @@ from dltop.store import samples
 from dltop.store.read import rundetail as run_rows
 from dltop.store.read import runs
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
+from dltop.telemetry.values import opt_float as _f
 
 if TYPE_CHECKING:
     import sqlite_utils

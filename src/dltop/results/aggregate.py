@@ -38,6 +38,7 @@ from dltop.results.table import status_label
 from dltop.store.read.changes import main_file
 from dltop.store.read.environment import host_cores
 from dltop.store.read.runs import campaign_marks
+from dltop.telemetry.values import opt_float
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -105,8 +106,7 @@ class RunRecord:
         mean, per_iter = self.get("mean_s"), self.get("samples_per_iter")
         if mean and per_iter:
             return float(per_iter) / float(mean)
-        stored = self.get("samples_per_s")
-        return None if stored is None else float(stored)
+        return opt_float(self.get("samples_per_s"))
 
 
 @dataclass(frozen=True)

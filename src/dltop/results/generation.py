@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from dltop.results.convergence import Percentiles, percentiles
 from dltop.store.read import generations
+from dltop.telemetry.values import opt_float
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -82,7 +83,7 @@ def generations_of(db: sqlite_utils.Database | ReadDb, run_ids: Sequence[int],
     """Each run's generation requests in order, measured ones only unless ``warmup``
     (runs without any are left out; none before migration 17)."""
     return {rid: [Request(int(r["idx"]), bool(r["warmup"]), float(r["ttft_s"]),
-                          None if r["e2e_s"] is None else float(r["e2e_s"]),
+                          opt_float(r["e2e_s"]),
                           int(r["prompt_tokens"]), int(r["new_tokens"]), int(r["batch"]),
                           r["itl_s"]) for r in rows]
             for rid, rows in generations.requests(db, run_ids, warmup=warmup).items()}

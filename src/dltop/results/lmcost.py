@@ -26,6 +26,7 @@ from dltop.profiles import lm
 from dltop.results.aggregate import ConfigResult
 from dltop.results.metricdefs import Value
 from dltop.results.peaks import peak_bandwidth_tb_s
+from dltop.telemetry.values import opt_float
 
 NANOGPT: Final = "nanogpt"
 NO_EMBEDDING: Final = "no-embedding"
@@ -69,8 +70,7 @@ def decode_bytes(model: str, prompt_tokens: int, new_tokens: int, batch: int,
     size = cat.BYTES_PER_VALUE.get(precision)
     if size is None:
         return None
-    value = cat.mean_decode_bytes(model, prompt_tokens, new_tokens, batch, size)
-    return None if value is None else float(value)
+    return opt_float(cat.mean_decode_bytes(model, prompt_tokens, new_tokens, batch, size))
 
 
 def prefill_flops(model: str, prompt_tokens: int, batch: int, convention: str = NANOGPT

@@ -38,7 +38,7 @@ from dltop.results.queries import (
     running_settings,
 )
 from dltop.store import samples
-from dltop.store.read import queue_view, slurm
+from dltop.store.read import jobruns, queue_view, slurm
 from dltop.store.read.campaigns import campaigns_by_id
 from dltop.store.read.jobs import status_counts
 
@@ -205,7 +205,7 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
 
 
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
-    rows = queue_view.running_runs(db, campaign_id)
+    rows = jobruns.running(db, campaign_id)
     if not rows:
         return None
     r = rows[-1]  # the newest: the one the run panel shows

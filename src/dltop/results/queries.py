@@ -10,6 +10,7 @@ from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, RunStatus
 from dltop.errors import UserError
 from dltop.jobs.executors.where import queued_reason
 from dltop.results import labels, studyrefs
+from dltop.store import samples
 from dltop.store.read import campaigns as stored
 from dltop.store.read import jobruns
 
@@ -271,6 +272,6 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
     rows = jobruns.running(db, campaign_id)
     settings = running_settings(db, campaign_id, [int(r["job_id"]) for r in rows])
     return [CurrentRun(r["id"], r["job_id"], run_label(r, settings.get(int(r["job_id"]), "")),
-                       r["done"], r["total"], r["warmup"], r["started_at"], queued_reason(r),
-                       r["queue_s"])
+                       samples.count(db, "iterations", r["id"]), r["total"], r["warmup"],
+                       r["started_at"], queued_reason(r), r["queue_s"])
             for r in rows]

@@ -57,18 +57,13 @@ NOTES = ("Per profiled step: the totals over the profiled steps (after the measu
          "and JSON keep the full name.",)
 
 
-def short_op_name(name: str, width: int | None = None) -> str:
-    """``name``, or its start, ``…`` and a stable hash when over ``width`` characters.
-
-    Args:
-        name: an operator or kernel name, as stored.
-        width: the most characters shown (default :data:`SHORT_OP_CHARS`).
-    """
-    width = SHORT_OP_CHARS if width is None else width
-    if len(name) <= width:
+def short_op_name(name: str) -> str:
+    """``name`` (an operator or kernel name, as stored), or its start, ``…`` and a stable
+    hash when over :data:`SHORT_OP_CHARS` characters."""
+    if len(name) <= SHORT_OP_CHARS:
         return name
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
-    return f"{name[:max(1, width - HASH_CHARS - 2)]}…#{digest}"
+    return f"{name[:max(1, SHORT_OP_CHARS - HASH_CHARS - 2)]}…#{digest}"
 
 
 @dataclass(frozen=True)

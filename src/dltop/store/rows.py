@@ -62,11 +62,10 @@ def update_row(db: sqlite_utils.Database, table: str, row_id: int,
         raise NotFoundError(f"{table}: no row with id {row_id}")
 
 
-def insert_sql(table: str, columns: Sequence[str], *, replace: bool = False) -> str:
+def insert_sql(table: str, columns: Sequence[str]) -> str:
     """``insert into <table> (<columns>) values (?, ...)``, for ``executemany``."""
     cols = ", ".join(f'"{name}"' for name in columns)
-    verb = "insert or replace" if replace else "insert"
-    return f'{verb} into "{table}" ({cols}) values ({marks(columns)})'
+    return f'insert into "{table}" ({cols}) values ({marks(columns)})'
 
 
 def insert_row(db: sqlite_utils.Database, table: str, values: Mapping[str, Any]) -> int:

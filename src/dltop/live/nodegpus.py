@@ -11,11 +11,7 @@ from dltop.store import samples
 from dltop.telemetry.values import opt_float
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
-
-    Db = sqlite_utils.Database | ReadDb
+    from dltop.store.reader import Db
 
 
 @dataclass(frozen=True)

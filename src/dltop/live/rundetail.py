@@ -42,11 +42,7 @@ from dltop.telemetry.readings import gpu_shortfall, host_shortfall
 from dltop.telemetry.values import opt_float as _f
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
-
-    Db = sqlite_utils.Database | ReadDb
+    from dltop.store.reader import Db
 
 ENV_FIELDS = ("host", "os", "cpu_model", "physical_cores", "logical_cores", "python_version",
               "python_executable", "framework", "framework_version", "blas", "threads",

@@ -32,9 +32,7 @@ from dltop.store.read import generations
 from dltop.telemetry.values import opt_float
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
+    from dltop.store.reader import Db
 
 
 @dataclass(frozen=True)
@@ -78,7 +76,7 @@ class GenStats:
     e2e_s: Percentiles | None
 
 
-def generations_of(db: sqlite_utils.Database | ReadDb, run_ids: Sequence[int],
+def generations_of(db: Db, run_ids: Sequence[int],
                    *, warmup: bool = False) -> dict[int, list[Request]]:
     """Each run's generation requests in order, measured ones only unless ``warmup``
     (runs without any are left out; none before migration 17)."""

@@ -31,7 +31,7 @@ from dltop.store.read import profile, runs
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
 
-    from dltop.store.reader import ReadDb
+    from dltop.store.reader import Db
 
 SHORT_OP_CHARS = 80
 """Characters of an operator name a table shows (longer ones: :func:`short_op_name`)."""
@@ -96,7 +96,7 @@ class ProfiledRun:
     repeat: int
 
 
-def profile_ops(db: sqlite_utils.Database | ReadDb, run_id: int,
+def profile_ops(db: Db, run_id: int,
                 steps: int | None, *, top: int | None = None) -> tuple[ProfileOp, ...]:
     """The run's stored operators, ranked, their totals divided by the ``steps``
     profiled (empty without a profile); ``top``: those ranked up to it only."""
@@ -109,8 +109,7 @@ def profile_ops(db: sqlite_utils.Database | ReadDb, run_id: int,
         for o in profile.ops(db, run_id, top=top))
 
 
-def profiled_runs(db: sqlite_utils.Database | ReadDb, campaign_ids: Sequence[int],
-                  limit: int) -> list[ProfiledRun]:
+def profiled_runs(db: Db, campaign_ids: Sequence[int], limit: int) -> list[ProfiledRun]:
     """The first ``limit`` ok runs of the campaigns with a stored profile, in run order
     (none before migration 14)."""
     return [ProfiledRun(int(r["id"]), int(r["profile_steps"]), float(r["profile_step_ms"]),

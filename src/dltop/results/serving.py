@@ -32,9 +32,7 @@ from dltop.store.read import serving
 from dltop.telemetry.values import opt_float
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
+    from dltop.store.reader import Db
 
 SLO_KEYS = (("slo_ttft_ms", "ttft"), ("slo_tpot_ms", "tpot"), ("slo_e2e_ms", "e2e"))
 
@@ -84,8 +82,7 @@ class ServeRequest:
         return True
 
 
-def serve_requests_of(db: sqlite_utils.Database | ReadDb,
-                      run_ids: Sequence[int]) -> dict[int, list[ServeRequest]]:
+def serve_requests_of(db: Db, run_ids: Sequence[int]) -> dict[int, list[ServeRequest]]:
     """Each run's measured requests in schedule order (runs without any left out);
     ``idx`` is the request's place in the schedule."""
     return {rid: [ServeRequest(

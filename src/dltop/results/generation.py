@@ -31,7 +31,7 @@ from dltop.results.convergence import Percentiles, percentiles
 from dltop.store.read import generations
 from dltop.telemetry.values import opt_float
 
-if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
+if TYPE_CHECKING:
     from dltop.store.reader import Db
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -155,7 +155,6 @@ class CampaignView:
     jobs: tuple[JobLine, ...]
     current: RunView | None
     """The newest run in progress (the one the run panel shows)."""
-    read_at: str
     progress: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Job id -> (iterations done, total) of every run in progress (several when packed)."""
     waiting_for: str | None = None
@@ -306,7 +305,6 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
                            current.eta_s if current is not None and shown is not None
                            else None)
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
-                        current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        progress, c.get("waiting_for"), offset, running_row, head, tail,
+                        current, progress, c.get("waiting_for"), offset, running_row, head, tail,
                         eta, c["engine_start_time"], c.get("engine_host"),
                         c.get("engine_heartbeat_s"))

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import CampaignStatus, JobStatus, RunStatus
+from dltop.catalog import ENDED_CAMPAIGN_STATUSES, JobStatus, RunStatus
 from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.gcpause import gc_paused
@@ -204,8 +204,6 @@ class ConfigResult:
             and self.device_count > self.host_cores
 
 
-SETTLED = frozenset({CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED})
-"""Campaign states whose results change only when runs or jobs are added or edited."""
 CACHED = 2
 """Sets of finished campaigns whose results a process keeps (a report reads them twice;
 the results screen once per visit)."""
@@ -222,7 +220,7 @@ def _settled_state(db: sqlite_utils.Database, ids: Sequence[int]) -> tuple[Any, 
     rows = campaign_marks(db, ids) if path and ids else None
     if rows is None:
         return None
-    if len(rows) != len(set(ids)) or any(r[1] not in SETTLED for r in rows):
+    if len(rows) != len(set(ids)) or any(r[1] not in ENDED_CAMPAIGN_STATUSES for r in rows):
         return None
     # any commit since (an edit in place, SQL by hand) changes the file or its WAL
     stamps = tuple((st.st_mtime_ns, st.st_size) for st in

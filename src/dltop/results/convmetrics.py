@@ -33,7 +33,7 @@ def _latency(res: ConfigResult) -> Value:
     if res.identity.get("mode", "train") not in REQUESTS:
         return Value(None, "n/a: training run")
     seconds = [s for r in res.runs for s, _ in r.iterations]
-    lat = conv.latency(seconds)
+    lat = conv.percentiles(seconds)
     if lat is None:
         return Value(None, "n/a: not sampled")
     return _percentiles(lat, len(seconds))

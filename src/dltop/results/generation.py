@@ -87,12 +87,6 @@ def generations_of(db: Db, run_ids: Sequence[int],
             for rid, rows in generations.requests(db, run_ids, warmup=warmup).items()}
 
 
-def quantiles(values: Sequence[float]) -> Percentiles | None:
-    """(p50, p90, p99) of ``values`` (linear between ranks), None without any; p90 and
-    p99 are ``None`` from too few values (:func:`dltop.results.convergence.min_samples`)."""
-    return percentiles(values)
-
-
 def decode_rate(requests: Sequence[Request]) -> float | None:
     """Decoded tokens per second: Σ batch × (new_tokens - 1) / Σ ITL (prefill excluded)."""
     seconds = sum(sum(r.itl_s) for r in requests)
@@ -103,12 +97,12 @@ def decode_rate(requests: Sequence[Request]) -> float | None:
 def stats(requests: Sequence[Request]) -> GenStats | None:
     """The metrics of measured ``requests`` (None without any)."""
     measured = [r for r in requests if not r.warmup]
-    ttft = quantiles([r.ttft_s for r in measured])
+    ttft = percentiles([r.ttft_s for r in measured])
     if ttft is None:
         return None
     itl = [x for r in measured for x in r.itl_s]
     return GenStats(
         requests=len(measured), ttft_s=ttft,
-        tpot_s=quantiles([t for t in (r.tpot_s for r in measured) if t is not None]),
-        itl_s=quantiles(itl), n_itl=len(itl), decode_tokens_per_s=decode_rate(measured),
-        e2e_s=quantiles([r.e2e_s for r in measured if r.e2e_s is not None]))
+        tpot_s=percentiles([t for t in (r.tpot_s for r in measured) if t is not None]),
+        itl_s=percentiles(itl), n_itl=len(itl), decode_tokens_per_s=decode_rate(measured),
+        e2e_s=percentiles([r.e2e_s for r in measured if r.e2e_s is not None]))

@@ -63,9 +63,7 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
 def run_label(row: Mapping[str, Any]) -> str:
     """``run 14: torch fcn-r b128 cpu:2 bf16 #1``: the run label (its ``settings``:
     :func:`dltop.results.labels.settings_text`) and its repeat."""
-    return "run {}: {}".format(row["run_id"], labels.compose(
-        row["framework"], row["model"], row["batch_size"], row["device"],
-        str(row.get("settings") or ""), int(row["repeat"])))
+    return f"run {row['run_id']}: {queries.run_label(row, str(row.get('settings') or ''))}"
 
 
 def run_figures(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,

@@ -143,9 +143,8 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
                 {"op_full_name": op.name})
             for rank, op in enumerate(profile_ops(db, run_id, steps), 1)]
     camp = queries.resolve_campaign(db, int(run["campaign_id"]))
-    label = labels.compose(run["framework"], run["model"], run["batch_size"], run["device"],
-                           labels.run_settings(db, [run_id]).get(run_id, ""),
-                           int(run["repeat"]))  # the run label, as the report's figure
+    # the run label, as the report's figure
+    label = queries.run_label(run, labels.run_settings(db, [run_id]).get(run_id, ""))
     what = (f"operator profile of run {run_id} ({label}): "
             f"{steps} steps of {run['profile_step_ms']:.3f} ms on "
             f"{run['profile_device']}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -230,7 +230,7 @@ def message_cause(text: str | None) -> str | None:
     return lines[-1] if lines else None
 
 
-def run_label(r: dict[str, Any], settings: str = "") -> str:
+def run_label(r: Mapping[str, Any], settings: str = "") -> str:
     """``torch fcn-r b128 cpu:1 bf16 #1`` from a row with the job's columns and its
     :func:`~dltop.results.labels.settings_text` (the run label, :mod:`~dltop.results.labels`)."""
     return labels.compose(r["framework"], r["model"], r["batch_size"], r["device"], settings,

@@ -13,6 +13,7 @@ from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.joblist import JobList
 from dltop.profiles.jobspec import JobSpec
 from dltop.store.read.runs import marks
+from dltop.store.read.schema import columns
 from dltop.store.templates import (
     CONFIG_COLUMNS,
     add_templates,
@@ -102,7 +103,7 @@ def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int
             back, stores none of it).
     """
     blocks = jobs.blocks if isinstance(jobs, JobList) else ((tuple(jobs), 1),)
-    compact = any(r[1] == "template" for r in db.conn.execute("pragma table_info(jobs)"))
+    compact = "template" in columns(db, "jobs")
     makers = [[RepeatRows(campaign_id, job, compact=compact) for job in configs]
               for configs, _ in blocks]
     if not any(makers):

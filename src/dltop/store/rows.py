@@ -69,6 +69,13 @@ def insert_sql(table: str, columns: Sequence[str]) -> str:
     return f'insert into "{table}" ({cols}) values ({marks(columns)})'
 
 
+def upsert_sql(table: str, columns: Sequence[str], run_id: str = "?") -> str:
+    """``insert or replace`` of a run's rows of ``table``: ``run_id`` (a parameter, or
+    a ``{run_id}`` slot for a literal), then ``columns``."""
+    return (f"insert or replace into {table} (run_id, {', '.join(columns)}) "
+            f"values ({run_id}, {marks(columns)})")
+
+
 def insert_row(db: sqlite_utils.Database, table: str, values: Mapping[str, Any]) -> int:
     """``insert into <table> (...) values (...)``; return the new row's id."""
     cols = ", ".join(f'"{name}"' for name in values)

@@ -271,5 +271,3 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
                   figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty,
                   left_out=failed_text(results) if figures else "")
 
-
-__all__ = ["Figure", "Report", "build"]

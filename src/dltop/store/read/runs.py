@@ -8,6 +8,7 @@ from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from dltop.store import samples
+from dltop.store.read.schema import has_table
 from dltop.store.views import JOB_SPECS
 
 CHUNK = 500
@@ -24,6 +25,18 @@ def in_chunks(ids: Sequence[int]) -> Iterator[tuple[list[int], str]]:
     for i in range(0, len(ids), CHUNK):
         chunk = list(ids[i:i + CHUNK])
         yield chunk, marks(chunk)
+
+
+def by_run(db: Any, run_ids: Sequence[int], table: str, sql: str) -> dict[int, list[Any]]:
+    """The rows of ``sql`` (``{marks}``: a chunk of ``run_ids``) by their ``run_id``, in
+    the order read; empty on a database before ``table``'s migration."""
+    out: dict[int, list[Any]] = {}
+    if not run_ids or not has_table(db, table):
+        return out
+    for chunk, qs in in_chunks(run_ids):
+        for r in db.query(sql.format(marks=qs), chunk):
+            out.setdefault(int(r["run_id"]), []).append(r)
+    return out
 
 
 def campaign_marks(db: Any, ids: Sequence[int]) -> tuple[tuple[Any, ...], ...] | None:

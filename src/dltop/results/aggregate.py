@@ -21,7 +21,7 @@ import os
 import statistics
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +107,12 @@ class RunRecord:
         if mean and per_iter:
             return float(per_iter) / float(mean)
         return opt_float(self.get("samples_per_s"))
+
+
+def floats(runs: Iterable[RunRecord], field: str) -> list[float]:
+    """The runs' recorded values of column ``field``."""
+    # the fields dict itself, not RunRecord.get: a summary row reads ~30 columns of each run
+    return [float(v) for r in runs if (v := r.fields.get(field)) is not None]
 
 
 @dataclass(frozen=True)

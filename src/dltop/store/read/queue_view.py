@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltop.catalog import JobStatus, RunStatus
+from dltop.store.read.runs import marks
 from dltop.store.read.schema import columns
 
 _JOB_COLUMNS = (
@@ -114,7 +115,7 @@ def finished_pace(db: Any, campaign_id: int, statuses: Sequence[str]) -> list[di
         "sum((julianday(r.finished_at) - julianday(r.started_at)) * 86400.0) as wall, "
         "sum(r.n_iterations * r.mean_s) as measured "
         "from runs r join jobs j on j.id = r.job_id where r.campaign_id = ? "
-        f"and r.status in ({', '.join('?' * len(statuses))}) "
+        f"and r.status in ({marks(statuses)}) "
         "and r.finished_at is not null and r.started_at is not null "
         f"and r.n_iterations > 0 group by {_CONFIG}", [campaign_id, *statuses]))
 

@@ -234,13 +234,13 @@ class Store:
                 (run_id, rank, *(op.get(k) for k in PROFILE_OP_COLUMNS))
                 for rank, op in enumerate(ops, 1)])
 
-    def finish_run(self, run_id: int, job_id: int, status: RunStatus,
-                   fields: dict[str, Any]) -> None:
-        """Close a run with its final status and summary; the job takes that status."""
+    def finish_run(self, run_id: int, job_id: int, status: RunStatus, fields: dict[str, Any],
+                   job_status: JobStatus | RunStatus | None = None) -> None:
+        """Close a run with its final status and summary; the job takes ``job_status``."""
         with transaction(self.db):
             update_row(self.db, "runs", run_id, {**fields, "status": status,
                                                  "finished_at": utc_now()})
-            update_row(self.db, "jobs", job_id, {"status": status})
+            update_row(self.db, "jobs", job_id, {"status": job_status or status})
 
     def record_environment(self, run_id: int, env: dict[str, Any]) -> None:
         """Store the run's environment (host facts plus what the runner reported)."""

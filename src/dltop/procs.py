@@ -58,7 +58,7 @@ def this_host() -> str:
 
 
 def engine_alive(pid: int | None, start_time: float | None, host: str | None = None,
-                 heartbeat_s: float | None = None, now_s: float | None = None) -> bool:
+                 heartbeat_s: float | None = None) -> bool:
     """True if the campaign's recorded engine still runs.
 
     On the engine's own host (or when the database names no host: an engine older
@@ -72,21 +72,19 @@ def engine_alive(pid: int | None, start_time: float | None, host: str | None = N
         start_time: that process's start time as recorded.
         host: the engine's host as recorded (``campaigns.engine_host``).
         heartbeat_s: its last heartbeat, epoch seconds (``campaigns.engine_heartbeat_s``).
-        now_s: the time to judge at (default: now).
     """
     if not pid:
         return False
     if host is None or host == this_host():
         return pid != os.getpid() and process_alive(pid, start_time)
-    now = time.time() if now_s is None else now_s
-    return heartbeat_s is not None and now - heartbeat_s < HEARTBEAT_STALE_S
+    return heartbeat_s is not None and time.time() - heartbeat_s < HEARTBEAT_STALE_S
 
 
-def heartbeat_age(heartbeat_s: float | None, now_s: float | None = None) -> str:
+def heartbeat_age(heartbeat_s: float | None) -> str:
     """How long ago the heartbeat was, for messages (``12 s ago``, ``never``)."""
     if heartbeat_s is None:
         return "never"
-    age = max(0.0, (time.time() if now_s is None else now_s) - heartbeat_s)
+    age = max(0.0, time.time() - heartbeat_s)
     return f"{age:.0f} s ago" if age < 120 else f"{age / 60:.0f} min ago"
 
 

@@ -24,7 +24,7 @@ from dltop.store import Store
 from dltop.store.db import connect
 from dltop.store.migrations import apply
 from dltop.store.queue import RunProcess
-from dltop.store.read.queue_view import running_runs
+from dltop.store.read.jobruns import running
 
 SRC = Path(dltop.__file__).parent
 PROFILE = """
@@ -112,7 +112,7 @@ def test_where_a_job_runs_and_whether_its_run_queues_are_what_its_executor_decla
     run = store.start_run(store.add_jobs(cid, [job])[0], cid, 1, "", 8, NAME)
     store.update_run(run, {"slurm_job_id": "5", "slurm_state": "PENDING",
                            "slurm_reason": "Priority"})
-    (row,) = running_runs(store.db, cid)
+    (row,) = running(store.db, cid)
     assert on_this_host(job) and isinstance(for_job(job), ThirdPartyExecutor)
     assert queued_reason(row) is None  # its runs never wait in a queue
     assert not on_this_host(replace(job, executor="slurm"))

@@ -18,7 +18,7 @@ from dltop.profiles.loader import builtin_names, load, parse
 from dltop.profiles.references import Reference
 from dltop.profiles.slurm import SlurmSettings
 from dltop.store.db import memory_db
-from dltop.store.writer import job_row
+from dltop.store.rows import job_row
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 

@@ -8,7 +8,7 @@ import pytest
 
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
-from dltop.store.writer import utc_now
+from dltop.store.rows import utc_now
 
 from .test_control import command_toml, query, start, wait_for
 

@@ -14,10 +14,10 @@ from dltop.results.convergence import (
     EvalPoint,
     epoch_time,
     final_accuracy,
-    latency,
     min_samples,
     percentile,
     percentile_or_none,
+    percentiles,
     time_to_accuracy,
 )
 from dltop.results.metricdefs import metric
@@ -58,20 +58,20 @@ def test_final_accuracy_and_epoch_time() -> None:
 def test_latency_percentiles_match_the_inclusive_rule() -> None:
     xs = [0.010, 0.012, 0.011, 0.030, 0.013, 0.011, 0.012, 0.015, 0.010, 0.014]
     q = statistics.quantiles(xs, n=100, method="inclusive")
-    p50, p90, p99 = latency(xs) or (0, 0, 0)
+    p50, p90, p99 = percentiles(xs) or (0, 0, 0)
     assert (p50, p90) == pytest.approx((q[49], q[89]))
     assert p99 is None  # 10 samples: too few for a p99 (n >= 100)
-    assert percentile([1.0], 99) == 1.0 and latency([]) is None
+    assert percentile([1.0], 99) == 1.0 and percentiles([]) is None
     many = [0.01 + 0.0001 * (i % 37) for i in range(100)]
     q = statistics.quantiles(many, n=100, method="inclusive")
-    assert latency(many) == pytest.approx((q[49], q[89], q[98]))
+    assert percentiles(many) == pytest.approx((q[49], q[89], q[98]))
 
 
 def test_a_percentile_needs_enough_samples() -> None:
     assert [min_samples(q) for q in (50, 90, 95, 99, 99.9)] == [1, 10, 20, 100, 1000]
     assert [min_samples(q) for q in (10, 1)] == [10, 100]  # below the median alike
-    assert latency([0.1] * 9) == (0.1, None, None)
-    assert latency([0.1] * 99)[1:] == (0.1, None)  # type: ignore[index]
+    assert percentiles([0.1] * 9) == (0.1, None, None)
+    assert percentiles([0.1] * 99)[1:] == (0.1, None)  # type: ignore[index]
     assert percentile_or_none([0.1] * 10, 99) is None
     assert percentile_or_none([0.1] * 10, 90) == 0.1
 

@@ -23,7 +23,8 @@ from tests.dltop_env import DltopEnv
 
 from dltop.report import data, specs
 from dltop.results import queries
-from dltop.results.generation import decode_rate, quantiles
+from dltop.results.convergence import percentiles
+from dltop.results.generation import decode_rate
 from dltop.store.generations import unpack_seconds
 from dltop.store.reader import open_reader
 
@@ -231,7 +232,7 @@ def test_export_metric_cells_carry_p50_p90_p99_and_n(ran: Env, metric: str) -> N
             shown = [float(r[k]) for k in ("cpu:1", "cpu:1 p90_s", "cpu:1 p99_s") if r[k]]
             assert shown == sorted(shown) and r["cpu:1 p99_s"] == ""
     if metric == "ttft":  # Markdown: in ms, 4 significant digits
-        assert f"{quantiles([t for t, _ in _requests()])[0] * 1000:#.4g}" in md.stdout
+        assert f"{percentiles([t for t, _ in _requests()])[0] * 1000:#.4g}" in md.stdout
         assert "| cpu:1 (ms) |" in md.stdout
 
 
@@ -256,8 +257,8 @@ def test_report_draws_latency_vs_batch_and_ttft_vs_prompt(ran: Env) -> None:
     batch = figs["generate-batch-gpt-tiny"]
     assert batch.panels == ("TPOT p50 s", "TTFT p50 s") and not batch.omitted
     reqs = _requests()
-    tpot = quantiles([sum(xs) / (NEW - 1) for _, xs in reqs])
-    ttft = quantiles([t for t, _ in reqs])
+    tpot = percentiles([sum(xs) / (NEW - 1) for _, xs in reqs])
+    ttft = percentiles([t for t, _ in reqs])
     assert tpot is not None and ttft is not None
     # 2 batch sizes × 2 prompt lengths (two series), each point its configuration's p50
     assert sorted((r["batch"], r["panel"]) for r in batch.rows) == sorted(

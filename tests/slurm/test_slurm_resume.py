@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from dltop.jobs.executors.slurm import is_orphan_job
-from dltop.jobs.executors.slurm_adopt import parse_sacct, parse_squeue, slurm_job_now
+from dltop.jobs.executors.slurm_adopt import parse_state, slurm_job_now
 
 from .cluster import LocalSlurm
 from .test_slurm_runs import env_for, runs, slurm_state, wait_for_run, write
@@ -101,8 +101,8 @@ STEPS = ("import time\nfor i in range(6):\n    time.sleep(0.5)\n"
 
 
 def test_slurm_s_answers_about_a_job_are_parsed() -> None:
-    assert parse_squeue("COMPLETED\n") == "COMPLETED" and parse_squeue("") is None
-    assert parse_sacct("CANCELLED by 0\n") == "CANCELLED" and parse_sacct("\n") is None
+    assert parse_state("COMPLETED\n") == "COMPLETED" and parse_state("") is None
+    assert parse_state("CANCELLED by 0\n") == "CANCELLED" and parse_state("\n") is None
 
 
 def test_a_job_slurm_forgot_is_completed_by_its_runner_s_exit_record(

@@ -8,7 +8,8 @@ from dltop.jobs.executors.where import queued_reason
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect, memory_db
 from dltop.store.read.changes import data_version, main_file
-from dltop.store.read.queue_view import job_row, queue_window, running_runs
+from dltop.store.read.jobruns import running
+from dltop.store.read.queue_view import job_row, queue_window
 from dltop.store.read.slurm import queue_state
 from dltop.store.reader import open_reader
 
@@ -29,7 +30,7 @@ def test_a_run_shows_its_slurm_queue_reason_until_it_runs() -> None:
     _, _, run = _running(store, "slurm-batch")
 
     def pending(campaign: int = cid + 1) -> str | None:
-        return queued_reason(running_runs(store.db, campaign)[0], True, "submitted")
+        return queued_reason(running(store.db, campaign)[0], True, "submitted")
 
     def in_queue() -> str | None:
         (window_run,) = [j["run_id"] for j in queue_window(store.db, cid + 1, 0, 10)
@@ -51,10 +52,10 @@ def test_a_database_without_the_plan_and_slurm_columns_reads_alike() -> None:
     store = Store(memory_db())
     cid, _, run = _running(store)
     store.update_run(run, {"plan_iterations": 99, "slurm_job_id": "17"})
-    assert running_runs(store.db, cid)[0]["total"] == 99
+    assert running(store.db, cid)[0]["total"] == 99
     for column in ("plan_iterations", "slurm_state"):  # as before migrations 14 and 15
         store.db.execute(f"alter table runs drop column {column}")
-    row = running_runs(store.db, cid)[0]
+    row = running(store.db, cid)[0]
     assert row["total"] == 23  # the job's warm-up + iterations
     assert queued_reason(row, True, "submitted") is None
 

@@ -54,7 +54,8 @@ from dltop.procs import HEARTBEAT_S, this_host
 from dltop.store import guard
 from dltop.store.fence import OwnershipLost
 from dltop.store.guard import StorageError
-from dltop.store.writer import Store, utc_now
+from dltop.store.rows import utc_now
+from dltop.store.writer import Store
 from dltop.telemetry.sampler import Sampler
 from dltop.telemetry.windows import Batch
 

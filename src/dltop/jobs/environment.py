@@ -115,9 +115,3 @@ _HELLO_COLUMNS = frozenset({
     "v", "event", "framework", "framework_version", "python_version", "python_executable",
     "device", "threads", "pid", "blas", "cuda_version", "cudnn_version", "device_name"})
 """Hello fields with a column of their own (the rest go to ``extra``)."""
-
-
-def visible_env() -> dict[str, str]:
-    """This process's environment, the base for children."""
-    return dict(os.environ)
-

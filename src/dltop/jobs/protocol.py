@@ -43,7 +43,14 @@ from typing import Any
 
 from dltop.childfiles import child_module
 from dltop.jobs import protocol_evals
-from dltop.jobs.protocol_evals import check_eval, check_generate, check_plan, check_profile
+from dltop.jobs.protocol_evals import (
+    _is_int,
+    _show,
+    check_eval,
+    check_generate,
+    check_plan,
+    check_profile,
+)
 from dltop.jobs.protocol_serve import check_idle, check_load, check_request
 
 INT64_MAX = 2**63 - 1
@@ -62,17 +69,8 @@ _HELLO_TEXT = ("framework", "framework_version", "python_version", "python_execu
                "device", "blas", "cuda_version", "cudnn_version", "device_name")
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def _show(v: Any) -> str:
-    text = repr(v)
-    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def too_deep(line: bytes, limit: int = MAX_EVENT_DEPTH) -> bool:

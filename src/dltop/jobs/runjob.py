@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -151,7 +152,7 @@ class RunLifecycle:
                 q, ErrorKind.STORAGE, f"cannot write {where}: {exc.strerror or exc}",
                 run_id=run_id)
         log_path, spec_path = files.log_path, files.spec_path
-        env = environment.child_env(job, environment.visible_env(), dict(cmd.env),
+        env = environment.child_env(job, dict(os.environ), dict(cmd.env),
                                     gpu_indices=alloc.gpu_indices)
         self._emit(RunStarted(run_id, q.job_id, index, total, job, str(log_path)))
         run_stop = self.run_stops[run_id] = asyncio.Event()

@@ -16,6 +16,7 @@ from dltop.results.convergence import percentile_or_none
 from dltop.store.generations import pack_seconds
 from dltop.store.serving import pack_counts
 from dltop.store.writer import Store
+from dltop.telemetry.values import opt_float
 
 LAG_BOUND_S = 0.010
 """A measured dispatch lag p99 above this flags the run ``client-bound`` (a p99 needs 100
@@ -30,16 +31,14 @@ bound as the telemetry figures' window, docs/metrics.md)."""
 
 def request_row(event: dict[str, Any]) -> dict[str, Any]:
     """The ``serve_requests`` row of a checked ``request`` event."""
-    def opt(key: str) -> float | None:
-        v = event.get(key)
-        return None if v is None else float(v)
-
     return {"idx": int(event["index"]), "request": int(event["request"]),
             "warmup": int(bool(event["warmup"])),
             "scheduled_s": float(event["scheduled_s"]),
             "dispatch_lag_s": float(event["dispatch_lag_s"]),
-            "slot_wait_s": float(event["slot_wait_s"]), "first_byte_s": opt("first_byte_s"),
-            "ttft_s": opt("ttft_s"), "e2e_s": opt("e2e_s"), "status": int(event["status"]),
+            "slot_wait_s": float(event["slot_wait_s"]),
+            "first_byte_s": opt_float(event.get("first_byte_s")),
+            "ttft_s": opt_float(event.get("ttft_s")), "e2e_s": opt_float(event.get("e2e_s")),
+            "status": int(event["status"]),
             "error": event.get("error"), "prompt_tokens": event.get("prompt_tokens"),
             "output_tokens": int(event["output_tokens"]),
             "tokens_estimated": int(bool(event["tokens_estimated"])),

@@ -9,7 +9,7 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -38,7 +38,7 @@ from dltop.results.queries import (
     running_settings,
 )
 from dltop.store import samples
-from dltop.store.read import queue_view, slurm
+from dltop.store.read import jobruns, queue_view, slurm
 from dltop.store.read.campaigns import campaigns_by_id
 from dltop.store.read.jobs import status_counts
 
@@ -155,7 +155,6 @@ class CampaignView:
     jobs: tuple[JobLine, ...]
     current: RunView | None
     """The newest run in progress (the one the run panel shows)."""
-    read_at: str
     progress: dict[int, tuple[int, int]] = field(default_factory=dict)
     """Job id -> (iterations done, total) of every run in progress (several when packed)."""
     waiting_for: str | None = None
@@ -205,7 +204,7 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
 
 
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:
-    rows = queue_view.running_runs(db, campaign_id)
+    rows = jobruns.running(db, campaign_id)
     if not rows:
         return None
     r = rows[-1]  # the newest: the one the run panel shows
@@ -306,7 +305,6 @@ def read_campaign(db: sqlite_utils.Database, campaign_id: int, offset: int = 0,
                            current.eta_s if current is not None and shown is not None
                            else None)
     return CampaignView(camp, c.get("control"), c["engine_pid"], alive, counts, jobs,
-                        current, datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                        progress, c.get("waiting_for"), offset, running_row, head, tail,
+                        current, progress, c.get("waiting_for"), offset, running_row, head, tail,
                         eta, c["engine_start_time"], c.get("engine_host"),
                         c.get("engine_heartbeat_s"))

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import CampaignStatus, JobStatus, RunStatus
+from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
 from dltop.live.metrics import Family, Labels, family
 from dltop.procs import engine_alive
 from dltop.results import identity
@@ -145,13 +145,10 @@ def read_campaigns(db: sqlite_utils.Database,
                              getattr(c, "engine_host", None),
                              getattr(c, "engine_heartbeat_s", None))
         out.append(CampaignMetrics(
-            cid, c.name, c.status, alive and c.status not in _ENDED,
+            cid, c.name, c.status, alive and c.status not in ENDED_CAMPAIGN_STATUSES,
             getattr(c, "waiting_for", None) if c.status == CampaignStatus.WAITING else None,
             jobs, runs, last))
     return out
-
-
-_ENDED = frozenset({CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED})
 
 
 def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[Family]:

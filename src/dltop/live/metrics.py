@@ -23,7 +23,8 @@ from dltop.live.devices import DeviceFrame
 from dltop.live.serve_live import ServeLive, serve_live
 from dltop.procs import engine_alive
 from dltop.results.queries import open_campaigns
-from dltop.store.read.queue_view import recent_iterations, running_runs
+from dltop.store.read.jobruns import running
+from dltop.store.read.queue_view import recent_iterations
 from dltop.telemetry.values import HostSample
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import
@@ -106,7 +107,7 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
                   labels: Mapping[int, Mapping[str, str]] | None = None) -> list[RunMetrics]:
     """The campaign's runs stored as running, with their recent iterations' pace."""
     out: list[RunMetrics] = []
-    for r in running_runs(db, campaign_id):
+    for r in running(db, campaign_id):
         its = recent_iterations(db, r["id"], RECENT_ITERATIONS)
         measured = [i["seconds"] for i in its if not i["warmup"]]
         recent = measured or [i["seconds"] for i in its]

@@ -8,18 +8,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.store import samples
+from dltop.telemetry.values import opt_float
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
-
-    Db = sqlite_utils.Database | ReadDb
-
-
-def opt_float(v: Any) -> float | None:
-    """A stored number as a float, ``None`` kept (a column the run does not have)."""
-    return None if v is None else float(v)
+    from dltop.store.reader import Db
 
 
 @dataclass(frozen=True)

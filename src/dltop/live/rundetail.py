@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import RunStatus
 from dltop.live.campaign import read_log_tail
 from dltop.live.nodegpus import NodeGpu, node_gpus, slurm_acct_text
-from dltop.live.nodegpus import opt_float as _f  # the same conversion, one definition
 from dltop.results import generation as gen
 from dltop.results import labels
 from dltop.results.gpufacts import GPU_FACTS_KEY, gpu_facts_texts
@@ -38,14 +37,12 @@ from dltop.results.servetrace import ServeTrace, serve_trace
 from dltop.results.serving import serve_requests_of
 from dltop.store import samples
 from dltop.store.read import rundetail as run_rows
+from dltop.store.read import runs
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
+from dltop.telemetry.values import opt_float as _f
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
-
-    Db = sqlite_utils.Database | ReadDb
+    from dltop.store.reader import Db
 
 ENV_FIELDS = ("host", "os", "cpu_model", "physical_cores", "logical_cores", "python_version",
               "python_executable", "framework", "framework_version", "blas", "threads",
@@ -261,7 +258,7 @@ def cpu_energy_text(m: RunTelemetry) -> str | None:
 
 def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     """Everything the detail view shows of a run but its series (None: no such run)."""
-    r = run_rows.run_with_job(db, run_id)
+    r = runs.with_job(db, run_id)
     if r is None:
         return None
     env = run_rows.environment_row(db, run_id)
@@ -284,7 +281,7 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),
         attempt=int(r["attempt"] or 1), attempts=run_rows.job_attempts(db, int(r["job_id"])),
-        framework=r["j_framework"], model=r["model"], batch_size=int(r["batch_size"]),
+        framework=r["framework"], model=r["model"], batch_size=int(r["batch_size"]),
         device=r["device"], repeat=int(r["repeat"]), iterations=int(r["iterations"]),
         warmup=int(r["warmup"]), status=r["status"], started_at=r["started_at"],
         finished_at=r["finished_at"], wall_s=_f(r["wall_s"]), error_kind=r["error_kind"],

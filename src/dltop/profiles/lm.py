@@ -36,10 +36,6 @@ learning rate and weight decay (each only where the profile leaves it unset)."""
 ATTENTION_DEFAULT: Final = "fused"
 
 
-def _catalog() -> ModuleType:
-    return child_module("lm_catalog")
-
-
 def _text() -> ModuleType:
     return child_module("lm_text")
 
@@ -68,8 +64,8 @@ def _text_problem(data_dir: str, seq_len: int, batch: int,
 
 def lm_catalog() -> ModuleType:
     """The runners' ``lm_catalog`` module, loaded once from its file (the FLOPs and bytes
-    of :mod:`dltop.results.lmcost` call it)."""
-    return _catalog()
+    of :mod:`dltop.results.lmcost` and the functions below call it)."""
+    return child_module("lm_catalog")
 
 
 def shape(model: str) -> dict[str, Any]:
@@ -78,28 +74,28 @@ def shape(model: str) -> dict[str, Any]:
     Raises:
         KeyError: ``model`` is not a transformer.
     """
-    return dict(_catalog().shape(model))
+    return dict(lm_catalog().shape(model))
 
 
 def param_count(model: str) -> int:
     """Every trainable parameter of the transformer (``lm_catalog.param_count``)."""
-    return int(_catalog().param_count(model))
+    return int(lm_catalog().param_count(model))
 
 
 def flops_per_token(model: str, seq_len: int, mode: str) -> float | None:
     """FLOPs per token of a run (``lm_catalog.flops_per_token``): None for generate."""
-    value = _catalog().flops_per_token(model, seq_len, mode)
+    value = lm_catalog().flops_per_token(model, seq_len, mode)
     return None if value is None else float(value)
 
 
 def default_prompt_tokens() -> int:
     """Prompt length of a generate job that does not set ``prompt_tokens``."""
-    return int(_catalog().DEFAULT_PROMPT_TOKENS)
+    return int(lm_catalog().DEFAULT_PROMPT_TOKENS)
 
 
 def default_new_tokens() -> int:
     """Decoded tokens of a generate job that does not set ``new_tokens``."""
-    return int(_catalog().DEFAULT_NEW_TOKENS)
+    return int(lm_catalog().DEFAULT_NEW_TOKENS)
 
 
 def mode_checks(err: Err, loc: Loc, s: dict[str, Any]) -> None:

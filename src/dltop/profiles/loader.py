@@ -198,7 +198,7 @@ def _preset(where: Where, origin: dict[str, str], at: str,
     if not isinstance(name, str):
         raise where.err(f"{origin.get('preset', at)}.preset", f"expected a string, got {name!r}")
     try:
-        return dict(presets.preset_defaults(name))
+        return dict(presets.PRESETS[name])
     except KeyError:
         raise where.err(f"{origin.get('preset', at)}.preset", f"unknown preset {name!r} "
                         f"(known: {', '.join(sorted(presets.PRESETS)) or 'none'})") from None

@@ -99,12 +99,3 @@ PRESETS: Final[Mapping[str, Mapping[str, Any]]] = {
     "torchbench": TORCHBENCH,
 }
 """Preset name → its defaults (keys from :data:`PRESET_KEYS`)."""
-
-
-def preset_defaults(name: str) -> Mapping[str, Any]:
-    """The defaults of preset ``name``.
-
-    Raises:
-        KeyError: no preset is called ``name`` (the caller names the known ones).
-    """
-    return PRESETS[name]

@@ -34,7 +34,7 @@ from dltop.report.profiles import profile_figures
 from dltop.report.runs import pick_runs, run_figures
 from dltop.report.serving import serve_run_figures, serving_figures
 from dltop.results import caption, identity, labels, queries, scaling, summary, tokens
-from dltop.results.aggregate import ConfigResult, config_results
+from dltop.results.aggregate import ConfigResult, config_results, floats
 from dltop.results.metrics import value_of
 from dltop.results.places import placed_identities
 from dltop.results.table import fmt_seconds
@@ -93,10 +93,6 @@ def _join(notes: Sequence[str]) -> str:
     return "; ".join(n for n in notes if n) + "."
 
 
-def _medians(r: ConfigResult) -> list[float]:
-    return [float(run.get("median_s")) for run in r.runs if run.get("median_s") is not None]
-
-
 def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
     """Per model and device family: median s/iter vs device count, one line per
     framework (and batch), with the runs' min–max as error bars."""
@@ -118,7 +114,8 @@ def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> 
             enc = encode.encoding(ok, var)  # colour and facets from what varies here
             rows, capped = cap_lines([
                 {**enc.row(r, host=hosts), "devices": r.device_count, "seconds": r.median_s,
-                 "low": min(_medians(r)), "high": max(_medians(r)), "n": r.n_runs}
+                 "low": min(floats(r.runs, "median_s")),
+                 "high": max(floats(r.runs, "median_s")), "n": r.n_runs}
                 for r in ok])
             notes = [enc.same, n_text(ok), spread_text(ok), flagged_text(ok), capped]
             out.append(Figure(key, "devices", title, rows=tuple(rows), x_title=axis,
@@ -271,5 +268,3 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
                   figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty,
                   left_out=failed_text(results) if figures else "")
 
-
-__all__ = ["Figure", "Report", "build"]

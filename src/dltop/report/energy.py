@@ -22,7 +22,7 @@ from dltop.report.content import Figure
 from dltop.report.encode import HIDDEN
 from dltop.report.leftout import caption_text
 from dltop.results import identity, labels, tokens
-from dltop.results.aggregate import ConfigResult
+from dltop.results.aggregate import ConfigResult, floats
 from dltop.results.metricdefs import metric
 from dltop.results.readings import readings_check
 
@@ -78,7 +78,7 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
             facet += f", {'transformers' if tokens.is_lm(r.model) else 'other models'}"
         power = metric("power").header  # the axes' titles: the metrics' declared labels
         for panel, column in ((power, "power_mean_w"), (joules, "joules_per_sample")):
-            values = [float(v) for v in (run.get(column) for run in r.runs) if v is not None]
+            values = floats(r.runs, column)
             if values:
                 rows.append({"panel": panel, "framework": r.framework, "config": config,
                              "mode": mode, "facet": facet, "bar": f"{facet}: {config}",

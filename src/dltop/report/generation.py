@@ -57,8 +57,9 @@ def _run_p50s(r: ConfigResult, pick: Callable[[gen.GenStats], conv.Percentiles |
     return out
 
 
-def _pickers() -> dict[str, Callable[[gen.GenStats], conv.Percentiles | None]]:
-    return {"tpot": lambda s: s.tpot_s, "ttft": lambda s: s.ttft_s}
+PICKS: dict[str, Callable[[gen.GenStats], conv.Percentiles | None]] = {
+    "tpot": lambda s: s.tpot_s, "ttft": lambda s: s.ttft_s}
+"""A latency metric's percentiles in a run's generation statistics."""
 
 
 def _rows(ok: Sequence[ConfigResult], var: identity.Variation, x: str,
@@ -66,7 +67,6 @@ def _rows(ok: Sequence[ConfigResult], var: identity.Variation, x: str,
     rows: list[dict[str, Any]] = []
     hosts = len({r.host for r in ok}) > 1
     devices = len({r.device for r in ok}) > 1
-    pick = _pickers()
     short = encode.variants(ok) if x == "batch" else {}  # a legend's, a lone point's words
     for r in ok:
         series = f"{_label(r, var, batch=x != 'batch', host=hosts)} {r.device}"
@@ -77,7 +77,7 @@ def _rows(ok: Sequence[ConfigResult], var: identity.Variation, x: str,
             value = value_of(r, name).value
             if value is None:
                 continue
-            own = _run_p50s(r, pick[name])
+            own = _run_p50s(r, PICKS[name])
             rows.append({"panel": panel, "framework": r.framework, "series": series,
                          "variant": variant,
                          x: r.batch_size if x == "batch" else r.identity.get(x),

@@ -25,7 +25,7 @@ from dltop.store.read.latest import runs_with_iterations
 if TYPE_CHECKING:
     import sqlite_utils
 
-    from dltop.store.reader import ReadDb
+    from dltop.store.reader import Db
 
 MAX_POINTS = 600
 """Rows read per series: a figure shows no more than a few hundred pixels of them."""
@@ -63,9 +63,7 @@ def pick_runs(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
 def run_label(row: Mapping[str, Any]) -> str:
     """``run 14: torch fcn-r b128 cpu:2 bf16 #1``: the run label (its ``settings``:
     :func:`dltop.results.labels.settings_text`) and its repeat."""
-    return "run {}: {}".format(row["run_id"], labels.compose(
-        row["framework"], row["model"], row["batch_size"], row["device"],
-        str(row.get("settings") or ""), int(row["repeat"])))
+    return f"run {row['run_id']}: {queries.run_label(row, str(row.get('settings') or ''))}"
 
 
 def run_figures(db: sqlite_utils.Database, ids: Sequence[int], max_runs: int,
@@ -102,8 +100,7 @@ def id_ranges(ids: Sequence[int]) -> str:
     return f"run{'s' if len(ids) != 1 else ''} {text}"
 
 
-def drawn_trace(db: sqlite_utils.Database | ReadDb, run_id: int,
-                row: Mapping[str, Any]) -> Figure:
+def drawn_trace(db: Db, run_id: int, row: Mapping[str, Any]) -> Figure:
     """The figure of one run, its long series downsampled with their spikes kept."""
     trace = read_trace(db, run_id, max_points=MAX_POINTS)
     if trace.pruned or not all(p.t_end_s is not None for p in trace.iterations):
@@ -131,7 +128,7 @@ class DrawnSeries:
     note: str
 
 
-def read_series(db: sqlite_utils.Database | ReadDb, trace: RunTrace) -> DrawnSeries:
+def read_series(db: Db, trace: RunTrace) -> DrawnSeries:
     """Every series of a timed run on its axis, at most :data:`MAX_POINTS` rows each."""
     origin = series.origin_s(db, trace.run_id) or 0.0
     rows: list[dict[str, Any]] = []

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.captions import order as _order
 from dltop.report.content import Figure
-from dltop.report.generation import pct_panel
-from dltop.results import convergence as conv
+from dltop.report.generation import PICKS, pct_panel
 from dltop.results import generation as gen
 from dltop.results import identity, labels
 from dltop.results.aggregate import ConfigResult
@@ -83,16 +82,14 @@ def _latency_rows(ok: Sequence[ConfigResult], var: identity.Variation) -> list[d
         x, _ = _rate(r)
         if x is None:
             continue
-        picks: tuple[tuple[str, Callable[[gen.GenStats], conv.Percentiles | None]], ...] = (
-            ("ttft", lambda s: s.ttft_s), ("tpot", lambda s: s.tpot_s))
-        for name, pick in picks:
+        for name in ("ttft", "tpot"):
             cell = dict(value_of(r, name).extra)
             for pct, at in PCTS:
                 value = cell.get(f"{pct}_s")
                 if value is None:
                     continue
                 own = [v for run in r.runs if (st := gen.stats(run.generations))
-                       and (p := pick(st)) is not None and (v := p[at]) is not None]
+                       and (p := PICKS[name](st)) is not None and (v := p[at]) is not None]
                 rows.append(_row(r, var, pct_panel(name, pct), x, value, own,
                                  int(cell.get("n") or 0)))
     return rows

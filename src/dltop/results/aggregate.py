@@ -21,11 +21,11 @@ import os
 import statistics
 import threading
 from collections import Counter, OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import CampaignStatus, JobStatus, RunStatus
+from dltop.catalog import ENDED_CAMPAIGN_STATUSES, JobStatus, RunStatus
 from dltop.results import identity, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.gcpause import gc_paused
@@ -38,6 +38,7 @@ from dltop.results.table import status_label
 from dltop.store.read.changes import main_file
 from dltop.store.read.environment import host_cores
 from dltop.store.read.runs import campaign_marks
+from dltop.telemetry.values import opt_float
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -105,8 +106,13 @@ class RunRecord:
         mean, per_iter = self.get("mean_s"), self.get("samples_per_iter")
         if mean and per_iter:
             return float(per_iter) / float(mean)
-        stored = self.get("samples_per_s")
-        return None if stored is None else float(stored)
+        return opt_float(self.get("samples_per_s"))
+
+
+def floats(runs: Iterable[RunRecord], field: str) -> list[float]:
+    """The runs' recorded values of column ``field``."""
+    # the fields dict itself, not RunRecord.get: a summary row reads ~30 columns of each run
+    return [float(v) for r in runs if (v := r.fields.get(field)) is not None]
 
 
 @dataclass(frozen=True)
@@ -204,8 +210,6 @@ class ConfigResult:
             and self.device_count > self.host_cores
 
 
-SETTLED = frozenset({CampaignStatus.FINISHED, CampaignStatus.CANCELLED, CampaignStatus.FAILED})
-"""Campaign states whose results change only when runs or jobs are added or edited."""
 CACHED = 2
 """Sets of finished campaigns whose results a process keeps (a report reads them twice;
 the results screen once per visit)."""
@@ -222,7 +226,7 @@ def _settled_state(db: sqlite_utils.Database, ids: Sequence[int]) -> tuple[Any, 
     rows = campaign_marks(db, ids) if path and ids else None
     if rows is None:
         return None
-    if len(rows) != len(set(ids)) or any(r[1] not in SETTLED for r in rows):
+    if len(rows) != len(set(ids)) or any(r[1] not in ENDED_CAMPAIGN_STATUSES for r in rows):
         return None
     # any commit since (an edit in place, SQL by hand) changes the file or its WAL
     stamps = tuple((st.st_mtime_ns, st.st_size) for st in

@@ -45,8 +45,7 @@ from dltop.results.table import Cell, Column, Millis, Role, Row, Table, key_cell
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
 
-METRICS = comparemetrics.METRICS
-FASTER, SLOWER, SAME = "faster", "slower", "no significant change"
+SAME = "no significant change"
 INCONCLUSIVE = "inconclusive"
 ONE_RUN = "one run"
 """Why a pair of which a side has a single ok run is inconclusive: its interval would
@@ -216,7 +215,7 @@ def check_options(metric: str | None, threshold: float) -> None:
         UserError: an unknown metric or a negative threshold.
     """
     if metric is not None and metric not in comparemetrics.ALL:
-        raise UserError(f"compare --metric: use one of {', '.join(METRICS)}")
+        raise UserError(f"compare --metric: use one of {', '.join(comparemetrics.METRICS)}")
     if threshold < 0:
         raise UserError("compare --threshold must be >= 0 (e.g. 0.05 for 5 %)")
 

@@ -164,9 +164,3 @@ def percentiles(values: Sequence[float]) -> Percentiles | None:
     p50 = percentile(ordered, LATENCY_QUANTILES[0])
     p90, p99 = (percentile_or_none(ordered, q) for q in LATENCY_QUANTILES[1:])
     return p50, p90, p99
-
-
-def latency(seconds: Sequence[float]) -> Percentiles | None:
-    """(p50, p90, p99) of per-iteration seconds (None without any; p90/p99 ``None`` from
-    too few, :func:`min_samples`)."""
-    return percentiles(seconds)

@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dltop.results import convergence as conv
 from dltop.results import generation as gen
 from dltop.results import lmcost, serving
-from dltop.results.aggregate import ConfigResult, RunRecord
+from dltop.results.aggregate import ConfigResult, RunRecord, floats
 from dltop.results.metricdefs import REQUESTS, Value, computes
 from dltop.results.metricdefs import mean_or_none as _mean
 from dltop.results.table import fmt_seconds
@@ -33,7 +33,7 @@ def _latency(res: ConfigResult) -> Value:
     if res.identity.get("mode", "train") not in REQUESTS:
         return Value(None, "n/a: training run")
     seconds = [s for r in res.runs for s, _ in r.iterations]
-    lat = conv.latency(seconds)
+    lat = conv.percentiles(seconds)
     if lat is None:
         return Value(None, "n/a: not sampled")
     return _percentiles(lat, len(seconds))
@@ -169,7 +169,7 @@ def distinct_value(res: ConfigResult) -> Value:
     mode = res.identity.get("mode", "train")
     if mode != "generate":
         return Value(None, f"n/a: {mode} run" if mode != "train" else "n/a: training run")
-    fracs = [float(f) for f in (r.get(DISTINCT_COLUMN) for r in res.runs) if f is not None]
+    fracs = floats(res.runs, DISTINCT_COLUMN)
     if not fracs:
         return Value(None, "n/a: tokens not counted (stored before dltop counted them)")
     return Value(_mean(fracs))

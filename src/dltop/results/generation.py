@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING
 
 from dltop.results.convergence import Percentiles, percentiles
 from dltop.store.read import generations
+from dltop.telemetry.values import opt_float
 
-if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
+if TYPE_CHECKING:
+    from dltop.store.reader import Db
 
 
 @dataclass(frozen=True)
@@ -77,21 +76,15 @@ class GenStats:
     e2e_s: Percentiles | None
 
 
-def generations_of(db: sqlite_utils.Database | ReadDb, run_ids: Sequence[int],
+def generations_of(db: Db, run_ids: Sequence[int],
                    *, warmup: bool = False) -> dict[int, list[Request]]:
     """Each run's generation requests in order, measured ones only unless ``warmup``
     (runs without any are left out; none before migration 17)."""
     return {rid: [Request(int(r["idx"]), bool(r["warmup"]), float(r["ttft_s"]),
-                          None if r["e2e_s"] is None else float(r["e2e_s"]),
+                          opt_float(r["e2e_s"]),
                           int(r["prompt_tokens"]), int(r["new_tokens"]), int(r["batch"]),
                           r["itl_s"]) for r in rows]
             for rid, rows in generations.requests(db, run_ids, warmup=warmup).items()}
-
-
-def quantiles(values: Sequence[float]) -> Percentiles | None:
-    """(p50, p90, p99) of ``values`` (linear between ranks), None without any; p90 and
-    p99 are ``None`` from too few values (:func:`dltop.results.convergence.min_samples`)."""
-    return percentiles(values)
 
 
 def decode_rate(requests: Sequence[Request]) -> float | None:
@@ -104,12 +97,12 @@ def decode_rate(requests: Sequence[Request]) -> float | None:
 def stats(requests: Sequence[Request]) -> GenStats | None:
     """The metrics of measured ``requests`` (None without any)."""
     measured = [r for r in requests if not r.warmup]
-    ttft = quantiles([r.ttft_s for r in measured])
+    ttft = percentiles([r.ttft_s for r in measured])
     if ttft is None:
         return None
     itl = [x for r in measured for x in r.itl_s]
     return GenStats(
         requests=len(measured), ttft_s=ttft,
-        tpot_s=quantiles([t for t in (r.tpot_s for r in measured) if t is not None]),
-        itl_s=quantiles(itl), n_itl=len(itl), decode_tokens_per_s=decode_rate(measured),
-        e2e_s=quantiles([r.e2e_s for r in measured if r.e2e_s is not None]))
+        tpot_s=percentiles([t for t in (r.tpot_s for r in measured) if t is not None]),
+        itl_s=percentiles(itl), n_itl=len(itl), decode_tokens_per_s=decode_rate(measured),
+        e2e_s=percentiles([r.e2e_s for r in measured if r.e2e_s is not None]))

@@ -25,11 +25,7 @@ from dltop.store.read.changes import main_file
 from dltop.textsafe import one_line
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
-
-    Db = sqlite_utils.Database | ReadDb
+    from dltop.store.reader import Db
 
 K = TypeVar("K", bound=Hashable)
 

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from typing import Final
 
-from dltop import catalog
 from dltop.profiles import lm
 from dltop.results.aggregate import ConfigResult
 from dltop.results.metricdefs import Value
 from dltop.results.peaks import peak_bandwidth_tb_s
+from dltop.results.tokens import is_lm
+from dltop.telemetry.values import opt_float
 
 NANOGPT: Final = "nanogpt"
 NO_EMBEDDING: Final = "no-embedding"
@@ -42,15 +43,11 @@ CONVENTION_NOTE: Final = {
 """What a TFLOP/s or MFU table says of its FLOPs count (captions, notes)."""
 
 
-def _is_lm(res: ConfigResult) -> bool:
-    return res.model in catalog.TRANSFORMER_MODELS
-
-
 def flops_scale(res: ConfigResult, convention: str) -> float:
     """Factor turning the runner's FLOPs per sample (nanoGPT's) into ``convention``'s:
     1 for ``nanogpt`` and for models without an embedding convention (every non-transformer,
     whose counts are of Linear, Conv2d and LSTM layers only)."""
-    if convention == NANOGPT or not _is_lm(res):
+    if convention == NANOGPT or not is_lm(res.model):
         return 1.0
     seq_len = res.identity.get("seq_len")
     mode = str(res.identity.get("mode", "train"))
@@ -69,8 +66,7 @@ def decode_bytes(model: str, prompt_tokens: int, new_tokens: int, batch: int,
     size = cat.BYTES_PER_VALUE.get(precision)
     if size is None:
         return None
-    value = cat.mean_decode_bytes(model, prompt_tokens, new_tokens, batch, size)
-    return None if value is None else float(value)
+    return opt_float(cat.mean_decode_bytes(model, prompt_tokens, new_tokens, batch, size))
 
 
 def prefill_flops(model: str, prompt_tokens: int, batch: int, convention: str = NANOGPT

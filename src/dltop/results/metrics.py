@@ -14,12 +14,12 @@ simulated GPUs (``--fake-gpus``), whose number is kept only as
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 
 # convmetrics: imported for its compute functions, which declare themselves (computes)
 from dltop.results import convmetrics, lmcost, oversub  # noqa: F401
-from dltop.results.aggregate import ConfigResult, RunRecord
+from dltop.results.aggregate import ConfigResult, RunRecord, floats
 from dltop.results.metricdefs import (
     HOST_SPLIT,
     MIB,
@@ -44,11 +44,6 @@ def markers(res: ConfigResult, metric_name: str = "time") -> str:
     return ("*" if noisy else "") + ("†" if res.packed or res.shared else "") + \
         ("§" if res.contaminated else "") + ("‡" if res.client_bound else "") + \
         (oversub.MARK if res.oversubscribed else "")
-
-
-def _floats(runs: Iterable[RunRecord], field: str) -> list[float]:
-    # the fields dict itself, not RunRecord.get: a summary row reads ~30 columns of each run
-    return [float(v) for r in runs if (v := r.fields.get(field)) is not None]
 
 
 def _host_value(res: ConfigResult, value: float | None) -> Value:
@@ -78,11 +73,11 @@ def _gpu_value(res: ConfigResult, value: float | None, source: str = "") -> Valu
 
 @computes("power")
 def _power(res: ConfigResult) -> Value:
-    val = _gpu_value(res, _mean(_floats(res.runs, "power_mean_w")))
+    val = _gpu_value(res, _mean(floats(res.runs, "power_mean_w")))
     idle, _ = _idle_w(res.runs)
     if val.value is None or idle is None:
         return val
-    host = _mean(_floats(res.runs, "cpu_idle_power_w"))  # RAPL, where the host has it
+    host = _mean(floats(res.runs, "cpu_idle_power_w"))  # RAPL, where the host has it
     return replace(val, suffix=f" (idle {idle:.0f} W before the load"
                    + (f"; host CPU {host:.0f} W)" if host is not None else ")"),
                    extra=(*val.extra, ("idle_power_w", idle), ("cpu_idle_power_w", host)))
@@ -95,7 +90,7 @@ def _idle_w(runs: Sequence[RunRecord]) -> tuple[float | None, str]:
         why = idle_shortfall(r.get("idle_window_s"), r.get("idle_readings"))
         if why is not None:
             return None, why
-    return _mean(_floats(runs, "idle_power_w")), ""
+    return _mean(floats(runs, "idle_power_w")), ""
 
 
 def _per_serve_output(tokens: bool) -> Callable[[ConfigResult], Value]:
@@ -131,7 +126,7 @@ computes("j-per-request")(_per_serve_output(tokens=False))
 def _energy(res: ConfigResult) -> Value:
     if res.device_kind != "gpu":
         return _cpu_energy(res)
-    val = _gpu_value(res, _mean(_floats(res.runs, "joules_per_sample")))
+    val = _gpu_value(res, _mean(floats(res.runs, "joules_per_sample")))
     if val.value is None:
         return val
     bound = _bound_per_sample(res.runs, "joules_per_sample", "energy_bound_j", ("energy_j",))
@@ -140,18 +135,18 @@ def _energy(res: ConfigResult) -> Value:
 
 @computes("gpu-memory-device")
 def _gpu_memory_device(res: ConfigResult) -> Value:
-    peaks = _floats(res.runs, "gpu_mem_peak_bytes")
+    peaks = floats(res.runs, "gpu_mem_peak_bytes")
     return _gpu_value(res, max(peaks) / MIB if peaks else None)
 
 
 @computes("gpu-memory")
 def _gpu_memory(res: ConfigResult) -> Value:
     """The run's processes' peak, else (not visible to NVML) the device's, marked."""
-    own = _floats(res.runs, "gpu_mem_run_peak_bytes")
-    dev = _floats(res.runs, "gpu_mem_peak_bytes")
+    own = floats(res.runs, "gpu_mem_run_peak_bytes")
+    dev = floats(res.runs, "gpu_mem_peak_bytes")
     val = _gpu_value(res, max(own) / MIB if own else (max(dev) / MIB if dev else None),
                      "" if own or not dev else "device")
-    framework = _floats(res.runs, "gpu_mem_framework_peak_bytes")
+    framework = floats(res.runs, "gpu_mem_framework_peak_bytes")
     if val.value is None or not framework:
         return val
     # The framework's own peak (tensors only) rides in the detail, beside NVML's figure.
@@ -199,7 +194,7 @@ def _cpu_energy(res: ConfigResult) -> Value:
 
     RAPL is read on the GPU tick while a run is active, but a host figure's rule (the
     window's length and its host readings) decides whether the window can carry it."""
-    value = _mean(_floats(res.runs, "cpu_joules_per_sample"))
+    value = _mean(floats(res.runs, "cpu_joules_per_sample"))
     short, detail = readings_check(res, gpu=False)
     if value is not None and short:
         return Value(None, short, extra=detail)
@@ -223,7 +218,7 @@ def tflops(res: ConfigResult, convention: str = lmcost.NANOGPT) -> Value:
     """Achieved TFLOP/s: the runner's training FLOPs per sample × samples per second, the
     FLOPs counted by ``convention`` (:mod:`dltop.results.lmcost`; the runners report
     nanoGPT's)."""
-    flops = _floats(res.runs, "flops_per_sample")
+    flops = floats(res.runs, "flops_per_sample")
     if not flops or res.samples_per_s is None:
         return Value(None, "n/a: no FLOPs count")
     return Value(flops[0] * lmcost.flops_scale(res, convention) * res.samples_per_s / 1e12)
@@ -251,7 +246,7 @@ computes("tflops-no-embedding")(lambda res: tflops(res, lmcost.NO_EMBEDDING))
 computes("mfu")(lambda res: mfu(res, lmcost.NANOGPT))
 computes("mfu-no-embedding")(lambda res: mfu(res, lmcost.NO_EMBEDDING))
 computes("time")(lambda res: _or_na(res.median_s))
-computes("mean-time")(lambda res: _or_na(_mean(_floats(res.runs, "mean_s"))))
+computes("mean-time")(lambda res: _or_na(_mean(floats(res.runs, "mean_s"))))
 computes("throughput")(lambda res: _or_na(res.samples_per_s))
 computes("cpu")(lambda res: _host_value(res, _mean([r.tree_cpu_mean_pct for r in res.runs
                                                     if r.tree_cpu_mean_pct is not None])))
@@ -259,7 +254,7 @@ computes("cpu")(lambda res: _host_value(res, _mean([r.tree_cpu_mean_pct for r in
 
 def _host_mean(column: str) -> Callable[[ConfigResult], Value]:
     """A host figure: the mean over the runs of their ``runs`` column."""
-    return lambda res: _host_value(res, _mean(_floats(res.runs, column)))
+    return lambda res: _host_value(res, _mean(floats(res.runs, column)))
 
 
 for _name, _column in (("host-cpu", "host_cpu_mean_pct"), *HOST_SPLIT.items()):
@@ -269,8 +264,8 @@ for _name, _column in (("host-cpu", "host_cpu_mean_pct"), *HOST_SPLIT.items()):
 @computes("host-memory")
 def _host_memory(res: ConfigResult) -> Value:
     """Both are lower bounds of the tree's peak: the larger wins."""
-    kernel = _floats(res.runs, "rss_peak_kernel_bytes")
-    sampled = _floats(res.runs, "rss_peak_bytes")
+    kernel = floats(res.runs, "rss_peak_kernel_bytes")
+    sampled = floats(res.runs, "rss_peak_bytes")
     if kernel:  # exact whatever the window: the readings rule judges samples only
         short, detail = readings_check(res, gpu=False)
         peaks = kernel + ([] if short else sampled)

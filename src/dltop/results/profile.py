@@ -31,7 +31,7 @@ from dltop.store.read import profile, runs
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
 
-    from dltop.store.reader import ReadDb
+    from dltop.store.reader import Db
 
 SHORT_OP_CHARS = 80
 """Characters of an operator name a table shows (longer ones: :func:`short_op_name`)."""
@@ -57,18 +57,13 @@ NOTES = ("Per profiled step: the totals over the profiled steps (after the measu
          "and JSON keep the full name.",)
 
 
-def short_op_name(name: str, width: int | None = None) -> str:
-    """``name``, or its start, ``…`` and a stable hash when over ``width`` characters.
-
-    Args:
-        name: an operator or kernel name, as stored.
-        width: the most characters shown (default :data:`SHORT_OP_CHARS`).
-    """
-    width = SHORT_OP_CHARS if width is None else width
-    if len(name) <= width:
+def short_op_name(name: str) -> str:
+    """``name`` (an operator or kernel name, as stored), or its start, ``…`` and a stable
+    hash when over :data:`SHORT_OP_CHARS` characters."""
+    if len(name) <= SHORT_OP_CHARS:
         return name
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:HASH_CHARS]
-    return f"{name[:max(1, width - HASH_CHARS - 2)]}…#{digest}"
+    return f"{name[:max(1, SHORT_OP_CHARS - HASH_CHARS - 2)]}…#{digest}"
 
 
 @dataclass(frozen=True)
@@ -101,7 +96,7 @@ class ProfiledRun:
     repeat: int
 
 
-def profile_ops(db: sqlite_utils.Database | ReadDb, run_id: int,
+def profile_ops(db: Db, run_id: int,
                 steps: int | None, *, top: int | None = None) -> tuple[ProfileOp, ...]:
     """The run's stored operators, ranked, their totals divided by the ``steps``
     profiled (empty without a profile); ``top``: those ranked up to it only."""
@@ -114,8 +109,7 @@ def profile_ops(db: sqlite_utils.Database | ReadDb, run_id: int,
         for o in profile.ops(db, run_id, top=top))
 
 
-def profiled_runs(db: sqlite_utils.Database | ReadDb, campaign_ids: Sequence[int],
-                  limit: int) -> list[ProfiledRun]:
+def profiled_runs(db: Db, campaign_ids: Sequence[int], limit: int) -> list[ProfiledRun]:
     """The first ``limit`` ok runs of the campaigns with a stored profile, in run order
     (none before migration 14)."""
     return [ProfiledRun(int(r["id"]), int(r["profile_steps"]), float(r["profile_step_ms"]),
@@ -149,9 +143,8 @@ def profile_table(db: sqlite_utils.Database, run_id: int) -> Table:
                 {"op_full_name": op.name})
             for rank, op in enumerate(profile_ops(db, run_id, steps), 1)]
     camp = queries.resolve_campaign(db, int(run["campaign_id"]))
-    label = labels.compose(run["framework"], run["model"], run["batch_size"], run["device"],
-                           labels.run_settings(db, [run_id]).get(run_id, ""),
-                           int(run["repeat"]))  # the run label, as the report's figure
+    # the run label, as the report's figure
+    label = queries.run_label(run, labels.run_settings(db, [run_id]).get(run_id, ""))
     what = (f"operator profile of run {run_id} ({label}): "
             f"{steps} steps of {run['profile_step_ms']:.3f} ms on "
             f"{run['profile_device']}")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -10,6 +10,7 @@ from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, RunStatus
 from dltop.errors import UserError
 from dltop.jobs.executors.where import queued_reason
 from dltop.results import labels, studyrefs
+from dltop.store import samples
 from dltop.store.read import campaigns as stored
 from dltop.store.read import jobruns
 
@@ -229,7 +230,7 @@ def message_cause(text: str | None) -> str | None:
     return lines[-1] if lines else None
 
 
-def run_label(r: dict[str, Any], settings: str = "") -> str:
+def run_label(r: Mapping[str, Any], settings: str = "") -> str:
     """``torch fcn-r b128 cpu:1 bf16 #1`` from a row with the job's columns and its
     :func:`~dltop.results.labels.settings_text` (the run label, :mod:`~dltop.results.labels`)."""
     return labels.compose(r["framework"], r["model"], r["batch_size"], r["device"], settings,
@@ -271,6 +272,6 @@ def current_runs(db: sqlite_utils.Database, campaign_id: int) -> list[CurrentRun
     rows = jobruns.running(db, campaign_id)
     settings = running_settings(db, campaign_id, [int(r["job_id"]) for r in rows])
     return [CurrentRun(r["id"], r["job_id"], run_label(r, settings.get(int(r["job_id"]), "")),
-                       r["done"], r["total"], r["warmup"], r["started_at"], queued_reason(r),
-                       r["queue_s"])
+                       samples.count(db, "iterations", r["id"]), r["total"], r["warmup"],
+                       r["started_at"], queued_reason(r), r["queue_s"])
             for r in rows]

@@ -29,9 +29,7 @@ from dltop.store import samples
 from dltop.store.read import iterations
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
+    from dltop.store.reader import Db
 
 DEFAULT_MAX_POINTS = 2000
 
@@ -139,8 +137,7 @@ class RunTrace:
         return max(ends) if ends else None
 
 
-def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
-               max_points: int = DEFAULT_MAX_POINTS) -> RunTrace:
+def read_trace(db: Db, run_id: int, *, max_points: int = DEFAULT_MAX_POINTS) -> RunTrace:
     """The run's iterations and telemetry on one time axis.
 
     Args:
@@ -153,7 +150,7 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
     Returns:
         The trace; empty series when the run stored none.
     """
-    n_iter = iterations.count(db, run_id)
+    n_iter = samples.count(db, "iterations", run_id)
     k = max(1, -(-n_iter // max(1, max_points)))
     its = iterations.thinned(db, run_id, k)
     if not its:
@@ -192,8 +189,7 @@ def read_trace(db: sqlite_utils.Database | ReadDb, run_id: int, *,
         evals=_evals(db, run_id, origin))
 
 
-def _evals(db: sqlite_utils.Database | ReadDb, run_id: int,
-           origin: float | None) -> tuple[EvalMark, ...]:
+def _evals(db: Db, run_id: int, origin: float | None) -> tuple[EvalMark, ...]:
     """The run's evaluations, timed on the axis from ``origin`` (None: untimed)."""
     return tuple(EvalMark(
         int(r["idx"]), r["t_mono_ns"] / 1e9 - origin if r["t_mono_ns"] and origin is not None
@@ -202,8 +198,7 @@ def _evals(db: sqlite_utils.Database | ReadDb, run_id: int,
         for r in iterations.evals(db, [run_id]).get(run_id, ()))
 
 
-def _archived(db: sqlite_utils.Database | ReadDb, run_id: int,
-              max_points: int) -> RunTrace | None:
+def _archived(db: Db, run_id: int, max_points: int) -> RunTrace | None:
     measured = iterations.archived(db, run_id)
     if measured is None:
         return None

@@ -29,11 +29,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from dltop.results.convergence import percentiles
 from dltop.store.read import serving
+from dltop.telemetry.values import opt_float
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
+    from dltop.store.reader import Db
 
 SLO_KEYS = (("slo_ttft_ms", "ttft"), ("slo_tpot_ms", "tpot"), ("slo_e2e_ms", "e2e"))
 
@@ -83,21 +82,16 @@ class ServeRequest:
         return True
 
 
-def serve_requests_of(db: sqlite_utils.Database | ReadDb,
-                      run_ids: Sequence[int]) -> dict[int, list[ServeRequest]]:
+def serve_requests_of(db: Db, run_ids: Sequence[int]) -> dict[int, list[ServeRequest]]:
     """Each run's measured requests in schedule order (runs without any left out);
     ``idx`` is the request's place in the schedule."""
     return {rid: [ServeRequest(
-        int(r["request"]), _opt(r["ttft_s"]), _opt(r["e2e_s"]), int(r["status"] or 0),
+        int(r["request"]), opt_float(r["ttft_s"]), opt_float(r["e2e_s"]), int(r["status"] or 0),
         r["error"], int(r["output_tokens"] or 0), bool(r["tokens_estimated"]),
         float(r["dispatch_lag_s"] or 0.0), float(r["slot_wait_s"] or 0.0), r["chunk_s"],
         float(r["scheduled_s"] or 0.0) + float(r["dispatch_lag_s"] or 0.0)
         + float(r["slot_wait_s"] or 0.0), r["chunk_tokens"])
         for r in rows] for rid, rows in serving.requests(db, run_ids).items()}
-
-
-def _opt(v: Any) -> float | None:
-    return None if v is None else float(v)
 
 
 def slos(identity: Mapping[str, Any]) -> dict[str, float]:

@@ -24,7 +24,8 @@ from dltop.catalog import (
     RunStatus,
 )
 from dltop.profiles.jobspec import JobSpec
-from dltop.store.rows import insert_jobs, marks
+from dltop.store.read.runs import marks
+from dltop.store.rows import insert_jobs
 from dltop.store.tx import transaction
 
 

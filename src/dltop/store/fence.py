@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.store.guard import StorageError
+from dltop.store.read.schema import columns
 
 if TYPE_CHECKING:
     import sqlite_utils
@@ -119,7 +120,7 @@ def check(db: sqlite_utils.Database) -> None:
 def has_generation(db: sqlite_utils.Database) -> bool:
     """Whether ``campaigns`` has :data:`COLUMN` (a database opened without migrating,
     as the read-only commands open it, may lack it; ``run --resume`` migrates first)."""
-    return any(r[1] == COLUMN for r in db.conn.execute("pragma table_info(campaigns)"))
+    return COLUMN in columns(db, "campaigns")
 
 
 def v24(db: Any) -> None:

@@ -27,7 +27,9 @@ from dltop.profiles.device import DeviceSpec
 from dltop.profiles.jobspec import JobSpec
 from dltop.store.fence import COLUMN as GENERATION
 from dltop.store.fence import Fence, OwnershipLost, fence_of, has_generation, set_fence
-from dltop.store.rows import marks, update_row, utc_now
+from dltop.store.read.runs import marks
+from dltop.store.read.schema import columns
+from dltop.store.rows import update_row, utc_now
 from dltop.store.tx import transaction
 
 LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"
@@ -74,9 +76,6 @@ class Queue:
 
     def __init__(self, db: sqlite_utils.Database) -> None:
         self._db = db
-        self._counted: bool | None = None  # campaigns has the job counts (migration 11)
-        self._beats: bool | None = None  # campaigns has the engine's heartbeat (migration 22)
-        self._generations: bool | None = None  # campaigns.owner_generation (migration 24)
 
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
@@ -184,10 +183,8 @@ class Queue:
                 int(counts["jobs_counted"]))
 
     def _has_counts(self) -> bool:
-        if self._counted is None:  # a database opened without migrating (``run --resume``)
-            self._counted = any(r["name"] == "jobs_counted"
-                                for r in self._db.query("pragma table_info(campaigns)"))
-        return self._counted
+        # a database opened without migrating (``run --resume``) may lack them (migration 11)
+        return "jobs_counted" in columns(self._db, "campaigns")
 
     def next_attempt(self, job_id: int) -> int:
         """1 + the number of runs the job already has."""
@@ -292,16 +289,11 @@ class Queue:
 
     def has_generation(self) -> bool:
         """Whether ``campaigns`` has the owner generation (migration 24)."""
-        if self._generations is None:  # a database opened without migrating (``--resume``)
-            self._generations = has_generation(self._db)
-        return self._generations
+        return has_generation(self._db)
 
     def has_heartbeat(self) -> bool:
         """Whether ``campaigns`` has the engine's heartbeat columns (migration 22)."""
-        if self._beats is None:  # a database opened without migrating (``run --resume``)
-            self._beats = any(r["name"] == "engine_heartbeat_s"
-                              for r in self._db.query("pragma table_info(campaigns)"))
-        return self._beats
+        return "engine_heartbeat_s" in columns(self._db, "campaigns")
 
     def set_waiting(self, campaign_id: int, waiting_for: str | None) -> None:
         """``waiting`` for devices (``waiting_for`` says which), or back to ``running``.

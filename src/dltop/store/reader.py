@@ -15,7 +15,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
+
+if TYPE_CHECKING:
+    import sqlite_utils
 
 Params = Iterable[Any] | dict[str, Any] | None
 
@@ -48,6 +51,10 @@ class ReadDb:
     def close(self) -> None:
         """Close the connection."""
         self.conn.close()
+
+
+Db: TypeAlias = "sqlite_utils.Database | ReadDb"
+"""What the read code takes: the writer's connection or a :class:`ReadDb`."""
 
 
 def open_reader(path: Path) -> ReadDb:

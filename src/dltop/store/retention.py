@@ -27,7 +27,8 @@ import sqlite_utils
 from dltop.catalog import ENDED_CAMPAIGN_STATUSES
 from dltop.store import samples as sample_tables
 from dltop.store.archive import ARCHIVE, pack_measured
-from dltop.store.rows import marks, utc_now
+from dltop.store.read.runs import marks
+from dltop.store.rows import utc_now
 from dltop.store.templates import TEMPLATES
 from dltop.store.tx import transaction
 

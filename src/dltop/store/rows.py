@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import sqlite_utils
@@ -12,6 +12,8 @@ import sqlite_utils
 from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.joblist import JobList
 from dltop.profiles.jobspec import JobSpec
+from dltop.store.read.runs import marks
+from dltop.store.read.schema import columns
 from dltop.store.templates import (
     CONFIG_COLUMNS,
     add_templates,
@@ -32,11 +34,6 @@ def job_row(campaign_id: int, position: int, status: JobStatus | RunStatus,
     """The ``jobs`` table row of a job spec (its own columns: :meth:`JobSpec.columns`)."""
     return {"campaign_id": campaign_id, "position": position, "status": status,
             **job.columns()}
-
-
-def marks(values: Collection[object]) -> str:
-    """``?, ?, ?``: one SQL parameter mark per value, for ``in (...)``."""
-    return ", ".join("?" for _ in values)
 
 
 def _sql_value(value: Any) -> Any:
@@ -66,11 +63,17 @@ def update_row(db: sqlite_utils.Database, table: str, row_id: int,
         raise NotFoundError(f"{table}: no row with id {row_id}")
 
 
-def insert_sql(table: str, columns: Sequence[str], *, replace: bool = False) -> str:
+def insert_sql(table: str, columns: Sequence[str]) -> str:
     """``insert into <table> (<columns>) values (?, ...)``, for ``executemany``."""
     cols = ", ".join(f'"{name}"' for name in columns)
-    verb = "insert or replace" if replace else "insert"
-    return f'{verb} into "{table}" ({cols}) values ({marks(columns)})'
+    return f'insert into "{table}" ({cols}) values ({marks(columns)})'
+
+
+def upsert_sql(table: str, columns: Sequence[str], run_id: str = "?") -> str:
+    """``insert or replace`` of a run's rows of ``table``: ``run_id`` (a parameter, or
+    a ``{run_id}`` slot for a literal), then ``columns``."""
+    return (f"insert or replace into {table} (run_id, {', '.join(columns)}) "
+            f"values ({run_id}, {marks(columns)})")
 
 
 def insert_row(db: sqlite_utils.Database, table: str, values: Mapping[str, Any]) -> int:
@@ -107,7 +110,7 @@ def insert_jobs(db: sqlite_utils.Database, campaign_id: int, first_position: int
             back, stores none of it).
     """
     blocks = jobs.blocks if isinstance(jobs, JobList) else ((tuple(jobs), 1),)
-    compact = any(r[1] == "template" for r in db.conn.execute("pragma table_info(jobs)"))
+    compact = "template" in columns(db, "jobs")
     makers = [[RepeatRows(campaign_id, job, compact=compact) for job in configs]
               for configs, _ in blocks]
     if not any(makers):

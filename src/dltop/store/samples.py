@@ -19,6 +19,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
+from dltop.store.read.schema import columns
+
 GPU = "gpu_samples"
 HOST = "host_samples"
 
@@ -32,12 +34,11 @@ HOST_SERIES = "t_start_mono_s, cpu_mean_pct, tree_cpu_pct, tree_rss_bytes"
 def gpu_node_column(db: Any) -> str:
     """``node`` when ``gpu_samples`` has it (migration 16), else a NULL in its place: a
     database opened read-only is not migrated."""
-    cols = {r[1] for r in db.execute(f"pragma table_info({GPU})").fetchall()}
-    return "node" if "node" in cols else "null"
+    return "node" if "node" in columns(db, GPU) else "null"
 
 
 def count(db: Any, table: str, run_id: int) -> int:
-    """How many windows of ``table`` (:data:`GPU` or :data:`HOST`) the run has."""
+    """How many rows of ``table`` (:data:`GPU`, :data:`HOST`, ``iterations``) the run has."""
     (n,) = db.execute(f"select count(*) from {table} where run_id = ?", [run_id]).fetchone()
     return int(n)
 

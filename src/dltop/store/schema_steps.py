@@ -329,8 +329,6 @@ def v19(db: Any) -> None:
     db["runs"].add_column("gpu_mem_framework_peak_bytes", int)
 
 
-JOB_CONFIGS = "job_configs"
-"""Each campaign's configurations: job count and one job's columns (migration 20)."""
 JOB_CONFIG_COLUMNS = ("framework", "model", "batch_size", "device", "precision", "spec_json")
 """``job_configs``' copy of one job of the configuration (every job of a ``config_key``
 has the same identity, so any one of them represents it)."""

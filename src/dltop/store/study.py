@@ -24,10 +24,8 @@ from typing import Any
 
 from dltop.errors import UserError
 from dltop.store.importer import Copied, attached, copy_campaigns, snapshot
+from dltop.store.read.campaigns import STUDY_TABLE
 from dltop.store.tx import transaction
-
-STUDY_TABLE = "study_sources"
-"""A study database's sources: index, the path as given, its stem, the file's real path."""
 
 
 @dataclass(frozen=True)

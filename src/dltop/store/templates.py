@@ -27,6 +27,7 @@ from typing import Any
 
 from dltop.errors import UserError
 from dltop.profiles.jobspec import JobSpec
+from dltop.store.read.runs import marks
 
 TEMPLATES = "job_templates"
 """Table: one row per distinct job spec (less ``repeat``) of a campaign."""
@@ -143,7 +144,7 @@ def count_configs(db: Any, campaign_id: int,
     cols = ", ".join(CONFIG_COLUMNS)
     db.conn.executemany(
         f"insert into job_configs (campaign_id, config_key, jobs, first_position, {cols}, "
-        f"spec_json) values (?, ?, ?, ?, {', '.join('?' for _ in CONFIG_COLUMNS)}, ?) "
+        f"spec_json) values (?, ?, ?, ?, {marks(CONFIG_COLUMNS)}, ?) "
         "on conflict (campaign_id, config_key) do update set jobs = jobs + excluded.jobs, "
         "first_position = min(coalesce(first_position, excluded.first_position), "
         "coalesce(excluded.first_position, first_position))",

@@ -30,13 +30,14 @@ from dltop.store.fence import FIRST_GENERATION, Fence, fence_of, set_fence
 from dltop.store.generations import COLUMNS as GENERATION_COLUMNS
 from dltop.store.generations import TABLE as GENERATIONS
 from dltop.store.queue import Queue
+from dltop.store.read.runs import marks
 from dltop.store.retention import Retention
 from dltop.store.rows import (
     insert_jobs,
     insert_row,
-    job_row,
     pk,
     update_row,
+    upsert_sql,
     utc_now,
 )
 from dltop.store.serving import COLUMNS as SERVE_COLUMNS
@@ -44,30 +45,28 @@ from dltop.store.serving import TABLE as SERVE_REQUESTS
 from dltop.store.telemetry import TelemetryWriter
 from dltop.store.tx import checkpoint_later, transaction
 
-__all__ = ["Store", "job_row", "utc_now"]
-
 ITERATION_COLUMNS = ("idx", "seconds", "samples", "warmup", "loss", "t_mono_ns", "t_wall_s")
 """The ``iterations`` columns a row gives (``run_id`` is the call's)."""
-ITERATIONS_SQL = ("insert or replace into iterations (run_id, {cols}) values ({{run_id}}, "
-                  "{marks})").format(cols=", ".join(ITERATION_COLUMNS),
-                                     marks=", ".join("?" for _ in ITERATION_COLUMNS))
+ITERATIONS_SQL = upsert_sql("iterations", ITERATION_COLUMNS, run_id="{run_id}")
 """One prepared statement per run (its id a literal, so a row's tuple is built in C)."""
 _ITERATION_VALUES = itemgetter(*ITERATION_COLUMNS)
 EVAL_COLUMNS = ("idx", "epoch", "accuracy", "perplexity", "loss", "eval_s", "train_s",
                 "samples", "t_mono_ns")
 """The ``evals`` columns a row gives (``run_id`` is the call's)."""
-EVALS_SQL = (f"insert or replace into evals (run_id, {', '.join(EVAL_COLUMNS)}) values "
-             f"(?, {', '.join('?' for _ in EVAL_COLUMNS)})")
+EVALS_SQL = upsert_sql("evals", EVAL_COLUMNS)
 PROFILE_OP_COLUMNS = ("name", "calls", "self_cpu_ms", "self_device_ms", "total_ms",
                       "share_pct", "shapes")
 """The ``profile_ops`` columns an operator gives (``run_id`` and ``rank`` are the call's)."""
 PROFILE_OPS_SQL = (f"insert into profile_ops (run_id, rank, {', '.join(PROFILE_OP_COLUMNS)}) "
-                   f"values (?, ?, {', '.join('?' for _ in PROFILE_OP_COLUMNS)})")
-SERVE_SQL = (f"insert or replace into {SERVE_REQUESTS} (run_id, {', '.join(SERVE_COLUMNS)}) "
-             f"values (?, {', '.join('?' for _ in SERVE_COLUMNS)})")
-GENERATIONS_SQL = (f"insert or replace into {GENERATIONS} (run_id, "
-                   f"{', '.join(GENERATION_COLUMNS)}) "
-                   f"values (?, {', '.join('?' for _ in GENERATION_COLUMNS)})")
+                   f"values (?, ?, {marks(PROFILE_OP_COLUMNS)})")
+SERVE_SQL = upsert_sql(SERVE_REQUESTS, SERVE_COLUMNS)
+GENERATIONS_SQL = upsert_sql(GENERATIONS, GENERATION_COLUMNS)
+
+
+def _values(run_id: int, rows: Iterable[dict[str, Any]],
+            columns: Sequence[str]) -> list[tuple[Any, ...]]:
+    """Each row's values of ``columns`` after ``run_id`` (a missing key is NULL)."""
+    return [(run_id, *(r.get(k) for k in columns)) for r in rows]
 
 
 class Store:
@@ -197,36 +196,30 @@ class Store:
             sql = ITERATIONS_SQL.format(run_id=int(run_id))
         except KeyError:
             sql = ITERATIONS_SQL.format(run_id="?")
-            params = [(run_id, *(r.get(k) for k in ITERATION_COLUMNS)) for r in rows]
-        if params:
-            with transaction(self.db):
-                self.db.conn.executemany(sql, params)
+            params = _values(run_id, rows, ITERATION_COLUMNS)
+        self._executemany(sql, params)
 
     def add_evals(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Store a run's evaluations (keys of :data:`EVAL_COLUMNS`; a missing key is NULL).
         A row of an index already stored replaces it."""
-        params = [(run_id, *(r.get(k) for k in EVAL_COLUMNS)) for r in rows]
-        if params:
-            with transaction(self.db):
-                self.db.conn.executemany(EVALS_SQL, params)
+        self._executemany(EVALS_SQL, _values(run_id, rows, EVAL_COLUMNS))
 
     def add_generations(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Store a run's generation requests (keys of
         :data:`dltop.store.generations.COLUMNS`, ``itl_s`` already packed; a missing key
         is NULL). A row of an index already stored replaces it."""
-        params = [(run_id, *(r.get(k) for k in GENERATION_COLUMNS)) for r in rows]
-        if params:
-            with transaction(self.db):
-                self.db.conn.executemany(GENERATIONS_SQL, params)
+        self._executemany(GENERATIONS_SQL, _values(run_id, rows, GENERATION_COLUMNS))
 
     def add_serve_requests(self, run_id: int, rows: Iterable[dict[str, Any]]) -> None:
         """Store a serve run's requests (keys of :data:`dltop.store.serving.COLUMNS`, the
         chunk arrays already packed; a missing key is NULL). A row of an index already
         stored replaces it."""
-        params = [(run_id, *(r.get(k) for k in SERVE_COLUMNS)) for r in rows]
+        self._executemany(SERVE_SQL, _values(run_id, rows, SERVE_COLUMNS))
+
+    def _executemany(self, sql: str, params: Sequence[Sequence[Any]]) -> None:
         if params:
             with transaction(self.db):
-                self.db.conn.executemany(SERVE_SQL, params)
+                self.db.conn.executemany(sql, params)
 
     def set_profile(self, run_id: int, summary: dict[str, Any],
                     ops: Sequence[dict[str, Any]]) -> None:

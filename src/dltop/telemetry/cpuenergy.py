@@ -12,11 +12,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dltop.telemetry.edges import Reading, keep_for_edges, window_energy
+from dltop.telemetry.edges import EDGE_SLACK, Reading, keep_for_edges, window_energy
 from dltop.telemetry.rapl import RaplSample
 
-EDGE_SLACK = 64
-"""Readings kept per counter before trimming them to what the edges need."""
 MAX_READINGS = 100_000
 
 

@@ -121,6 +121,11 @@ def window_energy(readings: Sequence[Reading], start_ns: int,
     return max(0.0, b[0] - a[0]), a[1] + b[1]
 
 
+EDGE_SLACK = 64
+"""Readings of a counter (a GPU's, a RAPL domain's) kept for a window's edges before
+:func:`keep_for_edges` trims them."""
+
+
 def keep_for_edges(readings: list[Reading], start_ns: int | None,
                    end_ns: int | None) -> list[Reading]:
     """The readings :func:`window_energy` still needs once the window may grow only at its end.

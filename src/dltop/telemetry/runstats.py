@@ -28,7 +28,7 @@ from collections import deque
 
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT, cpu_reason, foreign_cpu_pct
 from dltop.telemetry.cpuenergy import CpuEnergyTrack
-from dltop.telemetry.edges import Reading, keep_for_edges, window_energy
+from dltop.telemetry.edges import EDGE_SLACK, Reading, keep_for_edges, window_energy
 from dltop.telemetry.host import process_name
 from dltop.telemetry.rapl import RaplSample
 from dltop.telemetry.values import GpuSample, HostSample, RunTelemetry
@@ -41,8 +41,6 @@ THROTTLE_BITS = {
 MAX_PENDING = 100_000
 """Readings kept while waiting for an iteration end (about 20 min at 10 Hz x 8 GPUs)."""
 NO_WINDOW = "no measured iteration: no measured window to summarise"
-EDGE_SLACK = 64
-"""Readings of a GPU kept for the window's edges before they are trimmed to what the edges need."""
 
 
 def throttle_names(mask: int) -> str:

@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+
+
+def opt_float(v: Any) -> float | None:
+    """A number read back (a stored column, an event's field) as a float; ``None`` kept
+    (a column the run does not have, a field not sent)."""
+    return None if v is None else float(v)
 
 
 @dataclass(frozen=True)

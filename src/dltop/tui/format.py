@@ -48,6 +48,13 @@ def gib(n: int | None) -> str:
     return NA if n is None else f"{n / 2**30:.1f}"
 
 
+def size(n: int | None) -> str:
+    """Bytes as ``1.5 GiB`` from a GiB on, else ``512 MiB``; or N/A."""
+    if n is None:
+        return NA
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
 def num(value: float | None, fmt: str, unit: str = "") -> str:
     """A number in ``fmt`` with a unit, or N/A."""
     return NA if value is None else f"{value:{fmt}}{unit}"

@@ -15,15 +15,9 @@ from textual.widgets import Static
 
 from dltop.live.devices import GpuProcessRow
 from dltop.textsafe import one_line
-from dltop.tui.format import NA, num
+from dltop.tui.format import num, size
 
 HEADER = f"{'GPU':>3} {'PID':>8} {'USER':<10} {'GPU MEM':>9} {'SM':>4}  COMMAND"
-
-
-def _mem(n: int | None) -> str:
-    if n is None:
-        return NA
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
 
 
 def process_line(p: GpuProcessRow) -> Text:
@@ -32,7 +26,7 @@ def process_line(p: GpuProcessRow) -> Text:
     t.append(f"{p.gpu_index:>3} ", "bold")
     t.append(f"{p.pid:>8} ")
     t.append(f"{one_line(p.user)[:10]:<10} ")
-    t.append(f"{_mem(p.gpu_mem_bytes):>9} ", "yellow")
+    t.append(f"{size(p.gpu_mem_bytes):>9} ", "yellow")
     t.append(f"{num(p.sm_util_pct, '.0f', '%'):>4}  ", "green")
     t.append(one_line(p.command))
     return t

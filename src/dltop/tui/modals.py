@@ -16,10 +16,17 @@ from dltop.errors import UserError
 from dltop.textsafe import multiline
 
 
-class ProfilePicker(ModalScreen[str | None]):
-    """Pick a built-in profile or type a file path; errors are shown here, nothing is queued."""
+class Dialog(ModalScreen[str | None]):
+    """A dialog that escape closes without an answer (None)."""
 
     BINDINGS = [Binding("escape", "dismiss_none", "Close")]
+
+    def action_dismiss_none(self) -> None:
+        self.dismiss(None)
+
+
+class ProfilePicker(Dialog):
+    """Pick a built-in profile or type a file path; errors are shown here, nothing is queued."""
 
     def __init__(self, builtins: list[str],
                  before_add: Callable[[], None] | None = None) -> None:
@@ -35,9 +42,6 @@ class ProfilePicker(ModalScreen[str | None]):
             yield OptionList(*self.builtins, id="builtin-profiles")
             yield Input(placeholder="or a profile file: path/to/profile.toml", id="profile-path")
             yield Static("", id="profile-error", classes="error")
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
 
     @on(OptionList.OptionSelected)
     def _picked(self, event: OptionList.OptionSelected) -> None:
@@ -67,10 +71,8 @@ class ProfilePicker(ModalScreen[str | None]):
         self.query_one("#profile-error", Static).update(Text(multiline(text)))
 
 
-class ExportDialog(ModalScreen[str | None]):
+class ExportDialog(Dialog):
     """Ask where to write the results table (format from the suffix)."""
-
-    BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
     def __init__(self, default: str) -> None:
         super().__init__()
@@ -80,9 +82,6 @@ class ExportDialog(ModalScreen[str | None]):
         with Vertical(classes="dialog"):
             yield Label("Export results to (.md .csv .json .tex)", classes="dialog-title")
             yield Input(value=self.default, id="export-path")
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
 
     @on(Input.Submitted)
     def _submit(self, event: Input.Submitted) -> None:

@@ -27,7 +27,6 @@ from textual.containers import Vertical, VerticalScroll
 from textual.coordinate import Coordinate
 from textual.events import Click
 from textual.message import Message
-from textual.screen import ModalScreen
 from textual.widgets import DataTable, Label, OptionList, Static
 
 from dltop.live.campaign import CampaignView
@@ -35,6 +34,7 @@ from dltop.results.display import Shown, shown
 from dltop.results.metricdefs import METRICS
 from dltop.results.table import Role, Table
 from dltop.textsafe import one_line
+from dltop.tui.modals import Dialog
 from dltop.tui.results_view import (
     METRIC_NAMES,
     ResultsData,
@@ -109,10 +109,8 @@ class MetricBar(Static):
                 return
 
 
-class MetricPicker(ModalScreen[str | None]):
+class MetricPicker(Dialog):
     """Pick the metric from a list (its title says what it measures)."""
-
-    BINDINGS = [Binding("escape", "dismiss_none", "Close")]
 
     def __init__(self, current: str, names: Sequence[str] = METRIC_NAMES) -> None:
         super().__init__()
@@ -129,9 +127,6 @@ class MetricPicker(ModalScreen[str | None]):
     def on_mount(self) -> None:
         if self.current in self.names:
             self.query_one(OptionList).highlighted = self.names.index(self.current)
-
-    def action_dismiss_none(self) -> None:
-        self.dismiss(None)
 
     @on(OptionList.OptionSelected)
     def _picked(self, event: OptionList.OptionSelected) -> None:

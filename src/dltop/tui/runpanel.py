@@ -19,7 +19,7 @@ from dltop.live.health import CampaignEta, approx_duration
 from dltop.live.serve_live import Quantiles
 from dltop.results.tokens import is_lm
 from dltop.textsafe import multiline, one_line
-from dltop.tui.format import NA, duration, num, per_iteration, sparkline
+from dltop.tui.format import NA, duration, num, per_iteration, size, sparkline
 
 STALL_STYLE = "bold black on yellow"
 """The warning colour of a stalled run."""
@@ -76,12 +76,6 @@ class RunRate(Static):
         return t
 
 
-def _size(n: int | None) -> str:
-    if n is None:
-        return NA
-    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
-
-
 class RunHealth(Static):
     """Stall warning, loss and trend, process tree CPU and RSS, and the campaign ETA."""
 
@@ -110,7 +104,7 @@ class RunHealth(Static):
                     loss.direction, "dim"))
                 t.append("  ")
             # 100 % is one core: the run's processes and all their children together.
-            t.append(f"cpu {num(r.tree_cpu_pct, '.0f', '%')} rss {_size(r.tree_rss_bytes)}  ")
+            t.append(f"cpu {num(r.tree_cpu_pct, '.0f', '%')} rss {size(r.tree_rss_bytes)}  ")
         if eta is not None:
             t.append("campaign " if r is not None else "campaign: ", "dim")
             t.append(eta.text(), "dim" if eta.seconds is None else "")

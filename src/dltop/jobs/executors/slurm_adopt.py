@@ -51,15 +51,9 @@ class JobNow:
     """Who said so: ``squeue``, ``sacct``, or why nobody could."""
 
 
-def parse_squeue(out: str) -> str | None:
-    """The state of ``squeue -h -t all -j ID -o %T`` (None: no line)."""
-    lines = [x.strip() for x in out.splitlines() if x.strip()]
-    return lines[0].split()[0] if lines else None
-
-
-def parse_sacct(out: str) -> str | None:
-    """The allocation's state of ``sacct -n -X -P -j ID -o State`` (``CANCELLED by 0``
-    is ``CANCELLED``); None: no line."""
+def parse_state(out: str) -> str | None:
+    """The state of ``squeue -h -t all -j ID -o %T``, or the allocation's of ``sacct -n -X
+    -P -j ID -o State`` (``CANCELLED by 0`` is ``CANCELLED``); None: no line."""
     lines = [x.strip() for x in out.splitlines() if x.strip()]
     return lines[0].split()[0] if lines else None
 
@@ -68,11 +62,11 @@ async def job_now(job_id: str, env: Mapping[str, str]) -> JobNow:
     """Ask ``squeue`` (it lists ended jobs for ``MinJobAge``), then ``sacct``."""
     rc, out, _ = await run_slurm_cmd("squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T",
                                      env=env, timeout_s=30.0)
-    if rc == 0 and (state := parse_squeue(out)) is not None:
+    if rc == 0 and (state := parse_state(out)) is not None:
         return JobNow(state, "squeue")
     rc, out, err = await run_slurm_cmd("sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State",
                                        env=env, timeout_s=30.0)
-    if rc == 0 and (state := parse_sacct(out)) is not None:
+    if rc == 0 and (state := parse_state(out)) is not None:
         return JobNow(state, "sacct")
     why = (err or out).strip().splitlines()[:1] or ["no answer"]
     return JobNow(None, f"neither squeue nor sacct knows it (sacct: {why[0]})")

@@ -39,7 +39,7 @@ class Partitions:
     """The partition a job without ``slurm.partition`` goes to (sinfo's ``*``)."""
 
 
-def _gpus(gres: str) -> int:
+def gres_gpus(gres: str) -> int:
     """GPUs of a node's generic resources (``gpu:4``, ``gpu:a100:4(S:0-1)``, ``(null)``)."""
     total = 0
     for item in gres.split(","):
@@ -60,7 +60,7 @@ def parse_partitions(sinfo: str) -> Partitions:
             continue
         if part.endswith("*"):
             part = default = part[:-1]
-        nodes.setdefault(part, []).append(NodeFigures(int(cpus), _gpus(gres)))
+        nodes.setdefault(part, []).append(NodeFigures(int(cpus), gres_gpus(gres)))
     return Partitions({k: tuple(v) for k, v in nodes.items()}, default)
 
 

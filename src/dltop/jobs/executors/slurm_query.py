@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dltop.jobs.executors.slurm_files import SlurmFiles
+from dltop.jobs.executors.slurm_partition import gres_gpus
 from dltop.profiles.jobspec import JobSpec
 
 
@@ -43,11 +44,7 @@ def parse_cores_per_gpu(sinfo: str) -> int | None:
         cpus, _, gres = line.strip().partition(" ")
         if not cpus.isdigit():
             continue
-        gpus = 0
-        for item in gres.split(","):
-            fields = item.split("(", 1)[0].split(":")
-            if fields[0] == "gpu" and fields[-1].isdigit():
-                gpus += int(fields[-1])
+        gpus = gres_gpus(gres)
         if gpus:
             per = max(int(cpus) // gpus, 1)
             best = per if best is None else min(best, per)

@@ -14,7 +14,8 @@ from dltop.store.read.runs import marks
 from dltop.store.read.schema import has_table
 
 STUDY_TABLE = "study_sources"
-"""The study's sources (:data:`dltop.store.study.STUDY_TABLE`)."""
+"""A study database's sources: index, the path as given, its stem, the file's real path
+(:mod:`dltop.store.study` writes it)."""
 
 
 def all_campaigns(db: Any) -> list[dict[str, Any]]:

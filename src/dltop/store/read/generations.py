@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltop.store.generations import TABLE, unpack_seconds
-from dltop.store.read.runs import in_chunks
+from dltop.store.read.runs import by_run
 from dltop.store.read.schema import has_table
 
 
@@ -15,17 +15,13 @@ def requests(db: Any, run_ids: Sequence[int], *,
     """Each run's requests in order, measured ones only unless ``warmup`` (runs without
     any left out; none before migration 17): idx, warmup, ttft_s, e2e_s, prompt_tokens,
     new_tokens, batch, and itl_s as a tuple of seconds."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    if not run_ids or not has_table(db, TABLE):
-        return out
     where = "" if warmup else " and coalesce(warmup, 0) = 0"
-    for chunk, marks in in_chunks(run_ids):
-        for r in db.query(
-                "select run_id, idx, warmup, ttft_s, e2e_s, prompt_tokens, new_tokens, batch, "
-                f"itl_s from {TABLE} where run_id in ({marks}){where} "
-                "order by run_id, idx", chunk):
+    out = by_run(db, run_ids, TABLE,
+                 "select run_id, idx, warmup, ttft_s, e2e_s, prompt_tokens, new_tokens, batch, "
+                 f"itl_s from {TABLE} where run_id in ({{marks}}){where} order by run_id, idx")
+    for rows in out.values():
+        for r in rows:
             r["itl_s"] = unpack_seconds(r["itl_s"])
-            out.setdefault(int(r["run_id"]), []).append(r)
     return out
 
 

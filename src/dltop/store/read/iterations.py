@@ -7,14 +7,7 @@ from typing import Any
 
 from dltop.store.archive import unpack_measured
 from dltop.store.read import jobruns
-from dltop.store.read.runs import in_chunks
-from dltop.store.read.schema import has_table
-
-
-def count(db: Any, run_id: int) -> int:
-    """How many iteration rows the run has."""
-    (n,) = db.execute("select count(*) from iterations where run_id = ?", [run_id]).fetchone()
-    return int(n)
+from dltop.store.read.runs import by_run
 
 
 def thinned(db: Any, run_id: int, every: int) -> list[dict[str, Any]]:
@@ -36,15 +29,9 @@ def warmup_end_ns(db: Any, run_id: int) -> int | None:
 def evals(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
     """Each run's evaluations in order (runs without any left out; none before migration
     14): idx, epoch, accuracy, perplexity, loss, eval_s, train_s, t_mono_ns."""
-    out: dict[int, list[dict[str, Any]]] = {}
-    if not run_ids or not has_table(db, "evals"):
-        return out
-    for chunk, marks in in_chunks(run_ids):
-        for r in db.query(
-                "select run_id, idx, epoch, accuracy, perplexity, loss, eval_s, train_s, "
-                f"t_mono_ns from evals where run_id in ({marks}) order by run_id, idx", chunk):
-            out.setdefault(int(r["run_id"]), []).append(r)
-    return out
+    return by_run(db, run_ids, "evals",
+                  "select run_id, idx, epoch, accuracy, perplexity, loss, eval_s, train_s, "
+                  "t_mono_ns from evals where run_id in ({marks}) order by run_id, idx")
 
 
 def archived(db: Any, run_id: int) -> list[tuple[float, int]] | None:

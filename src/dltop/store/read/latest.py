@@ -6,17 +6,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dltop.store.read.runs import marks
+
 
 def runs_with_iterations(db: Any, campaign_ids: Sequence[int]) -> list[dict[str, Any]]:
     """Each job's latest run that stored iterations (``run_id``, its flags and figures,
     its job's identity), in queue order."""
-    marks = ",".join("?" * len(campaign_ids))
     return list(db.query(
         "select r.id as run_id, r.status, r.noisy, r.concurrent_runs, r.contaminated, "
         "r.telemetry_simulated, r.median_s, r.cv, r.n_iterations, j.framework, j.model, "
         "j.batch_size, j.device, j.repeat, j.campaign_id, j.position from jobs j "
         "join latest_runs r on r.job_id = j.id "
-        f"where j.campaign_id in ({marks}) and coalesce(r.n_iterations, 0) > 0 "
+        f"where j.campaign_id in ({marks(campaign_ids)}) and coalesce(r.n_iterations, 0) > 0 "
         "order by j.campaign_id, j.position", list(campaign_ids)))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from dltop.store.read.runs import marks
 from dltop.store.read.schema import has_table
 
 
@@ -25,10 +26,9 @@ def profiled_runs(db: Any, campaign_ids: Sequence[int], limit: int) -> list[dict
     batch_size, device, repeat."""
     if not campaign_ids or not has_table(db, "profile_ops"):
         return []
-    marks = ",".join("?" * len(campaign_ids))
     return list(db.query(
         "select r.id, r.profile_steps, r.profile_step_ms, r.profile_device, "
         "j.framework, j.model, j.batch_size, j.device, j.repeat from runs r "
-        f"join jobs j on j.id = r.job_id where r.campaign_id in ({marks}) "
+        f"join jobs j on j.id = r.job_id where r.campaign_id in ({marks(campaign_ids)}) "
         "and r.status = 'ok' and r.profile_steps > 0 "
         f"order by r.id limit {int(limit)}", list(campaign_ids)))

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltop.catalog import JobStatus, RunStatus
+from dltop.store.read.runs import marks
 from dltop.store.read.schema import columns
-from dltop.store.read.slurm import queue_columns
 
 _JOB_COLUMNS = (
     "select id, position, status, framework, model, batch_size, device, repeat, "
@@ -36,17 +36,6 @@ def run_total(db: Any) -> str:
     its data), else the job's; a database from before migration 14 has no plan column."""
     return ("coalesce(r.plan_iterations, j.iterations + j.warmup) as total"
             if "plan_iterations" in columns(db, "runs") else "j.iterations + j.warmup as total")
-
-
-def running_runs(db: Any, campaign_id: int) -> list[dict[str, Any]]:
-    """The campaign's running runs, oldest first: job columns, ``total`` and the
-    executor's queue columns (:func:`dltop.store.read.slurm.queue_columns`)."""
-    return list(db.query(
-        "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
-        f"j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, {run_total(db)}, "
-        f"{queue_columns(db)} from runs r join jobs j on j.id = r.job_id "
-        "where r.campaign_id = ? and r.status = ? order by r.id",
-        [campaign_id, RunStatus.RUNNING]))
 
 
 def recent_iterations(db: Any, run_id: int, limit: int) -> list[dict[str, Any]]:
@@ -126,7 +115,7 @@ def finished_pace(db: Any, campaign_id: int, statuses: Sequence[str]) -> list[di
         "sum((julianday(r.finished_at) - julianday(r.started_at)) * 86400.0) as wall, "
         "sum(r.n_iterations * r.mean_s) as measured "
         "from runs r join jobs j on j.id = r.job_id where r.campaign_id = ? "
-        f"and r.status in ({', '.join('?' * len(statuses))}) "
+        f"and r.status in ({marks(statuses)}) "
         "and r.finished_at is not null and r.started_at is not null "
         f"and r.n_iterations > 0 group by {_CONFIG}", [campaign_id, *statuses]))
 

@@ -1,6 +1,7 @@
-"""One run's detail: its row with its job's, its environment, its attempts, whether
-prune archived its raw rows, its log, and the iterations a running run stored since a
-viewer last read them (the run detail screen, the report, ``dltop log``)."""
+"""One run's detail beside its row (:func:`dltop.store.read.runs.with_job`): its
+environment, its attempts, whether prune archived its raw rows, its log, and the
+iterations a running run stored since a viewer last read them (the run detail screen,
+the report, ``dltop log``)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,6 @@ from dltop.paths import stored_path
 from dltop.store.archive import ARCHIVE
 from dltop.store.read.changes import main_file
 from dltop.store.read.schema import has_table
-
-
-def run_with_job(db: Any, run_id: int) -> dict[str, Any] | None:
-    """The run's ``runs`` row with its job's identity as ``j_framework``, model... (None:
-    no such run)."""
-    return next(iter(db.query(
-        "select r.*, j.framework as j_framework, j.model, j.batch_size, j.device, j.repeat, "
-        "j.iterations, j.warmup from runs r join jobs j on j.id = r.job_id where r.id = ?",
-        [run_id])), None)
 
 
 def environment_row(db: Any, run_id: int) -> dict[str, Any] | None:

@@ -21,9 +21,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.store.samples import gpu_node_column
 
 if TYPE_CHECKING:
-    import sqlite_utils
-
-    from dltop.store.reader import ReadDb
+    from dltop.store.reader import Db
 
 
 @dataclass(frozen=True)
@@ -40,7 +38,7 @@ class Series:
         return len(self.rows) < self.n_raw
 
 
-def minmax(db: sqlite_utils.Database | ReadDb, table: str, run_id: int, x: str, value: str,
+def minmax(db: Db, table: str, run_id: int, x: str, value: str,
            max_points: int, *, keep: Sequence[str] = (), part: Sequence[str] = ()) -> Series:
     """The rows of ``table`` for ``run_id`` ordered by ``x``, at most ``max_points`` per
     partition: the min and max of ``value`` in each of ``max_points / 2`` equal spans
@@ -81,29 +79,26 @@ def minmax(db: sqlite_utils.Database | ReadDb, table: str, run_id: int, x: str, 
     return Series(rows, int(n))
 
 
-def iteration_series(db: sqlite_utils.Database | ReadDb, run_id: int, value: str,
-                     max_points: int) -> Series:
+def iteration_series(db: Db, run_id: int, value: str, max_points: int) -> Series:
     """s/iter (``seconds``) or ``loss`` per iteration, warm-up steps their own series
     (``warmup`` column), ``x`` the step's end in seconds of the monotonic clock."""
     return minmax(db, "iterations", run_id, "t_mono_ns / 1e9", value, max_points,
                   keep=("idx",), part=("warmup",))
 
 
-def gpu_series(db: sqlite_utils.Database | ReadDb, run_id: int, value: str,
-               max_points: int) -> Series:
+def gpu_series(db: Db, run_id: int, value: str, max_points: int) -> Series:
     """One GPU column per (node, GPU) of the run, ``x`` the window's start."""
     node = gpu_node_column(db)
     part = ("gpu_index", "simulated") if node == "null" else ("node", "gpu_index", "simulated")
     return minmax(db, "gpu_samples", run_id, "t_start_mono_s", value, max_points, part=part)
 
 
-def host_series(db: sqlite_utils.Database | ReadDb, run_id: int, value: str,
-                max_points: int) -> Series:
+def host_series(db: Db, run_id: int, value: str, max_points: int) -> Series:
     """One host column, ``x`` the window's start."""
     return minmax(db, "host_samples", run_id, "t_start_mono_s", value, max_points)
 
 
-def origin_s(db: sqlite_utils.Database | ReadDb, run_id: int) -> float | None:
+def origin_s(db: Db, run_id: int) -> float | None:
     """The run's time origin on the monotonic clock, as :mod:`dltop.results.runtrace`
     sets it: the start of its first iteration or its first telemetry window."""
     starts = [r[0] for r in db.execute(

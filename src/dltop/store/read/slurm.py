@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dltop.store.read.runs import marks
 from dltop.store.read.schema import columns
 from dltop.store.schema_slurm import queue_columns_sql
 
@@ -22,7 +23,7 @@ def queue_state(db: Any, run_ids: list[int]) -> list[dict[str, Any]]:
     if not run_ids:
         return []
     return list(db.query(f"select r.id, {queue_columns(db)} from runs r "
-                         f"where r.id in ({','.join('?' * len(run_ids))})", run_ids))
+                         f"where r.id in ({marks(run_ids)})", run_ids))
 
 
 def log_and_spec(db: Any, run_id: int) -> tuple[str | None, str] | None:

@@ -42,9 +42,11 @@ BARE_TORCH = textwrap.dedent("""
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     times = []
     ends = []
+    c0 = time.process_time()
     for i in {steps}:
         if i == {warmup}:
             c0 = time.process_time()
+            {on_warm}
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         loss = loss_fn(model(x), y)
@@ -55,7 +57,7 @@ BARE_TORCH = textwrap.dedent("""
         loss.item()
         times.append(time.perf_counter() - t0)
         ends.append(int(time.monotonic() * 1e9))
-    cpu_s = (time.process_time() - c0) / (len(times) - {warmup})
+    cpu_s = (time.process_time() - c0) / max(1, len(times) - {warmup})
     print(json.dumps({{"times": times[{warmup}:], "ends": ends[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
@@ -86,14 +88,16 @@ BARE_TF = textwrap.dedent("""
 
     times = []
     ends = []
+    c0 = time.process_time()
     for i in {steps}:
         if i == {warmup}:
             c0 = time.process_time()
+            {on_warm}
         t0 = time.perf_counter()
         float(train(x, y).numpy())
         times.append(time.perf_counter() - t0)
         ends.append(int(time.monotonic() * 1e9))
-    cpu_s = (time.process_time() - c0) / (len(times) - {warmup})
+    cpu_s = (time.process_time() - c0) / max(1, len(times) - {warmup})
     print(json.dumps({{"times": times[{warmup}:], "ends": ends[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
@@ -115,15 +119,17 @@ BARE_CNTK = textwrap.dedent("""
     trainer = C.Trainer(model, (loss, None), [C.sgd(model.parameters, lr)])
     times = []
     ends = []
+    c0 = time.process_time()
     for i in {steps}:
         if i == {warmup}:
             c0 = time.process_time()
+            {on_warm}
         t0 = time.perf_counter()
         trainer.train_minibatch({{x: xb, y: yb}})
         float(trainer.previous_minibatch_loss_average)
         times.append(time.perf_counter() - t0)
         ends.append(int(time.monotonic() * 1e9))
-    cpu_s = (time.process_time() - c0) / (len(times) - {warmup})
+    cpu_s = (time.process_time() - c0) / max(1, len(times) - {warmup})
     print(json.dumps({{"times": times[{warmup}:], "ends": ends[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
@@ -150,15 +156,17 @@ BARE_JAX = textwrap.dedent("""
     params, state = model.params, model.state
     times = []
     ends = []
+    c0 = time.process_time()
     for i in {steps}:
         if i == {warmup}:
             c0 = time.process_time()
+            {on_warm}
         t0 = time.perf_counter()
         params, state, value = train(params, state, x, y)
         float(value)
         times.append(time.perf_counter() - t0)
         ends.append(int(time.monotonic() * 1e9))
-    cpu_s = (time.process_time() - c0) / (len(times) - {warmup})
+    cpu_s = (time.process_time() - c0) / max(1, len(times) - {warmup})
     print(json.dumps({{"times": times[{warmup}:], "ends": ends[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
@@ -189,9 +197,11 @@ BARE_TORCH_LM = textwrap.dedent("""
     dtype = {{"bf16": torch.bfloat16}}.get({precision!r})
     times = []
     ends = []
+    c0 = time.process_time()
     for i in {steps}:
         if i == {warmup}:
             c0 = time.process_time()
+            {on_warm}
         t0 = time.perf_counter()
         opt.zero_grad(set_to_none=True)
         if dtype is not None:
@@ -206,7 +216,7 @@ BARE_TORCH_LM = textwrap.dedent("""
         loss.item()
         times.append(time.perf_counter() - t0)
         ends.append(int(time.monotonic() * 1e9))
-    cpu_s = (time.process_time() - c0) / (len(times) - {warmup})
+    cpu_s = (time.process_time() - c0) / max(1, len(times) - {warmup})
     print(json.dumps({{"times": times[{warmup}:], "ends": ends[{warmup}:], "cpu_s": cpu_s}}))
 """)
 
@@ -230,11 +240,18 @@ def until_file(stop: Path) -> str:
             f' range(10 ** 7))')
 
 
+def touch_when_warm(path: Path) -> str:
+    """A template's ``on_warm``: create ``path`` once the warm-up steps are done."""
+    return f"open({str(path)!r}, 'w').close()"
+
+
 def bare_command(framework: str, model: str, batch: int, threads: int, warmup: int,
                  steps: str, affinity: list[int], gpu: bool = False,
-                 precision: str = "fp32") -> tuple[list[str], dict[str, str]]:
+                 precision: str = "fp32",
+                 on_warm: str = "pass") -> tuple[list[str], dict[str, str]]:
     """The bare loop's argv and environment; ``steps``: the loop's iterable (Python text:
-    ``range(N)`` or :func:`until_file`), the first ``warmup`` steps not measured."""
+    ``range(N)`` or :func:`until_file`), the first ``warmup`` steps not measured;
+    ``on_warm``: a statement run once they are done (:func:`touch_when_warm`)."""
     if is_lm(model):
         if framework != "torch":
             raise SystemExit(f"the bare transformer loop is PyTorch's; not {framework}")
@@ -243,7 +260,8 @@ def bare_command(framework: str, model: str, batch: int, threads: int, warmup: i
         template = BARE[framework]  # --device gpu: PyTorch only, checked by the callers
     code = template.format(child_dir=str(CHILD_DIR), model=model, batch=batch,
                            threads=threads, steps=steps, warmup=warmup,
-                           affinity=affinity, gpu=gpu, precision=precision)
+                           affinity=affinity, gpu=gpu, precision=precision,
+                           on_warm=on_warm)
     python, env = framework_env(framework, threads, gpu)
     return [python, "-c", code], env
 

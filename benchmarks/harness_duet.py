@@ -40,11 +40,19 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness_bare import CHILD_DIR, bare_command, framework_env, is_lm, until_file
+from harness_bare import (
+    CHILD_DIR,
+    bare_command,
+    framework_env,
+    is_lm,
+    touch_when_warm,
+    until_file,
+)
 from harness_overhead import LM_KEYS, PROFILE, write_rounds
 
 MIN_STEPS = 10
@@ -144,12 +152,18 @@ def duet_round(framework: str, model: str, batch: int, iterations: int, warmup: 
     framework's runner alone, by hand, on the spec of the case's last dltop round).
     """
     side = "control" if control else side
-    stop = workdir / "stop"
+    stop, warm = workdir / "stop", workdir / "warm"
     stop.unlink(missing_ok=True)
-    argv, env = bare_command(framework, model, batch, 1, warmup, until_file(stop), [cpu])
+    warm.unlink(missing_ok=True)
+    argv, env = bare_command(framework, model, batch, 1, warmup, until_file(stop), [cpu],
+                             on_warm=touch_when_warm(warm))
     bare = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     try:
+        # The other side starts once the bare loop is past its warm-up: however slow the
+        # machine, the bare loop then steps through the other side's whole window.
+        while not warm.exists() and bare.poll() is None:
+            time.sleep(0.05)
         ours = (_control_side(framework, model, batch, iterations, warmup, cpu)
                 if side == "control" else _runner_side(framework, workdir)
                 if side == "runner" else

@@ -19,7 +19,7 @@ from dltop.errors import UserError
 from dltop.jobs import campaign
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.results.identity import identity_of
+from dltop.results.idread import identity_of
 from dltop.store import Store
 from dltop.store.db import memory_db
 

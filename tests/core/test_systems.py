@@ -12,7 +12,7 @@ import pytest
 from dltop import cli
 from dltop.errors import UserError
 from dltop.profiles.loader import parse
-from dltop.results.identity import identity_of
+from dltop.results.idread import identity_of
 from dltop.systems import load_system
 
 CONFIG = """

@@ -14,7 +14,7 @@ from dltop.errors import UserError
 from dltop.profiles import window
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.results.identity import identity_of
+from dltop.results.idread import identity_of
 
 ENTRY = """
 [[matrix]]

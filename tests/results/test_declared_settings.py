@@ -15,7 +15,7 @@ from dltop.profiles import fields as declared
 from dltop.profiles.fields import integer, setting
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.results import compare, identity, summary
+from dltop.results import compare, identity, idread, summary
 from dltop.results.queries import CampaignRow
 
 UNIT = re.compile(r"_(s|ms|w|j|c|pct|bytes|mhz)$")
@@ -63,9 +63,9 @@ def test_quiet_defaults_and_headers_are_the_declarations() -> None:
 
 def test_a_caption_states_exactly_the_settings_declared_loud() -> None:
     job = parse(PROFILE, "d.toml", "d").jobs[0]
-    ident = identity.identity_of(json_spec(job), "/usr/bin/python3")
+    ident = idread.identity_of(json_spec(job), "/usr/bin/python3")
     var = identity.variation([ident])
-    stated = {name for name, _ in var.constant} - {identity.INTERPRETER}
+    stated = {name for name, _ in var.constant} - {idread.INTERPRETER}
     loud = {f.name for f in _identity_settings() if f.metadata[declared.QUIET] is False}
     # every loud setting with a value is stated, a quiet one only off its quiet values
     assert loud - {n for n in loud if ident.get(n) is None} <= stated

@@ -17,7 +17,7 @@ import sqlite_utils
 
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.results import compare, export, identity, queries, scaling, summary
+from dltop.results import compare, export, identity, idread, queries, scaling, summary
 from dltop.results.render import render
 from dltop.results.stats import summarize_run
 from dltop.results.table import Cell, Role, Table
@@ -227,7 +227,7 @@ def test_variation_constant_varying_and_interpreters_per_framework() -> None:
 
 def test_an_unfinished_repeat_stays_with_its_configuration() -> None:
     db, cid = campaign([{"repeats": 2}], interpreters=["/a/python", None])
-    idents = identity.campaign_identities(db, cid)
+    idents = idread.campaign_identities(db, cid)
     assert [i["interpreter"] for i in idents.values()] == ["/a/python", "/a/python"]
     cells = value_cells(export.build_table(db, cid, "time"))
     assert [c.detail["n_runs"] for c in cells] == [2]

@@ -22,13 +22,13 @@ def test_measured_reads_as_its_pairs() -> None:
 
 
 def test_distinct_values_match_their_canonical_keys() -> None:
-    from dltop.results import identity
+    from dltop.results import identity, idread
 
     cases = [[1, 1.0, True], [1, 2, 2], ["a", None, "a"], [(1,), (True,)], [[1], [1.0]],
              [{"a": 1}, {"a": 1}], [0.1, 0.1], [None, None], [False, 0]]
     for values in cases:
-        idents = [{"x": v, identity.INTERPRETER: v} for v in values]
-        for name in ("x", identity.INTERPRETER):
+        idents = [{"x": v, idread.INTERPRETER: v} for v in values]
+        for name in ("x", idread.INTERPRETER):
             want = {identity._canon(i.get(name)) for i in idents
-                    if not (name == identity.INTERPRETER and i.get(name) is None)}
+                    if not (name == idread.INTERPRETER and i.get(name) is None)}
             assert identity._distinct(idents, name) == want, (values, name)

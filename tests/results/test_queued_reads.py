@@ -13,7 +13,7 @@ from tests.store.olddb import migrated_to
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.profiles.loader import parse
-from dltop.results import export, identity
+from dltop.results import export, idread
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.reads import campaign_rows
 from dltop.store import Store, connect, memory_db
@@ -161,8 +161,8 @@ def test_job_configs_follow_inserts_deletes_and_key_changes(campaigns: Any) -> N
 
 def test_ran_identities_match_every_job_identities(campaigns: Any) -> None:
     db, cid = _campaign(campaigns, 2)
-    every = identity.campaign_identities(db, cid)
-    ran = identity.ran_identities(db, cid)
+    every = idread.campaign_identities(db, cid)
+    ran = idread.ran_identities(db, cid)
     assert sorted(ran) == sorted(r["job_id"] for r in db.query(
         "select distinct job_id from runs"))
     assert all(ran[j] == every[j] for j in ran)

@@ -19,7 +19,7 @@ import pytest
 
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.results import bootstrap, bootstrap_batch, caption, export, identity, summary
+from dltop.results import bootstrap, bootstrap_batch, caption, export, idread, summary
 from dltop.results.aggregate import config_results
 from dltop.results.gcpause import gc_paused
 from dltop.results.readings import check_runs
@@ -32,7 +32,7 @@ def _rows() -> list[dict[str, Any]]:
     spec = parse(PROFILE, "k.toml", "k").jobs[0]
 
     def row(job: JobSpec, interpreter: str | None, stored_key: bool = False) -> dict[str, Any]:
-        return {"config_key": identity.key(job.identity()) if stored_key else None,
+        return {"config_key": idread.key(job.identity()) if stored_key else None,
                 "spec_json": json.dumps(job.to_json_dict()), "python_executable": interpreter}
 
     nested = dataclasses.replace(spec, options=(("env", {"interpreter": None}),))
@@ -48,9 +48,9 @@ PROFILE = ('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes 
 
 def test_keys_put_together_equal_keys_encoded() -> None:
     rows = _rows()
-    idents, keys = identity.resolve_keyed(rows)
-    assert idents == identity.resolve(_rows())
-    assert keys == [identity.key(i) for i in idents]
+    idents, keys = idread.resolve_keyed(rows)
+    assert idents == idread.resolve(_rows())
+    assert keys == [idread.key(i) for i in idents]
     # the unknown interpreter joined its configuration's; a nested "interpreter": null
     # (the entry twice in the key) took the long way and still matched
     assert idents[1]["interpreter"] == "/a/python" and keys[1] == keys[0] == keys[2]

@@ -9,7 +9,7 @@ import sqlite_utils
 from tests.store.conftest import campaign
 
 from dltop.catalog import RunStatus
-from dltop.results import identity
+from dltop.results import idread
 from dltop.store import Store, connect
 from dltop.store.migrations import MIGRATIONS
 from dltop.store.reader import open_reader
@@ -48,7 +48,7 @@ def test_a_reader_of_an_older_database_gets_the_views_without_writing(tmp_path: 
     old.close()
     db = open_reader(path)
     try:
-        assert list(identity.ran_identities(db, cid)) == jobs[:2]
+        assert list(idread.ran_identities(db, cid)) == jobs[:2]
         assert {r["job_id"]: r["id"] for r in db.query(
             f"select job_id, id from {LATEST_RUNS}")} == latest
         assert db.conn.execute("pragma query_only").fetchone()[0] == 1
@@ -67,5 +67,5 @@ def test_an_unmigrated_open_for_reading_gets_them_too(tmp_path: Path) -> None:
         old.execute(f"drop view {name}")
     old.close()
     db = connect(path, create=False)  # the viewers' open: no migration
-    assert list(identity.ran_identities(db, cid)) == jobs[:2]
+    assert list(idread.ran_identities(db, cid)) == jobs[:2]
     db.close()

@@ -136,7 +136,7 @@ def run_statuses(given: list[str] | None) -> list[str]:
 
 
 def cmd_runs(args: argparse.Namespace) -> int:
-    from dltop.results import identity, queries, tokens
+    from dltop.results import identity, idread, queries, tokens
 
     statuses = run_statuses(args.status)
     db = open_reading(args.db)
@@ -146,7 +146,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
     rows = study_runs(db, queries.recent_runs(db, limit=args.limit,
                                               campaign_id=campaign_id, statuses=statuses))
     # the identity fields that tell the listed runs apart, beside the usual keys
-    idents = identity.run_identities(db, [r.run_id for r in rows])
+    idents = idread.run_identities(db, [r.run_id for r in rows])
     if args.json or args.csv:
         _print_records(rows, idents, as_json=args.json)
         return 0

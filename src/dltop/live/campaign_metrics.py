@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
 from dltop.live.metrics import Family, Labels, family
 from dltop.procs import engine_alive
-from dltop.results import identity
+from dltop.results import identity, idread
 from dltop.results.queries import campaigns, open_campaigns
 from dltop.store.read.jobs import status_counts
 from dltop.store.read.queue_view import ended_run_counts, identity_marks, last_ended_run
@@ -52,7 +52,7 @@ def label_name(name: str) -> str:
 def identity_labels(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dict[str, str]]:
     """Job id → the labels of the identity fields that vary in its campaign (precision,
     mode, compile, seq_len...: model, framework, batch and device are labels anyway)."""
-    idents = identity.campaign_identities(db, campaign_id)
+    idents = idread.campaign_identities(db, campaign_id)
     var = identity.variation(idents.values())
     return {job: {label_name(f): text for f, text in zip(var.fields, var.texts(ident),
                                                          strict=True)}

@@ -33,7 +33,7 @@ from dltop.report.precision import precision_figures
 from dltop.report.profiles import profile_figures
 from dltop.report.runs import pick_runs, run_figures
 from dltop.report.serving import serve_run_figures, serving_figures
-from dltop.results import caption, identity, labels, queries, scaling, summary, tokens
+from dltop.results import caption, identity, idread, labels, queries, scaling, summary, tokens
 from dltop.results.aggregate import ConfigResult, config_results, floats
 from dltop.results.metrics import value_of
 from dltop.results.places import placed_identities
@@ -218,10 +218,10 @@ def failure_reasons(db: sqlite_utils.Database, ids: Sequence[int]) -> dict[str, 
     """Configuration key → the message of its first failed latest run (one line)."""
     out: dict[str, str] = {}
     for cid in ids:
-        idents = identity.ran_identities(db, cid)  # jobs with a run: what it joins
+        idents = idread.ran_identities(db, cid)  # jobs with a run: what it joins
         for row in failed_runs(db, cid):
             cause = queries.message_cause(row["error_message"]) or row["status"]
-            out.setdefault(identity.key(idents[row["job_id"]]), one_line(cause)[:300])
+            out.setdefault(idread.key(idents[row["job_id"]]), one_line(cause)[:300])
     return out
 
 
@@ -242,7 +242,7 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     by_key = failure_reasons(db, ids)
     status_at = [c.key for c in table.columns].index("status")
     reasons = {i: by_key[k] for i, row in enumerate(table.rows)
-               if (k := identity.key(row.extra.get("identity", {}))) in by_key
+               if (k := idread.key(row.extra.get("identity", {}))) in by_key
                and (cell := row.cells[status_at]) is not None and cell.text != "ok"}
     env = caption.environment(db, ids)
     title = caption.title(camps, "report")

@@ -27,7 +27,7 @@ from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import fields as declared
 from dltop.profiles.jobspec import JobSpec
-from dltop.results import caption, compare, comparemetrics, identity, queries, tokens
+from dltop.results import caption, compare, comparemetrics, identity, idread, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metrics import value_of
 from dltop.results.places import device_key, rank
@@ -80,7 +80,7 @@ def _text(value: Any) -> str:
 
 
 def _varying(idents: Sequence[dict[str, Any]]) -> list[str]:
-    names = sorted({n for ident in idents for n in ident} - {identity.INTERPRETER})
+    names = sorted({n for ident in idents for n in ident} - {idread.INTERPRETER})
     return [n for n in names if len({_text(i.get(n)) for i in idents}) > 1]
 
 
@@ -115,7 +115,7 @@ def by_setting(db: sqlite_utils.Database, campaign_ids: Sequence[int], given: st
         if _text(value) not in map(_text, values):
             values.append(value)
         rest = {k: v for k, v in ident.items() if k != name}
-        groups.setdefault(identity.key(rest), {})[_text(value)] = (rest, r)
+        groups.setdefault(idread.key(rest), {})[_text(value)] = (rest, r)
     alone = [g for g in groups.values() if len(g) > 1]
     if not alone:
         raise UserError(f"compare --by {given}: {name} never varies alone in {where} (every "

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import ENDED_CAMPAIGN_STATUSES, JobStatus, RunStatus
-from dltop.results import identity, queries
+from dltop.results import idread, queries
 from dltop.results.convergence import EvalPoint, evals_of, targets_of
 from dltop.results.gcpause import gc_paused
 from dltop.results.generation import Request, generations_of
@@ -285,7 +285,7 @@ def read_config_results(db: sqlite_utils.Database,
                         if str(r["device"]).startswith("gpu") and r["device_name"])
         default_gpu = usual.most_common(1)[0][0] if usual else None
         # one canonical key per configuration, not one JSON encoding per row
-        idents, ident_keys = identity.resolve_keyed(rows)
+        idents, ident_keys = idread.resolve_keyed(rows)
         for row, ident, ident_key in zip(rows, idents, ident_keys, strict=True):
             gpu = (row["device_name"] or default_gpu) if str(row["device"]).startswith(
                 "gpu") else None

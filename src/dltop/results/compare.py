@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
 from dltop.errors import UserError
-from dltop.results import bootstrap, caption, comparemetrics, identity, queries, tokens
+from dltop.results import bootstrap, caption, comparemetrics, identity, idread, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.places import device_key, rank
@@ -119,12 +119,12 @@ def verdict(ratio: float, low: float, high: float, metric: str, threshold: float
 
 def bare(r: ConfigResult) -> dict[str, Any]:
     """A configuration's identity without the interpreter."""
-    return {k: v for k, v in r.identity.items() if k != identity.INTERPRETER}
+    return {k: v for k, v in r.identity.items() if k != idread.INTERPRETER}
 
 
 def bare_key(r: ConfigResult) -> str:
     """:func:`dltop.results.identity.key` of :func:`bare`."""
-    return identity.key(bare(r))
+    return idread.key(bare(r))
 
 
 def pairing(results: list[ConfigResult], placed: frozenset[str] = frozenset(),
@@ -136,13 +136,13 @@ def pairing(results: list[ConfigResult], placed: frozenset[str] = frozenset(),
     def where(r: ConfigResult) -> dict[str, Any]:
         return {"host": r.host, "gpu": r.gpu_name} if bare_key(r) in placed else {}
 
-    count = Counter(identity.key({**bare(r), **where(r)}) for r in results)
+    count = Counter(idread.key({**bare(r), **where(r)}) for r in results)
     out: dict[str, tuple[dict[str, Any], ConfigResult]] = {}
     for r in results:
-        ident = bare(r) if count[identity.key({**bare(r), **where(r)})] == 1 \
+        ident = bare(r) if count[idread.key({**bare(r), **where(r)})] == 1 \
             else dict(r.identity)
         ident.update(where(r))
-        out[identity.key(ident)] = (ident, r)
+        out[idread.key(ident)] = (ident, r)
     return out
 
 
@@ -180,7 +180,7 @@ def compare_pair(a: ConfigResult | None, b: ConfigResult | None, metric: str,
     some = a or b
     assert some is not None
     label, ident = _label(some), pair_identity
-    key = identity.key(ident)
+    key = idread.key(ident)
     fa, fb = side_flags(a), side_flags(b)
     base: dict[str, Any] = {"identity": ident, "flags_a": fa, "flags_b": fb, "metric": metric}
     if a is None or b is None:

@@ -15,7 +15,8 @@ the rest is stated once in the caption (:meth:`Variation.caption`). Options are
 flattened, one field per option key (``xla``, ``command``...), absent = ``-``.
 The interpreter is the one field stated per framework when each framework used
 one interpreter (frameworks live in their own environments by design); it is a
-row key only when one framework ran under several.
+row key only when one framework ran under several. Reading the identities of stored
+jobs is :mod:`dltop.results.idread`'s; this module says which fields tell a set apart.
 """
 
 from __future__ import annotations
@@ -31,29 +32,11 @@ from dltop.profiles import fields as declared
 from dltop.profiles.jobspec import JobSpec
 from dltop.results.idread import (
     INTERPRETER,
-    LM_FIELDS,
     OPTIONS,
-    SYSTEM,
-    WINDOW_FIELDS,
     Identity,
-    campaign_identities,
-    identity_of,
-    identity_of_key,
     key,
-    ran_identities,
-    resolve,
-    resolve_keyed,
-    run_identities,
 )
 from dltop.results.table import Cell, Column, Role
-
-__all__ = ["BASE", "COLUMN", "HEADERS", "INTERPRETER", "LM_FIELDS", "OPTIONS", "PLACE",
-           "PREFERRED", "QUIET_DEFAULTS", "ROW_KEYS", "SYSTEM", "WINDOW_FIELDS", "Identity",
-           "Variation", "campaign_identities", "fmt_value", "header", "identity_of",
-           "identity_of_key", "key", "ran_identities", "resolve", "resolve_keyed",
-           "row_key_cells", "run_identities", "sort_value", "value_cells", "variation"]
-"""Reading the identities of stored jobs is :mod:`dltop.results.idread`'s (importable
-from here as before); this module says which fields tell a set apart."""
 
 BASE = ("model", "framework", "batch_size")
 """Row keys every table has."""

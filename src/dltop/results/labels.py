@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from dltop.profiles import fields
 from dltop.profiles.jobspec import JobSpec
-from dltop.results import identity
+from dltop.results import identity, idread
 from dltop.store.read import jobs
 from dltop.store.read.changes import main_file
 from dltop.textsafe import one_line
@@ -34,7 +34,7 @@ BARE = ("precision", "mode")
 SHORT = {f.name: str(f.metadata[fields.SHORT]) for f in dataclasses.fields(JobSpec)
          if f.metadata.get(fields.SHORT)}
 """Fields shown in a shorter form than ``header value`` (``setting(short=...)``)."""
-LAST = (*fields.declaring(dataclasses.fields(JobSpec), fields.LAST), identity.INTERPRETER)
+LAST = (*fields.declaring(dataclasses.fields(JobSpec), fields.LAST), idread.INTERPRETER)
 """How long and where a run ran: after the fields that make the configuration
 (``setting(last=True)``)."""
 
@@ -114,7 +114,7 @@ def _campaign_variation(db: Db, campaign_ids: Sequence[int]
     idents: dict[int, Mapping[str, Any]] = {}
     for cid in campaign_ids:
         # a ReadDb answers the same queries (the TUI's reader thread)
-        idents.update(identity.campaign_identities(db, cid))  # type: ignore[arg-type]
+        idents.update(idread.campaign_identities(db, cid))  # type: ignore[arg-type]
     return idents, identity.variation(idents.values()).fields
 
 
@@ -157,8 +157,8 @@ def campaign_varying(db: Db, campaign_id: int) -> tuple[str, ...]:
         # one identity per configuration, not per job: repeats share their stored key
         idents = []
         for r in jobs.configurations(db, campaign_id):
-            ident = identity.identity_of_key(r["config_key"], None)
-            idents.append(ident or identity.identity_of(r["spec_json"], None))
+            ident = idread.identity_of_key(r["config_key"], None)
+            idents.append(ident or idread.identity_of(r["spec_json"], None))
         _VARYING[(where, campaign_id)] = known = (stamp, identity.variation(idents).fields)
     return known[1]
 
@@ -171,8 +171,8 @@ def job_settings(db: Db, job_ids: Sequence[int], varying: Sequence[str]) -> dict
     out = {}
     for r in rows:
         # the stored key is 5 times cheaper to read than the spec (None: an older key)
-        ident = identity.identity_of_key(r["config_key"], None) if r["config_key"] else None
+        ident = idread.identity_of_key(r["config_key"], None) if r["config_key"] else None
         if ident is None:
-            ident = identity.identity_of(r["spec_json"], None)
+            ident = idread.identity_of(r["spec_json"], None)
         out[int(r["id"])] = settings_text(ident, varying)
     return out

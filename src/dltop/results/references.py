@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.references import METRICS, Reference
-from dltop.results import identity, queries
+from dltop.results import identity, idread, queries
 from dltop.results.aggregate import ConfigResult
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 from dltop.store.read import jobs
@@ -48,8 +48,8 @@ class Verdict:
 
 
 def bare_key(ident: Mapping[str, Any]) -> str:
-    return identity.key({k: v for k, v in ident.items()
-                         if k not in (identity.INTERPRETER, identity.PLACE)})
+    return idread.key({k: v for k, v in ident.items()
+                         if k not in (idread.INTERPRETER, identity.PLACE)})
 
 
 def stored_references(db: sqlite_utils.Database, campaign_ids: Sequence[int],
@@ -61,7 +61,7 @@ def stored_references(db: sqlite_utils.Database, campaign_ids: Sequence[int],
     for spec_json in jobs.reference_specs(db, campaign_ids):
         spec = JobSpec.from_json_dict(json.loads(spec_json))
         if spec.references:
-            out[bare_key(identity.identity_of(spec_json, None))] = spec.references
+            out[bare_key(idread.identity_of(spec_json, None))] = spec.references
     return out
 
 
@@ -157,7 +157,7 @@ def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow
         rows.append(Row((
             key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size),
             key_cell(r.device), key_cell(str(r.identity.get("precision", ""))),
-            key_cell(str(r.identity.get(identity.SYSTEM) or "-")),
+            key_cell(str(r.identity.get(idread.SYSTEM) or "-")),
             key_cell("" if ref is None else f"{ref.metric} ({METRICS[ref.metric]})"),
             Cell(_num(measured), measured), Cell(_num(low), low), Cell(_num(high), high),
             Cell(_num(value), value),

@@ -120,7 +120,8 @@ def _control_side(framework: str, model: str, batch: int, iterations: int, warmu
     """The A/A control: a second bare loop where dltop would run, as many steps."""
     argv, env = bare_command(framework, model, batch, 1, warmup,
                              f"range({iterations + warmup})", [cpu])
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True)
+    out = subprocess.run(argv, env=env, capture_output=True, text=True, check=True,
+                         start_new_session=True)
     return _steps_of(out.stdout)
 
 
@@ -135,7 +136,8 @@ def _runner_side(framework: str, workdir: Path) -> list[tuple[float, float]]:
     python, env = framework_env(framework, 1)
     env.pop("DLTOP_EVENT_FD", None)
     out = subprocess.run([python, str(CHILD_DIR / f"{framework}_runner.py"), str(specs[-1])],
-                         env=env, capture_output=True, text=True, check=True)
+                         env=env, capture_output=True, text=True, check=True,
+                         start_new_session=True)
     iters = [json.loads(line) for line in out.stderr.splitlines()
              if line.startswith("{") and '"event":"iter"' in line]
     return [(e["t_mono_ns"] / 1e9 - e["seconds"], e["t_mono_ns"] / 1e9)
@@ -157,8 +159,11 @@ def duet_round(framework: str, model: str, batch: int, iterations: int, warmup: 
     warm.unlink(missing_ok=True)
     argv, env = bare_command(framework, model, batch, 1, warmup, until_file(stop), [cpu],
                              on_warm=touch_when_warm(warm))
+    # Each compute process in a session of its own, as dltop's supervisor starts its
+    # runner: with the kernel's autogroups on, CPU is shared fairly between sessions, so
+    # nothing else in this benchmark's session (or the suite's) eats into one side only.
     bare = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+                            text=True, start_new_session=True)
     try:
         # The other side starts once the bare loop is past its warm-up: however slow the
         # machine, the bare loop then steps through the other side's whole window.

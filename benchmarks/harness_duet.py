@@ -76,6 +76,12 @@ class Round:
         return self.dltop_mean_s / self.bare_mean_s
 
 
+def _spans(seconds: list[float], ends_ns: list[int]) -> list[tuple[float, float]]:
+    """Steps as (start, end) seconds on CLOCK_MONOTONIC from their lengths and their ends
+    in ns (what the runner's ``iter`` events and the bare loop's ``ends`` carry)."""
+    return [(e / 1e9 - t, e / 1e9) for t, e in zip(seconds, ends_ns, strict=True)]
+
+
 def _inside(starts_ends: list[tuple[float, float]], lo: float, hi: float) -> list[float]:
     return [e - s for s, e in starts_ends if s >= lo and e <= hi]
 
@@ -94,13 +100,13 @@ def _dltop_steps(db: Path, cpu: int) -> list[tuple[float, float]]:
         conn.close()
     if str(affinity) != str(cpu):
         raise SystemExit(f"dltop's runner ran on CPUs {affinity}, not on CPU {cpu}")
-    return [(ns / 1e9 - s, ns / 1e9) for s, ns in rows]
+    return _spans([s for s, _ in rows], [ns for _, ns in rows])
 
 
 def _steps_of(out: str) -> list[tuple[float, float]]:
     """A bare loop's measured steps as (start, end) seconds on CLOCK_MONOTONIC."""
     got = json.loads(out.strip().splitlines()[-1])
-    return [(e / 1e9 - t, e / 1e9) for t, e in zip(got["times"], got["ends"], strict=True)]
+    return _spans(got["times"], got["ends"])
 
 
 def _dltop_side(framework: str, model: str, batch: int, iterations: int, warmup: int,
@@ -138,22 +144,20 @@ def _runner_side(framework: str, workdir: Path) -> list[tuple[float, float]]:
     out = subprocess.run([python, str(CHILD_DIR / f"{framework}_runner.py"), str(specs[-1])],
                          env=env, capture_output=True, text=True, check=True,
                          start_new_session=True)
-    iters = [json.loads(line) for line in out.stderr.splitlines()
-             if line.startswith("{") and '"event":"iter"' in line]
-    return [(e["t_mono_ns"] / 1e9 - e["seconds"], e["t_mono_ns"] / 1e9)
-            for e in iters if not e["warmup"]]
+    iters = [e for e in (json.loads(line) for line in out.stderr.splitlines()
+                         if line.startswith("{") and '"event":"iter"' in line)
+             if not e["warmup"]]
+    return _spans([e["seconds"] for e in iters], [e["t_mono_ns"] for e in iters])
 
 
 def duet_round(framework: str, model: str, batch: int, iterations: int, warmup: int,
-               cpu: int, workdir: Path, control: bool = False,
-               side: str = "dltop") -> Round | None:
+               cpu: int, workdir: Path, side: str = "dltop") -> Round | None:
     """Both sides at once on ``cpu``; None when their measured windows overlap too little.
 
     ``side``: ``dltop`` (``dltop run``), ``control`` (a second bare loop: an A/A round,
-    the method's own bias and noise; ``control=True`` says the same) or ``runner`` (the
-    framework's runner alone, by hand, on the spec of the case's last dltop round).
+    the method's own bias and noise) or ``runner`` (the framework's runner alone, by
+    hand, on the spec of the case's last dltop round).
     """
-    side = "control" if control else side
     stop, warm = workdir / "stop", workdir / "warm"
     stop.unlink(missing_ok=True)
     warm.unlink(missing_ok=True)
@@ -169,10 +173,12 @@ def duet_round(framework: str, model: str, batch: int, iterations: int, warmup: 
         # machine, the bare loop then steps through the other side's whole window.
         while not warm.exists() and bare.poll() is None:
             time.sleep(0.05)
-        ours = (_control_side(framework, model, batch, iterations, warmup, cpu)
-                if side == "control" else _runner_side(framework, workdir)
-                if side == "runner" else
-                _dltop_side(framework, model, batch, iterations, warmup, cpu, workdir))
+        if side == "control":
+            ours = _control_side(framework, model, batch, iterations, warmup, cpu)
+        elif side == "runner":
+            ours = _runner_side(framework, workdir)
+        else:
+            ours = _dltop_side(framework, model, batch, iterations, warmup, cpu, workdir)
     finally:
         stop.touch()
         out, err = bare.communicate(timeout=600)

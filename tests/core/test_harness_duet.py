@@ -69,7 +69,7 @@ def test_a_runner_round_needs_a_dltop_round_first(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_a_control_round_compares_two_bare_loops(tmp_path: Path) -> None:
     r = harness_duet.duet_round("torch", "fcn-r", 16, iterations=15, warmup=2,
-                                cpu=core_order()[0], workdir=tmp_path, control=True)
+                                cpu=core_order()[0], workdir=tmp_path, side="control")
     assert r is not None
     assert r.dltop_steps >= harness_duet.MIN_STEPS
     assert not (tmp_path / "duet.db").exists()  # no dltop run in a control round

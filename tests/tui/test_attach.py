@@ -35,8 +35,9 @@ DltopApp(db, db.parent / "logs", FakeGpuBackend(2)).run(headless=True)
 STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
 
 
-def start_campaign(tmp_path: Path, profile_text: Any, repeats: int) -> Launch:
-    """A background engine on ``a.db`` running ``repeats`` runs of 60 iterations: a
+def start_campaign(tmp_path: Path, profile_text: Any, repeats: int,
+                   iterations: int = 60) -> Launch:
+    """A background engine on ``a.db`` running ``repeats`` runs of ``iterations``: a
     ``command`` program of 50 ms steps (the engine and viewers are under test; a PyTorch
     runner spent ~5 s of CPU starting, per run)."""
     profile = tmp_path / "attach.toml"
@@ -44,7 +45,7 @@ def start_campaign(tmp_path: Path, profile_text: Any, repeats: int) -> Launch:
                                      "batch_sizes": [32], "devices": ["cpu:1"],
                                      "repeats": repeats, "command": [
                                          sys.executable, str(STEPS), "{total}", "0.05", "32"]},
-                                    name="attach", defaults={"iterations": 60, "warmup": 2}))
+                                    name="attach", defaults={"iterations": iterations, "warmup": 2}))
     launch = start_engine([str(profile)], tmp_path / "a.db", tmp_path / "logs", wait_s=0.5)
     assert launch.exit_code is None, launch.log_tail
     return launch
@@ -125,7 +126,9 @@ async def _reattach(db_path: Path) -> None:
 def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path, wait_until: Any,
                                                              profile_text: Any) -> None:
     db_path = tmp_path / "a.db"
-    launch = start_campaign(tmp_path, profile_text, repeats=1)
+    # 10 s of steps: with 60 (3 s), a loaded CI machine once let the runner finish between
+    # reading its pid and checking it outlived the engine, and the test failed on that.
+    launch = start_campaign(tmp_path, profile_text, repeats=1, iterations=200)
     wait_until(lambda: (_ready(
         db_path, "select count(*) from iterations") or 0) > 3, 120, "a run in progress",
                interval_s=0.2)

@@ -25,15 +25,26 @@ rounds. Goal: <= 1.01, the interval within +-1.5 %. Run it at a priority above t
 machine's other work (``nice -n -15``) if the machine is shared: both sides lose the
 same share to others, but fewer interruptions mean less noise.
 
+``--malloc fixed`` runs every side (bare loops, ``dltop run``, its runner) under one
+fixed glibc malloc policy (:data:`FIXED_MALLOC`). Why: with glibc's default, the mmap
+threshold moves with each process's allocation history, and a CPU training step maps
+and unmaps its large activations afresh or reuses heap memory depending on where it
+stands: measured on alexnet-r at batch 128, 4 096 to 12 256 page faults a step (16 to
+48 MB zeroed by the kernel) in the same bare loop from one step or process to the next,
+none under the fixed policy. That is allocator luck, not harness work, and it is the
+noise that kept torch alexnet-r undecided.
+
     .venv/bin/python benchmarks/harness_duet.py [--frameworks torch,cntk]
         [--cases fcn-r:128,alexnet-r:128] [--rounds 10] [--iterations 40]
         [--rounds-out FILE] [--control | --with-control | --kinds dltop,runner,control]
+        [--malloc default|fixed]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sqlite3
 import statistics
@@ -54,6 +65,11 @@ from harness_bare import (
     until_file,
 )
 from harness_overhead import LM_KEYS, PROFILE, write_rounds
+
+FIXED_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(4 << 30)}
+"""glibc's largest static mmap threshold (32 MiB: setting it also stops the dynamic
+adjustment) and a trim threshold that keeps freed heap memory mapped: the same policy,
+whatever each process allocated before."""
 
 MIN_STEPS = 10
 """A round counts only when each side has this many steps inside the overlap."""
@@ -254,14 +270,21 @@ def main() -> int:
     ap.add_argument("--kinds", metavar="K,K",
                     help="the rounds' kinds in order, out of dltop, control and runner "
                          "(the runner alone, on the last dltop round's spec)")
+    ap.add_argument("--malloc", choices=("default", "fixed"), default="default",
+                    help="fixed: every side under FIXED_MALLOC (glibc), not the default "
+                         "policy whose mmap threshold follows each process's history")
     args = ap.parse_args()
     from dltop.jobs.environment import core_order
+
+    if args.malloc == "fixed":  # every side inherits this process's environment
+        os.environ.update(FIXED_MALLOC)
 
     cpu = core_order()[0]  # where dltop pins a cpu:1 run here
     print(f"duet: both sides on CPU {cpu} (dltop's cpu:1 pin; its engine free), "
           f"iterations={args.iterations} warmup={args.warmup} rounds={args.rounds}"
           f"{', CONTROL only (bare vs bare)' if args.control else ''}"
-          f"{', with an A/A control round each' if args.with_control else ''}")
+          f"{', with an A/A control round each' if args.with_control else ''}"
+          f", malloc {args.malloc}")
     cases: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for framework in args.frameworks.split(","):
@@ -270,7 +293,7 @@ def main() -> int:
                 got = run_case(framework, model, int(batch_s), args, cpu, Path(tmp))
                 cases.append({"framework": framework, "model": model,
                               "batch": int(batch_s), "iterations": args.iterations,
-                              "warmup": args.warmup, **got})
+                              "warmup": args.warmup, "malloc": args.malloc, **got})
                 if args.rounds_out is not None:
                     write_rounds(args.rounds_out, cases)
     for c in cases:

@@ -45,7 +45,8 @@ def start_campaign(tmp_path: Path, profile_text: Any, repeats: int,
                                      "batch_sizes": [32], "devices": ["cpu:1"],
                                      "repeats": repeats, "command": [
                                          sys.executable, str(STEPS), "{total}", "0.05", "32"]},
-                                    name="attach", defaults={"iterations": iterations, "warmup": 2}))
+                                    name="attach",
+                                    defaults={"iterations": iterations, "warmup": 2}))
     launch = start_engine([str(profile)], tmp_path / "a.db", tmp_path / "logs", wait_s=0.5)
     assert launch.exit_code is None, launch.log_tail
     return launch

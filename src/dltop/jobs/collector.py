@@ -153,6 +153,7 @@ def run_fields(outcome: ChildOutcome, c: IterationCollector) -> dict[str, Any]:
         "final_loss": c.last_loss,
         "rss_peak_kernel_bytes": outcome.rss_peak_kernel_bytes,
         "gpu_mem_framework_peak_bytes": outcome.done.get("gpu_mem_peak_bytes"),
+        "page_faults_per_step": outcome.done.get("page_faults_per_step"),
     }
     if c.measured:
         # A runner whose every step reports another sample count than the spec's batch

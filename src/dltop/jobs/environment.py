@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dltop.profiles.jobspec import JobSpec
+from dltop.results.caption import ALLOC_ENV_KEY
 from dltop.results.gpufacts import GPU_FACTS_KEY
 from dltop.telemetry import nvml
 from dltop.telemetry.host import host_facts
@@ -18,6 +19,14 @@ from dltop.telemetry.values import GpuRunFacts, GpuStatic
 THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                "TF_NUM_INTEROP_THREADS")
+ALLOC_VARS = ("LD_PRELOAD", "GLIBC_TUNABLES", "MALLOC_ARENA_MAX", "MALLOC_MMAP_MAX_",
+              "MALLOC_MMAP_THRESHOLD_", "MALLOC_TOP_PAD_", "MALLOC_TRIM_THRESHOLD_",
+              "MALLOC_CONF", "TCMALLOC_RELEASE_RATE")
+"""Variables that choose or tune the runner's memory allocator (glibc's malloc, or a
+preloaded jemalloc/tcmalloc). A CPU step's time depends on them (glibc's default mmap
+threshold alone moved an alexnet-r step by ~17 %, docs/frameworks.md), so a run that
+had any keeps them in ``environment.extra`` under ``ALLOC_ENV_KEY`` (the caption names
+them)."""
 
 
 @functools.cache
@@ -94,6 +103,9 @@ def environment_row(hello: Mapping[str, Any], env: Mapping[str, str],
     extra = {k: v for k, v in hello.items() if k not in _HELLO_COLUMNS and k != GPU_FACTS_KEY}
     if facts:
         extra[GPU_FACTS_KEY] = [dataclasses.asdict(f) for f in facts]
+    alloc = {k: env[k] for k in ALLOC_VARS if env.get(k)}
+    if alloc:
+        extra[ALLOC_ENV_KEY] = alloc
     return {
         **host_facts(),
         "python_version": hello.get("python_version"),

@@ -22,7 +22,9 @@ a statistic. The rules, per field:
   null or a finite number 0 or more;
 - ``error``: ``kind`` and ``message`` text (or a null message);
 - ``done``: ``gpu_mem_peak_bytes`` absent, null or an integer 0 or more (the
-  framework's own peak of GPU memory it allocated, summed over the run's GPUs);
+  framework's own peak of GPU memory it allocated, summed over the run's GPUs) and
+  ``page_faults_per_step`` absent, null or a finite number 0 or more (the runner's page
+  faults over its measured steps, per step);
 - ``plan``, ``eval`` and ``profile`` (convergence, evaluation and operator
   profiles, issue 17) and ``generate`` (one generation request, issue 29): see
   :mod:`dltop.jobs.protocol_evals`; ``request`` and ``load`` (a serve run's requests
@@ -184,6 +186,9 @@ def _check_done(e: dict[str, Any]) -> str | None:
     v = e.get("gpu_mem_peak_bytes")
     if v is not None and (not _is_int(v) or v < 0):
         return f"gpu_mem_peak_bytes {_show(v)} is not a byte count (an integer 0 or more)"
+    v = e.get("page_faults_per_step")
+    if v is not None and (not _is_number(v) or not math.isfinite(v) or v < 0):
+        return f"page_faults_per_step {_show(v)} is not a count (a number 0 or more)"
     return None
 
 

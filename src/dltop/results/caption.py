@@ -30,6 +30,10 @@ if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (stor
 
 NA = "n/a"
 NO_ENV = "n/a (no run reported its environment)"
+ALLOC_ENV_KEY = "alloc_env"
+"""``environment.extra``'s object of the allocator variables a run was started with
+(``jobs.environment.ALLOC_VARS``; absent: none set, the allocator's defaults)."""
+DEFAULT_ALLOC = "default (no allocator variable set)"
 
 
 @dataclass(frozen=True)
@@ -63,6 +67,9 @@ class Environment:
     compute capability; :mod:`dltop.results.gpufacts`); empty: none recorded."""
     gpu_clocks: str | None = None
     """Range of the GPUs' clocks at run start over the set (None: none recorded)."""
+    allocator: tuple[str, ...] = ()
+    """Distinct allocator settings (``MALLOC_MMAP_THRESHOLD_=33554432``, or
+    :data:`DEFAULT_ALLOC`); empty when no run set any (the caption then says nothing)."""
 
     def _many_hosts(self) -> bool:
         return len(self.hosts) > 1
@@ -119,6 +126,7 @@ class Environment:
                 ("cuDNN", some(self.cudnn)), ("frameworks", fws or soft),
                 ("Python", some(self.python, soft)), ("BLAS", blas_text or soft),
                 ("threads", "; ".join(self._thread_texts()) or soft),
+                *([("allocator", "; ".join(self.allocator))] if self.allocator else []),
                 ("dltop", some(self.dltop))]
 
     def caption(self) -> str:
@@ -145,6 +153,7 @@ class Environment:
             "python": list(self.python), "blas": {fw: list(v) for fw, v in self.blas},
             "threads": [{"threads": n, "env": dict(env)} for n, env in self.threads],
             "dltop_version": list(self.dltop), "runs_reported": self.reported,
+            **({"allocator": list(self.allocator)} if self.allocator else {}),
             **({"gpu_settings": list(self.gpu_settings), "gpu_clocks_at_start": self.gpu_clocks}
                if self.gpu_settings else {})}
 
@@ -166,6 +175,17 @@ def _thread_env(text: str | None) -> tuple[tuple[str, str], ...]:
         return ()
     return tuple(sorted((str(k), str(v)) for k, v in env.items())) if isinstance(env, dict) \
         else ()
+
+
+def _alloc_text(extra: str | None) -> str:
+    """``MALLOC_MMAP_THRESHOLD_=33554432, ...`` from a run's ``extra``, or the default."""
+    try:
+        env = json.loads(extra).get(ALLOC_ENV_KEY) if extra else None
+    except (ValueError, AttributeError):
+        env = None
+    if not isinstance(env, dict) or not env:
+        return DEFAULT_ALLOC
+    return ", ".join(f"{k}={v}" for k, v in sorted(env.items()))
 
 
 def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Environment:
@@ -196,6 +216,7 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
         frameworks.setdefault(fw, []).append(e["framework_version"])
         blas.setdefault(fw, []).append(e["blas"])
     settings, clocks = gpufacts.caption_texts([e["extra"] for e in envs])
+    alloc = _distinct([_alloc_text(e["extra"]) for e in envs])
     return Environment(
         hosts=_distinct([c["host"] for c in camps] + [e["host"] for e in envs]),
         os=_distinct([e["os"] for e in envs]),
@@ -217,7 +238,8 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
         reported=sum(int(e["runs_alike"]) for e in envs),
         drivers=_distinct([e.get("driver_version") for e in envs
                            if str(e["job_device"]).startswith("gpu")]),
-        gpu_settings=settings, gpu_clocks=clocks)
+        gpu_settings=settings, gpu_clocks=clocks,
+        allocator=() if alloc in ((), (DEFAULT_ALLOC,)) else alloc)
 
 
 def context(db: sqlite_utils.Database, camps: Sequence[CampaignRow],

@@ -60,6 +60,11 @@ from dltop.store.serving import v26, v28, v29, v31, v33, v34
 from dltop.store.templates import v23, v32
 from dltop.store.tx import transaction
 
+
+def v35(db: Any) -> None:
+    """Migration 35: ``runs.page_faults_per_step`` (the done event's)."""
+    db["runs"].add_column("page_faults_per_step", float)
+
 if TYPE_CHECKING:  # read-only opens check the version here without loading sqlite-utils
     import sqlite_utils
 
@@ -167,6 +172,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(34, "runs.length_forced/short_requests: whether a serve run's requests forced "
                   "their output length, and how many ok ones came back shorter than "
                   "new_tokens (issue 41 item 3)", v34),
+    Migration(35, "runs.page_faults_per_step: the runner's page faults over its measured "
+                  "steps, per step (a CPU step that maps its buffers afresh each time)", v35),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -80,6 +80,9 @@ class Reporter(object):
         self._silent = os.environ.get("DLTOP_RANK", "0") != "0"
         self.gpu_mem_peak_bytes = None
         """The framework's own GPU memory peak (bytes, all the run's GPUs), set by a runner."""
+        self.page_faults_per_step = None
+        """Page faults per measured step (measure.run sets it; evaluations inside the
+        measured window included)."""
         self.last_iter_mono_ns = None
         """The ``t_mono_ns`` of the last ``iter`` (also on a silent rank): the end of
         the measured window as the parent sees it (convergence.Plan's time window)."""
@@ -160,11 +163,13 @@ class Reporter(object):
     def done(self, iterations):
         # gpu_mem_peak_bytes: what the framework itself counts as its peak allocation on
         # the run's GPUs (a runner sets it before returning), beside NVML's device view.
-        peak = self.gpu_mem_peak_bytes
-        if peak is None:
-            self.emit("done", iterations=iterations)
-        else:
-            self.emit("done", iterations=iterations, gpu_mem_peak_bytes=int(peak))
+        # page_faults_per_step: measure.run's count over the measured steps.
+        more = {}
+        if self.gpu_mem_peak_bytes is not None:
+            more["gpu_mem_peak_bytes"] = int(self.gpu_mem_peak_bytes)
+        if self.page_faults_per_step is not None:
+            more["page_faults_per_step"] = float(self.page_faults_per_step)
+        self.emit("done", iterations=iterations, **more)
 
     def error(self, kind, message):
         self.emit("error", kind=kind, message=message[-4000:])

@@ -27,6 +27,11 @@ docs/faults.md, "Test hooks".
 import math
 import time
 
+try:
+    import resource
+except ImportError:  # not a Unix: the page-fault count is left out
+    resource = None
+
 import convergence
 import dltop_protocol as proto
 
@@ -64,9 +69,14 @@ def run(step, plan, reporter, samples, evaluate=None, inject=None, sync=None,
     # Decided once: the loop itself adds a comparison per step, not a call.
     fault_at = FAULT_STEP if inject else -1
     nan_at = NAN_STEP if inject == "nan" else -1
+    faults_at = None
+    measuring = False
     for i in plan.steps():
         if i == fault_at:
             proto.fault_hook(inject, i)
+        if not measuring and not plan.is_warmup(i):
+            measuring = True
+            faults_at = page_faults()
         clock.start()
         t0 = timer()
         if sync is None:
@@ -81,7 +91,22 @@ def run(step, plan, reporter, samples, evaluate=None, inject=None, sync=None,
             raise proto.Diverged("non-finite loss %r at iteration %d" % (loss, i))
         if evaluate is not None and plan.eval_after(i):
             convergence.send_eval(reporter, plan, i, clock, evaluate)
+    if faults_at is not None and plan.measured_steps:
+        reporter.page_faults_per_step = (page_faults() - faults_at) / plan.measured_steps
     return plan.measured_steps
+
+
+def page_faults():
+    """This process's page faults so far (minor and major, every thread; None where the
+    ``resource`` module is missing). Read once as the measured steps begin and once
+    after: with glibc's default malloc, a CPU step that maps its large buffers afresh
+    each time pays the kernel's zeroing of every page (measured: 4 096 to 12 256 faults a
+    step on alexnet-r, batch 128, ~15 % of the step), and whether it does depends on
+    the process's allocation history; the count makes that visible per run."""
+    if resource is None:
+        return None
+    use = resource.getrusage(resource.RUSAGE_SELF)
+    return use.ru_minflt + use.ru_majflt
 
 
 def item(synchronize=None):

@@ -24,7 +24,7 @@ from dltop.results.places import placed_identities
 from dltop.results.render import render
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
-from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
+from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.nodestats import NodeGpuRow, NodeHostRow, summarize
 from dltop.telemetry.readings import (
     MIN_GPU_READINGS,
@@ -36,6 +36,8 @@ from dltop.telemetry.readings import (
 from dltop.telemetry.runstats import RunAccumulator
 from dltop.telemetry.values import HostSample, RunTelemetry, TreeSample
 from dltop.tui.rundetail_rows import telemetry_rows
+
+from .traces import LinearTrace
 
 MS = 1_000_000  # ns per millisecond
 WARM_END_MS = 500

@@ -239,8 +239,8 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     stats = RunStats(r["n_iterations"], _f(r["median_s"]), _f(r["mean_s"]), _f(r["p10_s"]),
                      _f(r["p90_s"]), _f(r["cv"]), _b(r["noisy"]), _f(r["samples_per_s"]),
                      _f(r["final_loss"]))
-    tel = StoredTelemetry(**{f.name: _b(r[f.name]) if f.name in _BOOLS else r[f.name]
-                             for f in fields(StoredTelemetry) if f.name in r})
+    stored: dict[str, Any] = {f.name: _b(r[f.name]) if f.name in _BOOLS else r[f.name]
+                              for f in fields(StoredTelemetry) if f.name in r}
     environment = _environment(env) if env else ()
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),
@@ -252,8 +252,8 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         error_message=r["error_message"], note=r["note"],
         protocol_errors=r["protocol_errors"], log_path=run_rows.log_path(db, r["log_path"]),
         stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"],
-        samples_per_iter=r["samples_per_iter"], stats=stats,
-        telemetry=tel, environment=environment, pruned=run_rows.pruned(db, run_id),
+        samples_per_iter=r["samples_per_iter"], stats=stats, telemetry=StoredTelemetry(**stored),
+        environment=environment, pruned=run_rows.pruned(db, run_id),
         profile=profile_ops(db, run_id, r.get("profile_steps")),
         profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
         profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id),

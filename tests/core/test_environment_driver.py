@@ -12,6 +12,7 @@ from tests.telemetry.gpu_campaign import run_gpu_and_cpu_jobs
 from dltop.jobs.environment import driver_version, environment_row
 from dltop.profiles.loader import parse
 from dltop.results import export
+from dltop.results.render import render
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.values import GpuStatic
 
@@ -40,7 +41,7 @@ def test_engine_records_the_simulated_driver_and_the_caption_labels_it(tmp_path:
         "select j.device, e.driver_version from environment e join runs r on r.id = e.run_id "
         "join jobs j on j.id = r.job_id")}
     assert got == {"gpu:1": "fake (simulated)", "cpu:1": None}
-    md = export.render(export.results_table(store.db, cid), "md")
+    md = render(export.results_table(store.db, cid), "md")
     assert "; driver fake (simulated);" in md
-    doc = json.loads(export.render(export.results_table(store.db, cid), "json"))
+    doc = json.loads(render(export.results_table(store.db, cid), "json"))
     assert doc["environment"]["driver"] == ["fake (simulated)"]

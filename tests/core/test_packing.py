@@ -326,7 +326,8 @@ def test_engine_killed_with_two_packed_runs_then_resumed(
 
 
 def test_export_marks_cells_measured_packed(tmp_path: Path) -> None:
-    from dltop.results.export import build_table, render
+    from dltop.results.export import build_table
+    from dltop.results.render import render
 
     store = Store(connect(tmp_path / "d.db"))
     prof = parse(ONE.replace('devices=["cpu:1"]', 'devices=["cpu:1", "cpu:2"]'), "p.toml", "p")

@@ -18,7 +18,7 @@ from dltop import cli
 from dltop.errors import UserError
 from dltop.profiles.loader import parse
 from dltop.results import export, queries, summary
-from dltop.results.render import STATUS_SUFFIX
+from dltop.results.render import STATUS_SUFFIX, render
 from dltop.results.stats import summarize_run
 from dltop.store import Store, connect
 
@@ -107,7 +107,7 @@ def test_hosts_and_gpu_models_become_column_keys(db_path: Path) -> None:
     assert "host hostA, hostB;" in env and "frameworks torch 2.3.1 / 2.4.0;" in env
     assert "CPU hostA: CPU of hostA (8 cores, 16 threads), hostB: CPU of hostB" in env
     assert "GPU hostB: NVIDIA H100 80GB HBM3 (up to 1 per run), hostB: NVIDIA A100" in env
-    doc = json.loads(export.render(table, "json"))
+    doc = json.loads(render(table, "json"))
     assert [c["id"] for c in doc["campaigns"]] == [1, 2, 3]
     assert doc["environment"]["hosts"] == ["hostA", "hostB"]
     assert doc["environment"]["frameworks"] == {"torch": ["2.3.1", "2.4.0"]}
@@ -151,7 +151,7 @@ def test_csv_value_columns_hold_only_numbers(db_path: Path) -> None:
     db = connect(db_path, create=False)
     for table in ("pivot", "summary", "scaling"):
         t = export.results_table(db, "all", table)
-        rows = csv_rows(export.render(t, "csv"))
+        rows = csv_rows(render(t, "csv"))
         header = rows[0]
         value_headers = [c.header for c in t.columns if c.role == "value"]
         for h in value_headers:
@@ -172,7 +172,7 @@ def test_csv_status_column_names_a_missing_result() -> None:
                   (Row((Cell("x"), Cell("OOM", None, "oom"))),
                    Row((Cell("y"), Cell("0.5", 0.5, "ok")))),
                   caption=("Environment: host h.",))
-    text = export.render(table, "csv")
+    text = render(table, "csv")
     assert text.splitlines()[:2] == ["# t", "# Environment: host h."]
     assert csv_rows(text) == [["m", "v", "v status"], ["x", "", "OOM"], ["y", "0.5", "ok"]]
 

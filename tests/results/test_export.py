@@ -13,6 +13,7 @@ from dltop.errors import UserError
 from dltop.profiles.loader import parse
 from dltop.results import export, queries
 from dltop.results.aggregate import config_results
+from dltop.results.render import latex_escape, render
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
 from dltop.store.read.jobs import status_counts
@@ -74,7 +75,7 @@ def test_config_results(db) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_markdown(db) -> None:  # type: ignore[no-untyped-def]
-    text = export.render(export.build_table(db, 1, "time"), "md")
+    text = render(export.build_table(db, 1, "time"), "md")
     lines = text.splitlines()
     assert lines[2] == "| model | framework | batch | cpu:1 | cpu:2 |"
     # catalog order: fcn-r before alexnet-r
@@ -88,7 +89,7 @@ def test_markdown(db) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_csv_and_throughput(db) -> None:  # type: ignore[no-untyped-def]
-    text = export.render(export.build_table(db, 1, "throughput"), "csv")
+    text = render(export.build_table(db, 1, "throughput"), "csv")
     rows = list(csv.reader(line for line in io.StringIO(text) if not line.startswith("#")))
     assert rows[0] == ["model", "framework", "batch", "cpu:1", "cpu:1 status", "cpu:2",
                        "cpu:2 status"]
@@ -98,7 +99,7 @@ def test_csv_and_throughput(db) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_json(db) -> None:  # type: ignore[no-untyped-def]
-    doc = json.loads(export.render(export.build_table(db, 1, "time"), "json"))
+    doc = json.loads(render(export.build_table(db, 1, "time"), "json"))
     assert [c["key"] for c in doc["columns"] if c["role"] == "value"] == ["cpu:1", "cpu:2"]
     assert doc["metric"] == "time" and doc["layout"] == "pivot"
     assert [c["id"] for c in doc["campaigns"]] == [1]
@@ -108,11 +109,11 @@ def test_json(db) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_latex_escapes(db) -> None:  # type: ignore[no-untyped-def]
-    text = export.render(export.build_table(db, 1, "time"), "latex")
+    text = render(export.build_table(db, 1, "time"), "latex")
     assert "\\toprule" in text and "\\bottomrule" in text
     assert "fix\\_ture" in text
     assert "fcn-r & torch & 64 & OOM & n/a \\\\" in text
-    assert export.latex_escape("50% & #1_a") == "50\\% \\& \\#1\\_a"
+    assert latex_escape("50% & #1_a") == "50\\% \\& \\#1\\_a"
 
 
 def test_resolve_campaign_errors(db) -> None:  # type: ignore[no-untyped-def]
@@ -130,11 +131,11 @@ def test_recent_runs(db) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_simulated_telemetry_is_marked(db) -> None:  # type: ignore[no-untyped-def]
-    assert "SIMULATED" not in export.render(export.build_table(db, 1, "time"), "md")
+    assert "SIMULATED" not in render(export.build_table(db, 1, "time"), "md")
     # what the engine stores for a CPU run on a host of simulated GPUs (--fake-gpus)
     Store(db).telemetry.write_run_telemetry(1, RunTelemetry(telemetry_simulated=True))
-    assert "SIMULATED GPUs" in export.render(export.build_table(db, 1, "time"), "md")
-    doc = json.loads(export.render(export.build_table(db, 1, "time"), "json"))
+    assert "SIMULATED GPUs" in render(export.build_table(db, 1, "time"), "md")
+    doc = json.loads(render(export.build_table(db, 1, "time"), "json"))
     assert doc["simulated_telemetry"] is True
 
 
@@ -151,7 +152,7 @@ def test_exports_read_the_runs_summaries_not_the_samples(db) -> None:  # type: i
     for table in export.TABLES:
         if table == "profile":  # one run's operators: no samples either way
             continue
-        export.render(export.results_table(db, 1, table, "cpu" if table == "pivot" else "time"),
+        render(export.results_table(db, 1, table, "cpu" if table == "pivot" else "time"),
                       "json")
     db.conn.set_trace_callback(None)
     assert seen and not [sql for sql in seen if re.search(r"\b(gpu|host)_samples\b", sql)]
@@ -165,7 +166,7 @@ def test_a_database_not_yet_migrated_still_marks_simulated_cpu_runs() -> None:
     ids = store.add_jobs(cid, jobs)
     finish(store, ids[0], "ok", [0.5, 0.5])
     db["gpu_samples"].insert({"run_id": 1, "gpu_index": 0, "n": 1, "simulated": 1})
-    assert "SIMULATED" not in export.render(export.build_table(db, cid, "time"), "md")
+    assert "SIMULATED" not in render(export.build_table(db, cid, "time"), "md")
     # as a reader sees a database an older dltop wrote (readers do not migrate)
     db.execute("delete from schema_migrations where version = 11")
-    assert "SIMULATED GPUs" in export.render(export.build_table(db, cid, "time"), "md")
+    assert "SIMULATED GPUs" in render(export.build_table(db, cid, "time"), "md")

@@ -16,6 +16,7 @@ import sqlite_utils
 
 from dltop.profiles.loader import parse
 from dltop.results import export
+from dltop.results.render import render
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
 
@@ -145,9 +146,9 @@ def _render(table: str, fmt: str, simulated: bool) -> str:
     db, cid = _campaign(simulated)
     created = str(db["campaigns"].get(cid)["created_at"])
     if table in ("scaling", "summary"):
-        text = export.render(export.results_table(db, cid, table), fmt)
+        text = render(export.results_table(db, cid, table), fmt)
     else:
-        text = export.render(export.build_table(db, cid, table), fmt)
+        text = render(export.build_table(db, cid, table), fmt)
     return text.replace(created, CREATED)
 
 

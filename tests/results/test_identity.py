@@ -72,7 +72,7 @@ def value_cells(table: Table) -> list[Cell]:
 def assert_kept_apart(db: sqlite_utils.Database, cid: int, n: int) -> Table:
     table = export.build_table(db, cid, "time")
     cells = value_cells(table)
-    assert len(cells) == n, export.render(table, "md")
+    assert len(cells) == n, render(table, "md")
     assert sorted(c.value or 0.0 for c in cells) == pytest.approx(
         [0.1 * (k + 1) for k in range(n)])
     assert {c.detail["n_runs"] for c in cells} == {1}
@@ -178,7 +178,7 @@ def test_the_issue_reproduction_gives_three_cells() -> None:
     db, cid = campaign([{"precision": "fp32", "lr": 0.01}, {"precision": "bf16", "lr": 0.01},
                         {"precision": "fp32", "lr": 0.5}])
     table = assert_kept_apart(db, cid, 3)
-    md = export.render(table, "md")
+    md = render(table, "md")
     assert "| model | framework | batch | precision | lr | cpu:1 |" in md
     assert "constant: data synthetic, batch scaling global, momentum 0, seed 0, " \
            "iterations 50, warmup 10" in md
@@ -261,14 +261,14 @@ def test_summary_has_a_row_per_configuration_keyed_by_the_varying_fields() -> No
     assert [(r.cells[4].text if r.cells[4] else "", r.cells[5].value if r.cells[5] else None,
              r.cells[6].text if r.cells[6] else "") for r in table.rows] == [
         ("bf16", 0.01, "1/1"), ("fp32", 0.01, "1/1"), ("fp32", 0.5, "1/1")]
-    doc = json.loads(export.render(table, "json"))
+    doc = json.loads(render(table, "json"))
     assert doc["identity"]["varying"] == ["precision", "lr"]
     assert [r["identity"]["lr"] for r in doc["rows"]] == [0.01, 0.01, 0.5]
 
 
 def test_pivot_json_keeps_numeric_keys_and_states_the_constants() -> None:
     db, cid = campaign(REPRO)
-    doc = json.loads(export.render(export.build_table(db, cid, "time"), "json"))
+    doc = json.loads(render(export.build_table(db, cid, "time"), "json"))
     assert [(r["precision"], r["lr"]) for r in doc["rows"]] == [
         ("bf16", 0.01), ("fp32", 0.01), ("fp32", 0.5)]
     assert doc["identity"]["constant"]["seed"] == 0
@@ -296,7 +296,7 @@ def test_compare_pairs_by_identity_across_interpreters() -> None:
     assert {r.identity["lr"] for r in rows} == {0.01, 0.5}
     assert not any(r.verdict.startswith("only in") for r in rows)
     camp = {c.id: c for c in (queries.resolve_campaign(db, a), queries.resolve_campaign(db, b))}
-    md = export.render(compare.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
+    md = render(compare.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
     assert "| precision | lr | A s |" in md
 
 

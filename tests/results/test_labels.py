@@ -8,7 +8,7 @@ from pathlib import Path
 
 import sqlite_utils
 
-from dltop.results import labels
+from dltop.results import labels, queries
 from dltop.store.views import ensure_views
 
 H200 = Path(__file__).parents[2] / "docs/gpu-runs/2026-11-26-h200-check"
@@ -18,6 +18,15 @@ def _db(name: str) -> sqlite_utils.Database:
     db = sqlite_utils.Database(sqlite3.connect(f"file:{H200 / name}?mode=ro", uri=True))
     ensure_views(db.conn)  # written before the readers' views: temporary ones, as readers do
     return db
+
+
+def _run_labels(db: sqlite_utils.Database, run_ids: list[int]) -> dict[int, str]:
+    """Each run's label as the viewers and the report compose it: its job's columns and
+    its settings against its campaign's varying fields (:func:`labels.run_settings`)."""
+    settings = labels.run_settings(db, run_ids)
+    rows = {r.run_id: r for r in queries.recent_runs(db, limit=10_000)}
+    return {i: labels.compose(rows[i].framework, rows[i].model, rows[i].batch_size,
+                              rows[i].device, settings[i]) for i in run_ids}
 
 
 def test_field_texts() -> None:
@@ -42,7 +51,7 @@ def test_label_orders_the_run_length_last_and_numbers_the_repeat() -> None:
 
 
 def test_the_h200_check_labels_tell_every_run_apart() -> None:
-    got = labels.run_labels(_db("gpu-check.db"), list(range(1, 22)))
+    got = _run_labels(_db("gpu-check.db"), list(range(1, 22)))
     assert len(set(got.values())) == 21
     assert got[1] == "torch resnet-50 b256 gpu:1 bf16 channels last 40 it 10 warm-up"
     assert got[2] == "torch resnet-50 b256 gpu:1 fp16 channels last 40 it 10 warm-up"
@@ -54,7 +63,7 @@ def test_the_h200_check_labels_tell_every_run_apart() -> None:
 
 
 def test_the_options_campaign_labels_name_graphs_mode_and_compile() -> None:
-    got = labels.run_labels(_db("options.db"), list(range(1, 7)))
+    got = _run_labels(_db("options.db"), list(range(1, 7)))
     assert got == {
         1: "torch resnet-50 b256 gpu:1 channels last cuda graphs 40 it 10 warm-up",
         2: "torch resnet-50 b1 gpu:1 inference channels last 200 it 20 warm-up",
@@ -90,7 +99,6 @@ def test_every_label_of_a_run_is_the_one_label(tmp_path: Path) -> None:
 
     from dltop.live.campaign import JobLine
     from dltop.report.runs import run_label
-    from dltop.results import queries
     from dltop.store import connect
     from dltop.tui.actions import job_label
 
@@ -103,8 +111,8 @@ def test_every_label_of_a_run_is_the_one_label(tmp_path: Path) -> None:
         db.execute("update runs set status = 'running' where id = 2")
     (current,) = queries.current_runs(db, cid)
     assert current.label == "torch fcn-r b8 cpu:1 bf16 #1"
-    assert labels.run_labels(db, [1, 2]) == {1: "torch fcn-r b8 cpu:1 fp32",
-                                             2: "torch fcn-r b8 cpu:1 bf16"}
+    assert _run_labels(db, [1, 2]) == {1: "torch fcn-r b8 cpu:1 fp32",
+                                       2: "torch fcn-r b8 cpu:1 bf16"}
     row = {"run_id": 2, "framework": "torch", "model": "fcn-r", "batch_size": 8,
            "device": "cpu:1", "repeat": 0, "settings": labels.run_settings(db, [2])[2]}
     assert run_label(row) == "run 2: torch fcn-r b8 cpu:1 bf16 #1"

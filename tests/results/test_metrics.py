@@ -15,6 +15,7 @@ from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metricdefs import CONVERGENCE, METRICS
 from dltop.results.metrics import value_of
 from dltop.results.peaks import PEAKS, gpu_peak, peak_tflops
+from dltop.results.render import render
 from dltop.store import memory_db
 
 MIB = 2**20
@@ -115,9 +116,9 @@ def test_simulated_gpu_readings_never_appear_as_numbers(campaigns: Any) -> None:
     for name in ("power", "energy", "gpu-memory"):
         v = value_of(res["gpu:1"], name)
         assert (v.value, v.reason) == (None, "simulated") and v.simulated_value is not None
-    text = export.render(export.build_table(db, 1, "power"), "md")
+    text = render(export.build_table(db, 1, "power"), "md")
     assert "250.0" not in text and "simulated" in text
-    doc = export.render(export.build_table(db, 1, "power"), "json")
+    doc = render(export.build_table(db, 1, "power"), "json")
     assert '"simulated_value": 250.0' in doc
 
 
@@ -127,7 +128,7 @@ def test_gpu_memory_falls_back_to_the_device_peak_marked(campaigns: Any) -> None
     v = value_of(res["gpu:1"], "gpu-memory")
     assert v.value == pytest.approx(3000.0) and v.source == "device"
     # Markdown groups digits from 1 000 on (docs/exports.md)
-    assert "3 000 (device)" in export.render(export.build_table(db, 1, "gpu-memory"), "md")
+    assert "3 000 (device)" in render(export.build_table(db, 1, "gpu-memory"), "md")
 
 
 def test_every_metric_has_its_unit_in_the_pivot_title(campaigns: Any) -> None:
@@ -181,15 +182,15 @@ def test_host_cpu_split_in_the_summary_and_the_cpu_pivot(campaigns: Any) -> None
     assert [value_of(gpu, n).value for n in ("host-user", "host-system", "host-iowait")] == [
         pytest.approx(40.0), pytest.approx(6.0), pytest.approx(1.0)]
     assert value_of(res["cpu:1"], "host-user").reason == "n/a: not sampled"
-    summary = json.loads(export.render(export.results_table(db, 1, "summary"), "json"))
+    summary = json.loads(render(export.results_table(db, 1, "summary"), "json"))
     row = next(r for r in summary["rows"] if r["device"] == "gpu:1")
     assert (row["host-user"], row["host-system"], row["host-iowait"]) == (40.0, 6.0, 1.0)
-    md = export.render(export.results_table(db, 1, metric="cpu"), "md")
+    md = render(export.results_table(db, 1, metric="cpu"), "md")
     # the tree's mean (75 + 90) / 2, then the host's split over the same runs
     assert "| 82.5 (host us 40.0 sy 6.0 wa 1.0) |" in md
     # cpu:1 sampled nothing: no split either (the reason once, under the table)
     assert "| n/a¹ |" in md and "\n¹ n/a: not sampled\n" in md
-    doc = json.loads(export.render(export.results_table(db, 1, metric="cpu"), "json"))
+    doc = json.loads(render(export.results_table(db, 1, metric="cpu"), "json"))
     (cell,) = [r["cells"]["gpu:1"] for r in doc["rows"] if r["cells"].get("gpu:1")]
     assert (cell["value"], cell["host_cpu_user_pct"], cell["host_cpu_iowait_pct"]) == (
         82.5, 40.0, 1.0)
@@ -236,7 +237,7 @@ def test_energy_states_its_bound_beside_the_figure(campaigns: Any) -> None:
     # per run: 2.0 J/sample x 1 % and 4.0 J/sample x 2 %: 0.02 and 0.08, mean 0.05
     assert v.value == pytest.approx(3.0) and v.suffix == " ±0.05"
     assert dict(v.extra)["bound_j_per_sample"] == pytest.approx(0.05)
-    assert "3.000 ±0.05" in export.render(export.build_table(db, 1, "energy"), "md")
+    assert "3.000 ±0.05" in render(export.build_table(db, 1, "energy"), "md")
     # Without a bound (runs stored before, the integrated fallback) no suffix.
     _, plain = campaign(campaigns)
     assert value_of(plain["gpu:1"], "energy").suffix == ""
@@ -248,6 +249,6 @@ def test_gpu_memory_carries_the_frameworks_own_peak_in_its_detail(campaigns: Any
     db, res = campaign(campaigns, fields)
     v = value_of(res["gpu:1"], "gpu-memory")
     assert v.value == pytest.approx(1536.0) and dict(v.extra)["framework_mib"] == 900.0
-    doc = json.loads(export.render(export.build_table(db, 1, "gpu-memory"), "json"))
+    doc = json.loads(render(export.build_table(db, 1, "gpu-memory"), "json"))
     cells = [row["cells"]["gpu:1"] for row in doc["rows"] if row["cells"].get("gpu:1")]
     assert cells and cells[0]["framework_mib"] == 900.0

@@ -16,6 +16,7 @@ from dltop.profiles.loader import parse
 from dltop.results import export, idread
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.reads import campaign_rows
+from dltop.results.render import render
 from dltop.store import Store, connect, memory_db
 from dltop.store.migrations import apply
 from dltop.store.reader import open_reader
@@ -129,7 +130,7 @@ def test_reads_follow_the_configurations_not_the_queue(campaigns: Any) -> None:
     for db, cid in ((small, cs), (big, cb)):
         seen: list[str] = []
         db.conn.set_trace_callback(seen.append)
-        text = export.render(export.results_table(db, cid, "summary"), "md")
+        text = render(export.results_table(db, cid, "summary"), "md")
         db.conn.set_trace_callback(None)
         counts.append(len(seen))
         assert "| fcn-r | torch | 8 | cpu:1 | fp32 | 2/" in text

@@ -38,7 +38,7 @@ def db_path(tmp_path: Path, campaigns: Any) -> Path:
 
 def test_summary_rows(db_path: Path) -> None:
     db = connect(db_path, create=False)
-    doc = json.loads(export.render(export.results_table(db, 1, "summary"), "json"))
+    doc = json.loads(render(export.results_table(db, 1, "summary"), "json"))
     one, two = doc["rows"]
     assert (one["device"], one["runs"], one["repeats"], one["flags"]) == ("cpu:1", 3, 3, "")
     assert one["time"] == pytest.approx(0.11)  # median of run medians 0.105, 0.12, 0.11
@@ -49,7 +49,7 @@ def test_summary_rows(db_path: Path) -> None:
     assert one["reasons"]["power"] == "n/a: no GPU"
     assert (two["runs"], two["repeats"], two["flags"]) == (1, 3, "incomplete")
     assert doc["units"]["throughput"] == "samples/s" and doc["units"]["power"] == "W"
-    md = export.render(export.results_table(db, 1, "summary"), "md")
+    md = render(export.results_table(db, 1, "summary"), "md")
     assert "| fcn-r | torch | 8 | cpu:2 | fp32 | 1/3 | 0.04400 |" in md
     assert "user/system/iowait split: n/a" not in md and "host iowait %" in md
 
@@ -128,7 +128,7 @@ def test_intervals_say_why_they_are_missing(campaigns: Any) -> None:
         for idx, s in enumerate(seconds[job.batch_size]):  # as an old database left them
             db.execute("update iterations set seconds = ? where run_id = ? and idx = ?",
                        [s, run_id, idx])
-    doc = json.loads(export.render(export.results_table(db, cid, "summary"), "json"))
+    doc = json.loads(render(export.results_table(db, cid, "summary"), "json"))
     why = {r["batch"]: (r["ci_low_s"], r["ci_high_s"], r["reasons"].get("ci_low_s"))
            for r in doc["rows"]}
     assert why[8] == (None, None, "n/a: a run with 1 iteration")
@@ -156,7 +156,7 @@ def test_one_run_gets_no_interval_in_any_output(campaigns: Any) -> None:
     # second repeat lands far outside. Not an interval of the configuration's median.
     low, high = bootstrap.median_ci([[(0.2 + 0.001 * i, 8) for i in range(9)]])
     assert low >= 0.2 and high < 0.21
-    doc = json.loads(export.render(export.results_table(db, cid, "summary"), "json"))
+    doc = json.loads(render(export.results_table(db, cid, "summary"), "json"))
     rows = {r["batch"]: r for r in doc["rows"]}
     assert rows[8]["ci_low_s"] < 0.21 and rows[8]["ci_high_s"] > 0.39  # both repeats in it
     assert (rows[16]["ci_low_s"], rows[16]["ci_high_s"]) == (None, None)
@@ -167,6 +167,6 @@ def test_one_run_gets_no_interval_in_any_output(campaigns: Any) -> None:
     assert rows[16]["within_run"]["n"] == 9 and rows[16]["within_run"]["p90_s"] is None
     assert "within_run" not in rows[8]
     for fmt in ("md", "csv", "latex"):
-        assert "n/a: one run" in export.render(export.results_table(db, cid, "summary"), fmt)
+        assert "n/a: one run" in render(export.results_table(db, cid, "summary"), fmt)
     page = summary_html(report_data.build(db, [queries.resolve_campaign(db, cid)]))
     assert page.count("<td>n/a: one run") == 2

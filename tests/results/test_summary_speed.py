@@ -23,7 +23,7 @@ from dltop.results import bootstrap, bootstrap_batch, caption, export, idread, s
 from dltop.results.aggregate import config_results
 from dltop.results.gcpause import gc_paused
 from dltop.results.readings import check_runs
-from dltop.results.render import markdown
+from dltop.results.render import markdown, render
 from dltop.results.table import Cell, Column, Role, Row, Table
 from dltop.store import Store, memory_db
 
@@ -171,5 +171,5 @@ def test_results_text_is_the_table_drawn(campaigns: Any) -> None:
     campaigns.add_run(db, cid, jobs[0][1], [0.1, 0.11, 0.12])
     for fmt in ("md", "json"):
         assert export.results_text(db, cid, fmt, "summary") == \
-            export.render(export.results_table(db, cid, "summary"), fmt)
+            render(export.results_table(db, cid, "summary"), fmt)
     assert gc.isenabled()

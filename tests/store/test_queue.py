@@ -6,7 +6,8 @@ import pytest
 
 from dltop.store import Store
 from dltop.store.fence import OwnershipLost, set_fence
-from dltop.store.queue import LOST_MESSAGE, OpenCampaign, RunProcess
+from dltop.store.queue import LOST_MESSAGE, RunProcess
+from dltop.store.read.campaigns import OpenCampaign
 
 from .conftest import campaign, statuses
 
@@ -48,7 +49,7 @@ def test_open_campaigns_claim_control_and_packs(store: Store) -> None:
     store.set_campaign_status(b, "paused")
     (open_b,) = store.queue.open_campaigns()
     assert open_b == OpenCampaign(b, "c", "paused", 1, None, None, "host",
-                                  open_b.engine_heartbeat_s, 1)
+                                  open_b.engine_heartbeat_s, 1, pack=True)
     store.set_control(b, "pause")
     assert store.queue.control(b) == "pause" and store.queue.control(a) is None
     assert not store.queue.claim(b, 4242, 12.5, (2, None))  # not the owner it found
@@ -56,7 +57,7 @@ def test_open_campaigns_claim_control_and_packs(store: Store) -> None:
     assert store.queue.claim(b, 4242, 12.5, (1, None), "login2")
     (open_b,) = store.queue.open_campaigns()
     assert open_b == OpenCampaign(b, "c", "paused", 4242, 12.5, None, "login2",
-                                  open_b.engine_heartbeat_s, 2)  # its owner's generation
+                                  open_b.engine_heartbeat_s, 2, pack=True)  # its generation
     assert store.queue.control(b) is None  # a new engine starts with no stale request
     assert not store.queue.claim(b, 4343, 1.0, (1, None))  # the second claimer loses
     assert store.queue.packs(b) and not store.queue.packs(a)

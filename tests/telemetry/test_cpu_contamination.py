@@ -23,7 +23,8 @@ import pytest
 
 from dltop.live.campaign import read_campaign
 from dltop.profiles.loader import parse
-from dltop.results.export import build_table, render
+from dltop.results.export import build_table
+from dltop.results.render import render
 from dltop.store import Store, memory_db
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT, foreign_cpu_pct
 from dltop.telemetry.fake import FakeGpuBackend

@@ -14,12 +14,14 @@ import pytest
 from dltop.errors import UserError
 from dltop.store import Store, memory_db
 from dltop.telemetry import fake_gpus_from_env
-from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
+from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.host import HostSampler
 from dltop.telemetry.runstats import RunAccumulator
 from dltop.telemetry.sampler import Sampler, check_rate
 from dltop.telemetry.values import GpuProcess
 from dltop.telemetry.windows import Batch
+
+from .traces import LinearTrace
 
 
 class Clock:

@@ -15,6 +15,7 @@ from dltop.jobs import environment
 from dltop.live.rundetail import read_run_detail
 from dltop.profiles.loader import parse
 from dltop.results import export
+from dltop.results.render import render
 from dltop.store import Store, connect
 from dltop.telemetry import nvml
 from dltop.telemetry.values import GpuRunFacts
@@ -177,5 +178,5 @@ def test_the_engine_reads_them_as_a_gpu_run_starts(fake_nvml: Any, tmp_path: Pat
     assert (facts["index"], facts["sm_clock_mhz"], facts["compute_capability"]) == (
         0, 1755, "9.0")
     assert "gpus_at_start" not in got["cpu:1"]
-    md = export.render(export.results_table(store.db, cid), "md")
+    md = render(export.results_table(store.db, cid), "md")
     assert "GPU clocks at start SM 1755 MHz, memory 2619 MHz;" in md

@@ -21,9 +21,10 @@ from dltop.results import export, identity
 from dltop.results.aggregate import config_results
 from dltop.results.metrics import value_of
 from dltop.results.places import placed_identities
+from dltop.results.render import render
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
-from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
+from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.nodestats import NodeGpuRow, NodeHostRow, summarize
 from dltop.telemetry.readings import (
     MIN_GPU_READINGS,
@@ -35,6 +36,8 @@ from dltop.telemetry.readings import (
 from dltop.telemetry.runstats import RunAccumulator
 from dltop.telemetry.values import HostSample, RunTelemetry, TreeSample
 from dltop.tui.rundetail_rows import telemetry_rows
+
+from .traces import LinearTrace
 
 MS = 1_000_000  # ns per millisecond
 WARM_END_MS = 500
@@ -152,23 +155,23 @@ def test_short_window_cells_say_n_a_with_window_and_count() -> None:
 
 def test_exports_carry_the_readings() -> None:
     db, cid, _ = _campaign()
-    csv = export.render(export.build_table(db, cid, "power"), "csv").splitlines()
+    csv = render(export.build_table(db, cid, "power"), "csv").splitlines()
     header = csv[csv.index(next(line for line in csv if line.startswith("model,")))]
     assert header.endswith("gpu:1,gpu:1 status,gpu:1 readings")
     assert any(line.endswith('"n/a: window 0.04 s, 1 reading (set min_time_s)",1')
                for line in csv)
-    doc = json.loads(export.render(export.build_table(db, cid, "power"), "json"))
+    doc = json.loads(render(export.build_table(db, cid, "power"), "json"))
     cells = {row["model"]: row["cells"]["gpu:1"] for row in doc["rows"]}
     assert cells["fcn-r"]["readings"] == 1 and cells["fcn-r"]["value"] is None
     assert cells["alexnet-r"]["readings"] == 21
-    summary = json.loads(export.render(export.results_table(db, cid, "summary"), "json"))
+    summary = json.loads(render(export.results_table(db, cid, "summary"), "json"))
     rows = {row["model"]: row for row in summary["rows"]}
     assert rows["fcn-r"]["reasons"]["cpu"].startswith("n/a: window 0.04 s, 1 reading")
     assert rows["alexnet-r"]["detail"]["cpu"] == {"readings": 5, "window_s": 2.0}
-    md = export.render(export.results_table(db, cid, "summary"), "md")
+    md = render(export.results_table(db, cid, "summary"), "md")
     assert "fewer than 10 GPU readings" in md
     assert md.count("| 21 GPU / 5 host |") == 1 and md.count("| 1 GPU / 1 host |") == 1
-    pivot = export.render(export.build_table(db, cid, "cpu"), "md")
+    pivot = render(export.build_table(db, cid, "cpu"), "md")
     assert "| 100.0 (5 readings) |" in pivot and "fewer than 10 GPU readings" in pivot
 
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from dltop.telemetry.fake import FakeGpuBackend, LinearTrace
+from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.runstats import NO_WINDOW, RunAccumulator
 from dltop.telemetry.values import GpuSample, HostSample, TreeSample
+
+from .traces import LinearTrace
 
 S = 1_000_000_000  # ns per second
 P0, SLOPE = 100.0, 10.0  # power = 100 W + 10 W/s * t: energy(t) = 100 t + 5 t^2

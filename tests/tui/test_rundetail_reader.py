@@ -22,7 +22,7 @@ def test_detail_reads_every_section(tmp_path: Path) -> None:
     ok = read_run_detail(db, d.ok_run)
     assert ok is not None and ok.label == "torch fcn-r b64 gpu:1 #1"
     assert ok.stats.median_s == 0.5 and ok.stats.noisy is False
-    assert ok.telemetry.energy_source == "counter" and ok.telemetry.simulated is True
+    assert ok.telemetry.energy_source == "counter" and ok.telemetry.telemetry_simulated is True
     assert dict(ok.environment)["driver_version"] == "550.54"
     assert ok.attempts == (d.ok_run,) and ok.uses_gpu and not ok.pruned
     crashed = read_run_detail(db, d.crashed_run)

@@ -61,10 +61,10 @@ def _status(db_arg: str | None) -> int:
     from dltop.procs import engine_alive, heartbeat_age
     from dltop.results import queries
     from dltop.store.db import resolve_db_path
-    from dltop.store.read import jobs
+    from dltop.store.read import campaigns, jobs
 
     db = open_reader(db_arg)
-    open_ = queries.open_campaigns(db)
+    open_ = campaigns.open_campaigns(db)
     if not open_:
         last = queries.campaigns(db, limit=1)
         if not last:

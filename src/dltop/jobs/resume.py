@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dltop.errors import UserError
 from dltop.jobs.executors.pick import of_stored_run
 from dltop.procs import engine_alive, heartbeat_age, process_start_time, this_host
-from dltop.store.queue import OpenCampaign
+from dltop.store.read.campaigns import OpenCampaign
 from dltop.store.writer import Store
 
 

@@ -25,7 +25,8 @@ from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, Ru
 from dltop.live.metrics import Family, Labels, family
 from dltop.procs import engine_alive
 from dltop.results import identity, idread
-from dltop.results.queries import campaigns, open_campaigns
+from dltop.results.queries import campaigns
+from dltop.store.read.campaigns import open_campaigns
 from dltop.store.read.jobs import status_counts
 from dltop.store.read.queue_view import ended_run_counts, identity_marks, last_ended_run
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from dltop.live.devices import DeviceFrame
 from dltop.live.serve_live import ServeLive, serve_live
 from dltop.procs import engine_alive
-from dltop.results.queries import open_campaigns
+from dltop.store.read.campaigns import open_campaigns
 from dltop.store.read.jobruns import running
 from dltop.store.read.queue_view import recent_iterations
 from dltop.telemetry.values import HostSample

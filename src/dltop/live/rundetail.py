@@ -13,7 +13,7 @@ window, ...), so a viewer shows ``N/A`` with the reason instead of a blank.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,6 +39,7 @@ from dltop.store import samples
 from dltop.store.read import rundetail as run_rows
 from dltop.store.read import runs
 from dltop.telemetry.readings import gpu_shortfall, host_shortfall
+from dltop.telemetry.values import RunTelemetry
 from dltop.telemetry.values import opt_float as _f
 
 if TYPE_CHECKING:
@@ -67,41 +68,10 @@ class RunStats:
 
 
 @dataclass(frozen=True)
-class RunTelemetry:
-    """The run's telemetry summary over its measured window (docs/telemetry.md)."""
+class StoredTelemetry(RunTelemetry):
+    """The run's telemetry summary over its measured window as its ``runs`` row holds it
+    (docs/telemetry.md; None where the row has none), with the peaks its end stored."""
 
-    gpu_util_mean_pct: float | None
-    gpu_util_peak_pct: float | None
-    power_mean_w: float | None
-    energy_j: float | None
-    energy_source: str | None
-    joules_per_sample: float | None
-    gpu_mem_peak_bytes: int | None
-    gpu_mem_run_peak_bytes: int | None
-    host_cpu_mean_pct: float | None
-    tree_cpu_mean_pct: float | None
-    rss_peak_bytes: int | None
-    throttle_reasons: str | None
-    contaminated: bool | None
-    contamination: str | None
-    simulated: bool | None
-    window_s: float | None
-    energy_run_j: float | None
-    read_errors: int | None
-    note: str | None
-    """``runs.telemetry_note``: why the window figures are missing, when they are."""
-    gpu_readings: int | None = None
-    """GPU readings inside the window, the fewest of its GPUs (None: not counted)."""
-    host_readings: int | None = None
-    """Host readings inside the window (None: not counted)."""
-    energy_bound_j: float | None = None
-    """Error bound of ``energy_j`` (the counter interpolated at the window's edges)."""
-    cpu_energy_j: float | None = None
-    dram_energy_j: float | None = None
-    cpu_energy_bound_j: float | None = None
-    cpu_joules_per_sample: float | None = None
-    cpu_energy_note: str | None = None
-    """Why there is no CPU (RAPL) energy: ``n/a: ...``."""
     rss_peak_kernel_bytes: int | None = None
     """The kernel's peak RSS (``wait4``: the largest process of the run's tree)."""
     gpu_mem_framework_peak_bytes: int | None = None
@@ -146,7 +116,7 @@ class RunDetail:
     gpu_indices: str | None
     samples_per_iter: int | None
     stats: RunStats
-    telemetry: RunTelemetry
+    telemetry: StoredTelemetry
     environment: tuple[tuple[str, str | None], ...]
     """(column, value) of its ``environment`` row; empty when it has none."""
     pruned: bool
@@ -215,13 +185,17 @@ class RunDetail:
             return "no measured iteration"
         if group in ("gpu", "telemetry") and (short := self.telemetry.short(group)):
             return short  # before "not supported": a short window is no GPU's fault
-        if self.telemetry.note:
-            return self.telemetry.note
+        if self.telemetry.telemetry_note:
+            return self.telemetry.telemetry_note
         if group == "gpu":
             return "not reported by the GPU (NVML: not supported)"
         if group == "telemetry":
             return "no telemetry stored for this run (sampling off, or it ended first)"
         return "not recorded"
+
+
+_BOOLS = ("contaminated", "telemetry_simulated")
+"""Its columns stored as 0 or 1 (the others read back as stored)."""
 
 
 def _b(v: Any) -> bool | None:
@@ -245,7 +219,7 @@ def _environment(env: dict[str, Any]) -> tuple[tuple[str, str | None], ...]:
     return tuple(rows)
 
 
-def cpu_energy_text(m: RunTelemetry) -> str | None:
+def cpu_energy_text(m: StoredTelemetry) -> str | None:
     """``41.2 ±0.5 J, 0.3433 J/sample (package 38.0 + DRAM 3.2)``, or why there is none."""
     if m.cpu_energy_j is None:
         return m.cpu_energy_note
@@ -265,18 +239,8 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
     stats = RunStats(r["n_iterations"], _f(r["median_s"]), _f(r["mean_s"]), _f(r["p10_s"]),
                      _f(r["p90_s"]), _f(r["cv"]), _b(r["noisy"]), _f(r["samples_per_s"]),
                      _f(r["final_loss"]))
-    tel = RunTelemetry(
-        _f(r["gpu_util_mean_pct"]), _f(r["gpu_util_peak_pct"]), _f(r["power_mean_w"]),
-        _f(r["energy_j"]), r["energy_source"], _f(r["joules_per_sample"]),
-        r["gpu_mem_peak_bytes"], r["gpu_mem_run_peak_bytes"], _f(r["host_cpu_mean_pct"]),
-        _f(r["tree_cpu_mean_pct"]), r["rss_peak_bytes"], r["throttle_reasons"],
-        _b(r["contaminated"]), r["contamination"], _b(r["telemetry_simulated"]),
-        _f(r["window_s"]), _f(r["energy_run_j"]), r["telemetry_read_errors"],
-        r["telemetry_note"], r.get("gpu_readings"), r.get("host_readings"),
-        _f(r.get("energy_bound_j")), _f(r.get("cpu_energy_j")),
-        _f(r.get("dram_energy_j")), _f(r.get("cpu_energy_bound_j")),
-        _f(r.get("cpu_joules_per_sample")), r.get("cpu_energy_note"),
-        r.get("rss_peak_kernel_bytes"), r.get("gpu_mem_framework_peak_bytes"))
+    stored: dict[str, Any] = {f.name: _b(r[f.name]) if f.name in _BOOLS else r[f.name]
+                              for f in fields(StoredTelemetry) if f.name in r}
     environment = _environment(env) if env else ()
     return RunDetail(
         run_id=int(r["id"]), job_id=int(r["job_id"]), campaign_id=int(r["campaign_id"]),
@@ -288,8 +252,8 @@ def read_run_detail(db: Db, run_id: int) -> RunDetail | None:
         error_message=r["error_message"], note=r["note"],
         protocol_errors=r["protocol_errors"], log_path=run_rows.log_path(db, r["log_path"]),
         stored_log_tail=r["log_tail"], gpu_indices=r["gpu_indices"],
-        samples_per_iter=r["samples_per_iter"], stats=stats,
-        telemetry=tel, environment=environment, pruned=run_rows.pruned(db, run_id),
+        samples_per_iter=r["samples_per_iter"], stats=stats, telemetry=StoredTelemetry(**stored),
+        environment=environment, pruned=run_rows.pruned(db, run_id),
         profile=profile_ops(db, run_id, r.get("profile_steps")),
         profile_steps=r.get("profile_steps"), profile_step_ms=_f(r.get("profile_step_ms")),
         profile_device=r.get("profile_device"), node_gpus=node_gpus(db, run_id),

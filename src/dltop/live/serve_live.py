@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dltop.results.convergence import percentile_or_none
-from dltop.store.read import runs, serving
+from dltop.store.read import jobs, serving
 from dltop.store.read.changes import main_file
 from dltop.store.read.generations import measured_since
 
@@ -165,7 +165,8 @@ def _so_far(db: Any, run_id: int) -> _SoFar:
 
 def serve_live(db: Any, run_id: int) -> ServeLive | None:
     """Run ``run_id``'s requests so far (None: not a serve run)."""
-    serve, rate = asked_rate(runs.specs(db, [run_id]).get(run_id))
+    row = jobs.run_specs(db, [run_id]).get(run_id)
+    serve, rate = asked_rate(row["spec_json"] if row else None)
     if not serve:
         return None
     with _lock:

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dltop.store.read import iterations, runs
+from dltop.store.read import iterations, jobs
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -65,8 +65,8 @@ def targets_of(db: sqlite_utils.Database, run_ids: Sequence[int],
     has none are left out), read from its job's stored spec: the setting is not
     identity, so no column holds it."""
     out: dict[int, float] = {}
-    for run_id, spec in runs.specs(db, run_ids).items():
-        target = json.loads(spec).get(key)
+    for run_id, r in jobs.run_specs(db, run_ids).items():
+        target = json.loads(r["spec_json"]).get(key)
         if isinstance(target, int | float) and not isinstance(target, bool):
             out[run_id] = float(target)
     return out

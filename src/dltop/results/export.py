@@ -44,7 +44,7 @@ from dltop.results.metricdefs import METRICS as METRIC_SPECS
 from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.metrics import host_split_text, markers, value_of
 from dltop.results.places import place_key, place_labeller, placed_identities, rank
-from dltop.results.render import FORMATS, latex_escape, render
+from dltop.results.render import render
 from dltop.results.table import (
     Cell,
     Column,
@@ -62,9 +62,6 @@ from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
-
-__all__ = ["FORMATS", "METRICS", "SUFFIXES", "TABLES", "build_table", "export_to_file",
-           "format_for_path", "latex_escape", "render", "results_table", "results_text"]
 
 METRICS = tuple(METRIC_SPECS)
 """``dltop export --metric`` choices: ``time`` (the default), ``mean-time``, ..."""

@@ -182,5 +182,5 @@ def ran_identities(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dic
 
 def run_identities(db: sqlite_utils.Database, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
     """Runs → the flat identity of their job under the interpreter each run used."""
-    return {int(r["id"]): identity_of(r["spec_json"], r["python_executable"])
-            for r in jobs.run_specs(db, run_ids)}
+    return {run_id: identity_of(r["spec_json"], r["python_executable"])
+            for run_id, r in jobs.run_specs(db, run_ids).items()}

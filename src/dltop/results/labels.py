@@ -102,13 +102,6 @@ def labels(idents: Mapping[K, Mapping[str, Any]]) -> dict[K, str]:
     return {k: label(ident, varying) for k, ident in idents.items()}
 
 
-def job_labels(db: Db, campaign_ids: Sequence[int]) -> dict[int, str]:
-    """Job id → label of every job of ``campaign_ids`` (queued ones too, so that a label
-    does not change when a run starts), against the fields varying over all of them."""
-    idents, varying = _campaign_variation(db, campaign_ids)
-    return {k: label(ident, varying) for k, ident in idents.items()}
-
-
 def _campaign_variation(db: Db, campaign_ids: Sequence[int]
                         ) -> tuple[dict[int, Mapping[str, Any]], tuple[str, ...]]:
     idents: dict[int, Mapping[str, Any]] = {}
@@ -121,15 +114,6 @@ def _campaign_variation(db: Db, campaign_ids: Sequence[int]
 def _runs_jobs(db: Db, run_ids: Sequence[int]) -> tuple[dict[int, int], list[int]]:
     rows = jobs.runs_jobs(db, run_ids)
     return {run: job for run, job, _ in rows}, sorted({cid for _, _, cid in rows})
-
-
-def run_labels(db: Db, run_ids: Sequence[int]) -> dict[int, str]:
-    """Run id → the label of its job (:func:`job_labels` of the runs' campaigns)."""
-    if not run_ids:
-        return {}
-    job_of, campaigns = _runs_jobs(db, run_ids)
-    by_job = job_labels(db, campaigns)
-    return {run: by_job[job] for run, job in job_of.items() if job in by_job}
 
 
 def run_settings(db: Db, run_ids: Sequence[int]) -> dict[int, str]:

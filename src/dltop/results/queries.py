@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, RunStatus
+from dltop.catalog import RunStatus
 from dltop.errors import UserError
 from dltop.jobs.executors.where import queued_reason
 from dltop.results import labels, studyrefs
@@ -102,36 +102,11 @@ def campaign_error(db: sqlite_utils.Database, campaign_id: int) -> str | None:
     return rows[0].get("error_message") if rows else None
 
 
-@dataclass(frozen=True)
-class OpenCampaignRow(CampaignRow):
-    """An unfinished campaign with the engine that last ran it (``dltop status``)."""
-
-    engine_pid: int | None = None
-    engine_start_time: float | None = None
-    waiting_for: str | None = None
-    pack: bool = False
-    engine_host: str | None = None
-    engine_heartbeat_s: float | None = None
-
-
 def packed_campaigns(db: sqlite_utils.Database, ids: Sequence[int]) -> set[int]:
     """Which of ``ids`` ran with ``--pack``: their overlapping runs are "packed", other
     campaigns' are "shared" (foreign runners). ``campaigns.pack`` is absent from
     databases older than packing, hence ``select *``."""
     return {int(c["id"]) for c in stored.campaigns_by_id(db, ids) if c.get("pack")}
-
-
-def open_campaigns(db: sqlite_utils.Database) -> list[OpenCampaignRow]:
-    """Campaigns still ``queued``, ``running``, ``paused`` or ``waiting``, oldest first.
-
-    The read-only twin of ``Store.queue.open_campaigns`` for commands that open no store.
-    """
-    return [OpenCampaignRow(r["id"], r["name"], r["status"], r["created_at"],
-                            r["finished_at"], r["host"], r.get("dltop_version"),
-                            r["engine_pid"], r["engine_start_time"], r.get("waiting_for"),
-                            bool(r.get("pack")), r.get("engine_host"),
-                            r.get("engine_heartbeat_s"))
-            for r in stored.campaigns_with_status(db, sorted(ACTIVE_CAMPAIGN_STATUSES))]
 
 
 def resolve_campaign(db: sqlite_utils.Database, ref: str | int | None) -> CampaignRow:

@@ -17,7 +17,6 @@ from typing import Any
 import sqlite_utils
 
 from dltop.catalog import (
-    ACTIVE_CAMPAIGN_STATUSES,
     CampaignStatus,
     ErrorKind,
     JobStatus,
@@ -27,31 +26,13 @@ from dltop.profiles.device import DeviceSpec
 from dltop.profiles.jobspec import JobSpec
 from dltop.store.fence import COLUMN as GENERATION
 from dltop.store.fence import Fence, OwnershipLost, fence_of, has_generation, set_fence
+from dltop.store.read.campaigns import OpenCampaign, open_campaigns
 from dltop.store.read.runs import marks
 from dltop.store.read.schema import columns
 from dltop.store.rows import update_row, utc_now
 from dltop.store.tx import transaction
 
 LOST_MESSAGE = "the dltop engine stopped before this run finished; the job was re-queued"
-
-
-@dataclass(frozen=True)
-class OpenCampaign:
-    """A campaign that is not finished, with the engine that last ran it."""
-
-    id: int
-    name: str
-    status: str
-    engine_pid: int | None
-    engine_start_time: float | None
-    waiting_for: str | None = None
-    """While ``status`` is ``waiting``: the device it waits for and who holds it."""
-    engine_host: str | None = None
-    """The engine's host (None: a campaign stored before migration 22)."""
-    engine_heartbeat_s: float | None = None
-    """The engine's last heartbeat, epoch seconds (:func:`dltop.procs.engine_alive`)."""
-    owner_generation: int | None = None
-    """Its owner's generation (:mod:`dltop.store.fence`; None before migration 24)."""
 
 
 @dataclass(frozen=True)
@@ -80,16 +61,7 @@ class Queue:
     # reads -----------------------------------------------------------------
     def open_campaigns(self) -> list[OpenCampaign]:
         """Campaigns still ``queued``, ``running``, ``paused`` or ``waiting``, oldest first."""
-        return self._in_status(ACTIVE_CAMPAIGN_STATUSES)
-
-    def _in_status(self, statuses: Collection[str]) -> list[OpenCampaign]:
-        return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
-                             r["engine_start_time"], r.get("waiting_for"),
-                             r.get("engine_host"), r.get("engine_heartbeat_s"),
-                             r.get(GENERATION))
-                for r in self._db.query(
-                    f"select * from campaigns where status in ({marks(statuses)}) "
-                    "order by id", sorted(statuses))]
+        return open_campaigns(self._db)
 
     def running_runs(self, campaign_id: int) -> list[RunProcess]:
         """Runs of a campaign still marked ``running``."""
@@ -353,4 +325,4 @@ class Queue:
         They keep their queue, so ``dltop run --resume`` can take them up again once
         the cause (a full disk, a lock) is gone.
         """
-        return self._in_status([CampaignStatus.FAILED])
+        return open_campaigns(self._db, [CampaignStatus.FAILED])

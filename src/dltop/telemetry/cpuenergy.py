@@ -10,23 +10,11 @@ the run's: packed runs on one host each count all of it (the docs say so).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from dltop.telemetry.edges import EDGE_SLACK, Reading, keep_for_edges, window_energy
 from dltop.telemetry.rapl import RaplSample
+from dltop.telemetry.values import RunTelemetry
 
 MAX_READINGS = 100_000
-
-
-@dataclass(frozen=True)
-class CpuEnergy:
-    """The window's CPU energy figures (``runs`` columns), or why there are none."""
-
-    cpu_energy_j: float | None = None
-    dram_energy_j: float | None = None
-    cpu_energy_bound_j: float | None = None
-    cpu_joules_per_sample: float | None = None
-    cpu_energy_note: str | None = None
 
 
 class CpuEnergyTrack:
@@ -88,19 +76,20 @@ class CpuEnergyTrack:
         if len(self._dram) > EDGE_SLACK:
             self._dram = keep_for_edges(self._dram, start_ns, end_ns)
 
-    def summary(self, start_ns: int, end_ns: int, samples: int | None) -> CpuEnergy:
-        """The window's figures; ``samples``: of the measured iterations (J/sample)."""
+    def summary(self, start_ns: int, end_ns: int, samples: int | None) -> RunTelemetry:
+        """The window's CPU energy columns, or why there are none (the run's summary
+        with those alone filled in); ``samples``: of the measured iterations (J/sample)."""
         if self.unavailable is not None:
-            return CpuEnergy(cpu_energy_note=f"n/a: {self.unavailable}")
+            return RunTelemetry(cpu_energy_note=f"n/a: {self.unavailable}")
         hit = [note for t, note in self._faults if start_ns - 2e9 <= t <= end_ns + 2e9]
         if hit:
-            return CpuEnergy(cpu_energy_note=f"n/a: {hit[-1]}")
+            return RunTelemetry(cpu_energy_note=f"n/a: {hit[-1]}")
         pkg = window_energy(self._package, start_ns, end_ns)
         if pkg is None:
-            return CpuEnergy(cpu_energy_note="n/a: no RAPL reading around the window")
+            return RunTelemetry(cpu_energy_note="n/a: no RAPL reading around the window")
         dram = window_energy(self._dram, start_ns, end_ns) if self._dram else None
         total = pkg[0] + (dram[0] if dram else 0.0)
-        return CpuEnergy(
+        return RunTelemetry(
             cpu_energy_j=pkg[0], dram_energy_j=dram[0] if dram else None,
             cpu_energy_bound_j=pkg[1] + (dram[1] if dram else 0.0),
             cpu_joules_per_sample=total / samples if samples else None)

@@ -1,7 +1,7 @@
 """A deterministic, scriptable fake GPU backend: for tests and the labelled demo mode.
 
 Every sample it produces carries ``simulated=True``; every output that shows
-one says so. Utilization and power follow a trace (a function of seconds since
+one says so. Utilization and power follow a :class:`Trace` (a function of seconds since
 the backend started); the energy counter is the trace's exact integral, so
 energy tests have exact answers. ``latency_s`` simulates the cost of each NVML
 call by blocking (like a driver call), not by spinning.
@@ -13,7 +13,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from dltop.telemetry.values import GpuProcess, GpuSample, GpuStatic
 
@@ -21,22 +21,13 @@ FAST_CALLS = 3  # utilization, memory, field values (power + energy)
 SLOW_CALLS = 5  # temperature, 2 clocks, throttle reasons, processes
 
 
-@dataclass(frozen=True)
-class LinearTrace:
-    """power = p0_w + slope_w_per_s * t; utilization fixed. Energy is exact."""
+class Trace(Protocol):
+    """GPU ``index``'s utilization, power and energy counter ``t`` seconds in (the tests'
+    own traces, with exact energy, follow it too)."""
 
-    p0_w: float = 100.0
-    slope_w_per_s: float = 0.0
-    util_pct: float = 50.0
-
-    def util(self, t: float, index: int) -> float:
-        return self.util_pct
-
-    def power_w(self, t: float, index: int) -> float:
-        return self.p0_w + self.slope_w_per_s * t
-
-    def energy_j(self, t: float, index: int) -> float:
-        return self.p0_w * t + self.slope_w_per_s * t * t / 2.0
+    def util(self, t: float, index: int) -> float: ...
+    def power_w(self, t: float, index: int) -> float: ...
+    def energy_j(self, t: float, index: int) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -66,7 +57,7 @@ class FakeGpuBackend:
 
     simulated = True
 
-    def __init__(self, n: int, trace: LinearTrace | WaveTrace | None = None,
+    def __init__(self, n: int, trace: Trace | None = None,
                  latency_s: float = 0.0, clock_ns: Callable[[], int] = time.monotonic_ns,
                  processes: Callable[[int], tuple[GpuProcess, ...]] | None = None,
                  throttle: Callable[[int], int] | None = None) -> None:

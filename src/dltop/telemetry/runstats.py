@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
+from dataclasses import replace
 
 from dltop.telemetry.contamination import CPU_FOREIGN_THRESHOLD_PCT, cpu_reason, foreign_cpu_pct
 from dltop.telemetry.cpuenergy import CpuEnergyTrack
@@ -362,16 +363,12 @@ class RunAccumulator:
                                           (top[0], process_name(top[0])) if top else None))
         checked = w.gpu_checked or cpu_pct is not None
         idle_w, idle_s, idle_n = self._idle_figures()
-        return RunTelemetry(
-            gpu_util_mean_pct=w.util_sum / w.util_n if w.util_n else None,
+        return replace(  # the CPU energy columns as the track filled them, the rest here
+            cpu, gpu_util_mean_pct=w.util_sum / w.util_n if w.util_n else None,
             gpu_util_peak_pct=w.util_peak, gpu_mem_peak_bytes=w.mem_peak,
             gpu_mem_run_peak_bytes=w.own_mem_peak,
             power_mean_w=(w.power_sum / w.power_n * (n_gpus or 1) if w.power_n else None),
             energy_j=energy, energy_source=source, energy_bound_j=bound,
-            cpu_energy_j=cpu.cpu_energy_j, dram_energy_j=cpu.dram_energy_j,
-            cpu_energy_bound_j=cpu.cpu_energy_bound_j,
-            cpu_joules_per_sample=cpu.cpu_joules_per_sample,
-            cpu_energy_note=cpu.cpu_energy_note,
             joules_per_sample=(energy / samples if energy is not None and samples else None),
             host_cpu_mean_pct=w.cpu_sum / w.cpu_n if w.cpu_n else None,
             host_cpu_user_pct=w.split_mean("user"), host_cpu_system_pct=w.split_mean("system"),

@@ -175,7 +175,8 @@ class RunTelemetry:
     """Energy of the run's GPUs from spawn to exit (warm-up and start-up included)."""
     telemetry_note: str | None = None
     """Why the window figures are empty (e.g. no measured iteration), else None."""
-    telemetry_simulated: bool = False
+    telemetry_simulated: bool | None = False
+    """Fake GPUs' readings (None: a run whose row holds no summary, read back)."""
     sampler_achieved_hz: float | None = None
     """GPU ticks per second the sampler really performed during the run."""
     gpu_samples: int = 0
@@ -186,8 +187,9 @@ class RunTelemetry:
     host_readings: int | None = None
     """Host readings inside the measured window (None: no window): the count behind the
     host CPU, process-tree CPU and RSS figures."""
-    telemetry_read_errors: int = 0
-    """Readings of the run's GPUs or of the host that raised and were skipped."""
+    telemetry_read_errors: int | None = 0
+    """Readings of the run's GPUs or of the host that raised and were skipped (None: as
+    ``telemetry_simulated``)."""
     idle_power_w: float | None = None
     """A serve run's GPUs' mean power (summed over them) while its runner waited, just
     before its load (None: no wait, or a GPU without a reading in it)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from dltop.live.nodegpus import node_gpu_lines
-from dltop.live.rundetail import RunDetail, RunStats, RunTelemetry, cpu_energy_text
+from dltop.live.rundetail import RunDetail, RunStats, StoredTelemetry, cpu_energy_text
 from dltop.results.tokens import is_lm
 from dltop.tui.format import gib, num, per_iteration
 
@@ -37,7 +37,7 @@ def _opt(value: float | int | None, fmt: str, unit: str = "") -> str | None:
     return None if value is None else f"{value:{fmt}}{unit}"
 
 
-def _window(m: RunTelemetry) -> str | None:
+def _window(m: StoredTelemetry) -> str | None:
     """``12.4 s, 124 GPU / 25 host readings`` (the counts behind the figures above)."""
     if m.window_s is None:
         return None
@@ -81,8 +81,8 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
         ("tree cpu", _opt(m.tree_cpu_mean_pct, ".0f", " % (100 = 1 core)"), "telemetry"),
         ("rss peak", rss, "telemetry"),
         ("contaminated", contaminated, "telemetry"),
-        ("simulated", None if m.simulated is None else
-         ("yes (fake GPUs)" if m.simulated else "no"), "telemetry"),
+        ("simulated", None if m.telemetry_simulated is None else
+         ("yes (fake GPUs)" if m.telemetry_simulated else "no"), "telemetry"),
         ("window", _window(m), "telemetry"),
         ("run energy", _opt(m.energy_run_j, ".1f", " J"), "gpu")]
     cpu_energy = cpu_energy_text(m)
@@ -90,8 +90,8 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
         at = rows.index(("rss peak", rss, "telemetry")) + 1
         rows[at:at] = [("cpu energy", cpu_energy, "telemetry")]
     rows.extend((label, text, "gpu") for label, text in node_gpu_lines(d.node_gpus))
-    if m.read_errors:
-        rows.append(("read errors", str(m.read_errors), "telemetry"))
-    if m.note:
-        rows.append(("note", m.note, "telemetry"))
+    if m.telemetry_read_errors:
+        rows.append(("read errors", str(m.telemetry_read_errors), "telemetry"))
+    if m.telemetry_note:
+        rows.append(("note", m.telemetry_note, "telemetry"))
     return rows

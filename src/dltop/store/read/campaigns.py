@@ -7,9 +7,12 @@ its files; every function here reads either.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES
+from dltop.store.fence import COLUMN as GENERATION
 from dltop.store.read.runs import marks
 from dltop.store.read.schema import has_table
 
@@ -36,10 +39,37 @@ def campaigns_by_id(db: Any, ids: Sequence[int]) -> list[dict[str, Any]]:
                          list(ids)))
 
 
-def campaigns_with_status(db: Any, statuses: Sequence[str]) -> list[dict[str, Any]]:
-    """The ``campaigns`` rows whose status is one of ``statuses``, oldest first."""
-    return list(db.query(f"select * from campaigns where status in ({marks(statuses)}) "
-                         "order by id", list(statuses)))
+@dataclass(frozen=True)
+class OpenCampaign:
+    """A campaign that is not finished, with the engine that last ran it."""
+
+    id: int
+    name: str
+    status: str
+    engine_pid: int | None
+    engine_start_time: float | None
+    waiting_for: str | None = None
+    """While ``status`` is ``waiting``: the device it waits for and who holds it."""
+    engine_host: str | None = None
+    """The engine's host (None: a campaign stored before migration 22)."""
+    engine_heartbeat_s: float | None = None
+    """The engine's last heartbeat, epoch seconds (:func:`dltop.procs.engine_alive`)."""
+    owner_generation: int | None = None
+    """Its owner's generation (:mod:`dltop.store.fence`; None before migration 24)."""
+    pack: bool = False
+    """It runs with ``--pack`` (its runs share the host on disjoint devices)."""
+
+
+def open_campaigns(db: Any, statuses: Collection[str] = ACTIVE_CAMPAIGN_STATUSES
+                   ) -> list[OpenCampaign]:
+    """Campaigns in one of ``statuses`` (by default still ``queued``, ``running``,
+    ``paused`` or ``waiting``), oldest first, for the engine's store and the read-only
+    commands alike (a column an older database lacks reads as its default)."""
+    return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
+                         r["engine_start_time"], r.get("waiting_for"), r.get("engine_host"),
+                         r.get("engine_heartbeat_s"), r.get(GENERATION), bool(r.get("pack")))
+            for r in db.query(f"select * from campaigns where status in ({marks(statuses)}) "
+                              "order by id", sorted(statuses))]
 
 
 def is_study(db: Any) -> bool:

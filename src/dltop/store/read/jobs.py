@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from dltop.catalog import JobStatus
-from dltop.store.read.runs import marks
+from dltop.store.read.runs import in_chunks, marks
 
 
 def status_counts(db: Any, campaign_id: int) -> dict[str, int]:
@@ -62,14 +62,17 @@ def campaign_specs(db: Any, campaign_id: int, *, ran: bool = False) -> list[dict
         f"where {where} order by j.position", [campaign_id] * (2 if ran else 1)))
 
 
-def run_specs(db: Any, run_ids: Sequence[int]) -> list[dict[str, Any]]:
-    """``id`` (the run's), ``spec_json`` of its job and ``python_executable`` of the runs."""
-    if not run_ids:
-        return []
-    return list(db.query(
-        "select r.id, j.spec_json, e.python_executable from runs r "
-        "join job_specs j on j.job_id = r.job_id left join environment e on e.run_id = r.id "
-        f"where r.id in ({marks(run_ids)})", list(run_ids)))
+def run_specs(db: Any, run_ids: Sequence[int]) -> dict[int, dict[str, Any]]:
+    """Each run's ``spec_json`` (its job's) and ``python_executable`` (None before its
+    environment is stored), by run id; read in chunks, so any number of runs."""
+    out: dict[int, dict[str, Any]] = {}
+    for chunk, chunk_marks in in_chunks(run_ids):
+        for r in db.query(
+                "select r.id, j.spec_json, e.python_executable from runs r join job_specs j "
+                "on j.job_id = r.job_id left join environment e on e.run_id = r.id "
+                f"where r.id in ({chunk_marks})", chunk):
+            out[int(r["id"])] = r
+    return out
 
 
 def runs_jobs(db: Any, run_ids: Sequence[int]) -> list[tuple[int, int, int]]:

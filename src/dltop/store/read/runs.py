@@ -1,4 +1,4 @@
-"""Runs: their columns, their jobs' specs, and what a set of finished campaigns' results
+"""Runs: their columns, a run with its job, and what a set of finished campaigns' results
 depend on."""
 
 from __future__ import annotations
@@ -63,16 +63,6 @@ def any_simulated(db: Any, campaign_ids: Sequence[int]) -> bool:
     return bool(next(db.query(
         f"select exists (select 1 from runs where campaign_id in ({marks(campaign_ids)}) "
         "and telemetry_simulated = 1) as simulated", list(campaign_ids)))["simulated"])
-
-
-def specs(db: Any, run_ids: Sequence[int]) -> dict[int, str]:
-    """Each run's job spec (JSON text), by run id."""
-    out: dict[int, str] = {}
-    for chunk, marks in in_chunks(run_ids):
-        for r in db.query(f"select r.id, j.spec_json from runs r join {JOB_SPECS} j "
-                          f"on j.job_id = r.job_id where r.id in ({marks})", chunk):
-            out[int(r["id"])] = r["spec_json"]
-    return out
 
 
 def with_job(db: Any, run_id: int) -> dict[str, Any] | None:

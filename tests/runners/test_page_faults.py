@@ -24,6 +24,9 @@ import pytest
 
 from dltop.jobs.environment import ALLOC_VARS
 from dltop.jobs.protocol import EventChecker
+from dltop.live.rundetail import read_run_detail
+from dltop.store.reader import open_reader
+from dltop.tui.rundetail_rows import telemetry_rows
 
 FRESH_BYTES = 64 << 20
 """Above glibc's largest mmap threshold (32 MiB): every allocation is a fresh mapping."""
@@ -95,6 +98,10 @@ def test_a_run_stores_its_faults_and_its_allocator_variables(tmp_path: Path) -> 
         "join environment e on e.run_id = r.id").fetchone()
     conn.close()
     assert faults is not None and faults >= 0
+    detail = read_run_detail(open_reader(db), 1)
+    assert detail is not None
+    shown_row = [(k, v) for k, v, _ in telemetry_rows(detail) if k == "page faults"]
+    assert shown_row == [("page faults", f"{faults:.0f} / measured step")]
     assert json.loads(extra)["alloc_env"] == {"MALLOC_MMAP_THRESHOLD_": str(32 << 20)}
     shown = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "export",
                             "--format", "md"], env=env, capture_output=True, text=True,

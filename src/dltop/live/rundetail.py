@@ -76,6 +76,8 @@ class StoredTelemetry(RunTelemetry):
     """The kernel's peak RSS (``wait4``: the largest process of the run's tree)."""
     gpu_mem_framework_peak_bytes: int | None = None
     """The framework's own GPU memory peak (the runner's ``done`` event)."""
+    page_faults_per_step: float | None = None
+    """The runner's page faults per measured step (the ``done`` event's)."""
 
     def short(self, group: str) -> str | None:
         """Why the ``gpu`` or host (``telemetry``) figures are not shown: too few readings

@@ -89,6 +89,10 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
     if cpu_energy is not None:  # runs stored before RAPL was read have neither figure nor note
         at = rows.index(("rss peak", rss, "telemetry")) + 1
         rows[at:at] = [("cpu energy", cpu_energy, "telemetry")]
+    if m.page_faults_per_step is not None:  # runs stored before it was counted have none
+        at = rows.index(("rss peak", rss, "telemetry")) + 1
+        rows[at:at] = [("page faults", f"{m.page_faults_per_step:.0f} / measured step",
+                        "telemetry")]
     rows.extend((label, text, "gpu") for label, text in node_gpu_lines(d.node_gpus))
     if m.telemetry_read_errors:
         rows.append(("read errors", str(m.telemetry_read_errors), "telemetry"))

@@ -174,24 +174,6 @@ def test_a_dead_engine_s_group_job_stops_its_server_when_the_heartbeat_stops(
                 os.killpg(row["pid"], signal.SIGKILL)
 
 
-@pytest.mark.slow
-def test_a_group_server_that_exits_before_ready_is_setup_failed_with_its_log(
-        slurm_env: LocalSlurm, tmp_path: Path) -> None:
-    prof = tmp_path / "dies.toml"
-    prof.write_text(PROFILE.format(python=sys.executable, fake=FAKE, entry="").replace(
-        'server = "fake"', 'server = "dies"') + "[servers.dies]\ncommand = \"sh -c 'echo "
-        "cannot load the model >&2; exit 3' sh {port}\"\n")
-    proc = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env_for(tmp_path))
-    out, err = proc.communicate(timeout=300)
-    assert proc.returncode == 1, out + err
-    (run,) = runs(tmp_path)
-    assert run["status"] == "setup_failed", run
-    assert "server command exited with status 3 before it was ready" in run["error_message"]
-    assert "cannot load the model" in run["error_message"]
-
-
 def jobs(entry: str, slurm: str = "") -> list[JobSpec]:
     text = PROFILE.format(python=sys.executable, fake=FAKE, entry=entry) + slurm
     return list(parse(text, "g.toml", "g", logical_cores=4).jobs)

@@ -26,9 +26,15 @@ from dltop.jobs.collector import IterationCollector, run_fields
 from dltop.jobs.cooldown import cool_down
 from dltop.jobs.events import EngineEvent, RunFinished, RunStarted
 from dltop.jobs.executors.base import Launch, RunExecutor, Write
-from dltop.jobs.executors.slurm_group import shared_host, step_executor
+from dltop.jobs.executors.slurm_group import (
+    queue_columns,
+    shared_host,
+    step_executor,
+    unstarted,
+)
 from dltop.jobs.queued import QueuedJob
-from dltop.jobs.servergroup import ServerGroups, local_host, runner_env
+from dltop.jobs.rundir import SERVER_LOG
+from dltop.jobs.servergroup import Key, ServerGroups, local_host, runner_env
 from dltop.jobs.writes import RunWrites, TelemetryLoss, join_notes
 from dltop.profiles.jobspec import JobSpec
 from dltop.runners import command, registry
@@ -105,6 +111,15 @@ class RunLifecycle:
                   executor: RunExecutor) -> str:
         """Run ``q`` once on ``executor`` (``alloc``: the allocator's devices, ``token``:
         its lease); return the run's final status."""
+        served: list[tuple[Key | None, int]] = []
+        try:
+            return await self._run(q, alloc, token, executor, served)
+        finally:  # a run that raised still gives back its group's turn and server
+            for key, run_id in served:
+                await self.servers.release(key, run_id, RunStatus.CRASHED)
+
+    async def _run(self, q: QueuedJob, alloc: Allocation, token: int, executor: RunExecutor,
+                   holding: list[tuple[Key | None, int]]) -> str:
         job = q.spec
         alloc = executor.allocation(alloc)  # a Slurm run: no local device, pinning or cool-down
         try:
@@ -174,13 +189,18 @@ class RunLifecycle:
         served = await self.servers.acquire(
             key, run_id, [cmd.python, str(cmd.script.with_name("openai_server.py")),
                           str(spec_path)], files.dir, env, run_stop, launch or local_host)
+        holding.append((key, run_id))
         env.update(runner_env(served))
         executor = step_executor(served, executor, env)
+        if queued := queue_columns(served):  # the group job's time in Slurm's queue, or 0
+            write_later(self._store.update_run, run_id, queued)
         ended = asyncio.Event()
         # other runners on this host's devices (none for a Slurm run)
         foreign = asyncio.create_task(executor.sharing(alloc, ended))
         try:
-            outcome = await executor.supervise(Launch(
+            # a Slurm group's server that did not start: nothing is submitted
+            outcome = unstarted(served, run_stop, launch is not None,
+                                files.dir / SERVER_LOG) or await executor.supervise(Launch(
                 job, run_id, cmd.argv(spec_path), files, env, alloc, collector.on_event,
                 run_stop, self._store, write_later, sampler, keep_fds=held.fds))
         finally:

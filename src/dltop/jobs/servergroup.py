@@ -93,6 +93,10 @@ class ServerGroups:
         self._servers: dict[Key, _Shared] = {}
         self._sampler = sampler
         self._turns: dict[Key, asyncio.Lock] = {}
+        self._holders: set[int] = set()
+        """The runs that acquired a server (or its failure) and have not released it."""
+        self._failed: dict[Key, str] = {}
+        """A Slurm group whose server failed to start: its later runs start none."""
 
     async def acquire(self, key: Key | None, run_id: int, argv: Sequence[str],
                       run_dir: Path, env: Mapping[str, str], cancel: asyncio.Event,
@@ -113,19 +117,37 @@ class ServerGroups:
                 once): one at a time against the server, in the engine's order.
 
         Returns:
-            What the runner is told (``ENV``): endpoint, cold start (on the first run
-            only), pid, the run that started it, the log and the offset this run's part
-            of it starts at; or ``{"failed": message}``; None for ``key`` None.
+            What the runner is told (``ENV``): endpoint, cold start and the Slurm job's
+            queue facts (on the first run only), pid, the run that started it, the log
+            and the offset this run's part of it starts at; or ``{"failed": message}``
+            (a Slurm group's later runs get its first failure: none starts another);
+            None for ``key`` None. A run that gets one must :meth:`release` it.
         """
         for other in list(self._servers.values()):
             if other.key != key:
                 other.retired = True
                 if other.users == 0:
                     await self._stop(other)
+        self._failed = {k: v for k, v in self._failed.items() if k == key}
         if key is None:
             return None
         if launch is not local_host:
             await self._turns.setdefault(key, asyncio.Lock()).acquire()
+        try:
+            served = await self._serve(key, run_id, argv, run_dir, env, cancel, launch)
+        except BaseException:
+            self._next_turn(key)  # its run never gets to release it
+            raise
+        self._holders.add(run_id)
+        return served
+
+    async def _serve(self, key: Key, run_id: int, argv: Sequence[str], run_dir: Path,
+                     env: Mapping[str, str], cancel: asyncio.Event,
+                     launch: HostLaunch) -> dict[str, Any]:
+        if key in self._failed:
+            return {"failed": self._failed[key]}
+        if launch is not local_host and cancel.is_set():  # stopped while it waited its turn
+            return {"failed": "cancelled before the server started"}
         shared = self._servers.get(key)
         if shared is not None and (shared.task is None or shared.task.done()):
             await self._stop(shared)  # it died since the last run
@@ -136,6 +158,11 @@ class ServerGroups:
                                        launch)
             if shared.error is not None:
                 await self._stop(shared)
+                if shared.remote and not cancel.is_set():
+                    # the same command on the same allocation's shape fails alike: on
+                    # Slurm each retry would wait in the queue again for nothing
+                    self._failed[key] = (f"the group's server failed to start for run "
+                                         f"{run_id}: {shared.error}")
                 return {"failed": shared.error}
         shared.users += 1
         if self._sampler is not None and shared.host_pid:  # its tree is the run's own
@@ -146,7 +173,9 @@ class ServerGroups:
                 "log_offset": offset,
                 "cold_start_s": shared.ready["cold_start_s"] if first else None,
                 **{k: shared.ready[k] for k in ("slurm_job", "slurm_nodes")
-                   if k in shared.ready}}
+                   if k in shared.ready},
+                **({"slurm_queue": shared.ready["slurm_queue"]}
+                   if first and "slurm_queue" in shared.ready else {})}
 
     async def ended(self, key: Key | None) -> str | None:
         """What ended the server of ``key`` (a failed run's message adds it), None if
@@ -166,7 +195,12 @@ class ServerGroups:
             turn.release()
 
     async def release(self, key: Key | None, run_id: int, status: str) -> None:
-        """Run ``run_id`` of ``key`` ended with ``status``: a run not ``ok`` ends its server."""
+        """Run ``run_id`` of ``key`` ended with ``status``: a run not ``ok`` ends its server.
+        Once per acquire: a second call (a run that raised after its release) does nothing."""
+        if key is not None:
+            if run_id not in self._holders:
+                return
+            self._holders.discard(run_id)
         if self._sampler is not None:
             self._sampler.shared_roots.pop(run_id, None)
         shared = self._servers.get(key) if key is not None else None

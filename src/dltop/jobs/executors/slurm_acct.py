@@ -33,6 +33,8 @@ class JobUsage:
     elapsed_s: float | None = None
     energy_j: float | None = None
     note: str | None = None
+    state: str | None = None
+    """Accounting's state of the job (or step); not among :meth:`columns`."""
 
     def columns(self) -> dict[str, Any]:
         """The ``runs`` columns these fill."""
@@ -64,7 +66,7 @@ def parse_sacct_usage(out: str, job_id: str) -> JobUsage | None:
         if fields[0] == job_id:
             alloc = fields
         got = rss_bytes(fields[3])
-        if got is not None and fields[0].startswith(job_id):
+        if got is not None and (fields[0] == job_id or fields[0].startswith(job_id + ".")):
             rss.append(got)
     if alloc is None:
         return None
@@ -73,7 +75,8 @@ def parse_sacct_usage(out: str, job_id: str) -> JobUsage | None:
     notes = [] if energy is not None else ["no energy (no acct_gather_energy plugin)"]
     if not rss:
         notes.append("no MaxRSS (no jobacct_gather plugin)")
-    return JobUsage(max(rss) if rss else None, elapsed, energy, "; ".join(notes) or None)
+    return JobUsage(max(rss) if rss else None, elapsed, energy, "; ".join(notes) or None,
+                    alloc[1].split(" ")[0] or None)
 
 
 async def job_usage(job_id: str, env: Mapping[str, str]) -> JobUsage:
@@ -90,3 +93,16 @@ async def job_usage(job_id: str, env: Mapping[str, str]) -> JobUsage:
         if attempt < RETRIES:
             await asyncio.sleep(1.0)
     return JobUsage(note=f"accounting has no record of job {job_id}")
+
+
+async def step_usage(job_id: str, job_env: Mapping[str, str] | None,
+                     env: Mapping[str, str]) -> dict[str, Any]:
+    """The ``runs`` columns of accounting for a run that was a step of the job ``job_id``
+    (a server group's): its own step's (``SLURM_STEP_ID`` as ``node.sh`` reported it),
+    never the whole job's, and the step's state (``slurm_state``) when accounting has it."""
+    step = (job_env or {}).get("SLURM_STEP_ID", "")
+    if not step.isdigit():
+        return JobUsage(note="no accounting: the step's id is unknown (node.sh did not "
+                             "report it)").columns()
+    usage = await job_usage(f"{job_id}.{step}", env)
+    return {**usage.columns(), **({"slurm_state": usage.state} if usage.state else {})}

@@ -32,11 +32,11 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dltop.catalog import RunStatus
+from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs.eventreader import EventReader
 from dltop.jobs.executors.base import RunExecutor
 from dltop.jobs.executors.slurm import Tail, write_file
-from dltop.jobs.executors.slurm_batch import BatchWatch
+from dltop.jobs.executors.slurm_batch import BatchWatch, iso_utc
 from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.jobs.executors.slurm_guard import STEP_UNSET_VARS, sbatch_env, setup_lines
 from dltop.jobs.executors.slurm_query import cores_per_gpu, run_slurm_cmd
@@ -45,6 +45,7 @@ from dltop.jobs.executors.slurm_script import runner_command, sbatch_argv
 from dltop.jobs.executors.slurm_serve import runner_block
 from dltop.jobs.servergroup import HOST_TIMEOUT_S, HostLaunch, Key, group_key
 from dltop.jobs.supervisor import ChildOutcome
+from dltop.procs import read_log_tail
 from dltop.profiles.jobspec import JobSpec
 from dltop.textsafe import one_line
 
@@ -77,7 +78,22 @@ def step_executor(served: Mapping[str, Any] | None, executor: RunExecutor,
     env["SLURM_JOB_ID"] = env["SLURM_JOBID"] = str(served["slurm_job"])
     if served.get("slurm_nodes"):
         env["SLURM_JOB_NODELIST"] = str(served["slurm_nodes"])
-    return SlurmStepExecutor(str(served["slurm_job"]))
+    return SlurmStepExecutor(str(served["slurm_job"]), group=True)
+
+
+def unstarted(served: Mapping[str, Any] | None, cancel: asyncio.Event, remote: bool,
+              server_log: Path) -> ChildOutcome | None:
+    """The outcome of a run of a Slurm group whose server did not start (None: it did,
+    or the run is local): it ends at once, nothing submitted (a local run's runner
+    reports the same failure itself)."""
+    if not remote or not served or "failed" not in served:
+        return None
+    if cancel.is_set():
+        return ChildOutcome(status=RunStatus.CANCELLED, exit_code=None, pid=0, pgid=0,
+                            wall_s=0.0, message=str(served["failed"]))
+    return ChildOutcome(status=RunStatus.SETUP_FAILED, exit_code=None, pid=0, pgid=0,
+                        wall_s=0.0, message=str(served["failed"]), error_kind=ErrorKind.SETUP,
+                        log_tail=read_log_tail(server_log))
 
 
 def server_script(job: JobSpec, run_id: int, host_argv: Sequence[str], files: SlurmFiles,
@@ -135,17 +151,26 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
     if rc != 0:
         return _ended(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
     watch = BatchWatch(out.strip().split(";")[0], env, submitted)
+    ready: list[dict[str, Any]] = []  # the server event, held until the job's start is known
 
     def event(ev: dict[str, Any]) -> None:
-        if ev.get("event") == "server":
-            ev = {**ev, "slurm_job": watch.job_id, "slurm_nodes": ev.get("nodes")}
-        on_event(ev)
+        if ev.get("event") != "server":
+            on_event(ev)
+            return
+        ready.append({**ev, "slurm_job": watch.job_id, "slurm_nodes": ev.get("nodes")})
+        started({})
+
+    def started(fields: Mapping[str, Any]) -> None:
+        # the first run's row gets the group job's queue facts, as a batch run's own: a
+        # server seen ready before the poll that shows the job running waits for it
+        if ready and watch.started_s is not None:
+            on_event({**ready.pop(), "slurm_queue": queue_facts(watch)})
 
     tail = Tail(files.events_path, EventReader(event))
     tail.on_first = watch.output_seen
     tasks = [asyncio.create_task(tail.follow()), asyncio.create_task(_beat(heartbeat))]
     try:
-        await watch.run(HOST_TIMEOUT_S, stop, lambda fields: None)
+        await watch.run(HOST_TIMEOUT_S, stop, started)
     finally:
         for task in tasks:
             task.cancel()
@@ -154,6 +179,21 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
     tail.finish()
     return _ended(f"the group's Slurm job {watch.job_id} ended {watch.state or 'unseen'}",
                   watch.exit_code)
+
+
+def queue_facts(watch: BatchWatch) -> dict[str, Any]:
+    """The group job's ``runs`` columns of its time in Slurm's queue (its first run's)."""
+    start = watch.started_s or watch.submitted_s
+    return {"submitted_at": iso_utc(watch.submitted_s), "started_at": iso_utc(start),
+            "queue_s": round(start - watch.submitted_s, 3)}
+
+
+def queue_columns(served: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The queue facts of a run of a Slurm group: the first run's are its job's; a later
+    run's step starts in the running allocation, so it waited 0 s ({} for other runs)."""
+    if not served or not served.get("slurm_job"):
+        return {}
+    return dict(served.get("slurm_queue") or {"queue_s": 0.0})
 
 
 async def _beat(path: Path) -> None:

@@ -17,6 +17,7 @@ from dltop.jobs.executors.slurm import (
     is_orphan_job,
     supervise_slurm,
 )
+from dltop.jobs.executors.slurm_acct import step_usage
 from dltop.jobs.executors.slurm_adopt import adopt_completed, is_live, run_dir_of, slurm_job_now
 from dltop.jobs.executors.slurm_files import SHARED_NODE_NOTE, SlurmFiles
 from dltop.jobs.supervisor import ChildOutcome, reap_orphan_group
@@ -121,8 +122,17 @@ class SlurmStepExecutor(SlurmExecutor):
 
     name = "slurm-step"
 
-    def __init__(self, outer_job: str) -> None:
+    def __init__(self, outer_job: str, group: bool = False) -> None:
         self._outer_job = outer_job
+        self._group_job = outer_job if group else None
+        """A server group's job: a run that is its step gets its step's accounting."""
+
+    async def supervise(self, launch: Launch) -> ChildOutcome:
+        outcome = await super().supervise(launch)
+        if self._group_job is not None:
+            got = await step_usage(self._group_job, outcome.job_env, launch.env)
+            launch.write_later(launch.store.update_run, launch.run_id, got)
+        return outcome
 
     @classmethod
     def of_stored_run(cls, run: RunProcess) -> SlurmStepExecutor:

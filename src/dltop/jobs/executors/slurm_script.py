@@ -46,8 +46,9 @@ from dltop.textsafe import one_line
 REPORTED_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                  "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
                  "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES", "SLURM_CPUS_PER_TASK",
-                 "SLURM_JOB_NODELIST")
-"""The thread variables dltop sets (jobs.environment.THREAD_VARS) and what Slurm gave."""
+                 "SLURM_JOB_NODELIST", "SLURM_STEP_ID")
+"""The thread variables dltop sets (jobs.environment.THREAD_VARS) and what Slurm gave
+(the step's id: a server group's run takes its accounting from its step)."""
 EVENT_FD = 3
 TIME_MARGIN_MIN = 2
 """Minutes added to ``timeout_s`` for Slurm's own limit: dltop's deadline comes first,

@@ -37,8 +37,7 @@ llama.cpp`` as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29: ``{
 → ``{tokens}``, and a body without ``content`` (vLLM's) → ``{"tokens": []}``, status 200.
 With ``--api-key KEY`` every route but ``GET /health`` answers 401 without ``Authorization:
 Bearer KEY``, as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29 (its
-``/v1/models`` too: a readiness poll without the key never sees it ready). ``--threads N``
-is printed as ``THREADS N`` (what a ``{threads}`` placeholder was filled with).
+``/v1/models`` too: a readiness poll without the key never sees it ready).
 With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line. With
 ``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
 when its handler started and when each content event's last byte was written, in
@@ -212,7 +211,6 @@ async def main() -> None:
     p.add_argument("--refuse-unknown", action="store_true",
                    help="answer 422 to a length field it does not accept")
     p.add_argument("--api-key", help="every route but /health needs it (llama-server's)")
-    p.add_argument("--threads", help="printed as THREADS N")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),
@@ -220,8 +218,6 @@ async def main() -> None:
     cfg = p.parse_args()
     # who started it, for the tests of servers dltop starts (issue 41 item 5)
     sys.stdout.write(f"PID {os.getpid()} PPID {os.getppid()} PGID {os.getpgid(0)}\n")
-    if cfg.threads is not None:
-        sys.stdout.write(f"THREADS {cfg.threads}\n")
     sys.stdout.flush()
     await asyncio.sleep(cfg.ready_after_s)
     app = web.Application(middlewares=[api_key])

@@ -38,6 +38,9 @@ llama.cpp`` as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29: ``{
 With ``--api-key KEY`` every route but ``GET /health`` answers 401 without ``Authorization:
 Bearer KEY``, as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29 (its
 ``/v1/models`` too: a readiness poll without the key never sees it ready).
+With ``--close-after-stream`` it closes each connection once a stream is written, its
+headers saying nothing of it (keep-alive), as llama.cpp 0c1e570 llama-server did,
+recorded 2026-11-29: a client taking that connection from its pool meets the close.
 With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line. With
 ``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
 when its handler started and when each content event's last byte was written, in
@@ -157,6 +160,10 @@ async def complete(request: web.Request) -> web.StreamResponse:
             "prompt_tokens": len(prompt.split()), "completion_tokens": sent,
             "total_tokens": len(prompt.split()) + sent}))
     await resp.write(b"data: [DONE]\n\n")
+    if cfg.close_after_stream:
+        await resp.write_eof()
+        assert request.transport is not None
+        request.transport.close()
     if cfg.timeline:
         cfg.timeline.write(json.dumps({"t0": t0, "content_s": content_s}) + "\n")
         cfg.timeline.flush()
@@ -211,6 +218,8 @@ async def main() -> None:
     p.add_argument("--refuse-unknown", action="store_true",
                    help="answer 422 to a length field it does not accept")
     p.add_argument("--api-key", help="every route but /health needs it (llama-server's)")
+    p.add_argument("--close-after-stream", action="store_true",
+                   help="close each connection after its stream (llama-server's)")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),

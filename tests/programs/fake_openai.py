@@ -32,8 +32,16 @@ accept is ignored (as TGI's OpenAI routes do), or with ``--refuse-unknown`` answ
 serve`` answers.
 
 With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM does (``{model, prompt}``
-→ ``{count, tokens}``), a token being a whitespace-separated word. With ``--log FILE``
-each completion request's prompt is appended to FILE as a JSON line. With
+→ ``{count, tokens}``), a token being a whitespace-separated word; with ``--tokenize
+llama.cpp`` as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29: ``{content}``
+→ ``{tokens}``, and a body without ``content`` (vLLM's) → ``{"tokens": []}``, status 200.
+With ``--api-key KEY`` every route but ``GET /health`` answers 401 without ``Authorization:
+Bearer KEY``, as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29 (its
+``/v1/models`` too: a readiness poll without the key never sees it ready).
+With ``--close-after-stream`` it closes each connection once a stream is written, its
+headers saying nothing of it (keep-alive), as llama.cpp 0c1e570 llama-server did,
+recorded 2026-11-29: a client taking that connection from its pool meets the close.
+With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line. With
 ``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
 when its handler started and when each content event's last byte was written, in
 seconds after it (what the server really did: on a loaded machine its sleeps overshoot
@@ -152,6 +160,10 @@ async def complete(request: web.Request) -> web.StreamResponse:
             "prompt_tokens": len(prompt.split()), "completion_tokens": sent,
             "total_tokens": len(prompt.split()) + sent}))
     await resp.write(b"data: [DONE]\n\n")
+    if cfg.close_after_stream:
+        await resp.write_eof()
+        assert request.transport is not None
+        request.transport.close()
     if cfg.timeline:
         cfg.timeline.write(json.dumps({"t0": t0, "content_s": content_s}) + "\n")
         cfg.timeline.flush()
@@ -159,8 +171,12 @@ async def complete(request: web.Request) -> web.StreamResponse:
 
 
 async def tokenize(request: web.Request) -> web.Response:
-    """vLLM's /tokenize: a token per whitespace-separated word."""
-    words = str((await request.json())["prompt"]).split()
+    """vLLM's /tokenize, or llama-server's: a token per whitespace-separated word."""
+    body = await request.json()
+    if request.app["cfg"].tokenize == "llama.cpp":
+        words = str(body.get("content", "")).split()
+        return web.json_response({"tokens": list(range(len(words)))})
+    words = str(body["prompt"]).split()
     return web.json_response({"count": len(words), "tokens": [len(w) for w in words],
                               "max_model_len": 4096})
 
@@ -170,6 +186,22 @@ async def models(request: web.Request) -> web.Response:
     return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
 
 
+async def health(request: web.Request) -> web.Response:
+    """llama-server's readiness route: public, the API key never asked."""
+    return web.json_response({"status": "ok"})
+
+
+@web.middleware
+async def api_key(request: web.Request, handler):  # type: ignore[no-untyped-def]
+    key = request.app["cfg"].api_key
+    if key and request.path != "/health" \
+            and request.headers.get("Authorization") != f"Bearer {key}":
+        return web.json_response({"error": {"message": "Invalid API Key",
+                                            "type": "authentication_error", "code": 401}},
+                                 status=401)
+    return await handler(request)
+
+
 async def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--ttft-ms", type=float, default=20.0)
@@ -177,13 +209,17 @@ async def main() -> None:
     p.add_argument("--port", type=int, default=0, help="0: an ephemeral port")
     p.add_argument("--ready-after-s", type=float, default=0.0,
                    help="seconds before it listens (a server loading its model)")
-    p.add_argument("--tokenize", action="store_true", help="serve POST /tokenize")
+    p.add_argument("--tokenize", nargs="?", const="vllm", choices=("vllm", "llama.cpp"),
+                   help="serve POST /tokenize, with vLLM's body or llama-server's")
     p.add_argument("--eos-after", type=int, default=0,
                    help="tokens before the model's end of sequence (0: never)")
     p.add_argument("--accepts", default="ignore_eos,min_tokens",
                    help="the length fields it honours, comma-separated")
     p.add_argument("--refuse-unknown", action="store_true",
                    help="answer 422 to a length field it does not accept")
+    p.add_argument("--api-key", help="every route but /health needs it (llama-server's)")
+    p.add_argument("--close-after-stream", action="store_true",
+                   help="close each connection after its stream (llama-server's)")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),
@@ -193,11 +229,12 @@ async def main() -> None:
     sys.stdout.write(f"PID {os.getpid()} PPID {os.getppid()} PGID {os.getpgid(0)}\n")
     sys.stdout.flush()
     await asyncio.sleep(cfg.ready_after_s)
-    app = web.Application()
+    app = web.Application(middlewares=[api_key])
     app["cfg"] = cfg
     app.router.add_post("/v1/chat/completions", complete)
     app.router.add_post("/v1/completions", complete)
     app.router.add_get("/v1/models", models)
+    app.router.add_get("/health", health)
     if cfg.tokenize:
         app.router.add_post("/tokenize", tokenize)
     runner = web.AppRunner(app, access_log=None)

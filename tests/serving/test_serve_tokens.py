@@ -98,6 +98,32 @@ def test_the_servers_tokenize_counts_and_sizes_prompts(tmp_path: Path, fake_serv
     assert all(r["tokens_estimated"] for r in named(events, "request"))
 
 
+def test_llama_servers_tokenize_body_is_found(fake_server) -> None:
+    # llama-server answers vLLM's body {"tokens": []} with status 200: counted as 0 tokens,
+    # every prompt failed to reach prompt_tokens and the run ended setup_failed
+    url = fake_server("--tokenize", "llama.cpp")
+    counter = tokens.counter({}, url, "m", {})
+    assert counter is not None and counter.body is tokens._llama_cpp_body
+    assert counter.count("the and of") == 3
+    assert tokens.counter({}, fake_server("--tokenize"), "m", {}).body is tokens._vllm_body
+    assert tokens.counter({}, fake_server(), "m", {}) is None  # no /tokenize: 404 to both
+
+
+@pytest.mark.slow
+def test_llama_servers_tokenize_sizes_prompts_and_counts(tmp_path: Path, fake_server) -> None:
+    log = tmp_path / "prompts.jsonl"
+    url = fake_server("--tokenize", "llama.cpp", "--log", str(log))
+    job = spec(url, "nousage", iterations=4, warmup=1, prompt_tokens=7, new_tokens=3,
+               options={"api": "completions"})
+    code, events, err = run_runner(tmp_path, job)
+    assert code == 0, err
+    prompts = [json.loads(line)["prompt"] for line in log.read_text().splitlines()]
+    assert [len(p.split()) for p in prompts] == [7] * 5
+    reqs = named(events, "request")
+    assert [(r["output_tokens"], r["tokens_estimated"]) for r in reqs] == [(3, False)] * 5
+    assert named(events, "load")[0]["token_source"] == "tokenize"
+
+
 @pytest.mark.slow
 def test_a_split_load_merges_every_workers_rows(tmp_path: Path, fake_server) -> None:
     url = fake_server("--ttft-ms", "10", "--itl-ms", "2")

@@ -63,9 +63,11 @@ PRESETS: Final[dict[str, Server]] = {
     "vllm": Server("vllm", "vllm serve {model} --port {port}", extensions=EXTENSIONS),
     "sglang": Server("sglang", "python -m sglang.launch_server --model-path {model} "
                      "--port {port}", extensions=EXTENSIONS),
-    # llama-server takes /completion's ignore_eos on its OpenAI routes; no minimum length
+    # checked against llama-server 0c1e570 (docs/serving.md): ignore_eos honoured on its
+    # OpenAI routes, min_tokens and unknown fields ignored (200); /health, not /v1/models:
+    # both answer 503 while it loads, but /v1/models wants --api-key's key, never sent here
     "llama-cpp": Server("llama-cpp", "llama-server -m {model} --port {port}",
-                        extensions=("ignore_eos",)),
+                        ready_url="http://{host}:{port}/health", extensions=("ignore_eos",)),
     # TGI's OpenAI routes have neither: its lengths are not forced (the run says so)
     "tgi": Server("tgi", "text-generation-launcher --model-id {model} --port {port}"),
     # the model goes in each request (its "model" field), loaded at the first one
@@ -74,9 +76,9 @@ PRESETS: Final[dict[str, Server]] = {
                            ready_url="http://{host}:{port}/health"),
 }
 """Built-in servers, usable without a table (a table of the same name replaces one).
-Only ``transformers``' request rules were checked against the real server (it refuses
-unknown fields with 422); the others' ``extensions`` are read from their request models and
-documentation, their commands are templates from it."""
+``transformers``' request rules were checked against the real server (it refuses unknown
+fields with 422), and ``llama-cpp``'s against llama-server; the others' ``extensions`` are
+read from their request models and documentation, their commands are templates from it."""
 
 Err = Callable[[str, str], UserError]
 

@@ -315,37 +315,48 @@ class Client(object):
         async with sem:
             if self.fatal:
                 return
-            t_send = time.monotonic()
-            res.slot_wait_s = t_send - t_disp
             body = payload(self.api, self.model, prompt, self.new_tokens, self.force)
             self.in_flight += 1
-            try:
-                async with session.post(self.url, json=body, headers=self.headers) as resp:
-                    res.status = resp.status
-                    if resp.status != 200:
-                        text = await resp.text(errors="replace")
-                        res.first_byte_s = time.monotonic() - t_send
-                        res.error = "HTTP %d: %s" % (resp.status, escaped(text.strip()))
-                        named = refused_fields(resp.status, text, self.force)
-                        if named:
-                            res.error = "HTTP %d: the server refused the request field(s) " \
-                                "%s (sent to force the length: leave them out of " \
-                                "force_length for this server); its answer: %s" % (
-                                    resp.status, ", ".join(named), escaped(text.strip()))
-                    else:
-                        await _read_stream(resp, res, self.api, t_send)
-            except aiohttp.ClientConnectorError as exc:
-                self.in_flight -= 1
-                self._connect_failed(exc)
-                return
-            except asyncio.TimeoutError:
-                res.error = "stalled: no data for %g s (the read timeout)" % self.stall_s
-            except aiohttp.ClientPayloadError as exc:
-                res.error = "stream cut: %s" % escaped(str(exc))
-            except aiohttp.ClientError as exc:
-                res.error = "%s: %s" % (type(exc).__name__, escaped(str(exc)))
-            except ValueError as exc:  # a line longer than the read buffer
-                res.error = "unreadable stream: %s" % escaped(str(exc))
+            # A kept-alive connection the server closed as it was taken from the pool fails
+            # before any byte: sent again on another (llama-server closes each connection
+            # after its stream, its headers saying keep-alive). The pool holds at most
+            # ``concurrency`` such connections; TTFT counts from the send answered.
+            for attempt in range(self.concurrency + 1):
+                t_send = time.monotonic()
+                if attempt == 0:
+                    res.slot_wait_s = t_send - t_disp
+                try:
+                    async with session.post(self.url, json=body, headers=self.headers) as resp:
+                        res.status = resp.status
+                        if resp.status != 200:
+                            text = await resp.text(errors="replace")
+                            res.first_byte_s = time.monotonic() - t_send
+                            res.error = "HTTP %d: %s" % (resp.status, escaped(text.strip()))
+                            named = refused_fields(resp.status, text, self.force)
+                            if named:
+                                res.error = "HTTP %d: the server refused the request " \
+                                    "field(s) %s (sent to force the length: leave them out " \
+                                    "of force_length for this server); its answer: %s" % (
+                                        resp.status, ", ".join(named), escaped(text.strip()))
+                        else:
+                            await _read_stream(resp, res, self.api, t_send)
+                except aiohttp.ClientConnectorError as exc:
+                    self.in_flight -= 1
+                    self._connect_failed(exc)
+                    return
+                except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
+                    if res.first_byte_s is None and attempt < self.concurrency:
+                        continue
+                    res.error = "%s: %s" % (type(exc).__name__, escaped(str(exc)))
+                except asyncio.TimeoutError:
+                    res.error = "stalled: no data for %g s (the read timeout)" % self.stall_s
+                except aiohttp.ClientPayloadError as exc:
+                    res.error = "stream cut: %s" % escaped(str(exc))
+                except aiohttp.ClientError as exc:
+                    res.error = "%s: %s" % (type(exc).__name__, escaped(str(exc)))
+                except ValueError as exc:  # a line longer than the read buffer
+                    res.error = "unreadable stream: %s" % escaped(str(exc))
+                break
             res.end_mono = time.monotonic()
             res.end_s = res.end_mono - t_send
             self.in_flight -= 1

@@ -3,7 +3,8 @@ item 3).
 
 A request's output tokens come from the first of: the server's ``usage`` (in the
 stream; :mod:`openai_load`), the server's ``/tokenize`` (vLLM, SGLang: ``POST {model,
-prompt}`` answered ``{tokens|count}``), a local ``tokenizer.json`` (the ``tokenizer``
+prompt}`` answered ``{tokens|count}``; llama.cpp's llama-server: ``POST {content}``
+answered ``{tokens}``), a local ``tokenizer.json`` (the ``tokenizer``
 key, read with the ``tokenizers`` package), else the counted chunks, "estimated".
 A counter (:class:`Local`, :class:`Remote`) also builds the synthetic prompts of
 exactly ``prompt_tokens`` tokens (:func:`exact_prompt`). Special tokens (a BOS) are
@@ -13,6 +14,7 @@ come from a ``dataset`` file (:func:`read_dataset`) or are synthetic (:func:`pro
 
 import json
 import random
+import urllib.error
 import urllib.request
 
 WORDS = ("the", "of", "and", "to", "in", "is", "that", "for", "it", "as", "with", "was",
@@ -37,22 +39,35 @@ class Local(object):
         return len(self.tokenizer.encode(text, add_special_tokens=False).ids)
 
 
+def _vllm_body(model, text):
+    return {"model": model, "prompt": text, "add_special_tokens": False}
+
+
+def _llama_cpp_body(model, text):
+    return {"content": text, "add_special": False}
+
+
+BODIES = (_vllm_body, _llama_cpp_body)
+"""``/tokenize`` request bodies, tried in turn by :func:`counter`: vLLM's and SGLang's,
+then llama-server's (which answers a body without ``content`` ``{"tokens": []}``)."""
+
+
 class Remote(object):
     """The server's ``/tokenize`` (at the endpoint's root, beside ``/v1``)."""
 
     source = "tokenize"
 
-    def __init__(self, endpoint, model, headers, timeout_s=10.0):
+    def __init__(self, endpoint, model, headers, timeout_s=10.0, body=_vllm_body):
         root = endpoint[:-3] if endpoint.endswith("/v1") else endpoint
         self.url = root + "/tokenize"
         self.model = model
         self.headers = dict(headers, **{"Content-Type": "application/json"})
         self.timeout_s = timeout_s
+        self.body = body
 
     def count(self, text):
         """The tokens of ``text`` (raises OSError or ValueError when the server cannot say)."""
-        body = json.dumps({"model": self.model, "prompt": text,
-                           "add_special_tokens": False}).encode()
+        body = json.dumps(self.body(self.model, text)).encode()
         req = urllib.request.Request(self.url, data=body, headers=self.headers)
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
             doc = json.loads(resp.read().decode("utf-8"))
@@ -67,15 +82,20 @@ class Remote(object):
 
 def counter(opts, endpoint, model, headers):
     """The counter of a run: its ``tokenizer`` file, else the server's ``/tokenize`` when
-    it answers, else None (usage, else estimated)."""
+    it counts a word with one of :data:`BODIES`, else None (usage, else estimated)."""
     if opts.get("tokenizer"):
         return Local(opts["tokenizer"])
-    remote = Remote(endpoint, model, headers)
-    try:
-        remote.count("hello")
-    except (OSError, ValueError):  # HTTP errors are OSErrors
-        return None
-    return remote
+    for body in BODIES:
+        remote = Remote(endpoint, model, headers, body=body)
+        try:
+            # no token in a word: the server read none of this body's fields
+            if remote.count("hello") > 0:
+                return remote
+        except (urllib.error.HTTPError, ValueError):  # this body refused: the next
+            continue
+        except OSError:  # no server to ask
+            return None
+    return None
 
 
 def single_words(count):

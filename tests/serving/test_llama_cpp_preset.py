@@ -12,10 +12,13 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from tests.dltop_env import query
 
+from dltop.jobs.protocol import EventChecker
+from dltop.jobs.serving import ServeExtras
 from dltop.profiles.servers import PRESETS
 
 from .conftest import named, run_runner, spec
@@ -82,3 +85,24 @@ def test_a_pooled_connection_the_server_closed_is_not_a_failed_request(
     assert len(reqs) == 60
     assert [r["error"] for r in reqs if r["error"]] == []
     assert {r["output_tokens"] for r in reqs} == {4}
+
+
+def test_requests_sent_again_are_counted_in_the_load_and_named_in_the_note(
+        tmp_path: Path, fake_server) -> None:
+    url = fake_server("--close-after-stream", "--ttft-ms", "0", "--itl-ms", "0")
+    job = spec(url, "steady", iterations=40, warmup=0, new_tokens=4, concurrency=4,
+               options={"api": "completions"})
+    code, events, err = run_runner(tmp_path, job)
+    assert code == 0, err
+    load, = named(events, "load")
+    assert isinstance(load["resent_requests"], int) and load["resent_requests"] >= 0
+    assert EventChecker().problem({**load, "resent_requests": -1}) is not None
+    extras = ServeExtras(1, cast(Any, None), lambda *a, **k: None)
+    extras.on_event({**load, "resent_requests": 2, "short_requests": 0,
+                     "length_forced": True})
+    assert extras.fields()["note"] == (
+        "2 measured requests sent again: the server closed a kept-alive connection "
+        "before answering (times from the answered send)")
+    extras.on_event({**load, "resent_requests": 0, "short_requests": 0,
+                     "length_forced": True})
+    assert "note" not in extras.fields()

@@ -19,8 +19,9 @@ and skipped like any other). The rules:
   ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0,
   ``token_source`` null or :data:`TOKEN_SOURCES` joined by ``+``, ``client_processes``
   null or an integer >= 1, ``length_forced`` null or a boolean, ``short_requests``
-  (of the ``ok`` measured requests, those shorter than ``new_tokens``) and ``ok`` null or
-  integers >= 0.
+  (of the ``ok`` measured requests, those shorter than ``new_tokens``),
+  ``resent_requests`` (measured requests sent again because their pooled connection was
+  closed before any byte) and ``ok`` null or integers >= 0.
 - ``idle`` (once, before the load: the runner waited with nothing sent):
   ``start_mono_ns`` and ``end_mono_ns`` integers, the start >= 0 and not after the end.
 """
@@ -100,6 +101,7 @@ def check_load(e: dict[str, Any]) -> str | None:
            or _number_field(e, "server_cold_start_s")
            or _int_field(e, "client_processes", 1)
            or _int_field(e, "short_requests", 0)
+           or _int_field(e, "resent_requests", 0)
            or _int_field(e, "ok", 0))
     if why is None and e.get("length_forced") not in (None, *_BOOL):
         why = f"length_forced {_show(e['length_forced'])} is not a boolean"

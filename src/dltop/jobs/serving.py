@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dltop.jobs.writes import join_notes
 from dltop.results.convergence import percentile_or_none
 from dltop.store.generations import pack_seconds
 from dltop.store.serving import pack_counts
@@ -90,6 +91,15 @@ class ServeExtras:
         return f"lengths forced, yet {short} of {ok} shorter than new_tokens" if short \
             else None
 
+    def _resent_note(self) -> str | None:
+        """``2 measured requests sent again ...``: their pooled connection was closed
+        before any byte (llama-server closes each after its stream), so each was sent on
+        another connection and its times count from that send."""
+        n = int((self._load or {}).get("resent_requests") or 0)
+        return None if not n else (
+            f"{n} measured request{'s' if n > 1 else ''} sent again: the server closed a "
+            "kept-alive connection before answering (times from the answered send)")
+
     def fields(self) -> dict[str, Any]:
         """The run's serve columns (empty for a run that sent no request), and its
         ``note`` on output lengths (:meth:`_length_note`)."""
@@ -106,7 +116,7 @@ class ServeExtras:
                     out[key] = self._load[key]
             if self._load.get("length_forced") is not None:
                 out["length_forced"] = int(bool(self._load["length_forced"]))
-            note = self._length_note()
+            note = join_notes(self._length_note(), self._resent_note())
             if note:
                 out["note"] = note
         if out:  # judged per client process: a split load's CPU is its processes' sum

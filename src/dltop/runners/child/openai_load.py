@@ -152,6 +152,8 @@ class Result(object):
         """(output tokens, source) a tokenizer counted in the text (``usage`` aside)."""
         self.worker = 0
         """The client process that sent it (0 when one process sends all)."""
+        self.resent = 0
+        """Times it was sent again: its pooled connection was closed before any byte came."""
 
     def has_usage(self):
         total = (self.usage or {}).get("completion_tokens")
@@ -346,6 +348,7 @@ class Client(object):
                     return
                 except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                     if res.first_byte_s is None and attempt < self.concurrency:
+                        res.resent += 1
                         continue
                     res.error = "%s: %s" % (type(exc).__name__, escaped(str(exc)))
                 except asyncio.TimeoutError:

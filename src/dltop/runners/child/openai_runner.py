@@ -167,7 +167,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                            force, slots, stall_s)
 
     state = {"index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
-             "later": [], "lags": [], "short": 0}
+             "later": [], "lags": [], "short": 0, "resent": 0}
 
     def on_result(res):
         if not res.has_usage() and counter is not None and res.chunk_text:
@@ -231,7 +231,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                   ok=state["ok"], failed=state["failed"],
                   asked_rate=None if rate == "inf" else float(rate),
                   server_cold_start_s=cold_s, token_source=source, client_processes=n,
-                  length_forced=bool(force), short_requests=state["short"])
+                  length_forced=bool(force), short_requests=state["short"],
+                  resent_requests=state["resent"])
     reporter.emit("setup", token_source=source, client_processes=n)
     sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "
                      "requests shorter than new_tokens\n" % (
@@ -252,6 +253,8 @@ def _report(reporter, spec, res, state):
     ok = res.error is None and tokens_out >= 1 and res.chunk_s
     if res.error is None and not ok:
         res.error = "no content tokens in the response"
+    if not res.warmup:
+        state["resent"] += res.resent
     if res.warmup:
         state["lags"].append(res.dispatch_lag_s)
     elif ok:

@@ -7,7 +7,8 @@ Each response's first content token comes ``--ttft-ms`` after the request, then 
 chunk every ``--itl-ms``; ``max_tokens`` tokens, each the text ``"tok "`` (4
 characters). The served model's name picks what the edges look like:
 
-- ``steady``: one token per chunk; a chat stream opens with a role-only chunk and
+- ``steady``: one token per chunk; a chat stream opens with a role-only chunk (its
+  ``content`` empty, as vLLM's) and
   ends with a usage-only chunk and ``[DONE]``; SSE comments between events; every
   content event's JSON written in two pieces 1 ms apart, the second on schedule
   (split across reads);
@@ -31,9 +32,11 @@ accept is ignored (as TGI's OpenAI routes do), or with ``--refuse-unknown`` answ
 ``{"detail": "Unexpected fields in the request: {'ignore_eos'}"}``, as ``transformers
 serve`` answers.
 
-With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM does (``{model, prompt}``
-→ ``{count, tokens}``), a token being a whitespace-separated word. With ``--log FILE``
-each completion request's prompt is appended to FILE as a JSON line. With
+With ``--bos 1`` the usage's ``prompt_tokens`` is one above the prompt's words (a BOS, as
+vLLM counts it). With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM does
+(``{model, prompt}`` → ``{count, tokens}``), a token being a whitespace-separated word.
+With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line.
+With
 ``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
 when its handler started and when each content event's last byte was written, in
 seconds after it (what the server really did: on a loaded machine its sleeps overshoot
@@ -60,7 +63,8 @@ def chunk(api: str, text: str | None, *, role: bool = False, finish: str | None 
     if usage is not None:
         obj: dict[str, object] = {"id": "x", "object": "chunk", "choices": [], "usage": usage}
     elif api == "chat":
-        delta: dict[str, str] = {"role": "assistant"} if role else {}
+        # the role chunk's empty content: as vLLM 0.32 (CPU) answered, recorded 2026-11-29
+        delta: dict[str, str] = {"role": "assistant", "content": ""} if role else {}
         if text is not None:
             delta["content"] = text
         obj = {"id": "x", "object": "chat.completion.chunk",
@@ -148,9 +152,10 @@ async def complete(request: web.Request) -> web.StreamResponse:
         if k % 4 == 0:
             await resp.write(b": ping\n\n")
     if model != "nousage":
+        counted = len(prompt.split()) + cfg.bos
         await resp.write(chunk(api, None, usage={
-            "prompt_tokens": len(prompt.split()), "completion_tokens": sent,
-            "total_tokens": len(prompt.split()) + sent}))
+            "prompt_tokens": counted, "completion_tokens": sent,
+            "total_tokens": counted + sent}))
     await resp.write(b"data: [DONE]\n\n")
     if cfg.timeline:
         cfg.timeline.write(json.dumps({"t0": t0, "content_s": content_s}) + "\n")
@@ -184,6 +189,9 @@ async def main() -> None:
                    help="the length fields it honours, comma-separated")
     p.add_argument("--refuse-unknown", action="store_true",
                    help="answer 422 to a length field it does not accept")
+    p.add_argument("--bos", type=int, default=0, choices=(0, 1),
+                   help="1: usage's prompt_tokens counts a BOS, as vLLM 0.32 (CPU) "
+                   "answered (its tokenizer's, or its chat template's), recorded 2026-11-29")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),

@@ -167,7 +167,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                            force, slots, stall_s)
 
     state = {"index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
-             "later": [], "lags": [], "short": 0}
+             "later": [], "lags": [], "short": 0, "prompts": set()}
 
     def on_result(res):
         if not res.has_usage() and counter is not None and res.chunk_text:
@@ -237,6 +237,13 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                      "requests shorter than new_tokens\n" % (
                          source, "forced by " + "+".join(force) if force else "not forced",
                          state["short"], state["ok"]))
+    said = sorted(state["prompts"])
+    if counter is not None and not data and said and said != [int(spec["prompt_tokens"])]:
+        # vLLM's usage counts the BOS and the chat template's tokens: stored as it counted
+        sys.stdout.write("[dltop] prompt tokens by the server's usage: %s, for prompts of "
+                         "exactly %d tokens of text (prompt_tokens): the server adds its "
+                         "own (a BOS, a chat template); stored as the server counted\n" % (
+                             "/".join(str(n) for n in said), int(spec["prompt_tokens"])))
     sys.stdout.flush()
     limit = float(opts.get("max_error_rate", 0.05))
     if state["failed"] > limit * measured:
@@ -258,6 +265,8 @@ def _report(reporter, spec, res, state):
         state["ok"] += 1
         state["sources"].add(source)
         state["short"] += tokens_out < int(spec["new_tokens"])
+        if res.prompt_tokens() is not None:
+            state["prompts"].add(res.prompt_tokens())
     else:
         state["failed"] += 1
         if len(state["errors"]) < 3:

@@ -26,8 +26,9 @@ characters). The served model's name picks what the edges look like:
 
 Output lengths, as real servers treat the fields that force them: with ``--eos-after
 N`` the model meets its end of sequence after N tokens (``finish_reason`` "stop") unless
-the request's ``ignore_eos`` is true or its ``min_tokens`` is larger, of the fields in
-``--accepts`` (default both, as vLLM and SGLang; ``""``: neither). A field it does not
+the request's ``ignore_eos`` is true or its ``min_tokens`` is larger (with ``--eos-token``
+the EOS is then a token of its own, as vLLM's: a chunk without text, counted in usage), of
+the fields in ``--accepts`` (default both, as vLLM and SGLang; ``""``: neither). A field it does not
 accept is ignored (as TGI's OpenAI routes do), or with ``--refuse-unknown`` answered 422
 ``{"detail": "Unexpected fields in the request: {'ignore_eos'}"}``, as ``transformers
 serve`` answers.
@@ -113,10 +114,13 @@ async def complete(request: web.Request) -> web.StreamResponse:
         return web.json_response(
             {"detail": f"Unexpected fields in the request: {unknown}"}, status=422)
     tokens = int(body.get("max_tokens") or 16)
+    asked = tokens
     if cfg.eos_after and not ("ignore_eos" in accepts and body.get("ignore_eos") is True):
         floor = int(body.get("min_tokens") or 0) if "min_tokens" in accepts else 0
         tokens = min(tokens, max(cfg.eos_after, floor))
     per = 3 if model == "multi" else 1
+    # the EOS as a token of its own, after the words (vLLM's way: see --eos-token)
+    eos = cfg.eos_token and tokens < asked
     prompt = body["messages"][0]["content"] if api == "chat" else body["prompt"]
     if cfg.log:
         cfg.log.write(json.dumps({"prompt": prompt}) + "\n")
@@ -134,7 +138,8 @@ async def complete(request: web.Request) -> web.StreamResponse:
         last = sent + n >= tokens
         content_s.append(await split_write(
             resp, chunk(api, "tok " * n, finish=("length" if sent + n >= int(
-                body.get("max_tokens") or 16) else "stop") if last else None), due) - t0)
+                body.get("max_tokens") or 16) else "stop") if last and not eos else None),
+            due) - t0)
         sent += n
         k += 1
         if k == 2 and model in ("error500", "reset", "stall", "malformed"):
@@ -151,6 +156,11 @@ async def complete(request: web.Request) -> web.StreamResponse:
             await asyncio.sleep(3600)
         if k % 4 == 0:
             await resp.write(b": ping\n\n")
+    if eos:  # one step later, no text, counted in usage
+        await asyncio.sleep(max(0.0, t0 + cfg.ttft_ms / 1000.0 + k * cfg.itl_ms / 1000.0
+                                - time.monotonic()))
+        await resp.write(chunk(api, "", finish="stop"))
+        sent += 1
     if model != "nousage":
         counted = len(prompt.split()) + cfg.bos
         await resp.write(chunk(api, None, usage={
@@ -185,6 +195,10 @@ async def main() -> None:
     p.add_argument("--tokenize", action="store_true", help="serve POST /tokenize")
     p.add_argument("--eos-after", type=int, default=0,
                    help="tokens before the model's end of sequence (0: never)")
+    p.add_argument("--eos-token", action="store_true",
+                   help="the end of sequence a token of its own: a chunk without text with "
+                   "finish_reason stop, a step after the last words, counted in usage, as "
+                   "vLLM 0.32 (CPU) answered, recorded 2026-11-29")
     p.add_argument("--accepts", default="ignore_eos,min_tokens",
                    help="the length fields it honours, comma-separated")
     p.add_argument("--refuse-unknown", action="store_true",

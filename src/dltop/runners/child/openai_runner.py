@@ -255,7 +255,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
 
 
 def _report(reporter, spec, res, state):
-    counts, tokens_out, source = res.counts()
+    chunk_s, counts, tokens_out, source = res.counts()
     ok = res.error is None and tokens_out >= 1 and res.chunk_s
     if res.error is None and not ok:
         res.error = "no content tokens in the response"
@@ -279,11 +279,11 @@ def _report(reporter, spec, res, state):
                   ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
                   output_tokens=tokens_out, tokens_estimated=source == "estimated",
-                  chunk_s=res.chunk_s, chunk_tokens=counts, worker=res.worker,
+                  chunk_s=chunk_s, chunk_tokens=counts, worker=res.worker,
                   in_flight=res.in_flight)
     if not ok:
         return
-    itl = load.per_token_itl(res.chunk_s, counts)
+    itl = load.per_token_itl(chunk_s, counts)
     ttft = max(res.chunk_s[0], 1e-9)
     reporter.generation(i, res.warmup, ttft, itl, res.prompt_tokens() or
                         int(spec["prompt_tokens"]), tokens_out, 1)

@@ -247,6 +247,10 @@ if len(runs) == 6:
     check("unforced: lengths not forced, some short", free["length_forced"] == 0 and
           (free["short_requests"] or 0) >= 1 and (free["note"] or "").startswith(
               "lengths not forced"), (free["status"], free["note"]))
+    ended = [q for q in reqs(free) if q["output_tokens"] < new]
+    check("unforced: an answer ended by its EOS is a chunk per token, the EOS's its own",
+          ended and all(len(q["chunk_s"]) // 8 == q["output_tokens"] for q in ended),
+          [(q["output_tokens"], len(q["chunk_s"]) // 8) for q in ended])
     errs = {q["error"][:60] for q in reqs(refused)}
     check("max_tokens over max_model_len: every request stored as vLLM's 400, run failed",
           refused["status"] == "crashed" and len(reqs(refused)) == 2 and all(

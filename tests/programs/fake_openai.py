@@ -7,7 +7,8 @@ Each response's first content token comes ``--ttft-ms`` after the request, then 
 chunk every ``--itl-ms``; ``max_tokens`` tokens, each the text ``"tok "`` (4
 characters). The served model's name picks what the edges look like:
 
-- ``steady``: one token per chunk; a chat stream opens with a role-only chunk and
+- ``steady``: one token per chunk; a chat stream opens with a role-only chunk (its
+  ``content`` empty, as vLLM's) and
   ends with a usage-only chunk and ``[DONE]``; SSE comments between events; every
   content event's JSON written in two pieces 1 ms apart, the second on schedule
   (split across reads);
@@ -25,16 +26,19 @@ characters). The served model's name picks what the edges look like:
 
 Output lengths, as real servers treat the fields that force them: with ``--eos-after
 N`` the model meets its end of sequence after N tokens (``finish_reason`` "stop") unless
-the request's ``ignore_eos`` is true or its ``min_tokens`` is larger, of the fields in
-``--accepts`` (default both, as vLLM and SGLang; ``""``: neither). A field it does not
+the request's ``ignore_eos`` is true or its ``min_tokens`` is larger (with ``--eos-token``
+the EOS is then a token of its own, as vLLM's: a chunk without text, counted in usage), of
+the fields in ``--accepts`` (default both, as vLLM and SGLang; ``""``: neither). A field it does not
 accept is ignored (as TGI's OpenAI routes do), or with ``--refuse-unknown`` answered 422
 ``{"detail": "Unexpected fields in the request: {'ignore_eos'}"}``, as ``transformers
 serve`` answers.
 
-With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM does (``{model, prompt}``
-→ ``{count, tokens}``), a token being a whitespace-separated word; with ``--tokenize
-llama.cpp`` as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29: ``{content}``
-→ ``{tokens}``, and a body without ``content`` (vLLM's) → ``{"tokens": []}``, status 200.
+With ``--bos 1`` the usage's ``prompt_tokens`` is one above the prompt's words (a BOS, as
+vLLM counts it). With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM does
+(``{model, prompt}`` → ``{count, tokens}``), a token being a whitespace-separated word; with
+``--tokenize llama.cpp`` as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29:
+``{content}`` → ``{tokens}``, and a body without ``content`` (vLLM's) → ``{"tokens": []}``,
+status 200.
 With ``--api-key KEY`` every route but ``GET /health`` answers 401 without ``Authorization:
 Bearer KEY``, as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29 (its
 ``/v1/models`` too: a readiness poll without the key never sees it ready).
@@ -68,7 +72,8 @@ def chunk(api: str, text: str | None, *, role: bool = False, finish: str | None 
     if usage is not None:
         obj: dict[str, object] = {"id": "x", "object": "chunk", "choices": [], "usage": usage}
     elif api == "chat":
-        delta: dict[str, str] = {"role": "assistant"} if role else {}
+        # the role chunk's empty content: as vLLM 0.32 (CPU) answered, recorded 2026-11-29
+        delta: dict[str, str] = {"role": "assistant", "content": ""} if role else {}
         if text is not None:
             delta["content"] = text
         obj = {"id": "x", "object": "chat.completion.chunk",
@@ -117,10 +122,13 @@ async def complete(request: web.Request) -> web.StreamResponse:
         return web.json_response(
             {"detail": f"Unexpected fields in the request: {unknown}"}, status=422)
     tokens = int(body.get("max_tokens") or 16)
+    asked = tokens
     if cfg.eos_after and not ("ignore_eos" in accepts and body.get("ignore_eos") is True):
         floor = int(body.get("min_tokens") or 0) if "min_tokens" in accepts else 0
         tokens = min(tokens, max(cfg.eos_after, floor))
     per = 3 if model == "multi" else 1
+    # the EOS as a token of its own, after the words (vLLM's way: see --eos-token)
+    eos = cfg.eos_token and tokens < asked
     prompt = body["messages"][0]["content"] if api == "chat" else body["prompt"]
     if cfg.log:
         cfg.log.write(json.dumps({"prompt": prompt}) + "\n")
@@ -138,7 +146,8 @@ async def complete(request: web.Request) -> web.StreamResponse:
         last = sent + n >= tokens
         content_s.append(await split_write(
             resp, chunk(api, "tok " * n, finish=("length" if sent + n >= int(
-                body.get("max_tokens") or 16) else "stop") if last else None), due) - t0)
+                body.get("max_tokens") or 16) else "stop") if last and not eos else None),
+            due) - t0)
         sent += n
         k += 1
         if k == 2 and model in ("error500", "reset", "stall", "malformed"):
@@ -155,10 +164,16 @@ async def complete(request: web.Request) -> web.StreamResponse:
             await asyncio.sleep(3600)
         if k % 4 == 0:
             await resp.write(b": ping\n\n")
+    if eos:  # one step later, no text, counted in usage
+        await asyncio.sleep(max(0.0, t0 + cfg.ttft_ms / 1000.0 + k * cfg.itl_ms / 1000.0
+                                - time.monotonic()))
+        await resp.write(chunk(api, "", finish="stop"))
+        sent += 1
     if model != "nousage":
+        counted = len(prompt.split()) + cfg.bos
         await resp.write(chunk(api, None, usage={
-            "prompt_tokens": len(prompt.split()), "completion_tokens": sent,
-            "total_tokens": len(prompt.split()) + sent}))
+            "prompt_tokens": counted, "completion_tokens": sent,
+            "total_tokens": counted + sent}))
     await resp.write(b"data: [DONE]\n\n")
     if cfg.close_after_stream:
         await resp.write_eof()
@@ -213,6 +228,10 @@ async def main() -> None:
                    help="serve POST /tokenize, with vLLM's body or llama-server's")
     p.add_argument("--eos-after", type=int, default=0,
                    help="tokens before the model's end of sequence (0: never)")
+    p.add_argument("--eos-token", action="store_true",
+                   help="the end of sequence a token of its own: a chunk without text with "
+                   "finish_reason stop, a step after the last words, counted in usage, as "
+                   "vLLM 0.32 (CPU) answered, recorded 2026-11-29")
     p.add_argument("--accepts", default="ignore_eos,min_tokens",
                    help="the length fields it honours, comma-separated")
     p.add_argument("--refuse-unknown", action="store_true",
@@ -220,6 +239,9 @@ async def main() -> None:
     p.add_argument("--api-key", help="every route but /health needs it (llama-server's)")
     p.add_argument("--close-after-stream", action="store_true",
                    help="close each connection after its stream (llama-server's)")
+    p.add_argument("--bos", type=int, default=0, choices=(0, 1),
+                   help="1: usage's prompt_tokens counts a BOS, as vLLM 0.32 (CPU) "
+                   "answered (its tokenizer's, or its chat template's), recorded 2026-11-29")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),

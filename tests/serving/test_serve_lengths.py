@@ -119,6 +119,31 @@ def test_lengths_forced_where_accepted_and_counted_where_not(tmp_path: Path,
     assert (load["length_forced"], load["short_requests"]) == (True, 6)
 
 
+def test_an_eos_token_without_text_is_a_token_of_its_own(tmp_path: Path,
+                                                         fake_server) -> None:
+    # the EOS a chunk of its own, no text, one step after the words, counted in usage: as
+    # vLLM 0.32 (CPU) answered, recorded 2026-11-29 (6 words, then "", usage 7)
+    url = fake_server("--ttft-ms", "20", "--itl-ms", "15", "--eos-after", "3",
+                      "--eos-token")
+    for api in ("chat", "completions"):
+        code, events, err = run_runner(tmp_path, spec(url, "steady", options={"api": api}))
+        assert code == 0, err
+        for r in named(events, "request"):
+            assert r["output_tokens"] == 4  # three words and the EOS, as usage says
+            # the EOS counted where it came, not as a second token of the first word's
+            # chunk (which put a zero gap into the per-token ITL)
+            assert r["chunk_tokens"] == [1, 1, 1, 1], r
+            gaps = [b - a for a, b in zip(r["chunk_s"], r["chunk_s"][1:], strict=False)]
+            assert len(gaps) == 3 and min(gaps) > 0.005, gaps
+        itls = [x for g in named(events, "generate") for x in g.get("itl_s") or []]
+        assert itls and min(itls) > 0.005, itls
+    # a finish with text (the fake's default): its last words' chunk, nothing added
+    plain = fake_server("--ttft-ms", "2", "--itl-ms", "1", "--eos-after", "3")
+    code, events, err = run_runner(tmp_path, spec(plain, "steady"))
+    assert code == 0, err
+    assert {tuple(r["chunk_tokens"]) for r in named(events, "request")} == {(1, 1, 1)}
+
+
 def test_a_field_the_server_refuses_is_a_request_error_naming_it(tmp_path: Path,
                                                                 fake_server) -> None:
     # transformers serve's answer: 422 "Unexpected fields in the request: {'ignore_eos'}"

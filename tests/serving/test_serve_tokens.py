@@ -18,7 +18,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 from dltop.errors import UserError
 from dltop.profiles.loader import parse
 
-from .conftest import named, run_runner, spec
+from .conftest import RUNNER, named, run_runner, spec
 from .test_serve_client import _check_protocol, _child
 
 tokens = _child("openai_tokens")
@@ -122,6 +122,26 @@ def test_llama_servers_tokenize_sizes_prompts_and_counts(tmp_path: Path, fake_se
     reqs = named(events, "request")
     assert [(r["output_tokens"], r["tokens_estimated"]) for r in reqs] == [(3, False)] * 5
     assert named(events, "load")[0]["token_source"] == "tokenize"
+
+
+@pytest.mark.slow
+def test_the_servers_own_prompt_count_is_stored_and_said(tmp_path: Path, fake_server) -> None:
+    # usage.prompt_tokens one above the prompt's tokens by /tokenize: as vLLM 0.32 (CPU)
+    # answered, recorded 2026-11-29 (its BOS, by its tokenizer or its chat template)
+    for bos, api in ((1, "completions"), (1, "chat"), (0, "chat")):
+        url = fake_server("--tokenize", "--bos", str(bos))
+        path = tmp_path / f"spec-{bos}-{api}.json"
+        path.write_text(json.dumps(spec(url, "steady", iterations=3, warmup=0,
+                                        prompt_tokens=9, options={"api": api})))
+        env = {k: v for k, v in os.environ.items() if k != "DLTOP_EVENT_FD"}
+        res = subprocess.run([sys.executable, str(RUNNER), str(path)], capture_output=True,
+                             text=True, timeout=60, env=env)
+        assert res.returncode == 0, res.stderr
+        reqs = named([json.loads(line) for line in res.stderr.splitlines()
+                      if line.startswith('{"')], "request")
+        assert reqs and {r["prompt_tokens"] for r in reqs} == {9 + bos}, reqs
+        said = "prompt tokens by the server's usage: 10, for prompts of exactly 9 tokens"
+        assert (said in res.stdout) == bool(bos), res.stdout
 
 
 @pytest.mark.slow

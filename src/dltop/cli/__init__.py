@@ -33,11 +33,11 @@ from collections.abc import Callable, Sequence
 
 from dltop.catalog import Control
 from dltop.cli.common import EXIT_INTERRUPTED, fit_output_encoding
-from dltop.cli.parser import EXPORT_METRICS, build_parser
+from dltop.cli.parser import build_parser
 from dltop.errors import DltopError
 from dltop.textsafe import multiline, one_line  # messages quote paths and names: no raw ESC
 
-__all__ = ["EXPORT_METRICS", "main"]
+__all__ = ["main"]
 
 
 COMMANDS: dict[str, str] = {

@@ -48,7 +48,7 @@ COMMANDS: dict[str, str] = {
     "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",
     "import": "storage:cmd_import",
     "report": "report:cmd_report",
-    "data": "data:cmd_data",
+    "data": "info:cmd_data",
     "serve": "serve:cmd_serve", "exporter": "serve:cmd_exporter",
     "log": "logs:cmd_log", "agent": "serve:cmd_agent",
     **{verb.value: "control:cmd_control" for verb in Control},

@@ -129,7 +129,7 @@ def parse(text: str, source: str, default_name: str,
     _check_keys(where, "", doc, TOP_KEYS)
     strings.check(where.err, doc)  # no line break can reach a script line or a row
     name = str(check(where, "name", doc.get("name", default_name), fields.label))
-    description = _str(where, "description", doc.get("description", ""))
+    description = str(check(where, "description", doc.get("description", ""), fields.string))
     pack = doc.get("pack", False)
     if not isinstance(pack, bool):
         raise where.err("pack", f"expected true or false, got {pack!r}")
@@ -333,10 +333,6 @@ def _check_keys(where: Where, prefix: str, table: dict[str, Any],
                     else f"; did you mean {close[0]!r}?" if close else "")
             raise where.err(f"{prefix}{key}", f"unknown key{hint} "
                             f"(valid here: {', '.join(allowed)})")
-
-
-def _str(where: Where, key: str, v: Any) -> str:
-    return str(check(where, key, v, fields.string))
 
 
 def _choice(where: Where, key: str, v: Any, valid: tuple[str, ...]) -> str:

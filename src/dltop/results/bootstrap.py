@@ -266,10 +266,6 @@ def percentile_interval(values: Sequence[float] | Floats, confidence: float = CO
     return float(low), float(high)
 
 
-def _exact(runs: Sequence[Sequence[Sample]], stat: RunStat) -> bool:
-    return stat is run_median_s and len(runs) == 1 and len(runs[0]) <= EXACT_MAX_ITERATIONS
-
-
 def median_ci(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
               ) -> tuple[float, float]:
     """95 % bootstrap interval of the median over runs of ``stat`` (exact or seeded).
@@ -278,7 +274,7 @@ def median_ci(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
         ValueError: no runs, a run without iterations, or a non-finite time.
     """
     _check(runs)
-    if _exact(runs, stat):
+    if stat is run_median_s and len(runs) == 1 and len(runs[0]) <= EXACT_MAX_ITERATIONS:
         return _exact_interval([s for s, _ in runs[0]])
     return percentile_interval(_replicates([_Run(r, stat) for r in runs], RESAMPLES, _rng()))
 

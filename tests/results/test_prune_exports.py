@@ -12,7 +12,8 @@ import pytest
 import sqlite_utils
 
 from dltop.catalog import CampaignStatus, RunStatus
-from dltop.cli import EXPORT_METRICS, main
+from dltop.cli import main
+from dltop.results.export import METRICS
 from dltop.store import Store, connect
 
 pytestmark = pytest.mark.slow  # every export in every format, before and after a prune
@@ -65,7 +66,7 @@ def _campaign(db: sqlite_utils.Database, campaigns: Any, name: str, seed: int,
 def _exports(db_path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, str]:
     out = {}
     argv_sets = [["export", "--campaign", ref, "--table", "pivot", "--metric", m, "--format", f]
-                 for ref in ("1", "2", "1,2") for m in EXPORT_METRICS for f in FORMATS]
+                 for ref in ("1", "2", "1,2") for m in METRICS for f in FORMATS]
     argv_sets += [["export", "--campaign", ref, "--table", t, "--format", f]
                   for ref in ("1", "1,2") for t in ("summary", "scaling") for f in FORMATS]
     argv_sets += [["compare", "1", "2", "--metric", m, "--format", f]

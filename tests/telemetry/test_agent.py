@@ -171,7 +171,7 @@ def test_agent_files_reach_the_database_per_node(
 
 def test_the_agent_loads_no_viewer_and_no_database_code() -> None:
     """A compute node needs the standard library, psutil and nvidia-ml-py only."""
-    code = ("import sys, dltop.cli, dltop.cli.agent, dltop.telemetry.agent\n"
+    code = ("import sys, dltop.cli, dltop.cli.serve, dltop.telemetry.agent\n"
             "from dltop.telemetry import open_gpu_backend\n"
             "open_gpu_backend(2)\n"
             "print(sorted(m for m in ('textual', 'rich', 'sqlite3', 'sqlite_utils', 'numpy')"

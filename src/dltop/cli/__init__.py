@@ -33,24 +33,24 @@ from collections.abc import Callable, Sequence
 
 from dltop.catalog import Control
 from dltop.cli.common import EXIT_INTERRUPTED, fit_output_encoding
-from dltop.cli.parser import EXPORT_METRICS, build_parser
+from dltop.cli.parser import build_parser
 from dltop.errors import DltopError
 from dltop.textsafe import multiline, one_line  # messages quote paths and names: no raw ESC
 
-__all__ = ["EXPORT_METRICS", "main"]
+__all__ = ["main"]
 
 
 COMMANDS: dict[str, str] = {
     "export": "results:cmd_export", "compare": "results:cmd_compare",
-    "runs": "results:cmd_runs", "check": "check:cmd_check", "profiles": "info:cmd_profiles",
+    "runs": "results:cmd_runs", "check": "results:cmd_check", "profiles": "info:cmd_profiles",
     "status": "control:cmd_status", "devices": "info:cmd_devices", "env": "info:cmd_env",
     "doctor": "info:cmd_doctor", "tui": "viewer:cmd_tui",
     "prune": "storage:cmd_prune", "vacuum": "storage:cmd_vacuum",
-    "import": "importdb:cmd_import",
+    "import": "storage:cmd_import",
     "report": "report:cmd_report",
-    "data": "data:cmd_data",
+    "data": "info:cmd_data",
     "serve": "serve:cmd_serve", "exporter": "serve:cmd_exporter",
-    "log": "logs:cmd_log", "agent": "agent:cmd_agent",
+    "log": "logs:cmd_log", "agent": "serve:cmd_agent",
     **{verb.value: "control:cmd_control" for verb in Control},
 }
 """Every subcommand but ``run`` (which also takes the command line) -> its implementation,

@@ -16,9 +16,6 @@ DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compa
                "serve | exporter | agent | prune | import | vacuum | profiles | data | devices | "
                "env | doctor``; "
                "with no command (or ``tui``), the live viewer.")
-EXPORT_METRICS = list(METRICS)
-"""``dltop export --metric`` choices: the declared metrics (metricdefs is light: no
-results code runs to list them)."""
 
 
 VIEWER_OPTIONS = ("db", "campaign", "fake_gpus", "refresh_hz", "no_telemetry", "no_resume",
@@ -176,7 +173,8 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex", "tex"],
                      type=_format, help="tex is latex; default: the -o file's suffix (.md "
                                         ".csv .json .tex), else md")
-    exp.add_argument("--metric", default=None, choices=EXPORT_METRICS,
+    # the declared metrics (metricdefs is light: no results code runs to list them)
+    exp.add_argument("--metric", default=None, choices=list(METRICS),
                      help="the pivot's cells (docs/metrics.md): time (median s/iter, "
                           "default), " + ", ".join(f"{n} ({m.unit})" if m.unit else n
                                                    for n, m in METRICS.items() if n != "time")

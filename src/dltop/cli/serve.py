@@ -6,6 +6,11 @@ Textual's web driver over stdin/stdout). It is locked (servelock.py): a token pe
 start, printed once in the URL to open, and the WebSocket's Origin checked; and its
 viewers are read-only unless ``--control``. Both bind to 127.0.0.1 unless told
 otherwise: the way in from elsewhere is an SSH tunnel.
+
+``dltop agent --out FILE [--hz H] [--gpus LIST] [--fake-gpus N]``: one node's telemetry.
+The core is :mod:`dltop.telemetry.agent`; this only maps the options. It prints
+nothing while it samples (a Slurm job's output is the runner's), and one line to
+stderr when it stops.
 """
 
 from __future__ import annotations
@@ -189,4 +194,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
             metrics.shutdown()
         if source is not None:
             source.stop()
+    return 0
+
+
+def cmd_agent(args: argparse.Namespace) -> int:
+    """Sample this node until SIGTERM / SIGINT or until the parent process is gone."""
+    from dltop.telemetry.agent import AgentOptions, parse_gpus, run_agent
+
+    options = AgentOptions(out=args.out, hz=args.hz,
+                           gpus=parse_gpus(args.gpus) if args.gpus is not None else None,
+                           node=args.node or "")
+    reason = run_agent(options, fake_gpus=args.fake_gpus)
+    print(f"dltop agent: stopped ({reason}), samples in {one_line(str(args.out))}", file=sys.stderr)
     return 0

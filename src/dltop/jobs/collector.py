@@ -20,7 +20,7 @@ from dataclasses import replace
 from typing import Any
 
 from dltop.catalog import PROFILE_NOT_STORED, RunStatus
-from dltop.jobs.evals import RunExtras, finite_float
+from dltop.jobs.evals import RunExtras
 from dltop.jobs.events import EngineEvent, RunProgress
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.jobs.writes import ITERATION_ROWS, join_notes
@@ -28,6 +28,7 @@ from dltop.profiles.jobspec import JobSpec
 from dltop.results.stats import summarize_run
 from dltop.store.writer import Store
 from dltop.telemetry.clock import anchor
+from dltop.telemetry.values import finite_float
 
 FLUSH_INTERVAL_S = 0.5
 """Iterations reach the database at least this often while a run goes on."""

@@ -44,7 +44,6 @@ from dltop.jobs.events import (
     EngineEvent,
     NoDeviceLease,
 )
-from dltop.jobs.executors.base import RunExecutor
 from dltop.jobs.executors.pick import for_job
 from dltop.jobs.executors.where import on_this_host
 from dltop.jobs.queued import QueuedJob
@@ -270,7 +269,11 @@ class Engine:
     async def _job_task(self, q: QueuedJob, token: int, alloc: Allocation) -> None:
         """Run a job (and its retries after a crash) on its devices, then free them."""
         executor = for_job(q.spec)  # once: its retries run where it ran
-        held = self._leases[token] = self._lease(alloc, executor)
+        # A Slurm job's devices are the cluster's to hand out: it leases none here.
+        held = self._leases[token] = lease.run_lease(
+            executor.lease_names(alloc, self._alloc), alloc, self._alloc,
+            {"campaign": self._campaign_id, "name": self._name, "db": self._db_label},
+            self._lease_dir)
         try:
             # Stopped while waiting: the job is still queued and cancel_queued takes it.
             if not await lease.wait_for(held, self._stop, self._devices_busy):
@@ -293,12 +296,6 @@ class Engine:
             self._alloc.release(token)
             self._claimed.discard(q.job_id)
             self._wake.set()
-
-    def _lease(self, alloc: Allocation, executor: RunExecutor) -> lease.DeviceLease:
-        # A Slurm job's devices are the cluster's to hand out: it leases none here.
-        return lease.run_lease(executor.lease_names(alloc, self._alloc), alloc, self._alloc,
-                               {"campaign": self._campaign_id, "name": self._name,
-                                "db": self._db_label}, self._lease_dir)
 
     async def _devices_busy(self, what: str) -> None:
         # The campaign shows `waiting` only while none of its runs goes on.

@@ -15,7 +15,6 @@ run's latency percentiles and a generate run's distinct-token fraction.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -25,18 +24,9 @@ from dltop.jobs.serving import ServeExtras
 from dltop.results.convergence import percentile
 from dltop.store.generations import DISTINCT_COLUMN, pack_seconds
 from dltop.store.writer import Store
+from dltop.telemetry.values import finite_float
 
 PLAN_COLUMN = "plan_iterations"
-
-
-def finite_float(value: Any) -> float | None:
-    """A finite float, or None (``"nan"``, ``"inf"`` and null are stored as NULL): how an
-    event's number (an evaluation's, an iteration's loss) goes into a REAL column."""
-    try:
-        f = float(value)
-    except (TypeError, ValueError):
-        return None
-    return f if math.isfinite(f) else None
 
 
 def eval_row(event: dict[str, Any]) -> dict[str, Any]:

@@ -44,7 +44,6 @@ import getpass
 import json
 import os
 import socket
-import stat
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
@@ -97,25 +96,6 @@ def run_lease(names: tuple[str, ...], alloc: Allocation, allocator: DeviceAlloca
         pool = tuple(f"cpu-{c}" for c in allocator.cores)  # one per physical core first
         return DeviceLease(pool, holder, directory, any_of=len(alloc.cpu_affinity))
     return DeviceLease(names, holder, directory)
-
-
-def _open_lock(path: Path) -> tuple[int, bool]:
-    """Open (creating) a lock file; return (fd, writable).
-
-    ``O_NOFOLLOW``: in a world-writable directory a planted symlink must not make
-    us write another file. A file another user created is opened read-only when
-    it is not writable for us (``flock`` needs no write access).
-    """
-    flags = os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags | os.O_RDWR, 0o666)
-    except PermissionError:
-        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), False
-    with contextlib.suppress(OSError):
-        st = os.fstat(fd)
-        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o666:
-            os.fchmod(fd, 0o666)  # any user's engine may record itself as the holder
-    return fd, True
 
 
 def read_holder(directory: Path, name: str) -> str:
@@ -270,7 +250,7 @@ class DeviceLease:
         """
         path = self.directory / f"{name}.lock"
         try:
-            fd, writable = _open_lock(path)
+            fd, writable = tickets.open_shared(path)
         except OSError as exc:
             raise _Unusable(f"{path}: {exc}") from None
         try:

@@ -63,10 +63,11 @@ class ChildOutcome:
     """How a runner child ended."""
 
     status: RunStatus
-    exit_code: int | None
-    pid: int
-    pgid: int
-    wall_s: float
+    # The zeros: a run with no process of its own here (it never started, or ran elsewhere).
+    exit_code: int | None = None
+    pid: int = 0
+    pgid: int = 0
+    wall_s: float = 0.0
     message: str | None = None
     error_kind: str | None = None
     protocol_errors: int = 0
@@ -257,8 +258,7 @@ async def supervise(
     except (OSError, subprocess.SubprocessError) as exc:
         os.close(read_fd)
         await asyncio.to_thread(scope.end)
-        return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,
-                            message=f"cannot start runner {argv[0]}: {exc}")
+        return ChildOutcome(RunStatus.CRASHED, message=f"cannot start runner {argv[0]}: {exc}")
     finally:
         # The child holds its own copies; ours must close so EOF means "child gone".
         for fd in (write_fd, log_fd):

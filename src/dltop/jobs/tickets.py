@@ -23,6 +23,7 @@ import fcntl
 import json
 import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -77,7 +78,7 @@ def take(lock_dir: Path, devices: Iterable[str], holder: dict[str, Any]) -> Tick
     pid = os.getpid()
     body = {**holder, "pid": pid, "start_time_s": process_start_time(pid),
             "devices": list(devices)}
-    fd = _open_counter(folder / COUNTER)
+    fd, _ = open_shared(folder / COUNTER)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # held for microseconds: a blocking wait is fine
         number = 1 + max(_read_counter(fd), *(n for n, _ in _listed(folder)), 0)
@@ -151,16 +152,25 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
-def _open_counter(path: Path) -> int:
+def open_shared(path: Path) -> tuple[int, bool]:
+    """Open (creating) a file every user's engine shares (a device's lock, the ticket
+    counter); return (fd, writable).
+
+    ``O_NOFOLLOW``: in a world-writable directory a planted symlink must not make
+    us write another file. A file another user created is opened read-only when
+    it is not writable for us (``flock`` needs no write access).
+    """
     flags = os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
         fd = os.open(path, flags | os.O_RDWR, 0o666)
-    except PermissionError:  # another user's counter: flock needs no write access
-        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except PermissionError:
+        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC), False
     with contextlib.suppress(OSError):
-        if os.fstat(fd).st_uid == os.geteuid():
-            os.fchmod(fd, 0o666)  # every user's engine draws numbers from it
-    return fd
+        st = os.fstat(fd)
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o666:
+            # any user's engine may record itself as a holder, or draw a number
+            os.fchmod(fd, 0o666)
+    return fd, True
 
 
 def _read_counter(fd: int) -> int:

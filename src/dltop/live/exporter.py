@@ -40,8 +40,8 @@ from dltop.live.campaign_metrics import (
 from dltop.live.devices import DeviceFrame, DevicePoller, RemoteGpu, RemoteGpuReader
 from dltop.live.metrics import (
     Family,
-    Labels,
     RunMetrics,
+    family,
     gpu_families,
     host_families,
     read_runs,
@@ -65,26 +65,22 @@ not frozen at their last value."""
 log = logging.getLogger(__name__)
 
 
-def _one(name: str, kind: str, text: str, labels: Labels, value: float | None) -> Family:
-    return Family(name, kind, text, () if value is None else ((labels, float(value)),))
-
-
 def health_families(hostname: str, age_s: float | None, stale_s: float, poll_errors: int,
                     db_errors: int) -> list[Family]:
     """``dltop_up``, ``dltop_telemetry_age_seconds`` and the exporter's error counters."""
     lab = {"Hostname": hostname}
     up = age_s is not None and age_s <= stale_s
     return [
-        _one("dltop_up", "gauge", f"1 when this host's device and host readings are fresh "
-             f"(the newest under {stale_s:g} s old), else 0: their series are then left "
-             "out.", lab, 1 if up else 0),
-        _one("dltop_telemetry_age_seconds", "gauge", "Seconds since the newest good device "
-             "and host reading (absent before the first).", lab, age_s),
-        _one("dltop_exporter_poll_errors_total", "counter", "Device and host readings that "
-             "failed since the exporter started.", lab, poll_errors),
-        _one("dltop_exporter_db_errors_total", "counter", "Scrapes whose database read "
-             "failed (the file there but not readable as dltop's) since the exporter "
-             "started.", lab, db_errors),
+        family("dltop_up", "gauge", f"1 when this host's device and host readings are fresh "
+               f"(the newest under {stale_s:g} s old), else 0: their series are then left "
+               "out.", [(lab, 1 if up else 0)]),
+        family("dltop_telemetry_age_seconds", "gauge", "Seconds since the newest good device "
+               "and host reading (absent before the first).", [(lab, age_s)]),
+        family("dltop_exporter_poll_errors_total", "counter", "Device and host readings "
+               "that failed since the exporter started.", [(lab, poll_errors)]),
+        family("dltop_exporter_db_errors_total", "counter", "Scrapes whose database read "
+               "failed (the file there but not readable as dltop's) since the exporter "
+               "started.", [(lab, db_errors)]),
     ]
 
 

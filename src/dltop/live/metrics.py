@@ -143,9 +143,6 @@ def family(name: str, kind: str, text: str,
                                           if v is not None))
 
 
-_family = family
-
-
 def _int(v: float | None) -> int | None:
     """dcgm-exporter's integer fields (MHz, %, °C, mJ) as integers, never a fake GPU's
     fraction."""
@@ -172,7 +169,7 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
     nodes = Counter(rg.node for rg in frame.remote)
 
     def fam(name: str, kind: str, text: str, value: Any) -> Family:
-        return _family(name, kind, text, [(lab, value(g, total)) for lab, (g, total) in rows])
+        return family(name, kind, text, [(lab, value(g, total)) for lab, (g, total) in rows])
 
     def whole(name: str, text: str, reading: str) -> Family:
         return fam(name, "gauge", text, lambda g, t: _int(getattr(g, reading)))
@@ -182,9 +179,9 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
         return None if v is None else int(v // MIB)
 
     return [
-        _family("DCGM_FI_DEV_COUNT", "gauge", "Number of Devices on the node.",
-                [({"Hostname": hostname}, len(frame.gpus)),
-                 *(({"Hostname": node}, n) for node, n in sorted(nodes.items()))]),
+        family("DCGM_FI_DEV_COUNT", "gauge", "Number of Devices on the node.",
+               [({"Hostname": hostname}, len(frame.gpus)),
+                *(({"Hostname": node}, n) for node, n in sorted(nodes.items()))]),
         whole("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", "gpu_util_pct"),
         whole("DCGM_FI_DEV_MEM_COPY_UTIL", "Memory utilization (in %).", "mem_util_pct"),
         fam("DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB).",
@@ -215,7 +212,7 @@ def host_families(host: HostSample | None, hostname: str) -> list[Family]:
     cpu = sum(cores) / len(cores) if cores else None
 
     def gauge(name: str, text: str, value: float | None) -> Family:
-        return _family(f"dltop_host_{name}", "gauge", text, [(lab, value)])
+        return family(f"dltop_host_{name}", "gauge", text, [(lab, value)])
 
     return [
         gauge("cpu_percent", "Host CPU busy, mean over logical CPUs since the last reading "
@@ -239,8 +236,8 @@ def run_families(runs: Sequence[RunMetrics], hostname: str,
                  db_up: bool = True) -> list[Family]:
     """``dltop_run_*`` per run in progress, ``dltop_runs_active`` and ``dltop_exporter_db_up``."""
     def fam(name: str, text: str, value: Any) -> Family:
-        return _family(f"dltop_run_{name}", "gauge", text,
-                       [(r.labels(hostname), value(r)) for r in runs])
+        return family(f"dltop_run_{name}", "gauge", text,
+                      [(r.labels(hostname), value(r)) for r in runs])
 
     return [
         fam("iterations_done", "Iterations the run reported so far, warm-up included.",
@@ -260,9 +257,9 @@ def run_families(runs: Sequence[RunMetrics], hostname: str,
         fam("median_seconds_per_iteration", f"Median seconds of the last "
             f"{RECENT_ITERATIONS} iterations (measured ones once there are any).",
             lambda r: r.median_s),
-        _family("dltop_runs_active", "gauge", "Runs in progress (engines alive).",
-                [({"Hostname": hostname}, len(runs))]),
-        _family("dltop_exporter_db_up", "gauge", "1 when the last scrape could read the "
-                "database, else 0 (no database yet, or unreadable).",
-                [({"Hostname": hostname}, 1 if db_up else 0)]),
+        family("dltop_runs_active", "gauge", "Runs in progress (engines alive).",
+               [({"Hostname": hostname}, len(runs))]),
+        family("dltop_exporter_db_up", "gauge", "1 when the last scrape could read the "
+               "database, else 0 (no database yet, or unreadable).",
+               [({"Hostname": hostname}, 1 if db_up else 0)]),
     ]

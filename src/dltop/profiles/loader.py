@@ -129,7 +129,7 @@ def parse(text: str, source: str, default_name: str,
     _check_keys(where, "", doc, TOP_KEYS)
     strings.check(where.err, doc)  # no line break can reach a script line or a row
     name = str(check(where, "name", doc.get("name", default_name), fields.label))
-    description = _str(where, "description", doc.get("description", ""))
+    description = str(check(where, "description", doc.get("description", ""), fields.string))
     pack = doc.get("pack", False)
     if not isinstance(pack, bool):
         raise where.err("pack", f"expected true or false, got {pack!r}")
@@ -225,21 +225,26 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
         if not isinstance(value, list) or not value:
             raise where.err(loc(key), f"expected a non-empty list, got {value!r}")
         lists[key] = value
-    frameworks = [_choice(where, f"{loc('frameworks')}[{j}]", v, catalog.FRAMEWORKS)
+    frameworks = [str(check(where, f"{loc('frameworks')}[{j}]", v,
+                            fields.one_of(catalog.FRAMEWORKS)))
                   for j, v in enumerate(lists["frameworks"])]
     byo = _own_options(where, loc, frameworks, merged, profile_dir)
     if byo:  # a command's (an endpoint's) "models" are the user's own labels
         models = [str(check(where, f"{loc('models')}[{j}]", v, fields.label))
                   for j, v in enumerate(lists["models"])]
     else:
-        models = [_choice(where, f"{loc('models')}[{j}]", v, catalog.MODELS)
+        models = [str(check(where, f"{loc('models')}[{j}]", v, fields.one_of(catalog.MODELS)))
                   for j, v in enumerate(lists["models"])]
     batches = [int(check(where, f"{loc('batch_sizes')}[{j}]", v,
                           fields.integer(1, limits.MAX_BATCH)))
                for j, v in enumerate(lists["batch_sizes"])]
     devices: list[DeviceSpec] = []
     for j, v in enumerate(lists["devices"]):
-        devices.extend(_devices(where, f"{loc('devices')}[{j}]", v, cores))
+        try:
+            devices.extend(device_list(v, cores, max_gpus=limits.MAX_GPUS,
+                                       max_cpus=limits.MAX_CPUS))
+        except ValueError as exc:
+            raise where.err(f"{loc('devices')}[{j}]", str(exc)) from None
     sweeps = _sweeps(where, loc, merged)
     if sweeps[0]["epochs"] is not None and "iterations" in origin:
         raise where.err(loc("epochs"), "give epochs or iterations, not both (epochs sets the "
@@ -333,18 +338,3 @@ def _check_keys(where: Where, prefix: str, table: dict[str, Any],
                     else f"; did you mean {close[0]!r}?" if close else "")
             raise where.err(f"{prefix}{key}", f"unknown key{hint} "
                             f"(valid here: {', '.join(allowed)})")
-
-
-def _str(where: Where, key: str, v: Any) -> str:
-    return str(check(where, key, v, fields.string))
-
-
-def _choice(where: Where, key: str, v: Any, valid: tuple[str, ...]) -> str:
-    return str(check(where, key, v, fields.one_of(valid)))
-
-
-def _devices(where: Where, key: str, v: Any, cores: int) -> list[DeviceSpec]:
-    try:
-        return device_list(v, cores, max_gpus=limits.MAX_GPUS, max_cpus=limits.MAX_CPUS)
-    except ValueError as exc:
-        raise where.err(key, str(exc)) from None

@@ -20,11 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
-from dltop.report import encode
+from dltop.report import captions, encode
 from dltop.report.captions import cap_lines, flagged_text, n_text
-from dltop.report.captions import label as _label
-from dltop.report.captions import models as _models
-from dltop.report.captions import order as _order
 from dltop.report.content import Figure, Report
 from dltop.report.energy import energy_figure
 from dltop.report.generation import generation_figures
@@ -97,14 +94,14 @@ def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> 
     """Per model and device family: median s/iter vs device count, one line per
     framework (and batch), with the runs' min–max as error bars."""
     out = []
-    for model in _models(results):
+    for model in captions.models(results):
         for family in ("cpu", "cpus", "gpu"):
             mine = [r for r in results if r.model == model and r.device_kind == family]
             if not mine:
                 continue
             axis = FAMILY_AXIS[family]
             key, title = f"time-{model}-{family}", f"{model}: time per mini-batch vs {axis}"
-            ok = sorted((r for r in mine if r.median_s is not None), key=_order)
+            ok = sorted((r for r in mine if r.median_s is not None), key=captions.order)
             counts = {r.device_count for r in ok}
             if len(counts) < 2:
                 why = "no ok run" if not ok else f"{axis}: one count only ({min(counts)})"
@@ -130,7 +127,7 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
     srows = [r for r in scaling.scaling_rows(db, ids, results=results)
              if r.speedup is not None]
     out = []
-    for model in _models(results):
+    for model in captions.models(results):
         for family in ("cpu", "cpus", "gpu"):
             mine = [r for r in srows if r.model == model and r.device.startswith(family + ":")]
             confs = [r for r in results if r.model == model and r.device_kind == family]
@@ -166,9 +163,9 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
 def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
     """Per model: throughput (and GPU memory, where measured) vs batch size."""
     out = []
-    for model in _models(results):
+    for model in captions.models(results):
         ok = sorted((r for r in results if r.model == model and r.samples_per_s is not None),
-                    key=_order)
+                    key=captions.order)
         key, title = f"batch-{model}", f"{model}: throughput and GPU memory vs batch size"
         batches = {r.batch_size for r in ok}
         if len(batches) < 2:
@@ -182,7 +179,7 @@ def batch_figures(results: Sequence[ConfigResult], var: identity.Variation) -> l
         devices = len({x.device for x in ok}) > 1
         short = encode.variants(ok)  # a legend's and a lone point's words
         for r in ok:
-            series = f"{_label(r, var, batch=False, host=hosts)} {r.device}"
+            series = f"{captions.label(r, var, batch=False, host=hosts)} {r.device}"
             rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
             variant = f"{short[id(r)]}{f' {r.device}' if devices else ''}".strip()
             mode = str(r.identity.get("mode") or "train")  # its own axes (specs.batch_spec)

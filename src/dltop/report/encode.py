@@ -26,6 +26,7 @@ from dltop.report.captions import label as line_label
 from dltop.report.precision import ORDER
 from dltop.results import identity, labels, scaling
 from dltop.results.aggregate import ConfigResult
+from dltop.results.places import rank
 
 Config = ConfigResult | scaling.ScalingRow
 """A figure's configuration: a result (time, batch figures) or a scaling row."""
@@ -59,8 +60,7 @@ class Encoding:
         """Where a configuration's facet goes: training first, then inference and
         generation; within a mode, precisions wide to narrow."""
         mode = str(c.identity.get("mode") or "train")
-        m = catalog.MODES.index(mode) if mode in catalog.MODES else len(catalog.MODES)
-        return 100 * m + _precision_rank(str(c.identity.get("precision")))
+        return 100 * rank(mode, catalog.MODES) + rank(str(c.identity.get("precision")), ORDER)
 
     def row(self, c: Config, *, batch: bool = True, host: bool = False) -> dict[str, Any]:
         """The fields every line row of ``c`` carries: framework, its colour's value, its
@@ -106,25 +106,20 @@ def encoding(configs: Sequence[Config], campaign: identity.Variation) -> Encodin
                     f"same for every line: {', '.join(same)}" if same else "")
 
 
-def _precision_rank(precision: str) -> int:
-    return ORDER.index(precision) if precision in ORDER else len(ORDER)
-
-
 PALETTE = ("#4c78a8", "#f58518", "#54a24b", "#e45756", "#72b7b2", "#b279a2", "#9d755d")
 """Framework colours (Vega's tableau10 start), fixed so torch is one colour everywhere."""
 
 
 def colors(frameworks: Sequence[str]) -> dict[str, Any]:
     """The framework colour scale (catalogue order: torch is one colour everywhere)."""
-    known = sorted(set(frameworks), key=lambda f: (catalog.FRAMEWORKS.index(f)
-                                                   if f in catalog.FRAMEWORKS else 99, f))
+    known = sorted(set(frameworks), key=lambda f: (rank(f, catalog.FRAMEWORKS), f))
     return {"domain": known, "range": [PALETTE[i % len(PALETTE)] for i in range(len(known))]}
 
 
 def color_domain(field: str, values: Sequence[str]) -> list[str]:
     """The values of a colour field in drawing order (precisions wide to narrow)."""
     if field == "precision":
-        return sorted(set(values), key=lambda p: (_precision_rank(p), p))
+        return sorted(set(values), key=lambda p: (rank(p, ORDER), p))
     return sorted(set(values))
 
 

@@ -24,6 +24,7 @@ from dltop.report.leftout import caption_text
 from dltop.results import identity, labels, tokens
 from dltop.results.aggregate import ConfigResult, floats
 from dltop.results.metricdefs import metric
+from dltop.results.places import rank
 from dltop.results.readings import readings_check
 
 MODE_WORDS = {"train": "training", "inference": "inference", "generate": "generation"}
@@ -65,7 +66,7 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
     mixed = {m: {tokens.is_lm(r.model) for r in gpu if _mode(r) == m} for m in catalog.MODES}
     rows: list[dict[str, Any]] = []
     short: list[tuple[str, str]] = []  # configurations whose runs hold too few readings
-    for r in sorted(gpu, key=lambda r: (_rank(_mode(r)), *_order(r))):
+    for r in sorted(gpu, key=lambda r: (rank(_mode(r), catalog.MODES), *_order(r))):
         config = names[id(r)]
         why, _ = readings_check(r, gpu=True)
         if why:
@@ -101,7 +102,3 @@ def energy_figure(results: Sequence[ConfigResult], var: identity.Variation) -> F
     return Figure(key, "energy", title, rows=tuple(rows), x_title="framework",
                   panels=tuple(dict.fromkeys(str(row["panel"]) for row in rows)),
                   caption="; ".join(n for n in notes if n) + ".")
-
-
-def _rank(mode: str) -> int:
-    return catalog.MODES.index(mode) if mode in catalog.MODES else len(catalog.MODES)

@@ -14,11 +14,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from dltop.report import encode
+from dltop.report import captions, encode
 from dltop.report.captions import cap_lines, flagged_text, n_text
-from dltop.report.captions import label as _label
-from dltop.report.captions import models as _models
-from dltop.report.captions import order as _order
 from dltop.report.content import Figure
 from dltop.results import convergence as conv
 from dltop.results import generation as gen
@@ -42,8 +39,8 @@ SPREAD = "error bars: min–max of the ok runs' own p50"
 
 def _per_model(results: Sequence[ConfigResult]) -> Iterator[tuple[str, list[ConfigResult]]]:
     """Each model and its configurations, in the report's order."""
-    for model in _models(results):
-        yield model, sorted((r for r in results if r.model == model), key=_order)
+    for model in captions.models(results):
+        yield model, sorted((r for r in results if r.model == model), key=captions.order)
 
 
 def _run_p50s(r: ConfigResult, pick: Callable[[gen.GenStats], conv.Percentiles | None],
@@ -69,7 +66,7 @@ def _rows(ok: Sequence[ConfigResult], var: identity.Variation, x: str,
     devices = len({r.device for r in ok}) > 1
     short = encode.variants(ok) if x == "batch" else {}  # a legend's, a lone point's words
     for r in ok:
-        series = f"{_label(r, var, batch=x != 'batch', host=hosts)} {r.device}"
+        series = f"{captions.label(r, var, batch=x != 'batch', host=hosts)} {r.device}"
         variant = short.get(id(r), series.removeprefix(r.framework).strip())
         if x == "batch" and devices:
             variant = f"{variant} {r.device}".strip()

@@ -22,6 +22,7 @@ from dltop.report.content import Figure
 from dltop.report.leftout import caption_text
 from dltop.results import identity, labels, tokens
 from dltop.results.aggregate import ConfigResult
+from dltop.results.places import rank
 from dltop.results.readings import readings_check
 
 ORDER = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -32,10 +33,6 @@ PANELS = ("samples/s", "tokens/s", "J/sample", "J/token")
 KEPT_OUT = ("precision", "framework", "mode", *labels.LAST)
 """Fields not repeated in a bar's category: its own axis, colour or row says them, and
 the run length does not make a configuration."""
-
-
-def _rank(precision: str) -> tuple[int, str]:
-    return (ORDER.index(precision) if precision in ORDER else len(ORDER), precision)
 
 
 def precision_figures(results: Sequence[ConfigResult], var: identity.Variation
@@ -67,7 +64,7 @@ def precision_figures(results: Sequence[ConfigResult], var: identity.Variation
                 category += f" {extra}"
             mode = str(r.identity.get("mode") or "train")
             base = {"model": model, "mode": mode, "framework": r.framework,
-                    "category": category, "rank": _rank(str(r.identity.get("precision")))[0]}
+                    "category": category, "rank": rank(str(r.identity.get("precision")), ORDER)}
             rates = [x for x in (run.samples_per_s for run in r.runs) if x is not None]
             rows.append({**base, "panel": rate, "value": r.samples_per_s,
                          "low": min(rates, default=None), "high": max(rates, default=None)})

@@ -95,14 +95,16 @@ def _latency_rows(ok: Sequence[ConfigResult], var: identity.Variation) -> list[d
     return rows
 
 
-def _goodput_rows(ok: Sequence[ConfigResult], var: identity.Variation) -> list[dict[str, Any]]:
+def _numbers_rows(ok: Sequence[ConfigResult], var: identity.Variation, name: str, panel: str,
+                  x_of: Callable[[ConfigResult], float | None]) -> list[dict[str, Any]]:
+    """A point per configuration of serving metric ``name`` at ``x_of`` (left out where
+    either is None), its error bar from each ok run alone."""
     rows = []
     for r in ok:
-        x, _ = _rate(r)
-        value = serving_numbers(r, "goodput")[0]
+        x, value = x_of(r), serving_numbers(r, name)[0]
         if x is not None and value is not None:
-            own = _per_run(r, lambda c: serving_numbers(c, "goodput")[0])
-            rows.append(_row(r, var, "goodput req/s", x, value, own, r.n_runs))
+            own = _per_run(r, lambda c: serving_numbers(c, name)[0])
+            rows.append(_row(r, var, panel, x, value, own, r.n_runs))
     return rows
 
 
@@ -167,12 +169,8 @@ def serving_figures(results: Sequence[ConfigResult]) -> list[Figure]:
                        "configuration's ok runs together (TTFT: send to first content "
                        "chunk; TPOT: (e2e - TTFT) / (output tokens - 1)); a p99 needs 100 "
                        "requests", x_note], "no serve run with a latency")]
-    tput = []
-    for r in ok:
-        lat, rate = value_of(r, "tpot").value, serving_numbers(r, "output-rate")[0]
-        if lat is not None and rate is not None:
-            own = _per_run(r, lambda c: serving_numbers(c, "output-rate")[0])
-            tput.append(_row(r, var, "output tokens/s", lat, rate, own, r.n_runs))
+    tput = _numbers_rows(ok, var, "output-rate", "output tokens/s",
+                         lambda r: value_of(r, "tpot").value)
     out.append(_figure("serve-throughput", "Serving: output tokens/s vs TPOT p50", tput, ok,
                        pct_panel("tpot"), ["points: one configuration (request rate, "
                                       "concurrency) each; output tokens of ok requests / "
@@ -180,7 +178,8 @@ def serving_figures(results: Sequence[ConfigResult]) -> list[Figure]:
                        "no serve run with a TPOT (one output token per request)"))
     slo_given = any(slos(r.identity) for r in ok)
     out.append(_figure("serve-goodput", "Serving: goodput vs request rate",
-                       _goodput_rows(ok, var), ok, RATE,
+                       _numbers_rows(ok, var, "goodput", "goodput req/s",
+                                     lambda r: _rate(r)[0]), ok, RATE,
                        ["goodput: requests per s meeting every SLO, median over runs",
                         _slo_text(ok), x_note],
                        "N/A: no SLO given (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)"

@@ -79,11 +79,6 @@ def _text(value: Any) -> str:
     return json.dumps(value, sort_keys=True, default=str)
 
 
-def _varying(idents: Sequence[dict[str, Any]]) -> list[str]:
-    names = sorted({n for ident in idents for n in ident} - {idread.INTERPRETER})
-    return [n for n in names if len({_text(i.get(n)) for i in idents}) > 1]
-
-
 def by_setting(db: sqlite_utils.Database, campaign_ids: Sequence[int], given: str,
                baseline: str | None = None, metrics: Sequence[str] = comparemetrics.METRICS,
                threshold: float = 0.05, allow_flagged: bool = False,
@@ -101,7 +96,8 @@ def by_setting(db: sqlite_utils.Database, campaign_ids: Sequence[int], given: st
     results = config_results(db, list(campaign_ids))
     paired = list(compare.pairing(results, compare.placed_keys(results)).values())
     idents = [ident for ident, _ in paired]
-    varying = _varying(idents)
+    names = sorted({n for ident in idents for n in ident} - {idread.INTERPRETER})
+    varying = [n for n in names if len({_text(i.get(n)) for i in idents}) > 1]
     where = f"campaign{'s' if len(campaign_ids) > 1 else ''} " + \
         ",".join(str(c) for c in campaign_ids)
     listed = ", ".join(varying) or "none"

@@ -208,10 +208,6 @@ class _Run:
         return out
 
 
-def _check(runs: Sequence[Sequence[Sample]]) -> None:
-    _checked_seconds(runs)
-
-
 def _checked_seconds(runs: Sequence[Sequence[Sample]]) -> list[list[float]]:
     """Each run's seconds per iteration; the errors of :func:`median_ci`."""
     if not runs or any(not r for r in runs):
@@ -236,7 +232,7 @@ def resamples(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
     Raises:
         ValueError: no runs, a run without iterations, or a non-finite time.
     """
-    _check(runs)
+    _checked_seconds(runs)
     return _replicates([_Run(r, stat) for r in runs], n, rng or _rng())
 
 
@@ -266,21 +262,18 @@ def percentile_interval(values: Sequence[float] | Floats, confidence: float = CO
     return float(low), float(high)
 
 
-def _exact(runs: Sequence[Sequence[Sample]], stat: RunStat) -> bool:
-    return stat is run_median_s and len(runs) == 1 and len(runs[0]) <= EXACT_MAX_ITERATIONS
-
-
-def median_ci(runs: Sequence[Sequence[Sample]], stat: RunStat = run_median_s,
-              ) -> tuple[float, float]:
-    """95 % bootstrap interval of the median over runs of ``stat`` (exact or seeded).
+def median_ci(runs: Sequence[Sequence[Sample]]) -> tuple[float, float]:
+    """95 % bootstrap interval of the median over runs of each run's median (exact or
+    seeded).
 
     Raises:
         ValueError: no runs, a run without iterations, or a non-finite time.
     """
-    _check(runs)
-    if _exact(runs, stat):
+    _checked_seconds(runs)
+    if len(runs) == 1 and len(runs[0]) <= EXACT_MAX_ITERATIONS:
         return _exact_interval([s for s, _ in runs[0]])
-    return percentile_interval(_replicates([_Run(r, stat) for r in runs], RESAMPLES, _rng()))
+    return percentile_interval(_replicates([_Run(r, run_median_s) for r in runs], RESAMPLES,
+                                           _rng()))
 
 
 def ratio_ci(a: Sequence[Sequence[Sample]], b: Sequence[Sequence[Sample]],

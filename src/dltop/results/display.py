@@ -120,10 +120,6 @@ def in_ms(table: Table, k: int) -> bool:
                for s in _cell_seconds(c))
 
 
-def _ms_title(title: str) -> str:
-    return title.replace("seconds per", "milliseconds per").replace(" in s ", " in ms ")
-
-
 _SLOT = re.compile(r"\d+(?:\.\d+)?")
 """A number inside a reason: the part that may vary between cells of one reason."""
 
@@ -196,7 +192,7 @@ def shown(table: Table) -> Shown:
         footnotes = ()
     title = table.title
     if table.layout is Layout.PIVOT and any(ms):
-        title = _ms_title(title)
+        title = title.replace("seconds per", "milliseconds per").replace(" in s ", " in ms ")
     return Shown(
         title=title,
         headers=tuple(ms_header(c.header) if m else c.header

@@ -111,16 +111,9 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
     detail: dict[str, object] = {"n_runs": res.n_runs, "repeats": res.repeats,
                                  "spread_s": res.spread_s, "noisy": res.noisy,
                                  "packed": res.packed}
-    if res.incomplete:
-        detail["incomplete"] = True
-    if res.shared:
-        detail["shared"] = True
-    if res.contaminated:
-        detail["contaminated"] = True
-    if res.client_bound:
-        detail["client_bound"] = True
-    if res.oversubscribed:
-        detail["oversubscribed"] = True
+    detail.update({flag: True for flag in ("incomplete", "shared", "contaminated",
+                                           "client_bound", "oversubscribed")
+                   if getattr(res, flag)})
     if val.simulated_value is not None:
         detail["simulated_value"] = val.simulated_value
     if val.source:

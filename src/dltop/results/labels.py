@@ -111,19 +111,13 @@ def _campaign_variation(db: Db, campaign_ids: Sequence[int]
     return idents, identity.variation(idents.values()).fields
 
 
-def _runs_jobs(db: Db, run_ids: Sequence[int]) -> tuple[dict[int, int], list[int]]:
-    rows = jobs.runs_jobs(db, run_ids)
-    return {run: job for run, job, _ in rows}, sorted({cid for _, _, cid in rows})
-
-
 def run_settings(db: Db, run_ids: Sequence[int]) -> dict[int, str]:
     """Run id → :func:`settings_text` of its job against its campaigns' varying fields."""
     if not run_ids:
         return {}
-    job_of, campaigns = _runs_jobs(db, run_ids)
-    idents, varying = _campaign_variation(db, campaigns)
-    return {run: settings_text(idents[job], varying) for run, job in job_of.items()
-            if job in idents}
+    rows = jobs.runs_jobs(db, run_ids)
+    idents, varying = _campaign_variation(db, sorted({cid for _, _, cid in rows}))
+    return {run: settings_text(idents[job], varying) for run, job, _ in rows if job in idents}
 
 
 _VARYING: dict[tuple[str, int], tuple[tuple[int, int], tuple[str, ...]]] = {}

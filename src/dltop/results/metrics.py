@@ -26,14 +26,12 @@ from dltop.results.metricdefs import (
     Value,
     check_computed,
     computes,
-    mean_or_none,
     metric,
 )
+from dltop.results.metricdefs import mean_or_none as _mean
 from dltop.results.peaks import gpu_peak
 from dltop.results.readings import Detail, readings_check
 from dltop.telemetry.readings import idle_shortfall
-
-_mean = mean_or_none
 
 
 def markers(res: ConfigResult, metric_name: str = "time") -> str:

@@ -31,6 +31,7 @@ CPU``.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypeVar
 
 
 @dataclass(frozen=True)
@@ -92,15 +93,7 @@ def gpu_peak(device_name: str | None) -> GpuPeak | None:
     >>> gpu_peak("NVIDIA H100 80GB HBM3").name
     'H100 SXM'
     """
-    if not device_name:
-        return None
-    name = device_name.upper()
-    for peak in PEAKS:
-        if any(w in name for w in peak.excludes):
-            continue
-        if any(all(w in name for w in words) for words in peak.patterns):
-            return peak
-    return None
+    return _first(PEAKS, device_name)
 
 
 def peak_tflops(device_name: str | None, precision: str) -> float | None:
@@ -148,11 +141,14 @@ BANDWIDTHS: tuple[GpuBandwidth, ...] = (
 )
 """Most specific entries first: the first match wins."""
 
+Entry = TypeVar("Entry", GpuPeak, GpuBandwidth)
 
-def _matches(name: str, patterns: tuple[tuple[str, ...], ...], excludes: tuple[str, ...]
-             ) -> bool:
-    return not any(w in name for w in excludes) and \
-        any(all(w in name for w in words) for words in patterns)
+
+def _first(table: tuple[Entry, ...], device_name: str | None) -> Entry | None:
+    """The first entry of ``table`` that the upper-cased device name matches, or None."""
+    name = (device_name or "").upper()
+    return next((e for e in table if name and not any(w in name for w in e.excludes)
+                 and any(all(w in name for w in words) for words in e.patterns)), None)
 
 
 def gpu_bandwidth(device_name: str | None) -> GpuBandwidth | None:
@@ -161,10 +157,7 @@ def gpu_bandwidth(device_name: str | None) -> GpuBandwidth | None:
     >>> gpu_bandwidth("NVIDIA H200").tb_per_s
     4.8
     """
-    if not device_name:
-        return None
-    name = device_name.upper()
-    return next((b for b in BANDWIDTHS if _matches(name, b.patterns, b.excludes)), None)
+    return _first(BANDWIDTHS, device_name)
 
 
 def peak_bandwidth_tb_s(device_name: str | None) -> float | None:

@@ -24,6 +24,7 @@ from dltop.results import identity, idread, queries
 from dltop.results.aggregate import ConfigResult
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 from dltop.store.read import jobs
+from dltop.telemetry.values import finite_float
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -125,12 +126,6 @@ def by_config(verdicts: Sequence[Verdict]) -> dict[str, list[Verdict]]:
     return out
 
 
-def _finite(x: float | None) -> float | None:
-    """``x``, or None for NaN and infinities: JSON has no such numbers (the row's
-    result says why a cell is empty)."""
-    return x if x is None or math.isfinite(x) else None
-
-
 def _num(x: float | None) -> str:
     return "" if x is None else f"{x:.4g}"
 
@@ -149,8 +144,9 @@ def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow
     for v in verdicts:
         r, ref = v.result, v.ref
         low, high = v.interval if v.interval is not None else (None, None)
-        measured, low, high = _finite(v.measured), _finite(low), _finite(high)
-        value = None if ref is None else _finite(ref.value)
+        # JSON has no NaN or infinity: the row's result says why a cell is empty
+        measured, low, high = finite_float(v.measured), finite_float(low), finite_float(high)
+        value = None if ref is None else finite_float(ref.value)
         tol = "" if ref is None or not math.isfinite(ref.lower + ref.upper) else \
             f"{ref.lower:+.0%} / {ref.upper:+.0%}"
         result = v.outcome if not v.why else f"{v.outcome} ({v.why})"

@@ -103,10 +103,6 @@ _NO_DETAIL: Mapping[str, Any] = MappingProxyType({})
 configurations has some 350 000 cells; an empty dict each was 22 MB)."""
 
 
-def _no_detail() -> Mapping[str, Any]:
-    return _NO_DETAIL
-
-
 # slots: no per-instance dict (the cells of a 10 000-configuration report were 100 MB)
 @dataclass(frozen=True, slots=True)
 class Cell:
@@ -118,7 +114,7 @@ class Cell:
     """The exact number (CSV and JSON keep it); ``None`` for text keys and missing results."""
     status: str = ""
     """The configuration's status (``ok``, ``oom``, ...); empty for key cells."""
-    detail: Mapping[str, Any] = field(default_factory=_no_detail)
+    detail: Mapping[str, Any] = field(default_factory=lambda: _NO_DETAIL)
     """Further fields of the cell that JSON carries (runs, spread, flags)."""
 
     @property

@@ -2,16 +2,17 @@
 
 A table of its own (migration 12) written by :mod:`dltop.store.retention` and
 read by :mod:`dltop.results.aggregate` and :mod:`dltop.results.export`; this
-module holds only the name and the packing both sides share (standard library).
+module holds only the name and the packing both sides share (standard library; the
+doubles packed as a generation's latencies, :func:`dltop.store.generations.pack_array`).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 import zlib
-from array import array
 from collections.abc import Sequence
+
+from dltop.store.generations import pack_array, unpack_array
 
 ARCHIVE = "run_archive"
 """One row per pruned run: its measured iterations (packed), ``tree_cpu_all_pct``
@@ -26,18 +27,12 @@ def pack_measured(rows: Sequence[tuple[float, int]]) -> tuple[bytes, bytes]:
     samples are JSON integers (any size), which compress to almost nothing when
     every step has the same batch.
     """
-    seconds = array("d", (s for s, _ in rows))
-    if sys.byteorder == "big":
-        seconds.byteswap()
-    return (zlib.compress(seconds.tobytes()),
+    return (zlib.compress(pack_array("d", [s for s, _ in rows])),
             zlib.compress(json.dumps([n for _, n in rows], separators=(",", ":")).encode()))
 
 
 def unpack_measured(seconds_blob: bytes, samples_blob: bytes) -> list[tuple[float, int]]:
     """The inverse of :func:`pack_measured`."""
-    seconds = array("d")
-    seconds.frombytes(zlib.decompress(seconds_blob))
-    if sys.byteorder == "big":
-        seconds.byteswap()
     samples = json.loads(zlib.decompress(samples_blob))
-    return list(zip(seconds.tolist(), (int(n) for n in samples), strict=True))
+    return list(zip(unpack_array("d", zlib.decompress(seconds_blob)), (int(n) for n in samples),
+                    strict=True))

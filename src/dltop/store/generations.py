@@ -3,8 +3,8 @@
 Written by :meth:`dltop.store.writer.Store.add_generations` (the engine's
 :mod:`dltop.jobs.evals` pairs each checked ``generate`` event with its ``iter``) and
 read by :mod:`dltop.results.generation`. This module holds the table's name, its
-columns and the packing of the inter-token latencies both sides share (standard
-library only).
+columns, the packing of the inter-token latencies both sides share (standard
+library only) and migration 27.
 
 The latencies of a request are one BLOB of little-endian IEEE doubles, not a JSON
 array: 8 bytes per token against ~19 for JSON's shortest round-trip text, the very
@@ -66,3 +66,16 @@ def pack_seconds(values: Sequence[float]) -> bytes:
 def unpack_seconds(blob: bytes | None) -> tuple[float, ...]:
     """The inverse of :func:`pack_seconds` (empty for NULL)."""
     return unpack_array("d", blob)
+
+
+def v27(db: Any) -> None:
+    """Migration 27 (issue 42): what a generate run's tokens were, beside how fast they came.
+
+    ``generations.distinct_tokens``: per request, the sum over its sequences of each one's
+    distinct generated ids (the runner counts them after the request's time is taken);
+    ``runs.distinct_token_frac``: the run's fraction over its measured requests
+    (:data:`DISTINCT_COLUMN`). A greedy decoder that repeats one token reads
+    1 / new_tokens; one that never repeats, 1.0. Rows stored before keep NULL.
+    """
+    db.conn.execute(f"alter table {TABLE} add column distinct_tokens integer")
+    db["runs"].add_column(DISTINCT_COLUMN, float)

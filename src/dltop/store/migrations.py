@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from dltop.store.fence import v24
-from dltop.store.schema_lm import v27
+from dltop.store.generations import v27
 from dltop.store.schema_origin import v25
 from dltop.store.schema_slurm import v22, v30
 from dltop.store.schema_steps import (

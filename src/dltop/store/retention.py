@@ -27,7 +27,7 @@ import sqlite_utils
 from dltop.catalog import ENDED_CAMPAIGN_STATUSES
 from dltop.store import samples as sample_tables
 from dltop.store.archive import ARCHIVE, pack_measured
-from dltop.store.read.runs import marks
+from dltop.store.read.runs import in_chunks, marks
 from dltop.store.rows import utc_now
 from dltop.store.templates import TEMPLATES
 from dltop.store.tx import transaction
@@ -109,12 +109,12 @@ class Retention:
         """Raw rows the runs hold (what pruning them deletes)."""
         counts = {t: 0 for t in RAW_TABLES}
         names = set(self._db.table_names())
-        for chunk in _chunks(run_ids):
+        for chunk, qs in in_chunks(run_ids):
             for table in RAW_TABLES:
                 if table in names:
                     counts[table] += int(next(self._db.query(
-                        f"select count(*) as n from {table} where run_id in ({marks(chunk)})",
-                        list(chunk)))["n"])
+                        f"select count(*) as n from {table} where run_id in ({qs})",
+                        chunk))["n"])
         return PruneCounts(len(run_ids), counts["iterations"], counts["gpu_samples"],
                            counts["host_samples"])
 
@@ -241,7 +241,3 @@ def _checkpoint(conn: sqlite3.Connection, *, rebuilt: bool) -> None:
     busy, log_frames, copied = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     if busy or copied < log_frames:
         raise VacuumBlocked(rebuilt)
-
-
-def _chunks(ids: Sequence[int], n: int = 500) -> list[Sequence[int]]:
-    return [ids[i:i + n] for i in range(0, len(ids), n)]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -10,6 +11,17 @@ def opt_float(v: Any) -> float | None:
     """A number read back (a stored column, an event's field) as a float; ``None`` kept
     (a column the run does not have, a field not sent)."""
     return None if v is None else float(v)
+
+
+def finite_float(value: Any) -> float | None:
+    """A finite float, or None (``"nan"``, ``"inf"`` and null are stored as NULL): how an
+    event's number (an evaluation's, an iteration's loss) goes into a REAL column, and a
+    figure into JSON, which has no NaN."""
+    try:
+        f = float(value)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) else None
 
 
 @dataclass(frozen=True)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import sqlite_utils
-
 from dltop.catalog import Control
 from dltop.errors import DltopError
 from dltop.jobs.start import EngineDidNotStart, StartOptions, check, start_campaign
@@ -18,12 +16,8 @@ from dltop.results.export import export_to_file
 from dltop.store import Store, connect
 
 
-def _db(db_path: Path) -> sqlite_utils.Database:
-    return connect(db_path, create=False)
-
-
 def _store(db_path: Path) -> Store:
-    return Store(_db(db_path))
+    return Store(connect(db_path, create=False))
 
 
 def _start(refs: list[str], db_path: Path, logs_dir: Path, resume: int | None = None) -> int:
@@ -126,4 +120,4 @@ def set_control(db_path: Path, view: CampaignView, control: Control) -> str:
 
 def export(db_path: Path, campaign_id: int, path: str, metric: str) -> str:
     """Write the campaign's table to ``path`` in the format its suffix names."""
-    return export_to_file(_db(db_path), campaign_id, path, metric=metric)
+    return export_to_file(connect(db_path, create=False), campaign_id, path, metric=metric)

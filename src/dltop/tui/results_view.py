@@ -22,6 +22,7 @@ from dltop.results.display import NA_PREFIX, shown, superscript
 from dltop.results.metricdefs import CONVERGENCE, METRICS
 from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.table import Cell, Role, Row, Table, status_label
+from dltop.telemetry.values import opt_float
 from dltop.textsafe import one_line
 
 if TYPE_CHECKING:  # the results' modules load in the worker that computes (compute)
@@ -119,15 +120,11 @@ def compute(db_path: Path, campaign_id: int, metric: str,
                        results, offered_metrics(results))
 
 
-def _number(cell: Cell) -> float | None:
-    return None if cell.value is None else float(cell.value)
-
-
 def best_columns(row: Row, table: Table, metric: str) -> set[int]:
     """Indices of the row's best value cells (ties all), where it has two or more numbers."""
     numbers = {i: v for i, (col, cell) in enumerate(zip(table.columns, row.cells, strict=True))
                if col.role is Role.VALUE and cell is not None
-               and (v := _number(cell)) is not None}
+               and (v := opt_float(cell.value)) is not None}
     if len(numbers) < 2:
         return set()
     # the metric's declared direction: the largest rate, the smallest time

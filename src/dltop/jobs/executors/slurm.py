@@ -180,7 +180,8 @@ async def supervise_slurm(
     try:
         write_scripts(job, run_id, runner_argv, files, per_gpu)
     except OSError as exc:
-        return _unstarted(f"cannot write the Slurm scripts in {files.dir}: {exc}")
+        return ChildOutcome(RunStatus.CRASHED,
+                            message=f"cannot write the Slurm scripts in {files.dir}: {exc}")
     reader = EventReader(on_event)
     tail = Tail(files.events_path, reader)
     follower = asyncio.create_task(tail.follow())
@@ -193,7 +194,8 @@ async def supervise_slurm(
             rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files, per_gpu),
                                                env=sbatch_env(env))
             if rc != 0:
-                return _unstarted(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
+                return ChildOutcome(RunStatus.CRASHED, message=f"sbatch failed (exit {rc}): "
+                                    f"{err.strip() or out.strip()}")
             watch = batch = BatchWatch(out.strip().split(";")[0], env, submitted)
             tail.on_first = batch.output_seen
         # The log path as a local run records it at spawn (dltop log, the log viewer).
@@ -266,8 +268,3 @@ async def _every_poll(poll: AgentPoll) -> None:
     while True:
         await poll(False)
         await asyncio.sleep(POLL_S)
-
-
-def _unstarted(message: str) -> ChildOutcome:
-    return ChildOutcome(status=RunStatus.CRASHED, exit_code=None, pid=0, pgid=0, wall_s=0.0,
-                        message=message)

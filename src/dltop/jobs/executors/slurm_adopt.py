@@ -133,7 +133,7 @@ def adopt_completed(store: Store, run: RunProcess) -> RunStatus | None:
                                      reader, job.timeout_s)
     job_env = read_job_env(SlurmFiles(folder, folder / "spec.json", folder / "runner.log"))
     outcome = collector.short(ChildOutcome(
-        status=status, exit_code=0, pid=0, pgid=0, wall_s=0.0, message=message,
+        status=status, exit_code=0, message=message,
         error_kind=kind, protocol_errors=reader.protocol_errors,
         protocol_note=reader.protocol_note, hello=reader.hello, model=reader.model,
         done=reader.done or {}, job_env=job_env))

@@ -89,11 +89,9 @@ def unstarted(served: Mapping[str, Any] | None, cancel: asyncio.Event, remote: b
     if not remote or not served or "failed" not in served:
         return None
     if cancel.is_set():
-        return ChildOutcome(status=RunStatus.CANCELLED, exit_code=None, pid=0, pgid=0,
-                            wall_s=0.0, message=str(served["failed"]))
-    return ChildOutcome(status=RunStatus.SETUP_FAILED, exit_code=None, pid=0, pgid=0,
-                        wall_s=0.0, message=str(served["failed"]), error_kind=ErrorKind.SETUP,
-                        log_tail=read_log_tail(server_log))
+        return ChildOutcome(RunStatus.CANCELLED, message=str(served["failed"]))
+    return ChildOutcome(RunStatus.SETUP_FAILED, message=str(served["failed"]),
+                        error_kind=ErrorKind.SETUP, log_tail=read_log_tail(server_log))
 
 
 def server_script(job: JobSpec, run_id: int, host_argv: Sequence[str], files: SlurmFiles,
@@ -139,7 +137,8 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
         write_file(files.events_path, "", 0o600)
         write_file(heartbeat, "", 0o600)
     except OSError as exc:
-        return _ended(f"cannot write the server's Slurm script in {files.dir}: {exc}")
+        return ChildOutcome(RunStatus.CRASHED, message=f"cannot write the server's Slurm "
+                            f"script in {files.dir}: {exc}")
     submit = [a for a in sbatch_argv(job, run_id, files, per_gpu)
               if not a.startswith("--time=")]
     submit = [f"--job-name=dltop-server-{run_id}" if a.startswith("--job-name=") else a
@@ -149,7 +148,8 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
     submitted = time.time()
     rc, out, err = await run_slurm_cmd(*submit, env=sbatch_env(env))
     if rc != 0:
-        return _ended(f"sbatch failed (exit {rc}): {err.strip() or out.strip()}")
+        return ChildOutcome(RunStatus.CRASHED, message=f"sbatch failed (exit {rc}): "
+                            f"{err.strip() or out.strip()}")
     watch = BatchWatch(out.strip().split(";")[0], env, submitted)
     ready: list[dict[str, Any]] = []  # the server event, held until the job's start is known
 
@@ -177,8 +177,8 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
             with contextlib.suppress(asyncio.CancelledError):
                 await task
     tail.finish()
-    return _ended(f"the group's Slurm job {watch.job_id} ended {watch.state or 'unseen'}",
-                  watch.exit_code)
+    return ChildOutcome(RunStatus.CRASHED, watch.exit_code, message=f"the group's Slurm "
+                        f"job {watch.job_id} ended {watch.state or 'unseen'}")
 
 
 def queue_facts(watch: BatchWatch) -> dict[str, Any]:
@@ -208,8 +208,3 @@ async def _beat(path: Path) -> None:
             finally:
                 os.close(fd)
         await asyncio.sleep(HEARTBEAT_S)
-
-
-def _ended(message: str, exit_code: int | None = None) -> ChildOutcome:
-    return ChildOutcome(status=RunStatus.CRASHED, exit_code=exit_code, pid=0, pgid=0,
-                        wall_s=0.0, message=message)

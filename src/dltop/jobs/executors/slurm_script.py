@@ -28,6 +28,7 @@ from pathlib import Path
 from dltop import catalog
 
 # The run folder's files, where the executor's modules have always found them.
+from dltop.jobs.environment import THREAD_VARS
 from dltop.jobs.executors.slurm_files import (
     SlurmFiles,
 )
@@ -43,9 +44,7 @@ from dltop.profiles.jobspec import JobSpec
 from dltop.runners.launchers import torchrun_argv
 from dltop.textsafe import one_line
 
-REPORTED_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                 "NUMEXPR_NUM_THREADS", "VECLIB_MAXIMUM_THREADS", "TF_NUM_INTRAOP_THREADS",
-                 "TF_NUM_INTEROP_THREADS", "CUDA_VISIBLE_DEVICES", "SLURM_CPUS_PER_TASK",
+REPORTED_VARS = (*THREAD_VARS, "CUDA_VISIBLE_DEVICES", "SLURM_CPUS_PER_TASK",
                  "SLURM_JOB_NODELIST", "SLURM_STEP_ID")
 """The thread variables dltop sets (jobs.environment.THREAD_VARS) and what Slurm gave
 (the step's id: a server group's run takes its accounting from its step)."""

@@ -235,9 +235,11 @@ THREAD_VARS = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
 
 
 def until_file(stop: Path) -> str:
-    """A template's ``steps``: step numbers until ``stop`` exists (duet mode)."""
-    return (f'__import__("itertools").takewhile(lambda _i: not os.path.exists({str(stop)!r}),'
-            f' range(10 ** 7))')
+    """A template's ``steps``: step numbers until ``stop`` exists or the benchmark that
+    started the loop is gone (duet mode: a benchmark killed mid-round left its bare loop
+    stepping on the pinned core for 40 minutes, waiting for a file nobody would write)."""
+    return (f'__import__("itertools").takewhile(lambda _i, _p=os.getppid(): '
+            f'not os.path.exists({str(stop)!r}) and os.getppid() == _p, range(10 ** 7))')
 
 
 def touch_when_warm(path: Path) -> str:

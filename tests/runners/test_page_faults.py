@@ -18,13 +18,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import dltop_protocol
-import measure
 import pytest
 
 from dltop.jobs.environment import ALLOC_VARS
 from dltop.jobs.protocol import EventChecker
 from dltop.live.rundetail import read_run_detail
+from dltop.runners.registry import CHILD_DIR
 from dltop.store.reader import open_reader
 from dltop.tui.rundetail_rows import telemetry_rows
 
@@ -32,41 +31,50 @@ FRESH_BYTES = 64 << 20
 """Above glibc's largest mmap threshold (32 MiB): every allocation is a fresh mapping."""
 
 
+PROBE = """
+import os, sys
+sys.path.insert(0, {child!r})
+import dltop_protocol, measure
+
 class Plan:
     measured_steps = 4
-
-    def steps(self) -> Any:
+    def steps(self):
         return iter(range(6))
-
-    def is_warmup(self, step: int) -> bool:
+    def is_warmup(self, step):
         return step < 2
-
-    def eval_after(self, step: int) -> bool:
+    def eval_after(self, step):
         return False
 
+def fresh(_i):
+    block = b"x" * {size}  # malloc (a new mapping) and every page written
+    return float(len(block) > 0)
 
-def _faults_per_step(step: Any) -> float:
-    reporter = dltop_protocol.Reporter(fd=os.open(os.devnull, os.O_WRONLY))
-    measure.run(step, Plan(), reporter, 1)
-    assert reporter.page_faults_per_step is not None
-    return float(reporter.page_faults_per_step)
+kept = bytearray({size})
+
+def reuse(_i):
+    kept[:4096] = b"y" * 4096  # memory mapped before the measured steps
+    return 1.0
+
+reporter = dltop_protocol.Reporter(fd=os.open(os.devnull, os.O_WRONLY))
+measure.run(fresh if sys.argv[1] == "fresh" else reuse, Plan(), reporter, 1)
+print(reporter.page_faults_per_step)
+"""
+"""In a fresh interpreter: the allocator's state is the process's (a test process that
+ran others, or a library that called ``mallopt``, could serve 64 MB from its heap)."""
+
+
+def _faults_per_step(kind: str) -> float:
+    code = PROBE.format(child=str(CHILD_DIR), size=FRESH_BYTES)
+    env = {k: v for k, v in os.environ.items() if k not in ALLOC_VARS}
+    out = subprocess.run([sys.executable, "-c", code, kind], capture_output=True, text=True,
+                         env=env, timeout=60, check=True).stdout
+    return float(out.strip())
 
 
 def test_a_step_that_writes_fresh_memory_counts_its_pages() -> None:
     pages = FRESH_BYTES // os.sysconf("SC_PAGE_SIZE")
-
-    def fresh(_i: int) -> float:
-        block = b"x" * FRESH_BYTES  # malloc (a new mapping) and every page written
-        return float(len(block) > 0)
-
-    assert _faults_per_step(fresh) >= 0.95 * pages
-    kept = bytearray(FRESH_BYTES)
-
-    def reuse(_i: int) -> float:
-        kept[:4096] = b"y" * 4096  # memory mapped before the measured steps
-        return 1.0
-
-    assert _faults_per_step(reuse) < 0.01 * pages
+    assert _faults_per_step("fresh") >= 0.95 * pages
+    assert _faults_per_step("reuse") < 0.01 * pages
 
 
 @pytest.mark.parametrize(("value", "ok"), [(None, True), (0, True), (12256.5, True),

@@ -27,14 +27,17 @@ NO_ACCT = "no accounting (Slurm accounting storage is disabled)"
 """The test cluster keeps no accounting (no slurmdbd): what every Slurm run stores."""
 
 
-def jobs_of(slurm: LocalSlurm) -> dict[str, dict[str, str]]:
-    """The controller's jobs (ended ones too, for MinJobAge) by name."""
+def jobs_of(slurm: LocalSlurm, under: Path) -> dict[str, dict[str, str]]:
+    """The controller's jobs (ended ones too, for MinJobAge) by name, those whose output
+    is under ``under`` only: the cluster is the suite's, and another test's run 2 also
+    names its server's job ``dltop-server-2``."""
     out = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True,
                          env=slurm.env, check=False).stdout
     got = {}
     for line in out.splitlines():
         fields = dict(w.partition("=")[::2] for w in line.split() if "=" in w)
-        got[fields["JobName"]] = fields
+        if fields.get("StdOut", "").startswith(str(under)):
+            got[fields["JobName"]] = fields
     return got
 
 
@@ -62,7 +65,7 @@ def test_the_group_job_s_queue_time_is_its_first_run_s_and_each_step_is_accounte
     assert proc.returncode == 0, out + err
     first, second = runs(tmp_path)
     assert first["status"] == second["status"] == "ok", (first, second)
-    job = jobs_of(slurm_env)["dltop-server-1"]
+    job = jobs_of(slurm_env, tmp_path)["dltop-server-1"]
     assert job["JobId"] == first["slurm_job_id"] == second["slurm_job_id"]
     # the first run waited for the group's job: Slurm's own start, from dltop's submission
     assert first["queue_s"] >= 2.0, first
@@ -128,7 +131,7 @@ def test_a_group_server_that_does_not_start_fails_the_group_and_submits_nothing_
         f"the group's server failed to start for run {first['id']}: "), second
     assert why in second["error_message"]
     # one job in all (the group's); neither run submitted its own; none left queued
-    assert sorted(j for j in jobs_of(slurm_env) if j.startswith("dltop")) == [
+    assert sorted(j for j in jobs_of(slurm_env, tmp_path) if j.startswith("dltop")) == [
         "dltop-server-1"]
     assert first["slurm_job_id"] is None and second["slurm_job_id"] is None
     assert [j for j in live_jobs(slurm_env) if j.startswith("dltop")] == []
@@ -164,7 +167,7 @@ def test_a_run_that_raises_gives_back_its_group_s_turn(slurm_env: LocalSlurm,
     assert "Traceback" not in err, err
     # the group's job (and the second run's, should it have got the turn before the
     # campaign's stop) scancelled: nothing left in Slurm
-    assert "dltop-server-1" in jobs_of(slurm_env)
+    assert "dltop-server-1" in jobs_of(slurm_env, tmp_path)
     assert [j for j in live_jobs(slurm_env) if j.startswith("dltop")] == []
     # the column back: the campaign is taken up where it stopped, the group runs
     conn = sqlite3.connect(tmp_path / "d.db", isolation_level=None)

@@ -59,7 +59,7 @@ def test_the_group_job_s_queue_time_is_its_first_run_s_and_each_step_is_accounte
         slurm_env: LocalSlurm, tmp_path: Path) -> None:
     # another job holds the node: the group's job (exclusive) waits behind it
     subprocess.run(["sbatch", "--exclusive", "--job-name=blocker", "-o", "/dev/null",
-                    "--wrap", "sleep 20"], env=slurm_env.env, check=True, capture_output=True)
+                    "--wrap", "sleep 8"], env=slurm_env.env, check=True, capture_output=True)
     proc = start(tmp_path, "iterations = 4\nconcurrency = [1, 2]")
     out, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, out + err

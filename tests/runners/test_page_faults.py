@@ -71,6 +71,7 @@ def _faults_per_step(kind: str) -> float:
     return float(out.strip())
 
 
+@pytest.mark.slow  # two fresh interpreters
 def test_a_step_that_writes_fresh_memory_counts_its_pages() -> None:
     pages = FRESH_BYTES // os.sysconf("SC_PAGE_SIZE")
     assert _faults_per_step("fresh") >= 0.95 * pages

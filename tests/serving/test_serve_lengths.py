@@ -119,6 +119,7 @@ def test_lengths_forced_where_accepted_and_counted_where_not(tmp_path: Path,
     assert (load["length_forced"], load["short_requests"]) == (True, 6)
 
 
+@pytest.mark.slow  # spawns the fake server and the runner
 def test_an_eos_token_without_text_is_a_token_of_its_own(tmp_path: Path,
                                                          fake_server) -> None:
     # the EOS a chunk of its own, no text, one step after the words, counted in usage: as

@@ -179,10 +179,7 @@ def _thread_env(text: str | None) -> tuple[tuple[str, str], ...]:
 
 def _alloc_text(extra: str | None) -> str:
     """``MALLOC_MMAP_THRESHOLD_=33554432, ...`` from a run's ``extra``, or the default."""
-    try:
-        env = json.loads(extra).get(ALLOC_ENV_KEY) if extra else None
-    except (ValueError, AttributeError):
-        env = None
+    env = gpufacts.extra_field(extra, ALLOC_ENV_KEY)
     if not isinstance(env, dict) or not env:
         return DEFAULT_ALLOC
     return ", ".join(f"{k}={v}" for k, v in sorted(env.items()))

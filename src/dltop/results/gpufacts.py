@@ -19,13 +19,19 @@ GPU_FACTS_KEY = "gpus_at_start"
 NA = "n/a"
 
 
+def extra_field(extra: str | None, key: str) -> Any:
+    """``key``'s value in a run's ``environment.extra`` JSON; None where it has none or
+    the text is not a JSON object."""
+    try:
+        return json.loads(extra or "{}").get(key)
+    except (ValueError, AttributeError):
+        return None
+
+
 def gpu_facts(extra: str | None) -> tuple[Mapping[str, Any], ...]:
     """The facts objects ``extra`` (``environment.extra`` JSON) holds, each with an
     integer ``index``; empty for text that is not such JSON."""
-    try:
-        found = json.loads(extra or "{}").get(GPU_FACTS_KEY)
-    except (ValueError, AttributeError):
-        return ()
+    found = extra_field(extra, GPU_FACTS_KEY)
     if not isinstance(found, list):
         return ()
     return tuple(f for f in found if isinstance(f, dict) and isinstance(f.get("index"), int))

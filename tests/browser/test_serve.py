@@ -91,9 +91,10 @@ def test_serve_draws_the_tui_in_chromium(tmp_path: Path, browser, stand_in_engin
         def received() -> str:
             return "".join(browser.script("return window.__wsText || []"))
 
-        wait_until(lambda: "Simulated GPU" in received(), 90, "the TUI's GPU rows on the wire")
-        text = received()
-        assert "dltop" in text and "serve-demo" in text and "alexnet-r" in text
+        # The TUI draws in several writes: the GPU rows may come before the campaign's.
+        wait_until(lambda: all(w in received() for w in (
+            "Simulated GPU", "dltop", "serve-demo", "alexnet-r")), 90,
+            "the TUI's GPU rows and its campaign on the wire")
         assert "-first-byte" in browser.script("return document.body.className")
         assert browser.script("return document.querySelectorAll("
                               "'#terminal .xterm-screen canvas').length") >= 1

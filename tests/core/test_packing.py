@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -247,13 +248,16 @@ def test_dltop_run_without_pack_runs_one_at_a_time(tmp_path: Path, other_runners
 
 
 # faults while packed runs are going on -------------------------------------------------
+# A runner whose engine died ends at its next event (its write finds the pipe closed),
+# so a step that has not ended keeps it alive: from the 5th on, a step takes 60 s (none when
+# resumed).
 LONG = """
 import os, sys, time
 from dltop_report import step
-pause = 0.0 if os.environ.get("RECORDER_FAST") else 0.1
-for _ in range(600):  # warm-up + iterations: fewer would end the run short
+fast = bool(os.environ.get("RECORDER_FAST"))
+for i in range(600):  # warm-up + iterations: fewer would end the run short
     with step(samples=8) as s:
-        time.sleep(pause)
+        time.sleep(0.0 if fast else 60.0 if i >= 4 else 0.1)
         s.loss = 1.0
 """
 
@@ -307,6 +311,7 @@ def test_ctrl_c_stops_every_packed_run_and_leaves_no_process(
 def test_engine_killed_with_two_packed_runs_then_resumed(
         tmp_path: Path, group_members: Any) -> None:
     engine, pgids = start_packed(tmp_path)
+    time.sleep(1.0)  # both inside their first long step
     engine.kill()
     engine.wait()
     assert all(group_members(g) for g in pgids), "runners outlive their engine"

@@ -127,16 +127,16 @@ async def _reattach(db_path: Path) -> None:
 def test_a_viewer_starting_on_an_orphaned_campaign_resumes_it(tmp_path: Path, wait_until: Any,
                                                              profile_text: Any) -> None:
     db_path = tmp_path / "a.db"
-    # 10 s of steps: with 60 (3 s), a loaded CI machine once let the runner finish between
-    # reading its pid and checking it outlived the engine, and the test failed on that.
-    launch = start_campaign(tmp_path, profile_text, repeats=1, iterations=200)
+    # The runner may or may not outlive its engine: its next event finds the pipe closed
+    # and ends it (tests/core/test_packing.py keeps one alive in a long step to show the
+    # resume reaps it). Either way the viewer resumes the campaign and nothing is left.
+    launch = start_campaign(tmp_path, profile_text, repeats=1, iterations=60)
     wait_until(lambda: (_ready(
         db_path, "select count(*) from iterations") or 0) > 3, 120, "a run in progress",
                interval_s=0.2)
     runner_pid = int(_one(db_path, "select pid from runs where status = 'running'"))  # type: ignore[arg-type]
     os.kill(launch.pid, signal.SIGKILL)  # the engine dies; its runner is orphaned
     wait_until(lambda: not psutil_alive(launch.pid), 10, "the engine to die")
-    assert psutil_alive(runner_pid)
 
     asyncio.run(_start_viewer(db_path))
     wait_until(lambda: _one(db_path, "select status from campaigns") == "finished", 240,

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from dltop.live import serve_live as live
 from dltop.profiles.loader import parse
 from dltop.results.convergence import percentile
+from dltop.results.serving import serve_requests_of
 from dltop.store import Store, memory_db
 from dltop.store.generations import pack_seconds, unpack_seconds
 from dltop.store.serving import pack_counts
@@ -38,7 +41,8 @@ def _add(store: Store, run_id: int, first: int, n: int, *, warmup: bool = False,
                      "error": f"HTTP 500: {i}" if bad else None,
                      "output_tokens": 0 if bad else 4, "tokens_estimated": 0,
                      "chunk_s": pack_seconds([] if bad else [ttft]),
-                     "chunk_tokens": pack_counts([] if bad else [4]), "in_flight": i % 3})
+                     "chunk_tokens": pack_counts([] if bad else [4]), "in_flight": i % 3,
+                     "resent": int(i % 7 == 3), "resend_s": 0.5 if i % 7 == 3 else 0.0})
         if not bad:
             gens.append({"idx": i, "warmup": int(warmup), "ttft_s": ttft, "e2e_s": 0.05,
                          "prompt_tokens": 8, "new_tokens": 4, "batch": 1,
@@ -57,8 +61,8 @@ def _full(store: Store, run_id: int) -> dict[str, Any]:
                                [run_id]))
     return {"ok": len(ok), "failed": len(measured) - len(ok),
             "warmup": len(rows) - len(measured), "in_flight": rows[-1]["in_flight"],
-            "window": max(r["scheduled_s"] + r["dispatch_lag_s"] + r["e2e_s"]
-                          for r in measured),
+            "window": max(r["scheduled_s"] + r["dispatch_lag_s"] + r["resend_s"]
+                          + r["e2e_s"] for r in measured),
             "tokens": sum(r["output_tokens"] for r in ok),
             "ttft": sorted(g["ttft_s"] for g in gens),
             "itl": sorted(x for g in gens for x in unpack_seconds(g["itl_s"]))}
@@ -108,6 +112,17 @@ def test_rows_replaced_under_the_same_run_are_read_again() -> None:
     again = live.serve_live(store.db, run_id)
     _check(again, _full(store, run_id))
     assert again is not None and again.asked_rate_per_s is None  # "inf"
+
+
+def test_a_request_sent_again_is_sent_when_its_answered_send_left() -> None:
+    store = Store(memory_db())
+    run_id = _run(store, SERVE.format(rate=4))
+    _add(store, run_id, 0, 5)
+    reqs = {q.idx: q for q in serve_requests_of(store.db, [run_id])[run_id]}
+    # request 3 went twice: its first send's 0.5 s is neither lag nor its latency
+    assert reqs[3].sent_s == pytest.approx(0.801) and reqs[2].sent_s == pytest.approx(0.201)
+    got = live.serve_live(store.db, run_id)
+    assert got is not None and got.window_s == pytest.approx(0.851)
 
 
 def test_a_run_of_another_mode_has_no_serve_figures() -> None:

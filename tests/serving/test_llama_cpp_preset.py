@@ -89,6 +89,15 @@ def test_a_pooled_connection_the_server_closed_is_not_a_failed_request(
     load, = named(events, "load")
     assert isinstance(load["resent_requests"], int) and load["resent_requests"] >= 0
     assert EventChecker().problem({**load, "resent_requests": -1}) is not None
+    # ...and each request says how often it went again and how long its first sends took
+    assert sum(r["resent"] for r in reqs) == load["resent_requests"]
+    assert all((r["resent"] > 0) == (r["resend_s"] > 0) for r in reqs), reqs
+    assert all(0 <= r["resend_s"] < 5 for r in reqs)
+    first = reqs[0]
+    checker = EventChecker()
+    assert checker.problem({**first, "resent": -1}) is not None
+    assert checker.problem({**first, "index": 1000, "resend_s": float("nan")}) is not None
+    assert checker.problem({**first, "index": 1001, "resent": 2, "resend_s": 0.25}) is None
 
 
 def test_requests_sent_again_are_named_in_the_run_s_note() -> None:

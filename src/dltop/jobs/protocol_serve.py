@@ -12,8 +12,9 @@ and skipped like any other). The rules:
   :data:`MAX_ERROR` characters; ``prompt_tokens`` null or an integer >= 0;
   ``output_tokens`` an integer >= 0; ``tokens_estimated`` a boolean; ``chunk_s`` a list
   of at most :data:`MAX_CHUNKS` such numbers and ``chunk_tokens`` as many integers in
-  [0, 2**32); ``in_flight`` (the client's other requests in flight as it ended) null
-  or an integer >= 0.
+  [0, 2**32); ``in_flight`` (the client's other requests in flight as it ended) and
+  ``resent`` (times it was sent again) null or integers >= 0; ``resend_s`` (from its
+  first send to the one answered) null or a finite number in [0, :data:`MAX_SECONDS`].
 - ``load`` (once, after the measured requests): ``window_s`` a finite number > 0,
   ``client_cpu_s`` a finite number >= 0, ``asked_rate`` null or a finite number > 0,
   ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0,
@@ -68,10 +69,11 @@ def check_request(e: dict[str, Any], last_index: int) -> str | None:
            or _int_field(e, "output_tokens", 0, required=True)
            or _int_field(e, "prompt_tokens", 0)
            or _int_field(e, "status", 0, required=True)
-           or _int_field(e, "in_flight", 0))
+           or _int_field(e, "in_flight", 0)
+           or _int_field(e, "resent", 0))
     for key in ("scheduled_s", "dispatch_lag_s", "slot_wait_s"):
         why = why or _seconds(e, key, True)
-    for key in ("first_byte_s", "ttft_s", "e2e_s"):
+    for key in ("first_byte_s", "ttft_s", "e2e_s", "resend_s"):
         why = why or _seconds(e, key, False)
     if why is not None:
         return why

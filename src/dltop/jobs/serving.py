@@ -45,7 +45,8 @@ def request_row(event: dict[str, Any]) -> dict[str, Any]:
             "tokens_estimated": int(bool(event["tokens_estimated"])),
             "chunk_s": pack_seconds([float(x) for x in event["chunk_s"]]),
             "chunk_tokens": pack_counts([int(x) for x in event["chunk_tokens"]]),
-            "in_flight": event.get("in_flight")}
+            "in_flight": event.get("in_flight"), "resent": event.get("resent"),
+            "resend_s": opt_float(event.get("resend_s"))}
 
 
 class ServeExtras:

@@ -52,7 +52,8 @@ class ServeRequest:
     slot_wait_s: float
     chunk_s: tuple[float, ...]
     sent_s: float = 0.0
-    """When it was sent, from the start of the load: scheduled + dispatch lag + slot wait."""
+    """When the send it answered left, from the start of the load: scheduled + dispatch lag
+    + slot wait + the time its earlier sends took (one closed before any byte)."""
     chunk_tokens: tuple[int, ...] = ()
 
     @property
@@ -90,7 +91,7 @@ def serve_requests_of(db: Db, run_ids: Sequence[int]) -> dict[int, list[ServeReq
         r["error"], int(r["output_tokens"] or 0), bool(r["tokens_estimated"]),
         float(r["dispatch_lag_s"] or 0.0), float(r["slot_wait_s"] or 0.0), r["chunk_s"],
         float(r["scheduled_s"] or 0.0) + float(r["dispatch_lag_s"] or 0.0)
-        + float(r["slot_wait_s"] or 0.0), r["chunk_tokens"])
+        + float(r["slot_wait_s"] or 0.0) + float(r["resend_s"]), r["chunk_tokens"])
         for r in rows] for rid, rows in serving.requests(db, run_ids).items()}
 
 

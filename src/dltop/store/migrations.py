@@ -56,7 +56,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v26, v28, v29, v31, v33, v34
+from dltop.store.serving import v26, v28, v29, v31, v33, v34, v36
 from dltop.store.templates import v23, v32
 from dltop.store.tx import transaction
 
@@ -174,6 +174,9 @@ MIGRATIONS: tuple[Migration, ...] = (
                   "new_tokens (issue 41 item 3)", v34),
     Migration(35, "runs.page_faults_per_step: the runner's page faults over its measured "
                   "steps, per step (a CPU step that maps its buffers afresh each time)", v35),
+    Migration(36, "serve_requests.resent/resend_s: how often a request was sent again (its "
+                  "pooled connection closed before any byte) and the time that took, which "
+                  "its send time now counts (issue 41 item 2)", v36),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

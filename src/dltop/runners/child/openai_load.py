@@ -156,6 +156,9 @@ class Result(object):
         """The client process that sent it (0 when one process sends all)."""
         self.resent = 0
         """Times it was sent again: its pooled connection was closed before any byte came."""
+        self.resend_s = 0.0
+        """From its first send to the send answered (0 unless sent again): time the
+        client lost, apart from dispatch lag and slot wait, never hidden in TTFT."""
 
     def has_usage(self):
         total = (self.usage or {}).get("completion_tokens")
@@ -333,10 +336,12 @@ class Client(object):
             # before any byte: sent again on another (llama-server closes each connection
             # after its stream, its headers saying keep-alive). The pool holds at most
             # ``concurrency`` such connections; TTFT counts from the send answered.
+            t_first = t_send = time.monotonic()
+            res.slot_wait_s = t_send - t_disp
             for attempt in range(self.concurrency + 1):
-                t_send = time.monotonic()
-                if attempt == 0:
-                    res.slot_wait_s = t_send - t_disp
+                if attempt:
+                    t_send = time.monotonic()
+                    res.resend_s = t_send - t_first
                 try:
                     async with session.post(self.url, json=body, headers=self.headers) as resp:
                         res.status = resp.status

@@ -283,7 +283,7 @@ def _report(reporter, spec, res, state):
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
                   output_tokens=tokens_out, tokens_estimated=source == "estimated",
                   chunk_s=chunk_s, chunk_tokens=counts, worker=res.worker,
-                  in_flight=res.in_flight)
+                  in_flight=res.in_flight, resent=res.resent, resend_s=res.resend_s)
     if not ok:
         return
     itl = load.per_token_itl(chunk_s, counts)

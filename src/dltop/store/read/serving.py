@@ -14,18 +14,25 @@ from dltop.store.serving import TABLE, unpack_counts
 def requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]:
     """Each run's measured requests in schedule order (runs without any left out; none
     before migration 26): request, ttft_s, e2e_s, status, error, output_tokens,
-    tokens_estimated, scheduled_s, dispatch_lag_s, slot_wait_s, chunk_s as a tuple of
-    seconds and chunk_tokens as one of counts."""
+    tokens_estimated, scheduled_s, dispatch_lag_s, slot_wait_s, resend_s (0 before
+    migration 36), chunk_s as a tuple of seconds and chunk_tokens as one of counts."""
     out = by_run(db, run_ids, TABLE,
                  "select run_id, request, ttft_s, e2e_s, status, error, output_tokens, "
-                 "tokens_estimated, scheduled_s, dispatch_lag_s, slot_wait_s, chunk_s, "
-                 f"chunk_tokens from {TABLE} where run_id in ({{marks}}) "
+                 f"tokens_estimated, scheduled_s, dispatch_lag_s, slot_wait_s, {_resend(db)}, "
+                 f"chunk_s, chunk_tokens from {TABLE} where run_id in ({{marks}}) "
                  "and coalesce(warmup, 0) = 0 order by run_id, request")
     for rows in out.values():
         for r in rows:
             r["chunk_s"] = unpack_seconds(r["chunk_s"])
             r["chunk_tokens"] = unpack_counts(r["chunk_tokens"])
     return out
+
+
+def _resend(db: Any, present: str = "coalesce(resend_s, 0) as resend_s",
+            absent: str = "0 as resend_s") -> str:
+    """The select term of a request's resend time, where its column exists (migration
+    36; a read-only file of an older dltop lacks it)."""
+    return present if "resend_s" in columns(db, TABLE) else absent
 
 
 def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
@@ -39,7 +46,8 @@ def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
     return list(db.query(
         "select idx, warmup, (error is null and output_tokens >= 1 and ttft_s is not null) "
         "as ok, output_tokens, scheduled_s, scheduled_s + dispatch_lag_s + slot_wait_s + "
-        f"coalesce(e2e_s, 0) as end_s, {flight}, error from {TABLE} "
+        f"{_resend(db, 'coalesce(resend_s, 0)', '0')} + coalesce(e2e_s, 0) as end_s, "
+        f"{flight}, error from {TABLE} "
         "where run_id = ? and idx > ? order by idx", [run_id, after_idx]))
 
 

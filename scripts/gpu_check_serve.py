@@ -16,6 +16,7 @@ database; ``dltop export`` gives the figures; :func:`render` draws the report's 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -168,6 +169,8 @@ def run_step(check: Any, limit: float, call: Any) -> str:
     ``check`` is gpu_check.py's ``Check`` (work folder, database, GPU mode, its
     ``dltop`` argv), ``call`` its time-limited process runner."""
     t_end = time.monotonic() + limit
+    # the models are local folders: never a hub look-up (the lent machines have no network)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     gpu = check.gpu
     template = PROFILE.read_text() if gpu else CPU_PROFILE
     text, folders = profile_text(template, check.work, sys.executable)

@@ -181,8 +181,8 @@ def run_step(check: Any, limit: float, call: Any) -> str:
     for name, folder in folders.items():
         t = time.monotonic()
         res = call([sys.executable, str(Path(__file__)), "make-model", name, str(folder),
-                       "cuda" if gpu else "cpu", "bfloat16" if gpu else "float32"],
-                      min(MAKE_LIMIT_S, t_end - time.monotonic() - 60), ROOT)
+                    "cuda" if gpu else "cpu", "bfloat16" if gpu else "float32"],
+                   min(MAKE_LIMIT_S, t_end - time.monotonic() - 60), ROOT)
         if res.timed_out or res.rc != 0:
             raise RuntimeError(f"making {name} failed: {_tail(res.err or res.out)}")
         made = json.loads(res.out.strip().splitlines()[-1])
@@ -192,7 +192,7 @@ def run_step(check: Any, limit: float, call: Any) -> str:
     prof = check.work / "serve.toml"
     prof.write_text(text)
     res = call(check.dltop("run", str(prof), "--db", str(check.db), "--headless"),
-                  t_end - time.monotonic() - 30, ROOT)
+               t_end - time.monotonic() - 30, ROOT)
     sv["log"] = _tail(res.out + "\n" + res.err, 40)
     if check.db.exists():
         base = check.dltop("export", "--db", str(check.db), "--campaign", spec["name"],
@@ -233,8 +233,9 @@ def figures(rows: list[dict[str, Any]], shapes: dict[str, str]) -> dict[str, Any
 
     ``overhead``: per shape with an ok ``generate`` row, each ok serve row at
     concurrency 1 beside it: TPOT serve / TPOT generate and their difference (p50s).
-    ``rates``: every serve row, in the table's order (rate, achieved rate, TTFT, TPOT,
-    power with the idle power before the load, J/token and its net of idle)."""
+    ``rates``: every serve row, each model's concurrency-1 run first, then by rate (rate,
+    achieved rate, TTFT, TPOT, power with the idle power before the load, J/token and its
+    net of idle)."""
     gen = {r["model"]: r for r in rows if r.get("mode") == "generate" and r["status"] == "ok"}
     serve = [r for r in rows if r.get("mode") == "serve"]
     overhead, rates = [], []

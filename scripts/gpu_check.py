@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import gpu_check_report as report
+import gpu_check_serve
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -39,8 +40,11 @@ STEPS_PY = HERE / "gpu_check_steps.py"
 PROFILE = HERE / "gpu_check_profile.toml"
 LLM_PROFILE = HERE / "gpu_check_llm.toml"
 STEP_NAMES = ("env", "doctor", "devices", "nvml", "sampler", "profile", "llm", "campaign",
-              "export", "tui", "harness", "harness-llm", "tensorflow")
+              "export", "tui", "harness", "harness-llm", "tensorflow", "serve")
 """Every step, in the order the check runs them (``--steps`` picks some)."""
+DEFAULT_STEPS = STEP_NAMES[:-1]
+"""The steps run without ``--steps``: all but ``serve`` (issue 41's servers, ~5 minutes
+on a GPU, a device call of its own: docs/gpu.md)."""
 RESERVE_S = 10.0
 """Budget kept back for the last report write."""
 
@@ -137,7 +141,7 @@ class Check:
     """The whole check: steps in order, results in ``self.data``, files in ``out``."""
 
     def __init__(self, out: Path, work: Path, budget_s: float, gpu: bool, why: str,
-                 only: tuple[str, ...] = STEP_NAMES, harness_rounds: int = 2) -> None:
+                 only: tuple[str, ...] = DEFAULT_STEPS, harness_rounds: int = 2) -> None:
         self.out, self.work, self.gpu, self.only = out, work, gpu, only
         self.harness_rounds = harness_rounds
         self.deadline = time.monotonic() + budget_s
@@ -395,6 +399,13 @@ class Check:
             self.s_export(min(self.left(), 60.0))  # the summary with the TensorFlow rows
         return "TensorFlow runs in campaign.json and summary.json"
 
+    def s_serve(self, limit: float) -> str:
+        """Issue 41's servers: ``transformers serve`` beside dltop's own ``generate``."""
+        try:
+            return gpu_check_serve.run_step(self, limit, call)
+        except gpu_check_serve.ServeTimeout as exc:
+            raise StepTimeout(str(exc)) from None
+
     # all -----------------------------------------------------------------------------
     def no_cuda(self) -> str | None:
         """Why the bare CUDA loop cannot run (torch sees no CUDA device), else None."""
@@ -423,6 +434,7 @@ class Check:
         self.step("harness-llm", self.s_harness_llm, 150, min_s=50,
                   skip=nogpu or self.no_cuda())
         self.step("tensorflow", self.s_tensorflow, 200, min_s=20, skip=nogpu)
+        self.step("serve", self.s_serve, 480 if self.gpu else 300, min_s=60)
 
     def write(self) -> None:
         """report.md and the JSON files (8 files at most, the device tool's limit)."""
@@ -482,9 +494,10 @@ def main() -> int:
                     help="overall time budget in seconds (560: the device tool allows 600 "
                          "a command)")
     ap.add_argument("--keep", action="store_true", help="keep the work directory")
-    ap.add_argument("--steps", default=",".join(STEP_NAMES),
-                    help="the steps to run, comma-separated (default all: "
-                         + ", ".join(STEP_NAMES) + "); the others are recorded as skipped")
+    ap.add_argument("--steps", default=",".join(DEFAULT_STEPS),
+                    help="the steps to run, comma-separated (default: "
+                         + ", ".join(DEFAULT_STEPS) + "; known: " + ", ".join(STEP_NAMES)
+                         + "); the others are recorded as skipped")
     ap.add_argument("--harness-rounds", type=int, default=2,
                     help="alternating rounds of the harness step (2; more for an interval "
                          "narrow enough to hold the 1.01 goal)")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import gpu_check_serve
+
 REFERENCES = (
     ("Lambda, PyTorch ResNet-50 training, H100 SXM, fp16", 2790.0, "fp16"),
     ("NVIDIA DeepLearningExamples ResNet-50 v1.5, A100 80GB, AMP", 2470.0, "fp16"),
@@ -17,7 +19,8 @@ REFERENCES = (
 """Public ResNet-50 training throughputs (images/s, one GPU) the measured one stands beside."""
 SECTIONS = ("Steps", "Doctor", "Devices", "NVML query latency", "Sampler rate and CPU cost",
             "Campaign", "ResNet-50 training throughput", "Harness overhead on the GPU",
-            "TUI", "Export summary", "TensorFlow on the GPU", "Transformers")
+            "TUI", "Export summary", "TensorFlow on the GPU", "Transformers",
+            "Serving: transformers serve beside generate")
 LLM_MODELS = ("gpt-tiny", "gpt2-small", "gpt2-medium", "llama-1b")
 LLM_REFERENCES = (
     ("bare Hugging Face GPT-2 small, torch.compile, bf16, batch 16 x 1024, H200 "
@@ -115,7 +118,8 @@ def render(data: dict[str, Any]) -> str:
                             (SECTIONS[7], _harness, "harness"), (SECTIONS[8], _tui, "tui"),
                             (SECTIONS[9], _export, "export"),
                             (SECTIONS[10], _tensorflow, "tensorflow"),
-                            (SECTIONS[11], _llm, "llm")):
+                            (SECTIONS[11], _llm, "llm"),
+                            (SECTIONS[12], gpu_check_serve.render, "serve")):
         out += ["", f"## {title}", ""]
         out += _status(data, step)
         try:

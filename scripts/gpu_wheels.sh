@@ -13,7 +13,8 @@
 # ones the machine already has (its list in .library/device/KINDS.md, copied below),
 # and fetches the rest as cp312 manylinux x86_64 (or pure-Python) wheels, one version
 # of each. vl-convert-python (`dltop report` only, ~30 MB) is left out unless
-# WITH_REPORT=1. The wheels travel with the device tool's `carry: [".whl"]` and
+# WITH_REPORT=1; transformers[serving] (gpu_check.sh --steps serve, ~16 MB) is carried
+# unless WITH_SERVE=0. The wheels travel with the device tool's `carry: [".whl"]` and
 # scripts/gpu_check.sh installs them with pip --no-index --no-deps --target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,7 +27,7 @@ grep -qx '/.whl/' .gitignore 2>/dev/null || echo '/.whl/' >> .gitignore
 # Text-rendering packages the machine has too, carried anyway at the tested version:
 # textual 8 needs rich >= 14.2 and pygments >= 2.19.2, mdit-py-plugins markdown-it-py
 # >= 3 (a few hundred KiB against a failed TUI step).
-pins=$("$PY" - "${WITH_REPORT:-0}" <<'EOF'
+pins=$("$PY" - "${WITH_REPORT:-0}" "${WITH_SERVE:-1}" <<'EOF'
 import importlib.metadata as md
 import re
 import sys
@@ -57,6 +58,12 @@ torch-geometric torchmetrics torchvision tqdm transformers treescope triton type
 typing-extensions typing-inspect urllib3 uvloop wadler-lindig werkzeug wheel wrapt xarray
 xxhash yarl zipp""".split())
 CARRY_ANYWAY = {"rich", "pygments", "markdown-it-py", "mdurl"}
+# gpu_check.sh --steps serve (issue 41): `transformers serve` at the version tested here
+# (the machine's transformers is another, 5.17 in 2026-11), with its serving extra's needs
+# the machine lacks (fastapi, uvicorn, openai, pydantic...). WITH_SERVE=0 leaves it out.
+SERVE = ["transformers[serving]"] if sys.argv[2] == "1" else []
+if SERVE:
+    CARRY_ANYWAY.add("transformers")
 ENV = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
        "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
        "implementation_name": "cpython", "platform_python_implementation": "CPython"}
@@ -67,7 +74,7 @@ def canon(name: str) -> str:
 
 
 with open("pyproject.toml", "rb") as f:
-    roots = tomllib.load(f)["project"]["dependencies"]
+    roots = tomllib.load(f)["project"]["dependencies"] + SERVE
 if sys.argv[1] != "1":
     roots = [r for r in roots if canon(Requirement(r).name) != "vl-convert-python"]
 seen: dict[str, tuple[str, set[str]]] = {}

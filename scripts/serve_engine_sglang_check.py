@@ -8,8 +8,14 @@ import sqlite3
 import sys
 
 db, prompt, new = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-before, after = ({k: float(v) for k, v in (line.split() for line in open(p))}
-                 for p in sys.argv[4:6])
+
+
+def counters(path):
+    with open(path) as f:
+        return {k: float(v) for k, v in (line.split() for line in f)}
+
+
+before, after = counters(sys.argv[4]), counters(sys.argv[5])
 server = {k: after[k] - before.get(k, 0.0) for k in after}
 con = sqlite3.connect(db)
 con.row_factory = sqlite3.Row
@@ -20,7 +26,7 @@ bad = []
 
 
 def check(what, ok, seen):
-    print("%-4s %s%s" % ("ok" if ok else "FAIL", what, "" if ok else ": %r" % (seen,)))
+    print(f"{'ok' if ok else 'FAIL':<4} {what}{'' if ok else f': {seen!r}'}")
     if not ok:
         bad.append(what)
 
@@ -58,19 +64,19 @@ if len(runs) == 6:
                     for i in range(0, len(q["chunk_tokens"]), 4)) for q in rs]
         check(label + ": the chunks' tokens add up to usage's",
               toks == [q["output_tokens"] for q in rs], toks)
-        print("     chunks per request: %s" % [len(q["chunk_s"]) // 8 for q in rs])
+        print(f"     chunks per request: {[len(q['chunk_s']) // 8 for q in rs]}")
     check("started: cold start stored once, on the group's first run",
           chat["server_cold_start_s"] is not None and chat["server_cold_start_s"] > 0
           and comp["server_cold_start_s"] is None, (chat["server_cold_start_s"],
                                                    comp["server_cold_start_s"]))
-    print("     cold start %.1f s" % (chat["server_cold_start_s"] or 0))
+    print(f"     cold start {chat['server_cold_start_s'] or 0:.1f} s")
     check("endpoint: no cold start", ep_chat["server_cold_start_s"] is None,
           ep_chat["server_cold_start_s"])
     check("unforced: lengths not forced, said in the note", free["length_forced"] == 0
           and (free["note"] or "").startswith("lengths not forced"),
           (free["status"], free["note"]))
-    print("     unforced: %s; lengths %s" % (free["note"], [q["output_tokens"]
-                                                           for q in reqs(free)]))
+    print(f"     unforced: {free['note']}; lengths "
+          f"{[q['output_tokens'] for q in reqs(free)]}")
     errs = {q["error"][:60] for q in reqs(refused)}
     check("max_tokens over the context: every request stored as SGLang's 400, run failed",
           refused["status"] == "crashed" and len(reqs(refused)) == 2 and all(
@@ -89,14 +95,16 @@ if len(runs) == 6:
     n = server.get("sglang:time_to_first_token_seconds_count") or 0
     s_ttft = server["sglang:time_to_first_token_seconds_sum"] / n if n else None
     c_ttft = sum(q["ttft_s"] for q in every) / len(every)
-    print("     TTFT mean: SGLang's %s ms (its metric), dltop's %.2f ms (the client's)" % (
-        "%.2f" % (s_ttft * 1e3) if s_ttft else "n/a", c_ttft * 1e3))
+    s_ms = f"{s_ttft * 1e3:.2f}" if s_ttft else "n/a"
+    print(f"     TTFT mean: SGLang's {s_ms} ms (its metric), dltop's {c_ttft * 1e3:.2f} ms "
+          "(the client's)")
     check("SGLang's TTFT mean <= dltop's (the client's includes the HTTP path)",
           s_ttft is not None and s_ttft <= c_ttft, (s_ttft, c_ttft))
     n = server.get("sglang:request_time_per_output_token_seconds_count") or 0
     c_tpot = [(q["e2e_s"] - q["ttft_s"]) / (q["output_tokens"] - 1) for q in every]
-    print("     per output token: SGLang's %s ms, dltop's TPOT mean %.2f ms" % (
-        "%.2f" % (server["sglang:request_time_per_output_token_seconds_sum"] / n * 1e3)
-        if n else "n/a", sum(c_tpot) / len(c_tpot) * 1e3))
-print("SGLang: %d mismatches" % len(bad) if bad else "SGLang: all checks held")
+    s_ms = (f"{server['sglang:request_time_per_output_token_seconds_sum'] / n * 1e3:.2f}"
+            if n else "n/a")
+    print(f"     per output token: SGLang's {s_ms} ms, dltop's TPOT mean "
+          f"{sum(c_tpot) / len(c_tpot) * 1e3:.2f} ms")
+print(f"SGLang: {len(bad)} mismatches" if bad else "SGLang: all checks held")
 sys.exit(1 if bad else 0)

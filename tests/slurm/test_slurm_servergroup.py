@@ -52,8 +52,9 @@ setup = ["export CUDA_VISIBLE_DEVICES=3"]
 """
 
 
-HEARTBEAT_LOST_S = 60.0
-"""runners/child/openai_server.py's (a child module: its imports are the child folder's)."""
+HEARTBEAT_LOST_S = 20.0
+"""The host's limit this file's engines set (runners/child/openai_server.py's
+``DLTOP_SERVER_HEARTBEAT_LOST_S``; 60 s unset)."""
 
 
 def start(tmp_path: Path, entry: str) -> subprocess.Popen[str]:
@@ -61,7 +62,8 @@ def start(tmp_path: Path, entry: str) -> subprocess.Popen[str]:
     prof.write_text(PROFILE.format(python=sys.executable, fake=FAKE, entry=entry))
     return subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=env_for(tmp_path))
+                            env={**env_for(tmp_path),
+                                 "DLTOP_SERVER_HEARTBEAT_LOST_S": str(HEARTBEAT_LOST_S)})
 
 
 def serving(tmp_path: Path, proc: subprocess.Popen[str]) -> dict[str, Any]:
@@ -147,7 +149,8 @@ def test_a_group_job_cancelled_outside_fails_its_run_and_the_next_starts_anew(
 def test_a_dead_engine_s_group_job_stops_its_server_when_the_heartbeat_stops(
         slurm_env: LocalSlurm, tmp_path: Path) -> None:
     # The engine KILLed mid-load: nobody scancels the group's job; its host sees the
-    # heartbeat file stop changing (60 s) and stops the server, which ends the job.
+    # heartbeat file stop changing (20 s here, 60 s by default) and stops the server, which
+    # ends the job.
     proc = start(tmp_path, 'iterations = 200\nrequest_rate = 1\narrival = "constant"')
     try:
         run = serving(tmp_path, proc)
@@ -206,11 +209,16 @@ def test_a_run_of_a_group_job_is_a_step_of_it() -> None:
 
 
 def test_the_group_job_script_runs_setup_then_the_host_in_a_swept_session(
-        tmp_path: Path) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (job,) = jobs("")
     files = SlurmFiles(tmp_path / "server", tmp_path / "spec.json", tmp_path / "server.log")
+    monkeypatch.delenv("DLTOP_SERVER_HEARTBEAT_LOST_S", raising=False)
     script = server_script(job, 9, ["py", "openai_server.py", "spec.json", "server.log"],
                            files, tmp_path / "server" / "alive")
+    assert "HEARTBEAT_LOST" not in script  # the host's own 60 s
+    monkeypatch.setenv("DLTOP_SERVER_HEARTBEAT_LOST_S", "25")
+    assert "export DLTOP_SERVER_HEARTBEAT_LOST_S=25\n" in server_script(
+        job, 9, ["py"], files, tmp_path / "server" / "alive")
     lines = script.splitlines()
     setup = lines.index("export CUDA_VISIBLE_DEVICES=3")
     host = next(i for i, line in enumerate(lines)

@@ -53,6 +53,9 @@ SERVER_DIR = "server"
 """The group's job's folder, inside its first run's (apart from that run's own files)."""
 HEARTBEAT_S = 5.0
 """How often the engine touches ``server/alive`` (the host gives up after 60 s)."""
+LOST_ENV = "DLTOP_SERVER_HEARTBEAT_LOST_S"
+"""The host's heartbeat limit's override (runners/child/openai_server.py's test hook),
+passed into the job script when set here."""
 
 
 def shared_host(job: JobSpec, run_id: int, executor: RunExecutor,
@@ -106,6 +109,8 @@ def server_script(job: JobSpec, run_id: int, host_argv: Sequence[str], files: Sl
              f"exec 3>>{events}",
              "export DLTOP_EVENT_FD=3 PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
              f"export DLTOP_SERVER_HEARTBEAT={shlex.quote(str(heartbeat))}",
+             *([f"export {LOST_ENV}={shlex.quote(os.environ[LOST_ENV])}"]
+               if os.environ.get(LOST_ENV) else []),
              *runner_block(job, runner_command(job, host_argv)),
              'exit "$status"']
     return "\n".join(lines) + "\n"

@@ -196,6 +196,17 @@ def host(argv=None):
 HEARTBEAT_LOST_S = 60.0
 """A Slurm group's host stops its server when the engine's heartbeat file has not
 changed for this long: the engine on the login host is gone (or cut off)."""
+LOST_ENV = "DLTOP_SERVER_HEARTBEAT_LOST_S"
+"""Overrides :data:`HEARTBEAT_LOST_S` (a test hook; at least 15 s, three beats): the engine
+writes it into the group's job script when its own environment has it."""
+
+
+def heartbeat_lost_s():
+    """:data:`HEARTBEAT_LOST_S`, or :data:`LOST_ENV`'s seconds when they are a number."""
+    try:
+        return max(15.0, float(os.environ.get(LOST_ENV) or HEARTBEAT_LOST_S))
+    except ValueError:
+        return HEARTBEAT_LOST_S
 
 
 class _Heartbeat:
@@ -207,6 +218,7 @@ class _Heartbeat:
     def __init__(self, path):
         self._path, self._seen = path, None
         self._at = self._read_at = time.monotonic()
+        self._lost_s = heartbeat_lost_s()
 
     def beating(self):
         now = time.monotonic()
@@ -220,7 +232,7 @@ class _Heartbeat:
             beat = None
         if beat != self._seen:
             self._seen, self._at = beat, now
-        return now - self._at < HEARTBEAT_LOST_S
+        return now - self._at < self._lost_s
 
 
 def _stop_on_term(signum, frame):

@@ -7,7 +7,6 @@ failed, when the campaign is cancelled and when the engine is killed outright;
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -15,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -148,7 +148,9 @@ concurrency = 3
     assert gone(first) and gone(second)
 
 
-def test_a_cancelled_campaign_and_a_killed_engine_leave_no_server(tmp_path: Path) -> None:
+def test_a_cancelled_campaign_and_a_killed_engine_leave_no_server(
+        tmp_path: Path, wait_until: Callable[..., None],
+        group_members: Callable[[int], list[int]]) -> None:
     # a slow load (1 request/s for 100 s): stopped once the server is up
     body = """[[matrix]]
 models = ["m"]
@@ -179,12 +181,16 @@ concurrency = [1, 2]
             assert gone(pid)
             assert "shared server stopped (exit status -15)" in log.read_text()
         else:
-            # the engine died without a word: the server's host sees itself orphaned
+            # the engine died without a word: the runner's next event finds its pipe
+            # closed, and it stops its server and itself (nothing it measures can be
+            # stored), saying why in its log, without a traceback
             assert wait_gone(pid, 10.0), log.read_text()
-            # the runner the dead engine left (its own session) is killed as --resume would
-            (run,) = query(db, "select pgid from runs")
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(run["pgid"], signal.SIGKILL)
+            ((pgid,),) = [tuple(r.values()) for r in query(db, "select pgid from runs")]
+            wait_until(lambda g=pgid: not group_members(g), 10, "the runner to stop")
+            runner_log = (log.parent / "runner.log").read_text()
+            assert "the engine's event pipe closed (the engine is gone); this run stops" \
+                in runner_log and "Traceback" not in runner_log, runner_log
+            assert "shared server stopped (exit status -15)" in log.read_text()
 
 
 def test_a_shared_servers_busy_tree_is_the_runs_own_never_foreign() -> None:

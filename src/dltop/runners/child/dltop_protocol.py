@@ -99,9 +99,19 @@ class Reporter(object):
             sys.stderr.flush()
             return
         view = memoryview(line)
-        while view:
-            n = os.write(self._fd, view)
-            view = view[n:]
+        try:
+            while view:
+                n = os.write(self._fd, view)
+                view = view[n:]
+        except BrokenPipeError:
+            # The engine is gone (killed, or its login session lost): nothing this run
+            # measures can be stored, so it stops now, quietly; finally blocks still run (a
+            # server the run started is stopped) and later events go to the log.
+            self._fd = None
+            sys.stderr.write("dltop: the engine's event pipe closed (the engine is gone); "
+                             "this run stops\n")
+            sys.stderr.flush()
+            raise SystemExit(EXIT_ERROR) from None
 
     def hello(self, framework, framework_version, device, threads, **extra):
         self.emit("hello", framework=framework, framework_version=framework_version,

@@ -48,6 +48,9 @@ ran, recorded 2026-11-29.
 With ``--close-after-stream`` it closes each connection once a stream is written, its
 headers saying nothing of it (keep-alive), as llama.cpp 0c1e570 llama-server did,
 recorded 2026-11-29: a client taking that connection from its pool meets the close.
+With ``--hold`` each answer's events, made on schedule, are written in one piece once the
+last is made (``[DONE]`` included): the client reads them together, as a client process
+that did not run while the server wrote them does.
 With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line. With
 ``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
 when its handler started and when each content event's last byte was written, in
@@ -87,7 +90,17 @@ def chunk(api: str, text: str | None, *, role: bool = False, finish: str | None 
     return b"data: " + json.dumps(obj).encode() + b"\n\n"
 
 
-async def split_write(resp: web.StreamResponse, data: bytes, due: float) -> float:
+class Held:
+    """``--hold``: a stream's writes kept, to be written in one piece at its end."""
+
+    def __init__(self) -> None:
+        self.data = bytearray()
+
+    async def write(self, data: bytes) -> None:
+        self.data += data
+
+
+async def split_write(resp: web.StreamResponse | Held, data: bytes, due: float) -> float:
     """One SSE event in two writes, the second at ``due`` (monotonic) and the first 1 ms
     before: the client must join them, and sees the event complete on schedule. Returns
     when the second write was made."""
@@ -138,9 +151,10 @@ async def complete(request: web.Request) -> web.StreamResponse:
         cfg.log.flush()
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
+    out = Held() if cfg.hold else resp
     if api == "chat":
-        await resp.write(chunk(api, None, role=True))  # role-only: not a token
-    await resp.write(b": keep-alive comment\n\n")
+        await out.write(chunk(api, None, role=True))  # role-only: not a token
+    await out.write(b": keep-alive comment\n\n")
     sent, k = 0, 0
     content_s: list[float] = []
     while sent < tokens:
@@ -148,36 +162,38 @@ async def complete(request: web.Request) -> web.StreamResponse:
         n = min(per, tokens - sent)
         last = sent + n >= tokens
         content_s.append(await split_write(
-            resp, chunk(api, "tok " * n, finish=("length" if sent + n >= int(
+            out, chunk(api, "tok " * n, finish=("length" if sent + n >= int(
                 body.get("max_tokens") or 16) else "stop") if last and not eos else None),
             due) - t0)
         sent += n
         k += 1
         if k == 2 and model in ("error500", "reset", "stall", "malformed"):
             if model == "error500":
-                await resp.write(b'data: {"error": {"message": "boom", "code": 500}}\n\n')
+                await out.write(b'data: {"error": {"message": "boom", "code": 500}}\n\n')
                 return resp
             if model == "reset":
                 assert request.transport is not None
                 request.transport.abort()
                 return resp
             if model == "malformed":
-                await resp.write(b"data: {not json \x1b[31m\n\n")
+                await out.write(b"data: {not json \x1b[31m\n\n")
                 return resp
             await asyncio.sleep(3600)
         if k % 4 == 0:
-            await resp.write(b": ping\n\n")
+            await out.write(b": ping\n\n")
     if eos:  # one step later, no text, counted in usage
         await asyncio.sleep(max(0.0, t0 + cfg.ttft_ms / 1000.0 + k * cfg.itl_ms / 1000.0
                                 - time.monotonic()))
-        await resp.write(chunk(api, "", finish="stop"))
+        await out.write(chunk(api, "", finish="stop"))
         sent += 1
     if model != "nousage":
         counted = len(prompt.split()) + cfg.bos
-        await resp.write(chunk(api, None, usage={
+        await out.write(chunk(api, None, usage={
             "prompt_tokens": counted, "completion_tokens": sent,
             "total_tokens": counted + sent}))
-    await resp.write(b"data: [DONE]\n\n")
+    await out.write(b"data: [DONE]\n\n")
+    if isinstance(out, Held):
+        await resp.write(bytes(out.data))
     if cfg.close_after_stream:
         await resp.write_eof()
         assert request.transport is not None
@@ -252,6 +268,9 @@ async def main() -> None:
     p.add_argument("--bos", type=int, default=0, choices=(0, 1),
                    help="1: usage's prompt_tokens counts a BOS, as vLLM 0.32 (CPU) "
                    "answered (its tokenizer's, or its chat template's), recorded 2026-11-29")
+    p.add_argument("--hold", action="store_true",
+                   help="write each answer's events in one piece at its end, on schedule "
+                   "until then: what a client that did not run during the answer reads")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),

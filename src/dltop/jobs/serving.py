@@ -28,6 +28,13 @@ CPU_BOUND_PCT = 90.0
 CPU_WINDOW_S = 1.0
 """...of at least this long (a shorter window is mostly the session's start-up: the same
 bound as the telemetry figures' window, docs/metrics.md)."""
+BUNCHED_MIN_CHUNKS = 4
+BUNCHED_GAP_S = 100e-6
+"""A measured request of at least BUNCHED_MIN_CHUNKS chunks of text whose chunks came less
+than this apart on average arrived in one piece: no server streams tokens at 10,000 per
+second to one request; the client read a response the server had sent token by token while
+the client's process did not run (vLLM 0.32 on a loaded 2-core machine, docs/serving.md), or
+a server or proxy held them."""
 
 
 def request_row(event: dict[str, Any]) -> dict[str, Any]:
@@ -56,6 +63,8 @@ class ServeExtras:
         self.run_id = run_id
         self._rows: list[dict[str, Any]] = []
         self._lags: list[float] = []
+        self._bunched = [0, 0]
+        """Measured requests of BUNCHED_MIN_CHUNKS chunks on: [in one piece, all]."""
         self._load: dict[str, Any] | None = None
         self._store = store
         self._write_later = write_later
@@ -67,6 +76,11 @@ class ServeExtras:
             self._rows.append(row)
             if not row["warmup"]:
                 self._lags.append(row["dispatch_lag_s"])
+                times = event["chunk_s"]
+                if len(times) >= BUNCHED_MIN_CHUNKS:
+                    self._bunched[1] += 1
+                    gap = (times[-1] - times[0]) / (len(times) - 1)
+                    self._bunched[0] += gap < BUNCHED_GAP_S
         else:
             self._load = event
 
@@ -101,6 +115,16 @@ class ServeExtras:
             f"{n} measured request{'s' if n > 1 else ''} sent again: the server closed a "
             "kept-alive connection before answering (times from the answered send)")
 
+    def _bunched_note(self) -> str | None:
+        """``chunks bunched: ...`` where most measured requests arrived in one piece
+        (:data:`BUNCHED_GAP_S`): their TTFT is the whole answer's time, their TPOT about 0."""
+        bunched, of = self._bunched
+        if not of or 2 * bunched < of:
+            return None
+        return (f"chunks bunched: {bunched} of {of} measured requests arrived in one piece "
+                "(the client did not run while the server streamed, or the server or a "
+                "proxy held them): TTFT, TPOT and ITL do not time tokens")
+
     def fields(self) -> dict[str, Any]:
         """The run's serve columns (empty for a run that sent no request), and its
         ``note`` on output lengths (:meth:`_length_note`)."""
@@ -117,7 +141,8 @@ class ServeExtras:
                     out[key] = self._load[key]
             if self._load.get("length_forced") is not None:
                 out["length_forced"] = int(bool(self._load["length_forced"]))
-            note = join_notes(self._length_note(), self._resent_note())
+            note = join_notes(self._length_note(), self._resent_note(),
+                              self._bunched_note())
             if note:
                 out["note"] = note
         if out:  # judged per client process: a split load's CPU is its processes' sum

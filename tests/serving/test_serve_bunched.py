@@ -6,8 +6,15 @@ not run while the server streamed."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any, cast
+
+import pytest
+from tests.dltop_env import query
 
 from dltop.jobs.serving import BUNCHED_GAP_S, ServeExtras
 
@@ -67,3 +74,38 @@ def test_short_answers_and_a_minority_are_not_named() -> None:
         got = extras.fields().get("note")
         assert (got or "")[:len(said or "")] == (said or "") and (got is None) == (
             said is None), got
+
+
+PROFILE = """[defaults]
+frameworks = ["openai"]
+mode = "serve"
+models = ["steady"]
+new_tokens = 8
+prompt_tokens = 4
+iterations = 5
+warmup = 1
+timeout_s = 30
+force_length = ["ignore_eos", "min_tokens"]
+[[matrix]]
+endpoint = "{held}"
+[[matrix]]
+endpoint = "{streamed}"
+"""
+
+
+@pytest.mark.slow  # a dltop campaign of two runs
+def test_the_run_s_note_is_stored(tmp_path: Path, fake_server) -> None:
+    profile = tmp_path / "p.toml"
+    profile.write_text(PROFILE.format(
+        held=fake_server("--ttft-ms", "2", "--itl-ms", "2", "--hold"),
+        streamed=fake_server("--ttft-ms", "2", "--itl-ms", "2")))
+    db = tmp_path / "d.db"
+    res = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "run",
+                          str(profile)], capture_output=True, text=True, timeout=240,
+                         env={**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"})
+    assert res.returncode == 0, res.stdout + res.stderr
+    held, streamed = query(db, "select status, note from runs order by id")
+    assert held["status"] == "ok" and re.fullmatch(
+        r"chunks bunched: [345] of 5 measured requests arrived in one piece \(.*\): TTFT, "
+        r"TPOT and ITL do not time tokens", held["note"] or ""), held["note"]
+    assert (streamed["status"], streamed["note"]) == ("ok", None)

@@ -59,34 +59,7 @@ vllm_venv() {
 
 vllm_model() {  # $1: the folder
     [[ -f $1/model.safetensors ]] && return
-    "$VLLM_VENV/bin/python" - "$1" <<'EOF'
-import sys
-import torch
-from tokenizers import Tokenizer, models, pre_tokenizers, processors
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
-# dltop's synthetic prompt words (openai_tokens.WORDS), one token each, and 200 others
-common = ("the of and to in is that for it as with was on be at by this from or an are "
-          "not but all").split()
-words = ["<unk>", "<s>", "</s>"] + common + ["w%d" % i for i in range(200)]
-tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
-tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
-tok.post_processor = processors.TemplateProcessing(single="<s> $A",
-                                                   special_tokens=[("<s>", 1)])
-fast = PreTrainedTokenizerFast(tokenizer_object=tok, unk_token="<unk>", bos_token="<s>",
-                               eos_token="</s>")
-# a BOS from the template, as Llama's: the server's prompt count is one above dltop's
-fast.chat_template = "{{ bos_token }}{% for m in messages %}{{ m['content'] }} {% endfor %}"
-torch.manual_seed(0)
-cfg = LlamaConfig(vocab_size=len(words), hidden_size=128, intermediate_size=256,
-                  num_hidden_layers=2, num_attention_heads=2, num_key_value_heads=2,
-                  max_position_embeddings=512, bos_token_id=1, eos_token_id=2,
-                  tie_word_embeddings=False)
-model = LlamaForCausalLM(cfg)
-with torch.no_grad():  # EOS beats w192 where w192 would win: most answers end early
-    model.lm_head.weight[2] = model.lm_head.weight[words.index("w192")] * 1.3
-model.save_pretrained(sys.argv[1])
-fast.save_pretrained(sys.argv[1])
-EOF
+    "$VLLM_VENV/bin/python" "$ROOT/scripts/serve_tiny_llama.py" "$1"
 }
 
 vllm_command() {  # $1: model, $2: port

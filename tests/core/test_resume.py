@@ -41,7 +41,8 @@ def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_tex
     prof.write_text(profile_text(job("first", 3), job("second", 500),
                                  name="resume-me",
                                  defaults={"warmup": 1, "timeout_s": 300}))
-    env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db")}
+    go = tmp_path / "go"  # the second run holds in its 13th step until this exists
+    env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db"), "STEPS_HOLD": str(go)}
     engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--json"],
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                               env=env)
@@ -55,12 +56,15 @@ def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_tex
         if second_run and event["event"] == "iteration" and event["index"] > 5:
             break
         assert time.monotonic() < deadline
+    # Killed between two events: a runner ends at its next event once its engine is gone.
+    wait_until(lambda: Path(f"{go}.held").exists(), 60, "the second run to hold")
     engine.kill()
     engine.wait()
     conn = sqlite3.connect(tmp_path / "d.db")
     (pid,) = conn.execute("select pid from runs where id = ?", [second_run]).fetchone()
     conn.close()
-    assert psutil.pid_exists(pid), "the runner outlives its engine (own session)"
+    assert alive(pid), "the runner outlives its engine (own session) while it holds"
+    env.pop("STEPS_HOLD")  # the resumed run does not hold; the orphan holds till reaped
 
     res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],
                          capture_output=True, text=True, env=env, timeout=600)

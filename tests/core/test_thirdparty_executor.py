@@ -10,6 +10,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psutil
@@ -66,18 +67,25 @@ def test_resume_reaps_its_run_by_the_name_the_run_stored(tmp_path: Path) -> None
     env = _env(tmp_path)
     env.profile.write_text(PROFILE.replace("iterations = 3", "iterations = 600")
                            .replace("repeats = 2", "repeats = 1"))
+    go = tmp_path / "go"  # the run holds in its 13th step until this exists (steps.py)
     engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(env.profile),
                                "--json"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                              text=True, env=env.env)
+                              text=True, env={**env.env, "STEPS_HOLD": str(go)})
     assert engine.stdout is not None
     for line in engine.stdout:  # the run is under way: a few steps reported
         event = json.loads(line)
         if event["event"] == "iteration" and event["index"] > 3:
             break
+    # killed between two events: a runner ends at its next event once its engine is gone
+    deadline = time.monotonic() + 60
+    while not Path(f"{go}.held").exists():
+        assert time.monotonic() < deadline, "the run never held"
+        time.sleep(0.05)
     engine.kill()
     engine.wait()
     (lost,) = env.rows("select id, pid, executor from runs")
-    assert lost["executor"] == NAME and psutil.pid_exists(lost["pid"])
+    assert lost["executor"] == NAME
+    assert psutil.Process(lost["pid"]).status() != psutil.STATUS_ZOMBIE
     env.profile.write_text(PROFILE)  # unread by resume: the queue is stored
     env.env[REAPED_ENV] = str(tmp_path / "reaped")
     res = env.dltop("run", "--resume", "--headless")

@@ -18,8 +18,9 @@ def requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]
     migration 36), chunk_s as a tuple of seconds and chunk_tokens as one of counts."""
     out = by_run(db, run_ids, TABLE,
                  "select run_id, request, ttft_s, e2e_s, status, error, output_tokens, "
-                 f"tokens_estimated, scheduled_s, dispatch_lag_s, slot_wait_s, {_resend(db)}, "
-                 f"chunk_s, chunk_tokens from {TABLE} where run_id in ({{marks}}) "
+                 "tokens_estimated, scheduled_s, dispatch_lag_s, slot_wait_s, "
+                 f"{_resend(db)} as resend_s, chunk_s, chunk_tokens from {TABLE} "
+                 "where run_id in ({marks}) "
                  "and coalesce(warmup, 0) = 0 order by run_id, request")
     for rows in out.values():
         for r in rows:
@@ -28,11 +29,10 @@ def requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]
     return out
 
 
-def _resend(db: Any, present: str = "coalesce(resend_s, 0) as resend_s",
-            absent: str = "0 as resend_s") -> str:
-    """The select term of a request's resend time, where its column exists (migration
-    36; a read-only file of an older dltop lacks it)."""
-    return present if "resend_s" in columns(db, TABLE) else absent
+def _resend(db: Any) -> str:
+    """A request's resend time in seconds as an SQL term: 0 where its column does not
+    exist (migration 36; a read-only file of an older dltop lacks it)."""
+    return "coalesce(resend_s, 0)" if "resend_s" in columns(db, TABLE) else "0"
 
 
 def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
@@ -46,7 +46,7 @@ def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:
     return list(db.query(
         "select idx, warmup, (error is null and output_tokens >= 1 and ttft_s is not null) "
         "as ok, output_tokens, scheduled_s, scheduled_s + dispatch_lag_s + slot_wait_s + "
-        f"{_resend(db, 'coalesce(resend_s, 0)', '0')} + coalesce(e2e_s, 0) as end_s, "
+        f"{_resend(db)} + coalesce(e2e_s, 0) as end_s, "
         f"{flight}, error from {TABLE} "
         "where run_id = ? and idx > ? order by idx", [run_id, after_idx]))
 

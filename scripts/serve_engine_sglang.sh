@@ -256,21 +256,12 @@ EOF
 }
 
 sglang_metrics() {  # SGLang's own counters (Prometheus text at /metrics), summed over labels
-    "$DLTOP_PYTHON" - "http://127.0.0.1:$1/metrics" <<'EOF'
-import re, sys, urllib.request
-text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
-out = {}
-for line in text.splitlines():
-    m = re.match(r"(sglang:[a-z_]+)(?:\{[^}]*\})? ([0-9.e+-]+)$", line)
-    if m:
-        out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
-for name, value in sorted(out.items()):
-    print(name, value)
-EOF
+    "$DLTOP_PYTHON" "$ROOT/scripts/serve_engine_check.py" metrics sglang \
+        "http://127.0.0.1:$1/metrics"
 }
 
 sglang_check() {  # what was stored, against what SGLang 0.5.23 (CPU) does; exit 1 on a mismatch
-    "$DLTOP_PYTHON" "$ROOT/scripts/serve_engine_sglang_check.py" "$1" "$PROMPT_TOKENS" \
+    "$DLTOP_PYTHON" "$ROOT/scripts/serve_engine_check.py" check sglang "$1" "$PROMPT_TOKENS" \
         "$NEW_TOKENS" "$2" "$3"
 }
 

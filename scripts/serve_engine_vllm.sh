@@ -153,106 +153,13 @@ EOF
 }
 
 vllm_metrics() {  # vLLM's own counters (Prometheus text at /metrics), summed over labels
-    "$DLTOP_PYTHON" - "http://127.0.0.1:$1/metrics" <<'EOF'
-import re, sys, urllib.request
-text = urllib.request.urlopen(sys.argv[1], timeout=10).read().decode()
-out = {}
-for line in text.splitlines():
-    m = re.match(r"(vllm:[a-z_]+)(?:\{[^}]*\})? ([0-9.e+-]+)$", line)
-    if m:
-        out[m.group(1)] = out.get(m.group(1), 0.0) + float(m.group(2))
-for name, value in sorted(out.items()):
-    print(name, value)
-EOF
+    "$DLTOP_PYTHON" "$ROOT/scripts/serve_engine_check.py" metrics vllm \
+        "http://127.0.0.1:$1/metrics"
 }
 
 vllm_check() {  # what was stored, against what vLLM 0.32 (CPU) does; exit 1 on a mismatch
-    "$DLTOP_PYTHON" - "$1" "$PROMPT_TOKENS" "$NEW_TOKENS" "$2" "$3" <<'EOF'
-import sqlite3, sys
-db, prompt, new = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
-before, after = ({k: float(v) for k, v in (line.split() for line in open(p))}
-                 for p in sys.argv[4:6])
-server = {k: after[k] - before.get(k, 0.0) for k in after}
-con = sqlite3.connect(db)
-con.row_factory = sqlite3.Row
-runs = con.execute("select r.*, c.name as campaign from runs r join jobs j on j.id = "
-                   "r.job_id join campaigns c on c.id = r.campaign_id order by c.id, "
-                   "j.position").fetchall()
-bad = []
-
-def check(what, ok, seen):
-    print("%-4s %s%s" % ("ok" if ok else "FAIL", what, "" if ok else ": %r" % (seen,)))
-    if not ok:
-        bad.append(what)
-
-def reqs(run):
-    return con.execute("select * from serve_requests where run_id = ? and not warmup",
-                       (run["id"],)).fetchall()
-
-names = [(r["campaign"], r["status"]) for r in runs]
-check("6 runs stored", len(runs) == 6, names)
-if len(runs) == 6:
-    chat, comp, free, refused, ep_chat, ep_comp = runs
-    for label, run in (("started/chat", chat), ("started/completions", comp),
-                       ("endpoint/chat", ep_chat), ("endpoint/completions", ep_comp)):
-        rs = reqs(run)
-        check(label + ": ok", run["status"] == "ok", (run["status"], run["error_message"]))
-        check(label + ": counted by usage", run["token_source"] == "usage",
-              run["token_source"])
-        check(label + ": lengths forced, none short",
-              (run["length_forced"], run["short_requests"]) == (1, 0),
-              (run["length_forced"], run["short_requests"]))
-        check(label + ": every request new_tokens long, from usage",
-              {(q["status"], q["output_tokens"], q["tokens_estimated"]) for q in rs}
-              == {(200, new, 0)}, {(q["status"], q["output_tokens"]) for q in rs})
-        # the server's count: dltop's exact prompt plus the BOS (template or tokenizer)
-        check(label + ": usage.prompt_tokens = prompt_tokens + 1 (BOS)",
-              {q["prompt_tokens"] for q in rs} == {prompt + 1},
-              {q["prompt_tokens"] for q in rs})
-        check(label + ": TTFT > 0 and e2e > TTFT",
-              all(0 < q["ttft_s"] < q["e2e_s"] for q in rs), None)
-    check("started: cold start stored once, on the group's first run",
-          chat["server_cold_start_s"] is not None and chat["server_cold_start_s"] > 0
-          and comp["server_cold_start_s"] is None, (chat["server_cold_start_s"],
-                                                   comp["server_cold_start_s"]))
-    check("endpoint: no cold start", ep_chat["server_cold_start_s"] is None,
-          ep_chat["server_cold_start_s"])
-    check("unforced: lengths not forced, some short", free["length_forced"] == 0 and
-          (free["short_requests"] or 0) >= 1 and (free["note"] or "").startswith(
-              "lengths not forced"), (free["status"], free["note"]))
-    ended = [q for q in reqs(free) if q["output_tokens"] < new]
-    check("unforced: an answer ended by its EOS is a chunk per token, the EOS's its own",
-          ended and all(len(q["chunk_s"]) // 8 == q["output_tokens"] for q in ended),
-          [(q["output_tokens"], len(q["chunk_s"]) // 8) for q in ended])
-    errs = {q["error"][:60] for q in reqs(refused)}
-    check("max_tokens over max_model_len: every request stored as vLLM's 400, run failed",
-          refused["status"] == "crashed" and len(reqs(refused)) == 2 and all(
-              e.startswith("HTTP 400: ") for e in errs), (refused["status"], errs))
-    # the endpoint campaign against vLLM's own counters over it (warm-ups included)
-    every = [q for r in (ep_chat, ep_comp) for q in con.execute(
-        "select * from serve_requests where run_id = ?", (r["id"],))]
-    out_n, prompt_n = (sum(q[k] for q in every) for k in ("output_tokens", "prompt_tokens"))
-    check("vLLM's generation_tokens = dltop's output tokens",
-          server.get("vllm:generation_tokens_total") == out_n,
-          (server.get("vllm:generation_tokens_total"), out_n))
-    check("vLLM's prompt_tokens = dltop's stored prompt tokens",
-          server.get("vllm:prompt_tokens_total") == prompt_n,
-          (server.get("vllm:prompt_tokens_total"), prompt_n))
-    n = server.get("vllm:time_to_first_token_seconds_count") or 0
-    s_ttft = server["vllm:time_to_first_token_seconds_sum"] / n if n else None
-    c_ttft = sum(q["ttft_s"] for q in every) / len(every)
-    print("     TTFT mean: vLLM's %s ms (its metric), dltop's %.2f ms (the client's)" % (
-        "%.2f" % (s_ttft * 1e3) if s_ttft else "n/a", c_ttft * 1e3))
-    check("vLLM's TTFT mean <= dltop's (the client's includes the HTTP path)",
-          s_ttft is not None and s_ttft <= c_ttft, (s_ttft, c_ttft))
-    n = server.get("vllm:inter_token_latency_seconds_count") or 0
-    c_tpot = [(q["e2e_s"] - q["ttft_s"]) / (q["output_tokens"] - 1) for q in every]
-    print("     ITL mean: vLLM's %s ms, dltop's TPOT mean %.2f ms" % (
-        "%.2f" % (server["vllm:inter_token_latency_seconds_sum"] / n * 1e3) if n else "n/a",
-        sum(c_tpot) / len(c_tpot) * 1e3))
-print("vLLM: %d mismatches" % len(bad) if bad else "vLLM: all checks held")
-sys.exit(1 if bad else 0)
-EOF
+    "$DLTOP_PYTHON" "$ROOT/scripts/serve_engine_check.py" check vllm "$1" "$PROMPT_TOKENS" \
+        "$NEW_TOKENS" "$2" "$3"
 }
 
 ENGINES=(vllm)

@@ -7,6 +7,7 @@ failed, when the campaign is cancelled and when the engine is killed outright;
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -20,6 +21,15 @@ from pathlib import Path
 import psutil
 import pytest
 from tests.dltop_env import query
+
+from dltop.jobs import campaign
+from dltop.jobs.allocator import DeviceAllocator
+from dltop.jobs.engine import Engine
+from dltop.jobs.environment import core_order
+from dltop.profiles.loader import parse
+from dltop.store import Store, connect
+from dltop.telemetry.fake import FakeGpuBackend
+from dltop.telemetry.sampler import Sampler
 
 pytestmark = pytest.mark.slow
 
@@ -245,3 +255,84 @@ server = "dies"
     assert run["error_message"].startswith("server command exited with status 3 before it "
                                            "was ready"), run["error_message"]
     assert run["error_message"].endswith("cannot load the model")
+
+
+def test_packed_runs_of_a_group_keep_one_server_per_device_set(tmp_path: Path) -> None:
+    # packed on two GPUs (simulated: FakeGpuBackend, the hardware boundary): a group's
+    # runs run two at a time, each on its own GPU, so the group has two servers, one per
+    # GPU, that its later runs reuse; a run of the group starting must not stop its
+    # sibling on the other GPU (it did: each packed run then paid its own cold start).
+    # The next group stops both.
+    body = """devices = ["gpu:1"]
+[[matrix]]
+models = ["m"]
+concurrency = [1, 2, 3, 4, 5, 6]
+[[matrix]]
+models = ["n"]
+concurrency = [1, 2]
+"""
+    db = packed(tmp_path, body, gpus=2)
+    runs = query(db, "select r.id, j.model, r.status, r.gpu_indices, r.server_cold_start_s, "
+                 "r.log_path, r.concurrent_runs from runs r join jobs j on j.id = r.job_id "
+                 "order by r.id")
+    assert sorted(r["model"] for r in runs) == ["m"] * 6 + ["n"] * 2
+    assert all(r["status"] == "ok" for r in runs), [
+        (r["id"], r["status"], Path(r["log_path"]).read_text()[-600:])
+        for r in runs if r["status"] != "ok"]
+    assert {r["gpu_indices"] for r in runs} == {"0", "1"}
+    assert any(r["concurrent_runs"] for r in runs)  # packed: some ran side by side
+    extras = {e["run_id"]: json.loads(e["extra"]) for e in query(
+        db, "select run_id, extra from environment")}
+    started = {r["id"]: starts(Path(r["log_path"]).with_name("server.log")) for r in runs}
+    for model in ("m", "n"):
+        group = [r for r in runs if r["model"] == model]
+        firsts = [r for r in group if r["server_cold_start_s"] is not None]
+        # one start per GPU the group ran on, none more
+        assert sorted(r["gpu_indices"] for r in firsts) == sorted(
+            {r["gpu_indices"] for r in group}), group
+        assert sum(len(started[r["id"]]) for r in group) == len(firsts)
+        for r in group:  # each run used the server on its own GPU
+            (first,) = [f for f in firsts if f["gpu_indices"] == r["gpu_indices"]]
+            assert extras[r["id"]]["server_pid"] == started[first["id"]][0]
+    assert all(gone(p) for pids in started.values() for p in pids)
+
+
+def test_packed_cpu_runs_of_a_group_share_its_one_server_at_once(tmp_path: Path) -> None:
+    # cpu:1 runs packed on two cores: the group's server is the host's, so the runs that
+    # run side by side use it at once; the second waits for the first's start (it read
+    # the endpoint of a server not yet ready before)
+    body = """devices = ["cpu:1"]
+[[matrix]]
+models = ["m"]
+concurrency = [1, 2, 3, 4]
+"""
+    db = packed(tmp_path, body, gpus=0)
+    runs = query(db, "select id, status, server_cold_start_s, log_path, concurrent_runs "
+                 "from runs order by id")
+    assert [r["status"] for r in runs] == ["ok"] * 4, runs
+    assert any(r["concurrent_runs"] for r in runs)
+    firsts = [r for r in runs if r["server_cold_start_s"] is not None]
+    assert len(firsts) == 1
+    (pid,) = starts(Path(firsts[0]["log_path"]).with_name("server.log"))
+    assert all(json.loads(e["extra"])["server_pid"] == pid
+               for e in query(db, "select extra from environment"))
+    assert gone(pid)
+
+
+def packed(tmp: Path, body: str, gpus: int) -> Path:
+    """Run ``body`` packed, in this process, on ``gpus`` simulated GPUs (FakeGpuBackend,
+    the hardware boundary); the database."""
+    prof = parse(profile(tmp, body).read_text(), str(tmp / "p.toml"), "p")
+    db = tmp / "d.db"
+    store = Store(connect(db))
+    plan = campaign.preflight([prof], gpus, False)
+    cid = campaign.store_plan(store, plan, ["test"])
+    os.environ["DLTOP_DEFAULT_MIN_TIME_S"] = "0"
+    try:
+        engine = Engine(store, cid, plan.name, logs_dir=tmp / "runs", db_label="t",
+                        sampler_factory=lambda cb: Sampler(FakeGpuBackend(gpus), cb, 10, 5),
+                        allocator=DeviceAllocator(gpus, core_order(), pack=True))
+        assert asyncio.run(engine.run()) == "finished"
+    finally:
+        del os.environ["DLTOP_DEFAULT_MIN_TIME_S"]
+    return db

@@ -10,8 +10,11 @@ server, reports it ready and holds it. Each run's runner is given its endpoint
 
 A server is stopped (the supervisor's TERM to its host, which stops the server's group:
 TERM, KILL after 5 s; then the sweep of the host's whole tree) when a run of another
-configuration starts, when a run of its group did not end ``ok`` (the next run of the
-group starts a fresh one), and when the campaign ends however it ends. Should the engine
+configuration starts, when a run on some of its devices starts that is not its group's
+(packed runs: a group's runs on other GPUs have servers of their own, its siblings, which
+go on), when a run of its group did not end ``ok`` (the next run of the group starts a
+fresh one), and when the campaign ends however it ends. A server in use, or still
+starting, is stopped when its last user ends. Should the engine
 die outright, the host sees itself reparented and stops the server (and ``--resume``'s
 reaping ends a dead engine's run cgroups, the host's included).
 """
@@ -22,7 +25,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +43,27 @@ HOST_TIMEOUT_S = 10 * 365 * 86400.0
 REMOTE_END_S = 3.0
 """How long a failed run waits to see whether its group's Slurm job ended too."""
 
-Key = tuple[Any, ...]
+
+@dataclass(frozen=True)
+class Key:
+    """What makes two runs' servers the same."""
+
+    config: tuple[Any, ...]
+    """The server's configuration (command, readiness, endpoint, model; on Slurm the
+    allocation's shape too): its group."""
+    gpus: tuple[int, ...]
+    """This host's GPUs the server runs on (empty: none, or a Slurm job's)."""
+
+    def extended(self, *more: Any) -> Key:
+        """The key with more of the configuration (a Slurm allocation's shape)."""
+        return replace(self, config=(*self.config, *more))
+
+    def displaces(self, other: Key | None) -> bool:
+        """Whether a run of ``other`` starting ends this key's server (once not in use):
+        another configuration (the group has ended), or the same on some of its GPUs."""
+        return other is None or (other != self and (
+            other.config != self.config or not set(other.gpus).isdisjoint(self.gpus)))
+
 HostLaunch = Callable[[Sequence[str], Path, Mapping[str, str], Callable[[dict[str, Any]], None],
                        Callable[[int, int], None], asyncio.Event],
                       Coroutine[Any, Any, ChildOutcome]]
@@ -64,8 +87,8 @@ def group_key(job: JobSpec, gpus: Sequence[int]) -> Key | None:
     opts = dict(job.options)
     if not opts.get("server_command") or opts.get("server_scope", "group") != "group":
         return None
-    return (opts["server_command"], opts.get("server_ready_url"), opts.get("server_timeout_s"),
-            opts.get("endpoint"), job.model, tuple(gpus))
+    return Key((opts["server_command"], opts.get("server_ready_url"),
+                opts.get("server_timeout_s"), opts.get("endpoint"), job.model), tuple(gpus))
 
 
 @dataclass
@@ -78,7 +101,8 @@ class _Shared:
     stop: asyncio.Event = field(default_factory=asyncio.Event)
     ready: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
-    users: int = 0
+    users: int = 1
+    """The runs using it (its first run from the start: nothing stops it under them)."""
     retired: bool = False
     host_pid: int = 0
     remote: bool = False
@@ -93,8 +117,10 @@ class ServerGroups:
         self._servers: dict[Key, _Shared] = {}
         self._sampler = sampler
         self._turns: dict[Key, asyncio.Lock] = {}
-        self._holders: set[int] = set()
-        """The runs that acquired a server (or its failure) and have not released it."""
+        self._starts: dict[Key, asyncio.Lock] = {}
+        """One start at a time per key: a packed run of the key waits for its sibling's."""
+        self._holders: dict[int, _Shared | None] = {}
+        """The runs that acquired a server (None: its failure) and have not released it."""
         self._failed: dict[Key, str] = {}
         """A Slurm group whose server failed to start: its later runs start none."""
 
@@ -103,7 +129,7 @@ class ServerGroups:
                       launch: HostLaunch = local_host) -> dict[str, Any] | None:
         """The server for a run of ``key`` (None: a run that shares none), started if need be.
 
-        Any other server not in use is stopped: the group it served has ended.
+        Any other server it displaces (:meth:`Key.displaces`) is stopped once not in use.
 
         Args:
             key: :func:`group_key` of the run.
@@ -124,7 +150,7 @@ class ServerGroups:
             None for ``key`` None. A run that gets one must :meth:`release` it.
         """
         for other in list(self._servers.values()):
-            if other.key != key:
+            if other.key.displaces(key):
                 other.retired = True
                 if other.users == 0:
                     await self._stop(other)
@@ -134,23 +160,28 @@ class ServerGroups:
         if launch is not local_host:
             await self._turns.setdefault(key, asyncio.Lock()).acquire()
         try:
-            served = await self._serve(key, run_id, argv, run_dir, env, cancel, launch)
+            async with self._starts.setdefault(key, asyncio.Lock()):
+                shared, served = await self._serve(key, run_id, argv, run_dir, env, cancel,
+                                                   launch)
         except BaseException:
             self._next_turn(key)  # its run never gets to release it
             raise
-        self._holders.add(run_id)
+        self._holders[run_id] = shared
         return served
 
     async def _serve(self, key: Key, run_id: int, argv: Sequence[str], run_dir: Path,
                      env: Mapping[str, str], cancel: asyncio.Event,
-                     launch: HostLaunch) -> dict[str, Any]:
+                     launch: HostLaunch) -> tuple[_Shared | None, dict[str, Any]]:
         if key in self._failed:
-            return {"failed": self._failed[key]}
-        if launch is not local_host and cancel.is_set():  # stopped while it waited its turn
-            return {"failed": "cancelled before the server started"}
+            return None, {"failed": self._failed[key]}
+        if cancel.is_set():  # stopped while it waited its turn, or its sibling's start
+            return None, {"failed": "cancelled before the server started"}
         shared = self._servers.get(key)
         if shared is not None and (shared.task is None or shared.task.done()):
             await self._stop(shared)  # it died since the last run
+            shared = None
+        elif shared is not None and shared.retired:  # a failed run's: a fresh one (the
+            del self._servers[key]                    # old stops as its last user ends)
             shared = None
         first = shared is None
         if shared is None:
@@ -163,19 +194,19 @@ class ServerGroups:
                     # Slurm each retry would wait in the queue again for nothing
                     self._failed[key] = (f"the group's server failed to start for run "
                                          f"{run_id}: {shared.error}")
-                return {"failed": shared.error}
-        shared.users += 1
+                return None, {"failed": shared.error}
+        else:
+            shared.users += 1
         if self._sampler is not None and shared.host_pid:  # its tree is the run's own
             self._sampler.shared_roots[run_id] = shared.host_pid
         offset = shared.log_path.stat().st_size if shared.log_path.exists() else 0
-        return {"endpoint": shared.ready["endpoint"], "pid": shared.ready["pid"],
-                "first_run": shared.first_run, "log": str(shared.log_path),
-                "log_offset": offset,
-                "cold_start_s": shared.ready["cold_start_s"] if first else None,
-                **{k: shared.ready[k] for k in ("slurm_job", "slurm_nodes")
-                   if k in shared.ready},
-                **({"slurm_queue": shared.ready["slurm_queue"]}
-                   if first and "slurm_queue" in shared.ready else {})}
+        return shared, {
+            "endpoint": shared.ready["endpoint"], "pid": shared.ready["pid"],
+            "first_run": shared.first_run, "log": str(shared.log_path), "log_offset": offset,
+            "cold_start_s": shared.ready["cold_start_s"] if first else None,
+            **{k: shared.ready[k] for k in ("slurm_job", "slurm_nodes") if k in shared.ready},
+            **({"slurm_queue": shared.ready["slurm_queue"]}
+               if first and "slurm_queue" in shared.ready else {})}
 
     async def ended(self, key: Key | None) -> str | None:
         """What ended the server of ``key`` (a failed run's message adds it), None if
@@ -200,12 +231,10 @@ class ServerGroups:
         if key is not None:
             if run_id not in self._holders:
                 return
-            self._holders.discard(run_id)
+            self._next_turn(key)
+        shared = self._holders.pop(run_id, None)  # the one it used, whatever has the key now
         if self._sampler is not None:
             self._sampler.shared_roots.pop(run_id, None)
-        shared = self._servers.get(key) if key is not None else None
-        if key is not None:
-            self._next_turn(key)
         if shared is None:
             return
         shared.users -= 1

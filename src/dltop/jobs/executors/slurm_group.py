@@ -70,7 +70,7 @@ def shared_host(job: JobSpec, run_id: int, executor: RunExecutor,
                                        and s.container_runtime == "pyxis"):
         return None, None
     # the allocation is part of the server's identity on Slurm
-    return (*key, job.device, s), _launcher(job, run_id)
+    return key.extended(job.device, s), _launcher(job, run_id)
 
 
 def step_executor(served: Mapping[str, Any] | None, executor: RunExecutor,

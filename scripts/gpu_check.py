@@ -17,22 +17,28 @@ validated, and the CUDA steps reported as skipped with the reason.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
-import signal
-import sqlite3
-import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import gpu_check_report as report
 import gpu_check_serve
+from gpu_check_base import (
+    CPU_LLM_PROFILE,
+    CPU_PROFILE,
+    TF_PROFILE,
+    Proc,
+    Step,
+    StepTimeout,
+    call,
+    tail,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -47,95 +53,6 @@ DEFAULT_STEPS = STEP_NAMES[:-1]
 on a GPU, a device call of its own: docs/gpu.md)."""
 RESERVE_S = 10.0
 """Budget kept back for the last report write."""
-
-CPU_PROFILE = """
-name = "gpu-check-cpu"
-description = "gpu_check.py without a GPU: the plumbing on one CPU thread"
-[[matrix]]
-frameworks = ["torch"]
-models = ["fcn-r"]
-batch_sizes = [16]
-devices = ["cpu:1"]
-iterations = 3
-warmup = 1
-timeout_s = 120
-"""
-
-CPU_LLM_PROFILE = """
-name = "gpu-check-llm-cpu"
-description = "gpu_check.py without a GPU: the transformer plumbing on one CPU thread"
-[defaults]
-frameworks = ["torch"]
-models = ["gpt-tiny"]
-devices = ["cpu:1"]
-iterations = 3
-warmup = 1
-timeout_s = 120
-[[matrix]]
-batch_sizes = [2]
-seq_len = 32
-[[matrix]]
-batch_sizes = [1]
-mode = "generate"
-prompt_tokens = 8
-new_tokens = 4
-"""
-
-TF_PROFILE = """
-name = "gpu-check-tf"
-description = "gpu_check.py: the TensorFlow runner on gpu:1"
-[[matrix]]
-frameworks = ["tensorflow"]
-models = ["fcn-r", "alexnet-r", "resnet-56"]
-batch_sizes = [256]
-devices = ["gpu:1"]
-iterations = 20
-warmup = 5
-timeout_s = 150
-"""
-
-
-@dataclass
-class Step:
-    """One step's outcome, as steps.json and the report's table show it."""
-
-    name: str
-    status: str  # ok | failed | timeout | skipped
-    seconds: float
-    note: str = ""
-    error: str = ""
-
-
-@dataclass
-class Proc:
-    rc: int | None
-    out: str
-    err: str
-    timed_out: bool
-
-
-def call(argv: list[str], timeout: float, cwd: Path | None = None) -> Proc:
-    """Run ``argv`` in its own session; on timeout TERM its group, KILL 15 s later."""
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         start_new_session=True, cwd=cwd)
-    try:
-        out, err = p.communicate(timeout=max(1.0, timeout))
-        return Proc(p.returncode, out, err, False)
-    except subprocess.TimeoutExpired:
-        for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 10.0)):
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(p.pid, sig)
-            try:
-                out, err = p.communicate(timeout=wait)
-                return Proc(p.returncode, out, err, True)
-            except subprocess.TimeoutExpired:
-                continue
-        return Proc(None, "", "", True)
-
-
-def tail(text: str, lines: int = 15) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
 
 class Check:
     """The whole check: steps in order, results in ``self.data``, files in ``out``."""
@@ -401,10 +318,7 @@ class Check:
 
     def s_serve(self, limit: float) -> str:
         """Issue 41's servers: ``transformers serve`` beside dltop's own ``generate``."""
-        try:
-            return gpu_check_serve.run_step(self, limit, call)
-        except gpu_check_serve.ServeTimeout as exc:
-            raise StepTimeout(str(exc)) from None
+        return gpu_check_serve.run_step(self, limit)
 
     # all -----------------------------------------------------------------------------
     def no_cuda(self) -> str | None:
@@ -440,40 +354,10 @@ class Check:
         """report.md and the JSON files (8 files at most, the device tool's limit)."""
         self.data["seconds"] = round(time.time() - self.t0, 1)
         self.data["steps"] = [asdict(s) for s in self.steps]
-        bulky = {"devices": "devices.json", "campaign": "campaign.json",
-                 "export_json": "summary.json"}
-        for key, fname in bulky.items():
-            if key in self.data:
-                (self.out / fname).write_text(json.dumps(self.data[key], indent=1,
-                                                         default=str))
-        telemetry = {k: self.data[k] for k in ("nvml", "sampler", "harness", "decode")
-                     if k in self.data}
-        (self.out / "telemetry.json").write_text(json.dumps(telemetry, indent=1))
-        rest = {k: v for k, v in self.data.items()
-                if k not in bulky and k not in telemetry and k != "export_md"}
-        (self.out / "steps.json").write_text(json.dumps(rest, indent=1, default=str))
-        (self.out / "report.md").write_text(report.render(self.data))
+        report.write_files(self.out, self.data)
 
     def copy_db(self) -> None:
-        """campaign.db: a consistent copy (SQLite's backup API), ready to commit.
-
-        The copy inherits the work database's WAL mode, and a WAL database opened later
-        grows -wal/-shm files beside it: switched to DELETE, it is one self-contained
-        file (docs/gpu-runs/ keeps databases so).
-        """
-        if not self.db.exists():
-            return
-        src, dst = sqlite3.connect(self.db), sqlite3.connect(self.out / "campaign.db")
-        try:
-            src.backup(dst)
-            dst.execute("PRAGMA journal_mode=DELETE")
-        finally:
-            src.close()
-            dst.close()
-
-
-class StepTimeout(Exception):
-    """A step ran out of its time limit."""
+        report.copy_db(self.db, self.out / "campaign.db")
 
 
 def detect_gpu() -> tuple[bool, str]:

@@ -7,7 +7,10 @@ check still says what is missing and why.
 
 from __future__ import annotations
 
+import json
 import re
+import sqlite3
+from pathlib import Path
 from typing import Any
 
 import gpu_check_serve
@@ -333,3 +336,37 @@ def _decode(d: dict[str, Any]) -> list[str]:
             "time per output token, the median request; goal ≤ 2 %.", "",
             *_table(["case", "TTFT ms", "TPOT ms", "bare TPOT ms", "overhead %",
                      "tokens = eager", "error"], rows)]
+
+
+def write_files(out: Path, data: dict[str, Any]) -> None:
+    """report.md and the JSON files of ``data`` in ``out`` (8 files at most, the device
+    tool's limit)."""
+    bulky = {"devices": "devices.json", "campaign": "campaign.json",
+             "export_json": "summary.json"}
+    for key, fname in bulky.items():
+        if key in data:
+            (out / fname).write_text(json.dumps(data[key], indent=1, default=str))
+    telemetry = {k: data[k] for k in ("nvml", "sampler", "harness", "decode") if k in data}
+    (out / "telemetry.json").write_text(json.dumps(telemetry, indent=1))
+    rest = {k: v for k, v in data.items()
+            if k not in bulky and k not in telemetry and k != "export_md"}
+    (out / "steps.json").write_text(json.dumps(rest, indent=1, default=str))
+    (out / "report.md").write_text(render(data))
+
+
+def copy_db(db: Path, to: Path) -> None:
+    """A consistent copy of ``db`` (SQLite's backup API), ready to commit.
+
+    The copy inherits the work database's WAL mode, and a WAL database opened later
+    grows -wal/-shm files beside it: switched to DELETE, it is one self-contained
+    file (docs/gpu-runs/ keeps databases so).
+    """
+    if not db.exists():
+        return
+    src, dst = sqlite3.connect(db), sqlite3.connect(to)
+    try:
+        src.backup(dst)
+        dst.execute("PRAGMA journal_mode=DELETE")
+    finally:
+        src.close()
+        dst.close()

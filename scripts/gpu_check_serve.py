@@ -24,6 +24,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+from gpu_check_base import StepTimeout, call, tail
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 PROFILE = HERE / "gpu_check_serve.toml"
@@ -155,19 +157,11 @@ def profile_text(template: str, work: Path, python: str) -> tuple[str, dict[str,
     return text, folders
 
 
-class ServeTimeout(Exception):
-    """The step ran out of its time limit (gpu_check.py records it as a timeout)."""
-
-
-def _tail(text: str, lines: int = 15) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def run_step(check: Any, limit: float, call: Any) -> str:
+def run_step(check: Any, limit: float) -> str:
     """Make the models, run the serve profile, export its table; ``check.data["serve"]``.
 
     ``check`` is gpu_check.py's ``Check`` (work folder, database, GPU mode, its
-    ``dltop`` argv), ``call`` its time-limited process runner."""
+    ``dltop`` argv)."""
     t_end = time.monotonic() + limit
     # the models are local folders: never a hub look-up (the lent machines have no network)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -184,7 +178,7 @@ def run_step(check: Any, limit: float, call: Any) -> str:
                     "cuda" if gpu else "cpu", "bfloat16" if gpu else "float32"],
                    min(MAKE_LIMIT_S, t_end - time.monotonic() - 60), ROOT)
         if res.timed_out or res.rc != 0:
-            raise RuntimeError(f"making {name} failed: {_tail(res.err or res.out)}")
+            raise RuntimeError(f"making {name} failed: {tail(res.err or res.out)}")
         made = json.loads(res.out.strip().splitlines()[-1])
         made["seconds"] = round(time.monotonic() - t, 1)
         sv["models"].append(made)
@@ -193,25 +187,25 @@ def run_step(check: Any, limit: float, call: Any) -> str:
     prof.write_text(text)
     res = call(check.dltop("run", str(prof), "--db", str(check.db), "--headless"),
                t_end - time.monotonic() - 30, ROOT)
-    sv["log"] = _tail(res.out + "\n" + res.err, 40)
+    sv["log"] = tail(res.out + "\n" + res.err, 40)
     if check.db.exists():
         base = check.dltop("export", "--db", str(check.db), "--campaign", spec["name"],
                            "--table", "summary")
         got = call([*base, "--format", "json"], 60, ROOT)
-        sv["export"] = json.loads(got.out) if got.rc == 0 else {"error": _tail(got.err)}
+        sv["export"] = json.loads(got.out) if got.rc == 0 else {"error": tail(got.err)}
         rows = sv["export"].get("rows", [])
         # J/token is a summary column only where a configuration has it (a GPU run)
         cols = ",".join(c for c in EXPORT_COLUMNS if any(c in r for r in rows))
         got = call([*base, "--format", "md", "--columns", cols], 60, ROOT)
-        sv["export_md"] = got.out if got.rc == 0 else _tail(got.err)
+        sv["export_md"] = got.out if got.rc == 0 else tail(got.err)
         sv["export_command"] = (f"export --campaign {spec['name']} --table summary "
                                 f"--format md --columns '{cols}'")
     shapes = {m["folder"]: m["model"] for m in sv["models"]}
     sv.update(figures(sv.get("export", {}).get("rows", []), shapes))
     if res.timed_out:
-        raise ServeTimeout(f"dltop run stopped at the step's limit; {_tail(res.out)}")
+        raise StepTimeout(f"dltop run stopped at the step's limit; {tail(res.out)}")
     if res.rc != 0:
-        raise RuntimeError(f"dltop run exit {res.rc}: {_tail(res.err or res.out)}")
+        raise RuntimeError(f"dltop run exit {res.rc}: {tail(res.err or res.out)}")
     if not sv["overhead"]:
         raise RuntimeError("no serve run beside a generate run ended ok (the table says "
                            "why)")

@@ -38,7 +38,9 @@ vLLM counts it). With ``--tokenize`` it also answers ``POST /tokenize`` as vLLM 
 (``{model, prompt}`` → ``{count, tokens}``), a token being a whitespace-separated word; with
 ``--tokenize llama.cpp`` as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29:
 ``{content}`` → ``{tokens}``, and a body without ``content`` (vLLM's) → ``{"tokens": []}``,
-status 200.
+status 200; with ``--tokenize tgi`` as TGI's router answers (its source, 2026-01): ``{inputs}``
+→ a list of ``{id, text, start, stop}`` led by a BOS that covers no character, and a body
+without ``inputs`` → 422.
 With ``--api-key KEY`` every route but ``GET /health`` answers 401 without ``Authorization:
 Bearer KEY``, as llama.cpp 0c1e570 llama-server answered, recorded 2026-11-29 (its
 ``/v1/models`` too: a readiness poll without the key never sees it ready).
@@ -207,6 +209,16 @@ async def complete(request: web.Request) -> web.StreamResponse:
 async def tokenize(request: web.Request) -> web.Response:
     """vLLM's /tokenize, or llama-server's: a token per whitespace-separated word."""
     body = await request.json()
+    if request.app["cfg"].tokenize == "tgi":
+        if "inputs" not in body:
+            return web.Response(status=422, text="Failed to deserialize the JSON body into "
+                                "the target type: missing field `inputs`")
+        text, tokens, at = str(body["inputs"]), [{"id": 1, "text": "", "start": 0, "stop": 0}], 0
+        for word in text.split():
+            at = text.index(word, at)
+            tokens.append({"id": len(word), "text": word, "start": at, "stop": at + len(word)})
+            at += len(word)
+        return web.json_response(tokens)
     if request.app["cfg"].tokenize == "llama.cpp":
         words = str(body.get("content", "")).split()
         return web.json_response({"tokens": list(range(len(words)))})
@@ -246,7 +258,7 @@ async def main() -> None:
     p.add_argument("--port", type=int, default=0, help="0: an ephemeral port")
     p.add_argument("--ready-after-s", type=float, default=0.0,
                    help="seconds before it listens (a server loading its model)")
-    p.add_argument("--tokenize", nargs="?", const="vllm", choices=("vllm", "llama.cpp"),
+    p.add_argument("--tokenize", nargs="?", const="vllm", choices=("vllm", "llama.cpp", "tgi"),
                    help="serve POST /tokenize, with vLLM's body or llama-server's")
     p.add_argument("--eos-after", type=int, default=0,
                    help="tokens before the model's end of sequence (0: never)")

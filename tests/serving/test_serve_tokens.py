@@ -99,7 +99,7 @@ def test_the_servers_tokenize_counts_and_sizes_prompts(tmp_path: Path, fake_serv
     assert all(r["tokens_estimated"] for r in named(events, "request"))
 
 
-def test_llama_servers_tokenize_body_is_found(fake_server) -> None:
+def test_llama_servers_and_tgis_tokenize_bodies_are_found(fake_server) -> None:
     # llama-server answers vLLM's body {"tokens": []} with status 200: counted as 0 tokens,
     # every prompt failed to reach prompt_tokens and the run ended setup_failed
     url = fake_server("--tokenize", "llama.cpp")
@@ -107,13 +107,19 @@ def test_llama_servers_tokenize_body_is_found(fake_server) -> None:
     assert counter is not None and counter.body is tokens._llama_cpp_body
     assert counter.count("the and of") == 3
     assert tokens.counter({}, fake_server("--tokenize"), "m", {}).body is tokens._vllm_body
+    # TGI's: a list of tokens led by a BOS it always adds (no character of the text)
+    tgi = tokens.counter({}, fake_server("--tokenize", "tgi"), "m", {})
+    assert tgi is not None and tgi.body is tokens._tgi_body
+    assert tgi.count("the and  of") == 3
     assert tokens.counter({}, fake_server(), "m", {}) is None  # no /tokenize: 404 to both
 
 
 @pytest.mark.slow
-def test_llama_servers_tokenize_sizes_prompts_and_counts(tmp_path: Path, fake_server) -> None:
+@pytest.mark.parametrize("server", ["llama.cpp", "tgi"])
+def test_llama_servers_tokenize_sizes_prompts_and_counts(tmp_path: Path, fake_server,
+                                                         server: str) -> None:
     log = tmp_path / "prompts.jsonl"
-    url = fake_server("--tokenize", "llama.cpp", "--log", str(log))
+    url = fake_server("--tokenize", server, "--log", str(log))
     job = spec(url, "nousage", iterations=4, warmup=1, prompt_tokens=7, new_tokens=3,
                options={"api": "completions"})
     code, events, err = run_runner(tmp_path, job)

@@ -47,9 +47,22 @@ def _llama_cpp_body(model, text):
     return {"content": text, "add_special": False}
 
 
-BODIES = (_vllm_body, _llama_cpp_body)
+def _tgi_body(model, text):
+    return {"inputs": text}
+
+
+BODIES = (_vllm_body, _llama_cpp_body, _tgi_body)
 """``/tokenize`` request bodies, tried in turn by :func:`counter`: vLLM's and SGLang's,
-then llama-server's (which answers a body without ``content`` ``{"tokens": []}``)."""
+then llama-server's (which answers a body without ``content`` ``{"tokens": []}``), then
+TGI's (its router's ``GenerateRequest``: a body without ``inputs`` is a 422)."""
+
+
+def _text_tokens(doc):
+    """TGI's answer, a list of ``{id, text, start, stop}``: the tokens of the text. TGI
+    adds the model's special tokens (a BOS), which it cannot be asked not to (its
+    ``add_special_tokens`` is not read from a request); they cover no character."""
+    return sum(1 for t in doc if isinstance(t, dict) and isinstance(t.get("stop"), int)
+               and isinstance(t.get("start"), int) and t["stop"] > t["start"])
 
 
 class Remote(object):
@@ -71,6 +84,8 @@ class Remote(object):
         req = urllib.request.Request(self.url, data=body, headers=self.headers)
         with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
             doc = json.loads(resp.read().decode("utf-8"))
+        if isinstance(doc, list):
+            return _text_tokens(doc)
         n = doc.get("count") if isinstance(doc, dict) else None
         if not isinstance(n, int) and isinstance(doc, dict) and isinstance(doc.get("tokens"),
                                                                            list):

@@ -2,7 +2,7 @@
 items 5 and 7; docs/cluster.md#serve-jobs).
 
 The group's first run submits a batch job of its own, the group's allocation: its
-script (``server/server.sh`` in that run's folder) runs the profile's ``setup`` lines,
+script (``server/batch.sh`` in that run's folder) runs the profile's ``setup`` lines,
 then ``openai_server.py`` as the local executor's host does (:mod:`dltop.jobs.servergroup`)
 on the allocated node and GPUs, in a session of its own that the script ends (TERM,
 then KILL: :func:`~dltop.jobs.executors.slurm_serve.runner_block`) when Slurm signals it.
@@ -17,23 +17,15 @@ Should the engine die, the host sees its heartbeat file (``server/alive``, rewri
 its time limit. The job's time limit is the ``[slurm]`` table's ``time`` (for the whole
 group, not one run), else the partition's default.
 
-Inside an ``salloc`` (the step executor: ``SLURM_JOB_ID`` set) there is no job to submit:
-the group's server is a step of the allocation the engine runs in. ``server/batch.sh``
-runs here in a session of its own (as a run's does: :class:`StepWatch`), its setup
-lines, then ``srun --overlap`` of ``server/node.sh`` (the host, as above) on one node;
-each run of the group is then a step of the same allocation pinned to the server's node
-(``--nodelist``, from the ``server`` event), at ``127.0.0.1`` there, one at a time.
-``--overlap``: the server's step holds the allocation's CPUs, GPUs and memory as long
-as the group lasts, so without it every run's step would wait for the server's to end;
-overlapping, it is counted as the batch job's own script is in the batch case (not at
-all), and each run's step gets the resources it asks as if it ran alone. A step's
-``queue_s`` is 0 (the allocation was running).
+Inside an ``salloc`` (the step executor) the server is a step of the engine's own
+allocation: ``server/batch.sh`` runs here (:class:`StepWatch`), its ``srun --overlap``
+runs ``server/node.sh`` (the host); the runs' steps are pinned to the server's node
+(``--nodelist``). ``--overlap``: the server's step would hold the allocation's CPUs,
+GPUs and memory for the whole group, and every run's step would wait for its end.
 
-With a pyxis container each run starts a server of its own, as ``server_scope = "run"``
-does: pyxis puts a step (``srun --container-image``) in the image, never a batch
-script, so the group job's host would start the server outside the image that holds
-it. Inside an ``salloc`` the server's step could be given the image, but no test
-cluster here has pyxis to show it works: left per run.
+With pyxis each run starts its own server: pyxis puts steps in the image, never a
+batch script, so the group job's host would run outside it (an salloc's server step
+could take the image: untested here, no pyxis).
 """
 
 from __future__ import annotations

@@ -190,11 +190,14 @@ def test_which_runs_share_a_slurm_job() -> None:
     # another [slurm] table is another allocation: another group
     (other,) = jobs("", 'partition = "other"\n')
     assert shared_host(other, 3, SLURM_BATCH, ())[0] != key
-    # per run: server_scope = "run", inside an salloc, in a pyxis image
+    # per run: server_scope = "run", in a pyxis image (in a batch job or an salloc)
     (per_run,) = jobs('server_scope = "run"')
     assert shared_host(per_run, 4, SLURM_BATCH, ()) == (None, None)
-    assert shared_host(steady, 5, SlurmStepExecutor("77"), ()) == (None, None)
     (pyxis,) = jobs("", 'container = "img.sqsh"\n')
+    assert shared_host(pyxis, 5, SlurmStepExecutor("77"), ()) == (None, None)
+    # inside an salloc: the group's server is a step of it (same group, another launch)
+    in_salloc, launch = shared_host(steady, 5, SlurmStepExecutor("77"), ())
+    assert in_salloc == key and launch is not None
     assert shared_host(pyxis, 6, SLURM_BATCH, ()) == (None, None)
     # the local executor: the engine's own host (launch None), keyed by the GPUs
     assert shared_host(steady, 7, LocalExecutor(), (0,)) == (group_key(steady, (0,)), None)
@@ -206,6 +209,8 @@ def test_a_run_of_a_group_job_is_a_step_of_it() -> None:
     got = step_executor({"slurm_job": "42", "slurm_nodes": "n1"}, SLURM_BATCH, env)
     assert isinstance(got, SlurmStepExecutor) and got.name == "slurm-step"
     assert env == {"SLURM_JOB_ID": "42", "SLURM_JOBID": "42", "SLURM_JOB_NODELIST": "n1"}
+    # pinned to the server's node: in a multi-node salloc srun could pick another
+    assert got._node == "n1"
 
 
 def test_the_group_job_script_runs_setup_then_the_host_in_a_swept_session(

@@ -89,9 +89,10 @@ def write_file(path: Path, text: str, mode: int) -> None:
 
 
 def write_scripts(job: JobSpec, run_id: int, runner_argv: Sequence[str],
-                  files: SlurmFiles, cpus_per_gpu: int | None = None) -> None:
+                  files: SlurmFiles, cpus_per_gpu: int | None = None,
+                  node: str | None = None) -> None:
     """Write ``batch.sh``, ``node.sh`` and the empty ``events.jsonl`` into the run folder."""
-    write_file(files.batch_path, batch_script(job, run_id, files, cpus_per_gpu),
+    write_file(files.batch_path, batch_script(job, run_id, files, cpus_per_gpu, node),
                 0o700)
     write_file(files.node_path, node_script(job, runner_argv, files), 0o700)
     write_file(files.events_path, "", 0o600)
@@ -152,6 +153,7 @@ async def supervise_slurm(
     on_state: StateHandler,
     on_agent_poll: AgentPoll | None = None,
     outer_job: str | None = None,
+    node: str | None = None,
 ) -> ChildOutcome:
     """Run one run as one Slurm job to its end.
 
@@ -167,6 +169,7 @@ async def supervise_slurm(
         on_agent_poll: the agents' ingestion hook (see :data:`AgentPoll`).
         outer_job: the allocation this engine runs in (``salloc``): the run is a step
             of it (:class:`StepWatch`); None submits a batch job (:class:`BatchWatch`).
+        node: the node the step must run on (a server group's run: its server's).
 
     Returns:
         The classified outcome; the Slurm job has ended when this returns (or dltop
@@ -178,7 +181,7 @@ async def supervise_slurm(
     t0 = time.monotonic()
     per_gpu = await cores_per_gpu(job, env)
     try:
-        write_scripts(job, run_id, runner_argv, files, per_gpu)
+        write_scripts(job, run_id, runner_argv, files, per_gpu, node)
     except OSError as exc:
         return ChildOutcome(RunStatus.CRASHED,
                             message=f"cannot write the Slurm scripts in {files.dir}: {exc}")

@@ -2,7 +2,7 @@
 items 5 and 7; docs/cluster.md#serve-jobs).
 
 The group's first run submits a batch job of its own, the group's allocation: its
-script (``server/server.sh`` in that run's folder) runs the profile's ``setup`` lines,
+script (``server/batch.sh`` in that run's folder) runs the profile's ``setup`` lines,
 then ``openai_server.py`` as the local executor's host does (:mod:`dltop.jobs.servergroup`)
 on the allocated node and GPUs, in a session of its own that the script ends (TERM,
 then KILL: :func:`~dltop.jobs.executors.slurm_serve.runner_block`) when Slurm signals it.
@@ -17,8 +17,15 @@ Should the engine die, the host sees its heartbeat file (``server/alive``, rewri
 its time limit. The job's time limit is the ``[slurm]`` table's ``time`` (for the whole
 group, not one run), else the partition's default.
 
-Inside an ``salloc`` (the step executor) and with a pyxis container the group's runs
-start a server each, as ``server_scope = "run"`` does.
+Inside an ``salloc`` (the step executor) the server is a step of the engine's own
+allocation: ``server/batch.sh`` runs here (:class:`StepWatch`), its ``srun --overlap``
+runs ``server/node.sh`` (the host); the runs' steps are pinned to the server's node
+(``--nodelist``). ``--overlap``: the server's step would hold the allocation's CPUs,
+GPUs and memory for the whole group, and every run's step would wait for its end.
+
+With pyxis each run starts its own server: pyxis puts steps in the image, never a
+batch script, so the group job's host would run outside it (an salloc's server step
+could take the image: untested here, no pyxis).
 """
 
 from __future__ import annotations
@@ -41,8 +48,9 @@ from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.jobs.executors.slurm_guard import STEP_UNSET_VARS, sbatch_env, setup_lines
 from dltop.jobs.executors.slurm_query import cores_per_gpu, run_slurm_cmd
 from dltop.jobs.executors.slurm_run import SLURM_BATCH, SlurmStepExecutor
-from dltop.jobs.executors.slurm_script import runner_command, sbatch_argv
+from dltop.jobs.executors.slurm_script import runner_command, sbatch_argv, srun_argv
 from dltop.jobs.executors.slurm_serve import runner_block
+from dltop.jobs.executors.slurm_step import StepWatch
 from dltop.jobs.servergroup import HOST_TIMEOUT_S, HostLaunch, Key, group_key
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.procs import read_log_tail
@@ -66,22 +74,29 @@ def shared_host(job: JobSpec, run_id: int, executor: RunExecutor,
     if key is None or executor.name == "local":
         return key, None
     s = job.slurm
-    if executor is not SLURM_BATCH or (s is not None and s.container
-                                       and s.container_runtime == "pyxis"):
+    if s is not None and s.container and s.container_runtime == "pyxis":
+        return None, None
+    if executor is SLURM_BATCH:
+        outer = None
+    elif isinstance(executor, SlurmStepExecutor) and executor.outer_job:
+        outer = executor.outer_job  # inside an salloc: the server is a step of it
+    else:
         return None, None
     # the allocation is part of the server's identity on Slurm
-    return key.extended(job.device, s), _launcher(job, run_id)
+    return key.extended(job.device, s), _launcher(job, run_id, outer)
 
 
 def step_executor(served: Mapping[str, Any] | None, executor: RunExecutor,
                   env: dict[str, str]) -> RunExecutor:
-    """The executor of a run that uses its group's Slurm job: a step of that job."""
+    """The executor of a run that uses its group's Slurm job: a step of that job, on
+    the node its server runs on."""
     if not served or not served.get("slurm_job"):
         return executor
     env["SLURM_JOB_ID"] = env["SLURM_JOBID"] = str(served["slurm_job"])
-    if served.get("slurm_nodes"):
-        env["SLURM_JOB_NODELIST"] = str(served["slurm_nodes"])
-    return SlurmStepExecutor(str(served["slurm_job"]), group=True)
+    node = str(served.get("slurm_nodes") or "") or None
+    if node:
+        env["SLURM_JOB_NODELIST"] = node
+    return SlurmStepExecutor(str(served["slurm_job"]), group=True, node=node)
 
 
 def unstarted(served: Mapping[str, Any] | None, cancel: asyncio.Event, remote: bool,
@@ -98,64 +113,90 @@ def unstarted(served: Mapping[str, Any] | None, cancel: asyncio.Event, remote: b
 
 
 def server_script(job: JobSpec, run_id: int, host_argv: Sequence[str], files: SlurmFiles,
-                  heartbeat: Path) -> str:
-    """``server.sh``: setup lines, then the host in a session ended on Slurm's signal."""
-    events = shlex.quote(str(files.events_path))
+                  heartbeat: Path, srun: Sequence[str] | None = None) -> str:
+    """``server.sh``: setup lines, then the host in a session ended on Slurm's signal;
+    with ``srun`` (inside an salloc) that step runs the host (:func:`host_script`)."""
     lines = ["#!/bin/bash",
              f"# dltop: the shared server of run {run_id}'s group: "
              f"{one_line(job.describe())} (generated; see docs/cluster.md)",
              "set -e", *setup_lines(job.slurm.setup if job.slurm else (), files), "set +e",
-             f"unset {' '.join(STEP_UNSET_VARS)}",
-             f"exec 3>>{events}",
-             "export DLTOP_EVENT_FD=3 PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
-             f"export DLTOP_SERVER_HEARTBEAT={shlex.quote(str(heartbeat))}",
-             *([f"export {LOST_ENV}={shlex.quote(os.environ[LOST_ENV])}"]
-               if os.environ.get(LOST_ENV) else []),
-             *runner_block(job, runner_command(job, host_argv)),
-             'exit "$status"']
-    return "\n".join(lines) + "\n"
+             f"unset {' '.join(STEP_UNSET_VARS)}"]
+    if srun is None:
+        return "\n".join([*lines, *_host_lines(job, host_argv, files, heartbeat)]) + "\n"
+    node = shlex.quote(str(files.node_path))
+    return "\n".join([*lines, f"exec {shlex.join(srun)} /bin/bash {node}"]) + "\n"
 
 
-def _launcher(job: JobSpec, run_id: int) -> HostLaunch:
+def host_script(job: JobSpec, host_argv: Sequence[str], files: SlurmFiles,
+                heartbeat: Path) -> str:
+    """``node.sh`` of a server that is a step of the engine's allocation."""
+    return "\n".join(["#!/bin/bash", *_host_lines(job, host_argv, files, heartbeat)]) + "\n"
+
+
+def _host_lines(job: JobSpec, host_argv: Sequence[str], files: SlurmFiles,
+                heartbeat: Path) -> list[str]:
+    return [f"exec 3>>{shlex.quote(str(files.events_path))}",
+            "export DLTOP_EVENT_FD=3 PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
+            f"export DLTOP_SERVER_HEARTBEAT={shlex.quote(str(heartbeat))}",
+            *([f"export {LOST_ENV}={shlex.quote(os.environ[LOST_ENV])}"]
+              if os.environ.get(LOST_ENV) else []),
+            *runner_block(job, runner_command(job, host_argv)),
+            'exit "$status"']
+
+
+def server_srun(job: JobSpec, run_id: int, per_gpu: int | None) -> list[str]:
+    """The server's step inside an salloc: a run's step's shape (one task on one node,
+    the job's CPUs and GPUs), named as the group's batch job is, and ``--overlap``: it
+    shares the allocation with the runs' steps (module docstring)."""
+    return [f"--job-name=dltop-server-{run_id}" if a.startswith("--job-name=") else a
+            for a in srun_argv(job, run_id, per_gpu)] + ["--overlap"]
+
+
+def _launcher(job: JobSpec, run_id: int, outer: str | None) -> HostLaunch:
     async def launch(argv: Sequence[str], log_path: Path, env: Mapping[str, str],
                      on_event: Callable[[dict[str, Any]], None],
                      on_spawn: Callable[[int, int], None],
                      stop: asyncio.Event) -> ChildOutcome:
         return await _run_host(job, run_id, [*argv, str(log_path)], log_path, env,
-                               on_event, stop)
+                               on_event, stop, outer)
     return launch
 
 
 async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Path,
                     env: Mapping[str, str], on_event: Callable[[dict[str, Any]], None],
-                    stop: asyncio.Event) -> ChildOutcome:
-    """Submit the group's job and follow it to its end (``stop``: ``scancel``)."""
+                    stop: asyncio.Event, outer: str | None) -> ChildOutcome:
+    """Submit the group's job, or run its step in the allocation ``outer``, and follow it
+    to its end (``stop``: ``scancel``, or the step's TERM)."""
     files = SlurmFiles(log_path.parent / SERVER_DIR, Path(argv[2]), log_path)
     heartbeat = files.dir / "alive"
     env = dict(env)
     if job.device.kind == "gpu":
         env.pop("CUDA_VISIBLE_DEVICES", None)  # Slurm sets it from --gpus-per-node
     per_gpu = await cores_per_gpu(job, env)
+    srun = None if outer is None else server_srun(job, run_id, per_gpu)
     try:
         os.mkdir(files.dir, 0o700)
-        write_file(files.batch_path, server_script(job, run_id, argv, files, heartbeat), 0o700)
+        write_file(files.batch_path,
+                   server_script(job, run_id, argv, files, heartbeat, srun), 0o700)
+        if srun is not None:
+            write_file(files.node_path, host_script(job, argv, files, heartbeat), 0o700)
         write_file(files.events_path, "", 0o600)
         write_file(heartbeat, "", 0o600)
     except OSError as exc:
         return ChildOutcome(RunStatus.CRASHED, message=f"cannot write the server's Slurm "
                             f"script in {files.dir}: {exc}")
-    submit = [a for a in sbatch_argv(job, run_id, files, per_gpu)
-              if not a.startswith("--time=")]
-    submit = [f"--job-name=dltop-server-{run_id}" if a.startswith("--job-name=") else a
-              for a in submit]
-    if job.slurm is not None and job.slurm.time is not None:
-        submit[1:1] = [f"--time={job.slurm.time}"]  # right after sbatch, as sbatch_argv's
-    submitted = time.time()
-    rc, out, err = await run_slurm_cmd(*submit, env=sbatch_env(env))
-    if rc != 0:
-        return ChildOutcome(RunStatus.CRASHED, message=f"sbatch failed (exit {rc}): "
-                            f"{err.strip() or out.strip()}")
-    watch = BatchWatch(out.strip().split(";")[0], env, submitted)
+    if outer is not None:
+        watch: BatchWatch | StepWatch = StepWatch(files, env, outer)
+        ended = f"the group's server step in Slurm job {outer}"
+    else:
+        submitted = time.time()
+        rc, out, err = await run_slurm_cmd(*_submit_argv(job, run_id, files, per_gpu),
+                                           env=sbatch_env(env))
+        if rc != 0:
+            return ChildOutcome(RunStatus.CRASHED, message=f"sbatch failed (exit {rc}): "
+                                f"{err.strip() or out.strip()}")
+        watch = BatchWatch(out.strip().split(";")[0], env, submitted)
+        ended = f"the group's Slurm job {watch.job_id}"
     ready: list[dict[str, Any]] = []  # the server event, held until the job's start is known
 
     def event(ev: dict[str, Any]) -> None:
@@ -167,12 +208,17 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
 
     def started(fields: Mapping[str, Any]) -> None:
         # the first run's row gets the group job's queue facts, as a batch run's own: a
-        # server seen ready before the poll that shows the job running waits for it
-        if ready and watch.started_s is not None:
-            on_event({**ready.pop(), "slurm_queue": queue_facts(watch)})
+        # server seen ready before the poll that shows the job running waits for it (a
+        # step waits in no queue: its runs' queue_s is 0)
+        if ready and isinstance(watch, BatchWatch):
+            if watch.started_s is not None:
+                on_event({**ready.pop(), "slurm_queue": queue_facts(watch)})
+        elif ready:
+            on_event(ready.pop())
 
     tail = Tail(files.events_path, EventReader(event))
-    tail.on_first = watch.output_seen
+    if isinstance(watch, BatchWatch):
+        tail.on_first = watch.output_seen
     tasks = [asyncio.create_task(tail.follow()), asyncio.create_task(_beat(heartbeat))]
     try:
         await watch.run(HOST_TIMEOUT_S, stop, started)
@@ -182,8 +228,21 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
             with contextlib.suppress(asyncio.CancelledError):
                 await task
     tail.finish()
-    return ChildOutcome(RunStatus.CRASHED, watch.exit_code, message=f"the group's Slurm "
-                        f"job {watch.job_id} ended {watch.state or 'unseen'}")
+    return ChildOutcome(RunStatus.CRASHED, watch.exit_code,
+                        message=f"{ended} ended {watch.state or 'unseen'}")
+
+
+def _submit_argv(job: JobSpec, run_id: int, files: SlurmFiles,
+                 per_gpu: int | None) -> list[str]:
+    """The group job's ``sbatch``: a run's, named for the server, with the ``[slurm]``
+    table's ``time`` (for the whole group) or none (the partition's default)."""
+    submit = [a for a in sbatch_argv(job, run_id, files, per_gpu)
+              if not a.startswith("--time=")]
+    submit = [f"--job-name=dltop-server-{run_id}" if a.startswith("--job-name=") else a
+              for a in submit]
+    if job.slurm is not None and job.slurm.time is not None:
+        submit[1:1] = [f"--time={job.slurm.time}"]  # right after sbatch, as sbatch_argv's
+    return submit
 
 
 def queue_facts(watch: BatchWatch) -> dict[str, Any]:

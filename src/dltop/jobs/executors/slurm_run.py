@@ -40,6 +40,12 @@ class SlurmExecutor:
     devices_here = False
     queues = True
     _outer_job: str | None = None
+    _node: str | None = None
+
+    @property
+    def outer_job(self) -> str | None:
+        """The allocation this engine runs in (a step executor's), else None."""
+        return self._outer_job
 
     @classmethod
     def for_engine(cls, env: Mapping[str, str] | None = None) -> SlurmExecutor:
@@ -62,7 +68,7 @@ class SlurmExecutor:
             on_state=lambda f: later(store.update_run, run_id, f),
             on_agent_poll=agent_ingestion(files.dir, lambda g: later(
                 store.telemetry.add_agent_samples, run_id, g.node, g.gpu, g.host)),
-            outer_job=self._outer_job)
+            outer_job=self._outer_job, node=self._node)
 
     async def sharing(self, alloc: Allocation, ended: asyncio.Event) -> int:
         return 0
@@ -122,8 +128,9 @@ class SlurmStepExecutor(SlurmExecutor):
 
     name = "slurm-step"
 
-    def __init__(self, outer_job: str, group: bool = False) -> None:
-        self._outer_job = outer_job
+    def __init__(self, outer_job: str, group: bool = False, node: str | None = None) -> None:
+        self._outer_job, self._node = outer_job, node
+        """``node``: the one the step must run on (its group's server's, ``--nodelist``)."""
         self._group_job = outer_job if group else None
         """A server group's job: a run that is its step gets its step's accounting."""
 

@@ -122,8 +122,10 @@ def _resource_args(job: JobSpec, cpus_per_gpu: int | None = None) -> list[str]:
     return out
 
 
-def srun_argv(job: JobSpec, run_id: int, cpus_per_gpu: int | None = None) -> list[str]:
-    """The step's ``srun``: one task per node, its CPUs and GPUs, the container if any.
+def srun_argv(job: JobSpec, run_id: int, cpus_per_gpu: int | None = None,
+              node: str | None = None) -> list[str]:
+    """The step's ``srun``: one task per node, its CPUs and GPUs, the container if any
+    (``node``: the step runs there, a server group's run beside its server).
 
     Every part of the step's shape is explicit (nodes, tasks, CPUs per task, GPUs or
     none, all of the job's memory): inside an ``salloc -N1 -n2`` srun would otherwise
@@ -139,7 +141,8 @@ def srun_argv(job: JobSpec, run_id: int, cpus_per_gpu: int | None = None) -> lis
     srun = ["srun", *(s.srun_args if s is not None else ()),
             f"--nodes={job.nodes}", f"--ntasks={job.nodes}", "--ntasks-per-node=1",
             *cpus, *gpus, "--mem=0", "--kill-on-bad-exit=1",
-            f"--job-name={job_name(run_id)}", "--export=ALL"]
+            f"--job-name={job_name(run_id)}", "--export=ALL",
+            *([f"--nodelist={node}"] if node else [])]
     if s is not None and s.container and s.container_runtime == "pyxis":
         # pyxis runs the whole step (node.sh: agent and runner) in the image; the run
         # folder is mounted at its own path, where node.sh and the events file are.
@@ -148,14 +151,15 @@ def srun_argv(job: JobSpec, run_id: int, cpus_per_gpu: int | None = None) -> lis
 
 
 def batch_script(job: JobSpec, run_id: int, files: SlurmFiles,
-                 cpus_per_gpu: int | None = None) -> str:
+                 cpus_per_gpu: int | None = None, node: str | None = None) -> str:
     """``batch.sh``: the setup lines, then one ``srun`` task per node running ``node.sh``.
 
     The same script serves inside an existing allocation (``SLURM_JOB_ID`` set): run
     as is on this host, its ``srun`` is a step of that allocation, which the variables
     of :data:`STEP_UNSET_VARS` (unset first) cannot reshape.
     """
-    srun = [a.replace("@RUNDIR@", str(files.dir)) for a in srun_argv(job, run_id, cpus_per_gpu)]
+    srun = [a.replace("@RUNDIR@", str(files.dir))
+            for a in srun_argv(job, run_id, cpus_per_gpu, node)]
     # The label is the user's text: escaped (\n shown as such), a line break in it
     # cannot start an #SBATCH directive or a command below this comment.
     lines = ["#!/bin/bash",

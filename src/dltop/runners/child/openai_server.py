@@ -173,7 +173,10 @@ def host(argv=None):
         cold_s = server.wait_ready()
         reporter.emit("server", endpoint=server.endpoint, ready_url=server.ready_url,
                       cold_start_s=cold_s, pid=server.proc.pid, argv=server.argv,
-                      nodes=os.environ.get("SLURM_JOB_NODELIST"))
+                      # the node it runs on (a group's runs are pinned there), not
+                      # a multi-node salloc's whole list
+                      nodes=(os.environ.get("SLURMD_NODENAME")
+                             or os.environ.get("SLURM_JOB_NODELIST")))
         alive = _Heartbeat(os.environ.get("DLTOP_SERVER_HEARTBEAT"))
         while server.proc.poll() is None and os.getppid() == engine and alive.beating():
             time.sleep(WATCH_S)

@@ -29,6 +29,7 @@ from dltop.jobs.executors.slurm_script import (
 )
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
+from dltop.runners.registry import CHILD_DIR
 
 from .cluster import LocalSlurm
 
@@ -137,32 +138,51 @@ TF_ARGV = ["/venv/bin/python", "/src/tf_runner.py", "/runs/run-7/spec.json"]
 
 def test_tensorflow_on_many_nodes_gets_tf_config_from_slurm(slurm_env: LocalSlurm,
                                                              tmp_path: Path) -> None:
-    """node.sh exports TF_CONFIG (one worker per node, Slurm's node order, one port from
-    the job id) and DLTOP_RANK = SLURM_NODEID, then runs the runner as is (no torchrun);
-    the builder runs here with scontrol's own hostlist expansion."""
+    """node.sh gives the runner the nodes' addresses (Slurm's node order), DLTOP_RANK =
+    SLURM_NODEID and the folder where the nodes exchange their ports, then runs the
+    runner as is (no torchrun); the runners' own start (tf_dist.over_nodes, run here by a
+    probe for each of the two nodes at once) builds one TF_CONFIG from them; the address
+    builder runs here with scontrol's own hostlist expansion."""
     j = job(fw="tensorflow", device="gpu:2", nodes=2)
     assert runner_command(j, TF_ARGV) == " ".join(TF_ARGV)
     text = node_script(j, TF_ARGV, files(tmp_path))
     subprocess.run(["bash", "-n"], input=text, text=True, check=True)
     assert "torch.distributed.run" not in text and "mkfifo" not in text
-    assert text.index("export TF_CONFIG DLTOP_RANK") < text.index(" ".join(TF_ARGV))
+    assert text.index("export DLTOP_TF_PORTS DLTOP_RANK") < text.index(" ".join(TF_ARGV))
     assert "exec 3>/dev/null" in text  # only the first node reports
-    # the same lines, the runner replaced by a print of what it would get
-    probe = [sys.executable, "-c", "import os; print(os.environ['TF_CONFIG']); "
-             "print(os.environ['DLTOP_RANK'])"]
-    script = node_script(j, [sys.executable, *probe[1:]], files(tmp_path), agent=False)
-    env = {**os.environ, "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_NODEID": "1",
-           "SLURM_JOB_ID": "4242"}
-    out = subprocess.run(["bash", "-c", script], env=env, check=True, capture_output=True,
-                         text=True).stdout.splitlines()
-    assert json.loads(out[0]) == {"cluster": {"worker": ["gpu07:23698", "gpu08:23698"]},
-                                  "task": {"type": "worker", "index": 1}}
-    assert out[1] == "1"
-    # no scontrol on the node: TF_CONFIG stays empty (the runner then says what is missing)
+    # the same lines, the runner replaced by what it does first, then a print of it
+    probe = [sys.executable, "-c", f"import os, sys; sys.path.insert(0, {str(CHILD_DIR)!r}); "
+             "import tf_dist; tf_dist.over_nodes(os.environ['DLTOP_TF_PORTS'], "
+             "os.environ['DLTOP_NODE_ADDRS'].split(), int(os.environ['DLTOP_RANK'])); "
+             "print(os.environ.get('TF_CONFIG', '')); print(os.environ['DLTOP_RANK'])"]
+    script = node_script(j, probe, files(tmp_path), agent=False)
+    env = {**os.environ, "SLURM_JOB_NODELIST": "gpu[07-08]", "SLURM_JOB_ID": "4242",
+           "DLTOP_TF_PORTS_WAIT_S": "30"}
+    nodes = [subprocess.Popen(["bash", "-c", script], env={**env, "SLURM_NODEID": str(n)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n in (1, 0)]
+    outs = [p.communicate(timeout=60)[0].splitlines() for p in nodes]
+    configs = [json.loads(out[0]) for out in outs]
+    workers = configs[0]["cluster"]["worker"]
+    assert [c["cluster"]["worker"] for c in configs] == [workers, workers]
+    assert [w.split(":")[0] for w in workers] == ["gpu07", "gpu08"]
+    assert len({w.split(":")[1] for w in workers}) == 2  # one host here: distinct ports
+    assert [(c["task"]["index"], out[1]) for c, out in zip(configs, outs, strict=True)] == [
+        (1, "1"), (0, "0")]
+    assert sorted(os.listdir(tmp_path / "tf-ports-4242-0")) == ["0", "1"]
+    # node 1 alone: node 0's port never comes; TF_CONFIG stays empty, the log says why
+    env["SLURM_JOB_ID"], env["DLTOP_TF_PORTS_WAIT_S"] = "4243", "0.5"
+    res = subprocess.run(["bash", "-c", script], env={**env, "SLURM_NODEID": "1"},
+                         check=True, capture_output=True, text=True)
+    assert res.stdout.splitlines() == ["", "1"]
+    assert ("node 0 of the job's 2 (SLURM_NODEID) wrote no TensorFlow port into "
+            f"{tmp_path}/tf-ports-4243-0 in 0 s") in res.stderr
+    # no scontrol on the node: no addresses, TF_CONFIG stays empty, saying why
     env["PATH"] = str(tmp_path)
-    out = subprocess.run(["/bin/bash", "-c", script], env=env, check=True, capture_output=True,
-                         text=True).stdout.splitlines()
-    assert out == ["", "1"]
+    res = subprocess.run(["/bin/bash", "-c", script], env={**env, "SLURM_NODEID": "1"},
+                         check=True, capture_output=True, text=True)
+    assert res.stdout.splitlines() == ["", "1"]
+    assert "the nodes' addresses are unknown" in res.stderr
 
 
 def test_node_script_reports_events_from_the_first_node_only(tmp_path: Path) -> None:

@@ -6,8 +6,8 @@ which must lie on a filesystem the compute nodes see:
 - ``batch.sh``, what ``sbatch`` submits (or what runs inside an ``salloc`` allocation):
   the profile's ``setup`` lines, then one ``srun`` step with one task per node;
 - ``node.sh``, what that step runs on every node: ``dltop agent`` in the background,
-  then the runner (PyTorch under torchrun when the job spans nodes; TensorFlow with a
-  ``TF_CONFIG`` of one worker per node) with
+  then the runner (PyTorch under torchrun when the job spans nodes; TensorFlow one
+  worker per node, exchanging ports through the run folder) with
   the protocol's event descriptor (``DLTOP_EVENT_FD``) opened on ``events.jsonl``.
 
 Why a file for the events and not a pipe: the engine stays on the login host while the
@@ -53,8 +53,6 @@ TIME_MARGIN_MIN = 2
 """Minutes added to ``timeout_s`` for Slurm's own limit: dltop's deadline comes first,
 and Slurm's backs it up should the engine die."""
 TORCH_PORT_BASE = 29500
-TF_PORT_BASE = 23456
-"""TensorFlow's gRPC port on every node of a job: this plus the Slurm job id modulo 1000."""
 AGENT_HZ = 10.0
 
 
@@ -192,7 +190,7 @@ def runner_command(job: JobSpec, runner_argv: Sequence[str]) -> str:
     runners start their own workers there). More nodes (checked at load:
     :data:`dltop.catalog.MULTI_NODE_FRAMEWORKS`): PyTorch under torchrun on every
     node with a c10d rendezvous on the first; TensorFlow's runner as is, one worker per
-    node, with the ``TF_CONFIG`` of :func:`tf_config_lines`.
+    node, building its ``TF_CONFIG`` from :func:`tf_config_lines`' variables.
     """
     plain = shlex.join(runner_argv)
     s = job.slurm
@@ -235,24 +233,6 @@ each node's ``NodeAddr`` (as Slurm itself reaches it, which a node's name need n
 resolve to), its name when scontrol gives none; nothing without scontrol. Python 3.6
 like the runners: the node's interpreter runs it."""
 
-_TF_CONFIG_PY = f"""\
-import json, os, sys
-addrs = os.environ['DLTOP_NODE_ADDRS'].split()
-if not addrs:
-    sys.exit(1)
-port = {TF_PORT_BASE} + int(os.environ['SLURM_JOB_ID']) % 1000
-workers, used = [], {{}}
-for host in addrs:
-    workers.append('%s:%d' % (host, port + used.get(host, 0)))
-    used[host] = used.get(host, 0) + 1
-print(json.dumps({{'cluster': {{'worker': workers}},
-                  'task': {{'type': 'worker', 'index': int(os.environ['SLURM_NODEID'])}}}}))
-"""
-"""TF_CONFIG for MultiWorkerMirroredStrategy: one worker per node at its address
-(:data:`_NODE_ADDRS_PY`), all on one port, except that nodes sharing an address
-(several slurmd on one host) take the next ports."""
-
-
 def address_lines(python: str) -> list[str]:
     """Over nodes: ``DLTOP_NODE_ADDRS`` (every node's address, :data:`_NODE_ADDRS_PY`)
     and ``DLTOP_HEAD``, the first node's (torch's c10d rendezvous runs there)."""
@@ -262,15 +242,16 @@ def address_lines(python: str) -> list[str]:
             "export DLTOP_NODE_ADDRS DLTOP_HEAD"]
 
 
-def tf_config_lines(python: str) -> list[str]:
-    """TensorFlow over nodes: this node's ``TF_CONFIG`` and rank (``SLURM_NODEID``).
-
-    Should the addresses be unknown (no ``scontrol`` on the node), ``TF_CONFIG`` stays
-    empty and the runner ends the run ``crashed`` saying so (its error on the first node).
-    """
-    return [f"TF_CONFIG=$({shlex.quote(python)} -c {shlex.quote(_TF_CONFIG_PY)})",
+def tf_config_lines(run_dir: Path) -> list[str]:
+    """TensorFlow over nodes: this node's rank (``SLURM_NODEID``) and the folder where
+    the runners exchange their ports (``DLTOP_TF_PORTS``, in the run folder on the shared
+    filesystem: one per job and requeue), from which each builds its ``TF_CONFIG``
+    (runners/child/tf_dist.py ``over_nodes``). Nodes sharing a host get distinct ports;
+    a port derived from the job id was once another job's."""
+    ports = shlex.quote(str(run_dir)) + '/tf-ports-"${SLURM_JOB_ID:-0}-${SLURM_RESTART_COUNT:-0}"'
+    return [f"DLTOP_TF_PORTS={ports}",
             'DLTOP_RANK="${SLURM_NODEID:-0}"',
-            "export TF_CONFIG DLTOP_RANK"]
+            "export DLTOP_TF_PORTS DLTOP_RANK"]
 
 
 def relay_lines(files: SlurmFiles) -> list[str]:
@@ -326,7 +307,7 @@ def node_script(job: JobSpec, runner_argv: Sequence[str], files: SlurmFiles,
             f"    exec {EVENT_FD}>/dev/null",
             "fi"]
     if nodes == "tf_config":
-        lines += tf_config_lines(runner_argv[0])
+        lines += tf_config_lines(files.dir)
     lines += [f"export DLTOP_EVENT_FD={EVENT_FD} PYTHONUNBUFFERED=1 PYTHONIOENCODING=utf-8",
               *env_report_lines(files),
               *runner_block(job, runner_command(job, runner_argv))]

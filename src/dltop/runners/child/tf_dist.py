@@ -18,10 +18,14 @@ otherwise). A port is thus never free between being chosen and being served:
 no other process can take it, except one of the same user that binds that
 very port with ``SO_REUSEPORT`` itself.
 
-Over nodes (``nodes > 1``, the Slurm executor only): nothing here runs. Slurm
-starts one runner per node with ``TF_CONFIG`` (one worker per node) and
-``DLTOP_RANK`` from ``node.sh`` (``dltop.jobs.executors.slurm_script``); a node's
-failure ends the step (``srun --kill-on-bad-exit``).
+Over nodes (``nodes > 1``, the Slurm executor only): Slurm starts one runner per node
+with ``DLTOP_RANK`` and the nodes' addresses from ``node.sh``
+(``dltop.jobs.executors.slurm_script``); each holds a port of its own the same way and
+writes it into ``DLTOP_TF_PORTS``, a folder of the run's on the shared filesystem, then
+reads the others' there to build its ``TF_CONFIG`` (:func:`over_nodes`). A port derived
+from the job id, as before, was once another test cluster's job's: the worker could not
+bind it and the chief trained with that job's worker. A node's failure ends the step
+(``srun --kill-on-bad-exit``).
 
 Failures: a worker asks the kernel for SIGKILL when the chief dies
 (``PR_SET_PDEATHSIG``). The chief watches its workers from a thread: one that
@@ -43,6 +47,10 @@ import time
 
 import dltop_protocol as proto
 
+PORTS_WAIT_S = 300.0
+"""How long a node waits for every node's port over nodes (``DLTOP_TF_PORTS_WAIT_S``)."""
+_HELD = []
+"""This node's held port over nodes: open until the process ends."""
 GRACE_S = 3.0
 """How long the watcher lets the chief report its own failure after a worker died."""
 JOIN_S = 120.0
@@ -67,6 +75,9 @@ def setup(spec, script, spec_path):
     run over nodes, whose workers Slurm started with their ``TF_CONFIG``).
     """
     world = workers(spec)
+    if nodes(spec) > 1 and not os.environ.get("TF_CONFIG") and os.environ.get("DLTOP_TF_PORTS"):
+        over_nodes(os.environ["DLTOP_TF_PORTS"], os.environ.get("DLTOP_NODE_ADDRS", "").split(),
+                   proto.rank())
     if world < 2 or nodes(spec) > 1:
         return None
     if proto.rank() != 0:
@@ -92,6 +103,50 @@ def _hold_port():
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     s.bind(("0.0.0.0", 0))  # every address: TF's server binds 0.0.0.0:port
     return s
+
+
+def over_nodes(folder, addrs, index):
+    """Set this node's ``TF_CONFIG``: hold a port, write it as ``folder/INDEX``, wait for
+    every node's (``addrs``: their addresses in node order). Each node holds its port
+    from before it writes it to the end of its run, so nodes that share a host never
+    pick the same. Leaves ``TF_CONFIG`` unset, saying why on stderr, when the addresses
+    are unknown or a node's port does not come in time (the runner then fails)."""
+    if not addrs:
+        sys.stderr.write("dltop: the nodes' addresses are unknown (no scontrol on the node?); "
+                         "TF_CONFIG cannot be built\n")
+        return
+    held = _hold_port()
+    _HELD.append(held)
+    if not os.path.isdir(folder):
+        try:
+            os.mkdir(folder, 0o700)
+        except OSError:  # another node made it
+            pass
+    mine = os.path.join(folder, str(index))
+    with open(mine + ".tmp", "w") as f:
+        f.write("%d\n" % held.getsockname()[1])
+    os.rename(mine + ".tmp", mine)  # whole or absent to the nodes that read it
+    wait_s = float(os.environ.get("DLTOP_TF_PORTS_WAIT_S") or PORTS_WAIT_S)
+    deadline = time.time() + wait_s
+    while True:
+        ports = []
+        for i in range(len(addrs)):
+            try:
+                with open(os.path.join(folder, str(i))) as f:
+                    ports.append(int(f.read()))
+            except (OSError, ValueError):
+                break
+        if len(ports) == len(addrs):
+            break
+        if time.time() > deadline:
+            sys.stderr.write("dltop: node %d of the job's %d (SLURM_NODEID) wrote no TensorFlow "
+                             "port into %s in %.0f s; TF_CONFIG cannot be built\n"
+                             % (len(ports), len(addrs), folder, wait_s))
+            return
+        time.sleep(0.1)
+    os.environ.update(TF_GRPC_REUSE_PORT="1", TF_CONFIG=json.dumps(
+        {"cluster": {"worker": ["%s:%d" % (addrs[i], ports[i]) for i in range(len(addrs))]},
+         "task": {"type": "worker", "index": index}}))
 
 
 def tf_config(ports, index):

@@ -94,8 +94,10 @@ def _over_nodes(spec, implementation):
     n = tf_dist.nodes(spec)
     raw = os.environ.get("TF_CONFIG")
     if not raw:
-        raise proto.Failed("nodes = %d needs TF_CONFIG (one worker per node), which the "
-                           "Slurm executor's node.sh sets; it is not set here" % n)
+        raise proto.Failed("nodes = %d needs TF_CONFIG (one worker per node), which each "
+                           "node builds from the ports the nodes write into DLTOP_TF_PORTS "
+                           "(the Slurm executor's node.sh sets it); it is not set here, "
+                           "the log says why" % n)
     try:
         config = json.loads(raw)
         hosts = config["cluster"]["worker"]

@@ -198,6 +198,17 @@ def test_bad_profile_exits_2_and_leaves_db_untouched(tmp_path: Path) -> None:
     assert hashlib.sha256((tmp_path / "d.db").read_bytes()).hexdigest() == before
 
 
+def test_a_job_that_cannot_run_names_its_profile_file(tmp_path: Path) -> None:
+    # Two profiles in one campaign: the missing data_dir is the second's, and says so.
+    good = write_profile(tmp_path)
+    bad = write_profile(tmp_path, extra='data = "real"\ndata_dir = "/nonexistent/mnist"',
+                        name="paper-mnist.toml")
+    res = dltop(tmp_path, "run", str(good), str(bad))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"  {bad}: data_dir /nonexistent/mnist does not exist" in res.stderr
+    assert not (tmp_path / "d.db").exists()
+
+
 @pytest.mark.slow
 def test_gpu_jobs_refused_without_gpus_or_skipped_on_request(tmp_path: Path) -> None:
     prof = write_profile(tmp_path, devices='["cpu:1", "gpu:2"]')

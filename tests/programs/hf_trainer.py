@@ -7,9 +7,8 @@ user's fine-tuning script would call it (the stand-in is tests/programs/hf_like.
 import sys
 
 import torch
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
-
 from dltop_report import HFCallback
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments
 
 out, batch, accumulation, max_steps = sys.argv[1], *map(int, sys.argv[2:5])
 torch.manual_seed(0)

@@ -255,6 +255,9 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
     for k, v in options:
         if v not in OPTIONS[k] or type(v) is not type(OPTIONS[k][0]):
             valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
+            if isinstance(v, list):
+                raise where.err(loc(k), f"expected one of {valid}, got {v!r}: "
+                                f"{fields.ONE_VALUE}")
             raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
     options = tuple(sorted(options + byo))
     for sw, batch, dev in itertools.product(sweeps, batches, devices):

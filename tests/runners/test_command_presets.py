@@ -278,6 +278,18 @@ def test_hf_callback_in_a_real_transformers_trainer(tmp_path: Path,
 
 
 @pytest.mark.slow
+def test_keras_fit_through_the_documented_callback(tmp_path: Path,
+                                                   command_job: RunJob) -> None:
+    # docs/own-programs.md's Keras recipe, in real Keras (TensorFlow), stopped after 2 + 6
+    r = command_job(program("keras_fit.py", "{batch}", 40), iterations=6, warmup=2,
+                    timeout_s=120)
+    assert r.run["status"] == "ok", r.run
+    assert r.warmup == [True] * 2 + [False] * 6 and r.samples == [32] * 8
+    assert all(0 < s < 5 for s in r.seconds)
+    assert 0.3 < float(r.run["final_loss"]) < 1.5  # 2-class cross-entropy near ln 2
+
+
+@pytest.mark.slow
 def test_hf_callback_nan_loss_diverges(tmp_path: Path, command_job: RunJob) -> None:
     truth = tmp_path / "truth"
     r = command_job(program("hf_like.py", truth, 4, 1, 1, 3), iterations=6, warmup=1)

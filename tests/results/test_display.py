@@ -184,6 +184,15 @@ def test_where_keeps_the_rows_asked_and_refuses_an_unknown_column(tmp_path: Path
     body = [line for line in out.stdout.splitlines() if line.startswith("| resnet")]
     assert len(body) >= 5 and all("| bf16 |" in b or "| fp16 |" in b for b in body)
     assert not any(line.startswith("| fcn-r") for line in out.stdout.splitlines())
+    # rows alike in the columns shown (bf16 ResNet-50 of torch and of JAX, with and
+    # without CUDA graphs) say what tells them apart, once, under the table
+    assert sum(b.startswith("| resnet-50 | bf16 |") for b in body) > len(
+        {b.partition(" | ")[2].split(" | ")[0] for b in body})
+    alike = [line for line in out.stdout.splitlines() if line.startswith("rows that look")]
+    assert len(alike) == 1 and "framework" in alike[0] and "cuda graphs" in alike[0]
+    whole = _dltop("export", *args, "--campaign", "all", "--table", "summary",
+                   "--where", "model=resnet-50").stdout
+    assert "| resnet-50 |" in whole and "look alike" not in whole  # every key shown
     bad = _dltop("export", *args, "--where", "modle=resnet-50")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "key columns: model, framework" in bad.stderr

@@ -56,6 +56,12 @@ def test_runs_shows_dltops_reason_when_the_program_ran_fine(
              "log: /tmp/x-runs/run-1/runner.log")
     campaigns.add_run(db, cid, jobs[0][1], [0.1], status=RunStatus.CRASHED,
                       fields={"error_message": crash})
+    # the kernel's OOM killer: the program's last line is a progress line, not a cause
+    killed = ("command 'python' was killed by signal SIGKILL after 5 iterations; last "
+              "output lines:\n  step 5 took 0.01 s\nlog: /tmp/x-runs/run-2/runner.log")
+    campaigns.add_run(db, cid, jobs[0][1], [0.1], status=RunStatus.CRASHED,
+                      fields={"error_message": killed})
     assert cli.main(["runs", "--db", str(db_path)]) == 0
     out = capsys.readouterr().out
     assert "never matched" in out and "loss: 0.7189" not in out
+    assert "killed by signal SIGKILL" in out and "step 5 took" not in out

@@ -201,7 +201,8 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
 _PROGRAM_LINES = "; last output lines:\n"
 """Where the command runner's note (runners/child/command_runner.py) gives the program's
 last lines after its own reason."""
-_PROGRAM_FAILED = re.compile(r" (exited with status -?\d+|was killed by signal \S+) after ")
+_PROGRAM_FAILED = re.compile(r" exited with status -?\d+ after ")
+"""A program that exited on its own error: its last line names it (a killed one's cannot)."""
 
 
 def message_cause(text: str | None) -> str | None:
@@ -209,8 +210,9 @@ def message_cause(text: str | None) -> str | None:
     log path a command's crash note ends with (``log: ...``); None for no text.
 
     A command's note is dltop's reason, then the program's last output lines: the last
-    of those is the cause when the program failed (its exception), but dltop's reason
-    when dltop stopped a program that ran fine (a regex that never matched).
+    of those is the cause when the program exited with an error (its exception), but
+    dltop's reason when a signal killed it or dltop stopped a program that ran fine (a
+    regex that never matched).
     """
     head, sep, _ = str(text or "").partition(_PROGRAM_LINES)
     if sep and not _PROGRAM_FAILED.search(head):

@@ -138,8 +138,10 @@ class Steps(object):
         """
         if self.regex is None:
             return
-        if "\x1b" in text:  # colours (Keras, rich, loguru): never seen on a terminal
-            text = _ANSI.sub("", text)
+        if "\x1b" in text or "\b" in text:
+            # colours (Keras, rich, loguru) and the backspaces a bar redraws with (Keras):
+            # a terminal never shows them, and a loss read as \S+ would keep them
+            text = _ANSI.sub("", text).replace("\b", "")
         for m in self.regex.finditer(text):
             if self.full:
                 return

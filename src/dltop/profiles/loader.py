@@ -95,10 +95,14 @@ def load(ref: str, logical_cores: int | None = None, system: System | None = Non
     if ref in builtin_names() and not path.exists():
         text = (resources.files("dltop.profiles") / "builtin" / f"{ref}.toml").read_text()
         return parse(text, f"<built-in {ref}>", ref, logical_cores, system=system)
+    if path.is_dir():
+        raise UserError(f"{ref}: a directory, not a profile file (give the .toml file)")
     if not path.is_file():
         hint = ""
         close = difflib.get_close_matches(ref, builtin_names(), n=1)
-        if close:
+        if path.suffix != ".toml" and path.with_name(path.name + ".toml").is_file():
+            hint = f" (did you mean {ref + '.toml'!r}?)"  # the file, written as a name
+        elif close:
             hint = f" (did you mean the built-in {close[0]!r}?)"
         raise UserError(f"{ref}: no such profile file or built-in profile{hint}; "
                         f"built-ins: {', '.join(builtin_names())}")

@@ -198,3 +198,23 @@ def test_where_keeps_the_rows_asked_and_refuses_an_unknown_column(tmp_path: Path
     assert "key columns: model, framework" in bad.stderr
     none = _dltop("export", *args, "--where", "model")
     assert none.returncode == 2 and "COLUMN=VALUE" in none.stderr
+
+
+def test_columns_na_in_every_row_are_named_once_not_drawn(campaigns) -> None:  # type: ignore[no-untyped-def]
+    """A CPU host's summary: power, J/sample, GPU memory, MFU and the one-run intervals
+    were columns of n/a in every row; a configuration whose run crashed (empty cells)
+    does not keep them. Markdown and LaTeX name them once; CSV and --columns keep them."""
+    db = memory_db()
+    cid, jobs = campaigns.create(db, campaigns.profile("cpu", ["cpu:1", "cpu:2"]))
+    campaigns.add_run(db, cid, jobs[0][1], [0.1, 0.1, 0.1])
+    campaigns.add_run(db, cid, jobs[1][1], [0.1], status="crashed")
+    table = export.results_table(db, cid, "summary")
+    md = render(table, "md")
+    header = md.splitlines()[2]
+    assert "| median s |" in header and "| power W |" not in header
+    assert "| CI95 low s |" not in header and "| failed |" in md
+    (note,) = [line for line in md.splitlines() if line.startswith("not shown, n/a in")]
+    assert "power W, GPU mem MiB, GPU dev MiB (no GPU)" in note and "(one run)" in note
+    assert "power W" not in render(table, "latex").split("\\toprule")[1].split("\\\\")[0]
+    assert "power W,power W status" in render(table, "csv")
+    assert "| power W |" in render(table, "md", every_column=True)

@@ -112,8 +112,10 @@ def without_unavailable(table: Table) -> Table:
     dropped: dict[str, list[str]] = {}  # a reason → the headers of the columns it empties
     keep: list[int] = []
     for k, column in enumerate(table.columns):
-        cells = [row.cells[k] for row in table.rows]
-        reasons = {c.text[len(NA_PREFIX):] if c is not None and c.value is None
+        # an empty cell (a configuration without an ok run) says nothing either way
+        cells = [c for row in table.rows if (c := row.cells[k]) is not None
+                 and (c.value is not None or c.text)]
+        reasons = {c.text[len(NA_PREFIX):] if c.value is None
                    and c.text.startswith(NA_PREFIX) else None for c in cells}
         if column.role is Role.VALUE and cells and len(reasons) == 1 \
                 and (reason := reasons.pop()) is not None:

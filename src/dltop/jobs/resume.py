@@ -106,8 +106,8 @@ def _not_resumable(store: Store, campaign_ref: int | None) -> str:
             f"no unfinished campaign to resume (the latest, {which}, is {c['status']})")
     if c["status"] == "cancelled":
         return (head + "; --resume continues a campaign whose engine died, and Ctrl-C, "
-                "SIGTERM or 'dltop cancel' end one (its finished runs are kept): run the "
-                "profile again for the rest")
+                "SIGTERM or 'dltop cancel' end one: run the profile again (a new campaign "
+                "of all its jobs; this one's finished runs stay stored)")
     return head
 
 

@@ -180,6 +180,16 @@ def test_ctrl_c_cancels_cleanly(tmp_path: Path, group_members: Any) -> None:
     assert [j["status"] for j in jobs] == ["cancelled", "cancelled"]
     assert rows(tmp_path, "select status from campaigns") == [{"status": "cancelled"}]
     assert not group_members(runs[0]["pgid"])
+    # what a user tries next: --resume says why it cannot (it said "no unfinished
+    # campaign to resume", as if nothing had happened), and writes nothing
+    before = hashlib.sha256((tmp_path / "d.db").read_bytes()).hexdigest()
+    res = dltop(tmp_path, "run", "--resume")
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert "the latest, campaign 1 `tiny`, is cancelled" in res.stderr
+    assert "run the profile again" in res.stderr
+    assert "campaign 1 `tiny` is cancelled" in dltop(tmp_path, "run", "--resume",
+                                                     "--campaign", "1").stderr
+    assert hashlib.sha256((tmp_path / "d.db").read_bytes()).hexdigest() == before
 
 
 @pytest.mark.slow
@@ -196,6 +206,17 @@ def test_bad_profile_exits_2_and_leaves_db_untouched(tmp_path: Path) -> None:
     assert dltop(tmp_path, "run", str(bad)).returncode == 2
     assert dltop(tmp_path, "run", str(tmp_path / "missing.toml")).returncode == 2
     assert hashlib.sha256((tmp_path / "d.db").read_bytes()).hexdigest() == before
+
+
+def test_a_job_that_cannot_run_names_its_profile_file(tmp_path: Path) -> None:
+    # Two profiles in one campaign: the missing data_dir is the second's, and says so.
+    good = write_profile(tmp_path)
+    bad = write_profile(tmp_path, extra='data = "real"\ndata_dir = "/nonexistent/mnist"',
+                        name="paper-mnist.toml")
+    res = dltop(tmp_path, "run", str(good), str(bad))
+    assert res.returncode == 2 and "Traceback" not in res.stderr
+    assert f"  {bad}: data_dir /nonexistent/mnist does not exist" in res.stderr
+    assert not (tmp_path / "d.db").exists()
 
 
 @pytest.mark.slow

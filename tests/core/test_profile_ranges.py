@@ -263,3 +263,19 @@ def test_docs_range_table_matches_the_declarations() -> None:
         accepts = f"a finite {bound.noun} {bound.expected}" \
             if isinstance(bound, fields.Number) else bound.expected
         assert f"| `{key}` | {accepts} |" in table, key
+
+
+@pytest.mark.parametrize("entry,key", [
+    ('data_loader = ["device", "host"]', "data_loader"),   # one_of
+    ("channels_last = [true, false]", "channels_last"),     # boolean
+    ("seed = [0, 1]", "seed"),                              # an integer
+    ("timeout_s = [60, 120]", "timeout_s"),                 # a number
+    ('compile = ["off", "default"]', "compile"),            # an option key
+])
+def test_a_list_for_a_key_that_does_not_sweep_says_so(entry: str, key: str) -> None:
+    # A user sweeping a key that takes one value was told "unknown value ['device',
+    # 'host'] (valid: device, host)": both values valid, the list was the problem.
+    msg = refused(entry)
+    assert msg.startswith(f"p.toml: matrix[0].{key}: expected ")
+    assert msg.endswith(": " + fields.ONE_VALUE), msg
+    assert "lr" not in refused('lr = [0.1, 0.2]\nseed = [0, 1]').split(":")[1]  # lr sweeps

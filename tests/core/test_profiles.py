@@ -232,6 +232,12 @@ def test_missing_file_suggests_builtin(tmp_path: Path) -> None:
         load("quik")
     with pytest.raises(UserError, match="no such profile"):
         load(str(tmp_path / "nope.toml"))
+    # the file named without its suffix, and a directory, say what they are
+    (tmp_path / "sweep.toml").write_text("")
+    with pytest.raises(UserError, match=r"sweep: no such profile .*did you mean '.*sweep\.toml'"):
+        load(str(tmp_path / "sweep"))
+    with pytest.raises(UserError, match="a directory, not a profile file"):
+        load(str(tmp_path))
 
 
 def test_builtins_load_and_match_the_issue() -> None:

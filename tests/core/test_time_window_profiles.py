@@ -127,3 +127,6 @@ def test_profiles_show_states_the_window(capsys: pytest.CaptureFixture[str],
     assert "min_time_s" in lines[2]
     assert " - " in lines[3] and ">= 2.5" in lines[4] and "warmup_s=1.0" in lines[4]
     assert lines[5].startswith("# measured window: iters iterations, then more until")
+    prof.write_text(ENTRY.format(fw="torch", dev="cpu:1", extra="min_time_s = 0"))
+    assert main(["profiles", "show", str(prof)]) == 0
+    assert "# measured window" not in capsys.readouterr().out  # counts only: nothing to say

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import random
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,7 +94,11 @@ def test_cli_formats_and_exit_codes(db_path: Path, capsys: pytest.CaptureFixture
     assert any(line.startswith("# Environment: host ") for line in lines)
     header = next(line for line in lines if not line.startswith("#"))
     assert header.endswith("B/A,B/A status,CI95 low,CI95 low status,CI95 high,"
-                           "CI95 high status,A flags,B flags,verdict")
+                           "CI95 high status,runs A/B,A flags,B flags,verdict")
+    # the n behind each side, as compare --by shows it (it was missing here)
+    runs = {r["runs A/B"] for r in csv.DictReader(
+        line for line in lines if not line.startswith("#"))}
+    assert runs and all(re.fullmatch(r"[1-9]\d*/[1-9]\d*", n) for n in runs), runs
     # B slower in batch 8: a regression
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--fail-on-regression"]) == 1
     assert "1 configuration(s) conclusively slower" in capsys.readouterr().err

@@ -43,3 +43,25 @@ def test_runs_shows_the_cause_and_the_note_not_the_log_path(
     out = capsys.readouterr().out
     assert "RuntimeError: out of data" in out and "runner.log" not in out
     assert "protocol errors (2)" in out
+
+
+def test_runs_shows_dltops_reason_when_the_program_ran_fine(
+        tmp_path: Path, campaigns: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # A regex that never matched a Keras bar: the bar's last redraw is no cause.
+    db_path = tmp_path / "r.db"
+    db = connect(db_path)
+    cid, jobs = campaigns.create(db, campaigns.profile("listing", ["cpu:1"]))
+    crash = ("iteration_regex 'took (?P<ms>[0-9]+)' never matched any output line of the "
+             "command; last output lines:\n  12/12 ━━━━ 1s 2ms/step - loss: 0.7189\n"
+             "log: /tmp/x-runs/run-1/runner.log")
+    campaigns.add_run(db, cid, jobs[0][1], [0.1], status=RunStatus.CRASHED,
+                      fields={"error_message": crash})
+    # the kernel's OOM killer: the program's last line is a progress line, not a cause
+    killed = ("command 'python' was killed by signal SIGKILL after 5 iterations; last "
+              "output lines:\n  step 5 took 0.01 s\nlog: /tmp/x-runs/run-2/runner.log")
+    campaigns.add_run(db, cid, jobs[0][1], [0.1], status=RunStatus.CRASHED,
+                      fields={"error_message": killed})
+    assert cli.main(["runs", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    assert "never matched" in out and "loss: 0.7189" not in out
+    assert "killed by signal SIGKILL" in out and "step 5 took" not in out

@@ -265,6 +265,31 @@ def test_hf_callback_reports_each_optimizer_step(tmp_path: Path, command_job: Ru
 
 
 @pytest.mark.slow
+def test_hf_callback_in_a_real_transformers_trainer(tmp_path: Path,
+                                                    command_job: RunJob) -> None:
+    # The Trainer itself (transformers is in dltop's environment): batch 4 x accumulation
+    # 2 per optimizer step, each step's loss logged, the run stopped after 2 + 4 steps.
+    r = command_job(program("hf_trainer.py", tmp_path / "out", 4, 2, "{total}"),
+                    iterations=4, warmup=2, timeout_s=120)
+    assert r.run["status"] == "ok", r.run
+    assert r.samples == [8] * 6 and r.warmup == [True] * 2 + [False] * 4
+    assert all(0 < s < 5 for s in r.seconds)
+    assert 3 < float(r.run["final_loss"]) < 7  # cross-entropy of 128 random tokens: ~4.9
+
+
+@pytest.mark.slow
+def test_keras_fit_through_the_documented_callback(tmp_path: Path,
+                                                   command_job: RunJob) -> None:
+    # docs/own-programs.md's Keras recipe, in real Keras (TensorFlow), stopped after 2 + 6
+    r = command_job(program("keras_fit.py", "{batch}", 40), iterations=6, warmup=2,
+                    timeout_s=120)
+    assert r.run["status"] == "ok", r.run
+    assert r.warmup == [True] * 2 + [False] * 6 and r.samples == [32] * 8
+    assert all(0 < s < 5 for s in r.seconds)
+    assert 0.3 < float(r.run["final_loss"]) < 1.5  # 2-class cross-entropy near ln 2
+
+
+@pytest.mark.slow
 def test_hf_callback_nan_loss_diverges(tmp_path: Path, command_job: RunJob) -> None:
     truth = tmp_path / "truth"
     r = command_job(program("hf_like.py", truth, 4, 1, 1, 3), iterations=6, warmup=1)

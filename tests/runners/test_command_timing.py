@@ -70,6 +70,35 @@ def test_tqdm_bar_redrawn_with_carriage_returns(tmp_path: Path, command_job: Run
     assert_close(r.seconds, r.truth(truth))
 
 
+def test_coloured_output_is_matched_as_a_terminal_shows_it(tmp_path: Path,
+                                                          command_job: RunJob) -> None:
+    # Keras 3's bar wraps "3/8" and every field in ANSI colours: a regex written from
+    # what the terminal shows must match (it never did: the escapes split "3/8 ").
+    truth = tmp_path / "truth"
+    # Its backspaces end each redraw: a loss read as \S+ kept them and was no number
+    # (the program runs past the 8 steps dltop stores, so the last one stored has them).
+    r = command_job(program("cmd_keras.py", 12, truth, "step"),
+                    iteration_regex=r"(?P<step>\d+)/\d+ .*? (?P<ms>[0-9.]+)ms/step"
+                                    r" - loss: (?P<loss>\S+)")
+    assert r.run["status"] == "ok", r.run
+    assert_close(r.seconds, r.truth(truth)[:8])
+    assert r.run["final_loss"] == pytest.approx(0.5)
+
+
+def test_a_running_mean_that_leaves_step_one_out_is_refused(tmp_path: Path,
+                                                            command_job: RunJob) -> None:
+    # Keras's ms/step is the mean of steps 2..k: read as a running mean, the block after
+    # step 1 has a negative time. It used to be clamped to 0, refused as a protocol
+    # error per step, and end "runner reported done without any measured iteration".
+    r = command_job(program("cmd_keras.py", "{total}", tmp_path / "truth", "keras"),
+                    cumulative=True,
+                    iteration_regex=r"(?P<step>\d+)/\d+ .*? (?P<ms>[0-9.]+)ms/step")
+    assert r.run["status"] == "crashed"
+    message = str(r.run["error_message"])
+    assert message.startswith("cumulative = true, but the value matched at step 2 ")
+    assert "Keras" in message and "last output lines" in message
+
+
 def test_dllogger_json_lines(tmp_path: Path, command_job: RunJob) -> None:
     truth = tmp_path / "truth"
     r = command_job(program("cmd_dllogger.py", "{total}", truth, "{batch}"),

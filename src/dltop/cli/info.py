@@ -73,8 +73,10 @@ def cmd_profiles(args: argparse.Namespace) -> int:
             n = _configurations(prof.jobs)
             print(f"# ... and {len(prof.jobs) - shown} more jobs ({len(prof.jobs)} in all, "
                   f"{n} configuration{'' if n == 1 else 's'}; --all lists them)")
-        print("# measured window: iters iterations, then more until it has lasted "
-              "min_time_s seconds (warm-up likewise: warmup, then warmup_s)")
+        if any(j.min_time_s or j.warmup_s for j in prof.jobs[:shown]):
+            # own programs (always) and min_time_s = 0 run by count: no window to explain
+            print("# measured window: iters iterations, then more until it has lasted "
+                  "min_time_s seconds (warm-up likewise: warmup, then warmup_s)")
         return 0
     for name in builtin_names():
         prof = load(name)

@@ -71,6 +71,7 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
     sources = [p.source for p in profiles for _ in JobList.concat([p.jobs]).blocks]
     # A repeat differs from its configuration only in its index: checked once per
     # configuration, its answer holds for every repeat.
+    sourced: dict[str, str] = {}  # a reason → the profile it was first found in
     for (block, passes), source in zip(jobs.blocks, sources, strict=True):
         answers: list[str | None] = []
         for job in block:
@@ -91,10 +92,13 @@ def preflight(profiles: Sequence[Profile], gpu_count: int, skip_unavailable: boo
                            or _problem(job, gpu_count, runner_problem[job.framework])
                            or launch_problem or partitions.problem(job, source))
         problems.extend(answers * passes)
+        for answer in answers:
+            if answer is not None:
+                sourced.setdefault(answer, source)
     bad = [p for p in problems if p is not None]
     if bad and not skip_unavailable:
         reasons = sorted(set(bad))
-        shown = "\n  ".join(reasons[:8])
+        shown = "\n  ".join(f"{sourced[r]}: {r}" for r in reasons[:8])
         raise UserError(
             f"{len(bad)} of {len(jobs)} jobs cannot run on this host:\n  {shown}\n"
             "Fix the profile, or pass --skip-unavailable to record them as 'unsatisfiable'."

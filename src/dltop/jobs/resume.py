@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from dltop.errors import UserError
 from dltop.jobs.executors.pick import of_stored_run
 from dltop.procs import engine_alive, heartbeat_age, process_start_time, this_host
-from dltop.store.read.campaigns import OpenCampaign
+from dltop.store.read.campaigns import OpenCampaign, campaigns_by_id, recent_campaigns
 from dltop.store.writer import Store
 
 
@@ -53,9 +53,9 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     if campaign_ref is not None:
         open_ = [c for c in open_ if c.id == campaign_ref]
         if not open_:
-            raise UserError(f"campaign {campaign_ref} is not unfinished (nothing to resume)")
+            raise UserError(_not_resumable(store, campaign_ref))
     if not open_:
-        raise UserError("no unfinished campaign to resume")
+        raise UserError(_not_resumable(store, None))
     camp = open_[-1]
     if engine_alive(camp.engine_pid, camp.engine_start_time, camp.engine_host,
                     camp.engine_heartbeat_s):
@@ -90,6 +90,25 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     return Resumed(camp.id, camp.name, lost, killed, queue.queued_count(camp.id),
                    queue.packs(camp.id),
                    tuple(cancelled), tuple(warnings), tuple(kept))
+
+
+def _not_resumable(store: Store, campaign_ref: int | None) -> str:
+    """Why there is nothing to resume, with the campaign's status: after a Ctrl-C a user
+    expects ``--resume`` to go on, but a cancel is the end of a campaign."""
+    rows = campaigns_by_id(store.db, [campaign_ref]) if campaign_ref is not None else \
+        recent_campaigns(store.db, 1)
+    if not rows:
+        return ("no unfinished campaign to resume" if campaign_ref is None
+                else f"there is no campaign {campaign_ref} to resume")
+    c = rows[0]
+    which = f"campaign {c['id']} `{c['name']}`"
+    head = (f"nothing to resume: {which} is {c['status']}" if campaign_ref is not None else
+            f"no unfinished campaign to resume (the latest, {which}, is {c['status']})")
+    if c["status"] == "cancelled":
+        return (head + "; --resume continues a campaign whose engine died, and Ctrl-C, "
+                "SIGTERM or 'dltop cancel' end one: run the profile again (a new campaign "
+                "of all its jobs; this one's finished runs stay stored)")
+    return head
 
 
 def _engine(camp: OpenCampaign) -> str:

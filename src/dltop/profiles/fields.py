@@ -116,6 +116,16 @@ def _show(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+ONE_VALUE = "this key takes one value, not a sweep (write one [[matrix]] entry per value)"
+"""Why a list is refused where a key does not sweep."""
+
+
+def _not_a_sweep(v: Any) -> str:
+    """The end of an error about ``v``: why, when ``v`` is a list (a sweep of a key that
+    takes one value)."""
+    return f": {ONE_VALUE}" if isinstance(v, list) else ""
+
+
 @dataclass(frozen=True)
 class Integer:
     """An integer (not a bool) from ``minimum`` to ``maximum``, or one of the words ``also``."""
@@ -135,7 +145,7 @@ class Integer:
             return v
         if isinstance(v, bool) or not isinstance(v, int) \
                 or not self.minimum <= v <= self.maximum:
-            raise ValueError(f"expected {self.expected}, got {v!r}")
+            raise ValueError(f"expected {self.expected}, got {v!r}{_not_a_sweep(v)}")
         return v
 
 
@@ -156,7 +166,8 @@ class Number:
 
     def __call__(self, v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ValueError(f"expected a {self.noun} {self.expected}, got {v!r}")
+            raise ValueError(f"expected a {self.noun} {self.expected}, got {v!r}"
+                             f"{_not_a_sweep(v)}")
         # NaN fails every comparison: the range test refuses it with infinities
         low_ok = v > self.low if self.above else v >= self.low
         if not (math.isfinite(v) and low_ok and v <= self.high):
@@ -182,7 +193,7 @@ class NumberOr(Number):
             return super().__call__(v)
         except ValueError:
             raise ValueError(f"expected a finite {self.noun} {self.expected}, "
-                             f"got {v!r}") from None
+                             f"got {v!r}{_not_a_sweep(v)}") from None
 
 
 def integer(minimum: int, maximum: int) -> Integer:
@@ -199,6 +210,9 @@ def number(*, positive: bool, maximum: float) -> Number:
 def one_of(valid: tuple[str, ...]) -> Check[str]:
     """One of ``valid``; the error suggests the closest."""
     def check(v: Any) -> str:
+        if isinstance(v, list):
+            raise ValueError(f"expected one of {', '.join(valid)}, got {v!r}"
+                             f"{_not_a_sweep(v)}")
         if v not in valid:
             close = difflib.get_close_matches(str(v), valid, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -210,7 +224,7 @@ def one_of(valid: tuple[str, ...]) -> Check[str]:
 def boolean(v: Any) -> bool:
     """``true`` or ``false``."""
     if not isinstance(v, bool):
-        raise ValueError(f"expected true or false, got {v!r}")
+        raise ValueError(f"expected true or false, got {v!r}{_not_a_sweep(v)}")
     return v
 
 

@@ -95,10 +95,14 @@ def load(ref: str, logical_cores: int | None = None, system: System | None = Non
     if ref in builtin_names() and not path.exists():
         text = (resources.files("dltop.profiles") / "builtin" / f"{ref}.toml").read_text()
         return parse(text, f"<built-in {ref}>", ref, logical_cores, system=system)
+    if path.is_dir():
+        raise UserError(f"{ref}: a directory, not a profile file (give the .toml file)")
     if not path.is_file():
         hint = ""
         close = difflib.get_close_matches(ref, builtin_names(), n=1)
-        if close:
+        if path.suffix != ".toml" and path.with_name(path.name + ".toml").is_file():
+            hint = f" (did you mean {ref + '.toml'!r}?)"  # the file, written as a name
+        elif close:
             hint = f" (did you mean the built-in {close[0]!r}?)"
         raise UserError(f"{ref}: no such profile file or built-in profile{hint}; "
                         f"built-ins: {', '.join(builtin_names())}")
@@ -255,6 +259,9 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
     for k, v in options:
         if v not in OPTIONS[k] or type(v) is not type(OPTIONS[k][0]):
             valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
+            if isinstance(v, list):
+                raise where.err(loc(k), f"expected one of {valid}, got {v!r}: "
+                                f"{fields.ONE_VALUE}")
             raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
     options = tuple(sorted(options + byo))
     for sw, batch, dev in itertools.product(sweeps, batches, devices):

@@ -18,6 +18,7 @@ from dltop.report.content import Figure, Report
 from dltop.report.leftout import omitted_lines
 from dltop.report.specs import render, spec
 from dltop.report.vlsize import SCREEN
+from dltop.results.display import without_unavailable
 from dltop.results.table import Cell, Role
 from dltop.textsafe import one_line
 
@@ -128,8 +129,10 @@ def _cell(cell: Cell | None) -> str:
 
 
 def summary_html(report: Report) -> str:
-    """The summary table, sortable by any header; failed rows coloured, with why."""
-    table = report.summary
+    """The summary table, sortable by any header; failed rows coloured, with why; its
+    columns n/a for one reason in every row named once under it instead."""
+    table = without_unavailable(report.summary)
+    dropped = table.caption[:1] if table is not report.summary else ()
     head = "".join(f'<th title="{_t(c.unit)}">{_t(c.header)}</th>' for c in table.columns)
     right = ",".join(f".summary td:nth-child({i})" for i, c in
                      enumerate(table.columns, 1) if c.role is Role.VALUE)
@@ -142,7 +145,7 @@ def summary_html(report: Report) -> str:
         reason = report.reasons.get(i, "")
         why = f"<td class=reason>{_t(reason)}" if reason else "<td>"
         body.append(f'<tr{" class=fail" if failed else ""}>{cells}{why}')
-    notes = "".join(f"<p>{_t(n)}</p>" for n in table.notes)
+    notes = "".join(f"<p>{_t(n)}</p>" for n in (*table.notes, *dropped))
     style = f"<style>{right}{{text-align:right}}</style>" if right else ""
     return (f'{style}<div class="scroll"><table class="summary" id="summary"><thead><tr>'
             f"{head}<th>reason</th></tr></thead><tbody>\n{chr(10).join(body)}\n</tbody>"

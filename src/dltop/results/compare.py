@@ -344,6 +344,7 @@ def compare_table(rows: list[Comparison],
             Column("ratio", "B/A", Role.VALUE, "1"),
             Column("ci_low", "CI95 low", Role.VALUE, "1"),
             Column("ci_high", "CI95 high", Role.VALUE, "1"),
+            Column("runs", "runs A/B", Role.KEY),  # the n behind each side, as --by shows
             Column("flags_a", "A flags", Role.KEY), Column("flags_b", "B flags", Role.KEY),
             Column("verdict", "verdict", Role.KEY))
     table_rows = []
@@ -356,6 +357,7 @@ def compare_table(rows: list[Comparison],
             *((key_cell(tokens.row_unit(metric, m)),) if per_row else ()),
             _num(c.a, fmt.format(c.a or 0.0)), _num(c.b, fmt.format(c.b or 0.0)),
             _num(c.ratio, f"{c.ratio or 0.0:.3f}"), *ci_cells(c),
+            key_cell(f"{c.runs_a}/{c.runs_b}" if c.runs_a or c.runs_b else ""),
             key_cell(", ".join(c.flags_a)), key_cell(", ".join(c.flags_b)),
             Cell(verdict_text(c))),
             row_extra(c)))

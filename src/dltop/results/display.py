@@ -1,7 +1,7 @@
 """What Markdown and LaTeX show of a :class:`~dltop.results.table.Table`: one pass over
 its cells that every results table goes through (pivot, summary, scaling, compare, check).
 
-Three rules, none of which touches CSV or JSON (they keep full numbers, seconds, and
+Four rules, none of which touches CSV or JSON (they keep full numbers, seconds, and
 each cell's whole reason: they are read by programs):
 
 - **Each n/a reason is stated once.** A cell ``n/a: window 0.031 s, readings not counted
@@ -10,6 +10,9 @@ each cell's whole reason: they are read by programs):
   their numbers are one reason, its numbers given as the range the cells hold (``window
   0.024 to 0.67 s, readings not counted``): the H200 check's 14 window lengths are one
   footnote, not 14.
+- **No column n/a in every row.** A flat table's value column whose every cell is
+  ``n/a`` for one reason is left out and named once with its reason
+  (:func:`without_unavailable`): a CPU host's power, GPU memory and MFU columns.
 - **Latencies in ms.** A seconds column marked :attr:`Column.ms` is shown in
   milliseconds, its header saying so (``TTFT p50/p90/p99 (ms)``): TTFT, TPOT and ITL
   always, end-to-end latency (p50/p90/p99) when every number of the column is under
@@ -25,9 +28,9 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from dltop.results.table import Cell, Layout, Millis, Role, Table, ms_header
+from dltop.results.table import Cell, Layout, Millis, Role, Table, ms_header, pick_columns
 
 NA_PREFIX = "n/a: "
 """A cell that says why it has no number: ``n/a: <reason>``."""
@@ -97,6 +100,35 @@ def _numbers(text: str, scale: float) -> str:
         shown_number = _token(numbers, scale)
         return text if shown_number is numbers else shown_number + text[lead.end():]
     return " / ".join(_token(t, scale) for t in numbers.split(" / ")) + text[lead.end():]
+
+
+def without_unavailable(table: Table) -> Table:
+    """The table without the value columns that are ``n/a`` for one reason in every row
+    (power, J/sample, GPU memory, MFU on a CPU-only host), named once in a line before
+    its caption; the table as it is when it has no such column or no row, and a pivot
+    (its value columns are its data: an empty one says which device had nothing)."""
+    if table.layout is not Layout.FLAT:
+        return table
+    dropped: dict[str, list[str]] = {}  # a reason → the headers of the columns it empties
+    keep: list[int] = []
+    for k, column in enumerate(table.columns):
+        # an empty cell (a configuration without an ok run) says nothing either way
+        cells = [c for row in table.rows if (c := row.cells[k]) is not None
+                 and (c.value is not None or c.text)]
+        reasons = {c.text[len(NA_PREFIX):] if c.value is None
+                   and c.text.startswith(NA_PREFIX) else None for c in cells}
+        if column.role is Role.VALUE and cells and len(reasons) == 1 \
+                and (reason := reasons.pop()) is not None:
+            dropped.setdefault(reason, []).append(column.header)
+        else:
+            keep.append(k)
+    if not dropped:
+        return table
+    note = "not shown, n/a in every row: " + "; ".join(
+        f"{', '.join(headers)} ({reason})" for reason, headers in dropped.items()) + \
+        " (--columns shows them, CSV and JSON keep them)"
+    picked = pick_columns(table, [table.columns[k].key for k in keep])
+    return replace(picked, caption=(note, *table.caption))
 
 
 PERCENTILES = ("p90_s", "p99_s")

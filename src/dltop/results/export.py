@@ -277,7 +277,7 @@ def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int]
                 built = pick_columns(built, columns)
             except ValueError as exc:
                 raise UserError(f"--columns: {exc}") from None
-        return render(built, fmt)
+        return render(built, fmt, every_column=bool(columns))
 
 
 def format_for_path(path: str, default: str | None = None) -> str:

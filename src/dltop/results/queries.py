@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -197,9 +198,25 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
     return out
 
 
+_PROGRAM_LINES = "; last output lines:\n"
+"""Where the command runner's note (runners/child/command_runner.py) gives the program's
+last lines after its own reason."""
+_PROGRAM_FAILED = re.compile(r" exited with status -?\d+ after ")
+"""A program that exited on its own error: its last line names it (a killed one's cannot)."""
+
+
 def message_cause(text: str | None) -> str | None:
     """A stored run message in one line: its last line, which names the cause, not the
-    log path a command's crash note ends with (``log: ...``); None for no text."""
+    log path a command's crash note ends with (``log: ...``); None for no text.
+
+    A command's note is dltop's reason, then the program's last output lines: the last
+    of those is the cause when the program exited with an error (its exception), but
+    dltop's reason when a signal killed it or dltop stopped a program that ran fine (a
+    regex that never matched).
+    """
+    head, sep, _ = str(text or "").partition(_PROGRAM_LINES)
+    if sep and not _PROGRAM_FAILED.search(head):
+        return head.strip().splitlines()[-1] if head.strip() else None
     lines = [ln for ln in str(text or "").strip().splitlines()
              if ln.strip() and not ln.startswith("log: ")]
     return lines[-1] if lines else None

@@ -25,27 +25,31 @@ import json
 import math
 from typing import Any
 
-from dltop.results.display import shown, superscript
+from dltop.results.display import shown, superscript, without_unavailable
 from dltop.results.table import Cell, Column, Layout, Role, Table
 from dltop.textsafe import FORMULA_START, formula_safe, markdown_cell, markdown_text, one_line
 
 FORMATS = ("md", "csv", "json", "latex")
 
 
-def render(table: Table, fmt: str) -> str:
+def render(table: Table, fmt: str, *, every_column: bool = False) -> str:
     """The table as ``md``, ``csv``, ``json`` or ``latex`` text (ends with a newline).
+
+    Markdown and LaTeX leave out a column that is ``n/a`` for one reason in every row,
+    saying so (:func:`~dltop.results.display.without_unavailable`), unless
+    ``every_column`` (the columns were named).
 
     Raises:
         ValueError: an unknown format.
     """
     if fmt == "md":
-        return markdown(table)
+        return markdown(table if every_column else without_unavailable(table))
     if fmt == "csv":
         return to_csv(table)
     if fmt == "json":
         return to_json(table)
     if fmt == "latex":
-        return latex(table)
+        return latex(table if every_column else without_unavailable(table))
     raise ValueError(f"format must be one of {FORMATS}")
 
 

@@ -195,9 +195,30 @@ def pick_columns(table: Table, names: Sequence[str]) -> Table:
                 out[field_name] = {k: v for k, v in out[field_name].items() if k in keys}
         return out
 
+    alike = _hidden_differences(table, wanted)
     return replace(table, columns=tuple(table.columns[k] for k in wanted),
                    rows=tuple(Row(tuple(row.cells[k] for k in wanted), extra(row))
-                              for row in table.rows))
+                              for row in table.rows),
+                   caption=((f"rows that look alike differ in {', '.join(alike)} (not among "
+                             "the columns shown)",) if alike else ()) + table.caption)
+
+
+def _hidden_differences(table: Table, wanted: Sequence[int]) -> list[str]:
+    """The headers of the key columns left out that tell apart rows whose shown keys are
+    equal: without them, two rows of a study read as one configuration twice."""
+    shown = [k for k in wanted if table.columns[k].role is Role.KEY]
+    hidden = [k for k, c in enumerate(table.columns) if c.role is Role.KEY
+              and k not in wanted]
+    groups: dict[tuple[str, ...], list[Row]] = {}
+    for row in table.rows:
+        groups.setdefault(tuple(_text(row.cells[k]) for k in shown), []).append(row)
+    alike = [rows for rows in groups.values() if len(rows) > 1]
+    return [table.columns[k].header for k in hidden
+            if any(len({_text(r.cells[k]) for r in rows}) > 1 for rows in alike)]
+
+
+def _text(cell: Cell | None) -> str:
+    return "" if cell is None else cell.text
 
 
 def pick_rows(table: Table, where: Sequence[str]) -> Table:

@@ -171,11 +171,11 @@ def run(spec, reporter):
 
     signal.signal(signal.SIGTERM, on_term)
     job.start()
-    diverged = None
+    stopped = None
     try:
         job.loop()
-    except proto.Diverged as exc:
-        diverged = exc
+    except (proto.Diverged, proto.Failed) as exc:
+        stopped = exc
     running = job.proc.poll() is None
     _stop_group(job.proc)
     wall_s = time.monotonic() - job.t0
@@ -183,8 +183,10 @@ def run(spec, reporter):
     steps = job.steps
     where = job.note(sys.argv[-1])
     sys.stdout.flush()
-    if diverged is not None:
-        raise diverged
+    if isinstance(stopped, proto.Failed):
+        raise proto.Failed(str(stopped) + where)
+    if stopped is not None:
+        raise stopped
     if job.terminated:
         raise proto.Failed("stopped by dltop (timeout or cancel)")
     problem = steps.unit_error(wall_s)

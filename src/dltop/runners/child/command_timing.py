@@ -62,14 +62,16 @@ class Lines(object):
     def end(self):
         """What is left after the stream ended (a last line without a break)."""
         rest, self._buf = self._buf.decode("utf-8", "replace"), b""
-        shown = rest or self._redrawn
+        shown, self._redrawn = rest or self._redrawn, ""
         if shown:
             self.tail.append(shown)
         return [rest] if rest else []
 
     def last_lines(self):
-        """The last lines as a terminal shows them, escapes and control characters removed."""
-        return [printable(line) for line in self.tail]
+        """The last lines as a terminal shows them, escapes and control characters removed
+        (a progress bar still being redrawn included)."""
+        lines = list(self.tail) + ([self._redrawn] if self._redrawn else [])
+        return [printable(line) for line in lines[-TAIL_LINES:]]
 
     def _split(self):
         parts = _BREAKS.split(self._buf)  # one pass: a flood of short lines stays linear
@@ -132,9 +134,14 @@ class Steps(object):
 
         Raises:
             proto.Diverged: a matched loss is NaN or infinite.
+            proto.Failed: a cumulative value that gives a block no time.
         """
         if self.regex is None:
             return
+        if "\x1b" in text or "\b" in text:
+            # colours (Keras, rich, loguru) and the backspaces a bar redraws with (Keras):
+            # a terminal never shows them, and a loss read as \S+ would keep them
+            text = _ANSI.sub("", text).replace("\b", "")
         for m in self.regex.finditer(text):
             if self.full:
                 return
@@ -211,7 +218,14 @@ class Steps(object):
             covered = self._covered + steps
             so_far = per_step if total else per_step * covered
             block, self._covered, self._so_far_s = so_far - self._so_far_s, covered, so_far
-            per_step = max(block, 0.0) / steps
+            if block <= 0:  # a zero step would be refused and lost, silently
+                raise proto.Failed(
+                    "cumulative = true, but the value matched at step %d leaves %.4g s for "
+                    "the %d steps since the previous match: it is no running mean (or "
+                    "elapsed time) over every step so far, or too rounded (Keras's "
+                    "ms/step leaves step 1 out and is whole ms: time a Keras fit with "
+                    "dltop_report, docs/own-programs.md)" % (covered, block, steps))
+            per_step = block / steps
         elif total:
             per_step = per_step / steps
         self._add(steps, per_step, samples, loss, t_ns)

@@ -84,3 +84,44 @@ def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_tex
     again = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume"],
                            capture_output=True, text=True, env=env)
     assert again.returncode == 2 and "no unfinished campaign" in again.stderr
+
+
+def test_a_sigtermed_campaign_is_resumed_with_its_cancelled_jobs(
+        tmp_path: Path, profile_text: Any) -> None:
+    # SIGTERM (a reboot's) cancels the campaign; `--resume` queues its cancelled jobs
+    # again (it used to say only "run the profile again": every job anew)
+    prof = tmp_path / "p.toml"
+    prof.write_text(profile_text(job("first", 30), job("second", 3), job("third", 3),
+                                 name="stopped", defaults={"warmup": 1, "timeout_s": 300}))
+    go = tmp_path / "go"
+    env = {**os.environ, "DLTOP_DB": str(tmp_path / "d.db"), "STEPS_HOLD": str(go)}
+    engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              env=env)
+    deadline = time.monotonic() + 120
+    while not Path(f"{go}.held").exists():  # the first run holds in its 13th step
+        assert time.monotonic() < deadline and engine.poll() is None
+        time.sleep(0.05)
+    engine.terminate()
+    _, err = engine.communicate(timeout=60)
+    assert "Traceback" not in err, err
+    conn = sqlite3.connect(tmp_path / "d.db")
+    assert conn.execute("select status from campaigns").fetchall() == [("cancelled",)]
+    assert conn.execute("select status from jobs order by position").fetchall() == [
+        ("cancelled",)] * 3
+    conn.close()
+    go.touch()
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert "it was cancelled: 3 cancelled jobs queued again" in res.stderr, res.stderr
+    conn = sqlite3.connect(tmp_path / "d.db")
+    runs = conn.execute("select job_id, attempt, status from runs order by id").fetchall()
+    camp = conn.execute("select status from campaigns").fetchall()
+    conn.close()
+    assert runs == [(1, 1, "cancelled"), (1, 2, "ok"), (2, 1, "ok"), (3, 1, "ok")]
+    assert camp == [("finished",)]
+    # a finished campaign, an older cancelled one named: nothing more to resume
+    again = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume"],
+                           capture_output=True, text=True, env=env)
+    assert again.returncode == 2 and "is finished" in again.stderr, again.stderr

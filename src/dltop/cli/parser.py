@@ -103,9 +103,12 @@ def build_parser() -> argparse.ArgumentParser:
     flags(run, ("--detach", "run the campaign in a background engine that survives the "
                             "terminal closing; watch it with 'dltop status'"),
           ("--resume", "continue an unfinished campaign whose engine died (reaps its "
-                       "orphaned runners, re-queues the interrupted run)"))
+                       "orphaned runners, re-queues the interrupted run), or a cancelled "
+                       "one (Ctrl-C, SIGTERM, 'dltop cancel': its cancelled jobs queued "
+                       "again)"))
     run.add_argument("--campaign", type=int, default=None, metavar="ID",
-                     help="with --resume: which campaign (default: the latest unfinished)")
+                     help="with --resume: which campaign (default: the latest unfinished, "
+                          "or the latest campaign if it was cancelled)")
     run.add_argument("--system", default=None, metavar="NAME",
                      help="the site: a [systems.NAME] table of ~/.config/dltop/config.toml "
                           "(Slurm defaults, references); stored with every run")

@@ -71,6 +71,9 @@ def _say_resumed(resumed: Resumed) -> None:
     if resumed.kept_runs:  # COMPLETED in Slurm after the engine died: kept, not re-run
         slurm += (f", {counted(len(resumed.kept_runs), 'finished Slurm run')} kept "
                   f"({', '.join(map(str, resumed.kept_runs))})")
+    if resumed.uncancelled:  # a cancelled campaign: its cancelled jobs run after all
+        slurm += (f" (it was cancelled: "
+                  f"{counted(resumed.uncancelled, 'cancelled job')} queued again)")
     print(f"dltop: resuming campaign {resumed.campaign_id}: "
           f"{counted(resumed.queued, 'job')} queued, "
           f"{counted(resumed.lost_runs, 'interrupted run')} re-queued, "

@@ -1,5 +1,9 @@
 """Resume a campaign whose engine died: reap its orphans, re-queue, go on.
 
+A campaign that was cancelled (Ctrl-C, SIGTERM at a reboot, ``dltop cancel``) is
+resumed too, its cancelled jobs queued again: named by ``--campaign``, or as the latest
+campaign of the database; a cancel ends a campaign, not its plan.
+
 Taking over raises the campaign's owner generation: an engine that only looked dead
 (frozen past the heartbeat's limit) finds, when it wakes, that every write it tries is
 refused, stops its runners and exits 3 (:mod:`dltop.store.fence`).
@@ -18,6 +22,7 @@ from dltop.jobs.executors.pick import of_stored_run
 from dltop.procs import engine_alive, heartbeat_age, process_start_time, this_host
 from dltop.store.read.campaigns import OpenCampaign, campaigns_by_id, recent_campaigns
 from dltop.store.writer import Store
+from dltop.textsafe import counted
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,8 @@ class Resumed:
     """What could not be cleaned up (a job that could not be cancelled)."""
     kept_runs: tuple[int, ...] = ()
     """Runs whose Slurm job had COMPLETED: read from their events file and kept."""
+    uncancelled: int = 0
+    """Jobs of a cancelled campaign queued again (its interrupted run's among them)."""
 
 
 def resume(store: Store, campaign_ref: int | None) -> Resumed:
@@ -50,6 +57,12 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     # A campaign its engine stopped as failed (disk full, a lock held too long) kept its
     # queue: it is taken up again like one whose engine died.
     open_ = sorted(queue.open_campaigns() + queue.failed_campaigns(), key=lambda c: c.id)
+    cancelled = {c.id: c for c in queue.cancelled_campaigns()}
+    latest = recent_campaigns(store.db, 1)
+    if campaign_ref is not None and campaign_ref in cancelled:
+        open_.append(cancelled[campaign_ref])
+    elif campaign_ref is None and latest and latest[0]["id"] in cancelled:
+        open_.append(cancelled[latest[0]["id"]])  # only the latest: not an old one's
     if campaign_ref is not None:
         open_ = [c for c in open_ if c.id == campaign_ref]
         if not open_:
@@ -70,8 +83,9 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
                        camp.owner_generation):
         raise UserError(f"campaign {camp.id} was just taken over by another dltop process; "
                         "see 'dltop status'")
+    uncancelled = (queue.requeue_cancelled_jobs(camp.id) if camp.id in cancelled else 0)
     killed = lost = 0
-    cancelled: list[str] = []
+    scancelled: list[str] = []
     kept: list[int] = []
     warnings: list[str] = []
     for run in queue.running_runs(camp.id):
@@ -81,7 +95,7 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
             kept.append(run.run_id)
             continue
         if got.cancelled is not None:
-            cancelled.append(got.cancelled)
+            scancelled.append(got.cancelled)
         if got.warning is not None:
             warnings.append(got.warning)
         queue.mark_lost_and_requeue(run)
@@ -89,12 +103,12 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
     queue.requeue_running_jobs(camp.id)
     return Resumed(camp.id, camp.name, lost, killed, queue.queued_count(camp.id),
                    queue.packs(camp.id),
-                   tuple(cancelled), tuple(warnings), tuple(kept))
+                   tuple(scancelled), tuple(warnings), tuple(kept), uncancelled)
 
 
 def _not_resumable(store: Store, campaign_ref: int | None) -> str:
-    """Why there is nothing to resume, with the campaign's status: after a Ctrl-C a user
-    expects ``--resume`` to go on, but a cancel is the end of a campaign."""
+    """Why there is nothing to resume, with the campaign's status, and the cancelled
+    campaign that ``--campaign`` would resume when it is not the latest."""
     rows = campaigns_by_id(store.db, [campaign_ref]) if campaign_ref is not None else \
         recent_campaigns(store.db, 1)
     if not rows:
@@ -105,9 +119,13 @@ def _not_resumable(store: Store, campaign_ref: int | None) -> str:
     head = (f"nothing to resume: {which} is {c['status']}" if campaign_ref is not None else
             f"no unfinished campaign to resume (the latest, {which}, is {c['status']})")
     if c["status"] == "cancelled":
-        return (head + "; --resume continues a campaign whose engine died, and Ctrl-C, "
-                "SIGTERM or 'dltop cancel' end one: run the profile again (a new campaign "
-                "of all its jobs; this one's finished runs stay stored)")
+        head += " with every job run"
+    older = [k for k in store.queue.cancelled_campaigns() if k.id != c["id"]]
+    if older and campaign_ref is None:
+        k = older[-1]
+        head += (f"; campaign {k.id} `{k.name}` was cancelled with "
+                 f"{counted(store.queue.jobs_with_status(k.id, 'cancelled'), 'job')} not run: "
+                 f"'dltop run --resume --campaign {k.id}' queues them again")
     return head
 
 

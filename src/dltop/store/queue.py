@@ -319,6 +319,25 @@ class Queue:
                                    "and cancel_run_id = ?", [campaign_id, row["cancel_run_id"]])
         return int(row["cancel_run_id"]) if cur.rowcount == 1 else None
 
+    def cancelled_campaigns(self) -> list[OpenCampaign]:
+        """Campaigns ``cancelled`` (Ctrl-C, SIGTERM, ``dltop cancel``) with jobs left
+        ``cancelled``, oldest first: ``dltop run --resume`` may queue them again."""
+        return [c for c in open_campaigns(self._db, [CampaignStatus.CANCELLED])
+                if self.jobs_with_status(c.id, RunStatus.CANCELLED)]
+
+    def jobs_with_status(self, campaign_id: int, status: str) -> int:
+        """How many of the campaign's jobs have ``status``."""
+        return int(self._db.execute("select count(*) from jobs where campaign_id = ? and "
+                                    "status = ?", [campaign_id, status]).fetchone()[0])
+
+    def requeue_cancelled_jobs(self, campaign_id: int) -> int:
+        """The campaign's ``cancelled`` jobs go back to ``queued``; return how many."""
+        with transaction(self._db):
+            cur = self._db.execute(
+                "update jobs set status = ? where campaign_id = ? and status = ?",
+                [JobStatus.QUEUED, campaign_id, RunStatus.CANCELLED])
+        return int(cur.rowcount)
+
     def failed_campaigns(self) -> list[OpenCampaign]:
         """Campaigns whose engine stopped on a storage error (``failed``), oldest first.
 

@@ -32,9 +32,8 @@ from pathlib import Path
 from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs import agentfeed
 from dltop.jobs.eventreader import EventHandler, EventReader, classify_outcome
-from dltop.jobs.executors.slurm_batch import LIVE_STATES, BatchWatch, iso_utc
+from dltop.jobs.executors.slurm_batch import LIVE_STATES, BatchWatch, iso_utc, start_watch
 from dltop.jobs.executors.slurm_files import SlurmFiles
-from dltop.jobs.executors.slurm_guard import sbatch_env
 from dltop.jobs.executors.slurm_query import (
     cores_per_gpu,
     failed_nodes,
@@ -47,7 +46,7 @@ from dltop.jobs.executors.slurm_script import (
     node_script,
     sbatch_argv,
 )
-from dltop.jobs.executors.slurm_step import SlurmWatch, StateHandler, StepWatch
+from dltop.jobs.executors.slurm_step import StateHandler
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.procs import read_log_tail
 from dltop.profiles.jobspec import JobSpec
@@ -190,17 +189,12 @@ async def supervise_slurm(
     follower = asyncio.create_task(tail.follow())
     agents = None if on_agent_poll is None else asyncio.create_task(_every_poll(on_agent_poll))
     try:
-        if outer_job is not None:
-            watch: SlurmWatch = StepWatch(files, env, outer_job)
-        else:
-            submitted = time.time()
-            rc, out, err = await run_slurm_cmd(*sbatch_argv(job, run_id, files, per_gpu),
-                                               env=sbatch_env(env))
-            if rc != 0:
-                return ChildOutcome(RunStatus.CRASHED, message=f"sbatch failed (exit {rc}): "
-                                    f"{err.strip() or out.strip()}")
-            watch = batch = BatchWatch(out.strip().split(";")[0], env, submitted)
-            tail.on_first = batch.output_seen
+        watch = await start_watch(outer_job, files, env, sbatch_argv(job, run_id, files,
+                                                                     per_gpu))
+        if isinstance(watch, str):
+            return ChildOutcome(RunStatus.CRASHED, message=watch)
+        if isinstance(watch, BatchWatch):
+            tail.on_first = watch.output_seen
         # The log path as a local run records it at spawn (dltop log, the log viewer).
         on_state({"slurm_job_id": watch.job_id, "log_path": str(files.log_path),
                   **({"submitted_at": iso_utc(watch.submitted_s)}

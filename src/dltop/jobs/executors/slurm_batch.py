@@ -12,14 +12,16 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dltop.catalog import RunStatus
 from dltop.jobs.executors.slurm_acct import job_usage
+from dltop.jobs.executors.slurm_files import SlurmFiles
+from dltop.jobs.executors.slurm_guard import sbatch_env
 from dltop.jobs.executors.slurm_poll import PENDING_STATES, Answer, JobInfo, poller_for
 from dltop.jobs.executors.slurm_query import job_state, run_slurm_cmd
-from dltop.jobs.executors.slurm_step import StateHandler
+from dltop.jobs.executors.slurm_step import StateHandler, StepWatch
 
 CONTROLLER_SILENCE_S = 600.0
 """How long slurmctld may fail to answer before dltop stops watching the job."""
@@ -184,3 +186,17 @@ class BatchWatch:
                     return None
             await asyncio.sleep(0.5)
         return f"Slurm job {self.job_id} still {self.state} {END_WAIT_S:g} s after scancel"
+
+
+async def start_watch(outer: str | None, files: SlurmFiles, env: Mapping[str, str],
+                      submit: Sequence[str]) -> BatchWatch | StepWatch | str:
+    """Start a job and return its watch: a step of the allocation ``outer`` the engine
+    runs in (``salloc``), else the batch job that ``submit`` (sbatch's argv) submits; or
+    why sbatch refused it."""
+    if outer is not None:
+        return StepWatch(files, env, outer)
+    submitted = time.time()
+    rc, out, err = await run_slurm_cmd(*submit, env=sbatch_env(env))
+    if rc != 0:
+        return f"sbatch failed (exit {rc}): {err.strip() or out.strip()}"
+    return BatchWatch(out.strip().split(";")[0], env, submitted)

@@ -34,7 +34,6 @@ import asyncio
 import contextlib
 import os
 import shlex
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -43,14 +42,13 @@ from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs.eventreader import EventReader
 from dltop.jobs.executors.base import RunExecutor
 from dltop.jobs.executors.slurm import Tail, write_file
-from dltop.jobs.executors.slurm_batch import BatchWatch, iso_utc
+from dltop.jobs.executors.slurm_batch import BatchWatch, iso_utc, start_watch
 from dltop.jobs.executors.slurm_files import SlurmFiles
-from dltop.jobs.executors.slurm_guard import STEP_UNSET_VARS, sbatch_env, setup_lines
-from dltop.jobs.executors.slurm_query import cores_per_gpu, run_slurm_cmd
+from dltop.jobs.executors.slurm_guard import STEP_UNSET_VARS, setup_lines
+from dltop.jobs.executors.slurm_query import cores_per_gpu
 from dltop.jobs.executors.slurm_run import SLURM_BATCH, SlurmStepExecutor
 from dltop.jobs.executors.slurm_script import runner_command, sbatch_argv, srun_argv
 from dltop.jobs.executors.slurm_serve import runner_block
-from dltop.jobs.executors.slurm_step import StepWatch
 from dltop.jobs.servergroup import HOST_TIMEOUT_S, HostLaunch, Key, group_key
 from dltop.jobs.supervisor import ChildOutcome
 from dltop.procs import read_log_tail
@@ -185,18 +183,11 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
     except OSError as exc:
         return ChildOutcome(RunStatus.CRASHED, message=f"cannot write the server's Slurm "
                             f"script in {files.dir}: {exc}")
-    if outer is not None:
-        watch: BatchWatch | StepWatch = StepWatch(files, env, outer)
-        ended = f"the group's server step in Slurm job {outer}"
-    else:
-        submitted = time.time()
-        rc, out, err = await run_slurm_cmd(*_submit_argv(job, run_id, files, per_gpu),
-                                           env=sbatch_env(env))
-        if rc != 0:
-            return ChildOutcome(RunStatus.CRASHED, message=f"sbatch failed (exit {rc}): "
-                                f"{err.strip() or out.strip()}")
-        watch = BatchWatch(out.strip().split(";")[0], env, submitted)
-        ended = f"the group's Slurm job {watch.job_id}"
+    watch = await start_watch(outer, files, env, _submit_argv(job, run_id, files, per_gpu))
+    if isinstance(watch, str):
+        return ChildOutcome(RunStatus.CRASHED, message=watch)
+    ended = (f"the group's server step in Slurm job {outer}" if outer is not None
+             else f"the group's Slurm job {watch.job_id}")
     ready: list[dict[str, Any]] = []  # the server event, held until the job's start is known
 
     def event(ev: dict[str, Any]) -> None:

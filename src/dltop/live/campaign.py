@@ -116,8 +116,11 @@ class RunView(CurrentRun):
         """How long since its last iteration, held to max(5 s, 10 x median step)."""
         if self.read_s is None:
             return None
-        return stall(self.read_s, self.last_iteration_s, self.started_s,
-                     self.median_s if self.recent_s else None)
+        step = self.median_s if self.recent_s else None
+        asked = self.serve.asked_rate_per_s if self.serve is not None else None
+        if step is not None and asked:  # a slow open loop's requests end 1/rate apart
+            step = max(step, 1 / asked)
+        return stall(self.read_s, self.last_iteration_s, self.started_s, step)
 
     @property
     def loss(self) -> LossTrend | None:
@@ -138,7 +141,11 @@ class RunView(CurrentRun):
 
     @property
     def eta_s(self) -> float | None:
-        """Seconds left at the recent median pace."""
+        """Seconds left at the recent median pace; a serve run's at the rate its
+        requests end (its iterations are requests in flight together: their latency
+        is no pace)."""
+        if self.serve is not None:
+            return self.serve.seconds_left(max(0, self.total - self.done))
         m = self.median_s
         return None if m is None else max(0, self.total - self.done) * m
 

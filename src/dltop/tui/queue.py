@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from rich.cells import cell_len, set_cell_size
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
@@ -37,7 +38,7 @@ from dltop.tui.format import STATUS_STYLE, per_iteration
 
 COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
 # Fixed widths: a cell may change in place to a longer value ("unsatisfiable").
-WIDTHS = (4, 14, 11, 10, 6, 8, 4, 12)
+WIDTHS = (4, 14, 11, 10, 6, 8, 4, 13)
 SETTINGS = "settings"
 """The last column, headed only when the campaign varies more than model, framework,
 batch and device (``bf16 cuda graphs``: the run label's words); it takes the rest of
@@ -70,14 +71,23 @@ def _widths(number_width: int, model_width: int = WIDTHS[MODEL]) -> tuple[int, .
 def model_width(jobs: Iterable[JobLine], at_least: int = WIDTHS[MODEL]) -> int:
     """The model column's width: its longest model name and a space (``gpt2-medium``
     whole, not ``gpt2-smal``), never narrower than ``at_least``, at most :data:`MODEL_MAX`."""
-    return min(MODEL_MAX, max([at_least, *(len(one_line(j.model)) + 1 for j in jobs)]))
+    return min(MODEL_MAX, max([at_least, *(cell_len(one_line(j.model)) + 1 for j in jobs)]))
+
+
+def _fit(value: str, width: int) -> str:
+    """``value`` in exactly ``width`` terminal cells: padded, or cut with ``…``. Cells,
+    not characters: a CJK character takes two, and counted as one it pushed the rest
+    of its row two columns right (``résnet-模型`` rows misaligned)."""
+    if cell_len(value) <= width:
+        return set_cell_size(value, width)
+    return set_cell_size(value, width - 1) + "…"
 
 
 def _line(cells: Cells, widths: tuple[int, ...] = WIDTHS) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     for c, (value, width) in enumerate(zip(cells, widths, strict=False)):
         style = STATUS_STYLE.get(value, "") if c == 1 else ""
-        t.append(f" {value[:width - 1]:<{width - 1}}", style)
+        t.append(f" {_fit(value, width - 1)}", style)
     if len(cells) > len(widths) and cells[len(widths)]:
         t.append(f" {cells[len(widths)]}")  # settings: the rest of the line
     return t

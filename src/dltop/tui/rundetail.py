@@ -73,7 +73,7 @@ def section(title: str, rows: Iterable[Row], detail: RunDetail) -> Text:
     for why in dict.fromkeys(detail.why_missing(group) for group in missing):
         t.append(f"N/A: {why}\n", "dim yellow")
     for key, value, _ in rows:
-        t.append(f"{key:<{KEY_W}}", "dim")
+        t.append(f"{key:<{KEY_W - 1}} ", "dim")  # a longer key still has its space
         if value is None:
             t.append(NA, "yellow")
         else:

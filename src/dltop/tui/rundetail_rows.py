@@ -9,7 +9,7 @@ from dataclasses import replace
 from dltop.live.nodegpus import node_gpu_lines
 from dltop.live.rundetail import RunDetail, RunStats, StoredTelemetry, cpu_energy_text
 from dltop.results.tokens import is_lm
-from dltop.tui.format import gib, num, per_iteration
+from dltop.tui.format import gib, num, per_iteration, size
 
 Row = tuple[str, str | None, str]
 """(key, value or None when missing, the group whose reason explains a missing value)."""
@@ -68,8 +68,8 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
             "" if m.gpu_mem_framework_peak_bytes is None
             else f", framework {gib(m.gpu_mem_framework_peak_bytes)}") + ")"
     rss = None if m.rss_peak_bytes is None and m.rss_peak_kernel_bytes is None else \
-        f"{gib(m.rss_peak_bytes)} GiB" + ("" if m.rss_peak_kernel_bytes is None else
-                                          f" (kernel {gib(m.rss_peak_kernel_bytes)} GiB)")
+        size(m.rss_peak_bytes) + ("" if m.rss_peak_kernel_bytes is None else
+                                  f" (kernel {size(m.rss_peak_kernel_bytes)})")
     throttle = m.throttle_reasons or ("none" if d.uses_gpu and m.window_s else None)
     contaminated = None if m.contaminated is None else \
         ("yes: " + (m.contamination or "") if m.contaminated else "no")

@@ -207,7 +207,8 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
     if not path:
         return ()
     text = _read_tail(Path(path), LOG_TAIL_BYTES).splitlines()
-    return tuple(line[-500:] for line in text[-lines:])
+    # a longer line keeps its end, marked: "r message that..." read as the line's start
+    return tuple(line if len(line) <= 500 else "…" + line[-499:] for line in text[-lines:])
 
 
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:

@@ -13,7 +13,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, JobStatus
+from dltop.catalog import (
+    ACTIVE_CAMPAIGN_STATUSES,
+    CampaignStatus,
+    Control,
+    JobStatus,
+    control_of,
+)
 from dltop.jobs.executors.where import queued_reason
 from dltop.live.eta import eta_inputs
 from dltop.live.health import (
@@ -193,6 +199,12 @@ class CampaignView:
     def active(self) -> bool:
         """True while the campaign's engine has work running or queued."""
         return self.engine_alive and self.campaign.status in ACTIVE_CAMPAIGN_STATUSES
+
+    @property
+    def paused(self) -> bool:
+        """Paused, or a pause asked and waiting for the run going on (``p`` resumes)."""
+        return (self.campaign.status == CampaignStatus.PAUSED
+                or control_of(self.control) is Control.PAUSE)
 
 
 def engine_changed(view: CampaignView) -> bool:

@@ -1,7 +1,7 @@
 """The queue's cells measured in terminal cells, not characters: a CJK model name (two
 cells a character) keeps its row's columns under their headers, a name cut at the
 column's edge says so with ``…``, and a contaminated run of 100-999 ms/it keeps its
-``§``. A real database, the real app (simulated GPUs, labelled, as in conftest)."""
+``§``; a serve job's says ms/req. A real database, the real app (simulated GPUs, labelled, as in conftest)."""
 
 from __future__ import annotations
 
@@ -28,6 +28,11 @@ models = ["{LONG}", "模型", "tiny"]
 batch_sizes = [8]
 devices = ["cpu:1"]
 command = ["true"]
+[[matrix]]
+frameworks = ["openai"]
+mode = "serve"
+endpoint = "http://127.0.0.1:9/v1"
+models = ["served"]
 """
 
 
@@ -62,3 +67,6 @@ async def test_wide_model_names_keep_the_columns_aligned(tmp_path: Path) -> None
         assert cut.endswith("…") and cell_len(cut) == MODEL_MAX - 1 and LONG.startswith(
             cut[:-1])
         assert "159.2 ms/it§" in rows[0] and "§" not in rows[1] + rows[2]
+        # a serve job's figure is its requests' end-to-end latency, not a time per iteration
+        served = table.render_line(3).text
+        assert "served" in served and "159.2 ms/req" in served and "/it" not in served

@@ -256,7 +256,10 @@ class RunCharts(Vertical):
         note = self.query_one("#charts-note", Static)
         note.update(Text(one_line("  ".join(notes))))  # the reason is the run's: literal
         note.set_class(not notes, "-hidden")
-        shown = {"iter": bool(its), "loss": trace is not None and trace.has_loss,
+        # a serve run's iterations are its requests' end-to-end latencies at their end:
+        # its latency chart draws them (at the send), an "s/iter" of them misled
+        shown = {"iter": bool(its) and not serving,
+                 "loss": trace is not None and trace.has_loss,
                  "eval": trace is not None and bool(trace.evals),
                  "util": bool(gpus or host), "power": bool(gpus),
                  "memory": bool(gpus or host)}

@@ -34,7 +34,7 @@ from textual.widgets import Static
 from dltop.catalog import JobStatus
 from dltop.live.campaign import QUEUE_WINDOW, CampaignView, JobLine
 from dltop.textsafe import one_line
-from dltop.tui.format import STATUS_STYLE, per_iteration
+from dltop.tui.format import STATUS_STYLE, per_iteration, per_request, serves
 
 COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
 # Fixed widths: a cell may change in place to a longer value ("unsatisfiable").
@@ -59,7 +59,8 @@ def _cells(j: JobLine, progress: str, row: int) -> Cells:
     # `#` is the row in the queue, not the stored position: positions only order the
     # queue, and keep the gaps that removed jobs (and retries, moved to the end) leave.
     if not progress and j.median_s is not None:
-        progress = per_iteration(j.median_s) + ("§" if j.contaminated else "")
+        seconds = per_request if serves(j.framework) else per_iteration
+        progress = seconds(j.median_s) + ("§" if j.contaminated else "")
     return (str(row + 1), j.status, j.framework, one_line(j.model), str(j.batch_size),
             j.device, str(j.repeat + 1), progress, one_line(j.settings))
 

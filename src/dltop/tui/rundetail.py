@@ -39,7 +39,7 @@ from dltop.results.runtrace import RunTrace
 from dltop.store.read.rundetail import job_attempts, job_status
 from dltop.textsafe import multiline, one_line
 from dltop.tui.charts import ChartsScroll, RunCharts
-from dltop.tui.format import NA, STATUS_STYLE, duration
+from dltop.tui.format import NA, STATUS_STYLE, duration, serves
 from dltop.tui.keybar import KeyBar
 from dltop.tui.logview import LogViewer
 from dltop.tui.rundetail_rows import Row, stats_rows, telemetry_rows
@@ -310,7 +310,8 @@ class RunDetailScreen(Screen[None]):
         self._set("#rd-status", status_text(detail, from_file))
         live = stats_so_far(detail, trace) if detail.running else None
         self._set("#rd-stats", section("Statistics" + (" so far" if live else ""),
-                                       stats_rows(live or detail.stats, detail.model), detail))
+                                       stats_rows(live or detail.stats, detail.model,
+                                                  serves(detail.framework)), detail))
         for part, text in (("generation", generation_text(detail)),
                            ("convergence", convergence_text(trace)),
                            ("profile", profile_text(detail))):

@@ -1,7 +1,7 @@
 """The queue's cells measured in terminal cells, not characters: a CJK model name (two
 cells a character) keeps its row's columns under their headers, a name cut at the
 column's edge says so with ``…``, and a contaminated run of 100-999 ms/it keeps its
-``§``; a serve job's says ms/req. A real database, the real app (simulated GPUs, labelled, as in conftest)."""
+``§``; a serve job's says ms/req. A real database, the real app (no GPUs)."""
 
 from __future__ import annotations
 

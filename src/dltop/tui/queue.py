@@ -38,7 +38,7 @@ from dltop.tui.format import STATUS_STYLE, per_iteration, per_request, serves
 
 COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
 # Fixed widths: a cell may change in place to a longer value ("unsatisfiable").
-WIDTHS = (4, 14, 11, 10, 6, 8, 4, 13)
+WIDTHS = (4, 14, 11, 10, 6, 8, 4, 14)
 SETTINGS = "settings"
 """The last column, headed only when the campaign varies more than model, framework,
 batch and device (``bf16 cuda graphs``: the run label's words); it takes the rest of

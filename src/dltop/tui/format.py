@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from dltop.catalog import CAPABILITIES
+from dltop.catalog import SERVE_FRAMEWORKS
 from dltop.catalog import CampaignStatus as C
 from dltop.catalog import JobStatus as J
 from dltop.catalog import RunStatus as R
@@ -81,10 +81,8 @@ def per_iteration(seconds: float | None) -> str:
 
 
 def serves(framework: str) -> bool:
-    """Whether ``framework``'s runs are serve runs: their iterations are requests, many in
-    flight at once, and their seconds each request's end-to-end latency."""
-    caps = CAPABILITIES.get(framework)
-    return caps is not None and caps.modes == ("serve",)
+    """Whether ``framework``'s runs are serve runs (:data:`~dltop.catalog.SERVE_FRAMEWORKS`)."""
+    return framework in SERVE_FRAMEWORKS
 
 
 def per_request(seconds: float | None) -> str:

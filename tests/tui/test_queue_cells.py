@@ -70,3 +70,25 @@ async def test_wide_model_names_keep_the_columns_aligned(tmp_path: Path) -> None
         # a serve job's figure is its requests' end-to-end latency, not a time per iteration
         served = table.render_line(3).text
         assert "served" in served and "159.2 ms/req§" in served and "/it" not in served
+
+
+async def test_at_80_columns_a_long_model_name_gives_way_to_the_columns_after_it(
+        tmp_path: Path) -> None:
+    """A 40-column model name at 80 columns pushed device, rep and progress off the row
+    (``résnet-模型-…-name- 8     c…``); the name is cut instead, the header over it."""
+    app = make_app(_seed(tmp_path), gpus=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.refresh_now()
+        await pilot.pause()
+        table = app.screen.query_one(QueueTable)
+        rows = [table.render_line(y).text for y in range(4)]
+        header = str(app.screen.query_one(QueueHeader).render())
+        assert all("cpu:1" in r and "159.2 ms/" in r for r in rows), rows
+        assert [_cell_of(r, "cpu:1") for r in rows] == [_cell_of(header, "device")] * 4
+        assert [_cell_of(r, "159.2") for r in rows] == [_cell_of(header, "progress")] * 4
+        assert "…" in rows[0] and "tiny" in rows[2]
+        await pilot.resize_terminal(160, 30)  # room again: the whole 40 columns
+        await pilot.pause()
+        wide = table.render_line(0).text
+        assert _cell_of(wide, " 8 ") + 1 == _cell_of(
+            str(app.screen.query_one(QueueHeader).render()), "batch") == 30 + MODEL_MAX

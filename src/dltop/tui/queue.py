@@ -75,6 +75,14 @@ def model_width(jobs: Iterable[JobLine], at_least: int = WIDTHS[MODEL]) -> int:
     return min(MODEL_MAX, max([at_least, *(cell_len(one_line(j.model)) + 1 for j in jobs)]))
 
 
+def fitted_model_width(model_width: int, number_width: int, width: int) -> int:
+    """The model column drawn in ``width`` columns: narrower, down to its default, where
+    the columns after it would not fit (80 columns and a 40-column name hid device, rep
+    and progress; the name is cut with ``…`` instead)."""
+    rest = number_width + sum(WIDTHS[1:MODEL]) + sum(WIDTHS[MODEL + 1:])
+    return max(WIDTHS[MODEL], min(model_width, width - rest))
+
+
 def _fit(value: str, width: int) -> str:
     """``value`` in exactly ``width`` terminal cells: padded, or cut with ``…``. Cells,
     not characters: a CJK character takes two, and counted as one it pushed the rest
@@ -103,10 +111,13 @@ class QueueHeader(Static):
     """Width of the model column: the table's :attr:`QueueTable.model_width`."""
     settings: reactive[bool] = reactive(False)
     """Head the settings column (the table's :attr:`QueueTable.has_settings`)."""
+    fit_width: reactive[int] = reactive(10**6)
+    """The table's width, which its model column fits in (:func:`fitted_model_width`)."""
 
     def render(self) -> Text:
+        models = fitted_model_width(self.model_width, self.number_width, self.fit_width)
         t = _line((*COLUMNS, SETTINGS if self.settings else ""),
-                  _widths(self.number_width, self.model_width))
+                  _widths(self.number_width, models))
         t.stylize("bold")
         return t
 
@@ -313,6 +324,10 @@ class QueueTable(ScrollView, can_focus=True):
         self._want_rows(int(self.scroll_offset.y))
         self.refresh()
 
+    def on_resize(self) -> None:
+        for header in self.screen.query(QueueHeader):  # its columns stay over the rows'
+            header.fit_width = self.size.width
+
     def render_line(self, y: int) -> Strip:
         row = int(self.scroll_offset.y) + y
         width = self.size.width
@@ -322,7 +337,8 @@ class QueueTable(ScrollView, can_focus=True):
         key = (cells, row == self.cursor_row, width)
         strip = self._strips.get(key)
         if strip is None:
-            text = _line(cells, _widths(self.number_width, self.model_width))
+            models = fitted_model_width(self.model_width, self.number_width, width)
+            text = _line(cells, _widths(self.number_width, models))
             text.truncate(width, pad=True)
             if key[1]:
                 text.stylize(CURSOR)

@@ -104,6 +104,9 @@ async def test_a_serve_runs_detail_draws_its_requests(
         stats = str(screen.query_one("#rd-stats").render())
         assert " ms/req" in stats and "/it" not in stats, stats
         assert "samples/s" not in stats and "loss" not in stats
+        requests = str(screen.query_one("#rd-generation").render())  # the client's timings
+        assert requests.startswith("Requests") and "from each request's send" in requests
+        assert "device synchronised" not in requests
 
 
 def _seed_requests(d: DetailSeed) -> None:

@@ -208,3 +208,26 @@ def test_a_slurm_run_s_queue_time_and_accounting_are_shown_apart(tmp_path: Path)
     assert crashed.slurm_acct == ("sacct: MaxRSS 1.50 GiB, elapsed 95 s "
                                   "(no energy (no acct_gather_energy plugin))")
     assert "queued" not in status_text(crashed, True).plain  # no queue time: no line
+
+
+def test_the_memory_chart_is_in_mib_under_a_gib(tmp_path: Path) -> None:
+    """A CPU run's 36 MiB process tree was charted as 0.0059 to 0.0352 GiB; the seeded
+    GPU run's 8-11 GiB stay in GiB."""
+    from dltop.tui.charts import chart_spec
+
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    store.add_iterations(d.crashed_run, [{"idx": i, "seconds": 0.1, "samples": 8,
+                                          "warmup": 0, "t_mono_ns": int((T0 + i) * 1e9)}
+                                         for i in range(4)])
+    store.telemetry.write_batch(Batch((), tuple(
+        HostWindow(d.crashed_run, T0 + t, 5, 50.0, 60.0, 8 * 2**30, 0, 90.0,
+                   (30 + t) * 2**20) for t in range(4))))
+    db = open_reader(d.seeded.db_path)
+    small = read_trace(db, d.crashed_run)
+    assert small is not None
+    spec = chart_spec(small, "memory")
+    assert spec.title == "memory MiB" and spec.series[0][0] == "tree RSS MiB"
+    assert spec.series[0][2] == [30.0, 31.0, 32.0, 33.0]
+    big = read_trace(db, d.ok_run)
+    assert big is not None and chart_spec(big, "memory").title == "memory GiB"

@@ -120,6 +120,9 @@ TRANSFORMER_FRAMEWORKS: Final = tuple(n for n, f in CAPABILITIES.items() if f.tr
 """Frameworks whose runners build the transformer models."""
 MULTI_NODE_FRAMEWORKS: Final = tuple(n for n, f in CAPABILITIES.items() if f.nodes)
 """Frameworks one job of which may span several Slurm nodes."""
+SERVE_FRAMEWORKS: Final = tuple(n for n, f in CAPABILITIES.items() if f.modes == ("serve",))
+"""Frameworks whose runs are serve runs: their iterations are requests, many in flight at
+once, each one's seconds its end-to-end latency (no time per iteration)."""
 
 
 def capabilities(framework: str) -> Framework:

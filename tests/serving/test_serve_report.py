@@ -113,6 +113,10 @@ def test_serving_figures_plot_the_serving_numbers(tmp_path: Path, fake_server) -
         # 8 tokens a request: 7 per-token ITLs each
         assert sum(r["count"] for r in fig.rows if r["panel"] == "ITL ms") == 8 * 7
         assert "8 measured requests, 0 failed" in fig.caption
+        # its run figure's s/iter are requests' latencies, and its caption says so
+        run = _fig(rep.runs, f"run-{rid}").caption
+        assert "s/request end to end" in run and "not a time per iteration" in run
+        assert " s/iter;" not in run
 
     # a client-bound configuration's points are ringed and named
     conn = sqlite3.connect(db)

@@ -25,6 +25,7 @@ from dltop.tui.devices import DeviceLines
 from dltop.tui.messages import ActionDone
 from dltop.tui.modals import ProfilePicker
 from dltop.tui.queue import QueueTable
+from dltop.tui.results_screen import MetricBar, ResultsScreen
 from dltop.tui.screens import HistoryScreen, MainScreen, QueueHint, TitleBar
 
 from .conftest import SteppingClock, fixed_host
@@ -92,6 +93,11 @@ async def test_no_database_opens_on_the_devices_and_creates_nothing(tmp_path: Pa
             await app.workers.wait_for_complete()
             await pilot.pause()
         assert isinstance(app.screen, HistoryScreen)
+        await pilot.press("2")  # no campaign: no metric to offer (all 35 were listed)
+        await pilot.pause()
+        assert isinstance(app.screen, ResultsScreen)
+        assert str(app.screen.query_one(MetricBar).render()).strip() == ""
+        assert "no campaign yet" in str(app.screen.query_one("#results-title").render())
         errors = [n for n in app._notifications if n.severity == "error"]
         assert errors == []
         assert app.done == []  # no orphan to resume, no edit

@@ -13,6 +13,7 @@ from textual.pilot import Pilot
 from dltop.store import connect
 from dltop.tui.app import DltopApp
 from dltop.tui.devices import DeviceLines
+from dltop.tui.keybar import KeyBar
 from dltop.tui.messages import ActionDone
 from dltop.tui.modals import HelpScreen, ProfilePicker, QuitDialog
 from dltop.tui.queue import PROGRESS, QueueTable
@@ -149,10 +150,17 @@ async def test_c_cancels_the_current_run(engine_seeded: Seeded) -> None:
 
 
 async def test_p_pauses_then_resumes(engine_seeded: Seeded) -> None:
+    """The key bar says what ``p`` will do: Resume while paused (it said Pause)."""
+    def bar() -> str:
+        return str(app.screen.query_one(KeyBar).render())
+
     async with started(engine_seeded) as (app, pilot):
+        assert " p Pause " in bar()
         await press(app, pilot, "p")
         assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "pause"
+        assert " p Resume " in bar() and "Pause" not in bar()
         await press(app, pilot, "p")
+        assert " p Pause " in bar()
     assert rows(engine_seeded, "select control from campaigns")[0]["control"] == "resume"
     assert [d.action for d in app.done] == ["pause", "resume"]
 

@@ -37,7 +37,7 @@ def test_a_flooded_log_costs_only_its_tail(tmp_path: Path,
     tail = read_log_tail(str(log), lines=5)
     assert 0 < sum(read) <= LOG_TAIL_BYTES  # of a 13 MB file
     assert len(tail) <= 5 and sum(len(t) for t in tail) <= LOG_TAIL_BYTES
-    assert tail[-1] == "x" * 500  # long lines are cut, not dropped
+    assert tail[-1] == "…" + "x" * 499  # long lines are cut, marked, not dropped
     assert read_log_tail(str(tmp_path / "missing.log")) == ()
 
 

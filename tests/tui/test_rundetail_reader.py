@@ -162,6 +162,29 @@ def test_detail_shows_energy_bounds_cpu_energy_and_kernel_memory(tmp_path: Path)
     assert crows["cpu energy"] == "n/a: no RAPL package zone under /x"
 
 
+def test_a_small_tree_s_rss_is_in_mib_and_a_long_key_keeps_its_space(tmp_path: Path) -> None:
+    """A serve client's 36 MiB tree read ``rss peak 0.0 GiB``; ``within-run p10 / p90``
+    is longer than the key column and ran into its value (``p90N/A``)."""
+    from dltop.live.rundetail import RunStats
+    from dltop.tui.rundetail import section
+    from dltop.tui.rundetail_rows import stats_rows, telemetry_rows
+
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    store.update_run(d.ok_run, {"rss_peak_bytes": 36 * 2**20, "rss_peak_kernel_bytes": None})
+    ok = read_run_detail(open_reader(d.seeded.db_path), d.ok_run)
+    assert ok is not None
+    assert {k: v for k, v, _ in telemetry_rows(ok)}["rss peak"] == "36 MiB"
+    store.update_run(d.ok_run, {"rss_peak_bytes": None, "rss_peak_kernel_bytes": 40 * 2**20})
+    ok = read_run_detail(open_reader(d.seeded.db_path), d.ok_run)
+    assert ok is not None  # the sampler saw nothing, the kernel did: no "N/A GiB"
+    assert {k: v for k, v, _ in telemetry_rows(ok)}["rss peak"] == "N/A (kernel 40 MiB)"
+    lines = section("Statistics", stats_rows(RunStats(0, None, None, None, None, None, None,
+                                                      None, None)), ok).plain.split("\n")
+    assert "within-run p10 / p90 N/A" in lines
+    assert "n            0" in lines  # short keys keep their column
+
+
 def test_a_slurm_run_s_queue_time_and_accounting_are_shown_apart(tmp_path: Path) -> None:
     from dltop.tui.rundetail import status_text
 
@@ -185,3 +208,26 @@ def test_a_slurm_run_s_queue_time_and_accounting_are_shown_apart(tmp_path: Path)
     assert crashed.slurm_acct == ("sacct: MaxRSS 1.50 GiB, elapsed 95 s "
                                   "(no energy (no acct_gather_energy plugin))")
     assert "queued" not in status_text(crashed, True).plain  # no queue time: no line
+
+
+def test_the_memory_chart_is_in_mib_under_a_gib(tmp_path: Path) -> None:
+    """A CPU run's 36 MiB process tree was charted as 0.0059 to 0.0352 GiB; the seeded
+    GPU run's 8-11 GiB stay in GiB."""
+    from dltop.tui.charts import chart_spec
+
+    d = seed_detail(tmp_path)
+    store = Store(connect(d.seeded.db_path))
+    store.add_iterations(d.crashed_run, [{"idx": i, "seconds": 0.1, "samples": 8,
+                                          "warmup": 0, "t_mono_ns": int((T0 + i) * 1e9)}
+                                         for i in range(4)])
+    store.telemetry.write_batch(Batch((), tuple(
+        HostWindow(d.crashed_run, T0 + t, 5, 50.0, 60.0, 8 * 2**30, 0, 90.0,
+                   (30 + t) * 2**20) for t in range(4))))
+    db = open_reader(d.seeded.db_path)
+    small = read_trace(db, d.crashed_run)
+    assert small is not None
+    spec = chart_spec(small, "memory")
+    assert spec.title == "memory MiB" and spec.series[0][0] == "tree RSS MiB"
+    assert spec.series[0][2] == [30.0, 31.0, 32.0, 33.0]
+    big = read_trace(db, d.ok_run)
+    assert big is not None and chart_spec(big, "memory").title == "memory GiB"

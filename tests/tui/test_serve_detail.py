@@ -98,6 +98,15 @@ async def test_a_serve_runs_detail_draws_its_requests(
         assert "ITL histogram (84 per-token gaps)" in titles["chart-itl-hist"]
         for chart in shown:  # each draws something between its axes
             assert any(row.strip(" │") for row in plot_rows(chart)), chart.id
+        # its iterations are its requests' latencies: no "s/iter" chart, "ms/req" and no
+        # samples/s or loss in the statistics (they read 507.8 ms/it, samples/s 62.9)
+        assert charts["chart-iter"].has_class("-hidden")
+        stats = str(screen.query_one("#rd-stats").render())
+        assert " ms/req" in stats and "/it" not in stats, stats
+        assert "samples/s" not in stats and "loss" not in stats
+        requests = str(screen.query_one("#rd-generation").render())  # the client's timings
+        assert requests.startswith("Requests") and "from each request's send" in requests
+        assert "device synchronised" not in requests
 
 
 def _seed_requests(d: DetailSeed) -> None:

@@ -13,7 +13,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dltop.catalog import ACTIVE_CAMPAIGN_STATUSES, JobStatus
+from dltop.catalog import (
+    ACTIVE_CAMPAIGN_STATUSES,
+    CampaignStatus,
+    Control,
+    JobStatus,
+    control_of,
+)
 from dltop.jobs.executors.where import queued_reason
 from dltop.live.eta import eta_inputs
 from dltop.live.health import (
@@ -116,8 +122,11 @@ class RunView(CurrentRun):
         """How long since its last iteration, held to max(5 s, 10 x median step)."""
         if self.read_s is None:
             return None
-        return stall(self.read_s, self.last_iteration_s, self.started_s,
-                     self.median_s if self.recent_s else None)
+        step = self.median_s if self.recent_s else None
+        asked = self.serve.asked_rate_per_s if self.serve is not None else None
+        if step is not None and asked:  # a slow open loop's requests end 1/rate apart
+            step = max(step, 1 / asked)
+        return stall(self.read_s, self.last_iteration_s, self.started_s, step)
 
     @property
     def loss(self) -> LossTrend | None:
@@ -138,7 +147,11 @@ class RunView(CurrentRun):
 
     @property
     def eta_s(self) -> float | None:
-        """Seconds left at the recent median pace."""
+        """Seconds left at the recent median pace; a serve run's at the rate its
+        requests end (its iterations are requests in flight together: their latency
+        is no pace)."""
+        if self.serve is not None:
+            return self.serve.seconds_left(max(0, self.total - self.done))
         m = self.median_s
         return None if m is None else max(0, self.total - self.done) * m
 
@@ -187,6 +200,12 @@ class CampaignView:
         """True while the campaign's engine has work running or queued."""
         return self.engine_alive and self.campaign.status in ACTIVE_CAMPAIGN_STATUSES
 
+    @property
+    def paused(self) -> bool:
+        """Paused, or a pause asked and waiting for the run going on (``p`` resumes)."""
+        return (self.campaign.status == CampaignStatus.PAUSED
+                or control_of(self.control) is Control.PAUSE)
+
 
 def engine_changed(view: CampaignView) -> bool:
     """Whether the campaign's engine started or died since ``view`` was read: a pid check
@@ -200,7 +219,8 @@ def read_log_tail(path: str | None, lines: int = 8) -> tuple[str, ...]:
     if not path:
         return ()
     text = _read_tail(Path(path), LOG_TAIL_BYTES).splitlines()
-    return tuple(line[-500:] for line in text[-lines:])
+    # a longer line keeps its end, marked: "r message that..." read as the line's start
+    return tuple(line if len(line) <= 500 else "…" + line[-499:] for line in text[-lines:])
 
 
 def _current(db: sqlite_utils.Database, campaign_id: int, log_lines: int) -> RunView | None:

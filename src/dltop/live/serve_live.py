@@ -72,6 +72,14 @@ class ServeLive:
         """Their output tokens per second of the same window."""
         return self.output_tokens / self.window_s if self.window_s else None
 
+    def seconds_left(self, requests: int) -> float | None:
+        """How long ``requests`` more take at the rate measured requests ended so far (the
+        asked rate before one ended; None with neither). An open loop's requests end at
+        its arrival rate, not one per request latency."""
+        ended = self.ok + self.failed
+        rate = ended / self.window_s if ended and self.window_s else self.asked_rate_per_s
+        return requests / rate if rate else None
+
     @property
     def ttft(self) -> Quantiles:
         """TTFT p50/p99 so far."""

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.catalog import SERVE_FRAMEWORKS
 from dltop.errors import UserError
 from dltop.report.content import Figure
 from dltop.results import labels, queries
@@ -197,8 +198,13 @@ def trace_figure(trace: RunTrace, row: Mapping[str, Any],
     panels = tuple(p for p in PANELS if any(r["panel"] == p for r in rows))
     measured = sum(1 for p in trace.iterations if not p.warmup)
     notes = [f"{row['status']}", f"{trace.n_iterations} iterations stored"]
+    serve = row["framework"] in SERVE_FRAMEWORKS
     if row["median_s"] is not None:
-        notes.append(f"median {fmt_seconds(float(row['median_s']))} s/iter")
+        notes.append(f"median {fmt_seconds(float(row['median_s']))} "
+                     + ("s/request end to end" if serve else "s/iter"))
+    if serve and "s/iter" in panels:  # its iterations are requests, many in flight at once
+        notes.append("s/iter: each request's end-to-end seconds at its end, not a time per "
+                     "iteration (requests overlap)")
     if row["cv"] is not None:
         notes.append(f"cv {float(row['cv']):.3f}")
     notes.append("flags: " + (", ".join(_flags(row)) or "none"))

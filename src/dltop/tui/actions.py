@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from textual import work
 from textual.app import App
 
-from dltop.catalog import CampaignStatus, Control, JobStatus, control_of
+from dltop.catalog import Control, JobStatus
 from dltop.errors import DltopError
 from dltop.live.campaign import CampaignView, JobLine
 from dltop.results import labels
@@ -131,9 +131,7 @@ class Actions(App[str | None]):
         if self.refused("pausing or resuming"):
             return
         if (view := self._need_view()) is not None:
-            paused = (view.campaign.status == CampaignStatus.PAUSED
-                      or control_of(view.control) is Control.PAUSE)
-            control = Control.RESUME if paused else Control.PAUSE
+            control = Control.RESUME if view.paused else Control.PAUSE
             self._do(control, lambda: ops.set_control(self.db_path, view, control))
 
     def action_retry_failed(self) -> None:

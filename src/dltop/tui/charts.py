@@ -48,6 +48,7 @@ TREE_COLOR = "orange"
 GPU_LINES = 4
 """Most GPUs drawn one line each; more are drawn as their mean and max."""
 GIB = 2.0 ** 30
+MIB = 2.0 ** 20
 SERVE_CHARTS = ("latency", "ttft-hist", "itl-hist")
 """A serve run's charts, below the others (:mod:`dltop.tui.servecharts`)."""
 _BUILDING = threading.Lock()
@@ -256,7 +257,10 @@ class RunCharts(Vertical):
         note = self.query_one("#charts-note", Static)
         note.update(Text(one_line("  ".join(notes))))  # the reason is the run's: literal
         note.set_class(not notes, "-hidden")
-        shown = {"iter": bool(its), "loss": trace is not None and trace.has_loss,
+        # a serve run's iterations are its requests' end-to-end latencies at their end:
+        # its latency chart draws them (at the send), an "s/iter" of them misled
+        shown = {"iter": bool(its) and not serving,
+                 "loss": trace is not None and trace.has_loss,
                  "eval": trace is not None and bool(trace.evals),
                  "util": bool(gpus or host), "power": bool(gpus),
                  "memory": bool(gpus or host)}
@@ -341,12 +345,17 @@ def chart_spec(trace: RunTrace, name: str) -> ChartSpec:
             ("tree cpu % (100=1 core)", hx, [h.tree_cpu_pct for h in host], TREE_COLOR)),
             start=start)
     if name == "memory":
-        return ChartSpec("memory GiB", tx, xlim, _known(
-            *gpu_series(gpus, "GiB", lambda p: None if p.mem_used_bytes is None
-                        else p.mem_used_bytes / GIB),
-            ("tree RSS GiB", hx, [None if h.tree_rss_bytes is None
-                                  else h.tree_rss_bytes / GIB for h in host], TREE_COLOR)),
-            start=start)
+        # MiB under a GiB: a CPU run's 36 MiB tree read 0.0059 to 0.0352 GiB
+        peak = max((b for b in (*(p.mem_used_bytes for s in gpus for p in s.points),
+                                *(h.tree_rss_bytes for h in host)) if b is not None),
+                   default=0)
+        unit, scale = ("GiB", GIB) if peak >= GIB else ("MiB", MIB)
+        return ChartSpec(f"memory {unit}", tx, xlim, _known(
+            *gpu_series(gpus, unit, lambda p: None if p.mem_used_bytes is None
+                        else p.mem_used_bytes / scale),
+            (f"tree RSS {unit}", hx, [None if h.tree_rss_bytes is None
+                                      else h.tree_rss_bytes / scale for h in host],
+             TREE_COLOR)), start=start)
     return ChartSpec("GPU power W", tx, xlim, _known(
         *gpu_series(gpus, "W", lambda p: p.power_w)), start=start)
 

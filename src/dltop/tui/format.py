@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from dltop.catalog import SERVE_FRAMEWORKS
 from dltop.catalog import CampaignStatus as C
 from dltop.catalog import JobStatus as J
 from dltop.catalog import RunStatus as R
@@ -77,3 +78,13 @@ def per_iteration(seconds: float | None) -> str:
     if seconds >= 1:
         return f"{seconds:.2f} s/it"
     return f"{seconds * 1000:.1f} ms/it"
+
+
+def serves(framework: str) -> bool:
+    """Whether ``framework``'s runs are serve runs (:data:`~dltop.catalog.SERVE_FRAMEWORKS`)."""
+    return framework in SERVE_FRAMEWORKS
+
+
+def per_request(seconds: float | None) -> str:
+    """A request's end-to-end seconds as :func:`per_iteration` says them (``508.0 ms/req``)."""
+    return per_iteration(seconds).replace("/it", "/req")

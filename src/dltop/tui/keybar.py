@@ -64,6 +64,14 @@ class KeyBar(CachedLines, Static):
             self._spans.append((start, len(text), k.action, k.on_app))
         return text
 
+    def relabel(self, action: str, label: str) -> None:
+        """Say ``label`` for ``action``'s key (``p``: Pause, or Resume while paused)."""
+        keys = [k if k.action != action else _Key(k.key, label, k.action, k.on_app)
+                for k in self._keys]
+        if keys != self._keys:
+            self._keys, self._laid_out = keys, None
+            self.refresh()
+
     def render(self) -> Text:
         width = self.size.width or 10_000
         if self._laid_out is None or self._laid_out[0] != width:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import replace
 
+from rich.cells import cell_len, set_cell_size
 from rich.style import Style
 from rich.text import Text
 from textual.binding import Binding
@@ -33,11 +34,11 @@ from textual.widgets import Static
 from dltop.catalog import JobStatus
 from dltop.live.campaign import QUEUE_WINDOW, CampaignView, JobLine
 from dltop.textsafe import one_line
-from dltop.tui.format import STATUS_STYLE, per_iteration
+from dltop.tui.format import STATUS_STYLE, per_iteration, per_request, serves
 
 COLUMNS = ("#", "status", "framework", "model", "batch", "device", "rep", "progress")
 # Fixed widths: a cell may change in place to a longer value ("unsatisfiable").
-WIDTHS = (4, 14, 11, 10, 6, 8, 4, 12)
+WIDTHS = (4, 14, 11, 10, 6, 8, 4, 14)
 SETTINGS = "settings"
 """The last column, headed only when the campaign varies more than model, framework,
 batch and device (``bf16 cuda graphs``: the run label's words); it takes the rest of
@@ -58,7 +59,8 @@ def _cells(j: JobLine, progress: str, row: int) -> Cells:
     # `#` is the row in the queue, not the stored position: positions only order the
     # queue, and keep the gaps that removed jobs (and retries, moved to the end) leave.
     if not progress and j.median_s is not None:
-        progress = per_iteration(j.median_s) + ("§" if j.contaminated else "")
+        seconds = per_request if serves(j.framework) else per_iteration
+        progress = seconds(j.median_s) + ("§" if j.contaminated else "")
     return (str(row + 1), j.status, j.framework, one_line(j.model), str(j.batch_size),
             j.device, str(j.repeat + 1), progress, one_line(j.settings))
 
@@ -70,14 +72,31 @@ def _widths(number_width: int, model_width: int = WIDTHS[MODEL]) -> tuple[int, .
 def model_width(jobs: Iterable[JobLine], at_least: int = WIDTHS[MODEL]) -> int:
     """The model column's width: its longest model name and a space (``gpt2-medium``
     whole, not ``gpt2-smal``), never narrower than ``at_least``, at most :data:`MODEL_MAX`."""
-    return min(MODEL_MAX, max([at_least, *(len(one_line(j.model)) + 1 for j in jobs)]))
+    return min(MODEL_MAX, max([at_least, *(cell_len(one_line(j.model)) + 1 for j in jobs)]))
+
+
+def fitted_model_width(model_width: int, number_width: int, width: int) -> int:
+    """The model column drawn in ``width`` columns: narrower, down to its default, where
+    the columns after it would not fit (80 columns and a 40-column name hid device, rep
+    and progress; the name is cut with ``…`` instead)."""
+    rest = number_width + sum(WIDTHS[1:MODEL]) + sum(WIDTHS[MODEL + 1:])
+    return max(WIDTHS[MODEL], min(model_width, width - rest))
+
+
+def _fit(value: str, width: int) -> str:
+    """``value`` in exactly ``width`` terminal cells: padded, or cut with ``…``. Cells,
+    not characters: a CJK character takes two, and counted as one it pushed the rest
+    of its row two columns right (``résnet-模型`` rows misaligned)."""
+    if cell_len(value) <= width:
+        return set_cell_size(value, width)
+    return set_cell_size(value, width - 1) + "…"
 
 
 def _line(cells: Cells, widths: tuple[int, ...] = WIDTHS) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     for c, (value, width) in enumerate(zip(cells, widths, strict=False)):
         style = STATUS_STYLE.get(value, "") if c == 1 else ""
-        t.append(f" {value[:width - 1]:<{width - 1}}", style)
+        t.append(f" {_fit(value, width - 1)}", style)
     if len(cells) > len(widths) and cells[len(widths)]:
         t.append(f" {cells[len(widths)]}")  # settings: the rest of the line
     return t
@@ -92,10 +111,13 @@ class QueueHeader(Static):
     """Width of the model column: the table's :attr:`QueueTable.model_width`."""
     settings: reactive[bool] = reactive(False)
     """Head the settings column (the table's :attr:`QueueTable.has_settings`)."""
+    fit_width: reactive[int] = reactive(10**6)
+    """The table's width, which its model column fits in (:func:`fitted_model_width`)."""
 
     def render(self) -> Text:
+        models = fitted_model_width(self.model_width, self.number_width, self.fit_width)
         t = _line((*COLUMNS, SETTINGS if self.settings else ""),
-                  _widths(self.number_width, self.model_width))
+                  _widths(self.number_width, models))
         t.stylize("bold")
         return t
 
@@ -302,6 +324,10 @@ class QueueTable(ScrollView, can_focus=True):
         self._want_rows(int(self.scroll_offset.y))
         self.refresh()
 
+    def on_resize(self) -> None:
+        for header in self.screen.query(QueueHeader):  # its columns stay over the rows'
+            header.fit_width = self.size.width
+
     def render_line(self, y: int) -> Strip:
         row = int(self.scroll_offset.y) + y
         width = self.size.width
@@ -311,7 +337,8 @@ class QueueTable(ScrollView, can_focus=True):
         key = (cells, row == self.cursor_row, width)
         strip = self._strips.get(key)
         if strip is None:
-            text = _line(cells, _widths(self.number_width, self.model_width))
+            models = fitted_model_width(self.model_width, self.number_width, width)
+            text = _line(cells, _widths(self.number_width, models))
             text.truncate(width, pad=True)
             if key[1]:
                 text.stylize(CURSOR)

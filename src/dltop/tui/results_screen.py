@@ -226,6 +226,7 @@ class ResultsScreen(DltopScreen):
         if view is None:
             self._key, self._campaign, self._cache = None, None, {}
             self.query_one("#results-title", Static).update("no campaign yet")
+            self.query_one(MetricBar).show(self.metric, ())  # not every metric there is
             return
         key = (view.campaign.id, view.campaign.status, tuple(sorted(view.counts.items())))
         # A run finished: the tables change as the campaign goes. Not computed while the

@@ -39,7 +39,7 @@ from dltop.results.runtrace import RunTrace
 from dltop.store.read.rundetail import job_attempts, job_status
 from dltop.textsafe import multiline, one_line
 from dltop.tui.charts import ChartsScroll, RunCharts
-from dltop.tui.format import NA, STATUS_STYLE, duration
+from dltop.tui.format import NA, STATUS_STYLE, duration, serves
 from dltop.tui.keybar import KeyBar
 from dltop.tui.logview import LogViewer
 from dltop.tui.rundetail_rows import Row, stats_rows, telemetry_rows
@@ -73,7 +73,7 @@ def section(title: str, rows: Iterable[Row], detail: RunDetail) -> Text:
     for why in dict.fromkeys(detail.why_missing(group) for group in missing):
         t.append(f"N/A: {why}\n", "dim yellow")
     for key, value, _ in rows:
-        t.append(f"{key:<{KEY_W}}", "dim")
+        t.append(f"{key:<{KEY_W - 1}} ", "dim")  # a longer key still has its space
         if value is None:
             t.append(NA, "yellow")
         else:
@@ -310,7 +310,8 @@ class RunDetailScreen(Screen[None]):
         self._set("#rd-status", status_text(detail, from_file))
         live = stats_so_far(detail, trace) if detail.running else None
         self._set("#rd-stats", section("Statistics" + (" so far" if live else ""),
-                                       stats_rows(live or detail.stats, detail.model), detail))
+                                       stats_rows(live or detail.stats, detail.model,
+                                                  serves(detail.framework)), detail))
         for part, text in (("generation", generation_text(detail)),
                            ("convergence", convergence_text(trace)),
                            ("profile", profile_text(detail))):

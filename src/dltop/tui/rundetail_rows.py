@@ -9,21 +9,28 @@ from dataclasses import replace
 from dltop.live.nodegpus import node_gpu_lines
 from dltop.live.rundetail import RunDetail, RunStats, StoredTelemetry, cpu_energy_text
 from dltop.results.tokens import is_lm
-from dltop.tui.format import gib, num, per_iteration
+from dltop.tui.format import gib, num, per_iteration, per_request, size
 
 Row = tuple[str, str | None, str]
 """(key, value or None when missing, the group whose reason explains a missing value)."""
 
 
-def stats_rows(s: RunStats, model: str = "") -> list[Row]:
-    """The run's timing statistics (throughput in tokens/s for a transformer ``model``)."""
+def stats_rows(s: RunStats, model: str = "", serve: bool = False) -> list[Row]:
+    """The run's timing statistics (throughput in tokens/s for a transformer ``model``).
+    A ``serve`` run's are its requests' end-to-end latencies (ms/req), with no samples/s
+    or loss: latency over a request's tokens is no throughput (req-rate, output-rate)."""
     p = None
+    seconds = per_request if serve else per_iteration
     if s.p10_s is not None and s.p90_s is not None:
-        lo, hi = per_iteration(s.p10_s), per_iteration(s.p90_s)
+        lo, hi = seconds(s.p10_s), seconds(s.p90_s)
         unit = hi.split(" ", 1)[1]
         p = f"{lo.removesuffix(' ' + unit)} / {hi}"  # 480.0 / 550.0 ms/it
-    return [("n", None if s.n_iterations is None else str(s.n_iterations), "stats"),
-            ("median", None if s.median_s is None else per_iteration(s.median_s), "stats"),
+    median = ("n", None if s.n_iterations is None else str(s.n_iterations), "stats"), (
+        "median", None if s.median_s is None else seconds(s.median_s), "stats")
+    if serve:
+        return [*median, ("within-run p10 / p90", p, "stats"),
+                ("cv", num(s.cv, ".3f") if s.cv is not None else None, "stats")]
+    return [*median,
             ("within-run p10 / p90", p, "stats"),
             ("cv", num(s.cv, ".3f") if s.cv is not None else None, "stats"),
             ("noisy", None if s.noisy is None else ("yes" if s.noisy else "no"), "stats"),
@@ -68,8 +75,8 @@ def telemetry_rows(d: RunDetail) -> list[Row]:
             "" if m.gpu_mem_framework_peak_bytes is None
             else f", framework {gib(m.gpu_mem_framework_peak_bytes)}") + ")"
     rss = None if m.rss_peak_bytes is None and m.rss_peak_kernel_bytes is None else \
-        f"{gib(m.rss_peak_bytes)} GiB" + ("" if m.rss_peak_kernel_bytes is None else
-                                          f" (kernel {gib(m.rss_peak_kernel_bytes)} GiB)")
+        size(m.rss_peak_bytes) + ("" if m.rss_peak_kernel_bytes is None else
+                                  f" (kernel {size(m.rss_peak_kernel_bytes)})")
     throttle = m.throttle_reasons or ("none" if d.uses_gpu and m.window_s else None)
     contaminated = None if m.contaminated is None else \
         ("yes: " + (m.contamination or "") if m.contaminated else "no")

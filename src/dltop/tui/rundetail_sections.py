@@ -11,6 +11,7 @@ from dltop.results.convergence import Percentiles
 from dltop.results.metricdefs import metric
 from dltop.results.runtrace import RunTrace
 from dltop.textsafe import one_line
+from dltop.tui.format import serves
 
 PROFILE_ROWS = 12
 """Operators listed (the table ``dltop export --table profile --run N`` has them all)."""
@@ -80,10 +81,13 @@ def generation_text(d: RunDetail) -> Text:
     t = Text(no_wrap=True, overflow="ellipsis")
     if g is None:
         return t
-    t.append("Generation" + (" so far" if d.running else "") + "\n", "bold underline")
+    serve = serves(d.framework)  # a serve run's timings are its client's, not a device's
+    t.append(("Requests" if serve else "Generation") + (" so far" if d.running else "")
+             + "\n", "bold underline")
     t.append(f"{g.requests} measured request{'s' if g.requests != 1 else ''}, "
-             f"{g.n_itl} inter-token latencies; ms, whole batch, device synchronised\n",
-             "dim")
+             f"{g.n_itl} inter-token latencies; ms, " + (
+                 "the client's, from each request's send\n" if serve
+                 else "whole batch, device synchronised\n"), "dim")
     t.append(f"{'':<11}{'p50':>9}  {'p90':>9}  {'p99':>9}\n", "dim")
     one = "N/A (one new token per request)"
     for label, p, none in ((metric("ttft").label, g.ttft_s, "N/A"),

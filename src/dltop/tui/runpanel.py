@@ -68,9 +68,15 @@ class RunRate(Static):
             return Text("not started: the job waits in Slurm's queue", "dim")
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(sparkline(r.recent_s, 24, None, None), "cyan")
-        t.append(f"  {per_iteration(r.median_s)}  ")
-        unit = " tokens/s" if is_lm(r.model) else " samples/s"
-        t.append(f"{num(r.samples_per_s, ',.0f', unit)}  ")
+        if r.serve is not None:
+            # A serve run's iterations are its requests, many in flight at once: their
+            # seconds are latencies, and latency over output is no throughput (the
+            # request and token rates are on the serve lines).
+            t.append(f"  e2e p50 {_latency(r.median_s)}  ")
+        else:
+            t.append(f"  {per_iteration(r.median_s)}  ")
+            unit = " tokens/s" if is_lm(r.model) else " samples/s"
+            t.append(f"{num(r.samples_per_s, ',.0f', unit)}  ")
         t.append(f"elapsed {duration(r.elapsed_s)}  ")
         t.append(f"ETA {duration(r.eta_s)}")
         return t
@@ -96,7 +102,9 @@ class RunHealth(Static):
                 t.append(f"starting ({approx_duration(st.quiet_s)}, no iteration yet)  ",
                          "dim")
             loss = r.loss
-            if loss is None:
+            if r.serve is not None:
+                pass  # a request has no loss
+            elif loss is None:
                 t.append("loss N/A  ", "dim")
             else:
                 t.append(f"loss {loss.last:.4g} ")

@@ -206,6 +206,8 @@ class MainScreen(DltopScreen):
         self.show_queue(view)
         app = self.dltop
         self.query_one(QueueHint).show(view, one_line(app.db_label), app.db_path.is_file())
+        self.query_one(KeyBar).relabel("app.toggle_pause",
+                                       "Resume" if view is not None and view.paused else "Pause")
         others = max(0, len(view.progress) - 1) if view else 0
         self.query_one(RunPanel).show(view.current if view else None, others,
                                       view.eta if view else None)

@@ -51,6 +51,8 @@ recorded 2026-11-29: a client taking that connection from its pool meets the clo
 With ``--hold`` each answer's events, made on schedule, are written in one piece once the
 last is made (``[DONE]`` included): the client reads them together, as a client process
 that did not run while the server wrote them does.
+With ``--tls CERT KEY`` it serves HTTPS (``tests/programs/tls``: a self-signed
+certificate for localhost and 127.0.0.1, valid until 2126).
 With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line. With
 ``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
 when its handler started and when each content event's last byte was written, in
@@ -64,6 +66,7 @@ import argparse
 import asyncio
 import json
 import os
+import ssl
 import sys
 import time
 
@@ -275,6 +278,8 @@ async def main() -> None:
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),
                    help="append each streamed request's content write times to this file")
+    p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"),
+                   help="serve HTTPS with this certificate (tests/programs/tls: self-signed)")
     cfg = p.parse_args()
     # who started it, for the tests of servers dltop starts (issue 41 item 5)
     sys.stdout.write(f"PID {os.getpid()} PPID {os.getppid()} PGID {os.getpgid(0)}\n")
@@ -291,7 +296,11 @@ async def main() -> None:
         app.router.add_post("/tokenize", tokenize)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", cfg.port)
+    tls = None
+    if cfg.tls:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(*cfg.tls)
+    site = web.TCPSite(runner, "127.0.0.1", cfg.port, ssl_context=tls)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     sys.stdout.write(f"PORT {port}\n")

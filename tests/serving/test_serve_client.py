@@ -249,6 +249,27 @@ def test_a_tls_failure_names_the_host(tmp_path: Path, fake_server) -> None:
     (error,) = named(events, "error")
     assert error["kind"] == "setup"
     assert error["message"].startswith("TLS failed for host 127.0.0.1"), error["message"]
+    assert error["message"].endswith("(the port answered without TLS: a plain-HTTP server "
+                                     "wants http://)"), error["message"]
+
+
+def test_a_self_signed_server_fails_naming_the_host_until_its_ca_is_trusted(
+        tmp_path: Path, fake_server) -> None:
+    tls = Path(__file__).resolve().parents[1] / "programs" / "tls"
+    url = fake_server("--tls", str(tls / "cert.pem"), str(tls / "key.pem")).replace(
+        "http://127.0.0.1", "https://localhost")
+    code, events, _ = run_runner(tmp_path, spec(url, "steady"))
+    assert code == 3
+    (error,) = named(events, "error")
+    assert error["kind"] == "setup"
+    assert error["message"].startswith("TLS failed for host localhost: "), error["message"]
+    assert "CERTIFICATE_VERIFY_FAILED" in error["message"]
+    assert error["message"].endswith("trust its CA with SSL_CERT_FILE=CA.pem in dltop's "
+                                     "environment)"), error["message"]
+    code, events, _ = run_runner(tmp_path, spec(url, "steady"),
+                                 env={"SSL_CERT_FILE": str(tls / "cert.pem")})
+    assert code == 0, named(events, "error")
+    assert sum(1 for r in named(events, "request") if not r.get("error")) == 7
 
 
 def test_dataset_prompts_are_sampled_with_the_seed(tmp_path: Path) -> None:

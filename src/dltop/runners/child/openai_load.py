@@ -387,9 +387,20 @@ class Client(object):
         os_error = getattr(exc, "os_error", None)
         if isinstance(exc, aiohttp.ClientSSLError):
             host = getattr(exc, "host", None) or self.endpoint
-            self.fatal = "TLS failed for host %s: %s" % (host, exc)
+            self.fatal = "TLS failed for host %s: %s%s" % (host, exc, tls_hint(exc))
         elif isinstance(os_error, ConnectionRefusedError) \
                 or getattr(os_error, "errno", None) == errno.ECONNREFUSED:
             self.fatal = "connection refused at %s" % self.endpoint
         else:
             self.fatal = "cannot connect to %s: %s" % (self.endpoint, exc)
+
+
+def tls_hint(exc):
+    """What a user does about a TLS failure: the two met in practice named."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return (" (a certificate this host does not trust, such as a self-signed one: TLS "
+                "is always verified; trust its CA with SSL_CERT_FILE=CA.pem in dltop's "
+                "environment)")
+    if "WRONG_VERSION_NUMBER" in str(exc) or "record layer failure" in str(exc):
+        return " (the port answered without TLS: a plain-HTTP server wants http://)"
+    return ""

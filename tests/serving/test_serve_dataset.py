@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -115,6 +116,9 @@ def test_a_gzipped_sharegpt_file_with_a_bom_sends_its_human_turns(
                         "run", "--headless", "--no-telemetry", str(profile)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stdout + r.stderr
+    # the progress line: a request's median e2e seconds and its own output tokens/s
+    assert re.search(r"\[1/1\] openai m b1 gen128\+4 inf req/s c1 cpu:1 #1  ok  "
+                     r"[0-9.]+ s/request  [0-9.]+ tokens/s per request", r.stdout), r.stdout
     sent = [json.loads(line)["prompt"] for line in log.read_text().splitlines()]
     assert len(sent) == 8
     assert set(sent) <= set(SHAREGPT_PROMPTS), sent

@@ -109,3 +109,10 @@ def test_a_bad_endpoint_exits_2_before_anything_is_stored(tmp_path: Path) -> Non
     assert f"{profile}: matrix[0].endpoint: expected an http:// or https:// URL" in r.stderr
     assert "Traceback" not in r.stderr
     assert not db.exists()
+
+
+def test_a_serve_jobs_label_names_its_rate_and_concurrency() -> None:
+    js = jobs('request_rate = [2.5, "inf"]\nconcurrency = [1, 8]')
+    assert [j.describe() for j in js] == [
+        f"openai served/model-1 b1 gen128+128 {rate} req/s c{c} cpu:1 #1"
+        for rate in ("2.5", "inf") for c in (1, 8)]

@@ -124,6 +124,10 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     assert all(r["itl-chunk"] > 2 * r["itl"] for r in multi)
     (failed,) = [r for r in rows if r["model"] == "http429"]
     assert failed["status"] == "crashed"
+    # the Markdown table shows every latency of a request in ms, as TTFT and ITL
+    md = dltop(db, "export", "--table", "summary").stdout
+    for head in ("TTFT", "ITL", "ITL/chunk", "lag", "slot wait"):
+        assert f"| {head} p50/p90/p99 (ms) |" in md, head
     # one run per configuration; on a loaded machine a client may really fall behind
     assert sum("client-bound" in r["flags"] for r in ok) == \
         sum(r["client_bound"] for r in runs[:4])

@@ -190,14 +190,14 @@ DECLARED = (
            how="failed measured requests of the ok serve runs together, in %"),
     Metric("itl-chunk", "inter-chunk latency in s (every gap between streamed content "
            "chunks): p50 / p90 / p99", "s", "ITL/chunk p50/p90/p99 s", _g4, modes=SERVE,
-           detail=PCT, how="p50 / p90 / p99 of every gap between content chunks of the ok "
+           detail=PCT, ms=Millis.ALWAYS, how="p50 / p90 / p99 of every gap between content chunks of the ok "
            "serve runs' measured requests"),
     Metric("dispatch-lag", "how late each request left past its scheduled arrival, in s: "
            "p50 / p90 / p99", "s", "lag p50/p90/p99 s", _g4, modes=SERVE, detail=PCT,
-           how="p50 / p90 / p99 of every measured request's dispatch lag"),
+           ms=Millis.ALWAYS, how="p50 / p90 / p99 of every measured request's dispatch lag"),
     Metric("slot-wait", "time each request waited for a concurrency slot, in s: p50 / p90 / "
            "p99", "s", "slot wait p50/p90/p99 s", _g4, modes=SERVE, detail=PCT,
-           how="p50 / p90 / p99 of every measured request's wait for a slot"),
+           ms=Millis.ALWAYS, how="p50 / p90 / p99 of every measured request's wait for a slot"),
     Metric("j-per-token", "GPU energy per output token in J over a serve run's measured "
            "window (in brackets: net of the idle power of the same GPUs before the load)",
            "J/token", "J/token", _g4, modes=SERVE, detail=("net_j", "idle_power_w", *READINGS),

@@ -190,8 +190,8 @@ DECLARED = (
            how="failed measured requests of the ok serve runs together, in %"),
     Metric("itl-chunk", "inter-chunk latency in s (every gap between streamed content "
            "chunks): p50 / p90 / p99", "s", "ITL/chunk p50/p90/p99 s", _g4, modes=SERVE,
-           detail=PCT, ms=Millis.ALWAYS, how="p50 / p90 / p99 of every gap between content chunks of the ok "
-           "serve runs' measured requests"),
+           detail=PCT, ms=Millis.ALWAYS, how="p50 / p90 / p99 of every gap between content "
+           "chunks of the ok serve runs' measured requests"),
     Metric("dispatch-lag", "how late each request left past its scheduled arrival, in s: "
            "p50 / p90 / p99", "s", "lag p50/p90/p99 s", _g4, modes=SERVE, detail=PCT,
            ms=Millis.ALWAYS, how="p50 / p90 / p99 of every measured request's dispatch lag"),

@@ -71,6 +71,8 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     bad = runs[-2]
     assert "8 of 8 measured requests failed" in bad["error_message"]
     assert "request 2: HTTP 429: " in bad["error_message"]  # the first errors, quoted
+    log = (db.parent / "d-runs" / f"run-{bad['id']}" / "runner.log").read_text()
+    assert "output tokens counted by: nothing (no request produced a token); " in log, log
     for r in runs[:4]:
         assert r["serve_window_s"] > 0 and r["client_cpu_pct"] >= 0
         # 8 requests: no p99 (the percentile rule needs 100), the CPU judges alone

@@ -236,7 +236,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     reporter.emit("setup", token_source=source, client_processes=n)
     sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "
                      "requests shorter than new_tokens\n" % (
-                         source, "forced by " + "+".join(force) if force else "not forced",
+                         source or "nothing (no request produced a token)",
+                         "forced by " + "+".join(force) if force else "not forced",
                          state["short"], state["ok"]))
     said = sorted(state["prompts"])
     if counter is not None and not data and said and said != [int(spec["prompt_tokens"])]:

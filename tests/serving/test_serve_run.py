@@ -68,6 +68,9 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
         ("steady", "ok"), ("multi", "ok"), ("steady", "ok"), ("multi", "ok"),
         ("http429", "crashed"), ("flaky", "ok")]  # concurrency 1, then 4
     assert runs[-1]["error_message"] is None  # failures within its budget: not "short"
+    # the client's library, named: not read as an openai SDK's version
+    versions = {r["framework_version"] for r in query(db, "select framework_version from runs")}
+    assert len(versions) == 1 and versions.pop().startswith("aiohttp 3."), versions
     bad = runs[-2]
     assert "8 of 8 measured requests failed" in bad["error_message"]
     assert "request 2: HTTP 429: " in bad["error_message"]  # the first errors, quoted

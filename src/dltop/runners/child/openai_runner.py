@@ -148,7 +148,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     burstiness = float(opts.get("burstiness", 1.0))
     concurrency = int(spec.get("concurrency") or 1)
     stall_s = max(1.0, min(60.0, float(spec.get("timeout_s", 900.0)) / 10.0))
-    reporter.hello("openai", getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
+    # the client is aiohttp (no openai SDK): its version, named, is the framework's
+    reporter.hello("openai", "aiohttp " + getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
                    endpoint=endpoint, api=api, served_model=spec["model"],
                    prompts="dataset" if data else (
                        "synthetic (exactly prompt_tokens tokens by the %s)" % counter.source

@@ -253,6 +253,16 @@ def test_a_tls_failure_names_the_host(tmp_path: Path, fake_server) -> None:
                                      "wants http://)"), error["message"]
 
 
+def test_a_404_names_the_url_it_was_sent_to(tmp_path: Path, fake_server) -> None:
+    base = fake_server().removesuffix("/v1")  # the endpoint without its /v1
+    code, events, _ = run_runner(tmp_path, spec(base, "steady"))
+    assert code == 3  # every request failed: over the error budget (a failed run)
+    errors = {r["error"] for r in named(events, "request")}
+    assert errors == {f"HTTP 404: 404: Not Found (POST {base}/chat/completions: no such "
+                      "route, or no such model; endpoint is the API's base, "
+                      "http://HOST:PORT/v1)"}, errors
+
+
 def test_a_self_signed_server_fails_naming_the_host_until_its_ca_is_trusted(
         tmp_path: Path, fake_server) -> None:
     tls = Path(__file__).resolve().parents[1] / "programs" / "tls"

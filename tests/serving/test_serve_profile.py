@@ -87,6 +87,14 @@ def test_an_endpoint_must_be_http_or_https_with_a_host(url: str) -> None:
         parse(ENTRY.format(extra="").replace("http://127.0.0.1:8000/v1/", url), "p.toml", "p")
 
 
+@pytest.mark.parametrize("url", ["http://h:8000/v1/chat/completions",
+                                 "https://h/v1/completions/"])
+def test_an_endpoint_pasted_with_its_route_says_to_give_the_base(url: str) -> None:
+    with pytest.raises(UserError, match=r"^p.toml: matrix\[0\].endpoint: '.*' names a "
+                       r"route: endpoint is the API's base \(\"http://HOST:PORT/v1\"\)"):
+        parse(ENTRY.format(extra="").replace("http://127.0.0.1:8000/v1/", url), "p.toml", "p")
+
+
 def test_serve_keys_elsewhere_are_refused() -> None:
     torch = ('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [8]\n'
              'devices = ["cpu:1"]\n')

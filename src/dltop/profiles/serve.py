@@ -81,6 +81,9 @@ def endpoint(v: Any) -> str:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
         raise ValueError(f"the port of {v!r} is not a number from 0 to 65535") from None
+    if parts.path.rstrip("/").endswith("/completions"):  # a route pasted whole
+        raise ValueError(f"{v!r} names a route: endpoint is the API's base "
+                         '("http://HOST:PORT/v1"); api = "chat" or "completions" picks it')
     return v.rstrip("/")
 
 

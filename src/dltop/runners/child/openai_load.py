@@ -349,6 +349,10 @@ class Client(object):
                             text = await resp.text(errors="replace")
                             res.first_byte_s = time.monotonic() - t_send
                             res.error = "HTTP %d: %s" % (resp.status, escaped(text.strip()))
+                            if resp.status == 404:  # which URL: a route, or the model
+                                res.error += " (POST %s: no such route, or no such model; " \
+                                    "endpoint is the API's base, http://HOST:PORT/v1)" % (
+                                        self.url)
                             named = refused_fields(resp.status, text, self.force)
                             if named:
                                 res.error = "HTTP %d: the server refused the request " \

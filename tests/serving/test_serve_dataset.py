@@ -30,10 +30,13 @@ SHAREGPT = [
 MESSAGES = [
     {"messages": [{"role": "system", "content": "be brief"},
                   {"role": "user", "content": "Why is the sky blue?"}]},
+    {"conversation": [{"role": "assistant", "content": "hi"}]},  # LMSYS-Chat's key
+    {"messages": []},
     {"messages": [{"role": "user", "content": [{"type": "text", "text": "Name a prime"}]}]},
+    {"conversation": [{"role": "user", "content": "Which is larger?"}]},
 ]
 SHAREGPT_PROMPTS = ["What is the capital of France?", "Tell me a joke"]
-MESSAGES_PROMPTS = ["Why is the sky blue?", "Name a prime"]
+MESSAGES_PROMPTS = ["Why is the sky blue?", "Name a prime", "Which is larger?"]
 
 
 def write(path: Path, text: str, *, bom: bool = False, zipped: bool = False) -> Path:

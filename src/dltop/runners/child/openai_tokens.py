@@ -198,9 +198,9 @@ def _add(out, item):
     # A conversation's prompt is its first human turn: the single-turn request dltop
     # sends, as vLLM's ShareGPT sampling takes it.
     if isinstance(item, dict):
-        turns = item.get("conversations")
-        if not isinstance(turns, list):
-            turns = item.get("messages")
+        # ShareGPT's conversations, LMSYS-Chat's conversation, OpenAI's messages
+        turns = next((item[k] for k in ("conversations", "conversation", "messages")
+                      if isinstance(item.get(k), list)), None)
         if isinstance(turns, list):
             for turn in turns:
                 if isinstance(turn, dict) and (turn.get("from") or turn.get("role")) in (

@@ -12,8 +12,10 @@ import importlib.util
 import itertools
 import json
 import random
+import socket
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -251,6 +253,38 @@ def test_a_tls_failure_names_the_host(tmp_path: Path, fake_server) -> None:
     assert error["message"].startswith("TLS failed for host 127.0.0.1"), error["message"]
     assert error["message"].endswith("(the port answered without TLS: a plain-HTTP server "
                                      "wants http://)"), error["message"]
+
+
+def test_a_server_closing_every_connection_unanswered_gets_each_request_once(
+        tmp_path: Path) -> None:
+    # A server that reads each request and closes without a byte (a crashing worker
+    # behind a proxy). Only a pooled connection closed before the send is sent again
+    # (llama-server's keep-alive): a fresh one was 17 connections a request at
+    # concurrency 16, a retry storm.
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            accepted.append(conn)
+            conn.recv(65536)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    try:
+        code, events, _ = run_runner(tmp_path, spec(url, "m", iterations=30, concurrency=16))
+    finally:
+        listener.close()
+    assert code == 3  # every request failed
+    reqs = named(events, "request")
+    assert len(reqs) == 31 and all(r["error"] for r in reqs)
+    assert sum(r["resent"] for r in reqs) == 0
+    assert len(accepted) == 31 + 1  # and the one /tokenize probe before the load
 
 
 def test_a_404_names_the_url_it_was_sent_to(tmp_path: Path, fake_server) -> None:

@@ -26,6 +26,7 @@ import errno
 import json
 import math
 import time
+import types
 
 try:
     import aiohttp
@@ -294,7 +295,8 @@ class Client(object):
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.stall_s)
         out = []
         async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                         read_bufsize=READ_BUFSIZE) as session:
+                                         read_bufsize=READ_BUFSIZE,
+                                         trace_configs=[_reuse_trace()]) as session:
             for prompts, offsets, warmup, requests in phases:
                 cpu0 = time.process_time()
                 start, end = await self._phase(session, prompts, offsets, warmup, requests,
@@ -342,8 +344,10 @@ class Client(object):
                 if attempt:
                     t_send = time.monotonic()
                     res.resend_s = t_send - t_first
+                sent = types.SimpleNamespace(reused=False)
                 try:
-                    async with session.post(self.url, json=body, headers=self.headers) as resp:
+                    async with session.post(self.url, json=body, headers=self.headers,
+                                            trace_request_ctx=sent) as resp:
                         res.status = resp.status
                         if resp.status != 200:
                             text = await resp.text(errors="replace")
@@ -366,7 +370,10 @@ class Client(object):
                     self._connect_failed(exc)
                     return
                 except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                    if res.first_byte_s is None and attempt < self.concurrency:
+                    # a pooled connection the server had closed; a fresh one closed
+                    # before answering is the server's failure: never sent again
+                    if res.first_byte_s is None and sent.reused and \
+                            attempt < self.concurrency:
                         res.resent += 1
                         continue
                     res.error = "%s: %s" % (type(exc).__name__, escaped(str(exc)))
@@ -408,3 +415,13 @@ def tls_hint(exc):
     if "WRONG_VERSION_NUMBER" in str(exc) or "record layer failure" in str(exc):
         return " (the port answered without TLS: a plain-HTTP server wants http://)"
     return ""
+
+
+def _reuse_trace():
+    # Which requests went on a pooled connection (kept alive from an earlier request).
+    async def reused(session, ctx, params):
+        ctx.trace_request_ctx.reused = True
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(reused)
+    return trace

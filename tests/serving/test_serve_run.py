@@ -168,3 +168,43 @@ def test_an_unreachable_endpoint_is_setup_failed(tmp_path: Path) -> None:
     assert all(r["status"] == "setup_failed" and r["error_kind"] == "setup" for r in runs)
     assert all(r["error_message"] == f"connection refused at {url}" for r in runs)
     assert query(db, "select count(*) as n from serve_requests")[0]["n"] == 0
+
+
+def test_the_rates_of_repeated_runs_show_their_spread(tmp_path: Path, fake_server) -> None:
+    url = fake_server("--ttft-ms", "5", "--itl-ms", "2")
+    profile = tmp_path / "rep.toml"
+    profile.write_text(f"""[defaults]
+frameworks = ["openai"]
+mode = "serve"
+endpoint = "{url}"
+new_tokens = 4
+prompt_tokens = 4
+iterations = 12
+warmup = 1
+request_rate = 40
+concurrency = 2
+slo_ttft_ms = 1000
+[[matrix]]
+models = ["steady"]
+repeats = 3
+[[matrix]]
+models = ["multi"]
+""")
+    db = tmp_path / "d.db"
+    assert dltop(db, "run", str(profile)).returncode == 0
+    rows = {r["model"]: r for r in json.loads(dltop(
+        db, "export", "--table", "summary", "--format", "json").stdout)["rows"]}
+    windows = [w for (w,) in sqlite3.connect(db).execute(
+        "select r.serve_window_s from runs r join jobs j on j.id = r.job_id "
+        "where j.model = 'steady'")]
+    rates = sorted(12 / w for w in windows)  # every request ok: 12 a window
+    for name in ("req-rate", "output-rate", "goodput"):
+        d = rows["steady"]["detail"][name]
+        assert (d["runs"], d["min"], d["max"]) == (3, pytest.approx(rates[0] * (
+            4 if name == "output-rate" else 1)), pytest.approx(rates[-1] * (
+                4 if name == "output-rate" else 1))), (name, d)
+        assert d["min"] <= rows["steady"][name] <= d["max"]
+        # one run: no spread to show
+        assert "runs" not in (rows["multi"]["detail"].get(name) or {}), name
+    md = dltop(db, "export", "--table", "summary").stdout
+    assert f"(asked 40; {rates[0]:.4g}-{rates[-1]:.4g} over 3 runs)" in md, md

@@ -28,6 +28,8 @@ READINGS = ("readings",)
 (CSV gives it a column of its own; JSON cells also carry ``window_s``, the shortest)."""
 PCT = ("p90_s", "p99_s", "n")
 """The detail of a percentile metric: p90, p99 and the samples behind them."""
+RUNS = ("runs", "min", "max")
+"""The detail of a serve run's rate over several runs: their count, lowest and highest."""
 TRAIN, REQUESTS, GENERATE = ("train",), ("inference", "generate", "serve"), ("generate",)
 DECODE, SERVE = ("generate", "serve"), ("serve",)
 FASTER, MFU = ("faster", "slower"), ("higher MFU", "lower MFU")
@@ -177,14 +179,14 @@ DECLARED = (
            "measured requests of the ok runs"),
     Metric("req-rate", "requests per second completed (ok measured requests / the measured "
            "window; serve runs)", "req/s", "req/s", _f(2), higher=True, modes=SERVE,
-           detail=("asked",),
+           detail=("asked", *RUNS),
            how="median of each serve run's ok measured requests / its measured window"),
     Metric("output-rate", "output tokens per second of a serve run's ok requests over its "
            "window", "tokens/s", "out tok/s", _f(1), higher=True, modes=SERVE,
-           how="median of each serve run's output tokens / its measured window"),
+           detail=RUNS, how="median of each serve run's output tokens / its measured window"),
     Metric("goodput", "requests per second meeting every SLO given (slo_ttft_ms, "
            "slo_tpot_ms, slo_e2e_ms)", "req/s", "goodput req/s", _f(2), higher=True, modes=SERVE,
-           how="median of each serve run's requests meeting every SLO / its window"),
+           detail=RUNS, how="median of each serve run's requests meeting every SLO / its window"),
     Metric("error-rate", "failed measured requests of a serve run in %", "%", "errors %",
            _f(1), modes=SERVE, detail=("failed", "n"),
            how="failed measured requests of the ok serve runs together, in %"),

@@ -20,7 +20,8 @@ characters). The served model's name picks what the edges look like:
 - ``stall``: two chunks, then nothing;
 - ``malformed``: two chunks, then a line that is not JSON (with an ESC byte);
 - ``flaky``: every third request as ``error500``, the others as ``steady``;
-- ``auth``: as steady with ``Authorization: Bearer s3cret``, else status 401;
+- ``auth``: as steady with ``Authorization: Bearer s3cret``, else status 401 quoting the
+  ``Authorization`` it got;
 - ``edges``: the Nth request as the Nth of ``http429``, ``error500``, ``reset``,
   ``malformed`` and ``stall``, in turn.
 
@@ -128,7 +129,9 @@ async def complete(request: web.Request) -> web.StreamResponse:
         model = EDGES[(COUNT["n"] - 1) % len(EDGES)]
     if model == "auth":
         if request.headers.get("Authorization") != "Bearer s3cret":
-            return web.json_response({"error": {"message": "no key", "code": 401}},
+            # the key it got quoted back, as some proxies' and servers' 401s do
+            got = request.headers.get("Authorization", "no key")
+            return web.json_response({"error": {"message": f"invalid: {got}", "code": 401}},
                                      status=401)
         model = "steady"
     if model == "http429":

@@ -208,3 +208,35 @@ models = ["multi"]
         assert "runs" not in (rows["multi"]["detail"].get(name) or {}), name
     md = dltop(db, "export", "--table", "summary").stdout
     assert f"(asked 40; {rates[0]:.4g}-{rates[-1]:.4g} over 3 runs)" in md, md
+
+
+def test_a_key_a_server_quotes_back_is_never_stored(tmp_path: Path, fake_server) -> None:
+    # the fake's 401 quotes the Authorization it got, as some proxies' and servers' do
+    url = fake_server("--ttft-ms", "2", "--itl-ms", "1")
+    profile = tmp_path / "key.toml"
+    profile.write_text(f"""[[matrix]]
+frameworks = ["openai"]
+mode = "serve"
+endpoint = "{url}"
+models = ["auth"]
+api_key_env = "DLTOP_TEST_KEY"
+new_tokens = 4
+iterations = 4
+warmup = 1
+""")
+    db = tmp_path / "d.db"
+    key = "sk-wrong-0123456789"
+    res = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "run",
+                          "--headless", "--no-telemetry", str(profile)],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DLTOP_TEST_KEY": key})
+    assert res.returncode == 1, res.stdout + res.stderr  # every request refused
+    errors = {e for (e,) in sqlite3.connect(db).execute("select error from serve_requests")}
+    assert errors == {'HTTP 401: {"error": {"message": "invalid: Bearer <the api_key_env '
+                      'key>", "code": 401}}'}, errors
+    exported = [dltop(db, "export", "--table", "summary", "--format", f).stdout
+                for f in ("json", "csv")]
+    stored = [db.read_bytes(), *(p.read_bytes() for p in tmp_path.rglob("*")
+                                 if p.is_file() and p != db)]
+    assert key not in res.stdout + res.stderr + "".join(exported)
+    assert not [s for s in stored if key.encode() in s]

@@ -167,7 +167,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
         return load.Client(endpoint, api, spec["model"], headers, int(spec["new_tokens"]),
                            force, slots, stall_s)
 
-    state = {"index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
+    state = {"key": headers.get("Authorization", "")[len("Bearer "):],
+             "index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
              "later": [], "lags": [], "short": 0, "resent": 0, "prompts": set()}
 
     def on_result(res):
@@ -262,6 +263,8 @@ def _report(reporter, spec, res, state):
     ok = res.error is None and tokens_out >= 1 and res.chunk_s
     if res.error is None and not ok:
         res.error = "no content tokens in the response"
+    if res.error and state["key"]:  # a 401 may quote the key it got: never stored
+        res.error = res.error.replace(state["key"], "<the api_key_env key>")
     if not res.warmup:
         state["resent"] += res.resent
     if res.warmup:

@@ -15,6 +15,7 @@ characters). The served model's name picks what the edges look like:
 - ``multi``: three tokens per chunk (the last chunk the rest);
 - ``nousage``: as steady without the usage chunk (tokens must be estimated);
 - ``http429``: status 429 with a JSON error, no stream;
+- ``nostream``: ``stream: true`` ignored: one ``chat.completion`` JSON answer, status 200;
 - ``error500``: two chunks, then an error event (a 500 inside the stream);
 - ``reset``: two chunks, then the connection is reset;
 - ``stall``: two chunks, then nothing;
@@ -137,6 +138,10 @@ async def complete(request: web.Request) -> web.StreamResponse:
     if model == "http429":
         return web.json_response({"error": {"message": "rate limited", "code": 429}},
                                  status=429)
+    if model == "nostream":
+        return web.json_response({"object": "chat.completion", "choices": [{
+            "index": 0, "message": {"role": "assistant", "content": "tok tok"},
+            "finish_reason": "stop"}], "usage": {"prompt_tokens": 4, "completion_tokens": 2}})
     cfg = request.app["cfg"]
     accepts = {f for f in cfg.accepts.split(",") if f}
     unknown = {f for f in ("ignore_eos", "min_tokens") if f in body} - accepts

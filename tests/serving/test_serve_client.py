@@ -287,6 +287,16 @@ def test_a_server_closing_every_connection_unanswered_gets_each_request_once(
     assert len(accepted) == 31 + 1  # and the one /tokenize probe before the load
 
 
+def test_an_answer_in_one_piece_is_named_not_a_stream(tmp_path: Path, fake_server) -> None:
+    code, events, _ = run_runner(tmp_path, spec(fake_server(), "nostream"))
+    assert code == 3
+    errors = {r["error"] for r in named(events, "request")}
+    (error,) = errors
+    assert error.startswith("not a stream: the server answered application/json in one "
+                            "piece (it did not honour stream: true; dltop times streamed "
+                            "tokens): '{\"object\": \"chat.completion\""), error
+
+
 def test_a_404_names_the_url_it_was_sent_to(tmp_path: Path, fake_server) -> None:
     base = fake_server().removesuffix("/v1")  # the endpoint without its /v1
     code, events, _ = run_runner(tmp_path, spec(base, "steady"))

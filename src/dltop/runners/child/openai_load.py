@@ -254,6 +254,10 @@ async def _read_stream(resp, res, api, t_send):
                 res.error = "malformed SSE line (not UTF-8): '%s'" % escaped(line)
         elif not line.startswith((b"event:", b"id:", b"retry:")):
             res.error = "malformed SSE line: '%s'" % escaped(line)
+            if resp.content_type == "application/json":  # one answer, not a stream
+                res.error = "not a stream: the server answered %s in one piece (it did " \
+                    "not honour stream: true; dltop times streamed tokens): '%s'" % (
+                        resp.content_type, escaped(line))
         if res.error or done:
             return
     if data:

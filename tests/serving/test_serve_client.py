@@ -297,6 +297,37 @@ def test_an_answer_in_one_piece_is_named_not_a_stream(tmp_path: Path, fake_serve
                             "tokens): '{\"object\": \"chat.completion\""), error
 
 
+def test_a_hung_server_holds_the_run_no_longer_than_its_stalls(tmp_path: Path) -> None:
+    # A server that accepts and never answers: the /tokenize probe before the load waits
+    # no longer than a request may stall (it waited 10 s, past a short timeout_s, and the
+    # run ended a timeout with nothing stored)
+    listener = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def serve() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:  # closed: the test is over
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    t0 = time.monotonic()
+    try:  # timeout_s 10: a stall is 1 s
+        code, events, _ = run_runner(tmp_path, spec(url, "m", iterations=2, warmup=0,
+                                                    concurrency=1, timeout_s=10.0))
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    took = time.monotonic() - t0
+    assert code == 3
+    errors = [r["error"] for r in named(events, "request")]
+    assert errors == ["stalled: no data for 1 s (the read timeout)"] * 2
+    assert took < 7, took  # the probe (1 s, one body) and two stalls of 1 s, and a start
+
+
 def test_a_404_names_the_url_it_was_sent_to(tmp_path: Path, fake_server) -> None:
     base = fake_server().removesuffix("/v1")  # the endpoint without its /v1
     code, events, _ = run_runner(tmp_path, spec(base, "steady"))

@@ -133,8 +133,12 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     if opts.get("dataset") and not data:
         raise proto.Failed("dataset %s holds no prompts" % opts["dataset"])
     headers = _headers(opts)
+    stall_s = max(1.0, min(60.0, float(spec.get("timeout_s", 900.0)) / 10.0))
     try:
-        counter = tokens.counter(opts, endpoint, spec["model"], headers)
+        # /tokenize is asked no longer than a request may stall: a hung server would
+        # otherwise hold the run before its first request
+        counter = tokens.counter(opts, endpoint, spec["model"], headers,
+                                 timeout_s=min(stall_s, 10.0))
     except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception
         raise proto.Failed("tokenizer %s cannot be read: %s" % (opts.get("tokenizer"),
                                                                 exc)) from None
@@ -147,7 +151,6 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     arrival = opts.get("arrival", "poisson")
     burstiness = float(opts.get("burstiness", 1.0))
     concurrency = int(spec.get("concurrency") or 1)
-    stall_s = max(1.0, min(60.0, float(spec.get("timeout_s", 900.0)) / 10.0))
     # the client is aiohttp (no openai SDK): its version, named, is the framework's
     reporter.hello("openai", "aiohttp " + getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
                    endpoint=endpoint, api=api, served_model=spec["model"],

@@ -81,13 +81,14 @@ class Remote(object):
         return n
 
 
-def counter(opts, endpoint, model, headers):
+def counter(opts, endpoint, model, headers, timeout_s=10.0):
     """The counter of a run: its ``tokenizer`` file, else the server's ``/tokenize`` when
-    it counts a word with one of :data:`BODIES`, else None (usage, else estimated)."""
+    it counts a word with one of :data:`BODIES` within ``timeout_s``, else None (usage,
+    else estimated)."""
     if opts.get("tokenizer"):
         return Local(opts["tokenizer"])
     for body in BODIES:
-        remote = Remote(endpoint, model, headers, body=body)
+        remote = Remote(endpoint, model, headers, timeout_s=timeout_s, body=body)
         try:
             # no token in a word: the server read none of this body's fields
             if remote.count("hello") > 0:

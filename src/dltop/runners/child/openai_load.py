@@ -18,15 +18,16 @@ Python 3.6-bound like the framework runners). What it measures, and why so:
   else from a tokenizer (:mod:`openai_tokens`: the runner sets ``Result.counted``),
   else each content chunk counts one, and the row says "estimated". A chunk's own
   token count is never reported by the server: the total is shared over the chunks
-  by their characters (:func:`apportion`).
+  by their characters (:func:`apportion`). The SSE body is read by :mod:`openai_sse`.
 """
 
 import asyncio
 import errno
-import json
 import math
 import time
 import types
+
+from openai_sse import escaped, read_stream
 
 try:
     import aiohttp
@@ -36,8 +37,6 @@ except ImportError:  # pragma: no cover - the registry probes for it before a ru
 READ_BUFSIZE = 4 * 1024 * 1024
 """aiohttp's read buffer (its default 64 KiB splits a long SSE line over many reads and
 costs 10x at long context, vllm #39963); a line may be twice this."""
-MAX_ERROR_TEXT = 300
-"""Characters of a response body or a malformed line quoted in a request's error."""
 
 
 class SetupFailed(Exception):
@@ -93,15 +92,6 @@ def per_token_itl(chunk_s, counts):
             out.extend([(t - prev) / k] * k)
         prev = t
     return out
-
-
-def escaped(raw):
-    """Bytes or text as printable ASCII (``\\x1b``, ``\\n``), cut to MAX_ERROR_TEXT."""
-    if isinstance(raw, bytes):
-        text = repr(raw[:MAX_ERROR_TEXT])[2:-1]
-    else:
-        text = repr(raw[:MAX_ERROR_TEXT])[1:-1]
-    return text + ("..." if len(raw) > MAX_ERROR_TEXT else "")
 
 
 def payload(api, model, prompt, new_tokens, force):
@@ -185,85 +175,6 @@ class Result(object):
     def prompt_tokens(self):
         p = (self.usage or {}).get("prompt_tokens")
         return p if isinstance(p, int) and not isinstance(p, bool) and p >= 0 else None
-
-
-def _content(obj, api):
-    """The text a streamed chunk carries ('' for a role-only or usage-only chunk)."""
-    choices = obj.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return "", None
-    c = choices[0]
-    finish = c.get("finish_reason")
-    if api == "chat":
-        delta = c.get("delta") or {}
-        text = delta.get("content") if isinstance(delta, dict) else None
-    else:
-        text = c.get("text")
-    return (text if isinstance(text, str) else ""), finish
-
-
-async def _read_stream(resp, res, api, t_send):
-    """Consume the SSE body into ``res``; returns normally at ``[DONE]`` or EOF."""
-    data = []
-    done = False
-
-    def dispatch(now):
-        nonlocal done
-        raw = "\n".join(data)
-        del data[:]
-        if raw.strip() == "[DONE]":
-            done = True
-            return
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            res.error = "malformed SSE data: '%s'" % escaped(raw)
-            return
-        if not isinstance(obj, dict):
-            res.error = "malformed SSE data (not an object): '%s'" % escaped(raw)
-            return
-        if obj.get("error") is not None:
-            res.error = "server error in the stream: %s" % escaped(json.dumps(obj["error"]))
-            return
-        if isinstance(obj.get("usage"), dict):
-            res.usage = obj["usage"]
-        text, finish = _content(obj, api)
-        if text:
-            res.chunk_s.append(now - t_send)
-            res.chunk_text.append(text)
-        if finish:
-            res.finished = True
-            if not text and finish == "stop" and res.chunk_s:
-                res.stop_s = now - t_send
-
-    async for line in resp.content:
-        now = time.monotonic()
-        if res.first_byte_s is None:
-            res.first_byte_s = now - t_send
-        line = line.rstrip(b"\r\n")
-        if not line:
-            if data:
-                dispatch(now)
-        elif line.startswith(b":"):
-            continue  # an SSE comment (a keep-alive)
-        elif line.startswith(b"data:"):
-            try:  # one space after the colon is the field's separator (SSE)
-                data.append(line[6:].decode("utf-8") if line[5:6] == b" "
-                            else line[5:].decode("utf-8"))
-            except UnicodeDecodeError:
-                res.error = "malformed SSE line (not UTF-8): '%s'" % escaped(line)
-        elif not line.startswith((b"event:", b"id:", b"retry:")):
-            res.error = "malformed SSE line: '%s'" % escaped(line)
-            if resp.content_type == "application/json":  # one answer, not a stream
-                res.error = "not a stream: the server answered %s in one piece (it did " \
-                    "not honour stream: true; dltop times streamed tokens): '%s'" % (
-                        resp.content_type, escaped(line))
-        if res.error or done:
-            return
-    if data:
-        dispatch(time.monotonic())
-    if not done and not res.finished and not res.error:
-        res.error = "stream ended before [DONE] (cut)"
 
 
 class Client(object):
@@ -368,7 +279,7 @@ class Client(object):
                                     "of force_length for this server); its answer: %s" % (
                                         resp.status, ", ".join(named), escaped(text.strip()))
                         else:
-                            await _read_stream(resp, res, self.api, t_send)
+                            await read_stream(resp, res, self.api, t_send)
                 except aiohttp.ClientConnectorError as exc:
                     self.in_flight -= 1
                     self._connect_failed(exc)

@@ -11,9 +11,11 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import os
 import random
 import socket
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -369,3 +371,23 @@ def test_dataset_prompts_are_sampled_with_the_seed(tmp_path: Path) -> None:
     assert a == tokens.prompts_for({"prompt_tokens": 4}, 5, random.Random(3), ["x", "y", "z"])
     synth = tokens.prompts_for({"prompt_tokens": 4}, 2, random.Random(3))
     assert all(len(p.split()) == 4 for p in synth)
+
+
+def test_an_engine_gone_before_the_hello_stops_the_runner_quietly(
+        tmp_path: Path, fake_server) -> None:
+    # The engine killed before the runner's first event (its hello, after the /tokenize
+    # probe): the closed pipe is one line in the log, never a traceback (the openai
+    # runner's own main printed one; seen in test_server_group under load)
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec(fake_server(), "steady")))
+    read, write = os.pipe()
+    os.close(read)  # the engine is gone
+    try:
+        res = subprocess.run([sys.executable, str(CHILD_DIR / "openai_runner.py"), str(path)],
+                             capture_output=True, text=True, timeout=60, pass_fds=(write,),
+                             env={**os.environ, "DLTOP_EVENT_FD": str(write)})
+    finally:
+        os.close(write)
+    assert res.returncode == 3, res.stderr
+    assert res.stderr == ("dltop: the engine's event pipe closed (the engine is gone); "
+                          "this run stops\n"), res.stderr

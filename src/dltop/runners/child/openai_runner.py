@@ -316,6 +316,8 @@ def main():
         reporter.error("setup", str(exc))
         proto._exit(proto.EXIT_ERROR)
     except BaseException as exc:  # noqa: B036 - every failure must reach the parent
+        if isinstance(exc, SystemExit) and reporter.gone:
+            raise  # the engine is gone (its pipe closed; said in one line): no traceback
         kind = proto.classify(exc)
         message = str(exc) if isinstance(exc, proto.Failed) else "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__))

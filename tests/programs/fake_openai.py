@@ -15,12 +15,14 @@ characters). The served model's name picks what the edges look like:
 - ``multi``: three tokens per chunk (the last chunk the rest);
 - ``nousage``: as steady without the usage chunk (tokens must be estimated);
 - ``http429``: status 429 with a JSON error, no stream;
+- ``nostream``: ``stream: true`` ignored: one ``chat.completion`` JSON answer, status 200;
 - ``error500``: two chunks, then an error event (a 500 inside the stream);
 - ``reset``: two chunks, then the connection is reset;
 - ``stall``: two chunks, then nothing;
 - ``malformed``: two chunks, then a line that is not JSON (with an ESC byte);
 - ``flaky``: every third request as ``error500``, the others as ``steady``;
-- ``auth``: as steady with ``Authorization: Bearer s3cret``, else status 401;
+- ``auth``: as steady with ``Authorization: Bearer s3cret``, else status 401 quoting the
+  ``Authorization`` it got;
 - ``edges``: the Nth request as the Nth of ``http429``, ``error500``, ``reset``,
   ``malformed`` and ``stall``, in turn.
 
@@ -53,6 +55,8 @@ recorded 2026-11-29: a client taking that connection from its pool meets the clo
 With ``--hold`` each answer's events, made on schedule, are written in one piece once the
 last is made (``[DONE]`` included): the client reads them together, as a client process
 that did not run while the server wrote them does.
+With ``--tls CERT KEY`` it serves HTTPS (``tests/programs/tls``: a self-signed
+certificate for localhost and 127.0.0.1, valid until 2126).
 With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line. With
 ``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
 when its handler started and when each content event's last byte was written, in
@@ -66,6 +70,7 @@ import argparse
 import asyncio
 import json
 import os
+import ssl
 import sys
 import time
 
@@ -127,12 +132,18 @@ async def complete(request: web.Request) -> web.StreamResponse:
         model = EDGES[(COUNT["n"] - 1) % len(EDGES)]
     if model == "auth":
         if request.headers.get("Authorization") != "Bearer s3cret":
-            return web.json_response({"error": {"message": "no key", "code": 401}},
+            # the key it got quoted back, as some proxies' and servers' 401s do
+            got = request.headers.get("Authorization", "no key")
+            return web.json_response({"error": {"message": f"invalid: {got}", "code": 401}},
                                      status=401)
         model = "steady"
     if model == "http429":
         return web.json_response({"error": {"message": "rate limited", "code": 429}},
                                  status=429)
+    if model == "nostream":
+        return web.json_response({"object": "chat.completion", "choices": [{
+            "index": 0, "message": {"role": "assistant", "content": "tok tok"},
+            "finish_reason": "stop"}], "usage": {"prompt_tokens": 4, "completion_tokens": 2}})
     cfg = request.app["cfg"]
     accepts = {f for f in cfg.accepts.split(",") if f}
     unknown = {f for f in ("ignore_eos", "min_tokens") if f in body} - accepts
@@ -287,6 +298,8 @@ async def main() -> None:
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),
                    help="append each streamed request's content write times to this file")
+    p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"),
+                   help="serve HTTPS with this certificate (tests/programs/tls: self-signed)")
     cfg = p.parse_args()
     # who started it, for the tests of servers dltop starts (issue 41 item 5)
     sys.stdout.write(f"PID {os.getpid()} PPID {os.getppid()} PGID {os.getpgid(0)}\n")
@@ -303,7 +316,11 @@ async def main() -> None:
         app.router.add_post("/tokenize", tokenize)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", cfg.port)
+    tls = None
+    if cfg.tls:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(*cfg.tls)
+    site = web.TCPSite(runner, "127.0.0.1", cfg.port, ssl_context=tls)
     await site.start()
     port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
     sys.stdout.write(f"PORT {port}\n")

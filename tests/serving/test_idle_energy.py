@@ -52,17 +52,19 @@ models = ["multi"]
 IDLE_LINE = re.compile(r"idle before the load .*monotonic (\d+) to (\d+) ns")
 
 
-def _serve_on_a_fake_gpu(tmp_path: Path, url: str, gpu_hz: float) -> tuple[Store, int]:
-    """One serve run on a simulated GPU sampled at ``gpu_hz``, each stored GPU row one
-    reading (rows of 10 ms at most); the store and the run id."""
-    prof = parse(PROFILE.format(url=json.dumps(url)), "serve.toml", "serve")
+def _serve_on_a_fake_gpu(tmp_path: Path, url: str, gpu_hz: float,
+                         gpus: int = 1) -> tuple[Store, int]:
+    """One serve run on ``gpus`` simulated GPUs sampled at ``gpu_hz``, each stored GPU row
+    one reading (rows of 10 ms at most); the store and the run id."""
+    prof = parse(PROFILE.format(url=json.dumps(url)).replace("gpu:1", f"gpu:{gpus}"),
+                 "serve.toml", "serve")
     store = Store(connect(tmp_path / "d.db"))
-    plan = campaign.preflight([prof], 1, False)
+    plan = campaign.preflight([prof], gpus, False)
     cid = campaign.store_plan(store, plan, ["test"])
     engine = Engine(store, cid, plan.name, logs_dir=tmp_path / "runs", db_label="t",
-                    sampler_factory=lambda cb: Sampler(FakeGpuBackend(1), cb, gpu_hz, 5,
+                    sampler_factory=lambda cb: Sampler(FakeGpuBackend(gpus), cb, gpu_hz, 5,
                                                        window_s=0.01),
-                    allocator=DeviceAllocator(1, core_order(), pack=False))
+                    allocator=DeviceAllocator(gpus, core_order(), pack=False))
     assert asyncio.run(engine.run()) == "finished"
     return store, int(store.db.execute("select id from runs").fetchone()[0])
 
@@ -150,3 +152,24 @@ def test_too_few_readings_in_the_idle_wait_say_so(tmp_path: Path, fake_server) -
     assert cell.value is None and cell.reason.startswith(("n/a: window", "simulated"))
     assert cell.suffix == (f" (net n/a: idle {run['idle_window_s']:.2g} s, "
                            f"{run['idle_readings']} readings (raise --gpu-hz))")
+
+
+def test_a_server_on_two_gpus_is_one_client_its_energy_both_gpus(
+        tmp_path: Path, fake_server) -> None:
+    # devices = ["gpu:2"]: a tensor-parallel server's GPUs (docs/serving.md's vllm-tp2),
+    # not two workers of a batch: the profile loads (it was refused: "global batch 1 does
+    # not divide over 2 workers") and the run samples both GPUs
+    url = fake_server("--ttft-ms", "5", "--itl-ms", "2")
+    _, run_id = _serve_on_a_fake_gpu(tmp_path, url, 10.0, gpus=2)
+    run = _run(tmp_path / "d.db", run_id)
+    assert run["status"] == "ok", run["error_message"]
+    # a request of new_tokens = 8 output tokens, not one per GPU
+    assert (run["gpu_indices"], run["samples_per_iter"]) == ("0,1", 8)
+    conn = sqlite3.connect(tmp_path / "d.db")
+    sampled = {g for (g,) in conn.execute(
+        "select distinct gpu_index from gpu_samples where run_id = ?", [run_id])}
+    ok = conn.execute("select count(*) from serve_requests where run_id = ? and "
+                      "warmup = 0 and error is null", [run_id]).fetchone()[0]
+    conn.close()
+    assert sampled == {0, 1} and ok == 40
+    assert run["idle_readings"] >= MIN_GPU_READINGS and run["energy_j"] > 0

@@ -11,9 +11,13 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import json
+import os
 import random
+import socket
 import statistics
+import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from types import ModuleType
@@ -249,6 +253,110 @@ def test_a_tls_failure_names_the_host(tmp_path: Path, fake_server) -> None:
     (error,) = named(events, "error")
     assert error["kind"] == "setup"
     assert error["message"].startswith("TLS failed for host 127.0.0.1"), error["message"]
+    assert error["message"].endswith("(the port answered without TLS: a plain-HTTP server "
+                                     "wants http://)"), error["message"]
+
+
+def test_a_server_closing_every_connection_unanswered_gets_each_request_once(
+        tmp_path: Path) -> None:
+    # A server that reads each request and closes without a byte (a crashing worker
+    # behind a proxy). Only a pooled connection closed before the send is sent again
+    # (llama-server's keep-alive): a fresh one was 17 connections a request at
+    # concurrency 16, a retry storm.
+    listener = socket.create_server(("127.0.0.1", 0))
+    accepted = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:  # closed: the test is over
+                return
+            accepted.append(conn)
+            conn.recv(65536)
+            conn.close()
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    try:
+        code, events, _ = run_runner(tmp_path, spec(url, "m", iterations=30, concurrency=16))
+    finally:
+        listener.close()
+    assert code == 3  # every request failed
+    reqs = named(events, "request")
+    assert len(reqs) == 31 and all(r["error"] for r in reqs)
+    assert sum(r["resent"] for r in reqs) == 0
+    assert len(accepted) == 31 + 1  # and the one /tokenize probe before the load
+
+
+def test_an_answer_in_one_piece_is_named_not_a_stream(tmp_path: Path, fake_server) -> None:
+    code, events, _ = run_runner(tmp_path, spec(fake_server(), "nostream"))
+    assert code == 3
+    errors = {r["error"] for r in named(events, "request")}
+    (error,) = errors
+    assert error.startswith("not a stream: the server answered application/json in one "
+                            "piece (it did not honour stream: true; dltop times streamed "
+                            "tokens): '{\"object\": \"chat.completion\""), error
+
+
+def test_a_hung_server_holds_the_run_no_longer_than_its_stalls(tmp_path: Path) -> None:
+    # A server that accepts and never answers: the /tokenize probe before the load waits
+    # no longer than a request may stall (it waited 10 s, past a short timeout_s, and the
+    # run ended a timeout with nothing stored)
+    listener = socket.create_server(("127.0.0.1", 0))
+    held = []
+
+    def serve() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:  # closed: the test is over
+                return
+
+    threading.Thread(target=serve, daemon=True).start()
+    url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+    t0 = time.monotonic()
+    try:  # timeout_s 10: a stall is 1 s
+        code, events, _ = run_runner(tmp_path, spec(url, "m", iterations=2, warmup=0,
+                                                    concurrency=1, timeout_s=10.0))
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+    took = time.monotonic() - t0
+    assert code == 3
+    errors = [r["error"] for r in named(events, "request")]
+    assert errors == ["stalled: no data for 1 s (the read timeout)"] * 2
+    assert took < 7, took  # the probe (1 s, one body) and two stalls of 1 s, and a start
+
+
+def test_a_404_names_the_url_it_was_sent_to(tmp_path: Path, fake_server) -> None:
+    base = fake_server().removesuffix("/v1")  # the endpoint without its /v1
+    code, events, _ = run_runner(tmp_path, spec(base, "steady"))
+    assert code == 3  # every request failed: over the error budget (a failed run)
+    errors = {r["error"] for r in named(events, "request")}
+    assert errors == {f"HTTP 404: 404: Not Found (POST {base}/chat/completions: no such "
+                      "route, or no such model; endpoint is the API's base, "
+                      "http://HOST:PORT/v1)"}, errors
+
+
+def test_a_self_signed_server_fails_naming_the_host_until_its_ca_is_trusted(
+        tmp_path: Path, fake_server) -> None:
+    tls = Path(__file__).resolve().parents[1] / "programs" / "tls"
+    url = fake_server("--tls", str(tls / "cert.pem"), str(tls / "key.pem")).replace(
+        "http://127.0.0.1", "https://localhost")
+    code, events, _ = run_runner(tmp_path, spec(url, "steady"))
+    assert code == 3
+    (error,) = named(events, "error")
+    assert error["kind"] == "setup"
+    assert error["message"].startswith("TLS failed for host localhost: "), error["message"]
+    assert "CERTIFICATE_VERIFY_FAILED" in error["message"]
+    assert error["message"].endswith("trust its CA with SSL_CERT_FILE=CA.pem in dltop's "
+                                     "environment)"), error["message"]
+    code, events, _ = run_runner(tmp_path, spec(url, "steady"),
+                                 env={"SSL_CERT_FILE": str(tls / "cert.pem")})
+    assert code == 0, named(events, "error")
+    assert sum(1 for r in named(events, "request") if not r.get("error")) == 7
 
 
 def test_dataset_prompts_are_sampled_with_the_seed(tmp_path: Path) -> None:
@@ -263,3 +371,23 @@ def test_dataset_prompts_are_sampled_with_the_seed(tmp_path: Path) -> None:
     assert a == tokens.prompts_for({"prompt_tokens": 4}, 5, random.Random(3), ["x", "y", "z"])
     synth = tokens.prompts_for({"prompt_tokens": 4}, 2, random.Random(3))
     assert all(len(p.split()) == 4 for p in synth)
+
+
+def test_an_engine_gone_before_the_hello_stops_the_runner_quietly(
+        tmp_path: Path, fake_server) -> None:
+    # The engine killed before the runner's first event (its hello, after the /tokenize
+    # probe): the closed pipe is one line in the log, never a traceback (the openai
+    # runner's own main printed one; seen in test_server_group under load)
+    path = tmp_path / "spec.json"
+    path.write_text(json.dumps(spec(fake_server(), "steady")))
+    read, write = os.pipe()
+    os.close(read)  # the engine is gone
+    try:
+        res = subprocess.run([sys.executable, str(CHILD_DIR / "openai_runner.py"), str(path)],
+                             capture_output=True, text=True, timeout=60, pass_fds=(write,),
+                             env={**os.environ, "DLTOP_EVENT_FD": str(write)})
+    finally:
+        os.close(write)
+    assert res.returncode == 3, res.stderr
+    assert res.stderr == ("dltop: the engine's event pipe closed (the engine is gone); "
+                          "this run stops\n"), res.stderr

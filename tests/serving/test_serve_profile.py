@@ -87,6 +87,14 @@ def test_an_endpoint_must_be_http_or_https_with_a_host(url: str) -> None:
         parse(ENTRY.format(extra="").replace("http://127.0.0.1:8000/v1/", url), "p.toml", "p")
 
 
+@pytest.mark.parametrize("url", ["http://h:8000/v1/chat/completions",
+                                 "https://h/v1/completions/"])
+def test_an_endpoint_pasted_with_its_route_says_to_give_the_base(url: str) -> None:
+    with pytest.raises(UserError, match=r"^p.toml: matrix\[0\].endpoint: '.*' names a "
+                       r"route: endpoint is the API's base \(\"http://HOST:PORT/v1\"\)"):
+        parse(ENTRY.format(extra="").replace("http://127.0.0.1:8000/v1/", url), "p.toml", "p")
+
+
 def test_serve_keys_elsewhere_are_refused() -> None:
     torch = ('[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\nbatch_sizes = [8]\n'
              'devices = ["cpu:1"]\n')
@@ -109,3 +117,10 @@ def test_a_bad_endpoint_exits_2_before_anything_is_stored(tmp_path: Path) -> Non
     assert f"{profile}: matrix[0].endpoint: expected an http:// or https:// URL" in r.stderr
     assert "Traceback" not in r.stderr
     assert not db.exists()
+
+
+def test_a_serve_jobs_label_names_its_rate_and_concurrency() -> None:
+    js = jobs('request_rate = [2.5, "inf"]\nconcurrency = [1, 8]')
+    assert [j.describe() for j in js] == [
+        f"openai served/model-1 b1 gen128+128 {rate} req/s c{c} cpu:1 #1"
+        for rate in ("2.5", "inf") for c in (1, 8)]

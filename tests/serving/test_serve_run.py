@@ -68,9 +68,14 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
         ("steady", "ok"), ("multi", "ok"), ("steady", "ok"), ("multi", "ok"),
         ("http429", "crashed"), ("flaky", "ok")]  # concurrency 1, then 4
     assert runs[-1]["error_message"] is None  # failures within its budget: not "short"
+    # the client's library, named: not read as an openai SDK's version
+    versions = {r["framework_version"] for r in query(db, "select framework_version from runs")}
+    assert len(versions) == 1 and versions.pop().startswith("aiohttp 3."), versions
     bad = runs[-2]
     assert "8 of 8 measured requests failed" in bad["error_message"]
     assert "request 2: HTTP 429: " in bad["error_message"]  # the first errors, quoted
+    log = (db.parent / "d-runs" / f"run-{bad['id']}" / "runner.log").read_text()
+    assert "output tokens counted by: nothing (no request produced a token); " in log, log
     for r in runs[:4]:
         assert r["serve_window_s"] > 0 and r["client_cpu_pct"] >= 0
         # 8 requests: no p99 (the percentile rule needs 100), the CPU judges alone
@@ -124,6 +129,10 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     assert all(r["itl-chunk"] > 2 * r["itl"] for r in multi)
     (failed,) = [r for r in rows if r["model"] == "http429"]
     assert failed["status"] == "crashed"
+    # the Markdown table shows every latency of a request in ms, as TTFT and ITL
+    md = dltop(db, "export", "--table", "summary").stdout
+    for head in ("TTFT", "ITL", "ITL/chunk", "lag", "slot wait"):
+        assert f"| {head} p50/p90/p99 (ms) |" in md, head
     # one run per configuration; on a loaded machine a client may really fall behind
     assert sum("client-bound" in r["flags"] for r in ok) == \
         sum(r["client_bound"] for r in runs[:4])
@@ -159,3 +168,75 @@ def test_an_unreachable_endpoint_is_setup_failed(tmp_path: Path) -> None:
     assert all(r["status"] == "setup_failed" and r["error_kind"] == "setup" for r in runs)
     assert all(r["error_message"] == f"connection refused at {url}" for r in runs)
     assert query(db, "select count(*) as n from serve_requests")[0]["n"] == 0
+
+
+def test_the_rates_of_repeated_runs_show_their_spread(tmp_path: Path, fake_server) -> None:
+    url = fake_server("--ttft-ms", "5", "--itl-ms", "2")
+    profile = tmp_path / "rep.toml"
+    profile.write_text(f"""[defaults]
+frameworks = ["openai"]
+mode = "serve"
+endpoint = "{url}"
+new_tokens = 4
+prompt_tokens = 4
+iterations = 12
+warmup = 1
+request_rate = 40
+concurrency = 2
+slo_ttft_ms = 1000
+[[matrix]]
+models = ["steady"]
+repeats = 3
+[[matrix]]
+models = ["multi"]
+""")
+    db = tmp_path / "d.db"
+    assert dltop(db, "run", str(profile)).returncode == 0
+    rows = {r["model"]: r for r in json.loads(dltop(
+        db, "export", "--table", "summary", "--format", "json").stdout)["rows"]}
+    windows = [w for (w,) in sqlite3.connect(db).execute(
+        "select r.serve_window_s from runs r join jobs j on j.id = r.job_id "
+        "where j.model = 'steady'")]
+    rates = sorted(12 / w for w in windows)  # every request ok: 12 a window
+    for name in ("req-rate", "output-rate", "goodput"):
+        d = rows["steady"]["detail"][name]
+        assert (d["runs"], d["min"], d["max"]) == (3, pytest.approx(rates[0] * (
+            4 if name == "output-rate" else 1)), pytest.approx(rates[-1] * (
+                4 if name == "output-rate" else 1))), (name, d)
+        assert d["min"] <= rows["steady"][name] <= d["max"]
+        # one run: no spread to show
+        assert "runs" not in (rows["multi"]["detail"].get(name) or {}), name
+    md = dltop(db, "export", "--table", "summary").stdout
+    assert f"(asked 40; {rates[0]:.4g}-{rates[-1]:.4g} over 3 runs)" in md, md
+
+
+def test_a_key_a_server_quotes_back_is_never_stored(tmp_path: Path, fake_server) -> None:
+    # the fake's 401 quotes the Authorization it got, as some proxies' and servers' do
+    url = fake_server("--ttft-ms", "2", "--itl-ms", "1")
+    profile = tmp_path / "key.toml"
+    profile.write_text(f"""[[matrix]]
+frameworks = ["openai"]
+mode = "serve"
+endpoint = "{url}"
+models = ["auth"]
+api_key_env = "DLTOP_TEST_KEY"
+new_tokens = 4
+iterations = 4
+warmup = 1
+""")
+    db = tmp_path / "d.db"
+    key = "sk-wrong-0123456789"
+    res = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "run",
+                          "--headless", "--no-telemetry", str(profile)],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "DLTOP_TEST_KEY": key})
+    assert res.returncode == 1, res.stdout + res.stderr  # every request refused
+    errors = {e for (e,) in sqlite3.connect(db).execute("select error from serve_requests")}
+    assert errors == {'HTTP 401: {"error": {"message": "invalid: Bearer <the api_key_env '
+                      'key>", "code": 401}}'}, errors
+    exported = [dltop(db, "export", "--table", "summary", "--format", f).stdout
+                for f in ("json", "csv")]
+    stored = [db.read_bytes(), *(p.read_bytes() for p in tmp_path.rglob("*")
+                                 if p.is_file() and p != db)]
+    assert key not in res.stdout + res.stderr + "".join(exported)
+    assert not [s for s in stored if key.encode() in s]

@@ -255,6 +255,9 @@ server = "dies"
     assert run["error_message"].startswith("server command exited with status 3 before it "
                                            "was ready"), run["error_message"]
     assert run["error_message"].endswith("cannot load the model")
+    # the run's one-line note (its message's last line) says what failed, and the cause
+    assert ("setup_failed  — server command exited with status 3 before it was ready; "
+            "server.log's last line: cannot load the model\n") in res.stdout
 
 
 def test_packed_runs_of_a_group_keep_one_server_per_device_set(tmp_path: Path) -> None:

@@ -282,7 +282,8 @@ class JobSpec:
         """A short human label, e.g. ``torch fcn-r b1024 cpu:2 #1``.
 
         A transformer's batch carries its sequence length (``torch gpt2-small b16x1024
-        gpu:1 #1``), a generate job its prompt and new tokens (``b8 gen128+128``).
+        gpu:1 #1``), a generate job its prompt and new tokens (``b8 gen128+128``), a serve
+        job also its request rate and concurrency (``b1 gen128+128 8 req/s c16``).
         """
         nodes = f" x{self.nodes} nodes" if self.nodes > 1 else ""
         batch = f"b{self.batch_size}"
@@ -290,6 +291,9 @@ class JobSpec:
             batch += f"x{self.seq_len}"
         if self.prompt_tokens is not None and self.new_tokens is not None:
             batch += f" gen{self.prompt_tokens}+{self.new_tokens}"
+        if self.mode == "serve":  # the load's sweep keys: else a rate sweep's lines are alike
+            rate = self.request_rate
+            batch += f" {rate if isinstance(rate, str) else f'{rate:g}'} req/s c{self.concurrency}"
         return (f"{self.framework} {self.model} {batch} "
                 f"{self.device.label}{nodes} #{self.repeat + 1}")
 

@@ -266,7 +266,8 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
     options = tuple(sorted(options + byo))
     for sw, batch, dev in itertools.product(sweeps, batches, devices):
         workers = dev.workers * sw["nodes"]
-        if sw["batch_scaling"] == "global" and batch % workers:
+        # a serve job's GPUs are its server's (tensor parallel), not workers of a batch
+        if sw["batch_scaling"] == "global" and batch % workers and sw["mode"] != "serve":
             on = f"{dev.label} x {sw['nodes']} nodes" if sw["nodes"] > 1 else dev.label
             raise where.err(loc("batch_sizes"), f"global batch {batch} does not divide over "
                             f"{workers} workers ({on}); use a multiple of "

@@ -12,12 +12,15 @@ variable that holds the API key (never the key itself).
 
 from __future__ import annotations
 
+import functools
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from dltop import catalog
+from dltop.childfiles import child_module
 from dltop.errors import UserError
 from dltop.profiles import fields, servers
 from dltop.profiles import limits as L
@@ -78,6 +81,9 @@ def endpoint(v: Any) -> str:
         parts.port  # noqa: B018 - raises on a port that is not a number
     except ValueError:
         raise ValueError(f"the port of {v!r} is not a number from 0 to 65535") from None
+    if parts.path.rstrip("/").endswith("/completions"):  # a route pasted whole
+        raise ValueError(f"{v!r} names a route: endpoint is the API's base "
+                         '("http://HOST:PORT/v1"); api = "chat" or "completions" picks it')
     return v.rstrip("/")
 
 
@@ -139,6 +145,9 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
         if not path.is_file():
             raise err(loc("dataset"), f"no such file: {path} (a JSONL of prompts or a "
                       "ShareGPT-style JSON)")
+        why = dataset_problem(str(path))
+        if why is not None:
+            raise err(loc("dataset"), f"{path}: {why}")
         out["dataset"] = str(path)
     if merged.get("tokenizer") is not None:
         out["tokenizer"] = tokenizer(err, loc("tokenizer"), merged["tokenizer"], profile_dir)
@@ -146,6 +155,24 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
         out["client_processes"] = _check(err, loc("client_processes"),
                                          merged["client_processes"], client_processes)
     return tuple(sorted(out.items()))
+
+
+def dataset_problem(path: str) -> str | None:
+    """Why the ``dataset`` file cannot give prompts (the runner's own reader,
+    ``openai_tokens.read_dataset``: not UTF-8, a line not JSON, no prompt), or None. A file
+    is read once per version of it (its size and modification time), however many jobs
+    name it: a ShareGPT file is tens of megabytes."""
+    st = os.stat(path)
+    return _dataset_problem(path, (st.st_size, st.st_mtime_ns))
+
+
+@functools.lru_cache(maxsize=8)
+def _dataset_problem(path: str, version: tuple[int, int]) -> str | None:
+    try:
+        child_module("openai_tokens").read_dataset(path)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def force_length(v: Any) -> tuple[str, ...]:

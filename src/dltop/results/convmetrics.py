@@ -79,8 +79,11 @@ def _serving(name: str) -> Callable[[ConfigResult], Value]:
         if "p90_s" in detail:
             return _percentiles((value, detail["p90_s"], detail["p99_s"]),
                                 int(detail["n"] or 0))
-        asked = detail.get("asked")
-        suffix = f" (asked {asked:g})" if asked is not None else ""
+        said = [f"asked {detail['asked']:g}"] if detail.get("asked") is not None else []
+        if detail.get("runs"):  # several runs: their spread beside the median
+            said.append(f"{detail['min']:.4g}-{detail['max']:.4g} over "
+                        f"{detail['runs']:.0f} runs")
+        suffix = f" ({'; '.join(said)})" if said else ""
         return Value(value, suffix=suffix, extra=tuple(detail.items()))
     return compute
 

@@ -28,6 +28,8 @@ READINGS = ("readings",)
 (CSV gives it a column of its own; JSON cells also carry ``window_s``, the shortest)."""
 PCT = ("p90_s", "p99_s", "n")
 """The detail of a percentile metric: p90, p99 and the samples behind them."""
+RUNS = ("runs", "min", "max")
+"""The detail of a serve run's rate over several runs: their count, lowest and highest."""
 TRAIN, REQUESTS, GENERATE = ("train",), ("inference", "generate", "serve"), ("generate",)
 DECODE, SERVE = ("generate", "serve"), ("serve",)
 FASTER, MFU = ("faster", "slower"), ("higher MFU", "lower MFU")
@@ -177,27 +179,27 @@ DECLARED = (
            "measured requests of the ok runs"),
     Metric("req-rate", "requests per second completed (ok measured requests / the measured "
            "window; serve runs)", "req/s", "req/s", _f(2), higher=True, modes=SERVE,
-           detail=("asked",),
+           detail=("asked", *RUNS),
            how="median of each serve run's ok measured requests / its measured window"),
     Metric("output-rate", "output tokens per second of a serve run's ok requests over its "
            "window", "tokens/s", "out tok/s", _f(1), higher=True, modes=SERVE,
-           how="median of each serve run's output tokens / its measured window"),
+           detail=RUNS, how="median of each serve run's output tokens / its measured window"),
     Metric("goodput", "requests per second meeting every SLO given (slo_ttft_ms, "
            "slo_tpot_ms, slo_e2e_ms)", "req/s", "goodput req/s", _f(2), higher=True, modes=SERVE,
-           how="median of each serve run's requests meeting every SLO / its window"),
+           detail=RUNS, how="median of each serve run's requests meeting every SLO / its window"),
     Metric("error-rate", "failed measured requests of a serve run in %", "%", "errors %",
            _f(1), modes=SERVE, detail=("failed", "n"),
            how="failed measured requests of the ok serve runs together, in %"),
     Metric("itl-chunk", "inter-chunk latency in s (every gap between streamed content "
            "chunks): p50 / p90 / p99", "s", "ITL/chunk p50/p90/p99 s", _g4, modes=SERVE,
-           detail=PCT, how="p50 / p90 / p99 of every gap between content chunks of the ok "
-           "serve runs' measured requests"),
+           detail=PCT, ms=Millis.ALWAYS, how="p50 / p90 / p99 of every gap between content "
+           "chunks of the ok serve runs' measured requests"),
     Metric("dispatch-lag", "how late each request left past its scheduled arrival, in s: "
            "p50 / p90 / p99", "s", "lag p50/p90/p99 s", _g4, modes=SERVE, detail=PCT,
-           how="p50 / p90 / p99 of every measured request's dispatch lag"),
+           ms=Millis.ALWAYS, how="p50 / p90 / p99 of every measured request's dispatch lag"),
     Metric("slot-wait", "time each request waited for a concurrency slot, in s: p50 / p90 / "
            "p99", "s", "slot wait p50/p90/p99 s", _g4, modes=SERVE, detail=PCT,
-           how="p50 / p90 / p99 of every measured request's wait for a slot"),
+           ms=Millis.ALWAYS, how="p50 / p90 / p99 of every measured request's wait for a slot"),
     Metric("j-per-token", "GPU energy per output token in J over a serve run's measured "
            "window (in brackets: net of the idle power of the same GPUs before the load)",
            "J/token", "J/token", _g4, modes=SERVE, detail=("net_j", "idle_power_w", *READINGS),

@@ -128,7 +128,8 @@ Numbers = tuple[float | None, str, dict[str, float | None]]
 def _rate(count: Callable[[ServedRun, dict[str, float]], float], asked: bool = False,
           needs_slo: bool = False) -> Callable[[Served, list[ServeRequest]], Numbers]:
     """Median over the runs of ``count`` (given the configuration's SLOs) per second of
-    each run's measured window; ``asked``: the rate the profile asked, beside it."""
+    each run's measured window, with the runs' lowest and highest where there are
+    several; ``asked``: the rate the profile asked, beside it."""
     def numbers(res: Served, _reqs: list[ServeRequest]) -> Numbers:
         detail: dict[str, float | None] = {}
         if asked and isinstance(rate := res.identity.get("request_rate"), int | float):
@@ -138,6 +139,8 @@ def _rate(count: Callable[[ServedRun, dict[str, float]], float], asked: bool = F
             return None, "n/a: no SLO given (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)", {}
         rates = [count(r, slo) / float(window) for r in res.runs
                  if (window := r.fields.get("serve_window_s")) and r.serving]
+        if len(rates) > 1:  # the runs' spread beside their median
+            detail.update(runs=float(len(rates)), min=min(rates), max=max(rates))
         return (statistics.median(rates) if rates else None), "n/a: no window", detail
     return numbers
 

@@ -164,10 +164,12 @@ class HeadlessProgress:
         line = Text(self._labels.get(e.run_id) or one_line(e.job.describe()))
         line.append("  ")
         line.append(e.status, STATUS_STYLE.get(e.status, "white"))
+        serve = e.job.mode == "serve"  # a request's e2e seconds, its output tokens
         if e.median_s is not None:
-            line.append(f"  {e.median_s:.4f} s/iter")
+            line.append(f"  {e.median_s:.4f} s/{'request' if serve else 'iter'}")
         if e.samples_per_s is not None:
-            unit = "tokens/s" if is_lm(e.job.model) else "samples/s"
+            unit = ("tokens/s per request" if serve else
+                    "tokens/s" if is_lm(e.job.model) else "samples/s")
             line.append(f"  {e.samples_per_s:.1f} {unit}")
         if e.cv is not None:
             line.append(f"  cv {e.cv:.3f}")

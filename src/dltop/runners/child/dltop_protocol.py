@@ -76,6 +76,8 @@ class Reporter(object):
             env = os.environ.get("DLTOP_EVENT_FD")
             fd = int(env) if env else None
         self._fd = fd
+        self.gone = False
+        """The engine is gone (its event pipe closed): :meth:`emit` raised SystemExit."""
         # In a data-parallel run only rank 0 reports; the other ranks stay silent.
         self._silent = os.environ.get("DLTOP_RANK", "0") != "0"
         self.gpu_mem_peak_bytes = None
@@ -108,6 +110,7 @@ class Reporter(object):
             # measures can be stored, so it stops now, quietly; finally blocks still run (a
             # server the run started is stopped) and later events go to the log.
             self._fd = None
+            self.gone = True
             sys.stderr.write("dltop: the engine's event pipe closed (the engine is gone); "
                              "this run stops\n")
             sys.stderr.flush()

@@ -18,14 +18,16 @@ Python 3.6-bound like the framework runners). What it measures, and why so:
   else from a tokenizer (:mod:`openai_tokens`: the runner sets ``Result.counted``),
   else each content chunk counts one, and the row says "estimated". A chunk's own
   token count is never reported by the server: the total is shared over the chunks
-  by their characters (:func:`apportion`).
+  by their characters (:func:`apportion`). The SSE body is read by :mod:`openai_sse`.
 """
 
 import asyncio
 import errno
-import json
 import math
 import time
+import types
+
+from openai_sse import escaped, read_stream
 
 try:
     import aiohttp
@@ -35,8 +37,6 @@ except ImportError:  # pragma: no cover - the registry probes for it before a ru
 READ_BUFSIZE = 4 * 1024 * 1024
 """aiohttp's read buffer (its default 64 KiB splits a long SSE line over many reads and
 costs 10x at long context, vllm #39963); a line may be twice this."""
-MAX_ERROR_TEXT = 300
-"""Characters of a response body or a malformed line quoted in a request's error."""
 
 
 class SetupFailed(Exception):
@@ -92,15 +92,6 @@ def per_token_itl(chunk_s, counts):
             out.extend([(t - prev) / k] * k)
         prev = t
     return out
-
-
-def escaped(raw):
-    """Bytes or text as printable ASCII (``\\x1b``, ``\\n``), cut to MAX_ERROR_TEXT."""
-    if isinstance(raw, bytes):
-        text = repr(raw[:MAX_ERROR_TEXT])[2:-1]
-    else:
-        text = repr(raw[:MAX_ERROR_TEXT])[1:-1]
-    return text + ("..." if len(raw) > MAX_ERROR_TEXT else "")
 
 
 def payload(api, model, prompt, new_tokens, force):
@@ -186,81 +177,6 @@ class Result(object):
         return p if isinstance(p, int) and not isinstance(p, bool) and p >= 0 else None
 
 
-def _content(obj, api):
-    """The text a streamed chunk carries ('' for a role-only or usage-only chunk)."""
-    choices = obj.get("choices") or []
-    if not choices or not isinstance(choices[0], dict):
-        return "", None
-    c = choices[0]
-    finish = c.get("finish_reason")
-    if api == "chat":
-        delta = c.get("delta") or {}
-        text = delta.get("content") if isinstance(delta, dict) else None
-    else:
-        text = c.get("text")
-    return (text if isinstance(text, str) else ""), finish
-
-
-async def _read_stream(resp, res, api, t_send):
-    """Consume the SSE body into ``res``; returns normally at ``[DONE]`` or EOF."""
-    data = []
-    done = False
-
-    def dispatch(now):
-        nonlocal done
-        raw = "\n".join(data)
-        del data[:]
-        if raw.strip() == "[DONE]":
-            done = True
-            return
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            res.error = "malformed SSE data: '%s'" % escaped(raw)
-            return
-        if not isinstance(obj, dict):
-            res.error = "malformed SSE data (not an object): '%s'" % escaped(raw)
-            return
-        if obj.get("error") is not None:
-            res.error = "server error in the stream: %s" % escaped(json.dumps(obj["error"]))
-            return
-        if isinstance(obj.get("usage"), dict):
-            res.usage = obj["usage"]
-        text, finish = _content(obj, api)
-        if text:
-            res.chunk_s.append(now - t_send)
-            res.chunk_text.append(text)
-        if finish:
-            res.finished = True
-            if not text and finish == "stop" and res.chunk_s:
-                res.stop_s = now - t_send
-
-    async for line in resp.content:
-        now = time.monotonic()
-        if res.first_byte_s is None:
-            res.first_byte_s = now - t_send
-        line = line.rstrip(b"\r\n")
-        if not line:
-            if data:
-                dispatch(now)
-        elif line.startswith(b":"):
-            continue  # an SSE comment (a keep-alive)
-        elif line.startswith(b"data:"):
-            try:  # one space after the colon is the field's separator (SSE)
-                data.append(line[6:].decode("utf-8") if line[5:6] == b" "
-                            else line[5:].decode("utf-8"))
-            except UnicodeDecodeError:
-                res.error = "malformed SSE line (not UTF-8): '%s'" % escaped(line)
-        elif not line.startswith((b"event:", b"id:", b"retry:")):
-            res.error = "malformed SSE line: '%s'" % escaped(line)
-        if res.error or done:
-            return
-    if data:
-        dispatch(time.monotonic())
-    if not done and not res.finished and not res.error:
-        res.error = "stream ended before [DONE] (cut)"
-
-
 class Client(object):
     """One phase's requests (warm-up, or measured) on an aiohttp session."""
 
@@ -294,7 +210,8 @@ class Client(object):
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=30, sock_read=self.stall_s)
         out = []
         async with aiohttp.ClientSession(connector=connector, timeout=timeout,
-                                         read_bufsize=READ_BUFSIZE) as session:
+                                         read_bufsize=READ_BUFSIZE,
+                                         trace_configs=[_reuse_trace()]) as session:
             for prompts, offsets, warmup, requests in phases:
                 cpu0 = time.process_time()
                 start, end = await self._phase(session, prompts, offsets, warmup, requests,
@@ -342,13 +259,19 @@ class Client(object):
                 if attempt:
                     t_send = time.monotonic()
                     res.resend_s = t_send - t_first
+                sent = types.SimpleNamespace(reused=False)
                 try:
-                    async with session.post(self.url, json=body, headers=self.headers) as resp:
+                    async with session.post(self.url, json=body, headers=self.headers,
+                                            trace_request_ctx=sent) as resp:
                         res.status = resp.status
                         if resp.status != 200:
                             text = await resp.text(errors="replace")
                             res.first_byte_s = time.monotonic() - t_send
                             res.error = "HTTP %d: %s" % (resp.status, escaped(text.strip()))
+                            if resp.status == 404:  # which URL: a route, or the model
+                                res.error += " (POST %s: no such route, or no such model; " \
+                                    "endpoint is the API's base, http://HOST:PORT/v1)" % (
+                                        self.url)
                             named = refused_fields(resp.status, text, self.force)
                             if named:
                                 res.error = "HTTP %d: the server refused the request " \
@@ -356,13 +279,16 @@ class Client(object):
                                     "of force_length for this server); its answer: %s" % (
                                         resp.status, ", ".join(named), escaped(text.strip()))
                         else:
-                            await _read_stream(resp, res, self.api, t_send)
+                            await read_stream(resp, res, self.api, t_send)
                 except aiohttp.ClientConnectorError as exc:
                     self.in_flight -= 1
                     self._connect_failed(exc)
                     return
                 except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
-                    if res.first_byte_s is None and attempt < self.concurrency:
+                    # a pooled connection the server had closed; a fresh one closed
+                    # before answering is the server's failure: never sent again
+                    if res.first_byte_s is None and sent.reused and \
+                            attempt < self.concurrency:
                         res.resent += 1
                         continue
                     res.error = "%s: %s" % (type(exc).__name__, escaped(str(exc)))
@@ -387,9 +313,30 @@ class Client(object):
         os_error = getattr(exc, "os_error", None)
         if isinstance(exc, aiohttp.ClientSSLError):
             host = getattr(exc, "host", None) or self.endpoint
-            self.fatal = "TLS failed for host %s: %s" % (host, exc)
+            self.fatal = "TLS failed for host %s: %s%s" % (host, exc, tls_hint(exc))
         elif isinstance(os_error, ConnectionRefusedError) \
                 or getattr(os_error, "errno", None) == errno.ECONNREFUSED:
             self.fatal = "connection refused at %s" % self.endpoint
         else:
             self.fatal = "cannot connect to %s: %s" % (self.endpoint, exc)
+
+
+def tls_hint(exc):
+    """What a user does about a TLS failure: the two met in practice named."""
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        return (" (a certificate this host does not trust, such as a self-signed one: TLS "
+                "is always verified; trust its CA with SSL_CERT_FILE=CA.pem in dltop's "
+                "environment)")
+    if "WRONG_VERSION_NUMBER" in str(exc) or "record layer failure" in str(exc):
+        return " (the port answered without TLS: a plain-HTTP server wants http://)"
+    return ""
+
+
+def _reuse_trace():
+    # Which requests went on a pooled connection (kept alive from an earlier request).
+    async def reused(session, ctx, params):
+        ctx.trace_request_ctx.reused = True
+
+    trace = aiohttp.TraceConfig()
+    trace.on_connection_reuseconn.append(reused)
+    return trace

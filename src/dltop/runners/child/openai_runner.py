@@ -133,8 +133,12 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     if opts.get("dataset") and not data:
         raise proto.Failed("dataset %s holds no prompts" % opts["dataset"])
     headers = _headers(opts)
+    stall_s = max(1.0, min(60.0, float(spec.get("timeout_s", 900.0)) / 10.0))
     try:
-        counter = tokens.counter(opts, endpoint, spec["model"], headers)
+        # /tokenize is asked no longer than a request may stall: a hung server would
+        # otherwise hold the run before its first request
+        counter = tokens.counter(opts, endpoint, spec["model"], headers,
+                                 timeout_s=min(stall_s, 10.0))
     except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception
         raise proto.Failed("tokenizer %s cannot be read: %s" % (opts.get("tokenizer"),
                                                                 exc)) from None
@@ -147,8 +151,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     arrival = opts.get("arrival", "poisson")
     burstiness = float(opts.get("burstiness", 1.0))
     concurrency = int(spec.get("concurrency") or 1)
-    stall_s = max(1.0, min(60.0, float(spec.get("timeout_s", 900.0)) / 10.0))
-    reporter.hello("openai", getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
+    # the client is aiohttp (no openai SDK): its version, named, is the framework's
+    reporter.hello("openai", "aiohttp " + getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
                    endpoint=endpoint, api=api, served_model=spec["model"],
                    prompts="dataset" if data else (
                        "synthetic (exactly prompt_tokens tokens by the %s)" % counter.source
@@ -166,7 +170,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
         return load.Client(endpoint, api, spec["model"], headers, int(spec["new_tokens"]),
                            force, slots, stall_s)
 
-    state = {"index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
+    state = {"key": headers.get("Authorization", "")[len("Bearer "):],
+             "index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
              "later": [], "lags": [], "short": 0, "resent": 0, "prompts": set()}
 
     def on_result(res):
@@ -236,7 +241,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     reporter.emit("setup", token_source=source, client_processes=n)
     sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "
                      "requests shorter than new_tokens\n" % (
-                         source, "forced by " + "+".join(force) if force else "not forced",
+                         source or "nothing (no request produced a token)",
+                         "forced by " + "+".join(force) if force else "not forced",
                          state["short"], state["ok"]))
     said = sorted(state["prompts"])
     if counter is not None and not data and said and said != [int(spec["prompt_tokens"])]:
@@ -260,6 +266,8 @@ def _report(reporter, spec, res, state):
     ok = res.error is None and tokens_out >= 1 and res.chunk_s
     if res.error is None and not ok:
         res.error = "no content tokens in the response"
+    if res.error and state["key"]:  # a 401 may quote the key it got: never stored
+        res.error = res.error.replace(state["key"], "<the api_key_env key>")
     if not res.warmup:
         state["resent"] += res.resent
     if res.warmup:
@@ -308,6 +316,8 @@ def main():
         reporter.error("setup", str(exc))
         proto._exit(proto.EXIT_ERROR)
     except BaseException as exc:  # noqa: B036 - every failure must reach the parent
+        if isinstance(exc, SystemExit) and reporter.gone:
+            raise  # the engine is gone (its pipe closed; said in one line): no traceback
         kind = proto.classify(exc)
         message = str(exc) if isinstance(exc, proto.Failed) else "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__))

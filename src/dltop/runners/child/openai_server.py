@@ -108,15 +108,14 @@ class Server:
         while True:
             code = self.proc.poll()
             if code is not None:
-                raise ServerFailed("server command exited with status %d before it was ready "
-                                   "(%s); server.log ends: %s" % (
-                                       code, " ".join(self.argv), log_tail(self.log_path)))
+                raise ServerFailed(self._failed(
+                    "server command exited with status %d before it was ready" % code,
+                    " (%s)" % " ".join(self.argv)))
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ServerFailed("server not ready at %s after %g s (timeout_s); "
-                                   "server.log ends: %s" % (
-                                       self.ready_url, self.timeout_s,
-                                       log_tail(self.log_path)))
+                raise ServerFailed(self._failed("server not ready at %s after %g s "
+                                                "(timeout_s)" % (self.ready_url,
+                                                                 self.timeout_s)))
             try:
                 with urllib.request.urlopen(self.ready_url, timeout=min(5.0, left)) as r:
                     if 200 <= r.status < 300:
@@ -125,6 +124,17 @@ class Server:
                 pass
             time.sleep(min(delay, max(0.0, deadline - time.monotonic())))
             delay = min(delay * 1.5, 1.0)
+
+    def _failed(self, what, command=""):
+        # A run's one-line note is its message's last line: where the log's tail runs
+        # over lines, a last line says what failed beside the log's own last line
+        # (a traceback's names the cause), not that line alone.
+        tail = log_tail(self.log_path)
+        lines = tail.splitlines()
+        if len(lines) < 2:
+            return "%s%s; server.log ends: %s" % (what, command, tail)
+        return "%s%s; server.log ends:\n%s\n%s; server.log's last line: %s" % (
+            what, command, tail, what, lines[-1].strip())
 
     def stop(self):
         """TERM the server's group, KILL it after :data:`GRACE_S`; the exit status."""

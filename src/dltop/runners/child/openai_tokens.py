@@ -12,6 +12,7 @@ never counted: a BOS in every chunk's count halves ITL (vllm #10847). The prompt
 come from a ``dataset`` file (:func:`read_dataset`) or are synthetic (:func:`prompts_for`).
 """
 
+import gzip
 import json
 import random
 import urllib.error
@@ -95,13 +96,14 @@ class Remote(object):
         return n
 
 
-def counter(opts, endpoint, model, headers):
+def counter(opts, endpoint, model, headers, timeout_s=10.0):
     """The counter of a run: its ``tokenizer`` file, else the server's ``/tokenize`` when
-    it counts a word with one of :data:`BODIES`, else None (usage, else estimated)."""
+    it counts a word with one of :data:`BODIES` within ``timeout_s``, else None (usage,
+    else estimated)."""
     if opts.get("tokenizer"):
         return Local(opts["tokenizer"])
     for body in BODIES:
-        remote = Remote(endpoint, model, headers, body=body)
+        remote = Remote(endpoint, model, headers, timeout_s=timeout_s, body=body)
         try:
             # no token in a word: the server read none of this body's fields
             if remote.count("hello") > 0:
@@ -152,39 +154,89 @@ def prompts_for(spec, n, rng, dataset_prompts=None, counter=None):
     return [" ".join(rng.choice(words) for _ in range(k)) for _ in range(n)]
 
 
+EXPECTED = ("expected a JSONL of prompts (per line a string, or an object with prompt, text "
+            "or messages) or a JSON list of ShareGPT conversations (conversations: "
+            "[{from: human, value}]) or of OpenAI messages (messages: [{role: user, "
+            "content}])")
+"""What a ``dataset`` file holds, for the messages that refuse one."""
+
+
 def read_dataset(path):
-    """Prompts of a JSONL file (one string, or an object with ``prompt``/``text``, per
-    line) or a ShareGPT-style JSON (a list of ``conversations``: each one's first human
-    turn)."""
-    with open(path, encoding="utf-8") as fh:
-        text = fh.read()
+    """Prompts of a ``dataset`` file: a JSONL (per line a string, or an object with
+    ``prompt``, ``text`` or ``messages``) or a JSON list of such objects, ShareGPT
+    conversations among them (each one's first human turn). A UTF-8 BOM is skipped and a
+    gzip file read through; blank lines and entries without a prompt (an empty
+    conversation, one without a human turn) are skipped.
+
+    Raises:
+        ValueError: the file is not UTF-8, a line is not JSON, or it holds no prompt
+            (the message names the line and what was expected).
+    """
+    with open(path, "rb") as probe:
+        zipped = probe.read(2) == b"\x1f\x8b"
+    opener = gzip.open if zipped else open
     out = []
     try:
-        doc = json.loads(text)
-    except ValueError:
-        doc = None
-    if isinstance(doc, list):
-        for item in doc:
-            turns = item.get("conversations") if isinstance(item, dict) else None
-            for turn in turns or ():
-                if isinstance(turn, dict) and turn.get("from") in ("human", "user") \
-                        and isinstance(turn.get("value"), str):
-                    out.append(turn["value"])
-                    break
-        return out
-    for line in text.splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        obj = json.loads(line)
-        if isinstance(obj, str):
-            out.append(obj)
-        elif isinstance(obj, dict):
-            for key in ("prompt", "text"):
-                if isinstance(obj.get(key), str):
-                    out.append(obj[key])
-                    break
+        with opener(path, "rt", encoding="utf-8-sig") as fh:
+            head = fh.read(4096)
+            if head.lstrip()[:1] == "[":
+                text = head + fh.read()
+                try:
+                    doc = json.loads(text)
+                except ValueError as exc:
+                    raise ValueError("not JSON (%s); %s" % (exc, EXPECTED)) from None
+                for item in doc:
+                    _add(out, item)
+            else:
+                fh.seek(0)
+                for n, line in enumerate(fh, 1):
+                    if not line.strip():
+                        continue
+                    line = line.rstrip("\r\n")
+                    try:
+                        item = json.loads(line)
+                    except ValueError as exc:
+                        raise ValueError("line %d, column %s is not JSON (%s): %r" % (
+                            n, getattr(exc, "colno", "?"), getattr(exc, "msg", exc),
+                            line[:80])) from None
+                    _add(out, item)
+    except UnicodeDecodeError as exc:
+        raise ValueError("not UTF-8 text (%s)" % exc) from None
+    except (OSError, EOFError) as exc:  # a gzip file cut short, or not gzip
+        raise ValueError("cannot be read%s: %s" % (" as gzip" if zipped else "",
+                                                    exc)) from None
+    if not out:
+        raise ValueError("no prompt in it: %s" % EXPECTED)
     return out
+
+
+def _add(out, item):
+    # A conversation's prompt is its first human turn: the single-turn request dltop
+    # sends, as vLLM's ShareGPT sampling takes it.
+    if isinstance(item, dict):
+        # ShareGPT's conversations, LMSYS-Chat's conversation, OpenAI's messages
+        turns = next((item[k] for k in ("conversations", "conversation", "messages")
+                      if isinstance(item.get(k), list)), None)
+        if isinstance(turns, list):
+            for turn in turns:
+                if isinstance(turn, dict) and (turn.get("from") or turn.get("role")) in (
+                        "human", "user"):
+                    item = _text(turn.get("value", turn.get("content")))
+                    break
+            else:
+                return
+        else:
+            item = next((item[k] for k in ("prompt", "text") if isinstance(item.get(k), str)),
+                        None)
+    if isinstance(item, str) and item.strip():
+        out.append(item)
+
+
+def _text(content):
+    # OpenAI's content is a string or a list of parts ({"type": "text", "text": ...}).
+    if isinstance(content, list):
+        return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
+    return content
 
 
 def new_rng(seed):

@@ -222,6 +222,11 @@ def test_gpu_jobs_refused_without_gpus_or_skipped_on_request(tmp_path: Path) -> 
     res = dltop(tmp_path, "run", str(prof))
     assert res.returncode == 2
     assert "gpu:2 needs 2 GPU(s); this host has 0" in res.stderr
+    assert "--fake-gpus" not in res.stderr
+    # simulated GPUs feed the telemetry only: said, where "this host has 0" puzzled
+    res = dltop(tmp_path, "run", str(prof), "--fake-gpus", "2")
+    assert res.returncode == 2 and "this host has 0" in res.stderr
+    assert "--fake-gpus simulates GPUs for the telemetry only" in res.stderr
     assert not (tmp_path / "d.db").exists()
     res = dltop(tmp_path, "run", str(prof), "--skip-unavailable", "--headless")
     assert res.returncode == 0, res.stderr

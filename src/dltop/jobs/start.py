@@ -99,8 +99,15 @@ def check(refs: Sequence[str], options: StartOptions) -> campaign.Plan:
             ``options.skip_unavailable`` is false).
     """
     system = load_system(options.system) if options.system else None
-    return campaign.preflight([load(ref, system=system) for ref in refs], gpu_count(),
-                              options.skip_unavailable, options.pack)
+    try:
+        return campaign.preflight([load(ref, system=system) for ref in refs], gpu_count(),
+                                  options.skip_unavailable, options.pack)
+    except UserError as exc:
+        if not options.fake_gpus or "GPU(s); this host has" not in str(exc):
+            raise
+        # --fake-gpus N and "this host has 0": say what the flag is, not only the count
+        raise UserError(f"{exc}\n--fake-gpus simulates GPUs for the telemetry only (the "
+                        "viewer, the exporter, tests): a gpu:N job needs real GPUs") from None
 
 
 def start_campaign(refs: Sequence[str], db_path: Path, options: StartOptions

@@ -105,6 +105,8 @@ def test_a_sigtermed_campaign_is_resumed_with_its_cancelled_jobs(
     engine.terminate()
     _, err = engine.communicate(timeout=60)
     assert "Traceback" not in err, err
+    assert "cancelled; finished runs are stored in" in err
+    assert "'dltop run --resume' runs the jobs left" in err
     conn = sqlite3.connect(tmp_path / "d.db")
     assert conn.execute("select status from campaigns").fetchall() == [("cancelled",)]
     assert conn.execute("select status from jobs order by position").fetchall() == [

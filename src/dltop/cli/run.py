@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
               file=sys.stderr)
     if outcome.status == CampaignStatus.CANCELLED:
         print(f"dltop: campaign {outcome.campaign_id} cancelled; finished runs are stored in "
-              f"{one_line(str(handle.db_path))}",
+              f"{one_line(str(handle.db_path))}; 'dltop run --resume' runs the jobs left",
               file=sys.stderr)
         return EXIT_INTERRUPTED
     return EXIT_FAILED_RUNS if outcome.failed_runs else 0

@@ -231,6 +231,13 @@ warmup = 1
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "DLTOP_TEST_KEY": key})
     assert res.returncode == 1, res.stdout + res.stderr  # every request refused
+    # a refused key is a setup problem, judged on the first refusals, not the whole load
+    (run,) = query(db, "select status, error_message from runs")
+    assert run["status"] == "setup_failed", run
+    assert run["error_message"].startswith("the server refused the key from api_key_env "
+                                           "DLTOP_TEST_KEY (HTTP 401: "), run
+    # the warm-up's refusal and one measured: a budget of 0 of 4 spent by refusals alone
+    assert query(db, "select count(*) as n from serve_requests")[0]["n"] == 2
     errors = {e for (e,) in sqlite3.connect(db).execute("select error from serve_requests")}
     assert errors == {'HTTP 401: {"error": {"message": "invalid: Bearer <the api_key_env '
                       'key>", "code": 401}}'}, errors

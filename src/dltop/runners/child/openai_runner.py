@@ -121,6 +121,32 @@ def _shared(spec, reporter, opts, server):
                  shared={"server_pid": server["pid"], "server_first_run": server["first_run"]})
 
 
+def _within(opts, data, counter):
+    """``max_prompt_tokens``: the dataset's longer prompts dropped before the load (the
+    load event's ``dataset_prompts`` and ``dropped_prompts`` and what counted them, the
+    prompts ``kept``); {} without it."""
+    limit = opts.get("max_prompt_tokens")
+    if not data or not limit:
+        return {}
+    try:
+        kept, by = tokens.within(data, int(limit), counter)
+    except (OSError, ValueError) as exc:
+        raise proto.Failed("the prompts of dataset %s could not be counted for "
+                           "max_prompt_tokens (%s): %s" % (opts["dataset"], counter.source,
+                                                           exc)) from None
+    said = "%d of %d dataset prompts over max_prompt_tokens %d dropped (counted by %s)" % (
+        len(data) - len(kept), len(data), int(limit), {
+            "tokenizer": "the tokenizer file", "tokenize": "the server's /tokenize"}.get(
+                by, "words: no tokenizer known"))
+    sys.stdout.write("[dltop] %s\n" % said)
+    sys.stdout.flush()
+    if not kept:
+        raise proto.Failed("%s: no prompt left to send; raise max_prompt_tokens or give "
+                           "a dataset of shorter prompts" % said)
+    return {"kept": kept, "dataset_prompts": len(data), "dropped_prompts": len(data) - len(
+        kept), "prompt_count_by": by}
+
+
 def _terminated(signum, frame):
     # The supervisor's TERM (cancel, timeout): unwind, so the server is stopped cleanly.
     raise SystemExit(128 + signum)
@@ -143,6 +169,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception
         raise proto.Failed("tokenizer %s cannot be read: %s" % (opts.get("tokenizer"),
                                                                 exc)) from None
+    dropped = _within(opts, data, counter)
+    data = dropped.pop("kept", data)
     try:
         prompts = tokens.prompts_for(spec, warmup + measured, rng, data, counter)
     except ValueError as exc:
@@ -245,7 +273,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                   asked_rate=None if rate == "inf" else float(rate),
                   server_cold_start_s=cold_s, token_source=source, client_processes=n,
                   length_forced=bool(force), short_requests=state["short"],
-                  resent_requests=state["resent"])
+                  resent_requests=state["resent"], **dropped)
     reporter.emit("setup", token_source=source, client_processes=n)
     sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "
                      "requests shorter than new_tokens\n" % (

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from tests.serving.conftest import named, run_runner, spec
 
+from dltop.childfiles import child_module
 from dltop.errors import UserError
 from dltop.profiles.loader import parse
 
@@ -96,3 +97,17 @@ def test_the_runs_note_counts_the_dropped_prompts(tmp_path: Path, fake_server) -
     (note,) = sqlite3.connect(db).execute("select note from runs").fetchone()
     assert "1 of 4 dataset prompts over max_prompt_tokens dropped (counted by words: no " \
         "tokenizer known)" in note, note
+
+
+def test_a_tokenizer_file_counts_tokens_not_words(tmp_path: Path) -> None:
+    from tests.serving.test_serve_tokens import bpe
+
+    tokens = child_module("openai_tokens")
+    tok = bpe(tmp_path / "tokenizer.json")
+    rare = "nite tide stoat"  # 3 words, unlike its training's: a token a letter or so
+    n = len(tok.encode(rare, add_special_tokens=False).ids)
+    assert n > 10
+    local = tokens.Local(str(tmp_path / "tokenizer.json"))
+    assert tokens.within([rare, "the and"], 10, local) == (["the and"], "tokenizer")
+    assert tokens.within([rare, "the and"], 10) == ([rare, "the and"], "words")
+    assert tokens.within([rare], n, local) == ([rare], "tokenizer")  # at the limit: kept

@@ -72,7 +72,11 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     versions = {r["framework_version"] for r in query(db, "select framework_version from runs")}
     assert len(versions) == 1 and versions.pop().startswith("aiohttp 3."), versions
     bad = runs[-2]
-    assert "8 of 8 measured requests failed" in bad["error_message"]
+    # stopped at its first measured failure (a budget of 0 of 8), the warm-up at its
+    # first (it never answered): one request each stored, the rest never sent
+    assert bad["error_message"].startswith("stopped early: 1 of 8 measured requests "
+                                           "failed"), bad["error_message"]
+    assert "1 sent, 0 of them cut in flight, 7 never sent" in bad["error_message"]
     assert "request 2: HTTP 429: " in bad["error_message"]  # the first errors, quoted
     log = (db.parent / "d-runs" / f"run-{bad['id']}" / "runner.log").read_text()
     assert "output tokens counted by: nothing (no request produced a token); " in log, log
@@ -86,9 +90,9 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     stored = query(db, "select run_id, count(*) as n, sum(warmup) as w, "
                    "sum(error is not null) as errors, sum(output_tokens) as tokens "
                    "from serve_requests group by run_id order by run_id")
-    assert [(s["n"], s["w"]) for s in stored] == [(10, 2)] * 6
+    assert [(s["n"], s["w"]) for s in stored] == [(10, 2)] * 4 + [(2, 1), (10, 2)]
     # the fake fails every third request it serves (its count runs on): 3 or 4 of 10
-    assert [s["errors"] for s in stored][:5] == [0, 0, 0, 0, 10]
+    assert [s["errors"] for s in stored][:5] == [0, 0, 0, 0, 2]
     assert stored[5]["errors"] in (3, 4)
     assert [s["tokens"] for s in stored[:4]] == [80] * 4
     gens = query(db, "select run_id, count(*) as n from generations group by run_id")

@@ -19,6 +19,7 @@ characters). The served model's name picks what the edges look like:
 - ``error500``: two chunks, then an error event (a 500 inside the stream);
 - ``reset``: two chunks, then the connection is reset;
 - ``stall``: two chunks, then nothing;
+- ``hang``: the request read, then nothing at all (not even the status line);
 - ``malformed``: two chunks, then a line that is not JSON (with an ESC byte);
 - ``flaky``: every third request as ``error500``, the others as ``steady``;
 - ``auth``: as steady with ``Authorization: Bearer s3cret``, else status 401 quoting the
@@ -137,6 +138,8 @@ async def complete(request: web.Request) -> web.StreamResponse:
             return web.json_response({"error": {"message": f"invalid: {got}", "code": 401}},
                                      status=401)
         model = "steady"
+    if model == "hang":
+        await asyncio.sleep(3600)
     if model == "http429":
         return web.json_response({"error": {"message": "rate limited", "code": 429}},
                                  status=429)

@@ -194,7 +194,9 @@ def test_each_failure_is_a_stored_error_and_fails_the_run(tmp_path: Path,
                                                          fake_server) -> None:
     url = fake_server("--ttft-ms", "2", "--itl-ms", "1")
     # one at a time, so that the server sees them in order: 429, 500, reset, bad, stall
-    job = spec(url, "edges", iterations=5, warmup=0, timeout_s=5.0, concurrency=1)
+    # max_error_rate 0.99: the budget is spent by the last only (no early stop)
+    job = spec(url, "edges", iterations=5, warmup=0, timeout_s=5.0, concurrency=1,
+               options={"max_error_rate": 0.99})
     t0 = time.monotonic()
     code, events, err = run_runner(tmp_path, job)
     assert time.monotonic() - t0 < 15
@@ -279,10 +281,11 @@ def test_a_server_closing_every_connection_unanswered_gets_each_request_once(
     threading.Thread(target=serve, daemon=True).start()
     url = f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
     try:
-        code, events, _ = run_runner(tmp_path, spec(url, "m", iterations=30, concurrency=16))
+        code, events, _ = run_runner(tmp_path, spec(url, "m", iterations=30, concurrency=16,
+                                                    options={"max_error_rate": 1.0}))
     finally:
         listener.close()
-    assert code == 3  # every request failed
+    assert code == 0  # every request failed, within a budget of all
     reqs = named(events, "request")
     assert len(reqs) == 31 and all(r["error"] for r in reqs)
     assert sum(r["resent"] for r in reqs) == 0
@@ -318,13 +321,14 @@ def test_a_hung_server_holds_the_run_no_longer_than_its_stalls(tmp_path: Path) -
     t0 = time.monotonic()
     try:  # timeout_s 10: a stall is 1 s
         code, events, _ = run_runner(tmp_path, spec(url, "m", iterations=2, warmup=0,
-                                                    concurrency=1, timeout_s=10.0))
+                                                    concurrency=1, timeout_s=10.0,
+                                                    options={"max_error_rate": 1.0}))
     finally:
         listener.close()
         for conn in held:
             conn.close()
     took = time.monotonic() - t0
-    assert code == 3
+    assert code == 0  # within a budget of all: the two stalls end the load, not a stop
     errors = [r["error"] for r in named(events, "request")]
     assert errors == ["stalled: no data for 1 s (the read timeout)"] * 2
     assert took < 7, took  # the probe (1 s, one body) and two stalls of 1 s, and a start

@@ -72,7 +72,11 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     versions = {r["framework_version"] for r in query(db, "select framework_version from runs")}
     assert len(versions) == 1 and versions.pop().startswith("aiohttp 3."), versions
     bad = runs[-2]
-    assert "8 of 8 measured requests failed" in bad["error_message"]
+    # stopped at its first measured failure (a budget of 0 of 8), the warm-up at its
+    # first (it never answered): one request each stored, the rest never sent
+    assert bad["error_message"].startswith("stopped early: 1 of 8 measured requests "
+                                           "failed"), bad["error_message"]
+    assert "1 sent, 0 of them cut in flight, 7 never sent" in bad["error_message"]
     assert "request 2: HTTP 429: " in bad["error_message"]  # the first errors, quoted
     log = (db.parent / "d-runs" / f"run-{bad['id']}" / "runner.log").read_text()
     assert "output tokens counted by: nothing (no request produced a token); " in log, log
@@ -86,9 +90,9 @@ def test_a_serve_campaign_is_stored_and_exported(tmp_path: Path, fake_server) ->
     stored = query(db, "select run_id, count(*) as n, sum(warmup) as w, "
                    "sum(error is not null) as errors, sum(output_tokens) as tokens "
                    "from serve_requests group by run_id order by run_id")
-    assert [(s["n"], s["w"]) for s in stored] == [(10, 2)] * 6
+    assert [(s["n"], s["w"]) for s in stored] == [(10, 2)] * 4 + [(2, 1), (10, 2)]
     # the fake fails every third request it serves (its count runs on): 3 or 4 of 10
-    assert [s["errors"] for s in stored][:5] == [0, 0, 0, 0, 10]
+    assert [s["errors"] for s in stored][:5] == [0, 0, 0, 0, 2]
     assert stored[5]["errors"] in (3, 4)
     assert [s["tokens"] for s in stored[:4]] == [80] * 4
     gens = query(db, "select run_id, count(*) as n from generations group by run_id")
@@ -231,6 +235,13 @@ warmup = 1
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "DLTOP_TEST_KEY": key})
     assert res.returncode == 1, res.stdout + res.stderr  # every request refused
+    # a refused key is a setup problem, judged on the first refusals, not the whole load
+    (run,) = query(db, "select status, error_message from runs")
+    assert run["status"] == "setup_failed", run
+    assert run["error_message"].startswith("the server refused the key from api_key_env "
+                                           "DLTOP_TEST_KEY (HTTP 401: "), run
+    # the warm-up's refusal and one measured: a budget of 0 of 4 spent by refusals alone
+    assert query(db, "select count(*) as n from serve_requests")[0]["n"] == 2
     errors = {e for (e,) in sqlite3.connect(db).execute("select error from serve_requests")}
     assert errors == {'HTTP 401: {"error": {"message": "invalid: Bearer <the api_key_env '
                       'key>", "code": 401}}'}, errors

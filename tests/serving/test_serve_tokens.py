@@ -190,6 +190,9 @@ def test_a_split_load_merges_every_workers_rows(tmp_path: Path, fake_server) -> 
 
 
 class _Dies:
+    def stop(self, warmup: bool) -> None:
+        return None
+
     async def run(self, phases: list, send: object, start: float) -> None:
         os._exit(7)
 

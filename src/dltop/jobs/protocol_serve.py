@@ -22,7 +22,9 @@ and skipped like any other). The rules:
   null or an integer >= 1, ``length_forced`` null or a boolean, ``short_requests``
   (of the ``ok`` measured requests, those shorter than ``new_tokens``),
   ``resent_requests`` (measured requests sent again because their pooled connection was
-  closed before any byte) and ``ok`` null or integers >= 0.
+  closed before any byte) and ``ok`` null or integers >= 0; ``dataset_prompts`` and
+  ``dropped_prompts`` (``max_prompt_tokens``'s, no more than the first) null or integers
+  >= 0, ``prompt_count_by`` null or one of :data:`PROMPT_COUNTS`.
 - ``idle`` (once, before the load: the runner waited with nothing sent):
   ``start_mono_ns`` and ``end_mono_ns`` integers, the start >= 0 and not after the end.
 """
@@ -47,6 +49,8 @@ MAX_ERROR = 4000
 """Characters of a request's error text."""
 _BOOL = (True, False, 0, 1)
 TOKEN_SOURCES = ("estimated", "tokenize", "tokenizer", "usage")
+PROMPT_COUNTS = ("tokenize", "tokenizer", "words")
+"""What counted the dataset prompts ``max_prompt_tokens`` dropped."""
 """What may count a request's output tokens (the runner's ``openai_tokens``)."""
 
 
@@ -104,7 +108,14 @@ def check_load(e: dict[str, Any]) -> str | None:
            or _int_field(e, "client_processes", 1)
            or _int_field(e, "short_requests", 0)
            or _int_field(e, "resent_requests", 0)
-           or _int_field(e, "ok", 0))
+           or _int_field(e, "ok", 0)
+           or _int_field(e, "dataset_prompts", 0)
+           or _int_field(e, "dropped_prompts", 0))
+    if why is None and (e.get("dropped_prompts") or 0) > (e.get("dataset_prompts") or 0):
+        why = f"dropped_prompts {_show(e['dropped_prompts'])} is over dataset_prompts"
+    if why is None and e.get("prompt_count_by") not in (None, *PROMPT_COUNTS):
+        why = f"prompt_count_by {_show(e['prompt_count_by'])} is not one of " \
+              f"{', '.join(PROMPT_COUNTS)}"
     if why is None and e.get("length_forced") not in (None, *_BOOL):
         why = f"length_forced {_show(e['length_forced'])} is not a boolean"
     if why is None and e["window_s"] > MAX_SECONDS:

@@ -56,6 +56,10 @@ def request_row(event: dict[str, Any]) -> dict[str, Any]:
             "resend_s": opt_float(event.get("resend_s"))}
 
 
+COUNTED_BY = {"tokenizer": "the tokenizer file", "tokenize": "the server's /tokenize",
+              "words": "words: no tokenizer known"}
+"""What counted the prompts ``max_prompt_tokens`` dropped, as the run's note says it."""
+
 class ServeExtras:
     """One serve run's request rows and load summary."""
 
@@ -115,6 +119,15 @@ class ServeExtras:
             f"{n} measured request{'s' if n > 1 else ''} sent again: the server closed a "
             "kept-alive connection before answering (times from the answered send)")
 
+    def _dropped_note(self) -> str | None:
+        """``3 of 40 dataset prompts over max_prompt_tokens dropped (by the tokenizer)``."""
+        load = self._load or {}
+        if load.get("dataset_prompts") is None:
+            return None
+        by = COUNTED_BY.get(load.get("prompt_count_by") or "words", "words")
+        return (f"{load.get('dropped_prompts') or 0} of {load['dataset_prompts']} dataset "
+                f"prompts over max_prompt_tokens dropped (counted by {by})")
+
     def _bunched_note(self) -> str | None:
         """``chunks bunched: ...`` where most measured requests arrived in one piece
         (:data:`BUNCHED_GAP_S`): their TTFT is the whole answer's time, their TPOT about 0."""
@@ -142,7 +155,7 @@ class ServeExtras:
             if self._load.get("length_forced") is not None:
                 out["length_forced"] = int(bool(self._load["length_forced"]))
             note = join_notes(self._length_note(), self._resent_note(),
-                              self._bunched_note())
+                              self._bunched_note(), self._dropped_note())
             if note:
                 out["note"] = note
         if out:  # judged per client process: a split load's CPU is its processes' sum

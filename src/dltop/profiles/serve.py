@@ -5,7 +5,8 @@ OpenAI-compatible endpoint that is already serving (docs/serving.md). Two of its
 settings are :class:`~dltop.profiles.jobspec.JobSpec` fields, so that they sweep like
 any setting: ``request_rate`` and ``concurrency``. The others are checked here into
 the job's ``options`` (every option is identity): the endpoint, the API, the arrival
-process, the SLOs, the error budget, the dataset, the tokenizer file, the request fields
+process, the SLOs, the error budget, the dataset (and the longest prompt it may send:
+``max_prompt_tokens``), the tokenizer file, the request fields
 that force output lengths (``force_length``), the client processes and the name of the
 variable that holds the API key (never the key itself).
 """
@@ -28,7 +29,7 @@ from dltop.profiles.jobspec import declared
 
 KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
                "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "force_length", "tokenizer",
-               "client_processes", "server_scope")
+               "client_processes", "server_scope", "max_prompt_tokens")
 """The keys of an ``openai`` entry (besides the settings every entry has)."""
 APIS: Final = ("chat", "completions")
 ARRIVALS: Final = ("poisson", "constant", "gamma")
@@ -151,6 +152,13 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
         out["dataset"] = str(path)
     if merged.get("tokenizer") is not None:
         out["tokenizer"] = tokenizer(err, loc("tokenizer"), merged["tokenizer"], profile_dir)
+    if merged.get("max_prompt_tokens") is not None:
+        if "dataset" not in out:
+            raise err(loc("max_prompt_tokens"), "max_prompt_tokens filters the prompts of "
+                      "a dataset: synthetic prompts are prompt_tokens long")
+        out["max_prompt_tokens"] = _check(err, loc("max_prompt_tokens"),
+                                          merged["max_prompt_tokens"],
+                                          fields.Integer(1, L.MAX_TOKENS))
     if merged.get("client_processes") is not None:
         out["client_processes"] = _check(err, loc("client_processes"),
                                          merged["client_processes"], client_processes)

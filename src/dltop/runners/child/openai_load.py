@@ -39,6 +39,12 @@ READ_BUFSIZE = 4 * 1024 * 1024
 costs 10x at long context, vllm #39963); a line may be twice this."""
 
 
+STOP_POLL_S = 0.05
+"""How often a phase asks whether it stops (:attr:`Client.stop`)."""
+CUT = "cut in flight: the run stopped early (its message says why)"
+"""The error of a request cut by a stop (sent, its answer not waited for)."""
+
+
 class SetupFailed(Exception):
     """The endpoint cannot be reached at all (refused, no such host, TLS): the run is
     ``setup_failed`` and no further request is sent."""
@@ -181,7 +187,7 @@ class Client(object):
     """One phase's requests (warm-up, or measured) on an aiohttp session."""
 
     def __init__(self, endpoint, api, model, headers, new_tokens, force, concurrency,
-                 stall_s):
+                 stall_s, stop=None):
         self.url = endpoint + ("/chat/completions" if api == "chat" else "/completions")
         self.endpoint = endpoint
         self.api = api
@@ -192,6 +198,9 @@ class Client(object):
         self.concurrency = concurrency
         self.stall_s = stall_s
         self.fatal = None
+        self.stop = stop or (lambda warmup: None)
+        """``stop(warmup)``: why the phase stops now (its requests in flight cut, no more
+        sent), or None; ``stop(False)`` after a phase: no later phase is sent either."""
         self.in_flight = 0
         """Requests sent and not yet ended (each result carries the count at its end)."""
 
@@ -218,7 +227,7 @@ class Client(object):
                                                on_result, start)
                 out.append((start, end, time.process_time() - cpu0))
                 start = None
-                if self.fatal:
+                if self.fatal or self.stop(False):
                     break
         if self.fatal:
             raise SetupFailed(self.fatal)
@@ -228,25 +237,52 @@ class Client(object):
         sem = asyncio.Semaphore(self.concurrency)
         loop_start = time.monotonic() if start is None else start
         tasks = []
+        watch = asyncio.ensure_future(self._watch(tasks, warmup))
         for request, prompt, off in zip(requests, prompts, offsets, strict=True):
-            if self.fatal:
+            # the stop is polled: a split load's is another process's (openai_split)
+            while not self.fatal and not self.stop(warmup) and \
+                    loop_start + off > time.monotonic():  # noqa: ASYNC110
+                await asyncio.sleep(min(STOP_POLL_S, loop_start + off - time.monotonic()))
+            if self.fatal or self.stop(warmup):
                 break
-            delay = loop_start + off - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)
             res = Result(request, warmup, off)
             tasks.append(asyncio.ensure_future(
                 self._one(session, sem, prompt, res, loop_start + off, on_result)))
         if tasks:
             await asyncio.gather(*tasks)
+        watch.cancel()
         return loop_start, time.monotonic()
+
+    async def _watch(self, tasks, warmup):
+        # A stop cuts what is in flight: its outcome is decided, and a hung server would
+        # hold each request its whole stall time for nothing.
+        while not self.stop(warmup):  # noqa: ASYNC110 - polled, as above
+            await asyncio.sleep(STOP_POLL_S)
+        for task in tasks:
+            task.cancel()
 
     async def _one(self, session, sem, prompt, res, scheduled_mono, on_result):
         res.dispatch_lag_s = max(0.0, time.monotonic() - scheduled_mono)
         t_disp = time.monotonic()
-        async with sem:
-            if self.fatal:
+        sent = [False]
+        try:
+            if not await self._send(session, sem, prompt, res, t_disp, sent):
                 return
+        except asyncio.CancelledError:
+            if not sent[0]:  # cut before its slot: never sent, nothing to store
+                return
+            res.error = CUT
+            res.end_mono = time.monotonic()
+            res.end_s = res.end_mono - (t_disp + res.slot_wait_s + res.resend_s)
+            self.in_flight -= 1
+            res.in_flight = self.in_flight
+        on_result(res)
+
+    async def _send(self, session, sem, prompt, res, t_disp, sent_flag):
+        async with sem:
+            if self.fatal or self.stop(res.warmup):
+                return False
+            sent_flag[0] = True
             body = payload(self.api, self.model, prompt, self.new_tokens, self.force)
             self.in_flight += 1
             # A kept-alive connection the server closed as it was taken from the pool fails
@@ -283,7 +319,7 @@ class Client(object):
                 except aiohttp.ClientConnectorError as exc:
                     self.in_flight -= 1
                     self._connect_failed(exc)
-                    return
+                    return False
                 except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as exc:
                     # a pooled connection the server had closed; a fresh one closed
                     # before answering is the server's failure: never sent again
@@ -305,7 +341,7 @@ class Client(object):
             res.end_s = res.end_mono - t_send
             self.in_flight -= 1
             res.in_flight = self.in_flight
-        on_result(res)
+        return True
 
     def _connect_failed(self, exc):
         if self.fatal:

@@ -44,6 +44,7 @@ import dltop_protocol as proto
 import openai_load as load
 import openai_server as srv
 import openai_split as split
+import openai_stop as stops
 import openai_tokens as tokens
 
 IDLE_WINDOW_S = 2.0
@@ -120,6 +121,32 @@ def _shared(spec, reporter, opts, server):
                  shared={"server_pid": server["pid"], "server_first_run": server["first_run"]})
 
 
+def _within(opts, data, counter):
+    """``max_prompt_tokens``: the dataset's longer prompts dropped before the load (the
+    load event's ``dataset_prompts`` and ``dropped_prompts`` and what counted them, the
+    prompts ``kept``); {} without it."""
+    limit = opts.get("max_prompt_tokens")
+    if not data or not limit:
+        return {}
+    try:
+        kept, by = tokens.within(data, int(limit), counter)
+    except (OSError, ValueError) as exc:
+        raise proto.Failed("the prompts of dataset %s could not be counted for "
+                           "max_prompt_tokens (%s): %s" % (opts["dataset"], counter.source,
+                                                           exc)) from None
+    said = "%d of %d dataset prompts over max_prompt_tokens %d dropped (counted by %s)" % (
+        len(data) - len(kept), len(data), int(limit), {
+            "tokenizer": "the tokenizer file", "tokenize": "the server's /tokenize"}.get(
+                by, "words: no tokenizer known"))
+    sys.stdout.write("[dltop] %s\n" % said)
+    sys.stdout.flush()
+    if not kept:
+        raise proto.Failed("%s: no prompt left to send; raise max_prompt_tokens or give "
+                           "a dataset of shorter prompts" % said)
+    return {"kept": kept, "dataset_prompts": len(data), "dropped_prompts": len(data) - len(
+        kept), "prompt_count_by": by}
+
+
 def _terminated(signum, frame):
     # The supervisor's TERM (cancel, timeout): unwind, so the server is stopped cleanly.
     raise SystemExit(128 + signum)
@@ -142,6 +169,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception
         raise proto.Failed("tokenizer %s cannot be read: %s" % (opts.get("tokenizer"),
                                                                 exc)) from None
+    dropped = _within(opts, data, counter)
+    data = dropped.pop("kept", data)
     try:
         prompts = tokens.prompts_for(spec, warmup + measured, rng, data, counter)
     except ValueError as exc:
@@ -165,14 +194,17 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     reporter.plan(warmup + measured)
 
     force = tuple(opts.get("force_length") or ())
+    limit = float(opts.get("max_error_rate", 0.05))
+    stop = stops.Stop(warmup, measured, limit, opts.get("api_key_env"))
 
     def client(slots):
         return load.Client(endpoint, api, spec["model"], headers, int(spec["new_tokens"]),
-                           force, slots, stall_s)
+                           force, slots, stall_s, stop)
 
     state = {"key": headers.get("Authorization", "")[len("Bearer "):],
              "index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
-             "later": [], "lags": [], "short": 0, "resent": 0, "prompts": set()}
+             "later": [], "lags": [], "short": 0, "resent": 0, "prompts": set(),
+             "stop": stop, "cut": 0, "measured_ended": 0}
 
     def on_result(res):
         if not res.has_usage() and counter is not None and res.chunk_text:
@@ -213,6 +245,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                 if asked == "auto":
                     n = split.auto_count(state["lags"], w_cpu, w_end - w_start,
                                          len(os.sched_getaffinity(0)), concurrency)
+                if stop(False):  # a refused key: no measured request is sent
+                    raise load.SetupFailed(stop.setup)
             sys.stdout.write("[dltop] measured requests over %d client process(es) "
                              "(client_processes = %s)\n" % (n, asked))
             sys.stdout.flush()
@@ -230,6 +264,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
         except (OSError, ValueError):
             pass  # counted chunks, "estimated"
         _report(reporter, spec, res, state)
+    if stop.setup:
+        raise load.SetupFailed(stop.setup)
     window = max(end - start, 1e-9)
     source = "+".join(sorted(state["sources"])) or None
     reporter.emit("load", window_s=window, client_cpu_s=cpu_s, requests=measured,
@@ -237,7 +273,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                   asked_rate=None if rate == "inf" else float(rate),
                   server_cold_start_s=cold_s, token_source=source, client_processes=n,
                   length_forced=bool(force), short_requests=state["short"],
-                  resent_requests=state["resent"])
+                  resent_requests=state["resent"], **dropped)
     reporter.emit("setup", token_source=source, client_processes=n)
     sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "
                      "requests shorter than new_tokens\n" % (
@@ -252,7 +288,10 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                          "own (a BOS, a chat template); stored as the server counted\n" % (
                              "/".join(str(n) for n in said), int(spec["prompt_tokens"])))
     sys.stdout.flush()
-    limit = float(opts.get("max_error_rate", 0.05))
+    never_sent = measured - state["measured_ended"]
+    if stop.spent and (state["cut"] or never_sent):
+        raise proto.Failed(stop.spent_message(
+            {"cut": state["cut"], "never_sent": never_sent}, state["errors"]))
     if state["failed"] > limit * measured:
         raise proto.Failed("%d of %d measured requests failed (%.1f %% > max_error_rate "
                            "%.1f %%); first errors: %s" % (
@@ -270,6 +309,11 @@ def _report(reporter, spec, res, state):
         res.error = res.error.replace(state["key"], "<the api_key_env key>")
     if not res.warmup:
         state["resent"] += res.resent
+        state["measured_ended"] += 1
+    if res.error == load.CUT:
+        state["cut"] += not res.warmup
+    else:
+        state["stop"].judge(res, ok)
     if res.warmup:
         state["lags"].append(res.dispatch_lag_s)
     elif ok:
@@ -278,7 +322,7 @@ def _report(reporter, spec, res, state):
         state["short"] += tokens_out < int(spec["new_tokens"])
         if res.prompt_tokens() is not None:
             state["prompts"].add(res.prompt_tokens())
-    else:
+    elif res.error != load.CUT:
         state["failed"] += 1
         if len(state["errors"]) < 3:
             state["errors"].append("request %d: %s" % (res.request, res.error))

@@ -11,6 +11,8 @@ for a slot of its own worker while another worker has one free). Each worker run
 its share on its own event loop and connection pool, measures its requests'
 dispatch lag against its own loop, and sends each :class:`openai_load.Result`
 through a pipe as it ends; the runner reports them as they come, into the one run.
+The runner's stop rules (:mod:`openai_stop`) are judged there: once they stop the load,
+an event shared with the workers stops theirs (nothing more sent, in flight cut).
 """
 
 import asyncio
@@ -53,12 +55,16 @@ def run(make_client, n, concurrency, prompts, offsets, requests, on_result):
     """
     ctx = multiprocessing.get_context("fork")
     start = time.monotonic() + START_MARGIN_S
-    procs, conns = [], []
+    procs, conns, stopped = [], [], ctx.Event()
+    judge = None
     for w in range(n):
         share = concurrency // n + (1 if w < concurrency % n else 0)
         recv, send = ctx.Pipe(duplex=False)
+        client = make_client(share)
+        judge = client.stop  # the runner's rules, judged here on the results
+        client.stop = lambda warmup: stopped.is_set()
         proc = ctx.Process(target=_worker, daemon=True, args=(
-            make_client(share), w, prompts[w::n], offsets[w::n], requests[w::n], start, send))
+            client, w, prompts[w::n], offsets[w::n], requests[w::n], start, send))
         proc.start()
         send.close()
         procs.append(proc)
@@ -76,6 +82,8 @@ def run(make_client, n, concurrency, prompts, offsets, requests, on_result):
                 flight[body.worker] = body.in_flight
                 body.in_flight = sum(flight)  # the whole client's, not one worker's
                 on_result(body)
+                if judge(False):
+                    stopped.set()
             else:
                 waiting.remove(conn)
                 if kind == "end":

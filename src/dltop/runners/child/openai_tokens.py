@@ -154,6 +154,26 @@ def prompts_for(spec, n, rng, dataset_prompts=None, counter=None):
     return [" ".join(rng.choice(words) for _ in range(k)) for _ in range(n)]
 
 
+def within(prompts, limit, counter=None):
+    """The dataset prompts of at most ``limit`` tokens (``max_prompt_tokens``), by
+    ``counter``, else by words: (the prompts kept, what counted them). A prompt of at
+    most ``limit`` UTF-8 bytes is kept uncounted: a token covers at least one byte (no
+    special token is counted), so only longer ones cost a count (a ``/tokenize`` call).
+
+    Raises:
+        OSError, ValueError: the server's ``/tokenize`` could not count one.
+    """
+    count = counter.count if counter is not None else (lambda text: len(text.split()))
+    seen = {}
+    out = []
+    for text in prompts:
+        if text not in seen:
+            seen[text] = len(text.encode("utf-8")) <= limit or count(text) <= limit
+        if seen[text]:
+            out.append(text)
+    return out, counter.source if counter is not None else "words"
+
+
 EXPECTED = ("expected a JSONL of prompts (per line a string, or an object with prompt, text "
             "or messages) or a JSON list of ShareGPT conversations (conversations: "
             "[{from: human, value}]) or of OpenAI messages (messages: [{role: user, "

@@ -258,7 +258,8 @@ class Value:
 
     value: float | None
     reason: str = ""
-    """Why ``value`` is ``None``: a status label, ``n/a: ...`` or ``simulated``."""
+    """Why ``value`` is ``None``: a status label, ``n/a: ...`` or ``simulated``; beside a
+    number, why a detail number is missing (``p99 n/a: n=20``)."""
     simulated_value: float | None = None
     """The number read from simulated GPUs (never shown as a plain value)."""
     source: str = ""

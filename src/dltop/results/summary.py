@@ -232,7 +232,8 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
             simulated[name] = val.simulated_value
         # without an ok run the median cell names the status; the rest stay blank
         text = val.text(m) if res.runs or i == 0 else ""
-        cells.append(Cell(text, val.value, res.status, dict(val.extra)) if m.detail
+        cells.append(Cell(text, val.value, res.status, dict(val.extra),
+                          val.reason if val.value is not None else "") if m.detail
                      else Cell(text, val.value, res.status))
         if i == 0:
             bounds, why = ci_or_reason(res) if interval is None else interval

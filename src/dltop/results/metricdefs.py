@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from dltop.catalog import MODES
+from dltop.catalog import MODES, OWN_MODEL
 from dltop.results.table import Millis, fmt_seconds
 
 if TYPE_CHECKING:
@@ -120,10 +120,10 @@ DECLARED = (
            "host iowait %", _f(1), detail=READINGS, pivot=False),
     Metric("tflops", "achieved TFLOP/s (training FLOPs per sample × samples/s)",
            "TFLOP/s", "TFLOP/s", _g4, higher=True, timed=True, per_sample=True,
-           how="FLOPs per sample × the throughput cell"),
+           how="FLOPs per sample × the throughput cell", modes=OWN_MODEL),
     Metric("mfu", "model FLOPs utilisation in % (achieved ÷ peak for the precision)", "%",
            "MFU %", _f(1), higher=True, timed=True, words=MFU,
-           how="TFLOP/s ÷ the devices' peak for the precision"),
+           how="TFLOP/s ÷ the devices' peak for the precision", modes=OWN_MODEL),
     Metric("accuracy", "test accuracy at the last evaluation (fraction of test samples)",
            "fraction", "accuracy", _f(4), higher=True, modes=TRAIN,
            how="mean of each run's last evaluation"),
@@ -238,9 +238,10 @@ every run, then those of some modes only (:data:`CONVERGENCE`)."""
 EXTRA = {m.name: m for m in (*DECLARED, *BY_FLOPS) if not m.pivot}
 """The summary's columns that are no ``--metric`` choice (the GPU's peak, the host CPU and
 its split) and :data:`BY_FLOPS`."""
-SUMMARY = tuple(m.name for m in DECLARED if m.modes == MODES)
-"""The summary's metric columns, in order (:data:`CONVERGENCE` follow where valued)."""
-CONVERGENCE = tuple(n for n, m in METRICS.items() if m.modes != MODES)
+SUMMARY = tuple(m.name for m in DECLARED if m.modes in (MODES, OWN_MODEL))
+"""The summary's metric columns, in order (:data:`CONVERGENCE` follow where valued); one of
+:data:`~dltop.catalog.OWN_MODEL` (TFLOP/s, MFU) is left out of a set of serve runs."""
+CONVERGENCE = tuple(n for n, m in METRICS.items() if m.modes not in (MODES, OWN_MODEL))
 """Metrics of some modes only: convergence runs (evaluations), inference runs (latency),
 generate and serve runs; a summary column (a TUI switch) only where some configuration
 has a value."""

@@ -72,6 +72,18 @@ ROW_KEYS: tuple[str, ...] = declared.declaring(dataclasses.fields(JobSpec), decl
 """Identity fields after the device in every summary and comparison table's row keys,
 varying or not (``setting(row_key=True)``: ``precision``)."""
 
+def modes(idents: Iterable[Identity]) -> set[str]:
+    """The modes of the configurations ``idents`` (``train``, ``serve``...)."""
+    return {str(ident.get("mode", "train")) for ident in idents}
+
+
+def row_keys_of_other_modes(in_modes: set[str]) -> set[str]:
+    """The declared row keys (:data:`ROW_KEYS`) that no configuration of ``in_modes``
+    has: a set of serve runs has no ``precision`` column (the server's is its own)."""
+    return {name for name in ROW_KEYS
+            if in_modes and not in_modes & set(MODES_OF.get(name, in_modes))}
+
+
 def fmt_value(value: Any) -> str:
     """One identity value as a table shows it: ``0.01``, ``true``, an argv joined, ``-``."""
     if value is None:
@@ -199,9 +211,9 @@ def variation(identities: Iterable[Identity]) -> Variation:
     is a setting of other modes than the configurations' (:data:`MODES_OF`).
     """
     idents = list(identities)
-    modes = {ident.get("mode", "train") for ident in idents}
+    in_modes = modes(idents)
     names = {n for ident in idents for n in ident
-             if modes & set(MODES_OF.get(n, modes))} - {*BASE, COLUMN, PLACE}
+             if in_modes & set(MODES_OF.get(n, in_modes))} - {*BASE, COLUMN, PLACE}
     varying: list[str] = []
     constant: list[tuple[str, Any]] = []
     per_framework: list[tuple[str, Any]] = []

@@ -12,8 +12,8 @@ stays light, for the command-line parser.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from dltop.catalog import MODES, OWN_MODEL
@@ -74,6 +74,17 @@ class Metric:
     per_sample: bool = False
     """Counted per sample: a transformer's are tokens (:mod:`dltop.results.tokens` reads its
     title, unit and header of tokens off this declaration)."""
+    serve: tuple[str, str, str] | None = None
+    """(title, header, unit) of a set of serve runs, whose iterations are requests
+    (:meth:`of_modes`); None: it reads the same."""
+
+    def of_modes(self, modes: Collection[str]) -> Metric:
+        """The metric as a table of runs of ``modes`` names it: a set of serve runs' time
+        is the median end-to-end request latency, not seconds per mini-batch."""
+        if self.serve is None or set(modes) != {"serve"}:
+            return self
+        title, header, unit = self.serve
+        return replace(self, title=title, header=header, unit=unit)
 
     @property
     def label(self) -> str:
@@ -88,11 +99,15 @@ class Metric:
 
 DECLARED = (
     Metric("time", "median seconds per mini-batch", "s", "median s", _g4, timed=True,
-           how="median of each run's median", words=FASTER),
-    Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4, timed=True),
+           how="median of each run's median", words=FASTER,
+           serve=("median end-to-end request latency in s", "median e2e s", "s")),
+    Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4, timed=True,
+           serve=("mean end-to-end request latency in s", "mean e2e s", "s")),
     Metric("throughput", "samples per second (total samples / total measured seconds)",
            "samples/s", "samples/s", _f(1), higher=True, timed=True, words=FASTER,
-           how="median of each run's total samples / total seconds", per_sample=True),
+           how="median of each run's total samples / total seconds", per_sample=True,
+           serve=("output tokens per second of one request (new tokens / its end-to-end s)",
+                  "tok/s per request", "tokens/s")),
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W", _f(1),
            detail=READINGS),
     Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "

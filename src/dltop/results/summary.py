@@ -16,7 +16,7 @@ those reasons under ``"reasons"``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -112,18 +112,21 @@ def _col(m: Metric, key: str | None = None) -> Column:
 
 
 def columns(var: identity.Variation | None = None,
-            more: tuple[str, ...] = (), models: Sequence[str] = ()) -> tuple[Column, ...]:
+            more: tuple[str, ...] = (), models: Sequence[str] = (),
+            modes: Collection[str] = ()) -> tuple[Column, ...]:
     """Key columns (``var``'s varying fields after precision; a ``unit`` column when
     ``models`` mix transformers and others), then runs, time with its CI, the other
     metrics (and ``more``: convergence or latency metrics some configuration has), status
-    and flags. Headers say tokens where every model is a transformer."""
+    and flags. Headers say tokens where every model is a transformer, and a set of serve
+    runs' times what they are (``median e2e s``)."""
     extra = var.without(*identity.ROW_KEYS).columns() if var else ()
     if tokens.labels_rows(None, models):
         extra = (*extra, Column(tokens.UNIT_COLUMN, "unit", Role.KEY))
-    cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
+    cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"),
+            _col(metric("time").of_modes(modes))]
     cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
              Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
-    cols += [_col(tokens.metric_for(name, models)) for name in (*SUMMARY[1:], *more)]
+    cols += [_col(tokens.metric_for(name, models, modes)) for name in (*SUMMARY[1:], *more)]
     cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY),
              Column("readings", "readings", Role.KEY)]
     return tuple(cols)
@@ -302,7 +305,8 @@ def _summary_table(db: sqlite_utils.Database,
     lines, meta = caption.context(db, camps, var.caption())
     lines = (*lines, *oversub.caption_lines(results))
     cis = intervals(results)
-    cols = columns(var, more, models)
+    modes = identity.modes(r.identity for r in results)
+    cols = columns(var, more, models, modes)
     rows = tuple(_row(r, row_var, label(r), more, per_row, ci_r)
                  for r, ci_r in zip(results, cis, strict=True))
     notes = (NOTES + (readings.NOTE,)
@@ -322,7 +326,8 @@ def _summary_table(db: sqlite_utils.Database,
         columns=cols, rows=rows, notes=notes,
         caption=lines,
         meta={**meta, "table": "summary",
-              "units": {c.key: c.unit for c in columns(more=more, models=models) if c.unit},
+              "units": {c.key: c.unit for c in columns(more=more, models=models, modes=modes)
+                        if c.unit},
               "identity": var.as_json()})
     other = of_other_modes(results)
     if not other:
@@ -336,8 +341,8 @@ def of_other_modes(results: Sequence[ConfigResult]) -> set[str]:
     """The summary metrics and row keys of other modes than every configuration's
     (``modes`` of the metric or the setting): a set of serve runs has no TFLOP/s, MFU or
     precision column."""
-    modes = {r.identity.get("mode", "train") for r in results}
+    modes = identity.modes(r.identity for r in results)
     if not modes:
         return set()
-    return {name for name in SUMMARY if not modes & set(metric(name).modes)} | {
-        name for name in identity.ROW_KEYS if not modes & set(identity.MODES_OF.get(name, modes))}
+    return {name for name in SUMMARY if not modes & set(metric(name).modes)} \
+        | identity.row_keys_of_other_modes(modes)

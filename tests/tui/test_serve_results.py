@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from textual.widgets import OptionList
+
 from dltop.jobs import campaign
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
-from dltop.tui.results_screen import ResultsScreen
+from dltop.tui.results_screen import MetricPicker, ResultsScreen
 
 from .test_results_screen import results_app, settle
 
@@ -53,3 +55,11 @@ async def test_serve_results_screen_names_the_request_latency(tmp_path: Path) ->
         assert "mini-batch" not in title
         assert "time" in screen.offered
         assert "tflops" not in screen.offered and "mfu" not in screen.offered
+        await pilot.press("M")
+        await pilot.pause()
+        picker = app.screen
+        assert isinstance(picker, MetricPicker)
+        prompts = [str(o.prompt) for o in picker.query_one(OptionList)._options]
+        (time,) = [p for p in prompts if p.split()[0] == "time"]
+        assert "median end-to-end request latency" in time, time
+        assert not any(p.split()[0] in ("tflops", "mfu") for p in prompts)

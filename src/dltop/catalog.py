@@ -31,6 +31,9 @@ OPTIMIZERS: Final = ("sgd", "adam", "adamw")
 MODES: Final = ("train", "inference", "generate", "serve")
 """``generate`` (transformers only): prefill a prompt, then decode tokens with a KV cache;
 ``serve`` (``frameworks = ["openai"]`` only): requests to an endpoint that serves."""
+OWN_MODEL: Final = tuple(m for m in MODES if m != "serve")
+"""The modes in which dltop runs the model itself: a training setting, the precision
+(``setting(modes=OWN_MODEL)``) and a FLOPs count say nothing of a served model."""
 INPUT_SIZE_MODELS: Final = ("resnet-50", "resnet-56")
 """Models whose image side the ``input_size`` setting may change."""
 DATA_LOADERS: Final = ("device", "host")

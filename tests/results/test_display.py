@@ -92,7 +92,7 @@ def test_h200_llm_latencies_in_ms_in_markdown_seconds_in_json() -> None:
     assert "| TPOT p50/p90/p99 (ms) |" in header and "| TTFT p50/p90/p99 (ms) |" in header
     assert "| median s |" in header  # training seconds per mini-batch stay seconds
     # was 0.0006177 / ... s; p99 of 10 requests is withheld (the percentile rule)
-    assert "| 0.6177 / 0.6199 / n/a: n=10 (n 10) |" in md
+    assert "| 0.6177 / 0.6199 / n/a: n=10 |" in md
     assert "0.0006177" not in md
     doc = json.loads(render(table, "json"))
     cuda_graphs = next(r for r in doc["rows"] if r["identity"].get("cuda_graphs")
@@ -101,7 +101,7 @@ def test_h200_llm_latencies_in_ms_in_markdown_seconds_in_json() -> None:
     assert cuda_graphs["detail"]["tpot"]["p90_s"] == pytest.approx(0.0006199, rel=1e-3)
     pivot = render(export.results_table(_read_only(H200_LLM), 1, metric="ttft"), "md")
     assert "time to first token in ms" in pivot.splitlines()[0]
-    assert "| gpu:1 (ms) |" in pivot and "3.704 / 5.013 / n/a: n=10 (n 10)" in pivot
+    assert "| gpu:1 (ms) |" in pivot and "3.704 / 5.013 / n/a: n=10" in pivot
 
 
 def test_columns_pick_and_order_and_unknown_is_exit_2(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ real serve campaign against the streaming fake (tests/programs/fake_openai.py)."
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import sqlite3
@@ -196,3 +197,61 @@ def test_a_rate_asked_inf_is_placed_at_the_rate_reached(tmp_path: Path, fake_ser
     assert "x: rate reached for 1 configuration(s) asked inf" in lat.caption
     good = _fig(_report(db).figures, "serve-goodput")
     assert good.omitted == "N/A: no SLO given (slo_ttft_ms, slo_tpot_ms, slo_e2e_ms)"
+
+
+TABLE_PROFILE = """[defaults]
+frameworks = ["openai"]
+mode = "serve"
+endpoint = "{url}"
+new_tokens = 6
+prompt_tokens = 4
+iterations = 20
+warmup = 1
+timeout_s = 30
+concurrency = 2
+arrival = "constant"
+[[matrix]]
+models = ["steady"]
+request_rate = [40, 80]
+"""
+
+
+def test_serve_tables_say_what_they_measure(tmp_path: Path, fake_server) -> None:
+    """The audits' findings on a real serve campaign: a caption of training settings,
+    TFLOP/s and MFU n/a on every row, n said twice in a percentile cell, an empty CSV p99
+    without a reason, and "median s/iter" for the request latency."""
+    url = fake_server("--ttft-ms", "10", "--itl-ms", "2")
+    profile = tmp_path / "serve.toml"
+    profile.write_text(TABLE_PROFILE.format(url=url))
+    db = tmp_path / "d.db"
+    for _ in range(2):
+        res = _dltop(db, "run", str(profile))
+        assert res.returncode == 0, res.stdout + res.stderr
+    md = _dltop(db, "export", "--campaign", "1", "--table", "summary", "--format", "md").stdout
+    lines = md.splitlines()
+    (constant,) = [line for line in lines if line.startswith("constant:")]
+    for word in ("lr ", "momentum", "optimizer", "data ", "precision", "batch scaling"):
+        assert word not in constant, constant
+    for word in ("prompt 4", "new tokens 6", "concurrency 2", "api chat", "arrival constant"):
+        assert word in constant, constant
+    header = lines[2]
+    assert "TFLOP/s" not in md and "MFU" not in md and "| precision |" not in header
+    assert "| median e2e s |" in header and "| rate (req/s) |" in header
+    # 20 requests: p90 shown, p99 n/a, n said once
+    assert "/ n/a: n=20 |" in md and "(n 20)" not in md
+    csv_text = _dltop(db, "export", "--campaign", "1", "--table", "summary",
+                      "--format", "csv").stdout
+    body = [line for line in csv_text.splitlines() if not line.startswith("#")]
+    row = next(csv.DictReader(body))
+    assert "TFLOP/s" not in row and "MFU %" not in row and "precision" not in row
+    assert row["TTFT p50/p90/p99 s p99_s"] == ""
+    assert row["TTFT p50/p90/p99 s status"] == "ok; p99 n/a: n=20"  # the empty cell's why
+    assert float(row["TTFT p50/p90/p99 s p90_s"]) > 0
+    out = _dltop(db, "compare", "1", "2")
+    assert out.returncode == 0, out.stderr
+    title = out.stdout.splitlines()[0]
+    assert title.endswith(": median e2e s/request"), title
+    assert "| precision |" not in out.stdout and "lr 0.01" not in out.stdout
+    pivot = _dltop(db, "export", "--campaign", "1", "--format", "md").stdout
+    assert pivot.splitlines()[0].endswith(": median end-to-end request latency in s")
+    assert "optimizer" not in pivot

@@ -87,25 +87,27 @@ class JobSpec:
                               column=True, identity=False, shown=True)
     """Wall-clock budget of one run, start-up included."""
     precision: str = setting("fp32", one_of(catalog.PRECISIONS), column=True, identity=True,
-                             quiet=False, row_key=True, order=1, shown=True)
+                             quiet=False, row_key=True, order=1, shown=True,
+                             modes=catalog.OWN_MODEL)
     data: str = setting("synthetic", one_of(catalog.DATA_KINDS), column=True, identity=True,
-                        quiet=False, order=6, shown=True)
+                        quiet=False, order=6, shown=True, modes=catalog.OWN_MODEL)
     data_dir: str | None = setting(None, optional(path), identity=False, shown=True)
     """Required with ``data = "real"`` (the loader checks and expands it). Not identity:
     it says where the model's dataset lives on this host, not which dataset it is."""
     batch_scaling: str = setting("global", one_of(catalog.BATCH_SCALINGS), column=True,
-                                 identity=True, quiet=False, order=7)
+                                 identity=True, quiet=False, order=7, modes=catalog.OWN_MODEL)
     lr: float = setting(0.01, number(positive=True, maximum=L.MAX_LR), identity=True, quiet=False,
-                        sweep=2, order=8)
+                        sweep=2, order=8, modes=catalog.OWN_MODEL)
     momentum: float = setting(0.0, number(positive=False, maximum=1.0), identity=True,
-                              quiet=False, sweep=3, order=9)
+                              quiet=False, sweep=3, order=9, modes=catalog.OWN_MODEL)
     seed: int = setting(0, integer(0, L.MAX_SEED), identity=True, quiet=False, order=10, last=True)
-    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True, quiet=False, sweep=1)
+    optimizer: str = setting("sgd", one_of(catalog.OPTIMIZERS), identity=True, quiet=False,
+                             sweep=1, modes=catalog.OWN_MODEL)
     """``sgd`` (with ``momentum``), ``adam`` or ``adamw``; docs/profiles.md has each
     framework's equivalent. ``lr``, ``momentum``, ``weight_decay`` and ``optimizer``
     may be lists in a profile: each value is a configuration."""
     weight_decay: float = setting(0.0, number(positive=False, maximum=1.0), identity=True,
-                                  quiet=True, sweep=4)
+                                  quiet=True, sweep=4, modes=catalog.OWN_MODEL)
     """L2 penalty for ``sgd``/``adam`` (added to the gradient), decoupled for ``adamw``."""
     mode: str = setting("train", one_of(catalog.MODES), identity=True, quiet=True)
     """``train`` (forward, backward, update), ``inference`` (forward only) or, for the

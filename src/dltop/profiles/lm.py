@@ -28,8 +28,10 @@ Loc = Callable[[str], str]
 
 LM_KEYS: Final = declared(GROUP, "lm")
 """Settings only the transformer models take (``setting(group="lm")``)."""
-GENERATE_KEYS: Final = declared(MODES)
-"""Settings of some modes only (``setting(modes=...)``): the generation request's."""
+GENERATE_KEYS: Final = tuple(k for k in declared(MODES)
+                             if "train" not in settings()[k].metadata[MODES])
+"""Settings of the request modes only (``setting(modes=...)`` without ``train``): the
+generation request's."""
 ADAMW_DEFAULTS: Final = {"optimizer": "adamw", "lr": 6e-4, "weight_decay": 0.1}
 """A transformer's update rule when the profile names none: AdamW with nanoGPT's GPT-2
 learning rate and weight decay (each only where the profile leaves it unset)."""

@@ -40,7 +40,7 @@ from dltop.results import bootstrap, caption, comparemetrics, identity, idread, 
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.places import device_key, rank
-from dltop.results.table import Cell, Column, Millis, Role, Row, Table, key_cell
+from dltop.results.table import Cell, Column, Millis, Role, Row, Table, key_cell, pick_columns
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -327,7 +327,8 @@ def compare_table(rows: list[Comparison],
     side_a, side_b = _side(a), _side(b)
     models = [c.label[0] for c in rows]
     # throughput of transformer rows is tokens/s (results/tokens.py): per row if mixed
-    unit = tokens.metric_for(metric, models).unit
+    modes = identity.modes(c.identity for c in rows)
+    unit = tokens.metric_for(metric, models, modes).unit
     per_row = tokens.labels_rows(metric, models)
     fmt = "{:.1f}" if metric == "throughput" else "{:.4g}"
     var = identity.variation(c.identity for c in rows)
@@ -361,7 +362,8 @@ def compare_table(rows: list[Comparison],
             key_cell(", ".join(c.flags_a)), key_cell(", ".join(c.flags_b)),
             Cell(verdict_text(c))),
             row_extra(c)))
-    what = {"time": "median s/iter", "mfu": "MFU (nanoGPT's FLOPs)",
+    what = {"time": "median e2e s/request" if modes == {"serve"} else "median s/iter",
+            "mfu": "MFU (nanoGPT's FLOPs)",
             "mfu-no-embedding": "MFU (FLOPs without the embedding, torchtitan's)"
             }.get(metric) or \
         (metric if per_row or metric in ("ttft", "tpot") else unit)
@@ -378,10 +380,12 @@ def compare_table(rows: list[Comparison],
         out = [{"id": c.id, "name": c.name} for c in side]
         return out[0] if len(out) == 1 else out
 
-    return Table(
+    table = Table(
         title=f"Compare A = campaign{'s' if len(side_a) > 1 else ''} {names(side_a)} with "
               f"B = campaign{'s' if len(side_b) > 1 else ''} {names(side_b)}: {what}",
         columns=cols, rows=tuple(table_rows), notes=table_notes, caption=lines,
         meta={**meta, "a": refs(side_a), "b": refs(side_b),
               "metric": metric, "unit": unit, "threshold": threshold,
               "identity": var.as_json()})
+    other = identity.row_keys_of_other_modes(modes)
+    return pick_columns(table, [c.key for c in cols if c.key not in other]) if other else table

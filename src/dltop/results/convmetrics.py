@@ -100,7 +100,11 @@ def _percentiles(p: conv.Percentiles, n: int) -> Value:
     def shown(v: float | None) -> str:
         return conv.too_few(n) if v is None else fmt_seconds(v)
 
-    return Value(p50, suffix=f" / {shown(p90)} / {shown(p99)} (n {n})",
+    # a percentile from too few samples already names n: said once
+    count = "" if p99 is None else f" (n {n})"
+    missing = [q for q, v in (("p90", p90), ("p99", p99)) if v is None]
+    return Value(p50, suffix=f" / {shown(p90)} / {shown(p99)}{count}",
+                 reason=f"{', '.join(missing)} {conv.too_few(n)}" if missing else "",
                  extra=(("p50_s", p50), ("p90_s", p90), ("p99_s", p99), ("n", float(n))))
 
 

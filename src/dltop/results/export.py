@@ -186,7 +186,7 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         rows.append(Row((key_cell(model), key_cell(framework), key_cell(batch),
                          *var.cells(some), *unit_cell,
                          *(None if v is None else _cell(v, metric) for v in values))))
-    spec = tokens.metric_for(metric, models)
+    spec = tokens.metric_for(metric, models, identity.modes(r.identity for r in results))
     unit, unit_short = spec.title, spec.unit
     unit_col = (Column(tokens.UNIT_COLUMN, "unit", Role.KEY),) if per_row else ()
     columns = (Column("model", "model", Role.KEY, latex_header="Model"),

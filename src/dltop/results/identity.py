@@ -62,9 +62,27 @@ transformer settings (issue 29: ``seq_len``, ``attention``, ``prompt_tokens``,
 ``new_tokens``) are None for every other model. The time windows (issue 30: ``min_time_s``,
 ``warmup_s``) are 0 in every job stored before them; a window in seconds is stated."""
 
+MODES_OF: dict[str, tuple[str, ...]] = {
+    f.name: f.metadata[declared.MODES] for f in dataclasses.fields(JobSpec)
+    if f.metadata.get(declared.MODES)}
+"""The modes a setting applies to (``setting(modes=...)``): a set none of whose
+configurations is of those modes does not state it (a serve table has no ``lr``)."""
+
 ROW_KEYS: tuple[str, ...] = declared.declaring(dataclasses.fields(JobSpec), declared.ROW_KEY)
 """Identity fields after the device in every summary and comparison table's row keys,
 varying or not (``setting(row_key=True)``: ``precision``)."""
+
+def modes(idents: Iterable[Identity]) -> set[str]:
+    """The modes of the configurations ``idents`` (``train``, ``serve``...)."""
+    return {str(ident.get("mode", "train")) for ident in idents}
+
+
+def row_keys_of_other_modes(in_modes: set[str]) -> set[str]:
+    """The declared row keys (:data:`ROW_KEYS`) that no configuration of ``in_modes``
+    has: a set of serve runs has no ``precision`` column (the server's is its own)."""
+    return {name for name in ROW_KEYS
+            if in_modes and not in_modes & set(MODES_OF.get(name, in_modes))}
+
 
 def fmt_value(value: Any) -> str:
     """One identity value as a table shows it: ``0.01``, ``true``, an argv joined, ``-``."""
@@ -189,10 +207,13 @@ def _order(names: Iterable[str]) -> list[str]:
 def variation(identities: Iterable[Identity]) -> Variation:
     """Which identity fields vary over ``identities`` (flat, from :func:`identity_of`).
 
-    Model, framework, batch and device are never listed: every table keys by them.
+    Model, framework, batch and device are never listed: every table keys by them; nor
+    is a setting of other modes than the configurations' (:data:`MODES_OF`).
     """
     idents = list(identities)
-    names = {n for ident in idents for n in ident} - {*BASE, COLUMN, PLACE}
+    in_modes = modes(idents)
+    names = {n for ident in idents for n in ident
+             if in_modes & set(MODES_OF.get(n, in_modes))} - {*BASE, COLUMN, PLACE}
     varying: list[str] = []
     constant: list[tuple[str, Any]] = []
     per_framework: list[tuple[str, Any]] = []

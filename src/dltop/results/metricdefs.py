@@ -12,11 +12,11 @@ stays light, for the command-line parser.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from dltop.catalog import MODES
+from dltop.catalog import MODES, OWN_MODEL
 from dltop.results.table import Millis, fmt_seconds
 
 if TYPE_CHECKING:
@@ -74,6 +74,17 @@ class Metric:
     per_sample: bool = False
     """Counted per sample: a transformer's are tokens (:mod:`dltop.results.tokens` reads its
     title, unit and header of tokens off this declaration)."""
+    serve: tuple[str, str, str] | None = None
+    """(title, header, unit) of a set of serve runs, whose iterations are requests
+    (:meth:`of_modes`); None: it reads the same."""
+
+    def of_modes(self, modes: Collection[str]) -> Metric:
+        """The metric as a table of runs of ``modes`` names it: a set of serve runs' time
+        is the median end-to-end request latency, not seconds per mini-batch."""
+        if self.serve is None or set(modes) != {"serve"}:
+            return self
+        title, header, unit = self.serve
+        return replace(self, title=title, header=header, unit=unit)
 
     @property
     def label(self) -> str:
@@ -88,11 +99,15 @@ class Metric:
 
 DECLARED = (
     Metric("time", "median seconds per mini-batch", "s", "median s", _g4, timed=True,
-           how="median of each run's median", words=FASTER),
-    Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4, timed=True),
+           how="median of each run's median", words=FASTER,
+           serve=("median end-to-end request latency in s", "median e2e s", "s")),
+    Metric("mean-time", "mean seconds per mini-batch", "s", "mean s", _g4, timed=True,
+           serve=("mean end-to-end request latency in s", "mean e2e s", "s")),
     Metric("throughput", "samples per second (total samples / total measured seconds)",
            "samples/s", "samples/s", _f(1), higher=True, timed=True, words=FASTER,
-           how="median of each run's total samples / total seconds", per_sample=True),
+           how="median of each run's total samples / total seconds", per_sample=True,
+           serve=("output tokens per second of one request (new tokens / its end-to-end s)",
+                  "tok/s per request", "tokens/s")),
     Metric("power", "mean GPU power in W (sum over the run's GPUs)", "W", "power W", _f(1),
            detail=READINGS),
     Metric("energy", "energy in J per sample: the GPUs' on GPU runs, the CPU packages' and "
@@ -120,10 +135,10 @@ DECLARED = (
            "host iowait %", _f(1), detail=READINGS, pivot=False),
     Metric("tflops", "achieved TFLOP/s (training FLOPs per sample × samples/s)",
            "TFLOP/s", "TFLOP/s", _g4, higher=True, timed=True, per_sample=True,
-           how="FLOPs per sample × the throughput cell"),
+           how="FLOPs per sample × the throughput cell", modes=OWN_MODEL),
     Metric("mfu", "model FLOPs utilisation in % (achieved ÷ peak for the precision)", "%",
            "MFU %", _f(1), higher=True, timed=True, words=MFU,
-           how="TFLOP/s ÷ the devices' peak for the precision"),
+           how="TFLOP/s ÷ the devices' peak for the precision", modes=OWN_MODEL),
     Metric("accuracy", "test accuracy at the last evaluation (fraction of test samples)",
            "fraction", "accuracy", _f(4), higher=True, modes=TRAIN,
            how="mean of each run's last evaluation"),
@@ -238,9 +253,10 @@ every run, then those of some modes only (:data:`CONVERGENCE`)."""
 EXTRA = {m.name: m for m in (*DECLARED, *BY_FLOPS) if not m.pivot}
 """The summary's columns that are no ``--metric`` choice (the GPU's peak, the host CPU and
 its split) and :data:`BY_FLOPS`."""
-SUMMARY = tuple(m.name for m in DECLARED if m.modes == MODES)
-"""The summary's metric columns, in order (:data:`CONVERGENCE` follow where valued)."""
-CONVERGENCE = tuple(n for n, m in METRICS.items() if m.modes != MODES)
+SUMMARY = tuple(m.name for m in DECLARED if m.modes in (MODES, OWN_MODEL))
+"""The summary's metric columns, in order (:data:`CONVERGENCE` follow where valued); one of
+:data:`~dltop.catalog.OWN_MODEL` (TFLOP/s, MFU) is left out of a set of serve runs."""
+CONVERGENCE = tuple(n for n, m in METRICS.items() if m.modes not in (MODES, OWN_MODEL))
 """Metrics of some modes only: convergence runs (evaluations), inference runs (latency),
 generate and serve runs; a summary column (a TUI switch) only where some configuration
 has a value."""
@@ -258,7 +274,8 @@ class Value:
 
     value: float | None
     reason: str = ""
-    """Why ``value`` is ``None``: a status label, ``n/a: ...`` or ``simulated``."""
+    """Why ``value`` is ``None``: a status label, ``n/a: ...`` or ``simulated``; beside a
+    number, why a detail number is missing (``p99 n/a: n=20``)."""
     simulated_value: float | None = None
     """The number read from simulated GPUs (never shown as a plain value)."""
     source: str = ""

@@ -137,7 +137,7 @@ def to_csv(table: Table) -> str:
             elif not _finite(cell.value):
                 out += ["", f"{NOT_FINITE} ({cell.value})"]
             else:
-                out += [cell.value, cell.status]
+                out += [cell.value, f"{cell.status}; {cell.note}" if cell.note else cell.status]
             out += ["" if cell is None or cell.detail.get(k) is None else cell.detail[k]
                     for k in col.detail]
         w.writerow(map(field, out))
@@ -193,7 +193,8 @@ def to_json(table: Table) -> str:
 def _json_cell(cell: Cell) -> dict[str, Any]:
     """A pivot cell as JSON: ``{value, status, label, detail...}``."""
     if _finite(cell.value):
-        return {"value": cell.value, "status": cell.status, "label": cell.text, **cell.detail}
+        return {"value": cell.value, "status": cell.status, "label": cell.text, **cell.detail,
+                **({"note": cell.note} if cell.note else {})}
     return {"value": None, "status": cell.status, "label": f"{NOT_FINITE} ({cell.value})",
             **cell.detail}
 

@@ -16,7 +16,8 @@ those reasons under ``"reasons"``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from dltop import catalog
@@ -38,7 +39,16 @@ from dltop.results.metricdefs import CONVERGENCE, GENERATION, READINGS, SUMMARY,
 from dltop.results.metrics import value_of
 from dltop.results.places import device_key, place_labeller, placed_identities, rank
 from dltop.results.readings import readings_check
-from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
+from dltop.results.table import (
+    Cell,
+    Column,
+    Role,
+    Row,
+    Table,
+    fmt_seconds,
+    key_cell,
+    pick_columns,
+)
 from dltop.telemetry import readings
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
@@ -54,6 +64,10 @@ KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
           for name in identity.ROW_KEYS))
 """Row keys of every summary: the base keys, then the identity's declared row keys."""
 
+FLOPS_NOTE = (
+    "TFLOP/s: the runner's training FLOPs per sample (3 × forward, multiply-accumulates "
+    "× 2) × samples/s. MFU: TFLOP/s ÷ (the devices' dense peak for the precision × "
+    "devices); see docs/metrics.md for the peak table.")
 NOTES = (
     "runs: ok runs / repeats planned. median: median over runs of each run's median "
     "s/iter; CI: 95 % two-level bootstrap interval of that median (2000 seeded resamples "
@@ -67,9 +81,7 @@ NOTES = (
     "the run's process tree, 100 = one core; host CPU: whole host, mean over cores; host "
     "usr/sys/iowait: the whole host's CPU time in user mode (nice included), in the kernel "
     "(irq included) and idle waiting for I/O, in % of all CPUs (iowait: Linux only).",
-    "TFLOP/s: the runner's training FLOPs per sample (3 × forward, multiply-accumulates "
-    "× 2) × samples/s. MFU: TFLOP/s ÷ (the devices' dense peak for the precision × "
-    "devices); see docs/metrics.md for the peak table.",
+    FLOPS_NOTE,
     "flags: noisy (a run's CV > 0.10), packed (other runs of a --pack campaign shared the "
     "host), shared (another engine's runner used its devices), contaminated "
     "(a foreign process used the run's devices), simulated (GPU readings from simulated "
@@ -100,18 +112,21 @@ def _col(m: Metric, key: str | None = None) -> Column:
 
 
 def columns(var: identity.Variation | None = None,
-            more: tuple[str, ...] = (), models: Sequence[str] = ()) -> tuple[Column, ...]:
+            more: tuple[str, ...] = (), models: Sequence[str] = (),
+            modes: Collection[str] = ()) -> tuple[Column, ...]:
     """Key columns (``var``'s varying fields after precision; a ``unit`` column when
     ``models`` mix transformers and others), then runs, time with its CI, the other
     metrics (and ``more``: convergence or latency metrics some configuration has), status
-    and flags. Headers say tokens where every model is a transformer."""
+    and flags. Headers say tokens where every model is a transformer, and a set of serve
+    runs' times what they are (``median e2e s``)."""
     extra = var.without(*identity.ROW_KEYS).columns() if var else ()
     if tokens.labels_rows(None, models):
         extra = (*extra, Column(tokens.UNIT_COLUMN, "unit", Role.KEY))
-    cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"), _col(metric("time"))]
+    cols = [*KEYS, *extra, Column("runs", "runs", Role.VALUE, "1"),
+            _col(metric("time").of_modes(modes))]
     cols += [Column("ci_low_s", "CI95 low s", Role.VALUE, "s"),
              Column("ci_high_s", "CI95 high s", Role.VALUE, "s")]
-    cols += [_col(tokens.metric_for(name, models)) for name in (*SUMMARY[1:], *more)]
+    cols += [_col(tokens.metric_for(name, models, modes)) for name in (*SUMMARY[1:], *more)]
     cols += [Column("status", "status", Role.KEY), Column("flags", "flags", Role.KEY),
              Column("readings", "readings", Role.KEY)]
     return tuple(cols)
@@ -232,7 +247,8 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
             simulated[name] = val.simulated_value
         # without an ok run the median cell names the status; the rest stay blank
         text = val.text(m) if res.runs or i == 0 else ""
-        cells.append(Cell(text, val.value, res.status, dict(val.extra)) if m.detail
+        cells.append(Cell(text, val.value, res.status, dict(val.extra),
+                          val.reason if val.value is not None else "") if m.detail
                      else Cell(text, val.value, res.status))
         if i == 0:
             bounds, why = ci_or_reason(res) if interval is None else interval
@@ -289,7 +305,8 @@ def _summary_table(db: sqlite_utils.Database,
     lines, meta = caption.context(db, camps, var.caption())
     lines = (*lines, *oversub.caption_lines(results))
     cis = intervals(results)
-    cols = columns(var, more, models)
+    modes = identity.modes(r.identity for r in results)
+    cols = columns(var, more, models, modes)
     rows = tuple(_row(r, row_var, label(r), more, per_row, ci_r)
                  for r, ci_r in zip(results, cis, strict=True))
     notes = (NOTES + (readings.NOTE,)
@@ -304,10 +321,28 @@ def _summary_table(db: sqlite_utils.Database,
         rows = tuple(Row((*row.cells, Cell(references.cell_text(verdicts[r.config_key]))),
                          row.extra) for r, row in zip(results, rows, strict=True))
         notes = (*notes, references.NOTE)
-    return Table(
+    table = Table(
         title=caption.title(camps, what), comment=caption.comment(camps, what),
         columns=cols, rows=rows, notes=notes,
         caption=lines,
         meta={**meta, "table": "summary",
-              "units": {c.key: c.unit for c in columns(more=more, models=models) if c.unit},
+              "units": {c.key: c.unit for c in columns(more=more, models=models, modes=modes)
+                        if c.unit},
               "identity": var.as_json()})
+    other = of_other_modes(results)
+    if not other:
+        return table
+    picked = pick_columns(table, [c.key for c in cols if c.key not in other])
+    return replace(picked, notes=tuple(n for n in picked.notes
+                                       if not (n == FLOPS_NOTE and "tflops" in other)))
+
+
+def of_other_modes(results: Sequence[ConfigResult]) -> set[str]:
+    """The summary metrics and row keys of other modes than every configuration's
+    (``modes`` of the metric or the setting): a set of serve runs has no TFLOP/s, MFU or
+    precision column."""
+    modes = identity.modes(r.identity for r in results)
+    if not modes:
+        return set()
+    return {name for name in SUMMARY if not modes & set(metric(name).modes)} \
+        | identity.row_keys_of_other_modes(modes)

@@ -116,6 +116,9 @@ class Cell:
     """The configuration's status (``ok``, ``oom``, ...); empty for key cells."""
     detail: Mapping[str, Any] = field(default_factory=lambda: _NO_DETAIL)
     """Further fields of the cell that JSON carries (runs, spread, flags)."""
+    note: str = ""
+    """Beside a number, why a detail number is missing (``p99 n/a: n=20``): CSV's status
+    column and JSON's ``note`` say it, where the detail cell is empty or null."""
 
     @property
     def data(self) -> float | int | str | None:

@@ -11,7 +11,7 @@ header cannot name both units. See docs/metrics.md ("Tokens, not samples").
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import replace
 from typing import Final
 
@@ -58,13 +58,14 @@ def kind(models: Iterable[str]) -> str:
     return MIXED if flags == {True, False} else SAMPLES
 
 
-def metric_for(name: str, models: Iterable[str]) -> Metric:
-    """Metric ``name`` with its title, unit and header for a table of ``models``.
+def metric_for(name: str, models: Iterable[str], modes: Collection[str] = ()) -> Metric:
+    """Metric ``name`` with its title, unit and header for a table of ``models`` (of
+    runs of ``modes``: :meth:`~dltop.results.metricdefs.Metric.of_modes`).
 
     Raises:
         ValueError: an unknown metric.
     """
-    m, what = metric(name), kind(models)
+    m, what = metric(name).of_modes(modes), kind(models)
     if not m.per_sample or what == SAMPLES:
         return m
     token = _SAMPLE.sub(r"token\1", m.unit)

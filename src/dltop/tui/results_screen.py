@@ -17,7 +17,7 @@ no database read.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from rich.text import Text
 from textual import on
@@ -30,6 +30,7 @@ from textual.message import Message
 from textual.widgets import DataTable, Label, OptionList, Static
 
 from dltop.live.campaign import CampaignView
+from dltop.results import identity
 from dltop.results.display import Shown, shown
 from dltop.results.metricdefs import METRICS
 from dltop.results.table import Role, Table
@@ -112,16 +113,20 @@ class MetricBar(Static):
 class MetricPicker(Dialog):
     """Pick the metric from a list (its title says what it measures)."""
 
-    def __init__(self, current: str, names: Sequence[str] = METRIC_NAMES) -> None:
+    def __init__(self, current: str, names: Sequence[str] = METRIC_NAMES,
+                 modes: Collection[str] = ()) -> None:
         super().__init__()
         self.current = current
         self.names = tuple(names)
         """The metrics offered: the campaign's (:func:`offered_metrics`)."""
+        self.modes = tuple(modes)
+        """The campaign's modes: a serve campaign's time is its requests' latency."""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label("Show which metric", classes="dialog-title")
-            yield OptionList(*(f"{name:<12} {METRICS[name].title}" for name in self.names),
+            yield OptionList(*(f"{name:<12} {METRICS[name].of_modes(self.modes).title}"
+                               for name in self.names),
                              id="metric-list")
 
     def on_mount(self) -> None:
@@ -258,7 +263,9 @@ class ResultsScreen(DltopScreen):
             if metric:
                 self.set_metric(metric)
 
-        self.app.push_screen(MetricPicker(self.metric, self.offered), picked)
+        modes = () if self.data is None else identity.modes(
+            r.identity for r in self.data.results)
+        self.app.push_screen(MetricPicker(self.metric, self.offered, modes), picked)
 
     def on_metric_bar_picked(self, msg: MetricBar.Picked) -> None:
         self.set_metric(msg.metric)

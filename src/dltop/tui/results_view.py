@@ -83,10 +83,11 @@ def offered_metrics(results: Sequence[ConfigResult]) -> tuple[str, ...]:
     and those of convergence and inference runs only where some configuration has a
     value (no accuracy for a campaign that never evaluated, no TTFT without generate
     runs), as the summary's columns (:func:`dltop.results.summary.shown_extras`)."""
-    from dltop.results.summary import shown_extras
+    from dltop.results.summary import of_other_modes, shown_extras
 
-    extras = set(shown_extras(results))
-    return tuple(name for name in METRIC_NAMES if name not in CONVERGENCE or name in extras)
+    extras, other = set(shown_extras(results)), of_other_modes(results)  # serve: no MFU
+    return tuple(name for name in METRIC_NAMES
+                 if (name not in CONVERGENCE or name in extras) and name not in other)
 
 
 def compute(db_path: Path, campaign_id: int, metric: str,

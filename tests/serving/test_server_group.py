@@ -330,12 +330,9 @@ def packed(tmp: Path, body: str, gpus: int) -> Path:
     store = Store(connect(db))
     plan = campaign.preflight([prof], gpus, False)
     cid = campaign.store_plan(store, plan, ["test"])
-    os.environ["DLTOP_DEFAULT_MIN_TIME_S"] = "0"
-    try:
-        engine = Engine(store, cid, plan.name, logs_dir=tmp / "runs", db_label="t",
-                        sampler_factory=lambda cb: Sampler(FakeGpuBackend(gpus), cb, 10, 5),
-                        allocator=DeviceAllocator(gpus, core_order(), pack=True))
-        assert asyncio.run(engine.run()) == "finished"
-    finally:
-        del os.environ["DLTOP_DEFAULT_MIN_TIME_S"]
+    # runs by count: tests/conftest.py sets DLTOP_DEFAULT_MIN_TIME_S = 0 for the session
+    engine = Engine(store, cid, plan.name, logs_dir=tmp / "runs", db_label="t",
+                    sampler_factory=lambda cb: Sampler(FakeGpuBackend(gpus), cb, 10, 5),
+                    allocator=DeviceAllocator(gpus, core_order(), pack=True))
+    assert asyncio.run(engine.run()) == "finished"
     return db

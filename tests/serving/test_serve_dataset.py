@@ -41,7 +41,7 @@ MESSAGES_PROMPTS = ["Why is the sky blue?", "Name a prime", "Which is larger?"]
 
 def write(path: Path, text: str, *, bom: bool = False, zipped: bool = False) -> Path:
     data = (b"\xef\xbb\xbf" if bom else b"") + text.encode()
-    path.write_bytes(gzip.compress(data) if zipped else data)
+    path.write_bytes(gzip.compress(data, mtime=0) if zipped else data)
     return path
 
 
@@ -80,7 +80,7 @@ dataset = "{name}"
     (b'{"question": "q"}\n{"input": "i"}\n', r"no prompt in it: expected a JSONL of prompts"),
     (b"[]", r"no prompt in it"),
     (b'[{"conversations": []},\n', r"not JSON \(Expecting value: line 2 column 1"),
-    (gzip.compress(b'{"prompt": "ok"}\n' * 200)[:40], r"cannot be read as gzip"),
+    (gzip.compress(b'{"prompt": "ok"}\n' * 200, mtime=0)[:40], r"cannot be read as gzip"),
 ])
 def test_a_dataset_without_prompts_exits_2_naming_file_key_and_line(
         tmp_path: Path, content: bytes, says: str) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from dltop.childfiles import child_module
 from dltop.jobs.writes import join_notes
 from dltop.results.convergence import percentile_or_none
 from dltop.store.generations import pack_seconds
@@ -56,9 +57,9 @@ def request_row(event: dict[str, Any]) -> dict[str, Any]:
             "resend_s": opt_float(event.get("resend_s"))}
 
 
-COUNTED_BY = {"tokenizer": "the tokenizer file", "tokenize": "the server's /tokenize",
-              "words": "words: no tokenizer known"}
-"""What counted the prompts ``max_prompt_tokens`` dropped, as the run's note says it."""
+COUNTED_BY: dict[str, str] = child_module("openai_tokens").COUNTED_BY
+"""What counted the prompts ``max_prompt_tokens`` dropped, as the run's note says it (the
+runner's own words, runners/child/openai_tokens.py)."""
 
 class ServeExtras:
     """One serve run's request rows and load summary."""

@@ -135,9 +135,7 @@ def _within(opts, data, counter):
                            "max_prompt_tokens (%s): %s" % (opts["dataset"], counter.source,
                                                            exc)) from None
     said = "%d of %d dataset prompts over max_prompt_tokens %d dropped (counted by %s)" % (
-        len(data) - len(kept), len(data), int(limit), {
-            "tokenizer": "the tokenizer file", "tokenize": "the server's /tokenize"}.get(
-                by, "words: no tokenizer known"))
+        len(data) - len(kept), len(data), int(limit), tokens.COUNTED_BY[by])
     sys.stdout.write("[dltop] %s\n" % said)
     sys.stdout.flush()
     if not kept:

@@ -154,6 +154,12 @@ def prompts_for(spec, n, rng, dataset_prompts=None, counter=None):
     return [" ".join(rng.choice(words) for _ in range(k)) for _ in range(n)]
 
 
+COUNTED_BY = {"tokenizer": "the tokenizer file", "tokenize": "the server's /tokenize",
+              "words": "words: no tokenizer known"}
+"""What counted the prompts ``max_prompt_tokens`` dropped (:func:`within`), as the
+runner's log and the run's note say it."""
+
+
 def within(prompts, limit, counter=None):
     """The dataset prompts of at most ``limit`` tokens (``max_prompt_tokens``), by
     ``counter``, else by words: (the prompts kept, what counted them). A prompt of at

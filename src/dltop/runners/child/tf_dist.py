@@ -144,14 +144,15 @@ def over_nodes(folder, addrs, index):
                              % (len(ports), len(addrs), folder, wait_s))
             return
         time.sleep(0.1)
-    os.environ.update(TF_GRPC_REUSE_PORT="1", TF_CONFIG=json.dumps(
-        {"cluster": {"worker": ["%s:%d" % (addrs[i], ports[i]) for i in range(len(addrs))]},
-         "task": {"type": "worker", "index": index}}))
+    os.environ.update(TF_GRPC_REUSE_PORT="1", TF_CONFIG=tf_config(ports, index, addrs))
 
 
-def tf_config(ports, index):
-    """The ``TF_CONFIG`` value of worker ``index`` in a cluster on ``ports`` of 127.0.0.1."""
-    return json.dumps({"cluster": {"worker": ["127.0.0.1:%d" % p for p in ports]},
+def tf_config(ports, index, hosts=None):
+    """The ``TF_CONFIG`` value of worker ``index`` in a cluster on ``ports`` of ``hosts``
+    (one each, in order; 127.0.0.1 for all by default)."""
+    hosts = hosts or ["127.0.0.1"] * len(ports)
+    return json.dumps({"cluster": {"worker": ["%s:%d" % (hosts[i], ports[i])
+                                              for i in range(len(ports))]},
                        "task": {"type": "worker", "index": index}})
 
 

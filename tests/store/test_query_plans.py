@@ -190,7 +190,6 @@ def _scenario(store: Store, cids: list[int]) -> None:
     queue.cancel_queued(cids[1])
     queue.cancelled_campaigns()  # what --resume of a cancelled campaign reads and writes
     queue.requeue_cancelled_jobs(cids[1])
-    queue.jobs_with_status(cids[1], RunStatus.CANCELLED)
     queue.finish_if_drained(cids[1], CampaignStatus.FINISHED, "now")
     with store.checkpoint_later(), store.transaction():
         store.add_jobs(cid, jobs[:1], [RunStatus.UNSATISFIABLE])

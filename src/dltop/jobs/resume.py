@@ -21,6 +21,7 @@ from dltop.errors import UserError
 from dltop.jobs.executors.pick import of_stored_run
 from dltop.procs import engine_alive, heartbeat_age, process_start_time, this_host
 from dltop.store.read.campaigns import OpenCampaign, campaigns_by_id, recent_campaigns
+from dltop.store.read.jobs import status_counts
 from dltop.store.writer import Store
 from dltop.textsafe import counted
 
@@ -124,7 +125,7 @@ def _not_resumable(store: Store, campaign_ref: int | None) -> str:
     if older and campaign_ref is None:
         k = older[-1]
         head += (f"; campaign {k.id} `{k.name}` was cancelled with "
-                 f"{counted(store.queue.jobs_with_status(k.id, 'cancelled'), 'job')} not run: "
+                 f"{counted(status_counts(store.db, k.id).get('cancelled', 0), 'job')} not run: "
                  f"'dltop run --resume --campaign {k.id}' queues them again")
     return head
 

@@ -27,6 +27,7 @@ from dltop.profiles.jobspec import JobSpec
 from dltop.store.fence import COLUMN as GENERATION
 from dltop.store.fence import Fence, OwnershipLost, fence_of, has_generation, set_fence
 from dltop.store.read.campaigns import OpenCampaign, open_campaigns
+from dltop.store.read.jobs import status_counts
 from dltop.store.read.runs import marks
 from dltop.store.read.schema import columns
 from dltop.store.rows import update_row, utc_now
@@ -186,10 +187,13 @@ class Queue:
 
     def requeue_running_jobs(self, campaign_id: int) -> int:
         """Jobs left ``running`` without a running run go back to ``queued``; return how many."""
+        return self._requeue(campaign_id, JobStatus.RUNNING)
+
+    def _requeue(self, campaign_id: int, status: str) -> int:
         with transaction(self._db):
             cur = self._db.execute(
                 "update jobs set status = ? where campaign_id = ? and status = ?",
-                [JobStatus.QUEUED, campaign_id, JobStatus.RUNNING])
+                [JobStatus.QUEUED, campaign_id, status])
         return int(cur.rowcount)
 
     def claim(self, campaign_id: int, pid: int, start_time: float,
@@ -323,20 +327,11 @@ class Queue:
         """Campaigns ``cancelled`` (Ctrl-C, SIGTERM, ``dltop cancel``) with jobs left
         ``cancelled``, oldest first: ``dltop run --resume`` may queue them again."""
         return [c for c in open_campaigns(self._db, [CampaignStatus.CANCELLED])
-                if self.jobs_with_status(c.id, RunStatus.CANCELLED)]
-
-    def jobs_with_status(self, campaign_id: int, status: str) -> int:
-        """How many of the campaign's jobs have ``status``."""
-        return int(self._db.execute("select count(*) from jobs where campaign_id = ? and "
-                                    "status = ?", [campaign_id, status]).fetchone()[0])
+                if status_counts(self._db, c.id).get(RunStatus.CANCELLED)]
 
     def requeue_cancelled_jobs(self, campaign_id: int) -> int:
         """The campaign's ``cancelled`` jobs go back to ``queued``; return how many."""
-        with transaction(self._db):
-            cur = self._db.execute(
-                "update jobs set status = ? where campaign_id = ? and status = ?",
-                [JobStatus.QUEUED, campaign_id, RunStatus.CANCELLED])
-        return int(cur.rowcount)
+        return self._requeue(campaign_id, RunStatus.CANCELLED)
 
     def failed_campaigns(self) -> list[OpenCampaign]:
         """Campaigns whose engine stopped on a storage error (``failed``), oldest first.

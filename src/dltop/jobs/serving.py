@@ -121,13 +121,15 @@ class ServeExtras:
             "kept-alive connection before answering (times from the answered send)")
 
     def _dropped_note(self) -> str | None:
-        """``3 of 40 dataset prompts over max_prompt_tokens dropped (by the tokenizer)``."""
+        """``3 of 40 dataset prompts over max_prompt_tokens dropped (by the tokenizer)``, or
+        over what the server's stated context leaves (the load event's ``dropped_over``)."""
         load = self._load or {}
         if load.get("dataset_prompts") is None:
             return None
         by = COUNTED_BY.get(load.get("prompt_count_by") or "words", "words")
+        over = load.get("dropped_over") or "max_prompt_tokens"
         return (f"{load.get('dropped_prompts') or 0} of {load['dataset_prompts']} dataset "
-                f"prompts over max_prompt_tokens dropped (counted by {by})")
+                f"prompts over {over} dropped (counted by {by})")
 
     def _bunched_note(self) -> str | None:
         """``chunks bunched: ...`` where most measured requests arrived in one piece

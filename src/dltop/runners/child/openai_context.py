@@ -15,7 +15,8 @@ Asked in turn, with the run's headers (its API key) and TLS as the load's:
 the load's own errors then tell.
 
 What it is for (:func:`fit`): synthetic prompts whose ``prompt_tokens + new_tokens`` are
-over it fail the run before a request is sent (every one would be an HTTP 400), and a
+over it fail the run before a request is sent (SGLang answers each 400; vLLM 0.32 and
+llama-server cut each answer short, so the run would time shorter answers), and a
 ``dataset`` run without ``max_prompt_tokens`` drops the prompts longer than it leaves
 beside ``new_tokens`` (:func:`within`, as ``max_prompt_tokens`` drops them).
 """

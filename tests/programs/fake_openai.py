@@ -56,6 +56,11 @@ recorded 2026-11-29: a client taking that connection from its pool meets the clo
 With ``--hold`` each answer's events, made on schedule, are written in one piece once the
 last is made (``[DONE]`` included): the client reads them together, as a client process
 that did not run while the server wrote them does.
+With ``--context N SHAPE`` it states a context of N tokens, as vLLM and SGLang do
+(``vllm``: ``max_model_len`` in each ``/v1/models`` card), llama-server 0c1e570 did,
+recorded 2026-11-29 (``llama.cpp``: the card's ``meta.n_ctx``) or TGI's router does (``tgi``:
+``GET /info``'s ``max_total_tokens``, ``max_input_tokens`` one less), and answers a request
+whose prompt's words and ``max_tokens`` are over N with a 400.
 With ``--tls CERT KEY`` it serves HTTPS (``tests/programs/tls``: a self-signed
 certificate for localhost and 127.0.0.1, valid until 2126).
 With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line. With
@@ -155,13 +160,16 @@ async def complete(request: web.Request) -> web.StreamResponse:
             {"detail": f"Unexpected fields in the request: {unknown}"}, status=422)
     tokens = int(body.get("max_tokens") or 16)
     asked = tokens
+    prompt = body["messages"][0]["content"] if api == "chat" else body["prompt"]
+    if cfg.context and len(prompt.split()) + tokens > cfg.context:
+        return web.json_response({"error": {"message": "over the context", "code": 400}},
+                                 status=400)
     if cfg.eos_after and not ("ignore_eos" in accepts and body.get("ignore_eos") is True):
         floor = int(body.get("min_tokens") or 0) if "min_tokens" in accepts else 0
         tokens = min(tokens, max(cfg.eos_after, floor))
     per = 3 if model == "multi" else 1
     # the EOS as a token of its own, after the words (vLLM's way: see --eos-token)
     eos = cfg.eos_token and tokens < asked
-    prompt = body["messages"][0]["content"] if api == "chat" else body["prompt"]
     if cfg.log:
         cfg.log.write(json.dumps({"prompt": prompt}) + "\n")
         cfg.log.flush()
@@ -242,8 +250,22 @@ async def tokenize(request: web.Request) -> web.Response:
 
 
 async def models(request: web.Request) -> web.Response:
-    """The readiness route a started server is polled on."""
-    return web.json_response({"object": "list", "data": [{"id": "fake", "object": "model"}]})
+    """The readiness route a started server is polled on; with ``--context N vllm`` its
+    card says ``max_model_len`` (vLLM's and SGLang's), ``llama.cpp`` its ``meta.n_ctx``."""
+    card: dict[str, object] = {"id": "fake", "object": "model"}
+    shape = request.app["cfg"].context_shape
+    if shape == "vllm":
+        card["max_model_len"] = request.app["cfg"].context
+    elif shape == "llama.cpp":
+        card["meta"] = {"n_ctx": request.app["cfg"].context, "n_ctx_train": 4096}
+    return web.json_response({"object": "list", "data": [card]})
+
+
+async def info(request: web.Request) -> web.Response:
+    """TGI's ``GET /info`` (``--context N tgi``): its router's ``Info``, 2026-01."""
+    n = request.app["cfg"].context
+    return web.json_response({"model_id": "fake", "max_input_tokens": n - 1,
+                              "max_total_tokens": n, "max_client_batch_size": 4})
 
 
 async def health(request: web.Request) -> web.Response:
@@ -303,7 +325,13 @@ async def main() -> None:
                    help="append each streamed request's content write times to this file")
     p.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"),
                    help="serve HTTPS with this certificate (tests/programs/tls: self-signed)")
+    p.add_argument("--context", nargs=2, metavar=("TOKENS", "SHAPE"),
+                   help="state a context length as vLLM (max_model_len in /v1/models), "
+                   "llama.cpp (meta.n_ctx there, as llama-server 0c1e570 answered, recorded "
+                   "2026-11-29) or tgi (GET /info) does; a request over it is a 400")
     cfg = p.parse_args()
+    cfg.context, cfg.context_shape = (int(cfg.context[0]), cfg.context[1]) if cfg.context \
+        else (0, None)
     # who started it, for the tests of servers dltop starts (issue 41 item 5)
     sys.stdout.write(f"PID {os.getpid()} PPID {os.getppid()} PGID {os.getpgid(0)}\n")
     sys.stdout.flush()
@@ -315,6 +343,8 @@ async def main() -> None:
     app.router.add_post("/v1/completions", complete)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
+    if cfg.context_shape == "tgi":
+        app.router.add_get("/info", info)
     if cfg.tokenize:
         app.router.add_post("/tokenize", tokenize)
     runner = web.AppRunner(app, access_log=None)

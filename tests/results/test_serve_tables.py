@@ -96,3 +96,19 @@ def test_a_mixed_set_keeps_what_its_training_rows_need() -> None:
     md = render(table, "md")
     assert "| precision |" in md.splitlines()[2] and "| median s |" in md.splitlines()[2]
     assert "tflops" in [c.key for c in table.columns]
+
+
+def test_burstiness_is_stated_for_gamma_arrivals_only() -> None:
+    # the profile stores burstiness 1 for every arrival; it shapes gamma's gaps only
+    db = memory_db()
+    plain = _campaign(db, SERVE + 'arrival = "constant"\n', "c")
+    gamma = _campaign(db, SERVE + 'arrival = "gamma"\nburstiness = 0.5\n', "g")
+    for cid, says in ((plain, None), (gamma, "burstiness 0.5")):
+        table = export.results_table(db, cid, "summary")
+        (constant,) = [line for line in render(table, "md").splitlines()
+                       if line.startswith("constant:")]
+        assert ("burstiness" in constant) == bool(says), constant
+        assert says is None or says in constant
+        assert ("burstiness" in table.meta["identity"]["constant"]) == bool(says)
+    both = export.results_table(db, [plain, gamma], "summary")  # a row key: "-" and 0.5
+    assert "burstiness" in both.meta["identity"]["varying"]

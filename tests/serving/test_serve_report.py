@@ -246,6 +246,10 @@ def test_serve_tables_say_what_they_measure(tmp_path: Path, fake_server) -> None
     assert "TFLOP/s" not in row and "MFU %" not in row and "precision" not in row
     assert row["TTFT p50/p90/p99 s p99_s"] == ""
     assert row["TTFT p50/p90/p99 s status"] == "ok; p99 n/a: n=20"  # the empty cell's why
+    doc = json.loads(_dltop(db, "export", "--campaign", "1", "--table", "summary",
+                            "--format", "json").stdout)
+    ttft = doc["rows"][0]["detail"]["ttft"]  # JSON's null p99 says why beside it
+    assert ttft["p99_s"] is None and ttft["note"] == "p99 n/a: n=20"
     assert float(row["TTFT p50/p90/p99 s p90_s"]) > 0
     out = _dltop(db, "compare", "1", "2")
     assert out.returncode == 0, out.stderr

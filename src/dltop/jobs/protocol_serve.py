@@ -24,7 +24,9 @@ and skipped like any other). The rules:
   ``resent_requests`` (measured requests sent again because their pooled connection was
   closed before any byte) and ``ok`` null or integers >= 0; ``dataset_prompts`` and
   ``dropped_prompts`` (``max_prompt_tokens``'s, no more than the first) null or integers
-  >= 0, ``prompt_count_by`` null or one of :data:`PROMPT_COUNTS`.
+  >= 0, ``prompt_count_by`` null or one of :data:`PROMPT_COUNTS`, ``dropped_over`` (what
+  the dropped prompts were over, where not ``max_prompt_tokens``: the server's stated
+  context less ``new_tokens``) null or text of at most :data:`MAX_ERROR` characters.
 - ``idle`` (once, before the load: the runner waited with nothing sent):
   ``start_mono_ns`` and ``end_mono_ns`` integers, the start >= 0 and not after the end.
 """
@@ -116,6 +118,9 @@ def check_load(e: dict[str, Any]) -> str | None:
     if why is None and e.get("prompt_count_by") not in (None, *PROMPT_COUNTS):
         why = f"prompt_count_by {_show(e['prompt_count_by'])} is not one of " \
               f"{', '.join(PROMPT_COUNTS)}"
+    over: Any = e.get("dropped_over")
+    if why is None and over is not None and (not isinstance(over, str) or len(over) > MAX_ERROR):
+        why = f"dropped_over is not text of at most {MAX_ERROR} characters"
     if why is None and e.get("length_forced") not in (None, *_BOOL):
         why = f"length_forced {_show(e['length_forced'])} is not a boolean"
     if why is None and e["window_s"] > MAX_SECONDS:

@@ -92,15 +92,19 @@ def _join(notes: Sequence[str]) -> str:
 
 def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> list[Figure]:
     """Per model and device family: median s/iter vs device count, one line per
-    framework (and batch), with the runs' min–max as error bars."""
+    framework (and batch), with the runs' min–max as error bars. A served model's is its
+    median end-to-end request latency (the time a serve run measures), titled so."""
     out = []
     for model in captions.models(results):
-        for family in ("cpu", "cpus", "gpu"):
-            mine = [r for r in results if r.model == model and r.device_kind == family]
+        for family, serve in [(f, s) for f in ("cpu", "cpus", "gpu") for s in (False, True)]:
+            mine = [r for r in results if r.model == model and r.device_kind == family
+                    and (r.identity.get("mode") == "serve") == serve]
             if not mine:
                 continue
             axis = FAMILY_AXIS[family]
-            key, title = f"time-{model}-{family}", f"{model}: time per mini-batch vs {axis}"
+            key, title = (f"latency-{model}-{family}",
+                          f"{model}: median e2e request latency vs {axis}") if serve else (
+                f"time-{model}-{family}", f"{model}: time per mini-batch vs {axis}")
             ok = sorted((r for r in mine if r.median_s is not None), key=captions.order)
             counts = {r.device_count for r in ok}
             if len(counts) < 2:
@@ -114,9 +118,13 @@ def device_figures(results: Sequence[ConfigResult], var: identity.Variation) -> 
                  "low": min(floats(r.runs, "median_s")),
                  "high": max(floats(r.runs, "median_s")), "n": r.n_runs}
                 for r in ok])
-            notes = [enc.same, n_text(ok), spread_text(ok), flagged_text(ok), capped]
+            spread = spread_text(ok)
+            if serve:  # a serve run's median s/iter is its requests' median e2e s
+                spread = spread.replace("median s/iter", "median e2e s per request")
+            notes = [enc.same, n_text(ok), spread, flagged_text(ok), capped]
             out.append(Figure(key, "devices", title, rows=tuple(rows), x_title=axis,
-                              caption=_join(notes), extra={"color": enc.color}))
+                              caption=_join(notes), extra={"color": enc.color, **(
+                                  {"y_title": "median e2e s per request"} if serve else {})}))
     return out
 
 

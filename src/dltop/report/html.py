@@ -198,6 +198,10 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
             for unit in ("per token", "per sample or token"):  # transformers: tokens
                 if all(unit in f.title for f in figs):
                     heading = heading.replace("per sample", unit)
+            served = [f for f in figs if "request latency" in f.title]
+            if kind == "devices" and served:  # a serve run's time is a request's
+                heading = "Median e2e request latency vs threads / GPUs" if len(
+                    served) == len(figs) else "Time per mini-batch or request vs threads / GPUs"
             out.append(f"<h2>{_t(heading)}</h2>")
             out += [figure_html(f, draw) for f in figs]
     out.append(omitted_html([*report.figures, *report.runs]))

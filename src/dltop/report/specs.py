@@ -133,11 +133,12 @@ def _facets(fig: Figure, size: Size, draw: Any) -> dict[str, Any]:
 
 
 def devices_spec(fig: Figure, size: Size) -> dict[str, Any]:
-    """Median s/iter vs devices per framework (and batch), min–max error bars; a row of
-    axes per facet (mode, precision)."""
+    """Median s/iter (a serve model's: median e2e s per request, ``y_title``) vs devices
+    per framework (and batch), min–max error bars; a row of axes per facet (mode,
+    precision)."""
     return _facets(fig, size, lambda rows: _lines(
-        fig, rows, _x(fig, "devices", rows=rows), "seconds", "median s/iter", size,
-        bars=True))
+        fig, rows, _x(fig, "devices", rows=rows), "seconds",
+        str(fig.extra.get("y_title", "median s/iter")), size, bars=True))
 
 
 def scaling_spec(fig: Figure, size: Size) -> dict[str, Any]:

@@ -86,6 +86,10 @@ def _flat(ident: dict[str, Any], interpreter: str | None) -> dict[str, Any]:
         # training set): the spec's iterations are the unused default, not a claim.
         ident["iterations"] = None
     options = ident.pop(OPTIONS, {})
+    if options.get("arrival", "gamma") != "gamma":
+        # a serve job's profile stores burstiness 1 whatever its arrival: it shapes
+        # gamma's gaps only, and a caption stating it for poisson or constant misleads
+        options = {k: v for k, v in options.items() if k != "burstiness"}
     ident.update(options)
     ident[INTERPRETER] = interpreter
     return ident

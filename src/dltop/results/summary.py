@@ -233,14 +233,15 @@ def _row(res: ConfigResult, var: identity.Variation, device: str,
     extra: dict[str, Any] = {"repeats": res.repeats, "identity": dict(res.identity),
                              "host": res.host, "gpu_name": res.gpu_name}
     simulated: dict[str, float] = {}
-    details: dict[str, dict[str, float | None]] = {}
+    details: dict[str, dict[str, float | str | None]] = {}
     for i, name in enumerate((*SUMMARY, *more)):
         m = metric(name)
         val = value_of(res, name)
         if val.value is None:
             reasons[name] = val.reason
         elif name in more and val.extra:
-            details[name] = dict(val.extra)
+            # beside a null p99, why (CSV's status says "ok; p99 n/a: n=20")
+            details[name] = {**dict(val.extra), **({"note": val.reason} if val.reason else {})}
         if m.detail == READINGS and val.extra:  # the readings behind it, n/a or not
             details[name] = dict(val.extra)
         if val.simulated_value is not None:

@@ -41,6 +41,7 @@ import time
 import traceback
 
 import dltop_protocol as proto
+import openai_context as ctx
 import openai_load as load
 import openai_server as srv
 import openai_split as split
@@ -121,30 +122,6 @@ def _shared(spec, reporter, opts, server):
                  shared={"server_pid": server["pid"], "server_first_run": server["first_run"]})
 
 
-def _within(opts, data, counter):
-    """``max_prompt_tokens``: the dataset's longer prompts dropped before the load (the
-    load event's ``dataset_prompts`` and ``dropped_prompts`` and what counted them, the
-    prompts ``kept``); {} without it."""
-    limit = opts.get("max_prompt_tokens")
-    if not data or not limit:
-        return {}
-    try:
-        kept, by = tokens.within(data, int(limit), counter)
-    except (OSError, ValueError) as exc:
-        raise proto.Failed("the prompts of dataset %s could not be counted for "
-                           "max_prompt_tokens (%s): %s" % (opts["dataset"], counter.source,
-                                                           exc)) from None
-    said = "%d of %d dataset prompts over max_prompt_tokens %d dropped (counted by %s)" % (
-        len(data) - len(kept), len(data), int(limit), tokens.COUNTED_BY[by])
-    sys.stdout.write("[dltop] %s\n" % said)
-    sys.stdout.flush()
-    if not kept:
-        raise proto.Failed("%s: no prompt left to send; raise max_prompt_tokens or give "
-                           "a dataset of shorter prompts" % said)
-    return {"kept": kept, "dataset_prompts": len(data), "dropped_prompts": len(data) - len(
-        kept), "prompt_count_by": by}
-
-
 def _terminated(signum, frame):
     # The supervisor's TERM (cancel, timeout): unwind, so the server is stopped cleanly.
     raise SystemExit(128 + signum)
@@ -167,7 +144,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     except Exception as exc:  # noqa: BLE001 - tokenizers raises a bare Exception
         raise proto.Failed("tokenizer %s cannot be read: %s" % (opts.get("tokenizer"),
                                                                 exc)) from None
-    dropped = _within(opts, data, counter)
+    context = ctx.read(endpoint, spec["model"], headers, timeout_s=min(stall_s, 10.0))
+    dropped = ctx.within(opts, data, counter, *ctx.fit(opts, spec, data, context))
     data = dropped.pop("kept", data)
     try:
         prompts = tokens.prompts_for(spec, warmup + measured, rng, data, counter)
@@ -185,6 +163,9 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                        "synthetic (exactly prompt_tokens tokens by the %s)" % counter.source
                        if counter else "synthetic (~prompt_tokens words)"),
                    server=spec.get("server"),
+                   server_context_tokens=context.tokens if context else None,
+                   server_context=("%d (%s)" % (context.tokens, context.source) if context
+                                   else ctx.NOT_STATED),
                    telemetry=("the server's processes are the run's own (started by dltop)"
                               if cold_s is not None or shared else "attributed by time (the "
                               "endpoint was already serving: its processes are not known)"),

@@ -149,7 +149,10 @@ class HeadlessProgress:
                                     "another engine may run on the same devices"))
         elif isinstance(event, CampaignFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(event.counts.items()))
-            self.console.print(Text(f"campaign {event.campaign_id} {event.status}: {counts}"))
+            ran = ", ".join(f"{v} {k}" for k, v in sorted(event.ran.items()))
+            here = "" if ran == counts else f" (this engine: {ran or 'nothing'})"
+            self.console.print(Text(f"campaign {event.campaign_id} {event.status}: "
+                                    f"{counts or 'no jobs'}{here}"))
 
     def _label(self, event: RunStarted) -> str:
         """``[k/n] job``: k counts jobs, so a retry shows its job's k and its attempt."""

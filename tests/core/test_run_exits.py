@@ -15,6 +15,9 @@ from typing import Any
 
 import pytest
 
+from dltop.live.campaign import read_jobs
+from dltop.store import connect
+
 pytestmark = pytest.mark.slow
 
 STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
@@ -64,6 +67,17 @@ def test_sighup_is_not_the_user_and_a_short_run_before_resume_still_counts(
                             text=True, env=env, timeout=60)
     assert f"  {HUP}; 'dltop run --resume' runs its cancelled jobs" in status.stdout, \
         status.stdout
+    # the stopped run's median (of its 12 steps) is no result: the queue shows none,
+    # `dltop runs` marks it, beside the short run's own
+    (partial,) = query(db, "select median_s from runs where status = 'cancelled'")[0]
+    assert partial is not None
+    queue = read_jobs(connect(db), 1, 0, 10)
+    assert [(j.status, j.median_s is not None) for j in queue] == [
+        ("short", True), ("cancelled", False)]
+    runs = subprocess.run([sys.executable, "-m", "dltop", "runs"], capture_output=True,
+                          text=True, env=env, timeout=60)
+    lines = {line.split()[4]: line for line in runs.stdout.splitlines()[1:] if line.strip()}
+    assert " partial " in lines["cancelled"] and "partial" not in lines["short"], runs.stdout
 
     go.touch()
     res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],

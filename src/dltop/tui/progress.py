@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from dltop.catalog import RunStatus
+from dltop.catalog import RESULT_STATUSES, RunStatus
 from dltop.jobs.events import (
     CampaignFinished,
     CampaignStarted,
@@ -168,6 +168,10 @@ class HeadlessProgress:
         line.append("  ")
         line.append(e.status, STATUS_STYLE.get(e.status, "white"))
         serve = e.job.mode == "serve"  # a request's e2e seconds, its output tokens
+        if e.median_s is not None and e.status not in RESULT_STATUSES:
+            # a stopped run's median covers only what it measured before: no result
+            line.append(f"  partial median {e.median_s:.4f} s/{'request' if serve else 'iter'}")
+            return self._cause(line, e)
         if e.median_s is not None:
             line.append(f"  {e.median_s:.4f} s/{'request' if serve else 'iter'}")
         if e.samples_per_s is not None:
@@ -178,6 +182,10 @@ class HeadlessProgress:
             line.append(f"  cv {e.cv:.3f}")
             if e.noisy:
                 line.append(" noisy", "yellow")
+        return self._cause(line, e)
+
+    @staticmethod
+    def _cause(line: Text, e: RunFinished) -> Text:
         cause = message_cause(e.message)
         if cause and e.status != RunStatus.OK:
             line.append(f"  — {one_line(cause)[:160]}")

@@ -33,3 +33,10 @@ def log_and_spec(db: Any, run_id: int) -> tuple[str | None, str] | None:
         "select r.log_path, j.spec_json from runs r join job_specs j on j.job_id = r.job_id "
         "where r.id = ?", [run_id]).fetchone()
     return None if row is None else (row[0], row[1])
+
+
+def campaign_run_ids(db: Any, campaign_id: int, executor: str) -> list[int]:
+    """The ids of a campaign's runs on ``executor`` (``slurm-step``: in whose folders a
+    group's server step of an salloc is recorded; jobs/executors/slurm_group.py)."""
+    return [int(r[0]) for r in db.execute(
+        "select id from runs where campaign_id = ? and executor = ?", [campaign_id, executor])]

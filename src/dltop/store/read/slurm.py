@@ -4,6 +4,7 @@ executors)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dltop.store.read.runs import marks
@@ -35,8 +36,9 @@ def log_and_spec(db: Any, run_id: int) -> tuple[str | None, str] | None:
     return None if row is None else (row[0], row[1])
 
 
-def campaign_run_ids(db: Any, campaign_id: int, executor: str) -> list[int]:
-    """The ids of a campaign's runs on ``executor`` (``slurm-step``: in whose folders a
-    group's server step of an salloc is recorded; jobs/executors/slurm_group.py)."""
+def campaign_run_ids(db: Any, campaign_id: int, executors: Sequence[str]) -> list[int]:
+    """The ids of a campaign's runs on ``executors`` (the Slurm ones: in whose folders a
+    group's server records its job or step; jobs/executors/slurm_group.py)."""
     return [int(r[0]) for r in db.execute(
-        "select id from runs where campaign_id = ? and executor = ?", [campaign_id, executor])]
+        f"select id from runs where campaign_id = ? and executor in ({marks(executors)})",
+        [campaign_id, *executors])]

@@ -87,7 +87,9 @@ def run_here(handle: CampaignHandle, on_event: Callable[[EngineEvent], None]) ->
 
     status = asyncio.run(go())
     both = (engine.counts, engine.totals)  # a retried crash is not in the job's status
+    # the signal whose stop it was (none when a dltop cancel came first)
+    by = next((c for c in caught if STOP_REASONS[c] == engine.stop_reason), None)
     return Outcome(
         campaign_id, status, any(c.get(s, 0) for c in both for s in FAILURE_STATUSES),
         engine.telemetry_loss, short_runs=any(c.get(RunStatus.SHORT, 0) for c in both),
-        stop_reason=engine.stop_reason, stop_signal=caught[0] if caught else None)
+        stop_reason=engine.stop_reason, stop_signal=by)

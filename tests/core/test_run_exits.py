@@ -48,15 +48,19 @@ def test_sighup_is_not_the_user_and_a_short_run_before_resume_still_counts(
     db, go = tmp_path / "d.db", tmp_path / "go"
     env = {**os.environ, "DLTOP_DB": str(db), "STEPS_HOLD": str(go)}
     engine = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                               env=env)
     deadline = time.monotonic() + 120
     while not Path(f"{go}.held").exists():  # the second run holds in its 13th step
         assert time.monotonic() < deadline and engine.poll() is None
         time.sleep(0.05)
     engine.send_signal(signal.SIGHUP)  # what a closed SSH session sends
-    _, err = engine.communicate(timeout=60)
+    out, err = engine.communicate(timeout=60)
     assert engine.returncode == 128 + signal.SIGHUP, err
+    # the stopped run's line: its median is marked, the short run's is its figure
+    lines = out.splitlines()
+    assert any("  cancelled  partial median " in line and HUP in line for line in lines), out
+    assert any("  short  0.01" in line for line in lines), out
     assert f"campaign 1 {HUP}; finished runs are stored in" in err, err
     assert query(db, "select status, error_message from runs order by id") == [
         ("short", "short: 1 of 5 measured iterations (the program ended before dltop had "

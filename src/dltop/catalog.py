@@ -236,6 +236,10 @@ FAILURE_STATUSES: Final = frozenset({RunStatus.CRASHED, RunStatus.TIMEOUT, RunSt
                                     RunStatus.SETUP_FAILED})
 """Runs that went wrong (``dltop run`` exits 1); ``oom``, ``unsupported`` and
 ``unsatisfiable`` are expected benchmark outcomes."""
+RESULT_STATUSES: Final = frozenset({RunStatus.OK, RunStatus.SHORT})
+"""Runs whose figures are their result. Any other run's median (a cancelled, timed-out
+or crashed one's) covers only the iterations before it stopped: the queue, ``dltop
+runs`` and ``dltop run``'s lines show it marked ``partial``, or not at all."""
 RETRYABLE_STATUSES: Final = FAILURE_STATUSES | {RunStatus.CANCELLED}
 """Jobs that retrying queues again."""
 ACTIVE_CAMPAIGN_STATUSES: Final = frozenset(

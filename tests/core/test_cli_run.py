@@ -175,7 +175,8 @@ def test_ctrl_c_cancels_cleanly(tmp_path: Path, group_members: Any) -> None:
     proc.send_signal(signal.SIGINT)
     assert proc.wait(timeout=60) == 130
     runs = rows(tmp_path, "select * from runs")
-    assert [r["status"] for r in runs] == ["cancelled"]
+    assert [(r["status"], r["error_message"]) for r in runs] == [
+        ("cancelled", "cancelled by Ctrl-C (SIGINT)")]
     jobs = rows(tmp_path, "select status from jobs order by position")
     assert [j["status"] for j in jobs] == ["cancelled", "cancelled"]
     assert rows(tmp_path, "select status from campaigns") == [{"status": "cancelled"}]

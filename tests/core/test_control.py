@@ -99,7 +99,9 @@ def test_cancel_from_another_process(tmp_path: Path) -> None:
     wait_for(proc, "iteration", index=2)
     assert dltop(tmp_path, "cancel").returncode == 0
     assert proc.wait(timeout=60) == 130
-    assert query(tmp_path, "select status from runs") == [("cancelled",)]
+    user = "cancelled by the user ('dltop cancel' or the viewer)"
+    assert query(tmp_path, "select status, error_message from runs") == [("cancelled", user)]
+    assert query(tmp_path, "select error_message from campaigns") == [(user,)]
     assert query(tmp_path, "select status from jobs") == [("cancelled",)] * 3
 
 

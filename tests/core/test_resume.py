@@ -70,6 +70,9 @@ def test_engine_killed_then_resumed(tmp_path: Path, wait_until: Any, profile_tex
                          capture_output=True, text=True, env=env, timeout=600)
     assert res.returncode == 0, res.stderr + res.stdout
     assert "1 interrupted run re-queued" in res.stderr
+    # the last line gives the campaign's jobs, the first engine's run included
+    assert res.stdout.strip().splitlines()[-1] == \
+        "campaign 1 finished: 2 ok (this engine: 1 ok)", res.stdout
     assert re.search(r"\d+ orphaned process(es)? killed", res.stderr)
     wait_until(lambda: not alive(pid), 10, f"the orphaned runner {pid} to die")
 
@@ -105,10 +108,15 @@ def test_a_sigtermed_campaign_is_resumed_with_its_cancelled_jobs(
     engine.terminate()
     _, err = engine.communicate(timeout=60)
     assert "Traceback" not in err, err
-    assert "cancelled; finished runs are stored in" in err
+    # not "cancelled by the user": a reboot or `kill` is not; the shell's 128 + 15
+    assert engine.returncode == 143, err
+    term = "stopped by SIGTERM (a shutdown, a batch system or kill)"
+    assert f"campaign 1 {term}; finished runs are stored in" in err, err
     assert "'dltop run --resume' runs the jobs left" in err
     conn = sqlite3.connect(tmp_path / "d.db")
-    assert conn.execute("select status from campaigns").fetchall() == [("cancelled",)]
+    assert conn.execute("select status, error_message from campaigns").fetchall() == [
+        ("cancelled", term)]
+    assert conn.execute("select error_message from runs").fetchall() == [(term,)]
     assert conn.execute("select status from jobs order by position").fetchall() == [
         ("cancelled",)] * 3
     conn.close()

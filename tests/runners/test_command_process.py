@@ -47,7 +47,7 @@ def test_fewer_iterations_than_asked_is_short(tmp_path: Path, command_job: RunJo
                     iteration_regex=r"took (?P<seconds>[0-9.]+)s")
     assert r.run["status"] == "short", r.run
     assert r.run["n_iterations"] == 3 and "3 of 10" in str(r.run["error_message"])
-    assert r.code == 0  # a result with a caveat, not a failure
+    assert r.code == 4  # a result the user must look at, told apart from a failure (1)
     res = subprocess.run([sys.executable, "-m", "dltop", "export", "--db", str(tmp_path / "d.db"),
                           "--format", "csv"], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0 and ",short 3/10" in res.stdout, res.stdout + res.stderr

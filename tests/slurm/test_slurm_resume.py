@@ -23,6 +23,9 @@ from dltop.jobs.executors.slurm_adopt import parse_state, slurm_job_now
 
 from .cluster import LocalSlurm
 from .test_slurm_runs import env_for, runs, slurm_state, wait_for_run, write
+from .test_slurm_serve import FAKE
+from .test_slurm_servergroup import PROFILE, job_state, serving
+from .test_slurm_servergroup_life import live_jobs
 
 
 def test_only_a_batch_job_not_seen_to_end_is_an_orphan() -> None:
@@ -145,3 +148,32 @@ def test_resume_keeps_a_job_that_completed_after_its_engine_died(slurm_env: Loca
                         [kept["id"]]).fetchone()
     conn.close()
     assert n == 5
+
+
+@pytest.mark.slow
+def test_resume_cancels_the_group_server_job_a_killed_engine_left(slurm_env: LocalSlurm,
+                                                                  tmp_path: Path) -> None:
+    # A group's server job is no run's: it was left to its heartbeat (60 s; 600 s here,
+    # so only the resume can end it). Its id is in server/step of the first run's folder.
+    prof = tmp_path / "group.toml"
+    prof.write_text(PROFILE.format(python=sys.executable, fake=FAKE,
+                                   entry="iterations = 300\nconcurrency = [1, 2]"))
+    env = {**env_for(tmp_path), "DLTOP_SERVER_HEARTBEAT_LOST_S": "600"}
+    proc = subprocess.Popen([sys.executable, "-m", "dltop", "run", str(prof), "--headless"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    try:
+        group_job = serving(tmp_path, proc)["slurm_job_id"]
+        proc.kill()  # as the OOM killer would: no clean-up
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert json.loads((tmp_path / "d-runs" / "run-1" / "server" / "step").read_text()) == {
+        "job": group_job}
+    assert job_state(slurm_env, group_job) == "RUNNING"  # it outlived its engine
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert job_state(slurm_env, group_job) in ("CANCELLED", "(forgotten)")
+    assert [j for j in live_jobs(slurm_env) if j.startswith("dltop")] == []
+    assert [r["status"] for r in runs(tmp_path)].count("ok") == 2, runs(tmp_path)

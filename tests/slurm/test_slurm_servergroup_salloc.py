@@ -6,8 +6,12 @@ server that does not start fails the group's runs with one start."""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -56,6 +60,7 @@ def test_inside_an_salloc_a_group_shares_one_server_step(slurm_env: LocalSlurm,
     server = (dirs[0] / "server" / "batch.sh").read_text()
     assert "--overlap" in server and "export CUDA_VISIBLE_DEVICES=3" in server
     assert (dirs[0] / "server.log").read_text().splitlines()[0] == "DEVICES=3"
+    assert not (dirs[0] / "server" / "step").exists()  # the record of its srun: ended
     # nothing left: no step in the allocation after dltop, no server process
     assert (tmp_path / "steps").read_text() == "", (tmp_path / "steps").read_text()
     assert gone(pid)
@@ -80,3 +85,47 @@ def test_inside_an_salloc_a_server_that_does_not_start_fails_the_group_once(
         assert not (tmp_path / "d-runs" / f"run-{run['id']}" / "server").exists()
         assert not (tmp_path / "d-runs" / f"run-{run['id']}" / "batch.sh").exists()
     assert (tmp_path / "steps").read_text() == ""
+
+
+@pytest.mark.slow
+def test_inside_an_salloc_resume_ends_the_server_step_a_killed_engine_left(
+        slurm_env: LocalSlurm, tmp_path: Path) -> None:
+    # The server step is no run's: its srun was recorded nowhere, and it lived on till
+    # its heartbeat ran out (60 s; 600 s here, so only the resume can have ended it).
+    prof = tmp_path / "group.toml"
+    prof.write_text(PROFILE.format(python=sys.executable, fake=FAKE,
+                                   entry="iterations = 300\nconcurrency = [1, 2]"))
+    pid_file, out = tmp_path / "engine.pid", tmp_path / "out"
+    dl = f"{sys.executable} -m dltop run"
+    inner = (f"{dl} {prof} --headless & echo $! > {pid_file}; wait $!; "
+             f"squeue -h -s -j $SLURM_JOB_ID -o %j > {tmp_path / 'left'}; "
+             f"{dl} --resume --headless; rc=$?; "
+             f"squeue -h -s -j $SLURM_JOB_ID -o %i > {tmp_path / 'steps'}; exit $rc")
+    with out.open("w") as log:
+        salloc = subprocess.Popen(
+            ["salloc", "--nodes=1", "--job-name=outer", "/bin/bash", "-c", inner],
+            stdout=log, stderr=subprocess.STDOUT, text=True,
+            env={**env_for(tmp_path), "DLTOP_SERVER_HEARTBEAT_LOST_S": "600"})
+        try:
+            server_log = tmp_path / "d-runs" / "run-1" / "server.log"
+            deadline = time.monotonic() + 120
+            while not (server_log.exists() and "PORT " in server_log.read_text()
+                       and pid_file.exists() and any(r["pid"] for r in runs(tmp_path))):
+                assert time.monotonic() < deadline and salloc.poll() is None, out.read_text()
+                time.sleep(0.1)
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)  # as the OOM killer would
+            assert salloc.wait(timeout=240) == 0, out.read_text()
+        finally:
+            if salloc.poll() is None:
+                salloc.kill()
+    text = out.read_text()
+    # the killed engine's server step outlived it; the resume ended it: none is left
+    assert "dltop-server-1" in (tmp_path / "left").read_text(), text
+    assert (tmp_path / "steps").read_text() == "", text
+    (old,) = starts(server_log)
+    assert gone(old), text
+    assert not (tmp_path / "d-runs" / "run-1" / "server" / "step").exists()
+    assert re.search(r"\d+ orphaned process(es)? killed", text), text
+    got = runs(tmp_path)
+    assert [r["status"] for r in got].count("ok") == 2, got
+    assert all(r["status"] in ("ok", "crashed") for r in got), got

@@ -8,6 +8,8 @@ from typing import Any
 
 import pytest
 
+from dltop.jobs import campaign
+from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.store.generations import pack_seconds
 from dltop.tui.app import DltopApp
@@ -16,7 +18,7 @@ from dltop.tui.queue import QueueTable
 from dltop.tui.rundetail import RunDetailScreen
 from dltop.tui.screens import MainScreen
 
-from .conftest import make_app
+from .conftest import Seeded, make_app
 from .detail_data import DetailSeed, seed_detail, write_big_log
 
 
@@ -362,3 +364,43 @@ async def test_a_run_without_generation_requests_has_no_generation_panel(
         screen = await open_row(pilot, app, 0, wait_until_async)
         assert text_of(screen, "#rd-generation").strip() == ""
         assert not screen.query_one("#rd-generation").display
+
+
+LONG_LABEL = """
+name = "long"
+[[matrix]]
+frameworks = ["command"]
+models = ["a-model-name-of-forty-characters-or-so-x"]
+batch_sizes = [8]
+devices = ["cpu:1"]
+command = ["true"]
+"""
+
+
+async def test_at_80_columns_the_title_keeps_the_status_of_a_long_label(
+        tmp_path: Path, wait_until_async: Callable[..., Any]) -> None:
+    # the status came after the label, and 80 columns cut it (it is in the Status
+    # section, but the title is what the eye reads first)
+    store = Store(connect(tmp_path / "t.db"))
+    plan = campaign.preflight([parse(LONG_LABEL, "long.toml", "long")], 0, False)
+    cid, queued = campaign.create(store, plan, ["dltop", "run", "long.toml"])
+    job = queued[0].job_id
+    rid = store.start_run(job, cid, 1, "", 8)
+    store.finish_run(rid, job, "cancelled", {"error_message": "stopped by SIGTERM"})
+    app = make_app(Seeded(tmp_path / "t.db", cid, [job], 0), gpus=0)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await app.refresh_now()
+        await pilot.pause()
+        table = app.screen.query_one(QueueTable)
+        await wait_until_async(lambda: table.row_count == 1, 10, "the queue")
+        table.move_cursor(0)
+        await pilot.press("enter")
+        await wait_until_async(lambda: isinstance(app.screen, RunDetailScreen), 10, "detail")
+        screen = app.screen
+        assert isinstance(screen, RunDetailScreen)
+        await wait_until_async(lambda: screen.loads >= 1, 20, "the run to be read")
+        await pilot.pause()
+        head = screen.query_one("#rd-head")
+        shown = "".join(seg.text for seg in head.render_line(0))
+        assert head.size.width == 80 and f"run {rid}  cancelled  command" in shown, shown
+        assert "a-model-name" in shown, shown  # the label gives way

@@ -9,7 +9,12 @@ from typing import Any
 
 EXIT_FAILED_RUNS = 1
 EXIT_REGRESSION = 1
+EXIT_SHORT_RUNS = 4
+"""``dltop run``: no job failed, but one ended ``short`` (fewer measured iterations than
+asked): its figures are not the measurement the profile asked for."""
 EXIT_INTERRUPTED = 130
+"""Ctrl-C (SIGINT) or ``dltop cancel``; another signal exits 128 + its number (the
+shell's rule: 143 for SIGTERM, 129 for SIGHUP)."""
 
 
 def open_existing(db: str | None) -> Any:

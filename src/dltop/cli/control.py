@@ -78,9 +78,12 @@ def _status(db_arg: str | None) -> int:
             else f"{done.status}, ended {when}"
         print(f"no engine running. Last campaign {done.id} `{one_line(done.name)}`: "
               f"{ended}")
+        reason = queries.campaign_error(db, done.id)
         if done.status == CampaignStatus.FAILED:
-            reason = one_line(queries.campaign_error(db, done.id) or "unknown")
-            print(f"  stopped by: {reason}; 'dltop run --resume' continues its queue")
+            print(f"  stopped by: {one_line(reason or 'unknown')}; "
+                  "'dltop run --resume' continues its queue")
+        elif done.status == CampaignStatus.CANCELLED and reason:  # a signal, dltop cancel
+            print(f"  {one_line(reason)}; 'dltop run --resume' runs its cancelled jobs")
         print(storage_line(resolve_db_path(db_arg)))
         return 0
     for c in open_:

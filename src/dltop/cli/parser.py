@@ -97,7 +97,14 @@ def build_parser() -> argparse.ArgumentParser:
                              "several as one study (campaigns then as FILE:ID, FILE the "
                              "path or its stem; docs/exports.md#several-databases)")
 
-    run = sub.add_parser("run", help="run one or more profiles as a campaign")
+    run = sub.add_parser(
+        "run", help="run one or more profiles as a campaign",
+        epilog="exit status: 0 every job ok or an expected outcome (oom, unsupported, "
+               "unsatisfiable); 1 a job failed (crashed, timeout, diverged, setup_failed); "
+               "4 none failed but one ended short (fewer measured iterations than asked); "
+               "2 bad input, nothing stored; 3 another engine took the campaign over; "
+               "130 Ctrl-C or 'dltop cancel'; 143 SIGTERM; 129 SIGHUP. With --resume the "
+               "campaign's jobs count, those earlier engines ran too (docs/profiles.md)")
     run.add_argument("profiles", nargs="*", metavar="PROFILE",
                      help="built-in profile name or path to a .toml file")
     flags(run, ("--detach", "run the campaign in a background engine that survives the "

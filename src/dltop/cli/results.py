@@ -7,6 +7,7 @@ import argparse
 import sys
 from typing import Any
 
+from dltop.catalog import RESULT_STATUSES
 from dltop.cli.common import EXIT_REGRESSION, one_db_for_run, open_reading
 from dltop.errors import UserError
 
@@ -178,6 +179,12 @@ def cmd_runs(args: argparse.Namespace) -> int:
         # from 1 000 on: 4 significant digits, grouped (392 200), as the exports show
         return f"{number_text(rate) if abs(rate) >= 1000 else f'{rate:.1f}'}{word}"
 
+    def figures(r: Any) -> tuple[str, str, str]:
+        median = number_text(r.median_s) if r.median_s is not None else "-"
+        if r.status in RESULT_STATUSES or r.median_s is None:
+            return median, per_s(r), f"{r.cv:.3f}" if r.cv is not None else "-"
+        return f"{median} partial", "-", "-"  # a stopped run's: not a result
+
     # Slurm runs: the time in the queue beside the run's own (started excludes it)
     slurm = any(r.queue_s is not None for r in rows)
     times = (ListColumn("queued s", 4), ListColumn("run s", 4)) if slurm else ()
@@ -191,8 +198,7 @@ def cmd_runs(args: argparse.Namespace) -> int:
               *((_secs(r.queue_s), _secs(r.wall_s)) if slurm else ()), r.status,
               r.framework, r.model, str(r.batch_size), r.device,
               *var.texts(idents[r.run_id]), str(r.repeat + 1),
-              number_text(r.median_s) if r.median_s is not None else "-", per_s(r),
-              f"{r.cv:.3f}" if r.cv is not None else "-", note(r))
+              *figures(r), note(r))
              for r in rows]
     print_listing(columns, cells, var.caption() if rows else None)
     return 0

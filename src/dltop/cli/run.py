@@ -11,7 +11,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import CampaignStatus
-from dltop.cli.common import EXIT_FAILED_RUNS, EXIT_INTERRUPTED
+from dltop.cli.common import EXIT_FAILED_RUNS, EXIT_INTERRUPTED, EXIT_SHORT_RUNS
 from dltop.textsafe import counted, multiline, one_line
 
 if TYPE_CHECKING:
@@ -57,11 +57,19 @@ def cmd_run(args: argparse.Namespace, argv: list[str]) -> int:
               f"({one_line(lost.first_error or '?')}); the runs' notes say which",
               file=sys.stderr)
     if outcome.status == CampaignStatus.CANCELLED:
-        print(f"dltop: campaign {outcome.campaign_id} cancelled; finished runs are stored in "
+        print(f"dltop: campaign {outcome.campaign_id} "
+              f"{one_line(outcome.stop_reason or 'cancelled')}; finished runs are stored in "
               f"{one_line(str(handle.db_path))}; 'dltop run --resume' runs the jobs left",
               file=sys.stderr)
-        return EXIT_INTERRUPTED
-    return EXIT_FAILED_RUNS if outcome.failed_runs else 0
+        sig = outcome.stop_signal
+        return EXIT_INTERRUPTED if sig is None else 128 + int(sig)
+    if outcome.failed_runs:
+        return EXIT_FAILED_RUNS
+    if outcome.short_runs:
+        print("dltop: a run ended short (fewer measured iterations than asked); exit "
+              f"{EXIT_SHORT_RUNS}: 'dltop runs' names it", file=sys.stderr)
+        return EXIT_SHORT_RUNS
+    return 0
 
 
 def _say_resumed(resumed: Resumed) -> None:

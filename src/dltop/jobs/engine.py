@@ -53,6 +53,7 @@ from dltop.procs import HEARTBEAT_S, this_host
 from dltop.store import guard
 from dltop.store.fence import OwnershipLost
 from dltop.store.guard import StorageError
+from dltop.store.read.jobs import status_counts
 from dltop.store.rows import utc_now
 from dltop.store.writer import Store
 from dltop.telemetry.sampler import Sampler
@@ -63,6 +64,8 @@ T = TypeVar("T")
 
 CONTROL_POLL_S = 0.5
 """How often the engine reads pause/resume/cancel requests from the database."""
+USER_CANCEL = "cancelled by the user ('dltop cancel' or the viewer)"
+"""The stop reason of a campaign cancelled through the database."""
 
 
 class Engine:
@@ -90,6 +93,11 @@ class Engine:
         self._stop = asyncio.Event()
         self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="dltop-writer")
         self.counts: dict[str, int] = {}
+        """This engine's runs by final status (and the queued jobs its stop cancelled)."""
+        self.totals: dict[str, int] = {}
+        """The campaign's jobs by status at its end, runs of earlier engines included."""
+        self.stop_reason: str | None = None
+        """What stopped the campaign (a signal, ``dltop cancel``), None until stopped."""
         self._running = asyncio.Event()  # cleared while the campaign is paused
         self._running.set()
         self._sampler = sampler_factory(self._submit_batch) if sampler_factory else None
@@ -108,8 +116,15 @@ class Engine:
             leases=self._leases, telemetry_loss=self.telemetry_loss,
             failure=lambda: self._failure)
 
-    def request_stop(self) -> None:
-        """Cancel the current runs and stop the queue (safe to call more than once)."""
+    def request_stop(self, reason: str | None = None) -> None:
+        """Cancel the current runs and stop the queue (safe to call more than once).
+
+        Args:
+            reason: what stopped it, stored as its cancelled runs' message and the
+                campaign's (``stopped by SIGTERM``); the first one given is kept.
+        """
+        if reason is not None and self.stop_reason is None:
+            self.stop_reason = self._runs.stop_reason = reason
         self._stop.set()
         for ev in self._runs.run_stops.values():
             ev.set()
@@ -142,7 +157,11 @@ class Engine:
                 await self._record_failure(self._failure)
             else:
                 await self._runs.checkpoint(truncate=True)
-            self._emit(CampaignFinished(self._campaign_id, status, dict(self.counts)))
+            with contextlib.suppress(StorageError):  # else the line says this engine's
+                self.totals = await self._write(status_counts, self._store.db,
+                                                self._campaign_id)
+            self._emit(CampaignFinished(self._campaign_id, status,
+                                        dict(self.totals or self.counts), dict(self.counts)))
             if isinstance(self._failure, OwnershipLost):
                 raise self._failure
             if self._failure is not None:
@@ -184,7 +203,8 @@ class Engine:
                         await self._settle(finished)
                         continue
                     status = CampaignStatus.FINISHED
-                if await self._write(queue.finish_if_drained, cid, status, utc_now()):
+                if await self._write(queue.finish_if_drained, cid, status, utc_now(),
+                                     self.stop_reason):
                     return status
         finally:
             for t in tasks:
@@ -323,11 +343,12 @@ class Engine:
             cancel_id = await self._write(self._store.queue.take_cancel_run,
                                           self._campaign_id)
             if cancel_id is not None and cancel_id in self._runs.run_stops:
+                self._runs.user_cancelled.add(cancel_id)
                 self._runs.run_stops[cancel_id].set()
             # control_of reads a legacy 'run' as RESUME; no request means run too.
             ctl = control_of(await self._write(self._store.queue.control, self._campaign_id))
             if ctl is Control.CANCEL:
-                self.request_stop()
+                self.request_stop(USER_CANCEL)
             elif ctl is Control.PAUSE:
                 self._running.clear()
             else:

@@ -88,6 +88,10 @@ class CampaignFinished(_Event, event="campaign_finished"):
     campaign_id: int
     status: str
     counts: dict[str, int]
+    """The campaign's jobs by status, those earlier engines ran included (``--resume``)."""
+    ran: dict[str, int]
+    """This engine's runs by status (retries each count; and the queued jobs its stop
+    cancelled)."""
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,18 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 from dltop.errors import UserError
 from dltop.jobs.executors.pick import of_stored_run
+from dltop.jobs.executors.slurm_group import reap_server_steps
+from dltop.jobs.executors.slurm_run import SLURM_BATCH, SlurmStepExecutor
+from dltop.jobs.rundir import run_dir, runs_dir_of
 from dltop.procs import engine_alive, heartbeat_age, process_start_time, this_host
 from dltop.store.read.campaigns import OpenCampaign, campaigns_by_id, recent_campaigns
+from dltop.store.read.changes import main_file
 from dltop.store.read.jobs import status_counts
+from dltop.store.read.slurm import campaign_run_ids
 from dltop.store.writer import Store
 from dltop.textsafe import counted
 
@@ -101,6 +107,14 @@ def resume(store: Store, campaign_ref: int | None) -> Resumed:
             warnings.append(got.warning)
         queue.mark_lost_and_requeue(run)
         lost += 1
+    # a group's server (its batch job, or its step of an salloc) is no run's: it is
+    # recorded in its first run's folder
+    runs_dir = runs_dir_of(Path(main_file(store.db)))
+    got_steps, left = reap_server_steps(
+        (run_dir(runs_dir, run_id) for run_id in campaign_run_ids(
+            store.db, camp.id, (SLURM_BATCH.name, SlurmStepExecutor.name))), os.environ)
+    killed += got_steps
+    warnings += [f"a group's server: {why}; end it yourself" for why in left]
     queue.requeue_running_jobs(camp.id)
     return Resumed(camp.id, camp.name, lost, killed, queue.queued_count(camp.id),
                    queue.packs(camp.id),

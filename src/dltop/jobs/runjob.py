@@ -86,6 +86,11 @@ class RunLifecycle:
         self._ran_one = False
         self.run_stops: dict[int, asyncio.Event] = {}
         """Run id -> the event that cancels that run only."""
+        self.user_cancelled: set[int] = set()
+        """Runs a viewer cancelled one by one (``cancelled by the user``)."""
+        self.stop_reason: str | None = None
+        """What stopped the campaign (the engine's ``stop_reason``): its cancelled runs'
+        message, unless a viewer cancelled the run itself."""
         self.servers = ServerGroups(sampler)
         """The servers shared by a group of serve runs (the engine stops them at its end)."""
 
@@ -208,6 +213,10 @@ class RunLifecycle:
             ended.set()
         collector.flush(final=True)
         outcome = collector.short(outcome)
+        if (outcome.status == RunStatus.CANCELLED and self.stop_reason is not None
+                and run_id not in self.user_cancelled):  # SIGTERM is not the user
+            outcome = dataclasses.replace(outcome, message=self.stop_reason)
+        self.user_cancelled.discard(run_id)
         if outcome.status != RunStatus.OK and (gone := await self.servers.ended(key)):
             outcome = dataclasses.replace(outcome, message=join_notes(outcome.message, gone))
         await writes.settled()

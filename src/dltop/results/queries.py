@@ -98,7 +98,8 @@ def campaigns(db: sqlite_utils.Database, limit: int = 50) -> list[CampaignRow]:
 
 
 def campaign_error(db: sqlite_utils.Database, campaign_id: int) -> str | None:
-    """Why the campaign's engine stopped it (``failed``: a storage error), or None."""
+    """Why the campaign's engine stopped it (``failed``: a storage error; ``cancelled``:
+    the signal or ``dltop cancel``), or None."""
     rows = stored.campaigns_by_id(db, [campaign_id])
     return rows[0].get("error_message") if rows else None
 

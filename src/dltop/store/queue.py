@@ -288,17 +288,19 @@ class Queue:
                                  [waiting, waiting_for, campaign_id, running, waiting])
 
     def finish_if_drained(self, campaign_id: int, status: CampaignStatus,
-                          finished_at: str) -> bool:
+                          finished_at: str, stopped_by: str | None = None) -> bool:
         """Close the campaign with ``status`` unless jobs were queued meanwhile; True if closed.
 
         One statement, so a viewer's append either lands before (and is run) or
-        finds the campaign closed (and starts an engine).
+        finds the campaign closed (and starts an engine). ``stopped_by`` (what
+        cancelled it: a signal, ``dltop cancel``) goes in ``error_message``.
         """
         with transaction(self._db):
             cur = self._db.execute(
-                "update campaigns set status = ?, finished_at = ? where id = ? and not exists "
+                "update campaigns set status = ?, finished_at = ?, error_message = ? "
+                "where id = ? and not exists "
                 "(select 1 from jobs where campaign_id = ? and status = ?)",
-                [status, finished_at, campaign_id, campaign_id, JobStatus.QUEUED])
+                [status, finished_at, stopped_by, campaign_id, campaign_id, JobStatus.QUEUED])
         return cur.rowcount == 1
 
     def cancel_queued(self, campaign_id: int) -> int:

@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from dltop.catalog import RunStatus
+from dltop.catalog import RESULT_STATUSES, RunStatus
 from dltop.jobs.events import (
     CampaignFinished,
     CampaignStarted,
@@ -149,7 +149,10 @@ class HeadlessProgress:
                                     "another engine may run on the same devices"))
         elif isinstance(event, CampaignFinished):
             counts = ", ".join(f"{v} {k}" for k, v in sorted(event.counts.items()))
-            self.console.print(Text(f"campaign {event.campaign_id} {event.status}: {counts}"))
+            ran = ", ".join(f"{v} {k}" for k, v in sorted(event.ran.items()))
+            here = "" if ran == counts else f" (this engine: {ran or 'nothing'})"
+            self.console.print(Text(f"campaign {event.campaign_id} {event.status}: "
+                                    f"{counts or 'no jobs'}{here}"))
 
     def _label(self, event: RunStarted) -> str:
         """``[k/n] job``: k counts jobs, so a retry shows its job's k and its attempt."""
@@ -165,6 +168,10 @@ class HeadlessProgress:
         line.append("  ")
         line.append(e.status, STATUS_STYLE.get(e.status, "white"))
         serve = e.job.mode == "serve"  # a request's e2e seconds, its output tokens
+        if e.median_s is not None and e.status not in RESULT_STATUSES:
+            # a stopped run's median covers only what it measured before: no result
+            line.append(f"  partial median {e.median_s:.4f} s/{'request' if serve else 'iter'}")
+            return self._cause(line, e)
         if e.median_s is not None:
             line.append(f"  {e.median_s:.4f} s/{'request' if serve else 'iter'}")
         if e.samples_per_s is not None:
@@ -175,6 +182,10 @@ class HeadlessProgress:
             line.append(f"  cv {e.cv:.3f}")
             if e.noisy:
                 line.append(" noisy", "yellow")
+        return self._cause(line, e)
+
+    @staticmethod
+    def _cause(line: Text, e: RunFinished) -> Text:
         cause = message_cause(e.message)
         if cause and e.status != RunStatus.OK:
             line.append(f"  — {one_line(cause)[:160]}")

@@ -292,8 +292,10 @@ class RunDetailScreen(Screen[None]):
         self.run_id = detail.run_id
         t = Text(no_wrap=True, overflow="ellipsis")
         t.append(" run detail ", "bold reverse")
-        t.append(f"  run {detail.run_id}  {one_line(detail.label)}  ")
+        # the status before the label: a long label is cut at 80 columns, not the status
+        t.append(f"  run {detail.run_id}  ")
         t.append(detail.status, STATUS_STYLE.get(detail.status, "bold"))
+        t.append(f"  {one_line(detail.label)}")
         n = len(detail.attempts)
         t.append(f"  attempt {detail.attempt_index + 1}/{n}" + ("  ([ ] switch)" if n > 1 else ""))
         t.append(f"  campaign {detail.campaign_id}")

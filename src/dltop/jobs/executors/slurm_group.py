@@ -23,6 +23,11 @@ runs ``server/node.sh`` (the host); the runs' steps are pinned to the server's n
 (``--nodelist``). ``--overlap``: the server's step would hold the allocation's CPUs,
 GPUs and memory for the whole group, and every run's step would wait for its end.
 
+Should the engine die, ``server/step`` (:data:`STEP_FILE`, removed when the host ends)
+still names the group's batch job, or the server step's ``srun`` (a local process in a
+session of its own) and the step, and ``dltop run --resume`` ends them
+(:func:`reap_server_steps`) rather than leave them to the heartbeat.
+
 With pyxis each run starts its own server: pyxis puts steps in the image, never a
 batch script, so the group job's host would run outside it (an salloc's server step
 could take the image: untested here, no pyxis).
@@ -32,25 +37,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import shlex
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from dltop.catalog import ErrorKind, RunStatus
 from dltop.jobs.eventreader import EventReader
 from dltop.jobs.executors.base import RunExecutor
-from dltop.jobs.executors.slurm import Tail, write_file
+from dltop.jobs.executors.slurm import Tail, cancel_orphan, write_file
 from dltop.jobs.executors.slurm_batch import BatchWatch, iso_utc, start_watch
 from dltop.jobs.executors.slurm_files import SlurmFiles
 from dltop.jobs.executors.slurm_guard import STEP_UNSET_VARS, setup_lines
-from dltop.jobs.executors.slurm_query import cores_per_gpu
+from dltop.jobs.executors.slurm_query import cores_per_gpu, run_slurm_cmd
 from dltop.jobs.executors.slurm_run import SLURM_BATCH, SlurmStepExecutor
 from dltop.jobs.executors.slurm_script import runner_command, sbatch_argv, srun_argv
 from dltop.jobs.executors.slurm_serve import runner_block
 from dltop.jobs.servergroup import HOST_TIMEOUT_S, HostLaunch, Key, group_key
-from dltop.jobs.supervisor import ChildOutcome
+from dltop.jobs.supervisor import ChildOutcome, reap_orphan_group
 from dltop.procs import read_log_tail
 from dltop.profiles.jobspec import JobSpec
 from dltop.textsafe import one_line
@@ -59,6 +65,10 @@ SERVER_DIR = "server"
 """The group's job's folder, inside its first run's (apart from that run's own files)."""
 HEARTBEAT_S = 5.0
 """How often the engine touches ``server/alive`` (the host gives up after 60 s)."""
+STEP_FILE = "step"
+"""In :data:`SERVER_DIR` while the group's host runs (JSON): its batch job (``job``), or
+inside an salloc the allocation (``job``), the step's ``name`` and its srun's local
+process (``pid``, ``pgid``, ``proc_start_time``, as a run's row records a step's)."""
 LOST_ENV = "DLTOP_SERVER_HEARTBEAT_LOST_S"
 """The host's heartbeat limit's override (runners/child/openai_server.py's test hook),
 passed into the job script when set here."""
@@ -186,6 +196,8 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
     watch = await start_watch(outer, files, env, _submit_argv(job, run_id, files, per_gpu))
     if isinstance(watch, str):
         return ChildOutcome(RunStatus.CRASHED, message=watch)
+    if isinstance(watch, BatchWatch):  # --resume scancels it if this engine dies
+        _record(files, {"job": watch.job_id})
     ended = (f"the group's server step in Slurm job {outer}" if outer is not None
              else f"the group's Slurm job {watch.job_id}")
     ready: list[dict[str, Any]] = []  # the server event, held until the job's start is known
@@ -198,6 +210,9 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
         started({})
 
     def started(fields: Mapping[str, Any]) -> None:
+        if fields.get("pid"):  # a step's srun, here: --resume ends it if this engine dies
+            _record(files, {**{k: fields.get(k) for k in ("pid", "pgid", "proc_start_time")},
+                            "job": outer, "name": f"dltop-server-{run_id}"})
         # the first run's row gets the group job's queue facts, as a batch run's own: a
         # server seen ready before the poll that shows the job running waits for it (a
         # step waits in no queue: its runs' queue_s is 0)
@@ -214,6 +229,8 @@ async def _run_host(job: JobSpec, run_id: int, argv: Sequence[str], log_path: Pa
     try:
         await watch.run(HOST_TIMEOUT_S, stop, started)
     finally:
+        with contextlib.suppress(OSError):  # its srun has ended (StepWatch waited for it)
+            (files.dir / STEP_FILE).unlink()
         for task in tasks:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -263,3 +280,56 @@ async def _beat(path: Path) -> None:
             finally:
                 os.close(fd)
         await asyncio.sleep(HEARTBEAT_S)
+
+
+def _record(files: SlurmFiles, what: Mapping[str, Any]) -> None:
+    with contextlib.suppress(OSError):
+        write_file(files.dir / STEP_FILE, json.dumps(what), 0o600)
+
+
+def reap_server_steps(run_dirs: Iterable[Path], env: Mapping[str, str]) -> tuple[int, list[str]]:
+    r"""End the group servers' batch jobs and salloc steps a dead engine left (their
+    ``server/step`` files, in the folders ``run_dirs`` of its Slurm runs), before
+    their heartbeat would.
+
+    A batch job is ``scancel``\ ed. A step's srun group is killed (recognised by its
+    start time, as a run's is), and the step ``scancel``\ ed: a SIGKILLed srun leaves
+    its step running (seen on Slurm 22.05). Blocking: resume runs before the engine's
+    event loop.
+
+    Returns:
+        The processes killed, and what could not be ended (for the user to end).
+    """
+    killed, left = 0, []
+    for run_dir in run_dirs:
+        path = run_dir / SERVER_DIR / STEP_FILE
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            continue  # none, or the server ended with its engine alive
+        with os.fdopen(fd) as fh, contextlib.suppress(ValueError, KeyError, TypeError):
+            got = json.loads(fh.read())
+            if "pid" not in got:  # the group's batch job
+                if why := cancel_orphan(str(got["job"]), env):
+                    left.append(why)
+            else:
+                killed += reap_orphan_group(int(got["pid"]), int(got["pgid"]),
+                                            got.get("proc_start_time"))
+                if why := asyncio.run(_cancel_step(str(got["job"]), str(got["name"]), env)):
+                    left.append(why)
+        with contextlib.suppress(OSError):
+            path.unlink()
+    return killed, left
+
+
+async def _cancel_step(job: str, name: str, env: Mapping[str, str]) -> str | None:
+    """``scancel`` the step ``name`` of the allocation ``job`` (None: gone, or ended)."""
+    rc, out, err = await run_slurm_cmd("squeue", "-h", "-s", "-j", job, "-o", "%i %j",
+                                       env=env)
+    if rc != 0:
+        return f"squeue of job {job} failed (exit {rc}): {(err or out).strip()}"
+    for step in [line.split()[0] for line in out.splitlines() if line.split()[1:] == [name]]:
+        rc, out, err = await run_slurm_cmd("scancel", step, env=env)
+        if rc != 0:
+            return f"scancel {step} ({name}) failed: {(err or out).strip()}"
+    return None

@@ -12,17 +12,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from dltop.catalog import JobStatus, RunStatus
+from dltop.catalog import RESULT_STATUSES, JobStatus, RunStatus
 from dltop.store.read.runs import marks
 from dltop.store.read.schema import columns
 
+_RESULTS = ", ".join(f"'{s}'" for s in sorted(RESULT_STATUSES))
 _JOB_COLUMNS = (
     "select id, position, status, framework, model, batch_size, device, repeat, "
     "case when status = 'running' then (select r.id from latest_runs r "
     "where r.job_id = jobs.id) end as run_id, "
     # A job queued or running again (retried, re-queued by resume) shows no figure of
-    # its previous run: that median is not what it is measuring now.
-    "case when status in ('queued', 'running') then null else "
+    # its previous run: that median is not what it is measuring now; nor does a job
+    # whose run was stopped (cancelled, timed out...): its median is a partial one.
+    f"case when status in ({_RESULTS}) then "
     "(select r.median_s from latest_runs r where r.job_id = jobs.id) end "
     "as median_s, case when status in ('queued', 'running') then 0 else "
     "(select r.contaminated from latest_runs r where r.job_id = jobs.id) end "

@@ -4,6 +4,7 @@ executors)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from dltop.store.read.runs import marks
@@ -33,3 +34,11 @@ def log_and_spec(db: Any, run_id: int) -> tuple[str | None, str] | None:
         "select r.log_path, j.spec_json from runs r join job_specs j on j.job_id = r.job_id "
         "where r.id = ?", [run_id]).fetchone()
     return None if row is None else (row[0], row[1])
+
+
+def campaign_run_ids(db: Any, campaign_id: int, executors: Sequence[str]) -> list[int]:
+    """The ids of a campaign's runs on ``executors`` (the Slurm ones: in whose folders a
+    group's server records its job or step; jobs/executors/slurm_group.py)."""
+    return [int(r[0]) for r in db.execute(
+        f"select id from runs where campaign_id = ? and executor in ({marks(executors)})",
+        [campaign_id, *executors])]

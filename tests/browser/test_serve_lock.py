@@ -129,6 +129,9 @@ async def test_websocket_clients_need_the_token_and_the_origin(
                 assert page.status == 403
             async with http.get(f"http://127.0.0.1:{srv.port}/static/js/textual.js") as js:
                 assert js.status == 403
+            # what a browser asks beside the 403 page: empty, neither refused nor logged
+            async with http.get(f"http://127.0.0.1:{srv.port}/favicon.ico") as icon:
+                assert (icon.status, await icon.read()) == (204, b"")
 
             # Another local user, without the token.
             runas = shutil.which("runuser")

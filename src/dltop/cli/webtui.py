@@ -129,6 +129,10 @@ class TuiServer(Server):
         """Answer 403 to a request without the token, or a WebSocket from elsewhere,
         before its handler (so before any terminal session) runs; 429 to a source over
         its failed attempts for the minute (servelock.Guesses)."""
+        if request.path == "/favicon.ico" and request.method in ("GET", "HEAD"):
+            # A browser asks for it beside any page, the 403 page too: answered empty
+            # (it holds nothing), so that it is neither a failed guess nor a console error.
+            return web.Response(status=204)
         source, now = request.remote or "unknown", time.monotonic()
         if self._guesses.blocked(source, now):
             self._guesses.refused_blocked(source, now)

@@ -340,7 +340,10 @@ def main():
         proto._exit(proto.EXIT_ERROR)
     except BaseException as exc:  # noqa: B036 - every failure must reach the parent
         if isinstance(exc, SystemExit) and reporter.gone:
-            raise  # the engine is gone (its pipe closed; said in one line): no traceback
+            # The engine is gone (its pipe closed; said in one line). Leave now: the
+            # interpreter's teardown would collect the load's tasks, the one that raised
+            # this among them, and log each with a traceback.
+            proto._exit(proto.EXIT_ERROR)
         kind = proto.classify(exc)
         message = str(exc) if isinstance(exc, proto.Failed) else "".join(
             traceback.format_exception(type(exc), exc, exc.__traceback__))

@@ -33,6 +33,9 @@ def test_export_format_tex_is_latex(db_path: Path, capsys: pytest.CaptureFixture
     assert cli.main(["export", "--db", str(db_path), "--format", "tex"]) == 0
     tex = capsys.readouterr().out
     assert "\\toprule" in tex and "|" not in tex.split("\\toprule")[1]
+    # the noisy cell's `*` is explained in the comment lines above the tabular
+    head, body = tex.split("\\begin{tabular}")
+    assert "*" in body and "`*` noisy" in head, tex
     assert cli.main(["export", "--db", str(db_path), "--format", "latex"]) == 0
     assert capsys.readouterr().out == tex
     # (a campaign against itself is refused since issue 40: its devices against each other)

@@ -8,7 +8,7 @@ is throughput against the group's 1-device run (``cpu:1``, ``cpus:1`` or
 of seconds per iteration, and under weak scaling counts the extra samples.
 Efficiency = speedup / N. Rows appear as runs complete; a group without its
 1-device result shows no speedup. The time cells keep the pivot's markers
-(``*`` noisy, ``†`` packed, ``§`` contaminated); an efficiency above 100 %
+(``*`` noisy, ``†`` packed or shared, ``§`` contaminated); an efficiency above 100 %
 (superlinear: caches, a batch that is not the same work, a noisy baseline)
 is marked ``‡`` with a footnote, since it is more often a measurement problem
 than a result.
@@ -55,7 +55,7 @@ class ScalingRow:
     speedup: float | None
     efficiency: float | None
     marks: str = ""
-    """The configuration's markers: ``*`` noisy, ``†`` packed, ``§`` contaminated."""
+    """The configuration's markers: ``*`` noisy, ``†`` packed or shared, ``§`` contaminated."""
     identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """The configuration's flat identity (:mod:`dltop.results.identity`)."""
     place: str = ""
@@ -149,8 +149,9 @@ NOTE_NODES = ("Nodes: devices are per node; efficiency = speedup / (N x nodes), 
               "speedup / nodes.")
 NOTE = ("Speedup: samples/s against the same group's 1-device run "
         "(cpu:1, cpus:1 or gpu:1); efficiency = speedup / N.")
-NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shared the host "
-              "(--pack); § a foreign process used the run's devices; ! oversubscribed: cpu:N "
+NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shared its devices "
+              "(packed: --pack; or shared: another engine's runner was seen on them); § a "
+              "foreign process used the run's devices; ! oversubscribed: cpu:N "
               "on a host of fewer than N logical CPUs (the caption says which).")
 NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more often a "
                     "measurement problem (a noisy or slow 1-device baseline, caches, "

@@ -22,7 +22,7 @@ from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.references import METRICS, Reference
 from dltop.results import identity, idread, queries
 from dltop.results.aggregate import ConfigResult
-from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
+from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 from dltop.store.read import jobs
 from dltop.telemetry.values import finite_float
 
@@ -127,7 +127,7 @@ def by_config(verdicts: Sequence[Verdict]) -> dict[str, list[Verdict]]:
 
 
 def _num(x: float | None) -> str:
-    return "" if x is None else f"{x:.4g}"
+    return "" if x is None else fmt_seconds(x)  # 0.2200, as the summary prints it
 
 
 def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow]) -> Table:

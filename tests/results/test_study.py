@@ -158,6 +158,29 @@ def test_a_run_id_needs_one_database(two: tuple[Path, Path], tmp_path: Path,
         assert "--run names a run of one database: give one --db" in capsys.readouterr().err
 
 
+def test_a_studys_refs_read_in_that_database_alone(two: tuple[Path, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # what a study prints (campaign h200:1, run h200:3) is taken by a command given that
+    # file alone; it said "no campaign named 'h200:1'" and "invalid int value: 'h200:3'"
+    _a, b = two
+    capsys.readouterr()
+    assert cli.main(["export", "--db", str(b), "--campaign", "h200:1"]) == 0
+    assert capsys.readouterr().out.startswith("Campaign 1 `check`")
+    assert cli.main(["runs", "--db", str(b), "--campaign", f"{b}:1", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 4
+    assert cli.main(["compare", "--db", str(b), "h200:1", "--by", "batch"]) == 0
+    capsys.readouterr()
+    assert cli.main(["log", "--db", str(b), "h200:3"]) == 2
+    assert "run 3 has no log" in capsys.readouterr().err
+    assert cli.main(["export", "--db", str(b), "--table", "profile", "--run", "h200:3"]) == 2
+    assert "--run 3: the run has no operator profile" in capsys.readouterr().err
+    # another file's ref stays refused, naming what was given
+    assert cli.main(["export", "--db", str(b), "--campaign", "h100:1"]) == 2
+    assert "no campaign named 'h100:1'" in capsys.readouterr().err
+    assert cli.main(["log", "--db", str(b), "h100:3"]) == 2
+    assert "got 'h100:3'" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("command", [["log", "1"], ["import", "x.db"],
                                      ["prune", "--dry-run"]])
 def test_one_database_commands_refuse_a_second_db(

@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "row per configuration with every metric and a 95%% CI; scaling: "
                           "time, speedup and efficiency against one device; profile: the "
                           "top operators of one run (--run N, profile = true)")
-    exp.add_argument("--run", type=int, default=None, metavar="N",
+    exp.add_argument("--run", default=None, metavar="N",
                      help="the run of --table profile ('dltop runs' lists run ids)")
     exp.add_argument("--columns", action="append", metavar="NAMES",
                      help="only these columns, in this order: headers or keys, comma-separated "
@@ -276,7 +276,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     logp = sub.add_parser("log", help="print a run's runner.log (its id from 'dltop runs')")
     db_arg(logp)
-    logp.add_argument("run", type=int, metavar="RUN", help="the run's id")
+    logp.add_argument("run", metavar="RUN", help="the run's id (a study's FILE:RUN too, "
+                      "FILE this --db)")
     logp.add_argument("--tail", type=_count, default=None, metavar="N",
                       help="only the last N lines")
     logp.add_argument("-f", "--follow", action="store_true",

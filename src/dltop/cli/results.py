@@ -33,7 +33,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     columns = [name for arg in getattr(args, "columns", None) or () for name in arg.split(",")
                if name.strip()]
     if run is not None:
+        from dltop.cli.report import run_ids
+
         one_db_for_run(args.db)
+        (run, *more) = run_ids(run, args.db)
+        if more:
+            raise UserError(f"--run: one run's operators at a time, got {args.run!r}")
     db = open_reading(args.db)
     # a run's profile names its own campaign
     ids = [] if run is not None else [c.id for c in queries.resolve_campaigns(db, args.campaign)]

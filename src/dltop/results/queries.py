@@ -14,6 +14,7 @@ from dltop.results import labels, studyrefs
 from dltop.store import samples
 from dltop.store.read import campaigns as stored
 from dltop.store.read import jobruns
+from dltop.store.read.changes import main_file
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -156,7 +157,8 @@ def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None,
             found.update((int(c.id), c) for c in rows)
             continue
         hits = [newest[-1]] if part == "latest" else \
-            studyrefs.match(rows, newest, files, part) if study else _match(rows, part)
+            studyrefs.match(rows, newest, files, part) if study else \
+            _match(rows, part) or _match(rows, studyrefs.in_file(part, main_file(db)))
         if not hits:
             known = ", ".join(f"{c.id} `{c.name}`" for c in reversed(newest[-5:]))
             what = f"no campaign {part}" if part.isdigit() else \

@@ -118,8 +118,8 @@ def _gate(args: argparse.Namespace, rows: list[Any], where: str) -> int:
 
 
 RUN_KEYS = ("run_id", "campaign_id", "job_id", "attempt", "started_at", "status",
-            "framework", "model", "batch_size", "device", "repeat", "median_s",
-            "samples_per_s", "cv", "noisy", "message", "wall_s", "queue_s")
+            "framework", "model", "batch_size", "device", "repeat", "n_iterations",
+            "median_s", "samples_per_s", "cv", "noisy", "message", "wall_s", "queue_s")
 """``dltop runs --json/--csv`` keys, in order (``repeat`` counts from 1, as listed); JSON
 adds ``identity`` (the job's whole identity), CSV has it as a JSON text column."""
 
@@ -190,12 +190,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
                *times, ListColumn("status", 1), ListColumn("framework", 1), ListColumn("model", 1),
                ListColumn("batch", 3), ListColumn("device", 1),
                *(ListColumn(h, 3) for h in var.headers), ListColumn("rep", 5),
-               ListColumn("median s", 1), ListColumn("per s" if mixed else rate, 3),
+               # the n behind the median: a time window measures more than `iterations`
+               ListColumn("n iters", 5), ListColumn("median s", 1),
+               ListColumn("per s" if mixed else rate, 3),
                ListColumn("cv", 5), ListColumn("note", 2, flex=True, min_width=12))
     cells = [(str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
               *((_secs(r.queue_s), _secs(r.wall_s)) if slurm else ()), r.status,
               r.framework, r.model, str(r.batch_size), r.device,
               *var.texts(idents[r.run_id]), str(r.repeat + 1),
+              "-" if r.n_iterations is None else str(r.n_iterations),
               number_text(r.median_s) if r.median_s is not None else "-", per_s(r),
               f"{r.cv:.3f}" if r.cv is not None else "-", note(r))
              for r in rows]
@@ -248,7 +251,8 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
     study = bool(rows) and isinstance(rows[0].run_id, StudyId)
     records = [{**dict(zip(RUN_KEYS, (
         _plain(r.run_id), _plain(r.campaign_id), _plain(r.job_id), r.attempt, r.started_at,
-        r.status, r.framework, r.model, r.batch_size, r.device, r.repeat + 1, r.median_s,
+        r.status, r.framework, r.model, r.batch_size, r.device, r.repeat + 1,
+        r.n_iterations, r.median_s,
         r.samples_per_s, r.cv, r.noisy, r.message, r.wall_s, r.queue_s), strict=True)),
         "identity": idents.get(r.run_id, {}),
         **({"database": str(r.run_id).rpartition(":")[0]} if study else {})}

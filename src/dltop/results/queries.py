@@ -84,6 +84,9 @@ class RunRow:
     """Seconds the run ran (a Slurm job's from its start, not its submission)."""
     queue_s: float | None = None
     """Seconds its Slurm job waited in the queue (None: not a Slurm batch job)."""
+    n_iterations: int | None = None
+    """The iterations it measured (warm-up excluded): ``iterations``, or more where a time
+    window (``min_time_s``) held it longer; fewer for a run that ended early."""
 
 
 def campaign_row(r: dict[str, Any]) -> CampaignRow:
@@ -196,7 +199,7 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
                           r["started_at"], status, r["framework"], r["model"],
                           r["batch_size"], r["device"], r["repeat"], r["median_s"],
                           r["samples_per_s"], r["cv"], bool(r["noisy"]), msg,
-                          r["wall_s"], r.get("queue_s")))
+                          r["wall_s"], r.get("queue_s"), r["n_iterations"]))
     return out
 
 

@@ -91,6 +91,8 @@ NOTE_PACKED = ("† measured while other runs shared its devices: packed (its ca
                "them): a throughput figure, not a clean single-run one.")
 NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (incomplete: "
                    "the others failed, were cancelled or have not run).")
+NOTE_PENDING = "`-` no result yet: its runs are queued or running."
+NOTE_EMPTY = "An empty cell: no such configuration in these campaigns."
 NOTE_SIMULATED = ("Device telemetry of this campaign came from SIMULATED GPUs "
                   "(--fake-gpus): not real hardware.")
 
@@ -204,6 +206,12 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
             lmcost.NO_EMBEDDING) else lmcost.NANOGPT] + ".")
     if any(r.incomplete and r.n_runs for r in results):
         notes.append(NOTE_INCOMPLETE)
+    # the cells without a number that no other note names
+    cells = [c for row in rows for c in row.cells[len(columns) - len(devices):]]
+    if any(c is not None and c.value is None and c.text == "-" for c in cells):
+        notes.append(NOTE_PENDING)
+    if any(c is None for c in cells):
+        notes.append(NOTE_EMPTY)
     if any(r.packed or r.shared for r in results):  # only ok results ever are
         notes.append(NOTE_PACKED)
     if any(r.contaminated for r in results):

@@ -96,6 +96,14 @@ def test_check_cli_exit_codes(tmp_path: Path, campaigns: Any,
                      "csv"]) == 0
     out = capsys.readouterr().out
     assert "no reference" in out and "fail" not in out.split("no reference")[0]
+    # which campaign and environment were judged, as every export says (JSON said
+    # "campaigns": [], "environment": null, and no format had the environment)
+    assert "\n# Environment: host " in out
+    assert cli.main(["check", "--db", str(tmp_path / "p.db"), "refs", "--format",
+                     "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in doc["campaigns"]] == ["refs"]
+    assert doc["environment"]["hosts"] and doc["caption"][0].startswith("Environment: ")
     assert cli.main(["check", "--db", str(tmp_path / "p.db"), "7"]) == 2
     assert "Traceback" not in capsys.readouterr().err
 

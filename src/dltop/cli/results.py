@@ -295,7 +295,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     db = open_reading(args.db)
     camps = queries.resolve_campaigns(db, args.campaign, given_as="check")
     verdicts = checks.check(db, [c.id for c in camps])
-    sys.stdout.write(render(references.check_table(verdicts, camps), args.format))
+    sys.stdout.write(render(references.check_table(verdicts, camps, db), args.format))
     failed = [v for v in verdicts if v.outcome == references.FAIL]
     judged = [v for v in verdicts if v.ref is not None]
     if failed:

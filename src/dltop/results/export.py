@@ -207,10 +207,10 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
     if any(r.incomplete and r.n_runs for r in results):
         notes.append(NOTE_INCOMPLETE)
     # the cells without a number that no other note names
-    cells = [c for row in rows for c in row.cells[len(columns) - len(devices):]]
-    if any(c is not None and c.value is None and c.text == "-" for c in cells):
+    shown = [c for row in rows for c in row.cells[len(columns) - len(devices):]]
+    if any(c is not None and c.value is None and c.text == "-" for c in shown):
         notes.append(NOTE_PENDING)
-    if any(c is None for c in cells):
+    if any(c is None for c in shown):
         notes.append(NOTE_EMPTY)
     if any(r.packed or r.shared for r in results):  # only ok results ever are
         notes.append(NOTE_PACKED)

@@ -181,6 +181,31 @@ def test_a_studys_refs_read_in_that_database_alone(two: tuple[Path, Path],
     assert "got 'h100:3'" in capsys.readouterr().err
 
 
+def test_report_captions_name_the_host_of_a_flagged_configuration(
+        tmp_path: Path, campaigns: Any) -> None:
+    # the figure's lines said @hostA / @hostB, its caption "noisy: torch fcn-r b8 cpu:1
+    # (runs 1, 2), torch fcn-r b8 cpu:1 (runs 3, 4)": two configurations, one name
+    from dltop.report.captions import flagged_text
+    from dltop.report.data import spread_text
+    from dltop.results.aggregate import config_results
+    from dltop.store.study import open_study
+
+    for host in ("hostA", "hostB"):
+        db = connect(tmp_path / f"{host}.db")
+        cid, jobs = campaigns.create(db, campaigns.profile("n", ["cpu:1"], batch_sizes=(8,),
+                                                           repeats=2), name="n")
+        for k, (_, jid) in enumerate(jobs):
+            campaigns.add_run(db, cid, jid, [0.1 + 0.05 * k, 0.1, 0.12],
+                              fields={"noisy": 1})
+        db["campaigns"].update(cid, {"status": "finished", "host": host})
+        db.close()
+    study = open_study([str(tmp_path / "hostA.db"), str(tmp_path / "hostB.db")])
+    results = config_results(study, [1, 2])
+    text = flagged_text(results)
+    assert "cpu:1 @hostA (runs 1, 2)" in text and "cpu:1 @hostB (runs 3, 4)" in text, text
+    assert "@host" in spread_text(results)
+
+
 @pytest.mark.parametrize("command", [["log", "1"], ["import", "x.db"],
                                      ["prune", "--dry-run"]])
 def test_one_database_commands_refuse_a_second_db(

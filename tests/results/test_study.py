@@ -93,6 +93,8 @@ def test_compare_across_databases(two: tuple[Path, Path],
     ratios = [r["ratio"] for r in out["rows"]]
     assert len(ratios) == 2 and all(0.4 < x < 0.6 for x in ratios)  # H200 about 2x
     assert [c["ref"] for c in out["campaigns"]] == ["h100:1", "h200:1"]
+    # A and B themselves, not {"id": 1} twice
+    assert (out["a"]["ref"], out["b"]["ref"]) == ("h100:1", "h200:1")
 
 
 def test_same_file_twice_is_read_once(two: tuple[Path, Path],

@@ -388,7 +388,9 @@ def compare_table(rows: list[Comparison],
         return ", ".join(f"{c.id} `{c.name}`" for c in side)
 
     def refs(side: list[queries.CampaignRow]) -> dict[str, Any] | list[dict[str, Any]]:
-        out = [{"id": c.id, "name": c.name} for c in side]
+        # a study's campaign keeps its "ref" (FILE:ID) beside its id, as in every export
+        out = [{k: v for k, v in c.as_json().items() if k in ("id", "ref", "name")}
+               for c in side]
         return out[0] if len(out) == 1 else out
 
     table = Table(

@@ -208,6 +208,25 @@ def test_report_captions_name_the_host_of_a_flagged_configuration(
     assert "@host" in spread_text(results)
 
 
+def test_a_bad_file_in_a_study_is_refused_before_anything_is_printed(
+        two: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # status printed the first database's state, then failed on the second; a directory
+    # read "no such database" in a study and "is a directory" alone
+    a, _ = two
+    capsys.readouterr()
+    assert cli.main(["status", "--db", str(a), "--db", str(tmp_path / "nope.db")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "nope.db: no such database" in err
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    for cmd in (["export"], ["import", "--db", str(tmp_path / "t.db")]):
+        args = [*cmd, str(folder)] if cmd[0] == "import" else \
+            [*cmd, "--db", str(a), "--db", str(folder)]
+        assert cli.main(args) == 2
+        assert f"{folder} is a directory, not a database file" in capsys.readouterr().err
+    assert not (tmp_path / "t.db").exists()
+
+
 @pytest.mark.parametrize("command", [["log", "1"], ["import", "x.db"],
                                      ["prune", "--dry-run"]])
 def test_one_database_commands_refuse_a_second_db(

@@ -77,6 +77,8 @@ def snapshot(path: Path, into: Path, *, target: Path | None = None) -> Path:
     from dltop.store.reader import ReadDb
 
     path = Path(path)
+    if path.is_dir():  # as one --db says it
+        raise UserError(f"{path} is a directory, not a database file")
     if not path.is_file():
         raise UserError(f"{path}: no such database")
     if target is not None and target.exists() and os.path.samefile(path, target):

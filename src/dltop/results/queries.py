@@ -206,7 +206,7 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
 _PROGRAM_LINES = "; last output lines:\n"
 """Where the command runner's note (runners/child/command_runner.py) gives the program's
 last lines after its own reason."""
-_PROGRAM_FAILED = re.compile(r" exited with status -?\d+ after ")
+_PROGRAM_FAILED = re.compile(r" exited with status (-?\d+) after ")
 """A program that exited on its own error: its last line names it (a killed one's cannot)."""
 
 
@@ -215,7 +215,8 @@ def message_cause(text: str | None) -> str | None:
     log path a command's crash note ends with (``log: ...``); None for no text.
 
     A command's note is dltop's reason, then the program's last output lines: the last
-    of those is the cause when the program exited with an error (its exception), but
+    of those, after its exit status, is the cause when the program exited with an error
+    (its exception), but
     dltop's reason when a signal killed it or dltop stopped a program that ran fine (a
     regex that never matched).
     """
@@ -224,6 +225,10 @@ def message_cause(text: str | None) -> str | None:
         return head.strip().splitlines()[-1] if head.strip() else None
     lines = [ln for ln in str(text or "").strip().splitlines()
              if ln.strip() and not ln.startswith("log: ")]
+    if sep and lines and (failed := _PROGRAM_FAILED.search(head)):
+        # its status beside its last line: a program that exits 3 without a word
+        # left a step's line there ("step 4 took 2.076 ms"), no cause at all
+        return f"exit status {failed.group(1)}: {lines[-1].strip()}"
     return lines[-1] if lines else None
 
 

@@ -175,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "or a comma-separated list (3,5): one table over all of them")
     exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex", "tex"],
                      type=_format, help="tex is latex; default: the -o file's suffix (.md "
-                                        ".csv .json .tex), else md")
+                                        ".csv .json .tex; .txt or none: md)")
     # the declared metrics (metricdefs is light: no results code runs to list them)
     exp.add_argument("--metric", default=None, choices=list(METRICS),
                      help="the pivot's cells (docs/metrics.md): time (median s/iter, "

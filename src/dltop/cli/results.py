@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from dltop.cli.common import EXIT_REGRESSION, one_db_for_run, open_reading
@@ -43,6 +44,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     # a run's profile names its own campaign
     ids = [] if run is not None else [c.id for c in queries.resolve_campaigns(db, args.campaign)]
     if args.output:
+        suffix = Path(args.output).suffix.lower()
+        if args.format is None and suffix not in (*export.SUFFIXES, "", ".txt"):
+            # Markdown under a .xlsx or .html name opens as a broken file there
+            raise UserError(f"{args.output}: dltop does not write {suffix} files (.md .csv "
+                            ".json .tex by their suffix; .txt or none: Markdown); give "
+                            "--format to write one under this name")
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
                               metric=metric, run=run, columns=columns,

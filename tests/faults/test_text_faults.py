@@ -506,18 +506,34 @@ def without_dac(args: list[str]) -> list[str]:
     return ["setpriv", f"--inh-caps={drop}", f"--bounding-set={drop}", *args]
 
 
-def test_existing_db_in_a_read_only_directory_says_so(shared_tmp: Path) -> None:
-    from dltop.store import connect
+def test_existing_db_in_a_read_only_directory_is_read_without_side_files(
+        shared_tmp: Path) -> None:
+    # a committed database on a read-only directory (an archive, a read-only share):
+    # every reading command reads it, as a study of it already did, and nothing is
+    # created beside it; one with a -wal but no -shm there still cannot be read
+    from dltop.store import Store, connect
 
     folder = shared_tmp / "ro"
     folder.mkdir()
-    connect(folder / "d.db").close()
+    db = connect(folder / "d.db")
+    cid = Store(db).create_campaign("archived", [], [], "host-1", os.getpid(), None)
+    db["campaigns"].update(cid, {"status": "finished", "finished_at": "2026-11-26T10:00:00"})
+    db.close()
     (folder / "d.db").chmod(0o666)
     folder.chmod(0o555)
     env = {**os.environ, "DLTOP_DB": str(folder / "d.db")}
-    for cmd in (["status"], ["runs"], ["export"]):
+    for cmd, says in ((["status"], "campaign 1 `archived`"), (["runs"], "run  campaign"),
+                      (["export"], "Campaign 1 `archived`")):
         res = subprocess.run(without_dac([sys.executable, "-m", "dltop", *cmd]),
                              capture_output=True, text=True, env=env, timeout=60)
-        assert res.returncode == 2, res.stderr
-        assert "not a SQLite database" not in res.stderr, res.stderr
-        assert f"the directory {folder} is not writable" in res.stderr, res.stderr
+        assert res.returncode == 0, res.stderr
+        assert says in res.stdout, res.stdout
+    assert sorted(p.name for p in folder.iterdir()) == ["d.db"]
+    folder.chmod(0o755)
+    (folder / "d.db-wal").write_bytes(b"")
+    folder.chmod(0o555)
+    res = subprocess.run(without_dac([sys.executable, "-m", "dltop", "export"]),
+                         capture_output=True, text=True, env=env, timeout=60)
+    assert res.returncode == 2, res.stderr
+    assert "not a SQLite database" not in res.stderr, res.stderr
+    assert f"the directory {folder} is not writable" in res.stderr, res.stderr

@@ -79,6 +79,26 @@ def test_a_short_run_is_drawn_whole_and_says_nothing(report_db: Path) -> None:
     assert {r["panel"] for r in rep.runs[0].rows} >= {"s/iter", "GPU power W", "CPU %"}
 
 
+def test_a_few_rows_are_drawn_whole_however_they_fall_in_time(tmp_path: Path) -> None:
+    # a step, 4 s of nothing, then four quick ones 2 ms apart: those four shared one of
+    # the 150 spans, which kept its min and max only ("s/iter 5 → 4" for a 5-step run)
+    db = connect(tmp_path / "few.db")
+    add_campaign(db, CPU_PROFILE, "cpu-demo", gpu=False)
+    run_id = int(db.execute("select min(id) from runs").fetchone()[0])
+    ends = (1.0, 5.0, 5.002, 5.004, 5.006)
+    with db.conn:
+        db.conn.execute("delete from iterations where run_id = ?", [run_id])
+        db.conn.executemany(
+            "insert into iterations (run_id, idx, seconds, samples, warmup, loss, t_mono_ns) "
+            "values (?, ?, ?, 8, 0, 1.0, ?)",
+            ((run_id, i, 1.0 if i == 0 else 0.002 + 0.0001 * i, int((100 + end) * 1e9))
+             for i, end in enumerate(ends)))
+    db.close()
+    got = series.iteration_series(open_reader(tmp_path / "few.db"), run_id, "seconds", 300)
+    assert len(got.rows) == 5 and not got.downsampled
+    assert [r["idx"] for r in got.rows] == [0, 1, 2, 3, 4]
+
+
 def test_only_runs_draws_those_and_refuses_a_foreign_one(report_db: Path) -> None:
     db = open_reader(report_db)
     camps = queries.resolve_campaigns(db, "1")

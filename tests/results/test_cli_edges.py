@@ -33,6 +33,9 @@ def test_export_format_tex_is_latex(db_path: Path, capsys: pytest.CaptureFixture
     assert cli.main(["export", "--db", str(db_path), "--format", "tex"]) == 0
     tex = capsys.readouterr().out
     assert "\\toprule" in tex and "|" not in tex.split("\\toprule")[1]
+    # the noisy cell's `*` is explained in the comment lines above the tabular
+    head, body = tex.split("\\begin{tabular}")
+    assert "*" in body and "`*` noisy" in head, tex
     assert cli.main(["export", "--db", str(db_path), "--format", "latex"]) == 0
     assert capsys.readouterr().out == tex
     # (a campaign against itself is refused since issue 40: its devices against each other)
@@ -155,3 +158,22 @@ def test_report_flag_lists_say_shared_or_packed() -> None:
     assert _flags({**row, "pack": False}) == ["shared"]
     assert _flags({**row, "pack": True}) == ["packed"]
     assert _flags({**row, "concurrent_runs": 0, "pack": True}) == []
+
+
+def test_the_pivot_explains_every_cell_without_a_number(
+        tmp_path: Path, campaigns: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    # 'short 4/10', '-' (queued) and an empty cell were printed with no legend: the note
+    # named OOM, n/a and failed only
+    db = connect(tmp_path / "s.db")
+    cid, jobs = campaigns.create(db, campaigns.profile("edges", ["cpu:1", "cpu:2"])
+                                 + '[[matrix]]\nframeworks = ["torch"]\nmodels = ["fcn-r"]\n'
+                                 'batch_sizes = [32]\ndevices = ["cpu:1"]\n', name="edges")
+    campaigns.add_run(db, cid, jobs[0][1], [], status="short",
+                      fields={"n_iterations": 4})
+    db.close()
+    assert cli.main(["export", "--db", str(tmp_path / "s.db")]) == 0
+    out = capsys.readouterr().out
+    assert "| short 4/" in out and "| - |" in out and "|  |" in out, out
+    assert "short n/m: the program ended after n of the m measured iterations" in out
+    assert "`-` no result yet: its runs are queued or running." in out
+    assert "An empty cell: no such configuration in these campaigns." in out

@@ -200,3 +200,17 @@ def test_metrics_without_a_value_are_not_comparable_and_say_why(
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--metric", "energy"]) == 0
     md = capsys.readouterr().out
     assert "B = campaign 2 `new`: J/sample" in md and "| A J/sample | B J/sample |" in md
+
+
+def test_values_keep_four_significant_digits(tmp_path: Path, campaigns: Any,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    # 0.2320 beside 0.1611, not 0.232: a column of one precision, as the summary's
+    db = connect(tmp_path / "d.db")
+    for name, seconds in (("a", 0.25), ("b", 0.5)):
+        cid, jobs = campaigns.create(db, campaigns.profile("p", ["cpu:1"], batch_sizes=(8,),
+                                                           repeats=2), name)
+        for _job, job_id in jobs:
+            campaigns.add_run(db, cid, job_id, [seconds] * 10, 8)
+    db.close()
+    assert cli.main(["compare", "--db", str(tmp_path / "d.db"), "a", "b"]) == 0
+    assert "| 0.2500 | 0.5000 | 2.000 |" in capsys.readouterr().out

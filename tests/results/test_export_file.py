@@ -58,3 +58,9 @@ def test_cli_export_takes_the_format_from_the_output_suffix(db_path: Path,
     txt = tmp_path / "t.txt"  # an unknown suffix keeps the default, Markdown
     assert cli.main(["export", "--db", str(db_path), "--table", "scaling", "-o", str(txt)]) == 0
     assert txt.read_text().startswith("Campaign 1 `files` (queued): scaling")
+    # another suffix is no format dltop writes: refused, nothing written, unless --format
+    xlsx = tmp_path / "t.xlsx"
+    assert cli.main(["export", "--db", str(db_path), "-o", str(xlsx)]) == 2
+    assert not xlsx.exists()
+    assert cli.main(["export", "--db", str(db_path), "--format", "csv", "-o", str(xlsx)]) == 0
+    assert xlsx.read_text().startswith("# Campaign 1 `files`")

@@ -88,12 +88,22 @@ def test_check_cli_exit_codes(tmp_path: Path, campaigns: Any,
     assert cli.main(["check", "--db", str(tmp_path / "f.db"), "1"]) == 1
     out, err = capsys.readouterr()
     assert "fail (below)" in out and "| pass " in out and "samples_per_s (samples/s)" in out
+    # 4 significant digits with their trailing zeros, as the summary prints them
+    assert "| 0.01000 | -10% / +10% |" in out and "| 400.0 |" in out, out
     assert "3 of 5 reference check(s) failed" in err
     build(tmp_path / "p.db", campaigns, failing=False)
     assert cli.main(["check", "--db", str(tmp_path / "p.db"), "refs", "--format",
                      "csv"]) == 0
     out = capsys.readouterr().out
     assert "no reference" in out and "fail" not in out.split("no reference")[0]
+    # which campaign and environment were judged, as every export says (JSON said
+    # "campaigns": [], "environment": null, and no format had the environment)
+    assert "\n# Environment: host " in out
+    assert cli.main(["check", "--db", str(tmp_path / "p.db"), "refs", "--format",
+                     "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in doc["campaigns"]] == ["refs"]
+    assert doc["environment"]["hosts"] and doc["caption"][0].startswith("Environment: ")
     assert cli.main(["check", "--db", str(tmp_path / "p.db"), "7"]) == 2
     assert "Traceback" not in capsys.readouterr().err
 

@@ -36,8 +36,8 @@ def test_every_format_draws_every_column() -> None:
                     ["fcn-r", "fp16", "0.25", "ok", "1.5", "ok"],
                     ["lstm", "fp32", "", "OOM", "", ""]]
     tex = render(_table(), "latex").splitlines()
-    assert tex[:2] == ["% T\\_1", "\\begin{tabular}{llrr}"]
-    assert tex[3] == "Model & precision & s/iter & memory \\\\"
+    assert tex[:3] == ["% T\\_1", "% note", "\\begin{tabular}{llrr}"]
+    assert tex[4] == "Model & precision & s/iter & memory \\\\"
     doc = json.loads(render(_table(), "json"))
     assert doc["rows"][1] == {"model": "lstm", "precision": "fp32", "median_s": None,
                               "mem_gib": None, "status": "oom"}

@@ -91,6 +91,8 @@ def test_piped_output_is_plain_text_every_column_whole(runs_db: Path) -> None:
     assert not BOX.search(res.stdout) and not ANSI.search(res.stdout)
     header = res.stdout.splitlines()[0].split()
     assert {"started", "campaign", "cv", "samples/s"} <= set(header)
+    first = res.stdout.splitlines()[0]
+    assert "rep  n iters  median s" in first, first
     assert CAUSE in res.stdout  # not cut: a pipe keeps whole lines
 
 
@@ -116,6 +118,8 @@ def test_json_is_one_array_of_objects_with_units_in_the_keys(runs_db: Path) -> N
     ok = next(r for r in data if r["status"] == "ok" and r["device"] == "cpu:1"
               and r["model"] == "resnet-50")
     assert ok["median_s"] == pytest.approx(0.11) and ok["identity"]["precision"] == "fp32"
+    # the n behind the median: a time window measures more than `iterations` asks
+    assert ok["n_iterations"] == 3
 
 
 def test_csv_parses_with_the_csv_module(runs_db: Path) -> None:

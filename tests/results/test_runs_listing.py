@@ -41,7 +41,7 @@ def test_runs_shows_the_cause_and_the_note_not_the_log_path(
         "note": "protocol errors (2), first: iter seconds -6.2 not in (0, 1e6]"})
     assert cli.main(["runs", "--db", str(db_path)]) == 0
     out = capsys.readouterr().out
-    assert "RuntimeError: out of data" in out and "runner.log" not in out
+    assert "exit status 1: RuntimeError: out of data" in out and "runner.log" not in out
     assert "protocol errors (2)" in out
 
 

@@ -93,6 +93,8 @@ def test_compare_across_databases(two: tuple[Path, Path],
     ratios = [r["ratio"] for r in out["rows"]]
     assert len(ratios) == 2 and all(0.4 < x < 0.6 for x in ratios)  # H200 about 2x
     assert [c["ref"] for c in out["campaigns"]] == ["h100:1", "h200:1"]
+    # A and B themselves, not {"id": 1} twice
+    assert (out["a"]["ref"], out["b"]["ref"]) == ("h100:1", "h200:1")
 
 
 def test_same_file_twice_is_read_once(two: tuple[Path, Path],
@@ -156,6 +158,73 @@ def test_a_run_id_needs_one_database(two: tuple[Path, Path], tmp_path: Path,
                  ["report", "--run", "1", "-o", str(tmp_path / "r.html")]):
         assert cli.main([*args, "--db", str(a), "--db", str(b)]) == 2
         assert "--run names a run of one database: give one --db" in capsys.readouterr().err
+
+
+def test_a_studys_refs_read_in_that_database_alone(two: tuple[Path, Path],
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    # what a study prints (campaign h200:1, run h200:3) is taken by a command given that
+    # file alone; it said "no campaign named 'h200:1'" and "invalid int value: 'h200:3'"
+    _a, b = two
+    capsys.readouterr()
+    assert cli.main(["export", "--db", str(b), "--campaign", "h200:1"]) == 0
+    assert capsys.readouterr().out.startswith("Campaign 1 `check`")
+    assert cli.main(["runs", "--db", str(b), "--campaign", f"{b}:1", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == 4
+    assert cli.main(["compare", "--db", str(b), "h200:1", "--by", "batch"]) == 0
+    capsys.readouterr()
+    assert cli.main(["log", "--db", str(b), "h200:3"]) == 2
+    assert "run 3 has no log" in capsys.readouterr().err
+    assert cli.main(["export", "--db", str(b), "--table", "profile", "--run", "h200:3"]) == 2
+    assert "--run 3: the run has no operator profile" in capsys.readouterr().err
+    # another file's ref stays refused, naming what was given
+    assert cli.main(["export", "--db", str(b), "--campaign", "h100:1"]) == 2
+    assert "no campaign named 'h100:1'" in capsys.readouterr().err
+    assert cli.main(["log", "--db", str(b), "h100:3"]) == 2
+    assert "got 'h100:3'" in capsys.readouterr().err
+
+
+def test_report_captions_name_the_host_of_a_flagged_configuration(
+        tmp_path: Path, campaigns: Any) -> None:
+    # the figure's lines said @hostA / @hostB, its caption "noisy: torch fcn-r b8 cpu:1
+    # (runs 1, 2), torch fcn-r b8 cpu:1 (runs 3, 4)": two configurations, one name
+    from dltop.report.captions import flagged_text
+    from dltop.report.data import spread_text
+    from dltop.results.aggregate import config_results
+    from dltop.store.study import open_study
+
+    for host in ("hostA", "hostB"):
+        db = connect(tmp_path / f"{host}.db")
+        cid, jobs = campaigns.create(db, campaigns.profile("n", ["cpu:1"], batch_sizes=(8,),
+                                                           repeats=2), name="n")
+        for k, (_, jid) in enumerate(jobs):
+            campaigns.add_run(db, cid, jid, [0.1 + 0.05 * k, 0.1, 0.12],
+                              fields={"noisy": 1})
+        db["campaigns"].update(cid, {"status": "finished", "host": host})
+        db.close()
+    study = open_study([str(tmp_path / "hostA.db"), str(tmp_path / "hostB.db")])
+    results = config_results(study, [1, 2])
+    text = flagged_text(results)
+    assert "cpu:1 @hostA (runs 1, 2)" in text and "cpu:1 @hostB (runs 3, 4)" in text, text
+    assert "@host" in spread_text(results)
+
+
+def test_a_bad_file_in_a_study_is_refused_before_anything_is_printed(
+        two: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # status printed the first database's state, then failed on the second; a directory
+    # read "no such database" in a study and "is a directory" alone
+    a, _ = two
+    capsys.readouterr()
+    assert cli.main(["status", "--db", str(a), "--db", str(tmp_path / "nope.db")]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "nope.db: no such database" in err
+    folder = tmp_path / "folder.db"
+    folder.mkdir()
+    for cmd in (["export"], ["import", "--db", str(tmp_path / "t.db")]):
+        args = [*cmd, str(folder)] if cmd[0] == "import" else \
+            [*cmd, "--db", str(a), "--db", str(folder)]
+        assert cli.main(args) == 2
+        assert f"{folder} is a directory, not a database file" in capsys.readouterr().err
+    assert not (tmp_path / "t.db").exists()
 
 
 @pytest.mark.parametrize("command", [["log", "1"], ["import", "x.db"],

@@ -50,7 +50,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     paths = db_list(args.db)
     if len(paths) == 1:
         return _status(paths[0])
-    for i, path in enumerate(unique_paths([str(p) for p in paths])):
+    given = unique_paths([str(p) for p in paths])
+    for path in given:  # every file checked before any is printed, as a study does
+        open_reader(path).close()
+    for i, path in enumerate(given):
         print(f"{'' if i == 0 else chr(10)}{one_line(path)}:")
         _status(path)
     return 0

@@ -47,11 +47,16 @@ class _Out:
 
 
 def cmd_log(args: argparse.Namespace) -> int:
+    from dltop.cli.report import run_ids
     from dltop.live.logfile import open_log, tail_lines
     from dltop.store.db import resolve_db_path
     from dltop.store.read.rundetail import pruned, run_log
     from dltop.store.reader import open_reader
 
+    given = args.run
+    (args.run, *more) = run_ids(given, args.db, "RUN")
+    if more:
+        raise UserError(f"RUN: one run's log at a time, got {given!r}")
     db = open_reader(resolve_db_path(args.db))
     row = run_log(db, args.run)
     if row is None:

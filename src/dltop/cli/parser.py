@@ -182,7 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "or a comma-separated list (3,5): one table over all of them")
     exp.add_argument("--format", default=None, choices=["md", "csv", "json", "latex", "tex"],
                      type=_format, help="tex is latex; default: the -o file's suffix (.md "
-                                        ".csv .json .tex), else md")
+                                        ".csv .json .tex; .txt or none: md)")
     # the declared metrics (metricdefs is light: no results code runs to list them)
     exp.add_argument("--metric", default=None, choices=list(METRICS),
                      help="the pivot's cells (docs/metrics.md): time (median s/iter, "
@@ -199,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "row per configuration with every metric and a 95%% CI; scaling: "
                           "time, speedup and efficiency against one device; profile: the "
                           "top operators of one run (--run N, profile = true)")
-    exp.add_argument("--run", type=int, default=None, metavar="N",
+    exp.add_argument("--run", default=None, metavar="N",
                      help="the run of --table profile ('dltop runs' lists run ids)")
     exp.add_argument("--columns", action="append", metavar="NAMES",
                      help="only these columns, in this order: headers or keys, comma-separated "
@@ -283,7 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     logp = sub.add_parser("log", help="print a run's runner.log (its id from 'dltop runs')")
     db_arg(logp)
-    logp.add_argument("run", type=int, metavar="RUN", help="the run's id")
+    logp.add_argument("run", metavar="RUN", help="the run's id (a study's FILE:RUN too, "
+                      "FILE this --db)")
     logp.add_argument("--tail", type=_count, default=None, metavar="N",
                       help="only the last N lines")
     logp.add_argument("-f", "--follow", action="store_true",

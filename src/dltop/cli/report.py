@@ -14,17 +14,26 @@ from dltop.textsafe import one_line
 DEFAULT_OUTPUT = "report.html"
 
 
-def run_ids(text: str) -> tuple[int, ...]:
-    """``--run 12,14`` as run ids.
+def run_ids(text: str, db: str | list[str] | None, option: str = "--run") -> tuple[int, ...]:
+    """``--run 12,14`` as run ids of the one database ``db`` names; a study's ``FILE:12``
+    is taken where FILE is that database (its path or stem, as ``dltop runs`` of a study
+    prints it).
 
     Raises:
-        UserError: an item is not a positive whole number.
+        UserError: an item is not a positive whole number, or names another database.
     """
+    from dltop.cli.common import db_list
+    from dltop.results.studyrefs import in_file
+    from dltop.store.db import resolve_db_path
+
+    path = str(resolve_db_path(db_list(db)[0]))
     out = []
     for item in text.split(","):
-        if not item.strip().isdigit() or int(item) < 1:
-            raise UserError(f"--run: expected run ids such as 12 or 12,14, got {text!r}")
-        out.append(int(item))
+        own = in_file(item.strip(), path)
+        if not own.isdigit() or int(own) < 1:
+            raise UserError(f"{option}: expected run ids such as 12 or 12,14 (or "
+                            f"{Path(path).stem}:12, the run as a study names it), got {text!r}")
+        out.append(int(own))
     return tuple(dict.fromkeys(out))
 
 
@@ -63,9 +72,9 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     if args.max_runs < 0:
         raise UserError(f"--max-runs: expected a number >= 0, got {args.max_runs}")
-    only = run_ids(args.run) if getattr(args, "run", None) else ()
-    if only:
+    if getattr(args, "run", None):
         one_db_for_run(args.db)
+    only = run_ids(args.run, args.db) if getattr(args, "run", None) else ()
     if args.format is not None and args.figures is None:
         raise UserError("--format picks the --figures files' format (give --figures DIR)")
     output = Path(args.output) if args.output else (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any
 
 from dltop.catalog import RESULT_STATUSES
@@ -34,11 +35,22 @@ def cmd_export(args: argparse.Namespace) -> int:
     columns = [name for arg in getattr(args, "columns", None) or () for name in arg.split(",")
                if name.strip()]
     if run is not None:
+        from dltop.cli.report import run_ids
+
         one_db_for_run(args.db)
+        (run, *more) = run_ids(run, args.db)
+        if more:
+            raise UserError(f"--run: one run's operators at a time, got {args.run!r}")
     db = open_reading(args.db)
     # a run's profile names its own campaign
     ids = [] if run is not None else [c.id for c in queries.resolve_campaigns(db, args.campaign)]
     if args.output:
+        suffix = Path(args.output).suffix.lower()
+        if args.format is None and suffix not in (*export.SUFFIXES, "", ".txt"):
+            # Markdown under a .xlsx or .html name opens as a broken file there
+            raise UserError(f"{args.output}: dltop does not write {suffix} files (.md .csv "
+                            ".json .tex by their suffix; .txt or none: Markdown); give "
+                            "--format to write one under this name")
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
                               metric=metric, run=run, columns=columns,
@@ -114,8 +126,8 @@ def _gate(args: argparse.Namespace, rows: list[Any], where: str) -> int:
 
 
 RUN_KEYS = ("run_id", "campaign_id", "job_id", "attempt", "started_at", "status",
-            "framework", "model", "batch_size", "device", "repeat", "median_s",
-            "samples_per_s", "cv", "noisy", "message", "wall_s", "queue_s")
+            "framework", "model", "batch_size", "device", "repeat", "n_iterations",
+            "median_s", "samples_per_s", "cv", "noisy", "message", "wall_s", "queue_s")
 """``dltop runs --json/--csv`` keys, in order (``repeat`` counts from 1, as listed); JSON
 adds ``identity`` (the job's whole identity), CSV has it as a JSON text column."""
 
@@ -192,12 +204,15 @@ def cmd_runs(args: argparse.Namespace) -> int:
                *times, ListColumn("status", 1), ListColumn("framework", 1), ListColumn("model", 1),
                ListColumn("batch", 3), ListColumn("device", 1),
                *(ListColumn(h, 3) for h in var.headers), ListColumn("rep", 5),
-               ListColumn("median s", 1), ListColumn("per s" if mixed else rate, 3),
+               # the n behind the median: a time window measures more than `iterations`
+               ListColumn("n iters", 5), ListColumn("median s", 1),
+               ListColumn("per s" if mixed else rate, 3),
                ListColumn("cv", 5), ListColumn("note", 2, flex=True, min_width=12))
     cells = [(str(r.run_id), str(r.campaign_id), (r.started_at or "")[:19].replace("T", " "),
               *((_secs(r.queue_s), _secs(r.wall_s)) if slurm else ()), r.status,
               r.framework, r.model, str(r.batch_size), r.device,
               *var.texts(idents[r.run_id]), str(r.repeat + 1),
+              "-" if r.n_iterations is None else str(r.n_iterations),
               *figures(r), note(r))
              for r in rows]
     print_listing(columns, cells, var.caption() if rows else None)
@@ -249,7 +264,8 @@ def _print_records(rows: list[Any], idents: dict[int, dict[str, Any]], *,
     study = bool(rows) and isinstance(rows[0].run_id, StudyId)
     records = [{**dict(zip(RUN_KEYS, (
         _plain(r.run_id), _plain(r.campaign_id), _plain(r.job_id), r.attempt, r.started_at,
-        r.status, r.framework, r.model, r.batch_size, r.device, r.repeat + 1, r.median_s,
+        r.status, r.framework, r.model, r.batch_size, r.device, r.repeat + 1,
+        r.n_iterations, r.median_s,
         r.samples_per_s, r.cv, r.noisy, r.message, r.wall_s, r.queue_s), strict=True)),
         "identity": idents.get(r.run_id, {}),
         **({"database": str(r.run_id).rpartition(":")[0]} if study else {})}
@@ -292,7 +308,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     db = open_reading(args.db)
     camps = queries.resolve_campaigns(db, args.campaign, given_as="check")
     verdicts = checks.check(db, [c.id for c in camps])
-    sys.stdout.write(render(references.check_table(verdicts, camps), args.format))
+    sys.stdout.write(render(references.check_table(verdicts, camps, db), args.format))
     failed = [v for v in verdicts if v.outcome == references.FAIL]
     judged = [v for v in verdicts if v.ref is not None]
     if failed:

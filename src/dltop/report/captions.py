@@ -26,6 +26,12 @@ def label(r: ConfigResult | scaling.ScalingRow, var: identity.Variation, *,
     return one_line(" ".join(parts))
 
 
+def at_host(name: str, r: ConfigResult, results: Sequence[ConfigResult]) -> str:
+    """``name`` with ``@host`` where ``results`` span several hosts, as the figure's lines
+    say it: a study's ``torch fcn-r b64 cpu:1`` is otherwise two configurations."""
+    return f"{name} @{r.host}" if len({x.host for x in results}) > 1 else name
+
+
 def n_text(results: Sequence[ConfigResult]) -> str:
     """``n = 2 runs per point`` (``n = 1–3`` when it differs)."""
     ns = sorted({r.n_runs for r in results})
@@ -54,7 +60,7 @@ def flagged_text(results: Sequence[ConfigResult]) -> str:
             if ids and len(who) >= MAX_FLAGGED:
                 more += 1
             elif ids:
-                who.append(one_line(f"{names[i]} "
+                who.append(one_line(f"{at_host(names[i], r, results)} "
                                     f"(run{'s' if len(ids) > 1 else ''} {', '.join(ids)})"))
         if more:
             who.append(f"and {more} more configuration{'s' if more > 1 else ''} (the "

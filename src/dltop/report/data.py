@@ -50,7 +50,8 @@ SPREAD_TIME = "error bars: min–max of the runs' median s/iter"
 
 def _named(r: ConfigResult, results: Sequence[ConfigResult]) -> str:
     """``r``'s run label against the fields varying among ``results`` (the figure's)."""
-    return labels.label(r.identity, identity.variation(x.identity for x in results).fields)
+    return captions.at_host(labels.label(
+        r.identity, identity.variation(x.identity for x in results).fields), r, results)
 
 
 def spread_text(results: Sequence[ConfigResult]) -> str:

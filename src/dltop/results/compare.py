@@ -40,7 +40,17 @@ from dltop.results import bootstrap, caption, comparemetrics, identity, idread, 
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.places import device_key, rank
-from dltop.results.table import Cell, Column, Millis, Role, Row, Table, key_cell, pick_columns
+from dltop.results.table import (
+    Cell,
+    Column,
+    Millis,
+    Role,
+    Row,
+    Table,
+    fmt_seconds,
+    key_cell,
+    pick_columns,
+)
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -330,7 +340,8 @@ def compare_table(rows: list[Comparison],
     modes = identity.modes(c.identity for c in rows)
     unit = tokens.metric_for(metric, models, modes).unit
     per_row = tokens.labels_rows(metric, models)
-    fmt = "{:.1f}" if metric == "throughput" else "{:.4g}"
+    # 4 significant digits, trailing zeros kept (0.2320 beside 0.1611, not 0.232)
+    fmt = "{:.1f}".format if metric == "throughput" else fmt_seconds
     var = identity.variation(c.identity for c in rows)
     row_var = var.without(*identity.ROW_KEYS)
     unit_col = (Column(tokens.UNIT_COLUMN, "unit", Role.KEY),) if per_row else ()
@@ -356,7 +367,7 @@ def compare_table(rows: list[Comparison],
             *identity.value_cells(keyed),
             *row_var.cells(c.identity),
             *((key_cell(tokens.row_unit(metric, m)),) if per_row else ()),
-            _num(c.a, fmt.format(c.a or 0.0)), _num(c.b, fmt.format(c.b or 0.0)),
+            _num(c.a, fmt(c.a or 0.0)), _num(c.b, fmt(c.b or 0.0)),
             _num(c.ratio, f"{c.ratio or 0.0:.3f}"), *ci_cells(c),
             key_cell(f"{c.runs_a}/{c.runs_b}" if c.runs_a or c.runs_b else ""),
             key_cell(", ".join(c.flags_a)), key_cell(", ".join(c.flags_b)),
@@ -377,7 +388,9 @@ def compare_table(rows: list[Comparison],
         return ", ".join(f"{c.id} `{c.name}`" for c in side)
 
     def refs(side: list[queries.CampaignRow]) -> dict[str, Any] | list[dict[str, Any]]:
-        out = [{"id": c.id, "name": c.name} for c in side]
+        # a study's campaign keeps its "ref" (FILE:ID) beside its id, as in every export
+        out = [{k: v for k, v in c.as_json().items() if k in ("id", "ref", "name")}
+               for c in side]
         return out[0] if len(out) == 1 else out
 
     table = Table(

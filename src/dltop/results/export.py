@@ -91,6 +91,17 @@ NOTE_PACKED = ("† measured while other runs shared its devices: packed (its ca
                "them): a throughput figure, not a clean single-run one.")
 NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (incomplete: "
                    "the others failed, were cancelled or have not run).")
+NOTE_STATUSES = (("timeout", "timeout: stopped at its timeout_s"),
+                 ("cancelled", "cancelled: stopped or dropped by a cancel"),
+                 ("diverged", "diverged: the loss became NaN or infinite"),
+                 ("short", "short n/m: the program ended after n of the m measured "
+                           "iterations asked"),
+                 ("setup failed", "setup failed: its Slurm setup line failed, the runner "
+                                  "never started"))
+"""The other cells without a number (docs/metrics.md, "Cells without a number"): each
+explained under a pivot that has one."""
+NOTE_PENDING = "`-` no result yet: its runs are queued or running."
+NOTE_EMPTY = "An empty cell: no such configuration in these campaigns."
 NOTE_SIMULATED = ("Device telemetry of this campaign came from SIMULATED GPUs "
                   "(--fake-gpus): not real hardware.")
 
@@ -204,6 +215,17 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
             lmcost.NO_EMBEDDING) else lmcost.NANOGPT] + ".")
     if any(r.incomplete and r.n_runs for r in results):
         notes.append(NOTE_INCOMPLETE)
+    # the cells without a number that no other note names
+    shown = [c for row in rows for c in row.cells[len(columns) - len(devices):]]
+    if any(c is not None and c.value is None and c.text == "-" for c in shown):
+        notes.append(NOTE_PENDING)
+    if any(c is None for c in shown):
+        notes.append(NOTE_EMPTY)
+    missing = {c.text for c in shown if c is not None and c.value is None}
+    said = [why for label, why in NOTE_STATUSES
+            if any(text == label or text.startswith(f"{label} ") for text in missing)]
+    if said:
+        notes.append("; ".join(said) + ".")
     if any(r.packed or r.shared for r in results):  # only ok results ever are
         notes.append(NOTE_PACKED)
     if any(r.contaminated for r in results):

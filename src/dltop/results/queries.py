@@ -14,6 +14,7 @@ from dltop.results import labels, studyrefs
 from dltop.store import samples
 from dltop.store.read import campaigns as stored
 from dltop.store.read import jobruns
+from dltop.store.read.changes import main_file
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -83,6 +84,9 @@ class RunRow:
     """Seconds the run ran (a Slurm job's from its start, not its submission)."""
     queue_s: float | None = None
     """Seconds its Slurm job waited in the queue (None: not a Slurm batch job)."""
+    n_iterations: int | None = None
+    """The iterations it measured (warm-up excluded): ``iterations``, or more where a time
+    window (``min_time_s``) held it longer; fewer for a run that ended early."""
 
 
 def campaign_row(r: dict[str, Any]) -> CampaignRow:
@@ -157,7 +161,8 @@ def resolve_campaigns(db: sqlite_utils.Database, ref: str | int | None,
             found.update((int(c.id), c) for c in rows)
             continue
         hits = [newest[-1]] if part == "latest" else \
-            studyrefs.match(rows, newest, files, part) if study else _match(rows, part)
+            studyrefs.match(rows, newest, files, part) if study else \
+            _match(rows, part) or _match(rows, studyrefs.in_file(part, main_file(db)))
         if not hits:
             known = ", ".join(f"{c.id} `{c.name}`" for c in reversed(newest[-5:]))
             what = f"no campaign {part}" if part.isdigit() else \
@@ -195,14 +200,14 @@ def recent_runs(db: sqlite_utils.Database, limit: int = 30,
                           r["started_at"], status, r["framework"], r["model"],
                           r["batch_size"], r["device"], r["repeat"], r["median_s"],
                           r["samples_per_s"], r["cv"], bool(r["noisy"]), msg,
-                          r["wall_s"], r.get("queue_s")))
+                          r["wall_s"], r.get("queue_s"), r["n_iterations"]))
     return out
 
 
 _PROGRAM_LINES = "; last output lines:\n"
 """Where the command runner's note (runners/child/command_runner.py) gives the program's
 last lines after its own reason."""
-_PROGRAM_FAILED = re.compile(r" exited with status -?\d+ after ")
+_PROGRAM_FAILED = re.compile(r" exited with status (-?\d+) after ")
 """A program that exited on its own error: its last line names it (a killed one's cannot)."""
 
 
@@ -211,7 +216,8 @@ def message_cause(text: str | None) -> str | None:
     log path a command's crash note ends with (``log: ...``); None for no text.
 
     A command's note is dltop's reason, then the program's last output lines: the last
-    of those is the cause when the program exited with an error (its exception), but
+    of those, after its exit status, is the cause when the program exited with an error
+    (its exception), but
     dltop's reason when a signal killed it or dltop stopped a program that ran fine (a
     regex that never matched).
     """
@@ -220,6 +226,10 @@ def message_cause(text: str | None) -> str | None:
         return head.strip().splitlines()[-1] if head.strip() else None
     lines = [ln for ln in str(text or "").strip().splitlines()
              if ln.strip() and not ln.startswith("log: ")]
+    if sep and lines and (failed := _PROGRAM_FAILED.search(head)):
+        # its status beside its last line: a program that exits 3 without a word
+        # left a step's line there ("step 4 took 2.076 ms"), no cause at all
+        return f"exit status {failed.group(1)}: {lines[-1].strip()}"
     return lines[-1] if lines else None
 
 

@@ -22,7 +22,7 @@ from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.references import METRICS, Reference
 from dltop.results import identity, idread, queries
 from dltop.results.aggregate import ConfigResult
-from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
+from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell
 from dltop.store.read import jobs
 from dltop.telemetry.values import finite_float
 
@@ -127,11 +127,16 @@ def by_config(verdicts: Sequence[Verdict]) -> dict[str, list[Verdict]]:
 
 
 def _num(x: float | None) -> str:
-    return "" if x is None else f"{x:.4g}"
+    return "" if x is None else fmt_seconds(x)  # 0.2200, as the summary prints it
 
 
-def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow]) -> Table:
-    """The verdicts as a table (md, csv, json): one row per configuration and metric."""
+def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow],
+                db: sqlite_utils.Database | None = None) -> Table:
+    """The verdicts as a table (md, csv, json): one row per configuration and metric.
+
+    With ``db``, the caption states the environment and JSON the campaigns, as every
+    export does (a CI job's JSON said ``"campaigns": []``).
+    """
     cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
             Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
             Column("precision", "precision", Role.KEY),
@@ -160,7 +165,14 @@ def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow
             key_cell(tol), key_cell(result)),
             {"pattern": None if ref is None else ref.pattern}))
     names = ", ".join(f"{c.id} {c.name}" for c in camps)
+    lines: tuple[str, ...] = ()
+    meta: dict[str, Any] = {}
+    if db is not None:
+        from dltop.results import caption
+
+        lines, meta = caption.context(db, camps)
     return Table(title=f"References of campaign {names}", columns=cols, rows=tuple(rows),
+                 caption=lines, meta=meta,
                  notes=("measured: the median s/iter, or throughput as units per iteration "
                         "over it; CI95: its 95 % bootstrap interval across repeats (one run: "
                         "none, the median alone is judged; docs/metrics.md, statistics "

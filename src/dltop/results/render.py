@@ -239,11 +239,13 @@ def latex_escape(text: str) -> str:
 
 
 def latex(table: Table) -> str:
-    """A booktabs ``tabular`` after ``%`` comment lines (title, caption); the n/a reasons,
-    each once by its mark, in a footnote-sized paragraph after it."""
+    """A booktabs ``tabular`` after ``%`` comment lines (title, notes, caption); the n/a
+    reasons, each once by its mark, in a footnote-sized paragraph after it."""
     view = shown(table)
+    # the notes say what the cells' marks (*, †, (n/m)...) mean: a table pasted into a
+    # paper without them would carry marks nobody can read
     lines = [f"% {latex_escape(line)}" for line in (table.comment or view.title,
-                                                      *table.caption)]
+                                                      *table.notes, *table.caption)]
     lines += [f"\\begin{{tabular}}{{{''.join(c.align for c in table.columns)}}}", "\\toprule",
               " & ".join(latex_escape(h) for h in view.latex_headers) + " \\\\", "\\midrule"]
     lines += [" & ".join(latex_escape(text) + (f"\\textsuperscript{{{mark}}}" if mark else "")

@@ -8,7 +8,7 @@ is throughput against the group's 1-device run (``cpu:1``, ``cpus:1`` or
 of seconds per iteration, and under weak scaling counts the extra samples.
 Efficiency = speedup / N. Rows appear as runs complete; a group without its
 1-device result shows no speedup. The time cells keep the pivot's markers
-(``*`` noisy, ``†`` packed, ``§`` contaminated); an efficiency above 100 %
+(``*`` noisy, ``†`` packed or shared, ``§`` contaminated); an efficiency above 100 %
 (superlinear: caches, a batch that is not the same work, a noisy baseline)
 is marked ``‡`` with a footnote, since it is more often a measurement problem
 than a result.
@@ -55,7 +55,7 @@ class ScalingRow:
     speedup: float | None
     efficiency: float | None
     marks: str = ""
-    """The configuration's markers: ``*`` noisy, ``†`` packed, ``§`` contaminated."""
+    """The configuration's markers: ``*`` noisy, ``†`` packed or shared, ``§`` contaminated."""
     identity: Mapping[str, Any] = field(default_factory=dict, hash=False)
     """The configuration's flat identity (:mod:`dltop.results.identity`)."""
     place: str = ""
@@ -72,6 +72,9 @@ class ScalingRow:
     """Its host's logical CPUs (:attr:`ConfigResult.host_cores`)."""
     oversubscribed: bool = False
     """``cpu:N`` on a host of fewer than N logical CPUs (:mod:`dltop.results.oversub`)."""
+    incomplete: str = ""
+    """``1/2`` where fewer ok runs than the repeats planned stand behind it (the pivot's
+    ``(n/m)``), else empty."""
 
     @property
     def superlinear(self) -> bool:
@@ -111,7 +114,8 @@ def scaling_rows(db: sqlite_utils.Database, campaigns: int | Sequence[int], *,
                                speedup / (n * nodes) if speedup is not None else None,
                                markers(r), r.identity, label(r), r.host, nodes, node_speedup,
                                node_speedup / nodes if node_speedup is not None else None,
-                               r.host_cores, r.oversubscribed))
+                               r.host_cores, r.oversubscribed,
+                               f"{r.n_runs}/{r.repeats}" if r.incomplete and r.n_runs else ""))
     rows.sort(key=lambda x: (rank(x.model, catalog.MODELS), x.batch_size,
                              rank(x.framework, catalog.FRAMEWORKS),
                              var.sort_key(x.identity), x.host, x.device.partition(":")[0],
@@ -149,9 +153,12 @@ NOTE_NODES = ("Nodes: devices are per node; efficiency = speedup / (N x nodes), 
               "speedup / nodes.")
 NOTE = ("Speedup: samples/s against the same group's 1-device run "
         "(cpu:1, cpus:1 or gpu:1); efficiency = speedup / N.")
-NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shared the host "
-              "(--pack); § a foreign process used the run's devices; ! oversubscribed: cpu:N "
+NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shared its devices "
+              "(packed: --pack; or shared: another engine's runner was seen on them); § a "
+              "foreign process used the run's devices; ! oversubscribed: cpu:N "
               "on a host of fewer than N logical CPUs (the caption says which).")
+NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (the others "
+                   "failed, were cancelled or have not run).")
 NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more often a "
                     "measurement problem (a noisy or slow 1-device baseline, caches, "
                     "different work per step) than a result; check before citing it.")
@@ -164,12 +171,14 @@ def _row(r: ScalingRow, var: identity.Variation, with_nodes: bool,
     def num(value: float | None, text: str, absent: str = "") -> Cell:
         return Cell(text if value is not None else absent, value, r.status)
 
+    # the markers, and (n/m) as the pivot says it: a speedup from some repeats only
+    marks = r.marks + (f" ({r.incomplete})" if r.incomplete else "")
     cells = (
         key_cell(r.model), key_cell(r.framework), key_cell(r.batch_size),
         *var.cells(r.identity), key_cell(r.place or r.device),
-        num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0) + r.marks, missing),
+        num(r.seconds_per_iter, fmt_seconds(r.seconds_per_iter or 0.0) + marks, missing),
         # a row without an ok run names its status in both time columns
-        num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}" + r.marks,
+        num(r.samples_per_s, f"{r.samples_per_s or 0.0:.1f}" + marks,
             missing if r.seconds_per_iter is None else ""),
         num(r.speedup, f"{r.speedup or 0.0:.2f}"),
         num(r.efficiency, f"{r.efficiency or 0.0:.0%}" + ("‡" if r.superlinear else "")),
@@ -189,6 +198,8 @@ def _row(r: ScalingRow, var: identity.Variation, with_nodes: bool,
         extra["superlinear"] = True
     if r.oversubscribed:
         extra["oversubscribed"] = True
+    if r.incomplete:
+        extra["incomplete"] = True
     return Row(cells, extra)
 
 
@@ -206,6 +217,8 @@ def scaling_table(rows: list[ScalingRow], title: str,
     notes = [NOTE, *([NOTE_NODES] if with_nodes else [])]
     if any(r.marks for r in rows):
         notes.append(NOTE_MARKS)
+    if any(r.incomplete for r in rows):
+        notes.append(NOTE_INCOMPLETE)
     if any(r.superlinear for r in rows):
         notes.append(NOTE_SUPERLINEAR)
     constants = var.caption()

@@ -5,6 +5,7 @@ path as given or its stem; ``FILE:NAME`` too)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
@@ -27,6 +28,17 @@ def files(db: Any) -> dict[str, set[str]]:
     """Each source's FILE -> the names that address it: FILE, the path as given, its stem."""
     return {str(r["label"]): {str(r["label"]), str(r["given"]), Path(str(r["given"])).stem}
             for r in stored.study_sources(db)}
+
+
+def in_file(ref: str, path: str) -> str:
+    """``ref`` less a ``FILE:`` that names the database at ``path`` (FILE its path or its
+    stem, as a study prints it), so that a study's ``b:3`` reads in a command given that
+    database alone (``--db b.db``); any other ``ref`` as it is."""
+    file, sep, rest = ref.rpartition(":")
+    if not (sep and file and rest and path):
+        return ref
+    same = file == Path(path).stem or os.path.realpath(file) == os.path.realpath(path)
+    return rest if same else ref
 
 
 def match(rows: list[C], newest: list[C], files: dict[str, set[str]], part: str) -> list[C]:

@@ -12,6 +12,7 @@ import os
 import sqlite3
 import stat
 import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -252,6 +253,28 @@ def _create_private(path: Path) -> FileId:
     finally:
         os.close(fd)
     return (st.st_dev, st.st_ino)
+
+
+def ro_uri(path: Path) -> str:
+    """A ``file:`` URI opening ``path`` read-only: SQLite writes nothing to it.
+
+    A WAL database read with ``mode=ro`` alone still gets a ``-wal`` and a ``-shm`` file
+    created beside it (a committed, checkpointed database in a repository gained two
+    untracked files). Without a ``-wal`` file every committed page is in the database
+    file, and ``immutable=1`` reads it with no side file and no lock; with one (a
+    database in use), ``mode=ro`` reads through it.
+    """
+    quoted = "file:" + urllib.parse.quote(str(Path(path).absolute())) + "?mode=ro"
+    return quoted if Path(f"{path}-wal").exists() else quoted + "&immutable=1"
+
+
+def side_files_refused(path: Path) -> bool:
+    """Whether ``path`` must be read without the ``-wal`` and ``-shm`` files a plain
+    connection makes: its directory takes no new file (read-only, or a read-only file
+    system) and no ``-wal`` is there, so every committed page is in the file itself
+    (:func:`ro_uri` then reads it ``immutable``, as a study reads its databases)."""
+    return not os.access(path.parent, os.W_OK | os.X_OK) \
+        and not Path(f"{path}-wal").exists()
 
 
 def open_failure_message(path: Path, exc: sqlite3.DatabaseError) -> str:

@@ -21,7 +21,6 @@ import contextlib
 import os
 import sqlite3
 import time
-import urllib.parse
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -67,19 +66,6 @@ class Copied:
     """Its jobs' ids in the target less their ids in the source."""
 
 
-def ro_uri(path: Path) -> str:
-    """A ``file:`` URI opening ``path`` read-only: SQLite writes nothing to it.
-
-    A WAL database read with ``mode=ro`` alone still gets a ``-wal`` and a ``-shm`` file
-    created beside it (a committed, checkpointed database in a repository gained two
-    untracked files). Without a ``-wal`` file every committed page is in the database
-    file, and ``immutable=1`` reads it with no side file and no lock; with one (a
-    database in use), ``mode=ro`` reads through it.
-    """
-    quoted = "file:" + urllib.parse.quote(str(Path(path).absolute())) + "?mode=ro"
-    return quoted if Path(f"{path}-wal").exists() else quoted + "&immutable=1"
-
-
 def snapshot(path: Path, into: Path, *, target: Path | None = None) -> Path:
     """Check the source database ``path`` and copy it to ``into``, migrated.
 
@@ -87,10 +73,12 @@ def snapshot(path: Path, into: Path, *, target: Path | None = None) -> Path:
         UserError: no such file; the target itself; not SQLite, not a dltop database, an
             empty file, a damaged (truncated) one, or one written by a newer dltop.
     """
-    from dltop.store.db import dltop_tables, explained
+    from dltop.store.db import dltop_tables, explained, ro_uri
     from dltop.store.reader import ReadDb
 
     path = Path(path)
+    if path.is_dir():  # as one --db says it
+        raise UserError(f"{path} is a directory, not a database file")
     if not path.is_file():
         raise UserError(f"{path}: no such database")
     if target is not None and target.exists() and os.path.samefile(path, target):

@@ -69,7 +69,9 @@ def open_reader(path: Path) -> ReadDb:
         dltop_tables,
         existing_database_file,
         explained,
+        ro_uri,
         same_file,
+        side_files_refused,
     )
     from dltop.store.views import ensure_views
 
@@ -77,7 +79,12 @@ def open_reader(path: Path) -> ReadDb:
     ident = existing_database_file(path)  # a regular file: no link, no directory
     with explained(path):
         wait_s = busy_timeout_s()
-        conn = sqlite3.connect(str(path), timeout=wait_s, check_same_thread=False)
+        # a committed database on a read-only directory or medium (an archive, a
+        # read-only share) is read as a study reads it; a plain connection would need
+        # to create its -wal and -shm there
+        target, uri = (ro_uri(path), True) if ident is not None \
+            and side_files_refused(path) else (str(path), False)
+        conn = sqlite3.connect(target, timeout=wait_s, check_same_thread=False, uri=uri)
         conn.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
         db = ReadDb(conn)
         dltop_tables(path, db, empty_ok=False)

@@ -42,7 +42,7 @@ def recent_runs(db: Any, limit: int, campaign_id: int | None,
     cols = _run_cols(db, ("note", "queue_s"))
     return list(db.query(
         "select r.id as run_id, r.campaign_id, r.job_id, r.attempt, r.started_at, r.status, "
-        "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, "
+        "j.framework, j.model, j.batch_size, j.device, j.repeat, r.median_s, r.n_iterations, "
         "coalesce(r.samples_per_iter / nullif(r.mean_s, 0), r.samples_per_s) "
         f"as samples_per_s, r.cv, r.noisy, r.error_message, r.wall_s, {cols}, "
         f"{queue_columns(db)} "

@@ -124,6 +124,7 @@ class _Run(object):
             texts = self.lines.feed(data)
         for text in texts:
             self.steps.line(text, now)
+        self.steps.read_done()
 
     def _events(self, data):
         for text in (self.events.end() if data is None else self.events.feed(data)):
@@ -182,6 +183,9 @@ def run(spec, reporter):
     code = job.proc.returncode
     steps = job.steps
     where = job.note(sys.argv[-1])
+    if steps.repeats:
+        sys.stdout.write("\n[dltop] %d matched lines repeated the previous match's step number "
+                         "and were not counted (does every rank print?)\n" % steps.repeats)
     sys.stdout.flush()
     if isinstance(stopped, proto.Failed):
         raise proto.Failed(str(stopped) + where)
@@ -206,6 +210,12 @@ def run(spec, reporter):
         raise proto.Failed("command %r %s after %d iterations%s" % (
             launch["argv"][0], how, steps.n, where))
     if steps.n == 0:
+        if steps.untimed:
+            raise proto.Failed(
+                'timing = "line-gap" saw %d matching lines, but all came at once: the '
+                "program's output is buffered (flush each line: print(..., flush=True), "
+                "python -u, stdbuf -oL) or printed at the end; use a printed time or "
+                "dltop_report instead%s" % (steps.untimed + 1, where))
         if steps.timing != "helper":
             hint = ""
             if steps.ignored_events:

@@ -63,6 +63,16 @@ def test_a_timeout_stops_the_program_too(tmp_path: Path, command_job: RunJob,
     assert r.run["status"] == "timeout", r.run
     assert len(r.seconds) > 2  # what it measured before is kept
     wait_until(lambda: gone(int(pids.read_text())), 10, "the program to be gone")
+    # the run's log says what the program last printed (the run detail shows its tail)
+    assert "last output lines:\n  step " in str(r.run["log_tail"]), r.run["log_tail"]
+
+
+def test_a_timeout_of_a_silent_program_says_it_printed_nothing(command_job: RunJob) -> None:
+    # a program that is not Python block-buffers its output into a pipe: nothing comes
+    r = command_job(["/bin/sleep", "60"], iterations=5, timeout_s=2,
+                    iteration_regex=r"took (?P<seconds>[0-9.]+)s")
+    assert r.run["status"] == "timeout", r.run
+    assert "the program printed nothing" in str(r.run["log_tail"]), r.run["log_tail"]
 
 
 def test_nan_loss_is_diverged(tmp_path: Path, command_job: RunJob) -> None:

@@ -23,7 +23,7 @@ import sys
 import time
 
 import dltop_protocol as proto
-from command_timing import CappedLog, Lines, Steps
+from command_timing import LOG_HEAD_BYTES, CappedLog, Lines, Steps
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPORT_DIR = os.path.join(HERE, "report")
@@ -147,7 +147,14 @@ class _Run(object):
         """The program's last lines and where its whole output is, for a crash message."""
         tail = "\n".join("  " + line[:160] for line in self.lines.last_lines())
         log = os.path.join(os.path.dirname(os.path.abspath(spec_path)), "runner.log")
-        text = "; last output lines:\n%s\nlog: %s" % (tail, log) if tail else "; log: %s" % log
+        if tail:
+            text = "; last output lines:\n%s\nlog: %s" % (tail, log)
+        elif self.log.head_left == LOG_HEAD_BYTES:  # not one byte came
+            text = ("; the program printed nothing (a program that is not Python may "
+                    "buffer its output into the pipe: flush each line, or stdbuf -oL); "
+                    "log: %s" % log)
+        else:
+            text = "; log: %s" % log
         if self.log.failed is not None:
             text += " (incomplete: %s)" % self.log.failed
         return text
@@ -192,7 +199,8 @@ def run(spec, reporter):
     if stopped is not None:
         raise stopped
     if job.terminated:
-        raise proto.Failed("stopped by dltop (timeout or cancel)")
+        raise proto.Failed("stopped by dltop (timeout or cancel) after %d iterations%s"
+                           % (steps.n, where))
     problem = steps.unit_error(wall_s)
     if problem is not None:
         raise proto.Failed(problem)

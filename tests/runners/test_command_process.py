@@ -99,6 +99,20 @@ def test_a_bad_helper_time_is_a_noted_protocol_error_not_a_step(command_job: Run
     assert r.run["protocol_errors"] == 1 and "seconds" in str(r.run["note"]), r.run
 
 
+def test_workers_without_the_pipe_report_through_the_fifo(tmp_path: Path,
+                                                         command_job: RunJob) -> None:
+    # torchrun and accelerate launch close inherited descriptors in their workers: a
+    # Trainer's HFCallback there reported nothing ("the command reported no iteration")
+    own = tmp_path / "own"
+    r = command_job(program("cmd_launcher.py", 2, 5, own), iterations=8, warmup=2)
+    assert r.run["status"] == "ok", r.run
+    assert len(r.seconds) == 10 and set(r.samples) == {16}  # both workers' steps
+    assert all(0.009 < s < 1.0 for s in r.seconds)
+    # each worker held its own file under the pipe's number: nothing written into it
+    assert [own.with_suffix(f".{k}").read_bytes() for k in (0, 1)] == [b"", b""]
+    assert not list((tmp_path / "d-runs").rglob("report.fifo"))  # removed at the end
+
+
 def test_the_programs_own_modules_win_over_dltops(tmp_path: Path, command_job: RunJob) -> None:
     # A module named like each of dltop's child modules, in the program's directory and
     # on the user's own PYTHONPATH: the program must get the user's, and dltop_report.

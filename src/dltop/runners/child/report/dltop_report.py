@@ -24,6 +24,31 @@ _FD = os.environ.get("DLTOP_EVENT_FD")
 _state = {"index": 0}
 
 
+def _target():
+    """The descriptor events go to: the inherited pipe, or in a process that has not
+    got it (torchrun's workers: their launcher closes inherited descriptors) the
+    run's FIFO, opened once. The pipe is checked by its identity: a process without
+    it may hold another file under that number, which must not be written into."""
+    fd = _state.get("fd")
+    if fd is not None:
+        return fd
+    try:
+        fd = int(_FD)
+        st = os.fstat(fd)
+        want = os.environ.get("DLTOP_EVENT_FD_ID")
+        if want and want != "%d:%d" % (st.st_dev, st.st_ino):
+            raise OSError("descriptor %d is another file in this process" % fd)
+    except (OSError, ValueError) as exc:
+        fifo = os.environ.get("DLTOP_REPORT_FIFO")
+        if not fifo:
+            raise exc
+        # O_NONBLOCK: fails at once, never waits, should the runner be gone
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+    _state["fd"] = fd
+    return fd
+
+
 def report(seconds, samples=None, loss=None):
     """Report one iteration that took ``seconds`` and ended now."""
     _send(seconds, samples, loss, _now_ns())
@@ -41,11 +66,11 @@ def _send(seconds, samples, loss, t_mono_ns):
              "t_mono_ns": t_mono_ns}
     _state["index"] += 1
     try:
-        os.write(int(_FD), (json.dumps(event) + "\n").encode("utf-8"))
+        # one write of a line under PIPE_BUF: ranks writing into the FIFO never mix lines
+        os.write(_target(), (json.dumps(event) + "\n").encode("utf-8"))
     except (OSError, ValueError) as exc:
-        # Reporting must never stop the user's training: a process that did not
-        # inherit the descriptor (e.g. workers of a launcher that closes fds) goes
-        # on unreported, and says so once.
+        # Reporting must never stop the user's training: a process that can reach
+        # neither the pipe nor the FIFO goes on unreported, and says so once.
         _state["off"] = True
         sys.stderr.write("dltop_report: reporting off in pid %d (DLTOP_EVENT_FD=%s: %s)\n"
                          % (os.getpid(), _FD, exc))

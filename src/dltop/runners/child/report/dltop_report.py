@@ -22,6 +22,17 @@ import time
 
 _FD = os.environ.get("DLTOP_EVENT_FD")
 _state = {"index": 0}
+_RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+"""Where torchrun (and accelerate launch), Open MPI and MPICH/Intel MPI put a process's
+global rank: only rank 0 reports, so every rank's loop counts its step once."""
+
+
+def _other_rank():
+    for name in _RANK_VARS:
+        value = os.environ.get(name)
+        if value is not None:
+            return value.strip() != "0"
+    return False
 
 
 def _target():
@@ -59,7 +70,7 @@ def _now_ns():
 
 
 def _send(seconds, samples, loss, t_mono_ns):
-    if not _FD or _state.get("off"):
+    if not _FD or _state.get("off") or _other_rank():
         return
     event = {"v": 1, "event": "iter", "index": _state["index"], "seconds": float(seconds),
              "samples": samples, "loss": None if loss is None else float(loss),

@@ -282,6 +282,8 @@ def run(spec, reporter):
         raise proto.Failed("command %r %s after %d iterations%s" % (
             launch["argv"][0], how, steps.n, where))
     if steps.n == 0:
+        # a wrapper that starts the training in the background and returns ends here too
+        where = "; it exited with status 0 after %.1f s%s" % (wall_s, where)
         if steps.untimed:
             raise proto.Failed(
                 'timing = "line-gap" saw %d matching lines, but all came at once: the '

@@ -442,6 +442,7 @@ def test_every_profile_in_the_docs_loads(profile_text: Any, tmp_path: Path) -> N
     ("total_seconds", "trained 100 steps in 12.345 s"),
     ("<seconds>", "step 12 took 0.0312 s loss 2.105"),
     ("\\| (?P<ms>", "[rank0] step 12 | loss 2.1053 | 31.20 ms"),
+    ("Train Epoch", "Train Epoch: 1 [640/60000 (1%)]\tLoss: 2.301456"),
 ])
 def test_the_docs_regexes_match_their_programs_lines(snippet: str, line: str) -> None:
     regexes = re.findall(r"iteration_regex = '(.*?)'(?:$|`)", DOC.read_text(), re.M)

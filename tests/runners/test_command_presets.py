@@ -432,6 +432,7 @@ def test_every_profile_in_the_docs_loads(profile_text: Any, tmp_path: Path) -> N
 
 @pytest.mark.parametrize("snippet,line", [
     ("it_per_s", " 45%|####5     | 45/100 [00:03<00:04, 12.34it/s]"),
+    ("it_per_s", "100%|##########| 200/200 [00:08<00:00, 24.34it/s, loss=0.005]"),
     ("throughput_train", 'DLLL {"timestamp": "1", "datetime": "x", "elapsedtime": "3.5", '
      '"type": "LOG", "step": [0, 20], "data": {"throughput_train": 2345.6, "loss": 1.2}}'),
     ("ms/batch", "| epoch   1 |   200/ 2983 batches | lr 20.00 | ms/batch 50.35 | loss  7.56 | "
@@ -440,6 +441,8 @@ def test_every_profile_in_the_docs_loads(profile_text: Any, tmp_path: Path) -> N
     ("GPU Time", "GPU Time:             12.097 milliseconds"),
     ("total_seconds", "trained 100 steps in 12.345 s"),
     ("<seconds>", "step 12 took 0.0312 s loss 2.105"),
+    ("\\| (?P<ms>", "[rank0] step 12 | loss 2.1053 | 31.20 ms"),
+    ("Train Epoch", "Train Epoch: 1 [640/60000 (1%)]\tLoss: 2.301456"),
 ])
 def test_the_docs_regexes_match_their_programs_lines(snippet: str, line: str) -> None:
     regexes = re.findall(r"iteration_regex = '(.*?)'(?:$|`)", DOC.read_text(), re.M)

@@ -63,6 +63,16 @@ def test_a_timeout_stops_the_program_too(tmp_path: Path, command_job: RunJob,
     assert r.run["status"] == "timeout", r.run
     assert len(r.seconds) > 2  # what it measured before is kept
     wait_until(lambda: gone(int(pids.read_text())), 10, "the program to be gone")
+    # the run's log says what the program last printed (the run detail shows its tail)
+    assert "last output lines:\n  step " in str(r.run["log_tail"]), r.run["log_tail"]
+
+
+def test_a_timeout_of_a_silent_program_says_it_printed_nothing(command_job: RunJob) -> None:
+    # a program that is not Python block-buffers its output into a pipe: nothing comes
+    r = command_job(["/bin/sleep", "60"], iterations=5, timeout_s=2,
+                    iteration_regex=r"took (?P<seconds>[0-9.]+)s")
+    assert r.run["status"] == "timeout", r.run
+    assert "the program printed nothing" in str(r.run["log_tail"]), r.run["log_tail"]
 
 
 def test_nan_loss_is_diverged(tmp_path: Path, command_job: RunJob) -> None:
@@ -87,6 +97,22 @@ def test_a_bad_helper_time_is_a_noted_protocol_error_not_a_step(command_job: Run
     r = command_job([sys.executable, "-c", prog], iterations=6, warmup=1)
     assert r.run["status"] == "ok" and len(r.seconds) == 7, r.run  # warm-up + 6 of 7 good
     assert r.run["protocol_errors"] == 1 and "seconds" in str(r.run["note"]), r.run
+
+
+def test_workers_without_the_pipe_report_through_the_fifo(tmp_path: Path,
+                                                         command_job: RunJob) -> None:
+    # torchrun and accelerate launch close inherited descriptors in their workers: a
+    # Trainer's HFCallback there reported nothing ("the command reported no iteration")
+    own = tmp_path / "own"
+    r = command_job(program("cmd_launcher.py", 2, 6, own), iterations=6, warmup=2)
+    # rank 0's 6 steps only (each rank runs every step; rank 1 sends none): 4 of 6
+    # measured, where both ranks' 12 would have filled the 8 asked
+    assert r.run["status"] == "short" and r.run["n_iterations"] == 4, r.run
+    assert len(r.seconds) == 6 and set(r.samples) == {16}
+    assert all(0.009 < s < 1.0 for s in r.seconds)
+    # each worker held its own file under the pipe's number: nothing written into it
+    assert [own.with_suffix(f".{k}").read_bytes() for k in (0, 1)] == [b"", b""]
+    assert not list((tmp_path / "d-runs").rglob("report.fifo"))  # removed at the end
 
 
 def test_the_programs_own_modules_win_over_dltops(tmp_path: Path, command_job: RunJob) -> None:

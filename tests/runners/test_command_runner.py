@@ -98,6 +98,8 @@ def test_regex_that_never_matches_fails_with_a_reason(tmp_path: Path, profile: A
     assert code == 1
     ((status, _, _, message, _),) = rows
     assert status == "crashed" and "never matched" in str(message)
+    # says the program ended by itself (a wrapper that backgrounds the training too)
+    assert "; it exited with status 0 after " in str(message) and "  42" in str(message)
 
 
 def test_failing_command_is_reported(tmp_path: Path, profile: Any) -> None:

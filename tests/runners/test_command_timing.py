@@ -174,3 +174,39 @@ def test_several_matches_per_line_and_float_samples(tmp_path: Path,
     assert r.run["status"] == "ok", r.run
     assert r.seconds == [0.01, 0.02] * 4
     assert r.samples == [8] * 8
+
+
+def test_line_gap_shares_a_reads_gap_among_its_lines(tmp_path: Path,
+                                                     command_job: RunJob) -> None:
+    # Lines that come in one read (output buffered, or a log printed at the end) showed
+    # no gap between them: they share the gap since the previous read, never get 0 s
+    # each (which dltop refused, leaving a crash that blamed "no iteration").
+    truth = tmp_path / "truth"
+    r = command_job(program("cmd_bursts.py", 20, truth, 4), iterations=12, warmup=4,
+                    timing="line-gap", iteration_regex=r"^step \d+$")
+    assert r.run["status"] == "ok", r.run
+    t = r.truth(truth)
+    # the first write only starts the clock: 3 lines untimed, then 4 writes of 4 steps
+    assert len(r.seconds) == 16 and min(r.seconds) > 0.015
+    assert_close(r.seconds, block_means(t[4:], [4, 8, 12, 16]), rel=0.3)
+    assert sum(r.seconds) == pytest.approx(sum(t[4:]), rel=0.05)
+    (tmp_path / "d.db").unlink()
+    r = command_job(program("cmd_bursts.py", 9, truth, 0), iterations=6, warmup=2,
+                    timing="line-gap", iteration_regex=r"^step \d+$")
+    assert r.run["status"] == "crashed" and r.code == 1, r.run
+    assert 'saw 9 matching lines, but all came at once' in str(r.run["error_message"])
+    assert "buffered" in str(r.run["error_message"])
+
+
+def test_a_repeated_step_number_is_one_step(tmp_path: Path, command_job: RunJob) -> None:
+    # Every rank of a data-parallel program printing its own line for each step: the
+    # step group used to take the second line for a restarted counter, `step` steps.
+    prog = ("import time\nfor i in range(1, {total} + 1):\n    time.sleep(0.01)\n"
+            "    for rank in (0, 1):\n"
+            "        print('[rank%d] step %d took 0.0%d1s' % (rank, i, rank + 1), flush=True)\n")
+    r = command_job([sys.executable, "-c", prog], iterations=6, warmup=2,
+                    iteration_regex=r"step (?P<step>\d+) took (?P<seconds>[0-9.]+)s")
+    assert r.run["status"] == "ok", r.run
+    assert r.seconds == [0.011] * 8  # rank 0's lines: each rank 1 line repeats its step
+    log = Path(str(r.run["log_path"])).read_text()
+    assert "matched lines repeated the previous match's step number" in log

@@ -119,10 +119,14 @@ class Steps(object):
         self.sum_s = 0.0
         self.matches = 0
         self.ignored_events = 0
+        self.repeats = 0  # matches that repeated the previous match's step number
         self._covered = 0  # cumulative: the steps the last value covered
         self._so_far_s = 0.0  # ... and their total time
         self._last_step = None  # the program's own step counter at the last match
         self._last_line_ns = None  # line-gap: when the last matching line was read
+        self._read = []  # line-gap: the matches of the read in progress, timed together
+        self._read_ns = None  # ... and when that read came
+        self.untimed = 0  # line-gap: lines read together with the one that started the clock
 
     @property
     def full(self):
@@ -184,7 +188,10 @@ class Steps(object):
                 return 0
             step, last = int(n), self._last_step
             self._last_step = step
-            if last is None or step <= last:  # the first line, or the counter restarted
+            if step == last:  # the same step again: another rank's line, or a second line
+                self.repeats += 1  # about it; taken for a restart it stood for `step` steps
+                return 0
+            if last is None or step < last:  # the first line, or the counter restarted
                 self._covered, self._so_far_s = 0, 0.0
                 return max(step, 1)
             return step - last
@@ -197,11 +204,10 @@ class Steps(object):
         if steps <= 0:
             return
         if self.timing == "line-gap":
-            last, self._last_line_ns = self._last_line_ns, t_ns
-            if last is None:  # the first matching line only starts the clock
-                self._check_loss(loss)
-                return
-            self._add(steps, (t_ns - last) / 1e9 / steps, samples, loss, t_ns)
+            if self._read and t_ns != self._read_ns:
+                self.read_done()
+            self._read_ns = t_ns
+            self._read.append((steps, samples, loss))
             return
         value = _number(groups.get(self.unit))
         if value is None or not math.isfinite(value) or value < 0:
@@ -229,6 +235,29 @@ class Steps(object):
         elif total:
             per_step = per_step / steps
         self._add(steps, per_step, samples, loss, t_ns)
+
+    def read_done(self):
+        """line-gap: time the matches of the read just matched (call after each read).
+
+        Lines that came in one read showed dltop no gap between them (a program that
+        buffers its output, or prints its log at the end): the gap since the previous
+        read is shared out among all their steps, so the sum stays right, and those
+        that came with the line that started the clock get no time (:attr:`untimed`).
+        """
+        read, t_ns, self._read = self._read, self._read_ns, []
+        if not read:
+            return
+        last, self._last_line_ns = self._last_line_ns, t_ns
+        if last is None:  # the first matching line only starts the clock
+            self.untimed += len(read) - 1
+            for _, _, loss in read:
+                self._check_loss(loss)
+            return
+        left = sum(steps for steps, _, _ in read)
+        per_step = (t_ns - last) / 1e9 / left
+        for steps, samples, loss in read:
+            left -= steps
+            self._add(steps, per_step, samples, loss, int(t_ns - left * per_step * 1e9))
 
     def _check_loss(self, loss):
         value = None if loss is None else _number(loss)

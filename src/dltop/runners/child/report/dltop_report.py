@@ -22,6 +22,42 @@ import time
 
 _FD = os.environ.get("DLTOP_EVENT_FD")
 _state = {"index": 0}
+_RANK_VARS = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+"""Where torchrun (and accelerate launch), Open MPI and MPICH/Intel MPI put a process's
+global rank: only rank 0 reports, so every rank's loop counts its step once."""
+
+
+def _other_rank():
+    for name in _RANK_VARS:
+        value = os.environ.get(name)
+        if value is not None:
+            return value.strip() != "0"
+    return False
+
+
+def _target():
+    """The descriptor events go to: the inherited pipe, or in a process that has not
+    got it (torchrun's workers: their launcher closes inherited descriptors) the
+    run's FIFO, opened once. The pipe is checked by its identity: a process without
+    it may hold another file under that number, which must not be written into."""
+    fd = _state.get("fd")
+    if fd is not None:
+        return fd
+    try:
+        fd = int(_FD)
+        st = os.fstat(fd)
+        want = os.environ.get("DLTOP_EVENT_FD_ID")
+        if want and want != "%d:%d" % (st.st_dev, st.st_ino):
+            raise OSError("descriptor %d is another file in this process" % fd)
+    except (OSError, ValueError) as exc:
+        fifo = os.environ.get("DLTOP_REPORT_FIFO")
+        if not fifo:
+            raise exc
+        # O_NONBLOCK: fails at once, never waits, should the runner be gone
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+        os.set_blocking(fd, True)
+    _state["fd"] = fd
+    return fd
 
 
 def report(seconds, samples=None, loss=None):
@@ -34,18 +70,18 @@ def _now_ns():
 
 
 def _send(seconds, samples, loss, t_mono_ns):
-    if not _FD or _state.get("off"):
+    if not _FD or _state.get("off") or _other_rank():
         return
     event = {"v": 1, "event": "iter", "index": _state["index"], "seconds": float(seconds),
              "samples": samples, "loss": None if loss is None else float(loss),
              "t_mono_ns": t_mono_ns}
     _state["index"] += 1
     try:
-        os.write(int(_FD), (json.dumps(event) + "\n").encode("utf-8"))
+        # one write of a line under PIPE_BUF: ranks writing into the FIFO never mix lines
+        os.write(_target(), (json.dumps(event) + "\n").encode("utf-8"))
     except (OSError, ValueError) as exc:
-        # Reporting must never stop the user's training: a process that did not
-        # inherit the descriptor (e.g. workers of a launcher that closes fds) goes
-        # on unreported, and says so once.
+        # Reporting must never stop the user's training: a process that can reach
+        # neither the pipe nor the FIFO goes on unreported, and says so once.
         _state["off"] = True
         sys.stderr.write("dltop_report: reporting off in pid %d (DLTOP_EVENT_FD=%s: %s)\n"
                          % (os.getpid(), _FD, exc))

@@ -4,15 +4,20 @@ the identity of a run without them, and refuse bad values naming the file and th
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.serving.conftest import named, run_runner, spec
+from tests.serving.test_serve_client import _check_protocol, _child
+from tests.serving.test_serve_profile import ENTRY, jobs
+from tests.serving.test_serve_tokens import bpe, count
+
 from dltop.errors import UserError
 from dltop.profiles.jobspec import JobSpec
-from tests.serving.test_serve_profile import ENTRY, jobs
 
 
 def test_without_the_keys_a_serve_job_has_none() -> None:
@@ -77,3 +82,112 @@ def test_workload_keys_elsewhere_are_refused() -> None:
              'devices = ["cpu:1"]\nprefix_tokens = 8\n')
     with pytest.raises(UserError, match=r"matrix\[0\].prefix_tokens: prefix_tokens applies"):
         parse(torch, "p.toml", "p")
+
+
+# -- the runner: prompts, lengths and the cache the server reports ------------------------
+
+tokens = _child("openai_tokens")
+
+
+def test_prefix_prompts_are_exact_and_shared_by_group(tmp_path: Path) -> None:
+    tok = bpe(tmp_path / "tokenizer.json")
+    counter = tokens.Local(str(tmp_path / "tokenizer.json"))
+    job = {"prompt_tokens": 6, "prefix_tokens": 20, "prefix_groups": 3,
+           "prompt_tokens_spread": 0.5}
+    prompts = tokens.prompts_for(job, 12, tokens.new_rng(7), None, counter)
+    # the prefixes are the first draws of the seed (prompts_for draws them first)
+    heads = tokens.prefixes(20, 3, tokens.new_rng(7), counter,
+                            tokens.single_words(counter.count))
+    assert len(set(heads)) == 3 and [count(tok, h) for h in heads] == [20] * 3
+    own = []
+    for i, p in enumerate(prompts):
+        assert p.startswith(heads[i % 3] + " "), (i, p)
+        own.append(count(tok, p) - 20)
+    assert all(3 <= n <= 9 for n in own) and len(set(own)) > 1, own  # 6 ± 50 %
+    assert tokens.prompts_for(job, 12, tokens.new_rng(7), None, counter) == prompts
+    assert tokens.prompts_for(job, 12, tokens.new_rng(8), None, counter) != prompts
+
+
+def test_without_the_keys_the_prompts_are_what_they_were(tmp_path: Path) -> None:
+    bpe(tmp_path / "tokenizer.json")
+    counter = tokens.Local(str(tmp_path / "tokenizer.json"))
+    rng = tokens.new_rng(3)
+    words = tokens.single_words(counter.count)
+    before = [tokens.exact_prompt(counter.count, 12, rng, words) for _ in range(5)]
+    assert tokens.prompts_for({"prompt_tokens": 12}, 5, tokens.new_rng(3), None,
+                              counter) == before
+
+
+def test_spread_lengths_follow_vllms_range_ratio() -> None:
+    rng = tokens.new_rng(0)
+    drawn = tokens.spread(10, 0.35, 2000, rng)
+    # vLLM: integers of [floor(10 * 0.65), ceil(10 * 1.35)] = [6, 14], every one drawn
+    assert set(drawn) == set(range(6, 15))
+    assert tokens.spread(10, None, 3, rng) == [10] * 3
+    assert min(tokens.spread(1, 0.9, 50, rng)) == 1  # never below one token
+    assert tokens.longest(10, 0.35) == 14 and tokens.longest(10, None) == 10
+
+
+@pytest.mark.slow  # spawns the fake server and the runner
+def test_spreads_and_prefixes_reach_the_server_and_its_cache_is_reported(
+        tmp_path: Path, fake_server) -> None:
+    log = tmp_path / "prompts.jsonl"
+    url = fake_server("--tokenize", "--prefix-cache", "--log", str(log), "--ttft-ms", "1",
+                      "--itl-ms", "1")
+    job = spec(url, "steady", iterations=8, warmup=2, concurrency=1, prompt_tokens=10,
+               new_tokens=6, prefix_tokens=16, prefix_groups=2, prompt_tokens_spread=0.5,
+               new_tokens_spread=0.5, seed=5)
+    code, events, err = run_runner(tmp_path, job)
+    assert code == 0, err
+    _check_protocol(events)
+    sent = [json.loads(line)["prompt"].split() for line in log.read_text().splitlines()]
+    assert len(sent) == 10
+    # the fake's /tokenize counts words: 16 shared, then 5 to 15 of each request's own
+    assert all(21 <= len(p) <= 31 for p in sent), [len(p) for p in sent]
+    assert sent[0][:16] == sent[2][:16] != sent[1][:16] == sent[3][:16]
+    reqs = sorted(named(events, "request"), key=lambda r: r["request"])
+    assert [r["prompt_tokens"] for r in reqs] == [len(p) for p in sent]
+    # each request's own max_tokens, forced: it got what it asked
+    assert all(3 <= r["max_tokens"] <= 9 for r in reqs)
+    assert len({r["max_tokens"] for r in reqs}) > 1
+    assert [r["output_tokens"] for r in reqs] == [r["max_tokens"] for r in reqs]
+    # the first of each group finds no prefix in the cache (the fake's words), the rest do
+    assert [r["cached_tokens"] < 16 for r in reqs[:2]] == [True, True]
+    assert all(r["cached_tokens"] >= 16 for r in reqs[2:])
+    (hello,) = named(events, "hello")
+    assert "after one of 2 shared prefix(es) of prefix_tokens 16" in hello["prompts"]
+    (loaded,) = named(events, "load")
+    assert loaded["short_requests"] == 0
+
+
+@pytest.mark.slow
+def test_the_longest_drawn_prompt_must_fit_the_context(tmp_path: Path, fake_server) -> None:
+    url = fake_server("--context", "60", "vllm", "--tokenize")
+    job = spec(url, "steady", prompt_tokens=20, new_tokens=10, prefix_tokens=16,
+               prompt_tokens_spread=0.5, new_tokens_spread=0.5)
+    code, events, _ = run_runner(tmp_path, job)
+    (error,) = named(events, "error")
+    assert code == 3 and error["kind"] == "setup"
+    assert error["message"] == (
+        "prefix_tokens 16 + prompt_tokens 30 (its spread's longest) + new_tokens 15 (its "
+        "spread's longest) = 61 > the server's context 60 (max_model_len, GET /v1/models): "
+        "lower them, or serve a longer context")
+
+
+@pytest.mark.slow
+def test_max_prompt_tokens_over_the_context_is_capped_and_said(tmp_path: Path,
+                                                               fake_server) -> None:
+    data = tmp_path / "d.jsonl"
+    data.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in
+                            ["one two three", "w " * 10, "x " * 14]))
+    url = fake_server("--context", "20", "vllm", "--tokenize", "--ttft-ms", "1",
+                      "--itl-ms", "1")
+    job = spec(url, "steady", iterations=4, warmup=0, new_tokens=8,
+               options={"dataset": str(data), "max_prompt_tokens": 15})
+    code, events, err = run_runner(tmp_path, job)
+    assert code == 0, err
+    (summary,) = named(events, "load")
+    # 15 asked, 20 - 8 = 12 left by the context: the 14-word prompt is dropped
+    assert (summary["dropped_prompts"], summary["dropped_over"]) == (
+        1, "the server's context 20 (max_model_len, GET /v1/models) less new_tokens 8 "
+        "(max_prompt_tokens 15 capped by it)")

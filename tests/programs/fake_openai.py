@@ -238,7 +238,7 @@ def cached(app: web.Application, prompt: str) -> int:
     best = 0
     for seen in app["seen"]:
         n = 0
-        for a, b in zip(words, seen):
+        for a, b in zip(words, seen, strict=False):
             if a != b:
                 break
             n += 1

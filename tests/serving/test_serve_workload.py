@@ -5,12 +5,13 @@ the identity of a run without them, and refuse bad values naming the file and th
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-
+from tests.dltop_env import query
 from tests.serving.conftest import named, run_runner, spec
 from tests.serving.test_serve_client import _check_protocol, _child
 from tests.serving.test_serve_profile import ENTRY, jobs
@@ -34,6 +35,11 @@ def test_a_prefix_sweep_is_one_configuration_per_length() -> None:
     assert len({j.config_key for j in js}) == 4
     for j in js:
         assert JobSpec.from_json_dict(j.to_json_dict()) == j
+
+
+def test_a_prefix_sweep_through_0_has_no_groups_there() -> None:
+    js = jobs("prefix_tokens = [0, 64]\nprefix_groups = 2")
+    assert [(j.prefix_tokens, j.prefix_groups) for j in js] == [(None, None), (64, 2)]
 
 
 def test_none_values_keep_the_identity_of_a_run_without_them() -> None:
@@ -191,3 +197,44 @@ def test_max_prompt_tokens_over_the_context_is_capped_and_said(tmp_path: Path,
     assert (summary["dropped_prompts"], summary["dropped_over"]) == (
         1, "the server's context 20 (max_model_len, GET /v1/models) less new_tokens 8 "
         "(max_prompt_tokens 15 capped by it)")
+
+
+@pytest.mark.slow  # two dltop runs against two fake servers, then the export
+def test_the_cached_share_is_stored_and_shown(tmp_path: Path, fake_server) -> None:
+    cache = fake_server("--tokenize", "--prefix-cache", "--ttft-ms", "1", "--itl-ms", "1")
+    plain = fake_server("--tokenize", "--ttft-ms", "1", "--itl-ms", "1")
+    profile = tmp_path / "p.toml"
+    profile.write_text("".join(
+        f'[[matrix]]\nframeworks = ["openai"]\nmodels = ["{m}"]\nmode = "serve"\n'
+        f'endpoint = "{url}"\niterations = 6\nwarmup = 2\nprompt_tokens = 8\n'
+        'new_tokens = 4\nprefix_tokens = 24\nconcurrency = 1\n'
+        for m, url in (("steady", cache), ("multi", plain))))
+    db = tmp_path / "d.db"
+    env = {**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"}
+    res = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "run", "--headless",
+                          "--no-telemetry", str(profile)], capture_output=True, text=True,
+                         timeout=240, env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    stored = query(db, "select j.model, s.warmup, s.prompt_tokens, s.cached_tokens, "
+                   "s.max_tokens from serve_requests s join runs r on r.id = s.run_id "
+                   "join jobs j on j.id = r.job_id order by j.model, s.request")
+    cached = [r for r in stored if r["model"] == "steady"]
+    assert [r["prompt_tokens"] for r in cached] == [32] * 8  # 24 shared + 8 own
+    assert cached[0]["cached_tokens"] < 24 and all(r["cached_tokens"] >= 24
+                                                    for r in cached[1:])
+    assert {r["max_tokens"] for r in stored} == {4}
+    assert {r["cached_tokens"] for r in stored if r["model"] == "multi"} == {None}
+    out = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "export", "--table",
+                          "summary", "--format", "json"], capture_output=True, text=True,
+                         timeout=120, env=env)
+    assert out.returncode == 0, out.stderr
+    rows = {r["model"]: r for r in json.loads(out.stdout)["rows"]}
+    measured = cached[2:]  # the warm-up's two never count
+    share = 100.0 * sum(r["cached_tokens"] for r in measured) / (32 * 6)
+    assert rows["steady"]["cached-share"] == pytest.approx(share)
+    assert rows["steady"]["detail"]["cached-share"]["cached"] == sum(
+        r["cached_tokens"] for r in measured)
+    assert rows["multi"]["cached-share"] is None
+    md = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "export", "--table",
+                         "summary"], capture_output=True, text=True, timeout=120, env=env).stdout
+    assert "| cached % |" in md and "n/a: the server's usage gave no cached_tokens" in md, md

@@ -293,12 +293,14 @@ keeps the identity of one stored before they existed (docs/serving.md#workloads)
 
 
 def _workload(err: Err, loc: Callable[[str], str], out: dict[str, Any]) -> dict[str, Any]:
+    if out["prefix_groups"] not in (None, 1) and out["prefix_tokens"] is None:
+        raise err(loc("prefix_groups"), "prefix_groups counts shared prefixes: give "
+                  "prefix_tokens > 0 (their length) too")
+    if out["prefix_tokens"] == 0:  # a sweep's point without a prefix has no groups either
+        out["prefix_groups"] = None
     for key, none in NONE_WHEN.items():
         if out[key] == none:
             out[key] = None
-    if out["prefix_groups"] is not None and out["prefix_tokens"] is None:
-        raise err(loc("prefix_groups"), "prefix_groups counts shared prefixes: give "
-                  "prefix_tokens > 0 (their length) too")
     return out
 
 

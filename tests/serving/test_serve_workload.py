@@ -238,3 +238,27 @@ def test_the_cached_share_is_stored_and_shown(tmp_path: Path, fake_server) -> No
     md = subprocess.run([sys.executable, "-m", "dltop", "--db", str(db), "export", "--table",
                          "summary"], capture_output=True, text=True, timeout=120, env=env).stdout
     assert "| cached % |" in md and "n/a: the server's usage gave no cached_tokens" in md, md
+
+
+def _request(**over: object) -> dict[str, object]:
+    e: dict[str, object] = {
+        "event": "request", "index": 0, "request": 0, "warmup": False, "scheduled_s": 0.0,
+        "dispatch_lag_s": 0.0, "slot_wait_s": 0.0, "first_byte_s": 0.01, "ttft_s": 0.01,
+        "e2e_s": 0.02, "status": 200, "error": None, "prompt_tokens": 40,
+        "output_tokens": 2, "tokens_estimated": False, "chunk_s": [0.01, 0.02],
+        "chunk_tokens": [1, 1], "cached_tokens": 32, "max_tokens": 2}
+    e.update(over)
+    return e
+
+
+@pytest.mark.parametrize(("over", "says"), [
+    ({"cached_tokens": -1}, "cached_tokens"), ({"cached_tokens": "32"}, "cached_tokens"),
+    ({"max_tokens": 0}, "max_tokens"), ({"max_tokens": 1.5}, "max_tokens")])
+def test_the_engine_refuses_a_bad_cached_or_max_tokens(over: dict[str, object],
+                                                      says: str) -> None:
+    from dltop.jobs.protocol import EventChecker
+
+    assert EventChecker().problem(_request()) is None
+    assert EventChecker().problem(_request(cached_tokens=None, max_tokens=None)) is None
+    why = EventChecker().problem(_request(**over))
+    assert why is not None and says in why, why

@@ -20,7 +20,7 @@ SRC = Path(dltop.__file__).parent
 
 ADDED = '''
     knob_s: float = setting(0.0, number(positive=False, maximum=60.0), identity=True,
-                            quiet=True, sweep=11, group="window", order=0,
+                            quiet=True, sweep=15, group="window", order=0,
                             short="{} knob s", last=True)
     knob_len: int | None = setting(None, optional(integer(1, 64)), identity=True,
                                    quiet=True, group="lm", order=99, shown=True,
@@ -75,7 +75,7 @@ def test_a_setting_added_to_the_declaration_appears_in_every_derived_list(
                          cwd=tmp_path, timeout=120)
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
-    assert out["sweep"][-1] == "knob_s"  # sweep=11: after server (10)
+    assert out["sweep"][-1] == "knob_s"  # sweep=15: after new_tokens_spread (14)
     assert out["window"] == out["idread_window"] == ["min_time_s", "warmup_s", "knob_s"]
     assert out["lm"] == out["idread_lm"] == ["seq_len", "attention", "prompt_tokens",
                                              "new_tokens", "knob_len"]
@@ -85,7 +85,7 @@ def test_a_setting_added_to_the_declaration_appears_in_every_derived_list(
     assert out["preferred"][0] == "knob_s" and out["preferred"][-1] == "knob_len"
     assert out["short"]["knob_s"] == "{} knob s"
     assert out["last"][-2:] == ["knob_s", "interpreter"]
-    # a sweep: lr's axis (2) outside knob_s's (11), each value a configuration
+    # a sweep: lr's axis (2) outside knob_s's (15), each value a configuration
     assert out["jobs"] == [[0.1, 1.0], [0.1, 2.0], [0.1, 3.0],
                            [0.2, 1.0], [0.2, 2.0], [0.2, 3.0]]
     # shown=True keeps knob_len out of "other settings"; knob_s is listed there
@@ -101,10 +101,13 @@ def test_the_lists_today() -> None:
 
     assert loader.SWEEP_KEYS == ("optimizer", "lr", "momentum", "weight_decay", "nodes",
                                  "min_time_s", "warmup_s", "request_rate", "concurrency",
-                                 "server")
+                                 "server", "prefix_tokens", "prefix_groups",
+                                 "prompt_tokens_spread", "new_tokens_spread")
     assert window.KEYS == ("min_time_s", "warmup_s")
     assert entry.TORCH_ONLY == ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
-    assert declared(GROUP, "serve") == ("request_rate", "concurrency", "server")
+    assert declared(GROUP, "serve") == ("request_rate", "concurrency", "server",
+                                        "prefix_tokens", "prefix_groups",
+                                        "prompt_tokens_spread", "new_tokens_spread")
     assert lm.LM_KEYS == ("seq_len", "attention", "prompt_tokens", "new_tokens")
     assert lm.GENERATE_KEYS == ("prompt_tokens", "new_tokens")
     assert identity.PREFERRED == ("precision", "seq_len", "prompt_tokens", "new_tokens",

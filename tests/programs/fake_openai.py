@@ -212,9 +212,11 @@ async def complete(request: web.Request) -> web.StreamResponse:
         sent += 1
     if model != "nousage":
         counted = len(prompt.split()) + cfg.bos
-        await out.write(chunk(api, None, usage={
-            "prompt_tokens": counted, "completion_tokens": sent,
-            "total_tokens": counted + sent}))
+        usage: dict[str, object] = {"prompt_tokens": counted, "completion_tokens": sent,
+                                    "total_tokens": counted + sent}
+        if cfg.prefix_cache:
+            usage["prompt_tokens_details"] = {"cached_tokens": cached(request.app, prompt)}
+        await out.write(chunk(api, None, usage=usage))
     await out.write(b"data: [DONE]\n\n")
     if isinstance(out, Held):
         await resp.write(bytes(out.data))
@@ -226,6 +228,23 @@ async def complete(request: web.Request) -> web.StreamResponse:
         cfg.timeline.write(json.dumps({"t0": t0, "content_s": content_s}) + "\n")
         cfg.timeline.flush()
     return resp
+
+
+def cached(app: web.Application, prompt: str) -> int:
+    """A prefix cache's hit, as vLLM's usage reports it: the longest run of words this
+    prompt shares from its start with an earlier one (a word a token, as /tokenize counts;
+    no block rounding), never the whole prompt (its last token is always computed)."""
+    words = prompt.split()
+    best = 0
+    for seen in app["seen"]:
+        n = 0
+        for a, b in zip(words, seen, strict=False):
+            if a != b:
+                break
+            n += 1
+        best = max(best, n)
+    app["seen"].append(words)
+    return min(best, len(words) - 1)
 
 
 async def tokenize(request: web.Request) -> web.Response:
@@ -316,6 +335,9 @@ async def main() -> None:
     p.add_argument("--bos", type=int, default=0, choices=(0, 1),
                    help="1: usage's prompt_tokens counts a BOS, as vLLM 0.32 (CPU) "
                    "answered (its tokenizer's, or its chat template's), recorded 2026-11-29")
+    p.add_argument("--prefix-cache", action="store_true",
+                   help="usage says prompt_tokens_details.cached_tokens: the words a prompt "
+                   "shares from its start with an earlier one (vLLM's field)")
     p.add_argument("--hold", action="store_true",
                    help="write each answer's events in one piece at its end, on schedule "
                    "until then: what a client that did not run during the answer reads")
@@ -338,6 +360,7 @@ async def main() -> None:
     await asyncio.sleep(cfg.ready_after_s)
     app = web.Application(middlewares=[api_key])
     app["cfg"] = cfg
+    app["seen"] = []
     app["warm_until"] = asyncio.get_running_loop().time() + cfg.warm_up_s
     app.router.add_post("/v1/chat/completions", complete)
     app.router.add_post("/v1/completions", complete)

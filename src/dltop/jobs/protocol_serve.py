@@ -14,7 +14,9 @@ and skipped like any other). The rules:
   of at most :data:`MAX_CHUNKS` such numbers and ``chunk_tokens`` as many integers in
   [0, 2**32); ``in_flight`` (the client's other requests in flight as it ended) and
   ``resent`` (times it was sent again) null or integers >= 0; ``resend_s`` (from its
-  first send to the one answered) null or a finite number in [0, :data:`MAX_SECONDS`].
+  first send to the one answered) null or a finite number in [0, :data:`MAX_SECONDS`];
+  ``cached_tokens`` (the prompt tokens the server served from its cache, where its usage
+  says) null or an integer >= 0; ``max_tokens`` (what it asked) null or an integer >= 1.
 - ``load`` (once, after the measured requests): ``window_s`` a finite number > 0,
   ``client_cpu_s`` a finite number >= 0, ``asked_rate`` null or a finite number > 0,
   ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0,
@@ -76,7 +78,9 @@ def check_request(e: dict[str, Any], last_index: int) -> str | None:
            or _int_field(e, "prompt_tokens", 0)
            or _int_field(e, "status", 0, required=True)
            or _int_field(e, "in_flight", 0)
-           or _int_field(e, "resent", 0))
+           or _int_field(e, "resent", 0)
+           or _int_field(e, "cached_tokens", 0)
+           or _int_field(e, "max_tokens", 1))
     for key in ("scheduled_s", "dispatch_lag_s", "slot_wait_s"):
         why = why or _seconds(e, key, True)
     for key in ("first_byte_s", "ttft_s", "e2e_s", "resend_s"):

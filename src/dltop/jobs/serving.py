@@ -58,7 +58,8 @@ def request_row(event: dict[str, Any]) -> dict[str, Any]:
             "chunk_s": pack_seconds([float(x) for x in event["chunk_s"]]),
             "chunk_tokens": pack_counts([int(x) for x in event["chunk_tokens"]]),
             "in_flight": event.get("in_flight"), "resent": event.get("resent"),
-            "resend_s": opt_float(event.get("resend_s"))}
+            "resend_s": opt_float(event.get("resend_s")),
+            "cached_tokens": event.get("cached_tokens"), "max_tokens": event.get("max_tokens")}
 
 
 COUNTED_BY: dict[str, str] = child_module("openai_tokens").COUNTED_BY

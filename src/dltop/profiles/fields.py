@@ -152,17 +152,19 @@ class Integer:
 @dataclass(frozen=True)
 class Number:
     """A finite number (an integer or a float, not a bool) from ``low`` (excluded when
-    ``above``) to ``high``; returned as float."""
+    ``above``) to ``high`` (excluded when ``below``); returned as float."""
 
     low: float
     high: float
     above: bool = False
     noun: str = "number"
+    below: bool = False
 
     @property
     def expected(self) -> str:
         """The range, as its error says it (``> 0 and <= 1000``)."""
-        return f"{'>' if self.above else '>='} {_show(self.low)} and <= {_show(self.high)}"
+        return f"{'>' if self.above else '>='} {_show(self.low)} and " \
+               f"{'<' if self.below else '<='} {_show(self.high)}"
 
     def __call__(self, v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):
@@ -170,7 +172,8 @@ class Number:
                              f"{_not_a_sweep(v)}")
         # NaN fails every comparison: the range test refuses it with infinities
         low_ok = v > self.low if self.above else v >= self.low
-        if not (math.isfinite(v) and low_ok and v <= self.high):
+        high_ok = v < self.high if self.below else v <= self.high
+        if not (math.isfinite(v) and low_ok and high_ok):
             raise ValueError(f"expected a finite {self.noun} {self.expected}, got {v!r}")
         return float(v)
 

@@ -24,6 +24,7 @@ from dltop.profiles.fields import (
     COLUMN,
     IDENTITY,
     KEY,
+    Number,
     NumberOr,
     boolean,
     check_declarations,
@@ -183,6 +184,26 @@ class JobSpec:
                                  group="serve")
     """``mode = "serve"``: the server dltop starts for the run (``[servers.NAME]`` or a
     preset, :mod:`dltop.profiles.servers`); None: the endpoint is already serving."""
+    prefix_tokens: int | None = setting(None, optional(integer(0, L.MAX_TOKENS)),
+                                        identity=True, quiet=True, sweep=11, group="serve")
+    """``mode = "serve"``: tokens of the shared prefix each synthetic prompt starts with,
+    added to its own ``prompt_tokens`` (vLLM's ``--random-prefix-len``); None: none (the
+    loader stores 0 as None, so a run without a prefix keeps its identity)."""
+    prefix_groups: int | None = setting(None, optional(integer(1, L.MAX_PREFIX_GROUPS)),
+                                        identity=True, quiet=True, sweep=12, group="serve")
+    """``mode = "serve"``: distinct shared prefixes, request ``i`` taking the ``i mod N``-th
+    (SGLang's ``generated-shared-prefix`` groups); None: one."""
+    prompt_tokens_spread: float | None = setting(
+        None, optional(Number(0.0, L.MAX_SPREAD, below=True)), identity=True, quiet=True,
+        sweep=13, group="serve")
+    """``mode = "serve"``: each request's own prompt length drawn uniformly from
+    ``[prompt_tokens(1-r), prompt_tokens(1+r)]`` (vLLM's ``--random-range-ratio``);
+    None: every prompt ``prompt_tokens``."""
+    new_tokens_spread: float | None = setting(
+        None, optional(Number(0.0, L.MAX_SPREAD, below=True)), identity=True, quiet=True,
+        sweep=14, group="serve")
+    """``mode = "serve"``: each request's ``max_tokens`` drawn as ``prompt_tokens_spread``
+    draws its prompt; None: every request ``new_tokens``."""
     nodes: int = setting(1, integer(1, L.MAX_NODES), identity=True, quiet=True, sweep=5)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True, quiet=True)

@@ -63,6 +63,11 @@ MAX_BURSTINESS = 1000.0
 """``burstiness``: the gamma arrivals' shape (1 is Poisson; below 1 burstier)."""
 MAX_SLO_MS = 1e9
 """``slo_ttft_ms``, ``slo_tpot_ms``, ``slo_e2e_ms``: ~11 days."""
+MAX_PREFIX_GROUPS = 100_000
+"""``prefix_groups``: shared prefixes of a serve run (each one request's at least)."""
+MAX_SPREAD = 1.0
+"""``prompt_tokens_spread``, ``new_tokens_spread``: below 1 (vLLM's range ratio), so that
+the shortest length drawn is above 0."""
 MAX_LABEL = 200
 """Characters of a label: a profile's ``name``, a command entry's ``models``."""
 

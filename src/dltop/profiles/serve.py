@@ -150,6 +150,7 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
         if why is not None:
             raise err(loc("dataset"), f"{path}: {why}")
         out["dataset"] = str(path)
+        _no_dataset(err, loc, merged)
     if merged.get("tokenizer") is not None:
         out["tokenizer"] = tokenizer(err, loc("tokenizer"), merged["tokenizer"], profile_dir)
     if merged.get("max_prompt_tokens") is not None:
@@ -282,7 +283,34 @@ def check_job(err: Err, loc: Callable[[str], str], s: dict[str, Any],
         out["request_rate"] = REQUEST_RATE_DEFAULT
     if out["concurrency"] is None:
         out["concurrency"] = CONCURRENCY_DEFAULT
+    return _workload(err, loc, out)
+
+
+NONE_WHEN: Final = {"prefix_tokens": 0, "prefix_groups": 1, "prompt_tokens_spread": 0.0,
+                    "new_tokens_spread": 0.0}
+"""The workload settings' values that mean "none", stored as None: a run that gives them
+keeps the identity of one stored before they existed (docs/serving.md#workloads)."""
+
+
+def _workload(err: Err, loc: Callable[[str], str], out: dict[str, Any]) -> dict[str, Any]:
+    if out["prefix_groups"] not in (None, 1) and out["prefix_tokens"] is None:
+        raise err(loc("prefix_groups"), "prefix_groups counts shared prefixes: give "
+                  "prefix_tokens > 0 (their length) too")
+    if out["prefix_tokens"] == 0:  # a sweep's point without a prefix has no groups either
+        out["prefix_groups"] = None
+    for key, none in NONE_WHEN.items():
+        if out[key] == none:
+            out[key] = None
     return out
+
+
+def _no_dataset(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any]) -> None:
+    # A dataset's prompts are sent whole: nothing to prefix or to draw a length for.
+    for key in ("prefix_tokens", "prompt_tokens_spread"):
+        v = merged.get(key)
+        if any(x not in (None, 0) for x in (v if isinstance(v, list) else [v])):
+            raise err(loc(key), f"{key} shapes synthetic prompts; a dataset's prompts "
+                      "are sent whole (leave dataset out, or this key)")
 
 
 def server_options(err: Err, loc: Callable[[str], str], options: tuple[tuple[str, Any], ...],

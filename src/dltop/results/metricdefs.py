@@ -229,6 +229,11 @@ DECLARED = (
     Metric("client-cpu", "the serve client's CPU over its window in % (100 = one core)", "%",
            "client CPU %", _f(1), modes=SERVE,
            how="mean of each serve run's client CPU over its window"),
+    Metric("cached-share", "share of the prompt tokens the server served from its prefix "
+           "cache in % (its usage's prompt_tokens_details.cached_tokens)", "%", "cached %",
+           _f(1), higher=True, modes=SERVE, detail=("cached", "prompt"),
+           how="the ok measured requests' cached prompt tokens / their prompt tokens, of "
+           "those whose usage gave both, all runs together"),
     Metric("distinct-tokens", "distinct-token fraction of the generated tokens (each "
            "sequence's distinct ids / new tokens, over the measured requests): 1 / new "
            "tokens for a decoder repeating one token", "fraction", "distinct tok", _f(3),

@@ -17,6 +17,9 @@ load shows is here, per configuration over its ok runs (docs/metrics.md, "Servin
 - **dispatch-lag**, **slot-wait**: p50/p90/p99 over the measured requests (p90 and p99
   only from enough of them: :func:`dltop.results.convergence.min_samples`).
 - **client-cpu**: the client's CPU over the window, 100 = one core, mean over runs.
+- **cached-share**: the prompt tokens the server served from its prefix cache
+  (``usage.prompt_tokens_details.cached_tokens``) / the prompt tokens of the ok measured
+  requests whose usage gave both, in %; n/a where the server gave none.
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ class ServeRequest:
     """When the send it answered left, from the start of the load: scheduled + dispatch lag
     + slot wait + the time its earlier sends took (one closed before any byte)."""
     chunk_tokens: tuple[int, ...] = ()
+    prompt_tokens: int | None = None
+    """The prompt's tokens by the server's usage (None where it gave none)."""
+    cached_tokens: int | None = None
+    """Of them, those it served from its prefix cache, where its usage said (migration 37)."""
 
     @property
     def ok(self) -> bool:
@@ -91,7 +98,8 @@ def serve_requests_of(db: Db, run_ids: Sequence[int]) -> dict[int, list[ServeReq
         r["error"], int(r["output_tokens"] or 0), bool(r["tokens_estimated"]),
         float(r["dispatch_lag_s"] or 0.0), float(r["slot_wait_s"] or 0.0), r["chunk_s"],
         float(r["scheduled_s"] or 0.0) + float(r["dispatch_lag_s"] or 0.0)
-        + float(r["slot_wait_s"] or 0.0) + float(r["resend_s"]), r["chunk_tokens"])
+        + float(r["slot_wait_s"] or 0.0) + float(r["resend_s"]), r["chunk_tokens"],
+        r["prompt_tokens"], r["cached_tokens"])
         for r in rows] for rid, rows in serving.requests(db, run_ids).items()}
 
 
@@ -167,12 +175,27 @@ def _client_cpu(res: Served, _reqs: list[ServeRequest]) -> Numbers:
     return (statistics.fmean(cpus) if cpus else None), "n/a: not measured", {}
 
 
+def _cached_share(_res: Served, reqs: list[ServeRequest]) -> Numbers:
+    # Only the ok requests whose usage gave both counts: a server that says nothing of its
+    # cache is n/a, never 0 % (vLLM says nothing without --enable-prompt-tokens-details).
+    said = [q for q in reqs if q.ok and q.prompt_tokens and q.cached_tokens is not None]
+    if not said:
+        return None, "n/a: the server's usage gave no cached_tokens " \
+            "(prompt_tokens_details)", {}
+    prompt = sum(q.prompt_tokens or 0 for q in said)
+    cached = sum(q.cached_tokens or 0 for q in said)
+    ok = sum(q.ok for q in reqs)
+    return 100.0 * cached / prompt, "", {"cached": float(cached), "prompt": float(prompt),
+                                         "said": float(len(said)), "n": float(ok)}
+
+
 SERVING_NUMBERS: dict[str, Callable[[Served, list[ServeRequest]], Numbers]] = {
     "req-rate": _rate(lambda r, _: sum(q.ok for q in r.serving), asked=True),
     "output-rate": _rate(lambda r, _: sum(q.output_tokens for q in r.serving if q.ok)),
     "goodput": _rate(lambda r, slo: sum(q.meets(slo) for q in r.serving), needs_slo=True),
     "error-rate": _error_rate,
     "client-cpu": _client_cpu,
+    "cached-share": _cached_share,
     "itl-chunk": _spread(lambda reqs: [b - a for q in reqs if q.ok
                                        for a, b in itertools.pairwise(q.chunk_s)]),
     "dispatch-lag": _spread(lambda reqs: [q.dispatch_lag_s for q in reqs]),

@@ -56,7 +56,7 @@ from dltop.store.schema_steps import (
     v20,
     v21,
 )
-from dltop.store.serving import v26, v28, v29, v31, v33, v34, v36
+from dltop.store.serving import v26, v28, v29, v31, v33, v34, v36, v37
 from dltop.store.templates import v23, v32
 from dltop.store.tx import transaction
 
@@ -177,6 +177,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(36, "serve_requests.resent/resend_s: how often a request was sent again (its "
                   "pooled connection closed before any byte) and the time that took, which "
                   "its send time now counts (issue 41 item 2)", v36),
+    Migration(37, "serve_requests.cached_tokens/max_tokens: the prompt tokens the server "
+                  "served from its cache, and the max_tokens each request asked (a "
+                  "new_tokens_spread draws its own)", v37),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

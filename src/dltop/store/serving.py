@@ -26,7 +26,8 @@ from dltop.store.generations import pack_array, unpack_array
 TABLE = "serve_requests"
 COLUMNS = ("idx", "request", "warmup", "scheduled_s", "dispatch_lag_s", "slot_wait_s",
            "first_byte_s", "ttft_s", "e2e_s", "status", "error", "prompt_tokens", "output_tokens",
-           "tokens_estimated", "chunk_s", "chunk_tokens", "in_flight", "resent", "resend_s")
+           "tokens_estimated", "chunk_s", "chunk_tokens", "in_flight", "resent", "resend_s",
+           "cached_tokens", "max_tokens")
 """The columns a row gives (``run_id`` is the call's); ``idx`` is its event's index, the
 order requests ended in, and the ``idx`` of the request's ``iterations`` and
 ``generations`` rows when it produced tokens; ``request`` is its place in the schedule
@@ -34,7 +35,10 @@ order requests ended in, and the ``idx`` of the request's ``iterations`` and
 client's other requests in flight when it ended (migration 31); ``resent`` the times it
 was sent again (its pooled connection closed before any byte) and ``resend_s`` the
 seconds from its first send to the one answered, which its times count from (migration
-36; NULL before)."""
+36; NULL before); ``cached_tokens`` the prompt tokens the server said it served from
+its prefix cache (``usage.prompt_tokens_details.cached_tokens``; NULL where it did not
+say) and ``max_tokens`` the ``max_tokens`` it asked (``new_tokens``, or its own draw of
+``new_tokens_spread``), both migration 37."""
 RUN_COLUMNS = {"serve_window_s": float, "client_cpu_pct": float, "dispatch_lag_p99_s": float,
                "client_bound": int}
 """``runs`` columns of a serve run: the measured load's wall seconds, the client's CPU
@@ -124,3 +128,9 @@ def v36(db: Any) -> None:
     """Migration 36: ``serve_requests.resent/resend_s`` (a request sent again)."""
     db[TABLE].add_column("resent", int)
     db[TABLE].add_column("resend_s", float)
+
+
+def v37(db: Any) -> None:
+    """Migration 37: ``serve_requests.cached_tokens/max_tokens``."""
+    db[TABLE].add_column("cached_tokens", int)
+    db[TABLE].add_column("max_tokens", int)

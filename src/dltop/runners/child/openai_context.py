@@ -14,11 +14,12 @@ Asked in turn, with the run's headers (its API key) and TLS as the load's:
 ``not stated``. A server that answers none of them, or with another shape, is the same:
 the load's own errors then tell.
 
-What it is for (:func:`fit`): synthetic prompts whose ``prompt_tokens + new_tokens`` are
-over it fail the run before a request is sent (SGLang answers each 400; vLLM 0.32 and
-llama-server cut each answer short, so the run would time shorter answers), and a
-``dataset`` run without ``max_prompt_tokens`` drops the prompts longer than it leaves
-beside ``new_tokens`` (:func:`within`, as ``max_prompt_tokens`` drops them).
+What it is for (:func:`fit`): synthetic prompts whose longest ``prefix_tokens +
+prompt_tokens + new_tokens`` (the spreads' upper ends) is over it fail the run before a
+request is sent (SGLang answers each 400; vLLM 0.32 and llama-server cut each answer
+short, so the run would time shorter answers), and a ``dataset`` run drops the prompts
+longer than it leaves beside ``new_tokens`` (:func:`within`, as ``max_prompt_tokens`` drops them; a
+``max_prompt_tokens`` above that is capped by it, and the run's note says so).
 """
 
 import json
@@ -44,15 +45,6 @@ class Context(object):
     def said(self):
         """``the server's context 2048 (max_model_len, GET /v1/models)``."""
         return "the server's context %d (%s)" % (self.tokens, self.source)
-
-    def refusal(self, prompt_tokens, new_tokens):
-        """Why synthetic prompts of ``prompt_tokens`` and answers of ``new_tokens`` cannot
-        fit, or None."""
-        if prompt_tokens + new_tokens > self.tokens:
-            return "prompt_tokens %d + new_tokens %d = %d > %s: lower them, or serve a " \
-                   "longer context" % (prompt_tokens, new_tokens, prompt_tokens + new_tokens,
-                                       self.said())
-        return None
 
     def prompt_limit(self, new_tokens):
         """The longest prompt a request of ``new_tokens`` fits beside (may be < 1)."""
@@ -148,22 +140,38 @@ def within(opts, data, counter, limit, over):
 
 
 def fit(opts, spec, data, context):
-    """The prompt limit and what it is (``max_prompt_tokens``, else what the server's
-    stated context leaves beside ``new_tokens``), or (None, None) for synthetic prompts,
-    which must fit the context whole (else ``setup_failed``, nothing sent)."""
-    new = int(spec["new_tokens"])
+    """The prompt limit and what it is (``max_prompt_tokens``, capped by what the server's
+    stated context leaves beside the longest ``max_tokens`` a request asks; else that
+    alone), or (None, None) for synthetic prompts, which must fit the context whole, the
+    longest drawn (a prefix and the spreads' upper ends), else ``setup_failed``, nothing
+    sent."""
+    new = tokens.longest(int(spec["new_tokens"]), spec.get("new_tokens_spread"))
+    said_new = "new_tokens %d%s" % (new, " (its spread's longest)"
+                                    if spec.get("new_tokens_spread") else "")
     if not data:
-        why = context.refusal(int(spec["prompt_tokens"]), new) if context else None
-        if why:
-            raise load.SetupFailed(why)
+        own = tokens.longest(int(spec["prompt_tokens"]), spec.get("prompt_tokens_spread"))
+        prefix = int(spec.get("prefix_tokens") or 0)
+        if context and prefix + own + new > context.tokens:
+            raise load.SetupFailed("%sprompt_tokens %d%s + %s = %d > %s: lower them, or "
+                                   "serve a longer context" % (
+                                       "prefix_tokens %d + " % prefix if prefix else "", own,
+                                       " (its spread's longest)" if spec.get(
+                                           "prompt_tokens_spread") else "", said_new,
+                                       prefix + own + new, context.said()))
         return None, None
+    room = context.prompt_limit(new) if context else None
+    if room is not None and room < 1:
+        raise load.SetupFailed("%s leaves no room for a prompt in %s" % (said_new,
+                                                                         context.said()))
     if opts.get("max_prompt_tokens"):
         limit = int(opts["max_prompt_tokens"])
-        return limit, "max_prompt_tokens %d" % limit
-    if context is None:
+        if room is None or limit <= room:
+            return limit, "max_prompt_tokens %d" % limit
+        # a longer prompt would be refused or cut short by the server: the context binds
+        sys.stdout.write("[dltop] max_prompt_tokens %d capped at %d: %s less %s\n" % (
+            limit, room, context.said(), said_new))
+        return room, "%s less %s (max_prompt_tokens %d capped by it)" % (
+            context.said(), said_new, limit)
+    if room is None:
         return None, None
-    limit = context.prompt_limit(new)
-    if limit < 1:
-        raise load.SetupFailed("new_tokens %d leaves no room for a prompt in %s" % (
-            new, context.said()))
-    return limit, "%s less new_tokens %d" % (context.said(), new)
+    return room, "%s less %s" % (context.said(), said_new)

@@ -154,6 +154,8 @@ class Result(object):
         self.resent = 0
         """Times it was sent again: its pooled connection was closed before any byte came."""
         self.resend_s = 0.0
+        self.max_tokens = None
+        """The ``max_tokens`` it asked (``new_tokens``, or its own drawn length)."""
         """From its first send to the send answered (0 unless sent again): time the
         client lost, apart from dispatch lag and slot wait, never hidden in TTFT."""
 
@@ -181,6 +183,14 @@ class Result(object):
     def prompt_tokens(self):
         p = (self.usage or {}).get("prompt_tokens")
         return p if isinstance(p, int) and not isinstance(p, bool) and p >= 0 else None
+
+    def cached_tokens(self):
+        """The prompt tokens the server served from its cache, where its usage says
+        (OpenAI's ``usage.prompt_tokens_details.cached_tokens``: vLLM with
+        ``--enable-prompt-tokens-details``, SGLang, llama-server), else None."""
+        details = (self.usage or {}).get("prompt_tokens_details")
+        c = details.get("cached_tokens") if isinstance(details, dict) else None
+        return c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None
 
 
 class Client(object):
@@ -283,7 +293,10 @@ class Client(object):
             if self.fatal or self.stop(res.warmup):
                 return False
             sent_flag[0] = True
-            body = payload(self.api, self.model, prompt, self.new_tokens, self.force)
+            # a pair: its own max_tokens (new_tokens_spread), forced alike
+            text, res.max_tokens = prompt if isinstance(prompt, tuple) else (
+                prompt, self.new_tokens)
+            body = payload(self.api, self.model, text, res.max_tokens, self.force)
             self.in_flight += 1
             # A kept-alive connection the server closed as it was taken from the pool fails
             # before any byte: sent again on another (llama-server closes each connection

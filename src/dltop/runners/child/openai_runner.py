@@ -152,6 +152,10 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     except ValueError as exc:
         raise proto.Failed("%s (%s): give prompts with dataset = PATH" % (
             exc, counter.source)) from None
+    if spec.get("new_tokens_spread"):  # each request its own max_tokens, forced alike
+        prompts = list(zip(prompts, tokens.spread(int(spec["new_tokens"]),
+                                                  spec["new_tokens_spread"], len(prompts),
+                                                  rng), strict=True))
     rate = spec.get("request_rate") or "inf"
     arrival = opts.get("arrival", "poisson")
     burstiness = float(opts.get("burstiness", 1.0))
@@ -161,7 +165,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                    endpoint=endpoint, api=api, served_model=spec["model"],
                    prompts="dataset" if data else (
                        "synthetic (exactly prompt_tokens tokens by the %s)" % counter.source
-                       if counter else "synthetic (~prompt_tokens words)"),
+                       if counter else "synthetic (~prompt_tokens words)") + _shape(spec),
                    server=spec.get("server"),
                    server_context_tokens=context.tokens if context else None,
                    server_context=("%d (%s)" % (context.tokens, context.source) if context
@@ -260,7 +264,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                          "forced by " + "+".join(force) if force else "not forced",
                          state["short"], state["ok"]))
     said = sorted(state["prompts"])
-    if counter is not None and not data and said and said != [int(spec["prompt_tokens"])]:
+    if counter is not None and not data and said and said != [int(spec["prompt_tokens"])] \
+            and not spec.get("prefix_tokens") and not spec.get("prompt_tokens_spread"):
         # vLLM's usage counts the BOS and the chat template's tokens: stored as it counted
         sys.stdout.write("[dltop] prompt tokens by the server's usage: %s, for prompts of "
                          "exactly %d tokens of text (prompt_tokens): the server adds its "
@@ -277,6 +282,18 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                                state["failed"], measured, 100.0 * state["failed"] / measured,
                                100.0 * limit, "; ".join(state["errors"])))
     return state["ok"]
+
+
+def _shape(spec):
+    """What a workload adds to the prompts' description: its prefixes and spreads."""
+    out = ""
+    if spec.get("prefix_tokens"):
+        out += ", after one of %d shared prefix(es) of prefix_tokens %d" % (
+            int(spec.get("prefix_groups") or 1), int(spec["prefix_tokens"]))
+    for key in ("prompt_tokens_spread", "new_tokens_spread"):
+        if spec.get(key):
+            out += ", %s %g" % (key, spec[key])
+    return out
 
 
 def _report(reporter, spec, res, state):
@@ -298,7 +315,7 @@ def _report(reporter, spec, res, state):
     elif ok:
         state["ok"] += 1
         state["sources"].add(source)
-        state["short"] += tokens_out < int(spec["new_tokens"])
+        state["short"] += tokens_out < (res.max_tokens or int(spec["new_tokens"]))
         if res.prompt_tokens() is not None:
             state["prompts"].add(res.prompt_tokens())
     elif res.error != load.CUT:
@@ -312,6 +329,7 @@ def _report(reporter, spec, res, state):
                   slot_wait_s=res.slot_wait_s, first_byte_s=res.first_byte_s,
                   ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
+                  cached_tokens=res.cached_tokens(), max_tokens=res.max_tokens,
                   output_tokens=tokens_out, tokens_estimated=source == "estimated",
                   chunk_s=chunk_s, chunk_tokens=counts, worker=res.worker,
                   in_flight=res.in_flight, resent=res.resent, resend_s=res.resend_s)

@@ -14,6 +14,7 @@ come from a ``dataset`` file (:func:`read_dataset`) or are synthetic (:func:`pro
 
 import gzip
 import json
+import math
 import random
 import urllib.error
 import urllib.request
@@ -121,37 +122,79 @@ def single_words(count):
     return [w for w in WORDS if count(w) == 1] or list(WORDS)
 
 
-def exact_prompt(count, k, rng, words):
-    """A prompt of exactly ``k`` tokens by ``count``, of ``words`` drawn with ``rng``.
+def exact_prompt(count, k, rng, words, head="", head_tokens=0):
+    """A prompt of exactly ``k`` tokens by ``count``, of ``words`` drawn with ``rng``;
+    with ``head`` (a shared prefix of ``head_tokens`` tokens), that prefix, a space, and
+    ``k`` tokens more, the whole counted: a word's tokens may change with the space
+    before it.
 
     Raises:
         ValueError: no prompt of exactly ``k`` tokens after :data:`ATTEMPTS` adjustments.
     """
     out = [rng.choice(words) for _ in range(k)]
+    target = head_tokens + k
     for _ in range(ATTEMPTS):
-        c = count(" ".join(out))
-        if c == k:
-            return " ".join(out)
-        if c > k:  # each word is a token at least: dropping c - k never drops too many
-            del out[max(1, len(out) - (c - k)):]
+        text = " ".join(([head] if head else []) + out)
+        c = count(text)
+        if c == target:
+            return text
+        if c > target:  # each word is a token at least: dropping c - k never drops too many
+            del out[max(1, len(out) - (c - target)):]
         else:
-            out.extend(rng.choice(words) for _ in range(k - c))
-    raise ValueError("no prompt of exactly %d tokens after %d adjustments" % (k, ATTEMPTS))
+            out.extend(rng.choice(words) for _ in range(target - c))
+    raise ValueError("no prompt of exactly %d tokens after %d adjustments" % (target,
+                                                                             ATTEMPTS))
+
+
+def spread(length, ratio, n, rng):
+    """``n`` lengths drawn uniformly from the integers of ``[floor(length(1-ratio)),
+    ceil(length(1+ratio))]``, at least 1 (vLLM 0.32's ``get_sampling_params``, its
+    ``--random-range-ratio``); ``[length] * n`` without a ratio (nothing drawn, so a
+    run without one sends what it sent before)."""
+    if not ratio:
+        return [int(length)] * n
+    low = max(1, int(math.floor(length * (1.0 - ratio))))
+    high = max(low, int(math.ceil(length * (1.0 + ratio))))
+    return [rng.randint(low, high) for _ in range(n)]
+
+
+def longest(length, ratio):
+    """The longest length :func:`spread` may draw."""
+    return max(1, int(math.ceil(length * (1.0 + ratio)))) if ratio else int(length)
+
+
+SYNTHETIC_WORDS = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
+                   "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa")
+"""The words of a synthetic prompt where no tokenizer is known (about a token each)."""
+
+
+def prefixes(k, groups, rng, counter, words):
+    """``groups`` shared prefixes of exactly ``k`` tokens by ``counter`` (else ``k`` of
+    ``words``), drawn first with ``rng`` (:func:`prompts_for`)."""
+    return [exact_prompt(counter.count, k, rng, words) if counter is not None
+            else " ".join(rng.choice(words) for _ in range(k)) for _ in range(groups)]
 
 
 def prompts_for(spec, n, rng, dataset_prompts=None, counter=None):
-    """``n`` prompts: sampled from the dataset, else synthetic ones of exactly
-    ``prompt_tokens`` tokens by ``counter`` (:mod:`openai_tokens`), else of about as many
-    words (approximate: no tokenizer is known)."""
+    """``n`` prompts: sampled from the dataset, else synthetic ones: request ``i`` the
+    ``i mod prefix_groups``-th shared prefix of exactly ``prefix_tokens`` tokens (none
+    without it), then its own part of exactly ``prompt_tokens`` tokens (drawn by
+    :func:`spread` with ``prompt_tokens_spread``), counted by ``counter``
+    (:mod:`openai_tokens`), else as many words (approximate: no tokenizer is known).
+    The prefixes are drawn first, then the lengths, then each request's words."""
     if dataset_prompts:
         return [rng.choice(dataset_prompts) for _ in range(n)]
     k = int(spec["prompt_tokens"])
+    p = int(spec.get("prefix_tokens") or 0)
+    groups = int(spec.get("prefix_groups") or 1) if p else 1
+    words = single_words(counter.count) if counter is not None else list(SYNTHETIC_WORDS)
+    heads = prefixes(p, groups, rng, counter, words) if p else [""]
+    lengths = spread(k, spec.get("prompt_tokens_spread"), n, rng)
     if counter is not None:
-        words = single_words(counter.count)
-        return [exact_prompt(counter.count, k, rng, words) for _ in range(n)]
-    words = ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel",
-             "india", "juliet", "kilo", "lima", "mike", "november", "oscar", "papa")
-    return [" ".join(rng.choice(words) for _ in range(k)) for _ in range(n)]
+        return [exact_prompt(counter.count, lengths[i], rng, words, heads[i % groups], p)
+                for i in range(n)]
+    return [" ".join(([heads[i % groups]] if p else []) +
+                     [rng.choice(words) for _ in range(lengths[i])]) for i in range(n)]
 
 
 COUNTED_BY = {"tokenizer": "the tokenizer file", "tokenize": "the server's /tokenize",

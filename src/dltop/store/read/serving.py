@@ -15,11 +15,13 @@ def requests(db: Any, run_ids: Sequence[int]) -> dict[int, list[dict[str, Any]]]
     """Each run's measured requests in schedule order (runs without any left out; none
     before migration 26): request, ttft_s, e2e_s, status, error, output_tokens,
     tokens_estimated, scheduled_s, dispatch_lag_s, slot_wait_s, resend_s (0 before
-    migration 36), chunk_s as a tuple of seconds and chunk_tokens as one of counts."""
+    migration 36), prompt_tokens, cached_tokens (NULL before migration 37), chunk_s as a
+    tuple of seconds and chunk_tokens as one of counts."""
     out = by_run(db, run_ids, TABLE,
                  "select run_id, request, ttft_s, e2e_s, status, error, output_tokens, "
                  "tokens_estimated, scheduled_s, dispatch_lag_s, slot_wait_s, "
-                 f"{_resend(db)} as resend_s, chunk_s, chunk_tokens from {TABLE} "
+                 f"{_resend(db)} as resend_s, prompt_tokens, {_cached(db)} as cached_tokens, "
+                 f"chunk_s, chunk_tokens from {TABLE} "
                  "where run_id in ({marks}) "
                  "and coalesce(warmup, 0) = 0 order by run_id, request")
     for rows in out.values():
@@ -33,6 +35,12 @@ def _resend(db: Any) -> str:
     """A request's resend time in seconds as an SQL term: 0 where its column does not
     exist (migration 36; a read-only file of an older dltop lacks it)."""
     return "coalesce(resend_s, 0)" if "resend_s" in columns(db, TABLE) else "0"
+
+
+def _cached(db: Any) -> str:
+    """A request's cached prompt tokens as an SQL term: NULL where its column does not
+    exist (migration 37)."""
+    return "cached_tokens" if "cached_tokens" in columns(db, TABLE) else "null"
 
 
 def since(db: Any, run_id: int, after_idx: int) -> list[dict[str, Any]]:

@@ -135,6 +135,11 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
     "request_rate": (SERVE, {**SERVE, "request_rate": 4}),
     "concurrency": (SERVE, {**SERVE, "concurrency": 4}),
     "server": (SERVE, {**SERVE, "server": "vllm"}),
+    "prefix_tokens": (SERVE, {**SERVE, "prefix_tokens": 16}),
+    "prefix_groups": ({**SERVE, "prefix_tokens": 16},
+                      {**SERVE, "prefix_tokens": 16, "prefix_groups": 2}),
+    "prompt_tokens_spread": (SERVE, {**SERVE, "prompt_tokens_spread": 0.5}),
+    "new_tokens_spread": (SERVE, {**SERVE, "new_tokens_spread": 0.5}),
 }
 
 
@@ -203,7 +208,7 @@ def test_identity_declarations() -> None:
         "epochs", "eval_every", "shuffle", "input_size", "data_loader", "loader_workers",
         "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "fp8_recipe",
         "seq_len", "attention", "prompt_tokens", "new_tokens", "request_rate", "concurrency",
-        "server",
+        "server", "prefix_tokens", "prefix_groups", "prompt_tokens_spread", "new_tokens_spread",
         "nodes", "executor", "system", "options")
 
 

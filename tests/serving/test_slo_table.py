@@ -207,3 +207,20 @@ def test_a_study_of_two_databases(dbs: dict[str, Path]) -> None:
     md = _dltop([dbs["a"], dbs["b"]], "export", "--table", "slo", "--campaign",
                 "a:1,b:1").stdout
     assert "Campaigns a:1 `tight`, b:1 `loose`" in md and "| slo ttft ms |" in md
+
+
+def test_the_report_answers_in_its_serving_section(dbs: dict[str, Path],
+                                                   tmp_path: Path) -> None:
+    page = tmp_path / "r.html"
+    assert _dltop(dbs["a"], "report", "-o", str(page)).returncode == 0
+    html = page.read_text()
+    section = html.index("<h2>Serving: latency, throughput, goodput")
+    table = html.index('<table class="summary" id="slo">')
+    assert section < table < html.index('<figure id="serve-latency"')
+    row = html[table:html.index("</table>", table)]
+    assert "<td>10, 20, 500<td>10: 1.00 (8/8), 20: 1.00 (8/8)" in row and "<td>20<td>" in row
+    assert "serving capacity at SLO attainment ≥ 0.9" in html
+    assert "<p>constant: " in html[table:] and "slo ttft ms 100" in html[table:]
+    # campaigns that cannot answer (no rate sweep) leave the table out, not the report
+    assert _dltop(dbs["c"], "report", "--campaign", "onerate", "-o", str(page)).returncode == 0
+    assert 'id="slo"' not in page.read_text()

@@ -256,8 +256,10 @@ def _sort_key(a: Answer) -> tuple[Any, ...]:
 
 
 def slo_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
-              target: float = DEFAULT_ATTAINMENT) -> Table:
-    """The serving answer table of resolved campaigns at attainment ``target``.
+              target: float = DEFAULT_ATTAINMENT, *,
+              results: Sequence[ConfigResult] | None = None) -> Table:
+    """The serving answer table of resolved campaigns at attainment ``target``;
+    ``results``: their :func:`config_results`, when the caller read them already.
 
     Raises:
         UserError: a target outside (0, 1], no serve run, no SLO, or no rate sweep
@@ -265,7 +267,8 @@ def slo_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
     """
     check_target(target)
     where = "campaign " + ", ".join(str(c.id) for c in camps)
-    results = config_results(db, [c.id for c in camps])
+    if results is None:
+        results = config_results(db, [c.id for c in camps])
     found = sorted(answers(results, target, where), key=_sort_key)
     firsts = [a.points[0].result for a in found]
     idents = [{k: v for k, v in i.items() if k != RATE} for i in placed_identities(firsts)]

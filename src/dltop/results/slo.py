@@ -298,10 +298,15 @@ def slo_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
                                 "identity": ident, "reasons": reasons}))
     columns = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
                Column("device", "device", Role.KEY), *var.columns(), *COLUMNS)
+    notes = [NOTE_RULE.format(target=target), NOTE_SORT]
+    if left := sum(r.identity.get("mode") == "serve" and not slos(r.identity)
+                   for r in results):
+        notes.append(f"Left out: {left} serve configuration{'s' * (left > 1)} without "
+                     f"an SLO ({', '.join(k for k, _ in SLO_KEYS)}).")
     what = f"serving capacity at SLO attainment ≥ {target:g}"
     lines, meta = caption.context(db, camps, var.caption())
     return Table(title=caption.title(camps, what), comment=caption.comment(camps, what),
                  columns=columns, rows=tuple(rows),
-                 notes=(NOTE_RULE.format(target=target), NOTE_SORT), caption=lines,
+                 notes=tuple(notes), caption=lines,
                  meta={**meta, "table": "slo", "attainment": target,
                        "identity": var.as_json()})

@@ -238,7 +238,10 @@ def _at_capacity(a: Answer) -> tuple[tuple[Cell, ...], dict[str, Any]]:
     net = dict(energy.extra).get("net_j")
     cells.append(Cell(f"{energy.value:.4g}" if energy.value is not None else energy.reason,
                       energy.value, res.status))
-    net_why = energy.reason if energy.value is None else "n/a: idle power not measured"
+    # beside a number, j-per-token's suffix " (net WHY)" says why the net is missing
+    said = energy.suffix.removeprefix(" (net ").removesuffix(")")
+    net_why = energy.reason if energy.value is None else \
+        said if said.startswith("n/a") else f"n/a: {said}"
     cells.append(Cell(f"{net:.4g}" if net is not None else net_why, net, res.status))
     cells.append(Cell(str(res.n_runs), res.n_runs, res.status))
     reasons = {c.key: cell.text for c, cell in zip(COLUMNS[3:10], cells, strict=True)

@@ -63,6 +63,9 @@ recorded 2026-11-29 (``llama.cpp``: the card's ``meta.n_ctx``) or TGI's router d
 whose prompt's words and ``max_tokens`` are over N with a 400.
 With ``--tls CERT KEY`` it serves HTTPS (``tests/programs/tls``: a self-signed
 certificate for localhost and 127.0.0.1, valid until 2126).
+With ``--serial`` it answers one request at a time, in arrival order (a one-slot server):
+a request's schedule starts when the one before it has ended, so its TTFT grows with the
+queue before it and a rate above what it serves misses a TTFT SLO.
 With ``--log FILE`` each completion request's prompt is appended to FILE as a JSON line. With
 ``--timeline FILE`` each streamed request appends ``{"t0": ..., "content_s": [...]}``:
 when its handler started and when each content event's last byte was written, in
@@ -295,6 +298,12 @@ async def health(request: web.Request) -> web.Response:
     return web.json_response({"status": "ok"})
 
 
+async def one_at_a_time(request: web.Request) -> web.StreamResponse:
+    """``--serial``: :func:`complete` under the server's one lock (its ``t0`` after it)."""
+    async with request.app["serial"]:
+        return await complete(request)
+
+
 @web.middleware
 async def api_key(request: web.Request, handler):  # type: ignore[no-untyped-def]
     key = request.app["cfg"].api_key
@@ -341,6 +350,8 @@ async def main() -> None:
     p.add_argument("--hold", action="store_true",
                    help="write each answer's events in one piece at its end, on schedule "
                    "until then: what a client that did not run during the answer reads")
+    p.add_argument("--serial", action="store_true",
+                   help="answer one request at a time: a queue before the first token")
     p.add_argument("--log", type=argparse.FileType("a"),
                    help="append each request's prompt to this file")
     p.add_argument("--timeline", type=argparse.FileType("a"),
@@ -362,8 +373,10 @@ async def main() -> None:
     app["cfg"] = cfg
     app["seen"] = []
     app["warm_until"] = asyncio.get_running_loop().time() + cfg.warm_up_s
-    app.router.add_post("/v1/chat/completions", complete)
-    app.router.add_post("/v1/completions", complete)
+    app["serial"] = asyncio.Lock()
+    handler = one_at_a_time if cfg.serial else complete
+    app.router.add_post("/v1/chat/completions", handler)
+    app.router.add_post("/v1/completions", handler)
     app.router.add_get("/v1/models", models)
     app.router.add_get("/health", health)
     if cfg.context_shape == "tgi":

@@ -194,11 +194,16 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: the tied embedding counted) or no-embedding "
                           "(torchtitan's); causal attention is not halved in either")
     exp.add_argument("--table", default="pivot",
-                     choices=["pivot", "summary", "scaling", "profile"],
+                     choices=["pivot", "summary", "scaling", "profile", "slo"],
                      help="pivot: the paper's table of one metric (default); summary: one "
                           "row per configuration with every metric and a 95%% CI; scaling: "
                           "time, speedup and efficiency against one device; profile: the "
-                          "top operators of one run (--run N, profile = true)")
+                          "top operators of one run (--run N, profile = true); slo: per "
+                          "serve configuration, the highest request_rate meeting its SLOs "
+                          "and its J per output token")
+    exp.add_argument("--attainment", default=None, type=float, metavar="SHARE",
+                     help="--table slo: the share of requests that must meet the SLOs "
+                          "(default 0.9, DistServe's; docs/metrics.md)")
     exp.add_argument("--run", default=None, metavar="N",
                      help="the run of --table profile ('dltop runs' lists run ids)")
     exp.add_argument("--columns", action="append", metavar="NAMES",

@@ -14,7 +14,7 @@ from dltop.errors import UserError
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from dltop.results import export, queries
+    from dltop.results import export, queries, slo
 
     if args.metric is not None and args.table != "pivot":
         raise UserError(f"--metric picks the pivot table's cells; --table {args.table} "
@@ -24,6 +24,9 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UserError("--table profile needs --run N (the run whose operators to show)"
                         if run is None else
                         f"--run picks the run of --table profile, not of --table {args.table}")
+    attainment = getattr(args, "attainment", None)
+    if attainment is not None and args.table != "slo":
+        raise UserError(f"--attainment is the target of --table slo, not of --table {args.table}")
     metric = args.metric or "time"
     flops = getattr(args, "flops", None)
     if flops is not None:
@@ -54,11 +57,13 @@ def cmd_export(args: argparse.Namespace) -> int:
         fmt = args.format or export.format_for_path(args.output, default="md")
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
                               metric=metric, run=run, columns=columns,
-                              where=getattr(args, "where", None) or ())
+                              where=getattr(args, "where", None) or (),
+                              attainment=attainment or slo.DEFAULT_ATTAINMENT)
     else:
         sys.stdout.write(export.results_text(db, ids, args.format or "md", args.table,
                                              metric, run, columns,
-                                             getattr(args, "where", None) or ()))
+                                             getattr(args, "where", None) or (),
+                                             attainment or slo.DEFAULT_ATTAINMENT))
     return 0
 
 

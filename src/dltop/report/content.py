@@ -61,3 +61,6 @@ class Report:
     """The configurations no figure draws (no ok run), counted per status in one line
     (``left out of the figures: 3 configurations without an ok run (OOM 1, failed
     2)...``); empty when none."""
+    slo: Table | None = None
+    """The serving answer (:mod:`dltop.results.slo`) at its default attainment, where the
+    campaigns hold a request_rate sweep of serve runs with an SLO."""

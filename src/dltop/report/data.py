@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
+from dltop.errors import UserError
 from dltop.report import captions, encode
 from dltop.report.captions import cap_lines, flagged_text, n_text
 from dltop.report.content import Figure, Report
@@ -30,11 +31,21 @@ from dltop.report.precision import precision_figures
 from dltop.report.profiles import profile_figures
 from dltop.report.runs import pick_runs, run_figures
 from dltop.report.serving import serve_run_figures, serving_figures
-from dltop.results import caption, identity, idread, labels, queries, scaling, summary, tokens
+from dltop.results import (
+    caption,
+    identity,
+    idread,
+    labels,
+    queries,
+    scaling,
+    slo,
+    summary,
+    tokens,
+)
 from dltop.results.aggregate import ConfigResult, config_results, floats
 from dltop.results.metrics import value_of
 from dltop.results.places import placed_identities
-from dltop.results.table import fmt_seconds
+from dltop.results.table import Table, fmt_seconds
 from dltop.store.read.latest import failed_runs
 from dltop.textsafe import one_line
 
@@ -272,5 +283,18 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
     return Report(title=title, campaigns=tuple(camps), constants=var.caption(),
                   environment=tuple(env.items()), summary=table, reasons=reasons,
                   figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty,
-                  left_out=failed_text(results) if figures else "")
+                  left_out=failed_text(results) if figures else "",
+                  slo=_slo(db, camps, results))
+
+
+def _slo(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
+         results: Sequence[ConfigResult]) -> Table | None:
+    """The serving answer table, or None where the campaigns cannot give one (no serve
+    run, no SLO, no rate sweep: what ``export --table slo`` refuses)."""
+    if not any(r.identity.get("mode") == "serve" for r in results):
+        return None
+    try:
+        return slo.slo_table(db, camps, results=results)
+    except UserError:
+        return None
 

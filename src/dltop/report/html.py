@@ -18,8 +18,8 @@ from dltop.report.content import Figure, Report
 from dltop.report.leftout import omitted_lines
 from dltop.report.specs import render, spec
 from dltop.report.vlsize import SCREEN
-from dltop.results.display import without_unavailable
-from dltop.results.table import Cell, Role
+from dltop.results.display import shown, superscript, without_unavailable
+from dltop.results.table import Cell, Role, Table
 from dltop.textsafe import one_line
 
 STYLE = """
@@ -152,6 +152,22 @@ def summary_html(report: Report) -> str:
             f'</table></div><div class="notes">{notes}</div>')
 
 
+def table_html(table: Table, key: str) -> str:
+    """A results table as the exports show it (:func:`dltop.results.display.shown`: ms,
+    4 significant digits, n/a by footnote), sortable, with its notes and caption."""
+    kept = without_unavailable(table)
+    view = shown(kept)
+    head = "".join(f'<th title="{_t(c.unit)}">{_t(h)}</th>'
+                   for c, h in zip(kept.columns, view.headers, strict=True))
+    body = "\n".join("<tr>" + "".join(f"<td>{_t(text)}{superscript(mark) if mark else ''}"
+                                       for text, mark in row) for row in view.rows)
+    reasons = [f"{superscript(k)} n/a: {why}" for k, why in enumerate(view.footnotes, 1)]
+    notes = "".join(f"<p>{_t(n)}</p>" for n in (*reasons, *kept.notes, *kept.caption))
+    return (f'<p id="{_t(key)}-title"><b>{_t(view.title)}</b></p><div class="scroll">'
+            f'<table class="summary" id="{_t(key)}"><thead><tr>{head}</tr></thead><tbody>\n'
+            f'{body}\n</tbody></table></div><div class="notes">{notes}</div>')
+
+
 def _svg(vl: Mapping[str, Any]) -> str:
     return render(vl, "svg").decode()
 
@@ -194,7 +210,8 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
         out.append(f'<p class="notes" id="left-out">{_t(report.left_out)}</p>')
     for kind, heading in SECTIONS:
         figs = [f for f in report.figures if f.kind == kind and not f.omitted]
-        if figs:
+        answer = report.slo if kind == "serving" else None
+        if figs or answer is not None:
             for unit in ("per token", "per sample or token"):  # transformers: tokens
                 if all(unit in f.title for f in figs):
                     heading = heading.replace("per sample", unit)
@@ -203,6 +220,8 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
                 heading = "Median e2e request latency vs threads / GPUs" if len(
                     served) == len(figs) else "Time per mini-batch or request vs threads / GPUs"
             out.append(f"<h2>{_t(heading)}</h2>")
+            if answer is not None:  # the question the figures below are read for
+                out.append(table_html(answer, "slo"))
             out += [figure_html(f, draw) for f in figs]
     out.append(omitted_html([*report.figures, *report.runs]))
     if report.runs:

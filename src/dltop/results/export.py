@@ -34,6 +34,7 @@ from dltop.results import (
     profile,
     queries,
     scaling,
+    slo,
     summary,
     tokens,
 )
@@ -68,7 +69,7 @@ METRICS = tuple(METRIC_SPECS)
 PIVOT_METRICS = (*METRICS, *(m.name for m in BY_FLOPS))
 """What a pivot's cells may hold: :data:`METRICS`, and TFLOP/s and MFU by the other FLOPs
 convention (``--flops no-embedding``)."""
-TABLES = ("pivot", "summary", "scaling", "profile")
+TABLES = ("pivot", "summary", "scaling", "profile", "slo")
 """``dltop export --table`` choices (``profile`` takes ``--run N`` instead of campaigns)."""
 SUFFIXES = {".md": "md", ".csv": "csv", ".json": "json", ".tex": "latex"}
 """File suffix → format, for exports that name only a path."""
@@ -249,14 +250,17 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
 
 
 def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
-                  table: str = "pivot", metric: str = "time", run: int | None = None) -> Table:
-    """The ``pivot`` (of ``metric``), ``summary`` or ``scaling`` table of one or several
-    campaigns (ids, or a ``--campaign`` reference such as ``3,5``, ``all``, a name), or the
-    ``profile`` table of run ``run`` (campaigns are not read then).
+                  table: str = "pivot", metric: str = "time", run: int | None = None,
+                  attainment: float = slo.DEFAULT_ATTAINMENT) -> Table:
+    """The ``pivot`` (of ``metric``), ``summary``, ``scaling`` or ``slo`` (at SLO
+    ``attainment``) table of one or several campaigns (ids, or a ``--campaign`` reference
+    such as ``3,5``, ``all``, a name), or the ``profile`` table of run ``run`` (campaigns
+    are not read then).
 
     Raises:
         UserError: unknown ``table`` or ``metric``, no such campaign or run, ``profile``
-            without ``run`` or a run without a profile.
+            without ``run`` or a run without a profile, ``slo`` without a rate sweep of
+            serve runs with an SLO (:func:`dltop.results.slo.answers`).
     """
     if table == "profile":
         if run is None:
@@ -266,6 +270,8 @@ def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int
         return scaling.campaigns_scaling_table(db, campaigns_of(db, campaigns))
     if table == "summary":
         return summary.summary_table(db, campaigns_of(db, campaigns))
+    if table == "slo":
+        return slo.slo_table(db, campaigns_of(db, campaigns), attainment)
     if table != "pivot":
         raise UserError(f"unknown table {table!r}: use one of {', '.join(TABLES)}")
     return build_table(db, campaigns, metric)
@@ -273,7 +279,8 @@ def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int
 
 def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int], fmt: str,
                  table: str = "pivot", metric: str = "time", run: int | None = None,
-                 columns: Sequence[str] = (), where: Sequence[str] = ()) -> str:
+                 columns: Sequence[str] = (), where: Sequence[str] = (),
+                 attainment: float = slo.DEFAULT_ATTAINMENT) -> str:
     """:func:`results_table` drawn as ``fmt`` (``md``, ``csv``, ``json``, ``latex``), with
     only ``columns`` (headers or keys, in that order) when some are named, and only the
     rows ``where`` selects (``model=resnet-50``: :func:`dltop.results.table.pick_rows`).
@@ -288,7 +295,7 @@ def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int]
         ValueError: an unknown format.
     """
     with gc_paused():
-        built = results_table(db, campaigns, table, metric, run)
+        built = results_table(db, campaigns, table, metric, run, attainment)
         if where:
             try:
                 built = pick_rows(built, where)
@@ -318,24 +325,26 @@ def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[in
                    path: str, *,
                    fmt: str | None = None, table: str = "pivot",
                    metric: str = "time", run: int | None = None,
-                   columns: Sequence[str] = (), where: Sequence[str] = ()) -> str:
+                   columns: Sequence[str] = (), where: Sequence[str] = (),
+                   attainment: float = slo.DEFAULT_ATTAINMENT) -> str:
     """Write the results table of one or several campaigns to ``path`` (UTF-8, whatever
     the locale); ``wrote PATH``.
 
     Args:
         fmt: the format; ``None`` takes it from the suffix of ``path``.
-        table: ``pivot``, ``summary``, ``scaling`` or ``profile``.
+        table: ``pivot``, ``summary``, ``scaling``, ``profile`` or ``slo``.
         metric: one of :data:`METRICS` (the pivot's cells).
         run: the run of a ``profile`` table.
         columns: only these columns (:func:`dltop.results.table.pick_columns`).
         where: only these rows (:func:`dltop.results.table.pick_rows`).
+        attainment: the share of requests meeting the SLOs of the ``slo`` table.
 
     Raises:
         UserError: no such campaign, an unknown table, metric or suffix, or the file
             cannot be written (nothing is written then).
     """
     text = results_text(db, campaigns, fmt or format_for_path(path), table, metric, run,
-                        columns, where)
+                        columns, where, attainment)
     try:
         Path(path).write_text(text, encoding="utf-8")  # not the locale's: LANG=C is ASCII
     except OSError as exc:

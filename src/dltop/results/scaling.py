@@ -230,9 +230,15 @@ def scaling_table(rows: list[ScalingRow], title: str,
         columns = (*columns[:at], NODE_COLUMNS[0], *columns[at:], *NODE_COLUMNS[1:])
     # Transformer rows count tokens (results/tokens.py): say so, per row if mixed.
     models = [r.model for r in rows]
-    rate = tokens.metric_for("throughput", models)
-    columns = tuple(Column(c.key, rate.header, c.role, rate.unit)
-                    if c.key == "samples_per_s" else c for c in columns)
+    modes = {str(r.identity.get("mode") or "train") for r in rows}
+    rate, time = tokens.metric_for("throughput", models, modes), tokens.metric_for(
+        "time", models, modes)  # a set of serve runs: e2e request latency, tok/s per request
+    columns = tuple(Column(c.key, rate.header, c.role, rate.unit) if c.key == "samples_per_s"
+                    else Column(c.key, time.header, c.role, time.unit)
+                    if c.key == "seconds_per_iter" and modes == {"serve"} else c
+                    for c in columns)
+    if modes == {"serve"}:
+        notes[0] = NOTE.replace("samples/s", rate.header)
     per_row = tokens.labels_rows("throughput", models)
     if per_row:
         at = 4 + len(var.fields) + with_nodes

@@ -140,8 +140,9 @@ def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow
     """
     cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
             Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
-            Column("precision", "precision", Role.KEY),
-            Column("system", "system", Role.KEY), Column("metric", "metric", Role.KEY),
+            Column("precision", "precision", Role.KEY, setting=True),
+            Column("system", "system", Role.KEY, setting=True),
+            Column("metric", "metric", Role.KEY),
             Column("measured", "measured", Role.VALUE),
             Column("ci_low", "CI95 low", Role.VALUE), Column("ci_high", "CI95 high", Role.VALUE),
             Column("reference", "reference", Role.VALUE),

@@ -60,7 +60,7 @@ KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
         Column("batch", "batch", Role.KEY, latex_header="Batch"),
         Column("device", "device", Role.KEY, latex_header="Device"),
         *(Column(name, identity.header(name), Role.KEY,
-                 latex_header=identity.header(name).capitalize())
+                 latex_header=identity.header(name).capitalize(), setting=True)
           for name in identity.ROW_KEYS))
 """Row keys of every summary: the base keys, then the identity's declared row keys."""
 

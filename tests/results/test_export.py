@@ -94,7 +94,7 @@ def test_csv_and_throughput(db) -> None:  # type: ignore[no-untyped-def]
     assert rows[0] == ["model", "framework", "batch", "cpu:1", "cpu:1 status", "cpu:2",
                        "cpu:2 status"]
     assert rows[1] == ["fcn-r", "torch", "64", "", "OOM", "", "n/a"]
-    assert rows[2][4] == "ok"
+    assert rows[2][4] == "ok; n 2/2"  # its status, then n (ok runs / repeats planned)
     assert float(rows[2][3]) == pytest.approx((64 / 0.2 + 64 / 0.4) / 2)
 
 
@@ -170,3 +170,28 @@ def test_a_database_not_yet_migrated_still_marks_simulated_cpu_runs() -> None:
     # as a reader sees a database an older dltop wrote (readers do not migrate)
     db.execute("delete from schema_migrations where version = 11")
     assert "SIMULATED GPUs" in render(export.build_table(db, cid, "time"), "md")
+
+
+def test_csv_pivot_cells_carry_n_and_flags_as_json_does(campaigns) -> None:  # type: ignore[no-untyped-def]
+    """A pivot cell's CSV status said only ``ok`` where JSON has n, incomplete, noisy and
+    shared: the status text carries them (``ok; n 1/2; noisy, shared, incomplete``), the
+    number column stays the raw value."""
+    db = memory_db()
+    cid, jobs = campaigns.create(db, campaigns.profile("f", ["cpu:1", "cpu:2"], repeats=2))
+    ids: dict[str, list[int]] = {}
+    for spec, job_id in jobs:
+        ids.setdefault(spec.device.label, []).append(job_id)
+    for job_id in ids["cpu:1"]:
+        campaigns.add_run(db, cid, job_id, [0.1, 0.1, 0.1])
+    # cpu:2: one run of two, noisy (CV > 0.10), another engine's runner on its devices
+    campaigns.add_run(db, cid, ids["cpu:2"][0], [0.1, 0.3, 0.1, 0.3],
+                      fields={"concurrent_runs": 1})
+    table = export.results_table(db, cid, "pivot", "time")
+    (row,) = csv.DictReader(l for l in render(table, "csv").splitlines()
+                            if not l.startswith("#"))
+    assert row["cpu:1 status"] == "ok; n 2/2" and float(row["cpu:1"]) == pytest.approx(0.1)
+    assert row["cpu:2 status"] == "ok; n 1/2; noisy, shared, incomplete"
+    (cell,) = [json.loads(render(table, "json"))["rows"][0]["cells"]["cpu:2"]]
+    assert (cell["n_runs"], cell["noisy"], cell["shared"], cell["incomplete"]) == (
+        1, True, True, True)
+    assert float(row["cpu:2"]) == pytest.approx(cell["value"])

@@ -187,8 +187,8 @@ def test_csv_pivot_cells_carry_n_and_flags_as_json_does(campaigns) -> None:  # t
     campaigns.add_run(db, cid, ids["cpu:2"][0], [0.1, 0.3, 0.1, 0.3],
                       fields={"concurrent_runs": 1})
     table = export.results_table(db, cid, "pivot", "time")
-    (row,) = csv.DictReader(l for l in render(table, "csv").splitlines()
-                            if not l.startswith("#"))
+    (row,) = csv.DictReader(line for line in render(table, "csv").splitlines()
+                            if not line.startswith("#"))
     assert row["cpu:1 status"] == "ok; n 2/2" and float(row["cpu:1"]) == pytest.approx(0.1)
     assert row["cpu:2 status"] == "ok; n 1/2; noisy, shared, incomplete"
     (cell,) = [json.loads(render(table, "json"))["rows"][0]["cells"]["cpu:2"]]

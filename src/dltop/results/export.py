@@ -284,11 +284,16 @@ def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int]
     10 000-configuration summary's 9).
 
     Raises:
-        UserError: as :func:`results_table`, or a column the table does not have.
+        UserError: as :func:`results_table`, campaigns without a job (no runs yet), or
+            a column the table does not have.
         ValueError: an unknown format.
     """
     with gc_paused():
         built = results_table(db, campaigns, table, metric, run)
+        if not built.rows and table != "profile":
+            # a header-only table reads as a result; say so, as an empty database does
+            raise UserError(f"{built.title.rpartition(': ')[0]}: no runs yet (no job "
+                            "stored: nothing to show)")
         if where:
             try:
                 built = pick_rows(built, where)

@@ -149,7 +149,7 @@ def settled(columns: Sequence[ListColumn], rows: Sequence[Sequence[str]],
     if same and footer and footer.startswith(CONSTANT):
         lines = [f"{CONSTANT}{', '.join(same)}, {footer[len(CONSTANT):]}"]
     elif same:
-        lines.insert(0, f"{CONSTANT}{', '.join(same)}")
+        lines = [f"{CONSTANT}{', '.join(same)}", *lines]
     if absent:
         lines.append(f"not shown, none in any row: {', '.join(absent)}")
     return ([columns[i] for i in kept], [[row[i] for i in kept] for row in rows], lines)

@@ -195,3 +195,41 @@ def test_csv_pivot_cells_carry_n_and_flags_as_json_does(campaigns) -> None:  # t
     assert (cell["n_runs"], cell["noisy"], cell["shared"], cell["incomplete"]) == (
         1, True, True, True)
     assert float(row["cpu:2"]) == pytest.approx(cell["value"])
+
+
+def test_a_cell_merging_versions_is_marked(campaigns) -> None:  # type: ignore[no-untyped-def]
+    """Runs of one configuration on one host under two torch versions (one campaign), or
+    two dltop versions (two campaigns exported together), merge into one cell as
+    repeats; the caption listed both versions but not which cell: the cell says it
+    (``~``, its note, the summary's flag, JSON's versions, CSV's status)."""
+    db = memory_db()
+    cid, jobs = campaigns.create(db, campaigns.profile("v", ["cpu:1", "cpu:2"], repeats=2))
+    for spec, job_id in jobs:
+        version = "2.4.0" if spec.device.label == "cpu:1" and job_id == max(
+            j for s, j in jobs if s.device.label == "cpu:1") else "2.3.1"
+        campaigns.add_run(db, cid, job_id, [0.1, 0.1, 0.1],
+                          fields={"framework_version": version})
+    pivot = export.results_table(db, cid, "pivot", "time")
+    md = render(pivot, "md")
+    assert "| 0.1000~ | 0.1000 |" in md and "~ mixed versions:" in md
+    (row,) = json.loads(render(pivot, "json"))["rows"]
+    assert row["cells"]["cpu:1"]["versions"] == ["torch 2.3.1 | 2.4.0"]
+    assert "versions" not in row["cells"]["cpu:2"]
+    (line,) = [x for x in render(pivot, "csv").splitlines() if x.startswith("fcn-r")]
+    assert "0.1,ok; n 2/2; mixed-versions,0.1,ok; n 2/2" in line, line
+    flags = [r["flags"] for r in json.loads(render(
+        export.results_table(db, cid, "summary"), "json"))["rows"]]
+    assert flags == ["mixed versions (torch 2.3.1 | 2.4.0)", ""]
+    # two campaigns of one configuration under two dltop versions, exported together
+    other = memory_db()
+    ids = []
+    for version in ("0.1.0", "0.2.0"):
+        c, js = campaigns.create(other, campaigns.profile("d", ["cpu:1"]), name=f"d{version}")
+        campaigns.add_run(other, c, js[0][1], [0.1, 0.1, 0.1])
+        other["campaigns"].update(c, {"dltop_version": version})
+        ids.append(c)
+    (row,) = json.loads(render(export.results_table(other, ids, "pivot"), "json"))["rows"]
+    assert row["cells"]["cpu:1"]["versions"] == ["dltop 0.1.0 | 0.2.0"]
+    assert row["cells"]["cpu:1"]["n_runs"] == 2
+    alone = export.results_table(other, ids[:1], "pivot")
+    assert "~" not in render(alone, "md")

@@ -42,7 +42,7 @@ from dltop.results.gcpause import gc_paused
 from dltop.results.metricdefs import BY_FLOPS, HOST_SPLIT, READINGS
 from dltop.results.metricdefs import METRICS as METRIC_SPECS
 from dltop.results.metricdefs import metric as metric_spec
-from dltop.results.metrics import host_split_text, markers, value_of
+from dltop.results.metrics import MIXED_NOTE, host_split_text, markers, value_of
 from dltop.results.places import place_key, place_labeller, placed_identities, rank
 from dltop.results.render import render
 from dltop.results.table import (
@@ -125,6 +125,9 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
     detail.update({flag: True for flag in ("incomplete", "shared", "contaminated",
                                            "client_bound", "oversubscribed")
                    if getattr(res, flag)})
+    if res.versions:
+        detail["mixed_versions"] = True
+        detail["versions"] = list(res.versions)
     if val.simulated_value is not None:
         detail["simulated_value"] = val.simulated_value
     if val.source:
@@ -234,6 +237,8 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         notes.append(NOTE_CLIENT_BOUND)
     if any(r.oversubscribed for r in results):
         notes.append(oversub.NOTE)
+    if any(r.versions for r in results):
+        notes.append(MIXED_NOTE)
     if simulated:
         notes.append(NOTE_SIMULATED)
     if (lm_note := tokens.note(models)) is not None:

@@ -81,12 +81,11 @@ def judge(res: ConfigResult, ref: Reference,
         # The summary's samples/s (total samples / total seconds, median over runs): one
         # figure, one value in every command (docs/metrics.md). Its interval is the
         # median's, scaled: the same relative run-to-run spread around it.
-        measured = res.samples_per_s
-        if measured is None:
+        rate = res.samples_per_s
+        if rate is None:
             return Verdict(res, ref, outcome=FAIL, why="no samples/s measured")
-        interval = None if time_interval is None else (
-            measured * res.median_s / time_interval[1],
-            measured * res.median_s / time_interval[0])
+        measured, interval = rate, None if time_interval is None else (
+            rate * res.median_s / time_interval[1], rate * res.median_s / time_interval[0])
     low, high = interval if interval is not None else (measured, measured)
     band_low, band_high = ref.band
     if high < band_low:

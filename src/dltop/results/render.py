@@ -149,7 +149,7 @@ def to_csv(table: Table) -> str:
 
 
 PIVOT_FLAGS = ("noisy", "packed", "shared", "contaminated", "client_bound",
-               "oversubscribed", "incomplete")
+               "oversubscribed", "mixed_versions", "incomplete")
 """A pivot cell's flags (its JSON fields) as its CSV status text names them."""
 
 

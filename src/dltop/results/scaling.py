@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dltop import catalog
 from dltop.results import caption, identity, oversub, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results
-from dltop.results.metrics import markers
+from dltop.results.metrics import MIXED_MARK, MIXED_NOTE, markers
 from dltop.results.places import place_labeller, placed_identities, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
 
@@ -217,6 +217,8 @@ def scaling_table(rows: list[ScalingRow], title: str,
     notes = [NOTE, *([NOTE_NODES] if with_nodes else [])]
     if any(r.marks for r in rows):
         notes.append(NOTE_MARKS)
+    if any(MIXED_MARK in r.marks for r in rows):
+        notes.append(MIXED_NOTE)
     if any(r.incomplete for r in rows):
         notes.append(NOTE_INCOMPLETE)
     if any(r.superlinear for r in rows):

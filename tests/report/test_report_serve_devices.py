@@ -8,7 +8,7 @@ from tests.results.conftest import CampaignMaker
 
 from dltop.report import data, html, specs
 from dltop.report.content import Report
-from dltop.results import queries
+from dltop.results import queries, scaling
 from dltop.store import memory_db
 
 SERVE = """[[matrix]]
@@ -51,3 +51,24 @@ def test_a_served_models_device_figure_plots_request_latency() -> None:
     alone = "\n".join(html.page_parts(_report((SERVE,)), draw=lambda vl: "<svg/>"))
     assert "Median e2e request latency vs threads / GPUs" in alone
     assert "Time per mini-batch" not in alone
+
+
+def test_a_served_models_scaling_figure_and_table_name_request_latency() -> None:
+    """The scaling figure of a served model names a request's latency and rate, never a
+    mini-batch's; its table's time and rate headers are the serve ones (metricdefs)."""
+    rep = _report((SERVE, TRAIN))
+    served = next(f for f in rep.figures if f.key == "scaling-served-gpu")
+    assert served.title == "served: median e2e request latency scaling with GPUs"
+    assert "tokens/s per request (output tokens / e2e request latency)" in served.caption
+    assert "samples/s" not in served.caption and "batch" not in served.caption
+    trained = next(f for f in rep.figures if f.key == "scaling-fcn-r-cpu")
+    assert trained.title == "fcn-r: scaling with threads"
+    assert "samples/s against the same framework and batch" in trained.caption
+    db = memory_db()
+    cid, jobs = CampaignMaker.create(db, SERVE, "s")
+    for _, job_id in jobs:
+        CampaignMaker.add_run(db, cid, job_id, [0.05] * 12, 1)
+    table = scaling.campaigns_scaling_table(db, queries.resolve_campaigns(db, "1"))
+    headers = [c.header for c in table.columns]
+    assert "median e2e s" in headers and "tok/s per request" in headers
+    assert "s/iter" not in headers and "samples/s" not in " ".join(table.notes)

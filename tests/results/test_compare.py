@@ -82,7 +82,9 @@ def test_configurations_on_one_side_are_listed(db_path: Path, campaigns: Any) ->
 def test_cli_formats_and_exit_codes(db_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert cli.main(["compare", "--db", str(db_path), "base", "new"]) == 0
     out = capsys.readouterr().out
-    assert "| fcn-r | torch | 8 | cpu:1 | fp32 |" in out and "slower" in out
+    # precision is fp32 in every row: a setting of the table, in its constant line
+    assert "| fcn-r | torch | 8 | cpu:1 | 0.1" in out and "slower" in out
+    assert "| precision |" not in out and "constant: precision fp32," in out
     assert cli.main(["compare", "--db", str(db_path), "1", "2", "--format", "json"]) == 0
     doc = json.loads(capsys.readouterr().out)
     assert [r["verdict"] for r in doc["rows"]] == ["slower", "faster",

@@ -218,3 +218,40 @@ def test_columns_na_in_every_row_are_named_once_not_drawn(campaigns) -> None:  #
     assert "power W" not in render(table, "latex").split("\\toprule")[1].split("\\\\")[0]
     assert "power W,power W status" in render(table, "csv")
     assert "| power W |" in render(table, "md", every_column=True)
+
+
+def test_a_setting_the_same_in_every_row_is_stated_once(campaigns, tmp_path: Path,  # type: ignore[no-untyped-def]
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """precision fp32 on every row of the summary and compare, and check's system ``-``
+    on every row: a setting of the whole table is stated once in the caption (where the
+    constant line does not say it already), one no row has is left out and named once;
+    a precision that varies stays a column; CSV keeps every column."""
+    from dltop import cli
+    from dltop.store import connect
+
+    path = tmp_path / "p.db"
+    db = connect(path)
+    cid, jobs = campaigns.create(db, campaigns.profile("p", ["cpu:1", "cpu:2"]) + (
+        '[references]\n"fcn-r/torch/fp32" = { s_per_iter = [0.1, -0.5, 0.5] }\n'), name="p")
+    for _, job_id in jobs:
+        campaigns.add_run(db, cid, job_id, [0.1, 0.1, 0.1])
+    md = render(export.results_table(db, cid, "summary"), "md")
+    assert "| precision |" not in md and "| fp32 |" not in md
+    assert md.count("precision fp32") == 1  # the constant line's, not a second line
+    assert ",precision," in render(export.results_table(db, cid, "summary"), "csv")
+    db.close()
+    assert cli.main(["check", "--db", str(path), "1"]) == 0
+    out = capsys.readouterr().out
+    assert "| system |" not in out and "| precision |" not in out and "| - |" not in out
+    assert "the same in every row: precision fp32" in out
+    assert "not shown, none in any row: system (CSV and JSON keep it)" in out
+    assert cli.main(["check", "--db", str(path), "1", "--format", "csv"]) == 0
+    assert ",precision,system," in capsys.readouterr().out
+    mixed = memory_db()
+    one = campaigns.profile("m", ["cpu:1"])
+    cid, jobs = campaigns.create(mixed, one + one[one.index("[[matrix]]"):].replace(
+        "[[matrix]]", '[[matrix]]\nprecision = "bf16"'), name="m")
+    for _, job_id in jobs:
+        campaigns.add_run(mixed, cid, job_id, [0.1, 0.1, 0.1])
+    md = render(export.results_table(mixed, cid, "summary"), "md")
+    assert "| precision |" in md and "| bf16 |" in md and "the same in every row" not in md

@@ -94,7 +94,7 @@ def test_csv_and_throughput(db) -> None:  # type: ignore[no-untyped-def]
     assert rows[0] == ["model", "framework", "batch", "cpu:1", "cpu:1 status", "cpu:2",
                        "cpu:2 status"]
     assert rows[1] == ["fcn-r", "torch", "64", "", "OOM", "", "n/a"]
-    assert rows[2][4] == "ok"
+    assert rows[2][4] == "ok; n 2/2"  # its status, then n (ok runs / repeats planned)
     assert float(rows[2][3]) == pytest.approx((64 / 0.2 + 64 / 0.4) / 2)
 
 
@@ -170,3 +170,66 @@ def test_a_database_not_yet_migrated_still_marks_simulated_cpu_runs() -> None:
     # as a reader sees a database an older dltop wrote (readers do not migrate)
     db.execute("delete from schema_migrations where version = 11")
     assert "SIMULATED GPUs" in render(export.build_table(db, cid, "time"), "md")
+
+
+def test_csv_pivot_cells_carry_n_and_flags_as_json_does(campaigns) -> None:  # type: ignore[no-untyped-def]
+    """A pivot cell's CSV status said only ``ok`` where JSON has n, incomplete, noisy and
+    shared: the status text carries them (``ok; n 1/2; noisy, shared, incomplete``), the
+    number column stays the raw value."""
+    db = memory_db()
+    cid, jobs = campaigns.create(db, campaigns.profile("f", ["cpu:1", "cpu:2"], repeats=2))
+    ids: dict[str, list[int]] = {}
+    for spec, job_id in jobs:
+        ids.setdefault(spec.device.label, []).append(job_id)
+    for job_id in ids["cpu:1"]:
+        campaigns.add_run(db, cid, job_id, [0.1, 0.1, 0.1])
+    # cpu:2: one run of two, noisy (CV > 0.10), another engine's runner on its devices
+    campaigns.add_run(db, cid, ids["cpu:2"][0], [0.1, 0.3, 0.1, 0.3],
+                      fields={"concurrent_runs": 1})
+    table = export.results_table(db, cid, "pivot", "time")
+    (row,) = csv.DictReader(line for line in render(table, "csv").splitlines()
+                            if not line.startswith("#"))
+    assert row["cpu:1 status"] == "ok; n 2/2" and float(row["cpu:1"]) == pytest.approx(0.1)
+    assert row["cpu:2 status"] == "ok; n 1/2; noisy, shared, incomplete"
+    (cell,) = [json.loads(render(table, "json"))["rows"][0]["cells"]["cpu:2"]]
+    assert (cell["n_runs"], cell["noisy"], cell["shared"], cell["incomplete"]) == (
+        1, True, True, True)
+    assert float(row["cpu:2"]) == pytest.approx(cell["value"])
+
+
+def test_a_cell_merging_versions_is_marked(campaigns) -> None:  # type: ignore[no-untyped-def]
+    """Runs of one configuration on one host under two torch versions (one campaign), or
+    two dltop versions (two campaigns exported together), merge into one cell as
+    repeats; the caption listed both versions but not which cell: the cell says it
+    (``~``, its note, the summary's flag, JSON's versions, CSV's status)."""
+    db = memory_db()
+    cid, jobs = campaigns.create(db, campaigns.profile("v", ["cpu:1", "cpu:2"], repeats=2))
+    for spec, job_id in jobs:
+        version = "2.4.0" if spec.device.label == "cpu:1" and job_id == max(
+            j for s, j in jobs if s.device.label == "cpu:1") else "2.3.1"
+        campaigns.add_run(db, cid, job_id, [0.1, 0.1, 0.1],
+                          fields={"framework_version": version})
+    pivot = export.results_table(db, cid, "pivot", "time")
+    md = render(pivot, "md")
+    assert "| 0.1000~ | 0.1000 |" in md and "~ mixed versions:" in md
+    (row,) = json.loads(render(pivot, "json"))["rows"]
+    assert row["cells"]["cpu:1"]["versions"] == ["torch 2.3.1 | 2.4.0"]
+    assert "versions" not in row["cells"]["cpu:2"]
+    (line,) = [x for x in render(pivot, "csv").splitlines() if x.startswith("fcn-r")]
+    assert "0.1,ok; n 2/2; mixed-versions,0.1,ok; n 2/2" in line, line
+    flags = [r["flags"] for r in json.loads(render(
+        export.results_table(db, cid, "summary"), "json"))["rows"]]
+    assert flags == ["mixed versions (torch 2.3.1 | 2.4.0)", ""]
+    # two campaigns of one configuration under two dltop versions, exported together
+    other = memory_db()
+    ids = []
+    for version in ("0.1.0", "0.2.0"):
+        c, js = campaigns.create(other, campaigns.profile("d", ["cpu:1"]), name=f"d{version}")
+        campaigns.add_run(other, c, js[0][1], [0.1, 0.1, 0.1])
+        other["campaigns"].update(c, {"dltop_version": version})
+        ids.append(c)
+    (row,) = json.loads(render(export.results_table(other, ids, "pivot"), "json"))["rows"]
+    assert row["cells"]["cpu:1"]["versions"] == ["dltop 0.1.0 | 0.2.0"]
+    assert row["cells"]["cpu:1"]["n_runs"] == 2
+    alone = export.results_table(other, ids[:1], "pivot")
+    assert "~" not in render(alone, "md")

@@ -249,9 +249,11 @@ def test_runs_listing_shows_the_varying_fields(tmp_path: Path) -> None:
     file_db.close()
     out = subprocess.run([sys.executable, "-m", "dltop", "runs", "--db", str(path)],
                          capture_output=True, text=True, check=True).stdout
-    header = next(line for line in out.splitlines() if "framework" in line)
+    header = out.splitlines()[0]
     assert "lr" in header and "seed" in header and "precision" not in header
-    assert "constant: precision fp32" in out
+    assert "framework" not in header and "model" not in header  # the same in every row
+    assert "constant: campaign 1, framework torch, model fcn-r, batch 8, device cpu:1, " \
+        "precision fp32" in " ".join(out.split())
 
 
 REPRO = [{"precision": "fp32", "lr": 0.01}, {"precision": "bf16", "lr": 0.01},
@@ -302,7 +304,7 @@ def test_compare_pairs_by_identity_across_interpreters() -> None:
     assert not any(r.verdict.startswith("only in") for r in rows)
     camp = {c.id: c for c in (queries.resolve_campaign(db, a), queries.resolve_campaign(db, b))}
     md = render(compare.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
-    assert "| precision | lr | A s |" in md
+    assert "| device | lr | A s |" in md and "constant: precision fp32" in md
 
 
 def test_compare_keeps_two_interpreters_of_one_campaign_apart() -> None:

@@ -133,7 +133,7 @@ def test_reads_follow_the_configurations_not_the_queue(campaigns: Any) -> None:
         text = render(export.results_table(db, cid, "summary"), "md")
         db.conn.set_trace_callback(None)
         counts.append(len(seen))
-        assert "| fcn-r | torch | 8 | cpu:1 | fp32 | 2/" in text
+        assert "| fcn-r | torch | 8 | cpu:1 | 2/" in text
     assert counts[0] == counts[1]
 
 

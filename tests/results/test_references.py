@@ -138,3 +138,18 @@ def test_check_json_never_prints_nan(tmp_path: Path, campaigns: Any,
     (row,) = json.loads(out)["rows"]
     assert row["reference"] is None and row["tolerance"] == ""
     assert row["result"] == "fail (the reference is not finite: [nan, -0.5, inf])"
+
+
+def test_check_judges_the_summarys_samples_per_s(tmp_path: Path, campaigns: Any) -> None:
+    """One figure, one value: on skewed iterations batch / median (8 / 0.02 = 400) and
+    total samples / total seconds (40 / 0.13 = 307.7) differ; check judges and prints
+    the summary's (docs/metrics.md, one samples/s), its interval scaled around it."""
+    db = connect(tmp_path / "s.db")
+    cid, jobs = campaigns.create(db, campaigns.profile("skew", ["cpu:1"]) + (
+        '[references]\n"fcn-r/torch/fp32" = { samples_per_s = [300, -0.05, 0.05] }\n'),
+        name="skew")
+    campaigns.add_run(db, cid, jobs[0][1], [0.02, 0.02, 0.02, 0.02, 0.05])
+    (v,) = checks.check(db, [cid])
+    (row,) = json.loads(render(summary_table(db, cid), "json"))["rows"]
+    assert v.measured == pytest.approx(40 / 0.13) == pytest.approx(row["throughput"])
+    assert v.outcome == "pass"  # 307.7 in 285..315; batch / median's 400 would fail

@@ -65,3 +65,25 @@ def test_runs_shows_dltops_reason_when_the_program_ran_fine(
     out = capsys.readouterr().out
     assert "never matched" in out and "loss: 0.7189" not in out
     assert "killed by signal SIGKILL" in out and "step 5 took" not in out
+
+
+def test_runs_states_once_what_every_row_repeats(tmp_path: Path, campaigns: Any,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The exports' rule in the listing: campaign, framework, model and batch the same on
+    every run go to the constant line; a device that varies stays a column; figures no
+    run has (every run crashed: ``-``) are left out and named once."""
+    db_path = tmp_path / "s.db"
+    db = connect(db_path)
+    cid, jobs = campaigns.create(db, campaigns.profile("same", ["cpu:1", "cpu:2"]))
+    for _, job_id in jobs:
+        campaigns.add_run(db, cid, job_id, [0.1], status=RunStatus.CRASHED,
+                          fields={"error_message": "boom"})
+    db.close()
+    assert cli.main(["runs", "--db", str(db_path)]) == 0
+    out = capsys.readouterr().out
+    header = out.splitlines()[0]
+    assert header.split() == ["run", "started", "status", "device", "rep", "note"], header
+    flat = " ".join(out.split())
+    assert "constant: campaign 1, framework torch, model fcn-r, batch 8, precision fp32" in flat
+    assert "not shown, none in any row: n iters, median s, samples/s, cv" in flat
+    assert "cpu:2" in out and "boom" in out

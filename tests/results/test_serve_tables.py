@@ -83,7 +83,10 @@ def test_a_training_summary_keeps_its_settings_and_columns() -> None:
                  "batch scaling global"):
         assert word in constant, constant
     header = md.splitlines()[2]
-    assert "| precision |" in header and "| median s |" in header
+    # fp32 in every row: stated once in the constant line, not per row (CSV keeps it)
+    assert "precision fp32" in constant and "| median s |" in header
+    assert "| precision |" not in header
+    assert "precision" in render(export.results_table(db, cid, "summary"), "csv")
     assert "TFLOP/s" in render(export.results_table(db, cid, "summary"), "csv")
     assert export.results_table(db, cid, "pivot", "time").title.endswith(
         "median seconds per mini-batch")
@@ -94,7 +97,7 @@ def test_a_mixed_set_keeps_what_its_training_rows_need() -> None:
     ids = [_campaign(db, p, f"c{k}") for k, p in enumerate((SERVE, TRAIN))]
     table = export.results_table(db, ids, "summary")
     md = render(table, "md")
-    assert "| precision |" in md.splitlines()[2] and "| median s |" in md.splitlines()[2]
+    assert "| median s |" in md.splitlines()[2] and "constant: precision fp32," in md
     assert "tflops" in [c.key for c in table.columns]
 
 

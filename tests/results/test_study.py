@@ -273,3 +273,33 @@ def test_the_read_only_viewer_shows_a_study_of_several_databases(
 
     title = asyncio.run(look())
     assert "read-only" in title and "check" in title
+
+
+def test_a_study_title_says_a_campaign_is_still_running(
+        two: tuple[Path, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    """A single database's title says its campaign's status; a study's said only names,
+    so a campaign still running read as a result: each one not finished says its status.
+    A campaign without any job exports no header-only table: "no runs yet", exit 2 (as
+    a database without campaigns), nothing written."""
+    from dltop.store import Store
+
+    a, b = two
+    db = connect(b)
+    db["campaigns"].update(1, {"status": "running", "finished_at": None})
+    Store(db).create_campaign("empty", [], [], "hostB", 1, None)
+    db.close()
+    dbs = ["--db", str(a), "--db", str(b)]
+    for table in ("pivot", "summary", "scaling"):
+        assert cli.main(["export", *dbs, "--campaign", "h100:1,h200:1",
+                         "--table", table]) == 0
+        assert capsys.readouterr().out.startswith(
+            "Campaigns h100:1 `check`, h200:1 `check` (running): ")
+    assert cli.main(["export", "--db", str(b), "--campaign", "1"]) == 0
+    assert capsys.readouterr().out.startswith("Campaign 1 `check` (running, ")
+    out = b.parent / "empty.csv"
+    for table in ("pivot", "summary", "scaling"):
+        assert cli.main(["export", *dbs, "--campaign", "h200:2", "--table", table,
+                         "-o", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert "Campaign h200:2 `empty` (queued" in err and "no runs yet" in err, err
+        assert not out.exists()

@@ -52,7 +52,7 @@ def test_summary_rows(db_path: Path) -> None:
     assert (two["runs"], two["repeats"], two["flags"]) == (1, 3, "incomplete")
     assert doc["units"]["throughput"] == "samples/s" and doc["units"]["power"] == "W"
     md = render(export.results_table(db, 1, "summary"), "md")
-    assert "| fcn-r | torch | 8 | cpu:2 | fp32 | 1/3 | 0.04400 |" in md
+    assert "| fcn-r | torch | 8 | cpu:2 | 1/3 | 0.04400 |" in md  # fp32: the caption's
     assert "user/system/iowait split: n/a" not in md and "host iowait %" in md
 
 

@@ -205,9 +205,10 @@ def cmd_runs(args: argparse.Namespace) -> int:
     # Slurm runs: the time in the queue beside the run's own (started excludes it)
     slurm = any(r.queue_s is not None for r in rows)
     times = (ListColumn("queued s", 4), ListColumn("run s", 4)) if slurm else ()
-    columns = (ListColumn("run", 1), ListColumn("campaign", 4), ListColumn("started", 6),
-               *times, ListColumn("status", 1), ListColumn("framework", 1), ListColumn("model", 1),
-               ListColumn("batch", 3), ListColumn("device", 1),
+    columns = (ListColumn("run", 1), ListColumn("campaign", 4, setting=True),
+               ListColumn("started", 6), *times, ListColumn("status", 1),
+               ListColumn("framework", 1, setting=True), ListColumn("model", 1, setting=True),
+               ListColumn("batch", 3, setting=True), ListColumn("device", 1, setting=True),
                *(ListColumn(h, 3) for h in var.headers), ListColumn("rep", 5),
                # the n behind the median: a time window measures more than `iterations`
                ListColumn("n iters", 5), ListColumn("median s", 1),

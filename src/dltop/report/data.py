@@ -169,11 +169,18 @@ def scaling_figures(db: sqlite_utils.Database, ids: Sequence[int],
                 for r in mine])
             ok = [r for r in confs if r.median_s is not None]
             unit = tokens.row_unit("throughput", model)
+            what = f"{unit} against the same framework and batch"
+            if all(r.identity.get("mode") == "serve" for r in mine):
+                # a serve run's rate is one request's: its speedup is the median e2e
+                # request latency's, not a mini-batch's (metricdefs' serve names)
+                unit = "tokens/s per request"
+                what = f"{unit} (output tokens / e2e request latency) against the same framework"
+                title = f"{model}: median e2e request latency scaling with {axis}"
             out.append(Figure(
                 key, "scaling", title, rows=tuple(rows), x_title=axis,
                 panels=("speedup", "efficiency"),
                 extra={"max_devices": max(r.n_devices for r in mine), "color": enc.color},
-                caption=(f"Speedup: {unit} against the same framework and batch on one "
+                caption=(f"Speedup: {what} on one "
                          "device; efficiency = speedup / N; dashed: ideal. "
                          + _join([enc.same, n_text(ok), rate_spread_text(ok, unit),
                                   flagged_text(ok), capped]))))

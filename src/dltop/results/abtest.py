@@ -204,8 +204,8 @@ def by_table(res: ByResult, camps: Sequence[queries.CampaignRow], threshold: flo
     row_var = var.without(*identity.ROW_KEYS)
     keep = [i for i, f in enumerate(LABEL_FIELDS) if f != res.setting]
     labels = ("model", "framework", "batch", "device", *identity.ROW_KEYS)
-    cols = (*(Column(labels[i], identity.header(labels[i]) if i > 3 else labels[i], Role.KEY)
-              for i in keep),
+    cols = (*(Column(labels[i], identity.header(labels[i]) if i > 3 else labels[i], Role.KEY,
+                     setting=i > 3) for i in keep),
             *row_var.columns(),
             Column("a_setting", f"A {head}", Role.KEY), Column("b_setting", f"B {head}",
                                                                 Role.KEY),

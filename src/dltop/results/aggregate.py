@@ -82,6 +82,8 @@ class RunRecord:
     shared: bool = False
     """Another engine's runner used its devices (a campaign without ``--pack``):
     "packed" is kept for ``--pack``, whose overlap is chosen."""
+    dltop_version: str | None = None
+    """The dltop of its campaign (``campaigns.dltop_version``)."""
 
     def get(self, name: str) -> Any:
         """A stored column of :data:`RUN_FIELDS` (``None`` when not recorded)."""
@@ -201,6 +203,19 @@ class ConfigResult:
     def device_kind(self) -> str:
         """``cpu``, ``cpus`` or ``gpu``."""
         return self.device.partition(":")[0]
+
+    @property
+    def versions(self) -> tuple[str, ...]:
+        """Where its ok runs ran under different versions, which (``dltop 0.1.0 |
+        0.2.0``, ``torch 2.3.1 | 2.4.0``): merged into one cell, the mix is said, not
+        silent; empty where they agree (a version not recorded is not counted)."""
+        out = []
+        for what, values in (("dltop", [r.dltop_version for r in self.runs]),
+                             (self.framework, [r.get("framework_version") for r in self.runs])):
+            known = list(dict.fromkeys(str(v) for v in values if v))
+            if len(known) > 1:
+                out.append(f"{what} {' | '.join(known)}")
+        return tuple(out)
 
     @property
     def oversubscribed(self) -> bool:
@@ -337,7 +352,8 @@ def _record(row: dict[str, Any], iters: dict[int, Measured],
         fields={c: row[c] for c in RUN_FIELDS}, evals=tuple(evals.get(rid, ())),
         target_accuracy=targets.get(rid, (None, None))[0],
         target_perplexity=targets.get(rid, (None, None))[1],
-        generations=tuple(gens.get(rid, ())), serving=tuple(serves.get(rid, ())))
+        generations=tuple(gens.get(rid, ())), serving=tuple(serves.get(rid, ())),
+        dltop_version=row.get("campaign_dltop_version"))
 
 
 def _combine(rows: list[dict[str, Any]], iters: dict[int, Measured],

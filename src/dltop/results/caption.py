@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from dltop.catalog import CampaignStatus
 from dltop.results import gpufacts
 from dltop.results.queries import CampaignRow
 from dltop.store.read import environment as environment_rows
@@ -249,12 +250,17 @@ def context(db: sqlite_utils.Database, camps: Sequence[CampaignRow],
 
 
 def title(camps: Sequence[CampaignRow], what: str, *, created: bool = True) -> str:
-    """``Campaign 3 `name` (done, <created>): what``, or ``Campaigns 3 `a`, 5 `b`: what``."""
+    """``Campaign 3 `name` (done, <created>): what``, or ``Campaigns 3 `a`, 5 `b`
+    (running): what`` (each campaign not finished with its status)."""
     if len(camps) == 1:
         c = camps[0]
         when = f", {c.created_at}" if created else ""
         return f"Campaign {c.id} `{c.name}` ({c.status}{when}): {what}"
-    return "Campaigns " + ", ".join(f"{c.id} `{c.name}`" for c in camps) + f": {what}"
+    # a campaign not finished (running, queued, cancelled...) says so, as one alone does:
+    # a study's table of a campaign still running is not its result
+    return "Campaigns " + ", ".join(
+        f"{c.id} `{c.name}`" + ("" if c.status == CampaignStatus.FINISHED else f" ({c.status})")
+        for c in camps) + f": {what}"
 
 
 def comment(camps: Sequence[CampaignRow], what: str) -> str:

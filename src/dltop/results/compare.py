@@ -349,7 +349,8 @@ def compare_table(rows: list[Comparison],
     ms = Millis.ALWAYS if metric in ("ttft", "tpot") else None
     cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
             Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
-            *(Column(name, identity.header(name), Role.KEY) for name in identity.ROW_KEYS),
+            *(Column(name, identity.header(name), Role.KEY, setting=True)
+              for name in identity.ROW_KEYS),
             *row_var.columns(), *unit_col,
             Column("a", f"A {unit}", Role.VALUE, unit, ms=ms),
             Column("b", f"B {unit}", Role.VALUE, unit, ms=ms),

@@ -13,6 +13,11 @@ each cell's whole reason: they are read by programs):
 - **No column n/a in every row.** A flat table's value column whose every cell is
   ``n/a`` for one reason is left out and named once with its reason
   (:func:`without_unavailable`): a CPU host's power, GPU memory and MFU columns.
+- **No setting the same in every row.** A key column holding a setting
+  (:attr:`Column.setting`: ``precision``, ``system``) with one value in every row is
+  a setting of the whole table: stated once in the caption (where its ``constant:``
+  line does not already), never repeated per row; one absent (``-``) in every row is
+  left out and named once.
 - **Latencies in ms.** A seconds column marked :attr:`Column.ms` is shown in
   milliseconds, its header saying so (``TTFT p50/p90/p99 (ms)``): TTFT, TPOT and ITL
   always, end-to-end latency (p50/p90/p99) when every number of the column is under
@@ -110,8 +115,20 @@ def without_unavailable(table: Table) -> Table:
     if table.layout is not Layout.FLAT:
         return table
     dropped: dict[str, list[str]] = {}  # a reason → the headers of the columns it empties
+    same: list[str] = []  # "precision fp32": a setting column with one value in every row
+    absent: list[str] = []  # a setting no row has (check's system off a cluster)
     keep: list[int] = []
     for k, column in enumerate(table.columns):
+        if column.setting and table.rows:
+            texts = {c.text if c is not None else "" for row in table.rows
+                     for c in (row.cells[k],)}
+            if len(texts) == 1:
+                text = texts.pop()
+                if text in ("", "-"):
+                    absent.append(column.header)
+                elif not _stated(table.caption, f"{column.header} {text}"):
+                    same.append(f"{column.header} {text}")
+                continue
         # an empty cell (a configuration without an ok run) says nothing either way
         cells = [c for row in table.rows if (c := row.cells[k]) is not None
                  and (c.value is not None or c.text)]
@@ -122,13 +139,24 @@ def without_unavailable(table: Table) -> Table:
             dropped.setdefault(reason, []).append(column.header)
         else:
             keep.append(k)
-    if not dropped:
+    if len(keep) == len(table.columns):
         return table
-    note = "not shown, n/a in every row: " + "; ".join(
-        f"{', '.join(headers)} ({reason})" for reason, headers in dropped.items()) + \
-        " (--columns shows them, CSV and JSON keep them)"
+    notes = [f"the same in every row: {', '.join(same)}"] if same else []
+    if absent:
+        notes.append(f"not shown, none in any row: {', '.join(absent)} (CSV and JSON keep "
+                     f"{'it' if len(absent) == 1 else 'them'})")
+    if dropped:
+        notes.append("not shown, n/a in every row: " + "; ".join(
+            f"{', '.join(headers)} ({reason})" for reason, headers in dropped.items()) +
+            " (--columns shows them, CSV and JSON keep them)")
     picked = pick_columns(table, [table.columns[k].key for k in keep])
-    return replace(picked, caption=(note, *table.caption))
+    return replace(picked, caption=(*notes, *picked.caption))
+
+
+def _stated(caption: Iterable[str], words: str) -> bool:
+    """Whether a caption line lists ``words`` (``precision fp32``) as one of its items."""
+    return any(re.search(rf"(?:^|: |, ){re.escape(words)}(?:,|$|\.)", line)
+               for line in caption)
 
 
 PERCENTILES = ("p90_s", "p99_s")

@@ -43,7 +43,7 @@ from dltop.results.gcpause import gc_paused
 from dltop.results.metricdefs import BY_FLOPS, HOST_SPLIT, READINGS
 from dltop.results.metricdefs import METRICS as METRIC_SPECS
 from dltop.results.metricdefs import metric as metric_spec
-from dltop.results.metrics import host_split_text, markers, value_of
+from dltop.results.metrics import MIXED_NOTE, host_split_text, markers, value_of
 from dltop.results.places import place_key, place_labeller, placed_identities, rank
 from dltop.results.render import render
 from dltop.results.table import (
@@ -126,6 +126,9 @@ def _cell(res: ConfigResult, metric: str) -> Cell:
     detail.update({flag: True for flag in ("incomplete", "shared", "contaminated",
                                            "client_bound", "oversubscribed")
                    if getattr(res, flag)})
+    if res.versions:
+        detail["mixed_versions"] = True
+        detail["versions"] = list(res.versions)
     if val.simulated_value is not None:
         detail["simulated_value"] = val.simulated_value
     if val.source:
@@ -235,6 +238,8 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
         notes.append(NOTE_CLIENT_BOUND)
     if any(r.oversubscribed for r in results):
         notes.append(oversub.NOTE)
+    if any(r.versions for r in results):
+        notes.append(MIXED_NOTE)
     if simulated:
         notes.append(NOTE_SIMULATED)
     if (lm_note := tokens.note(models)) is not None:
@@ -291,11 +296,16 @@ def results_text(db: sqlite_utils.Database, campaigns: int | str | Sequence[int]
     10 000-configuration summary's 9).
 
     Raises:
-        UserError: as :func:`results_table`, or a column the table does not have.
+        UserError: as :func:`results_table`, campaigns without a job (no runs yet), or
+            a column the table does not have.
         ValueError: an unknown format.
     """
     with gc_paused():
         built = results_table(db, campaigns, table, metric, run, attainment)
+        if not built.rows and table != "profile":
+            # a header-only table reads as a result; say so, as an empty database does
+            raise UserError(f"{built.title.rpartition(': ')[0]}: no runs yet (no job "
+                            "stored: nothing to show)")
         if where:
             try:
                 built = pick_rows(built, where)

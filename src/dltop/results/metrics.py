@@ -33,15 +33,23 @@ from dltop.results.peaks import gpu_peak
 from dltop.results.readings import Detail, readings_check
 from dltop.telemetry.readings import idle_shortfall
 
+MIXED_MARK = "~"
+"""A cell whose runs ran under different dltop or framework versions."""
+MIXED_FLAG = "mixed versions"
+MIXED_NOTE = ("~ mixed versions: the cell merges runs of different dltop or framework "
+              "versions (JSON's versions, the summary's flags say which): compare them "
+              "apart before citing it.")
+
 
 def markers(res: ConfigResult, metric_name: str = "time") -> str:
     """``*`` noisy (timed metrics only), ``†`` packed or shared, ``§`` contaminated,
     ``‡`` client-bound (a serve run's client fell behind its schedule), ``!``
-    oversubscribed (:mod:`dltop.results.oversub`)."""
+    oversubscribed (:mod:`dltop.results.oversub`), ``~`` mixed versions (its runs ran
+    under different dltop or framework versions: :attr:`ConfigResult.versions`)."""
     noisy = res.noisy and metric(metric_name).timed
     return ("*" if noisy else "") + ("†" if res.packed or res.shared else "") + \
         ("§" if res.contaminated else "") + ("‡" if res.client_bound else "") + \
-        (oversub.MARK if res.oversubscribed else "")
+        (oversub.MARK if res.oversubscribed else "") + (MIXED_MARK if res.versions else "")
 
 
 def _host_value(res: ConfigResult, value: float | None) -> Value:

@@ -34,7 +34,7 @@ RUN_FIELDS = ("median_s", "mean_s", "samples_per_s", "samples_per_iter", "flops_
               "cpu_energy_bound_j", "gpu_mem_framework_peak_bytes", "serve_window_s",
               "client_cpu_pct", "dispatch_lag_p99_s", "client_bound", "distinct_token_frac",
               "start_power_w", "idle_power_w", "idle_window_s", "idle_readings",
-              "cpu_idle_power_w", "page_faults_per_step")
+              "cpu_idle_power_w", "page_faults_per_step", "framework_version")
 """Stored ``runs`` columns a :class:`RunRecord` carries as they are."""
 
 

@@ -78,14 +78,14 @@ def judge(res: ConfigResult, ref: Reference,
     if ref.metric == "s_per_iter":
         measured, interval = res.median_s, time_interval
     else:
-        # Throughput as units per iteration over the median time: the figure whose
-        # interval the median's CI gives (the summary's samples/s is total over total).
-        units = res.runs[0].get("samples_per_iter")
-        if not units:
-            return Verdict(res, ref, outcome=FAIL, why="no samples per iteration stored")
-        measured = float(units) / res.median_s
-        interval = None if time_interval is None else (
-            float(units) / time_interval[1], float(units) / time_interval[0])
+        # The summary's samples/s (total samples / total seconds, median over runs): one
+        # figure, one value in every command (docs/metrics.md). Its interval is the
+        # median's, scaled: the same relative run-to-run spread around it.
+        rate = res.samples_per_s
+        if rate is None:
+            return Verdict(res, ref, outcome=FAIL, why="no samples/s measured")
+        measured, interval = rate, None if time_interval is None else (
+            rate * res.median_s / time_interval[1], rate * res.median_s / time_interval[0])
     low, high = interval if interval is not None else (measured, measured)
     band_low, band_high = ref.band
     if high < band_low:
@@ -139,8 +139,9 @@ def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow
     """
     cols = (Column("model", "model", Role.KEY), Column("framework", "framework", Role.KEY),
             Column("batch", "batch", Role.KEY), Column("device", "device", Role.KEY),
-            Column("precision", "precision", Role.KEY),
-            Column("system", "system", Role.KEY), Column("metric", "metric", Role.KEY),
+            Column("precision", "precision", Role.KEY, setting=True),
+            Column("system", "system", Role.KEY, setting=True),
+            Column("metric", "metric", Role.KEY),
             Column("measured", "measured", Role.VALUE),
             Column("ci_low", "CI95 low", Role.VALUE), Column("ci_high", "CI95 high", Role.VALUE),
             Column("reference", "reference", Role.VALUE),
@@ -173,8 +174,9 @@ def check_table(verdicts: Sequence[Verdict], camps: Sequence[queries.CampaignRow
         lines, meta = caption.context(db, camps)
     return Table(title=f"References of campaign {names}", columns=cols, rows=tuple(rows),
                  caption=lines, meta=meta,
-                 notes=("measured: the median s/iter, or throughput as units per iteration "
-                        "over it; CI95: its 95 % bootstrap interval across repeats (one run: "
-                        "none, the median alone is judged; docs/metrics.md, statistics "
+                 notes=("measured: the median s/iter, or the summary's samples/s (total "
+                        "samples / total seconds); CI95: the median's 95 % bootstrap interval "
+                        "across repeats, for samples/s scaled by median / its bounds (one "
+                        "run: none, the value alone is judged; docs/metrics.md, statistics "
                         "policy). A metric fails only when the whole interval is outside "
                         "reference x (1 + tolerance).",))

@@ -120,6 +120,7 @@ def to_csv(table: Table) -> str:
         quoted = quoted or kept is not safe
         return kept
 
+    pivot = table.layout is Layout.PIVOT
     header: list[str] = []
     for c in table.columns:
         header += [c.header, c.header + STATUS_SUFFIX] if c.role is Role.VALUE else [c.header]
@@ -137,13 +138,31 @@ def to_csv(table: Table) -> str:
             elif not _finite(cell.value):
                 out += ["", f"{NOT_FINITE} ({cell.value})"]
             else:
-                out += [cell.value, f"{cell.status}; {cell.note}" if cell.note else cell.status]
+                status = _with_flags(cell) if pivot else cell.status
+                out += [cell.value, f"{status}; {cell.note}" if cell.note else status]
             out += ["" if cell is None or cell.detail.get(k) is None else cell.detail[k]
                     for k in col.detail]
         w.writerow(map(field, out))
     comments = (table.title, *table.caption, *((FORMULA_NOTE,) if quoted else ()))
     return "".join("# " + one_line(" ".join(line.splitlines())) + "\n"
                    for line in comments) + body.getvalue()
+
+
+PIVOT_FLAGS = ("noisy", "packed", "shared", "contaminated", "client_bound",
+               "oversubscribed", "mixed_versions", "incomplete")
+"""A pivot cell's flags (its JSON fields) as its CSV status text names them."""
+
+
+def _with_flags(cell: Cell) -> str:
+    """A pivot cell's status with what its markers say (JSON's fields): the runs behind
+    it and its flags, ``ok; n 1/2; noisy, incomplete``; a summary has columns for them."""
+    d = cell.detail
+    parts = [cell.status]
+    if isinstance(d.get("n_runs"), int) and isinstance(d.get("repeats"), int):
+        parts.append(f"n {d['n_runs']}/{d['repeats']}")
+    if flags := [f.replace("_", "-") for f in PIVOT_FLAGS if d.get(f) is True]:
+        parts.append(", ".join(flags))
+    return "; ".join(parts)
 
 
 def _column(col: Column) -> dict[str, Any]:

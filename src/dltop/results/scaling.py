@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dltop import catalog
 from dltop.results import caption, identity, oversub, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results
-from dltop.results.metrics import markers
+from dltop.results.metrics import MIXED_MARK, MIXED_NOTE, markers
 from dltop.results.places import place_labeller, placed_identities, rank
 from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
 
@@ -217,6 +217,8 @@ def scaling_table(rows: list[ScalingRow], title: str,
     notes = [NOTE, *([NOTE_NODES] if with_nodes else [])]
     if any(r.marks for r in rows):
         notes.append(NOTE_MARKS)
+    if any(MIXED_MARK in r.marks for r in rows):
+        notes.append(MIXED_NOTE)
     if any(r.incomplete for r in rows):
         notes.append(NOTE_INCOMPLETE)
     if any(r.superlinear for r in rows):
@@ -230,9 +232,15 @@ def scaling_table(rows: list[ScalingRow], title: str,
         columns = (*columns[:at], NODE_COLUMNS[0], *columns[at:], *NODE_COLUMNS[1:])
     # Transformer rows count tokens (results/tokens.py): say so, per row if mixed.
     models = [r.model for r in rows]
-    rate = tokens.metric_for("throughput", models)
-    columns = tuple(Column(c.key, rate.header, c.role, rate.unit)
-                    if c.key == "samples_per_s" else c for c in columns)
+    modes = {str(r.identity.get("mode") or "train") for r in rows}
+    rate, time = tokens.metric_for("throughput", models, modes), tokens.metric_for(
+        "time", models, modes)  # a set of serve runs: e2e request latency, tok/s per request
+    columns = tuple(Column(c.key, rate.header, c.role, rate.unit) if c.key == "samples_per_s"
+                    else Column(c.key, time.header, c.role, time.unit)
+                    if c.key == "seconds_per_iter" and modes == {"serve"} else c
+                    for c in columns)
+    if modes == {"serve"}:
+        notes[0] = NOTE.replace("samples/s", rate.header)
     per_row = tokens.labels_rows("throughput", models)
     if per_row:
         at = 4 + len(var.fields) + with_nodes

@@ -36,7 +36,7 @@ from dltop.results.convmetrics import may_have_value
 from dltop.results.gcpause import gc_paused
 from dltop.results.measured import seconds_of
 from dltop.results.metricdefs import CONVERGENCE, GENERATION, READINGS, SUMMARY, Metric, metric
-from dltop.results.metrics import value_of
+from dltop.results.metrics import MIXED_FLAG, value_of
 from dltop.results.places import device_key, place_labeller, placed_identities, rank
 from dltop.results.readings import readings_check
 from dltop.results.table import (
@@ -60,7 +60,7 @@ KEYS = (Column("model", "model", Role.KEY, latex_header="Model"),
         Column("batch", "batch", Role.KEY, latex_header="Batch"),
         Column("device", "device", Role.KEY, latex_header="Device"),
         *(Column(name, identity.header(name), Role.KEY,
-                 latex_header=identity.header(name).capitalize())
+                 latex_header=identity.header(name).capitalize(), setting=True)
           for name in identity.ROW_KEYS))
 """Row keys of every summary: the base keys, then the identity's declared row keys."""
 
@@ -86,7 +86,8 @@ NOTES = (
     "host), shared (another engine's runner used its devices), contaminated "
     "(a foreign process used the run's devices), simulated (GPU readings from simulated "
     "GPUs: their numbers are not shown), oversubscribed (cpu:N on a host of fewer than N "
-    "logical CPUs: the caption says which), incomplete (fewer ok runs than planned).",
+    "logical CPUs: the caption says which), mixed versions (its runs ran under different "
+    "dltop or framework versions: which follow), incomplete (fewer ok runs than planned).",
 )
 
 SERVING_NOTE = (
@@ -153,6 +154,7 @@ def flags(res: ConfigResult) -> list[str]:
                                  ("simulated", simulated),
                                  (oversub.FLAG, res.oversubscribed))
            if on]
+    out += [f"{MIXED_FLAG} ({v})" for v in res.versions]
     if res.incomplete:
         out.append("incomplete")
     return out

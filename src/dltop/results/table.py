@@ -91,6 +91,10 @@ class Column:
     ms: Millis | None = None
     """Seconds that Markdown and LaTeX show in milliseconds (:mod:`dltop.results.display`);
     ``None``: shown as they are. CSV and JSON keep seconds whatever this says."""
+    setting: bool = False
+    """A key column holding a setting of the configuration (``precision``, ``system``):
+    Markdown and LaTeX state it in the caption where every row has one value, and leave
+    it out where none has one (:func:`dltop.results.display.without_unavailable`)."""
 
     @property
     def align(self) -> str:

@@ -26,14 +26,15 @@ def box_table(headers: Sequence[str], rows: Sequence[Sequence[str]], footer: str
     Args:
         headers: column names.
         rows: cells, as many per row as headers.
-        footer: a line printed under the table, if any.
+        footer: lines printed under the table, if any.
         width: the console's width; a table or footer wider than this is Rich's (it wraps).
         terminal: a terminal: headers bold (unless ``$NO_COLOR`` or ``TERM=dumb``).
     """
-    if not all(_plain(c) for c in (*headers, *(c for r in rows for c in r), footer or "")):
+    notes = (footer or "").split("\n")  # its lines, each fitted by the caller
+    if not all(_plain(c) for c in (*headers, *(c for r in rows for c in r), *notes)):
         return None
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(headers)]
-    if sum(widths) + 3 * len(widths) + 1 > width or len(footer or "") > width:
+    if sum(widths) + 3 * len(widths) + 1 > width or max(map(len, notes)) > width:
         return None
     bold = terminal and not os.environ.get("NO_COLOR") and os.environ.get("TERM") != "dumb"
 

@@ -28,6 +28,8 @@ from dltop.tui.boxtable import box_table
 
 GAP = "  "
 """Between the columns of a plain (piped) listing."""
+CONSTANT = "constant: "
+"""How a footer states the settings every row shares (identity.Variation.caption's)."""
 CUT = "..."
 """End of a flexible cell cut to its width (ASCII: the box table stays Rich-free)."""
 
@@ -42,6 +44,9 @@ class ListColumn:
     flex: bool = False
     """Takes the width the kept columns leave (cut to it), at least ``min_width``."""
     min_width: int = 0
+    setting: bool = False
+    """A setting of each row (its campaign, framework, model...): where every row of
+    several has one value it is stated once under the listing, not repeated per row."""
 
 
 def _chrome(n: int, boxed: bool) -> int:
@@ -122,14 +127,45 @@ def plain(headers: Sequence[str], rows: Sequence[Sequence[str]],
     return "\n".join(lines) + "\n"
 
 
+def settled(columns: Sequence[ListColumn], rows: Sequence[Sequence[str]],
+            footer: str | None = None) -> tuple[list[ListColumn], list[list[str]], list[str]]:
+    """The listing without what every row repeats, the exports' rule
+    (:mod:`dltop.results.display`): a setting column with one value in every row of
+    several, and a column empty or ``-`` in every row; with the footer's lines that say
+    so (a ``constant:`` footer gains the settings)."""
+    same: list[str] = []
+    absent: list[str] = []
+    kept: list[int] = []
+    for i, c in enumerate(columns):
+        values = {row[i] for row in rows}
+        if rows and values <= {"", "-"}:
+            if values == {"-"}:  # n/a in every row: named; an empty note says nothing
+                absent.append(c.header)
+        elif c.setting and len(rows) > 1 and len(values) == 1:
+            same.append(f"{c.header} {values.pop()}")
+        else:
+            kept.append(i)
+    lines = [footer] if footer else []
+    if same and footer and footer.startswith(CONSTANT):
+        lines = [f"{CONSTANT}{', '.join(same)}, {footer[len(CONSTANT):]}"]
+    elif same:
+        lines = [f"{CONSTANT}{', '.join(same)}", *lines]
+    if absent:
+        lines.append(f"not shown, none in any row: {', '.join(absent)}")
+    return ([columns[i] for i in kept], [[row[i] for i in kept] for row in rows], lines)
+
+
 def print_listing(columns: Sequence[ListColumn], rows: Sequence[Sequence[str]],
                   footer: str | None = None) -> None:
-    """Print a listing to stdout: fitted and boxed on a terminal, plain text otherwise."""
+    """Print a listing to stdout: fitted and boxed on a terminal, plain text otherwise;
+    what every row repeats is said once under it (:func:`settled`)."""
+    columns, rows, lines = settled(columns, rows, footer)
     terminal = sys.stdout.isatty()
     width = _width(terminal)
-    footer = one_line(footer) if footer else footer
-    if footer and width is not None:  # wrapped, not cut: it says what every run shares
-        footer = "\n".join(textwrap.wrap(footer, width, break_on_hyphens=False))
+    lines = [one_line(x) for x in lines]
+    if width is not None:  # wrapped, not cut: it says what every run shares
+        lines = [w for x in lines for w in textwrap.wrap(x, width, break_on_hyphens=False)]
+    footer = "\n".join(lines) or None
     headers, cells = layout(columns, rows, width, boxed=terminal)
     if not terminal:
         sys.stdout.write(plain(headers, cells, footer))

@@ -72,7 +72,8 @@ def latest_run_rows(db: Any, campaign_id: int, fields: Sequence[str]) -> list[di
         select j.id as job_id, j.position, j.status as job_status, 1 as jobs, {JOB_COLS},
                r.id as run_id, r.status, r.noisy, r.samples_per_iter, r.concurrent_runs,
                r.contaminated, r.telemetry_simulated, r.n_iterations,
-               j.iterations as asked_iterations, e.python_executable, {run_cols}
+               j.iterations as asked_iterations, e.python_executable,
+               c.dltop_version as campaign_dltop_version, {run_cols}
         from latest_runs r
         join jobs j on j.id = r.job_id join job_specs s on s.job_id = j.id
         join campaigns c on c.id = j.campaign_id

@@ -165,3 +165,27 @@ def test_identity_labels_are_kept_between_scrapes_until_the_jobs_change(
     after: dict[int, Any] = {}
     read_campaigns(db, after, cache)
     assert after[1] is not first[1] and len(after[1]) == len(first[1]) + 1
+
+
+@pytest.mark.parametrize(("status", "result"), [("short", True), ("cancelled", False),
+                                                ("timeout", False), ("crashed", False)])
+def test_the_last_run_s_figures_are_served_only_when_they_are_its_result(
+        db_path: Path, status: str, result: bool) -> None:
+    """A stopped run's median covers the iterations before it stopped: the queue and
+    ``dltop runs`` do not show it as a result, nor does the exporter; a ``short`` run's
+    figures are its result (catalog.RESULT_STATUSES)."""
+    from dltop.live.campaign_metrics import read_campaigns
+    from dltop.results.stats import summarize_run
+
+    store = Store(connect(db_path))
+    (run,) = store.db.query("select id, job_id from runs where status = 'running'")
+    seconds = [0.2, 0.3, 0.25]
+    store.add_iterations(run["id"], [{"idx": 8 + i, "seconds": s, "samples": 64, "warmup": 0,
+                                      "loss": None} for i, s in enumerate(seconds)])
+    store.finish_run(run["id"], run["job_id"], status,
+                     summarize_run(seconds, 64).to_columns())
+    (camp,) = read_campaigns(store.db)
+    last = camp.last_run
+    assert last is not None and last.run_id == run["id"] and last.status == status
+    assert (last.median_s, last.samples_per_s) == (
+        (pytest.approx(0.25), pytest.approx(64 * 3 / 0.75)) if result else (None, None))

@@ -21,7 +21,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
+from dltop.catalog import (
+    ENDED_CAMPAIGN_STATUSES,
+    RESULT_STATUSES,
+    CampaignStatus,
+    JobStatus,
+    RunStatus,
+)
 from dltop.live.metrics import Family, Labels, family
 from dltop.procs import engine_alive
 from dltop.results import identity, idread
@@ -72,7 +78,8 @@ class LastRun:
     device: str
     median_s: float | None
     samples_per_s: float | None
-    """Total samples / total measured seconds (docs/metrics.md), None when not ok."""
+    """Total samples / total measured seconds (docs/metrics.md), None unless its status is a
+    result (ok, short)."""
     extra: Mapping[str, str] = field(default_factory=dict)
     """Its varying identity fields' labels."""
 
@@ -135,7 +142,9 @@ def read_campaigns(db: sqlite_utils.Database,
         runs = ended_run_counts(db, cid)
         last = None
         if (r := last_ended_run(db, cid)) is not None:
-            ok = r["status"] == RunStatus.OK
+            # a stopped run's median (cancelled, timed out, crashed) is a partial one, not
+            # its result: shown as the queue and 'dltop runs' show it (catalog's rule)
+            ok = r["status"] in RESULT_STATUSES
             rate = (r["samples_per_iter"] / r["mean_s"] if r["samples_per_iter"]
                     and r["mean_s"] else r["samples_per_s"]) if ok else None
             last = LastRun(r["id"], r["status"], r["framework"], r["model"],
@@ -187,11 +196,12 @@ def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[F
                "newest ended run: its id, status and identity.",
                [(last_labels(c), 1) for c in ended]),
         family("dltop_campaign_last_run_seconds_per_iteration", "gauge", "Median seconds "
-               "per measured iteration of the newest ended run (ok runs only).",
+               "per measured iteration of the newest ended run (ok and short runs only: "
+               "a stopped run's is partial).",
                [(last_labels(c), c.last_run.median_s if c.last_run else None)
                 for c in ended]),
         family("dltop_campaign_last_run_samples_per_second", "gauge", "Total samples / total "
-               "measured seconds of the newest ended run (ok runs only).",
+               "measured seconds of the newest ended run (ok and short runs only).",
                [(last_labels(c), c.last_run.samples_per_s if c.last_run else None)
                 for c in ended]),
     ]

@@ -280,3 +280,27 @@ def test_a_slurm_run_s_gpus_on_other_nodes_are_exported_with_their_node(
         host: 1.0, "node-a": 2.0, "node-b": 2.0}
     # not measured by the agents: no made-up temperature for a remote GPU
     assert {s.labels["Hostname"] for s in got["DCGM_FI_DEV_GPU_TEMP"]} == {host}
+
+
+@pytest.mark.parametrize("case", ["host", "under_a_file", "not_sqlite"])
+def test_bad_input_is_exit_2_naming_it_nothing_started_or_changed(tmp_path: Path,
+                                                                 case: str) -> None:
+    """A --host that is not this host's (192.0.2.1: TEST-NET-1), a --db under a file (it
+    could never be created) or a --db that is not SQLite: exit 2, one line naming the
+    option and what is wrong, no traceback; the file is left as it was."""
+    junk = tmp_path / "notes.db"
+    junk.write_bytes(b"not a database\n")
+    argv, said = {
+        "host": (["--host", "192.0.2.1", "--db", str(tmp_path / "x.db")],
+                 "--host 192.0.2.1: 192.0.2.1 is not an address of this host"),
+        "under_a_file": (["--db", str(junk / "sub" / "x.db")],
+                         f"{junk} is not a directory: no database can be created there"),
+        "not_sqlite": (["--db", str(junk)], f"--db {junk}: not a SQLite database"),
+    }[case]
+    res = subprocess.run([sys.executable, "-m", "dltop", "exporter", "--port",
+                          str(free_port()), "--fake-gpus", "1", *argv],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res
+    assert said in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert res.stdout == ""  # nothing served: no "Prometheus metrics on" line
+    assert junk.read_bytes() == b"not a database\n" and not (tmp_path / "x.db").exists()

@@ -99,6 +99,11 @@ def _metrics_source(args: argparse.Namespace, db_path: Path | None) -> Any:
     from dltop.live.exporter import MetricsSource
     from dltop.telemetry import open_gpu_backend
 
+    if getattr(args, "no_gpu_metrics", False):  # dcgm-exporter serves this host's GPUs
+        if args.fake_gpus is not None:
+            raise UserError("--fake-gpus with --no-gpu-metrics: simulated GPUs would not "
+                            "be served; pass one or the other")
+        return MetricsSource(None, db_path, gpu_series=False).start()
     return MetricsSource(open_gpu_backend(getattr(args, "fake_gpus", None)), db_path).start()
 
 

@@ -103,6 +103,9 @@ def test_run_series_carry_the_varying_identity_fields(scraped: dict[str, list[An
     assert one(scraped["dltop_run_median_seconds_per_iteration"]).value == pytest.approx(0.2)
     # identity fields named like a label the families use do not overwrite it
     assert label_name("device") == "id_device" and label_name("seq_len") == "seq_len"
+    # nor a histogram's bucket bound, and no name is one Prometheus refuses or keeps
+    assert [label_name(n) for n in ("le", "quantile", "__name__", "8bit", "a-b")] == [
+        "id_le", "id_quantile", "id___name__", "id_8bit", "a_b"]
 
 
 def test_fake_gpus_give_whole_mhz_and_mib(scraped: dict[str, list[Any]]) -> None:

@@ -45,15 +45,19 @@ JOB_STATES = (JobStatus.QUEUED, JobStatus.RUNNING,
 0 included, so a dashboard's stacked series never has holes."""
 _LABEL_NAME = re.compile(r"[^a-zA-Z0-9_]")
 RESERVED = frozenset({"campaign", "campaign_id", "framework", "model", "batch", "device",
-                      "run_id", "Hostname", "status", "state", "waiting_for"})
-"""Label names the families already use: an identity field of one of these names gets a
-``id_`` prefix rather than overwriting them."""
+                      "run_id", "Hostname", "status", "state", "waiting_for", "le",
+                      "quantile"})
+"""Label names the families already use (``le``: a histogram's buckets, ``dltop_serve_*``
+carry the run labels): an identity field of one of these names gets a ``id_`` prefix
+rather than overwriting them."""
 
 
 def label_name(name: str) -> str:
     """An identity field as a Prometheus label name (``seq_len``; ``id_device``...)."""
     clean = _LABEL_NAME.sub("_", name)
-    return f"id_{clean}" if clean in RESERVED or clean[:1].isdigit() else clean
+    # a leading digit is not a label name, and a leading "__" is Prometheus's own
+    return f"id_{clean}" if clean in RESERVED or clean[:1].isdigit() \
+        or clean.startswith("__") else clean
 
 
 def identity_labels(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dict[str, str]]:

@@ -102,8 +102,9 @@ def parse_promql(expr: str) -> tuple[dict[str, set[str]], set[str]]:
     grouped = {lab.strip() for g in re.findall(r"\b(?:by|without|on|ignoring)\s*\(([^)]*)\)",
                                                expr) for lab in g.split(",") if lab.strip()}
     expr = re.sub(r"\b(?:by|without|on|ignoring)\s*\([^)]*\)", " ", expr)
-    if m := re.fullmatch(r"\s*label_values\(\s*([A-Za-z_:][\w:]*)\s*,\s*(\w+)\s*\)\s*", expr):
-        return {m.group(1): {m.group(2)}}, set()
+    if m := re.fullmatch(r"\s*label_values\((.*),\s*(\w+)\s*\)\s*", expr):
+        inner, _ = parse_promql(m.group(1))
+        return {name: {*labels, m.group(2)} for name, labels in inner.items()}, set()
     metrics: dict[str, set[str]] = {}
     for m in re.finditer(r"(?<![\w.])([A-Za-z_:][\w:]*)?\s*(\{[^}]*\})?", expr):
         name, sel = m.group(1), m.group(2)
@@ -128,6 +129,8 @@ def test_the_parser_finds_names_and_labels() -> None:
         {"DCGM_FI_DEV_SM_CLOCK": set(), "b": set()}, {"gpu"})
     assert parse_promql("label_values(dltop_up, Hostname)") == ({"dltop_up": {"Hostname"}},
                                                                   set())
+    assert parse_promql('label_values(dltop_campaign_state{Hostname=~"$host"}, campaign_id)'
+                        ) == ({"dltop_campaign_state": {"Hostname", "campaign_id"}}, set())
 
 
 def unit_of(panel: dict[str, Any], legend: str) -> str | None:

@@ -192,3 +192,22 @@ def test_the_last_run_s_figures_are_served_only_when_they_are_its_result(
     assert last is not None and last.run_id == run["id"] and last.status == status
     assert (last.median_s, last.samples_per_s) == (
         (pytest.approx(0.25), pytest.approx(64 * 3 / 0.75)) if result else (None, None))
+
+
+def test_a_pause_asked_is_served_before_the_campaign_is_paused(db_path: Path) -> None:
+    """``dltop pause`` lets the runs going on finish: the state stays ``running`` till
+    then, and ``dltop_campaign_control{control="pause"}`` says it is pausing (the TUI's
+    "pausing after run N"); a resume replaces it, and none is all 0."""
+    from dltop.live.campaign_metrics import campaign_families, read_campaigns
+
+    store = Store(connect(db_path))
+
+    def control() -> dict[str, float]:
+        fams = {f.name: f for f in campaign_families(read_campaigns(store.db), "h")}
+        return {lab["control"]: v for lab, v in fams["dltop_campaign_control"].samples}
+
+    assert control() == {"pause": 0, "resume": 0, "cancel": 0}
+    store.set_control(1, "pause")
+    assert control() == {"pause": 1, "resume": 0, "cancel": 0}
+    store.set_control(1, "resume")
+    assert control() == {"pause": 0, "resume": 1, "cancel": 0}

@@ -25,14 +25,16 @@ from dltop.catalog import (
     ENDED_CAMPAIGN_STATUSES,
     RESULT_STATUSES,
     CampaignStatus,
+    Control,
     JobStatus,
     RunStatus,
+    control_of,
 )
 from dltop.live.metrics import Family, Labels, family
 from dltop.procs import engine_alive
 from dltop.results import identity, idread
 from dltop.results.queries import campaigns
-from dltop.store.read.campaigns import open_campaigns
+from dltop.store.read.campaigns import campaigns_by_id, open_campaigns
 from dltop.store.read.jobs import status_counts
 from dltop.store.read.queue_view import ended_run_counts, identity_marks, last_ended_run
 
@@ -45,8 +47,8 @@ JOB_STATES = (JobStatus.QUEUED, JobStatus.RUNNING,
 0 included, so a dashboard's stacked series never has holes."""
 _LABEL_NAME = re.compile(r"[^a-zA-Z0-9_]")
 RESERVED = frozenset({"campaign", "campaign_id", "framework", "model", "batch", "device",
-                      "run_id", "Hostname", "status", "state", "waiting_for", "le",
-                      "quantile"})
+                      "run_id", "Hostname", "status", "state", "waiting_for", "control",
+                      "le", "quantile"})
 """Label names the families already use (``le``: a histogram's buckets, ``dltop_serve_*``
 carry the run labels): an identity field of one of these names gets a ``id_`` prefix
 rather than overwriting them."""
@@ -103,6 +105,8 @@ class CampaignMetrics:
     runs: Mapping[str, int]
     """Runs that ended, by status (retries count each attempt)."""
     last_run: LastRun | None
+    control: Control | None = None
+    """The standing request left for its engine (``pause`` while pausing and paused)."""
 
     def labels(self, hostname: str) -> dict[str, str]:
         """The campaign's label set."""
@@ -132,6 +136,8 @@ def read_campaigns(db: sqlite_utils.Database,
     if cache is not None:
         for gone in set(cache) - set(rows):
             del cache[gone]
+    controls = {r["id"]: control_of(r.get("control"))
+                for r in campaigns_by_id(db, sorted(rows))}
     out = []
     for cid in sorted(rows):
         c = rows[cid]
@@ -161,7 +167,7 @@ def read_campaigns(db: sqlite_utils.Database,
         out.append(CampaignMetrics(
             cid, c.name, c.status, alive and c.status not in ENDED_CAMPAIGN_STATUSES,
             getattr(c, "waiting_for", None) if c.status == CampaignStatus.WAITING else None,
-            jobs, runs, last))
+            jobs, runs, last, controls.get(cid)))
     return out
 
 
@@ -182,6 +188,11 @@ def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[F
                "running, paused, waiting, finished, cancelled, failed), 0 for the others.",
                [(per(c, state=str(s)), 1 if c.status == s else 0)
                 for c in camps for s in CampaignStatus]),
+        family("dltop_campaign_control", "gauge", "1 for the request standing for the "
+               "campaign's engine (pause, resume, cancel; none: all 0): pause with state "
+               "running is pausing after the runs going on.",
+               [(per(c, control=str(k)), 1 if c.control is k else 0)
+                for c in camps for k in Control]),
         family("dltop_campaign_engine_up", "gauge", "1 while the campaign's engine process "
                "is alive (0: ended, or died: 'dltop run --resume' continues it).",
                [(per(c), 1 if c.engine_up else 0) for c in camps]),

@@ -4,7 +4,8 @@ OpenAI server of tests/programs): each metric it names must be served, each labe
 selects, groups by or shows in a legend must be one those series carry, and each panel's
 unit must be the metric's. So a renamed series or label breaks this test, not a user's
 dashboard. The same scrapes are checked as Prometheus exposition (HELP and TYPE on every
-family, ``_total`` only on counters, no series twice, label values escaped)."""
+family, ``_total`` only on counters, no series twice, label values escaped) and as
+OpenMetrics (what Prometheus asks for first)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from typing import Any
 
 import psutil
 import pytest
+from prometheus_client.openmetrics.parser import (
+    text_string_to_metric_families as openmetrics_families,
+)
 from prometheus_client.parser import text_string_to_metric_families
 
 from dltop.errors import UserError
@@ -220,6 +224,15 @@ def live_scrape(tmp_path: Path, wait_until: Callable[..., None]) -> Iterator[
         time.sleep(1.1)  # a second scrape, a device reading later: the same series
         second = check_exposition(scrape_text(port))
         assert {n: len(v) for n, v in first.items()} == {n: len(v) for n, v in second.items()}
+        # Prometheus asks for OpenMetrics first: its stricter parser reads it too
+        # (histogram buckets ascending to +Inf and matching _count, counters' _total, EOF)
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/metrics", headers={
+            "Accept": "application/openmetrics-text; version=1.0.0"})
+        with urllib.request.urlopen(req, timeout=30) as resp:
+            assert resp.headers["Content-Type"].startswith("application/openmetrics-text")
+            families = list(openmetrics_families(resp.read().decode()))
+        assert {f.name for f in families} >= {"dltop_serve_ttft_seconds",
+                                              "dltop_serve_requests"}
         yield second
     finally:
         if stopped:

@@ -211,3 +211,8 @@ def test_a_pause_asked_is_served_before_the_campaign_is_paused(db_path: Path) ->
     assert control() == {"pause": 1, "resume": 0, "cancel": 0}
     store.set_control(1, "resume")
     assert control() == {"pause": 0, "resume": 1, "cancel": 0}
+    store.set_control(1, "cancel")
+    assert control() == {"pause": 0, "resume": 0, "cancel": 1}
+    # once the engine acted on it, the campaign ended: no request stands for anyone
+    store.set_campaign_status(1, "cancelled")
+    assert control() == {"pause": 0, "resume": 0, "cancel": 0}

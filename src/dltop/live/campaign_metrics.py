@@ -167,7 +167,9 @@ def read_campaigns(db: sqlite_utils.Database,
         out.append(CampaignMetrics(
             cid, c.name, c.status, alive and c.status not in ENDED_CAMPAIGN_STATUSES,
             getattr(c, "waiting_for", None) if c.status == CampaignStatus.WAITING else None,
-            jobs, runs, last, controls.get(cid)))
+            # an ended campaign's last request ('cancel') stands for no engine any more
+            jobs, runs, last,
+            None if c.status in ENDED_CAMPAIGN_STATUSES else controls.get(cid)))
     return out
 
 

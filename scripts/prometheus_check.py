@@ -84,14 +84,21 @@ def main() -> int:
         time.sleep(3)  # a few scrapes
         dash = json.loads(DASHBOARD.read_text())
         exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", ())]
-        failed = 0
+        failed = serve = 0
         for expr in exprs:
-            got = query(prom_port, expr.replace('{campaign_id=~"$campaign"}', "")
-                        .replace('campaign_id=~"$campaign"', 'campaign_id=~".*"'))
+            got = query(prom_port, expr.replace('"$campaign"', '".*"')
+                        .replace('"$host"', '".*"'))
+            # this campaign has no serve run: those queries are only checked to parse
+            # (their series: tests/telemetry/test_grafana_live.py, on a live serve run)
+            if "dltop_serve_" in expr or " and on " in expr:  # ... nor a pause asked
+                serve += 1
+                print(f"{len(got):3d} series  {expr}  (parsed; nothing to show here)")
+                continue
             failed += not got
             print(f"{len(got):3d} series  {expr}")
-        print(f"Prometheus {args.prometheus}: {len(exprs) - failed}/{len(exprs)} dashboard "
-              "queries return series")
+        print(f"Prometheus {args.prometheus}: {len(exprs) - serve - failed}/"
+              f"{len(exprs) - serve} dashboard queries return series; {serve} more "
+              "(serve runs, pausing) parsed")
         return 1 if failed else 0
     finally:
         for p in reversed(procs):

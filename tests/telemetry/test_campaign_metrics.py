@@ -103,6 +103,9 @@ def test_run_series_carry_the_varying_identity_fields(scraped: dict[str, list[An
     assert one(scraped["dltop_run_median_seconds_per_iteration"]).value == pytest.approx(0.2)
     # identity fields named like a label the families use do not overwrite it
     assert label_name("device") == "id_device" and label_name("seq_len") == "seq_len"
+    # nor a histogram's bucket bound, and no name is one Prometheus refuses or keeps
+    assert [label_name(n) for n in ("le", "quantile", "__name__", "8bit", "a-b")] == [
+        "id_le", "id_quantile", "id___name__", "id_8bit", "a_b"]
 
 
 def test_fake_gpus_give_whole_mhz_and_mib(scraped: dict[str, list[Any]]) -> None:
@@ -165,3 +168,51 @@ def test_identity_labels_are_kept_between_scrapes_until_the_jobs_change(
     after: dict[int, Any] = {}
     read_campaigns(db, after, cache)
     assert after[1] is not first[1] and len(after[1]) == len(first[1]) + 1
+
+
+@pytest.mark.parametrize(("status", "result"), [("short", True), ("cancelled", False),
+                                                ("timeout", False), ("crashed", False)])
+def test_the_last_run_s_figures_are_served_only_when_they_are_its_result(
+        db_path: Path, status: str, result: bool) -> None:
+    """A stopped run's median covers the iterations before it stopped: the queue and
+    ``dltop runs`` do not show it as a result, nor does the exporter; a ``short`` run's
+    figures are its result (catalog.RESULT_STATUSES)."""
+    from dltop.live.campaign_metrics import read_campaigns
+    from dltop.results.stats import summarize_run
+
+    store = Store(connect(db_path))
+    (run,) = store.db.query("select id, job_id from runs where status = 'running'")
+    seconds = [0.2, 0.3, 0.25]
+    store.add_iterations(run["id"], [{"idx": 8 + i, "seconds": s, "samples": 64, "warmup": 0,
+                                      "loss": None} for i, s in enumerate(seconds)])
+    store.finish_run(run["id"], run["job_id"], status,
+                     summarize_run(seconds, 64).to_columns())
+    (camp,) = read_campaigns(store.db)
+    last = camp.last_run
+    assert last is not None and last.run_id == run["id"] and last.status == status
+    assert (last.median_s, last.samples_per_s) == (
+        (pytest.approx(0.25), pytest.approx(64 * 3 / 0.75)) if result else (None, None))
+
+
+def test_a_pause_asked_is_served_before_the_campaign_is_paused(db_path: Path) -> None:
+    """``dltop pause`` lets the runs going on finish: the state stays ``running`` till
+    then, and ``dltop_campaign_control{control="pause"}`` says it is pausing (the TUI's
+    "pausing after run N"); a resume replaces it, and none is all 0."""
+    from dltop.live.campaign_metrics import campaign_families, read_campaigns
+
+    store = Store(connect(db_path))
+
+    def control() -> dict[str, float]:
+        fams = {f.name: f for f in campaign_families(read_campaigns(store.db), "h")}
+        return {lab["control"]: v for lab, v in fams["dltop_campaign_control"].samples}
+
+    assert control() == {"pause": 0, "resume": 0, "cancel": 0}
+    store.set_control(1, "pause")
+    assert control() == {"pause": 1, "resume": 0, "cancel": 0}
+    store.set_control(1, "resume")
+    assert control() == {"pause": 0, "resume": 1, "cancel": 0}
+    store.set_control(1, "cancel")
+    assert control() == {"pause": 0, "resume": 0, "cancel": 1}
+    # once the engine acted on it, the campaign ended: no request stands for anyone
+    store.set_campaign_status(1, "cancelled")
+    assert control() == {"pause": 0, "resume": 0, "cancel": 0}

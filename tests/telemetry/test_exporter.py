@@ -280,3 +280,57 @@ def test_a_slurm_run_s_gpus_on_other_nodes_are_exported_with_their_node(
         host: 1.0, "node-a": 2.0, "node-b": 2.0}
     # not measured by the agents: no made-up temperature for a remote GPU
     assert {s.labels["Hostname"] for s in got["DCGM_FI_DEV_GPU_TEMP"]} == {host}
+
+
+@pytest.mark.parametrize("case", ["host", "under_a_file", "not_sqlite", "no_gpus_faked"])
+def test_bad_input_is_exit_2_naming_it_nothing_started_or_changed(tmp_path: Path,
+                                                                 case: str) -> None:
+    """A --host that is not this host's (192.0.2.1: TEST-NET-1), a --db under a file (it
+    could never be created) or a --db that is not SQLite: exit 2, one line naming the
+    option and what is wrong, no traceback; the file is left as it was."""
+    junk = tmp_path / "notes.db"
+    junk.write_bytes(b"not a database\n")
+    argv, said = {
+        "host": (["--host", "192.0.2.1", "--db", str(tmp_path / "x.db")],
+                 "--host 192.0.2.1: 192.0.2.1 is not an address of this host"),
+        "under_a_file": (["--db", str(junk / "sub" / "x.db")],
+                         f"{junk} is not a directory: no database can be created there"),
+        "not_sqlite": (["--db", str(junk)], f"--db {junk}: not a SQLite database"),
+        "no_gpus_faked": (["--no-gpu-metrics", "--db", str(tmp_path / "x.db")],
+                          "--fake-gpus with --no-gpu-metrics"),
+    }[case]
+    res = subprocess.run([sys.executable, "-m", "dltop", "exporter", "--port",
+                          str(free_port()), "--fake-gpus", "1", *argv],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2, res
+    assert said in res.stderr and "Traceback" not in res.stderr, res.stderr
+    assert res.stdout == ""  # nothing served: no "Prometheus metrics on" line
+    assert junk.read_bytes() == b"not a database\n" and not (tmp_path / "x.db").exists()
+
+
+def test_beside_dcgm_exporter_the_gpu_series_are_left_to_it(tmp_path: Path,
+                                                           wait_until: Callable[..., None]
+                                                           ) -> None:
+    """``--no-gpu-metrics``: no ``DCGM_FI_*`` series (dcgm-exporter serves them; the same
+    names from two exporters would double every sum over GPUs), the rest served."""
+    port = free_port()
+    exporter = subprocess.Popen(
+        [sys.executable, "-m", "dltop", "exporter", "--port", str(port), "--db",
+         str(tmp_path / "d.db"), "--no-gpu-metrics"], stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+    try:
+        def up() -> bool:
+            try:
+                return "dltop_up" in scrape(port) or exporter.poll() is not None
+            except OSError:
+                return exporter.poll() is not None
+
+        wait_until(up, 60, "the exporter")
+        got = scrape(port)
+    finally:
+        exporter.terminate()
+        _out, err = exporter.communicate(timeout=30)
+    assert exporter.returncode == 0 and "Traceback" not in err, err
+    assert not [n for n in got if n.startswith("DCGM_")]
+    assert got["dltop_up"][0].value == 1 and got["dltop_host_cpus"][0].value >= 1
+    assert got["dltop_exporter_db_up"][0].value == 0  # no database yet: waited for

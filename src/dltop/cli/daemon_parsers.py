@@ -21,6 +21,9 @@ def serve_parsers(sub: Any, db_arg: Any, fake_arg: Any) -> None:
                              "tunnel" + ("" if sp is srv else "; there is no authentication")
                              + ")")
         sp.add_argument("--port", type=int, default=port, help=f"port ({port})")
+    exp.add_argument("--no-gpu-metrics", action="store_true",
+                     help="leave out the DCGM_FI_* GPU series: dcgm-exporter serves them on "
+                          "this host (the runs, campaigns and host series stay)")
     srv.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
                      help="also serve Prometheus metrics on this port (as dltop exporter)")
     srv.add_argument("--token-file", default=None, metavar="PATH",

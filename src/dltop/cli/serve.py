@@ -64,6 +64,10 @@ def check_port(host: str, port: int, flag: str) -> None:
             try:
                 s.bind(addr)
             except OSError as exc:
+                if exc.errno == errno.EADDRNOTAVAIL:  # the host is wrong, not the port
+                    raise UserError(f"--host {one_line(host)}: {addr[0]} is not an address "
+                                    f"of this host ({exc.strerror}); bind one of its own "
+                                    "addresses, 127.0.0.1 (the default) or 0.0.0.0") from None
                 why = ("is already in use" if exc.errno == errno.EADDRINUSE
                        else f"cannot be bound ({exc.strerror})")
                 raise UserError(f"{flag} {port}: {addr[0]}:{port} {why}; pick another "
@@ -95,6 +99,11 @@ def _metrics_source(args: argparse.Namespace, db_path: Path | None) -> Any:
     from dltop.live.exporter import MetricsSource
     from dltop.telemetry import open_gpu_backend
 
+    if getattr(args, "no_gpu_metrics", False):  # dcgm-exporter serves this host's GPUs
+        if args.fake_gpus is not None:
+            raise UserError("--fake-gpus with --no-gpu-metrics: simulated GPUs would not "
+                            "be served; pass one or the other")
+        return MetricsSource(None, db_path, gpu_series=False).start()
     return MetricsSource(open_gpu_backend(getattr(args, "fake_gpus", None)), db_path).start()
 
 
@@ -105,6 +114,30 @@ def _start_metrics(source: Any, host: str, port: int) -> Any:
         return start_metrics_server(source, host, port)
     except OSError as exc:  # taken between the check and now
         raise UserError(f"--metrics-port {port}: {exc.strerror or exc}") from None
+
+
+def _check_db_to_wait_for(path: Path) -> None:
+    """Refuse a ``--db`` that can never become a database: a file that is not SQLite
+    (``dltop run`` refuses it too), or a path under a file. An empty file is one being
+    created, and nothing there at all is waited for (``dltop run`` makes the folders).
+
+    Raises:
+        UserError: naming the path and what is wrong.
+    """
+    if path.is_file():
+        with path.open("rb") as f:
+            head = f.read(16)
+        if not b"SQLite format 3\x00".startswith(head):  # empty: being created
+            raise UserError(f"--db {one_line(str(path))}: not a SQLite database (its first "
+                            "bytes are not SQLite's); expected a dltop database, or a path "
+                            "with nothing there yet")
+        return
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise UserError(f"--db {one_line(str(path))}: {one_line(str(parent))} is not a "
+                        "directory: no database can be created there")
 
 
 def cmd_exporter(args: argparse.Namespace) -> int:
@@ -118,6 +151,7 @@ def cmd_exporter(args: argparse.Namespace) -> int:
     # Refused as every command refuses it (a link, dangling or not, a directory, a
     # special file): only nothing there at all is a database to wait for.
     database_file(db_path)
+    _check_db_to_wait_for(db_path)
     source = _metrics_source(args, db_path)
     server = _start_metrics(source, host, port)
     # A monitoring daemon starts before any campaign: no database yet is not an error.

@@ -21,12 +21,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import ENDED_CAMPAIGN_STATUSES, CampaignStatus, JobStatus, RunStatus
+from dltop.catalog import (
+    ENDED_CAMPAIGN_STATUSES,
+    RESULT_STATUSES,
+    CampaignStatus,
+    Control,
+    JobStatus,
+    RunStatus,
+    control_of,
+)
 from dltop.live.metrics import Family, Labels, family
 from dltop.procs import engine_alive
 from dltop.results import identity, idread
 from dltop.results.queries import campaigns
-from dltop.store.read.campaigns import open_campaigns
+from dltop.store.read.campaigns import campaigns_by_id, open_campaigns
 from dltop.store.read.jobs import status_counts
 from dltop.store.read.queue_view import ended_run_counts, identity_marks, last_ended_run
 
@@ -39,15 +47,19 @@ JOB_STATES = (JobStatus.QUEUED, JobStatus.RUNNING,
 0 included, so a dashboard's stacked series never has holes."""
 _LABEL_NAME = re.compile(r"[^a-zA-Z0-9_]")
 RESERVED = frozenset({"campaign", "campaign_id", "framework", "model", "batch", "device",
-                      "run_id", "Hostname", "status", "state", "waiting_for"})
-"""Label names the families already use: an identity field of one of these names gets a
-``id_`` prefix rather than overwriting them."""
+                      "run_id", "Hostname", "status", "state", "waiting_for", "control",
+                      "le", "quantile"})
+"""Label names the families already use (``le``: a histogram's buckets, ``dltop_serve_*``
+carry the run labels): an identity field of one of these names gets a ``id_`` prefix
+rather than overwriting them."""
 
 
 def label_name(name: str) -> str:
     """An identity field as a Prometheus label name (``seq_len``; ``id_device``...)."""
     clean = _LABEL_NAME.sub("_", name)
-    return f"id_{clean}" if clean in RESERVED or clean[:1].isdigit() else clean
+    # a leading digit is not a label name, and a leading "__" is Prometheus's own
+    return f"id_{clean}" if clean in RESERVED or clean[:1].isdigit() \
+        or clean.startswith("__") else clean
 
 
 def identity_labels(db: sqlite_utils.Database, campaign_id: int) -> dict[int, dict[str, str]]:
@@ -72,7 +84,8 @@ class LastRun:
     device: str
     median_s: float | None
     samples_per_s: float | None
-    """Total samples / total measured seconds (docs/metrics.md), None when not ok."""
+    """Total samples / total measured seconds (docs/metrics.md), None unless its status is a
+    result (ok, short)."""
     extra: Mapping[str, str] = field(default_factory=dict)
     """Its varying identity fields' labels."""
 
@@ -92,6 +105,8 @@ class CampaignMetrics:
     runs: Mapping[str, int]
     """Runs that ended, by status (retries count each attempt)."""
     last_run: LastRun | None
+    control: Control | None = None
+    """The standing request left for its engine (``pause`` while pausing and paused)."""
 
     def labels(self, hostname: str) -> dict[str, str]:
         """The campaign's label set."""
@@ -121,6 +136,8 @@ def read_campaigns(db: sqlite_utils.Database,
     if cache is not None:
         for gone in set(cache) - set(rows):
             del cache[gone]
+    controls = {r["id"]: control_of(r.get("control"))
+                for r in campaigns_by_id(db, sorted(rows))}
     out = []
     for cid in sorted(rows):
         c = rows[cid]
@@ -135,7 +152,9 @@ def read_campaigns(db: sqlite_utils.Database,
         runs = ended_run_counts(db, cid)
         last = None
         if (r := last_ended_run(db, cid)) is not None:
-            ok = r["status"] == RunStatus.OK
+            # a stopped run's median (cancelled, timed out, crashed) is a partial one, not
+            # its result: shown as the queue and 'dltop runs' show it (catalog's rule)
+            ok = r["status"] in RESULT_STATUSES
             rate = (r["samples_per_iter"] / r["mean_s"] if r["samples_per_iter"]
                     and r["mean_s"] else r["samples_per_s"]) if ok else None
             last = LastRun(r["id"], r["status"], r["framework"], r["model"],
@@ -148,7 +167,9 @@ def read_campaigns(db: sqlite_utils.Database,
         out.append(CampaignMetrics(
             cid, c.name, c.status, alive and c.status not in ENDED_CAMPAIGN_STATUSES,
             getattr(c, "waiting_for", None) if c.status == CampaignStatus.WAITING else None,
-            jobs, runs, last))
+            # an ended campaign's last request ('cancel') stands for no engine any more
+            jobs, runs, last,
+            None if c.status in ENDED_CAMPAIGN_STATUSES else controls.get(cid)))
     return out
 
 
@@ -169,6 +190,11 @@ def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[F
                "running, paused, waiting, finished, cancelled, failed), 0 for the others.",
                [(per(c, state=str(s)), 1 if c.status == s else 0)
                 for c in camps for s in CampaignStatus]),
+        family("dltop_campaign_control", "gauge", "1 for the request standing for the "
+               "campaign's engine (pause, resume, cancel; none: all 0): pause with state "
+               "running is pausing after the runs going on.",
+               [(per(c, control=str(k)), 1 if c.control is k else 0)
+                for c in camps for k in Control]),
         family("dltop_campaign_engine_up", "gauge", "1 while the campaign's engine process "
                "is alive (0: ended, or died: 'dltop run --resume' continues it).",
                [(per(c), 1 if c.engine_up else 0) for c in camps]),
@@ -187,11 +213,12 @@ def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[F
                "newest ended run: its id, status and identity.",
                [(last_labels(c), 1) for c in ended]),
         family("dltop_campaign_last_run_seconds_per_iteration", "gauge", "Median seconds "
-               "per measured iteration of the newest ended run (ok runs only).",
+               "per measured iteration of the newest ended run (ok and short runs only: "
+               "a stopped run's is partial).",
                [(last_labels(c), c.last_run.median_s if c.last_run else None)
                 for c in ended]),
         family("dltop_campaign_last_run_samples_per_second", "gauge", "Total samples / total "
-               "measured seconds of the newest ended run (ok runs only).",
+               "measured seconds of the newest ended run (ok and short runs only).",
                [(last_labels(c), c.last_run.samples_per_s if c.last_run else None)
                 for c in ended]),
     ]

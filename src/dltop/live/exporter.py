@@ -101,13 +101,16 @@ class MetricsSource:
         host: the host reader (default: a psutil :class:`HostSampler`).
         stale_s: seconds without a good reading after which this host's series are
             dropped (default :data:`STALE_S`, at least three reading intervals).
+        gpu_series: serve the ``DCGM_FI_*`` GPU series; False where dcgm-exporter
+            already serves them (the same names twice would double every sum).
     """
 
     def __init__(self, backend: GpuBackend | None, db_path: Path | None,
                  device_hz: float = DEVICE_HZ, host: Any = None,
-                 stale_s: float | None = None) -> None:
+                 stale_s: float | None = None, gpu_series: bool = True) -> None:
         self.hostname = socket.gethostname()
         self.db_path = db_path
+        self.gpu_series = gpu_series
         self._backend: GpuBackend = backend or _NoGpus()
         self._host = host
         self._interval_s = 1.0 / device_hz
@@ -224,7 +227,7 @@ class MetricsSource:
         newest = self.frame()
         age = self.telemetry_age_s()
         frame = replace(newest or DeviceFrame((), (), None, None), remote=remote)
-        devices = [*gpu_families(frame, self.hostname),
+        devices = [*(gpu_families(frame, self.hostname) if self.gpu_series else []),
                    *host_families(frame.host, self.hostname)]
         if age is None or age > self.stale_s:  # never frozen values: gone until read again
             devices = _without_host(devices, self.hostname)

@@ -19,6 +19,7 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList, Static
 
 from dltop import cli
+from dltop.tui import ops
 from dltop.tui.app import DltopApp
 from dltop.tui.results_screen import MetricPicker, ResultsScreen
 from dltop.tui.results_view import SLO_TABLE
@@ -126,7 +127,8 @@ async def test_a_campaign_without_an_slo_shows_the_clis_reason(
         await pick(app, pilot, SLO_TABLE)
         assert screen.data is not None and screen.data.metric == SLO_TABLE
         assert screen.data.refused and screen.data.refused in err
-        assert rendered(screen, "#results-title") == screen.data.refused
+        assert rendered(screen, "#results-title") == "no serving answer (slo table)"
+        assert rendered(screen, "#results-legend") == screen.data.refused
         assert screen.query_one("#results-table", DataTable).row_count == 0
         assert app.metric == SLO_TABLE
         await pilot.press("m")  # on from the slo table: the first metric again
@@ -161,11 +163,14 @@ async def test_the_slo_table_of_a_rate_sweep(sweep_db: Path,
         notes = rendered(screen, "#results-notes")
         assert left_out in notes, notes
         assert left_out in exported and "| J/token" not in exported
-        assert "Sorted by J per output token" in notes
         (constant,) = [line for line in notes.splitlines() if line.startswith("constant: ")]
         assert "slo ttft ms 100" in constant and "mode serve" in constant
         legend = rendered(screen, "#results-legend")
         assert legend.startswith("Sorted by J per output token"), legend
+        # the answer first, the per-rate texts last (read without scrolling at 80 columns)
+        assert shown[3] == "capacity (req/s)" and shown[-3:] == [
+            "rates (req/s)", "attainment per rate", "note"], shown
+        assert notes.count("Sorted by J per output token") == 0  # the legend says it
         table = screen.query_one("#results-table", DataTable)
         assert table.row_count == 1
         row = [c.plain for c in table.get_row_at(0)]
@@ -173,3 +178,23 @@ async def test_the_slo_table_of_a_rate_sweep(sweep_db: Path,
         assert capacity in ("10", "20"), row  # the burst (500/s) misses the TTFT SLO
         assert row[shown.index("rates (req/s)")] == "10, 20, 500"
         assert not screen.query_one("#scaling-table").display
+        # e writes what is shown: the slo table, as `dltop export --table slo` does
+        out = sweep_db.parent / "shown.md"
+        assert ops.export(sweep_db, 1, str(out), app.metric) == f"wrote {out}"
+        assert out.read_text() == exported
+
+
+@pytest.mark.slow
+async def test_the_slo_answer_fits_80_columns(sweep_db: Path) -> None:
+    app = results_app(sweep_db)
+    async with app.run_test(size=(80, 24)) as pilot:
+        screen = await open_results(app, pilot)
+        await pick(app, pilot, SLO_TABLE)
+        table = screen.query_one("#results-table", DataTable)
+        columns = table.ordered_columns
+        upto = [c.label.plain for c in columns].index("capacity (req/s)")
+        # the keys and the capacity drawn within the screen; the per-rate texts scroll
+        assert sum(c.get_render_width(table) for c in columns[:upto + 1]) <= 80
+        assert sum(c.get_render_width(table) for c in columns) > 80
+        legend = screen.query_one("#results-legend")
+        assert legend.size.height <= 3 and legend.region.bottom <= 24

@@ -319,14 +319,15 @@ class ResultsScreen(DltopScreen):
             self.sort_column, self.descending = None, False
         # as the exports show it: latencies in ms, 4 significant digits (display.py)
         self._view = shown(data.pivot)
-        # a campaign the slo table cannot answer: the CLI's one line, in the title's place
-        title = Text(one_line(self._view.title), "bold yellow" if data.refused else "",
-                     no_wrap=True, overflow="ellipsis")
+        # a campaign the slo table cannot answer: the CLI's line where the legend goes
+        # (it wraps there; the title line would cut what to set off at 80 columns)
+        title = Text("no serving answer (slo table)", "bold yellow") if data.refused else \
+            Text(one_line(self._view.title), no_wrap=True, overflow="ellipsis")
         self.query_one("#results-title", Static).update(title)
         self._fill_table()
         self.query_one(MetricBar).show(self.metric, data.metrics)
         self.query_one("#results-legend", Static).update(
-            Text("") if data.refused else slo_legend(data.pivot)
+            Text(data.refused, "yellow") if data.refused else slo_legend(data.pivot)
             if data.metric == SLO_TABLE else legend(data.pivot))
         self._show_scaling(data)
         self.query_one("#results-notes", Static).update(Text("\n".join(notes_text(data)),

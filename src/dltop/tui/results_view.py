@@ -26,7 +26,7 @@ from dltop.errors import UserError
 from dltop.results.display import NA_PREFIX, shown, superscript, without_unavailable
 from dltop.results.metricdefs import CONVERGENCE, METRICS
 from dltop.results.metricdefs import metric as metric_spec
-from dltop.results.table import Cell, Role, Row, Table, status_label
+from dltop.results.table import Cell, Role, Row, Table, pick_columns, status_label
 from dltop.telemetry.values import opt_float
 from dltop.textsafe import one_line
 
@@ -44,6 +44,9 @@ SLO_TABLE = "slo"
 campaign has serve runs: chosen as a metric is, its table in the pivot's place."""
 CHOICES = (*METRIC_NAMES, SLO_TABLE)
 """Everything the metric switch may show, in its order."""
+SLO_LATE = ("rates", "attainment", "note")
+"""The slo table's columns of per-rate text (its JSON keys), last on the screen: the
+capacity and its figures are read without scrolling at 80 columns."""
 BEST_STYLE = "bold black on green"
 _FAILURES: dict[str, tuple[str, str]] = {
     RunStatus.CRASHED: ("bold red", "the runner crashed"),
@@ -133,7 +136,10 @@ def compute(db_path: Path, campaign_id: int, metric: str,
             results = config_results(db, [campaign_id])
         if metric == SLO_TABLE:
             try:
-                pivot = slo_table(db, campaigns_of(db, campaign_id), results=results)
+                answer = slo_table(db, campaigns_of(db, campaign_id), results=results)
+                keys = [c.key for c in answer.columns]
+                pivot = pick_columns(answer, [k for k in keys if k not in SLO_LATE] +
+                                     [k for k in SLO_LATE if k in keys])
             except UserError as exc:
                 refused = one_line(str(exc))
                 pivot = Table(title=refused, columns=(), rows=())
@@ -285,12 +291,17 @@ def legend(table: Table) -> Text:
     return out
 
 
+def _order_note(table: Table) -> str | None:
+    """The note that states the order of the slo table's rows (its legend line)."""
+    return next((note for note in table.notes if note.startswith("Sorted by")), None)
+
+
 def slo_legend(table: Table) -> Text:
     """The slo table's line under it: the order its rows are in (its note that says so)
     and each n/a reason by mark, as :func:`legend` gives them."""
     out = Text(no_wrap=False)
-    order = [note for note in table.notes if note.startswith("Sorted by")]
-    out.append(one_line(order[0]) if order else "rows in the table's order", "dim")
+    order = _order_note(table)
+    out.append(one_line(order) if order else "rows in the table's order", "dim")
     out.append("   s: by a column   ", "dim")
     for reason, k in reason_marks(table).items():
         out.append("n/a" + superscript(k), NA_STYLE)
@@ -377,4 +388,7 @@ def notes_text(data: ResultsData) -> Sequence[str]:
     caption, one line each."""
     reasons = [f"n/a{superscript(k)} {reason.removeprefix(NA_PREFIX)}"
                for reason, k in reason_marks(data.pivot).items()]
-    return [one_line(line) for line in (*reasons, *data.pivot.notes, *data.pivot.caption)]
+    # the slo table's order is its legend line already
+    said = _order_note(data.pivot) if data.metric == SLO_TABLE else None
+    notes = [note for note in data.pivot.notes if note != said]
+    return [one_line(line) for line in (*reasons, *notes, *data.pivot.caption)]

@@ -19,10 +19,11 @@ from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList, Static
 
 from dltop import cli
+from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 from dltop.tui import ops
 from dltop.tui.app import DltopApp
 from dltop.tui.results_screen import MetricPicker, ResultsScreen
-from dltop.tui.results_view import SLO_TABLE
+from dltop.tui.results_view import SLO_TABLE, scaling_text, settled
 
 from .test_results_screen import results_app, seed_results, settle
 from .test_serve_results import seed_serve
@@ -198,3 +199,22 @@ async def test_the_slo_answer_fits_80_columns(sweep_db: Path) -> None:
         assert sum(c.get_render_width(table) for c in columns) > 80
         legend = screen.query_one("#results-legend")
         assert legend.size.height <= 3 and legend.region.bottom <= 24
+
+
+def test_the_scaling_lines_leave_out_a_column_na_in_every_row() -> None:
+    """The scaling table under the pivot by the same rule: a column n/a for one reason in
+    every row is not drawn and is named once; its constant line is the pivot's (not
+    repeated under it)."""
+    table = Table(
+        title="Scaling", columns=(Column("model", "model", Role.KEY),
+                                  Column("devices", "devices", Role.KEY),
+                                  Column("speedup", "speedup", Role.VALUE, "x"),
+                                  Column("power", "power W", Role.VALUE, "W")),
+        rows=tuple(Row((key_cell("fcn-r"), key_cell(d), Cell(f"{s:.2f}", s, "ok"),
+                        Cell("n/a: no GPU", None, "ok")))
+                   for d, s in (("cpu:1", 1.0), ("cpu:2", 1.8))),
+        caption=("constant: precision fp32",))
+    lines = scaling_text(settled(table)).plain.splitlines()
+    assert lines[1].split() == ["model", "devices", "speedup"]
+    assert lines[-1].startswith("not shown, n/a in every row: power W (no GPU)"), lines
+    assert not any(line.startswith("constant:") for line in lines)

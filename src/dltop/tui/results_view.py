@@ -147,7 +147,7 @@ def compute(db_path: Path, campaign_id: int, metric: str,
             pivot = build_table(db, campaign_id, metric, results=results)
         if scaling is True:
             rows = scaling_rows(db, campaign_id, results=results)
-            scaling = (_settled(scaling_table(rows, "Scaling (speedup vs 1 device)"))
+            scaling = (settled(scaling_table(rows, "Scaling (speedup vs 1 device)"))
                        if any(r.n_devices > 1 for r in rows) else None)
     finally:
         db.close()
@@ -156,7 +156,7 @@ def compute(db_path: Path, campaign_id: int, metric: str,
                        results, offered_metrics(results), refused)
 
 
-def _settled(table: Table) -> Table:
+def settled(table: Table) -> Table:
     """The scaling table by the exports' rule (:func:`without_unavailable`), its caption
     only the lines that rule adds: the constant settings are the pivot's, said once."""
     kept = without_unavailable(table)
@@ -347,7 +347,7 @@ def scaling_text(table: Table) -> Text:
         out.append("\n" + line(row))
     for k, reason in enumerate(view.footnotes, 1):
         out.append(f"\n{superscript(k)} n/a: {one_line(reason)}", "dim")
-    for said in table.caption:  # the columns left out (compute's _settled)
+    for said in table.caption:  # the columns left out (compute's settled)
         out.append(f"\n{one_line(said)}", "dim")
     return out
 

@@ -8,7 +8,9 @@ a third time: the table's order). Each row's best number is highlighted, every
 number carries its runs (``n3``) and, for the median time, their spread; a
 cell without a number is coloured by why (OOM, failed, timeout, n/a...) and
 the legend line under the table says what each colour shown means. Under it,
-the scaling table and its speedup chart, whose labels are never cut.
+the scaling table and its speedup chart, whose labels are never cut. A serve
+campaign offers ``slo`` after its metrics: the serving answer in the pivot's place,
+in its stated order, or the one line saying why the campaign has none.
 
 Tables are computed in a worker thread (the app's ``results`` group) once per
 campaign state and metric; going back to a metric seen, or to the screen, costs
@@ -37,7 +39,9 @@ from dltop.results.table import Role, Table
 from dltop.textsafe import one_line
 from dltop.tui.modals import Dialog
 from dltop.tui.results_view import (
+    CHOICES,
     METRIC_NAMES,
+    SLO_TABLE,
     ResultsData,
     best_columns,
     cell_text,
@@ -46,6 +50,7 @@ from dltop.tui.results_view import (
     notes_text,
     reason_marks,
     scaling_text,
+    slo_legend,
     sort_rows,
     speedup_chart,
 )
@@ -125,9 +130,13 @@ class MetricPicker(Dialog):
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
             yield Label("Show which metric", classes="dialog-title")
-            yield OptionList(*(f"{name:<12} {METRICS[name].of_modes(self.modes).title}"
-                               for name in self.names),
+            yield OptionList(*(f"{name:<12} {self._title(name)}" for name in self.names),
                              id="metric-list")
+
+    def _title(self, name: str) -> str:
+        if name == SLO_TABLE:
+            return "serving capacity under the SLOs (export --table slo)"
+        return METRICS[name].of_modes(self.modes).title
 
     def on_mount(self) -> None:
         if self.current in self.names:
@@ -190,6 +199,8 @@ class ResultsScreen(DltopScreen):
     ResultsScreen #scaling-table, ResultsScreen #scaling-chart,
     ResultsScreen #results-notes { height: auto; }
     ResultsScreen #scaling-chart, ResultsScreen #results-notes { margin-top: 1; }
+    /* a scaling line wider than the screen is cut at its edge, never wrapped under */
+    ResultsScreen #scaling-table { text-wrap: nowrap; text-overflow: clip; }
     """
     BINDINGS = [Binding("m", "next_metric", "Metric"),
                 Binding("M", "pick_metric", "Pick metric", key_display="M"),
@@ -222,7 +233,7 @@ class ResultsScreen(DltopScreen):
             yield Static("", id="results-notes")
 
     def on_mount(self) -> None:
-        self.metric = self.dltop.metric if self.dltop.metric in METRIC_NAMES else "time"
+        self.metric = self.dltop.metric if self.dltop.metric in CHOICES else "time"
         self.query_one(MetricBar).show(self.metric)
 
     # campaign and metric ---------------------------------------------------------
@@ -255,7 +266,7 @@ class ResultsScreen(DltopScreen):
     def action_next_metric(self) -> None:
         names = self.offered
         # a metric the campaign lacks (the last one picked, for another): on from its place
-        after = [n for n in METRIC_NAMES[METRIC_NAMES.index(self.metric) + 1:] if n in names]
+        after = [n for n in CHOICES[CHOICES.index(self.metric) + 1:] if n in names]
         self.set_metric(after[0] if after else names[0])
 
     def action_pick_metric(self) -> None:
@@ -308,12 +319,16 @@ class ResultsScreen(DltopScreen):
             self.sort_column, self.descending = None, False
         # as the exports show it: latencies in ms, 4 significant digits (display.py)
         self._view = shown(data.pivot)
-        self.query_one("#results-title", Static).update(Text(one_line(self._view.title),
-                                                             no_wrap=True,
-                                                             overflow="ellipsis"))
+        # a campaign the slo table cannot answer: the CLI's line where the legend goes
+        # (it wraps there; the title line would cut what to set off at 80 columns)
+        title = Text("no serving answer (slo table)", "bold yellow") if data.refused else \
+            Text(one_line(self._view.title), no_wrap=True, overflow="ellipsis")
+        self.query_one("#results-title", Static).update(title)
         self._fill_table()
         self.query_one(MetricBar).show(self.metric, data.metrics)
-        self.query_one("#results-legend", Static).update(legend(data.pivot))
+        self.query_one("#results-legend", Static).update(
+            Text(data.refused, "yellow") if data.refused else slo_legend(data.pivot)
+            if data.metric == SLO_TABLE else legend(data.pivot))
         self._show_scaling(data)
         self.query_one("#results-notes", Static).update(Text("\n".join(notes_text(data)),
                                                              "dim"))
@@ -362,10 +377,11 @@ class ResultsScreen(DltopScreen):
     def _show_scaling(self, data: ResultsData) -> None:
         shown = self.query_one("#scaling-table", Static)
         chart = self.query_one(SpeedupChart)
-        shown.display = chart.display = data.scaling is not None
+        # the slo table's notes come first under it (the scaling table is the pivot's)
+        shown.display = chart.display = data.scaling is not None and data.metric != SLO_TABLE
         chart.table = data.scaling
         chart.refresh(layout=True)
-        if data.scaling is None:
+        if not shown.display or data.scaling is None:
             return
         shown.update(scaling_text(data.scaling))
 

@@ -1,27 +1,32 @@
 """What the results screen shows, computed from the headless results tables.
 
-The pivot of one metric (:func:`dltop.results.export.build_table`) and the
-scaling rows (:mod:`dltop.results.scaling`) are read in a worker thread
-(:func:`compute`); the rest is pure and cheap, run on the event loop: each cell
-as styled text with its n and spread, the best cell of each row, the order of
-the rows for a sort, the legend of the failures shown, and the speedup chart.
+The pivot of one metric (:func:`dltop.results.export.build_table`), the
+scaling rows (:mod:`dltop.results.scaling`) and, for a serve campaign, the serving
+answer (:func:`dltop.results.slo.slo_table`) are read in a worker thread
+(:func:`compute`), each through the exports' rule
+(:func:`dltop.results.display.without_unavailable`: a setting the same in every row
+to the caption, a column n/a in every row left out and named); the rest is pure and
+cheap, run on the event loop: each cell as styled text with its n and spread, the
+best cell of each row, the order of the rows for a sort, the legend of the failures
+shown, and the speedup chart.
 No widget here: :mod:`dltop.tui.results_screen` puts it on the screen.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
 
 from dltop.catalog import JobStatus, RunStatus
-from dltop.results.display import NA_PREFIX, shown, superscript
+from dltop.errors import UserError
+from dltop.results.display import NA_PREFIX, shown, superscript, without_unavailable
 from dltop.results.metricdefs import CONVERGENCE, METRICS
 from dltop.results.metricdefs import metric as metric_spec
-from dltop.results.table import Cell, Role, Row, Table, status_label
+from dltop.results.table import Cell, Role, Row, Table, pick_columns, status_label
 from dltop.telemetry.values import opt_float
 from dltop.textsafe import one_line
 
@@ -34,6 +39,14 @@ METRIC_NAMES = (*(n for n in METRICS if n not in CONVERGENCE and n != "mean-time
 (``m`` toggled these two before it cycled), the mean time, then the metrics of
 convergence and inference runs (accuracy, time-to-accuracy, epoch time, latency,
 perplexity: ``n/a`` for runs without evaluations or timed forward passes)."""
+SLO_TABLE = "slo"
+"""The serving answer (``dltop export --table slo``), offered after the metrics where the
+campaign has serve runs: chosen as a metric is, its table in the pivot's place."""
+CHOICES = (*METRIC_NAMES, SLO_TABLE)
+"""Everything the metric switch may show, in its order."""
+SLO_LATE = ("rates", "attainment", "note")
+"""The slo table's columns of per-rate text (its JSON keys), last on the screen: the
+capacity and its figures are read without scrolling at 80 columns."""
 BEST_STYLE = "bold black on green"
 _FAILURES: dict[str, tuple[str, str]] = {
     RunStatus.CRASHED: ("bold red", "the runner crashed"),
@@ -46,7 +59,9 @@ _FAILURES: dict[str, tuple[str, str]] = {
     RunStatus.UNSUPPORTED: ("bright_black", "not supported"),
     RunStatus.UNSATISFIABLE: ("bright_black", "devices not on host"),
     RunStatus.RUNNING: ("cyan", "running"), JobStatus.QUEUED: ("bright_black", "queued"),
-    JobStatus.REMOVED: ("strike bright_black", "removed")}
+    JobStatus.REMOVED: ("strike bright_black", "removed"),
+    # the slo table's capacity: no rate passes, or every rate tried does (not failures)
+    "none": ("bright_black", "no capacity"), "at least": ("", "every rate tried passes")}
 """A cell without a number: its style and what it means, by its configuration's status."""
 FAILURE_STYLE = {status: style for status, (style, _) in _FAILURES.items()}
 MEANING = {status: meaning for status, (_, meaning) in _FAILURES.items()}
@@ -75,6 +90,9 @@ class ResultsData:
     table is made of them too, with no database read)."""
     metrics: tuple[str, ...] = METRIC_NAMES
     """The metrics the switch offers for this campaign (:func:`offered_metrics`)."""
+    refused: str = ""
+    """Why :data:`SLO_TABLE` cannot be made of this campaign: the one line ``dltop
+    export --table slo`` says (``pivot`` is empty then)."""
 
 
 def offered_metrics(results: Sequence[ConfigResult]) -> tuple[str, ...]:
@@ -86,14 +104,18 @@ def offered_metrics(results: Sequence[ConfigResult]) -> tuple[str, ...]:
     from dltop.results.summary import of_other_modes, shown_extras
 
     extras, other = set(shown_extras(results)), of_other_modes(results)  # serve: no MFU
+    served = any(r.identity.get("mode") == "serve" for r in results)
     return tuple(name for name in METRIC_NAMES
-                 if (name not in CONVERGENCE or name in extras) and name not in other)
+                 if (name not in CONVERGENCE or name in extras) and name not in other
+                 ) + ((SLO_TABLE,) if served else ())
 
 
 def compute(db_path: Path, campaign_id: int, metric: str,
             scaling: Table | bool | None = True,
             results: Sequence[ConfigResult] | None = None) -> ResultsData:
-    """Read the pivot of ``metric`` and the scaling table (blocking: a worker thread).
+    """Read the pivot of ``metric`` (or the slo table, :data:`SLO_TABLE`) and the
+    scaling table (blocking: a worker thread). A campaign the slo table cannot answer
+    gives its reason in :attr:`ResultsData.refused`, not an exception.
 
     Args:
         scaling: ``True`` reads the scaling table; a table (or ``None``) computed
@@ -102,23 +124,43 @@ def compute(db_path: Path, campaign_id: int, metric: str,
             None reads them, once for both tables (2 s at 100 000 jobs).
     """
     from dltop.results.aggregate import config_results
-    from dltop.results.export import build_table
+    from dltop.results.export import build_table, campaigns_of
     from dltop.results.scaling import scaling_rows, scaling_table
+    from dltop.results.slo import slo_table
     from dltop.store import connect
 
     db = connect(db_path, create=False)
+    refused = ""
     try:
         if results is None:
             results = config_results(db, [campaign_id])
-        pivot = build_table(db, campaign_id, metric, results=results)
+        if metric == SLO_TABLE:
+            try:
+                answer = slo_table(db, campaigns_of(db, campaign_id), results=results)
+                keys = [c.key for c in answer.columns]
+                pivot = pick_columns(answer, [k for k in keys if k not in SLO_LATE] +
+                                     [k for k in SLO_LATE if k in keys])
+            except UserError as exc:
+                refused = one_line(str(exc))
+                pivot = Table(title=refused, columns=(), rows=())
+        else:
+            pivot = build_table(db, campaign_id, metric, results=results)
         if scaling is True:
             rows = scaling_rows(db, campaign_id, results=results)
-            scaling = (scaling_table(rows, "Scaling (speedup vs 1 device)")
+            scaling = (settled(scaling_table(rows, "Scaling (speedup vs 1 device)"))
                        if any(r.n_devices > 1 for r in rows) else None)
     finally:
         db.close()
-    return ResultsData(metric, pivot, scaling if isinstance(scaling, Table) else None,
-                       results, offered_metrics(results))
+    return ResultsData(metric, without_unavailable(pivot),
+                       scaling if isinstance(scaling, Table) else None,
+                       results, offered_metrics(results), refused)
+
+
+def settled(table: Table) -> Table:
+    """The scaling table by the exports' rule (:func:`without_unavailable`), its caption
+    only the lines that rule adds: the constant settings are the pivot's, said once."""
+    kept = without_unavailable(table)
+    return replace(kept, caption=kept.caption[:len(kept.caption) - len(table.caption)])
 
 
 def best_columns(row: Row, table: Table, metric: str) -> set[int]:
@@ -126,7 +168,7 @@ def best_columns(row: Row, table: Table, metric: str) -> set[int]:
     numbers = {i: v for i, (col, cell) in enumerate(zip(table.columns, row.cells, strict=True))
                if col.role is Role.VALUE and cell is not None
                and (v := opt_float(cell.value)) is not None}
-    if len(numbers) < 2:
+    if len(numbers) < 2 or metric == SLO_TABLE:  # slo: columns of different measures
         return set()
     # the metric's declared direction: the largest rate, the smallest time
     top = max(numbers.values()) if metric_spec(metric).higher else min(numbers.values())
@@ -136,7 +178,7 @@ def best_columns(row: Row, table: Table, metric: str) -> set[int]:
 def spread_text(cell: Cell, metric: str) -> str:
     """`` n3 ±1.2%``: the runs behind a number and, for the median time, the spread of
     their medians (max - min) in % of it. Empty for a cell without a number."""
-    if cell.value is None or not cell.detail:
+    if cell.value is None or "n_runs" not in cell.detail:  # slo: a column says the runs
         return ""
     out = f" n{cell.detail.get('n_runs', '?')}"
     spread = cell.detail.get("spread_s")
@@ -249,6 +291,25 @@ def legend(table: Table) -> Text:
     return out
 
 
+def _order_note(table: Table) -> str | None:
+    """The note that states the order of the slo table's rows (its legend line)."""
+    return next((note for note in table.notes if note.startswith("Sorted by")), None)
+
+
+def slo_legend(table: Table) -> Text:
+    """The slo table's line under it: the order its rows are in (its note that says so)
+    and each n/a reason by mark, as :func:`legend` gives them."""
+    out = Text(no_wrap=False)
+    order = _order_note(table)
+    out.append(one_line(order) if order else "rows in the table's order", "dim")
+    out.append("   s: by a column   ", "dim")
+    for reason, k in reason_marks(table).items():
+        out.append("n/a" + superscript(k), NA_STYLE)
+        out.append(f" {one_line(reason.removeprefix(NA_PREFIX))}   ", "dim")
+    out.rstrip()
+    return out
+
+
 def row_label(table: Table, row: Row) -> str:
     """Every key cell of a row, in order: ``fcn-r torch 64 cpu:2`` (never cut, so rows
     that differ in one field never look alike)."""
@@ -286,6 +347,8 @@ def scaling_text(table: Table) -> Text:
         out.append("\n" + line(row))
     for k, reason in enumerate(view.footnotes, 1):
         out.append(f"\n{superscript(k)} n/a: {one_line(reason)}", "dim")
+    for said in table.caption:  # the columns left out (compute's settled)
+        out.append(f"\n{one_line(said)}", "dim")
     return out
 
 
@@ -325,4 +388,7 @@ def notes_text(data: ResultsData) -> Sequence[str]:
     caption, one line each."""
     reasons = [f"n/a{superscript(k)} {reason.removeprefix(NA_PREFIX)}"
                for reason, k in reason_marks(data.pivot).items()]
-    return [one_line(line) for line in (*reasons, *data.pivot.notes, *data.pivot.caption)]
+    # the slo table's order is its legend line already
+    said = _order_note(data.pivot) if data.metric == SLO_TABLE else None
+    notes = [note for note in data.pivot.notes if note != said]
+    return [one_line(line) for line in (*reasons, *notes, *data.pivot.caption)]

@@ -107,15 +107,17 @@ class ServeExtras:
 
     def _length_note(self) -> str | None:
         """``lengths not forced: 3 of 50 shorter than new_tokens`` (or forced, and some
-        shorter all the same: a server that took the fields and did not honour them)."""
+        shorter all the same: a server that took the fields and did not honour them).
+        With ``new_tokens_spread`` each request is judged by its own ``max_tokens``."""
         load = self._load or {}
         short, ok = load.get("short_requests"), int(load.get("ok") or 0)
         if short is None or load.get("length_forced") is None:
             return None
+        than = ("their own max_tokens (new_tokens_spread)" if load.get("max_tokens_spread")
+                else "new_tokens")
         if not load["length_forced"]:
-            return f"lengths not forced: {short} of {ok} shorter than new_tokens"
-        return f"lengths forced, yet {short} of {ok} shorter than new_tokens" if short \
-            else None
+            return f"lengths not forced: {short} of {ok} shorter than {than}"
+        return f"lengths forced, yet {short} of {ok} shorter than {than}" if short else None
 
     def _resent_note(self) -> str | None:
         """``2 measured requests sent again ...``: their pooled connection was closed

@@ -256,13 +256,16 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                   asked_rate=None if rate == "inf" else float(rate),
                   server_cold_start_s=cold_s, token_source=source, client_processes=n,
                   length_forced=bool(force), short_requests=state["short"],
+                  max_tokens_spread=bool(spec.get("new_tokens_spread")),
                   resent_requests=state["resent"], **dropped)
     reporter.emit("setup", token_source=source, client_processes=n)
     sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "
-                     "requests shorter than new_tokens\n" % (
+                     "requests shorter than %s\n" % (
                          source or "nothing (no request produced a token)",
                          "forced by " + "+".join(force) if force else "not forced",
-                         state["short"], state["ok"]))
+                         state["short"], state["ok"],
+                         "their own max_tokens (new_tokens_spread)"
+                         if spec.get("new_tokens_spread") else "new_tokens"))
     said = sorted(state["prompts"])
     if counter is not None and not data and said and said != [int(spec["prompt_tokens"])] \
             and not spec.get("prefix_tokens") and not spec.get("prompt_tokens_spread"):

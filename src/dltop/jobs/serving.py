@@ -128,6 +128,14 @@ class ServeExtras:
             f"{n} measured request{'s' if n > 1 else ''} sent again: the server closed a "
             "kept-alive connection before answering (times from the answered send)")
 
+    def _prompt_note(self) -> str | None:
+        """``prompt lengths estimated: ...``: requests without the server's usage whose
+        generation rows hold the words the client sent, no tokenizer having counted them."""
+        n = int((self._load or {}).get("prompt_tokens_estimated") or 0)
+        return None if not n else (
+            f"prompt lengths estimated: {n} measured request{'s' if n > 1 else ''} without "
+            "the server's usage: their prompts counted in words, not tokens")
+
     def _dropped_note(self) -> str | None:
         """``3 of 40 dataset prompts over max_prompt_tokens dropped (by the tokenizer)``, or
         over what the server's stated context leaves (the load event's ``dropped_over``)."""
@@ -166,7 +174,8 @@ class ServeExtras:
             if self._load.get("length_forced") is not None:
                 out["length_forced"] = int(bool(self._load["length_forced"]))
             note = join_notes(self._length_note(), self._resent_note(),
-                              self._bunched_note(), self._dropped_note())
+                              self._bunched_note(), self._dropped_note(),
+                              self._prompt_note())
             if note:
                 out["note"] = note
         if out:  # judged per client process: a split load's CPU is its processes' sum

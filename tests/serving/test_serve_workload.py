@@ -189,11 +189,36 @@ def test_without_usage_a_generation_holds_the_prompt_it_was_sent(
     assert all(21 <= n <= 31 for n in sent)  # 16 shared and 5 to 15 of its own
     # the fake's /tokenize counts words: exact with it, an estimate (said) without
     assert named(events, "load")[0]["prompt_tokens_estimated"] == (0 if tokenize else 6)
+    said = "prompt lengths estimated: 6 measured requests without the server's usage"
+    assert (said in _note(events)) is not tokenize
+
+
+def _note(events: list[dict[str, Any]]) -> str:
     extras = ServeExtras(1, cast(Any, None), lambda *a, **k: None)  # no store: the note
     for e in named(events, "request") + named(events, "load"):
         extras.on_event(e)
-    said = "prompt lengths estimated: 6 measured requests without the server's usage"
-    assert (said in (extras.fields().get("note") or "")) is not tokenize
+    return extras.fields().get("note") or ""
+
+
+@pytest.mark.slow
+def test_prompts_an_earlier_run_sent_to_the_same_server_are_named(
+        tmp_path: Path, fake_server) -> None:
+    # llama-server, one server for a rate sweep, the same seed: 3 % of the prompt tokens
+    # cached at the first rate, 97 % at the next, with prefix_tokens 0 (TTFT of cache hits)
+    url = fake_server("--tokenize", "--prefix-cache", "--ttft-ms", "1", "--itl-ms", "1")
+    job = spec(url, "steady", iterations=10, warmup=2, concurrency=1, prompt_tokens=10,
+               new_tokens=3, prefix_tokens=16, prefix_groups=2, seed=5)
+    notes = []
+    for _ in range(2):
+        code, events, err = run_runner(tmp_path, job)
+        assert code == 0, err
+        measured = [r for r in named(events, "request") if not r["warmup"]]
+        notes.append((_note(events), [r["cached_tokens"] - 16 for r in measured]))
+    (first, own_first), (second, own_second) = notes
+    assert "prompts repeated" not in first and max(own_first) < 5  # the prefix alone
+    assert min(own_second) >= 9  # the whole prompt but its last token
+    assert ("prompts repeated: 10 of 10 measured requests found most of their own part "
+            "(past prefix_tokens) in the server's cache") in second
 
 
 @pytest.mark.slow

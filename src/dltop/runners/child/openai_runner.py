@@ -260,6 +260,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                   length_forced=bool(force), short_requests=state["short"],
                   max_tokens_spread=bool(spec.get("new_tokens_spread")),
                   prompt_tokens_estimated=state["guessed"],
+                  prefix_tokens=int(spec.get("prefix_tokens") or 0),
                   resent_requests=state["resent"], **dropped)
     reporter.emit("setup", token_source=source, client_processes=n)
     sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "

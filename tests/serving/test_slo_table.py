@@ -180,6 +180,24 @@ def test_a_passing_inf_says_the_rate_it_reached(
     assert "at least" not in text and f"{reached},reached," in text  # CSV: value, status
 
 
+def test_a_pass_on_a_host_nobody_could_check_says_so(
+        dbs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # llama-server at 80 req/s and inf: windows of 0.1-0.75 s, one host reading each, so
+    # no foreign process could be seen, while the slower rates were judged contaminated
+    db = tmp_path / "unjudged.db"
+    shutil.copy(dbs["a"], db)
+    with sqlite3.connect(db) as conn:  # the counts as the engine stores them
+        conn.execute("update runs set host_readings = 4, window_s = 2.0")
+        conn.execute("update runs set host_readings = 1, window_s = 0.5 where id = ?",
+                     [_run_at(db, 20)])
+    (row,) = _rows(capsys, db)
+    assert row["verdict"] == "20"  # said, not judged: the answer stands
+    assert row["note"] == "20: contamination not judged (n/a: window 0.5 s, 1 reading " \
+        "(raise iterations or lower request_rate))", row
+    (plain,) = _rows(capsys, dbs["a"])  # without telemetry nothing was counted: no claim
+    assert "not judged" not in plain["note"]
+
+
 @pytest.mark.parametrize("flag", ["client-bound", "contaminated"])
 def test_a_flagged_run_never_passes(dbs: dict[str, Path], tmp_path: Path, flag: str,
                                     capsys: pytest.CaptureFixture[str]) -> None:

@@ -79,6 +79,9 @@ class RatePoint:
     measured: int
     met: int
     why_not: str
+    unjudged: str = ""
+    """Why no foreign process could have been seen (too few host readings in its window):
+    its pass stands on an unchecked host; empty when judged or without telemetry."""
 
     @property
     def attainment(self) -> float | None:
@@ -104,7 +107,10 @@ def point_of(res: ConfigResult, rate: float) -> RatePoint:
     reqs = [q for r in res.runs for q in r.serving]
     why = ("client-bound" if res.client_bound else "contaminated" if res.contaminated
            else "" if res.runs else res.label)
-    return RatePoint(rate, res, len(reqs), sum(q.meets(slo) for q in reqs), why)
+    short, detail = res.host_readings
+    counted = dict(detail).get("readings") is not None  # None: no telemetry at all
+    unjudged = short if short and counted and not res.contaminated else ""
+    return RatePoint(rate, res, len(reqs), sum(q.meets(slo) for q in reqs), why, unjudged)
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,9 @@ def answer(points: Sequence[RatePoint], target: float) -> Answer:
             notes.append(f"{', '.join(above)} {'passes' if len(above) == 1 else 'pass'} "
                          f"above the failure at {rate_text(first_fail.rate_req_s)}: "
                          "not capacity")
+    if unjudged := [p for p in ordered if p.unjudged]:
+        notes.append(f"{', '.join(rate_text(p.rate_req_s) for p in unjudged)}: "
+                     f"contamination not judged ({unjudged[0].unjudged})")
     if cap is None:
         assert first_fail is not None  # an answer has a point
         att = first_fail.attainment

@@ -199,9 +199,10 @@ class ServeExtras:
                     out[key] = self._load[key]
             if self._load.get("length_forced") is not None:
                 out["length_forced"] = int(bool(self._load["length_forced"]))
-            note = join_notes(self._length_note(), self._resent_note(),
-                              self._bunched_note(), self._dropped_note(),
-                              self._prompt_note(), self._repeated_note())
+            # what makes the times mean something else first: `dltop runs` cuts the note
+            note = join_notes(self._bunched_note(), self._repeated_note(),
+                              self._length_note(), self._resent_note(),
+                              self._dropped_note(), self._prompt_note())
             if note:
                 out["note"] = note
         if out:  # judged per client process: a split load's CPU is its processes' sum

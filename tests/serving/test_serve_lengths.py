@@ -181,6 +181,9 @@ timeout_s = 30
 force_length = ["ignore_eos"]
 [[matrix]]
 seed = 1
+[[matrix]]
+seed = 2
+new_tokens_spread = 0.5
 """
 
 
@@ -197,10 +200,17 @@ def test_the_run_stores_whether_forced_and_the_shorter_requests(tmp_path: Path,
     assert res.returncode == 0, res.stdout + res.stderr
     runs = query(db, "select status, length_forced, short_requests, note from runs "
                  "order by id")
+    # each request of the spread asked its own max_tokens (4 to 12): shorter than its own
+    asked = [r["max_tokens"] for r in query(db, "select max_tokens from serve_requests "
+                                            "where run_id = 3 and not warmup")]
+    short = sum(m > 5 for m in asked)
+    assert 0 < short < 5 and len(set(asked)) > 1, asked
     assert [(r["status"], r["length_forced"], r["short_requests"]) for r in runs] == [
-        ("ok", 1, 0), ("ok", 0, 5)]
+        ("ok", 1, 0), ("ok", 0, 5), ("ok", 0, short)]
     assert runs[0]["note"] is None
     assert runs[1]["note"] == "lengths not forced: 5 of 5 shorter than new_tokens"
+    assert runs[2]["note"] == (f"lengths not forced: {short} of 5 shorter than their own "
+                               "max_tokens (new_tokens_spread)")
     tokens = query(db, "select run_id, sum(output_tokens) as n from serve_requests "
                    "where not warmup group by run_id order by run_id")
-    assert [t["n"] for t in tokens] == [40, 25]  # the real lengths, stored
+    assert [t["n"] for t in tokens] == [40, 25, sum(min(m, 5) for m in asked)]

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 from tests.dltop_env import query
@@ -18,6 +19,7 @@ from tests.serving.test_serve_profile import ENTRY, jobs
 from tests.serving.test_serve_tokens import bpe, count
 
 from dltop.errors import UserError
+from dltop.jobs.serving import ServeExtras
 from dltop.profiles.jobspec import JobSpec
 
 
@@ -164,6 +166,60 @@ def test_spreads_and_prefixes_reach_the_server_and_its_cache_is_reported(
     assert "after one of 2 shared prefix(es) of prefix_tokens 16" in hello["prompts"]
     (loaded,) = named(events, "load")
     assert loaded["short_requests"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tokenize", [True, False])
+def test_without_usage_a_generation_holds_the_prompt_it_was_sent(
+        tmp_path: Path, fake_server, tokenize: bool) -> None:
+    # it held prompt_tokens (10) alone: neither the prefix nor the request's own spread
+    log = tmp_path / "prompts.jsonl"
+    url = fake_server(*(["--tokenize"] if tokenize else []), "--log", str(log),
+                      "--ttft-ms", "1", "--itl-ms", "1")
+    job = spec(url, "nousage", iterations=6, warmup=1, concurrency=1, prompt_tokens=10,
+               new_tokens=4, prefix_tokens=16, prompt_tokens_spread=0.5, seed=5)
+    code, events, err = run_runner(tmp_path, job)
+    assert code == 0, err
+    sent = [len(json.loads(line)["prompt"].split()) for line in log.read_text().splitlines()]
+    reqs = {r["index"]: r for r in named(events, "request")}
+    assert all(r["prompt_tokens"] is None for r in reqs.values())  # the server said none
+    got = sorted((reqs[g["index"]]["request"], g["prompt_tokens"])
+                 for g in named(events, "generate"))
+    assert [n for _, n in got] == sent and len(set(sent)) > 1, (got, sent)
+    assert all(21 <= n <= 31 for n in sent)  # 16 shared and 5 to 15 of its own
+    # the fake's /tokenize counts words: exact with it, an estimate (said) without
+    assert named(events, "load")[0]["prompt_tokens_estimated"] == (0 if tokenize else 6)
+    said = "prompt lengths estimated: 6 measured requests without the server's usage"
+    assert (said in _note(events)) is not tokenize
+
+
+def _note(events: list[dict[str, Any]]) -> str:
+    extras = ServeExtras(1, cast(Any, None), lambda *a, **k: None)  # no store: the note
+    for e in named(events, "request") + named(events, "load"):
+        extras.on_event(e)
+    return extras.fields().get("note") or ""
+
+
+@pytest.mark.slow
+def test_prompts_an_earlier_run_sent_to_the_same_server_are_named(
+        tmp_path: Path, fake_server) -> None:
+    # llama-server, one server for a rate sweep, the same seed: 3 % of the prompt tokens
+    # cached at the first rate, 97 % at the next, with prefix_tokens 0 (TTFT of cache hits)
+    url = fake_server("--tokenize", "--prefix-cache", "--ttft-ms", "1", "--itl-ms", "1")
+    job = spec(url, "steady", iterations=10, warmup=2, concurrency=1, prompt_tokens=10,
+               new_tokens=3, prefix_tokens=16, prefix_groups=2, seed=5)
+    notes = []
+    for _ in range(2):
+        code, events, err = run_runner(tmp_path, job)
+        assert code == 0, err
+        measured = [r for r in named(events, "request") if not r["warmup"]]
+        notes.append((_note(events), [r["cached_tokens"] - 16 for r in measured]))
+    (first, own_first), (second, own_second) = notes
+    assert "prompts repeated" not in first and max(own_first) < 5  # the prefix alone
+    assert min(own_second) >= 9  # the whole prompt but its last token
+    # first in the note (`dltop runs` cuts it): it says what the TTFTs time
+    assert second.startswith("prompts repeated: 10 of 10 measured requests found most of "
+                             "their own part (past prefix_tokens) in the server's cache")
 
 
 @pytest.mark.slow

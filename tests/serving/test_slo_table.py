@@ -79,14 +79,16 @@ def _campaign(db: Path, tmp: Path, name: str, url: str, *matrices: tuple[str, st
 def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """a.db: TTFT SLO 100 ms at 10, 20 and 500 req/s (8 requests of ~16 ms each: the
     burst's later ones queue past 100 ms); b.db: SLO 1000 ms at 20 and 500 req/s (met);
-    c.db: one serve rate without an SLO, then one with; d.db: a training campaign."""
+    c.db: one serve rate without an SLO, then one with; d.db: a training campaign;
+    e.db: SLO 1000 ms at 20 req/s and "inf" (met)."""
     tmp = tmp_path_factory.mktemp("slo")
     proc, url = start_fake("--serial", "--ttft-ms", "10", "--itl-ms", "2")
     try:
-        out = {k: tmp / f"{k}.db" for k in "abcd"}
+        out = {k: tmp / f"{k}.db" for k in "abcde"}
         _campaign(out["a"], tmp, "tight", url, ("[10, 20, 500]", "slo_ttft_ms = 100"))
         _campaign(out["b"], tmp, "loose", url, ("[20, 500]", "slo_ttft_ms = 1000"))
         _campaign(out["c"], tmp, "noslo", url, ("[20]", ""))
+        _campaign(out["e"], tmp, "burst", url, ('[20, "inf"]', "slo_ttft_ms = 1000"))
         _campaign(out["c"], tmp, "onerate", url, ("[20]", "slo_ttft_ms = 100"))
         db = connect(out["d"])
         cid, jobs = CampaignMaker.create(db, CampaignMaker.profile("train", ["cpu:1"]))
@@ -162,6 +164,38 @@ def test_the_target_gives_at_least_and_is_checked(
     assert rc == 2 and "--attainment 1.5" in err
     rc, _, err = _cli(capsys, dbs["a"], "export", "--attainment", "0.9")
     assert rc == 2 and "not of --table pivot" in err
+
+
+def test_a_passing_inf_says_the_rate_it_reached(
+        dbs: dict[str, Path], capsys: pytest.CaptureFixture[str]) -> None:
+    # "at least inf" told a reader nothing: the rate the burst reached is the answer
+    (row,) = _rows(capsys, dbs["e"])
+    summary = json.loads(_cli(capsys, dbs["e"], "export", "--table", "summary", "--format",
+                              "json")[1])["rows"]
+    reached = next(r for r in summary if r["identity"]["request_rate"] == "inf")["req-rate"]
+    assert row["capacity"] == reached == row["req_rate"] and 20 < reached < 10_000, row
+    assert row["verdict"] == f"{reached:.2f} reached (asked inf, the highest tried)", row
+    assert [p["rate"] for p in row["per_rate"]] == [20.0, "inf"]
+    text = _cli(capsys, dbs["e"], "export", "--table", "slo", "--format", "csv")[1]
+    assert "at least" not in text and f"{reached},reached," in text  # CSV: value, status
+
+
+def test_a_pass_on_a_host_nobody_could_check_says_so(
+        dbs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # llama-server at 80 req/s and inf: windows of 0.1-0.75 s, one host reading each, so
+    # no foreign process could be seen, while the slower rates were judged contaminated
+    db = tmp_path / "unjudged.db"
+    shutil.copy(dbs["a"], db)
+    with sqlite3.connect(db) as conn:  # the counts as the engine stores them
+        conn.execute("update runs set host_readings = 4, window_s = 2.0")
+        conn.execute("update runs set host_readings = 1, window_s = 0.5 where id = ?",
+                     [_run_at(db, 20)])
+    (row,) = _rows(capsys, db)
+    assert row["verdict"] == "20"  # said, not judged: the answer stands
+    assert row["note"] == "20: contamination not judged (n/a: window 0.5 s, 1 reading " \
+        "(raise iterations or lower request_rate))", row
+    (plain,) = _rows(capsys, dbs["a"])  # without telemetry nothing was counted: no claim
+    assert "not judged" not in plain["note"]
 
 
 @pytest.mark.parametrize("flag", ["client-bound", "contaminated"])

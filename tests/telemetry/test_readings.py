@@ -21,6 +21,7 @@ from dltop.results import export, identity
 from dltop.results.aggregate import config_results
 from dltop.results.metrics import value_of
 from dltop.results.places import placed_identities
+from dltop.results.readings import check_runs
 from dltop.results.render import render
 from dltop.results.stats import summarize_run
 from dltop.store import Store, memory_db
@@ -223,3 +224,17 @@ def test_a_database_before_the_counts_is_judged_by_its_windows() -> None:
         "n/a: window 0.04 s, readings not counted (set min_time_s)"
     cpu = value_of(results["alexnet-r"], "cpu")
     assert cpu.value == pytest.approx(100.0) and dict(cpu.extra)["readings"] is None
+
+
+class _Stored(dict):  # a run's stored columns, as the rule reads them
+    def get(self, name, default=None):  # type: ignore[override]
+        return super().get(name, default)
+
+
+def test_a_serve_runs_short_window_names_what_lengthens_it() -> None:
+    # a serve run sends a fixed number of requests: min_time_s does not apply to it
+    runs = [_Stored(window_s=0.47, host_readings=1)]
+    assert check_runs(runs, gpu=False)[0] == "n/a: window 0.47 s, 1 reading (set min_time_s)"
+    assert check_runs(runs, gpu=False, serve=True)[0] == (
+        "n/a: window 0.47 s, 1 reading (raise iterations or lower request_rate)")
+    assert check_runs([_Stored(window_s=5.0, host_readings=9)], gpu=False, serve=True)[0] == ""

@@ -66,6 +66,11 @@ COUNTED_BY: dict[str, str] = child_module("openai_tokens").COUNTED_BY
 """What counted the prompts ``max_prompt_tokens`` dropped, as the run's note says it (the
 runner's own words, runners/child/openai_tokens.py)."""
 
+REPEATED_SHARE = 0.1
+"""The share of measured requests finding their own prompt cached that the note names: a
+few chance hits of short random prompts are not a replay."""
+
+
 class ServeExtras:
     """One serve run's request rows and load summary."""
 
@@ -75,6 +80,8 @@ class ServeExtras:
         self._lags: list[float] = []
         self._bunched = [0, 0]
         """Measured requests of BUNCHED_MIN_CHUNKS chunks on: [in one piece, all]."""
+        self._prompts: list[tuple[int, int]] = []
+        """Measured requests' (prompt tokens, cached tokens), where the usage gave both."""
         self._load: dict[str, Any] | None = None
         self._store = store
         self._write_later = write_later
@@ -86,6 +93,9 @@ class ServeExtras:
             self._rows.append(row)
             if not row["warmup"]:
                 self._lags.append(row["dispatch_lag_s"])
+                if row["prompt_tokens"] is not None and row["cached_tokens"] is not None:
+                    self._prompts.append((int(row["prompt_tokens"]),
+                                          int(row["cached_tokens"])))
                 times = event["chunk_s"]
                 if len(times) >= BUNCHED_MIN_CHUNKS:
                     self._bunched[1] += 1
@@ -107,15 +117,17 @@ class ServeExtras:
 
     def _length_note(self) -> str | None:
         """``lengths not forced: 3 of 50 shorter than new_tokens`` (or forced, and some
-        shorter all the same: a server that took the fields and did not honour them)."""
+        shorter all the same: a server that took the fields and did not honour them).
+        With ``new_tokens_spread`` each request is judged by its own ``max_tokens``."""
         load = self._load or {}
         short, ok = load.get("short_requests"), int(load.get("ok") or 0)
         if short is None or load.get("length_forced") is None:
             return None
+        than = ("their own max_tokens (new_tokens_spread)" if load.get("max_tokens_spread")
+                else "new_tokens")
         if not load["length_forced"]:
-            return f"lengths not forced: {short} of {ok} shorter than new_tokens"
-        return f"lengths forced, yet {short} of {ok} shorter than new_tokens" if short \
-            else None
+            return f"lengths not forced: {short} of {ok} shorter than {than}"
+        return f"lengths forced, yet {short} of {ok} shorter than {than}" if short else None
 
     def _resent_note(self) -> str | None:
         """``2 measured requests sent again ...``: their pooled connection was closed
@@ -125,6 +137,30 @@ class ServeExtras:
         return None if not n else (
             f"{n} measured request{'s' if n > 1 else ''} sent again: the server closed a "
             "kept-alive connection before answering (times from the answered send)")
+
+    def _prompt_note(self) -> str | None:
+        """``prompt lengths estimated: ...``: requests without the server's usage whose
+        generation rows hold the words the client sent, no tokenizer having counted them."""
+        n = int((self._load or {}).get("prompt_tokens_estimated") or 0)
+        return None if not n else (
+            f"prompt lengths estimated: {n} measured request{'s' if n > 1 else ''} without "
+            "the server's usage: their prompts counted in words, not tokens")
+
+    def _repeated_note(self) -> str | None:
+        """``prompts repeated: ...`` where at least :data:`REPEATED_SHARE` of the measured
+        requests found most of their own part (past ``prefix_tokens``) in the server's
+        cache: a group's server keeps an earlier run's prompts, and the same seed sends
+        the same ones (llama-server: 97 % cached at the second rate of a sweep without a
+        prefix), so their TTFT times cache hits, not prefills."""
+        prefix = int((self._load or {}).get("prefix_tokens") or 0)
+        hits = sum(c - prefix > (p - prefix) / 2 for p, c in self._prompts)
+        if not hits or hits < REPEATED_SHARE * len(self._prompts):
+            return None
+        return (f"prompts repeated: {hits} of {len(self._prompts)} measured requests found "
+                "most of their own part (past prefix_tokens) in the server's cache (sent "
+                "before on this server: an earlier run of the same seed, or a dataset's "
+                "repeats): their TTFT times cache hits; server_scope = \"run\" or another "
+                "seed sends fresh ones")
 
     def _dropped_note(self) -> str | None:
         """``3 of 40 dataset prompts over max_prompt_tokens dropped (by the tokenizer)``, or
@@ -163,8 +199,10 @@ class ServeExtras:
                     out[key] = self._load[key]
             if self._load.get("length_forced") is not None:
                 out["length_forced"] = int(bool(self._load["length_forced"]))
-            note = join_notes(self._length_note(), self._resent_note(),
-                              self._bunched_note(), self._dropped_note())
+            # what makes the times mean something else first: `dltop runs` cuts the note
+            note = join_notes(self._bunched_note(), self._repeated_note(),
+                              self._length_note(), self._resent_note(),
+                              self._dropped_note(), self._prompt_note())
             if note:
                 out["note"] = note
         if out:  # judged per client process: a split load's CPU is its processes' sum

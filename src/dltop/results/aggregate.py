@@ -162,12 +162,12 @@ class ConfigResult:
     def host_readings(self) -> tuple[str, Detail]:
         """The readings rule over its runs' host readings (:func:`check_runs`): asked by
         every host figure of it, computed once."""
-        return check_runs(self.runs, gpu=False)
+        return check_runs(self.runs, gpu=False, serve=self.identity.get("mode") == "serve")
 
     @functools.cached_property
     def gpu_readings(self) -> tuple[str, Detail]:
         """The readings rule over its runs' GPU readings, computed once."""
-        return check_runs(self.runs, gpu=True)
+        return check_runs(self.runs, gpu=True, serve=self.identity.get("mode") == "serve")
 
     @property
     def place(self) -> tuple[str, str]:

@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from dltop.telemetry.readings import gpu_shortfall, host_shortfall
+from dltop.telemetry.readings import HINT, gpu_shortfall, host_shortfall
+
+SERVE_HINT = "raise iterations or lower request_rate"
+"""What lengthens a serve run's window: a fixed number of requests on a schedule."""
 
 Detail = tuple[tuple[str, float | None], ...]
 
@@ -48,8 +51,10 @@ def readings_check(res: Checked, gpu: bool) -> tuple[str, Detail]:
     return res.gpu_readings if gpu else res.host_readings
 
 
-def check_runs(runs: Sequence[StoredRun], gpu: bool) -> tuple[str, Detail]:
-    """:func:`readings_check` of these runs (GPU readings, else host readings)."""
+def check_runs(runs: Sequence[StoredRun], gpu: bool, serve: bool = False
+               ) -> tuple[str, Detail]:
+    """:func:`readings_check` of these runs (GPU readings, else host readings); ``serve``:
+    serve runs, whose window is their requests' (``min_time_s`` does not apply to them)."""
     count = "gpu_readings" if gpu else "host_readings"
     judge = gpu_shortfall if gpu else host_shortfall
     # (window, count) of each run: its only two numbers the rule reads
@@ -60,7 +65,7 @@ def check_runs(runs: Sequence[StoredRun], gpu: bool) -> tuple[str, Detail]:
     for window, n in sorted(pairs, key=lambda p: (p[1] is None, p[1] or 0, p[0] or 0.0)):
         why = judge(window, n)
         if why is not None:
-            worst = why
+            worst = why.replace(f"({HINT})", f"({SERVE_HINT})") if serve else why
             break
     return worst, (("readings", min(counts) if counts else None),
                    ("window_s", min(windows) if windows else None))

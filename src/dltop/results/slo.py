@@ -79,6 +79,9 @@ class RatePoint:
     measured: int
     met: int
     why_not: str
+    unjudged: str = ""
+    """Why no foreign process could have been seen (too few host readings in its window):
+    its pass stands on an unchecked host; empty when judged or without telemetry."""
 
     @property
     def attainment(self) -> float | None:
@@ -104,7 +107,10 @@ def point_of(res: ConfigResult, rate: float) -> RatePoint:
     reqs = [q for r in res.runs for q in r.serving]
     why = ("client-bound" if res.client_bound else "contaminated" if res.contaminated
            else "" if res.runs else res.label)
-    return RatePoint(rate, res, len(reqs), sum(q.meets(slo) for q in reqs), why)
+    short, detail = res.host_readings
+    counted = dict(detail).get("readings") is not None  # None: no telemetry at all
+    unjudged = short if short and counted and not res.contaminated else ""
+    return RatePoint(rate, res, len(reqs), sum(q.meets(slo) for q in reqs), why, unjudged)
 
 
 @dataclass(frozen=True)
@@ -115,7 +121,8 @@ class Answer:
     target: float
     capacity: RatePoint | None
     verdict: str
-    """``20``, ``none: 4 fails (attainment 0.50)``, ``at least 500 (the highest tried)``."""
+    """``20``, ``none: 4 fails (attainment 0.50)``, ``at least 500 (the highest tried)``,
+    ``84.24 reached (asked inf, the highest tried)``."""
     note: str
     """Passes above a failure, and rates that could not count, said."""
 
@@ -139,17 +146,32 @@ def answer(points: Sequence[RatePoint], target: float) -> Answer:
             notes.append(f"{', '.join(above)} {'passes' if len(above) == 1 else 'pass'} "
                          f"above the failure at {rate_text(first_fail.rate_req_s)}: "
                          "not capacity")
+    if unjudged := [p for p in ordered if p.unjudged]:
+        notes.append(f"{', '.join(rate_text(p.rate_req_s) for p in unjudged)}: "
+                     f"contamination not judged ({unjudged[0].unjudged})")
     if cap is None:
         assert first_fail is not None  # an answer has a point
         att = first_fail.attainment
         why = ", ".join(w for w in (first_fail.why_not, f"attainment {att:.2f}"
                                     if att is not None else "") if w) or "no requests"
         verdict = f"none: {rate_text(first_fail.rate_req_s)} fails ({why})"
+    elif first_fail is None and math.isinf(cap.rate_req_s):
+        verdict = _reached(cap)
     elif first_fail is None:
         verdict = f"at least {rate_text(cap.rate_req_s)} (the highest tried)"
     else:
         verdict = rate_text(cap.rate_req_s)
     return Answer(tuple(ordered), target, cap, verdict, "; ".join(notes))
+
+
+def _reached(cap: RatePoint) -> str:
+    """``84.24 reached (asked inf, the highest tried)``: all at once, ``concurrency``
+    permitting, passed; what the server then reached is the rate a reader can use, not
+    "at least inf"."""
+    got = value_of(cap.result, "req-rate").value
+    if got is None:
+        return "inf passes (the highest tried; the rate reached is not known)"
+    return f"{metric_spec('req-rate').fmt(got)} reached (asked inf, the highest tried)"
 
 
 def _group_key(res: ConfigResult) -> str:
@@ -282,9 +304,11 @@ def slo_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
         cap = a.capacity
         at, reasons = _at_capacity(a)
         finite = cap is not None and not math.isinf(cap.rate_req_s)
-        capacity = Cell(a.verdict, cap.rate_req_s if finite and cap else None,
+        reached = value_of(cap.result, "req-rate").value if cap and not finite else None
+        capacity = Cell(a.verdict, cap.rate_req_s if finite and cap else reached,
                         "none" if cap is None else "at least"
-                        if a.verdict.startswith("at least") else "ok")
+                        if a.verdict.startswith("at least") else "reached"
+                        if not finite else "ok")
         if capacity.value is None:
             reasons["capacity"] = a.verdict
         per_rate = [{"rate": p.rate_req_s if not math.isinf(p.rate_req_s) else "inf",

@@ -147,8 +147,9 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     context = ctx.read(endpoint, spec["model"], headers, timeout_s=min(stall_s, 10.0))
     dropped = ctx.within(opts, data, counter, *ctx.fit(opts, spec, data, context))
     data = dropped.pop("kept", data)
+    sizes = []  # each synthetic prompt's length as sent: a request without usage says it
     try:
-        prompts = tokens.prompts_for(spec, warmup + measured, rng, data, counter)
+        prompts = tokens.prompts_for(spec, warmup + measured, rng, data, counter, sizes)
     except ValueError as exc:
         raise proto.Failed("%s (%s): give prompts with dataset = PATH" % (
             exc, counter.source)) from None
@@ -187,7 +188,8 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     state = {"key": headers.get("Authorization", "")[len("Bearer "):],
              "index": 0, "ok": 0, "failed": 0, "errors": [], "sources": set(),
              "later": [], "lags": [], "short": 0, "resent": 0, "prompts": set(),
-             "stop": stop, "cut": 0, "measured_ended": 0}
+             "stop": stop, "cut": 0, "measured_ended": 0,
+             "sent": tokens.sent_sizes(prompts, sizes, counter), "guessed": 0}
 
     def on_result(res):
         if not res.has_usage() and counter is not None and res.chunk_text:
@@ -256,13 +258,18 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
                   asked_rate=None if rate == "inf" else float(rate),
                   server_cold_start_s=cold_s, token_source=source, client_processes=n,
                   length_forced=bool(force), short_requests=state["short"],
+                  max_tokens_spread=bool(spec.get("new_tokens_spread")),
+                  prompt_tokens_estimated=state["guessed"],
+                  prefix_tokens=int(spec.get("prefix_tokens") or 0),
                   resent_requests=state["resent"], **dropped)
     reporter.emit("setup", token_source=source, client_processes=n)
     sys.stdout.write("[dltop] output tokens counted by: %s; lengths %s: %d of %d ok "
-                     "requests shorter than new_tokens\n" % (
+                     "requests shorter than %s\n" % (
                          source or "nothing (no request produced a token)",
                          "forced by " + "+".join(force) if force else "not forced",
-                         state["short"], state["ok"]))
+                         state["short"], state["ok"],
+                         "their own max_tokens (new_tokens_spread)"
+                         if spec.get("new_tokens_spread") else "new_tokens"))
     said = sorted(state["prompts"])
     if counter is not None and not data and said and said != [int(spec["prompt_tokens"])] \
             and not spec.get("prefix_tokens") and not spec.get("prompt_tokens_spread"):
@@ -337,8 +344,11 @@ def _report(reporter, spec, res, state):
         return
     itl = load.per_token_itl(chunk_s, counts)
     ttft = max(res.chunk_s[0], 1e-9)
-    reporter.generation(i, res.warmup, ttft, itl, res.prompt_tokens() or
-                        int(spec["prompt_tokens"]), tokens_out, 1)
+    prompt = res.prompt_tokens()
+    if prompt is None:  # no usage: the length the client sent, exact where it counted it
+        prompt, exact = state["sent"][res.request]
+        state["guessed"] += not exact and not res.warmup
+    reporter.generation(i, res.warmup, ttft, itl, prompt, tokens_out, 1)
     reporter.iteration(i, max(res.end_s, 1e-9), tokens_out, res.warmup, None,
                        t_mono_ns=int(res.end_mono * 1e9))
 

@@ -175,13 +175,15 @@ def prefixes(k, groups, rng, counter, words):
             else " ".join(rng.choice(words) for _ in range(k)) for _ in range(groups)]
 
 
-def prompts_for(spec, n, rng, dataset_prompts=None, counter=None):
+def prompts_for(spec, n, rng, dataset_prompts=None, counter=None, sizes=None):
     """``n`` prompts: sampled from the dataset, else synthetic ones: request ``i`` the
     ``i mod prefix_groups``-th shared prefix of exactly ``prefix_tokens`` tokens (none
     without it), then its own part of exactly ``prompt_tokens`` tokens (drawn by
     :func:`spread` with ``prompt_tokens_spread``), counted by ``counter``
     (:mod:`openai_tokens`), else as many words (approximate: no tokenizer is known).
-    The prefixes are drawn first, then the lengths, then each request's words."""
+    The prefixes are drawn first, then the lengths, then each request's words.
+    ``sizes``, a list, receives each synthetic prompt's length (prefix and its own part:
+    tokens by ``counter``, else words); nothing for dataset prompts."""
     if dataset_prompts:
         return [rng.choice(dataset_prompts) for _ in range(n)]
     k = int(spec["prompt_tokens"])
@@ -190,11 +192,26 @@ def prompts_for(spec, n, rng, dataset_prompts=None, counter=None):
     words = single_words(counter.count) if counter is not None else list(SYNTHETIC_WORDS)
     heads = prefixes(p, groups, rng, counter, words) if p else [""]
     lengths = spread(k, spec.get("prompt_tokens_spread"), n, rng)
+    if sizes is not None:
+        sizes.extend(p + m for m in lengths)
     if counter is not None:
         return [exact_prompt(counter.count, lengths[i], rng, words, heads[i % groups], p)
                 for i in range(n)]
     return [" ".join(([heads[i % groups]] if p else []) +
                      [rng.choice(words) for _ in range(lengths[i])]) for i in range(n)]
+
+
+def sent_sizes(prompts, sizes, counter):
+    """Per request, (its prompt's length as sent, whether exact): the synthetic prompt's
+    tokens by the tokenizer, a dataset prompt's by a local tokenizer file, else words (an
+    estimate; a ``/tokenize`` call would be HTTP during the load)."""
+    exact = counter is not None
+    if sizes:
+        return [(m, exact) for m in sizes]
+    local = counter is not None and counter.source == "tokenizer"
+    texts = [p[0] if isinstance(p, tuple) else p for p in prompts]
+    return [(counter.count(t), True) if local else (len(str(t).split()), False)
+            for t in texts]
 
 
 COUNTED_BY = {"tokenizer": "the tokenizer file", "tokenize": "the server's /tokenize",

@@ -80,8 +80,10 @@ def test_sighup_is_not_the_user_and_a_short_run_before_resume_still_counts(
         ("short", True), ("cancelled", False)]
     runs = subprocess.run([sys.executable, "-m", "dltop", "runs"], capture_output=True,
                           text=True, env=env, timeout=60)
-    lines = {line.split()[4]: line for line in runs.stdout.splitlines()[1:] if line.strip()}
-    assert " partial " in lines["cancelled"] and "partial" not in lines["short"], runs.stdout
+    # by run id (1 short, 2 cancelled): columns the same on every row go to the caption
+    lines = {line.split()[0]: line for line in runs.stdout.splitlines()[1:] if line.strip()}
+    assert " cancelled " in lines["2"] and " short " in lines["1"], runs.stdout
+    assert " partial " in lines["2"] and "partial" not in lines["1"], runs.stdout
 
     go.touch()
     res = subprocess.run([sys.executable, "-m", "dltop", "run", "--resume", "--headless"],

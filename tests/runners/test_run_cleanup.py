@@ -114,7 +114,8 @@ def test_resume_reaps_the_daemon_of_a_dead_engines_run(
         assert not gone(first)
         (tmp_path / "quick").touch()  # the resumed run: 2 steps, short
         res = subprocess.run([*run, "--resume"], capture_output=True, text=True, timeout=120)
-        assert res.returncode == 0 and "orphaned process" in res.stderr, res.stderr
+        # exit 4: the resumed run is short (a result the user must look at)
+        assert res.returncode == 4 and "orphaned process" in res.stderr, res.stderr
         wait_until(lambda: gone(first), 10, "the first run's daemon to be gone")
     finally:
         with contextlib.suppress(OSError):

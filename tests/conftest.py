@@ -300,8 +300,9 @@ LONGEST_FIRST = ("tests/runners/test_parity.py::test_every_framework",
                  "tests/core/test_gpu_check_script.py", "tests/runners/test_tf_data_parallel.py",
                  "tests/runners/test_tf_dist.py", "tests/core/test_data_parallel.py",
                  "tests/runners/test_torch_convergence.py", "tests/faults/test_engine_faults.py")
-"""The suite's longest tests (``--durations``): started first, so that under two xdist
-workers no minute-long test begins while the other worker has nothing left to do."""
+"""The suite's longest tests (``--durations``): started first, so that under xdist
+(``make test``: three workers) no minute-long test begins while the others have nothing
+left to do."""
 
 
 def _start_order(item: pytest.Item) -> int:

@@ -35,7 +35,7 @@ run: $(STAMP)
 # Three workers (pytest-xdist) on our 2-core machines: the tests are written to run beside
 # each other and beside real engines (own lock directories, foreign runners allowed for),
 # and two left the CPUs idle ~23 % of the time (tests waiting on processes, Slurm,
-# servers): three took 17 min 23 s against two's 20 min 5 s (docs/development.md).
+# servers): three took 16 min 54 s and 17 min 23 s, two 20 min 5 s (docs/development.md).
 # tests/slurm share one worker and so one cluster (tests/conftest.py). `pytest` alone
 # runs them one by one.
 test: $(STAMP) lint slurm-packages

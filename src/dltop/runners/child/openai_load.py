@@ -154,14 +154,13 @@ class Result(object):
         self.resent = 0
         """Times it was sent again: its pooled connection was closed before any byte came."""
         self.resend_s = 0.0
-        self.max_tokens = None
-        """The ``max_tokens`` it asked (``new_tokens``, or its own drawn length)."""
         """From its first send to the send answered (0 unless sent again): time the
         client lost, apart from dispatch lag and slot wait, never hidden in TTFT."""
+        self.max_tokens = None
+        """The ``max_tokens`` it asked (``new_tokens``, or its own drawn length)."""
 
     def has_usage(self):
-        total = (self.usage or {}).get("completion_tokens")
-        return isinstance(total, int) and not isinstance(total, bool) and total >= 0
+        return count_of((self.usage or {}).get("completion_tokens")) is not None
 
     def counts(self):
         """(the chunks' times, each chunk's tokens, output tokens, their source: ``usage``,
@@ -181,16 +180,21 @@ class Result(object):
         return self.chunk_s, apportion(total, weights), total, source
 
     def prompt_tokens(self):
-        p = (self.usage or {}).get("prompt_tokens")
-        return p if isinstance(p, int) and not isinstance(p, bool) and p >= 0 else None
+        return count_of((self.usage or {}).get("prompt_tokens"))
 
     def cached_tokens(self):
         """The prompt tokens the server served from its cache, where its usage says
         (OpenAI's ``usage.prompt_tokens_details.cached_tokens``: vLLM with
         ``--enable-prompt-tokens-details``, SGLang, llama-server), else None."""
         details = (self.usage or {}).get("prompt_tokens_details")
-        c = details.get("cached_tokens") if isinstance(details, dict) else None
-        return c if isinstance(c, int) and not isinstance(c, bool) and c >= 0 else None
+        return count_of(details.get("cached_tokens")) if isinstance(details, dict) else None
+
+
+def count_of(value):
+    """``value`` if it is a count a server's usage may give (an int >= 0, not a bool),
+    else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
+        else None
 
 
 class Client(object):

@@ -18,7 +18,7 @@ from dltop.report.content import Figure, Report
 from dltop.report.leftout import omitted_lines
 from dltop.report.specs import render, spec
 from dltop.report.vlsize import SCREEN
-from dltop.results.display import shown, superscript, without_unavailable
+from dltop.results.display import left_out_lines, shown, superscript, without_unavailable
 from dltop.results.table import Cell, Role, Table
 from dltop.textsafe import one_line
 
@@ -132,7 +132,7 @@ def summary_html(report: Report) -> str:
     """The summary table, sortable by any header; failed rows coloured, with why; its
     columns n/a for one reason in every row named once under it instead."""
     table = without_unavailable(report.summary)
-    dropped = table.caption[:1] if table is not report.summary else ()
+    dropped = left_out_lines(report.summary, table)  # every line of them, not the first
     head = "".join(f'<th title="{_t(c.unit)}">{_t(c.header)}</th>' for c in table.columns)
     right = ",".join(f".summary td:nth-child({i})" for i, c in
                      enumerate(table.columns, 1) if c.role is Role.VALUE)

@@ -120,8 +120,7 @@ def without_unavailable(table: Table) -> Table:
     keep: list[int] = []
     for k, column in enumerate(table.columns):
         if column.setting and table.rows:
-            texts = {c.text if c is not None else "" for row in table.rows
-                     for c in (row.cells[k],)}
+            texts = {c.text if (c := row.cells[k]) is not None else "" for row in table.rows}
             if len(texts) == 1:
                 text = texts.pop()
                 if text in ("", "-"):
@@ -151,6 +150,12 @@ def without_unavailable(table: Table) -> Table:
             " (--columns shows them, CSV and JSON keep them)")
     picked = pick_columns(table, [table.columns[k].key for k in keep])
     return replace(picked, caption=(*notes, *picked.caption))
+
+
+def left_out_lines(table: Table, kept: Table) -> tuple[str, ...]:
+    """The lines :func:`without_unavailable` put before ``table``'s caption in ``kept``,
+    its result: what it left out or stated once (none where it changed nothing)."""
+    return kept.caption[:len(kept.caption) - len(table.caption)]
 
 
 def _stated(caption: Iterable[str], words: str) -> bool:

@@ -23,7 +23,13 @@ from rich.text import Text
 
 from dltop.catalog import JobStatus, RunStatus
 from dltop.errors import UserError
-from dltop.results.display import NA_PREFIX, shown, superscript, without_unavailable
+from dltop.results.display import (
+    NA_PREFIX,
+    left_out_lines,
+    shown,
+    superscript,
+    without_unavailable,
+)
 from dltop.results.metricdefs import CONVERGENCE, METRICS
 from dltop.results.metricdefs import metric as metric_spec
 from dltop.results.table import Cell, Role, Row, Table, pick_columns, status_label
@@ -160,7 +166,7 @@ def settled(table: Table) -> Table:
     """The scaling table by the exports' rule (:func:`without_unavailable`), its caption
     only the lines that rule adds: the constant settings are the pivot's, said once."""
     kept = without_unavailable(table)
-    return replace(kept, caption=kept.caption[:len(kept.caption) - len(table.caption)])
+    return replace(kept, caption=left_out_lines(table, kept))
 
 
 def best_columns(row: Row, table: Table, metric: str) -> set[int]:

@@ -163,6 +163,8 @@ def test_the_target_gives_at_least_and_is_checked(
     assert row["verdict"] == "at least 500 (the highest tried)" and row["capacity"] == 500
     rc, _, err = _cli(capsys, dbs["a"], "export", "--table", "slo", "--attainment", "1.5")
     assert rc == 2 and "--attainment 1.5" in err
+    rc, _, err = _cli(capsys, dbs["a"], "export", "--table", "slo", "--attainment", "0")
+    assert rc == 2 and "--attainment 0" in err  # refused, not taken for the default
     rc, _, err = _cli(capsys, dbs["a"], "export", "--attainment", "0.9")
     assert rc == 2 and "not of --table pivot" in err
 

@@ -27,6 +27,8 @@ def cmd_export(args: argparse.Namespace) -> int:
     attainment = getattr(args, "attainment", None)
     if attainment is not None and args.table != "slo":
         raise UserError(f"--attainment is the target of --table slo, not of --table {args.table}")
+    # `is None`, not `or`: --attainment 0 is refused by the table, never the default
+    target = slo.DEFAULT_ATTAINMENT if attainment is None else attainment
     metric = args.metric or "time"
     flops = getattr(args, "flops", None)
     if flops is not None:
@@ -58,12 +60,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         export.export_to_file(db, ids, args.output, fmt=fmt, table=args.table,
                               metric=metric, run=run, columns=columns,
                               where=getattr(args, "where", None) or (),
-                              attainment=attainment or slo.DEFAULT_ATTAINMENT)
+                              attainment=target)
     else:
         sys.stdout.write(export.results_text(db, ids, args.format or "md", args.table,
                                              metric, run, columns,
                                              getattr(args, "where", None) or (),
-                                             attainment or slo.DEFAULT_ATTAINMENT))
+                                             target))
     return 0
 
 

@@ -315,21 +315,21 @@ def reap_server_steps(run_dirs: Iterable[Path], env: Mapping[str, str]) -> tuple
             else:
                 killed += reap_orphan_group(int(got["pid"]), int(got["pgid"]),
                                             got.get("proc_start_time"))
-                if why := asyncio.run(_cancel_step(str(got["job"]), str(got["name"]), env)):
+                if why := _cancel_step(str(got["job"]), str(got["name"]), env):
                     left.append(why)
         with contextlib.suppress(OSError):
             path.unlink()
     return killed, left
 
 
-async def _cancel_step(job: str, name: str, env: Mapping[str, str]) -> str | None:
-    """``scancel`` the step ``name`` of the allocation ``job`` (None: gone, or ended)."""
-    rc, out, err = await run_slurm_cmd("squeue", "-h", "-s", "-j", job, "-o", "%i %j",
-                                       env=env)
+def _cancel_step(job: str, name: str, env: Mapping[str, str]) -> str | None:
+    """``scancel`` the step ``name`` of the allocation ``job`` (None: gone, or ended).
+    Blocking, as :func:`~dltop.jobs.executors.slurm.cancel_orphan`, which cancels it."""
+    rc, out, err = asyncio.run(run_slurm_cmd("squeue", "-h", "-s", "-j", job, "-o", "%i %j",
+                                             env=env))
     if rc != 0:
         return f"squeue of job {job} failed (exit {rc}): {(err or out).strip()}"
     for step in [line.split()[0] for line in out.splitlines() if line.split()[1:] == [name]]:
-        rc, out, err = await run_slurm_cmd("scancel", step, env=env)
-        if rc != 0:
-            return f"scancel {step} ({name}) failed: {(err or out).strip()}"
+        if why := cancel_orphan(step, env):
+            return f"{why} (step {name})"
     return None

@@ -15,10 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from dltop.telemetry.readings import HINT, gpu_shortfall, host_shortfall
-
-SERVE_HINT = "raise iterations or lower request_rate"
-"""What lengthens a serve run's window: a fixed number of requests on a schedule."""
+from dltop.telemetry.readings import HINT, SERVE_HINT, gpu_shortfall, host_shortfall
 
 Detail = tuple[tuple[str, float | None], ...]
 
@@ -63,9 +60,9 @@ def check_runs(runs: Sequence[StoredRun], gpu: bool, serve: bool = False
     counts = [int(n) for _, n in pairs if n is not None]
     worst = ""
     for window, n in sorted(pairs, key=lambda p: (p[1] is None, p[1] or 0, p[0] or 0.0)):
-        why = judge(window, n)
+        why = judge(window, n, SERVE_HINT if serve else HINT)
         if why is not None:
-            worst = why.replace(f"({HINT})", f"({SERVE_HINT})") if serve else why
+            worst = why
             break
     return worst, (("readings", min(counts) if counts else None),
                    ("window_s", min(windows) if windows else None))

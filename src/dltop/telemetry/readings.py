@@ -35,9 +35,13 @@ NOTE = (f"Telemetry figures (power, J/sample, GPU memory, CPU, RSS) stand on the
 """The tables' note on the rule (exports, summary)."""
 HINT = "set min_time_s"
 """What lengthens the window (the runner measures until it has lasted that long)."""
+SERVE_HINT = "raise iterations or lower request_rate"
+"""What lengthens a serve run's window: a fixed number of requests on a schedule
+(``min_time_s`` does not apply to it)."""
 
 
-def shortfall(window_s: float | None, readings: int | None, minimum: int) -> str | None:
+def shortfall(window_s: float | None, readings: int | None, minimum: int,
+              hint: str = HINT) -> str | None:
     """Why a figure over this window and count is not shown, or None when it may be.
 
     Args:
@@ -47,6 +51,7 @@ def shortfall(window_s: float | None, readings: int | None, minimum: int) -> str
             counted; only its window is judged).
         minimum: the readings the figure needs (:data:`MIN_GPU_READINGS`,
             :data:`MIN_HOST_READINGS`).
+        hint: what lengthens the run's window (:data:`SERVE_HINT` for a serve run).
 
     Returns:
         ``n/a: window 0.04 s, 0 readings (set min_time_s)``, or None.
@@ -60,18 +65,20 @@ def shortfall(window_s: float | None, readings: int | None, minimum: int) -> str
         f"{readings} reading{'' if readings == 1 else 's'}"
     # a long window without a single reading is a sampler that delivered nothing
     # (it failed, or was stalled): a longer window would not help
-    why = HINT if window_s < MIN_WINDOW_S or readings else "no reading arrived"
+    why = hint if window_s < MIN_WINDOW_S or readings else "no reading arrived"
     return f"n/a: window {window_s:.2g} s, {count} ({why})"
 
 
-def gpu_shortfall(window_s: float | None, readings: int | None) -> str | None:
+def gpu_shortfall(window_s: float | None, readings: int | None,
+                  hint: str = HINT) -> str | None:
     """:func:`shortfall` of a GPU figure (power, energy, J/sample, utilisation, memory)."""
-    return shortfall(window_s, readings, MIN_GPU_READINGS)
+    return shortfall(window_s, readings, MIN_GPU_READINGS, hint)
 
 
-def host_shortfall(window_s: float | None, readings: int | None) -> str | None:
+def host_shortfall(window_s: float | None, readings: int | None,
+                   hint: str = HINT) -> str | None:
     """:func:`shortfall` of a host figure (host and process-tree CPU, RSS)."""
-    return shortfall(window_s, readings, MIN_HOST_READINGS)
+    return shortfall(window_s, readings, MIN_HOST_READINGS, hint)
 
 
 IDLE_HINT = "raise --gpu-hz"

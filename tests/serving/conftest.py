@@ -81,3 +81,42 @@ def run_runner(tmp: Path, job: dict[str, Any], env: dict[str, str] | None = None
 
 def named(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
     return [e for e in events if e["event"] == name]
+
+
+SLO_FAKE = ("--serial", "--ttft-ms", "30", "--itl-ms", "2")
+"""The fake of the slo table's sweeps: one request at a time, ~38 ms each, so that 10 and
+20 req/s meet a 150 ms TTFT SLO by ~120 ms (a margin a loaded machine keeps) and a burst's
+fifth request and later queue past it."""
+SLO_PROFILE = """name = "{name}"
+[defaults]
+frameworks = ["openai"]
+mode = "serve"
+endpoint = "{url}"
+new_tokens = 4
+prompt_tokens = 4
+iterations = 8
+warmup = 1
+timeout_s = 30
+concurrency = 16
+arrival = "constant"
+"""
+SLO_MATRIX = """[[matrix]]
+models = ["steady"]
+request_rate = {rates}
+{slo}
+"""
+
+
+def slo_campaign(db: Path, tmp: Path, name: str, url: str, *matrices: tuple[str, str],
+                 timeout_s: float = 120) -> None:
+    """A real serve campaign ``name`` into ``db`` against the fake at ``url``: a matrix
+    entry per (request_rate list, SLO lines); no telemetry (another process on this shared
+    host would mark a run contaminated)."""
+    profile = tmp / f"{name}.toml"
+    profile.write_text(SLO_PROFILE.format(name=name, url=url) + "".join(
+        SLO_MATRIX.format(rates=rates, slo=slo) for rates, slo in matrices))
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", "--db", str(db),
+                          "--no-telemetry", str(profile)], capture_output=True, text=True,
+                         timeout=timeout_s, env={**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"})
+    assert "Traceback" not in res.stderr, res.stderr
+    assert res.returncode == 0, res.stdout + res.stderr

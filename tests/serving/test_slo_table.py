@@ -8,7 +8,6 @@ import csv
 import hashlib
 import io
 import json
-import os
 import shutil
 import sqlite3
 import subprocess
@@ -19,39 +18,12 @@ from typing import Any
 
 import pytest
 from tests.results.conftest import CampaignMaker
-from tests.serving.conftest import start_fake
+from tests.serving.conftest import SLO_FAKE, slo_campaign, start_fake
 
 from dltop import cli
 from dltop.store.db import connect
 
 pytestmark = pytest.mark.slow
-
-PROFILE = """name = "{name}"
-[defaults]
-frameworks = ["openai"]
-mode = "serve"
-endpoint = "{url}"
-new_tokens = 4
-prompt_tokens = 4
-iterations = 8
-warmup = 1
-timeout_s = 30
-concurrency = 16
-arrival = "constant"
-"""
-MATRIX = """[[matrix]]
-models = ["steady"]
-request_rate = {rates}
-{slo}
-"""
-
-
-def _dltop(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    res = subprocess.run([sys.executable, "-m", "dltop", args[0], "--db", str(db), *args[1:]],
-                         capture_output=True, text=True, timeout=120,
-                         env={**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"})
-    assert "Traceback" not in res.stderr, res.stderr
-    return res
 
 
 def _cli(capsys: pytest.CaptureFixture[str], db: Path | list[Path], *args: str
@@ -66,15 +38,6 @@ def _cli(capsys: pytest.CaptureFixture[str], db: Path | list[Path], *args: str
     return rc, out, err
 
 
-def _campaign(db: Path, tmp: Path, name: str, url: str, *matrices: tuple[str, str]) -> None:
-    profile = tmp / f"{name}.toml"
-    profile.write_text(PROFILE.format(name=name, url=url) + "".join(
-        MATRIX.format(rates=rates, slo=slo) for rates, slo in matrices))
-    # no telemetry: another process on this shared host would mark a run contaminated
-    res = _dltop(db, "run", "--no-telemetry", str(profile))
-    assert res.returncode == 0, res.stdout + res.stderr
-
-
 @pytest.fixture(scope="module")
 def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """a.db: TTFT SLO 150 ms at 10, 20 and 500 req/s (8 requests of ~38 ms each, one at a
@@ -83,14 +46,14 @@ def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     c.db: one serve rate without an SLO, then one with; d.db: a training campaign;
     e.db: SLO 1000 ms at 20 req/s and "inf" (met)."""
     tmp = tmp_path_factory.mktemp("slo")
-    proc, url = start_fake("--serial", "--ttft-ms", "30", "--itl-ms", "2")
+    proc, url = start_fake(*SLO_FAKE)
     try:
         out = {k: tmp / f"{k}.db" for k in "abcde"}
-        _campaign(out["a"], tmp, "tight", url, ("[10, 20, 500]", "slo_ttft_ms = 150"))
-        _campaign(out["b"], tmp, "loose", url, ("[20, 500]", "slo_ttft_ms = 1000"))
-        _campaign(out["c"], tmp, "noslo", url, ("[20]", ""))
-        _campaign(out["e"], tmp, "burst", url, ('[20, "inf"]', "slo_ttft_ms = 1000"))
-        _campaign(out["c"], tmp, "onerate", url, ("[20]", "slo_ttft_ms = 150"))
+        slo_campaign(out["a"], tmp, "tight", url, ("[10, 20, 500]", "slo_ttft_ms = 150"))
+        slo_campaign(out["b"], tmp, "loose", url, ("[20, 500]", "slo_ttft_ms = 1000"))
+        slo_campaign(out["c"], tmp, "noslo", url, ("[20]", ""))
+        slo_campaign(out["e"], tmp, "burst", url, ('[20, "inf"]', "slo_ttft_ms = 1000"))
+        slo_campaign(out["c"], tmp, "onerate", url, ("[20]", "slo_ttft_ms = 150"))
         db = connect(out["d"])
         cid, jobs = CampaignMaker.create(db, CampaignMaker.profile("train", ["cpu:1"]))
         CampaignMaker.add_run(db, cid, jobs[0][1], [0.1, 0.1, 0.1])

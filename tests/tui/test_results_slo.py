@@ -5,16 +5,13 @@ serve campaign, or the one line the CLI gives where the campaign has none."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.text import Text
-from tests.serving.conftest import start_fake
+from tests.serving.conftest import SLO_FAKE, slo_campaign, start_fake
 from textual.pilot import Pilot
 from textual.widgets import DataTable, OptionList, Static
 
@@ -28,40 +25,17 @@ from dltop.tui.results_view import SLO_TABLE, scaling_text, settled
 from .test_results_screen import results_app, seed_results, settle
 from .test_serve_results import seed_serve
 
-SWEEP = """name = "sweep"
-[defaults]
-frameworks = ["openai"]
-mode = "serve"
-endpoint = "{url}"
-new_tokens = 4
-prompt_tokens = 4
-iterations = 8
-warmup = 1
-timeout_s = 30
-concurrency = 16
-arrival = "constant"
-[[matrix]]
-models = ["steady"]
-request_rate = [10, 20, 500]
-slo_ttft_ms = 150
-"""
-
 
 @pytest.fixture(scope="module")
 def sweep_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A real serve campaign: a rate sweep with a TTFT SLO against the streaming fake run
     one request at a time (the burst's later requests queue past 150 ms)."""
     tmp = tmp_path_factory.mktemp("slo-tui")
-    proc, url = start_fake("--serial", "--ttft-ms", "30", "--itl-ms", "2")
+    proc, url = start_fake(*SLO_FAKE)
     try:
-        profile = tmp / "sweep.toml"
-        profile.write_text(SWEEP.format(url=url))
         db = tmp / "sweep.db"
-        # no telemetry: another process on this shared host would mark a run contaminated
-        res = subprocess.run([sys.executable, "-m", "dltop", "run", "--db", str(db),
-                              "--no-telemetry", str(profile)], capture_output=True, text=True,
-                             timeout=180, env={**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"})
-        assert res.returncode == 0, res.stdout + res.stderr
+        slo_campaign(db, tmp, "sweep", url, ("[10, 20, 500]", "slo_ttft_ms = 150"),
+                     timeout_s=180)
         yield db
     finally:
         proc.kill()

@@ -20,6 +20,7 @@ from dltop.profiles.loader import parse
 from dltop.results import export, queries, summary
 from dltop.results.render import STATUS_SUFFIX, render
 from dltop.results.stats import summarize_run
+from dltop.results.table import NOTE_INCOMPLETE
 from dltop.store import Store, connect
 
 PROFILE = """
@@ -146,7 +147,7 @@ def test_incomplete_repeats_are_marked(tmp_path: Path) -> None:
     table = export.build_table(connect(path, create=False), 1, "time")
     cell = table.rows[0].cells[-1]
     assert cell is not None and cell.text == "0.2000 (2/3)" and cell.detail["incomplete"]
-    assert export.NOTE_INCOMPLETE in table.notes
+    assert NOTE_INCOMPLETE in table.notes
 
 
 def test_csv_value_columns_hold_only_numbers(db_path: Path) -> None:

@@ -26,8 +26,9 @@ request_rate = [5, 10]
 """
 
 
-def seed_serve(tmp_path: Path) -> Path:
-    db_path = tmp_path / "s.db"
+def seed_serve(tmp_path: Path, name: str = "s.db") -> Path:
+    """A finished serve campaign, in ``name`` (a database that may hold others)."""
+    db_path = tmp_path / name
     store = Store(connect(db_path))
     plan = campaign.preflight([parse(SERVE, "s.toml", "serve-screen")], 0, False)
     cid, queued = campaign.create(store, plan, ["dltop", "run", "s.toml"])

@@ -308,8 +308,12 @@ class ResultsScreen(DltopScreen):
         if key != self._key:
             return  # the campaign moved on meanwhile: a newer computation follows
         self._cache[data.metric] = data
-        if data.metric == self.metric:
-            self._show(data)
+        if data.metric != self.metric:
+            return
+        if data.metric not in data.metrics:  # picked for another campaign: the first choice
+            self.set_metric("time" if "time" in data.metrics else data.metrics[0])
+            return
+        self._show(data)
 
     # drawing -----------------------------------------------------------------------
     def _show(self, data: ResultsData) -> None:

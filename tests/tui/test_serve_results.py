@@ -11,7 +11,8 @@ from textual.widgets import OptionList
 from dltop.jobs import campaign
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
-from dltop.tui.results_screen import MetricPicker, ResultsScreen
+from dltop.tui.results_screen import ResultsScreen
+from dltop.tui.results_widgets import MetricPicker
 
 from .test_results_screen import results_app, settle
 

@@ -17,7 +17,17 @@ import sqlite_utils
 
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.results import compare, export, identity, idread, labels, queries, scaling, summary
+from dltop.results import (
+    compare,
+    comparetable,
+    export,
+    identity,
+    idread,
+    labels,
+    queries,
+    scaling,
+    summary,
+)
 from dltop.results.render import render
 from dltop.results.stats import summarize_run
 from dltop.results.table import Cell, Role, Table
@@ -324,7 +334,7 @@ def test_compare_pairs_by_identity_across_interpreters() -> None:
     assert {r.identity["lr"] for r in rows} == {0.01, 0.5}
     assert not any(r.verdict.startswith("only in") for r in rows)
     camp = {c.id: c for c in (queries.resolve_campaign(db, a), queries.resolve_campaign(db, b))}
-    md = render(compare.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
+    md = render(comparetable.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
     assert "| device | lr | A s |" in md and "constant: precision fp32" in md
 
 

@@ -141,6 +141,9 @@ concurrency = [1, 2, 3]
                             "--format", "md"], capture_output=True, text=True, timeout=60)
     assert "endpoint started by dltop (server fake)" in table.stdout, table.stdout
     assert "endpoint http" not in table.stdout, table.stdout
+    # the environment line: 5 servers (the group of three, other's, one per cold run)
+    assert len({x["endpoint"] for x in extras}) == 5
+    assert "endpoints 5 servers started by dltop" in table.stdout, table.stdout
 
 
 def test_a_failed_run_ends_the_groups_server_and_the_next_starts_another(

@@ -17,9 +17,10 @@ import pytest
 from dltop import cli
 from dltop.errors import UserError
 from dltop.profiles.loader import parse
-from dltop.results import export, queries, summary
+from dltop.results import caption, export, queries, summary
 from dltop.results.render import STATUS_SUFFIX, render
 from dltop.results.stats import summarize_run
+from dltop.results.table import NOTE_INCOMPLETE
 from dltop.store import Store, connect
 
 PROFILE = """
@@ -146,7 +147,7 @@ def test_incomplete_repeats_are_marked(tmp_path: Path) -> None:
     table = export.build_table(connect(path, create=False), 1, "time")
     cell = table.rows[0].cells[-1]
     assert cell is not None and cell.text == "0.2000 (2/3)" and cell.detail["incomplete"]
-    assert export.NOTE_INCOMPLETE in table.notes
+    assert NOTE_INCOMPLETE in table.notes
 
 
 def test_csv_value_columns_hold_only_numbers(db_path: Path) -> None:
@@ -260,3 +261,28 @@ def test_every_table_takes_its_format_from_the_suffix(db_path: Path, tmp_path: P
             assert "\\toprule" in text
         else:
             assert text.startswith("Campaigns 1 `desktop`") and "| model |" in text
+
+
+@pytest.mark.parametrize(("ends", "said"), [
+    (("http://127.0.0.1:5000/v1",) * 2, "endpoint http://127.0.0.1:5000/v1 (started by dltop);"),
+    (("http://127.0.0.1:5000/v1", "http://127.0.0.1:5001/v1"),
+     "endpoints 2 servers started by dltop, each run's URL in its environment;"),
+    ((None, None), None)])
+def test_the_url_a_started_server_got_is_in_the_environment_caption(
+        tmp_path: Path, ends: tuple[str | None, ...], said: str | None) -> None:
+    """The constant line says only "started by dltop" (a template is all a job holds):
+    the environment line gives the URL where the set's runs used one server."""
+    path = tmp_path / "t.db"
+    cid = add_campaign(path, "served", "hostA", ["cpu:1", "cpu:2"], {"cpu:1": 0.4, "cpu:2": 0.2})
+    store = Store(connect(path))
+    run_ids = [r["id"] for r in store.db.query("select id from runs order by id")]
+    for run_id, url in zip(run_ids, ends, strict=True):
+        served = {"server": "fake", "endpoint": url} if url else {
+            "server": None, "endpoint": "http://gpu7:8000/v1"}  # already serving
+        store.record_environment(run_id, {"host": "hostA", "extra": json.dumps(served)})
+    env = caption.environment(store.db, [cid])
+    if said is None:
+        assert "endpoint" not in env.caption() and "started_endpoints" not in env.as_json()
+    else:
+        assert said in env.caption(), env.caption()
+        assert env.as_json()["started_endpoints"] == sorted(set(ends))

@@ -15,7 +15,7 @@ from dltop.profiles import fields as declared
 from dltop.profiles.fields import integer, setting
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.results import compare, identity, idread, summary
+from dltop.results import comparetable, identity, idread, summary
 from dltop.results.queries import CampaignRow
 
 UNIT = re.compile(r"_(s|ms|w|j|c|pct|bytes|mhz)$")
@@ -76,7 +76,8 @@ def test_a_caption_states_exactly_the_settings_declared_loud() -> None:
 
 def test_the_declared_row_keys_follow_the_device_in_every_table() -> None:
     camp = CampaignRow(1, "a", "finished", "2026-11-26T00:00:00Z", None, "h")
-    for cols in (summary.columns(), compare.compare_table([], camp, camp, "time", 0.05).columns):
+    for cols in (summary.columns(),
+                 comparetable.compare_table([], camp, camp, "time", 0.05).columns):
         keys = [c.key for c in cols]
         at = keys.index("device") + 1
         assert keys[at:at + len(identity.ROW_KEYS)] == list(identity.ROW_KEYS)

@@ -15,6 +15,7 @@ from dltop.results import export, queries
 from dltop.results.aggregate import config_results
 from dltop.results.render import latex_escape, render
 from dltop.results.stats import summarize_run
+from dltop.results.table import NOTE_INCOMPLETE
 from dltop.store import Store, memory_db
 from dltop.store.read.jobs import status_counts
 from dltop.telemetry.values import RunTelemetry
@@ -82,7 +83,7 @@ def test_markdown(db) -> None:  # type: ignore[no-untyped-def]
     assert lines[4] == "| fcn-r | torch | 64 | OOM | n/a |"
     # cpu:2 has one ok run of the two planned: incomplete, with its count
     assert lines[5] == "| alexnet-r | torch | 64 | 0.3000 | 0.1000* (1/2) |"
-    assert export.NOTE_INCOMPLETE in lines
+    assert NOTE_INCOMPLETE in lines
     # no run stored an environment row: the caption says so once, after what is known
     assert lines[-1].startswith("Environment: host ") and lines[-1].endswith(
         "; OS, CPU, frameworks, Python, BLAS, threads n/a (no run reported its environment).")

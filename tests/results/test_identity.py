@@ -17,7 +17,17 @@ import sqlite_utils
 
 from dltop.profiles.jobspec import JobSpec
 from dltop.profiles.loader import parse
-from dltop.results import compare, export, identity, idread, queries, scaling, summary
+from dltop.results import (
+    compare,
+    comparetable,
+    export,
+    identity,
+    idread,
+    labels,
+    queries,
+    scaling,
+    summary,
+)
 from dltop.results.render import render
 from dltop.results.stats import summarize_run
 from dltop.results.table import Cell, Role, Table
@@ -230,6 +240,27 @@ def test_variation_constant_varying_and_interpreters_per_framework() -> None:
     assert var2.fields == ("interpreter",)
 
 
+def test_a_started_servers_endpoint_is_never_shown_as_its_template() -> None:
+    """A server dltop starts has an endpoint template in its identity (its port is
+    known only when it starts, per run): a caption and a row key say what it is."""
+    base = {"framework": "openai", "model": "m", "batch_size": 1, "device": "cpu:1",
+            "mode": "serve", "server": "vllm", "endpoint": "http://{host}:{port}/v1",
+            "interpreter": "/a/python"}
+    var = identity.variation([base, {**base, "concurrency": 2}])
+    assert "endpoint started by dltop (server vllm)" in var.caption()
+    assert "{" not in var.caption()
+    assert var.as_json()["constant"]["endpoint"] == "http://{host}:{port}/v1"  # as stored
+    given = {**base, "server": None, "endpoint": "http://gpu7:8000/v1"}
+    custom = {**base, "endpoint": "http://{host}:{port}/api/v1"}
+    var2 = identity.variation([base, given, custom])
+    assert var2.fields == ("server", "endpoint")
+    assert [var2.texts(i)[1] for i in (base, given, custom)] == [
+        "started by dltop (server vllm)", "http://gpu7:8000/v1",
+        "started by dltop (server vllm, path /api/v1)"]
+    assert var2.cells(custom)[1].text == "started by dltop (server vllm, path /api/v1)"
+    assert labels.field_text("endpoint", base["endpoint"]) == "endpoint started by dltop"
+
+
 def test_an_unfinished_repeat_stays_with_its_configuration() -> None:
     db, cid = campaign([{"repeats": 2}], interpreters=["/a/python", None])
     idents = idread.campaign_identities(db, cid)
@@ -303,7 +334,7 @@ def test_compare_pairs_by_identity_across_interpreters() -> None:
     assert {r.identity["lr"] for r in rows} == {0.01, 0.5}
     assert not any(r.verdict.startswith("only in") for r in rows)
     camp = {c.id: c for c in (queries.resolve_campaign(db, a), queries.resolve_campaign(db, b))}
-    md = render(compare.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
+    md = render(comparetable.compare_table(rows, camp[a], camp[b], "time", 0.05), "md")
     assert "| device | lr | A s |" in md and "constant: precision fp32" in md
 
 

@@ -10,7 +10,8 @@ import sqlite_utils
 from tests.results.conftest import CampaignMaker
 
 from dltop.results import export
-from dltop.results.compare import compare, compare_table
+from dltop.results.compare import compare
+from dltop.results.comparetable import compare_table
 from dltop.results.queries import resolve_campaign
 from dltop.results.render import render
 from dltop.store import memory_db

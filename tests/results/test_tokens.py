@@ -140,7 +140,7 @@ def test_dltop_runs_says_tokens(campaigns: Any, tmp_path: Path,
 
 
 def test_scaling_and_compare_say_tokens(campaigns: Any) -> None:
-    from dltop.results import compare, queries, scaling
+    from dltop.results import compare, comparetable, queries, scaling
 
     db = memory_db()
     a, b = _mixed(campaigns, db), _mixed(campaigns, db)
@@ -151,7 +151,7 @@ def test_scaling_and_compare_say_tokens(campaigns: Any) -> None:
     assert sorted(str(r.cells[at].text) for r in table.rows if r.cells[at] is not None) == [
         "samples/s", "tokens/s"]
     rows = compare.compare(db, [a], [b], "throughput", 0.05)
-    cmp = compare.compare_table(rows, queries.resolve_campaign(db, a),
+    cmp = comparetable.compare_table(rows, queries.resolve_campaign(db, a),
                                 queries.resolve_campaign(db, b), "throughput", 0.05)
     keys = [c.key for c in cmp.columns]
     at = keys.index(tokens.UNIT_COLUMN)

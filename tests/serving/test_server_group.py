@@ -126,6 +126,24 @@ concurrency = [1, 2, 3]
     assert len(set(cold)) == 3 and "server_pid" not in extras[4]
     assert all(r["server_cold_start_s"] >= 0.3 for r in runs[4:])
     assert all(gone(p) for p in (steady, other, *cold))
+    # the URL each run used, never the endpoint's template: in its log's first line where
+    # it is known then (a group's server started before the run), else once it is ready
+    for r, extra in zip(runs, extras, strict=True):
+        log = Path(r["log_path"]).read_text()
+        first = log.splitlines()[0]
+        assert "{" not in log and extra["endpoint"].startswith("http://127.0.0.1:"), log
+        if r["model"] == "cold":
+            assert "at the server fake that it starts" in first, first
+            assert f"endpoint {extra['endpoint']}\n" in log, log
+        else:
+            assert f" at {extra['endpoint']} (pid " in first, first
+    table = subprocess.run([sys.executable, "-m", "dltop", "export", "--db", str(db),
+                            "--format", "md"], capture_output=True, text=True, timeout=60)
+    assert "endpoint started by dltop (server fake)" in table.stdout, table.stdout
+    assert "endpoint http" not in table.stdout, table.stdout
+    # the environment line: 5 servers (the group of three, other's, one per cold run)
+    assert len({x["endpoint"] for x in extras}) == 5
+    assert "endpoints 5 servers started by dltop" in table.stdout, table.stdout
 
 
 def test_a_failed_run_ends_the_groups_server_and_the_next_starts_another(

@@ -25,7 +25,8 @@ from dltop.tui.devices import DeviceLines
 from dltop.tui.messages import ActionDone
 from dltop.tui.modals import ProfilePicker
 from dltop.tui.queue import QueueTable
-from dltop.tui.results_screen import MetricBar, ResultsScreen
+from dltop.tui.results_screen import ResultsScreen
+from dltop.tui.results_widgets import MetricBar
 from dltop.tui.screens import HistoryScreen, MainScreen, QueueHint, TitleBar
 
 from .conftest import SteppingClock, fixed_host

@@ -19,8 +19,9 @@ from dltop import cli
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 from dltop.tui import ops
 from dltop.tui.app import DltopApp
-from dltop.tui.results_screen import MetricPicker, ResultsScreen
+from dltop.tui.results_screen import ResultsScreen
 from dltop.tui.results_view import SLO_TABLE, scaling_text, settled
+from dltop.tui.results_widgets import MetricPicker
 
 from .test_results_screen import results_app, seed_results, settle
 from .test_serve_results import seed_serve
@@ -109,6 +110,26 @@ async def test_a_campaign_without_an_slo_shows_the_clis_reason(
         await pilot.press("m")  # on from the slo table: the first metric again
         await settle(app, pilot)
         assert screen.metric == "time" and screen.query_one(DataTable).row_count == 2
+
+
+async def test_another_campaign_gets_a_metric_it_has(tmp_path: Path) -> None:
+    """The slo table picked for a serve campaign is not kept for a training one (which
+    has no serving answer): the screen falls back to its first choice, ``time``."""
+    db = seed_results(tmp_path)
+    training = 1
+    seed_serve(tmp_path, db.name)  # campaign 2, followed: the newest
+    app = results_app(db)
+    async with app.run_test(size=(140, 40)) as pilot:
+        screen = await open_results(app, pilot)
+        await pick(app, pilot, SLO_TABLE)
+        assert screen.data is not None and screen.data.metric == SLO_TABLE
+        app.open_campaign(training)
+        await settle(app, pilot)
+        assert screen.data is not None and SLO_TABLE not in screen.data.metrics
+        assert screen.metric == screen.data.metric == app.metric == "time"
+        assert not screen.data.refused
+        assert rendered(screen, "#results-title") != "no serving answer (slo table)"
+        assert screen.query_one("#results-table", DataTable).row_count > 0
 
 
 @pytest.mark.slow

@@ -231,3 +231,25 @@ def test_the_memory_chart_is_in_mib_under_a_gib(tmp_path: Path) -> None:
     assert spec.series[0][2] == [30.0, 31.0, 32.0, 33.0]
     big = read_trace(db, d.ok_run)
     assert big is not None and chart_spec(big, "memory").title == "memory GiB"
+
+
+def test_a_serve_runs_short_window_gives_the_serve_hint(tmp_path: Path) -> None:
+    """A serve run's window is its requests' (min_time_s does not apply): its shortfall
+    says what lengthens it (telemetry.readings.SERVE_HINT), as the results tables do."""
+    from dataclasses import replace
+
+    from dltop.telemetry.readings import HINT, SERVE_HINT
+    from dltop.tui.rundetail_rows import telemetry_rows
+
+    d = seed_detail(tmp_path)
+    Store(connect(d.seeded.db_path)).update_run(d.ok_run, {
+        "window_s": 0.04, "gpu_readings": 0, "host_readings": 0, "cpu_energy_j": 1.0})
+    trained = read_run_detail(open_reader(d.seeded.db_path), d.ok_run)
+    assert trained is not None and not trained.serve
+    assert trained.why_missing("gpu").endswith(f"({HINT})")
+    served = replace(trained, framework="openai")  # the same row as a serve run's
+    assert served.serve
+    for group in ("gpu", "telemetry"):
+        assert served.why_missing(group) == f"window 0.04 s, 0 readings ({SERVE_HINT})"
+    rows = {label: text for label, text, _ in telemetry_rows(served)}
+    assert rows["cpu energy"] == f"n/a: window 0.04 s, 0 readings ({SERVE_HINT})"

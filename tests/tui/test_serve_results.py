@@ -11,7 +11,8 @@ from textual.widgets import OptionList
 from dltop.jobs import campaign
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
-from dltop.tui.results_screen import MetricPicker, ResultsScreen
+from dltop.tui.results_screen import ResultsScreen
+from dltop.tui.results_widgets import MetricPicker
 
 from .test_results_screen import results_app, settle
 
@@ -26,8 +27,9 @@ request_rate = [5, 10]
 """
 
 
-def seed_serve(tmp_path: Path) -> Path:
-    db_path = tmp_path / "s.db"
+def seed_serve(tmp_path: Path, name: str = "s.db") -> Path:
+    """A finished serve campaign, in ``name`` (a database that may hold others)."""
+    db_path = tmp_path / name
     store = Store(connect(db_path))
     plan = campaign.preflight([parse(SERVE, "s.toml", "serve-screen")], 0, False)
     cid, queued = campaign.create(store, plan, ["dltop", "run", "s.toml"])

@@ -18,8 +18,9 @@ from textual.widgets import DataTable, OptionList
 from dltop.live.rundetail import read_run_detail
 from dltop.store.views import ensure_views
 from dltop.tui.queue import QueueHeader, QueueTable
-from dltop.tui.results_screen import MetricBar, MetricPicker, ResultsScreen, bar_layout
+from dltop.tui.results_screen import ResultsScreen
 from dltop.tui.results_view import METRIC_NAMES
+from dltop.tui.results_widgets import MetricBar, MetricPicker, bar_layout
 from dltop.tui.rundetail import section
 from dltop.tui.rundetail_rows import telemetry_rows
 

@@ -70,7 +70,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from dltop.results import abtest, compare, comparemetrics, queries
+    from dltop.results import abtest, compare, comparemetrics, comparetable, queries
     from dltop.results.render import render
 
     if args.by is None and args.b is None:
@@ -102,7 +102,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     rows = compare.compare(db, [c.id for c in a], [c.id for c in b], metric,
                            args.threshold, allow_flagged=args.allow_flagged,
                            within_run=args.within_run)
-    sys.stdout.write(render(compare.compare_table(rows, a, b, metric, args.threshold,
+    sys.stdout.write(render(comparetable.compare_table(rows, a, b, metric, args.threshold,
                                                   db), args.format))
     if not args.fail_on_regression:
         return 0

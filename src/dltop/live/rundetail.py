@@ -17,7 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dltop.catalog import RunStatus
+from dltop.catalog import SERVE_FRAMEWORKS, RunStatus
 from dltop.live.campaign import read_log_tail
 from dltop.live.nodegpus import NodeGpu, node_gpus, slurm_acct_text
 from dltop.results import generation as gen
@@ -38,7 +38,7 @@ from dltop.results.serving import serve_requests_of
 from dltop.store import samples
 from dltop.store.read import rundetail as run_rows
 from dltop.store.read import runs
-from dltop.telemetry.readings import gpu_shortfall, host_shortfall
+from dltop.telemetry.readings import HINT, SERVE_HINT, gpu_shortfall, host_shortfall
 from dltop.telemetry.values import RunTelemetry
 from dltop.telemetry.values import opt_float as _f
 
@@ -79,11 +79,13 @@ class StoredTelemetry(RunTelemetry):
     page_faults_per_step: float | None = None
     """The runner's page faults per measured step (the ``done`` event's)."""
 
-    def short(self, group: str) -> str | None:
+    def short(self, group: str, serve: bool = False) -> str | None:
         """Why the ``gpu`` or host (``telemetry``) figures are not shown: too few readings
-        or too short a window (:mod:`dltop.telemetry.readings`), without the ``n/a: ``."""
-        why = gpu_shortfall(self.window_s, self.gpu_readings) if group == "gpu" \
-            else host_shortfall(self.window_s, self.host_readings)
+        or too short a window (:mod:`dltop.telemetry.readings`), without the ``n/a: ``;
+        ``serve``: a serve run's (its window is its requests': min_time_s does not apply)."""
+        hint = SERVE_HINT if serve else HINT
+        why = gpu_shortfall(self.window_s, self.gpu_readings, hint) if group == "gpu" \
+            else host_shortfall(self.window_s, self.host_readings, hint)
         return None if why is None else why.removeprefix("n/a: ")
 
 
@@ -161,6 +163,11 @@ class RunDetail:
         return self.attempts.index(self.run_id) if self.run_id in self.attempts else 0
 
     @property
+    def serve(self) -> bool:
+        """Whether it is a serve run (:data:`~dltop.catalog.SERVE_FRAMEWORKS`)."""
+        return self.framework in SERVE_FRAMEWORKS
+
+    @property
     def uses_gpu(self) -> bool:
         """Whether the run had GPUs (a ``cpu:N`` job has none)."""
         return bool(self.gpu_indices) or not self.device.startswith("cpu")
@@ -185,7 +192,7 @@ class RunDetail:
             return "CPU job: no GPU"
         if group == "stats" and not self.stats.n_iterations:
             return "no measured iteration"
-        if group in ("gpu", "telemetry") and (short := self.telemetry.short(group)):
+        if group in ("gpu", "telemetry") and (short := self.telemetry.short(group, self.serve)):
             return short  # before "not supported": a short window is no GPU's fault
         if self.telemetry.telemetry_note:
             return self.telemetry.telemetry_note

@@ -27,7 +27,16 @@ from dltop import catalog
 from dltop.errors import UserError
 from dltop.profiles import fields as declared
 from dltop.profiles.jobspec import JobSpec
-from dltop.results import caption, compare, comparemetrics, identity, idread, queries, tokens
+from dltop.results import (
+    caption,
+    compare,
+    comparemetrics,
+    comparetable,
+    identity,
+    idread,
+    queries,
+    tokens,
+)
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metrics import value_of
 from dltop.results.places import device_key, rank
@@ -230,11 +239,11 @@ def by_table(res: ByResult, camps: Sequence[queries.CampaignRow], threshold: flo
             Cell(m.fmt(c.a) if c.a is not None else "", c.a),
             Cell(m.fmt(c.b) if c.b is not None else "", c.b),
             Cell(f"{c.ratio:.3f}" if c.ratio is not None else "", c.ratio),
-            *compare.ci_cells(c),
+            *comparetable.ci_cells(c),
             key_cell(f"{c.runs_a}/{c.runs_b}" if c.runs_a or c.runs_b else ""),
             key_cell(", ".join(c.flags_a)), key_cell(", ".join(c.flags_b)),
-            Cell(compare.verdict_text(c))),
-            {**compare.row_extra(c), "a_setting": p.a_value, "b_setting": p.b_value}))
+            Cell(comparetable.verdict_text(c))),
+            {**comparetable.row_extra(c), "a_setting": p.a_value, "b_setting": p.b_value}))
     shown = identity.fmt_value(res.baseline)
     notes = (
         f"Pairs: configurations that differ only in {head}; A = {head} {shown} (the "
@@ -245,7 +254,7 @@ def by_table(res: ByResult, camps: Sequence[queries.CampaignRow], threshold: flo
         "of the median over runs (time: of each run's median s/iter; throughput: total "
         "samples / total seconds; energy: J per sample or token; TTFT, TPOT: each run's "
         "median request).",
-        *compare.notes(rows, threshold),
+        *comparetable.notes(rows, threshold),
         *((f"{res.unpaired} configuration(s) have no {head} = {shown} partner: not "
            "shown.",) if res.unpaired else ()))
     constants = var.caption()

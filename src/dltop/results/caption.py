@@ -71,6 +71,17 @@ class Environment:
     allocator: tuple[str, ...] = ()
     """Distinct allocator settings (``MALLOC_MMAP_THRESHOLD_=33554432``, or
     :data:`DEFAULT_ALLOC`); empty when no run set any (the caption then says nothing)."""
+    started_endpoints: tuple[str, ...] = ()
+    """The URLs the servers dltop started got (their endpoint template filled in as each
+    started: ``environment.extra``'s ``endpoint`` of a run with a ``server``)."""
+
+    def _started_text(self) -> list[tuple[str, str]]:
+        """The started servers' endpoint: the URL where the set's runs used one."""
+        n = len(self.started_endpoints)
+        if n == 1:
+            return [("endpoint", f"{self.started_endpoints[0]} (started by dltop)")]
+        return [("endpoints", f"{n} servers started by dltop, each run's URL in its "
+                              "environment")] if n else []
 
     def _many_hosts(self) -> bool:
         return len(self.hosts) > 1
@@ -128,7 +139,7 @@ class Environment:
                 ("Python", some(self.python, soft)), ("BLAS", blas_text or soft),
                 ("threads", "; ".join(self._thread_texts()) or soft),
                 *([("allocator", "; ".join(self.allocator))] if self.allocator else []),
-                ("dltop", some(self.dltop))]
+                *self._started_text(), ("dltop", some(self.dltop))]
 
     def caption(self) -> str:
         """``Environment: host h; OS ...; CPU ...; GPU ...; ...; dltop 0.1.0.`` (one line).
@@ -155,6 +166,8 @@ class Environment:
             "threads": [{"threads": n, "env": dict(env)} for n, env in self.threads],
             "dltop_version": list(self.dltop), "runs_reported": self.reported,
             **({"allocator": list(self.allocator)} if self.allocator else {}),
+            **({"started_endpoints": list(self.started_endpoints)}
+               if self.started_endpoints else {}),
             **({"gpu_settings": list(self.gpu_settings), "gpu_clocks_at_start": self.gpu_clocks}
                if self.gpu_settings else {})}
 
@@ -237,7 +250,10 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
         drivers=_distinct([e.get("driver_version") for e in envs
                            if str(e["job_device"]).startswith("gpu")]),
         gpu_settings=settings, gpu_clocks=clocks,
-        allocator=() if alloc in ((), (DEFAULT_ALLOC,)) else alloc)
+        allocator=() if alloc in ((), (DEFAULT_ALLOC,)) else alloc,
+        started_endpoints=_distinct([str(gpufacts.extra_field(e["extra"], "endpoint"))
+                                     for e in envs
+                                     if gpufacts.extra_field(e["extra"], "server")]))
 
 
 def context(db: sqlite_utils.Database, camps: Sequence[CampaignRow],

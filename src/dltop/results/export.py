@@ -47,6 +47,7 @@ from dltop.results.metrics import MIXED_NOTE, host_split_text, markers, value_of
 from dltop.results.places import place_key, place_labeller, placed_identities, rank
 from dltop.results.render import render
 from dltop.results.table import (
+    NOTE_INCOMPLETE,
     Cell,
     Column,
     Layout,
@@ -90,8 +91,6 @@ NOTE_CLIENT_BOUND = ("‡ client-bound: a serve run's client could not keep its 
 NOTE_PACKED = ("† measured while other runs shared its devices: packed (its campaign ran "
                "with dltop run --pack) or shared (another engine's runner was seen on "
                "them): a throughput figure, not a clean single-run one.")
-NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (incomplete: "
-                   "the others failed, were cancelled or have not run).")
 NOTE_STATUSES = (("timeout", "timeout: stopped at its timeout_s"),
                  ("cancelled", "cancelled: stopped or dropped by a cancel"),
                  ("diverged", "diverged: the loss became NaN or infinite"),

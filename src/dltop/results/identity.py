@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dltop.profiles import fields as declared
+from dltop.profiles import servers
 from dltop.profiles.jobspec import JobSpec
 from dltop.results.idread import (
     INTERPRETER,
@@ -40,6 +41,10 @@ from dltop.results.table import Cell, Column, Role
 
 BASE = ("model", "framework", "batch_size")
 """Row keys every table has."""
+ENDPOINT = "endpoint"
+"""A serve job's option: its URL, or the template of a server dltop starts (:func:`shown`)."""
+SERVER = "server"
+"""A serve job's server dltop starts, by name (None: the endpoint was already serving)."""
 COLUMN = "device"
 """The identity field the pivot spreads over its columns."""
 PLACE = "_place"
@@ -99,15 +104,39 @@ def fmt_value(value: Any) -> str:
     return str(value)
 
 
+def endpoint_text(value: Any, server: Any = None) -> str:
+    """A serve job's ``endpoint`` as a table shows it: its URL, or for a server dltop
+    starts (its template, ``http://{host}:{port}/v1``, filled in as each server starts:
+    the run's environment holds the URL) ``started by dltop (server NAME)``, with the
+    path where the profile gave another than :data:`~dltop.profiles.servers.ENDPOINT`'s."""
+    if not isinstance(value, str) or "{port}" not in value:
+        return fmt_value(value)
+    said = [] if server is None else [f"server {fmt_value(server)}"]
+    path = value.split("{port}", 1)[1]
+    if value != servers.ENDPOINT:
+        said.append(f"path {path or '/'}")
+    return "started by dltop" + (f" ({', '.join(said)})" if said else "")
+
+
+def shown(name: str, value: Any, server: Any = None) -> str:
+    """:func:`fmt_value`, the endpoint of a server dltop starts as :func:`endpoint_text`
+    says it (``server``: the configuration's, when known)."""
+    return endpoint_text(value, server) if name == ENDPOINT else fmt_value(value)
+
+
 def header(name: str) -> str:
     """A field's column header (``batch scaling``, ``lr``, ``xla``...)."""
     return HEADERS.get(name, name.replace("_", " "))
 
 
-def value_cells(values: Iterable[Any]) -> tuple[Cell, ...]:
-    """Row-key cells of identity values as displayed; numbers keep their value for CSV/JSON."""
-    return tuple(Cell(fmt_value(v), v if isinstance(v, int | float)
-                      and not isinstance(v, bool) else None) for v in values)
+def value_cells(values: Iterable[Any], texts: Iterable[str] | None = None
+                ) -> tuple[Cell, ...]:
+    """Row-key cells of identity values as displayed (``texts``, else :func:`fmt_value`'s);
+    numbers keep their value for CSV/JSON."""
+    values = tuple(values)
+    shown_texts = (fmt_value(v) for v in values) if texts is None else texts
+    return tuple(Cell(t, v if isinstance(v, int | float) and not isinstance(v, bool)
+                      else None) for v, t in zip(values, shown_texts, strict=True))
 
 
 def row_key_cells(ident: Identity) -> tuple[Cell, ...]:
@@ -142,7 +171,7 @@ class Variation:
 
     def texts(self, ident: Identity) -> tuple[str, ...]:
         """The varying fields' values of one configuration as displayed."""
-        return tuple(fmt_value(v) for v in self.values(ident))
+        return tuple(shown(f, ident.get(f), ident.get(SERVER)) for f in self.fields)
 
     def group(self, ident: Identity) -> str:
         """The varying fields' values as one canonical string (a row's grouping key)."""
@@ -150,7 +179,7 @@ class Variation:
 
     def cells(self, ident: Identity) -> tuple[Cell, ...]:
         """Row-key cells of the varying fields: numbers keep their value for CSV/JSON."""
-        return value_cells(self.values(ident))
+        return value_cells(self.values(ident), self.texts(ident))
 
     def columns(self) -> tuple[Column, ...]:
         """Row-key columns of the varying fields (JSON key: the field's name)."""
@@ -178,10 +207,11 @@ class Variation:
         listed: it names no value (the JSON export keeps it, as null).
         """
         parts = []
-        shown = [(name, value) for name, value in self.constant if value is not None]
-        if shown:
+        stated = [(name, value) for name, value in self.constant if value is not None]
+        server = dict(self.constant).get(SERVER)
+        if stated:
             parts.append("constant: " + ", ".join(
-                f"{header(name)} {fmt_value(value)}" for name, value in shown))
+                f"{header(name)} {shown(name, value, server)}" for name, value in stated))
         if self.per_framework:
             parts.append("interpreter: " + ", ".join(
                 f"{fw} {fmt_value(path)}" for fw, path in self.per_framework))

@@ -50,7 +50,7 @@ def field_text(name: str, value: Any) -> str:
         return ""  # a flag off or a setting at its default: the label without it says so
     if value is True:
         return identity.header(name)
-    text = identity.fmt_value(value)
+    text = identity.shown(name, value)
     if name in BARE:
         return text
     if name in SHORT:

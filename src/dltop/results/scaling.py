@@ -34,7 +34,17 @@ from dltop.results import caption, identity, oversub, queries, tokens
 from dltop.results.aggregate import ConfigResult, config_results
 from dltop.results.metrics import MIXED_MARK, MIXED_NOTE, markers
 from dltop.results.places import place_labeller, placed_identities, rank
-from dltop.results.table import Cell, Column, Role, Row, Table, fmt_seconds, key_cell, status_label
+from dltop.results.table import (
+    NOTE_INCOMPLETE,
+    Cell,
+    Column,
+    Role,
+    Row,
+    Table,
+    fmt_seconds,
+    key_cell,
+    status_label,
+)
 
 if TYPE_CHECKING:  # annotations only: sqlite-utils costs ~0.1 s to import (store.reader)
     import sqlite_utils
@@ -157,8 +167,6 @@ NOTE_MARKS = ("`*` noisy (a run's CV > 0.10); † measured while other runs shar
               "(packed: --pack; or shared: another engine's runner was seen on them); § a "
               "foreign process used the run's devices; ! oversubscribed: cpu:N "
               "on a host of fewer than N logical CPUs (the caption says which).")
-NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (the others "
-                   "failed, were cancelled or have not run).")
 NOTE_SUPERLINEAR = ("‡ efficiency above 100 %: superlinear scaling is more often a "
                     "measurement problem (a noisy or slow 1-device baseline, caches, "
                     "different work per step) than a result; check before citing it.")

@@ -27,6 +27,11 @@ LABELS: Mapping[str, str] = {
 only removed jobs says ``removed``, the status itself, as any unknown status would)."""
 
 
+NOTE_INCOMPLETE = ("(n/m): only n of the m repeats planned gave a result (incomplete: "
+                   "the others failed, were cancelled or have not run).")
+"""The note under a table with a ``(n/m)`` cell (the time, metric and scaling tables')."""
+
+
 def status_label(status: str) -> str:
     """``OOM``, ``n/a``, ``failed``, ... for a status; unknown statuses as they are."""
     return LABELS.get(status, status)

@@ -57,10 +57,10 @@ def _window(m: StoredTelemetry) -> str | None:
 def telemetry_rows(d: RunDetail) -> list[Row]:
     """The run's telemetry summary (the ``runs`` columns)."""
     m = d.telemetry
-    if m.short("gpu"):  # too few readings: the GPU rows give that reason, no number
+    if m.short("gpu", d.serve):  # too few readings: the GPU rows give that reason, no number
         m = replace(m, gpu_util_mean_pct=None, power_mean_w=None, energy_j=None,
                     joules_per_sample=None, gpu_mem_peak_bytes=None)
-    host_short = m.short("telemetry")
+    host_short = m.short("telemetry", d.serve)
     if host_short:  # the kernel's peak RSS is exact whatever the window: it stays
         m = replace(m, host_cpu_mean_pct=None, tree_cpu_mean_pct=None, rss_peak_bytes=None,
                     cpu_energy_j=None, dram_energy_j=None, cpu_joules_per_sample=None,

@@ -87,8 +87,8 @@ def run(spec, reporter):
             cold_s = server.wait_ready()
         except srv.ServerFailed as exc:
             raise load.SetupFailed(str(exc)) from None
-        sys.stdout.write("[dltop] server ready at %s after %.3f s\n" % (server.ready_url,
-                                                                       cold_s))
+        sys.stdout.write("[dltop] server ready at %s after %.3f s: endpoint %s\n" % (
+            server.ready_url, cold_s, server.endpoint))
         sys.stdout.flush()
         return _load(spec, reporter, opts, server.endpoint, cold_s)
     finally:
@@ -353,12 +353,24 @@ def _report(reporter, spec, res, state):
                        t_mono_ns=int(res.end_mono * 1e9))
 
 
+def _where(spec):
+    """The endpoint the log's first line names: a started server's URL where it is known
+    (the group's server: started before the run), never its template."""
+    shared = os.environ.get("DLTOP_SHARED_SERVER")
+    if shared:
+        return json.loads(shared).get("endpoint") or "its group's server %s (not started)" % (
+            spec.get("server"))
+    if _options(spec).get("server_command"):
+        return "the server %s that it starts (its URL once ready, below)" % spec.get("server")
+    return _options(spec).get("endpoint")
+
+
 def main():
     """proto.main, with an unreachable endpoint reported as kind ``setup``."""
     spec = proto.load_spec()
     reporter = proto.Reporter()
     sys.stdout.write("[dltop] run %s: openai %s at %s (pid %d)\n" % (
-        spec.get("run_id"), spec.get("model"), _options(spec).get("endpoint"), os.getpid()))
+        spec.get("run_id"), spec.get("model"), _where(spec), os.getpid()))
     sys.stdout.flush()
     try:
         n = run(spec, reporter)

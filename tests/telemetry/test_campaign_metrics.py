@@ -20,7 +20,7 @@ from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.values import HostSample
 
-from .metrics_campaign import PROFILE, WAITING, seed
+from .metrics_campaign import PROFILE, WAITING_DEVICES, WAITING_HOLDERS, seed
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dltop-campaign.json"
 
@@ -69,12 +69,20 @@ def one(samples: list[Any], **labels: str) -> Any:
     return s
 
 
-def test_campaign_states_jobs_and_whom_it_waits_for(scraped: dict[str, list[Any]]) -> None:
+def test_campaign_states_jobs_and_what_it_waits_for(scraped: dict[str, list[Any]],
+                                                    db_path: Path) -> None:
     states = {s.labels["state"]: s.value for s in scraped["dltop_campaign_state"]}
     assert states["waiting"] == 1 and sum(states.values()) == 1 and "finished" in states
     assert one(scraped["dltop_campaign_engine_up"]).value == 1
+    # which devices, since when, on how many processes: never who holds them (the stored
+    # text's pid, user, campaign and database stay on the host: dltop status, the TUI)
     wait = one(scraped["dltop_campaign_waiting_for_devices"])
-    assert wait.value == 1 and wait.labels["waiting_for"] == WAITING
+    assert wait.value == 1 and wait.labels["devices"] == WAITING_DEVICES
+    assert one(scraped["dltop_campaign_waiting_holders"]).value == WAITING_HOLDERS
+    (since,) = connect(db_path).execute("select waiting_since_s from campaigns").fetchone()
+    assert one(scraped["dltop_campaign_waiting_start_time_seconds"]).value == since
+    values = {v for samples in scraped.values() for s in samples for v in s.labels.values()}
+    assert not [v for v in values if re.search(r"4242|alice|secret|pid|held", v)], values
     jobs = {s.labels["state"]: s.value for s in scraped["dltop_campaign_jobs"]}
     assert {k: v for k, v in jobs.items() if v} == {"ok": 1, "crashed": 1, "running": 1,
                                                      "queued": 1}

@@ -32,6 +32,7 @@ from dltop.errors import UserError
 from dltop.jobs.start import start_engine
 from dltop.store import connect
 
+from .metrics_campaign import add_waiting
 from .test_exporter import free_port, serving
 
 GRAFANA = Path(__file__).resolve().parents[2] / "docs" / "grafana"
@@ -180,7 +181,8 @@ def live_scrape(tmp_path: Path, wait_until: Callable[..., None]) -> Iterator[
         dict[str, list[Any]]]:
     """Two scrapes of ``dltop exporter --fake-gpus 2`` (a real process) while a serve
     campaign's second run is in progress (its engine held with SIGSTOP: alive, nothing
-    more written), its first ended; parsed by prometheus_client."""
+    more written), its first ended, and another campaign waits for devices (the series
+    served only while one waits); parsed by prometheus_client."""
     fake = subprocess.Popen([sys.executable, str(FAKE), "--ttft-ms", "50", "--itl-ms", "10"],
                             stdout=subprocess.PIPE, text=True)
     assert fake.stdout is not None
@@ -220,6 +222,7 @@ def live_scrape(tmp_path: Path, wait_until: Callable[..., None]) -> Iterator[
                    interval_s=0.1)
         os.kill(launch.pid, signal.SIGSTOP)
         stopped = True
+        add_waiting(db_path)
         first = check_exposition(scrape_text(port))
         time.sleep(1.1)  # a second scrape, a device reading later: the same series
         second = check_exposition(scrape_text(port))
@@ -287,4 +290,5 @@ def test_every_dashboard_query_reads_served_series_with_their_labels_and_units(
     # the dashboard shows a campaign, its runs, a serve run, devices and the host
     assert {"dltop_campaign_state", "dltop_run_samples_per_second",
             "dltop_serve_ttft_seconds_bucket", "DCGM_FI_DEV_GPU_UTIL",
-            "dltop_host_cpu_percent"} <= checked
+            "dltop_host_cpu_percent", "dltop_campaign_waiting_holders",
+            "dltop_campaign_waiting_start_time_seconds"} <= checked

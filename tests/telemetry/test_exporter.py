@@ -56,8 +56,10 @@ def test_gpu_values_are_in_dcgm_exporter_units() -> None:
     fams = {f.name: f for f in gpu_families(frame, "h1")}
     g = frame.gpus[1]
     labels, used = fams["DCGM_FI_DEV_FB_USED"].samples[1]
-    assert dict(labels) == {"gpu": "1", "UUID": "GPU-fake-0001", "modelName": "Simulated GPU 1",
-                            "Hostname": "h1", "simulated": "true"}
+    # a simulated GPU has no PCI bus nor /dev/nvidia1: those labels are empty, not made up
+    assert dict(labels) == {"gpu": "1", "UUID": "GPU-fake-0001", "pci_bus_id": "",
+                            "device": "", "modelName": "Simulated GPU 1", "Hostname": "h1",
+                            "simulated": "true"}
     assert used == g.mem_used_bytes // MIB  # whole MiB, as dcgm-exporter
     assert fams["DCGM_FI_DEV_FB_TOTAL"].samples[1][1] == 80 * 1024  # MiB
     assert fams["DCGM_FI_DEV_FB_FREE"].samples[1][1] == 80 * 1024 - used

@@ -5,8 +5,9 @@ here from a device frame and the database's running runs; :mod:`dltop.live.expor
 reads those (its :class:`~dltop.live.exporter.MetricsSource`) and turns them into
 ``prometheus_client`` metrics, so the logic is testable without an HTTP server.
 
-GPU metrics carry dcgm-exporter's names and label spelling (``gpu``, ``UUID``,
-``modelName``, ``Hostname``) plus ``simulated`` (``"true"`` for ``--fake-gpus``);
+GPU metrics carry dcgm-exporter's names and labels (``gpu``, ``UUID``, ``pci_bus_id``,
+``device``, ``modelName``, ``Hostname``: what NVML gives, empty where it gives nothing)
+plus ``simulated`` (``"true"`` for ``--fake-gpus``);
 dltop's own are ``dltop_host_*`` and ``dltop_run_*``. docs/serve.md lists them. A
 Slurm run's GPUs on other nodes (its agents' rows) are GPUs of those ``Hostname`` s.
 """
@@ -155,7 +156,12 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
     rows: list[tuple[Labels, Any]] = []
     for g in frame.gpus:
         st = statics.get(g.index)
+        # dcgm-exporter's labels, so its dashboards and alert rules join dltop's series:
+        # device is its nvidia<gpu> (the NVML index); a simulated GPU has neither it
+        # nor a bus id
         labels = {"gpu": str(g.index), "UUID": (st.uuid if st else None) or "",
+                  "pci_bus_id": (st.pci_bus_id if st else None) or "",
+                  "device": "" if g.simulated else f"nvidia{g.index}",
                   "modelName": st.name if st else "", "Hostname": hostname,
                   "simulated": "true" if g.simulated else "false"}
         total = g.mem_total_bytes or (st.memory_total_bytes if st else None)
@@ -163,8 +169,9 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
     # A Slurm run's GPUs on other nodes (their agents' newest windows), labelled with
     # their node: what their agents measure (utilization, power, memory used).
     for rg in frame.remote:
-        rows.append(({"gpu": str(rg.gpu_index), "UUID": "", "modelName": "",
-                      "Hostname": rg.node, "simulated": "true" if rg.simulated else "false"},
+        rows.append(({"gpu": str(rg.gpu_index), "UUID": "", "pci_bus_id": "", "device": "",
+                      "modelName": "", "Hostname": rg.node,
+                      "simulated": "true" if rg.simulated else "false"},
                      (_RemoteReading(rg.util_pct, rg.power_w, rg.mem_used_bytes), None)))
     nodes = Counter(rg.node for rg in frame.remote)
 

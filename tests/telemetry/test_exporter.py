@@ -3,6 +3,7 @@ while a real campaign runs."""
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import sqlite3
@@ -211,12 +212,16 @@ def test_exporter_reports_devices_host_and_a_running_campaign(
         conn = sqlite3.connect(db)
         run_id, camp_id = conn.execute("select id, campaign_id from runs").fetchone()
         conn.close()
-        for name in RUN:
+        (info,) = first["dltop_run_info"]
+        where = {"campaign": "prom-demo", "campaign_id": str(camp_id),
+                 "slot": info.labels["slot"], "Hostname": info.labels["Hostname"]}
+        assert re.fullmatch(r"cpu \d+", where["slot"])  # the one core it is pinned to
+        assert info.value == 1 and info.labels == {
+            **where, "framework": "command", "model": "my-net", "batch": "32",
+            "device": "cpu:1", "run_id": str(run_id)}
+        for name in RUN:  # its values: where it runs, no run id (joined on these)
             (s,) = first[name]
-            assert s.labels == {"campaign": "prom-demo", "campaign_id": str(camp_id),
-                                "framework": "command", "model": "my-net", "batch": "32",
-                                "device": "cpu:1", "run_id": str(run_id),
-                                "Hostname": s.labels["Hostname"]}, name
+            assert s.labels == where, name
         value = {name: first[name][0].value for name in RUN}
         assert value["dltop_run_iterations_planned"] == 100002
         assert value["dltop_run_in_warmup"] == 0

@@ -255,7 +255,7 @@ def test_every_dashboard_query_reads_served_series_with_their_labels_and_units(
     labels_of = {name: set().union(*(s.labels for s in samples))
                  for name, samples in got.items()}
     # a label value with quotes, a backslash and non-ASCII arrives as it was
-    assert {s.labels["model"] for s in got["dltop_run_iterations_done"]} == {MODEL}
+    assert {s.labels["model"] for s in got["dltop_run_info"]} == {MODEL}
     assert got["dltop_campaign_last_run_info"][0].labels["status"] == "ok"
     assert dashboards(), "no dashboard in docs/grafana"
     checked = set()
@@ -275,8 +275,11 @@ def test_every_dashboard_query_reads_served_series_with_their_labels_and_units(
             assert grouped <= carried, f"{where}: no label {grouped - carried}"
             legend = target.get("legendFormat") or ""
             shown = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend))
-            have = (grouped - {"le"}) if re.search(r"\bby\s*\(", target["expr"]) \
-                else carried
+            # a one-to-one match (an info series joined on): the left side's labels
+            lead = re.match(r"\s*([A-Za-z_:][\w:]*)\s*(?:\{[^}]*\})?\s*[-+*/]\s*on\b",
+                            target["expr"])
+            have = labels_of[lead.group(1)] if lead else (grouped - {"le"}) \
+                if re.search(r"\bby\s*\(", target["expr"]) else carried
             assert shown <= have, f"{where}: the legend shows no label {shown - have}"
             if panel is None or panel["type"] in ("table", "state-timeline", "bargauge"):
                 continue

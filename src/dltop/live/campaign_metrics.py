@@ -9,7 +9,9 @@ ended instead of vanishing with its last run.
 
 Per-run series of :mod:`dltop.live.metrics` end with the run (a finished run has no
 pace). What outlives it is chosen here: the campaign's **last finished run** with its
-final values and its ``status`` label (``dltop_campaign_last_run_*``), and the
+final values (``dltop_campaign_last_run_*``, labelled by the campaign only: its id,
+status and identity are ``dltop_campaign_last_run_info``'s, joined by
+``on (Hostname, campaign_id)``, so a campaign's runs do not each leave series), and the
 campaign's runs and jobs counted by status (``dltop_campaign_runs``,
 ``dltop_campaign_jobs``), which only grow while the campaign runs.
 """
@@ -47,7 +49,7 @@ JOB_STATES = (JobStatus.QUEUED, JobStatus.RUNNING,
 0 included, so a dashboard's stacked series never has holes."""
 _LABEL_NAME = re.compile(r"[^a-zA-Z0-9_]")
 RESERVED = frozenset({"campaign", "campaign_id", "framework", "model", "batch", "device",
-                      "run_id", "Hostname", "status", "state", "devices", "control",
+                      "run_id", "slot", "Hostname", "status", "state", "devices", "control",
                       "le", "quantile"})
 """Label names the families already use (``le``: a histogram's buckets, ``dltop_serve_*``
 carry the run labels): an identity field of one of these names gets a ``id_`` prefix
@@ -231,11 +233,9 @@ def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[F
                [(last_labels(c), 1) for c in ended]),
         family("dltop_campaign_last_run_seconds_per_iteration", "gauge", "Median seconds "
                "per measured iteration of the newest ended run (ok and short runs only: "
-               "a stopped run's is partial).",
-               [(last_labels(c), c.last_run.median_s if c.last_run else None)
-                for c in ended]),
+               "a stopped run's is partial); which run: dltop_campaign_last_run_info.",
+               [(per(c), c.last_run.median_s if c.last_run else None) for c in ended]),
         family("dltop_campaign_last_run_samples_per_second", "gauge", "Total samples / total "
                "measured seconds of the newest ended run (ok and short runs only).",
-               [(last_labels(c), c.last_run.samples_per_s if c.last_run else None)
-                for c in ended]),
+               [(per(c), c.last_run.samples_per_s if c.last_run else None) for c in ended]),
     ]

@@ -10,6 +10,13 @@ GPU metrics carry dcgm-exporter's names and labels (``gpu``, ``UUID``, ``pci_bus
 plus ``simulated`` (``"true"`` for ``--fake-gpus``);
 dltop's own are ``dltop_host_*`` and ``dltop_run_*``. docs/serve.md lists them. A
 Slurm run's GPUs on other nodes (its agents' rows) are GPUs of those ``Hostname`` s.
+
+A run's values are labelled by where it runs, not by which run it is (Prometheus'
+advice on label cardinality: a label per run id leaves every run's series behind in
+the TSDB): its campaign and its ``slot`` (the devices it holds, :func:`run_slot`), a
+bounded set a campaign reuses run after run. Which run holds a slot, with its id and
+identity, is the one ``dltop_run_info`` series per run, joined by
+``on (Hostname, campaign_id, slot)``.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dltop.jobs.tickets import describe_devices
 from dltop.live.devices import DeviceFrame
 from dltop.live.serve_live import ServeLive, serve_live
 from dltop.procs import engine_alive
@@ -79,13 +87,29 @@ class RunMetrics:
     """Labels of the identity fields that vary in its campaign (precision, mode...)."""
     serve: ServeLive | None = None
     """A serve run's requests so far (None: not a serve run)."""
+    slot: str = "host"
+    """Where it runs (:func:`run_slot`): its values' label, reused by later runs."""
 
     def labels(self, hostname: str) -> dict[str, str]:
-        """The run's label set: its campaign, identity (the varying fields too), host."""
+        """Its values' label set: its campaign, slot and host (no run id: bounded)."""
         return {"campaign": self.campaign, "campaign_id": str(self.campaign_id),
-                "framework": self.framework, "model": self.model,
-                "batch": str(self.batch_size), "device": self.device,
-                **self.extra, "run_id": str(self.run_id), "Hostname": hostname}
+                "slot": self.slot, "Hostname": hostname}
+
+    def info_labels(self, hostname: str) -> dict[str, str]:
+        """``dltop_run_info``'s: those, its identity (the varying fields too), its id."""
+        return {**self.labels(hostname), "framework": self.framework, "model": self.model,
+                "batch": str(self.batch_size), "device": self.device, **self.extra,
+                "run_id": str(self.run_id)}
+
+
+def run_slot(row: Mapping[str, Any]) -> str:
+    """Where a running run runs: its GPUs (``gpu 0-1``), else its pinned cores
+    (``cpu 0-3``), else ``host`` (a lone run), after its Slurm nodes if any."""
+    gpus, cpus = row.get("gpu_indices"), row.get("cpu_affinity")
+    kind, held = ("gpu", gpus) if gpus else ("cpu", cpus)
+    where = describe_devices(f"{kind}-{i}" for i in held.split(",")) if held else "host"
+    nodes = row.get("slurm_nodes")
+    return f"{nodes} {where}" if nodes else where
 
 
 def read_runs(db: sqlite_utils.Database,
@@ -108,7 +132,10 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
                   labels: Mapping[int, Mapping[str, str]] | None = None) -> list[RunMetrics]:
     """The campaign's runs stored as running, with their recent iterations' pace."""
     out: list[RunMetrics] = []
-    for r in running(db, campaign_id):
+    rows = running(db, campaign_id)
+    slots = Counter(run_slot(r) for r in rows)
+    for r in rows:
+        slot = run_slot(r)
         its = recent_iterations(db, r["id"], RECENT_ITERATIONS)
         measured = [i["seconds"] for i in its if not i["warmup"]]
         recent = measured or [i["seconds"] for i in its]
@@ -119,7 +146,9 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
             statistics.median(recent) if recent else None,
             r["samples_per_iter"] or r["batch_size"],
             statistics.fmean(recent) if recent else None, r["job_id"],
-            dict((labels or {}).get(r["job_id"], {})), serve_live(db, int(r["id"]))))
+            dict((labels or {}).get(r["job_id"], {})), serve_live(db, int(r["id"])),
+            # two runs in one slot (a node's GPUs as another node's): told apart by id
+            slot if slots[slot] == 1 else f"{slot} run {r['id']}"))
     return out
 
 
@@ -247,6 +276,10 @@ def run_families(runs: Sequence[RunMetrics], hostname: str,
                       [(r.labels(hostname), value(r)) for r in runs])
 
     return [
+        family("dltop_run_info", "gauge", "1 per run in progress, labelled with its id and "
+               "identity: join its slot's dltop_run_* and dltop_serve_* series to it on "
+               "(Hostname, campaign_id, slot).",
+               [(r.info_labels(hostname), 1) for r in runs]),
         fam("iterations_done", "Iterations the run reported so far, warm-up included.",
             lambda r: r.done),
         fam("iterations_planned", "Iterations the run will do, warm-up included.",

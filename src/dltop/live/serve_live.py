@@ -184,7 +184,8 @@ class _SoFar:
             return None, 0, 0
         # the newest end is at most now: the largest offset is the least late estimate
         offset = self.window_s - mono_s
-        self.clock_offset_s = max(offset, self.clock_offset_s or offset)
+        if self.clock_offset_s is None or offset > self.clock_offset_s:
+            self.clock_offset_s = offset
         now = mono_s + self.clock_offset_s
         del self.recent[:bisect_right(self.recent, (now - RATE_WINDOW_S, 1 << 62))]
         return now, len(self.recent), sum(t for _, t in self.recent)

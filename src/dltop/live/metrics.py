@@ -270,7 +270,8 @@ def host_families(host: HostSample | None, hostname: str) -> list[Family]:
 
 def run_families(runs: Sequence[RunMetrics], hostname: str,
                  db_up: bool = True) -> list[Family]:
-    """``dltop_run_*`` per run in progress, ``dltop_runs_active`` and ``dltop_exporter_db_up``."""
+    """``dltop_run_*`` per run in progress (``dltop_run_info`` naming the run, the rest by
+    its slot), ``dltop_runs_active`` and ``dltop_exporter_db_up``."""
     def fam(name: str, text: str, value: Any) -> Family:
         return family(f"dltop_run_{name}", "gauge", text,
                       [(r.labels(hostname), value(r)) for r in runs])

@@ -1,7 +1,8 @@
 """Prometheus families of the serve runs in progress (``dltop_serve_*``, issue 41).
 
 Headless. From each running serve run's requests so far (:mod:`dltop.live.serve_live`),
-labelled like its ``dltop_run_*`` series and gone with them when it ends: requests by
+labelled like its ``dltop_run_*`` values (campaign and slot: ``dltop_run_info`` says which
+run) and gone with them when it ends: requests by
 status, in flight, the achieved and the asked rate, output tokens/s, and TTFT and
 per-token ITL as histograms (cumulative buckets, vLLM's boundaries: docs/serve.md says
 why histograms rather than quantiles).

@@ -7,6 +7,7 @@ has seen what the second engine does.
 
 from __future__ import annotations
 
+import getpass
 import os
 import signal
 import sqlite3
@@ -21,6 +22,7 @@ from typing import Any
 import pytest
 
 from dltop.jobs.foreign import FOREIGN_POLL_S
+from dltop.live.exporter import MetricsSource, PrometheusCollector
 
 pytestmark = pytest.mark.slow
 
@@ -216,14 +218,43 @@ def three_in_line(tmp_path: Path, wait_until: Any, profile: Callable[[str], Path
     return dbs
 
 
+def scrape(db: Path) -> tuple[str, dict[str, list[Any]]]:
+    """An exporter's scrape of ``db``: prometheus_client's text, and its samples by name."""
+    from prometheus_client import CollectorRegistry, generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    registry = CollectorRegistry()
+    registry.register(PrometheusCollector(MetricsSource(None, db)))
+    text = generate_latest(registry).decode()
+    out: dict[str, list[Any]] = {}
+    for fam in text_string_to_metric_families(text):
+        for x in fam.samples:
+            out.setdefault(x.name, []).append(x)
+    return text, out
+
+
 def test_waiting_engines_get_the_cores_in_arrival_order(tmp_path: Path, wait_until: Any,
                                                         profile: Any) -> None:
+    t0 = time.time()
     with engines() as procs:
         dbs = three_in_line(tmp_path, wait_until, profile, procs)
         shown = subprocess.run(dltop("status", "--db", dbs["c"]), capture_output=True,
                                text=True, timeout=60).stdout
         assert f"2nd in line behind campaign 1 `b` (pid {procs[1].pid}," in shown, shown
         assert f"db {dbs['b']})" in shown, shown
+        # The exporter (no authentication, maybe on a network address) says that c waits,
+        # since when, on how many processes and for which devices; never b's pid, user,
+        # name or database, which waiting_for's text (shown above, locally) holds.
+        ((devices, holders, since),) = query(
+            dbs["c"], "select waiting_devices, waiting_holders, waiting_since_s from campaigns")
+        assert devices.startswith("cpu ") and holders == 1 and t0 <= since <= time.time()
+        text, got = scrape(dbs["c"])
+        assert (f"pid {procs[1].pid}" not in text and str(dbs["b"]) not in text
+                and "`b`" not in text and f"user {getpass.getuser()}" not in text), text
+        (wait,) = got["dltop_campaign_waiting_for_devices"]
+        assert (wait.labels["devices"], wait.value) == (devices, 1)
+        assert [x.value for x in got["dltop_campaign_waiting_holders"]] == [1]
+        assert [x.value for x in got["dltop_campaign_waiting_start_time_seconds"]] == [since]
         open_gate(tmp_path, procs)
     (a, b, c) = (run_rows(dbs[n]) for n in "abc")
     assert [len(a), len(b), len(c)] == [1, 1, 1] and all(

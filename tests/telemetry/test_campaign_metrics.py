@@ -20,7 +20,7 @@ from dltop.store import Store, connect
 from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.values import HostSample
 
-from .metrics_campaign import PROFILE, WAITING, seed
+from .metrics_campaign import PROFILE, WAITING_DEVICES, WAITING_HOLDERS, seed
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dltop-campaign.json"
 
@@ -69,12 +69,20 @@ def one(samples: list[Any], **labels: str) -> Any:
     return s
 
 
-def test_campaign_states_jobs_and_whom_it_waits_for(scraped: dict[str, list[Any]]) -> None:
+def test_campaign_states_jobs_and_what_it_waits_for(scraped: dict[str, list[Any]],
+                                                    db_path: Path) -> None:
     states = {s.labels["state"]: s.value for s in scraped["dltop_campaign_state"]}
     assert states["waiting"] == 1 and sum(states.values()) == 1 and "finished" in states
     assert one(scraped["dltop_campaign_engine_up"]).value == 1
+    # which devices, since when, on how many processes: never who holds them (the stored
+    # text's pid, user, campaign and database stay on the host: dltop status, the TUI)
     wait = one(scraped["dltop_campaign_waiting_for_devices"])
-    assert wait.value == 1 and wait.labels["waiting_for"] == WAITING
+    assert wait.value == 1 and wait.labels["devices"] == WAITING_DEVICES
+    assert one(scraped["dltop_campaign_waiting_holders"]).value == WAITING_HOLDERS
+    (since,) = connect(db_path).execute("select waiting_since_s from campaigns").fetchone()
+    assert one(scraped["dltop_campaign_waiting_start_time_seconds"]).value == since
+    values = {v for samples in scraped.values() for s in samples for v in s.labels.values()}
+    assert not [v for v in values if re.search(r"4242|alice|secret|pid|held", v)], values
     jobs = {s.labels["state"]: s.value for s in scraped["dltop_campaign_jobs"]}
     assert {k: v for k, v in jobs.items() if v} == {"ok": 1, "crashed": 1, "running": 1,
                                                      "queued": 1}
@@ -89,16 +97,22 @@ def test_the_last_ended_run_outlives_it_with_its_status_and_identity(
     assert info.labels["status"] == "ok" and info.labels["model"] == "alexnet-r"
     assert info.labels["precision"] == "fp32" and info.labels["campaign"] == "prec"
     rate = one(scraped["dltop_campaign_last_run_samples_per_second"])
-    assert rate.labels == info.labels
+    # labelled by the campaign only: the run is the info series', joined on these
+    assert rate.labels == {k: info.labels[k] for k in ("campaign", "campaign_id", "Hostname")}
     assert rate.value == pytest.approx(64 * 3 / 0.6)  # samples / seconds, not batch / median
     assert one(scraped["dltop_campaign_last_run_seconds_per_iteration"]).value == \
         pytest.approx(0.1)
 
 
 def test_run_series_carry_the_varying_identity_fields(scraped: dict[str, list[Any]]) -> None:
+    info = one(scraped["dltop_run_info"])
+    assert info.value == 1 and info.labels["run_id"] == "3"
+    assert info.labels["precision"] == "bf16" and info.labels["model"] == "fcn-r"
     done = one(scraped["dltop_run_iterations_done"])
-    assert done.value == 8
-    assert done.labels["precision"] == "bf16" and done.labels["model"] == "fcn-r"
+    assert done.value == 8  # its values: labelled by where it runs (a lone run: host)
+    assert done.labels == {"campaign": "prec", "campaign_id": "1", "slot": "host",
+                           "Hostname": info.labels["Hostname"]}
+    assert {k: info.labels[k] for k in done.labels} == done.labels  # the join's labels
     assert one(scraped["dltop_run_samples_per_second"]).value == pytest.approx(64 / 0.2)
     assert one(scraped["dltop_run_median_seconds_per_iteration"]).value == pytest.approx(0.2)
     # identity fields named like a label the families use do not overwrite it
@@ -168,6 +182,43 @@ def test_identity_labels_are_kept_between_scrapes_until_the_jobs_change(
     after: dict[int, Any] = {}
     read_campaigns(db, after, cache)
     assert after[1] is not first[1] and len(after[1]) == len(first[1]) + 1
+
+
+def test_the_next_run_in_a_slot_reuses_its_series(db_path: Path) -> None:
+    """Prometheus' advice on label cardinality: a run id on every series left ~10 new
+    series (a serve run ~60) behind per run. The values of runs and of the last ended
+    run are labelled by campaign and slot, so the next run in the slot writes the same
+    series; only dltop_run_info (one series a run) and dltop_campaign_last_run_info
+    (one a campaign at a time) say which run."""
+    from dltop.results.stats import summarize_run
+
+    store = Store(connect(db_path))
+    source = MetricsSource(None, db_path)
+
+    def series() -> dict[str, set[tuple[tuple[str, str], ...]]]:
+        out: dict[str, set[tuple[tuple[str, str], ...]]] = {}
+        for f in source.families():
+            if f.name.startswith(("dltop_run", "dltop_campaign_last_run")):
+                out[f.name] = {tuple(sorted(lab.items())) for lab, _ in f.samples}
+        return out
+
+    before = series()
+    (run,) = store.db.query("select id, job_id from runs where status = 'running'")
+    store.add_iterations(run["id"], [{"idx": 8 + i, "seconds": 0.2, "samples": 64,
+                                      "warmup": 0, "loss": None} for i in range(17)])
+    store.finish_run(run["id"], run["job_id"], "ok", summarize_run([0.2] * 17, 64).to_columns())
+    (job,) = store.db.query("select id from jobs where status = 'queued'")
+    nxt = store.start_run(job["id"], 1, 1, "", 64)
+    store.add_iterations(nxt, [{"idx": 0, "seconds": 0.3, "samples": 64, "warmup": 1,
+                                "loss": None}])
+    after = series()
+    infos = ("dltop_run_info", "dltop_campaign_last_run_info")
+    assert {k: v for k, v in after.items() if k not in infos} == \
+        {k: v for k, v in before.items() if k not in infos}
+    assert len(before) >= 9 and all(len(v) == 1 for v in after.values())
+    (old,), (new,) = before["dltop_run_info"], after["dltop_run_info"]
+    assert (dict(old)["run_id"], dict(new)["run_id"]) == (str(run["id"]), str(nxt))
+    assert dict(new)["model"] == "alexnet-r"
 
 
 @pytest.mark.parametrize(("status", "result"), [("short", True), ("cancelled", False),

@@ -3,6 +3,7 @@ while a real campaign runs."""
 
 from __future__ import annotations
 
+import re
 import signal
 import socket
 import sqlite3
@@ -56,8 +57,10 @@ def test_gpu_values_are_in_dcgm_exporter_units() -> None:
     fams = {f.name: f for f in gpu_families(frame, "h1")}
     g = frame.gpus[1]
     labels, used = fams["DCGM_FI_DEV_FB_USED"].samples[1]
-    assert dict(labels) == {"gpu": "1", "UUID": "GPU-fake-0001", "modelName": "Simulated GPU 1",
-                            "Hostname": "h1", "simulated": "true"}
+    # a simulated GPU has no PCI bus nor /dev/nvidia1: those labels are empty, not made up
+    assert dict(labels) == {"gpu": "1", "UUID": "GPU-fake-0001", "pci_bus_id": "",
+                            "device": "", "modelName": "Simulated GPU 1", "Hostname": "h1",
+                            "simulated": "true"}
     assert used == g.mem_used_bytes // MIB  # whole MiB, as dcgm-exporter
     assert fams["DCGM_FI_DEV_FB_TOTAL"].samples[1][1] == 80 * 1024  # MiB
     assert fams["DCGM_FI_DEV_FB_FREE"].samples[1][1] == 80 * 1024 - used
@@ -209,12 +212,16 @@ def test_exporter_reports_devices_host_and_a_running_campaign(
         conn = sqlite3.connect(db)
         run_id, camp_id = conn.execute("select id, campaign_id from runs").fetchone()
         conn.close()
-        for name in RUN:
+        (info,) = first["dltop_run_info"]
+        where = {"campaign": "prom-demo", "campaign_id": str(camp_id),
+                 "slot": info.labels["slot"], "Hostname": info.labels["Hostname"]}
+        assert re.fullmatch(r"cpu \d+", where["slot"])  # the one core it is pinned to
+        assert info.value == 1 and info.labels == {
+            **where, "framework": "command", "model": "my-net", "batch": "32",
+            "device": "cpu:1", "run_id": str(run_id)}
+        for name in RUN:  # its values: where it runs, no run id (joined on these)
             (s,) = first[name]
-            assert s.labels == {"campaign": "prom-demo", "campaign_id": str(camp_id),
-                                "framework": "command", "model": "my-net", "batch": "32",
-                                "device": "cpu:1", "run_id": str(run_id),
-                                "Hostname": s.labels["Hostname"]}, name
+            assert s.labels == where, name
         value = {name: first[name][0].value for name in RUN}
         assert value["dltop_run_iterations_planned"] == 100002
         assert value["dltop_run_in_warmup"] == 0

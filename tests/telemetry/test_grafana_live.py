@@ -32,6 +32,7 @@ from dltop.errors import UserError
 from dltop.jobs.start import start_engine
 from dltop.store import connect
 
+from .metrics_campaign import add_waiting
 from .test_exporter import free_port, serving
 
 GRAFANA = Path(__file__).resolve().parents[2] / "docs" / "grafana"
@@ -180,7 +181,8 @@ def live_scrape(tmp_path: Path, wait_until: Callable[..., None]) -> Iterator[
         dict[str, list[Any]]]:
     """Two scrapes of ``dltop exporter --fake-gpus 2`` (a real process) while a serve
     campaign's second run is in progress (its engine held with SIGSTOP: alive, nothing
-    more written), its first ended; parsed by prometheus_client."""
+    more written), its first ended, and another campaign waits for devices (the series
+    served only while one waits); parsed by prometheus_client."""
     fake = subprocess.Popen([sys.executable, str(FAKE), "--ttft-ms", "50", "--itl-ms", "10"],
                             stdout=subprocess.PIPE, text=True)
     assert fake.stdout is not None
@@ -220,6 +222,7 @@ def live_scrape(tmp_path: Path, wait_until: Callable[..., None]) -> Iterator[
                    interval_s=0.1)
         os.kill(launch.pid, signal.SIGSTOP)
         stopped = True
+        add_waiting(db_path)
         first = check_exposition(scrape_text(port))
         time.sleep(1.1)  # a second scrape, a device reading later: the same series
         second = check_exposition(scrape_text(port))
@@ -252,7 +255,7 @@ def test_every_dashboard_query_reads_served_series_with_their_labels_and_units(
     labels_of = {name: set().union(*(s.labels for s in samples))
                  for name, samples in got.items()}
     # a label value with quotes, a backslash and non-ASCII arrives as it was
-    assert {s.labels["model"] for s in got["dltop_run_iterations_done"]} == {MODEL}
+    assert {s.labels["model"] for s in got["dltop_run_info"]} == {MODEL}
     assert got["dltop_campaign_last_run_info"][0].labels["status"] == "ok"
     assert dashboards(), "no dashboard in docs/grafana"
     checked = set()
@@ -272,8 +275,11 @@ def test_every_dashboard_query_reads_served_series_with_their_labels_and_units(
             assert grouped <= carried, f"{where}: no label {grouped - carried}"
             legend = target.get("legendFormat") or ""
             shown = set(re.findall(r"\{\{\s*(\w+)\s*\}\}", legend))
-            have = (grouped - {"le"}) if re.search(r"\bby\s*\(", target["expr"]) \
-                else carried
+            # a one-to-one match (an info series joined on): the left side's labels
+            lead = re.match(r"\s*([A-Za-z_:][\w:]*)\s*(?:\{[^}]*\})?\s*[-+*/]\s*on\b",
+                            target["expr"])
+            have = labels_of[lead.group(1)] if lead else (grouped - {"le"}) \
+                if re.search(r"\bby\s*\(", target["expr"]) else carried
             assert shown <= have, f"{where}: the legend shows no label {shown - have}"
             if panel is None or panel["type"] in ("table", "state-timeline", "bargauge"):
                 continue
@@ -287,4 +293,5 @@ def test_every_dashboard_query_reads_served_series_with_their_labels_and_units(
     # the dashboard shows a campaign, its runs, a serve run, devices and the host
     assert {"dltop_campaign_state", "dltop_run_samples_per_second",
             "dltop_serve_ttft_seconds_bucket", "DCGM_FI_DEV_GPU_UTIL",
-            "dltop_host_cpu_percent"} <= checked
+            "dltop_host_cpu_percent", "dltop_campaign_waiting_holders",
+            "dltop_campaign_waiting_start_time_seconds"} <= checked

@@ -72,6 +72,9 @@ def fake_pynvml(instant: bool) -> types.ModuleType:
         nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0x4,
         nvmlDeviceGetComputeRunningProcesses=lambda h: [ns(pid=42, usedGpuMemory=2**29)],
         nvmlDeviceGetProcessUtilization=unsupported,
+        # as nvidia-ml-py's c_nvmlPciInfo_t: busId bytes, an 8-digit domain
+        nvmlDeviceGetPciInfo=lambda h: ns(busId=f"00000000:{0x18 + int(h[1:]):02X}:00.0"
+                                          .encode()),
     )
     for k, v in funcs.items():
         setattr(m, k, v)
@@ -106,6 +109,24 @@ def test_static_and_fast_fields_with_instant_power(inject: Any) -> None:
     assert (s.gpu_util_pct, s.power_w, s.power_source, s.energy_j) == (97.0, 250.0,
                                                                        "instant", 5000.0)
     assert s.temperature_c is None and s.processes is None
+
+
+def test_gpu_series_carry_dcgm_exporter_s_labels_from_nvml(inject: Any) -> None:
+    """dcgm-exporter's label set (gpu, UUID, pci_bus_id, device, modelName, Hostname), each
+    read from NVML (device: its ``nvidia<gpu>``), so a site's DCGM dashboards and alert
+    rules join dltop's series; a bus id NVML does not give is empty, never made up."""
+    from dltop.live.devices import DevicePoller
+    from dltop.live.metrics import gpu_families
+
+    frame = DevicePoller(inject(True), host=None).poll()
+    power = next(f for f in gpu_families(frame, "node1") if f.name == "DCGM_FI_DEV_POWER_USAGE")
+    assert [dict(lab) for lab, _ in power.samples] == [
+        {"gpu": str(i), "UUID": "GPU-1", "pci_bus_id": f"00000000:{0x18 + i:02X}:00.0",
+         "device": f"nvidia{i}", "modelName": "Fake H100", "Hostname": "node1",
+         "simulated": "false"} for i in (0, 1)]
+    frame = DevicePoller(inject(True, nvmlDeviceGetPciInfo=None), host=None).poll()
+    power = next(f for f in gpu_families(frame, "node1") if f.name == "DCGM_FI_DEV_POWER_USAGE")
+    assert [lab["pci_bus_id"] for lab, _ in power.samples] == ["", ""]
 
 
 def test_the_energy_counter_is_read_at_most_every_energy_every_s(inject: Any) -> None:

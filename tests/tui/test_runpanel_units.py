@@ -49,7 +49,8 @@ def test_a_serve_run_s_lines_fit_80_columns_at_large_counts() -> None:
     itl = [0.0123] * 1_234_567
     itl[-15_000:] = [1.5] * 15_000  # a p99 over a second: said in s, not 1.5e+03 ms
     serve = ServeLive(10000.0, 5, 99_999, 9_999, 256, 10.0, 9_999_990, "HTTP 500: x",
-                      [0.123] * 99_999, itl)
+                      [0.123] * 99_999, itl, now_s=10.0, recent_ok=99_999,
+                      recent_tokens=9_999_990)
     panel = RunServe()
     panel.run = RunView(1, 1, "run", 5, 10, 0, None, None, recent_s=(),
                         samples_per_iter=1, log_tail=(), serve=serve)

@@ -296,7 +296,8 @@ class Engine:
             self._lease_dir)
         try:
             # Stopped while waiting: the job is still queued and cancel_queued takes it.
-            if not await lease.wait_for(held, self._stop, self._devices_busy):
+            if not await lease.wait_for(held, self._stop,
+                                        lambda what: self._devices_busy(what, held)):
                 return
             alloc = self._alloc.rebind(token, held.bound(alloc))  # packed: any free devices
             await self._write(self._store.queue.set_waiting, self._campaign_id, None)
@@ -317,10 +318,11 @@ class Engine:
             self._claimed.discard(q.job_id)
             self._wake.set()
 
-    async def _devices_busy(self, what: str) -> None:
+    async def _devices_busy(self, what: str, held: lease.DeviceLease) -> None:
         # The campaign shows `waiting` only while none of its runs goes on.
         if all(not x.complete for x in self._leases.values()):
-            await self._write(self._store.queue.set_waiting, self._campaign_id, what)
+            await self._write(self._store.queue.set_waiting, self._campaign_id, what,
+                              *held.waiting_facts())
         self._emit(DevicesBusy(self._campaign_id, what))
 
     async def _watch_control(self) -> None:

@@ -291,6 +291,16 @@ class DeviceLease:
                     f"{describe_holder({**last.holder, 'pid': last.pid})}")
         return f"{want}: 1st in line; {held}"
 
+    def waiting_facts(self) -> tuple[str, int]:
+        """(the devices wanted, ``gpu 0-1`` or ``any 2 of cpu 0-7``; how many other
+        processes it waits on: the live waiters ahead of it in line for them, else 1,
+        the holder of the device :meth:`poll` found busy). No pid, user, campaign or
+        database: these may leave the host (the exporter), :meth:`waiting_text` not."""
+        want = tickets.describe_devices(self.names)
+        if self.any_of is not None:
+            want = f"any {self._need} of {want}"
+        return want, len({t.pid for t in self.ahead}) or 1
+
     def release(self) -> None:
         """Unlock every device held and leave the line (idempotent)."""
         for fd in self._fds.values():

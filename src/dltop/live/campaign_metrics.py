@@ -9,7 +9,9 @@ ended instead of vanishing with its last run.
 
 Per-run series of :mod:`dltop.live.metrics` end with the run (a finished run has no
 pace). What outlives it is chosen here: the campaign's **last finished run** with its
-final values and its ``status`` label (``dltop_campaign_last_run_*``), and the
+final values (``dltop_campaign_last_run_*``, labelled by the campaign only: its id,
+status and identity are ``dltop_campaign_last_run_info``'s, joined by
+``on (Hostname, campaign_id)``, so a campaign's runs do not each leave series), and the
 campaign's runs and jobs counted by status (``dltop_campaign_runs``,
 ``dltop_campaign_jobs``), which only grow while the campaign runs.
 """
@@ -47,7 +49,7 @@ JOB_STATES = (JobStatus.QUEUED, JobStatus.RUNNING,
 0 included, so a dashboard's stacked series never has holes."""
 _LABEL_NAME = re.compile(r"[^a-zA-Z0-9_]")
 RESERVED = frozenset({"campaign", "campaign_id", "framework", "model", "batch", "device",
-                      "run_id", "Hostname", "status", "state", "waiting_for", "control",
+                      "run_id", "slot", "Hostname", "status", "state", "devices", "control",
                       "le", "quantile"})
 """Label names the families already use (``le``: a histogram's buckets, ``dltop_serve_*``
 carry the run labels): an identity field of one of these names gets a ``id_`` prefix
@@ -99,14 +101,22 @@ class CampaignMetrics:
     status: str
     engine_up: bool
     """Its engine is alive (an open campaign whose engine died waits for --resume)."""
-    waiting_for: str | None
-    """The devices' holders it waits on (status ``waiting``), else None."""
+    waiting: bool
+    """Its status is ``waiting`` (for devices other processes hold)."""
     jobs: Mapping[str, int]
     runs: Mapping[str, int]
     """Runs that ended, by status (retries count each attempt)."""
     last_run: LastRun | None
     control: Control | None = None
     """The standing request left for its engine (``pause`` while pausing and paused)."""
+    waiting_devices: str | None = None
+    """While waiting: the devices it wants (``gpu 0-1``). Never who holds them: the
+    stored ``waiting_for`` text names their pid, user and database, which a scrape
+    (no authentication, maybe on a network address) must not disclose."""
+    waiting_since_s: float | None = None
+    """While waiting: since when, epoch seconds."""
+    waiting_holders: int | None = None
+    """While waiting: how many other processes hold those devices or wait ahead."""
 
     def labels(self, hostname: str) -> dict[str, str]:
         """The campaign's label set."""
@@ -164,12 +174,14 @@ def read_campaigns(db: sqlite_utils.Database,
                              getattr(c, "engine_start_time", None),
                              getattr(c, "engine_host", None),
                              getattr(c, "engine_heartbeat_s", None))
+        waiting = c.status == CampaignStatus.WAITING
         out.append(CampaignMetrics(
             cid, c.name, c.status, alive and c.status not in ENDED_CAMPAIGN_STATUSES,
-            getattr(c, "waiting_for", None) if c.status == CampaignStatus.WAITING else None,
+            waiting, jobs, runs, last,
             # an ended campaign's last request ('cancel') stands for no engine any more
-            jobs, runs, last,
-            None if c.status in ENDED_CAMPAIGN_STATUSES else controls.get(cid)))
+            None if c.status in ENDED_CAMPAIGN_STATUSES else controls.get(cid),
+            *((getattr(c, "waiting_devices", None), getattr(c, "waiting_since_s", None),
+               getattr(c, "waiting_holders", None)) if waiting else ())))
     return out
 
 
@@ -199,9 +211,16 @@ def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[F
                "is alive (0: ended, or died: 'dltop run --resume' continues it).",
                [(per(c), 1 if c.engine_up else 0) for c in camps]),
         family("dltop_campaign_waiting_for_devices", "gauge", "1 while the campaign waits "
-               "for devices other processes hold (label waiting_for: on whom), else 0.",
-               [(per(c, waiting_for=c.waiting_for or ""), 1 if c.waiting_for else 0)
+               "for devices other processes hold (label devices: which), else 0.",
+               [(per(c, devices=c.waiting_devices or ""), 1 if c.waiting else 0)
                 for c in camps]),
+        family("dltop_campaign_waiting_start_time_seconds", "gauge", "When the campaign "
+               "started waiting for devices (Unix time; absent while it does not wait).",
+               [(per(c), c.waiting_since_s) for c in camps if c.waiting]),
+        family("dltop_campaign_waiting_holders", "gauge", "Other processes the waiting "
+               "campaign waits on: those ahead of it in line for its devices, else the one "
+               "holding the device it found busy (who they are: dltop status, locally).",
+               [(per(c), c.waiting_holders) for c in camps if c.waiting]),
         family("dltop_campaign_jobs", "gauge", "The campaign's jobs by state: queued, "
                "running, removed, or the status of the job's last run (ok, oom, crashed...).",
                [(per(c, state=str(s)), c.jobs.get(s, 0)) for c in camps for s in JOB_STATES]),
@@ -214,11 +233,9 @@ def campaign_families(camps: Sequence[CampaignMetrics], hostname: str) -> list[F
                [(last_labels(c), 1) for c in ended]),
         family("dltop_campaign_last_run_seconds_per_iteration", "gauge", "Median seconds "
                "per measured iteration of the newest ended run (ok and short runs only: "
-               "a stopped run's is partial).",
-               [(last_labels(c), c.last_run.median_s if c.last_run else None)
-                for c in ended]),
+               "a stopped run's is partial); which run: dltop_campaign_last_run_info.",
+               [(per(c), c.last_run.median_s if c.last_run else None) for c in ended]),
         family("dltop_campaign_last_run_samples_per_second", "gauge", "Total samples / total "
                "measured seconds of the newest ended run (ok and short runs only).",
-               [(last_labels(c), c.last_run.samples_per_s if c.last_run else None)
-                for c in ended]),
+               [(per(c), c.last_run.samples_per_s if c.last_run else None) for c in ended]),
     ]

@@ -5,10 +5,18 @@ here from a device frame and the database's running runs; :mod:`dltop.live.expor
 reads those (its :class:`~dltop.live.exporter.MetricsSource`) and turns them into
 ``prometheus_client`` metrics, so the logic is testable without an HTTP server.
 
-GPU metrics carry dcgm-exporter's names and label spelling (``gpu``, ``UUID``,
-``modelName``, ``Hostname``) plus ``simulated`` (``"true"`` for ``--fake-gpus``);
+GPU metrics carry dcgm-exporter's names and labels (``gpu``, ``UUID``, ``pci_bus_id``,
+``device``, ``modelName``, ``Hostname``: what NVML gives, empty where it gives nothing)
+plus ``simulated`` (``"true"`` for ``--fake-gpus``);
 dltop's own are ``dltop_host_*`` and ``dltop_run_*``. docs/serve.md lists them. A
 Slurm run's GPUs on other nodes (its agents' rows) are GPUs of those ``Hostname`` s.
+
+A run's values are labelled by where it runs, not by which run it is (Prometheus'
+advice on label cardinality: a label per run id leaves every run's series behind in
+the TSDB): its campaign and its ``slot`` (the devices it holds, :func:`run_slot`), a
+bounded set a campaign reuses run after run. Which run holds a slot, with its id and
+identity, is the one ``dltop_run_info`` series per run, joined by
+``on (Hostname, campaign_id, slot)``.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from dltop.jobs.tickets import describe_devices
 from dltop.live.devices import DeviceFrame
 from dltop.live.serve_live import ServeLive, serve_live
 from dltop.procs import engine_alive
@@ -78,13 +87,29 @@ class RunMetrics:
     """Labels of the identity fields that vary in its campaign (precision, mode...)."""
     serve: ServeLive | None = None
     """A serve run's requests so far (None: not a serve run)."""
+    slot: str = "host"
+    """Where it runs (:func:`run_slot`): its values' label, reused by later runs."""
 
     def labels(self, hostname: str) -> dict[str, str]:
-        """The run's label set: its campaign, identity (the varying fields too), host."""
+        """Its values' label set: its campaign, slot and host (no run id: bounded)."""
         return {"campaign": self.campaign, "campaign_id": str(self.campaign_id),
-                "framework": self.framework, "model": self.model,
-                "batch": str(self.batch_size), "device": self.device,
-                **self.extra, "run_id": str(self.run_id), "Hostname": hostname}
+                "slot": self.slot, "Hostname": hostname}
+
+    def info_labels(self, hostname: str) -> dict[str, str]:
+        """``dltop_run_info``'s: those, its identity (the varying fields too), its id."""
+        return {**self.labels(hostname), "framework": self.framework, "model": self.model,
+                "batch": str(self.batch_size), "device": self.device, **self.extra,
+                "run_id": str(self.run_id)}
+
+
+def run_slot(row: Mapping[str, Any]) -> str:
+    """Where a running run runs: its GPUs (``gpu 0-1``), else its pinned cores
+    (``cpu 0-3``), else ``host`` (a lone run), after its Slurm nodes if any."""
+    gpus, cpus = row.get("gpu_indices"), row.get("cpu_affinity")
+    kind, held = ("gpu", gpus) if gpus else ("cpu", cpus)
+    where = describe_devices(f"{kind}-{i}" for i in held.split(",")) if held else "host"
+    nodes = row.get("slurm_nodes")
+    return f"{nodes} {where}" if nodes else where
 
 
 def read_runs(db: sqlite_utils.Database,
@@ -107,7 +132,10 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
                   labels: Mapping[int, Mapping[str, str]] | None = None) -> list[RunMetrics]:
     """The campaign's runs stored as running, with their recent iterations' pace."""
     out: list[RunMetrics] = []
-    for r in running(db, campaign_id):
+    rows = running(db, campaign_id)
+    slots = Counter(run_slot(r) for r in rows)
+    for r in rows:
+        slot = run_slot(r)
         its = recent_iterations(db, r["id"], RECENT_ITERATIONS)
         measured = [i["seconds"] for i in its if not i["warmup"]]
         recent = measured or [i["seconds"] for i in its]
@@ -118,7 +146,9 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
             statistics.median(recent) if recent else None,
             r["samples_per_iter"] or r["batch_size"],
             statistics.fmean(recent) if recent else None, r["job_id"],
-            dict((labels or {}).get(r["job_id"], {})), serve_live(db, int(r["id"]))))
+            dict((labels or {}).get(r["job_id"], {})), serve_live(db, int(r["id"])),
+            # two runs in one slot (a node's GPUs as another node's): told apart by id
+            slot if slots[slot] == 1 else f"{slot} run {r['id']}"))
     return out
 
 
@@ -155,7 +185,12 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
     rows: list[tuple[Labels, Any]] = []
     for g in frame.gpus:
         st = statics.get(g.index)
+        # dcgm-exporter's labels, so its dashboards and alert rules join dltop's series:
+        # device is its nvidia<gpu> (the NVML index); a simulated GPU has neither it
+        # nor a bus id
         labels = {"gpu": str(g.index), "UUID": (st.uuid if st else None) or "",
+                  "pci_bus_id": (st.pci_bus_id if st else None) or "",
+                  "device": "" if g.simulated else f"nvidia{g.index}",
                   "modelName": st.name if st else "", "Hostname": hostname,
                   "simulated": "true" if g.simulated else "false"}
         total = g.mem_total_bytes or (st.memory_total_bytes if st else None)
@@ -163,8 +198,9 @@ def gpu_families(frame: DeviceFrame, hostname: str) -> list[Family]:
     # A Slurm run's GPUs on other nodes (their agents' newest windows), labelled with
     # their node: what their agents measure (utilization, power, memory used).
     for rg in frame.remote:
-        rows.append(({"gpu": str(rg.gpu_index), "UUID": "", "modelName": "",
-                      "Hostname": rg.node, "simulated": "true" if rg.simulated else "false"},
+        rows.append(({"gpu": str(rg.gpu_index), "UUID": "", "pci_bus_id": "", "device": "",
+                      "modelName": "", "Hostname": rg.node,
+                      "simulated": "true" if rg.simulated else "false"},
                      (_RemoteReading(rg.util_pct, rg.power_w, rg.mem_used_bytes), None)))
     nodes = Counter(rg.node for rg in frame.remote)
 
@@ -234,12 +270,17 @@ def host_families(host: HostSample | None, hostname: str) -> list[Family]:
 
 def run_families(runs: Sequence[RunMetrics], hostname: str,
                  db_up: bool = True) -> list[Family]:
-    """``dltop_run_*`` per run in progress, ``dltop_runs_active`` and ``dltop_exporter_db_up``."""
+    """``dltop_run_*`` per run in progress (``dltop_run_info`` naming the run, the rest by
+    its slot), ``dltop_runs_active`` and ``dltop_exporter_db_up``."""
     def fam(name: str, text: str, value: Any) -> Family:
         return family(f"dltop_run_{name}", "gauge", text,
                       [(r.labels(hostname), value(r)) for r in runs])
 
     return [
+        family("dltop_run_info", "gauge", "1 per run in progress, labelled with its id and "
+               "identity: join its slot's dltop_run_* and dltop_serve_* series to it on "
+               "(Hostname, campaign_id, slot).",
+               [(r.info_labels(hostname), 1) for r in runs]),
         fam("iterations_done", "Iterations the run reported so far, warm-up included.",
             lambda r: r.done),
         fam("iterations_planned", "Iterations the run will do, warm-up included.",

@@ -4,10 +4,14 @@ exporter show of it, from the rows stored so far.
 The engine writes each request's ``serve_requests`` row (and an ok one's
 ``generations`` row) as it ends, in the batches iterations are written in, so a read
 sees the requests ended up to half a second ago. Everything is measured requests
-only (warm-up ones are counted apart), with the after-run figures' definitions
-(:mod:`dltop.results.serving`, docs/metrics.md): the achieved rate is ok requests over
-the time from the measured load's start to the last end; TTFT and ITL (per token)
-are the generation rows', their percentiles under the project's sample rule
+only (warm-up ones are counted apart). The live achieved rate and output tokens/s are
+over the last :data:`RATE_WINDOW_S` of the load's clock, read now: a hung server that
+ends nothing sees them fall to 0 (the after-run figures, :mod:`dltop.results.serving`,
+are over the whole load). The load's clock is the runner's (rows hold ends from the
+measured load's start); "now" on it is the newest end read plus the reader's
+monotonic seconds since, anchored at the read where that sum was largest (the newest
+end was then freshest). TTFT and ITL (per token) are the generation rows', their
+percentiles under the project's sample rule
 (:func:`dltop.results.convergence.percentile_or_none`: a p99 from 100 samples on).
 
 Reads are incremental: a run of 10 000 requests of 128 tokens holds 1.3 million
@@ -21,6 +25,8 @@ from __future__ import annotations
 
 import json
 import threading
+import time
+from bisect import bisect_right, insort
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,6 +35,10 @@ from dltop.results.convergence import percentile_or_none
 from dltop.store.read import jobs, serving
 from dltop.store.read.changes import main_file
 from dltop.store.read.generations import measured_since
+
+RATE_WINDOW_S = 10.0
+"""Seconds of the load's clock, back from now, that the live achieved rate and output
+tokens/s count ok requests over (the TUI's run panel and the exporter alike)."""
 
 
 @dataclass(frozen=True)
@@ -55,22 +65,39 @@ class ServeLive:
     window_s: float | None
     """From the measured load's start to its newest end (None before a measured one)."""
     output_tokens: int
+    """Of the ok measured requests so far."""
     last_error: str | None
     ttft_s: Sequence[float]
     """TTFT of the ok measured requests, sorted (never changed once read: a later read
     holds new lists, so a million ITLs are not copied per read)."""
     itl_s: Sequence[float]
     """Their per-token inter-token latencies (the default ``itl``), sorted."""
+    now_s: float | None = None
+    """The load's clock at the read (seconds from the measured load's start; None before
+    a measured request ended)."""
+    recent_ok: int = 0
+    """Ok measured requests that ended in the last :data:`RATE_WINDOW_S` before ``now_s``."""
+    recent_tokens: int = 0
+    """Their output tokens."""
+
+    @property
+    def rate_window_s(self) -> float | None:
+        """The seconds the live rates are over: :data:`RATE_WINDOW_S`, or the load so far
+        while it is shorter (None before a measured request ended)."""
+        return min(RATE_WINDOW_S, self.now_s) if self.now_s else None
 
     @property
     def achieved_rate_per_s(self) -> float | None:
-        """Ok requests per second of the measured load so far."""
-        return self.ok / self.window_s if self.window_s else None
+        """Ok requests per second over the last :attr:`rate_window_s` (0 while none ended
+        in it: a hung server's rate falls, never holds still)."""
+        w = self.rate_window_s
+        return self.recent_ok / w if w else None
 
     @property
     def output_tokens_per_s(self) -> float | None:
         """Their output tokens per second of the same window."""
-        return self.output_tokens / self.window_s if self.window_s else None
+        w = self.rate_window_s
+        return self.recent_tokens / w if w else None
 
     def seconds_left(self, requests: int) -> float | None:
         """How long ``requests`` more take at the rate measured requests ended so far (the
@@ -123,6 +150,10 @@ class _SoFar:
     last_gen_idx: int = -1
     ttft_s: list[float] = field(default_factory=list)
     itl_s: list[float] = field(default_factory=list)
+    recent: list[tuple[float, int]] = field(default_factory=list)
+    """(end, output tokens) of the ok measured requests of the last window, by end."""
+    clock_offset_s: float | None = None
+    """The load's clock minus the reader's monotonic one (the largest seen)."""
 
     def add(self, rows: list[dict[str, Any]]) -> None:
         for r in rows:
@@ -133,6 +164,8 @@ class _SoFar:
                 self.failed += not r["ok"]
                 self.tokens += int(r["output_tokens"] or 0) if r["ok"] else 0
                 self.window_s = max(self.window_s or 0.0, float(r["end_s"]))
+                if r["ok"]:
+                    insort(self.recent, (float(r["end_s"]), int(r["output_tokens"] or 0)))
             self.error = r["error"] if r["error"] is not None else self.error
         self.in_flight = rows[-1]["in_flight"]
         self.last_idx = int(rows[-1]["idx"])
@@ -143,6 +176,19 @@ class _SoFar:
         self.ttft_s = sorted(self.ttft_s + [float(g["ttft_s"]) for g in gens])
         self.itl_s = sorted(self.itl_s + [x for g in gens for x in g["itl_s"]])
         self.last_gen_idx = int(gens[-1]["idx"])
+
+    def recent_at(self, mono_s: float) -> tuple[float | None, int, int]:
+        """(the load's clock at ``mono_s``, ok requests and their tokens that ended in the
+        last :data:`RATE_WINDOW_S` before it); older ends are dropped."""
+        if self.window_s is None:
+            return None, 0, 0
+        # the newest end is at most now: the largest offset is the least late estimate
+        offset = self.window_s - mono_s
+        if self.clock_offset_s is None or offset > self.clock_offset_s:
+            self.clock_offset_s = offset
+        now = mono_s + self.clock_offset_s
+        del self.recent[:bisect_right(self.recent, (now - RATE_WINDOW_S, 1 << 62))]
+        return now, len(self.recent), sum(t for _, t in self.recent)
 
 
 KEEP_RUNS = 16
@@ -179,5 +225,6 @@ def serve_live(db: Any, run_id: int) -> ServeLive | None:
         return None
     with _lock:
         s = _so_far(db, run_id)
+        now, recent_ok, recent_tokens = s.recent_at(time.monotonic())
         return ServeLive(rate, s.warmup, s.ok, s.failed, s.in_flight, s.window_s, s.tokens,
-                         s.error, s.ttft_s, s.itl_s)
+                         s.error, s.ttft_s, s.itl_s, now, recent_ok, recent_tokens)

@@ -1,7 +1,8 @@
 """Prometheus families of the serve runs in progress (``dltop_serve_*``, issue 41).
 
 Headless. From each running serve run's requests so far (:mod:`dltop.live.serve_live`),
-labelled like its ``dltop_run_*`` series and gone with them when it ends: requests by
+labelled like its ``dltop_run_*`` values (campaign and slot: ``dltop_run_info`` says which
+run) and gone with them when it ends: requests by
 status, in flight, the achieved and the asked rate, output tokens/s, and TTFT and
 per-token ITL as histograms (cumulative buckets, vLLM's boundaries: docs/serve.md says
 why histograms rather than quantiles).
@@ -13,7 +14,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Sequence
 
 from dltop.live.metrics import Family, Labels, RunMetrics, family
-from dltop.live.serve_live import ServeLive
+from dltop.live.serve_live import RATE_WINDOW_S, ServeLive
 
 TTFT_BUCKETS_S = (0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5,
                   5.0, 7.5, 10.0, 20.0, 40.0, 80.0, 160.0, 640.0, 2560.0)
@@ -57,8 +58,9 @@ def serve_families(runs: Sequence[RunMetrics], hostname: str) -> list[Family]:
               lambda s: s.warmup_done),
         gauge("requests_in_flight", "The client's requests in flight when its newest "
               "request ended.", lambda s: s.in_flight),
-        gauge("achieved_requests_per_second", "Ok measured requests per second since the "
-              "measured load's start (to its newest end).", lambda s: s.achieved_rate_per_s),
+        gauge("achieved_requests_per_second", f"Ok measured requests per second over the "
+              f"last {RATE_WINDOW_S:g} s of the load (0 while none ends).",
+              lambda s: s.achieved_rate_per_s),
         gauge("asked_requests_per_second", "The request rate asked (absent for \"inf\").",
               lambda s: s.asked_rate_per_s),
         gauge("output_tokens_per_second", "Output tokens of the ok measured requests per "

@@ -65,6 +65,13 @@ def v35(db: Any) -> None:
     """Migration 35: ``runs.page_faults_per_step`` (the done event's)."""
     db["runs"].add_column("page_faults_per_step", float)
 
+
+def v38(db: Any) -> None:
+    """Migration 38: ``campaigns.waiting_since_s/waiting_devices/waiting_holders``."""
+    db["campaigns"].add_column("waiting_since_s", float)
+    db["campaigns"].add_column("waiting_devices", str)
+    db["campaigns"].add_column("waiting_holders", int)
+
 if TYPE_CHECKING:  # read-only opens check the version here without loading sqlite-utils
     import sqlite_utils
 
@@ -180,6 +187,9 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(37, "serve_requests.cached_tokens/max_tokens: the prompt tokens the server "
                   "served from its cache, and the max_tokens each request asked (a "
                   "new_tokens_spread draws its own)", v37),
+    Migration(38, "campaigns.waiting_since_s/waiting_devices/waiting_holders: a waiting "
+                  "campaign's facts without the holders' identities (pid, user, database: "
+                  "waiting_for's text), which the exporter serves", v38),
 )
 """Every schema step, in the order applied: versions 1, 2, ... without gaps."""
 

@@ -271,21 +271,33 @@ class Queue:
         """Whether ``campaigns`` has the engine's heartbeat columns (migration 22)."""
         return "engine_heartbeat_s" in columns(self._db, "campaigns")
 
-    def set_waiting(self, campaign_id: int, waiting_for: str | None) -> None:
-        """``waiting`` for devices (``waiting_for`` says which), or back to ``running``.
+    def set_waiting(self, campaign_id: int, waiting_for: str | None,
+                    devices: str | None = None, holders: int | None = None) -> None:
+        """``waiting`` for devices (``waiting_for`` says which and who holds them), or
+        back to ``running``.
 
         Only a ``running`` campaign starts waiting and only a ``waiting`` one goes
-        back, so a pause or the campaign's end is never overwritten.
+        back, so a pause or the campaign's end is never overwritten. ``devices`` (the
+        devices wanted, ``gpu 0-1``) and ``holders`` (how many other processes hold
+        them or wait ahead) are what may leave the host (the exporter); the wait's
+        start (``waiting_since_s``, epoch seconds) is kept while it goes on.
         """
         with transaction(self._db):
             running, waiting = CampaignStatus.RUNNING, CampaignStatus.WAITING
             if waiting_for is None:
-                self._db.execute("update campaigns set status = ?, waiting_for = null "
+                self._db.execute("update campaigns set status = ?, waiting_for = null, "
+                                 "waiting_since_s = null, waiting_devices = null, "
+                                 "waiting_holders = null "
                                  "where id = ? and status = ?", [running, campaign_id, waiting])
             else:
-                self._db.execute("update campaigns set status = ?, waiting_for = ? "
+                now = time.time()  # the old status on the right: a wait goes on from its start
+                self._db.execute("update campaigns set status = ?, waiting_for = ?, "
+                                 "waiting_since_s = case when status = ? then "
+                                 "coalesce(waiting_since_s, ?) else ? end, "
+                                 "waiting_devices = ?, waiting_holders = ? "
                                  "where id = ? and status in (?, ?)",
-                                 [waiting, waiting_for, campaign_id, running, waiting])
+                                 [waiting, waiting_for, waiting, now, now,
+                                  devices, holders, campaign_id, running, waiting])
 
     def finish_if_drained(self, campaign_id: int, status: CampaignStatus,
                           finished_at: str, stopped_by: str | None = None) -> bool:

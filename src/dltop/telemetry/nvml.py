@@ -193,7 +193,8 @@ class NvmlBackend:
         return self._handles[index]
 
     def static(self, index: int) -> GpuStatic:
-        """Name, UUID, memory total, power limit, driver and CUDA versions (cached)."""
+        """Name, UUID, memory total, power limit, driver and CUDA versions, PCI bus id
+        (cached)."""
         if index in self._static:
             return self._static[index]
         n, h = self._nvml, self._handle(index)
@@ -203,6 +204,7 @@ class NvmlBackend:
         mem = q("memory", lambda: n.nvmlDeviceGetMemoryInfo(h))
         limit = q("power_limit", lambda: n.nvmlDeviceGetEnforcedPowerLimit(h))
         cuda = self._q(None, "cuda_version", lambda: n.nvmlSystemGetCudaDriverVersion())
+        pci = q("pci", lambda: n.nvmlDeviceGetPciInfo(h))
         self._static[index] = GpuStatic(
             index=index, name=_text(q("name", lambda: n.nvmlDeviceGetName(h)) or "GPU"),
             uuid=(_text(u) if (u := q("uuid", lambda: n.nvmlDeviceGetUUID(h))) else None),
@@ -212,6 +214,7 @@ class NvmlBackend:
                 None, "driver", lambda: n.nvmlSystemGetDriverVersion())) else None),
             cuda_version=(f"{cuda // 1000}.{cuda % 1000 // 10}" if cuda else None),
             simulated=False,
+            pci_bus_id=_text(pci.busId) if pci is not None and pci.busId else None,
         )
         return self._static[index]
 

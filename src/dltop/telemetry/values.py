@@ -36,6 +36,8 @@ class GpuStatic:
     driver_version: str | None
     cuda_version: str | None
     simulated: bool
+    pci_bus_id: str | None = None
+    """NVML's PCI bus id (``00000000:19:00.0``), as dcgm-exporter's ``pci_bus_id`` label."""
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,12 @@ class OpenCampaign:
     """Its owner's generation (:mod:`dltop.store.fence`; None before migration 24)."""
     pack: bool = False
     """It runs with ``--pack`` (its runs share the host on disjoint devices)."""
+    waiting_since_s: float | None = None
+    """While waiting: since when, epoch seconds (None before migration 38)."""
+    waiting_devices: str | None = None
+    """While waiting: the devices it wants (``gpu 0-1``), without who holds them."""
+    waiting_holders: int | None = None
+    """While waiting: how many other processes hold them or wait ahead for them."""
 
 
 def open_campaigns(db: Any, statuses: Collection[str] = ACTIVE_CAMPAIGN_STATUSES
@@ -67,7 +73,9 @@ def open_campaigns(db: Any, statuses: Collection[str] = ACTIVE_CAMPAIGN_STATUSES
     commands alike (a column an older database lacks reads as its default)."""
     return [OpenCampaign(r["id"], r["name"], r["status"], r["engine_pid"],
                          r["engine_start_time"], r.get("waiting_for"), r.get("engine_host"),
-                         r.get("engine_heartbeat_s"), r.get(GENERATION), bool(r.get("pack")))
+                         r.get("engine_heartbeat_s"), r.get(GENERATION), bool(r.get("pack")),
+                         r.get("waiting_since_s"), r.get("waiting_devices"),
+                         r.get("waiting_holders"))
             for r in db.query(f"select * from campaigns where status in ({marks(statuses)}) "
                               "order by id", sorted(statuses))]
 

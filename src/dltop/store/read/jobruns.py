@@ -53,11 +53,13 @@ def recent_runs(db: Any, limit: int, campaign_id: int | None,
 def running(db: Any, campaign_id: int) -> list[dict[str, Any]]:
     """Runs of the campaign stored as ``running``, oldest first, with their job's columns,
     ``total`` (:func:`~dltop.store.read.queue_view.run_total`), the executor's queue columns
-    (:func:`~dltop.store.read.slurm.queue_columns`) and ``queue_s``."""
+    (:func:`~dltop.store.read.slurm.queue_columns`), ``queue_s`` and where it runs
+    (``gpu_indices``, ``cpu_affinity``, ``slurm_nodes``)."""
     return list(db.query(
         "select r.id, r.job_id, r.started_at, r.log_path, r.samples_per_iter, j.framework, "
         "j.model, j.batch_size, j.device, j.repeat, j.iterations, j.warmup, "
-        f"{run_total(db)}, {queue_columns(db)}, {_run_cols(db, ['queue_s'])} "
+        f"{run_total(db)}, {queue_columns(db)}, "
+        f"{_run_cols(db, ['queue_s', 'gpu_indices', 'cpu_affinity', 'slurm_nodes'])} "
         "from runs r join jobs j on j.id = r.job_id "
         "where r.campaign_id = ? and r.status = ? order by r.id",
         [campaign_id, RunStatus.RUNNING]))

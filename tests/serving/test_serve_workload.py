@@ -203,8 +203,8 @@ def _note(events: list[dict[str, Any]]) -> str:
 @pytest.mark.slow
 def test_prompts_an_earlier_run_sent_to_the_same_server_are_named(
         tmp_path: Path, fake_server) -> None:
-    # llama-server, one server for a rate sweep, the same seed: 3 % of the prompt tokens
-    # cached at the first rate, 97 % at the next, with prefix_tokens 0 (TTFT of cache hits)
+    # one sweep point twice on one server (a rate sweep of prompt_draw = "seed" too;
+    # llama-server: 3 % of the prompt tokens cached at its first rate, 97 % at the next)
     url = fake_server("--tokenize", "--prefix-cache", "--ttft-ms", "1", "--itl-ms", "1")
     job = spec(url, "steady", iterations=10, warmup=2, concurrency=1, prompt_tokens=10,
                new_tokens=3, prefix_tokens=16, prefix_groups=2, seed=5)

@@ -149,18 +149,18 @@ class ServeExtras:
     def _repeated_note(self) -> str | None:
         """``prompts repeated: ...`` where at least :data:`REPEATED_SHARE` of the measured
         requests found most of their own part (past ``prefix_tokens``) in the server's
-        cache: a group's server keeps an earlier run's prompts, and the same seed sends
-        the same ones (llama-server: 97 % cached at the second rate of a sweep without a
-        prefix), so their TTFT times cache hits, not prefills."""
+        cache: a group's server keeps an earlier run's prompts, and the same draw sends
+        the same ones (``prompt_draw = "seed"``: llama-server had 97 % cached at the second
+        rate of a sweep without a prefix), so their TTFT times cache hits, not prefills."""
         prefix = int((self._load or {}).get("prefix_tokens") or 0)
         hits = sum(c - prefix > (p - prefix) / 2 for p, c in self._prompts)
         if not hits or hits < REPEATED_SHARE * len(self._prompts):
             return None
         return (f"prompts repeated: {hits} of {len(self._prompts)} measured requests found "
                 "most of their own part (past prefix_tokens) in the server's cache (sent "
-                "before on this server: an earlier run of the same seed, or a dataset's "
-                "repeats): their TTFT times cache hits; server_scope = \"run\" or another "
-                "seed sends fresh ones")
+                "before on this server: an earlier run of the same sweep point or of "
+                "prompt_draw = \"seed\", or a dataset's repeats): their TTFT times cache "
+                "hits; server_scope = \"run\" or another seed sends fresh ones")
 
     def _dropped_note(self) -> str | None:
         """``3 of 40 dataset prompts over max_prompt_tokens dropped (by the tokenizer)``, or

@@ -29,12 +29,14 @@ from dltop.profiles.jobspec import declared
 
 KEYS: Final = ("endpoint", "api", "arrival", "burstiness", "api_key_env", "max_error_rate",
                "slo_ttft_ms", "slo_tpot_ms", "slo_e2e_ms", "dataset", "force_length", "tokenizer",
-               "client_processes", "server_scope", "max_prompt_tokens")
+               "client_processes", "server_scope", "max_prompt_tokens", "prompt_draw")
 """The keys of an ``openai`` entry (besides the settings every entry has)."""
 APIS: Final = ("chat", "completions")
 ARRIVALS: Final = ("poisson", "constant", "gamma")
 SCOPES: Final = ("group", "run")
 """``server_scope``: one server per configuration group (the default), or one per run."""
+DRAWS: Final = ("point", "seed")
+"""``prompt_draw``: prompts drawn per sweep point (the default), or from ``seed`` alone."""
 MAX_ERROR_RATE_DEFAULT: Final = 0.05
 """Above this share of failed measured requests the run fails (``max_error_rate``)."""
 CONCURRENCY_DEFAULT: Final = 1
@@ -134,6 +136,10 @@ def options(err: Err, loc: Callable[[str], str], merged: Mapping[str, Any],
                    fields.one_of(SCOPES))
     if started and scope != "group":  # the default is not stored: the job's identity holds
         out["server_scope"] = scope
+    draw = _check(err, loc("prompt_draw"), merged.get("prompt_draw", "point"),
+                  fields.one_of(DRAWS))
+    if draw != "point":  # the default is not stored: the job's identity holds
+        out["prompt_draw"] = draw
     if merged.get("api_key_env") is not None:
         out["api_key_env"] = _check(err, loc("api_key_env"), merged["api_key_env"], env_name)
     if merged.get("force_length") is not None:

@@ -130,7 +130,11 @@ def _terminated(signum, frame):
 def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     api = opts.get("api", "chat")
     warmup, measured = int(spec["warmup"]), int(spec["iterations"])
-    rng = tokens.new_rng(int(spec.get("seed") or 0))
+    drawn = tokens.draw_seed(spec)
+    rng = tokens.new_rng(drawn)
+    sys.stdout.write("[dltop] prompts and arrivals drawn with seed %d (prompt_draw = %s%s)\n" % (
+        drawn, opts.get("prompt_draw", "point"), "" if opts.get("prompt_draw") == "seed"
+        else ": sha256 of " + tokens.point(spec)))
     data = tokens.read_dataset(opts["dataset"]) if opts.get("dataset") else None
     if opts.get("dataset") and not data:
         raise proto.Failed("dataset %s holds no prompts" % opts["dataset"])
@@ -163,7 +167,7 @@ def _load(spec, reporter, opts, endpoint, cold_s, shared=None):
     concurrency = int(spec.get("concurrency") or 1)
     # the client is aiohttp (no openai SDK): its version, named, is the framework's
     reporter.hello("openai", "aiohttp " + getattr(load.aiohttp, "__version__", "?"), "cpu", 1,
-                   endpoint=endpoint, api=api, served_model=spec["model"],
+                   endpoint=endpoint, api=api, served_model=spec["model"], prompt_seed=drawn,
                    prompts="dataset" if data else (
                        "synthetic (exactly prompt_tokens tokens by the %s)" % counter.source
                        if counter else "synthetic (~prompt_tokens words)") + _shape(spec),

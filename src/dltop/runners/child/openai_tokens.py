@@ -13,6 +13,7 @@ come from a ``dataset`` file (:func:`read_dataset`) or are synthetic (:func:`pro
 """
 
 import gzip
+import hashlib
 import json
 import math
 import random
@@ -323,6 +324,45 @@ def _text(content):
     if isinstance(content, list):
         return "".join(p.get("text") or "" for p in content if isinstance(p, dict))
     return content
+
+
+POINT_KEYS = ("seed", "repeat", "request_rate", "concurrency", "arrival", "burstiness",
+              "iterations", "warmup", "prompt_tokens", "new_tokens", "prefix_tokens",
+              "prefix_groups", "prompt_tokens_spread", "new_tokens_spread")
+"""What a run's draws are seeded with (``prompt_draw = "point"``, the default): its sweep
+point, never its engine (server, endpoint, served model, api, devices), so that engines
+get the same prompts and a group's server a fresh set at each point (docs/serving.md)."""
+
+
+def point(spec):
+    """The run's sweep point (:data:`POINT_KEYS`, defaults filled in as the runner reads
+    them) as the JSON text its draw seed is hashed from."""
+    opts = spec.get("options") or {}
+    rate = spec.get("request_rate") or "inf"
+    values = {
+        "seed": int(spec.get("seed") or 0), "repeat": int(spec.get("repeat") or 0),
+        "request_rate": rate if rate == "inf" else float(rate),
+        "concurrency": int(spec.get("concurrency") or 1),
+        "arrival": opts.get("arrival", "poisson"),
+        "burstiness": float(opts.get("burstiness", 1.0)),
+        "prefix_tokens": int(spec.get("prefix_tokens") or 0),
+        "prefix_groups": int(spec.get("prefix_groups") or 1),
+        "prompt_tokens_spread": float(spec.get("prompt_tokens_spread") or 0.0),
+        "new_tokens_spread": float(spec.get("new_tokens_spread") or 0.0)}
+    for key in ("iterations", "warmup", "prompt_tokens", "new_tokens"):
+        values[key] = int(spec.get(key) or 0)
+    return json.dumps([values[k] for k in POINT_KEYS], separators=(",", ":"))
+
+
+def draw_seed(spec):
+    """The seed of a run's random draws (prompts, their lengths, arrivals): ``seed`` itself
+    with ``prompt_draw = "seed"`` (every point of a sweep the same prompts, as before it
+    existed), else the first 8 bytes, big-endian, of the SHA-256 of :func:`point`, less
+    the top bit (an SQLite integer: the run's environment stores it)."""
+    if (spec.get("options") or {}).get("prompt_draw") == "seed":
+        return int(spec.get("seed") or 0)
+    digest = hashlib.sha256(point(spec).encode()).digest()
+    return int.from_bytes(digest[:8], "big") % 2 ** 63
 
 
 def new_rng(seed):

@@ -227,7 +227,7 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
         if value is None:
             raise where.err(loc(key), "missing (set it in the entry or in [defaults])")
         if not isinstance(value, list) or not value:
-            raise where.err(loc(key), f"expected a non-empty list, got {value!r}")
+            raise where.err(loc(key), f"expected a non-empty list, got {fields.given(value)}")
         lists[key] = value
     frameworks = [str(check(where, f"{loc('frameworks')}[{j}]", v,
                             fields.one_of(catalog.FRAMEWORKS)))
@@ -260,9 +260,9 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
         if v not in OPTIONS[k] or type(v) is not type(OPTIONS[k][0]):
             valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
             if isinstance(v, list):
-                raise where.err(loc(k), f"expected one of {valid}, got {v!r}: "
+                raise where.err(loc(k), f"expected one of {valid}, got {fields.given(v)}: "
                                 f"{fields.ONE_VALUE}")
-            raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
+            raise where.err(loc(k), f"unknown value {fields.given(v)} (valid: {valid})")
     options = tuple(sorted(options + byo))
     for sw, batch, dev in itertools.product(sweeps, batches, devices):
         workers = dev.workers * sw["nodes"]

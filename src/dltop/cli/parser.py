@@ -250,7 +250,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "field) and compare each value with the baseline")
     cmp.add_argument("--baseline", default=None, metavar="VALUE",
                      help="with --by: the value the others are compared with (default: "
-                          "the first in queue order)")
+                          "the setting's default where the campaign has it, compile off, "
+                          "fp32...; else the first in queue order)")
     cmp.add_argument("--metric", default=None,
                      choices=[n for n, m in METRICS.items() if m.words],
                      help="default: time for A B; every metric a pair has for --by")

@@ -105,3 +105,20 @@ def test_runs_limit_below_one_is_refused(limit: str, tmp_path: Path) -> None:
     assert (res.returncode, res.stdout) == (2, "")  # SQLite's LIMIT -3 listed every run
     assert f"argument --limit: expected an integer >= 1, got '{limit}'" in res.stderr
     assert db.read_bytes() == before
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["log", "x"], "RUN: expected a run id such as 12 (or d:12, the run as a study names "
+     "it), got 'x'"),
+    (["export", "--table", "profile", "--run", "x"], "--run: expected a run id such as 12"),
+    (["report", "--run", "x1"], "--run: expected run ids such as 12 or 12,14 (or d:12, "),
+])
+def test_a_run_option_asks_for_what_it_takes(argv: list[str], says: str,
+                                             tmp_path: Path) -> None:
+    """`dltop log` takes one run: its error no longer suggests the list (12,14) it then
+    refused."""
+    db = tmp_path / "d.db"
+    connect(db).close()
+    res = subprocess.run([sys.executable, "-m", "dltop", *argv, "--db", str(db)],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and says in res.stderr, res.stderr

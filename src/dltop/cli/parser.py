@@ -133,8 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "simulated everywhere; also $DLTOP_FAKE_GPUS)")
 
     fake_arg(run)
-    run.add_argument("--gpu-hz", type=float, default=10.0, help="GPU sampling rate (10)")
-    run.add_argument("--host-hz", type=float, default=2.0, help="host sampling rate (2)")
+    run.add_argument("--gpu-hz", type=float, default=10.0, metavar="HZ",
+                     help="GPU sampling rate (10)")
+    run.add_argument("--host-hz", type=float, default=2.0, metavar="HZ",
+                     help="host sampling rate (2)")
     run.add_argument("--no-telemetry", action="store_true", help="do not sample devices")
 
     tui = sub.add_parser("tui", help="the live viewer (also: dltop with no command, its "

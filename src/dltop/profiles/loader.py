@@ -337,12 +337,21 @@ REPLACED: Final = {"ignore_eos": 'force_length = ["ignore_eos"]'}
 """Keys an earlier dltop took, and what says the same now (the refusal names it)."""
 
 
+def _top_level(key: str) -> str:
+    """Where a top-level key goes, for one written inside a table."""
+    if key in ("name", "description", "pack"):
+        return "write it at the top of the file, before any [table]"
+    return f"a table of its own ([{key}]), not a key of this one"
+
+
 def _check_keys(where: Where, prefix: str, table: dict[str, Any],
                 allowed: tuple[str, ...]) -> None:
     for key in table:
         if key not in allowed:
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
             hint = (f"; it is now {REPLACED[key]}" if key in REPLACED
+                    else f"; {key} is a top-level key: {_top_level(key)}"
+                    if prefix and key in TOP_KEYS
                     else f"; did you mean {close[0]!r}?" if close else "")
             raise where.err(f"{prefix}{key}", f"unknown key{hint} "
                             f"(valid here: {', '.join(allowed)})")

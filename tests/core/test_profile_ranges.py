@@ -279,3 +279,22 @@ def test_a_list_for_a_key_that_does_not_sweep_says_so(entry: str, key: str) -> N
     assert msg.startswith(f"p.toml: matrix[0].{key}: expected ")
     assert msg.endswith(": " + fields.ONE_VALUE), msg
     assert "lr" not in refused('lr = [0.1, 0.2]\nseed = [0, 1]').split(":")[1]  # lr sweeps
+
+
+@pytest.mark.parametrize(("entry", "error"), [
+    ("repeats = true", "matrix[0].repeats: expected an integer >= 1 and <= 1000000, got true"),
+    ("lr = false", "matrix[0].lr: expected a number > 0 and <= 1000, got false"),
+    ("precision = true", "matrix[0].precision: unknown value true (valid: fp32"),
+    ("cuda_graphs = [true, false]", "matrix[0].cuda_graphs: expected true or false, got "
+     "[true, false]: this key takes one value"),
+    ("devices = [true]", "matrix[0].devices[0]: expected a string like 'cpu:2', 'cpus:2' or "
+     "'gpu:1', got true"),
+    ("models = true", "matrix[0].models: expected a non-empty list, got true"),
+    ("inject = true", "matrix[0].inject: unknown value true (valid:"),
+    ("xla = [true]", "matrix[0].xla: expected one of true, false, got [true]"),
+])
+def test_a_toml_boolean_is_quoted_as_toml_writes_it(entry: str, error: str) -> None:
+    """A user who wrote `true` reads `got true` in the error, not Python's `True`."""
+    message = refused(entry)
+    assert error in message
+    assert "True" not in message and "False" not in message

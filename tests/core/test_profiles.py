@@ -176,6 +176,18 @@ def test_unknown_key_is_named_with_suggestion() -> None:
     assert "bogus: unknown key" in msg
 
 
+@pytest.mark.parametrize(("line", "says"), [
+    ("pack = true", "defaults.pack: unknown key; pack is a top-level key: write it at the "
+     "top of the file, before any [table]"),
+    ("slurm = 1", "defaults.slurm: unknown key; slurm is a top-level key: a table of its "
+     "own ([slurm]), not a key of this one"),
+])
+def test_a_top_level_key_in_a_table_says_where_it_goes(line: str, says: str) -> None:
+    """docs/profiles.md showed [defaults] taking 'any key below except name/description':
+    pack in [defaults] then met a bare 'unknown key'."""
+    assert says in err(GOOD.replace("iterations = 3", f"iterations = 3\n{line}"))
+
+
 def test_unknown_model_and_framework_list_valid_ones() -> None:
     msg = err(GOOD.replace('"alexnet-r"', '"alexnet"'))
     assert "matrix[0].models[1]" in msg and "resnet-56" in msg and "alexnet-r" in msg

@@ -177,3 +177,24 @@ def test_the_pivot_explains_every_cell_without_a_number(
     assert "short n/m: the program ended after n of the m measured iterations" in out
     assert "`-` no result yet: its runs are queued or running." in out
     assert "An empty cell: no such configuration in these campaigns." in out
+
+
+def test_where_a_value_no_row_shows_is_refused_naming_the_values(
+        tmp_path: Path, campaigns: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--where model=resnet50` (for resnet-50) printed an empty table and exit 0; a
+    list with one value present still filters, and a lone absent value in a list is
+    no error (it may not have run yet)."""
+    path = tmp_path / "w.db"
+    db = connect(path)
+    cid, jobs = campaigns.create(db, campaigns.profile("w", ["cpu:1"],
+                                                       models=("fcn-r", "lenet")), name="w")
+    for _, job_id in jobs:
+        campaigns.add_run(db, cid, job_id, [0.1, 0.1])
+    db.close()
+    assert cli.main(["export", "--db", str(path), "--where", "model=resnet50"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == ("dltop: error: --where 'model=resnet50': no row's model "
+                                 "is 'resnet50'; this table's: fcn-r, lenet\n")
+    assert cli.main(["export", "--db", str(path), "--where", "model=LENET,vgg16"]) == 0
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ")]
+    assert [r.split(" | ")[0] for r in rows[1:]] == ["| lenet"]  # under the header

@@ -66,6 +66,10 @@ def test_request_rate_and_concurrency_sweep_as_configurations() -> None:
     ('dataset = "no-such.jsonl"', "dataset", "no such file"),
     ("batch_sizes = [4]", "batch_sizes", "one sequence"),
     ('seq_len = 64', "seq_len", 'does not apply to mode = "serve"'),
+    # not "epochs needs data = \"real\"", whose fix a serve entry refuses next
+    ("epochs = 2", "epochs", 'does not apply to mode = "serve"'),
+    ("eval_every = 5", "eval_every", 'does not apply to mode = "serve"'),
+    ("target_accuracy = 0.5", "target_accuracy", 'does not apply to mode = "serve"'),
     ('devices = ["cpus:2"]', "devices", "one client process"),
 ])
 def test_bad_values_name_file_and_key(extra: str, key: str, says: str) -> None:

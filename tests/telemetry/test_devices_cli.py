@@ -49,6 +49,8 @@ def test_doctor_reports_torch() -> None:
     assert res.returncode == 0
     assert "[ok] torch: 2." in res.stdout and "nvml" in res.stdout
     assert "[ok] tensorflow: 2." in res.stdout and "[ok] cntk: 2.7 via" in res.stdout
+    # the serve client's version is its HTTP library's, named as such
+    assert "[ok] openai: aiohttp 3." in res.stdout
 
 
 def test_devices_reports_host_cpu_under_a_busy_process() -> None:

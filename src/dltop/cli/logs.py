@@ -54,7 +54,7 @@ def cmd_log(args: argparse.Namespace) -> int:
     from dltop.store.reader import open_reader
 
     given = args.run
-    (args.run, *more) = run_ids(given, args.db, "RUN")
+    (args.run, *more) = run_ids(given, args.db, "RUN", several=False)
     if more:
         raise UserError(f"RUN: one run's log at a time, got {given!r}")
     db = open_reader(resolve_db_path(args.db))

@@ -12,10 +12,10 @@ from dltop.catalog import Control
 from dltop.cli import daemon_parsers
 from dltop.results.metricdefs import METRICS
 
-DESCRIPTION = ("Command line: ``dltop run | status | runs | log | export | compare | report | "
-               "serve | exporter | agent | prune | import | vacuum | profiles | data | devices | "
-               "env | doctor``; "
-               "with no command (or ``tui``), the live viewer.")
+DESCRIPTION = ("Command line: dltop run | status | pause | resume | cancel | runs | log | "
+               "export | compare | check | report | serve | exporter | agent | prune | import | "
+               "vacuum | profiles | data | devices | env | doctor; with no command (or tui), "
+               "the live viewer.")
 
 
 VIEWER_OPTIONS = ("db", "campaign", "fake_gpus", "refresh_hz", "no_telemetry", "no_resume",
@@ -133,8 +133,10 @@ def build_parser() -> argparse.ArgumentParser:
                              "simulated everywhere; also $DLTOP_FAKE_GPUS)")
 
     fake_arg(run)
-    run.add_argument("--gpu-hz", type=float, default=10.0, help="GPU sampling rate (10)")
-    run.add_argument("--host-hz", type=float, default=2.0, help="host sampling rate (2)")
+    run.add_argument("--gpu-hz", type=float, default=10.0, metavar="HZ",
+                     help="GPU sampling rate (10)")
+    run.add_argument("--host-hz", type=float, default=2.0, metavar="HZ",
+                     help="host sampling rate (2)")
     run.add_argument("--no-telemetry", action="store_true", help="do not sample devices")
 
     tui = sub.add_parser("tui", help="the live viewer (also: dltop with no command, its "
@@ -147,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     envp = sub.add_parser("env", help="build a framework's own environment (CNTK)")
     env_sub = envp.add_subparsers(dest="env_command", metavar="ACTION", required=True)
     setup = env_sub.add_parser("setup", help="build the environment a framework runs in")
-    setup.add_argument("framework", choices=["cntk"])
+    setup.add_argument("framework", choices=["cntk"], help="the framework (CNTK only)")
     setup.add_argument("--prefix", type=Path, default=None,
                        help="where (default: $DLTOP_CNTK_ENV or ~/.local/share/dltop/envs/cntk)")
     setup.add_argument("--python", default=None, help="a Python 3.6/3.7 interpreter to use")
@@ -156,8 +158,11 @@ def build_parser() -> argparse.ArgumentParser:
     data_sub = data.add_subparsers(dest="data_command", metavar="ACTION", required=True)
     synth = data_sub.add_parser("synth", help="write a small learnable data set (MNIST IDX, "
                                               "CIFAR-10 python batches or PTB text) into DIR")
-    synth.add_argument("kind", choices=["mnist", "cifar10", "ptb"])
-    synth.add_argument("dir", type=Path, metavar="DIR")
+    synth.add_argument("kind", choices=["mnist", "cifar10", "ptb"],
+                       help="mnist (fcn-r, lenet), cifar10 (alexnet-r, resnet-56, resnet-50 "
+                            "at input_size 32) or ptb (lstm, the transformers)")
+    synth.add_argument("dir", type=Path, metavar="DIR",
+                       help="the directory to write (created if missing)")
     synth.add_argument("--train", type=int, default=None, metavar="N",
                        help="training images (PTB: words); default 6000/5000/60000, "
                             "10..60000/50000 (PTB 1..1000000)")
@@ -170,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="replace the files of an existing data set in DIR")
 
     dev = sub.add_parser("devices", help="one snapshot of every GPU and the host")
-    dev.add_argument("--json", action="store_true")
+    dev.add_argument("--json", action="store_true", help="print one JSON object")
     fake_arg(dev)
     doc = sub.add_parser("doctor", help="check NVML, drivers and frameworks")
     fake_arg(doc)
@@ -247,7 +252,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "field) and compare each value with the baseline")
     cmp.add_argument("--baseline", default=None, metavar="VALUE",
                      help="with --by: the value the others are compared with (default: "
-                          "the first in queue order)")
+                          "the setting's default where the campaign has it, compile off, "
+                          "fp32...; else the first in queue order)")
     cmp.add_argument("--metric", default=None,
                      choices=[n for n, m in METRICS.items() if m.words],
                      help="default: time for A B; every metric a pair has for --by")
@@ -258,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="give pairs with a single-run side an interval from that run's "
                           "own samples, labelled within-run (default: inconclusive)")
     cmp.add_argument("--threshold", type=float, default=0.05,
-                     help="smallest relative change called significant (0.05 = 5%%)")
+                     help="smallest relative change called significant (default 0.05 = "
+                          "5%%)")
     cmp.add_argument("--format", default="md", choices=["md", "csv", "json", "latex", "tex"],
                      type=_format, help="tex is latex")
     cmp.add_argument("--fail-on-regression", action="store_true",
@@ -273,7 +280,8 @@ def build_parser() -> argparse.ArgumentParser:
     dbs_arg(chk)
     chk.add_argument("campaign", nargs="?", default="latest", metavar="CAMPAIGN",
                      help="id, name, latest (default) or a list (3,5)")
-    chk.add_argument("--format", default="md", choices=["md", "csv", "json"])
+    chk.add_argument("--format", default="md", choices=["md", "csv", "json"],
+                     help="default md")
 
     for verb, text in ((Control.PAUSE, "pause a running campaign after its current run"),
                        (Control.RESUME, "resume a paused campaign"),
@@ -324,8 +332,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = sub.add_parser("runs", help="list recent runs with their status")
     dbs_arg(runs)
-    runs.add_argument("--campaign", default=None, metavar="ID|latest")
-    runs.add_argument("--limit", type=int, default=30)
+    runs.add_argument("--campaign", default=None, metavar="ID|latest",
+                      help="only this campaign's runs (default: every campaign)")
+    runs.add_argument("--limit", type=_positive, default=30, metavar="N",
+                      help="the N newest runs (default 30)")
     runs.add_argument("--status", action="append", default=None, metavar="S[,S...]",
                       help="only runs of these statuses (repeatable): ok, crashed, oom, ...")
     out = runs.add_mutually_exclusive_group()
@@ -336,7 +346,8 @@ def build_parser() -> argparse.ArgumentParser:
     prof = sub.add_parser("profiles", help="list built-in profiles, or show one's jobs")
     prof_sub = prof.add_subparsers(dest="profiles_command", metavar="SUBCOMMAND")
     show = prof_sub.add_parser("show", help="print the jobs a profile expands to")
-    show.add_argument("profile", metavar="NAME_OR_FILE")
+    show.add_argument("profile", metavar="NAME_OR_FILE",
+                      help="a built-in profile's name or a .toml file")
     show.add_argument("--all", action="store_true",
                       help="every job, not the first 50 and a count of the rest")
     return p
@@ -366,7 +377,7 @@ def viewer_args(sp: argparse.ArgumentParser, dest_prefix: str = "",
              "everywhere; also $DLTOP_FAKE_GPUS)")
     arg("--campaign", None, type=int, metavar="ID",
         help="show this campaign (default: follow the newest)")
-    arg("--refresh-hz", None, type=float, help="device refresh rate (4)")
+    arg("--refresh-hz", None, type=float, metavar="HZ", help="device refresh rate (4)")
     arg("--no-telemetry", False, action="store_true", help="do not read devices")
     arg("--no-resume", False, action="store_true",
         help="only watch: do not start engines for campaigns whose engine died")
@@ -384,6 +395,16 @@ def flags(sp: argparse.ArgumentParser, *names_and_help: tuple[str, str]) -> None
 def _format(text: str) -> str:
     """A table format; ``tex`` (the file suffix) is read as ``latex``."""
     return "latex" if text == "tex" else text
+
+
+def _positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
+    return n
 
 
 def _count(text: str) -> int:

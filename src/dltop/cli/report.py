@@ -14,10 +14,11 @@ from dltop.textsafe import one_line
 DEFAULT_OUTPUT = "report.html"
 
 
-def run_ids(text: str, db: str | list[str] | None, option: str = "--run") -> tuple[int, ...]:
+def run_ids(text: str, db: str | list[str] | None, option: str = "--run",
+            several: bool = True) -> tuple[int, ...]:
     """``--run 12,14`` as run ids of the one database ``db`` names; a study's ``FILE:12``
     is taken where FILE is that database (its path or stem, as ``dltop runs`` of a study
-    prints it).
+    prints it). ``several``: the option takes a list (its error shows one).
 
     Raises:
         UserError: an item is not a positive whole number, or names another database.
@@ -31,8 +32,9 @@ def run_ids(text: str, db: str | list[str] | None, option: str = "--run") -> tup
     for item in text.split(","):
         own = in_file(item.strip(), path)
         if not own.isdigit() or int(own) < 1:
-            raise UserError(f"{option}: expected run ids such as 12 or 12,14 (or "
-                            f"{Path(path).stem}:12, the run as a study names it), got {text!r}")
+            what = "run ids such as 12 or 12,14" if several else "a run id such as 12"
+            raise UserError(f"{option}: expected {what} (or {Path(path).stem}:12, the run "
+                            f"as a study names it), got {text!r}")
         out.append(int(own))
     return tuple(dict.fromkeys(out))
 

@@ -43,7 +43,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         from dltop.cli.report import run_ids
 
         one_db_for_run(args.db)
-        (run, *more) = run_ids(run, args.db)
+        (run, *more) = run_ids(run, args.db, several=False)
         if more:
             raise UserError(f"--run: one run's operators at a time, got {args.run!r}")
     db = open_reading(args.db)

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
+from dltop.profiles.fields import given
+
 DeviceKind = Literal["cpu", "cpus", "gpu"]
 
 _DEVICE_RE = re.compile(r"^(cpu|cpus|gpu):([0-9]+)$")
@@ -58,7 +60,8 @@ def device_list(v: object, cores: int, *, max_gpus: int, max_cpus: int) -> list[
         ValueError: not a device string, or more than ``max_gpus`` / ``max_cpus``.
     """
     if not isinstance(v, str):
-        raise ValueError(f"expected a string like 'cpu:2', 'cpus:2' or 'gpu:1', got {v!r}")
+        raise ValueError(f"expected a string like 'cpu:2', 'cpus:2' or 'gpu:1', "
+                         f"got {given(v)}")
     if v.strip() in ("cpu:1..max", "cpu:all"):
         return [DeviceSpec("cpu", n) for n in thread_ladder(cores)]
     try:

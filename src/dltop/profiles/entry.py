@@ -62,6 +62,13 @@ def entry_settings(where: Where, loc: Callable[[str], str], m: dict[str, Any]) -
         # Absolute (against the directory dltop was started in, as before): the job
         # is stored, and a --resume from another directory must read the same data.
         s["data_dir"] = str(Path(s["data_dir"]).expanduser().absolute())
+    if s["mode"] == "serve":
+        # before the checks below, whose fixes (data = "real", evaluations) a serve
+        # entry then refuses in turn
+        for key in ("epochs", "eval_every", "target_accuracy", "target_perplexity"):
+            if s[key] is not None:
+                raise where.err(loc(key), f'{key} does not apply to mode = "serve" (the '
+                                "server decides how it runs)")
     if s["epochs"] is not None:
         if s["mode"] == "inference":
             raise where.err(loc("epochs"), 'epochs is for training; mode = "inference" '

@@ -116,6 +116,16 @@ def _show(x: float) -> str:
     return str(int(x)) if float(x).is_integer() else f"{x:g}"
 
 
+def given(v: Any) -> str:
+    """A profile's value as its TOML spells it in an error: ``true``, not Python's ``True``
+    (strings and numbers as ``repr`` writes them: ``'gpu:0'``, ``1.5``)."""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, list):
+        return "[" + ", ".join(given(x) for x in v) + "]"
+    return repr(v)
+
+
 ONE_VALUE = "this key takes one value, not a sweep (write one [[matrix]] entry per value)"
 """Why a list is refused where a key does not sweep."""
 
@@ -145,7 +155,7 @@ class Integer:
             return v
         if isinstance(v, bool) or not isinstance(v, int) \
                 or not self.minimum <= v <= self.maximum:
-            raise ValueError(f"expected {self.expected}, got {v!r}{_not_a_sweep(v)}")
+            raise ValueError(f"expected {self.expected}, got {given(v)}{_not_a_sweep(v)}")
         return v
 
 
@@ -168,13 +178,13 @@ class Number:
 
     def __call__(self, v: Any) -> float:
         if isinstance(v, bool) or not isinstance(v, int | float):
-            raise ValueError(f"expected a {self.noun} {self.expected}, got {v!r}"
+            raise ValueError(f"expected a {self.noun} {self.expected}, got {given(v)}"
                              f"{_not_a_sweep(v)}")
         # NaN fails every comparison: the range test refuses it with infinities
         low_ok = v > self.low if self.above else v >= self.low
         high_ok = v < self.high if self.below else v <= self.high
         if not (math.isfinite(v) and low_ok and high_ok):
-            raise ValueError(f"expected a finite {self.noun} {self.expected}, got {v!r}")
+            raise ValueError(f"expected a finite {self.noun} {self.expected}, got {given(v)}")
         return float(v)
 
 
@@ -196,7 +206,7 @@ class NumberOr(Number):
             return super().__call__(v)
         except ValueError:
             raise ValueError(f"expected a finite {self.noun} {self.expected}, "
-                             f"got {v!r}{_not_a_sweep(v)}") from None
+                             f"got {given(v)}{_not_a_sweep(v)}") from None
 
 
 def integer(minimum: int, maximum: int) -> Integer:
@@ -214,12 +224,12 @@ def one_of(valid: tuple[str, ...]) -> Check[str]:
     """One of ``valid``; the error suggests the closest."""
     def check(v: Any) -> str:
         if isinstance(v, list):
-            raise ValueError(f"expected one of {', '.join(valid)}, got {v!r}"
+            raise ValueError(f"expected one of {', '.join(valid)}, got {given(v)}"
                              f"{_not_a_sweep(v)}")
         if v not in valid:
             close = difflib.get_close_matches(str(v), valid, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown value {v!r}{hint} (valid: {', '.join(valid)})")
+            raise ValueError(f"unknown value {given(v)}{hint} (valid: {', '.join(valid)})")
         return str(v)
     return check
 
@@ -227,7 +237,7 @@ def one_of(valid: tuple[str, ...]) -> Check[str]:
 def boolean(v: Any) -> bool:
     """``true`` or ``false``."""
     if not isinstance(v, bool):
-        raise ValueError(f"expected true or false, got {v!r}{_not_a_sweep(v)}")
+        raise ValueError(f"expected true or false, got {given(v)}{_not_a_sweep(v)}")
     return v
 
 
@@ -248,7 +258,7 @@ def label(v: Any) -> str:
     """A user's label (a profile's name, a command's model): a string of at most
     ``MAX_LABEL`` characters, which every table and title can show."""
     if not isinstance(v, str):
-        raise ValueError(f"expected a string, got {v!r}")
+        raise ValueError(f"expected a string, got {given(v)}")
     if len(v) > MAX_LABEL:
         raise ValueError(f"expected at most {MAX_LABEL} characters, got {len(v)}")
     return v
@@ -257,7 +267,7 @@ def label(v: Any) -> str:
 def string(v: Any) -> str:
     """Any string."""
     if not isinstance(v, str):
-        raise ValueError(f"expected a string, got {v!r}")
+        raise ValueError(f"expected a string, got {given(v)}")
     return v
 
 

@@ -227,7 +227,7 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
         if value is None:
             raise where.err(loc(key), "missing (set it in the entry or in [defaults])")
         if not isinstance(value, list) or not value:
-            raise where.err(loc(key), f"expected a non-empty list, got {value!r}")
+            raise where.err(loc(key), f"expected a non-empty list, got {fields.given(value)}")
         lists[key] = value
     frameworks = [str(check(where, f"{loc('frameworks')}[{j}]", v,
                             fields.one_of(catalog.FRAMEWORKS)))
@@ -260,9 +260,9 @@ def _expand(where: Where, origin: dict[str, str], at: str, profile: str,
         if v not in OPTIONS[k] or type(v) is not type(OPTIONS[k][0]):
             valid = ", ".join(json.dumps(x) for x in OPTIONS[k])
             if isinstance(v, list):
-                raise where.err(loc(k), f"expected one of {valid}, got {v!r}: "
+                raise where.err(loc(k), f"expected one of {valid}, got {fields.given(v)}: "
                                 f"{fields.ONE_VALUE}")
-            raise where.err(loc(k), f"unknown value {v!r} (valid: {valid})")
+            raise where.err(loc(k), f"unknown value {fields.given(v)} (valid: {valid})")
     options = tuple(sorted(options + byo))
     for sw, batch, dev in itertools.product(sweeps, batches, devices):
         workers = dev.workers * sw["nodes"]
@@ -337,12 +337,21 @@ REPLACED: Final = {"ignore_eos": 'force_length = ["ignore_eos"]'}
 """Keys an earlier dltop took, and what says the same now (the refusal names it)."""
 
 
+def _top_level(key: str) -> str:
+    """Where a top-level key goes, for one written inside a table."""
+    if key in ("name", "description", "pack"):
+        return "write it at the top of the file, before any [table]"
+    return f"a table of its own ([{key}]), not a key of this one"
+
+
 def _check_keys(where: Where, prefix: str, table: dict[str, Any],
                 allowed: tuple[str, ...]) -> None:
     for key in table:
         if key not in allowed:
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
             hint = (f"; it is now {REPLACED[key]}" if key in REPLACED
+                    else f"; {key} is a top-level key: {_top_level(key)}"
+                    if prefix and key in TOP_KEYS
                     else f"; did you mean {close[0]!r}?" if close else "")
             raise where.err(f"{prefix}{key}", f"unknown key{hint} "
                             f"(valid here: {', '.join(allowed)})")

@@ -239,8 +239,8 @@ def pick_rows(table: Table, where: Sequence[str]) -> Table:
     shows them, any case); every condition must hold.
 
     Raises:
-        ValueError: a condition without ``=``, or naming no key column (naming those
-            there are).
+        ValueError: a condition without ``=``, naming no key column (naming those
+            there are), or none of whose values a row shows (naming those there are).
     """
     keys = [k for k, c in enumerate(table.columns) if c.role is Role.KEY]
     wanted: list[tuple[int, set[str]]] = []
@@ -253,7 +253,15 @@ def pick_rows(table: Table, where: Sequence[str]) -> Table:
             raise ValueError(f"{cond!r}: give COLUMN=VALUE[,VALUE], COLUMN one of this "
                              "table's key columns: "
                              + ", ".join(table.columns[k].header for k in keys))
-        wanted.append((found, {v.strip().casefold() for v in values.split(",")}))
+        asked = {v.strip().casefold() for v in values.split(",")}
+        shown = sorted({_text(r.cells[found]) for r in table.rows} - {""})
+        if table.rows and not asked & {v.casefold() for v in shown}:
+            # a typo (resnet50 for resnet-50) printed an empty table, exit 0
+            raise ValueError(f"{cond!r}: no row's {table.columns[found].header} is "
+                             f"{' or '.join(repr(v.strip()) for v in values.split(','))}; "
+                             f"this table's: {', '.join(shown[:20])}"
+                             + (f" and {len(shown) - 20} more" if len(shown) > 20 else ""))
+        wanted.append((found, asked))
 
     def keep(row: Row) -> bool:
         return all((cell := row.cells[k]) is not None and cell.text.casefold() in values

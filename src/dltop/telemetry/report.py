@@ -155,6 +155,9 @@ def _framework_check(fw: str, module: str) -> Check:
     except UserError as exc:
         return Check(fw, False, str(exc), hint)
     ok, detail = _framework_version(python, module, dict(env))
+    if ok and module != fw:
+        # openai's version is aiohttp's: unnamed it read as the openai package's version
+        detail = f"{module} {detail}"
     return Check(fw, ok, f"{detail} via {python} ({source})",
                  None if ok else f"{hint}, in {python}")
 

@@ -24,10 +24,12 @@ def latest_run_devices(db: Any, campaign_ids: Sequence[int]) -> list[dict[str, A
 
 
 def has_gpu_jobs(db: Any, campaign_id: int) -> bool:
-    """Whether any job of the campaign, run or queued, is a GPU one (the queue index)."""
+    """Whether any job of the campaign, run or queued, is a GPU one (the queue index);
+    an ``unsatisfiable`` one never runs, so a campaign of those alone ran on no GPU."""
     return bool(db.execute(
         "select exists (select 1 from jobs where campaign_id = ? and "
-        "substr(device, 1, 3) = 'gpu')", [campaign_id]).fetchone()[0])
+        "substr(device, 1, 3) = 'gpu' and status != 'unsatisfiable')",
+        [campaign_id]).fetchone()[0])
 
 
 def distinct_environments(db: Any, campaign_ids: Sequence[int]) -> list[dict[str, Any]]:

@@ -43,7 +43,7 @@ def test_defaults_and_values_reach_the_job_and_its_spec() -> None:
 @pytest.mark.parametrize(("extra", "key", "expected"), [
     ('channels_last = "yes"', "channels_last", "expected true or false"),
     ('compile = "fast"', "compile", "unknown value 'fast'"),
-    ("compile = true", "compile", "unknown value True"),
+    ("compile = true", "compile", "unknown value true"),
     ("cudnn_benchmark = 1", "cudnn_benchmark", "expected true or false"),
     ('cuda_graphs = "on"', "cuda_graphs", "expected true or false"),
 ])

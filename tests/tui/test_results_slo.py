@@ -152,7 +152,7 @@ async def test_the_slo_table_of_a_rate_sweep(sweep_db: Path,
         assert "capacity (req/s)" in shown and "attainment per rate" in shown
         # no energy without telemetry, too few requests for a p99: n/a in every row,
         # left out and named once with the reason, as the Markdown export does
-        left_out = ("not shown, n/a in every row: TTFT p99 s, TPOT p99 s (n=8); "
+        left_out = ("not shown, n/a in every row: TTFT p99 (ms), TPOT p99 (ms) (n=8); "
                     "J/token, net J/token (no GPU)")
         for header in ("J/token", "net J/token", "TTFT p99 (ms)", "TPOT p99 (ms)"):
             assert header not in shown

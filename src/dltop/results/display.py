@@ -135,7 +135,9 @@ def without_unavailable(table: Table) -> Table:
                    and c.text.startswith(NA_PREFIX) else None for c in cells}
         if column.role is Role.VALUE and cells and len(reasons) == 1 \
                 and (reason := reasons.pop()) is not None:
-            dropped.setdefault(reason, []).append(column.header)
+            # a latency is named as the table heads it ("TTFT p99 (ms)", never "... s")
+            dropped.setdefault(reason, []).append(
+                ms_header(column.header) if column.ms is Millis.ALWAYS else column.header)
         else:
             keep.append(k)
     if len(keep) == len(table.columns):

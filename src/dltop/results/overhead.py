@@ -213,9 +213,9 @@ def overhead_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRo
     found.sort(key=lambda p: (rank(p.gen.model, catalog.MODELS), p.serve.model,
                               not p.like, p.gen.batch_size, identity.sort_value(
                                   p.serve.identity.get("request_rate")), p.gen.framework))
-    idents = [{k: v for k, v in i.items() if k not in (SHAPE, "concurrency")}
-              for i in placed_identities([p.serve for p in found])]
-    var = identity.variation(idents)
+    idents = placed_identities([p.serve for p in found])
+    # the shape and the concurrency have columns of their own (shape, pairing)
+    var = identity.variation(idents).without(SHAPE, "concurrency")
     gen_keys = identity.variation(placed_identities([p.gen for p in found])).fields
     label = place_labeller([x for p in found for x in (p.serve, p.gen)])
     rows = []
@@ -253,4 +253,5 @@ def overhead_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRo
     lines, meta = caption.context(db, camps, var.caption())
     return Table(title=caption.title(camps, what), comment=caption.comment(camps, what),
                  columns=columns, rows=tuple(rows), notes=tuple(notes), caption=lines,
-                 meta={**meta, "table": "overhead", "identity": var.as_json()})
+                 meta={**meta, "table": "overhead", "identity": var.as_json(),
+                       "left_out": alone})

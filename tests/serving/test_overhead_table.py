@@ -221,3 +221,21 @@ def test_shape_on_a_generate_entry_is_refused(tmp_path: Path) -> None:
     assert res.returncode == 2
     assert f'{prof}: matrix[0].shape: shape applies to frameworks = ["openai"] ' \
            '(mode = "serve") only' in res.stderr
+
+
+def test_the_report_states_the_overhead_in_its_serving_section(
+        dbs: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    page = tmp_path / "r.html"
+    capsys.readouterr()
+    assert cli.main(["report", "--db", str(dbs["pair"]), "-o", str(page)]) == 0
+    html = page.read_text()
+    section = html.index("<h2>Serving: latency, throughput, goodput")
+    table = html.index('<table class="summary" id="overhead">')
+    assert section < table
+    row = html[table:html.index("</table>", table)]
+    assert "<td>gpt-tiny<td>tiny-folder<td>torch batch 1<td>cpu:1<td>concurrency 1 = batch 1" \
+        in row
+    # a campaign without a pair leaves the table out, not the report
+    assert cli.main(["report", "--db", str(dbs["refuse"]), "--campaign", "batch", "-o",
+                     str(page)]) == 0
+    assert 'id="overhead"' not in page.read_text()

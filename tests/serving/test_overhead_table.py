@@ -5,7 +5,6 @@ the table's numbers checked against the stored rows, and its refusals."""
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import statistics
 import subprocess
@@ -15,48 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.serving.conftest import OVERHEAD_GEN as GEN
+from tests.serving.conftest import OVERHEAD_HEAD as HEAD
+from tests.serving.conftest import OVERHEAD_SERVE as SERVE
+from tests.serving.conftest import overhead_campaign as _campaign
 from tests.serving.conftest import start_fake
 
 from dltop import cli
 
 pytestmark = pytest.mark.slow
-
-HEAD = """name = "{name}"
-[defaults]
-prompt_tokens = 8
-new_tokens = 8
-devices = ["cpu:1"]
-timeout_s = 60
-"""
-GEN = """[[matrix]]
-frameworks = ["torch"]
-models = ["gpt-tiny"]
-mode = "generate"
-batch_sizes = {batches}
-new_tokens = {new}
-iterations = 10
-warmup = 2
-"""
-SERVE = """[[matrix]]
-frameworks = ["openai"]
-mode = "serve"
-models = ["{model}"]
-endpoint = "{url}"
-concurrency = {conc}
-iterations = 10
-warmup = 1
-{extra}
-"""
-
-
-def _campaign(db: Path, tmp: Path, name: str, *entries: str) -> None:
-    profile = tmp / f"{name}.toml"
-    profile.write_text(HEAD.format(name=name) + "".join(entries))
-    res = subprocess.run([sys.executable, "-m", "dltop", "run", "--db", str(db),
-                          "--no-telemetry", str(profile)], capture_output=True, text=True,
-                         timeout=180, env={**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"})
-    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr
-
 
 @pytest.fixture(scope="module")
 def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:

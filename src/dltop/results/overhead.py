@@ -186,9 +186,7 @@ def _compare_cells(p: Pair) -> tuple[Cell, Cell]:
                                     else "the generate side" if g is None or g <= 0
                                     else "the serve side")
         return Cell(why, None, "none"), Cell(why, None, "none")
-    status = "ok" if p.gen.status == p.serve.status == "ok" else "partial"
-    return (Cell(f"{s / g:.3g}", s / g, status),
-            Cell(fmt_seconds(s - g), s - g, status))
+    return Cell(f"{s / g:.3g}", s / g, "ok"), Cell(fmt_seconds(s - g), s - g, "ok")
 
 
 def _pairing(p: Pair) -> str:

@@ -28,10 +28,12 @@ pytestmark = pytest.mark.slow
 def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
     """pair.db: gpt-tiny generate at batch 1 and 2 beside serve runs of "tiny-folder"
     (shape gpt-tiny) at concurrency 1, 2 and 4 (no batch 4), "tiny-bf16" (shape gpt-tiny,
-    precision bf16) at 1, and "other" without a shape; refuse.db: campaigns that cannot
+    precision bf16) at 1, "tiny-bos" (shape gpt-tiny; a fake whose usage counts a BOS in
+    each prompt) at 1, and "other" without a shape; refuse.db: campaigns that cannot
     pair."""
     tmp = tmp_path_factory.mktemp("overhead")
     proc, url = start_fake("--ttft-ms", "20", "--itl-ms", "3")
+    bos, bos_url = start_fake("--ttft-ms", "20", "--itl-ms", "3", "--bos", "1")
     try:
         pair, refuse = tmp / "pair.db", tmp / "refuse.db"
         _campaign(pair, tmp, "pair", GEN.format(batches="[1, 2]", new=8),
@@ -39,6 +41,7 @@ def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
                                extra='shape = "gpt-tiny"'),
                   SERVE.format(model="tiny-bf16", url=url, conc=1,
                                extra='shape = "gpt-tiny"\nprecision = "bf16"'),
+                  SERVE.format(model="tiny-bos", url=bos_url, conc=1, extra='shape = "gpt-tiny"'),
                   SERVE.format(model="other", url=url, conc=1, extra=""))
         _campaign(refuse, tmp, "noshape", SERVE.format(model="m", url=url, conc=1, extra=""))
         _campaign(refuse, tmp, "nogen", SERVE.format(model="m", url=url, conc=1,
@@ -50,8 +53,9 @@ def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:
         _campaign(refuse, tmp, "genonly", GEN.format(batches="[1]", new=8))
         yield {"pair": pair, "refuse": refuse}
     finally:
-        proc.kill()
-        proc.wait()
+        for p in (proc, bos):
+            p.kill()
+            p.wait()
 
 
 def _cli(capsys: pytest.CaptureFixture[str], db: Path, *args: str) -> tuple[int, str, str]:
@@ -97,7 +101,8 @@ def test_pairs_serve_with_generate_of_its_shape_numbers_from_the_stored_rows(
     got = {(r["served"], r["pairing"]) for r in rows}
     assert got == {("tiny-folder", "concurrency 1 = batch 1"),
                    ("tiny-folder", "concurrency 2 ~ batch 2"),
-                   ("tiny-bf16", "concurrency 1 = batch 1")}
+                   ("tiny-bf16", "concurrency 1 = batch 1"),
+                   ("tiny-bos", "concurrency 1 = batch 1")}
     stored = _stored(dbs["pair"])
     for r in rows:
         c = r["identity"].get("concurrency") or 1
@@ -119,6 +124,9 @@ def test_pairs_serve_with_generate_of_its_shape_numbers_from_the_stored_rows(
     assert bf16["differs"] == ["precision generate fp32, serve bf16 (the profile's; the "
                                "server's command sets its own)"]
     assert all(r["differs"] == [] for r in rows if r["served"] == "tiny-folder")
+    # the lengths the server's usage reported, where they are not the asked ones
+    (with_bos,) = [r["differs"] for r in rows if r["served"] == "tiny-bos"]
+    assert with_bos == ["served prompts 9 tokens (the server's usage), asked 8"]
     assert table["left_out"] == ["no generate run of gpt-tiny at batch 4 (the serve runs' "
                                  "concurrency; batches run: 1, 2)",
                                  "1 serve configuration without a shape"]
@@ -199,8 +207,8 @@ def test_the_report_states_the_overhead_in_its_serving_section(
     table = html.index('<table class="summary" id="overhead">')
     assert section < table
     row = html[table:html.index("</table>", table)]
-    assert "<td>gpt-tiny<td>tiny-folder<td>torch batch 1<td>cpu:1<td>concurrency 1 = batch 1" \
-        in row
+    assert "<td>gpt-tiny<td>tiny-folder<td>torch batch 1<td>cpu:1<td>" in row
+    assert "<td>concurrency 1 = batch 1<td>" in row and "<td>concurrency 2 ~ batch 2<td>" in row
     # a campaign without a pair leaves the table out, not the report
     assert cli.main(["report", "--db", str(dbs["refuse"]), "--campaign", "batch", "-o",
                      str(page)]) == 0

@@ -47,7 +47,8 @@ NOTE_BATCH = ("concurrency c ~ batch c: the server's c requests in flight arrive
               "finish apart; the batch's c sequences step together: a like, not the same, "
               "schedule.")
 NOTE_DIFFERS = ("differs: what is not the same on the two sides, stated (precision, host, "
-                "devices, or the lengths the server's usage reported).")
+                "devices, the lengths the server's usage reported, a client-bound or "
+                "contaminated side).")
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,10 @@ def differences(serve: ConfigResult, gen: ConfigResult) -> tuple[str, ...]:
         out.append(f"devices generate {gen.device}, serve {serve.device}")
     elif (serve.gpu_name or "") != (gen.gpu_name or ""):
         out.append(f"GPU generate {gen.gpu_name or '?'}, serve {serve.gpu_name or '?'}")
+    if serve.client_bound:
+        out.append("serve client-bound (its figures measure the client as much)")
+    out += [f"{side} contaminated (another process on its devices)" for side, res in
+            (("generate", gen), ("serve", serve)) if res.contaminated]
     return (*out, *_lengths_said(serve))
 
 

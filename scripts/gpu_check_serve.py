@@ -9,8 +9,11 @@ of the shape's vocabulary (``w0`` ... one token each, built with ``tokenizers``)
 download. The step (:func:`run_step`) makes one per model of the profile, then runs
 scripts/gpu_check_serve.toml with ``dltop run``: dltop's own ``generate`` runs of those
 shapes beside ``transformers serve`` (started by dltop, ``[servers.NAME]``) serving the
-saved folders, at concurrency 1 and over a request-rate sweep, into the check's
-database; ``dltop export`` gives the figures; :func:`render` draws the report's section.
+saved folders (each serve entry says the shape it serves: ``shape = NAME``), at
+concurrency 1 and over a request-rate sweep, into the check's database; ``dltop export
+--table overhead`` states the server's overhead per token against the generate runs,
+``--table summary`` gives J/token against the rate; :func:`render` draws the report's
+section.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ min_time_s = 1
 frameworks = ["openai"]
 mode = "serve"
 models = ["@MODEL:gpt-tiny@"]
+shape = "gpt-tiny"
 server = "transformers-cpu"
 dataset = "@PROMPTS:gpt-tiny@"
 concurrency = 1
@@ -70,6 +74,7 @@ warmup = 1
 frameworks = ["openai"]
 mode = "serve"
 models = ["@MODEL:gpt-tiny@"]
+shape = "gpt-tiny"
 server = "transformers-cpu"
 dataset = "@PROMPTS:gpt-tiny@"
 concurrency = 4
@@ -200,15 +205,16 @@ def run_step(check: Any, limit: float) -> str:
         sv["export_md"] = got.out if got.rc == 0 else tail(got.err)
         sv["export_command"] = (f"export --campaign {spec['name']} --table summary "
                                 f"--format md --columns '{cols}'")
-    shapes = {m["folder"]: m["model"] for m in sv["models"]}
-    sv.update(figures(sv.get("export", {}).get("rows", []), shapes))
+        sv.update(_overhead_export(check, spec["name"]))
+    sv["overhead"] = overhead(sv.get("overhead_table", {}).get("rows", []))
+    sv["rates"] = rates(sv.get("export", {}).get("rows", []))
     if res.timed_out:
         raise StepTimeout(f"dltop run stopped at the step's limit; {tail(res.out)}")
     if res.rc != 0:
         raise RuntimeError(f"dltop run exit {res.rc}: {tail(res.err or res.out)}")
     if not sv["overhead"]:
-        raise RuntimeError("no serve run beside a generate run ended ok (the table says "
-                           "why)")
+        raise RuntimeError("no serve run beside a generate run: "
+                           f"{sv.get('overhead_table', {}).get('error', 'no row')}")
     return "; ".join(f"{o['model']}: serve/generate TPOT {_g(o['ratio'])}" for o in
                      sv["overhead"])
 
@@ -221,22 +227,42 @@ def _detail(row: dict[str, Any], metric: str, key: str) -> Any:
     return (row.get("detail", {}).get(metric) or {}).get(key)
 
 
-def figures(rows: list[dict[str, Any]], shapes: dict[str, str]) -> dict[str, Any]:
-    """The server's overhead and J/token against the rate, from ``dltop export``'s
-    summary rows (JSON); ``shapes`` maps a served folder to its dltop shape's name.
+def _overhead_export(check: Any, campaign: str) -> dict[str, Any]:
+    """``dltop export --table overhead`` of the campaign: its JSON, its Markdown (or the
+    one line dltop refused it with) and the command, for docs/gpu.md."""
+    base = check.dltop("export", "--db", str(check.db), "--campaign", campaign, "--table",
+                       "overhead")
+    got = call([*base, "--format", "json"], 60, ROOT)
+    table = json.loads(got.out) if got.rc == 0 else {"error": tail(got.err)}
+    md = call([*base, "--format", "md"], 60, ROOT)
+    return {"overhead_table": table, "overhead_md": md.out if md.rc == 0 else tail(md.err),
+            "overhead_command": f"export --campaign {campaign} --table overhead"}
 
-    ``overhead``: per shape with an ok ``generate`` row, each ok serve row at
-    concurrency 1 beside it: TPOT serve / TPOT generate and their difference (p50s).
-    ``rates``: every serve row, each model's concurrency-1 run first, then by rate (rate,
-    achieved rate, TTFT, TPOT, power with the idle power before the load, J/token and its
-    net of idle)."""
-    gen = {r["model"]: r for r in rows if r.get("mode") == "generate" and r["status"] == "ok"}
-    serve = [r for r in rows if r.get("mode") == "serve"]
-    overhead, rates = [], []
-    for r in serve:
-        shape = shapes.get(r["model"], r["model"])
-        rates.append({
-            "model": shape, "concurrency": r.get("concurrency"),
+
+def overhead(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The server's overhead per token, as dltop's overhead table (JSON rows) states it:
+    per serve configuration beside a generate one of its shape (``pairing``), the TPOT
+    p50s in ms, serve / generate and the difference, the TTFT p50s, what differs."""
+    return [{"model": r["shape"], "served": r["served"], "pairing": r["pairing"],
+             "request_rate": r["identity"].get("request_rate"),
+             "tpot_generate_ms": _ms(r["tpot_generate"]), "tpot_serve_ms": _ms(r["tpot_serve"]),
+             "ratio": r["tpot_ratio"], "diff_ms": _ms(r["tpot_diff"]),
+             "ttft_generate_ms": _ms(r["ttft_generate"]), "ttft_serve_ms": _ms(r["ttft_serve"]),
+             "differs": "; ".join(r["differs"])} for r in rows]
+
+
+def rates(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """J/token against the rate, from ``dltop export``'s summary rows (JSON): every serve
+    row (its shape, the ``shape`` it was run with), each shape's concurrency-1 run first,
+    then by rate (rate, achieved rate, TTFT, TPOT, power with the idle power before the
+    load, J/token and its net of idle)."""
+    out = []
+    for r in rows:
+        if r.get("mode") != "serve":
+            continue
+        out.append({
+            "model": r.get("identity", {}).get("shape") or r["model"],
+            "concurrency": r.get("concurrency"),
             "request_rate": r.get("request_rate"), "status": r["status"],
             "achieved_req_s": r.get("req-rate"), "output_tok_s": r.get("output-rate"),
             "ttft_ms": _ms(r.get("ttft")), "tpot_ms": _ms(r.get("tpot")),
@@ -245,18 +271,9 @@ def figures(rows: list[dict[str, Any]], shapes: dict[str, str]) -> dict[str, Any
             "j_per_token_net": _detail(r, "j-per-token", "net_j"),
             "why": r.get("reasons", {}).get("j-per-token") or r.get("reasons", {}).get(
                 "power"), "flags": r.get("flags")})
-        g = gen.get(shape)
-        if g is None or r["status"] != "ok" or r.get("concurrency") != 1 \
-                or not g.get("tpot") or not r.get("tpot"):
-            continue
-        overhead.append({
-            "model": shape, "request_rate": r.get("request_rate"),
-            "tpot_generate_ms": _ms(g["tpot"]), "tpot_serve_ms": _ms(r["tpot"]),
-            "ratio": r["tpot"] / g["tpot"], "diff_ms": _ms(r["tpot"] - g["tpot"]),
-            "ttft_generate_ms": _ms(g.get("ttft")), "ttft_serve_ms": _ms(r.get("ttft"))})
     # each model's concurrency-1 run first, then its sweep by rate ("inf" last)
-    rates.sort(key=lambda x: (x["model"], x["concurrency"] != 1, _rate(x["request_rate"])))
-    return {"overhead": overhead, "rates": rates}
+    out.sort(key=lambda x: (x["model"], x["concurrency"] != 1, _rate(x["request_rate"])))
+    return out
 
 
 def _rate(v: Any) -> float:
@@ -273,7 +290,8 @@ def _cells(vals: list[Any]) -> str:
 
 
 def render(d: dict[str, Any]) -> list[str]:
-    """The report's serve section: the models made, the two tables, the export's."""
+    """The report's serve section: the models made, dltop's overhead table, J/token
+    against the rate, the summary export."""
     sv = d.get("serve")
     if not sv:
         return []
@@ -283,13 +301,9 @@ def render(d: dict[str, Any]) -> list[str]:
            "and new tokens; batch 1. Raw: steps.json (`serve`), campaign.db.", ""]
     out += [f"- {m['model']}: {m['parameters']:,} parameters, {m['dtype']}, made in "
             f"{m['seconds']} s" for m in sv.get("models", [])]
-    out += ["", "**The server's overhead per output token** (concurrency 1; p50 over the "
-            "measured requests; TPOT = (e2e − TTFT) / (tokens − 1)):", "",
-            "| model | request rate | TPOT generate ms | TPOT serve ms | serve / generate "
-            "| difference ms | TTFT generate ms | TTFT serve ms |", "|---" * 8 + "|"]
-    out += [_cells([o["model"], o["request_rate"], o["tpot_generate_ms"], o["tpot_serve_ms"],
-                    o["ratio"], o["diff_ms"], o["ttft_generate_ms"], o["ttft_serve_ms"]])
-            for o in sv.get("overhead", [])]
+    out += ["", "**The server's overhead per output token**, as dltop states it (`dltop "
+            f"{sv.get('overhead_command', 'export --table overhead')}`; TPOT = (e2e − TTFT) "
+            "/ (tokens − 1)):", "", (sv.get("overhead_md") or "(no table)").rstrip()]
     out += ["", "**J/token against the request rate** (the GPUs' energy over the measured "
             "window / output tokens; net: less the idle power measured just before the load "
             "× the window):", "",

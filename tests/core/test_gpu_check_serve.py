@@ -62,6 +62,9 @@ def test_gpu_profile_loads_with_one_server_per_model(tmp_path: Path) -> None:
     models = [Path(j.model).name for j in serve]
     assert models == sorted(models, key=models.index) and len(set(models)) == 2
     assert all(str(folders[Path(j.model).name]) == j.model for j in serve)
+    # each serve entry says the shape it serves and the server's dtype: dltop's overhead
+    # table pairs it with the generate runs of that shape, precision not stated as differing
+    assert all(j.shape == Path(j.model).name and j.precision == "bf16" for j in serve)
 
 
 def test_prompts_are_exactly_the_asked_words_of_the_model_vocabulary() -> None:
@@ -80,31 +83,48 @@ def _row(model: str, mode: str, tpot: float | None, ttft: float, **kw: object) -
     return row
 
 
-def test_figures_state_the_overhead_and_j_per_token_against_rate() -> None:
+def test_rates_state_j_per_token_against_rate_by_the_shape_served() -> None:
     folder = "/w/models/gpt2-small"
+    small, llama = {"shape": "gpt2-small"}, {"shape": "llama-1b"}
     rows = [
         _row("gpt2-small", "generate", 0.004, 0.005),
         _row(folder, "serve", 0.015, 0.040, concurrency=8, request_rate=2.0, power=300.0,
-             **{"j-per-token": 0.5, "req-rate": 1.9, "output-rate": 120.0,
-                "detail": {"power": {"idle_power_w": 120.0}, "j-per-token": {"net_j": 0.3}}}),
-        _row(folder, "serve", 0.010, 0.030, concurrency=1, request_rate="inf"),
-        _row(folder, "serve", 0.011, 0.030, concurrency=8, request_rate=1.0),
-        _row("/w/models/llama-1b", "serve", 0.02, 0.05, concurrency=1, request_rate="inf"),
+             identity=small, **{"j-per-token": 0.5, "req-rate": 1.9, "output-rate": 120.0,
+                                "detail": {"power": {"idle_power_w": 120.0},
+                                           "j-per-token": {"net_j": 0.3}}}),
+        _row(folder, "serve", 0.010, 0.030, concurrency=1, request_rate="inf", identity=small),
+        _row(folder, "serve", 0.011, 0.030, concurrency=8, request_rate=1.0, identity=small),
+        _row("/w/models/llama-1b", "serve", 0.02, 0.05, concurrency=1, request_rate="inf",
+             identity=llama),
     ]
-    got = gpu_check_serve.figures(rows, {folder: "gpt2-small",
-                                         "/w/models/llama-1b": "llama-1b"})
-    (o,) = got["overhead"]  # llama-1b has no generate row to stand beside
-    assert o["model"] == "gpt2-small" and o["ratio"] == pytest.approx(2.5)
-    assert o["diff_ms"] == pytest.approx(6.0) and o["tpot_serve_ms"] == pytest.approx(10.0)
-    order = [(r["model"], r["concurrency"], r["request_rate"]) for r in got["rates"]]
+    got = gpu_check_serve.rates(rows)
+    order = [(r["model"], r["concurrency"], r["request_rate"]) for r in got]
     assert order == [("gpt2-small", 1, "inf"), ("gpt2-small", 8, 1.0),
                      ("gpt2-small", 8, 2.0), ("llama-1b", 1, "inf")]
-    two = got["rates"][2]
+    two = got[2]
     assert (two["j_per_token"], two["j_per_token_net"], two["idle_w"]) == (0.5, 0.3, 120.0)
-    text = "\n".join(gpu_check_serve.render({"serve": {"models": [], **got}}))
-    assert "| gpt2-small | inf | 4 | 10 | 2.5 | 6 | 5 | 30 |" in text
+    text = "\n".join(gpu_check_serve.render({"serve": {"models": [], "rates": got}}))
     assert "| gpt2-small | 8 | 2 | 1.9 | 120 | 40 | 15 | 300 | 120 | 0.5 | 0.3 | ok |" \
         in text
+
+
+def test_overhead_is_dltops_table_read_back() -> None:
+    """The step's overhead figures are the rows of ``dltop export --table overhead``
+    (JSON), in ms; the report's section shows that table's Markdown as dltop drew it."""
+    row = {"shape": "gpt2-small", "served": "/w/models/gpt2-small",
+           "pairing": "concurrency 1 = batch 1", "identity": {"request_rate": "inf"},
+           "tpot_generate": 0.004, "tpot_serve": 0.010, "tpot_ratio": 2.5, "tpot_diff": 0.006,
+           "ttft_generate": 0.005, "ttft_serve": 0.030, "differs": []}
+    (o,) = gpu_check_serve.overhead([row])
+    assert o["model"] == "gpt2-small" and o["ratio"] == pytest.approx(2.5)
+    assert o["diff_ms"] == pytest.approx(6.0) and o["tpot_serve_ms"] == pytest.approx(10.0)
+    assert (o["request_rate"], o["differs"]) == ("inf", "")
+    md = "| shape | served model |\n|---|---|\n| gpt2-small | /w/models/gpt2-small |\n"
+    text = "\n".join(gpu_check_serve.render({"serve": {
+        "models": [], "overhead": [o], "overhead_md": md,
+        "overhead_command": "export --campaign c --table overhead"}}))
+    assert "`dltop export --campaign c --table overhead`" in text
+    assert "| gpt2-small | /w/models/gpt2-small |" in text
 
 
 @pytest.mark.slow
@@ -130,6 +150,10 @@ def test_no_gpu_serve_step_runs_transformers_serve_beside_generate(tmp_path: Pat
     assert all(r["achieved_req_s"] > 0 and r["why"] == "n/a: no GPU" for r in sv["rates"])
     report = (out / "report.md").read_text()
     section = _section(report, gpu_check_report.SECTIONS[-1])
-    assert "| gpt-tiny | inf | " in section and "campaign 1 finished: 4 ok" in section
+    # dltop's own overhead table, as `dltop export --table overhead` draws it
+    assert "| gpt-tiny | " in section and "| concurrency 1 = batch 1 |" in section
+    assert sv["overhead_command"] == "export --campaign gpu-check-serve-cpu --table overhead"
+    assert o["pairing"] == "concurrency 1 = batch 1", o
+    assert "campaign 1 finished: 4 ok" in section
     assert "Campaign 1 `gpu-check-serve-cpu` (finished" in section
     assert (out / "campaign.db").exists()

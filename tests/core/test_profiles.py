@@ -83,7 +83,7 @@ def _unusual_job() -> JobSpec:
         cudnn_benchmark=False, cuda_graphs=True, fp8_recipe="rowwise", seq_len=64,
         attention="plain", prompt_tokens=16, new_tokens=8, request_rate=2.5, concurrency=3,
         server="fake", prefix_tokens=32, prefix_groups=4, prompt_tokens_spread=0.5,
-        new_tokens_spread=0.25, nodes=2, executor="slurm",
+        new_tokens_spread=0.25, shape="gpt2-small", nodes=2, executor="slurm",
         slurm=SlurmSettings(partition="gpu", time="10", extra_args=("--qos=x",),
                             cpus_per_gpu=8, parallel=3),
         system="site", references=(Reference("s_per_iter", 0.5, -0.1, 0.2, "m/*/*"),))

@@ -107,7 +107,7 @@ def test_the_lists_today() -> None:
     assert entry.TORCH_ONLY == ("channels_last", "compile", "cudnn_benchmark", "cuda_graphs")
     assert declared(GROUP, "serve") == ("request_rate", "concurrency", "server",
                                         "prefix_tokens", "prefix_groups",
-                                        "prompt_tokens_spread", "new_tokens_spread")
+                                        "prompt_tokens_spread", "new_tokens_spread", "shape")
     assert lm.LM_KEYS == ("seq_len", "attention", "prompt_tokens", "new_tokens")
     assert lm.GENERATE_KEYS == ("prompt_tokens", "new_tokens")
     assert identity.PREFERRED == ("precision", "seq_len", "prompt_tokens", "new_tokens",

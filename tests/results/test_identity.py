@@ -150,6 +150,7 @@ FIELD_CASES: dict[str, tuple[dict[str, Any], dict[str, Any]]] = {
                       {**SERVE, "prefix_tokens": 16, "prefix_groups": 2}),
     "prompt_tokens_spread": (SERVE, {**SERVE, "prompt_tokens_spread": 0.5}),
     "new_tokens_spread": (SERVE, {**SERVE, "new_tokens_spread": 0.5}),
+    "shape": (SERVE, {**SERVE, "shape": "gpt-tiny"}),
 }
 
 
@@ -219,7 +220,7 @@ def test_identity_declarations() -> None:
         "channels_last", "torch_compile", "cudnn_benchmark", "cuda_graphs", "fp8_recipe",
         "seq_len", "attention", "prompt_tokens", "new_tokens", "request_rate", "concurrency",
         "server", "prefix_tokens", "prefix_groups", "prompt_tokens_spread", "new_tokens_spread",
-        "nodes", "executor", "system", "options")
+        "shape", "nodes", "executor", "system", "options")
 
 
 def test_variation_constant_varying_and_interpreters_per_framework() -> None:

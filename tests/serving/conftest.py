@@ -120,3 +120,42 @@ def slo_campaign(db: Path, tmp: Path, name: str, url: str, *matrices: tuple[str,
                          timeout=timeout_s, env={**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"})
     assert "Traceback" not in res.stderr, res.stderr
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+OVERHEAD_HEAD = """name = "{name}"
+[defaults]
+prompt_tokens = 8
+new_tokens = 8
+devices = ["cpu:1"]
+timeout_s = 60
+"""
+OVERHEAD_GEN = """[[matrix]]
+frameworks = ["torch"]
+models = ["gpt-tiny"]
+mode = "generate"
+batch_sizes = {batches}
+new_tokens = {new}
+iterations = 10
+warmup = 2
+"""
+OVERHEAD_SERVE = """[[matrix]]
+frameworks = ["openai"]
+mode = "serve"
+models = ["{model}"]
+endpoint = "{url}"
+concurrency = {conc}
+iterations = 10
+warmup = 1
+{extra}
+"""
+
+
+def overhead_campaign(db: Path, tmp: Path, name: str, *entries: str) -> None:
+    """A real campaign ``name`` into ``db`` of these entries (the overhead table's: gpt-tiny
+    generate runs beside serve runs of the fake), no telemetry."""
+    profile = tmp / f"{name}.toml"
+    profile.write_text(OVERHEAD_HEAD.format(name=name) + "".join(entries))
+    res = subprocess.run([sys.executable, "-m", "dltop", "run", "--db", str(db),
+                          "--no-telemetry", str(profile)], capture_output=True, text=True,
+                         timeout=180, env={**os.environ, "DLTOP_DEFAULT_MIN_TIME_S": "0"})
+    assert res.returncode == 0 and "Traceback" not in res.stderr, res.stdout + res.stderr

@@ -199,13 +199,15 @@ def build_parser() -> argparse.ArgumentParser:
                           "(default: the tied embedding counted) or no-embedding "
                           "(torchtitan's); causal attention is not halved in either")
     exp.add_argument("--table", default="pivot",
-                     choices=["pivot", "summary", "scaling", "profile", "slo"],
+                     choices=["pivot", "summary", "scaling", "profile", "slo", "overhead"],
                      help="pivot: the paper's table of one metric (default); summary: one "
                           "row per configuration with every metric and a 95%% CI; scaling: "
                           "time, speedup and efficiency against one device; profile: the "
                           "top operators of one run (--run N, profile = true); slo: per "
                           "serve configuration, the highest request_rate meeting its SLOs "
-                          "and its J per output token")
+                          "and its J per output token; overhead: serve runs (shape = NAME) "
+                          "beside dltop's own generate runs of that model, TPOT and TTFT "
+                          "of both, their ratio and difference")
     exp.add_argument("--attainment", default=None, type=float, metavar="SHARE",
                      help="--table slo: the share of requests that must meet the SLOs "
                           "(default 0.9, DistServe's; docs/metrics.md)")

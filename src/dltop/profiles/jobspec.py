@@ -204,6 +204,12 @@ class JobSpec:
         sweep=14, group="serve")
     """``mode = "serve"``: each request's ``max_tokens`` drawn as ``prompt_tokens_spread``
     draws its prompt; None: every request ``new_tokens``."""
+    shape: str | None = setting(None, optional(one_of(catalog.TRANSFORMER_MODELS)),
+                                identity=True, quiet=True, group="serve")
+    """``mode = "serve"``: which of dltop's own transformer models the server serves (the
+    served name in ``models`` is free-form): ``dltop export --table overhead`` sets the
+    run beside ``generate`` runs of that model. Identity: two runs that claim different
+    models are never repeats of one configuration; None: not said."""
     nodes: int = setting(1, integer(1, L.MAX_NODES), identity=True, quiet=True, sweep=5)
     """Hosts the job spans; ``device`` is per node (``nodes > 1`` needs ``executor = "slurm"``)."""
     executor: str = setting("local", one_of(catalog.EXECUTORS), identity=True, quiet=True)

@@ -64,3 +64,6 @@ class Report:
     slo: Table | None = None
     """The serving answer (:mod:`dltop.results.slo`) at its default attainment, where the
     campaigns hold a request_rate sweep of serve runs with an SLO."""
+    overhead: Table | None = None
+    """The server's overhead (:mod:`dltop.results.overhead`), where a serve run with a
+    ``shape`` pairs with a generate run of that model."""

@@ -36,6 +36,7 @@ from dltop.results import (
     identity,
     idread,
     labels,
+    overhead,
     queries,
     scaling,
     slo,
@@ -291,7 +292,7 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
                   environment=tuple(env.items()), summary=table, reasons=reasons,
                   figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty,
                   left_out=failed_text(results) if figures else "",
-                  slo=_slo(db, camps, results))
+                  slo=_slo(db, camps, results), overhead=_overhead(db, camps, results))
 
 
 def _slo(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
@@ -305,3 +306,14 @@ def _slo(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
     except UserError:
         return None
 
+
+def _overhead(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
+              results: Sequence[ConfigResult]) -> Table | None:
+    """The server's overhead table, or None where no serve run pairs with a generate run
+    (what ``export --table overhead`` refuses)."""
+    if not any(r.identity.get("mode") == "serve" for r in results):
+        return None
+    try:
+        return overhead.overhead_table(db, camps, results=results)
+    except UserError:
+        return None

@@ -210,8 +210,9 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
         out.append(f'<p class="notes" id="left-out">{_t(report.left_out)}</p>')
     for kind, heading in SECTIONS:
         figs = [f for f in report.figures if f.kind == kind and not f.omitted]
-        answer = report.slo if kind == "serving" else None
-        if figs or answer is not None:
+        answers = [(t, k) for t, k in ((report.slo, "slo"), (report.overhead, "overhead"))
+                   if t is not None and kind == "serving"]
+        if figs or answers:
             for unit in ("per token", "per sample or token"):  # transformers: tokens
                 if all(unit in f.title for f in figs):
                     heading = heading.replace("per sample", unit)
@@ -220,8 +221,8 @@ def page_parts(report: Report, draw: Callable[[Mapping[str, Any]], str] = _svg,
                 heading = "Median e2e request latency vs threads / GPUs" if len(
                     served) == len(figs) else "Time per mini-batch or request vs threads / GPUs"
             out.append(f"<h2>{_t(heading)}</h2>")
-            if answer is not None:  # the question the figures below are read for
-                out.append(table_html(answer, "slo"))
+            # the questions the figures below are read for
+            out += [table_html(table, key) for table, key in answers]
             out += [figure_html(f, draw) for f in figs]
     out.append(omitted_html([*report.figures, *report.runs]))
     if report.runs:

@@ -30,6 +30,7 @@ from dltop.results import (
     caption,
     identity,
     lmcost,
+    overhead,
     oversub,
     profile,
     queries,
@@ -70,7 +71,7 @@ METRICS = tuple(METRIC_SPECS)
 PIVOT_METRICS = (*METRICS, *(m.name for m in BY_FLOPS))
 """What a pivot's cells may hold: :data:`METRICS`, and TFLOP/s and MFU by the other FLOPs
 convention (``--flops no-embedding``)."""
-TABLES = ("pivot", "summary", "scaling", "profile", "slo")
+TABLES = ("pivot", "summary", "scaling", "profile", "slo", "overhead")
 """``dltop export --table`` choices (``profile`` takes ``--run N`` instead of campaigns)."""
 SUFFIXES = {".md": "md", ".csv": "csv", ".json": "json", ".tex": "latex"}
 """File suffix → format, for exports that name only a path."""
@@ -256,15 +257,17 @@ def build_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
 def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int],
                   table: str = "pivot", metric: str = "time", run: int | None = None,
                   attainment: float = slo.DEFAULT_ATTAINMENT) -> Table:
-    """The ``pivot`` (of ``metric``), ``summary``, ``scaling`` or ``slo`` (at SLO
-    ``attainment``) table of one or several campaigns (ids, or a ``--campaign`` reference
-    such as ``3,5``, ``all``, a name), or the ``profile`` table of run ``run`` (campaigns
-    are not read then).
+    """The ``pivot`` (of ``metric``), ``summary``, ``scaling``, ``slo`` (at SLO
+    ``attainment``) or ``overhead`` table of one or several campaigns (ids, or a
+    ``--campaign`` reference such as ``3,5``, ``all``, a name), or the ``profile`` table
+    of run ``run`` (campaigns are not read then).
 
     Raises:
         UserError: unknown ``table`` or ``metric``, no such campaign or run, ``profile``
             without ``run`` or a run without a profile, ``slo`` without a rate sweep of
-            serve runs with an SLO (:func:`dltop.results.slo.answers`).
+            serve runs with an SLO (:func:`dltop.results.slo.answers`), ``overhead``
+            without a serve run paired with a generate run
+            (:func:`dltop.results.overhead.pairs`).
     """
     if table == "profile":
         if run is None:
@@ -276,6 +279,8 @@ def results_table(db: sqlite_utils.Database, campaigns: int | str | Sequence[int
         return summary.summary_table(db, campaigns_of(db, campaigns))
     if table == "slo":
         return slo.slo_table(db, campaigns_of(db, campaigns), attainment)
+    if table == "overhead":
+        return overhead.overhead_table(db, campaigns_of(db, campaigns))
     if table != "pivot":
         raise UserError(f"unknown table {table!r}: use one of {', '.join(TABLES)}")
     return build_table(db, campaigns, metric)
@@ -341,7 +346,7 @@ def export_to_file(db: sqlite_utils.Database, campaigns: int | str | Sequence[in
 
     Args:
         fmt: the format; ``None`` takes it from the suffix of ``path``.
-        table: ``pivot``, ``summary``, ``scaling``, ``profile`` or ``slo``.
+        table: ``pivot``, ``summary``, ``scaling``, ``profile``, ``slo`` or ``overhead``.
         metric: one of :data:`METRICS` (the pivot's cells).
         run: the run of a ``profile`` table.
         columns: only these columns (:func:`dltop.results.table.pick_columns`).

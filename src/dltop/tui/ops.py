@@ -121,6 +121,6 @@ def set_control(db_path: Path, view: CampaignView, control: Control) -> str:
 def export(db_path: Path, campaign_id: int, path: str, metric: str) -> str:
     """Write the campaign's table to ``path`` in the format its suffix names: the pivot
     of ``metric``, or the slo table where the results screen shows it."""
-    if metric == "slo":  # results_view.SLO_TABLE (not imported: Rich, in a worker)
-        return export_to_file(connect(db_path, create=False), campaign_id, path, table="slo")
+    if metric in ("slo", "overhead"):  # results_view.TABLES (not imported: Rich, a worker)
+        return export_to_file(connect(db_path, create=False), campaign_id, path, table=metric)
     return export_to_file(connect(db_path, create=False), campaign_id, path, metric=metric)

@@ -35,6 +35,7 @@ from dltop.tui.results_view import (
     CHOICES,
     METRIC_NAMES,
     SLO_TABLE,
+    TABLES,
     ResultsData,
     best_columns,
     cell_text,
@@ -189,7 +190,8 @@ class ResultsScreen(DltopScreen):
         self._view = shown(data.pivot)
         # a campaign the slo table cannot answer: the CLI's line where the legend goes
         # (it wraps there; the title line would cut what to set off at 80 columns)
-        title = Text("no serving answer (slo table)", "bold yellow") if data.refused else \
+        title = Text(f"no serving answer ({data.metric} table)", "bold yellow") \
+            if data.refused else \
             Text(one_line(self._view.title), no_wrap=True, overflow="ellipsis")
         self.query_one("#results-title", Static).update(title)
         self._fill_table()
@@ -246,7 +248,7 @@ class ResultsScreen(DltopScreen):
         shown = self.query_one("#scaling-table", Static)
         chart = self.query_one(SpeedupChart)
         # the slo table's notes come first under it (the scaling table is the pivot's)
-        shown.display = chart.display = data.scaling is not None and data.metric != SLO_TABLE
+        shown.display = chart.display = data.scaling is not None and data.metric not in TABLES
         chart.table = data.scaling
         chart.refresh(layout=True)
         if not shown.display or data.scaling is None:

@@ -48,7 +48,11 @@ perplexity: ``n/a`` for runs without evaluations or timed forward passes)."""
 SLO_TABLE = "slo"
 """The serving answer (``dltop export --table slo``), offered after the metrics where the
 campaign has serve runs: chosen as a metric is, its table in the pivot's place."""
-CHOICES = (*METRIC_NAMES, SLO_TABLE)
+OVERHEAD_TABLE = "overhead"
+"""The server's overhead (``dltop export --table overhead``), offered after ``slo`` where
+a serve run says which of dltop's models it serves (``shape``)."""
+TABLES = (SLO_TABLE, OVERHEAD_TABLE)
+CHOICES = (*METRIC_NAMES, *TABLES)
 """Everything the metric switch may show, in its order."""
 SLO_LATE = ("rates", "attainment", "note")
 """The slo table's columns of per-rate text (its JSON keys), last on the screen: the
@@ -97,8 +101,8 @@ class ResultsData:
     metrics: tuple[str, ...] = METRIC_NAMES
     """The metrics the switch offers for this campaign (:func:`offered_metrics`)."""
     refused: str = ""
-    """Why :data:`SLO_TABLE` cannot be made of this campaign: the one line ``dltop
-    export --table slo`` says (``pivot`` is empty then)."""
+    """Why the table of :data:`TABLES` asked cannot be made of this campaign: the one line
+    ``dltop export --table slo`` (or ``overhead``) says (``pivot`` is empty then)."""
 
 
 def offered_metrics(results: Sequence[ConfigResult]) -> tuple[str, ...]:
@@ -110,10 +114,11 @@ def offered_metrics(results: Sequence[ConfigResult]) -> tuple[str, ...]:
     from dltop.results.summary import of_other_modes, shown_extras
 
     extras, other = set(shown_extras(results)), of_other_modes(results)  # serve: no MFU
-    served = any(r.identity.get("mode") == "serve" for r in results)
+    served = [r for r in results if r.identity.get("mode") == "serve"]
     return tuple(name for name in METRIC_NAMES
                  if (name not in CONVERGENCE or name in extras) and name not in other
-                 ) + ((SLO_TABLE,) if served else ())
+                 ) + ((SLO_TABLE,) if served else ()) + (
+                     (OVERHEAD_TABLE,) if any(r.identity.get("shape") for r in served) else ())
 
 
 def compute(db_path: Path, campaign_id: int, metric: str,
@@ -131,6 +136,7 @@ def compute(db_path: Path, campaign_id: int, metric: str,
     """
     from dltop.results.aggregate import config_results
     from dltop.results.export import build_table, campaigns_of
+    from dltop.results.overhead import overhead_table
     from dltop.results.scaling import scaling_rows, scaling_table
     from dltop.results.slo import slo_table
     from dltop.store import connect
@@ -140,9 +146,11 @@ def compute(db_path: Path, campaign_id: int, metric: str,
     try:
         if results is None:
             results = config_results(db, [campaign_id])
-        if metric == SLO_TABLE:
+        if metric in TABLES:
             try:
-                answer = slo_table(db, campaigns_of(db, campaign_id), results=results)
+                camps = campaigns_of(db, campaign_id)
+                answer = (slo_table if metric == SLO_TABLE else overhead_table)(
+                    db, camps, results=results)
                 keys = [c.key for c in answer.columns]
                 pivot = pick_columns(answer, [k for k in keys if k not in SLO_LATE] +
                                      [k for k in SLO_LATE if k in keys])
@@ -174,7 +182,7 @@ def best_columns(row: Row, table: Table, metric: str) -> set[int]:
     numbers = {i: v for i, (col, cell) in enumerate(zip(table.columns, row.cells, strict=True))
                if col.role is Role.VALUE and cell is not None
                and (v := opt_float(cell.value)) is not None}
-    if len(numbers) < 2 or metric == SLO_TABLE:  # slo: columns of different measures
+    if len(numbers) < 2 or metric in TABLES:  # their columns are different measures
         return set()
     # the metric's declared direction: the largest rate, the smallest time
     top = max(numbers.values()) if metric_spec(metric).higher else min(numbers.values())

@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Label, OptionList, Static
 from dltop.results.metricdefs import METRICS
 from dltop.results.table import Table
 from dltop.tui.modals import Dialog
-from dltop.tui.results_view import METRIC_NAMES, SLO_TABLE, speedup_chart
+from dltop.tui.results_view import METRIC_NAMES, OVERHEAD_TABLE, SLO_TABLE, speedup_chart
 
 
 def bar_layout(names: Sequence[str], current: str, width: int
@@ -103,6 +103,8 @@ class MetricPicker(Dialog):
     def _title(self, name: str) -> str:
         if name == SLO_TABLE:
             return "serving capacity under the SLOs (export --table slo)"
+        if name == OVERHEAD_TABLE:
+            return "the server's overhead against generate (export --table overhead)"
         return METRICS[name].of_modes(self.modes).title
 
     def on_mount(self) -> None:

@@ -17,8 +17,9 @@ from dltop.jobs import campaign
 from dltop.profiles.loader import parse
 from dltop.store import Store, connect
 from dltop.tui.app import DltopApp
+from dltop.tui.results_scaling import scaling_text
 from dltop.tui.results_screen import ResultsScreen
-from dltop.tui.results_view import BEST_STYLE, FAILURE_STYLE, METRIC_NAMES, scaling_text
+from dltop.tui.results_view import BEST_STYLE, FAILURE_STYLE, METRIC_NAMES
 from dltop.tui.results_widgets import MetricBar, MetricPicker, SpeedupChart
 
 from .conftest import FIXED_TIME, fixed_host

@@ -19,8 +19,9 @@ from dltop import cli
 from dltop.results.table import Cell, Column, Role, Row, Table, key_cell
 from dltop.tui import ops
 from dltop.tui.app import DltopApp
+from dltop.tui.results_scaling import scaling_text
 from dltop.tui.results_screen import ResultsScreen
-from dltop.tui.results_view import SLO_TABLE, scaling_text, settled
+from dltop.tui.results_view import SLO_TABLE, settled
 from dltop.tui.results_widgets import MetricPicker
 
 from .test_results_screen import results_app, seed_results, settle

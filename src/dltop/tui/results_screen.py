@@ -31,6 +31,7 @@ from dltop.results import identity
 from dltop.results.display import Shown, shown
 from dltop.results.table import Role, Table
 from dltop.textsafe import one_line
+from dltop.tui.results_scaling import scaling_text
 from dltop.tui.results_view import (
     CHOICES,
     METRIC_NAMES,
@@ -43,7 +44,6 @@ from dltop.tui.results_view import (
     legend,
     notes_text,
     reason_marks,
-    scaling_text,
     slo_legend,
     sort_rows,
 )

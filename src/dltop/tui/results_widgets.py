@@ -21,7 +21,8 @@ from textual.widgets import DataTable, Label, OptionList, Static
 from dltop.results.metricdefs import METRICS
 from dltop.results.table import Table
 from dltop.tui.modals import Dialog
-from dltop.tui.results_view import METRIC_NAMES, OVERHEAD_TABLE, SLO_TABLE, speedup_chart
+from dltop.tui.results_scaling import speedup_chart
+from dltop.tui.results_view import METRIC_NAMES, OVERHEAD_TABLE, SLO_TABLE
 
 
 def bar_layout(names: Sequence[str], current: str, width: int

@@ -77,7 +77,10 @@ def _lengths_said(serve: ConfigResult) -> list[str]:
                    f"usage), asked {serve.identity.get('prompt_tokens')}")
     outs = [q.output_tokens for q in reqs]
     if outs and statistics.median(outs) != serve.identity.get("new_tokens"):
-        out.append(f"served {statistics.median(outs):g} new tokens, asked "
+        # without usage the count is the client's estimate (its chunks or words), no fact
+        estimated = sum(q.tokens_estimated for q in reqs)
+        how = f" (estimated for {estimated} of {len(reqs)}: no usage)" if estimated else ""
+        out.append(f"served {statistics.median(outs):g} new tokens{how}, asked "
                    f"{serve.identity.get('new_tokens')}")
     return out
 
@@ -197,7 +200,7 @@ def _compare_cells(p: Pair) -> tuple[Cell, Cell]:
 def _pairing(p: Pair) -> str:
     c = p.gen.batch_size
     rate = p.serve.identity.get("request_rate")
-    at = f" at {rate} req/s" if rate not in (None, "inf") else ""
+    at = f" at {identity.fmt_value(rate)} req/s" if rate not in (None, "inf") else ""
     return f"concurrency 1 = batch 1{at}" if p.like else f"concurrency {c} ~ batch {c}{at}"
 
 

@@ -47,8 +47,8 @@ NOTE_BATCH = ("concurrency c ~ batch c: the server's c requests in flight arrive
               "finish apart; the batch's c sequences step together: a like, not the same, "
               "schedule.")
 NOTE_DIFFERS = ("differs: what is not the same on the two sides, stated (precision, host, "
-                "devices, the lengths the server's usage reported, a client-bound or "
-                "contaminated side).")
+                "devices, the lengths served by the server's usage, else the client's "
+                "estimate, said so; a client-bound or contaminated side).")
 
 
 @dataclass(frozen=True)

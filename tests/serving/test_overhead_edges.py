@@ -40,3 +40,12 @@ def test_estimated_lengths_are_said_estimated_and_the_rate_as_its_column(
     # the rate as the table's rate column shows it (50, not 50.0)
     assert row["pairing"] == "concurrency 1 = batch 1 at 50 req/s"
     assert row["identity"]["request_rate"] == 50.0
+    # the caption's settings say whose they are: "constant: mode serve" over a table
+    # with generate runs (of their own iterations, precision...) was false of them
+    capsys.readouterr()
+    assert cli.main(["export", "--db", str(db), "--table", "overhead"]) == 0
+    (said,) = [ln for ln in capsys.readouterr().out.splitlines() if "constant:" in ln]
+    serve, generate = said.split("; generate runs' constant: ")
+    assert serve.startswith("serve runs' constant: ") and "mode serve" in serve
+    assert "mode generate" in generate and "warmup 2" in generate  # OVERHEAD_GEN's
+    assert "mode generate" not in serve and "warmup 1" in serve and "warmup 2" not in serve

@@ -222,7 +222,8 @@ def overhead_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRo
     idents = placed_identities([p.serve for p in found])
     # the shape and the concurrency have columns of their own (shape, pairing)
     var = identity.variation(idents).without(SHAPE, "concurrency")
-    gen_keys = identity.variation(placed_identities([p.gen for p in found])).fields
+    gen_var = identity.variation(placed_identities([p.gen for p in found]))
+    gen_keys = gen_var.fields
     label = place_labeller([x for p in found for x in (p.serve, p.gen)])
     rows = []
     for p, ident in zip(found, idents, strict=True):
@@ -256,7 +257,10 @@ def overhead_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRo
     if alone:
         notes.append(f"Left out: {'; '.join(alone)}.")
     what = "the server's overhead against dltop's own generate runs"
-    lines, meta = caption.context(db, camps, var.caption())
+    # each side's own: the serve runs' "mode serve, iterations 10" is not the generate runs'
+    constants = "; ".join(f"{side} runs' {text}" for side, text in (
+        ("serve", var.caption()), ("generate", gen_var.caption())) if text)
+    lines, meta = caption.context(db, camps, constants)
     return Table(title=caption.title(camps, what), comment=caption.comment(camps, what),
                  columns=columns, rows=tuple(rows), notes=tuple(notes), caption=lines,
                  meta={**meta, "table": "overhead", "identity": var.as_json(),

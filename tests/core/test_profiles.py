@@ -283,3 +283,15 @@ def test_profiles_show_names_epochs_and_the_other_settings(capsys: pytest.Captur
     assert first[1:3] == ["torch", "lenet"] and "3ep" in first
     assert "optimizer=adam" in lines[3] and "target_accuracy=0.95" in lines[3]
     assert any("mode=inference" in line and " 200 " in line for line in lines)
+
+
+@pytest.mark.parametrize(("line", "says"), [
+    ("[[defaults.matrix]]\nbatch_sizes = [8]", "defaults.matrix: unknown key; matrix is a "
+     "top-level key: a table of its own ([[matrix]]), not a key of this one"),
+    ('[defaults.servers.fake]\ncommand = "x --port {port}"', "defaults.servers: unknown key; "
+     "servers is a top-level key: a table of its own ([servers.NAME]), not a key of this one"),
+])
+def test_a_top_level_table_in_a_table_is_named_as_toml_writes_it(line: str, says: str) -> None:
+    """[matrix] (what the hint said before) is not how a matrix entry is written: a user
+    who followed it met another refusal."""
+    assert says in err(GOOD.replace("iterations = 3", f"iterations = 3\n{line}"))

@@ -286,3 +286,24 @@ def test_the_url_a_started_server_got_is_in_the_environment_caption(
     else:
         assert said in env.caption(), env.caption()
         assert env.as_json()["started_endpoints"] == sorted(set(ends))
+
+
+@pytest.mark.parametrize(("runs", "said"), [
+    # a server of its own per run: the third got the port the first had freed
+    ((("A", None), ("B", None), ("A", None)), "endpoints 3 servers started by dltop"),
+    # a group's server for the first two (one server), the third its own
+    ((("A", 10), ("A", 10), ("B", None)), "endpoints 2 servers started by dltop")])
+def test_started_servers_are_counted_by_server_not_by_url(
+        tmp_path: Path, runs: tuple[tuple[str, int | None], ...], said: str) -> None:
+    path = tmp_path / "t.db"
+    cid = add_campaign(path, "served", "hostA", ["cpu:1", "cpu:2", "cpu:4"],
+                       {"cpu:1": 0.4, "cpu:2": 0.2, "cpu:4": 0.1})
+    store = Store(connect(path))
+    run_ids = [r["id"] for r in store.db.query("select id from runs order by id")]
+    for run_id, (port, pid) in zip(run_ids, runs, strict=True):
+        served: dict[str, object] = {"server": "fake",
+                                     "endpoint": f"http://127.0.0.1:{port}/v1"}
+        if pid is not None:  # the group's server: the runner says which (openai_runner)
+            served.update(server_pid=pid, server_first_run=run_ids[0])
+        store.record_environment(run_id, {"host": "hostA", "extra": json.dumps(served)})
+    assert said in caption.environment(store.db, [cid]).caption()

@@ -362,3 +362,17 @@ def test_two_systems_never_pool(campaigns: Any) -> None:
     table = summary.summary_table(db, queries.resolve_campaigns(db, "all"))
     assert [c.key for c in table.columns if c.role is Role.KEY][4:6] == ["precision", "system"]
     assert sorted(row.cells[5].text for row in table.rows) == ["-", "alpha", "beta"]
+
+
+def test_a_started_servers_other_scheme_is_said_not_its_default_path() -> None:
+    """An https template differs from the default in its scheme, not its path: saying
+    "path /v1" (the default's own) would state a difference that is not there."""
+    tls = identity.endpoint_text("https://{host}:{port}/v1", "vllm")
+    assert tls == "started by dltop (server vllm, https)"
+    assert identity.endpoint_text("http://127.0.0.1:{port}/v1", None) == \
+        "started by dltop (host 127.0.0.1)"
+    # a path of its own is still said as a path; the default as nothing more
+    assert identity.endpoint_text("http://{host}:{port}/api/v1", "vllm") == \
+        "started by dltop (server vllm, path /api/v1)"
+    assert identity.endpoint_text("http://{host}:{port}/v1", "vllm") == \
+        "started by dltop (server vllm)"

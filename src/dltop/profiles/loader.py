@@ -341,7 +341,9 @@ def _top_level(key: str) -> str:
     """Where a top-level key goes, for one written inside a table."""
     if key in ("name", "description", "pack"):
         return "write it at the top of the file, before any [table]"
-    return f"a table of its own ([{key}]), not a key of this one"
+    # as TOML writes each: matrix is an array of tables, servers a table per server
+    spelt = {"matrix": "[[matrix]]", "servers": "[servers.NAME]"}.get(key, f"[{key}]")
+    return f"a table of its own ({spelt}), not a key of this one"
 
 
 def _check_keys(where: Where, prefix: str, table: dict[str, Any],

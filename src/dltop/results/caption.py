@@ -74,14 +74,17 @@ class Environment:
     started_endpoints: tuple[str, ...] = ()
     """The URLs the servers dltop started got (their endpoint template filled in as each
     started: ``environment.extra``'s ``endpoint`` of a run with a ``server``)."""
+    started_servers: int = 0
+    """How many servers dltop started for the set's runs (:func:`_servers_started`): at
+    least as many as :attr:`started_endpoints`, a port being free again for a later one."""
 
     def _started_text(self) -> list[tuple[str, str]]:
         """The started servers' endpoint: the URL where the set's runs used one."""
         n = len(self.started_endpoints)
         if n == 1:
             return [("endpoint", f"{self.started_endpoints[0]} (started by dltop)")]
-        return [("endpoints", f"{n} servers started by dltop, each run's URL in its "
-                              "environment")] if n else []
+        return [("endpoints", f"{max(n, self.started_servers)} servers started by dltop, "
+                              "each run's URL in its environment")] if n else []
 
     def _many_hosts(self) -> bool:
         return len(self.hosts) > 1
@@ -253,7 +256,25 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
         allocator=() if alloc in ((), (DEFAULT_ALLOC,)) else alloc,
         started_endpoints=_distinct([str(gpufacts.extra_field(e["extra"], "endpoint"))
                                      for e in envs
-                                     if gpufacts.extra_field(e["extra"], "server")]))
+                                     if gpufacts.extra_field(e["extra"], "server")]),
+        started_servers=_servers_started(envs))
+
+
+def _servers_started(envs: Sequence[dict[str, Any]]) -> int:
+    """Servers dltop started for these environments' runs: one per group's server (its
+    ``server_first_run`` and ``server_pid``), one per run of a server of its own. Never
+    counted by URL: the kernel may give a later server the port an earlier one freed."""
+    groups: set[tuple[Any, Any]] = set()
+    own = 0
+    for e in envs:
+        if not gpufacts.extra_field(e["extra"], "server"):
+            continue
+        first = gpufacts.extra_field(e["extra"], "server_first_run")
+        if first is None:
+            own += int(e["runs_alike"])
+        else:
+            groups.add((first, gpufacts.extra_field(e["extra"], "server_pid")))
+    return own + len(groups)
 
 
 def context(db: sqlite_utils.Database, camps: Sequence[CampaignRow],

@@ -108,14 +108,24 @@ def endpoint_text(value: Any, server: Any = None) -> str:
     """A serve job's ``endpoint`` as a table shows it: its URL, or for a server dltop
     starts (its template, ``http://{host}:{port}/v1``, filled in as each server starts:
     the run's environment holds the URL) ``started by dltop (server NAME)``, with the
-    path where the profile gave another than :data:`~dltop.profiles.servers.ENDPOINT`'s."""
+    scheme, host or path where the profile gave another than
+    :data:`~dltop.profiles.servers.ENDPOINT`'s (``https``, ``path /api/v1``)."""
     if not isinstance(value, str) or "{port}" not in value:
         return fmt_value(value)
     said = [] if server is None else [f"server {fmt_value(server)}"]
-    path = value.split("{port}", 1)[1]
-    if value != servers.ENDPOINT:
-        said.append(f"path {path or '/'}")
+    # each part said where it is not the default's: an https template is not "path /v1"
+    for part, default, text in zip(_parts(value), _parts(servers.ENDPOINT),
+                                   ("{}", "host {}", "path {}"), strict=True):
+        if part != default:
+            said.append(text.format(part or "/"))
     return "started by dltop" + (f" ({', '.join(said)})" if said else "")
+
+
+def _parts(template: str) -> tuple[str, str, str]:
+    """An endpoint template's scheme, host (before ``:{port}``) and path (after it)."""
+    head, _, path = template.partition("{port}")
+    scheme, _, host = head.partition("://")
+    return scheme, host.removesuffix(":"), path
 
 
 def shown(name: str, value: Any, server: Any = None) -> str:

@@ -47,8 +47,8 @@ NOTE_BATCH = ("concurrency c ~ batch c: the server's c requests in flight arrive
               "finish apart; the batch's c sequences step together: a like, not the same, "
               "schedule.")
 NOTE_DIFFERS = ("differs: what is not the same on the two sides, stated (precision, host, "
-                "devices, the lengths the server's usage reported, a client-bound or "
-                "contaminated side).")
+                "devices, the lengths served by the server's usage, else the client's "
+                "estimate, said so; a client-bound or contaminated side).")
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,10 @@ def _lengths_said(serve: ConfigResult) -> list[str]:
                    f"usage), asked {serve.identity.get('prompt_tokens')}")
     outs = [q.output_tokens for q in reqs]
     if outs and statistics.median(outs) != serve.identity.get("new_tokens"):
-        out.append(f"served {statistics.median(outs):g} new tokens, asked "
+        # without usage the count is the client's estimate (its chunks or words), no fact
+        estimated = sum(q.tokens_estimated for q in reqs)
+        how = f" (estimated for {estimated} of {len(reqs)}: no usage)" if estimated else ""
+        out.append(f"served {statistics.median(outs):g} new tokens{how}, asked "
                    f"{serve.identity.get('new_tokens')}")
     return out
 
@@ -197,7 +200,7 @@ def _compare_cells(p: Pair) -> tuple[Cell, Cell]:
 def _pairing(p: Pair) -> str:
     c = p.gen.batch_size
     rate = p.serve.identity.get("request_rate")
-    at = f" at {rate} req/s" if rate not in (None, "inf") else ""
+    at = f" at {identity.fmt_value(rate)} req/s" if rate not in (None, "inf") else ""
     return f"concurrency 1 = batch 1{at}" if p.like else f"concurrency {c} ~ batch {c}{at}"
 
 
@@ -219,7 +222,8 @@ def overhead_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRo
     idents = placed_identities([p.serve for p in found])
     # the shape and the concurrency have columns of their own (shape, pairing)
     var = identity.variation(idents).without(SHAPE, "concurrency")
-    gen_keys = identity.variation(placed_identities([p.gen for p in found])).fields
+    gen_var = identity.variation(placed_identities([p.gen for p in found]))
+    gen_keys = gen_var.fields
     label = place_labeller([x for p in found for x in (p.serve, p.gen)])
     rows = []
     for p, ident in zip(found, idents, strict=True):
@@ -253,7 +257,10 @@ def overhead_table(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRo
     if alone:
         notes.append(f"Left out: {'; '.join(alone)}.")
     what = "the server's overhead against dltop's own generate runs"
-    lines, meta = caption.context(db, camps, var.caption())
+    # each side's own: the serve runs' "mode serve, iterations 10" is not the generate runs'
+    constants = "; ".join(f"{side} runs' {text}" for side, text in (
+        ("serve", var.caption()), ("generate", gen_var.caption())) if text)
+    lines, meta = caption.context(db, camps, constants)
     return Table(title=caption.title(camps, what), comment=caption.comment(camps, what),
                  columns=columns, rows=tuple(rows), notes=tuple(notes), caption=lines,
                  meta={**meta, "table": "overhead", "identity": var.as_json(),

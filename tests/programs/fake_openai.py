@@ -176,6 +176,8 @@ async def complete(request: web.Request) -> web.StreamResponse:
     if cfg.log:
         cfg.log.write(json.dumps({"prompt": prompt}) + "\n")
         cfg.log.flush()
+    if api == "chat" and cfg.system:  # the template's system prompt, before the user's
+        prompt = " ".join(["system"] * cfg.system) + " " + prompt
     resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
     await resp.prepare(request)
     out = Held() if cfg.hold else resp
@@ -344,6 +346,10 @@ async def main() -> None:
     p.add_argument("--bos", type=int, default=0, choices=(0, 1),
                    help="1: usage's prompt_tokens counts a BOS, as vLLM 0.32 (CPU) "
                    "answered (its tokenizer's, or its chat template's), recorded 2026-11-29")
+    p.add_argument("--system", type=int, default=0, metavar="WORDS",
+                   help="a chat template's default system prompt: WORDS words before each "
+                   "chat prompt, counted in usage and cached like any prompt's start (as "
+                   "Qwen's template adds one when the request has none)")
     p.add_argument("--prefix-cache", action="store_true",
                    help="usage says prompt_tokens_details.cached_tokens: the words a prompt "
                    "shares from its start with an earlier one (vLLM's field)")

@@ -16,7 +16,10 @@ and skipped like any other). The rules:
   ``resent`` (times it was sent again) null or integers >= 0; ``resend_s`` (from its
   first send to the one answered) null or a finite number in [0, :data:`MAX_SECONDS`];
   ``cached_tokens`` (the prompt tokens the server served from its cache, where its usage
-  says) null or an integer >= 0; ``max_tokens`` (what it asked) null or an integer >= 1.
+  says) null or an integer >= 0; ``max_tokens`` (what it asked) null or an integer >= 1;
+  ``sent_tokens`` (the prompt's tokens as the client counted what it sent, where a
+  tokenizer counted them: not stored, the ``prompts repeated`` note's measure of a chat
+  template's head) null or an integer >= 0.
 - ``load`` (once, after the measured requests): ``window_s`` a finite number > 0,
   ``client_cpu_s`` a finite number >= 0, ``asked_rate`` null or a finite number > 0,
   ``server_cold_start_s`` (a server the runner started) null or a finite number >= 0,
@@ -80,6 +83,7 @@ def check_request(e: dict[str, Any], last_index: int) -> str | None:
            or _int_field(e, "in_flight", 0)
            or _int_field(e, "resent", 0)
            or _int_field(e, "cached_tokens", 0)
+           or _int_field(e, "sent_tokens", 0)
            or _int_field(e, "max_tokens", 1))
     for key in ("scheduled_s", "dispatch_lag_s", "slot_wait_s"):
         why = why or _seconds(e, key, True)

@@ -71,6 +71,17 @@ REPEATED_SHARE = 0.1
 few chance hits of short random prompts are not a replay."""
 
 
+def _own_cached(prompt: int, cached: int, sent: int | None, prefix: int) -> bool:
+    """Whether most of a request's own part (past the shared prefix) came from the cache.
+    A chat template's tokens (a default system prompt: in the usage, not in what the
+    client sent, the same in every request and so cached) are the head, not the prompt's
+    own part: ``sent`` (the client's count, where a tokenizer counted it) tells them
+    apart; without it the whole usage count less the prefix is the own part."""
+    head = max(0, prompt - sent) if sent is not None else 0
+    own = (sent if sent is not None else prompt) - prefix
+    return cached - head - prefix > own / 2
+
+
 class ServeExtras:
     """One serve run's request rows and load summary."""
 
@@ -80,8 +91,9 @@ class ServeExtras:
         self._lags: list[float] = []
         self._bunched = [0, 0]
         """Measured requests of BUNCHED_MIN_CHUNKS chunks on: [in one piece, all]."""
-        self._prompts: list[tuple[int, int]] = []
-        """Measured requests' (prompt tokens, cached tokens), where the usage gave both."""
+        self._prompts: list[tuple[int, int, int | None]] = []
+        """Measured requests' (prompt tokens, cached tokens, tokens the client counted in
+        what it sent or None), where the usage gave the first two."""
         self._load: dict[str, Any] | None = None
         self._store = store
         self._write_later = write_later
@@ -94,8 +106,10 @@ class ServeExtras:
             if not row["warmup"]:
                 self._lags.append(row["dispatch_lag_s"])
                 if row["prompt_tokens"] is not None and row["cached_tokens"] is not None:
+                    sent = event.get("sent_tokens")
                     self._prompts.append((int(row["prompt_tokens"]),
-                                          int(row["cached_tokens"])))
+                                          int(row["cached_tokens"]),
+                                          None if sent is None else int(sent)))
                 times = event["chunk_s"]
                 if len(times) >= BUNCHED_MIN_CHUNKS:
                     self._bunched[1] += 1
@@ -153,7 +167,7 @@ class ServeExtras:
         the same ones (``prompt_draw = "seed"``: llama-server had 97 % cached at the second
         rate of a sweep without a prefix), so their TTFT times cache hits, not prefills."""
         prefix = int((self._load or {}).get("prefix_tokens") or 0)
-        hits = sum(c - prefix > (p - prefix) / 2 for p, c in self._prompts)
+        hits = sum(_own_cached(p, c, sent, prefix) for p, c, sent in self._prompts)
         if not hits or hits < REPEATED_SHARE * len(self._prompts):
             return None
         return (f"prompts repeated: {hits} of {len(self._prompts)} measured requests found "

@@ -335,13 +335,15 @@ def _report(reporter, spec, res, state):
             state["errors"].append("request %d: %s" % (res.request, res.error))
     i = state["index"]
     state["index"] += 1
+    sent, exact = state["sent"][res.request]
     reporter.emit("request", index=i, request=res.request, warmup=res.warmup,
                   scheduled_s=res.scheduled_s, dispatch_lag_s=res.dispatch_lag_s,
                   slot_wait_s=res.slot_wait_s, first_byte_s=res.first_byte_s,
                   ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
                   cached_tokens=res.cached_tokens(), max_tokens=res.max_tokens,
-                  output_tokens=tokens_out, tokens_estimated=source == "estimated",
+                  sent_tokens=sent if exact else None, output_tokens=tokens_out,
+                  tokens_estimated=source == "estimated",
                   chunk_s=chunk_s, chunk_tokens=counts, worker=res.worker,
                   in_flight=res.in_flight, resent=res.resent, resend_s=res.resend_s)
     if not ok:
@@ -350,7 +352,7 @@ def _report(reporter, spec, res, state):
     ttft = max(res.chunk_s[0], 1e-9)
     prompt = res.prompt_tokens()
     if prompt is None:  # no usage: the length the client sent, exact where it counted it
-        prompt, exact = state["sent"][res.request]
+        prompt = sent
         state["guessed"] += not exact and not res.warmup
     reporter.generation(i, res.warmup, ttft, itl, prompt, tokens_out, 1)
     reporter.iteration(i, max(res.end_s, 1e-9), tokens_out, res.warmup, None,

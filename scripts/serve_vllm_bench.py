@@ -182,6 +182,10 @@ def compare(work, pairs):
               for i in range(pairs)] for t, fs in (("v", v), ("d", d))]
     print(f"{'TTFT mean, client - server':<28} {' '.join(fmt(x) for x in extra[0]):<26} "
           f"{' '.join(fmt(x) for x in extra[1]):<26} (vLLM's /metrics over each run)")
+    if statistics.median(extra[1]) > max(extra[0]):
+        print("dltop's client saw more TTFT beyond vLLM's own than vLLM's bench did: the cost "
+              "of `dltop run` beside its runner on a host the server saturates (docs/serving.md, "
+              "Beside vllm bench serve)")
     flags = {f["flags"] for f in d} - {""}
     if flags:
         print(f"dltop's flags on its runs: {'; '.join(sorted(flags))}")

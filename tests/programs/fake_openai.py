@@ -190,8 +190,9 @@ async def complete(request: web.Request) -> web.StreamResponse:
         due = t0 + cfg.ttft_ms / 1000.0 + k * cfg.itl_ms / 1000.0
         n = min(per, tokens - sent)
         last = sent + n >= tokens
+        text = "" if k in cfg.textless else "tok " * n
         content_s.append(await split_write(
-            out, chunk(api, "tok " * n, finish=("length" if sent + n >= int(
+            out, chunk(api, text, finish=("length" if sent + n >= int(
                 body.get("max_tokens") or 16) else "stop") if last and not eos else None),
             due) - t0)
         sent += n
@@ -332,6 +333,10 @@ async def main() -> None:
                    help="the end of sequence a token of its own: a chunk without text with "
                    "finish_reason stop, a step after the last words, counted in usage, as "
                    "vLLM 0.32 (CPU) answered, recorded 2026-11-29")
+    p.add_argument("--textless", type=lambda v: {int(i) for i in v.split(",")}, default=set(),
+                   help="the chunks (0-based, comma-separated) streamed with an empty text, "
+                   "their tokens counted in usage, as vLLM 0.32 (CPU) streamed the EOS tokens "
+                   "ignore_eos let through, recorded 2026-11-30")
     p.add_argument("--accepts", default="ignore_eos,min_tokens",
                    help="the length fields it honours, comma-separated")
     p.add_argument("--refuse-unknown", action="store_true",

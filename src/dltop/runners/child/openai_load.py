@@ -14,7 +14,9 @@ Python 3.6-bound like the framework runners). What it measures, and why so:
   inside TTFT, which starts at the send.
 - **Chunks**: each SSE event's arrival time from the send. A content chunk (non-empty
   ``delta.content`` / ``text``) counts; a role-only first chunk and a usage-only last
-  chunk do not. Tokens come from the server's ``usage`` (``stream_options.include_usage``),
+  chunk do not; a chunk whose text is there and empty is a token without text where the
+  counted total leaves room for it (vLLM's EOS under ``ignore_eos``). Tokens come from the
+  server's ``usage`` (``stream_options.include_usage``),
   else from a tokenizer (:mod:`openai_tokens`: the runner sets ``Result.counted``),
   else each content chunk counts one, and the row says "estimated". A chunk's own
   token count is never reported by the server: the total is shared over the chunks
@@ -143,8 +145,8 @@ class Result(object):
         self.chunk_text = []
         self.usage = None
         self.finished = False
-        self.stop_s = None
-        """When a finish chunk without text came (vLLM's after its EOS token)."""
+        self.textless_s = []
+        """When chunks with an empty text came (tokens without text, :meth:`counts`)."""
         self.in_flight = 0
         """The client's other requests in flight when this one ended."""
         self.counted = None
@@ -168,15 +170,19 @@ class Result(object):
         weights = [len(t) for t in self.chunk_text]
         if self.has_usage():
             total, source = self.usage["completion_tokens"], "usage"
-            if self.stop_s is not None and total > len(self.chunk_s):
-                # vLLM's usage counts its EOS, which has no text: that token came with the
-                # finish chunk, not with the words before it (a zero ITL otherwise)
-                return (self.chunk_s + [self.stop_s], apportion(total - 1, weights) + [1],
-                        total, source)
         elif self.counted is not None:
             total, source = self.counted
         else:
             return self.chunk_s, [1] * len(self.chunk_s), len(self.chunk_s), "estimated"
+        blank = self.textless_s
+        if blank and total >= len(self.chunk_s) + len(blank):
+            # tokens without text, counted by the server's usage (vLLM's EOS under
+            # ignore_eos, a special token: a chunk each, text ""): each one token where it
+            # came, not shared into the words' chunks (zero or halved ITLs, a late TTFT)
+            shared = iter(apportion(total - len(blank), weights))
+            merged = sorted([(t, 0) for t in self.chunk_s] + [(t, 1) for t in blank])
+            return ([t for t, _ in merged], [1 if b else next(shared) for _, b in merged],
+                    total, source)
         return self.chunk_s, apportion(total, weights), total, source
 
     def prompt_tokens(self):

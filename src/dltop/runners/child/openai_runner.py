@@ -309,7 +309,7 @@ def _shape(spec):
 
 def _report(reporter, spec, res, state):
     chunk_s, counts, tokens_out, source = res.counts()
-    ok = res.error is None and tokens_out >= 1 and res.chunk_s
+    ok = res.error is None and tokens_out >= 1 and chunk_s
     if res.error is None and not ok:
         res.error = "no content tokens in the response"
     if res.error and state["key"]:  # a 401 may quote the key it got: never stored
@@ -339,7 +339,7 @@ def _report(reporter, spec, res, state):
     reporter.emit("request", index=i, request=res.request, warmup=res.warmup,
                   scheduled_s=res.scheduled_s, dispatch_lag_s=res.dispatch_lag_s,
                   slot_wait_s=res.slot_wait_s, first_byte_s=res.first_byte_s,
-                  ttft_s=res.chunk_s[0] if res.chunk_s else None, e2e_s=res.end_s,
+                  ttft_s=chunk_s[0] if chunk_s else None, e2e_s=res.end_s,
                   status=res.status, error=res.error, prompt_tokens=res.prompt_tokens(),
                   cached_tokens=res.cached_tokens(), max_tokens=res.max_tokens,
                   sent_tokens=sent if exact else None, output_tokens=tokens_out,
@@ -349,7 +349,7 @@ def _report(reporter, spec, res, state):
     if not ok:
         return
     itl = load.per_token_itl(chunk_s, counts)
-    ttft = max(res.chunk_s[0], 1e-9)
+    ttft = max(chunk_s[0], 1e-9)
     prompt = res.prompt_tokens()
     if prompt is None:  # no usage: the length the client sent, exact where it counted it
         prompt = sent

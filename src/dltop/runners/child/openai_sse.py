@@ -23,18 +23,23 @@ def escaped(raw):
 
 
 def _content(obj, api):
-    """The text a streamed chunk carries ('' for a role-only or usage-only chunk)."""
+    """(the text a streamed chunk carries, '' for a role-only or usage-only chunk; its
+    finish reason; whether it is a chunk of a token without text: its text field there
+    and empty, as vLLM 0.32 streams an EOS that ``ignore_eos`` let through, or a special
+    token, one chunk per token; a chat delta naming the role is the opening, not one)."""
     choices = obj.get("choices") or []
     if not choices or not isinstance(choices[0], dict):
-        return "", None
+        return "", None, False
     c = choices[0]
     finish = c.get("finish_reason")
     if api == "chat":
         delta = c.get("delta") or {}
         text = delta.get("content") if isinstance(delta, dict) else None
+        textless = text == "" and "role" not in delta
     else:
         text = c.get("text")
-    return (text if isinstance(text, str) else ""), finish
+        textless = text == ""
+    return (text if isinstance(text, str) else ""), finish, textless
 
 
 async def read_stream(resp, res, api, t_send):
@@ -62,14 +67,14 @@ async def read_stream(resp, res, api, t_send):
             return
         if isinstance(obj.get("usage"), dict):
             res.usage = obj["usage"]
-        text, finish = _content(obj, api)
+        text, finish, textless = _content(obj, api)
         if text:
             res.chunk_s.append(now - t_send)
             res.chunk_text.append(text)
+        elif textless:
+            res.textless_s.append(now - t_send)
         if finish:
             res.finished = True
-            if not text and finish == "stop" and res.chunk_s:
-                res.stop_s = now - t_send
 
     async for line in resp.content:
         now = time.monotonic()

@@ -48,7 +48,9 @@ def db_rows(tmp_path: Path, sql: str) -> list[tuple[object, ...]]:
 
 @pytest.mark.slow
 def test_two_gloo_ranks_run_and_scale(tmp_path: Path, profile: Any,
-                                      other_runners: Any) -> None:
+                                      other_runners: Any, wait_until: Any) -> None:
+    """cpus:1 then cpus:2; the cpus:2 run: torchrun (standalone rendezvous) starts the
+    ranks, the runner relays."""
     with other_runners(tmp_path) as others:
         res = run(tmp_path, profile(["cpus:1", "cpus:2"]))
     assert res.returncode == 0, res.stderr + res.stdout
@@ -71,6 +73,15 @@ def test_two_gloo_ranks_run_and_scale(tmp_path: Path, profile: Any,
     assert rows[0]["speedup"] == pytest.approx(1.0)
     assert rows[1]["speedup"] > 0 and rows[1]["efficiency"] == pytest.approx(
         rows[1]["speedup"] / 2)
+    # the cpus:2 run (run 2) went through torchrun
+    ((extra2,),) = db_rows(tmp_path, "select extra from environment where run_id = 2")
+    facts = json.loads(str(extra2))
+    assert (facts["launcher"], facts["nodes"], facts["world_size"]) == ("torchrun", 1, 2)
+    run_dir = tmp_path / "d-runs" / "run-2"
+    log = (run_dir / "runner.log").read_text()
+    assert "-m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 0" in log
+    assert "MASTER_PORT" not in log and not (run_dir / "events.fifo").exists()
+    wait_until(lambda: not ranks_alive(run_dir / "spec.json"), 30, "every rank to end")
 
 
 @pytest.mark.slow
@@ -80,15 +91,6 @@ def test_a_dying_rank_fails_the_run_and_leaves_nothing(tmp_path: Path, group_mem
     assert res.returncode == 1
     ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
     assert status == "crashed"
-    assert group_members(int(pgid)) == []  # type: ignore[call-overload]
-
-
-@pytest.mark.slow
-def test_timeout_kills_every_rank(tmp_path: Path, group_members: Any, profile: Any) -> None:
-    res = run(tmp_path, profile(["cpus:2"], 'inject = "hang"', 15))
-    assert res.returncode == 1
-    ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
-    assert status == "timeout"
     assert group_members(int(pgid)) == []  # type: ignore[call-overload]
 
 
@@ -111,26 +113,14 @@ def ranks_alive(spec_path: Path) -> list[int]:
 
 
 @pytest.mark.slow
-def test_cpus_ranks_run_under_torchrun(tmp_path: Path, profile: Any, wait_until: Any) -> None:
-    """A cpus:2 run: torchrun (standalone rendezvous) starts the ranks, the runner relays."""
-    res = run(tmp_path, profile(["cpus:2"]))
-    assert res.returncode == 0, res.stderr + res.stdout
-    ((extra,),) = db_rows(tmp_path, "select extra from environment")
-    facts = json.loads(str(extra))
-    assert (facts["launcher"], facts["nodes"], facts["world_size"]) == ("torchrun", 1, 2)
-    run_dir = tmp_path / "d-runs" / "run-1"
-    log = (run_dir / "runner.log").read_text()
-    assert "-m torch.distributed.run --standalone --nproc-per-node 2 --max-restarts 0" in log
-    assert "MASTER_PORT" not in log and not (run_dir / "events.fifo").exists()
-    wait_until(lambda: not ranks_alive(run_dir / "spec.json"), 30, "every rank to end")
-
-
-@pytest.mark.slow
 def test_a_hung_run_leaves_no_rank_in_any_session(tmp_path: Path, profile: Any,
-                                                  wait_until: Any) -> None:
-    """torchrun starts each rank in a session of its own: the timeout must still end them."""
+                                                  wait_until: Any, group_members: Any) -> None:
+    """torchrun starts each rank in a session of its own: the timeout must still end them
+    (the run's process group and every rank)."""
     res = run(tmp_path, profile(["cpus:2"], 'inject = "hang"', 15))
     assert res.returncode == 1
-    assert db_rows(tmp_path, "select status from runs") == [("timeout",)]
+    ((status, pgid),) = db_rows(tmp_path, "select status, pgid from runs")
+    assert status == "timeout"
+    assert group_members(int(pgid)) == []  # type: ignore[call-overload]
     spec_path = tmp_path / "d-runs" / "run-1" / "spec.json"
     wait_until(lambda: not ranks_alive(spec_path), 30, "every rank to end")

@@ -26,6 +26,10 @@ from dltop.results.render import FORMULA_NOTE, NOT_FINITE, render
 from dltop.results.table import Cell, Column, Layout, Role, Row, Table, key_cell
 from dltop.textsafe import formula_safe
 
+# One worker crafts the database (a real engine run): under `make test`'s --dist loadgroup
+# the module fixture would otherwise run once on each worker.
+pytestmark = pytest.mark.xdist_group("export_injection")
+
 STEPS = Path(__file__).resolve().parents[1] / "programs" / "steps.py"
 FORMULAS = ('=HYPERLINK("http://evil","x")', "@SUM(A1:A2)", "+1+cmd|' /C calc'!A0",
             "-2+3", "=1+2")

@@ -25,7 +25,9 @@ PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 sys.path.insert(0, str(PROGRAMS))
 import proto_evals as child  # noqa: E402
 
-pytestmark = pytest.mark.slow  # the module runs a real engine
+# The module runs a real engine once, on one worker: under `make test`'s --dist loadgroup
+# the module fixture would otherwise run once on each worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("convergence_e2e")]
 
 PROFILE = """\
 name = "conv"

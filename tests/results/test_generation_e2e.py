@@ -34,6 +34,10 @@ PROGRAMS = Path(__file__).resolve().parents[1] / "programs"
 sys.path.insert(0, str(PROGRAMS))
 import proto_generate as child  # noqa: E402
 
+# One worker runs the campaign (a real engine): under `make test`'s --dist loadgroup the
+# module fixture would otherwise run once on each worker.
+pytestmark = pytest.mark.xdist_group("generation_e2e")
+
 WARMUP, ITERS, PROMPT, NEW = 1, 6, 16, 8
 GENERATE = f"""
 [[matrix]]

@@ -17,7 +17,9 @@ from dltop import envsetup
 
 from .test_cntk_runner import cntk_env, cntk_spec, kinds, run_cntk  # noqa: F401
 
-pytestmark = [pytest.mark.slow, pytest.mark.cntk]
+# Both CNTK modules on one worker: the session's CNTK environment is then set up once,
+# not once per worker and module (under `make test`'s --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.cntk, pytest.mark.xdist_group("cntk")]
 
 
 def of(events: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:

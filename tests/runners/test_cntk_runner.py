@@ -24,7 +24,9 @@ from .conftest import LazyModule, spec, write_cifar_python, write_mnist
 
 torch_models = LazyModule("dltop.runners.child.torch_models")
 
-pytestmark = [pytest.mark.slow, pytest.mark.cntk]
+# Both CNTK modules on one worker: the session's CNTK environment is then set up once,
+# not once per worker and module (under `make test`'s --dist loadgroup).
+pytestmark = [pytest.mark.slow, pytest.mark.cntk, pytest.mark.xdist_group("cntk")]
 
 COUNTS = {"fcn-s": 122_194_048, "fcn-r": 14_205_962, "alexnet-s": 61_100_840,
           "alexnet-r": 85_098, "resnet-50": 25_557_032, "resnet-56": 853_018,

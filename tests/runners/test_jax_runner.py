@@ -311,14 +311,9 @@ def test_a_python_without_jax_is_refused_before_anything_is_stored(tmp_path: Pat
     assert not db.exists()
 
 
-def test_doctor_reports_jax_and_its_devices(tmp_path: Path) -> None:
-    import jax
-
+def test_doctor_says_how_to_install_jax_where_its_python_lacks_it(tmp_path: Path) -> None:
+    # the installed JAX's line: tests/telemetry/test_devices_cli.py (one doctor for all)
     env = {**os.environ, "DLTOP_CONFIG": str(tmp_path / "c.toml")}
-    res = subprocess.run([sys.executable, "-m", "dltop", "doctor"], capture_output=True,
-                         text=True, env=env, timeout=600)
-    assert res.returncode == 0, res.stderr
-    assert f"[ok] jax: {jax.__version__}, devices: 1 x cpu via" in res.stdout
     bare = {**env, "DLTOP_PYTHON_JAX": "/usr/bin/python3"}
     res = subprocess.run([sys.executable, "-m", "dltop", "doctor"], capture_output=True,
                          text=True, env=bare, timeout=600)

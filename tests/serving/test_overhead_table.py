@@ -22,7 +22,9 @@ from tests.serving.conftest import start_fake
 
 from dltop import cli
 
-pytestmark = pytest.mark.slow
+# One worker builds the campaigns (~25 s of real generate runs): under `make test`'s
+# --dist loadgroup the module fixture would otherwise run once on each worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("overhead_table")]
 
 @pytest.fixture(scope="module")
 def dbs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Path]]:

@@ -23,7 +23,9 @@ from tests.serving.conftest import SLO_FAKE, slo_campaign, start_fake
 from dltop import cli
 from dltop.store.db import connect
 
-pytestmark = pytest.mark.slow
+# One worker runs the serve campaigns (~13 s): under `make test`'s --dist loadgroup the
+# module fixture would otherwise run once on each worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("slo_table")]
 
 
 def _cli(capsys: pytest.CaptureFixture[str], db: Path | list[Path], *args: str

@@ -14,7 +14,9 @@ import psutil
 import pytest
 from tests.dltop_env import query
 
-pytestmark = pytest.mark.slow
+# One worker builds the model once for both tests (an interpreter importing torch and
+# transformers, ~5 s): under `make test`'s --dist loadgroup, once per worker otherwise.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("transformers_serve")]
 
 MAKE = """
 import sys
@@ -35,11 +37,17 @@ fast.save_pretrained(sys.argv[1])
 """
 
 
-def _serve(tmp_path: Path, head: str = "", server: str = "transformers") -> Path:
-    """A serve campaign of ``server`` on the tiny model; its database."""
-    model = tmp_path / "gpt2-2l"
-    subprocess.run([sys.executable, "-c", MAKE, str(model)], check=True, timeout=120,
+@pytest.fixture(scope="module")
+def model(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny model's folder (the servers only read it)."""
+    folder = tmp_path_factory.mktemp("model") / "gpt2-2l"
+    subprocess.run([sys.executable, "-c", MAKE, str(folder)], check=True, timeout=120,
                    capture_output=True)
+    return folder
+
+
+def _serve(tmp_path: Path, model: Path, head: str = "", server: str = "transformers") -> Path:
+    """A serve campaign of ``server`` on the tiny ``model``; its database."""
     # Prompts in the model's own words: dltop's synthetic words are all <unk> to this
     # tokenizer, and from <unk> the random model may answer only special tokens, which
     # the server skips (no content: the run failed on some random weights, not others).
@@ -71,8 +79,8 @@ timeout_s = 150
     return db
 
 
-def test_transformers_serve_started_by_dltop(tmp_path: Path) -> None:
-    db = _serve(tmp_path)
+def test_transformers_serve_started_by_dltop(tmp_path: Path, model: Path) -> None:
+    db = _serve(tmp_path, model)
     (run,) = query(db, "select id, status, error_message, server_cold_start_s, log_path, "
                    "length_forced, short_requests, note from runs")
     log = Path(run["log_path"]).with_name("server.log")
@@ -91,11 +99,11 @@ def test_transformers_serve_started_by_dltop(tmp_path: Path) -> None:
 
 
 def test_a_length_field_transformers_serve_refuses_is_an_error_naming_it(
-        tmp_path: Path) -> None:
+        tmp_path: Path, model: Path) -> None:
     # a table that claims ignore_eos for the real server: it answers 422 to each request
     head = '[servers.claims]\ncommand = "transformers serve --port {port}"\n' \
         'ready_url = "http://{host}:{port}/health"\nextensions = ["ignore_eos"]\n'
-    db = _serve(tmp_path, head, "claims")
+    db = _serve(tmp_path, model, head, "claims")
     (run,) = query(db, "select status, error_message from runs")
     assert run["status"] == "crashed", run
     errors = {r["error"] for r in query(db, "select status, error from serve_requests")}

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import re
 import socket
+import subprocess
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,10 @@ from dltop.telemetry.fake import FakeGpuBackend
 from dltop.telemetry.values import HostSample
 
 from .metrics_campaign import PROFILE, WAITING_DEVICES, WAITING_HOLDERS, seed
+
+# One worker seeds and scrapes the shared campaign: under xdist's --dist loadgroup the
+# module fixtures would otherwise run once on each worker.
+pytestmark = pytest.mark.xdist_group("campaign_metrics")
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "dltop-campaign.json"
 
@@ -44,11 +50,25 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture
-def scraped(db_path: Path) -> dict[str, list[Any]]:
+@pytest.fixture(scope="module")
+def scraped_db(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """:func:`db_path`'s campaign for the module's tests that only read it and its scrape
+    (seeded and scraped once: the first scrape waits for the exporter's first read)."""
+    engine = subprocess.Popen(["sleep", "600"])  # a stand-in engine keeps it live
+    try:
+        path = tmp_path_factory.mktemp("scraped") / "m.db"
+        seed(path, engine.pid)
+        yield path
+    finally:
+        engine.kill()
+        engine.wait()
+
+
+@pytest.fixture(scope="module")
+def scraped(scraped_db: Path) -> dict[str, list[Any]]:
     """One scrape of a real exporter (HTTP, prometheus_client's server) over the
-    database, parsed by prometheus_client's text parser."""
-    source = MetricsSource(FakeGpuBackend(2), db_path, host=host).start()
+    database, parsed by prometheus_client's text parser (the tests only read it)."""
+    source = MetricsSource(FakeGpuBackend(2), scraped_db, host=host).start()
     port = free_port()
     server = start_metrics_server(source, "127.0.0.1", port)
     try:
@@ -70,7 +90,7 @@ def one(samples: list[Any], **labels: str) -> Any:
 
 
 def test_campaign_states_jobs_and_what_it_waits_for(scraped: dict[str, list[Any]],
-                                                    db_path: Path) -> None:
+                                                    scraped_db: Path) -> None:
     states = {s.labels["state"]: s.value for s in scraped["dltop_campaign_state"]}
     assert states["waiting"] == 1 and sum(states.values()) == 1 and "finished" in states
     assert one(scraped["dltop_campaign_engine_up"]).value == 1
@@ -79,7 +99,7 @@ def test_campaign_states_jobs_and_what_it_waits_for(scraped: dict[str, list[Any]
     wait = one(scraped["dltop_campaign_waiting_for_devices"])
     assert wait.value == 1 and wait.labels["devices"] == WAITING_DEVICES
     assert one(scraped["dltop_campaign_waiting_holders"]).value == WAITING_HOLDERS
-    (since,) = connect(db_path).execute("select waiting_since_s from campaigns").fetchone()
+    (since,) = connect(scraped_db).execute("select waiting_since_s from campaigns").fetchone()
     assert one(scraped["dltop_campaign_waiting_start_time_seconds"]).value == since
     values = {v for samples in scraped.values() for s in samples for v in s.labels.values()}
     assert not [v for v in values if re.search(r"4242|alice|secret|pid|held", v)], values

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -44,9 +46,17 @@ def test_bad_inputs_exit_2() -> None:
 
 @pytest.mark.tensorflow
 @pytest.mark.cntk
-def test_doctor_reports_torch() -> None:
-    res = dltop("doctor")
-    assert res.returncode == 0
+@pytest.mark.jax
+def test_doctor_reports_each_framework(tmp_path: Path) -> None:
+    # one doctor (it starts an interpreter per framework) for all four frameworks; JAX's
+    # missing-install advice: tests/runners/test_jax_runner.py
+    import jax
+
+    env = {**os.environ, "DLTOP_CONFIG": str(tmp_path / "c.toml")}
+    res = subprocess.run([sys.executable, "-m", "dltop", "doctor"], capture_output=True,
+                         text=True, env=env, timeout=600)
+    assert res.returncode == 0, res.stderr
+    assert f"[ok] jax: {jax.__version__}, devices: 1 x cpu via" in res.stdout
     assert "[ok] torch: 2." in res.stdout and "nvml" in res.stdout
     assert "[ok] tensorflow: 2." in res.stdout and "[ok] cntk: 2.7 via" in res.stdout
     # the serve client's version is its HTTP library's, named as such

@@ -18,7 +18,9 @@ from dltop.store.rows import job_row
 from dltop.tui.app import DltopApp
 from dltop.tui.queue import QueueHeader, QueueTable
 
-pytestmark = pytest.mark.slow  # builds a database of a large queue once (tens of seconds)
+# Builds a database of a large queue once (~16 s), on one worker: under `make test`'s
+# --dist loadgroup the module fixture would otherwise run once on each worker.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("big_queue")]
 
 N_JOBS = 100_000
 

@@ -16,6 +16,7 @@ from typing import Any
 import psutil
 import pytest
 
+from dltop.childfiles import child_module
 from dltop.runners.registry import CHILD_DIR
 
 from .conftest import run_runner, spec, write_mnist, write_mnist_test
@@ -132,3 +133,40 @@ def test_workers_die_with_worker_0(tmp_path: Path, wait_until: Callable[..., Non
                    30, "worker 1 to die with worker 0")
     finally:
         run.close()
+
+
+class _GoneAtBarrier(Exception):
+    """Stands for ``tf.errors.UnavailableError`` (labelled fake at the TF boundary)."""
+
+
+class _Context:
+    """A stand-in for TF's eager context at the end barrier: its ``wait_at_barrier`` fails
+    as TF's does once worker 0's process, which holds the coordination service, is gone
+    ("Socket closed": the real race runs in tests/slurm/test_slurm_nodes.py, 1 in ~25)."""
+
+    def __init__(self, error: Exception | None) -> None:
+        self.error, self.calls = error, []  # type: ignore[var-annotated]
+
+    def wait_at_barrier(self, name: str, timeout_ms: int) -> None:
+        self.calls.append((name, timeout_ms))
+        if self.error is not None:
+            raise self.error
+
+
+def test_a_worker_whose_leader_left_at_the_end_barrier_ends_as_it_would(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    tf_dist = child_module("tf_dist")
+    gone = _GoneAtBarrier("Failed to send RPC to coordination service.\n:UNKNOWN:Error "
+                          "received from peer {grpc_message:\"Socket closed\"}")
+    ctx = _Context(gone)
+    tf_dist.end_barrier(ctx, 5000, 1, _GoneAtBarrier)  # worker 1: said, not raised
+    assert ctx.calls == [("dltop-run-end", 5000)]
+    said = capsys.readouterr().err
+    assert said.startswith("[dltop] worker 1: worker 0 was gone at the end barrier (Failed "
+                           "to send RPC to coordination service.)"), said
+    with pytest.raises(_GoneAtBarrier):  # worker 0's own failure is its run's
+        tf_dist.end_barrier(_Context(gone), 5000, 0, _GoneAtBarrier)
+    with pytest.raises(ValueError):  # any other error is raised on every worker
+        tf_dist.end_barrier(_Context(ValueError("x")), 5000, 1, _GoneAtBarrier)
+    tf_dist.end_barrier(_Context(None), 5000, 1, _GoneAtBarrier)
+    assert capsys.readouterr().err == ""

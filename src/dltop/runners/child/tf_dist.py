@@ -259,6 +259,26 @@ def _gist(text):
     return ((found or lines or [""])[0])[:300]
 
 
+def end_barrier(ctx, timeout_ms, rank, unavailable):
+    """Meet every worker at the run's end barrier (:func:`tf_runner._leaving_together`).
+
+    Worker 0's process holds the coordination service and, over nodes, leaves as soon as
+    the barrier passes (its report sent, nothing waits for the others): its service can
+    go before another worker's answer is sent, and that worker's barrier then fails
+    ``unavailable`` ("Socket closed", seen in CI over two Slurm nodes: the worker exited 3
+    and srun terminated worker 0's step, a finished run stored as crashed). Every worker
+    had arrived, or worker 0 died: either way worker 0's report and exit status say how
+    the run ended, so another worker says so and ends as it would have. Worker 0's own
+    failure there is raised."""
+    try:
+        ctx.wait_at_barrier("dltop-run-end", timeout_ms)
+    except unavailable as exc:
+        if rank == 0:
+            raise
+        sys.stderr.write("[dltop] worker %d: worker 0 was gone at the end barrier (%s); the "
+                         "run's outcome is worker 0's report\n" % (rank, _gist(str(exc))))
+
+
 def guarded(run, cluster):
     """``run`` for :func:`dltop_protocol.main`, joined with the workers when there are some."""
     if cluster is None:

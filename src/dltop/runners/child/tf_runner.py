@@ -379,8 +379,8 @@ def _leaving_together(run):
         if getattr(ctx, "coordination_service", None) and hasattr(ctx, "wait_at_barrier"):
             # The chief may still evaluate or trace after its last step; the supervisor's
             # timeout, not this one, bounds the run.
-            ctx.wait_at_barrier("dltop-run-end", int(float(spec.get("timeout_s") or 86400)
-                                                     * 1000) + 60000)
+            tf_dist.end_barrier(ctx, int(float(spec.get("timeout_s") or 86400) * 1000)
+                                + 60000, proto.rank(), tf.errors.UnavailableError)
         return n
     return ending
 

@@ -369,7 +369,8 @@ def _leaving_together(run):
     still pulling from it, failing that peer's step with "Socket closed" (seen in CI,
     cpus:2). Every worker therefore meets at a barrier of the coordination service that
     MultiWorkerMirroredStrategy starts, after its last collective and before it exits;
-    a run that failed skips it (its peers fail on their own).
+    a run that failed skips it (its peers fail on their own). Worker 0 may leave before
+    another worker's answer from the barrier is sent (tf_dist.end_barrier).
     """
     def ending(spec, reporter):
         n = run(spec, reporter)

@@ -231,6 +231,7 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
         blas.setdefault(fw, []).append(e["blas"])
     settings, clocks = gpufacts.caption_texts([e["extra"] for e in envs])
     alloc = _distinct([_alloc_text(e["extra"]) for e in envs])
+    endpoints, servers = _servers_started(envs)
     return Environment(
         hosts=_distinct([c["host"] for c in camps] + [e["host"] for e in envs]),
         os=_distinct([e["os"] for e in envs]),
@@ -254,27 +255,28 @@ def environment(db: sqlite_utils.Database, campaign_ids: Sequence[int]) -> Envir
                            if str(e["job_device"]).startswith("gpu")]),
         gpu_settings=settings, gpu_clocks=clocks,
         allocator=() if alloc in ((), (DEFAULT_ALLOC,)) else alloc,
-        started_endpoints=_distinct([str(gpufacts.extra_field(e["extra"], "endpoint"))
-                                     for e in envs
-                                     if gpufacts.extra_field(e["extra"], "server")]),
-        started_servers=_servers_started(envs))
+        started_endpoints=endpoints, started_servers=servers)
 
 
-def _servers_started(envs: Sequence[dict[str, Any]]) -> int:
-    """Servers dltop started for these environments' runs: one per group's server (its
-    ``server_first_run`` and ``server_pid``), one per run of a server of its own. Never
-    counted by URL: the kernel may give a later server the port an earlier one freed."""
+def _servers_started(envs: Sequence[dict[str, Any]]) -> tuple[tuple[str, ...], int]:
+    """The URLs the servers dltop started for these environments' runs got, and how many
+    servers: one per group's server (its ``server_first_run`` and ``server_pid``), one
+    per run of a server of its own. Never counted by URL: the kernel may give a later
+    server the port an earlier one freed."""
+    urls: list[str] = []
     groups: set[tuple[Any, Any]] = set()
     own = 0
     for e in envs:
-        if not gpufacts.extra_field(e["extra"], "server"):
+        extra = gpufacts.extra_object(e["extra"])
+        if not extra.get("server"):
             continue
-        first = gpufacts.extra_field(e["extra"], "server_first_run")
+        urls.append(str(extra.get("endpoint")))
+        first = extra.get("server_first_run")
         if first is None:
             own += int(e["runs_alike"])
         else:
-            groups.add((first, gpufacts.extra_field(e["extra"], "server_pid")))
-    return own + len(groups)
+            groups.add((first, extra.get("server_pid")))
+    return _distinct(urls), own + len(groups)
 
 
 def context(db: sqlite_utils.Database, camps: Sequence[CampaignRow],

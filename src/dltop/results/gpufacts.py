@@ -19,13 +19,20 @@ GPU_FACTS_KEY = "gpus_at_start"
 NA = "n/a"
 
 
+def extra_object(extra: str | None) -> Mapping[str, Any]:
+    """A run's ``environment.extra`` JSON as an object; empty where the text is none or
+    not a JSON object (read once where several of its keys are wanted)."""
+    try:
+        got = json.loads(extra or "{}")
+    except ValueError:
+        return {}
+    return got if isinstance(got, dict) else {}
+
+
 def extra_field(extra: str | None, key: str) -> Any:
     """``key``'s value in a run's ``environment.extra`` JSON; None where it has none or
     the text is not a JSON object."""
-    try:
-        return json.loads(extra or "{}").get(key)
-    except (ValueError, AttributeError):
-        return None
+    return extra_object(extra).get(key)
 
 
 def gpu_facts(extra: str | None) -> tuple[Mapping[str, Any], ...]:

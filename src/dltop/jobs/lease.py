@@ -282,9 +282,7 @@ class DeviceLease:
         held = f"{busy} held by {self.holder_of(busy)}"
         if self._ticket is None:
             return held
-        want = tickets.describe_devices(self.names)
-        if self.any_of is not None:
-            want = f"any {self._need} of {want}"
+        want = self._wanted()
         if self.ahead:
             last = self.ahead[-1]
             return (f"{want}: {tickets.ordinal(len(self.ahead) + 1)} in line behind "
@@ -296,10 +294,12 @@ class DeviceLease:
         processes it waits on: the live waiters ahead of it in line for them, else 1,
         the holder of the device :meth:`poll` found busy). No pid, user, campaign or
         database: these may leave the host (the exporter), :meth:`waiting_text` not."""
+        return self._wanted(), len({t.pid for t in self.ahead}) or 1
+
+    def _wanted(self) -> str:
+        """The devices it wants: ``gpu 0-1``, or ``any 2 of cpu 0-7``."""
         want = tickets.describe_devices(self.names)
-        if self.any_of is not None:
-            want = f"any {self._need} of {want}"
-        return want, len({t.pid for t in self.ahead}) or 1
+        return want if self.any_of is None else f"any {self._need} of {want}"
 
     def release(self) -> None:
         """Unlock every device held and leave the line (idempotent)."""

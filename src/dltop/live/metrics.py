@@ -133,9 +133,9 @@ def campaign_runs(db: sqlite_utils.Database, campaign_id: int, name: str,
     """The campaign's runs stored as running, with their recent iterations' pace."""
     out: list[RunMetrics] = []
     rows = running(db, campaign_id)
-    slots = Counter(run_slot(r) for r in rows)
-    for r in rows:
-        slot = run_slot(r)
+    slot_of = [run_slot(r) for r in rows]
+    slots = Counter(slot_of)
+    for r, slot in zip(rows, slot_of, strict=True):
         its = recent_iterations(db, r["id"], RECENT_ITERATIONS)
         measured = [i["seconds"] for i in its if not i["warmup"]]
         recent = measured or [i["seconds"] for i in its]

@@ -16,7 +16,7 @@ per-iteration trace) with its device readings (:mod:`dltop.results.runtrace`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dltop.catalog import JobStatus, RunStatus
@@ -292,28 +292,19 @@ def build(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow], *,
                   environment=tuple(env.items()), summary=table, reasons=reasons,
                   figures=tuple(figures), runs=tuple(runs), runs_note=note, empty=empty,
                   left_out=failed_text(results) if figures else "",
-                  slo=_slo(db, camps, results), overhead=_overhead(db, camps, results))
+                  slo=_answer(slo.slo_table, db, camps, results),
+                  overhead=_answer(overhead.overhead_table, db, camps, results))
 
 
-def _slo(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
-         results: Sequence[ConfigResult]) -> Table | None:
-    """The serving answer table, or None where the campaigns cannot give one (no serve
-    run, no SLO, no rate sweep: what ``export --table slo`` refuses)."""
+def _answer(make: Callable[..., Table], db: sqlite_utils.Database,
+            camps: Sequence[queries.CampaignRow],
+            results: Sequence[ConfigResult]) -> Table | None:
+    """A serving section's table (``slo``: the capacity at the SLOs; ``overhead``: the
+    server beside dltop's own generate runs), or None where the campaigns cannot give
+    it (no serve run; no SLO or rate sweep; no pair: what ``export --table`` refuses)."""
     if not any(r.identity.get("mode") == "serve" for r in results):
         return None
     try:
-        return slo.slo_table(db, camps, results=results)
-    except UserError:
-        return None
-
-
-def _overhead(db: sqlite_utils.Database, camps: Sequence[queries.CampaignRow],
-              results: Sequence[ConfigResult]) -> Table | None:
-    """The server's overhead table, or None where no serve run pairs with a generate run
-    (what ``export --table overhead`` refuses)."""
-    if not any(r.identity.get("mode") == "serve" for r in results):
-        return None
-    try:
-        return overhead.overhead_table(db, camps, results=results)
+        return make(db, camps, results=results)
     except UserError:
         return None
